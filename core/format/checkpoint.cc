@@ -1,0 +1,349 @@
+#include "core/format/checkpoint.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <regex>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/format/gguf_reader.h"
+#include "core/format/json_header.h"
+#include "core/format/safetensors_reader.h"
+#include "core/quant/stored_encoding.h"
+#include "core/util/status_macros.h"
+
+namespace tensormorph {
+namespace {
+
+constexpr absl::string_view kIndexName = "model.safetensors.index.json";
+
+std::string Basename(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+std::string Dirname(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+std::string Join(const std::string& dir, absl::string_view name) {
+  if (!dir.empty() && dir.back() == '/') return absl::StrCat(dir, name);
+  return absl::StrCat(dir, "/", name);
+}
+
+// Regular files directly inside `dir`, sorted by name.
+absl::StatusOr<std::vector<std::string>> ListFiles(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) {
+    return absl::NotFoundError(absl::StrCat("cannot list directory '", dir, "'"));
+  }
+  std::vector<std::string> names;
+  while (struct dirent* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    struct stat st;
+    if (::stat(Join(dir, name).c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      names.push_back(std::move(name));
+    }
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// `prefix-00001-of-00003.gguf` → (prefix, 1, 3).
+struct SplitName {
+  std::string prefix;
+  int index = 0;
+  int count = 0;
+};
+std::optional<SplitName> ParseSplitName(const std::string& name) {
+  static const std::regex kPattern(R"((.*)-(\d{5})-of-(\d{5})\.gguf)");
+  std::smatch m;
+  if (!std::regex_match(name, m, kPattern)) return std::nullopt;
+  SplitName s{m[1].str(), std::stoi(m[2].str()), std::stoi(m[3].str())};
+  if (s.index < 1 || s.count < 1 || s.index > s.count) return std::nullopt;
+  return s;
+}
+std::string SplitFileName(const SplitName& s, int index) {
+  return absl::StrFormat("%s-%05d-of-%05d.gguf", s.prefix, index, s.count);
+}
+
+}  // namespace
+
+absl::string_view FormatName(CheckpointFormat format) {
+  return format == CheckpointFormat::kGguf ? "gguf" : "safetensors";
+}
+
+// Assembles a Checkpoint from files; keeps Open() readable.
+class CheckpointBuilder {
+ public:
+  explicit CheckpointBuilder(std::string path)
+      : ckpt_(new Checkpoint()) {
+    ckpt_->path_ = std::move(path);
+  }
+
+  absl::StatusOr<std::shared_ptr<const Checkpoint>> OpenPath();
+
+ private:
+  using Mapping = std::shared_ptr<const MappedFile>;
+  // Each Add* maps `p` unless handed the mapping already.
+  absl::Status AddSafetensors(const std::string& p, Mapping m = nullptr);
+  absl::Status AddGguf(const std::string& p, Mapping m = nullptr);
+  absl::StatusOr<int> AddFile(const std::string& p, Mapping* m) {
+    if (*m == nullptr) {
+      TM_ASSIGN_OR_RETURN(*m, MappedFile::Open(p));
+    }
+    ckpt_->files_.push_back({p, *m});
+    return static_cast<int>(ckpt_->files_.size()) - 1;
+  }
+  absl::Status OpenGgufSet(const std::string& p, Mapping m);
+  absl::Status OpenSafetensorsIndex(const std::string& index_path);
+  absl::Status OpenGgufSet(const std::string& p);
+  absl::Status OpenDirectory(const std::string& dir);
+  absl::Status OpenFile(const std::string& p);
+  absl::Status Finish();
+
+  std::unique_ptr<Checkpoint> ckpt_;
+};
+
+absl::Status CheckpointBuilder::AddSafetensors(const std::string& p,
+                                               Mapping m) {
+  ckpt_->format_ = CheckpointFormat::kSafetensors;
+  TM_ASSIGN_OR_RETURN(const int file_index, AddFile(p, &m));
+  TM_ASSIGN_OR_RETURN(SafetensorsHeader h, ParseSafetensors(m->bytes(), p));
+  for (StoredTensor& t : h.tensors) {
+    t.file_index = file_index;
+    ckpt_->stored_.push_back(std::move(t));
+  }
+  for (auto& [k, v] : h.metadata) {
+    ckpt_->metadata_.push_back({k, "string", v});
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckpointBuilder::AddGguf(const std::string& p, Mapping m) {
+  ckpt_->format_ = CheckpointFormat::kGguf;
+  TM_ASSIGN_OR_RETURN(const int file_index, AddFile(p, &m));
+  TM_ASSIGN_OR_RETURN(GgufFile g, ParseGguf(m->bytes(), p));
+  for (StoredTensor& t : g.tensors) {
+    t.file_index = file_index;
+    ckpt_->stored_.push_back(std::move(t));
+  }
+  if (file_index == 0) {
+    for (const GgufKv& kv : g.metadata) {
+      std::string type(GgufTypeName(kv.type));
+      if (kv.type == GgufType::kArray) {
+        type = absl::StrCat("array<", GgufTypeName(kv.elem_type), ">");
+      }
+      ckpt_->metadata_.push_back({kv.key, type, GgufValueToString(kv)});
+    }
+    ckpt_->gguf_kv_ = std::move(g.metadata);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckpointBuilder::OpenGgufSet(const std::string& p, Mapping m) {
+  const std::string dir = Dirname(p);
+  auto split = ParseSplitName(Basename(p));
+  if (!split) return AddGguf(p, std::move(m));
+  for (int i = 1; i <= split->count; ++i) {
+    const std::string part = Join(dir, SplitFileName(*split, i));
+    struct stat st;
+    if (::stat(part.c_str(), &st) != 0) {
+      return absl::DataLossError(absl::StrCat("split GGUF '", p, "': split ", i,
+                                              " of ", split->count, " ('", part,
+                                              "') is missing"));
+    }
+    TM_RETURN_IF_ERROR(AddGguf(part));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckpointBuilder::OpenSafetensorsIndex(
+    const std::string& index_path) {
+  TM_ASSIGN_OR_RETURN(auto m, MappedFile::Open(index_path));
+  absl::string_view text(reinterpret_cast<const char*>(m->bytes().data()),
+                        m->size());
+  const std::string what = absl::StrCat("index '", index_path, "'");
+  TM_ASSIGN_OR_RETURN(nlohmann::json index, ParseStrictJson(text, what));
+  if (!index.is_object() || !index.contains("weight_map") ||
+      !index["weight_map"].is_object()) {
+    return absl::DataLossError(
+        absl::StrCat(what, ": expected an object with a 'weight_map' object"));
+  }
+  // shard file name -> tensors the index places there
+  std::map<std::string, absl::flat_hash_set<std::string>> shards;
+  for (const auto& [tensor, shard] : index["weight_map"].items()) {
+    if (!shard.is_string()) {
+      return absl::DataLossError(absl::StrCat(
+          what, ": weight_map['", tensor, "'] must be a file name string"));
+    }
+    const std::string& name = shard.get_ref<const std::string&>();
+    // A hostile index must not reach outside its directory.
+    if (name.empty() || name.find('/') != std::string::npos || name == "." ||
+        name == "..") {
+      return absl::DataLossError(absl::StrCat(
+          what, ": weight_map['", tensor, "'] = '", name,
+          "' is not a plain file name in the index's directory"));
+    }
+    shards[name].insert(tensor);
+  }
+  const std::string dir = Dirname(index_path);
+  for (const auto& [name, tensors] : shards) {
+    const std::string shard_path = Join(dir, name);
+    struct stat st;
+    if (::stat(shard_path.c_str(), &st) != 0) {
+      return absl::DataLossError(
+          absl::StrCat(what, ": weight_map names shard '", name,
+                       "' for ", tensors.size(), " tensors but '", shard_path,
+                       "' does not exist"));
+    }
+    const size_t before = ckpt_->stored_.size();
+    TM_RETURN_IF_ERROR(AddSafetensors(shard_path));
+    absl::flat_hash_set<std::string> present;
+    for (size_t i = before; i < ckpt_->stored_.size(); ++i) {
+      const std::string& t = ckpt_->stored_[i].name;
+      present.insert(t);
+      if (!tensors.contains(t)) {
+        return absl::DataLossError(absl::StrCat(
+            what, ": shard '", name, "' holds tensor '", t,
+            "' which the weight_map does not place there"));
+      }
+    }
+    for (const std::string& t : tensors) {
+      if (!present.contains(t)) {
+        return absl::DataLossError(
+            absl::StrCat(what, ": weight_map places tensor '", t,
+                         "' in shard '", name, "' but the shard lacks it"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckpointBuilder::OpenFile(const std::string& p) {
+  TM_ASSIGN_OR_RETURN(auto m, MappedFile::Open(p));
+  const auto bytes = m->bytes();
+  if (LooksLikeGguf(bytes)) return OpenGgufSet(p, std::move(m));
+  if (LooksLikeSafetensors(bytes)) return AddSafetensors(p, std::move(m));
+  size_t first = 0;
+  while (first < bytes.size() && std::isspace(bytes[first])) ++first;
+  if (first < bytes.size() && bytes[first] == '{') {
+    return OpenSafetensorsIndex(p);
+  }
+  return absl::DataLossError(absl::StrCat(
+      "file '", p, "': neither GGUF (magic 'GGUF') nor safetensors (8-byte "
+                   "header length then a JSON object) nor a "
+                   "safetensors index (JSON)"));
+}
+
+absl::Status CheckpointBuilder::OpenDirectory(const std::string& dir) {
+  TM_ASSIGN_OR_RETURN(std::vector<std::string> names, ListFiles(dir));
+  if (std::find(names.begin(), names.end(), kIndexName) != names.end()) {
+    return OpenSafetensorsIndex(Join(dir, kIndexName));
+  }
+  std::vector<std::string> st, gguf;
+  for (const std::string& n : names) {
+    if (absl::EndsWith(n, ".safetensors")) st.push_back(n);
+    if (absl::EndsWith(n, ".gguf")) gguf.push_back(n);
+  }
+  if (!st.empty()) {
+    for (const std::string& n : st) TM_RETURN_IF_ERROR(AddSafetensors(Join(dir, n)));
+    return absl::OkStatus();
+  }
+  if (gguf.size() == 1) return OpenGgufSet(Join(dir, gguf[0]), nullptr);
+  if (!gguf.empty()) {
+    auto first = ParseSplitName(gguf[0]);
+    bool one_set = first.has_value() &&
+                   gguf.size() == static_cast<size_t>(first->count);
+    for (const std::string& n : gguf) {
+      auto s = ParseSplitName(n);
+      one_set = one_set && s && s->prefix == first->prefix &&
+                s->count == first->count;
+    }
+    if (one_set) return OpenGgufSet(Join(dir, gguf[0]), nullptr);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "directory '", dir, "' holds ", gguf.size(),
+        " GGUF files that are not one split set: name the file to open"));
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "directory '", dir, "' holds no .safetensors, .gguf or ", kIndexName));
+}
+
+absl::Status CheckpointBuilder::Finish() {
+  Checkpoint& c = *ckpt_;
+  for (size_t i = 0; i < c.stored_.size(); ++i) {
+    if (!c.stored_index_.emplace(c.stored_[i].name, i).second) {
+      const StoredTensor& t = c.stored_[i];
+      return absl::DataLossError(absl::StrCat(
+          "checkpoint '", c.path_, "': tensor '", t.name, "' appears in both '",
+          c.files_[c.stored_[c.stored_index_[t.name]].file_index].path,
+          "' and '", c.files_[t.file_index].path, "'"));
+    }
+  }
+  const absl::string_view convention =
+      c.format_ == CheckpointFormat::kGguf ? "ggml" : "safetensors";
+  c.tensors_.reserve(c.stored_.size());
+  for (const StoredTensor& t : c.stored_) {
+    c.tensors_.push_back(LogicalTensor{t.name, t.shape, t.num_elements,
+                                       MakeStoredEncoding(t, convention)});
+  }
+  std::sort(c.tensors_.begin(), c.tensors_.end(),
+            [](const LogicalTensor& a, const LogicalTensor& b) {
+              return a.name < b.name;
+            });
+  for (size_t i = 0; i < c.tensors_.size(); ++i) {
+    c.tensor_index_.emplace(c.tensors_[i].name, i);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<const Checkpoint>>
+CheckpointBuilder::OpenPath() {
+  const std::string& p = ckpt_->path_;
+  struct stat st;
+  if (::stat(p.c_str(), &st) != 0) {
+    return absl::NotFoundError(absl::StrCat("no such file or directory: '", p, "'"));
+  }
+  if (S_ISDIR(st.st_mode)) {
+    TM_RETURN_IF_ERROR(OpenDirectory(p));
+  } else if (S_ISREG(st.st_mode)) {
+    TM_RETURN_IF_ERROR(OpenFile(p));
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", p, "' is neither a regular file nor a directory"));
+  }
+  TM_RETURN_IF_ERROR(Finish());
+  return std::shared_ptr<const Checkpoint>(std::move(ckpt_));
+}
+
+absl::StatusOr<std::shared_ptr<const Checkpoint>> Checkpoint::Open(
+    const std::string& path) {
+  return CheckpointBuilder(path).OpenPath();
+}
+
+uint64_t Checkpoint::total_bytes() const {
+  uint64_t n = 0;
+  for (const File& f : files_) n += f.mapping->size();
+  return n;
+}
+
+const LogicalTensor* Checkpoint::FindTensor(absl::string_view name) const {
+  auto it = tensor_index_.find(name);
+  return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
+}
+
+const StoredTensor* Checkpoint::FindStored(absl::string_view name) const {
+  auto it = stored_index_.find(name);
+  return it == stored_index_.end() ? nullptr : &stored_[it->second];
+}
+
+}  // namespace tensormorph

@@ -1,0 +1,84 @@
+// A checkpoint: one or more memory-mapped files and the tensors in them.
+#ifndef TENSORMORPH_CORE_FORMAT_CHECKPOINT_H_
+#define TENSORMORPH_CORE_FORMAT_CHECKPOINT_H_
+
+#include <memory>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "core/format/gguf_metadata.h"
+#include "core/format/stored_tensor.h"
+#include "core/io/mapped_file.h"
+#include "core/tensor.h"
+
+namespace tensormorph {
+
+enum class CheckpointFormat { kSafetensors, kGguf };
+absl::string_view FormatName(CheckpointFormat format);
+
+// One metadata entry for display: safetensors `__metadata__` (type
+// "string") or a GGUF key/value.
+struct MetadataEntry {
+  std::string key;
+  std::string type;
+  std::string value;
+};
+
+// Thread safety: immutable after Open; every method is safe to call from
+// many threads. Tensor data views stay valid while the Checkpoint lives.
+class Checkpoint {
+ public:
+  // Opens `path`, which may be:
+  //  - a safetensors or GGUF file (detected by its magic bytes, not its name);
+  //  - one split of a split GGUF (`name-00001-of-00003.gguf`): all splits open;
+  //  - `model.safetensors.index.json`, or a directory holding it: the shards
+  //    named by its weight_map, which must agree with the shards' headers;
+  //  - a directory of safetensors files, or of one GGUF (or one split set).
+  // Opening maps the files and parses headers only.
+  // Errors: NOT_FOUND (no such path, or no checkpoint in a directory);
+  // INVALID_ARGUMENT (not a regular file or directory; an ambiguous
+  // directory); DATA_LOSS (a corrupt file, index or split set, naming the
+  // file and the rule); UNIMPLEMENTED (an unsupported dtype or version).
+  static absl::StatusOr<std::shared_ptr<const Checkpoint>> Open(
+      const std::string& path);
+
+  struct File {
+    std::string path;
+    std::shared_ptr<const MappedFile> mapping;
+  };
+
+  const std::string& path() const { return path_; }
+  CheckpointFormat format() const { return format_; }
+  const std::vector<File>& files() const { return files_; }
+  const std::vector<StoredTensor>& stored_tensors() const { return stored_; }
+  const std::vector<LogicalTensor>& tensors() const { return tensors_; }
+  const std::vector<MetadataEntry>& metadata() const { return metadata_; }
+  // GGUF key/values of the first file (empty for safetensors).
+  const std::vector<GgufKv>& gguf_metadata() const { return gguf_kv_; }
+  uint64_t total_bytes() const;
+
+  // nullptr when absent.
+  const LogicalTensor* FindTensor(absl::string_view name) const;
+  const StoredTensor* FindStored(absl::string_view name) const;
+
+ private:
+  Checkpoint() = default;
+  friend class CheckpointBuilder;
+
+  std::string path_;
+  CheckpointFormat format_ = CheckpointFormat::kSafetensors;
+  std::vector<File> files_;
+  std::vector<StoredTensor> stored_;
+  std::vector<LogicalTensor> tensors_;
+  std::vector<MetadataEntry> metadata_;
+  std::vector<GgufKv> gguf_kv_;
+  absl::flat_hash_map<std::string, size_t> tensor_index_;
+  absl::flat_hash_map<std::string, size_t> stored_index_;
+};
+
+}  // namespace tensormorph
+
+#endif  // TENSORMORPH_CORE_FORMAT_CHECKPOINT_H_

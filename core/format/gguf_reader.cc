@@ -1,0 +1,405 @@
+#include "core/format/gguf_reader.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "core/io/byte_reader.h"
+#include "core/util/checked_math.h"
+
+namespace tensormorph {
+namespace {
+
+// Smallest encodings, used to bound counts by the bytes remaining.
+constexpr uint64_t kMinKvBytes = 8 + 1 + 4 + 1;  // key len, 1-byte key, type, u8
+constexpr uint64_t kMinTensorInfoBytes = 8 + 1 + 4 + 8 + 4 + 8;
+
+class GgufParser {
+ public:
+  GgufParser(absl::Span<const uint8_t> file, absl::string_view label)
+      : file_(file), r_(file), label_(label) {}
+
+  absl::StatusOr<GgufFile> Parse();
+
+ private:
+  absl::Status Corrupt(absl::string_view msg) const {
+    return absl::DataLossError(absl::StrCat("file '", label_, "': ", msg));
+  }
+  // A read that ran out of bytes.
+  absl::Status Truncated(absl::string_view what, uint64_t need) const {
+    return Corrupt(absl::StrCat("truncated: ", what, " needs ", need,
+                                " bytes at offset ", r_.offset(), " but ",
+                                r_.remaining(), " remain"));
+  }
+  template <typename T>
+  absl::Status ReadField(absl::string_view what, T* out) {
+    if (!r_.Read(out)) return Truncated(what, sizeof(T));
+    return absl::OkStatus();
+  }
+  absl::Status ReadString(absl::string_view what, absl::string_view* out);
+  absl::Status ReadValue(absl::string_view key, GgufType type, int depth,
+                         GgufKv* kv);
+  absl::Status ReadKv(uint64_t index, GgufFile* out);
+  absl::Status ReadTensorInfo(uint64_t index, StoredTensor* t,
+                              uint64_t* rel_offset);
+
+  absl::Span<const uint8_t> file_;
+  ByteReader r_;
+  absl::string_view label_;
+};
+
+absl::Status GgufParser::ReadString(absl::string_view what,
+                                    absl::string_view* out) {
+  uint64_t len;
+  if (!r_.Read(&len)) return Truncated(absl::StrCat(what, " length"), 8);
+  if (len > r_.remaining()) {
+    return Corrupt(absl::StrCat(what, ": string length ", len, " exceeds the ",
+                                r_.remaining(), " bytes remaining"));
+  }
+  r_.ReadBytes(len, out);
+  return absl::OkStatus();
+}
+
+absl::Status GgufParser::ReadValue(absl::string_view key, GgufType type,
+                                   int depth, GgufKv* kv) {
+  const std::string what = absl::StrCat("key '", key, "'");
+  switch (type) {
+    case GgufType::kUint8: {
+      uint8_t v;
+      if (auto s = ReadField(what, &v); !s.ok()) return s;
+      kv->u = v;
+      return absl::OkStatus();
+    }
+    case GgufType::kBool: {
+      uint8_t v;
+      if (auto s = ReadField(what, &v); !s.ok()) return s;
+      kv->u = v;
+      return absl::OkStatus();
+    }
+    case GgufType::kInt8: {
+      int8_t v;
+      if (auto s = ReadField(what, &v); !s.ok()) return s;
+      kv->i = v;
+      return absl::OkStatus();
+    }
+    case GgufType::kUint16: {
+      uint16_t v;
+      if (auto s = ReadField(what, &v); !s.ok()) return s;
+      kv->u = v;
+      return absl::OkStatus();
+    }
+    case GgufType::kInt16: {
+      int16_t v;
+      if (auto s = ReadField(what, &v); !s.ok()) return s;
+      kv->i = v;
+      return absl::OkStatus();
+    }
+    case GgufType::kUint32: {
+      uint32_t v;
+      if (auto s = ReadField(what, &v); !s.ok()) return s;
+      kv->u = v;
+      return absl::OkStatus();
+    }
+    case GgufType::kInt32: {
+      int32_t v;
+      if (auto s = ReadField(what, &v); !s.ok()) return s;
+      kv->i = v;
+      return absl::OkStatus();
+    }
+    case GgufType::kUint64:
+      return ReadField(what, &kv->u);
+    case GgufType::kInt64:
+      return ReadField(what, &kv->i);
+    case GgufType::kFloat32: {
+      float v;
+      if (auto s = ReadField(what, &v); !s.ok()) return s;
+      kv->f = v;
+      return absl::OkStatus();
+    }
+    case GgufType::kFloat64:
+      return ReadField(what, &kv->f);
+    case GgufType::kString:
+      return ReadString(what, &kv->str);
+    case GgufType::kArray: {
+      if (depth >= kGgufMaxArrayDepth) {
+        return Corrupt(absl::StrCat(what, ": arrays nested deeper than ",
+                                    kGgufMaxArrayDepth, " levels"));
+      }
+      uint32_t et;
+      uint64_t n;
+      if (auto s = ReadField(absl::StrCat(what, " array type"), &et); !s.ok()) {
+        return s;
+      }
+      if (et >= kNumGgufTypes) {
+        return Corrupt(absl::StrCat(what, ": array element type ", et,
+                                    " is not a GGUF type (0..",
+                                    kNumGgufTypes - 1, ")"));
+      }
+      if (auto s = ReadField(absl::StrCat(what, " array length"), &n);
+          !s.ok()) {
+        return s;
+      }
+      const GgufType elem = static_cast<GgufType>(et);
+      // Every element takes at least one byte (strings 8, arrays 12).
+      const uint64_t min_elem =
+          elem == GgufType::kString ? 8
+          : elem == GgufType::kArray ? 12
+                                     : GgufScalarSize(elem);
+      if (n > r_.remaining() / min_elem) {
+        return Corrupt(absl::StrCat(what, ": array of ", n, " ",
+                                    GgufTypeName(elem), " needs at least ",
+                                    min_elem, " bytes each but ",
+                                    r_.remaining(), " bytes remain"));
+      }
+      kv->elem_type = elem;
+      kv->count = n;
+      const uint64_t start = r_.offset();
+      if (min_elem > 0 && elem != GgufType::kString &&
+          elem != GgufType::kArray) {
+        r_.Skip(n * min_elem);
+      } else {
+        for (uint64_t k = 0; k < n; ++k) {
+          GgufKv element;
+          if (auto s = ReadValue(key, elem, depth + 1, &element); !s.ok()) {
+            return s;
+          }
+        }
+      }
+      kv->raw = file_.subspan(start, r_.offset() - start);
+      return absl::OkStatus();
+    }
+  }
+  return Corrupt(absl::StrCat(what, ": invalid value type"));
+}
+
+absl::Status GgufParser::ReadKv(uint64_t index, GgufFile* out) {
+  absl::string_view key;
+  if (auto s = ReadString(absl::StrCat("key ", index), &key); !s.ok()) {
+    return s;
+  }
+  if (key.empty()) return Corrupt(absl::StrCat("key ", index, " is empty"));
+  uint32_t type;
+  if (auto s = ReadField(absl::StrCat("key '", key, "' type"), &type);
+      !s.ok()) {
+    return s;
+  }
+  if (type >= kNumGgufTypes) {
+    return Corrupt(absl::StrCat("key '", key, "': value type ", type,
+                                " is not a GGUF type (0..", kNumGgufTypes - 1,
+                                ")"));
+  }
+  GgufKv kv;
+  kv.key = std::string(key);
+  kv.type = static_cast<GgufType>(type);
+  if (auto s = ReadValue(key, kv.type, 0, &kv); !s.ok()) return s;
+  out->metadata.push_back(std::move(kv));
+  return absl::OkStatus();
+}
+
+absl::Status GgufParser::ReadTensorInfo(uint64_t index, StoredTensor* t,
+                                        uint64_t* rel_offset) {
+  absl::string_view name;
+  if (auto s = ReadString(absl::StrCat("tensor info ", index, " name"), &name);
+      !s.ok()) {
+    return s;
+  }
+  if (name.size() > kGgufMaxNameBytes) {
+    return Corrupt(absl::StrCat("tensor info ", index, ": name of ",
+                                name.size(), " bytes exceeds ggml's limit of ",
+                                kGgufMaxNameBytes));
+  }
+  t->name = std::string(name);
+  const std::string where = absl::StrCat("tensor '", name, "'");
+  uint32_t n_dims;
+  if (auto s = ReadField(absl::StrCat(where, " n_dims"), &n_dims); !s.ok()) {
+    return s;
+  }
+  if (n_dims > kGgufMaxDims) {
+    return Corrupt(absl::StrCat(where, ": n_dims ", n_dims,
+                                " exceeds ggml's maximum of ", kGgufMaxDims));
+  }
+  int64_t ne[kGgufMaxDims] = {1, 1, 1, 1};
+  for (uint32_t j = 0; j < n_dims; ++j) {
+    if (auto s = ReadField(absl::StrCat(where, " ne[", j, "]"), &ne[j]);
+        !s.ok()) {
+      return s;
+    }
+    if (ne[j] <= 0) {
+      return Corrupt(absl::StrCat(where, ": ne[", j, "] = ", ne[j],
+                                  " but every dimension must be > 0"));
+    }
+  }
+  auto count = CheckedProduct(absl::MakeConstSpan(ne, n_dims));
+  if (!count) {
+    std::string dims;
+    for (uint32_t j = 0; j < n_dims; ++j) {
+      absl::StrAppend(&dims, j ? ", " : "", ne[j]);
+    }
+    return Corrupt(absl::StrCat(where, ": ne = (", dims,
+                                ") has more elements than int64 can count"));
+  }
+  uint32_t type_id;
+  if (auto s = ReadField(absl::StrCat(where, " type"), &type_id); !s.ok()) {
+    return s;
+  }
+  auto dtype = DTypeFromGgmlTypeId(type_id);
+  if (!dtype) {
+    return Corrupt(absl::StrCat(where, ": ggml type id ", type_id, " (",
+                                DescribeGgmlTypeId(type_id),
+                                ") has no block size"));
+  }
+  const DTypeInfo& info = GetDTypeInfo(*dtype);
+  if (ne[0] % info.block_elems != 0) {
+    return Corrupt(absl::StrCat(where, ": ne[0] = ", ne[0],
+                                " is not a multiple of the ", info.name,
+                                " block size ", info.block_elems));
+  }
+  auto nbytes = CheckedMul<uint64_t>(
+      static_cast<uint64_t>(*count / info.block_elems), info.block_bytes);
+  if (!nbytes) {
+    return Corrupt(absl::StrCat(where, ": byte size overflows 64 bits"));
+  }
+  if (auto s = ReadField(absl::StrCat(where, " offset"), rel_offset);
+      !s.ok()) {
+    return s;
+  }
+  t->dtype = *dtype;
+  t->num_elements = *count;
+  t->nbytes = *nbytes;
+  for (int j = static_cast<int>(n_dims) - 1; j >= 0; --j) {
+    t->shape.push_back(ne[j]);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<GgufFile> GgufParser::Parse() {
+  GgufFile out;
+  char magic[4];
+  if (!r_.Read(&magic)) return Truncated("magic", 4);
+  if (std::memcmp(magic, "GGUF", 4) != 0) {
+    return Corrupt("magic is not 'GGUF'");
+  }
+  uint32_t version;
+  if (auto s = ReadField("version", &version); !s.ok()) return s;
+  if ((version & 0xFFFF) == 0 && version != 0) {
+    return Corrupt(absl::StrCat(
+        "version ", version, " (0x", absl::Hex(version),
+        ") looks byte-swapped: this is probably a big-endian GGUF file, "
+        "which is not supported"));
+  }
+  if (version == 1) {
+    return absl::UnimplementedError(absl::StrCat(
+        "file '", label_, "': GGUF version 1 is not supported (2 and 3 are)"));
+  }
+  if (version < 1 || version > 3) {
+    return absl::UnimplementedError(
+        absl::StrCat("file '", label_, "': GGUF version ", version,
+                     " is not supported (2 and 3 are)"));
+  }
+  out.version = version;
+  uint64_t n_tensors, n_kv;
+  if (auto s = ReadField("tensor count", &n_tensors); !s.ok()) return s;
+  if (auto s = ReadField("metadata key count", &n_kv); !s.ok()) return s;
+  if (n_kv > r_.remaining() / kMinKvBytes) {
+    return Corrupt(absl::StrCat("metadata key count ", n_kv,
+                                " cannot fit in the ", r_.remaining(),
+                                " bytes remaining (", kMinKvBytes,
+                                " bytes each at least)"));
+  }
+  if (n_tensors > r_.remaining() / kMinTensorInfoBytes) {
+    return Corrupt(absl::StrCat("tensor count ", n_tensors,
+                                " cannot fit in the ", r_.remaining(),
+                                " bytes remaining (", kMinTensorInfoBytes,
+                                " bytes each at least)"));
+  }
+
+  absl::flat_hash_set<absl::string_view> keys;
+  for (uint64_t k = 0; k < n_kv; ++k) {
+    if (auto s = ReadKv(k, &out); !s.ok()) return s;
+  }
+  for (const GgufKv& kv : out.metadata) {
+    if (!keys.insert(kv.key).second) {
+      return Corrupt(absl::StrCat("duplicate key '", kv.key, "'"));
+    }
+  }
+  if (const GgufKv* a = out.Find("general.alignment")) {
+    if (a->type != GgufType::kUint32) {
+      return Corrupt(absl::StrCat("key 'general.alignment' has type ",
+                                  GgufTypeName(a->type),
+                                  " but must be uint32"));
+    }
+    if (a->u == 0 || (a->u & (a->u - 1)) != 0) {
+      return Corrupt(absl::StrCat("key 'general.alignment' = ", a->u,
+                                  " but must be a non-zero power of two"));
+    }
+    out.alignment = static_cast<uint32_t>(a->u);
+  }
+
+  std::vector<uint64_t> rel_offsets(n_tensors);
+  out.tensors.resize(n_tensors);
+  absl::flat_hash_set<absl::string_view> names;
+  for (uint64_t k = 0; k < n_tensors; ++k) {
+    if (auto s = ReadTensorInfo(k, &out.tensors[k], &rel_offsets[k]); !s.ok()) {
+      return s;
+    }
+  }
+  for (const StoredTensor& t : out.tensors) {
+    if (!names.insert(t.name).second) {
+      return Corrupt(absl::StrCat("duplicate tensor name '", t.name, "'"));
+    }
+  }
+
+  auto data_offset = CheckedAlignUp(r_.offset(), out.alignment);
+  if (!data_offset) return Corrupt("data section offset overflows");
+  out.data_offset = *data_offset;
+  uint64_t expected = 0;  // running padded sum, as ggml computes ctx->size
+  for (uint64_t k = 0; k < n_tensors; ++k) {
+    StoredTensor& t = out.tensors[k];
+    if (rel_offsets[k] != expected) {
+      return Corrupt(absl::StrCat(
+          "tensor '", t.name, "': offset ", rel_offsets[k], " but expected ",
+          expected, " (each tensor starts where the previous one's data, "
+                    "padded to ",
+          out.alignment, " bytes, ends)"));
+    }
+    auto abs_offset = CheckedAdd<uint64_t>(out.data_offset, rel_offsets[k]);
+    auto end = abs_offset ? CheckedAdd<uint64_t>(*abs_offset, t.nbytes)
+                          : std::nullopt;
+    if (!end || *end > file_.size()) {
+      return Corrupt(absl::StrCat(
+          "tensor '", t.name, "': ", DescribeStored(t.dtype, t.shape),
+          " needs bytes [", abs_offset.value_or(0), ", ",
+          end ? absl::StrCat(*end) : std::string("overflow"),
+          ") but the file is ", file_.size(), " bytes"));
+    }
+    t.offset = *abs_offset;
+    t.data = file_.subspan(t.offset, t.nbytes);
+    auto padded = CheckedAlignUp(t.nbytes, out.alignment);
+    auto next = padded ? CheckedAdd<uint64_t>(expected, *padded) : std::nullopt;
+    if (!next) return Corrupt("tensor data size overflows 64 bits");
+    expected = *next;
+  }
+  return out;
+}
+
+}  // namespace
+
+const GgufKv* GgufFile::Find(absl::string_view key) const {
+  for (const GgufKv& kv : metadata) {
+    if (kv.key == key) return &kv;
+  }
+  return nullptr;
+}
+
+bool LooksLikeGguf(absl::Span<const uint8_t> file) {
+  return file.size() >= 4 && std::memcmp(file.data(), "GGUF", 4) == 0;
+}
+
+absl::StatusOr<GgufFile> ParseGguf(absl::Span<const uint8_t> file,
+                                   absl::string_view file_label) {
+  return GgufParser(file, file_label).Parse();
+}
+
+}  // namespace tensormorph

@@ -1,0 +1,24 @@
+// Strict JSON parsing for headers and configs from untrusted files.
+#ifndef TENSORMORPH_CORE_FORMAT_JSON_HEADER_H_
+#define TENSORMORPH_CORE_FORMAT_JSON_HEADER_H_
+
+#include "absl/strings/string_view.h"
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+
+namespace tensormorph {
+
+inline constexpr int kMaxJsonDepth = 64;
+
+// Parses `text` as one JSON value, rejecting what nlohmann accepts silently:
+// duplicate keys in an object and nesting deeper than kMaxJsonDepth. Strings
+// must be valid UTF-8. `what` names the document in messages ("file
+// 'model.safetensors': header").
+// Errors: DATA_LOSS naming the rule and the byte position.
+absl::StatusOr<nlohmann::json> ParseStrictJson(absl::string_view text,
+                                               absl::string_view what);
+
+}  // namespace tensormorph
+
+#endif  // TENSORMORPH_CORE_FORMAT_JSON_HEADER_H_

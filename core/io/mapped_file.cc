@@ -1,0 +1,101 @@
+#include "core/io/mapped_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace tensormorph {
+namespace {
+
+absl::Status ErrnoStatus(int err, const std::string& what,
+                         const std::string& path) {
+  std::string msg = absl::StrCat(what, " '", path, "': ", std::strerror(err));
+  switch (err) {
+    case ENOENT:
+    case ENOTDIR:
+      return absl::NotFoundError(msg);
+    case EACCES:
+    case EPERM:
+      return absl::PermissionDeniedError(msg);
+    default:
+      return absl::InternalError(msg);
+  }
+}
+
+FileIdentity IdentityOf(const struct stat& st) {
+  return FileIdentity{
+      .device = static_cast<uint64_t>(st.st_dev),
+      .inode = static_cast<uint64_t>(st.st_ino),
+      .size = static_cast<uint64_t>(st.st_size),
+      .mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 +
+                  st.st_mtim.tv_nsec};
+}
+
+}  // namespace
+
+absl::StatusOr<FileIdentity> StatFile(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return ErrnoStatus(errno, "stat", path);
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", path, "' is not a regular file"));
+  }
+  return IdentityOf(st);
+}
+
+absl::StatusOr<std::shared_ptr<const MappedFile>> MappedFile::Open(
+    const std::string& path) {
+  // O_NONBLOCK keeps a FIFO posing as a checkpoint from blocking the open.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return ErrnoStatus(errno, "open", path);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    return ErrnoStatus(err, "stat", path);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", path, "' is not a regular file"));
+  }
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  const uint8_t* data = nullptr;
+  if (size > 0) {
+    void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      int err = errno;
+      ::close(fd);
+      return ErrnoStatus(err, "mmap", path);
+    }
+    // Checkpoints are read in scattered slices as often as whole; let the
+    // caller ask for read-ahead where it knows better.
+    ::madvise(p, size, MADV_RANDOM);
+    data = static_cast<const uint8_t*>(p);
+  }
+  ::close(fd);  // The mapping keeps its own reference to the file.
+  return std::shared_ptr<const MappedFile>(
+      new MappedFile(path, data, size, IdentityOf(st)));
+}
+
+MappedFile::~MappedFile() {
+  if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+void MappedFile::AdviseSequential(uint64_t offset, uint64_t length) const {
+  if (data_ == nullptr || offset >= size_) return;
+  length = std::min(length, size_ - offset);
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t start = offset & ~(page - 1);
+  ::madvise(const_cast<uint8_t*>(data_) + start, length + (offset - start),
+            MADV_WILLNEED);
+}
+
+}  // namespace tensormorph

@@ -1,0 +1,67 @@
+// A read-only memory mapping of a whole file.
+#ifndef TENSORMORPH_CORE_IO_MAPPED_FILE_H_
+#define TENSORMORPH_CORE_IO_MAPPED_FILE_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+
+namespace tensormorph {
+
+// Identity of a file on disk, used to notice that a path now names other bytes.
+struct FileIdentity {
+  uint64_t device = 0;
+  uint64_t inode = 0;
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  bool operator==(const FileIdentity&) const = default;
+};
+
+// Reads the identity of `path` (following symlinks).
+// Errors: NOT_FOUND when the path does not exist; INVALID_ARGUMENT when it is
+// not a regular file; INTERNAL for other stat failures.
+absl::StatusOr<FileIdentity> StatFile(const std::string& path);
+
+// Owns one read-only, private mapping of a regular file. The mapping is made
+// once at open and never changes; bytes() stays valid for the object's life.
+// Thread safety: immutable after Open; safe to share across threads.
+class MappedFile {
+ public:
+  // Maps `path` read-only. An empty file yields an empty span (no mapping).
+  // Errors: NOT_FOUND (no such file), INVALID_ARGUMENT (not a regular file),
+  // PERMISSION_DENIED (unreadable), INTERNAL (mmap failed).
+  static absl::StatusOr<std::shared_ptr<const MappedFile>> Open(
+      const std::string& path);
+
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  absl::Span<const uint8_t> bytes() const { return {data_, size_}; }
+  uint64_t size() const { return size_; }
+  const FileIdentity& identity() const { return identity_; }
+
+  // Hints the kernel that [offset, offset+length) will be read sequentially
+  // soon. Out-of-range parts are ignored.
+  void AdviseSequential(uint64_t offset, uint64_t length) const;
+
+ private:
+  MappedFile(std::string path, const uint8_t* data, uint64_t size,
+             FileIdentity identity)
+      : path_(std::move(path)), data_(data), size_(size), identity_(identity) {}
+
+  std::string path_;
+  const uint8_t* data_;
+  uint64_t size_;
+  FileIdentity identity_;
+};
+
+}  // namespace tensormorph
+
+#endif  // TENSORMORPH_CORE_IO_MAPPED_FILE_H_

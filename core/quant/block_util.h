@@ -1,0 +1,59 @@
+// Helpers shared by the ggml block decoders.
+#ifndef TENSORMORPH_CORE_QUANT_BLOCK_UTIL_H_
+#define TENSORMORPH_CORE_QUANT_BLOCK_UTIL_H_
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "core/quant/float_formats.h"
+#include "core/quant/scalar_info.h"
+
+namespace tensormorph {
+
+inline float LoadF16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return F16ToF32(h);
+}
+
+// Fills step and range for a uniform grid: value = scale * level + offset
+// with integer levels in [level_min, level_max].
+inline void FillUniformSteps(double scale, double level_min, double level_max,
+                             double offset, ScalarInfo* s) {
+  const double a = scale * level_min + offset;
+  const double b = scale * level_max + offset;
+  s->range_min = std::min(a, b);
+  s->range_max = std::max(a, b);
+  s->step = s->step_below = s->step_above = std::fabs(scale);
+}
+
+// Fills step and range for a codebook grid: value = scale * levels[code].
+// `levels` need not be sorted; duplicate levels (e.g. +0 and -0) collapse.
+inline void FillCodebookSteps(double scale, const double* levels, int n,
+                              double level, ScalarInfo* s) {
+  double lo = levels[0], hi = levels[0];
+  double below = -INFINITY, above = INFINITY;  // neighbouring levels
+  for (int i = 0; i < n; ++i) {
+    lo = std::min(lo, levels[i]);
+    hi = std::max(hi, levels[i]);
+    if (levels[i] < level) below = std::max(below, levels[i]);
+    if (levels[i] > level) above = std::min(above, levels[i]);
+  }
+  double gap_below = level - below;
+  double gap_above = above - level;
+  if (std::isinf(gap_below)) gap_below = gap_above;
+  if (std::isinf(gap_above)) gap_above = gap_below;
+  const double a = std::fabs(scale);
+  // A negative scale mirrors the grid: what was above is now below.
+  s->step_below = a * (scale < 0 ? gap_above : gap_below);
+  s->step_above = a * (scale < 0 ? gap_below : gap_above);
+  s->step = 0.5 * (s->step_below + s->step_above);
+  s->range_min = std::min(scale * lo, scale * hi);
+  s->range_max = std::max(scale * lo, scale * hi);
+}
+
+}  // namespace tensormorph
+
+#endif  // TENSORMORPH_CORE_QUANT_BLOCK_UTIL_H_

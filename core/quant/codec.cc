@@ -1,0 +1,81 @@
+#include "core/quant/codec.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace tensormorph {
+namespace {
+
+constexpr int kMaxBlockElems = 256;
+
+absl::Status NoDecoder(DType dtype) {
+  return absl::UnimplementedError(absl::StrCat(
+      "dtype ", DTypeName(dtype), " is recognised but cannot be decoded"));
+}
+
+}  // namespace
+
+const Codec* GetCodec(DType dtype) {
+  if (!GetDTypeInfo(dtype).decodable) return nullptr;
+  if (const Codec* c = PlainCodec(dtype)) return c;
+  if (const Codec* c = GgmlLegacyCodec(dtype)) return c;
+  if (const Codec* c = GgmlKQuantCodec(dtype)) return c;
+  return GgmlNonlinearCodec(dtype);
+}
+
+absl::Status DecodeElements(DType dtype, absl::Span<const uint8_t> data,
+                            int64_t first, int64_t count, float* out) {
+  const Codec* codec = GetCodec(dtype);
+  if (codec == nullptr) return NoDecoder(dtype);
+  if (count <= 0) return absl::OkStatus();
+  const DTypeInfo& info = GetDTypeInfo(dtype);
+  const int64_t be = info.block_elems;
+  const uint8_t* base = data.data();
+  int64_t block = first / be;
+  int64_t within = first % be;
+  float scratch[kMaxBlockElems];
+  // Head: a partial first block.
+  if (within != 0) {
+    codec->decode_blocks(base + block * info.block_bytes, 1, scratch);
+    const int64_t n = std::min<int64_t>(count, be - within);
+    std::memcpy(out, scratch + within, n * sizeof(float));
+    out += n;
+    count -= n;
+    ++block;
+  }
+  // Body: whole blocks straight into the output.
+  const int64_t whole = count / be;
+  if (whole > 0) {
+    codec->decode_blocks(base + block * info.block_bytes, whole, out);
+    out += whole * be;
+    count -= whole * be;
+    block += whole;
+  }
+  // Tail: a partial last block.
+  if (count > 0) {
+    codec->decode_blocks(base + block * info.block_bytes, 1, scratch);
+    std::memcpy(out, scratch, count * sizeof(float));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status InspectElement(DType dtype, absl::Span<const uint8_t> data,
+                            int64_t index, ScalarInfo* out) {
+  const Codec* codec = GetCodec(dtype);
+  if (codec == nullptr) return NoDecoder(dtype);
+  const DTypeInfo& info = GetDTypeInfo(dtype);
+  const int64_t block = index / info.block_elems;
+  *out = codec->inspect(data.data() + block * info.block_bytes,
+                        static_cast<int>(index % info.block_elems));
+  // Packed plain formats (F4, F6) have multi-element blocks too, but share no
+  // parameters across them: only blocks carrying more bits than their codes
+  // are quantization blocks.
+  const bool has_block_params =
+      int64_t{info.block_bytes} * 8 > int64_t{info.block_elems} * info.code_bits;
+  out->block = has_block_params ? block : -1;
+  return absl::OkStatus();
+}
+
+}  // namespace tensormorph

@@ -1,0 +1,401 @@
+// ggml's K-quants: 256-element super-blocks with quantized sub-block scales
+// (and mins). Arithmetic order follows dequantize_row_* in ggml-quants.c.
+#include <cstring>
+
+#include "core/quant/block_util.h"
+#include "core/quant/codec.h"
+
+namespace tensormorph {
+namespace {
+
+constexpr int kQKK = 256;
+
+struct BlockQ2_K {
+  uint8_t scales[kQKK / 16];
+  uint8_t qs[kQKK / 4];
+  uint16_t d, dmin;
+};
+struct BlockQ3_K {
+  uint8_t hmask[kQKK / 8];
+  uint8_t qs[kQKK / 4];
+  uint8_t scales[12];
+  uint16_t d;
+};
+struct BlockQ4_K {
+  uint16_t d, dmin;
+  uint8_t scales[12];
+  uint8_t qs[kQKK / 2];
+};
+struct BlockQ5_K {
+  uint16_t d, dmin;
+  uint8_t scales[12];
+  uint8_t qh[kQKK / 8];
+  uint8_t qs[kQKK / 2];
+};
+struct BlockQ6_K {
+  uint8_t ql[kQKK / 2];
+  uint8_t qh[kQKK / 4];
+  int8_t scales[kQKK / 16];
+  uint16_t d;
+};
+struct BlockQ8_K {
+  float d;
+  int8_t qs[kQKK];
+  int16_t bsums[kQKK / 16];
+};
+static_assert(sizeof(BlockQ2_K) == 84);
+static_assert(sizeof(BlockQ3_K) == 110);
+static_assert(sizeof(BlockQ4_K) == 144);
+static_assert(sizeof(BlockQ5_K) == 176);
+static_assert(sizeof(BlockQ6_K) == 210);
+static_assert(sizeof(BlockQ8_K) == 292);
+
+// ---- Q2_K -----------------------------------------------------------------
+
+void DecodeQ2_K(const uint8_t* src, int64_t nb, float* y) {
+  for (int64_t i = 0; i < nb; ++i) {
+    BlockQ2_K x;
+    std::memcpy(&x, src + i * sizeof(x), sizeof(x));
+    const float d = F16ToF32(x.d);
+    const float min = F16ToF32(x.dmin);
+    const uint8_t* q = x.qs;
+    int is = 0;
+    for (int n = 0; n < kQKK; n += 128) {
+      int shift = 0;
+      for (int j = 0; j < 4; ++j) {
+        uint8_t sc = x.scales[is++];
+        float dl = d * (sc & 0xF), ml = min * (sc >> 4);
+        for (int l = 0; l < 16; ++l) {
+          *y++ = dl * static_cast<int8_t>((q[l] >> shift) & 3) - ml;
+        }
+        sc = x.scales[is++];
+        dl = d * (sc & 0xF);
+        ml = min * (sc >> 4);
+        for (int l = 0; l < 16; ++l) {
+          *y++ = dl * static_cast<int8_t>((q[l + 16] >> shift) & 3) - ml;
+        }
+        shift += 2;
+      }
+      q += 32;
+    }
+  }
+}
+
+ScalarInfo InspectQ2_K(const uint8_t* p, int e) {
+  BlockQ2_K x;
+  std::memcpy(&x, p, sizeof(x));
+  const int half = e / 128, j = (e % 128) / 32, w = e % 32;
+  const int sub = half * 8 + 2 * j + (w >= 16 ? 1 : 0);
+  const float d = F16ToF32(x.d);
+  const float min = F16ToF32(x.dmin);
+  const int sc = x.scales[sub] & 0xF, m = x.scales[sub] >> 4;
+  const float dl = d * sc, ml = min * m;
+  ScalarInfo s;
+  s.code = (x.qs[half * 32 + w] >> (2 * j)) & 3;
+  s.code_bits_value = s.code;
+  s.code_width = 2;
+  s.sub_block = sub;
+  s.scale = dl;
+  s.offset = -static_cast<double>(ml);
+  s.level = s.code;
+  s.value = dl * static_cast<int8_t>(s.code) - ml;
+  FillUniformSteps(dl, 0, 3, -static_cast<double>(ml), &s);
+  s.AddParam("d", d);
+  s.AddParam("dmin", min);
+  s.AddParam("sc", sc);
+  s.AddParam("m", m);
+  return s;
+}
+
+// ---- Q3_K -----------------------------------------------------------------
+
+// The sixteen 6-bit scales of a Q3_K block, unpacked as ggml does.
+void UnpackQ3Scales(const uint8_t packed[12], int8_t out[16]) {
+  constexpr uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
+  uint32_t aux[4];
+  std::memcpy(aux, packed, 12);
+  const uint32_t tmp = aux[2];
+  aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
+  aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
+  aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
+  aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
+  std::memcpy(out, aux, 16);
+}
+
+void DecodeQ3_K(const uint8_t* src, int64_t nb, float* y) {
+  for (int64_t i = 0; i < nb; ++i) {
+    BlockQ3_K x;
+    std::memcpy(&x, src + i * sizeof(x), sizeof(x));
+    const float d_all = F16ToF32(x.d);
+    int8_t scales[16];
+    UnpackQ3Scales(x.scales, scales);
+    const uint8_t* q = x.qs;
+    const uint8_t* hm = x.hmask;
+    uint8_t m = 1;
+    int is = 0;
+    for (int n = 0; n < kQKK; n += 128) {
+      int shift = 0;
+      for (int j = 0; j < 4; ++j) {
+        float dl = d_all * (scales[is++] - 32);
+        for (int l = 0; l < 16; ++l) {
+          *y++ = dl * (static_cast<int8_t>((q[l + 0] >> shift) & 3) -
+                       ((hm[l + 0] & m) ? 0 : 4));
+        }
+        dl = d_all * (scales[is++] - 32);
+        for (int l = 0; l < 16; ++l) {
+          *y++ = dl * (static_cast<int8_t>((q[l + 16] >> shift) & 3) -
+                       ((hm[l + 16] & m) ? 0 : 4));
+        }
+        shift += 2;
+        m <<= 1;
+      }
+      q += 32;
+    }
+  }
+}
+
+ScalarInfo InspectQ3_K(const uint8_t* p, int e) {
+  BlockQ3_K x;
+  std::memcpy(&x, p, sizeof(x));
+  const int half = e / 128, j = (e % 128) / 32, w = e % 32;
+  const int sub = half * 8 + 2 * j + (w >= 16 ? 1 : 0);
+  int8_t scales[16];
+  UnpackQ3Scales(x.scales, scales);
+  const float d_all = F16ToF32(x.d);
+  const int sc = scales[sub] - 32;
+  const float dl = d_all * sc;
+  const int low = (x.qs[half * 32 + w] >> (2 * j)) & 3;
+  const int high = (x.hmask[w] >> (half * 4 + j)) & 1;
+  ScalarInfo s;
+  // The 3-bit code is low | high << 2; a clear high bit means "minus 4".
+  s.code = low | (high << 2);
+  s.code_bits_value = s.code;
+  s.code_width = 3;
+  s.sub_block = sub;
+  s.scale = dl;
+  s.zero_point = 4;
+  s.level = s.code - 4;
+  s.value = dl * (low - (high ? 0 : 4));
+  FillUniformSteps(dl, -4, 3, 0, &s);
+  s.AddParam("d", d_all);
+  s.AddParam("sc", sc);
+  return s;
+}
+
+// ---- Q4_K and Q5_K ---------------------------------------------------------
+
+// ggml's get_scale_min_k4: the j-th 6-bit scale and min of 12 packed bytes.
+inline void ScaleMinK4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
+  if (j < 4) {
+    *d = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4);
+  }
+}
+
+void DecodeQ4_K(const uint8_t* src, int64_t nb, float* y) {
+  for (int64_t i = 0; i < nb; ++i) {
+    BlockQ4_K x;
+    std::memcpy(&x, src + i * sizeof(x), sizeof(x));
+    const uint8_t* q = x.qs;
+    const float d = F16ToF32(x.d);
+    const float min = F16ToF32(x.dmin);
+    int is = 0;
+    uint8_t sc, m;
+    for (int j = 0; j < kQKK; j += 64) {
+      ScaleMinK4(is + 0, x.scales, &sc, &m);
+      const float d1 = d * sc;
+      const float m1 = min * m;
+      ScaleMinK4(is + 1, x.scales, &sc, &m);
+      const float d2 = d * sc;
+      const float m2 = min * m;
+      for (int l = 0; l < 32; ++l) *y++ = d1 * (q[l] & 0xF) - m1;
+      for (int l = 0; l < 32; ++l) *y++ = d2 * (q[l] >> 4) - m2;
+      q += 32;
+      is += 2;
+    }
+  }
+}
+
+template <bool kFiveBit>
+ScalarInfo InspectQ45_K(const uint8_t* p, int e) {
+  const int chunk = e / 64, r = e % 64, l = r % 32;
+  const int sub = 2 * chunk + (r >= 32 ? 1 : 0);
+  uint16_t dh, dminh;
+  std::memcpy(&dh, p, 2);
+  std::memcpy(&dminh, p + 2, 2);
+  const uint8_t* scales = p + 4;
+  const uint8_t* qh = p + 16;
+  const uint8_t* qs = kFiveBit ? p + 48 : p + 16;
+  const float d = F16ToF32(dh);
+  const float min = F16ToF32(dminh);
+  uint8_t sc, m;
+  ScaleMinK4(sub, scales, &sc, &m);
+  const float d1 = d * sc;
+  const float m1 = min * m;
+  const uint8_t byte = qs[chunk * 32 + l];
+  int code = r < 32 ? (byte & 0xF) : (byte >> 4);
+  if (kFiveBit) {
+    const uint8_t u = (r < 32 ? 1 : 2) << (2 * chunk);
+    if (qh[l] & u) code += 16;
+  }
+  ScalarInfo s;
+  s.code = code;
+  s.code_bits_value = code;
+  s.code_width = kFiveBit ? 5 : 4;
+  s.sub_block = sub;
+  s.scale = d1;
+  s.offset = -static_cast<double>(m1);
+  s.level = code;
+  s.value = d1 * code - m1;
+  FillUniformSteps(d1, 0, kFiveBit ? 31 : 15, -static_cast<double>(m1), &s);
+  s.AddParam("d", d);
+  s.AddParam("dmin", min);
+  s.AddParam("sc", sc);
+  s.AddParam("m", m);
+  return s;
+}
+
+void DecodeQ5_K(const uint8_t* src, int64_t nb, float* y) {
+  for (int64_t i = 0; i < nb; ++i) {
+    BlockQ5_K x;
+    std::memcpy(&x, src + i * sizeof(x), sizeof(x));
+    const uint8_t* ql = x.qs;
+    const uint8_t* qh = x.qh;
+    const float d = F16ToF32(x.d);
+    const float min = F16ToF32(x.dmin);
+    int is = 0;
+    uint8_t sc, m;
+    uint8_t u1 = 1, u2 = 2;
+    for (int j = 0; j < kQKK; j += 64) {
+      ScaleMinK4(is + 0, x.scales, &sc, &m);
+      const float d1 = d * sc;
+      const float m1 = min * m;
+      ScaleMinK4(is + 1, x.scales, &sc, &m);
+      const float d2 = d * sc;
+      const float m2 = min * m;
+      for (int l = 0; l < 32; ++l) {
+        *y++ = d1 * ((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
+      }
+      for (int l = 0; l < 32; ++l) {
+        *y++ = d2 * ((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
+      }
+      ql += 32;
+      is += 2;
+      u1 <<= 2;
+      u2 <<= 2;
+    }
+  }
+}
+
+// ---- Q6_K -----------------------------------------------------------------
+
+void DecodeQ6_K(const uint8_t* src, int64_t nb, float* y) {
+  for (int64_t i = 0; i < nb; ++i) {
+    BlockQ6_K x;
+    std::memcpy(&x, src + i * sizeof(x), sizeof(x));
+    const float d = F16ToF32(x.d);
+    const uint8_t* ql = x.ql;
+    const uint8_t* qh = x.qh;
+    const int8_t* sc = x.scales;
+    for (int n = 0; n < kQKK; n += 128) {
+      for (int l = 0; l < 32; ++l) {
+        const int is = l / 16;
+        const int8_t q1 = static_cast<int8_t>((ql[l + 0] & 0xF) |
+                                              (((qh[l] >> 0) & 3) << 4)) - 32;
+        const int8_t q2 = static_cast<int8_t>((ql[l + 32] & 0xF) |
+                                              (((qh[l] >> 2) & 3) << 4)) - 32;
+        const int8_t q3 = static_cast<int8_t>((ql[l + 0] >> 4) |
+                                              (((qh[l] >> 4) & 3) << 4)) - 32;
+        const int8_t q4 = static_cast<int8_t>((ql[l + 32] >> 4) |
+                                              (((qh[l] >> 6) & 3) << 4)) - 32;
+        y[l + 0] = d * sc[is + 0] * q1;
+        y[l + 32] = d * sc[is + 2] * q2;
+        y[l + 64] = d * sc[is + 4] * q3;
+        y[l + 96] = d * sc[is + 6] * q4;
+      }
+      y += 128;
+      ql += 64;
+      qh += 32;
+      sc += 8;
+    }
+  }
+}
+
+ScalarInfo InspectQ6_K(const uint8_t* p, int e) {
+  BlockQ6_K x;
+  std::memcpy(&x, p, sizeof(x));
+  const int half = e / 128, quarter = (e % 128) / 32, l = e % 32;
+  const uint8_t* ql = x.ql + half * 64;
+  const uint8_t qh = x.qh[half * 32 + l];
+  const uint8_t low = quarter % 2 == 0 ? ql[l] : ql[l + 32];
+  const int lowbits = quarter < 2 ? (low & 0xF) : (low >> 4);
+  const int code = lowbits | (((qh >> (2 * quarter)) & 3) << 4);
+  const int sub = half * 8 + l / 16 + 2 * quarter;
+  const float d = F16ToF32(x.d);
+  const int8_t sc = x.scales[sub];
+  ScalarInfo s;
+  s.code = code;
+  s.code_bits_value = code;
+  s.code_width = 6;
+  s.sub_block = sub;
+  s.scale = static_cast<double>(d * sc);
+  s.zero_point = 32;
+  s.level = code - 32;
+  s.value = d * sc * static_cast<int8_t>(code - 32);
+  FillUniformSteps(s.scale, -32, 31, 0, &s);
+  s.AddParam("d", d);
+  s.AddParam("sc", sc);
+  return s;
+}
+
+// ---- Q8_K -----------------------------------------------------------------
+
+void DecodeQ8_K(const uint8_t* src, int64_t nb, float* y) {
+  for (int64_t i = 0; i < nb; ++i) {
+    BlockQ8_K x;
+    std::memcpy(&x, src + i * sizeof(x), sizeof(x));
+    for (int j = 0; j < kQKK; ++j) *y++ = x.d * x.qs[j];
+  }
+}
+
+ScalarInfo InspectQ8_K(const uint8_t* p, int e) {
+  float d;
+  std::memcpy(&d, p, 4);
+  const int8_t q = static_cast<int8_t>(p[4 + e]);
+  ScalarInfo s;
+  s.code = q;
+  s.code_bits_value = static_cast<uint8_t>(q);
+  s.code_width = 8;
+  s.scale = d;
+  s.level = q;
+  s.value = d * q;
+  FillUniformSteps(d, -128, 127, 0, &s);
+  s.AddParam("d", d);
+  return s;
+}
+
+constexpr Codec kQ2_K = {DecodeQ2_K, InspectQ2_K};
+constexpr Codec kQ3_K = {DecodeQ3_K, InspectQ3_K};
+constexpr Codec kQ4_K = {DecodeQ4_K, InspectQ45_K<false>};
+constexpr Codec kQ5_K = {DecodeQ5_K, InspectQ45_K<true>};
+constexpr Codec kQ6_K = {DecodeQ6_K, InspectQ6_K};
+constexpr Codec kQ8_K = {DecodeQ8_K, InspectQ8_K};
+
+}  // namespace
+
+const Codec* GgmlKQuantCodec(DType dtype) {
+  switch (dtype) {
+    case DType::kQ2_K: return &kQ2_K;
+    case DType::kQ3_K: return &kQ3_K;
+    case DType::kQ4_K: return &kQ4_K;
+    case DType::kQ5_K: return &kQ5_K;
+    case DType::kQ6_K: return &kQ6_K;
+    case DType::kQ8_K: return &kQ8_K;
+    default: return nullptr;
+  }
+}
+
+}  // namespace tensormorph

@@ -1,0 +1,66 @@
+#include "core/quant/stored_encoding.h"
+
+#include "absl/strings/str_cat.h"
+#include "core/quant/codec.h"
+
+namespace tensormorph {
+namespace {
+
+std::string GranularityOf(DType dtype, const DTypeInfo& info) {
+  switch (dtype) {
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ6_K:
+      return "per-block 256 (16 sub-blocks of 16)";
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kIQ4_XS:
+      return "per-block 256 (8 sub-blocks of 32)";
+    case DType::kNVFP4:
+      return "per-block 64 (4 sub-blocks of 16)";
+    default:
+      break;
+  }
+  const bool has_params = int64_t{info.block_bytes} * 8 >
+                          int64_t{info.block_elems} * info.code_bits;
+  return has_params ? absl::StrCat("per-block ", info.block_elems) : "none";
+}
+
+class StoredEncoding final : public Encoding {
+ public:
+  StoredEncoding(const StoredTensor& t, absl::string_view convention)
+      : tensor_(t) {
+    const DTypeInfo& dinfo = GetDTypeInfo(t.dtype);
+    info_.scheme = std::string(dinfo.name);
+    info_.convention = std::string(convention);
+    info_.bits = dinfo.code_bits;
+    info_.granularity = GranularityOf(t.dtype, dinfo);
+    info_.quantized = info_.granularity != "none";
+    info_.block_elems = dinfo.block_elems;
+  }
+
+  const EncodingInfo& info() const override { return info_; }
+  std::vector<const StoredTensor*> parts() const override {
+    return {&tensor_};
+  }
+  absl::Status Decode(int64_t first, int64_t count,
+                      float* out) const override {
+    return DecodeElements(tensor_.dtype, tensor_.data, first, count, out);
+  }
+  absl::Status Inspect(int64_t index, ScalarInfo* out) const override {
+    return InspectElement(tensor_.dtype, tensor_.data, index, out);
+  }
+
+ private:
+  const StoredTensor& tensor_;
+  EncodingInfo info_;
+};
+
+}  // namespace
+
+std::shared_ptr<const Encoding> MakeStoredEncoding(
+    const StoredTensor& tensor, absl::string_view convention) {
+  return std::make_shared<StoredEncoding>(tensor, convention);
+}
+
+}  // namespace tensormorph

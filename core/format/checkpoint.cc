@@ -76,6 +76,18 @@ std::string SplitFileName(const SplitName& s, int index) {
   return absl::StrFormat("%s-%05d-of-%05d.gguf", s.prefix, index, s.count);
 }
 
+// A JSON text (the index), not a safetensors length prefix that happens to
+// start with '{' (a 123-byte header): JSON has no NUL among its first bytes.
+bool LooksLikeSafetensorsIndex(absl::Span<const uint8_t> bytes) {
+  size_t i = 0;
+  while (i < bytes.size() && std::isspace(bytes[i])) ++i;
+  if (i >= bytes.size() || bytes[i] != '{') return false;
+  for (size_t k = i; k < std::min<size_t>(bytes.size(), i + 8); ++k) {
+    if (bytes[k] == 0) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 absl::string_view FormatName(CheckpointFormat format) {
@@ -233,16 +245,17 @@ absl::Status CheckpointBuilder::OpenFile(const std::string& p) {
   TM_ASSIGN_OR_RETURN(auto m, MappedFile::Open(p));
   const auto bytes = m->bytes();
   if (LooksLikeGguf(bytes)) return OpenGgufSet(p, std::move(m));
-  if (LooksLikeSafetensors(bytes)) return AddSafetensors(p, std::move(m));
-  size_t first = 0;
-  while (first < bytes.size() && std::isspace(bytes[first])) ++first;
-  if (first < bytes.size() && bytes[first] == '{') {
-    return OpenSafetensorsIndex(p);
+  if (LooksLikeSafetensorsIndex(bytes)) return OpenSafetensorsIndex(p);
+  // safetensors has no magic: anything else must pass its rules, and a file
+  // that does not gets the precise rule it broke.
+  absl::Status s = AddSafetensors(p, std::move(m));
+  if (!s.ok() && !LooksLikeSafetensors(bytes)) {
+    return absl::Status(
+        s.code(), absl::StrCat(s.message(),
+                               " (the file has no GGUF magic either, so it was "
+                               "read as safetensors)"));
   }
-  return absl::DataLossError(absl::StrCat(
-      "file '", p, "': neither GGUF (magic 'GGUF') nor safetensors (8-byte "
-                   "header length then a JSON object) nor a "
-                   "safetensors index (JSON)"));
+  return s;
 }
 
 absl::Status CheckpointBuilder::OpenDirectory(const std::string& dir) {

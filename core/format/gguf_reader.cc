@@ -38,6 +38,14 @@ class GgufParser {
     if (!r_.Read(out)) return Truncated(what, sizeof(T));
     return absl::OkStatus();
   }
+  // Reads a T and widens it into *out.
+  template <typename T, typename U>
+  absl::Status ReadAs(absl::string_view what, U* out) {
+    T v{};
+    if (!r_.Read(&v)) return Truncated(what, sizeof(T));
+    *out = static_cast<U>(v);
+    return absl::OkStatus();
+  }
   absl::Status ReadString(absl::string_view what, absl::string_view* out);
   absl::Status ReadValue(absl::string_view key, GgufType type, int depth,
                          GgufKv* kv);
@@ -52,7 +60,7 @@ class GgufParser {
 
 absl::Status GgufParser::ReadString(absl::string_view what,
                                     absl::string_view* out) {
-  uint64_t len;
+  uint64_t len = 0;
   if (!r_.Read(&len)) return Truncated(absl::StrCat(what, " length"), 8);
   if (len > r_.remaining()) {
     return Corrupt(absl::StrCat(what, ": string length ", len, " exceeds the ",
@@ -66,60 +74,17 @@ absl::Status GgufParser::ReadValue(absl::string_view key, GgufType type,
                                    int depth, GgufKv* kv) {
   const std::string what = absl::StrCat("key '", key, "'");
   switch (type) {
-    case GgufType::kUint8: {
-      uint8_t v;
-      if (auto s = ReadField(what, &v); !s.ok()) return s;
-      kv->u = v;
-      return absl::OkStatus();
-    }
-    case GgufType::kBool: {
-      uint8_t v;
-      if (auto s = ReadField(what, &v); !s.ok()) return s;
-      kv->u = v;
-      return absl::OkStatus();
-    }
-    case GgufType::kInt8: {
-      int8_t v;
-      if (auto s = ReadField(what, &v); !s.ok()) return s;
-      kv->i = v;
-      return absl::OkStatus();
-    }
-    case GgufType::kUint16: {
-      uint16_t v;
-      if (auto s = ReadField(what, &v); !s.ok()) return s;
-      kv->u = v;
-      return absl::OkStatus();
-    }
-    case GgufType::kInt16: {
-      int16_t v;
-      if (auto s = ReadField(what, &v); !s.ok()) return s;
-      kv->i = v;
-      return absl::OkStatus();
-    }
-    case GgufType::kUint32: {
-      uint32_t v;
-      if (auto s = ReadField(what, &v); !s.ok()) return s;
-      kv->u = v;
-      return absl::OkStatus();
-    }
-    case GgufType::kInt32: {
-      int32_t v;
-      if (auto s = ReadField(what, &v); !s.ok()) return s;
-      kv->i = v;
-      return absl::OkStatus();
-    }
-    case GgufType::kUint64:
-      return ReadField(what, &kv->u);
-    case GgufType::kInt64:
-      return ReadField(what, &kv->i);
-    case GgufType::kFloat32: {
-      float v;
-      if (auto s = ReadField(what, &v); !s.ok()) return s;
-      kv->f = v;
-      return absl::OkStatus();
-    }
-    case GgufType::kFloat64:
-      return ReadField(what, &kv->f);
+    case GgufType::kUint8: return ReadAs<uint8_t>(what, &kv->u);
+    case GgufType::kBool: return ReadAs<uint8_t>(what, &kv->u);
+    case GgufType::kInt8: return ReadAs<int8_t>(what, &kv->i);
+    case GgufType::kUint16: return ReadAs<uint16_t>(what, &kv->u);
+    case GgufType::kInt16: return ReadAs<int16_t>(what, &kv->i);
+    case GgufType::kUint32: return ReadAs<uint32_t>(what, &kv->u);
+    case GgufType::kInt32: return ReadAs<int32_t>(what, &kv->i);
+    case GgufType::kUint64: return ReadAs<uint64_t>(what, &kv->u);
+    case GgufType::kInt64: return ReadAs<int64_t>(what, &kv->i);
+    case GgufType::kFloat32: return ReadAs<float>(what, &kv->f);
+    case GgufType::kFloat64: return ReadAs<double>(what, &kv->f);
     case GgufType::kString:
       return ReadString(what, &kv->str);
     case GgufType::kArray: {
@@ -127,8 +92,8 @@ absl::Status GgufParser::ReadValue(absl::string_view key, GgufType type,
         return Corrupt(absl::StrCat(what, ": arrays nested deeper than ",
                                     kGgufMaxArrayDepth, " levels"));
       }
-      uint32_t et;
-      uint64_t n;
+      uint32_t et = 0;
+      uint64_t n = 0;
       if (auto s = ReadField(absl::StrCat(what, " array type"), &et); !s.ok()) {
         return s;
       }
@@ -180,7 +145,7 @@ absl::Status GgufParser::ReadKv(uint64_t index, GgufFile* out) {
     return s;
   }
   if (key.empty()) return Corrupt(absl::StrCat("key ", index, " is empty"));
-  uint32_t type;
+  uint32_t type = 0;
   if (auto s = ReadField(absl::StrCat("key '", key, "' type"), &type);
       !s.ok()) {
     return s;
@@ -212,7 +177,7 @@ absl::Status GgufParser::ReadTensorInfo(uint64_t index, StoredTensor* t,
   }
   t->name = std::string(name);
   const std::string where = absl::StrCat("tensor '", name, "'");
-  uint32_t n_dims;
+  uint32_t n_dims = 0;
   if (auto s = ReadField(absl::StrCat(where, " n_dims"), &n_dims); !s.ok()) {
     return s;
   }
@@ -240,7 +205,7 @@ absl::Status GgufParser::ReadTensorInfo(uint64_t index, StoredTensor* t,
     return Corrupt(absl::StrCat(where, ": ne = (", dims,
                                 ") has more elements than int64 can count"));
   }
-  uint32_t type_id;
+  uint32_t type_id = 0;
   if (auto s = ReadField(absl::StrCat(where, " type"), &type_id); !s.ok()) {
     return s;
   }
@@ -281,7 +246,7 @@ absl::StatusOr<GgufFile> GgufParser::Parse() {
   if (std::memcmp(magic, "GGUF", 4) != 0) {
     return Corrupt("magic is not 'GGUF'");
   }
-  uint32_t version;
+  uint32_t version = 0;
   if (auto s = ReadField("version", &version); !s.ok()) return s;
   if ((version & 0xFFFF) == 0 && version != 0) {
     return Corrupt(absl::StrCat(
@@ -299,7 +264,7 @@ absl::StatusOr<GgufFile> GgufParser::Parse() {
                      " is not supported (2 and 3 are)"));
   }
   out.version = version;
-  uint64_t n_tensors, n_kv;
+  uint64_t n_tensors = 0, n_kv = 0;
   if (auto s = ReadField("tensor count", &n_tensors); !s.ok()) return s;
   if (auto s = ReadField("metadata key count", &n_kv); !s.ok()) return s;
   if (n_kv > r_.remaining() / kMinKvBytes) {

@@ -196,7 +196,7 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensors(
     std::optional<uint64_t> bits;
     if (count) {
       bits = CheckedMul<uint64_t>(static_cast<uint64_t>(*count),
-                                  uint64_t{info.block_bytes} * 8);
+                                  static_cast<uint64_t>(info.block_bytes) * 8);
     }
     if (!bits) {
       return Corrupt(label, absl::StrCat("tensor '", t.name, "': ", desc,

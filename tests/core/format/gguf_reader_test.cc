@@ -1,1 +1,341 @@
+// One test per GGUF validation rule, including the published attack
+// classes: a valid file with exactly one field broken is refused with
+// DATA_LOSS naming the rule, the key or tensor, and expected vs actual.
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "core/format/checkpoint.h"
+#include "core/format/gguf_reader.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/gguf_writer.h"
+#include "tests/support/safetensors_writer.h"
+#include "tests/support/test_paths.h"
+
+namespace tensormorph {
+namespace {
+
+using ::tensormorph::testing::BuildGguf;
+using ::tensormorph::testing::GgufArray;
+using ::tensormorph::testing::GgufLayout;
+using ::tensormorph::testing::GgufSpec;
+using ::tensormorph::testing::GgufString;
+using ::tensormorph::testing::GgufU32;
+using ::tensormorph::testing::GgufU64;
+using ::tensormorph::testing::GgufValueBytes;
+using ::tensormorph::testing::MakeTempDir;
+using ::tensormorph::testing::WriteFile;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+constexpr uint32_t kF32 = 0, kQ8_0 = 8;
+
+// A valid file: an F32 [2, 8] tensor and a Q8_0 [2, 32] tensor.
+GgufSpec ValidSpec() {
+  GgufSpec s;
+  s.kv.push_back({"general.architecture", GgufString("llama")});
+  s.kv.push_back({"general.name", GgufString("test")});
+  s.tensors.push_back({"a", {8, 2}, kF32, std::string(64, '\0')});
+  s.tensors.push_back({"b", {32, 2}, kQ8_0, std::string(68, '\0')});
+  return s;
+}
+
+absl::Status OpenBytes(const std::string& bytes) {
+  const std::string path = MakeTempDir() + "/model.gguf";
+  WriteFile(path, bytes);
+  return Checkpoint::Open(path).status();
+}
+absl::Status OpenSpec(const GgufSpec& spec) { return OpenBytes(BuildGguf(spec)); }
+
+#define EXPECT_DATA_LOSS(status, ...)                                  \
+  do {                                                                 \
+    const absl::Status s_ = (status);                                  \
+    EXPECT_EQ(s_.code(), absl::StatusCode::kDataLoss) << s_;           \
+    EXPECT_THAT(std::string(s_.message()), AllOf(__VA_ARGS__));        \
+  } while (0)
+
+TEST(GgufReaderTest, OpensAValidFileWithDimensionsReversed) {
+  const std::string path = MakeTempDir() + "/ok.gguf";
+  WriteFile(path, BuildGguf(ValidSpec()));
+  auto ckpt = Checkpoint::Open(path);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  EXPECT_EQ((*ckpt)->format(), CheckpointFormat::kGguf);
+  const StoredTensor* b = (*ckpt)->FindStored("b");
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->shape, (std::vector<int64_t>{2, 32}));
+  EXPECT_EQ(b->dtype, DType::kQ8_0);
+  EXPECT_EQ(b->nbytes, 68u);
+  EXPECT_EQ(b->offset % 32, 0u);
+  ASSERT_EQ((*ckpt)->metadata().size(), 2u);
+  EXPECT_EQ((*ckpt)->metadata()[0].value, "\"llama\"");
+}
+
+TEST(GgufReaderTest, HonoursACustomAlignment) {
+  GgufSpec spec = ValidSpec();
+  spec.kv.push_back({"general.alignment", GgufU32(64)});
+  spec.alignment = 64;
+  EXPECT_TRUE(OpenSpec(spec).ok());
+}
+
+TEST(GgufReaderTest, RejectsBadMagic) {
+  GgufSpec spec = ValidSpec();
+  spec.magic = "GGUX";
+  // Without the magic the file is read as safetensors and fails there.
+  EXPECT_FALSE(OpenSpec(spec).ok());
+  std::string bytes = BuildGguf(spec);
+  auto g = ParseGguf({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}, "m");
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(g.status().message()), HasSubstr("magic is not 'GGUF'"));
+}
+
+TEST(GgufReaderTest, Version1AndFutureVersionsAreUnimplemented) {
+  for (uint32_t v : {1u, 4u}) {
+    GgufSpec spec = ValidSpec();
+    spec.version = v;
+    const absl::Status s = OpenSpec(spec);
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+    EXPECT_THAT(std::string(s.message()),
+                HasSubstr("GGUF version " + std::to_string(v)));
+  }
+}
+
+TEST(GgufReaderTest, Version2Opens) {
+  GgufSpec spec = ValidSpec();
+  spec.version = 2;
+  EXPECT_TRUE(OpenSpec(spec).ok());
+}
+
+TEST(GgufReaderTest, HintsAtByteSwappedVersion) {
+  GgufSpec spec = ValidSpec();
+  spec.version = 0x03000000;
+  EXPECT_DATA_LOSS(OpenSpec(spec), HasSubstr("byte-swapped"), HasSubstr("big-endian"));
+}
+
+TEST(GgufReaderTest, RejectsTensorCountNear2To64) {
+  GgufSpec spec = ValidSpec();
+  spec.tensor_count = std::numeric_limits<uint64_t>::max();
+  EXPECT_DATA_LOSS(OpenSpec(spec), HasSubstr("tensor count 18446744073709551615"),
+                   HasSubstr("cannot fit"));
+}
+
+TEST(GgufReaderTest, RejectsKeyCountNear2To64) {
+  GgufSpec spec = ValidSpec();
+  spec.kv_count = std::numeric_limits<uint64_t>::max() - 1;
+  EXPECT_DATA_LOSS(OpenSpec(spec), HasSubstr("metadata key count 18446744073709551614"),
+                   HasSubstr("cannot fit"));
+}
+
+TEST(GgufReaderTest, RejectsStringLengthNear2To64) {
+  GgufSpec spec = ValidSpec();
+  GgufValueBytes v = GgufString("x");
+  const uint64_t huge = std::numeric_limits<uint64_t>::max() - 7;
+  v.payload.replace(0, 8, reinterpret_cast<const char*>(&huge), 8);
+  spec.kv.push_back({"evil", v});
+  EXPECT_DATA_LOSS(OpenSpec(spec), HasSubstr("key 'evil'"),
+                   HasSubstr("string length 18446744073709551608 exceeds"));
+}
+
+TEST(GgufReaderTest, RejectsArrayLengthNear2To64AndPastTheEnd) {
+  for (uint64_t n : {std::numeric_limits<uint64_t>::max(), uint64_t{1000000}}) {
+    GgufSpec spec = ValidSpec();
+    GgufValueBytes v = GgufArray(4, {GgufU32(1)});
+    v.payload.replace(4, 8, reinterpret_cast<const char*>(&n), 8);
+    spec.kv.push_back({"evil", v});
+    EXPECT_DATA_LOSS(OpenSpec(spec), HasSubstr("key 'evil'"),
+                     HasSubstr("array of " + std::to_string(n) + " uint32"));
+  }
+}
+
+TEST(GgufReaderTest, RejectsEmptyKey) {
+  GgufSpec spec = ValidSpec();
+  spec.kv.push_back({"", GgufU32(1)});
+  EXPECT_DATA_LOSS(OpenSpec(spec), HasSubstr("key 2 is empty"));
+}
+
+TEST(GgufReaderTest, RejectsDuplicateKey) {
+  GgufSpec spec = ValidSpec();
+  spec.kv.push_back({"general.name", GgufString("again")});
+  EXPECT_DATA_LOSS(OpenSpec(spec), HasSubstr("duplicate key 'general.name'"));
+}
+
+TEST(GgufReaderTest, RejectsUnknownValueType) {
+  GgufSpec spec = ValidSpec();
+  spec.kv.push_back({"odd", {13, "x"}});
+  EXPECT_DATA_LOSS(OpenSpec(spec), HasSubstr("key 'odd'"),
+                   HasSubstr("value type 13 is not a GGUF type"));
+}
+
+TEST(GgufReaderTest, RejectsUnknownArrayElementType) {
+  GgufSpec spec = ValidSpec();
+  GgufValueBytes v = GgufArray(4, {});
+  const uint32_t bad = 77;
+  v.payload.replace(0, 4, reinterpret_cast<const char*>(&bad), 4);
+  spec.kv.push_back({"arr", v});
+  EXPECT_DATA_LOSS(OpenSpec(spec), HasSubstr("key 'arr'"),
+                   HasSubstr("array element type 77"));
+}
+
+TEST(GgufReaderTest, ReadsNestedArraysAndBoundsTheirDepth) {
+  GgufSpec spec = ValidSpec();
+  GgufValueBytes inner = GgufArray(4, {GgufU32(1), GgufU32(2)});
+  spec.kv.push_back({"nested", GgufArray(9, {inner, inner})});
+  const std::string path = MakeTempDir() + "/nested.gguf";
+  WriteFile(path, BuildGguf(spec));
+  auto ckpt = Checkpoint::Open(path);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  EXPECT_EQ((*ckpt)->metadata().back().value, "[[1, 2], [1, 2]]");
+  EXPECT_EQ((*ckpt)->metadata().back().type, "array<array>");
+
+  GgufValueBytes deep = GgufArray(4, {GgufU32(1)});
+  for (int i = 0; i < kGgufMaxArrayDepth + 1; ++i) deep = GgufArray(9, {deep});
+  GgufSpec bomb = ValidSpec();
+  bomb.kv.push_back({"deep", deep});
+  EXPECT_DATA_LOSS(OpenSpec(bomb), HasSubstr("key 'deep'"),
+                   HasSubstr("nested deeper than 8"));
+}
+
+TEST(GgufReaderTest, RejectsAlignmentOfWrongType) {
+  GgufSpec spec = ValidSpec();
+  spec.kv.push_back({"general.alignment", GgufU64(32)});
+  EXPECT_DATA_LOSS(OpenSpec(spec), HasSubstr("'general.alignment' has type uint64"),
+                   HasSubstr("must be uint32"));
+}
+
+TEST(GgufReaderTest, RejectsAlignmentZeroAndNonPowersOfTwo) {
+  for (uint32_t a : {0u, 3u, 48u}) {
+    GgufSpec spec = ValidSpec();
+    spec.kv.push_back({"general.alignment", GgufU32(a)});
+    EXPECT_DATA_LOSS(OpenSpec(spec),
+                     HasSubstr("'general.alignment' = " + std::to_string(a)),
+                     HasSubstr("non-zero power of two"));
+  }
+}
+
+TEST(GgufReaderTest, AcceptsAlignmentOf2To31WhenOffsetsAgree) {
+  GgufSpec spec = ValidSpec();
+  spec.tensors.resize(1);
+  spec.kv.push_back({"general.alignment", GgufU32(1u << 31)});
+  // The data section would start at 2 GiB: far past this small file.
+  EXPECT_DATA_LOSS(OpenSpec(spec), HasSubstr("tensor 'a'"), HasSubstr("but the file is"));
+}
+
+TEST(GgufReaderTest, RejectsDuplicateTensorNames) {
+  GgufSpec spec = ValidSpec();
+  spec.tensors[1].name = "a";
+  EXPECT_DATA_LOSS(OpenSpec(spec), HasSubstr("duplicate tensor name 'a'"));
+}
+
+TEST(GgufReaderTest, RejectsNamesOf64BytesOrMore) {
+  GgufSpec spec = ValidSpec();
+  spec.tensors[0].name = std::string(64, 'n');
+  EXPECT_DATA_LOSS(OpenSpec(spec), HasSubstr("name of 64 bytes"),
+                   HasSubstr("limit of 63"));
+  spec.tensors[0].name = std::string(63, 'n');
+  EXPECT_TRUE(OpenSpec(spec).ok());
+}
+
+TEST(GgufReaderTest, RejectsMoreThanFourDimensions) {
+  for (uint32_t n : {5u, 0xFFFFFFFFu}) {
+    GgufSpec spec = ValidSpec();
+    spec.tensors[0].n_dims = n;
+    EXPECT_DATA_LOSS(OpenSpec(spec), HasSubstr("tensor 'a'"),
+                     HasSubstr("n_dims " + std::to_string(n) + " exceeds"));
+  }
+}
+
+TEST(GgufReaderTest, RejectsElementCountsThatOverflowInt64) {
+  const std::vector<std::vector<int64_t>> cases = {
+      {int64_t{1} << 62, 4}, {std::numeric_limits<int64_t>::max(), 2}};
+  for (const auto& ne : cases) {
+    GgufSpec spec = ValidSpec();
+    spec.tensors[0].ne = ne;
+    EXPECT_DATA_LOSS(OpenSpec(spec), HasSubstr("tensor 'a'"),
+                     HasSubstr("more elements than int64 can count"));
+  }
+}
+
+TEST(GgufReaderTest, RejectsZeroAndNegativeDimensions) {
+  for (int64_t d : {int64_t{0}, int64_t{-3}}) {
+    GgufSpec spec = ValidSpec();
+    spec.tensors[0].ne = {8, d};
+    EXPECT_DATA_LOSS(OpenSpec(spec), HasSubstr("tensor 'a'"),
+                     HasSubstr("ne[1] = " + std::to_string(d)), HasSubstr("> 0"));
+  }
+}
+
+TEST(GgufReaderTest, RejectsRemovedAndUnknownTypeIds) {
+  const std::vector<std::pair<uint32_t, std::string>> cases = {
+      {4, "Q4_2 (removed from ggml)"}, {31, "Q4_0_4_4 (removed from ggml)"},
+      {99, "unknown"}, {1000, "unknown"}, {41, "unknown"}};
+  for (const auto& [id, name] : cases) {
+    GgufSpec spec = ValidSpec();
+    spec.tensors[0].type_id = id;
+    EXPECT_DATA_LOSS(OpenSpec(spec), HasSubstr("tensor 'a'"),
+                     HasSubstr("ggml type id " + std::to_string(id) + " (" + name + ")"));
+  }
+}
+
+TEST(GgufReaderTest, RejectsRowsNotAMultipleOfTheBlockSize) {
+  GgufSpec spec = ValidSpec();
+  spec.tensors[1].ne = {16, 2};
+  EXPECT_DATA_LOSS(OpenSpec(spec), HasSubstr("tensor 'b'"),
+                   HasSubstr("ne[0] = 16 is not a multiple of the Q8_0 block size 32"));
+}
+
+TEST(GgufReaderTest, RejectsMisalignedOffset) {
+  GgufSpec spec = ValidSpec();
+  spec.tensors[0].offset = 1;
+  EXPECT_DATA_LOSS(OpenSpec(spec), HasSubstr("tensor 'a'"),
+                   HasSubstr("offset 1 but expected 0"));
+}
+
+TEST(GgufReaderTest, RejectsOverlappingAndBackwardsOffsets) {
+  GgufSpec spec = ValidSpec();
+  spec.tensors[1].offset = 0;
+  EXPECT_DATA_LOSS(OpenSpec(spec), HasSubstr("tensor 'b'"),
+                   HasSubstr("offset 0 but expected 64"));
+  spec.tensors[1].offset = 128;
+  EXPECT_DATA_LOSS(OpenSpec(spec), HasSubstr("tensor 'b'"),
+                   HasSubstr("offset 128 but expected 64"));
+}
+
+TEST(GgufReaderTest, RejectsDataPastTheEndOfTheFile) {
+  std::string bytes = BuildGguf(ValidSpec());
+  bytes.resize(bytes.size() - 40);
+  EXPECT_DATA_LOSS(OpenBytes(bytes), HasSubstr("tensor 'b'"),
+                   HasSubstr("Q8_0[2,32] needs bytes"), HasSubstr("but the file is"));
+}
+
+TEST(GgufReaderTest, RejectsTruncationAtEverySectionBoundary) {
+  GgufLayout layout;
+  const std::string bytes = BuildGguf(ValidSpec(), &layout);
+  std::vector<uint64_t> cuts = {0, 2, layout.after_magic, layout.after_version,
+                                layout.after_counts - 4, layout.after_counts};
+  for (uint64_t c : layout.after_kv) cuts.insert(cuts.end(), {c - 3, c});
+  for (uint64_t c : layout.after_tensor) cuts.insert(cuts.end(), {c - 9, c - 1, c});
+  cuts.push_back(layout.data_offset + 10);
+  for (uint64_t cut : cuts) {
+    SCOPED_TRACE(cut);
+    auto g = ParseGguf({reinterpret_cast<const uint8_t*>(bytes.data()), cut}, "t.gguf");
+    EXPECT_EQ(g.status().code(), absl::StatusCode::kDataLoss) << g.status();
+    EXPECT_THAT(std::string(g.status().message()), HasSubstr("t.gguf"));
+  }
+  // One representative message in full.
+  auto g = ParseGguf({reinterpret_cast<const uint8_t*>(bytes.data()),
+                      layout.after_tensor[0] - 9}, "t.gguf");
+  EXPECT_THAT(std::string(g.status().message()),
+              HasSubstr("truncated: tensor 'a' type needs 4 bytes"));
+}
+
+TEST(GgufReaderTest, RejectsTruncationAtEveryByteOfTheHeader) {
+  GgufLayout layout;
+  const std::string bytes = BuildGguf(ValidSpec(), &layout);
+  for (uint64_t cut = 0; cut < layout.data_offset; ++cut) {
+    auto g = ParseGguf({reinterpret_cast<const uint8_t*>(bytes.data()), cut}, "t");
+    ASSERT_EQ(g.status().code(), absl::StatusCode::kDataLoss) << cut << g.status();
+  }
+}
+
+}  // namespace
+}  // namespace tensormorph

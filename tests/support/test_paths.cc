@@ -65,7 +65,7 @@ std::string ReadFileBytes(const std::string& path) {
 std::vector<float> ReadF32File(const std::string& path) {
   const std::string bytes = ReadFileBytes(path);
   std::vector<float> out(bytes.size() / 4);
-  std::memcpy(out.data(), bytes.data(), out.size() * 4);
+  if (!out.empty()) std::memcpy(out.data(), bytes.data(), out.size() * 4);
   return out;
 }
 

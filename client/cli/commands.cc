@@ -1,0 +1,256 @@
+#include "client/cli/commands.h"
+
+#include <cstdio>
+#include <iostream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "client/cli/format.h"
+#include "client/cli/npy.h"
+
+namespace tensormorph {
+namespace {
+
+std::string Hint(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kUnavailable:
+      return "is tensormorphd running there? Without --server the CLI reads "
+             "local files itself.";
+    case absl::StatusCode::kPermissionDenied:
+      return "the server only serves paths under its --root directories "
+             "(see `tensormorph info` of a path inside one).";
+    default:
+      return "";
+  }
+}
+
+std::string ParamsText(const v1::ScalarInspection& s) {
+  std::vector<std::string> parts;
+  for (const v1::Param& p : s.params()) {
+    parts.push_back(absl::StrCat(p.name(), "=", NumberText(p.value())));
+  }
+  return absl::StrJoin(parts, " ");
+}
+
+std::string CodeText(const v1::ScalarInspection& s) {
+  const uint64_t bits = s.raw_bits();
+  std::string binary;
+  for (int i = s.code_bits() - 1; i >= 0; --i) binary += ((bits >> i) & 1) ? '1' : '0';
+  if (s.code_is_float()) {
+    return absl::StrCat("0x", absl::Hex(bits), " (", s.code_bits(), "-bit float code 0b",
+                        binary, ")");
+  }
+  return absl::StrCat(s.raw_code(), " (0b", binary, ", ", s.code_bits(), " bits)");
+}
+
+}  // namespace
+
+int ReportFailure(const absl::Status& status) {
+  std::fprintf(stderr, "tensormorph: %s: %s\n",
+               absl::StatusCodeToString(status.code()).c_str(),
+               std::string(status.message()).c_str());
+  const std::string hint = Hint(status);
+  if (!hint.empty()) std::fprintf(stderr, "hint: %s\n", hint.c_str());
+  return kExitCallFailed;
+}
+
+int RunLs(Client& client, const GlobalOptions& g, const LsOptions& o) {
+  v1::ListTensorsRequest req;
+  req.set_checkpoint(o.checkpoint);
+  req.set_filter(o.filter);
+  std::vector<std::vector<std::string>> rows = {
+      {"NAME", "DTYPE", "SHAPE", "GRANULARITY", "BYTES", "STORED AS"}};
+  int64_t count = 0, bytes = 0;
+  absl::Status s = client.ListTensors(req, [&](const v1::TensorInfo& t) {
+    ++count;
+    bytes += t.stored_bytes();
+    if (g.json) {
+      std::cout << ToJson(t) << "\n";
+      return;
+    }
+    std::vector<std::string> parts;
+    if (t.parts_size() > 1 || (t.parts_size() == 1 && t.parts(0).name() != t.name())) {
+      for (const auto& p : t.parts()) {
+        parts.push_back(absl::StrCat(p.name(), " ", p.dtype(), ShapeText(p.shape())));
+      }
+    }
+    rows.push_back({t.name(), t.dtype(), ShapeText(t.shape()), t.encoding().granularity(),
+                    BytesText(t.stored_bytes()), absl::StrJoin(parts, ", ")});
+  });
+  if (!s.ok()) return ReportFailure(s);
+  if (!g.json) {
+    std::cout << Table(rows);
+    std::cout << count << " tensors, " << BytesText(bytes) << "\n";
+  }
+  return kExitOk;
+}
+
+int RunInfo(Client& client, const GlobalOptions& g, const InfoOptions& o) {
+  if (o.tensor.empty()) {
+    auto info = client.GetCheckpoint(o.checkpoint);
+    if (!info.ok()) return ReportFailure(info.status());
+    if (g.json) {
+      std::cout << ToJson(*info) << "\n";
+      return kExitOk;
+    }
+    std::cout << "checkpoint  " << info->checkpoint() << "\n"
+              << "format      " << info->format() << "\n"
+              << "tensors     " << info->tensor_count() << " logical, "
+              << info->stored_tensor_count() << " stored\n"
+              << "size        " << BytesText(info->total_bytes()) << "\n"
+              << "files\n";
+    for (const auto& f : info->files()) {
+      std::cout << "  " << f.path() << "  " << BytesText(f.size_bytes()) << "\n";
+    }
+    if (info->metadata_size() > 0) std::cout << "metadata\n";
+    for (const auto& m : info->metadata()) {
+      std::string v = m.value();
+      if (v.size() > 100) v = v.substr(0, 97) + "...";
+      std::cout << "  " << m.key() << " (" << m.type() << ") = " << v << "\n";
+    }
+    return kExitOk;
+  }
+  v1::ListTensorsRequest req;
+  req.set_checkpoint(o.checkpoint);
+  // Glob metacharacters in a name must match literally.
+  std::string pattern;
+  for (char c : o.tensor) {
+    if (c == '*' || c == '?' || c == '[' || c == '\\') pattern += '\\';
+    pattern += c;
+  }
+  req.set_filter(pattern);
+  std::vector<v1::TensorInfo> found;
+  absl::Status s = client.ListTensors(req, [&](const v1::TensorInfo& t) { found.push_back(t); });
+  if (!s.ok()) return ReportFailure(s);
+  if (found.empty()) {
+    return ReportFailure(absl::NotFoundError(absl::StrCat(
+        "tensor '", o.tensor, "' not found in checkpoint '", o.checkpoint,
+        "' (list them with `tensormorph ls`)")));
+  }
+  const v1::TensorInfo& t = found[0];
+  if (g.json) {
+    std::cout << ToJson(t) << "\n";
+    return kExitOk;
+  }
+  const v1::Encoding& e = t.encoding();
+  std::cout << "tensor       " << t.name() << "\n"
+            << "shape        " << ShapeText(t.shape()) << "  (" << t.num_elements()
+            << " elements)\n"
+            << "strides      " << ShapeText(t.strides()) << "  (" << t.layout() << ")\n"
+            << "dtype        " << t.dtype() << "\n"
+            << "encoding     " << e.scheme() << ", " << e.bits() << "-bit codes, "
+            << (e.quantized() ? "quantized" : "not quantized") << " (" << e.convention()
+            << ")\n"
+            << "granularity  " << e.granularity() << "\n"
+            << "stored bytes " << BytesText(t.stored_bytes()) << "\n"
+            << "stored as\n";
+  for (const auto& p : t.parts()) {
+    std::cout << "  " << p.name() << "  " << p.dtype() << ShapeText(p.shape()) << "  "
+              << p.file() << " @ " << p.offset() << " (+" << p.size_bytes() << " bytes)\n";
+  }
+  return kExitOk;
+}
+
+int RunRead(Client& client, const GlobalOptions& g, const ReadOptions& o) {
+  v1::ReadSliceRequest req;
+  req.set_checkpoint(o.checkpoint);
+  req.set_tensor(o.tensor);
+  req.set_slice(o.slice);
+  req.set_mode(o.raw ? v1::OUTPUT_MODE_RAW : v1::OUTPUT_MODE_FLOAT32);
+  if (g.json && o.output.empty()) {
+    // One JSON object per chunk, as protobuf maps them (data in base64).
+    absl::Status s = client.ReadSlice(req, [](const v1::SliceChunk& c) {
+      std::cout << ToJson(c) << "\n";
+      return true;
+    });
+    return s.ok() ? kExitOk : ReportFailure(s);
+  }
+  auto data = client.ReadSliceAll(req);
+  if (!data.ok()) return ReportFailure(data.status());
+  if (!o.output.empty()) {
+    std::string descr = NpyDescr(data->dtype);
+    std::vector<int64_t> shape = data->shape;
+    if (descr.empty()) {  // block dtypes: the bytes themselves
+      descr = "|u1";
+      shape = {static_cast<int64_t>(data->bytes.size())};
+    }
+    absl::Status s = WriteNpy(o.output, descr, shape, data->bytes);
+    if (!s.ok()) return ReportFailure(s);
+    if (g.json) {
+      std::cout << "{\"path\":\"" << o.output << "\",\"dtype\":\"" << data->dtype
+                << "\",\"shape\":[" << absl::StrJoin(data->shape, ",")
+                << "],\"bytes\":" << data->bytes.size() << "}\n";
+    } else {
+      std::cerr << "wrote " << o.output << ": " << data->dtype << ShapeText(data->shape)
+                << ", " << BytesText(static_cast<int64_t>(data->bytes.size())) << "\n";
+    }
+    return kExitOk;
+  }
+  if (data->dtype != "F32") {
+    std::cout << data->dtype << ShapeText(data->shape) << ": "
+              << BytesText(static_cast<int64_t>(data->bytes.size()))
+              << " of stored bytes; write them with -o FILE.npy\n";
+    return kExitOk;
+  }
+  std::cout << ArrayPreview(data->floats(), data->shape) << "\n"
+            << "shape " << ShapeText(data->shape) << ", float32\n";
+  return kExitOk;
+}
+
+int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o) {
+  v1::InspectScalarsRequest req;
+  req.set_checkpoint(o.checkpoint);
+  req.set_tensor(o.tensor);
+  size_t rank = 0;
+  for (size_t i = 0; i < o.indices.size(); ++i) {
+    std::vector<std::string> parts = absl::StrSplit(o.indices[i], ',', absl::SkipEmpty());
+    if (i == 0) rank = parts.size();
+    if (parts.size() != rank) {
+      std::fprintf(stderr, "tensormorph: index '%s' has %zu coordinates but '%s' has %zu\n",
+                   o.indices[i].c_str(), parts.size(), o.indices[0].c_str(), rank);
+      return kExitUsage;
+    }
+    for (const std::string& p : parts) {
+      int64_t v;
+      if (!absl::SimpleAtoi(p, &v)) {
+        std::fprintf(stderr, "tensormorph: '%s' in index '%s' is not an integer\n",
+                     p.c_str(), o.indices[i].c_str());
+        return kExitUsage;
+      }
+      req.add_coords(v);
+    }
+    if (parts.empty()) req.add_flat_indices(0);  // a rank-0 tensor: "" or ","
+  }
+  auto resp = client.InspectScalars(req);
+  if (!resp.ok()) return ReportFailure(resp.status());
+  if (g.json) {
+    std::cout << ToJson(*resp) << "\n";
+    return kExitOk;
+  }
+  const v1::Encoding& e = resp->encoding();
+  for (const v1::ScalarInspection& s : resp->scalars()) {
+    std::cout << o.tensor << ShapeText(s.index()) << "  (" << e.scheme() << ", "
+              << e.granularity() << ")\n";
+    std::cout << "  raw code    " << CodeText(s) << "\n";
+    if (s.block() >= 0) {
+      std::cout << "  block       " << s.block();
+      if (s.sub_block() >= 0) std::cout << ", sub-block " << s.sub_block();
+      std::cout << "\n";
+    }
+    if (s.params_size() > 0) std::cout << "  params      " << ParamsText(s) << "\n";
+    std::cout << "  scale       " << NumberText(s.scale()) << "   zero-point "
+              << NumberText(s.zero_point()) << "   offset " << NumberText(s.offset()) << "\n"
+              << "  level       " << NumberText(s.level()) << "\n"
+              << "  step        " << NumberText(s.step()) << " (below "
+              << NumberText(s.step_below()) << ", above " << NumberText(s.step_above())
+              << ")\n"
+              << "  range       [" << NumberText(s.range_min()) << ", "
+              << NumberText(s.range_max()) << "]\n"
+              << "  value       " << NumberText(s.value()) << "\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace tensormorph

@@ -1,0 +1,57 @@
+// The CLI's commands. Each returns the process exit code: 0 success, 2 the
+// call failed (message on stderr with the status code's name).
+#ifndef TENSORMORPH_CLIENT_CLI_COMMANDS_H_
+#define TENSORMORPH_CLIENT_CLI_COMMANDS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "client/client.h"
+
+namespace tensormorph {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitUsage = 1;
+inline constexpr int kExitCallFailed = 2;
+
+struct GlobalOptions {
+  std::string server;  // empty = embedded
+  bool json = false;
+};
+
+// Prints "tensormorph: CODE: message" (and a hint where one helps) and
+// returns kExitCallFailed.
+int ReportFailure(const absl::Status& status);
+
+struct LsOptions {
+  std::string checkpoint;
+  std::string filter;
+};
+int RunLs(Client& client, const GlobalOptions& g, const LsOptions& o);
+
+struct InfoOptions {
+  std::string checkpoint;
+  std::string tensor;  // empty = the checkpoint
+};
+int RunInfo(Client& client, const GlobalOptions& g, const InfoOptions& o);
+
+struct ReadOptions {
+  std::string checkpoint;
+  std::string tensor;
+  std::string slice;
+  bool raw = false;
+  std::string output;  // .npy path; empty = preview on stdout
+};
+int RunRead(Client& client, const GlobalOptions& g, const ReadOptions& o);
+
+struct ScalarOptions {
+  std::string checkpoint;
+  std::string tensor;
+  std::vector<std::string> indices;  // "3,17"
+};
+int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o);
+
+}  // namespace tensormorph
+
+#endif  // TENSORMORPH_CLIENT_CLI_COMMANDS_H_

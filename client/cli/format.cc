@@ -1,0 +1,117 @@
+#include "client/cli/format.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace tensormorph {
+
+std::string ShapeText(absl::Span<const int64_t> shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+std::string BytesText(int64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  return u == 0 ? absl::StrCat(bytes, " B") : absl::StrFormat("%.1f %s", v, units[u]);
+}
+
+std::string NumberText(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return absl::StrFormat("%.6g", v);
+}
+
+std::string Table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths;
+  for (const auto& row : rows) {
+    if (widths.size() < row.size()) widths.resize(row.size(), 0);
+    for (size_t i = 0; i < row.size(); ++i) {
+      widths[i] = std::max(widths[i], row[i].size());
+    }
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line.append(widths[i] - row[i].size() + 2, ' ');
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
+namespace {
+
+// Formats the values a preview will show, to find one column width.
+size_t ShownWidth(absl::Span<const float> data, absl::Span<const int64_t> shape,
+                  size_t dim, int64_t offset, int edge) {
+  if (shape.empty()) return NumberText(data[0]).size();
+  int64_t stride = 1;
+  for (size_t d = dim + 1; d < shape.size(); ++d) stride *= shape[d];
+  const int64_t n = shape[dim];
+  size_t w = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (n > 2 * edge + 1 && i == edge) i = n - edge;
+    w = std::max(w, dim + 1 == shape.size()
+                        ? NumberText(data[offset + i]).size()
+                        : ShownWidth(data, shape, dim + 1, offset + i * stride, edge));
+  }
+  return w;
+}
+
+void Preview(absl::Span<const float> data, absl::Span<const int64_t> shape,
+             size_t dim, int64_t offset, int edge, size_t width, std::string* out) {
+  int64_t stride = 1;
+  for (size_t d = dim + 1; d < shape.size(); ++d) stride *= shape[d];
+  const int64_t n = shape[dim];
+  const bool innermost = dim + 1 == shape.size();
+  const std::string sep = innermost ? ", " : ",\n" + std::string(dim + 1, ' ');
+  *out += "[";
+  for (int64_t i = 0; i < n; ++i) {
+    if (i > 0) *out += sep;
+    if (n > 2 * edge + 1 && i == edge) {
+      *out += "...";
+      *out += sep;
+      i = n - edge;
+    }
+    if (innermost) {
+      *out += absl::StrFormat("%*s", static_cast<int>(width), NumberText(data[offset + i]));
+    } else {
+      Preview(data, shape, dim + 1, offset + i * stride, edge, width, out);
+    }
+  }
+  *out += "]";
+}
+
+}  // namespace
+
+std::string ArrayPreview(absl::Span<const float> data,
+                         absl::Span<const int64_t> shape, int edge) {
+  for (int64_t d : shape) {
+    if (d == 0) return "[]";
+  }
+  if (shape.empty()) return NumberText(data[0]);
+  std::string out;
+  Preview(data, shape, 0, 0, edge, ShownWidth(data, shape, 0, 0, edge), &out);
+  return out;
+}
+
+std::string ToJson(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.always_print_primitive_fields = true;
+  std::string out;
+  (void)google::protobuf::util::MessageToJsonString(message, &out, options);
+  return out;
+}
+
+}  // namespace tensormorph

@@ -1,0 +1,107 @@
+// tensormorph: look inside checkpoints, locally or on a tensormorphd.
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "client/cli/commands.h"
+
+namespace {
+
+using namespace tensormorph;  // NOLINT: a program's main.
+
+constexpr char kDescription[] =
+    "tensormorph: look inside quantized model checkpoints (safetensors, "
+    "sharded or not, and GGUF).\n\n"
+    "Without --server the CLI opens local files itself (embedded mode); with "
+    "--server HOST:PORT (or $TENSORMORPH_SERVER) it asks a tensormorphd, and "
+    "checkpoint paths are as that server sees them: relative to one of its "
+    "roots or absolute inside one.\n\n"
+    "Exit codes: 0 success, 1 usage error, 2 the call failed.";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // The embedded server logs like tensormorphd does, to stderr and only when
+  // asked ($TENSORMORPH_LOG_LEVEL): the CLI reports failures itself.
+  auto logger = spdlog::stderr_color_mt("tensormorph");
+  spdlog::set_default_logger(logger);
+  const char* level = std::getenv("TENSORMORPH_LOG_LEVEL");
+  spdlog::set_level(level ? spdlog::level::from_str(level) : spdlog::level::off);
+
+  GlobalOptions g;
+  if (const char* env = std::getenv("TENSORMORPH_SERVER")) g.server = env;
+  CLI::App app{kDescription, "tensormorph"};
+  app.fallthrough();  // global options may follow the command too
+  app.require_subcommand(1);
+  app.add_option("--server", g.server,
+                 "tensormorphd address HOST:PORT (default $TENSORMORPH_SERVER; "
+                 "unset = embedded)");
+  app.add_flag("--json", g.json,
+               "machine-readable output: protobuf's JSON mapping, one object "
+               "(one per line for streams)");
+
+  LsOptions ls;
+  CLI::App* ls_cmd = app.add_subcommand("ls", "list the logical tensors of a checkpoint");
+  ls_cmd->add_option("checkpoint", ls.checkpoint, "checkpoint file or directory")->required();
+  ls_cmd->add_option("--filter", ls.filter, "glob on tensor names, e.g. 'blk.0.*'");
+  ls_cmd->footer("Example:\n  tensormorph ls model.gguf --filter 'blk.0.*'");
+
+  InfoOptions info;
+  CLI::App* info_cmd =
+      app.add_subcommand("info", "describe a checkpoint, or one tensor of it in full");
+  info_cmd->add_option("checkpoint", info.checkpoint, "checkpoint file or directory")
+      ->required();
+  info_cmd->add_option("tensor", info.tensor, "tensor name (optional)");
+  info_cmd->footer(
+      "Examples:\n  tensormorph info model.gguf\n"
+      "  tensormorph info model.gguf blk.0.ffn_down.weight");
+
+  ReadOptions read;
+  CLI::App* read_cmd =
+      app.add_subcommand("read", "read a (sliced) tensor: a numpy-like preview, or a .npy file");
+  read_cmd->add_option("checkpoint", read.checkpoint, "checkpoint file or directory")
+      ->required();
+  read_cmd->add_option("tensor", read.tensor, "tensor name")->required();
+  read_cmd->add_option("--slice", read.slice,
+                       "numpy slice per dimension, e.g. '0:4, ::2' or '..., -1'");
+  read_cmd->add_flag("--raw", read.raw,
+                     "the stored values instead of dequantized float32 (whole "
+                     "blocks only for block types)");
+  read_cmd->add_option("-o,--output", read.output, "write a .npy file numpy.load reads");
+  read_cmd->footer(
+      "Examples:\n  tensormorph read model.gguf blk.0.attn_q.weight --slice '0, :8'\n"
+      "  tensormorph read model.gguf blk.0.attn_q.weight -o q.npy");
+
+  ScalarOptions scalar;
+  CLI::App* scalar_cmd = app.add_subcommand(
+      "scalar", "the Scalar Inspector: raw code, scale, zero-point, group, step and value");
+  scalar_cmd->add_option("checkpoint", scalar.checkpoint, "checkpoint file or directory")
+      ->required();
+  scalar_cmd->add_option("tensor", scalar.tensor, "tensor name")->required();
+  scalar_cmd->add_option("index", scalar.indices,
+                         "element coordinates, comma-separated (negative counts "
+                         "from the end), e.g. 3,17")
+      ->required();
+  scalar_cmd->footer("Example:\n  tensormorph scalar model.gguf blk.0.ffn_down.weight 3,17 0,0");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? kExitOk : kExitUsage;
+  }
+
+  absl::StatusOr<std::unique_ptr<Client>> client =
+      g.server.empty() ? Client::Embedded() : Client::Connect(g.server);
+  if (!client.ok()) return ReportFailure(client.status());
+  Client& c = **client;
+  if (*ls_cmd) return RunLs(c, g, ls);
+  if (*info_cmd) return RunInfo(c, g, info);
+  if (*read_cmd) return RunRead(c, g, read);
+  if (*scalar_cmd) return RunScalar(c, g, scalar);
+  return kExitUsage;
+}

@@ -1,0 +1,90 @@
+// tensormorph::Client: the public API over gRPC, returning absl::StatusOr.
+// Links the generated stubs only: a dashboard that uses it pulls in no
+// server and no numerics.
+#ifndef TENSORMORPH_CLIENT_CLIENT_H_
+#define TENSORMORPH_CLIENT_CLIENT_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "tensormorph/v1/tensormorph.grpc.pb.h"
+
+namespace tensormorph {
+
+struct ClientOptions {
+  // Deadline of each call; infinite by default (a diff of 400 GB takes time).
+  absl::Duration timeout = absl::InfiniteDuration();
+};
+
+// A slice assembled into one contiguous buffer.
+struct SliceData {
+  std::vector<int64_t> shape;
+  std::string dtype;  // "F32", or the stored dtype in raw mode
+  int64_t num_elements = 0;
+  std::string bytes;
+  // REQUIRES: dtype == "F32".
+  absl::Span<const float> floats() const {
+    return {reinterpret_cast<const float*>(bytes.data()), bytes.size() / 4};
+  }
+};
+
+// Thread safety: a Client may be used from many threads at once.
+// Errors: every method returns the server's status (see tensormorph.proto),
+// or UNAVAILABLE when the server cannot be reached.
+class Client {
+ public:
+  // Connects to a tensormorphd at `target` ("host:port"). The connection is
+  // made lazily; the first call reports UNAVAILABLE if nothing listens.
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(
+      const std::string& target, const ClientOptions& options = {});
+
+  // The same service run in-process over an in-process channel, serving
+  // local paths (relative to the working directory). Defined in the
+  // tensormorph_client_embedded library, which links the server.
+  static absl::StatusOr<std::unique_ptr<Client>> Embedded(
+      const ClientOptions& options = {});
+
+  // `keepalive` is held for the client's lifetime (an embedded server).
+  Client(std::shared_ptr<grpc::Channel> channel, ClientOptions options,
+         std::shared_ptr<void> keepalive = nullptr);
+
+  absl::StatusOr<v1::ServerInfo> GetServerInfo();
+  absl::StatusOr<v1::CheckpointInfo> GetCheckpoint(const std::string& checkpoint);
+
+  // Calls `on_tensor` for each tensor as it arrives.
+  absl::Status ListTensors(const v1::ListTensorsRequest& request,
+                           const std::function<void(const v1::TensorInfo&)>& on_tensor);
+  absl::StatusOr<std::vector<v1::TensorInfo>> ListTensors(
+      const std::string& checkpoint, const std::string& filter = "");
+
+  // Calls `on_chunk` for each chunk in order; returning false cancels the
+  // stream (the call then returns CANCELLED).
+  absl::Status ReadSlice(const v1::ReadSliceRequest& request,
+                         const std::function<bool(const v1::SliceChunk&)>& on_chunk);
+  // Reads a whole slice into one buffer, checking that chunks arrive in
+  // order and add up to the header's size.
+  absl::StatusOr<SliceData> ReadSliceAll(const v1::ReadSliceRequest& request);
+
+  absl::StatusOr<v1::InspectScalarsResponse> InspectScalars(
+      const v1::InspectScalarsRequest& request);
+
+ private:
+  void Prepare(grpc::ClientContext* ctx) const;
+
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Tensormorph::Stub> stub_;
+  ClientOptions options_;
+  std::shared_ptr<void> keepalive_;
+};
+
+}  // namespace tensormorph
+
+#endif  // TENSORMORPH_CLIENT_CLIENT_H_

@@ -1,0 +1,76 @@
+#include "core/raw_slice.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace tensormorph {
+
+absl::StatusOr<RawSliceReader> RawSliceReader::Create(
+    const LogicalTensor& tensor, ResolvedSlice slice) {
+  const auto parts = tensor.encoding->parts();
+  if (parts.size() != 1 || parts[0]->shape != tensor.shape) {
+    return absl::UnimplementedError(absl::StrCat(
+        "tensor '", tensor.name, "' is assembled from ", parts.size(),
+        " stored tensors: raw output needs a tensor stored in one piece; "
+        "read its parts by their own names"));
+  }
+  RawSliceReader r;
+  r.stored_ = parts[0];
+  const DTypeInfo& info = GetDTypeInfo(r.stored_->dtype);
+  r.block_elems_ = info.block_elems;
+  r.block_bytes_ = info.block_bytes;
+  if (r.block_elems_ > 1 && !slice.dims.empty()) {
+    const ResolvedDim& last = slice.dims.back();
+    const bool whole = last.keep && last.step == 1 &&
+                       last.start % r.block_elems_ == 0 &&
+                       last.count % r.block_elems_ == 0;
+    if (!whole) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "raw output of ", info.name, " needs whole blocks along the last "
+          "dimension: step 1, start and length multiples of ",
+          r.block_elems_, " (this slice takes ", last.count, " from ",
+          last.start, " with step ", last.step, ")"));
+    }
+  }
+  r.strides_.assign(tensor.shape.size(), 1);
+  for (int64_t d = static_cast<int64_t>(tensor.shape.size()) - 2; d >= 0; --d) {
+    r.strides_[d] = r.strides_[d + 1] * tensor.shape[d + 1];
+  }
+  r.slice_ = std::move(slice);
+  return r;
+}
+
+void RawSliceReader::Read(int64_t first, int64_t count,
+                          std::string* out) const {
+  const int64_t rank = static_cast<int64_t>(slice_.dims.size());
+  const ResolvedDim inner =
+      rank == 0 ? ResolvedDim{0, 1, 1, true} : slice_.dims.back();
+  const char* base_ptr = reinterpret_cast<const char*>(stored_->data.data());
+  int64_t pos = first;
+  while (count > 0) {
+    int64_t outer = pos / inner.count;
+    const int64_t k = pos % inner.count;
+    int64_t base = 0;
+    for (int64_t d = rank - 2; d >= 0; --d) {
+      const ResolvedDim& r = slice_.dims[d];
+      base += (r.start + (outer % r.count) * r.step) * strides_[d];
+      outer /= r.count;
+    }
+    const int64_t n = std::min(count, inner.count - k);
+    const int64_t src = base + inner.start + k * inner.step;
+    if (inner.step == 1) {
+      // Contiguous: whole blocks (block dtypes are checked at Create).
+      out->append(base_ptr + src / block_elems_ * block_bytes_,
+                  n / block_elems_ * block_bytes_);
+    } else {
+      for (int64_t i = 0; i < n; ++i) {
+        out->append(base_ptr + (src + i * inner.step) * block_bytes_,
+                    block_bytes_);
+      }
+    }
+    pos += n;
+    count -= n;
+  }
+}
+
+}  // namespace tensormorph

@@ -1,0 +1,38 @@
+// One log line per call: method, peer, checkpoint, tensor, status, bytes and
+// milliseconds.
+#ifndef TENSORMORPH_SERVER_CALL_LOG_H_
+#define TENSORMORPH_SERVER_CALL_LOG_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstdint>
+#include <string>
+
+#include "absl/time/clock.h"
+
+namespace tensormorph {
+
+class CallLog {
+ public:
+  CallLog(const char* method, grpc::CallbackServerContext* ctx,
+          std::string checkpoint, std::string tensor)
+      : method_(method),
+        peer_(ctx->peer()),
+        checkpoint_(std::move(checkpoint)),
+        tensor_(std::move(tensor)),
+        start_(absl::Now()) {}
+
+  // Logs the call's outcome; errors other than cancellation at warning.
+  void Finish(const grpc::Status& status, int64_t bytes) const;
+
+ private:
+  const char* method_;
+  std::string peer_;
+  std::string checkpoint_;
+  std::string tensor_;
+  absl::Time start_;
+};
+
+}  // namespace tensormorph
+
+#endif  // TENSORMORPH_SERVER_CALL_LOG_H_

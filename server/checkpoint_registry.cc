@@ -1,0 +1,71 @@
+#include "server/checkpoint_registry.h"
+
+#include <limits.h>
+#include <stdlib.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace tensormorph {
+
+CheckpointRegistry::CheckpointRegistry(PathSandbox sandbox, size_t max_open)
+    : sandbox_(std::move(sandbox)), max_open_(std::max<size_t>(1, max_open)) {}
+
+bool CheckpointRegistry::Unchanged(const Checkpoint& c) {
+  for (const Checkpoint::File& f : c.files()) {
+    auto now = StatFile(f.path);
+    if (!now.ok() || !(*now == f.mapping->identity())) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<std::shared_ptr<const Checkpoint>> CheckpointRegistry::Acquire(
+    absl::string_view requested) {
+  auto path = sandbox_.Resolve(requested);
+  if (!path.ok()) return path.status();
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(*path);
+    if (it != entries_.end() && Unchanged(*it->second.checkpoint)) {
+      lru_.splice(lru_.begin(), lru_, it->second.lru);
+      return it->second.checkpoint;
+    }
+  }
+  auto opened = Checkpoint::Open(*path);
+  if (!opened.ok()) return opened.status();
+  // Shards and splits are opened by name from the checkpoint's directory; a
+  // symlinked shard must not lead out of the roots either.
+  for (const Checkpoint::File& f : (*opened)->files()) {
+    char buf[PATH_MAX];
+    if (::realpath(f.path.c_str(), buf) == nullptr) {
+      return absl::NotFoundError(absl::StrCat("'", f.path, "' vanished"));
+    }
+    if (absl::Status s = sandbox_.CheckInside(buf); !s.ok()) return s;
+  }
+  absl::MutexLock lock(&mu_);
+  ++opens_;
+  auto it = entries_.find(*path);
+  if (it != entries_.end()) {
+    it->second.checkpoint = *opened;
+    lru_.splice(lru_.begin(), lru_, it->second.lru);
+  } else {
+    lru_.push_front(*path);
+    entries_.emplace(*path, Entry{*opened, lru_.begin()});
+  }
+  while (entries_.size() > max_open_) {
+    entries_.erase(lru_.back());
+    lru_.pop_back();
+  }
+  return *opened;
+}
+
+size_t CheckpointRegistry::open_count() const {
+  absl::MutexLock lock(&mu_);
+  return entries_.size();
+}
+
+int64_t CheckpointRegistry::opens() const {
+  absl::MutexLock lock(&mu_);
+  return opens_;
+}
+
+}  // namespace tensormorph

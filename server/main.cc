@@ -1,0 +1,80 @@
+// tensormorphd: serves checkpoints under --root directories over gRPC.
+#include <signal.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "absl/time/time.h"
+#include "server/server.h"
+
+int main(int argc, char** argv) {
+  tensormorph::ServerOptions options;
+  std::string log_level = "info";
+  double grace_seconds = 10;
+  CLI::App app{
+      "tensormorphd: serve memory-mapped checkpoints (safetensors, GGUF) to "
+      "the tensormorph CLI and to dashboards over gRPC.\n\n"
+      "Example:\n  tensormorphd --root /models --listen 0.0.0.0:7431\n"
+      "  tensormorph --server gpu-box:7431 ls llama-70b-awq/"};
+  app.add_option("--listen", options.listen,
+                 "host:port to listen on; port 0 picks a free one")
+      ->capture_default_str();
+  app.add_option("--root", options.roots,
+                 "directory whose checkpoints may be served (repeatable); "
+                 "paths are resolved through '..' and symlinks and must stay "
+                 "inside a root")
+      ->required();
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
+      ->capture_default_str();
+  app.add_option("--max-open-checkpoints", options.max_open_checkpoints,
+                 "checkpoints kept open; the least recently used close first")
+      ->capture_default_str();
+  app.add_option("--workers", options.workers,
+                 "threads decoding and reading (0 = one per core)")
+      ->capture_default_str();
+  app.add_option("--max-scalars-per-call", options.limits.max_scalars_per_call,
+                 "InspectScalars limit")
+      ->capture_default_str();
+  app.add_option("--shutdown-grace", grace_seconds,
+                 "seconds in-flight calls may run after SIGINT/SIGTERM")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  // Logs go to stderr; stdout carries only the "listening on" line that
+  // scripts read. A closed stdout or peer must never kill the server.
+  ::signal(SIGPIPE, SIG_IGN);
+  spdlog::set_default_logger(spdlog::stderr_color_mt("tensormorphd"));
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+
+  // Block the signals in every thread (gRPC's included) and take them here.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto server = tensormorph::TensormorphServer::Start(options);
+  if (!server.ok()) {
+    std::fprintf(stderr, "tensormorphd: %s\n",
+                 std::string(server.status().message()).c_str());
+    return 1;
+  }
+  const std::string host = options.listen.substr(0, options.listen.rfind(':'));
+  // Tests and scripts read the port from this line.
+  std::printf("tensormorphd listening on %s:%d\n", host.c_str(), (*server)->port());
+  std::fflush(stdout);
+  spdlog::info("serving roots: {}", fmt::join((*server)->state().registry.sandbox().roots(), ", "));
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  spdlog::info("received signal {}; draining for up to {}s", sig, grace_seconds);
+  (*server)->Shutdown(absl::Seconds(grace_seconds));
+  (*server)->Wait();
+  spdlog::info("stopped");
+  return 0;
+}

@@ -1,0 +1,142 @@
+#include "server/path_sandbox.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace tensormorph {
+namespace {
+
+absl::StatusOr<std::string> RealPath(const std::string& p) {
+  char buf[PATH_MAX];
+  if (::realpath(p.c_str(), buf) == nullptr) {
+    return absl::NotFoundError(absl::StrCat("'", p, "' does not exist"));
+  }
+  return std::string(buf);
+}
+
+// Collapses "." and ".." without touching the disk, so that a path which
+// lexically leaves every root is refused before anything is looked up.
+std::string Normalize(const std::string& absolute) {
+  std::vector<std::string> parts;
+  for (absl::string_view part : absl::StrSplit(absolute, '/', absl::SkipEmpty())) {
+    if (part == ".") continue;
+    if (part == "..") {
+      if (!parts.empty()) parts.pop_back();
+      continue;
+    }
+    parts.emplace_back(part);
+  }
+  return absl::StrCat("/", absl::StrJoin(parts, "/"));
+}
+
+std::string JoinPath(const std::string& dir, absl::string_view rel) {
+  return dir == "/" ? absl::StrCat("/", rel) : absl::StrCat(dir, "/", rel);
+}
+
+}  // namespace
+
+absl::StatusOr<PathSandbox> PathSandbox::Create(
+    const std::vector<std::string>& roots) {
+  if (roots.empty()) {
+    return absl::InvalidArgumentError(
+        "no --root given: name at least one directory to serve");
+  }
+  PathSandbox s;
+  for (const std::string& r : roots) {
+    auto real = RealPath(r);
+    struct stat st;
+    if (!real.ok() || ::stat(real->c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("root '", r, "' is not an existing directory"));
+    }
+    s.roots_.push_back(*real);
+  }
+  return s;
+}
+
+PathSandbox PathSandbox::Unrestricted(const std::string& base_dir) {
+  PathSandbox s;
+  s.unrestricted_ = true;
+  s.base_dir_ = base_dir;
+  s.roots_ = {"/"};
+  return s;
+}
+
+bool PathSandbox::Inside(const std::string& canonical) const {
+  if (unrestricted_) return true;
+  for (const std::string& root : roots_) {
+    if (root == "/" || canonical == root ||
+        (canonical.size() > root.size() &&
+         canonical.compare(0, root.size(), root) == 0 &&
+         canonical[root.size()] == '/')) {
+      return true;
+    }
+  }
+  return false;
+}
+
+absl::Status PathSandbox::CheckInside(const std::string& canonical) const {
+  if (Inside(canonical)) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat(
+      "'", canonical, "' is outside the server's roots (",
+      absl::StrJoin(roots_, ", "), ")"));
+}
+
+absl::StatusOr<std::string> PathSandbox::Resolve(
+    absl::string_view requested) const {
+  if (requested.empty()) {
+    return absl::InvalidArgumentError("checkpoint path is empty");
+  }
+  std::vector<std::string> candidates;
+  if (requested.front() == '/') {
+    candidates.push_back(std::string(requested));
+  } else if (unrestricted_) {
+    candidates.push_back(JoinPath(base_dir_, requested));
+  } else {
+    for (const std::string& root : roots_) {
+      candidates.push_back(JoinPath(root, requested));
+    }
+  }
+  bool any_inside = false;
+  for (const std::string& candidate : candidates) {
+    const std::string lexical = Normalize(candidate);
+    if (!Inside(lexical)) continue;
+    any_inside = true;
+    auto real = RealPath(lexical);
+    if (!real.ok()) continue;
+    if (!Inside(*real)) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "checkpoint '", requested, "' resolves to '", *real,
+          "', outside the server's roots (", absl::StrJoin(roots_, ", "),
+          "): symlinks may not lead out of a root"));
+    }
+    struct stat st;
+    if (::stat(real->c_str(), &st) != 0) continue;
+    if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "checkpoint '", requested,
+          "' is not a regular file or directory (a device, FIFO or socket)"));
+    }
+    return *real;
+  }
+  if (!any_inside) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "checkpoint '", requested, "' is outside the server's roots (",
+        absl::StrJoin(roots_, ", "), ")"));
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "checkpoint '", requested, "' not found",
+      unrestricted_ ? std::string()
+                    : absl::StrCat(" under the server's roots (",
+                                   absl::StrJoin(roots_, ", "), ")")));
+}
+
+}  // namespace tensormorph

@@ -1,0 +1,97 @@
+#include "server/proto_convert.h"
+
+#include <string>
+
+namespace tensormorph {
+namespace {
+
+// File paths are shown relative to the checkpoint's directory: the server's
+// absolute layout is not the client's business.
+std::string ShortPath(const Checkpoint& ckpt, const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace
+
+void FillCheckpointInfo(const Checkpoint& ckpt, v1::CheckpointInfo* out) {
+  out->set_format(std::string(FormatName(ckpt.format())));
+  for (const Checkpoint::File& f : ckpt.files()) {
+    v1::FileInfo* fi = out->add_files();
+    fi->set_path(ShortPath(ckpt, f.path));
+    fi->set_size_bytes(static_cast<int64_t>(f.mapping->size()));
+  }
+  out->set_tensor_count(static_cast<int64_t>(ckpt.tensors().size()));
+  out->set_stored_tensor_count(static_cast<int64_t>(ckpt.stored_tensors().size()));
+  out->set_total_bytes(static_cast<int64_t>(ckpt.total_bytes()));
+  for (const MetadataEntry& m : ckpt.metadata()) {
+    v1::MetadataEntry* e = out->add_metadata();
+    e->set_key(m.key);
+    e->set_type(m.type);
+    e->set_value(m.value);
+  }
+}
+
+void FillEncoding(const EncodingInfo& info, v1::Encoding* out) {
+  out->set_scheme(info.scheme);
+  out->set_convention(info.convention);
+  out->set_bits(info.bits);
+  out->set_quantized(info.quantized);
+  out->set_granularity(info.granularity);
+  out->set_block_elems(info.block_elems);
+}
+
+void FillTensorInfo(const Checkpoint& ckpt, const LogicalTensor& t,
+                    v1::TensorInfo* out) {
+  out->set_name(t.name);
+  int64_t stride = 1;
+  out->mutable_strides()->Resize(static_cast<int>(t.shape.size()), 0);
+  for (int d = static_cast<int>(t.shape.size()) - 1; d >= 0; --d) {
+    out->set_strides(d, stride);
+    stride *= t.shape[d];
+  }
+  for (int64_t d : t.shape) out->add_shape(d);
+  out->set_layout("row-major");
+  const EncodingInfo& info = t.encoding->info();
+  out->set_dtype(info.scheme);
+  FillEncoding(info, out->mutable_encoding());
+  out->set_num_elements(t.num_elements);
+  int64_t bytes = 0;
+  for (const StoredTensor* p : t.encoding->parts()) {
+    v1::StoredTensorInfo* s = out->add_parts();
+    s->set_name(p->name);
+    s->set_dtype(std::string(DTypeName(p->dtype)));
+    for (int64_t d : p->shape) s->add_shape(d);
+    s->set_file(ShortPath(ckpt, ckpt.files()[p->file_index].path));
+    s->set_offset(static_cast<int64_t>(p->offset));
+    s->set_size_bytes(static_cast<int64_t>(p->nbytes));
+    bytes += static_cast<int64_t>(p->nbytes);
+  }
+  out->set_stored_bytes(bytes);
+}
+
+void FillScalar(const ScalarInfo& s, v1::ScalarInspection* out) {
+  out->set_raw_code(s.code);
+  out->set_raw_bits(s.code_bits_value);
+  out->set_code_bits(s.code_width);
+  out->set_code_is_float(s.code_is_float);
+  out->set_block(s.block);
+  out->set_sub_block(s.sub_block);
+  out->set_scale(s.scale);
+  out->set_zero_point(s.zero_point);
+  out->set_offset(s.offset);
+  out->set_level(s.level);
+  out->set_step(s.step);
+  out->set_step_below(s.step_below);
+  out->set_step_above(s.step_above);
+  out->set_range_min(s.range_min);
+  out->set_range_max(s.range_max);
+  out->set_value(s.value);
+  for (int i = 0; i < s.num_params; ++i) {
+    v1::Param* p = out->add_params();
+    p->set_name(std::string(s.params[i].name));
+    p->set_value(s.params[i].value);
+  }
+}
+
+}  // namespace tensormorph

@@ -1,0 +1,163 @@
+// ReadSlice: one chunk produced on the worker pool, written, and only then
+// the next (one write in flight); cancellation and deadlines stop the work
+// at the next chunk boundary.
+#include <atomic>
+#include <optional>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "core/raw_slice.h"
+#include "core/slice.h"
+#include "proto/status_mapping.h"
+#include "server/call_log.h"
+#include "server/service.h"
+
+namespace tensormorph {
+namespace {
+
+constexpr int64_t kMaxChunkBytes = 1 << 20;
+
+class ReadSliceReactor final : public grpc::ServerWriteReactor<v1::SliceChunk> {
+ public:
+  ReadSliceReactor(std::shared_ptr<ServiceState> state,
+                   grpc::CallbackServerContext* ctx,
+                   const v1::ReadSliceRequest* req)
+      : state_(std::move(state)),
+        req_(req),
+        log_("ReadSlice", ctx, req->checkpoint(), req->tensor()) {
+    state_->metrics.calls.fetch_add(1);
+    state_->metrics.StreamStarted();
+    state_->pool.Submit([this] { Begin(); });
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      Done(grpc::Status(grpc::CANCELLED, "client went away"));
+      return;
+    }
+    state_->metrics.chunks_sent.fetch_add(1);
+    state_->metrics.bytes_sent.fetch_add(static_cast<int64_t>(chunk_.data().size()));
+    bytes_ += static_cast<int64_t>(chunk_.data().size());
+    if (next_ >= total_) {
+      Done(grpc::Status::OK);
+      return;
+    }
+    state_->pool.Submit([this] { Produce(); });
+  }
+
+  void OnCancel() override { cancelled_.store(true); }
+
+  void OnDone() override {
+    if (cancelled_.load()) state_->metrics.streams_cancelled.fetch_add(1);
+    state_->metrics.StreamEnded();
+    delete this;
+  }
+
+ private:
+  absl::Status Prepare() {
+    auto ckpt = state_->registry.Acquire(req_->checkpoint());
+    if (!ckpt.ok()) return ckpt.status();
+    ckpt_ = *ckpt;
+    auto t = FindTensorOrError(*ckpt_, req_->checkpoint(), req_->tensor());
+    if (!t.ok()) return t.status();
+    auto items = ParseSlice(req_->slice());
+    if (!items.ok()) return items.status();
+    auto slice = ResolveSlice(*items, (*t)->shape);
+    if (!slice.ok()) return slice.status();
+    int64_t max_bytes = req_->max_chunk_bytes();
+    if (max_bytes <= 0 || max_bytes > state_->limits.max_chunk_bytes) {
+      max_bytes = state_->limits.max_chunk_bytes;
+    }
+    max_bytes = std::min(max_bytes, kMaxChunkBytes);
+    v1::SliceHeader* h = chunk_.mutable_header();
+    for (int64_t d : slice->result_shape) h->add_shape(d);
+    h->set_num_elements(slice->num_elements);
+    total_ = slice->num_elements;
+    if (req_->mode() == v1::OUTPUT_MODE_RAW) {
+      auto raw = RawSliceReader::Create(**t, *std::move(slice));
+      if (!raw.ok()) return raw.status();
+      raw_.emplace(*std::move(raw));
+      h->set_dtype(std::string(DTypeName(raw_->dtype())));
+      h->set_total_bytes(raw_->total_bytes());
+      per_chunk_ = std::max<int64_t>(1, max_bytes / raw_->block_bytes()) *
+                   raw_->block_elems();
+    } else {
+      decoded_.emplace(**t, *std::move(slice));
+      h->set_dtype("F32");
+      h->set_total_bytes(total_ * 4);
+      per_chunk_ = std::max<int64_t>(1, max_bytes / 4);
+    }
+    return absl::OkStatus();
+  }
+
+  void Begin() {
+    if (absl::Status s = Prepare(); !s.ok()) {
+      Done(ToGrpcStatus(s));
+      return;
+    }
+    Produce();
+  }
+
+  // Fills chunk_ with the next elements and starts its write.
+  void Produce() {
+    if (cancelled_.load()) {
+      Done(grpc::Status(grpc::CANCELLED, "cancelled"));
+      return;
+    }
+    if (next_ > 0) chunk_.clear_header();
+    const int64_t n = std::min(per_chunk_, total_ - next_);
+    chunk_.set_element_offset(next_);
+    chunk_.set_element_count(n);
+    std::string* data = chunk_.mutable_data();
+    data->clear();
+    if (raw_) {
+      raw_->Read(next_, n, data);
+    } else {
+      data->resize(static_cast<size_t>(n) * 4);
+      absl::Status s = decoded_->Read(next_, n, reinterpret_cast<float*>(data->data()));
+      if (!s.ok()) {
+        Done(ToGrpcStatus(s));
+        return;
+      }
+    }
+    next_ += n;
+    StartWrite(&chunk_);
+  }
+
+  // Finishes the call once, whoever gets here first.
+  void Done(const grpc::Status& status) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (finished_) return;
+      finished_ = true;
+    }
+    log_.Finish(status, bytes_);
+    Finish(status);
+  }
+
+  std::shared_ptr<ServiceState> state_;
+  const v1::ReadSliceRequest* req_;
+  CallLog log_;
+  std::shared_ptr<const Checkpoint> ckpt_;  // keeps the mapping alive
+  std::optional<SliceReader> decoded_;
+  std::optional<RawSliceReader> raw_;
+  v1::SliceChunk chunk_;
+  int64_t total_ = 0;
+  int64_t next_ = 0;
+  int64_t per_chunk_ = 1;
+  int64_t bytes_ = 0;
+  std::atomic<bool> cancelled_{false};
+  absl::Mutex mu_;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace
+
+grpc::ServerWriteReactor<v1::SliceChunk>* NewReadSliceReactor(
+    std::shared_ptr<ServiceState> state, grpc::CallbackServerContext* ctx,
+    const v1::ReadSliceRequest* req) {
+  return new ReadSliceReactor(std::move(state), ctx, req);
+}
+
+}  // namespace tensormorph

@@ -1,0 +1,67 @@
+// A running Tensormorph gRPC server: on a TCP port (tensormorphd) or
+// in-process only (the CLI's embedded mode).
+#ifndef TENSORMORPH_SERVER_SERVER_H_
+#define TENSORMORPH_SERVER_SERVER_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/service.h"
+
+namespace tensormorph {
+
+struct ServerOptions {
+  std::string listen = "127.0.0.1:7431";  // host:port; port 0 picks one
+  std::vector<std::string> roots;
+  // Serve any local path, relative ones against the working directory
+  // (embedded mode only).
+  bool unrestricted = false;
+  size_t max_open_checkpoints = 64;
+  int workers = 0;  // 0 = one per core
+  ServiceLimits limits;
+};
+
+// Thread safety: Shutdown may be called from any thread, once.
+class TensormorphServer {
+ public:
+  // Listens on options.listen with health checking and reflection.
+  // Errors: INVALID_ARGUMENT (bad roots); UNAVAILABLE (cannot bind).
+  static absl::StatusOr<std::unique_ptr<TensormorphServer>> Start(
+      const ServerOptions& options);
+  // No port: reachable only through InProcessChannel().
+  static absl::StatusOr<std::unique_ptr<TensormorphServer>> StartInProcess(
+      const ServerOptions& options);
+
+  ~TensormorphServer();
+
+  int port() const { return port_; }
+  std::shared_ptr<grpc::Channel> InProcessChannel();
+  ServiceState& state() { return *state_; }
+
+  // Stops accepting calls; lets in-flight calls finish for up to `grace`,
+  // then cancels the rest. Idempotent.
+  void Shutdown(absl::Duration grace);
+  // Blocks until the server has shut down.
+  void Wait();
+
+ private:
+  TensormorphServer() = default;
+  static absl::StatusOr<std::unique_ptr<TensormorphServer>> Build(
+      const ServerOptions& options, bool listen);
+
+  std::shared_ptr<ServiceState> state_;
+  std::unique_ptr<TensormorphService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  bool shut_down_ = false;
+};
+
+}  // namespace tensormorph
+
+#endif  // TENSORMORPH_SERVER_SERVER_H_

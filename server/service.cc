@@ -1,0 +1,244 @@
+#include "server/service.h"
+
+#include <fnmatch.h>
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "proto/status_mapping.h"
+#include "server/call_log.h"
+#include "server/proto_convert.h"
+
+namespace tensormorph {
+namespace {
+
+constexpr char kVersion[] = "0.1.0";
+
+// Runs `fn` on the worker pool and finishes the unary call with its status.
+template <typename Fn>
+grpc::ServerUnaryReactor* RunOnPool(ServiceState& state,
+                                    grpc::CallbackServerContext* ctx,
+                                    CallLog log, Fn fn) {
+  state.metrics.calls.fetch_add(1);
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  state.pool.Submit([reactor, log = std::move(log), fn = std::move(fn)]() {
+    const grpc::Status status = ToGrpcStatus(fn());
+    log.Finish(status, 0);
+    reactor->Finish(status);
+  });
+  return reactor;
+}
+
+// Streams a list of messages built on the pool, one write in flight.
+template <typename Message>
+class ListWriter final : public grpc::ServerWriteReactor<Message> {
+ public:
+  using Builder = std::function<absl::StatusOr<std::vector<Message>>()>;
+
+  ListWriter(ServiceState& state, CallLog log, Builder build)
+      : log_(std::move(log)) {
+    state.metrics.calls.fetch_add(1);
+    state.pool.Submit([this, build = std::move(build)] {
+      auto built = build();
+      if (!built.ok()) {
+        Done(ToGrpcStatus(built.status()));
+        return;
+      }
+      messages_ = *std::move(built);
+      Next();
+    });
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      Done(grpc::Status(grpc::CANCELLED, "client went away"));
+      return;
+    }
+    Next();
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  void Next() {
+    if (next_ == messages_.size()) {
+      Done(grpc::Status::OK);
+      return;
+    }
+    this->StartWrite(&messages_[next_++]);
+  }
+  void Done(const grpc::Status& status) {
+    log_.Finish(status, 0);
+    this->Finish(status);
+  }
+
+  CallLog log_;
+  std::vector<Message> messages_;
+  size_t next_ = 0;
+};
+
+absl::Status CheckIndex(absl::Span<const int64_t> shape, size_t which,
+                        std::vector<int64_t>& coords, int64_t* flat) {
+  *flat = 0;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    int64_t c = coords[d];
+    if (c < 0) c += shape[d];
+    if (c < 0 || c >= shape[d]) {
+      return absl::OutOfRangeError(absl::StrCat(
+          "index ", which, ": coordinate ", coords[d],
+          " is out of range for dimension ", d, " of size ", shape[d]));
+    }
+    coords[d] = c;
+    *flat = *flat * shape[d] + c;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<const LogicalTensor*> FindTensorOrError(
+    const Checkpoint& ckpt, const std::string& checkpoint_name,
+    const std::string& tensor_name) {
+  if (tensor_name.empty()) {
+    return absl::InvalidArgumentError("no tensor named in the request");
+  }
+  const LogicalTensor* t = ckpt.FindTensor(tensor_name);
+  if (t == nullptr) {
+    return absl::NotFoundError(absl::StrCat(
+        "tensor '", tensor_name, "' not found in checkpoint '",
+        checkpoint_name, "' (", ckpt.tensors().size(),
+        " tensors; list them with `tensormorph ls`)"));
+  }
+  return t;
+}
+
+grpc::ServerUnaryReactor* TensormorphService::GetServerInfo(
+    grpc::CallbackServerContext* ctx, const v1::GetServerInfoRequest*,
+    v1::ServerInfo* resp) {
+  ServiceState& s = *state_;
+  s.metrics.calls.fetch_add(1);
+  resp->set_version(kVersion);
+  for (const std::string& r : s.registry.sandbox().roots()) resp->add_roots(r);
+  v1::Limits* l = resp->mutable_limits();
+  l->set_max_open_checkpoints(0);
+  l->set_max_scalars_per_call(s.limits.max_scalars_per_call);
+  l->set_max_chunk_bytes(s.limits.max_chunk_bytes);
+  l->set_workers(s.pool.size());
+  v1::Counters* c = resp->mutable_counters();
+  c->set_calls(s.metrics.calls.load());
+  c->set_streams_started(s.metrics.streams_started.load());
+  c->set_streams_cancelled(s.metrics.streams_cancelled.load());
+  c->set_active_streams(s.metrics.active_streams());
+  c->set_chunks_sent(s.metrics.chunks_sent.load());
+  c->set_bytes_sent(s.metrics.bytes_sent.load());
+  c->set_open_checkpoints(static_cast<int64_t>(s.registry.open_count()));
+  c->set_checkpoint_opens(s.registry.opens());
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* TensormorphService::GetCheckpoint(
+    grpc::CallbackServerContext* ctx, const v1::GetCheckpointRequest* req,
+    v1::CheckpointInfo* resp) {
+  return RunOnPool(*state_, ctx, CallLog("GetCheckpoint", ctx, req->checkpoint(), ""),
+                   [this, req, resp]() -> absl::Status {
+                     auto ckpt = state_->registry.Acquire(req->checkpoint());
+                     if (!ckpt.ok()) return ckpt.status();
+                     resp->set_checkpoint(req->checkpoint());
+                     FillCheckpointInfo(**ckpt, resp);
+                     return absl::OkStatus();
+                   });
+}
+
+grpc::ServerWriteReactor<v1::TensorInfo>* TensormorphService::ListTensors(
+    grpc::CallbackServerContext* ctx, const v1::ListTensorsRequest* req) {
+  auto build = [this, req]() -> absl::StatusOr<std::vector<v1::TensorInfo>> {
+    auto ckpt = state_->registry.Acquire(req->checkpoint());
+    if (!ckpt.ok()) return ckpt.status();
+    std::vector<v1::TensorInfo> out;
+    for (const LogicalTensor& t : (*ckpt)->tensors()) {
+      if (!req->filter().empty() &&
+          ::fnmatch(req->filter().c_str(), t.name.c_str(), 0) != 0) {
+        continue;
+      }
+      FillTensorInfo(**ckpt, t, &out.emplace_back());
+    }
+    return out;
+  };
+  return new ListWriter<v1::TensorInfo>(
+      *state_, CallLog("ListTensors", ctx, req->checkpoint(), req->filter()),
+      std::move(build));
+}
+
+grpc::ServerWriteReactor<v1::SliceChunk>* TensormorphService::ReadSlice(
+    grpc::CallbackServerContext* ctx, const v1::ReadSliceRequest* req) {
+  return NewReadSliceReactor(state_, ctx, req);
+}
+
+grpc::ServerUnaryReactor* TensormorphService::InspectScalars(
+    grpc::CallbackServerContext* ctx, const v1::InspectScalarsRequest* req,
+    v1::InspectScalarsResponse* resp) {
+  return RunOnPool(
+      *state_, ctx, CallLog("InspectScalars", ctx, req->checkpoint(), req->tensor()),
+      [this, ctx, req, resp]() -> absl::Status {
+        auto ckpt = state_->registry.Acquire(req->checkpoint());
+        if (!ckpt.ok()) return ckpt.status();
+        auto t = FindTensorOrError(**ckpt, req->checkpoint(), req->tensor());
+        if (!t.ok()) return t.status();
+        const std::vector<int64_t>& shape = (*t)->shape;
+        const size_t rank = shape.size();
+        if (rank == 0 && req->coords_size() > 0) {
+          return absl::InvalidArgumentError(
+              "a rank-0 tensor takes flat_indices [0], not coordinates");
+        }
+        if (rank > 0 && req->coords_size() % rank != 0) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              req->coords_size(), " coordinates do not divide into indices of "
+              "rank ", rank));
+        }
+        const int64_t n = (rank > 0 ? req->coords_size() / static_cast<int64_t>(rank) : 0) +
+                          req->flat_indices_size();
+        if (n > state_->limits.max_scalars_per_call) {
+          return absl::ResourceExhaustedError(absl::StrCat(
+              n, " scalars requested but the limit max_scalars_per_call is ",
+              state_->limits.max_scalars_per_call));
+        }
+        for (int64_t d : shape) resp->add_shape(d);
+        FillEncoding((*t)->encoding->info(), resp->mutable_encoding());
+        resp->mutable_scalars()->Reserve(static_cast<int>(n));
+        std::vector<int64_t> coords(rank);
+        for (int64_t i = 0; i < n; ++i) {
+          if ((i & 1023) == 0 && ctx->IsCancelled()) {
+            return absl::CancelledError("client cancelled");
+          }
+          int64_t flat;
+          const int64_t nc = rank > 0 ? req->coords_size() / static_cast<int64_t>(rank) : 0;
+          if (i < nc) {
+            for (size_t d = 0; d < rank; ++d) coords[d] = req->coords(i * rank + d);
+            if (absl::Status s = CheckIndex(shape, i, coords, &flat); !s.ok()) return s;
+          } else {
+            flat = req->flat_indices(static_cast<int>(i - nc));
+            if (flat < 0 || flat >= (*t)->num_elements) {
+              return absl::OutOfRangeError(absl::StrCat(
+                  "index ", i, ": flat index ", flat, " is out of range for ",
+                  (*t)->num_elements, " elements"));
+            }
+            int64_t rest = flat;
+            for (size_t d = rank; d-- > 0;) {
+              coords[d] = rest % shape[d];
+              rest /= shape[d];
+            }
+          }
+          ScalarInfo info;
+          if (absl::Status s = (*t)->encoding->Inspect(flat, &info); !s.ok()) return s;
+          v1::ScalarInspection* out = resp->add_scalars();
+          for (int64_t c : coords) out->add_index(c);
+          out->set_flat_index(flat);
+          FillScalar(info, out);
+        }
+        return absl::OkStatus();
+      });
+}
+
+}  // namespace tensormorph

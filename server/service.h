@@ -1,0 +1,75 @@
+// The gRPC service: translates the public API to core and back. No numerics
+// live here; heavy work runs on the worker pool, never on gRPC's threads.
+#ifndef TENSORMORPH_SERVER_SERVICE_H_
+#define TENSORMORPH_SERVER_SERVICE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/format/checkpoint.h"
+#include "server/checkpoint_registry.h"
+#include "server/metrics.h"
+#include "server/worker_pool.h"
+#include "tensormorph/v1/tensormorph.grpc.pb.h"
+
+namespace tensormorph {
+
+struct ServiceLimits {
+  int64_t max_scalars_per_call = 100'000;
+  int64_t max_chunk_bytes = 1 << 20;
+};
+
+// What every call shares. Thread safety: each member is thread-safe.
+struct ServiceState {
+  ServiceState(PathSandbox sandbox, size_t max_open, int workers,
+               ServiceLimits limits)
+      : registry(std::move(sandbox), max_open), pool(workers), limits(limits) {}
+  CheckpointRegistry registry;
+  WorkerPool pool;
+  Metrics metrics;
+  const ServiceLimits limits;
+};
+
+// Looks a tensor up by name.
+// Errors: NOT_FOUND naming the tensor and the checkpoint.
+absl::StatusOr<const LogicalTensor*> FindTensorOrError(
+    const Checkpoint& ckpt, const std::string& checkpoint_name,
+    const std::string& tensor_name);
+
+class TensormorphService final : public v1::Tensormorph::CallbackService {
+ public:
+  explicit TensormorphService(std::shared_ptr<ServiceState> state)
+      : state_(std::move(state)) {}
+
+  grpc::ServerUnaryReactor* GetServerInfo(
+      grpc::CallbackServerContext* ctx, const v1::GetServerInfoRequest* req,
+      v1::ServerInfo* resp) override;
+  grpc::ServerUnaryReactor* GetCheckpoint(
+      grpc::CallbackServerContext* ctx, const v1::GetCheckpointRequest* req,
+      v1::CheckpointInfo* resp) override;
+  grpc::ServerWriteReactor<v1::TensorInfo>* ListTensors(
+      grpc::CallbackServerContext* ctx,
+      const v1::ListTensorsRequest* req) override;
+  grpc::ServerWriteReactor<v1::SliceChunk>* ReadSlice(
+      grpc::CallbackServerContext* ctx,
+      const v1::ReadSliceRequest* req) override;
+  grpc::ServerUnaryReactor* InspectScalars(
+      grpc::CallbackServerContext* ctx, const v1::InspectScalarsRequest* req,
+      v1::InspectScalarsResponse* resp) override;
+
+  ServiceState& state() { return *state_; }
+
+ private:
+  std::shared_ptr<ServiceState> state_;
+};
+
+// Defined in read_slice_reactor.cc.
+grpc::ServerWriteReactor<v1::SliceChunk>* NewReadSliceReactor(
+    std::shared_ptr<ServiceState> state, grpc::CallbackServerContext* ctx,
+    const v1::ReadSliceRequest* req);
+
+}  // namespace tensormorph
+
+#endif  // TENSORMORPH_SERVER_SERVICE_H_

@@ -1,0 +1,38 @@
+// A fixed set of threads that run the server's heavy work (opening files,
+// decoding), so that gRPC's own threads never block on it.
+#ifndef TENSORMORPH_SERVER_WORKER_POOL_H_
+#define TENSORMORPH_SERVER_WORKER_POOL_H_
+
+#include <deque>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+
+namespace tensormorph {
+
+// Thread safety: Submit may be called from any thread. The destructor runs
+// the tasks already queued, then joins.
+class WorkerPool {
+ public:
+  explicit WorkerPool(int threads);
+  ~WorkerPool();
+  WorkerPool(const WorkerPool&) = delete;
+  WorkerPool& operator=(const WorkerPool&) = delete;
+
+  void Submit(std::function<void()> task);
+  int size() const { return static_cast<int>(threads_.size()); }
+
+ private:
+  void Loop();
+
+  absl::Mutex mu_;
+  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace tensormorph
+
+#endif  // TENSORMORPH_SERVER_WORKER_POOL_H_

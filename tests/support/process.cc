@@ -1,0 +1,120 @@
+#include "tests/support/process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+extern char** environ;
+
+namespace tensormorph::testing {
+namespace {
+
+std::string ReadAll(int fd) {
+  std::string out;
+  char buf[65536];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof(buf))) > 0) out.append(buf, n);
+  return out;
+}
+
+std::vector<char*> CStrings(std::vector<std::string>& v) {
+  std::vector<char*> out;
+  for (std::string& s : v) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+pid_t Spawn(std::vector<std::string> argv, std::vector<std::string> env,
+            int out_fd, int err_fd) {
+  for (char** e = environ; *e != nullptr; ++e) env.push_back(*e);
+  auto args = CStrings(argv);
+  auto envp = CStrings(env);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    std::perror("fork");
+    std::abort();
+  }
+  if (pid == 0) {
+    // Only async-signal-safe calls until exec. A test that dies must not
+    // leave its server behind.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(127);
+    const int devnull = ::open("/dev/null", O_RDONLY);
+    ::dup2(devnull, 0);
+    ::dup2(out_fd, 1);
+    ::dup2(err_fd, 2);
+    ::execve(args[0], args.data(), envp.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+}  // namespace
+
+std::string TensormorphdPath() { return TENSORMORPH_TENSORMORPHD_PATH; }
+std::string CliPath() { return TENSORMORPH_CLI_PATH; }
+
+CommandResult RunCommand(const std::vector<std::string>& argv,
+                         const std::vector<std::string>& env) {
+  int out_pipe[2], err_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) {
+    std::abort();
+  }
+  const pid_t pid = Spawn(argv, env, out_pipe[1], err_pipe[1]);
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  CommandResult r;
+  std::thread err_reader([&] { r.err = ReadAll(err_pipe[0]); });
+  r.out = ReadAll(out_pipe[0]);
+  err_reader.join();
+  ::close(out_pipe[0]);
+  ::close(err_pipe[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+ServerProcess::ServerProcess(const std::vector<std::string>& roots,
+                             const std::vector<std::string>& extra_flags) {
+  std::vector<std::string> argv = {TensormorphdPath(), "--listen", "127.0.0.1:0",
+                                   "--log-level", "warn"};
+  for (const std::string& r : roots) argv.insert(argv.end(), {"--root", r});
+  argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
+  int out_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0) std::abort();
+  pid_ = Spawn(argv, {}, out_pipe[1], 2);
+  ::close(out_pipe[1]);
+  // The first line is "tensormorphd listening on HOST:PORT".
+  std::string line;
+  char c;
+  while (::read(out_pipe[0], &c, 1) == 1 && c != '\n') line.push_back(c);
+  ::close(out_pipe[0]);
+  const size_t colon = line.rfind(':');
+  if (line.rfind("tensormorphd listening on ", 0) != 0 || colon == std::string::npos) {
+    std::fprintf(stderr, "tensormorphd did not start: '%s'\n", line.c_str());
+    std::abort();
+  }
+  port_ = std::atoi(line.c_str() + colon + 1);
+}
+
+int ServerProcess::Stop() {
+  if (pid_ <= 0) return -1;
+  ::kill(pid_, SIGTERM);
+  int status = 0;
+  ::waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+ServerProcess::~ServerProcess() { Stop(); }
+
+}  // namespace tensormorph::testing

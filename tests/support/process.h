@@ -1,0 +1,50 @@
+// Runs the project's real binaries from tests: a tensormorphd on a free
+// loopback port, and CLI commands with their output and exit code.
+#ifndef TENSORMORPH_TESTS_SUPPORT_PROCESS_H_
+#define TENSORMORPH_TESTS_SUPPORT_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace tensormorph::testing {
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs `argv` (argv[0] a path) to completion with extra environment entries
+// ("NAME=value"); stdin is /dev/null.
+CommandResult RunCommand(const std::vector<std::string>& argv,
+                         const std::vector<std::string>& env = {});
+
+// A tensormorphd child process; killed (SIGTERM, then waited for) when the
+// object goes away.
+class ServerProcess {
+ public:
+  // Starts tensormorphd with --listen 127.0.0.1:0 and the given roots and
+  // extra flags; returns once it printed its port. Aborts on failure.
+  ServerProcess(const std::vector<std::string>& roots,
+                const std::vector<std::string>& extra_flags = {});
+  ~ServerProcess();
+
+  int port() const { return port_; }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  // Sends SIGTERM and returns the exit status.
+  int Stop();
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+// Paths of the built binaries (set by CMake).
+std::string TensormorphdPath();
+std::string CliPath();
+
+}  // namespace tensormorph::testing
+
+#endif  // TENSORMORPH_TESTS_SUPPORT_PROCESS_H_

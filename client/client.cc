@@ -35,7 +35,8 @@ absl::StatusOr<v1::ServerInfo> Client::GetServerInfo() {
   grpc::ClientContext ctx;
   Prepare(&ctx);
   v1::ServerInfo resp;
-  grpc::Status s = stub_->GetServerInfo(&ctx, v1::GetServerInfoRequest(), &resp);
+  grpc::Status s =
+      stub_->GetServerInfo(&ctx, v1::GetServerInfoRequest(), &resp);
   if (!s.ok()) return FromGrpcStatus(s);
   return resp;
 }

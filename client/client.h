@@ -57,18 +57,21 @@ class Client {
          std::shared_ptr<void> keepalive = nullptr);
 
   absl::StatusOr<v1::ServerInfo> GetServerInfo();
-  absl::StatusOr<v1::CheckpointInfo> GetCheckpoint(const std::string& checkpoint);
+  absl::StatusOr<v1::CheckpointInfo> GetCheckpoint(
+      const std::string& checkpoint);
 
   // Calls `on_tensor` for each tensor as it arrives.
-  absl::Status ListTensors(const v1::ListTensorsRequest& request,
-                           const std::function<void(const v1::TensorInfo&)>& on_tensor);
+  absl::Status ListTensors(
+      const v1::ListTensorsRequest& request,
+      const std::function<void(const v1::TensorInfo&)>& on_tensor);
   absl::StatusOr<std::vector<v1::TensorInfo>> ListTensors(
       const std::string& checkpoint, const std::string& filter = "");
 
   // Calls `on_chunk` for each chunk in order; returning false cancels the
   // stream (the call then returns CANCELLED).
-  absl::Status ReadSlice(const v1::ReadSliceRequest& request,
-                         const std::function<bool(const v1::SliceChunk&)>& on_chunk);
+  absl::Status ReadSlice(
+      const v1::ReadSliceRequest& request,
+      const std::function<bool(const v1::SliceChunk&)>& on_chunk);
   // Reads a whole slice into one buffer, checking that chunks arrive in
   // order and add up to the header's size.
   absl::StatusOr<SliceData> ReadSliceAll(const v1::ReadSliceRequest& request);

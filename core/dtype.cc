@@ -65,17 +65,17 @@ struct GgmlId {
 };
 // ggml.h enum ggml_type.
 constexpr GgmlId kGgmlIds[] = {
-    {0, DType::kF32},       {1, DType::kF16},      {2, DType::kQ4_0},
-    {3, DType::kQ4_1},      {6, DType::kQ5_0},     {7, DType::kQ5_1},
-    {8, DType::kQ8_0},      {9, DType::kQ8_1},     {10, DType::kQ2_K},
-    {11, DType::kQ3_K},     {12, DType::kQ4_K},    {13, DType::kQ5_K},
-    {14, DType::kQ6_K},     {15, DType::kQ8_K},    {16, DType::kIQ2_XXS},
-    {17, DType::kIQ2_XS},   {18, DType::kIQ3_XXS}, {19, DType::kIQ1_S},
-    {20, DType::kIQ4_NL},   {21, DType::kIQ3_S},   {22, DType::kIQ2_S},
-    {23, DType::kIQ4_XS},   {24, DType::kI8},      {25, DType::kI16},
-    {26, DType::kI32},      {27, DType::kI64},     {28, DType::kF64},
-    {29, DType::kIQ1_M},    {30, DType::kBF16},    {34, DType::kTQ1_0},
-    {35, DType::kTQ2_0},    {39, DType::kMXFP4},   {40, DType::kNVFP4},
+    {0, DType::kF32},     {1, DType::kF16},      {2, DType::kQ4_0},
+    {3, DType::kQ4_1},    {6, DType::kQ5_0},     {7, DType::kQ5_1},
+    {8, DType::kQ8_0},    {9, DType::kQ8_1},     {10, DType::kQ2_K},
+    {11, DType::kQ3_K},   {12, DType::kQ4_K},    {13, DType::kQ5_K},
+    {14, DType::kQ6_K},   {15, DType::kQ8_K},    {16, DType::kIQ2_XXS},
+    {17, DType::kIQ2_XS}, {18, DType::kIQ3_XXS}, {19, DType::kIQ1_S},
+    {20, DType::kIQ4_NL}, {21, DType::kIQ3_S},   {22, DType::kIQ2_S},
+    {23, DType::kIQ4_XS}, {24, DType::kI8},      {25, DType::kI16},
+    {26, DType::kI32},    {27, DType::kI64},     {28, DType::kF64},
+    {29, DType::kIQ1_M},  {30, DType::kBF16},    {34, DType::kTQ1_0},
+    {35, DType::kTQ2_0},  {39, DType::kMXFP4},   {40, DType::kNVFP4},
 };
 
 struct StName {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+
 #include "absl/strings/string_view.h"
 
 namespace tensormorph {
@@ -62,7 +63,7 @@ inline constexpr int kNumDTypes = static_cast<int>(DType::kNVFP4) + 1;
 
 // Static facts about a dtype's storage.
 struct DTypeInfo {
-  absl::string_view name;   // "Q4_K", "BF16", "F8_E4M3", ...
+  absl::string_view name;  // "Q4_K", "BF16", "F8_E4M3", ...
   int32_t block_elems;     // elements per storage block (1 for plain types)
   int32_t block_bytes;     // bytes per storage block
   int32_t code_bits;       // bits of one element's raw code (e.g. 4 for Q4_0)

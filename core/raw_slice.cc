@@ -25,11 +25,12 @@ absl::StatusOr<RawSliceReader> RawSliceReader::Create(
                        last.start % r.block_elems_ == 0 &&
                        last.count % r.block_elems_ == 0;
     if (!whole) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "raw output of ", info.name, " needs whole blocks along the last "
-          "dimension: step 1, start and length multiples of ",
-          r.block_elems_, " (this slice takes ", last.count, " from ",
-          last.start, " with step ", last.step, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("raw output of ", info.name,
+                       " needs whole blocks along the last "
+                       "dimension: step 1, start and length multiples of ",
+                       r.block_elems_, " (this slice takes ", last.count,
+                       " from ", last.start, " with step ", last.step, ")"));
     }
   }
   r.strides_.assign(tensor.shape.size(), 1);

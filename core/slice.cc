@@ -39,8 +39,7 @@ absl::StatusOr<std::vector<SliceItem>> ParseSlice(absl::string_view text) {
     SliceItem s;
     if (item == "...") {
       if (seen_ellipsis) {
-        return absl::InvalidArgumentError(
-            "slice has more than one '...'");
+        return absl::InvalidArgumentError("slice has more than one '...'");
       }
       seen_ellipsis = true;
       s.kind = SliceItem::Kind::kEllipsis;
@@ -49,8 +48,8 @@ absl::StatusOr<std::vector<SliceItem>> ParseSlice(absl::string_view text) {
     }
     std::vector<absl::string_view> parts = absl::StrSplit(item, ':');
     if (parts.size() > 3) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "slice item '", item, "' has more than three parts"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("slice item '", item, "' has more than three parts"));
     }
     if (parts.size() == 1) {
       auto v = ParseBound(parts[0], item);
@@ -92,8 +91,8 @@ absl::StatusOr<ResolvedSlice> ResolveSlice(absl::Span<const SliceItem> items,
   }
   if (explicit_dims > rank) {
     return absl::InvalidArgumentError(
-        absl::StrCat("slice has ", explicit_dims, " indices but the tensor has ",
-                     rank, " dimensions"));
+        absl::StrCat("slice has ", explicit_dims,
+                     " indices but the tensor has ", rank, " dimensions"));
   }
   // Expand "..." (or the implicit trailing one) into full ranges.
   std::vector<SliceItem> full;

@@ -1,12 +1,11 @@
 // tensormorphd: serves checkpoints under --root directories over gRPC.
 #include <signal.h>
-
-#include <cstdio>
-#include <iostream>
-
-#include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
 
 #include "absl/time/time.h"
 #include "server/server.h"
@@ -28,7 +27,8 @@ int main(int argc, char** argv) {
                  "paths are resolved through '..' and symlinks and must stay "
                  "inside a root")
       ->required();
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
+  app.add_option("--log-level", log_level,
+                 "trace, debug, info, warn, error, off")
       ->capture_default_str();
   app.add_option("--max-open-checkpoints", options.max_open_checkpoints,
                  "checkpoints kept open; the least recently used close first")
@@ -66,13 +66,16 @@ int main(int argc, char** argv) {
   }
   const std::string host = options.listen.substr(0, options.listen.rfind(':'));
   // Tests and scripts read the port from this line.
-  std::printf("tensormorphd listening on %s:%d\n", host.c_str(), (*server)->port());
+  std::printf("tensormorphd listening on %s:%d\n", host.c_str(),
+              (*server)->port());
   std::fflush(stdout);
-  spdlog::info("serving roots: {}", fmt::join((*server)->state().registry.sandbox().roots(), ", "));
+  spdlog::info("serving roots: {}",
+               fmt::join((*server)->state().registry.sandbox().roots(), ", "));
 
   int sig = 0;
   sigwait(&signals, &sig);
-  spdlog::info("received signal {}; draining for up to {}s", sig, grace_seconds);
+  spdlog::info("received signal {}; draining for up to {}s", sig,
+               grace_seconds);
   (*server)->Shutdown(absl::Seconds(grace_seconds));
   (*server)->Wait();
   spdlog::info("stopped");

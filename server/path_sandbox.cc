@@ -26,7 +26,8 @@ absl::StatusOr<std::string> RealPath(const std::string& p) {
 // lexically leaves every root is refused before anything is looked up.
 std::string Normalize(const std::string& absolute) {
   std::vector<std::string> parts;
-  for (absl::string_view part : absl::StrSplit(absolute, '/', absl::SkipEmpty())) {
+  for (absl::string_view part :
+       absl::StrSplit(absolute, '/', absl::SkipEmpty())) {
     if (part == ".") continue;
     if (part == "..") {
       if (!parts.empty()) parts.pop_back();
@@ -85,9 +86,9 @@ bool PathSandbox::Inside(const std::string& canonical) const {
 
 absl::Status PathSandbox::CheckInside(const std::string& canonical) const {
   if (Inside(canonical)) return absl::OkStatus();
-  return absl::PermissionDeniedError(absl::StrCat(
-      "'", canonical, "' is outside the server's roots (",
-      absl::StrJoin(roots_, ", "), ")"));
+  return absl::PermissionDeniedError(
+      absl::StrCat("'", canonical, "' is outside the server's roots (",
+                   absl::StrJoin(roots_, ", "), ")"));
 }
 
 absl::StatusOr<std::string> PathSandbox::Resolve(

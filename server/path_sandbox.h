@@ -16,7 +16,8 @@ class PathSandbox {
   // Roots must be existing directories; they are canonicalised (realpath).
   // Errors: INVALID_ARGUMENT naming a root that is missing or not a
   // directory, or when no root is given.
-  static absl::StatusOr<PathSandbox> Create(const std::vector<std::string>& roots);
+  static absl::StatusOr<PathSandbox> Create(
+      const std::vector<std::string>& roots);
 
   // Any local path, relative ones against `base_dir` (embedded mode).
   static PathSandbox Unrestricted(const std::string& base_dir);

@@ -22,7 +22,8 @@ void FillCheckpointInfo(const Checkpoint& ckpt, v1::CheckpointInfo* out) {
     fi->set_size_bytes(static_cast<int64_t>(f.mapping->size()));
   }
   out->set_tensor_count(static_cast<int64_t>(ckpt.tensors().size()));
-  out->set_stored_tensor_count(static_cast<int64_t>(ckpt.stored_tensors().size()));
+  out->set_stored_tensor_count(
+      static_cast<int64_t>(ckpt.stored_tensors().size()));
   out->set_total_bytes(static_cast<int64_t>(ckpt.total_bytes()));
   for (const MetadataEntry& m : ckpt.metadata()) {
     v1::MetadataEntry* e = out->add_metadata();

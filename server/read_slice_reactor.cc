@@ -37,7 +37,8 @@ class ReadSliceReactor final : public grpc::ServerWriteReactor<v1::SliceChunk> {
       return;
     }
     state_->metrics.chunks_sent.fetch_add(1);
-    state_->metrics.bytes_sent.fetch_add(static_cast<int64_t>(chunk_.data().size()));
+    state_->metrics.bytes_sent.fetch_add(
+        static_cast<int64_t>(chunk_.data().size()));
     bytes_ += static_cast<int64_t>(chunk_.data().size());
     if (next_ >= total_) {
       Done(grpc::Status::OK);
@@ -115,7 +116,8 @@ class ReadSliceReactor final : public grpc::ServerWriteReactor<v1::SliceChunk> {
       raw_->Read(next_, n, data);
     } else {
       data->resize(static_cast<size_t>(n) * 4);
-      absl::Status s = decoded_->Read(next_, n, reinterpret_cast<float*>(data->data()));
+      absl::Status s =
+          decoded_->Read(next_, n, reinterpret_cast<float*>(data->data()));
       if (!s.ok()) {
         Done(ToGrpcStatus(s));
         return;

@@ -104,10 +104,10 @@ absl::StatusOr<const LogicalTensor*> FindTensorOrError(
   }
   const LogicalTensor* t = ckpt.FindTensor(tensor_name);
   if (t == nullptr) {
-    return absl::NotFoundError(absl::StrCat(
-        "tensor '", tensor_name, "' not found in checkpoint '",
-        checkpoint_name, "' (", ckpt.tensors().size(),
-        " tensors; list them with `tensormorph ls`)"));
+    return absl::NotFoundError(
+        absl::StrCat("tensor '", tensor_name, "' not found in checkpoint '",
+                     checkpoint_name, "' (", ckpt.tensors().size(),
+                     " tensors; list them with `tensormorph ls`)"));
   }
   return t;
 }
@@ -141,7 +141,8 @@ grpc::ServerUnaryReactor* TensormorphService::GetServerInfo(
 grpc::ServerUnaryReactor* TensormorphService::GetCheckpoint(
     grpc::CallbackServerContext* ctx, const v1::GetCheckpointRequest* req,
     v1::CheckpointInfo* resp) {
-  return RunOnPool(*state_, ctx, CallLog("GetCheckpoint", ctx, req->checkpoint(), ""),
+  return RunOnPool(*state_, ctx,
+                   CallLog("GetCheckpoint", ctx, req->checkpoint(), ""),
                    [this, req, resp]() -> absl::Status {
                      auto ckpt = state_->registry.Acquire(req->checkpoint());
                      if (!ckpt.ok()) return ckpt.status();
@@ -180,7 +181,8 @@ grpc::ServerUnaryReactor* TensormorphService::InspectScalars(
     grpc::CallbackServerContext* ctx, const v1::InspectScalarsRequest* req,
     v1::InspectScalarsResponse* resp) {
   return RunOnPool(
-      *state_, ctx, CallLog("InspectScalars", ctx, req->checkpoint(), req->tensor()),
+      *state_, ctx,
+      CallLog("InspectScalars", ctx, req->checkpoint(), req->tensor()),
       [this, ctx, req, resp]() -> absl::Status {
         auto ckpt = state_->registry.Acquire(req->checkpoint());
         if (!ckpt.ok()) return ckpt.status();
@@ -193,12 +195,15 @@ grpc::ServerUnaryReactor* TensormorphService::InspectScalars(
               "a rank-0 tensor takes flat_indices [0], not coordinates");
         }
         if (rank > 0 && req->coords_size() % rank != 0) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              req->coords_size(), " coordinates do not divide into indices of "
-              "rank ", rank));
+          return absl::InvalidArgumentError(
+              absl::StrCat(req->coords_size(),
+                           " coordinates do not divide into indices of "
+                           "rank ",
+                           rank));
         }
-        const int64_t n = (rank > 0 ? req->coords_size() / static_cast<int64_t>(rank) : 0) +
-                          req->flat_indices_size();
+        const int64_t n =
+            (rank > 0 ? req->coords_size() / static_cast<int64_t>(rank) : 0) +
+            req->flat_indices_size();
         if (n > state_->limits.max_scalars_per_call) {
           return absl::ResourceExhaustedError(absl::StrCat(
               n, " scalars requested but the limit max_scalars_per_call is ",
@@ -213,10 +218,13 @@ grpc::ServerUnaryReactor* TensormorphService::InspectScalars(
             return absl::CancelledError("client cancelled");
           }
           int64_t flat;
-          const int64_t nc = rank > 0 ? req->coords_size() / static_cast<int64_t>(rank) : 0;
+          const int64_t nc =
+              rank > 0 ? req->coords_size() / static_cast<int64_t>(rank) : 0;
           if (i < nc) {
-            for (size_t d = 0; d < rank; ++d) coords[d] = req->coords(i * rank + d);
-            if (absl::Status s = CheckIndex(shape, i, coords, &flat); !s.ok()) return s;
+            for (size_t d = 0; d < rank; ++d)
+              coords[d] = req->coords(i * rank + d);
+            if (absl::Status s = CheckIndex(shape, i, coords, &flat); !s.ok())
+              return s;
           } else {
             flat = req->flat_indices(static_cast<int>(i - nc));
             if (flat < 0 || flat >= (*t)->num_elements) {
@@ -231,7 +239,8 @@ grpc::ServerUnaryReactor* TensormorphService::InspectScalars(
             }
           }
           ScalarInfo info;
-          if (absl::Status s = (*t)->encoding->Inspect(flat, &info); !s.ok()) return s;
+          if (absl::Status s = (*t)->encoding->Inspect(flat, &info); !s.ok())
+            return s;
           v1::ScalarInspection* out = resp->add_scalars();
           for (int64_t c : coords) out->add_index(c);
           out->set_flat_index(flat);

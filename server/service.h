@@ -43,12 +43,12 @@ class TensormorphService final : public v1::Tensormorph::CallbackService {
   explicit TensormorphService(std::shared_ptr<ServiceState> state)
       : state_(std::move(state)) {}
 
-  grpc::ServerUnaryReactor* GetServerInfo(
-      grpc::CallbackServerContext* ctx, const v1::GetServerInfoRequest* req,
-      v1::ServerInfo* resp) override;
-  grpc::ServerUnaryReactor* GetCheckpoint(
-      grpc::CallbackServerContext* ctx, const v1::GetCheckpointRequest* req,
-      v1::CheckpointInfo* resp) override;
+  grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* ctx,
+                                          const v1::GetServerInfoRequest* req,
+                                          v1::ServerInfo* resp) override;
+  grpc::ServerUnaryReactor* GetCheckpoint(grpc::CallbackServerContext* ctx,
+                                          const v1::GetCheckpointRequest* req,
+                                          v1::CheckpointInfo* resp) override;
   grpc::ServerWriteReactor<v1::TensorInfo>* ListTensors(
       grpc::CallbackServerContext* ctx,
       const v1::ListTensorsRequest* req) override;

@@ -37,12 +37,14 @@ std::string ParamsText(const v1::ScalarInspection& s) {
 std::string CodeText(const v1::ScalarInspection& s) {
   const uint64_t bits = s.raw_bits();
   std::string binary;
-  for (int i = s.code_bits() - 1; i >= 0; --i) binary += ((bits >> i) & 1) ? '1' : '0';
+  for (int i = s.code_bits() - 1; i >= 0; --i)
+    binary += ((bits >> i) & 1) ? '1' : '0';
   if (s.code_is_float()) {
-    return absl::StrCat("0x", absl::Hex(bits), " (", s.code_bits(), "-bit float code 0b",
-                        binary, ")");
+    return absl::StrCat("0x", absl::Hex(bits), " (", s.code_bits(),
+                        "-bit float code 0b", binary, ")");
   }
-  return absl::StrCat(s.raw_code(), " (0b", binary, ", ", s.code_bits(), " bits)");
+  return absl::StrCat(s.raw_code(), " (0b", binary, ", ", s.code_bits(),
+                      " bits)");
 }
 
 }  // namespace
@@ -71,13 +73,16 @@ int RunLs(Client& client, const GlobalOptions& g, const LsOptions& o) {
       return;
     }
     std::vector<std::string> parts;
-    if (t.parts_size() > 1 || (t.parts_size() == 1 && t.parts(0).name() != t.name())) {
+    if (t.parts_size() > 1 ||
+        (t.parts_size() == 1 && t.parts(0).name() != t.name())) {
       for (const auto& p : t.parts()) {
-        parts.push_back(absl::StrCat(p.name(), " ", p.dtype(), ShapeText(p.shape())));
+        parts.push_back(
+            absl::StrCat(p.name(), " ", p.dtype(), ShapeText(p.shape())));
       }
     }
-    rows.push_back({t.name(), t.dtype(), ShapeText(t.shape()), t.encoding().granularity(),
-                    BytesText(t.stored_bytes()), absl::StrJoin(parts, ", ")});
+    rows.push_back({t.name(), t.dtype(), ShapeText(t.shape()),
+                    t.encoding().granularity(), BytesText(t.stored_bytes()),
+                    absl::StrJoin(parts, ", ")});
   });
   if (!s.ok()) return ReportFailure(s);
   if (!g.json) {
@@ -102,7 +107,8 @@ int RunInfo(Client& client, const GlobalOptions& g, const InfoOptions& o) {
               << "size        " << BytesText(info->total_bytes()) << "\n"
               << "files\n";
     for (const auto& f : info->files()) {
-      std::cout << "  " << f.path() << "  " << BytesText(f.size_bytes()) << "\n";
+      std::cout << "  " << f.path() << "  " << BytesText(f.size_bytes())
+                << "\n";
     }
     if (info->metadata_size() > 0) std::cout << "metadata\n";
     for (const auto& m : info->metadata()) {
@@ -122,12 +128,13 @@ int RunInfo(Client& client, const GlobalOptions& g, const InfoOptions& o) {
   }
   req.set_filter(pattern);
   std::vector<v1::TensorInfo> found;
-  absl::Status s = client.ListTensors(req, [&](const v1::TensorInfo& t) { found.push_back(t); });
+  absl::Status s = client.ListTensors(
+      req, [&](const v1::TensorInfo& t) { found.push_back(t); });
   if (!s.ok()) return ReportFailure(s);
   if (found.empty()) {
-    return ReportFailure(absl::NotFoundError(absl::StrCat(
-        "tensor '", o.tensor, "' not found in checkpoint '", o.checkpoint,
-        "' (list them with `tensormorph ls`)")));
+    return ReportFailure(absl::NotFoundError(
+        absl::StrCat("tensor '", o.tensor, "' not found in checkpoint '",
+                     o.checkpoint, "' (list them with `tensormorph ls`)")));
   }
   const v1::TensorInfo& t = found[0];
   if (g.json) {
@@ -136,19 +143,21 @@ int RunInfo(Client& client, const GlobalOptions& g, const InfoOptions& o) {
   }
   const v1::Encoding& e = t.encoding();
   std::cout << "tensor       " << t.name() << "\n"
-            << "shape        " << ShapeText(t.shape()) << "  (" << t.num_elements()
-            << " elements)\n"
-            << "strides      " << ShapeText(t.strides()) << "  (" << t.layout() << ")\n"
-            << "dtype        " << t.dtype() << "\n"
-            << "encoding     " << e.scheme() << ", " << e.bits() << "-bit codes, "
-            << (e.quantized() ? "quantized" : "not quantized") << " (" << e.convention()
+            << "shape        " << ShapeText(t.shape()) << "  ("
+            << t.num_elements() << " elements)\n"
+            << "strides      " << ShapeText(t.strides()) << "  (" << t.layout()
             << ")\n"
+            << "dtype        " << t.dtype() << "\n"
+            << "encoding     " << e.scheme() << ", " << e.bits()
+            << "-bit codes, " << (e.quantized() ? "quantized" : "not quantized")
+            << " (" << e.convention() << ")\n"
             << "granularity  " << e.granularity() << "\n"
             << "stored bytes " << BytesText(t.stored_bytes()) << "\n"
             << "stored as\n";
   for (const auto& p : t.parts()) {
-    std::cout << "  " << p.name() << "  " << p.dtype() << ShapeText(p.shape()) << "  "
-              << p.file() << " @ " << p.offset() << " (+" << p.size_bytes() << " bytes)\n";
+    std::cout << "  " << p.name() << "  " << p.dtype() << ShapeText(p.shape())
+              << "  " << p.file() << " @ " << p.offset() << " (+"
+              << p.size_bytes() << " bytes)\n";
   }
   return kExitOk;
 }
@@ -179,12 +188,14 @@ int RunRead(Client& client, const GlobalOptions& g, const ReadOptions& o) {
     absl::Status s = WriteNpy(o.output, descr, shape, data->bytes);
     if (!s.ok()) return ReportFailure(s);
     if (g.json) {
-      std::cout << "{\"path\":\"" << o.output << "\",\"dtype\":\"" << data->dtype
-                << "\",\"shape\":[" << absl::StrJoin(data->shape, ",")
+      std::cout << "{\"path\":\"" << o.output << "\",\"dtype\":\""
+                << data->dtype << "\",\"shape\":["
+                << absl::StrJoin(data->shape, ",")
                 << "],\"bytes\":" << data->bytes.size() << "}\n";
     } else {
-      std::cerr << "wrote " << o.output << ": " << data->dtype << ShapeText(data->shape)
-                << ", " << BytesText(static_cast<int64_t>(data->bytes.size())) << "\n";
+      std::cerr << "wrote " << o.output << ": " << data->dtype
+                << ShapeText(data->shape) << ", "
+                << BytesText(static_cast<int64_t>(data->bytes.size())) << "\n";
     }
     return kExitOk;
   }
@@ -205,17 +216,21 @@ int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o) {
   req.set_tensor(o.tensor);
   size_t rank = 0;
   for (size_t i = 0; i < o.indices.size(); ++i) {
-    std::vector<std::string> parts = absl::StrSplit(o.indices[i], ',', absl::SkipEmpty());
+    std::vector<std::string> parts =
+        absl::StrSplit(o.indices[i], ',', absl::SkipEmpty());
     if (i == 0) rank = parts.size();
     if (parts.size() != rank) {
-      std::fprintf(stderr, "tensormorph: index '%s' has %zu coordinates but '%s' has %zu\n",
-                   o.indices[i].c_str(), parts.size(), o.indices[0].c_str(), rank);
+      std::fprintf(
+          stderr,
+          "tensormorph: index '%s' has %zu coordinates but '%s' has %zu\n",
+          o.indices[i].c_str(), parts.size(), o.indices[0].c_str(), rank);
       return kExitUsage;
     }
     for (const std::string& p : parts) {
       int64_t v;
       if (!absl::SimpleAtoi(p, &v)) {
-        std::fprintf(stderr, "tensormorph: '%s' in index '%s' is not an integer\n",
+        std::fprintf(stderr,
+                     "tensormorph: '%s' in index '%s' is not an integer\n",
                      p.c_str(), o.indices[i].c_str());
         return kExitUsage;
       }
@@ -239,13 +254,15 @@ int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o) {
       if (s.sub_block() >= 0) std::cout << ", sub-block " << s.sub_block();
       std::cout << "\n";
     }
-    if (s.params_size() > 0) std::cout << "  params      " << ParamsText(s) << "\n";
+    if (s.params_size() > 0)
+      std::cout << "  params      " << ParamsText(s) << "\n";
     std::cout << "  scale       " << NumberText(s.scale()) << "   zero-point "
-              << NumberText(s.zero_point()) << "   offset " << NumberText(s.offset()) << "\n"
+              << NumberText(s.zero_point()) << "   offset "
+              << NumberText(s.offset()) << "\n"
               << "  level       " << NumberText(s.level()) << "\n"
               << "  step        " << NumberText(s.step()) << " (below "
-              << NumberText(s.step_below()) << ", above " << NumberText(s.step_above())
-              << ")\n"
+              << NumberText(s.step_below()) << ", above "
+              << NumberText(s.step_above()) << ")\n"
               << "  range       [" << NumberText(s.range_min()) << ", "
               << NumberText(s.range_max()) << "]\n"
               << "  value       " << NumberText(s.value()) << "\n";

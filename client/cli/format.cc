@@ -21,7 +21,8 @@ std::string BytesText(int64_t bytes) {
     v /= 1024;
     ++u;
   }
-  return u == 0 ? absl::StrCat(bytes, " B") : absl::StrFormat("%.1f %s", v, units[u]);
+  return u == 0 ? absl::StrCat(bytes, " B")
+                : absl::StrFormat("%.1f %s", v, units[u]);
 }
 
 std::string NumberText(double v) {
@@ -62,15 +63,17 @@ size_t ShownWidth(absl::Span<const float> data, absl::Span<const int64_t> shape,
   size_t w = 0;
   for (int64_t i = 0; i < n; ++i) {
     if (n > 2 * edge + 1 && i == edge) i = n - edge;
-    w = std::max(w, dim + 1 == shape.size()
-                        ? NumberText(data[offset + i]).size()
-                        : ShownWidth(data, shape, dim + 1, offset + i * stride, edge));
+    w = std::max(
+        w, dim + 1 == shape.size()
+               ? NumberText(data[offset + i]).size()
+               : ShownWidth(data, shape, dim + 1, offset + i * stride, edge));
   }
   return w;
 }
 
 void Preview(absl::Span<const float> data, absl::Span<const int64_t> shape,
-             size_t dim, int64_t offset, int edge, size_t width, std::string* out) {
+             size_t dim, int64_t offset, int edge, size_t width,
+             std::string* out) {
   int64_t stride = 1;
   for (size_t d = dim + 1; d < shape.size(); ++d) stride *= shape[d];
   const int64_t n = shape[dim];
@@ -85,7 +88,8 @@ void Preview(absl::Span<const float> data, absl::Span<const int64_t> shape,
       i = n - edge;
     }
     if (innermost) {
-      *out += absl::StrFormat("%*s", static_cast<int>(width), NumberText(data[offset + i]));
+      *out += absl::StrFormat("%*s", static_cast<int>(width),
+                              NumberText(data[offset + i]));
     } else {
       Preview(data, shape, dim + 1, offset + i * stride, edge, width, out);
     }

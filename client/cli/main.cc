@@ -1,11 +1,11 @@
 // tensormorph: look inside checkpoints, locally or on a tensormorphd.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
-
-#include <CLI/CLI.hpp>
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
 
 #include "client/cli/commands.h"
 
@@ -30,7 +30,8 @@ int main(int argc, char** argv) {
   auto logger = spdlog::stderr_color_mt("tensormorph");
   spdlog::set_default_logger(logger);
   const char* level = std::getenv("TENSORMORPH_LOG_LEVEL");
-  spdlog::set_level(level ? spdlog::level::from_str(level) : spdlog::level::off);
+  spdlog::set_level(level ? spdlog::level::from_str(level)
+                          : spdlog::level::off);
 
   GlobalOptions g;
   if (const char* env = std::getenv("TENSORMORPH_SERVER")) g.server = env;
@@ -45,15 +46,21 @@ int main(int argc, char** argv) {
                "(one per line for streams)");
 
   LsOptions ls;
-  CLI::App* ls_cmd = app.add_subcommand("ls", "list the logical tensors of a checkpoint");
-  ls_cmd->add_option("checkpoint", ls.checkpoint, "checkpoint file or directory")->required();
-  ls_cmd->add_option("--filter", ls.filter, "glob on tensor names, e.g. 'blk.0.*'");
+  CLI::App* ls_cmd =
+      app.add_subcommand("ls", "list the logical tensors of a checkpoint");
+  ls_cmd
+      ->add_option("checkpoint", ls.checkpoint, "checkpoint file or directory")
+      ->required();
+  ls_cmd->add_option("--filter", ls.filter,
+                     "glob on tensor names, e.g. 'blk.0.*'");
   ls_cmd->footer("Example:\n  tensormorph ls model.gguf --filter 'blk.0.*'");
 
   InfoOptions info;
-  CLI::App* info_cmd =
-      app.add_subcommand("info", "describe a checkpoint, or one tensor of it in full");
-  info_cmd->add_option("checkpoint", info.checkpoint, "checkpoint file or directory")
+  CLI::App* info_cmd = app.add_subcommand(
+      "info", "describe a checkpoint, or one tensor of it in full");
+  info_cmd
+      ->add_option("checkpoint", info.checkpoint,
+                   "checkpoint file or directory")
       ->required();
   info_cmd->add_option("tensor", info.tensor, "tensor name (optional)");
   info_cmd->footer(
@@ -61,32 +68,44 @@ int main(int argc, char** argv) {
       "  tensormorph info model.gguf blk.0.ffn_down.weight");
 
   ReadOptions read;
-  CLI::App* read_cmd =
-      app.add_subcommand("read", "read a (sliced) tensor: a numpy-like preview, or a .npy file");
-  read_cmd->add_option("checkpoint", read.checkpoint, "checkpoint file or directory")
+  CLI::App* read_cmd = app.add_subcommand(
+      "read", "read a (sliced) tensor: a numpy-like preview, or a .npy file");
+  read_cmd
+      ->add_option("checkpoint", read.checkpoint,
+                   "checkpoint file or directory")
       ->required();
   read_cmd->add_option("tensor", read.tensor, "tensor name")->required();
-  read_cmd->add_option("--slice", read.slice,
-                       "numpy slice per dimension, e.g. '0:4, ::2' or '..., -1'");
+  read_cmd->add_option(
+      "--slice", read.slice,
+      "numpy slice per dimension, e.g. '0:4, ::2' or '..., -1'");
   read_cmd->add_flag("--raw", read.raw,
                      "the stored values instead of dequantized float32 (whole "
                      "blocks only for block types)");
-  read_cmd->add_option("-o,--output", read.output, "write a .npy file numpy.load reads");
+  read_cmd->add_option("-o,--output", read.output,
+                       "write a .npy file numpy.load reads");
   read_cmd->footer(
-      "Examples:\n  tensormorph read model.gguf blk.0.attn_q.weight --slice '0, :8'\n"
+      "Examples:\n  tensormorph read model.gguf blk.0.attn_q.weight --slice "
+      "'0, :8'\n"
       "  tensormorph read model.gguf blk.0.attn_q.weight -o q.npy");
 
   ScalarOptions scalar;
-  CLI::App* scalar_cmd = app.add_subcommand(
-      "scalar", "the Scalar Inspector: raw code, scale, zero-point, group, step and value");
-  scalar_cmd->add_option("checkpoint", scalar.checkpoint, "checkpoint file or directory")
+  CLI::App* scalar_cmd =
+      app.add_subcommand("scalar",
+                         "the Scalar Inspector: raw code, scale, zero-point, "
+                         "group, step and value");
+  scalar_cmd
+      ->add_option("checkpoint", scalar.checkpoint,
+                   "checkpoint file or directory")
       ->required();
   scalar_cmd->add_option("tensor", scalar.tensor, "tensor name")->required();
-  scalar_cmd->add_option("index", scalar.indices,
-                         "element coordinates, comma-separated (negative counts "
-                         "from the end), e.g. 3,17")
+  scalar_cmd
+      ->add_option("index", scalar.indices,
+                   "element coordinates, comma-separated (negative counts "
+                   "from the end), e.g. 3,17")
       ->required();
-  scalar_cmd->footer("Example:\n  tensormorph scalar model.gguf blk.0.ffn_down.weight 3,17 0,0");
+  scalar_cmd->footer(
+      "Example:\n  tensormorph scalar model.gguf blk.0.ffn_down.weight 3,17 "
+      "0,0");
 
   try {
     app.parse(argc, argv);

@@ -21,12 +21,13 @@ std::string NpyDescr(absl::string_view dtype) {
   return "";
 }
 
-std::string NpyHeader(absl::string_view descr, const std::vector<int64_t>& shape) {
+std::string NpyHeader(absl::string_view descr,
+                      const std::vector<int64_t>& shape) {
   std::string shape_text = absl::StrJoin(shape, ", ");
   if (shape.size() == 1) shape_text += ",";
-  std::string dict = absl::StrCat("{'descr': '", descr,
-                                  "', 'fortran_order': False, 'shape': (",
-                                  shape_text, "), }");
+  std::string dict =
+      absl::StrCat("{'descr': '", descr,
+                   "', 'fortran_order': False, 'shape': (", shape_text, "), }");
   // magic(6) + version(2) + length(2) + dict + padding + '\n' = k * 64
   const size_t unpadded = 10 + dict.size() + 1;
   dict.append((64 - unpadded % 64) % 64, ' ');
@@ -40,7 +41,8 @@ std::string NpyHeader(absl::string_view descr, const std::vector<int64_t>& shape
 }
 
 absl::Status WriteNpy(const std::string& path, absl::string_view descr,
-                      const std::vector<int64_t>& shape, absl::string_view data) {
+                      const std::vector<int64_t>& shape,
+                      absl::string_view data) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   const std::string header = NpyHeader(descr, shape);
   f.write(header.data(), static_cast<std::streamsize>(header.size()));

@@ -16,12 +16,14 @@ namespace tensormorph {
 std::string NpyDescr(absl::string_view dtype);
 
 // The header (magic, version, dict, padding) of an array.
-std::string NpyHeader(absl::string_view descr, const std::vector<int64_t>& shape);
+std::string NpyHeader(absl::string_view descr,
+                      const std::vector<int64_t>& shape);
 
 // Writes header + data to `path`.
 // Errors: INTERNAL naming the path when it cannot be written.
 absl::Status WriteNpy(const std::string& path, absl::string_view descr,
-                      const std::vector<int64_t>& shape, absl::string_view data);
+                      const std::vector<int64_t>& shape,
+                      absl::string_view data);
 
 }  // namespace tensormorph
 

@@ -42,7 +42,8 @@ std::string Join(const std::string& dir, absl::string_view name) {
 absl::StatusOr<std::vector<std::string>> ListFiles(const std::string& dir) {
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) {
-    return absl::NotFoundError(absl::StrCat("cannot list directory '", dir, "'"));
+    return absl::NotFoundError(
+        absl::StrCat("cannot list directory '", dir, "'"));
   }
   std::vector<std::string> names;
   while (struct dirent* e = ::readdir(d)) {
@@ -97,8 +98,7 @@ absl::string_view FormatName(CheckpointFormat format) {
 // Assembles a Checkpoint from files; keeps Open() readable.
 class CheckpointBuilder {
  public:
-  explicit CheckpointBuilder(std::string path)
-      : ckpt_(new Checkpoint()) {
+  explicit CheckpointBuilder(std::string path) : ckpt_(new Checkpoint()) {
     ckpt_->path_ = std::move(path);
   }
 
@@ -183,7 +183,7 @@ absl::Status CheckpointBuilder::OpenSafetensorsIndex(
     const std::string& index_path) {
   TM_ASSIGN_OR_RETURN(auto m, MappedFile::Open(index_path));
   absl::string_view text(reinterpret_cast<const char*>(m->bytes().data()),
-                        m->size());
+                         m->size());
   const std::string what = absl::StrCat("index '", index_path, "'");
   TM_ASSIGN_OR_RETURN(nlohmann::json index, ParseStrictJson(text, what));
   if (!index.is_object() || !index.contains("weight_map") ||
@@ -195,16 +195,16 @@ absl::Status CheckpointBuilder::OpenSafetensorsIndex(
   std::map<std::string, absl::flat_hash_set<std::string>> shards;
   for (const auto& [tensor, shard] : index["weight_map"].items()) {
     if (!shard.is_string()) {
-      return absl::DataLossError(absl::StrCat(
-          what, ": weight_map['", tensor, "'] must be a file name string"));
+      return absl::DataLossError(absl::StrCat(what, ": weight_map['", tensor,
+                                              "'] must be a file name string"));
     }
     const std::string& name = shard.get_ref<const std::string&>();
     // A hostile index must not reach outside its directory.
     if (name.empty() || name.find('/') != std::string::npos || name == "." ||
         name == "..") {
-      return absl::DataLossError(absl::StrCat(
-          what, ": weight_map['", tensor, "'] = '", name,
-          "' is not a plain file name in the index's directory"));
+      return absl::DataLossError(
+          absl::StrCat(what, ": weight_map['", tensor, "'] = '", name,
+                       "' is not a plain file name in the index's directory"));
     }
     shards[name].insert(tensor);
   }
@@ -213,10 +213,9 @@ absl::Status CheckpointBuilder::OpenSafetensorsIndex(
     const std::string shard_path = Join(dir, name);
     struct stat st;
     if (::stat(shard_path.c_str(), &st) != 0) {
-      return absl::DataLossError(
-          absl::StrCat(what, ": weight_map names shard '", name,
-                       "' for ", tensors.size(), " tensors but '", shard_path,
-                       "' does not exist"));
+      return absl::DataLossError(absl::StrCat(
+          what, ": weight_map names shard '", name, "' for ", tensors.size(),
+          " tensors but '", shard_path, "' does not exist"));
     }
     const size_t before = ckpt_->stored_.size();
     TM_RETURN_IF_ERROR(AddSafetensors(shard_path));
@@ -225,9 +224,9 @@ absl::Status CheckpointBuilder::OpenSafetensorsIndex(
       const std::string& t = ckpt_->stored_[i].name;
       present.insert(t);
       if (!tensors.contains(t)) {
-        return absl::DataLossError(absl::StrCat(
-            what, ": shard '", name, "' holds tensor '", t,
-            "' which the weight_map does not place there"));
+        return absl::DataLossError(
+            absl::StrCat(what, ": shard '", name, "' holds tensor '", t,
+                         "' which the weight_map does not place there"));
       }
     }
     for (const std::string& t : tensors) {
@@ -269,14 +268,15 @@ absl::Status CheckpointBuilder::OpenDirectory(const std::string& dir) {
     if (absl::EndsWith(n, ".gguf")) gguf.push_back(n);
   }
   if (!st.empty()) {
-    for (const std::string& n : st) TM_RETURN_IF_ERROR(AddSafetensors(Join(dir, n)));
+    for (const std::string& n : st)
+      TM_RETURN_IF_ERROR(AddSafetensors(Join(dir, n)));
     return absl::OkStatus();
   }
   if (gguf.size() == 1) return OpenGgufSet(Join(dir, gguf[0]), nullptr);
   if (!gguf.empty()) {
     auto first = ParseSplitName(gguf[0]);
-    bool one_set = first.has_value() &&
-                   gguf.size() == static_cast<size_t>(first->count);
+    bool one_set =
+        first.has_value() && gguf.size() == static_cast<size_t>(first->count);
     for (const std::string& n : gguf) {
       auto s = ParseSplitName(n);
       one_set = one_set && s && s->prefix == first->prefix &&
@@ -324,7 +324,8 @@ CheckpointBuilder::OpenPath() {
   const std::string& p = ckpt_->path_;
   struct stat st;
   if (::stat(p.c_str(), &st) != 0) {
-    return absl::NotFoundError(absl::StrCat("no such file or directory: '", p, "'"));
+    return absl::NotFoundError(
+        absl::StrCat("no such file or directory: '", p, "'"));
   }
   if (S_ISDIR(st.st_mode)) {
     TM_RETURN_IF_ERROR(OpenDirectory(p));

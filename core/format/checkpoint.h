@@ -4,11 +4,11 @@
 
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "core/format/gguf_metadata.h"
 #include "core/format/stored_tensor.h"
 #include "core/io/mapped_file.h"

@@ -9,8 +9,8 @@ namespace tensormorph {
 namespace {
 
 constexpr absl::string_view kTypeNames[] = {
-    "uint8", "int8",  "uint16", "int16",  "uint32", "int32",  "float32",
-    "bool",  "string", "array", "uint64", "int64",  "float64"};
+    "uint8", "int8",   "uint16", "int16",  "uint32", "int32",  "float32",
+    "bool",  "string", "array",  "uint64", "int64",  "float64"};
 
 // Renders one already-validated value of `type` at the reader's position.
 void AppendValue(ByteReader& r, GgufType type, size_t max_items,
@@ -41,16 +41,36 @@ void AppendArray(ByteReader& r, size_t max_items, std::string* out) {
 void AppendValue(ByteReader& r, GgufType type, size_t max_items,
                  std::string* out) {
   switch (type) {
-    case GgufType::kUint8: absl::StrAppend(out, Get<uint8_t>(r)); return;
-    case GgufType::kInt8: absl::StrAppend(out, Get<int8_t>(r)); return;
-    case GgufType::kUint16: absl::StrAppend(out, Get<uint16_t>(r)); return;
-    case GgufType::kInt16: absl::StrAppend(out, Get<int16_t>(r)); return;
-    case GgufType::kUint32: absl::StrAppend(out, Get<uint32_t>(r)); return;
-    case GgufType::kInt32: absl::StrAppend(out, Get<int32_t>(r)); return;
-    case GgufType::kUint64: absl::StrAppend(out, Get<uint64_t>(r)); return;
-    case GgufType::kInt64: absl::StrAppend(out, Get<int64_t>(r)); return;
-    case GgufType::kFloat32: absl::StrAppend(out, Get<float>(r)); return;
-    case GgufType::kFloat64: absl::StrAppend(out, Get<double>(r)); return;
+    case GgufType::kUint8:
+      absl::StrAppend(out, Get<uint8_t>(r));
+      return;
+    case GgufType::kInt8:
+      absl::StrAppend(out, Get<int8_t>(r));
+      return;
+    case GgufType::kUint16:
+      absl::StrAppend(out, Get<uint16_t>(r));
+      return;
+    case GgufType::kInt16:
+      absl::StrAppend(out, Get<int16_t>(r));
+      return;
+    case GgufType::kUint32:
+      absl::StrAppend(out, Get<uint32_t>(r));
+      return;
+    case GgufType::kInt32:
+      absl::StrAppend(out, Get<int32_t>(r));
+      return;
+    case GgufType::kUint64:
+      absl::StrAppend(out, Get<uint64_t>(r));
+      return;
+    case GgufType::kInt64:
+      absl::StrAppend(out, Get<int64_t>(r));
+      return;
+    case GgufType::kFloat32:
+      absl::StrAppend(out, Get<float>(r));
+      return;
+    case GgufType::kFloat64:
+      absl::StrAppend(out, Get<double>(r));
+      return;
     case GgufType::kBool:
       out->append(Get<uint8_t>(r) != 0 ? "true" : "false");
       return;

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include "absl/strings/string_view.h"
 
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
 namespace tensormorph {

@@ -13,7 +13,8 @@ namespace tensormorph {
 namespace {
 
 // Smallest encodings, used to bound counts by the bytes remaining.
-constexpr uint64_t kMinKvBytes = 8 + 1 + 4 + 1;  // key len, 1-byte key, type, u8
+constexpr uint64_t kMinKvBytes =
+    8 + 1 + 4 + 1;  // key len, 1-byte key, type, u8
 constexpr uint64_t kMinTensorInfoBytes = 8 + 1 + 4 + 8 + 4 + 8;
 
 class GgufParser {
@@ -74,17 +75,28 @@ absl::Status GgufParser::ReadValue(absl::string_view key, GgufType type,
                                    int depth, GgufKv* kv) {
   const std::string what = absl::StrCat("key '", key, "'");
   switch (type) {
-    case GgufType::kUint8: return ReadAs<uint8_t>(what, &kv->u);
-    case GgufType::kBool: return ReadAs<uint8_t>(what, &kv->u);
-    case GgufType::kInt8: return ReadAs<int8_t>(what, &kv->i);
-    case GgufType::kUint16: return ReadAs<uint16_t>(what, &kv->u);
-    case GgufType::kInt16: return ReadAs<int16_t>(what, &kv->i);
-    case GgufType::kUint32: return ReadAs<uint32_t>(what, &kv->u);
-    case GgufType::kInt32: return ReadAs<int32_t>(what, &kv->i);
-    case GgufType::kUint64: return ReadAs<uint64_t>(what, &kv->u);
-    case GgufType::kInt64: return ReadAs<int64_t>(what, &kv->i);
-    case GgufType::kFloat32: return ReadAs<float>(what, &kv->f);
-    case GgufType::kFloat64: return ReadAs<double>(what, &kv->f);
+    case GgufType::kUint8:
+      return ReadAs<uint8_t>(what, &kv->u);
+    case GgufType::kBool:
+      return ReadAs<uint8_t>(what, &kv->u);
+    case GgufType::kInt8:
+      return ReadAs<int8_t>(what, &kv->i);
+    case GgufType::kUint16:
+      return ReadAs<uint16_t>(what, &kv->u);
+    case GgufType::kInt16:
+      return ReadAs<int16_t>(what, &kv->i);
+    case GgufType::kUint32:
+      return ReadAs<uint32_t>(what, &kv->u);
+    case GgufType::kInt32:
+      return ReadAs<int32_t>(what, &kv->i);
+    case GgufType::kUint64:
+      return ReadAs<uint64_t>(what, &kv->u);
+    case GgufType::kInt64:
+      return ReadAs<int64_t>(what, &kv->i);
+    case GgufType::kFloat32:
+      return ReadAs<float>(what, &kv->f);
+    case GgufType::kFloat64:
+      return ReadAs<double>(what, &kv->f);
     case GgufType::kString:
       return ReadString(what, &kv->str);
     case GgufType::kArray: {
@@ -108,15 +120,14 @@ absl::Status GgufParser::ReadValue(absl::string_view key, GgufType type,
       }
       const GgufType elem = static_cast<GgufType>(et);
       // Every element takes at least one byte (strings 8, arrays 12).
-      const uint64_t min_elem =
-          elem == GgufType::kString ? 8
-          : elem == GgufType::kArray ? 12
-                                     : GgufScalarSize(elem);
+      const uint64_t min_elem = elem == GgufType::kString ? 8
+                                : elem == GgufType::kArray
+                                    ? 12
+                                    : GgufScalarSize(elem);
       if (n > r_.remaining() / min_elem) {
-        return Corrupt(absl::StrCat(what, ": array of ", n, " ",
-                                    GgufTypeName(elem), " needs at least ",
-                                    min_elem, " bytes each but ",
-                                    r_.remaining(), " bytes remain"));
+        return Corrupt(absl::StrCat(
+            what, ": array of ", n, " ", GgufTypeName(elem), " needs at least ",
+            min_elem, " bytes each but ", r_.remaining(), " bytes remain"));
       }
       kv->elem_type = elem;
       kv->count = n;
@@ -226,8 +237,7 @@ absl::Status GgufParser::ReadTensorInfo(uint64_t index, StoredTensor* t,
   if (!nbytes) {
     return Corrupt(absl::StrCat(where, ": byte size overflows 64 bits"));
   }
-  if (auto s = ReadField(absl::StrCat(where, " offset"), rel_offset);
-      !s.ok()) {
+  if (auto s = ReadField(absl::StrCat(where, " offset"), rel_offset); !s.ok()) {
     return s;
   }
   t->dtype = *dtype;
@@ -268,16 +278,14 @@ absl::StatusOr<GgufFile> GgufParser::Parse() {
   if (auto s = ReadField("tensor count", &n_tensors); !s.ok()) return s;
   if (auto s = ReadField("metadata key count", &n_kv); !s.ok()) return s;
   if (n_kv > r_.remaining() / kMinKvBytes) {
-    return Corrupt(absl::StrCat("metadata key count ", n_kv,
-                                " cannot fit in the ", r_.remaining(),
-                                " bytes remaining (", kMinKvBytes,
-                                " bytes each at least)"));
+    return Corrupt(absl::StrCat(
+        "metadata key count ", n_kv, " cannot fit in the ", r_.remaining(),
+        " bytes remaining (", kMinKvBytes, " bytes each at least)"));
   }
   if (n_tensors > r_.remaining() / kMinTensorInfoBytes) {
-    return Corrupt(absl::StrCat("tensor count ", n_tensors,
-                                " cannot fit in the ", r_.remaining(),
-                                " bytes remaining (", kMinTensorInfoBytes,
-                                " bytes each at least)"));
+    return Corrupt(absl::StrCat(
+        "tensor count ", n_tensors, " cannot fit in the ", r_.remaining(),
+        " bytes remaining (", kMinTensorInfoBytes, " bytes each at least)"));
   }
 
   absl::flat_hash_set<absl::string_view> keys;
@@ -323,15 +331,16 @@ absl::StatusOr<GgufFile> GgufParser::Parse() {
   for (uint64_t k = 0; k < n_tensors; ++k) {
     StoredTensor& t = out.tensors[k];
     if (rel_offsets[k] != expected) {
-      return Corrupt(absl::StrCat(
-          "tensor '", t.name, "': offset ", rel_offsets[k], " but expected ",
-          expected, " (each tensor starts where the previous one's data, "
-                    "padded to ",
-          out.alignment, " bytes, ends)"));
+      return Corrupt(
+          absl::StrCat("tensor '", t.name, "': offset ", rel_offsets[k],
+                       " but expected ", expected,
+                       " (each tensor starts where the previous one's data, "
+                       "padded to ",
+                       out.alignment, " bytes, ends)"));
     }
     auto abs_offset = CheckedAdd<uint64_t>(out.data_offset, rel_offsets[k]);
-    auto end = abs_offset ? CheckedAdd<uint64_t>(*abs_offset, t.nbytes)
-                          : std::nullopt;
+    auto end =
+        abs_offset ? CheckedAdd<uint64_t>(*abs_offset, t.nbytes) : std::nullopt;
     if (!end || *end > file_.size()) {
       return Corrupt(absl::StrCat(
           "tensor '", t.name, "': ", DescribeStored(t.dtype, t.shape),

@@ -3,10 +3,10 @@
 #define TENSORMORPH_CORE_FORMAT_GGUF_READER_H_
 
 #include <cstdint>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "core/format/gguf_metadata.h"
 #include "core/format/stored_tensor.h"
@@ -21,8 +21,8 @@ inline constexpr int kGgufMaxArrayDepth = 8;
 struct GgufFile {
   uint32_t version = 0;
   uint32_t alignment = kGgufDefaultAlignment;
-  uint64_t data_offset = 0;  // start of the tensor data section
-  std::vector<GgufKv> metadata;  // in file order
+  uint64_t data_offset = 0;           // start of the tensor data section
+  std::vector<GgufKv> metadata;       // in file order
   std::vector<StoredTensor> tensors;  // in file order; file_index 0
 
   const GgufKv* Find(absl::string_view key) const;

@@ -25,8 +25,8 @@ absl::StatusOr<nlohmann::json> ParseStrictJson(absl::string_view text,
       case json::parse_event_t::object_start:
       case json::parse_event_t::array_start:
         if (depth >= kMaxJsonDepth) {
-          throw JsonRuleError{absl::StrCat("nesting deeper than ",
-                                           kMaxJsonDepth, " levels")};
+          throw JsonRuleError{
+              absl::StrCat("nesting deeper than ", kMaxJsonDepth, " levels")};
         }
         if (event == json::parse_event_t::object_start) {
           open_objects.emplace_back();

@@ -2,9 +2,8 @@
 #ifndef TENSORMORPH_CORE_FORMAT_JSON_HEADER_H_
 #define TENSORMORPH_CORE_FORMAT_JSON_HEADER_H_
 
-#include "absl/strings/string_view.h"
-
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
 
 namespace tensormorph {

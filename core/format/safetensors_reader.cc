@@ -13,7 +13,9 @@ namespace {
 
 using nlohmann::json;
 
-bool IsSpace(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+bool IsSpace(uint8_t c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
 
 absl::Status Corrupt(absl::string_view file, absl::string_view msg) {
   return absl::DataLossError(absl::StrCat("file '", file, "': ", msg));
@@ -37,18 +39,19 @@ struct Entry {
   uint64_t begin = 0, end = 0;
 };
 
-absl::StatusOr<Entry> ParseEntry(absl::string_view file, const std::string& name,
-                                 const json& info) {
+absl::StatusOr<Entry> ParseEntry(absl::string_view file,
+                                 const std::string& name, const json& info) {
   const std::string where = absl::StrCat("tensor '", name, "'");
   if (name.empty() || name.size() > kMaxTensorNameBytes) {
-    return Corrupt(file, absl::StrCat("tensor name length ", name.size(),
-                                      " is outside [1, ", kMaxTensorNameBytes,
-                                      "]"));
+    return Corrupt(file,
+                   absl::StrCat("tensor name length ", name.size(),
+                                " is outside [1, ", kMaxTensorNameBytes, "]"));
   }
   if (!info.is_object()) {
-    return Corrupt(file, absl::StrCat(where, ": expected an object with "
-                                             "dtype, shape and data_offsets, "
-                                             "got ",
+    return Corrupt(file, absl::StrCat(where,
+                                      ": expected an object with "
+                                      "dtype, shape and data_offsets, "
+                                      "got ",
                                       info.type_name()));
   }
   for (const char* field : {"dtype", "shape", "data_offsets"}) {
@@ -64,9 +67,9 @@ absl::StatusOr<Entry> ParseEntry(absl::string_view file, const std::string& name
   const std::string& dtype_name = dt.get_ref<const std::string&>();
   auto dtype = DTypeFromSafetensorsName(dtype_name);
   if (!dtype) {
-    return absl::UnimplementedError(
-        absl::StrCat("file '", file, "': ", where, ": dtype '", dtype_name,
-                     "' is not supported"));
+    return absl::UnimplementedError(absl::StrCat("file '", file, "': ", where,
+                                                 ": dtype '", dtype_name,
+                                                 "' is not supported"));
   }
   const json& shape = info["shape"];
   if (!shape.is_array()) {
@@ -74,8 +77,9 @@ absl::StatusOr<Entry> ParseEntry(absl::string_view file, const std::string& name
                                       shape.type_name()));
   }
   if (shape.size() > kMaxTensorRank) {
-    return Corrupt(file, absl::StrCat(where, ": rank ", shape.size(),
-                                      " exceeds the limit of ", kMaxTensorRank));
+    return Corrupt(file,
+                   absl::StrCat(where, ": rank ", shape.size(),
+                                " exceeds the limit of ", kMaxTensorRank));
   }
   Entry e;
   e.tensor.name = name;
@@ -83,9 +87,9 @@ absl::StatusOr<Entry> ParseEntry(absl::string_view file, const std::string& name
   for (size_t i = 0; i < shape.size(); ++i) {
     uint64_t d;
     if (!ReadExtent(shape[i], &d)) {
-      return Corrupt(file, absl::StrCat(where, ": shape[", i, "] = ",
-                                        shape[i].dump(),
-                                        " is not an integer in [0, 2^48]"));
+      return Corrupt(file,
+                     absl::StrCat(where, ": shape[", i, "] = ", shape[i].dump(),
+                                  " is not an integer in [0, 2^48]"));
     }
     e.tensor.shape.push_back(static_cast<int64_t>(d));
   }
@@ -122,14 +126,14 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensors(
   uint64_t n;
   std::memcpy(&n, file.data(), 8);
   if (n > kMaxSafetensorsHeaderBytes) {
-    return Corrupt(label, absl::StrCat("header length ", n,
-                                       " exceeds the limit of ",
-                                       kMaxSafetensorsHeaderBytes, " bytes"));
+    return Corrupt(label,
+                   absl::StrCat("header length ", n, " exceeds the limit of ",
+                                kMaxSafetensorsHeaderBytes, " bytes"));
   }
   if (n > file.size() - 8) {
-    return Corrupt(label, absl::StrCat("header length ", n, " but only ",
-                                       file.size() - 8,
-                                       " bytes follow the length field"));
+    return Corrupt(
+        label, absl::StrCat("header length ", n, " but only ", file.size() - 8,
+                            " bytes follow the length field"));
   }
   absl::string_view text(reinterpret_cast<const char*>(file.data() + 8), n);
   size_t first = 0;
@@ -155,9 +159,9 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensors(
       }
       for (const auto& [mk, mv] : value.items()) {
         if (!mv.is_string()) {
-          return Corrupt(label, absl::StrCat("__metadata__['", mk,
-                                             "'] must be a string, got ",
-                                             mv.type_name()));
+          return Corrupt(
+              label, absl::StrCat("__metadata__['", mk,
+                                  "'] must be a string, got ", mv.type_name()));
         }
         h.metadata.emplace_back(mk, mv.get<std::string>());
       }
@@ -181,15 +185,15 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensors(
     if (e.begin != expected_begin) {
       return Corrupt(
           label,
-          absl::StrCat("tensor '", t.name, "': data_offsets start at ",
-                       e.begin, " but expected ", expected_begin, " (end of ",
-                       previous, "): offsets must be contiguous, without ",
+          absl::StrCat("tensor '", t.name, "': data_offsets start at ", e.begin,
+                       " but expected ", expected_begin, " (end of ", previous,
+                       "): offsets must be contiguous, without ",
                        e.begin < expected_begin ? "overlaps" : "gaps"));
     }
     if (e.end < e.begin) {
-      return Corrupt(label, absl::StrCat("tensor '", t.name, "': data_offsets [",
-                                         e.begin, ",", e.end,
-                                         ") end before they begin"));
+      return Corrupt(
+          label, absl::StrCat("tensor '", t.name, "': data_offsets [", e.begin,
+                              ",", e.end, ") end before they begin"));
     }
     auto count = CheckedProduct(t.shape);
     const DTypeInfo& info = GetDTypeInfo(t.dtype);
@@ -211,10 +215,10 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensors(
     const uint64_t size = static_cast<uint64_t>(*count / info.block_elems) *
                           static_cast<uint64_t>(info.block_bytes);
     if (e.end - e.begin != size) {
-      return Corrupt(label, absl::StrCat("tensor '", t.name, "': data_offsets [",
-                                         e.begin, ",", e.end, ") hold ",
-                                         e.end - e.begin, " bytes but ", desc,
-                                         " needs ", size, " bytes"));
+      return Corrupt(
+          label, absl::StrCat("tensor '", t.name, "': data_offsets [", e.begin,
+                              ",", e.end, ") hold ", e.end - e.begin,
+                              " bytes but ", desc, " needs ", size, " bytes"));
     }
     t.num_elements = *count;
     t.offset = h.data_start + e.begin;
@@ -224,12 +228,12 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensors(
   }
   const uint64_t data_bytes = file.size() - h.data_start;
   if (expected_begin != data_bytes) {
-    return Corrupt(label,
-                   absl::StrCat("tensors end at data offset ", expected_begin,
-                                " but the file holds ", data_bytes,
-                                " data bytes after the header (8 + ", n,
-                                " + data must equal the file size ",
-                                file.size(), ")"));
+    return Corrupt(
+        label,
+        absl::StrCat("tensors end at data offset ", expected_begin,
+                     " but the file holds ", data_bytes,
+                     " data bytes after the header (8 + ", n,
+                     " + data must equal the file size ", file.size(), ")"));
   }
   for (Entry& e : entries) {
     e.tensor.data = file.subspan(e.tensor.offset, e.tensor.nbytes);

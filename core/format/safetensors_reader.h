@@ -4,11 +4,11 @@
 
 #include <cstdint>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "core/format/stored_tensor.h"
 
@@ -22,8 +22,8 @@ inline constexpr size_t kMaxTensorRank = 16;
 inline constexpr size_t kMaxTensorNameBytes = 4096;
 
 struct SafetensorsHeader {
-  uint64_t header_bytes = 0;   // N, the JSON length
-  uint64_t data_start = 0;     // 8 + N
+  uint64_t header_bytes = 0;  // N, the JSON length
+  uint64_t data_start = 0;    // 8 + N
   std::vector<std::pair<std::string, std::string>> metadata;  // __metadata__
   std::vector<StoredTensor> tensors;  // sorted by offset; file_index 0
 };

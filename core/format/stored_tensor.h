@@ -20,8 +20,8 @@ struct StoredTensor {
   DType dtype;
   std::vector<int64_t> shape;  // logical (numpy) order, slowest first
   int64_t num_elements = 0;
-  int file_index = 0;     // index into the checkpoint's files
-  uint64_t offset = 0;    // absolute byte offset in its file
+  int file_index = 0;   // index into the checkpoint's files
+  uint64_t offset = 0;  // absolute byte offset in its file
   uint64_t nbytes = 0;
   absl::Span<const uint8_t> data;
 };

@@ -4,9 +4,9 @@
 
 #include <cstdint>
 #include <cstring>
-#include "absl/strings/string_view.h"
 #include <type_traits>
 
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
 namespace tensormorph {

@@ -72,8 +72,8 @@ absl::Status InspectElement(DType dtype, absl::Span<const uint8_t> data,
   // Packed plain formats (F4, F6) have multi-element blocks too, but share no
   // parameters across them: only blocks carrying more bits than their codes
   // are quantization blocks.
-  const bool has_block_params =
-      int64_t{info.block_bytes} * 8 > int64_t{info.block_elems} * info.code_bits;
+  const bool has_block_params = int64_t{info.block_bytes} * 8 >
+                                int64_t{info.block_elems} * info.code_bits;
   out->block = has_block_params ? block : -1;
   return absl::OkStatus();
 }

@@ -94,19 +94,17 @@ inline float E8M0ToF32Half(uint8_t e) {
 }
 
 // FP4 E2M1 magnitudes; bit 3 of a code is the sign.
-inline constexpr float kE2M1Values[16] = {0.0f,  0.5f,  1.0f,  1.5f,
-                                          2.0f,  3.0f,  4.0f,  6.0f,
-                                          -0.0f, -0.5f, -1.0f, -1.5f,
-                                          -2.0f, -3.0f, -4.0f, -6.0f};
+inline constexpr float kE2M1Values[16] = {
+    0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
+    -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
 
 // ggml's doubled E2M1 codebook (kvalues_mxfp4).
 inline constexpr int8_t kMxfp4Doubled[16] = {0, 1,  2,  3,  4,  6,  8,  12,
                                              0, -1, -2, -3, -4, -6, -8, -12};
 
 // ggml's IQ4_NL / IQ4_XS codebook (kvalues_iq4nl).
-inline constexpr int8_t kIq4NlValues[16] = {-127, -104, -83, -65, -49, -35,
-                                            -22,  -10,  1,   13,  25,  38,
-                                            53,   69,   89,  113};
+inline constexpr int8_t kIq4NlValues[16] = {
+    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
 // UE4M3 (unsigned E4M3) sub-block scale of NVFP4, halved as ggml does to
 // match its doubled codebook; 0 and 0x7F decode to 0.
@@ -114,10 +112,9 @@ inline float Ue4m3ToF32Half(uint8_t x) {
   if (x == 0 || x == 0x7F) return 0.0f;
   const int exp = (x >> 3) & 0xF;
   const int man = x & 0x7;
-  const float raw = exp == 0
-                        ? std::ldexp(static_cast<float>(man), -9)
-                        : std::ldexp(1.0f + static_cast<float>(man) / 8.0f,
-                                     exp - 7);
+  const float raw =
+      exp == 0 ? std::ldexp(static_cast<float>(man), -9)
+               : std::ldexp(1.0f + static_cast<float>(man) / 8.0f, exp - 7);
   return raw * 0.5f;
 }
 

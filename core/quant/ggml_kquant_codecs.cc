@@ -303,14 +303,18 @@ void DecodeQ6_K(const uint8_t* src, int64_t nb, float* y) {
     for (int n = 0; n < kQKK; n += 128) {
       for (int l = 0; l < 32; ++l) {
         const int is = l / 16;
-        const int8_t q1 = static_cast<int8_t>((ql[l + 0] & 0xF) |
-                                              (((qh[l] >> 0) & 3) << 4)) - 32;
+        const int8_t q1 =
+            static_cast<int8_t>((ql[l + 0] & 0xF) | (((qh[l] >> 0) & 3) << 4)) -
+            32;
         const int8_t q2 = static_cast<int8_t>((ql[l + 32] & 0xF) |
-                                              (((qh[l] >> 2) & 3) << 4)) - 32;
-        const int8_t q3 = static_cast<int8_t>((ql[l + 0] >> 4) |
-                                              (((qh[l] >> 4) & 3) << 4)) - 32;
-        const int8_t q4 = static_cast<int8_t>((ql[l + 32] >> 4) |
-                                              (((qh[l] >> 6) & 3) << 4)) - 32;
+                                              (((qh[l] >> 2) & 3) << 4)) -
+                          32;
+        const int8_t q3 =
+            static_cast<int8_t>((ql[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4)) -
+            32;
+        const int8_t q4 =
+            static_cast<int8_t>((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) -
+            32;
         y[l + 0] = d * sc[is + 0] * q1;
         y[l + 32] = d * sc[is + 2] * q2;
         y[l + 64] = d * sc[is + 4] * q3;
@@ -388,13 +392,20 @@ constexpr Codec kQ8_K = {DecodeQ8_K, InspectQ8_K};
 
 const Codec* GgmlKQuantCodec(DType dtype) {
   switch (dtype) {
-    case DType::kQ2_K: return &kQ2_K;
-    case DType::kQ3_K: return &kQ3_K;
-    case DType::kQ4_K: return &kQ4_K;
-    case DType::kQ5_K: return &kQ5_K;
-    case DType::kQ6_K: return &kQ6_K;
-    case DType::kQ8_K: return &kQ8_K;
-    default: return nullptr;
+    case DType::kQ2_K:
+      return &kQ2_K;
+    case DType::kQ3_K:
+      return &kQ3_K;
+    case DType::kQ4_K:
+      return &kQ4_K;
+    case DType::kQ5_K:
+      return &kQ5_K;
+    case DType::kQ6_K:
+      return &kQ6_K;
+    case DType::kQ8_K:
+      return &kQ8_K;
+    default:
+      return nullptr;
   }
 }
 

@@ -229,13 +229,20 @@ constexpr Codec kQ8_1 = {DecodeQ8<BlockQ8_1>, InspectQ8<BlockQ8_1>};
 
 const Codec* GgmlLegacyCodec(DType dtype) {
   switch (dtype) {
-    case DType::kQ4_0: return &kQ4_0;
-    case DType::kQ4_1: return &kQ4_1;
-    case DType::kQ5_0: return &kQ5_0;
-    case DType::kQ5_1: return &kQ5_1;
-    case DType::kQ8_0: return &kQ8_0;
-    case DType::kQ8_1: return &kQ8_1;
-    default: return nullptr;
+    case DType::kQ4_0:
+      return &kQ4_0;
+    case DType::kQ4_1:
+      return &kQ4_1;
+    case DType::kQ5_0:
+      return &kQ5_0;
+    case DType::kQ5_1:
+      return &kQ5_1;
+    case DType::kQ8_0:
+      return &kQ8_0;
+    case DType::kQ8_1:
+      return &kQ8_1;
+    default:
+      return nullptr;
   }
 }
 

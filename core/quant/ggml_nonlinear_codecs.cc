@@ -304,13 +304,20 @@ constexpr Codec kNvfp4 = {DecodeNvfp4, InspectNvfp4};
 
 const Codec* GgmlNonlinearCodec(DType dtype) {
   switch (dtype) {
-    case DType::kIQ4_NL: return &kIq4Nl;
-    case DType::kIQ4_XS: return &kIq4Xs;
-    case DType::kTQ1_0: return &kTq1_0;
-    case DType::kTQ2_0: return &kTq2_0;
-    case DType::kMXFP4: return &kMxfp4;
-    case DType::kNVFP4: return &kNvfp4;
-    default: return nullptr;
+    case DType::kIQ4_NL:
+      return &kIq4Nl;
+    case DType::kIQ4_XS:
+      return &kIq4Xs;
+    case DType::kTQ1_0:
+      return &kTq1_0;
+    case DType::kTQ2_0:
+      return &kTq2_0;
+    case DType::kMXFP4:
+      return &kMxfp4;
+    case DType::kNVFP4:
+      return &kNvfp4;
+    default:
+      return nullptr;
   }
 }
 

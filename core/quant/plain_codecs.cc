@@ -256,28 +256,50 @@ constexpr Codec kBool = {DecodeBool, InspectBool};
 
 const Codec* PlainCodec(DType dtype) {
   switch (dtype) {
-    case DType::kF64: return &kF64;
-    case DType::kF32: return &kF32;
-    case DType::kF16: return &kF16;
-    case DType::kBF16: return &kBF16;
-    case DType::kF8E4M3: return &kE4M3;
-    case DType::kF8E5M2: return &kE5M2;
-    case DType::kF8E8M0: return &kE8M0;
-    case DType::kF8E4M3Fnuz: return &kE4M3Fnuz;
-    case DType::kF8E5M2Fnuz: return &kE5M2Fnuz;
-    case DType::kF6E2M3: return &kF6E2M3;
-    case DType::kF6E3M2: return &kF6E3M2;
-    case DType::kF4: return &kF4;
-    case DType::kI64: return &kI64;
-    case DType::kI32: return &kI32;
-    case DType::kI16: return &kI16;
-    case DType::kI8: return &kI8;
-    case DType::kU64: return &kU64;
-    case DType::kU32: return &kU32;
-    case DType::kU16: return &kU16;
-    case DType::kU8: return &kU8;
-    case DType::kBool: return &kBool;
-    default: return nullptr;
+    case DType::kF64:
+      return &kF64;
+    case DType::kF32:
+      return &kF32;
+    case DType::kF16:
+      return &kF16;
+    case DType::kBF16:
+      return &kBF16;
+    case DType::kF8E4M3:
+      return &kE4M3;
+    case DType::kF8E5M2:
+      return &kE5M2;
+    case DType::kF8E8M0:
+      return &kE8M0;
+    case DType::kF8E4M3Fnuz:
+      return &kE4M3Fnuz;
+    case DType::kF8E5M2Fnuz:
+      return &kE5M2Fnuz;
+    case DType::kF6E2M3:
+      return &kF6E2M3;
+    case DType::kF6E3M2:
+      return &kF6E3M2;
+    case DType::kF4:
+      return &kF4;
+    case DType::kI64:
+      return &kI64;
+    case DType::kI32:
+      return &kI32;
+    case DType::kI16:
+      return &kI16;
+    case DType::kI8:
+      return &kI8;
+    case DType::kU64:
+      return &kU64;
+    case DType::kU32:
+      return &kU32;
+    case DType::kU16:
+      return &kU16;
+    case DType::kU8:
+      return &kU8;
+    case DType::kBool:
+      return &kBool;
+    default:
+      return nullptr;
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+
 #include "absl/strings/string_view.h"
 
 namespace tensormorph {

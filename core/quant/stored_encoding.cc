@@ -40,11 +40,8 @@ class StoredEncoding final : public Encoding {
   }
 
   const EncodingInfo& info() const override { return info_; }
-  std::vector<const StoredTensor*> parts() const override {
-    return {&tensor_};
-  }
-  absl::Status Decode(int64_t first, int64_t count,
-                      float* out) const override {
+  std::vector<const StoredTensor*> parts() const override { return {&tensor_}; }
+  absl::Status Decode(int64_t first, int64_t count, float* out) const override {
     return DecodeElements(tensor_.dtype, tensor_.data, first, count, out);
   }
   absl::Status Inspect(int64_t index, ScalarInfo* out) const override {

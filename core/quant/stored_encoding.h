@@ -3,16 +3,16 @@
 #define TENSORMORPH_CORE_QUANT_STORED_ENCODING_H_
 
 #include <memory>
-#include "absl/strings/string_view.h"
 
+#include "absl/strings/string_view.h"
 #include "core/format/stored_tensor.h"
 #include "core/quant/encoding.h"
 
 namespace tensormorph {
 
 // REQUIRES: `tensor` outlives the encoding (the checkpoint owns both).
-std::shared_ptr<const Encoding> MakeStoredEncoding(const StoredTensor& tensor,
-                                                   absl::string_view convention);
+std::shared_ptr<const Encoding> MakeStoredEncoding(
+    const StoredTensor& tensor, absl::string_view convention);
 
 }  // namespace tensormorph
 

@@ -9,10 +9,10 @@
 #define TM_CONCAT_(a, b) TM_CONCAT_INNER_(a, b)
 
 // Returns the status from the enclosing function when `expr` is not OK.
-#define TM_RETURN_IF_ERROR(expr)                  \
-  do {                                            \
-    ::absl::Status tm_status_ = (expr);           \
-    if (!tm_status_.ok()) return tm_status_;      \
+#define TM_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::absl::Status tm_status_ = (expr);      \
+    if (!tm_status_.ok()) return tm_status_; \
   } while (0)
 
 // `TM_ASSIGN_OR_RETURN(auto x, Foo());` binds the value or returns the error.

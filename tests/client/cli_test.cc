@@ -1,1 +1,223 @@
+// The built tensormorph binary, run as a user would: against a real
+// tensormorphd and embedded, with the same commands.
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/format/checkpoint.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/npy_reader.h"
+#include "tests/support/process.h"
+#include "tests/support/test_paths.h"
+
+namespace tensormorph {
+namespace {
+
+using ::tensormorph::testing::CliPath;
+using ::tensormorph::testing::CommandResult;
+using ::tensormorph::testing::Fixture;
+using ::tensormorph::testing::FixturesDir;
+using ::tensormorph::testing::MakeTempDir;
+using ::tensormorph::testing::ReadF32File;
+using ::tensormorph::testing::ReadNpy;
+using ::tensormorph::testing::RunCommand;
+using ::tensormorph::testing::ServerProcess;
+using ::testing::HasSubstr;
+
+class CliTest : public ::testing::TestWithParam<bool> {
+ protected:
+  static void SetUpTestSuite() { server_ = new ServerProcess({FixturesDir()}); }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  bool remote() const { return GetParam(); }
+
+  // Runs the CLI in this test's mode; paths are absolute inside the root.
+  CommandResult Run(std::vector<std::string> args) {
+    std::vector<std::string> argv = {CliPath()};
+    if (remote()) argv.insert(argv.end(), {"--server", server_->address()});
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunCommand(argv);
+  }
+
+  static ServerProcess* server_;
+};
+ServerProcess* CliTest::server_ = nullptr;
+
+std::string Gguf(const std::string& type) {
+  return Fixture("gguf/" + type + ".gguf");
+}
+
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() &&
+         std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+}
+
+TEST_P(CliTest, ReadWritesAnNpyWithExactlyTheExpectedValues) {
+  const std::string out = MakeTempDir() + "/x.npy";
+  CommandResult r =
+      Run({"read", Gguf("Q4_K"), "blk.0.ffn_down.weight", "-o", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto npy = ReadNpy(out);
+  EXPECT_EQ(npy.descr, "<f4");
+  EXPECT_EQ(npy.shape, (std::vector<int64_t>{4, 256}));
+  EXPECT_TRUE(SameBits(
+      npy.floats(),
+      ReadF32File(Fixture("gguf/Q4_K.blk.0.ffn_down.weight.deq.f32"))));
+}
+
+TEST_P(CliTest, ReadOfASteppedSliceEqualsTheSameSliceOfTheExpectedArray) {
+  const std::string out = MakeTempDir() + "/s.npy";
+  CommandResult r = Run({"read", Gguf("Q4_K"), "blk.0.ffn_down.weight",
+                         "--slice", "1::2, 255:0:-17", "-o", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto want =
+      ReadF32File(Fixture("gguf/Q4_K.blk.0.ffn_down.weight.deq.f32"));
+  std::vector<float> expected;
+  for (int row = 1; row < 4; row += 2) {
+    for (int col = 255; col > 0; col -= 17)
+      expected.push_back(want[row * 256 + col]);
+  }
+  auto npy = ReadNpy(out);
+  EXPECT_EQ(npy.shape, (std::vector<int64_t>{2, 15}));
+  EXPECT_TRUE(SameBits(npy.floats(), expected));
+}
+
+TEST_P(CliTest, ReadPreviewLooksLikeNumpy) {
+  CommandResult r =
+      Run({"read", Fixture("safetensors/plain/model.safetensors"), "bf16_3d"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("[[[ -2.09375,  0.382812,"));
+  EXPECT_THAT(r.out, HasSubstr("shape [2, 3, 4], float32"));
+}
+
+TEST_P(CliTest, ScalarJsonShowsCodeScaleZeroBlocksStepAndValueAsCoreDoes) {
+  for (const std::string type : {"Q4_K", "Q8_0", "BF16"}) {
+    SCOPED_TRACE(type);
+    CommandResult r =
+        Run({"scalar", Gguf(type), "blk.0.ffn_down.weight", "3,17", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    ASSERT_EQ(j["scalars"].size(), 1u);
+    const auto& s = j["scalars"][0];
+    auto ckpt = Checkpoint::Open(Gguf(type));
+    ScalarInfo want;
+    ASSERT_TRUE(ckpt.value()
+                    ->FindTensor("blk.0.ffn_down.weight")
+                    ->encoding->Inspect(3 * 256 + 17, &want)
+                    .ok());
+    // protobuf's JSON mapping writes 64-bit integers as strings.
+    EXPECT_EQ(std::stoll(s["rawCode"].get<std::string>()), want.code);
+    EXPECT_EQ(std::stoull(s["rawBits"].get<std::string>()),
+              want.code_bits_value);
+    EXPECT_EQ(std::stoll(s["block"].get<std::string>()), want.block);
+    EXPECT_EQ(s["scale"].get<double>(), want.scale);
+    EXPECT_EQ(s["zeroPoint"].get<double>(), want.zero_point);
+    EXPECT_EQ(s["offset"].get<double>(), want.offset);
+    EXPECT_EQ(s["step"].get<double>(), want.step);
+    EXPECT_EQ(s["value"].get<float>(), want.value);
+    EXPECT_EQ(j["encoding"]["scheme"], type);
+    if (type == "Q4_K") {
+      std::vector<std::string> names;
+      for (const auto& p : s["params"]) names.push_back(p["name"]);
+      EXPECT_THAT(names, ::testing::ElementsAre("d", "dmin", "sc", "m"));
+      EXPECT_EQ(s["subBlock"].get<int>(), want.sub_block);
+    }
+  }
+}
+
+TEST_P(CliTest, ScalarHumanOutputNamesEverything) {
+  CommandResult r =
+      Run({"scalar", Gguf("Q4_K"), "blk.0.ffn_down.weight", "3,17"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* word :
+       {"raw code", "block", "sub-block", "params", "d=", "dmin=", "scale",
+        "zero-point", "step", "range", "value"}) {
+    EXPECT_THAT(r.out, HasSubstr(word));
+  }
+}
+
+TEST_P(CliTest, LsJsonIsOneObjectPerLineAndGlobalFlagsGoAnywhere) {
+  CommandResult r = Run({"--json", "ls", Gguf("Q6_K")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  int lines = 0;
+  for (size_t pos = 0; (pos = r.out.find('\n', pos)) != std::string::npos;
+       ++pos)
+    ++lines;
+  EXPECT_EQ(lines, 3);
+  CommandResult after = Run({"ls", Gguf("Q6_K"), "--json"});
+  EXPECT_EQ(after.out, r.out);
+  EXPECT_EQ(nlohmann::json::parse(r.out.substr(0, r.out.find('\n')))["name"],
+            "blk.0.attn_norm.weight");
+}
+
+TEST_P(CliTest, InfoDescribesCheckpointAndTensor) {
+  CommandResult c = Run({"info", Gguf("Q4_K")});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_THAT(c.out, HasSubstr("format      gguf"));
+  EXPECT_THAT(c.out, HasSubstr("general.architecture"));
+  CommandResult t = Run({"info", Gguf("Q4_K"), "blk.0.attn_q.weight"});
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_THAT(t.out, HasSubstr("per-block 256 (8 sub-blocks of 32)"));
+  EXPECT_THAT(t.out, HasSubstr("strides      [256, 1]"));
+}
+
+TEST_P(CliTest, FailedCallsExitTwoWithTheStatusOnStderr) {
+  CommandResult nf = Run({"read", Gguf("Q4_K"), "no.such"});
+  EXPECT_EQ(nf.exit_code, 2);
+  EXPECT_THAT(nf.err, HasSubstr("NOT_FOUND"));
+  EXPECT_THAT(nf.err, HasSubstr("no.such"));
+  EXPECT_TRUE(nf.out.empty());
+  CommandResult oor =
+      Run({"scalar", Gguf("Q4_K"), "blk.0.attn_q.weight", "9,0"});
+  EXPECT_EQ(oor.exit_code, 2);
+  EXPECT_THAT(oor.err, HasSubstr("OUT_OF_RANGE"));
+  // And the same server keeps answering.
+  EXPECT_EQ(Run({"ls", Gguf("Q4_K")}).exit_code, 0);
+}
+
+TEST_P(CliTest, UsageErrorsExitOne) {
+  EXPECT_EQ(Run({"read"}).exit_code, 1);
+  EXPECT_EQ(Run({"frobnicate"}).exit_code, 1);
+  CommandResult bad =
+      Run({"scalar", Gguf("Q4_K"), "blk.0.attn_q.weight", "1,x"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_THAT(bad.err, HasSubstr("not an integer"));
+}
+
+TEST_P(CliTest, EveryCommandHasHelpWithAnExample) {
+  for (const char* cmd : {"ls", "info", "read", "scalar"}) {
+    CommandResult r = Run({cmd, "--help"});
+    EXPECT_EQ(r.exit_code, 0) << cmd;
+    EXPECT_THAT(r.out, HasSubstr("Example")) << cmd;
+  }
+  EXPECT_THAT(Run({"--help"}).out, HasSubstr("Exit codes"));
+}
+
+INSTANTIATE_TEST_SUITE_P(BothModes, CliTest, ::testing::Bool(),
+                         [](const auto& info) {
+                           return info.param ? "Remote" : "Embedded";
+                         });
+
+TEST(CliRemoteTest, ServerFromTheEnvironmentAndSandboxErrors) {
+  ServerProcess server({FixturesDir()});
+  CommandResult r = RunCommand({CliPath(), "info", "gguf/Q8_0.gguf"},
+                               {"TENSORMORPH_SERVER=" + server.address()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  CommandResult denied = RunCommand(
+      {CliPath(), "--server", server.address(), "info", "../../../etc/passwd"});
+  EXPECT_EQ(denied.exit_code, 2);
+  EXPECT_THAT(denied.err, HasSubstr("PERMISSION_DENIED"));
+  CommandResult down =
+      RunCommand({CliPath(), "--server", "127.0.0.1:1", "ls", "x"});
+  EXPECT_EQ(down.exit_code, 2);
+  EXPECT_THAT(down.err, HasSubstr("UNAVAILABLE"));
+  EXPECT_EQ(server.Stop(), 0);  // SIGTERM: a clean exit
+}
+
+}  // namespace
+}  // namespace tensormorph

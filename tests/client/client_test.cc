@@ -33,7 +33,8 @@ namespace fs = std::filesystem;
 enum class Mode { kRemote, kEmbedded };
 
 bool SameBits(absl::Span<const float> a, absl::Span<const float> b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+  return a.size() == b.size() &&
+         std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
 }
 
 class ClientTest : public ::testing::TestWithParam<Mode> {
@@ -41,7 +42,8 @@ class ClientTest : public ::testing::TestWithParam<Mode> {
   static void SetUpTestSuite() {
     scratch_ = new std::string(MakeTempDir());
     // A corrupt checkpoint: a valid GGUF cut short in its tensor data.
-    std::string q4k = ::tensormorph::testing::ReadFileBytes(Fixture("gguf/Q4_K.gguf"));
+    std::string q4k =
+        ::tensormorph::testing::ReadFileBytes(Fixture("gguf/Q4_K.gguf"));
     WriteFile(*scratch_ + "/corrupt.gguf", q4k.substr(0, q4k.size() - 100));
     fs::create_directory(*scratch_ + "/inner");
     fs::create_directory_symlink("/etc", *scratch_ + "/inner/escape");
@@ -60,7 +62,9 @@ class ClientTest : public ::testing::TestWithParam<Mode> {
   }
 
   // Absolute paths inside the server's roots work in both modes.
-  static std::string Gguf(const std::string& type) { return Fixture("gguf/" + type + ".gguf"); }
+  static std::string Gguf(const std::string& type) {
+    return Fixture("gguf/" + type + ".gguf");
+  }
 
   v1::ReadSliceRequest Read(const std::string& ckpt, const std::string& tensor,
                             const std::string& slice = "") {
@@ -79,17 +83,21 @@ std::string* ClientTest::scratch_ = nullptr;
 ServerProcess* ClientTest::server_ = nullptr;
 
 TEST_P(ClientTest, ReadsAQ4KTensorBitExactly) {
-  auto data = client_->ReadSliceAll(Read(Gguf("Q4_K"), "blk.0.ffn_down.weight"));
+  auto data =
+      client_->ReadSliceAll(Read(Gguf("Q4_K"), "blk.0.ffn_down.weight"));
   ASSERT_TRUE(data.ok()) << data.status();
   EXPECT_EQ(data->shape, (std::vector<int64_t>{4, 256}));
   EXPECT_EQ(data->dtype, "F32");
-  EXPECT_TRUE(SameBits(data->floats(),
-                       ReadF32File(Fixture("gguf/Q4_K.blk.0.ffn_down.weight.deq.f32"))));
+  EXPECT_TRUE(SameBits(
+      data->floats(),
+      ReadF32File(Fixture("gguf/Q4_K.blk.0.ffn_down.weight.deq.f32"))));
 }
 
 TEST_P(ClientTest, SteppedSliceEqualsTheSameSliceOfTheExpectedArray) {
-  const auto want = ReadF32File(Fixture("gguf/Q6_K.blk.0.attn_q.weight.deq.f32"));
-  auto data = client_->ReadSliceAll(Read(Gguf("Q6_K"), "blk.0.attn_q.weight", "::-2, 5:250:9"));
+  const auto want =
+      ReadF32File(Fixture("gguf/Q6_K.blk.0.attn_q.weight.deq.f32"));
+  auto data = client_->ReadSliceAll(
+      Read(Gguf("Q6_K"), "blk.0.attn_q.weight", "::-2, 5:250:9"));
   ASSERT_TRUE(data.ok()) << data.status();
   std::vector<float> expected;
   for (int r = 3; r >= 0; r -= 2) {
@@ -126,8 +134,9 @@ TEST_P(ClientTest, RawModeReturnsStoredBlocks) {
   auto data = client_->ReadSliceAll(r);
   ASSERT_TRUE(data.ok()) << data.status();
   EXPECT_EQ(data->dtype, "Q4_K");
-  EXPECT_EQ(data->bytes,
-            std::string(reinterpret_cast<const char*>(st->data.data()) + 144, 288));
+  EXPECT_EQ(
+      data->bytes,
+      std::string(reinterpret_cast<const char*>(st->data.data()) + 144, 288));
   r.set_slice(":, 0:100");
   auto split = client_->ReadSliceAll(r);
   EXPECT_EQ(split.status().code(), absl::StatusCode::kInvalidArgument);
@@ -193,8 +202,10 @@ TEST_P(ClientTest, BadRequestsGetPreciseStatusesAndServingContinues) {
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   auto no_tensor = client_->ReadSliceAll(Read(Gguf("Q8_0"), "no.such.tensor"));
   EXPECT_EQ(no_tensor.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(std::string(no_tensor.status().message()), HasSubstr("no.such.tensor"));
-  auto oor = client_->ReadSliceAll(Read(Gguf("Q8_0"), "blk.0.attn_q.weight", "4"));
+  EXPECT_THAT(std::string(no_tensor.status().message()),
+              HasSubstr("no.such.tensor"));
+  auto oor =
+      client_->ReadSliceAll(Read(Gguf("Q8_0"), "blk.0.attn_q.weight", "4"));
   EXPECT_EQ(oor.status().code(), absl::StatusCode::kOutOfRange);
   EXPECT_THAT(std::string(oor.status().message()), HasSubstr("dimension 0"));
   v1::InspectScalarsRequest req;
@@ -202,19 +213,23 @@ TEST_P(ClientTest, BadRequestsGetPreciseStatusesAndServingContinues) {
   req.set_tensor("blk.0.attn_q.weight");
   req.add_coords(0);
   req.add_coords(256);
-  EXPECT_EQ(client_->InspectScalars(req).status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(client_->InspectScalars(req).status().code(),
+            absl::StatusCode::kOutOfRange);
   auto corrupt = client_->GetCheckpoint(*scratch_ + "/corrupt.gguf");
   EXPECT_EQ(corrupt.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(std::string(corrupt.status().message()),
-              ::testing::AllOf(HasSubstr("corrupt.gguf"), HasSubstr("but the file is")));
+              ::testing::AllOf(HasSubstr("corrupt.gguf"),
+                               HasSubstr("but the file is")));
   // Everything else still works.
-  EXPECT_TRUE(client_->ReadSliceAll(Read(Gguf("Q8_0"), "blk.0.attn_q.weight")).ok());
+  EXPECT_TRUE(
+      client_->ReadSliceAll(Read(Gguf("Q8_0"), "blk.0.attn_q.weight")).ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(BothModes, ClientTest,
                          ::testing::Values(Mode::kRemote, Mode::kEmbedded),
                          [](const auto& info) {
-                           return info.param == Mode::kRemote ? "Remote" : "Embedded";
+                           return info.param == Mode::kRemote ? "Remote"
+                                                              : "Embedded";
                          });
 
 // The sandbox applies to a server with roots, not to embedded local use.
@@ -228,10 +243,12 @@ TEST_F(RemoteOnlyTest, PathsOutsideTheRootsArePermissionDenied) {
   ASSERT_TRUE(c.ok());
   for (const std::string& path :
        {std::string("/etc/passwd"), std::string("../../../../etc/passwd"),
-        Fixture("gguf/../../../../../../etc/hostname"), *scratch_ + "/inner/escape/hostname"}) {
+        Fixture("gguf/../../../../../../etc/hostname"),
+        *scratch_ + "/inner/escape/hostname"}) {
     SCOPED_TRACE(path);
     auto info = (*c)->GetCheckpoint(path);
-    EXPECT_EQ(info.status().code(), absl::StatusCode::kPermissionDenied) << info.status();
+    EXPECT_EQ(info.status().code(), absl::StatusCode::kPermissionDenied)
+        << info.status();
   }
   // Relative paths resolve against the roots.
   auto ok = (*c)->GetCheckpoint("gguf/Q4_K.gguf");

@@ -36,8 +36,9 @@ TEST(DTypeTest, SafetensorsNames) {
 }
 
 TEST(DTypeTest, CodebookTypesBeyondIq4AreRecognisedButNotDecodable) {
-  for (DType d : {DType::kIQ2_XXS, DType::kIQ2_XS, DType::kIQ2_S, DType::kIQ3_XXS,
-                  DType::kIQ3_S, DType::kIQ1_S, DType::kIQ1_M}) {
+  for (DType d :
+       {DType::kIQ2_XXS, DType::kIQ2_XS, DType::kIQ2_S, DType::kIQ3_XXS,
+        DType::kIQ3_S, DType::kIQ1_S, DType::kIQ1_M}) {
     EXPECT_FALSE(GetDTypeInfo(d).decodable) << DTypeName(d);
   }
 }

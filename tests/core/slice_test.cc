@@ -40,11 +40,16 @@ TEST(SliceTest, ParsesRangesIndicesAndEllipsis) {
 }
 
 TEST(SliceTest, RejectsMalformedSlices) {
-  EXPECT_EQ(ParseSlice("a:3").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ParseSlice("::0").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ParseSlice("1:2:3:4").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ParseSlice("...,...").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ParseSlice("1,,2").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseSlice("a:3").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseSlice("::0").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseSlice("1:2:3:4").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseSlice("...,...").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseSlice("1,,2").status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(SliceTest, FollowsNumpyClampingAndNegativeIndices) {
@@ -53,11 +58,15 @@ TEST(SliceTest, FollowsNumpyClampingAndNegativeIndices) {
     std::string text;
     std::vector<int64_t> picks;
   } cases[] = {
-      {"2:7", {2, 3, 4, 5, 6}},   {"-3:", {7, 8, 9}},
-      {"::-3", {9, 6, 3, 0}},     {"8:2:-2", {8, 6, 4}},
+      {"2:7", {2, 3, 4, 5, 6}},
+      {"-3:", {7, 8, 9}},
+      {"::-3", {9, 6, 3, 0}},
+      {"8:2:-2", {8, 6, 4}},
       {"-100:100", {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}},
-      {"100:-100:-4", {9, 5, 1}}, {"5:5", {}},
-      {"7:3", {}},                {"-1", {9}},
+      {"100:-100:-4", {9, 5, 1}},
+      {"5:5", {}},
+      {"7:3", {}},
+      {"-1", {9}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.text);
@@ -122,7 +131,8 @@ TEST_F(SliceReadTest, ReadsInArbitraryPiecesLikeAllAtOnce) {
   std::vector<float> expected;
   for (int64_t a = 2; a >= 0; --a) {
     for (int64_t b = 5; b < 37; b += 3) {
-      for (int64_t c = 69; c > 0; c -= 4) expected.push_back(a * 2800 + b * 70 + c);
+      for (int64_t c = 69; c > 0; c -= 4)
+        expected.push_back(a * 2800 + b * 70 + c);
     }
   }
   auto whole = ReadSlice(*tensor_, *r);

@@ -1,1 +1,86 @@
+// The registry opens a checkpoint once, shares it, reopens it when its
+// files change, and closes the least recently used past its limit.
+#include "server/checkpoint_registry.h"
+
+#include <filesystem>
+
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/safetensors_writer.h"
+#include "tests/support/test_paths.h"
+
+namespace tensormorph {
+namespace {
+
+using ::tensormorph::testing::BuildSafetensors;
+using ::tensormorph::testing::MakeTempDir;
+using ::tensormorph::testing::WriteFile;
+
+namespace fs = std::filesystem;
+
+class CheckpointRegistryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::canonical(MakeTempDir()).string();
+    WriteFile(root_ + "/a.safetensors",
+              BuildSafetensors({{"x", "I8", {2}, "ab"}}));
+    WriteFile(root_ + "/b.safetensors",
+              BuildSafetensors({{"y", "I8", {1}, "c"}}));
+  }
+  CheckpointRegistry Make(size_t max_open) {
+    return CheckpointRegistry(PathSandbox::Create({root_}).value(), max_open);
+  }
+  std::string root_;
+};
+
+TEST_F(CheckpointRegistryTest, SharesOneOpenCheckpoint) {
+  auto reg = Make(4);
+  auto a1 = reg.Acquire("a.safetensors");
+  auto a2 = reg.Acquire(root_ + "/a.safetensors");
+  ASSERT_TRUE(a1.ok() && a2.ok());
+  EXPECT_EQ(a1->get(), a2->get());
+  EXPECT_EQ(reg.opens(), 1);
+}
+
+TEST_F(CheckpointRegistryTest, ReopensWhenTheFileChanges) {
+  auto reg = Make(4);
+  auto before = reg.Acquire("a.safetensors");
+  ASSERT_TRUE(before.ok());
+  // Replace the file (new inode and size): the next call sees the new bytes,
+  // while the old checkpoint stays valid for whoever still holds it.
+  const std::string tmp = root_ + "/a.tmp";
+  WriteFile(tmp, BuildSafetensors({{"x", "I8", {3}, "xyz"}}));
+  fs::rename(tmp, root_ + "/a.safetensors");
+  auto after = reg.Acquire("a.safetensors");
+  ASSERT_TRUE(after.ok());
+  EXPECT_NE(before->get(), after->get());
+  EXPECT_EQ((*after)->FindTensor("x")->shape, std::vector<int64_t>{3});
+  EXPECT_EQ((*before)->FindTensor("x")->shape, std::vector<int64_t>{2});
+  EXPECT_EQ(reg.opens(), 2);
+}
+
+TEST_F(CheckpointRegistryTest, ClosesTheLeastRecentlyUsedPastTheLimit) {
+  auto reg = Make(1);
+  ASSERT_TRUE(reg.Acquire("a.safetensors").ok());
+  ASSERT_TRUE(reg.Acquire("b.safetensors").ok());
+  EXPECT_EQ(reg.open_count(), 1u);
+  ASSERT_TRUE(reg.Acquire("a.safetensors").ok());
+  EXPECT_EQ(reg.opens(), 3);  // a was closed and opened again
+}
+
+TEST_F(CheckpointRegistryTest, ShardSymlinkedOutOfTheRootIsRefused) {
+  const std::string outside = fs::canonical(MakeTempDir()).string();
+  WriteFile(outside + "/s.safetensors",
+            BuildSafetensors({{"z", "I8", {1}, "q"}}));
+  fs::create_directories(root_ + "/sharded");
+  fs::create_symlink(outside + "/s.safetensors",
+                     root_ + "/sharded/s.safetensors");
+  WriteFile(root_ + "/sharded/model.safetensors.index.json",
+            R"({"weight_map": {"z": "s.safetensors"}})");
+  auto reg = Make(4);
+  EXPECT_EQ(reg.Acquire("sharded").status().code(),
+            absl::StatusCode::kPermissionDenied);
+}
+
+}  // namespace
+}  // namespace tensormorph

@@ -30,7 +30,7 @@ struct GgufTensorSpec {
   std::string name;
   std::vector<int64_t> ne;  // ggml order: ne[0] fastest
   uint32_t type_id = 0;
-  std::string data;         // raw block bytes
+  std::string data;                // raw block bytes
   std::optional<uint64_t> offset;  // override the computed relative offset
   std::optional<uint32_t> n_dims;  // override ne.size()
 };
@@ -49,7 +49,8 @@ struct GgufSpec {
   uint32_t version = 3;
   std::vector<std::pair<std::string, GgufValueBytes>> kv;
   std::vector<GgufTensorSpec> tensors;
-  uint32_t alignment = 32;  // used for padding (set general.alignment to change the file's)
+  uint32_t alignment =
+      32;  // used for padding (set general.alignment to change the file's)
   std::optional<uint64_t> tensor_count;  // override
   std::optional<uint64_t> kv_count;      // override
 };

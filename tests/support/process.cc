@@ -79,14 +79,15 @@ CommandResult RunCommand(const std::vector<std::string>& argv,
   ::close(err_pipe[0]);
   int status = 0;
   ::waitpid(pid, &status, 0);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.exit_code =
+      WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return r;
 }
 
 ServerProcess::ServerProcess(const std::vector<std::string>& roots,
                              const std::vector<std::string>& extra_flags) {
-  std::vector<std::string> argv = {TensormorphdPath(), "--listen", "127.0.0.1:0",
-                                   "--log-level", "warn"};
+  std::vector<std::string> argv = {TensormorphdPath(), "--listen",
+                                   "127.0.0.1:0", "--log-level", "warn"};
   for (const std::string& r : roots) argv.insert(argv.end(), {"--root", r});
   argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
   int out_pipe[2];
@@ -99,7 +100,8 @@ ServerProcess::ServerProcess(const std::vector<std::string>& roots,
   while (::read(out_pipe[0], &c, 1) == 1 && c != '\n') line.push_back(c);
   ::close(out_pipe[0]);
   const size_t colon = line.rfind(':');
-  if (line.rfind("tensormorphd listening on ", 0) != 0 || colon == std::string::npos) {
+  if (line.rfind("tensormorphd listening on ", 0) != 0 ||
+      colon == std::string::npos) {
     std::fprintf(stderr, "tensormorphd did not start: '%s'\n", line.c_str());
     std::abort();
   }

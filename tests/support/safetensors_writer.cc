@@ -8,15 +8,17 @@
 
 namespace tensormorph::testing {
 
-std::string BuildSafetensors(const std::vector<StTensor>& tensors,
-                             const std::map<std::string, std::string>& metadata) {
+std::string BuildSafetensors(
+    const std::vector<StTensor>& tensors,
+    const std::map<std::string, std::string>& metadata) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::string data;
   for (const StTensor& t : tensors) {
-    header[t.name] = {{"dtype", t.dtype},
-                      {"shape", t.shape},
-                      {"data_offsets", {data.size(), data.size() + t.data.size()}}};
+    header[t.name] = {
+        {"dtype", t.dtype},
+        {"shape", t.shape},
+        {"data_offsets", {data.size(), data.size() + t.data.size()}}};
     data += t.data;
   }
   std::string text = header.dump();

@@ -13,13 +13,14 @@ struct StTensor {
   std::string name;
   std::string dtype;  // safetensors dtype string
   std::vector<int64_t> shape;
-  std::string data;   // raw little-endian bytes
+  std::string data;  // raw little-endian bytes
 };
 
 // Builds a valid file: tensors laid out in the given order, a header padded
 // with spaces to a multiple of 8 as the reference writer does.
-std::string BuildSafetensors(const std::vector<StTensor>& tensors,
-                             const std::map<std::string, std::string>& metadata = {});
+std::string BuildSafetensors(
+    const std::vector<StTensor>& tensors,
+    const std::map<std::string, std::string>& metadata = {});
 
 // Builds a file from a literal header and data section (for broken files).
 std::string BuildSafetensorsRaw(const std::string& header_json,

@@ -40,7 +40,8 @@ std::string MakeTempDir() {
   static std::once_flag once;
   std::call_once(once, [] { std::atexit(RemoveTempDirs); });
   const char* base = std::getenv("TEST_TMPDIR");
-  std::string pattern = std::string(base ? base : "/tmp") + "/tensormorph.XXXXXX";
+  std::string pattern =
+      std::string(base ? base : "/tmp") + "/tensormorph.XXXXXX";
   std::vector<char> buf(pattern.begin(), pattern.end());
   buf.push_back('\0');
   if (::mkdtemp(buf.data()) == nullptr) {

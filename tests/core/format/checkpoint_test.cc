@@ -1,9 +1,10 @@
 // Opening checkpoints: single files by magic, sharded safetensors through
 // their index, directories, and split GGUF.
+#include "core/format/checkpoint.h"
+
 #include <filesystem>
 #include <string>
 
-#include "core/format/checkpoint.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/gguf_writer.h"
@@ -31,7 +32,8 @@ TEST(CheckpointTest, ShardedDirectoryOpensAsOneCheckpoint) {
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
   EXPECT_EQ((*ckpt)->files().size(), 2u);
   EXPECT_EQ((*ckpt)->stored_tensors().size(), 5u);
-  const StoredTensor* w = (*ckpt)->FindStored("model.layers.0.mlp.down_proj.weight");
+  const StoredTensor* w =
+      (*ckpt)->FindStored("model.layers.0.mlp.down_proj.weight");
   const StoredTensor* s =
       (*ckpt)->FindStored("model.layers.0.mlp.down_proj.weight_scale_inv");
   ASSERT_NE(w, nullptr);
@@ -62,8 +64,9 @@ TEST(CheckpointTest, WeightMapNamingAMissingShardIsDataLoss) {
       R"({"weight_map": {"x": "a.safetensors", "y": "c.safetensors"}})");
   const absl::Status s = Checkpoint::Open(dir).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
-  EXPECT_THAT(std::string(s.message()),
-              AllOf(HasSubstr("shard 'c.safetensors'"), HasSubstr("does not exist")));
+  EXPECT_THAT(
+      std::string(s.message()),
+      AllOf(HasSubstr("shard 'c.safetensors'"), HasSubstr("does not exist")));
 }
 
 TEST(CheckpointTest, WeightMapNamingAMissingTensorIsDataLoss) {
@@ -77,7 +80,8 @@ TEST(CheckpointTest, WeightMapNamingAMissingTensorIsDataLoss) {
 }
 
 TEST(CheckpointTest, ShardTensorMissingFromWeightMapIsDataLoss) {
-  const std::string dir = WriteShards(R"({"weight_map": {"y": "b.safetensors"}})");
+  const std::string dir =
+      WriteShards(R"({"weight_map": {"y": "b.safetensors"}})");
   // Only b is named; a is simply not part of the checkpoint. Now name a but
   // place y there.
   const std::string dir2 = WriteShards(
@@ -88,8 +92,8 @@ TEST(CheckpointTest, ShardTensorMissingFromWeightMapIsDataLoss) {
 }
 
 TEST(CheckpointTest, WeightMapCannotEscapeItsDirectory) {
-  const std::string dir = WriteShards(
-      R"({"weight_map": {"x": "../a.safetensors"}})");
+  const std::string dir =
+      WriteShards(R"({"weight_map": {"x": "../a.safetensors"}})");
   const absl::Status s = Checkpoint::Open(dir).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("not a plain file name"));
@@ -97,8 +101,10 @@ TEST(CheckpointTest, WeightMapCannotEscapeItsDirectory) {
 
 TEST(CheckpointTest, DirectoryOfSafetensorsFilesWithoutIndex) {
   const std::string dir = MakeTempDir();
-  WriteFile(dir + "/one.safetensors", BuildSafetensors({{"x", "I8", {2}, "ab"}}));
-  WriteFile(dir + "/two.safetensors", BuildSafetensors({{"y", "I8", {1}, "c"}}));
+  WriteFile(dir + "/one.safetensors",
+            BuildSafetensors({{"x", "I8", {2}, "ab"}}));
+  WriteFile(dir + "/two.safetensors",
+            BuildSafetensors({{"y", "I8", {1}, "c"}}));
   auto ckpt = Checkpoint::Open(dir);
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
   EXPECT_EQ((*ckpt)->tensors().size(), 2u);
@@ -106,8 +112,10 @@ TEST(CheckpointTest, DirectoryOfSafetensorsFilesWithoutIndex) {
 
 TEST(CheckpointTest, SameTensorInTwoFilesIsDataLoss) {
   const std::string dir = MakeTempDir();
-  WriteFile(dir + "/one.safetensors", BuildSafetensors({{"x", "I8", {2}, "ab"}}));
-  WriteFile(dir + "/two.safetensors", BuildSafetensors({{"x", "I8", {1}, "c"}}));
+  WriteFile(dir + "/one.safetensors",
+            BuildSafetensors({{"x", "I8", {2}, "ab"}}));
+  WriteFile(dir + "/two.safetensors",
+            BuildSafetensors({{"x", "I8", {1}, "c"}}));
   const absl::Status s = Checkpoint::Open(dir).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
   EXPECT_THAT(std::string(s.message()),
@@ -151,11 +159,12 @@ TEST(CheckpointTest, SplitGgufOpensEverySplitFromAnyOfThem) {
 TEST(CheckpointTest, MissingSplitIsDataLoss) {
   const std::string dir = MakeTempDir();
   WriteFile(dir + "/m-00001-of-00002.gguf", BuildGguf(Split(0, 2, "a")));
-  const absl::Status s = Checkpoint::Open(dir + "/m-00001-of-00002.gguf").status();
+  const absl::Status s =
+      Checkpoint::Open(dir + "/m-00001-of-00002.gguf").status();
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
   EXPECT_THAT(std::string(s.message()),
-              AllOf(HasSubstr("split 2 of 2"), HasSubstr("m-00002-of-00002.gguf"),
-                    HasSubstr("missing")));
+              AllOf(HasSubstr("split 2 of 2"),
+                    HasSubstr("m-00002-of-00002.gguf"), HasSubstr("missing")));
 }
 
 TEST(CheckpointTest, MissingPathIsNotFound) {

@@ -1,12 +1,13 @@
 // One test per GGUF validation rule, including the published attack
 // classes: a valid file with exactly one field broken is refused with
 // DATA_LOSS naming the rule, the key or tensor, and expected vs actual.
+#include "core/format/gguf_reader.h"
+
 #include <cstdint>
 #include <limits>
 #include <string>
 
 #include "core/format/checkpoint.h"
-#include "core/format/gguf_reader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/gguf_writer.h"
@@ -46,13 +47,15 @@ absl::Status OpenBytes(const std::string& bytes) {
   WriteFile(path, bytes);
   return Checkpoint::Open(path).status();
 }
-absl::Status OpenSpec(const GgufSpec& spec) { return OpenBytes(BuildGguf(spec)); }
+absl::Status OpenSpec(const GgufSpec& spec) {
+  return OpenBytes(BuildGguf(spec));
+}
 
-#define EXPECT_DATA_LOSS(status, ...)                                  \
-  do {                                                                 \
-    const absl::Status s_ = (status);                                  \
-    EXPECT_EQ(s_.code(), absl::StatusCode::kDataLoss) << s_;           \
-    EXPECT_THAT(std::string(s_.message()), AllOf(__VA_ARGS__));        \
+#define EXPECT_DATA_LOSS(status, ...)                           \
+  do {                                                          \
+    const absl::Status s_ = (status);                           \
+    EXPECT_EQ(s_.code(), absl::StatusCode::kDataLoss) << s_;    \
+    EXPECT_THAT(std::string(s_.message()), AllOf(__VA_ARGS__)); \
   } while (0)
 
 TEST(GgufReaderTest, OpensAValidFileWithDimensionsReversed) {
@@ -84,9 +87,11 @@ TEST(GgufReaderTest, RejectsBadMagic) {
   // Without the magic the file is read as safetensors and fails there.
   EXPECT_FALSE(OpenSpec(spec).ok());
   std::string bytes = BuildGguf(spec);
-  auto g = ParseGguf({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}, "m");
+  auto g = ParseGguf(
+      {reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}, "m");
   EXPECT_EQ(g.status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(std::string(g.status().message()), HasSubstr("magic is not 'GGUF'"));
+  EXPECT_THAT(std::string(g.status().message()),
+              HasSubstr("magic is not 'GGUF'"));
 }
 
 TEST(GgufReaderTest, Version1AndFutureVersionsAreUnimplemented) {
@@ -109,20 +114,23 @@ TEST(GgufReaderTest, Version2Opens) {
 TEST(GgufReaderTest, HintsAtByteSwappedVersion) {
   GgufSpec spec = ValidSpec();
   spec.version = 0x03000000;
-  EXPECT_DATA_LOSS(OpenSpec(spec), HasSubstr("byte-swapped"), HasSubstr("big-endian"));
+  EXPECT_DATA_LOSS(OpenSpec(spec), HasSubstr("byte-swapped"),
+                   HasSubstr("big-endian"));
 }
 
 TEST(GgufReaderTest, RejectsTensorCountNear2To64) {
   GgufSpec spec = ValidSpec();
   spec.tensor_count = std::numeric_limits<uint64_t>::max();
-  EXPECT_DATA_LOSS(OpenSpec(spec), HasSubstr("tensor count 18446744073709551615"),
+  EXPECT_DATA_LOSS(OpenSpec(spec),
+                   HasSubstr("tensor count 18446744073709551615"),
                    HasSubstr("cannot fit"));
 }
 
 TEST(GgufReaderTest, RejectsKeyCountNear2To64) {
   GgufSpec spec = ValidSpec();
   spec.kv_count = std::numeric_limits<uint64_t>::max() - 1;
-  EXPECT_DATA_LOSS(OpenSpec(spec), HasSubstr("metadata key count 18446744073709551614"),
+  EXPECT_DATA_LOSS(OpenSpec(spec),
+                   HasSubstr("metadata key count 18446744073709551614"),
                    HasSubstr("cannot fit"));
 }
 
@@ -198,7 +206,8 @@ TEST(GgufReaderTest, ReadsNestedArraysAndBoundsTheirDepth) {
 TEST(GgufReaderTest, RejectsAlignmentOfWrongType) {
   GgufSpec spec = ValidSpec();
   spec.kv.push_back({"general.alignment", GgufU64(32)});
-  EXPECT_DATA_LOSS(OpenSpec(spec), HasSubstr("'general.alignment' has type uint64"),
+  EXPECT_DATA_LOSS(OpenSpec(spec),
+                   HasSubstr("'general.alignment' has type uint64"),
                    HasSubstr("must be uint32"));
 }
 
@@ -217,7 +226,8 @@ TEST(GgufReaderTest, AcceptsAlignmentOf2To31WhenOffsetsAgree) {
   spec.tensors.resize(1);
   spec.kv.push_back({"general.alignment", GgufU32(1u << 31)});
   // The data section would start at 2 GiB: far past this small file.
-  EXPECT_DATA_LOSS(OpenSpec(spec), HasSubstr("tensor 'a'"), HasSubstr("but the file is"));
+  EXPECT_DATA_LOSS(OpenSpec(spec), HasSubstr("tensor 'a'"),
+                   HasSubstr("but the file is"));
 }
 
 TEST(GgufReaderTest, RejectsDuplicateTensorNames) {
@@ -260,27 +270,33 @@ TEST(GgufReaderTest, RejectsZeroAndNegativeDimensions) {
     GgufSpec spec = ValidSpec();
     spec.tensors[0].ne = {8, d};
     EXPECT_DATA_LOSS(OpenSpec(spec), HasSubstr("tensor 'a'"),
-                     HasSubstr("ne[1] = " + std::to_string(d)), HasSubstr("> 0"));
+                     HasSubstr("ne[1] = " + std::to_string(d)),
+                     HasSubstr("> 0"));
   }
 }
 
 TEST(GgufReaderTest, RejectsRemovedAndUnknownTypeIds) {
   const std::vector<std::pair<uint32_t, std::string>> cases = {
-      {4, "Q4_2 (removed from ggml)"}, {31, "Q4_0_4_4 (removed from ggml)"},
-      {99, "unknown"}, {1000, "unknown"}, {41, "unknown"}};
+      {4, "Q4_2 (removed from ggml)"},
+      {31, "Q4_0_4_4 (removed from ggml)"},
+      {99, "unknown"},
+      {1000, "unknown"},
+      {41, "unknown"}};
   for (const auto& [id, name] : cases) {
     GgufSpec spec = ValidSpec();
     spec.tensors[0].type_id = id;
-    EXPECT_DATA_LOSS(OpenSpec(spec), HasSubstr("tensor 'a'"),
-                     HasSubstr("ggml type id " + std::to_string(id) + " (" + name + ")"));
+    EXPECT_DATA_LOSS(
+        OpenSpec(spec), HasSubstr("tensor 'a'"),
+        HasSubstr("ggml type id " + std::to_string(id) + " (" + name + ")"));
   }
 }
 
 TEST(GgufReaderTest, RejectsRowsNotAMultipleOfTheBlockSize) {
   GgufSpec spec = ValidSpec();
   spec.tensors[1].ne = {16, 2};
-  EXPECT_DATA_LOSS(OpenSpec(spec), HasSubstr("tensor 'b'"),
-                   HasSubstr("ne[0] = 16 is not a multiple of the Q8_0 block size 32"));
+  EXPECT_DATA_LOSS(
+      OpenSpec(spec), HasSubstr("tensor 'b'"),
+      HasSubstr("ne[0] = 16 is not a multiple of the Q8_0 block size 32"));
 }
 
 TEST(GgufReaderTest, RejectsMisalignedOffset) {
@@ -304,26 +320,34 @@ TEST(GgufReaderTest, RejectsDataPastTheEndOfTheFile) {
   std::string bytes = BuildGguf(ValidSpec());
   bytes.resize(bytes.size() - 40);
   EXPECT_DATA_LOSS(OpenBytes(bytes), HasSubstr("tensor 'b'"),
-                   HasSubstr("Q8_0[2,32] needs bytes"), HasSubstr("but the file is"));
+                   HasSubstr("Q8_0[2,32] needs bytes"),
+                   HasSubstr("but the file is"));
 }
 
 TEST(GgufReaderTest, RejectsTruncationAtEverySectionBoundary) {
   GgufLayout layout;
   const std::string bytes = BuildGguf(ValidSpec(), &layout);
-  std::vector<uint64_t> cuts = {0, 2, layout.after_magic, layout.after_version,
-                                layout.after_counts - 4, layout.after_counts};
+  std::vector<uint64_t> cuts = {0,
+                                2,
+                                layout.after_magic,
+                                layout.after_version,
+                                layout.after_counts - 4,
+                                layout.after_counts};
   for (uint64_t c : layout.after_kv) cuts.insert(cuts.end(), {c - 3, c});
-  for (uint64_t c : layout.after_tensor) cuts.insert(cuts.end(), {c - 9, c - 1, c});
+  for (uint64_t c : layout.after_tensor)
+    cuts.insert(cuts.end(), {c - 9, c - 1, c});
   cuts.push_back(layout.data_offset + 10);
   for (uint64_t cut : cuts) {
     SCOPED_TRACE(cut);
-    auto g = ParseGguf({reinterpret_cast<const uint8_t*>(bytes.data()), cut}, "t.gguf");
+    auto g = ParseGguf({reinterpret_cast<const uint8_t*>(bytes.data()), cut},
+                       "t.gguf");
     EXPECT_EQ(g.status().code(), absl::StatusCode::kDataLoss) << g.status();
     EXPECT_THAT(std::string(g.status().message()), HasSubstr("t.gguf"));
   }
   // One representative message in full.
   auto g = ParseGguf({reinterpret_cast<const uint8_t*>(bytes.data()),
-                      layout.after_tensor[0] - 9}, "t.gguf");
+                      layout.after_tensor[0] - 9},
+                     "t.gguf");
   EXPECT_THAT(std::string(g.status().message()),
               HasSubstr("truncated: tensor 'a' type needs 4 bytes"));
 }
@@ -332,8 +356,10 @@ TEST(GgufReaderTest, RejectsTruncationAtEveryByteOfTheHeader) {
   GgufLayout layout;
   const std::string bytes = BuildGguf(ValidSpec(), &layout);
   for (uint64_t cut = 0; cut < layout.data_offset; ++cut) {
-    auto g = ParseGguf({reinterpret_cast<const uint8_t*>(bytes.data()), cut}, "t");
-    ASSERT_EQ(g.status().code(), absl::StatusCode::kDataLoss) << cut << g.status();
+    auto g =
+        ParseGguf({reinterpret_cast<const uint8_t*>(bytes.data()), cut}, "t");
+    ASSERT_EQ(g.status().code(), absl::StatusCode::kDataLoss)
+        << cut << g.status();
   }
 }
 

@@ -1,10 +1,11 @@
 // One test per safetensors validation rule: a valid file with exactly one
 // rule broken is refused with DATA_LOSS naming the rule, the tensor or key,
 // and expected vs actual.
+#include "core/format/safetensors_reader.h"
+
 #include <string>
 
 #include "core/format/checkpoint.h"
-#include "core/format/safetensors_reader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/safetensors_writer.h"
@@ -31,11 +32,11 @@ absl::Status OpenBytes(const std::string& bytes) {
 
 std::string F32Data(int n) { return std::string(4 * n, '\x01'); }
 
-#define EXPECT_DATA_LOSS(status, ...)                                  \
-  do {                                                                 \
-    const absl::Status s_ = (status);                                  \
-    EXPECT_EQ(s_.code(), absl::StatusCode::kDataLoss) << s_;           \
-    EXPECT_THAT(std::string(s_.message()), AllOf(__VA_ARGS__));        \
+#define EXPECT_DATA_LOSS(status, ...)                           \
+  do {                                                          \
+    const absl::Status s_ = (status);                           \
+    EXPECT_EQ(s_.code(), absl::StatusCode::kDataLoss) << s_;    \
+    EXPECT_THAT(std::string(s_.message()), AllOf(__VA_ARGS__)); \
   } while (0)
 
 TEST(SafetensorsReaderTest, OpensAValidFileWithMetadata) {
@@ -49,7 +50,8 @@ TEST(SafetensorsReaderTest, OpensAValidFileWithMetadata) {
   const StoredTensor* b = (*ckpt)->FindStored("b");
   ASSERT_NE(b, nullptr);
   EXPECT_EQ(b->nbytes, 3u);
-  EXPECT_EQ(std::string(reinterpret_cast<const char*>(b->data.data()), 3), "abc");
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(b->data.data()), 3),
+            "abc");
   ASSERT_EQ((*ckpt)->metadata().size(), 1u);
   EXPECT_EQ((*ckpt)->metadata()[0].value, "pt");
 }
@@ -62,7 +64,8 @@ TEST(SafetensorsReaderTest, AcceptsLeadingWhitespaceBeforeTheHeader) {
 
 TEST(SafetensorsReaderTest, RejectsFileShorterThanLengthField) {
   EXPECT_DATA_LOSS(OpenBytes(std::string("\x02\x00\x00", 3)),
-                   HasSubstr("model.safetensors"), HasSubstr("shorter than the 8-byte"));
+                   HasSubstr("model.safetensors"),
+                   HasSubstr("shorter than the 8-byte"));
 }
 
 TEST(SafetensorsReaderTest, RejectsHeaderLengthAboveLimit) {
@@ -94,7 +97,8 @@ TEST(SafetensorsReaderTest, RejectsHeaderThatIsNotAnObject) {
 }
 
 TEST(SafetensorsReaderTest, RejectsInvalidUtf8) {
-  const std::string header = "{\"a\xff\":{\"dtype\":\"I8\",\"shape\":[1],\"data_offsets\":[0,1]}}";
+  const std::string header =
+      "{\"a\xff\":{\"dtype\":\"I8\",\"shape\":[1],\"data_offsets\":[0,1]}}";
   EXPECT_DATA_LOSS(OpenBytes(BuildSafetensorsRaw(header, "x")),
                    HasSubstr("invalid JSON"), HasSubstr("UTF-8"));
 }
@@ -130,19 +134,23 @@ TEST(SafetensorsReaderTest, RejectsTensorEntryMissingAField) {
 }
 
 TEST(SafetensorsReaderTest, UnknownDtypeIsUnimplementedByName) {
-  const absl::Status s = OpenBytes(BuildSafetensors({{"w", "C64", {1}, "12345678"}}));
+  const absl::Status s =
+      OpenBytes(BuildSafetensors({{"w", "C64", {1}, "12345678"}}));
   EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
-  EXPECT_THAT(std::string(s.message()), AllOf(HasSubstr("'C64'"), HasSubstr("tensor 'w'")));
+  EXPECT_THAT(std::string(s.message()),
+              AllOf(HasSubstr("'C64'"), HasSubstr("tensor 'w'")));
 }
 
 TEST(SafetensorsReaderTest, RejectsNegativeShape) {
-  const std::string header = R"({"w":{"dtype":"I8","shape":[-1],"data_offsets":[0,0]}})";
+  const std::string header =
+      R"({"w":{"dtype":"I8","shape":[-1],"data_offsets":[0,0]}})";
   EXPECT_DATA_LOSS(OpenBytes(BuildSafetensorsRaw(header, "")),
                    HasSubstr("tensor 'w'"), HasSubstr("shape[0] = -1"));
 }
 
 TEST(SafetensorsReaderTest, RejectsFloatShape) {
-  const std::string header = R"({"w":{"dtype":"I8","shape":[1.5],"data_offsets":[0,1]}})";
+  const std::string header =
+      R"({"w":{"dtype":"I8","shape":[1.5],"data_offsets":[0,1]}})";
   EXPECT_DATA_LOSS(OpenBytes(BuildSafetensorsRaw(header, "x")),
                    HasSubstr("shape[0] = 1.5"), HasSubstr("not an integer"));
 }
@@ -169,16 +177,18 @@ TEST(SafetensorsReaderTest, RejectsSizeOverflow) {
 }
 
 TEST(SafetensorsReaderTest, RejectsOffsetsNotTwoIntegers) {
-  const std::string header = R"({"w":{"dtype":"I8","shape":[1],"data_offsets":[0]}})";
+  const std::string header =
+      R"({"w":{"dtype":"I8","shape":[1],"data_offsets":[0]}})";
   EXPECT_DATA_LOSS(OpenBytes(BuildSafetensorsRaw(header, "x")),
                    HasSubstr("data_offsets = [0]"), HasSubstr("two integers"));
 }
 
 TEST(SafetensorsReaderTest, RejectsOffsetsNotStartingAtZero) {
-  const std::string header = R"({"w":{"dtype":"I8","shape":[1],"data_offsets":[4,5]}})";
+  const std::string header =
+      R"({"w":{"dtype":"I8","shape":[1],"data_offsets":[4,5]}})";
   EXPECT_DATA_LOSS(OpenBytes(BuildSafetensorsRaw(header, "xxxxx")),
-                   HasSubstr("tensor 'w'"), HasSubstr("start at 4 but expected 0"),
-                   HasSubstr("gaps"));
+                   HasSubstr("tensor 'w'"),
+                   HasSubstr("start at 4 but expected 0"), HasSubstr("gaps"));
 }
 
 TEST(SafetensorsReaderTest, RejectsGapBetweenTensors) {
@@ -186,7 +196,8 @@ TEST(SafetensorsReaderTest, RejectsGapBetweenTensors) {
       R"({"a":{"dtype":"I8","shape":[1],"data_offsets":[0,1]},)"
       R"("b":{"dtype":"I8","shape":[1],"data_offsets":[2,3]}})";
   EXPECT_DATA_LOSS(OpenBytes(BuildSafetensorsRaw(header, "xyz")),
-                   HasSubstr("tensor 'b'"), HasSubstr("start at 2 but expected 1"),
+                   HasSubstr("tensor 'b'"),
+                   HasSubstr("start at 2 but expected 1"),
                    HasSubstr("tensor 'a'"), HasSubstr("gaps"));
 }
 
@@ -199,26 +210,32 @@ TEST(SafetensorsReaderTest, RejectsOverlappingTensors) {
 }
 
 TEST(SafetensorsReaderTest, RejectsOffsetsEndingBeforeTheyBegin) {
-  const std::string header = R"({"w":{"dtype":"I8","shape":[0],"data_offsets":[0,0]},)"
-                             R"("v":{"dtype":"I8","shape":[1],"data_offsets":[0,0]}})";
+  const std::string header =
+      R"({"w":{"dtype":"I8","shape":[0],"data_offsets":[0,0]},)"
+      R"("v":{"dtype":"I8","shape":[1],"data_offsets":[0,0]}})";
   // "v" sorts after "w" with the same start; its size is wrong.
   EXPECT_DATA_LOSS(OpenBytes(BuildSafetensorsRaw(header, "")),
-                   HasSubstr("tensor 'v'"), HasSubstr("hold 0 bytes but I8[1] needs 1 bytes"));
-  const std::string backwards = R"({"w":{"dtype":"I8","shape":[1],"data_offsets":[0,1]},)"
-                                R"("v":{"dtype":"I8","shape":[0],"data_offsets":[1,0]}})";
+                   HasSubstr("tensor 'v'"),
+                   HasSubstr("hold 0 bytes but I8[1] needs 1 bytes"));
+  const std::string backwards =
+      R"({"w":{"dtype":"I8","shape":[1],"data_offsets":[0,1]},)"
+      R"("v":{"dtype":"I8","shape":[0],"data_offsets":[1,0]}})";
   EXPECT_DATA_LOSS(OpenBytes(BuildSafetensorsRaw(backwards, "x")),
                    HasSubstr("tensor 'v'"), HasSubstr("end before they begin"));
 }
 
 TEST(SafetensorsReaderTest, RejectsSizeThatDisagreesWithDtypeAndShape) {
-  const std::string header = R"({"w":{"dtype":"F32","shape":[2,2],"data_offsets":[0,15]}})";
-  EXPECT_DATA_LOSS(OpenBytes(BuildSafetensorsRaw(header, std::string(15, 0))),
-                   HasSubstr("tensor 'w': data_offsets [0,15) hold 15 bytes but "
-                             "F32[2,2] needs 16 bytes"));
+  const std::string header =
+      R"({"w":{"dtype":"F32","shape":[2,2],"data_offsets":[0,15]}})";
+  EXPECT_DATA_LOSS(
+      OpenBytes(BuildSafetensorsRaw(header, std::string(15, 0))),
+      HasSubstr("tensor 'w': data_offsets [0,15) hold 15 bytes but "
+                "F32[2,2] needs 16 bytes"));
 }
 
 TEST(SafetensorsReaderTest, RejectsSubByteSizesNotEndingOnAByte) {
-  const std::string header = R"({"w":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}})";
+  const std::string header =
+      R"({"w":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}})";
   EXPECT_DATA_LOSS(OpenBytes(BuildSafetensorsRaw(header, "xy")),
                    HasSubstr("tensor 'w'"), HasSubstr("3 elements of 4 bits"),
                    HasSubstr("does not end on a byte"));

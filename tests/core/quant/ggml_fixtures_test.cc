@@ -29,8 +29,8 @@ using ::tensormorph::testing::ReadF32File;
     std::memcpy(&b, &want[i], 4);
     if (a != b && !(std::isnan(got[i]) && std::isnan(want[i]))) {
       return ::testing::AssertionFailure()
-             << "element " << i << ": got " << got[i] << " (0x" << std::hex
-             << a << ") want " << want[i] << " (0x" << b << ")";
+             << "element " << i << ": got " << got[i] << " (0x" << std::hex << a
+             << ") want " << want[i] << " (0x" << b << ")";
     }
   }
   return ::testing::AssertionSuccess();
@@ -61,10 +61,10 @@ std::vector<Slice2D> Slices() {
   };
 }
 
-const char* kTypes[] = {"F32",   "F16",   "BF16",   "Q4_0",  "Q4_1",
-                        "Q5_0",  "Q5_1",  "Q8_0",   "Q2_K",  "Q3_K",
-                        "Q4_K",  "Q5_K",  "Q6_K",   "IQ4_NL", "IQ4_XS",
-                        "TQ1_0", "TQ2_0", "MXFP4",  "NVFP4"};
+const char* kTypes[] = {"F32",   "F16",   "BF16",  "Q4_0",   "Q4_1",
+                        "Q5_0",  "Q5_1",  "Q8_0",  "Q2_K",   "Q3_K",
+                        "Q4_K",  "Q5_K",  "Q6_K",  "IQ4_NL", "IQ4_XS",
+                        "TQ1_0", "TQ2_0", "MXFP4", "NVFP4"};
 const char* kWeights[] = {"blk.0.attn_q.weight", "blk.0.ffn_down.weight"};
 
 class GgmlFixtureTest : public ::testing::TestWithParam<const char*> {};
@@ -133,14 +133,14 @@ TEST_P(GgmlFixtureTest, InspectAgreesWithDecodeForEveryElement) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllFixtureTypes, GgmlFixtureTest,
-                         ::testing::ValuesIn(kTypes),
-                         [](const auto& info) {
+                         ::testing::ValuesIn(kTypes), [](const auto& info) {
                            return std::string(info.param);
                          });
 
 TEST(GgmlFixtureTest, NormIsPlainF32InEveryFile) {
   for (const char* type : kTypes) {
-    auto ckpt = Checkpoint::Open(Fixture(std::string("gguf/") + type + ".gguf"));
+    auto ckpt =
+        Checkpoint::Open(Fixture(std::string("gguf/") + type + ".gguf"));
     ASSERT_TRUE(ckpt.ok()) << ckpt.status();
     const LogicalTensor* t = (*ckpt)->FindTensor("blk.0.attn_norm.weight");
     ASSERT_NE(t, nullptr);

@@ -36,7 +36,8 @@ TEST(PlainCodecsTest, SafetensorsPlainFixtureDecodesBitExactly) {
     SCOPED_TRACE(name);
     const LogicalTensor* t = (*ckpt)->FindTensor(name);
     ASSERT_NE(t, nullptr);
-    const auto want = ReadF32File(Fixture("safetensors/plain/expected/" + name + ".f32"));
+    const auto want =
+        ReadF32File(Fixture("safetensors/plain/expected/" + name + ".f32"));
     auto all = ResolveSlice({}, t->shape);
     ASSERT_TRUE(all.ok());
     auto got = ReadSlice(*t, *all);
@@ -64,7 +65,7 @@ TEST(PlainCodecsTest, RankZeroAndEmptyTensorsHaveTheirShapes) {
 
 // Reference values from the format definitions, written out independently.
 TEST(PlainCodecsTest, Fp8E4M3FnMatchesDefinition) {
-  EXPECT_EQ(F8E4M3ToF32(0x7E), 448.0f);     // max normal
+  EXPECT_EQ(F8E4M3ToF32(0x7E), 448.0f);  // max normal
   EXPECT_EQ(F8E4M3ToF32(0xFE), -448.0f);
   EXPECT_TRUE(std::isnan(F8E4M3ToF32(0x7F)));
   EXPECT_TRUE(std::isnan(F8E4M3ToF32(0xFF)));
@@ -83,11 +84,11 @@ TEST(PlainCodecsTest, Fp8E5M2MatchesDefinition) {
 }
 
 TEST(PlainCodecsTest, Fp8FnuzVariantsHaveBiasOneHigherAndOneNaN) {
-  EXPECT_EQ(F8E4M3FnuzToF32(0x40), 1.0f);   // exponent 8 - bias 8
+  EXPECT_EQ(F8E4M3FnuzToF32(0x40), 1.0f);    // exponent 8 - bias 8
   EXPECT_EQ(F8E4M3FnuzToF32(0x7F), 240.0f);  // max
   EXPECT_TRUE(std::isnan(F8E4M3FnuzToF32(0x80)));
   EXPECT_EQ(F8E4M3FnuzToF32(0x01), std::ldexp(1.0f, -10));
-  EXPECT_EQ(F8E5M2FnuzToF32(0x40), 1.0f);   // exponent 16 - bias 16
+  EXPECT_EQ(F8E5M2FnuzToF32(0x40), 1.0f);  // exponent 16 - bias 16
   EXPECT_EQ(F8E5M2FnuzToF32(0x7F), 57344.0f);
   EXPECT_TRUE(std::isnan(F8E5M2FnuzToF32(0x80)));
   EXPECT_EQ(F8E5M2FnuzToF32(0xC0), -1.0f);
@@ -100,17 +101,17 @@ TEST(PlainCodecsTest, E8M0IsAPowerOfTwoWithNaNAtFF) {
   EXPECT_EQ(E8M0ToF32(254), std::ldexp(1.0f, 127));
   EXPECT_TRUE(std::isnan(E8M0ToF32(255)));
   for (int e = 0; e < 255; ++e) {
-    EXPECT_EQ(E8M0ToF32Half(static_cast<uint8_t>(e)),
-              std::ldexp(1.0f, e - 128)) << e;
+    EXPECT_EQ(E8M0ToF32Half(static_cast<uint8_t>(e)), std::ldexp(1.0f, e - 128))
+        << e;
   }
 }
 
 TEST(PlainCodecsTest, Fp6FormatsMatchTheirDefinitions) {
-  EXPECT_EQ(F6E2M3ToF32(0x1F), 7.5f);   // max: 2^2 * 1.875
+  EXPECT_EQ(F6E2M3ToF32(0x1F), 7.5f);    // max: 2^2 * 1.875
   EXPECT_EQ(F6E2M3ToF32(0x01), 0.125f);  // subnormal: 1/8
   EXPECT_EQ(F6E2M3ToF32(0x08), 1.0f);
   EXPECT_EQ(F6E2M3ToF32(0x28), -1.0f);
-  EXPECT_EQ(F6E3M2ToF32(0x1F), 28.0f);   // max: 2^4 * 1.75
+  EXPECT_EQ(F6E3M2ToF32(0x1F), 28.0f);  // max: 2^4 * 1.75
   EXPECT_EQ(F6E3M2ToF32(0x01), 0.0625f);
   EXPECT_EQ(F6E3M2ToF32(0x0C), 1.0f);
 }
@@ -123,7 +124,8 @@ TEST(PlainCodecsTest, F4AndF6PackingOrder) {
   EXPECT_EQ(out, (std::vector<float>{1.0f, 6.0f, 0.5f, -1.0f}));
   // F6: four codes in a little-endian 24-bit word, element k at bits 6k.
   const uint32_t word = 0x08 | (0x10 << 6) | (0x28 << 12) | (0x1F << 18);
-  const uint8_t f6[] = {static_cast<uint8_t>(word), static_cast<uint8_t>(word >> 8),
+  const uint8_t f6[] = {static_cast<uint8_t>(word),
+                        static_cast<uint8_t>(word >> 8),
                         static_cast<uint8_t>(word >> 16)};
   ASSERT_TRUE(DecodeElements(DType::kF6E2M3, f6, 0, 4, out.data()).ok());
   EXPECT_EQ(out, (std::vector<float>{1.0f, 2.0f, -1.0f, 7.5f}));
@@ -143,7 +145,8 @@ TEST(PlainCodecsTest, FloatStepIsTheGapToTheNeighbours) {
   ScalarInfo s;
   ASSERT_TRUE(InspectElement(DType::kBF16,
                              {reinterpret_cast<const uint8_t*>(&one_bf16), 2},
-                             0, &s).ok());
+                             0, &s)
+                  .ok());
   EXPECT_EQ(s.value, 1.0f);
   EXPECT_EQ(s.code_bits_value, 0x3F80u);
   EXPECT_EQ(s.step_above, std::ldexp(1.0, -7));  // 8 significand bits

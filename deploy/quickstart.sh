@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Quick start: installs what is missing (apt), builds Tensormorph, writes a
+# small demo model, starts tensormorphd on a free loopback port, tours it
+# with the CLI, and stops the server.
+#   deploy/quickstart.sh            build in build/, demo in build/demo
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+deploy/install_deps.sh
+echo "==> building (Release, build/)"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j "$(nproc)" --target tensormorph tensormorphd tensormorph-make-demo
+
+demo=build/demo
+rm -rf "$demo"
+build/tests/tensormorph-make-demo "$demo"
+
+log=$(mktemp)
+build/server/tensormorphd --root "$demo" --listen 127.0.0.1:0 >"$log" 2>&1 &
+server_pid=$!
+trap 'kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; rm -f "$log"' EXIT
+for _ in $(seq 100); do
+  grep -q "listening on" "$log" && break
+  kill -0 "$server_pid" 2>/dev/null || { cat "$log"; exit 1; }
+  sleep 0.1
+done
+address=$(sed -n 's/^tensormorphd listening on //p' "$log")
+echo "==> tensormorphd serving $demo on $address"
+
+tm() {
+  echo
+  printf '$ tensormorph --server %s' "$address"; printf ' %q' "$@"; echo
+  build/client/cli/tensormorph --server "$address" "$@"
+}
+tm ls model-q8_0.gguf --filter 'blk.0.*'
+tm info model-q8_0.gguf blk.0.ffn_down.weight
+tm scalar model-q8_0.gguf blk.0.ffn_down.weight 3,17
+tm read model-q8_0.gguf blk.0.attn_q.weight --slice '0:2, ::8'
+tm ls int8 --filter '*layers.0.mlp*'
+
+echo
+echo "==> done. Try it on your own files without a server:"
+echo "    build/client/cli/tensormorph ls path/to/model.gguf"

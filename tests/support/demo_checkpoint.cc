@@ -1,0 +1,166 @@
+#include "tests/support/demo_checkpoint.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "tests/support/gguf_writer.h"
+#include "tests/support/quantize.h"
+#include "tests/support/safetensors_writer.h"
+
+namespace tensormorph::testing {
+namespace {
+
+constexpr int kVocab = 256, kHidden = 64, kInter = 128, kLayers = 2;
+
+struct Weight {
+  std::string hf_name, gguf_name;
+  std::vector<int64_t> shape;  // [out, in] (HF order)
+  std::vector<float> values;   // already rounded to BF16
+  bool is_norm;
+};
+
+float RoundToBF16(float f) {
+  const uint32_t u = static_cast<uint32_t>(F32ToBF16Bits(f)) << 16;
+  float r;
+  std::memcpy(&r, &u, 4);
+  return r;
+}
+
+std::vector<Weight> MakeWeights() {
+  std::vector<Weight> w;
+  uint64_t seed = 1;
+  auto add = [&](std::string hf, std::string gguf, std::vector<int64_t> shape,
+                 bool norm) {
+    size_t n = 1;
+    for (int64_t d : shape) n *= static_cast<size_t>(d);
+    std::vector<float> v;
+    if (norm) {
+      v = Gaussian(n, seed++, 0.05f);
+      for (float& x : v) x += 1.0f;
+    } else {
+      v = Gaussian(n, seed++, 0.02f);
+      // A few outliers and pruned zeros, as real checkpoints have.
+      for (size_t i = 0; i < n; i += 97) v[i] *= 20.0f;
+      for (size_t i = 5; i < n; i += 13) v[i] = 0.0f;
+    }
+    for (float& x : v) x = RoundToBF16(x);
+    w.push_back(
+        {std::move(hf), std::move(gguf), std::move(shape), std::move(v), norm});
+  };
+  add("model.embed_tokens.weight", "token_embd.weight", {kVocab, kHidden},
+      false);
+  for (int l = 0; l < kLayers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    const std::string b = "blk." + std::to_string(l) + ".";
+    add(p + "input_layernorm.weight", b + "attn_norm.weight", {kHidden}, true);
+    add(p + "self_attn.q_proj.weight", b + "attn_q.weight", {kHidden, kHidden},
+        false);
+    add(p + "self_attn.k_proj.weight", b + "attn_k.weight", {kHidden, kHidden},
+        false);
+    add(p + "self_attn.v_proj.weight", b + "attn_v.weight", {kHidden, kHidden},
+        false);
+    add(p + "self_attn.o_proj.weight", b + "attn_output.weight",
+        {kHidden, kHidden}, false);
+    add(p + "post_attention_layernorm.weight", b + "ffn_norm.weight", {kHidden},
+        true);
+    add(p + "mlp.gate_proj.weight", b + "ffn_gate.weight", {kInter, kHidden},
+        false);
+    add(p + "mlp.up_proj.weight", b + "ffn_up.weight", {kInter, kHidden},
+        false);
+    add(p + "mlp.down_proj.weight", b + "ffn_down.weight", {kHidden, kInter},
+        false);
+  }
+  add("model.norm.weight", "output_norm.weight", {kHidden}, true);
+  add("lm_head.weight", "output.weight", {kVocab, kHidden}, false);
+  return w;
+}
+
+constexpr char kLlamaConfig[] = R"({
+  "architectures": ["LlamaForCausalLM"],
+  "model_type": "llama",
+  "hidden_size": 64,
+  "intermediate_size": 128,
+  "num_attention_heads": 4,
+  "num_key_value_heads": 4,
+  "num_hidden_layers": 2,
+  "vocab_size": 256,
+  "torch_dtype": "bfloat16")";
+
+}  // namespace
+
+bool WriteDemoCheckpoints(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir + "/source", ec);
+  fs::create_directories(dir + "/int8", ec);
+  if (ec) return false;
+  const std::vector<Weight> weights = MakeWeights();
+
+  std::vector<StTensor> source, int8;
+  for (const Weight& w : weights) {
+    source.push_back({w.hf_name, "BF16", w.shape, ToBF16Bytes(w.values)});
+    if (w.is_norm || w.hf_name == "lm_head.weight" ||
+        w.hf_name == "model.embed_tokens.weight") {
+      int8.push_back(source.back());
+      continue;
+    }
+    // Symmetric per-channel int8, as compressed-tensors stores it.
+    const int64_t rows = w.shape[0], cols = w.shape[1];
+    std::string q(static_cast<size_t>(rows * cols), '\0');
+    std::vector<float> scales(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) {
+      float amax = 0;
+      for (int64_t c = 0; c < cols; ++c)
+        amax = std::max(amax, std::fabs(w.values[r * cols + c]));
+      const float s = RoundToBF16(amax / 127.0f);
+      scales[r] = s;
+      for (int64_t c = 0; c < cols; ++c) {
+        const long v = s != 0 ? std::lround(w.values[r * cols + c] / s) : 0;
+        q[r * cols + c] = static_cast<char>(std::clamp<long>(v, -128, 127));
+      }
+    }
+    int8.push_back({w.hf_name, "I8", w.shape, q});
+    int8.push_back(
+        {w.hf_name + "_scale", "BF16", {rows, 1}, ToBF16Bytes(scales)});
+  }
+  WriteFile(dir + "/source/model.safetensors",
+            BuildSafetensors(source, {{"format", "pt"}}));
+  WriteFile(dir + "/source/config.json", std::string(kLlamaConfig) + "\n}\n");
+  WriteFile(dir + "/int8/model.safetensors",
+            BuildSafetensors(int8, {{"format", "pt"}}));
+  WriteFile(dir + "/int8/config.json", std::string(kLlamaConfig) + R"(,
+  "quantization_config": {
+    "quant_method": "compressed-tensors",
+    "format": "int-quantized",
+    "quantization_status": "compressed",
+    "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
+      "num_bits": 8, "type": "int", "symmetric": true, "strategy": "channel",
+      "group_size": null, "block_structure": null, "dynamic": false}}},
+    "ignore": ["lm_head"]
+  }
+}
+)");
+
+  GgufSpec gguf;
+  gguf.kv.push_back({"general.architecture", GgufString("llama")});
+  gguf.kv.push_back({"general.name", GgufString("tensormorph-demo")});
+  gguf.kv.push_back({"llama.block_count", GgufU32(kLayers)});
+  gguf.kv.push_back({"llama.embedding_length", GgufU32(kHidden)});
+  gguf.kv.push_back({"llama.feed_forward_length", GgufU32(kInter)});
+  gguf.kv.push_back({"llama.attention.head_count", GgufU32(4)});
+  for (const Weight& w : weights) {
+    std::vector<int64_t> ne(w.shape.rbegin(), w.shape.rend());
+    if (w.is_norm) {
+      gguf.tensors.push_back({w.gguf_name, ne, 0, ToF32Bytes(w.values)});
+    } else {
+      gguf.tensors.push_back({w.gguf_name, ne, 8, QuantizeQ8_0(w.values)});
+    }
+  }
+  WriteFile(dir + "/model-q8_0.gguf", BuildGguf(gguf));
+  return true;
+}
+
+}  // namespace tensormorph::testing

@@ -1,0 +1,20 @@
+// A small llama-shaped demo model, as the quick start and tests use it.
+#ifndef TENSORMORPH_TESTS_SUPPORT_DEMO_CHECKPOINT_H_
+#define TENSORMORPH_TESTS_SUPPORT_DEMO_CHECKPOINT_H_
+
+#include <string>
+
+namespace tensormorph::testing {
+
+// Writes into `dir`:
+//   source/model.safetensors + config.json   the BF16 original
+//   int8/model.safetensors + config.json     compressed-tensors int8,
+//                                            per-channel symmetric
+//   model-q8_0.gguf                          llama.cpp names, Q8_0 weights,
+//                                            F32 norms
+// Returns false (and prints why) when a file cannot be written.
+bool WriteDemoCheckpoints(const std::string& dir);
+
+}  // namespace tensormorph::testing
+
+#endif  // TENSORMORPH_TESTS_SUPPORT_DEMO_CHECKPOINT_H_

@@ -33,6 +33,7 @@ class CheckpointRegistry {
       absl::string_view requested);
 
   size_t open_count() const;
+  size_t max_open() const { return max_open_; }
   int64_t opens() const;
   const PathSandbox& sandbox() const { return sandbox_; }
 

@@ -120,7 +120,7 @@ grpc::ServerUnaryReactor* TensormorphService::GetServerInfo(
   resp->set_version(kVersion);
   for (const std::string& r : s.registry.sandbox().roots()) resp->add_roots(r);
   v1::Limits* l = resp->mutable_limits();
-  l->set_max_open_checkpoints(0);
+  l->set_max_open_checkpoints(static_cast<int64_t>(s.registry.max_open()));
   l->set_max_scalars_per_call(s.limits.max_scalars_per_call);
   l->set_max_chunk_bytes(s.limits.max_chunk_bytes);
   l->set_workers(s.pool.size());

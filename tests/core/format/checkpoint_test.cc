@@ -1,5 +1,6 @@
 // Opening checkpoints: single files by magic, sharded safetensors through
 // their index, directories, and split GGUF.
+#include "absl/strings/str_cat.h"
 #include "core/format/checkpoint.h"
 
 #include <filesystem>
@@ -144,8 +145,8 @@ GgufSpec Split(int no, int count, const std::string& tensor) {
 TEST(CheckpointTest, SplitGgufOpensEverySplitFromAnyOfThem) {
   const std::string dir = MakeTempDir();
   for (int i = 0; i < 3; ++i) {
-    WriteFile(dir + "/m-0000" + std::to_string(i + 1) + "-of-00003.gguf",
-              BuildGguf(Split(i, 3, "t" + std::to_string(i))));
+    WriteFile(absl::StrCat(dir, "/m-0000", i + 1, "-of-00003.gguf"),
+              BuildGguf(Split(i, 3, absl::StrCat("t", i))));
   }
   for (const std::string& p : {dir + "/m-00002-of-00003.gguf", dir}) {
     auto ckpt = Checkpoint::Open(p);

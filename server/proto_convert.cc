@@ -25,6 +25,7 @@ void FillCheckpointInfo(const Checkpoint& ckpt, v1::CheckpointInfo* out) {
   out->set_stored_tensor_count(
       static_cast<int64_t>(ckpt.stored_tensors().size()));
   out->set_total_bytes(static_cast<int64_t>(ckpt.total_bytes()));
+  for (const std::string& c : ckpt.conventions()) out->add_conventions(c);
   for (const MetadataEntry& m : ckpt.metadata()) {
     v1::MetadataEntry* e = out->add_metadata();
     e->set_key(m.key);
@@ -40,6 +41,11 @@ void FillEncoding(const EncodingInfo& info, v1::Encoding* out) {
   out->set_quantized(info.quantized);
   out->set_granularity(info.granularity);
   out->set_block_elems(info.block_elems);
+  out->set_symmetric(info.symmetric);
+  out->set_group_size(info.group_size);
+  out->set_act_order(info.act_order);
+  for (int64_t d : info.block_shape) out->add_block_shape(d);
+  out->set_axis(info.axis);
 }
 
 void FillTensorInfo(const Checkpoint& ckpt, const LogicalTensor& t,

@@ -62,8 +62,9 @@ int RunLs(Client& client, const GlobalOptions& g, const LsOptions& o) {
   v1::ListTensorsRequest req;
   req.set_checkpoint(o.checkpoint);
   req.set_filter(o.filter);
-  std::vector<std::vector<std::string>> rows = {
-      {"NAME", "DTYPE", "SHAPE", "GRANULARITY", "BYTES", "STORED AS"}};
+  std::vector<std::vector<std::string>> rows = {{"NAME", "DTYPE", "CONVENTION",
+                                                 "BITS", "SHAPE", "GRANULARITY",
+                                                 "BYTES", "STORED AS"}};
   int64_t count = 0, bytes = 0;
   absl::Status s = client.ListTensors(req, [&](const v1::TensorInfo& t) {
     ++count;
@@ -80,7 +81,8 @@ int RunLs(Client& client, const GlobalOptions& g, const LsOptions& o) {
             absl::StrCat(p.name(), " ", p.dtype(), ShapeText(p.shape())));
       }
     }
-    rows.push_back({t.name(), t.dtype(), ShapeText(t.shape()),
+    rows.push_back({t.name(), t.dtype(), t.encoding().convention(),
+                    absl::StrCat(t.encoding().bits()), ShapeText(t.shape()),
                     t.encoding().granularity(), BytesText(t.stored_bytes()),
                     absl::StrJoin(parts, ", ")});
   });
@@ -105,6 +107,8 @@ int RunInfo(Client& client, const GlobalOptions& g, const InfoOptions& o) {
               << "tensors     " << info->tensor_count() << " logical, "
               << info->stored_tensor_count() << " stored\n"
               << "size        " << BytesText(info->total_bytes()) << "\n"
+              << "conventions " << absl::StrJoin(info->conventions(), ", ")
+              << "\n"
               << "files\n";
     for (const auto& f : info->files()) {
       std::cout << "  " << f.path() << "  " << BytesText(f.size_bytes())
@@ -152,6 +156,8 @@ int RunInfo(Client& client, const GlobalOptions& g, const InfoOptions& o) {
             << "-bit codes, " << (e.quantized() ? "quantized" : "not quantized")
             << " (" << e.convention() << ")\n"
             << "granularity  " << e.granularity() << "\n"
+            << "symmetric    " << (e.symmetric() ? "yes" : "no (zero-points)")
+            << "\n"
             << "stored bytes " << BytesText(t.stored_bytes()) << "\n"
             << "stored as\n";
   for (const auto& p : t.parts()) {

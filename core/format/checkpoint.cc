@@ -15,6 +15,7 @@
 #include "core/format/gguf_reader.h"
 #include "core/format/json_header.h"
 #include "core/format/safetensors_reader.h"
+#include "core/quant/convention_resolver.h"
 #include "core/quant/stored_encoding.h"
 #include "core/util/status_macros.h"
 
@@ -22,6 +23,7 @@ namespace tensormorph {
 namespace {
 
 constexpr absl::string_view kIndexName = "model.safetensors.index.json";
+constexpr int64_t kMaxConfigBytes = 16 << 20;
 
 std::string Basename(const std::string& path) {
   const size_t slash = path.find_last_of('/');
@@ -291,6 +293,24 @@ absl::Status CheckpointBuilder::OpenDirectory(const std::string& dir) {
       "directory '", dir, "' holds no .safetensors, .gguf or ", kIndexName));
 }
 
+// Reads an optional JSON config beside the checkpoint.
+absl::StatusOr<nlohmann::json> ReadConfig(const std::string& dir,
+                                          absl::string_view name) {
+  const std::string path = Join(dir, name);
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+    return nlohmann::json();
+  if (st.st_size > kMaxConfigBytes) {
+    return absl::DataLossError(
+        absl::StrCat("config '", path, "' is ", st.st_size,
+                     " bytes, over the limit of ", kMaxConfigBytes));
+  }
+  TM_ASSIGN_OR_RETURN(auto m, MappedFile::Open(path));
+  absl::string_view text(reinterpret_cast<const char*>(m->bytes().data()),
+                         m->size());
+  return ParseStrictJson(text, absl::StrCat("config '", path, "'"));
+}
+
 absl::Status CheckpointBuilder::Finish() {
   Checkpoint& c = *ckpt_;
   for (size_t i = 0; i < c.stored_.size(); ++i) {
@@ -302,17 +322,34 @@ absl::Status CheckpointBuilder::Finish() {
           "' and '", c.files_[t.file_index].path, "'"));
     }
   }
-  const absl::string_view convention =
-      c.format_ == CheckpointFormat::kGguf ? "ggml" : "safetensors";
-  c.tensors_.reserve(c.stored_.size());
-  for (const StoredTensor& t : c.stored_) {
-    c.tensors_.push_back(LogicalTensor{t.name, t.shape, t.num_elements,
-                                       MakeStoredEncoding(t, convention)});
+  if (c.format_ == CheckpointFormat::kGguf) {
+    c.tensors_.reserve(c.stored_.size());
+    for (const StoredTensor& t : c.stored_) {
+      c.tensors_.push_back(LogicalTensor{t.name, t.shape, t.num_elements,
+                                         MakeStoredEncoding(t, "ggml")});
+    }
+    std::sort(c.tensors_.begin(), c.tensors_.end(),
+              [](const LogicalTensor& a, const LogicalTensor& b) {
+                return a.name < b.name;
+              });
+    c.conventions_ = {"ggml"};
+  } else {
+    struct stat st;
+    const std::string dir =
+        ::stat(c.path_.c_str(), &st) == 0 && S_ISDIR(st.st_mode)
+            ? c.path_
+            : Dirname(c.files_[0].path);
+    QuantConfigs configs;
+    TM_ASSIGN_OR_RETURN(configs.config, ReadConfig(dir, "config.json"));
+    TM_ASSIGN_OR_RETURN(configs.quantize_config,
+                        ReadConfig(dir, "quantize_config.json"));
+    TM_ASSIGN_OR_RETURN(configs.quant_config,
+                        ReadConfig(dir, "quant_config.json"));
+    TM_ASSIGN_OR_RETURN(ResolvedTensors resolved,
+                        ResolveConventions(c.stored_, configs));
+    c.tensors_ = std::move(resolved.tensors);
+    c.conventions_ = std::move(resolved.conventions);
   }
-  std::sort(c.tensors_.begin(), c.tensors_.end(),
-            [](const LogicalTensor& a, const LogicalTensor& b) {
-              return a.name < b.name;
-            });
   for (size_t i = 0; i < c.tensors_.size(); ++i) {
     c.tensor_index_.emplace(c.tensors_[i].name, i);
   }

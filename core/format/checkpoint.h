@@ -58,6 +58,8 @@ class Checkpoint {
   const std::vector<MetadataEntry>& metadata() const { return metadata_; }
   // GGUF key/values of the first file (empty for safetensors).
   const std::vector<GgufKv>& gguf_metadata() const { return gguf_kv_; }
+  // Quantization conventions found ("ggml", "gptq", "compressed-tensors"...).
+  const std::vector<std::string>& conventions() const { return conventions_; }
   uint64_t total_bytes() const;
 
   // nullptr when absent.
@@ -75,6 +77,7 @@ class Checkpoint {
   std::vector<LogicalTensor> tensors_;
   std::vector<MetadataEntry> metadata_;
   std::vector<GgufKv> gguf_kv_;
+  std::vector<std::string> conventions_;
   absl::flat_hash_map<std::string, size_t> tensor_index_;
   absl::flat_hash_map<std::string, size_t> stored_index_;
 };

@@ -21,6 +21,11 @@ struct EncodingInfo {
   bool quantized = false;   // codes need parameters beyond themselves
   std::string granularity;  // "per-block 256 (sub-blocks of 32)", "none"
   int64_t block_elems = 1;  // elements sharing the outermost parameters
+  bool symmetric = true;    // no zero-point (or a fixed one)
+  int64_t group_size = 0;   // per-group schemes: elements per group
+  bool act_order = false;   // groups are looked up through g_idx
+  std::vector<int64_t> block_shape;  // per-block schemes: [rows, cols]
+  std::string axis;                  // "in" / "out" where it applies
 };
 
 // Thread safety: implementations are immutable and safe to call from many

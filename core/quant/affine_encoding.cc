@@ -1,0 +1,174 @@
+#include "core/quant/affine_encoding.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/quant/block_util.h"
+#include "core/quant/float_formats.h"
+
+namespace tensormorph {
+namespace {
+
+class AffineEncoding final : public Encoding {
+ public:
+  explicit AffineEncoding(AffineParams p) : p_(std::move(p)) {
+    for (float t : p_.table) {
+      if (!std::isnan(t)) levels_.push_back(t);  // FP8 NaN codes are no level
+    }
+  }
+
+  const EncodingInfo& info() const override { return p_.info; }
+  std::vector<const StoredTensor*> parts() const override { return p_.parts; }
+
+  absl::Status Decode(int64_t first, int64_t count, float* out) const override {
+    // Consecutive elements mostly share a group: cache its parameters.
+    int64_t cached_group = -1;
+    float scale = 0;
+    int64_t zero = 0;
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t flat = first + i;
+      const int64_t r = flat / p_.cols, c = flat % p_.cols;
+      int64_t gr, gc;
+      GroupOf(r, c, flat, &gr, &gc);
+      const int64_t group = gr * kGroupStride + gc;
+      if (group != cached_group) {
+        scale = ScaleOf(gr, gc);
+        zero = ZeroOf(gr, gc);
+        cached_group = group;
+      }
+      out[i] = scale * Level(p_.codes.Get(r, c), zero);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Inspect(int64_t flat, ScalarInfo* s) const override {
+    const int64_t r = flat / p_.cols, c = flat % p_.cols;
+    int64_t gr, gc;
+    GroupOf(r, c, flat, &gr, &gc);
+    const uint32_t code = p_.codes.Get(r, c);
+    const float scale = ScaleOf(gr, gc);
+    const int64_t zero = ZeroOf(gr, gc);
+    *s = ScalarInfo();
+    s->code_bits_value = code;
+    s->code = p_.signed_codes ? SignExtend(code, p_.codes.bits) : code;
+    s->code_width = p_.codes.bits;
+    s->code_is_float = p_.float_codes;
+    s->block = GroupIndex(gr, gc);
+    s->scale = scale;
+    s->level = Level(code, zero);
+    s->value = scale * static_cast<float>(s->level);
+    if (p_.table.empty()) {
+      s->zero_point = static_cast<double>(zero + p_.code_offset);
+      const int64_t lo =
+          p_.signed_codes ? -(int64_t{1} << (p_.codes.bits - 1)) : 0;
+      const int64_t hi = lo + (int64_t{1} << p_.codes.bits) - 1;
+      FillUniformSteps(scale, static_cast<double>(lo - p_.code_offset - zero),
+                       static_cast<double>(hi - p_.code_offset - zero), 0, s);
+    } else {
+      FillCodebookSteps(scale, levels_.data(), static_cast<int>(levels_.size()),
+                        s->level, s);
+    }
+    if (p_.groups == AffineParams::Groups::kGroup && !p_.g_idx.empty()) {
+      s->AddParam("g_idx", p_.g_idx[c]);
+    }
+    s->AddParam("scale", scale);
+    if (p_.has_zero) s->AddParam("zero", static_cast<double>(zero));
+    return absl::OkStatus();
+  }
+
+ private:
+  static constexpr int64_t kGroupStride = int64_t{1} << 32;
+
+  static int64_t SignExtend(uint32_t v, int bits) {
+    const int64_t sign = int64_t{1} << (bits - 1);
+    return (static_cast<int64_t>(v) ^ sign) - sign;
+  }
+
+  void GroupOf(int64_t r, int64_t c, int64_t flat, int64_t* gr,
+               int64_t* gc) const {
+    switch (p_.groups) {
+      case AffineParams::Groups::kTensor:
+        *gr = 0, *gc = 0;
+        return;
+      case AffineParams::Groups::kChannel:
+        *gr = r, *gc = 0;
+        return;
+      case AffineParams::Groups::kGroup:
+        *gr = r;
+        *gc = p_.g_idx.empty() ? c / p_.group_size : p_.g_idx[c];
+        return;
+      case AffineParams::Groups::kBlock:
+        *gr = r / p_.block_rows, *gc = c / p_.block_cols;
+        return;
+      case AffineParams::Groups::kFlatBlock:
+        *gr = 0, *gc = flat / p_.group_size;
+        return;
+    }
+  }
+
+  // A single index for the group, row-major over the group grid.
+  int64_t GroupIndex(int64_t gr, int64_t gc) const {
+    switch (p_.groups) {
+      case AffineParams::Groups::kTensor:
+        return 0;
+      case AffineParams::Groups::kChannel:
+        return gr;
+      case AffineParams::Groups::kGroup:
+      case AffineParams::Groups::kBlock:
+        return gr * ScaleCols() + gc;
+      case AffineParams::Groups::kFlatBlock:
+        return gc;
+    }
+    return 0;
+  }
+
+  int64_t ScaleCols() const {
+    return p_.scale_kind == AffineParams::Scales::kFloat ? p_.scale.cols
+                                                         : p_.scale_codes.cols;
+  }
+
+  float ScaleOf(int64_t gr, int64_t gc) const {
+    float s;
+    switch (p_.scale_kind) {
+      case AffineParams::Scales::kFloat:
+        s = p_.scale.Get(gr, gc);
+        break;
+      case AffineParams::Scales::kE8M0:
+        s = E8M0ToF32(static_cast<uint8_t>(p_.scale_codes.Get(gr, gc)));
+        break;
+      case AffineParams::Scales::kNestedAbsmax: {
+        const int64_t g = gc;
+        s = p_.nested_table[p_.scale_codes.Get(0, g)] *
+                p_.nested_absmax.Get(0, g / p_.nested_blocksize) +
+            p_.nested_offset;
+        break;
+      }
+    }
+    return p_.scale_divisor != 0 ? s / p_.scale_divisor : s;
+  }
+
+  int64_t ZeroOf(int64_t gr, int64_t gc) const {
+    if (!p_.has_zero) return 0;
+    uint32_t z = p_.zeros.Get(gr, gc) + static_cast<uint32_t>(p_.zero_add);
+    if (p_.zero_mask != 0) z &= p_.zero_mask;
+    const int64_t v = p_.signed_zeros ? SignExtend(z, p_.zeros.bits) : z;
+    return v - p_.zero_offset;
+  }
+
+  float Level(uint32_t code, int64_t zero) const {
+    if (!p_.table.empty()) return p_.table[code];
+    const int64_t q = p_.signed_codes ? SignExtend(code, p_.codes.bits) : code;
+    return static_cast<float>(q - p_.code_offset - zero);
+  }
+
+  AffineParams p_;
+  std::vector<double> levels_;
+};
+
+}  // namespace
+
+std::shared_ptr<const Encoding> MakeAffineEncoding(AffineParams params) {
+  return std::make_shared<AffineEncoding>(std::move(params));
+}
+
+}  // namespace tensormorph

@@ -1,0 +1,154 @@
+// AutoAWQ, 4-bit. GEMM: qweight I32 [in, out/8] packed along the output
+// dimension in the interleaved order [0,2,4,6,1,3,5,7] (slot i of word w holds
+// column 8w + order[i]); qzeros I32 [in/G, out/8] the same way, no offset;
+// scales [in/G, out]. GEMV: qweight I32 [out, in/8], scales [out, >=in/G],
+// qzeros I32 [out, >=in/G/8], all sequential along the input dimension.
+//   x[n, k] = scales(g, n) * (q(k, n) - z(g, n)),  g = k / G
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "core/quant/conventions/context.h"
+
+namespace tensormorph::conventions {
+namespace {
+
+constexpr char kName[] = "AWQ";
+// slot_of[j]: the word slot holding column 8w + j (inverse of the order).
+constexpr std::array<uint8_t, 8> kGemmSlots = {0, 4, 1, 5, 2, 6, 3, 7};
+
+absl::Status ResolveOne(Context& ctx, const std::string& prefix, int64_t g,
+                        bool gemv, bool zero_point) {
+  const std::string weight = prefix + "weight";
+  auto qweight = ctx.Need(kName, weight, prefix + "qweight");
+  auto qzeros = ctx.Need(kName, weight, prefix + "qzeros");
+  auto scales = ctx.Need(kName, weight, prefix + "scales");
+  for (const auto* s : {&qweight, &qzeros, &scales}) {
+    if (!s->ok()) return s->status();
+  }
+  const StoredTensor* qw = *qweight;
+  const StoredTensor* qz = *qzeros;
+  const StoredTensor* sc = *scales;
+  if (auto s = ExpectDType(kName, qw, {DType::kI32}); !s.ok()) return s;
+  if (auto s = ExpectDType(kName, qz, {DType::kI32}); !s.ok()) return s;
+  if (auto s = ExpectDType(kName, sc, {DType::kF16, DType::kBF16, DType::kF32});
+      !s.ok()) {
+    return s;
+  }
+  if (qw->shape.size() != 2) {
+    return Mismatch(kName, absl::StrCat("'", qw->name, "' must be 2-D"));
+  }
+  AffineParams p;
+  int64_t in, out;
+  if (!gemv) {
+    in = qw->shape[0];
+    out = qw->shape[1] * 8;
+    const int64_t groups = CeilDiv(in, g);
+    if (auto s = ExpectShape(kName, sc, {groups, out},
+                             absl::StrCat("group size ", g, " over in=", in));
+        !s.ok()) {
+      return s;
+    }
+    if (auto s = ExpectShape(kName, qz, {groups, out / 8},
+                             absl::StrCat(groups, " groups of packed zeros"));
+        !s.ok()) {
+      return s;
+    }
+    p.codes = {.tensor = qw,
+               .kind = IntMatrix::Kind::kPackedAlongCols,
+               .bits = 4,
+               .rows = out,
+               .cols = in,
+               .transposed = true,
+               .stored_cols = out / 8,
+               .interleaved = true,
+               .slot_of = kGemmSlots};
+    p.zeros = {.tensor = qz,
+               .kind = IntMatrix::Kind::kPackedAlongCols,
+               .bits = 4,
+               .rows = out,
+               .cols = groups,
+               .transposed = true,
+               .stored_cols = out / 8,
+               .interleaved = true,
+               .slot_of = kGemmSlots};
+    p.scale = {.tensor = sc, .rows = out, .cols = groups, .transposed = true};
+  } else {
+    out = qw->shape[0];
+    in = qw->shape[1] * 8;
+    const int64_t groups = CeilDiv(in, g);
+    if (sc->shape.size() != 2 || sc->shape[0] != out || sc->shape[1] < groups) {
+      return Mismatch(
+          kName, absl::StrCat("'", sc->name, "' is ",
+                              DescribeStored(sc->dtype, sc->shape),
+                              " but GEMV needs [", out, ", >=", groups, "]"));
+    }
+    if (qz->shape.size() != 2 || qz->shape[0] != out ||
+        qz->shape[1] * 8 < groups) {
+      return Mismatch(kName, absl::StrCat("'", qz->name, "' is ",
+                                          DescribeStored(qz->dtype, qz->shape),
+                                          " but GEMV needs [", out,
+                                          ", >=", CeilDiv(groups, 8), "]"));
+    }
+    p.codes = {.tensor = qw,
+               .kind = IntMatrix::Kind::kPackedAlongCols,
+               .bits = 4,
+               .rows = out,
+               .cols = in,
+               .stored_cols = in / 8};
+    p.zeros = {.tensor = qz,
+               .kind = IntMatrix::Kind::kPackedAlongCols,
+               .bits = 4,
+               .rows = out,
+               .cols = groups,
+               .stored_cols = qz->shape[1]};
+    p.scale = {.tensor = sc, .rows = out, .cols = sc->shape[1]};
+  }
+  p.shape = {out, in};
+  p.rows = out;
+  p.cols = in;
+  p.groups = AffineParams::Groups::kGroup;
+  p.group_size = g;
+  p.has_zero = zero_point;
+  p.parts = {qw, qz, sc};
+  EncodingInfo& info = p.info;
+  info.convention = gemv ? "awq-gemv" : "awq-gemm";
+  info.scheme = zero_point ? "int4 asymmetric" : "int4 symmetric";
+  info.bits = 4;
+  info.quantized = true;
+  info.symmetric = !zero_point;
+  info.group_size = g;
+  info.block_elems = g;
+  info.axis = "in";
+  info.granularity = absl::StrCat("group ", g, " along in");
+  ctx.Add(weight, std::move(p));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ResolveAwq(Context& ctx) {
+  const nlohmann::json& q = ctx.config();
+  const int64_t bits = JsonInt(q, "bits", JsonInt(q, "w_bit", 4));
+  if (bits != 4) {
+    return absl::UnimplementedError(
+        absl::StrCat("AWQ with ", bits, " bits is not supported"));
+  }
+  std::string version = JsonString(q, "version", "gemm");
+  for (char& c : version) c = static_cast<char>(std::tolower(c));
+  if (version != "gemm" && version != "gemv") {
+    return absl::UnimplementedError(absl::StrCat(
+        "AWQ version '", version, "' is not supported (gemm and gemv are)"));
+  }
+  const int64_t g = JsonInt(q, "group_size", JsonInt(q, "q_group_size", 128));
+  for (const StoredTensor& t : ctx.stored()) {
+    if (!absl::EndsWith(t.name, "qweight")) continue;
+    const std::string prefix = t.name.substr(0, t.name.size() - 7);
+    if (auto s = ResolveOne(ctx, prefix, g, version == "gemv",
+                            JsonBool(q, "zero_point", true));
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tensormorph::conventions

@@ -1,0 +1,152 @@
+// GPTQ (AutoGPTQ / GPTQModel): qweight I32 [in*bits/32, out] packed along the
+// input dimension as an LSB-first bit stream, qzeros I32 [groups,
+// out*bits/32], scales [groups, out], g_idx I32 [in]. Logical [out, in]:
+//   x[n, k] = scales[g, n] * (q[k, n] - z[g, n]),  g = g_idx[k]
+// with z stored minus one in checkpoint_format "gptq" (v1), as is in
+// "gptq_v2".
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "core/quant/conventions/context.h"
+
+namespace tensormorph::conventions {
+namespace {
+
+constexpr char kName[] = "GPTQ";
+
+absl::Status ResolveOne(Context& ctx, const std::string& prefix, int bits,
+                        int64_t group_size, bool v1, bool sym, bool desc_act) {
+  const std::string weight = prefix + "weight";
+  auto qweight = ctx.Need(kName, weight, prefix + "qweight");
+  auto qzeros = ctx.Need(kName, weight, prefix + "qzeros");
+  auto scales = ctx.Need(kName, weight, prefix + "scales");
+  for (const auto* s : {&qweight, &qzeros, &scales}) {
+    if (!s->ok()) return s->status();
+  }
+  const StoredTensor* qw = *qweight;
+  const StoredTensor* qz = *qzeros;
+  const StoredTensor* sc = *scales;
+  if (auto s = ExpectDType(kName, qw, {DType::kI32}); !s.ok()) return s;
+  if (auto s = ExpectDType(kName, qz, {DType::kI32}); !s.ok()) return s;
+  if (auto s = ExpectDType(kName, sc, {DType::kF16, DType::kBF16, DType::kF32});
+      !s.ok()) {
+    return s;
+  }
+  if (qw->shape.size() != 2 || (qw->shape[0] * 32) % bits != 0) {
+    return Mismatch(kName,
+                    absl::StrCat("'", qw->name, "' is ",
+                                 DescribeStored(qw->dtype, qw->shape),
+                                 " but must be I32[in*", bits, "/32, out]"));
+  }
+  const int64_t in = qw->shape[0] * 32 / bits;
+  const int64_t out = qw->shape[1];
+  const int64_t g = group_size > 0 ? group_size : in;
+  const int64_t groups = CeilDiv(in, g);
+  if (auto s = ExpectShape(
+          kName, sc, {groups, out},
+          absl::StrCat("group size ", g, " over in=", in, ", out=", out));
+      !s.ok()) {
+    return s;
+  }
+  if ((out * bits) % 32 != 0) {
+    return Mismatch(
+        kName,
+        absl::StrCat("out=", out, " does not pack into 32-bit zero words"));
+  }
+  if (auto s =
+          ExpectShape(kName, qz, {groups, out * bits / 32},
+                      absl::StrCat(groups, " groups of ", bits, "-bit zeros"));
+      !s.ok()) {
+    return s;
+  }
+  AffineParams p;
+  p.shape = {out, in};
+  p.rows = out;
+  p.cols = in;
+  p.codes = {.tensor = qw,
+             .kind = IntMatrix::Kind::kPackedAlongRows,
+             .bits = bits,
+             .rows = out,
+             .cols = in,
+             .transposed = true,
+             .stored_cols = out};
+  p.groups = AffineParams::Groups::kGroup;
+  p.group_size = g;
+  p.scale = {.tensor = sc, .rows = out, .cols = groups, .transposed = true};
+  p.has_zero = true;
+  p.zeros = {.tensor = qz,
+             .kind = IntMatrix::Kind::kPackedAlongCols,
+             .bits = bits,
+             .rows = out,
+             .cols = groups,
+             .transposed = true,
+             .stored_cols = out * bits / 32};
+  if (v1) {
+    p.zero_add = 1;
+    p.zero_mask = (1u << bits) - 1;
+  }
+  p.parts = {qw, qz, sc};
+  bool act_order = desc_act;
+  if (const StoredTensor* gi = ctx.Find(prefix + "g_idx")) {
+    if (auto s = ExpectDType(kName, gi, {DType::kI32, DType::kI64}); !s.ok())
+      return s;
+    if (auto s = ExpectShape(kName, gi, {in}, absl::StrCat("in=", in)); !s.ok())
+      return s;
+    const std::vector<int64_t> idx = ReadInts(gi);
+    for (int64_t k = 0; k < in; ++k) {
+      if (idx[k] < 0 || idx[k] >= groups) {
+        return Mismatch(kName,
+                        absl::StrCat("'", gi->name, "'[", k, "] = ", idx[k],
+                                     " is outside the ", groups, " groups"));
+      }
+      if (idx[k] != k / g) act_order = true;
+    }
+    if (act_order) p.g_idx.assign(idx.begin(), idx.end());
+    p.parts.push_back(gi);
+  } else if (desc_act) {
+    return Mismatch(kName, absl::StrCat("desc_act is set but '", prefix,
+                                        "g_idx' is missing"));
+  }
+  EncodingInfo& info = p.info;
+  info.convention = v1 ? "gptq" : "gptq_v2";
+  info.scheme = absl::StrCat("int", bits, sym ? " symmetric" : " asymmetric");
+  info.bits = bits;
+  info.quantized = true;
+  info.symmetric = sym;
+  info.group_size = g;
+  info.block_elems = g;
+  info.act_order = act_order;
+  info.axis = "in";
+  info.granularity =
+      absl::StrCat("group ", g, " along in", act_order ? ", act-order" : "");
+  ctx.Add(weight, std::move(p));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ResolveGptq(Context& ctx) {
+  const nlohmann::json& q = ctx.config();
+  const int bits = static_cast<int>(JsonInt(q, "bits", 4));
+  if (bits != 2 && bits != 3 && bits != 4 && bits != 8) {
+    return absl::UnimplementedError(absl::StrCat(
+        "GPTQ with ", bits, " bits is not supported (2, 3, 4, 8 are)"));
+  }
+  const std::string format = JsonString(q, "checkpoint_format", "gptq");
+  if (format != "gptq" && format != "gptq_v2") {
+    return absl::UnimplementedError(
+        absl::StrCat("GPTQ checkpoint_format '", format, "' is not supported"));
+  }
+  for (const StoredTensor& t : ctx.stored()) {
+    if (!absl::EndsWith(t.name, "qweight")) continue;
+    const std::string prefix = t.name.substr(0, t.name.size() - 7);
+    if (auto s = ResolveOne(ctx, prefix, bits, JsonInt(q, "group_size", 128),
+                            format == "gptq", JsonBool(q, "sym", true),
+                            JsonBool(q, "desc_act", false));
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tensormorph::conventions

@@ -1,0 +1,56 @@
+// Two-dimensional views of stored tensors as conventions index them: packed
+// integer codes (GPTQ, AWQ, compressed-tensors), nibble streams (bitsandbytes,
+// MXFP4) and float parameter matrices (scales), optionally transposed.
+#ifndef TENSORMORPH_CORE_QUANT_MATRIX_VIEW_H_
+#define TENSORMORPH_CORE_QUANT_MATRIX_VIEW_H_
+
+#include <array>
+#include <cstdint>
+
+#include "core/format/stored_tensor.h"
+
+namespace tensormorph {
+
+// A logical [rows, cols] matrix of unsigned integer codes.
+// REQUIRES (established by the convention resolvers, which validate the
+// stored shapes at open): every (r, c) inside [rows, cols] maps inside the
+// stored tensor's bytes.
+struct IntMatrix {
+  enum class Kind {
+    kDirect,           // one integer element per code (I8, U8, I32, ...)
+    kPackedAlongCols,  // int32 words [srows, words]; codes of a stored row
+                       // form an LSB-first bit stream
+    kPackedAlongRows,  // int32 words [words, scols]; codes of a stored
+                       // column form an LSB-first bit stream
+    kNibbles,          // U8, two 4-bit codes per byte, row-major stream
+  };
+  const StoredTensor* tensor = nullptr;
+  Kind kind = Kind::kDirect;
+  int bits = 8;
+  // Packed kinds: codes per 32-bit word when they never straddle words
+  // (compressed-tensors packs 32/bits per word, leaving spare bits for
+  // 3-bit); 0 = a continuous bit stream (GPTQ, where 3-bit codes straddle).
+  int per_word = 0;
+  int64_t rows = 0, cols = 0;  // logical
+  bool transposed = false;     // logical (r, c) is stored (c, r)
+  int64_t stored_cols = 0;     // stored row length in elements or words
+  bool high_nibble_first = false;
+  // AWQ's interleave: the code of column 8w + j sits in slot slot_of[j].
+  bool interleaved = false;
+  std::array<uint8_t, 8> slot_of = {0, 1, 2, 3, 4, 5, 6, 7};
+
+  uint32_t Get(int64_t r, int64_t c) const;
+};
+
+// A logical [rows, cols] matrix of float parameters (any decodable dtype).
+struct FloatMatrix {
+  const StoredTensor* tensor = nullptr;
+  int64_t rows = 0, cols = 0;
+  bool transposed = false;
+
+  float Get(int64_t r, int64_t c) const;
+};
+
+}  // namespace tensormorph
+
+#endif  // TENSORMORPH_CORE_QUANT_MATRIX_VIEW_H_

@@ -28,7 +28,7 @@ class AffineEncoding final : public Encoding {
     for (int64_t i = 0; i < count; ++i) {
       const int64_t flat = first + i;
       const int64_t r = flat / p_.cols, c = flat % p_.cols;
-      int64_t gr, gc;
+      int64_t gr = 0, gc = 0;
       GroupOf(r, c, flat, &gr, &gc);
       const int64_t group = gr * kGroupStride + gc;
       if (group != cached_group) {
@@ -43,7 +43,7 @@ class AffineEncoding final : public Encoding {
 
   absl::Status Inspect(int64_t flat, ScalarInfo* s) const override {
     const int64_t r = flat / p_.cols, c = flat % p_.cols;
-    int64_t gr, gc;
+    int64_t gr = 0, gc = 0;
     GroupOf(r, c, flat, &gr, &gc);
     const uint32_t code = p_.codes.Get(r, c);
     const float scale = ScaleOf(gr, gc);
@@ -128,7 +128,7 @@ class AffineEncoding final : public Encoding {
   }
 
   float ScaleOf(int64_t gr, int64_t gc) const {
-    float s;
+    float s = 0;
     switch (p_.scale_kind) {
       case AffineParams::Scales::kFloat:
         s = p_.scale.Get(gr, gc);

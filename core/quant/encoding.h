@@ -28,6 +28,23 @@ struct EncodingInfo {
   std::string axis;                  // "in" / "out" where it applies
 };
 
+// What a diff needs of each element, in bulk: the decoded value, the gaps to
+// the neighbouring levels, its group's representable range, and the group.
+struct ElementQuant {
+  float value = 0;
+  double step_below = 0;
+  double step_above = 0;
+  double range_min = 0;
+  double range_max = 0;
+  int64_t group = -1;  // innermost parameter group (sub-block where there is one)
+};
+
+// The group id DecodeDetailed reports for an inspected element.
+inline int64_t GroupIdOf(const ScalarInfo& s) {
+  if (s.block < 0) return -1;
+  return s.sub_block >= 0 ? s.block * 16 + s.sub_block : s.block;
+}
+
 // Thread safety: implementations are immutable and safe to call from many
 // threads at once.
 class Encoding {
@@ -48,6 +65,21 @@ class Encoding {
   // REQUIRES: 0 <= index < the tensor's element count.
   // Errors: UNIMPLEMENTED when the encoding cannot be decoded.
   virtual absl::Status Inspect(int64_t index, ScalarInfo* out) const = 0;
+
+  // ElementQuant of elements [first, first + count). The default inspects
+  // each element; `value` is bit-identical to Decode's.
+  // REQUIRES: as Decode.
+  virtual absl::Status DecodeDetailed(int64_t first, int64_t count,
+                                      ElementQuant* out) const {
+    for (int64_t i = 0; i < count; ++i) {
+      ScalarInfo s;
+      absl::Status st = Inspect(first + i, &s);
+      if (!st.ok()) return st;
+      out[i] = {s.value,      s.step_below, s.step_above,
+                s.range_min, s.range_max, GroupIdOf(s)};
+    }
+    return absl::OkStatus();
+  }
 };
 
 }  // namespace tensormorph

@@ -1,0 +1,91 @@
+// The quantization diff of one tensor: a quantized logical tensor against
+// its full-precision source, with the error measured in units of the local
+// quantization step. All sums are accumulated in double precision.
+#ifndef TENSORMORPH_CORE_DIFF_TENSOR_DIFF_H_
+#define TENSORMORPH_CORE_DIFF_TENSOR_DIFF_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/quant/scalar_info.h"
+#include "core/tensor.h"
+
+namespace tensormorph {
+
+struct DiffOptions {
+  int top_k = 10;          // worst elements reported
+  int worst_groups = 5;    // worst groups reported
+  // Exact p99/p99.9 keep the top 1% of errors; above this many elements the
+  // percentiles come from a log histogram (relative resolution 1e-3).
+  int64_t exact_percentile_limit = int64_t{1} << 22;
+  // Per-group accumulators are kept up to this many groups.
+  int64_t max_tracked_groups = int64_t{1} << 22;
+  int64_t chunk_elements = int64_t{1} << 18;
+};
+
+struct WorstElement {
+  std::vector<int64_t> index;
+  int64_t flat_index = 0;
+  double source = 0;
+  float decoded = 0;
+  double abs_err = 0;
+  double err_steps = 0;
+  ScalarInfo quant;  // raw code, scale, zero-point, group of the element
+};
+
+struct WorstGroup {
+  int64_t group = 0;
+  int64_t count = 0;
+  double mean_err_steps = 0;
+  double max_err_steps = 0;
+};
+
+struct TensorDiff {
+  std::string name;
+  std::string ref_name;
+  std::vector<int64_t> shape;
+  std::string scheme;
+  std::string granularity;
+  int64_t count = 0;
+  double mse = 0, rmse = 0, mean_abs_err = 0;
+  double max_abs_err = 0;
+  std::vector<int64_t> max_abs_err_index;
+  double sqnr_db = 0;       // +inf when the error is zero
+  double cosine = 0;
+  double rel_fro_err = 0;
+  double max_err_steps = 0;
+  double p99_err_steps = 0, p999_err_steps = 0;
+  bool percentiles_exact = true;
+  int64_t above_half_step = 0;  // elements with error > 0.5 step
+  int64_t clipped = 0;          // source beyond the group's range by > step/2
+  int64_t source_zeros = 0;     // pruned: x == 0
+  int64_t decoded_zeros = 0;    // x̂ == 0
+  int64_t induced_zeros = 0;    // x != 0 but x̂ == 0
+  std::vector<WorstElement> worst;
+  std::vector<WorstGroup> worst_groups;
+  bool groups_tracked = true;
+  int64_t source_bytes = 0;     // bytes of the reference read
+};
+
+// Maps a row of the quantized tensor to the reference row holding the same
+// weights (llama.cpp's RoPE permutation of Q and K); empty = identity.
+using RowMap = std::vector<int64_t>;
+
+// Diffs `quant` against `ref`.
+// REQUIRES: equal element counts and shapes (checked by the caller's
+// pairing); both checkpoints stay open during the call.
+// `on_progress(elements_done)` is called after each chunk; `cancelled` is
+// polled between chunks.
+// Errors: UNIMPLEMENTED (an encoding that cannot decode); CANCELLED.
+absl::StatusOr<TensorDiff> DiffTensor(const LogicalTensor& quant, const LogicalTensor& ref,
+                                      const DiffOptions& options, const RowMap& row_map = {},
+                                      const std::atomic<bool>* cancelled = nullptr,
+                                      const std::function<void(int64_t)>& on_progress = {});
+
+}  // namespace tensormorph
+
+#endif  // TENSORMORPH_CORE_DIFF_TENSOR_DIFF_H_

@@ -125,6 +125,25 @@ absl::StatusOr<SliceData> Client::ReadSliceAll(
   return out;
 }
 
+absl::Status Client::QuantDiff(
+    const v1::QuantDiffRequest& request,
+    const std::function<bool(const v1::QuantDiffEvent&)>& on_event) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx);
+  auto reader = stub_->QuantDiff(&ctx, request);
+  v1::QuantDiffEvent event;
+  while (reader->Read(&event)) {
+    if (!on_event(event)) {
+      ctx.TryCancel();
+      while (reader->Read(&event)) {
+      }
+      reader->Finish();
+      return absl::CancelledError("diff cancelled by the caller");
+    }
+  }
+  return FromGrpcStatus(reader->Finish());
+}
+
 absl::StatusOr<v1::InspectScalarsResponse> Client::InspectScalars(
     const v1::InspectScalarsRequest& request) {
   grpc::ClientContext ctx;

@@ -79,6 +79,12 @@ class Client {
   absl::StatusOr<v1::InspectScalarsResponse> InspectScalars(
       const v1::InspectScalarsRequest& request);
 
+  // Calls `on_event` for each progress, tensor and summary event; returning
+  // false cancels the diff (the call then returns CANCELLED).
+  absl::Status QuantDiff(
+      const v1::QuantDiffRequest& request,
+      const std::function<bool(const v1::QuantDiffEvent&)>& on_event);
+
  private:
   void Prepare(grpc::ClientContext* ctx) const;
 

@@ -177,6 +177,11 @@ grpc::ServerWriteReactor<v1::SliceChunk>* TensormorphService::ReadSlice(
   return NewReadSliceReactor(state_, ctx, req);
 }
 
+grpc::ServerWriteReactor<v1::QuantDiffEvent>* TensormorphService::QuantDiff(
+    grpc::CallbackServerContext* ctx, const v1::QuantDiffRequest* req) {
+  return NewQuantDiffReactor(state_, ctx, req);
+}
+
 grpc::ServerUnaryReactor* TensormorphService::InspectScalars(
     grpc::CallbackServerContext* ctx, const v1::InspectScalarsRequest* req,
     v1::InspectScalarsResponse* resp) {

@@ -55,6 +55,9 @@ class TensormorphService final : public v1::Tensormorph::CallbackService {
   grpc::ServerWriteReactor<v1::SliceChunk>* ReadSlice(
       grpc::CallbackServerContext* ctx,
       const v1::ReadSliceRequest* req) override;
+  grpc::ServerWriteReactor<v1::QuantDiffEvent>* QuantDiff(
+      grpc::CallbackServerContext* ctx,
+      const v1::QuantDiffRequest* req) override;
   grpc::ServerUnaryReactor* InspectScalars(
       grpc::CallbackServerContext* ctx, const v1::InspectScalarsRequest* req,
       v1::InspectScalarsResponse* resp) override;
@@ -64,6 +67,11 @@ class TensormorphService final : public v1::Tensormorph::CallbackService {
  private:
   std::shared_ptr<ServiceState> state_;
 };
+
+// Defined in quant_diff_reactor.cc.
+grpc::ServerWriteReactor<v1::QuantDiffEvent>* NewQuantDiffReactor(
+    std::shared_ptr<ServiceState> state, grpc::CallbackServerContext* ctx,
+    const v1::QuantDiffRequest* req);
 
 // Defined in read_slice_reactor.cc.
 grpc::ServerWriteReactor<v1::SliceChunk>* NewReadSliceReactor(

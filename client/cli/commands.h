@@ -14,6 +14,7 @@ namespace tensormorph {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitUsage = 1;
 inline constexpr int kExitCallFailed = 2;
+inline constexpr int kExitThreshold = 3;  // diff --fail-on tripped
 
 struct GlobalOptions {
   std::string server;  // empty = embedded
@@ -51,6 +52,15 @@ struct ScalarOptions {
   std::vector<std::string> indices;  // "3,17"
 };
 int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o);
+
+struct DiffOptionsCli {
+  std::string quant;
+  std::string reference;
+  std::string filter;
+  int top_k = 10;
+  std::vector<std::string> fail_on;
+};
+int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o);
 
 }  // namespace tensormorph
 

@@ -20,7 +20,8 @@ constexpr char kDescription[] =
     "--server HOST:PORT (or $TENSORMORPH_SERVER) it asks a tensormorphd, and "
     "checkpoint paths are as that server sees them: relative to one of its "
     "roots or absolute inside one.\n\n"
-    "Exit codes: 0 success, 1 usage error, 2 the call failed.";
+    "Exit codes: 0 success, 1 usage error, 2 the call failed, 3 a diff "
+    "--fail-on condition tripped.";
 
 }  // namespace
 
@@ -107,6 +108,35 @@ int main(int argc, char** argv) {
       "Example:\n  tensormorph scalar model.gguf blk.0.ffn_down.weight 3,17 "
       "0,0");
 
+  DiffOptionsCli diff;
+  CLI::App* diff_cmd =
+      app.add_subcommand("diff",
+                         "quantization diff: a quantized checkpoint against "
+                         "its full-precision source, "
+                         "with error in units of the local quantization step");
+  diff_cmd->add_option("quantized", diff.quant, "the quantized checkpoint")
+      ->required();
+  diff_cmd->add_option("reference", diff.reference, "its full-precision source")
+      ->required();
+  diff_cmd->add_option("--filter", diff.filter,
+                       "glob on the quantized tensors' names");
+  diff_cmd
+      ->add_option("--top", diff.top_k, "worst elements reported per tensor")
+      ->capture_default_str();
+  diff_cmd->add_option(
+      "--fail-on", diff.fail_on,
+      "exit 3 when any tensor trips METRIC OP NUMBER (repeatable), e.g. "
+      "'max_err_steps>0.51' or 'sqnr_db<25'");
+  diff_cmd->footer(
+      "Error in steps is |x - x_hat| / the gap between quantization levels; "
+      "rounding alone\n"
+      "keeps it <= 0.5, so more means clipping, a bad scale or a broken "
+      "quantizer.\n"
+      "Examples:\n  tensormorph diff model-q4_k.gguf hf-source/ --filter "
+      "'blk.0.*'\n"
+      "  tensormorph diff quant/ source/ --json --fail-on 'max_err_steps>0.51' "
+      "--fail-on 'sqnr_db<25'");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -122,5 +152,6 @@ int main(int argc, char** argv) {
   if (*info_cmd) return RunInfo(c, g, info);
   if (*read_cmd) return RunRead(c, g, read);
   if (*scalar_cmd) return RunScalar(c, g, scalar);
+  if (*diff_cmd) return RunDiff(c, g, diff);
   return kExitUsage;
 }

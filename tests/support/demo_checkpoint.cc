@@ -144,6 +144,26 @@ bool WriteDemoCheckpoints(const std::string& dir) {
 }
 )");
 
+  // llama.cpp's converter permutes the rows of Q and K for its RoPE layout:
+  // per head, view the rows as [2, head_dim/2] and swap the two axes.
+  auto gguf_values = [](const Weight& w) {
+    const bool q = w.gguf_name.find(".attn_q.") != std::string::npos;
+    const bool k = w.gguf_name.find(".attn_k.") != std::string::npos;
+    if (!q && !k) return w.values;
+    const int64_t rows = w.shape[0], cols = w.shape[1], heads = 4,
+                  hd = rows / heads;
+    std::vector<float> out(w.values.size());
+    for (int64_t h = 0; h < heads; ++h) {
+      for (int64_t half = 0; half < 2; ++half) {
+        for (int64_t i = 0; i < hd / 2; ++i) {
+          const int64_t hf_row = h * hd + half * (hd / 2) + i;
+          const int64_t gguf_row = h * hd + i * 2 + half;
+          std::copy_n(&w.values[hf_row * cols], cols, &out[gguf_row * cols]);
+        }
+      }
+    }
+    return out;
+  };
   GgufSpec gguf;
   gguf.kv.push_back({"general.architecture", GgufString("llama")});
   gguf.kv.push_back({"general.name", GgufString("tensormorph-demo")});
@@ -151,15 +171,20 @@ bool WriteDemoCheckpoints(const std::string& dir) {
   gguf.kv.push_back({"llama.embedding_length", GgufU32(kHidden)});
   gguf.kv.push_back({"llama.feed_forward_length", GgufU32(kInter)});
   gguf.kv.push_back({"llama.attention.head_count", GgufU32(4)});
+  gguf.kv.push_back({"llama.attention.head_count_kv", GgufU32(4)});
+  GgufSpec f32 = gguf;
   for (const Weight& w : weights) {
     std::vector<int64_t> ne(w.shape.rbegin(), w.shape.rend());
+    const std::vector<float> v = gguf_values(w);
+    f32.tensors.push_back({w.gguf_name, ne, 0, ToF32Bytes(v)});
     if (w.is_norm) {
-      gguf.tensors.push_back({w.gguf_name, ne, 0, ToF32Bytes(w.values)});
+      gguf.tensors.push_back({w.gguf_name, ne, 0, ToF32Bytes(v)});
     } else {
-      gguf.tensors.push_back({w.gguf_name, ne, 8, QuantizeQ8_0(w.values)});
+      gguf.tensors.push_back({w.gguf_name, ne, 8, QuantizeQ8_0(v)});
     }
   }
   WriteFile(dir + "/model-q8_0.gguf", BuildGguf(gguf));
+  WriteFile(dir + "/model-f32.gguf", BuildGguf(f32));
   return true;
 }
 

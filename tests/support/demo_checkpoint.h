@@ -11,7 +11,11 @@ namespace tensormorph::testing {
 //   int8/model.safetensors + config.json     compressed-tensors int8,
 //                                            per-channel symmetric
 //   model-q8_0.gguf                          llama.cpp names, Q8_0 weights,
-//                                            F32 norms
+//                                            F32 norms, Q/K rows permuted
+//                                            for RoPE as llama.cpp's
+//                                            converter does
+//   model-f32.gguf                           the same in F32 (equal to the
+//                                            source, value for value)
 // Returns false (and prints why) when a file cannot be written.
 bool WriteDemoCheckpoints(const std::string& dir);
 

@@ -1,0 +1,159 @@
+// tensormorph diff QUANT REF: the quantization diff as a CLI for people
+// (a table sorted by worst error in steps, a progress bar) and for CI
+// (--json lines, --fail-on gates with exit code 3).
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "client/cli/commands.h"
+#include "client/cli/fail_on.h"
+#include "client/cli/format.h"
+
+namespace tensormorph {
+namespace {
+
+void DrawProgress(const v1::DiffProgress& p) {
+  const double frac =
+      p.bytes_total() > 0
+          ? static_cast<double>(p.bytes_done()) / p.bytes_total()
+          : 0;
+  const int width = 30, filled = static_cast<int>(frac * width);
+  std::string bar(filled, '=');
+  if (filled < width) bar += '>' + std::string(width - filled - 1, ' ');
+  std::fprintf(stderr, "\r[%s] %lld/%lld tensors, %s/%s, %.1f s ", bar.c_str(),
+               static_cast<long long>(p.tensors_done()),
+               static_cast<long long>(p.tensors_total()),
+               BytesText(p.bytes_done()).c_str(),
+               BytesText(p.bytes_total()).c_str(), p.elapsed_seconds());
+  std::fflush(stderr);
+}
+
+}  // namespace
+
+int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o) {
+  std::vector<FailOn> gates;
+  for (const std::string& text : o.fail_on) {
+    auto f = ParseFailOn(text);
+    if (!f.ok()) {
+      std::fprintf(stderr, "tensormorph: %s\n",
+                   std::string(f.status().message()).c_str());
+      return kExitUsage;
+    }
+    gates.push_back(*f);
+  }
+  v1::QuantDiffRequest req;
+  req.set_checkpoint(o.quant);
+  req.set_reference(o.reference);
+  req.set_filter(o.filter);
+  req.set_top_k(o.top_k);
+  const bool bar = !g.json && ::isatty(2);
+  std::vector<v1::TensorDiffReport> reports;
+  v1::DiffSummary summary;
+  absl::Status s = client.QuantDiff(req, [&](const v1::QuantDiffEvent& e) {
+    if (e.has_progress()) {
+      if (g.json) {
+        std::cerr << ToJson(e) << "\n";
+      } else if (bar) {
+        DrawProgress(e.progress());
+      }
+    } else if (e.has_tensor()) {
+      reports.push_back(e.tensor());
+      if (g.json) std::cout << ToJson(e) << std::endl;
+    } else if (e.has_summary()) {
+      summary = e.summary();
+      if (g.json) std::cout << ToJson(e) << std::endl;
+    }
+    return true;
+  });
+  if (bar) std::fprintf(stderr, "\r%80s\r", "");
+  if (!s.ok()) return ReportFailure(s);
+
+  // --fail-on: every tensor against every gate.
+  std::vector<std::string> tripped;
+  for (const v1::TensorDiffReport& r : reports) {
+    for (const FailOn& f : gates) {
+      if (Trips(f, r)) {
+        tripped.push_back(absl::StrCat(r.name(), ": ", f.metric, " = ",
+                                       NumberText(*MetricOf(r, f.metric)), " (",
+                                       f.text, ")"));
+      }
+    }
+  }
+  if (!g.json) {
+    std::sort(reports.begin(), reports.end(), [](const auto& a, const auto& b) {
+      return a.max_err_steps() != b.max_err_steps()
+                 ? a.max_err_steps() > b.max_err_steps()
+                 : a.name() < b.name();
+    });
+    std::vector<std::vector<std::string>> rows = {
+        {"TENSOR", "SCHEME", "MAX ERR", "P99", ">0.5", "CLIPPED", "SQNR dB",
+         "COSINE", "INDUCED 0", "PRUNED 0"}};
+    for (const auto& r : reports) {
+      rows.push_back(
+          {r.name(), r.scheme(), absl::StrFormat("%.4f", r.max_err_steps()),
+           absl::StrFormat("%.4f", r.p99_err_steps()),
+           absl::StrCat(r.above_half_step()), absl::StrCat(r.clipped()),
+           absl::StrFormat("%.2f", r.sqnr_db()),
+           absl::StrFormat("%.6f", r.cosine()), absl::StrCat(r.induced_zeros()),
+           absl::StrCat(r.source_zeros())});
+    }
+    std::cout << "error in units of the local quantization step (rounding "
+                 "alone stays <= 0.5)\n"
+              << Table(rows);
+    if (!reports.empty() && !reports[0].worst().empty()) {
+      const auto& r = reports[0];
+      std::cout << "\nworst elements of " << r.name() << ":\n";
+      std::vector<std::vector<std::string>> w = {{"INDEX", "SOURCE", "DECODED",
+                                                  "ERR STEPS", "CODE", "SCALE",
+                                                  "ZERO", "GROUP"}};
+      for (const auto& e : r.worst()) {
+        w.push_back(
+            {ShapeText(e.index()), NumberText(e.source()),
+             NumberText(e.decoded()), absl::StrFormat("%.4f", e.err_steps()),
+             absl::StrCat(e.quant().raw_code()), NumberText(e.quant().scale()),
+             NumberText(e.quant().zero_point()),
+             absl::StrCat(e.quant().block())});
+      }
+      std::cout << Table(w);
+    }
+    const double gbps =
+        summary.wall_seconds() > 0
+            ? summary.bytes_read() / 1e9 / summary.wall_seconds()
+            : 0;
+    std::cout << "\n"
+              << summary.tensors_compared() << " tensors compared ("
+              << summary.pairing() << "), " << BytesText(summary.bytes_read())
+              << " of source in "
+              << absl::StrFormat("%.2f s (%.2f GB/s)", summary.wall_seconds(),
+                                 gbps)
+              << "\n";
+    if (summary.only_in_checkpoint_size() > 0) {
+      std::cout << "only in " << o.quant << ": "
+                << absl::StrJoin(summary.only_in_checkpoint(), ", ") << "\n";
+    }
+    if (summary.only_in_reference_size() > 0) {
+      std::cout << "only in " << o.reference << ": "
+                << absl::StrJoin(summary.only_in_reference(), ", ") << "\n";
+    }
+    if (summary.shape_mismatches_size() > 0) {
+      std::cout << "shape mismatches: "
+                << absl::StrJoin(summary.shape_mismatches(), "; ") << "\n";
+    }
+  }
+  if (!tripped.empty()) {
+    std::fprintf(stderr, "tensormorph: --fail-on tripped by %zu tensor(s):\n",
+                 tripped.size());
+    for (const std::string& t : tripped)
+      std::fprintf(stderr, "  %s\n", t.c_str());
+    return kExitThreshold;
+  }
+  return kExitOk;
+}
+
+}  // namespace tensormorph

@@ -1,0 +1,305 @@
+// QuantDiff: tensors diffed in parallel on the worker pool (at most one task
+// per worker at a time, so other calls keep their share), events queued and
+// written one at a time; cancellation stops every task at its next chunk.
+#include <algorithm>
+#include <atomic>
+#include <deque>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "core/diff/pairing.h"
+#include "core/diff/tensor_diff.h"
+#include "proto/status_mapping.h"
+#include "server/call_log.h"
+#include "server/proto_convert.h"
+#include "server/service.h"
+
+namespace tensormorph {
+namespace {
+
+void FillReport(const TensorDiff& d, v1::TensorDiffReport* r) {
+  r->set_name(d.name);
+  r->set_reference_name(d.ref_name);
+  for (int64_t x : d.shape) r->add_shape(x);
+  r->set_scheme(d.scheme);
+  r->set_granularity(d.granularity);
+  r->set_count(d.count);
+  r->set_mse(d.mse);
+  r->set_rmse(d.rmse);
+  r->set_mean_abs_err(d.mean_abs_err);
+  r->set_max_abs_err(d.max_abs_err);
+  for (int64_t x : d.max_abs_err_index) r->add_max_abs_err_index(x);
+  r->set_sqnr_db(d.sqnr_db);
+  r->set_cosine(d.cosine);
+  r->set_rel_fro_err(d.rel_fro_err);
+  r->set_max_err_steps(d.max_err_steps);
+  r->set_p99_err_steps(d.p99_err_steps);
+  r->set_p999_err_steps(d.p999_err_steps);
+  r->set_percentiles_exact(d.percentiles_exact);
+  r->set_above_half_step(d.above_half_step);
+  r->set_clipped(d.clipped);
+  r->set_source_zeros(d.source_zeros);
+  r->set_decoded_zeros(d.decoded_zeros);
+  r->set_induced_zeros(d.induced_zeros);
+  const int64_t nonzero = d.count - d.source_zeros;
+  r->set_induced_zero_fraction(
+      nonzero > 0 ? static_cast<double>(d.induced_zeros) / nonzero : 0);
+  r->set_source_bytes(d.source_bytes);
+  for (const WorstElement& w : d.worst) {
+    v1::WorstElement* o = r->add_worst();
+    for (int64_t x : w.index) o->add_index(x);
+    o->set_source(w.source);
+    o->set_decoded(w.decoded);
+    o->set_abs_err(w.abs_err);
+    o->set_err_steps(w.err_steps);
+    FillScalar(w.quant, o->mutable_quant());
+    for (int64_t x : w.index) o->mutable_quant()->add_index(x);
+    o->mutable_quant()->set_flat_index(w.flat_index);
+  }
+  for (const WorstGroup& g : d.worst_groups) {
+    v1::WorstGroup* o = r->add_worst_groups();
+    o->set_group(g.group);
+    o->set_count(g.count);
+    o->set_mean_err_steps(g.mean_err_steps);
+    o->set_max_err_steps(g.max_err_steps);
+  }
+}
+
+class QuantDiffReactor final
+    : public grpc::ServerWriteReactor<v1::QuantDiffEvent> {
+ public:
+  QuantDiffReactor(std::shared_ptr<ServiceState> state,
+                   grpc::CallbackServerContext* ctx,
+                   const v1::QuantDiffRequest* req)
+      : state_(std::move(state)),
+        req_(req),
+        log_("QuantDiff", ctx, req->checkpoint(), req->reference()),
+        start_(absl::Now()) {
+    state_->metrics.calls.fetch_add(1);
+    state_->metrics.StreamStarted();
+    {
+      absl::MutexLock lock(&mu_);
+      ++running_;
+    }
+    state_->pool.Submit([this] { Begin(); });
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    if (!ok) {
+      cancelled_.store(true);
+      if (status_.ok())
+        status_ = grpc::Status(grpc::CANCELLED, "client went away");
+    } else {
+      queue_.pop_front();
+    }
+    PumpLocked();
+  }
+
+  void OnCancel() override {
+    cancelled_.store(true);
+    absl::MutexLock lock(&mu_);
+    if (status_.ok()) status_ = grpc::Status(grpc::CANCELLED, "cancelled");
+    PumpLocked();
+  }
+
+  void OnDone() override {
+    if (cancelled_.load()) state_->metrics.streams_cancelled.fetch_add(1);
+    state_->metrics.StreamEnded();
+    delete this;
+  }
+
+ private:
+  void Begin() {
+    absl::Status s = Prepare();
+    absl::MutexLock lock(&mu_);
+    --running_;
+    if (!s.ok()) {
+      status_ = ToGrpcStatus(s);
+      PumpLocked();
+      return;
+    }
+    const int parallel = std::max(1, state_->pool.size());
+    for (int i = 0; i < parallel && next_ < pairing_.pairs.size(); ++i)
+      StartNextLocked();
+    PumpLocked();
+  }
+
+  absl::Status Prepare() {
+    auto quant = state_->registry.Acquire(req_->checkpoint());
+    if (!quant.ok()) return quant.status();
+    auto ref = state_->registry.Acquire(req_->reference());
+    if (!ref.ok()) return ref.status();
+    quant_ = *quant;
+    ref_ = *ref;
+    auto pairing = PairTensors(*quant_, *ref_, req_->filter());
+    if (!pairing.ok()) return pairing.status();
+    pairing_ = *std::move(pairing);
+    for (const TensorPair& p : pairing_.pairs) {
+      for (const StoredTensor* part : p.ref->encoding->parts()) {
+        bytes_total_ += static_cast<int64_t>(part->nbytes);
+      }
+    }
+    options_.top_k = req_->top_k() > 0 ? req_->top_k() : 10;
+    options_.worst_groups = req_->worst_groups() > 0 ? req_->worst_groups() : 5;
+    absl::MutexLock lock(&mu_);
+    EnqueueProgressLocked();
+    return absl::OkStatus();
+  }
+
+  void StartNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const size_t i = next_++;
+    ++running_;
+    state_->pool.Submit([this, i] { RunPair(i); });
+  }
+
+  void RunPair(size_t i) {
+    const TensorPair& p = pairing_.pairs[i];
+    int64_t ref_bytes = 0;
+    for (const StoredTensor* part : p.ref->encoding->parts()) {
+      ref_bytes += static_cast<int64_t>(part->nbytes);
+    }
+    const int64_t n = std::max<int64_t>(1, p.quant->num_elements);
+    int64_t reported = 0;
+    auto on_progress = [&](int64_t done) {
+      const int64_t bytes = ref_bytes * done / n;
+      bytes_done_.fetch_add(bytes - reported);
+      reported = bytes;
+      MaybeProgress();
+    };
+    auto diff = DiffTensor(*p.quant, *p.ref, options_, p.row_map, &cancelled_,
+                           on_progress);
+    absl::MutexLock lock(&mu_);
+    --running_;
+    if (!diff.ok()) {
+      if (status_.ok()) status_ = ToGrpcStatus(diff.status());
+      cancelled_.store(true);  // one failed tensor ends the call
+      PumpLocked();
+      return;
+    }
+    ++done_;
+    v1::QuantDiffEvent e;
+    v1::TensorDiffReport* r = e.mutable_tensor();
+    FillReport(*diff, r);
+    if (req_->max_err_steps() > 0 &&
+        diff->max_err_steps > req_->max_err_steps()) {
+      r->set_flagged(true);
+      r->add_flag_reasons(absl::StrCat("max_err_steps ", diff->max_err_steps,
+                                       " > ", req_->max_err_steps()));
+    }
+    if (req_->min_sqnr_db() != 0 && diff->sqnr_db < req_->min_sqnr_db()) {
+      r->set_flagged(true);
+      r->add_flag_reasons(
+          absl::StrCat("sqnr_db ", diff->sqnr_db, " < ", req_->min_sqnr_db()));
+    }
+    if (r->flagged()) flagged_.push_back(diff->name);
+    worst_.emplace_back(diff->max_err_steps, diff->name);
+    queue_.push_back(std::move(e));
+    if (!cancelled_.load() && next_ < pairing_.pairs.size()) StartNextLocked();
+    PumpLocked();
+  }
+
+  // At most one progress event per half second from the workers' chunks.
+  void MaybeProgress() {
+    const int64_t now = absl::ToUnixMillis(absl::Now());
+    int64_t last = last_progress_ms_.load();
+    if (now - last < 500 ||
+        !last_progress_ms_.compare_exchange_strong(last, now))
+      return;
+    absl::MutexLock lock(&mu_);
+    EnqueueProgressLocked();
+    PumpLocked();
+  }
+
+  void EnqueueProgressLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    v1::QuantDiffEvent e;
+    v1::DiffProgress* p = e.mutable_progress();
+    p->set_tensors_done(done_);
+    p->set_tensors_total(static_cast<int64_t>(pairing_.pairs.size()));
+    p->set_bytes_done(bytes_done_.load());
+    p->set_bytes_total(bytes_total_);
+    p->set_elapsed_seconds(absl::ToDoubleSeconds(absl::Now() - start_));
+    queue_.push_back(std::move(e));
+  }
+
+  void EnqueueSummaryLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    EnqueueProgressLocked();
+    v1::QuantDiffEvent e;
+    v1::DiffSummary* s = e.mutable_summary();
+    s->set_pairing(pairing_.method);
+    s->set_tensors_compared(done_);
+    for (const auto& n : pairing_.only_in_quant) s->add_only_in_checkpoint(n);
+    for (const auto& n : pairing_.only_in_ref) s->add_only_in_reference(n);
+    for (const auto& n : pairing_.shape_mismatches) s->add_shape_mismatches(n);
+    std::sort(worst_.begin(), worst_.end(), [](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first > b.first : a.second < b.second;
+    });
+    for (size_t i = 0; i < std::min<size_t>(5, worst_.size()); ++i) {
+      s->add_worst_tensors(worst_[i].second);
+    }
+    std::sort(flagged_.begin(), flagged_.end());
+    for (const auto& n : flagged_) s->add_flagged(n);
+    s->set_wall_seconds(absl::ToDoubleSeconds(absl::Now() - start_));
+    s->set_bytes_read(bytes_done_.load());
+    queue_.push_back(std::move(e));
+  }
+
+  // Starts the next write, or finishes once nothing runs and nothing waits.
+  void PumpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (writing_ || finished_) return;
+    const bool failed = !status_.ok();
+    if (!failed && running_ == 0 && next_ == pairing_.pairs.size() &&
+        !summarized_) {
+      summarized_ = true;
+      EnqueueSummaryLocked();
+    }
+    if (!failed && !queue_.empty()) {
+      writing_ = true;
+      if (queue_.front().has_tensor()) state_->metrics.chunks_sent.fetch_add(1);
+      StartWrite(&queue_.front());
+      return;
+    }
+    if (running_ == 0 && (failed || summarized_)) {
+      finished_ = true;
+      log_.Finish(status_, bytes_done_.load());
+      Finish(status_);
+    }
+  }
+
+  std::shared_ptr<ServiceState> state_;
+  const v1::QuantDiffRequest* req_;
+  CallLog log_;
+  const absl::Time start_;
+  std::shared_ptr<const Checkpoint> quant_, ref_;
+  Pairing pairing_;
+  DiffOptions options_;
+  int64_t bytes_total_ = 0;
+  std::atomic<int64_t> bytes_done_{0};
+  std::atomic<int64_t> last_progress_ms_{0};
+  std::atomic<bool> cancelled_{false};
+
+  absl::Mutex mu_;
+  std::deque<v1::QuantDiffEvent> queue_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool summarized_ ABSL_GUARDED_BY(mu_) = false;
+  int running_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t next_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t done_ ABSL_GUARDED_BY(mu_) = 0;
+  grpc::Status status_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<double, std::string>> worst_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> flagged_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+grpc::ServerWriteReactor<v1::QuantDiffEvent>* NewQuantDiffReactor(
+    std::shared_ptr<ServiceState> state, grpc::CallbackServerContext* ctx,
+    const v1::QuantDiffRequest* req) {
+  return new QuantDiffReactor(std::move(state), ctx, req);
+}
+
+}  // namespace tensormorph

@@ -15,6 +15,65 @@ class AffineEncoding final : public Encoding {
     for (float t : p_.table) {
       if (!std::isnan(t)) levels_.push_back(t);  // FP8 NaN codes are no level
     }
+    // Per code, the gaps to the neighbouring levels, for DecodeDetailed.
+    for (float t : p_.table) {
+      ScalarInfo s;
+      if (std::isnan(t)) {
+        gaps_.push_back({NAN, NAN});
+        continue;
+      }
+      FillCodebookSteps(1.0, levels_.data(), static_cast<int>(levels_.size()), t, &s);
+      gaps_.push_back({s.step_below, s.step_above});
+      lo_level_ = std::min(lo_level_, static_cast<double>(t));
+      hi_level_ = std::max(hi_level_, static_cast<double>(t));
+    }
+  }
+
+  absl::Status DecodeDetailed(int64_t first, int64_t count,
+                              ElementQuant* out) const override {
+    int64_t cached = -1;
+    float scale = 0;
+    int64_t zero = 0;
+    double range_min = 0, range_max = 0, step = 0;
+    int64_t group = 0;
+    const int64_t lo = p_.signed_codes ? -(int64_t{1} << (p_.codes.bits - 1)) : 0;
+    const int64_t hi = lo + (int64_t{1} << p_.codes.bits) - 1;
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t flat = first + i;
+      const int64_t r = flat / p_.cols, c = flat % p_.cols;
+      int64_t gr = 0, gc = 0;
+      GroupOf(r, c, flat, &gr, &gc);
+      const int64_t key = gr * kGroupStride + gc;
+      if (key != cached) {
+        cached = key;
+        scale = ScaleOf(gr, gc);
+        zero = ZeroOf(gr, gc);
+        group = GroupIndex(gr, gc);
+        const double a = p_.table.empty()
+                             ? static_cast<double>(scale) * (lo - p_.code_offset - zero)
+                             : static_cast<double>(scale) * lo_level_;
+        const double b = p_.table.empty()
+                             ? static_cast<double>(scale) * (hi - p_.code_offset - zero)
+                             : static_cast<double>(scale) * hi_level_;
+        range_min = std::min(a, b);
+        range_max = std::max(a, b);
+        step = std::fabs(static_cast<double>(scale));
+      }
+      const uint32_t code = p_.codes.Get(r, c);
+      ElementQuant& e = out[i];
+      e.value = scale * Level(code, zero);
+      e.range_min = range_min;
+      e.range_max = range_max;
+      e.group = group;
+      if (p_.table.empty()) {
+        e.step_below = e.step_above = step;
+      } else {
+        const auto& g = gaps_[code];
+        e.step_below = step * (scale < 0 ? g.second : g.first);
+        e.step_above = step * (scale < 0 ? g.first : g.second);
+      }
+    }
+    return absl::OkStatus();
   }
 
   const EncodingInfo& info() const override { return p_.info; }
@@ -163,6 +222,8 @@ class AffineEncoding final : public Encoding {
 
   AffineParams p_;
   std::vector<double> levels_;
+  std::vector<std::pair<double, double>> gaps_;  // per code: below, above
+  double lo_level_ = INFINITY, hi_level_ = -INFINITY;
 };
 
 }  // namespace

@@ -1,5 +1,8 @@
 #include "core/quant/stored_encoding.h"
 
+#include <algorithm>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "core/quant/codec.h"
 
@@ -48,10 +51,39 @@ class StoredEncoding final : public Encoding {
     return InspectElement(tensor_.dtype, tensor_.data, index, out);
   }
 
+  // Values come from the block decoder; for evenly spaced levels one
+  // inspected element per sub-block supplies the step, range and group of
+  // all of them (codebooks and floats are inspected element by element).
+  absl::Status DecodeDetailed(int64_t first, int64_t count,
+                              ElementQuant* out) const override {
+    const DTypeInfo& info = GetDTypeInfo(tensor_.dtype);
+    if (!info.uniform_levels) return Encoding::DecodeDetailed(first, count, out);
+    scratch_.resize(static_cast<size_t>(count));
+    absl::Status s = DecodeElements(tensor_.dtype, tensor_.data, first, count, scratch_.data());
+    if (!s.ok()) return s;
+    const int64_t sub = info.sub_block_elems;
+    for (int64_t i = 0; i < count;) {
+      ScalarInfo si;
+      s = InspectElement(tensor_.dtype, tensor_.data, first + i, &si);
+      if (!s.ok()) return s;
+      const int64_t end = std::min(count, i + sub - (first + i) % sub);
+      const int64_t group = GroupIdOf(si);
+      for (; i < end; ++i) {
+        out[i] = {scratch_[i], si.step_below, si.step_above, si.range_min, si.range_max, group};
+      }
+    }
+    return absl::OkStatus();
+  }
+
  private:
   const StoredTensor& tensor_;
   EncodingInfo info_;
+  // Per-thread scratch for DecodeDetailed: the encoding is shared between
+  // threads.
+  static thread_local std::vector<float> scratch_;
 };
+
+thread_local std::vector<float> StoredEncoding::scratch_;
 
 }  // namespace
 

@@ -144,6 +144,38 @@ absl::Status Client::QuantDiff(
   return FromGrpcStatus(reader->Finish());
 }
 
+absl::StatusOr<v1::TensorStatsReply> Client::ComputeStats(
+    const v1::ComputeStatsRequest& request) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx);
+  v1::TensorStatsReply resp;
+  grpc::Status s = stub_->ComputeStats(&ctx, request, &resp);
+  if (!s.ok()) return FromGrpcStatus(s);
+  return resp;
+}
+
+absl::StatusOr<v1::HeatmapReply> Client::GetHeatmap(
+    const v1::GetHeatmapRequest& request) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx);
+  v1::HeatmapReply resp;
+  grpc::Status s = stub_->GetHeatmap(&ctx, request, &resp);
+  if (!s.ok()) return FromGrpcStatus(s);
+  return resp;
+}
+
+absl::StatusOr<v1::ArchitectureReply> Client::GetArchitecture(
+    const std::string& checkpoint) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx);
+  v1::GetArchitectureRequest req;
+  req.set_checkpoint(checkpoint);
+  v1::ArchitectureReply resp;
+  grpc::Status s = stub_->GetArchitecture(&ctx, req, &resp);
+  if (!s.ok()) return FromGrpcStatus(s);
+  return resp;
+}
+
 absl::StatusOr<v1::InspectScalarsResponse> Client::InspectScalars(
     const v1::InspectScalarsRequest& request) {
   grpc::ClientContext ctx;

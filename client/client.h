@@ -79,6 +79,13 @@ class Client {
   absl::StatusOr<v1::InspectScalarsResponse> InspectScalars(
       const v1::InspectScalarsRequest& request);
 
+  absl::StatusOr<v1::TensorStatsReply> ComputeStats(
+      const v1::ComputeStatsRequest& request);
+  absl::StatusOr<v1::HeatmapReply> GetHeatmap(
+      const v1::GetHeatmapRequest& request);
+  absl::StatusOr<v1::ArchitectureReply> GetArchitecture(
+      const std::string& checkpoint);
+
   // Calls `on_event` for each progress, tensor and summary event; returning
   // false cancels the diff (the call then returns CANCELLED).
   absl::Status QuantDiff(

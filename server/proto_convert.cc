@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "core/compat.h"
+
 namespace tensormorph {
 namespace {
 
@@ -75,6 +77,13 @@ void FillTensorInfo(const Checkpoint& ckpt, const LogicalTensor& t,
     bytes += static_cast<int64_t>(p->nbytes);
   }
   out->set_stored_bytes(bytes);
+  for (const BackendSupport& b : BackendSupportFor(info)) {
+    v1::BackendSupport* c = out->add_compat();
+    c->set_backend(b.backend);
+    c->set_status(b.status);
+    c->set_notes(b.notes);
+    c->set_source(b.source);
+  }
 }
 
 void FillScalar(const ScalarInfo& s, v1::ScalarInspection* out) {

@@ -58,6 +58,15 @@ class TensormorphService final : public v1::Tensormorph::CallbackService {
   grpc::ServerWriteReactor<v1::QuantDiffEvent>* QuantDiff(
       grpc::CallbackServerContext* ctx,
       const v1::QuantDiffRequest* req) override;
+  grpc::ServerUnaryReactor* ComputeStats(grpc::CallbackServerContext* ctx,
+                                         const v1::ComputeStatsRequest* req,
+                                         v1::TensorStatsReply* resp) override;
+  grpc::ServerUnaryReactor* GetHeatmap(grpc::CallbackServerContext* ctx,
+                                       const v1::GetHeatmapRequest* req,
+                                       v1::HeatmapReply* resp) override;
+  grpc::ServerUnaryReactor* GetArchitecture(
+      grpc::CallbackServerContext* ctx, const v1::GetArchitectureRequest* req,
+      v1::ArchitectureReply* resp) override;
   grpc::ServerUnaryReactor* InspectScalars(
       grpc::CallbackServerContext* ctx, const v1::InspectScalarsRequest* req,
       v1::InspectScalarsResponse* resp) override;

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <map>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -49,6 +50,14 @@ std::string CodeText(const v1::ScalarInspection& s) {
 
 }  // namespace
 
+void PrintCompat(const v1::TensorInfo& t) {
+  std::vector<std::vector<std::string>> rows;
+  for (const v1::BackendSupport& b : t.compat()) {
+    rows.push_back({"  " + b.backend(), b.status(), b.notes()});
+  }
+  std::cout << Table(rows);
+}
+
 int ReportFailure(const absl::Status& status) {
   std::fprintf(stderr, "tensormorph: %s: %s\n",
                absl::StatusCodeToString(status.code()).c_str(),
@@ -66,8 +75,14 @@ int RunLs(Client& client, const GlobalOptions& g, const LsOptions& o) {
                                                  "BITS", "SHAPE", "GRANULARITY",
                                                  "BYTES", "STORED AS"}};
   int64_t count = 0, bytes = 0;
+  std::map<std::string, v1::TensorInfo> compat;  // one tensor per encoding
   absl::Status s = client.ListTensors(req, [&](const v1::TensorInfo& t) {
     ++count;
+    if (t.compat_size() > 0) {
+      compat.emplace(absl::StrCat(t.encoding().scheme(), " (",
+                                  t.encoding().convention(), ")"),
+                     t);
+    }
     bytes += t.stored_bytes();
     if (g.json) {
       std::cout << ToJson(t) << "\n";
@@ -90,6 +105,12 @@ int RunLs(Client& client, const GlobalOptions& g, const LsOptions& o) {
   if (!g.json) {
     std::cout << Table(rows);
     std::cout << count << " tensors, " << BytesText(bytes) << "\n";
+    if (o.compat) {
+      for (const auto& [scheme, t] : compat) {
+        std::cout << "\n" << scheme << "\n";
+        PrintCompat(t);
+      }
+    }
   }
   return kExitOk;
 }
@@ -164,6 +185,11 @@ int RunInfo(Client& client, const GlobalOptions& g, const InfoOptions& o) {
     std::cout << "  " << p.name() << "  " << p.dtype() << ShapeText(p.shape())
               << "  " << p.file() << " @ " << p.offset() << " (+"
               << p.size_bytes() << " bytes)\n";
+  }
+  if (t.compat_size() > 0) {
+    std::cout << "backends (kernels shipped for this encoding; sources in "
+                 "core/compat.cc)\n";
+    PrintCompat(t);
   }
   return kExitOk;
 }

@@ -25,9 +25,13 @@ struct GlobalOptions {
 // returns kExitCallFailed.
 int ReportFailure(const absl::Status& status);
 
+// Prints a tensor's backend compatibility rows as a table.
+void PrintCompat(const v1::TensorInfo& t);
+
 struct LsOptions {
   std::string checkpoint;
   std::string filter;
+  bool compat = false;
 };
 int RunLs(Client& client, const GlobalOptions& g, const LsOptions& o);
 
@@ -61,6 +65,29 @@ struct DiffOptionsCli {
   std::vector<std::string> fail_on;
 };
 int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o);
+
+struct StatsOptionsCli {
+  std::string checkpoint, tensor, reference;
+  int bins = 32;
+};
+int RunStats(Client& client, const GlobalOptions& g, const StatsOptionsCli& o);
+
+struct HeatmapOptionsCli {
+  std::string checkpoint, tensor, reference;
+  std::string mode = "value";
+  int width = 128, height = 64;
+  std::vector<int64_t> leading;
+  std::string output;
+  bool term = false;
+};
+int RunHeatmap(Client& client, const GlobalOptions& g,
+               const HeatmapOptionsCli& o);
+
+struct ArchOptionsCli {
+  std::string checkpoint;
+  bool dot = false;
+};
+int RunArch(Client& client, const GlobalOptions& g, const ArchOptionsCli& o);
 
 }  // namespace tensormorph
 

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -108,6 +109,74 @@ int main(int argc, char** argv) {
       "Example:\n  tensormorph scalar model.gguf blk.0.ffn_down.weight 3,17 "
       "0,0");
 
+  ls_cmd->add_flag(
+      "--compat", ls.compat,
+      "per encoding, which inference backends ship kernels for it");
+
+  StatsOptionsCli stats;
+  CLI::App* stats_cmd =
+      app.add_subcommand("stats",
+                         "statistics, a histogram and level usage (codes, "
+                         "saturation) of a tensor");
+  stats_cmd
+      ->add_option("checkpoint", stats.checkpoint,
+                   "checkpoint file or directory")
+      ->required();
+  stats_cmd->add_option("tensor", stats.tensor, "tensor name")->required();
+  stats_cmd->add_option("--bins", stats.bins, "histogram bins")
+      ->capture_default_str();
+  stats_cmd->add_option(
+      "--ref", stats.reference,
+      "the full-precision source: splits zeros into pruned and induced");
+  stats_cmd->footer(
+      "Example:\n  tensormorph stats model.gguf blk.0.attn_q.weight --bins 16");
+
+  HeatmapOptionsCli heat;
+  CLI::App* heat_cmd =
+      app.add_subcommand("heatmap",
+                         "a tensor as a picture: values, absmax, error in "
+                         "steps, or quantization groups");
+  heat_cmd
+      ->add_option("checkpoint", heat.checkpoint,
+                   "checkpoint file or directory")
+      ->required();
+  heat_cmd->add_option("tensor", heat.tensor, "tensor name")->required();
+  heat_cmd
+      ->add_option("--mode", heat.mode,
+                   "value, absmax, error (needs --ref) or group")
+      ->capture_default_str();
+  heat_cmd->add_option("--ref", heat.reference,
+                       "the full-precision source (error mode)");
+  std::string size = "128x64";
+  heat_cmd
+      ->add_option("--size", size, "cells WxH (at most the tensor's own size)")
+      ->capture_default_str();
+  heat_cmd->add_option("--index", heat.leading,
+                       "leading indices for rank > 2 (repeatable)");
+  heat_cmd->add_option("-o,--output", heat.output, "write a PNG");
+  heat_cmd->add_flag("--term", heat.term,
+                     "draw with 24-bit colour in the terminal");
+  heat_cmd->footer(
+      "Group boundaries are drawn as thin white lines.\nExamples:\n"
+      "  tensormorph heatmap model.gguf blk.0.attn_q.weight --mode group -o "
+      "q.png\n"
+      "  tensormorph heatmap q.gguf blk.0.attn_q.weight --mode error --ref "
+      "src.gguf --term");
+
+  ArchOptionsCli arch;
+  CLI::App* arch_cmd =
+      app.add_subcommand("arch",
+                         "the module tree, with a mark wherever the dtype or "
+                         "quantization scheme changes");
+  arch_cmd
+      ->add_option("checkpoint", arch.checkpoint,
+                   "checkpoint file or directory")
+      ->required();
+  arch_cmd->add_flag("--dot", arch.dot, "Graphviz output");
+  arch_cmd->footer(
+      "Examples:\n  tensormorph arch model.gguf\n  tensormorph arch model/ "
+      "--dot | dot -Tpng > arch.png");
+
   DiffOptionsCli diff;
   CLI::App* diff_cmd =
       app.add_subcommand("diff",
@@ -153,5 +222,16 @@ int main(int argc, char** argv) {
   if (*read_cmd) return RunRead(c, g, read);
   if (*scalar_cmd) return RunScalar(c, g, scalar);
   if (*diff_cmd) return RunDiff(c, g, diff);
+  if (*stats_cmd) return RunStats(c, g, stats);
+  if (*heat_cmd) {
+    if (std::sscanf(size.c_str(), "%dx%d", &heat.width, &heat.height) != 2 ||
+        heat.width <= 0 || heat.height <= 0) {
+      std::fprintf(stderr, "tensormorph: --size '%s' is not WxH\n",
+                   size.c_str());
+      return kExitUsage;
+    }
+    return RunHeatmap(c, g, heat);
+  }
+  if (*arch_cmd) return RunArch(c, g, arch);
   return kExitUsage;
 }

@@ -13,7 +13,7 @@
 namespace tensormorph::testing {
 namespace {
 
-constexpr int kVocab = 256, kHidden = 64, kInter = 128, kLayers = 2;
+constexpr int kVocab = 256, kHidden = 256, kInter = 512, kLayers = 2;
 
 struct Weight {
   std::string hf_name, gguf_name;
@@ -81,8 +81,8 @@ std::vector<Weight> MakeWeights() {
 constexpr char kLlamaConfig[] = R"({
   "architectures": ["LlamaForCausalLM"],
   "model_type": "llama",
-  "hidden_size": 64,
-  "intermediate_size": 128,
+  "hidden_size": 256,
+  "intermediate_size": 512,
   "num_attention_heads": 4,
   "num_key_value_heads": 4,
   "num_hidden_layers": 2,
@@ -173,10 +173,24 @@ bool WriteDemoCheckpoints(const std::string& dir) {
   gguf.kv.push_back({"llama.attention.head_count", GgufU32(4)});
   gguf.kv.push_back({"llama.attention.head_count_kv", GgufU32(4)});
   GgufSpec f32 = gguf;
+  // Like llama.cpp's Q4_K_M: Q4_K, with attn_v, ffn_down and output in Q6_K
+  // and the norms in F32.
+  GgufSpec q4km = gguf;
+  q4km.kv[1] = {"general.name", GgufString("tensormorph-demo-Q4_K_M")};
   for (const Weight& w : weights) {
     std::vector<int64_t> ne(w.shape.rbegin(), w.shape.rend());
     const std::vector<float> v = gguf_values(w);
     f32.tensors.push_back({w.gguf_name, ne, 0, ToF32Bytes(v)});
+    const bool q6 = w.gguf_name.find("attn_v") != std::string::npos ||
+                    w.gguf_name.find("ffn_down") != std::string::npos ||
+                    w.gguf_name == "output.weight";
+    if (w.is_norm) {
+      q4km.tensors.push_back({w.gguf_name, ne, 0, ToF32Bytes(v)});
+    } else if (q6) {
+      q4km.tensors.push_back({w.gguf_name, ne, 14, QuantizeQ6_K(v)});
+    } else {
+      q4km.tensors.push_back({w.gguf_name, ne, 12, QuantizeQ4_K(v)});
+    }
     if (w.is_norm) {
       gguf.tensors.push_back({w.gguf_name, ne, 0, ToF32Bytes(v)});
     } else {
@@ -185,6 +199,7 @@ bool WriteDemoCheckpoints(const std::string& dir) {
   }
   WriteFile(dir + "/model-q8_0.gguf", BuildGguf(gguf));
   WriteFile(dir + "/model-f32.gguf", BuildGguf(f32));
+  WriteFile(dir + "/model-q4_k_m.gguf", BuildGguf(q4km));
   return true;
 }
 

@@ -16,6 +16,9 @@ namespace tensormorph::testing {
 //                                            converter does
 //   model-f32.gguf                           the same in F32 (equal to the
 //                                            source, value for value)
+//   model-q4_k_m.gguf                        a Q4_K_M-like mix: Q4_K, with
+//                                            Q6_K attn_v/ffn_down/output and
+//                                            F32 norms
 // Returns false (and prints why) when a file cannot be written.
 bool WriteDemoCheckpoints(const std::string& dir);
 

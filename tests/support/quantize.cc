@@ -75,6 +75,103 @@ std::string QuantizeQ4_0(const std::vector<float>& v) {
   return out;
 }
 
+namespace {
+float F16Round(float x) {
+  const _Float16 h = static_cast<_Float16>(x);
+  return static_cast<float>(h);
+}
+void AppendF16(std::string* out, float x) {
+  const uint16_t b = F32ToF16Bits(x);
+  out->append(reinterpret_cast<const char*>(&b), 2);
+}
+}  // namespace
+
+std::string QuantizeQ4_K(const std::vector<float>& v) {
+  std::string out;
+  for (size_t b = 0; b < v.size(); b += 256) {
+    float scale[8], min[8];
+    for (int j = 0; j < 8; ++j) {
+      float lo = 0, hi = 0;  // the range always includes zero
+      for (int l = 0; l < 32; ++l) {
+        lo = std::min(lo, v[b + 32 * j + l]);
+        hi = std::max(hi, v[b + 32 * j + l]);
+      }
+      scale[j] = (hi - lo) / 15.0f;
+      min[j] = -lo;
+    }
+    const float d = F16Round(*std::max_element(scale, scale + 8) / 63.0f);
+    const float dmin = F16Round(*std::max_element(min, min + 8) / 63.0f);
+    uint8_t sc[8], m[8], q[256];
+    for (int j = 0; j < 8; ++j) {
+      sc[j] = static_cast<uint8_t>(
+          d > 0 ? std::clamp<long>(std::lround(scale[j] / d), 0, 63) : 0);
+      m[j] = static_cast<uint8_t>(
+          dmin > 0 ? std::clamp<long>(std::lround(min[j] / dmin), 0, 63) : 0);
+      const float dl = d * sc[j], ml = dmin * m[j];
+      for (int l = 0; l < 32; ++l) {
+        const long c = dl > 0 ? std::lround((v[b + 32 * j + l] + ml) / dl) : 0;
+        q[32 * j + l] = static_cast<uint8_t>(std::clamp<long>(c, 0, 15));
+      }
+    }
+    AppendF16(&out, d);
+    AppendF16(&out, dmin);
+    uint8_t scales[12];
+    for (int j = 0; j < 4; ++j) {
+      scales[j] = (sc[j] & 63) | ((sc[j + 4] >> 4) << 6);
+      scales[j + 4] = (m[j] & 63) | ((m[j + 4] >> 4) << 6);
+      scales[j + 8] = (sc[j + 4] & 0xF) | ((m[j + 4] & 0xF) << 4);
+    }
+    out.append(reinterpret_cast<const char*>(scales), 12);
+    for (int c = 0; c < 4; ++c) {
+      for (int l = 0; l < 32; ++l) {
+        out.push_back(
+            static_cast<char>(q[64 * c + l] | (q[64 * c + 32 + l] << 4)));
+      }
+    }
+  }
+  return out;
+}
+
+std::string QuantizeQ6_K(const std::vector<float>& v) {
+  std::string out;
+  for (size_t b = 0; b < v.size(); b += 256) {
+    float scale[16];
+    for (int j = 0; j < 16; ++j) {
+      float amax = 0;
+      for (int l = 0; l < 16; ++l)
+        amax = std::max(amax, std::fabs(v[b + 16 * j + l]));
+      scale[j] = amax / 31.0f;
+    }
+    const float d = F16Round(*std::max_element(scale, scale + 16) / 127.0f);
+    int8_t sc[16];
+    uint8_t q[256];
+    for (int j = 0; j < 16; ++j) {
+      sc[j] = static_cast<int8_t>(
+          d > 0 ? std::clamp<long>(std::lround(scale[j] / d), 0, 127) : 0);
+      const float dl = d * sc[j];
+      for (int l = 0; l < 16; ++l) {
+        const long c = dl > 0 ? std::lround(v[b + 16 * j + l] / dl) : 0;
+        q[16 * j + l] = static_cast<uint8_t>(std::clamp<long>(c, -32, 31) + 32);
+      }
+    }
+    uint8_t ql[128] = {}, qh[64] = {};
+    for (int n = 0; n < 2; ++n) {
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t* e = q + 128 * n;
+        ql[64 * n + l] = (e[l] & 0xF) | ((e[l + 64] & 0xF) << 4);
+        ql[64 * n + l + 32] = (e[l + 32] & 0xF) | ((e[l + 96] & 0xF) << 4);
+        qh[32 * n + l] = (e[l] >> 4) | ((e[l + 32] >> 4) << 2) |
+                         ((e[l + 64] >> 4) << 4) | ((e[l + 96] >> 4) << 6);
+      }
+    }
+    out.append(reinterpret_cast<const char*>(ql), 128);
+    out.append(reinterpret_cast<const char*>(qh), 64);
+    out.append(reinterpret_cast<const char*>(sc), 16);
+    AppendF16(&out, d);
+  }
+  return out;
+}
+
 std::vector<float> Gaussian(size_t n, uint64_t seed, float stddev) {
   std::mt19937_64 rng(seed);
   std::vector<float> out(n);

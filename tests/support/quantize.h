@@ -18,6 +18,10 @@ std::string ToF32Bytes(const std::vector<float>& v);
 // ggml blocks for rows of `n` values (n a multiple of the block size).
 std::string QuantizeQ8_0(const std::vector<float>& v);
 std::string QuantizeQ4_0(const std::vector<float>& v);
+// K-quants (rows a multiple of 256): min/max sub-block scales quantized to
+// 6 bits (Q4_K) or 8 bits (Q6_K) against a float16 super-block scale.
+std::string QuantizeQ4_K(const std::vector<float>& v);
+std::string QuantizeQ6_K(const std::vector<float>& v);
 
 // Deterministic gaussian values (Box-Muller over a fixed-seed PCG).
 std::vector<float> Gaussian(size_t n, uint64_t seed, float stddev = 1.0f);

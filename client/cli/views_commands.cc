@@ -1,0 +1,199 @@
+// stats, heatmap and arch: the views people would rather look at than read.
+#include <cstdio>
+#include <functional>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "client/cli/commands.h"
+#include "client/cli/format.h"
+#include "client/cli/heatmap_render.h"
+
+namespace tensormorph {
+namespace {
+
+std::string Bar(int64_t n, int64_t max, int width) {
+  const int len =
+      max > 0
+          ? static_cast<int>(std::llround(static_cast<double>(n) * width / max))
+          : 0;
+  std::string s;
+  for (int i = 0; i < len; ++i) s += "\u2588";
+  return s;
+}
+
+std::string ParamsText(int64_t n) {
+  if (n >= 1'000'000'000) return absl::StrFormat("%.2fB", n / 1e9);
+  if (n >= 1'000'000) return absl::StrFormat("%.2fM", n / 1e6);
+  if (n >= 1'000) return absl::StrFormat("%.1fK", n / 1e3);
+  return absl::StrCat(n);
+}
+
+void PrintTree(const v1::ArchNode& n, int depth,
+               const std::string& parent_scheme) {
+  const bool leaf = n.children_size() == 0;
+  if (!n.name().empty() && !(leaf && !n.boundary())) {
+    std::cout << std::string(depth * 2, ' ')
+              << (n.boundary() ? "\u25c6 " : "  ") << n.name() << "  ["
+              << n.scheme() << "]  " << ParamsText(n.params()) << " params, "
+              << BytesText(n.bytes());
+    if (n.scheme_params_size() > 1) {
+      std::vector<std::string> mix;
+      for (const auto& [k, v] : n.scheme_params())
+        mix.push_back(absl::StrCat(k, " ", ParamsText(v)));
+      std::sort(mix.begin(), mix.end());
+      std::cout << "  (" << absl::StrJoin(mix, ", ") << ")";
+    }
+    if (n.boundary())
+      std::cout << "  <- boundary: " << n.scheme() << " inside "
+                << parent_scheme;
+    std::cout << "\n";
+  }
+  for (const v1::ArchNode& c : n.children()) {
+    PrintTree(c, n.name().empty() ? depth : depth + 1, n.scheme());
+  }
+}
+
+void PrintDot(const v1::ArchNode& n, const std::string& id, std::string* out) {
+  absl::StrAppend(
+      out, "  \"", id, "\" [label=\"", n.name().empty() ? "model" : n.name(),
+      "\\n", n.scheme(), "\"",
+      n.boundary() ? ", color=red, fontcolor=red, penwidth=2" : "", "];\n");
+  for (const v1::ArchNode& c : n.children()) {
+    if (c.children_size() == 0 && !c.boundary()) continue;
+    const std::string cid = c.path();
+    absl::StrAppend(out, "  \"", id, "\" -> \"", cid, "\";\n");
+    PrintDot(c, cid, out);
+  }
+}
+
+}  // namespace
+
+int RunStats(Client& client, const GlobalOptions& g, const StatsOptionsCli& o) {
+  v1::ComputeStatsRequest req;
+  req.set_checkpoint(o.checkpoint);
+  req.set_tensor(o.tensor);
+  req.set_bins(o.bins);
+  req.set_reference(o.reference);
+  auto st = client.ComputeStats(req);
+  if (!st.ok()) return ReportFailure(st.status());
+  if (g.json) {
+    std::cout << ToJson(*st) << "\n";
+    return kExitOk;
+  }
+  std::cout << st->tensor() << "  " << ShapeText(st->shape()) << "  ("
+            << st->encoding().scheme() << ", " << st->encoding().granularity()
+            << ")\n";
+  std::vector<std::vector<std::string>> rows = {
+      {"count", absl::StrCat(st->count())},
+      {"min / max",
+       absl::StrCat(NumberText(st->min()), " / ", NumberText(st->max()))},
+      {"mean / std",
+       absl::StrCat(NumberText(st->mean()), " / ", NumberText(st->std()))},
+      {"absmax", NumberText(st->absmax())},
+      {"nan / inf", absl::StrCat(st->nan_count(), " / ", st->inf_count())},
+      {"zeros",
+       absl::StrFormat("%d (sparsity %.4f)", st->zeros(), st->sparsity())}};
+  if (st->has_reference()) {
+    rows.push_back({"  pruned (x = 0)", absl::StrCat(st->pruned_zeros())});
+    rows.push_back({"  induced (x != 0)", absl::StrCat(st->induced_zeros())});
+  }
+  if (st->has_levels()) {
+    rows.push_back(
+        {"levels used", absl::StrCat(st->levels_used(), " of ",
+                                     int64_t{1} << st->code_bits())});
+    rows.push_back(
+        {"on lowest / highest level",
+         absl::StrCat(st->saturated_low(), " / ", st->saturated_high())});
+    rows.push_back({"groups saturating", absl::StrCat(st->groups_saturated(),
+                                                      " of ", st->groups())});
+  }
+  std::cout << Table(rows) << "\nhistogram\n";
+  const int64_t peak =
+      *std::max_element(st->histogram().begin(), st->histogram().end());
+  const double w =
+      (st->hist_max() - st->hist_min()) / std::max(1, st->histogram_size());
+  for (int b = 0; b < st->histogram_size(); ++b) {
+    std::cout << absl::StrFormat("%12s %8d ",
+                                 NumberText(st->hist_min() + b * w),
+                                 st->histogram(b))
+              << Bar(st->histogram(b), peak, 50) << "\n";
+  }
+  if (st->has_levels() && st->code_histogram_size() <= 64) {
+    std::cout << "\nlevel usage (raw codes)\n";
+    const int64_t top = *std::max_element(st->code_histogram().begin(),
+                                          st->code_histogram().end());
+    for (int c = 0; c < st->code_histogram_size(); ++c) {
+      std::cout << absl::StrFormat("%6d %8d ", c, st->code_histogram(c))
+                << Bar(st->code_histogram(c), top, 50) << "\n";
+    }
+  }
+  return kExitOk;
+}
+
+int RunHeatmap(Client& client, const GlobalOptions& g,
+               const HeatmapOptionsCli& o) {
+  v1::GetHeatmapRequest req;
+  req.set_checkpoint(o.checkpoint);
+  req.set_tensor(o.tensor);
+  req.set_reference(o.reference);
+  req.set_width(o.width);
+  req.set_height(o.height);
+  for (int64_t i : o.leading) req.add_leading(i);
+  const bool by_group = o.mode == "group";
+  if (o.mode == "value" || o.mode == "mean") {
+    req.set_mode(v1::HEATMAP_MODE_MEAN);
+  } else if (o.mode == "absmax") {
+    req.set_mode(v1::HEATMAP_MODE_ABSMAX);
+  } else if (o.mode == "error") {
+    req.set_mode(v1::HEATMAP_MODE_ERROR);
+  } else if (by_group) {
+    req.set_mode(v1::HEATMAP_MODE_GROUP);
+  } else {
+    std::fprintf(stderr,
+                 "tensormorph: --mode must be value, absmax, error or group\n");
+    return kExitUsage;
+  }
+  auto h = client.GetHeatmap(req);
+  if (!h.ok()) return ReportFailure(h.status());
+  const std::string title = absl::StrCat(
+      h->tensor(), " ", ShapeText(h->shape()), " ", h->encoding().scheme(), " ",
+      h->encoding().granularity(), " - ", o.mode);
+  if (g.json) {
+    std::cout << ToJson(*h) << "\n";
+  } else if (o.term || o.output.empty()) {
+    std::cout << RenderHeatmapTerminal(*h, title, by_group);
+  }
+  if (!o.output.empty()) {
+    absl::Status s = RenderHeatmap(*h, title, by_group).WritePng(o.output);
+    if (!s.ok()) return ReportFailure(s);
+    if (!g.json) {
+      std::cerr << "wrote " << o.output << ": " << h->width() << "x"
+                << h->height() << " cells\n";
+    }
+  }
+  return kExitOk;
+}
+
+int RunArch(Client& client, const GlobalOptions& g, const ArchOptionsCli& o) {
+  auto a = client.GetArchitecture(o.checkpoint);
+  if (!a.ok()) return ReportFailure(a.status());
+  if (g.json) {
+    std::cout << ToJson(*a) << "\n";
+  } else if (o.dot) {
+    std::string dot =
+        "digraph architecture {\n  node [shape=box, fontname=monospace];\n";
+    PrintDot(a->root(), "model", &dot);
+    std::cout << dot << "}\n";
+  } else {
+    std::cout << o.checkpoint << "  [" << a->root().scheme() << "]  "
+              << ParamsText(a->root().params()) << " params, "
+              << BytesText(a->root().bytes()) << "\n";
+    PrintTree(a->root(), 0, a->root().scheme());
+    std::cout << a->boundaries() << " quantization boundaries (\u25c6)\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace tensormorph

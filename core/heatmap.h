@@ -1,0 +1,46 @@
+// A 2-D view of a tensor reduced to W x H cells, with the quantization group
+// of each cell for shading and group boundaries.
+#ifndef TENSORMORPH_CORE_HEATMAP_H_
+#define TENSORMORPH_CORE_HEATMAP_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/tensor.h"
+
+namespace tensormorph {
+
+enum class HeatmapMode { kMean, kAbsmax, kErrorSteps, kGroup };
+
+struct HeatmapOptions {
+  int width = 256, height = 256;  // at most; fewer when the view is smaller
+  // For rank > 2: indices of the leading dimensions (missing ones are 0).
+  std::vector<int64_t> leading;
+  HeatmapMode mode = HeatmapMode::kMean;
+};
+
+struct Heatmap {
+  int64_t rows = 0, cols = 0;  // of the 2-D view (rank 1: one row)
+  int width = 0, height = 0;
+  // Cell (i, j) covers view rows [row_edges[i], row_edges[i+1]) and columns
+  // [col_edges[j], col_edges[j+1]).
+  std::vector<int64_t> row_edges, col_edges;
+  std::vector<double> values;   // height * width, row-major
+  std::vector<int64_t> groups;  // group of each cell's first element, -1 none
+  double min = 0, max = 0;      // of values
+};
+
+// Per cell: bit 0 set when the group changes to the right neighbour, bit 1
+// when it changes to the neighbour below. Renderers draw these as lines.
+std::vector<uint8_t> GroupBoundaries(const Heatmap& h);
+
+// Errors: INVALID_ARGUMENT (rank 0; a leading index out of range; error mode
+// without a reference; a reference of another shape); UNIMPLEMENTED.
+absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& tensor,
+                                       const LogicalTensor* ref,
+                                       const HeatmapOptions& options);
+
+}  // namespace tensormorph
+
+#endif  // TENSORMORPH_CORE_HEATMAP_H_

@@ -1,0 +1,52 @@
+// Statistics of a logical tensor: moments, specials, sparsity, a histogram,
+// and for quantized tensors the usage of the code levels.
+#ifndef TENSORMORPH_CORE_STATS_H_
+#define TENSORMORPH_CORE_STATS_H_
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/tensor.h"
+
+namespace tensormorph {
+
+struct StatsOptions {
+  int bins = 64;
+  // Histogram range; unset = [min, max] of the finite values.
+  std::optional<double> range_min, range_max;
+  int64_t chunk_elements = int64_t{1} << 18;
+};
+
+struct TensorStats {
+  int64_t count = 0;
+  double min = 0, max = 0, mean = 0, std = 0, absmax = 0;  // finite values
+  int64_t nan_count = 0, inf_count = 0;
+  int64_t zeros = 0;
+  double sparsity = 0;  // zeros / count
+  // With a reference: x == 0 (pruned) and x != 0 but x̂ == 0 (induced).
+  bool has_reference = false;
+  int64_t pruned_zeros = 0, induced_zeros = 0;
+  double hist_min = 0, hist_max = 0;
+  std::vector<int64_t> histogram;  // finite values; out-of-range values clamp
+  // Level usage (quantized tensors with codes of at most 8 bits).
+  bool has_levels = false;
+  int32_t code_bits = 0;
+  std::vector<int64_t> code_histogram;  // by raw code, 2^bits entries
+  int64_t levels_used = 0;
+  int64_t saturated_low = 0, saturated_high = 0;  // on the group's end levels
+  int64_t groups = 0, groups_saturated = 0;
+};
+
+// One pass over the values (two when the histogram range is not given: the
+// first finds it). `ref`, when given, must have the same shape.
+// Errors: UNIMPLEMENTED (an undecodable encoding); CANCELLED.
+absl::StatusOr<TensorStats> ComputeStats(
+    const LogicalTensor& tensor, const LogicalTensor* ref,
+    const StatsOptions& options, const std::atomic<bool>* cancelled = nullptr);
+
+}  // namespace tensormorph
+
+#endif  // TENSORMORPH_CORE_STATS_H_

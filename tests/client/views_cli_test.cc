@@ -1,0 +1,178 @@
+// stats, heatmap, arch and ls --compat through the CLI, remote and embedded.
+#include <png.h>
+
+#include <array>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/demo_checkpoint.h"
+#include "tests/support/process.h"
+#include "tests/support/test_paths.h"
+
+namespace tensormorph {
+namespace {
+
+using ::tensormorph::testing::CliPath;
+using ::tensormorph::testing::CommandResult;
+using ::tensormorph::testing::Fixture;
+using ::tensormorph::testing::FixturesDir;
+using ::tensormorph::testing::MakeTempDir;
+using ::tensormorph::testing::RunCommand;
+using ::tensormorph::testing::ServerProcess;
+using ::testing::HasSubstr;
+
+struct Png {
+  int width = 0, height = 0;
+  std::vector<uint8_t> rgb;
+  std::array<uint8_t, 3> At(int x, int y) const {
+    const uint8_t* p = &rgb[(static_cast<size_t>(y) * width + x) * 3];
+    return {p[0], p[1], p[2]};
+  }
+};
+
+// Reads an 8-bit RGB PNG with libpng, independently of the writer.
+Png ReadPng(const std::string& path) {
+  Png out;
+  std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "rb"),
+                                             &std::fclose);
+  FILE* f = file.get();
+  if (f == nullptr) return out;
+  png_structp png =
+      png_create_read_struct(PNG_LIBPNG_VER_STRING, nullptr, nullptr, nullptr);
+  png_infop info = png_create_info_struct(png);
+  if (setjmp(png_jmpbuf(png))) {
+    png_destroy_read_struct(&png, &info, nullptr);
+    return Png();
+  }
+  png_init_io(png, f);
+  png_read_info(png, info);
+  out.width = static_cast<int>(png_get_image_width(png, info));
+  out.height = static_cast<int>(png_get_image_height(png, info));
+  out.rgb.resize(static_cast<size_t>(out.width) * out.height * 3);
+  for (int y = 0; y < out.height; ++y) {
+    png_read_row(png, &out.rgb[static_cast<size_t>(y) * out.width * 3],
+                 nullptr);
+  }
+  png_destroy_read_struct(&png, &info, nullptr);
+  return out;
+}
+
+ServerProcess* server = nullptr;
+std::string* demo = nullptr;
+
+class ViewsCliTest : public ::testing::TestWithParam<bool> {
+ protected:
+  static void SetUpTestSuite() {
+    demo = new std::string(MakeTempDir());
+    ASSERT_TRUE(::tensormorph::testing::WriteDemoCheckpoints(*demo));
+    server = new ServerProcess({FixturesDir(), *demo});
+  }
+  static void TearDownTestSuite() {
+    delete server;
+    server = nullptr;
+  }
+  CommandResult Run(std::vector<std::string> args) {
+    std::vector<std::string> argv = {CliPath()};
+    if (GetParam()) argv.insert(argv.end(), {"--server", server->address()});
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunCommand(argv);
+  }
+};
+
+TEST_P(ViewsCliTest, StatsJsonAndTable) {
+  CommandResult j = Run(
+      {"stats", Fixture("gguf/Q4_0.gguf"), "blk.0.attn_q.weight", "--json"});
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  const auto s = nlohmann::json::parse(j.out);
+  EXPECT_EQ(std::stoll(s["levelsUsed"].get<std::string>()), 16);
+  int64_t total = 0;
+  for (const auto& c : s["histogram"])
+    total += std::stoll(c.get<std::string>());
+  EXPECT_EQ(total, 1024);
+  CommandResult t =
+      Run({"stats", Fixture("gguf/Q4_0.gguf"), "blk.0.attn_q.weight"});
+  EXPECT_THAT(t.out, HasSubstr("levels used                16 of 16"));
+  EXPECT_THAT(t.out, HasSubstr("\u2588"));  // the bar histogram
+}
+
+TEST_P(ViewsCliTest, HeatmapPngHasItsSizeAndGroupLinesOnGroupEdges) {
+  for (const std::string mode : {"value", "absmax", "group"}) {
+    SCOPED_TRACE(mode);
+    const std::string out = MakeTempDir() + "/h.png";
+    // 128 x 64 cells of a [64, 128] group-32 tensor: one cell per element,
+    // 4 pixels a cell, cells from (4, 16).
+    CommandResult r = Run({"heatmap", Fixture("safetensors/ct_w4a16_group"),
+                           "model.layers.0.self_attn.q_proj.weight", "--mode",
+                           mode, "--size", "128x64", "-o", out});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const Png png = ReadPng(out);
+    ASSERT_GT(png.width, 4 + 128 * 4);
+    EXPECT_EQ(png.height, 16 + 64 * 4 + 4);
+    const std::array<uint8_t, 3> white = {255, 255, 255};
+    // The last pixel column of cell 31 (element column 31) is a group line,
+    // the one of cell 30 is not; likewise every cell's last row (per-row
+    // groups).
+    EXPECT_EQ(png.At(4 + 32 * 4 - 1, 16 + 1), white);
+    EXPECT_NE(png.At(4 + 31 * 4 - 1, 16 + 1), white);
+    EXPECT_EQ(png.At(4 + 1, 16 + 4 - 1), white);
+  }
+  const std::string q4k = MakeTempDir() + "/k.png";
+  CommandResult k =
+      Run({"heatmap", Fixture("gguf/Q4_K.gguf"), "blk.0.attn_q.weight",
+           "--mode", "value", "--size", "64x4", "-o", q4k});
+  ASSERT_EQ(k.exit_code, 0) << k.err;
+  const Png kp = ReadPng(q4k);
+  EXPECT_EQ(kp.height, 16 + 64 + 4);  // 8 px cells, the colour bar is 64 tall
+  // 64 cells of 4 elements: a sub-block (32) ends every 8 cells.
+  EXPECT_EQ(kp.At(4 + 8 * 8 - 1, 16 + 2),
+            (std::array<uint8_t, 3>{255, 255, 255}));
+  CommandResult term = Run({"heatmap", Fixture("gguf/Q4_K.gguf"),
+                            "blk.0.attn_q.weight", "--term", "--size", "16x4"});
+  EXPECT_THAT(term.out, HasSubstr("\x1b[38;2;"));
+  CommandResult err = Run({"heatmap", Fixture("gguf/Q4_K.gguf"),
+                           "blk.0.attn_q.weight", "--mode", "error", "--ref",
+                           Fixture("gguf/source_f32.gguf"), "--json"});
+  ASSERT_EQ(err.exit_code, 0) << err.err;
+  EXPECT_GT(nlohmann::json::parse(err.out)["max"].get<double>(), 0.4);
+}
+
+TEST_P(ViewsCliTest, ArchMarksBoundariesInTextJsonAndDot) {
+  CommandResult t = Run({"arch", *demo + "/model-q4_k_m.gguf"});
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_THAT(t.out, HasSubstr("10 quantization boundaries"));
+  EXPECT_THAT(t.out, HasSubstr("\u25c6 attn_v  [Q6_K]"));
+  CommandResult j =
+      Run({"arch", Fixture("safetensors/ct_int8_channel"), "--json"});
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  EXPECT_EQ(
+      std::stoll(nlohmann::json::parse(j.out)["boundaries"].get<std::string>()),
+      2);
+  CommandResult d = Run({"arch", *demo + "/model-q4_k_m.gguf", "--dot"});
+  EXPECT_THAT(d.out, HasSubstr("digraph architecture"));
+  EXPECT_THAT(d.out, HasSubstr("color=red"));
+}
+
+TEST_P(ViewsCliTest, CompatPerTensorAndPerCheckpoint) {
+  CommandResult ls = Run({"ls", *demo + "/model-q4_k_m.gguf", "--compat"});
+  ASSERT_EQ(ls.exit_code, 0) << ls.err;
+  EXPECT_THAT(ls.out, HasSubstr("Q6_K (ggml)"));
+  EXPECT_THAT(ls.out, HasSubstr("llama.cpp CUDA    supported"));
+  EXPECT_THAT(ls.out, HasSubstr("TensorRT-LLM      not known"));
+  CommandResult info = Run({"info", Fixture("safetensors/awq_4bit_g32"),
+                            "model.layers.0.mlp.down_proj.weight"});
+  EXPECT_THAT(info.out, HasSubstr("vLLM"));
+}
+
+INSTANTIATE_TEST_SUITE_P(BothModes, ViewsCliTest, ::testing::Bool(),
+                         [](const auto& info) {
+                           return info.param ? "Remote" : "Embedded";
+                         });
+
+}  // namespace
+}  // namespace tensormorph

@@ -37,6 +37,9 @@ tm info model-q8_0.gguf blk.0.ffn_down.weight
 tm scalar model-q8_0.gguf blk.0.ffn_down.weight 3,17
 tm read model-q8_0.gguf blk.0.attn_q.weight --slice '0:2, ::8'
 tm ls int8 --filter '*layers.0.mlp*'
+tm arch model-q4_k_m.gguf
+tm diff model-q4_k_m.gguf source --filter 'blk.0.*' --top 3
+tm stats model-q4_k_m.gguf blk.0.attn_q.weight --bins 8
 
 echo
 echo "==> done. Try it on your own files without a server:"

@@ -130,7 +130,7 @@ absl::StatusOr<Pairing> PairTensors(const Checkpoint& quant, const Checkpoint& r
   }
   for (const LogicalTensor& r : ref.tensors()) {
     if (matched_ref.contains(r.name)) continue;
-    if (!glob.empty() && !translate && ::fnmatch(glob.c_str(), r.name.c_str(), 0) != 0) {
+    if (!glob.empty() && (translate || ::fnmatch(glob.c_str(), r.name.c_str(), 0) != 0)) {
       continue;
     }
     out.only_in_ref.push_back(r.name);

@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/io/fault_guard.h"
 
 namespace tensormorph {
 
@@ -69,14 +70,16 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
   for (int i = 0; i < h.height; ++i) {
     for (int64_t r = h.row_edges[i]; r < h.row_edges[i + 1]; ++r) {
       const int64_t first = base + r * h.cols;
-      if (absl::Status s = t.encoding->DecodeDetailed(first, h.cols, q.data());
-          !s.ok())
-        return s;
-      if (ref != nullptr) {
-        if (absl::Status s = ref->encoding->Decode(first, h.cols, x.data());
-            !s.ok())
+      absl::Status read = GuardedRead([&]() -> absl::Status {
+        if (absl::Status s =
+                t.encoding->DecodeDetailed(first, h.cols, q.data());
+            !s.ok()) {
           return s;
-      }
+        }
+        return ref != nullptr ? ref->encoding->Decode(first, h.cols, x.data())
+                              : absl::OkStatus();
+      });
+      if (!read.ok()) return read;
       for (int j = 0; j < h.width; ++j) {
         double& v = h.values[i * h.width + j];
         if (r == h.row_edges[i])

@@ -1,5 +1,7 @@
 #include "core/raw_slice.h"
 
+#include <cstring>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
@@ -43,6 +45,12 @@ absl::StatusOr<RawSliceReader> RawSliceReader::Create(
 
 void RawSliceReader::Read(int64_t first, int64_t count,
                           std::string* out) const {
+  const size_t at = out->size();
+  out->resize(at + count / block_elems_ * block_bytes_);
+  ReadInto(first, count, out->data() + at);
+}
+
+void RawSliceReader::ReadInto(int64_t first, int64_t count, char* out) const {
   const int64_t rank = static_cast<int64_t>(slice_.dims.size());
   const ResolvedDim inner =
       rank == 0 ? ResolvedDim{0, 1, 1, true} : slice_.dims.back();
@@ -61,12 +69,14 @@ void RawSliceReader::Read(int64_t first, int64_t count,
     const int64_t src = base + inner.start + k * inner.step;
     if (inner.step == 1) {
       // Contiguous: whole blocks (block dtypes are checked at Create).
-      out->append(base_ptr + src / block_elems_ * block_bytes_,
-                  n / block_elems_ * block_bytes_);
+      const int64_t bytes = n / block_elems_ * block_bytes_;
+      std::memcpy(out, base_ptr + src / block_elems_ * block_bytes_, bytes);
+      out += bytes;
     } else {
       for (int64_t i = 0; i < n; ++i) {
-        out->append(base_ptr + (src + i * inner.step) * block_bytes_,
+        std::memcpy(out, base_ptr + (src + i * inner.step) * block_bytes_,
                     block_bytes_);
+        out += block_bytes_;
       }
     }
     pos += n;

@@ -38,6 +38,8 @@ class RawSliceReader {
   // REQUIRES: first and count are multiples of block_elems(); the range
   // lies inside the result.
   void Read(int64_t first, int64_t count, std::string* out) const;
+  // The same into `out`, which holds count / block_elems() * block_bytes().
+  void ReadInto(int64_t first, int64_t count, char* out) const;
 
  private:
   RawSliceReader() = default;

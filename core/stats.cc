@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "core/io/fault_guard.h"
 
 namespace tensormorph {
 
@@ -34,13 +35,14 @@ absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& t,
     if (cancelled != nullptr && cancelled->load())
       return absl::CancelledError("cancelled");
     const int64_t m = std::min(chunk, n - first);
-    if (absl::Status s = t.encoding->DecodeDetailed(first, m, q.data());
-        !s.ok())
-      return s;
-    if (ref != nullptr) {
-      if (absl::Status s = ref->encoding->Decode(first, m, x.data()); !s.ok())
+    absl::Status read = GuardedRead([&]() -> absl::Status {
+      if (absl::Status s = t.encoding->DecodeDetailed(first, m, q.data());
+          !s.ok())
         return s;
-    }
+      return ref != nullptr ? ref->encoding->Decode(first, m, x.data())
+                            : absl::OkStatus();
+    });
+    if (!read.ok()) return read;
     for (int64_t i = 0; i < m; ++i) {
       const double v = q[i].value;
       if (std::isnan(v)) {
@@ -68,13 +70,17 @@ absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& t,
       }
     }
     if (st.has_levels) {
-      for (int64_t i = 0; i < m; ++i) {
-        ScalarInfo s;
-        if (absl::Status e = t.encoding->Inspect(first + i, &s); !e.ok())
-          return e;
-        ++st.code_histogram[s.code_bits_value &
-                            ((uint64_t{1} << info.bits) - 1)];
-      }
+      absl::Status codes = GuardedRead([&]() -> absl::Status {
+        for (int64_t i = 0; i < m; ++i) {
+          ScalarInfo s;
+          if (absl::Status e = t.encoding->Inspect(first + i, &s); !e.ok())
+            return e;
+          ++st.code_histogram[s.code_bits_value &
+                              ((uint64_t{1} << info.bits) - 1)];
+        }
+        return absl::OkStatus();
+      });
+      if (!codes.ok()) return codes;
     }
   }
   const int64_t finite = n - st.nan_count - st.inf_count;
@@ -101,8 +107,11 @@ absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& t,
     if (cancelled != nullptr && cancelled->load())
       return absl::CancelledError("cancelled");
     const int64_t m = std::min(chunk, n - first);
-    if (absl::Status s = t.encoding->Decode(first, m, v.data()); !s.ok())
+    if (absl::Status s =
+            GuardedRead([&] { return t.encoding->Decode(first, m, v.data()); });
+        !s.ok()) {
       return s;
+    }
     for (int64_t i = 0; i < m; ++i) {
       if (!std::isfinite(v[i])) continue;
       int b = width > 0

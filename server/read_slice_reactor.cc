@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "core/io/fault_guard.h"
 #include "core/raw_slice.h"
 #include "core/slice.h"
 #include "proto/status_mapping.h"
@@ -111,17 +112,19 @@ class ReadSliceReactor final : public grpc::ServerWriteReactor<v1::SliceChunk> {
     chunk_.set_element_offset(next_);
     chunk_.set_element_count(n);
     std::string* data = chunk_.mutable_data();
-    data->clear();
-    if (raw_) {
-      raw_->Read(next_, n, data);
-    } else {
-      data->resize(static_cast<size_t>(n) * 4);
-      absl::Status s =
-          decoded_->Read(next_, n, reinterpret_cast<float*>(data->data()));
-      if (!s.ok()) {
-        Done(ToGrpcStatus(s));
-        return;
+    // Sized before the guarded read: a fault must not unwind an allocation.
+    data->resize(static_cast<size_t>(
+        raw_ ? n / raw_->block_elems() * raw_->block_bytes() : n * 4));
+    absl::Status s = GuardedRead([&]() -> absl::Status {
+      if (raw_) {
+        raw_->ReadInto(next_, n, data->data());
+        return absl::OkStatus();
       }
+      return decoded_->Read(next_, n, reinterpret_cast<float*>(data->data()));
+    });
+    if (!s.ok()) {
+      Done(ToGrpcStatus(s));
+      return;
     }
     next_ += n;
     StartWrite(&chunk_);

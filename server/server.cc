@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/io/fault_guard.h"
 
 namespace tensormorph {
 namespace {
@@ -29,6 +30,8 @@ absl::StatusOr<std::unique_ptr<TensormorphServer>> TensormorphServer::Build(
       options.workers > 0
           ? options.workers
           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // A file truncated under its mapping must fail that call, not the server.
+  InstallMappedFileFaultHandler();
   std::unique_ptr<TensormorphServer> s(new TensormorphServer());
   s->state_ = std::make_shared<ServiceState>(*std::move(sandbox),
                                              options.max_open_checkpoints,

@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/io/fault_guard.h"
 #include "proto/status_mapping.h"
 #include "server/call_log.h"
 #include "server/proto_convert.h"
@@ -244,8 +245,11 @@ grpc::ServerUnaryReactor* TensormorphService::InspectScalars(
             }
           }
           ScalarInfo info;
-          if (absl::Status s = (*t)->encoding->Inspect(flat, &info); !s.ok())
+          if (absl::Status s = GuardedRead(
+                  [&] { return (*t)->encoding->Inspect(flat, &info); });
+              !s.ok()) {
             return s;
+          }
           v1::ScalarInspection* out = resp->add_scalars();
           for (int64_t c : coords) out->add_index(c);
           out->set_flat_index(flat);

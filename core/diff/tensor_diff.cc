@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "core/format/stored_tensor.h"
+#include "core/io/fault_guard.h"
 
 namespace tensormorph {
 namespace {
@@ -19,7 +20,8 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 class PercentileTracker {
  public:
   PercentileTracker(int64_t n, int64_t exact_limit) : n_(n) {
-    keep_ = n - static_cast<int64_t>(std::floor(0.99 * static_cast<double>(n - 1)));
+    keep_ =
+        n - static_cast<int64_t>(std::floor(0.99 * static_cast<double>(n - 1)));
     exact_ = keep_ <= exact_limit;
     if (!exact_) hist_.assign(kBins + 2, 0);
   }
@@ -107,10 +109,11 @@ std::vector<int64_t> Unravel(int64_t flat, const std::vector<int64_t>& shape) {
 
 }  // namespace
 
-absl::StatusOr<TensorDiff> DiffTensor(const LogicalTensor& quant, const LogicalTensor& ref,
-                                      const DiffOptions& options, const RowMap& row_map,
-                                      const std::atomic<bool>* cancelled,
-                                      const std::function<void(int64_t)>& on_progress) {
+absl::StatusOr<TensorDiff> DiffTensor(
+    const LogicalTensor& quant, const LogicalTensor& ref,
+    const DiffOptions& options, const RowMap& row_map,
+    const std::atomic<bool>* cancelled,
+    const std::function<void(int64_t)>& on_progress) {
   TensorDiff d;
   d.name = quant.name;
   d.ref_name = ref.name;
@@ -145,17 +148,22 @@ absl::StatusOr<TensorDiff> DiffTensor(const LogicalTensor& quant, const LogicalT
       return absl::CancelledError("diff cancelled");
     }
     const int64_t m = std::min(chunk, n - first);
-    if (absl::Status s = quant.encoding->DecodeDetailed(first, m, q.data()); !s.ok()) return s;
-    if (row_map.empty()) {
-      if (absl::Status s = ref.encoding->Decode(first, m, x.data()); !s.ok()) return s;
-    } else {
+    absl::Status read = GuardedRead([&]() -> absl::Status {
+      if (absl::Status s = quant.encoding->DecodeDetailed(first, m, q.data());
+          !s.ok())
+        return s;
+      if (row_map.empty()) return ref.encoding->Decode(first, m, x.data());
       for (int64_t r = 0; r < m / cols; ++r) {
         const int64_t src = row_map[first / cols + r] * cols;
-        if (absl::Status s = ref.encoding->Decode(src, cols, x.data() + r * cols); !s.ok()) {
+        if (absl::Status s =
+                ref.encoding->Decode(src, cols, x.data() + r * cols);
+            !s.ok()) {
           return s;
         }
       }
-    }
+      return absl::OkStatus();
+    });
+    if (!read.ok()) return read;
     GroupAcc* acc = nullptr;
     int64_t acc_group = std::numeric_limits<int64_t>::min();
     for (int64_t i = 0; i < m; ++i) {
@@ -196,7 +204,8 @@ absl::StatusOr<TensorDiff> DiffTensor(const LogicalTensor& quant, const LogicalT
         if (q[i].group != acc_group) {
           acc = &groups[q[i].group];
           acc_group = q[i].group;
-          if (static_cast<int64_t>(groups.size()) > options.max_tracked_groups) {
+          if (static_cast<int64_t>(groups.size()) >
+              options.max_tracked_groups) {
             d.groups_tracked = false;
             groups.clear();
             acc = nullptr;
@@ -219,7 +228,8 @@ absl::StatusOr<TensorDiff> DiffTensor(const LogicalTensor& quant, const LogicalT
   d.sqnr_db = sum_sq_err == 0 ? kInf : 10 * std::log10(sum_xx / sum_sq_err);
   d.cosine = sum_xx == 0 || sum_hh == 0 ? (sum_xx == sum_hh ? 1 : 0)
                                         : sum_xh / std::sqrt(sum_xx * sum_hh);
-  d.rel_fro_err = sum_xx == 0 ? (sum_sq_err == 0 ? 0 : kInf) : std::sqrt(sum_sq_err / sum_xx);
+  d.rel_fro_err = sum_xx == 0 ? (sum_sq_err == 0 ? 0 : kInf)
+                              : std::sqrt(sum_sq_err / sum_xx);
   d.percentiles_exact = pct.exact();
   d.p99_err_steps = pct.Percentile(0.99);
   d.p999_err_steps = pct.Percentile(0.999);
@@ -235,10 +245,12 @@ absl::StatusOr<TensorDiff> DiffTensor(const LogicalTensor& quant, const LogicalT
     w.flat_index = c.flat;
     w.index = Unravel(c.flat, quant.shape);
     w.err_steps = c.err_steps;
-    if (absl::Status s = quant.encoding->Inspect(c.flat, &w.quant); !s.ok()) return s;
+    if (absl::Status s = quant.encoding->Inspect(c.flat, &w.quant); !s.ok())
+      return s;
     float xs;
-    const int64_t src =
-        row_map.empty() ? c.flat : row_map[c.flat / cols] * cols + c.flat % cols;
+    const int64_t src = row_map.empty()
+                            ? c.flat
+                            : row_map[c.flat / cols] * cols + c.flat % cols;
     if (absl::Status s = ref.encoding->Decode(src, 1, &xs); !s.ok()) return s;
     w.source = xs;
     w.decoded = w.quant.value;
@@ -251,7 +263,8 @@ absl::StatusOr<TensorDiff> DiffTensor(const LogicalTensor& quant, const LogicalT
     for (const auto& [g, a] : groups) {
       all.push_back({g, a.count, a.sum / static_cast<double>(a.count), a.max});
     }
-    const size_t k = std::min<size_t>(all.size(), std::max(0, options.worst_groups));
+    const size_t k =
+        std::min<size_t>(all.size(), std::max(0, options.worst_groups));
     std::partial_sort(all.begin(), all.begin() + k, all.end(),
                       [](const WorstGroup& a, const WorstGroup& b) {
                         return a.mean_err_steps != b.mean_err_steps

@@ -1,0 +1,49 @@
+#include "core/io/fault_guard.h"
+
+#include <setjmp.h>
+#include <signal.h>
+
+#include <mutex>
+
+namespace tensormorph {
+namespace {
+
+thread_local sigjmp_buf* g_guard = nullptr;
+
+void OnSigbus(int sig, siginfo_t*, void*) {
+  if (g_guard != nullptr) siglongjmp(*g_guard, 1);
+  // Not inside a guarded read: the default action (terminate with a core).
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+}  // namespace
+
+void InstallMappedFileFaultHandler() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction sa = {};
+    sa.sa_sigaction = OnSigbus;
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, nullptr);
+  });
+}
+
+absl::Status GuardedRead(const std::function<absl::Status()>& read) {
+  sigjmp_buf jump;
+  sigjmp_buf* const outer = g_guard;
+  if (sigsetjmp(jump, 1) != 0) {
+    g_guard = outer;
+    return absl::FailedPreconditionError(
+        "a checkpoint file shrank or was replaced while being read (SIGBUS on "
+        "its mapping); "
+        "the next call reopens it");
+  }
+  g_guard = &jump;
+  absl::Status s = read();
+  g_guard = outer;
+  return s;
+}
+
+}  // namespace tensormorph

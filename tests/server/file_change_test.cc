@@ -1,0 +1,94 @@
+// Files that change under the server: truncated while a ReadSlice streams
+// from its mapping (SIGBUS) the call fails with FAILED_PRECONDITION and the
+// process lives; replaced, the next call sees the new file; deleted, the
+// next call reports NOT_FOUND.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "client/client.h"
+#include "gtest/gtest.h"
+#include "server/server.h"
+#include "tests/support/safetensors_writer.h"
+#include "tests/support/test_paths.h"
+
+namespace tensormorph {
+namespace {
+
+using ::tensormorph::testing::BuildSafetensors;
+using ::tensormorph::testing::BuildSafetensorsRaw;
+using ::tensormorph::testing::MakeTempDir;
+using ::tensormorph::testing::WriteFile;
+
+class FileChangeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = MakeTempDir();
+    path_ = dir_ + "/m.safetensors";
+    // 64 MiB of F32 in a sparse file.
+    const std::string head = BuildSafetensorsRaw(
+        R"({"w":{"dtype":"F32","shape":[4096,4096],"data_offsets":[0,67108864]}})",
+        "");
+    header_bytes_ = static_cast<off_t>(head.size());
+    const int fd = ::open(path_.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0644);
+    ASSERT_EQ(::write(fd, head.data(), head.size()),
+              static_cast<ssize_t>(head.size()));
+    ASSERT_EQ(::ftruncate(fd, header_bytes_ + (off_t{1} << 26)), 0);
+    ::close(fd);
+    ServerOptions o;
+    o.listen = "127.0.0.1:0";
+    o.roots = {dir_};
+    auto s = TensormorphServer::Start(o);
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = *std::move(s);
+    client_ = *Client::Connect("127.0.0.1:" + std::to_string(server_->port()));
+  }
+  v1::ReadSliceRequest Request() const {
+    v1::ReadSliceRequest r;
+    r.set_checkpoint("m.safetensors");
+    r.set_tensor("w");
+    r.set_max_chunk_bytes(1 << 16);
+    return r;
+  }
+  std::string dir_, path_;
+  off_t header_bytes_ = 0;
+  std::unique_ptr<TensormorphServer> server_;
+  std::unique_ptr<Client> client_;
+};
+
+TEST_F(FileChangeTest, TruncatedWhileStreamingFailsTheCallNotTheServer) {
+  int chunks = 0;
+  absl::Status s = client_->ReadSlice(Request(), [&](const v1::SliceChunk&) {
+    if (++chunks == 1) {
+      EXPECT_EQ(::truncate(path_.c_str(), header_bytes_), 0);
+    }
+    return true;
+  });
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(std::string(s.message()).find("SIGBUS"), std::string::npos) << s;
+  EXPECT_LT(chunks, 1024);
+  // The server lives, and the next call sees the (now corrupt) new file.
+  auto again = client_->GetCheckpoint("m.safetensors");
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kDataLoss)
+      << again.status();
+}
+
+TEST_F(FileChangeTest, ReplacedFileIsSeenByTheNextCall) {
+  ASSERT_TRUE(client_->GetCheckpoint("m.safetensors").ok());
+  WriteFile(dir_ + "/new.tmp", BuildSafetensors({{"w", "I8", {3}, "abc"}}));
+  std::filesystem::rename(dir_ + "/new.tmp", path_);
+  auto data = client_->ReadSliceAll(Request());
+  ASSERT_TRUE(data.ok()) << data.status();
+  EXPECT_EQ(data->shape, std::vector<int64_t>{3});
+}
+
+TEST_F(FileChangeTest, DeletedFileIsNotFoundNext) {
+  ASSERT_TRUE(client_->GetCheckpoint("m.safetensors").ok());
+  std::filesystem::remove(path_);
+  EXPECT_EQ(client_->GetCheckpoint("m.safetensors").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace tensormorph

@@ -12,8 +12,16 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(
   }
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(4 << 20);
-  auto channel = grpc::CreateCustomChannel(
-      target, grpc::InsecureChannelCredentials(), args);
+  std::shared_ptr<grpc::ChannelCredentials> creds =
+      grpc::InsecureChannelCredentials();
+  if (!options.tls_root_ca.empty() || !options.tls_client_cert.empty()) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = options.tls_root_ca;
+    ssl.pem_cert_chain = options.tls_client_cert;
+    ssl.pem_private_key = options.tls_client_key;
+    creds = grpc::SslCredentials(ssl);
+  }
+  auto channel = grpc::CreateCustomChannel(target, creds, args);
   return std::make_unique<Client>(std::move(channel), options);
 }
 
@@ -25,6 +33,8 @@ Client::Client(std::shared_ptr<grpc::Channel> channel, ClientOptions options,
       keepalive_(std::move(keepalive)) {}
 
 void Client::Prepare(grpc::ClientContext* ctx) const {
+  if (!options_.token.empty())
+    ctx->AddMetadata("authorization", "Bearer " + options_.token);
   if (options_.timeout != absl::InfiniteDuration()) {
     ctx->set_deadline(std::chrono::system_clock::now() +
                       absl::ToChronoMilliseconds(options_.timeout));

@@ -22,6 +22,11 @@ namespace tensormorph {
 struct ClientOptions {
   // Deadline of each call; infinite by default (a diff of 400 GB takes time).
   absl::Duration timeout = absl::InfiniteDuration();
+  // Sent as "authorization: Bearer <token>" on every call.
+  std::string token;
+  // TLS: the CA that signed the server's certificate (PEM text); with a
+  // client certificate and key for mutual TLS.
+  std::string tls_root_ca, tls_client_cert, tls_client_key;
 };
 
 // A slice assembled into one contiguous buffer.

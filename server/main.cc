@@ -39,6 +39,32 @@ int main(int argc, char** argv) {
   app.add_option("--max-scalars-per-call", options.limits.max_scalars_per_call,
                  "InspectScalars limit")
       ->capture_default_str();
+  app.add_option("--max-concurrent-streams",
+                 options.limits.max_concurrent_streams,
+                 "ReadSlice/ListTensors/QuantDiff streams at once")
+      ->capture_default_str();
+  app.add_option("--max-slice-bytes", options.limits.max_slice_bytes,
+                 "bytes one ReadSlice may return")
+      ->capture_default_str();
+  app.add_option("--max-concurrent-diffs", options.limits.max_concurrent_diffs,
+                 "QuantDiff calls at once")
+      ->capture_default_str();
+  app.add_option("--max-call-seconds", options.limits.max_call_seconds,
+                 "a stream ends with RESOURCE_EXHAUSTED past this, whatever "
+                 "its deadline")
+      ->capture_default_str();
+  app.add_option("--max-connection-age", options.max_connection_age_seconds,
+                 "seconds before a connection is recycled (0 = never)")
+      ->capture_default_str();
+  app.add_option(
+      "--token-file", options.token_file,
+      "bearer tokens, one per line: calls need 'authorization: Bearer <token>' "
+      "(health checks excepted); SIGHUP reloads the file");
+  app.add_option("--tls-cert", options.tls_cert, "server certificate (PEM)");
+  app.add_option("--tls-key", options.tls_key, "server private key (PEM)");
+  app.add_option(
+      "--tls-client-ca", options.tls_client_ca,
+      "CA for client certificates: clients must present one (mutual TLS)");
   app.add_option("--shutdown-grace", grace_seconds,
                  "seconds in-flight calls may run after SIGINT/SIGTERM")
       ->capture_default_str();
@@ -56,6 +82,7 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   auto server = tensormorph::TensormorphServer::Start(options);
@@ -73,7 +100,16 @@ int main(int argc, char** argv) {
                fmt::join((*server)->state().registry.sandbox().roots(), ", "));
 
   int sig = 0;
-  sigwait(&signals, &sig);
+  while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) {
+    if (options.token_file.empty()) continue;
+    const absl::Status s = (*server)->state().tokens.Reload();
+    if (s.ok()) {
+      spdlog::info("SIGHUP: reloaded tokens from {}", options.token_file);
+    } else {
+      spdlog::warn("SIGHUP: kept the previous tokens: {}",
+                   std::string(s.message()));
+    }
+  }
   spdlog::info("received signal {}; draining for up to {}s", sig,
                grace_seconds);
   (*server)->Shutdown(absl::Seconds(grace_seconds));

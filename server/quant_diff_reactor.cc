@@ -74,6 +74,7 @@ class QuantDiffReactor final
                    grpc::CallbackServerContext* ctx,
                    const v1::QuantDiffRequest* req)
       : state_(std::move(state)),
+        ctx_(ctx),
         req_(req),
         log_("QuantDiff", ctx, req->checkpoint(), req->reference()),
         start_(absl::Now()) {
@@ -107,6 +108,7 @@ class QuantDiffReactor final
   }
 
   void OnDone() override {
+    if (counted_diff_) state_->active_diffs.fetch_sub(1);
     if (cancelled_.load()) state_->metrics.streams_cancelled.fetch_add(1);
     state_->metrics.StreamEnded();
     delete this;
@@ -129,6 +131,21 @@ class QuantDiffReactor final
   }
 
   absl::Status Prepare() {
+    if (absl::Status auth = state_->tokens.Check(ctx_); !auth.ok()) return auth;
+    if (state_->metrics.active_streams() >
+        state_->limits.max_concurrent_streams) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "limit max_concurrent_streams (",
+          state_->limits.max_concurrent_streams, ") reached; retry later"));
+    }
+    if (state_->active_diffs.fetch_add(1) >=
+        state_->limits.max_concurrent_diffs) {
+      state_->active_diffs.fetch_sub(1);
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "limit max_concurrent_diffs (", state_->limits.max_concurrent_diffs,
+          ") reached; retry later"));
+    }
+    counted_diff_ = true;
     auto quant = state_->registry.Acquire(req_->checkpoint());
     if (!quant.ok()) return quant.status();
     auto ref = state_->registry.Acquire(req_->reference());
@@ -210,6 +227,14 @@ class QuantDiffReactor final
         !last_progress_ms_.compare_exchange_strong(last, now))
       return;
     absl::MutexLock lock(&mu_);
+    if (absl::Now() - start_ > absl::Seconds(state_->limits.max_call_seconds)) {
+      if (status_.ok()) {
+        status_ = ToGrpcStatus(absl::ResourceExhaustedError(
+            absl::StrCat("the diff ran past the limit max_call_seconds (",
+                         state_->limits.max_call_seconds, ")")));
+      }
+      cancelled_.store(true);
+    }
     EnqueueProgressLocked();
     PumpLocked();
   }
@@ -270,7 +295,9 @@ class QuantDiffReactor final
   }
 
   std::shared_ptr<ServiceState> state_;
+  grpc::CallbackServerContext* ctx_;
   const v1::QuantDiffRequest* req_;
+  bool counted_diff_ = false;  // written in Prepare, read in OnDone
   CallLog log_;
   const absl::Time start_;
   std::shared_ptr<const Checkpoint> quant_, ref_;

@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "core/io/fault_guard.h"
 #include "core/raw_slice.h"
 #include "core/slice.h"
@@ -25,6 +26,7 @@ class ReadSliceReactor final : public grpc::ServerWriteReactor<v1::SliceChunk> {
                    grpc::CallbackServerContext* ctx,
                    const v1::ReadSliceRequest* req)
       : state_(std::move(state)),
+        ctx_(ctx),
         req_(req),
         log_("ReadSlice", ctx, req->checkpoint(), req->tensor()) {
     state_->metrics.calls.fetch_add(1);
@@ -58,6 +60,13 @@ class ReadSliceReactor final : public grpc::ServerWriteReactor<v1::SliceChunk> {
 
  private:
   absl::Status Prepare() {
+    if (absl::Status auth = state_->tokens.Check(ctx_); !auth.ok()) return auth;
+    if (state_->metrics.active_streams() >
+        state_->limits.max_concurrent_streams) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "limit max_concurrent_streams (",
+          state_->limits.max_concurrent_streams, ") reached; retry later"));
+    }
     auto ckpt = state_->registry.Acquire(req_->checkpoint());
     if (!ckpt.ok()) return ckpt.status();
     ckpt_ = *ckpt;
@@ -90,6 +99,12 @@ class ReadSliceReactor final : public grpc::ServerWriteReactor<v1::SliceChunk> {
       h->set_total_bytes(total_ * 4);
       per_chunk_ = std::max<int64_t>(1, max_bytes / 4);
     }
+    if (h->total_bytes() > state_->limits.max_slice_bytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the slice is ", h->total_bytes(),
+          " bytes, over the limit max_slice_bytes (",
+          state_->limits.max_slice_bytes, "): read it in smaller slices"));
+    }
     return absl::OkStatus();
   }
 
@@ -105,6 +120,12 @@ class ReadSliceReactor final : public grpc::ServerWriteReactor<v1::SliceChunk> {
   void Produce() {
     if (cancelled_.load()) {
       Done(grpc::Status(grpc::CANCELLED, "cancelled"));
+      return;
+    }
+    if (absl::Now() - start_ > absl::Seconds(state_->limits.max_call_seconds)) {
+      Done(ToGrpcStatus(absl::ResourceExhaustedError(
+          absl::StrCat("the call ran past the limit max_call_seconds (",
+                       state_->limits.max_call_seconds, ")"))));
       return;
     }
     if (next_ > 0) chunk_.clear_header();
@@ -142,7 +163,9 @@ class ReadSliceReactor final : public grpc::ServerWriteReactor<v1::SliceChunk> {
   }
 
   std::shared_ptr<ServiceState> state_;
+  grpc::CallbackServerContext* ctx_;
   const v1::ReadSliceRequest* req_;
+  const absl::Time start_ = absl::Now();
   CallLog log_;
   std::shared_ptr<const Checkpoint> ckpt_;  // keeps the mapping alive
   std::optional<SliceReader> decoded_;

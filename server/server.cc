@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <climits>
+#include <fstream>
+#include <sstream>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -16,6 +18,45 @@ namespace {
 std::string WorkingDirectory() {
   char buf[PATH_MAX];
   return ::getcwd(buf, sizeof(buf)) != nullptr ? std::string(buf) : "/";
+}
+
+absl::StatusOr<std::string> ReadPem(const std::string& path, const char* what) {
+  std::ifstream in(path);
+  if (!in)
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot read ", what, " '", path, "'"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
+    const ServerOptions& o) {
+  if (o.tls_cert.empty() != o.tls_key.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+  }
+  if (o.tls_cert.empty()) {
+    if (!o.tls_client_ca.empty()) {
+      return absl::InvalidArgumentError(
+          "--tls-client-ca needs --tls-cert and --tls-key");
+    }
+    return grpc::InsecureServerCredentials();
+  }
+  grpc::SslServerCredentialsOptions ssl(
+      o.tls_client_ca.empty()
+          ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+          : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  auto cert = ReadPem(o.tls_cert, "TLS certificate");
+  auto key = ReadPem(o.tls_key, "TLS key");
+  if (!cert.ok()) return cert.status();
+  if (!key.ok()) return key.status();
+  ssl.pem_key_cert_pairs.push_back({*key, *cert});
+  if (!o.tls_client_ca.empty()) {
+    auto ca = ReadPem(o.tls_client_ca, "client CA");
+    if (!ca.ok()) return ca.status();
+    ssl.pem_root_certs = *ca;
+  }
+  return grpc::SslServerCredentials(ssl);
 }
 
 }  // namespace
@@ -36,14 +77,32 @@ absl::StatusOr<std::unique_ptr<TensormorphServer>> TensormorphServer::Build(
   s->state_ = std::make_shared<ServiceState>(*std::move(sandbox),
                                              options.max_open_checkpoints,
                                              workers, options.limits);
+  if (!options.token_file.empty()) {
+    if (absl::Status t = s->state_->tokens.Load(options.token_file); !t.ok())
+      return t;
+  }
   s->service_ = std::make_unique<TensormorphService>(s->state_);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   if (listen) {
-    builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(),
-                             &s->port_);
+    auto creds = ServerCredentials(options);
+    if (!creds.ok()) return creds.status();
+    builder.AddListeningPort(options.listen, *creds, &s->port_);
+  }
+  // Keepalive enforcement: clients may ping every 10 s at most; idle peers
+  // are probed; connections are recycled after max_connection_age.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 60'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20'000);
+  builder.AddChannelArgument(
+      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10'000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 2);
+  if (options.max_connection_age_seconds > 0) {
+    builder.AddChannelArgument(
+        GRPC_ARG_MAX_CONNECTION_AGE_MS,
+        static_cast<int>(options.max_connection_age_seconds * 1000));
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, 600'000);
   }
   // Chunks are at most 1 MiB of data plus a small header.
   builder.SetMaxSendMessageSize(2 << 20);

@@ -23,6 +23,12 @@ struct ServerOptions {
   // (embedded mode only).
   bool unrestricted = false;
   size_t max_open_checkpoints = 64;
+  // Bearer tokens (a file, one per line); empty = no authentication.
+  std::string token_file;
+  // TLS: server certificate and key (PEM); with a client CA, clients must
+  // present a certificate it signed (mutual TLS).
+  std::string tls_cert, tls_key, tls_client_ca;
+  int64_t max_connection_age_seconds = 3600;
   int workers = 0;  // 0 = one per core
   ServiceLimits limits;
 };

@@ -23,11 +23,13 @@ grpc::ServerUnaryReactor* RunOnPool(ServiceState& state,
                                     CallLog log, Fn fn) {
   state.metrics.calls.fetch_add(1);
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  state.pool.Submit([reactor, log = std::move(log), fn = std::move(fn)]() {
-    const grpc::Status status = ToGrpcStatus(fn());
-    log.Finish(status, 0);
-    reactor->Finish(status);
-  });
+  state.pool.Submit(
+      [&state, ctx, reactor, log = std::move(log), fn = std::move(fn)]() {
+        absl::Status auth = state.tokens.Check(ctx);
+        const grpc::Status status = ToGrpcStatus(auth.ok() ? fn() : auth);
+        log.Finish(status, 0);
+        reactor->Finish(status);
+      });
   return reactor;
 }
 
@@ -118,6 +120,11 @@ grpc::ServerUnaryReactor* TensormorphService::GetServerInfo(
     v1::ServerInfo* resp) {
   ServiceState& s = *state_;
   s.metrics.calls.fetch_add(1);
+  if (absl::Status auth = s.tokens.Check(ctx); !auth.ok()) {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    reactor->Finish(ToGrpcStatus(auth));
+    return reactor;
+  }
   resp->set_version(kVersion);
   for (const std::string& r : s.registry.sandbox().roots()) resp->add_roots(r);
   v1::Limits* l = resp->mutable_limits();
@@ -155,7 +162,15 @@ grpc::ServerUnaryReactor* TensormorphService::GetCheckpoint(
 
 grpc::ServerWriteReactor<v1::TensorInfo>* TensormorphService::ListTensors(
     grpc::CallbackServerContext* ctx, const v1::ListTensorsRequest* req) {
-  auto build = [this, req]() -> absl::StatusOr<std::vector<v1::TensorInfo>> {
+  auto build = [this, ctx,
+                req]() -> absl::StatusOr<std::vector<v1::TensorInfo>> {
+    if (absl::Status auth = state_->tokens.Check(ctx); !auth.ok()) return auth;
+    if (state_->metrics.active_streams() >=
+        state_->limits.max_concurrent_streams) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "limit max_concurrent_streams (",
+          state_->limits.max_concurrent_streams, ") reached; retry later"));
+    }
     auto ckpt = state_->registry.Acquire(req->checkpoint());
     if (!ckpt.ok()) return ckpt.status();
     std::vector<v1::TensorInfo> out;

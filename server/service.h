@@ -3,12 +3,14 @@
 #ifndef TENSORMORPH_SERVER_SERVICE_H_
 #define TENSORMORPH_SERVER_SERVICE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "core/format/checkpoint.h"
+#include "server/auth.h"
 #include "server/checkpoint_registry.h"
 #include "server/metrics.h"
 #include "server/worker_pool.h"
@@ -16,9 +18,14 @@
 
 namespace tensormorph {
 
+// Limits, each answered with RESOURCE_EXHAUSTED naming it.
 struct ServiceLimits {
   int64_t max_scalars_per_call = 100'000;
   int64_t max_chunk_bytes = 1 << 20;
+  int64_t max_concurrent_streams = 64;  // ReadSlice, ListTensors, QuantDiff
+  int64_t max_slice_bytes = int64_t{16} << 30;  // the result of one ReadSlice
+  int64_t max_concurrent_diffs = 2;
+  int64_t max_call_seconds = 3600;  // streams end past it
 };
 
 // What every call shares. Thread safety: each member is thread-safe.
@@ -30,6 +37,8 @@ struct ServiceState {
   WorkerPool pool;
   Metrics metrics;
   const ServiceLimits limits;
+  TokenStore tokens;  // empty = no authentication
+  std::atomic<int64_t> active_diffs{0};
 };
 
 // Looks a tensor up by name.

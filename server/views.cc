@@ -70,8 +70,10 @@ grpc::ServerUnaryReactor* TensormorphService::ComputeStats(
   state_->metrics.calls.fetch_add(1);
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   CallLog log("ComputeStats", ctx, req->checkpoint(), req->tensor());
-  state_->pool.Submit([this, reactor, req, resp, log] {
+  state_->pool.Submit([this, ctx, reactor, req, resp, log] {
     auto status = [&]() -> absl::Status {
+      if (absl::Status auth = state_->tokens.Check(ctx); !auth.ok())
+        return auth;
       auto r = Resolve(*state_, req->checkpoint(), req->tensor(),
                        req->reference(), req->reference_tensor());
       if (!r.ok()) return r.status();
@@ -125,8 +127,10 @@ grpc::ServerUnaryReactor* TensormorphService::GetHeatmap(
   state_->metrics.calls.fetch_add(1);
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   CallLog log("GetHeatmap", ctx, req->checkpoint(), req->tensor());
-  state_->pool.Submit([this, reactor, req, resp, log] {
+  state_->pool.Submit([this, ctx, reactor, req, resp, log] {
     auto status = [&]() -> absl::Status {
+      if (absl::Status auth = state_->tokens.Check(ctx); !auth.ok())
+        return auth;
       auto r = Resolve(*state_, req->checkpoint(), req->tensor(),
                        req->reference(), req->reference_tensor());
       if (!r.ok()) return r.status();
@@ -178,8 +182,11 @@ grpc::ServerUnaryReactor* TensormorphService::GetArchitecture(
   state_->metrics.calls.fetch_add(1);
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   CallLog log("GetArchitecture", ctx, req->checkpoint(), "");
-  state_->pool.Submit([this, reactor, req, resp, log] {
-    auto ckpt = state_->registry.Acquire(req->checkpoint());
+  state_->pool.Submit([this, ctx, reactor, req, resp, log] {
+    absl::Status auth = state_->tokens.Check(ctx);
+    auto ckpt = auth.ok()
+                    ? state_->registry.Acquire(req->checkpoint())
+                    : absl::StatusOr<std::shared_ptr<const Checkpoint>>(auth);
     grpc::Status g = ToGrpcStatus(ckpt.status());
     if (ckpt.ok()) {
       int64_t boundaries = 0;

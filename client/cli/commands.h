@@ -19,6 +19,8 @@ inline constexpr int kExitThreshold = 3;  // diff --fail-on tripped
 struct GlobalOptions {
   std::string server;  // empty = embedded
   bool json = false;
+  std::string token_file;
+  std::string tls_ca, tls_cert, tls_key;
 };
 
 // Prints "tensormorph: CODE: message" (and a hint where one helps) and

@@ -5,8 +5,10 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <memory>
+#include <sstream>
 
 #include "client/cli/commands.h"
 
@@ -43,6 +45,16 @@ int main(int argc, char** argv) {
   app.add_option("--server", g.server,
                  "tensormorphd address HOST:PORT (default $TENSORMORPH_SERVER; "
                  "unset = embedded)");
+  app.add_option(
+      "--token-file", g.token_file,
+      "file with the bearer token for a server started with --token-file "
+      "(default $TENSORMORPH_TOKEN_FILE)");
+  app.add_option("--tls-ca", g.tls_ca,
+                 "CA certificate (PEM) that signed the server's");
+  app.add_option("--tls-cert", g.tls_cert,
+                 "client certificate (PEM), for mutual TLS");
+  app.add_option("--tls-key", g.tls_key,
+                 "client private key (PEM), for mutual TLS");
   app.add_flag("--json", g.json,
                "machine-readable output: protobuf's JSON mapping, one object "
                "(one per line for streams)");
@@ -213,8 +225,34 @@ int main(int argc, char** argv) {
     return code == 0 ? kExitOk : kExitUsage;
   }
 
+  if (g.token_file.empty()) {
+    if (const char* env = std::getenv("TENSORMORPH_TOKEN_FILE"))
+      g.token_file = env;
+  }
+  ClientOptions copts;
+  auto slurp = [](const std::string& path, std::string* out) {
+    std::ifstream in(path);
+    if (!in) return false;
+    std::stringstream ss;
+    ss << in.rdbuf();
+    *out = ss.str();
+    return true;
+  };
+  for (const auto& [path, out] :
+       {std::pair{&g.token_file, &copts.token},
+        std::pair{&g.tls_ca, &copts.tls_root_ca},
+        std::pair{&g.tls_cert, &copts.tls_client_cert},
+        std::pair{&g.tls_key, &copts.tls_client_key}}) {
+    if (!path->empty() && !slurp(*path, out)) {
+      std::fprintf(stderr, "tensormorph: cannot read '%s'\n", path->c_str());
+      return kExitUsage;
+    }
+  }
+  // A token file holds the token on its first line.
+  copts.token = copts.token.substr(0, copts.token.find_first_of("\r\n"));
   absl::StatusOr<std::unique_ptr<Client>> client =
-      g.server.empty() ? Client::Embedded() : Client::Connect(g.server);
+      g.server.empty() ? Client::Embedded(copts)
+                       : Client::Connect(g.server, copts);
   if (!client.ok()) return ReportFailure(client.status());
   Client& c = **client;
   if (*ls_cmd) return RunLs(c, g, ls);

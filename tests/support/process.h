@@ -32,6 +32,7 @@ class ServerProcess {
   ~ServerProcess();
 
   int port() const { return port_; }
+  pid_t pid() const { return pid_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   // Sends SIGTERM and returns the exit status.
   int Stop();

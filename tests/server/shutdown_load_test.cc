@@ -1,0 +1,202 @@
+// Graceful shutdown and a bounded load-and-fault run against the real
+// tensormorphd. The load test runs a short mode by default; set
+// TENSORMORPH_LOAD_FULL=1 for 200 streams and 2,000 scalar calls. It prints
+// the figures it measured.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "client/client.h"
+#include "gtest/gtest.h"
+#include "tests/support/process.h"
+#include "tests/support/safetensors_writer.h"
+#include "tests/support/test_paths.h"
+
+namespace tensormorph {
+namespace {
+
+using ::tensormorph::testing::BuildSafetensors;
+using ::tensormorph::testing::Bytes;
+using ::tensormorph::testing::CliPath;
+using ::tensormorph::testing::MakeTempDir;
+using ::tensormorph::testing::ServerProcess;
+using ::tensormorph::testing::WriteFile;
+
+// A 16 MiB F32 tensor with real (non-sparse) data.
+std::string Root() {
+  static const std::string* dir = [] {
+    auto* d = new std::string(MakeTempDir());
+    std::vector<float> v(1024 * 4096);
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = static_cast<float>(i % 977) * 0.001f;
+    WriteFile(*d + "/m.safetensors",
+              BuildSafetensors({{"w", "F32", {1024, 4096}, Bytes(v)}}));
+    return d;
+  }();
+  return *dir;
+}
+
+int64_t RssAnonKb(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("RssAnon:", 0) == 0) return std::atoll(line.c_str() + 8);
+  }
+  return -1;
+}
+
+v1::ReadSliceRequest Whole() {
+  v1::ReadSliceRequest r;
+  r.set_checkpoint("m.safetensors");
+  r.set_tensor("w");
+  r.set_max_chunk_bytes(1 << 18);
+  return r;
+}
+
+TEST(ShutdownTest, SigtermDrainsInFlightStreamsThenExitsZero) {
+  ServerProcess s({Root()}, {"--shutdown-grace", "30"});
+  auto c = *Client::Connect(s.address());
+  std::atomic<bool> started{false};
+  absl::Status result;
+  std::thread reader([&] {
+    result = c->ReadSlice(Whole(), [&](const v1::SliceChunk&) {
+      started = true;
+      std::this_thread::sleep_for(
+          std::chrono::milliseconds(5));  // a slow reader
+      return true;
+    });
+  });
+  while (!started) std::this_thread::yield();
+  ::kill(s.pid(), SIGTERM);
+  reader.join();
+  EXPECT_TRUE(result.ok()) << result;  // the in-flight stream finished
+  EXPECT_EQ(s.Stop(), 0);
+}
+
+TEST(ShutdownTest, StreamsPastTheGracePeriodAreCancelled) {
+  ServerProcess s({Root()}, {"--shutdown-grace", "0.2"});
+  auto c = *Client::Connect(s.address());
+  std::atomic<bool> started{false};
+  absl::Status result;
+  std::thread reader([&] {
+    result = c->ReadSlice(Whole(), [&](const v1::SliceChunk&) {
+      started = true;
+      std::this_thread::sleep_for(
+          std::chrono::milliseconds(50));  // far too slow
+      return true;
+    });
+  });
+  while (!started) std::this_thread::yield();
+  ::kill(s.pid(), SIGTERM);
+  reader.join();
+  EXPECT_FALSE(result.ok());
+  EXPECT_EQ(s.Stop(), 0);
+}
+
+TEST(LoadTest, StreamsScalarsCancellationsAndKilledClients) {
+  const bool full = std::getenv("TENSORMORPH_LOAD_FULL") != nullptr;
+  const int streams = full ? 200 : 40, scalar_calls = full ? 2000 : 400,
+            killed = full ? 8 : 3;
+  ServerProcess s({Root()},
+                  {"--max-concurrent-streams", "512", "--workers", "2"});
+  auto c = *Client::Connect(s.address());
+  ASSERT_TRUE(
+      c->GetCheckpoint("m.safetensors").ok());  // warm: opened and mapped
+  const int64_t rss_before = RssAnonKb(s.pid());
+
+  std::atomic<int64_t> bytes{0}, ok_streams{0}, cancelled{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < streams; ++i) {
+    threads.emplace_back([&, i] {
+      int chunks = 0;
+      absl::Status st = c->ReadSlice(Whole(), [&](const v1::SliceChunk& ch) {
+        bytes += static_cast<int64_t>(ch.data().size());
+        return !(i % 2 == 1 && ++chunks == 3);  // half cancel mid-way
+      });
+      (st.ok() ? ok_streams : cancelled)++;
+    });
+  }
+  // Clients killed outright: CLI processes reading the whole tensor.
+  std::vector<pid_t> victims;
+  for (int i = 0; i < killed; ++i) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::execl(CliPath().c_str(), "tensormorph", "--server", s.address().c_str(),
+              "read", "m.safetensors", "w", "-o", "/dev/null",
+              static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    victims.push_back(pid);
+  }
+  std::vector<double> latencies_us;
+  std::mutex lat_mu;
+  std::vector<std::thread> scalar_threads;
+  for (int t = 0; t < 4; ++t) {
+    scalar_threads.emplace_back([&, t] {
+      for (int i = t; i < scalar_calls; i += 4) {
+        v1::InspectScalarsRequest q;
+        q.set_checkpoint("m.safetensors");
+        q.set_tensor("w");
+        q.add_flat_indices((i * 7919) % (1024 * 4096));
+        const auto t0 = std::chrono::steady_clock::now();
+        auto r = c->InspectScalars(q);
+        const double us = std::chrono::duration<double, std::micro>(
+                              std::chrono::steady_clock::now() - t0)
+                              .count();
+        EXPECT_TRUE(r.ok()) << r.status();
+        std::lock_guard<std::mutex> lock(lat_mu);
+        latencies_us.push_back(us);
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  for (pid_t v : victims) {
+    ::kill(v, SIGKILL);
+    ::waitpid(v, nullptr, 0);
+  }
+  for (auto& t : threads) t.join();
+  for (auto& t : scalar_threads) t.join();
+
+  // Everything else still works, and the server's memory came back.
+  auto after = c->ReadSliceAll(Whole());
+  ASSERT_TRUE(after.ok()) << after.status();
+  auto info = c->GetServerInfo();
+  ASSERT_TRUE(info.ok());
+  for (int i = 0; i < 100 && info->counters().active_streams() > 0; ++i) {
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(50));  // killed peers time out
+    info = c->GetServerInfo();
+  }
+  const int64_t rss_after = RssAnonKb(s.pid());
+  std::sort(latencies_us.begin(), latencies_us.end());
+  const double p50 = latencies_us[latencies_us.size() / 2];
+  const double p99 = latencies_us[latencies_us.size() * 99 / 100];
+  std::printf(
+      "load: %d streams (%lld completed, %lld cancelled), %d killed clients, "
+      "%d scalar calls, "
+      "%.1f MiB streamed; InspectScalars p50 %.0f us p99 %.0f us; server anon "
+      "RSS %lld KiB "
+      "before, %lld KiB after\n",
+      streams, static_cast<long long>(ok_streams.load()),
+      static_cast<long long>(cancelled.load()), killed, scalar_calls,
+      bytes.load() / 1048576.0, p50, p99, static_cast<long long>(rss_before),
+      static_cast<long long>(rss_after));
+  EXPECT_EQ(ok_streams + cancelled, streams);
+  EXPECT_EQ(cancelled.load(), streams / 2);
+  EXPECT_EQ(info->counters().active_streams(), 0);
+  // Anonymous memory returns to within 10% (plus 8 MiB of allocator slack
+  // for a small server) of its level before the load.
+  EXPECT_LE(rss_after, rss_before * 11 / 10 + 8192);
+}
+
+}  // namespace
+}  // namespace tensormorph

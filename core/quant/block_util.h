@@ -10,12 +10,21 @@
 #include "core/quant/float_formats.h"
 #include "core/quant/scalar_info.h"
 
+// Builds a decoder for AVX2 and for the baseline ISA, dispatched at load
+// time (portable binaries: no -march=native). The arithmetic is the same
+// in both; -ffp-contract=off keeps multiply and add rounded separately.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define TM_MULTIVERSION __attribute__((target_clones("avx2", "default")))
+#else
+#define TM_MULTIVERSION
+#endif
+
 namespace tensormorph {
 
 inline float LoadF16(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
-  return F16ToF32(h);
+  return F16ToF32Fast(h);
 }
 
 // Fills step and range for a uniform grid: value = scale * level + offset

@@ -39,6 +39,14 @@ inline float F16ToF32(uint16_t h) {
                    (mant << 13));
 }
 
+// All 65536 binary16 values as float32 (built once from F16ToF32): decoders
+// look scales up here instead of converting bit by bit.
+const float* F16Table();
+inline float F16ToF32Fast(uint16_t h) {
+  static const float* const table = F16Table();
+  return table[h];
+}
+
 inline float BF16ToF32(uint16_t b) {
   return BitsToF32(static_cast<uint32_t>(b) << 16);
 }

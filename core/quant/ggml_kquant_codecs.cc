@@ -52,12 +52,12 @@ static_assert(sizeof(BlockQ8_K) == 292);
 
 // ---- Q2_K -----------------------------------------------------------------
 
-void DecodeQ2_K(const uint8_t* src, int64_t nb, float* y) {
+TM_MULTIVERSION void DecodeQ2_K(const uint8_t* src, int64_t nb, float* y) {
   for (int64_t i = 0; i < nb; ++i) {
     BlockQ2_K x;
     std::memcpy(&x, src + i * sizeof(x), sizeof(x));
-    const float d = F16ToF32(x.d);
-    const float min = F16ToF32(x.dmin);
+    const float d = F16ToF32Fast(x.d);
+    const float min = F16ToF32Fast(x.dmin);
     const uint8_t* q = x.qs;
     int is = 0;
     for (int n = 0; n < kQKK; n += 128) {
@@ -86,8 +86,8 @@ ScalarInfo InspectQ2_K(const uint8_t* p, int e) {
   std::memcpy(&x, p, sizeof(x));
   const int half = e / 128, j = (e % 128) / 32, w = e % 32;
   const int sub = half * 8 + 2 * j + (w >= 16 ? 1 : 0);
-  const float d = F16ToF32(x.d);
-  const float min = F16ToF32(x.dmin);
+  const float d = F16ToF32Fast(x.d);
+  const float min = F16ToF32Fast(x.dmin);
   const int sc = x.scales[sub] & 0xF, m = x.scales[sub] >> 4;
   const float dl = d * sc, ml = min * m;
   ScalarInfo s;
@@ -122,11 +122,11 @@ void UnpackQ3Scales(const uint8_t packed[12], int8_t out[16]) {
   std::memcpy(out, aux, 16);
 }
 
-void DecodeQ3_K(const uint8_t* src, int64_t nb, float* y) {
+TM_MULTIVERSION void DecodeQ3_K(const uint8_t* src, int64_t nb, float* y) {
   for (int64_t i = 0; i < nb; ++i) {
     BlockQ3_K x;
     std::memcpy(&x, src + i * sizeof(x), sizeof(x));
-    const float d_all = F16ToF32(x.d);
+    const float d_all = F16ToF32Fast(x.d);
     int8_t scales[16];
     UnpackQ3Scales(x.scales, scales);
     const uint8_t* q = x.qs;
@@ -161,7 +161,7 @@ ScalarInfo InspectQ3_K(const uint8_t* p, int e) {
   const int sub = half * 8 + 2 * j + (w >= 16 ? 1 : 0);
   int8_t scales[16];
   UnpackQ3Scales(x.scales, scales);
-  const float d_all = F16ToF32(x.d);
+  const float d_all = F16ToF32Fast(x.d);
   const int sc = scales[sub] - 32;
   const float dl = d_all * sc;
   const int low = (x.qs[half * 32 + w] >> (2 * j)) & 3;
@@ -195,13 +195,13 @@ inline void ScaleMinK4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
   }
 }
 
-void DecodeQ4_K(const uint8_t* src, int64_t nb, float* y) {
+TM_MULTIVERSION void DecodeQ4_K(const uint8_t* src, int64_t nb, float* y) {
   for (int64_t i = 0; i < nb; ++i) {
     BlockQ4_K x;
     std::memcpy(&x, src + i * sizeof(x), sizeof(x));
     const uint8_t* q = x.qs;
-    const float d = F16ToF32(x.d);
-    const float min = F16ToF32(x.dmin);
+    const float d = F16ToF32Fast(x.d);
+    const float min = F16ToF32Fast(x.dmin);
     int is = 0;
     uint8_t sc, m;
     for (int j = 0; j < kQKK; j += 64) {
@@ -229,8 +229,8 @@ ScalarInfo InspectQ45_K(const uint8_t* p, int e) {
   const uint8_t* scales = p + 4;
   const uint8_t* qh = p + 16;
   const uint8_t* qs = kFiveBit ? p + 48 : p + 16;
-  const float d = F16ToF32(dh);
-  const float min = F16ToF32(dminh);
+  const float d = F16ToF32Fast(dh);
+  const float min = F16ToF32Fast(dminh);
   uint8_t sc, m;
   ScaleMinK4(sub, scales, &sc, &m);
   const float d1 = d * sc;
@@ -258,14 +258,14 @@ ScalarInfo InspectQ45_K(const uint8_t* p, int e) {
   return s;
 }
 
-void DecodeQ5_K(const uint8_t* src, int64_t nb, float* y) {
+TM_MULTIVERSION void DecodeQ5_K(const uint8_t* src, int64_t nb, float* y) {
   for (int64_t i = 0; i < nb; ++i) {
     BlockQ5_K x;
     std::memcpy(&x, src + i * sizeof(x), sizeof(x));
     const uint8_t* ql = x.qs;
     const uint8_t* qh = x.qh;
-    const float d = F16ToF32(x.d);
-    const float min = F16ToF32(x.dmin);
+    const float d = F16ToF32Fast(x.d);
+    const float min = F16ToF32Fast(x.dmin);
     int is = 0;
     uint8_t sc, m;
     uint8_t u1 = 1, u2 = 2;
@@ -292,11 +292,11 @@ void DecodeQ5_K(const uint8_t* src, int64_t nb, float* y) {
 
 // ---- Q6_K -----------------------------------------------------------------
 
-void DecodeQ6_K(const uint8_t* src, int64_t nb, float* y) {
+TM_MULTIVERSION void DecodeQ6_K(const uint8_t* src, int64_t nb, float* y) {
   for (int64_t i = 0; i < nb; ++i) {
     BlockQ6_K x;
     std::memcpy(&x, src + i * sizeof(x), sizeof(x));
-    const float d = F16ToF32(x.d);
+    const float d = F16ToF32Fast(x.d);
     const uint8_t* ql = x.ql;
     const uint8_t* qh = x.qh;
     const int8_t* sc = x.scales;
@@ -338,7 +338,7 @@ ScalarInfo InspectQ6_K(const uint8_t* p, int e) {
   const int lowbits = quarter < 2 ? (low & 0xF) : (low >> 4);
   const int code = lowbits | (((qh >> (2 * quarter)) & 3) << 4);
   const int sub = half * 8 + l / 16 + 2 * quarter;
-  const float d = F16ToF32(x.d);
+  const float d = F16ToF32Fast(x.d);
   const int8_t sc = x.scales[sub];
   ScalarInfo s;
   s.code = code;
@@ -357,7 +357,7 @@ ScalarInfo InspectQ6_K(const uint8_t* p, int e) {
 
 // ---- Q8_K -----------------------------------------------------------------
 
-void DecodeQ8_K(const uint8_t* src, int64_t nb, float* y) {
+TM_MULTIVERSION void DecodeQ8_K(const uint8_t* src, int64_t nb, float* y) {
   for (int64_t i = 0; i < nb; ++i) {
     BlockQ8_K x;
     std::memcpy(&x, src + i * sizeof(x), sizeof(x));

@@ -62,22 +62,26 @@ inline int HighBit(const uint8_t qh[4], int i) {
   return (h >> i) & 1;
 }
 
-void DecodeQ4_0(const uint8_t* src, int64_t nb, float* y) {
+TM_MULTIVERSION void DecodeQ4_0(const uint8_t* src, int64_t nb, float* y) {
   for (int64_t i = 0; i < nb; ++i) {
-    const auto b = LoadBlock<BlockQ4_0>(src + i * sizeof(BlockQ4_0));
-    const float d = F16ToF32(b.d);
+    const uint8_t* p = src + i * sizeof(BlockQ4_0);
+    uint16_t dh;
+    std::memcpy(&dh, p, 2);
+    const float d = F16ToF32Fast(dh);
+    const uint8_t* qs = p + 2;
+    float* out = y + i * kQK;
     for (int j = 0; j < kQK / 2; ++j) {
-      const int x0 = (b.qs[j] & 0x0F) - 8;
-      const int x1 = (b.qs[j] >> 4) - 8;
-      y[i * kQK + j] = x0 * d;
-      y[i * kQK + j + kQK / 2] = x1 * d;
+      const int x0 = (qs[j] & 0x0F) - 8;
+      const int x1 = (qs[j] >> 4) - 8;
+      out[j] = x0 * d;
+      out[j + kQK / 2] = x1 * d;
     }
   }
 }
 
 ScalarInfo InspectQ4_0(const uint8_t* p, int i) {
   const auto b = LoadBlock<BlockQ4_0>(p);
-  const float d = F16ToF32(b.d);
+  const float d = F16ToF32Fast(b.d);
   ScalarInfo s;
   s.code = Nibble(b.qs, i);
   s.code_bits_value = s.code;
@@ -91,24 +95,29 @@ ScalarInfo InspectQ4_0(const uint8_t* p, int i) {
   return s;
 }
 
-void DecodeQ4_1(const uint8_t* src, int64_t nb, float* y) {
+TM_MULTIVERSION void DecodeQ4_1(const uint8_t* src, int64_t nb, float* y) {
   for (int64_t i = 0; i < nb; ++i) {
-    const auto b = LoadBlock<BlockQ4_1>(src + i * sizeof(BlockQ4_1));
-    const float d = F16ToF32(b.d);
-    const float m = F16ToF32(b.m);
+    const uint8_t* p = src + i * sizeof(BlockQ4_1);
+    uint16_t dh, mh;
+    std::memcpy(&dh, p, 2);
+    std::memcpy(&mh, p + 2, 2);
+    const float d = F16ToF32Fast(dh);
+    const float m = F16ToF32Fast(mh);
+    const uint8_t* qs = p + 4;
+    float* out = y + i * kQK;
     for (int j = 0; j < kQK / 2; ++j) {
-      const int x0 = b.qs[j] & 0x0F;
-      const int x1 = b.qs[j] >> 4;
-      y[i * kQK + j] = x0 * d + m;
-      y[i * kQK + j + kQK / 2] = x1 * d + m;
+      const int x0 = qs[j] & 0x0F;
+      const int x1 = qs[j] >> 4;
+      out[j] = x0 * d + m;
+      out[j + kQK / 2] = x1 * d + m;
     }
   }
 }
 
 ScalarInfo InspectQ4_1(const uint8_t* p, int i) {
   const auto b = LoadBlock<BlockQ4_1>(p);
-  const float d = F16ToF32(b.d);
-  const float m = F16ToF32(b.m);
+  const float d = F16ToF32Fast(b.d);
+  const float m = F16ToF32Fast(b.m);
   ScalarInfo s;
   s.code = Nibble(b.qs, i);
   s.code_bits_value = s.code;
@@ -123,10 +132,10 @@ ScalarInfo InspectQ4_1(const uint8_t* p, int i) {
   return s;
 }
 
-void DecodeQ5_0(const uint8_t* src, int64_t nb, float* y) {
+TM_MULTIVERSION void DecodeQ5_0(const uint8_t* src, int64_t nb, float* y) {
   for (int64_t i = 0; i < nb; ++i) {
     const auto b = LoadBlock<BlockQ5_0>(src + i * sizeof(BlockQ5_0));
-    const float d = F16ToF32(b.d);
+    const float d = F16ToF32Fast(b.d);
     uint32_t qh;
     std::memcpy(&qh, b.qh, 4);
     for (int j = 0; j < kQK / 2; ++j) {
@@ -142,7 +151,7 @@ void DecodeQ5_0(const uint8_t* src, int64_t nb, float* y) {
 
 ScalarInfo InspectQ5_0(const uint8_t* p, int i) {
   const auto b = LoadBlock<BlockQ5_0>(p);
-  const float d = F16ToF32(b.d);
+  const float d = F16ToF32Fast(b.d);
   ScalarInfo s;
   s.code = Nibble(b.qs, i) | (HighBit(b.qh, i) << 4);
   s.code_bits_value = s.code;
@@ -156,11 +165,11 @@ ScalarInfo InspectQ5_0(const uint8_t* p, int i) {
   return s;
 }
 
-void DecodeQ5_1(const uint8_t* src, int64_t nb, float* y) {
+TM_MULTIVERSION void DecodeQ5_1(const uint8_t* src, int64_t nb, float* y) {
   for (int64_t i = 0; i < nb; ++i) {
     const auto b = LoadBlock<BlockQ5_1>(src + i * sizeof(BlockQ5_1));
-    const float d = F16ToF32(b.d);
-    const float m = F16ToF32(b.m);
+    const float d = F16ToF32Fast(b.d);
+    const float m = F16ToF32Fast(b.m);
     uint32_t qh;
     std::memcpy(&qh, b.qh, 4);
     for (int j = 0; j < kQK / 2; ++j) {
@@ -176,8 +185,8 @@ void DecodeQ5_1(const uint8_t* src, int64_t nb, float* y) {
 
 ScalarInfo InspectQ5_1(const uint8_t* p, int i) {
   const auto b = LoadBlock<BlockQ5_1>(p);
-  const float d = F16ToF32(b.d);
-  const float m = F16ToF32(b.m);
+  const float d = F16ToF32Fast(b.d);
+  const float m = F16ToF32Fast(b.m);
   ScalarInfo s;
   s.code = Nibble(b.qs, i) | (HighBit(b.qh, i) << 4);
   s.code_bits_value = s.code;
@@ -192,19 +201,26 @@ ScalarInfo InspectQ5_1(const uint8_t* p, int i) {
   return s;
 }
 
+// Reads the codes in place (no block copy) so the compiler vectorises the
+// int8 -> float conversion; built for AVX2 and baseline, chosen at run time.
 template <typename B>
-void DecodeQ8(const uint8_t* src, int64_t nb, float* y) {
+TM_MULTIVERSION void DecodeQ8(const uint8_t* src, int64_t nb, float* y) {
+  constexpr size_t kCodes = sizeof(B) - kQK;  // offset of qs
   for (int64_t i = 0; i < nb; ++i) {
-    const auto b = LoadBlock<B>(src + i * sizeof(B));
-    const float d = F16ToF32(b.d);
-    for (int j = 0; j < kQK; ++j) y[i * kQK + j] = b.qs[j] * d;
+    const uint8_t* p = src + i * sizeof(B);
+    uint16_t dh;
+    std::memcpy(&dh, p, 2);
+    const float d = F16ToF32Fast(dh);
+    const int8_t* qs = reinterpret_cast<const int8_t*>(p + kCodes);
+    float* out = y + i * kQK;
+    for (int j = 0; j < kQK; ++j) out[j] = qs[j] * d;
   }
 }
 
 template <typename B>
 ScalarInfo InspectQ8(const uint8_t* p, int i) {
   const auto b = LoadBlock<B>(p);
-  const float d = F16ToF32(b.d);
+  const float d = F16ToF32Fast(b.d);
   ScalarInfo s;
   s.code = b.qs[i];
   s.code_bits_value = static_cast<uint8_t>(b.qs[i]);
@@ -214,7 +230,8 @@ ScalarInfo InspectQ8(const uint8_t* p, int i) {
   s.value = b.qs[i] * d;
   FillUniformSteps(d, -128, 127, 0, &s);
   s.AddParam("d", d);
-  if constexpr (std::is_same_v<B, BlockQ8_1>) s.AddParam("s", F16ToF32(b.s));
+  if constexpr (std::is_same_v<B, BlockQ8_1>)
+    s.AddParam("s", F16ToF32Fast(b.s));
   return s;
 }
 

@@ -75,10 +75,10 @@ const Codebooks& Books() {
 
 // ---- IQ4_NL / IQ4_XS -------------------------------------------------------
 
-void DecodeIq4Nl(const uint8_t* src, int64_t nb, float* y) {
+TM_MULTIVERSION void DecodeIq4Nl(const uint8_t* src, int64_t nb, float* y) {
   for (int64_t i = 0; i < nb; ++i) {
     const auto x = LoadBlock<BlockIq4Nl>(src + i * sizeof(BlockIq4Nl));
-    const float d = F16ToF32(x.d);
+    const float d = F16ToF32Fast(x.d);
     for (int j = 0; j < kQK / 2; ++j) {
       y[j] = d * kIq4NlValues[x.qs[j] & 0xf];
       y[j + kQK / 2] = d * kIq4NlValues[x.qs[j] >> 4];
@@ -99,7 +99,7 @@ void FillIq4(ScalarInfo* s, int code, float dl) {
 
 ScalarInfo InspectIq4Nl(const uint8_t* p, int i) {
   const auto x = LoadBlock<BlockIq4Nl>(p);
-  const float d = F16ToF32(x.d);
+  const float d = F16ToF32Fast(x.d);
   ScalarInfo s;
   FillIq4(&s, Nibble32(x.qs, i), d);
   s.AddParam("d", d);
@@ -111,11 +111,11 @@ inline int Iq4XsScale(const BlockIq4Xs& x, int ib) {
          (((x.scales_h >> 2 * ib) & 3) << 4);
 }
 
-void DecodeIq4Xs(const uint8_t* src, int64_t nb, float* y) {
+TM_MULTIVERSION void DecodeIq4Xs(const uint8_t* src, int64_t nb, float* y) {
   for (int64_t i = 0; i < nb; ++i) {
     const auto x = LoadBlock<BlockIq4Xs>(src + i * sizeof(BlockIq4Xs));
     const uint8_t* qs = x.qs;
-    const float d = F16ToF32(x.d);
+    const float d = F16ToF32Fast(x.d);
     for (int ib = 0; ib < kQKK / 32; ++ib) {
       const int ls = Iq4XsScale(x, ib);
       const float dl = d * (ls - 32);
@@ -132,7 +132,7 @@ void DecodeIq4Xs(const uint8_t* src, int64_t nb, float* y) {
 ScalarInfo InspectIq4Xs(const uint8_t* p, int e) {
   const auto x = LoadBlock<BlockIq4Xs>(p);
   const int ib = e / 32;
-  const float d = F16ToF32(x.d);
+  const float d = F16ToF32Fast(x.d);
   const int ls = Iq4XsScale(x, ib);
   const float dl = d * (ls - 32);
   ScalarInfo s;
@@ -153,12 +153,12 @@ inline int Trit(uint8_t byte, int n) {
   return (static_cast<uint16_t>(q) * 3) >> 8;
 }
 
-void DecodeTq1_0(const uint8_t* src, int64_t nb, float* y) {
+TM_MULTIVERSION void DecodeTq1_0(const uint8_t* src, int64_t nb, float* y) {
   constexpr int kQs = sizeof(BlockTq1_0::qs);
   constexpr int kQh = sizeof(BlockTq1_0::qh);
   for (int64_t i = 0; i < nb; ++i) {
     const auto x = LoadBlock<BlockTq1_0>(src + i * sizeof(BlockTq1_0));
-    const float d = F16ToF32(x.d);
+    const float d = F16ToF32Fast(x.d);
     for (int j = 0; j < kQs - kQs % 32; j += 32) {
       for (int n = 0; n < 5; ++n) {
         for (int m = 0; m < 32; ++m) {
@@ -205,13 +205,13 @@ ScalarInfo InspectTq1_0(const uint8_t* p, int e) {
   } else {  // qh[0..4), four trits each, 4 apart
     trit = Trit(x.qh[(e - 240) % 4], (e - 240) / 4);
   }
-  return FillTernary(trit, F16ToF32(x.d));
+  return FillTernary(trit, F16ToF32Fast(x.d));
 }
 
-void DecodeTq2_0(const uint8_t* src, int64_t nb, float* y) {
+TM_MULTIVERSION void DecodeTq2_0(const uint8_t* src, int64_t nb, float* y) {
   for (int64_t i = 0; i < nb; ++i) {
     const auto x = LoadBlock<BlockTq2_0>(src + i * sizeof(BlockTq2_0));
-    const float d = F16ToF32(x.d);
+    const float d = F16ToF32Fast(x.d);
     for (size_t j = 0; j < sizeof(x.qs); j += 32) {
       for (int l = 0; l < 4; ++l) {
         for (int m = 0; m < 32; ++m) {
@@ -226,12 +226,12 @@ void DecodeTq2_0(const uint8_t* src, int64_t nb, float* y) {
 ScalarInfo InspectTq2_0(const uint8_t* p, int e) {
   const auto x = LoadBlock<BlockTq2_0>(p);
   const int j = (e / 128) * 32, l = (e % 128) / 32, m = e % 32;
-  return FillTernary((x.qs[j + m] >> (l * 2)) & 3, F16ToF32(x.d));
+  return FillTernary((x.qs[j + m] >> (l * 2)) & 3, F16ToF32Fast(x.d));
 }
 
 // ---- MXFP4 / NVFP4 ---------------------------------------------------------
 
-void DecodeMxfp4(const uint8_t* src, int64_t nb, float* y) {
+TM_MULTIVERSION void DecodeMxfp4(const uint8_t* src, int64_t nb, float* y) {
   for (int64_t i = 0; i < nb; ++i) {
     const auto x = LoadBlock<BlockMxfp4>(src + i * sizeof(BlockMxfp4));
     const float d = E8M0ToF32Half(x.e);
@@ -265,7 +265,7 @@ ScalarInfo InspectMxfp4(const uint8_t* p, int i) {
   return s;
 }
 
-void DecodeNvfp4(const uint8_t* src, int64_t nb, float* y) {
+TM_MULTIVERSION void DecodeNvfp4(const uint8_t* src, int64_t nb, float* y) {
   for (int64_t i = 0; i < nb; ++i) {
     const auto x = LoadBlock<BlockNvfp4>(src + i * sizeof(BlockNvfp4));
     for (int s = 0; s < kQKNvfp4 / kNvfp4Sub; ++s) {

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 
+#include "core/quant/block_util.h"
 #include "core/quant/codec.h"
 #include "core/quant/float_formats.h"
 
@@ -99,7 +100,7 @@ ScalarInfo InspectSmallFloat(const uint8_t* src, int) {
   return s;
 }
 
-float DecF16(uint32_t c) { return F16ToF32(static_cast<uint16_t>(c)); }
+float DecF16(uint32_t c) { return F16ToF32Fast(static_cast<uint16_t>(c)); }
 float DecBF16(uint32_t c) { return BF16ToF32(static_cast<uint16_t>(c)); }
 float DecE4M3(uint32_t c) { return F8E4M3ToF32(static_cast<uint8_t>(c)); }
 float DecE5M2(uint32_t c) { return F8E5M2ToF32(static_cast<uint8_t>(c)); }
@@ -115,7 +116,8 @@ float DecF6E2M3(uint32_t c) { return F6E2M3ToF32(static_cast<uint8_t>(c)); }
 float DecF6E3M2(uint32_t c) { return F6E3M2ToF32(static_cast<uint8_t>(c)); }
 
 template <float (*kDec)(uint32_t), typename T>
-void DecodeSmallFloat(const uint8_t* src, int64_t n, float* dst) {
+TM_MULTIVERSION void DecodeSmallFloat(const uint8_t* src, int64_t n,
+                                      float* dst) {
   for (int64_t i = 0; i < n; ++i) dst[i] = kDec(Load<T>(src + i * sizeof(T)));
 }
 

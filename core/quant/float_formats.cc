@@ -1,0 +1,15 @@
+#include "core/quant/float_formats.h"
+
+namespace tensormorph {
+
+const float* F16Table() {
+  static const float* const table = [] {
+    auto* t = new float[65536];
+    for (uint32_t h = 0; h < 65536; ++h)
+      t[h] = F16ToF32(static_cast<uint16_t>(h));
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace tensormorph

@@ -19,6 +19,10 @@ for arg in "$@"; do
 done
 
 deploy/install_deps.sh
+if [ "$build_dir" = build-asan ]; then
+  export LSAN_OPTIONS="suppressions=$(pwd)/tests/lsan.supp"
+  export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+fi
 cmake -S . -B "$build_dir" -G Ninja "${cmake_args[@]}" >/dev/null
 cmake --build "$build_dir" -j "$(nproc)"
 cd "$build_dir"

@@ -122,16 +122,21 @@ TEST_P(ViewsCliTest, HeatmapPngHasItsSizeAndGroupLinesOnGroupEdges) {
     EXPECT_NE(png.At(4 + 31 * 4 - 1, 16 + 1), white);
     EXPECT_EQ(png.At(4 + 1, 16 + 4 - 1), white);
   }
-  const std::string q4k = MakeTempDir() + "/k.png";
-  CommandResult k =
-      Run({"heatmap", Fixture("gguf/Q4_K.gguf"), "blk.0.attn_q.weight",
-           "--mode", "value", "--size", "64x4", "-o", q4k});
-  ASSERT_EQ(k.exit_code, 0) << k.err;
-  const Png kp = ReadPng(q4k);
-  EXPECT_EQ(kp.height, 16 + 64 + 4);  // 8 px cells, the colour bar is 64 tall
-  // 64 cells of 4 elements: a sub-block (32) ends every 8 cells.
-  EXPECT_EQ(kp.At(4 + 8 * 8 - 1, 16 + 2),
-            (std::array<uint8_t, 3>{255, 255, 255}));
+  for (const std::string mode : {"value", "absmax", "group"}) {
+    SCOPED_TRACE(mode);
+    const std::string q4k = MakeTempDir() + "/k.png";
+    CommandResult k =
+        Run({"heatmap", Fixture("gguf/Q4_K.gguf"), "blk.0.attn_q.weight",
+             "--mode", mode, "--size", "64x4", "-o", q4k});
+    ASSERT_EQ(k.exit_code, 0) << k.err;
+    const Png kp = ReadPng(q4k);
+    EXPECT_EQ(kp.height, 16 + 64 + 4);  // 8 px cells, the colour bar is 64 tall
+    // 64 cells of 4 elements: a sub-block (32) ends every 8 cells.
+    EXPECT_EQ(kp.At(4 + 8 * 8 - 1, 16 + 2),
+              (std::array<uint8_t, 3>{255, 255, 255}));
+    EXPECT_NE(kp.At(4 + 7 * 8 - 1, 16 + 2),
+              (std::array<uint8_t, 3>{255, 255, 255}));
+  }
   CommandResult term = Run({"heatmap", Fixture("gguf/Q4_K.gguf"),
                             "blk.0.attn_q.weight", "--term", "--size", "16x4"});
   EXPECT_THAT(term.out, HasSubstr("\x1b[38;2;"));

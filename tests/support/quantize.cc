@@ -5,13 +5,29 @@
 #include <cstring>
 #include <random>
 
+#include "core/quant/float_formats.h"
+
 namespace tensormorph::testing {
 
 uint16_t F32ToF16Bits(float f) {
-  const _Float16 h = static_cast<_Float16>(f);
-  uint16_t bits;
-  std::memcpy(&bits, &h, 2);
-  return bits;
+  // Round to nearest even, by hand (clang 14 has no _Float16 on x86).
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000);
+  const uint32_t abs = x & 0x7FFFFFFF;
+  if (abs > 0x7F800000) return sign | 0x7E00;   // NaN
+  if (abs >= 0x477FF000) return sign | 0x7C00;  // rounds past 65504: inf
+  if (abs < 0x38800000) {                       // below 2^-14: subnormal
+    float a;
+    std::memcpy(&a, &abs, 4);
+    return sign | static_cast<uint16_t>(std::nearbyint(a * 16777216.0f));
+  }
+  const uint32_t mant = abs & 0x7FFFFF;
+  uint32_t h = ((((abs >> 23) - 127 + 15) << 10) | (mant >> 13));
+  const uint32_t rest = mant & 0x1FFF;
+  if (rest > 0x1000 || (rest == 0x1000 && (h & 1)))
+    ++h;  // a carry bumps the exponent
+  return sign | static_cast<uint16_t>(h);
 }
 
 uint16_t F32ToBF16Bits(float f) {
@@ -76,10 +92,7 @@ std::string QuantizeQ4_0(const std::vector<float>& v) {
 }
 
 namespace {
-float F16Round(float x) {
-  const _Float16 h = static_cast<_Float16>(x);
-  return static_cast<float>(h);
-}
+float F16Round(float x) { return F16ToF32(F32ToF16Bits(x)); }
 void AppendF16(std::string* out, float x) {
   const uint16_t b = F32ToF16Bits(x);
   out->append(reinterpret_cast<const char*>(&b), 2);

@@ -2,6 +2,7 @@
 // float formats match their definitions value by value.
 #include <cmath>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "core/quant/float_formats.h"
 #include "core/slice.h"
 #include "gtest/gtest.h"
+#include "tests/support/quantize.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
@@ -137,6 +139,19 @@ TEST(PlainCodecsTest, F16DecodesEveryCodeLikeTheHardwareConversion) {
     const uint16_t bits = static_cast<uint16_t>(c);
     std::memcpy(&h, &bits, 2);
     ASSERT_TRUE(SameBits(F16ToF32(bits), static_cast<float>(h))) << c;
+  }
+}
+
+TEST(PlainCodecsTest, TestWritersRoundToFloat16LikeTheHardware) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-70000.0f, 70000.0f);
+  for (int i = 0; i < 200000; ++i) {
+    const float f =
+        i < 100000 ? u(rng) : u(rng) * 1e-9f;  // normals and subnormals
+    const _Float16 h = static_cast<_Float16>(f);
+    uint16_t bits;
+    std::memcpy(&bits, &h, 2);
+    ASSERT_EQ(::tensormorph::testing::F32ToF16Bits(f), bits) << f;
   }
 }
 

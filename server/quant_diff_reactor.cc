@@ -132,12 +132,7 @@ class QuantDiffReactor final
 
   absl::Status Prepare() {
     if (absl::Status auth = state_->tokens.Check(ctx_); !auth.ok()) return auth;
-    if (state_->metrics.active_streams() >
-        state_->limits.max_concurrent_streams) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "limit max_concurrent_streams (",
-          state_->limits.max_concurrent_streams, ") reached; retry later"));
-    }
+    if (absl::Status admit = state_->AdmitStream(); !admit.ok()) return admit;
     if (state_->active_diffs.fetch_add(1) >=
         state_->limits.max_concurrent_diffs) {
       state_->active_diffs.fetch_sub(1);

@@ -61,12 +61,7 @@ class ReadSliceReactor final : public grpc::ServerWriteReactor<v1::SliceChunk> {
  private:
   absl::Status Prepare() {
     if (absl::Status auth = state_->tokens.Check(ctx_); !auth.ok()) return auth;
-    if (state_->metrics.active_streams() >
-        state_->limits.max_concurrent_streams) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "limit max_concurrent_streams (",
-          state_->limits.max_concurrent_streams, ") reached; retry later"));
-    }
+    if (absl::Status admit = state_->AdmitStream(); !admit.ok()) return admit;
     auto ckpt = state_->registry.Acquire(req_->checkpoint());
     if (!ckpt.ok()) return ckpt.status();
     ckpt_ = *ckpt;

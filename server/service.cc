@@ -16,23 +16,6 @@ namespace {
 
 constexpr char kVersion[] = "0.1.0";
 
-// Runs `fn` on the worker pool and finishes the unary call with its status.
-template <typename Fn>
-grpc::ServerUnaryReactor* RunOnPool(ServiceState& state,
-                                    grpc::CallbackServerContext* ctx,
-                                    CallLog log, Fn fn) {
-  state.metrics.calls.fetch_add(1);
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  state.pool.Submit(
-      [&state, ctx, reactor, log = std::move(log), fn = std::move(fn)]() {
-        absl::Status auth = state.tokens.Check(ctx);
-        const grpc::Status status = ToGrpcStatus(auth.ok() ? fn() : auth);
-        log.Finish(status, 0);
-        reactor->Finish(status);
-      });
-  return reactor;
-}
-
 // Streams a list of messages built on the pool, one write in flight.
 template <typename Message>
 class ListWriter final : public grpc::ServerWriteReactor<Message> {
@@ -165,12 +148,7 @@ grpc::ServerWriteReactor<v1::TensorInfo>* TensormorphService::ListTensors(
   auto build = [this, ctx,
                 req]() -> absl::StatusOr<std::vector<v1::TensorInfo>> {
     if (absl::Status auth = state_->tokens.Check(ctx); !auth.ok()) return auth;
-    if (state_->metrics.active_streams() >=
-        state_->limits.max_concurrent_streams) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "limit max_concurrent_streams (",
-          state_->limits.max_concurrent_streams, ") reached; retry later"));
-    }
+    if (absl::Status admit = state_->AdmitStream(); !admit.ok()) return admit;
     auto ckpt = state_->registry.Acquire(req->checkpoint());
     if (!ckpt.ok()) return ckpt.status();
     std::vector<v1::TensorInfo> out;

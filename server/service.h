@@ -9,8 +9,11 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "core/format/checkpoint.h"
+#include "proto/status_mapping.h"
 #include "server/auth.h"
+#include "server/call_log.h"
 #include "server/checkpoint_registry.h"
 #include "server/metrics.h"
 #include "server/worker_pool.h"
@@ -39,6 +42,16 @@ struct ServiceState {
   const ServiceLimits limits;
   TokenStore tokens;  // empty = no authentication
   std::atomic<int64_t> active_diffs{0};
+
+  // RESOURCE_EXHAUSTED when more streams than the limit are active
+  // (counting the caller's own).
+  absl::Status AdmitStream() {
+    if (metrics.active_streams() <= limits.max_concurrent_streams)
+      return absl::OkStatus();
+    return absl::ResourceExhaustedError(
+        absl::StrCat("limit max_concurrent_streams (",
+                     limits.max_concurrent_streams, ") reached; retry later"));
+  }
 };
 
 // Looks a tensor up by name.
@@ -46,6 +59,24 @@ struct ServiceState {
 absl::StatusOr<const LogicalTensor*> FindTensorOrError(
     const Checkpoint& ckpt, const std::string& checkpoint_name,
     const std::string& tensor_name);
+
+// Runs `fn` on the worker pool after authenticating the call, and finishes
+// the unary call with its status (logged).
+template <typename Fn>
+grpc::ServerUnaryReactor* RunOnPool(ServiceState& state,
+                                    grpc::CallbackServerContext* ctx,
+                                    CallLog log, Fn fn) {
+  state.metrics.calls.fetch_add(1);
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  state.pool.Submit(
+      [&state, ctx, reactor, log = std::move(log), fn = std::move(fn)]() {
+        absl::Status auth = state.tokens.Check(ctx);
+        const grpc::Status status = ToGrpcStatus(auth.ok() ? fn() : auth);
+        log.Finish(status, 0);
+        reactor->Finish(status);
+      });
+  return reactor;
+}
 
 class TensormorphService final : public v1::Tensormorph::CallbackService {
  public:

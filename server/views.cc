@@ -67,136 +67,112 @@ void FillNode(const ArchNode& n, v1::ArchNode* out, int64_t* boundaries) {
 grpc::ServerUnaryReactor* TensormorphService::ComputeStats(
     grpc::CallbackServerContext* ctx, const v1::ComputeStatsRequest* req,
     v1::TensorStatsReply* resp) {
-  state_->metrics.calls.fetch_add(1);
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  CallLog log("ComputeStats", ctx, req->checkpoint(), req->tensor());
-  state_->pool.Submit([this, ctx, reactor, req, resp, log] {
-    auto status = [&]() -> absl::Status {
-      if (absl::Status auth = state_->tokens.Check(ctx); !auth.ok())
-        return auth;
-      auto r = Resolve(*state_, req->checkpoint(), req->tensor(),
-                       req->reference(), req->reference_tensor());
-      if (!r.ok()) return r.status();
-      StatsOptions o;
-      if (req->bins() > 0) o.bins = std::min(req->bins(), 100000);
-      if (req->has_range()) {
-        o.range_min = req->range_min();
-        o.range_max = req->range_max();
-      }
-      auto st = tensormorph::ComputeStats(*r->tensor, r->ref, o);
-      if (!st.ok()) return st.status();
-      resp->set_tensor(r->tensor->name);
-      for (int64_t d : r->tensor->shape) resp->add_shape(d);
-      FillEncoding(r->tensor->encoding->info(), resp->mutable_encoding());
-      resp->set_count(st->count);
-      resp->set_min(st->min);
-      resp->set_max(st->max);
-      resp->set_mean(st->mean);
-      resp->set_std(st->std);
-      resp->set_absmax(st->absmax);
-      resp->set_nan_count(st->nan_count);
-      resp->set_inf_count(st->inf_count);
-      resp->set_zeros(st->zeros);
-      resp->set_sparsity(st->sparsity);
-      resp->set_has_reference(st->has_reference);
-      resp->set_pruned_zeros(st->pruned_zeros);
-      resp->set_induced_zeros(st->induced_zeros);
-      resp->set_hist_min(st->hist_min);
-      resp->set_hist_max(st->hist_max);
-      for (int64_t c : st->histogram) resp->add_histogram(c);
-      resp->set_has_levels(st->has_levels);
-      resp->set_code_bits(st->code_bits);
-      for (int64_t c : st->code_histogram) resp->add_code_histogram(c);
-      resp->set_levels_used(st->levels_used);
-      resp->set_saturated_low(st->saturated_low);
-      resp->set_saturated_high(st->saturated_high);
-      resp->set_groups(st->groups);
-      resp->set_groups_saturated(st->groups_saturated);
-      return absl::OkStatus();
-    }();
-    const grpc::Status g = ToGrpcStatus(status);
-    log.Finish(g, 0);
-    reactor->Finish(g);
-  });
-  return reactor;
+  return RunOnPool(
+      *state_, ctx,
+      CallLog("ComputeStats", ctx, req->checkpoint(), req->tensor()),
+      [this, req, resp]() -> absl::Status {
+        auto r = Resolve(*state_, req->checkpoint(), req->tensor(),
+                         req->reference(), req->reference_tensor());
+        if (!r.ok()) return r.status();
+        StatsOptions o;
+        if (req->bins() > 0) o.bins = std::min(req->bins(), 100000);
+        if (req->has_range()) {
+          o.range_min = req->range_min();
+          o.range_max = req->range_max();
+        }
+        auto st = tensormorph::ComputeStats(*r->tensor, r->ref, o);
+        if (!st.ok()) return st.status();
+        resp->set_tensor(r->tensor->name);
+        for (int64_t d : r->tensor->shape) resp->add_shape(d);
+        FillEncoding(r->tensor->encoding->info(), resp->mutable_encoding());
+        resp->set_count(st->count);
+        resp->set_min(st->min);
+        resp->set_max(st->max);
+        resp->set_mean(st->mean);
+        resp->set_std(st->std);
+        resp->set_absmax(st->absmax);
+        resp->set_nan_count(st->nan_count);
+        resp->set_inf_count(st->inf_count);
+        resp->set_zeros(st->zeros);
+        resp->set_sparsity(st->sparsity);
+        resp->set_has_reference(st->has_reference);
+        resp->set_pruned_zeros(st->pruned_zeros);
+        resp->set_induced_zeros(st->induced_zeros);
+        resp->set_hist_min(st->hist_min);
+        resp->set_hist_max(st->hist_max);
+        for (int64_t c : st->histogram) resp->add_histogram(c);
+        resp->set_has_levels(st->has_levels);
+        resp->set_code_bits(st->code_bits);
+        for (int64_t c : st->code_histogram) resp->add_code_histogram(c);
+        resp->set_levels_used(st->levels_used);
+        resp->set_saturated_low(st->saturated_low);
+        resp->set_saturated_high(st->saturated_high);
+        resp->set_groups(st->groups);
+        resp->set_groups_saturated(st->groups_saturated);
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerUnaryReactor* TensormorphService::GetHeatmap(
     grpc::CallbackServerContext* ctx, const v1::GetHeatmapRequest* req,
     v1::HeatmapReply* resp) {
-  state_->metrics.calls.fetch_add(1);
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  CallLog log("GetHeatmap", ctx, req->checkpoint(), req->tensor());
-  state_->pool.Submit([this, ctx, reactor, req, resp, log] {
-    auto status = [&]() -> absl::Status {
-      if (absl::Status auth = state_->tokens.Check(ctx); !auth.ok())
-        return auth;
-      auto r = Resolve(*state_, req->checkpoint(), req->tensor(),
-                       req->reference(), req->reference_tensor());
-      if (!r.ok()) return r.status();
-      HeatmapOptions o;
-      o.width = req->width() > 0 ? std::min(req->width(), 4096) : 256;
-      o.height = req->height() > 0 ? std::min(req->height(), 4096) : 256;
-      o.leading.assign(req->leading().begin(), req->leading().end());
-      switch (req->mode()) {
-        case v1::HEATMAP_MODE_ABSMAX:
-          o.mode = HeatmapMode::kAbsmax;
-          break;
-        case v1::HEATMAP_MODE_ERROR:
-          o.mode = HeatmapMode::kErrorSteps;
-          break;
-        case v1::HEATMAP_MODE_GROUP:
-          o.mode = HeatmapMode::kGroup;
-          break;
-        default:
-          o.mode = HeatmapMode::kMean;
-          break;
-      }
-      auto h = ComputeHeatmap(*r->tensor, r->ref, o);
-      if (!h.ok()) return h.status();
-      resp->set_tensor(r->tensor->name);
-      for (int64_t d : r->tensor->shape) resp->add_shape(d);
-      FillEncoding(r->tensor->encoding->info(), resp->mutable_encoding());
-      resp->set_rows(h->rows);
-      resp->set_cols(h->cols);
-      resp->set_width(h->width);
-      resp->set_height(h->height);
-      for (int64_t e : h->row_edges) resp->add_row_edges(e);
-      for (int64_t e : h->col_edges) resp->add_col_edges(e);
-      for (double v : h->values) resp->add_values(v);
-      for (int64_t g : h->groups) resp->add_groups(g);
-      resp->set_min(h->min);
-      resp->set_max(h->max);
-      return absl::OkStatus();
-    }();
-    const grpc::Status g = ToGrpcStatus(status);
-    log.Finish(g, 0);
-    reactor->Finish(g);
-  });
-  return reactor;
+  return RunOnPool(
+      *state_, ctx,
+      CallLog("GetHeatmap", ctx, req->checkpoint(), req->tensor()),
+      [this, req, resp]() -> absl::Status {
+        auto r = Resolve(*state_, req->checkpoint(), req->tensor(),
+                         req->reference(), req->reference_tensor());
+        if (!r.ok()) return r.status();
+        HeatmapOptions o;
+        o.width = req->width() > 0 ? std::min(req->width(), 4096) : 256;
+        o.height = req->height() > 0 ? std::min(req->height(), 4096) : 256;
+        o.leading.assign(req->leading().begin(), req->leading().end());
+        switch (req->mode()) {
+          case v1::HEATMAP_MODE_ABSMAX:
+            o.mode = HeatmapMode::kAbsmax;
+            break;
+          case v1::HEATMAP_MODE_ERROR:
+            o.mode = HeatmapMode::kErrorSteps;
+            break;
+          case v1::HEATMAP_MODE_GROUP:
+            o.mode = HeatmapMode::kGroup;
+            break;
+          default:
+            o.mode = HeatmapMode::kMean;
+            break;
+        }
+        auto h = ComputeHeatmap(*r->tensor, r->ref, o);
+        if (!h.ok()) return h.status();
+        resp->set_tensor(r->tensor->name);
+        for (int64_t d : r->tensor->shape) resp->add_shape(d);
+        FillEncoding(r->tensor->encoding->info(), resp->mutable_encoding());
+        resp->set_rows(h->rows);
+        resp->set_cols(h->cols);
+        resp->set_width(h->width);
+        resp->set_height(h->height);
+        for (int64_t e : h->row_edges) resp->add_row_edges(e);
+        for (int64_t e : h->col_edges) resp->add_col_edges(e);
+        for (double v : h->values) resp->add_values(v);
+        for (int64_t g : h->groups) resp->add_groups(g);
+        resp->set_min(h->min);
+        resp->set_max(h->max);
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerUnaryReactor* TensormorphService::GetArchitecture(
     grpc::CallbackServerContext* ctx, const v1::GetArchitectureRequest* req,
     v1::ArchitectureReply* resp) {
-  state_->metrics.calls.fetch_add(1);
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  CallLog log("GetArchitecture", ctx, req->checkpoint(), "");
-  state_->pool.Submit([this, ctx, reactor, req, resp, log] {
-    absl::Status auth = state_->tokens.Check(ctx);
-    auto ckpt = auth.ok()
-                    ? state_->registry.Acquire(req->checkpoint())
-                    : absl::StatusOr<std::shared_ptr<const Checkpoint>>(auth);
-    grpc::Status g = ToGrpcStatus(ckpt.status());
-    if (ckpt.ok()) {
-      int64_t boundaries = 0;
-      FillNode(BuildArchitecture(**ckpt), resp->mutable_root(), &boundaries);
-      resp->set_boundaries(boundaries);
-    }
-    log.Finish(g, 0);
-    reactor->Finish(g);
-  });
-  return reactor;
+  return RunOnPool(
+      *state_, ctx, CallLog("GetArchitecture", ctx, req->checkpoint(), ""),
+      [this, req, resp]() -> absl::Status {
+        auto ckpt = state_->registry.Acquire(req->checkpoint());
+        if (!ckpt.ok()) return ckpt.status();
+        int64_t boundaries = 0;
+        FillNode(BuildArchitecture(**ckpt), resp->mutable_root(), &boundaries);
+        resp->set_boundaries(boundaries);
+        return absl::OkStatus();
+      });
 }
 
 }  // namespace tensormorph

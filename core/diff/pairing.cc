@@ -23,10 +23,14 @@ constexpr NameRule kGlobal[] = {
     {"output", "lm_head"},
 };
 constexpr NameRule kBlock[] = {
-    {"attn_norm", "input_layernorm"},     {"attn_q", "self_attn.q_proj"},
-    {"attn_k", "self_attn.k_proj"},       {"attn_v", "self_attn.v_proj"},
-    {"attn_output", "self_attn.o_proj"},  {"ffn_norm", "post_attention_layernorm"},
-    {"ffn_gate", "mlp.gate_proj"},        {"ffn_up", "mlp.up_proj"},
+    {"attn_norm", "input_layernorm"},
+    {"attn_q", "self_attn.q_proj"},
+    {"attn_k", "self_attn.k_proj"},
+    {"attn_v", "self_attn.v_proj"},
+    {"attn_output", "self_attn.o_proj"},
+    {"ffn_norm", "post_attention_layernorm"},
+    {"ffn_gate", "mlp.gate_proj"},
+    {"ffn_up", "mlp.up_proj"},
     {"ffn_down", "mlp.down_proj"},
 };
 
@@ -49,7 +53,8 @@ std::optional<std::string> GgufToHfName(absl::string_view name) {
     return std::nullopt;
   }
   int layer;
-  if (parts.size() == 4 && parts[0] == "blk" && absl::SimpleAtoi(parts[1], &layer)) {
+  if (parts.size() == 4 && parts[0] == "blk" &&
+      absl::SimpleAtoi(parts[1], &layer)) {
     for (const NameRule& r : kBlock) {
       if (parts[2] == r.gguf) {
         return absl::StrCat("model.layers.", layer, ".", r.hf, ".", suffix);
@@ -72,7 +77,8 @@ RowMap LlamaRopeRowMap(int64_t rows, int64_t n_heads) {
   return map;
 }
 
-absl::StatusOr<Pairing> PairTensors(const Checkpoint& quant, const Checkpoint& ref,
+absl::StatusOr<Pairing> PairTensors(const Checkpoint& quant,
+                                    const Checkpoint& ref,
                                     const std::string& glob) {
   Pairing out;
   const bool translate = quant.format() == CheckpointFormat::kGguf &&
@@ -80,15 +86,19 @@ absl::StatusOr<Pairing> PairTensors(const Checkpoint& quant, const Checkpoint& r
   std::string arch;
   int64_t heads = 0, kv_heads = 0;
   if (translate) {
-    if (const GgufKv* a = FindKv(quant, "general.architecture")) arch = std::string(a->str);
-    if (const GgufKv* h = FindKv(quant, absl::StrCat(arch, ".attention.head_count"))) {
+    if (const GgufKv* a = FindKv(quant, "general.architecture"))
+      arch = std::string(a->str);
+    if (const GgufKv* h =
+            FindKv(quant, absl::StrCat(arch, ".attention.head_count"))) {
       heads = static_cast<int64_t>(h->AsUnsigned().value_or(0));
     }
     kv_heads = heads;
-    if (const GgufKv* h = FindKv(quant, absl::StrCat(arch, ".attention.head_count_kv"))) {
+    if (const GgufKv* h =
+            FindKv(quant, absl::StrCat(arch, ".attention.head_count_kv"))) {
       kv_heads = static_cast<int64_t>(h->AsUnsigned().value_or(heads));
     }
-    out.method = absl::StrCat("GGUF -> Hugging Face names (", arch.empty() ? "?" : arch, ")");
+    out.method = absl::StrCat("GGUF -> Hugging Face names (",
+                              arch.empty() ? "?" : arch, ")");
   } else {
     out.method = "by name";
   }
@@ -96,7 +106,8 @@ absl::StatusOr<Pairing> PairTensors(const Checkpoint& quant, const Checkpoint& r
   const bool permute = translate && (arch == "llama" || arch == "mistral");
   absl::flat_hash_set<std::string> matched_ref;
   for (const LogicalTensor& q : quant.tensors()) {
-    if (!glob.empty() && ::fnmatch(glob.c_str(), q.name.c_str(), 0) != 0) continue;
+    if (!glob.empty() && ::fnmatch(glob.c_str(), q.name.c_str(), 0) != 0)
+      continue;
     std::string ref_name = q.name;
     if (translate) {
       auto hf = GgufToHfName(q.name);
@@ -109,8 +120,9 @@ absl::StatusOr<Pairing> PairTensors(const Checkpoint& quant, const Checkpoint& r
     }
     matched_ref.insert(r->name);
     if (r->shape != q.shape) {
-      out.shape_mismatches.push_back(absl::StrCat(q.name, ": [", absl::StrJoin(q.shape, ","),
-                                                  "] vs [", absl::StrJoin(r->shape, ","), "]"));
+      out.shape_mismatches.push_back(
+          absl::StrCat(q.name, ": [", absl::StrJoin(q.shape, ","), "] vs [",
+                       absl::StrJoin(r->shape, ","), "]"));
       continue;
     }
     TensorPair p{&q, r, {}};
@@ -121,8 +133,8 @@ absl::StatusOr<Pairing> PairTensors(const Checkpoint& quant, const Checkpoint& r
       if (n <= 0 || q.shape[0] % n != 0 || (q.shape[0] / n) % 2 != 0) {
         return absl::InvalidArgumentError(absl::StrCat(
             "cannot undo the RoPE permutation of '", q.name, "': ", q.shape[0],
-            " rows do not divide into ", n, " heads of even size (",
-            arch, ".attention.head_count", is_k ? "_kv" : "", ")"));
+            " rows do not divide into ", n, " heads of even size (", arch,
+            ".attention.head_count", is_k ? "_kv" : "", ")"));
       }
       p.row_map = LlamaRopeRowMap(q.shape[0], n);
     }
@@ -130,7 +142,8 @@ absl::StatusOr<Pairing> PairTensors(const Checkpoint& quant, const Checkpoint& r
   }
   for (const LogicalTensor& r : ref.tensors()) {
     if (matched_ref.contains(r.name)) continue;
-    if (!glob.empty() && (translate || ::fnmatch(glob.c_str(), r.name.c_str(), 0) != 0)) {
+    if (!glob.empty() &&
+        (translate || ::fnmatch(glob.c_str(), r.name.c_str(), 0) != 0)) {
       continue;
     }
     out.only_in_ref.push_back(r.name);

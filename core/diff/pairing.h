@@ -43,7 +43,8 @@ RowMap LlamaRopeRowMap(int64_t rows, int64_t n_heads);
 // need no reversal: both sides are in numpy order. Only quantized tensors
 // whose name matches `glob` (fnmatch; empty = all) are paired.
 // Errors: INVALID_ARGUMENT when a Q/K row count does not divide into heads.
-absl::StatusOr<Pairing> PairTensors(const Checkpoint& quant, const Checkpoint& ref,
+absl::StatusOr<Pairing> PairTensors(const Checkpoint& quant,
+                                    const Checkpoint& ref,
                                     const std::string& glob = "");
 
 }  // namespace tensormorph

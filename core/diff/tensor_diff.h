@@ -17,8 +17,8 @@
 namespace tensormorph {
 
 struct DiffOptions {
-  int top_k = 10;          // worst elements reported
-  int worst_groups = 5;    // worst groups reported
+  int top_k = 10;        // worst elements reported
+  int worst_groups = 5;  // worst groups reported
   // Exact p99/p99.9 keep the top 1% of errors; above this many elements the
   // percentiles come from a log histogram (relative resolution 1e-3).
   int64_t exact_percentile_limit = int64_t{1} << 22;
@@ -54,7 +54,7 @@ struct TensorDiff {
   double mse = 0, rmse = 0, mean_abs_err = 0;
   double max_abs_err = 0;
   std::vector<int64_t> max_abs_err_index;
-  double sqnr_db = 0;       // +inf when the error is zero
+  double sqnr_db = 0;  // +inf when the error is zero
   double cosine = 0;
   double rel_fro_err = 0;
   double max_err_steps = 0;
@@ -68,7 +68,7 @@ struct TensorDiff {
   std::vector<WorstElement> worst;
   std::vector<WorstGroup> worst_groups;
   bool groups_tracked = true;
-  int64_t source_bytes = 0;     // bytes of the reference read
+  int64_t source_bytes = 0;  // bytes of the reference read
 };
 
 // Maps a row of the quantized tensor to the reference row holding the same
@@ -81,10 +81,11 @@ using RowMap = std::vector<int64_t>;
 // `on_progress(elements_done)` is called after each chunk; `cancelled` is
 // polled between chunks.
 // Errors: UNIMPLEMENTED (an encoding that cannot decode); CANCELLED.
-absl::StatusOr<TensorDiff> DiffTensor(const LogicalTensor& quant, const LogicalTensor& ref,
-                                      const DiffOptions& options, const RowMap& row_map = {},
-                                      const std::atomic<bool>* cancelled = nullptr,
-                                      const std::function<void(int64_t)>& on_progress = {});
+absl::StatusOr<TensorDiff> DiffTensor(
+    const LogicalTensor& quant, const LogicalTensor& ref,
+    const DiffOptions& options, const RowMap& row_map = {},
+    const std::atomic<bool>* cancelled = nullptr,
+    const std::function<void(int64_t)>& on_progress = {});
 
 }  // namespace tensormorph
 

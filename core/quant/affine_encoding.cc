@@ -22,7 +22,8 @@ class AffineEncoding final : public Encoding {
         gaps_.push_back({NAN, NAN});
         continue;
       }
-      FillCodebookSteps(1.0, levels_.data(), static_cast<int>(levels_.size()), t, &s);
+      FillCodebookSteps(1.0, levels_.data(), static_cast<int>(levels_.size()),
+                        t, &s);
       gaps_.push_back({s.step_below, s.step_above});
       lo_level_ = std::min(lo_level_, static_cast<double>(t));
       hi_level_ = std::max(hi_level_, static_cast<double>(t));
@@ -36,7 +37,8 @@ class AffineEncoding final : public Encoding {
     int64_t zero = 0;
     double range_min = 0, range_max = 0, step = 0;
     int64_t group = 0;
-    const int64_t lo = p_.signed_codes ? -(int64_t{1} << (p_.codes.bits - 1)) : 0;
+    const int64_t lo =
+        p_.signed_codes ? -(int64_t{1} << (p_.codes.bits - 1)) : 0;
     const int64_t hi = lo + (int64_t{1} << p_.codes.bits) - 1;
     for (int64_t i = 0; i < count; ++i) {
       const int64_t flat = first + i;
@@ -49,12 +51,14 @@ class AffineEncoding final : public Encoding {
         scale = ScaleOf(gr, gc);
         zero = ZeroOf(gr, gc);
         group = GroupIndex(gr, gc);
-        const double a = p_.table.empty()
-                             ? static_cast<double>(scale) * (lo - p_.code_offset - zero)
-                             : static_cast<double>(scale) * lo_level_;
-        const double b = p_.table.empty()
-                             ? static_cast<double>(scale) * (hi - p_.code_offset - zero)
-                             : static_cast<double>(scale) * hi_level_;
+        const double a =
+            p_.table.empty()
+                ? static_cast<double>(scale) * (lo - p_.code_offset - zero)
+                : static_cast<double>(scale) * lo_level_;
+        const double b =
+            p_.table.empty()
+                ? static_cast<double>(scale) * (hi - p_.code_offset - zero)
+                : static_cast<double>(scale) * hi_level_;
         range_min = std::min(a, b);
         range_max = std::max(a, b);
         step = std::fabs(static_cast<double>(scale));

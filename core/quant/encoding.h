@@ -36,7 +36,8 @@ struct ElementQuant {
   double step_above = 0;
   double range_min = 0;
   double range_max = 0;
-  int64_t group = -1;  // innermost parameter group (sub-block where there is one)
+  int64_t group =
+      -1;  // innermost parameter group (sub-block where there is one)
 };
 
 // The group id DecodeDetailed reports for an inspected element.
@@ -75,8 +76,8 @@ class Encoding {
       ScalarInfo s;
       absl::Status st = Inspect(first + i, &s);
       if (!st.ok()) return st;
-      out[i] = {s.value,      s.step_below, s.step_above,
-                s.range_min, s.range_max, GroupIdOf(s)};
+      out[i] = {s.value,     s.step_below, s.step_above,
+                s.range_min, s.range_max,  GroupIdOf(s)};
     }
     return absl::OkStatus();
   }

@@ -57,9 +57,11 @@ class StoredEncoding final : public Encoding {
   absl::Status DecodeDetailed(int64_t first, int64_t count,
                               ElementQuant* out) const override {
     const DTypeInfo& info = GetDTypeInfo(tensor_.dtype);
-    if (!info.uniform_levels) return Encoding::DecodeDetailed(first, count, out);
+    if (!info.uniform_levels)
+      return Encoding::DecodeDetailed(first, count, out);
     scratch_.resize(static_cast<size_t>(count));
-    absl::Status s = DecodeElements(tensor_.dtype, tensor_.data, first, count, scratch_.data());
+    absl::Status s = DecodeElements(tensor_.dtype, tensor_.data, first, count,
+                                    scratch_.data());
     if (!s.ok()) return s;
     const int64_t sub = info.sub_block_elems;
     for (int64_t i = 0; i < count;) {
@@ -69,7 +71,8 @@ class StoredEncoding final : public Encoding {
       const int64_t end = std::min(count, i + sub - (first + i) % sub);
       const int64_t group = GroupIdOf(si);
       for (; i < end; ++i) {
-        out[i] = {scratch_[i], si.step_below, si.step_above, si.range_min, si.range_max, group};
+        out[i] = {scratch_[i],  si.step_below, si.step_above,
+                  si.range_min, si.range_max,  group};
       }
     }
     return absl::OkStatus();

@@ -27,7 +27,9 @@ struct Data {
 Data& GetData() {
   static Data* d = [] {
     auto* d = new Data;
-    const double gb = std::getenv("TENSORMORPH_BENCH_GB") ? std::atof(std::getenv("TENSORMORPH_BENCH_GB")) : 1.0;
+    const double gb = std::getenv("TENSORMORPH_BENCH_GB")
+                          ? std::atof(std::getenv("TENSORMORPH_BENCH_GB"))
+                          : 1.0;
     // 8 tensors of [rows, 4096] F32 make `gb` GB of source.
     const int64_t rows = static_cast<int64_t>(gb * 1e9 / 8 / 4096 / 4);
     d->dir = bench::WriteDiffPair(8, rows);
@@ -60,12 +62,17 @@ void BM_PlainPassBaseline(benchmark::State& state) {
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
     benchmark::DoNotOptimize(PlainPass(d));
-    d.plain_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    d.plain_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
   }
   state.SetBytesProcessed(state.iterations() * d.source_bytes);
   state.counters["source_GB/s"] = d.source_bytes / 1e9 / d.plain_seconds;
 }
-BENCHMARK(BM_PlainPassBaseline)->Unit(benchmark::kMillisecond)->Iterations(1)->UseRealTime();
+BENCHMARK(BM_PlainPassBaseline)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1)
+    ->UseRealTime();
 
 void BM_DiffTensorCore(benchmark::State& state) {
   Data& d = GetData();
@@ -76,13 +83,19 @@ void BM_DiffTensorCore(benchmark::State& state) {
     for (const TensorPair& p : pairing.pairs) {
       benchmark::DoNotOptimize(DiffTensor(*p.quant, *p.ref, DiffOptions()));
     }
-    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
   }
   state.SetBytesProcessed(state.iterations() * d.source_bytes);
   state.counters["source_GB/s"] = d.source_bytes / 1e9 / seconds;
-  if (d.plain_seconds > 0) state.counters["vs_plain_pass"] = d.plain_seconds / seconds;
+  if (d.plain_seconds > 0)
+    state.counters["vs_plain_pass"] = d.plain_seconds / seconds;
 }
-BENCHMARK(BM_DiffTensorCore)->Unit(benchmark::kMillisecond)->Iterations(1)->UseRealTime();
+BENCHMARK(BM_DiffTensorCore)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1)
+    ->UseRealTime();
 
 void BM_QuantDiffRpc(benchmark::State& state) {
   Data& d = GetData();
@@ -104,14 +117,21 @@ void BM_QuantDiffRpc(benchmark::State& state) {
       return true;
     });
     if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
-    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
   }
   state.SetBytesProcessed(state.iterations() * d.source_bytes);
   state.counters["source_GB/s"] = d.source_bytes / 1e9 / seconds;
   state.counters["progress_events"] = static_cast<double>(progress);
-  if (d.plain_seconds > 0) state.counters["vs_plain_pass"] = d.plain_seconds / seconds;
+  if (d.plain_seconds > 0)
+    state.counters["vs_plain_pass"] = d.plain_seconds / seconds;
 }
-BENCHMARK(BM_QuantDiffRpc)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->Iterations(1)
+BENCHMARK(BM_QuantDiffRpc)
+    ->Arg(1)
+    ->Arg(2)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1)
     ->UseRealTime();
 
 }  // namespace

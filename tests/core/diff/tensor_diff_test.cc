@@ -30,8 +30,10 @@ void ExpectRel(double got, double want, const char* what) {
 }
 
 // Recomputes the report of one pair from decoded values and source values.
-void CheckAgainstIndependentMath(const TensorDiff& d, const LogicalTensor& quant,
-                                 const std::vector<float>& xq, const std::vector<float>& xs) {
+void CheckAgainstIndependentMath(const TensorDiff& d,
+                                 const LogicalTensor& quant,
+                                 const std::vector<float>& xq,
+                                 const std::vector<float>& xs) {
   ASSERT_EQ(xq.size(), xs.size());
   const size_t n = xq.size();
   double sse = 0, sabs = 0, sxx = 0, shh = 0, sxh = 0, maxabs = 0, maxsteps = 0;
@@ -59,7 +61,8 @@ void CheckAgainstIndependentMath(const TensorDiff& d, const LogicalTensor& quant
   ExpectRel(d.rmse, std::sqrt(sse / n), "rmse");
   ExpectRel(d.mean_abs_err, sabs / n, "mean_abs_err");
   EXPECT_EQ(d.max_abs_err, maxabs) << "max_abs_err is exact";
-  ExpectRel(d.sqnr_db, sse == 0 ? INFINITY : 10 * std::log10(sxx / sse), "sqnr");
+  ExpectRel(d.sqnr_db, sse == 0 ? INFINITY : 10 * std::log10(sxx / sse),
+            "sqnr");
   ExpectRel(d.cosine, sxh / std::sqrt(sxx * shh), "cosine");
   ExpectRel(d.rel_fro_err, std::sqrt(sse / sxx), "rel_fro");
   EXPECT_EQ(d.max_err_steps, maxsteps) << "max error in steps is exact";
@@ -70,7 +73,8 @@ void CheckAgainstIndependentMath(const TensorDiff& d, const LogicalTensor& quant
     const double hi = lo + 1 < n ? steps[lo + 1] : steps[lo];
     // A zero-step group with an error has infinite error in steps; next to
     // it the interpolation takes the infinite neighbour.
-    if (std::isinf(steps[lo]) || std::isinf(hi)) return pos > lo ? hi : steps[lo];
+    if (std::isinf(steps[lo]) || std::isinf(hi))
+      return pos > lo ? hi : steps[lo];
     return steps[lo] + (hi - steps[lo]) * (pos - lo);
   };
   ExpectRel(d.p99_err_steps, pct(0.99), "p99");
@@ -83,9 +87,10 @@ void CheckAgainstIndependentMath(const TensorDiff& d, const LogicalTensor& quant
   EXPECT_EQ(d.worst[0].err_steps, maxsteps);
 }
 
-const char* kGgufTypes[] = {"F16",  "BF16", "Q4_0",   "Q4_1",   "Q5_0",  "Q5_1",  "Q8_0",
-                            "Q2_K", "Q3_K", "Q4_K",   "Q5_K",   "Q6_K",  "IQ4_NL", "IQ4_XS",
-                            "TQ1_0", "TQ2_0", "MXFP4", "NVFP4"};
+const char* kGgufTypes[] = {"F16",   "BF16",  "Q4_0",   "Q4_1",   "Q5_0",
+                            "Q5_1",  "Q8_0",  "Q2_K",   "Q3_K",   "Q4_K",
+                            "Q5_K",  "Q6_K",  "IQ4_NL", "IQ4_XS", "TQ1_0",
+                            "TQ2_0", "MXFP4", "NVFP4"};
 
 class GgufDiffTest : public ::testing::TestWithParam<const char*> {};
 
@@ -97,7 +102,8 @@ TEST_P(GgufDiffTest, MetricsAgreeWithIndependentMath) {
   auto pairing = PairTensors(**quant, **ref);
   ASSERT_TRUE(pairing.ok());
   ASSERT_EQ(pairing->pairs.size(), 2u);
-  EXPECT_EQ(pairing->only_in_quant, std::vector<std::string>{"blk.0.attn_norm.weight"});
+  EXPECT_EQ(pairing->only_in_quant,
+            std::vector<std::string>{"blk.0.attn_norm.weight"});
   const std::vector<float> src[] = {ReadF32File(Fixture("gguf/src_a.f32")),
                                     ReadF32File(Fixture("gguf/src_b.f32"))};
   for (const TensorPair& p : pairing->pairs) {
@@ -112,12 +118,15 @@ TEST_P(GgufDiffTest, MetricsAgreeWithIndependentMath) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTypes, GgufDiffTest, ::testing::ValuesIn(kGgufTypes),
-                         [](const auto& info) { return std::string(info.param); });
+INSTANTIATE_TEST_SUITE_P(AllTypes, GgufDiffTest,
+                         ::testing::ValuesIn(kGgufTypes), [](const auto& info) {
+                           return std::string(info.param);
+                         });
 
-const char* kSafetensorsCases[] = {"gptq_4bit_g32",  "gptq_4bit_g32_actorder", "awq_4bit_g32",
-                                   "ct_int8_channel", "ct_int8_tensor_asym",   "ct_w4a16_group",
-                                   "fp8_block_sharded", "mxfp4_gptoss",        "bnb_nf4"};
+const char* kSafetensorsCases[] = {
+    "gptq_4bit_g32",     "gptq_4bit_g32_actorder", "awq_4bit_g32",
+    "ct_int8_channel",   "ct_int8_tensor_asym",    "ct_w4a16_group",
+    "fp8_block_sharded", "mxfp4_gptoss",           "bnb_nf4"};
 
 class SafetensorsDiffTest : public ::testing::TestWithParam<const char*> {};
 
@@ -138,7 +147,8 @@ TEST_P(SafetensorsDiffTest, MetricsAgreeWithIndependentMath) {
     auto d = DiffTensor(*p.quant, *p.ref, DiffOptions());
     ASSERT_TRUE(d.ok()) << d.status();
     std::vector<float> src(p.ref->num_elements);
-    ASSERT_TRUE(p.ref->encoding->Decode(0, p.ref->num_elements, src.data()).ok());
+    ASSERT_TRUE(
+        p.ref->encoding->Decode(0, p.ref->num_elements, src.data()).ok());
     CheckAgainstIndependentMath(*d, *p.quant, ReadF32File(expected), src);
     ++checked;
   }
@@ -147,15 +157,19 @@ TEST_P(SafetensorsDiffTest, MetricsAgreeWithIndependentMath) {
 
 INSTANTIATE_TEST_SUITE_P(AllConventions, SafetensorsDiffTest,
                          ::testing::ValuesIn(kSafetensorsCases),
-                         [](const auto& info) { return std::string(info.param); });
+                         [](const auto& info) {
+                           return std::string(info.param);
+                         });
 
-absl::StatusOr<TensorDiff> DiffOf(const std::string& quant_path, const std::string& ref_path,
+absl::StatusOr<TensorDiff> DiffOf(const std::string& quant_path,
+                                  const std::string& ref_path,
                                   const std::string& name) {
   auto quant = Checkpoint::Open(quant_path);
   auto ref = Checkpoint::Open(ref_path);
   if (!quant.ok()) return quant.status();
   if (!ref.ok()) return ref.status();
-  return DiffTensor(*(*quant)->FindTensor(name), *(*ref)->FindTensor(name), DiffOptions());
+  return DiffTensor(*(*quant)->FindTensor(name), *(*ref)->FindTensor(name),
+                    DiffOptions());
 }
 
 TEST(TensorDiffTest, TorchInt8WithItsOwnScaleStaysWithinHalfAStep) {
@@ -194,7 +208,8 @@ TEST(TensorDiffTest, Q4_0ClipsOppositeTheBlockMaximumAndThoseLeadTheTopK) {
 
 TEST(TensorDiffTest, InducedZerosAreCountedApartFromPrunedOnes) {
   const std::vector<float> src = ReadF32File(Fixture("gguf/src_b.f32"));
-  const std::vector<float> deq = ReadF32File(Fixture("gguf/Q4_K.blk.0.ffn_down.weight.deq.f32"));
+  const std::vector<float> deq =
+      ReadF32File(Fixture("gguf/Q4_K.blk.0.ffn_down.weight.deq.f32"));
   int64_t pruned = 0, induced = 0;
   for (size_t i = 0; i < src.size(); ++i) {
     pruned += src[i] == 0;
@@ -212,7 +227,8 @@ TEST(TensorDiffTest, RopeRowMapUndoesTheConvertersPermutation) {
   // Two heads of four rows: HF rows (0,1 | 2,3) interleave as (0,2,1,3).
   const RowMap m = LlamaRopeRowMap(8, 2);
   EXPECT_EQ(m, (RowMap{0, 2, 1, 3, 4, 6, 5, 7}));
-  EXPECT_EQ(GgufToHfName("blk.7.attn_k.weight"), "model.layers.7.self_attn.k_proj.weight");
+  EXPECT_EQ(GgufToHfName("blk.7.attn_k.weight"),
+            "model.layers.7.self_attn.k_proj.weight");
   EXPECT_EQ(GgufToHfName("output.weight"), "lm_head.weight");
   EXPECT_EQ(GgufToHfName("blk.0.ffn_norm.weight"),
             "model.layers.0.post_attention_layernorm.weight");

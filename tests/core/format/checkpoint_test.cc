@@ -1,11 +1,11 @@
 // Opening checkpoints: single files by magic, sharded safetensors through
 // their index, directories, and split GGUF.
-#include "absl/strings/str_cat.h"
 #include "core/format/checkpoint.h"
 
 #include <filesystem>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/gguf_writer.h"

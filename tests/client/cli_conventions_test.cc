@@ -19,6 +19,7 @@
 namespace tensormorph {
 namespace {
 
+using ::tensormorph::testing::CliModes;
 using ::tensormorph::testing::CliPath;
 using ::tensormorph::testing::CommandResult;
 using ::tensormorph::testing::Fixture;
@@ -49,22 +50,18 @@ const Case kCases[] = {
     {"bnb_nf4", "bitsandbytes", "block 64 (flat)"},
 };
 
-ServerProcess* server = nullptr;
+CliModes* cli = nullptr;
 
 class CliConventionTest
     : public ::testing::TestWithParam<std::tuple<Case, bool>> {
  protected:
-  static void SetUpTestSuite() { server = new ServerProcess({FixturesDir()}); }
+  static void SetUpTestSuite() { cli = new CliModes({FixturesDir()}); }
   static void TearDownTestSuite() {
-    delete server;
-    server = nullptr;
+    delete cli;
+    cli = nullptr;
   }
   CommandResult Run(std::vector<std::string> args) {
-    std::vector<std::string> argv = {CliPath()};
-    if (std::get<1>(GetParam()))
-      argv.insert(argv.end(), {"--server", server->address()});
-    argv.insert(argv.end(), args.begin(), args.end());
-    return RunCommand(argv);
+    return cli->Run(std::get<1>(GetParam()), std::move(args));
   }
 };
 

@@ -16,6 +16,7 @@
 namespace tensormorph {
 namespace {
 
+using ::tensormorph::testing::CliModes;
 using ::tensormorph::testing::CliPath;
 using ::tensormorph::testing::CommandResult;
 using ::tensormorph::testing::Fixture;
@@ -29,24 +30,21 @@ using ::testing::HasSubstr;
 
 class CliTest : public ::testing::TestWithParam<bool> {
  protected:
-  static void SetUpTestSuite() { server_ = new ServerProcess({FixturesDir()}); }
+  static void SetUpTestSuite() { cli = new CliModes({FixturesDir()}); }
   static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
+    delete cli;
+    cli = nullptr;
   }
   bool remote() const { return GetParam(); }
 
   // Runs the CLI in this test's mode; paths are absolute inside the root.
   CommandResult Run(std::vector<std::string> args) {
-    std::vector<std::string> argv = {CliPath()};
-    if (remote()) argv.insert(argv.end(), {"--server", server_->address()});
-    argv.insert(argv.end(), args.begin(), args.end());
-    return RunCommand(argv);
+    return cli->Run(remote(), std::move(args));
   }
 
-  static ServerProcess* server_;
+  static CliModes* cli;
 };
-ServerProcess* CliTest::server_ = nullptr;
+CliModes* CliTest::cli = nullptr;
 
 std::string Gguf(const std::string& type) {
   return Fixture("gguf/" + type + ".gguf");

@@ -16,6 +16,7 @@
 namespace tensormorph {
 namespace {
 
+using ::tensormorph::testing::CliModes;
 using ::tensormorph::testing::CliPath;
 using ::tensormorph::testing::CommandResult;
 using ::tensormorph::testing::Fixture;
@@ -25,7 +26,7 @@ using ::tensormorph::testing::RunCommand;
 using ::tensormorph::testing::ServerProcess;
 using ::testing::HasSubstr;
 
-ServerProcess* server = nullptr;
+CliModes* cli = nullptr;
 std::string* demo = nullptr;
 
 class DiffCliTest : public ::testing::TestWithParam<bool> {
@@ -33,17 +34,14 @@ class DiffCliTest : public ::testing::TestWithParam<bool> {
   static void SetUpTestSuite() {
     demo = new std::string(MakeTempDir());
     ASSERT_TRUE(::tensormorph::testing::WriteDemoCheckpoints(*demo));
-    server = new ServerProcess({FixturesDir(), *demo});
+    cli = new CliModes({FixturesDir(), *demo});
   }
   static void TearDownTestSuite() {
-    delete server;
-    server = nullptr;
+    delete cli;
+    cli = nullptr;
   }
   CommandResult Run(std::vector<std::string> args) {
-    std::vector<std::string> argv = {CliPath()};
-    if (GetParam()) argv.insert(argv.end(), {"--server", server->address()});
-    argv.insert(argv.end(), args.begin(), args.end());
-    return RunCommand(argv);
+    return cli->Run(GetParam(), std::move(args));
   }
 };
 

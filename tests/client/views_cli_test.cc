@@ -18,6 +18,7 @@
 namespace tensormorph {
 namespace {
 
+using ::tensormorph::testing::CliModes;
 using ::tensormorph::testing::CliPath;
 using ::tensormorph::testing::CommandResult;
 using ::tensormorph::testing::Fixture;
@@ -63,7 +64,7 @@ Png ReadPng(const std::string& path) {
   return out;
 }
 
-ServerProcess* server = nullptr;
+CliModes* cli = nullptr;
 std::string* demo = nullptr;
 
 class ViewsCliTest : public ::testing::TestWithParam<bool> {
@@ -71,17 +72,14 @@ class ViewsCliTest : public ::testing::TestWithParam<bool> {
   static void SetUpTestSuite() {
     demo = new std::string(MakeTempDir());
     ASSERT_TRUE(::tensormorph::testing::WriteDemoCheckpoints(*demo));
-    server = new ServerProcess({FixturesDir(), *demo});
+    cli = new CliModes({FixturesDir(), *demo});
   }
   static void TearDownTestSuite() {
-    delete server;
-    server = nullptr;
+    delete cli;
+    cli = nullptr;
   }
   CommandResult Run(std::vector<std::string> args) {
-    std::vector<std::string> argv = {CliPath()};
-    if (GetParam()) argv.insert(argv.end(), {"--server", server->address()});
-    argv.insert(argv.end(), args.begin(), args.end());
-    return RunCommand(argv);
+    return cli->Run(GetParam(), std::move(args));
   }
 };
 

@@ -202,10 +202,11 @@ TEST(LoadTest, StreamsScalarsCancellationsAndKilledClients) {
   EXPECT_EQ(ok_streams + cancelled, streams);
   EXPECT_EQ(cancelled.load(), streams / 2);
   EXPECT_EQ(info->counters().active_streams(), 0);
-  // A second round of the same load leaves anonymous memory within 10% (plus
-  // 2 MiB of allocator slack) of where the first left it: nothing grows with
-  // the number of calls.
-  EXPECT_LE(rss_after, rss_before * 11 / 10 + 2048);
+  // A second round of the same load leaves anonymous memory within 10% of
+  // where the first left it, plus 8 MiB for glibc's per-thread arenas, whose
+  // size swings by a few MiB with scheduling: nothing grows with the number
+  // of calls. (Leaks proper are LeakSanitizer's job: tests/run.sh --sanitize.)
+  EXPECT_LE(rss_after, rss_before * 11 / 10 + 8192);
 }
 
 }  // namespace

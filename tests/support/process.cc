@@ -119,4 +119,11 @@ int ServerProcess::Stop() {
 
 ServerProcess::~ServerProcess() { Stop(); }
 
+CommandResult CliModes::Run(bool remote, std::vector<std::string> args) const {
+  std::vector<std::string> argv = {CliPath()};
+  if (remote) argv.insert(argv.end(), {"--server", server_.address()});
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunCommand(argv);
+}
+
 }  // namespace tensormorph::testing

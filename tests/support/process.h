@@ -42,6 +42,19 @@ class ServerProcess {
   int port_ = 0;
 };
 
+// The built CLI run against one shared tensormorphd (remote) or embedded, so
+// that a test can run the same commands both ways.
+class CliModes {
+ public:
+  explicit CliModes(const std::vector<std::string>& roots) : server_(roots) {}
+  // Runs `tensormorph [--server ADDRESS] args...`.
+  CommandResult Run(bool remote, std::vector<std::string> args) const;
+  const ServerProcess& server() const { return server_; }
+
+ private:
+  ServerProcess server_;
+};
+
 // Paths of the built binaries (set by CMake).
 std::string TensormorphdPath();
 std::string CliPath();

@@ -68,6 +68,30 @@ absl::Status ExpectShape(absl::string_view convention, const StoredTensor* t,
                    " but ", why, " needs [", absl::StrJoin(want, ","), "]"));
 }
 
+absl::StatusOr<PackedInt> NeedPackedInt(const Context& ctx,
+                                        absl::string_view convention,
+                                        const std::string& prefix) {
+  const std::string weight = prefix + "weight";
+  PackedInt out{};
+  const StoredTensor** slots[] = {&out.qweight, &out.qzeros, &out.scales};
+  const char* names[] = {"qweight", "qzeros", "scales"};
+  for (int i = 0; i < 3; ++i) {
+    auto t = ctx.Need(convention, weight, prefix + names[i]);
+    if (!t.ok()) return t.status();
+    *slots[i] = *t;
+  }
+  if (auto s = ExpectDType(convention, out.qweight, {DType::kI32}); !s.ok())
+    return s;
+  if (auto s = ExpectDType(convention, out.qzeros, {DType::kI32}); !s.ok())
+    return s;
+  if (auto s = ExpectDType(convention, out.scales,
+                           {DType::kF16, DType::kBF16, DType::kF32});
+      !s.ok()) {
+    return s;
+  }
+  return out;
+}
+
 int64_t JsonInt(const nlohmann::json& j, const char* key, int64_t def) {
   if (!j.is_object() || !j.contains(key) || !j[key].is_number_integer())
     return def;

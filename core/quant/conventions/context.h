@@ -59,6 +59,17 @@ absl::Status ExpectShape(absl::string_view convention, const StoredTensor* t,
                          const std::vector<int64_t>& want,
                          absl::string_view why);
 
+// The qweight (I32), qzeros (I32) and scales (F16/BF16/F32) of `prefix`,
+// as GPTQ and AWQ store them; DATA_LOSS naming what is missing or mistyped.
+struct PackedInt {
+  const StoredTensor* qweight;
+  const StoredTensor* qzeros;
+  const StoredTensor* scales;
+};
+absl::StatusOr<PackedInt> NeedPackedInt(const Context& ctx,
+                                        absl::string_view convention,
+                                        const std::string& prefix);
+
 // Config helpers: a missing key or null gives the default.
 int64_t JsonInt(const nlohmann::json& j, const char* key, int64_t def);
 bool JsonBool(const nlohmann::json& j, const char* key, bool def);

@@ -16,21 +16,11 @@ constexpr char kName[] = "GPTQ";
 absl::Status ResolveOne(Context& ctx, const std::string& prefix, int bits,
                         int64_t group_size, bool v1, bool sym, bool desc_act) {
   const std::string weight = prefix + "weight";
-  auto qweight = ctx.Need(kName, weight, prefix + "qweight");
-  auto qzeros = ctx.Need(kName, weight, prefix + "qzeros");
-  auto scales = ctx.Need(kName, weight, prefix + "scales");
-  for (const auto* s : {&qweight, &qzeros, &scales}) {
-    if (!s->ok()) return s->status();
-  }
-  const StoredTensor* qw = *qweight;
-  const StoredTensor* qz = *qzeros;
-  const StoredTensor* sc = *scales;
-  if (auto s = ExpectDType(kName, qw, {DType::kI32}); !s.ok()) return s;
-  if (auto s = ExpectDType(kName, qz, {DType::kI32}); !s.ok()) return s;
-  if (auto s = ExpectDType(kName, sc, {DType::kF16, DType::kBF16, DType::kF32});
-      !s.ok()) {
-    return s;
-  }
+  auto packed = NeedPackedInt(ctx, kName, prefix);
+  if (!packed.ok()) return packed.status();
+  const StoredTensor* qw = packed->qweight;
+  const StoredTensor* qz = packed->qzeros;
+  const StoredTensor* sc = packed->scales;
   if (qw->shape.size() != 2 || (qw->shape[0] * 32) % bits != 0) {
     return Mismatch(kName,
                     absl::StrCat("'", qw->name, "' is ",

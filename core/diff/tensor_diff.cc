@@ -5,7 +5,6 @@
 #include <limits>
 #include <queue>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "core/format/stored_tensor.h"
 #include "core/io/fault_guard.h"
@@ -134,12 +133,17 @@ absl::StatusOr<TensorDiff> DiffTensor(
   double sum_sq_err = 0, sum_abs = 0, sum_xx = 0, sum_hh = 0, sum_xh = 0;
   int64_t max_abs_flat = 0;
   PercentileTracker pct(n, options.exact_percentile_limit);
-  std::priority_queue<Candidate> worst;  // top() is the least bad kept
+  std::priority_queue<Candidate>
+      worst;  // top() is the least bad kept
+              // Group ids are dense (block, sub-block or row-by-group indices),
+              // so a
+  // vector indexed by id beats a hash map on the hot path.
   struct GroupAcc {
-    double sum = 0, max = 0;
-    int64_t count = 0;
+    double sum = 0;
+    float max = 0;
+    uint32_t count = 0;
   };
-  absl::flat_hash_map<int64_t, GroupAcc> groups;
+  std::vector<GroupAcc> groups;
   std::vector<ElementQuant> q(static_cast<size_t>(std::min(chunk, n)));
   std::vector<float> x(q.size());
 
@@ -202,18 +206,19 @@ absl::StatusOr<TensorDiff> DiffTensor(
       }
       if (d.groups_tracked && q[i].group >= 0) {
         if (q[i].group != acc_group) {
-          acc = &groups[q[i].group];
-          acc_group = q[i].group;
-          if (static_cast<int64_t>(groups.size()) >
-              options.max_tracked_groups) {
+          if (q[i].group >= options.max_tracked_groups) {
             d.groups_tracked = false;
-            groups.clear();
-            acc = nullptr;
+            groups = {};
             continue;
           }
+          if (q[i].group >= static_cast<int64_t>(groups.size())) {
+            groups.resize(std::max<size_t>(q[i].group + 1, groups.size() * 2));
+          }
+          acc = &groups[q[i].group];
+          acc_group = q[i].group;
         }
         acc->sum += es;
-        acc->max = std::max(acc->max, es);
+        acc->max = std::max(acc->max, static_cast<float>(es));
         ++acc->count;
       }
     }
@@ -260,8 +265,10 @@ absl::StatusOr<TensorDiff> DiffTensor(
   if (d.groups_tracked) {
     std::vector<WorstGroup> all;
     all.reserve(groups.size());
-    for (const auto& [g, a] : groups) {
-      all.push_back({g, a.count, a.sum / static_cast<double>(a.count), a.max});
+    for (size_t g = 0; g < groups.size(); ++g) {
+      const GroupAcc& a = groups[g];
+      if (a.count == 0) continue;
+      all.push_back({static_cast<int64_t>(g), a.count, a.sum / a.count, a.max});
     }
     const size_t k =
         std::min<size_t>(all.size(), std::max(0, options.worst_groups));

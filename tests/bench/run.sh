@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 deploy/install_deps.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTENSORMORPH_BUILD_BENCHMARKS=ON >/dev/null
-cmake --build build -j "$(nproc)" --target diff_bench decode_bench
+cmake --build build -j "$(nproc)" --target diff_bench decode_bench stream_bench
 build/tests/bench/decode_bench
+build/tests/bench/stream_bench
 build/tests/bench/diff_bench

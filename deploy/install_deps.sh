@@ -8,6 +8,7 @@ PACKAGES=(
   libabsl-dev libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libspdlog-dev nlohmann-json3-dev libcli11-dev libpng-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  openssl  # the TLS tests make a throwaway CA
 )
 
 missing=()

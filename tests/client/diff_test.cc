@@ -21,19 +21,17 @@ using ::tensormorph::testing::CliPath;
 using ::tensormorph::testing::CommandResult;
 using ::tensormorph::testing::Fixture;
 using ::tensormorph::testing::FixturesDir;
-using ::tensormorph::testing::MakeTempDir;
 using ::tensormorph::testing::RunCommand;
 using ::tensormorph::testing::ServerProcess;
 using ::testing::HasSubstr;
 
 CliModes* cli = nullptr;
-std::string* demo = nullptr;
+const std::string* demo = nullptr;
 
 class DiffCliTest : public ::testing::TestWithParam<bool> {
  protected:
   static void SetUpTestSuite() {
-    demo = new std::string(MakeTempDir());
-    ASSERT_TRUE(::tensormorph::testing::WriteDemoCheckpoints(*demo));
+    demo = &::tensormorph::testing::DemoDir();
     cli = new CliModes({FixturesDir(), *demo});
   }
   static void TearDownTestSuite() {

@@ -65,13 +65,12 @@ Png ReadPng(const std::string& path) {
 }
 
 CliModes* cli = nullptr;
-std::string* demo = nullptr;
+const std::string* demo = nullptr;
 
 class ViewsCliTest : public ::testing::TestWithParam<bool> {
  protected:
   static void SetUpTestSuite() {
-    demo = new std::string(MakeTempDir());
-    ASSERT_TRUE(::tensormorph::testing::WriteDemoCheckpoints(*demo));
+    demo = &::tensormorph::testing::DemoDir();
     cli = new CliModes({FixturesDir(), *demo});
   }
   static void TearDownTestSuite() {

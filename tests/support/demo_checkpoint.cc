@@ -9,6 +9,7 @@
 #include "tests/support/gguf_writer.h"
 #include "tests/support/quantize.h"
 #include "tests/support/safetensors_writer.h"
+#include "tests/support/test_paths.h"
 
 namespace tensormorph::testing {
 namespace {
@@ -201,6 +202,15 @@ bool WriteDemoCheckpoints(const std::string& dir) {
   WriteFile(dir + "/model-f32.gguf", BuildGguf(f32));
   WriteFile(dir + "/model-q4_k_m.gguf", BuildGguf(q4km));
   return true;
+}
+
+const std::string& DemoDir() {
+  static const std::string* dir = [] {
+    auto* d = new std::string(MakeTempDir());
+    if (!WriteDemoCheckpoints(*d)) std::abort();
+    return d;
+  }();
+  return *dir;
 }
 
 }  // namespace tensormorph::testing

@@ -22,6 +22,10 @@ namespace tensormorph::testing {
 // Returns false (and prints why) when a file cannot be written.
 bool WriteDemoCheckpoints(const std::string& dir);
 
+// The demo written once per process into a temporary directory (aborts when
+// it cannot be written): tests that only read it share one copy.
+const std::string& DemoDir();
+
 }  // namespace tensormorph::testing
 
 #endif  // TENSORMORPH_TESTS_SUPPORT_DEMO_CHECKPOINT_H_

@@ -5,7 +5,9 @@
 #include <limits>
 #include <queue>
 
+#include "absl/base/casts.h"
 #include "absl/status/status.h"
+#include "core/diff/error_pass.h"
 #include "core/format/stored_tensor.h"
 #include "core/io/fault_guard.h"
 
@@ -15,31 +17,35 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // Percentiles of err_steps: exact from the largest values when they fit,
-// otherwise from a log-spaced histogram.
+// otherwise from a histogram of the values' leading bits.
 class PercentileTracker {
  public:
   PercentileTracker(int64_t n, int64_t exact_limit) : n_(n) {
-    keep_ =
-        n - static_cast<int64_t>(std::floor(0.99 * static_cast<double>(n - 1)));
+    keep_ = std::max<int64_t>(1, n - static_cast<int64_t>(std::floor(
+                                         0.99 * static_cast<double>(n - 1))));
     exact_ = keep_ <= exact_limit;
     if (!exact_) hist_.assign(kBins + 2, 0);
   }
-  void Add(double v) {
-    if (exact_) {
-      if (static_cast<int64_t>(top_.size()) < keep_) {
-        top_.push(v);
-      } else if (v > top_.top()) {
-        top_.pop();
-        top_.push(v);
-      }
-      return;
-    }
-    ++hist_[Bin(v)];
-  }
   bool exact() const { return exact_; }
+
+  // Histogram mode: adds `m` values.
+  void AddToHistogram(const double* v, int64_t m) {
+    for (int64_t i = 0; i < m; ++i) ++hist_[Bin(v[i])];
+  }
+  // Exact mode: values at or below floor() cannot change the percentiles
+  // (zeros and NaN, which counts as zero, are never stored: ranks past the
+  // stored values read as 0). The floor rises as the kept set fills.
+  double floor() const { return floor_; }
+  // REQUIRES: exact(), v > floor().
+  void Offer(double v) {
+    top_.push_back(v);
+    if (static_cast<int64_t>(top_.size()) >= 2 * keep_ + 1024) Trim();
+  }
+
   // numpy.percentile(values, q) with linear interpolation.
   double Percentile(double q) {
     if (n_ == 0) return 0;
+    if (exact_) Trim();
     const double pos = q * static_cast<double>(n_ - 1);
     const int64_t lo = static_cast<int64_t>(std::floor(pos));
     const double frac = pos - static_cast<double>(lo);
@@ -49,28 +55,43 @@ class PercentileTracker {
   }
 
  private:
-  static constexpr int kBins = 27632;  // 1e-6 .. 1e6 at 0.1% per bin
+  // Bins are the top 10 mantissa bits of each binade from 2^-20 to 2^20
+  // (relative width 2^-10); bin 0 holds smaller values, the last bin larger
+  // ones and infinity. A bin reads as its midpoint.
+  static constexpr int kShift = 42;  // 52 mantissa bits - 10
+  static constexpr uint64_t kLowKey = uint64_t{1023 - 20} << 10;
+  static constexpr uint64_t kHighKey = uint64_t{1023 + 20} << 10;
+  static constexpr int kBins = static_cast<int>(kHighKey - kLowKey);
   static int Bin(double v) {
-    if (!(v > 1e-6)) return 0;
-    if (std::isinf(v) || v >= 1e6) return kBins + 1;
-    return 1 + static_cast<int>(std::log(v / 1e-6) / std::log(1.001));
+    if (!(v > 0)) return 0;
+    const uint64_t key = absl::bit_cast<uint64_t>(v) >> kShift;
+    if (key < kLowKey) return 0;
+    if (key >= kHighKey) return kBins + 1;
+    return 1 + static_cast<int>(key - kLowKey);
   }
   static double BinValue(int b) {
     if (b == 0) return 0;
     if (b == kBins + 1) return kInf;
-    return 1e-6 * std::pow(1.001, b - 0.5);
+    const uint64_t key = kLowKey + static_cast<uint64_t>(b - 1);
+    return absl::bit_cast<double>((key << kShift) |
+                                  (uint64_t{1} << (kShift - 1)));
+  }
+  // Keeps the `keep_` largest values and raises the floor to the smallest.
+  void Trim() {
+    if (static_cast<int64_t>(top_.size()) <= keep_) return;
+    std::nth_element(top_.begin(), top_.begin() + (keep_ - 1), top_.end(),
+                     std::greater<double>());
+    top_.resize(static_cast<size_t>(keep_));
+    floor_ = top_.back();
   }
   // The value of rank r (0 = smallest) among all n.
   double Rank(int64_t r) {
     if (exact_) {
-      if (sorted_.empty()) {
-        while (!top_.empty()) {
-          sorted_.push_back(top_.top());
-          top_.pop();
-        }
-        std::reverse(sorted_.begin(), sorted_.end());  // largest first
-      }
-      return sorted_[static_cast<size_t>(n_ - 1 - r)];
+      const size_t from_top = static_cast<size_t>(n_ - 1 - r);
+      if (from_top >= top_.size()) return 0.0;
+      std::nth_element(top_.begin(), top_.begin() + from_top, top_.end(),
+                       std::greater<double>());
+      return top_[from_top];
     }
     int64_t seen = 0;
     for (size_t b = 0; b < hist_.size(); ++b) {
@@ -83,10 +104,40 @@ class PercentileTracker {
   int64_t n_;
   int64_t keep_;
   bool exact_;
-  std::priority_queue<double, std::vector<double>, std::greater<double>> top_;
-  std::vector<double> sorted_;
+  double floor_ = 0;  // exact mode: values at or below are not needed
+  std::vector<double> top_;
   std::vector<int64_t> hist_;
 };
+
+struct GroupAcc {
+  double sum = 0;
+  float max = 0;
+  uint32_t count = 0;
+};
+
+// Adds a run of one group's errors: four partial sums, so that the additions
+// do not wait on each other.
+void AddRun(const double* v, int64_t len, GroupAcc* acc) {
+  // The maximum in double, converted once: conversion is monotonic.
+  double s[4] = {0, 0, 0, 0};
+  double mx[4] = {0, 0, 0, 0};
+  int64_t k = 0;
+  for (; k + 4 <= len; k += 4) {
+    for (int l = 0; l < 4; ++l) {
+      s[l] += v[k + l];
+      mx[l] = std::max(mx[l], v[k + l]);
+    }
+  }
+  for (; k < len; ++k) {
+    s[0] += v[k];
+    mx[0] = std::max(mx[0], v[k]);
+  }
+  acc->sum += (s[0] + s[1]) + (s[2] + s[3]);
+  acc->max =
+      std::max(acc->max, static_cast<float>(std::max(std::max(mx[0], mx[1]),
+                                                     std::max(mx[2], mx[3]))));
+  acc->count += static_cast<uint32_t>(len);
+}
 
 struct Candidate {
   double err_steps;
@@ -130,25 +181,22 @@ absl::StatusOr<TensorDiff> DiffTensor(
   int64_t chunk = std::max<int64_t>(1, options.chunk_elements);
   if (!row_map.empty()) chunk = std::max<int64_t>(1, chunk / cols) * cols;
 
-  double sum_sq_err = 0, sum_abs = 0, sum_xx = 0, sum_hh = 0, sum_xh = 0;
-  int64_t max_abs_flat = 0;
+  ErrorSums sums;
   PercentileTracker pct(n, options.exact_percentile_limit);
-  std::priority_queue<Candidate>
-      worst;  // top() is the least bad kept
-              // Group ids are dense (block, sub-block or row-by-group indices),
-              // so a
+  std::priority_queue<Candidate> worst;  // top() is the least bad kept
+  // Only an error above the least bad kept can enter a full top-k: elements
+  // come in index order, so an equal error never outranks a kept one.
+  // With top_k = 0 nothing enters.
+  double worst_floor = options.top_k > 0 ? -kInf : kInf;
+  // Group ids are dense (block, sub-block or row-by-group indices), so a
   // vector indexed by id beats a hash map on the hot path.
-  struct GroupAcc {
-    double sum = 0;
-    float max = 0;
-    uint32_t count = 0;
-  };
   std::vector<GroupAcc> groups;
   std::vector<ElementQuant> q(static_cast<size_t>(std::min(chunk, n)));
   std::vector<float> x(q.size());
+  std::vector<double> es(q.size());
 
   for (int64_t first = 0; first < n; first += chunk) {
-    if (cancelled != nullptr && cancelled->load()) {
+    if (cancelled != nullptr && cancelled->load(std::memory_order_relaxed)) {
       return absl::CancelledError("diff cancelled");
     }
     const int64_t m = std::min(chunk, n - first);
@@ -168,73 +216,78 @@ absl::StatusOr<TensorDiff> DiffTensor(
       return absl::OkStatus();
     });
     if (!read.ok()) return read;
-    GroupAcc* acc = nullptr;
-    int64_t acc_group = std::numeric_limits<int64_t>::min();
-    for (int64_t i = 0; i < m; ++i) {
-      const double xs = x[i];
-      const double xq = q[i].value;
-      const double err = std::fabs(xs - xq);
-      const double step = xs > xq ? q[i].step_above : q[i].step_below;
-      const double es = err == 0 ? 0 : (step > 0 ? err / step : kInf);
-      sum_sq_err += err * err;
-      sum_abs += err;
-      sum_xx += xs * xs;
-      sum_hh += xq * xq;
-      sum_xh += xs * xq;
-      if (err > d.max_abs_err) {
-        d.max_abs_err = err;
-        max_abs_flat = first + i;
-      }
-      d.max_err_steps = std::max(d.max_err_steps, es);
-      if (es > 0.5) ++d.above_half_step;
-      if (xs > q[i].range_max + 0.5 * q[i].step_above ||
-          xs < q[i].range_min - 0.5 * q[i].step_below) {
-        ++d.clipped;
-      }
-      if (xs == 0) ++d.source_zeros;
-      if (xq == 0) {
-        ++d.decoded_zeros;
-        if (xs != 0) ++d.induced_zeros;
-      }
-      pct.Add(es);
-      const Candidate c{es, first + i};
-      if (static_cast<int>(worst.size()) < options.top_k) {
-        worst.push(c);
-      } else if (options.top_k > 0 && c < worst.top()) {
+
+    // Pass 1: the sums, counts and maxima, and each element's error in steps.
+    AccumulateErrors(q.data(), x.data(), m, first, es.data(), &sums);
+
+    // Pass 2: the errors that can still matter for percentiles and top-k.
+    // Most errors are below both the smallest kept for the percentiles and
+    // the least bad of the top k; a vector comparison over 16 skips them.
+    if (!pct.exact()) pct.AddToHistogram(es.data(), m);
+    auto offer = [&](int64_t k) {
+      const double v = es[k];
+      if (pct.exact() && v > pct.floor()) pct.Offer(v);
+      if (v > worst_floor) {
         worst.pop();
-        worst.push(c);
+        worst.push({v, first + k});
+        worst_floor = worst.top().err_steps;
       }
-      if (d.groups_tracked && q[i].group >= 0) {
-        if (q[i].group != acc_group) {
-          if (q[i].group >= options.max_tracked_groups) {
-            d.groups_tracked = false;
-            groups = {};
-            continue;
-          }
-          if (q[i].group >= static_cast<int64_t>(groups.size())) {
-            groups.resize(std::max<size_t>(q[i].group + 1, groups.size() * 2));
-          }
-          acc = &groups[q[i].group];
-          acc_group = q[i].group;
+    };
+    int64_t i = 0;
+    for (; i < m && static_cast<int>(worst.size()) < options.top_k; ++i) {
+      if (pct.exact() && es[i] > pct.floor()) pct.Offer(es[i]);
+      worst.push({es[i], first + i});
+      if (static_cast<int>(worst.size()) == options.top_k)
+        worst_floor = worst.top().err_steps;
+    }
+    for (; i + 16 <= m; i += 16) {
+      const double gate =
+          std::min(pct.exact() ? pct.floor() : kInf, worst_floor);
+      bool any = false;
+      for (int k = 0; k < 16; ++k) any |= es[i + k] > gate;
+      if (!any) continue;
+      for (int k = 0; k < 16; ++k) offer(i + k);
+    }
+    for (; i < m; ++i) offer(i);
+
+    // Pass 3: per-group error, over runs of one group.
+    for (int64_t i = 0; d.groups_tracked && i < m;) {
+      const int64_t g = q[i].group;
+      int64_t end = i + 1;
+      while (end < m && q[end].group == g) ++end;
+      if (g >= 0) {
+        if (g >= options.max_tracked_groups) {
+          d.groups_tracked = false;
+          groups = {};
+          break;
         }
-        acc->sum += es;
-        acc->max = std::max(acc->max, static_cast<float>(es));
-        ++acc->count;
+        if (g >= static_cast<int64_t>(groups.size())) {
+          groups.resize(std::max<size_t>(g + 1, groups.size() * 2));
+        }
+        AddRun(es.data() + i, end - i, &groups[g]);
       }
+      i = end;
     }
     if (on_progress) on_progress(first + m);
   }
 
   const double nn = static_cast<double>(std::max<int64_t>(n, 1));
-  d.mse = sum_sq_err / nn;
+  const double sse = sums.sum_sq_err, sxx = sums.sum_xx, shh = sums.sum_hh;
+  d.mse = sse / nn;
   d.rmse = std::sqrt(d.mse);
-  d.mean_abs_err = sum_abs / nn;
-  d.max_abs_err_index = Unravel(max_abs_flat, quant.shape);
-  d.sqnr_db = sum_sq_err == 0 ? kInf : 10 * std::log10(sum_xx / sum_sq_err);
-  d.cosine = sum_xx == 0 || sum_hh == 0 ? (sum_xx == sum_hh ? 1 : 0)
-                                        : sum_xh / std::sqrt(sum_xx * sum_hh);
-  d.rel_fro_err = sum_xx == 0 ? (sum_sq_err == 0 ? 0 : kInf)
-                              : std::sqrt(sum_sq_err / sum_xx);
+  d.mean_abs_err = sums.sum_abs_err / nn;
+  d.max_abs_err = sums.max_abs_err;
+  d.max_abs_err_index = Unravel(sums.max_abs_err_index, quant.shape);
+  d.max_err_steps = sums.max_err_steps;
+  d.above_half_step = sums.above_half_step;
+  d.clipped = sums.clipped;
+  d.source_zeros = sums.source_zeros;
+  d.decoded_zeros = sums.decoded_zeros;
+  d.induced_zeros = sums.induced_zeros;
+  d.sqnr_db = sse == 0 ? kInf : 10 * std::log10(sxx / sse);
+  d.cosine = sxx == 0 || shh == 0 ? (sxx == shh ? 1 : 0)
+                                  : sums.sum_xh / std::sqrt(sxx * shh);
+  d.rel_fro_err = sxx == 0 ? (sse == 0 ? 0 : kInf) : std::sqrt(sse / sxx);
   d.percentiles_exact = pct.exact();
   d.p99_err_steps = pct.Percentile(0.99);
   d.p999_err_steps = pct.Percentile(0.999);

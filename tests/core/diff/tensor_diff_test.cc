@@ -163,13 +163,64 @@ INSTANTIATE_TEST_SUITE_P(AllConventions, SafetensorsDiffTest,
 
 absl::StatusOr<TensorDiff> DiffOf(const std::string& quant_path,
                                   const std::string& ref_path,
-                                  const std::string& name) {
+                                  const std::string& name,
+                                  const DiffOptions& options = DiffOptions()) {
   auto quant = Checkpoint::Open(quant_path);
   auto ref = Checkpoint::Open(ref_path);
   if (!quant.ok()) return quant.status();
   if (!ref.ok()) return ref.status();
   return DiffTensor(*(*quant)->FindTensor(name), *(*ref)->FindTensor(name),
-                    DiffOptions());
+                    options);
+}
+
+TEST(TensorDiffTest, TheReportDoesNotDependOnHowTheTensorIsChunked) {
+  const std::string q = Fixture("gguf/Q4_K.gguf");
+  const std::string r = Fixture("gguf/source_f32.gguf");
+  auto whole = DiffOf(q, r, "blk.0.attn_q.weight");
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  for (int64_t chunk : {1, 7, 256, 1000}) {
+    SCOPED_TRACE(chunk);
+    DiffOptions o;
+    o.chunk_elements = chunk;
+    auto d = DiffOf(q, r, "blk.0.attn_q.weight", o);
+    ASSERT_TRUE(d.ok());
+    EXPECT_EQ(d->max_abs_err, whole->max_abs_err);
+    EXPECT_EQ(d->max_abs_err_index, whole->max_abs_err_index);
+    EXPECT_EQ(d->max_err_steps, whole->max_err_steps);
+    EXPECT_EQ(d->p99_err_steps, whole->p99_err_steps);
+    EXPECT_EQ(d->p999_err_steps, whole->p999_err_steps);
+    EXPECT_EQ(d->above_half_step, whole->above_half_step);
+    EXPECT_EQ(d->clipped, whole->clipped);
+    EXPECT_NEAR(d->mse, whole->mse, 1e-12 * whole->mse);
+    ASSERT_EQ(d->worst.size(), whole->worst.size());
+    for (size_t i = 0; i < d->worst.size(); ++i) {
+      EXPECT_EQ(d->worst[i].flat_index, whole->worst[i].flat_index);
+    }
+    ASSERT_EQ(d->worst_groups.size(), whole->worst_groups.size());
+    for (size_t i = 0; i < d->worst_groups.size(); ++i) {
+      EXPECT_EQ(d->worst_groups[i].group, whole->worst_groups[i].group);
+      EXPECT_EQ(d->worst_groups[i].max_err_steps,
+                whole->worst_groups[i].max_err_steps);
+    }
+  }
+}
+
+TEST(TensorDiffTest, LargeTensorsTakePercentilesFromAHistogramWithinItsBins) {
+  const std::string q = Fixture("gguf/Q4_0.gguf");
+  const std::string r = Fixture("gguf/source_f32.gguf");
+  auto exact = DiffOf(q, r, "blk.0.attn_q.weight");
+  DiffOptions o;
+  o.exact_percentile_limit = 0;  // as if the tensor were too large
+  auto hist = DiffOf(q, r, "blk.0.attn_q.weight", o);
+  ASSERT_TRUE(exact.ok() && hist.ok());
+  EXPECT_TRUE(exact->percentiles_exact);
+  EXPECT_FALSE(hist->percentiles_exact);
+  // Bins are 2^-10 wide relative to the value they hold.
+  EXPECT_NEAR(hist->p99_err_steps, exact->p99_err_steps,
+              exact->p99_err_steps / 1024);
+  EXPECT_NEAR(hist->p999_err_steps, exact->p999_err_steps,
+              exact->p999_err_steps / 1024);
+  EXPECT_EQ(hist->max_err_steps, exact->max_err_steps) << "maxima stay exact";
 }
 
 TEST(TensorDiffTest, TorchInt8WithItsOwnScaleStaysWithinHalfAStep) {

@@ -1,0 +1,174 @@
+#include "core/diff/error_pass.h"
+
+#include <cmath>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace tensormorph {
+
+void AccumulateErrorsScalar(const ElementQuant* q, const float* x, int64_t m,
+                            int64_t first, double* err_steps, ErrorSums* s) {
+  for (int64_t i = 0; i < m; ++i) {
+    const ElementQuant& e = q[i];
+    const double xs = x[i];
+    const double xq = e.value;
+    const double err = std::fabs(xs - xq);
+    const double v = ErrorInSteps(xs, e);
+    err_steps[i] = v;
+    s->sum_sq_err += err * err;
+    s->sum_abs_err += err;
+    s->sum_xx += xs * xs;
+    s->sum_hh += xq * xq;
+    s->sum_xh += xs * xq;
+    if (err > s->max_abs_err) {
+      s->max_abs_err = err;
+      s->max_abs_err_index = first + i;
+    }
+    if (v > s->max_err_steps) s->max_err_steps = v;
+    s->above_half_step += v > 0.5;
+    s->clipped += (xs > e.range_max + 0.5 * e.step_above) |
+                  (xs < e.range_min - 0.5 * e.step_below);
+    s->source_zeros += xs == 0;
+    s->decoded_zeros += xq == 0;
+    s->induced_zeros += (xq == 0) & (xs != 0);
+  }
+}
+
+#if defined(__x86_64__)
+namespace {
+
+// A true comparison is all ones (-1): subtracting it counts one.
+__attribute__((target("avx2"))) inline __m256i Count(__m256i acc,
+                                                     __m256d mask) {
+  return _mm256_sub_epi64(acc, _mm256_castpd_si256(mask));
+}
+
+__attribute__((target("avx2"))) inline double Sum(__m256d v) {
+  alignas(32) double lane[4];
+  _mm256_store_pd(lane, v);
+  return (lane[0] + lane[1]) + (lane[2] + lane[3]);
+}
+
+__attribute__((target("avx2"))) inline int64_t Sum(__m256i v) {
+  alignas(32) int64_t lane[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lane), v);
+  return lane[0] + lane[1] + lane[2] + lane[3];
+}
+
+// Four elements at a time. Every comparison is ordered (false on NaN) like
+// the scalar code's, so the two agree on NaN sources too.
+__attribute__((target("avx2"))) void AccumulateErrorsAvx2(
+    const ElementQuant* q, const float* x, int64_t m, int64_t first,
+    double* err_steps, ErrorSums* s) {
+  const __m256d zero = _mm256_setzero_pd();
+  const __m256d half = _mm256_set1_pd(0.5);
+  const __m256d inf = _mm256_set1_pd(__builtin_inf());
+  const __m256d sign = _mm256_set1_pd(-0.0);
+  __m256d sq = zero, ab = zero, xx = zero, hh = zero, xh = zero;
+  __m256d max_abs = _mm256_set1_pd(s->max_abs_err);
+  __m256i max_idx = _mm256_set1_epi64x(-1);
+  __m256d max_steps = _mm256_set1_pd(s->max_err_steps);
+  __m256i above = _mm256_setzero_si256(), clipped = above, src_zeros = above,
+          dec_zeros = above, induced = above;
+  __m256i idx = _mm256_set_epi64x(first + 3, first + 2, first + 1, first);
+  const __m256i four = _mm256_set1_epi64x(4);
+  const int64_t m4 = m & ~int64_t{3};
+  for (int64_t i = 0; i < m4; i += 4, idx = _mm256_add_epi64(idx, four)) {
+    const ElementQuant* e = q + i;
+    const __m256d xs = _mm256_cvtps_pd(_mm_loadu_ps(x + i));
+    const __m256d xq = _mm256_cvtps_pd(
+        _mm_set_ps(e[3].value, e[2].value, e[1].value, e[0].value));
+    const __m256d below = _mm256_set_pd(e[3].step_below, e[2].step_below,
+                                        e[1].step_below, e[0].step_below);
+    const __m256d above_step = _mm256_set_pd(e[3].step_above, e[2].step_above,
+                                             e[1].step_above, e[0].step_above);
+    const __m256d rmin = _mm256_set_pd(e[3].range_min, e[2].range_min,
+                                       e[1].range_min, e[0].range_min);
+    const __m256d rmax = _mm256_set_pd(e[3].range_max, e[2].range_max,
+                                       e[1].range_max, e[0].range_max);
+    const __m256d err = _mm256_andnot_pd(sign, _mm256_sub_pd(xs, xq));
+    const __m256d up = _mm256_cmp_pd(xs, xq, _CMP_GT_OQ);
+    const __m256d step = _mm256_blendv_pd(below, above_step, up);
+    __m256d v = _mm256_blendv_pd(inf, _mm256_div_pd(err, step),
+                                 _mm256_cmp_pd(step, zero, _CMP_GT_OQ));
+    v = _mm256_blendv_pd(v, zero, _mm256_cmp_pd(err, zero, _CMP_EQ_OQ));
+    _mm256_storeu_pd(err_steps + i, v);
+
+    sq = _mm256_add_pd(sq, _mm256_mul_pd(err, err));
+    ab = _mm256_add_pd(ab, err);
+    xx = _mm256_add_pd(xx, _mm256_mul_pd(xs, xs));
+    hh = _mm256_add_pd(hh, _mm256_mul_pd(xq, xq));
+    xh = _mm256_add_pd(xh, _mm256_mul_pd(xs, xq));
+
+    const __m256d new_max = _mm256_cmp_pd(err, max_abs, _CMP_GT_OQ);
+    max_abs = _mm256_blendv_pd(max_abs, err, new_max);
+    max_idx = _mm256_castpd_si256(_mm256_blendv_pd(
+        _mm256_castsi256_pd(max_idx), _mm256_castsi256_pd(idx), new_max));
+    max_steps =
+        _mm256_blendv_pd(max_steps, v, _mm256_cmp_pd(v, max_steps, _CMP_GT_OQ));
+
+    above = Count(above, _mm256_cmp_pd(v, half, _CMP_GT_OQ));
+    const __m256d hi = _mm256_add_pd(rmax, _mm256_mul_pd(half, above_step));
+    const __m256d lo = _mm256_sub_pd(rmin, _mm256_mul_pd(half, below));
+    clipped = Count(clipped, _mm256_or_pd(_mm256_cmp_pd(xs, hi, _CMP_GT_OQ),
+                                          _mm256_cmp_pd(xs, lo, _CMP_LT_OQ)));
+    const __m256d sz = _mm256_cmp_pd(xs, zero, _CMP_EQ_OQ);
+    const __m256d dz = _mm256_cmp_pd(xq, zero, _CMP_EQ_OQ);
+    src_zeros = Count(src_zeros, sz);
+    dec_zeros = Count(dec_zeros, dz);
+    induced = Count(induced, _mm256_andnot_pd(sz, dz));
+  }
+
+  s->sum_sq_err += Sum(sq);
+  s->sum_abs_err += Sum(ab);
+  s->sum_xx += Sum(xx);
+  s->sum_hh += Sum(hh);
+  s->sum_xh += Sum(xh);
+  s->above_half_step += Sum(above);
+  s->clipped += Sum(clipped);
+  s->source_zeros += Sum(src_zeros);
+  s->decoded_zeros += Sum(dec_zeros);
+  s->induced_zeros += Sum(induced);
+  // Each lane kept its first maximum above the old one; of equal lane maxima
+  // the earliest element wins, as in element order.
+  alignas(32) double lane_max[4];
+  alignas(32) int64_t lane_idx[4];
+  _mm256_store_pd(lane_max, max_abs);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lane_idx), max_idx);
+  for (int k = 0; k < 4; ++k) {
+    if (lane_idx[k] < 0) continue;
+    if (lane_max[k] > s->max_abs_err ||
+        (lane_max[k] == s->max_abs_err && lane_idx[k] < s->max_abs_err_index)) {
+      s->max_abs_err = lane_max[k];
+      s->max_abs_err_index = lane_idx[k];
+    }
+  }
+  _mm256_store_pd(lane_max, max_steps);
+  for (double v : lane_max) {
+    if (v > s->max_err_steps) s->max_err_steps = v;
+  }
+  AccumulateErrorsScalar(q + m4, x + m4, m - m4, first + m4, err_steps + m4, s);
+}
+
+bool HaveAvx2() {
+  static const bool have = __builtin_cpu_supports("avx2");
+  return have;
+}
+
+}  // namespace
+#endif
+
+void AccumulateErrors(const ElementQuant* q, const float* x, int64_t m,
+                      int64_t first, double* err_steps, ErrorSums* sums) {
+#if defined(__x86_64__)
+  if (HaveAvx2()) {
+    AccumulateErrorsAvx2(q, x, m, first, err_steps, sums);
+    return;
+  }
+#endif
+  AccumulateErrorsScalar(q, x, m, first, err_steps, sums);
+}
+
+}  // namespace tensormorph

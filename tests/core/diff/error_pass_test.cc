@@ -1,0 +1,141 @@
+// The diff's per-element kernel: the dispatched fast path agrees with the
+// scalar reference on random inputs, including the awkward values.
+#include "core/diff/error_pass.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace tensormorph {
+namespace {
+
+bool SameBits(double a, double b) {
+  return std::memcmp(&a, &b, sizeof a) == 0 || (std::isnan(a) && std::isnan(b));
+}
+
+struct Input {
+  std::vector<ElementQuant> q;
+  std::vector<float> x;
+};
+
+// Groups of 32 with a random scale; a few exact hits, zeros, zero-step
+// groups, clipped sources, repeated maxima and NaN sources mixed in.
+Input RandomInput(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1, 1);
+  Input in;
+  in.q.resize(n);
+  in.x.resize(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t g = i / 32;
+    const double step = g % 17 == 5 ? 0.0 : 0.01 * (1 + g % 7);
+    ElementQuant& e = in.q[i];
+    e.group = g;
+    e.step_below = step;
+    e.step_above = g % 3 == 0 ? step * 1.5 : step;
+    e.range_min = -127 * step;
+    e.range_max = 127 * step;
+    e.value = static_cast<float>(step * std::round(u(rng) * 100));
+    switch (rng() % 16) {
+      case 0:
+        in.x[i] = e.value;
+        break;  // exact
+      case 1:
+        in.x[i] = 0;
+        break;  // pruned
+      case 2:
+        in.x[i] = static_cast<float>(200 * step + 1e-3);
+        break;
+      case 3:
+        in.x[i] = 0.75f;
+        e.value = 0.5f;
+        break;  // repeated maximum
+      case 4:
+        in.x[i] = std::numeric_limits<float>::quiet_NaN();
+        break;
+      default:
+        in.x[i] = e.value + static_cast<float>(step * u(rng));
+        break;
+    }
+  }
+  return in;
+}
+
+TEST(ErrorPassTest, FastPathAgreesWithTheScalarReference) {
+  for (int64_t n : {0, 1, 3, 4, 5, 31, 1000, 4099}) {
+    for (uint32_t seed : {1u, 2u, 3u}) {
+      SCOPED_TRACE(::testing::Message() << "n=" << n << " seed=" << seed);
+      const Input in = RandomInput(n, seed);
+      std::vector<double> es_ref(n), es_fast(n);
+      ErrorSums ref, fast;
+      // Two calls each, so state carried between chunks is covered too.
+      const int64_t half = n / 2;
+      AccumulateErrorsScalar(in.q.data(), in.x.data(), half, 100, es_ref.data(),
+                             &ref);
+      AccumulateErrorsScalar(in.q.data() + half, in.x.data() + half, n - half,
+                             100 + half, es_ref.data() + half, &ref);
+      AccumulateErrors(in.q.data(), in.x.data(), half, 100, es_fast.data(),
+                       &fast);
+      AccumulateErrors(in.q.data() + half, in.x.data() + half, n - half,
+                       100 + half, es_fast.data() + half, &fast);
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_TRUE(SameBits(es_ref[i], es_fast[i]))
+            << "element " << i << ": " << es_ref[i] << " vs " << es_fast[i];
+      }
+      EXPECT_EQ(fast.max_abs_err, ref.max_abs_err);
+      EXPECT_EQ(fast.max_abs_err_index, ref.max_abs_err_index);
+      EXPECT_EQ(fast.max_err_steps, ref.max_err_steps);
+      EXPECT_EQ(fast.above_half_step, ref.above_half_step);
+      EXPECT_EQ(fast.clipped, ref.clipped);
+      EXPECT_EQ(fast.source_zeros, ref.source_zeros);
+      EXPECT_EQ(fast.decoded_zeros, ref.decoded_zeros);
+      EXPECT_EQ(fast.induced_zeros, ref.induced_zeros);
+      // Sums: NaN sources make them NaN in both; otherwise only the order of
+      // additions differs.
+      for (auto [a, b] : {std::pair{fast.sum_sq_err, ref.sum_sq_err},
+                          {fast.sum_abs_err, ref.sum_abs_err},
+                          {fast.sum_xx, ref.sum_xx},
+                          {fast.sum_hh, ref.sum_hh},
+                          {fast.sum_xh, ref.sum_xh}}) {
+        if (std::isnan(b)) {
+          EXPECT_TRUE(std::isnan(a));
+        } else {
+          EXPECT_NEAR(a, b, 1e-12 * std::max(1.0, std::fabs(b)));
+        }
+      }
+    }
+  }
+}
+
+TEST(ErrorPassTest, TheFirstOfEqualMaximaIsReported) {
+  std::vector<ElementQuant> q(12);
+  std::vector<float> x(12, 0);
+  for (auto& e : q) e.step_below = e.step_above = 1;
+  x[9] = 3;
+  x[6] = 3;  // same error, earlier, in another lane
+  x[2] = 2;
+  std::vector<double> es(12);
+  ErrorSums s;
+  AccumulateErrors(q.data(), x.data(), 12, 0, es.data(), &s);
+  EXPECT_EQ(s.max_abs_err, 3);
+  EXPECT_EQ(s.max_abs_err_index, 6);
+  EXPECT_EQ(s.max_err_steps, 3);
+}
+
+TEST(ErrorPassTest, AZeroStepMissedIsInfinitelyManySteps) {
+  ElementQuant e;
+  e.value = 1;
+  EXPECT_EQ(ErrorInSteps(1, e), 0) << "an exact hit costs nothing";
+  EXPECT_TRUE(std::isinf(ErrorInSteps(2, e)));
+  e.step_above = 0.5;
+  EXPECT_EQ(ErrorInSteps(2, e), 2) << "above: the step towards the source";
+  e.step_below = 0.25;
+  EXPECT_EQ(ErrorInSteps(0.5, e), 2) << "below: the step below";
+}
+
+}  // namespace
+}  // namespace tensormorph

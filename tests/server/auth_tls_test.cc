@@ -2,9 +2,12 @@
 // (right, wrong, none, reloaded on SIGHUP), TLS, and mutual TLS with and
 // without a client certificate. Certificates come from a throwaway CA made
 // with openssl for this test.
+#include <grpcpp/create_channel.h>
+#include <grpcpp/generic/generic_stub.h>
 #include <signal.h>
 
 #include <chrono>
+#include <future>
 #include <string>
 #include <thread>
 
@@ -38,6 +41,32 @@ std::string Root() {
   return *dir;
 }
 
+// grpc.health.v1.Health/Check for the whole server, with no credentials, over
+// a generic stub (the health proto is not part of our API). Returns the
+// serialized HealthCheckResponse: "\x08\x01" is SERVING.
+absl::StatusOr<std::string> HealthCheck(const std::string& target) {
+  auto channel =
+      grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  grpc::Slice empty("", 0);  // an empty HealthCheckRequest
+  grpc::ByteBuffer request(&empty, 1), response;
+  std::promise<grpc::Status> done;
+  stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(),
+                 &request, &response,
+                 [&](grpc::Status s) { done.set_value(std::move(s)); });
+  const grpc::Status s = done.get_future().get();
+  if (!s.ok()) return absl::UnknownError(s.error_message());
+  std::vector<grpc::Slice> slices;
+  (void)response.Dump(&slices);
+  std::string bytes;
+  for (const grpc::Slice& sl : slices) {
+    bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+  }
+  return bytes;
+}
+
 absl::Status Call(const std::string& target, const ClientOptions& o) {
   auto c = Client::Connect(target, o);
   if (!c.ok()) return c.status();
@@ -57,6 +86,11 @@ TEST(AuthTest, BearerTokensRightWrongMissingAndReloaded) {
   EXPECT_THAT(std::string(wrong.message()), HasSubstr("not accepted"));
   o.token.clear();
   EXPECT_EQ(Call(s.address(), o).code(), absl::StatusCode::kUnauthenticated);
+  // Health checks need no token: load balancers and orchestrators probe
+  // without one.
+  auto health = HealthCheck(s.address());
+  ASSERT_TRUE(health.ok()) << health.status();
+  EXPECT_EQ(*health, std::string("\x08\x01")) << "SERVING";
   // SIGHUP reloads the file.
   WriteFile(tokens, "secret-two\n");
   ::kill(s.pid(), SIGHUP);

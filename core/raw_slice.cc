@@ -39,8 +39,34 @@ absl::StatusOr<RawSliceReader> RawSliceReader::Create(
   for (int64_t d = static_cast<int64_t>(tensor.shape.size()) - 2; d >= 0; --d) {
     r.strides_[d] = r.strides_[d + 1] * tensor.shape[d + 1];
   }
+  // One run: the innermost dimensions taken whole, then at most one taken
+  // in part with step 1, then single indices.
+  const auto& dims = slice.dims;
+  int64_t d = static_cast<int64_t>(dims.size()) - 1;
+  while (d >= 0 && dims[d].start == 0 && dims[d].count == tensor.shape[d] &&
+         (dims[d].step == 1 || dims[d].count == 1)) {
+    --d;
+  }
+  bool one_run = true;
+  if (d >= 0) one_run = dims[d].step == 1 || dims[d].count == 1;
+  for (int64_t o = d - 1; o >= 0 && one_run; --o) one_run = dims[o].count == 1;
+  if (one_run) {
+    r.contiguous_start_ = 0;
+    for (size_t k = 0; k < dims.size(); ++k) {
+      r.contiguous_start_ += dims[k].start * r.strides_[k];
+    }
+  }
   r.slice_ = std::move(slice);
   return r;
+}
+
+absl::Span<const uint8_t> RawSliceReader::Contiguous(int64_t first,
+                                                     int64_t count) const {
+  if (contiguous_start_ < 0) return {};
+  return stored_->data.subspan(
+      static_cast<size_t>((contiguous_start_ + first) / block_elems_ *
+                          block_bytes_),
+      static_cast<size_t>(count / block_elems_ * block_bytes_));
 }
 
 void RawSliceReader::Read(int64_t first, int64_t count,

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "core/format/stored_tensor.h"
 #include "core/slice.h"
 #include "core/tensor.h"
@@ -40,6 +41,12 @@ class RawSliceReader {
   void Read(int64_t first, int64_t count, std::string* out) const;
   // The same into `out`, which holds count / block_elems() * block_bytes().
   void ReadInto(int64_t first, int64_t count, char* out) const;
+  // The stored bytes of result elements [first, first + count) when the
+  // whole result is one run of the stored tensor (row ranges of whole rows,
+  // the whole tensor); empty otherwise. A view of the mapping: no copy, and
+  // a fault when the file shrinks under it (read it under GuardedRead).
+  // REQUIRES: as Read.
+  absl::Span<const uint8_t> Contiguous(int64_t first, int64_t count) const;
 
  private:
   RawSliceReader() = default;
@@ -47,6 +54,7 @@ class RawSliceReader {
   const StoredTensor* stored_ = nullptr;
   ResolvedSlice slice_;
   std::vector<int64_t> strides_;
+  int64_t contiguous_start_ = -1;  // stored index of element 0, if one run
   int64_t block_elems_ = 1;
   int64_t block_bytes_ = 1;
 };

@@ -1,6 +1,14 @@
 // ReadSlice: one chunk produced on the worker pool, written, and only then
 // the next (one write in flight); cancellation and deadlines stop the work
 // at the next chunk boundary.
+//
+// The method is registered raw (grpc::ByteBuffer) so that a raw chunk whose
+// bytes are one run of the mapping goes out without a copy: the message is
+// its small serialized prefix followed by a grpc::Slice over the mapped
+// bytes, which holds a reference to the checkpoint until gRPC lets go.
+#include <grpcpp/support/proto_buffer_reader.h>
+#include <grpcpp/support/proto_buffer_writer.h>
+
 #include <atomic>
 #include <optional>
 
@@ -20,15 +28,40 @@ namespace {
 
 constexpr int64_t kMaxChunkBytes = 1 << 20;
 
-class ReadSliceReactor final : public grpc::ServerWriteReactor<v1::SliceChunk> {
+// Frees the checkpoint reference a zero-copy slice holds.
+void ReleaseCheckpoint(void* ref) {
+  delete static_cast<std::shared_ptr<const Checkpoint>*>(ref);
+}
+
+// Field 4 (bytes) of SliceChunk: its tag and length, to follow the rest.
+void AppendDataFieldHeader(uint64_t len, std::string* out) {
+  out->push_back(static_cast<char>((4 << 3) | 2));
+  do {
+    const uint8_t b = len & 0x7f;
+    len >>= 7;
+    out->push_back(static_cast<char>(len ? b | 0x80 : b));
+  } while (len);
+}
+
+v1::ReadSliceRequest ParseRequest(const grpc::ByteBuffer& bytes, bool* ok) {
+  grpc::ByteBuffer copy(bytes);  // shares the slices
+  v1::ReadSliceRequest req;
+  *ok =
+      grpc::SerializationTraits<v1::ReadSliceRequest>::Deserialize(&copy, &req)
+          .ok();
+  return req;
+}
+
+class ReadSliceReactor final
+    : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   ReadSliceReactor(std::shared_ptr<ServiceState> state,
                    grpc::CallbackServerContext* ctx,
-                   const v1::ReadSliceRequest* req)
+                   const grpc::ByteBuffer* request)
       : state_(std::move(state)),
         ctx_(ctx),
-        req_(req),
-        log_("ReadSlice", ctx, req->checkpoint(), req->tensor()) {
+        req_(ParseRequest(*request, &parsed_)),
+        log_("ReadSlice", ctx, req_.checkpoint(), req_.tensor()) {
     state_->metrics.calls.fetch_add(1);
     state_->metrics.StreamStarted();
     state_->pool.Submit([this] { Begin(); });
@@ -40,9 +73,8 @@ class ReadSliceReactor final : public grpc::ServerWriteReactor<v1::SliceChunk> {
       return;
     }
     state_->metrics.chunks_sent.fetch_add(1);
-    state_->metrics.bytes_sent.fetch_add(
-        static_cast<int64_t>(chunk_.data().size()));
-    bytes_ += static_cast<int64_t>(chunk_.data().size());
+    state_->metrics.bytes_sent.fetch_add(chunk_bytes_);
+    bytes_ += chunk_bytes_;
     if (next_ >= total_) {
       Done(grpc::Status::OK);
       return;
@@ -60,18 +92,19 @@ class ReadSliceReactor final : public grpc::ServerWriteReactor<v1::SliceChunk> {
 
  private:
   absl::Status Prepare() {
+    if (!parsed_) return absl::InvalidArgumentError("unparsable request");
     if (absl::Status auth = state_->tokens.Check(ctx_); !auth.ok()) return auth;
     if (absl::Status admit = state_->AdmitStream(); !admit.ok()) return admit;
-    auto ckpt = state_->registry.Acquire(req_->checkpoint());
+    auto ckpt = state_->registry.Acquire(req_.checkpoint());
     if (!ckpt.ok()) return ckpt.status();
     ckpt_ = *ckpt;
-    auto t = FindTensorOrError(*ckpt_, req_->checkpoint(), req_->tensor());
+    auto t = FindTensorOrError(*ckpt_, req_.checkpoint(), req_.tensor());
     if (!t.ok()) return t.status();
-    auto items = ParseSlice(req_->slice());
+    auto items = ParseSlice(req_.slice());
     if (!items.ok()) return items.status();
     auto slice = ResolveSlice(*items, (*t)->shape);
     if (!slice.ok()) return slice.status();
-    int64_t max_bytes = req_->max_chunk_bytes();
+    int64_t max_bytes = req_.max_chunk_bytes();
     if (max_bytes <= 0 || max_bytes > state_->limits.max_chunk_bytes) {
       max_bytes = state_->limits.max_chunk_bytes;
     }
@@ -80,7 +113,7 @@ class ReadSliceReactor final : public grpc::ServerWriteReactor<v1::SliceChunk> {
     for (int64_t d : slice->result_shape) h->add_shape(d);
     h->set_num_elements(slice->num_elements);
     total_ = slice->num_elements;
-    if (req_->mode() == v1::OUTPUT_MODE_RAW) {
+    if (req_.mode() == v1::OUTPUT_MODE_RAW) {
       auto raw = RawSliceReader::Create(**t, *std::move(slice));
       if (!raw.ok()) return raw.status();
       raw_.emplace(*std::move(raw));
@@ -127,23 +160,64 @@ class ReadSliceReactor final : public grpc::ServerWriteReactor<v1::SliceChunk> {
     const int64_t n = std::min(per_chunk_, total_ - next_);
     chunk_.set_element_offset(next_);
     chunk_.set_element_count(n);
+    const absl::Span<const uint8_t> run = raw_ && state_->zero_copy
+                                              ? raw_->Contiguous(next_, n)
+                                              : absl::Span<const uint8_t>();
+    absl::Status s = run.empty() ? Fill(n) : Prefault(run);
+    if (!s.ok()) {
+      Done(ToGrpcStatus(s));
+      return;
+    }
+    next_ += n;
+    if (run.empty()) {
+      chunk_bytes_ = static_cast<int64_t>(chunk_.data().size());
+      bool own = false;
+      out_.Clear();  // Serialize wants an empty buffer
+      (void)grpc::SerializationTraits<v1::SliceChunk>::Serialize(chunk_, &out_,
+                                                                 &own);
+    } else {
+      chunk_bytes_ = static_cast<int64_t>(run.size());
+      chunk_.clear_data();
+      std::string prefix = chunk_.SerializeAsString();
+      AppendDataFieldHeader(run.size(), &prefix);
+      grpc::Slice slices[2] = {
+          grpc::Slice(prefix),
+          grpc::Slice(const_cast<uint8_t*>(run.data()), run.size(),
+                      &ReleaseCheckpoint,
+                      new std::shared_ptr<const Checkpoint>(ckpt_))};
+      out_ = grpc::ByteBuffer(slices, 2);
+    }
+    StartWrite(&out_);
+  }
+
+  // Copies (raw) or decodes (float32) n elements into chunk_'s data.
+  absl::Status Fill(int64_t n) {
     std::string* data = chunk_.mutable_data();
     // Sized before the guarded read: a fault must not unwind an allocation.
     data->resize(static_cast<size_t>(
         raw_ ? n / raw_->block_elems() * raw_->block_bytes() : n * 4));
-    absl::Status s = GuardedRead([&]() -> absl::Status {
+    return GuardedRead([&]() -> absl::Status {
       if (raw_) {
         raw_->ReadInto(next_, n, data->data());
         return absl::OkStatus();
       }
       return decoded_->Read(next_, n, reinterpret_cast<float*>(data->data()));
     });
-    if (!s.ok()) {
-      Done(ToGrpcStatus(s));
-      return;
-    }
-    next_ += n;
-    StartWrite(&chunk_);
+  }
+
+  // Touches every page of a zero-copy run under the fault guard, so that a
+  // file shrunk under us fails this call with its own status here, and the
+  // socket write finds the pages mapped. (A file shrunk in the microseconds
+  // between this and the write fails that write instead.)
+  static absl::Status Prefault(absl::Span<const uint8_t> run) {
+    return GuardedRead([&]() -> absl::Status {
+      const volatile uint8_t* p = run.data();
+      uint8_t sink = 0;
+      for (size_t i = 0; i < run.size(); i += 4096) sink ^= p[i];
+      sink ^= p[run.size() - 1];
+      (void)sink;
+      return absl::OkStatus();
+    });
   }
 
   // Finishes the call once, whoever gets here first.
@@ -159,13 +233,16 @@ class ReadSliceReactor final : public grpc::ServerWriteReactor<v1::SliceChunk> {
 
   std::shared_ptr<ServiceState> state_;
   grpc::CallbackServerContext* ctx_;
-  const v1::ReadSliceRequest* req_;
+  bool parsed_ = false;
+  const v1::ReadSliceRequest req_;
   const absl::Time start_ = absl::Now();
   CallLog log_;
   std::shared_ptr<const Checkpoint> ckpt_;  // keeps the mapping alive
   std::optional<SliceReader> decoded_;
   std::optional<RawSliceReader> raw_;
-  v1::SliceChunk chunk_;
+  v1::SliceChunk chunk_;     // header, offsets and (when copied) the data
+  grpc::ByteBuffer out_;     // the message in flight
+  int64_t chunk_bytes_ = 0;  // data bytes of the message in flight
   int64_t total_ = 0;
   int64_t next_ = 0;
   int64_t per_chunk_ = 1;
@@ -177,9 +254,9 @@ class ReadSliceReactor final : public grpc::ServerWriteReactor<v1::SliceChunk> {
 
 }  // namespace
 
-grpc::ServerWriteReactor<v1::SliceChunk>* NewReadSliceReactor(
+grpc::ServerWriteReactor<grpc::ByteBuffer>* NewReadSliceReactor(
     std::shared_ptr<ServiceState> state, grpc::CallbackServerContext* ctx,
-    const v1::ReadSliceRequest* req) {
+    const grpc::ByteBuffer* req) {
   return new ReadSliceReactor(std::move(state), ctx, req);
 }
 

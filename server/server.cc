@@ -81,6 +81,7 @@ absl::StatusOr<std::unique_ptr<TensormorphServer>> TensormorphServer::Build(
     if (absl::Status t = s->state_->tokens.Load(options.token_file); !t.ok())
       return t;
   }
+  s->state_->zero_copy = options.tls_cert.empty();
   s->service_ = std::make_unique<TensormorphService>(s->state_);
 
   grpc::EnableDefaultHealthCheckService(true);

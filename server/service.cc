@@ -166,8 +166,8 @@ grpc::ServerWriteReactor<v1::TensorInfo>* TensormorphService::ListTensors(
       std::move(build));
 }
 
-grpc::ServerWriteReactor<v1::SliceChunk>* TensormorphService::ReadSlice(
-    grpc::CallbackServerContext* ctx, const v1::ReadSliceRequest* req) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* TensormorphService::ReadSlice(
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req) {
   return NewReadSliceReactor(state_, ctx, req);
 }
 

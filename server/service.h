@@ -42,6 +42,10 @@ struct ServiceState {
   const ServiceLimits limits;
   TokenStore tokens;  // empty = no authentication
   std::atomic<int64_t> active_diffs{0};
+  // Raw chunks go out as slices of the mapping. Off under TLS, where the
+  // bytes are encrypted (copied) in user space anyway and a fault there
+  // would be outside any guard. Set before serving.
+  bool zero_copy = true;
 
   // RESOURCE_EXHAUSTED when more streams than the limit are active
   // (counting the caller's own).
@@ -78,7 +82,11 @@ grpc::ServerUnaryReactor* RunOnPool(ServiceState& state,
   return reactor;
 }
 
-class TensormorphService final : public v1::Tensormorph::CallbackService {
+// ReadSlice is registered raw: its reactor writes ByteBuffers that can hold
+// slices of the mapping (read_slice_reactor.cc).
+class TensormorphService final
+    : public v1::Tensormorph::WithRawCallbackMethod_ReadSlice<
+          v1::Tensormorph::CallbackService> {
  public:
   explicit TensormorphService(std::shared_ptr<ServiceState> state)
       : state_(std::move(state)) {}
@@ -92,9 +100,8 @@ class TensormorphService final : public v1::Tensormorph::CallbackService {
   grpc::ServerWriteReactor<v1::TensorInfo>* ListTensors(
       grpc::CallbackServerContext* ctx,
       const v1::ListTensorsRequest* req) override;
-  grpc::ServerWriteReactor<v1::SliceChunk>* ReadSlice(
-      grpc::CallbackServerContext* ctx,
-      const v1::ReadSliceRequest* req) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* ReadSlice(
+      grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req) override;
   grpc::ServerWriteReactor<v1::QuantDiffEvent>* QuantDiff(
       grpc::CallbackServerContext* ctx,
       const v1::QuantDiffRequest* req) override;
@@ -123,9 +130,9 @@ grpc::ServerWriteReactor<v1::QuantDiffEvent>* NewQuantDiffReactor(
     const v1::QuantDiffRequest* req);
 
 // Defined in read_slice_reactor.cc.
-grpc::ServerWriteReactor<v1::SliceChunk>* NewReadSliceReactor(
+grpc::ServerWriteReactor<grpc::ByteBuffer>* NewReadSliceReactor(
     std::shared_ptr<ServiceState> state, grpc::CallbackServerContext* ctx,
-    const v1::ReadSliceRequest* req);
+    const grpc::ByteBuffer* req);
 
 }  // namespace tensormorph
 

@@ -210,43 +210,54 @@ grpc::ServerUnaryReactor* TensormorphService::InspectScalars(
         }
         for (int64_t d : shape) resp->add_shape(d);
         FillEncoding((*t)->encoding->info(), resp->mutable_encoding());
-        resp->mutable_scalars()->Reserve(static_cast<int>(n));
+        // Indices are checked first; then every element is inspected under
+        // one fault guard (no allocation inside it), then the replies built.
+        std::vector<int64_t> flats(static_cast<size_t>(n));
         std::vector<int64_t> coords(rank);
+        const int64_t nc =
+            rank > 0 ? req->coords_size() / static_cast<int64_t>(rank) : 0;
         for (int64_t i = 0; i < n; ++i) {
-          if ((i & 1023) == 0 && ctx->IsCancelled()) {
-            return absl::CancelledError("client cancelled");
-          }
-          int64_t flat;
-          const int64_t nc =
-              rank > 0 ? req->coords_size() / static_cast<int64_t>(rank) : 0;
           if (i < nc) {
             for (size_t d = 0; d < rank; ++d)
               coords[d] = req->coords(i * rank + d);
-            if (absl::Status s = CheckIndex(shape, i, coords, &flat); !s.ok())
+            if (absl::Status s = CheckIndex(shape, i, coords, &flats[i]);
+                !s.ok())
               return s;
           } else {
-            flat = req->flat_indices(static_cast<int>(i - nc));
-            if (flat < 0 || flat >= (*t)->num_elements) {
+            flats[i] = req->flat_indices(static_cast<int>(i - nc));
+            if (flats[i] < 0 || flats[i] >= (*t)->num_elements) {
               return absl::OutOfRangeError(absl::StrCat(
-                  "index ", i, ": flat index ", flat, " is out of range for ",
-                  (*t)->num_elements, " elements"));
-            }
-            int64_t rest = flat;
-            for (size_t d = rank; d-- > 0;) {
-              coords[d] = rest % shape[d];
-              rest /= shape[d];
+                  "index ", i, ": flat index ", flats[i],
+                  " is out of range for ", (*t)->num_elements, " elements"));
             }
           }
-          ScalarInfo info;
-          if (absl::Status s = GuardedRead(
-                  [&] { return (*t)->encoding->Inspect(flat, &info); });
-              !s.ok()) {
-            return s;
-          }
+        }
+        std::vector<ScalarInfo> infos(static_cast<size_t>(n));
+        const Encoding& enc = *(*t)->encoding;
+        if (absl::Status s = GuardedRead([&]() -> absl::Status {
+              for (int64_t i = 0; i < n; ++i) {
+                if ((i & 1023) == 0 && ctx->IsCancelled()) {
+                  return absl::CancelledError("client cancelled");
+                }
+                if (absl::Status s = enc.Inspect(flats[i], &infos[i]); !s.ok())
+                  return s;
+              }
+              return absl::OkStatus();
+            });
+            !s.ok()) {
+          return s;
+        }
+        resp->mutable_scalars()->Reserve(static_cast<int>(n));
+        for (int64_t i = 0; i < n; ++i) {
           v1::ScalarInspection* out = resp->add_scalars();
+          int64_t rest = flats[i];
+          for (size_t d = rank; d-- > 0;) {
+            coords[d] = rest % shape[d];
+            rest /= shape[d];
+          }
           for (int64_t c : coords) out->add_index(c);
-          out->set_flat_index(flat);
-          FillScalar(info, out);
+          out->set_flat_index(flats[i]);
+          FillScalar(infos[i], out);
         }
         return absl::OkStatus();
       });

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/format/checkpoint.h"
 #include "proto/status_mapping.h"
+#include "server/arena_allocator.h"
 #include "server/auth.h"
 #include "server/call_log.h"
 #include "server/checkpoint_registry.h"
@@ -89,7 +90,9 @@ class TensormorphService final
           v1::Tensormorph::CallbackService> {
  public:
   explicit TensormorphService(std::shared_ptr<ServiceState> state)
-      : state_(std::move(state)) {}
+      : state_(std::move(state)) {
+    SetMessageAllocatorFor_InspectScalars(&inspect_allocator_);
+  }
 
   grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* ctx,
                                           const v1::GetServerInfoRequest* req,
@@ -122,6 +125,8 @@ class TensormorphService final
 
  private:
   std::shared_ptr<ServiceState> state_;
+  ArenaMessageAllocator<v1::InspectScalarsRequest, v1::InspectScalarsResponse>
+      inspect_allocator_;
 };
 
 // Defined in quant_diff_reactor.cc.

@@ -10,52 +10,86 @@
 namespace tensormorph {
 namespace {
 
-struct JsonRuleError {
-  std::string message;
+using nlohmann::json;
+
+// Builds the document through nlohmann's own DOM builder, checking depth and
+// duplicate keys on the way. (nlohmann's callback parser could check them
+// too, but it rescans the parent object at each object's end: quadratic in
+// the number of tensors of a header.)
+class StrictDomBuilder {
+ public:
+  using number_integer_t = json::number_integer_t;
+  using number_unsigned_t = json::number_unsigned_t;
+  using number_float_t = json::number_float_t;
+  using string_t = json::string_t;
+  using binary_t = json::binary_t;
+
+  explicit StrictDomBuilder(json* out)
+      : dom_(*out, /*allow_exceptions=*/false) {}
+  std::string error;  // empty when the text passed
+
+  bool null() { return dom_.null(); }
+  bool boolean(bool v) { return dom_.boolean(v); }
+  bool number_integer(number_integer_t v) { return dom_.number_integer(v); }
+  bool number_unsigned(number_unsigned_t v) { return dom_.number_unsigned(v); }
+  bool number_float(number_float_t v, const string_t& s) {
+    return dom_.number_float(v, s);
+  }
+  bool string(string_t& v) { return dom_.string(v); }
+  bool binary(binary_t& v) { return dom_.binary(v); }
+  bool start_object(std::size_t n) {
+    if (!Deeper()) return false;
+    keys_.emplace_back();
+    return dom_.start_object(n);
+  }
+  bool key(string_t& k) {
+    if (!keys_.back().insert(k).second) {
+      error = absl::StrCat("duplicate key '", k, "'");
+      return false;
+    }
+    return dom_.key(k);
+  }
+  bool end_object() {
+    keys_.pop_back();
+    --depth_;
+    return dom_.end_object();
+  }
+  bool start_array(std::size_t n) { return Deeper() && dom_.start_array(n); }
+  bool end_array() {
+    --depth_;
+    return dom_.end_array();
+  }
+  template <typename Exception>
+  bool parse_error(std::size_t, const std::string&, const Exception& e) {
+    error = absl::StrCat("invalid JSON: ", e.what());
+    return false;
+  }
+
+ private:
+  bool Deeper() {
+    if (++depth_ > kMaxJsonDepth) {
+      error = absl::StrCat("nesting deeper than ", kMaxJsonDepth, " levels");
+      return false;
+    }
+    return true;
+  }
+  nlohmann::detail::json_sax_dom_parser<json> dom_;
+  int depth_ = 0;
+  std::vector<absl::flat_hash_set<std::string>> keys_;
 };
 
 }  // namespace
 
 absl::StatusOr<nlohmann::json> ParseStrictJson(absl::string_view text,
                                                absl::string_view what) {
-  using nlohmann::json;
-  std::vector<absl::flat_hash_set<std::string>> open_objects;
-  auto callback = [&](int depth, json::parse_event_t event, json& parsed) {
-    switch (event) {
-      case json::parse_event_t::object_start:
-      case json::parse_event_t::array_start:
-        if (depth >= kMaxJsonDepth) {
-          throw JsonRuleError{
-              absl::StrCat("nesting deeper than ", kMaxJsonDepth, " levels")};
-        }
-        if (event == json::parse_event_t::object_start) {
-          open_objects.emplace_back();
-        }
-        break;
-      case json::parse_event_t::object_end:
-        if (!open_objects.empty()) open_objects.pop_back();
-        break;
-      case json::parse_event_t::key: {
-        const std::string& key = parsed.get_ref<const std::string&>();
-        if (!open_objects.empty() && !open_objects.back().insert(key).second) {
-          throw JsonRuleError{absl::StrCat("duplicate key '", key, "'")};
-        }
-        break;
-      }
-      default:
-        break;
-    }
-    return true;
-  };
-  try {
-    return json::parse(text.begin(), text.end(), callback,
-                       /*allow_exceptions=*/true, /*ignore_comments=*/false);
-  } catch (const JsonRuleError& e) {
-    return absl::DataLossError(absl::StrCat(what, ": ", e.message));
-  } catch (const json::exception& e) {
-    return absl::DataLossError(
-        absl::StrCat(what, ": invalid JSON: ", e.what()));
+  json doc;
+  StrictDomBuilder builder(&doc);
+  if (!json::sax_parse(text.begin(), text.end(), &builder) ||
+      !builder.error.empty()) {
+    return absl::DataLossError(absl::StrCat(
+        what, ": ", builder.error.empty() ? "invalid JSON" : builder.error));
   }
+  return doc;
 }
 
 }  // namespace tensormorph

@@ -29,6 +29,7 @@ using ::tensormorph::testing::BuildSafetensors;
 using ::tensormorph::testing::Bytes;
 using ::tensormorph::testing::CliPath;
 using ::tensormorph::testing::MakeTempDir;
+using ::tensormorph::testing::ProcStatusKb;
 using ::tensormorph::testing::ServerProcess;
 using ::tensormorph::testing::WriteFile;
 
@@ -44,14 +45,6 @@ std::string Root() {
     return d;
   }();
   return *dir;
-}
-
-int64_t RssAnonKb(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("RssAnon:", 0) == 0) return std::atoll(line.c_str() + 8);
-  }
-  return -1;
 }
 
 v1::ReadSliceRequest Whole() {
@@ -177,9 +170,9 @@ TEST(LoadTest, StreamsScalarsCancellationsAndKilledClients) {
     }
   };
   round();
-  const int64_t rss_before = RssAnonKb(s.pid());
+  const int64_t rss_before = ProcStatusKb(s.pid(), "RssAnon");
   round();
-  const int64_t rss_after = RssAnonKb(s.pid());
+  const int64_t rss_after = ProcStatusKb(s.pid(), "RssAnon");
   std::sort(latencies_us.begin(), latencies_us.end());
   const double p50 = latencies_us[latencies_us.size() / 2];
   const double p99 = latencies_us[latencies_us.size() * 99 / 100];

@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <thread>
 
 extern char** environ;
@@ -124,6 +126,15 @@ CommandResult CliModes::Run(bool remote, std::vector<std::string> args) const {
   if (remote) argv.insert(argv.end(), {"--server", server_.address()});
   argv.insert(argv.end(), args.begin(), args.end());
   return RunCommand(argv);
+}
+
+int64_t ProcStatusKb(pid_t pid, const std::string& field) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  const std::string key = field + ":";
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(key, 0) == 0) return std::atoll(line.c_str() + key.size());
+  }
+  return -1;
 }
 
 }  // namespace tensormorph::testing

@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,9 @@ class CliModes {
  private:
   ServerProcess server_;
 };
+
+// A "kB" field of /proc/PID/status ("RssAnon", "VmRSS"); -1 if absent.
+int64_t ProcStatusKb(pid_t pid, const std::string& field);
 
 // Paths of the built binaries (set by CMake).
 std::string TensormorphdPath();

@@ -1,0 +1,207 @@
+// Opening and serving big checkpoints: the time and memory to open 10,000
+// tensors in 10 sparse shards totalling 100 GB, beside reading their headers
+// (the floor: the bytes have to be read); and the anonymous memory of a
+// tensormorphd process while it serves a 4 GB checkpoint, call after call.
+//   build/tests/bench/open_memory_bench
+#include <benchmark/benchmark.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "client/client.h"
+#include "core/format/checkpoint.h"
+#include "tests/support/process.h"
+#include "tests/support/safetensors_writer.h"
+#include "tests/support/test_paths.h"
+
+namespace tensormorph {
+namespace {
+
+using ::tensormorph::testing::BuildSafetensorsRaw;
+using ::tensormorph::testing::MakeTempDir;
+using ::tensormorph::testing::ProcStatusKb;
+using ::tensormorph::testing::WriteFile;
+
+// Writes a safetensors file of `tensors` F16 [rows, cols] tensors whose data
+// is a hole: the file is as long as the data says but holds no blocks.
+void WriteSparseShard(const std::string& path,
+                      const std::vector<std::string>& names, int64_t rows,
+                      int64_t cols) {
+  const int64_t bytes = rows * cols * 2;
+  std::string json = "{";
+  int64_t at = 0;
+  for (const std::string& n : names) {
+    if (json.size() > 1) json += ",";
+    json += "\"" + n + "\":{\"dtype\":\"F16\",\"shape\":[" +
+            std::to_string(rows) + "," + std::to_string(cols) +
+            "],\"data_offsets\":[" + std::to_string(at) + "," +
+            std::to_string(at + bytes) + "]}";
+    at += bytes;
+  }
+  json += "}";
+  const std::string head = BuildSafetensorsRaw(json, "");
+  const int fd = ::open(path.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+  if (fd < 0 || ::write(fd, head.data(), head.size()) < 0 ||
+      ::ftruncate(fd, static_cast<off_t>(head.size() + at)) != 0) {
+    std::abort();
+  }
+  ::close(fd);
+}
+
+constexpr int kShards = 10, kPerShard = 1000;
+
+// 10 shards x 1,000 tensors x 10 MiB: 100 GiB of (sparse) weights.
+std::string ShardedDir() {
+  static const std::string* dir = [] {
+    auto* d = new std::string(MakeTempDir());
+    std::string weight_map;
+    for (int s = 0; s < kShards; ++s) {
+      const std::string shard = "model-0000" + std::to_string(s) + "-of-000" +
+                                std::to_string(kShards) + ".safetensors";
+      std::vector<std::string> names;
+      for (int t = 0; t < kPerShard; ++t) {
+        names.push_back("model.layers." + std::to_string(s * kPerShard + t) +
+                        ".mlp.down_proj.weight");
+        weight_map += (weight_map.empty() ? "" : ",") + std::string("\"") +
+                      names.back() + "\":\"" + shard + "\"";
+      }
+      WriteSparseShard(*d + "/" + shard, names, 2560, 2048);
+    }
+    WriteFile(*d + "/model.safetensors.index.json",
+              "{\"metadata\":{},\"weight_map\":{" + weight_map + "}}");
+    return d;
+  }();
+  return *dir;
+}
+
+double g_floor_ms = 0;
+
+// The floor: read each shard's header bytes (and the index) into memory.
+void BM_ReadHeadersBaseline(benchmark::State& state) {
+  const std::string dir = ShardedDir();
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    int64_t total = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+      std::ifstream in(e.path(), std::ios::binary);
+      uint64_t n = 0;
+      in.read(reinterpret_cast<char*>(&n), 8);
+      if (e.path().extension() == ".json") n = e.file_size();
+      std::string buf(n, '\0');
+      in.read(buf.data(), static_cast<std::streamsize>(n));
+      total += static_cast<int64_t>(buf.size());
+    }
+    benchmark::DoNotOptimize(total);
+    g_floor_ms = std::chrono::duration<double, std::milli>(
+                     std::chrono::steady_clock::now() - t0)
+                     .count();
+    state.counters["ms"] = g_floor_ms;
+    state.counters["header_MB"] = static_cast<double>(total) / 1e6;
+  }
+}
+BENCHMARK(BM_ReadHeadersBaseline)->Iterations(3)->UseRealTime();
+
+void BM_Open10000TensorsOver100GB(benchmark::State& state) {
+  const std::string dir = ShardedDir();
+  double ms = 0, rss_mb = 0;
+  int64_t tensors = 0, bytes = 0;
+  for (auto _ : state) {
+    const int64_t rss0 = ProcStatusKb(::getpid(), "VmRSS");
+    const auto t0 = std::chrono::steady_clock::now();
+    auto ckpt = Checkpoint::Open(dir);
+    ms = std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now() - t0)
+             .count();
+    if (!ckpt.ok()) {
+      state.SkipWithError(ckpt.status().ToString().c_str());
+      return;
+    }
+    rss_mb = (ProcStatusKb(::getpid(), "VmRSS") - rss0) / 1024.0;
+    tensors = static_cast<int64_t>((*ckpt)->tensors().size());
+    bytes = 0;
+    for (const auto& t : (*ckpt)->stored_tensors())
+      bytes += static_cast<int64_t>(t.nbytes);
+  }
+  state.counters["ms"] = ms;
+  state.counters["resident_MB"] = rss_mb;
+  state.counters["tensors"] = static_cast<double>(tensors);
+  state.counters["weights_GB"] = static_cast<double>(bytes) / 1e9;
+  if (g_floor_ms > 0) state.counters["vs_read_headers"] = ms / g_floor_ms;
+}
+BENCHMARK(BM_Open10000TensorsOver100GB)->Iterations(3)->UseRealTime();
+
+// A tensormorphd child serving a 4 GiB checkpoint (16 F32 [8192, 8192]
+// tensors, sparse): its anonymous memory before any call, and after each
+// round of 100 calls (slices raw and float32, batches of scalars, listings).
+void BM_ServingMemory4GB(benchmark::State& state) {
+  const std::string dir = MakeTempDir();
+  std::vector<std::string> names;
+  for (int t = 0; t < 16; ++t) names.push_back("w" + std::to_string(t));
+  {
+    // F32 [8192, 8192] is 256 MiB: write the header by hand for F32.
+    std::string json = "{";
+    int64_t at = 0;
+    const int64_t bytes = int64_t{8192} * 8192 * 4;
+    for (const std::string& n : names) {
+      if (json.size() > 1) json += ",";
+      json += "\"" + n +
+              "\":{\"dtype\":\"F32\",\"shape\":[8192,8192],\"data_offsets\":[" +
+              std::to_string(at) + "," + std::to_string(at + bytes) + "]}";
+      at += bytes;
+    }
+    const std::string head = BuildSafetensorsRaw(json + "}", "");
+    const int fd =
+        ::open((dir + "/m.safetensors").c_str(), O_CREAT | O_WRONLY, 0644);
+    if (fd < 0 || ::write(fd, head.data(), head.size()) < 0 ||
+        ::ftruncate(fd, static_cast<off_t>(head.size() + at)) != 0) {
+      std::abort();
+    }
+    ::close(fd);
+  }
+  testing::ServerProcess server({dir});
+  auto client = *Client::Connect(server.address());
+  std::mt19937 rng(9);
+  for (auto _ : state) {
+    state.counters["anon_MB_start"] =
+        ProcStatusKb(server.pid(), "RssAnon") / 1024.0;
+    for (int round = 1; round <= 4; ++round) {
+      for (int call = 0; call < 100; ++call) {
+        const std::string& name = names[rng() % names.size()];
+        if (call % 4 == 0) {
+          v1::InspectScalarsRequest r;
+          r.set_checkpoint("m.safetensors");
+          r.set_tensor(name);
+          for (int i = 0; i < 1000; ++i)
+            r.add_flat_indices(static_cast<int64_t>(rng() % (8192 * 8192)));
+          if (!client->InspectScalars(r).ok()) std::abort();
+        } else if (call % 4 == 1) {
+          if (!client->ListTensors("m.safetensors").ok()) std::abort();
+        } else {
+          // 4 MiB of rows from a random place, raw or float32.
+          v1::ReadSliceRequest r;
+          r.set_checkpoint("m.safetensors");
+          r.set_tensor(name);
+          const int64_t row = rng() % (8192 - 128);
+          r.set_slice(std::to_string(row) + ":" + std::to_string(row + 128));
+          r.set_mode(call % 4 == 2 ? v1::OUTPUT_MODE_RAW
+                                   : v1::OUTPUT_MODE_FLOAT32);
+          if (!client->ReadSliceAll(r).ok()) std::abort();
+        }
+      }
+      state.counters["anon_MB_after_" + std::to_string(round * 100)] =
+          ProcStatusKb(server.pid(), "RssAnon") / 1024.0;
+    }
+  }
+}
+BENCHMARK(BM_ServingMemory4GB)->Iterations(1)->UseRealTime();
+
+}  // namespace
+}  // namespace tensormorph
+
+BENCHMARK_MAIN();

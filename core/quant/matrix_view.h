@@ -40,6 +40,10 @@ struct IntMatrix {
   std::array<uint8_t, 8> slot_of = {0, 1, 2, 3, 4, 5, 6, 7};
 
   uint32_t Get(int64_t r, int64_t c) const;
+  // Codes of logical row r, columns [c, c + n), as Get would return them;
+  // the common layouts are unpacked word by word.
+  // REQUIRES: 0 <= r < rows, 0 <= c, c + n <= cols.
+  void GetRun(int64_t r, int64_t c, int64_t n, uint32_t* out) const;
 };
 
 // A logical [rows, cols] matrix of float parameters (any decodable dtype).

@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/format/checkpoint.h"
 #include "core/quant/codec.h"
+#include "tests/support/test_paths.h"
 
 namespace tensormorph {
 namespace {
@@ -63,6 +65,47 @@ void Types(benchmark::internal::Benchmark* b) {
   }
 }
 BENCHMARK(BM_Decode)->Apply(Types)->Unit(benchmark::kMillisecond);
+
+// The conventions' decoders (GPTQ, AWQ, compressed-tensors, FP8 blocks,
+// bitsandbytes NF4, gpt-oss MXFP4) on the golden fixtures' largest tensor,
+// decoded over and over. The fixtures are small (8 K to 60 K elements), so
+// these are in-cache figures: the per-element cost, not memory bandwidth.
+void BM_DecodeConvention(benchmark::State& state, const char* fixture) {
+  auto ckpt = Checkpoint::Open(testing::Fixture(fixture));
+  if (!ckpt.ok()) {
+    state.SkipWithError(ckpt.status().ToString().c_str());
+    return;
+  }
+  const LogicalTensor* t = nullptr;
+  for (const LogicalTensor& l : (*ckpt)->tensors()) {
+    if (l.encoding->info().quantized &&
+        (t == nullptr || l.num_elements > t->num_elements))
+      t = &l;
+  }
+  state.SetLabel(t->encoding->info().convention + " " +
+                 t->encoding->info().scheme + " " + t->name);
+  std::vector<float> out(static_cast<size_t>(t->num_elements));
+  for (auto _ : state) {
+    (void)t->encoding->Decode(0, t->num_elements, out.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["Gelem/s"] = benchmark::Counter(
+      static_cast<double>(state.iterations() * t->num_elements) / 1e9,
+      benchmark::Counter::kIsRate);
+}
+BENCHMARK_CAPTURE(BM_DecodeConvention, gptq_int4_g32,
+                  "safetensors/gptq_4bit_g32");
+BENCHMARK_CAPTURE(BM_DecodeConvention, awq_int4_g32,
+                  "safetensors/awq_4bit_g32");
+BENCHMARK_CAPTURE(BM_DecodeConvention, ct_int4_group,
+                  "safetensors/ct_w4a16_group");
+BENCHMARK_CAPTURE(BM_DecodeConvention, ct_int8_channel,
+                  "safetensors/ct_int8_channel");
+BENCHMARK_CAPTURE(BM_DecodeConvention, fp8_block,
+                  "safetensors/fp8_block_sharded");
+BENCHMARK_CAPTURE(BM_DecodeConvention, bnb_nf4, "safetensors/bnb_nf4");
+BENCHMARK_CAPTURE(BM_DecodeConvention, gptoss_mxfp4,
+                  "safetensors/mxfp4_gptoss");
 
 }  // namespace
 }  // namespace tensormorph

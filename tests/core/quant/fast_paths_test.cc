@@ -1,0 +1,163 @@
+// Speed never costs correctness: every decoder's bulk path (block kernels
+// with their AVX2 clones, the conventions' row-at-a-time decoding) agrees bit
+// for bit with the element-at-a-time reference, Inspect, on random inputs.
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/format/checkpoint.h"
+#include "core/quant/codec.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/test_paths.h"
+
+namespace tensormorph {
+namespace {
+
+namespace fs = std::filesystem;
+using ::tensormorph::testing::Fixture;
+using ::tensormorph::testing::MakeTempDir;
+
+bool SameBits(float a, float b) {
+  return std::memcmp(&a, &b, 4) == 0 || (a != a && b != b);
+}
+
+// Ranges that start and end inside blocks and rows as well as on them.
+std::vector<std::pair<int64_t, int64_t>> Ranges(int64_t n, std::mt19937& rng) {
+  std::vector<std::pair<int64_t, int64_t>> r = {{0, n}, {1, n - 1}};
+  for (int i = 0; i < 6; ++i) {
+    const int64_t a = rng() % n;
+    r.push_back({a, 1 + static_cast<int64_t>(rng() % (n - a))});
+  }
+  return r;
+}
+
+class DTypeFastPathTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(DTypeFastPathTest, BulkDecodeMatchesInspectOnRandomBlocks) {
+  const DType d = static_cast<DType>(GetParam());
+  const DTypeInfo& info = GetDTypeInfo(d);
+  const int64_t n = 8 * 256;  // a multiple of every block size
+  std::vector<uint8_t> bytes(
+      static_cast<size_t>(n / info.block_elems * info.block_bytes));
+  std::mt19937 rng(GetParam() * 7919 + 1);
+  for (int trial = 0; trial < 4; ++trial) {
+    for (auto& b : bytes) b = static_cast<uint8_t>(rng());
+    for (auto [first, count] : Ranges(n, rng)) {
+      std::vector<float> bulk(static_cast<size_t>(count));
+      ASSERT_TRUE(DecodeElements(d, bytes, first, count, bulk.data()).ok());
+      for (int64_t i = 0; i < count; ++i) {
+        ScalarInfo s;
+        ASSERT_TRUE(InspectElement(d, bytes, first + i, &s).ok());
+        ASSERT_TRUE(SameBits(bulk[i], s.value))
+            << info.name << " element " << first + i << ": bulk " << bulk[i]
+            << " vs inspect " << s.value;
+      }
+    }
+  }
+}
+
+std::vector<int> DecodableDTypes() {
+  std::vector<int> out;
+  for (int i = 0; i < kNumDTypes; ++i) {
+    const DType d = static_cast<DType>(i);
+    if (GetDTypeInfo(d).decodable && GetCodec(d) != nullptr) out.push_back(i);
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Every, DTypeFastPathTest, ::testing::ValuesIn(DecodableDTypes()),
+    [](const auto& info) {
+      std::string name(GetDTypeInfo(static_cast<DType>(info.param)).name);
+      std::replace_if(
+          name.begin(), name.end(), [](char c) { return !std::isalnum(c); },
+          '_');
+      return name;
+    });
+
+// A copy of a convention fixture whose codes (and zero-points and integer
+// scale codes) are random: every integer or FP8 tensor is overwritten,
+// except the ones that index (g_idx), describe (weight_shape) or configure
+// (quant_state). Float scales keep their values.
+std::string RandomizedCopy(const std::string& fixture, uint32_t seed) {
+  const std::string dir = MakeTempDir();
+  fs::copy(Fixture(fixture), dir, fs::copy_options::recursive);
+  for (auto& p : fs::directory_iterator(dir))
+    fs::permissions(p.path(), fs::perms::owner_all, fs::perm_options::add);
+  std::mt19937 rng(seed);
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() != ".safetensors") continue;
+    std::string bytes;
+    {
+      std::ifstream in(e.path(), std::ios::binary);
+      bytes.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    uint64_t n = 0;
+    std::memcpy(&n, bytes.data(), 8);
+    const auto header = nlohmann::json::parse(bytes.substr(8, n));
+    for (const auto& [name, t] : header.items()) {
+      if (name == "__metadata__") continue;
+      const std::string dtype = t["dtype"];
+      const bool codes = dtype == "I32" || dtype == "I8" || dtype == "U8" ||
+                         dtype.rfind("F8_", 0) == 0;
+      if (!codes || name.find("g_idx") != std::string::npos ||
+          name.find("shape") != std::string::npos ||
+          name.find("quant_state") != std::string::npos) {
+        continue;
+      }
+      const uint64_t a = t["data_offsets"][0], b = t["data_offsets"][1];
+      for (uint64_t i = 8 + n + a; i < 8 + n + b; ++i)
+        bytes[i] = static_cast<char>(rng());
+    }
+    std::ofstream out(e.path(), std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  return dir;
+}
+
+class ConventionFastPathTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ConventionFastPathTest, DecodeMatchesInspectOnRandomCodes) {
+  for (uint32_t seed : {1u, 2u, 3u}) {
+    const std::string dir =
+        RandomizedCopy(std::string("safetensors/") + GetParam(), seed);
+    auto ckpt = Checkpoint::Open(dir);
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+    std::mt19937 rng(seed);
+    int checked = 0;
+    for (const LogicalTensor& t : (*ckpt)->tensors()) {
+      if (!t.encoding->info().quantized) continue;
+      SCOPED_TRACE(t.name);
+      for (auto [first, count] : Ranges(t.num_elements, rng)) {
+        std::vector<float> bulk(static_cast<size_t>(count));
+        ASSERT_TRUE(t.encoding->Decode(first, count, bulk.data()).ok());
+        for (int64_t i = 0; i < count; ++i) {
+          ScalarInfo s;
+          ASSERT_TRUE(t.encoding->Inspect(first + i, &s).ok());
+          ASSERT_TRUE(SameBits(bulk[i], s.value))
+              << "element " << first + i << ": bulk " << bulk[i]
+              << " vs inspect " << s.value;
+          ++checked;
+        }
+      }
+    }
+    EXPECT_GT(checked, 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EveryConvention, ConventionFastPathTest,
+    ::testing::Values("gptq_4bit_g32", "gptq_4bit_g32_actorder", "awq_4bit_g32",
+                      "ct_int8_channel", "ct_int8_tensor_asym",
+                      "ct_w4a16_group", "fp8_block_sharded", "mxfp4_gptoss",
+                      "bnb_nf4"),
+    [](const auto& info) { return std::string(info.param); });
+
+}  // namespace
+}  // namespace tensormorph

@@ -1,4 +1,5 @@
 // tensormorph: look inside checkpoints, locally or on a tensormorphd.
+#include <malloc.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -29,6 +30,10 @@ constexpr char kDescription[] =
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Streams move 1 MiB messages: keep buffers of that size on the heap
+  // instead of an mmap and munmap (and 256 page faults) per message.
+  mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  mallopt(M_TRIM_THRESHOLD, 128 << 20);
   // The embedded server logs like tensormorphd does, to stderr and only when
   // asked ($TENSORMORPH_LOG_LEVEL): the CLI reports failures itself.
   auto logger = spdlog::stderr_color_mt("tensormorph");

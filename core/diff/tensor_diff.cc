@@ -191,6 +191,16 @@ absl::StatusOr<TensorDiff> DiffTensor(
   // Group ids are dense (block, sub-block or row-by-group indices), so a
   // vector indexed by id beats a hash map on the hot path.
   std::vector<GroupAcc> groups;
+  // Group ids grow with the index, so the last element's is (nearly) the
+  // largest: size the table once instead of doubling it through the tensor.
+  if (ScalarInfo last; n > 0 && GuardedRead([&] {
+                                  return quant.encoding->Inspect(n - 1, &last);
+                                }).ok()) {
+    const int64_t g = GroupIdOf(last);
+    if (g >= 0 && g < options.max_tracked_groups) {
+      groups.resize(static_cast<size_t>(g + 1));
+    }
+  }
   std::vector<ElementQuant> q(static_cast<size_t>(std::min(chunk, n)));
   std::vector<float> x(q.size());
   std::vector<double> es(q.size());
@@ -316,23 +326,24 @@ absl::StatusOr<TensorDiff> DiffTensor(
     d.worst.push_back(std::move(w));
   }
   if (d.groups_tracked) {
-    std::vector<WorstGroup> all;
-    all.reserve(groups.size());
-    for (size_t g = 0; g < groups.size(); ++g) {
+    // The k worst of possibly millions of groups, kept in order as they come
+    // (k is a handful: no need to gather them all first).
+    const size_t k = static_cast<size_t>(std::max(0, options.worst_groups));
+    auto worse = [](const WorstGroup& a, const WorstGroup& b) {
+      return a.mean_err_steps != b.mean_err_steps
+                 ? a.mean_err_steps > b.mean_err_steps
+                 : a.group < b.group;
+    };
+    std::vector<WorstGroup>& top = d.worst_groups;
+    for (size_t g = 0; g < groups.size() && k > 0; ++g) {
       const GroupAcc& a = groups[g];
       if (a.count == 0) continue;
-      all.push_back({static_cast<int64_t>(g), a.count, a.sum / a.count, a.max});
+      const WorstGroup w{static_cast<int64_t>(g), a.count, a.sum / a.count,
+                         a.max};
+      if (top.size() == k && !worse(w, top.back())) continue;
+      top.insert(std::upper_bound(top.begin(), top.end(), w, worse), w);
+      if (top.size() > k) top.pop_back();
     }
-    const size_t k =
-        std::min<size_t>(all.size(), std::max(0, options.worst_groups));
-    std::partial_sort(all.begin(), all.begin() + k, all.end(),
-                      [](const WorstGroup& a, const WorstGroup& b) {
-                        return a.mean_err_steps != b.mean_err_steps
-                                   ? a.mean_err_steps > b.mean_err_steps
-                                   : a.group < b.group;
-                      });
-    all.resize(k);
-    d.worst_groups = std::move(all);
   }
   return d;
 }

@@ -2,6 +2,7 @@
 // that decodes both sides and sums them, measured in the same run.
 //   build/tests/bench/diff_bench   (TENSORMORPH_BENCH_GB=1 by default)
 #include <benchmark/benchmark.h>
+#include <malloc.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -16,6 +17,13 @@
 
 namespace tensormorph {
 namespace {
+
+// As tensormorphd and the CLI do: 1 MiB stream buffers stay on the heap.
+const bool kMallocTuned = [] {
+  mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  mallopt(M_TRIM_THRESHOLD, 128 << 20);
+  return true;
+}();
 
 struct Data {
   std::string dir;

@@ -3,6 +3,7 @@
 // (GetServerInfo) measured in the same run on the same connection.
 //   build/tests/bench/inspect_bench
 #include <benchmark/benchmark.h>
+#include <malloc.h>
 
 #include <algorithm>
 #include <chrono>
@@ -18,6 +19,13 @@
 
 namespace tensormorph {
 namespace {
+
+// As tensormorphd and the CLI do: 1 MiB stream buffers stay on the heap.
+const bool kMallocTuned = [] {
+  mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  mallopt(M_TRIM_THRESHOLD, 128 << 20);
+  return true;
+}();
 
 constexpr int64_t kRows = 4096, kCols = 4096;  // a Q4_K [4096, 4096] matrix
 constexpr int kCalls = 4000;

@@ -1,13 +1,25 @@
 #!/usr/bin/env bash
 # Builds and runs every benchmark; each prints its figure beside a baseline
-# measured in the same run (see README, Performance).
-#   tests/bench/run.sh              1 GB of generated source for the diff
-#   TENSORMORPH_BENCH_GB=4 tests/bench/run.sh
+# measured in the same run (see README, Performance). About 5 minutes.
+#   tests/bench/run.sh                 everything
+#   tests/bench/run.sh decode stream   only those programs
+#   TENSORMORPH_BENCH_GB=4 tests/bench/run.sh diff
+# Run it on an otherwise idle machine: a build on the other core costs 25-35%.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+all=(decode stream diff inspect open_memory growth)
+programs=("$@")
+[ $# -eq 0 ] && programs=("${all[@]}")
 deploy/install_deps.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTENSORMORPH_BUILD_BENCHMARKS=ON >/dev/null
-cmake --build build -j "$(nproc)" --target diff_bench decode_bench stream_bench
-build/tests/bench/decode_bench
-build/tests/bench/stream_bench
-build/tests/bench/diff_bench
+targets=(tensormorphd)
+for p in "${programs[@]}"; do targets+=("${p}_bench"); done
+cmake --build build -j "$(nproc)" --target "${targets[@]}"
+for p in "${programs[@]}"; do
+  echo "==> ${p}_bench"
+  case "$p" in
+    decode) build/tests/bench/decode_bench --benchmark_repetitions=3 \
+              --benchmark_report_aggregates_only=true ;;
+    *) "build/tests/bench/${p}_bench" ;;
+  esac
+done

@@ -4,6 +4,7 @@
 //   build/tests/bench/stream_bench
 #include <benchmark/benchmark.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -18,6 +19,14 @@ namespace tensormorph {
 namespace {
 
 constexpr int64_t kBytes = int64_t{1} << 30;
+
+// As tensormorphd and the CLI do: 1 MiB stream buffers stay on the heap
+// (for the baseline too, which shares the process).
+const bool kMallocTuned = [] {
+  mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  mallopt(M_TRIM_THRESHOLD, 128 << 20);
+  return true;
+}();
 
 // The ceiling: the same RPC, answered with one pre-built 1 MiB chunk sent
 // over and over (one write in flight), no decoding and no file.

@@ -4,8 +4,11 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
+#include <optional>
 #include <regex>
+#include <thread>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
@@ -15,6 +18,7 @@
 #include "core/format/gguf_reader.h"
 #include "core/format/json_header.h"
 #include "core/format/safetensors_reader.h"
+#include "core/io/fault_guard.h"
 #include "core/quant/convention_resolver.h"
 #include "core/quant/stored_encoding.h"
 #include "core/util/status_macros.h"
@@ -97,6 +101,20 @@ absl::string_view FormatName(CheckpointFormat format) {
   return format == CheckpointFormat::kGguf ? "gguf" : "safetensors";
 }
 
+// Parses a header under the fault guard: a file shrunk between its mapping
+// and its parse fails the open, not the process. (A fault there skips the
+// parser's destructors: a partial header leaks, once.)
+template <typename T, typename Parse>
+absl::StatusOr<T> ParseGuarded(const Parse& parse) {
+  std::optional<absl::StatusOr<T>> out;
+  absl::Status s = GuardedRead([&]() -> absl::Status {
+    out.emplace(parse());
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  return *std::move(out);
+}
+
 // Assembles a Checkpoint from files; keeps Open() readable.
 class CheckpointBuilder {
  public:
@@ -110,6 +128,8 @@ class CheckpointBuilder {
   using Mapping = std::shared_ptr<const MappedFile>;
   // Each Add* maps `p` unless handed the mapping already.
   absl::Status AddSafetensors(const std::string& p, Mapping m = nullptr);
+  absl::Status AddParsedSafetensors(const std::string& p, Mapping m,
+                                    SafetensorsHeader h);
   absl::Status AddGguf(const std::string& p, Mapping m = nullptr);
   absl::StatusOr<int> AddFile(const std::string& p, Mapping* m) {
     if (*m == nullptr) {
@@ -130,9 +150,20 @@ class CheckpointBuilder {
 
 absl::Status CheckpointBuilder::AddSafetensors(const std::string& p,
                                                Mapping m) {
+  if (m == nullptr) {
+    TM_ASSIGN_OR_RETURN(m, MappedFile::Open(p));
+  }
+  TM_ASSIGN_OR_RETURN(SafetensorsHeader h, ParseGuarded<SafetensorsHeader>([&] {
+                        return ParseSafetensors(m->bytes(), p);
+                      }));
+  return AddParsedSafetensors(p, std::move(m), std::move(h));
+}
+
+absl::Status CheckpointBuilder::AddParsedSafetensors(const std::string& p,
+                                                     Mapping m,
+                                                     SafetensorsHeader h) {
   ckpt_->format_ = CheckpointFormat::kSafetensors;
   TM_ASSIGN_OR_RETURN(const int file_index, AddFile(p, &m));
-  TM_ASSIGN_OR_RETURN(SafetensorsHeader h, ParseSafetensors(m->bytes(), p));
   for (StoredTensor& t : h.tensors) {
     t.file_index = file_index;
     ckpt_->stored_.push_back(std::move(t));
@@ -146,7 +177,9 @@ absl::Status CheckpointBuilder::AddSafetensors(const std::string& p,
 absl::Status CheckpointBuilder::AddGguf(const std::string& p, Mapping m) {
   ckpt_->format_ = CheckpointFormat::kGguf;
   TM_ASSIGN_OR_RETURN(const int file_index, AddFile(p, &m));
-  TM_ASSIGN_OR_RETURN(GgufFile g, ParseGguf(m->bytes(), p));
+  TM_ASSIGN_OR_RETURN(GgufFile g, ParseGuarded<GgufFile>([&] {
+                        return ParseGguf(m->bytes(), p);
+                      }));
   for (StoredTensor& t : g.tensors) {
     t.file_index = file_index;
     ckpt_->stored_.push_back(std::move(t));
@@ -212,15 +245,53 @@ absl::Status CheckpointBuilder::OpenSafetensorsIndex(
   }
   const std::string dir = Dirname(index_path);
   for (const auto& [name, tensors] : shards) {
-    const std::string shard_path = Join(dir, name);
     struct stat st;
-    if (::stat(shard_path.c_str(), &st) != 0) {
+    if (::stat(Join(dir, name).c_str(), &st) != 0) {
       return absl::DataLossError(absl::StrCat(
           what, ": weight_map names shard '", name, "' for ", tensors.size(),
-          " tensors but '", shard_path, "' does not exist"));
+          " tensors but '", Join(dir, name), "' does not exist"));
     }
+  }
+  // Map and parse the shards on a few threads: they are independent, and
+  // headers of thousands of tensors are most of an open's time. Results are
+  // then taken in name order, so errors and layout do not depend on timing.
+  struct Shard {
+    const std::string* name;
+    Mapping m;
+    absl::StatusOr<SafetensorsHeader> header = absl::UnknownError("unparsed");
+  };
+  std::vector<Shard> parsed;
+  for (const auto& entry : shards) parsed.push_back({&entry.first, nullptr});
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < parsed.size();) {
+      Shard& sh = parsed[i];
+      const std::string path = Join(dir, *sh.name);
+      auto m = MappedFile::Open(path);
+      if (!m.ok()) {
+        sh.header = m.status();
+        continue;
+      }
+      sh.m = *std::move(m);
+      sh.header = ParseGuarded<SafetensorsHeader>(
+          [&] { return ParseSafetensors(sh.m->bytes(), path); });
+    }
+  };
+  const size_t threads = std::min<size_t>(
+      {parsed.size(), std::max(1u, std::thread::hardware_concurrency()), 4});
+  std::vector<std::thread> helpers;
+  for (size_t t = 1; t < threads; ++t) helpers.emplace_back(work);
+  work();
+  for (std::thread& t : helpers) t.join();
+
+  for (Shard& sh : parsed) {
+    const std::string& name = *sh.name;
+    const absl::flat_hash_set<std::string>& tensors = shards.at(name);
+    const std::string shard_path = Join(dir, name);
+    if (!sh.header.ok()) return sh.header.status();
     const size_t before = ckpt_->stored_.size();
-    TM_RETURN_IF_ERROR(AddSafetensors(shard_path));
+    TM_RETURN_IF_ERROR(AddParsedSafetensors(shard_path, std::move(sh.m),
+                                            *std::move(sh.header)));
     absl::flat_hash_set<std::string> present;
     for (size_t i = before; i < ckpt_->stored_.size(); ++i) {
       const std::string& t = ckpt_->stored_[i].name;
@@ -249,7 +320,7 @@ absl::Status CheckpointBuilder::OpenFile(const std::string& p) {
   if (LooksLikeSafetensorsIndex(bytes)) return OpenSafetensorsIndex(p);
   // safetensors has no magic: anything else must pass its rules, and a file
   // that does not gets the precise rule it broke.
-  absl::Status s = AddSafetensors(p, std::move(m));
+  absl::Status s = AddSafetensors(p, m);  // `bytes` views m: keep it
   if (!s.ok() && !LooksLikeSafetensors(bytes)) {
     return absl::Status(
         s.code(), absl::StrCat(s.message(),

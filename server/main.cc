@@ -13,9 +13,11 @@
 
 int main(int argc, char** argv) {
   // Streams move 1 MiB messages: keep buffers of that size on the heap
-  // instead of an mmap and munmap (and 256 page faults) per message.
-  mallopt(M_MMAP_THRESHOLD, 64 << 20);
-  mallopt(M_TRIM_THRESHOLD, 128 << 20);
+  // instead of an mmap and munmap (and 256 page faults) per message, and
+  // keep up to 32 MiB freed at the top of a heap for the next ones (a bound
+  // on what a burst of streams leaves behind).
+  mallopt(M_MMAP_THRESHOLD, 4 << 20);
+  mallopt(M_TRIM_THRESHOLD, 32 << 20);
   tensormorph::ServerOptions options;
   std::string log_level = "info";
   double grace_seconds = 10;

@@ -20,8 +20,8 @@ namespace {
 
 // As tensormorphd and the CLI do: 1 MiB stream buffers stay on the heap.
 const bool kMallocTuned = [] {
-  mallopt(M_MMAP_THRESHOLD, 64 << 20);
-  mallopt(M_TRIM_THRESHOLD, 128 << 20);
+  mallopt(M_MMAP_THRESHOLD, 4 << 20);
+  mallopt(M_TRIM_THRESHOLD, 32 << 20);
   return true;
 }();
 

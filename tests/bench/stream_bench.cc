@@ -23,8 +23,8 @@ constexpr int64_t kBytes = int64_t{1} << 30;
 // As tensormorphd and the CLI do: 1 MiB stream buffers stay on the heap
 // (for the baseline too, which shares the process).
 const bool kMallocTuned = [] {
-  mallopt(M_MMAP_THRESHOLD, 64 << 20);
-  mallopt(M_TRIM_THRESHOLD, 128 << 20);
+  mallopt(M_MMAP_THRESHOLD, 4 << 20);
+  mallopt(M_TRIM_THRESHOLD, 32 << 20);
   return true;
 }();
 

@@ -1,5 +1,4 @@
 // tensormorphd: serves checkpoints under --root directories over gRPC.
-#include <malloc.h>
 #include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -9,15 +8,11 @@
 #include <iostream>
 
 #include "absl/time/time.h"
+#include "core/io/stream_heap.h"
 #include "server/server.h"
 
 int main(int argc, char** argv) {
-  // Streams move 1 MiB messages: keep buffers of that size on the heap
-  // instead of an mmap and munmap (and 256 page faults) per message, and
-  // keep up to 32 MiB freed at the top of a heap for the next ones (a bound
-  // on what a burst of streams leaves behind).
-  mallopt(M_MMAP_THRESHOLD, 4 << 20);
-  mallopt(M_TRIM_THRESHOLD, 32 << 20);
+  tensormorph::KeepStreamBuffersOnHeap();
   tensormorph::ServerOptions options;
   std::string log_level = "info";
   double grace_seconds = 10;

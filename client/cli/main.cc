@@ -1,5 +1,4 @@
 // tensormorph: look inside checkpoints, locally or on a tensormorphd.
-#include <malloc.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -12,6 +11,7 @@
 #include <sstream>
 
 #include "client/cli/commands.h"
+#include "core/io/stream_heap.h"
 
 namespace {
 
@@ -30,12 +30,7 @@ constexpr char kDescription[] =
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Streams move 1 MiB messages: keep buffers of that size on the heap
-  // instead of an mmap and munmap (and 256 page faults) per message, and
-  // keep up to 32 MiB freed at the top of a heap for the next ones (a bound
-  // on what a burst of streams leaves behind).
-  mallopt(M_MMAP_THRESHOLD, 4 << 20);
-  mallopt(M_TRIM_THRESHOLD, 32 << 20);
+  tensormorph::KeepStreamBuffersOnHeap();
   // The embedded server logs like tensormorphd does, to stderr and only when
   // asked ($TENSORMORPH_LOG_LEVEL): the CLI reports failures itself.
   auto logger = spdlog::stderr_color_mt("tensormorph");

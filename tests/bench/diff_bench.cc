@@ -2,7 +2,6 @@
 // that decodes both sides and sums them, measured in the same run.
 //   build/tests/bench/diff_bench   (TENSORMORPH_BENCH_GB=1 by default)
 #include <benchmark/benchmark.h>
-#include <malloc.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -12,16 +11,16 @@
 #include "core/diff/pairing.h"
 #include "core/diff/tensor_diff.h"
 #include "core/format/checkpoint.h"
+#include "core/io/stream_heap.h"
 #include "server/server.h"
 #include "tests/bench/bench_data.h"
 
 namespace tensormorph {
 namespace {
 
-// As tensormorphd and the CLI do: 1 MiB stream buffers stay on the heap.
-const bool kMallocTuned = [] {
-  mallopt(M_MMAP_THRESHOLD, 4 << 20);
-  mallopt(M_TRIM_THRESHOLD, 32 << 20);
+// As tensormorphd and the CLI do (the baseline shares the process).
+const bool kHeapTuned = [] {
+  KeepStreamBuffersOnHeap();
   return true;
 }();
 

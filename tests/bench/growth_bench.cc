@@ -6,9 +6,6 @@
 // step out of the CPU caches (1 MB -> 16 MB) raises every kind, memcpy too.
 //   build/tests/bench/growth_bench
 #include <benchmark/benchmark.h>
-#include <fcntl.h>
-#include <malloc.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstring>
@@ -16,10 +13,12 @@
 #include <random>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "client/client.h"
 #include "core/diff/pairing.h"
 #include "core/diff/tensor_diff.h"
 #include "core/format/checkpoint.h"
+#include "core/io/stream_heap.h"
 #include "core/quant/codec.h"
 #include "server/server.h"
 #include "tests/bench/bench_data.h"
@@ -29,10 +28,9 @@
 namespace tensormorph {
 namespace {
 
-// As tensormorphd and the CLI do: 1 MiB stream buffers stay on the heap.
-const bool kMallocTuned = [] {
-  mallopt(M_MMAP_THRESHOLD, 4 << 20);
-  mallopt(M_TRIM_THRESHOLD, 32 << 20);
+// As tensormorphd and the CLI do (the baseline shares the process).
+const bool kHeapTuned = [] {
+  KeepStreamBuffersOnHeap();
   return true;
 }();
 
@@ -98,17 +96,11 @@ void BM_DecodeQ8_0(benchmark::State& state) {
 void BM_ReadSliceRaw(benchmark::State& state) {
   const int64_t bytes = state.range(0);
   const std::string dir = testing::MakeTempDir();
-  const std::string head = testing::BuildSafetensorsRaw(
-      "{\"w\":{\"dtype\":\"F32\",\"shape\":[" + std::to_string(bytes / 4) +
-          "],\"data_offsets\":[0," + std::to_string(bytes) + "]}}",
-      "");
-  const int fd = ::open((dir + "/m.safetensors").c_str(),
-                        O_CREAT | O_WRONLY | O_TRUNC, 0644);
-  if (fd < 0 || ::write(fd, head.data(), head.size()) < 0 ||
-      ::ftruncate(fd, static_cast<off_t>(head.size() + bytes)) != 0) {
-    std::abort();
-  }
-  ::close(fd);
+  testing::WriteSparseSafetensors(
+      dir + "/m.safetensors",
+      absl::StrCat(R"({"w":{"dtype":"F32","shape":[)", bytes / 4,
+                   R"(],"data_offsets":[0,)", bytes, "]}}"),
+      bytes);
   ServerOptions o;
   o.listen = "127.0.0.1:0";
   o.roots = {dir};

@@ -3,7 +3,6 @@
 // (GetServerInfo) measured in the same run on the same connection.
 //   build/tests/bench/inspect_bench
 #include <benchmark/benchmark.h>
-#include <malloc.h>
 
 #include <algorithm>
 #include <chrono>
@@ -11,6 +10,7 @@
 #include <vector>
 
 #include "client/client.h"
+#include "core/io/stream_heap.h"
 #include "server/server.h"
 #include "tests/support/gguf_writer.h"
 #include "tests/support/quantize.h"
@@ -20,10 +20,9 @@
 namespace tensormorph {
 namespace {
 
-// As tensormorphd and the CLI do: 1 MiB stream buffers stay on the heap.
-const bool kMallocTuned = [] {
-  mallopt(M_MMAP_THRESHOLD, 4 << 20);
-  mallopt(M_TRIM_THRESHOLD, 32 << 20);
+// As tensormorphd and the CLI do (the baseline shares the process).
+const bool kHeapTuned = [] {
+  KeepStreamBuffersOnHeap();
   return true;
 }();
 
@@ -46,7 +45,12 @@ Fixture& Get() {
     std::normal_distribution<float> g(0, 0.02f);
     for (float& x : v) x = g(rng);
     GgufSpec spec;
-    spec.tensors.push_back({"w", {kCols, kRows}, 12, QuantizeQ4_K(v)});
+    GgufTensorSpec w;
+    w.name = "w";
+    w.ne = {kCols, kRows};
+    w.type_id = 12;  // Q4_K
+    w.data = QuantizeQ4_K(v);
+    spec.tensors.push_back(std::move(w));
     WriteFile(dir + "/m.gguf", BuildGguf(spec));
     ServerOptions o;
     o.listen = "127.0.0.1:0";

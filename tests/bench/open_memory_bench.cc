@@ -4,7 +4,6 @@
 // tensormorphd process while it serves a 4 GB checkpoint, call after call.
 //   build/tests/bench/open_memory_bench
 #include <benchmark/benchmark.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -14,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "client/client.h"
 #include "core/format/checkpoint.h"
 #include "tests/support/process.h"
@@ -23,35 +23,27 @@
 namespace tensormorph {
 namespace {
 
-using ::tensormorph::testing::BuildSafetensorsRaw;
 using ::tensormorph::testing::MakeTempDir;
 using ::tensormorph::testing::ProcStatusKb;
 using ::tensormorph::testing::WriteFile;
+using ::tensormorph::testing::WriteSparseSafetensors;
 
-// Writes a safetensors file of `tensors` F16 [rows, cols] tensors whose data
-// is a hole: the file is as long as the data says but holds no blocks.
+// Writes a safetensors file of `names` tensors of `dtype` [rows, cols] whose
+// data is a hole: the file is as long as the data says but holds no blocks.
 void WriteSparseShard(const std::string& path,
-                      const std::vector<std::string>& names, int64_t rows,
+                      const std::vector<std::string>& names,
+                      const std::string& dtype, int elem_bytes, int64_t rows,
                       int64_t cols) {
-  const int64_t bytes = rows * cols * 2;
+  const int64_t bytes = rows * cols * elem_bytes;
   std::string json = "{";
   int64_t at = 0;
   for (const std::string& n : names) {
-    if (json.size() > 1) json += ",";
-    json += "\"" + n + "\":{\"dtype\":\"F16\",\"shape\":[" +
-            std::to_string(rows) + "," + std::to_string(cols) +
-            "],\"data_offsets\":[" + std::to_string(at) + "," +
-            std::to_string(at + bytes) + "]}";
+    absl::StrAppend(&json, json.size() > 1 ? "," : "", "\"", n,
+                    "\":{\"dtype\":\"", dtype, "\",\"shape\":[", rows, ",",
+                    cols, "],\"data_offsets\":[", at, ",", at + bytes, "]}");
     at += bytes;
   }
-  json += "}";
-  const std::string head = BuildSafetensorsRaw(json, "");
-  const int fd = ::open(path.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
-  if (fd < 0 || ::write(fd, head.data(), head.size()) < 0 ||
-      ::ftruncate(fd, static_cast<off_t>(head.size() + at)) != 0) {
-    std::abort();
-  }
-  ::close(fd);
+  WriteSparseSafetensors(path, json + "}", at);
 }
 
 constexpr int kShards = 10, kPerShard = 1000;
@@ -62,19 +54,20 @@ std::string ShardedDir() {
     auto* d = new std::string(MakeTempDir());
     std::string weight_map;
     for (int s = 0; s < kShards; ++s) {
-      const std::string shard = "model-0000" + std::to_string(s) + "-of-000" +
-                                std::to_string(kShards) + ".safetensors";
+      const std::string shard =
+          absl::StrCat("model-0000", s, "-of-000", kShards, ".safetensors");
       std::vector<std::string> names;
       for (int t = 0; t < kPerShard; ++t) {
-        names.push_back("model.layers." + std::to_string(s * kPerShard + t) +
-                        ".mlp.down_proj.weight");
-        weight_map += (weight_map.empty() ? "" : ",") + std::string("\"") +
-                      names.back() + "\":\"" + shard + "\"";
+        names.push_back(absl::StrCat("model.layers.", s * kPerShard + t,
+                                     ".mlp.down_proj.weight"));
+        absl::StrAppend(&weight_map, weight_map.empty() ? "" : ",", "\"",
+                        names.back(), "\":\"", shard, "\"");
       }
-      WriteSparseShard(*d + "/" + shard, names, 2560, 2048);
+      WriteSparseShard(*d + "/" + shard, names, "F16", 2, 2560, 2048);
     }
-    WriteFile(*d + "/model.safetensors.index.json",
-              "{\"metadata\":{},\"weight_map\":{" + weight_map + "}}");
+    WriteFile(
+        *d + "/model.safetensors.index.json",
+        absl::StrCat(R"({"metadata":{},"weight_map":{)", weight_map, "}}"));
     return d;
   }();
   return *dir;
@@ -142,28 +135,8 @@ BENCHMARK(BM_Open10000TensorsOver100GB)->Iterations(3)->UseRealTime();
 void BM_ServingMemory4GB(benchmark::State& state) {
   const std::string dir = MakeTempDir();
   std::vector<std::string> names;
-  for (int t = 0; t < 16; ++t) names.push_back("w" + std::to_string(t));
-  {
-    // F32 [8192, 8192] is 256 MiB: write the header by hand for F32.
-    std::string json = "{";
-    int64_t at = 0;
-    const int64_t bytes = int64_t{8192} * 8192 * 4;
-    for (const std::string& n : names) {
-      if (json.size() > 1) json += ",";
-      json += "\"" + n +
-              "\":{\"dtype\":\"F32\",\"shape\":[8192,8192],\"data_offsets\":[" +
-              std::to_string(at) + "," + std::to_string(at + bytes) + "]}";
-      at += bytes;
-    }
-    const std::string head = BuildSafetensorsRaw(json + "}", "");
-    const int fd =
-        ::open((dir + "/m.safetensors").c_str(), O_CREAT | O_WRONLY, 0644);
-    if (fd < 0 || ::write(fd, head.data(), head.size()) < 0 ||
-        ::ftruncate(fd, static_cast<off_t>(head.size() + at)) != 0) {
-      std::abort();
-    }
-    ::close(fd);
-  }
+  for (int t = 0; t < 16; ++t) names.push_back(absl::StrCat("w", t));
+  WriteSparseShard(dir + "/m.safetensors", names, "F32", 4, 8192, 8192);
   testing::ServerProcess server({dir});
   auto client = *Client::Connect(server.address());
   std::mt19937 rng(9);
@@ -188,7 +161,7 @@ void BM_ServingMemory4GB(benchmark::State& state) {
           r.set_checkpoint("m.safetensors");
           r.set_tensor(name);
           const int64_t row = rng() % (8192 - 128);
-          r.set_slice(std::to_string(row) + ":" + std::to_string(row + 128));
+          r.set_slice(absl::StrCat(row, ":", row + 128));
           r.set_mode(call % 4 == 2 ? v1::OUTPUT_MODE_RAW
                                    : v1::OUTPUT_MODE_FLOAT32);
           if (!client->ReadSliceAll(r).ok()) std::abort();

@@ -3,14 +3,12 @@
 // that sends pre-built 1 MiB messages, all in the same run.
 //   build/tests/bench/stream_bench
 #include <benchmark/benchmark.h>
-#include <fcntl.h>
-#include <malloc.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <memory>
 
 #include "client/client.h"
+#include "core/io/stream_heap.h"
 #include "server/server.h"
 #include "tests/support/safetensors_writer.h"
 #include "tests/support/test_paths.h"
@@ -20,11 +18,9 @@ namespace {
 
 constexpr int64_t kBytes = int64_t{1} << 30;
 
-// As tensormorphd and the CLI do: 1 MiB stream buffers stay on the heap
-// (for the baseline too, which shares the process).
-const bool kMallocTuned = [] {
-  mallopt(M_MMAP_THRESHOLD, 4 << 20);
-  mallopt(M_TRIM_THRESHOLD, 32 << 20);
+// As tensormorphd and the CLI do (the baseline shares the process).
+const bool kHeapTuned = [] {
+  KeepStreamBuffersOnHeap();
   return true;
 }();
 
@@ -95,16 +91,10 @@ BENCHMARK(BM_BareGrpcCeiling)
 void BM_ReadSlice(benchmark::State& state) {
   const std::string dir = testing::MakeTempDir();
   // A 1 GiB F32 tensor in a sparse file.
-  const std::string head = testing::BuildSafetensorsRaw(
+  testing::WriteSparseSafetensors(
+      dir + "/m.safetensors",
       R"({"w":{"dtype":"F32","shape":[16384,16384],"data_offsets":[0,1073741824]}})",
-      "");
-  const int fd = ::open((dir + "/m.safetensors").c_str(),
-                        O_CREAT | O_WRONLY | O_TRUNC, 0644);
-  if (::write(fd, head.data(), head.size()) < 0 ||
-      ::ftruncate(fd, head.size() + kBytes) != 0) {
-    std::abort();
-  }
-  ::close(fd);
+      kBytes);
   ServerOptions o;
   o.listen = "127.0.0.1:0";
   o.roots = {dir};

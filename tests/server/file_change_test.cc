@@ -2,7 +2,6 @@
 // from its mapping (SIGBUS) the call fails with FAILED_PRECONDITION and the
 // process lives; replaced, the next call sees the new file; deleted, the
 // next call reports NOT_FOUND.
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -17,9 +16,9 @@ namespace tensormorph {
 namespace {
 
 using ::tensormorph::testing::BuildSafetensors;
-using ::tensormorph::testing::BuildSafetensorsRaw;
 using ::tensormorph::testing::MakeTempDir;
 using ::tensormorph::testing::WriteFile;
+using ::tensormorph::testing::WriteSparseSafetensors;
 
 class FileChangeTest : public ::testing::Test {
  protected:
@@ -27,15 +26,10 @@ class FileChangeTest : public ::testing::Test {
     dir_ = MakeTempDir();
     path_ = dir_ + "/m.safetensors";
     // 64 MiB of F32 in a sparse file.
-    const std::string head = BuildSafetensorsRaw(
+    header_bytes_ = static_cast<off_t>(WriteSparseSafetensors(
+        path_,
         R"({"w":{"dtype":"F32","shape":[4096,4096],"data_offsets":[0,67108864]}})",
-        "");
-    header_bytes_ = static_cast<off_t>(head.size());
-    const int fd = ::open(path_.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0644);
-    ASSERT_EQ(::write(fd, head.data(), head.size()),
-              static_cast<ssize_t>(head.size()));
-    ASSERT_EQ(::ftruncate(fd, header_bytes_ + (off_t{1} << 26)), 0);
-    ::close(fd);
+        int64_t{1} << 26));
     ServerOptions o;
     o.listen = "127.0.0.1:0";
     o.roots = {dir_};

@@ -1,5 +1,8 @@
 #include "tests/support/safetensors_writer.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -42,6 +45,22 @@ void WriteFile(const std::string& path, const std::string& bytes) {
     std::fprintf(stderr, "cannot write %s\n", path.c_str());
     std::abort();
   }
+}
+
+int64_t WriteSparseSafetensors(const std::string& path,
+                               const std::string& header_json,
+                               int64_t data_bytes) {
+  const std::string head = BuildSafetensorsRaw(header_json, "");
+  const int fd = ::open(path.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+  if (fd < 0 ||
+      ::write(fd, head.data(), head.size()) !=
+          static_cast<ssize_t>(head.size()) ||
+      ::ftruncate(fd, static_cast<off_t>(head.size()) + data_bytes) != 0) {
+    std::perror(path.c_str());
+    std::abort();
+  }
+  ::close(fd);
+  return static_cast<int64_t>(head.size());
 }
 
 }  // namespace tensormorph::testing

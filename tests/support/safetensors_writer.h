@@ -33,6 +33,13 @@ std::string Bytes(const std::vector<T>& v) {
                      v.size() * sizeof(T));
 }
 
+// Writes a file with the literal header and a data section `data_bytes` long
+// that is a hole (no blocks on disk): big tensors for benchmarks and fault
+// tests. Returns the header's size (where the data starts). Aborts on failure.
+int64_t WriteSparseSafetensors(const std::string& path,
+                               const std::string& header_json,
+                               int64_t data_bytes);
+
 // Writes `bytes` to `path`; aborts the test program on failure.
 void WriteFile(const std::string& path, const std::string& bytes);
 

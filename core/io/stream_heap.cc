@@ -1,0 +1,12 @@
+#include "core/io/stream_heap.h"
+
+#include <malloc.h>
+
+namespace tensormorph {
+
+void KeepStreamBuffersOnHeap() {
+  mallopt(M_MMAP_THRESHOLD, 4 << 20);
+  mallopt(M_TRIM_THRESHOLD, 32 << 20);
+}
+
+}  // namespace tensormorph

@@ -24,9 +24,10 @@ class Metrics {
     absl::MutexLock lock(&mu_);
     ++active_streams_;
   }
-  void StreamEnded() {
+  // Returns true when this was the last active stream.
+  bool StreamEnded() {
     absl::MutexLock lock(&mu_);
-    --active_streams_;
+    return --active_streams_ == 0;
   }
   int64_t active_streams() const {
     absl::MutexLock lock(&mu_);

@@ -110,7 +110,7 @@ class QuantDiffReactor final
   void OnDone() override {
     if (counted_diff_) state_->active_diffs.fetch_sub(1);
     if (cancelled_.load()) state_->metrics.streams_cancelled.fetch_add(1);
-    state_->metrics.StreamEnded();
+    state_->StreamEnded();
     delete this;
   }
 

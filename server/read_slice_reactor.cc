@@ -86,7 +86,7 @@ class ReadSliceReactor final
 
   void OnDone() override {
     if (cancelled_.load()) state_->metrics.streams_cancelled.fetch_add(1);
-    state_->metrics.StreamEnded();
+    state_->StreamEnded();
     delete this;
   }
 

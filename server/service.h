@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "core/format/checkpoint.h"
+#include "core/io/stream_heap.h"
 #include "proto/status_mapping.h"
 #include "server/arena_allocator.h"
 #include "server/auth.h"
@@ -47,6 +48,12 @@ struct ServiceState {
   // bytes are encrypted (copied) in user space anyway and a fault there
   // would be outside any guard. Set before serving.
   bool zero_copy = true;
+
+  // Ends a stream; when it was the last, the heap memory the streams kept
+  // (KeepStreamBuffersOnHeap) goes back to the system, on the pool.
+  void StreamEnded() {
+    if (metrics.StreamEnded()) pool.Submit(&ReleaseFreeHeapMemory);
+  }
 
   // RESOURCE_EXHAUSTED when more streams than the limit are active
   // (counting the caller's own).

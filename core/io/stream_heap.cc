@@ -9,4 +9,6 @@ void KeepStreamBuffersOnHeap() {
   mallopt(M_TRIM_THRESHOLD, 32 << 20);
 }
 
+void ReleaseFreeHeapMemory() { malloc_trim(0); }
+
 }  // namespace tensormorph

@@ -11,6 +11,11 @@ namespace tensormorph {
 // speed. Call once, first thing in main().
 void KeepStreamBuffersOnHeap();
 
+// Returns the heaps' free memory to the system (malloc_trim): for when a
+// burst of streams is over, so that what it kept does not stay resident.
+// Takes a few milliseconds; call it off the latency path.
+void ReleaseFreeHeapMemory();
+
 }  // namespace tensormorph
 
 #endif  // TENSORMORPH_CORE_IO_STREAM_HEAP_H_

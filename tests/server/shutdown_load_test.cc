@@ -169,10 +169,23 @@ TEST(LoadTest, StreamsScalarsCancellationsAndKilledClients) {
       info = c->GetServerInfo();
     }
   };
+  // The server returns its heaps' free memory once the last stream ends
+  // (asynchronously): read its anonymous memory once it has settled, that is
+  // two readings 100 ms apart agree (3 s at most).
+  auto settled_rss = [&] {
+    int64_t last = ProcStatusKb(s.pid(), "RssAnon");
+    for (int i = 0; i < 30; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      const int64_t now = ProcStatusKb(s.pid(), "RssAnon");
+      if (now == last) break;
+      last = now;
+    }
+    return last;
+  };
   round();
-  const int64_t rss_before = ProcStatusKb(s.pid(), "RssAnon");
+  const int64_t rss_before = settled_rss();
   round();
-  const int64_t rss_after = ProcStatusKb(s.pid(), "RssAnon");
+  const int64_t rss_after = settled_rss();
   std::sort(latencies_us.begin(), latencies_us.end());
   const double p50 = latencies_us[latencies_us.size() / 2];
   const double p99 = latencies_us[latencies_us.size() * 99 / 100];

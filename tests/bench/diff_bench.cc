@@ -14,6 +14,7 @@
 #include "core/io/stream_heap.h"
 #include "server/server.h"
 #include "tests/bench/bench_data.h"
+#include "tests/support/loopback_server.h"
 
 namespace tensormorph {
 namespace {
@@ -106,12 +107,9 @@ BENCHMARK(BM_DiffTensorCore)
 
 void BM_QuantDiffRpc(benchmark::State& state) {
   Data& d = GetData();
-  ServerOptions options;
-  options.listen = "127.0.0.1:0";
-  options.roots = {d.dir};
-  options.workers = static_cast<int>(state.range(0));
-  auto server = *TensormorphServer::Start(options);
-  auto client = *Client::Connect("127.0.0.1:" + std::to_string(server->port()));
+  testing::LoopbackServer loopback =
+      testing::StartLoopbackServer({d.dir}, static_cast<int>(state.range(0)));
+  Client* client = loopback.client.get();
   v1::QuantDiffRequest req;
   req.set_checkpoint("q8_0.gguf");
   req.set_reference("source.gguf");

@@ -22,6 +22,7 @@
 #include "core/quant/codec.h"
 #include "server/server.h"
 #include "tests/bench/bench_data.h"
+#include "tests/support/loopback_server.h"
 #include "tests/support/safetensors_writer.h"
 #include "tests/support/test_paths.h"
 
@@ -101,11 +102,8 @@ void BM_ReadSliceRaw(benchmark::State& state) {
       absl::StrCat(R"({"w":{"dtype":"F32","shape":[)", bytes / 4,
                    R"(],"data_offsets":[0,)", bytes, "]}}"),
       bytes);
-  ServerOptions o;
-  o.listen = "127.0.0.1:0";
-  o.roots = {dir};
-  auto server = *TensormorphServer::Start(o);
-  auto c = *Client::Connect("127.0.0.1:" + std::to_string(server->port()));
+  testing::LoopbackServer loopback = testing::StartLoopbackServer({dir});
+  Client* c = loopback.client.get();
   v1::ReadSliceRequest req;
   req.set_checkpoint("m.safetensors");
   req.set_tensor("w");

@@ -13,6 +13,7 @@
 #include "core/io/stream_heap.h"
 #include "server/server.h"
 #include "tests/support/gguf_writer.h"
+#include "tests/support/loopback_server.h"
 #include "tests/support/quantize.h"
 #include "tests/support/safetensors_writer.h"
 #include "tests/support/test_paths.h"
@@ -30,8 +31,8 @@ constexpr int64_t kRows = 4096, kCols = 4096;  // a Q4_K [4096, 4096] matrix
 constexpr int kCalls = 4000;
 
 struct Fixture {
-  std::unique_ptr<TensormorphServer> server;
-  std::unique_ptr<Client> client;
+  testing::LoopbackServer loopback;
+  Client* client = nullptr;
   double ping_p50_us = 0;
 };
 
@@ -52,13 +53,8 @@ Fixture& Get() {
     w.data = QuantizeQ4_K(v);
     spec.tensors.push_back(std::move(w));
     WriteFile(dir + "/m.gguf", BuildGguf(spec));
-    ServerOptions o;
-    o.listen = "127.0.0.1:0";
-    o.roots = {dir};
-    o.workers = 2;
-    f->server = *TensormorphServer::Start(o);
-    f->client =
-        *Client::Connect("127.0.0.1:" + std::to_string(f->server->port()));
+    f->loopback = StartLoopbackServer({dir}, /*workers=*/2);
+    f->client = f->loopback.client.get();
     (void)f->client->GetCheckpoint("m.gguf");  // opened once, as when serving
     return f;
   }();

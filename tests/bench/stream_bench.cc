@@ -10,6 +10,7 @@
 #include "client/client.h"
 #include "core/io/stream_heap.h"
 #include "server/server.h"
+#include "tests/support/loopback_server.h"
 #include "tests/support/safetensors_writer.h"
 #include "tests/support/test_paths.h"
 
@@ -96,11 +97,8 @@ void BM_ReadSlice(benchmark::State& state) {
       dir + "/m.safetensors",
       R"({"w":{"dtype":"F32","shape":[16384,16384],"data_offsets":[0,1073741824]}})",
       kBytes);
-  ServerOptions o;
-  o.listen = "127.0.0.1:0";
-  o.roots = {dir};
-  auto server = *TensormorphServer::Start(o);
-  auto c = *Client::Connect("127.0.0.1:" + std::to_string(server->port()));
+  testing::LoopbackServer loopback = testing::StartLoopbackServer({dir});
+  Client* c = loopback.client.get();
   v1::ReadSliceRequest req;
   req.set_checkpoint("m.safetensors");
   req.set_tensor("w");

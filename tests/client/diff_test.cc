@@ -10,6 +10,7 @@
 #include "nlohmann/json.hpp"
 #include "server/server.h"
 #include "tests/support/demo_checkpoint.h"
+#include "tests/support/loopback_server.h"
 #include "tests/support/process.h"
 #include "tests/support/test_paths.h"
 
@@ -109,19 +110,15 @@ INSTANTIATE_TEST_SUITE_P(BothModes, DiffCliTest, ::testing::Bool(),
                          });
 
 TEST(QuantDiffRpcTest, StreamsProgressReportsAndASummaryAndFlagsByThreshold) {
-  ServerOptions options;
-  options.listen = "127.0.0.1:0";
-  options.roots = {FixturesDir()};
-  options.workers = 2;
-  auto s = TensormorphServer::Start(options);
-  ASSERT_TRUE(s.ok());
-  auto c = Client::Connect("127.0.0.1:" + std::to_string((*s)->port()));
+  testing::LoopbackServer s =
+      testing::StartLoopbackServer({FixturesDir()}, /*workers=*/2);
+  Client* c = s.client.get();
   v1::QuantDiffRequest req;
   req.set_checkpoint("gguf/Q4_K.gguf");
   req.set_reference("gguf/source_f32.gguf");
   req.set_min_sqnr_db(30);
   std::vector<v1::QuantDiffEvent> events;
-  absl::Status st = (*c)->QuantDiff(req, [&](const v1::QuantDiffEvent& e) {
+  absl::Status st = c->QuantDiff(req, [&](const v1::QuantDiffEvent& e) {
     events.push_back(e);
     return true;
   });
@@ -142,15 +139,14 @@ TEST(QuantDiffRpcTest, StreamsProgressReportsAndASummaryAndFlagsByThreshold) {
 
   // Cancelling after the first event frees the server's work.
   int seen = 0;
-  st = (*c)->QuantDiff(req,
-                       [&](const v1::QuantDiffEvent&) { return ++seen < 1; });
+  st = c->QuantDiff(req, [&](const v1::QuantDiffEvent&) { return ++seen < 1; });
   EXPECT_EQ(st.code(), absl::StatusCode::kCancelled);
-  EXPECT_TRUE((*s)->state().metrics.WaitForIdle(absl::Seconds(30)));
+  EXPECT_TRUE(s.server->state().metrics.WaitForIdle(absl::Seconds(30)));
   // Unknown checkpoints are NOT_FOUND, and the server keeps serving.
   req.set_reference("gguf/nope.gguf");
-  st = (*c)->QuantDiff(req, [](const v1::QuantDiffEvent&) { return true; });
+  st = c->QuantDiff(req, [](const v1::QuantDiffEvent&) { return true; });
   EXPECT_EQ(st.code(), absl::StatusCode::kNotFound);
-  EXPECT_TRUE((*c)->GetServerInfo().ok());
+  EXPECT_TRUE(c->GetServerInfo().ok());
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "client/client.h"
 #include "gtest/gtest.h"
 #include "server/server.h"
+#include "tests/support/loopback_server.h"
 #include "tests/support/safetensors_writer.h"
 #include "tests/support/test_paths.h"
 
@@ -30,13 +31,8 @@ class FileChangeTest : public ::testing::Test {
         path_,
         R"({"w":{"dtype":"F32","shape":[4096,4096],"data_offsets":[0,67108864]}})",
         int64_t{1} << 26));
-    ServerOptions o;
-    o.listen = "127.0.0.1:0";
-    o.roots = {dir_};
-    auto s = TensormorphServer::Start(o);
-    ASSERT_TRUE(s.ok()) << s.status();
-    server_ = *std::move(s);
-    client_ = *Client::Connect("127.0.0.1:" + std::to_string(server_->port()));
+    loopback_ = testing::StartLoopbackServer({dir_});
+    client_ = loopback_.client.get();
   }
   v1::ReadSliceRequest Request() const {
     v1::ReadSliceRequest r;
@@ -47,8 +43,8 @@ class FileChangeTest : public ::testing::Test {
   }
   std::string dir_, path_;
   off_t header_bytes_ = 0;
-  std::unique_ptr<TensormorphServer> server_;
-  std::unique_ptr<Client> client_;
+  testing::LoopbackServer loopback_;
+  Client* client_ = nullptr;
 };
 
 // Float32 chunks are decoded from the mapping; raw chunks of a whole tensor

@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "server/server.h"
 #include "tests/support/hostile_corpus.h"
+#include "tests/support/loopback_server.h"
 #include "tests/support/safetensors_writer.h"
 #include "tests/support/test_paths.h"
 
@@ -34,14 +35,9 @@ class HostileFilesTest : public ::testing::Test {
     WriteFile(dir_ + "/good.safetensors",
               BuildSafetensors(
                   {{"w", "F32", {1024, 1024}, std::string(4 << 20, '\x3f')}}));
-    ServerOptions o;
-    o.listen = "127.0.0.1:0";
-    o.roots = {dir_};
-    auto s = TensormorphServer::Start(o);
-    ASSERT_TRUE(s.ok()) << s.status();
-    server_ = *std::move(s);
-    target_ = "127.0.0.1:" + std::to_string(server_->port());
-    client_ = *Client::Connect(target_);
+    loopback_ = testing::StartLoopbackServer({dir_});
+    client_ = loopback_.client.get();
+    target_ = loopback_.address;
     bystander_ = std::thread([this] { StreamUntilStopped(); });
   }
   void TearDown() override {
@@ -86,8 +82,8 @@ class HostileFilesTest : public ::testing::Test {
   }
 
   std::string dir_, target_;
-  std::unique_ptr<TensormorphServer> server_;
-  std::unique_ptr<Client> client_;
+  testing::LoopbackServer loopback_;
+  Client* client_ = nullptr;
   std::thread bystander_;
   std::atomic<bool> stop_{false};
   std::atomic<int> streams_ok_{0}, streams_failed_{0};

@@ -1,56 +1,40 @@
 // A client that cancels a 1 GiB ReadSlice after the first chunk frees the
 // server's work at once: the server's own counters show the stream ended
 // cancelled after producing only the chunks already in flight.
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <memory>
 
 #include "client/client.h"
 #include "gtest/gtest.h"
 #include "server/server.h"
+#include "tests/support/loopback_server.h"
 #include "tests/support/safetensors_writer.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
 namespace {
 
-using ::tensormorph::testing::BuildSafetensorsRaw;
 using ::tensormorph::testing::MakeTempDir;
+using ::tensormorph::testing::StartLoopbackServer;
+using ::tensormorph::testing::WriteSparseSafetensors;
 
 // A real 1 GiB F32 tensor in a sparse file: its data pages are holes.
-std::string WriteSparseGiB(const std::string& dir) {
-  const std::string header =
-      R"({"big":{"dtype":"F32","shape":[16384,16384],"data_offsets":[0,1073741824]}})";
-  const std::string path = dir + "/big.safetensors";
-  const std::string head = BuildSafetensorsRaw(header, "");
-  const int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0644);
-  EXPECT_EQ(::write(fd, head.data(), head.size()),
-            static_cast<ssize_t>(head.size()));
-  EXPECT_EQ(
-      ::ftruncate(fd, static_cast<off_t>(head.size()) + (int64_t{1} << 30)), 0);
-  ::close(fd);
-  return path;
+void WriteSparseGiB(const std::string& dir) {
+  WriteSparseSafetensors(
+      dir + "/big.safetensors",
+      R"({"big":{"dtype":"F32","shape":[16384,16384],"data_offsets":[0,1073741824]}})",
+      int64_t{1} << 30);
 }
 
 TEST(ReadSliceCancelTest, CancellingAfterTheFirstChunkStopsTheServersWork) {
   const std::string dir = MakeTempDir();
   WriteSparseGiB(dir);
-  ServerOptions options;
-  options.listen = "127.0.0.1:0";
-  options.roots = {dir};
-  options.workers = 2;
-  auto server = TensormorphServer::Start(options);
-  ASSERT_TRUE(server.ok()) << server.status();
-  auto client =
-      Client::Connect("127.0.0.1:" + std::to_string((*server)->port()));
-  ASSERT_TRUE(client.ok());
+  testing::LoopbackServer lb = StartLoopbackServer({dir}, /*workers=*/2);
 
   v1::ReadSliceRequest req;
   req.set_checkpoint("big.safetensors");
   req.set_tensor("big");
   int chunks = 0;
-  absl::Status s = (*client)->ReadSlice(req, [&](const v1::SliceChunk& c) {
+  absl::Status s = lb.client->ReadSlice(req, [&](const v1::SliceChunk& c) {
     EXPECT_EQ(c.header().total_bytes(), int64_t{1} << 30);
     ++chunks;
     return false;  // cancel after the first of 1024 chunks
@@ -58,7 +42,7 @@ TEST(ReadSliceCancelTest, CancellingAfterTheFirstChunkStopsTheServersWork) {
   EXPECT_EQ(s.code(), absl::StatusCode::kCancelled);
   EXPECT_EQ(chunks, 1);
 
-  Metrics& m = (*server)->state().metrics;
+  Metrics& m = lb.server->state().metrics;
   ASSERT_TRUE(m.WaitForIdle(absl::Seconds(30)));
   EXPECT_EQ(m.active_streams(), 0);
   EXPECT_EQ(m.streams_cancelled.load(), 1);
@@ -71,25 +55,19 @@ TEST(ReadSliceCancelTest, CancellingAfterTheFirstChunkStopsTheServersWork) {
 TEST(ReadSliceCancelTest, ADeadlineEndsTheStreamLikeACancellation) {
   const std::string dir = MakeTempDir();
   WriteSparseGiB(dir);
-  ServerOptions options;
-  options.listen = "127.0.0.1:0";
-  options.roots = {dir};
-  auto server = TensormorphServer::Start(options);
-  ASSERT_TRUE(server.ok()) << server.status();
   ClientOptions copts;
   copts.timeout = absl::Milliseconds(300);
-  auto client =
-      Client::Connect("127.0.0.1:" + std::to_string((*server)->port()), copts);
+  testing::LoopbackServer lb = StartLoopbackServer({dir}, 0, copts);
   v1::ReadSliceRequest req;
   req.set_checkpoint("big.safetensors");
   req.set_tensor("big");
   // A slow reader: the deadline passes long before 1 GiB arrives.
-  absl::Status s = (*client)->ReadSlice(req, [&](const v1::SliceChunk&) {
+  absl::Status s = lb.client->ReadSlice(req, [&](const v1::SliceChunk&) {
     absl::SleepFor(absl::Milliseconds(50));
     return true;
   });
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
-  Metrics& m = (*server)->state().metrics;
+  Metrics& m = lb.server->state().metrics;
   ASSERT_TRUE(m.WaitForIdle(absl::Seconds(30)));
   EXPECT_LT(m.chunks_sent.load(), 1024);
 }

@@ -1,6 +1,13 @@
 #include "core/quant/matrix_view.h"
 
+#include <algorithm>
 #include <cstring>
+#include <utility>
+#include <vector>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "core/quant/codec.h"
 
@@ -25,6 +32,96 @@ uint32_t StreamBits(const StoredTensor* t, int64_t first, int64_t stride,
          << (32 - shift);
   }
   return static_cast<uint32_t>(v & ((uint64_t{1} << bits) - 1));
+}
+
+// Nibble streams to one code per byte, 16 input bytes at a time.
+// `high_first`: the first code of each byte is its high nibble.
+void SpreadNibbleBytes(const uint8_t* in, int64_t bytes, bool high_first,
+                       uint8_t* out) {
+  int64_t i = 0;
+#if defined(__SSE2__)
+  const __m128i mask = _mm_set1_epi8(0x0F);
+  for (; i + 16 <= bytes; i += 16) {
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
+    __m128i first = _mm_and_si128(x, mask);
+    __m128i second = _mm_and_si128(_mm_srli_epi16(x, 4), mask);
+    if (high_first) std::swap(first, second);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * i),
+                     _mm_unpacklo_epi8(first, second));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * i + 16),
+                     _mm_unpackhi_epi8(first, second));
+  }
+#endif
+  for (; i < bytes; ++i) {
+    const uint8_t lo = in[i] & 0xF, hi = in[i] >> 4;
+    out[2 * i] = high_first ? hi : lo;
+    out[2 * i + 1] = high_first ? lo : hi;
+  }
+}
+
+// Four consecutive words' nibbles, each word's eight (low nibble first) to
+// its own row of `out`, rows `stride` bytes apart.
+void SpreadFourWords(const uint8_t* words, uint8_t* out, int64_t stride) {
+#if defined(__SSE2__)
+  const __m128i mask = _mm_set1_epi8(0x0F);
+  const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(words));
+  const __m128i lo = _mm_and_si128(x, mask);
+  const __m128i hi = _mm_and_si128(_mm_srli_epi16(x, 4), mask);
+  const __m128i s01 = _mm_unpacklo_epi8(lo, hi),
+                s23 = _mm_unpackhi_epi8(lo, hi);
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(out), s01);
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(out + stride),
+                   _mm_srli_si128(s01, 8));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(out + 2 * stride), s23);
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(out + 3 * stride),
+                   _mm_srli_si128(s23, 8));
+#else
+  for (int i = 0; i < 4; ++i)
+    SpreadNibbleBytes(words + 4 * i, 4, false, out + i * stride);
+#endif
+}
+
+// AWQ's transposed qweight: the word at stored (c, r / 8) holds the codes of
+// rows r..r+7 (slots permuted) at column c. Eight columns' words make an 8x8
+// matrix of codes [column][slot], transposed here into [slot][column].
+void TransposedNibbleBlock(const uint32_t words[8], uint64_t rows[8]) {
+#if defined(__SSE2__)
+  const __m128i mask = _mm_set1_epi8(0x0F);
+  __m128i v[8];  // v[k]: the eight codes of column k, one per byte
+  for (int h = 0; h < 2; ++h) {
+    const __m128i x =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(words + 4 * h));
+    const __m128i lo = _mm_and_si128(x, mask);
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(x, 4), mask);
+    const __m128i s01 = _mm_unpacklo_epi8(lo, hi),
+                  s23 = _mm_unpackhi_epi8(lo, hi);
+    v[4 * h] = s01;
+    v[4 * h + 1] = _mm_srli_si128(s01, 8);
+    v[4 * h + 2] = s23;
+    v[4 * h + 3] = _mm_srli_si128(s23, 8);
+  }
+  const __m128i a0 = _mm_unpacklo_epi8(v[0], v[1]),
+                a1 = _mm_unpacklo_epi8(v[2], v[3]);
+  const __m128i a2 = _mm_unpacklo_epi8(v[4], v[5]),
+                a3 = _mm_unpacklo_epi8(v[6], v[7]);
+  const __m128i b0 = _mm_unpacklo_epi16(a0, a1),
+                b1 = _mm_unpackhi_epi16(a0, a1);
+  const __m128i b2 = _mm_unpacklo_epi16(a2, a3),
+                b3 = _mm_unpackhi_epi16(a2, a3);
+  const __m128i t[4] = {_mm_unpacklo_epi32(b0, b2), _mm_unpackhi_epi32(b0, b2),
+                        _mm_unpacklo_epi32(b1, b3), _mm_unpackhi_epi32(b1, b3)};
+  for (int k = 0; k < 4; ++k) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(rows + 2 * k), t[k]);
+  }
+#else
+  for (int s = 0; s < 8; ++s) {
+    uint64_t row = 0;
+    for (int k = 0; k < 8; ++k) {
+      row |= static_cast<uint64_t>((words[k] >> (4 * s)) & 0xF) << (8 * k);
+    }
+    rows[s] = row;
+  }
+#endif
 }
 
 }  // namespace
@@ -67,91 +164,118 @@ uint32_t IntMatrix::Get(int64_t r, int64_t c) const {
   return 0;
 }
 
-void IntMatrix::GetRun(int64_t r, int64_t c, int64_t n, uint32_t* out) const {
-  const uint32_t mask = bits >= 32
-                            ? 0xFFFFFFFFu
-                            : static_cast<uint32_t>((uint64_t{1} << bits) - 1);
+void IntMatrix::GetTile(int64_t r, int64_t nr, int64_t c, int64_t n,
+                        uint8_t* out, int64_t stride) const {
   const uint8_t* data = tensor->data.data();
   auto word = [&](int64_t i) {
     uint32_t w;
     std::memcpy(&w, data + i * 4, 4);
     return w;
   };
-  if (!transposed && kind == Kind::kDirect &&
-      GetDTypeInfo(tensor->dtype).block_bytes == 1) {
-    const uint8_t* p = data + r * stored_cols + c;
-    for (int64_t i = 0; i < n; ++i) out[i] = p[i] & mask;
+  const bool bytes = kind == Kind::kDirect &&
+                     GetDTypeInfo(tensor->dtype).block_bytes == 1 && bits == 8;
+  const bool nibble_words =
+      (kind == Kind::kPackedAlongCols || kind == Kind::kPackedAlongRows) &&
+      bits == 4 && (per_word == 0 || per_word == 8);
+  if (bytes && !transposed) {
+    for (int64_t i = 0; i < nr; ++i) {
+      std::memcpy(out + i * stride, data + (r + i) * stored_cols + c,
+                  static_cast<size_t>(n));
+    }
     return;
   }
-  if (transposed && kind == Kind::kDirect &&
-      GetDTypeInfo(tensor->dtype).block_bytes == 1) {
-    const uint8_t* p = data + c * stored_cols + r;
-    for (int64_t i = 0; i < n; ++i) out[i] = p[i * stored_cols] & mask;
+  if (kind == Kind::kNibbles && !transposed && stored_cols % 2 == 0 &&
+      c % 2 == 0 && n % 2 == 0) {
+    for (int64_t i = 0; i < nr; ++i) {
+      SpreadNibbleBytes(data + ((r + i) * stored_cols + c) / 2, n / 2,
+                        high_nibble_first, out + i * stride);
+    }
     return;
   }
-  // Codes per word: a continuous bit stream of a width dividing 32 never
-  // straddles words, so it is packed per word too.
-  const int pw = interleaved                  ? 8
-                 : per_word > 0               ? per_word
-                 : bits > 0 && 32 % bits == 0 ? 32 / bits
-                                              : 0;
-  if (kind == Kind::kPackedAlongCols && pw > 0 && !transposed) {
-    // Codes of a stored row, pw to a word (AWQ permutes the slots).
-    int64_t w = r * stored_cols + c / pw;
-    int k = static_cast<int>(c % pw);
-    uint32_t v = word(w);
-    for (int64_t i = 0; i < n; ++i) {
-      const int slot = interleaved ? slot_of[k] : k;
-      out[i] = (v >> (bits * slot)) & mask;
-      if (++k == pw && i + 1 < n) {
-        k = 0;
-        v = word(++w);
+  if (nibble_words && kind == Kind::kPackedAlongCols && !transposed &&
+      !interleaved && c % 2 == 0 && n % 2 == 0) {
+    // compressed-tensors: a stored row is the logical row, its words a
+    // nibble stream, low nibble first.
+    for (int64_t i = 0; i < nr; ++i) {
+      SpreadNibbleBytes(data + (r + i) * stored_cols * 4 + c / 2, n / 2, false,
+                        out + i * stride);
+    }
+    return;
+  }
+  if (nibble_words && kind == Kind::kPackedAlongRows && transposed &&
+      !interleaved) {
+    // GPTQ: stored row w holds columns 8w..8w+7 of every logical row, one
+    // word per row, so a tile's words of one stored row are contiguous.
+    for (int64_t w = c / 8; w <= (c + n - 1) / 8; ++w) {
+      const uint8_t* words = data + (w * stored_cols + r) * 4;
+      const int64_t lo = std::max(c, 8 * w), hi = std::min(c + n, 8 * w + 8);
+      uint8_t* col = out + (lo - c);
+      int64_t i = 0;
+      if (hi - lo == 8) {
+        for (; i + 4 <= nr; i += 4)
+          SpreadFourWords(words + 4 * i, col + i * stride, stride);
+      }
+      for (; i < nr; ++i) {
+        uint32_t v;
+        std::memcpy(&v, words + 4 * i, 4);
+        for (int64_t k = lo; k < hi; ++k) {
+          col[i * stride + (k - lo)] = (v >> (4 * (k - 8 * w))) & 0xF;
+        }
       }
     }
     return;
   }
-  if (kind == Kind::kPackedAlongCols && pw > 0) {
-    // Transposed (AWQ's qweight): logical c walks stored rows, one word each,
-    // always the same slot.
-    const int k = static_cast<int>(r % pw);
-    const int shift = bits * (interleaved ? slot_of[k] : k);
-    const int64_t base = c * stored_cols + r / pw;
-    for (int64_t i = 0; i < n; ++i)
-      out[i] = (word(base + i * stored_cols) >> shift) & mask;
-    return;
-  }
-  if (kind == Kind::kPackedAlongRows && pw > 0) {
-    if (!transposed) {  // along c: one word per code, the same slot
-      const int64_t base = (r / pw) * stored_cols;
-      const int shift = bits * static_cast<int>(r % pw);
-      for (int64_t i = 0; i < n; ++i)
-        out[i] = (word(base + c + i) >> shift) & mask;
-      return;
+  if (nibble_words && kind == Kind::kPackedAlongCols && transposed) {
+    // AWQ: stored row c holds column c of every logical row, a word per eight
+    // rows; eight columns are transposed at a time.
+    int64_t j = c;
+    for (; j + 8 <= c + n; j += 8) {
+      for (int64_t band = r / 8; band <= (r + nr - 1) / 8; ++band) {
+        uint32_t words[8];
+        uint64_t rows8[8];
+        for (int k = 0; k < 8; ++k) {
+          words[k] = word((j + k) * stored_cols + band);
+        }
+        TransposedNibbleBlock(words, rows8);
+        for (int k = 0; k < 8; ++k) {
+          const int64_t row = band * 8 + k;
+          if (row < r || row >= r + nr) continue;
+          std::memcpy(out + (row - r) * stride + (j - c),
+                      &rows8[interleaved ? slot_of[k] : k], 8);
+        }
+      }
     }
-    // Transposed (GPTQ's qweight): logical c walks the packed stored rows.
-    int64_t w = (c / pw) * stored_cols + r;
-    int k = static_cast<int>(c % pw);
-    uint32_t v = word(w);
-    for (int64_t i = 0; i < n; ++i) {
-      out[i] = (v >> (bits * k)) & mask;
-      if (++k == pw && i + 1 < n) {
-        k = 0;
-        w += stored_cols;
-        v = word(w);
+    for (int64_t i = 0; i < nr; ++i) {
+      for (int64_t k = j; k < c + n; ++k) {
+        out[i * stride + k - c] = static_cast<uint8_t>(Get(r + i, k));
       }
     }
     return;
   }
-  if (!transposed && kind == Kind::kNibbles) {
-    int64_t i0 = r * stored_cols + c;
-    for (int64_t i = 0; i < n; ++i, ++i0) {
-      const uint8_t byte = data[i0 / 2];
-      const bool high = (i0 % 2 == 0) == high_nibble_first;
-      out[i] = high ? byte >> 4 : byte & 0xF;
+  for (int64_t i = 0; i < nr; ++i) {
+    for (int64_t k = 0; k < n; ++k) {
+      out[i * stride + k] = static_cast<uint8_t>(Get(r + i, c + k));
+    }
+  }
+}
+
+void FloatMatrix::GetTile(int64_t r, int64_t nr, int64_t c, int64_t n,
+                          float* out) const {
+  if (!transposed) {
+    for (int64_t i = 0; i < nr; ++i) {
+      (void)DecodeElements(tensor->dtype, tensor->data, (r + i) * cols + c, n,
+                           out + i * n);
     }
     return;
   }
-  for (int64_t i = 0; i < n; ++i) out[i] = Get(r, c + i);
+  // Stored [cols, rows]: a logical column is a stored row.
+  thread_local std::vector<float> column;
+  column.resize(static_cast<size_t>(nr));
+  for (int64_t j = 0; j < n; ++j) {
+    (void)DecodeElements(tensor->dtype, tensor->data, (c + j) * rows + r, nr,
+                         column.data());
+    for (int64_t i = 0; i < nr; ++i) out[i * n + j] = column[i];
+  }
 }
 
 float FloatMatrix::Get(int64_t r, int64_t c) const {

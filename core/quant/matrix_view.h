@@ -40,10 +40,15 @@ struct IntMatrix {
   std::array<uint8_t, 8> slot_of = {0, 1, 2, 3, 4, 5, 6, 7};
 
   uint32_t Get(int64_t r, int64_t c) const;
-  // Codes of logical row r, columns [c, c + n), as Get would return them;
-  // the common layouts are unpacked word by word.
-  // REQUIRES: 0 <= r < rows, 0 <= c, c + n <= cols.
-  void GetRun(int64_t r, int64_t c, int64_t n, uint32_t* out) const;
+  // Codes of logical rows [r, r + nr), columns [c, c + n), as Get would
+  // return them, into out[(i - r) * stride + (j - c)]. The layouts conventions
+  // store weights in are unpacked a word or a 16-byte vector at a time, and
+  // transposed ones a tile of rows at once so every cache line read is used
+  // whole (GPTQ's codes of one row are a column of words).
+  // REQUIRES: bits <= 8; 0 <= r, r + nr <= rows; 0 <= c, c + n <= cols;
+  // stride >= n.
+  void GetTile(int64_t r, int64_t nr, int64_t c, int64_t n, uint8_t* out,
+               int64_t stride) const;
 };
 
 // A logical [rows, cols] matrix of float parameters (any decodable dtype).
@@ -53,6 +58,10 @@ struct FloatMatrix {
   bool transposed = false;
 
   float Get(int64_t r, int64_t c) const;
+  // Rows [r, r + nr), columns [c, c + n) into out[(i - r) * n + (j - c)],
+  // decoded a stored row at a time.
+  // REQUIRES: the tile lies inside [rows, cols].
+  void GetTile(int64_t r, int64_t nr, int64_t c, int64_t n, float* out) const;
 };
 
 }  // namespace tensormorph

@@ -13,6 +13,23 @@ namespace tensormorph::bench {
 // in Q8_0. Returns the directory.
 std::string WriteDiffPair(int tensors, int64_t rows);
 
+// The safetensors quantization conventions at a realistic size, each as a
+// checkpoint directory (model.safetensors + config.json) holding one
+// quantized linear layer `model.layers.0.mlp.down_proj` of [out, in] (for
+// gpt-oss, experts.down_proj_blocks of [2, out, in]): random codes, scales
+// and zero-points of the magnitudes quantizers produce. Groups are 128 wide.
+enum class Convention {
+  kGptqInt4,       // GPTQ v1, asymmetric, group 128
+  kAwqInt4,        // AWQ GEMM, group 128
+  kCtInt4Group,    // compressed-tensors pack-quantized, symmetric, group 128
+  kCtInt8Channel,  // compressed-tensors int-quantized, per channel
+  kFp8Block,       // DeepSeek-style FP8 E4M3 with 128x128 block scales
+  kBnbNf4,         // bitsandbytes NF4, blocks of 64
+  kGptOssMxfp4,    // gpt-oss MXFP4 experts
+};
+const char* ConventionName(Convention c);
+std::string WriteConventionCheckpoint(Convention c, int64_t out, int64_t in);
+
 }  // namespace tensormorph::bench
 
 #endif  // TENSORMORPH_TESTS_BENCH_BENCH_DATA_H_

@@ -1,0 +1,178 @@
+#include "core/quant/affine_kernels.h"
+
+#include <algorithm>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace tensormorph {
+namespace {
+
+// Where group g, which starts at code i, ends.
+inline int64_t RunEnd(int64_t n, Runs runs, int64_t g, int64_t i) {
+  return std::min(n, i + (g == 0 ? runs.run - runs.skip : runs.run));
+}
+
+}  // namespace
+
+void DecodeAffineRunsScalar(const uint8_t* codes, int64_t n, Runs runs,
+                            uint8_t flip, const int32_t* bias,
+                            const float* scale, float* out) {
+  for (int64_t g = 0, i = 0; i < n; ++g) {
+    for (const int64_t end = RunEnd(n, runs, g, i); i < end; ++i) {
+      out[i] = scale[g] * static_cast<float>(
+                              static_cast<int32_t>(codes[i] ^ flip) - bias[g]);
+    }
+  }
+}
+
+void DecodeTableRunsScalar(const uint8_t* codes, int64_t n, Runs runs,
+                           const float* table, const float* scale, float* out) {
+  for (int64_t g = 0, i = 0; i < n; ++g) {
+    for (const int64_t end = RunEnd(n, runs, g, i); i < end; ++i) {
+      out[i] = scale[g] * table[codes[i]];
+    }
+  }
+}
+
+#if defined(__x86_64__)
+namespace {
+
+bool HaveAvx2() {
+  static const bool have = __builtin_cpu_supports("avx2");
+  return have;
+}
+
+bool HaveF16c() {
+  static const bool have = __builtin_cpu_supports("f16c");
+  return have;
+}
+
+__attribute__((target("avx2"))) inline __m256i Load8(const uint8_t* p) {
+  return _mm256_cvtepu8_epi32(
+      _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+}
+
+// Each kernel runs its vector loop over whole groups of eight and leaves a
+// group's tail (and short groups) to the scalar reference.
+__attribute__((target("avx2"))) void DecodeAffineRunsAvx2(
+    const uint8_t* codes, int64_t n, Runs runs, uint8_t flip,
+    const int32_t* bias, const float* scale, float* out) {
+  const __m256i vflip = _mm256_set1_epi32(flip);
+  // (A lambda would not inherit the target attribute: loops spelled out.)
+  for (int64_t g = 0, i = 0; i < n; ++g) {
+    const int64_t end = RunEnd(n, runs, g, i);
+    const __m256i vbias = _mm256_set1_epi32(bias[g]);
+    const __m256 vscale = _mm256_set1_ps(scale[g]);
+    for (; i + 8 <= end; i += 8) {
+      const __m256i q =
+          _mm256_sub_epi32(_mm256_xor_si256(Load8(codes + i), vflip), vbias);
+      _mm256_storeu_ps(out + i, _mm256_mul_ps(vscale, _mm256_cvtepi32_ps(q)));
+    }
+    for (; i < end; ++i) {
+      out[i] = scale[g] * static_cast<float>(
+                              static_cast<int32_t>(codes[i] ^ flip) - bias[g]);
+    }
+  }
+}
+
+// Sixteen levels fit two registers: a permute of each, chosen by bit 3.
+__attribute__((target("avx2"))) void DecodeTable16RunsAvx2(const uint8_t* codes,
+                                                           int64_t n, Runs runs,
+                                                           const float* table,
+                                                           const float* scale,
+                                                           float* out) {
+  const __m256 lo = _mm256_loadu_ps(table), hi = _mm256_loadu_ps(table + 8);
+  const __m256i seven = _mm256_set1_epi32(7);
+  for (int64_t g = 0, i = 0; i < n; ++g) {
+    const int64_t end = RunEnd(n, runs, g, i);
+    const __m256 vscale = _mm256_set1_ps(scale[g]);
+    for (; i + 8 <= end; i += 8) {
+      const __m256i idx = Load8(codes + i);
+      const __m256 level = _mm256_blendv_ps(
+          _mm256_permutevar8x32_ps(lo, idx), _mm256_permutevar8x32_ps(hi, idx),
+          _mm256_castsi256_ps(_mm256_cmpgt_epi32(idx, seven)));
+      _mm256_storeu_ps(out + i, _mm256_mul_ps(vscale, level));
+    }
+    for (; i < end; ++i) out[i] = scale[g] * table[codes[i]];
+  }
+}
+
+__attribute__((target("avx2"))) void DecodeTableGatherRunsAvx2(
+    const uint8_t* codes, int64_t n, Runs runs, const float* table,
+    const float* scale, float* out) {
+  for (int64_t g = 0, i = 0; i < n; ++g) {
+    const int64_t end = RunEnd(n, runs, g, i);
+    const __m256 vscale = _mm256_set1_ps(scale[g]);
+    for (; i + 8 <= end; i += 8) {
+      const __m256 level = _mm256_i32gather_ps(table, Load8(codes + i), 4);
+      _mm256_storeu_ps(out + i, _mm256_mul_ps(vscale, level));
+    }
+    for (; i < end; ++i) out[i] = scale[g] * table[codes[i]];
+  }
+}
+
+// FP8 E4M3 levels without a lookup: moved into binary16's fields, the
+// exponent bias 15 instead of 7, the hardware's exact half-to-float
+// conversion gives level * 2^-8 (subnormals included), and * 256 is exact.
+// The NaN codes (0x7F, 0xFF) have no binary16 twin: eight codes holding one
+// take the table.
+__attribute__((target("avx2,f16c"))) void DecodeE4M3RunsAvx2(
+    const uint8_t* codes, int64_t n, Runs runs, const float* table,
+    const float* scale, float* out) {
+  const __m128i sign = _mm_set1_epi16(0x80), magnitude = _mm_set1_epi16(0x7F);
+  const __m256 k256 = _mm256_set1_ps(256.0f);
+  for (int64_t g = 0, i = 0; i < n; ++g) {
+    const int64_t end = RunEnd(n, runs, g, i);
+    const __m256 vscale = _mm256_set1_ps(scale[g]);
+    for (; i + 8 <= end; i += 8) {
+      const __m128i b = _mm_cvtepu8_epi16(
+          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + i)));
+      const __m128i mag = _mm_and_si128(b, magnitude);
+      if (_mm_movemask_epi8(_mm_cmpeq_epi16(mag, magnitude)) != 0) {
+        for (int k = 0; k < 8; ++k) out[i + k] = scale[g] * table[codes[i + k]];
+        continue;
+      }
+      const __m128i half = _mm_or_si128(
+          _mm_slli_epi16(_mm_and_si128(b, sign), 8), _mm_slli_epi16(mag, 7));
+      const __m256 level = _mm256_mul_ps(_mm256_cvtph_ps(half), k256);
+      _mm256_storeu_ps(out + i, _mm256_mul_ps(vscale, level));
+    }
+    for (; i < end; ++i) out[i] = scale[g] * table[codes[i]];
+  }
+}
+
+}  // namespace
+#endif
+
+void DecodeAffineRuns(const uint8_t* codes, int64_t n, Runs runs, uint8_t flip,
+                      const int32_t* bias, const float* scale, float* out) {
+#if defined(__x86_64__)
+  if (HaveAvx2()) {
+    return DecodeAffineRunsAvx2(codes, n, runs, flip, bias, scale, out);
+  }
+#endif
+  DecodeAffineRunsScalar(codes, n, runs, flip, bias, scale, out);
+}
+
+void DecodeTableRuns(const uint8_t* codes, int64_t n, Runs runs,
+                     const float* table, int table_size, Codebook book,
+                     const float* scale, float* out) {
+#if defined(__x86_64__)
+  if (book == Codebook::kFp8E4M3 && HaveAvx2() && HaveF16c()) {
+    return DecodeE4M3RunsAvx2(codes, n, runs, table, scale, out);
+  }
+  if (HaveAvx2()) {
+    if (table_size == 16) {
+      return DecodeTable16RunsAvx2(codes, n, runs, table, scale, out);
+    }
+    return DecodeTableGatherRunsAvx2(codes, n, runs, table, scale, out);
+  }
+#endif
+  (void)table_size;
+  (void)book;
+  DecodeTableRunsScalar(codes, n, runs, table, scale, out);
+}
+
+}  // namespace tensormorph

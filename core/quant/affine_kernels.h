@@ -1,0 +1,44 @@
+// The inner loops of a convention decode (AffineEncoding::Decode): runs of
+// 8-bit-or-narrower codes, each run sharing a group's scale and zero-point,
+// turned into float32. Each has a scalar reference, which is also the
+// fallback on CPUs without AVX2; the AVX2 paths give the same bits (tests
+// hold them to it on random codes).
+#ifndef TENSORMORPH_CORE_QUANT_AFFINE_KERNELS_H_
+#define TENSORMORPH_CORE_QUANT_AFFINE_KERNELS_H_
+
+#include <cstdint>
+
+namespace tensormorph {
+
+// Groups of `run` consecutive codes, the first `run - skip` long (the row
+// starts `skip` codes into a group): code i belongs to group (i + skip) / run.
+struct Runs {
+  int64_t run = 0;
+  int64_t skip = 0;  // 0 <= skip < run
+};
+
+// out[i] = scale[g] * float(int(codes[i] ^ flip) - bias[g]) for code i of
+// group g: an integer level (`flip` = 2^(bits-1) sign-extends
+// two's-complement codes, `bias` folds that sign, the stored offset and the
+// zero-point) times the group's scale.
+void DecodeAffineRuns(const uint8_t* codes, int64_t n, Runs runs, uint8_t flip,
+                      const int32_t* bias, const float* scale, float* out);
+void DecodeAffineRunsScalar(const uint8_t* codes, int64_t n, Runs runs,
+                            uint8_t flip, const int32_t* bias,
+                            const float* scale, float* out);
+
+// out[i] = scale[g] * table[codes[i]], for codebooks (NF4, FP4, FP8 levels).
+// `book` says when the table is a float format's, whose levels the CPU can
+// compute instead of looking them up.
+// REQUIRES: every code indexes `table`, which has `table_size` entries; for
+// kFp8E4M3 the table is F8E4M3ToF32's.
+enum class Codebook { kTable, kFp8E4M3 };
+void DecodeTableRuns(const uint8_t* codes, int64_t n, Runs runs,
+                     const float* table, int table_size, Codebook book,
+                     const float* scale, float* out);
+void DecodeTableRunsScalar(const uint8_t* codes, int64_t n, Runs runs,
+                           const float* table, const float* scale, float* out);
+
+}  // namespace tensormorph
+
+#endif  // TENSORMORPH_CORE_QUANT_AFFINE_KERNELS_H_

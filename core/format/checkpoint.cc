@@ -226,8 +226,9 @@ absl::Status CheckpointBuilder::OpenSafetensorsIndex(
     return absl::DataLossError(
         absl::StrCat(what, ": expected an object with a 'weight_map' object"));
   }
-  // shard file name -> tensors the index places there
-  std::map<std::string, absl::flat_hash_set<std::string>> shards;
+  // shard file name -> tensors the index places there (views of the
+  // document's keys)
+  std::map<std::string, absl::flat_hash_set<absl::string_view>> shards;
   for (const auto& [tensor, shard] : index["weight_map"].items()) {
     if (!shard.is_string()) {
       return absl::DataLossError(absl::StrCat(what, ": weight_map['", tensor,
@@ -284,25 +285,35 @@ absl::Status CheckpointBuilder::OpenSafetensorsIndex(
   work();
   for (std::thread& t : helpers) t.join();
 
+  size_t total = ckpt_->stored_.size();
+  for (const Shard& sh : parsed) {
+    if (sh.header.ok()) total += sh.header->tensors.size();
+  }
+  ckpt_->stored_.reserve(total);
   for (Shard& sh : parsed) {
     const std::string& name = *sh.name;
-    const absl::flat_hash_set<std::string>& tensors = shards.at(name);
+    const absl::flat_hash_set<absl::string_view>& tensors = shards.at(name);
     const std::string shard_path = Join(dir, name);
     if (!sh.header.ok()) return sh.header.status();
     const size_t before = ckpt_->stored_.size();
     TM_RETURN_IF_ERROR(AddParsedSafetensors(shard_path, std::move(sh.m),
                                             *std::move(sh.header)));
-    absl::flat_hash_set<std::string> present;
     for (size_t i = before; i < ckpt_->stored_.size(); ++i) {
       const std::string& t = ckpt_->stored_[i].name;
-      present.insert(t);
       if (!tensors.contains(t)) {
         return absl::DataLossError(
             absl::StrCat(what, ": shard '", name, "' holds tensor '", t,
                          "' which the weight_map does not place there"));
       }
     }
-    for (const std::string& t : tensors) {
+    // Every tensor of the shard is placed there, once (a header has no
+    // duplicate keys): the index places no more iff the counts agree.
+    if (ckpt_->stored_.size() - before == tensors.size()) continue;
+    absl::flat_hash_set<absl::string_view> present;
+    for (size_t i = before; i < ckpt_->stored_.size(); ++i) {
+      present.insert(ckpt_->stored_[i].name);
+    }
+    for (absl::string_view t : tensors) {
       if (!present.contains(t)) {
         return absl::DataLossError(
             absl::StrCat(what, ": weight_map places tensor '", t,

@@ -78,8 +78,10 @@ class Checkpoint {
   std::vector<MetadataEntry> metadata_;
   std::vector<GgufKv> gguf_kv_;
   std::vector<std::string> conventions_;
-  absl::flat_hash_map<std::string, size_t> tensor_index_;
-  absl::flat_hash_map<std::string, size_t> stored_index_;
+  // Keys view the names in tensors_ and stored_, which never change once
+  // the checkpoint is built.
+  absl::flat_hash_map<absl::string_view, size_t> tensor_index_;
+  absl::flat_hash_map<absl::string_view, size_t> stored_index_;
 };
 
 }  // namespace tensormorph

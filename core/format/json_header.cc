@@ -39,18 +39,20 @@ class StrictDomBuilder {
   bool binary(binary_t& v) { return dom_.binary(v); }
   bool start_object(std::size_t n) {
     if (!Deeper()) return false;
-    keys_.emplace_back();
+    // One set per depth, cleared for reuse: most objects are a tensor's three
+    // keys, and a set allocated per object was a tenth of an open.
+    if (static_cast<size_t>(depth_) > keys_.size()) keys_.resize(depth_);
+    keys_[depth_ - 1].clear();
     return dom_.start_object(n);
   }
   bool key(string_t& k) {
-    if (!keys_.back().insert(k).second) {
+    if (!keys_[depth_ - 1].insert(k).second) {
       error = absl::StrCat("duplicate key '", k, "'");
       return false;
     }
     return dom_.key(k);
   }
   bool end_object() {
-    keys_.pop_back();
     --depth_;
     return dom_.end_object();
   }

@@ -6,7 +6,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/format/json_header.h"
+#include "core/format/safetensors_fast_header.h"
 #include "core/util/checked_math.h"
+#include "core/util/status_macros.h"
 
 namespace tensormorph {
 namespace {
@@ -34,21 +36,19 @@ bool ReadExtent(const json& v, uint64_t* out) {
   return *out <= kMaxSafetensorsExtent;
 }
 
-struct Entry {
-  StoredTensor tensor;
-  uint64_t begin = 0, end = 0;
-};
+using Entry = SafetensorsEntry;
 
 absl::StatusOr<Entry> ParseEntry(absl::string_view file,
                                  const std::string& name, const json& info) {
-  const std::string where = absl::StrCat("tensor '", name, "'");
+  // Messages are built only on the error paths: an open parses thousands.
+  const auto where = [&name] { return absl::StrCat("tensor '", name, "'"); };
   if (name.empty() || name.size() > kMaxTensorNameBytes) {
     return Corrupt(file,
                    absl::StrCat("tensor name length ", name.size(),
                                 " is outside [1, ", kMaxTensorNameBytes, "]"));
   }
   if (!info.is_object()) {
-    return Corrupt(file, absl::StrCat(where,
+    return Corrupt(file, absl::StrCat(where(),
                                       ": expected an object with "
                                       "dtype, shape and data_offsets, "
                                       "got ",
@@ -56,29 +56,29 @@ absl::StatusOr<Entry> ParseEntry(absl::string_view file,
   }
   for (const char* field : {"dtype", "shape", "data_offsets"}) {
     if (!info.contains(field)) {
-      return Corrupt(file, absl::StrCat(where, ": missing '", field, "'"));
+      return Corrupt(file, absl::StrCat(where(), ": missing '", field, "'"));
     }
   }
   const json& dt = info["dtype"];
   if (!dt.is_string()) {
-    return Corrupt(file, absl::StrCat(where, ": dtype must be a string, got ",
+    return Corrupt(file, absl::StrCat(where(), ": dtype must be a string, got ",
                                       dt.type_name()));
   }
   const std::string& dtype_name = dt.get_ref<const std::string&>();
   auto dtype = DTypeFromSafetensorsName(dtype_name);
   if (!dtype) {
-    return absl::UnimplementedError(absl::StrCat("file '", file, "': ", where,
+    return absl::UnimplementedError(absl::StrCat("file '", file, "': ", where(),
                                                  ": dtype '", dtype_name,
                                                  "' is not supported"));
   }
   const json& shape = info["shape"];
   if (!shape.is_array()) {
-    return Corrupt(file, absl::StrCat(where, ": shape must be an array, got ",
+    return Corrupt(file, absl::StrCat(where(), ": shape must be an array, got ",
                                       shape.type_name()));
   }
   if (shape.size() > kMaxTensorRank) {
     return Corrupt(file,
-                   absl::StrCat(where, ": rank ", shape.size(),
+                   absl::StrCat(where(), ": rank ", shape.size(),
                                 " exceeds the limit of ", kMaxTensorRank));
   }
   Entry e;
@@ -87,19 +87,134 @@ absl::StatusOr<Entry> ParseEntry(absl::string_view file,
   for (size_t i = 0; i < shape.size(); ++i) {
     uint64_t d;
     if (!ReadExtent(shape[i], &d)) {
-      return Corrupt(file,
-                     absl::StrCat(where, ": shape[", i, "] = ", shape[i].dump(),
-                                  " is not an integer in [0, 2^48]"));
+      return Corrupt(
+          file, absl::StrCat(where(), ": shape[", i, "] = ", shape[i].dump(),
+                             " is not an integer in [0, 2^48]"));
     }
     e.tensor.shape.push_back(static_cast<int64_t>(d));
   }
   const json& offs = info["data_offsets"];
   if (!offs.is_array() || offs.size() != 2 || !ReadExtent(offs[0], &e.begin) ||
       !ReadExtent(offs[1], &e.end)) {
-    return Corrupt(file, absl::StrCat(where, ": data_offsets = ", offs.dump(),
+    return Corrupt(file, absl::StrCat(where(), ": data_offsets = ", offs.dump(),
                                       " is not two integers in [0, 2^48]"));
   }
   return e;
+}
+
+// The header through a JSON document: slower, but every way a header can be
+// wrong gets its own message.
+absl::Status ReadHeaderDocument(
+    absl::string_view text, absl::string_view label,
+    std::vector<std::pair<std::string, std::string>>* metadata,
+    std::vector<Entry>* entries) {
+  auto parsed =
+      ParseStrictJson(text, absl::StrCat("file '", label, "': header"));
+  if (!parsed.ok()) return parsed.status();
+  const json& root = *parsed;
+  for (const auto& [key, value] : root.items()) {
+    if (key == "__metadata__") {
+      if (!value.is_object()) {
+        return Corrupt(label, absl::StrCat("__metadata__ must be an object of "
+                                           "strings, got ",
+                                           value.type_name()));
+      }
+      for (const auto& [mk, mv] : value.items()) {
+        if (!mv.is_string()) {
+          return Corrupt(
+              label, absl::StrCat("__metadata__['", mk,
+                                  "'] must be a string, got ", mv.type_name()));
+        }
+        metadata->emplace_back(mk, mv.get<std::string>());
+      }
+      continue;
+    }
+    auto e = ParseEntry(label, key, value);
+    if (!e.ok()) return e.status();
+    entries->push_back(*std::move(e));
+  }
+  return absl::OkStatus();
+}
+
+// The reference sorts by offsets, then requires each tensor to start where
+// the previous ended and to be exactly as long as its dtype and shape say.
+// (Names break ties, so the order never depends on how the header was read.)
+absl::StatusOr<SafetensorsHeader> CheckLayout(absl::Span<const uint8_t> file,
+                                              absl::string_view label,
+                                              SafetensorsHeader h,
+                                              std::vector<Entry> entries) {
+  const uint64_t n = h.header_bytes;
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return std::tie(a.begin, a.end, a.tensor.name) <
+           std::tie(b.begin, b.end, b.tensor.name);
+  });
+  uint64_t expected_begin = 0;
+  const std::string* previous = nullptr;  // name of the tensor before
+  for (Entry& e : entries) {
+    StoredTensor& t = e.tensor;
+    const auto desc = [&t] { return DescribeStored(t.dtype, t.shape); };
+    if (e.begin != expected_begin) {
+      return Corrupt(
+          label,
+          absl::StrCat("tensor '", t.name, "': data_offsets start at ", e.begin,
+                       " but expected ", expected_begin, " (end of ",
+                       previous == nullptr
+                           ? "the start of the data"
+                           : absl::StrCat("tensor '", *previous, "'"),
+                       "): offsets must be contiguous, without ",
+                       e.begin < expected_begin ? "overlaps" : "gaps"));
+    }
+    if (e.end < e.begin) {
+      return Corrupt(
+          label, absl::StrCat("tensor '", t.name, "': data_offsets [", e.begin,
+                              ",", e.end, ") end before they begin"));
+    }
+    auto count = CheckedProduct(t.shape);
+    const DTypeInfo& info = GetDTypeInfo(t.dtype);
+    std::optional<uint64_t> bits;
+    if (count) {
+      bits = CheckedMul<uint64_t>(static_cast<uint64_t>(*count),
+                                  static_cast<uint64_t>(info.block_bytes) * 8);
+    }
+    if (!bits) {
+      return Corrupt(label, absl::StrCat("tensor '", t.name, "': ", desc(),
+                                         " overflows 64-bit size arithmetic"));
+    }
+    if (*count % info.block_elems != 0) {
+      return Corrupt(
+          label, absl::StrCat("tensor '", t.name, "': ", desc(), " is ", *count,
+                              " elements of ", info.code_bits,
+                              " bits, which does not end on a byte"));
+    }
+    const uint64_t size = static_cast<uint64_t>(*count / info.block_elems) *
+                          static_cast<uint64_t>(info.block_bytes);
+    if (e.end - e.begin != size) {
+      return Corrupt(
+          label,
+          absl::StrCat("tensor '", t.name, "': data_offsets [", e.begin, ",",
+                       e.end, ") hold ", e.end - e.begin, " bytes but ", desc(),
+                       " needs ", size, " bytes"));
+    }
+    t.num_elements = *count;
+    t.offset = h.data_start + e.begin;
+    t.nbytes = size;
+    expected_begin = e.end;
+    previous = &t.name;
+  }
+  const uint64_t data_bytes = file.size() - h.data_start;
+  if (expected_begin != data_bytes) {
+    return Corrupt(
+        label,
+        absl::StrCat("tensors end at data offset ", expected_begin,
+                     " but the file holds ", data_bytes,
+                     " data bytes after the header (8 + ", n,
+                     " + data must equal the file size ", file.size(), ")"));
+  }
+  for (Entry& e : entries) {
+    e.tensor.data = file.subspan(e.tensor.offset, e.tensor.nbytes);
+    h.tensors.push_back(std::move(e.tensor));
+  }
+  return h;
 }
 
 }  // namespace
@@ -141,105 +256,18 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensors(
   if (first == text.size() || text[first] != '{') {
     return Corrupt(label, "header must be a JSON object starting with '{'");
   }
-  auto parsed =
-      ParseStrictJson(text, absl::StrCat("file '", label, "': header"));
-  if (!parsed.ok()) return parsed.status();
-  const json& root = *parsed;
-
   SafetensorsHeader h;
   h.header_bytes = n;
   h.data_start = 8 + n;
   std::vector<Entry> entries;
-  for (const auto& [key, value] : root.items()) {
-    if (key == "__metadata__") {
-      if (!value.is_object()) {
-        return Corrupt(label, absl::StrCat("__metadata__ must be an object of "
-                                           "strings, got ",
-                                           value.type_name()));
-      }
-      for (const auto& [mk, mv] : value.items()) {
-        if (!mv.is_string()) {
-          return Corrupt(
-              label, absl::StrCat("__metadata__['", mk,
-                                  "'] must be a string, got ", mv.type_name()));
-        }
-        h.metadata.emplace_back(mk, mv.get<std::string>());
-      }
-      continue;
-    }
-    auto e = ParseEntry(label, key, value);
-    if (!e.ok()) return e.status();
-    entries.push_back(*std::move(e));
+  if (auto fast = ReadSafetensorsHeaderFast(
+          text, kMaxTensorRank, kMaxSafetensorsExtent, kMaxTensorNameBytes)) {
+    entries = std::move(fast->entries);
+    h.metadata = std::move(fast->metadata);
+  } else {
+    TM_RETURN_IF_ERROR(ReadHeaderDocument(text, label, &h.metadata, &entries));
   }
-
-  // The reference sorts by offsets, then requires each tensor to start where
-  // the previous ended and to be exactly as long as its dtype and shape say.
-  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
-    return std::tie(a.begin, a.end) < std::tie(b.begin, b.end);
-  });
-  uint64_t expected_begin = 0;
-  std::string previous = "the start of the data";
-  for (Entry& e : entries) {
-    StoredTensor& t = e.tensor;
-    const std::string desc = DescribeStored(t.dtype, t.shape);
-    if (e.begin != expected_begin) {
-      return Corrupt(
-          label,
-          absl::StrCat("tensor '", t.name, "': data_offsets start at ", e.begin,
-                       " but expected ", expected_begin, " (end of ", previous,
-                       "): offsets must be contiguous, without ",
-                       e.begin < expected_begin ? "overlaps" : "gaps"));
-    }
-    if (e.end < e.begin) {
-      return Corrupt(
-          label, absl::StrCat("tensor '", t.name, "': data_offsets [", e.begin,
-                              ",", e.end, ") end before they begin"));
-    }
-    auto count = CheckedProduct(t.shape);
-    const DTypeInfo& info = GetDTypeInfo(t.dtype);
-    std::optional<uint64_t> bits;
-    if (count) {
-      bits = CheckedMul<uint64_t>(static_cast<uint64_t>(*count),
-                                  static_cast<uint64_t>(info.block_bytes) * 8);
-    }
-    if (!bits) {
-      return Corrupt(label, absl::StrCat("tensor '", t.name, "': ", desc,
-                                         " overflows 64-bit size arithmetic"));
-    }
-    if (*count % info.block_elems != 0) {
-      return Corrupt(
-          label, absl::StrCat("tensor '", t.name, "': ", desc, " is ", *count,
-                              " elements of ", info.code_bits,
-                              " bits, which does not end on a byte"));
-    }
-    const uint64_t size = static_cast<uint64_t>(*count / info.block_elems) *
-                          static_cast<uint64_t>(info.block_bytes);
-    if (e.end - e.begin != size) {
-      return Corrupt(
-          label, absl::StrCat("tensor '", t.name, "': data_offsets [", e.begin,
-                              ",", e.end, ") hold ", e.end - e.begin,
-                              " bytes but ", desc, " needs ", size, " bytes"));
-    }
-    t.num_elements = *count;
-    t.offset = h.data_start + e.begin;
-    t.nbytes = size;
-    expected_begin = e.end;
-    previous = absl::StrCat("tensor '", t.name, "'");
-  }
-  const uint64_t data_bytes = file.size() - h.data_start;
-  if (expected_begin != data_bytes) {
-    return Corrupt(
-        label,
-        absl::StrCat("tensors end at data offset ", expected_begin,
-                     " but the file holds ", data_bytes,
-                     " data bytes after the header (8 + ", n,
-                     " + data must equal the file size ", file.size(), ")"));
-  }
-  for (Entry& e : entries) {
-    e.tensor.data = file.subspan(e.tensor.offset, e.tensor.nbytes);
-    h.tensors.push_back(std::move(e.tensor));
-  }
-  return h;
+  return CheckLayout(file, label, std::move(h), std::move(entries));
 }
 
 }  // namespace tensormorph

@@ -43,8 +43,9 @@ class Context {
  private:
   const std::vector<StoredTensor>& stored_;
   const nlohmann::json& qconfig_;
-  absl::flat_hash_map<std::string, const StoredTensor*> by_name_;
-  absl::flat_hash_set<std::string> claimed_;
+  // Views of the stored tensors' names, which outlive the context.
+  absl::flat_hash_map<absl::string_view, const StoredTensor*> by_name_;
+  absl::flat_hash_set<absl::string_view> claimed_;
   std::vector<LogicalTensor> out_;
 };
 

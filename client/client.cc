@@ -188,12 +188,17 @@ absl::StatusOr<v1::ArchitectureReply> Client::GetArchitecture(
 
 absl::StatusOr<v1::InspectScalarsResponse> Client::InspectScalars(
     const v1::InspectScalarsRequest& request) {
+  v1::InspectScalarsResponse resp;
+  if (absl::Status s = InspectScalars(request, &resp); !s.ok()) return s;
+  return resp;
+}
+
+absl::Status Client::InspectScalars(const v1::InspectScalarsRequest& request,
+                                    v1::InspectScalarsResponse* response) {
   grpc::ClientContext ctx;
   Prepare(&ctx);
-  v1::InspectScalarsResponse resp;
-  grpc::Status s = stub_->InspectScalars(&ctx, request, &resp);
-  if (!s.ok()) return FromGrpcStatus(s);
-  return resp;
+  grpc::Status s = stub_->InspectScalars(&ctx, request, response);
+  return s.ok() ? absl::OkStatus() : FromGrpcStatus(s);
 }
 
 }  // namespace tensormorph

@@ -1,6 +1,10 @@
 #include "server/worker_pool.h"
 
 #include <algorithm>
+#include <atomic>
+#include <memory>
+
+#include "absl/synchronization/notification.h"
 
 namespace tensormorph {
 
@@ -21,6 +25,30 @@ WorkerPool::~WorkerPool() {
 void WorkerPool::Submit(std::function<void()> task) {
   absl::MutexLock lock(&mu_);
   queue_.push_back(std::move(task));
+}
+
+void WorkerPool::ForkJoin(absl::FunctionRef<void()> first,
+                          absl::FunctionRef<void()> second) {
+  // Whoever claims `second` runs it. The queued task may outlive this call
+  // (when this thread claimed), so it holds the claim by shared_ptr and
+  // touches `second` only after winning it, while this call waits.
+  struct Claim {
+    std::atomic<bool> taken{false};
+    absl::Notification done;
+  };
+  auto claim = std::make_shared<Claim>();
+  Submit([claim, &second] {
+    if (!claim->taken.exchange(true)) {
+      second();
+      claim->done.Notify();
+    }
+  });
+  first();
+  if (!claim->taken.exchange(true)) {
+    second();
+  } else {
+    claim->done.WaitForNotification();
+  }
 }
 
 void WorkerPool::Loop() {

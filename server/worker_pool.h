@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 
 namespace tensormorph {
@@ -22,6 +23,13 @@ class WorkerPool {
   WorkerPool& operator=(const WorkerPool&) = delete;
 
   void Submit(std::function<void()> task);
+
+  // Runs `first` on this thread and `second` on a worker, if one takes it up
+  // before `first` is done; otherwise runs `second` here too. So a call on a
+  // busy pool never waits in the queue: it only waits for a `second` that is
+  // already running.
+  void ForkJoin(absl::FunctionRef<void()> first,
+                absl::FunctionRef<void()> second);
   int size() const { return static_cast<int>(threads_.size()); }
 
  private:

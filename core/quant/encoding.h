@@ -67,6 +67,12 @@ class Encoding {
   // Errors: UNIMPLEMENTED when the encoding cannot be decoded.
   virtual absl::Status Inspect(int64_t index, ScalarInfo* out) const = 0;
 
+  // A hint that Inspect(index) comes soon: starts bringing its bytes into
+  // the cache, so a batch of scattered indices overlaps its memory misses.
+  // Never faults (a prefetch of a page truncated away is dropped).
+  // REQUIRES: as Inspect.
+  virtual void Prefetch(int64_t index) const { (void)index; }
+
   // ElementQuant of elements [first, first + count). The default inspects
   // each element; `value` is bit-identical to Decode's.
   // REQUIRES: as Decode.

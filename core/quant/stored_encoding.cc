@@ -51,6 +51,12 @@ class StoredEncoding final : public Encoding {
     return InspectElement(tensor_.dtype, tensor_.data, index, out);
   }
 
+  void Prefetch(int64_t index) const override {
+    const DTypeInfo& info = GetDTypeInfo(tensor_.dtype);
+    __builtin_prefetch(tensor_.data.data() +
+                       index / info.block_elems * info.block_bytes);
+  }
+
   // Values come from the block decoder; for evenly spaced levels one
   // inspected element per sub-block supplies the step, range and group of
   // all of them (codebooks and floats are inspected element by element).

@@ -180,6 +180,39 @@ TEST_P(ClientTest, InspectMatchesCoreForQ4KQ8AndBf16) {
   }
 }
 
+TEST_P(ClientTest, BigBatchesOnAnArenaMatchCoreScalarForScalar) {
+  // 5,000 indices: the server inspects them in two halves when two workers
+  // are free; the reply keeps the request's order either way.
+  auto ckpt = Checkpoint::Open(Gguf("Q4_K"));
+  ASSERT_TRUE(ckpt.ok());
+  const LogicalTensor* t = (*ckpt)->FindTensor("blk.0.ffn_down.weight");
+  v1::InspectScalarsRequest req;
+  req.set_checkpoint(Gguf("Q4_K"));
+  req.set_tensor("blk.0.ffn_down.weight");
+  for (int64_t i = 0; i < 5000; ++i) {
+    req.add_flat_indices(i * 7919 % t->num_elements);
+  }
+  google::protobuf::Arena arena;
+  auto* resp =
+      google::protobuf::Arena::CreateMessage<v1::InspectScalarsResponse>(
+          &arena);
+  ASSERT_TRUE(client_->InspectScalars(req, resp).ok());
+  ASSERT_EQ(resp->scalars_size(), 5000);
+  for (int i = 0; i < 5000; ++i) {
+    const v1::ScalarInspection& got = resp->scalars(i);
+    ASSERT_EQ(got.flat_index(), req.flat_indices(i));
+    ScalarInfo want;
+    ASSERT_TRUE(t->encoding->Inspect(got.flat_index(), &want).ok());
+    ASSERT_EQ(got.value(), want.value) << i;
+    ASSERT_EQ(got.raw_code(), want.code) << i;
+    ASSERT_EQ(got.index(0) * t->shape[1] + got.index(1), got.flat_index());
+  }
+  // The by-value call gives the same reply.
+  auto by_value = client_->InspectScalars(req);
+  ASSERT_TRUE(by_value.ok());
+  EXPECT_EQ(by_value->SerializeAsString(), resp->SerializeAsString());
+}
+
 TEST_P(ClientTest, ListsAndDescribes) {
   auto tensors = client_->ListTensors(Gguf("Q4_K"), "blk.0.*.weight");
   ASSERT_TRUE(tensors.ok()) << tensors.status();

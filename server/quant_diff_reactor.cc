@@ -182,9 +182,19 @@ class QuantDiffReactor final
       reported = bytes;
       MaybeProgress();
     };
+    std::unique_ptr<DiffWorkspace> workspace;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!workspaces_.empty()) {
+        workspace = std::move(workspaces_.back());
+        workspaces_.pop_back();
+      }
+    }
+    if (workspace == nullptr) workspace = std::make_unique<DiffWorkspace>();
     auto diff = DiffTensor(*p.quant, *p.ref, options_, p.row_map, &cancelled_,
-                           on_progress);
+                           on_progress, workspace.get());
     absl::MutexLock lock(&mu_);
+    workspaces_.push_back(std::move(workspace));
     --running_;
     if (!diff.ok()) {
       if (status_.ok()) status_ = ToGrpcStatus(diff.status());
@@ -309,6 +319,9 @@ class QuantDiffReactor final
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool summarized_ ABSL_GUARDED_BY(mu_) = false;
   int running_ ABSL_GUARDED_BY(mu_) = 0;
+  // One per tensor in flight, handed from tensor to tensor (their buffers
+  // stay mapped); freed with the call.
+  std::vector<std::unique_ptr<DiffWorkspace>> workspaces_ ABSL_GUARDED_BY(mu_);
   size_t next_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t done_ ABSL_GUARDED_BY(mu_) = 0;
   grpc::Status status_ ABSL_GUARDED_BY(mu_);

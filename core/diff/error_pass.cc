@@ -8,14 +8,17 @@
 
 namespace tensormorph {
 
-void AccumulateErrorsScalar(const ElementQuant* q, const float* x, int64_t m,
-                            int64_t first, double* err_steps, ErrorSums* s) {
-  for (int64_t i = 0; i < m; ++i) {
-    const ElementQuant& e = q[i];
+namespace {
+
+// Elements [i, end) of one run, element by element.
+void AccumulateRunScalar(const float* values, const QuantRun& e, const float* x,
+                         int64_t i, int64_t end, int64_t first,
+                         double* err_steps, ErrorSums* s) {
+  for (; i < end; ++i) {
     const double xs = x[i];
-    const double xq = e.value;
+    const double xq = values[i];
     const double err = std::fabs(xs - xq);
-    const double v = ErrorInSteps(xs, e);
+    const double v = ErrorInSteps(xs, values[i], e);
     err_steps[i] = v;
     s->sum_sq_err += err * err;
     s->sum_abs_err += err;
@@ -33,6 +36,19 @@ void AccumulateErrorsScalar(const ElementQuant* q, const float* x, int64_t m,
     s->source_zeros += xs == 0;
     s->decoded_zeros += xq == 0;
     s->induced_zeros += (xq == 0) & (xs != 0);
+  }
+}
+
+}  // namespace
+
+void AccumulateErrorsScalar(const float* values, const QuantRun* runs,
+                            size_t num_runs, const float* x, int64_t first,
+                            double* err_steps, ErrorSums* s) {
+  int64_t i = 0;
+  for (size_t r = 0; r < num_runs; ++r) {
+    AccumulateRunScalar(values, runs[r], x, i, i + runs[r].count, first,
+                        err_steps, s);
+    i += runs[r].count;
   }
 }
 
@@ -57,11 +73,12 @@ __attribute__((target("avx2"))) inline int64_t Sum(__m256i v) {
   return lane[0] + lane[1] + lane[2] + lane[3];
 }
 
-// Four elements at a time. Every comparison is ordered (false on NaN) like
-// the scalar code's, so the two agree on NaN sources too.
+// Four elements of a run at a time, its parameters in registers; a run's
+// last few elements go through the scalar code. Every comparison is ordered
+// (false on NaN) like the scalar code's, so the two agree on NaN sources too.
 __attribute__((target("avx2"))) void AccumulateErrorsAvx2(
-    const ElementQuant* q, const float* x, int64_t m, int64_t first,
-    double* err_steps, ErrorSums* s) {
+    const float* values, const QuantRun* runs, size_t num_runs, const float* x,
+    int64_t first, double* err_steps, ErrorSums* s) {
   const __m256d zero = _mm256_setzero_pd();
   const __m256d half = _mm256_set1_pd(0.5);
   const __m256d inf = _mm256_set1_pd(__builtin_inf());
@@ -72,53 +89,55 @@ __attribute__((target("avx2"))) void AccumulateErrorsAvx2(
   __m256d max_steps = _mm256_set1_pd(s->max_err_steps);
   __m256i above = _mm256_setzero_si256(), clipped = above, src_zeros = above,
           dec_zeros = above, induced = above;
-  __m256i idx = _mm256_set_epi64x(first + 3, first + 2, first + 1, first);
   const __m256i four = _mm256_set1_epi64x(4);
-  const int64_t m4 = m & ~int64_t{3};
-  for (int64_t i = 0; i < m4; i += 4, idx = _mm256_add_epi64(idx, four)) {
-    const ElementQuant* e = q + i;
-    const __m256d xs = _mm256_cvtps_pd(_mm_loadu_ps(x + i));
-    const __m256d xq = _mm256_cvtps_pd(
-        _mm_set_ps(e[3].value, e[2].value, e[1].value, e[0].value));
-    const __m256d below = _mm256_set_pd(e[3].step_below, e[2].step_below,
-                                        e[1].step_below, e[0].step_below);
-    const __m256d above_step = _mm256_set_pd(e[3].step_above, e[2].step_above,
-                                             e[1].step_above, e[0].step_above);
-    const __m256d rmin = _mm256_set_pd(e[3].range_min, e[2].range_min,
-                                       e[1].range_min, e[0].range_min);
-    const __m256d rmax = _mm256_set_pd(e[3].range_max, e[2].range_max,
-                                       e[1].range_max, e[0].range_max);
-    const __m256d err = _mm256_andnot_pd(sign, _mm256_sub_pd(xs, xq));
-    const __m256d up = _mm256_cmp_pd(xs, xq, _CMP_GT_OQ);
-    const __m256d step = _mm256_blendv_pd(below, above_step, up);
-    __m256d v = _mm256_blendv_pd(inf, _mm256_div_pd(err, step),
-                                 _mm256_cmp_pd(step, zero, _CMP_GT_OQ));
-    v = _mm256_blendv_pd(v, zero, _mm256_cmp_pd(err, zero, _CMP_EQ_OQ));
-    _mm256_storeu_pd(err_steps + i, v);
+  int64_t i = 0;
+  for (size_t r = 0; r < num_runs; ++r) {
+    const QuantRun& run = runs[r];
+    const int64_t end = i + run.count;
+    // The clipping bounds, as the scalar code computes them per element.
+    const __m256d below = _mm256_set1_pd(run.step_below);
+    const __m256d above_step = _mm256_set1_pd(run.step_above);
+    const __m256d hi = _mm256_set1_pd(run.range_max + 0.5 * run.step_above);
+    const __m256d lo = _mm256_set1_pd(run.range_min - 0.5 * run.step_below);
+    const __m256d below_ok = _mm256_cmp_pd(below, zero, _CMP_GT_OQ);
+    const __m256d above_ok = _mm256_cmp_pd(above_step, zero, _CMP_GT_OQ);
+    __m256i idx = _mm256_add_epi64(_mm256_set1_epi64x(first + i),
+                                   _mm256_set_epi64x(3, 2, 1, 0));
+    for (; i + 4 <= end; i += 4, idx = _mm256_add_epi64(idx, four)) {
+      const __m256d xs = _mm256_cvtps_pd(_mm_loadu_ps(x + i));
+      const __m256d xq = _mm256_cvtps_pd(_mm_loadu_ps(values + i));
+      const __m256d err = _mm256_andnot_pd(sign, _mm256_sub_pd(xs, xq));
+      const __m256d up = _mm256_cmp_pd(xs, xq, _CMP_GT_OQ);
+      const __m256d step = _mm256_blendv_pd(below, above_step, up);
+      const __m256d step_ok = _mm256_blendv_pd(below_ok, above_ok, up);
+      __m256d v = _mm256_blendv_pd(inf, _mm256_div_pd(err, step), step_ok);
+      v = _mm256_blendv_pd(v, zero, _mm256_cmp_pd(err, zero, _CMP_EQ_OQ));
+      _mm256_storeu_pd(err_steps + i, v);
 
-    sq = _mm256_add_pd(sq, _mm256_mul_pd(err, err));
-    ab = _mm256_add_pd(ab, err);
-    xx = _mm256_add_pd(xx, _mm256_mul_pd(xs, xs));
-    hh = _mm256_add_pd(hh, _mm256_mul_pd(xq, xq));
-    xh = _mm256_add_pd(xh, _mm256_mul_pd(xs, xq));
+      sq = _mm256_add_pd(sq, _mm256_mul_pd(err, err));
+      ab = _mm256_add_pd(ab, err);
+      xx = _mm256_add_pd(xx, _mm256_mul_pd(xs, xs));
+      hh = _mm256_add_pd(hh, _mm256_mul_pd(xq, xq));
+      xh = _mm256_add_pd(xh, _mm256_mul_pd(xs, xq));
 
-    const __m256d new_max = _mm256_cmp_pd(err, max_abs, _CMP_GT_OQ);
-    max_abs = _mm256_blendv_pd(max_abs, err, new_max);
-    max_idx = _mm256_castpd_si256(_mm256_blendv_pd(
-        _mm256_castsi256_pd(max_idx), _mm256_castsi256_pd(idx), new_max));
-    max_steps =
-        _mm256_blendv_pd(max_steps, v, _mm256_cmp_pd(v, max_steps, _CMP_GT_OQ));
+      const __m256d new_max = _mm256_cmp_pd(err, max_abs, _CMP_GT_OQ);
+      max_abs = _mm256_blendv_pd(max_abs, err, new_max);
+      max_idx = _mm256_castpd_si256(_mm256_blendv_pd(
+          _mm256_castsi256_pd(max_idx), _mm256_castsi256_pd(idx), new_max));
+      max_steps = _mm256_blendv_pd(max_steps, v,
+                                   _mm256_cmp_pd(v, max_steps, _CMP_GT_OQ));
 
-    above = Count(above, _mm256_cmp_pd(v, half, _CMP_GT_OQ));
-    const __m256d hi = _mm256_add_pd(rmax, _mm256_mul_pd(half, above_step));
-    const __m256d lo = _mm256_sub_pd(rmin, _mm256_mul_pd(half, below));
-    clipped = Count(clipped, _mm256_or_pd(_mm256_cmp_pd(xs, hi, _CMP_GT_OQ),
-                                          _mm256_cmp_pd(xs, lo, _CMP_LT_OQ)));
-    const __m256d sz = _mm256_cmp_pd(xs, zero, _CMP_EQ_OQ);
-    const __m256d dz = _mm256_cmp_pd(xq, zero, _CMP_EQ_OQ);
-    src_zeros = Count(src_zeros, sz);
-    dec_zeros = Count(dec_zeros, dz);
-    induced = Count(induced, _mm256_andnot_pd(sz, dz));
+      above = Count(above, _mm256_cmp_pd(v, half, _CMP_GT_OQ));
+      clipped = Count(clipped, _mm256_or_pd(_mm256_cmp_pd(xs, hi, _CMP_GT_OQ),
+                                            _mm256_cmp_pd(xs, lo, _CMP_LT_OQ)));
+      const __m256d sz = _mm256_cmp_pd(xs, zero, _CMP_EQ_OQ);
+      const __m256d dz = _mm256_cmp_pd(xq, zero, _CMP_EQ_OQ);
+      src_zeros = Count(src_zeros, sz);
+      dec_zeros = Count(dec_zeros, dz);
+      induced = Count(induced, _mm256_andnot_pd(sz, dz));
+    }
+    AccumulateRunScalar(values, run, x, i, end, first, err_steps, s);
+    i = end;
   }
 
   s->sum_sq_err += Sum(sq);
@@ -131,8 +150,8 @@ __attribute__((target("avx2"))) void AccumulateErrorsAvx2(
   s->source_zeros += Sum(src_zeros);
   s->decoded_zeros += Sum(dec_zeros);
   s->induced_zeros += Sum(induced);
-  // Each lane kept its first maximum above the old one; of equal lane maxima
-  // the earliest element wins, as in element order.
+  // Each lane kept its first maximum above the old one, the scalar tails
+  // theirs; of equal maxima the earliest element wins, as in element order.
   alignas(32) double lane_max[4];
   alignas(32) int64_t lane_idx[4];
   _mm256_store_pd(lane_max, max_abs);
@@ -149,7 +168,6 @@ __attribute__((target("avx2"))) void AccumulateErrorsAvx2(
   for (double v : lane_max) {
     if (v > s->max_err_steps) s->max_err_steps = v;
   }
-  AccumulateErrorsScalar(q + m4, x + m4, m - m4, first + m4, err_steps + m4, s);
 }
 
 bool HaveAvx2() {
@@ -160,15 +178,16 @@ bool HaveAvx2() {
 }  // namespace
 #endif
 
-void AccumulateErrors(const ElementQuant* q, const float* x, int64_t m,
-                      int64_t first, double* err_steps, ErrorSums* sums) {
+void AccumulateErrors(const float* values, const QuantRun* runs,
+                      size_t num_runs, const float* x, int64_t first,
+                      double* err_steps, ErrorSums* sums) {
 #if defined(__x86_64__)
   if (HaveAvx2()) {
-    AccumulateErrorsAvx2(q, x, m, first, err_steps, sums);
+    AccumulateErrorsAvx2(values, runs, num_runs, x, first, err_steps, sums);
     return;
   }
 #endif
-  AccumulateErrorsScalar(q, x, m, first, err_steps, sums);
+  AccumulateErrorsScalar(values, runs, num_runs, x, first, err_steps, sums);
 }
 
 }  // namespace tensormorph

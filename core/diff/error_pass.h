@@ -24,26 +24,30 @@ struct ErrorSums {
   int64_t induced_zeros = 0;  // source != 0, decoded == 0
 };
 
-// Error of `source` against `e` in units of the step towards the source: 0
-// when exact, +inf when that step is 0 (a constant group missed).
-inline double ErrorInSteps(double source, const ElementQuant& e) {
-  const double err = __builtin_fabs(source - e.value);
-  const double step = source > e.value ? e.step_above : e.step_below;
+// Error of `source` against the decoded `value` of an element of run `e`,
+// in units of the step towards the source: 0 when exact, +inf when that step
+// is 0 (a constant group missed).
+inline double ErrorInSteps(double source, double value, const QuantRun& e) {
+  const double err = __builtin_fabs(source - value);
+  const double step = source > value ? e.step_above : e.step_below;
   if (err == 0) return 0;
   return step > 0 ? err / step : __builtin_inf();
 }
 
-// Adds elements [0, m) of `q` (decoded) against `x` (source) into `sums`;
-// `first` is the flat index of element 0. Writes each element's error in
-// steps to err_steps[0, m).
-void AccumulateErrors(const ElementQuant* q, const float* x, int64_t m,
-                      int64_t first, double* err_steps, ErrorSums* sums);
+// Adds the elements the runs cover, m = the sum of their counts, decoded
+// `values[0, m)` against `x[0, m)` (source), into `sums`; `first` is the
+// flat index of element 0. Writes each element's error in steps to
+// err_steps[0, m).
+void AccumulateErrors(const float* values, const QuantRun* runs,
+                      size_t num_runs, const float* x, int64_t first,
+                      double* err_steps, ErrorSums* sums);
 
 // The scalar reference: sums in element order. AccumulateErrors agrees with
 // it exactly in err_steps, counts and maxima; its sums may differ in the last
 // bits (four partial sums).
-void AccumulateErrorsScalar(const ElementQuant* q, const float* x, int64_t m,
-                            int64_t first, double* err_steps, ErrorSums* sums);
+void AccumulateErrorsScalar(const float* values, const QuantRun* runs,
+                            size_t num_runs, const float* x, int64_t first,
+                            double* err_steps, ErrorSums* sums);
 
 }  // namespace tensormorph
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <queue>
 
 #include "absl/base/casts.h"
@@ -12,7 +14,29 @@
 #include "core/io/fault_guard.h"
 
 namespace tensormorph {
+namespace diff_internal {
+
+struct GroupAcc {
+  double sum = 0;
+  float max = 0;
+  uint32_t count = 0;
+};
+
+}  // namespace diff_internal
+
+struct DiffWorkspace::Buffers {
+  std::vector<diff_internal::GroupAcc> groups;
+  std::vector<double> top, es;
+  std::vector<float> values, x;
+  std::vector<QuantRun> runs;
+};
+
+DiffWorkspace::DiffWorkspace() : buffers_(std::make_unique<Buffers>()) {}
+DiffWorkspace::~DiffWorkspace() = default;
+
 namespace {
+
+using diff_internal::GroupAcc;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
@@ -20,7 +44,10 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // otherwise from a histogram of the values' leading bits.
 class PercentileTracker {
  public:
-  PercentileTracker(int64_t n, int64_t exact_limit) : n_(n) {
+  // `top` is storage for the kept values (cleared here).
+  PercentileTracker(int64_t n, int64_t exact_limit, std::vector<double>* top)
+      : n_(n), top_(*top) {
+    top_.clear();
     keep_ = std::max<int64_t>(1, n - static_cast<int64_t>(std::floor(
                                          0.99 * static_cast<double>(n - 1))));
     exact_ = keep_ <= exact_limit;
@@ -105,14 +132,8 @@ class PercentileTracker {
   int64_t keep_;
   bool exact_;
   double floor_ = 0;  // exact mode: values at or below are not needed
-  std::vector<double> top_;
+  std::vector<double>& top_;
   std::vector<int64_t> hist_;
-};
-
-struct GroupAcc {
-  double sum = 0;
-  float max = 0;
-  uint32_t count = 0;
 };
 
 // Adds a run of one group's errors: four partial sums, so that the additions
@@ -163,7 +184,10 @@ absl::StatusOr<TensorDiff> DiffTensor(
     const LogicalTensor& quant, const LogicalTensor& ref,
     const DiffOptions& options, const RowMap& row_map,
     const std::atomic<bool>* cancelled,
-    const std::function<void(int64_t)>& on_progress) {
+    const std::function<void(int64_t)>& on_progress, DiffWorkspace* workspace) {
+  std::optional<DiffWorkspace> local;
+  DiffWorkspace::Buffers& buf =
+      (workspace != nullptr ? *workspace : local.emplace()).buffers();
   TensorDiff d;
   d.name = quant.name;
   d.ref_name = ref.name;
@@ -182,7 +206,7 @@ absl::StatusOr<TensorDiff> DiffTensor(
   if (!row_map.empty()) chunk = std::max<int64_t>(1, chunk / cols) * cols;
 
   ErrorSums sums;
-  PercentileTracker pct(n, options.exact_percentile_limit);
+  PercentileTracker pct(n, options.exact_percentile_limit, &buf.top);
   std::priority_queue<Candidate> worst;  // top() is the least bad kept
   // Only an error above the least bad kept can enter a full top-k: elements
   // come in index order, so an equal error never outranks a kept one.
@@ -190,7 +214,8 @@ absl::StatusOr<TensorDiff> DiffTensor(
   double worst_floor = options.top_k > 0 ? -kInf : kInf;
   // Group ids are dense (block, sub-block or row-by-group indices), so a
   // vector indexed by id beats a hash map on the hot path.
-  std::vector<GroupAcc> groups;
+  std::vector<GroupAcc>& groups = buf.groups;
+  groups.clear();
   // Group ids grow with the index, so the last element's is (nearly) the
   // largest: size the table once instead of doubling it through the tensor.
   if (ScalarInfo last; n > 0 && GuardedRead([&] {
@@ -201,9 +226,14 @@ absl::StatusOr<TensorDiff> DiffTensor(
       groups.resize(static_cast<size_t>(g + 1));
     }
   }
-  std::vector<ElementQuant> q(static_cast<size_t>(std::min(chunk, n)));
-  std::vector<float> x(q.size());
-  std::vector<double> es(q.size());
+  const size_t chunk_size = static_cast<size_t>(std::min(chunk, n));
+  std::vector<float>& values = buf.values;
+  std::vector<QuantRun>& runs = buf.runs;
+  std::vector<float>& x = buf.x;
+  std::vector<double>& es = buf.es;
+  values.resize(chunk_size);
+  x.resize(chunk_size);
+  es.resize(chunk_size);
 
   for (int64_t first = 0; first < n; first += chunk) {
     if (cancelled != nullptr && cancelled->load(std::memory_order_relaxed)) {
@@ -211,7 +241,8 @@ absl::StatusOr<TensorDiff> DiffTensor(
     }
     const int64_t m = std::min(chunk, n - first);
     absl::Status read = GuardedRead([&]() -> absl::Status {
-      if (absl::Status s = quant.encoding->DecodeDetailed(first, m, q.data());
+      if (absl::Status s =
+              quant.encoding->DecodeRuns(first, m, values.data(), &runs);
           !s.ok())
         return s;
       if (row_map.empty()) return ref.encoding->Decode(first, m, x.data());
@@ -228,7 +259,8 @@ absl::StatusOr<TensorDiff> DiffTensor(
     if (!read.ok()) return read;
 
     // Pass 1: the sums, counts and maxima, and each element's error in steps.
-    AccumulateErrors(q.data(), x.data(), m, first, es.data(), &sums);
+    AccumulateErrors(values.data(), runs.data(), runs.size(), x.data(), first,
+                     es.data(), &sums);
 
     // Pass 2: the errors that can still matter for percentiles and top-k.
     // Most errors are below both the smallest kept for the percentiles and
@@ -260,15 +292,17 @@ absl::StatusOr<TensorDiff> DiffTensor(
     }
     for (; i < m; ++i) offer(i);
 
-    // Pass 3: per-group error, over runs of one group.
-    for (int64_t i = 0; d.groups_tracked && i < m;) {
-      const int64_t g = q[i].group;
-      int64_t end = i + 1;
-      while (end < m && q[end].group == g) ++end;
+    // Pass 3: per-group error, over the runs (a group's elements may come in
+    // several runs: FP8 blocks span rows, codebooks give runs of one).
+    int64_t end = 0;
+    for (size_t r = 0; d.groups_tracked && r < runs.size(); ++r) {
+      const int64_t i = end, g = runs[r].group;
+      end += runs[r].count;
       if (g >= 0) {
         if (g >= options.max_tracked_groups) {
           d.groups_tracked = false;
-          groups = {};
+          groups.clear();
+          groups.shrink_to_fit();
           break;
         }
         if (g >= static_cast<int64_t>(groups.size())) {
@@ -276,7 +310,6 @@ absl::StatusOr<TensorDiff> DiffTensor(
         }
         AddRun(es.data() + i, end - i, &groups[g]);
       }
-      i = end;
     }
     if (on_progress) on_progress(first + m);
   }

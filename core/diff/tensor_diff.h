@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -77,17 +78,36 @@ struct TensorDiff {
 // weights (llama.cpp's RoPE permutation of Q and K); empty = identity.
 using RowMap = std::vector<int64_t>;
 
+// Scratch that DiffTensor keeps between calls: its group table and buffers
+// stay mapped, where fresh ones cost a page fault per 4 KiB (a tenth of a
+// diff of millions of groups). One call at a time per workspace.
+class DiffWorkspace {
+ public:
+  DiffWorkspace();
+  ~DiffWorkspace();
+  DiffWorkspace(const DiffWorkspace&) = delete;
+  DiffWorkspace& operator=(const DiffWorkspace&) = delete;
+
+  struct Buffers;  // defined by tensor_diff.cc
+  Buffers& buffers() { return *buffers_; }
+
+ private:
+  std::unique_ptr<Buffers> buffers_;
+};
+
 // Diffs `quant` against `ref`.
 // REQUIRES: equal element counts and shapes (checked by the caller's
 // pairing); both checkpoints stay open during the call.
 // `on_progress(elements_done)` is called after each chunk; `cancelled` is
 // polled between chunks.
+// `workspace` (may be null) lends its buffers for the call.
 // Errors: UNIMPLEMENTED (an encoding that cannot decode); CANCELLED.
 absl::StatusOr<TensorDiff> DiffTensor(
     const LogicalTensor& quant, const LogicalTensor& ref,
     const DiffOptions& options, const RowMap& row_map = {},
     const std::atomic<bool>* cancelled = nullptr,
-    const std::function<void(int64_t)>& on_progress = {});
+    const std::function<void(int64_t)>& on_progress = {},
+    DiffWorkspace* workspace = nullptr);
 
 }  // namespace tensormorph
 

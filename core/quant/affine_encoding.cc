@@ -18,7 +18,7 @@ class AffineEncoding final : public Encoding {
     for (float t : p_.table) {
       if (!std::isnan(t)) levels_.push_back(t);  // FP8 NaN codes are no level
     }
-    // Per code, the gaps to the neighbouring levels, for DecodeDetailed.
+    // Per code, the gaps to the neighbouring levels, for DecodeRuns.
     for (float t : p_.table) {
       ScalarInfo s;
       if (std::isnan(t)) {
@@ -33,52 +33,48 @@ class AffineEncoding final : public Encoding {
     }
   }
 
-  absl::Status DecodeDetailed(int64_t first, int64_t count,
-                              ElementQuant* out) const override {
-    int64_t cached = -1;
-    float scale = 0;
-    int64_t zero = 0;
-    double range_min = 0, range_max = 0, step = 0;
-    int64_t group = 0;
+  // Values from Decode; one run per group segment of a row, with the
+  // group's step and range (codebooks: a run per element, the gaps around
+  // its level).
+  absl::Status DecodeRuns(int64_t first, int64_t count, float* values,
+                          std::vector<QuantRun>* runs) const override {
+    if (absl::Status s = Decode(first, count, values); !s.ok()) return s;
+    runs->clear();
     const int64_t lo =
         p_.signed_codes ? -(int64_t{1} << (p_.codes.bits - 1)) : 0;
     const int64_t hi = lo + (int64_t{1} << p_.codes.bits) - 1;
-    for (int64_t i = 0; i < count; ++i) {
+    for (int64_t i = 0; i < count;) {
       const int64_t flat = first + i;
       const int64_t r = flat / p_.cols, c = flat % p_.cols;
       int64_t gr = 0, gc = 0;
       GroupOf(r, c, flat, &gr, &gc);
-      const int64_t key = gr * kGroupStride + gc;
-      if (key != cached) {
-        cached = key;
-        scale = ScaleOf(gr, gc);
-        zero = ZeroOf(gr, gc);
-        group = GroupIndex(gr, gc);
-        const double a =
-            p_.table.empty()
-                ? static_cast<double>(scale) * (lo - p_.code_offset - zero)
-                : static_cast<double>(scale) * lo_level_;
-        const double b =
-            p_.table.empty()
-                ? static_cast<double>(scale) * (hi - p_.code_offset - zero)
-                : static_cast<double>(scale) * hi_level_;
-        range_min = std::min(a, b);
-        range_max = std::max(a, b);
-        step = std::fabs(static_cast<double>(scale));
-      }
-      const uint32_t code = p_.codes.Get(r, c);
-      ElementQuant& e = out[i];
-      e.value = scale * Level(code, zero);
-      e.range_min = range_min;
-      e.range_max = range_max;
-      e.group = group;
+      const int64_t len =
+          RunOfGroup(c, flat, gc, std::min(count - i, p_.cols - c));
+      const float scale = ScaleOf(gr, gc);
+      const int64_t zero = ZeroOf(gr, gc);
+      const double a =
+          p_.table.empty()
+              ? static_cast<double>(scale) * (lo - p_.code_offset - zero)
+              : static_cast<double>(scale) * lo_level_;
+      const double b =
+          p_.table.empty()
+              ? static_cast<double>(scale) * (hi - p_.code_offset - zero)
+              : static_cast<double>(scale) * hi_level_;
+      const double step = std::fabs(static_cast<double>(scale));
+      QuantRun run{len,  GroupIndex(gr, gc), step,
+                   step, std::min(a, b),     std::max(a, b)};
       if (p_.table.empty()) {
-        e.step_below = e.step_above = step;
+        runs->push_back(run);
       } else {
-        const auto& g = gaps_[code];
-        e.step_below = step * (scale < 0 ? g.second : g.first);
-        e.step_above = step * (scale < 0 ? g.first : g.second);
+        run.count = 1;
+        for (int64_t k = 0; k < len; ++k) {
+          const auto& g = gaps_[p_.codes.Get(r, c + k)];
+          run.step_below = step * (scale < 0 ? g.second : g.first);
+          run.step_above = step * (scale < 0 ? g.first : g.second);
+          runs->push_back(run);
+        }
       }
+      i += len;
     }
     return absl::OkStatus();
   }

@@ -40,6 +40,16 @@ struct ElementQuant {
       -1;  // innermost parameter group (sub-block where there is one)
 };
 
+// What a diff needs of a run of consecutive elements that share their
+// quantization parameters (a ggml sub-block, a convention's group within a
+// row; one element where the gaps depend on the code, as in codebooks).
+struct QuantRun {
+  int64_t count = 0;
+  int64_t group = -1;  // as ElementQuant::group
+  double step_below = 0, step_above = 0;
+  double range_min = 0, range_max = 0;
+};
+
 // The group id DecodeDetailed reports for an inspected element.
 inline int64_t GroupIdOf(const ScalarInfo& s) {
   if (s.block < 0) return -1;
@@ -73,20 +83,20 @@ class Encoding {
   // REQUIRES: as Inspect.
   virtual void Prefetch(int64_t index) const { (void)index; }
 
-  // ElementQuant of elements [first, first + count). The default inspects
-  // each element; `value` is bit-identical to Decode's.
+  // Decodes elements [first, first + count) into `values`, bit-identical
+  // to Decode's, and replaces `runs` with runs covering them in order, each
+  // with the parameters its elements share. The default inspects each
+  // element (runs of one); encodings with shared parameters give one run
+  // per group, which is what makes a diff's per-element work small.
   // REQUIRES: as Decode.
-  virtual absl::Status DecodeDetailed(int64_t first, int64_t count,
-                                      ElementQuant* out) const {
-    for (int64_t i = 0; i < count; ++i) {
-      ScalarInfo s;
-      absl::Status st = Inspect(first + i, &s);
-      if (!st.ok()) return st;
-      out[i] = {s.value,     s.step_below, s.step_above,
-                s.range_min, s.range_max,  GroupIdOf(s)};
-    }
-    return absl::OkStatus();
-  }
+  virtual absl::Status DecodeRuns(int64_t first, int64_t count, float* values,
+                                  std::vector<QuantRun>* runs) const;
+
+  // ElementQuant of elements [first, first + count): DecodeRuns, spelled
+  // out per element.
+  // REQUIRES: as Decode.
+  absl::Status DecodeDetailed(int64_t first, int64_t count,
+                              ElementQuant* out) const;
 };
 
 }  // namespace tensormorph

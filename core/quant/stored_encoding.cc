@@ -59,27 +59,27 @@ class StoredEncoding final : public Encoding {
 
   // Values come from the block decoder; for evenly spaced levels one
   // inspected element per sub-block supplies the step, range and group of
-  // all of them (codebooks and floats are inspected element by element).
-  absl::Status DecodeDetailed(int64_t first, int64_t count,
-                              ElementQuant* out) const override {
+  // the sub-block's run (codebooks and floats are inspected element by
+  // element).
+  absl::Status DecodeRuns(int64_t first, int64_t count, float* values,
+                          std::vector<QuantRun>* runs) const override {
     const DTypeInfo& info = GetDTypeInfo(tensor_.dtype);
-    if (!info.uniform_levels)
-      return Encoding::DecodeDetailed(first, count, out);
-    scratch_.resize(static_cast<size_t>(count));
-    absl::Status s = DecodeElements(tensor_.dtype, tensor_.data, first, count,
-                                    scratch_.data());
+    if (!info.uniform_levels) {
+      return Encoding::DecodeRuns(first, count, values, runs);
+    }
+    absl::Status s =
+        DecodeElements(tensor_.dtype, tensor_.data, first, count, values);
     if (!s.ok()) return s;
+    runs->clear();
     const int64_t sub = info.sub_block_elems;
     for (int64_t i = 0; i < count;) {
       ScalarInfo si;
       s = InspectElement(tensor_.dtype, tensor_.data, first + i, &si);
       if (!s.ok()) return s;
-      const int64_t end = std::min(count, i + sub - (first + i) % sub);
-      const int64_t group = GroupIdOf(si);
-      for (; i < end; ++i) {
-        out[i] = {scratch_[i],  si.step_below, si.step_above,
-                  si.range_min, si.range_max,  group};
-      }
+      const int64_t len = std::min(count - i, sub - (first + i) % sub);
+      runs->push_back({len, GroupIdOf(si), si.step_below, si.step_above,
+                       si.range_min, si.range_max});
+      i += len;
     }
     return absl::OkStatus();
   }
@@ -87,12 +87,7 @@ class StoredEncoding final : public Encoding {
  private:
   const StoredTensor& tensor_;
   EncodingInfo info_;
-  // Per-thread scratch for DecodeDetailed: the encoding is shared between
-  // threads.
-  static thread_local std::vector<float> scratch_;
 };
-
-thread_local std::vector<float> StoredEncoding::scratch_;
 
 }  // namespace
 

@@ -1,7 +1,8 @@
-// The diff's per-element kernel: the dispatched fast path agrees with the
-// scalar reference on random inputs, including the awkward values.
+// The diff's per-element kernel, run by run: the dispatched fast path agrees
+// with the scalar reference on random inputs, including the awkward values.
 #include "core/diff/error_pass.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -18,48 +19,49 @@ bool SameBits(double a, double b) {
 }
 
 struct Input {
-  std::vector<ElementQuant> q;
+  std::vector<float> values;
+  std::vector<QuantRun> runs;
   std::vector<float> x;
 };
 
-// Groups of 32 with a random scale; a few exact hits, zeros, zero-step
-// groups, clipped sources, repeated maxima and NaN sources mixed in.
+// Runs of 1 to 40 elements (so both the vector loop and the tails run) with a
+// random scale; a few exact hits, zeros, zero-step runs, clipped sources,
+// repeated maxima and NaN sources mixed in.
 Input RandomInput(int64_t n, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-1, 1);
   Input in;
-  in.q.resize(n);
+  in.values.resize(n);
   in.x.resize(n);
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t g = i / 32;
+  for (int64_t i = 0, g = 0; i < n; ++g) {
+    const int64_t len = std::min<int64_t>(n - i, 1 + rng() % 40);
     const double step = g % 17 == 5 ? 0.0 : 0.01 * (1 + g % 7);
-    ElementQuant& e = in.q[i];
-    e.group = g;
-    e.step_below = step;
-    e.step_above = g % 3 == 0 ? step * 1.5 : step;
-    e.range_min = -127 * step;
-    e.range_max = 127 * step;
-    e.value = static_cast<float>(step * std::round(u(rng) * 100));
-    switch (rng() % 16) {
-      case 0:
-        in.x[i] = e.value;
-        break;  // exact
-      case 1:
-        in.x[i] = 0;
-        break;  // pruned
-      case 2:
-        in.x[i] = static_cast<float>(200 * step + 1e-3);
-        break;
-      case 3:
-        in.x[i] = 0.75f;
-        e.value = 0.5f;
-        break;  // repeated maximum
-      case 4:
-        in.x[i] = std::numeric_limits<float>::quiet_NaN();
-        break;
-      default:
-        in.x[i] = e.value + static_cast<float>(step * u(rng));
-        break;
+    in.runs.push_back({len, g, step, g % 3 == 0 ? step * 1.5 : step,
+                       -127 * step, 127 * step});
+    for (const int64_t end = i + len; i < end; ++i) {
+      float& value = in.values[i];
+      value = static_cast<float>(step * std::round(u(rng) * 100));
+      switch (rng() % 16) {
+        case 0:
+          in.x[i] = value;
+          break;  // exact
+        case 1:
+          in.x[i] = 0;
+          break;  // pruned
+        case 2:
+          in.x[i] = static_cast<float>(200 * step + 1e-3);
+          break;
+        case 3:
+          in.x[i] = 0.75f;
+          value = 0.5f;
+          break;  // repeated maximum
+        case 4:
+          in.x[i] = std::numeric_limits<float>::quiet_NaN();
+          break;
+        default:
+          in.x[i] = value + static_cast<float>(step * u(rng));
+          break;
+      }
     }
   }
   return in;
@@ -73,15 +75,20 @@ TEST(ErrorPassTest, FastPathAgreesWithTheScalarReference) {
       std::vector<double> es_ref(n), es_fast(n);
       ErrorSums ref, fast;
       // Two calls each, so state carried between chunks is covered too.
-      const int64_t half = n / 2;
-      AccumulateErrorsScalar(in.q.data(), in.x.data(), half, 100, es_ref.data(),
-                             &ref);
-      AccumulateErrorsScalar(in.q.data() + half, in.x.data() + half, n - half,
-                             100 + half, es_ref.data() + half, &ref);
-      AccumulateErrors(in.q.data(), in.x.data(), half, 100, es_fast.data(),
-                       &fast);
-      AccumulateErrors(in.q.data() + half, in.x.data() + half, n - half,
-                       100 + half, es_fast.data() + half, &fast);
+      const size_t half_runs = in.runs.size() / 2;
+      int64_t half = 0;
+      for (size_t r = 0; r < half_runs; ++r) half += in.runs[r].count;
+      const size_t rest = in.runs.size() - half_runs;
+      AccumulateErrorsScalar(in.values.data(), in.runs.data(), half_runs,
+                             in.x.data(), 100, es_ref.data(), &ref);
+      AccumulateErrorsScalar(
+          in.values.data() + half, in.runs.data() + half_runs, rest,
+          in.x.data() + half, 100 + half, es_ref.data() + half, &ref);
+      AccumulateErrors(in.values.data(), in.runs.data(), half_runs, in.x.data(),
+                       100, es_fast.data(), &fast);
+      AccumulateErrors(in.values.data() + half, in.runs.data() + half_runs,
+                       rest, in.x.data() + half, 100 + half,
+                       es_fast.data() + half, &fast);
       for (int64_t i = 0; i < n; ++i) {
         ASSERT_TRUE(SameBits(es_ref[i], es_fast[i]))
             << "element " << i << ": " << es_ref[i] << " vs " << es_fast[i];
@@ -112,29 +119,27 @@ TEST(ErrorPassTest, FastPathAgreesWithTheScalarReference) {
 }
 
 TEST(ErrorPassTest, TheFirstOfEqualMaximaIsReported) {
-  std::vector<ElementQuant> q(12);
-  std::vector<float> x(12, 0);
-  for (auto& e : q) e.step_below = e.step_above = 1;
+  std::vector<float> values(12, 0), x(12, 0);
+  const std::vector<QuantRun> runs = {{12, 0, 1, 1, -10, 10}};
   x[9] = 3;
   x[6] = 3;  // same error, earlier, in another lane
   x[2] = 2;
   std::vector<double> es(12);
   ErrorSums s;
-  AccumulateErrors(q.data(), x.data(), 12, 0, es.data(), &s);
+  AccumulateErrors(values.data(), runs.data(), 1, x.data(), 0, es.data(), &s);
   EXPECT_EQ(s.max_abs_err, 3);
   EXPECT_EQ(s.max_abs_err_index, 6);
   EXPECT_EQ(s.max_err_steps, 3);
 }
 
 TEST(ErrorPassTest, AZeroStepMissedIsInfinitelyManySteps) {
-  ElementQuant e;
-  e.value = 1;
-  EXPECT_EQ(ErrorInSteps(1, e), 0) << "an exact hit costs nothing";
-  EXPECT_TRUE(std::isinf(ErrorInSteps(2, e)));
+  QuantRun e;
+  EXPECT_EQ(ErrorInSteps(1, 1, e), 0) << "an exact hit costs nothing";
+  EXPECT_TRUE(std::isinf(ErrorInSteps(2, 1, e)));
   e.step_above = 0.5;
-  EXPECT_EQ(ErrorInSteps(2, e), 2) << "above: the step towards the source";
+  EXPECT_EQ(ErrorInSteps(2, 1, e), 2) << "above: the step towards the source";
   e.step_below = 0.25;
-  EXPECT_EQ(ErrorInSteps(0.5, e), 2) << "below: the step below";
+  EXPECT_EQ(ErrorInSteps(0.5, 1, e), 2) << "below: the step below";
 }
 
 }  // namespace

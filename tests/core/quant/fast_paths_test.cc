@@ -12,6 +12,7 @@
 #include "core/dtype.h"
 #include "core/format/checkpoint.h"
 #include "core/quant/codec.h"
+#include "core/quant/stored_encoding.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/test_paths.h"
@@ -148,6 +149,69 @@ TEST_P(ConventionFastPathTest, DecodeMatchesInspectOnRandomCodes) {
       }
     }
     EXPECT_GT(checked, 0);
+  }
+}
+
+// DecodeRuns: the values are Decode's, and each run's parameters are what
+// Inspect says of every element the run covers.
+void ExpectRunsMatchInspect(const Encoding& enc, int64_t first, int64_t count) {
+  std::vector<float> values(static_cast<size_t>(count));
+  std::vector<QuantRun> runs;
+  ASSERT_TRUE(enc.DecodeRuns(first, count, values.data(), &runs).ok());
+  int64_t i = 0;
+  for (const QuantRun& r : runs) {
+    ASSERT_GT(r.count, 0);
+    for (const int64_t end = i + r.count; i < end; ++i) {
+      ASSERT_LT(i, count);
+      ScalarInfo s;
+      ASSERT_TRUE(enc.Inspect(first + i, &s).ok());
+      ASSERT_TRUE(SameBits(values[i], s.value)) << "element " << first + i;
+      ASSERT_EQ(r.group, GroupIdOf(s)) << "element " << first + i;
+      // (Random scales make NaN steps and ranges too: NaN matches NaN.)
+      for (auto [got, want] : {std::pair{r.step_below, s.step_below},
+                               {r.step_above, s.step_above},
+                               {r.range_min, s.range_min},
+                               {r.range_max, s.range_max}}) {
+        ASSERT_TRUE(got == want || (got != got && want != want))
+            << "element " << first + i << ": " << got << " vs " << want;
+      }
+    }
+  }
+  EXPECT_EQ(i, count);
+}
+
+TEST_P(DTypeFastPathTest, RunsCarryWhatInspectSaysOfEachElement) {
+  const DType d = static_cast<DType>(GetParam());
+  const DTypeInfo& info = GetDTypeInfo(d);
+  const int64_t n = 8 * 256;
+  std::vector<uint8_t> bytes(
+      static_cast<size_t>(n / info.block_elems * info.block_bytes));
+  std::mt19937 rng(GetParam() * 31 + 5);
+  for (auto& b : bytes) b = static_cast<uint8_t>(rng());
+  StoredTensor t{.name = "t",
+                 .dtype = d,
+                 .shape = {n},
+                 .num_elements = n,
+                 .nbytes = bytes.size(),
+                 .data = bytes};
+  const auto enc = MakeStoredEncoding(t, "ggml");
+  for (auto [first, count] : Ranges(n, rng)) {
+    ExpectRunsMatchInspect(*enc, first, count);
+  }
+}
+
+TEST_P(ConventionFastPathTest, RunsCarryWhatInspectSaysOfEachElement) {
+  const std::string dir =
+      RandomizedCopy(std::string("safetensors/") + GetParam(), 7);
+  auto ckpt = Checkpoint::Open(dir);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  std::mt19937 rng(7);
+  for (const LogicalTensor& t : (*ckpt)->tensors()) {
+    if (!t.encoding->info().quantized) continue;
+    SCOPED_TRACE(t.name);
+    for (auto [first, count] : Ranges(t.num_elements, rng)) {
+      ExpectRunsMatchInspect(*t.encoding, first, count);
+    }
   }
 }
 

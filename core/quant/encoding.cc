@@ -1,0 +1,37 @@
+#include "core/quant/encoding.h"
+
+namespace tensormorph {
+
+absl::Status Encoding::DecodeRuns(int64_t first, int64_t count, float* values,
+                                  std::vector<QuantRun>* runs) const {
+  runs->clear();
+  for (int64_t i = 0; i < count; ++i) {
+    ScalarInfo s;
+    if (absl::Status st = Inspect(first + i, &s); !st.ok()) return st;
+    values[i] = s.value;
+    runs->push_back({1, GroupIdOf(s), s.step_below, s.step_above, s.range_min,
+                     s.range_max});
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Encoding::DecodeDetailed(int64_t first, int64_t count,
+                                      ElementQuant* out) const {
+  thread_local std::vector<float> values;
+  thread_local std::vector<QuantRun> runs;
+  values.resize(static_cast<size_t>(count));
+  if (absl::Status s = DecodeRuns(first, count, values.data(), &runs);
+      !s.ok()) {
+    return s;
+  }
+  int64_t i = 0;
+  for (const QuantRun& r : runs) {
+    for (const int64_t end = i + r.count; i < end; ++i) {
+      out[i] = {values[i],   r.step_below, r.step_above,
+                r.range_min, r.range_max,  r.group};
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tensormorph

@@ -1,6 +1,7 @@
-// ReadSlice: one chunk produced on the worker pool, written, and only then
-// the next (one write in flight); cancellation and deadlines stop the work
-// at the next chunk boundary.
+// ReadSlice: chunks produced on the worker pool, one ahead of the write in
+// flight (one write in flight, one message ready), so the socket never
+// waits for a pool hop; cancellation and deadlines stop the work at the next
+// chunk boundary.
 //
 // The method is registered raw (grpc::ByteBuffer) so that a raw chunk whose
 // bytes are one run of the mapping goes out without a copy: the message is
@@ -64,22 +65,49 @@ class ReadSliceReactor final
         log_("ReadSlice", ctx, req_.checkpoint(), req_.tensor()) {
     state_->metrics.calls.fetch_add(1);
     state_->metrics.StreamStarted();
+    producing_ = true;
     state_->pool.Submit([this] { Begin(); });
   }
 
+  // The next message goes out at once if it is ready; its successor is then
+  // produced while it is written.
   void OnWriteDone(bool ok) override {
-    if (!ok) {
-      Done(grpc::Status(grpc::CANCELLED, "client went away"));
-      return;
+    bool start = false, produce = false;
+    std::optional<grpc::Status> finish;
+    {
+      absl::MutexLock lock(&mu_);
+      writing_ = false;
+      if (!ok) {
+        if (!stop_) stop_ = grpc::Status(grpc::CANCELLED, "client went away");
+        ready_.reset();
+      } else {
+        state_->metrics.chunks_sent.fetch_add(1);
+        state_->metrics.bytes_sent.fetch_add(out_bytes_);
+        bytes_ += out_bytes_;
+        // A ready zero-copy message was prefaulted a write ago: its pages
+        // are checked again now, so a file shrunk meanwhile fails the call
+        // with its own status rather than the socket write.
+        absl::Status still_mapped =
+            ready_ ? Prefault(ready_run_) : absl::OkStatus();
+        if (!still_mapped.ok() && !stop_) {
+          stop_ = ToGrpcStatus(still_mapped);
+          ready_.reset();
+        }
+        if (ready_ && !stop_) {
+          out_ = std::move(*ready_);
+          out_bytes_ = ready_bytes_;
+          ready_.reset();
+          writing_ = start = true;
+          if (!all_produced_ && !producing_) producing_ = produce = true;
+        } else if (all_produced_ && !producing_ && !stop_) {
+          stop_ = grpc::Status::OK;
+        }
+      }
+      finish = FinishIfIdleLocked();
     }
-    state_->metrics.chunks_sent.fetch_add(1);
-    state_->metrics.bytes_sent.fetch_add(chunk_bytes_);
-    bytes_ += chunk_bytes_;
-    if (next_ >= total_) {
-      Done(grpc::Status::OK);
-      return;
-    }
-    state_->pool.Submit([this] { Produce(); });
+    if (start) StartWrite(&out_);
+    if (produce) state_->pool.Submit([this] { Produce(); });
+    if (finish) Finish(*finish);
   }
 
   void OnCancel() override { cancelled_.store(true); }
@@ -138,20 +166,22 @@ class ReadSliceReactor final
 
   void Begin() {
     if (absl::Status s = Prepare(); !s.ok()) {
-      Done(ToGrpcStatus(s));
+      Stop(ToGrpcStatus(s));
       return;
     }
     Produce();
   }
 
-  // Fills chunk_ with the next elements and starts its write.
+  // On the pool, one at a time (producing_): builds the next message, then
+  // starts its write if none is in flight, or leaves it ready for
+  // OnWriteDone.
   void Produce() {
     if (cancelled_.load()) {
-      Done(grpc::Status(grpc::CANCELLED, "cancelled"));
+      Stop(grpc::Status(grpc::CANCELLED, "cancelled"));
       return;
     }
     if (absl::Now() - start_ > absl::Seconds(state_->limits.max_call_seconds)) {
-      Done(ToGrpcStatus(absl::ResourceExhaustedError(
+      Stop(ToGrpcStatus(absl::ResourceExhaustedError(
           absl::StrCat("the call ran past the limit max_call_seconds (",
                        state_->limits.max_call_seconds, ")"))));
       return;
@@ -163,45 +193,71 @@ class ReadSliceReactor final
     const absl::Span<const uint8_t> run = raw_ && state_->zero_copy
                                               ? raw_->Contiguous(next_, n)
                                               : absl::Span<const uint8_t>();
-    absl::Status s = run.empty() ? Fill(n) : Prefault(run);
-    if (!s.ok()) {
-      Done(ToGrpcStatus(s));
-      return;
+    // The message: the chunk's fields, the data field's tag and length, then
+    // the data as its own slice, over the mapping or freshly filled.
+    const size_t data_bytes =
+        run.empty()
+            ? static_cast<size_t>(
+                  raw_ ? n / raw_->block_elems() * raw_->block_bytes() : n * 4)
+            : run.size();
+    grpc::Slice data;
+    if (run.empty()) {
+      // Allocated before the guarded read: a fault must not unwind an
+      // allocation.
+      data = grpc::Slice(grpc_slice_malloc(data_bytes), grpc::Slice::STEAL_REF);
+      if (absl::Status s = Fill(n, const_cast<uint8_t*>(data.begin()));
+          !s.ok()) {
+        Stop(ToGrpcStatus(s));
+        return;
+      }
+    } else {
+      if (absl::Status s = Prefault(run); !s.ok()) {
+        Stop(ToGrpcStatus(s));
+        return;
+      }
+      data = grpc::Slice(const_cast<uint8_t*>(run.data()), run.size(),
+                         &ReleaseCheckpoint,
+                         new std::shared_ptr<const Checkpoint>(ckpt_));
     }
     next_ += n;
-    if (run.empty()) {
-      chunk_bytes_ = static_cast<int64_t>(chunk_.data().size());
-      bool own = false;
-      out_.Clear();  // Serialize wants an empty buffer
-      (void)grpc::SerializationTraits<v1::SliceChunk>::Serialize(chunk_, &out_,
-                                                                 &own);
-    } else {
-      chunk_bytes_ = static_cast<int64_t>(run.size());
-      chunk_.clear_data();
-      std::string prefix = chunk_.SerializeAsString();
-      AppendDataFieldHeader(run.size(), &prefix);
-      grpc::Slice slices[2] = {
-          grpc::Slice(prefix),
-          grpc::Slice(const_cast<uint8_t*>(run.data()), run.size(),
-                      &ReleaseCheckpoint,
-                      new std::shared_ptr<const Checkpoint>(ckpt_))};
-      out_ = grpc::ByteBuffer(slices, 2);
+    std::string prefix = chunk_.SerializeAsString();
+    AppendDataFieldHeader(data_bytes, &prefix);
+    grpc::Slice slices[2] = {grpc::Slice(prefix), std::move(data)};
+    grpc::ByteBuffer message(slices, 2);
+    const int64_t message_bytes = static_cast<int64_t>(data_bytes);
+    bool start = false, produce = false;
+    std::optional<grpc::Status> finish;
+    {
+      absl::MutexLock lock(&mu_);
+      producing_ = false;
+      all_produced_ = next_ >= total_;
+      if (!stop_) {
+        if (!writing_) {
+          out_ = std::move(message);
+          out_bytes_ = message_bytes;
+          writing_ = start = true;
+          if (!all_produced_) producing_ = produce = true;
+        } else {
+          ready_ = std::move(message);
+          ready_bytes_ = message_bytes;
+          ready_run_ = run;
+        }
+      }
+      finish = FinishIfIdleLocked();
     }
-    StartWrite(&out_);
+    if (start) StartWrite(&out_);
+    if (produce) state_->pool.Submit([this] { Produce(); });
+    if (finish) Finish(*finish);
   }
 
-  // Copies (raw) or decodes (float32) n elements into chunk_'s data.
-  absl::Status Fill(int64_t n) {
-    std::string* data = chunk_.mutable_data();
-    // Sized before the guarded read: a fault must not unwind an allocation.
-    data->resize(static_cast<size_t>(
-        raw_ ? n / raw_->block_elems() * raw_->block_bytes() : n * 4));
+  // Copies (raw) or decodes (float32) the next n elements into `out`.
+  absl::Status Fill(int64_t n, uint8_t* out) {
     return GuardedRead([&]() -> absl::Status {
       if (raw_) {
-        raw_->ReadInto(next_, n, data->data());
+        raw_->ReadInto(next_, n, reinterpret_cast<char*>(out));
         return absl::OkStatus();
       }
-      return decoded_->Read(next_, n, reinterpret_cast<float*>(data->data()));
+      return decoded_->Read(next_, n, reinterpret_cast<float*>(out));
     });
   }
 
@@ -210,6 +266,7 @@ class ReadSliceReactor final
   // socket write finds the pages mapped. (A file shrunk in the microseconds
   // between this and the write fails that write instead.)
   static absl::Status Prefault(absl::Span<const uint8_t> run) {
+    if (run.empty()) return absl::OkStatus();
     return GuardedRead([&]() -> absl::Status {
       const volatile uint8_t* p = run.data();
       uint8_t sink = 0;
@@ -220,15 +277,29 @@ class ReadSliceReactor final
     });
   }
 
-  // Finishes the call once, whoever gets here first.
-  void Done(const grpc::Status& status) {
+  // The producer's way out: ends the call with `status` (unless it ended
+  // already) once no write is in flight.
+  void Stop(const grpc::Status& status) {
+    std::optional<grpc::Status> finish;
     {
       absl::MutexLock lock(&mu_);
-      if (finished_) return;
-      finished_ = true;
+      producing_ = false;
+      if (!stop_) stop_ = status;
+      ready_.reset();
+      finish = FinishIfIdleLocked();
     }
-    log_.Finish(status, bytes_);
-    Finish(status);
+    if (finish) Finish(*finish);
+  }
+
+  // The status to Finish with, exactly once: when the call is to stop and
+  // neither a write nor a producer is outstanding (either may still touch
+  // this reactor, which OnDone deletes).
+  std::optional<grpc::Status> FinishIfIdleLocked()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!stop_ || writing_ || producing_ || finished_) return std::nullopt;
+    finished_ = true;
+    log_.Finish(*stop_, bytes_);
+    return *stop_;
   }
 
   std::shared_ptr<ServiceState> state_;
@@ -240,15 +311,24 @@ class ReadSliceReactor final
   std::shared_ptr<const Checkpoint> ckpt_;  // keeps the mapping alive
   std::optional<SliceReader> decoded_;
   std::optional<RawSliceReader> raw_;
-  v1::SliceChunk chunk_;     // header, offsets and (when copied) the data
-  grpc::ByteBuffer out_;     // the message in flight
-  int64_t chunk_bytes_ = 0;  // data bytes of the message in flight
+  // The producer's own (one producer at a time):
+  v1::SliceChunk chunk_;  // header and offsets (the data goes as a slice)
   int64_t total_ = 0;
   int64_t next_ = 0;
   int64_t per_chunk_ = 1;
-  int64_t bytes_ = 0;
   std::atomic<bool> cancelled_{false};
   absl::Mutex mu_;
+  grpc::ByteBuffer out_;                        // the message in flight
+  int64_t out_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // its data bytes
+  std::optional<grpc::ByteBuffer> ready_ ABSL_GUARDED_BY(mu_);  // the next
+  int64_t ready_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // The mapped bytes ready_ sends without a copy (empty when copied).
+  absl::Span<const uint8_t> ready_run_ ABSL_GUARDED_BY(mu_);
+  int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;  // data bytes written
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool producing_ ABSL_GUARDED_BY(mu_) = false;
+  bool all_produced_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<grpc::Status> stop_ ABSL_GUARDED_BY(mu_);
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
 

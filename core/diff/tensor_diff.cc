@@ -217,12 +217,16 @@ absl::StatusOr<TensorDiff> DiffTensor(
   std::vector<GroupAcc>& groups = buf.groups;
   groups.clear();
   // Group ids grow with the index, so the last element's is (nearly) the
-  // largest: size the table once instead of doubling it through the tensor.
+  // largest: size the table once instead of doubling it through the tensor,
+  // and when it is past the limit, track none from the start rather than
+  // give up half-way.
   if (ScalarInfo last; n > 0 && GuardedRead([&] {
                                   return quant.encoding->Inspect(n - 1, &last);
                                 }).ok()) {
     const int64_t g = GroupIdOf(last);
-    if (g >= 0 && g < options.max_tracked_groups) {
+    if (g >= options.max_tracked_groups) {
+      d.groups_tracked = false;
+    } else if (g >= 0) {
       groups.resize(static_cast<size_t>(g + 1));
     }
   }

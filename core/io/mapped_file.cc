@@ -89,13 +89,4 @@ MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
-void MappedFile::AdviseSequential(uint64_t offset, uint64_t length) const {
-  if (data_ == nullptr || offset >= size_) return;
-  length = std::min(length, size_ - offset);
-  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-  const uint64_t start = offset & ~(page - 1);
-  ::madvise(const_cast<uint8_t*>(data_) + start, length + (offset - start),
-            MADV_WILLNEED);
-}
-
 }  // namespace tensormorph

@@ -47,10 +47,6 @@ class MappedFile {
   uint64_t size() const { return size_; }
   const FileIdentity& identity() const { return identity_; }
 
-  // Hints the kernel that [offset, offset+length) will be read sequentially
-  // soon. Out-of-range parts are ignored.
-  void AdviseSequential(uint64_t offset, uint64_t length) const;
-
  private:
   MappedFile(std::string path, const uint8_t* data, uint64_t size,
              FileIdentity identity)

@@ -205,6 +205,50 @@ TEST(TensorDiffTest, TheReportDoesNotDependOnHowTheTensorIsChunked) {
   }
 }
 
+TEST(TensorDiffTest, TensorsWithMoreGroupsThanTheLimitTrackNone) {
+  const std::string q = Fixture("gguf/Q4_K.gguf");
+  const std::string r = Fixture("gguf/source_f32.gguf");
+  auto all = DiffOf(q, r, "blk.0.attn_q.weight");
+  ASSERT_TRUE(all.ok());
+  EXPECT_TRUE(all->groups_tracked);
+  EXPECT_FALSE(all->worst_groups.empty());
+  DiffOptions o;
+  o.max_tracked_groups = 3;  // a Q4_K tensor of 1024 elements has 32
+  auto none = DiffOf(q, r, "blk.0.attn_q.weight", o);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->groups_tracked);
+  EXPECT_TRUE(none->worst_groups.empty());
+  EXPECT_EQ(none->max_err_steps, all->max_err_steps) << "the rest is as before";
+  EXPECT_EQ(none->p99_err_steps, all->p99_err_steps);
+}
+
+TEST(TensorDiffTest, AWorkspaceCarriesNothingFromOneTensorToTheNext) {
+  auto quant = Checkpoint::Open(Fixture("gguf/Q4_K.gguf"));
+  auto ref = Checkpoint::Open(Fixture("gguf/source_f32.gguf"));
+  ASSERT_TRUE(quant.ok() && ref.ok());
+  DiffWorkspace workspace;
+  for (const char* name : {"blk.0.attn_q.weight", "blk.0.ffn_down.weight",
+                           "blk.0.attn_q.weight"}) {
+    SCOPED_TRACE(name);
+    const LogicalTensor* q = (*quant)->FindTensor(name);
+    const LogicalTensor* r = (*ref)->FindTensor(name);
+    ASSERT_TRUE(q != nullptr && r != nullptr);
+    auto fresh = DiffTensor(*q, *r, DiffOptions());
+    auto reused =
+        DiffTensor(*q, *r, DiffOptions(), {}, nullptr, {}, &workspace);
+    ASSERT_TRUE(fresh.ok() && reused.ok());
+    EXPECT_EQ(reused->p99_err_steps, fresh->p99_err_steps);
+    EXPECT_EQ(reused->p999_err_steps, fresh->p999_err_steps);
+    EXPECT_EQ(reused->mse, fresh->mse);
+    ASSERT_EQ(reused->worst_groups.size(), fresh->worst_groups.size());
+    for (size_t i = 0; i < fresh->worst_groups.size(); ++i) {
+      EXPECT_EQ(reused->worst_groups[i].group, fresh->worst_groups[i].group);
+      EXPECT_EQ(reused->worst_groups[i].mean_err_steps,
+                fresh->worst_groups[i].mean_err_steps);
+    }
+  }
+}
+
 TEST(TensorDiffTest, LargeTensorsTakePercentilesFromAHistogramWithinItsBins) {
   const std::string q = Fixture("gguf/Q4_0.gguf");
   const std::string r = Fixture("gguf/source_f32.gguf");

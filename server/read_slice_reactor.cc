@@ -34,6 +34,9 @@ void ReleaseCheckpoint(void* ref) {
   delete static_cast<std::shared_ptr<const Checkpoint>*>(ref);
 }
 
+// Frees a decoded chunk's buffer once gRPC has sent it.
+void DeleteFloats(void* buffer) { delete[] static_cast<float*>(buffer); }
+
 // Field 4 (bytes) of SliceChunk: its tag and length, to follow the rest.
 void AppendDataFieldHeader(uint64_t len, std::string* out) {
   out->push_back(static_cast<char>((4 << 3) | 2));
@@ -202,10 +205,12 @@ class ReadSliceReactor final
             : run.size();
     grpc::Slice data;
     if (run.empty()) {
-      // Allocated before the guarded read: a fault must not unwind an
-      // allocation.
-      data = grpc::Slice(grpc_slice_malloc(data_bytes), grpc::Slice::STEAL_REF);
-      if (absl::Status s = Fill(n, const_cast<uint8_t*>(data.begin()));
+      // Allocated before the guarded read (a fault must not unwind an
+      // allocation), and as floats: grpc_slice_malloc's bytes need not be
+      // aligned for the decoders' stores.
+      float* buffer = new float[(data_bytes + 3) / 4];
+      data = grpc::Slice(buffer, data_bytes, &DeleteFloats, buffer);
+      if (absl::Status s = Fill(n, reinterpret_cast<uint8_t*>(buffer));
           !s.ok()) {
         Stop(ToGrpcStatus(s));
         return;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -44,8 +45,12 @@ bool HaveAvx2() {
   return have;
 }
 
+// CPUID leaf 1, ECX bit 29 (clang's __builtin_cpu_supports has no "f16c").
 bool HaveF16c() {
-  static const bool have = __builtin_cpu_supports("f16c");
+  static const bool have = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+  }();
   return have;
 }
 

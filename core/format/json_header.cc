@@ -16,14 +16,8 @@ using nlohmann::json;
 // duplicate keys on the way. (nlohmann's callback parser could check them
 // too, but it rescans the parent object at each object's end: quadratic in
 // the number of tensors of a header.)
-class StrictDomBuilder {
+class StrictDomBuilder : public JsonSaxTypes {
  public:
-  using number_integer_t = json::number_integer_t;
-  using number_unsigned_t = json::number_unsigned_t;
-  using number_float_t = json::number_float_t;
-  using string_t = json::string_t;
-  using binary_t = json::binary_t;
-
   explicit StrictDomBuilder(json* out)
       : dom_(*out, /*allow_exceptions=*/false) {}
   std::string error;  // empty when the text passed

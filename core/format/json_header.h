@@ -10,6 +10,15 @@ namespace tensormorph {
 
 inline constexpr int kMaxJsonDepth = 64;
 
+// The type names nlohmann's SAX interface asks of a handler.
+struct JsonSaxTypes {
+  using number_integer_t = nlohmann::json::number_integer_t;
+  using number_unsigned_t = nlohmann::json::number_unsigned_t;
+  using number_float_t = nlohmann::json::number_float_t;
+  using string_t = nlohmann::json::string_t;
+  using binary_t = nlohmann::json::binary_t;
+};
+
 // Parses `text` as one JSON value, rejecting what nlohmann accepts silently:
 // duplicate keys in an object and nesting deeper than kMaxJsonDepth. Strings
 // must be valid UTF-8. `what` names the document in messages ("file

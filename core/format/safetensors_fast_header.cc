@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/container/flat_hash_set.h"
+#include "core/format/json_header.h"
 #include "nlohmann/json.hpp"
 
 namespace tensormorph {
@@ -12,14 +13,8 @@ using nlohmann::json;
 
 // nlohmann's SAX interface. Every handler returns false, which stops the
 // parse, at the first thing outside the usual shape.
-class HeaderSax {
+class HeaderSax : public JsonSaxTypes {
  public:
-  using number_integer_t = json::number_integer_t;
-  using number_unsigned_t = json::number_unsigned_t;
-  using number_float_t = json::number_float_t;
-  using string_t = json::string_t;
-  using binary_t = json::binary_t;
-
   HeaderSax(size_t max_rank, uint64_t max_extent, size_t max_name_bytes,
             SafetensorsHeaderEntries* out)
       : max_rank_(max_rank),

@@ -30,35 +30,45 @@ const bool kHeapTuned = [] {
   return true;
 }();
 
+// Writes `message` over and over, one write in flight, until kBytes of
+// 1 MiB messages have gone.
+template <typename Message>
+class RepeatWriter final : public grpc::ServerWriteReactor<Message> {
+ public:
+  explicit RepeatWriter(Message message) : message_(std::move(message)) {
+    Next();
+  }
+  void OnWriteDone(bool ok) override {
+    if (!ok) return this->Finish(grpc::Status::CANCELLED);
+    Next();
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  void Next() {
+    if (sent_ == kBytes) return this->Finish(grpc::Status::OK);
+    sent_ += 1 << 20;
+    this->StartWrite(&message_);
+  }
+  Message message_;
+  int64_t sent_ = 0;
+};
+
+v1::SliceChunk OneMebibyteChunk() {
+  v1::SliceChunk chunk;
+  chunk.mutable_data()->assign(1 << 20, '\x01');
+  return chunk;
+}
+
 // A bare server: the same RPC, answered with one 1 MiB chunk message sent
 // over and over (one write in flight), no decoding and no file; gRPC
 // serializes the message again for each write, as a typical server does.
 class BareService final : public v1::Tensormorph::CallbackService {
   grpc::ServerWriteReactor<v1::SliceChunk>* ReadSlice(
       grpc::CallbackServerContext*, const v1::ReadSliceRequest*) override {
-    class Writer final : public grpc::ServerWriteReactor<v1::SliceChunk> {
-     public:
-      Writer() {
-        chunk_.mutable_data()->assign(1 << 20, '\x01');
-        Next();
-      }
-      void OnWriteDone(bool ok) override {
-        if (!ok) return Finish(grpc::Status::CANCELLED);
-        Next();
-      }
-      void OnDone() override { delete this; }
-
-     private:
-      void Next() {
-        if (sent_ == kBytes) return Finish(grpc::Status::OK);
-        sent_ += static_cast<int64_t>(chunk_.data().size());
-        StartWrite(&chunk_);
-      }
-      v1::SliceChunk chunk_;
-      int64_t sent_ = 0;
-    };
-    return new Writer();
+    return new RepeatWriter<v1::SliceChunk>(chunk_);
   }
+  const v1::SliceChunk chunk_ = OneMebibyteChunk();
 };
 
 // The same with the message serialized once, ahead: each write sends the
@@ -68,36 +78,16 @@ class PrebuiltService final
           v1::Tensormorph::CallbackService> {
  public:
   PrebuiltService() {
-    v1::SliceChunk chunk;
-    chunk.mutable_data()->assign(1 << 20, '\x01');
     bool own = false;
-    if (!grpc::SerializationTraits<v1::SliceChunk>::Serialize(chunk, &message_,
-                                                              &own)
+    if (!grpc::SerializationTraits<v1::SliceChunk>::Serialize(
+             OneMebibyteChunk(), &message_, &own)
              .ok()) {
       std::abort();
     }
   }
   grpc::ServerWriteReactor<grpc::ByteBuffer>* ReadSlice(
       grpc::CallbackServerContext*, const grpc::ByteBuffer*) override {
-    class Writer final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
-     public:
-      explicit Writer(const grpc::ByteBuffer& m) : message_(m) { Next(); }
-      void OnWriteDone(bool ok) override {
-        if (!ok) return Finish(grpc::Status::CANCELLED);
-        Next();
-      }
-      void OnDone() override { delete this; }
-
-     private:
-      void Next() {
-        if (sent_ == kBytes) return Finish(grpc::Status::OK);
-        sent_ += 1 << 20;
-        StartWrite(&message_);
-      }
-      grpc::ByteBuffer message_;  // shares the service's slices
-      int64_t sent_ = 0;
-    };
-    return new Writer(message_);
+    return new RepeatWriter<grpc::ByteBuffer>(message_);  // shares the slice
   }
 
  private:

@@ -17,14 +17,13 @@ namespace {
 struct Layout {
   std::string name;
   IntMatrix m;
-  int64_t bytes;  // of the stored tensor
 };
 
 std::vector<Layout> Layouts(const StoredTensor* t8, const StoredTensor* t32) {
   constexpr int64_t R = 40, C = 48;  // logical rows, cols
   std::vector<Layout> out;
   auto add = [&](std::string name, IntMatrix m) {
-    out.push_back({std::move(name), m, 0});
+    out.push_back({std::move(name), m});
   };
   using K = IntMatrix::Kind;
   add("bytes", {.tensor = t8,

@@ -34,7 +34,7 @@ std::string HeaderOf(const fs::path& file) {
 
 TEST(SafetensorsFastHeaderTest, ReadsEveryRealHeaderAsItsDocumentSaysIt) {
   int files = 0;
-  for (const fs::path root :
+  for (const fs::path& root :
        {fs::path(testing::FixturesDir()), fs::path(testing::DemoDir())}) {
     for (const auto& f : fs::recursive_directory_iterator(root)) {
       if (f.path().extension() != ".safetensors") continue;

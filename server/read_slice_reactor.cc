@@ -1,6 +1,6 @@
-// ReadSlice: chunks produced on the worker pool, one ahead of the write in
-// flight (one write in flight, one message ready), so the socket never
-// waits for a pool hop; cancellation and deadlines stop the work at the next
+// ReadSlice: chunks produced on the worker pool, copied and decoded ones one
+// ahead of the write in flight (one write in flight, one message ready), so
+// the socket does not wait for a pool hop; cancellation and deadlines stop the work at the next
 // chunk boundary.
 //
 // The method is registered raw (grpc::ByteBuffer) so that a raw chunk whose
@@ -87,23 +87,16 @@ class ReadSliceReactor final
         state_->metrics.chunks_sent.fetch_add(1);
         state_->metrics.bytes_sent.fetch_add(out_bytes_);
         bytes_ += out_bytes_;
-        // A ready zero-copy message was prefaulted a write ago: its pages
-        // are checked again now, so a file shrunk meanwhile fails the call
-        // with its own status rather than the socket write.
-        absl::Status still_mapped =
-            ready_ ? Prefault(ready_run_) : absl::OkStatus();
-        if (!still_mapped.ok() && !stop_) {
-          stop_ = ToGrpcStatus(still_mapped);
-          ready_.reset();
-        }
         if (ready_ && !stop_) {
           out_ = std::move(*ready_);
           out_bytes_ = ready_bytes_;
           ready_.reset();
           writing_ = start = true;
-          if (!all_produced_ && !producing_) producing_ = produce = true;
         } else if (all_produced_ && !producing_ && !stop_) {
           stop_ = grpc::Status::OK;
+        }
+        if (!all_produced_ && !producing_ && !stop_) {
+          producing_ = produce = true;
         }
       }
       finish = FinishIfIdleLocked();
@@ -241,11 +234,14 @@ class ReadSliceReactor final
           out_ = std::move(message);
           out_bytes_ = message_bytes;
           writing_ = start = true;
-          if (!all_produced_) producing_ = produce = true;
+          // A copied chunk's successor is produced while it is written. A
+          // zero-copy one's waits for the write to end, so that its prefault
+          // comes right before its own write: a file shrunk during a write
+          // from the mapping fails the socket, not the fault guard.
+          if (!all_produced_ && run.empty()) producing_ = produce = true;
         } else {
           ready_ = std::move(message);
           ready_bytes_ = message_bytes;
-          ready_run_ = run;
         }
       }
       finish = FinishIfIdleLocked();
@@ -327,8 +323,6 @@ class ReadSliceReactor final
   int64_t out_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // its data bytes
   std::optional<grpc::ByteBuffer> ready_ ABSL_GUARDED_BY(mu_);  // the next
   int64_t ready_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  // The mapped bytes ready_ sends without a copy (empty when copied).
-  absl::Span<const uint8_t> ready_run_ ABSL_GUARDED_BY(mu_);
   int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;  // data bytes written
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool producing_ ABSL_GUARDED_BY(mu_) = false;

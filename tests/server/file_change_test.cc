@@ -1,6 +1,7 @@
 // Files that change under the server: truncated while a ReadSlice streams
-// from its mapping (SIGBUS) the call fails with FAILED_PRECONDITION and the
-// process lives; replaced, the next call sees the new file; deleted, the
+// from its mapping (SIGBUS) the call fails with FAILED_PRECONDITION (or, for
+// a zero-copy chunk already being written, UNAVAILABLE) and the process
+// lives; replaced, the next call sees the new file; deleted, the
 // next call reports NOT_FOUND.
 #include <unistd.h>
 
@@ -47,13 +48,15 @@ class FileChangeTest : public ::testing::Test {
   Client* client_ = nullptr;
 };
 
-// Float32 chunks are decoded from the mapping; raw chunks of a whole tensor
-// go out as slices of it, without a copy. Both fail the same way.
+// Float32 chunks are decoded from the mapping and raw chunks of a strided
+// slice copied from it, under the fault guard: a shrink fails the call with
+// FAILED_PRECONDITION naming SIGBUS, every time.
 TEST_F(FileChangeTest, TruncatedWhileStreamingFailsTheCallNotTheServer) {
   for (v1::OutputMode mode : {v1::OUTPUT_MODE_FLOAT32, v1::OUTPUT_MODE_RAW}) {
     SCOPED_TRACE(v1::OutputMode_Name(mode));
     v1::ReadSliceRequest r = Request();
     r.set_mode(mode);
+    r.set_slice(":, ::2");  // never one run of the mapping: copied
     int chunks = 0;
     absl::Status s = client_->ReadSlice(r, [&](const v1::SliceChunk& c) {
       if (++chunks == 1) {
@@ -72,6 +75,34 @@ TEST_F(FileChangeTest, TruncatedWhileStreamingFailsTheCallNotTheServer) {
     // Restore the file for the next mode.
     ASSERT_EQ(::truncate(path_.c_str(), header_bytes_ + (off_t{1} << 26)), 0);
   }
+}
+
+// Raw chunks of a whole tensor go out as slices of the mapping, without a
+// copy, each prefaulted under the guard just before its write. A shrink
+// before that fails the call as above; one during a write from the mapping
+// makes the kernel fail the socket send (EFAULT), which gRPC reports as
+// UNAVAILABLE. Either way the call ends and the server lives.
+TEST_F(FileChangeTest,
+       TruncatedWhileStreamingZeroCopyFailsTheCallNotTheServer) {
+  v1::ReadSliceRequest r = Request();
+  r.set_mode(v1::OUTPUT_MODE_RAW);
+  int chunks = 0;
+  absl::Status s = client_->ReadSlice(r, [&](const v1::SliceChunk& c) {
+    if (++chunks == 1) {
+      EXPECT_EQ(::truncate(path_.c_str(), header_bytes_), 0);
+    }
+    return true;
+  });
+  EXPECT_TRUE(s.code() == absl::StatusCode::kFailedPrecondition ||
+              s.code() == absl::StatusCode::kUnavailable)
+      << s;
+  if (s.code() == absl::StatusCode::kFailedPrecondition) {
+    EXPECT_NE(std::string(s.message()).find("SIGBUS"), std::string::npos) << s;
+  }
+  EXPECT_LT(chunks, 1024);
+  auto again = client_->GetCheckpoint("m.safetensors");
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kDataLoss)
+      << again.status();
 }
 
 TEST_F(FileChangeTest, ReplacedFileIsSeenByTheNextCall) {

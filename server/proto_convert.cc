@@ -28,6 +28,7 @@ void FillCheckpointInfo(const Checkpoint& ckpt, v1::CheckpointInfo* out) {
       static_cast<int64_t>(ckpt.stored_tensors().size()));
   out->set_total_bytes(static_cast<int64_t>(ckpt.total_bytes()));
   for (const std::string& c : ckpt.conventions()) out->add_conventions(c);
+  for (const std::string& n : ckpt.notes()) out->add_notes(n);
   for (const MetadataEntry& m : ckpt.metadata()) {
     v1::MetadataEntry* e = out->add_metadata();
     e->set_key(m.key);

@@ -375,13 +375,14 @@ absl::Status CheckpointBuilder::OpenDirectory(const std::string& dir) {
       "directory '", dir, "' holds no .safetensors, .gguf or ", kIndexName));
 }
 
-// Reads an optional JSON config beside the checkpoint.
-absl::StatusOr<nlohmann::json> ReadConfig(const std::string& dir,
-                                          absl::string_view name) {
+// Reads an optional JSON config beside the checkpoint (nullopt when absent).
+// Its keys are typed by ParseQuantConfig, not here.
+absl::StatusOr<std::optional<nlohmann::json>> ReadConfig(
+    const std::string& dir, absl::string_view name) {
   const std::string path = Join(dir, name);
   struct stat st;
   if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
-    return nlohmann::json();
+    return std::nullopt;
   if (st.st_size > kMaxConfigBytes) {
     return absl::DataLossError(
         absl::StrCat("config '", path, "' is ", st.st_size,
@@ -431,6 +432,7 @@ absl::Status CheckpointBuilder::Finish() {
                         ResolveConventions(c.stored_, configs));
     c.tensors_ = std::move(resolved.tensors);
     c.conventions_ = std::move(resolved.conventions);
+    c.notes_ = std::move(resolved.notes);
   }
   for (size_t i = 0; i < c.tensors_.size(); ++i) {
     c.tensor_index_.emplace(c.tensors_[i].name, i);

@@ -60,6 +60,9 @@ class Checkpoint {
   const std::vector<GgufKv>& gguf_metadata() const { return gguf_kv_; }
   // Quantization conventions found ("ggml", "gptq", "compressed-tensors"...).
   const std::vector<std::string>& conventions() const { return conventions_; }
+  // How the conventions were found, when a user should know (e.g. a config
+  // naming an unknown quant_method, resolved from the stored tensors).
+  const std::vector<std::string>& notes() const { return notes_; }
   uint64_t total_bytes() const;
 
   // nullptr when absent.
@@ -78,6 +81,7 @@ class Checkpoint {
   std::vector<MetadataEntry> metadata_;
   std::vector<GgufKv> gguf_kv_;
   std::vector<std::string> conventions_;
+  std::vector<std::string> notes_;
   // Keys view the names in tensors_ and stored_, which never change once
   // the checkpoint is built.
   absl::flat_hash_map<absl::string_view, size_t> tensor_index_;

@@ -3,11 +3,15 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <optional>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "core/quant/affine_kernels.h"
 #include "core/quant/block_util.h"
 #include "core/quant/float_formats.h"
+#include "core/util/checked_math.h"
+#include "core/util/status_macros.h"
 
 namespace tensormorph {
 namespace {
@@ -422,8 +426,263 @@ class AffineEncoding final : public Encoding {
 
 }  // namespace
 
-std::shared_ptr<const Encoding> MakeAffineEncoding(AffineParams params) {
-  return std::make_shared<AffineEncoding>(std::move(params));
+namespace {
+
+absl::Status Invalid(absl::string_view what, absl::string_view rule) {
+  return absl::DataLossError(absl::StrCat(what, ": ", rule));
+}
+
+// a * b, or nullopt when negative or overflowing.
+std::optional<int64_t> Mul(int64_t a, int64_t b) {
+  if (a < 0 || b < 0) return std::nullopt;
+  return CheckedMul<int64_t>(a, b);
+}
+
+// Ceil(a / b) for a >= 0, b > 0, without overflow.
+int64_t Ceil(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
+
+// Every (r, c) inside [need_rows, need_cols] maps inside m.tensor's bytes.
+absl::Status CheckIntMatrix(const IntMatrix& m, absl::string_view what,
+                            int64_t need_rows, int64_t need_cols) {
+  if (m.tensor == nullptr) return Invalid(what, "has no stored tensor");
+  const std::string name = absl::StrCat(what, " '", m.tensor->name, "'");
+  if (m.rows < need_rows || m.cols < need_cols) {
+    return Invalid(name,
+                   absl::StrCat("covers [", m.rows, ",", m.cols, "] but [",
+                                need_rows, ",", need_cols, "] are indexed"));
+  }
+  if (m.bits < 1 || m.bits > 32) {
+    return Invalid(
+        name, absl::StrCat("has ", m.bits, "-bit codes; 1 to 32 are possible"));
+  }
+  if (m.rows == 0 || m.cols == 0) return absl::OkStatus();
+  const int64_t srows = m.transposed ? m.cols : m.rows;
+  const int64_t scols = m.transposed ? m.rows : m.cols;
+  const DTypeInfo& d = GetDTypeInfo(m.tensor->dtype);
+  const int64_t bytes = static_cast<int64_t>(m.tensor->data.size());
+  std::optional<int64_t> need;  // bytes indexed
+  int64_t min_stored_cols = scols;
+  switch (m.kind) {
+    case IntMatrix::Kind::kDirect:
+      if (d.block_elems != 1 ||
+          (d.block_bytes != 1 && d.block_bytes != 2 && d.block_bytes != 4 &&
+           d.block_bytes != 8) ||
+          m.bits > 8 * d.block_bytes) {
+        return Invalid(name, absl::StrCat("is ", d.name, " but holds ", m.bits,
+                                          "-bit codes one per element"));
+      }
+      if (auto e = Mul(srows, m.stored_cols)) need = Mul(*e, d.block_bytes);
+      break;
+    case IntMatrix::Kind::kPackedAlongCols:
+    case IntMatrix::Kind::kPackedAlongRows: {
+      if (d.block_elems != 1 || d.block_bytes != 4) {
+        return Invalid(name, absl::StrCat("is ", d.name,
+                                          " but packed codes need 32-bit "
+                                          "words"));
+      }
+      if (m.interleaved && (m.bits != 4 || m.per_word != 0)) {
+        return Invalid(name, "interleaves codes other than 4-bit ones");
+      }
+      if (m.per_word < 0 || m.per_word * m.bits > 32) {
+        return Invalid(name, absl::StrCat(m.per_word, " codes of ", m.bits,
+                                          " bits do not fit a word"));
+      }
+      const bool along_cols = m.kind == IntMatrix::Kind::kPackedAlongCols;
+      const int64_t n = along_cols ? scols : srows;  // codes per stream
+      int64_t words = 0;
+      if (m.interleaved) {
+        words = Ceil(n, 8);
+      } else if (m.per_word > 0) {
+        words = Ceil(n, m.per_word);
+      } else if (auto b = Mul(n, m.bits)) {
+        words = Ceil(*b, 32);
+      } else {
+        return Invalid(name, "is too large");
+      }
+      if (along_cols) {
+        min_stored_cols = words;
+        if (auto e = Mul(srows, m.stored_cols)) need = Mul(*e, 4);
+      } else if (auto e = Mul(words, m.stored_cols)) {
+        need = Mul(*e, 4);
+      }
+      break;
+    }
+    case IntMatrix::Kind::kNibbles:
+      if (m.bits != 4 || d.block_elems != 1 || d.block_bytes != 1) {
+        return Invalid(
+            name, absl::StrCat("is ", d.name, " but nibble codes need bytes"));
+      }
+      if (auto e = Mul(srows - 1, m.stored_cols)) {
+        if (auto f = CheckedAdd<int64_t>(*e, scols)) need = Ceil(*f, 2);
+      }
+      break;
+  }
+  if (m.stored_cols < min_stored_cols) {
+    return Invalid(name,
+                   absl::StrCat("has stored rows of ", m.stored_cols, " but ",
+                                min_stored_cols, " are indexed"));
+  }
+  if (!need || *need > bytes) {
+    return Invalid(name, absl::StrCat("holds ", bytes,
+                                      " bytes, fewer than "
+                                      "its [",
+                                      m.rows, ",", m.cols, "] codes index"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckFloatMatrix(const FloatMatrix& m, absl::string_view what,
+                              int64_t need_rows, int64_t need_cols) {
+  if (m.tensor == nullptr) return Invalid(what, "has no stored tensor");
+  const std::string name = absl::StrCat(what, " '", m.tensor->name, "'");
+  const DTypeInfo& d = GetDTypeInfo(m.tensor->dtype);
+  if (!d.decodable || d.block_elems != 1) {
+    return Invalid(name,
+                   absl::StrCat("is ", d.name, " but must hold plain numbers"));
+  }
+  if (m.rows < need_rows || m.cols < need_cols) {
+    return Invalid(name,
+                   absl::StrCat("covers [", m.rows, ",", m.cols, "] but [",
+                                need_rows, ",", need_cols, "] are indexed"));
+  }
+  auto n = Mul(m.rows, m.cols);
+  if (!n || *n > m.tensor->num_elements) {
+    return Invalid(
+        name, absl::StrCat("holds ", m.tensor->num_elements,
+                           " values, fewer than [", m.rows, ",", m.cols, "]"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Validate(const AffineParams& p) {
+  const absl::string_view what = "affine encoding";
+  auto n = CheckedProduct(p.shape);
+  auto rc = Mul(p.rows, p.cols);
+  if (p.shape.empty() || !n || !rc || *n != *rc ||
+      (p.rows > 0 && p.cols == 0 && *n != 0)) {
+    return Invalid(
+        what, absl::StrCat("shape of ", p.shape.size(), " dims does not make [",
+                           p.rows, ",", p.cols, "]"));
+  }
+  if (!p.table.empty() &&
+      (p.codes.bits > 16 || p.table.size() < (size_t{1} << p.codes.bits))) {
+    return Invalid(
+        what, absl::StrCat("a codebook of ", p.table.size(), " levels for ",
+                           p.codes.bits, "-bit codes"));
+  }
+  if (p.signed_codes && p.codes.bits < 2) {
+    return Invalid(what, "signed 1-bit codes");
+  }
+  TM_RETURN_IF_ERROR(CheckIntMatrix(p.codes, "codes", p.rows, p.cols));
+  // The group grid every (r, c) maps into.
+  int64_t grows = 1, gcols = 1;
+  const int64_t scale_cols = p.scale_kind == AffineParams::Scales::kFloat
+                                 ? p.scale.cols
+                                 : p.scale_codes.cols;
+  switch (p.groups) {
+    case AffineParams::Groups::kTensor:
+      break;
+    case AffineParams::Groups::kChannel:
+      grows = p.rows;
+      break;
+    case AffineParams::Groups::kGroup:
+      if (p.group_size <= 0) {
+        return Invalid(what, absl::StrCat("group size ", p.group_size,
+                                          " is not positive"));
+      }
+      grows = p.rows;
+      gcols = Ceil(p.cols, p.group_size);
+      if (!p.g_idx.empty()) {
+        if (static_cast<int64_t>(p.g_idx.size()) != p.cols) {
+          return Invalid(
+              what, absl::StrCat("g_idx has ", p.g_idx.size(), " entries for ",
+                                 p.cols, " columns"));
+        }
+        for (size_t k = 0; k < p.g_idx.size(); ++k) {
+          if (p.g_idx[k] < 0 || p.g_idx[k] >= scale_cols) {
+            return Invalid(
+                what, absl::StrCat("g_idx[", k, "] = ", p.g_idx[k],
+                                   " is outside the ", scale_cols, " groups"));
+          }
+        }
+        gcols = scale_cols;
+      }
+      break;
+    case AffineParams::Groups::kBlock:
+      if (p.block_rows <= 0 || p.block_cols <= 0) {
+        return Invalid(what, absl::StrCat("block ", p.block_rows, "x",
+                                          p.block_cols, " is not positive"));
+      }
+      grows = Ceil(p.rows, p.block_rows);
+      gcols = Ceil(p.cols, p.block_cols);
+      break;
+    case AffineParams::Groups::kFlatBlock:
+      if (p.group_size <= 0) {
+        return Invalid(what, absl::StrCat("block size ", p.group_size,
+                                          " is not positive"));
+      }
+      gcols = Ceil(*n, p.group_size);
+      break;
+  }
+  if (!p.g_idx.empty() && p.groups != AffineParams::Groups::kGroup) {
+    return Invalid(what, "g_idx without groups along the columns");
+  }
+  if (*n == 0) grows = gcols = 0;
+  switch (p.scale_kind) {
+    case AffineParams::Scales::kFloat:
+      TM_RETURN_IF_ERROR(CheckFloatMatrix(p.scale, "scales", grows, gcols));
+      break;
+    case AffineParams::Scales::kE8M0:
+      TM_RETURN_IF_ERROR(
+          CheckIntMatrix(p.scale_codes, "E8M0 scales", grows, gcols));
+      if (p.scale_codes.bits != 8)
+        return Invalid(what, "E8M0 scales not 8-bit");
+      break;
+    case AffineParams::Scales::kNestedAbsmax:
+      TM_RETURN_IF_ERROR(
+          CheckIntMatrix(p.scale_codes, "absmax codes", grows, gcols));
+      if (grows > 1) return Invalid(what, "nested absmax over several rows");
+      if (p.scale_codes.bits != 8 || p.nested_table.size() < 256) {
+        return Invalid(what, "nested absmax needs 8-bit codes and 256 levels");
+      }
+      if (p.nested_blocksize <= 0) {
+        return Invalid(what,
+                       absl::StrCat("nested block size ", p.nested_blocksize,
+                                    " is not positive"));
+      }
+      TM_RETURN_IF_ERROR(CheckFloatMatrix(p.nested_absmax, "nested absmax",
+                                          gcols > 0 ? 1 : 0,
+                                          Ceil(gcols, p.nested_blocksize)));
+      break;
+  }
+  if (!std::isfinite(p.scale_divisor)) {
+    return Invalid(what, "a scale divisor that is not finite");
+  }
+  constexpr int64_t kMaxOffset = int64_t{1} << 32;
+  if (std::abs(p.code_offset) > kMaxOffset ||
+      std::abs(p.zero_offset) > kMaxOffset ||
+      std::abs(p.zero_add) > kMaxOffset) {
+    return Invalid(what, "a code or zero offset beyond 2^32");
+  }
+  if (p.has_zero) {
+    TM_RETURN_IF_ERROR(CheckIntMatrix(p.zeros, "zero points", grows, gcols));
+    if (p.signed_zeros && p.zeros.bits < 2) {
+      return Invalid(what, "signed 1-bit zero points");
+    }
+  }
+  for (const StoredTensor* t : p.parts) {
+    if (t == nullptr) return Invalid(what, "a missing part");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const Encoding>> MakeAffineEncoding(
+    AffineParams params) {
+  TM_RETURN_IF_ERROR(Validate(params));
+  return std::shared_ptr<const Encoding>(
+      std::make_shared<AffineEncoding>(std::move(params)));
 }
 
 }  // namespace tensormorph

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "core/quant/encoding.h"
 #include "core/quant/matrix_view.h"
 
@@ -57,9 +58,20 @@ struct AffineParams {
   std::vector<const StoredTensor*> parts;
 };
 
-// REQUIRES: `params` was validated by a convention resolver; the stored
-// tensors outlive the encoding.
-std::shared_ptr<const Encoding> MakeAffineEncoding(AffineParams params);
+// The encoding of `params`, after checking that the combination is
+// decodable: shape = [rows, cols]; every codes, scales and zero-point matrix
+// covers the group grid its `groups` implies and maps inside its stored
+// tensor's bytes (dtype width, packing, stored row length); group and block
+// sizes positive; codes of 1 to 32 bits, a codebook covering every code;
+// g_idx (act-order) one entry per column, each inside the scales' groups;
+// nested absmax with 8-bit codes, 256 levels and a positive block size.
+// Nothing is decoded here: a resolver's shape checks name the convention's
+// rule, and this is the backstop that makes a wrong combination a refusal
+// instead of an out-of-bounds read.
+// REQUIRES: the stored tensors outlive the encoding.
+// Errors: DATA_LOSS naming the matrix, its tensor and the rule it breaks.
+absl::StatusOr<std::shared_ptr<const Encoding>> MakeAffineEncoding(
+    AffineParams params);
 
 }  // namespace tensormorph
 

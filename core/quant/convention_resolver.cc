@@ -1,85 +1,62 @@
 #include "core/quant/convention_resolver.h"
 
 #include <algorithm>
+#include <exception>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/quant/conventions/context.h"
+#include "core/quant/conventions/quant_config.h"
 #include "core/quant/stored_encoding.h"
+#include "core/util/status_macros.h"
 
 namespace tensormorph {
 namespace {
 
-// Methods transformers knows that Tensormorph does not decode (yet).
-constexpr const char* kUnsupported[] = {"hqq",
-                                        "eetq",
-                                        "quanto",
-                                        "aqlm",
-                                        "exl2",
-                                        "higgs",
-                                        "vptq",
-                                        "torchao",
-                                        "spqr",
-                                        "bitnet",
-                                        "fbgemm_fp8_rowwise",
-                                        "squeezellm",
-                                        "marlin"};
+using conventions::QuantMethod;
 
-}  // namespace
-
-absl::StatusOr<ResolvedTensors> ResolveConventions(
-    const std::vector<StoredTensor>& stored, const QuantConfigs& configs) {
-  nlohmann::json q;
-  std::string method;
-  if (configs.config.is_object() &&
-      configs.config.contains("quantization_config") &&
-      configs.config["quantization_config"].is_object()) {
-    q = configs.config["quantization_config"];
-    method = conventions::JsonString(q, "quant_method");
-  } else if (configs.quantize_config.is_object()) {
-    q = configs.quantize_config;
-    method = conventions::JsonString(q, "quant_method", "gptq");
-  } else if (configs.quant_config.is_object()) {
-    q = configs.quant_config;
-    method = conventions::JsonString(q, "quant_method", "awq");
-  }
-  method = absl::AsciiStrToLower(method);
-  conventions::Context ctx(stored, q);
+absl::StatusOr<ResolvedTensors> Resolve(const std::vector<StoredTensor>& stored,
+                                        const QuantConfigs& configs) {
+  TM_ASSIGN_OR_RETURN(conventions::QuantConfig q,
+                      conventions::ParseQuantConfig(configs));
+  // Past this line nothing reads JSON: the resolvers see typed configs.
+  conventions::Context ctx(stored);
   ResolvedTensors out;
   absl::Status s = absl::OkStatus();
-  if (method == "gptq") {
-    s = conventions::ResolveGptq(ctx);
-  } else if (method == "awq") {
-    s = conventions::ResolveAwq(ctx);
-  } else if (method == "compressed-tensors") {
-    s = conventions::ResolveCompressedTensors(ctx);
-  } else if (method == "fp8" || method == "fbgemm_fp8" ||
-             method == "modelopt") {
-    s = conventions::ResolveFp8(ctx);
-  } else if (method == "mxfp4") {
-    s = conventions::ResolveMxfp4GptOss(ctx);
-  } else if (method == "bitsandbytes") {
-    s = conventions::ResolveBitsandbytes(ctx);
-  } else if (std::find(std::begin(kUnsupported), std::end(kUnsupported),
-                       method) != std::end(kUnsupported)) {
-    return absl::UnimplementedError(
-        absl::StrCat("quantization method '", method,
-                     "' is recognised but not supported; supported: gptq, awq, "
-                     "compressed-tensors, "
-                     "fp8, mxfp4, bitsandbytes"));
-  } else {
-    // No (known) method named: conventions recognisable from the tensors.
-    s = conventions::ResolveBitsandbytes(ctx);
-    if (s.ok()) s = conventions::ResolveMxfp4GptOss(ctx);
-    if (s.ok() &&
-        std::any_of(stored.begin(), stored.end(), [](const StoredTensor& t) {
-          return absl::EndsWith(t.name, "_scale_inv");
-        })) {
-      s = conventions::ResolveFp8(ctx);
-    }
+  switch (q.method) {
+    case QuantMethod::kGptq:
+      s = conventions::ResolveGptq(ctx, q.gptq);
+      break;
+    case QuantMethod::kAwq:
+      s = conventions::ResolveAwq(ctx, q.awq);
+      break;
+    case QuantMethod::kCompressedTensors:
+      s = conventions::ResolveCompressedTensors(ctx, q.compressed_tensors);
+      break;
+    case QuantMethod::kFp8:
+      s = conventions::ResolveFp8(ctx, q.fp8);
+      break;
+    case QuantMethod::kMxfp4:
+      s = conventions::ResolveMxfp4GptOss(ctx);
+      break;
+    case QuantMethod::kBitsandbytes:
+      s = conventions::ResolveBitsandbytes(ctx);
+      break;
+    case QuantMethod::kNone:
+    case QuantMethod::kUnknown:
+      // Conventions recognisable from the tensors alone.
+      s = conventions::ResolveBitsandbytes(ctx);
+      if (s.ok()) s = conventions::ResolveMxfp4GptOss(ctx);
+      if (s.ok() &&
+          std::any_of(stored.begin(), stored.end(), [](const StoredTensor& t) {
+            return absl::EndsWith(t.name, "_scale_inv");
+          })) {
+        s = conventions::ResolveFp8(ctx, conventions::Fp8Config{});
+      }
+      break;
   }
   if (!s.ok()) return s;
+  out.notes = std::move(q.notes);
   out.tensors = ctx.TakeTensors();
   for (const LogicalTensor& t : out.tensors) {
     const std::string& c = t.encoding->info().convention;
@@ -106,6 +83,27 @@ absl::StatusOr<ResolvedTensors> ResolveConventions(
     }
   }
   return out;
+}
+
+}  // namespace
+
+absl::StatusOr<ResolvedTensors> ResolveConventions(
+    const std::vector<StoredTensor>& stored, const QuantConfigs& configs) {
+  // The layer's one entry point: nothing below is meant to throw, and this
+  // keeps it so should a future change slip (a worker thread must never see
+  // an exception from a file's contents).
+  try {
+    return Resolve(stored, configs);
+  } catch (const nlohmann::json::exception& e) {
+    return absl::DataLossError(
+        absl::StrCat("quantization config could not be read: ", e.what()));
+  } catch (const std::exception& e) {
+    return absl::InternalError(
+        absl::StrCat("resolving quantization conventions failed: ", e.what()));
+  } catch (...) {
+    return absl::InternalError(
+        "resolving quantization conventions failed with an unknown exception");
+  }
 }
 
 }  // namespace tensormorph

@@ -4,6 +4,8 @@
 // scales [in/G, out]. GEMV: qweight I32 [out, in/8], scales [out, >=in/G],
 // qzeros I32 [out, >=in/G/8], all sequential along the input dimension.
 //   x[n, k] = scales(g, n) * (q(k, n) - z(g, n)),  g = k / G
+#include <climits>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/quant/conventions/context.h"
@@ -23,13 +25,12 @@ absl::Status ResolveOne(Context& ctx, const std::string& prefix, int64_t g,
   const StoredTensor* qw = packed->qweight;
   const StoredTensor* qz = packed->qzeros;
   const StoredTensor* sc = packed->scales;
-  if (qw->shape.size() != 2) {
-    return Mismatch(kName, absl::StrCat("'", qw->name, "' must be 2-D"));
-  }
   AffineParams p;
   int64_t in, out;
   if (!gemv) {
     in = qw->shape[0];
+    if (qw->shape[1] > INT64_MAX / 8)
+      return Mismatch(kName, "qweight too wide");
     out = qw->shape[1] * 8;
     const int64_t groups = CeilDiv(in, g);
     if (auto s = ExpectShape(kName, sc, {groups, out},
@@ -63,16 +64,17 @@ absl::Status ResolveOne(Context& ctx, const std::string& prefix, int64_t g,
     p.scale = {.tensor = sc, .rows = out, .cols = groups, .transposed = true};
   } else {
     out = qw->shape[0];
+    if (qw->shape[1] > INT64_MAX / 8)
+      return Mismatch(kName, "qweight too wide");
     in = qw->shape[1] * 8;
     const int64_t groups = CeilDiv(in, g);
-    if (sc->shape.size() != 2 || sc->shape[0] != out || sc->shape[1] < groups) {
+    if (sc->shape[0] != out || sc->shape[1] < groups) {
       return Mismatch(
           kName, absl::StrCat("'", sc->name, "' is ",
                               DescribeStored(sc->dtype, sc->shape),
                               " but GEMV needs [", out, ", >=", groups, "]"));
     }
-    if (qz->shape.size() != 2 || qz->shape[0] != out ||
-        qz->shape[1] * 8 < groups) {
+    if (qz->shape[0] != out || qz->shape[1] < CeilDiv(groups, 8)) {
       return Mismatch(kName, absl::StrCat("'", qz->name, "' is ",
                                           DescribeStored(qz->dtype, qz->shape),
                                           " but GEMV needs [", out,
@@ -109,31 +111,17 @@ absl::Status ResolveOne(Context& ctx, const std::string& prefix, int64_t g,
   info.block_elems = g;
   info.axis = "in";
   info.granularity = absl::StrCat("group ", g, " along in");
-  ctx.Add(weight, std::move(p));
-  return absl::OkStatus();
+  return ctx.Add(kName, weight, std::move(p));
 }
 
 }  // namespace
 
-absl::Status ResolveAwq(Context& ctx) {
-  const nlohmann::json& q = ctx.config();
-  const int64_t bits = JsonInt(q, "bits", JsonInt(q, "w_bit", 4));
-  if (bits != 4) {
-    return absl::UnimplementedError(
-        absl::StrCat("AWQ with ", bits, " bits is not supported"));
-  }
-  std::string version = JsonString(q, "version", "gemm");
-  for (char& c : version) c = static_cast<char>(std::tolower(c));
-  if (version != "gemm" && version != "gemv") {
-    return absl::UnimplementedError(absl::StrCat(
-        "AWQ version '", version, "' is not supported (gemm and gemv are)"));
-  }
-  const int64_t g = JsonInt(q, "group_size", JsonInt(q, "q_group_size", 128));
+absl::Status ResolveAwq(Context& ctx, const AwqConfig& config) {
   for (const StoredTensor& t : ctx.stored()) {
     if (!absl::EndsWith(t.name, "qweight")) continue;
     const std::string prefix = t.name.substr(0, t.name.size() - 7);
-    if (auto s = ResolveOne(ctx, prefix, g, version == "gemv",
-                            JsonBool(q, "zero_point", true));
+    if (auto s = ResolveOne(ctx, prefix, config.group_size, config.gemv,
+                            config.zero_point);
         !s.ok()) {
       return s;
     }

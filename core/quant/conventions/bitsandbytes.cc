@@ -5,68 +5,57 @@
 // [16] the codebook; the quant state JSON (type, blocksize, dtype, shape) is
 // stored as a U8 tensor `weight.quant_state.bitsandbytes__<type>`.
 //   x = quant_map[code] * absmax[block]
+#include <climits>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "core/format/json_header.h"
 #include "core/quant/conventions/context.h"
+#include "core/util/checked_math.h"
+#include "core/util/status_macros.h"
 
 namespace tensormorph::conventions {
 namespace {
 
 constexpr char kName[] = "bitsandbytes";
 
-std::vector<float> ReadFloats(const StoredTensor* t) {
-  std::vector<float> out(static_cast<size_t>(t->num_elements));
-  FloatMatrix m{.tensor = t, .rows = 1, .cols = t->num_elements};
-  for (int64_t i = 0; i < t->num_elements; ++i) out[i] = m.Get(0, i);
-  return out;
-}
-
 absl::Status ResolveOne(Context& ctx, const StoredTensor* state,
                         const std::string& weight, const std::string& type) {
   const std::string text(reinterpret_cast<const char*>(state->data.data()),
-                         state->nbytes);
-  auto json =
-      ParseStrictJson(text, absl::StrCat(kName, ": '", state->name, "'"));
-  if (!json.ok()) return json.status();
-  const int64_t blocksize = JsonInt(*json, "blocksize", 64);
-  std::vector<int64_t> shape;
-  if (json->contains("shape") && (*json)["shape"].is_array()) {
-    for (const auto& d : (*json)["shape"]) {
-      if (d.is_number_integer()) shape.push_back(d.get<int64_t>());
-    }
+                         state->data.size());
+  TM_ASSIGN_OR_RETURN(const BnbQuantState qs,
+                      ParseBnbQuantState(text, state->name));
+  const std::vector<int64_t>& shape = qs.shape;
+  const int64_t blocksize = qs.blocksize;
+  const std::optional<int64_t> n_or = CheckedProduct(shape);
+  if (!n_or) {
+    return Mismatch(kName,
+                    absl::StrCat("'", state->name, "': shape overflows int64"));
   }
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  if (shape.empty() || n <= 0 || blocksize <= 0) {
-    return Mismatch(kName, absl::StrCat("'", state->name,
-                                        "' has no usable shape/blocksize"));
+  const int64_t n = *n_or;
+  TM_ASSIGN_OR_RETURN(
+      const StoredTensor* w,
+      ctx.Expect(kName, weight, weight, {DType::kU8}, ShapeRule::Any()));
+  if (w->num_elements > INT64_MAX / 2 || w->num_elements * 2 != n) {
+    return Mismatch(kName,
+                    absl::StrCat("'", w->name, "' holds ", w->num_elements,
+                                 " bytes of 4-bit codes but the quant state's "
+                                 "shape has ",
+                                 n, " elements"));
   }
-  auto w_or = ctx.Need(kName, weight, weight);
-  auto absmax_or = ctx.Need(kName, weight, weight + ".absmax");
-  auto map_or = ctx.Need(kName, weight, weight + ".quant_map");
-  for (const auto* s : {&w_or, &absmax_or, &map_or}) {
-    if (!s->ok()) return s->status();
-  }
-  const StoredTensor* w = *w_or;
-  const StoredTensor* absmax = *absmax_or;
-  const StoredTensor* qmap = *map_or;
-  if (auto s = ExpectDType(kName, w, {DType::kU8}); !s.ok()) return s;
-  if (w->num_elements * 2 != n) {
-    return Mismatch(
-        kName, absl::StrCat("'", w->name, "' holds ", w->num_elements * 2,
-                            " 4-bit codes but the quant state's shape has ", n,
-                            " elements"));
-  }
-  if (auto s = ExpectShape(kName, qmap, {16}, "a 4-bit codebook"); !s.ok())
-    return s;
+  TM_ASSIGN_OR_RETURN(const StoredTensor* qmap,
+                      ctx.Expect(kName, weight, weight + ".quant_map", {},
+                                 ShapeRule::Exact({16}, "a 4-bit codebook")));
   const int64_t blocks = CeilDiv(n, blocksize);
-  if (auto s =
-          ExpectShape(kName, absmax, {blocks},
-                      absl::StrCat(n, " elements in blocks of ", blocksize));
-      !s.ok()) {
-    return s;
-  }
+  const bool nested = ctx.Has(weight + ".nested_absmax");
+  TM_ASSIGN_OR_RETURN(
+      const StoredTensor* absmax,
+      ctx.Expect(
+          kName, weight, weight + ".absmax",
+          nested ? std::initializer_list<DType>{DType::kU8}
+                 : std::initializer_list<DType>{DType::kF32, DType::kF16,
+                                                DType::kBF16},
+          ShapeRule::Exact({blocks}, absl::StrCat(n, " elements in blocks of ",
+                                                  blocksize))));
   AffineParams p;
   p.shape = shape;
   p.cols = shape.back();
@@ -78,27 +67,25 @@ absl::Status ResolveOne(Context& ctx, const StoredTensor* state,
              .cols = p.cols,
              .stored_cols = p.cols,
              .high_nibble_first = true};
-  p.table = ReadFloats(qmap);
+  TM_ASSIGN_OR_RETURN(p.table, ReadFloatVector(kName, qmap));
   p.float_codes = type == "fp4";
   p.groups = AffineParams::Groups::kFlatBlock;
   p.group_size = blocksize;
   p.parts = {w, absmax, qmap, state};
-  const bool nested = ctx.Find(weight + ".nested_absmax") != nullptr;
   if (nested) {
-    auto nabs = ctx.Need(kName, weight, weight + ".nested_absmax");
-    auto nmap = ctx.Need(kName, weight, weight + ".nested_quant_map");
-    if (!nmap.ok()) return nmap.status();
-    if (auto s = ExpectDType(kName, absmax, {DType::kU8}); !s.ok()) return s;
-    if (auto s = ExpectShape(kName, *nmap, {256}, "an 8-bit codebook"); !s.ok())
-      return s;
-    const int64_t nbs = JsonInt(*json, "nested_blocksize", 256);
-    if (nbs <= 0) return Mismatch(kName, "nested_blocksize must be positive");
-    if (auto s = ExpectShape(
-            kName, *nabs, {CeilDiv(blocks, nbs)},
-            absl::StrCat(blocks, " absmax values in blocks of ", nbs));
-        !s.ok()) {
-      return s;
-    }
+    const int64_t nbs = qs.nested_blocksize;
+    TM_ASSIGN_OR_RETURN(
+        const StoredTensor* nmap,
+        ctx.Expect(kName, weight, weight + ".nested_quant_map", {},
+                   ShapeRule::Exact({256}, "an 8-bit codebook")));
+    TM_ASSIGN_OR_RETURN(
+        const StoredTensor* nabs,
+        ctx.Expect(
+            kName, weight, weight + ".nested_absmax",
+            {DType::kF32, DType::kF16, DType::kBF16},
+            ShapeRule::Exact(
+                {CeilDiv(blocks, nbs)},
+                absl::StrCat(blocks, " absmax values in blocks of ", nbs))));
     p.scale_kind = AffineParams::Scales::kNestedAbsmax;
     p.scale_codes = {.tensor = absmax,
                      .kind = IntMatrix::Kind::kDirect,
@@ -106,22 +93,13 @@ absl::Status ResolveOne(Context& ctx, const StoredTensor* state,
                      .rows = 1,
                      .cols = blocks,
                      .stored_cols = blocks};
-    p.nested_table = ReadFloats(*nmap);
-    p.nested_absmax = {
-        .tensor = *nabs, .rows = 1, .cols = (*nabs)->num_elements};
+    TM_ASSIGN_OR_RETURN(p.nested_table, ReadFloatVector(kName, nmap));
+    p.nested_absmax = {.tensor = nabs, .rows = 1, .cols = nabs->num_elements};
     p.nested_blocksize = nbs;
-    if (json->contains("nested_offset") &&
-        (*json)["nested_offset"].is_number()) {
-      p.nested_offset = (*json)["nested_offset"].get<float>();
-    }
-    p.parts.push_back(*nabs);
-    p.parts.push_back(*nmap);
+    p.nested_offset = qs.nested_offset;
+    p.parts.push_back(nabs);
+    p.parts.push_back(nmap);
   } else {
-    if (auto s = ExpectDType(kName, absmax,
-                             {DType::kF32, DType::kF16, DType::kBF16});
-        !s.ok()) {
-      return s;
-    }
     p.scale = {.tensor = absmax, .rows = 1, .cols = blocks};
   }
   p.scale.cols = blocks;
@@ -134,8 +112,7 @@ absl::Status ResolveOne(Context& ctx, const StoredTensor* state,
   info.group_size = info.block_elems = blocksize;
   info.axis = "flat";
   info.granularity = absl::StrCat("block ", blocksize, " (flat)");
-  ctx.Add(weight, std::move(p));
-  return absl::OkStatus();
+  return ctx.Add(kName, weight, std::move(p));
 }
 
 }  // namespace

@@ -1,17 +1,18 @@
 #include "core/quant/conventions/context.h"
 
+#include <climits>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/quant/codec.h"
 #include "core/quant/float_formats.h"
+#include "core/util/checked_math.h"
+#include "core/util/status_macros.h"
 
 namespace tensormorph::conventions {
 
-Context::Context(const std::vector<StoredTensor>& stored,
-                 const nlohmann::json& qconfig)
-    : stored_(stored), qconfig_(qconfig) {
+Context::Context(const std::vector<StoredTensor>& stored) : stored_(stored) {
   for (const StoredTensor& t : stored) by_name_.emplace(t.name, &t);
 }
 
@@ -20,11 +21,41 @@ const StoredTensor* Context::Find(absl::string_view name) const {
   return it == by_name_.end() ? nullptr : it->second;
 }
 
-absl::StatusOr<const StoredTensor*> Context::Need(
+absl::StatusOr<const StoredTensor*> Context::ExpectIfPresent(
     absl::string_view convention, absl::string_view for_tensor,
-    const std::string& name) const {
+    absl::string_view name, std::initializer_list<DType> allowed,
+    const ShapeRule& shape) const {
   const StoredTensor* t = Find(name);
-  if (t == nullptr) {
+  if (t == nullptr) return nullptr;
+  if (allowed.size() > 0) {
+    if (auto s = ExpectDType(convention, t, allowed); !s.ok()) return s;
+  }
+  switch (shape.kind) {
+    case ShapeRule::Kind::kAny:
+      break;
+    case ShapeRule::Kind::kRank:
+      if (t->shape.size() != shape.rank) {
+        return Mismatch(
+            convention,
+            absl::StrCat("'", t->name, "' is ",
+                         DescribeStored(t->dtype, t->shape), " but '",
+                         for_tensor, "' needs it ", shape.rank, "-D"));
+      }
+      break;
+    case ShapeRule::Kind::kExact:
+      if (auto s = ExpectShape(convention, t, shape.dims, shape.why); !s.ok())
+        return s;
+      break;
+  }
+  return t;
+}
+
+absl::StatusOr<const StoredTensor*> Context::Expect(
+    absl::string_view convention, absl::string_view for_tensor,
+    absl::string_view name, std::initializer_list<DType> allowed,
+    const ShapeRule& shape) const {
+  auto t = ExpectIfPresent(convention, for_tensor, name, allowed, shape);
+  if (t.ok() && *t == nullptr) {
     return Mismatch(convention,
                     absl::StrCat("tensor '", for_tensor, "' needs '", name,
                                  "', which the checkpoint lacks"));
@@ -32,14 +63,23 @@ absl::StatusOr<const StoredTensor*> Context::Need(
   return t;
 }
 
-void Context::Add(const std::string& name, AffineParams params) {
-  for (const StoredTensor* p : params.parts) claimed_.insert(p->name);
+absl::Status Context::Add(absl::string_view convention, const std::string& name,
+                          AffineParams params) {
+  std::vector<const StoredTensor*> parts = params.parts;
   LogicalTensor t;
   t.name = name;
   t.shape = params.shape;
   t.num_elements = params.rows * params.cols;
-  t.encoding = MakeAffineEncoding(std::move(params));
+  auto encoding = MakeAffineEncoding(std::move(params));
+  if (!encoding.ok()) {
+    return Mismatch(
+        convention,
+        absl::StrCat("'", name, "': ", encoding.status().message()));
+  }
+  t.encoding = *std::move(encoding);
+  for (const StoredTensor* p : parts) claimed_.insert(p->name);
   out_.push_back(std::move(t));
+  return absl::OkStatus();
 }
 
 absl::Status Mismatch(absl::string_view convention, absl::string_view message) {
@@ -73,51 +113,105 @@ absl::StatusOr<PackedInt> NeedPackedInt(const Context& ctx,
                                         const std::string& prefix) {
   const std::string weight = prefix + "weight";
   PackedInt out{};
-  const StoredTensor** slots[] = {&out.qweight, &out.qzeros, &out.scales};
-  const char* names[] = {"qweight", "qzeros", "scales"};
-  for (int i = 0; i < 3; ++i) {
-    auto t = ctx.Need(convention, weight, prefix + names[i]);
-    if (!t.ok()) return t.status();
-    *slots[i] = *t;
+  TM_ASSIGN_OR_RETURN(out.qweight,
+                      ctx.Expect(convention, weight, prefix + "qweight",
+                                 {DType::kI32}, ShapeRule::Rank(2)));
+  TM_ASSIGN_OR_RETURN(out.qzeros,
+                      ctx.Expect(convention, weight, prefix + "qzeros",
+                                 {DType::kI32}, ShapeRule::Rank(2)));
+  TM_ASSIGN_OR_RETURN(
+      out.scales,
+      ctx.Expect(convention, weight, prefix + "scales",
+                 {DType::kF16, DType::kBF16, DType::kF32}, ShapeRule::Rank(2)));
+  return out;
+}
+
+absl::StatusOr<std::vector<int64_t>> ReadIntVector(absl::string_view convention,
+                                                   const StoredTensor* t) {
+  int width = 0;
+  bool is_signed = true;
+  switch (t->dtype) {
+    case DType::kI8:
+      width = 1;
+      break;
+    case DType::kU8:
+      width = 1;
+      is_signed = false;
+      break;
+    case DType::kI16:
+      width = 2;
+      break;
+    case DType::kU16:
+      width = 2;
+      is_signed = false;
+      break;
+    case DType::kI32:
+      width = 4;
+      break;
+    case DType::kU32:
+      width = 4;
+      is_signed = false;
+      break;
+    case DType::kI64:
+      width = 8;
+      break;
+    case DType::kU64:
+      width = 8;
+      is_signed = false;
+      break;
+    default:
+      return Mismatch(convention,
+                      absl::StrCat("'", t->name, "' is ",
+                                   DescribeStored(t->dtype, t->shape),
+                                   " but must hold integers (I8, U8, I16, U16, "
+                                   "I32, U32, I64 or U64)"));
   }
-  if (auto s = ExpectDType(convention, out.qweight, {DType::kI32}); !s.ok())
-    return s;
-  if (auto s = ExpectDType(convention, out.qzeros, {DType::kI32}); !s.ok())
-    return s;
-  if (auto s = ExpectDType(convention, out.scales,
-                           {DType::kF16, DType::kBF16, DType::kF32});
-      !s.ok()) {
-    return s;
+  const std::optional<uint64_t> need =
+      t->num_elements < 0
+          ? std::nullopt
+          : CheckedMul<uint64_t>(static_cast<uint64_t>(t->num_elements),
+                                 static_cast<uint64_t>(width));
+  if (!need || *need != t->nbytes || t->data.size() != t->nbytes) {
+    return Mismatch(
+        convention,
+        absl::StrCat("'", t->name, "' holds ", t->data.size(), " bytes but ",
+                     t->num_elements, " elements of ", DTypeName(t->dtype),
+                     " need ", t->num_elements, "x", width));
+  }
+  std::vector<int64_t> out(static_cast<size_t>(t->num_elements));
+  const uint8_t* p = t->data.data();
+  for (size_t i = 0; i < out.size(); ++i, p += width) {
+    uint64_t u = 0;
+    std::memcpy(&u, p, width);  // little-endian, as safetensors stores
+    if (is_signed && width < 8) {
+      const int shift = 64 - 8 * width;
+      out[i] = static_cast<int64_t>(u << shift) >> shift;
+    } else if (!is_signed && width == 8 &&
+               u > static_cast<uint64_t>(INT64_MAX)) {
+      return Mismatch(convention, absl::StrCat("'", t->name, "'[", i, "] = ", u,
+                                               " does not fit in int64"));
+    } else {
+      out[i] = static_cast<int64_t>(u);
+    }
   }
   return out;
 }
 
-int64_t JsonInt(const nlohmann::json& j, const char* key, int64_t def) {
-  if (!j.is_object() || !j.contains(key) || !j[key].is_number_integer())
-    return def;
-  return j[key].get<int64_t>();
-}
-bool JsonBool(const nlohmann::json& j, const char* key, bool def) {
-  if (!j.is_object() || !j.contains(key) || !j[key].is_boolean()) return def;
-  return j[key].get<bool>();
-}
-std::string JsonString(const nlohmann::json& j, const char* key,
-                       const std::string& def) {
-  if (!j.is_object() || !j.contains(key) || !j[key].is_string()) return def;
-  return j[key].get<std::string>();
-}
-
-std::vector<int64_t> ReadInts(const StoredTensor* t) {
-  std::vector<int64_t> out(static_cast<size_t>(t->num_elements));
-  const int width = GetDTypeInfo(t->dtype).block_bytes;
-  for (int64_t i = 0; i < t->num_elements; ++i) {
-    if (width == 4) {
-      int32_t v;
-      std::memcpy(&v, t->data.data() + 4 * i, 4);
-      out[i] = v;
-    } else {
-      std::memcpy(&out[i], t->data.data() + 8 * i, 8);
-    }
+absl::StatusOr<std::vector<float>> ReadFloatVector(absl::string_view convention,
+                                                   const StoredTensor* t) {
+  const DTypeInfo& info = GetDTypeInfo(t->dtype);
+  if (!info.decodable || info.block_elems != 1 || info.block_bytes <= 0 ||
+      t->data.size() !=
+          static_cast<uint64_t>(t->num_elements) * info.block_bytes) {
+    return Mismatch(convention, absl::StrCat("'", t->name, "' is ",
+                                             DescribeStored(t->dtype, t->shape),
+                                             " but must hold plain numbers"));
+  }
+  std::vector<float> out(static_cast<size_t>(t->num_elements));
+  if (auto s =
+          DecodeElements(t->dtype, t->data, 0, t->num_elements, out.data());
+      !s.ok()) {
+    return Mismatch(convention, absl::StrCat("'", t->name, "': ", s.message()));
   }
   return out;
 }
@@ -135,6 +229,8 @@ std::vector<float> E2M1Table() {
   return std::vector<float>(std::begin(kE2M1Values), std::end(kE2M1Values));
 }
 
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t CeilDiv(int64_t a, int64_t b) {
+  return a / b + (a % b != 0 ? 1 : 0);  // never overflows, unlike a + b - 1
+}
 
 }  // namespace tensormorph::conventions

@@ -1,5 +1,6 @@
 // Shared machinery of the convention resolvers: finding and claiming stored
-// tensors, and checking their shapes with precise DATA_LOSS messages.
+// tensors through checked companion views, and reading small integer and
+// float companions of any width with precise DATA_LOSS messages.
 #ifndef TENSORMORPH_CORE_QUANT_CONVENTIONS_CONTEXT_H_
 #define TENSORMORPH_CORE_QUANT_CONVENTIONS_CONTEXT_H_
 
@@ -14,35 +15,67 @@
 #include "absl/strings/string_view.h"
 #include "core/format/stored_tensor.h"
 #include "core/quant/affine_encoding.h"
+#include "core/quant/conventions/quant_config.h"
 #include "core/tensor.h"
-#include "nlohmann/json.hpp"
 
 namespace tensormorph::conventions {
 
+// What a companion tensor's shape must be.
+struct ShapeRule {
+  enum class Kind { kAny, kRank, kExact };
+  Kind kind = Kind::kAny;
+  size_t rank = 0;            // kRank
+  std::vector<int64_t> dims;  // kExact
+  std::string why;            // kExact: what needs it, for the message
+
+  static ShapeRule Any() { return {}; }
+  static ShapeRule Rank(size_t rank) { return {Kind::kRank, rank, {}, ""}; }
+  static ShapeRule Exact(std::vector<int64_t> dims, std::string why) {
+    return {Kind::kExact, dims.size(), std::move(dims), std::move(why)};
+  }
+};
+
+// The stored tensors of one checkpoint as the resolvers see them. Companion
+// tensors (scales, zero points, g_idx, weight_shape, packed words, global
+// scales) are reached only through Expect / ExpectIfPresent, which check
+// dtype and shape; their bytes only through ReadIntVector / ReadFloatVector
+// below, or through matrix views that MakeAffineEncoding validates against
+// the tensors' bytes before any decoding.
 class Context {
  public:
-  Context(const std::vector<StoredTensor>& stored,
-          const nlohmann::json& qconfig);
+  explicit Context(const std::vector<StoredTensor>& stored);
 
-  const nlohmann::json& config() const { return qconfig_; }
+  // Every stored tensor, for recognising a convention by name and dtype.
   const std::vector<StoredTensor>& stored() const { return stored_; }
-  const StoredTensor* Find(absl::string_view name) const;
-  // The companion `name`, or DATA_LOSS naming the convention, the tensor that
-  // needs it, and what is missing.
-  absl::StatusOr<const StoredTensor*> Need(absl::string_view convention,
-                                           absl::string_view for_tensor,
-                                           const std::string& name) const;
+  bool Has(absl::string_view name) const { return Find(name) != nullptr; }
 
-  // Adds a logical tensor built from `params`, claiming its parts.
-  void Add(const std::string& name, AffineParams params);
+  // The companion `name` of `for_tensor`, its dtype one of `allowed` (any
+  // when empty) and its shape following `shape`.
+  // Errors: DATA_LOSS "<convention>: ..." naming the tensor that needs it
+  // and, for a missing tensor, a wrong dtype or shape, expected vs actual.
+  absl::StatusOr<const StoredTensor*> Expect(
+      absl::string_view convention, absl::string_view for_tensor,
+      absl::string_view name, std::initializer_list<DType> allowed,
+      const ShapeRule& shape) const;
+  // As Expect, but nullptr when `name` is absent.
+  absl::StatusOr<const StoredTensor*> ExpectIfPresent(
+      absl::string_view convention, absl::string_view for_tensor,
+      absl::string_view name, std::initializer_list<DType> allowed,
+      const ShapeRule& shape) const;
+
+  // Adds a logical tensor built from `params` (validated by
+  // MakeAffineEncoding), claiming its parts.
+  // Errors: those of MakeAffineEncoding, prefixed with `convention`.
+  absl::Status Add(absl::string_view convention, const std::string& name,
+                   AffineParams params);
   bool claimed(absl::string_view name) const { return claimed_.contains(name); }
-  void Claim(const StoredTensor* t) { claimed_.insert(t->name); }
 
   std::vector<LogicalTensor> TakeTensors() { return std::move(out_); }
 
  private:
+  const StoredTensor* Find(absl::string_view name) const;
+
   const std::vector<StoredTensor>& stored_;
-  const nlohmann::json& qconfig_;
   // Views of the stored tensors' names, which outlive the context.
   absl::flat_hash_map<absl::string_view, const StoredTensor*> by_name_;
   absl::flat_hash_set<absl::string_view> claimed_;
@@ -61,7 +94,8 @@ absl::Status ExpectShape(absl::string_view convention, const StoredTensor* t,
                          absl::string_view why);
 
 // The qweight (I32), qzeros (I32) and scales (F16/BF16/F32) of `prefix`,
-// as GPTQ and AWQ store them; DATA_LOSS naming what is missing or mistyped.
+// each 2-D, as GPTQ and AWQ store them; DATA_LOSS naming what is missing or
+// mistyped.
 struct PackedInt {
   const StoredTensor* qweight;
   const StoredTensor* qzeros;
@@ -71,14 +105,17 @@ absl::StatusOr<PackedInt> NeedPackedInt(const Context& ctx,
                                         absl::string_view convention,
                                         const std::string& prefix);
 
-// Config helpers: a missing key or null gives the default.
-int64_t JsonInt(const nlohmann::json& j, const char* key, int64_t def);
-bool JsonBool(const nlohmann::json& j, const char* key, bool def);
-std::string JsonString(const nlohmann::json& j, const char* key,
-                       const std::string& def = "");
-
-// Reads a small I32/I64 tensor fully (g_idx, weight_shape).
-std::vector<int64_t> ReadInts(const StoredTensor* t);
+// Every element of a small integer tensor (g_idx, weight_shape) of any
+// integer width (I8, U8, I16, U16, I32, U32, I64, U64), as int64.
+// Errors: DATA_LOSS naming the tensor when its dtype is not an integer, its
+// bytes do not hold exactly its elements, or a U64 element exceeds int64.
+absl::StatusOr<std::vector<int64_t>> ReadIntVector(absl::string_view convention,
+                                                   const StoredTensor* t);
+// Every element of a small float tensor (codebooks), as float32.
+// Errors: DATA_LOSS naming the tensor when its dtype does not decode to
+// float or its bytes do not hold its elements.
+absl::StatusOr<std::vector<float>> ReadFloatVector(absl::string_view convention,
+                                                   const StoredTensor* t);
 
 // The 256 values of an FP8 dtype, the 16 of FP4 E2M1.
 std::vector<float> Fp8Table(DType dtype);
@@ -89,10 +126,11 @@ int64_t CeilDiv(int64_t a, int64_t b);
 // Per-convention resolvers. Each claims the stored tensors it turns into
 // logical ones. Errors: DATA_LOSS when metadata and tensors disagree;
 // UNIMPLEMENTED for a recognised but unsupported variant.
-absl::Status ResolveGptq(Context& ctx);
-absl::Status ResolveAwq(Context& ctx);
-absl::Status ResolveCompressedTensors(Context& ctx);
-absl::Status ResolveFp8(Context& ctx);
+absl::Status ResolveGptq(Context& ctx, const GptqConfig& config);
+absl::Status ResolveAwq(Context& ctx, const AwqConfig& config);
+absl::Status ResolveCompressedTensors(Context& ctx,
+                                      const CompressedTensorsConfig& config);
+absl::Status ResolveFp8(Context& ctx, const Fp8Config& config);
 absl::Status ResolveMxfp4GptOss(Context& ctx);
 absl::Status ResolveBitsandbytes(Context& ctx);
 

@@ -6,22 +6,21 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/quant/conventions/context.h"
+#include "core/util/checked_math.h"
+#include "core/util/status_macros.h"
 
 namespace tensormorph::conventions {
 namespace {
 
 constexpr char kName[] = "FP8";
+constexpr std::initializer_list<DType> kScaleTypes = {DType::kF32, DType::kBF16,
+                                                      DType::kF16};
 
 absl::Status ResolveOne(Context& ctx, const StoredTensor* w,
                         const StoredTensor* scale, bool inverse,
-                        const std::vector<int64_t>& block) {
+                        const std::optional<std::array<int64_t, 2>>& block) {
   if (w->shape.size() != 2) {
     return Mismatch(kName, absl::StrCat("'", w->name, "' must be 2-D"));
-  }
-  if (auto s =
-          ExpectDType(kName, scale, {DType::kF32, DType::kBF16, DType::kF16});
-      !s.ok()) {
-    return s;
   }
   const int64_t out = w->shape[0], in = w->shape[1];
   AffineParams p;
@@ -38,27 +37,27 @@ absl::Status ResolveOne(Context& ctx, const StoredTensor* w,
   p.float_codes = true;
   EncodingInfo& info = p.info;
   if (inverse) {
-    if (block.size() != 2 || block[0] <= 0 || block[1] <= 0) {
+    if (!block) {
       return Mismatch(
           kName,
           absl::StrCat("'", scale->name,
                        "' needs weight_block_size [rows, cols] in the config"));
     }
-    const std::vector<int64_t> want = {CeilDiv(out, block[0]),
-                                       CeilDiv(in, block[1])};
-    if (auto s = ExpectShape(kName, scale, want,
-                             absl::StrCat("block ", block[0], "x", block[1],
-                                          " over [", out, ",", in, "]"));
+    const int64_t br = (*block)[0], bc = (*block)[1];
+    const std::vector<int64_t> want = {CeilDiv(out, br), CeilDiv(in, bc)};
+    if (auto s = ExpectShape(
+            kName, scale, want,
+            absl::StrCat("block ", br, "x", bc, " over [", out, ",", in, "]"));
         !s.ok()) {
       return s;
     }
     p.groups = AffineParams::Groups::kBlock;
-    p.block_rows = block[0];
-    p.block_cols = block[1];
+    p.block_rows = br;
+    p.block_cols = bc;
     p.scale = {.tensor = scale, .rows = want[0], .cols = want[1]};
-    info.block_shape = block;
-    info.block_elems = block[0] * block[1];
-    info.granularity = absl::StrCat("block ", block[0], "x", block[1]);
+    info.block_shape = {br, bc};
+    info.block_elems = CheckedMul<int64_t>(br, bc).value_or(0);
+    info.granularity = absl::StrCat("block ", br, "x", bc);
   } else if (scale->num_elements == 1) {
     p.groups = AffineParams::Groups::kTensor;
     p.scale = {.tensor = scale, .rows = 1, .cols = 1};
@@ -82,36 +81,34 @@ absl::Status ResolveOne(Context& ctx, const StoredTensor* w,
   info.scheme = absl::StrCat("fp8 ", DTypeName(w->dtype));
   info.bits = 8;
   info.quantized = true;
-  ctx.Add(w->name, std::move(p));
-  return absl::OkStatus();
+  return ctx.Add(kName, w->name, std::move(p));
 }
 
 }  // namespace
 
-absl::Status ResolveFp8(Context& ctx) {
-  std::vector<int64_t> block;
-  const nlohmann::json& q = ctx.config();
-  if (q.is_object() && q.contains("weight_block_size") &&
-      q["weight_block_size"].is_array()) {
-    for (const auto& v : q["weight_block_size"]) {
-      if (v.is_number_integer()) block.push_back(v.get<int64_t>());
-    }
-  }
+absl::Status ResolveFp8(Context& ctx, const Fp8Config& config) {
   for (const StoredTensor& t : ctx.stored()) {
     if (t.dtype != DType::kF8E4M3 && t.dtype != DType::kF8E4M3Fnuz &&
         t.dtype != DType::kF8E5M2 && t.dtype != DType::kF8E5M2Fnuz) {
       continue;
     }
-    const StoredTensor* inv = ctx.Find(t.name + "_scale_inv");
-    const StoredTensor* scale =
-        inv != nullptr ? inv : ctx.Find(t.name + "_scale");
+    TM_ASSIGN_OR_RETURN(
+        const StoredTensor* inv,
+        ctx.ExpectIfPresent(kName, t.name, t.name + "_scale_inv", kScaleTypes,
+                            ShapeRule::Any()));
+    const StoredTensor* scale = inv;
+    if (scale == nullptr) {
+      TM_ASSIGN_OR_RETURN(scale,
+                          ctx.ExpectIfPresent(kName, t.name, t.name + "_scale",
+                                              kScaleTypes, ShapeRule::Any()));
+    }
     if (scale == nullptr) {
       return Mismatch(
           kName, absl::StrCat("tensor '", t.name, "' is FP8 but has neither '",
                               t.name, "_scale_inv' nor '", t.name, "_scale'"));
     }
-    if (auto s = ResolveOne(ctx, &t, scale, inv != nullptr, block); !s.ok())
-      return s;
+    TM_RETURN_IF_ERROR(
+        ResolveOne(ctx, &t, scale, inv != nullptr, config.weight_block_size));
   }
   return absl::OkStatus();
 }

@@ -4,24 +4,30 @@
 //   x[n, k] = scales[g, n] * (q[k, n] - z[g, n]),  g = g_idx[k]
 // with z stored minus one in checkpoint_format "gptq" (v1), as is in
 // "gptq_v2".
+#include <algorithm>
+#include <climits>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/quant/conventions/context.h"
+#include "core/util/status_macros.h"
 
 namespace tensormorph::conventions {
 namespace {
 
 constexpr char kName[] = "GPTQ";
 
-absl::Status ResolveOne(Context& ctx, const std::string& prefix, int bits,
-                        int64_t group_size, bool v1, bool sym, bool desc_act) {
+absl::Status ResolveOne(Context& ctx, const std::string& prefix,
+                        const GptqConfig& c) {
+  const int bits = c.bits;
+  const bool v1 = c.v1, sym = c.sym, desc_act = c.desc_act;
   const std::string weight = prefix + "weight";
   auto packed = NeedPackedInt(ctx, kName, prefix);
   if (!packed.ok()) return packed.status();
   const StoredTensor* qw = packed->qweight;
   const StoredTensor* qz = packed->qzeros;
   const StoredTensor* sc = packed->scales;
-  if (qw->shape.size() != 2 || (qw->shape[0] * 32) % bits != 0) {
+  if (qw->shape[0] > INT64_MAX / 32 || (qw->shape[0] * 32) % bits != 0) {
     return Mismatch(kName,
                     absl::StrCat("'", qw->name, "' is ",
                                  DescribeStored(qw->dtype, qw->shape),
@@ -29,7 +35,8 @@ absl::Status ResolveOne(Context& ctx, const std::string& prefix, int bits,
   }
   const int64_t in = qw->shape[0] * 32 / bits;
   const int64_t out = qw->shape[1];
-  const int64_t g = group_size > 0 ? group_size : in;
+  // group_size -1: one group per row (a row of none, when empty).
+  const int64_t g = c.group_size > 0 ? c.group_size : std::max<int64_t>(in, 1);
   const int64_t groups = CeilDiv(in, g);
   if (auto s = ExpectShape(
           kName, sc, {groups, out},
@@ -37,7 +44,7 @@ absl::Status ResolveOne(Context& ctx, const std::string& prefix, int bits,
       !s.ok()) {
     return s;
   }
-  if ((out * bits) % 32 != 0) {
+  if (out > INT64_MAX / 32 || (out * bits) % 32 != 0) {
     return Mismatch(
         kName,
         absl::StrCat("out=", out, " does not pack into 32-bit zero words"));
@@ -76,12 +83,15 @@ absl::Status ResolveOne(Context& ctx, const std::string& prefix, int bits,
   }
   p.parts = {qw, qz, sc};
   bool act_order = desc_act;
-  if (const StoredTensor* gi = ctx.Find(prefix + "g_idx")) {
-    if (auto s = ExpectDType(kName, gi, {DType::kI32, DType::kI64}); !s.ok())
-      return s;
-    if (auto s = ExpectShape(kName, gi, {in}, absl::StrCat("in=", in)); !s.ok())
-      return s;
-    const std::vector<int64_t> idx = ReadInts(gi);
+  TM_ASSIGN_OR_RETURN(
+      const StoredTensor* gi,
+      ctx.ExpectIfPresent(kName, weight, prefix + "g_idx",
+                          {DType::kI8, DType::kU8, DType::kI16, DType::kU16,
+                           DType::kI32, DType::kU32, DType::kI64, DType::kU64},
+                          ShapeRule::Exact({in}, absl::StrCat("in=", in))));
+  if (gi != nullptr) {
+    TM_ASSIGN_OR_RETURN(const std::vector<int64_t> idx,
+                        ReadIntVector(kName, gi));
     for (int64_t k = 0; k < in; ++k) {
       if (idx[k] < 0 || idx[k] >= groups) {
         return Mismatch(kName,
@@ -108,33 +118,16 @@ absl::Status ResolveOne(Context& ctx, const std::string& prefix, int bits,
   info.axis = "in";
   info.granularity =
       absl::StrCat("group ", g, " along in", act_order ? ", act-order" : "");
-  ctx.Add(weight, std::move(p));
-  return absl::OkStatus();
+  return ctx.Add(kName, weight, std::move(p));
 }
 
 }  // namespace
 
-absl::Status ResolveGptq(Context& ctx) {
-  const nlohmann::json& q = ctx.config();
-  const int bits = static_cast<int>(JsonInt(q, "bits", 4));
-  if (bits != 2 && bits != 3 && bits != 4 && bits != 8) {
-    return absl::UnimplementedError(absl::StrCat(
-        "GPTQ with ", bits, " bits is not supported (2, 3, 4, 8 are)"));
-  }
-  const std::string format = JsonString(q, "checkpoint_format", "gptq");
-  if (format != "gptq" && format != "gptq_v2") {
-    return absl::UnimplementedError(
-        absl::StrCat("GPTQ checkpoint_format '", format, "' is not supported"));
-  }
+absl::Status ResolveGptq(Context& ctx, const GptqConfig& config) {
   for (const StoredTensor& t : ctx.stored()) {
     if (!absl::EndsWith(t.name, "qweight")) continue;
     const std::string prefix = t.name.substr(0, t.name.size() - 7);
-    if (auto s = ResolveOne(ctx, prefix, bits, JsonInt(q, "group_size", 128),
-                            format == "gptq", JsonBool(q, "sym", true),
-                            JsonBool(q, "desc_act", false));
-        !s.ok()) {
-      return s;
-    }
+    TM_RETURN_IF_ERROR(ResolveOne(ctx, prefix, config));
   }
   return absl::OkStatus();
 }

@@ -4,6 +4,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/quant/conventions/context.h"
+#include "core/util/status_macros.h"
 
 namespace tensormorph::conventions {
 
@@ -12,29 +13,24 @@ absl::Status ResolveMxfp4GptOss(Context& ctx) {
   for (const StoredTensor& t : ctx.stored()) {
     if (!absl::EndsWith(t.name, "_blocks")) continue;
     const std::string name = t.name.substr(0, t.name.size() - 7);
-    auto scales_or = ctx.Need(kName, name, name + "_scales");
-    if (!scales_or.ok()) return scales_or.status();
-    const StoredTensor* sc = *scales_or;
     if (auto s = ExpectDType(kName, &t, {DType::kU8}); !s.ok()) return s;
-    if (auto s = ExpectDType(kName, sc, {DType::kU8, DType::kF8E8M0}); !s.ok())
-      return s;
     if (t.shape.size() < 2 || t.shape.back() != 16) {
       return Mismatch(kName, absl::StrCat("'", t.name, "' is ",
                                           DescribeStored(t.dtype, t.shape),
                                           " but must be U8[..., n/32, 16]"));
     }
     std::vector<int64_t> want(t.shape.begin(), t.shape.end() - 1);
-    if (auto s =
-            ExpectShape(kName, sc, want, "one E8M0 scale per 32-element block");
-        !s.ok()) {
-      return s;
-    }
+    TM_ASSIGN_OR_RETURN(
+        const StoredTensor* sc,
+        ctx.Expect(
+            kName, name, name + "_scales", {DType::kU8, DType::kF8E8M0},
+            ShapeRule::Exact(want, "one E8M0 scale per 32-element block")));
     AffineParams p;
     p.shape.assign(t.shape.begin(), t.shape.end() - 2);
     const int64_t blocks = t.shape[t.shape.size() - 2];
     p.shape.push_back(blocks * 32);
     p.cols = blocks * 32;
-    p.rows = t.num_elements * 2 / p.cols;
+    p.rows = p.cols == 0 ? 0 : t.num_elements * 2 / p.cols;
     p.codes = {.tensor = &t,
                .kind = IntMatrix::Kind::kNibbles,
                .bits = 4,
@@ -62,7 +58,7 @@ absl::Status ResolveMxfp4GptOss(Context& ctx) {
     info.group_size = info.block_elems = 32;
     info.axis = "last";
     info.granularity = "group 32 along the last dimension";
-    ctx.Add(name, std::move(p));
+    TM_RETURN_IF_ERROR(ctx.Add(kName, name, std::move(p)));
   }
   return absl::OkStatus();
 }

@@ -1,0 +1,489 @@
+#include "core/quant/conventions/quant_config.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "core/format/json_header.h"
+#include "nlohmann/json.hpp"
+
+namespace tensormorph::conventions {
+namespace {
+
+using Json = nlohmann::json;
+
+// Methods transformers knows that Tensormorph does not decode (yet).
+constexpr const char* kUnsupported[] = {"hqq",
+                                        "eetq",
+                                        "quanto",
+                                        "aqlm",
+                                        "exl2",
+                                        "higgs",
+                                        "vptq",
+                                        "torchao",
+                                        "spqr",
+                                        "bitnet",
+                                        "fbgemm_fp8_rowwise",
+                                        "squeezellm",
+                                        "marlin"};
+
+// How a value prints in "got ..." (strings cut at 40 bytes).
+std::string Describe(const Json& v) {
+  switch (v.type()) {
+    case Json::value_t::null:
+      return "null";
+    case Json::value_t::boolean:
+      return absl::StrCat("boolean ",
+                          v.get_ref<const bool&>() ? "true" : "false");
+    case Json::value_t::number_integer:
+      return absl::StrCat("integer ",
+                          v.get_ref<const Json::number_integer_t&>());
+    case Json::value_t::number_unsigned:
+      return absl::StrCat("integer ",
+                          v.get_ref<const Json::number_unsigned_t&>());
+    case Json::value_t::number_float:
+      return absl::StrCat("number ", v.get_ref<const Json::number_float_t&>());
+    case Json::value_t::string: {
+      const std::string& s = v.get_ref<const std::string&>();
+      return absl::StrCat("string \"", s.substr(0, 40),
+                          s.size() > 40 ? "...\"" : "\"");
+    }
+    case Json::value_t::array:
+      return absl::StrCat("an array of ", v.size());
+    case Json::value_t::object:
+      return "an object";
+    default:
+      return "an unreadable value";
+  }
+}
+
+// A value at a key path of one file; `v` is null when the key is absent.
+struct Node {
+  const Json* v = nullptr;
+  std::string path;
+
+  bool absent() const { return v == nullptr; }
+  bool null() const { return v != nullptr && v->is_null(); }
+  // REQUIRES: v is an object (or absent).
+  Node Key(absl::string_view key) const {
+    Node n{nullptr,
+           path.empty() ? std::string(key) : absl::StrCat(path, ".", key)};
+    if (v != nullptr && v->is_object()) {
+      auto it = v->find(std::string(key));
+      if (it != v->end()) n.v = &*it;
+    }
+    return n;
+  }
+  Node At(size_t i) const {
+    return Node{&(*v)[i], absl::StrCat(path, "[", i, "]")};
+  }
+};
+
+// Type- and range-checked reads of one file's values.
+class Reader {
+ public:
+  explicit Reader(std::string file) : file_(std::move(file)) {}
+
+  absl::Status Bad(const Node& n, absl::string_view expected) const {
+    return absl::DataLossError(absl::StrCat(file_, ": ", n.path, ": expected ",
+                                            expected, ", got ",
+                                            Describe(*n.v)));
+  }
+  absl::Status Unsupported(const Node& n, absl::string_view what) const {
+    return absl::UnimplementedError(
+        absl::StrCat(file_, ": ", n.path, ": ", what));
+  }
+
+  absl::Status Missing(const Node& n, absl::string_view expected) const {
+    return absl::DataLossError(absl::StrCat(file_, ": ", n.path, ": expected ",
+                                            expected,
+                                            ", but the key is missing"));
+  }
+
+  absl::Status Object(const Node& n) const {
+    if (n.v->is_object()) return absl::OkStatus();
+    return Bad(n, "an object");
+  }
+
+  // An integer in [lo, hi] (or == `also`, when given).
+  absl::StatusOr<int64_t> Int(
+      const Node& n, int64_t lo, int64_t hi,
+      std::optional<int64_t> also = std::nullopt) const {
+    const std::string want =
+        absl::StrCat("an integer ",
+                     hi == std::numeric_limits<int64_t>::max()
+                         ? absl::StrCat(">= ", lo)
+                         : absl::StrCat("in [", lo, ", ", hi, "]"),
+                     also ? absl::StrCat(" or ", *also) : "");
+    int64_t x = 0;
+    if (n.v->is_number_integer() && !n.v->is_number_unsigned()) {
+      x = n.v->get_ref<const Json::number_integer_t&>();
+    } else if (n.v->is_number_unsigned()) {
+      const uint64_t u = n.v->get_ref<const Json::number_unsigned_t&>();
+      if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+        return Bad(n, want);
+      x = static_cast<int64_t>(u);
+    } else {
+      return Bad(n, want);
+    }
+    if ((x < lo || x > hi) && !(also && x == *also)) return Bad(n, want);
+    return x;
+  }
+  // Absent: `def`.
+  absl::StatusOr<int64_t> IntOr(
+      const Node& n, int64_t def, int64_t lo, int64_t hi,
+      std::optional<int64_t> also = std::nullopt) const {
+    if (n.absent()) return def;
+    return Int(n, lo, hi, also);
+  }
+
+  absl::StatusOr<bool> Bool(const Node& n, bool def) const {
+    if (n.absent()) return def;
+    if (!n.v->is_boolean()) return Bad(n, "a boolean");
+    return n.v->get_ref<const bool&>();
+  }
+
+  // Absent: std::nullopt (and null too when `null_is_absent`).
+  absl::StatusOr<std::optional<std::string>> String(const Node& n,
+                                                    bool null_is_absent) const {
+    if (n.absent() || (null_is_absent && n.null())) return std::nullopt;
+    if (!n.v->is_string()) return Bad(n, "a string");
+    return n.v->get_ref<const std::string&>();
+  }
+
+  // [rows, cols], each >= 1; null is absent. `rxc_string`: the older
+  // compressed-tensors spelling "RxC" is accepted too.
+  absl::StatusOr<std::optional<std::array<int64_t, 2>>> Pair(
+      const Node& n, bool rxc_string) const {
+    if (n.absent() || n.null()) return std::nullopt;
+    const char* want = rxc_string
+                           ? "[rows, cols] of integers >= 1 or a string \"RxC\""
+                           : "[rows, cols] of integers >= 1";
+    std::array<int64_t, 2> out{};
+    if (rxc_string && n.v->is_string()) {
+      std::vector<std::string> parts =
+          absl::StrSplit(n.v->get_ref<const std::string&>(), 'x');
+      if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &out[0]) ||
+          !absl::SimpleAtoi(parts[1], &out[1]) || out[0] < 1 || out[1] < 1) {
+        return Bad(n, want);
+      }
+      return out;
+    }
+    if (!n.v->is_array() || n.v->size() != 2) return Bad(n, want);
+    for (size_t i = 0; i < 2; ++i) {
+      auto x = Int(n.At(i), 1, std::numeric_limits<int64_t>::max());
+      if (!x.ok()) return x.status();
+      out[i] = *x;
+    }
+    return out;
+  }
+
+ private:
+  std::string file_;
+};
+
+constexpr int64_t kMaxInt = std::numeric_limits<int64_t>::max();
+
+absl::Status ParseGptq(const Reader& r, const Node& q, GptqConfig* c) {
+  auto bits = r.IntOr(q.Key("bits"), 4, 1, 32);
+  if (!bits.ok()) return bits.status();
+  if (*bits != 2 && *bits != 3 && *bits != 4 && *bits != 8) {
+    return r.Unsupported(
+        q.Key("bits"), absl::StrCat("GPTQ with ", *bits,
+                                    " bits is not supported (2, 3, 4, 8 are)"));
+  }
+  c->bits = static_cast<int>(*bits);
+  auto group = r.IntOr(q.Key("group_size"), 128, 1, kMaxInt, -1);
+  if (!group.ok()) return group.status();
+  c->group_size = *group;
+  auto sym = r.Bool(q.Key("sym"), true);
+  if (!sym.ok()) return sym.status();
+  c->sym = *sym;
+  auto desc = r.Bool(q.Key("desc_act"), false);
+  if (!desc.ok()) return desc.status();
+  c->desc_act = *desc;
+  auto format = r.String(q.Key("checkpoint_format"), false);
+  if (!format.ok()) return format.status();
+  const std::string f = format->value_or("gptq");
+  if (f != "gptq" && f != "gptq_v2") {
+    return r.Unsupported(
+        q.Key("checkpoint_format"),
+        absl::StrCat("GPTQ checkpoint_format '", f,
+                     "' is not supported (gptq and gptq_v2 are)"));
+  }
+  c->v1 = f == "gptq";
+  return absl::OkStatus();
+}
+
+absl::Status ParseAwq(const Reader& r, const Node& q, AwqConfig* c) {
+  const Node bits_key = q.Key("bits").absent() ? q.Key("w_bit") : q.Key("bits");
+  auto bits = r.IntOr(bits_key, 4, 1, 32);
+  if (!bits.ok()) return bits.status();
+  if (*bits != 4) {
+    return r.Unsupported(
+        bits_key, absl::StrCat("AWQ with ", *bits, " bits is not supported"));
+  }
+  c->bits = 4;
+  const Node group_key = q.Key("group_size").absent() ? q.Key("q_group_size")
+                                                      : q.Key("group_size");
+  auto group = r.IntOr(group_key, 128, 1, kMaxInt);
+  if (!group.ok()) return group.status();
+  c->group_size = *group;
+  auto version = r.String(q.Key("version"), false);
+  if (!version.ok()) return version.status();
+  const std::string v = absl::AsciiStrToLower(version->value_or("gemm"));
+  if (v != "gemm" && v != "gemv") {
+    return r.Unsupported(
+        q.Key("version"),
+        absl::StrCat("AWQ version '", v,
+                     "' is not supported (gemm and gemv are)"));
+  }
+  c->gemv = v == "gemv";
+  auto zp = r.Bool(q.Key("zero_point"), true);
+  if (!zp.ok()) return zp.status();
+  c->zero_point = *zp;
+  return absl::OkStatus();
+}
+
+CtFormat FormatOf(absl::string_view f) {
+  if (f == "int-quantized") return CtFormat::kIntQuantized;
+  if (f == "naive-quantized") return CtFormat::kNaiveQuantized;
+  if (f == "float-quantized") return CtFormat::kFloatQuantized;
+  if (f == "pack-quantized") return CtFormat::kPackQuantized;
+  if (f == "nvfp4-pack-quantized") return CtFormat::kNvfp4PackQuantized;
+  if (f == "mxfp4-pack-quantized") return CtFormat::kMxfp4PackQuantized;
+  return CtFormat::kOther;
+}
+
+absl::StatusOr<std::optional<CtScheme>> ParseCtGroup(
+    const Reader& r, const Node& group, const std::string& name,
+    const std::string& default_format) {
+  if (auto s = r.Object(group); !s.ok()) return s;
+  const Node w = group.Key("weights");
+  // QuantizationScheme.weights is Optional: no weight quantization.
+  if (w.absent() || w.null()) return std::nullopt;
+  if (auto s = r.Object(w); !s.ok()) return s;
+  CtScheme s;
+  s.group = name;
+  auto format = r.String(group.Key("format"), true);
+  if (!format.ok()) return format.status();
+  s.format_name = format->value_or(default_format);
+  s.format = FormatOf(s.format_name);
+  auto bits = r.IntOr(w.Key("num_bits"), 8, 1, 32);
+  if (!bits.ok()) return bits.status();
+  s.bits = static_cast<int>(*bits);
+  auto type = r.String(w.Key("type"), false);
+  if (!type.ok()) return type.status();
+  const std::string t = type->value_or("int");
+  if (t == "int") {
+    s.type = CtType::kInt;
+  } else if (t == "float") {
+    s.type = CtType::kFloat;
+  } else {
+    return r.Bad(w.Key("type"), "\"int\" or \"float\"");
+  }
+  auto sym = r.Bool(w.Key("symmetric"), true);
+  if (!sym.ok()) return sym.status();
+  s.symmetric = *sym;
+  const Node gs = w.Key("group_size");
+  if (!gs.absent() && !gs.null()) {
+    auto g = r.Int(gs, 1, kMaxInt, -1);
+    if (!g.ok()) return g.status();
+    s.group_size = *g;
+  }
+  auto block = r.Pair(w.Key("block_structure"), true);
+  if (!block.ok()) return block.status();
+  s.block = *block;
+  auto strategy = r.String(w.Key("strategy"), true);
+  if (!strategy.ok()) return strategy.status();
+  if (strategy->has_value()) {
+    s.strategy_name = **strategy;
+  } else if (s.group_size && *s.group_size > 0) {
+    s.strategy_name = "group";
+  } else if (s.group_size && *s.group_size == -1) {
+    s.strategy_name = "channel";
+  } else if (s.block) {
+    s.strategy_name = "block";
+  } else {
+    s.strategy_name = "tensor";
+  }
+  const std::string& st = s.strategy_name;
+  s.strategy = st == "tensor"                          ? CtStrategy::kTensor
+               : st == "channel"                       ? CtStrategy::kChannel
+               : st == "group" || st == "tensor_group" ? CtStrategy::kGroup
+               : st == "block"                         ? CtStrategy::kBlock
+                                                       : CtStrategy::kOther;
+  const Node targets = group.Key("targets");
+  if (!targets.absent()) {
+    if (!targets.v->is_array()) return r.Bad(targets, "an array of strings");
+    for (size_t i = 0; i < targets.v->size(); ++i) {
+      auto target = r.String(targets.At(i), false);
+      if (!target.ok()) return target.status();
+      s.targets.push_back(**target);
+    }
+  }
+  return s;
+}
+
+absl::Status ParseCompressedTensors(const Reader& r, const Node& q,
+                                    CompressedTensorsConfig* c) {
+  auto format = r.String(q.Key("format"), true);
+  if (!format.ok()) return format.status();
+  const std::string default_format = format->value_or("int-quantized");
+  const Node groups = q.Key("config_groups");
+  if (groups.absent()) return r.Missing(groups, "an object of config groups");
+  if (auto s = r.Object(groups); !s.ok()) return s;
+  for (auto it = groups.v->begin(); it != groups.v->end(); ++it) {
+    const Node group{&it.value(), absl::StrCat(groups.path, ".", it.key())};
+    if (group.v->is_array()) {
+      return r.Unsupported(
+          group,
+          "a config group given as a preset scheme's targets is not "
+          "supported; spell out its weights");
+    }
+    auto scheme = ParseCtGroup(r, group, it.key(), default_format);
+    if (!scheme.ok()) return scheme.status();
+    if (scheme->has_value()) c->schemes.push_back(std::move(**scheme));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseFp8(const Reader& r, const Node& q, Fp8Config* c) {
+  auto block = r.Pair(q.Key("weight_block_size"), false);
+  if (!block.ok()) return block.status();
+  c->weight_block_size = *block;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<QuantConfig> Parse(const QuantConfigs& files) {
+  QuantConfig out;
+  std::string file;
+  Node q;
+  std::string default_method;
+  if (files.config.has_value()) {
+    Reader r("config.json");
+    Node top{&*files.config, ""};
+    if (!top.v->is_object()) {
+      return absl::DataLossError(
+          absl::StrCat("config.json: expected an object at the top level, got ",
+                       Describe(*top.v)));
+    }
+    Node qc = top.Key("quantization_config");
+    // transformers reads a null quantization_config as "not quantized".
+    if (!qc.absent() && !qc.null()) {
+      if (auto s = r.Object(qc); !s.ok()) return s;
+      file = "config.json";
+      q = qc;
+    }
+  }
+  if (q.absent() && files.quantize_config.has_value()) {
+    file = "quantize_config.json";
+    q = Node{&*files.quantize_config, ""};
+    default_method = "gptq";
+  } else if (q.absent() && files.quant_config.has_value()) {
+    file = "quant_config.json";
+    q = Node{&*files.quant_config, ""};
+    default_method = "awq";
+  }
+  if (q.absent()) return out;
+  Reader r(file);
+  if (!q.v->is_object()) {
+    return absl::DataLossError(absl::StrCat(
+        file, ": expected an object at the top level, got ", Describe(*q.v)));
+  }
+  const Node method_key = q.Key("quant_method");
+  auto method = r.String(method_key, false);
+  if (!method.ok()) return method.status();
+  out.method_name = absl::AsciiStrToLower(method->value_or(default_method));
+  const std::string& m = out.method_name;
+  absl::Status s;
+  if (m == "gptq") {
+    out.method = QuantMethod::kGptq;
+    s = ParseGptq(r, q, &out.gptq);
+  } else if (m == "awq") {
+    out.method = QuantMethod::kAwq;
+    s = ParseAwq(r, q, &out.awq);
+  } else if (m == "compressed-tensors") {
+    out.method = QuantMethod::kCompressedTensors;
+    s = ParseCompressedTensors(r, q, &out.compressed_tensors);
+  } else if (m == "fp8" || m == "fbgemm_fp8" || m == "modelopt") {
+    out.method = QuantMethod::kFp8;
+    s = ParseFp8(r, q, &out.fp8);
+  } else if (m == "mxfp4") {
+    out.method = QuantMethod::kMxfp4;
+  } else if (m == "bitsandbytes") {
+    // Decoding follows the quant states stored beside each weight.
+    out.method = QuantMethod::kBitsandbytes;
+  } else if (std::find(std::begin(kUnsupported), std::end(kUnsupported), m) !=
+             std::end(kUnsupported)) {
+    return r.Unsupported(
+        method_key,
+        absl::StrCat("quantization method '", m,
+                     "' is recognised but not supported; supported: gptq, awq, "
+                     "compressed-tensors, fp8, mxfp4, bitsandbytes"));
+  } else if (m.empty()) {
+    out.method = QuantMethod::kUnknown;
+    out.notes.push_back(absl::StrCat(
+        file, ": ", method_key.path,
+        " is missing; conventions were recognised from the stored tensors"));
+  } else {
+    out.method = QuantMethod::kUnknown;
+    out.notes.push_back(absl::StrCat(
+        file, ": ", method_key.path, " \"", m.substr(0, 64),
+        "\" is not a method Tensormorph knows; conventions were recognised "
+        "from the stored tensors"));
+  }
+  if (!s.ok()) return s;
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<QuantConfig> ParseQuantConfig(const QuantConfigs& files) {
+  return Parse(files);
+}
+
+absl::StatusOr<BnbQuantState> ParseBnbQuantState(absl::string_view text,
+                                                 absl::string_view what) {
+  auto json = ParseStrictJson(text, absl::StrCat("bitsandbytes: ", what));
+  if (!json.ok()) return json.status();
+  Reader r(absl::StrCat("bitsandbytes: quant state '", what, "'"));
+  const Node top{&*json, ""};
+  if (!top.v->is_object()) {
+    return absl::DataLossError(absl::StrCat("bitsandbytes: quant state '", what,
+                                            "': expected an object, got ",
+                                            Describe(*top.v)));
+  }
+  BnbQuantState st;
+  const Node shape = top.Key("shape");
+  if (shape.absent()) return r.Missing(shape, "an array of integers >= 1");
+  if (!shape.v->is_array() || shape.v->empty()) {
+    return r.Bad(shape, "a non-empty array of integers >= 1");
+  }
+  for (size_t i = 0; i < shape.v->size(); ++i) {
+    auto d = r.Int(shape.At(i), 1, kMaxInt);
+    if (!d.ok()) return d.status();
+    st.shape.push_back(*d);
+  }
+  auto bs = r.IntOr(top.Key("blocksize"), 64, 1, kMaxInt);
+  if (!bs.ok()) return bs.status();
+  st.blocksize = *bs;
+  auto nbs = r.IntOr(top.Key("nested_blocksize"), 256, 1, kMaxInt);
+  if (!nbs.ok()) return nbs.status();
+  st.nested_blocksize = *nbs;
+  const Node off = top.Key("nested_offset");
+  if (!off.absent()) {
+    if (!off.v->is_number()) return r.Bad(off, "a finite number");
+    const double d = off.v->get<double>();
+    if (!std::isfinite(d) || std::fabs(d) > std::numeric_limits<float>::max())
+      return r.Bad(off, "a finite number");
+    st.nested_offset = static_cast<float>(d);
+  }
+  return st;
+}
+
+}  // namespace tensormorph::conventions

@@ -45,8 +45,12 @@ std::string Describe(const Json& v) {
     case Json::value_t::number_unsigned:
       return absl::StrCat("integer ",
                           v.get_ref<const Json::number_unsigned_t&>());
-    case Json::value_t::number_float:
-      return absl::StrCat("number ", v.get_ref<const Json::number_float_t&>());
+    case Json::value_t::number_float: {
+      // "4.0", not "4": a float where an integer belongs must read as one.
+      std::string x = absl::StrCat(v.get_ref<const Json::number_float_t&>());
+      if (x.find_first_of(".einfa") == std::string::npos) x += ".0";
+      return absl::StrCat("number ", x);
+    }
     case Json::value_t::string: {
       const std::string& s = v.get_ref<const std::string&>();
       return absl::StrCat("string \"", s.substr(0, 40),

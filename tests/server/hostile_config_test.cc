@@ -1,0 +1,184 @@
+// Hostile quantization configs through a live server: the configs that once
+// killed tensormorphd (a wrong-typed value thrown as nlohmann::type_error on
+// a worker thread) and others are refused with DATA_LOSS naming the file and
+// key path, while a bystander streams from a good file without a failure;
+// afterwards the server still opens and serves a good quantized checkpoint.
+#include <atomic>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include "client/client.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/fixture_copy.h"
+#include "tests/support/loopback_server.h"
+#include "tests/support/safetensors_writer.h"
+#include "tests/support/test_paths.h"
+
+namespace tensormorph {
+namespace {
+
+using ::tensormorph::testing::BuildSafetensors;
+using ::tensormorph::testing::CopyFixtureInto;
+using ::tensormorph::testing::Fixture;
+using ::tensormorph::testing::ReadJson;
+using ::tensormorph::testing::WriteFile;
+using ::tensormorph::testing::WriteJson;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using Json = nlohmann::json;
+
+const char kWeights[] = "/quantization_config/config_groups/group_0/weights";
+const char kWeightsPath[] = "quantization_config.config_groups.group_0.weights";
+
+class HostileConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::MakeTempDir();
+    WriteFile(dir_ + "/good.safetensors",
+              BuildSafetensors(
+                  {{"w", "F32", {1024, 1024}, std::string(4 << 20, '\x3f')}}));
+    loopback_ = testing::StartLoopbackServer({dir_});
+    client_ = loopback_.client.get();
+    target_ = loopback_.address;
+    bystander_ = std::thread([this] { StreamUntilStopped(); });
+  }
+  void TearDown() override {
+    stop_ = true;
+    if (bystander_.joinable()) bystander_.join();
+    EXPECT_GT(streams_ok_.load(), 0) << "the bystander never finished a stream";
+    EXPECT_EQ(streams_failed_.load(), 0) << last_failure_;
+  }
+
+  void StreamUntilStopped() {
+    auto client = *Client::Connect(target_);
+    v1::ReadSliceRequest r;
+    r.set_checkpoint("good.safetensors");
+    r.set_tensor("w");
+    r.set_max_chunk_bytes(256 << 10);
+    while (!stop_) {
+      auto data = client->ReadSliceAll(r);
+      if (data.ok() && data->bytes.size() == (4u << 20)) {
+        ++streams_ok_;
+      } else {
+        ++streams_failed_;
+        last_failure_ = data.ok() ? "short read" : data.status().ToString();
+      }
+    }
+  }
+
+  // A copy of fixture `fixture` as `name`, its config.json with the value at
+  // `pointer` replaced by `value` (JSON text).
+  std::string Mutated(const std::string& name, const std::string& fixture,
+                      const std::string& pointer, const std::string& value) {
+    const std::string dir = dir_ + "/" + name;
+    std::filesystem::create_directory(dir);
+    CopyFixtureInto(fixture, dir);
+    Json config = ReadJson(dir + "/config.json");
+    config[Json::json_pointer(pointer)] = Json::parse(value);
+    WriteJson(dir + "/config.json", config);
+    return name;
+  }
+
+  void ExpectRefused(const std::string& name, const std::string& key_path,
+                     const std::string& got) {
+    SCOPED_TRACE(name);
+    auto info = client_->GetCheckpoint(name);
+    ASSERT_FALSE(info.ok()) << "opened a hostile config";
+    EXPECT_EQ(info.status().code(), absl::StatusCode::kDataLoss)
+        << info.status();
+    EXPECT_THAT(std::string(info.status().message()),
+                AllOf(HasSubstr("config.json: " + key_path + ": expected"),
+                      HasSubstr(got)));
+    // Every call on it answers the same, and the server keeps serving.
+    auto tensors = client_->ListTensors(name);
+    EXPECT_EQ(tensors.status().code(), absl::StatusCode::kDataLoss);
+    ASSERT_TRUE(client_->GetCheckpoint("good.safetensors").ok())
+        << "the server stopped serving after " << name;
+  }
+
+  std::string dir_, target_;
+  testing::LoopbackServer loopback_;
+  Client* client_ = nullptr;
+  std::thread bystander_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> streams_ok_{0}, streams_failed_{0};
+  std::string last_failure_;
+};
+
+TEST_F(HostileConfigTest, ConfigsThatKilledTheServerAreDataLoss) {
+  const std::string w = kWeights, wp = kWeightsPath;
+  ExpectRefused(Mutated("block_strings", "ct_int8_tensor_asym",
+                        w + "/block_structure", R"(["a", "b"])"),
+                wp + ".block_structure[0]", R"(got string "a")");
+  ExpectRefused(Mutated("block_object", "ct_int8_tensor_asym",
+                        w + "/block_structure", R"([{}, 128])"),
+                wp + ".block_structure[0]", "got an object");
+  ExpectRefused(Mutated("block_float", "ct_int8_tensor_asym",
+                        w + "/block_structure", R"([128, 1.5])"),
+                wp + ".block_structure[1]", "got number 1.5");
+}
+
+TEST_F(HostileConfigTest, SilentlyMisreadConfigsAreDataLoss) {
+  const std::string w = kWeights, wp = kWeightsPath;
+  ExpectRefused(
+      Mutated("symmetric_x", "ct_int8_tensor_asym", w + "/symmetric", R"("x")"),
+      wp + ".symmetric", R"(got string "x")");
+  ExpectRefused(Mutated("symmetric_null", "ct_int8_tensor_asym",
+                        w + "/symmetric", "null"),
+                wp + ".symmetric", "got null");
+  ExpectRefused(
+      Mutated("num_bits_string", "ct_w4a16_group", w + "/num_bits", R"("4")"),
+      wp + ".num_bits", R"(got string "4")");
+  ExpectRefused(Mutated("group_not_object", "ct_int8_tensor_asym",
+                        "/quantization_config/config_groups/group_0", "7"),
+                "quantization_config.config_groups.group_0", "got integer 7");
+  ExpectRefused(Mutated("gptq_bits_huge", "gptq_4bit_g32",
+                        "/quantization_config/bits", "18446744073709551615"),
+                "quantization_config.bits", "got integer 18446744073709551615");
+  ExpectRefused(Mutated("awq_group_negative", "awq_4bit_g32",
+                        "/quantization_config/group_size", "-32"),
+                "quantization_config.group_size", "got integer -32");
+  ExpectRefused(Mutated("fp8_block_null_elem", "fp8_block_sharded",
+                        "/quantization_config/weight_block_size/0", "null"),
+                "quantization_config.weight_block_size[0]", "got null");
+}
+
+TEST_F(HostileConfigTest, GoodCheckpointServesAfterwards) {
+  ExpectRefused(
+      Mutated("block_strings", "ct_int8_tensor_asym",
+              std::string(kWeights) + "/block_structure", R"(["a", "b"])"),
+      std::string(kWeightsPath) + ".block_structure[0]", R"(got string "a")");
+  std::filesystem::create_directory(dir_ + "/good_ct");
+  CopyFixtureInto("ct_int8_tensor_asym", dir_ + "/good_ct");
+  auto info = client_->GetCheckpoint("good_ct");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_THAT(info->conventions(), ::testing::Contains("compressed-tensors"));
+  auto tensors = client_->ListTensors("good_ct");
+  ASSERT_TRUE(tensors.ok()) << tensors.status();
+  ASSERT_FALSE(tensors->empty());
+  v1::ReadSliceRequest r;
+  r.set_checkpoint("good_ct");
+  r.set_tensor(tensors->front().name());
+  auto data = client_->ReadSliceAll(r);
+  ASSERT_TRUE(data.ok()) << data.status();
+  EXPECT_FALSE(data->bytes.empty());
+}
+
+TEST_F(HostileConfigTest, UnknownMethodIsServedWithANote) {
+  const std::string name =
+      Mutated("unknown_method", "mxfp4_gptoss",
+              "/quantization_config/quant_method", R"("brand-new")");
+  auto info = client_->GetCheckpoint(name);
+  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_EQ(info->notes_size(), 1);
+  EXPECT_THAT(info->notes(0), AllOf(HasSubstr("brand-new"),
+                                    HasSubstr("recognised from the stored "
+                                              "tensors")));
+  EXPECT_THAT(info->conventions(), ::testing::Contains("mxfp4 (gpt-oss)"));
+}
+
+}  // namespace
+}  // namespace tensormorph

@@ -20,8 +20,7 @@ constexpr char kName[] = "bitsandbytes";
 
 absl::Status ResolveOne(Context& ctx, const StoredTensor* state,
                         const std::string& weight, const std::string& type) {
-  const std::string text(reinterpret_cast<const char*>(state->data.data()),
-                         state->data.size());
+  TM_ASSIGN_OR_RETURN(const absl::string_view text, ReadText(kName, state));
   TM_ASSIGN_OR_RETURN(const BnbQuantState qs,
                       ParseBnbQuantState(text, state->name));
   const std::vector<int64_t>& shape = qs.shape;

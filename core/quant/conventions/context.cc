@@ -197,6 +197,18 @@ absl::StatusOr<std::vector<int64_t>> ReadIntVector(absl::string_view convention,
   return out;
 }
 
+absl::StatusOr<absl::string_view> ReadText(absl::string_view convention,
+                                           const StoredTensor* t) {
+  if (t->dtype != DType::kU8 ||
+      t->data.size() != static_cast<uint64_t>(t->num_elements)) {
+    return Mismatch(convention, absl::StrCat("'", t->name, "' is ",
+                                             DescribeStored(t->dtype, t->shape),
+                                             " but must hold text as U8"));
+  }
+  return absl::string_view(reinterpret_cast<const char*>(t->data.data()),
+                           t->data.size());
+}
+
 absl::StatusOr<std::vector<float>> ReadFloatVector(absl::string_view convention,
                                                    const StoredTensor* t) {
   const DTypeInfo& info = GetDTypeInfo(t->dtype);

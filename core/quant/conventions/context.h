@@ -111,6 +111,11 @@ absl::StatusOr<PackedInt> NeedPackedInt(const Context& ctx,
 // bytes do not hold exactly its elements, or a U64 element exceeds int64.
 absl::StatusOr<std::vector<int64_t>> ReadIntVector(absl::string_view convention,
                                                    const StoredTensor* t);
+// The bytes of a U8 tensor holding text (bitsandbytes' quant state JSON).
+// Errors: DATA_LOSS naming the tensor when it is not U8 or its bytes do not
+// match its element count.
+absl::StatusOr<absl::string_view> ReadText(absl::string_view convention,
+                                           const StoredTensor* t);
 // Every element of a small float tensor (codebooks), as float32.
 // Errors: DATA_LOSS naming the tensor when its dtype does not decode to
 // float or its bytes do not hold its elements.

@@ -31,19 +31,45 @@ constexpr std::initializer_list<DType> kFloatScaleTypes = {
     DType::kF64,  DType::kF32,    DType::kF16,
     DType::kBF16, DType::kF8E4M3, DType::kF8E5M2};
 
-bool Matches(const std::string& pattern, const std::string& module) {
-  if (absl::StartsWith(pattern, "re:")) {
-    try {
-      return std::regex_match(module, std::regex(pattern.substr(3)));
-    } catch (const std::regex_error&) {
-      return false;
+// A config group's `targets`, compiled once: "re:<regex>" patterns, class
+// names ("Linear", matching every module) and module names.
+class Targets {
+ public:
+  explicit Targets(const std::vector<std::string>& patterns) {
+    for (const std::string& p : patterns) {
+      if (absl::StartsWith(p, "re:")) {
+        try {
+          regexes_.emplace_back(p.substr(3));
+        } catch (const std::regex_error&) {
+          // A pattern std::regex cannot compile matches nothing.
+        }
+      } else {
+        names_.push_back(p);
+      }
     }
   }
-  // A class name ("Linear") matches every module; a module name itself.
-  return pattern == module || absl::EndsWith(module, "." + pattern) ||
-         (!pattern.empty() &&
-          std::isupper(static_cast<unsigned char>(pattern[0])));
-}
+
+  bool Match(const std::string& module) const {
+    for (const std::string& p : names_) {
+      if (p == module || absl::EndsWith(module, "." + p) ||
+          (!p.empty() && std::isupper(static_cast<unsigned char>(p[0])))) {
+        return true;
+      }
+    }
+    for (const std::regex& r : regexes_) {
+      try {
+        if (std::regex_match(module, r)) return true;
+      } catch (const std::regex_error&) {
+        // Too complex for std::regex (error_complexity, error_stack).
+      }
+    }
+    return false;
+  }
+
+ private:
+  std::vector<std::string> names_;
+  std::vector<std::regex> regexes_;
+};
 
 bool IsFp4Pack(CtFormat f) {
   return f == CtFormat::kNvfp4PackQuantized ||
@@ -413,21 +439,25 @@ absl::Status ResolveCompressedTensors(Context& ctx,
                                       const CompressedTensorsConfig& config) {
   const std::vector<CtScheme>& schemes = config.schemes;
   if (schemes.empty()) return absl::OkStatus();
+  // With one scheme there is nothing to choose: no pattern is matched.
+  std::vector<Targets> targets;
+  if (schemes.size() > 1) {
+    for (const CtScheme& s : schemes) targets.emplace_back(s.targets);
+  }
   for (const StoredTensor& t : ctx.stored()) {
     if (!absl::EndsWith(t.name, "weight_scale")) continue;
     const std::string prefix =
         t.name.substr(0, t.name.size() - std::string("weight_scale").size());
     const std::string module =
         prefix.empty() ? "" : prefix.substr(0, prefix.size() - 1);
-    auto targets = [&module](const CtScheme& s) {
-      for (const std::string& target : s.targets) {
-        if (Matches(target, module)) return true;
+    size_t chosen = 0;  // the first scheme when none targets the module
+    for (size_t i = 0; i < targets.size(); ++i) {
+      if (targets[i].Match(module)) {
+        chosen = i;
+        break;
       }
-      return false;
-    };
-    auto it = std::find_if(schemes.begin(), schemes.end(), targets);
-    const CtScheme& scheme = it != schemes.end() ? *it : schemes.front();
-    TM_RETURN_IF_ERROR(ResolveOne(ctx, scheme, prefix));
+    }
+    TM_RETURN_IF_ERROR(ResolveOne(ctx, schemes[chosen], prefix));
   }
   return absl::OkStatus();
 }

@@ -443,6 +443,22 @@ TEST(AcceptedConfigTest, AbsentStrategyIsInferredAsCompressedTensorsDoes) {
                       WithConfig("ct_int8_channel", "config.json", config));
 }
 
+TEST(AcceptedConfigTest, EachWeightTakesTheSchemeWhoseTargetsMatchIt) {
+  // A decoy scheme first (the fallback when nothing matches), the real one
+  // second, chosen only by its regex.
+  Json config = FixtureConfig("ct_int8_tensor_asym");
+  Json& groups = config["quantization_config"]["config_groups"];
+  Json real = groups["group_0"];
+  real["targets"] = {"re:model\\.layers\\.\\d+\\..*_proj"};
+  Json decoy = real;
+  decoy["targets"] = {"re:.*never_matches$", "lm_head", "re:(unclosed"};
+  decoy["weights"]["symmetric"] = true;
+  decoy["weights"]["strategy"] = "channel";
+  groups = {{"group_0", decoy}, {"group_1", real}};
+  ExpectSameAsFixture("ct_int8_tensor_asym",
+                      WithConfig("ct_int8_tensor_asym", "config.json", config));
+}
+
 TEST(AcceptedConfigTest, NullQuantizationConfigFallsBackToQuantizeConfig) {
   Json config = FixtureConfig("gptq_4bit_g32");
   config["quantization_config"] = nullptr;

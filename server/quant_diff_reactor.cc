@@ -305,6 +305,7 @@ class QuantDiffReactor final
     for (const auto& n : pairing_.only_in_quant) s->add_only_in_checkpoint(n);
     for (const auto& n : pairing_.only_in_ref) s->add_only_in_reference(n);
     for (const auto& n : pairing_.shape_mismatches) s->add_shape_mismatches(n);
+    for (const auto& n : pairing_.empty) s->add_skipped_empty(n);
     std::sort(worst_.begin(), worst_.end(), [](const auto& a, const auto& b) {
       return a.first != b.first ? a.first > b.first : a.second < b.second;
     });

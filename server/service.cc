@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/io/fault_guard.h"
 #include "core/util/status_macros.h"
 #include "proto/status_mapping.h"
@@ -268,6 +269,12 @@ grpc::ServerUnaryReactor* TensormorphService::InspectScalars(
           return absl::ResourceExhaustedError(absl::StrCat(
               n, " scalars requested but the limit max_scalars_per_call is ",
               state_->limits.max_scalars_per_call));
+        }
+        if ((*t)->num_elements == 0 && n > 0) {
+          return absl::OutOfRangeError(absl::StrCat(
+              "tensor '", req->tensor(), "' is empty (shape [",
+              absl::StrJoin(shape, ", "),
+              "]): it has no elements to inspect"));
         }
         for (int64_t d : shape) resp->add_shape(d);
         FillEncoding((*t)->encoding->info(), resp->mutable_encoding());

@@ -203,7 +203,9 @@ absl::Status GgufParser::ReadTensorInfo(uint64_t index, StoredTensor* t,
       return s;
     }
     // As ggml: only a negative dimension is invalid; a zero one makes an
-    // empty tensor (0 elements, 0 bytes), as in safetensors.
+    // empty tensor (0 elements, 0 bytes), as in safetensors. (ggml's own
+    // element-count check divides INT64_MAX by ne[1..3], so a zero there is
+    // a division by zero in ggml; CheckedProduct below has no such hole.)
     if (ne[j] < 0) {
       return Corrupt(absl::StrCat(where, ": ne[", j, "] = ", ne[j],
                                   " but every dimension must be >= 0"));

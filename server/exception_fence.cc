@@ -57,8 +57,8 @@ absl::Status CurrentExceptionStatus(const FenceSite& site) {
     absl::StrAppend(&where, ")");
   }
   return absl::InternalError(absl::StrCat(
-      "internal error in ", where, ": unexpected exception ", type, " (",
-      what, "); the call was ended and the server keeps serving; please "
+      "internal error in ", where, ": unexpected exception ", type, " (", what,
+      "); the call was ended and the server keeps serving; please "
       "report this with the file"));
 }
 

@@ -3,7 +3,6 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <sys/stat.h>
-
 #include <unistd.h>
 
 #include <cerrno>
@@ -42,8 +41,8 @@ std::string Normalize(const std::string& absolute) {
 
 bool Under(const std::string& path, const std::string& root) {
   return root == "/" || path == root ||
-         (path.size() > root.size() && path.compare(0, root.size(), root) == 0 &&
-          path[root.size()] == '/');
+         (path.size() > root.size() &&
+          path.compare(0, root.size(), root) == 0 && path[root.size()] == '/');
 }
 
 std::string JoinPath(const std::string& dir, absl::string_view rel) {
@@ -95,7 +94,8 @@ std::vector<std::string> PathSandbox::roots() const {
 std::string PathSandbox::DescribeRoots() const {
   return absl::StrJoin(roots_, ", ", [](std::string* out, const Root& r) {
     absl::StrAppend(out, r.given);
-    if (r.resolved != r.given) absl::StrAppend(out, " (resolved: ", r.resolved, ")");
+    if (r.resolved != r.given)
+      absl::StrAppend(out, " (resolved: ", r.resolved, ")");
   });
 }
 
@@ -141,10 +141,10 @@ absl::StatusOr<std::string> PathSandbox::Resolve(
     auto real = RealPath(lexical);
     if (!real.ok()) continue;
     if (!Inside(*real, /*given_too=*/false)) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          "checkpoint '", requested, "' resolves to '", *real,
-          "', outside the server's roots (", DescribeRoots(),
-          "): symlinks may not lead out of a root"));
+      return absl::PermissionDeniedError(
+          absl::StrCat("checkpoint '", requested, "' resolves to '", *real,
+                       "', outside the server's roots (", DescribeRoots(),
+                       "): symlinks may not lead out of a root"));
     }
     struct stat st;
     if (::stat(real->c_str(), &st) != 0) continue;
@@ -156,15 +156,15 @@ absl::StatusOr<std::string> PathSandbox::Resolve(
     return *real;
   }
   if (!any_inside) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("checkpoint '", requested,
-                     "' is outside the server's roots (", DescribeRoots(), ")"));
+    return absl::PermissionDeniedError(absl::StrCat(
+        "checkpoint '", requested, "' is outside the server's roots (",
+        DescribeRoots(), ")"));
   }
   return absl::NotFoundError(absl::StrCat(
       "checkpoint '", requested, "' not found",
-      unrestricted_ ? std::string()
-                    : absl::StrCat(" under the server's roots (",
-                                   DescribeRoots(), ")")));
+      unrestricted_
+          ? std::string()
+          : absl::StrCat(" under the server's roots (", DescribeRoots(), ")")));
 }
 
 }  // namespace tensormorph

@@ -247,11 +247,10 @@ class QuantDiffReactor final
     v1::QuantDiffEvent e;
     v1::TensorDiffReport* r = e.mutable_tensor();
     FillReport(d, r);
-    if (req_->max_err_steps() > 0 &&
-        d.max_err_steps > req_->max_err_steps()) {
+    if (req_->max_err_steps() > 0 && d.max_err_steps > req_->max_err_steps()) {
       r->set_flagged(true);
-      r->add_flag_reasons(absl::StrCat("max_err_steps ", d.max_err_steps,
-                                       " > ", req_->max_err_steps()));
+      r->add_flag_reasons(absl::StrCat("max_err_steps ", d.max_err_steps, " > ",
+                                       req_->max_err_steps()));
     }
     if (req_->min_sqnr_db() != 0 && d.sqnr_db < req_->min_sqnr_db()) {
       r->set_flagged(true);

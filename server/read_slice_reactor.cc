@@ -187,8 +187,7 @@ class ReadSliceReactor final
   // OnWriteDone.
   void Produce() {
     bool producing = true;  // holds the producer and has not handed it over
-    if (absl::Status s =
-            Fenced(log_.site(), [&] { ProduceOne(&producing); });
+    if (absl::Status s = Fenced(log_.site(), [&] { ProduceOne(&producing); });
         !s.ok()) {
       Stop(ToGrpcStatus(s), producing);
     }

@@ -170,13 +170,11 @@ grpc::ServerWriteReactor<v1::TensorInfo>* TensormorphService::ListTensors(
     }
     return out;
   };
-  return FencedStream<v1::TensorInfo>(
-      {"ListTensors", req->checkpoint()}, [&] {
-        return new ListWriter<v1::TensorInfo>(
-            *state_,
-            CallLog("ListTensors", ctx, req->checkpoint(), req->filter()),
-            std::move(build));
-      });
+  return FencedStream<v1::TensorInfo>({"ListTensors", req->checkpoint()}, [&] {
+    return new ListWriter<v1::TensorInfo>(
+        *state_, CallLog("ListTensors", ctx, req->checkpoint(), req->filter()),
+        std::move(build));
+  });
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* TensormorphService::ReadSlice(
@@ -273,8 +271,7 @@ grpc::ServerUnaryReactor* TensormorphService::InspectScalars(
         if ((*t)->num_elements == 0 && n > 0) {
           return absl::OutOfRangeError(absl::StrCat(
               "tensor '", req->tensor(), "' is empty (shape [",
-              absl::StrJoin(shape, ", "),
-              "]): it has no elements to inspect"));
+              absl::StrJoin(shape, ", "), "]): it has no elements to inspect"));
         }
         for (int64_t d : shape) resp->add_shape(d);
         FillEncoding((*t)->encoding->info(), resp->mutable_encoding());

@@ -227,8 +227,7 @@ TEST(CliRemoteTest, ARootThatIsASymlinkServesPathsSpelledThroughIt) {
   fs::create_directories(base + "/nvme/models");
   fs::copy_file(Fixture("gguf/Q8_0.gguf"), base + "/nvme/models/x.gguf");
   fs::create_directory_symlink(base + "/nvme/models", base + "/models");
-  fs::create_symlink(Fixture("gguf/Q4_K.gguf"),
-                     base + "/nvme/models/out.gguf");
+  fs::create_symlink(Fixture("gguf/Q4_K.gguf"), base + "/nvme/models/out.gguf");
   ServerProcess server({base + "/models"});
   const std::string at = server.address();
   CommandResult ls =
@@ -238,8 +237,8 @@ TEST(CliRemoteTest, ARootThatIsASymlinkServesPathsSpelledThroughIt) {
   CommandResult rel = RunCommand({CliPath(), "--server", at, "ls", "x.gguf"});
   EXPECT_EQ(rel.exit_code, 0) << rel.err;
   EXPECT_EQ(rel.out, ls.out);
-  CommandResult escape = RunCommand(
-      {CliPath(), "--server", at, "ls", base + "/models/out.gguf"});
+  CommandResult escape =
+      RunCommand({CliPath(), "--server", at, "ls", base + "/models/out.gguf"});
   EXPECT_EQ(escape.exit_code, 2);
   EXPECT_THAT(escape.err, HasSubstr("PERMISSION_DENIED"));
   EXPECT_THAT(escape.err, HasSubstr(base + "/models (resolved: "));

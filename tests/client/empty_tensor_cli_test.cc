@@ -44,13 +44,13 @@ std::string WriteRoot() {
   s.kv.push_back({"general.architecture", GgufString("llama")});
   s.tensors.push_back({"blk.0.empty.weight", {8, 0}, kF32, ""});
   s.tensors.push_back({"blk.0.empty_q8.weight", {32, 0}, kQ8_0, ""});
-  s.tensors.push_back({"blk.0.full.weight", {8, 2}, kF32,
-                       std::string(64, '\0')});
+  s.tensors.push_back(
+      {"blk.0.full.weight", {8, 2}, kF32, std::string(64, '\0')});
   WriteFile(dir + "/empty.gguf", BuildGguf(s));
-  WriteFile(dir + "/empty.safetensors",
-            BuildSafetensors({{"e.weight", "F32", {0, 4}, ""},
-                              {"f.weight", "F32", {2, 2},
-                               std::string(16, '\0')}}));
+  WriteFile(
+      dir + "/empty.safetensors",
+      BuildSafetensors({{"e.weight", "F32", {0, 4}, ""},
+                        {"f.weight", "F32", {2, 2}, std::string(16, '\0')}}));
   return dir;
 }
 
@@ -107,8 +107,8 @@ TEST_P(EmptyTensorCliTest, ReadWritesAnEmptyNpyOfTheTensorsShape) {
     EXPECT_EQ(bytes.size() % 64, 0u);
     EXPECT_EQ(bytes.back(), '\n');
     // The preview prints an empty array too.
-    CommandResult preview = Run({"read", Path(cases[i].first),
-                                 cases[i].second});
+    CommandResult preview =
+        Run({"read", Path(cases[i].first), cases[i].second});
     EXPECT_EQ(preview.exit_code, 0) << preview.err;
   }
 }
@@ -127,14 +127,14 @@ TEST_P(EmptyTensorCliTest, ViewsShowAnEmptyTensorInsteadOfFailing) {
   EXPECT_EQ(stats.exit_code, 0) << stats.err;
   EXPECT_THAT(stats.out, HasSubstr("[0, 32]"));
   // No value is made up: no NaN from a division by the zero count.
-  CommandResult json = Run(
-      {"--json", "stats", Path("empty.safetensors"), "e.weight"});
+  CommandResult json =
+      Run({"--json", "stats", Path("empty.safetensors"), "e.weight"});
   EXPECT_EQ(json.exit_code, 0) << json.err;
   EXPECT_THAT(json.out, Not(AnyOf(HasSubstr("NaN"), HasSubstr("Infinity"))))
       << json.out;
-  CommandResult heat = Run({"heatmap", Path("empty.gguf"),
-                            "blk.0.empty_q8.weight", "-o",
-                            MakeTempDir() + "/h.png"});
+  CommandResult heat =
+      Run({"heatmap", Path("empty.gguf"), "blk.0.empty_q8.weight", "-o",
+           MakeTempDir() + "/h.png"});
   EXPECT_EQ(heat.exit_code, 0) << heat.err;
   EXPECT_THAT(heat.err, HasSubstr("0x0 cells"));
   CommandResult heat_json = Run({"--json", "heatmap", Path("empty.gguf"),
@@ -146,12 +146,12 @@ TEST_P(EmptyTensorCliTest, ViewsShowAnEmptyTensorInsteadOfFailing) {
 }
 
 TEST_P(EmptyTensorCliTest, DiffSkipsEmptyTensorsAndNamesThem) {
-  CommandResult r = Run({"--json", "diff", Path("empty.gguf"),
-                         Path("empty.gguf")});
+  CommandResult r =
+      Run({"--json", "diff", Path("empty.gguf"), Path("empty.gguf")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, AllOf(HasSubstr("skippedEmpty"),
-                           HasSubstr("blk.0.empty.weight"),
-                           HasSubstr("blk.0.empty_q8.weight")));
+  EXPECT_THAT(r.out,
+              AllOf(HasSubstr("skippedEmpty"), HasSubstr("blk.0.empty.weight"),
+                    HasSubstr("blk.0.empty_q8.weight")));
   EXPECT_THAT(r.out, HasSubstr("\"tensorsCompared\":\"1\""));
 }
 

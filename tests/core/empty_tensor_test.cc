@@ -40,7 +40,8 @@ std::string WriteEmptyGguf() {
   s.kv.push_back({"general.architecture", GgufString("llama")});
   s.tensors.push_back({"blk.0.empty_f32.weight", {8, 0}, kF32, ""});
   s.tensors.push_back({"blk.0.empty_q8.weight", {32, 0}, kQ8_0, ""});
-  s.tensors.push_back({"blk.0.full.weight", {8, 2}, kF32, std::string(64, '\0')});
+  s.tensors.push_back(
+      {"blk.0.full.weight", {8, 2}, kF32, std::string(64, '\0')});
   // Last, so its offset is the end of the data section.
   s.tensors.push_back({"blk.0.empty_q4k.weight", {0, 3}, kQ4_K, ""});
   const std::string path = MakeTempDir() + "/empty.gguf";
@@ -50,10 +51,10 @@ std::string WriteEmptyGguf() {
 
 std::string WriteEmptySafetensors() {
   const std::string path = MakeTempDir() + "/empty.safetensors";
-  WriteFile(path, BuildSafetensors({{"e.weight", "F32", {0, 4}, ""},
-                                    {"e3.weight", "BF16", {0, 2, 3}, ""},
-                                    {"f.weight", "F32", {2, 2},
-                                     std::string(16, '\0')}}));
+  WriteFile(path, BuildSafetensors(
+                      {{"e.weight", "F32", {0, 4}, ""},
+                       {"e3.weight", "BF16", {0, 2, 3}, ""},
+                       {"f.weight", "F32", {2, 2}, std::string(16, '\0')}}));
   return path;
 }
 
@@ -163,9 +164,8 @@ TEST_P(EmptyTensorTest, DiffSkipsEmptyTensorsWithANote) {
   auto d = DiffTensor(*empty_[0], *empty_[0], DiffOptions());
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->count, 0);
-  for (double v : {d->mse, d->rmse, d->mean_abs_err, d->max_abs_err,
-                   d->cosine, d->rel_fro_err, d->max_err_steps,
-                   d->p99_err_steps}) {
+  for (double v : {d->mse, d->rmse, d->mean_abs_err, d->max_abs_err, d->cosine,
+                   d->rel_fro_err, d->max_err_steps, d->p99_err_steps}) {
     EXPECT_FALSE(std::isnan(v));
   }
 }

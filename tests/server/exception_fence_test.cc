@@ -41,7 +41,8 @@ TEST(FencedTest, ReturnsWhatTheWorkReturns) {
   EXPECT_TRUE(Fenced({"Call"}, [] { return absl::OkStatus(); }).ok());
   EXPECT_EQ(Fenced({"Call"}, [] { return absl::DataLossError("x"); }).code(),
             absl::StatusCode::kDataLoss);
-  absl::StatusOr<int> v = Fenced({"Call"}, [] { return absl::StatusOr<int>(7); });
+  absl::StatusOr<int> v =
+      Fenced({"Call"}, [] { return absl::StatusOr<int>(7); });
   ASSERT_TRUE(v.ok());
   EXPECT_EQ(*v, 7);
   int ran = 0;
@@ -51,23 +52,22 @@ TEST(FencedTest, ReturnsWhatTheWorkReturns) {
 
 TEST(FencedTest, AnExceptionBecomesInternalNamingTheCallCheckpointAndTensor) {
   // A real nlohmann type_error, as a wrong-typed config value throws it.
-  absl::StatusOr<int64_t> v =
-      Fenced({"GetCheckpoint", "m/ckpt", "l.weight"},
-             []() -> absl::StatusOr<int64_t> {
-               return nlohmann::json::parse(R"(["a"])")[0].get<int64_t>();
-             });
+  absl::StatusOr<int64_t> v = Fenced(
+      {"GetCheckpoint", "m/ckpt", "l.weight"}, []() -> absl::StatusOr<int64_t> {
+        return nlohmann::json::parse(R"(["a"])")[0].get<int64_t>();
+      });
   ASSERT_EQ(v.status().code(), absl::StatusCode::kInternal);
   EXPECT_THAT(std::string(v.status().message()),
-              AllOf(HasSubstr("GetCheckpoint"), HasSubstr("(checkpoint 'm/ckpt', tensor 'l.weight')"),
+              AllOf(HasSubstr("GetCheckpoint"),
+                    HasSubstr("(checkpoint 'm/ckpt', tensor 'l.weight')"),
                     HasSubstr("type_error"),
                     HasSubstr("type must be number, but is string"),
                     HasSubstr("keeps serving")));
 }
 
 TEST(FencedTest, EveryKindOfExceptionIsCaught) {
-  auto runtime = Fenced({"A"}, []() -> absl::Status {
-    throw std::runtime_error("boom");
-  });
+  auto runtime =
+      Fenced({"A"}, []() -> absl::Status { throw std::runtime_error("boom"); });
   EXPECT_EQ(runtime.code(), absl::StatusCode::kInternal);
   EXPECT_THAT(std::string(runtime.message()),
               AllOf(HasSubstr("std::runtime_error"), HasSubstr("boom")));
@@ -115,9 +115,9 @@ TEST(WorkerPoolFenceTest, ForkJoinRethrowsInTheCallerAfterBothHalvesEnd) {
 std::string WriteWrongTypedBlockConfig(const std::string& dir) {
   std::string codes(10 * 12, '\x10');
   WriteFile(dir + "/model.safetensors",
-            BuildSafetensors({{"l.weight", "F8_E4M3", {10, 12}, codes},
-                              {"l.weight_scale", "F32", {3, 3},
-                               std::string(9 * 4, '\0')}}));
+            BuildSafetensors(
+                {{"l.weight", "F8_E4M3", {10, 12}, codes},
+                 {"l.weight_scale", "F32", {3, 3}, std::string(9 * 4, '\0')}}));
   WriteFile(dir + "/config.json", R"({"quantization_config": {
     "quant_method": "compressed-tensors", "format": "float-quantized",
     "config_groups": {"group_0": {"targets": ["Linear"], "weights": {

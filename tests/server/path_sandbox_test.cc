@@ -185,9 +185,8 @@ TEST_F(SymlinkedRootTest, SymlinksOutOfTheRootArePermissionDenied) {
 }
 
 TEST_F(SymlinkedRootTest, FifosAreRefusedUnderEitherSpelling) {
-  for (const std::string& p :
-       {link_ + "/models/fifo", root_ + "/models/fifo",
-        std::string("models/fifo")}) {
+  for (const std::string& p : {link_ + "/models/fifo", root_ + "/models/fifo",
+                               std::string("models/fifo")}) {
     EXPECT_EQ(linked_->Resolve(p).status().code(),
               absl::StatusCode::kInvalidArgument)
         << p;
@@ -201,10 +200,10 @@ TEST_F(SymlinkedRootTest, ErrorsShowTheRootAsGivenAndAsResolved) {
   EXPECT_THAT(std::string(r.status().message()),
               HasSubstr(absl::StrCat("(", link_, " (resolved: ", root_, "))")));
   // A root spelled without symlinks is shown once.
-  EXPECT_THAT(std::string(sandbox_->Resolve(base_ + "/outside.gguf")
-                              .status()
-                              .message()),
-              HasSubstr(absl::StrCat("(", root_, ")")));
+  EXPECT_THAT(
+      std::string(
+          sandbox_->Resolve(base_ + "/outside.gguf").status().message()),
+      HasSubstr(absl::StrCat("(", root_, ")")));
 }
 
 TEST_F(SymlinkedRootTest, ShardsAreCheckedAgainstTheResolvedSpelling) {

@@ -91,15 +91,23 @@ TEST(WorkerPoolFenceTest, ATaskThatThrowsLeavesTheWorkerServing) {
 TEST(WorkerPoolFenceTest, ForkJoinRethrowsInTheCallerAfterBothHalvesEnd) {
   WorkerPool pool(2);
   for (int round = 0; round < 50; ++round) {
+    // The first half waits until a worker has started the second, then
+    // throws: the rethrow must come only after the second half is done.
+    absl::Notification second_started;
     std::atomic<bool> second_done{false};
-    EXPECT_THROW(pool.ForkJoin([] { throw std::runtime_error("first"); },
-                               [&] {
-                                 absl::SleepFor(absl::Microseconds(50));
-                                 second_done = true;
-                               }),
+    EXPECT_THROW(pool.ForkJoin(
+                     [&] {
+                       second_started.WaitForNotification();
+                       throw std::runtime_error("first");
+                     },
+                     [&] {
+                       second_started.Notify();
+                       absl::SleepFor(absl::Microseconds(200));
+                       second_done = true;
+                     }),
                  std::runtime_error);
-    // If a worker took the second half, it finished before the rethrow; if
-    // not, nobody runs it.
+    EXPECT_TRUE(second_done.load());
+    // An exception from the second half reaches the caller too.
     std::atomic<bool> ran_first{false};
     EXPECT_THROW(pool.ForkJoin([&] { ran_first = true; },
                                [] { throw std::out_of_range("second"); }),

@@ -206,6 +206,18 @@ TEST_F(SymlinkedRootTest, ErrorsShowTheRootAsGivenAndAsResolved) {
       HasSubstr(absl::StrCat("(", root_, ")")));
 }
 
+TEST_F(SymlinkedRootTest, ARelativeRootIsGivenAgainstTheWorkingDirectory) {
+  const fs::path cwd = fs::current_path();
+  fs::current_path(base_);
+  auto s = PathSandbox::Create({"models_link/./"});
+  fs::current_path(cwd);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->roots(), std::vector<std::string>{link_});
+  auto p = s->Resolve(link_ + "/models/a.gguf");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(*p, root_ + "/models/a.gguf");
+}
+
 TEST_F(SymlinkedRootTest, ShardsAreCheckedAgainstTheResolvedSpelling) {
   EXPECT_TRUE(linked_->CheckInside(root_ + "/models/a.gguf").ok());
   // The given spelling is not a canonical path: CheckInside takes realpaths.

@@ -219,6 +219,12 @@ TEST(ExceptionFenceServerTest, TheDaemonOutlivesAWrongTypedConfig) {
       {CliPath(), "--server", server.address(), "ls", "good.safetensors"});
   EXPECT_EQ(good.exit_code, 0) << good.err;
   EXPECT_EQ(server.Stop(), 0);  // it was alive to receive SIGTERM
+  // The embedded CLI runs the same service in-process: a failed call, not
+  // an abort (exit 134).
+  CommandResult embedded = RunCommand({CliPath(), "ls", root + "/bad"});
+  EXPECT_EQ(embedded.exit_code, 2) << embedded.err;
+  EXPECT_THAT(embedded.err,
+              AnyOf(HasSubstr("INTERNAL"), HasSubstr("DATA_LOSS")));
 }
 
 }  // namespace

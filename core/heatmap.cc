@@ -40,6 +40,14 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
   Heatmap h;
   h.cols = t.shape.back();
   h.rows = rank >= 2 ? t.shape[rank - 2] : 1;
+  if (t.num_elements == 0) {
+    // An empty tensor (a zero dimension): a view of no cells, rather than
+    // cells that cover nothing (and minima of -inf).
+    h.width = h.height = 0;
+    h.row_edges = {0};
+    h.col_edges = {0};
+    return h;
+  }
   int64_t base = 0;  // flat offset of the view
   for (size_t d = 0; d + 2 < rank; ++d) {
     const int64_t i = d < o.leading.size() ? o.leading[d] : 0;

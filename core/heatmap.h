@@ -35,6 +35,8 @@ struct Heatmap {
 // when it changes to the neighbour below. Renderers draw these as lines.
 std::vector<uint8_t> GroupBoundaries(const Heatmap& h);
 
+// An empty tensor (a zero dimension, any leading index) gives a heatmap of
+// no cells: width = height = 0, no values, min = max = 0.
 // Errors: INVALID_ARGUMENT (rank 0; a leading index out of range; error mode
 // without a reference; a reference of another shape); UNIMPLEMENTED.
 absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& tensor,

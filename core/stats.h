@@ -41,7 +41,8 @@ struct TensorStats {
 };
 
 // One pass over the values (two when the histogram range is not given: the
-// first finds it). `ref`, when given, must have the same shape.
+// first finds it). `ref`, when given, must have the same shape. An empty
+// tensor (a zero dimension) has count 0 and every statistic 0, never NaN.
 // Errors: UNIMPLEMENTED (an undecodable encoding); CANCELLED.
 absl::StatusOr<TensorStats> ComputeStats(
     const LogicalTensor& tensor, const LogicalTensor* ref,

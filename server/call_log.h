@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/time/clock.h"
+#include "server/exception_fence.h"
 
 namespace tensormorph {
 
@@ -24,6 +25,10 @@ class CallLog {
 
   // Logs the call's outcome; errors other than cancellation at warning.
   void Finish(const grpc::Status& status, int64_t bytes) const;
+
+  // The call, for the exception fence; valid while this log lives.
+  FenceSite site() const { return {method_, checkpoint_, tensor_}; }
+  const char* method() const { return method_; }
 
  private:
   const char* method_;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "absl/strings/str_cat.h"
+#include "server/exception_fence.h"
 
 namespace tensormorph {
 
@@ -20,6 +21,14 @@ bool CheckpointRegistry::Unchanged(const Checkpoint& c) {
 
 absl::StatusOr<std::shared_ptr<const Checkpoint>> CheckpointRegistry::Acquire(
     absl::string_view requested) {
+  // Opening is where untrusted bytes are parsed: an exception there ends this
+  // call with INTERNAL naming the checkpoint, and leaves the cache as it was.
+  return Fenced({"Checkpoint::Open", requested},
+                [&] { return AcquireUnfenced(requested); });
+}
+
+absl::StatusOr<std::shared_ptr<const Checkpoint>>
+CheckpointRegistry::AcquireUnfenced(absl::string_view requested) {
   auto path = sandbox_.Resolve(requested);
   if (!path.ok()) return path.status();
   {

@@ -28,7 +28,7 @@ class CheckpointRegistry {
   // Resolves `requested` through the sandbox and returns the checkpoint.
   // Errors: those of PathSandbox::Resolve and Checkpoint::Open;
   // PERMISSION_DENIED when a file of the checkpoint (a shard) resolves
-  // outside the roots.
+  // outside the roots; INTERNAL (logged) when opening threw.
   absl::StatusOr<std::shared_ptr<const Checkpoint>> Acquire(
       absl::string_view requested);
 
@@ -43,6 +43,8 @@ class CheckpointRegistry {
     std::list<std::string>::iterator lru;
   };
   static bool Unchanged(const Checkpoint& c);
+  absl::StatusOr<std::shared_ptr<const Checkpoint>> AcquireUnfenced(
+      absl::string_view requested);
 
   const PathSandbox sandbox_;
   const size_t max_open_;

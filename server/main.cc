@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
               (*server)->port());
   std::fflush(stdout);
   spdlog::info("serving roots: {}",
-               fmt::join((*server)->state().registry.sandbox().roots(), ", "));
+               (*server)->state().registry.sandbox().DescribeRoots());
 
   int sig = 0;
   while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) {

@@ -3,6 +3,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 
@@ -38,8 +39,19 @@ std::string Normalize(const std::string& absolute) {
   return absl::StrCat("/", absl::StrJoin(parts, "/"));
 }
 
+bool Under(const std::string& path, const std::string& root) {
+  return root == "/" || path == root ||
+         (path.size() > root.size() &&
+          path.compare(0, root.size(), root) == 0 && path[root.size()] == '/');
+}
+
 std::string JoinPath(const std::string& dir, absl::string_view rel) {
   return dir == "/" ? absl::StrCat("/", rel) : absl::StrCat(dir, "/", rel);
+}
+
+std::string WorkingDirectory() {
+  char buf[PATH_MAX];
+  return ::getcwd(buf, sizeof(buf)) != nullptr ? std::string(buf) : "/";
 }
 
 }  // namespace
@@ -52,13 +64,15 @@ absl::StatusOr<PathSandbox> PathSandbox::Create(
   }
   PathSandbox s;
   for (const std::string& r : roots) {
-    auto real = RealPath(r);
+    auto real = r.empty() ? absl::NotFoundError("empty") : RealPath(r);
     struct stat st;
     if (!real.ok() || ::stat(real->c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
       return absl::InvalidArgumentError(
           absl::StrCat("root '", r, "' is not an existing directory"));
     }
-    s.roots_.push_back(*real);
+    const std::string given =
+        Normalize(r.front() == '/' ? r : JoinPath(WorkingDirectory(), r));
+    s.roots_.push_back(Root{given, *real});
   }
   return s;
 }
@@ -67,17 +81,28 @@ PathSandbox PathSandbox::Unrestricted(const std::string& base_dir) {
   PathSandbox s;
   s.unrestricted_ = true;
   s.base_dir_ = base_dir;
-  s.roots_ = {"/"};
+  s.roots_ = {Root{"/", "/"}};
   return s;
 }
 
-bool PathSandbox::Inside(const std::string& canonical) const {
+std::vector<std::string> PathSandbox::roots() const {
+  std::vector<std::string> out;
+  for (const Root& r : roots_) out.push_back(r.given);
+  return out;
+}
+
+std::string PathSandbox::DescribeRoots() const {
+  return absl::StrJoin(roots_, ", ", [](std::string* out, const Root& r) {
+    absl::StrAppend(out, r.given);
+    if (r.resolved != r.given)
+      absl::StrAppend(out, " (resolved: ", r.resolved, ")");
+  });
+}
+
+bool PathSandbox::Inside(const std::string& path, bool given_too) const {
   if (unrestricted_) return true;
-  for (const std::string& root : roots_) {
-    if (root == "/" || canonical == root ||
-        (canonical.size() > root.size() &&
-         canonical.compare(0, root.size(), root) == 0 &&
-         canonical[root.size()] == '/')) {
+  for (const Root& root : roots_) {
+    if (Under(path, root.resolved) || (given_too && Under(path, root.given))) {
       return true;
     }
   }
@@ -85,10 +110,10 @@ bool PathSandbox::Inside(const std::string& canonical) const {
 }
 
 absl::Status PathSandbox::CheckInside(const std::string& canonical) const {
-  if (Inside(canonical)) return absl::OkStatus();
+  if (Inside(canonical, /*given_too=*/false)) return absl::OkStatus();
   return absl::PermissionDeniedError(
       absl::StrCat("'", canonical, "' is outside the server's roots (",
-                   absl::StrJoin(roots_, ", "), ")"));
+                   DescribeRoots(), ")"));
 }
 
 absl::StatusOr<std::string> PathSandbox::Resolve(
@@ -102,22 +127,24 @@ absl::StatusOr<std::string> PathSandbox::Resolve(
   } else if (unrestricted_) {
     candidates.push_back(JoinPath(base_dir_, requested));
   } else {
-    for (const std::string& root : roots_) {
-      candidates.push_back(JoinPath(root, requested));
+    for (const Root& root : roots_) {
+      candidates.push_back(JoinPath(root.resolved, requested));
     }
   }
   bool any_inside = false;
   for (const std::string& candidate : candidates) {
+    // Lexically inside either spelling of a root admits the request to the
+    // disk; only its realpath inside a resolved root serves it.
     const std::string lexical = Normalize(candidate);
-    if (!Inside(lexical)) continue;
+    if (!Inside(lexical, /*given_too=*/true)) continue;
     any_inside = true;
     auto real = RealPath(lexical);
     if (!real.ok()) continue;
-    if (!Inside(*real)) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          "checkpoint '", requested, "' resolves to '", *real,
-          "', outside the server's roots (", absl::StrJoin(roots_, ", "),
-          "): symlinks may not lead out of a root"));
+    if (!Inside(*real, /*given_too=*/false)) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("checkpoint '", requested, "' resolves to '", *real,
+                       "', outside the server's roots (", DescribeRoots(),
+                       "): symlinks may not lead out of a root"));
     }
     struct stat st;
     if (::stat(real->c_str(), &st) != 0) continue;
@@ -131,13 +158,13 @@ absl::StatusOr<std::string> PathSandbox::Resolve(
   if (!any_inside) {
     return absl::PermissionDeniedError(absl::StrCat(
         "checkpoint '", requested, "' is outside the server's roots (",
-        absl::StrJoin(roots_, ", "), ")"));
+        DescribeRoots(), ")"));
   }
   return absl::NotFoundError(absl::StrCat(
       "checkpoint '", requested, "' not found",
-      unrestricted_ ? std::string()
-                    : absl::StrCat(" under the server's roots (",
-                                   absl::StrJoin(roots_, ", "), ")")));
+      unrestricted_
+          ? std::string()
+          : absl::StrCat(" under the server's roots (", DescribeRoots(), ")")));
 }
 
 }  // namespace tensormorph

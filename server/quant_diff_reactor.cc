@@ -13,6 +13,7 @@
 #include "core/diff/tensor_diff.h"
 #include "proto/status_mapping.h"
 #include "server/call_log.h"
+#include "server/exception_fence.h"
 #include "server/proto_convert.h"
 #include "server/service.h"
 
@@ -89,45 +90,72 @@ class QuantDiffReactor final
 
   void OnWriteDone(bool ok) override {
     absl::MutexLock lock(&mu_);
-    writing_ = false;
-    if (!ok) {
-      cancelled_.store(true);
-      if (status_.ok())
-        status_ = grpc::Status(grpc::CANCELLED, "client went away");
-    } else {
-      queue_.pop_front();
-    }
-    PumpLocked();
+    FencedLocked(log_.site(), [&] {
+      mu_.AssertHeld();
+      writing_ = false;
+      if (!ok) {
+        cancelled_.store(true);
+        if (status_.ok())
+          status_ = grpc::Status(grpc::CANCELLED, "client went away");
+      } else {
+        queue_.pop_front();
+      }
+      PumpLocked();
+    });
   }
 
   void OnCancel() override {
     cancelled_.store(true);
     absl::MutexLock lock(&mu_);
-    if (status_.ok()) status_ = grpc::Status(grpc::CANCELLED, "cancelled");
-    PumpLocked();
+    FencedLocked(log_.site(), [&] {
+      mu_.AssertHeld();
+      if (status_.ok()) status_ = grpc::Status(grpc::CANCELLED, "cancelled");
+      PumpLocked();
+    });
   }
 
   void OnDone() override {
-    if (counted_diff_) state_->active_diffs.fetch_sub(1);
-    if (cancelled_.load()) state_->metrics.streams_cancelled.fetch_add(1);
-    state_->StreamEnded();
+    Fenced(log_.site(), [&] {
+      if (counted_diff_) state_->active_diffs.fetch_sub(1);
+      if (cancelled_.load()) state_->metrics.streams_cancelled.fetch_add(1);
+      state_->StreamEnded();
+    }).IgnoreError();
     delete this;
   }
 
  private:
+  // Runs `f` under mu_; an exception from it fails the call (exception
+  // fence). Every task's `running_` slot is given back before anything that
+  // can throw runs here, so the call still finishes once the others end.
+  template <typename F>
+  void FencedLocked(const FenceSite& site, F&& f)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (absl::Status s = Fenced(site, f); !s.ok()) FailLocked(s);
+  }
+
+  // Ends the call with `s` once nothing runs (stops the other tasks).
+  void FailLocked(const absl::Status& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (status_.ok()) status_ = ToGrpcStatus(s);
+    cancelled_.store(true);
+    PumpLocked();
+  }
+
   void Begin() {
-    absl::Status s = Prepare();
+    absl::Status s = Fenced(log_.site(), [&] { return Prepare(); });
     absl::MutexLock lock(&mu_);
     --running_;
     if (!s.ok()) {
-      status_ = ToGrpcStatus(s);
+      status_ = ToGrpcStatus(s);  // no tasks to stop
       PumpLocked();
       return;
     }
-    const int parallel = std::max(1, state_->pool.size());
-    for (int i = 0; i < parallel && next_ < pairing_.pairs.size(); ++i)
-      StartNextLocked();
-    PumpLocked();
+    FencedLocked(log_.site(), [&] {
+      mu_.AssertHeld();
+      const int parallel = std::max(1, state_->pool.size());
+      for (int i = 0; i < parallel && next_ < pairing_.pairs.size(); ++i)
+        StartNextLocked();
+      PumpLocked();
+    });
   }
 
   absl::Status Prepare() {
@@ -163,13 +191,29 @@ class QuantDiffReactor final
   }
 
   void StartNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    const size_t i = next_++;
-    ++running_;
+    const size_t i = next_;
     state_->pool.Submit([this, i] { RunPair(i); });
+    ++next_;  // counted once submitted: a failed Submit leaves no slot
+    ++running_;
   }
 
   void RunPair(size_t i) {
     const TensorPair& p = pairing_.pairs[i];
+    auto diff = Fenced({"QuantDiff", req_->checkpoint(), p.quant->name},
+                       [&] { return DiffPair(p); });
+    absl::MutexLock lock(&mu_);
+    --running_;
+    if (!diff.ok()) {
+      FailLocked(diff.status());  // one failed tensor ends the call
+      return;
+    }
+    FencedLocked({"QuantDiff", req_->checkpoint(), p.quant->name}, [&] {
+      mu_.AssertHeld();
+      ReportLocked(*diff);
+    });
+  }
+
+  absl::StatusOr<TensorDiff> DiffPair(const TensorPair& p) {
     int64_t ref_bytes = 0;
     for (const StoredTensor* part : p.ref->encoding->parts()) {
       ref_bytes += static_cast<int64_t>(part->nbytes);
@@ -195,30 +239,26 @@ class QuantDiffReactor final
                            on_progress, workspace.get());
     absl::MutexLock lock(&mu_);
     workspaces_.push_back(std::move(workspace));
-    --running_;
-    if (!diff.ok()) {
-      if (status_.ok()) status_ = ToGrpcStatus(diff.status());
-      cancelled_.store(true);  // one failed tensor ends the call
-      PumpLocked();
-      return;
-    }
+    return diff;
+  }
+
+  void ReportLocked(const TensorDiff& d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     ++done_;
     v1::QuantDiffEvent e;
     v1::TensorDiffReport* r = e.mutable_tensor();
-    FillReport(*diff, r);
-    if (req_->max_err_steps() > 0 &&
-        diff->max_err_steps > req_->max_err_steps()) {
+    FillReport(d, r);
+    if (req_->max_err_steps() > 0 && d.max_err_steps > req_->max_err_steps()) {
       r->set_flagged(true);
-      r->add_flag_reasons(absl::StrCat("max_err_steps ", diff->max_err_steps,
-                                       " > ", req_->max_err_steps()));
+      r->add_flag_reasons(absl::StrCat("max_err_steps ", d.max_err_steps, " > ",
+                                       req_->max_err_steps()));
     }
-    if (req_->min_sqnr_db() != 0 && diff->sqnr_db < req_->min_sqnr_db()) {
+    if (req_->min_sqnr_db() != 0 && d.sqnr_db < req_->min_sqnr_db()) {
       r->set_flagged(true);
       r->add_flag_reasons(
-          absl::StrCat("sqnr_db ", diff->sqnr_db, " < ", req_->min_sqnr_db()));
+          absl::StrCat("sqnr_db ", d.sqnr_db, " < ", req_->min_sqnr_db()));
     }
-    if (r->flagged()) flagged_.push_back(diff->name);
-    worst_.emplace_back(diff->max_err_steps, diff->name);
+    if (r->flagged()) flagged_.push_back(d.name);
+    worst_.emplace_back(d.max_err_steps, d.name);
     queue_.push_back(std::move(e));
     if (!cancelled_.load() && next_ < pairing_.pairs.size()) StartNextLocked();
     PumpLocked();
@@ -264,6 +304,7 @@ class QuantDiffReactor final
     for (const auto& n : pairing_.only_in_quant) s->add_only_in_checkpoint(n);
     for (const auto& n : pairing_.only_in_ref) s->add_only_in_reference(n);
     for (const auto& n : pairing_.shape_mismatches) s->add_shape_mismatches(n);
+    for (const auto& n : pairing_.empty) s->add_skipped_empty(n);
     std::sort(worst_.begin(), worst_.end(), [](const auto& a, const auto& b) {
       return a.first != b.first ? a.first > b.first : a.second < b.second;
     });

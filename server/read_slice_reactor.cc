@@ -75,6 +75,26 @@ class ReadSliceReactor final
   // The next message goes out at once if it is ready; its successor is then
   // produced while it is written.
   void OnWriteDone(bool ok) override {
+    bool producing = false;  // claimed the producer and not yet handed over
+    if (absl::Status s =
+            Fenced(log_.site(), [&] { WriteDone(ok, &producing); });
+        !s.ok()) {
+      Stop(ToGrpcStatus(s), producing);
+    }
+  }
+
+  void OnCancel() override { cancelled_.store(true); }
+
+  void OnDone() override {
+    Fenced(log_.site(), [&] {
+      if (cancelled_.load()) state_->metrics.streams_cancelled.fetch_add(1);
+      state_->StreamEnded();
+    }).IgnoreError();
+    delete this;
+  }
+
+ private:
+  void WriteDone(bool ok, bool* producing) {
     bool start = false, produce = false;
     std::optional<grpc::Status> finish;
     {
@@ -101,20 +121,13 @@ class ReadSliceReactor final
       }
       finish = FinishIfIdleLocked();
     }
+    *producing = produce;
     if (start) StartWrite(&out_);
     if (produce) state_->pool.Submit([this] { Produce(); });
+    *producing = false;
     if (finish) Finish(*finish);
   }
 
-  void OnCancel() override { cancelled_.store(true); }
-
-  void OnDone() override {
-    if (cancelled_.load()) state_->metrics.streams_cancelled.fetch_add(1);
-    state_->StreamEnded();
-    delete this;
-  }
-
- private:
   absl::Status Prepare() {
     if (!parsed_) return absl::InvalidArgumentError("unparsable request");
     if (absl::Status auth = state_->tokens.Check(ctx_); !auth.ok()) return auth;
@@ -161,7 +174,8 @@ class ReadSliceReactor final
   }
 
   void Begin() {
-    if (absl::Status s = Prepare(); !s.ok()) {
+    if (absl::Status s = Fenced(log_.site(), [&] { return Prepare(); });
+        !s.ok()) {
       Stop(ToGrpcStatus(s));
       return;
     }
@@ -172,6 +186,14 @@ class ReadSliceReactor final
   // starts its write if none is in flight, or leaves it ready for
   // OnWriteDone.
   void Produce() {
+    bool producing = true;  // holds the producer and has not handed it over
+    if (absl::Status s = Fenced(log_.site(), [&] { ProduceOne(&producing); });
+        !s.ok()) {
+      Stop(ToGrpcStatus(s), producing);
+    }
+  }
+
+  void ProduceOne(bool* producing) {
     if (cancelled_.load()) {
       Stop(grpc::Status(grpc::CANCELLED, "cancelled"));
       return;
@@ -246,8 +268,10 @@ class ReadSliceReactor final
       }
       finish = FinishIfIdleLocked();
     }
+    *producing = produce;  // a successor, not yet submitted
     if (start) StartWrite(&out_);
     if (produce) state_->pool.Submit([this] { Produce(); });
+    *producing = false;
     if (finish) Finish(*finish);
   }
 
@@ -279,12 +303,14 @@ class ReadSliceReactor final
   }
 
   // The producer's way out: ends the call with `status` (unless it ended
-  // already) once no write is in flight.
-  void Stop(const grpc::Status& status) {
+  // already) once no write is in flight. `release_producer`: the caller
+  // holds the producer (producing_) and gives it up; false only for a fenced
+  // exception that came after the producer was handed over.
+  void Stop(const grpc::Status& status, bool release_producer = true) {
     std::optional<grpc::Status> finish;
     {
       absl::MutexLock lock(&mu_);
-      producing_ = false;
+      if (release_producer) producing_ = false;
       if (!stop_) stop_ = status;
       ready_.reset();
       finish = FinishIfIdleLocked();

@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/io/fault_guard.h"
 #include "core/util/status_macros.h"
 #include "proto/status_mapping.h"
@@ -28,7 +29,7 @@ class ListWriter final : public grpc::ServerWriteReactor<Message> {
       : log_(std::move(log)) {
     state.metrics.calls.fetch_add(1);
     state.pool.Submit([this, build = std::move(build)] {
-      auto built = build();
+      auto built = Fenced(log_.site(), build);
       if (!built.ok()) {
         Done(ToGrpcStatus(built.status()));
         return;
@@ -43,7 +44,9 @@ class ListWriter final : public grpc::ServerWriteReactor<Message> {
       Done(grpc::Status(grpc::CANCELLED, "client went away"));
       return;
     }
-    Next();
+    if (absl::Status s = Fenced(log_.site(), [&] { Next(); }); !s.ok()) {
+      Done(ToGrpcStatus(s));
+    }
   }
   void OnDone() override { delete this; }
 
@@ -56,6 +59,8 @@ class ListWriter final : public grpc::ServerWriteReactor<Message> {
     this->StartWrite(&messages_[next_++]);
   }
   void Done(const grpc::Status& status) {
+    if (finished_) return;  // a fenced exception after Finish
+    finished_ = true;
     log_.Finish(status, 0);
     this->Finish(status);
   }
@@ -63,6 +68,7 @@ class ListWriter final : public grpc::ServerWriteReactor<Message> {
   CallLog log_;
   std::vector<Message> messages_;
   size_t next_ = 0;
+  bool finished_ = false;
 };
 
 absl::Status CheckIndex(absl::Span<const int64_t> shape, size_t which,
@@ -105,29 +111,30 @@ grpc::ServerUnaryReactor* TensormorphService::GetServerInfo(
     v1::ServerInfo* resp) {
   ServiceState& s = *state_;
   s.metrics.calls.fetch_add(1);
-  if (absl::Status auth = s.tokens.Check(ctx); !auth.ok()) {
-    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    reactor->Finish(ToGrpcStatus(auth));
-    return reactor;
-  }
-  resp->set_version(kVersion);
-  for (const std::string& r : s.registry.sandbox().roots()) resp->add_roots(r);
-  v1::Limits* l = resp->mutable_limits();
-  l->set_max_open_checkpoints(static_cast<int64_t>(s.registry.max_open()));
-  l->set_max_scalars_per_call(s.limits.max_scalars_per_call);
-  l->set_max_chunk_bytes(s.limits.max_chunk_bytes);
-  l->set_workers(s.pool.size());
-  v1::Counters* c = resp->mutable_counters();
-  c->set_calls(s.metrics.calls.load());
-  c->set_streams_started(s.metrics.streams_started.load());
-  c->set_streams_cancelled(s.metrics.streams_cancelled.load());
-  c->set_active_streams(s.metrics.active_streams());
-  c->set_chunks_sent(s.metrics.chunks_sent.load());
-  c->set_bytes_sent(s.metrics.bytes_sent.load());
-  c->set_open_checkpoints(static_cast<int64_t>(s.registry.open_count()));
-  c->set_checkpoint_opens(s.registry.opens());
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  reactor->Finish(grpc::Status::OK);
+  const absl::Status status = Fenced({"GetServerInfo"}, [&]() -> absl::Status {
+    TM_RETURN_IF_ERROR(s.tokens.Check(ctx));
+    resp->set_version(kVersion);
+    for (const std::string& r : s.registry.sandbox().roots()) {
+      resp->add_roots(r);
+    }
+    v1::Limits* l = resp->mutable_limits();
+    l->set_max_open_checkpoints(static_cast<int64_t>(s.registry.max_open()));
+    l->set_max_scalars_per_call(s.limits.max_scalars_per_call);
+    l->set_max_chunk_bytes(s.limits.max_chunk_bytes);
+    l->set_workers(s.pool.size());
+    v1::Counters* c = resp->mutable_counters();
+    c->set_calls(s.metrics.calls.load());
+    c->set_streams_started(s.metrics.streams_started.load());
+    c->set_streams_cancelled(s.metrics.streams_cancelled.load());
+    c->set_active_streams(s.metrics.active_streams());
+    c->set_chunks_sent(s.metrics.chunks_sent.load());
+    c->set_bytes_sent(s.metrics.bytes_sent.load());
+    c->set_open_checkpoints(static_cast<int64_t>(s.registry.open_count()));
+    c->set_checkpoint_opens(s.registry.opens());
+    return absl::OkStatus();
+  });
+  reactor->Finish(ToGrpcStatus(status));
   return reactor;
 }
 
@@ -163,19 +170,24 @@ grpc::ServerWriteReactor<v1::TensorInfo>* TensormorphService::ListTensors(
     }
     return out;
   };
-  return new ListWriter<v1::TensorInfo>(
-      *state_, CallLog("ListTensors", ctx, req->checkpoint(), req->filter()),
-      std::move(build));
+  return FencedStream<v1::TensorInfo>({"ListTensors", req->checkpoint()}, [&] {
+    return new ListWriter<v1::TensorInfo>(
+        *state_, CallLog("ListTensors", ctx, req->checkpoint(), req->filter()),
+        std::move(build));
+  });
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* TensormorphService::ReadSlice(
     grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req) {
-  return NewReadSliceReactor(state_, ctx, req);
+  return FencedStream<grpc::ByteBuffer>(
+      {"ReadSlice"}, [&] { return NewReadSliceReactor(state_, ctx, req); });
 }
 
 grpc::ServerWriteReactor<v1::QuantDiffEvent>* TensormorphService::QuantDiff(
     grpc::CallbackServerContext* ctx, const v1::QuantDiffRequest* req) {
-  return NewQuantDiffReactor(state_, ctx, req);
+  return FencedStream<v1::QuantDiffEvent>(
+      {"QuantDiff", req->checkpoint()},
+      [&] { return NewQuantDiffReactor(state_, ctx, req); });
 }
 
 namespace {
@@ -255,6 +267,11 @@ grpc::ServerUnaryReactor* TensormorphService::InspectScalars(
           return absl::ResourceExhaustedError(absl::StrCat(
               n, " scalars requested but the limit max_scalars_per_call is ",
               state_->limits.max_scalars_per_call));
+        }
+        if ((*t)->num_elements == 0 && n > 0) {
+          return absl::OutOfRangeError(absl::StrCat(
+              "tensor '", req->tensor(), "' is empty (shape [",
+              absl::StrJoin(shape, ", "), "]): it has no elements to inspect"));
         }
         for (int64_t d : shape) resp->add_shape(d);
         FillEncoding((*t)->encoding->info(), resp->mutable_encoding());

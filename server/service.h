@@ -17,6 +17,7 @@
 #include "server/auth.h"
 #include "server/call_log.h"
 #include "server/checkpoint_registry.h"
+#include "server/exception_fence.h"
 #include "server/metrics.h"
 #include "server/worker_pool.h"
 #include "tensormorph/v1/tensormorph.grpc.pb.h"
@@ -73,21 +74,51 @@ absl::StatusOr<const LogicalTensor*> FindTensorOrError(
     const std::string& tensor_name);
 
 // Runs `fn` on the worker pool after authenticating the call, and finishes
-// the unary call with its status (logged).
+// the unary call with its status (logged). An exception from `fn` ends the
+// call with INTERNAL (exception_fence.h).
 template <typename Fn>
 grpc::ServerUnaryReactor* RunOnPool(ServiceState& state,
                                     grpc::CallbackServerContext* ctx,
                                     CallLog log, Fn fn) {
   state.metrics.calls.fetch_add(1);
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  state.pool.Submit(
-      [&state, ctx, reactor, log = std::move(log), fn = std::move(fn)]() {
-        absl::Status auth = state.tokens.Check(ctx);
-        const grpc::Status status = ToGrpcStatus(auth.ok() ? fn() : auth);
-        log.Finish(status, 0);
-        reactor->Finish(status);
-      });
+  const char* method = log.method();
+  const absl::Status submitted = Fenced({method}, [&] {
+    state.pool.Submit(
+        [&state, ctx, reactor, log = std::move(log), fn = std::move(fn)]() {
+          const grpc::Status status =
+              ToGrpcStatus(Fenced(log.site(), [&]() -> absl::Status {
+                absl::Status auth = state.tokens.Check(ctx);
+                return auth.ok() ? fn() : auth;
+              }));
+          log.Finish(status, 0);
+          reactor->Finish(status);
+        });
+  });
+  if (!submitted.ok()) reactor->Finish(ToGrpcStatus(submitted));
   return reactor;
+}
+
+// A stream that ends at once with `status`: what a handler returns when its
+// reactor could not be made.
+template <typename Message>
+class FinishedWriter final : public grpc::ServerWriteReactor<Message> {
+ public:
+  explicit FinishedWriter(const grpc::Status& status) { this->Finish(status); }
+  void OnDone() override { delete this; }
+};
+
+// Makes a stream's reactor; an exception while making it ends the call with
+// INTERNAL instead of leaving the handler.
+template <typename Message, typename Make>
+grpc::ServerWriteReactor<Message>* FencedStream(const FenceSite& site,
+                                                Make make) {
+  absl::StatusOr<grpc::ServerWriteReactor<Message>*> reactor =
+      Fenced(site, [&]() -> absl::StatusOr<grpc::ServerWriteReactor<Message>*> {
+        return make();
+      });
+  if (reactor.ok()) return *reactor;
+  return new FinishedWriter<Message>(ToGrpcStatus(reactor.status()));
 }
 
 // ReadSlice is registered raw: its reactor writes ByteBuffers that can hold

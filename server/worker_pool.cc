@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <exception>
 #include <memory>
 
 #include "absl/synchronization/notification.h"
+#include "server/exception_fence.h"
 
 namespace tensormorph {
 
@@ -32,23 +34,37 @@ void WorkerPool::ForkJoin(absl::FunctionRef<void()> first,
   // Whoever claims `second` runs it. The queued task may outlive this call
   // (when this thread claimed), so it holds the claim by shared_ptr and
   // touches `second` only after winning it, while this call waits.
+  // An exception from either half is rethrown here only once the other is
+  // done: `second` runs on state of this frame, which unwinding would free.
   struct Claim {
     std::atomic<bool> taken{false};
     absl::Notification done;
+    std::exception_ptr error;  // written before `done`
   };
   auto claim = std::make_shared<Claim>();
   Submit([claim, &second] {
     if (!claim->taken.exchange(true)) {
-      second();
+      try {
+        second();
+      } catch (...) {
+        claim->error = std::current_exception();
+      }
       claim->done.Notify();
     }
   });
-  first();
+  std::exception_ptr first_error;
+  try {
+    first();
+  } catch (...) {
+    first_error = std::current_exception();
+  }
   if (!claim->taken.exchange(true)) {
-    second();
+    if (first_error == nullptr) second();  // else: the call fails anyway
   } else {
     claim->done.WaitForNotification();
   }
+  if (first_error != nullptr) std::rethrow_exception(first_error);
+  if (claim->error != nullptr) std::rethrow_exception(claim->error);
 }
 
 void WorkerPool::Loop() {
@@ -65,7 +81,10 @@ void WorkerPool::Loop() {
       task = std::move(queue_.front());
       queue_.pop_front();
     }
-    task();
+    // The last line of the exception fence: tasks fence their own work and
+    // end their calls; one that still throws is logged, and the worker
+    // lives on.
+    Fenced({"worker task"}, task).IgnoreError();
   }
 }
 

@@ -14,7 +14,8 @@
 namespace tensormorph {
 
 // Thread safety: Submit may be called from any thread. The destructor runs
-// the tasks already queued, then joins.
+// the tasks already queued, then joins. A task that throws is logged and
+// dropped (exception_fence.h); the worker lives on.
 class WorkerPool {
  public:
   explicit WorkerPool(int threads);
@@ -27,7 +28,8 @@ class WorkerPool {
   // Runs `first` on this thread and `second` on a worker, if one takes it up
   // before `first` is done; otherwise runs `second` here too. So a call on a
   // busy pool never waits in the queue: it only waits for a `second` that is
-  // already running.
+  // already running. An exception from either is rethrown here, after both
+  // are done (`second` never outlives the call).
   void ForkJoin(absl::FunctionRef<void()> first,
                 absl::FunctionRef<void()> second);
   int size() const { return static_cast<int>(threads_.size()); }

@@ -125,6 +125,11 @@ absl::StatusOr<Pairing> PairTensors(const Checkpoint& quant,
                        absl::StrJoin(r->shape, ","), "]"));
       continue;
     }
+    if (q.num_elements == 0) {
+      // A zero dimension: nothing to compare (and no rows to permute).
+      out.empty.push_back(q.name);
+      continue;
+    }
     TensorPair p{&q, r, {}};
     const bool is_q = absl::StrContains(q.name, ".attn_q.");
     const bool is_k = absl::StrContains(q.name, ".attn_k.");

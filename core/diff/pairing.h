@@ -25,6 +25,9 @@ struct Pairing {
   std::vector<std::string> only_in_quant;
   std::vector<std::string> only_in_ref;
   std::vector<std::string> shape_mismatches;  // "name: [a,b] vs [c,d]"
+  // Paired by name and shape but with no elements (a zero dimension):
+  // skipped, not diffed.
+  std::vector<std::string> empty;
 };
 
 // The Hugging Face name of a llama-family GGUF tensor

@@ -203,7 +203,9 @@ absl::StatusOr<TensorDiff> DiffTensor(
   // With a row map, chunks hold whole rows so that reference rows can be
   // fetched one by one.
   int64_t chunk = std::max<int64_t>(1, options.chunk_elements);
-  if (!row_map.empty()) chunk = std::max<int64_t>(1, chunk / cols) * cols;
+  if (!row_map.empty() && cols > 0) {
+    chunk = std::max<int64_t>(1, chunk / cols) * cols;
+  }
 
   ErrorSums sums;
   PercentileTracker pct(n, options.exact_percentile_limit, &buf.top);
@@ -324,7 +326,9 @@ absl::StatusOr<TensorDiff> DiffTensor(
   d.rmse = std::sqrt(d.mse);
   d.mean_abs_err = sums.sum_abs_err / nn;
   d.max_abs_err = sums.max_abs_err;
-  d.max_abs_err_index = Unravel(sums.max_abs_err_index, quant.shape);
+  // An empty tensor has no element to point at (and Unravel would divide by
+  // its zero dimension).
+  if (n > 0) d.max_abs_err_index = Unravel(sums.max_abs_err_index, quant.shape);
   d.max_err_steps = sums.max_err_steps;
   d.above_half_step = sums.above_half_step;
   d.clipped = sums.clipped;

@@ -101,6 +101,8 @@ class DiffWorkspace {
 // `on_progress(elements_done)` is called after each chunk; `cancelled` is
 // polled between chunks.
 // `workspace` (may be null) lends its buffers for the call.
+// An empty tensor (a zero dimension) gives count 0, zero errors and no
+// worst elements (PairTensors skips empty tensors before this).
 // Errors: UNIMPLEMENTED (an encoding that cannot decode); CANCELLED.
 absl::StatusOr<TensorDiff> DiffTensor(
     const LogicalTensor& quant, const LogicalTensor& ref,

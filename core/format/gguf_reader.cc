@@ -202,9 +202,13 @@ absl::Status GgufParser::ReadTensorInfo(uint64_t index, StoredTensor* t,
         !s.ok()) {
       return s;
     }
-    if (ne[j] <= 0) {
+    // As ggml: only a negative dimension is invalid; a zero one makes an
+    // empty tensor (0 elements, 0 bytes), as in safetensors. (ggml's own
+    // element-count check divides INT64_MAX by ne[1..3], so a zero there is
+    // a division by zero in ggml; CheckedProduct below has no such hole.)
+    if (ne[j] < 0) {
       return Corrupt(absl::StrCat(where, ": ne[", j, "] = ", ne[j],
-                                  " but every dimension must be > 0"));
+                                  " but every dimension must be >= 0"));
     }
   }
   auto count = CheckedProduct(absl::MakeConstSpan(ne, n_dims));

@@ -35,7 +35,8 @@ struct GgufFile {
 // string and array lengths bounded by the bytes remaining; known value types;
 // no empty or duplicate keys; general.alignment a uint32 power of two; no
 // duplicate tensor names; names under 64 bytes; n_dims <= 4; every dimension
-// > 0 with an int64 element count; a known ggml type with ne[0] a multiple
+// >= 0 (0: an empty tensor, as ggml allows) with an int64 element count; a
+// known ggml type with ne[0] a multiple
 // of its block size; each offset equal to the running padded sum (hence
 // aligned, not overlapping, not backwards); and the data inside the file.
 // Dimensions are reversed into numpy order (ne = [256, 4] is shape [4, 256]).

@@ -2,6 +2,7 @@
 // tensormorphd and embedded, with the same commands.
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -215,6 +216,33 @@ TEST(CliRemoteTest, ServerFromTheEnvironmentAndSandboxErrors) {
   EXPECT_EQ(down.exit_code, 2);
   EXPECT_THAT(down.err, HasSubstr("UNAVAILABLE"));
   EXPECT_EQ(server.Stop(), 0);  // SIGTERM: a clean exit
+}
+
+// `tensormorphd --root /models` where /models is a symlink (/models ->
+// /nvme/models on GPU boxes): paths spelled the way the root was given work,
+// and a symlink leading out of the root is still refused.
+TEST(CliRemoteTest, ARootThatIsASymlinkServesPathsSpelledThroughIt) {
+  namespace fs = std::filesystem;
+  const std::string base = MakeTempDir();
+  fs::create_directories(base + "/nvme/models");
+  fs::copy_file(Fixture("gguf/Q8_0.gguf"), base + "/nvme/models/x.gguf");
+  fs::create_directory_symlink(base + "/nvme/models", base + "/models");
+  fs::create_symlink(Fixture("gguf/Q4_K.gguf"), base + "/nvme/models/out.gguf");
+  ServerProcess server({base + "/models"});
+  const std::string at = server.address();
+  CommandResult ls =
+      RunCommand({CliPath(), "--server", at, "ls", base + "/models/x.gguf"});
+  EXPECT_EQ(ls.exit_code, 0) << ls.err;
+  EXPECT_THAT(ls.out, HasSubstr("blk.0.ffn_down.weight"));
+  CommandResult rel = RunCommand({CliPath(), "--server", at, "ls", "x.gguf"});
+  EXPECT_EQ(rel.exit_code, 0) << rel.err;
+  EXPECT_EQ(rel.out, ls.out);
+  CommandResult escape =
+      RunCommand({CliPath(), "--server", at, "ls", base + "/models/out.gguf"});
+  EXPECT_EQ(escape.exit_code, 2);
+  EXPECT_THAT(escape.err, HasSubstr("PERMISSION_DENIED"));
+  EXPECT_THAT(escape.err, HasSubstr(base + "/models (resolved: "));
+  EXPECT_EQ(server.Stop(), 0);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/safetensors_writer.h"
@@ -103,6 +104,124 @@ TEST_F(PathSandboxTest, RootPrefixOfASiblingDoesNotCount) {
   fs::create_directories(base_ + "/root2");
   WriteFile(base_ + "/root2/x.gguf", "x");
   EXPECT_EQ(sandbox_->Resolve(base_ + "/root2/x.gguf").status().code(),
+            absl::StatusCode::kPermissionDenied);
+}
+
+// `--root /models` where /models (or a directory above it) is a symlink, as on
+// GPU boxes (/models -> /nvme/models): the root answers to both spellings,
+// and where a request resolves is still what decides.
+class SymlinkedRootTest : public PathSandboxTest {
+ protected:
+  void SetUp() override {
+    PathSandboxTest::SetUp();
+    link_ = base_ + "/models_link";  // the root is a symlink
+    fs::create_directory_symlink(root_, link_);
+    above_ = base_ + "/above";  // a directory above the root is one
+    fs::create_directory_symlink(base_, above_);
+    auto s = PathSandbox::Create({link_});
+    ASSERT_TRUE(s.ok()) << s.status();
+    linked_.emplace(*s);
+  }
+  std::string link_, above_;
+  std::optional<PathSandbox> linked_;
+};
+
+TEST_F(SymlinkedRootTest, AbsolutePathsUnderTheGivenSpellingAreServed) {
+  auto p = linked_->Resolve(link_ + "/models/a.gguf");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(*p, root_ + "/models/a.gguf");
+  auto dotted = linked_->Resolve(link_ + "/models/sub/../a.gguf");
+  ASSERT_TRUE(dotted.ok()) << dotted.status();
+  EXPECT_EQ(*dotted, root_ + "/models/a.gguf");
+}
+
+TEST_F(SymlinkedRootTest, AbsolutePathsUnderTheResolvedSpellingAreServed) {
+  auto p = linked_->Resolve(root_ + "/models/a.gguf");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(*p, root_ + "/models/a.gguf");
+}
+
+TEST_F(SymlinkedRootTest, RelativePathsResolveAgainstTheRoot) {
+  auto p = linked_->Resolve("models/a.gguf");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(*p, root_ + "/models/a.gguf");
+}
+
+TEST_F(SymlinkedRootTest, AnAncestorThatIsASymlinkWorksTheSame) {
+  auto s = PathSandbox::Create({above_ + "/root/"});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->roots(), std::vector<std::string>{above_ + "/root"});
+  for (const std::string& p :
+       {above_ + "/root/models/a.gguf", root_ + "/models/a.gguf",
+        std::string("models/a.gguf")}) {
+    auto r = s->Resolve(p);
+    ASSERT_TRUE(r.ok()) << p << ": " << r.status();
+    EXPECT_EQ(*r, root_ + "/models/a.gguf") << p;
+  }
+  EXPECT_EQ(s->Resolve(above_ + "/outside.gguf").status().code(),
+            absl::StatusCode::kPermissionDenied);
+}
+
+TEST_F(SymlinkedRootTest, DotDotOutOfEitherSpellingIsPermissionDenied) {
+  for (const std::string& p :
+       {link_ + "/../outside.gguf", link_ + "/models/../../outside.gguf",
+        root_ + "/../outside.gguf", std::string("../outside.gguf"),
+        std::string("models/../../outside.gguf")}) {
+    auto r = linked_->Resolve(p);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kPermissionDenied) << p;
+  }
+}
+
+TEST_F(SymlinkedRootTest, SymlinksOutOfTheRootArePermissionDenied) {
+  for (const std::string& p :
+       {link_ + "/models/link_out.gguf", root_ + "/models/link_out.gguf",
+        std::string("models/link_out.gguf")}) {
+    auto r = linked_->Resolve(p);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kPermissionDenied) << p;
+    EXPECT_THAT(std::string(r.status().message()),
+                HasSubstr("symlinks may not lead out"))
+        << p;
+  }
+}
+
+TEST_F(SymlinkedRootTest, FifosAreRefusedUnderEitherSpelling) {
+  for (const std::string& p : {link_ + "/models/fifo", root_ + "/models/fifo",
+                               std::string("models/fifo")}) {
+    EXPECT_EQ(linked_->Resolve(p).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << p;
+  }
+}
+
+TEST_F(SymlinkedRootTest, ErrorsShowTheRootAsGivenAndAsResolved) {
+  EXPECT_EQ(linked_->roots(), std::vector<std::string>{link_});
+  auto r = linked_->Resolve(base_ + "/outside.gguf");
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr(absl::StrCat("(", link_, " (resolved: ", root_, "))")));
+  // A root spelled without symlinks is shown once.
+  EXPECT_THAT(
+      std::string(
+          sandbox_->Resolve(base_ + "/outside.gguf").status().message()),
+      HasSubstr(absl::StrCat("(", root_, ")")));
+}
+
+TEST_F(SymlinkedRootTest, ARelativeRootIsGivenAgainstTheWorkingDirectory) {
+  const fs::path cwd = fs::current_path();
+  fs::current_path(base_);
+  auto s = PathSandbox::Create({"models_link/./"});
+  fs::current_path(cwd);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->roots(), std::vector<std::string>{link_});
+  auto p = s->Resolve(link_ + "/models/a.gguf");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(*p, root_ + "/models/a.gguf");
+}
+
+TEST_F(SymlinkedRootTest, ShardsAreCheckedAgainstTheResolvedSpelling) {
+  EXPECT_TRUE(linked_->CheckInside(root_ + "/models/a.gguf").ok());
+  // The given spelling is not a canonical path: CheckInside takes realpaths.
+  EXPECT_EQ(linked_->CheckInside(link_ + "/models/a.gguf").code(),
             absl::StatusCode::kPermissionDenied);
 }
 

@@ -92,9 +92,10 @@ std::vector<HostileFile> HostileCorpus() {
     gguf("dims_overflow_" + std::to_string(i), s,
          "more elements than int64 can count");
   }
+  // (A zero dimension is an empty tensor, valid as in ggml.)
   s = ValidGguf();
-  s.tensors[0].ne = {8, 0};
-  gguf("dim_zero", s, "ne[1] = 0");
+  s.tensors[0].ne = {8, -1};
+  gguf("dim_negative", s, "ne[1] = -1");
   // Type ids: removed, unknown.
   for (uint32_t id : {4u, 31u, 41u, 1000u}) {
     s = ValidGguf();

@@ -31,7 +31,10 @@ std::vector<Case> Cases() {
       {"high surrogate", "\xED\xA0\x80", "\\xED\\xA0\\x80"},
       {"low surrogate", "\xED\xBF\xBF", "\\xED\\xBF\\xBF"},
       {"truncated 2-byte at end", "blk\xC3", "blk\\xC3"},
-      {"truncated 3-byte then ASCII", "\xE3\x81" "A", "\\xE3\\x81A"},
+      {"truncated 3-byte then ASCII",
+       "\xE3\x81"
+       "A",
+       "\\xE3\\x81A"},
       {"truncated 4-byte", "\xF0\x9F\x98", "\\xF0\\x9F\\x98"},
       {"above U+10FFFF (F4 90)", "\xF4\x90\x80\x80", "\\xF4\\x90\\x80\\x80"},
       {"lead F5", "\xF5\x80\x80\x80", "\\xF5\\x80\\x80\\x80"},
@@ -45,11 +48,11 @@ std::vector<Case> Cases() {
 }
 
 TEST(Utf8Test, ValidatorAcceptsWellFormedUtf8) {
-  for (const std::string& s : std::vector<std::string>
-       {"", "blk.0.attn_q.weight", std::string("nul\0ok", 6), "\xC2\x80",
-        "\xDF\xBF", "\xE0\xA0\x80", "\xED\x9F\xBF", "\xEE\x80\x80",
-        "\xEF\xBF\xBF", "\xF0\x90\x80\x80", "\xF4\x8F\xBF\xBF",
-        "\xE6\x97\xA5\xE6\x9C\xAC"}) {
+  for (const std::string& s : std::vector<std::string>{
+           "", "blk.0.attn_q.weight", std::string("nul\0ok", 6), "\xC2\x80",
+           "\xDF\xBF", "\xE0\xA0\x80", "\xED\x9F\xBF", "\xEE\x80\x80",
+           "\xEF\xBF\xBF", "\xF0\x90\x80\x80", "\xF4\x8F\xBF\xBF",
+           "\xE6\x97\xA5\xE6\x9C\xAC"}) {
     EXPECT_TRUE(IsValidUtf8(s)) << EscapeUtf8(s);
     EXPECT_EQ(EscapeUtf8(s), s) << "valid text without backslashes changed";
   }

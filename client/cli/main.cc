@@ -12,6 +12,7 @@
 
 #include "client/cli/commands.h"
 #include "core/io/stream_heap.h"
+#include "core/util/utf8.h"
 
 namespace {
 
@@ -230,6 +231,13 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     return code == 0 ? kExitOk : kExitUsage;
+  }
+
+  // A name typed or pasted as its raw bytes (not UTF-8, so no API string
+  // can carry it) means the tensor listed under its escaped spelling.
+  for (std::string* name : {&info.tensor, &read.tensor, &scalar.tensor,
+                            &stats.tensor, &heat.tensor}) {
+    if (!IsValidUtf8(*name)) *name = EscapeUtf8(*name);
   }
 
   if (g.token_file.empty()) {

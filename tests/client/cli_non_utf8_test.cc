@@ -84,6 +84,12 @@ TEST_P(CliNonUtf8Test, LsListsEveryTensorAndEachListedNameWorks) {
   EXPECT_THAT(table.out, HasSubstr("3 tensors"));
 }
 
+TEST_P(CliNonUtf8Test, ANameGivenAsItsRawBytesFindsTheTensor) {
+  CommandResult r = Run({"read", Odd(), "m\xE3\x81.weight"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("shape [8], float32"));
+}
+
 TEST_P(CliNonUtf8Test, InfoShowsEscapedMetadata) {
   CommandResult r = Run({"info", Odd()});
   ASSERT_EQ(r.exit_code, 0) << r.err;

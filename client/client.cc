@@ -1,9 +1,86 @@
 #include "client/client.h"
 
+#include <grpcpp/impl/client_unary_call.h>
+#include <grpcpp/support/sync_stream.h>
+
+#include <algorithm>
+#include <chrono>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "proto/status_mapping.h"
 
 namespace tensormorph {
+
+// The generated stub would parse replies itself, and report a reply that does
+// not parse as the end of a stream (Read() returning false, as at the end) or
+// as UNIMPLEMENTED "No message returned" for a unary call. So replies are
+// received as grpc::ByteBuffer through the same factories the generated
+// code calls, and parsed in ParseReply.
+struct Client::Methods {
+  using RpcMethod = grpc::internal::RpcMethod;
+  explicit Methods(const std::shared_ptr<grpc::Channel>& c)
+      : get_server_info("/tensormorph.v1.Tensormorph/GetServerInfo",
+                        RpcMethod::NORMAL_RPC, c),
+        get_checkpoint("/tensormorph.v1.Tensormorph/GetCheckpoint",
+                       RpcMethod::NORMAL_RPC, c),
+        list_tensors("/tensormorph.v1.Tensormorph/ListTensors",
+                     RpcMethod::SERVER_STREAMING, c),
+        read_slice("/tensormorph.v1.Tensormorph/ReadSlice",
+                   RpcMethod::SERVER_STREAMING, c),
+        inspect_scalars("/tensormorph.v1.Tensormorph/InspectScalars",
+                        RpcMethod::NORMAL_RPC, c),
+        quant_diff("/tensormorph.v1.Tensormorph/QuantDiff",
+                   RpcMethod::SERVER_STREAMING, c),
+        compute_stats("/tensormorph.v1.Tensormorph/ComputeStats",
+                      RpcMethod::NORMAL_RPC, c),
+        get_heatmap("/tensormorph.v1.Tensormorph/GetHeatmap",
+                    RpcMethod::NORMAL_RPC, c),
+        get_architecture("/tensormorph.v1.Tensormorph/GetArchitecture",
+                         RpcMethod::NORMAL_RPC, c) {}
+
+  RpcMethod get_server_info, get_checkpoint, list_tensors, read_slice,
+      inspect_scalars, quant_diff, compute_stats, get_heatmap, get_architecture;
+};
+
+namespace {
+
+// "ListTensors" from "/tensormorph.v1.Tensormorph/ListTensors".
+absl::string_view CallName(const grpc::internal::RpcMethod& method) {
+  absl::string_view path = method.name();
+  return path.substr(path.rfind('/') + 1);
+}
+
+// `index` counts a stream's replies from 0; -1 for a unary reply.
+template <typename Reply>
+absl::Status ParseReply(const grpc::internal::RpcMethod& method,
+                        grpc::ByteBuffer* buffer, int64_t index, Reply* reply) {
+  const size_t size = buffer->Length();
+  if (grpc::SerializationTraits<Reply>::Deserialize(buffer, reply).ok()) {
+    return absl::OkStatus();
+  }
+  return absl::InternalError(absl::StrCat(
+      CallName(method), ": reply ",
+      index >= 0 ? absl::StrCat("message ", index + 1, " ") : "", "(", size,
+      " bytes) does not parse as ", Reply::descriptor()->full_name(),
+      ", so the call was ended here; a string field that is not valid UTF-8, "
+      "or a server of another API version, does this"));
+}
+
+absl::Status CallFailed(const grpc::internal::RpcMethod& method,
+                        absl::Duration deadline, const grpc::Status& status) {
+  if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
+      deadline != absl::InfiniteDuration()) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        CallName(method),
+        " timed out: no complete reply within its deadline of ",
+        absl::FormatDuration(deadline), " (", status.error_message(),
+        "; ClientOptions::timeout sets the deadline)"));
+  }
+  return FromGrpcStatus(status);
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(
     const std::string& target, const ClientOptions& options) {
@@ -28,50 +105,110 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(
 Client::Client(std::shared_ptr<grpc::Channel> channel, ClientOptions options,
                std::shared_ptr<void> keepalive)
     : channel_(std::move(channel)),
-      stub_(v1::Tensormorph::NewStub(channel_)),
+      methods_(std::make_shared<const Methods>(channel_)),
       options_(options),
       keepalive_(std::move(keepalive)) {}
 
-void Client::Prepare(grpc::ClientContext* ctx) const {
+absl::Duration Client::Prepare(grpc::ClientContext* ctx, bool stream) const {
   if (!options_.token.empty())
     ctx->AddMetadata("authorization", "Bearer " + options_.token);
-  if (options_.timeout != absl::InfiniteDuration()) {
+  const absl::Duration timeout = options_.timeout.value_or(
+      stream ? absl::InfiniteDuration() : kDefaultUnaryTimeout);
+  if (timeout != absl::InfiniteDuration()) {
     ctx->set_deadline(std::chrono::system_clock::now() +
-                      absl::ToChronoMilliseconds(options_.timeout));
+                      absl::ToChronoMilliseconds(timeout));
   }
+  return timeout;
+}
+
+template <typename Request, typename Reply>
+absl::Status Client::Unary(const grpc::internal::RpcMethod& method,
+                           const Request& request, Reply* reply) {
+  grpc::ClientContext ctx;
+  const absl::Duration deadline = Prepare(&ctx, /*stream=*/false);
+  grpc::ByteBuffer buffer;
+  grpc::Status s = grpc::internal::BlockingUnaryCall<Request, grpc::ByteBuffer>(
+      channel_.get(), method, &ctx, request, &buffer);
+  if (!s.ok()) return CallFailed(method, deadline, s);
+  return ParseReply(method, &buffer, -1, reply);
+}
+
+template <typename Request, typename Reply>
+absl::Status Client::Stream(const grpc::internal::RpcMethod& method,
+                            const Request& request,
+                            const std::function<bool(const Reply&)>& on_reply,
+                            absl::string_view cancelled) {
+  grpc::ClientContext ctx;
+  const absl::Duration deadline = Prepare(&ctx, /*stream=*/true);
+  std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
+      grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
+          channel_.get(), method, &ctx, request));
+  // Ends the call before the stream ends. Finish() alone would wait for a
+  // status gRPC delivers only once every queued message has been read.
+  auto abandon = [&] {
+    ctx.TryCancel();
+    grpc::ByteBuffer rest;
+    while (reader->Read(&rest)) {
+    }
+    reader->Finish();
+  };
+  grpc::ByteBuffer buffer;
+  Reply reply;
+  for (int64_t i = 0; reader->Read(&buffer); ++i) {
+    if (absl::Status s = ParseReply(method, &buffer, i, &reply); !s.ok()) {
+      abandon();
+      return s;
+    }
+    if (!on_reply(reply)) {
+      abandon();
+      return absl::CancelledError(cancelled);
+    }
+  }
+  grpc::Status s = reader->Finish();
+  if (!s.ok()) return CallFailed(method, deadline, s);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<v1::ServerInfo> Client::GetServerInfo() {
-  grpc::ClientContext ctx;
-  Prepare(&ctx);
   v1::ServerInfo resp;
-  grpc::Status s =
-      stub_->GetServerInfo(&ctx, v1::GetServerInfoRequest(), &resp);
-  if (!s.ok()) return FromGrpcStatus(s);
+  absl::Status s =
+      Unary(methods_->get_server_info, v1::GetServerInfoRequest(), &resp);
+  if (!s.ok()) return s;
   return resp;
 }
 
 absl::StatusOr<v1::CheckpointInfo> Client::GetCheckpoint(
     const std::string& checkpoint) {
-  grpc::ClientContext ctx;
-  Prepare(&ctx);
   v1::GetCheckpointRequest req;
   req.set_checkpoint(checkpoint);
   v1::CheckpointInfo resp;
-  grpc::Status s = stub_->GetCheckpoint(&ctx, req, &resp);
-  if (!s.ok()) return FromGrpcStatus(s);
+  if (absl::Status s = Unary(methods_->get_checkpoint, req, &resp); !s.ok()) {
+    return s;
+  }
   return resp;
 }
 
 absl::Status Client::ListTensors(
     const v1::ListTensorsRequest& request,
     const std::function<void(const v1::TensorInfo&)>& on_tensor) {
-  grpc::ClientContext ctx;
-  Prepare(&ctx);
-  auto reader = stub_->ListTensors(&ctx, request);
-  v1::TensorInfo t;
-  while (reader->Read(&t)) on_tensor(t);
-  return FromGrpcStatus(reader->Finish());
+  int64_t received = 0, promised = 0;
+  absl::Status s = Stream<v1::ListTensorsRequest, v1::TensorInfo>(
+      methods_->list_tensors, request,
+      [&](const v1::TensorInfo& t) {
+        ++received;
+        promised = std::max(promised, t.list_count());
+        on_tensor(t);
+        return true;
+      },
+      "");
+  if (!s.ok()) return s;
+  // INTERNAL, not DATA_LOSS: the file is fine, the stream is not.
+  if (received < promised) {
+    return absl::InternalError(absl::StrCat(
+        "ListTensors of '", request.checkpoint(), "': the stream ended after ",
+        received, " of the ", promised, " tensors the server promised"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<v1::TensorInfo>> Client::ListTensors(
@@ -89,20 +226,9 @@ absl::StatusOr<std::vector<v1::TensorInfo>> Client::ListTensors(
 absl::Status Client::ReadSlice(
     const v1::ReadSliceRequest& request,
     const std::function<bool(const v1::SliceChunk&)>& on_chunk) {
-  grpc::ClientContext ctx;
-  Prepare(&ctx);
-  auto reader = stub_->ReadSlice(&ctx, request);
-  v1::SliceChunk chunk;
-  while (reader->Read(&chunk)) {
-    if (!on_chunk(chunk)) {
-      ctx.TryCancel();
-      while (reader->Read(&chunk)) {
-      }
-      reader->Finish();
-      return absl::CancelledError("slice read cancelled by the caller");
-    }
-  }
-  return FromGrpcStatus(reader->Finish());
+  return Stream<v1::ReadSliceRequest, v1::SliceChunk>(
+      methods_->read_slice, request, on_chunk,
+      "slice read cancelled by the caller");
 }
 
 absl::StatusOr<SliceData> Client::ReadSliceAll(
@@ -138,51 +264,37 @@ absl::StatusOr<SliceData> Client::ReadSliceAll(
 absl::Status Client::QuantDiff(
     const v1::QuantDiffRequest& request,
     const std::function<bool(const v1::QuantDiffEvent&)>& on_event) {
-  grpc::ClientContext ctx;
-  Prepare(&ctx);
-  auto reader = stub_->QuantDiff(&ctx, request);
-  v1::QuantDiffEvent event;
-  while (reader->Read(&event)) {
-    if (!on_event(event)) {
-      ctx.TryCancel();
-      while (reader->Read(&event)) {
-      }
-      reader->Finish();
-      return absl::CancelledError("diff cancelled by the caller");
-    }
-  }
-  return FromGrpcStatus(reader->Finish());
+  return Stream<v1::QuantDiffRequest, v1::QuantDiffEvent>(
+      methods_->quant_diff, request, on_event, "diff cancelled by the caller");
 }
 
 absl::StatusOr<v1::TensorStatsReply> Client::ComputeStats(
     const v1::ComputeStatsRequest& request) {
-  grpc::ClientContext ctx;
-  Prepare(&ctx);
   v1::TensorStatsReply resp;
-  grpc::Status s = stub_->ComputeStats(&ctx, request, &resp);
-  if (!s.ok()) return FromGrpcStatus(s);
+  if (absl::Status s = Unary(methods_->compute_stats, request, &resp);
+      !s.ok()) {
+    return s;
+  }
   return resp;
 }
 
 absl::StatusOr<v1::HeatmapReply> Client::GetHeatmap(
     const v1::GetHeatmapRequest& request) {
-  grpc::ClientContext ctx;
-  Prepare(&ctx);
   v1::HeatmapReply resp;
-  grpc::Status s = stub_->GetHeatmap(&ctx, request, &resp);
-  if (!s.ok()) return FromGrpcStatus(s);
+  if (absl::Status s = Unary(methods_->get_heatmap, request, &resp); !s.ok()) {
+    return s;
+  }
   return resp;
 }
 
 absl::StatusOr<v1::ArchitectureReply> Client::GetArchitecture(
     const std::string& checkpoint) {
-  grpc::ClientContext ctx;
-  Prepare(&ctx);
   v1::GetArchitectureRequest req;
   req.set_checkpoint(checkpoint);
   v1::ArchitectureReply resp;
-  grpc::Status s = stub_->GetArchitecture(&ctx, req, &resp);
-  if (!s.ok()) return FromGrpcStatus(s);
+  if (absl::Status s = Unary(methods_->get_architecture, req, &resp); !s.ok()) {
+    return s;
+  }
   return resp;
 }
 
@@ -195,10 +307,7 @@ absl::StatusOr<v1::InspectScalarsResponse> Client::InspectScalars(
 
 absl::Status Client::InspectScalars(const v1::InspectScalarsRequest& request,
                                     v1::InspectScalarsResponse* response) {
-  grpc::ClientContext ctx;
-  Prepare(&ctx);
-  grpc::Status s = stub_->InspectScalars(&ctx, request, response);
-  return s.ok() ? absl::OkStatus() : FromGrpcStatus(s);
+  return Unary(methods_->inspect_scalars, request, response);
 }
 
 }  // namespace tensormorph

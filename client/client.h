@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,9 +20,16 @@
 
 namespace tensormorph {
 
+// Unary calls that outlast this fail with DEADLINE_EXCEEDED unless
+// ClientOptions::timeout says otherwise: a reply that takes longer is a
+// server in trouble, and a script must not wait for it forever.
+inline constexpr absl::Duration kDefaultUnaryTimeout = absl::Seconds(60);
+
 struct ClientOptions {
-  // Deadline of each call; infinite by default (a diff of 400 GB takes time).
-  absl::Duration timeout = absl::InfiniteDuration();
+  // Deadline of each call. Unset: unary calls get kDefaultUnaryTimeout and
+  // streams (ListTensors, ReadSlice, QuantDiff: a diff of 400 GB takes
+  // time) none. Set: every call gets it; absl::InfiniteDuration() is none.
+  std::optional<absl::Duration> timeout;
   // Sent as "authorization: Bearer <token>" on every call.
   std::string token;
   // TLS: the CA that signed the server's certificate (PEM text); with a
@@ -43,7 +51,14 @@ struct SliceData {
 
 // Thread safety: a Client may be used from many threads at once.
 // Errors: every method returns the server's status (see tensormorph.proto),
-// or UNAVAILABLE when the server cannot be reached.
+// or UNAVAILABLE when the server cannot be reached, and never hangs past its
+// deadline:
+//  - DEADLINE_EXCEEDED naming the call and its deadline;
+//  - INTERNAL when a reply cannot be parsed (the call is then cancelled:
+//    gRPC would otherwise take the bad reply for the end of a stream, and
+//    either drop it silently or wait forever for a status it delivers only
+//    after the messages still queued are read), or when ListTensors ends
+//    after fewer tensors than it promised.
 class Client {
  public:
   // Connects to a tensormorphd at `target` ("host:port"). The connection is
@@ -65,7 +80,8 @@ class Client {
   absl::StatusOr<v1::CheckpointInfo> GetCheckpoint(
       const std::string& checkpoint);
 
-  // Calls `on_tensor` for each tensor as it arrives.
+  // Calls `on_tensor` for each tensor as it arrives; checks that as many
+  // arrive as the server promised (TensorInfo.list_count).
   absl::Status ListTensors(
       const v1::ListTensorsRequest& request,
       const std::function<void(const v1::TensorInfo&)>& on_tensor);
@@ -103,10 +119,24 @@ class Client {
       const std::function<bool(const v1::QuantDiffEvent&)>& on_event);
 
  private:
-  void Prepare(grpc::ClientContext* ctx) const;
+  struct Methods;  // the service's methods, registered on the channel once
+
+  // Sets the token and the deadline; returns the deadline set (infinite for
+  // none), for messages.
+  absl::Duration Prepare(grpc::ClientContext* ctx, bool stream) const;
+  // Replies arrive as bytes and are parsed here, so a reply that does not
+  // parse is told apart from the end of a stream (see the class comment).
+  template <typename Request, typename Reply>
+  absl::Status Unary(const grpc::internal::RpcMethod& method,
+                     const Request& request, Reply* reply);
+  template <typename Request, typename Reply>
+  absl::Status Stream(const grpc::internal::RpcMethod& method,
+                      const Request& request,
+                      const std::function<bool(const Reply&)>& on_reply,
+                      absl::string_view cancelled);
 
   std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::Tensormorph::Stub> stub_;
+  std::shared_ptr<const Methods> methods_;
   ClientOptions options_;
   std::shared_ptr<void> keepalive_;
 };

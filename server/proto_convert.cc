@@ -2,16 +2,21 @@
 
 #include <string>
 
+#include "absl/strings/string_view.h"
 #include "core/compat.h"
+#include "core/util/utf8.h"
 
 namespace tensormorph {
 namespace {
 
 // File paths are shown relative to the checkpoint's directory: the server's
-// absolute layout is not the client's business.
+// absolute layout is not the client's business. A file name is any bytes
+// but a proto3 string must be UTF-8: escaped (core/util/utf8.h).
 std::string ShortPath(const Checkpoint& ckpt, const std::string& path) {
   const size_t slash = path.find_last_of('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
+  return EscapeUtf8(slash == std::string::npos
+                        ? absl::string_view(path)
+                        : absl::string_view(path).substr(slash + 1));
 }
 
 }  // namespace
@@ -34,6 +39,7 @@ void FillCheckpointInfo(const Checkpoint& ckpt, v1::CheckpointInfo* out) {
     e->set_key(m.key);
     e->set_type(m.type);
     e->set_value(m.value);
+    if (m.type == "string") e->set_raw(m.raw);
   }
 }
 

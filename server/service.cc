@@ -9,10 +9,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/io/fault_guard.h"
+#include "core/util/utf8.h"
 #include "core/util/status_macros.h"
 #include "proto/status_mapping.h"
 #include "server/call_log.h"
 #include "server/proto_convert.h"
+#include "server/wire_check.h"
 
 namespace tensormorph {
 namespace {
@@ -116,7 +118,7 @@ grpc::ServerUnaryReactor* TensormorphService::GetServerInfo(
     TM_RETURN_IF_ERROR(s.tokens.Check(ctx));
     resp->set_version(kVersion);
     for (const std::string& r : s.registry.sandbox().roots()) {
-      resp->add_roots(r);
+      resp->add_roots(EscapeUtf8(r));  // a path is bytes; proto3 wants UTF-8
     }
     v1::Limits* l = resp->mutable_limits();
     l->set_max_open_checkpoints(static_cast<int64_t>(s.registry.max_open()));
@@ -166,7 +168,18 @@ grpc::ServerWriteReactor<v1::TensorInfo>* TensormorphService::ListTensors(
           ::fnmatch(req->filter().c_str(), t.name.c_str(), 0) != 0) {
         continue;
       }
-      FillTensorInfo(**ckpt, t, &out.emplace_back());
+      v1::TensorInfo& info = out.emplace_back();
+      FillTensorInfo(**ckpt, t, &info);
+      // gRPC would send an entry the client cannot parse, and the client
+      // would take it for the stream's end: refuse the whole list instead.
+      if (absl::Status wire = CheckWireSafe(info); !wire.ok()) {
+        return absl::InternalError(absl::StrCat(
+            "ListTensors of '", req->checkpoint(), "': the entry for tensor '",
+            EscapeUtf8(t.name), "' cannot be sent: ", wire.message()));
+      }
+    }
+    for (v1::TensorInfo& info : out) {
+      info.set_list_count(static_cast<int64_t>(out.size()));
     }
     return out;
   };

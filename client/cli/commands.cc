@@ -19,6 +19,9 @@ std::string Hint(const absl::Status& s) {
     case absl::StatusCode::kUnavailable:
       return "is tensormorphd running there? Without --server the CLI reads "
              "local files itself.";
+    case absl::StatusCode::kDeadlineExceeded:
+      return "raise the deadline with --timeout SECONDS (0 = none); calls "
+             "with one reply default to 60 s.";
     case absl::StatusCode::kPermissionDenied:
       return "the server only serves paths under its --root directories "
              "(see `tensormorph info` of a path inside one).";

@@ -3,6 +3,7 @@
 #ifndef TENSORMORPH_CLIENT_CLI_COMMANDS_H_
 #define TENSORMORPH_CLIENT_CLI_COMMANDS_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,8 @@ struct GlobalOptions {
   bool json = false;
   std::string token_file;
   std::string tls_ca, tls_cert, tls_key;
+  // --timeout: unset = the client's defaults; 0 = no deadline.
+  std::optional<double> timeout_seconds;
 };
 
 // Prints "tensormorph: CODE: message" (and a hint where one helps) and

@@ -12,6 +12,7 @@
 
 #include "client/cli/commands.h"
 #include "core/io/stream_heap.h"
+#include "core/util/utf8.h"
 
 namespace {
 
@@ -24,8 +25,8 @@ constexpr char kDescription[] =
     "--server HOST:PORT (or $TENSORMORPH_SERVER) it asks a tensormorphd, and "
     "checkpoint paths are as that server sees them: relative to one of its "
     "roots or absolute inside one.\n\n"
-    "Exit codes: 0 success, 1 usage error, 2 the call failed, 3 a diff "
-    "--fail-on condition tripped.";
+    "Exit codes: 0 success, 1 usage error, 2 the call failed (or ran past "
+    "--timeout), 3 a diff --fail-on condition tripped.";
 
 }  // namespace
 
@@ -57,6 +58,11 @@ int main(int argc, char** argv) {
                  "client certificate (PEM), for mutual TLS");
   app.add_option("--tls-key", g.tls_key,
                  "client private key (PEM), for mutual TLS");
+  app.add_option("--timeout", g.timeout_seconds,
+                 "deadline of each call in SECONDS (default: 60 for calls with "
+                 "one reply; none for the streams of ls, read and diff); 0 = "
+                 "no deadline")
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--json", g.json,
                "machine-readable output: protobuf's JSON mapping, one object "
                "(one per line for streams)");
@@ -227,11 +233,22 @@ int main(int argc, char** argv) {
     return code == 0 ? kExitOk : kExitUsage;
   }
 
+  // A name typed or pasted as its raw bytes (not UTF-8, so no API string
+  // can carry it) means the tensor listed under its escaped spelling.
+  for (std::string* name : {&info.tensor, &read.tensor, &scalar.tensor,
+                            &stats.tensor, &heat.tensor}) {
+    if (!IsValidUtf8(*name)) *name = EscapeUtf8(*name);
+  }
+
   if (g.token_file.empty()) {
     if (const char* env = std::getenv("TENSORMORPH_TOKEN_FILE"))
       g.token_file = env;
   }
   ClientOptions copts;
+  if (g.timeout_seconds) {
+    copts.timeout = *g.timeout_seconds == 0 ? absl::InfiniteDuration()
+                                            : absl::Seconds(*g.timeout_seconds);
+  }
   auto slurp = [](const std::string& path, std::string* out) {
     std::ifstream in(path);
     if (!in) return false;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/util/utf8.h"
 
 namespace tensormorph {
 namespace {
@@ -86,8 +87,9 @@ absl::StatusOr<Pairing> PairTensors(const Checkpoint& quant,
   std::string arch;
   int64_t heads = 0, kv_heads = 0;
   if (translate) {
+    // Escaped: spelled like the keys it builds, and shown in the reply.
     if (const GgufKv* a = FindKv(quant, "general.architecture"))
-      arch = std::string(a->str);
+      arch = EscapeUtf8(a->str);
     if (const GgufKv* h =
             FindKv(quant, absl::StrCat(arch, ".attention.head_count"))) {
       heads = static_cast<int64_t>(h->AsUnsigned().value_or(0));

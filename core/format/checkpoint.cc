@@ -169,7 +169,7 @@ absl::Status CheckpointBuilder::AddParsedSafetensors(const std::string& p,
     ckpt_->stored_.push_back(std::move(t));
   }
   for (auto& [k, v] : h.metadata) {
-    ckpt_->metadata_.push_back({k, "string", v});
+    ckpt_->metadata_.push_back({k, "string", v, v});
   }
   return absl::OkStatus();
 }
@@ -190,7 +190,9 @@ absl::Status CheckpointBuilder::AddGguf(const std::string& p, Mapping m) {
       if (kv.type == GgufType::kArray) {
         type = absl::StrCat("array<", GgufTypeName(kv.elem_type), ">");
       }
-      ckpt_->metadata_.push_back({kv.key, type, GgufValueToString(kv)});
+      ckpt_->metadata_.push_back(
+          {kv.key, type, GgufValueToString(kv),
+           kv.type == GgufType::kString ? std::string(kv.str) : ""});
     }
     ckpt_->gguf_kv_ = std::move(g.metadata);
   }

@@ -21,10 +21,13 @@ absl::string_view FormatName(CheckpointFormat format);
 
 // One metadata entry for display: safetensors `__metadata__` (type
 // "string") or a GGUF key/value.
+// `key` and `value` are valid UTF-8 (GGUF bytes that are not are escaped,
+// see core/util/utf8.h); `raw` keeps a string value's stored bytes exactly.
 struct MetadataEntry {
   std::string key;
   std::string type;
-  std::string value;
+  std::string value;  // rendered for people
+  std::string raw;    // type "string" only: the stored bytes, unescaped
 };
 
 // Thread safety: immutable after Open; every method is safe to call from

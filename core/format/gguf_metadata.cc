@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/io/byte_reader.h"
+#include "core/util/utf8.h"
 
 namespace tensormorph {
 namespace {
@@ -78,7 +79,7 @@ void AppendValue(ByteReader& r, GgufType type, size_t max_items,
       const uint64_t len = Get<uint64_t>(r);
       absl::string_view s;
       r.ReadBytes(len, &s);
-      absl::StrAppend(out, "\"", s, "\"");
+      absl::StrAppend(out, "\"", EscapeUtf8(s), "\"");
       return;
     }
     case GgufType::kArray:
@@ -140,7 +141,7 @@ std::string GgufValueToString(const GgufKv& kv, size_t max_items) {
   std::string out;
   switch (kv.type) {
     case GgufType::kString:
-      absl::StrAppend(&out, "\"", kv.str, "\"");
+      absl::StrAppend(&out, "\"", EscapeUtf8(kv.str), "\"");
       break;
     case GgufType::kArray: {
       // `raw` starts at the first element; re-render from a synthetic header.

@@ -33,8 +33,9 @@ absl::string_view GgufTypeName(GgufType type);
 // Size in bytes of a fixed-size scalar type, 0 for string and array.
 uint64_t GgufScalarSize(GgufType type);
 
-// One key/value pair. Scalars are decoded; strings are views into the mapped
-// file; arrays keep their element type, count and raw bytes (already
+// One key/value pair. `key` is the EscapeUtf8 spelling of the stored key
+// (see gguf_reader.h). Scalars are decoded; strings are views into the
+// mapped file, raw bytes that need not be UTF-8; arrays keep their element type, count and raw bytes (already
 // validated) so that a 150,000-entry vocabulary costs nothing until asked.
 struct GgufKv {
   std::string key;
@@ -54,7 +55,8 @@ struct GgufKv {
   std::optional<uint64_t> AsUnsigned() const;
 };
 
-// Renders a value for people: scalars as written, strings quoted, arrays as
+// Renders a value for people: scalars as written, strings quoted and
+// escaped with EscapeUtf8 (so the result is valid UTF-8), arrays as
 // "[a, b, c, ... (N items)]" with at most `max_items` items.
 std::string GgufValueToString(const GgufKv& kv, size_t max_items = 8);
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/io/byte_reader.h"
 #include "core/util/checked_math.h"
+#include "core/util/utf8.h"
 
 namespace tensormorph {
 namespace {
@@ -20,7 +21,7 @@ constexpr uint64_t kMinTensorInfoBytes = 8 + 1 + 4 + 8 + 4 + 8;
 class GgufParser {
  public:
   GgufParser(absl::Span<const uint8_t> file, absl::string_view label)
-      : file_(file), r_(file), label_(label) {}
+      : file_(file), r_(file), label_(EscapeUtf8(label)) {}
 
   absl::StatusOr<GgufFile> Parse();
 
@@ -56,7 +57,7 @@ class GgufParser {
 
   absl::Span<const uint8_t> file_;
   ByteReader r_;
-  absl::string_view label_;
+  std::string label_;  // escaped: messages are bound for protobuf
 };
 
 absl::Status GgufParser::ReadString(absl::string_view what,
@@ -151,11 +152,16 @@ absl::Status GgufParser::ReadValue(absl::string_view key, GgufType type,
 }
 
 absl::Status GgufParser::ReadKv(uint64_t index, GgufFile* out) {
-  absl::string_view key;
-  if (auto s = ReadString(absl::StrCat("key ", index), &key); !s.ok()) {
+  absl::string_view raw_key;
+  if (auto s = ReadString(absl::StrCat("key ", index), &raw_key); !s.ok()) {
     return s;
   }
-  if (key.empty()) return Corrupt(absl::StrCat("key ", index, " is empty"));
+  if (raw_key.empty()) {
+    return Corrupt(absl::StrCat("key ", index, " is empty"));
+  }
+  // ggml accepts any bytes; the key is its escaped spelling from here on
+  // (in messages too), which is unambiguous, so duplicates stay duplicates.
+  const std::string key = EscapeUtf8(raw_key);
   uint32_t type = 0;
   if (auto s = ReadField(absl::StrCat("key '", key, "' type"), &type);
       !s.ok()) {
@@ -167,7 +173,7 @@ absl::Status GgufParser::ReadKv(uint64_t index, GgufFile* out) {
                                 ")"));
   }
   GgufKv kv;
-  kv.key = std::string(key);
+  kv.key = key;
   kv.type = static_cast<GgufType>(type);
   if (auto s = ReadValue(key, kv.type, 0, &kv); !s.ok()) return s;
   out->metadata.push_back(std::move(kv));
@@ -186,8 +192,9 @@ absl::Status GgufParser::ReadTensorInfo(uint64_t index, StoredTensor* t,
                                 name.size(), " bytes exceeds ggml's limit of ",
                                 kGgufMaxNameBytes));
   }
-  t->name = std::string(name);
-  const std::string where = absl::StrCat("tensor '", name, "'");
+  // The logical name is the escaped spelling (see the header).
+  t->name = EscapeUtf8(name);
+  const std::string where = absl::StrCat("tensor '", t->name, "'");
   uint32_t n_dims = 0;
   if (auto s = ReadField(absl::StrCat(where, " n_dims"), &n_dims); !s.ok()) {
     return s;

@@ -40,6 +40,13 @@ struct GgufFile {
 // of its block size; each offset equal to the running padded sum (hence
 // aligned, not overlapping, not backwards); and the data inside the file.
 // Dimensions are reversed into numpy order (ne = [256, 4] is shape [4, 256]).
+// ggml takes any bytes as a name or key; here tensor names and keys are
+// their EscapeUtf8 spellings (core/util/utf8.h: valid UTF-8 unchanged,
+// other bytes as `\xHH`), so they can reach protobuf, and a client finds a
+// tensor by the name it was listed under. The escaping is injective, so the
+// duplicate checks over escaped names refuse exactly the duplicate raw ones;
+// the length limit applies to the raw name, as in ggml. String values stay
+// raw bytes (GgufKv::str). Messages name the escaped spellings.
 // Errors: DATA_LOSS naming the file, the section/key/tensor, the rule and
 // expected vs actual; UNIMPLEMENTED for GGUF version 1 or above 3.
 absl::StatusOr<GgufFile> ParseGguf(absl::Span<const uint8_t> file,

@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/util/utf8.h"
 
 namespace tensormorph {
 namespace {
@@ -57,7 +58,9 @@ class StrictDomBuilder : public JsonSaxTypes {
   }
   template <typename Exception>
   bool parse_error(std::size_t, const std::string&, const Exception& e) {
-    error = absl::StrCat("invalid JSON: ", e.what());
+    // nlohmann quotes the bytes it last read, which may be the very bytes
+    // that are not UTF-8: the message is bound for protobuf.
+    error = absl::StrCat("invalid JSON: ", EscapeUtf8(e.what()));
     return false;
   }
 

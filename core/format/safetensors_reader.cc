@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/util/utf8.h"
 #include "core/format/json_header.h"
 #include "core/format/safetensors_fast_header.h"
 #include "core/util/checked_math.h"
@@ -20,7 +21,9 @@ bool IsSpace(uint8_t c) {
 }
 
 absl::Status Corrupt(absl::string_view file, absl::string_view msg) {
-  return absl::DataLossError(absl::StrCat("file '", file, "': ", msg));
+  // A file name is any bytes; the message is bound for protobuf.
+  return absl::DataLossError(
+      absl::StrCat("file '", EscapeUtf8(file), "': ", msg));
 }
 
 // Reads a JSON integer in [0, kMaxSafetensorsExtent].

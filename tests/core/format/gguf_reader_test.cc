@@ -365,3 +365,49 @@ TEST(GgufReaderTest, RejectsTruncationAtEveryByteOfTheHeader) {
 
 }  // namespace
 }  // namespace tensormorph
+
+namespace tensormorph {
+namespace {
+
+// ggml takes any bytes as a name or key: they are read under their
+// EscapeUtf8 spelling (core/util/utf8.h), which is what a client names.
+TEST(GgufReaderTest, NamesAndKeysThatAreNotUtf8AreReadEscaped) {
+  GgufSpec spec = ValidSpec();
+  spec.tensors[0].name = "a\xE3";
+  spec.kv.push_back({"k\xFF", GgufString("v\xC0")});
+  const std::string bytes = BuildGguf(spec);
+  auto f = ParseGguf(
+      absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(bytes.data()),
+                          bytes.size()),
+      "model.gguf");
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->tensors[0].name, "a\\xE3");
+  ASSERT_NE(f->Find("k\\xFF"), nullptr);
+  EXPECT_EQ(f->Find("k\\xFF")->str, "v\xC0") << "values stay raw";
+  EXPECT_EQ(GgufValueToString(*f->Find("k\\xFF")), "\"v\\xC0\"");
+}
+
+TEST(GgufReaderTest, NameLimitAppliesToTheRawBytesNotTheEscapedSpelling) {
+  GgufSpec spec = ValidSpec();
+  spec.tensors[0].name = std::string(kGgufMaxNameBytes, '\xFF');  // 4x escaped
+  EXPECT_TRUE(OpenSpec(spec).ok());
+  spec.tensors[0].name += '\xFF';
+  EXPECT_DATA_LOSS(OpenSpec(spec), HasSubstr("exceeds ggml's limit of 63"));
+}
+
+TEST(GgufReaderTest, RejectsDuplicateRawNamesUnderTheirEscapedSpelling) {
+  GgufSpec spec = ValidSpec();
+  spec.tensors[0].name = spec.tensors[1].name = "d\xE3";
+  EXPECT_DATA_LOSS(OpenSpec(spec), HasSubstr("duplicate tensor name 'd\\xE3'"));
+  spec = ValidSpec();
+  spec.tensors[0].name = "d\xE3";   // listed as d\xE3
+  spec.tensors[1].name = "d\\xE3";  // listed as d\\xE3: a different name
+  EXPECT_TRUE(OpenSpec(spec).ok());
+  spec = ValidSpec();
+  spec.kv.push_back({"k\xE3", GgufU32(1)});
+  spec.kv.push_back({"k\xE3", GgufU32(2)});
+  EXPECT_DATA_LOSS(OpenSpec(spec), HasSubstr("duplicate key 'k\\xE3'"));
+}
+
+}  // namespace
+}  // namespace tensormorph

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/format/checkpoint.h"
+#include "core/util/utf8.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/safetensors_writer.h"
@@ -101,6 +102,32 @@ TEST(SafetensorsReaderTest, RejectsInvalidUtf8) {
       "{\"a\xff\":{\"dtype\":\"I8\",\"shape\":[1],\"data_offsets\":[0,1]}}";
   EXPECT_DATA_LOSS(OpenBytes(BuildSafetensorsRaw(header, "x")),
                    HasSubstr("invalid JSON"), HasSubstr("UTF-8"));
+}
+
+// Names and metadata reach protobuf as they are, so JSON's own rules must
+// leave nothing that is not UTF-8: raw bytes, overlongs and surrogates
+// written as escapes are all refused, and the refusal itself is UTF-8.
+TEST(SafetensorsReaderTest, LeavesNoStringThatIsNotUtf8) {
+  const std::string tensor =
+      ":{\"dtype\":\"I8\",\"shape\":[1],\"data_offsets\":[0,1]}";
+  for (const std::string header :
+       {"{\"a\xC0\x80\"" + tensor + "}", "{\"a\xED\xA0\x80\"" + tensor + "}",
+        "{\"a\\ud800\"" + tensor + "}", "{\"a\\udc00x\"" + tensor + "}",
+        "{\"__metadata__\":{\"k\":\"v\xE3\"},\"a\"" + tensor + "}"}) {
+    SCOPED_TRACE(EscapeUtf8(header));
+    const absl::Status s = OpenBytes(BuildSafetensorsRaw(header, "x"));
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+    EXPECT_TRUE(IsValidUtf8(s.message())) << EscapeUtf8(s.message());
+  }
+  // A valid non-ASCII name is kept as it is.
+  const std::string ok = "{\"caf\xC3\xA9\"" + tensor + "}";
+  auto ckpt = Checkpoint::Open([&] {
+    const std::string path = MakeTempDir() + "/model.safetensors";
+    WriteFile(path, BuildSafetensorsRaw(ok, "x"));
+    return path;
+  }());
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  EXPECT_NE((*ckpt)->FindTensor("caf\xC3\xA9"), nullptr);
 }
 
 TEST(SafetensorsReaderTest, RejectsDuplicateKeys) {

@@ -76,8 +76,8 @@ absl::Status TokenStore::CheckMetadata(
     return absl::UnauthenticatedError(
         "authorization metadata is not 'Bearer <token>'");
   }
-  const std::string token(absl::StripLeadingAsciiWhitespace(
-      absl::string_view(value).substr(7)));
+  const std::string token(
+      absl::StripLeadingAsciiWhitespace(absl::string_view(value).substr(7)));
   bool ok = false;
   for (const std::string& t : tokens_) ok |= ConstantTimeEquals(token, t);
   if (!ok)

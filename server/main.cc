@@ -6,8 +6,8 @@
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <cstdio>
-#include <thread>
 #include <iostream>
+#include <thread>
 
 #include "absl/time/time.h"
 #include "core/io/stream_heap.h"

@@ -211,8 +211,7 @@ class ReadSliceReactor final
     // aligned for the decoders' stores.
     float* buffer = new float[(data_bytes + 3) / 4];
     grpc::Slice data(buffer, data_bytes, &DeleteFloats, buffer);
-    if (absl::Status s = Fill(n, reinterpret_cast<uint8_t*>(buffer));
-        !s.ok()) {
+    if (absl::Status s = Fill(n, reinterpret_cast<uint8_t*>(buffer)); !s.ok()) {
       Stop(ToGrpcStatus(s));
       return;
     }
@@ -284,10 +283,10 @@ class ReadSliceReactor final
       return absl::FailedPreconditionError(absl::StrCat(
           "file '", f->path, "' changed during the read of tensor '",
           req_.tensor(), "' (",
-          now.ok() ? absl::StrCat("size ", was.size, " -> ", now->size,
-                                  ", mtime ", was.mtime_ns, " -> ",
-                                  now->mtime_ns, " ns")
-                   : std::string(now.status().message()),
+          now.ok()
+              ? absl::StrCat("size ", was.size, " -> ", now->size, ", mtime ",
+                             was.mtime_ns, " -> ", now->mtime_ns, " ns")
+              : std::string(now.status().message()),
           "): the data sent may mix old and new bytes; read it again"));
     }
     return absl::OkStatus();
@@ -357,7 +356,7 @@ class ReadSliceReactor final
   CallLog log_;
   StreamWatchdog::Watch* watch_ = nullptr;
   bool admitted_ = false;  // holds a stream slot (set in Prepare)
-  std::shared_ptr<const Checkpoint> ckpt_;  // keeps the mapping alive
+  std::shared_ptr<const Checkpoint> ckpt_;      // keeps the mapping alive
   std::vector<const Checkpoint::File*> files_;  // the tensor's, in ckpt_
   std::optional<SliceReader> decoded_;
   std::optional<RawSliceReader> raw_;

@@ -15,7 +15,8 @@ class ReflectionAuthInterceptor final : public grpc::experimental::Interceptor {
                             const TokenStore* tokens)
       : info_(info), tokens_(tokens) {}
 
-  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+  void Intercept(
+      grpc::experimental::InterceptorBatchMethods* methods) override {
     if (methods->QueryInterceptionHookPoint(
             grpc::experimental::InterceptionHookPoints::
                 POST_RECV_INITIAL_METADATA)) {

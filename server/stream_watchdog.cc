@@ -37,8 +37,8 @@ StreamWatchdog::~StreamWatchdog() {
 }
 
 StreamWatchdog::Watch* StreamWatchdog::Add(Callback stop, Callback cancel) {
-  Watch* w = new Watch(absl::Now() + max_call_, std::move(stop),
-                       std::move(cancel));
+  Watch* w =
+      new Watch(absl::Now() + max_call_, std::move(stop), std::move(cancel));
   absl::MutexLock lock(&mu_);
   w->it = watches_.insert(watches_.end(), w);
   return w;

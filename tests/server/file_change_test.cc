@@ -13,7 +13,6 @@
 #include <thread>
 
 #include "absl/synchronization/notification.h"
-
 #include "client/client.h"
 #include "gtest/gtest.h"
 #include "server/server.h"
@@ -182,8 +181,7 @@ TEST_F(FileChangeTest, PausedReaderAcrossAnInPlaceRewriteDoesNotEndOk) {
     EXPECT_NE(std::string(s.message()).find("changed during the read"),
               std::string::npos)
         << s;
-    EXPECT_NE(std::string(s.message()).find("m.safetensors"),
-              std::string::npos)
+    EXPECT_NE(std::string(s.message()).find("m.safetensors"), std::string::npos)
         << s;
     // The server lives, and the next read sees the new file whole.
     auto info = client_->GetCheckpoint("m.safetensors");
@@ -210,7 +208,9 @@ TEST_F(FileChangeTest, DirectoryGainingAFileAndLosingConfigIsSeenNext) {
   ASSERT_TRUE(std::filesystem::create_directory(d));
   WriteFile(d + "/a.safetensors", BuildSafetensors({{"a", "I8", {3}, "abc"}}));
   WriteFile(d + "/config.json", R"({"model_type": "llama"})");
-  auto opens = [&] { return client_->GetServerInfo()->counters().checkpoint_opens(); };
+  auto opens = [&] {
+    return client_->GetServerInfo()->counters().checkpoint_opens();
+  };
   auto first = client_->GetCheckpoint("ckpt");
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(first->files_size(), 1);
@@ -244,8 +244,9 @@ TEST_F(FileChangeTest, IndexGainingAShardIsSeenNext) {
   auto first = client_->GetCheckpoint("sharded/model.safetensors.index.json");
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(first->files_size(), 1);
-  WriteFile(index,
-            R"({"weight_map": {"a": "s1.safetensors", "b": "s2.safetensors"}})");
+  WriteFile(
+      index,
+      R"({"weight_map": {"a": "s1.safetensors", "b": "s2.safetensors"}})");
   // Same size or not, the identity differs (a new mtime or size).
   const struct timespec later[2] = {{2'000'000'000, 0}, {2'000'000'000, 0}};
   ASSERT_EQ(::utimensat(AT_FDCWD, index.c_str(), later, 0), 0);

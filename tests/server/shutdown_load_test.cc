@@ -119,9 +119,9 @@ TEST(ShutdownTest, ASecondSignalEndsTheDrainAtOnce) {
   ASSERT_TRUE(draining);
   const auto start = std::chrono::steady_clock::now();
   EXPECT_EQ(s.Stop(), 0);  // the second SIGTERM, then waits for the exit
-  const double seconds = std::chrono::duration<double>(
-                             std::chrono::steady_clock::now() - start)
-                             .count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   EXPECT_LT(seconds, 10) << "the drain ran on instead of ending";
   release.Notify();
   reader.join();
@@ -167,10 +167,10 @@ TEST(HeapTest, MemoryGoesBackAfterRoundsOfReaders) {
   for (int i = 0; i < 4; ++i) {
     round(i % 2 == 0);
     const int64_t after = SettledRssAnonKb(s.pid());
-    std::printf("server anon RSS: %lld KiB before any stream, %lld KiB after "
-                "round %d of 48 readers\n",
-                static_cast<long long>(baseline),
-                static_cast<long long>(after), i + 1);
+    std::printf(
+        "server anon RSS: %lld KiB before any stream, %lld KiB after "
+        "round %d of 48 readers\n",
+        static_cast<long long>(baseline), static_cast<long long>(after), i + 1);
     EXPECT_LT(after, baseline + 8 * 1024);
   }
   EXPECT_TRUE(c->GetServerInfo().ok());

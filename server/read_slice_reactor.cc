@@ -37,7 +37,7 @@ namespace {
 
 constexpr int64_t kMaxChunkBytes = 1 << 20;
 
-// Frees a decoded chunk's buffer once gRPC has sent it.
+// Frees a chunk's buffer once gRPC has sent it.
 void DeleteFloats(void* buffer) { delete[] static_cast<float*>(buffer); }
 
 // Field 4 (bytes) of SliceChunk: its tag and length, to follow the rest.

@@ -57,9 +57,13 @@ bool TokenStore::enabled() const {
 }
 
 absl::Status TokenStore::Check(const grpc::CallbackServerContext* ctx) const {
+  return CheckMetadata(ctx->client_metadata());
+}
+
+absl::Status TokenStore::CheckMetadata(
+    const std::multimap<grpc::string_ref, grpc::string_ref>& md) const {
   absl::MutexLock lock(&mu_);
   if (tokens_.empty()) return absl::OkStatus();
-  const auto& md = ctx->client_metadata();
   auto it = md.find("authorization");
   if (it == md.end()) {
     return absl::UnauthenticatedError(
@@ -67,11 +71,13 @@ absl::Status TokenStore::Check(const grpc::CallbackServerContext* ctx) const {
         "FILE)");
   }
   const std::string value(it->second.data(), it->second.size());
-  if (!absl::StartsWith(value, "Bearer ")) {
+  // The scheme is case-insensitive (RFC 9110, section 11.1).
+  if (!absl::StartsWithIgnoreCase(value, "Bearer ")) {
     return absl::UnauthenticatedError(
         "authorization metadata is not 'Bearer <token>'");
   }
-  const std::string token = value.substr(7);
+  const std::string token(
+      absl::StripLeadingAsciiWhitespace(absl::string_view(value).substr(7)));
   bool ok = false;
   for (const std::string& t : tokens_) ok |= ConstantTimeEquals(token, t);
   if (!ok)

@@ -5,6 +5,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -25,8 +26,11 @@ class TokenStore {
   bool enabled() const;
 
   // OK when tokens are off or the call's "authorization: Bearer <token>"
-  // metadata matches one; UNAUTHENTICATED otherwise (saying which).
+  // metadata matches one (the scheme in any case); UNAUTHENTICATED
+  // otherwise (saying which).
   absl::Status Check(const grpc::CallbackServerContext* ctx) const;
+  absl::Status CheckMetadata(
+      const std::multimap<grpc::string_ref, grpc::string_ref>& md) const;
 
  private:
   mutable absl::Mutex mu_;

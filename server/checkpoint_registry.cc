@@ -16,6 +16,15 @@ bool CheckpointRegistry::Unchanged(const Checkpoint& c) {
     auto now = StatFile(f.path);
     if (!now.ok() || !(*now == f.mapping->identity())) return false;
   }
+  for (const Checkpoint::ReadFile& f : c.read_files()) {
+    auto now = StatFile(f.path);
+    if (now.ok() != f.identity.has_value()) return false;  // came or went
+    if (now.ok() && !(*now == *f.identity)) return false;
+  }
+  if (!c.directory().empty()) {
+    auto names = ListCheckpointNames(c.directory());
+    if (!names.ok() || *names != c.directory_names()) return false;
+  }
   return true;
 }
 
@@ -31,13 +40,20 @@ absl::StatusOr<std::shared_ptr<const Checkpoint>>
 CheckpointRegistry::AcquireUnfenced(absl::string_view requested) {
   auto path = sandbox_.Resolve(requested);
   if (!path.ok()) return path.status();
+  std::shared_ptr<const Checkpoint> cached;
   {
     absl::MutexLock lock(&mu_);
     auto it = entries_.find(*path);
-    if (it != entries_.end() && Unchanged(*it->second.checkpoint)) {
+    if (it != entries_.end()) cached = it->second.checkpoint;
+  }
+  // The stats run off the lock: a slow file system delays this call only.
+  if (cached != nullptr && Unchanged(*cached)) {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(*path);
+    if (it != entries_.end() && it->second.checkpoint == cached) {
       lru_.splice(lru_.begin(), lru_, it->second.lru);
-      return it->second.checkpoint;
     }
+    return cached;
   }
   auto opened = Checkpoint::Open(*path);
   if (!opened.ok()) return opened.status();

@@ -16,11 +16,16 @@
 namespace tensormorph {
 
 // Caches open checkpoints by canonical path. A cached checkpoint is reopened
-// when any of its files changed on disk (device, inode, size or mtime), and
-// the least recently used ones are closed past `max_open` (calls that still
-// hold one keep it alive until they finish).
-// Thread safety: all methods are thread-safe; opening happens outside the
-// lock so a slow open does not stall other calls.
+// when anything it was opened from changed on disk: a mapped file, the
+// index or a config file (device, inode, size, mtime or ctime, so a chmod
+// too: the reopen checks access again), a config file that appeared or
+// vanished, or the checkpoint names in its directory. Past `max_open` the
+// least recently used one is closed, never refused (calls that still hold
+// it keep it alive until they finish).
+// Cost: each Acquire stats every file once (and reads a directory
+// checkpoint's listing once), outside the registry's lock.
+// Thread safety: all methods are thread-safe; checks and opens happen
+// outside the lock so a slow file system does not stall other calls.
 class CheckpointRegistry {
  public:
   CheckpointRegistry(PathSandbox sandbox, size_t max_open);

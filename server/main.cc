@@ -4,8 +4,10 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <cstdio>
 #include <iostream>
+#include <thread>
 
 #include "absl/time/time.h"
 #include "core/io/stream_heap.h"
@@ -33,7 +35,8 @@ int main(int argc, char** argv) {
                  "trace, debug, info, warn, error, off")
       ->capture_default_str();
   app.add_option("--max-open-checkpoints", options.max_open_checkpoints,
-                 "checkpoints kept open; the least recently used close first")
+                 "checkpoints kept open; past it the least recently used is "
+                 "closed (calls holding it finish first), never refused")
       ->capture_default_str();
   app.add_option("--workers", options.workers,
                  "threads decoding and reading (0 = one per core)")
@@ -53,22 +56,32 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-call-seconds", options.limits.max_call_seconds,
                  "a stream ends with RESOURCE_EXHAUSTED past this, whatever "
-                 "its deadline")
-      ->capture_default_str();
+                 "its deadline, and whether or not its client reads (one "
+                 "that does not is cancelled a second later)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--max-idle-write-seconds",
+                 options.limits.max_idle_write_seconds,
+                 "a stream whose client takes no data for this long is "
+                 "cancelled, freeing its slot (0 = no limit)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--max-connection-age", options.max_connection_age_seconds,
                  "seconds before a connection is recycled (0 = never)")
       ->capture_default_str();
   app.add_option(
       "--token-file", options.token_file,
-      "bearer tokens, one per line: calls need 'authorization: Bearer <token>' "
-      "(health checks excepted); SIGHUP reloads the file");
+      "bearer tokens, one per line: calls, server reflection included, need "
+      "'authorization: Bearer <token>' (health checks excepted); SIGHUP "
+      "reloads the file");
   app.add_option("--tls-cert", options.tls_cert, "server certificate (PEM)");
   app.add_option("--tls-key", options.tls_key, "server private key (PEM)");
   app.add_option(
       "--tls-client-ca", options.tls_client_ca,
       "CA for client certificates: clients must present one (mutual TLS)");
   app.add_option("--shutdown-grace", grace_seconds,
-                 "seconds in-flight calls may run after SIGINT/SIGTERM")
+                 "seconds in-flight calls may run after SIGINT/SIGTERM; a "
+                 "second signal cancels them at once")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
@@ -112,10 +125,30 @@ int main(int argc, char** argv) {
                    std::string(s.message()));
     }
   }
-  spdlog::info("received signal {}; draining for up to {}s", sig,
-               grace_seconds);
-  (*server)->Shutdown(absl::Seconds(grace_seconds));
-  (*server)->Wait();
+  spdlog::info(
+      "received signal {}; draining for up to {}s (a second signal ends the "
+      "drain now)",
+      sig, grace_seconds);
+  std::atomic<bool> drained{false};
+  std::thread drain([&] {
+    (*server)->Shutdown(absl::Seconds(grace_seconds));
+    (*server)->Wait();
+    drained.store(true);
+  });
+  // A second SIGINT/SIGTERM (an impatient ^C, a supervisor's stop) cancels
+  // every stream still running, so the drain ends at once.
+  bool hurried = false;
+  while (!drained.load()) {
+    const struct timespec poll = {0, 50'000'000};
+    const int again = sigtimedwait(&signals, nullptr, &poll);
+    if ((again == SIGINT || again == SIGTERM) && !hurried) {
+      hurried = true;
+      const int n = (*server)->state().watchdog.CancelAll(
+          absl::CancelledError("a second signal ended the drain"));
+      spdlog::warn("received signal {} again; cancelled {} streams", again, n);
+    }
+  }
+  drain.join();
   spdlog::info("stopped");
   return 0;
 }

@@ -1,6 +1,8 @@
 // QuantDiff: tensors diffed in parallel on the worker pool (at most one task
 // per worker at a time, so other calls keep their share), events queued and
 // written one at a time; cancellation stops every task at its next chunk.
+// The watchdog (stream_watchdog.h) ends a call past max_call_seconds, or
+// one whose client took no event for max_idle_write_seconds.
 #include <algorithm>
 #include <atomic>
 #include <deque>
@@ -81,6 +83,9 @@ class QuantDiffReactor final
         start_(absl::Now()) {
     state_->metrics.calls.fetch_add(1);
     state_->metrics.StreamStarted();
+    watch_ = state_->watchdog.Add(
+        [this](const absl::Status& why) { Interrupt(ToGrpcStatus(why)); },
+        [this](const absl::Status& why) { CancelNow(ToGrpcStatus(why)); });
     {
       absl::MutexLock lock(&mu_);
       ++running_;
@@ -89,6 +94,7 @@ class QuantDiffReactor final
   }
 
   void OnWriteDone(bool ok) override {
+    state_->watchdog.WriteDone(watch_);
     absl::MutexLock lock(&mu_);
     FencedLocked(log_.site(), [&] {
       mu_.AssertHeld();
@@ -115,7 +121,10 @@ class QuantDiffReactor final
   }
 
   void OnDone() override {
+    // First: no watchdog callback runs after this, and none is running.
+    state_->watchdog.Remove(watch_);
     Fenced(log_.site(), [&] {
+      if (admitted_) state_->ReleaseStream();
       if (counted_diff_) state_->active_diffs.fetch_sub(1);
       if (cancelled_.load()) state_->metrics.streams_cancelled.fetch_add(1);
       state_->StreamEnded();
@@ -140,6 +149,29 @@ class QuantDiffReactor final
     PumpLocked();
   }
 
+  // The watchdog's soft stop: the tasks stop at their next chunk, and the
+  // call ends with `status` once they have and no write is in flight.
+  void Interrupt(const grpc::Status& status) {
+    cancelled_.store(true);
+    absl::MutexLock lock(&mu_);
+    if (status_.ok()) status_ = status;
+    PumpLocked();
+  }
+
+  // The watchdog's hard stop, for a write the client does not take: the
+  // call is cancelled (its write then completes, failed). The status is the
+  // log's.
+  void CancelNow(const grpc::Status& status) {
+    cancelled_.store(true);
+    {
+      absl::MutexLock lock(&mu_);
+      if (finished_) return;
+      if (status_.ok()) status_ = status;
+    }
+    // OnDone cannot run before this returns: it waits for this callback.
+    ctx_->TryCancel();
+  }
+
   void Begin() {
     absl::Status s = Fenced(log_.site(), [&] { return Prepare(); });
     absl::MutexLock lock(&mu_);
@@ -160,7 +192,9 @@ class QuantDiffReactor final
 
   absl::Status Prepare() {
     if (absl::Status auth = state_->tokens.Check(ctx_); !auth.ok()) return auth;
-    if (absl::Status admit = state_->AdmitStream(); !admit.ok()) return admit;
+    if (absl::Status admit = state_->TryAdmitStream(); !admit.ok())
+      return admit;
+    admitted_ = true;
     if (state_->active_diffs.fetch_add(1) >=
         state_->limits.max_concurrent_diffs) {
       state_->active_diffs.fetch_sub(1);
@@ -272,14 +306,6 @@ class QuantDiffReactor final
         !last_progress_ms_.compare_exchange_strong(last, now))
       return;
     absl::MutexLock lock(&mu_);
-    if (absl::Now() - start_ > absl::Seconds(state_->limits.max_call_seconds)) {
-      if (status_.ok()) {
-        status_ = ToGrpcStatus(absl::ResourceExhaustedError(
-            absl::StrCat("the diff ran past the limit max_call_seconds (",
-                         state_->limits.max_call_seconds, ")")));
-      }
-      cancelled_.store(true);
-    }
     EnqueueProgressLocked();
     PumpLocked();
   }
@@ -330,6 +356,7 @@ class QuantDiffReactor final
     if (!failed && !queue_.empty()) {
       writing_ = true;
       if (queue_.front().has_tensor()) state_->metrics.chunks_sent.fetch_add(1);
+      state_->watchdog.WriteStarted(watch_);
       StartWrite(&queue_.front());
       return;
     }
@@ -343,6 +370,8 @@ class QuantDiffReactor final
   std::shared_ptr<ServiceState> state_;
   grpc::CallbackServerContext* ctx_;
   const v1::QuantDiffRequest* req_;
+  StreamWatchdog::Watch* watch_ = nullptr;
+  bool admitted_ = false;      // holds a stream slot (set in Prepare)
   bool counted_diff_ = false;  // written in Prepare, read in OnDone
   CallLog log_;
   const absl::Time start_;

@@ -1,17 +1,25 @@
-// ReadSlice: chunks produced on the worker pool, copied and decoded ones one
-// ahead of the write in flight (one write in flight, one message ready), so
-// the socket does not wait for a pool hop; cancellation and deadlines stop the work at the next
-// chunk boundary.
+// ReadSlice: chunks produced on the worker pool one ahead of the write in
+// flight (one write in flight, one message ready), so the socket does not
+// wait for a pool hop; cancellation and deadlines stop the work at the next
+// chunk boundary, and the watchdog (stream_watchdog.h) ends a call past
+// max_call_seconds or stalled past max_idle_write_seconds.
 //
-// The method is registered raw (grpc::ByteBuffer) so that a raw chunk whose
-// bytes are one run of the mapping goes out without a copy: the message is
-// its small serialized prefix followed by a grpc::Slice over the mapped
-// bytes, which holds a reference to the checkpoint until gRPC lets go.
+// Every chunk's data, raw or decoded, is read out of the mapping under the
+// fault guard into the message's own buffer. Never a slice over the mapping:
+// a file shrunk while such a slice waits on flow control makes the socket
+// send fail with EFAULT, which takes down the whole HTTP/2 connection and
+// every other call on it. The method is registered raw (grpc::ByteBuffer)
+// so that the buffer goes out as it is, after a small serialized prefix,
+// without a serialization copy. Before the last chunk, the files read must
+// still be the ones the stream began with, or the call ends
+// FAILED_PRECONDITION: what it sent may mix old and new bytes.
 #include <grpcpp/support/proto_buffer_reader.h>
 #include <grpcpp/support/proto_buffer_writer.h>
 
+#include <algorithm>
 #include <atomic>
 #include <optional>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -29,12 +37,7 @@ namespace {
 
 constexpr int64_t kMaxChunkBytes = 1 << 20;
 
-// Frees the checkpoint reference a zero-copy slice holds.
-void ReleaseCheckpoint(void* ref) {
-  delete static_cast<std::shared_ptr<const Checkpoint>*>(ref);
-}
-
-// Frees a decoded chunk's buffer once gRPC has sent it.
+// Frees a chunk's buffer once gRPC has sent it.
 void DeleteFloats(void* buffer) { delete[] static_cast<float*>(buffer); }
 
 // Field 4 (bytes) of SliceChunk: its tag and length, to follow the rest.
@@ -68,6 +71,9 @@ class ReadSliceReactor final
         log_("ReadSlice", ctx, req_.checkpoint(), req_.tensor()) {
     state_->metrics.calls.fetch_add(1);
     state_->metrics.StreamStarted();
+    watch_ = state_->watchdog.Add(
+        [this](const absl::Status& why) { Interrupt(ToGrpcStatus(why)); },
+        [this](const absl::Status& why) { CancelNow(ToGrpcStatus(why)); });
     producing_ = true;
     state_->pool.Submit([this] { Begin(); });
   }
@@ -75,6 +81,7 @@ class ReadSliceReactor final
   // The next message goes out at once if it is ready; its successor is then
   // produced while it is written.
   void OnWriteDone(bool ok) override {
+    state_->watchdog.WriteDone(watch_);
     bool producing = false;  // claimed the producer and not yet handed over
     if (absl::Status s =
             Fenced(log_.site(), [&] { WriteDone(ok, &producing); });
@@ -86,8 +93,11 @@ class ReadSliceReactor final
   void OnCancel() override { cancelled_.store(true); }
 
   void OnDone() override {
+    // First: no watchdog callback runs after this, and none is running.
+    state_->watchdog.Remove(watch_);
     Fenced(log_.site(), [&] {
       if (cancelled_.load()) state_->metrics.streams_cancelled.fetch_add(1);
+      if (admitted_) state_->ReleaseStream();
       state_->StreamEnded();
     }).IgnoreError();
     delete this;
@@ -122,7 +132,7 @@ class ReadSliceReactor final
       finish = FinishIfIdleLocked();
     }
     *producing = produce;
-    if (start) StartWrite(&out_);
+    if (start) Write();
     if (produce) state_->pool.Submit([this] { Produce(); });
     *producing = false;
     if (finish) Finish(*finish);
@@ -131,12 +141,20 @@ class ReadSliceReactor final
   absl::Status Prepare() {
     if (!parsed_) return absl::InvalidArgumentError("unparsable request");
     if (absl::Status auth = state_->tokens.Check(ctx_); !auth.ok()) return auth;
-    if (absl::Status admit = state_->AdmitStream(); !admit.ok()) return admit;
+    if (absl::Status admit = state_->TryAdmitStream(); !admit.ok())
+      return admit;
+    admitted_ = true;
     auto ckpt = state_->registry.Acquire(req_.checkpoint());
     if (!ckpt.ok()) return ckpt.status();
     ckpt_ = *ckpt;
     auto t = FindTensorOrError(*ckpt_, req_.checkpoint(), req_.tensor());
     if (!t.ok()) return t.status();
+    for (const StoredTensor* part : (*t)->encoding->parts()) {
+      const Checkpoint::File* f = &ckpt_->files()[part->file_index];
+      if (std::find(files_.begin(), files_.end(), f) == files_.end()) {
+        files_.push_back(f);
+      }
+    }
     auto items = ParseSlice(req_.slice());
     if (!items.ok()) return items.status();
     auto slice = ResolveSlice(*items, (*t)->shape);
@@ -198,46 +216,34 @@ class ReadSliceReactor final
       Stop(grpc::Status(grpc::CANCELLED, "cancelled"));
       return;
     }
-    if (absl::Now() - start_ > absl::Seconds(state_->limits.max_call_seconds)) {
-      Stop(ToGrpcStatus(absl::ResourceExhaustedError(
-          absl::StrCat("the call ran past the limit max_call_seconds (",
-                       state_->limits.max_call_seconds, ")"))));
+    if (StopAsked()) {
+      Stop(grpc::Status::OK);  // keeps the status already chosen
       return;
     }
     if (next_ > 0) chunk_.clear_header();
     const int64_t n = std::min(per_chunk_, total_ - next_);
     chunk_.set_element_offset(next_);
     chunk_.set_element_count(n);
-    const absl::Span<const uint8_t> run = raw_ && state_->zero_copy
-                                              ? raw_->Contiguous(next_, n)
-                                              : absl::Span<const uint8_t>();
     // The message: the chunk's fields, the data field's tag and length, then
-    // the data as its own slice, over the mapping or freshly filled.
-    const size_t data_bytes =
-        run.empty()
-            ? static_cast<size_t>(
-                  raw_ ? n / raw_->block_elems() * raw_->block_bytes() : n * 4)
-            : run.size();
-    grpc::Slice data;
-    if (run.empty()) {
-      // Allocated before the guarded read (a fault must not unwind an
-      // allocation), and as floats: grpc_slice_malloc's bytes need not be
-      // aligned for the decoders' stores.
-      float* buffer = new float[(data_bytes + 3) / 4];
-      data = grpc::Slice(buffer, data_bytes, &DeleteFloats, buffer);
-      if (absl::Status s = Fill(n, reinterpret_cast<uint8_t*>(buffer));
-          !s.ok()) {
+    // the data as its own slice.
+    const size_t data_bytes = static_cast<size_t>(
+        raw_ ? n / raw_->block_elems() * raw_->block_bytes() : n * 4);
+    // Allocated before the guarded read (a fault must not unwind an
+    // allocation), and as floats: grpc_slice_malloc's bytes need not be
+    // aligned for the decoders' stores.
+    float* buffer = new float[(data_bytes + 3) / 4];
+    grpc::Slice data(buffer, data_bytes, &DeleteFloats, buffer);
+    if (absl::Status s = Fill(n, reinterpret_cast<uint8_t*>(buffer)); !s.ok()) {
+      Stop(ToGrpcStatus(s));
+      return;
+    }
+    // After the last read of the mapping and before the last chunk (and so
+    // before OK): bytes read across a rewrite must not pass as one tensor.
+    if (next_ + n >= total_) {
+      if (absl::Status s = CheckFilesUnchanged(); !s.ok()) {
         Stop(ToGrpcStatus(s));
         return;
       }
-    } else {
-      if (absl::Status s = Prefault(run); !s.ok()) {
-        Stop(ToGrpcStatus(s));
-        return;
-      }
-      data = grpc::Slice(const_cast<uint8_t*>(run.data()), run.size(),
-                         &ReleaseCheckpoint,
-                         new std::shared_ptr<const Checkpoint>(ckpt_));
     }
     next_ += n;
     std::string prefix = chunk_.SerializeAsString();
@@ -256,11 +262,8 @@ class ReadSliceReactor final
           out_ = std::move(message);
           out_bytes_ = message_bytes;
           writing_ = start = true;
-          // A copied chunk's successor is produced while it is written. A
-          // zero-copy one's waits for the write to end, so that its prefault
-          // comes right before its own write: a file shrunk during a write
-          // from the mapping fails the socket, not the fault guard.
-          if (!all_produced_ && run.empty()) producing_ = produce = true;
+          // Its successor is produced while it is written.
+          if (!all_produced_) producing_ = produce = true;
         } else {
           ready_ = std::move(message);
           ready_bytes_ = message_bytes;
@@ -269,10 +272,16 @@ class ReadSliceReactor final
       finish = FinishIfIdleLocked();
     }
     *producing = produce;  // a successor, not yet submitted
-    if (start) StartWrite(&out_);
+    if (start) Write();
     if (produce) state_->pool.Submit([this] { Produce(); });
     *producing = false;
     if (finish) Finish(*finish);
+  }
+
+  // Starts the write of out_. REQUIRES: writing_ was just set.
+  void Write() {
+    state_->watchdog.WriteStarted(watch_);
+    StartWrite(&out_);
   }
 
   // Copies (raw) or decodes (float32) the next n elements into `out`.
@@ -286,20 +295,57 @@ class ReadSliceReactor final
     });
   }
 
-  // Touches every page of a zero-copy run under the fault guard, so that a
-  // file shrunk under us fails this call with its own status here, and the
-  // socket write finds the pages mapped. (A file shrunk in the microseconds
-  // between this and the write fails that write instead.)
-  static absl::Status Prefault(absl::Span<const uint8_t> run) {
-    if (run.empty()) return absl::OkStatus();
-    return GuardedRead([&]() -> absl::Status {
-      const volatile uint8_t* p = run.data();
-      uint8_t sink = 0;
-      for (size_t i = 0; i < run.size(); i += 4096) sink ^= p[i];
-      sink ^= p[run.size() - 1];
-      (void)sink;
-      return absl::OkStatus();
-    });
+  // FAILED_PRECONDITION when a file the tensor is read from is no longer
+  // the one mapped (device, inode, size, mtime): rewritten in place with
+  // the same layout, the mapping shows the new bytes from then on, so the
+  // chunks sent may mix old and new.
+  absl::Status CheckFilesUnchanged() const {
+    for (const Checkpoint::File* f : files_) {
+      const FileIdentity& was = f->mapping->identity();
+      absl::StatusOr<FileIdentity> now = StatFile(f->path);
+      if (now.ok() && SameBytes(*now, was)) continue;
+      return absl::FailedPreconditionError(absl::StrCat(
+          "file '", f->path, "' changed during the read of tensor '",
+          req_.tensor(), "' (",
+          now.ok()
+              ? absl::StrCat("size ", was.size, " -> ", now->size, ", mtime ",
+                             was.mtime_ns, " -> ", now->mtime_ns, " ns")
+              : std::string(now.status().message()),
+          "): the data sent may mix old and new bytes; read it again"));
+    }
+    return absl::OkStatus();
+  }
+
+  bool StopAsked() {
+    absl::MutexLock lock(&mu_);
+    return stop_.has_value();
+  }
+
+  // The watchdog's soft stop: no new write starts; the one in flight, if
+  // any, ends the call when it completes.
+  void Interrupt(const grpc::Status& status) {
+    std::optional<grpc::Status> finish;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!stop_) stop_ = status;
+      ready_.reset();
+      finish = FinishIfIdleLocked();
+    }
+    if (finish) Finish(*finish);
+  }
+
+  // The watchdog's hard stop: a write the client does not take never
+  // completes, so the call is cancelled (the write then completes, failed,
+  // and OnWriteDone finishes the call). The status is the log's.
+  void CancelNow(const grpc::Status& status) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (finished_) return;
+      if (!stop_) stop_ = status;
+      ready_.reset();
+    }
+    // OnDone cannot run before this returns: it waits for this callback.
+    ctx_->TryCancel();
   }
 
   // The producer's way out: ends the call with `status` (unless it ended
@@ -333,9 +379,11 @@ class ReadSliceReactor final
   grpc::CallbackServerContext* ctx_;
   bool parsed_ = false;
   const v1::ReadSliceRequest req_;
-  const absl::Time start_ = absl::Now();
   CallLog log_;
-  std::shared_ptr<const Checkpoint> ckpt_;  // keeps the mapping alive
+  StreamWatchdog::Watch* watch_ = nullptr;
+  bool admitted_ = false;  // holds a stream slot (set in Prepare)
+  std::shared_ptr<const Checkpoint> ckpt_;      // keeps the mapping alive
+  std::vector<const Checkpoint::File*> files_;  // the tensor's, in ckpt_
   std::optional<SliceReader> decoded_;
   std::optional<RawSliceReader> raw_;
   // The producer's own (one producer at a time):

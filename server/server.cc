@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/io/fault_guard.h"
+#include "server/reflection_auth.h"
 
 namespace tensormorph {
 namespace {
@@ -81,7 +82,6 @@ absl::StatusOr<std::unique_ptr<TensormorphServer>> TensormorphServer::Build(
     if (absl::Status t = s->state_->tokens.Load(options.token_file); !t.ok())
       return t;
   }
-  s->state_->zero_copy = options.tls_cert.empty();
   s->service_ = std::make_unique<TensormorphService>(s->state_);
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -108,6 +108,14 @@ absl::StatusOr<std::unique_ptr<TensormorphServer>> TensormorphServer::Build(
   // Chunks are at most 1 MiB of data plus a small header.
   builder.SetMaxSendMessageSize(2 << 20);
   builder.RegisterService(s->service_.get());
+  // Reflection describes the API: behind the token like every method but
+  // health (whose service is gRPC's and never intercepted here).
+  std::vector<
+      std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+      interceptors;
+  interceptors.push_back(
+      NewReflectionAuthInterceptorFactory(&s->state_->tokens));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || (listen && s->port_ == 0)) {
     return absl::UnavailableError(

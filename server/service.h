@@ -19,6 +19,7 @@
 #include "server/checkpoint_registry.h"
 #include "server/exception_fence.h"
 #include "server/metrics.h"
+#include "server/stream_watchdog.h"
 #include "server/worker_pool.h"
 #include "tensormorph/v1/tensormorph.grpc.pb.h"
 
@@ -32,23 +33,29 @@ struct ServiceLimits {
   int64_t max_slice_bytes = int64_t{16} << 30;  // the result of one ReadSlice
   int64_t max_concurrent_diffs = 2;
   int64_t max_call_seconds = 3600;  // streams end past it
+  // A stream whose write the client has not taken for this long ends (0: no
+  // limit): a stalled client must not hold its slot.
+  int64_t max_idle_write_seconds = 60;
 };
 
 // What every call shares. Thread safety: each member is thread-safe.
 struct ServiceState {
   ServiceState(PathSandbox sandbox, size_t max_open, int workers,
                ServiceLimits limits)
-      : registry(std::move(sandbox), max_open), pool(workers), limits(limits) {}
+      : registry(std::move(sandbox), max_open),
+        pool(workers),
+        limits(limits),
+        watchdog(absl::Seconds(limits.max_call_seconds),
+                 absl::Seconds(limits.max_idle_write_seconds)) {}
   CheckpointRegistry registry;
   WorkerPool pool;
   Metrics metrics;
   const ServiceLimits limits;
   TokenStore tokens;  // empty = no authentication
   std::atomic<int64_t> active_diffs{0};
-  // Raw chunks go out as slices of the mapping. Off under TLS, where the
-  // bytes are encrypted (copied) in user space anyway and a fault there
-  // would be outside any guard. Set before serving.
-  bool zero_copy = true;
+  // ReadSlice and QuantDiff calls admitted and not yet done.
+  std::atomic<int64_t> admitted_streams{0};
+  StreamWatchdog watchdog;  // their time limits
 
   // Ends a stream; when it was the last, the heap memory the streams kept
   // (KeepStreamBuffersOnHeap) goes back to the system, on the pool.
@@ -56,11 +63,26 @@ struct ServiceState {
     if (metrics.StreamEnded()) pool.Submit(&ReleaseFreeHeapMemory);
   }
 
-  // RESOURCE_EXHAUSTED when more streams than the limit are active
-  // (counting the caller's own).
+  // Takes one of the max_concurrent_streams slots, or answers
+  // RESOURCE_EXHAUSTED naming the limit. Only admitted calls count, so a
+  // burst admits exactly the limit. On OK, call ReleaseStream once.
+  absl::Status TryAdmitStream() {
+    int64_t n = admitted_streams.load();
+    do {
+      if (n >= limits.max_concurrent_streams) return StreamLimitReached();
+    } while (!admitted_streams.compare_exchange_weak(n, n + 1));
+    return absl::OkStatus();
+  }
+  void ReleaseStream() { admitted_streams.fetch_sub(1); }
+
+  // For a stream that is over before it would hold a slot for long (a
+  // listing): RESOURCE_EXHAUSTED when every slot is taken.
   absl::Status AdmitStream() {
-    if (metrics.active_streams() <= limits.max_concurrent_streams)
+    if (admitted_streams.load() < limits.max_concurrent_streams)
       return absl::OkStatus();
+    return StreamLimitReached();
+  }
+  absl::Status StreamLimitReached() const {
     return absl::ResourceExhaustedError(
         absl::StrCat("limit max_concurrent_streams (",
                      limits.max_concurrent_streams, ") reached; retry later"));
@@ -121,8 +143,8 @@ grpc::ServerWriteReactor<Message>* FencedStream(const FenceSite& site,
   return new FinishedWriter<Message>(ToGrpcStatus(reactor.status()));
 }
 
-// ReadSlice is registered raw: its reactor writes ByteBuffers that can hold
-// slices of the mapping (read_slice_reactor.cc).
+// ReadSlice is registered raw: its reactor writes ByteBuffers whose data is
+// its own buffer, sent without a serialization copy (read_slice_reactor.cc).
 class TensormorphService final
     : public v1::Tensormorph::WithRawCallbackMethod_ReadSlice<
           v1::Tensormorph::CallbackService> {

@@ -28,6 +28,9 @@ namespace {
 
 constexpr absl::string_view kIndexName = "model.safetensors.index.json";
 constexpr int64_t kMaxConfigBytes = 16 << 20;
+// Read beside safetensors, in this order (Finish).
+constexpr absl::string_view kConfigNames[] = {
+    "config.json", "quantize_config.json", "quant_config.json"};
 
 std::string Basename(const std::string& path) {
   const size_t slash = path.find_last_of('/');
@@ -99,6 +102,28 @@ bool LooksLikeSafetensorsIndex(absl::Span<const uint8_t> bytes) {
 
 absl::string_view FormatName(CheckpointFormat format) {
   return format == CheckpointFormat::kGguf ? "gguf" : "safetensors";
+}
+
+absl::StatusOr<std::vector<std::string>> ListCheckpointNames(
+    const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot list directory '", dir, "'"));
+  }
+  std::vector<std::string> names;
+  while (struct dirent* e = ::readdir(d)) {
+    const absl::string_view name = e->d_name;
+    if (absl::EndsWith(name, ".safetensors") || absl::EndsWith(name, ".gguf") ||
+        name == kIndexName ||
+        std::find(std::begin(kConfigNames), std::end(kConfigNames), name) !=
+            std::end(kConfigNames)) {
+      names.emplace_back(name);
+    }
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 // Parses a header under the fault guard: a file shrunk between its mapping
@@ -219,6 +244,7 @@ absl::Status CheckpointBuilder::OpenGgufSet(const std::string& p, Mapping m) {
 absl::Status CheckpointBuilder::OpenSafetensorsIndex(
     const std::string& index_path) {
   TM_ASSIGN_OR_RETURN(auto m, MappedFile::Open(index_path));
+  ckpt_->read_files_.push_back({index_path, m->identity()});
   absl::string_view text(reinterpret_cast<const char*>(m->bytes().data()),
                          m->size());
   const std::string what = absl::StrCat("index '", index_path, "'");
@@ -344,6 +370,8 @@ absl::Status CheckpointBuilder::OpenFile(const std::string& p) {
 }
 
 absl::Status CheckpointBuilder::OpenDirectory(const std::string& dir) {
+  ckpt_->directory_ = dir;
+  TM_ASSIGN_OR_RETURN(ckpt_->directory_names_, ListCheckpointNames(dir));
   TM_ASSIGN_OR_RETURN(std::vector<std::string> names, ListFiles(dir));
   if (std::find(names.begin(), names.end(), kIndexName) != names.end()) {
     return OpenSafetensorsIndex(Join(dir, kIndexName));
@@ -424,6 +452,12 @@ absl::Status CheckpointBuilder::Finish() {
         ::stat(c.path_.c_str(), &st) == 0 && S_ISDIR(st.st_mode)
             ? c.path_
             : Dirname(c.files_[0].path);
+    for (absl::string_view name : kConfigNames) {
+      const std::string path = Join(dir, name);
+      absl::StatusOr<FileIdentity> id = StatFile(path);
+      c.read_files_.push_back(
+          {path, id.ok() ? std::optional<FileIdentity>(*id) : std::nullopt});
+    }
     QuantConfigs configs;
     TM_ASSIGN_OR_RETURN(configs.config, ReadConfig(dir, "config.json"));
     TM_ASSIGN_OR_RETURN(configs.quantize_config,

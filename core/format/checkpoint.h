@@ -3,6 +3,7 @@
 #define TENSORMORPH_CORE_FORMAT_CHECKPOINT_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,13 @@ namespace tensormorph {
 
 enum class CheckpointFormat { kSafetensors, kGguf };
 absl::string_view FormatName(CheckpointFormat format);
+
+// The names in `dir` that decide what Checkpoint::Open(dir) opens and how
+// (.safetensors and .gguf files, the index, the config files), sorted: one
+// readdir, no stat.
+// Errors: NOT_FOUND when `dir` cannot be listed.
+absl::StatusOr<std::vector<std::string>> ListCheckpointNames(
+    const std::string& dir);
 
 // One metadata entry for display: safetensors `__metadata__` (type
 // "string") or a GGUF key/value.
@@ -68,6 +76,21 @@ class Checkpoint {
   const std::vector<std::string>& notes() const { return notes_; }
   uint64_t total_bytes() const;
 
+  // What else the checkpoint was opened from, so that a cache can notice it
+  // is stale: files read at open and not kept mapped (the index; every
+  // config file looked for, with no identity when it was absent), and, when
+  // a directory was opened, that directory and the names in it that decide
+  // what opens (ListCheckpointNames). Identities are taken before the reads.
+  struct ReadFile {
+    std::string path;
+    std::optional<FileIdentity> identity;
+  };
+  const std::vector<ReadFile>& read_files() const { return read_files_; }
+  const std::string& directory() const { return directory_; }  // or empty
+  const std::vector<std::string>& directory_names() const {
+    return directory_names_;
+  }
+
   // nullptr when absent.
   const LogicalTensor* FindTensor(absl::string_view name) const;
   const StoredTensor* FindStored(absl::string_view name) const;
@@ -85,6 +108,9 @@ class Checkpoint {
   std::vector<GgufKv> gguf_kv_;
   std::vector<std::string> conventions_;
   std::vector<std::string> notes_;
+  std::vector<ReadFile> read_files_;
+  std::string directory_;
+  std::vector<std::string> directory_names_;
   // Keys view the names in tensors_ and stored_, which never change once
   // the checkpoint is built.
   absl::flat_hash_map<absl::string_view, size_t> tensor_index_;

@@ -35,7 +35,9 @@ FileIdentity IdentityOf(const struct stat& st) {
       .inode = static_cast<uint64_t>(st.st_ino),
       .size = static_cast<uint64_t>(st.st_size),
       .mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 +
-                  st.st_mtim.tv_nsec};
+                  st.st_mtim.tv_nsec,
+      .ctime_ns = static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 +
+                  st.st_ctim.tv_nsec};
 }
 
 }  // namespace

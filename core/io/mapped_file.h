@@ -13,14 +13,25 @@
 
 namespace tensormorph {
 
-// Identity of a file on disk, used to notice that a path now names other bytes.
+// Identity of a file on disk, used to notice that a path now names other
+// bytes (== compares everything; SameBytes only what a write changes). The
+// status-change time also moves on chmod, chown and link: a cached file
+// whose permissions changed is opened again, and so checked again.
 struct FileIdentity {
   uint64_t device = 0;
   uint64_t inode = 0;
   uint64_t size = 0;
   int64_t mtime_ns = 0;
+  int64_t ctime_ns = 0;
   bool operator==(const FileIdentity&) const = default;
 };
+
+// Same file, same size, same modification time: no write happened in
+// between (to the resolution of the file system's timestamps).
+inline bool SameBytes(const FileIdentity& a, const FileIdentity& b) {
+  return a.device == b.device && a.inode == b.inode && a.size == b.size &&
+         a.mtime_ns == b.mtime_ns;
+}
 
 // Reads the identity of `path` (following symlinks).
 // Errors: NOT_FOUND when the path does not exist; INVALID_ARGUMENT when it is

@@ -1,4 +1,4 @@
-// ReadSlice over loopback: raw bytes (sent as slices of the mapping) and
+// ReadSlice over loopback: raw bytes (copied out of the mapping) and
 // dequantized float32 of a 1 GiB tensor, beside a bare gRPC streaming server
 // that sends pre-built 1 MiB messages, taking turns in the same run.
 //   build/tests/bench/stream_bench

@@ -67,6 +67,74 @@ absl::StatusOr<std::string> HealthCheck(const std::string& target) {
   return bytes;
 }
 
+// grpc.reflection.v1alpha ServerReflectionInfo asked to list the services,
+// over a generic stub, with `authorization` metadata unless empty. Returns
+// the serialized ServerReflectionResponse, or the call's status.
+absl::StatusOr<std::string> ListServicesByReflection(
+    const std::string& target, const std::string& authorization) {
+  auto channel =
+      grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  if (!authorization.empty()) ctx.AddMetadata("authorization", authorization);
+  grpc::CompletionQueue cq;
+  auto call = stub.PrepareCall(
+      &ctx, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+      &cq);
+  void* tag = nullptr;
+  bool ok = false;
+  auto step = [&](int n) {
+    EXPECT_TRUE(cq.Next(&tag, &ok));
+    EXPECT_EQ(tag, reinterpret_cast<void*>(n));
+    return ok;
+  };
+  call->StartCall(reinterpret_cast<void*>(1));
+  step(1);
+  // ServerReflectionRequest{list_services: "*"}: field 7, a string.
+  grpc::Slice list(std::string("\x3a\x01*", 3));
+  grpc::ByteBuffer request(&list, 1), response;
+  call->Write(request, reinterpret_cast<void*>(2));
+  step(2);
+  call->WritesDone(reinterpret_cast<void*>(3));
+  step(3);
+  std::string bytes;
+  call->Read(&response, reinterpret_cast<void*>(4));
+  if (step(4)) {
+    std::vector<grpc::Slice> slices;
+    (void)response.Dump(&slices);
+    for (const grpc::Slice& sl : slices) {
+      bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+    }
+  }
+  grpc::Status status;
+  call->Finish(&status, reinterpret_cast<void*>(5));
+  step(5);
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  if (!status.ok()) {
+    return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                        status.error_message());
+  }
+  return bytes;
+}
+
+// GetServerInfo with exactly this `authorization` metadata.
+absl::Status ServerInfoWith(const std::string& target,
+                            const std::string& authorization) {
+  auto stub = v1::Tensormorph::NewStub(
+      grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  ctx.AddMetadata("authorization", authorization);
+  v1::GetServerInfoRequest req;
+  v1::ServerInfo info;
+  const grpc::Status s = stub->GetServerInfo(&ctx, req, &info);
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                      s.error_message());
+}
+
 absl::Status Call(const std::string& target, const ClientOptions& o) {
   auto c = Client::Connect(target, o);
   if (!c.ok()) return c.status();
@@ -111,6 +179,47 @@ TEST(AuthTest, BearerTokensRightWrongMissingAndReloaded) {
       RunCommand({CliPath(), "--server", s.address(), "ls", "m.safetensors"});
   EXPECT_EQ(none.exit_code, 2);
   EXPECT_THAT(none.err, HasSubstr("UNAUTHENTICATED"));
+}
+
+// Reflection describes the whole API: with tokens on it needs one like every
+// method but health.
+TEST(AuthTest, ReflectionNeedsTheTokenWhenTokensAreOn) {
+  const std::string tokens = MakeTempDir() + "/tokens";
+  WriteFile(tokens, "secret-one\n");
+  ServerProcess s({Root()}, {"--token-file", tokens});
+  auto none = ListServicesByReflection(s.address(), "");
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kUnauthenticated)
+      << none.status();
+  auto wrong = ListServicesByReflection(s.address(), "Bearer secret-two");
+  EXPECT_EQ(wrong.status().code(), absl::StatusCode::kUnauthenticated)
+      << wrong.status();
+  EXPECT_THAT(std::string(wrong.status().message()), HasSubstr("not accepted"));
+  auto right = ListServicesByReflection(s.address(), "Bearer secret-one");
+  ASSERT_TRUE(right.ok()) << right.status();
+  EXPECT_THAT(*right, HasSubstr("tensormorph.v1.Tensormorph"));
+  // The server is alive and serves its API afterwards.
+  EXPECT_TRUE(ServerInfoWith(s.address(), "Bearer secret-one").ok());
+  // Without tokens, reflection stays open.
+  ServerProcess open({Root()});
+  auto listed = ListServicesByReflection(open.address(), "");
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_THAT(*listed, HasSubstr("tensormorph.v1.Tensormorph"));
+}
+
+// Authentication schemes are case-insensitive (RFC 9110, section 11.1).
+TEST(AuthTest, BearerSchemeIsCaseInsensitive) {
+  const std::string tokens = MakeTempDir() + "/tokens";
+  WriteFile(tokens, "secret-one\n");
+  ServerProcess s({Root()}, {"--token-file", tokens});
+  for (const char* scheme : {"Bearer", "bearer", "BEARER", "bEaReR"}) {
+    SCOPED_TRACE(scheme);
+    EXPECT_TRUE(
+        ServerInfoWith(s.address(), std::string(scheme) + " secret-one").ok());
+  }
+  EXPECT_EQ(ServerInfoWith(s.address(), "bearer secret-two").code(),
+            absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(ServerInfoWith(s.address(), "Basic secret-one").code(),
+            absl::StatusCode::kUnauthenticated);
 }
 
 class TlsTest : public ::testing::Test {

@@ -1,0 +1,183 @@
+// Streams cannot be held forever: a client that stops reading is cut at
+// --max-call-seconds (whether or not it reads) or at
+// --max-idle-write-seconds, its slot freed for the next caller; and a burst
+// of callers is admitted up to exactly --max-concurrent-streams. Through a
+// live server on a loopback port, alive afterwards.
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "client/client.h"
+#include "gtest/gtest.h"
+#include "server/server.h"
+#include "tests/support/safetensors_writer.h"
+#include "tests/support/test_paths.h"
+
+namespace tensormorph {
+namespace {
+
+using ::tensormorph::testing::BuildSafetensors;
+using ::tensormorph::testing::MakeTempDir;
+using ::tensormorph::testing::WriteFile;
+using ::tensormorph::testing::WriteSparseSafetensors;
+
+class StreamLimitsTest : public ::testing::Test {
+ protected:
+  void Start(ServiceLimits limits) {
+    dir_ = MakeTempDir();
+    // 64 MiB: far more than flow control lets through to a client that has
+    // stopped reading.
+    WriteSparseSafetensors(
+        dir_ + "/big.safetensors",
+        R"({"w":{"dtype":"F32","shape":[4096,4096],"data_offsets":[0,67108864]}})",
+        int64_t{1} << 26);
+    WriteFile(dir_ + "/small.safetensors",
+              BuildSafetensors({{"s", "I8", {3}, "abc"}}));
+    ServerOptions o;
+    o.listen = "127.0.0.1:0";
+    o.roots = {dir_};
+    o.workers = 2;
+    o.limits = limits;
+    auto s = TensormorphServer::Start(o);
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = *std::move(s);
+    address_ = "127.0.0.1:" + std::to_string(server_->port());
+    client_ = *Client::Connect(address_);
+  }
+
+  // A reader that takes one chunk, then stops reading until released:
+  // its own connection, so only the server's limits can end its call.
+  struct StalledReader {
+    std::unique_ptr<Client> client;
+    absl::Notification first_chunk, release;
+    absl::Status status;
+    std::thread thread;
+  };
+  std::unique_ptr<StalledReader> Stall() {
+    auto r = std::make_unique<StalledReader>();
+    r->client = *Client::Connect(address_);
+    StalledReader* p = r.get();
+    r->thread = std::thread([p] {
+      v1::ReadSliceRequest req;
+      req.set_checkpoint("big.safetensors");
+      req.set_tensor("w");
+      req.set_mode(v1::OUTPUT_MODE_RAW);
+      p->status = p->client->ReadSlice(req, [p](const v1::SliceChunk&) {
+        if (!p->first_chunk.HasBeenNotified()) {
+          p->first_chunk.Notify();
+          p->release.WaitForNotification();
+        }
+        return true;
+      });
+      if (!p->first_chunk.HasBeenNotified()) p->first_chunk.Notify();
+    });
+    return r;
+  }
+  static void Release(StalledReader& r) {
+    if (!r.release.HasBeenNotified()) r.release.Notify();
+    r.thread.join();
+  }
+
+  absl::Status ReadSmall(Client& c) {
+    v1::ReadSliceRequest req;
+    req.set_checkpoint("small.safetensors");
+    req.set_tensor("s");
+    return c.ReadSliceAll(req).status();
+  }
+
+  std::string dir_, address_;
+  std::unique_ptr<TensormorphServer> server_;
+  std::unique_ptr<Client> client_;
+};
+
+TEST_F(StreamLimitsTest, StalledReadersAreCutAtTheCallLimitAndFreeTheirSlots) {
+  ServiceLimits limits;
+  limits.max_concurrent_streams = 2;
+  limits.max_call_seconds = 1;
+  limits.max_idle_write_seconds = 0;  // only the call limit acts
+  Start(limits);
+  auto a = Stall(), b = Stall();
+  a->first_chunk.WaitForNotification();
+  b->first_chunk.WaitForNotification();
+  ASSERT_TRUE(a->status.ok() && b->status.ok());  // still running
+  // Both slots are held while the readers stall...
+  const absl::Status refused = ReadSmall(*client_);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_NE(std::string(refused.message()).find("max_concurrent_streams"),
+            std::string::npos);
+  // ...until the watchdog ends them: the call limit, then the grace for the
+  // pending write (about 2 s; 20 s is the test's own bound).
+  EXPECT_TRUE(server_->state().metrics.WaitForIdle(absl::Seconds(20)));
+  EXPECT_EQ(server_->state().admitted_streams.load(), 0);
+  EXPECT_TRUE(ReadSmall(*client_).ok()) << "a new stream is admitted";
+  Release(*a);
+  Release(*b);
+  EXPECT_FALSE(a->status.ok());
+  EXPECT_FALSE(b->status.ok());
+  EXPECT_TRUE(client_->GetServerInfo().ok());
+}
+
+TEST_F(StreamLimitsTest, AStalledReaderIsCutAtTheIdleWriteLimit) {
+  ServiceLimits limits;
+  limits.max_concurrent_streams = 1;
+  limits.max_call_seconds = 3600;
+  limits.max_idle_write_seconds = 1;
+  Start(limits);
+  auto a = Stall();
+  a->first_chunk.WaitForNotification();
+  EXPECT_EQ(ReadSmall(*client_).code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(server_->state().metrics.WaitForIdle(absl::Seconds(20)));
+  EXPECT_TRUE(ReadSmall(*client_).ok());
+  Release(*a);
+  EXPECT_EQ(a->status.code(), absl::StatusCode::kCancelled) << a->status;
+  EXPECT_EQ(server_->state().metrics.streams_cancelled.load(), 1);
+}
+
+// A reader that keeps reading past the call limit gets the limit's status.
+TEST_F(StreamLimitsTest, AReaderPastTheCallLimitGetsResourceExhausted) {
+  ServiceLimits limits;
+  limits.max_call_seconds = 1;
+  Start(limits);
+  v1::ReadSliceRequest req;
+  req.set_checkpoint("big.safetensors");
+  req.set_tensor("w");
+  req.set_max_chunk_bytes(1 << 12);
+  // Slow but steady: 16,384 chunks at 1 ms each outlast the limit.
+  const absl::Status s = client_->ReadSlice(req, [](const v1::SliceChunk&) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return true;
+  });
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_NE(std::string(s.message()).find("max_call_seconds"),
+            std::string::npos)
+      << s;
+  EXPECT_TRUE(ReadSmall(*client_).ok());
+}
+
+TEST_F(StreamLimitsTest, ABurstAdmitsExactlyTheLimit) {
+  ServiceLimits limits;
+  limits.max_concurrent_streams = 3;
+  Start(limits);
+  constexpr int kCallers = 10;
+  std::vector<std::unique_ptr<StalledReader>> readers;
+  for (int i = 0; i < kCallers; ++i) readers.push_back(Stall());
+  for (auto& r : readers) r->first_chunk.WaitForNotification();
+  int admitted = 0, refused = 0;
+  for (auto& r : readers) {
+    // Admitted readers are stalled in their first chunk, still running;
+    // refused ones have returned.
+    if (r->status.ok()) ++admitted;
+    if (r->status.code() == absl::StatusCode::kResourceExhausted) ++refused;
+  }
+  EXPECT_EQ(admitted, 3);
+  EXPECT_EQ(refused, kCallers - 3);
+  for (auto& r : readers) Release(*r);
+  int completed = 0;
+  for (auto& r : readers) completed += r->status.ok() ? 1 : 0;
+  EXPECT_EQ(completed, 3) << "the admitted readers, released, read it all";
+  EXPECT_TRUE(ReadSmall(*client_).ok());
+}
+
+}  // namespace
+}  // namespace tensormorph

@@ -28,6 +28,8 @@ namespace {
 
 constexpr absl::string_view kIndexName = "model.safetensors.index.json";
 constexpr int64_t kMaxConfigBytes = 16 << 20;
+// An index of 100,000 tensors is about 10 MB.
+constexpr int64_t kMaxIndexBytes = 256 << 20;
 
 std::string Basename(const std::string& path) {
   const size_t slash = path.find_last_of('/');
@@ -101,17 +103,25 @@ absl::string_view FormatName(CheckpointFormat format) {
   return format == CheckpointFormat::kGguf ? "gguf" : "safetensors";
 }
 
+// A fault while reading `path` at open: the file shrank under its mapping.
+absl::Status ChangedWhileOpened(const std::string& path,
+                                const absl::Status& fault) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("'", path, "' changed while it was opened (", fault.message(),
+                   "); try again"));
+}
+
 // Parses a header under the fault guard: a file shrunk between its mapping
 // and its parse fails the open, not the process. (A fault there skips the
 // parser's destructors: a partial header leaks, once.)
 template <typename T, typename Parse>
-absl::StatusOr<T> ParseGuarded(const Parse& parse) {
+absl::StatusOr<T> ParseGuarded(const std::string& path, const Parse& parse) {
   std::optional<absl::StatusOr<T>> out;
   absl::Status s = GuardedRead([&]() -> absl::Status {
     out.emplace(parse());
     return absl::OkStatus();
   });
-  if (!s.ok()) return s;
+  if (!s.ok()) return ChangedWhileOpened(path, s);
   return *std::move(out);
 }
 
@@ -153,7 +163,7 @@ absl::Status CheckpointBuilder::AddSafetensors(const std::string& p,
   if (m == nullptr) {
     TM_ASSIGN_OR_RETURN(m, MappedFile::Open(p));
   }
-  TM_ASSIGN_OR_RETURN(SafetensorsHeader h, ParseGuarded<SafetensorsHeader>([&] {
+  TM_ASSIGN_OR_RETURN(SafetensorsHeader h, ParseGuarded<SafetensorsHeader>(p, [&] {
                         return ParseSafetensors(m->bytes(), p);
                       }));
   return AddParsedSafetensors(p, std::move(m), std::move(h));
@@ -177,7 +187,7 @@ absl::Status CheckpointBuilder::AddParsedSafetensors(const std::string& p,
 absl::Status CheckpointBuilder::AddGguf(const std::string& p, Mapping m) {
   ckpt_->format_ = CheckpointFormat::kGguf;
   TM_ASSIGN_OR_RETURN(const int file_index, AddFile(p, &m));
-  TM_ASSIGN_OR_RETURN(GgufFile g, ParseGuarded<GgufFile>([&] {
+  TM_ASSIGN_OR_RETURN(GgufFile g, ParseGuarded<GgufFile>(p, [&] {
                         return ParseGguf(m->bytes(), p);
                       }));
   for (StoredTensor& t : g.tensors) {
@@ -185,12 +195,19 @@ absl::Status CheckpointBuilder::AddGguf(const std::string& p, Mapping m) {
     ckpt_->stored_.push_back(std::move(t));
   }
   if (file_index == 0) {
-    for (const GgufKv& kv : g.metadata) {
-      std::string type(GgufTypeName(kv.type));
-      if (kv.type == GgufType::kArray) {
-        type = absl::StrCat("array<", GgufTypeName(kv.elem_type), ">");
-      }
-      ckpt_->metadata_.push_back({kv.key, type, GgufValueToString(kv)});
+    // Values are views of the mapping: render them under the guard too.
+    if (absl::Status s = GuardedRead([&] {
+          for (const GgufKv& kv : g.metadata) {
+            std::string type(GgufTypeName(kv.type));
+            if (kv.type == GgufType::kArray) {
+              type = absl::StrCat("array<", GgufTypeName(kv.elem_type), ">");
+            }
+            ckpt_->metadata_.push_back({kv.key, type, GgufValueToString(kv)});
+          }
+          return absl::OkStatus();
+        });
+        !s.ok()) {
+      return ChangedWhileOpened(p, s);
     }
     ckpt_->gguf_kv_ = std::move(g.metadata);
   }
@@ -216,9 +233,9 @@ absl::Status CheckpointBuilder::OpenGgufSet(const std::string& p, Mapping m) {
 
 absl::Status CheckpointBuilder::OpenSafetensorsIndex(
     const std::string& index_path) {
-  TM_ASSIGN_OR_RETURN(auto m, MappedFile::Open(index_path));
-  absl::string_view text(reinterpret_cast<const char*>(m->bytes().data()),
-                         m->size());
+  // Read, not mapped: an index truncated while it is parsed is a status.
+  TM_ASSIGN_OR_RETURN(const std::string text,
+                      ReadWholeFile(index_path, kMaxIndexBytes));
   const std::string what = absl::StrCat("index '", index_path, "'");
   TM_ASSIGN_OR_RETURN(nlohmann::json index, ParseStrictJson(text, what));
   if (!index.is_object() || !index.contains("weight_map") ||
@@ -275,7 +292,7 @@ absl::Status CheckpointBuilder::OpenSafetensorsIndex(
       }
       sh.m = *std::move(m);
       sh.header = ParseGuarded<SafetensorsHeader>(
-          [&] { return ParseSafetensors(sh.m->bytes(), path); });
+          path, [&] { return ParseSafetensors(sh.m->bytes(), path); });
     }
   };
   const size_t threads = std::min<size_t>(
@@ -326,13 +343,24 @@ absl::Status CheckpointBuilder::OpenSafetensorsIndex(
 
 absl::Status CheckpointBuilder::OpenFile(const std::string& p) {
   TM_ASSIGN_OR_RETURN(auto m, MappedFile::Open(p));
+  // Sniffing reads the mapping too: under the guard, like every parse.
   const auto bytes = m->bytes();
-  if (LooksLikeGguf(bytes)) return OpenGgufSet(p, std::move(m));
-  if (LooksLikeSafetensorsIndex(bytes)) return OpenSafetensorsIndex(p);
+  bool gguf = false, index = false, safetensors = false;
+  if (absl::Status s = GuardedRead([&] {
+        gguf = LooksLikeGguf(bytes);
+        index = LooksLikeSafetensorsIndex(bytes);
+        safetensors = LooksLikeSafetensors(bytes);
+        return absl::OkStatus();
+      });
+      !s.ok()) {
+    return ChangedWhileOpened(p, s);
+  }
+  if (gguf) return OpenGgufSet(p, std::move(m));
+  if (index) return OpenSafetensorsIndex(p);
   // safetensors has no magic: anything else must pass its rules, and a file
   // that does not gets the precise rule it broke.
-  absl::Status s = AddSafetensors(p, m);  // `bytes` views m: keep it
-  if (!s.ok() && !LooksLikeSafetensors(bytes)) {
+  absl::Status s = AddSafetensors(p, m);
+  if (!s.ok() && !safetensors) {
     return absl::Status(
         s.code(), absl::StrCat(s.message(),
                                " (the file has no GGUF magic either, so it was "
@@ -382,14 +410,8 @@ absl::StatusOr<nlohmann::json> ReadConfig(const std::string& dir,
   struct stat st;
   if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
     return nlohmann::json();
-  if (st.st_size > kMaxConfigBytes) {
-    return absl::DataLossError(
-        absl::StrCat("config '", path, "' is ", st.st_size,
-                     " bytes, over the limit of ", kMaxConfigBytes));
-  }
-  TM_ASSIGN_OR_RETURN(auto m, MappedFile::Open(path));
-  absl::string_view text(reinterpret_cast<const char*>(m->bytes().data()),
-                         m->size());
+  TM_ASSIGN_OR_RETURN(const std::string text,
+                      ReadWholeFile(path, kMaxConfigBytes));
   return ParseStrictJson(text, absl::StrCat("config '", path, "'"));
 }
 

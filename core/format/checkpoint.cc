@@ -31,6 +31,8 @@ constexpr int64_t kMaxConfigBytes = 16 << 20;
 // Read beside safetensors, in this order (Finish).
 constexpr absl::string_view kConfigNames[] = {
     "config.json", "quantize_config.json", "quant_config.json"};
+// An index of 100,000 tensors is about 10 MB.
+constexpr int64_t kMaxIndexBytes = 256 << 20;
 
 std::string Basename(const std::string& path) {
   const size_t slash = path.find_last_of('/');
@@ -126,17 +128,25 @@ absl::StatusOr<std::vector<std::string>> ListCheckpointNames(
   return names;
 }
 
+// A fault while reading `path` at open: the file shrank under its mapping.
+static absl::Status ChangedWhileOpened(const std::string& path,
+                                       const absl::Status& fault) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("'", path, "' changed while it was opened (", fault.message(),
+                   "); try again"));
+}
+
 // Parses a header under the fault guard: a file shrunk between its mapping
 // and its parse fails the open, not the process. (A fault there skips the
 // parser's destructors: a partial header leaks, once.)
 template <typename T, typename Parse>
-absl::StatusOr<T> ParseGuarded(const Parse& parse) {
+absl::StatusOr<T> ParseGuarded(const std::string& path, const Parse& parse) {
   std::optional<absl::StatusOr<T>> out;
   absl::Status s = GuardedRead([&]() -> absl::Status {
     out.emplace(parse());
     return absl::OkStatus();
   });
-  if (!s.ok()) return s;
+  if (!s.ok()) return ChangedWhileOpened(path, s);
   return *std::move(out);
 }
 
@@ -178,7 +188,7 @@ absl::Status CheckpointBuilder::AddSafetensors(const std::string& p,
   if (m == nullptr) {
     TM_ASSIGN_OR_RETURN(m, MappedFile::Open(p));
   }
-  TM_ASSIGN_OR_RETURN(SafetensorsHeader h, ParseGuarded<SafetensorsHeader>([&] {
+  TM_ASSIGN_OR_RETURN(SafetensorsHeader h, ParseGuarded<SafetensorsHeader>(p, [&] {
                         return ParseSafetensors(m->bytes(), p);
                       }));
   return AddParsedSafetensors(p, std::move(m), std::move(h));
@@ -202,7 +212,7 @@ absl::Status CheckpointBuilder::AddParsedSafetensors(const std::string& p,
 absl::Status CheckpointBuilder::AddGguf(const std::string& p, Mapping m) {
   ckpt_->format_ = CheckpointFormat::kGguf;
   TM_ASSIGN_OR_RETURN(const int file_index, AddFile(p, &m));
-  TM_ASSIGN_OR_RETURN(GgufFile g, ParseGuarded<GgufFile>([&] {
+  TM_ASSIGN_OR_RETURN(GgufFile g, ParseGuarded<GgufFile>(p, [&] {
                         return ParseGguf(m->bytes(), p);
                       }));
   for (StoredTensor& t : g.tensors) {
@@ -210,14 +220,21 @@ absl::Status CheckpointBuilder::AddGguf(const std::string& p, Mapping m) {
     ckpt_->stored_.push_back(std::move(t));
   }
   if (file_index == 0) {
-    for (const GgufKv& kv : g.metadata) {
-      std::string type(GgufTypeName(kv.type));
-      if (kv.type == GgufType::kArray) {
-        type = absl::StrCat("array<", GgufTypeName(kv.elem_type), ">");
-      }
-      ckpt_->metadata_.push_back(
-          {kv.key, type, GgufValueToString(kv),
-           kv.type == GgufType::kString ? std::string(kv.str) : ""});
+    // Values are views of the mapping: render them under the guard too.
+    if (absl::Status s = GuardedRead([&] {
+          for (const GgufKv& kv : g.metadata) {
+            std::string type(GgufTypeName(kv.type));
+            if (kv.type == GgufType::kArray) {
+              type = absl::StrCat("array<", GgufTypeName(kv.elem_type), ">");
+            }
+            ckpt_->metadata_.push_back(
+                {kv.key, type, GgufValueToString(kv),
+                 kv.type == GgufType::kString ? std::string(kv.str) : ""});
+          }
+          return absl::OkStatus();
+        });
+        !s.ok()) {
+      return ChangedWhileOpened(p, s);
     }
     ckpt_->gguf_kv_ = std::move(g.metadata);
   }
@@ -243,10 +260,11 @@ absl::Status CheckpointBuilder::OpenGgufSet(const std::string& p, Mapping m) {
 
 absl::Status CheckpointBuilder::OpenSafetensorsIndex(
     const std::string& index_path) {
-  TM_ASSIGN_OR_RETURN(auto m, MappedFile::Open(index_path));
-  ckpt_->read_files_.push_back({index_path, m->identity()});
-  absl::string_view text(reinterpret_cast<const char*>(m->bytes().data()),
-                         m->size());
+  // Read, not mapped: an index truncated while it is parsed is a status.
+  TM_ASSIGN_OR_RETURN(const FileIdentity index_identity, StatFile(index_path));
+  ckpt_->read_files_.push_back({index_path, index_identity});
+  TM_ASSIGN_OR_RETURN(const std::string text,
+                      ReadWholeFile(index_path, kMaxIndexBytes));
   const std::string what = absl::StrCat("index '", index_path, "'");
   TM_ASSIGN_OR_RETURN(nlohmann::json index, ParseStrictJson(text, what));
   if (!index.is_object() || !index.contains("weight_map") ||
@@ -303,7 +321,7 @@ absl::Status CheckpointBuilder::OpenSafetensorsIndex(
       }
       sh.m = *std::move(m);
       sh.header = ParseGuarded<SafetensorsHeader>(
-          [&] { return ParseSafetensors(sh.m->bytes(), path); });
+          path, [&] { return ParseSafetensors(sh.m->bytes(), path); });
     }
   };
   const size_t threads = std::min<size_t>(
@@ -354,13 +372,24 @@ absl::Status CheckpointBuilder::OpenSafetensorsIndex(
 
 absl::Status CheckpointBuilder::OpenFile(const std::string& p) {
   TM_ASSIGN_OR_RETURN(auto m, MappedFile::Open(p));
+  // Sniffing reads the mapping too: under the guard, like every parse.
   const auto bytes = m->bytes();
-  if (LooksLikeGguf(bytes)) return OpenGgufSet(p, std::move(m));
-  if (LooksLikeSafetensorsIndex(bytes)) return OpenSafetensorsIndex(p);
+  bool gguf = false, index = false, safetensors = false;
+  if (absl::Status s = GuardedRead([&] {
+        gguf = LooksLikeGguf(bytes);
+        index = LooksLikeSafetensorsIndex(bytes);
+        safetensors = LooksLikeSafetensors(bytes);
+        return absl::OkStatus();
+      });
+      !s.ok()) {
+    return ChangedWhileOpened(p, s);
+  }
+  if (gguf) return OpenGgufSet(p, std::move(m));
+  if (index) return OpenSafetensorsIndex(p);
   // safetensors has no magic: anything else must pass its rules, and a file
   // that does not gets the precise rule it broke.
-  absl::Status s = AddSafetensors(p, m);  // `bytes` views m: keep it
-  if (!s.ok() && !LooksLikeSafetensors(bytes)) {
+  absl::Status s = AddSafetensors(p, m);
+  if (!s.ok() && !safetensors) {
     return absl::Status(
         s.code(), absl::StrCat(s.message(),
                                " (the file has no GGUF magic either, so it was "
@@ -413,14 +442,8 @@ absl::StatusOr<std::optional<nlohmann::json>> ReadConfig(
   struct stat st;
   if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
     return std::nullopt;
-  if (st.st_size > kMaxConfigBytes) {
-    return absl::DataLossError(
-        absl::StrCat("config '", path, "' is ", st.st_size,
-                     " bytes, over the limit of ", kMaxConfigBytes));
-  }
-  TM_ASSIGN_OR_RETURN(auto m, MappedFile::Open(path));
-  absl::string_view text(reinterpret_cast<const char*>(m->bytes().data()),
-                         m->size());
+  TM_ASSIGN_OR_RETURN(const std::string text,
+                      ReadWholeFile(path, kMaxConfigBytes));
   return ParseStrictJson(text, absl::StrCat("config '", path, "'"));
 }
 

@@ -52,6 +52,45 @@ absl::StatusOr<FileIdentity> StatFile(const std::string& path) {
   return IdentityOf(st);
 }
 
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path,
+                                          uint64_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return ErrnoStatus(errno, "open", path);
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat before;
+  if (::fstat(fd, &before) != 0) return ErrnoStatus(errno, "stat", path);
+  if (!S_ISREG(before.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", path, "' is not a regular file"));
+  }
+  const uint64_t size = static_cast<uint64_t>(before.st_size);
+  if (size > max_bytes) {
+    return absl::DataLossError(absl::StrCat("'", path, "' is ", size,
+                                            " bytes, over the limit of ",
+                                            max_bytes, " for such a file"));
+  }
+  std::string out(size, '\0');
+  uint64_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::read(fd, out.data() + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus(errno, "read", path);
+    if (n == 0) break;
+    done += static_cast<uint64_t>(n);
+  }
+  struct stat after;
+  if (::fstat(fd, &after) != 0) return ErrnoStatus(errno, "stat", path);
+  if (done != size || !(IdentityOf(after) == IdentityOf(before))) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "'", path, "' changed while it was read (", size, " bytes at the start, ",
+        done, " read, ", after.st_size, " now); try again"));
+  }
+  return out;
+}
+
 absl::StatusOr<std::shared_ptr<const MappedFile>> MappedFile::Open(
     const std::string& path) {
   // O_NONBLOCK keeps a FIFO posing as a checkpoint from blocking the open.

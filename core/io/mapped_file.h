@@ -38,6 +38,15 @@ inline bool SameBytes(const FileIdentity& a, const FileIdentity& b) {
 // not a regular file; INTERNAL for other stat failures.
 absl::StatusOr<FileIdentity> StatFile(const std::string& path);
 
+// Reads all of a small regular file (an index, a config) with read(2) into
+// memory. Unlike a mapping, a file that shrinks or is rewritten while it is
+// read cannot raise SIGBUS: the change is seen and reported instead.
+// Errors: NOT_FOUND, PERMISSION_DENIED, INVALID_ARGUMENT (not a regular file),
+// DATA_LOSS (larger than `max_bytes`, naming both), FAILED_PRECONDITION (the
+// file changed while it was read), INTERNAL (other I/O errors).
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path,
+                                          uint64_t max_bytes);
+
 // Owns one read-only, private mapping of a regular file. The mapping is made
 // once at open and never changes; bytes() stays valid for the object's life.
 // Thread safety: immutable after Open; safe to share across threads.

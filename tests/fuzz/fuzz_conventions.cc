@@ -1,7 +1,6 @@
 // libFuzzer target: the convention resolver. Input: a config JSON, a NUL,
 // then a safetensors file; every logical tensor it builds is decoded at its
 // ends and inspected.
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -9,6 +8,7 @@
 #include "core/format/json_header.h"
 #include "core/format/safetensors_reader.h"
 #include "core/quant/convention_resolver.h"
+#include "tests/fuzz/resolve_and_decode.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t* nul = static_cast<const uint8_t*>(std::memchr(data, 0, size));
@@ -23,16 +23,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!h.ok()) return 0;
   tensormorph::QuantConfigs configs;
   configs.config = *config;
-  auto resolved = tensormorph::ResolveConventions(h->tensors, configs);
-  if (!resolved.ok()) return 0;
-  float out[256];
-  for (const auto& t : resolved->tensors) {
-    if (t.num_elements == 0) continue;
-    const int64_t n = std::min<int64_t>(t.num_elements, 256);
-    (void)t.encoding->Decode(0, n, out);
-    (void)t.encoding->Decode(t.num_elements - n, n, out);
-    tensormorph::ScalarInfo s;
-    (void)t.encoding->Inspect(t.num_elements - 1, &s);
-  }
+  (void)tensormorph::fuzzing::ResolveAndDecode(h->tensors, configs);
   return 0;
 }

@@ -24,12 +24,28 @@ int main(int argc, char** argv) {
     return 1;
   }
   const fs::path out = argv[1], fixtures = argv[2];
-  for (const char* t : {"safetensors", "gguf", "conventions", "slice"}) {
+  for (const char* t :
+       {"safetensors", "gguf", "conventions", "config", "slice", "service"}) {
     fs::create_directories(out / t);
   }
   int n = 0;
-  auto seed = [&](const char* target, const std::string& bytes) {
+  auto seed_service = [&](char selector, const std::string& bytes) {
+    WriteFile((out / "service" / ("seed" + std::to_string(n++))).string(),
+              selector + bytes);
+  };
+  // The service fuzzer takes the same files behind a selector byte: 0 GGUF,
+  // 1 safetensors, 2 config.json NUL model.safetensors. The config fuzzer
+  // starts from the conventions pairs.
+  auto seed = [&](const std::string& target, const std::string& bytes) {
     WriteFile((out / target / ("seed" + std::to_string(n++))).string(), bytes);
+    const std::string t = target;
+    if (t == "gguf") seed_service('\0', bytes);
+    if (t == "safetensors") seed_service('\1', bytes);
+    if (t == "conventions") {
+      seed_service('\2', bytes);
+      WriteFile((out / "config" / ("seed" + std::to_string(n++))).string(),
+                bytes);
+    }
   };
   seed("safetensors",
        BuildSafetensors({{"a", "F32", {2, 2}, std::string(16, '\1')},

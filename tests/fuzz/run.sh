@@ -10,13 +10,13 @@ deploy/install_deps.sh
 command -v clang++ >/dev/null || { export DEBIAN_FRONTEND=noninteractive; apt-get install -y -qq clang >/dev/null; }
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DTENSORMORPH_BUILD_FUZZERS=ON >/dev/null
-cmake --build build-fuzz -j "$(nproc)" --target fuzz_safetensors fuzz_gguf fuzz_conventions \
-  fuzz_slice make_seeds
+targets=(safetensors gguf conventions config slice)
+cmake --build build-fuzz -j "$(nproc)" --target "${targets[@]/#/fuzz_}" make_seeds
 corpus=build-fuzz/corpus
 build-fuzz/tests/fuzz/make_seeds "$corpus" "$(pwd)/../shared/fixtures"
 mkdir -p build-fuzz/findings
 status=0
-for t in safetensors gguf conventions slice; do
+for t in "${targets[@]}"; do
   echo "==> fuzz_$t for ${seconds}s"
   if ! build-fuzz/tests/fuzz/fuzz_$t "$corpus/$t" -max_total_time="$seconds" -max_len=65536 \
       -rss_limit_mb=2048 -timeout=10 -artifact_prefix=build-fuzz/findings/$t- \

@@ -487,8 +487,16 @@ absl::Status CheckpointBuilder::Finish() {
                         ReadConfig(dir, "quantize_config.json"));
     TM_ASSIGN_OR_RETURN(configs.quant_config,
                         ReadConfig(dir, "quant_config.json"));
-    TM_ASSIGN_OR_RETURN(ResolvedTensors resolved,
-                        ResolveConventions(c.stored_, configs));
+    absl::StatusOr<ResolvedTensors> resolved_or =
+        ResolveConventions(c.stored_, configs);
+    if (!resolved_or.ok()) {
+      // The resolver names the config file and key; say whose it is.
+      return absl::Status(
+          resolved_or.status().code(),
+          absl::StrCat("checkpoint '", c.path_,
+                       "': ", resolved_or.status().message()));
+    }
+    ResolvedTensors resolved = *std::move(resolved_or);
     c.tensors_ = std::move(resolved.tensors);
     c.conventions_ = std::move(resolved.conventions);
     c.notes_ = std::move(resolved.notes);

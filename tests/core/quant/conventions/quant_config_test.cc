@@ -318,12 +318,13 @@ INSTANTIATE_TEST_SUITE_P(EveryDecodingKey, WrongValueTest,
 TEST(WrongValueTest, ServerKillingBlockStructureIsDataLossNamingTheElement) {
   Json config = FixtureConfig("ct_int8_tensor_asym");
   config[Json::json_pointer(kCtWeights + "/block_structure")] = {"a", "b"};
-  auto ckpt = Checkpoint::Open(
-      WithConfig("ct_int8_tensor_asym", "config.json", config));
+  const std::string dir =
+      WithConfig("ct_int8_tensor_asym", "config.json", config);
+  auto ckpt = Checkpoint::Open(dir);
   ASSERT_FALSE(ckpt.ok());
   EXPECT_EQ(ckpt.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(ckpt.status().message(),
-            "config.json: " + kCtPath +
+            "checkpoint '" + dir + "': config.json: " + kCtPath +
                 ".block_structure[0]: expected an integer >= 1, got string "
                 "\"a\"");
 }

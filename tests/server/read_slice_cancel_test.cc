@@ -46,10 +46,13 @@ TEST(ReadSliceCancelTest, CancellingAfterTheFirstChunkStopsTheServersWork) {
   ASSERT_TRUE(m.WaitForIdle(absl::Seconds(30)));
   EXPECT_EQ(m.active_streams(), 0);
   EXPECT_EQ(m.streams_cancelled.load(), 1);
-  // At most the chunk being written and the one being produced when the
-  // cancellation arrived: nothing ran on after it.
-  EXPECT_LE(m.chunks_sent.load(), 3);
-  EXPECT_LE(m.bytes_sent.load(), 3 << 20);
+  // Nothing ran on after the cancellation: of 1024 chunks, only those the
+  // transport took before it arrived were sent. HTTP/2 flow control lets the
+  // sender run ahead of the reader by its window, which gRPC's BDP probing
+  // grows to a few MiB on loopback, so a handful of chunks is allowed (3 was
+  // seen to fail 1 run in 20 under load); the whole tensor is not.
+  EXPECT_LE(m.chunks_sent.load(), 16);
+  EXPECT_LE(m.bytes_sent.load(), int64_t{16} << 20);
 }
 
 TEST(ReadSliceCancelTest, ADeadlineEndsTheStreamLikeACancellation) {

@@ -60,7 +60,12 @@ class StrictDomBuilder : public JsonSaxTypes {
   bool parse_error(std::size_t, const std::string&, const Exception& e) {
     // nlohmann quotes the bytes it last read, which may be the very bytes
     // that are not UTF-8: the message is bound for protobuf.
-    error = absl::StrCat("invalid JSON: ", EscapeUtf8(e.what()));
+    // nlohmann quotes the text it last read, which can be most of a file.
+    absl::string_view what = e.what();
+    constexpr size_t kMaxQuote = 400;
+    error = absl::StrCat(
+        "invalid JSON: ", EscapeUtf8(what.substr(0, kMaxQuote)),
+        what.size() > kMaxQuote ? "... (cut)" : "");
     return false;
   }
 

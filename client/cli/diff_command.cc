@@ -133,6 +133,10 @@ int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o) {
               << absl::StrFormat("%.2f s (%.2f GB/s)", summary.wall_seconds(),
                                  gbps)
               << "\n";
+    if (summary.skipped_empty_size() > 0) {
+      std::cout << "skipped, empty (a zero dimension, nothing to compare): "
+                << absl::StrJoin(summary.skipped_empty(), ", ") << "\n";
+    }
     if (summary.only_in_checkpoint_size() > 0) {
       std::cout << "only in " << o.quant << ": "
                 << absl::StrJoin(summary.only_in_checkpoint(), ", ") << "\n";

@@ -85,6 +85,11 @@ int RunStats(Client& client, const GlobalOptions& g, const StatsOptionsCli& o) {
   std::cout << st->tensor() << "  " << ShapeText(st->shape()) << "  ("
             << st->encoding().scheme() << ", " << st->encoding().granularity()
             << ")\n";
+  if (st->count() == 0) {
+    std::cout << "empty tensor (a zero dimension): no elements, so no "
+                 "statistics\n";
+    return kExitOk;
+  }
   std::vector<std::vector<std::string>> rows = {
       {"count", absl::StrCat(st->count())},
       {"min / max",
@@ -162,6 +167,8 @@ int RunHeatmap(Client& client, const GlobalOptions& g,
       h->encoding().granularity(), " - ", o.mode);
   if (g.json) {
     std::cout << ToJson(*h) << "\n";
+  } else if (h->width() == 0 || h->height() == 0) {
+    std::cout << title << "\nempty tensor (a zero dimension): no cells\n";
   } else if (o.term || o.output.empty()) {
     std::cout << RenderHeatmapTerminal(*h, title, by_group);
   }

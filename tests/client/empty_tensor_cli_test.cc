@@ -126,6 +126,7 @@ TEST_P(EmptyTensorCliTest, ViewsShowAnEmptyTensorInsteadOfFailing) {
       Run({"stats", Path("empty.gguf"), "blk.0.empty_q8.weight"});
   EXPECT_EQ(stats.exit_code, 0) << stats.err;
   EXPECT_THAT(stats.out, HasSubstr("[0, 32]"));
+  EXPECT_THAT(stats.out, HasSubstr("empty tensor (a zero dimension)"));
   // No value is made up: no NaN from a division by the zero count.
   CommandResult json =
       Run({"--json", "stats", Path("empty.safetensors"), "e.weight"});
@@ -137,6 +138,7 @@ TEST_P(EmptyTensorCliTest, ViewsShowAnEmptyTensorInsteadOfFailing) {
            MakeTempDir() + "/h.png"});
   EXPECT_EQ(heat.exit_code, 0) << heat.err;
   EXPECT_THAT(heat.err, HasSubstr("0x0 cells"));
+  EXPECT_THAT(heat.out, HasSubstr("empty tensor (a zero dimension): no cells"));
   CommandResult heat_json = Run({"--json", "heatmap", Path("empty.gguf"),
                                  "blk.0.empty.weight", "--mode", "absmax"});
   EXPECT_EQ(heat_json.exit_code, 0) << heat_json.err;
@@ -153,6 +155,9 @@ TEST_P(EmptyTensorCliTest, DiffSkipsEmptyTensorsAndNamesThem) {
               AllOf(HasSubstr("skippedEmpty"), HasSubstr("blk.0.empty.weight"),
                     HasSubstr("blk.0.empty_q8.weight")));
   EXPECT_THAT(r.out, HasSubstr("\"tensorsCompared\":\"1\""));
+  CommandResult text = Run({"diff", Path("empty.gguf"), Path("empty.gguf")});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("skipped, empty (a zero dimension"));
 }
 
 INSTANTIATE_TEST_SUITE_P(BothModes, EmptyTensorCliTest, ::testing::Bool(),

@@ -186,8 +186,10 @@ void Exercise(tensormorph::Client& client, const std::string& ckpt) {
     v1::InspectScalarsRequest inspect;
     inspect.set_checkpoint(ckpt);
     inspect.set_tensor(t.name());
+    int64_t elements = 1;
+    for (int64_t d : t.shape()) elements *= d;
     inspect.add_flat_indices(0);
-    inspect.add_flat_indices(-1);
+    inspect.add_flat_indices(elements - 1);
     auto scalars = client.InspectScalars(inspect);
     CheckStatus(scalars.status(), "InspectScalars");
     if (scalars.ok()) CheckReply(*scalars);

@@ -20,11 +20,11 @@ for t in "${targets[@]}"; do
   echo "==> fuzz_$t for ${seconds}s"
   if ! build-fuzz/tests/fuzz/fuzz_$t "$corpus/$t" -max_total_time="$seconds" -max_len=65536 \
       -rss_limit_mb=2048 -timeout=10 -artifact_prefix=build-fuzz/findings/$t- \
-      -print_final_stats=1 2>build-fuzz/fuzz_$t.log; then
+      -print_final_stats=1 >build-fuzz/fuzz_$t.log 2>&1; then
     echo "fuzz_$t FOUND A CRASH: see build-fuzz/fuzz_$t.log and build-fuzz/findings/" >&2
     tail -40 build-fuzz/fuzz_$t.log >&2
     status=1
   fi
-  grep -E "stat::number_of_executed_units|stat::peak_rss_mb|cov:" build-fuzz/fuzz_$t.log | tail -3
+  grep -a -E "stat::number_of_executed_units|stat::peak_rss_mb|cov:" build-fuzz/fuzz_$t.log | tail -3
 done
 exit $status

@@ -88,8 +88,13 @@ absl::StatusOr<Pairing> PairTensors(const Checkpoint& quant,
   int64_t heads = 0, kv_heads = 0;
   if (translate) {
     // Escaped: spelled like the keys it builds, and shown in the reply.
-    if (const GgufKv* a = FindKv(quant, "general.architecture"))
-      arch = EscapeUtf8(a->str);
+    // The copy made at open, not the GGUF value: that views the mapping,
+    // and a file shrunk since would fault here, outside any guard.
+    for (const MetadataEntry& e : quant.metadata()) {
+      if (e.key == "general.architecture" && e.type == "string") {
+        arch = EscapeUtf8(e.raw);
+      }
+    }
     if (const GgufKv* h =
             FindKv(quant, absl::StrCat(arch, ".attention.head_count"))) {
       heads = static_cast<int64_t>(h->AsUnsigned().value_or(0));

@@ -19,8 +19,8 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
     size_t cut = kMaxMessageBytes;
     while (cut > 0 && (static_cast<unsigned char>(message[cut]) & 0xC0) == 0x80)
       --cut;
-    text = absl::StrCat(message.substr(0, cut), " ... (",
-                        message.size() - cut, " more bytes of this message cut)");
+    text = absl::StrCat(message.substr(0, cut), " ... (", message.size() - cut,
+                        " more bytes of this message cut)");
   }
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
                       std::move(text));

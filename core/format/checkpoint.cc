@@ -132,8 +132,8 @@ absl::StatusOr<std::vector<std::string>> ListCheckpointNames(
 static absl::Status ChangedWhileOpened(const std::string& path,
                                        const absl::Status& fault) {
   return absl::FailedPreconditionError(
-      absl::StrCat("'", path, "' changed while it was opened (", fault.message(),
-                   "); try again"));
+      absl::StrCat("'", path, "' changed while it was opened (",
+                   fault.message(), "); try again"));
 }
 
 // Parses a header under the fault guard: a file shrunk between its mapping
@@ -188,9 +188,9 @@ absl::Status CheckpointBuilder::AddSafetensors(const std::string& p,
   if (m == nullptr) {
     TM_ASSIGN_OR_RETURN(m, MappedFile::Open(p));
   }
-  TM_ASSIGN_OR_RETURN(SafetensorsHeader h, ParseGuarded<SafetensorsHeader>(p, [&] {
-                        return ParseSafetensors(m->bytes(), p);
-                      }));
+  TM_ASSIGN_OR_RETURN(SafetensorsHeader h,
+                      ParseGuarded<SafetensorsHeader>(
+                          p, [&] { return ParseSafetensors(m->bytes(), p); }));
   return AddParsedSafetensors(p, std::move(m), std::move(h));
 }
 
@@ -338,7 +338,9 @@ absl::Status CheckpointBuilder::OpenSafetensorsIndex(
   ckpt_->stored_.reserve(total);
   for (Shard& sh : parsed) {
     const std::string& name = *sh.name;
-    const absl::flat_hash_set<absl::string_view>& tensors = shards.at(name);
+    // `parsed` was built from `shards`' keys: the name is always there.
+    const absl::flat_hash_set<absl::string_view>& tensors =
+        shards.find(name)->second;
     const std::string shard_path = Join(dir, name);
     if (!sh.header.ok()) return sh.header.status();
     const size_t before = ckpt_->stored_.size();
@@ -491,10 +493,9 @@ absl::Status CheckpointBuilder::Finish() {
         ResolveConventions(c.stored_, configs);
     if (!resolved_or.ok()) {
       // The resolver names the config file and key; say whose it is.
-      return absl::Status(
-          resolved_or.status().code(),
-          absl::StrCat("checkpoint '", c.path_,
-                       "': ", resolved_or.status().message()));
+      return absl::Status(resolved_or.status().code(),
+                          absl::StrCat("checkpoint '", c.path_,
+                                       "': ", resolved_or.status().message()));
     }
     ResolvedTensors resolved = *std::move(resolved_or);
     c.tensors_ = std::move(resolved.tensors);

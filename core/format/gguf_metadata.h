@@ -35,8 +35,9 @@ uint64_t GgufScalarSize(GgufType type);
 
 // One key/value pair. `key` is the EscapeUtf8 spelling of the stored key
 // (see gguf_reader.h). Scalars are decoded; strings are views into the
-// mapped file, raw bytes that need not be UTF-8; arrays keep their element type, count and raw bytes (already
-// validated) so that a 150,000-entry vocabulary costs nothing until asked.
+// mapped file, raw bytes that need not be UTF-8; arrays keep their element
+// type, count and raw bytes (already validated) so that a 150,000-entry
+// vocabulary costs nothing until asked.
 struct GgufKv {
   std::string key;
   GgufType type;

@@ -63,9 +63,9 @@ class StrictDomBuilder : public JsonSaxTypes {
     // nlohmann quotes the text it last read, which can be most of a file.
     absl::string_view what = e.what();
     constexpr size_t kMaxQuote = 400;
-    error = absl::StrCat(
-        "invalid JSON: ", EscapeUtf8(what.substr(0, kMaxQuote)),
-        what.size() > kMaxQuote ? "... (cut)" : "");
+    error =
+        absl::StrCat("invalid JSON: ", EscapeUtf8(what.substr(0, kMaxQuote)),
+                     what.size() > kMaxQuote ? "... (cut)" : "");
     return false;
   }
 

@@ -5,11 +5,11 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "core/util/utf8.h"
 #include "core/format/json_header.h"
 #include "core/format/safetensors_fast_header.h"
 #include "core/util/checked_math.h"
 #include "core/util/status_macros.h"
+#include "core/util/utf8.h"
 
 namespace tensormorph {
 namespace {

@@ -84,9 +84,10 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path,
   struct stat after;
   if (::fstat(fd, &after) != 0) return ErrnoStatus(errno, "stat", path);
   if (done != size || !(IdentityOf(after) == IdentityOf(before))) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "'", path, "' changed while it was read (", size, " bytes at the start, ",
-        done, " read, ", after.st_size, " now); try again"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("'", path, "' changed while it was read (", size,
+                     " bytes at the start, ", done, " read, ", after.st_size,
+                     " now); try again"));
   }
   return out;
 }

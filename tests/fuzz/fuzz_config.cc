@@ -25,8 +25,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/fuzz/resolve_and_decode.h"
 
-extern "C" size_t LLVMFuzzerMutate(uint8_t* data, size_t size,
-                                   size_t max_size);
+extern "C" size_t LLVMFuzzerMutate(uint8_t* data, size_t size, size_t max_size);
 
 namespace {
 
@@ -34,22 +33,76 @@ using nlohmann::json;
 
 // Strings and keys the config formats give meaning to: a mutation that
 // lands on one of them reaches the code behind it.
-const char* const kWords[] = {
-    "", "x", "tensor", "channel", "group", "block", "tensor_group", "token",
-    "int", "float", "int-quantized", "naive-quantized", "pack-quantized",
-    "float-quantized", "nvfp4-pack-quantized", "mxfp4-pack-quantized",
-    "gptq", "gptq_v2", "awq", "fp8", "mxfp4", "bitsandbytes",
-    "compressed-tensors", "gemm", "gemv", "GEMM", "nf4", "fp4", "e4m3",
-    "static", "dynamic", "compressed", "frozen", "re:.*", "re:(", "Linear",
-    "lm_head", "\xE3\x81", "-1", "1e999"};
-const char* const kKeys[] = {
-    "quant_method", "config_groups", "weights", "input_activations",
-    "targets", "ignore", "format", "num_bits", "bits", "type", "symmetric",
-    "sym", "strategy", "group_size", "block_structure", "actorder",
-    "desc_act", "checkpoint_format", "zero_point", "version",
-    "weight_block_size", "activation_scheme", "modules_to_not_convert",
-    "bnb_4bit_quant_type", "bnb_4bit_use_double_quant", "load_in_4bit",
-    "quantization_status", "dynamic", "w_bit", "q_group_size"};
+const char* const kWords[] = {"",
+                              "x",
+                              "tensor",
+                              "channel",
+                              "group",
+                              "block",
+                              "tensor_group",
+                              "token",
+                              "int",
+                              "float",
+                              "int-quantized",
+                              "naive-quantized",
+                              "pack-quantized",
+                              "float-quantized",
+                              "nvfp4-pack-quantized",
+                              "mxfp4-pack-quantized",
+                              "gptq",
+                              "gptq_v2",
+                              "awq",
+                              "fp8",
+                              "mxfp4",
+                              "bitsandbytes",
+                              "compressed-tensors",
+                              "gemm",
+                              "gemv",
+                              "GEMM",
+                              "nf4",
+                              "fp4",
+                              "e4m3",
+                              "static",
+                              "dynamic",
+                              "compressed",
+                              "frozen",
+                              "re:.*",
+                              "re:(",
+                              "Linear",
+                              "lm_head",
+                              "\xE3\x81",
+                              "-1",
+                              "1e999"};
+const char* const kKeys[] = {"quant_method",
+                             "config_groups",
+                             "weights",
+                             "input_activations",
+                             "targets",
+                             "ignore",
+                             "format",
+                             "num_bits",
+                             "bits",
+                             "type",
+                             "symmetric",
+                             "sym",
+                             "strategy",
+                             "group_size",
+                             "block_structure",
+                             "actorder",
+                             "desc_act",
+                             "checkpoint_format",
+                             "zero_point",
+                             "version",
+                             "weight_block_size",
+                             "activation_scheme",
+                             "modules_to_not_convert",
+                             "bnb_4bit_quant_type",
+                             "bnb_4bit_use_double_quant",
+                             "load_in_4bit",
+                             "quantization_status",
+                             "dynamic",
+                             "w_bit",
+                             "q_group_size"};
 
 json RandomValue(std::minstd_rand& rng, int depth) {
   switch (rng() % 12) {
@@ -58,13 +111,16 @@ json RandomValue(std::minstd_rand& rng, int depth) {
     case 1:
       return rng() % 2 == 0;
     case 2: {
-      const int64_t small[] = {0, 1, 2, 3, 4, 5, 8, 16, 32, 64, 128, 256, -1,
-                               -128, 7, 33};
+      const int64_t small[] = {0,  1,  2,   3,   4,  5,    8, 16,
+                               32, 64, 128, 256, -1, -128, 7, 33};
       return small[rng() % (sizeof(small) / sizeof(small[0]))];
     }
     case 3: {
-      const int64_t huge[] = {INT64_MAX, INT64_MIN, int64_t{1} << 31,
-                              (int64_t{1} << 32) + 1, (int64_t{1} << 53) + 1,
+      const int64_t huge[] = {INT64_MAX,
+                              INT64_MIN,
+                              int64_t{1} << 31,
+                              (int64_t{1} << 32) + 1,
+                              (int64_t{1} << 53) + 1,
                               -(int64_t{1} << 40)};
       return huge[rng() % (sizeof(huge) / sizeof(huge[0]))];
     }
@@ -128,8 +184,7 @@ void MutateDocument(json& doc, std::minstd_rand& rng) {
 }  // namespace
 
 extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size,
-                                          size_t max_size,
-                                          unsigned int seed) {
+                                          size_t max_size, unsigned int seed) {
   std::minstd_rand rng(seed);
   const uint8_t* nul = static_cast<const uint8_t*>(std::memchr(data, 0, size));
   // Now and then, and whenever the input is not a config pair, a byte-level

@@ -88,7 +88,9 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(
     return absl::InvalidArgumentError("empty server address (want host:port)");
   }
   grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(4 << 20);
+  // A tensormorphd's replies are at most its Limits.max_reply_bytes, 64 MiB
+  // by default; the cap keeps a misbehaving server from exhausting memory.
+  args.SetMaxReceiveMessageSize(kMaxReplyBytes);
   std::shared_ptr<grpc::ChannelCredentials> creds =
       grpc::InsecureChannelCredentials();
   if (!options.tls_root_ca.empty() || !options.tls_client_cert.empty()) {

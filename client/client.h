@@ -24,6 +24,9 @@ namespace tensormorph {
 // ClientOptions::timeout says otherwise: a reply that takes longer is a
 // server in trouble, and a script must not wait for it forever.
 inline constexpr absl::Duration kDefaultUnaryTimeout = absl::Seconds(60);
+// The largest message the client accepts: a tensormorphd's default
+// Limits.max_reply_bytes.
+inline constexpr int kMaxReplyBytes = 64 << 20;
 
 struct ClientOptions {
   // Deadline of each call. Unset: unary calls get kDefaultUnaryTimeout and

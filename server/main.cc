@@ -42,8 +42,10 @@ int main(int argc, char** argv) {
                  "threads decoding and reading (0 = one per core)")
       ->capture_default_str();
   app.add_option("--max-scalars-per-call", options.limits.max_scalars_per_call,
-                 "InspectScalars limit")
-      ->capture_default_str();
+                 "scalars one InspectScalars call may ask for (a reply of "
+                 "more than about 200,000 may pass the 64 MiB reply limit)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1'000'000}));
   app.add_option("--max-concurrent-streams",
                  options.limits.max_concurrent_streams,
                  "ReadSlice/ListTensors/QuantDiff streams at once")

@@ -195,6 +195,12 @@ class QuantDiffReactor final
     if (absl::Status admit = state_->TryAdmitStream(); !admit.ok())
       return admit;
     admitted_ = true;
+    // Limits first, so a report too big to send is refused before any work.
+    TM_RETURN_IF_ERROR(CheckLimit("top_k", req_->top_k(), "max_top_k",
+                                  state_->limits.max_top_k));
+    TM_RETURN_IF_ERROR(CheckLimit("worst_groups", req_->worst_groups(),
+                                  "max_worst_groups",
+                                  state_->limits.max_worst_groups));
     if (state_->active_diffs.fetch_add(1) >=
         state_->limits.max_concurrent_diffs) {
       state_->active_diffs.fetch_sub(1);
@@ -347,6 +353,13 @@ class QuantDiffReactor final
   // Starts the next write, or finishes once nothing runs and nothing waits.
   void PumpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (writing_ || finished_) return;
+    if (status_.ok() && !queue_.empty()) {
+      // Within the limits every report fits; one of extreme rank may not.
+      if (absl::Status fits = CheckReplySize(queue_.front(), state_->limits);
+          !fits.ok()) {
+        status_ = ToGrpcStatus(fits);
+      }
+    }
     const bool failed = !status_.ok();
     if (!failed && running_ == 0 && next_ == pairing_.pairs.size() &&
         !summarized_) {

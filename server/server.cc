@@ -105,8 +105,10 @@ absl::StatusOr<std::unique_ptr<TensormorphServer>> TensormorphServer::Build(
         static_cast<int>(options.max_connection_age_seconds * 1000));
     builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, 600'000);
   }
-  // Chunks are at most 1 MiB of data plus a small header.
-  builder.SetMaxSendMessageSize(2 << 20);
+  // Every reply is checked against max_reply_bytes before it is sent
+  // (CheckReplySize), so this cap is never what refuses one.
+  builder.SetMaxSendMessageSize(
+      static_cast<int>(options.limits.max_reply_bytes));
   builder.RegisterService(s->service_.get());
   // Reflection describes the API: behind the token like every method but
   // health (whose service is gRPC's and never intercepted here).
@@ -139,7 +141,7 @@ TensormorphServer::~TensormorphServer() { Shutdown(absl::ZeroDuration()); }
 
 std::shared_ptr<grpc::Channel> TensormorphServer::InProcessChannel() {
   grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(2 << 20);
+  args.SetMaxReceiveMessageSize(-1);  // the server's own replies
   return server_->InProcessChannel(args);
 }
 

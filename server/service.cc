@@ -92,6 +92,28 @@ absl::Status CheckIndex(absl::Span<const int64_t> shape, size_t which,
 
 }  // namespace
 
+absl::Status CheckLimit(absl::string_view what, int64_t value,
+                        absl::string_view limit, int64_t max) {
+  if (value >= 0 && value <= max) return absl::OkStatus();
+  if (value < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " must be >= 0, got ", value));
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(
+      what, " ", value, " is outside the limit ", limit, " (0 to ", max, ")"));
+}
+
+absl::Status CheckReplySize(const google::protobuf::Message& reply,
+                            const ServiceLimits& limits) {
+  const size_t bytes = reply.ByteSizeLong();
+  if (bytes <= static_cast<size_t>(limits.max_reply_bytes)) {
+    return absl::OkStatus();
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "the reply would be ", bytes, " bytes, over the limit max_reply_bytes (",
+      limits.max_reply_bytes, "); ask for less per call"));
+}
+
 absl::StatusOr<const LogicalTensor*> FindTensorOrError(
     const Checkpoint& ckpt, const std::string& checkpoint_name,
     const std::string& tensor_name) {
@@ -125,6 +147,17 @@ grpc::ServerUnaryReactor* TensormorphService::GetServerInfo(
     l->set_max_scalars_per_call(s.limits.max_scalars_per_call);
     l->set_max_chunk_bytes(s.limits.max_chunk_bytes);
     l->set_workers(s.pool.size());
+    l->set_max_reply_bytes(s.limits.max_reply_bytes);
+    l->set_max_top_k(s.limits.max_top_k);
+    l->set_max_worst_groups(s.limits.max_worst_groups);
+    l->set_max_bins(s.limits.max_bins);
+    l->set_max_heatmap_side(s.limits.max_heatmap_side);
+    l->set_max_heatmap_cells(s.limits.max_heatmap_cells);
+    l->set_max_concurrent_streams(s.limits.max_concurrent_streams);
+    l->set_max_slice_bytes(s.limits.max_slice_bytes);
+    l->set_max_concurrent_diffs(s.limits.max_concurrent_diffs);
+    l->set_max_call_seconds(s.limits.max_call_seconds);
+    l->set_max_idle_write_seconds(s.limits.max_idle_write_seconds);
     v1::Counters* c = resp->mutable_counters();
     c->set_calls(s.metrics.calls.load());
     c->set_streams_started(s.metrics.streams_started.load());
@@ -144,7 +177,7 @@ grpc::ServerUnaryReactor* TensormorphService::GetCheckpoint(
     grpc::CallbackServerContext* ctx, const v1::GetCheckpointRequest* req,
     v1::CheckpointInfo* resp) {
   return RunOnPool(*state_, ctx,
-                   CallLog("GetCheckpoint", ctx, req->checkpoint(), ""),
+                   CallLog("GetCheckpoint", ctx, req->checkpoint(), ""), resp,
                    [this, req, resp]() -> absl::Status {
                      auto ckpt = state_->registry.Acquire(req->checkpoint());
                      if (!ckpt.ok()) return ckpt.status();
@@ -254,7 +287,7 @@ grpc::ServerUnaryReactor* TensormorphService::InspectScalars(
     v1::InspectScalarsResponse* resp) {
   return RunOnPool(
       *state_, ctx,
-      CallLog("InspectScalars", ctx, req->checkpoint(), req->tensor()),
+      CallLog("InspectScalars", ctx, req->checkpoint(), req->tensor()), resp,
       [this, ctx, req, resp]() -> absl::Status {
         auto ckpt = state_->registry.Acquire(req->checkpoint());
         if (!ckpt.ok()) return ckpt.status();

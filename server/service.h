@@ -10,8 +10,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "core/format/checkpoint.h"
 #include "core/io/stream_heap.h"
+#include "core/util/status_macros.h"
+#include "google/protobuf/message.h"
 #include "proto/status_mapping.h"
 #include "server/arena_allocator.h"
 #include "server/auth.h"
@@ -36,7 +39,27 @@ struct ServiceLimits {
   // A stream whose write the client has not taken for this long ends (0: no
   // limit): a stalled client must not hold its slot.
   int64_t max_idle_write_seconds = 60;
+  // What one reply may hold. Every reply a legal request can produce fits
+  // in max_reply_bytes (the send cap): a request past one of these limits
+  // is refused up front with RESOURCE_EXHAUSTED naming it, and a reply that
+  // would still not fit (a tensor of extreme rank) is refused the same way
+  // instead of failing in the transport.
+  int64_t max_reply_bytes = int64_t{64} << 20;
+  int64_t max_top_k = 100'000;          // worst elements per diff report
+  int64_t max_worst_groups = 10'000;    // worst groups per diff report
+  int64_t max_bins = 100'000;           // histogram bins of ComputeStats
+  int64_t max_heatmap_side = 4096;      // heatmap cells across or down
+  int64_t max_heatmap_cells = 1 << 21;  // width * height
 };
+
+// INVALID_ARGUMENT when `value` is negative, RESOURCE_EXHAUSTED naming
+// `limit` when it is over `max`.
+absl::Status CheckLimit(absl::string_view what, int64_t value,
+                        absl::string_view limit, int64_t max);
+
+// RESOURCE_EXHAUSTED naming max_reply_bytes when `reply` would not fit.
+absl::Status CheckReplySize(const google::protobuf::Message& reply,
+                            const ServiceLimits& limits);
 
 // What every call shares. Thread safety: each member is thread-safe.
 struct ServiceState {
@@ -96,26 +119,30 @@ absl::StatusOr<const LogicalTensor*> FindTensorOrError(
     const std::string& tensor_name);
 
 // Runs `fn` on the worker pool after authenticating the call, and finishes
-// the unary call with its status (logged). An exception from `fn` ends the
-// call with INTERNAL (exception_fence.h).
+// the unary call with its status (logged). `fn` fills `reply`; one too big
+// to send ends the call with RESOURCE_EXHAUSTED naming max_reply_bytes. An
+// exception from `fn` ends the call with INTERNAL (exception_fence.h).
 template <typename Fn>
 grpc::ServerUnaryReactor* RunOnPool(ServiceState& state,
                                     grpc::CallbackServerContext* ctx,
-                                    CallLog log, Fn fn) {
+                                    CallLog log,
+                                    const google::protobuf::Message* reply,
+                                    Fn fn) {
   state.metrics.calls.fetch_add(1);
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   const char* method = log.method();
   const absl::Status submitted = Fenced({method}, [&] {
-    state.pool.Submit(
-        [&state, ctx, reactor, log = std::move(log), fn = std::move(fn)]() {
-          const grpc::Status status =
-              ToGrpcStatus(Fenced(log.site(), [&]() -> absl::Status {
-                absl::Status auth = state.tokens.Check(ctx);
-                return auth.ok() ? fn() : auth;
-              }));
-          log.Finish(status, 0);
-          reactor->Finish(status);
-        });
+    state.pool.Submit([&state, ctx, reactor, reply, log = std::move(log),
+                       fn = std::move(fn)]() {
+      const grpc::Status status =
+          ToGrpcStatus(Fenced(log.site(), [&]() -> absl::Status {
+            TM_RETURN_IF_ERROR(state.tokens.Check(ctx));
+            TM_RETURN_IF_ERROR(fn());
+            return CheckReplySize(*reply, state.limits);
+          }));
+      log.Finish(status, 0);
+      reactor->Finish(status);
+    });
   });
   if (!submitted.ok()) reactor->Finish(ToGrpcStatus(submitted));
   return reactor;

@@ -69,13 +69,17 @@ grpc::ServerUnaryReactor* TensormorphService::ComputeStats(
     v1::TensorStatsReply* resp) {
   return RunOnPool(
       *state_, ctx,
-      CallLog("ComputeStats", ctx, req->checkpoint(), req->tensor()),
+      CallLog("ComputeStats", ctx, req->checkpoint(), req->tensor()), resp,
       [this, req, resp]() -> absl::Status {
         auto r = Resolve(*state_, req->checkpoint(), req->tensor(),
                          req->reference(), req->reference_tensor());
         if (!r.ok()) return r.status();
         StatsOptions o;
-        if (req->bins() > 0) o.bins = std::min(req->bins(), 100000);
+        if (req->bins() != 0) {  // 0 = the default
+          TM_RETURN_IF_ERROR(CheckLimit("bins", req->bins(), "max_bins",
+                                        state_->limits.max_bins));
+          o.bins = req->bins();
+        }
         if (req->has_range()) {
           o.range_min = req->range_min();
           o.range_max = req->range_max();
@@ -118,14 +122,24 @@ grpc::ServerUnaryReactor* TensormorphService::GetHeatmap(
     v1::HeatmapReply* resp) {
   return RunOnPool(
       *state_, ctx,
-      CallLog("GetHeatmap", ctx, req->checkpoint(), req->tensor()),
+      CallLog("GetHeatmap", ctx, req->checkpoint(), req->tensor()), resp,
       [this, req, resp]() -> absl::Status {
         auto r = Resolve(*state_, req->checkpoint(), req->tensor(),
                          req->reference(), req->reference_tensor());
         if (!r.ok()) return r.status();
         HeatmapOptions o;
-        o.width = req->width() > 0 ? std::min(req->width(), 4096) : 256;
-        o.height = req->height() > 0 ? std::min(req->height(), 4096) : 256;
+        const ServiceLimits& limits = state_->limits;
+        TM_RETURN_IF_ERROR(CheckLimit("width", req->width(), "max_heatmap_side",
+                                      limits.max_heatmap_side));
+        TM_RETURN_IF_ERROR(CheckLimit("height", req->height(),
+                                      "max_heatmap_side",
+                                      limits.max_heatmap_side));
+        o.width = req->width() > 0 ? req->width() : 256;  // 0 = the default
+        o.height = req->height() > 0 ? req->height() : 256;
+        TM_RETURN_IF_ERROR(CheckLimit(
+            absl::StrCat("width * height (", o.width, " x ", o.height, ") ="),
+            int64_t{o.width} * o.height, "max_heatmap_cells",
+            limits.max_heatmap_cells));
         o.leading.assign(req->leading().begin(), req->leading().end());
         switch (req->mode()) {
           case v1::HEATMAP_MODE_ABSMAX:
@@ -165,7 +179,7 @@ grpc::ServerUnaryReactor* TensormorphService::GetArchitecture(
     v1::ArchitectureReply* resp) {
   return RunOnPool(
       *state_, ctx, CallLog("GetArchitecture", ctx, req->checkpoint(), ""),
-      [this, req, resp]() -> absl::Status {
+      resp, [this, req, resp]() -> absl::Status {
         auto ckpt = state_->registry.Acquire(req->checkpoint());
         if (!ckpt.ok()) return ckpt.status();
         int64_t boundaries = 0;

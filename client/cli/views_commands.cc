@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "client/cli/commands.h"
 #include "client/cli/format.h"
 #include "client/cli/heatmap_render.h"
@@ -55,16 +56,29 @@ void PrintTree(const v1::ArchNode& n, int depth,
   }
 }
 
-void PrintDot(const v1::ArchNode& n, const std::string& id, std::string* out) {
-  absl::StrAppend(
-      out, "  \"", id, "\" [label=\"", n.name().empty() ? "model" : n.name(),
-      "\\n", n.scheme(), "\"",
-      n.boundary() ? ", color=red, fontcolor=red, penwidth=2" : "", "];\n");
+// A DOT string literal's contents: quotes and backslashes escaped.
+std::string DotEscape(absl::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out.push_back('\\');
+    out.push_back(c);
+  }
+  return out;
+}
+
+// Node ids are numbered, not taken from paths: a Hugging Face checkpoint's
+// root and its "model." subtree would otherwise share the id "model".
+void PrintDot(const v1::ArchNode& n, const std::string& label, int* next_id,
+              std::string* out) {
+  const int id = (*next_id)++;
+  absl::StrAppend(out, "  n", id, " [label=\"", DotEscape(label), "\\n",
+                  DotEscape(n.scheme()), "\"",
+                  n.boundary() ? ", color=red, fontcolor=red, penwidth=2" : "",
+                  "];\n");
   for (const v1::ArchNode& c : n.children()) {
     if (c.children_size() == 0 && !c.boundary()) continue;
-    const std::string cid = c.path();
-    absl::StrAppend(out, "  \"", id, "\" -> \"", cid, "\";\n");
-    PrintDot(c, cid, out);
+    absl::StrAppend(out, "  n", id, " -> n", *next_id, ";\n");
+    PrintDot(c, c.name(), next_id, out);
   }
 }
 
@@ -191,7 +205,8 @@ int RunArch(Client& client, const GlobalOptions& g, const ArchOptionsCli& o) {
   } else if (o.dot) {
     std::string dot =
         "digraph architecture {\n  node [shape=box, fontname=monospace];\n";
-    PrintDot(a->root(), "model", &dot);
+    int next_id = 0;
+    PrintDot(a->root(), o.checkpoint, &next_id, &dot);
     std::cout << dot << "}\n";
   } else {
     std::cout << o.checkpoint << "  [" << a->root().scheme() << "]  "

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdio>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -158,6 +159,40 @@ TEST_P(ViewsCliTest, ArchMarksBoundariesInTextJsonAndDot) {
   CommandResult d = Run({"arch", *demo + "/model-q4_k_m.gguf", "--dot"});
   EXPECT_THAT(d.out, HasSubstr("digraph architecture"));
   EXPECT_THAT(d.out, HasSubstr("color=red"));
+}
+
+// Hugging Face names put everything under "model.", the same word the
+// root used to be called: the graph must still be a tree of distinct nodes.
+TEST_P(ViewsCliTest, ArchDotIsATreeWithOneNodePerModule) {
+  CommandResult d =
+      Run({"arch", Fixture("safetensors/ct_int8_channel"), "--dot"});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  std::vector<std::string> nodes;
+  std::vector<std::pair<std::string, std::string>> edges;
+  std::istringstream lines(d.out);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    std::string a, arrow, b;
+    words >> a >> arrow >> b;
+    if (arrow == "->") {
+      edges.emplace_back(a, b.substr(0, b.find(';')));
+    } else if (arrow.rfind("[label=", 0) == 0) {
+      nodes.push_back(a);
+    }
+  }
+  ASSERT_GT(nodes.size(), 2u) << d.out;
+  std::set<std::string> unique(nodes.begin(), nodes.end());
+  EXPECT_EQ(unique.size(), nodes.size()) << d.out;
+  EXPECT_EQ(edges.size(), nodes.size() - 1) << d.out;  // a tree
+  std::set<std::string> children;
+  for (const auto& [from, to] : edges) {
+    EXPECT_NE(from, to) << d.out;
+    EXPECT_TRUE(unique.count(from) && unique.count(to)) << from << " " << to;
+    EXPECT_TRUE(children.insert(to).second) << to << " has two parents";
+  }
+  EXPECT_EQ(children.count(nodes.front()), 0u);         // the root, first
+  EXPECT_THAT(d.out, HasSubstr("label=\"model\\n"));    // the HF subtree
+  EXPECT_THAT(d.out, HasSubstr("ct_int8_channel\\n"));  // the root
 }
 
 TEST_P(ViewsCliTest, CompatPerTensorAndPerCheckpoint) {

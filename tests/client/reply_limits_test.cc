@@ -1,0 +1,161 @@
+// Every request within the server's limits gets its reply, however large;
+// one past a limit is refused up front naming that limit. Never a transport
+// error about message size. Remote (a tensormorphd on loopback) and
+// embedded, with the same cases.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "client/client.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/demo_checkpoint.h"
+#include "tests/support/process.h"
+#include "tests/support/test_paths.h"
+
+namespace tensormorph {
+namespace {
+
+using ::tensormorph::testing::CliModes;
+using ::tensormorph::testing::CommandResult;
+using ::testing::HasSubstr;
+
+// The demo's Q4_K tensor of 256 x 256 and its BF16 source.
+constexpr char kTensor[] = "blk.0.attn_q.weight";
+
+class ReplyLimitsTest : public ::testing::TestWithParam<bool> {
+ protected:
+  static void SetUpTestSuite() {
+    cli_ = new CliModes({::tensormorph::testing::DemoDir()});
+  }
+  static void TearDownTestSuite() {
+    delete cli_;
+    cli_ = nullptr;
+  }
+  void SetUp() override {
+    auto c = GetParam() ? Client::Connect(cli_->server().address())
+                        : Client::Embedded();
+    ASSERT_TRUE(c.ok()) << c.status();
+    client_ = *std::move(c);
+  }
+  static std::string Quant() {
+    return ::tensormorph::testing::DemoDir() + "/model-q4_k_m.gguf";
+  }
+  static std::string Source() {
+    return ::tensormorph::testing::DemoDir() + "/source";
+  }
+  v1::Limits Limits() {
+    auto info = client_->GetServerInfo();
+    EXPECT_TRUE(info.ok()) << info.status();
+    return info.ok() ? info->limits() : v1::Limits();
+  }
+
+  static CliModes* cli_;
+  std::unique_ptr<Client> client_;
+};
+CliModes* ReplyLimitsTest::cli_ = nullptr;
+
+TEST_P(ReplyLimitsTest, ServerInfoShowsEveryLimit) {
+  const v1::Limits l = Limits();
+  EXPECT_EQ(l.max_scalars_per_call(), 100'000);
+  EXPECT_EQ(l.max_reply_bytes(), 64 << 20);
+  EXPECT_EQ(l.max_top_k(), 100'000);
+  EXPECT_GT(l.max_worst_groups(), 0);
+  EXPECT_EQ(l.max_bins(), 100'000);
+  EXPECT_EQ(l.max_heatmap_side(), 4096);
+  EXPECT_GT(l.max_heatmap_cells(), 0);
+  EXPECT_GT(l.max_concurrent_streams(), 0);
+  EXPECT_GT(l.max_slice_bytes(), 0);
+  EXPECT_GT(l.max_concurrent_diffs(), 0);
+  EXPECT_GT(l.max_call_seconds(), 0);
+  EXPECT_GT(l.max_idle_write_seconds(), 0);
+}
+
+TEST_P(ReplyLimitsTest, AsManyScalarsAsTheLimitAllowsComeBackInOneReply) {
+  const int64_t limit = Limits().max_scalars_per_call();
+  v1::InspectScalarsRequest req;
+  req.set_checkpoint(Quant());
+  req.set_tensor(kTensor);
+  for (int64_t i = 0; i < limit; ++i) req.add_flat_indices(i * 7 % 65536);
+  auto r = client_->InspectScalars(req);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->scalars_size(), limit);
+  EXPECT_EQ(r->scalars(limit - 1).flat_index(), (limit - 1) * 7 % 65536);
+
+  req.add_flat_indices(0);  // one past it
+  auto over = client_->InspectScalars(req);
+  EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(over.status().message(), HasSubstr("max_scalars_per_call"));
+}
+
+TEST_P(ReplyLimitsTest, ADiffWithTwentyThousandWorstElementsArrivesWhole) {
+  v1::QuantDiffRequest req;
+  req.set_checkpoint(Quant());
+  req.set_reference(Source());
+  req.set_filter(kTensor);
+  req.set_top_k(20'000);
+  int reports = 0;
+  absl::Status s = client_->QuantDiff(req, [&](const v1::QuantDiffEvent& e) {
+    if (e.has_tensor()) {
+      ++reports;
+      EXPECT_EQ(e.tensor().worst_size(), 20'000);
+    }
+    return true;
+  });
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(reports, 1);
+}
+
+TEST_P(ReplyLimitsTest, RequestsPastALimitAreRefusedNamingIt) {
+  const v1::Limits l = Limits();
+  v1::QuantDiffRequest diff;
+  diff.set_checkpoint(Quant());
+  diff.set_reference(Source());
+  diff.set_top_k(static_cast<int32_t>(l.max_top_k() + 1));
+  absl::Status s =
+      client_->QuantDiff(diff, [](const v1::QuantDiffEvent&) { return true; });
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(s.message(), HasSubstr("max_top_k"));
+
+  v1::GetHeatmapRequest heat;
+  heat.set_checkpoint(Quant());
+  heat.set_tensor(kTensor);
+  heat.set_width(4096);
+  heat.set_height(4096);
+  auto h = client_->GetHeatmap(heat);
+  EXPECT_EQ(h.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(h.status().message(), HasSubstr("max_heatmap_cells"));
+  heat.set_width(static_cast<int32_t>(l.max_heatmap_side() + 1));
+  heat.set_height(1);
+  h = client_->GetHeatmap(heat);
+  EXPECT_THAT(h.status().message(), HasSubstr("max_heatmap_side"));
+
+  v1::ComputeStatsRequest stats;
+  stats.set_checkpoint(Quant());
+  stats.set_tensor(kTensor);
+  stats.set_bins(static_cast<int32_t>(l.max_bins() + 1));
+  auto st = client_->ComputeStats(stats);
+  EXPECT_EQ(st.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(st.status().message(), HasSubstr("max_bins"));
+  stats.set_bins(-5);
+  st = client_->ComputeStats(stats);
+  EXPECT_EQ(st.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_P(ReplyLimitsTest, CliDiffWithALargeTopSucceeds) {
+  CommandResult r =
+      cli_->Run(GetParam(), {"diff", Quant(), Source(), "--filter", kTensor,
+                             "--top", "20000", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto report = nlohmann::json::parse(r.out.substr(0, r.out.find('\n')));
+  EXPECT_EQ(report["tensor"]["worst"].size(), 20'000u);
+}
+
+INSTANTIATE_TEST_SUITE_P(BothModes, ReplyLimitsTest, ::testing::Bool(),
+                         [](const auto& info) {
+                           return info.param ? "Remote" : "Embedded";
+                         });
+
+}  // namespace
+}  // namespace tensormorph

@@ -36,10 +36,10 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
   }
   if (ref != nullptr) {
     if (ref->shape != t.shape) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the reference '", ref->name, "' has shape [",
-          absl::StrJoin(ref->shape, ", "), "], '", t.name, "' has shape [",
-          absl::StrJoin(t.shape, ", "), "]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("the reference '", ref->name, "' has shape [",
+                       absl::StrJoin(ref->shape, ", "), "], '", t.name,
+                       "' has shape [", absl::StrJoin(t.shape, ", "), "]"));
     }
     if (absl::Status s = CheckRowMap(o.ref_rows, t); !s.ok()) return s;
   }
@@ -90,9 +90,9 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
             !s.ok()) {
           return s;
         }
-        return ref != nullptr ? DecodeMappedRows(*ref, o.ref_rows, first,
-                                                 h.cols, x.data())
-                              : absl::OkStatus();
+        return ref != nullptr
+                   ? DecodeMappedRows(*ref, o.ref_rows, first, h.cols, x.data())
+                   : absl::OkStatus();
       });
       if (!read.ok()) return read;
       for (int j = 0; j < h.width; ++j) {

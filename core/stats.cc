@@ -18,10 +18,10 @@ absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& t,
                                          const std::atomic<bool>* cancelled) {
   if (ref != nullptr) {
     if (ref->shape != t.shape) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the reference '", ref->name, "' has shape [",
-          absl::StrJoin(ref->shape, ", "), "], '", t.name, "' has shape [",
-          absl::StrJoin(t.shape, ", "), "]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("the reference '", ref->name, "' has shape [",
+                       absl::StrJoin(ref->shape, ", "), "], '", t.name,
+                       "' has shape [", absl::StrJoin(t.shape, ", "), "]"));
     }
     if (absl::Status s = CheckRowMap(o.ref_rows, t); !s.ok()) return s;
   }

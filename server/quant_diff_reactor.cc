@@ -214,9 +214,8 @@ class QuantDiffReactor final
     pairing_ = *std::move(pairing);
     // Nothing to compare, or the arguments the wrong way round: a gate that
     // would pass vacuously (or on nonsense) fails the call instead.
-    if (absl::Status s =
-            CheckPairing(pairing_, *quant_, *ref_, req_->filter(),
-                         req_->checkpoint(), req_->reference());
+    if (absl::Status s = CheckPairing(pairing_, *quant_, *ref_, req_->filter(),
+                                      req_->checkpoint(), req_->reference());
         !s.ok()) {
       return s;
     }

@@ -1,8 +1,8 @@
 // ComputeStats, GetHeatmap and GetArchitecture: the views people look at.
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "core/diff/reference_resolver.h"
 #include "core/architecture.h"
+#include "core/diff/reference_resolver.h"
 #include "core/heatmap.h"
 #include "core/stats.h"
 #include "proto/status_mapping.h"
@@ -30,9 +30,9 @@ absl::StatusOr<Resolved> Resolve(ServiceState& state,
                                  const std::string& reference,
                                  const std::string& reference_tensor) {
   if (reference.empty() && !reference_tensor.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "reference_tensor '", reference_tensor,
-        "' given without a reference checkpoint (CLI: --ref)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("reference_tensor '", reference_tensor,
+                     "' given without a reference checkpoint (CLI: --ref)"));
   }
   Resolved r;
   auto ckpt = state.registry.Acquire(checkpoint);

@@ -64,9 +64,9 @@ int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o) {
   auto gate = [&](v1::TensorDiffReport* r) {
     for (const FailOn& f : gates) {
       if (!Trips(f, *r)) continue;
-      const std::string reason = absl::StrCat(
-          f.metric, " = ", NumberText(*MetricOf(*r, f.metric)), " (", f.text,
-          ")");
+      const std::string reason =
+          absl::StrCat(f.metric, " = ", NumberText(*MetricOf(*r, f.metric)),
+                       " (", f.text, ")");
       r->set_flagged(true);
       r->add_flag_reasons(reason);
       tripped.push_back(absl::StrCat(r->name(), ": ", reason));
@@ -105,9 +105,9 @@ int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o) {
   if (summary.tensors_compared() == 0) {
     // The service refuses such a diff itself (CheckPairing); an older one
     // may not, and a gate over nothing must not pass.
-    return ReportFailure(absl::FailedPreconditionError(absl::StrCat(
-        "0 tensors compared between '", o.quant, "' and '", o.reference,
-        "': nothing passed or failed a gate")));
+    return ReportFailure(absl::FailedPreconditionError(
+        absl::StrCat("0 tensors compared between '", o.quant, "' and '",
+                     o.reference, "': nothing passed or failed a gate")));
   }
 
   if (!g.json) {
@@ -131,9 +131,8 @@ int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o) {
            absl::StrCat(r.source_zeros())});
       if (!gates.empty()) {
         auto it = tripped_gates.find(r.name());
-        rows.back().push_back(it == tripped_gates.end()
-                                  ? "-"
-                                  : absl::StrJoin(it->second, ", "));
+        rows.back().push_back(
+            it == tripped_gates.end() ? "-" : absl::StrJoin(it->second, ", "));
       }
     }
     std::cout << "error in units of the local quantization step (rounding "

@@ -18,7 +18,8 @@ std::string FewOf(const std::vector<std::string>& items, size_t n = 3) {
     shown.push_back(items[i]);
   }
   std::string out = absl::StrJoin(shown, "; ");
-  if (items.size() > n) absl::StrAppend(&out, "; and ", items.size() - n, " more");
+  if (items.size() > n)
+    absl::StrAppend(&out, "; and ", items.size() - n, " more");
   return out;
 }
 
@@ -87,8 +88,8 @@ absl::Status CheckPairing(const Pairing& p, const Checkpoint& quant,
     }
   }
   if (!p.pairs.empty()) return absl::OkStatus();
-  const size_t considered = p.only_in_quant.size() +
-                            p.shape_mismatches.size() + p.empty.size();
+  const size_t considered =
+      p.only_in_quant.size() + p.shape_mismatches.size() + p.empty.size();
   if (considered == 0) {
     if (!glob.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -122,13 +123,13 @@ absl::Status CheckPairing(const Pairing& p, const Checkpoint& quant,
     why.push_back(absl::StrCat(
         p.shape_mismatches.size() == considered ? "every shape mismatched: "
                                                 : "",
-        p.shape_mismatches.size(), " pair(s) differ in shape (",
-        quant_label, " vs ", ref_label, "): ", FewOf(p.shape_mismatches)));
+        p.shape_mismatches.size(), " pair(s) differ in shape (", quant_label,
+        " vs ", ref_label, "): ", FewOf(p.shape_mismatches)));
   }
   if (!p.empty.empty()) {
-    why.push_back(absl::StrCat(p.empty.size(),
-                               " pair(s) are empty (a zero dimension): ",
-                               FewOf(p.empty)));
+    why.push_back(absl::StrCat(
+        p.empty.size(),
+        " pair(s) are empty (a zero dimension): ", FewOf(p.empty)));
   }
   return absl::FailedPreconditionError(
       absl::StrCat("0 tensors to compare between '", quant_label, "' and '",

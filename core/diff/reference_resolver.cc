@@ -142,9 +142,8 @@ absl::StatusOr<RowMap> ReferenceResolver::RowMapFor(
   if (n <= 0 || quant.shape[0] % n != 0 || (quant.shape[0] / n) % 2 != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "cannot undo the RoPE permutation of '", quant.name, "': ",
-        quant.shape[0], " rows do not divide into ", n,
-        " heads of even size (", arch_, ".attention.head_count",
-        is_k ? "_kv" : "", ")"));
+        quant.shape[0], " rows do not divide into ", n, " heads of even size (",
+        arch_, ".attention.head_count", is_k ? "_kv" : "", ")"));
   }
   return LlamaRopeRowMap(quant.shape[0], n);
 }
@@ -156,10 +155,10 @@ absl::StatusOr<ResolvedReference> ReferenceResolver::Resolve(
   if (!ref_name.empty()) {
     out.tensor = ref_->FindTensor(ref_name);
     if (out.tensor == nullptr) {
-      return absl::NotFoundError(absl::StrCat(
-          "reference tensor '", ref_name, "' not found in '", ref_label,
-          "' (", ref_->tensors().size(),
-          " tensors; list them with `tensormorph ls`)"));
+      return absl::NotFoundError(
+          absl::StrCat("reference tensor '", ref_name, "' not found in '",
+                       ref_label, "' (", ref_->tensors().size(),
+                       " tensors; list them with `tensormorph ls`)"));
     }
   } else {
     out.tensor = Find(quant);
@@ -175,10 +174,10 @@ absl::StatusOr<ResolvedReference> ReferenceResolver::Resolve(
     }
   }
   if (out.tensor->shape != quant.shape) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the reference '", out.tensor->name, "' in '", ref_label,
-        "' has shape ", ShapeOf(out.tensor->shape), ", '", quant.name,
-        "' has shape ", ShapeOf(quant.shape)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the reference '", out.tensor->name, "' in '", ref_label,
+                     "' has shape ", ShapeOf(out.tensor->shape), ", '",
+                     quant.name, "' has shape ", ShapeOf(quant.shape)));
   }
   auto map = RowMapFor(quant, *out.tensor);
   if (!map.ok()) return map.status();

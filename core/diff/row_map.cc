@@ -9,14 +9,14 @@ namespace tensormorph {
 absl::Status CheckRowMap(const RowMap& map, const LogicalTensor& tensor) {
   if (map.empty()) return absl::OkStatus();
   if (tensor.shape.empty() || tensor.shape.back() == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a row map needs rows: '", tensor.name, "' has none"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a row map needs rows: '", tensor.name, "' has none"));
   }
   const int64_t rows = tensor.num_elements / tensor.shape.back();
   if (static_cast<int64_t>(map.size()) != rows) {
     return absl::InvalidArgumentError(
-        absl::StrCat("the row map has ", map.size(), " entries; '",
-                     tensor.name, "' has ", rows, " rows"));
+        absl::StrCat("the row map has ", map.size(), " entries; '", tensor.name,
+                     "' has ", rows, " rows"));
   }
   for (size_t r = 0; r < map.size(); ++r) {
     if (map[r] < 0 || map[r] >= rows) {

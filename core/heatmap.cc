@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/io/fault_guard.h"
 
 namespace tensormorph {
@@ -33,9 +34,14 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
   if (o.mode == HeatmapMode::kErrorSteps && ref == nullptr) {
     return absl::InvalidArgumentError("error mode needs a reference (--ref)");
   }
-  if (ref != nullptr && ref->shape != t.shape) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "reference '", ref->name, "' has another shape than '", t.name, "'"));
+  if (ref != nullptr) {
+    if (ref->shape != t.shape) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the reference '", ref->name, "' has shape [",
+                       absl::StrJoin(ref->shape, ", "), "], '", t.name,
+                       "' has shape [", absl::StrJoin(t.shape, ", "), "]"));
+    }
+    if (absl::Status s = CheckRowMap(o.ref_rows, t); !s.ok()) return s;
   }
   Heatmap h;
   h.cols = t.shape.back();
@@ -84,8 +90,9 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
             !s.ok()) {
           return s;
         }
-        return ref != nullptr ? ref->encoding->Decode(first, h.cols, x.data())
-                              : absl::OkStatus();
+        return ref != nullptr
+                   ? DecodeMappedRows(*ref, o.ref_rows, first, h.cols, x.data())
+                   : absl::OkStatus();
       });
       if (!read.ok()) return read;
       for (int j = 0; j < h.width; ++j) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/diff/row_map.h"
 #include "core/tensor.h"
 
 namespace tensormorph {
@@ -18,6 +19,10 @@ struct HeatmapOptions {
   // For rank > 2: indices of the leading dimensions (missing ones are 0).
   std::vector<int64_t> leading;
   HeatmapMode mode = HeatmapMode::kMean;
+  // With a reference: the reference row of each row of the tensor (a GGUF's
+  // RoPE-permuted Q/K against its Hugging Face source; see
+  // ReferenceResolver). Empty = the same rows.
+  RowMap ref_rows;
 };
 
 struct Heatmap {
@@ -38,7 +43,8 @@ std::vector<uint8_t> GroupBoundaries(const Heatmap& h);
 // An empty tensor (a zero dimension, any leading index) gives a heatmap of
 // no cells: width = height = 0, no values, min = max = 0.
 // Errors: INVALID_ARGUMENT (rank 0; a leading index out of range; error mode
-// without a reference; a reference of another shape); UNIMPLEMENTED.
+// without a reference; a reference of another shape, naming both; a row map
+// that fails CheckRowMap); UNIMPLEMENTED.
 absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& tensor,
                                        const LogicalTensor* ref,
                                        const HeatmapOptions& options);

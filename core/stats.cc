@@ -6,6 +6,8 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/io/fault_guard.h"
 
 namespace tensormorph {
@@ -14,6 +16,15 @@ absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& t,
                                          const LogicalTensor* ref,
                                          const StatsOptions& o,
                                          const std::atomic<bool>* cancelled) {
+  if (ref != nullptr) {
+    if (ref->shape != t.shape) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the reference '", ref->name, "' has shape [",
+                       absl::StrJoin(ref->shape, ", "), "], '", t.name,
+                       "' has shape [", absl::StrJoin(t.shape, ", "), "]"));
+    }
+    if (absl::Status s = CheckRowMap(o.ref_rows, t); !s.ok()) return s;
+  }
   TensorStats st;
   const int64_t n = t.num_elements;
   st.count = n;
@@ -39,8 +50,9 @@ absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& t,
       if (absl::Status s = t.encoding->DecodeDetailed(first, m, q.data());
           !s.ok())
         return s;
-      return ref != nullptr ? ref->encoding->Decode(first, m, x.data())
-                            : absl::OkStatus();
+      return ref != nullptr
+                 ? DecodeMappedRows(*ref, o.ref_rows, first, m, x.data())
+                 : absl::OkStatus();
     });
     if (!read.ok()) return read;
     for (int64_t i = 0; i < m; ++i) {

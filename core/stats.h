@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/diff/row_map.h"
 #include "core/tensor.h"
 
 namespace tensormorph {
@@ -18,6 +19,10 @@ struct StatsOptions {
   // Histogram range; unset = [min, max] of the finite values.
   std::optional<double> range_min, range_max;
   int64_t chunk_elements = int64_t{1} << 18;
+  // With a reference: the reference row of each row of the tensor (a GGUF's
+  // RoPE-permuted Q/K against its Hugging Face source; see
+  // ReferenceResolver). Empty = the same rows.
+  RowMap ref_rows;
 };
 
 struct TensorStats {
@@ -41,9 +46,12 @@ struct TensorStats {
 };
 
 // One pass over the values (two when the histogram range is not given: the
-// first finds it). `ref`, when given, must have the same shape. An empty
-// tensor (a zero dimension) has count 0 and every statistic 0, never NaN.
-// Errors: UNIMPLEMENTED (an undecodable encoding); CANCELLED.
+// first finds it). `ref`, when given, is compared element by element through
+// options.ref_rows. An empty tensor (a zero dimension) has count 0 and every
+// statistic 0, never NaN.
+// Errors: INVALID_ARGUMENT (a reference of another shape, naming both; a row
+// map that fails CheckRowMap); UNIMPLEMENTED (an undecodable encoding);
+// CANCELLED.
 absl::StatusOr<TensorStats> ComputeStats(
     const LogicalTensor& tensor, const LogicalTensor* ref,
     const StatsOptions& options, const std::atomic<bool>* cancelled = nullptr);

@@ -218,6 +218,13 @@ class QuantDiffReactor final
     auto pairing = PairTensors(*quant_, *ref_, req_->filter());
     if (!pairing.ok()) return pairing.status();
     pairing_ = *std::move(pairing);
+    // Nothing to compare, or the arguments the wrong way round: a gate that
+    // would pass vacuously (or on nonsense) fails the call instead.
+    if (absl::Status s = CheckPairing(pairing_, *quant_, *ref_, req_->filter(),
+                                      req_->checkpoint(), req_->reference());
+        !s.ok()) {
+      return s;
+    }
     for (const TensorPair& p : pairing_.pairs) {
       for (const StoredTensor* part : p.ref->encoding->parts()) {
         bytes_total_ += static_cast<int64_t>(part->nbytes);

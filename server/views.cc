@@ -1,6 +1,8 @@
 // ComputeStats, GetHeatmap and GetArchitecture: the views people look at.
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "core/architecture.h"
+#include "core/diff/reference_resolver.h"
 #include "core/heatmap.h"
 #include "core/stats.h"
 #include "proto/status_mapping.h"
@@ -11,11 +13,15 @@
 namespace tensormorph {
 namespace {
 
-// The tensor and, when the request names one, the reference tensor.
+// The tensor and, when the request names a reference checkpoint, its
+// reference tensor and how their rows line up: the rules of every call that
+// takes a reference (ReferenceResolver), so that a GGUF finds its Hugging
+// Face source here as the diff does.
 struct Resolved {
   std::shared_ptr<const Checkpoint> ckpt, ref_ckpt;
   const LogicalTensor* tensor = nullptr;
   const LogicalTensor* ref = nullptr;
+  RowMap ref_rows;
 };
 
 absl::StatusOr<Resolved> Resolve(ServiceState& state,
@@ -23,6 +29,11 @@ absl::StatusOr<Resolved> Resolve(ServiceState& state,
                                  const std::string& tensor,
                                  const std::string& reference,
                                  const std::string& reference_tensor) {
+  if (reference.empty() && !reference_tensor.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("reference_tensor '", reference_tensor,
+                     "' given without a reference checkpoint (CLI: --ref)"));
+  }
   Resolved r;
   auto ckpt = state.registry.Acquire(checkpoint);
   if (!ckpt.ok()) return ckpt.status();
@@ -34,15 +45,11 @@ absl::StatusOr<Resolved> Resolve(ServiceState& state,
     auto ref = state.registry.Acquire(reference);
     if (!ref.ok()) return ref.status();
     r.ref_ckpt = *ref;
-    auto rt =
-        FindTensorOrError(*r.ref_ckpt, reference,
-                          reference_tensor.empty() ? tensor : reference_tensor);
-    if (!rt.ok()) return rt.status();
-    if ((*rt)->shape != r.tensor->shape) {
-      return absl::InvalidArgumentError(
-          "the reference tensor has another shape");
-    }
-    r.ref = *rt;
+    auto found = ReferenceResolver(*r.ckpt, *r.ref_ckpt)
+                     .Resolve(*r.tensor, reference_tensor, reference);
+    if (!found.ok()) return found.status();
+    r.ref = found->tensor;
+    r.ref_rows = std::move(found->row_map);
   }
   return r;
 }
@@ -75,6 +82,7 @@ grpc::ServerUnaryReactor* TensormorphService::ComputeStats(
                          req->reference(), req->reference_tensor());
         if (!r.ok()) return r.status();
         StatsOptions o;
+        o.ref_rows = std::move(r->ref_rows);
         if (req->bins() != 0) {  // 0 = the default
           TM_RETURN_IF_ERROR(CheckLimit("bins", req->bins(), "max_bins",
                                         state_->limits.max_bins));
@@ -128,6 +136,7 @@ grpc::ServerUnaryReactor* TensormorphService::GetHeatmap(
                          req->reference(), req->reference_tensor());
         if (!r.ok()) return r.status();
         HeatmapOptions o;
+        o.ref_rows = std::move(r->ref_rows);
         const ServiceLimits& limits = state_->limits;
         TM_RETURN_IF_ERROR(CheckLimit("width", req->width(), "max_heatmap_side",
                                       limits.max_heatmap_side));

@@ -73,12 +73,14 @@ int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o);
 
 struct StatsOptionsCli {
   std::string checkpoint, tensor, reference;
+  std::string reference_tensor;  // empty = found by the diff's pairing rules
   int bins = 32;
 };
 int RunStats(Client& client, const GlobalOptions& g, const StatsOptionsCli& o);
 
 struct HeatmapOptionsCli {
   std::string checkpoint, tensor, reference;
+  std::string reference_tensor;  // empty = found by the diff's pairing rules
   std::string mode = "value";
   int width = 128, height = 64;
   std::vector<int64_t> leading;

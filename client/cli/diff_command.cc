@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <map>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -55,6 +57,29 @@ int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o) {
   const bool bar = !g.json && ::isatty(2);
   std::vector<v1::TensorDiffReport> reports;
   v1::DiffSummary summary;
+  // --fail-on: every tensor against every gate, as it arrives, so that the
+  // report printed (and kept by CI) says whether and why it tripped.
+  std::vector<std::string> tripped;  // "name: metric = value (gate)"
+  std::map<std::string, std::vector<std::string>> tripped_gates;  // by name
+  auto gate = [&](v1::TensorDiffReport* r) {
+    for (const FailOn& f : gates) {
+      if (!Trips(f, *r)) continue;
+      const std::string reason =
+          absl::StrCat(f.metric, " = ", NumberText(*MetricOf(*r, f.metric)),
+                       " (", f.text, ")");
+      r->set_flagged(true);
+      r->add_flag_reasons(reason);
+      tripped.push_back(absl::StrCat(r->name(), ": ", reason));
+      tripped_gates[r->name()].push_back(f.text);
+    }
+  };
+  // The summary's flagged list: the server's and the gates', sorted.
+  auto flag_summary = [&](v1::DiffSummary* sum) {
+    std::set<std::string> names(sum->flagged().begin(), sum->flagged().end());
+    for (const auto& [name, unused] : tripped_gates) names.insert(name);
+    sum->clear_flagged();
+    for (const std::string& n : names) sum->add_flagged(n);
+  };
   absl::Status s = client.QuantDiff(req, [&](const v1::QuantDiffEvent& e) {
     if (e.has_progress()) {
       if (g.json) {
@@ -63,28 +88,28 @@ int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o) {
         DrawProgress(e.progress());
       }
     } else if (e.has_tensor()) {
-      reports.push_back(e.tensor());
-      if (g.json) std::cout << ToJson(e) << std::endl;
+      v1::QuantDiffEvent out = e;
+      gate(out.mutable_tensor());
+      reports.push_back(out.tensor());
+      if (g.json) std::cout << ToJson(out) << std::endl;
     } else if (e.has_summary()) {
-      summary = e.summary();
-      if (g.json) std::cout << ToJson(e) << std::endl;
+      v1::QuantDiffEvent out = e;
+      flag_summary(out.mutable_summary());
+      summary = out.summary();
+      if (g.json) std::cout << ToJson(out) << std::endl;
     }
     return true;
   });
   if (bar) std::fprintf(stderr, "\r%80s\r", "");
   if (!s.ok()) return ReportFailure(s);
-
-  // --fail-on: every tensor against every gate.
-  std::vector<std::string> tripped;
-  for (const v1::TensorDiffReport& r : reports) {
-    for (const FailOn& f : gates) {
-      if (Trips(f, r)) {
-        tripped.push_back(absl::StrCat(r.name(), ": ", f.metric, " = ",
-                                       NumberText(*MetricOf(r, f.metric)), " (",
-                                       f.text, ")"));
-      }
-    }
+  if (summary.tensors_compared() == 0) {
+    // The service refuses such a diff itself (CheckPairing); an older one
+    // may not, and a gate over nothing must not pass.
+    return ReportFailure(absl::FailedPreconditionError(
+        absl::StrCat("0 tensors compared between '", o.quant, "' and '",
+                     o.reference, "': nothing passed or failed a gate")));
   }
+
   if (!g.json) {
     std::sort(reports.begin(), reports.end(), [](const auto& a, const auto& b) {
       return a.max_err_steps() != b.max_err_steps()
@@ -94,6 +119,8 @@ int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o) {
     std::vector<std::vector<std::string>> rows = {
         {"TENSOR", "SCHEME", "MAX ERR", "P99", ">0.5", "CLIPPED", "SQNR dB",
          "COSINE", "INDUCED 0", "PRUNED 0"}};
+    // With gates, which of them each tensor tripped.
+    if (!gates.empty()) rows[0].push_back("FAIL-ON");
     for (const auto& r : reports) {
       rows.push_back(
           {r.name(), r.scheme(), absl::StrFormat("%.4f", r.max_err_steps()),
@@ -102,6 +129,11 @@ int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o) {
            absl::StrFormat("%.2f", r.sqnr_db()),
            absl::StrFormat("%.6f", r.cosine()), absl::StrCat(r.induced_zeros()),
            absl::StrCat(r.source_zeros())});
+      if (!gates.empty()) {
+        auto it = tripped_gates.find(r.name());
+        rows.back().push_back(
+            it == tripped_gates.end() ? "-" : absl::StrJoin(it->second, ", "));
+      }
     }
     std::cout << "error in units of the local quantization step (rounding "
                  "alone stays <= 0.5)\n"
@@ -148,6 +180,12 @@ int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o) {
     if (summary.shape_mismatches_size() > 0) {
       std::cout << "shape mismatches: "
                 << absl::StrJoin(summary.shape_mismatches(), "; ") << "\n";
+    }
+    if (!gates.empty()) {
+      std::cout << "--fail-on: " << summary.flagged_size() << " of "
+                << reports.size() << " tensors flagged"
+                << (summary.flagged().empty() ? "" : ": ")
+                << absl::StrJoin(summary.flagged(), ", ") << "\n";
     }
   }
   if (!tripped.empty()) {

@@ -145,9 +145,13 @@ int main(int argc, char** argv) {
   stats_cmd->add_option("tensor", stats.tensor, "tensor name")->required();
   stats_cmd->add_option("--bins", stats.bins, "histogram bins")
       ->capture_default_str();
-  stats_cmd->add_option(
+  CLI::Option* stats_ref = stats_cmd->add_option(
       "--ref", stats.reference,
       "the full-precision source: splits zeros into pruned and induced");
+  stats_cmd
+      ->add_option("--ref-tensor", stats.reference_tensor,
+                   "the tensor in --ref (default: found as diff pairs)")
+      ->needs(stats_ref);
   stats_cmd->footer(
       "Example:\n  tensormorph stats model.gguf blk.0.attn_q.weight --bins 16");
 
@@ -165,8 +169,12 @@ int main(int argc, char** argv) {
       ->add_option("--mode", heat.mode,
                    "value, absmax, error (needs --ref) or group")
       ->capture_default_str();
-  heat_cmd->add_option("--ref", heat.reference,
-                       "the full-precision source (error mode)");
+  CLI::Option* heat_ref = heat_cmd->add_option(
+      "--ref", heat.reference, "the full-precision source (error mode)");
+  heat_cmd
+      ->add_option("--ref-tensor", heat.reference_tensor,
+                   "the tensor in --ref (default: found as diff pairs)")
+      ->needs(heat_ref);
   std::string size = "128x64";
   heat_cmd
       ->add_option("--size", size, "cells WxH (at most the tensor's own size)")

@@ -90,6 +90,7 @@ int RunStats(Client& client, const GlobalOptions& g, const StatsOptionsCli& o) {
   req.set_tensor(o.tensor);
   req.set_bins(o.bins);
   req.set_reference(o.reference);
+  req.set_reference_tensor(o.reference_tensor);
   auto st = client.ComputeStats(req);
   if (!st.ok()) return ReportFailure(st.status());
   if (g.json) {
@@ -157,6 +158,7 @@ int RunHeatmap(Client& client, const GlobalOptions& g,
   req.set_checkpoint(o.checkpoint);
   req.set_tensor(o.tensor);
   req.set_reference(o.reference);
+  req.set_reference_tensor(o.reference_tensor);
   req.set_width(o.width);
   req.set_height(o.height);
   for (int64_t i : o.leading) req.add_leading(i);

@@ -1,13 +1,14 @@
-// Pairs the tensors of a quantized checkpoint with those of its source.
+// Pairs the tensors of a quantized checkpoint with those of its source, by
+// the rules of ReferenceResolver (reference_resolver.h).
 #ifndef TENSORMORPH_CORE_DIFF_PAIRING_H_
 #define TENSORMORPH_CORE_DIFF_PAIRING_H_
 
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/diff/reference_resolver.h"
 #include "core/diff/tensor_diff.h"
 #include "core/format/checkpoint.h"
 
@@ -20,7 +21,7 @@ struct TensorPair {
 };
 
 struct Pairing {
-  std::string method;  // "by name" or "GGUF -> Hugging Face (llama)"
+  std::string method;  // "by name" or "GGUF -> Hugging Face names (llama)"
   std::vector<TensorPair> pairs;
   std::vector<std::string> only_in_quant;
   std::vector<std::string> only_in_ref;
@@ -30,25 +31,31 @@ struct Pairing {
   std::vector<std::string> empty;
 };
 
-// The Hugging Face name of a llama-family GGUF tensor
-// ("blk.3.attn_q.weight" -> "model.layers.3.self_attn.q_proj.weight"), or
-// nullopt when the name has no counterpart.
-std::optional<std::string> GgufToHfName(absl::string_view gguf_name);
-
-// llama.cpp's converter permutes the rows of Q and K for RoPE: within each
-// head of `head_dim` rows, HF row j * head_dim/2 + i becomes GGUF row
-// 2i + j. Returns, for each GGUF row, its HF row.
-RowMap LlamaRopeRowMap(int64_t rows, int64_t n_heads);
-
-// Pairs by name. When `quant` is GGUF and `ref` is not, names go through
-// GgufToHfName and, for llama-family architectures, Q and K rows through
-// the RoPE permutation (head counts from the GGUF metadata). Dimensions
-// need no reversal: both sides are in numpy order. Only quantized tensors
-// whose name matches `glob` (fnmatch; empty = all) are paired.
+// Pairs every quantized tensor whose name matches `glob` (fnmatch; empty =
+// all) with its reference by ReferenceResolver's rules (names translated
+// and Q/K rows un-permuted for a llama GGUF against a Hugging Face source).
+// A pairing may hold no pair: CheckPairing says why that is an error.
 // Errors: INVALID_ARGUMENT when a Q/K row count does not divide into heads.
 absl::StatusOr<Pairing> PairTensors(const Checkpoint& quant,
                                     const Checkpoint& ref,
                                     const std::string& glob = "");
+
+// Refuses a diff that would pass vacuously or measure nonsense; `quant_label`
+// and `ref_label` name the checkpoints in messages as the caller spelled
+// them. OK when the arguments are the right way round and at least one pair
+// is left to compare.
+// Errors:
+//  - INVALID_ARGUMENT "arguments probably reversed" when `quant` holds no
+//    quantized tensor while `ref` does (checked first: reversed arguments
+//    may pair perfectly and "succeed" with errors of hundreds of steps);
+//  - INVALID_ARGUMENT when `glob` matches no tensor of `quant`, naming it;
+//  - FAILED_PRECONDITION when no pair is left, saying why: no name found a
+//    counterpart (with the names tried), every pair differs in shape, or
+//    is empty (a few of each listed).
+absl::Status CheckPairing(const Pairing& pairing, const Checkpoint& quant,
+                          const Checkpoint& ref, const std::string& glob,
+                          absl::string_view quant_label,
+                          absl::string_view ref_label);
 
 }  // namespace tensormorph
 

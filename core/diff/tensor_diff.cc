@@ -188,6 +188,7 @@ absl::StatusOr<TensorDiff> DiffTensor(
   std::optional<DiffWorkspace> local;
   DiffWorkspace::Buffers& buf =
       (workspace != nullptr ? *workspace : local.emplace()).buffers();
+  if (absl::Status s = CheckRowMap(row_map, quant); !s.ok()) return s;
   TensorDiff d;
   d.name = quant.name;
   d.ref_name = ref.name;
@@ -200,8 +201,8 @@ absl::StatusOr<TensorDiff> DiffTensor(
   }
   const int64_t n = quant.num_elements;
   const int64_t cols = quant.shape.empty() ? 1 : quant.shape.back();
-  // With a row map, chunks hold whole rows so that reference rows can be
-  // fetched one by one.
+  // With a row map, chunks hold whole rows: the reference is read a row at
+  // a time, in runs as long as the chunk allows.
   int64_t chunk = std::max<int64_t>(1, options.chunk_elements);
   if (!row_map.empty() && cols > 0) {
     chunk = std::max<int64_t>(1, chunk / cols) * cols;
@@ -251,16 +252,7 @@ absl::StatusOr<TensorDiff> DiffTensor(
               quant.encoding->DecodeRuns(first, m, values.data(), &runs);
           !s.ok())
         return s;
-      if (row_map.empty()) return ref.encoding->Decode(first, m, x.data());
-      for (int64_t r = 0; r < m / cols; ++r) {
-        const int64_t src = row_map[first / cols + r] * cols;
-        if (absl::Status s =
-                ref.encoding->Decode(src, cols, x.data() + r * cols);
-            !s.ok()) {
-          return s;
-        }
-      }
-      return absl::OkStatus();
+      return DecodeMappedRows(ref, row_map, first, m, x.data());
     });
     if (!read.ok()) return read;
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/diff/row_map.h"
 #include "core/quant/scalar_info.h"
 #include "core/tensor.h"
 
@@ -74,10 +75,6 @@ struct TensorDiff {
   int64_t source_bytes = 0;  // bytes of the reference read
 };
 
-// Maps a row of the quantized tensor to the reference row holding the same
-// weights (llama.cpp's RoPE permutation of Q and K); empty = identity.
-using RowMap = std::vector<int64_t>;
-
 // Scratch that DiffTensor keeps between calls: its group table and buffers
 // stay mapped, where fresh ones cost a page fault per 4 KiB (a tenth of a
 // diff of millions of groups). One call at a time per workspace.
@@ -103,7 +100,8 @@ class DiffWorkspace {
 // `workspace` (may be null) lends its buffers for the call.
 // An empty tensor (a zero dimension) gives count 0, zero errors and no
 // worst elements (PairTensors skips empty tensors before this).
-// Errors: UNIMPLEMENTED (an encoding that cannot decode); CANCELLED.
+// Errors: UNIMPLEMENTED (an encoding that cannot decode); CANCELLED;
+// INVALID_ARGUMENT (a row map that fails CheckRowMap).
 absl::StatusOr<TensorDiff> DiffTensor(
     const LogicalTensor& quant, const LogicalTensor& ref,
     const DiffOptions& options, const RowMap& row_map = {},

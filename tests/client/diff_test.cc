@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "client/client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -24,7 +25,9 @@ using ::tensormorph::testing::Fixture;
 using ::tensormorph::testing::FixturesDir;
 using ::tensormorph::testing::RunCommand;
 using ::tensormorph::testing::ServerProcess;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 CliModes* cli = nullptr;
 const std::string* demo = nullptr;
@@ -104,6 +107,126 @@ TEST_P(DiffCliTest,
   EXPECT_EQ(q8.exit_code, 0) << q8.err << q8.out;
 }
 
+// A CI gate over nothing must not pass: each way of comparing no tensor
+// fails the call (exit 2) saying why, --fail-on or not.
+TEST_P(DiffCliTest, ZeroTensorsComparedIsAnErrorNamingWhy) {
+  const std::string gate = "max_err_steps>0.51";
+  const std::string q8 = *demo + "/model-q8_0.gguf", src = *demo + "/source";
+  struct Case {
+    const char* what;
+    std::vector<std::string> args;
+    std::vector<std::string> said;
+  };
+  const std::string ct = Fixture("safetensors/ct_int8_channel");
+  const Case cases[] = {
+      {"a filter matching nothing",
+       {q8, src, "--filter", "blk.9.*"},
+       {"INVALID_ARGUMENT",
+        "the filter 'blk.9.*' matches none of the 21 "
+        "tensors"}},
+      {"no name matched",
+       {q8, Fixture("safetensors/plain")},
+       {"FAILED_PRECONDITION", "no name matched",
+        "tried 'model.layers.0.self_attn.k_proj.weight', "
+        "'blk.0.attn_k.weight'"}},
+      {"every shape mismatched",
+       {q8, Fixture("gguf/source_f32.gguf"), "--filter", "blk.0.*_[qd]*"},
+       {"FAILED_PRECONDITION", "every shape mismatched",
+        "blk.0.attn_q.weight: [256,256] vs [4,256]",
+        "blk.0.ffn_down.weight: [256,512] vs [4,256]"}},
+      // Reversed, the demo pairs perfectly; the fixture would "succeed"
+      // with errors of hundreds of steps.
+      {"GGUF arguments reversed",
+       {src, q8},
+       {"INVALID_ARGUMENT", "arguments probably reversed", "holds 16",
+        "swap them"}},
+      {"safetensors arguments reversed",
+       {ct + "/source", ct},
+       {"INVALID_ARGUMENT", "arguments probably reversed", "swap them"}},
+  };
+  for (const Case& c : cases) {
+    for (const bool json : {false, true}) {
+      SCOPED_TRACE(absl::StrCat(c.what, json ? " --json" : ""));
+      std::vector<std::string> args = {"diff"};
+      if (json) args.insert(args.begin(), "--json");
+      args.insert(args.end(), c.args.begin(), c.args.end());
+      args.insert(args.end(), {"--fail-on", gate});
+      CommandResult r = Run(args);
+      EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+      for (const std::string& s : c.said) EXPECT_THAT(r.err, HasSubstr(s));
+      EXPECT_THAT(r.out, Not(HasSubstr("0 tensors compared")));
+      EXPECT_THAT(r.out, Not(HasSubstr("summary")));
+    }
+  }
+}
+
+// What tripped is in the output a CI job keeps: each report's flagged and
+// flagReasons, the summary's flagged list, and the table's FAIL-ON column.
+TEST_P(DiffCliTest, FailOnMarksTheTensorsItTripsInJsonAndText) {
+  // Q8_0's two tensors reach 0.5133 and 0.5125 steps: one trips, one not.
+  const double limit = 0.513;
+  const std::string gate = "max_err_steps>0.513";
+  const std::vector<std::string> args = {"diff",
+                                         Fixture("gguf/Q8_0.gguf"),
+                                         Fixture("gguf/source_f32.gguf"),
+                                         "--fail-on",
+                                         gate,
+                                         "--fail-on",
+                                         "sqnr_db<10"};
+  std::vector<std::string> json_args = args;
+  json_args.insert(json_args.begin(), "--json");
+  CommandResult j = Run(json_args);
+  ASSERT_EQ(j.exit_code, 3) << j.err;
+  std::vector<std::string> flagged, clean;
+  nlohmann::json summary;
+  std::istringstream in(j.out);
+  for (std::string line; std::getline(in, line);) {
+    auto e = nlohmann::json::parse(line);
+    if (e.contains("summary")) {
+      summary = e["summary"];
+      continue;
+    }
+    const auto& t = e["tensor"];
+    const std::string name = t["name"];
+    const bool trips = t["maxErrSteps"].get<double>() > limit;
+    EXPECT_EQ(t["flagged"].get<bool>(), trips) << name;
+    if (trips) {
+      flagged.push_back(name);
+      ASSERT_EQ(t["flagReasons"].size(), 1u) << name;
+      EXPECT_THAT(t["flagReasons"][0].get<std::string>(),
+                  AllOf(HasSubstr("max_err_steps = 0.51"),
+                        HasSubstr("(" + gate + ")")));
+    } else {
+      clean.push_back(name);
+      EXPECT_TRUE(t["flagReasons"].empty()) << name;
+    }
+  }
+  EXPECT_EQ(flagged, std::vector<std::string>{"blk.0.attn_q.weight"});
+  EXPECT_EQ(clean, std::vector<std::string>{"blk.0.ffn_down.weight"});
+  ASSERT_FALSE(summary.is_null());
+  EXPECT_EQ(summary["flagged"], nlohmann::json(flagged));
+
+  CommandResult t = Run(args);
+  ASSERT_EQ(t.exit_code, 3) << t.err;
+  EXPECT_THAT(t.out, HasSubstr("FAIL-ON"));
+  EXPECT_THAT(t.out, ::testing::ContainsRegex(
+                         "blk.0.attn_q.weight +Q8_0 .* max_err_steps>0.513\n"));
+  EXPECT_THAT(t.out,
+              ::testing::ContainsRegex("blk.0.ffn_down.weight +Q8_0 .* -\n"));
+  EXPECT_THAT(
+      t.out,
+      HasSubstr("--fail-on: 1 of 2 tensors flagged: blk.0.attn_q.weight"));
+  EXPECT_THAT(t.err, HasSubstr("blk.0.attn_q.weight: max_err_steps = 0.51"));
+
+  // Nothing tripped: nothing flagged, exit 0.
+  CommandResult ok =
+      Run({"--json", "diff", Fixture("gguf/Q8_0.gguf"),
+           Fixture("gguf/source_f32.gguf"), "--fail-on", "max_err_steps>0.6"});
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_THAT(ok.out, Not(HasSubstr("\"flagged\":true")));
+  EXPECT_THAT(ok.out, HasSubstr("\"flagged\":[]"));
+}
+
 INSTANTIATE_TEST_SUITE_P(BothModes, DiffCliTest, ::testing::Bool(),
                          [](const auto& info) {
                            return info.param ? "Remote" : "Embedded";
@@ -147,6 +270,38 @@ TEST(QuantDiffRpcTest, StreamsProgressReportsAndASummaryAndFlagsByThreshold) {
   st = c->QuantDiff(req, [](const v1::QuantDiffEvent&) { return true; });
   EXPECT_EQ(st.code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(c->GetServerInfo().ok());
+}
+
+// The service itself refuses a diff that compares nothing, so every client
+// (Python, web) gets the reason, not an empty success.
+TEST(QuantDiffRpcTest, ZeroPairsAndReversedArgumentsFailTheCall) {
+  testing::LoopbackServer s =
+      testing::StartLoopbackServer({FixturesDir()}, /*workers=*/2);
+  auto call = [&](const std::string& quant, const std::string& ref,
+                  const std::string& filter) {
+    v1::QuantDiffRequest req;
+    req.set_checkpoint(quant);
+    req.set_reference(ref);
+    req.set_filter(filter);
+    int events = 0;
+    absl::Status st = s.client->QuantDiff(req, [&](const v1::QuantDiffEvent&) {
+      ++events;
+      return true;
+    });
+    EXPECT_EQ(events, 0) << quant << " " << ref;
+    return st;
+  };
+  absl::Status none = call("gguf/Q4_K.gguf", "gguf/source_f32.gguf", "x*");
+  EXPECT_EQ(none.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(none.message(), HasSubstr("the filter 'x*' matches none"));
+  absl::Status reversed = call("gguf/source_f32.gguf", "gguf/Q4_K.gguf", "");
+  EXPECT_EQ(reversed.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(reversed.message(), HasSubstr("arguments probably reversed"));
+  absl::Status names =
+      call("safetensors/ct_int8_channel", "safetensors/plain", "");
+  EXPECT_EQ(names.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(names.message(), HasSubstr("no name matched"));
+  EXPECT_TRUE(s.client->GetServerInfo().ok());
 }
 
 }  // namespace

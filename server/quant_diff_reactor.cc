@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "core/diff/pairing.h"
 #include "core/diff/tensor_diff.h"
+#include "proto/request_limits.h"
 #include "proto/status_mapping.h"
 #include "server/call_log.h"
 #include "server/exception_fence.h"
@@ -216,6 +217,11 @@ class QuantDiffReactor final
       for (const StoredTensor* part : p.ref->encoding->parts()) {
         bytes_total_ += static_cast<int64_t>(part->nbytes);
       }
+    }
+    if (req_->top_k() < 0 || req_->top_k() > kMaxDiffTopK) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("top_k ", req_->top_k(), " is out of range: 1 to ",
+                       kMaxDiffTopK, " (0 = the default, 10)"));
     }
     options_.top_k = req_->top_k() > 0 ? req_->top_k() : 10;
     options_.worst_groups = req_->worst_groups() > 0 ? req_->worst_groups() : 5;

@@ -1,8 +1,12 @@
 // ComputeStats, GetHeatmap and GetArchitecture: the views people look at.
+#include <utility>
+
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "core/architecture.h"
 #include "core/heatmap.h"
 #include "core/stats.h"
+#include "proto/request_limits.h"
 #include "proto/status_mapping.h"
 #include "server/call_log.h"
 #include "server/proto_convert.h"
@@ -75,7 +79,12 @@ grpc::ServerUnaryReactor* TensormorphService::ComputeStats(
                          req->reference(), req->reference_tensor());
         if (!r.ok()) return r.status();
         StatsOptions o;
-        if (req->bins() > 0) o.bins = std::min(req->bins(), 100000);
+        if (req->bins() < 0 || req->bins() > kMaxHistogramBins) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("bins ", req->bins(), " is out of range: 1 to ",
+                           kMaxHistogramBins, " (0 = the default)"));
+        }
+        if (req->bins() > 0) o.bins = req->bins();
         if (req->has_range()) {
           o.range_min = req->range_min();
           o.range_max = req->range_max();
@@ -124,8 +133,16 @@ grpc::ServerUnaryReactor* TensormorphService::GetHeatmap(
                          req->reference(), req->reference_tensor());
         if (!r.ok()) return r.status();
         HeatmapOptions o;
-        o.width = req->width() > 0 ? std::min(req->width(), 4096) : 256;
-        o.height = req->height() > 0 ? std::min(req->height(), 4096) : 256;
+        for (const auto& [side, v] :
+             {std::pair{"width", req->width()}, {"height", req->height()}}) {
+          if (v < 0 || v > kMaxHeatmapSide) {
+            return absl::InvalidArgumentError(
+                absl::StrCat(side, " ", v, " is out of range: 1 to ",
+                             kMaxHeatmapSide, " cells (0 = the default)"));
+          }
+        }
+        o.width = req->width() > 0 ? req->width() : 256;
+        o.height = req->height() > 0 ? req->height() : 256;
         o.leading.assign(req->leading().begin(), req->leading().end());
         switch (req->mode()) {
           case v1::HEATMAP_MODE_ABSMAX:

@@ -55,7 +55,11 @@ int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o) {
   const bool bar = !g.json && ::isatty(2);
   std::vector<v1::TensorDiffReport> reports;
   v1::DiffSummary summary;
-  absl::Status s = client.QuantDiff(req, [&](const v1::QuantDiffEvent& e) {
+  absl::Status s = client.QuantDiff(req, [&](const v1::QuantDiffEvent& event) {
+    // --top 0 means none; top_k 0 asks the server for its default (10), as
+    // the API cannot say "none" yet, so the CLI drops them.
+    v1::QuantDiffEvent e = event;
+    if (o.top_k == 0 && e.has_tensor()) e.mutable_tensor()->clear_worst();
     if (e.has_progress()) {
       if (g.json) {
         std::cerr << ToJson(e) << "\n";

@@ -193,6 +193,12 @@ class QuantDiffReactor final
 
   absl::Status Prepare() {
     if (absl::Status auth = state_->tokens.Check(ctx_); !auth.ok()) return auth;
+    // A malformed request is refused before it takes a slot or opens files.
+    if (req_->top_k() < 0 || req_->top_k() > kMaxDiffTopK) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("top_k ", req_->top_k(), " is out of range: 1 to ",
+                       kMaxDiffTopK, " (0 = the default, 10)"));
+    }
     if (absl::Status admit = state_->TryAdmitStream(); !admit.ok())
       return admit;
     admitted_ = true;
@@ -217,11 +223,6 @@ class QuantDiffReactor final
       for (const StoredTensor* part : p.ref->encoding->parts()) {
         bytes_total_ += static_cast<int64_t>(part->nbytes);
       }
-    }
-    if (req_->top_k() < 0 || req_->top_k() > kMaxDiffTopK) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("top_k ", req_->top_k(), " is out of range: 1 to ",
-                       kMaxDiffTopK, " (0 = the default, 10)"));
     }
     options_.top_k = req_->top_k() > 0 ? req_->top_k() : 10;
     options_.worst_groups = req_->worst_groups() > 0 ? req_->worst_groups() : 5;

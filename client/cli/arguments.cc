@@ -49,8 +49,8 @@ absl::StatusOr<std::vector<int64_t>> ParseIndex(absl::string_view text) {
           index.size(), ")"));
     }
     if (!ParseInt(c, &v)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "'", c, "' in index '", text, "' is not an integer"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", c, "' in index '", text, "' is not an integer"));
     }
     index.push_back(v);
   }
@@ -60,8 +60,7 @@ absl::StatusOr<std::vector<int64_t>> ParseIndex(absl::string_view text) {
 absl::Status CheckIndexRank(absl::string_view text,
                             absl::Span<const int64_t> index,
                             absl::string_view tensor,
-                            absl::Span<const int64_t> shape,
-                            size_t arguments) {
+                            absl::Span<const int64_t> shape, size_t arguments) {
   if (index.size() == shape.size()) return absl::OkStatus();
   std::string msg = absl::StrCat(
       "index '", text, "' has ", Count(index.size(), "coordinate"),
@@ -72,7 +71,8 @@ absl::Status CheckIndexRank(absl::string_view text,
     absl::StrAppend(&msg, "; its one element is ()");
   } else {
     std::vector<std::string> zeros(shape.size(), "0");
-    absl::StrAppend(&msg, ", comma-separated, e.g. ", absl::StrJoin(zeros, ","));
+    absl::StrAppend(&msg, ", comma-separated, e.g. ",
+                    absl::StrJoin(zeros, ","));
     if (index.size() < shape.size() && arguments > 1) {
       absl::StrAppend(&msg,
                       " (each argument is one index: separate arguments are "
@@ -99,8 +99,9 @@ absl::StatusOr<size_t> SliceDimensions(absl::string_view text) {
     }
     std::vector<absl::string_view> parts = absl::StrSplit(item, ':');
     if (parts.size() > 3) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "slice item '", item, "' has more than three parts (start:stop:step)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("slice item '", item,
+                       "' has more than three parts (start:stop:step)"));
     }
     if (parts.size() == 1 && item.empty()) {
       return absl::InvalidArgumentError(
@@ -125,14 +126,13 @@ absl::StatusOr<size_t> SliceDimensions(absl::string_view text) {
   return dims;
 }
 
-absl::StatusOr<std::pair<int, int>> ParseSize(absl::string_view text,
-                                              int max) {
+absl::StatusOr<std::pair<int, int>> ParseSize(absl::string_view text, int max) {
   const std::vector<absl::string_view> parts = absl::StrSplit(text, 'x');
   int64_t side[2];
   bool ok = parts.size() == 2;
   for (size_t i = 0; ok && i < 2; ++i) {
-    ok = !parts[i].empty() && parts[i][0] != '-' &&
-         ParseInt(parts[i], &side[i]);
+    ok =
+        !parts[i].empty() && parts[i][0] != '-' && ParseInt(parts[i], &side[i]);
   }
   if (!ok) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -141,8 +141,8 @@ absl::StatusOr<std::pair<int, int>> ParseSize(absl::string_view text,
   for (int i = 0; i < 2; ++i) {
     if (side[i] < 1 || side[i] > max) {
       return absl::InvalidArgumentError(
-          absl::StrCat("'", text, "': ", i == 0 ? "width " : "height ",
-                       side[i], " is out of range: 1 to ", max, " cells"));
+          absl::StrCat("'", text, "': ", i == 0 ? "width " : "height ", side[i],
+                       " is out of range: 1 to ", max, " cells"));
     }
   }
   return std::pair<int, int>(static_cast<int>(side[0]),

@@ -41,8 +41,7 @@ absl::StatusOr<size_t> SliceDimensions(absl::string_view text);
 
 // "WxH", both decimal integers in [1, max].
 // Errors: INVALID_ARGUMENT naming the text and the limit.
-absl::StatusOr<std::pair<int, int>> ParseSize(absl::string_view text,
-                                              int max);
+absl::StatusOr<std::pair<int, int>> ParseSize(absl::string_view text, int max);
 
 // Refuses an output path that is one of the inputs: the same file (by
 // device and inode, so links and other spellings count), or for a directory

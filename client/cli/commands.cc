@@ -175,7 +175,10 @@ int RunInfo(Client& client, const GlobalOptions& g, const InfoOptions& o) {
     for (const auto& m : info->metadata()) {
       std::string v = m.value();
       if (v.size() > 100) v = v.substr(0, 97) + "...";
-      std::cout << "  " << m.key() << " (" << m.type() << ") = " << v << "\n";
+      // A sharded checkpoint's shards each have their own: say whose.
+      const std::string file = m.file().empty() ? "" : m.file() + ": ";
+      std::cout << "  " << file << m.key() << " (" << m.type() << ") = " << v
+                << "\n";
     }
     return kExitOk;
   }
@@ -189,7 +192,7 @@ int RunInfo(Client& client, const GlobalOptions& g, const InfoOptions& o) {
   const v1::Encoding& e = t.encoding();
   std::cout << "tensor       " << t.name() << "\n"
             << "shape        " << ShapeText(t.shape()) << "  ("
-            << t.num_elements() << " elements)\n"
+            << Count(t.num_elements(), "element") << ")\n"
             << "strides      " << ShapeText(t.strides()) << "  (" << t.layout()
             << ")\n"
             << "dtype        " << t.dtype() << "\n"
@@ -224,8 +227,8 @@ int RunRead(Client& client, const GlobalOptions& g, const ReadOptions& o) {
     if (*dims > static_cast<size_t>(t->shape_size())) {
       return ReportUsage(absl::InvalidArgumentError(absl::StrCat(
           "slice '", o.slice, "' indexes ", Count(*dims, "dimension"),
-          " but tensor '", o.tensor, "' has rank ", t->shape_size(),
-          " (shape ", ShapeText(t->shape()), ")")));
+          " but tensor '", o.tensor, "' has rank ", t->shape_size(), " (shape ",
+          ShapeText(t->shape()), ")")));
     }
   }
   if (!o.output.empty()) {
@@ -269,7 +272,8 @@ int RunRead(Client& client, const GlobalOptions& g, const ReadOptions& o) {
     if (g.json) {
       // As protobuf's JSON mapping writes them elsewhere: int64 as strings.
       std::vector<std::string> dims_json;
-      for (int64_t d : data->shape) dims_json.push_back(absl::StrCat("\"", d, "\""));
+      for (int64_t d : data->shape)
+        dims_json.push_back(absl::StrCat("\"", d, "\""));
       std::cout << "{\"path\":" << JsonString(o.output)
                 << ",\"dtype\":" << JsonString(data->dtype) << ",\"shape\":["
                 << absl::StrJoin(dims_json, ",") << "],\"bytes\":\""

@@ -1,5 +1,7 @@
-// The CLI's commands. Each returns the process exit code: 0 success, 2 the
-// call failed (message on stderr with the status code's name).
+// The CLI's commands. Each returns the process exit code: 0 success, 1 a
+// usage error (an argument malformed, or not fitting the tensor: checked
+// before the call that would use it), 2 the call failed (message on stderr
+// with the status code's name).
 #ifndef TENSORMORPH_CLIENT_CLI_COMMANDS_H_
 #define TENSORMORPH_CLIENT_CLI_COMMANDS_H_
 

@@ -131,7 +131,7 @@ int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o) {
             ? summary.bytes_read() / 1e9 / summary.wall_seconds()
             : 0;
     std::cout << "\n"
-              << summary.tensors_compared() << " tensors compared ("
+              << Count(summary.tensors_compared(), "tensor") << " compared ("
               << summary.pairing() << "), " << BytesText(summary.bytes_read())
               << " of source in "
               << absl::StrFormat("%.2f s (%.2f GB/s)", summary.wall_seconds(),

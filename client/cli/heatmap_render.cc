@@ -45,9 +45,9 @@ Image RenderHeatmap(const v1::HeatmapReply& h, const std::string& title,
   if (h.width() == 0 || h.height() == 0) {
     // An empty tensor: no data cells and no colour scale, only what it is.
     constexpr char kEmpty[] = "empty tensor (a zero dimension): no cells";
-    Image img(l.x0 + std::max(Image::TextWidth(title),
-                              Image::TextWidth(kEmpty)) + 4,
-              l.y0 + 16, {24, 24, 24});
+    Image img(
+        l.x0 + std::max(Image::TextWidth(title), Image::TextWidth(kEmpty)) + 4,
+        l.y0 + 16, {24, 24, 24});
     img.Text(l.x0, 4, title, {230, 230, 230});
     img.Text(l.x0, l.y0, kEmpty, {230, 230, 230});
     return img;

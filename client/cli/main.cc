@@ -57,8 +57,8 @@ int main(int argc, char** argv) {
   CLI::App app{kDescription, "tensormorph"};
   app.fallthrough();  // global options may follow the command too
   app.require_subcommand(1);
-  app.set_version_flag("--version", std::string("tensormorph ") +
-                                        TENSORMORPH_VERSION);
+  app.set_version_flag("--version",
+                       std::string("tensormorph ") + TENSORMORPH_VERSION);
   app.add_option("--server", g.server,
                  "tensormorphd address HOST:PORT (default $TENSORMORPH_SERVER; "
                  "unset = embedded)");
@@ -196,8 +196,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Validator(
           [](std::string& text) {
             auto wh = ParseSize(text, kMaxHeatmapSide);
-            return wh.ok() ? std::string()
-                           : std::string(wh.status().message());
+            return wh.ok() ? std::string() : std::string(wh.status().message());
           },
           "WxH"));
   heat_cmd

@@ -148,12 +148,10 @@ absl::StatusOr<std::vector<int64_t>> LeadingIndices(
   const size_t want = rank > 2 ? rank - 2 : 0;
   if (o.leading.size() != want) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "tensor '", o.tensor, "' has rank ", rank, " (shape ",
-        ShapeText(shape), "), so --index takes ", want,
-        want == 1 ? " index" : " indices",
+        "tensor '", o.tensor, "' has rank ", rank, " (shape ", ShapeText(shape),
+        "), so --index takes ", want, want == 1 ? " index" : " indices",
         want > 0 ? " (one per leading dimension, e.g. --index " : "",
-        want > 0 ? absl::StrJoin(std::vector<std::string>(want, "0"), ",")
-                 : "",
+        want > 0 ? absl::StrJoin(std::vector<std::string>(want, "0"), ",") : "",
         want > 0 ? ")" : "", ", but ", o.leading.size(), " given"));
   }
   std::vector<int64_t> out(o.leading);
@@ -234,7 +232,9 @@ int RunArch(Client& client, const GlobalOptions& g, const ArchOptionsCli& o) {
               << ParamsText(a->root().params()) << " params, "
               << BytesText(a->root().bytes()) << "\n";
     PrintTree(a->root(), 0, a->root().scheme());
-    std::cout << a->boundaries() << " quantization boundaries (\u25c6)\n";
+    std::cout << a->boundaries() << " quantization "
+              << (a->boundaries() == 1 ? "boundary" : "boundaries")
+              << " (\u25c6)\n";
   }
   return kExitOk;
 }

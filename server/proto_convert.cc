@@ -40,6 +40,10 @@ void FillCheckpointInfo(const Checkpoint& ckpt, v1::CheckpointInfo* out) {
     e->set_type(m.type);
     e->set_value(m.value);
     if (m.type == "string") e->set_raw(m.raw);
+    if (ckpt.files().size() > 1 && m.file_index >= 0 &&
+        static_cast<size_t>(m.file_index) < ckpt.files().size()) {
+      e->set_file(ShortPath(ckpt, ckpt.files()[m.file_index].path));
+    }
   }
 }
 

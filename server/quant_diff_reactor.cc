@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "core/diff/pairing.h"
 #include "core/diff/tensor_diff.h"
+#include "proto/request_limits.h"
 #include "proto/status_mapping.h"
 #include "server/call_log.h"
 #include "server/exception_fence.h"
@@ -129,6 +130,11 @@ class QuantDiffReactor final
       if (cancelled_.load()) state_->metrics.streams_cancelled.fetch_add(1);
       state_->StreamEnded();
     }).IgnoreError();
+    // Finish is called under mu_ (PumpLocked), and gRPC may run OnDone on
+    // another thread before that caller has unlocked: wait for it, so the
+    // mutex is not destroyed held (a diff refused in Prepare hung its
+    // worker spinning on the freed mutex).
+    { absl::MutexLock lock(&mu_); }
     delete this;
   }
 
@@ -192,15 +198,16 @@ class QuantDiffReactor final
 
   absl::Status Prepare() {
     if (absl::Status auth = state_->tokens.Check(ctx_); !auth.ok()) return auth;
-    if (absl::Status admit = state_->TryAdmitStream(); !admit.ok())
-      return admit;
-    admitted_ = true;
-    // Limits first, so a report too big to send is refused before any work.
+    // A request past a limit (a report too big to send) is refused before it
+    // takes a slot or opens files.
     TM_RETURN_IF_ERROR(CheckLimit("top_k", req_->top_k(), "max_top_k",
                                   state_->limits.max_top_k));
     TM_RETURN_IF_ERROR(CheckLimit("worst_groups", req_->worst_groups(),
                                   "max_worst_groups",
                                   state_->limits.max_worst_groups));
+    if (absl::Status admit = state_->TryAdmitStream(); !admit.ok())
+      return admit;
+    admitted_ = true;
     if (state_->active_diffs.fetch_add(1) >=
         state_->limits.max_concurrent_diffs) {
       state_->active_diffs.fetch_sub(1);

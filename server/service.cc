@@ -19,7 +19,9 @@
 namespace tensormorph {
 namespace {
 
-constexpr char kVersion[] = "0.1.0";
+// The project's version, from CMakeLists.txt's project() (the one place it
+// is written down).
+constexpr char kVersion[] = TENSORMORPH_VERSION;
 
 // Streams a list of messages built on the pool, one write in flight.
 template <typename Message>
@@ -295,16 +297,21 @@ grpc::ServerUnaryReactor* TensormorphService::InspectScalars(
         if (!t.ok()) return t.status();
         const std::vector<int64_t>& shape = (*t)->shape;
         const size_t rank = shape.size();
+        // Every index has exactly the tensor's rank. The wire carries the
+        // coordinates concatenated, so a count that does not divide is the
+        // one mismatch visible here; clients check each index they parse.
         if (rank == 0 && req->coords_size() > 0) {
-          return absl::InvalidArgumentError(
-              "a rank-0 tensor takes flat_indices [0], not coordinates");
+          return absl::InvalidArgumentError(absl::StrCat(
+              "tensor '", req->tensor(),
+              "' has rank 0: its one element takes flat_indices [0], not ",
+              req->coords_size(), " coordinates"));
         }
         if (rank > 0 && req->coords_size() % rank != 0) {
-          return absl::InvalidArgumentError(
-              absl::StrCat(req->coords_size(),
-                           " coordinates do not divide into indices of "
-                           "rank ",
-                           rank));
+          return absl::InvalidArgumentError(absl::StrCat(
+              "tensor '", req->tensor(), "' has rank ", rank, " (shape [",
+              absl::StrJoin(shape, ", "), "]): every index needs exactly ",
+              rank, " coordinates, but the ", req->coords_size(),
+              " given do not divide into indices of rank ", rank));
         }
         const int64_t n =
             (rank > 0 ? req->coords_size() / static_cast<int64_t>(rank) : 0) +

@@ -15,6 +15,7 @@
 #include "core/io/stream_heap.h"
 #include "core/util/status_macros.h"
 #include "google/protobuf/message.h"
+#include "proto/request_limits.h"
 #include "proto/status_mapping.h"
 #include "server/arena_allocator.h"
 #include "server/auth.h"
@@ -45,11 +46,12 @@ struct ServiceLimits {
   // would still not fit (a tensor of extreme rank) is refused the same way
   // instead of failing in the transport.
   int64_t max_reply_bytes = int64_t{64} << 20;
-  int64_t max_top_k = 100'000;          // worst elements per diff report
-  int64_t max_worst_groups = 10'000;    // worst groups per diff report
-  int64_t max_bins = 100'000;           // histogram bins of ComputeStats
-  int64_t max_heatmap_side = 4096;      // heatmap cells across or down
-  int64_t max_heatmap_cells = 1 << 21;  // width * height
+  // Fixed, so the CLI checks them too (proto/request_limits.h).
+  int64_t max_top_k = kMaxDiffTopK;  // worst elements per diff report
+  int64_t max_worst_groups = kMaxDiffWorstGroups;
+  int64_t max_bins = kMaxHistogramBins;  // histogram bins of ComputeStats
+  int64_t max_heatmap_side = kMaxHeatmapSide;  // cells across or down
+  int64_t max_heatmap_cells = kMaxHeatmapCells;  // width * height
 };
 
 // INVALID_ARGUMENT when `value` is negative, RESOURCE_EXHAUSTED naming

@@ -1,10 +1,13 @@
 // ComputeStats, GetHeatmap and GetArchitecture: the views people look at.
+#include <utility>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/architecture.h"
 #include "core/diff/reference_resolver.h"
 #include "core/heatmap.h"
 #include "core/stats.h"
+#include "proto/request_limits.h"
 #include "proto/status_mapping.h"
 #include "server/call_log.h"
 #include "server/proto_convert.h"

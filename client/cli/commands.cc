@@ -3,11 +3,13 @@
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "client/cli/arguments.h"
 #include "client/cli/format.h"
 #include "client/cli/npy.h"
 
@@ -70,6 +72,37 @@ int ReportFailure(const absl::Status& status) {
   return kExitCallFailed;
 }
 
+int ReportUsage(const absl::Status& status) {
+  std::fprintf(stderr, "tensormorph: %s\n",
+               std::string(status.message()).c_str());
+  return kExitUsage;
+}
+
+absl::StatusOr<v1::TensorInfo> LookupTensor(Client& client,
+                                            const std::string& checkpoint,
+                                            const std::string& tensor) {
+  v1::ListTensorsRequest req;
+  req.set_checkpoint(checkpoint);
+  // Glob metacharacters in a name must match literally.
+  std::string pattern;
+  for (char c : tensor) {
+    if (c == '*' || c == '?' || c == '[' || c == '\\') pattern += '\\';
+    pattern += c;
+  }
+  req.set_filter(pattern);
+  std::optional<v1::TensorInfo> found;
+  absl::Status s = client.ListTensors(req, [&](const v1::TensorInfo& t) {
+    if (!found) found = t;
+  });
+  if (!s.ok()) return s;
+  if (!found) {
+    return absl::NotFoundError(
+        absl::StrCat("tensor '", tensor, "' not found in checkpoint '",
+                     checkpoint, "' (list them with `tensormorph ls`)"));
+  }
+  return *std::move(found);
+}
+
 int RunLs(Client& client, const GlobalOptions& g, const LsOptions& o) {
   v1::ListTensorsRequest req;
   req.set_checkpoint(o.checkpoint);
@@ -107,7 +140,7 @@ int RunLs(Client& client, const GlobalOptions& g, const LsOptions& o) {
   if (!s.ok()) return ReportFailure(s);
   if (!g.json) {
     std::cout << Table(rows);
-    std::cout << count << " tensors, " << BytesText(bytes) << "\n";
+    std::cout << Count(count, "tensor") << ", " << BytesText(bytes) << "\n";
     if (o.compat) {
       for (const auto& [scheme, t] : compat) {
         std::cout << "\n" << scheme << "\n";
@@ -142,29 +175,16 @@ int RunInfo(Client& client, const GlobalOptions& g, const InfoOptions& o) {
     for (const auto& m : info->metadata()) {
       std::string v = m.value();
       if (v.size() > 100) v = v.substr(0, 97) + "...";
-      std::cout << "  " << m.key() << " (" << m.type() << ") = " << v << "\n";
+      // A sharded checkpoint's shards each have their own: say whose.
+      const std::string file = m.file().empty() ? "" : m.file() + ": ";
+      std::cout << "  " << file << m.key() << " (" << m.type() << ") = " << v
+                << "\n";
     }
     return kExitOk;
   }
-  v1::ListTensorsRequest req;
-  req.set_checkpoint(o.checkpoint);
-  // Glob metacharacters in a name must match literally.
-  std::string pattern;
-  for (char c : o.tensor) {
-    if (c == '*' || c == '?' || c == '[' || c == '\\') pattern += '\\';
-    pattern += c;
-  }
-  req.set_filter(pattern);
-  std::vector<v1::TensorInfo> found;
-  absl::Status s = client.ListTensors(
-      req, [&](const v1::TensorInfo& t) { found.push_back(t); });
-  if (!s.ok()) return ReportFailure(s);
-  if (found.empty()) {
-    return ReportFailure(absl::NotFoundError(
-        absl::StrCat("tensor '", o.tensor, "' not found in checkpoint '",
-                     o.checkpoint, "' (list them with `tensormorph ls`)")));
-  }
-  const v1::TensorInfo& t = found[0];
+  auto found = LookupTensor(client, o.checkpoint, o.tensor);
+  if (!found.ok()) return ReportFailure(found.status());
+  const v1::TensorInfo& t = *found;
   if (g.json) {
     std::cout << ToJson(t) << "\n";
     return kExitOk;
@@ -172,7 +192,7 @@ int RunInfo(Client& client, const GlobalOptions& g, const InfoOptions& o) {
   const v1::Encoding& e = t.encoding();
   std::cout << "tensor       " << t.name() << "\n"
             << "shape        " << ShapeText(t.shape()) << "  ("
-            << t.num_elements() << " elements)\n"
+            << Count(t.num_elements(), "element") << ")\n"
             << "strides      " << ShapeText(t.strides()) << "  (" << t.layout()
             << ")\n"
             << "dtype        " << t.dtype() << "\n"
@@ -198,6 +218,23 @@ int RunInfo(Client& client, const GlobalOptions& g, const InfoOptions& o) {
 }
 
 int RunRead(Client& client, const GlobalOptions& g, const ReadOptions& o) {
+  auto dims = SliceDimensions(o.slice);
+  if (!dims.ok()) return ReportUsage(dims.status());
+  if (*dims > 0) {
+    // More items than dimensions is as malformed as a bad item.
+    auto t = LookupTensor(client, o.checkpoint, o.tensor);
+    if (!t.ok()) return ReportFailure(t.status());
+    if (*dims > static_cast<size_t>(t->shape_size())) {
+      return ReportUsage(absl::InvalidArgumentError(absl::StrCat(
+          "slice '", o.slice, "' indexes ", Count(*dims, "dimension"),
+          " but tensor '", o.tensor, "' has rank ", t->shape_size(), " (shape ",
+          ShapeText(t->shape()), ")")));
+    }
+  }
+  if (!o.output.empty()) {
+    absl::Status s = CheckNotAnInput(o.output, {o.checkpoint});
+    if (!s.ok()) return ReportUsage(s);
+  }
   v1::ReadSliceRequest req;
   req.set_checkpoint(o.checkpoint);
   req.set_tensor(o.tensor);
@@ -216,17 +253,31 @@ int RunRead(Client& client, const GlobalOptions& g, const ReadOptions& o) {
   if (!o.output.empty()) {
     std::string descr = NpyDescr(data->dtype);
     std::vector<int64_t> shape = data->shape;
-    if (descr.empty()) {  // block dtypes: the bytes themselves
+    if (descr.empty() && !shape.empty()) {
+      // Block dtypes: the bytes themselves, one row of stored bytes per row
+      // of the tensor ([rows, bytes per row] for a matrix), so the structure
+      // survives.
+      descr = "|u1";
+      int64_t rows = 1;
+      for (size_t d = 0; d + 1 < shape.size(); ++d) rows *= shape[d];
+      const int64_t n = static_cast<int64_t>(data->bytes.size());
+      shape.back() = rows > 0 ? n / rows : 0;
+      if (shape.back() * rows != n) shape = {n};  // not whole rows: flat
+    } else if (descr.empty()) {
       descr = "|u1";
       shape = {static_cast<int64_t>(data->bytes.size())};
     }
     absl::Status s = WriteNpy(o.output, descr, shape, data->bytes);
     if (!s.ok()) return ReportFailure(s);
     if (g.json) {
-      std::cout << "{\"path\":\"" << o.output << "\",\"dtype\":\""
-                << data->dtype << "\",\"shape\":["
-                << absl::StrJoin(data->shape, ",")
-                << "],\"bytes\":" << data->bytes.size() << "}\n";
+      // As protobuf's JSON mapping writes them elsewhere: int64 as strings.
+      std::vector<std::string> dims_json;
+      for (int64_t d : data->shape)
+        dims_json.push_back(absl::StrCat("\"", d, "\""));
+      std::cout << "{\"path\":" << JsonString(o.output)
+                << ",\"dtype\":" << JsonString(data->dtype) << ",\"shape\":["
+                << absl::StrJoin(dims_json, ",") << "],\"bytes\":\""
+                << data->bytes.size() << "\"}\n";
     } else {
       std::cerr << "wrote " << o.output << ": " << data->dtype
                 << ShapeText(data->shape) << ", "
@@ -249,29 +300,23 @@ int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o) {
   v1::InspectScalarsRequest req;
   req.set_checkpoint(o.checkpoint);
   req.set_tensor(o.tensor);
-  size_t rank = 0;
-  for (size_t i = 0; i < o.indices.size(); ++i) {
-    std::vector<std::string> parts =
-        absl::StrSplit(o.indices[i], ',', absl::SkipEmpty());
-    if (i == 0) rank = parts.size();
-    if (parts.size() != rank) {
-      std::fprintf(
-          stderr,
-          "tensormorph: index '%s' has %zu coordinates but '%s' has %zu\n",
-          o.indices[i].c_str(), parts.size(), o.indices[0].c_str(), rank);
-      return kExitUsage;
-    }
-    for (const std::string& p : parts) {
-      int64_t v;
-      if (!absl::SimpleAtoi(p, &v)) {
-        std::fprintf(stderr,
-                     "tensormorph: '%s' in index '%s' is not an integer\n",
-                     p.c_str(), o.indices[i].c_str());
-        return kExitUsage;
-      }
-      req.add_coords(v);
-    }
-    if (parts.empty()) req.add_flat_indices(0);  // a rank-0 tensor: "" or ","
+  // Each argument is one index of exactly the tensor's rank: checked here,
+  // since the request carries the coordinates concatenated and "0 1 2 3"
+  // would otherwise read as two indices of a matrix.
+  std::vector<std::vector<int64_t>> indices;
+  for (const std::string& text : o.indices) {
+    auto index = ParseIndex(text);
+    if (!index.ok()) return ReportUsage(index.status());
+    indices.push_back(*std::move(index));
+  }
+  auto t = LookupTensor(client, o.checkpoint, o.tensor);
+  if (!t.ok()) return ReportFailure(t.status());
+  for (size_t i = 0; i < indices.size(); ++i) {
+    absl::Status s = CheckIndexRank(o.indices[i], indices[i], o.tensor,
+                                    t->shape(), indices.size());
+    if (!s.ok()) return ReportUsage(s);
+    for (int64_t c : indices[i]) req.add_coords(c);
+    if (indices[i].empty()) req.add_flat_indices(0);  // rank 0: "()"
   }
   auto resp = client.InspectScalars(req);
   if (!resp.ok()) return ReportFailure(resp.status());

@@ -1,5 +1,7 @@
-// The CLI's commands. Each returns the process exit code: 0 success, 2 the
-// call failed (message on stderr with the status code's name).
+// The CLI's commands. Each returns the process exit code: 0 success, 1 a
+// usage error (an argument malformed, or not fitting the tensor: checked
+// before the call that would use it), 2 the call failed (message on stderr
+// with the status code's name).
 #ifndef TENSORMORPH_CLIENT_CLI_COMMANDS_H_
 #define TENSORMORPH_CLIENT_CLI_COMMANDS_H_
 
@@ -8,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "client/client.h"
 
 namespace tensormorph {
@@ -29,6 +32,17 @@ struct GlobalOptions {
 // Prints "tensormorph: CODE: message" (and a hint where one helps) and
 // returns kExitCallFailed.
 int ReportFailure(const absl::Status& status);
+
+// Prints "tensormorph: message" and returns kExitUsage: for arguments the
+// CLI can tell are wrong before or without a call.
+int ReportUsage(const absl::Status& status);
+
+// The TensorInfo of `tensor` in `checkpoint` (its shape, to check indices
+// against before the call that uses them).
+// Errors: NOT_FOUND naming both; the call's own.
+absl::StatusOr<v1::TensorInfo> LookupTensor(Client& client,
+                                            const std::string& checkpoint,
+                                            const std::string& tensor);
 
 // Prints a tensor's backend compatibility rows as a table.
 void PrintCompat(const v1::TensorInfo& t);
@@ -58,7 +72,7 @@ int RunRead(Client& client, const GlobalOptions& g, const ReadOptions& o);
 struct ScalarOptions {
   std::string checkpoint;
   std::string tensor;
-  std::vector<std::string> indices;  // "3,17"
+  std::vector<std::string> indices;  // one index per entry: "3,17"
 };
 int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o);
 
@@ -66,7 +80,7 @@ struct DiffOptionsCli {
   std::string quant;
   std::string reference;
   std::string filter;
-  int top_k = 10;
+  int top_k = 10;  // 0 = no worst elements
   std::vector<std::string> fail_on;
 };
 int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o);
@@ -83,6 +97,8 @@ struct HeatmapOptionsCli {
   std::string reference_tensor;  // empty = found by the diff's pairing rules
   std::string mode = "value";
   int width = 128, height = 64;
+  // For rank > 2: exactly one index per leading dimension, negative ones
+  // counting from the end.
   std::vector<int64_t> leading;
   std::string output;
   bool term = false;

@@ -80,7 +80,11 @@ int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o) {
     sum->clear_flagged();
     for (const std::string& n : names) sum->add_flagged(n);
   };
-  absl::Status s = client.QuantDiff(req, [&](const v1::QuantDiffEvent& e) {
+  absl::Status s = client.QuantDiff(req, [&](const v1::QuantDiffEvent& event) {
+    // --top 0 means none; top_k 0 asks the server for its default (10), as
+    // the API cannot say "none" yet, so the CLI drops them.
+    v1::QuantDiffEvent e = event;
+    if (o.top_k == 0 && e.has_tensor()) e.mutable_tensor()->clear_worst();
     if (e.has_progress()) {
       if (g.json) {
         std::cerr << ToJson(e) << "\n";
@@ -88,7 +92,7 @@ int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o) {
         DrawProgress(e.progress());
       }
     } else if (e.has_tensor()) {
-      v1::QuantDiffEvent out = e;
+      v1::QuantDiffEvent& out = e;
       gate(out.mutable_tensor());
       reports.push_back(out.tensor());
       if (g.json) std::cout << ToJson(out) << std::endl;
@@ -159,7 +163,7 @@ int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o) {
             ? summary.bytes_read() / 1e9 / summary.wall_seconds()
             : 0;
     std::cout << "\n"
-              << summary.tensors_compared() << " tensors compared ("
+              << Count(summary.tensors_compared(), "tensor") << " compared ("
               << summary.pairing() << "), " << BytesText(summary.bytes_read())
               << " of source in "
               << absl::StrFormat("%.2f s (%.2f GB/s)", summary.wall_seconds(),

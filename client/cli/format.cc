@@ -5,7 +5,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/type_resolver_util.h"
 
 namespace tensormorph {
 
@@ -111,11 +115,57 @@ std::string ArrayPreview(absl::Span<const float> data,
 }
 
 std::string ToJson(const google::protobuf::Message& message) {
-  google::protobuf::util::JsonPrintOptions options;
+  namespace pb = google::protobuf;
+  // MessageToJsonString converts the binary form, whose map entries come in
+  // hash order: serialized deterministically, maps come sorted by key and
+  // the same message prints the same way on every run.
+  static constexpr char kPrefix[] = "type.googleapis.com";
+  static pb::util::TypeResolver* const resolver =
+      pb::util::NewTypeResolverForDescriptorPool(
+          kPrefix, pb::DescriptorPool::generated_pool());
+  std::string binary;
+  {
+    pb::io::StringOutputStream stream(&binary);
+    pb::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    (void)message.SerializeToCodedStream(&coded);
+  }
+  pb::util::JsonPrintOptions options;
   options.always_print_primitive_fields = true;
   std::string out;
-  (void)google::protobuf::util::MessageToJsonString(message, &out, options);
+  (void)pb::util::BinaryToJsonString(
+      resolver,
+      absl::StrCat(kPrefix, "/", message.GetDescriptor()->full_name()), binary,
+      &out, options);
   return out;
+}
+
+std::string Count(int64_t n, absl::string_view noun) {
+  return absl::StrCat(n, " ", noun, n == 1 ? "" : "s");
+}
+
+std::string JsonString(absl::string_view text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      default:
+        if (c < 0x20) {
+          absl::StrAppend(&out, "\\u00", absl::Hex(c, absl::kZeroPad2));
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out + "\"";
 }
 
 }  // namespace tensormorph

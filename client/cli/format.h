@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "google/protobuf/message.h"
 
@@ -26,8 +27,15 @@ std::string Table(const std::vector<std::vector<std::string>>& rows);
 std::string ArrayPreview(absl::Span<const float> data,
                          absl::Span<const int64_t> shape, int edge = 3);
 
-// protobuf's JSON mapping on one line, with default-valued fields printed.
+// protobuf's JSON mapping on one line, with default-valued fields printed
+// and map entries sorted by key (the same message, the same text).
 std::string ToJson(const google::protobuf::Message& message);
+
+// "1 tensor", "2 tensors", "0 tensors".
+std::string Count(int64_t n, absl::string_view noun);
+
+// `text` as a JSON string literal, quoted and escaped.
+std::string JsonString(absl::string_view text);
 
 }  // namespace tensormorph
 

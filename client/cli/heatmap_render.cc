@@ -42,6 +42,16 @@ HeatmapLayout LayoutFor(const v1::HeatmapReply& h) {
 Image RenderHeatmap(const v1::HeatmapReply& h, const std::string& title,
                     bool by_group) {
   const HeatmapLayout l = LayoutFor(h);
+  if (h.width() == 0 || h.height() == 0) {
+    // An empty tensor: no data cells and no colour scale, only what it is.
+    constexpr char kEmpty[] = "empty tensor (a zero dimension): no cells";
+    Image img(
+        l.x0 + std::max(Image::TextWidth(title), Image::TextWidth(kEmpty)) + 4,
+        l.y0 + 16, {24, 24, 24});
+    img.Text(l.x0, 4, title, {230, 230, 230});
+    img.Text(l.x0, l.y0, kEmpty, {230, 230, 230});
+    return img;
+  }
   const int heat_w = h.width() * l.cell, heat_h = h.height() * l.cell;
   const int bar_x = l.x0 + heat_w + 8, bar_h = std::max(heat_h, 64);
   const int label_w = Image::TextWidth("-0.000000e+00");
@@ -84,6 +94,9 @@ Image RenderHeatmap(const v1::HeatmapReply& h, const std::string& title,
 std::string RenderHeatmapTerminal(const v1::HeatmapReply& h,
                                   const std::string& title, bool by_group) {
   std::string out = title + "\n";
+  if (h.width() == 0 || h.height() == 0) {
+    return out + "empty tensor (a zero dimension): no cells\n";
+  }
   for (int i = 0; i < h.height(); i += 2) {
     for (int j = 0; j < h.width(); ++j) {
       const Rgb top = CellColour(h, i * h.width() + j, by_group);

@@ -9,10 +9,14 @@
 #include <iostream>
 #include <memory>
 #include <sstream>
+#include <string>
+#include <tuple>
 
+#include "client/cli/arguments.h"
 #include "client/cli/commands.h"
 #include "core/io/stream_heap.h"
 #include "core/util/utf8.h"
+#include "proto/request_limits.h"
 
 namespace {
 
@@ -27,6 +31,14 @@ constexpr char kDescription[] =
     "roots or absolute inside one.\n\n"
     "Exit codes: 0 success, 1 usage error, 2 the call failed (or ran past "
     "--timeout), 3 a diff --fail-on condition tripped.";
+
+// -o: a path, not an empty string (which would silently mean "no file").
+const CLI::Validator kOutputPath(
+    [](std::string& path) {
+      return path.empty() ? std::string("an empty path: name a file")
+                          : std::string();
+    },
+    "PATH");
 
 }  // namespace
 
@@ -45,6 +57,8 @@ int main(int argc, char** argv) {
   CLI::App app{kDescription, "tensormorph"};
   app.fallthrough();  // global options may follow the command too
   app.require_subcommand(1);
+  app.set_version_flag("--version",
+                       std::string("tensormorph ") + TENSORMORPH_VERSION);
   app.add_option("--server", g.server,
                  "tensormorphd address HOST:PORT (default $TENSORMORPH_SERVER; "
                  "unset = embedded)");
@@ -103,8 +117,11 @@ int main(int argc, char** argv) {
   read_cmd->add_flag("--raw", read.raw,
                      "the stored values instead of dequantized float32 (whole "
                      "blocks only for block types)");
-  read_cmd->add_option("-o,--output", read.output,
-                       "write a .npy file numpy.load reads");
+  read_cmd
+      ->add_option("-o,--output", read.output,
+                   "write a .npy file numpy.load reads (raw block types: "
+                   "uint8, [rows, bytes per row])")
+      ->check(kOutputPath);
   read_cmd->footer(
       "Examples:\n  tensormorph read model.gguf blk.0.attn_q.weight --slice "
       "'0, :8'\n"
@@ -122,8 +139,10 @@ int main(int argc, char** argv) {
   scalar_cmd->add_option("tensor", scalar.tensor, "tensor name")->required();
   scalar_cmd
       ->add_option("index", scalar.indices,
-                   "element coordinates, comma-separated (negative counts "
-                   "from the end), e.g. 3,17")
+                   "one or more indices, one per argument, each with exactly "
+                   "the tensor's rank of comma-separated coordinates "
+                   "(negative counts from the end), e.g. 3,17; a rank-0 "
+                   "tensor's one element is ()")
       ->required();
   scalar_cmd->footer(
       "Example:\n  tensormorph scalar model.gguf blk.0.ffn_down.weight 3,17 "
@@ -144,7 +163,8 @@ int main(int argc, char** argv) {
       ->required();
   stats_cmd->add_option("tensor", stats.tensor, "tensor name")->required();
   stats_cmd->add_option("--bins", stats.bins, "histogram bins")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1, kMaxHistogramBins));
   CLI::Option* stats_ref = stats_cmd->add_option(
       "--ref", stats.reference,
       "the full-precision source: splits zeros into pruned and induced");
@@ -177,11 +197,26 @@ int main(int argc, char** argv) {
       ->needs(heat_ref);
   std::string size = "128x64";
   heat_cmd
-      ->add_option("--size", size, "cells WxH (at most the tensor's own size)")
-      ->capture_default_str();
-  heat_cmd->add_option("--index", heat.leading,
-                       "leading indices for rank > 2 (repeatable)");
-  heat_cmd->add_option("-o,--output", heat.output, "write a PNG");
+      ->add_option("--size", size,
+                   "cells WxH, each 1 to " + std::to_string(kMaxHeatmapSide) +
+                       ", at most " + std::to_string(kMaxHeatmapCells) +
+                       " in all (fewer when the tensor is smaller)")
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            auto wh = ParseSize(text, kMaxHeatmapSide, kMaxHeatmapCells);
+            return wh.ok() ? std::string() : std::string(wh.status().message());
+          },
+          "WxH"));
+  heat_cmd
+      ->add_option("--index", heat.leading,
+                   "for rank > 2, one index per leading dimension (negative "
+                   "counts from the end), comma-separated or repeated, e.g. "
+                   "--index 0,3 for a rank-4 tensor")
+      ->delimiter(',')
+      ->allow_extra_args(false);
+  heat_cmd->add_option("-o,--output", heat.output, "write a PNG")
+      ->check(kOutputPath);
   heat_cmd->add_flag("--term", heat.term,
                      "draw with 24-bit colour in the terminal");
   heat_cmd->footer(
@@ -218,8 +253,10 @@ int main(int argc, char** argv) {
   diff_cmd->add_option("--filter", diff.filter,
                        "glob on the quantized tensors' names");
   diff_cmd
-      ->add_option("--top", diff.top_k, "worst elements reported per tensor")
-      ->capture_default_str();
+      ->add_option("--top", diff.top_k,
+                   "worst elements reported per tensor (0 = none)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, kMaxDiffTopK));
   diff_cmd->add_option(
       "--fail-on", diff.fail_on,
       "exit 3 when any tensor trips METRIC OP NUMBER (repeatable), e.g. "
@@ -289,12 +326,9 @@ int main(int argc, char** argv) {
   if (*diff_cmd) return RunDiff(c, g, diff);
   if (*stats_cmd) return RunStats(c, g, stats);
   if (*heat_cmd) {
-    if (std::sscanf(size.c_str(), "%dx%d", &heat.width, &heat.height) != 2 ||
-        heat.width <= 0 || heat.height <= 0) {
-      std::fprintf(stderr, "tensormorph: --size '%s' is not WxH\n",
-                   size.c_str());
-      return kExitUsage;
-    }
+    auto wh = ParseSize(size, kMaxHeatmapSide, kMaxHeatmapCells);  // checked by CLI11 already
+    if (!wh.ok()) return ReportUsage(wh.status());
+    std::tie(heat.width, heat.height) = *wh;
     return RunHeatmap(c, g, heat);
   }
   if (*arch_cmd) return RunArch(c, g, arch);

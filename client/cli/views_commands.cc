@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "client/cli/arguments.h"
 #include "client/cli/commands.h"
 #include "client/cli/format.h"
 #include "client/cli/heatmap_render.h"
@@ -152,8 +153,41 @@ int RunStats(Client& client, const GlobalOptions& g, const StatsOptionsCli& o) {
   return kExitOk;
 }
 
+namespace {
+
+// --index: exactly one index per leading dimension of a rank > 2 tensor,
+// negative ones counting from the end (as read and scalar count them).
+absl::StatusOr<std::vector<int64_t>> LeadingIndices(
+    const HeatmapOptionsCli& o, absl::Span<const int64_t> shape) {
+  const size_t rank = shape.size();
+  const size_t want = rank > 2 ? rank - 2 : 0;
+  if (o.leading.size() != want) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor '", o.tensor, "' has rank ", rank, " (shape ", ShapeText(shape),
+        "), so --index takes ", want, want == 1 ? " index" : " indices",
+        want > 0 ? " (one per leading dimension, e.g. --index " : "",
+        want > 0 ? absl::StrJoin(std::vector<std::string>(want, "0"), ",") : "",
+        want > 0 ? ")" : "", ", but ", o.leading.size(), " given"));
+  }
+  std::vector<int64_t> out(o.leading);
+  for (size_t d = 0; d < out.size(); ++d) {
+    if (out[d] < 0 && out[d] >= -shape[d]) out[d] += shape[d];
+  }
+  return out;  // the server names any index still out of range
+}
+
+}  // namespace
+
 int RunHeatmap(Client& client, const GlobalOptions& g,
                const HeatmapOptionsCli& o) {
+  if (!o.output.empty()) {
+    absl::Status s = CheckNotAnInput(o.output, {o.checkpoint, o.reference});
+    if (!s.ok()) return ReportUsage(s);
+  }
+  auto info = LookupTensor(client, o.checkpoint, o.tensor);
+  if (!info.ok()) return ReportFailure(info.status());
+  auto leading = LeadingIndices(o, info->shape());
+  if (!leading.ok()) return ReportUsage(leading.status());
   v1::GetHeatmapRequest req;
   req.set_checkpoint(o.checkpoint);
   req.set_tensor(o.tensor);
@@ -161,7 +195,7 @@ int RunHeatmap(Client& client, const GlobalOptions& g,
   req.set_reference_tensor(o.reference_tensor);
   req.set_width(o.width);
   req.set_height(o.height);
-  for (int64_t i : o.leading) req.add_leading(i);
+  for (int64_t i : *leading) req.add_leading(i);
   const bool by_group = o.mode == "group";
   if (o.mode == "value" || o.mode == "mean") {
     req.set_mode(v1::HEATMAP_MODE_MEAN);
@@ -215,7 +249,9 @@ int RunArch(Client& client, const GlobalOptions& g, const ArchOptionsCli& o) {
               << ParamsText(a->root().params()) << " params, "
               << BytesText(a->root().bytes()) << "\n";
     PrintTree(a->root(), 0, a->root().scheme());
-    std::cout << a->boundaries() << " quantization boundaries (\u25c6)\n";
+    std::cout << a->boundaries() << " quantization "
+              << (a->boundaries() == 1 ? "boundary" : "boundaries")
+              << " (\u25c6)\n";
   }
   return kExitOk;
 }

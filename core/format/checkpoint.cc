@@ -204,7 +204,7 @@ absl::Status CheckpointBuilder::AddParsedSafetensors(const std::string& p,
     ckpt_->stored_.push_back(std::move(t));
   }
   for (auto& [k, v] : h.metadata) {
-    ckpt_->metadata_.push_back({k, "string", v, v});
+    ckpt_->metadata_.push_back({k, "string", v, v, file_index});
   }
   return absl::OkStatus();
 }

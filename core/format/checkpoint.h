@@ -36,6 +36,9 @@ struct MetadataEntry {
   std::string type;
   std::string value;  // rendered for people
   std::string raw;    // type "string" only: the stored bytes, unescaped
+  // The file it was read from, an index into Checkpoint::files(): a sharded
+  // safetensors checkpoint has one `__metadata__` per shard.
+  int file_index = 0;
 };
 
 // Thread safety: immutable after Open; every method is safe to call from

@@ -304,5 +304,25 @@ TEST(QuantDiffRpcTest, ZeroPairsAndReversedArgumentsFailTheCall) {
   EXPECT_TRUE(s.client->GetServerInfo().ok());
 }
 
+// A diff refused before its first event finishes while its worker still
+// holds the call's lock; the call's end must wait for that worker (under
+// ASan a use after free, here once a worker spinning forever).
+TEST(QuantDiffRpcTest, ManyRefusedDiffsLeaveEveryWorkerFree) {
+  testing::LoopbackServer s =
+      testing::StartLoopbackServer({FixturesDir()}, /*workers=*/2);
+  v1::QuantDiffRequest req;
+  req.set_checkpoint("gguf/source_f32.gguf");  // reversed
+  req.set_reference("gguf/Q4_K.gguf");
+  for (int i = 0; i < 300; ++i) {
+    absl::Status st =
+        s.client->QuantDiff(req, [](const v1::QuantDiffEvent&) { return true; });
+    ASSERT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << i << st;
+  }
+  EXPECT_TRUE(s.server->state().metrics.WaitForIdle(absl::Seconds(20)));
+  EXPECT_EQ(s.server->state().admitted_streams.load(), 0);
+  EXPECT_EQ(s.server->state().active_diffs.load(), 0);
+  EXPECT_TRUE(s.client->GetServerInfo().ok());
+}
+
 }  // namespace
 }  // namespace tensormorph

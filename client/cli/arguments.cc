@@ -1,0 +1,193 @@
+#include "client/cli/arguments.h"
+
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <system_error>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "client/cli/format.h"
+
+namespace tensormorph {
+namespace {
+
+// A decimal integer, optionally signed, nothing else (SimpleAtoi would also
+// take surrounding spaces and a '+').
+bool ParseInt(absl::string_view text, int64_t* out) {
+  absl::string_view digits = text;
+  if (!digits.empty() && digits[0] == '-') digits.remove_prefix(1);
+  if (digits.empty()) return false;
+  for (char c : digits) {
+    if (!absl::ascii_isdigit(static_cast<unsigned char>(c))) return false;
+  }
+  return absl::SimpleAtoi(text, out);
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<int64_t>> ParseIndex(absl::string_view text) {
+  std::vector<int64_t> index;
+  const absl::string_view t = absl::StripAsciiWhitespace(text);
+  if (t == "()") return index;
+  if (t.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "index '", text,
+        "' is empty: give one integer per dimension, comma-separated, e.g. "
+        "3,17 (a rank-0 tensor's one element is ())"));
+  }
+  for (absl::string_view raw : absl::StrSplit(t, ',')) {
+    const absl::string_view c = absl::StripAsciiWhitespace(raw);
+    int64_t v;
+    if (c.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "index '", text, "' has an empty coordinate (coordinate ",
+          index.size(), ")"));
+    }
+    if (!ParseInt(c, &v)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", c, "' in index '", text, "' is not an integer"));
+    }
+    index.push_back(v);
+  }
+  return index;
+}
+
+absl::Status CheckIndexRank(absl::string_view text,
+                            absl::Span<const int64_t> index,
+                            absl::string_view tensor,
+                            absl::Span<const int64_t> shape, size_t arguments) {
+  if (index.size() == shape.size()) return absl::OkStatus();
+  std::string msg = absl::StrCat(
+      "index '", text, "' has ", Count(index.size(), "coordinate"),
+      " but tensor '", tensor, "' has rank ", shape.size(), " (shape ",
+      ShapeText(shape), "): every index needs exactly ",
+      Count(shape.size(), "coordinate"));
+  if (shape.empty()) {
+    absl::StrAppend(&msg, "; its one element is ()");
+  } else {
+    std::vector<std::string> zeros(shape.size(), "0");
+    absl::StrAppend(&msg, ", comma-separated, e.g. ",
+                    absl::StrJoin(zeros, ","));
+    if (index.size() < shape.size() && arguments > 1) {
+      absl::StrAppend(&msg,
+                      " (each argument is one index: separate arguments are "
+                      "separate indices)");
+    }
+  }
+  return absl::InvalidArgumentError(msg);
+}
+
+absl::StatusOr<size_t> SliceDimensions(absl::string_view text) {
+  if (absl::StripAsciiWhitespace(text).empty()) return 0;
+  size_t dims = 0, items = 0;
+  bool ellipsis = false;
+  for (absl::string_view raw : absl::StrSplit(text, ',')) {
+    ++items;
+    const absl::string_view item = absl::StripAsciiWhitespace(raw);
+    if (item == "...") {
+      if (ellipsis) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("slice '", text, "' has more than one '...'"));
+      }
+      ellipsis = true;
+      continue;
+    }
+    std::vector<absl::string_view> parts = absl::StrSplit(item, ':');
+    if (parts.size() > 3) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("slice item '", item,
+                       "' has more than three parts (start:stop:step)"));
+    }
+    if (parts.size() == 1 && item.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("slice '", text, "': item ", items,
+                       " is empty (use ':' for all of a dimension)"));
+    }
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const absl::string_view p = absl::StripAsciiWhitespace(parts[i]);
+      int64_t v;
+      if (p.empty()) continue;
+      if (!ParseInt(p, &v)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "slice item '", item, "': '", p, "' is not an integer"));
+      }
+      if (i == 2 && v == 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("slice item '", item, "': step must not be 0"));
+      }
+    }
+    ++dims;
+  }
+  return dims;
+}
+
+absl::StatusOr<std::pair<int, int>> ParseSize(absl::string_view text, int max,
+                                              int64_t max_cells) {
+  const std::vector<absl::string_view> parts = absl::StrSplit(text, 'x');
+  int64_t side[2];
+  bool ok = parts.size() == 2;
+  for (size_t i = 0; ok && i < 2; ++i) {
+    ok =
+        !parts[i].empty() && parts[i][0] != '-' && ParseInt(parts[i], &side[i]);
+  }
+  if (!ok) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", text, "' is not WxH (two positive integers, e.g. 128x64)"));
+  }
+  for (int i = 0; i < 2; ++i) {
+    if (side[i] < 1 || side[i] > max) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", text, "': ", i == 0 ? "width " : "height ", side[i],
+                       " is out of range: 1 to ", max, " cells"));
+    }
+  }
+  if (side[0] * side[1] > max_cells) {  // each side <= max: no overflow
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", text, "': ", side[0] * side[1],
+                     " cells are more than the ", max_cells, " allowed"));
+  }
+  return std::pair<int, int>(static_cast<int>(side[0]),
+                             static_cast<int>(side[1]));
+}
+
+absl::Status CheckNotAnInput(const std::string& output,
+                             const std::vector<std::string>& inputs) {
+  struct stat out;
+  if (::stat(output.c_str(), &out) != 0) return absl::OkStatus();
+  auto same = [&](const std::string& path) {
+    struct stat in;
+    return ::stat(path.c_str(), &in) == 0 && S_ISREG(in.st_mode) &&
+           in.st_dev == out.st_dev && in.st_ino == out.st_ino;
+  };
+  for (const std::string& input : inputs) {
+    if (input.empty()) continue;
+    struct stat in;
+    if (::stat(input.c_str(), &in) != 0) continue;
+    std::string hit;
+    if (S_ISDIR(in.st_mode)) {
+      std::error_code ec;
+      for (std::filesystem::directory_iterator it(input, ec), end;
+           !ec && it != end; it.increment(ec)) {
+        if (same(it->path().string())) {
+          hit = it->path().string();
+          break;
+        }
+      }
+    } else if (same(input)) {
+      hit = input;
+    }
+    if (!hit.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "-o '", output, "' is the input file '", hit,
+          "' itself: refusing to overwrite a checkpoint; name another file"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tensormorph

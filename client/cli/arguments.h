@@ -1,0 +1,57 @@
+// Command-line arguments checked before any call: indices, slices, sizes and
+// output paths. A malformed argument is a usage error (exit 1) whatever the
+// command, found here rather than by the server, so that every command
+// reports it the same way; what needs the data (an index past the end) is
+// still the server's to report.
+#ifndef TENSORMORPH_CLIENT_CLI_ARGUMENTS_H_
+#define TENSORMORPH_CLIENT_CLI_ARGUMENTS_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+
+namespace tensormorph {
+
+// One index argument: comma-separated integer coordinates, negative ones
+// counting from the end ("3,17", "-1,0"). "()" is the index of a rank-0
+// tensor's one element (numpy's empty tuple).
+// Errors: INVALID_ARGUMENT naming the argument: empty, an empty coordinate
+// ("3,,17"), or a coordinate that is not a 64-bit integer.
+absl::StatusOr<std::vector<int64_t>> ParseIndex(absl::string_view text);
+
+// Checks that `index` (as typed: `text`) has exactly the rank of `tensor`.
+// Errors: INVALID_ARGUMENT naming the tensor's rank and shape and what was
+// given, with a hint when separate arguments look like one index's
+// coordinates ("0 1" instead of "0,1").
+absl::Status CheckIndexRank(absl::string_view text,
+                            absl::Span<const int64_t> index,
+                            absl::string_view tensor,
+                            absl::Span<const int64_t> shape, size_t arguments);
+
+// The number of dimensions a numpy slice ("0:4, ::2, -1, ...") indexes: every
+// item but "...". The same grammar the server parses (core/slice.h), checked
+// here so that a malformed slice is a usage error like a malformed index.
+// Errors: INVALID_ARGUMENT naming the item.
+absl::StatusOr<size_t> SliceDimensions(absl::string_view text);
+
+// "WxH", both decimal integers in [1, max], with W * H <= max_cells.
+// Errors: INVALID_ARGUMENT naming the text and the limit.
+absl::StatusOr<std::pair<int, int>> ParseSize(absl::string_view text, int max,
+                                              int64_t max_cells);
+
+// Refuses an output path that is one of the inputs: the same file (by
+// device and inode, so links and other spellings count), or for a directory
+// checkpoint a file directly inside it. Inputs that do not exist locally (a
+// server's paths) are skipped; so is an output that does not exist yet.
+// Errors: INVALID_ARGUMENT naming both paths.
+absl::Status CheckNotAnInput(const std::string& output,
+                             const std::vector<std::string>& inputs);
+
+}  // namespace tensormorph
+
+#endif  // TENSORMORPH_CLIENT_CLI_ARGUMENTS_H_

@@ -124,17 +124,16 @@ class QuantDiffReactor final
   void OnDone() override {
     // First: no watchdog callback runs after this, and none is running.
     state_->watchdog.Remove(watch_);
-    Fenced(log_.site(), [&] {
-      if (admitted_) state_->ReleaseStream();
-      if (counted_diff_) state_->active_diffs.fetch_sub(1);
-      if (cancelled_.load()) state_->metrics.streams_cancelled.fetch_add(1);
-      state_->StreamEnded();
-    }).IgnoreError();
     // Finish is called under mu_ (PumpLocked), and gRPC may run OnDone on
     // another thread before that caller has unlocked: wait for it, so the
     // mutex is not destroyed held (a diff refused in Prepare hung its
     // worker spinning on the freed mutex).
     { absl::MutexLock lock(&mu_); }
+    Fenced(log_.site(), [&] {
+      ReleaseSlots();  // a call that never finished (cancelled first)
+      if (cancelled_.load()) state_->metrics.streams_cancelled.fetch_add(1);
+      state_->StreamEnded();
+    }).IgnoreError();
     delete this;
   }
 
@@ -146,6 +145,13 @@ class QuantDiffReactor final
   void FencedLocked(const FenceSite& site, F&& f)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (absl::Status s = Fenced(site, f); !s.ok()) FailLocked(s);
+  }
+
+  // Gives back the stream and diff slots this call holds, once.
+  void ReleaseSlots() {
+    if (admitted_) state_->ReleaseStream();
+    if (counted_diff_) state_->active_diffs.fetch_sub(1);
+    admitted_ = counted_diff_ = false;
   }
 
   // Ends the call with `s` once nothing runs (stops the other tasks).
@@ -390,6 +396,9 @@ class QuantDiffReactor final
     if (running_ == 0 && (failed || summarized_)) {
       finished_ = true;
       log_.Finish(status_, bytes_done_.load());
+      // The slots go back before the client hears the end: a script's next
+      // diff must not find them still taken by this one.
+      ReleaseSlots();
       Finish(status_);
     }
   }
@@ -398,8 +407,9 @@ class QuantDiffReactor final
   grpc::CallbackServerContext* ctx_;
   const v1::QuantDiffRequest* req_;
   StreamWatchdog::Watch* watch_ = nullptr;
-  bool admitted_ = false;      // holds a stream slot (set in Prepare)
-  bool counted_diff_ = false;  // written in Prepare, read in OnDone
+  // Slots held: set in Prepare, cleared under mu_ by ReleaseSlots.
+  bool admitted_ = false;      // a stream slot
+  bool counted_diff_ = false;  // a max_concurrent_diffs slot
   CallLog log_;
   const absl::Time start_;
   std::shared_ptr<const Checkpoint> quant_, ref_;

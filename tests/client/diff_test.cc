@@ -314,8 +314,8 @@ TEST(QuantDiffRpcTest, ManyRefusedDiffsLeaveEveryWorkerFree) {
   req.set_checkpoint("gguf/source_f32.gguf");  // reversed
   req.set_reference("gguf/Q4_K.gguf");
   for (int i = 0; i < 300; ++i) {
-    absl::Status st =
-        s.client->QuantDiff(req, [](const v1::QuantDiffEvent&) { return true; });
+    absl::Status st = s.client->QuantDiff(
+        req, [](const v1::QuantDiffEvent&) { return true; });
     ASSERT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << i << st;
   }
   EXPECT_TRUE(s.server->state().metrics.WaitForIdle(absl::Seconds(20)));

@@ -155,10 +155,17 @@ int RunInfo(Client& client, const GlobalOptions& g, const InfoOptions& o) {
     pattern += c;
   }
   req.set_filter(pattern);
+  req.set_parts(o.part);
   std::vector<v1::TensorInfo> found;
   absl::Status s = client.ListTensors(
       req, [&](const v1::TensorInfo& t) { found.push_back(t); });
   if (!s.ok()) return ReportFailure(s);
+  if (found.empty() && !o.part) {  // not a logical tensor: a stored part?
+    req.set_parts(true);
+    s = client.ListTensors(
+        req, [&](const v1::TensorInfo& t) { found.push_back(t); });
+    if (!s.ok()) return ReportFailure(s);
+  }
   if (found.empty()) {
     return ReportFailure(absl::NotFoundError(
         absl::StrCat("tensor '", o.tensor, "' not found in checkpoint '",
@@ -180,7 +187,7 @@ int RunInfo(Client& client, const GlobalOptions& g, const InfoOptions& o) {
             << "-bit codes, " << (e.quantized() ? "quantized" : "not quantized")
             << " (" << e.convention() << ")\n"
             << "granularity  " << e.granularity() << "\n"
-            << "symmetric    " << (e.symmetric() ? "yes" : "no (zero-points)")
+            << "symmetric    " << (e.symmetric() ? "yes" : "no (an offset or zero-point term)")
             << "\n"
             << "stored bytes " << BytesText(t.stored_bytes()) << "\n"
             << "stored as\n";
@@ -201,6 +208,7 @@ int RunRead(Client& client, const GlobalOptions& g, const ReadOptions& o) {
   v1::ReadSliceRequest req;
   req.set_checkpoint(o.checkpoint);
   req.set_tensor(o.tensor);
+  req.set_part(o.part);
   req.set_slice(o.slice);
   req.set_mode(o.raw ? v1::OUTPUT_MODE_RAW : v1::OUTPUT_MODE_FLOAT32);
   if (g.json && o.output.empty()) {
@@ -249,6 +257,7 @@ int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o) {
   v1::InspectScalarsRequest req;
   req.set_checkpoint(o.checkpoint);
   req.set_tensor(o.tensor);
+  req.set_part(o.part);
   size_t rank = 0;
   for (size_t i = 0; i < o.indices.size(); ++i) {
     std::vector<std::string> parts =
@@ -289,6 +298,7 @@ int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o) {
       if (s.sub_block() >= 0) std::cout << ", sub-block " << s.sub_block();
       std::cout << "\n";
     }
+    if (s.group() >= 0) std::cout << "  group       " << s.group() << "\n";
     if (s.params_size() > 0)
       std::cout << "  params      " << ParamsText(s) << "\n";
     std::cout << "  scale       " << NumberText(s.scale()) << "   zero-point "

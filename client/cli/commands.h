@@ -43,6 +43,10 @@ int RunLs(Client& client, const GlobalOptions& g, const LsOptions& o);
 struct InfoOptions {
   std::string checkpoint;
   std::string tensor;  // empty = the checkpoint
+  // The name is a stored part's (ls's STORED AS), even where a logical
+  // tensor has it too. Without it, a name no logical tensor has is looked
+  // up among the stored parts anyway.
+  bool part = false;
 };
 int RunInfo(Client& client, const GlobalOptions& g, const InfoOptions& o);
 
@@ -52,6 +56,10 @@ struct ReadOptions {
   std::string slice;
   bool raw = false;
   std::string output;  // .npy path; empty = preview on stdout
+  // The name is a stored part's (ls's STORED AS), even where a logical
+  // tensor has it too. Without it, a name no logical tensor has is looked
+  // up among the stored parts anyway.
+  bool part = false;
 };
 int RunRead(Client& client, const GlobalOptions& g, const ReadOptions& o);
 
@@ -59,6 +67,10 @@ struct ScalarOptions {
   std::string checkpoint;
   std::string tensor;
   std::vector<std::string> indices;  // "3,17"
+  // The name is a stored part's (ls's STORED AS), even where a logical
+  // tensor has it too. Without it, a name no logical tensor has is looked
+  // up among the stored parts anyway.
+  bool part = false;
 };
 int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o);
 

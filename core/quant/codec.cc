@@ -75,7 +75,28 @@ absl::Status InspectElement(DType dtype, absl::Span<const uint8_t> data,
   const bool has_block_params = int64_t{info.block_bytes} * 8 >
                                 int64_t{info.block_elems} * info.code_bits;
   out->block = has_block_params ? block : -1;
+  out->group = !has_block_params ? -1
+               : out->sub_block >= 0
+                   ? block * SubBlocksPerBlock(dtype) + out->sub_block
+                   : block;
   return absl::OkStatus();
+}
+
+int32_t SubBlocksPerBlock(DType dtype) {
+  switch (dtype) {
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ6_K:
+      return 16;
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kIQ4_XS:
+      return 8;
+    case DType::kNVFP4:
+      return 4;
+    default:
+      return 1;
+  }
 }
 
 }  // namespace tensormorph

@@ -24,9 +24,7 @@ std::string GranularityOf(DType dtype, const DTypeInfo& info) {
     default:
       break;
   }
-  const bool has_params = int64_t{info.block_bytes} * 8 >
-                          int64_t{info.block_elems} * info.code_bits;
-  return has_params ? absl::StrCat("per-block ", info.block_elems) : "none";
+  return HasBlockParams(dtype) ? absl::StrCat("per-block ", info.block_elems) : "none";
 }
 
 // ggml types whose blocks carry a real-valued offset ("m", "dmin") beside

@@ -187,7 +187,8 @@ int RunInfo(Client& client, const GlobalOptions& g, const InfoOptions& o) {
             << "-bit codes, " << (e.quantized() ? "quantized" : "not quantized")
             << " (" << e.convention() << ")\n"
             << "granularity  " << e.granularity() << "\n"
-            << "symmetric    " << (e.symmetric() ? "yes" : "no (an offset or zero-point term)")
+            << "symmetric    "
+            << (e.symmetric() ? "yes" : "no (an offset or zero-point term)")
             << "\n"
             << "stored bytes " << BytesText(t.stored_bytes()) << "\n"
             << "stored as\n";

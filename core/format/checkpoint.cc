@@ -526,8 +526,8 @@ void CheckpointBuilder::BuildParts() {
   };
   for (const StoredTensor& t : c.stored_) {
     if (itself(t) == nullptr) {
-      c.part_views_.push_back(LogicalTensor{
-          t.name, t.shape, t.num_elements, MakeStoredEncoding(t, convention)});
+      c.part_views_.push_back(LogicalTensor{t.name, t.shape, t.num_elements,
+                                            MakeStoredEncoding(t, convention)});
     }
   }
   // part_views_ is complete: pointers into it stay valid.

@@ -83,8 +83,7 @@ bool HasBlockParams(DType dtype) {
   // no parameters across them; every multi-element ggml type does (TQ1_0's
   // trits take fewer bits than code_bits says, so counting bits would miss
   // its scale).
-  return GetDTypeInfo(dtype).block_elems > 1 &&
-         GgmlTypeIdOf(dtype).has_value();
+  return GetDTypeInfo(dtype).block_elems > 1 && GgmlTypeIdOf(dtype).has_value();
 }
 
 int32_t SubBlocksPerBlock(DType dtype) {

@@ -27,8 +27,8 @@ struct EncodingInfo {
   // compressed-tensors weight_zero_point) or a real-valued offset ("min":
   // Q4_1, Q5_1, Q2_K, Q4_K, Q5_K).
   bool symmetric = true;
-  int64_t group_size = 0;   // per-group schemes: elements per group
-  bool act_order = false;   // groups are looked up through g_idx
+  int64_t group_size = 0;            // per-group schemes: elements per group
+  bool act_order = false;            // groups are looked up through g_idx
   std::vector<int64_t> block_shape;  // per-block schemes: [rows, cols]
   std::string axis;                  // "in" / "out" where it applies
 };

@@ -31,14 +31,6 @@ struct ScalarInfo {
   bool code_is_float = false;    // code_bits_value is a float bit pattern
   int64_t block = -1;            // storage block (ggml block, group), or -1
   int32_t sub_block = -1;        // sub-block within the block, or -1
-  // The group id: the element's group (the elements sharing one scale and
-  // offset or zero-point: a ggml sub-block where the type has them, else the
-  // ggml block; a convention's group, block or channel; the whole tensor for
-  // per-tensor scales), numbered densely 0..groups-1 in row-major order of
-  // the group grid. -1 where nothing is shared (plain dtypes). Every view
-  // (stats' group count, heatmap group mode, diff's worst groups and its
-  // per-element group) uses this id.
-  int64_t group = -1;
   double scale = 1;              // effective multiplier of the level
   double zero_point = 0;         // in code units (0 for symmetric)
   double offset = 0;             // real-unit offset (a "min"), 0 if none
@@ -52,6 +44,14 @@ struct ScalarInfo {
   double range_min = 0;
   double range_max = 0;
   float value = 0;
+  // The group id: the element's group (the elements sharing one scale and
+  // offset or zero-point: a ggml sub-block where the type has them, else the
+  // ggml block; a convention's group, block or channel; the whole tensor for
+  // per-tensor scales), numbered densely 0..groups-1 in row-major order of
+  // the group grid. -1 where nothing is shared (plain dtypes). Every view
+  // (stats' group count, heatmap group mode, diff's worst groups and its
+  // per-element group) uses this id.
+  int64_t group = -1;
   std::array<ScalarParam, 4> params{};
   int32_t num_params = 0;
 

@@ -24,7 +24,8 @@ std::string GranularityOf(DType dtype, const DTypeInfo& info) {
     default:
       break;
   }
-  return HasBlockParams(dtype) ? absl::StrCat("per-block ", info.block_elems) : "none";
+  return HasBlockParams(dtype) ? absl::StrCat("per-block ", info.block_elems)
+                               : "none";
 }
 
 // ggml types whose blocks carry a real-valued offset ("m", "dmin") beside

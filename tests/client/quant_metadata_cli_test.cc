@@ -66,8 +66,7 @@ const SymCase kSymCases[] = {
     {"gguf/TQ2_0.gguf", "blk.0.attn_q.weight", true},
     {"gguf/MXFP4.gguf", "blk.0.attn_q.weight", true},
     {"gguf/NVFP4.gguf", "blk.0.attn_q.weight", true},
-    {"safetensors/gptq_4bit_g32", "model.layers.0.mlp.down_proj.weight",
-     false},
+    {"safetensors/gptq_4bit_g32", "model.layers.0.mlp.down_proj.weight", false},
     {"safetensors/gptq_4bit_g32_actorder",
      "model.layers.0.mlp.down_proj.weight", false},
     {"safetensors/awq_4bit_g32", "model.layers.0.mlp.down_proj.weight", false},
@@ -75,12 +74,10 @@ const SymCase kSymCases[] = {
      true},
     {"safetensors/ct_int8_tensor_asym", "model.layers.0.mlp.down_proj.weight",
      false},
-    {"safetensors/ct_w4a16_group", "model.layers.0.mlp.down_proj.weight",
-     true},
+    {"safetensors/ct_w4a16_group", "model.layers.0.mlp.down_proj.weight", true},
     {"safetensors/fp8_block_sharded", "model.layers.0.mlp.down_proj.weight",
      true},
-    {"safetensors/mxfp4_gptoss", "model.layers.0.mlp.experts.down_proj",
-     true},
+    {"safetensors/mxfp4_gptoss", "model.layers.0.mlp.experts.down_proj", true},
     {"safetensors/bnb_nf4", "model.layers.0.self_attn.q_proj.weight", true},
 };
 
@@ -98,8 +95,8 @@ TEST_P(SymmetricCliTest, InfoSaysSymmetricExactlyWithoutOffsetOrZeroPoint) {
     CommandResult text =
         cli->Run(GetParam(), {"info", Fixture(c.path), c.tensor});
     ASSERT_EQ(text.exit_code, 0) << text.err;
-    EXPECT_THAT(text.out,
-                HasSubstr(c.symmetric ? "symmetric    yes" : "symmetric    no"));
+    EXPECT_THAT(text.out, HasSubstr(c.symmetric ? "symmetric    yes"
+                                                : "symmetric    no"));
   }
 }
 
@@ -215,9 +212,9 @@ TEST_P(GroupIdCliTest, StatsHeatmapScalarAndDiffShareOneGroupId) {
     EXPECT_NEAR(w["maxErrSteps"].get<double>(), by_group[g].second, 1e-6);
     // The scalar inspector on the group's worst element names the group.
     const auto& at = worst_of_group[g];
-    CommandResult sc = Run({"--json", "scalar", quant, c.tensor,
-                            std::to_string(at[0]) + "," +
-                                std::to_string(at[1])});
+    CommandResult sc =
+        Run({"--json", "scalar", quant, c.tensor,
+             std::to_string(at[0]) + "," + std::to_string(at[1])});
     ASSERT_EQ(sc.exit_code, 0) << sc.err;
     EXPECT_EQ(Int(nlohmann::json::parse(sc.out)["scalars"][0]["group"]), g);
   }
@@ -230,13 +227,14 @@ TEST_P(GroupIdCliTest, StatsHeatmapScalarAndDiffShareOneGroupId) {
               HasSubstr(std::to_string(Int(top["quant"]["group"])) + "\n"));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    TypesAndConventionsBothModes, GroupIdCliTest,
-    ::testing::Combine(::testing::ValuesIn(kGroupCases), ::testing::Bool()),
-    [](const auto& info) {
-      return std::string(std::get<0>(info.param).label) +
-             (std::get<1>(info.param) ? "_Remote" : "_Embedded");
-    });
+INSTANTIATE_TEST_SUITE_P(TypesAndConventionsBothModes, GroupIdCliTest,
+                         ::testing::Combine(::testing::ValuesIn(kGroupCases),
+                                            ::testing::Bool()),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param).label) +
+                                  (std::get<1>(info.param) ? "_Remote"
+                                                           : "_Embedded");
+                         });
 
 }  // namespace
 }  // namespace tensormorph

@@ -83,8 +83,7 @@ TEST_P(StoredPartsCliTest, EveryPartReadsRawAsTheFileStoresIt) {
     // The bytes the file holds at the offset ls gives.
     const std::string file =
         ReadFileBytes(dir + "/" + p["file"].get<std::string>());
-    const std::string want =
-        file.substr(Int(p["offset"]), Int(p["sizeBytes"]));
+    const std::string want = file.substr(Int(p["offset"]), Int(p["sizeBytes"]));
     const std::string out = tmp + "/raw.npy";
     CommandResult read = Run({"read", dir, name, "--raw", "--part", "-o", out});
     ASSERT_EQ(read.exit_code, 0) << read.err;
@@ -160,13 +159,14 @@ TEST_P(StoredPartsCliTest, PartNamesNoStoredTensorHasAreNotFound) {
   EXPECT_THAT(r.err, HasSubstr("NOT_FOUND: stored tensor 'no.such.part'"));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    EveryConventionFixtureBothModes, StoredPartsCliTest,
-    ::testing::Combine(::testing::ValuesIn(kFixtures), ::testing::Bool()),
-    [](const auto& info) {
-      return std::string(std::get<0>(info.param)) +
-             (std::get<1>(info.param) ? "_Remote" : "_Embedded");
-    });
+INSTANTIATE_TEST_SUITE_P(EveryConventionFixtureBothModes, StoredPartsCliTest,
+                         ::testing::Combine(::testing::ValuesIn(kFixtures),
+                                            ::testing::Bool()),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param)) +
+                                  (std::get<1>(info.param) ? "_Remote"
+                                                           : "_Embedded");
+                         });
 
 }  // namespace
 }  // namespace tensormorph

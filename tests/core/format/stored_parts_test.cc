@@ -22,9 +22,9 @@ using ::tensormorph::testing::Fixture;
 using ::tensormorph::testing::ReadFileBytes;
 
 const char* const kConventionFixtures[] = {
-    "gptq_4bit_g32",      "gptq_4bit_g32_actorder", "awq_4bit_g32",
-    "ct_int8_channel",    "ct_int8_tensor_asym",    "ct_w4a16_group",
-    "fp8_block_sharded",  "mxfp4_gptoss",           "bnb_nf4",
+    "gptq_4bit_g32",     "gptq_4bit_g32_actorder", "awq_4bit_g32",
+    "ct_int8_channel",   "ct_int8_tensor_asym",    "ct_w4a16_group",
+    "fp8_block_sharded", "mxfp4_gptoss",           "bnb_nf4",
 };
 
 // A tensor's bytes as the file's own header places them, read without the

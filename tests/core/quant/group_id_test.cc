@@ -41,16 +41,25 @@ Case Ggml(const std::string& type, int64_t elems) {
 
 std::vector<Case> Cases() {
   std::vector<Case> v = {
-      Ggml("Q4_0", 32),   Ggml("Q4_1", 32),   Ggml("Q5_0", 32),
-      Ggml("Q5_1", 32),   Ggml("Q8_0", 32),   Ggml("IQ4_NL", 32),
+      Ggml("Q4_0", 32),
+      Ggml("Q4_1", 32),
+      Ggml("Q5_0", 32),
+      Ggml("Q5_1", 32),
+      Ggml("Q8_0", 32),
+      Ggml("IQ4_NL", 32),
       Ggml("MXFP4", 32),
       // Sub-blocks: 8 of 32 per 256-element block...
-      Ggml("Q4_K", 32),   Ggml("Q5_K", 32),   Ggml("IQ4_XS", 32),
+      Ggml("Q4_K", 32),
+      Ggml("Q5_K", 32),
+      Ggml("IQ4_XS", 32),
       // ...16 of 16, and NVFP4's 4 of 16 per 64.
-      Ggml("Q2_K", 16),   Ggml("Q3_K", 16),   Ggml("Q6_K", 16),
+      Ggml("Q2_K", 16),
+      Ggml("Q3_K", 16),
+      Ggml("Q6_K", 16),
       Ggml("NVFP4", 16),
       // One scale per 256.
-      Ggml("TQ1_0", 256), Ggml("TQ2_0", 256),
+      Ggml("TQ1_0", 256),
+      Ggml("TQ2_0", 256),
   };
   // GPTQ / AWQ / compressed-tensors groups of 32 along in: 2 per row of 64.
   auto group32 = [](const Checkpoint&, int64_t r, int64_t c, int64_t cols) {
@@ -72,10 +81,9 @@ std::vector<Case> Cases() {
                  return r * ((cols + 31) / 32) + gi;
                }});
   // Per-channel: the row. Per-tensor: one group.
-  v.push_back({"ct_channel", "safetensors/ct_int8_channel", down, 48,
-               [](const Checkpoint&, int64_t r, int64_t, int64_t) {
-                 return r;
-               }});
+  v.push_back(
+      {"ct_channel", "safetensors/ct_int8_channel", down, 48,
+       [](const Checkpoint&, int64_t r, int64_t, int64_t) { return r; }});
   v.push_back({"ct_tensor", "safetensors/ct_int8_tensor_asym", down, 1,
                [](const Checkpoint&, int64_t, int64_t, int64_t) {
                  return int64_t{0};
@@ -134,8 +142,10 @@ TEST(GroupIdTest, PlainTensorsHaveNoGroups) {
   auto ckpt = Checkpoint::Open(Fixture("gguf/F32.gguf"));
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
   ScalarInfo s;
-  ASSERT_TRUE(
-      (*ckpt)->FindTensor("blk.0.attn_q.weight")->encoding->Inspect(5, &s).ok());
+  ASSERT_TRUE((*ckpt)
+                  ->FindTensor("blk.0.attn_q.weight")
+                  ->encoding->Inspect(5, &s)
+                  .ok());
   EXPECT_EQ(s.group, -1);
 }
 

@@ -45,8 +45,7 @@ const Case kCases[] = {
     {"gguf/BF16.gguf", "blk.0.attn_q.weight", true},
     {"gguf/F32.gguf", "blk.0.attn_q.weight", true},
     // Conventions: zero-points make them asymmetric.
-    {"safetensors/gptq_4bit_g32", "model.layers.0.mlp.down_proj.weight",
-     false},
+    {"safetensors/gptq_4bit_g32", "model.layers.0.mlp.down_proj.weight", false},
     {"safetensors/gptq_4bit_g32_actorder",
      "model.layers.0.mlp.down_proj.weight", false},
     {"safetensors/awq_4bit_g32", "model.layers.0.mlp.down_proj.weight", false},
@@ -54,12 +53,10 @@ const Case kCases[] = {
      true},
     {"safetensors/ct_int8_tensor_asym", "model.layers.0.mlp.down_proj.weight",
      false},
-    {"safetensors/ct_w4a16_group", "model.layers.0.mlp.down_proj.weight",
-     true},
+    {"safetensors/ct_w4a16_group", "model.layers.0.mlp.down_proj.weight", true},
     {"safetensors/fp8_block_sharded", "model.layers.0.mlp.down_proj.weight",
      true},
-    {"safetensors/mxfp4_gptoss", "model.layers.0.mlp.experts.down_proj",
-     true},
+    {"safetensors/mxfp4_gptoss", "model.layers.0.mlp.experts.down_proj", true},
     {"safetensors/bnb_nf4", "model.layers.0.self_attn.q_proj.weight", true},
 };
 
@@ -94,15 +91,15 @@ TEST_P(SymmetricTest, TheFlagSaysWhetherValuesHaveAnOffsetOrZeroPoint) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    EveryGgmlTypeAndConvention, SymmetricTest, ::testing::ValuesIn(kCases),
-    [](const auto& info) {
-      std::string name = info.param.path;
-      for (char& ch : name) {
-        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-      }
-      return name;
-    });
+INSTANTIATE_TEST_SUITE_P(EveryGgmlTypeAndConvention, SymmetricTest,
+                         ::testing::ValuesIn(kCases), [](const auto& info) {
+                           std::string name = info.param.path;
+                           for (char& ch : name) {
+                             if (!std::isalnum(static_cast<unsigned char>(ch)))
+                               ch = '_';
+                           }
+                           return name;
+                         });
 
 // Every ggml type, fixture or not (the flag depends on the type alone).
 TEST(SymmetricGgmlTypesTest, OnlyTypesWithAMinAreAsymmetric) {

@@ -12,9 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "client/client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/loopback_server.h"
 #include "tests/support/npy_reader.h"
 #include "tests/support/process.h"
 #include "tests/support/test_paths.h"
@@ -167,6 +169,63 @@ INSTANTIATE_TEST_SUITE_P(EveryConventionFixtureBothModes, StoredPartsCliTest,
                                   (std::get<1>(info.param) ? "_Remote"
                                                            : "_Embedded");
                          });
+
+// The proto contract under the CLI: ListTensors with parts lists every
+// stored tensor, sorted, as a plain tensor; ReadSlice and InspectScalars
+// with part reach the codes that share the logical tensor's name, which
+// the same calls without it never do.
+TEST(StoredPartsApiTest, PartRequestsReachStoredTensorsByName) {
+  auto server = testing::StartLoopbackServer({FixturesDir()});
+  Client& client = *server.client;
+  const std::string dir = Fixture("safetensors/ct_int8_tensor_asym");
+  const std::string name = "model.layers.0.mlp.down_proj.weight";
+
+  v1::ListTensorsRequest list;
+  list.set_checkpoint(dir);
+  list.set_parts(true);
+  std::vector<std::string> names;
+  ASSERT_TRUE(client
+                  .ListTensors(list,
+                               [&](const v1::TensorInfo& t) {
+                                 names.push_back(t.name());
+                                 EXPECT_FALSE(t.encoding().quantized());
+                                 ASSERT_EQ(t.parts_size(), 1);
+                                 EXPECT_EQ(t.parts(0).name(), t.name());
+                               })
+                  .ok());
+  EXPECT_EQ(names, (std::vector<std::string>{name, name + "_scale",
+                                             name + "_zero_point"}));
+
+  v1::ReadSliceRequest read;
+  read.set_checkpoint(dir);
+  read.set_tensor(name);
+  read.set_mode(v1::OUTPUT_MODE_RAW);
+  EXPECT_EQ(client.ReadSliceAll(read).status().code(),
+            absl::StatusCode::kUnimplemented);
+  read.set_part(true);
+  auto raw = client.ReadSliceAll(read);
+  ASSERT_TRUE(raw.ok()) << raw.status();
+  EXPECT_EQ(raw->dtype, "I8");
+  EXPECT_EQ(raw->shape, (std::vector<int64_t>{32, 64}));
+
+  v1::InspectScalarsRequest sc;
+  sc.set_checkpoint(dir);
+  sc.set_tensor(name);
+  sc.add_flat_indices(5);
+  auto logical = client.InspectScalars(sc);
+  sc.set_part(true);
+  auto codes = client.InspectScalars(sc);
+  ASSERT_TRUE(logical.ok() && codes.ok());
+  // The logical element's raw code is the part's value.
+  EXPECT_EQ(codes->scalars(0).value(),
+            static_cast<float>(logical->scalars(0).raw_code()));
+  EXPECT_EQ(codes->encoding().scheme(), "I8");
+  EXPECT_EQ(codes->scalars(0).group(), -1);
+
+  sc.set_tensor("no.such.part");
+  EXPECT_EQ(client.InspectScalars(sc).status().code(),
+            absl::StatusCode::kNotFound);
+}
 
 }  // namespace
 }  // namespace tensormorph

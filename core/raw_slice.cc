@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace tensormorph {
 
@@ -11,10 +12,18 @@ absl::StatusOr<RawSliceReader> RawSliceReader::Create(
     const LogicalTensor& tensor, ResolvedSlice slice) {
   const auto parts = tensor.encoding->parts();
   if (parts.size() != 1 || parts[0]->shape != tensor.shape) {
+    std::vector<std::string> names;
+    bool shared = false;  // a part has the logical tensor's name
+    for (const StoredTensor* p : parts) {
+      names.push_back(absl::StrCat("'", p->name, "'"));
+      shared |= p->name == tensor.name;
+    }
     return absl::UnimplementedError(absl::StrCat(
         "tensor '", tensor.name, "' is assembled from ", parts.size(),
-        " stored tensors: raw output needs a tensor stored in one piece; "
-        "read its parts by their own names"));
+        " stored tensors (", absl::StrJoin(names, ", "),
+        "): raw output needs a tensor stored in one piece; read its parts by "
+        "their own names",
+        shared ? " (a part named like the tensor itself with --part)" : ""));
   }
   RawSliceReader r;
   r.stored_ = parts[0];

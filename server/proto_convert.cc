@@ -104,6 +104,7 @@ void FillScalar(const ScalarInfo& s, v1::ScalarInspection* out) {
   out->set_code_is_float(s.code_is_float);
   out->set_block(s.block);
   out->set_sub_block(s.sub_block);
+  out->set_group(s.group);
   out->set_scale(s.scale);
   out->set_zero_point(s.zero_point);
   out->set_offset(s.offset);

@@ -147,7 +147,8 @@ class ReadSliceReactor final
     auto ckpt = state_->registry.Acquire(req_.checkpoint());
     if (!ckpt.ok()) return ckpt.status();
     ckpt_ = *ckpt;
-    auto t = FindTensorOrError(*ckpt_, req_.checkpoint(), req_.tensor());
+    auto t = FindTensorOrError(*ckpt_, req_.checkpoint(), req_.tensor(),
+                               req_.part());
     if (!t.ok()) return t.status();
     for (const StoredTensor* part : (*t)->encoding->parts()) {
       const Checkpoint::File* f = &ckpt_->files()[part->file_index];

@@ -118,11 +118,17 @@ absl::Status CheckReplySize(const google::protobuf::Message& reply,
 
 absl::StatusOr<const LogicalTensor*> FindTensorOrError(
     const Checkpoint& ckpt, const std::string& checkpoint_name,
-    const std::string& tensor_name) {
+    const std::string& tensor_name, bool part) {
   if (tensor_name.empty()) {
     return absl::InvalidArgumentError("no tensor named in the request");
   }
-  const LogicalTensor* t = ckpt.FindTensor(tensor_name);
+  const LogicalTensor* t = ckpt.Lookup(tensor_name, part);
+  if (t == nullptr && part) {
+    return absl::NotFoundError(absl::StrCat(
+        "stored tensor '", tensor_name, "' not found in checkpoint '",
+        checkpoint_name, "' (", ckpt.stored_tensors().size(),
+        " stored tensors; `tensormorph ls` lists them under STORED AS)"));
+  }
   if (t == nullptr) {
     return absl::NotFoundError(
         absl::StrCat("tensor '", tensor_name, "' not found in checkpoint '",
@@ -198,7 +204,18 @@ grpc::ServerWriteReactor<v1::TensorInfo>* TensormorphService::ListTensors(
     auto ckpt = state_->registry.Acquire(req->checkpoint());
     if (!ckpt.ok()) return ckpt.status();
     std::vector<v1::TensorInfo> out;
-    for (const LogicalTensor& t : (*ckpt)->tensors()) {
+    std::vector<const LogicalTensor*> listed;
+    if (req->parts()) {
+      listed = (*ckpt)->parts();
+      std::sort(listed.begin(), listed.end(),
+                [](const LogicalTensor* a, const LogicalTensor* b) {
+                  return a->name < b->name;
+                });
+    } else {
+      for (const LogicalTensor& t : (*ckpt)->tensors()) listed.push_back(&t);
+    }
+    for (const LogicalTensor* tp : listed) {
+      const LogicalTensor& t = *tp;
       if (!req->filter().empty() &&
           ::fnmatch(req->filter().c_str(), t.name.c_str(), 0) != 0) {
         continue;
@@ -293,7 +310,8 @@ grpc::ServerUnaryReactor* TensormorphService::InspectScalars(
       [this, ctx, req, resp]() -> absl::Status {
         auto ckpt = state_->registry.Acquire(req->checkpoint());
         if (!ckpt.ok()) return ckpt.status();
-        auto t = FindTensorOrError(**ckpt, req->checkpoint(), req->tensor());
+        auto t = FindTensorOrError(**ckpt, req->checkpoint(), req->tensor(),
+                                   req->part());
         if (!t.ok()) return t.status();
         const std::vector<int64_t>& shape = (*t)->shape;
         const size_t rank = shape.size();

@@ -114,11 +114,13 @@ struct ServiceState {
   }
 };
 
-// Looks a tensor up by name.
-// Errors: NOT_FOUND naming the tensor and the checkpoint.
+// Looks a tensor up by name as Checkpoint::Lookup does: the logical tensor,
+// or else the stored part of that name; with `part`, the stored part only.
+// Errors: INVALID_ARGUMENT for an empty name; NOT_FOUND naming the tensor
+// and the checkpoint.
 absl::StatusOr<const LogicalTensor*> FindTensorOrError(
     const Checkpoint& ckpt, const std::string& checkpoint_name,
-    const std::string& tensor_name);
+    const std::string& tensor_name, bool part = false);
 
 // Runs `fn` on the worker pool after authenticating the call, and finishes
 // the unary call with its status (logged). `fn` fills `reply`; one too big

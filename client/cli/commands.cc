@@ -80,7 +80,8 @@ int ReportUsage(const absl::Status& status) {
 
 absl::StatusOr<v1::TensorInfo> LookupTensor(Client& client,
                                             const std::string& checkpoint,
-                                            const std::string& tensor) {
+                                            const std::string& tensor,
+                                            bool part) {
   v1::ListTensorsRequest req;
   req.set_checkpoint(checkpoint);
   // Glob metacharacters in a name must match literally.
@@ -90,11 +91,18 @@ absl::StatusOr<v1::TensorInfo> LookupTensor(Client& client,
     pattern += c;
   }
   req.set_filter(pattern);
+  req.set_parts(part);
   std::optional<v1::TensorInfo> found;
-  absl::Status s = client.ListTensors(req, [&](const v1::TensorInfo& t) {
+  auto keep_first = [&](const v1::TensorInfo& t) {
     if (!found) found = t;
-  });
+  };
+  absl::Status s = client.ListTensors(req, keep_first);
   if (!s.ok()) return s;
+  if (!found && !part) {  // not a logical tensor: a stored part?
+    req.set_parts(true);
+    s = client.ListTensors(req, keep_first);
+    if (!s.ok()) return s;
+  }
   if (!found) {
     return absl::NotFoundError(
         absl::StrCat("tensor '", tensor, "' not found in checkpoint '",
@@ -182,7 +190,7 @@ int RunInfo(Client& client, const GlobalOptions& g, const InfoOptions& o) {
     }
     return kExitOk;
   }
-  auto found = LookupTensor(client, o.checkpoint, o.tensor);
+  auto found = LookupTensor(client, o.checkpoint, o.tensor, o.part);
   if (!found.ok()) return ReportFailure(found.status());
   const v1::TensorInfo& t = *found;
   if (g.json) {
@@ -200,7 +208,8 @@ int RunInfo(Client& client, const GlobalOptions& g, const InfoOptions& o) {
             << "-bit codes, " << (e.quantized() ? "quantized" : "not quantized")
             << " (" << e.convention() << ")\n"
             << "granularity  " << e.granularity() << "\n"
-            << "symmetric    " << (e.symmetric() ? "yes" : "no (zero-points)")
+            << "symmetric    "
+            << (e.symmetric() ? "yes" : "no (an offset or zero-point term)")
             << "\n"
             << "stored bytes " << BytesText(t.stored_bytes()) << "\n"
             << "stored as\n";
@@ -222,7 +231,7 @@ int RunRead(Client& client, const GlobalOptions& g, const ReadOptions& o) {
   if (!dims.ok()) return ReportUsage(dims.status());
   if (*dims > 0) {
     // More items than dimensions is as malformed as a bad item.
-    auto t = LookupTensor(client, o.checkpoint, o.tensor);
+    auto t = LookupTensor(client, o.checkpoint, o.tensor, o.part);
     if (!t.ok()) return ReportFailure(t.status());
     if (*dims > static_cast<size_t>(t->shape_size())) {
       return ReportUsage(absl::InvalidArgumentError(absl::StrCat(
@@ -238,6 +247,7 @@ int RunRead(Client& client, const GlobalOptions& g, const ReadOptions& o) {
   v1::ReadSliceRequest req;
   req.set_checkpoint(o.checkpoint);
   req.set_tensor(o.tensor);
+  req.set_part(o.part);
   req.set_slice(o.slice);
   req.set_mode(o.raw ? v1::OUTPUT_MODE_RAW : v1::OUTPUT_MODE_FLOAT32);
   if (g.json && o.output.empty()) {
@@ -300,6 +310,7 @@ int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o) {
   v1::InspectScalarsRequest req;
   req.set_checkpoint(o.checkpoint);
   req.set_tensor(o.tensor);
+  req.set_part(o.part);
   // Each argument is one index of exactly the tensor's rank: checked here,
   // since the request carries the coordinates concatenated and "0 1 2 3"
   // would otherwise read as two indices of a matrix.
@@ -309,7 +320,7 @@ int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o) {
     if (!index.ok()) return ReportUsage(index.status());
     indices.push_back(*std::move(index));
   }
-  auto t = LookupTensor(client, o.checkpoint, o.tensor);
+  auto t = LookupTensor(client, o.checkpoint, o.tensor, o.part);
   if (!t.ok()) return ReportFailure(t.status());
   for (size_t i = 0; i < indices.size(); ++i) {
     absl::Status s = CheckIndexRank(o.indices[i], indices[i], o.tensor,
@@ -334,6 +345,7 @@ int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o) {
       if (s.sub_block() >= 0) std::cout << ", sub-block " << s.sub_block();
       std::cout << "\n";
     }
+    if (s.group() >= 0) std::cout << "  group       " << s.group() << "\n";
     if (s.params_size() > 0)
       std::cout << "  params      " << ParamsText(s) << "\n";
     std::cout << "  scale       " << NumberText(s.scale()) << "   zero-point "

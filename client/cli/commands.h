@@ -38,11 +38,13 @@ int ReportFailure(const absl::Status& status);
 int ReportUsage(const absl::Status& status);
 
 // The TensorInfo of `tensor` in `checkpoint` (its shape, to check indices
-// against before the call that uses them).
+// against before the call that uses them): the logical tensor of that name
+// or else the stored part; with `part`, only the stored part.
 // Errors: NOT_FOUND naming both; the call's own.
 absl::StatusOr<v1::TensorInfo> LookupTensor(Client& client,
                                             const std::string& checkpoint,
-                                            const std::string& tensor);
+                                            const std::string& tensor,
+                                            bool part = false);
 
 // Prints a tensor's backend compatibility rows as a table.
 void PrintCompat(const v1::TensorInfo& t);
@@ -57,6 +59,10 @@ int RunLs(Client& client, const GlobalOptions& g, const LsOptions& o);
 struct InfoOptions {
   std::string checkpoint;
   std::string tensor;  // empty = the checkpoint
+  // The name is a stored part's (ls's STORED AS), even where a logical
+  // tensor has it too. Without it, a name no logical tensor has is looked
+  // up among the stored parts anyway.
+  bool part = false;
 };
 int RunInfo(Client& client, const GlobalOptions& g, const InfoOptions& o);
 
@@ -66,6 +72,10 @@ struct ReadOptions {
   std::string slice;
   bool raw = false;
   std::string output;  // .npy path; empty = preview on stdout
+  // The name is a stored part's (ls's STORED AS), even where a logical
+  // tensor has it too. Without it, a name no logical tensor has is looked
+  // up among the stored parts anyway.
+  bool part = false;
 };
 int RunRead(Client& client, const GlobalOptions& g, const ReadOptions& o);
 
@@ -73,6 +83,10 @@ struct ScalarOptions {
   std::string checkpoint;
   std::string tensor;
   std::vector<std::string> indices;  // one index per entry: "3,17"
+  // The name is a stored part's (ls's STORED AS), even where a logical
+  // tensor has it too. Without it, a name no logical tensor has is looked
+  // up among the stored parts anyway.
+  bool part = false;
 };
 int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o);
 

@@ -154,7 +154,7 @@ int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o) {
              NumberText(e.decoded()), absl::StrFormat("%.4f", e.err_steps()),
              absl::StrCat(e.quant().raw_code()), NumberText(e.quant().scale()),
              NumberText(e.quant().zero_point()),
-             absl::StrCat(e.quant().block())});
+             absl::StrCat(e.quant().group())});
       }
       std::cout << Table(w);
     }

@@ -99,6 +99,11 @@ int main(int argc, char** argv) {
                    "checkpoint file or directory")
       ->required();
   info_cmd->add_option("tensor", info.tensor, "tensor name (optional)");
+  info_cmd->add_flag(
+      "--part", info.part,
+      "the name is a stored part's (ls's STORED AS), read as a plain "
+      "tensor of its stored dtype, even where a logical tensor "
+      "has the name too");
   info_cmd->footer(
       "Examples:\n  tensormorph info model.gguf\n"
       "  tensormorph info model.gguf blk.0.ffn_down.weight");
@@ -122,6 +127,11 @@ int main(int argc, char** argv) {
                    "write a .npy file numpy.load reads (raw block types: "
                    "uint8, [rows, bytes per row])")
       ->check(kOutputPath);
+  read_cmd->add_flag(
+      "--part", read.part,
+      "the name is a stored part's (ls's STORED AS), read as a plain "
+      "tensor of its stored dtype, even where a logical tensor "
+      "has the name too");
   read_cmd->footer(
       "Examples:\n  tensormorph read model.gguf blk.0.attn_q.weight --slice "
       "'0, :8'\n"
@@ -144,6 +154,11 @@ int main(int argc, char** argv) {
                    "(negative counts from the end), e.g. 3,17; a rank-0 "
                    "tensor's one element is ()")
       ->required();
+  scalar_cmd->add_flag(
+      "--part", scalar.part,
+      "the name is a stored part's (ls's STORED AS), read as a plain "
+      "tensor of its stored dtype, even where a logical tensor "
+      "has the name too");
   scalar_cmd->footer(
       "Example:\n  tensormorph scalar model.gguf blk.0.ffn_down.weight 3,17 "
       "0,0");

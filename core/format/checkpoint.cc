@@ -179,6 +179,7 @@ class CheckpointBuilder {
   absl::Status OpenDirectory(const std::string& dir);
   absl::Status OpenFile(const std::string& p);
   absl::Status Finish();
+  void BuildParts();
 
   std::unique_ptr<Checkpoint> ckpt_;
 };
@@ -505,7 +506,37 @@ absl::Status CheckpointBuilder::Finish() {
   for (size_t i = 0; i < c.tensors_.size(); ++i) {
     c.tensor_index_.emplace(c.tensors_[i].name, i);
   }
+  BuildParts();
   return absl::OkStatus();
+}
+
+void CheckpointBuilder::BuildParts() {
+  Checkpoint& c = *ckpt_;
+  const absl::string_view convention =
+      c.format_ == CheckpointFormat::kGguf ? "ggml" : "safetensors";
+  // The logical tensor that is stored tensor `t` itself, or nullptr.
+  auto itself = [&](const StoredTensor& t) -> const LogicalTensor* {
+    const LogicalTensor* l = c.FindTensor(t.name);
+    if (l == nullptr || l->shape != t.shape ||
+        l->encoding->info().scheme != DTypeName(t.dtype)) {
+      return nullptr;
+    }
+    const auto parts = l->encoding->parts();
+    return parts.size() == 1 && parts[0] == &t ? l : nullptr;
+  };
+  for (const StoredTensor& t : c.stored_) {
+    if (itself(t) == nullptr) {
+      c.part_views_.push_back(LogicalTensor{t.name, t.shape, t.num_elements,
+                                            MakeStoredEncoding(t, convention)});
+    }
+  }
+  // part_views_ is complete: pointers into it stay valid.
+  c.parts_.reserve(c.stored_.size());
+  size_t view = 0;
+  for (const StoredTensor& t : c.stored_) {
+    const LogicalTensor* l = itself(t);
+    c.parts_.push_back(l != nullptr ? l : &c.part_views_[view++]);
+  }
 }
 
 absl::StatusOr<std::shared_ptr<const Checkpoint>>
@@ -547,6 +578,19 @@ const LogicalTensor* Checkpoint::FindTensor(absl::string_view name) const {
 const StoredTensor* Checkpoint::FindStored(absl::string_view name) const {
   auto it = stored_index_.find(name);
   return it == stored_index_.end() ? nullptr : &stored_[it->second];
+}
+
+const LogicalTensor* Checkpoint::FindPart(absl::string_view name) const {
+  auto it = stored_index_.find(name);
+  return it == stored_index_.end() ? nullptr : parts_[it->second];
+}
+
+const LogicalTensor* Checkpoint::Lookup(absl::string_view name,
+                                        bool part) const {
+  if (!part) {
+    if (const LogicalTensor* t = FindTensor(name)) return t;
+  }
+  return FindPart(name);
 }
 
 }  // namespace tensormorph

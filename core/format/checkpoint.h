@@ -98,6 +98,26 @@ class Checkpoint {
   const LogicalTensor* FindTensor(absl::string_view name) const;
   const StoredTensor* FindStored(absl::string_view name) const;
 
+  // Stored parts. Every stored tensor (each one a TensorInfo lists under
+  // parts, `ls`'s STORED AS) can be read and inspected by its own name as a
+  // plain tensor of its stored dtype and shape: GPTQ's qweight (I32),
+  // qzeros and scales, AWQ's, compressed-tensors' weight_scale, FP8's
+  // weight_scale_inv, bitsandbytes' absmax, MXFP4's blocks and scales...
+  // Reading one raw gives the file's bytes at its offset. Where a logical
+  // tensor is the stored tensor itself (plain dtypes, ggml types), the part
+  // is that logical tensor.
+  //
+  // The stored tensor `name` as a part, or nullptr when absent.
+  const LogicalTensor* FindPart(absl::string_view name) const;
+  // The lookup of every call that names a tensor: the logical tensor `name`,
+  // or else the part `name`. With `part`, the part only: the way to a part
+  // whose name a logical tensor also has (compressed-tensors', FP8's and
+  // bitsandbytes' `weight` hold the codes of a logical `weight`).
+  // nullptr when absent.
+  const LogicalTensor* Lookup(absl::string_view name, bool part) const;
+  // Every stored tensor as a part, in the order of stored_tensors().
+  const std::vector<const LogicalTensor*>& parts() const { return parts_; }
+
  private:
   Checkpoint() = default;
   friend class CheckpointBuilder;
@@ -118,6 +138,10 @@ class Checkpoint {
   // the checkpoint is built.
   absl::flat_hash_map<absl::string_view, size_t> tensor_index_;
   absl::flat_hash_map<absl::string_view, size_t> stored_index_;
+  // Plain views of the stored tensors that are not a logical tensor
+  // themselves; parts_[i] is stored_[i]'s part (into tensors_ or here).
+  std::vector<LogicalTensor> part_views_;
+  std::vector<const LogicalTensor*> parts_;
 };
 
 }  // namespace tensormorph

@@ -19,6 +19,21 @@ namespace {
 class AffineEncoding final : public Encoding {
  public:
   explicit AffineEncoding(AffineParams p) : p_(std::move(p)) {
+    // Columns of the group grid (as Validate derives it), so that group ids
+    // are dense even where the scales are stored wider than the grid.
+    switch (p_.groups) {
+      case AffineParams::Groups::kGroup:
+        grid_cols_ = p_.g_idx.empty()
+                         ? (p_.cols + p_.group_size - 1) / p_.group_size
+                         : ScaleCols();
+        break;
+      case AffineParams::Groups::kBlock:
+        grid_cols_ = (p_.cols + p_.block_cols - 1) / p_.block_cols;
+        break;
+      default:
+        grid_cols_ = 1;
+        break;
+    }
     for (float t : p_.table) {
       if (!std::isnan(t)) levels_.push_back(t);  // FP8 NaN codes are no level
     }
@@ -131,6 +146,7 @@ class AffineEncoding final : public Encoding {
     s->code_width = p_.codes.bits;
     s->code_is_float = p_.float_codes;
     s->block = GroupIndex(gr, gc);
+    s->group = s->block;
     s->scale = scale;
     s->level = Level(code, zero);
     s->value = scale * static_cast<float>(s->level);
@@ -353,7 +369,7 @@ class AffineEncoding final : public Encoding {
     return 1;
   }
 
-  // A single index for the group, row-major over the group grid.
+  // The group id (ScalarInfo::group): row-major over the group grid.
   int64_t GroupIndex(int64_t gr, int64_t gc) const {
     switch (p_.groups) {
       case AffineParams::Groups::kTensor:
@@ -362,7 +378,7 @@ class AffineEncoding final : public Encoding {
         return gr;
       case AffineParams::Groups::kGroup:
       case AffineParams::Groups::kBlock:
-        return gr * ScaleCols() + gc;
+        return gr * grid_cols_ + gc;
       case AffineParams::Groups::kFlatBlock:
         return gc;
     }
@@ -409,6 +425,7 @@ class AffineEncoding final : public Encoding {
   }
 
   AffineParams p_;
+  int64_t grid_cols_ = 1;
   // Codes of a byte or less, and a codebook (if any) covering every code:
   // the tiled path's kernels apply.
   const bool tiled_ =

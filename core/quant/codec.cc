@@ -69,13 +69,38 @@ absl::Status InspectElement(DType dtype, absl::Span<const uint8_t> data,
   const int64_t block = index / info.block_elems;
   *out = codec->inspect(data.data() + block * info.block_bytes,
                         static_cast<int>(index % info.block_elems));
-  // Packed plain formats (F4, F6) have multi-element blocks too, but share no
-  // parameters across them: only blocks carrying more bits than their codes
-  // are quantization blocks.
-  const bool has_block_params = int64_t{info.block_bytes} * 8 >
-                                int64_t{info.block_elems} * info.code_bits;
+  const bool has_block_params = HasBlockParams(dtype);
   out->block = has_block_params ? block : -1;
+  out->group = !has_block_params ? -1
+               : out->sub_block >= 0
+                   ? block * SubBlocksPerBlock(dtype) + out->sub_block
+                   : block;
   return absl::OkStatus();
+}
+
+bool HasBlockParams(DType dtype) {
+  // Packed plain formats (F4, F6) have multi-element blocks too, but share
+  // no parameters across them; every multi-element ggml type does (TQ1_0's
+  // trits take fewer bits than code_bits says, so counting bits would miss
+  // its scale).
+  return GetDTypeInfo(dtype).block_elems > 1 && GgmlTypeIdOf(dtype).has_value();
+}
+
+int32_t SubBlocksPerBlock(DType dtype) {
+  switch (dtype) {
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ6_K:
+      return 16;
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kIQ4_XS:
+      return 8;
+    case DType::kNVFP4:
+      return 4;
+    default:
+      return 1;
+  }
 }
 
 }  // namespace tensormorph

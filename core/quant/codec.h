@@ -33,10 +33,21 @@ absl::Status DecodeElements(DType dtype, absl::Span<const uint8_t> data,
                             int64_t first, int64_t count, float* out);
 
 // Inspects element `index` of such a tensor; sets ScalarInfo::block to the
-// storage block for block types (-1 for one-element blocks).
+// storage block for block types (-1 for one-element blocks) and
+// ScalarInfo::group to the element's group id: block * SubBlocksPerBlock +
+// sub_block for types with sub-blocks, the block for the others, -1 for
+// plain types.
 // Errors: UNIMPLEMENTED when the dtype has no decoder.
 absl::Status InspectElement(DType dtype, absl::Span<const uint8_t> data,
                             int64_t index, ScalarInfo* out);
+
+// Whether the storage blocks carry quantization parameters (every ggml
+// block type; not packed plain formats such as F4 and F6).
+bool HasBlockParams(DType dtype);
+
+// Sub-blocks with their own scale per storage block (16 for Q2_K, Q3_K and
+// Q6_K, 8 for Q4_K, Q5_K and IQ4_XS, 4 for NVFP4), or 1.
+int32_t SubBlocksPerBlock(DType dtype);
 
 // Per-family tables, registered by codec.cc.
 const Codec* PlainCodec(DType dtype);

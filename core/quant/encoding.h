@@ -21,9 +21,14 @@ struct EncodingInfo {
   bool quantized = false;   // codes need parameters beyond themselves
   std::string granularity;  // "per-block 256 (sub-blocks of 32)", "none"
   int64_t block_elems = 1;  // elements sharing the outermost parameters
-  bool symmetric = true;    // no zero-point (or a fixed one)
-  int64_t group_size = 0;   // per-group schemes: elements per group
-  bool act_order = false;   // groups are looked up through g_idx
+  // No offset or zero-point term: value = scale * level, the level a
+  // function of the code alone (a fixed shift such as Q4_0's code - 8, or a
+  // codebook entry). False when groups carry a zero-point (GPTQ/AWQ qzeros,
+  // compressed-tensors weight_zero_point) or a real-valued offset ("min":
+  // Q4_1, Q5_1, Q2_K, Q4_K, Q5_K).
+  bool symmetric = true;
+  int64_t group_size = 0;            // per-group schemes: elements per group
+  bool act_order = false;            // groups are looked up through g_idx
   std::vector<int64_t> block_shape;  // per-block schemes: [rows, cols]
   std::string axis;                  // "in" / "out" where it applies
 };
@@ -36,8 +41,7 @@ struct ElementQuant {
   double step_above = 0;
   double range_min = 0;
   double range_max = 0;
-  int64_t group =
-      -1;  // innermost parameter group (sub-block where there is one)
+  int64_t group = -1;  // ScalarInfo::group
 };
 
 // What a diff needs of a run of consecutive elements that share their
@@ -50,11 +54,9 @@ struct QuantRun {
   double range_min = 0, range_max = 0;
 };
 
-// The group id DecodeDetailed reports for an inspected element.
-inline int64_t GroupIdOf(const ScalarInfo& s) {
-  if (s.block < 0) return -1;
-  return s.sub_block >= 0 ? s.block * 16 + s.sub_block : s.block;
-}
+// The group id DecodeDetailed reports for an inspected element (see
+// ScalarInfo::group).
+inline int64_t GroupIdOf(const ScalarInfo& s) { return s.group; }
 
 // Thread safety: implementations are immutable and safe to call from many
 // threads at once.

@@ -44,6 +44,14 @@ struct ScalarInfo {
   double range_min = 0;
   double range_max = 0;
   float value = 0;
+  // The group id: the element's group (the elements sharing one scale and
+  // offset or zero-point: a ggml sub-block where the type has them, else the
+  // ggml block; a convention's group, block or channel; the whole tensor for
+  // per-tensor scales), numbered densely 0..groups-1 in row-major order of
+  // the group grid. -1 where nothing is shared (plain dtypes). Every view
+  // (stats' group count, heatmap group mode, diff's worst groups and its
+  // per-element group) uses this id.
+  int64_t group = -1;
   std::array<ScalarParam, 4> params{};
   int32_t num_params = 0;
 

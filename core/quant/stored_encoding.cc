@@ -24,9 +24,24 @@ std::string GranularityOf(DType dtype, const DTypeInfo& info) {
     default:
       break;
   }
-  const bool has_params = int64_t{info.block_bytes} * 8 >
-                          int64_t{info.block_elems} * info.code_bits;
-  return has_params ? absl::StrCat("per-block ", info.block_elems) : "none";
+  return HasBlockParams(dtype) ? absl::StrCat("per-block ", info.block_elems)
+                               : "none";
+}
+
+// ggml types whose blocks carry a real-valued offset ("m", "dmin") beside
+// the scale: value = d * code + m, or d * sc * code - dmin * m. (Q8_1's "s"
+// is the block's sum for dot products, not a term of the value.)
+bool HasOffset(DType dtype) {
+  switch (dtype) {
+    case DType::kQ4_1:
+    case DType::kQ5_1:
+    case DType::kQ2_K:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+      return true;
+    default:
+      return false;
+  }
 }
 
 class StoredEncoding final : public Encoding {
@@ -40,6 +55,7 @@ class StoredEncoding final : public Encoding {
     info_.granularity = GranularityOf(t.dtype, dinfo);
     info_.quantized = info_.granularity != "none";
     info_.block_elems = dinfo.block_elems;
+    info_.symmetric = !HasOffset(t.dtype);
   }
 
   const EncodingInfo& info() const override { return info_; }

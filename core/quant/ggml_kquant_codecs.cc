@@ -4,6 +4,7 @@
 
 #include "core/quant/block_util.h"
 #include "core/quant/codec.h"
+#include "core/quant/decode_simd.h"
 
 namespace tensormorph {
 namespace {
@@ -122,7 +123,8 @@ void UnpackQ3Scales(const uint8_t packed[12], int8_t out[16]) {
   std::memcpy(out, aux, 16);
 }
 
-TM_MULTIVERSION void DecodeQ3_K(const uint8_t* src, int64_t nb, float* y) {
+TM_MULTIVERSION void DecodeQ3_KScalar(const uint8_t* src, int64_t nb,
+                                      float* y) {
   for (int64_t i = 0; i < nb; ++i) {
     BlockQ3_K x;
     std::memcpy(&x, src + i * sizeof(x), sizeof(x));
@@ -152,6 +154,10 @@ TM_MULTIVERSION void DecodeQ3_K(const uint8_t* src, int64_t nb, float* y) {
       q += 32;
     }
   }
+}
+
+void DecodeQ3_K(const uint8_t* src, int64_t nb, float* y) {
+  if (!DecodeQ3_KSimd(src, nb, y)) DecodeQ3_KScalar(src, nb, y);
 }
 
 ScalarInfo InspectQ3_K(const uint8_t* p, int e) {

@@ -1,0 +1,444 @@
+#include "core/quant/decode_simd.h"
+
+#include <atomic>
+#include <cstring>
+
+#include "core/quant/float_formats.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#include <immintrin.h>
+#define TM_DECODE_SIMD 1
+#endif
+
+namespace tensormorph {
+namespace {
+
+DecodeSimd Detect() {
+#if defined(TM_DECODE_SIMD)
+  __builtin_cpu_init();
+  // CPUID leaf 1, ECX bit 29 (clang's __builtin_cpu_supports has no "f16c").
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  const bool f16c =
+      __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+  if (!f16c || !__builtin_cpu_supports("avx2")) return DecodeSimd::kScalar;
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"))
+    return DecodeSimd::kAvx512;
+  return DecodeSimd::kAvx2;
+#else
+  return DecodeSimd::kScalar;
+#endif
+}
+
+std::atomic<int>& Cap() {
+  static std::atomic<int> cap{static_cast<int>(DecodeSimd::kAvx512)};
+  return cap;
+}
+
+int Level() {
+  static const int supported = static_cast<int>(Detect());
+  const int cap = Cap().load(std::memory_order_relaxed);
+  return cap < supported ? cap : supported;
+}
+
+inline uint16_t Load16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+inline uint32_t Load32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+}  // namespace
+
+DecodeSimd SupportedDecodeSimd() {
+  static const DecodeSimd supported = Detect();
+  return supported;
+}
+DecodeSimd ActiveDecodeSimd() { return static_cast<DecodeSimd>(Level()); }
+void CapDecodeSimdForTesting(DecodeSimd cap) {
+  Cap().store(static_cast<int>(cap), std::memory_order_relaxed);
+}
+
+#if !defined(TM_DECODE_SIMD)
+
+bool DecodeF16Simd(const uint8_t*, int64_t, float*) { return false; }
+bool DecodeBF16Simd(const uint8_t*, int64_t, float*) { return false; }
+bool DecodeQ4_0Simd(const uint8_t*, int64_t, float*) { return false; }
+bool DecodeQ4_1Simd(const uint8_t*, int64_t, float*) { return false; }
+bool DecodeQ5_0Simd(const uint8_t*, int64_t, float*) { return false; }
+bool DecodeQ5_1Simd(const uint8_t*, int64_t, float*) { return false; }
+bool DecodeQ3_KSimd(const uint8_t*, int64_t, float*) { return false; }
+bool DecodeIq4NlSimd(const uint8_t*, int64_t, float*) { return false; }
+bool DecodeIq4XsSimd(const uint8_t*, int64_t, float*) { return false; }
+bool DecodeMxfp4Simd(const uint8_t*, int64_t, float*) { return false; }
+bool DecodeNvfp4Simd(const uint8_t*, int64_t, float*) { return false; }
+
+#else
+
+namespace {
+
+#define TM_AVX2 __attribute__((target("avx2,f16c")))
+#define TM_AVX512 __attribute__((target("avx512f,avx512bw,avx2,f16c")))
+
+constexpr int kAvx2 = static_cast<int>(DecodeSimd::kAvx2);
+constexpr int kAvx512 = static_cast<int>(DecodeSimd::kAvx512);
+
+// ---- Building blocks -------------------------------------------------------
+// Blocks hold sixteen (or 32) 4- or 5-bit codes; the kernels turn them into
+// sixteen signed 8-bit levels in one register, then into floats times the
+// block's scale. The int -> float conversion is exact for such small levels,
+// so the product is the reference's `level * d`, rounded once.
+
+// A block's binary16 scale by the hardware conversion rather than the
+// 256 KiB table, whose random rows miss in cache. The two agree on every
+// code but signalling NaNs, which the instruction quiets; the scale only
+// ever meets a multiply, which quiets them too, so the products agree.
+TM_AVX2 inline float Half(const uint8_t* p) {
+  return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(Load16(p))));
+}
+
+// The low and high nibbles of 16 bytes: elements 0..15 and 16..31 of a
+// ggml 32-element block.
+TM_AVX2 inline __m128i LowNibbles(__m128i q) {
+  return _mm_and_si128(q, _mm_set1_epi8(0x0F));
+}
+TM_AVX2 inline __m128i HighNibbles(__m128i q) {
+  return _mm_and_si128(_mm_srli_epi16(q, 4), _mm_set1_epi8(0x0F));
+}
+
+// out[k] = float(levels[k]) * d for the sixteen int8 levels.
+TM_AVX2 inline void Store16(float* out, __m128i levels, __m256 d) {
+  const __m256 a = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(levels));
+  const __m256 b = _mm256_cvtepi32_ps(
+      _mm256_cvtepi8_epi32(_mm_unpackhi_epi64(levels, levels)));
+  _mm256_storeu_ps(out, _mm256_mul_ps(a, d));
+  _mm256_storeu_ps(out + 8, _mm256_mul_ps(b, d));
+}
+// out[k] = float(levels[k]) * d + m: multiply and add rounded separately,
+// as the reference (built with -ffp-contract=off) does.
+TM_AVX2 inline void Store16Offset(float* out, __m128i levels, __m256 d,
+                                  __m256 m) {
+  const __m256 a = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(levels));
+  const __m256 b = _mm256_cvtepi32_ps(
+      _mm256_cvtepi8_epi32(_mm_unpackhi_epi64(levels, levels)));
+  _mm256_storeu_ps(out, _mm256_add_ps(_mm256_mul_ps(a, d), m));
+  _mm256_storeu_ps(out + 8, _mm256_add_ps(_mm256_mul_ps(b, d), m));
+}
+
+// Bit k of the 16-bit `bits` as byte k of the result: 0x10 if set, else 0
+// (the fifth bit of Q5 codes).
+TM_AVX2 inline __m128i FifthBits(uint32_t bits) {
+  const __m128i v = _mm_set1_epi32(static_cast<int>(bits));
+  const __m128i spread = _mm_shuffle_epi8(
+      v, _mm_set_epi64x(0x0101010101010101, 0x0000000000000000));
+  const __m128i mask =
+      _mm_set1_epi64x(static_cast<int64_t>(0x8040201008040201));
+  const __m128i set = _mm_cmpeq_epi8(_mm_and_si128(spread, mask), mask);
+  return _mm_and_si128(set, _mm_set1_epi8(0x10));
+}
+
+// ---- F16 / BF16 ------------------------------------------------------------
+
+// The hardware conversion is exact, as F16ToF32 is, subnormals included,
+// except that it quiets signalling NaNs where the reference keeps them as
+// they are. Codes with an all-ones exponent and the quiet bit clear
+// (signalling NaNs, and infinities with them: rare either way) send their
+// 32 elements to the reference.
+TM_AVX2 inline bool MaySignal(__m256i a, __m256i b) {
+  const __m256i field = _mm256_set1_epi16(0x7E00);
+  const __m256i signalling = _mm256_set1_epi16(0x7C00);
+  const __m256i hit = _mm256_or_si256(
+      _mm256_cmpeq_epi16(_mm256_and_si256(a, field), signalling),
+      _mm256_cmpeq_epi16(_mm256_and_si256(b, field), signalling));
+  return !_mm256_testz_si256(hit, hit);
+}
+
+TM_AVX2 inline void F16Reference(const uint8_t* src, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = F16ToF32Fast(Load16(src + 2 * i));
+}
+
+TM_AVX2 void F16Avx2(const uint8_t* src, int64_t n, float* out) {
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m256i a =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 2 * i));
+    const __m256i b =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 2 * i + 32));
+    if (MaySignal(a, b)) {
+      F16Reference(src + 2 * i, 32, out + i);
+      continue;
+    }
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm256_castsi256_si128(a)));
+    _mm256_storeu_ps(out + i + 8,
+                     _mm256_cvtph_ps(_mm256_extracti128_si256(a, 1)));
+    _mm256_storeu_ps(out + i + 16, _mm256_cvtph_ps(_mm256_castsi256_si128(b)));
+    _mm256_storeu_ps(out + i + 24,
+                     _mm256_cvtph_ps(_mm256_extracti128_si256(b, 1)));
+  }
+  F16Reference(src + 2 * i, n - i, out + i);
+}
+
+TM_AVX512 void F16Avx512(const uint8_t* src, int64_t n, float* out) {
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m256i a =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 2 * i));
+    const __m256i b =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 2 * i + 32));
+    if (MaySignal(a, b)) {
+      F16Reference(src + 2 * i, 32, out + i);
+      continue;
+    }
+    _mm512_storeu_ps(out + i, _mm512_cvtph_ps(a));
+    _mm512_storeu_ps(out + i + 16, _mm512_cvtph_ps(b));
+  }
+  F16Reference(src + 2 * i, n - i, out + i);
+}
+
+TM_AVX2 void BF16Avx2(const uint8_t* src, int64_t n, float* out) {
+  const auto* s = reinterpret_cast<const __m128i*>(src);
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32, s += 4) {
+    for (int k = 0; k < 4; ++k) {
+      const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(s + k));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i + 8 * k),
+                          _mm256_slli_epi32(w, 16));
+    }
+  }
+  for (; i < n; ++i) out[i] = BF16ToF32(Load16(src + 2 * i));
+}
+
+TM_AVX512 void BF16Avx512(const uint8_t* src, int64_t n, float* out) {
+  const auto* s = reinterpret_cast<const __m256i*>(src);
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64, s += 4) {
+    for (int k = 0; k < 4; ++k) {
+      const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(s + k));
+      _mm512_storeu_si512(out + i + 16 * k, _mm512_slli_epi32(w, 16));
+    }
+  }
+  BF16Avx2(src + 2 * i, n - i, out + i);
+}
+
+// ---- Q4_0 / Q4_1 / Q5_0 / Q5_1 ---------------------------------------------
+
+TM_AVX2 void Q4_0Avx2(const uint8_t* src, int64_t nb, float* out) {
+  const __m128i eight = _mm_set1_epi8(8);
+  for (int64_t i = 0; i < nb; ++i, src += 18, out += 32) {
+    const __m256 d = _mm256_set1_ps(Half(src));
+    const __m128i q =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2));
+    Store16(out, _mm_sub_epi8(LowNibbles(q), eight), d);
+    Store16(out + 16, _mm_sub_epi8(HighNibbles(q), eight), d);
+  }
+}
+
+TM_AVX2 void Q4_1Avx2(const uint8_t* src, int64_t nb, float* out) {
+  for (int64_t i = 0; i < nb; ++i, src += 20, out += 32) {
+    const __m256 d = _mm256_set1_ps(Half(src));
+    const __m256 m = _mm256_set1_ps(Half(src + 2));
+    const __m128i q =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 4));
+    Store16Offset(out, LowNibbles(q), d, m);
+    Store16Offset(out + 16, HighNibbles(q), d, m);
+  }
+}
+
+TM_AVX2 void Q5_0Avx2(const uint8_t* src, int64_t nb, float* out) {
+  const __m128i sixteen = _mm_set1_epi8(16);
+  for (int64_t i = 0; i < nb; ++i, src += 22, out += 32) {
+    const __m256 d = _mm256_set1_ps(Half(src));
+    const uint32_t qh = Load32(src + 2);
+    const __m128i q =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 6));
+    const __m128i lo = _mm_or_si128(LowNibbles(q), FifthBits(qh & 0xFFFF));
+    const __m128i hi = _mm_or_si128(HighNibbles(q), FifthBits(qh >> 16));
+    Store16(out, _mm_sub_epi8(lo, sixteen), d);
+    Store16(out + 16, _mm_sub_epi8(hi, sixteen), d);
+  }
+}
+
+TM_AVX2 void Q5_1Avx2(const uint8_t* src, int64_t nb, float* out) {
+  for (int64_t i = 0; i < nb; ++i, src += 24, out += 32) {
+    const __m256 d = _mm256_set1_ps(Half(src));
+    const __m256 m = _mm256_set1_ps(Half(src + 2));
+    const uint32_t qh = Load32(src + 4);
+    const __m128i q =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 8));
+    Store16Offset(out, _mm_or_si128(LowNibbles(q), FifthBits(qh & 0xFFFF)), d,
+                  m);
+    Store16Offset(out + 16, _mm_or_si128(HighNibbles(q), FifthBits(qh >> 16)),
+                  d, m);
+  }
+}
+
+// ---- Q3_K ------------------------------------------------------------------
+
+// The sixteen 6-bit scales of a Q3_K block, unpacked as ggml does (a copy
+// of ggml_kquant_codecs.cc's, which the tests hold this path to).
+void UnpackQ3Scales(const uint8_t packed[12], int8_t out[16]) {
+  constexpr uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
+  uint32_t aux[4];
+  std::memcpy(aux, packed, 12);
+  const uint32_t tmp = aux[2];
+  aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
+  aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
+  aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
+  aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
+  std::memcpy(out, aux, 16);
+}
+
+// 256 elements: two halves of 128, each four 2-bit planes of 32 bytes (the
+// plane's shift), each plane two groups of 16 with their own scale. The
+// high-mask bit of plane p of half h is bit 4h + p of hmask[l]; clear, it
+// takes 4 off the level.
+TM_AVX2 void Q3_KAvx2(const uint8_t* src, int64_t nb, float* out) {
+  const __m128i three = _mm_set1_epi8(3), four = _mm_set1_epi8(4);
+  for (int64_t i = 0; i < nb; ++i, src += 110) {
+    const uint8_t* hmask = src;
+    const uint8_t* qs = src + 32;
+    const float d_all = Half(src + 108);
+    int8_t scales[16];
+    UnpackQ3Scales(src + 96, scales);
+    const __m128i hm0 =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(hmask));
+    const __m128i hm1 =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(hmask + 16));
+    int is = 0;
+    for (int half = 0; half < 2; ++half, qs += 32) {
+      const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+      const __m128i q1 =
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16));
+      for (int p = 0; p < 4; ++p) {
+        const __m128i shift = _mm_cvtsi32_si128(2 * p);
+        const __m128i bit =
+            _mm_set1_epi8(static_cast<char>(1 << (4 * half + p)));
+        for (int g = 0; g < 2; ++g) {
+          const __m128i q = g == 0 ? q0 : q1;
+          const __m128i hm = g == 0 ? hm0 : hm1;
+          const __m128i low = _mm_and_si128(_mm_srl_epi16(q, shift), three);
+          const __m128i clear =
+              _mm_cmpeq_epi8(_mm_and_si128(hm, bit), _mm_setzero_si128());
+          const __m128i level = _mm_sub_epi8(low, _mm_and_si128(clear, four));
+          const float dl = d_all * (scales[is++] - 32);
+          Store16(out, level, _mm256_set1_ps(dl));
+          out += 16;
+        }
+      }
+    }
+  }
+}
+
+// ---- IQ4_NL / IQ4_XS / MXFP4 / NVFP4 ---------------------------------------
+// Codebooks of sixteen int8 levels: one byte shuffle looks sixteen up.
+
+TM_AVX2 inline __m128i Book(const int8_t* levels) {
+  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(levels));
+}
+
+// 32 codes in 16 bytes (low nibbles first), levels from `book`, times d.
+TM_AVX2 inline void Codebook32(const uint8_t* qs, __m128i book, __m256 d,
+                               float* out) {
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  Store16(out, _mm_shuffle_epi8(book, LowNibbles(q)), d);
+  Store16(out + 16, _mm_shuffle_epi8(book, HighNibbles(q)), d);
+}
+
+TM_AVX2 void Iq4NlAvx2(const uint8_t* src, int64_t nb, float* out) {
+  const __m128i book = Book(kIq4NlValues);
+  for (int64_t i = 0; i < nb; ++i, src += 18, out += 32) {
+    Codebook32(src + 2, book, _mm256_set1_ps(Half(src)), out);
+  }
+}
+
+TM_AVX2 void Iq4XsAvx2(const uint8_t* src, int64_t nb, float* out) {
+  const __m128i book = Book(kIq4NlValues);
+  for (int64_t i = 0; i < nb; ++i, src += 136) {
+    const float d = Half(src);
+    const uint16_t scales_h = Load16(src + 2);
+    const uint8_t* scales_l = src + 4;
+    const uint8_t* qs = src + 8;
+    for (int ib = 0; ib < 8; ++ib, qs += 16, out += 32) {
+      const int ls = ((scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) |
+                     (((scales_h >> 2 * ib) & 3) << 4);
+      const float dl = d * (ls - 32);
+      Codebook32(qs, book, _mm256_set1_ps(dl), out);
+    }
+  }
+}
+
+TM_AVX2 void Mxfp4Avx2(const uint8_t* src, int64_t nb, float* out) {
+  const __m128i book = Book(kMxfp4Doubled);
+  for (int64_t i = 0; i < nb; ++i, src += 17, out += 32) {
+    Codebook32(src + 1, book, _mm256_set1_ps(E8M0ToF32Half(src[0])), out);
+  }
+}
+
+// NVFP4: four sub-blocks of sixteen, each eight bytes (low nibbles are its
+// elements 0..7, high nibbles 8..15) with its own UE4M3 scale.
+TM_AVX2 void Nvfp4Avx2(const uint8_t* src, int64_t nb, float* out) {
+  const __m128i book = Book(kMxfp4Doubled);
+  const float* scale = Ue4m3HalfTable();
+  for (int64_t i = 0; i < nb; ++i, src += 36) {
+    for (int s = 0; s < 4; s += 2, out += 32) {
+      const __m128i q =
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 4 + 8 * s));
+      const __m128i lo = LowNibbles(q), hi = HighNibbles(q);
+      Store16(out, _mm_shuffle_epi8(book, _mm_unpacklo_epi64(lo, hi)),
+              _mm256_set1_ps(scale[src[s]]));
+      Store16(out + 16, _mm_shuffle_epi8(book, _mm_unpackhi_epi64(lo, hi)),
+              _mm256_set1_ps(scale[src[s + 1]]));
+    }
+  }
+}
+
+}  // namespace
+
+bool DecodeF16Simd(const uint8_t* src, int64_t n, float* out) {
+  const int level = Level();
+  if (level >= kAvx512) {
+    F16Avx512(src, n, out);
+  } else if (level >= kAvx2) {
+    F16Avx2(src, n, out);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+bool DecodeBF16Simd(const uint8_t* src, int64_t n, float* out) {
+  const int level = Level();
+  if (level >= kAvx512) {
+    BF16Avx512(src, n, out);
+  } else if (level >= kAvx2) {
+    BF16Avx2(src, n, out);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+#define TM_AVX2_ONLY(Name, Kernel)                        \
+  bool Name(const uint8_t* src, int64_t nb, float* out) { \
+    if (Level() < kAvx2) return false;                    \
+    Kernel(src, nb, out);                                 \
+    return true;                                          \
+  }
+TM_AVX2_ONLY(DecodeQ4_0Simd, Q4_0Avx2)
+TM_AVX2_ONLY(DecodeQ4_1Simd, Q4_1Avx2)
+TM_AVX2_ONLY(DecodeQ5_0Simd, Q5_0Avx2)
+TM_AVX2_ONLY(DecodeQ5_1Simd, Q5_1Avx2)
+TM_AVX2_ONLY(DecodeQ3_KSimd, Q3_KAvx2)
+TM_AVX2_ONLY(DecodeIq4NlSimd, Iq4NlAvx2)
+TM_AVX2_ONLY(DecodeIq4XsSimd, Iq4XsAvx2)
+TM_AVX2_ONLY(DecodeMxfp4Simd, Mxfp4Avx2)
+TM_AVX2_ONLY(DecodeNvfp4Simd, Nvfp4Avx2)
+#undef TM_AVX2_ONLY
+
+#endif  // TM_DECODE_SIMD
+
+}  // namespace tensormorph

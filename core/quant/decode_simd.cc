@@ -22,7 +22,8 @@ DecodeSimd Detect() {
   const bool f16c =
       __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
   if (!f16c || !__builtin_cpu_supports("avx2")) return DecodeSimd::kScalar;
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"))
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl"))
     return DecodeSimd::kAvx512;
   return DecodeSimd::kAvx2;
 #else
@@ -71,7 +72,11 @@ bool DecodeQ4_0Simd(const uint8_t*, int64_t, float*) { return false; }
 bool DecodeQ4_1Simd(const uint8_t*, int64_t, float*) { return false; }
 bool DecodeQ5_0Simd(const uint8_t*, int64_t, float*) { return false; }
 bool DecodeQ5_1Simd(const uint8_t*, int64_t, float*) { return false; }
+bool DecodeQ2_KSimd(const uint8_t*, int64_t, float*) { return false; }
 bool DecodeQ3_KSimd(const uint8_t*, int64_t, float*) { return false; }
+bool DecodeQ4_KSimd(const uint8_t*, int64_t, float*) { return false; }
+bool DecodeQ5_KSimd(const uint8_t*, int64_t, float*) { return false; }
+bool DecodeQ6_KSimd(const uint8_t*, int64_t, float*) { return false; }
 bool DecodeIq4NlSimd(const uint8_t*, int64_t, float*) { return false; }
 bool DecodeIq4XsSimd(const uint8_t*, int64_t, float*) { return false; }
 bool DecodeMxfp4Simd(const uint8_t*, int64_t, float*) { return false; }
@@ -82,7 +87,7 @@ bool DecodeNvfp4Simd(const uint8_t*, int64_t, float*) { return false; }
 namespace {
 
 #define TM_AVX2 __attribute__((target("avx2,f16c")))
-#define TM_AVX512 __attribute__((target("avx512f,avx512bw,avx2,f16c")))
+#define TM_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,f16c")))
 
 constexpr int kAvx2 = static_cast<int>(DecodeSimd::kAvx2);
 constexpr int kAvx512 = static_cast<int>(DecodeSimd::kAvx512);
@@ -129,6 +134,16 @@ TM_AVX2 inline void Store16Offset(float* out, __m128i levels, __m256 d,
   _mm256_storeu_ps(out + 8, _mm256_add_ps(_mm256_mul_ps(b, d), m));
 }
 
+// out[k] = d * float(levels[k]) - m (the K-quants' order), rounded as the
+// reference rounds it.
+TM_AVX2 inline void Store16Sub(float* out, __m128i levels, __m256 d, __m256 m) {
+  const __m256 a = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(levels));
+  const __m256 b = _mm256_cvtepi32_ps(
+      _mm256_cvtepi8_epi32(_mm_unpackhi_epi64(levels, levels)));
+  _mm256_storeu_ps(out, _mm256_sub_ps(_mm256_mul_ps(d, a), m));
+  _mm256_storeu_ps(out + 8, _mm256_sub_ps(_mm256_mul_ps(d, b), m));
+}
+
 // Bit k of the 16-bit `bits` as byte k of the result: 0x10 if set, else 0
 // (the fifth bit of Q5 codes).
 TM_AVX2 inline __m128i FifthBits(uint32_t bits) {
@@ -144,17 +159,22 @@ TM_AVX2 inline __m128i FifthBits(uint32_t bits) {
 // ---- F16 / BF16 ------------------------------------------------------------
 
 // The hardware conversion is exact, as F16ToF32 is, subnormals included,
-// except that it quiets signalling NaNs where the reference keeps them as
-// they are. Codes with an all-ones exponent and the quiet bit clear
-// (signalling NaNs, and infinities with them: rare either way) send their
-// 32 elements to the reference.
-TM_AVX2 inline bool MaySignal(__m256i a, __m256i b) {
-  const __m256i field = _mm256_set1_epi16(0x7E00);
-  const __m256i signalling = _mm256_set1_epi16(0x7C00);
-  const __m256i hit = _mm256_or_si256(
-      _mm256_cmpeq_epi16(_mm256_and_si256(a, field), signalling),
-      _mm256_cmpeq_epi16(_mm256_and_si256(b, field), signalling));
-  return !_mm256_testz_si256(hit, hit);
+// except that it quiets signalling NaNs (exponent all ones, quiet bit clear,
+// payload not zero: magnitudes 0x7C01..0x7DFF) where the reference keeps
+// them as they are. Those lanes get the quiet bit (bit 22 of the float)
+// flipped back.
+TM_AVX2 inline __m256i Signalling16(__m256i h) {
+  const __m256i mag = _mm256_and_si256(h, _mm256_set1_epi16(0x7FFF));
+  return _mm256_and_si256(_mm256_cmpgt_epi16(mag, _mm256_set1_epi16(0x7C00)),
+                          _mm256_cmpgt_epi16(_mm256_set1_epi16(0x7E00), mag));
+}
+TM_AVX2 inline void StoreF16x8(float* out, __m128i h, __m128i signalling) {
+  const __m256i quiet_bit = _mm256_set1_epi32(0x00400000);
+  const __m256i fix =
+      _mm256_and_si256(_mm256_cvtepi16_epi32(signalling), quiet_bit);
+  const __m256i bits = _mm256_castps_si256(_mm256_cvtph_ps(h));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out),
+                      _mm256_xor_si256(bits, fix));
 }
 
 TM_AVX2 inline void F16Reference(const uint8_t* src, int64_t n, float* out) {
@@ -163,40 +183,31 @@ TM_AVX2 inline void F16Reference(const uint8_t* src, int64_t n, float* out) {
 
 TM_AVX2 void F16Avx2(const uint8_t* src, int64_t n, float* out) {
   int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    const __m256i a =
+  for (; i + 16 <= n; i += 16) {
+    const __m256i h =
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 2 * i));
-    const __m256i b =
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 2 * i + 32));
-    if (MaySignal(a, b)) {
-      F16Reference(src + 2 * i, 32, out + i);
-      continue;
-    }
-    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm256_castsi256_si128(a)));
-    _mm256_storeu_ps(out + i + 8,
-                     _mm256_cvtph_ps(_mm256_extracti128_si256(a, 1)));
-    _mm256_storeu_ps(out + i + 16, _mm256_cvtph_ps(_mm256_castsi256_si128(b)));
-    _mm256_storeu_ps(out + i + 24,
-                     _mm256_cvtph_ps(_mm256_extracti128_si256(b, 1)));
+    const __m256i s = Signalling16(h);
+    StoreF16x8(out + i, _mm256_castsi256_si128(h), _mm256_castsi256_si128(s));
+    StoreF16x8(out + i + 8, _mm256_extracti128_si256(h, 1),
+               _mm256_extracti128_si256(s, 1));
   }
   F16Reference(src + 2 * i, n - i, out + i);
 }
 
 TM_AVX512 void F16Avx512(const uint8_t* src, int64_t n, float* out) {
+  const __m512i quiet_bit = _mm512_set1_epi32(0x00400000);
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    const __m256i a =
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 2 * i));
-    const __m256i b =
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 2 * i + 32));
-    if (MaySignal(a, b)) {
-      F16Reference(src + 2 * i, 32, out + i);
-      continue;
+    for (int k = 0; k < 2; ++k) {
+      const __m256i h = _mm256_loadu_si256(
+          reinterpret_cast<const __m256i*>(src + 2 * i + 32 * k));
+      const __mmask16 s = _mm256_movepi16_mask(Signalling16(h));
+      const __m512i bits = _mm512_castps_si512(_mm512_cvtph_ps(h));
+      _mm512_storeu_si512(out + i + 16 * k,
+                          _mm512_mask_xor_epi32(bits, s, bits, quiet_bit));
     }
-    _mm512_storeu_ps(out + i, _mm512_cvtph_ps(a));
-    _mm512_storeu_ps(out + i + 16, _mm512_cvtph_ps(b));
   }
-  F16Reference(src + 2 * i, n - i, out + i);
+  F16Avx2(src + 2 * i, n - i, out + i);
 }
 
 TM_AVX2 void BF16Avx2(const uint8_t* src, int64_t n, float* out) {
@@ -333,6 +344,127 @@ TM_AVX2 void Q3_KAvx2(const uint8_t* src, int64_t nb, float* out) {
   }
 }
 
+// ---- Q2_K / Q4_K / Q5_K / Q6_K ---------------------------------------------
+
+// 256 elements in two halves; in each, four 2-bit planes of the same 32
+// bytes, each plane two groups of 16 with a 4-bit scale and 4-bit min.
+TM_AVX2 void Q2_KAvx2(const uint8_t* src, int64_t nb, float* out) {
+  const __m128i three = _mm_set1_epi8(3);
+  for (int64_t i = 0; i < nb; ++i, src += 84) {
+    const uint8_t* scales = src;
+    const uint8_t* qs = src + 16;
+    const float d = Half(src + 80), min = Half(src + 82);
+    int is = 0;
+    for (int half = 0; half < 2; ++half, qs += 32) {
+      const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+      const __m128i q1 =
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16));
+      for (int p = 0; p < 4; ++p) {
+        const __m128i shift = _mm_cvtsi32_si128(2 * p);
+        for (int g = 0; g < 2; ++g, out += 16) {
+          const uint8_t sc = scales[is++];
+          const float dl = d * (sc & 0xF), ml = min * (sc >> 4);
+          const __m128i level =
+              _mm_and_si128(_mm_srl_epi16(g == 0 ? q0 : q1, shift), three);
+          Store16Sub(out, level, _mm256_set1_ps(dl), _mm256_set1_ps(ml));
+        }
+      }
+    }
+  }
+}
+
+// ggml's get_scale_min_k4: the j-th 6-bit scale and min of 12 packed bytes
+// (a copy of ggml_kquant_codecs.cc's, which the tests hold this path to).
+inline void ScaleMinK4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
+  if (j < 4) {
+    *d = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4);
+  }
+}
+
+// `value` in the bytes of `h` that have bit `u` set, 0 in the rest.
+TM_AVX2 inline __m128i BitAs(__m128i h, __m128i u, __m128i value) {
+  return _mm_and_si128(_mm_cmpeq_epi8(_mm_and_si128(h, u), u), value);
+}
+
+// Q4_K and Q5_K: four chunks of 64, each 32 bytes whose low nibbles are the
+// first sub-block of 32 and high nibbles the second; Q5_K's fifth bits are
+// bits 2c and 2c + 1 of its 32 qh bytes for chunk c.
+template <bool kFiveBit>
+TM_AVX2 void Q45_KAvx2(const uint8_t* src, int64_t nb, float* out) {
+  constexpr int kBytes = kFiveBit ? 176 : 144;
+  for (int64_t i = 0; i < nb; ++i, src += kBytes) {
+    const float d = Half(src), min = Half(src + 2);
+    const uint8_t* scales = src + 4;
+    const uint8_t* qs = kFiveBit ? src + 48 : src + 16;
+    __m128i h0 = _mm_setzero_si128(), h1 = _mm_setzero_si128();
+    if (kFiveBit) {
+      h0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 16));
+      h1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 32));
+    }
+    for (int c = 0; c < 4; ++c, qs += 32, out += 64) {
+      uint8_t sc, m;
+      ScaleMinK4(2 * c, scales, &sc, &m);
+      const __m256 d1 = _mm256_set1_ps(d * sc), m1 = _mm256_set1_ps(min * m);
+      ScaleMinK4(2 * c + 1, scales, &sc, &m);
+      const __m256 d2 = _mm256_set1_ps(d * sc), m2 = _mm256_set1_ps(min * m);
+      const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+      const __m128i q1 =
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16));
+      __m128i a0 = LowNibbles(q0), a1 = LowNibbles(q1);
+      __m128i b0 = HighNibbles(q0), b1 = HighNibbles(q1);
+      if (kFiveBit) {
+        const __m128i u1 = _mm_set1_epi8(static_cast<char>(1 << (2 * c)));
+        const __m128i u2 = _mm_set1_epi8(static_cast<char>(2 << (2 * c)));
+        const __m128i sixteen = _mm_set1_epi8(16);
+        a0 = _mm_or_si128(a0, BitAs(h0, u1, sixteen));
+        a1 = _mm_or_si128(a1, BitAs(h1, u1, sixteen));
+        b0 = _mm_or_si128(b0, BitAs(h0, u2, sixteen));
+        b1 = _mm_or_si128(b1, BitAs(h1, u2, sixteen));
+      }
+      Store16Sub(out, a0, d1, m1);
+      Store16Sub(out + 16, a1, d1, m1);
+      Store16Sub(out + 32, b0, d2, m2);
+      Store16Sub(out + 48, b1, d2, m2);
+    }
+  }
+}
+
+// Q6_K: two halves of 128; quarter k of a half takes the low (k < 2) or
+// high nibbles of ql bytes 32 * (k % 2) on, and bits 2k of the qh bytes as
+// its top two bits; each sixteen have an int8 scale.
+TM_AVX2 void Q6_KAvx2(const uint8_t* src, int64_t nb, float* out) {
+  const __m128i three = _mm_set1_epi8(3), thirty_two = _mm_set1_epi8(32);
+  for (int64_t i = 0; i < nb; ++i, src += 210) {
+    const uint8_t* ql = src;
+    const uint8_t* qh = src + 128;
+    const auto* sc = reinterpret_cast<const int8_t*>(src + 192);
+    const float d = Half(src + 208);
+    for (int half = 0; half < 2; ++half, ql += 64, qh += 32, sc += 8) {
+      __m128i l[4], h[2];
+      for (int k = 0; k < 4; ++k)
+        l[k] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ql + 16 * k));
+      for (int k = 0; k < 2; ++k)
+        h[k] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qh + 16 * k));
+      for (int quarter = 0; quarter < 4; ++quarter) {
+        const __m128i shift = _mm_cvtsi32_si128(2 * quarter);
+        for (int g = 0; g < 2; ++g, out += 16) {
+          const __m128i lo = l[2 * (quarter % 2) + g];
+          const __m128i low = quarter < 2 ? LowNibbles(lo) : HighNibbles(lo);
+          const __m128i high = _mm_slli_epi16(
+              _mm_and_si128(_mm_srl_epi16(h[g], shift), three), 4);
+          const __m128i level =
+              _mm_sub_epi8(_mm_or_si128(low, high), thirty_two);
+          Store16(out, level, _mm256_set1_ps(d * sc[g + 2 * quarter]));
+        }
+      }
+    }
+  }
+}
+
 // ---- IQ4_NL / IQ4_XS / MXFP4 / NVFP4 ---------------------------------------
 // Codebooks of sixteen int8 levels: one byte shuffle looks sixteen up.
 
@@ -432,7 +564,11 @@ TM_AVX2_ONLY(DecodeQ4_0Simd, Q4_0Avx2)
 TM_AVX2_ONLY(DecodeQ4_1Simd, Q4_1Avx2)
 TM_AVX2_ONLY(DecodeQ5_0Simd, Q5_0Avx2)
 TM_AVX2_ONLY(DecodeQ5_1Simd, Q5_1Avx2)
+TM_AVX2_ONLY(DecodeQ2_KSimd, Q2_KAvx2)
 TM_AVX2_ONLY(DecodeQ3_KSimd, Q3_KAvx2)
+TM_AVX2_ONLY(DecodeQ4_KSimd, Q45_KAvx2<false>)
+TM_AVX2_ONLY(DecodeQ5_KSimd, Q45_KAvx2<true>)
+TM_AVX2_ONLY(DecodeQ6_KSimd, Q6_KAvx2)
 TM_AVX2_ONLY(DecodeIq4NlSimd, Iq4NlAvx2)
 TM_AVX2_ONLY(DecodeIq4XsSimd, Iq4XsAvx2)
 TM_AVX2_ONLY(DecodeMxfp4Simd, Mxfp4Avx2)

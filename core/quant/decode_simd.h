@@ -1,5 +1,5 @@
 // Vector fast paths of the block and float decoders (F16, BF16, Q4_0, Q4_1,
-// Q5_0, Q5_1, Q3_K, IQ4_NL, IQ4_XS, MXFP4, NVFP4), chosen at run time by
+// Q5_0, Q5_1, Q2_K..Q6_K, IQ4_NL, IQ4_XS, MXFP4, NVFP4), chosen at run time by
 // what the CPU has. Each returns false, having written nothing, when the CPU
 // (or the cap below) rules its path out; the caller then runs its scalar
 // reference. Every path gives the reference's bits: the same integer level
@@ -15,7 +15,7 @@ namespace tensormorph {
 enum class DecodeSimd { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
 
 // The best level this CPU runs (kAvx2 needs AVX2 and F16C; kAvx512 adds
-// AVX-512 F and BW), and the level in use: the lower of that and the cap.
+// AVX-512 F, BW and VL), and the level in use: the lower of that and the cap.
 DecodeSimd SupportedDecodeSimd();
 DecodeSimd ActiveDecodeSimd();
 // Tests only: caps the level so every path, down to the scalar references,
@@ -29,7 +29,11 @@ bool DecodeQ4_0Simd(const uint8_t* src, int64_t nb, float* out);
 bool DecodeQ4_1Simd(const uint8_t* src, int64_t nb, float* out);
 bool DecodeQ5_0Simd(const uint8_t* src, int64_t nb, float* out);
 bool DecodeQ5_1Simd(const uint8_t* src, int64_t nb, float* out);
+bool DecodeQ2_KSimd(const uint8_t* src, int64_t nb, float* out);
 bool DecodeQ3_KSimd(const uint8_t* src, int64_t nb, float* out);
+bool DecodeQ4_KSimd(const uint8_t* src, int64_t nb, float* out);
+bool DecodeQ5_KSimd(const uint8_t* src, int64_t nb, float* out);
+bool DecodeQ6_KSimd(const uint8_t* src, int64_t nb, float* out);
 bool DecodeIq4NlSimd(const uint8_t* src, int64_t nb, float* out);
 bool DecodeIq4XsSimd(const uint8_t* src, int64_t nb, float* out);
 bool DecodeMxfp4Simd(const uint8_t* src, int64_t nb, float* out);

@@ -144,16 +144,26 @@ TM_AVX2 inline void Store16Sub(float* out, __m128i levels, __m256 d, __m256 m) {
   _mm256_storeu_ps(out + 8, _mm256_sub_ps(_mm256_mul_ps(d, b), m));
 }
 
-// Bit k of the 16-bit `bits` as byte k of the result: 0x10 if set, else 0
-// (the fifth bit of Q5 codes).
-TM_AVX2 inline __m128i FifthBits(uint32_t bits) {
-  const __m128i v = _mm_set1_epi32(static_cast<int>(bits));
-  const __m128i spread = _mm_shuffle_epi8(
-      v, _mm_set_epi64x(0x0101010101010101, 0x0000000000000000));
-  const __m128i mask =
-      _mm_set1_epi64x(static_cast<int64_t>(0x8040201008040201));
-  const __m128i set = _mm_cmpeq_epi8(_mm_and_si128(spread, mask), mask);
-  return _mm_and_si128(set, _mm_set1_epi8(0x10));
+// The 32 codes of 16 bytes, low nibbles (elements 0..15) in the low lane
+// and high nibbles (16..31) in the high lane.
+TM_AVX2 inline __m256i Nibbles32(const uint8_t* p) {
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q),
+                          _mm256_set1_epi8(0x0F));
+}
+
+// Bit k of the 32-bit `qh` as byte k: 0x10 if set, else 0 (the fifth bits
+// of a Q5 block's 32 codes, laid out as Nibbles32 lays out the rest).
+TM_AVX2 inline __m256i FifthBits32(uint32_t qh) {
+  const __m256i v = _mm256_set1_epi32(static_cast<int>(qh));
+  const __m256i spread = _mm256_shuffle_epi8(
+      v, _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
+                           0x0101010101010101, 0x0000000000000000));
+  const __m256i mask =
+      _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201));
+  return _mm256_and_si256(
+      _mm256_cmpeq_epi8(_mm256_and_si256(spread, mask), mask),
+      _mm256_set1_epi8(0x10));
 }
 
 // ---- F16 / BF16 ------------------------------------------------------------
@@ -238,13 +248,12 @@ TM_AVX512 void BF16Avx512(const uint8_t* src, int64_t n, float* out) {
 // ---- Q4_0 / Q4_1 / Q5_0 / Q5_1 ---------------------------------------------
 
 TM_AVX2 void Q4_0Avx2(const uint8_t* src, int64_t nb, float* out) {
-  const __m128i eight = _mm_set1_epi8(8);
+  const __m256i eight = _mm256_set1_epi8(8);
   for (int64_t i = 0; i < nb; ++i, src += 18, out += 32) {
     const __m256 d = _mm256_set1_ps(Half(src));
-    const __m128i q =
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2));
-    Store16(out, _mm_sub_epi8(LowNibbles(q), eight), d);
-    Store16(out + 16, _mm_sub_epi8(HighNibbles(q), eight), d);
+    const __m256i l = _mm256_sub_epi8(Nibbles32(src + 2), eight);
+    Store16(out, _mm256_castsi256_si128(l), d);
+    Store16(out + 16, _mm256_extracti128_si256(l, 1), d);
   }
 }
 
@@ -252,24 +261,21 @@ TM_AVX2 void Q4_1Avx2(const uint8_t* src, int64_t nb, float* out) {
   for (int64_t i = 0; i < nb; ++i, src += 20, out += 32) {
     const __m256 d = _mm256_set1_ps(Half(src));
     const __m256 m = _mm256_set1_ps(Half(src + 2));
-    const __m128i q =
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 4));
-    Store16Offset(out, LowNibbles(q), d, m);
-    Store16Offset(out + 16, HighNibbles(q), d, m);
+    const __m256i l = Nibbles32(src + 4);
+    Store16Offset(out, _mm256_castsi256_si128(l), d, m);
+    Store16Offset(out + 16, _mm256_extracti128_si256(l, 1), d, m);
   }
 }
 
 TM_AVX2 void Q5_0Avx2(const uint8_t* src, int64_t nb, float* out) {
-  const __m128i sixteen = _mm_set1_epi8(16);
+  const __m256i sixteen = _mm256_set1_epi8(16);
   for (int64_t i = 0; i < nb; ++i, src += 22, out += 32) {
     const __m256 d = _mm256_set1_ps(Half(src));
-    const uint32_t qh = Load32(src + 2);
-    const __m128i q =
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 6));
-    const __m128i lo = _mm_or_si128(LowNibbles(q), FifthBits(qh & 0xFFFF));
-    const __m128i hi = _mm_or_si128(HighNibbles(q), FifthBits(qh >> 16));
-    Store16(out, _mm_sub_epi8(lo, sixteen), d);
-    Store16(out + 16, _mm_sub_epi8(hi, sixteen), d);
+    const __m256i l = _mm256_sub_epi8(
+        _mm256_or_si256(Nibbles32(src + 6), FifthBits32(Load32(src + 2))),
+        sixteen);
+    Store16(out, _mm256_castsi256_si128(l), d);
+    Store16(out + 16, _mm256_extracti128_si256(l, 1), d);
   }
 }
 
@@ -277,13 +283,10 @@ TM_AVX2 void Q5_1Avx2(const uint8_t* src, int64_t nb, float* out) {
   for (int64_t i = 0; i < nb; ++i, src += 24, out += 32) {
     const __m256 d = _mm256_set1_ps(Half(src));
     const __m256 m = _mm256_set1_ps(Half(src + 2));
-    const uint32_t qh = Load32(src + 4);
-    const __m128i q =
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 8));
-    Store16Offset(out, _mm_or_si128(LowNibbles(q), FifthBits(qh & 0xFFFF)), d,
-                  m);
-    Store16Offset(out + 16, _mm_or_si128(HighNibbles(q), FifthBits(qh >> 16)),
-                  d, m);
+    const __m256i l =
+        _mm256_or_si256(Nibbles32(src + 8), FifthBits32(Load32(src + 4)));
+    Store16Offset(out, _mm256_castsi256_si128(l), d, m);
+    Store16Offset(out + 16, _mm256_extracti128_si256(l, 1), d, m);
   }
 }
 

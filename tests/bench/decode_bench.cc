@@ -125,7 +125,7 @@ void BM_Decode(benchmark::State& state) {
 
 // Every ggml type we decode.
 void Types(benchmark::internal::Benchmark* b) {
-  for (int64_t n : {int64_t{1} << 20, int64_t{1} << 24}) {
+  for (int64_t n : {int64_t{1} << 16, int64_t{1} << 20, int64_t{1} << 24}) {
     for (DType d :
          {DType::kF16,     DType::kBF16,   DType::kQ4_0,  DType::kQ4_1,
           DType::kQ5_0,    DType::kQ5_1,   DType::kQ8_0,  DType::kQ2_K,

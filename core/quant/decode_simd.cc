@@ -72,6 +72,9 @@ bool DecodeQ4_0Simd(const uint8_t*, int64_t, float*) { return false; }
 bool DecodeQ4_1Simd(const uint8_t*, int64_t, float*) { return false; }
 bool DecodeQ5_0Simd(const uint8_t*, int64_t, float*) { return false; }
 bool DecodeQ5_1Simd(const uint8_t*, int64_t, float*) { return false; }
+bool DecodeQ8_0Simd(const uint8_t*, int64_t, float*) { return false; }
+bool DecodeQ8_1Simd(const uint8_t*, int64_t, float*) { return false; }
+bool DecodeTq1_0Simd(const uint8_t*, int64_t, float*) { return false; }
 bool DecodeQ2_KSimd(const uint8_t*, int64_t, float*) { return false; }
 bool DecodeQ3_KSimd(const uint8_t*, int64_t, float*) { return false; }
 bool DecodeQ4_KSimd(const uint8_t*, int64_t, float*) { return false; }
@@ -290,6 +293,18 @@ TM_AVX2 void Q5_1Avx2(const uint8_t* src, int64_t nb, float* out) {
   }
 }
 
+// Q8_0 (34-byte blocks) and Q8_1 (36): int8 codes after the scale(s).
+template <int kBytes>
+TM_AVX2 void Q8Avx2(const uint8_t* src, int64_t nb, float* out) {
+  for (int64_t i = 0; i < nb; ++i, src += kBytes, out += 32) {
+    const __m256 d = _mm256_set1_ps(Half(src));
+    const uint8_t* qs = src + kBytes - 32;
+    Store16(out, _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)), d);
+    Store16(out + 16,
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16)), d);
+  }
+}
+
 // ---- Q3_K ------------------------------------------------------------------
 
 // The sixteen 6-bit scales of a Q3_K block, unpacked as ggml does (a copy
@@ -468,6 +483,54 @@ TM_AVX2 void Q6_KAvx2(const uint8_t* src, int64_t nb, float* out) {
   }
 }
 
+// ---- TQ1_0 ------------------------------------------------------------------
+
+// The base-3 digit n of sixteen packed bytes as ggml extracts it,
+// ((uint8)(byte * 3^n) * 3) >> 8, minus one: sixteen levels -1..1 in 16-bit
+// lanes, times d.
+TM_AVX2 inline void StoreTrits16(float* out, const uint8_t* bytes, int pow3,
+                                 __m256 d) {
+  const __m256i w = _mm256_cvtepu8_epi16(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes)));
+  const __m256i q = _mm256_and_si256(
+      _mm256_mullo_epi16(w, _mm256_set1_epi16(static_cast<int16_t>(pow3))),
+      _mm256_set1_epi16(0xFF));
+  const __m256i t = _mm256_sub_epi16(
+      _mm256_srli_epi16(_mm256_mullo_epi16(q, _mm256_set1_epi16(3)), 8),
+      _mm256_set1_epi16(1));
+  const __m256 a =
+      _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(t)));
+  const __m256 b =
+      _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm256_extracti128_si256(t, 1)));
+  _mm256_storeu_ps(out, _mm256_mul_ps(a, d));
+  _mm256_storeu_ps(out + 8, _mm256_mul_ps(b, d));
+}
+
+// 54-byte blocks: qs[48], qh[4], d. Elements 0..159 are the five digits of
+// qs[0..32) (digit-major), 160..239 those of qs[32..48), 240..255 the four
+// of qh[0..4).
+TM_AVX2 void Tq1_0Avx2(const uint8_t* src, int64_t nb, float* out) {
+  constexpr int kPow3[5] = {1, 3, 9, 27, 81};
+  for (int64_t i = 0; i < nb; ++i, src += 54) {
+    const float df = Half(src + 52);
+    const __m256 d = _mm256_set1_ps(df);
+    for (int n = 0; n < 5; ++n, out += 32) {
+      StoreTrits16(out, src, kPow3[n], d);
+      StoreTrits16(out + 16, src + 16, kPow3[n], d);
+    }
+    for (int n = 0; n < 5; ++n, out += 16) {
+      StoreTrits16(out, src + 32, kPow3[n], d);
+    }
+    for (int n = 0; n < 4; ++n) {
+      for (int j = 0; j < 4; ++j) {
+        const uint8_t q = static_cast<uint8_t>(src[48 + j] * kPow3[n]);
+        const int trit = (static_cast<uint16_t>(q) * 3) >> 8;
+        *out++ = static_cast<float>(trit - 1) * df;
+      }
+    }
+  }
+}
+
 // ---- IQ4_NL / IQ4_XS / MXFP4 / NVFP4 ---------------------------------------
 // Codebooks of sixteen int8 levels: one byte shuffle looks sixteen up.
 
@@ -567,6 +630,9 @@ TM_AVX2_ONLY(DecodeQ4_0Simd, Q4_0Avx2)
 TM_AVX2_ONLY(DecodeQ4_1Simd, Q4_1Avx2)
 TM_AVX2_ONLY(DecodeQ5_0Simd, Q5_0Avx2)
 TM_AVX2_ONLY(DecodeQ5_1Simd, Q5_1Avx2)
+TM_AVX2_ONLY(DecodeQ8_0Simd, Q8Avx2<34>)
+TM_AVX2_ONLY(DecodeQ8_1Simd, Q8Avx2<36>)
+TM_AVX2_ONLY(DecodeTq1_0Simd, Tq1_0Avx2)
 TM_AVX2_ONLY(DecodeQ2_KSimd, Q2_KAvx2)
 TM_AVX2_ONLY(DecodeQ3_KSimd, Q3_KAvx2)
 TM_AVX2_ONLY(DecodeQ4_KSimd, Q45_KAvx2<false>)

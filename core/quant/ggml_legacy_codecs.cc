@@ -238,6 +238,13 @@ TM_MULTIVERSION void DecodeQ8(const uint8_t* src, int64_t nb, float* y) {
   }
 }
 
+void DecodeQ8_0(const uint8_t* src, int64_t nb, float* y) {
+  if (!DecodeQ8_0Simd(src, nb, y)) DecodeQ8<BlockQ8_0>(src, nb, y);
+}
+void DecodeQ8_1(const uint8_t* src, int64_t nb, float* y) {
+  if (!DecodeQ8_1Simd(src, nb, y)) DecodeQ8<BlockQ8_1>(src, nb, y);
+}
+
 template <typename B>
 ScalarInfo InspectQ8(const uint8_t* p, int i) {
   const auto b = LoadBlock<B>(p);
@@ -260,8 +267,8 @@ constexpr Codec kQ4_0 = {DecodeQ4_0, InspectQ4_0};
 constexpr Codec kQ4_1 = {DecodeQ4_1, InspectQ4_1};
 constexpr Codec kQ5_0 = {DecodeQ5_0, InspectQ5_0};
 constexpr Codec kQ5_1 = {DecodeQ5_1, InspectQ5_1};
-constexpr Codec kQ8_0 = {DecodeQ8<BlockQ8_0>, InspectQ8<BlockQ8_0>};
-constexpr Codec kQ8_1 = {DecodeQ8<BlockQ8_1>, InspectQ8<BlockQ8_1>};
+constexpr Codec kQ8_0 = {DecodeQ8_0, InspectQ8<BlockQ8_0>};
+constexpr Codec kQ8_1 = {DecodeQ8_1, InspectQ8<BlockQ8_1>};
 
 }  // namespace
 

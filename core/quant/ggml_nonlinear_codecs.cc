@@ -164,7 +164,8 @@ inline int Trit(uint8_t byte, int n) {
   return (static_cast<uint16_t>(q) * 3) >> 8;
 }
 
-TM_MULTIVERSION void DecodeTq1_0(const uint8_t* src, int64_t nb, float* y) {
+TM_MULTIVERSION void DecodeTq1_0Scalar(const uint8_t* src, int64_t nb,
+                                       float* y) {
   constexpr int kQs = sizeof(BlockTq1_0::qs);
   constexpr int kQh = sizeof(BlockTq1_0::qh);
   for (int64_t i = 0; i < nb; ++i) {
@@ -190,6 +191,10 @@ TM_MULTIVERSION void DecodeTq1_0(const uint8_t* src, int64_t nb, float* y) {
       }
     }
   }
+}
+
+void DecodeTq1_0(const uint8_t* src, int64_t nb, float* y) {
+  if (!DecodeTq1_0Simd(src, nb, y)) DecodeTq1_0Scalar(src, nb, y);
 }
 
 ScalarInfo FillTernary(int trit, float d) {

@@ -85,6 +85,14 @@ TEST_P(DTypeFastPathTest, BulkDecodeMatchesInspectOnRandomBlocks) {
   }
 }
 
+TEST(DecodeSimdTest, TheCapLowersTheLevelInUseAndLiftingItRestoresIt) {
+  SimdLevels restore;
+  CapDecodeSimdForTesting(DecodeSimd::kScalar);
+  EXPECT_EQ(ActiveDecodeSimd(), DecodeSimd::kScalar);
+  CapDecodeSimdForTesting(DecodeSimd::kAvx512);
+  EXPECT_EQ(ActiveDecodeSimd(), SupportedDecodeSimd());
+}
+
 // F16 and BF16 take every one of their 65536 codes (NaNs, infinities,
 // subnormals) to the reference's float, at every vector level, over lengths
 // that leave every tail size after the vector loops.

@@ -236,18 +236,6 @@ TM_AVX2 void BF16Avx2(const uint8_t* src, int64_t n, float* out) {
   for (; i < n; ++i) out[i] = BF16ToF32(Load16(src + 2 * i));
 }
 
-TM_AVX512 void BF16Avx512(const uint8_t* src, int64_t n, float* out) {
-  const auto* s = reinterpret_cast<const __m256i*>(src);
-  int64_t i = 0;
-  for (; i + 64 <= n; i += 64, s += 4) {
-    for (int k = 0; k < 4; ++k) {
-      const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(s + k));
-      _mm512_storeu_si512(out + i + 16 * k, _mm512_slli_epi32(w, 16));
-    }
-  }
-  BF16Avx2(src + 2 * i, n - i, out + i);
-}
-
 // ---- Q4_0 / Q4_1 / Q5_0 / Q5_1 ---------------------------------------------
 
 TM_AVX2 void Q4_0Avx2(const uint8_t* src, int64_t nb, float* out) {
@@ -608,15 +596,11 @@ bool DecodeF16Simd(const uint8_t* src, int64_t n, float* out) {
   return true;
 }
 
+// BF16 has no AVX-512 path: the widening there measured slower (37 vs 43 G
+// elements/s in L2 on Zen 4), and both are bound by stores beyond L2.
 bool DecodeBF16Simd(const uint8_t* src, int64_t n, float* out) {
-  const int level = Level();
-  if (level >= kAvx512) {
-    BF16Avx512(src, n, out);
-  } else if (level >= kAvx2) {
-    BF16Avx2(src, n, out);
-  } else {
-    return false;
-  }
+  if (Level() < kAvx2) return false;
+  BF16Avx2(src, n, out);
   return true;
 }
 

@@ -12,4 +12,14 @@ const float* F16Table() {
   return table;
 }
 
+const float* Ue4m3HalfTable() {
+  static const float* const table = [] {
+    auto* t = new float[256];
+    for (uint32_t x = 0; x < 256; ++x)
+      t[x] = Ue4m3ToF32Half(static_cast<uint8_t>(x));
+    return t;
+  }();
+  return table;
+}
+
 }  // namespace tensormorph

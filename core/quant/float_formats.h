@@ -125,6 +125,8 @@ inline float Ue4m3ToF32Half(uint8_t x) {
                : std::ldexp(1.0f + static_cast<float>(man) / 8.0f, exp - 7);
   return raw * 0.5f;
 }
+// All 256 of Ue4m3ToF32Half's values (built once from it), for decoders.
+const float* Ue4m3HalfTable();
 
 // FP6 E2M3 (bias 1) and E3M2 (bias 3), no infinities or NaNs (OCP MX spec).
 inline float F6E2M3ToF32(uint8_t c) {

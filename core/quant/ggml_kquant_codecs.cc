@@ -4,6 +4,7 @@
 
 #include "core/quant/block_util.h"
 #include "core/quant/codec.h"
+#include "core/quant/decode_simd.h"
 
 namespace tensormorph {
 namespace {
@@ -52,7 +53,8 @@ static_assert(sizeof(BlockQ8_K) == 292);
 
 // ---- Q2_K -----------------------------------------------------------------
 
-TM_MULTIVERSION void DecodeQ2_K(const uint8_t* src, int64_t nb, float* y) {
+TM_MULTIVERSION void DecodeQ2_KScalar(const uint8_t* src, int64_t nb,
+                                      float* y) {
   for (int64_t i = 0; i < nb; ++i) {
     BlockQ2_K x;
     std::memcpy(&x, src + i * sizeof(x), sizeof(x));
@@ -79,6 +81,10 @@ TM_MULTIVERSION void DecodeQ2_K(const uint8_t* src, int64_t nb, float* y) {
       q += 32;
     }
   }
+}
+
+void DecodeQ2_K(const uint8_t* src, int64_t nb, float* y) {
+  if (!DecodeQ2_KSimd(src, nb, y)) DecodeQ2_KScalar(src, nb, y);
 }
 
 ScalarInfo InspectQ2_K(const uint8_t* p, int e) {
@@ -122,7 +128,8 @@ void UnpackQ3Scales(const uint8_t packed[12], int8_t out[16]) {
   std::memcpy(out, aux, 16);
 }
 
-TM_MULTIVERSION void DecodeQ3_K(const uint8_t* src, int64_t nb, float* y) {
+TM_MULTIVERSION void DecodeQ3_KScalar(const uint8_t* src, int64_t nb,
+                                      float* y) {
   for (int64_t i = 0; i < nb; ++i) {
     BlockQ3_K x;
     std::memcpy(&x, src + i * sizeof(x), sizeof(x));
@@ -152,6 +159,10 @@ TM_MULTIVERSION void DecodeQ3_K(const uint8_t* src, int64_t nb, float* y) {
       q += 32;
     }
   }
+}
+
+void DecodeQ3_K(const uint8_t* src, int64_t nb, float* y) {
+  if (!DecodeQ3_KSimd(src, nb, y)) DecodeQ3_KScalar(src, nb, y);
 }
 
 ScalarInfo InspectQ3_K(const uint8_t* p, int e) {
@@ -195,7 +206,8 @@ inline void ScaleMinK4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
   }
 }
 
-TM_MULTIVERSION void DecodeQ4_K(const uint8_t* src, int64_t nb, float* y) {
+TM_MULTIVERSION void DecodeQ4_KScalar(const uint8_t* src, int64_t nb,
+                                      float* y) {
   for (int64_t i = 0; i < nb; ++i) {
     BlockQ4_K x;
     std::memcpy(&x, src + i * sizeof(x), sizeof(x));
@@ -217,6 +229,10 @@ TM_MULTIVERSION void DecodeQ4_K(const uint8_t* src, int64_t nb, float* y) {
       is += 2;
     }
   }
+}
+
+void DecodeQ4_K(const uint8_t* src, int64_t nb, float* y) {
+  if (!DecodeQ4_KSimd(src, nb, y)) DecodeQ4_KScalar(src, nb, y);
 }
 
 template <bool kFiveBit>
@@ -258,7 +274,8 @@ ScalarInfo InspectQ45_K(const uint8_t* p, int e) {
   return s;
 }
 
-TM_MULTIVERSION void DecodeQ5_K(const uint8_t* src, int64_t nb, float* y) {
+TM_MULTIVERSION void DecodeQ5_KScalar(const uint8_t* src, int64_t nb,
+                                      float* y) {
   for (int64_t i = 0; i < nb; ++i) {
     BlockQ5_K x;
     std::memcpy(&x, src + i * sizeof(x), sizeof(x));
@@ -290,9 +307,14 @@ TM_MULTIVERSION void DecodeQ5_K(const uint8_t* src, int64_t nb, float* y) {
   }
 }
 
+void DecodeQ5_K(const uint8_t* src, int64_t nb, float* y) {
+  if (!DecodeQ5_KSimd(src, nb, y)) DecodeQ5_KScalar(src, nb, y);
+}
+
 // ---- Q6_K -----------------------------------------------------------------
 
-TM_MULTIVERSION void DecodeQ6_K(const uint8_t* src, int64_t nb, float* y) {
+TM_MULTIVERSION void DecodeQ6_KScalar(const uint8_t* src, int64_t nb,
+                                      float* y) {
   for (int64_t i = 0; i < nb; ++i) {
     const uint8_t* p = src + i * sizeof(BlockQ6_K);
     const uint8_t* ql = p;
@@ -327,6 +349,10 @@ TM_MULTIVERSION void DecodeQ6_K(const uint8_t* src, int64_t nb, float* y) {
       sc += 8;
     }
   }
+}
+
+void DecodeQ6_K(const uint8_t* src, int64_t nb, float* y) {
+  if (!DecodeQ6_KSimd(src, nb, y)) DecodeQ6_KScalar(src, nb, y);
 }
 
 ScalarInfo InspectQ6_K(const uint8_t* p, int e) {

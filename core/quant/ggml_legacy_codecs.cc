@@ -4,6 +4,7 @@
 
 #include "core/quant/block_util.h"
 #include "core/quant/codec.h"
+#include "core/quant/decode_simd.h"
 
 namespace tensormorph {
 namespace {
@@ -62,7 +63,8 @@ inline int HighBit(const uint8_t qh[4], int i) {
   return (h >> i) & 1;
 }
 
-TM_MULTIVERSION void DecodeQ4_0(const uint8_t* src, int64_t nb, float* y) {
+TM_MULTIVERSION void DecodeQ4_0Scalar(const uint8_t* src, int64_t nb,
+                                      float* y) {
   for (int64_t i = 0; i < nb; ++i) {
     const uint8_t* p = src + i * sizeof(BlockQ4_0);
     uint16_t dh;
@@ -77,6 +79,10 @@ TM_MULTIVERSION void DecodeQ4_0(const uint8_t* src, int64_t nb, float* y) {
       out[j + kQK / 2] = x1 * d;
     }
   }
+}
+
+void DecodeQ4_0(const uint8_t* src, int64_t nb, float* y) {
+  if (!DecodeQ4_0Simd(src, nb, y)) DecodeQ4_0Scalar(src, nb, y);
 }
 
 ScalarInfo InspectQ4_0(const uint8_t* p, int i) {
@@ -95,7 +101,8 @@ ScalarInfo InspectQ4_0(const uint8_t* p, int i) {
   return s;
 }
 
-TM_MULTIVERSION void DecodeQ4_1(const uint8_t* src, int64_t nb, float* y) {
+TM_MULTIVERSION void DecodeQ4_1Scalar(const uint8_t* src, int64_t nb,
+                                      float* y) {
   for (int64_t i = 0; i < nb; ++i) {
     const uint8_t* p = src + i * sizeof(BlockQ4_1);
     uint16_t dh, mh;
@@ -112,6 +119,10 @@ TM_MULTIVERSION void DecodeQ4_1(const uint8_t* src, int64_t nb, float* y) {
       out[j + kQK / 2] = x1 * d + m;
     }
   }
+}
+
+void DecodeQ4_1(const uint8_t* src, int64_t nb, float* y) {
+  if (!DecodeQ4_1Simd(src, nb, y)) DecodeQ4_1Scalar(src, nb, y);
 }
 
 ScalarInfo InspectQ4_1(const uint8_t* p, int i) {
@@ -132,7 +143,8 @@ ScalarInfo InspectQ4_1(const uint8_t* p, int i) {
   return s;
 }
 
-TM_MULTIVERSION void DecodeQ5_0(const uint8_t* src, int64_t nb, float* y) {
+TM_MULTIVERSION void DecodeQ5_0Scalar(const uint8_t* src, int64_t nb,
+                                      float* y) {
   for (int64_t i = 0; i < nb; ++i) {
     const auto b = LoadBlock<BlockQ5_0>(src + i * sizeof(BlockQ5_0));
     const float d = F16ToF32Fast(b.d);
@@ -147,6 +159,10 @@ TM_MULTIVERSION void DecodeQ5_0(const uint8_t* src, int64_t nb, float* y) {
       y[i * kQK + j + kQK / 2] = x1 * d;
     }
   }
+}
+
+void DecodeQ5_0(const uint8_t* src, int64_t nb, float* y) {
+  if (!DecodeQ5_0Simd(src, nb, y)) DecodeQ5_0Scalar(src, nb, y);
 }
 
 ScalarInfo InspectQ5_0(const uint8_t* p, int i) {
@@ -165,7 +181,8 @@ ScalarInfo InspectQ5_0(const uint8_t* p, int i) {
   return s;
 }
 
-TM_MULTIVERSION void DecodeQ5_1(const uint8_t* src, int64_t nb, float* y) {
+TM_MULTIVERSION void DecodeQ5_1Scalar(const uint8_t* src, int64_t nb,
+                                      float* y) {
   for (int64_t i = 0; i < nb; ++i) {
     const auto b = LoadBlock<BlockQ5_1>(src + i * sizeof(BlockQ5_1));
     const float d = F16ToF32Fast(b.d);
@@ -181,6 +198,10 @@ TM_MULTIVERSION void DecodeQ5_1(const uint8_t* src, int64_t nb, float* y) {
       y[i * kQK + j + kQK / 2] = x1 * d + m;
     }
   }
+}
+
+void DecodeQ5_1(const uint8_t* src, int64_t nb, float* y) {
+  if (!DecodeQ5_1Simd(src, nb, y)) DecodeQ5_1Scalar(src, nb, y);
 }
 
 ScalarInfo InspectQ5_1(const uint8_t* p, int i) {
@@ -217,6 +238,13 @@ TM_MULTIVERSION void DecodeQ8(const uint8_t* src, int64_t nb, float* y) {
   }
 }
 
+void DecodeQ8_0(const uint8_t* src, int64_t nb, float* y) {
+  if (!DecodeQ8_0Simd(src, nb, y)) DecodeQ8<BlockQ8_0>(src, nb, y);
+}
+void DecodeQ8_1(const uint8_t* src, int64_t nb, float* y) {
+  if (!DecodeQ8_1Simd(src, nb, y)) DecodeQ8<BlockQ8_1>(src, nb, y);
+}
+
 template <typename B>
 ScalarInfo InspectQ8(const uint8_t* p, int i) {
   const auto b = LoadBlock<B>(p);
@@ -239,8 +267,8 @@ constexpr Codec kQ4_0 = {DecodeQ4_0, InspectQ4_0};
 constexpr Codec kQ4_1 = {DecodeQ4_1, InspectQ4_1};
 constexpr Codec kQ5_0 = {DecodeQ5_0, InspectQ5_0};
 constexpr Codec kQ5_1 = {DecodeQ5_1, InspectQ5_1};
-constexpr Codec kQ8_0 = {DecodeQ8<BlockQ8_0>, InspectQ8<BlockQ8_0>};
-constexpr Codec kQ8_1 = {DecodeQ8<BlockQ8_1>, InspectQ8<BlockQ8_1>};
+constexpr Codec kQ8_0 = {DecodeQ8_0, InspectQ8<BlockQ8_0>};
+constexpr Codec kQ8_1 = {DecodeQ8_1, InspectQ8<BlockQ8_1>};
 
 }  // namespace
 

@@ -4,6 +4,7 @@
 
 #include "core/quant/block_util.h"
 #include "core/quant/codec.h"
+#include "core/quant/decode_simd.h"
 
 namespace tensormorph {
 namespace {
@@ -75,7 +76,8 @@ const Codebooks& Books() {
 
 // ---- IQ4_NL / IQ4_XS -------------------------------------------------------
 
-TM_MULTIVERSION void DecodeIq4Nl(const uint8_t* src, int64_t nb, float* y) {
+TM_MULTIVERSION void DecodeIq4NlScalar(const uint8_t* src, int64_t nb,
+                                       float* y) {
   for (int64_t i = 0; i < nb; ++i) {
     const auto x = LoadBlock<BlockIq4Nl>(src + i * sizeof(BlockIq4Nl));
     const float d = F16ToF32Fast(x.d);
@@ -85,6 +87,10 @@ TM_MULTIVERSION void DecodeIq4Nl(const uint8_t* src, int64_t nb, float* y) {
     }
     y += kQK;
   }
+}
+
+void DecodeIq4Nl(const uint8_t* src, int64_t nb, float* y) {
+  if (!DecodeIq4NlSimd(src, nb, y)) DecodeIq4NlScalar(src, nb, y);
 }
 
 void FillIq4(ScalarInfo* s, int code, float dl) {
@@ -111,7 +117,8 @@ inline int Iq4XsScale(const BlockIq4Xs& x, int ib) {
          (((x.scales_h >> 2 * ib) & 3) << 4);
 }
 
-TM_MULTIVERSION void DecodeIq4Xs(const uint8_t* src, int64_t nb, float* y) {
+TM_MULTIVERSION void DecodeIq4XsScalar(const uint8_t* src, int64_t nb,
+                                       float* y) {
   for (int64_t i = 0; i < nb; ++i) {
     const auto x = LoadBlock<BlockIq4Xs>(src + i * sizeof(BlockIq4Xs));
     const uint8_t* qs = x.qs;
@@ -127,6 +134,10 @@ TM_MULTIVERSION void DecodeIq4Xs(const uint8_t* src, int64_t nb, float* y) {
       qs += 16;
     }
   }
+}
+
+void DecodeIq4Xs(const uint8_t* src, int64_t nb, float* y) {
+  if (!DecodeIq4XsSimd(src, nb, y)) DecodeIq4XsScalar(src, nb, y);
 }
 
 ScalarInfo InspectIq4Xs(const uint8_t* p, int e) {
@@ -153,7 +164,8 @@ inline int Trit(uint8_t byte, int n) {
   return (static_cast<uint16_t>(q) * 3) >> 8;
 }
 
-TM_MULTIVERSION void DecodeTq1_0(const uint8_t* src, int64_t nb, float* y) {
+TM_MULTIVERSION void DecodeTq1_0Scalar(const uint8_t* src, int64_t nb,
+                                       float* y) {
   constexpr int kQs = sizeof(BlockTq1_0::qs);
   constexpr int kQh = sizeof(BlockTq1_0::qh);
   for (int64_t i = 0; i < nb; ++i) {
@@ -179,6 +191,10 @@ TM_MULTIVERSION void DecodeTq1_0(const uint8_t* src, int64_t nb, float* y) {
       }
     }
   }
+}
+
+void DecodeTq1_0(const uint8_t* src, int64_t nb, float* y) {
+  if (!DecodeTq1_0Simd(src, nb, y)) DecodeTq1_0Scalar(src, nb, y);
 }
 
 ScalarInfo FillTernary(int trit, float d) {
@@ -231,7 +247,8 @@ ScalarInfo InspectTq2_0(const uint8_t* p, int e) {
 
 // ---- MXFP4 / NVFP4 ---------------------------------------------------------
 
-TM_MULTIVERSION void DecodeMxfp4(const uint8_t* src, int64_t nb, float* y) {
+TM_MULTIVERSION void DecodeMxfp4Scalar(const uint8_t* src, int64_t nb,
+                                       float* y) {
   for (int64_t i = 0; i < nb; ++i) {
     const auto x = LoadBlock<BlockMxfp4>(src + i * sizeof(BlockMxfp4));
     const float d = E8M0ToF32Half(x.e);
@@ -242,6 +259,10 @@ TM_MULTIVERSION void DecodeMxfp4(const uint8_t* src, int64_t nb, float* y) {
       y[i * kQK + j + kQK / 2] = x1 * d;
     }
   }
+}
+
+void DecodeMxfp4(const uint8_t* src, int64_t nb, float* y) {
+  if (!DecodeMxfp4Simd(src, nb, y)) DecodeMxfp4Scalar(src, nb, y);
 }
 
 // FP4 codes report their true E2M1 level and the true scale; ggml's doubled
@@ -265,11 +286,12 @@ ScalarInfo InspectMxfp4(const uint8_t* p, int i) {
   return s;
 }
 
-TM_MULTIVERSION void DecodeNvfp4(const uint8_t* src, int64_t nb, float* y) {
+TM_MULTIVERSION void DecodeNvfp4Scalar(const uint8_t* src, int64_t nb,
+                                       float* y) {
   for (int64_t i = 0; i < nb; ++i) {
     const auto x = LoadBlock<BlockNvfp4>(src + i * sizeof(BlockNvfp4));
     for (int s = 0; s < kQKNvfp4 / kNvfp4Sub; ++s) {
-      const float d = Ue4m3ToF32Half(x.d[s]);
+      const float d = Ue4m3HalfTable()[x.d[s]];
       float* yb = y + i * kQKNvfp4 + s * kNvfp4Sub;
       for (int j = 0; j < kNvfp4Sub / 2; ++j) {
         const int8_t v0 = kMxfp4Doubled[x.qs[s * (kNvfp4Sub / 2) + j] & 0x0F];
@@ -279,6 +301,10 @@ TM_MULTIVERSION void DecodeNvfp4(const uint8_t* src, int64_t nb, float* y) {
       }
     }
   }
+}
+
+void DecodeNvfp4(const uint8_t* src, int64_t nb, float* y) {
+  if (!DecodeNvfp4Simd(src, nb, y)) DecodeNvfp4Scalar(src, nb, y);
 }
 
 ScalarInfo InspectNvfp4(const uint8_t* p, int e) {

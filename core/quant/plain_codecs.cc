@@ -6,6 +6,7 @@
 
 #include "core/quant/block_util.h"
 #include "core/quant/codec.h"
+#include "core/quant/decode_simd.h"
 #include "core/quant/float_formats.h"
 
 namespace tensormorph {
@@ -121,6 +122,18 @@ TM_MULTIVERSION void DecodeSmallFloat(const uint8_t* src, int64_t n,
   for (int64_t i = 0; i < n; ++i) dst[i] = kDec(Load<T>(src + i * sizeof(T)));
 }
 
+// F16 and BF16: the vector conversions when the CPU has them, else the
+// scalar reference above.
+void DecodeF16(const uint8_t* src, int64_t n, float* dst) {
+  if (!DecodeF16Simd(src, n, dst))
+    DecodeSmallFloat<DecF16, uint16_t>(src, n, dst);
+}
+void DecodeBF16(const uint8_t* src, int64_t n, float* dst) {
+  if (!DecodeBF16Simd(src, n, dst)) {
+    DecodeSmallFloat<DecBF16, uint16_t>(src, n, dst);
+  }
+}
+
 void DecodeF32(const uint8_t* src, int64_t n, float* dst) {
   std::memcpy(dst, src, n * sizeof(float));
 }
@@ -227,9 +240,9 @@ ScalarInfo InspectF6(const uint8_t* block, int i) {
 
 constexpr Codec kF64 = {DecodeF64, InspectF64};
 constexpr Codec kF32 = {DecodeF32, InspectF32};
-constexpr Codec kF16 = {DecodeSmallFloat<DecF16, uint16_t>,
+constexpr Codec kF16 = {DecodeF16,
                         InspectSmallFloat<DecF16, 2, 0x8000, 0x7BFF>};
-constexpr Codec kBF16 = {DecodeSmallFloat<DecBF16, uint16_t>,
+constexpr Codec kBF16 = {DecodeBF16,
                          InspectSmallFloat<DecBF16, 2, 0x8000, 0x7F7F>};
 constexpr Codec kE4M3 = {DecodeSmallFloat<DecE4M3, uint8_t>,
                          InspectSmallFloat<DecE4M3, 1, 0x80, 0x7E>};

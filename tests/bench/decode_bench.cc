@@ -1,9 +1,24 @@
-// Decode throughput per type, elements per second on one thread, beside
-// memcpy of the same float32 output measured in the same run.
-//   build/tests/bench/decode_bench
+// Decode throughput per type, elements per second on one thread, beside two
+// baselines timed in the same iterations (so a busy machine slows all three
+// alike): ggml's own to_float on the same bytes, when built against ggml,
+// and memcpy of the same float32 output.
+//   build/tests/bench/decode_bench --benchmark_filter=BM_Decode/
+//       --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+// (one line)
+// Counters: Gelem/s (ours), ggml_Gelem/s, x_ggml (ggml's time over ours),
+// x_memcpy (memcpy's time over ours: 1 is memcpy speed). The second argument
+// is the element count: 1M (4 MiB of output, in cache) and 16M (64 MiB,
+// twice the L3 of the machines we measure on: out of cache).
+// To build the ggml baseline: configure a ggml source tree with
+//   cmake -S ggml -B ggml/build -DCMAKE_BUILD_TYPE=Release
+//       -DBUILD_SHARED_LIBS=OFF && cmake --build ggml/build --target ggml-base
+// and this project with -DTENSORMORPH_GGML_DIR=<that ggml tree>.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <random>
@@ -13,62 +28,119 @@
 #include "core/dtype.h"
 #include "core/format/checkpoint.h"
 #include "core/quant/codec.h"
+#include "core/quant/decode_simd.h"
 #include "tests/bench/bench_data.h"
 #include "tests/support/test_paths.h"
+
+#if defined(TM_HAVE_GGML)
+#include "ggml.h"
+#endif
 
 namespace tensormorph {
 namespace {
 
-constexpr int64_t kElements = int64_t{1} << 22;  // 16 MiB of float32 output
-
 // Random bytes make valid blocks for every type (scales are finite or not;
 // decoding speed does not depend on it).
-std::vector<uint8_t> RandomBlocks(DType d) {
+std::vector<uint8_t> RandomBlocks(DType d, int64_t elements) {
   const DTypeInfo& info = GetDTypeInfo(d);
   std::vector<uint8_t> bytes(
-      static_cast<size_t>(kElements / info.block_elems * info.block_bytes));
+      static_cast<size_t>(elements / info.block_elems * info.block_bytes));
   std::mt19937 rng(7);
   for (auto& b : bytes) b = static_cast<uint8_t>(rng());
   return bytes;
 }
 
-void BM_MemcpyBaseline(benchmark::State& state) {
-  std::vector<float> src(kElements, 1.0f), dst(kElements);
-  for (auto _ : state) {
-    std::memcpy(dst.data(), src.data(), kElements * sizeof(float));
-    benchmark::ClobberMemory();
+using ToFloat = void (*)(const void* src, float* dst, int64_t n);
+
+// ggml's to_float for `d`, matched by type name; nullptr without ggml.
+ToFloat GgmlToFloat(DType d) {
+#if defined(TM_HAVE_GGML)
+  const std::string want(DTypeName(d));
+  for (int t = 0; t < GGML_TYPE_COUNT; ++t) {
+    const char* name = ggml_type_name(static_cast<ggml_type>(t));
+    if (name == nullptr || want.size() != std::strlen(name)) continue;
+    if (std::equal(want.begin(), want.end(), name, [](char a, char b) {
+          return std::tolower(a) == std::tolower(b);
+        })) {
+      return ggml_get_type_traits(static_cast<ggml_type>(t))->to_float;
+    }
   }
-  state.SetItemsProcessed(state.iterations() * kElements);
-  state.counters["Gelem/s"] = benchmark::Counter(
-      static_cast<double>(state.iterations() * kElements) / 1e9,
-      benchmark::Counter::kIsRate);
+#else
+  (void)d;
+#endif
+  return nullptr;
 }
-BENCHMARK(BM_MemcpyBaseline)->Unit(benchmark::kMillisecond);
+
+double Seconds(std::chrono::steady_clock::time_point a,
+               std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// TENSORMORPH_DECODE_SIMD=0 (or 1) caps the decoders at the scalar
+// references (or AVX2), to measure what the vector paths gain.
+void CapFromEnvironment() {
+  static const bool done = [] {
+    if (const char* v = std::getenv("TENSORMORPH_DECODE_SIMD"))
+      CapDecodeSimdForTesting(static_cast<DecodeSimd>(std::atoi(v)));
+    return true;
+  }();
+  (void)done;
+}
 
 void BM_Decode(benchmark::State& state) {
+  CapFromEnvironment();
   const DType d = static_cast<DType>(state.range(0));
+  const int64_t n = state.range(1);
   state.SetLabel(std::string(DTypeName(d)));
-  const std::vector<uint8_t> blocks = RandomBlocks(d);
-  std::vector<float> out(kElements);
+  const std::vector<uint8_t> blocks = RandomBlocks(d, n);
+  std::vector<float> out(static_cast<size_t>(n)), copy_src(out.size(), 1.0f);
+  const ToFloat ggml = GgmlToFloat(d);
+  double ours = 0, theirs = 0, memcpy_s = 0;
+  using Clock = std::chrono::steady_clock;
   for (auto _ : state) {
-    (void)DecodeElements(d, blocks, 0, kElements, out.data());
+    const auto t0 = Clock::now();
+    (void)DecodeElements(d, blocks, 0, n, out.data());
     benchmark::ClobberMemory();
+    const auto t1 = Clock::now();
+    if (ggml != nullptr) ggml(blocks.data(), out.data(), n);
+    benchmark::ClobberMemory();
+    const auto t2 = Clock::now();
+    std::memcpy(out.data(), copy_src.data(), out.size() * sizeof(float));
+    benchmark::ClobberMemory();
+    const auto t3 = Clock::now();
+    ours += Seconds(t0, t1);
+    theirs += Seconds(t1, t2);
+    memcpy_s += Seconds(t2, t3);
+    state.SetIterationTime(Seconds(t0, t1));
   }
-  state.SetItemsProcessed(state.iterations() * kElements);
-  state.counters["Gelem/s"] = benchmark::Counter(
-      static_cast<double>(state.iterations() * kElements) / 1e9,
-      benchmark::Counter::kIsRate);
+  const double elems = static_cast<double>(state.iterations()) * n;
+  state.SetItemsProcessed(static_cast<int64_t>(elems));
+  state.counters["Gelem/s"] = elems / ours / 1e9;
+  state.counters["x_memcpy"] = memcpy_s / ours;
+  if (ggml != nullptr) {
+    state.counters["ggml_Gelem/s"] = elems / theirs / 1e9;
+    state.counters["x_ggml"] = theirs / ours;
+  }
 }
 
+// Every ggml type we decode.
 void Types(benchmark::internal::Benchmark* b) {
-  for (DType d :
-       {DType::kQ8_0, DType::kQ4_K, DType::kBF16, DType::kQ5_K, DType::kQ4_0,
-        DType::kQ4_1, DType::kQ5_0, DType::kQ2_K, DType::kQ6_K, DType::kIQ4_NL,
-        DType::kMXFP4, DType::kQ3_K, DType::kF16}) {
-    b->Arg(static_cast<int>(d));
+  for (int64_t n : {int64_t{1} << 16, int64_t{1} << 20, int64_t{1} << 24}) {
+    for (DType d :
+         {DType::kF16,     DType::kBF16,   DType::kQ4_0,  DType::kQ4_1,
+          DType::kQ5_0,    DType::kQ5_1,   DType::kQ8_0,  DType::kQ2_K,
+          DType::kQ3_K,    DType::kQ4_K,   DType::kQ5_K,  DType::kQ6_K,
+          DType::kIQ2_XXS, DType::kIQ2_XS, DType::kIQ2_S, DType::kIQ3_XXS,
+          DType::kIQ3_S,   DType::kIQ1_S,  DType::kIQ1_M, DType::kIQ4_NL,
+          DType::kIQ4_XS,  DType::kTQ1_0,  DType::kTQ2_0, DType::kMXFP4,
+          DType::kNVFP4}) {
+      if (GetCodec(d) == nullptr) continue;
+      b->Args({static_cast<int>(d), n});
+    }
   }
 }
-BENCHMARK(BM_Decode)->Apply(Types)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Decode)->Apply(Types)->UseManualTime()->Unit(
+    benchmark::kMillisecond);
 
 // The conventions' decoders (GPTQ, AWQ, compressed-tensors, FP8 blocks,
 // bitsandbytes NF4, gpt-oss MXFP4) on the golden fixtures' largest tensor,

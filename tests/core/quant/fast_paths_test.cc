@@ -1,6 +1,7 @@
 // Speed never costs correctness: every decoder's bulk path (block kernels
-// with their AVX2 clones, the conventions' row-at-a-time decoding) agrees bit
-// for bit with the element-at-a-time reference, Inspect, on random inputs.
+// with their AVX2 clones and their vector paths at every level the CPU runs,
+// the conventions' row-at-a-time decoding) agrees bit for bit with the
+// element-at-a-time reference, Inspect, on random inputs.
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
@@ -12,6 +13,8 @@
 #include "core/dtype.h"
 #include "core/format/checkpoint.h"
 #include "core/quant/codec.h"
+#include "core/quant/decode_simd.h"
+#include "core/quant/float_formats.h"
 #include "core/quant/stored_encoding.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -40,6 +43,20 @@ std::vector<std::pair<int64_t, int64_t>> Ranges(int64_t n, std::mt19937& rng) {
 
 class DTypeFastPathTest : public ::testing::TestWithParam<int> {};
 
+// The vector levels this CPU runs, scalar references first.
+std::vector<DecodeSimd> Levels() {
+  std::vector<DecodeSimd> out;
+  for (int l = 0; l <= static_cast<int>(SupportedDecodeSimd()); ++l)
+    out.push_back(static_cast<DecodeSimd>(l));
+  return out;
+}
+
+// Runs the body with the decoders capped at each level in turn.
+class SimdLevels {
+ public:
+  ~SimdLevels() { CapDecodeSimdForTesting(DecodeSimd::kAvx512); }
+};
+
 TEST_P(DTypeFastPathTest, BulkDecodeMatchesInspectOnRandomBlocks) {
   const DType d = static_cast<DType>(GetParam());
   const DTypeInfo& info = GetDTypeInfo(d);
@@ -47,17 +64,61 @@ TEST_P(DTypeFastPathTest, BulkDecodeMatchesInspectOnRandomBlocks) {
   std::vector<uint8_t> bytes(
       static_cast<size_t>(n / info.block_elems * info.block_bytes));
   std::mt19937 rng(GetParam() * 7919 + 1);
-  for (int trial = 0; trial < 4; ++trial) {
-    for (auto& b : bytes) b = static_cast<uint8_t>(rng());
-    for (auto [first, count] : Ranges(n, rng)) {
-      std::vector<float> bulk(static_cast<size_t>(count));
-      ASSERT_TRUE(DecodeElements(d, bytes, first, count, bulk.data()).ok());
-      for (int64_t i = 0; i < count; ++i) {
-        ScalarInfo s;
-        ASSERT_TRUE(InspectElement(d, bytes, first + i, &s).ok());
-        ASSERT_TRUE(SameBits(bulk[i], s.value))
-            << info.name << " element " << first + i << ": bulk " << bulk[i]
-            << " vs inspect " << s.value;
+  SimdLevels restore;
+  for (DecodeSimd level : Levels()) {
+    CapDecodeSimdForTesting(level);
+    SCOPED_TRACE("simd level " + std::to_string(static_cast<int>(level)));
+    for (int trial = 0; trial < 4; ++trial) {
+      for (auto& b : bytes) b = static_cast<uint8_t>(rng());
+      for (auto [first, count] : Ranges(n, rng)) {
+        std::vector<float> bulk(static_cast<size_t>(count));
+        ASSERT_TRUE(DecodeElements(d, bytes, first, count, bulk.data()).ok());
+        for (int64_t i = 0; i < count; ++i) {
+          ScalarInfo s;
+          ASSERT_TRUE(InspectElement(d, bytes, first + i, &s).ok());
+          ASSERT_TRUE(SameBits(bulk[i], s.value))
+              << info.name << " element " << first + i << ": bulk " << bulk[i]
+              << " vs inspect " << s.value;
+        }
+      }
+    }
+  }
+}
+
+TEST(DecodeSimdTest, TheCapLowersTheLevelInUseAndLiftingItRestoresIt) {
+  SimdLevels restore;
+  CapDecodeSimdForTesting(DecodeSimd::kScalar);
+  EXPECT_EQ(ActiveDecodeSimd(), DecodeSimd::kScalar);
+  CapDecodeSimdForTesting(DecodeSimd::kAvx512);
+  EXPECT_EQ(ActiveDecodeSimd(), SupportedDecodeSimd());
+}
+
+// F16 and BF16 take every one of their 65536 codes (NaNs, infinities,
+// subnormals) to the reference's float, at every vector level, over lengths
+// that leave every tail size after the vector loops.
+TEST(HalfFloatFastPathTest, EveryCodeMatchesTheScalarReference) {
+  std::vector<uint8_t> bytes(2 * 65536);
+  for (uint32_t h = 0; h < 65536; ++h) {
+    bytes[2 * h] = static_cast<uint8_t>(h);
+    bytes[2 * h + 1] = static_cast<uint8_t>(h >> 8);
+  }
+  SimdLevels restore;
+  for (DType d : {DType::kF16, DType::kBF16}) {
+    for (DecodeSimd level : Levels()) {
+      CapDecodeSimdForTesting(level);
+      SCOPED_TRACE(std::string(GetDTypeInfo(d).name) + " simd level " +
+                   std::to_string(static_cast<int>(level)));
+      for (int64_t count : {int64_t{65536}, int64_t{65536 - 3},
+                            int64_t{1000 - 63}, int64_t{7}}) {
+        const int64_t first = 65536 - count;  // the NaNs sit at the end
+        std::vector<float> out(static_cast<size_t>(count));
+        ASSERT_TRUE(DecodeElements(d, bytes, first, count, out.data()).ok());
+        for (int64_t i = 0; i < count; ++i) {
+          const auto h = static_cast<uint16_t>(first + i);
+          const float want = d == DType::kF16 ? F16ToF32(h) : BF16ToF32(h);
+          ASSERT_EQ(std::memcmp(&out[i], &want, 4), 0)
+              << "code 0x" << std::hex << h << ": " << out[i] << " vs " << want;
+        }
       }
     }
   }

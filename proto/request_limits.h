@@ -1,8 +1,8 @@
 // Fixed limits of request fields, shared by the server that enforces them
 // (RESOURCE_EXHAUSTED naming the limit; every reply within them fits in
 // max_reply_bytes) and the clients that check a request before sending it
-// (so that a user hears the same limit, named, from both). Limits an operator can configure live in
-// server/service.h (ServiceLimits) instead.
+// (so that a user hears the same limit, named, from both). Limits an operator
+// can configure live in server/service.h (ServiceLimits) instead.
 #ifndef TENSORMORPH_PROTO_REQUEST_LIMITS_H_
 #define TENSORMORPH_PROTO_REQUEST_LIMITS_H_
 

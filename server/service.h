@@ -49,7 +49,7 @@ struct ServiceLimits {
   // Fixed, so the CLI checks them too (proto/request_limits.h).
   int64_t max_top_k = kMaxDiffTopK;  // worst elements per diff report
   int64_t max_worst_groups = kMaxDiffWorstGroups;
-  int64_t max_bins = kMaxHistogramBins;  // histogram bins of ComputeStats
+  int64_t max_bins = kMaxHistogramBins;        // histogram bins of ComputeStats
   int64_t max_heatmap_side = kMaxHeatmapSide;  // cells across or down
   int64_t max_heatmap_cells = kMaxHeatmapCells;  // width * height
 };

@@ -341,7 +341,8 @@ int main(int argc, char** argv) {
   if (*diff_cmd) return RunDiff(c, g, diff);
   if (*stats_cmd) return RunStats(c, g, stats);
   if (*heat_cmd) {
-    auto wh = ParseSize(size, kMaxHeatmapSide, kMaxHeatmapCells);  // checked by CLI11 already
+    auto wh = ParseSize(size, kMaxHeatmapSide,
+                        kMaxHeatmapCells);  // checked by CLI11 already
     if (!wh.ok()) return ReportUsage(wh.status());
     std::tie(heat.width, heat.height) = *wh;
     return RunHeatmap(c, g, heat);

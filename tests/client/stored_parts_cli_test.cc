@@ -4,10 +4,10 @@
 // `scalar` take the same names; --part reaches a part that shares its
 // logical tensor's name; and the raw-read refusal of an assembled tensor
 // names the parts to read instead.
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
-#include <algorithm>
 #include <set>
 #include <sstream>
 #include <string>

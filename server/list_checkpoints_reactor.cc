@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/format/checkpoint_scan.h"
@@ -91,8 +92,10 @@ absl::StatusOr<std::vector<Target>> Targets(const PathSandbox& sandbox,
     auto canonical = sandbox.Resolve(directory);
     if (!canonical.ok()) {
       // The sandbox speaks of checkpoints; here it is a directory.
+      absl::string_view message = canonical.status().message();
+      absl::ConsumePrefix(&message, "checkpoint ");
       return absl::Status(canonical.status().code(),
-                          absl::StrCat("directory: ", canonical.status().message()));
+                          absl::StrCat("directory ", message));
     }
     struct stat st;
     if (::stat(canonical->c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {

@@ -209,6 +209,9 @@ class Scanner {
       position_ = rel;
       return absl::OkStatus();
     }
+    // A directory one level past max_depth is looked at only to see
+    // whether it is a checkpoint itself.
+    if (depth > o_.max_depth) return absl::OkStatus();
 
     for (const std::string& name : names) {
       if (Stopped()) return absl::OkStatus();
@@ -234,7 +237,7 @@ class Scanner {
         if (S_ISDIR(st.st_mode) && IsPathPrefix(top_, real)) continue;
       }
       if (S_ISDIR(st.st_mode)) {
-        if (depth >= o_.max_depth) continue;
+        if (depth > o_.max_depth) continue;
         if (!visited_.insert({st.st_dev, st.st_ino}).second) continue;
         if (absl::Status s = Visit(path, child, depth + 1); !s.ok()) return s;
         continue;

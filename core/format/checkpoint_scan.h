@@ -34,7 +34,10 @@ struct FoundCheckpoint {
 };
 
 struct CheckpointScanOptions {
-  int max_depth = 4;  // subdirectory levels searched below the directory
+  // Subdirectory levels searched below the directory: 0 finds what is
+  // directly in it (its GGUF files, and its subdirectories that are
+  // checkpoints themselves).
+  int max_depth = 4;
   // Directory entries read (beyond `after`) before the scan stops early.
   int64_t max_scanned = 100'000;
   // Checkpoints found before the scan stops (at least 1).

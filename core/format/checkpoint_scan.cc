@@ -140,7 +140,8 @@ std::optional<SplitName> ParseSplit(absl::string_view name) {
 
 class Scanner {
  public:
-  explicit Scanner(const CheckpointScanOptions& o) : o_(o) {}
+  explicit Scanner(const CheckpointScanOptions& o)
+      : o_(o), position_(o.after) {}
 
   absl::Status Run(const std::string& dir) {
     struct stat st;
@@ -218,12 +219,16 @@ class Scanner {
       const std::string child = rel.empty() ? name : Join(rel, name);
       const bool after = After(child);
       if (!after && !IsPathPrefix(child, o_.after)) continue;
-      if (++scanned_ > std::max<int64_t>(o_.max_scanned, 1)) {
-        out_.resume_after = position_;
-        stopped_ = true;
-        return absl::OkStatus();
+      // Only new ground counts, and moves the position: the directories
+      // down to `after` are passed again on every resume.
+      if (after) {
+        if (++scanned_ > std::max<int64_t>(o_.max_scanned, 1)) {
+          out_.resume_after = position_;
+          stopped_ = true;
+          return absl::OkStatus();
+        }
+        position_ = child;
       }
-      position_ = child;
       const std::string path = Join(abs, name);
       struct stat st;
       if (::lstat(path.c_str(), &st) != 0) continue;
@@ -232,9 +237,12 @@ class Scanner {
         if (::realpath(path.c_str(), real) == nullptr) continue;
         if (o_.allowed && !o_.allowed(real)) continue;  // leads out
         if (::stat(real, &st) != 0) continue;
-        // A directory inside the tree is listed where it is: following a
-        // link to it would list it twice.
-        if (S_ISDIR(st.st_mode) && IsPathPrefix(top_, real)) continue;
+        // A directory inside the tree is listed where it is, and one above
+        // it holds the tree: following a link to either lists things twice.
+        if (S_ISDIR(st.st_mode) &&
+            (IsPathPrefix(top_, real) || IsPathPrefix(real, top_))) {
+          continue;
+        }
       }
       if (S_ISDIR(st.st_mode)) {
         if (depth > o_.max_depth) continue;

@@ -328,11 +328,12 @@ absl::Status Client::ListAllCheckpoints(
     const std::function<void(const v1::CheckpointEntry&)>& on_entry) {
   while (true) {
     std::string next;
-    absl::Status s = ListCheckpoints(request, [&](const v1::CheckpointEntry& e) {
-      next = e.next_page_token();
-      if (!e.path().empty()) on_entry(e);
-      return true;
-    });
+    absl::Status s =
+        ListCheckpoints(request, [&](const v1::CheckpointEntry& e) {
+          next = e.next_page_token();
+          if (!e.path().empty()) on_entry(e);
+          return true;
+        });
     if (!s.ok()) return s;
     if (next.empty()) return absl::OkStatus();
     // A server that hands back the token it was given would loop forever.

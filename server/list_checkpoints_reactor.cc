@@ -17,9 +17,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "core/format/checkpoint_scan.h"
 #include "core/util/utf8.h"
 #include "proto/status_mapping.h"
@@ -61,7 +61,8 @@ absl::StatusOr<Position> DecodeToken(const std::string& token) {
         "it came, with the same directory"));
   };
   if (!absl::WebSafeBase64Unescape(token, &text)) return bad();
-  std::vector<std::string> parts = absl::StrSplit(text, absl::MaxSplits('\n', 2));
+  std::vector<std::string> parts =
+      absl::StrSplit(text, absl::MaxSplits('\n', 2));
   if (parts.size() != 3 || parts[0] != kTokenVersion ||
       !absl::SimpleAtoi(parts[1], &p.root)) {
     return bad();
@@ -230,8 +231,7 @@ class ListCheckpointsReactor final
         !state_->registry.sandbox().unrestricted()) {
       for (size_t j = 0; j < i; ++j) {
         struct stat st;
-        if (::lstat(JoinPath(targets[j].canonical, f.path).c_str(), &st) ==
-            0) {
+        if (::lstat(JoinPath(targets[j].canonical, f.path).c_str(), &st) == 0) {
           path = JoinPath(t.itself, f.path);
           break;
         }

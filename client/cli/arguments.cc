@@ -68,8 +68,8 @@ absl::StatusOr<std::vector<IndexLine>> ReadIndexLines(absl::string_view name,
     if (text.empty()) continue;
     auto index = ParseIndex(text);
     if (!index.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          name, " line ", line, ": ", index.status().message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, " line ", line, ": ", index.status().message()));
     }
     out.push_back({std::string(text), line, *std::move(index)});
   }

@@ -147,8 +147,7 @@ int ListCheckpointsUnder(Client& client, const GlobalOptions& g,
   if (!s.ok()) return ReportFailure(s);
   if (!g.json) {
     std::cout << Table(rows);
-    std::cout << Count(count, "checkpoint") << ", " << BytesText(bytes)
-              << "\n";
+    std::cout << Count(count, "checkpoint") << ", " << BytesText(bytes) << "\n";
   }
   return kExitOk;
 }
@@ -201,9 +200,10 @@ int RunLs(Client& client, const GlobalOptions& g, const LsOptions& o) {
     probe.set_directory(o.checkpoint);
     probe.set_max_depth(0);
     probe.set_page_size(1);
-    if (client.ListCheckpoints(probe, [](const v1::CheckpointEntry&) {
-                return true;
-              }).ok()) {
+    if (client
+            .ListCheckpoints(probe,
+                             [](const v1::CheckpointEntry&) { return true; })
+            .ok()) {
       return ListCheckpointsUnder(client, g, o.checkpoint, o.depth);
     }
   }
@@ -377,7 +377,7 @@ int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o) {
   // since the request carries the coordinates concatenated and "0 1 2 3"
   // would otherwise read as two indices of a matrix.
   std::vector<std::vector<int64_t>> indices;
-  std::vector<std::string> texts = o.indices;  // as messages quote them
+  std::vector<std::string> texts = o.indices;          // as messages quote them
   std::vector<std::string> origins(o.indices.size());  // "" = an argument
   for (const std::string& text : o.indices) {
     auto index = ParseIndex(text);
@@ -386,16 +386,15 @@ int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o) {
   }
   if (!o.indices_file.empty()) {
     const bool stdin_file = o.indices_file == "-";
-    const std::string name = stdin_file
-                                 ? std::string("--indices-file - (stdin)")
-                                 : absl::StrCat("--indices-file '",
-                                                o.indices_file, "'");
+    const std::string name =
+        stdin_file ? std::string("--indices-file - (stdin)")
+                   : absl::StrCat("--indices-file '", o.indices_file, "'");
     std::ifstream file;
     if (!stdin_file) {
       file.open(o.indices_file);
       if (!file) {
-        return ReportUsage(absl::InvalidArgumentError(
-            absl::StrCat("cannot read ", name)));
+        return ReportUsage(
+            absl::InvalidArgumentError(absl::StrCat("cannot read ", name)));
       }
     }
     auto lines = ReadIndexLines(name, stdin_file ? std::cin : file);
@@ -414,9 +413,8 @@ int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o) {
   auto t = LookupTensor(client, o.checkpoint, o.tensor, o.part);
   if (!t.ok()) return ReportFailure(t.status());
   for (size_t i = 0; i < indices.size(); ++i) {
-    absl::Status s =
-        CheckIndexRank(texts[i], indices[i], o.tensor, t->shape(),
-                       origins[i].empty() ? o.indices.size() : 1);
+    absl::Status s = CheckIndexRank(texts[i], indices[i], o.tensor, t->shape(),
+                                    origins[i].empty() ? o.indices.size() : 1);
     if (!s.ok() && !origins[i].empty()) {
       s = absl::InvalidArgumentError(
           absl::StrCat(origins[i], ": ", s.message()));

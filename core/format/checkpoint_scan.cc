@@ -98,8 +98,7 @@ std::optional<int64_t> SafetensorsTensorCount(const std::string& path) {
 }
 
 // The tensors a small index places.
-std::optional<int64_t> IndexTensorCount(const std::string& path,
-                                        int64_t size) {
+std::optional<int64_t> IndexTensorCount(const std::string& path, int64_t size) {
   if (size > kMaxCountedHeaderBytes) return std::nullopt;
   auto text = ReadAt(path, 0, size);
   if (!text) return std::nullopt;

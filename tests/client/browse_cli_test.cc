@@ -72,8 +72,8 @@ class BrowseCliTest : public ::testing::TestWithParam<bool> {
 };
 
 TEST_P(BrowseCliTest, LsWithNoPathListsTheRootsOrTheWorkingDirectory) {
-  CommandResult r =
-      remote() ? Run({"ls", "--json"}) : Shell(tree->root, "exec \"$TM\" ls --json");
+  CommandResult r = remote() ? Run({"ls", "--json"})
+                             : Shell(tree->root, "exec \"$TM\" ls --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   if (remote()) {
     EXPECT_THAT(Paths(r.out), ElementsAreArray(tree->expected));
@@ -83,11 +83,11 @@ TEST_P(BrowseCliTest, LsWithNoPathListsTheRootsOrTheWorkingDirectory) {
   }
   r = remote() ? Run({"ls"}) : Shell(tree->root, "exec \"$TM\" ls");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, AllOf(HasSubstr("PATH"), HasSubstr("FORMAT"),
-                           HasSubstr("FILES"), HasSubstr("SIZE"),
-                           HasSubstr("TENSORS"), HasSubstr("MODIFIED"),
-                           HasSubstr("models/sharded"),
-                           HasSubstr("checkpoints, ")));
+  EXPECT_THAT(
+      r.out,
+      AllOf(HasSubstr("PATH"), HasSubstr("FORMAT"), HasSubstr("FILES"),
+            HasSubstr("SIZE"), HasSubstr("TENSORS"), HasSubstr("MODIFIED"),
+            HasSubstr("models/sharded"), HasSubstr("checkpoints, ")));
 }
 
 TEST_P(BrowseCliTest, LsOfADirectoryThatIsNotACheckpointListsItsCheckpoints) {
@@ -160,16 +160,15 @@ TEST_P(BrowseCliTest, AMalformedIndicesLineIsAUsageErrorNamingTheLine) {
 }
 
 TEST_P(BrowseCliTest, AnUnknownHeatmapModeIsAUsageErrorListingTheChoices) {
-  CommandResult r = Run({"heatmap", P("Q4_K.gguf"), "blk.0.attn_q.weight",
-                         "--mode", "zeros"});
+  CommandResult r = Run(
+      {"heatmap", P("Q4_K.gguf"), "blk.0.attn_q.weight", "--mode", "zeros"});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.err, AllOf(HasSubstr("--mode"), HasSubstr("value"),
-                           HasSubstr("absmax"), HasSubstr("error"),
-                           HasSubstr("group")));
+  EXPECT_THAT(
+      r.err, AllOf(HasSubstr("--mode"), HasSubstr("value"), HasSubstr("absmax"),
+                   HasSubstr("error"), HasSubstr("group")));
 }
 
-INSTANTIATE_TEST_SUITE_P(RemoteAndEmbedded, BrowseCliTest,
-                         ::testing::Bool(),
+INSTANTIATE_TEST_SUITE_P(RemoteAndEmbedded, BrowseCliTest, ::testing::Bool(),
                          [](const auto& info) {
                            return info.param ? "Remote" : "Embedded";
                          });
@@ -177,8 +176,8 @@ INSTANTIATE_TEST_SUITE_P(RemoteAndEmbedded, BrowseCliTest,
 TEST(BrowseCliRootsTest, OutsideTheRootsIsPermissionDeniedNamingTheDirectory) {
   const CheckpointTree t = MakeCheckpointTree();
   ServerProcess server({t.root});
-  CommandResult r = RunCommand(
-      {CliPath(), "--server", server.address(), "ls", t.outside});
+  CommandResult r =
+      RunCommand({CliPath(), "--server", server.address(), "ls", t.outside});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, AllOf(HasSubstr("PERMISSION_DENIED"),
                            HasSubstr("'" + t.outside + "'")));
@@ -191,9 +190,9 @@ TEST(BrowseCliEnvTest, ServerAndTokenFileComeFromTheEnvironment) {
   std::ofstream(dir + "/token") << "s3cret\n";
   ServerProcess server({t.root}, {"--token-file", dir + "/tokens"});
   const std::string env_server = "TENSORMORPH_SERVER=" + server.address();
-  CommandResult r = RunCommand(
-      {CliPath(), "ls", "--json"},
-      {env_server, "TENSORMORPH_TOKEN_FILE=" + dir + "/token"});
+  CommandResult r =
+      RunCommand({CliPath(), "ls", "--json"},
+                 {env_server, "TENSORMORPH_TOKEN_FILE=" + dir + "/token"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(Paths(r.out), ElementsAreArray(t.expected));
   r = RunCommand({CliPath(), "ls"}, {env_server});

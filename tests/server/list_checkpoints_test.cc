@@ -97,26 +97,26 @@ TEST_F(ListCheckpointsTest, ASplitGgufIsOneCheckpointOfItsSplits) {
   ASSERT_EQ(split.path(), "models/split/m-00001-of-00002.gguf");
   EXPECT_EQ(split.format(), "gguf");
   EXPECT_EQ(split.file_count(), 2);
-  EXPECT_EQ(split.total_bytes(),
-            static_cast<int64_t>(
-                fs::file_size(tree->root + "/models/split/m-00001-of-00002.gguf") +
-                fs::file_size(tree->root + "/models/split/m-00002-of-00002.gguf")));
+  EXPECT_EQ(
+      split.total_bytes(),
+      static_cast<int64_t>(
+          fs::file_size(tree->root + "/models/split/m-00001-of-00002.gguf") +
+          fs::file_size(tree->root + "/models/split/m-00002-of-00002.gguf")));
 }
 
 TEST_F(ListCheckpointsTest, ADirectoryIsListedAsTheCallerSpelledIt) {
   v1::ListCheckpointsRequest req;
   req.set_directory("models/");
-  EXPECT_THAT(AllPaths(req),
-              ElementsAreArray({"models/Q8_0.gguf", "models/gptq",
-                                "models/sharded",
-                                "models/split/m-00001-of-00002.gguf"}));
+  EXPECT_THAT(
+      AllPaths(req),
+      ElementsAreArray({"models/Q8_0.gguf", "models/gptq", "models/sharded",
+                        "models/split/m-00001-of-00002.gguf"}));
   req.set_directory(tree->root + "/models");
   EXPECT_THAT(AllPaths(req),
-              ElementsAreArray({tree->root + "/models/Q8_0.gguf",
-                                tree->root + "/models/gptq",
-                                tree->root + "/models/sharded",
-                                tree->root +
-                                    "/models/split/m-00001-of-00002.gguf"}));
+              ElementsAreArray(
+                  {tree->root + "/models/Q8_0.gguf",
+                   tree->root + "/models/gptq", tree->root + "/models/sharded",
+                   tree->root + "/models/split/m-00001-of-00002.gguf"}));
 }
 
 TEST_F(ListCheckpointsTest, ACheckpointDirectoryListsItselfOnly) {
@@ -141,9 +141,9 @@ TEST_F(ListCheckpointsTest, DepthIsBoundedAndMaxDepthReachesFurther) {
   EXPECT_THAT(AllPaths(req),
               ElementsAreArray({"Q4_K.gguf", "inside_link.gguf"}));
   req.set_directory("models");  // a checkpoint subdirectory is directly in it
-  EXPECT_THAT(AllPaths(req),
-              ElementsAreArray({"models/Q8_0.gguf", "models/gptq",
-                                "models/sharded"}));
+  EXPECT_THAT(
+      AllPaths(req),
+      ElementsAreArray({"models/Q8_0.gguf", "models/gptq", "models/sharded"}));
 }
 
 TEST_F(ListCheckpointsTest, SymlinkLoopsEndAtTheDeepestBound) {
@@ -182,8 +182,8 @@ TEST_F(ListCheckpointsTest, PagesOfTwoReassembleTheListingExactlyOnce) {
 
 TEST_F(ListCheckpointsTest, ADirectoryOutsideTheRootsIsPermissionDenied) {
   v1::ListCheckpointsRequest req;
-  for (const std::string& dir : {tree->outside, std::string("escape"),
-                                 std::string("../outside")}) {
+  for (const std::string& dir :
+       {tree->outside, std::string("escape"), std::string("../outside")}) {
     SCOPED_TRACE(dir);
     req.set_directory(dir);
     auto page = Page(req);

@@ -42,8 +42,7 @@ TEST(CheckpointScanTest, EveryScanLimitResumesToTheSameListing) {
   for (int64_t scanned : {1, 2, 3, 5, 8}) {
     SCOPED_TRACE(scanned);
     o.max_scanned = scanned;
-    EXPECT_THAT(ScanAll(tree.root, o, &calls),
-                ElementsAreArray(tree.expected));
+    EXPECT_THAT(ScanAll(tree.root, o, &calls), ElementsAreArray(tree.expected));
     EXPECT_GT(calls, 1);
   }
   o.max_scanned = 100'000;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "client/client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -222,6 +223,23 @@ TEST_F(ListCheckpointsTest, RefusalsNameTheirReason) {
   page = Page(req);
   EXPECT_EQ(page.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(page.status().message(), HasSubstr("page_token"));
+}
+
+TEST_F(ListCheckpointsTest, IsCountedAsAStream) {
+  auto before = server->client->GetServerInfo();
+  ASSERT_TRUE(before.ok()) << before.status();
+  ASSERT_TRUE(Page(v1::ListCheckpointsRequest()).ok());
+  auto after = server->client->GetServerInfo();
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->counters().streams_started(),
+            before->counters().streams_started() + 1);
+  // The slot is given back once the call is done on the server too.
+  for (int i = 0; i < 100 && after->counters().active_streams() != 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+    after = server->client->GetServerInfo();
+    ASSERT_TRUE(after.ok()) << after.status();
+  }
+  EXPECT_EQ(after->counters().active_streams(), 0);
 }
 
 TEST(ListCheckpointsRootsTest, UnderSeveralRootsAShadowedPathIsAbsolute) {

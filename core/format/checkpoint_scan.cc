@@ -137,6 +137,10 @@ std::optional<SplitName> ParseSplit(absl::string_view name) {
   return SplitName{std::string(name.substr(0, name.size() - 20)), index, count};
 }
 
+std::string SplitFileName(const SplitName& s, int index) {
+  return absl::StrFormat("%s-%05d-of-%05d.gguf", s.prefix, index, s.count);
+}
+
 class Scanner {
  public:
   explicit Scanner(const CheckpointScanOptions& o)
@@ -253,7 +257,15 @@ class Scanner {
         continue;
       }
       auto split = ParseSplit(name);
-      if (split && split->index != 1) continue;  // listed as its first split
+      if (split && split->index != 1) {
+        // Listed as its first split; without one, each split is listed, and
+        // opening it says which split is missing.
+        struct stat first;
+        if (::stat(Join(abs, SplitFileName(*split, 1)).c_str(), &first) == 0) {
+          continue;
+        }
+        split.reset();
+      }
       Found(GgufCheckpoint(abs, name, child, st, split));
     }
     return absl::OkStatus();
@@ -304,8 +316,7 @@ class Scanner {
     f.format = CheckpointFormat::kGguf;
     std::vector<std::string> files = {name};
     for (int i = 2; split && i <= split->count; ++i) {
-      files.push_back(absl::StrFormat("%s-%05d-of-%05d.gguf", split->prefix, i,
-                                      split->count));
+      files.push_back(SplitFileName(*split, i));
     }
     std::optional<int64_t> count = 0;
     for (const std::string& n : files) {

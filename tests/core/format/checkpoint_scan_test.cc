@@ -2,6 +2,7 @@
 // where it stopped, so any bound reassembles the same listing exactly once.
 #include "core/format/checkpoint_scan.h"
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,18 @@ TEST(CheckpointScanTest, EveryScanLimitResumesToTheSameListing) {
   o.max_found = 1;
   EXPECT_THAT(ScanAll(tree.root, o, &calls), ElementsAreArray(tree.expected));
   EXPECT_EQ(calls, static_cast<int>(tree.expected.size()));
+}
+
+TEST(CheckpointScanTest, ASplitSetWithoutItsFirstSplitListsWhatIsThere) {
+  const auto tree = testing::MakeCheckpointTree();
+  const std::string split = tree.root + "/models/split";
+  ASSERT_EQ(std::remove((split + "/m-00001-of-00002.gguf").c_str()), 0);
+  auto scan = ScanCheckpoints(split, {});
+  ASSERT_TRUE(scan.ok()) << scan.status();
+  ASSERT_EQ(scan->found.size(), 1u);
+  EXPECT_EQ(scan->found[0].path, "m-00002-of-00002.gguf");
+  EXPECT_EQ(scan->found[0].file_count, 1);
+  EXPECT_EQ(scan->found[0].stored_tensor_count, 1);
 }
 
 TEST(CheckpointScanTest, OrderComparesPathComponents) {

@@ -84,7 +84,7 @@ struct Weight {
   const StoredTensor* scale = nullptr;
   const StoredTensor* codes = nullptr;
   int64_t out = 0, in = 0;
-  AffineParams p;
+  AffineParams p = {};
 };
 
 // pack-quantized: `weight_packed` I32 [out, ceil(in/(32/b))] of codes stored

@@ -171,19 +171,19 @@ absl::Status Client::Stream(const grpc::internal::RpcMethod& method,
   return absl::OkStatus();
 }
 
-absl::StatusOr<v1::ServerInfo> Client::GetServerInfo() {
-  v1::ServerInfo resp;
+absl::StatusOr<v1::GetServerInfoResponse> Client::GetServerInfo() {
+  v1::GetServerInfoResponse resp;
   absl::Status s =
       Unary(methods_->get_server_info, v1::GetServerInfoRequest(), &resp);
   if (!s.ok()) return s;
   return resp;
 }
 
-absl::StatusOr<v1::CheckpointInfo> Client::GetCheckpoint(
+absl::StatusOr<v1::GetCheckpointResponse> Client::GetCheckpoint(
     const std::string& checkpoint) {
   v1::GetCheckpointRequest req;
   req.set_checkpoint(checkpoint);
-  v1::CheckpointInfo resp;
+  v1::GetCheckpointResponse resp;
   if (absl::Status s = Unary(methods_->get_checkpoint, req, &resp); !s.ok()) {
     return s;
   }
@@ -270,9 +270,9 @@ absl::Status Client::QuantDiff(
       methods_->quant_diff, request, on_event, "diff cancelled by the caller");
 }
 
-absl::StatusOr<v1::TensorStatsReply> Client::ComputeStats(
+absl::StatusOr<v1::ComputeStatsResponse> Client::ComputeStats(
     const v1::ComputeStatsRequest& request) {
-  v1::TensorStatsReply resp;
+  v1::ComputeStatsResponse resp;
   if (absl::Status s = Unary(methods_->compute_stats, request, &resp);
       !s.ok()) {
     return s;
@@ -280,20 +280,20 @@ absl::StatusOr<v1::TensorStatsReply> Client::ComputeStats(
   return resp;
 }
 
-absl::StatusOr<v1::HeatmapReply> Client::GetHeatmap(
+absl::StatusOr<v1::GetHeatmapResponse> Client::GetHeatmap(
     const v1::GetHeatmapRequest& request) {
-  v1::HeatmapReply resp;
+  v1::GetHeatmapResponse resp;
   if (absl::Status s = Unary(methods_->get_heatmap, request, &resp); !s.ok()) {
     return s;
   }
   return resp;
 }
 
-absl::StatusOr<v1::ArchitectureReply> Client::GetArchitecture(
+absl::StatusOr<v1::GetArchitectureResponse> Client::GetArchitecture(
     const std::string& checkpoint) {
   v1::GetArchitectureRequest req;
   req.set_checkpoint(checkpoint);
-  v1::ArchitectureReply resp;
+  v1::GetArchitectureResponse resp;
   if (absl::Status s = Unary(methods_->get_architecture, req, &resp); !s.ok()) {
     return s;
   }

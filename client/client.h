@@ -79,8 +79,8 @@ class Client {
   Client(std::shared_ptr<grpc::Channel> channel, ClientOptions options,
          std::shared_ptr<void> keepalive = nullptr);
 
-  absl::StatusOr<v1::ServerInfo> GetServerInfo();
-  absl::StatusOr<v1::CheckpointInfo> GetCheckpoint(
+  absl::StatusOr<v1::GetServerInfoResponse> GetServerInfo();
+  absl::StatusOr<v1::GetCheckpointResponse> GetCheckpoint(
       const std::string& checkpoint);
 
   // Calls `on_tensor` for each tensor as it arrives; checks that as many
@@ -108,11 +108,11 @@ class Client {
   absl::Status InspectScalars(const v1::InspectScalarsRequest& request,
                               v1::InspectScalarsResponse* response);
 
-  absl::StatusOr<v1::TensorStatsReply> ComputeStats(
+  absl::StatusOr<v1::ComputeStatsResponse> ComputeStats(
       const v1::ComputeStatsRequest& request);
-  absl::StatusOr<v1::HeatmapReply> GetHeatmap(
+  absl::StatusOr<v1::GetHeatmapResponse> GetHeatmap(
       const v1::GetHeatmapRequest& request);
-  absl::StatusOr<v1::ArchitectureReply> GetArchitecture(
+  absl::StatusOr<v1::GetArchitectureResponse> GetArchitecture(
       const std::string& checkpoint);
 
   // Calls `on_event` for each progress, tensor and summary event; returning

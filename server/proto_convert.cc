@@ -21,7 +21,8 @@ std::string ShortPath(const Checkpoint& ckpt, const std::string& path) {
 
 }  // namespace
 
-void FillCheckpointInfo(const Checkpoint& ckpt, v1::CheckpointInfo* out) {
+void FillCheckpointInfo(const Checkpoint& ckpt,
+                        v1::GetCheckpointResponse* out) {
   out->set_format(std::string(FormatName(ckpt.format())));
   for (const Checkpoint::File& f : ckpt.files()) {
     v1::FileInfo* fi = out->add_files();

@@ -9,7 +9,7 @@
 
 namespace tensormorph {
 
-void FillCheckpointInfo(const Checkpoint& ckpt, v1::CheckpointInfo* out);
+void FillCheckpointInfo(const Checkpoint& ckpt, v1::GetCheckpointResponse* out);
 void FillEncoding(const EncodingInfo& info, v1::Encoding* out);
 void FillTensorInfo(const Checkpoint& ckpt, const LogicalTensor& tensor,
                     v1::TensorInfo* out);

@@ -140,7 +140,7 @@ absl::StatusOr<const LogicalTensor*> FindTensorOrError(
 
 grpc::ServerUnaryReactor* TensormorphService::GetServerInfo(
     grpc::CallbackServerContext* ctx, const v1::GetServerInfoRequest*,
-    v1::ServerInfo* resp) {
+    v1::GetServerInfoResponse* resp) {
   ServiceState& s = *state_;
   s.metrics.calls.fetch_add(1);
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
@@ -183,7 +183,7 @@ grpc::ServerUnaryReactor* TensormorphService::GetServerInfo(
 
 grpc::ServerUnaryReactor* TensormorphService::GetCheckpoint(
     grpc::CallbackServerContext* ctx, const v1::GetCheckpointRequest* req,
-    v1::CheckpointInfo* resp) {
+    v1::GetCheckpointResponse* resp) {
   return RunOnPool(*state_, ctx,
                    CallLog("GetCheckpoint", ctx, req->checkpoint(), ""), resp,
                    [this, req, resp]() -> absl::Status {

@@ -185,12 +185,12 @@ class TensormorphService final
     SetMessageAllocatorFor_InspectScalars(&inspect_allocator_);
   }
 
-  grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* ctx,
-                                          const v1::GetServerInfoRequest* req,
-                                          v1::ServerInfo* resp) override;
-  grpc::ServerUnaryReactor* GetCheckpoint(grpc::CallbackServerContext* ctx,
-                                          const v1::GetCheckpointRequest* req,
-                                          v1::CheckpointInfo* resp) override;
+  grpc::ServerUnaryReactor* GetServerInfo(
+      grpc::CallbackServerContext* ctx, const v1::GetServerInfoRequest* req,
+      v1::GetServerInfoResponse* resp) override;
+  grpc::ServerUnaryReactor* GetCheckpoint(
+      grpc::CallbackServerContext* ctx, const v1::GetCheckpointRequest* req,
+      v1::GetCheckpointResponse* resp) override;
   grpc::ServerWriteReactor<v1::TensorInfo>* ListTensors(
       grpc::CallbackServerContext* ctx,
       const v1::ListTensorsRequest* req) override;
@@ -199,15 +199,15 @@ class TensormorphService final
   grpc::ServerWriteReactor<v1::QuantDiffEvent>* QuantDiff(
       grpc::CallbackServerContext* ctx,
       const v1::QuantDiffRequest* req) override;
-  grpc::ServerUnaryReactor* ComputeStats(grpc::CallbackServerContext* ctx,
-                                         const v1::ComputeStatsRequest* req,
-                                         v1::TensorStatsReply* resp) override;
+  grpc::ServerUnaryReactor* ComputeStats(
+      grpc::CallbackServerContext* ctx, const v1::ComputeStatsRequest* req,
+      v1::ComputeStatsResponse* resp) override;
   grpc::ServerUnaryReactor* GetHeatmap(grpc::CallbackServerContext* ctx,
                                        const v1::GetHeatmapRequest* req,
-                                       v1::HeatmapReply* resp) override;
+                                       v1::GetHeatmapResponse* resp) override;
   grpc::ServerUnaryReactor* GetArchitecture(
       grpc::CallbackServerContext* ctx, const v1::GetArchitectureRequest* req,
-      v1::ArchitectureReply* resp) override;
+      v1::GetArchitectureResponse* resp) override;
   grpc::ServerUnaryReactor* InspectScalars(
       grpc::CallbackServerContext* ctx, const v1::InspectScalarsRequest* req,
       v1::InspectScalarsResponse* resp) override;

@@ -76,7 +76,7 @@ void FillNode(const ArchNode& n, v1::ArchNode* out, int64_t* boundaries) {
 
 grpc::ServerUnaryReactor* TensormorphService::ComputeStats(
     grpc::CallbackServerContext* ctx, const v1::ComputeStatsRequest* req,
-    v1::TensorStatsReply* resp) {
+    v1::ComputeStatsResponse* resp) {
   return RunOnPool(
       *state_, ctx,
       CallLog("ComputeStats", ctx, req->checkpoint(), req->tensor()), resp,
@@ -130,7 +130,7 @@ grpc::ServerUnaryReactor* TensormorphService::ComputeStats(
 
 grpc::ServerUnaryReactor* TensormorphService::GetHeatmap(
     grpc::CallbackServerContext* ctx, const v1::GetHeatmapRequest* req,
-    v1::HeatmapReply* resp) {
+    v1::GetHeatmapResponse* resp) {
   return RunOnPool(
       *state_, ctx,
       CallLog("GetHeatmap", ctx, req->checkpoint(), req->tensor()), resp,
@@ -188,7 +188,7 @@ grpc::ServerUnaryReactor* TensormorphService::GetHeatmap(
 
 grpc::ServerUnaryReactor* TensormorphService::GetArchitecture(
     grpc::CallbackServerContext* ctx, const v1::GetArchitectureRequest* req,
-    v1::ArchitectureReply* resp) {
+    v1::GetArchitectureResponse* resp) {
   return RunOnPool(
       *state_, ctx, CallLog("GetArchitecture", ctx, req->checkpoint(), ""),
       resp, [this, req, resp]() -> absl::Status {

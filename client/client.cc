@@ -24,6 +24,8 @@ struct Client::Methods {
                         RpcMethod::NORMAL_RPC, c),
         get_checkpoint("/tensormorph.v1.Tensormorph/GetCheckpoint",
                        RpcMethod::NORMAL_RPC, c),
+        get_tensor("/tensormorph.v1.Tensormorph/GetTensor",
+                   RpcMethod::NORMAL_RPC, c),
         list_tensors("/tensormorph.v1.Tensormorph/ListTensors",
                      RpcMethod::SERVER_STREAMING, c),
         read_slice("/tensormorph.v1.Tensormorph/ReadSlice",
@@ -39,8 +41,9 @@ struct Client::Methods {
         get_architecture("/tensormorph.v1.Tensormorph/GetArchitecture",
                          RpcMethod::NORMAL_RPC, c) {}
 
-  RpcMethod get_server_info, get_checkpoint, list_tensors, read_slice,
-      inspect_scalars, quant_diff, compute_stats, get_heatmap, get_architecture;
+  RpcMethod get_server_info, get_checkpoint, get_tensor, list_tensors,
+      read_slice, inspect_scalars, quant_diff, compute_stats, get_heatmap,
+      get_architecture;
 };
 
 namespace {
@@ -188,6 +191,20 @@ absl::StatusOr<v1::GetCheckpointResponse> Client::GetCheckpoint(
     return s;
   }
   return resp;
+}
+
+absl::StatusOr<v1::TensorInfo> Client::GetTensor(const std::string& checkpoint,
+                                                 const std::string& tensor,
+                                                 bool part) {
+  v1::GetTensorRequest req;
+  req.set_checkpoint(checkpoint);
+  req.set_tensor(tensor);
+  req.set_part(part);
+  v1::GetTensorResponse resp;
+  if (absl::Status s = Unary(methods_->get_tensor, req, &resp); !s.ok()) {
+    return s;
+  }
+  return std::move(*resp.mutable_tensor());
 }
 
 absl::Status Client::ListTensors(

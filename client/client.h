@@ -83,6 +83,13 @@ class Client {
   absl::StatusOr<v1::GetCheckpointResponse> GetCheckpoint(
       const std::string& checkpoint);
 
+  // One tensor by exact name: the logical tensor, or else the stored part of
+  // that name; with `part`, the stored part only (see PART_NAMES in
+  // tensormorph.proto). NOT_FOUND suggests the nearest names.
+  absl::StatusOr<v1::TensorInfo> GetTensor(const std::string& checkpoint,
+                                           const std::string& tensor,
+                                           bool part = false);
+
   // Calls `on_tensor` for each tensor as it arrives; checks that as many
   // arrive as the server promised (TensorInfo.list_count).
   absl::Status ListTensors(

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -117,7 +118,16 @@ struct ServiceState {
 // Looks a tensor up by name as Checkpoint::Lookup does: the logical tensor,
 // or else the stored part of that name; with `part`, the stored part only.
 // Errors: INVALID_ARGUMENT for an empty name; NOT_FOUND naming the tensor
-// and the checkpoint.
+// and the checkpoint, suggesting up to 3 of the checkpoint's names nearest
+// to it (NearestNames).
+// Up to `max` of `candidates` nearest to `name` by edit distance, nearest
+// first (ties by name), only those close enough to be a slip: at most
+// max(2, |name| / 3) edits. Cost: O(|name| * length) per candidate whose
+// length is within that bound, so a listing of thousands stays cheap.
+std::vector<std::string> NearestNames(
+    absl::string_view name, const std::vector<absl::string_view>& candidates,
+    size_t max = 3);
+
 absl::StatusOr<const LogicalTensor*> FindTensorOrError(
     const Checkpoint& ckpt, const std::string& checkpoint_name,
     const std::string& tensor_name, bool part = false);
@@ -191,6 +201,9 @@ class TensormorphService final
   grpc::ServerUnaryReactor* GetCheckpoint(
       grpc::CallbackServerContext* ctx, const v1::GetCheckpointRequest* req,
       v1::GetCheckpointResponse* resp) override;
+  grpc::ServerUnaryReactor* GetTensor(grpc::CallbackServerContext* ctx,
+                                      const v1::GetTensorRequest* req,
+                                      v1::GetTensorResponse* resp) override;
   grpc::ServerWriteReactor<v1::TensorInfo>* ListTensors(
       grpc::CallbackServerContext* ctx,
       const v1::ListTensorsRequest* req) override;

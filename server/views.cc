@@ -91,7 +91,17 @@ grpc::ServerUnaryReactor* TensormorphService::ComputeStats(
                                         state_->limits.max_bins));
           o.bins = req->bins();
         }
-        if (req->has_range()) {
+        if (req->has_range_min() != req->has_range_max()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "the histogram range needs both range_min and range_max; only ",
+              req->has_range_min() ? "range_min" : "range_max", " was set"));
+        }
+        if (req->has_range_min()) {
+          if (!(req->range_min() <= req->range_max())) {
+            return absl::InvalidArgumentError(
+                absl::StrCat("histogram range_min ", req->range_min(),
+                             " must not exceed range_max ", req->range_max()));
+          }
           o.range_min = req->range_min();
           o.range_max = req->range_max();
         }

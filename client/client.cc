@@ -39,11 +39,14 @@ struct Client::Methods {
         get_heatmap("/tensormorph.v1.Tensormorph/GetHeatmap",
                     RpcMethod::NORMAL_RPC, c),
         get_architecture("/tensormorph.v1.Tensormorph/GetArchitecture",
-                         RpcMethod::NORMAL_RPC, c) {}
+                         RpcMethod::NORMAL_RPC, c),
+        list_checkpoints("/tensormorph.v1.Tensormorph/ListCheckpoints",
+                         RpcMethod::SERVER_STREAMING, c) {}
 
   RpcMethod get_server_info, get_checkpoint, get_tensor, list_tensors,
       read_slice, inspect_scalars, quant_diff, compute_stats, get_heatmap,
       get_architecture;
+  RpcMethod list_checkpoints;
 };
 
 namespace {
@@ -327,6 +330,37 @@ absl::StatusOr<v1::InspectScalarsResponse> Client::InspectScalars(
 absl::Status Client::InspectScalars(const v1::InspectScalarsRequest& request,
                                     v1::InspectScalarsResponse* response) {
   return Unary(methods_->inspect_scalars, request, response);
+}
+
+absl::Status Client::ListCheckpoints(
+    const v1::ListCheckpointsRequest& request,
+    const std::function<bool(const v1::CheckpointEntry&)>& on_entry) {
+  return Stream<v1::ListCheckpointsRequest, v1::CheckpointEntry>(
+      methods_->list_checkpoints, request, on_entry,
+      "checkpoint listing cancelled by the caller");
+}
+
+absl::Status Client::ListAllCheckpoints(
+    v1::ListCheckpointsRequest request,
+    const std::function<void(const v1::CheckpointEntry&)>& on_entry) {
+  while (true) {
+    std::string next;
+    absl::Status s =
+        ListCheckpoints(request, [&](const v1::CheckpointEntry& e) {
+          next = e.next_page_token();
+          if (!e.path().empty()) on_entry(e);
+          return true;
+        });
+    if (!s.ok()) return s;
+    if (next.empty()) return absl::OkStatus();
+    // A server that hands back the token it was given would loop forever.
+    if (next == request.page_token()) {
+      return absl::InternalError(
+          "ListCheckpoints: the server gave back the page_token it was asked "
+          "for, so the listing would never end");
+    }
+    request.set_page_token(next);
+  }
 }
 
 }  // namespace tensormorph

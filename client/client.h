@@ -122,6 +122,18 @@ class Client {
   absl::StatusOr<v1::GetArchitectureResponse> GetArchitecture(
       const std::string& checkpoint);
 
+  // One page of ListCheckpoints: calls `on_entry` for each entry; returning
+  // false cancels the stream (the call then returns CANCELLED).
+  absl::Status ListCheckpoints(
+      const v1::ListCheckpointsRequest& request,
+      const std::function<bool(const v1::CheckpointEntry&)>& on_entry);
+  // Every page of `request` from its page_token on, each page asked for as
+  // the last one's next_page_token says; calls `on_entry` for each
+  // checkpoint (entries that only carry a token are not passed on).
+  absl::Status ListAllCheckpoints(
+      v1::ListCheckpointsRequest request,
+      const std::function<void(const v1::CheckpointEntry&)>& on_entry);
+
   // Calls `on_event` for each progress, tensor and summary event; returning
   // false cancels the diff (the call then returns CANCELLED).
   absl::Status QuantDiff(

@@ -6,7 +6,6 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "core/io/fault_guard.h"
 
 namespace tensormorph {
@@ -34,15 +33,7 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
   if (o.mode == HeatmapMode::kErrorSteps && ref == nullptr) {
     return absl::InvalidArgumentError("error mode needs a reference (--ref)");
   }
-  if (ref != nullptr) {
-    if (ref->shape != t.shape) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("the reference '", ref->name, "' has shape [",
-                       absl::StrJoin(ref->shape, ", "), "], '", t.name,
-                       "' has shape [", absl::StrJoin(t.shape, ", "), "]"));
-    }
-    if (absl::Status s = CheckRowMap(o.ref_rows, t); !s.ok()) return s;
-  }
+  if (absl::Status s = CheckReference(t, ref, o.ref_rows); !s.ok()) return s;
   Heatmap h;
   h.cols = t.shape.back();
   h.rows = rank >= 2 ? t.shape[rank - 2] : 1;

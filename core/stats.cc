@@ -7,7 +7,6 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "core/io/fault_guard.h"
 
 namespace tensormorph {
@@ -16,15 +15,7 @@ absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& t,
                                          const LogicalTensor* ref,
                                          const StatsOptions& o,
                                          const std::atomic<bool>* cancelled) {
-  if (ref != nullptr) {
-    if (ref->shape != t.shape) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("the reference '", ref->name, "' has shape [",
-                       absl::StrJoin(ref->shape, ", "), "], '", t.name,
-                       "' has shape [", absl::StrJoin(t.shape, ", "), "]"));
-    }
-    if (absl::Status s = CheckRowMap(o.ref_rows, t); !s.ok()) return s;
-  }
+  if (absl::Status s = CheckReference(t, ref, o.ref_rows); !s.ok()) return s;
   TensorStats st;
   const int64_t n = t.num_elements;
   st.count = n;

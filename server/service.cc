@@ -344,6 +344,14 @@ grpc::ServerWriteReactor<v1::QuantDiffEvent>* TensormorphService::QuantDiff(
       [&] { return NewQuantDiffReactor(state_, ctx, req); });
 }
 
+grpc::ServerWriteReactor<v1::CheckpointEntry>*
+TensormorphService::ListCheckpoints(grpc::CallbackServerContext* ctx,
+                                    const v1::ListCheckpointsRequest* req) {
+  return FencedStream<v1::CheckpointEntry>(
+      {"ListCheckpoints", req->directory()},
+      [&] { return NewListCheckpointsReactor(state_, ctx, req); });
+}
+
 namespace {
 
 // Batches this big are inspected by two workers when both are free.

@@ -224,6 +224,9 @@ class TensormorphService final
   grpc::ServerUnaryReactor* InspectScalars(
       grpc::CallbackServerContext* ctx, const v1::InspectScalarsRequest* req,
       v1::InspectScalarsResponse* resp) override;
+  grpc::ServerWriteReactor<v1::CheckpointEntry>* ListCheckpoints(
+      grpc::CallbackServerContext* ctx,
+      const v1::ListCheckpointsRequest* req) override;
 
   ServiceState& state() { return *state_; }
 
@@ -237,6 +240,11 @@ class TensormorphService final
 grpc::ServerWriteReactor<v1::QuantDiffEvent>* NewQuantDiffReactor(
     std::shared_ptr<ServiceState> state, grpc::CallbackServerContext* ctx,
     const v1::QuantDiffRequest* req);
+
+// Defined in list_checkpoints_reactor.cc.
+grpc::ServerWriteReactor<v1::CheckpointEntry>* NewListCheckpointsReactor(
+    std::shared_ptr<ServiceState> state, grpc::CallbackServerContext* ctx,
+    const v1::ListCheckpointsRequest* req);
 
 // Defined in read_slice_reactor.cc.
 grpc::ServerWriteReactor<grpc::ByteBuffer>* NewReadSliceReactor(

@@ -57,6 +57,29 @@ absl::StatusOr<std::vector<int64_t>> ParseIndex(absl::string_view text) {
   return index;
 }
 
+absl::StatusOr<std::vector<IndexLine>> ReadIndexLines(absl::string_view name,
+                                                      std::istream& in) {
+  std::vector<IndexLine> out;
+  std::string raw;
+  for (int line = 1; std::getline(in, raw); ++line) {
+    absl::string_view text = raw;
+    text = text.substr(0, text.find('#'));
+    text = absl::StripAsciiWhitespace(text);
+    if (text.empty()) continue;
+    auto index = ParseIndex(text);
+    if (!index.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, " line ", line, ": ", index.status().message()));
+    }
+    out.push_back({std::string(text), line, *std::move(index)});
+  }
+  if (in.bad()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot read ", name, " to its end"));
+  }
+  return out;
+}
+
 absl::Status CheckIndexRank(absl::string_view text,
                             absl::Span<const int64_t> index,
                             absl::string_view tensor,

@@ -7,6 +7,7 @@
 #define TENSORMORPH_CLIENT_CLI_ARGUMENTS_H_
 
 #include <cstdint>
+#include <istream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,6 +24,20 @@ namespace tensormorph {
 // Errors: INVALID_ARGUMENT naming the argument: empty, an empty coordinate
 // ("3,,17"), or a coordinate that is not a 64-bit integer.
 absl::StatusOr<std::vector<int64_t>> ParseIndex(absl::string_view text);
+
+// One index read from an --indices-file line.
+struct IndexLine {
+  std::string text;  // the index as written, comment and spaces stripped
+  int line = 0;      // 1-based
+  std::vector<int64_t> index;
+};
+
+// The indices of an --indices-file (`name` is how messages call it): one
+// per line, written as ParseIndex takes them; blank lines and everything
+// from a '#' on are skipped.
+// Errors: INVALID_ARGUMENT naming the file, the line number and the fault.
+absl::StatusOr<std::vector<IndexLine>> ReadIndexLines(absl::string_view name,
+                                                      std::istream& in);
 
 // Checks that `index` (as typed: `text`) has exactly the rank of `tensor`.
 // Errors: INVALID_ARGUMENT naming the tensor's rank and shape and what was

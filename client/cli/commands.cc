@@ -1,6 +1,7 @@
 #include "client/cli/commands.h"
 
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -9,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "client/cli/arguments.h"
 #include "client/cli/format.h"
 #include "client/cli/npy.h"
@@ -86,7 +88,51 @@ absl::StatusOr<v1::TensorInfo> LookupTensor(Client& client,
   return client.GetTensor(checkpoint, tensor, part);
 }
 
+namespace {
+
+// The checkpoints under `directory` (empty: the roots, or embedded the
+// working directory), every page.
+int ListCheckpointsUnder(Client& client, const GlobalOptions& g,
+                         const std::string& directory, int depth) {
+  v1::ListCheckpointsRequest req;
+  req.set_directory(directory);
+  req.set_max_depth(depth);
+  std::vector<std::vector<std::string>> rows = {
+      {"PATH", "FORMAT", "FILES", "SIZE", "TENSORS", "MODIFIED"}};
+  int64_t count = 0, bytes = 0;
+  absl::Status s =
+      client.ListAllCheckpoints(req, [&](const v1::CheckpointEntry& e) {
+        ++count;
+        bytes += e.total_bytes();
+        if (g.json) {
+          v1::CheckpointEntry shown = e;
+          shown.clear_next_page_token();  // the client followed it
+          std::cout << ToJson(shown) << "\n";
+          return;
+        }
+        rows.push_back(
+            {e.path(), FormatText(e.format()), absl::StrCat(e.file_count()),
+             BytesText(e.total_bytes()),
+             e.has_stored_tensor_count() ? absl::StrCat(e.stored_tensor_count())
+                                         : "-",
+             absl::FormatTime("%Y-%m-%d %H:%M",
+                              absl::FromUnixSeconds(e.modified_unix_seconds()),
+                              absl::UTCTimeZone())});
+      });
+  if (!s.ok()) return ReportFailure(s);
+  if (!g.json) {
+    std::cout << Table(rows);
+    std::cout << Count(count, "checkpoint") << ", " << BytesText(bytes) << "\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
 int RunLs(Client& client, const GlobalOptions& g, const LsOptions& o) {
+  if (o.checkpoint.empty()) {
+    return ListCheckpointsUnder(client, g, "", o.depth);
+  }
   v1::ListTensorsRequest req;
   req.set_checkpoint(o.checkpoint);
   req.set_filter(o.filter);
@@ -120,6 +166,22 @@ int RunLs(Client& client, const GlobalOptions& g, const LsOptions& o) {
                     t.encoding().granularity(), BytesText(t.stored_bytes()),
                     absl::StrJoin(parts, ", ")});
   });
+  if (count == 0 && (s.code() == absl::StatusCode::kNotFound ||
+                     s.code() == absl::StatusCode::kInvalidArgument)) {
+    // Not a checkpoint (a directory of none, or of several GGUF files): a
+    // directory is listed instead. Anything else that fails that way too
+    // is reported as the checkpoint's failure.
+    v1::ListCheckpointsRequest probe;
+    probe.set_directory(o.checkpoint);
+    probe.set_max_depth(0);
+    probe.set_page_size(1);
+    if (client
+            .ListCheckpoints(probe,
+                             [](const v1::CheckpointEntry&) { return true; })
+            .ok()) {
+      return ListCheckpointsUnder(client, g, o.checkpoint, o.depth);
+    }
+  }
   if (!s.ok()) return ReportFailure(s);
   if (!g.json) {
     std::cout << Table(rows);
@@ -290,16 +352,48 @@ int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o) {
   // since the request carries the coordinates concatenated and "0 1 2 3"
   // would otherwise read as two indices of a matrix.
   std::vector<std::vector<int64_t>> indices;
+  std::vector<std::string> texts = o.indices;          // as messages quote them
+  std::vector<std::string> origins(o.indices.size());  // "" = an argument
   for (const std::string& text : o.indices) {
     auto index = ParseIndex(text);
     if (!index.ok()) return ReportUsage(index.status());
     indices.push_back(*std::move(index));
   }
+  if (!o.indices_file.empty()) {
+    const bool stdin_file = o.indices_file == "-";
+    const std::string name =
+        stdin_file ? std::string("--indices-file - (stdin)")
+                   : absl::StrCat("--indices-file '", o.indices_file, "'");
+    std::ifstream file;
+    if (!stdin_file) {
+      file.open(o.indices_file);
+      if (!file) {
+        return ReportUsage(
+            absl::InvalidArgumentError(absl::StrCat("cannot read ", name)));
+      }
+    }
+    auto lines = ReadIndexLines(name, stdin_file ? std::cin : file);
+    if (!lines.ok()) return ReportUsage(lines.status());
+    for (IndexLine& l : *lines) {
+      texts.push_back(l.text);
+      origins.push_back(absl::StrCat(name, " line ", l.line));
+      indices.push_back(std::move(l.index));
+    }
+  }
+  if (indices.empty()) {
+    return ReportUsage(absl::InvalidArgumentError(
+        "no index given: name one or more as arguments (e.g. 3,17) or "
+        "with --indices-file"));
+  }
   auto t = LookupTensor(client, o.checkpoint, o.tensor, o.part);
   if (!t.ok()) return ReportFailure(t.status());
   for (size_t i = 0; i < indices.size(); ++i) {
-    absl::Status s = CheckIndexRank(o.indices[i], indices[i], o.tensor,
-                                    t->shape(), indices.size());
+    absl::Status s = CheckIndexRank(texts[i], indices[i], o.tensor, t->shape(),
+                                    origins[i].empty() ? o.indices.size() : 1);
+    if (!s.ok() && !origins[i].empty()) {
+      s = absl::InvalidArgumentError(
+          absl::StrCat(origins[i], ": ", s.message()));
+    }
     if (!s.ok()) return ReportUsage(s);
     for (int64_t c : indices[i]) req.add_coords(c);
     if (indices[i].empty()) req.add_flat_indices(0);  // rank 0: "()"

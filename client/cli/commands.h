@@ -53,6 +53,7 @@ struct LsOptions {
   std::string checkpoint;
   std::string filter;
   bool compat = false;
+  int depth = 4;  // listing checkpoints: subdirectory levels searched
 };
 int RunLs(Client& client, const GlobalOptions& g, const LsOptions& o);
 
@@ -83,6 +84,8 @@ struct ScalarOptions {
   std::string checkpoint;
   std::string tensor;
   std::vector<std::string> indices;  // one index per entry: "3,17"
+  // More indices, one per line, after `indices`; "-" is standard input.
+  std::string indices_file;
   // The name is a stored part's (ls's STORED AS), even where a logical
   // tensor has it too. Without it, a name no logical tensor has is looked
   // up among the stored parts anyway.

@@ -53,7 +53,6 @@ int main(int argc, char** argv) {
                           : spdlog::level::off);
 
   GlobalOptions g;
-  if (const char* env = std::getenv("TENSORMORPH_SERVER")) g.server = env;
   CLI::App app{kDescription, "tensormorph"};
   app.fallthrough();  // global options may follow the command too
   app.require_subcommand(1);
@@ -61,11 +60,13 @@ int main(int argc, char** argv) {
                        std::string("tensormorph ") + TENSORMORPH_VERSION);
   app.add_option("--server", g.server,
                  "tensormorphd address HOST:PORT (default $TENSORMORPH_SERVER; "
-                 "unset = embedded)");
+                 "unset = embedded)")
+      ->envname("TENSORMORPH_SERVER");
   app.add_option(
-      "--token-file", g.token_file,
-      "file with the bearer token for a server started with --token-file "
-      "(default $TENSORMORPH_TOKEN_FILE)");
+         "--token-file", g.token_file,
+         "file with the bearer token for a server started with --token-file "
+         "(default $TENSORMORPH_TOKEN_FILE)")
+      ->envname("TENSORMORPH_TOKEN_FILE");
   app.add_option("--tls-ca", g.tls_ca,
                  "CA certificate (PEM) that signed the server's");
   app.add_option("--tls-cert", g.tls_cert,
@@ -82,14 +83,28 @@ int main(int argc, char** argv) {
                "(one per line for streams)");
 
   LsOptions ls;
-  CLI::App* ls_cmd =
-      app.add_subcommand("ls", "list the logical tensors of a checkpoint");
-  ls_cmd
-      ->add_option("checkpoint", ls.checkpoint, "checkpoint file or directory")
-      ->required();
+  CLI::App* ls_cmd = app.add_subcommand(
+      "ls",
+      "list the logical tensors of a checkpoint, or the checkpoints under a "
+      "directory");
+  ls_cmd->add_option(
+      "checkpoint", ls.checkpoint,
+      "checkpoint file or directory; a directory that is not a checkpoint, "
+      "or none, lists the checkpoints under it (none: under the server's "
+      "roots, or embedded the current directory)");
   ls_cmd->add_option("--filter", ls.filter,
                      "glob on tensor names, e.g. 'blk.0.*'");
-  ls_cmd->footer("Example:\n  tensormorph ls model.gguf --filter 'blk.0.*'");
+  ls_cmd
+      ->add_option("--depth", ls.depth,
+                   "listing checkpoints: levels of subdirectories searched")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 16));
+  ls_cmd->footer(
+      "Examples:\n  tensormorph ls model.gguf --filter 'blk.0.*'\n"
+      "  tensormorph --server host:7000 ls\n"
+      "Listing checkpoints prints PATH FORMAT FILES SIZE TENSORS MODIFIED "
+      "(TENSORS: stored tensors, '-' when the headers are too big to count "
+      "cheaply; MODIFIED in UTC).");
 
   InfoOptions info;
   CLI::App* info_cmd = app.add_subcommand(
@@ -147,21 +162,27 @@ int main(int argc, char** argv) {
                    "checkpoint file or directory")
       ->required();
   scalar_cmd->add_option("tensor", scalar.tensor, "tensor name")->required();
-  scalar_cmd
-      ->add_option("index", scalar.indices,
-                   "one or more indices, one per argument, each with exactly "
-                   "the tensor's rank of comma-separated coordinates "
-                   "(negative counts from the end), e.g. 3,17; a rank-0 "
-                   "tensor's one element is ()")
-      ->required();
+  scalar_cmd->add_option(
+      "index", scalar.indices,
+      "one or more indices, one per argument, each with exactly "
+      "the tensor's rank of comma-separated coordinates "
+      "(negative counts from the end), e.g. 3,17; a rank-0 "
+      "tensor's one element is ()");
+  scalar_cmd->add_option(
+      "--indices-file", scalar.indices_file,
+      "more indices, one per line as on the command line, after those "
+      "given as arguments; '-' reads standard input; blank lines and "
+      "'#' comments are skipped");
   scalar_cmd->add_flag(
       "--part", scalar.part,
       "the name is a stored part's (ls's STORED AS), read as a plain "
       "tensor of its stored dtype, even where a logical tensor "
       "has the name too");
   scalar_cmd->footer(
-      "Example:\n  tensormorph scalar model.gguf blk.0.ffn_down.weight 3,17 "
-      "0,0");
+      "Examples:\n  tensormorph scalar model.gguf blk.0.ffn_down.weight 3,17 "
+      "0,0\n"
+      "  seq 0 9 | sed 's/$/,0/' | tensormorph scalar model.gguf "
+      "blk.0.ffn_down.weight --indices-file -");
 
   ls_cmd->add_flag(
       "--compat", ls.compat,
@@ -202,8 +223,10 @@ int main(int argc, char** argv) {
   heat_cmd->add_option("tensor", heat.tensor, "tensor name")->required();
   heat_cmd
       ->add_option("--mode", heat.mode,
-                   "value, absmax, error (needs --ref) or group")
-      ->capture_default_str();
+                   "value (a cell's mean; also 'mean'), absmax, error (needs "
+                   "--ref) or group")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"value", "mean", "absmax", "error", "group"}));
   CLI::Option* heat_ref = heat_cmd->add_option(
       "--ref", heat.reference, "the full-precision source (error mode)");
   heat_cmd
@@ -300,10 +323,6 @@ int main(int argc, char** argv) {
     if (!IsValidUtf8(*name)) *name = EscapeUtf8(*name);
   }
 
-  if (g.token_file.empty()) {
-    if (const char* env = std::getenv("TENSORMORPH_TOKEN_FILE"))
-      g.token_file = env;
-  }
   ClientOptions copts;
   if (g.timeout_seconds) {
     copts.timeout = *g.timeout_seconds == 0 ? absl::InfiniteDuration()

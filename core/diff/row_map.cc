@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace tensormorph {
 
@@ -26,6 +27,18 @@ absl::Status CheckRowMap(const RowMap& map, const LogicalTensor& tensor) {
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status CheckReference(const LogicalTensor& t, const LogicalTensor* ref,
+                            const RowMap& map) {
+  if (ref == nullptr) return absl::OkStatus();
+  if (ref->shape != t.shape) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the reference '", ref->name, "' has shape [",
+                     absl::StrJoin(ref->shape, ", "), "], '", t.name,
+                     "' has shape [", absl::StrJoin(t.shape, ", "), "]"));
+  }
+  return CheckRowMap(map, t);
 }
 
 absl::Status DecodeMappedRows(const LogicalTensor& ref, const RowMap& map,

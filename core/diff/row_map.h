@@ -20,6 +20,12 @@ using RowMap = std::vector<int64_t>;
 // each naming a row of it. Errors: INVALID_ARGUMENT saying which rule broke.
 absl::Status CheckRowMap(const RowMap& map, const LogicalTensor& tensor);
 
+// What a view comparing `t` with `ref` (nullptr: none) through `map` needs:
+// the same shape, and a map that fits. Errors: INVALID_ARGUMENT naming both
+// tensors and both shapes, or the map's broken rule.
+absl::Status CheckReference(const LogicalTensor& t, const LogicalTensor* ref,
+                            const RowMap& map);
+
 // Decodes `count` reference values that line up with the quantized tensor's
 // elements [first, first + count): element (row r, column c) reads the
 // reference at (map[r], c). Any span works (it need not hold whole rows).

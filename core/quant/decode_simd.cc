@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/quant/float_formats.h"
+#include "core/quant/kquant_scales.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <cpuid.h>
@@ -295,20 +296,6 @@ TM_AVX2 void Q8Avx2(const uint8_t* src, int64_t nb, float* out) {
 
 // ---- Q3_K ------------------------------------------------------------------
 
-// The sixteen 6-bit scales of a Q3_K block, unpacked as ggml does (a copy
-// of ggml_kquant_codecs.cc's, which the tests hold this path to).
-void UnpackQ3Scales(const uint8_t packed[12], int8_t out[16]) {
-  constexpr uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
-  uint32_t aux[4];
-  std::memcpy(aux, packed, 12);
-  const uint32_t tmp = aux[2];
-  aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
-  aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
-  aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
-  aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
-  std::memcpy(out, aux, 16);
-}
-
 // 256 elements: two halves of 128, each four 2-bit planes of 32 bytes (the
 // plane's shift), each plane two groups of 16 with their own scale. The
 // high-mask bit of plane p of half h is bit 4h + p of hmask[l]; clear, it
@@ -376,18 +363,6 @@ TM_AVX2 void Q2_KAvx2(const uint8_t* src, int64_t nb, float* out) {
         }
       }
     }
-  }
-}
-
-// ggml's get_scale_min_k4: the j-th 6-bit scale and min of 12 packed bytes
-// (a copy of ggml_kquant_codecs.cc's, which the tests hold this path to).
-inline void ScaleMinK4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
-  if (j < 4) {
-    *d = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    *m = (q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4);
   }
 }
 

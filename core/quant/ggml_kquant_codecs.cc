@@ -5,6 +5,7 @@
 #include "core/quant/block_util.h"
 #include "core/quant/codec.h"
 #include "core/quant/decode_simd.h"
+#include "core/quant/kquant_scales.h"
 
 namespace tensormorph {
 namespace {
@@ -115,19 +116,6 @@ ScalarInfo InspectQ2_K(const uint8_t* p, int e) {
 
 // ---- Q3_K -----------------------------------------------------------------
 
-// The sixteen 6-bit scales of a Q3_K block, unpacked as ggml does.
-void UnpackQ3Scales(const uint8_t packed[12], int8_t out[16]) {
-  constexpr uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
-  uint32_t aux[4];
-  std::memcpy(aux, packed, 12);
-  const uint32_t tmp = aux[2];
-  aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
-  aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
-  aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
-  aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
-  std::memcpy(out, aux, 16);
-}
-
 TM_MULTIVERSION void DecodeQ3_KScalar(const uint8_t* src, int64_t nb,
                                       float* y) {
   for (int64_t i = 0; i < nb; ++i) {
@@ -194,17 +182,6 @@ ScalarInfo InspectQ3_K(const uint8_t* p, int e) {
 }
 
 // ---- Q4_K and Q5_K ---------------------------------------------------------
-
-// ggml's get_scale_min_k4: the j-th 6-bit scale and min of 12 packed bytes.
-inline void ScaleMinK4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
-  if (j < 4) {
-    *d = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    *m = (q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4);
-  }
-}
 
 TM_MULTIVERSION void DecodeQ4_KScalar(const uint8_t* src, int64_t nb,
                                       float* y) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -179,6 +180,18 @@ TEST_P(ApiV1Test, JsonNamesTheEnums) {
                                  "SUPPORT_STATUS_NOT_KNOWN"));
   }
 
+  // ListCheckpoints' entries name their format the same way.
+  CommandResult ls = Run({"--json", "ls", ::tensormorph::testing::DemoDir()});
+  ASSERT_EQ(ls.exit_code, 0) << ls.err;
+  std::set<std::string> formats;
+  std::istringstream entries(ls.out);
+  for (std::string line; std::getline(entries, line);) {
+    formats.insert(nlohmann::json::parse(line)["format"].get<std::string>());
+  }
+  EXPECT_EQ(formats, (std::set<std::string>{"CHECKPOINT_FORMAT_GGUF",
+                                            "CHECKPOINT_FORMAT_SAFETENSORS"}))
+      << ls.out;
+
   // Two GGUFs pair by name; no architecture is named then.
   CommandResult diff =
       Run({"--json", "diff", Quant(),
@@ -201,6 +214,12 @@ TEST_P(ApiV1Test, HumanOutputKeepsItsWords) {
   CommandResult ckpt = Run({"info", Quant()});
   ASSERT_EQ(ckpt.exit_code, 0) << ckpt.err;
   EXPECT_THAT(ckpt.out, HasSubstr("format      gguf\n"));
+
+  CommandResult ls = Run({"ls", ::tensormorph::testing::DemoDir()});
+  ASSERT_EQ(ls.exit_code, 0) << ls.err;
+  EXPECT_THAT(ls.out, HasSubstr("  gguf  "));
+  EXPECT_THAT(ls.out, HasSubstr("  safetensors  "));
+  EXPECT_THAT(ls.out, Not(HasSubstr("CHECKPOINT_FORMAT")));
 
   CommandResult tensor = Run({"info", Quant(), kTensor});
   ASSERT_EQ(tensor.exit_code, 0) << tensor.err;

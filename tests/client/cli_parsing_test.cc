@@ -412,11 +412,13 @@ TEST_P(CliParsingTest, InfoNamesTheShardOfPerFileMetadata) {
   EXPECT_EQ(entries, 2) << r.out;  // each shard's format = pt
   CommandResult j =
       Run({"--json", "info", Fixture("safetensors/fp8_block_sharded")});
-  for (const auto& m : nlohmann::json::parse(j.out)["metadata"]) {
+  const nlohmann::json sharded = nlohmann::json::parse(j.out);
+  for (const auto& m : sharded["metadata"]) {
     EXPECT_THAT(m["file"].get<std::string>(), HasSubstr(".safetensors"));
   }
   CommandResult single = Run({"--json", "info", Cube()});
-  for (const auto& m : nlohmann::json::parse(single.out)["metadata"]) {
+  const nlohmann::json one_file = nlohmann::json::parse(single.out);
+  for (const auto& m : one_file["metadata"]) {
     EXPECT_EQ(m["file"], "");
   }
 }

@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/process.h"
+#include "tests/support/symmetric_cases.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
@@ -44,48 +45,14 @@ class CliModesTest : public ::testing::Test {
 
 // ---- symmetric ------------------------------------------------------------
 
-struct SymCase {
-  const char* path;
-  const char* tensor;
-  bool symmetric;
-};
-const SymCase kSymCases[] = {
-    {"gguf/Q4_0.gguf", "blk.0.attn_q.weight", true},
-    {"gguf/Q4_1.gguf", "blk.0.attn_q.weight", false},
-    {"gguf/Q5_0.gguf", "blk.0.attn_q.weight", true},
-    {"gguf/Q5_1.gguf", "blk.0.attn_q.weight", false},
-    {"gguf/Q8_0.gguf", "blk.0.attn_q.weight", true},
-    {"gguf/Q2_K.gguf", "blk.0.attn_q.weight", false},
-    {"gguf/Q3_K.gguf", "blk.0.attn_q.weight", true},
-    {"gguf/Q4_K.gguf", "blk.0.attn_q.weight", false},
-    {"gguf/Q5_K.gguf", "blk.0.attn_q.weight", false},
-    {"gguf/Q6_K.gguf", "blk.0.attn_q.weight", true},
-    {"gguf/IQ4_NL.gguf", "blk.0.attn_q.weight", true},
-    {"gguf/IQ4_XS.gguf", "blk.0.attn_q.weight", true},
-    {"gguf/TQ1_0.gguf", "blk.0.attn_q.weight", true},
-    {"gguf/TQ2_0.gguf", "blk.0.attn_q.weight", true},
-    {"gguf/MXFP4.gguf", "blk.0.attn_q.weight", true},
-    {"gguf/NVFP4.gguf", "blk.0.attn_q.weight", true},
-    {"safetensors/gptq_4bit_g32", "model.layers.0.mlp.down_proj.weight", false},
-    {"safetensors/gptq_4bit_g32_actorder",
-     "model.layers.0.mlp.down_proj.weight", false},
-    {"safetensors/awq_4bit_g32", "model.layers.0.mlp.down_proj.weight", false},
-    {"safetensors/ct_int8_channel", "model.layers.0.mlp.down_proj.weight",
-     true},
-    {"safetensors/ct_int8_tensor_asym", "model.layers.0.mlp.down_proj.weight",
-     false},
-    {"safetensors/ct_w4a16_group", "model.layers.0.mlp.down_proj.weight", true},
-    {"safetensors/fp8_block_sharded", "model.layers.0.mlp.down_proj.weight",
-     true},
-    {"safetensors/mxfp4_gptoss", "model.layers.0.mlp.experts.down_proj", true},
-    {"safetensors/bnb_nf4", "model.layers.0.self_attn.q_proj.weight", true},
-};
+using ::tensormorph::testing::kSymmetricCases;
+using ::tensormorph::testing::SymmetricCase;
 
 class SymmetricCliTest : public CliModesTest,
                          public ::testing::WithParamInterface<bool> {};
 
 TEST_P(SymmetricCliTest, InfoSaysSymmetricExactlyWithoutOffsetOrZeroPoint) {
-  for (const SymCase& c : kSymCases) {
+  for (const SymmetricCase& c : kSymmetricCases) {
     SCOPED_TRACE(c.path);
     CommandResult json =
         cli->Run(GetParam(), {"info", Fixture(c.path), c.tensor, "--json"});

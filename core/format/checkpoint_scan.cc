@@ -1,0 +1,367 @@
+#include "core/format/checkpoint_scan.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "core/format/json_header.h"
+
+namespace tensormorph {
+namespace {
+
+constexpr absl::string_view kIndexName = "model.safetensors.index.json";
+// Headers and indices read for a tensor count; past this, "not known".
+constexpr int64_t kMaxCountedHeaderBytes = 1 << 20;
+
+std::string Join(const std::string& dir, absl::string_view name) {
+  if (!dir.empty() && dir.back() == '/') return absl::StrCat(dir, name);
+  return absl::StrCat(dir, "/", name);
+}
+
+std::vector<absl::string_view> Components(absl::string_view path) {
+  return absl::StrSplit(path, '/', absl::SkipEmpty());
+}
+
+// `prefix` names `path` or a directory above it.
+bool IsPathPrefix(absl::string_view prefix, absl::string_view path) {
+  if (prefix.empty() || prefix == path) return true;
+  return absl::StartsWith(path, prefix) && path.size() > prefix.size() &&
+         path[prefix.size()] == '/';
+}
+
+// The bytes [offset, offset + n) of `path`, or nullopt when they cannot all
+// be read.
+std::optional<std::string> ReadAt(const std::string& path, int64_t offset,
+                                  int64_t n) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::string out(static_cast<size_t>(n), '\0');
+  int64_t done = 0;
+  while (done < n) {
+    const ssize_t r = ::pread(fd, out.data() + done, n - done, offset + done);
+    if (r <= 0) break;
+    done += r;
+  }
+  ::close(fd);
+  if (done != n) return std::nullopt;
+  return out;
+}
+
+uint64_t LittleEndian(absl::string_view bytes) {
+  uint64_t v = 0;
+  for (size_t i = bytes.size(); i-- > 0;) {
+    v = (v << 8) | static_cast<uint8_t>(bytes[i]);
+  }
+  return v;
+}
+
+// A GGUF (v2, v3) header's tensor count.
+std::optional<int64_t> GgufTensorCount(const std::string& path) {
+  auto head = ReadAt(path, 0, 16);
+  if (!head || head->compare(0, 4, "GGUF") != 0) return std::nullopt;
+  const uint64_t version = LittleEndian(absl::string_view(*head).substr(4, 4));
+  if (version < 2) return std::nullopt;
+  const uint64_t count = LittleEndian(absl::string_view(*head).substr(8, 8));
+  if (count > static_cast<uint64_t>(INT64_MAX)) return std::nullopt;
+  return static_cast<int64_t>(count);
+}
+
+// The entries of a small safetensors header, `__metadata__` aside.
+std::optional<int64_t> SafetensorsTensorCount(const std::string& path) {
+  auto prefix = ReadAt(path, 0, 8);
+  if (!prefix) return std::nullopt;
+  const uint64_t n = LittleEndian(*prefix);
+  if (n == 0 || n > static_cast<uint64_t>(kMaxCountedHeaderBytes)) {
+    return std::nullopt;
+  }
+  auto header = ReadAt(path, 8, static_cast<int64_t>(n));
+  if (!header) return std::nullopt;
+  auto json = ParseStrictJson(*header, path);
+  if (!json.ok() || !json->is_object()) return std::nullopt;
+  return static_cast<int64_t>(json->size()) -
+         (json->contains("__metadata__") ? 1 : 0);
+}
+
+// The tensors a small index places.
+std::optional<int64_t> IndexTensorCount(const std::string& path, int64_t size) {
+  if (size > kMaxCountedHeaderBytes) return std::nullopt;
+  auto text = ReadAt(path, 0, size);
+  if (!text) return std::nullopt;
+  auto json = ParseStrictJson(*text, path);
+  if (!json.ok() || !json->is_object()) return std::nullopt;
+  auto it = json->find("weight_map");
+  if (it == json->end() || !it->is_object()) return std::nullopt;
+  return static_cast<int64_t>(it->size());
+}
+
+// `prefix-00001-of-00003.gguf`: (prefix, index, count).
+struct SplitName {
+  std::string prefix;
+  int index = 0;
+  int count = 0;
+};
+std::optional<SplitName> ParseSplit(absl::string_view name) {
+  constexpr absl::string_view kTail = ".gguf";
+  // "-00001-of-00003.gguf" is 20 characters.
+  if (name.size() < 20 || !absl::EndsWith(name, kTail)) return std::nullopt;
+  const absl::string_view s = name.substr(name.size() - 20, 15);
+  if (s[0] != '-' || s.substr(6, 4) != "-of-") return std::nullopt;
+  int index = 0, count = 0;
+  const absl::string_view a = s.substr(1, 5), b = s.substr(10, 5);
+  for (absl::string_view d : {a, b}) {
+    for (char c : d) {
+      if (!absl::ascii_isdigit(static_cast<unsigned char>(c))) {
+        return std::nullopt;
+      }
+    }
+  }
+  if (!absl::SimpleAtoi(a, &index) || !absl::SimpleAtoi(b, &count) ||
+      index < 1 || count < 1 || index > count) {
+    return std::nullopt;
+  }
+  return SplitName{std::string(name.substr(0, name.size() - 20)), index, count};
+}
+
+std::string SplitFileName(const SplitName& s, int index) {
+  return absl::StrFormat("%s-%05d-of-%05d.gguf", s.prefix, index, s.count);
+}
+
+class Scanner {
+ public:
+  explicit Scanner(const CheckpointScanOptions& o)
+      : o_(o), position_(o.after) {}
+
+  absl::Status Run(const std::string& dir) {
+    struct stat st;
+    if (::stat(dir.c_str(), &st) != 0) {
+      return absl::NotFoundError(absl::StrCat("'", dir, "' does not exist"));
+    }
+    if (!S_ISDIR(st.st_mode)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", dir, "' is not a directory"));
+    }
+    char real[PATH_MAX];
+    top_ = ::realpath(dir.c_str(), real) != nullptr ? real : dir;
+    visited_.insert({st.st_dev, st.st_ino});
+    return Visit(dir, "", 0);
+  }
+
+  CheckpointScan Take() && { return std::move(out_); }
+
+ private:
+  bool After(const std::string& rel) const {
+    return o_.after.empty() || ScanOrderLess(o_.after, rel);
+  }
+
+  bool Stopped() const { return stopped_; }
+
+  // Records a checkpoint; stops once one more than max_found is known, so
+  // that a page ends with a token only when something follows it.
+  void Found(FoundCheckpoint f) {
+    out_.found.push_back(std::move(f));
+    if (out_.found.size() > std::max<size_t>(o_.max_found, 1)) {
+      out_.found.pop_back();
+      out_.resume_after = out_.found.back().path;
+      stopped_ = true;
+    }
+  }
+
+  absl::Status Visit(const std::string& abs, const std::string& rel,
+                     int depth) {
+    DIR* d = ::opendir(abs.c_str());
+    if (d == nullptr) {
+      if (rel.empty()) {
+        return absl::NotFoundError(
+            absl::StrCat("cannot list directory '", abs, "'"));
+      }
+      return absl::OkStatus();  // unreadable below the top: skipped
+    }
+    std::vector<std::string> names;
+    while (struct dirent* e = ::readdir(d)) {
+      const absl::string_view name = e->d_name;
+      if (name == "." || name == "..") continue;
+      names.emplace_back(name);
+    }
+    ::closedir(d);
+    std::sort(names.begin(), names.end());
+
+    // A safetensors directory is one checkpoint, as Checkpoint::Open(dir)
+    // opens it.
+    const bool index =
+        std::binary_search(names.begin(), names.end(), kIndexName);
+    std::vector<std::string> shards;
+    for (const std::string& n : names) {
+      if (absl::EndsWith(n, ".safetensors")) shards.push_back(n);
+    }
+    if (index || !shards.empty()) {
+      if (After(rel)) Found(DirectoryCheckpoint(abs, rel, index, shards));
+      position_ = rel;
+      return absl::OkStatus();
+    }
+    // A directory one level past max_depth is looked at only to see
+    // whether it is a checkpoint itself.
+    if (depth > o_.max_depth) return absl::OkStatus();
+
+    for (const std::string& name : names) {
+      if (Stopped()) return absl::OkStatus();
+      const std::string child = rel.empty() ? name : Join(rel, name);
+      const bool after = After(child);
+      if (!after && !IsPathPrefix(child, o_.after)) continue;
+      // Only new ground counts, and moves the position: the directories
+      // down to `after` are passed again on every resume.
+      if (after) {
+        if (++scanned_ > std::max<int64_t>(o_.max_scanned, 1)) {
+          out_.resume_after = position_;
+          stopped_ = true;
+          return absl::OkStatus();
+        }
+        position_ = child;
+      }
+      const std::string path = Join(abs, name);
+      struct stat st;
+      if (::lstat(path.c_str(), &st) != 0) continue;
+      if (S_ISLNK(st.st_mode)) {
+        char real[PATH_MAX];
+        if (::realpath(path.c_str(), real) == nullptr) continue;
+        if (o_.allowed && !o_.allowed(real)) continue;  // leads out
+        if (::stat(real, &st) != 0) continue;
+        // A directory inside the tree is listed where it is, and one above
+        // it holds the tree: following a link to either lists things twice.
+        if (S_ISDIR(st.st_mode) &&
+            (IsPathPrefix(top_, real) || IsPathPrefix(real, top_))) {
+          continue;
+        }
+      }
+      if (S_ISDIR(st.st_mode)) {
+        if (depth > o_.max_depth) continue;
+        if (!visited_.insert({st.st_dev, st.st_ino}).second) continue;
+        if (absl::Status s = Visit(path, child, depth + 1); !s.ok()) return s;
+        continue;
+      }
+      if (!S_ISREG(st.st_mode) || !absl::EndsWith(name, ".gguf") || !after) {
+        continue;
+      }
+      auto split = ParseSplit(name);
+      if (split && split->index != 1) {
+        // Listed as its first split; without one, each split is listed, and
+        // opening it says which split is missing.
+        struct stat first;
+        if (::stat(Join(abs, SplitFileName(*split, 1)).c_str(), &first) == 0) {
+          continue;
+        }
+        split.reset();
+      }
+      Found(GgufCheckpoint(abs, name, child, st, split));
+    }
+    return absl::OkStatus();
+  }
+
+  FoundCheckpoint DirectoryCheckpoint(const std::string& abs,
+                                      const std::string& rel, bool index,
+                                      const std::vector<std::string>& shards) {
+    FoundCheckpoint f;
+    f.path = rel;
+    f.format = CheckpointFormat::kSafetensors;
+    std::optional<int64_t> count = 0;
+    for (const std::string& n : shards) {
+      const std::string p = Join(abs, n);
+      struct stat st;
+      if (::stat(p.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      ++f.file_count;
+      f.total_bytes += st.st_size;
+      f.modified_unix_seconds =
+          std::max<int64_t>(f.modified_unix_seconds, st.st_mtime);
+      if (!index && count) {
+        auto n_tensors = SafetensorsTensorCount(p);
+        count = n_tensors ? std::optional<int64_t>(*count + *n_tensors)
+                          : std::nullopt;
+      }
+    }
+    if (index) {
+      const std::string p = Join(abs, kIndexName);
+      struct stat st;
+      count = std::nullopt;
+      if (::stat(p.c_str(), &st) == 0) {
+        f.modified_unix_seconds =
+            std::max<int64_t>(f.modified_unix_seconds, st.st_mtime);
+        count = IndexTensorCount(p, st.st_size);
+      }
+    }
+    f.stored_tensor_count = count;
+    return f;
+  }
+
+  FoundCheckpoint GgufCheckpoint(const std::string& abs,
+                                 const std::string& name,
+                                 const std::string& rel,
+                                 const struct stat& first,
+                                 const std::optional<SplitName>& split) {
+    FoundCheckpoint f;
+    f.path = rel;
+    f.format = CheckpointFormat::kGguf;
+    std::vector<std::string> files = {name};
+    for (int i = 2; split && i <= split->count; ++i) {
+      files.push_back(SplitFileName(*split, i));
+    }
+    std::optional<int64_t> count = 0;
+    for (const std::string& n : files) {
+      const std::string p = Join(abs, n);
+      struct stat st = first;
+      if (n != name && ::stat(p.c_str(), &st) != 0) {
+        count = std::nullopt;  // a missing split: the open will say which
+        continue;
+      }
+      ++f.file_count;
+      f.total_bytes += st.st_size;
+      f.modified_unix_seconds =
+          std::max<int64_t>(f.modified_unix_seconds, st.st_mtime);
+      if (count) {
+        auto n_tensors = GgufTensorCount(p);
+        count = n_tensors ? std::optional<int64_t>(*count + *n_tensors)
+                          : std::nullopt;
+      }
+    }
+    f.stored_tensor_count = count;
+    return f;
+  }
+
+  const CheckpointScanOptions& o_;
+  std::string top_;  // realpath of the scanned directory
+  std::set<std::pair<dev_t, ino_t>> visited_;
+  int64_t scanned_ = 0;
+  std::string position_;  // the last path passed, in scan order
+  bool stopped_ = false;
+  CheckpointScan out_;
+};
+
+}  // namespace
+
+bool ScanOrderLess(const std::string& a, const std::string& b) {
+  const auto ca = Components(a), cb = Components(b);
+  return std::lexicographical_compare(ca.begin(), ca.end(), cb.begin(),
+                                      cb.end());
+}
+
+absl::StatusOr<CheckpointScan> ScanCheckpoints(
+    const std::string& dir, const CheckpointScanOptions& options) {
+  Scanner scanner(options);
+  if (absl::Status s = scanner.Run(dir); !s.ok()) return s;
+  return std::move(scanner).Take();
+}
+
+}  // namespace tensormorph

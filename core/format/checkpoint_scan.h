@@ -1,0 +1,73 @@
+// Finding checkpoints in a directory tree without opening them: what a
+// browser lists. Reads directory listings, stats, and at most a few header
+// bytes per file; bounded in depth and in directory entries read, so a
+// huge tree or a symlink loop cannot make it run away.
+#ifndef TENSORMORPH_CORE_FORMAT_CHECKPOINT_SCAN_H_
+#define TENSORMORPH_CORE_FORMAT_CHECKPOINT_SCAN_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/format/checkpoint.h"
+
+namespace tensormorph {
+
+// One checkpoint found. A checkpoint is a directory holding
+// model.safetensors.index.json or .safetensors files (what
+// Checkpoint::Open(dir) opens; not searched further), or a .gguf file (a
+// split set once, as its first split).
+struct FoundCheckpoint {
+  // Below the scanned directory, '/'-separated; empty for the scanned
+  // directory itself.
+  std::string path;
+  CheckpointFormat format = CheckpointFormat::kSafetensors;
+  int64_t file_count = 0;   // tensor files: shards, splits or the one file
+  int64_t total_bytes = 0;  // their sizes summed
+  // Stored tensors, from GGUF headers, a safetensors index, or unindexed
+  // safetensors headers of at most 1 MiB each; nullopt when not that cheap.
+  std::optional<int64_t> stored_tensor_count;
+  int64_t modified_unix_seconds = 0;  // newest of the files (and the index)
+};
+
+struct CheckpointScanOptions {
+  // Subdirectory levels searched below the directory: 0 finds what is
+  // directly in it (its GGUF files, and its subdirectories that are
+  // checkpoints themselves).
+  int max_depth = 4;
+  // Directory entries read (beyond `after`) before the scan stops early.
+  int64_t max_scanned = 100'000;
+  // Checkpoints found before the scan stops (at least 1).
+  size_t max_found = 100;
+  // Resume: only what comes after this path (as FoundCheckpoint::path, in
+  // scan order) is found. Empty: from the start.
+  std::string after;
+  // Whether a symlink's target (its realpath) may be followed; unset: all.
+  std::function<bool(const std::string& canonical)> allowed;
+};
+
+struct CheckpointScan {
+  std::vector<FoundCheckpoint> found;
+  // Where to resume (CheckpointScanOptions::after) when the scan stopped
+  // early (max_found or max_scanned reached); empty when it finished.
+  std::string resume_after;
+};
+
+// Scans `dir` (a canonical directory path) in scan order: the path
+// components compared bytewise, a directory's own entry before what is in
+// it. Entries whose path does not come after options.after are skipped
+// without reading their subtrees.
+// Errors: NOT_FOUND when `dir` cannot be listed; INVALID_ARGUMENT when it
+// is not a directory.
+absl::StatusOr<CheckpointScan> ScanCheckpoints(
+    const std::string& dir, const CheckpointScanOptions& options);
+
+// Whether a comes before b in scan order.
+bool ScanOrderLess(const std::string& a, const std::string& b);
+
+}  // namespace tensormorph
+
+#endif  // TENSORMORPH_CORE_FORMAT_CHECKPOINT_SCAN_H_

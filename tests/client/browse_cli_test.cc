@@ -1,0 +1,208 @@
+// Browsing and scripted batches through the built CLI, against a live
+// tensormorphd and embedded: `ls` with no path or a directory that is not a
+// checkpoint lists checkpoints; `scalar --indices-file` reads indices from a
+// file or stdin; --mode and the environment are parsed by CLI11.
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/checkpoint_tree.h"
+#include "tests/support/process.h"
+#include "tests/support/test_paths.h"
+
+namespace tensormorph {
+namespace {
+
+using ::tensormorph::testing::CheckpointTree;
+using ::tensormorph::testing::CliModes;
+using ::tensormorph::testing::CliPath;
+using ::tensormorph::testing::CommandResult;
+using ::tensormorph::testing::MakeCheckpointTree;
+using ::tensormorph::testing::MakeTempDir;
+using ::tensormorph::testing::RunCommand;
+using ::tensormorph::testing::ServerProcess;
+using ::testing::AllOf;
+using ::testing::ElementsAreArray;
+using ::testing::HasSubstr;
+using ::testing::IsSupersetOf;
+
+// `script` run by /bin/sh in `dir`, with $TM the CLI.
+CommandResult Shell(const std::string& dir, const std::string& script,
+                    const std::vector<std::string>& env = {}) {
+  std::vector<std::string> e = env;
+  e.push_back("TM=" + CliPath());
+  return RunCommand({"/bin/sh", "-c", "cd '" + dir + "' && " + script}, e);
+}
+
+std::vector<std::string> Paths(const std::string& json_lines) {
+  std::vector<std::string> out;
+  std::istringstream in(json_lines);
+  for (std::string line; std::getline(in, line);) {
+    out.push_back(nlohmann::json::parse(line)["path"]);
+  }
+  return out;
+}
+
+CheckpointTree* tree = nullptr;
+CliModes* cli = nullptr;
+
+class BrowseCliTest : public ::testing::TestWithParam<bool> {
+ protected:
+  static void SetUpTestSuite() {
+    tree = new CheckpointTree(MakeCheckpointTree());
+    cli = new CliModes({tree->root});
+  }
+  static void TearDownTestSuite() {
+    delete cli;
+    delete tree;
+  }
+  bool remote() const { return GetParam(); }
+  // Paths as this mode takes them: root-relative remotely, absolute
+  // embedded (the test's working directory is elsewhere).
+  std::string P(const std::string& rel) const {
+    return remote() ? rel : tree->root + "/" + rel;
+  }
+  CommandResult Run(std::vector<std::string> args) const {
+    return cli->Run(remote(), std::move(args));
+  }
+};
+
+TEST_P(BrowseCliTest, LsWithNoPathListsTheRootsOrTheWorkingDirectory) {
+  CommandResult r = remote() ? Run({"ls", "--json"})
+                             : Shell(tree->root, "exec \"$TM\" ls --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  if (remote()) {
+    EXPECT_THAT(Paths(r.out), ElementsAreArray(tree->expected));
+  } else {
+    // Embedded serves any local path: the escaping link is followed too.
+    EXPECT_THAT(Paths(r.out), IsSupersetOf(tree->expected));
+  }
+  r = remote() ? Run({"ls"}) : Shell(tree->root, "exec \"$TM\" ls");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(
+      r.out,
+      AllOf(HasSubstr("PATH"), HasSubstr("FORMAT"), HasSubstr("FILES"),
+            HasSubstr("SIZE"), HasSubstr("TENSORS"), HasSubstr("MODIFIED"),
+            HasSubstr("models/sharded"), HasSubstr("checkpoints, ")));
+}
+
+TEST_P(BrowseCliTest, LsOfADirectoryThatIsNotACheckpointListsItsCheckpoints) {
+  CommandResult r = Run({"ls", P("deep"), "--json", "--depth", "3"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(Paths(r.out), ElementsAreArray({P("deep/d1/d2/d3/x.gguf")}));
+  r = Run({"ls", P("deep"), "--json", "--depth", "4"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(Paths(r.out), ElementsAreArray({P("deep/d1/d2/d3/d4/y.gguf"),
+                                              P("deep/d1/d2/d3/x.gguf")}));
+}
+
+TEST_P(BrowseCliTest, LsOfACheckpointDirectoryListsItsTensorsAsBefore) {
+  CommandResult r = Run({"ls", P("models/sharded")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, AllOf(HasSubstr("NAME"), HasSubstr("tensors, ")));
+}
+
+TEST_P(BrowseCliTest, LsOfAMissingPathFailsNamingIt) {
+  CommandResult r = Run({"ls", P("no/such")});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, AllOf(HasSubstr("NOT_FOUND"), HasSubstr("no/such")));
+}
+
+TEST_P(BrowseCliTest, IndicesFileAddsItsLinesAfterTheArguments) {
+  const std::string file = MakeTempDir() + "/indices.txt";
+  std::ofstream(file) << "# rows then columns\n1,2\n\n  -1,0   # last row\n";
+  CommandResult r = Run({"--json", "scalar", P("Q4_K.gguf"),
+                         "blk.0.attn_q.weight", "0,0", "--indices-file", file});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["scalars"].size(), 3u);
+  EXPECT_EQ(j["scalars"][0]["flatIndex"], "0");
+  EXPECT_EQ(j["scalars"][1]["flatIndex"], "258");
+  EXPECT_EQ(j["scalars"][2]["flatIndex"], "768");
+}
+
+TEST_P(BrowseCliTest, IndicesFileDashReadsStandardInput) {
+  const std::string server =
+      remote() ? "--server " + cli->server().address() + " " : "";
+  CommandResult r =
+      Shell(tree->root, "printf '0,1\\n3,255\\n' | \"$TM\" " + server +
+                            "--json scalar Q4_K.gguf blk.0.attn_q.weight "
+                            "--indices-file -");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["scalars"].size(), 2u);
+  EXPECT_EQ(j["scalars"][1]["flatIndex"], "1023");
+}
+
+TEST_P(BrowseCliTest, AMalformedIndicesLineIsAUsageErrorNamingTheLine) {
+  const std::string file = MakeTempDir() + "/indices.txt";
+  std::ofstream(file) << "0,0\n# fine\n1,,2\n";
+  CommandResult r = Run({"scalar", P("Q4_K.gguf"), "blk.0.attn_q.weight",
+                         "--indices-file", file});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, AllOf(HasSubstr("line 3"), HasSubstr("'1,,2'")));
+  std::ofstream(file) << "0,0\n7\n";  // a rank the tensor does not have
+  r = Run({"scalar", P("Q4_K.gguf"), "blk.0.attn_q.weight", "--indices-file",
+           file});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, AllOf(HasSubstr("line 2"), HasSubstr("rank 2")));
+  r = Run({"scalar", P("Q4_K.gguf"), "blk.0.attn_q.weight", "--indices-file",
+           file + ".missing"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("cannot read"));
+  r = Run({"scalar", P("Q4_K.gguf"), "blk.0.attn_q.weight"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("no index given"));
+}
+
+TEST_P(BrowseCliTest, AnUnknownHeatmapModeIsAUsageErrorListingTheChoices) {
+  CommandResult r = Run(
+      {"heatmap", P("Q4_K.gguf"), "blk.0.attn_q.weight", "--mode", "zeros"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(
+      r.err, AllOf(HasSubstr("--mode"), HasSubstr("value"), HasSubstr("absmax"),
+                   HasSubstr("error"), HasSubstr("group")));
+}
+
+INSTANTIATE_TEST_SUITE_P(RemoteAndEmbedded, BrowseCliTest, ::testing::Bool(),
+                         [](const auto& info) {
+                           return info.param ? "Remote" : "Embedded";
+                         });
+
+TEST(BrowseCliRootsTest, OutsideTheRootsIsPermissionDeniedNamingTheDirectory) {
+  const CheckpointTree t = MakeCheckpointTree();
+  ServerProcess server({t.root});
+  CommandResult r =
+      RunCommand({CliPath(), "--server", server.address(), "ls", t.outside});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, AllOf(HasSubstr("PERMISSION_DENIED"),
+                           HasSubstr("'" + t.outside + "'")));
+}
+
+TEST(BrowseCliEnvTest, ServerAndTokenFileComeFromTheEnvironment) {
+  const CheckpointTree t = MakeCheckpointTree();
+  const std::string dir = MakeTempDir();
+  std::ofstream(dir + "/tokens") << "s3cret\n";
+  std::ofstream(dir + "/token") << "s3cret\n";
+  ServerProcess server({t.root}, {"--token-file", dir + "/tokens"});
+  const std::string env_server = "TENSORMORPH_SERVER=" + server.address();
+  CommandResult r =
+      RunCommand({CliPath(), "ls", "--json"},
+                 {env_server, "TENSORMORPH_TOKEN_FILE=" + dir + "/token"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(Paths(r.out), ElementsAreArray(t.expected));
+  r = RunCommand({CliPath(), "ls"}, {env_server});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("UNAUTHENTICATED"));
+  // A flag beats the environment.
+  r = RunCommand({CliPath(), "--token-file", dir + "/token", "ls"},
+                 {env_server, "TENSORMORPH_TOKEN_FILE=" + dir + "/none"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+}  // namespace
+}  // namespace tensormorph

@@ -24,6 +24,8 @@ struct Client::Methods {
                         RpcMethod::NORMAL_RPC, c),
         get_checkpoint("/tensormorph.v1.Tensormorph/GetCheckpoint",
                        RpcMethod::NORMAL_RPC, c),
+        get_tensor("/tensormorph.v1.Tensormorph/GetTensor",
+                   RpcMethod::NORMAL_RPC, c),
         list_tensors("/tensormorph.v1.Tensormorph/ListTensors",
                      RpcMethod::SERVER_STREAMING, c),
         read_slice("/tensormorph.v1.Tensormorph/ReadSlice",
@@ -41,8 +43,9 @@ struct Client::Methods {
         list_checkpoints("/tensormorph.v1.Tensormorph/ListCheckpoints",
                          RpcMethod::SERVER_STREAMING, c) {}
 
-  RpcMethod get_server_info, get_checkpoint, list_tensors, read_slice,
-      inspect_scalars, quant_diff, compute_stats, get_heatmap, get_architecture;
+  RpcMethod get_server_info, get_checkpoint, get_tensor, list_tensors,
+      read_slice, inspect_scalars, quant_diff, compute_stats, get_heatmap,
+      get_architecture;
   RpcMethod list_checkpoints;
 };
 
@@ -174,23 +177,37 @@ absl::Status Client::Stream(const grpc::internal::RpcMethod& method,
   return absl::OkStatus();
 }
 
-absl::StatusOr<v1::ServerInfo> Client::GetServerInfo() {
-  v1::ServerInfo resp;
+absl::StatusOr<v1::GetServerInfoResponse> Client::GetServerInfo() {
+  v1::GetServerInfoResponse resp;
   absl::Status s =
       Unary(methods_->get_server_info, v1::GetServerInfoRequest(), &resp);
   if (!s.ok()) return s;
   return resp;
 }
 
-absl::StatusOr<v1::CheckpointInfo> Client::GetCheckpoint(
+absl::StatusOr<v1::GetCheckpointResponse> Client::GetCheckpoint(
     const std::string& checkpoint) {
   v1::GetCheckpointRequest req;
   req.set_checkpoint(checkpoint);
-  v1::CheckpointInfo resp;
+  v1::GetCheckpointResponse resp;
   if (absl::Status s = Unary(methods_->get_checkpoint, req, &resp); !s.ok()) {
     return s;
   }
   return resp;
+}
+
+absl::StatusOr<v1::TensorInfo> Client::GetTensor(const std::string& checkpoint,
+                                                 const std::string& tensor,
+                                                 bool part) {
+  v1::GetTensorRequest req;
+  req.set_checkpoint(checkpoint);
+  req.set_tensor(tensor);
+  req.set_part(part);
+  v1::GetTensorResponse resp;
+  if (absl::Status s = Unary(methods_->get_tensor, req, &resp); !s.ok()) {
+    return s;
+  }
+  return std::move(*resp.mutable_tensor());
 }
 
 absl::Status Client::ListTensors(
@@ -273,9 +290,9 @@ absl::Status Client::QuantDiff(
       methods_->quant_diff, request, on_event, "diff cancelled by the caller");
 }
 
-absl::StatusOr<v1::TensorStatsReply> Client::ComputeStats(
+absl::StatusOr<v1::ComputeStatsResponse> Client::ComputeStats(
     const v1::ComputeStatsRequest& request) {
-  v1::TensorStatsReply resp;
+  v1::ComputeStatsResponse resp;
   if (absl::Status s = Unary(methods_->compute_stats, request, &resp);
       !s.ok()) {
     return s;
@@ -283,20 +300,20 @@ absl::StatusOr<v1::TensorStatsReply> Client::ComputeStats(
   return resp;
 }
 
-absl::StatusOr<v1::HeatmapReply> Client::GetHeatmap(
+absl::StatusOr<v1::GetHeatmapResponse> Client::GetHeatmap(
     const v1::GetHeatmapRequest& request) {
-  v1::HeatmapReply resp;
+  v1::GetHeatmapResponse resp;
   if (absl::Status s = Unary(methods_->get_heatmap, request, &resp); !s.ok()) {
     return s;
   }
   return resp;
 }
 
-absl::StatusOr<v1::ArchitectureReply> Client::GetArchitecture(
+absl::StatusOr<v1::GetArchitectureResponse> Client::GetArchitecture(
     const std::string& checkpoint) {
   v1::GetArchitectureRequest req;
   req.set_checkpoint(checkpoint);
-  v1::ArchitectureReply resp;
+  v1::GetArchitectureResponse resp;
   if (absl::Status s = Unary(methods_->get_architecture, req, &resp); !s.ok()) {
     return s;
   }

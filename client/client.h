@@ -79,9 +79,16 @@ class Client {
   Client(std::shared_ptr<grpc::Channel> channel, ClientOptions options,
          std::shared_ptr<void> keepalive = nullptr);
 
-  absl::StatusOr<v1::ServerInfo> GetServerInfo();
-  absl::StatusOr<v1::CheckpointInfo> GetCheckpoint(
+  absl::StatusOr<v1::GetServerInfoResponse> GetServerInfo();
+  absl::StatusOr<v1::GetCheckpointResponse> GetCheckpoint(
       const std::string& checkpoint);
+
+  // One tensor by exact name: the logical tensor, or else the stored part of
+  // that name; with `part`, the stored part only (see PART_NAMES in
+  // tensormorph.proto). NOT_FOUND suggests the nearest names.
+  absl::StatusOr<v1::TensorInfo> GetTensor(const std::string& checkpoint,
+                                           const std::string& tensor,
+                                           bool part = false);
 
   // Calls `on_tensor` for each tensor as it arrives; checks that as many
   // arrive as the server promised (TensorInfo.list_count).
@@ -108,11 +115,11 @@ class Client {
   absl::Status InspectScalars(const v1::InspectScalarsRequest& request,
                               v1::InspectScalarsResponse* response);
 
-  absl::StatusOr<v1::TensorStatsReply> ComputeStats(
+  absl::StatusOr<v1::ComputeStatsResponse> ComputeStats(
       const v1::ComputeStatsRequest& request);
-  absl::StatusOr<v1::HeatmapReply> GetHeatmap(
+  absl::StatusOr<v1::GetHeatmapResponse> GetHeatmap(
       const v1::GetHeatmapRequest& request);
-  absl::StatusOr<v1::ArchitectureReply> GetArchitecture(
+  absl::StatusOr<v1::GetArchitectureResponse> GetArchitecture(
       const std::string& checkpoint);
 
   // One page of ListCheckpoints: calls `on_entry` for each entry; returning

@@ -24,6 +24,7 @@
 #include "core/util/utf8.h"
 #include "proto/status_mapping.h"
 #include "server/call_log.h"
+#include "server/proto_convert.h"
 #include "server/service.h"
 
 namespace tensormorph {
@@ -239,7 +240,7 @@ class ListCheckpointsReactor final
     }
     v1::CheckpointEntry& e = entries_.emplace_back();
     e.set_path(EscapeUtf8(path));
-    e.set_format(std::string(FormatName(f.format)));
+    e.set_format(ToProto(f.format));
     e.set_file_count(f.file_count);
     e.set_total_bytes(f.total_bytes);
     if (f.stored_tensor_count) {

@@ -21,8 +21,26 @@ std::string ShortPath(const Checkpoint& ckpt, const std::string& path) {
 
 }  // namespace
 
-void FillCheckpointInfo(const Checkpoint& ckpt, v1::CheckpointInfo* out) {
-  out->set_format(std::string(FormatName(ckpt.format())));
+v1::CheckpointFormat ToProto(CheckpointFormat format) {
+  switch (format) {
+    case CheckpointFormat::kSafetensors:
+      return v1::CHECKPOINT_FORMAT_SAFETENSORS;
+    case CheckpointFormat::kGguf:
+      return v1::CHECKPOINT_FORMAT_GGUF;
+  }
+  return v1::CHECKPOINT_FORMAT_UNSPECIFIED;
+}
+
+v1::SupportStatus SupportStatusToProto(absl::string_view status) {
+  if (status == "supported") return v1::SUPPORT_STATUS_SUPPORTED;
+  if (status == "not supported") return v1::SUPPORT_STATUS_NOT_SUPPORTED;
+  if (status == "not known") return v1::SUPPORT_STATUS_NOT_KNOWN;
+  return v1::SUPPORT_STATUS_UNSPECIFIED;
+}
+
+void FillCheckpointInfo(const Checkpoint& ckpt,
+                        v1::GetCheckpointResponse* out) {
+  out->set_format(ToProto(ckpt.format()));
   for (const Checkpoint::File& f : ckpt.files()) {
     v1::FileInfo* fi = out->add_files();
     fi->set_path(ShortPath(ckpt, f.path));
@@ -71,9 +89,8 @@ void FillTensorInfo(const Checkpoint& ckpt, const LogicalTensor& t,
     stride *= t.shape[d];
   }
   for (int64_t d : t.shape) out->add_shape(d);
-  out->set_layout("row-major");
+  out->set_layout(v1::LAYOUT_ROW_MAJOR);
   const EncodingInfo& info = t.encoding->info();
-  out->set_dtype(info.scheme);
   FillEncoding(info, out->mutable_encoding());
   out->set_num_elements(t.num_elements);
   int64_t bytes = 0;
@@ -91,7 +108,7 @@ void FillTensorInfo(const Checkpoint& ckpt, const LogicalTensor& t,
   for (const BackendSupport& b : BackendSupportFor(info)) {
     v1::BackendSupport* c = out->add_compat();
     c->set_backend(b.backend);
-    c->set_status(b.status);
+    c->set_status(SupportStatusToProto(b.status));
     c->set_notes(b.notes);
     c->set_source(b.source);
   }

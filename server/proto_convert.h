@@ -2,6 +2,7 @@
 #ifndef TENSORMORPH_SERVER_PROTO_CONVERT_H_
 #define TENSORMORPH_SERVER_PROTO_CONVERT_H_
 
+#include "absl/strings/string_view.h"
 #include "core/format/checkpoint.h"
 #include "core/quant/scalar_info.h"
 #include "core/tensor.h"
@@ -9,7 +10,13 @@
 
 namespace tensormorph {
 
-void FillCheckpointInfo(const Checkpoint& ckpt, v1::CheckpointInfo* out);
+// The API's names for core's closed sets. A value core adds later and this
+// file does not know yet maps to *_UNSPECIFIED.
+v1::CheckpointFormat ToProto(CheckpointFormat format);
+// From core/compat.h's BackendSupport::status ("supported", ...).
+v1::SupportStatus SupportStatusToProto(absl::string_view status);
+
+void FillCheckpointInfo(const Checkpoint& ckpt, v1::GetCheckpointResponse* out);
 void FillEncoding(const EncodingInfo& info, v1::Encoding* out);
 void FillTensorInfo(const Checkpoint& ckpt, const LogicalTensor& tensor,
                     v1::TensorInfo* out);

@@ -243,7 +243,8 @@ class QuantDiffReactor final
         bytes_total_ += static_cast<int64_t>(part->nbytes);
       }
     }
-    options_.top_k = req_->top_k() > 0 ? req_->top_k() : 10;
+    // Unset asks for the default; 0 asks for none.
+    options_.top_k = req_->has_top_k() ? req_->top_k() : 10;
     options_.worst_groups = req_->worst_groups() > 0 ? req_->worst_groups() : 5;
     absl::MutexLock lock(&mu_);
     EnqueueProgressLocked();
@@ -351,7 +352,9 @@ class QuantDiffReactor final
     EnqueueProgressLocked();
     v1::QuantDiffEvent e;
     v1::DiffSummary* s = e.mutable_summary();
-    s->set_pairing(pairing_.method);
+    s->set_pairing(pairing_.translated ? v1::DIFF_PAIRING_GGUF_TO_HF_NAMES
+                                       : v1::DIFF_PAIRING_BY_NAME);
+    s->set_pairing_architecture(pairing_.architecture);
     s->set_tensors_compared(done_);
     for (const auto& n : pairing_.only_in_quant) s->add_only_in_checkpoint(n);
     for (const auto& n : pairing_.only_in_ref) s->add_only_in_reference(n);

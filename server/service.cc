@@ -116,6 +116,65 @@ absl::Status CheckReplySize(const google::protobuf::Message& reply,
       limits.max_reply_bytes, "); ask for less per call"));
 }
 
+namespace {
+
+// Levenshtein distance, or more than `bound` (bound + 1) as soon as every
+// alignment exceeds it.
+size_t EditDistance(absl::string_view a, absl::string_view b, size_t bound) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    size_t best = row[0];
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min(
+          {up + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+      best = std::min(best, row[j]);
+    }
+    if (best > bound) return bound + 1;
+  }
+  return row[b.size()];
+}
+
+// " did you mean 'a', 'b' or 'c'?", or "" with no near name.
+std::string DidYouMean(absl::string_view name,
+                       const std::vector<absl::string_view>& candidates) {
+  const std::vector<std::string> near = NearestNames(name, candidates);
+  if (near.empty()) return "";
+  std::string out = "; did you mean ";
+  for (size_t i = 0; i < near.size(); ++i) {
+    if (i > 0) out += i + 1 == near.size() ? " or " : ", ";
+    absl::StrAppend(&out, "'", near[i], "'");
+  }
+  return out + "?";
+}
+
+}  // namespace
+
+std::vector<std::string> NearestNames(
+    absl::string_view name, const std::vector<absl::string_view>& candidates,
+    size_t max) {
+  const size_t bound = std::max<size_t>(2, name.size() / 3);
+  std::vector<std::pair<size_t, absl::string_view>> scored;
+  for (absl::string_view c : candidates) {
+    const size_t gap = c.size() > name.size() ? c.size() - name.size()
+                                              : name.size() - c.size();
+    if (gap > bound || c == name) continue;
+    const size_t d = EditDistance(name, c, bound);
+    if (d <= bound) scored.emplace_back(d, c);
+  }
+  std::sort(scored.begin(), scored.end());
+  scored.erase(std::unique(scored.begin(), scored.end()), scored.end());
+  std::vector<std::string> out;
+  for (size_t i = 0; i < scored.size() && out.size() < max; ++i) {
+    out.emplace_back(scored[i].second);
+  }
+  return out;
+}
+
 absl::StatusOr<const LogicalTensor*> FindTensorOrError(
     const Checkpoint& ckpt, const std::string& checkpoint_name,
     const std::string& tensor_name, bool part) {
@@ -123,24 +182,31 @@ absl::StatusOr<const LogicalTensor*> FindTensorOrError(
     return absl::InvalidArgumentError("no tensor named in the request");
   }
   const LogicalTensor* t = ckpt.Lookup(tensor_name, part);
-  if (t == nullptr && part) {
+  if (t != nullptr) return t;
+  // The names the lookup would have taken: stored parts, and with no
+  // `part` the logical tensors too (duplicates collapse in NearestNames).
+  std::vector<absl::string_view> names;
+  if (!part) {
+    for (const LogicalTensor& l : ckpt.tensors()) names.push_back(l.name);
+  }
+  for (const LogicalTensor* p : ckpt.parts()) names.push_back(p->name);
+  if (part) {
     return absl::NotFoundError(absl::StrCat(
         "stored tensor '", tensor_name, "' not found in checkpoint '",
         checkpoint_name, "' (", ckpt.stored_tensors().size(),
-        " stored tensors; `tensormorph ls` lists them under STORED AS)"));
+        " stored tensors; `tensormorph ls` lists them under STORED AS)",
+        DidYouMean(tensor_name, names)));
   }
-  if (t == nullptr) {
-    return absl::NotFoundError(
-        absl::StrCat("tensor '", tensor_name, "' not found in checkpoint '",
-                     checkpoint_name, "' (", ckpt.tensors().size(),
-                     " tensors; list them with `tensormorph ls`)"));
-  }
-  return t;
+  return absl::NotFoundError(
+      absl::StrCat("tensor '", tensor_name, "' not found in checkpoint '",
+                   checkpoint_name, "' (", ckpt.tensors().size(),
+                   " tensors; list them with `tensormorph ls`)",
+                   DidYouMean(tensor_name, names)));
 }
 
 grpc::ServerUnaryReactor* TensormorphService::GetServerInfo(
     grpc::CallbackServerContext* ctx, const v1::GetServerInfoRequest*,
-    v1::ServerInfo* resp) {
+    v1::GetServerInfoResponse* resp) {
   ServiceState& s = *state_;
   s.metrics.calls.fetch_add(1);
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
@@ -183,7 +249,7 @@ grpc::ServerUnaryReactor* TensormorphService::GetServerInfo(
 
 grpc::ServerUnaryReactor* TensormorphService::GetCheckpoint(
     grpc::CallbackServerContext* ctx, const v1::GetCheckpointRequest* req,
-    v1::CheckpointInfo* resp) {
+    v1::GetCheckpointResponse* resp) {
   return RunOnPool(*state_, ctx,
                    CallLog("GetCheckpoint", ctx, req->checkpoint(), ""), resp,
                    [this, req, resp]() -> absl::Status {
@@ -193,6 +259,29 @@ grpc::ServerUnaryReactor* TensormorphService::GetCheckpoint(
                      FillCheckpointInfo(**ckpt, resp);
                      return absl::OkStatus();
                    });
+}
+
+grpc::ServerUnaryReactor* TensormorphService::GetTensor(
+    grpc::CallbackServerContext* ctx, const v1::GetTensorRequest* req,
+    v1::GetTensorResponse* resp) {
+  return RunOnPool(
+      *state_, ctx, CallLog("GetTensor", ctx, req->checkpoint(), req->tensor()),
+      resp, [this, req, resp]() -> absl::Status {
+        auto ckpt = state_->registry.Acquire(req->checkpoint());
+        if (!ckpt.ok()) return ckpt.status();
+        auto t = FindTensorOrError(**ckpt, req->checkpoint(), req->tensor(),
+                                   req->part());
+        if (!t.ok()) return t.status();
+        FillTensorInfo(**ckpt, **t, resp->mutable_tensor());
+        // A reply the client could not parse would read as a broken
+        // server: say which tensor, as ListTensors does.
+        if (absl::Status wire = CheckWireSafe(*resp); !wire.ok()) {
+          return absl::InternalError(absl::StrCat(
+              "GetTensor of '", req->checkpoint(), "': the entry for tensor '",
+              EscapeUtf8((*t)->name), "' cannot be sent: ", wire.message()));
+        }
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerWriteReactor<v1::TensorInfo>* TensormorphService::ListTensors(

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -117,7 +118,16 @@ struct ServiceState {
 // Looks a tensor up by name as Checkpoint::Lookup does: the logical tensor,
 // or else the stored part of that name; with `part`, the stored part only.
 // Errors: INVALID_ARGUMENT for an empty name; NOT_FOUND naming the tensor
-// and the checkpoint.
+// and the checkpoint, suggesting up to 3 of the checkpoint's names nearest
+// to it (NearestNames).
+// Up to `max` of `candidates` nearest to `name` by edit distance, nearest
+// first (ties by name), only those close enough to be a slip: at most
+// max(2, |name| / 3) edits. Cost: O(|name| * length) per candidate whose
+// length is within that bound, so a listing of thousands stays cheap.
+std::vector<std::string> NearestNames(
+    absl::string_view name, const std::vector<absl::string_view>& candidates,
+    size_t max = 3);
+
 absl::StatusOr<const LogicalTensor*> FindTensorOrError(
     const Checkpoint& ckpt, const std::string& checkpoint_name,
     const std::string& tensor_name, bool part = false);
@@ -185,12 +195,15 @@ class TensormorphService final
     SetMessageAllocatorFor_InspectScalars(&inspect_allocator_);
   }
 
-  grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* ctx,
-                                          const v1::GetServerInfoRequest* req,
-                                          v1::ServerInfo* resp) override;
-  grpc::ServerUnaryReactor* GetCheckpoint(grpc::CallbackServerContext* ctx,
-                                          const v1::GetCheckpointRequest* req,
-                                          v1::CheckpointInfo* resp) override;
+  grpc::ServerUnaryReactor* GetServerInfo(
+      grpc::CallbackServerContext* ctx, const v1::GetServerInfoRequest* req,
+      v1::GetServerInfoResponse* resp) override;
+  grpc::ServerUnaryReactor* GetCheckpoint(
+      grpc::CallbackServerContext* ctx, const v1::GetCheckpointRequest* req,
+      v1::GetCheckpointResponse* resp) override;
+  grpc::ServerUnaryReactor* GetTensor(grpc::CallbackServerContext* ctx,
+                                      const v1::GetTensorRequest* req,
+                                      v1::GetTensorResponse* resp) override;
   grpc::ServerWriteReactor<v1::TensorInfo>* ListTensors(
       grpc::CallbackServerContext* ctx,
       const v1::ListTensorsRequest* req) override;
@@ -199,15 +212,15 @@ class TensormorphService final
   grpc::ServerWriteReactor<v1::QuantDiffEvent>* QuantDiff(
       grpc::CallbackServerContext* ctx,
       const v1::QuantDiffRequest* req) override;
-  grpc::ServerUnaryReactor* ComputeStats(grpc::CallbackServerContext* ctx,
-                                         const v1::ComputeStatsRequest* req,
-                                         v1::TensorStatsReply* resp) override;
+  grpc::ServerUnaryReactor* ComputeStats(
+      grpc::CallbackServerContext* ctx, const v1::ComputeStatsRequest* req,
+      v1::ComputeStatsResponse* resp) override;
   grpc::ServerUnaryReactor* GetHeatmap(grpc::CallbackServerContext* ctx,
                                        const v1::GetHeatmapRequest* req,
-                                       v1::HeatmapReply* resp) override;
+                                       v1::GetHeatmapResponse* resp) override;
   grpc::ServerUnaryReactor* GetArchitecture(
       grpc::CallbackServerContext* ctx, const v1::GetArchitectureRequest* req,
-      v1::ArchitectureReply* resp) override;
+      v1::GetArchitectureResponse* resp) override;
   grpc::ServerUnaryReactor* InspectScalars(
       grpc::CallbackServerContext* ctx, const v1::InspectScalarsRequest* req,
       v1::InspectScalarsResponse* resp) override;

@@ -76,7 +76,7 @@ void FillNode(const ArchNode& n, v1::ArchNode* out, int64_t* boundaries) {
 
 grpc::ServerUnaryReactor* TensormorphService::ComputeStats(
     grpc::CallbackServerContext* ctx, const v1::ComputeStatsRequest* req,
-    v1::TensorStatsReply* resp) {
+    v1::ComputeStatsResponse* resp) {
   return RunOnPool(
       *state_, ctx,
       CallLog("ComputeStats", ctx, req->checkpoint(), req->tensor()), resp,
@@ -91,7 +91,17 @@ grpc::ServerUnaryReactor* TensormorphService::ComputeStats(
                                         state_->limits.max_bins));
           o.bins = req->bins();
         }
-        if (req->has_range()) {
+        if (req->has_range_min() != req->has_range_max()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "the histogram range needs both range_min and range_max; only ",
+              req->has_range_min() ? "range_min" : "range_max", " was set"));
+        }
+        if (req->has_range_min()) {
+          if (!(req->range_min() <= req->range_max())) {
+            return absl::InvalidArgumentError(
+                absl::StrCat("histogram range_min ", req->range_min(),
+                             " must not exceed range_max ", req->range_max()));
+          }
           o.range_min = req->range_min();
           o.range_max = req->range_max();
         }
@@ -130,7 +140,7 @@ grpc::ServerUnaryReactor* TensormorphService::ComputeStats(
 
 grpc::ServerUnaryReactor* TensormorphService::GetHeatmap(
     grpc::CallbackServerContext* ctx, const v1::GetHeatmapRequest* req,
-    v1::HeatmapReply* resp) {
+    v1::GetHeatmapResponse* resp) {
   return RunOnPool(
       *state_, ctx,
       CallLog("GetHeatmap", ctx, req->checkpoint(), req->tensor()), resp,
@@ -188,7 +198,7 @@ grpc::ServerUnaryReactor* TensormorphService::GetHeatmap(
 
 grpc::ServerUnaryReactor* TensormorphService::GetArchitecture(
     grpc::CallbackServerContext* ctx, const v1::GetArchitectureRequest* req,
-    v1::ArchitectureReply* resp) {
+    v1::GetArchitectureResponse* resp) {
   return RunOnPool(
       *state_, ctx, CallLog("GetArchitecture", ctx, req->checkpoint(), ""),
       resp, [this, req, resp]() -> absl::Status {

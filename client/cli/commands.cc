@@ -60,7 +60,8 @@ std::string CodeText(const v1::ScalarInspection& s) {
 void PrintCompat(const v1::TensorInfo& t) {
   std::vector<std::vector<std::string>> rows;
   for (const v1::BackendSupport& b : t.compat()) {
-    rows.push_back({"  " + b.backend(), b.status(), b.notes()});
+    rows.push_back(
+        {"  " + b.backend(), SupportStatusText(b.status()), b.notes()});
   }
   std::cout << Table(rows);
 }
@@ -84,33 +85,7 @@ absl::StatusOr<v1::TensorInfo> LookupTensor(Client& client,
                                             const std::string& checkpoint,
                                             const std::string& tensor,
                                             bool part) {
-  v1::ListTensorsRequest req;
-  req.set_checkpoint(checkpoint);
-  // Glob metacharacters in a name must match literally.
-  std::string pattern;
-  for (char c : tensor) {
-    if (c == '*' || c == '?' || c == '[' || c == '\\') pattern += '\\';
-    pattern += c;
-  }
-  req.set_filter(pattern);
-  req.set_parts(part);
-  std::optional<v1::TensorInfo> found;
-  auto keep_first = [&](const v1::TensorInfo& t) {
-    if (!found) found = t;
-  };
-  absl::Status s = client.ListTensors(req, keep_first);
-  if (!s.ok()) return s;
-  if (!found && !part) {  // not a logical tensor: a stored part?
-    req.set_parts(true);
-    s = client.ListTensors(req, keep_first);
-    if (!s.ok()) return s;
-  }
-  if (!found) {
-    return absl::NotFoundError(
-        absl::StrCat("tensor '", tensor, "' not found in checkpoint '",
-                     checkpoint, "' (list them with `tensormorph ls`)"));
-  }
-  return *std::move(found);
+  return client.GetTensor(checkpoint, tensor, part);
 }
 
 namespace {
@@ -136,7 +111,7 @@ int ListCheckpointsUnder(Client& client, const GlobalOptions& g,
           return;
         }
         rows.push_back(
-            {e.path(), e.format(), absl::StrCat(e.file_count()),
+            {e.path(), FormatText(e.format()), absl::StrCat(e.file_count()),
              BytesText(e.total_bytes()),
              e.has_stored_tensor_count() ? absl::StrCat(e.stored_tensor_count())
                                          : "-",
@@ -186,7 +161,7 @@ int RunLs(Client& client, const GlobalOptions& g, const LsOptions& o) {
             absl::StrCat(p.name(), " ", p.dtype(), ShapeText(p.shape())));
       }
     }
-    rows.push_back({t.name(), t.dtype(), t.encoding().convention(),
+    rows.push_back({t.name(), t.encoding().scheme(), t.encoding().convention(),
                     absl::StrCat(t.encoding().bits()), ShapeText(t.shape()),
                     t.encoding().granularity(), BytesText(t.stored_bytes()),
                     absl::StrJoin(parts, ", ")});
@@ -230,7 +205,7 @@ int RunInfo(Client& client, const GlobalOptions& g, const InfoOptions& o) {
       return kExitOk;
     }
     std::cout << "checkpoint  " << info->checkpoint() << "\n"
-              << "format      " << info->format() << "\n"
+              << "format      " << FormatText(info->format()) << "\n"
               << "tensors     " << info->tensor_count() << " logical, "
               << info->stored_tensor_count() << " stored\n"
               << "size        " << BytesText(info->total_bytes()) << "\n"
@@ -252,7 +227,7 @@ int RunInfo(Client& client, const GlobalOptions& g, const InfoOptions& o) {
     }
     return kExitOk;
   }
-  auto found = LookupTensor(client, o.checkpoint, o.tensor, o.part);
+  auto found = client.GetTensor(o.checkpoint, o.tensor, o.part);
   if (!found.ok()) return ReportFailure(found.status());
   const v1::TensorInfo& t = *found;
   if (g.json) {
@@ -263,9 +238,9 @@ int RunInfo(Client& client, const GlobalOptions& g, const InfoOptions& o) {
   std::cout << "tensor       " << t.name() << "\n"
             << "shape        " << ShapeText(t.shape()) << "  ("
             << Count(t.num_elements(), "element") << ")\n"
-            << "strides      " << ShapeText(t.strides()) << "  (" << t.layout()
-            << ")\n"
-            << "dtype        " << t.dtype() << "\n"
+            << "strides      " << ShapeText(t.strides()) << "  ("
+            << LayoutText(t.layout()) << ")\n"
+            << "dtype        " << e.scheme() << "\n"
             << "encoding     " << e.scheme() << ", " << e.bits()
             << "-bit codes, " << (e.quantized() ? "quantized" : "not quantized")
             << " (" << e.convention() << ")\n"

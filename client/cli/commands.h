@@ -40,7 +40,7 @@ int ReportUsage(const absl::Status& status);
 // The TensorInfo of `tensor` in `checkpoint` (its shape, to check indices
 // against before the call that uses them): the logical tensor of that name
 // or else the stored part; with `part`, only the stored part.
-// Errors: NOT_FOUND naming both; the call's own.
+// Errors: GetTensor's (NOT_FOUND naming both, with the nearest names).
 absl::StatusOr<v1::TensorInfo> LookupTensor(Client& client,
                                             const std::string& checkpoint,
                                             const std::string& tensor,

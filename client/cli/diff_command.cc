@@ -53,7 +53,7 @@ int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o) {
   req.set_checkpoint(o.quant);
   req.set_reference(o.reference);
   req.set_filter(o.filter);
-  req.set_top_k(o.top_k);
+  req.set_top_k(o.top_k);  // 0: none
   const bool bar = !g.json && ::isatty(2);
   std::vector<v1::TensorDiffReport> reports;
   v1::DiffSummary summary;
@@ -81,10 +81,7 @@ int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o) {
     for (const std::string& n : names) sum->add_flagged(n);
   };
   absl::Status s = client.QuantDiff(req, [&](const v1::QuantDiffEvent& event) {
-    // --top 0 means none; top_k 0 asks the server for its default (10), as
-    // the API cannot say "none" yet, so the CLI drops them.
     v1::QuantDiffEvent e = event;
-    if (o.top_k == 0 && e.has_tensor()) e.mutable_tensor()->clear_worst();
     if (e.has_progress()) {
       if (g.json) {
         std::cerr << ToJson(e) << "\n";
@@ -164,8 +161,8 @@ int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o) {
             : 0;
     std::cout << "\n"
               << Count(summary.tensors_compared(), "tensor") << " compared ("
-              << summary.pairing() << "), " << BytesText(summary.bytes_read())
-              << " of source in "
+              << PairingText(summary) << "), "
+              << BytesText(summary.bytes_read()) << " of source in "
               << absl::StrFormat("%.2f s (%.2f GB/s)", summary.wall_seconds(),
                                  gbps)
               << "\n";

@@ -140,6 +140,51 @@ std::string ToJson(const google::protobuf::Message& message) {
   return out;
 }
 
+namespace {
+std::string Unknown(int value) { return absl::StrCat("unknown (", value, ")"); }
+}  // namespace
+
+std::string FormatText(v1::CheckpointFormat format) {
+  switch (format) {
+    case v1::CHECKPOINT_FORMAT_SAFETENSORS:
+      return "safetensors";
+    case v1::CHECKPOINT_FORMAT_GGUF:
+      return "gguf";
+    default:
+      return Unknown(format);
+  }
+}
+
+std::string LayoutText(v1::Layout layout) {
+  if (layout == v1::LAYOUT_ROW_MAJOR) return "row-major";
+  return Unknown(layout);
+}
+
+std::string SupportStatusText(v1::SupportStatus status) {
+  switch (status) {
+    case v1::SUPPORT_STATUS_SUPPORTED:
+      return "supported";
+    case v1::SUPPORT_STATUS_NOT_SUPPORTED:
+      return "not supported";
+    case v1::SUPPORT_STATUS_NOT_KNOWN:
+      return "not known";
+    default:
+      return Unknown(status);
+  }
+}
+
+std::string PairingText(const v1::DiffSummary& summary) {
+  switch (summary.pairing()) {
+    case v1::DIFF_PAIRING_BY_NAME:
+      return "by name";
+    case v1::DIFF_PAIRING_GGUF_TO_HF_NAMES:
+      return absl::StrCat("GGUF -> Hugging Face names (",
+                          summary.pairing_architecture(), ")");
+    default:
+      return Unknown(summary.pairing());
+  }
+}
+
 std::string Count(int64_t n, absl::string_view noun) {
   return absl::StrCat(n, " ", noun, n == 1 ? "" : "s");
 }

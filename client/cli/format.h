@@ -9,6 +9,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "google/protobuf/message.h"
+#include "tensormorph/v1/tensormorph.pb.h"
 
 namespace tensormorph {
 
@@ -30,6 +31,15 @@ std::string ArrayPreview(absl::Span<const float> data,
 // protobuf's JSON mapping on one line, with default-valued fields printed
 // and map entries sorted by key (the same message, the same text).
 std::string ToJson(const google::protobuf::Message& message);
+
+// The API's enums as people read them (the words before API v1 put on the
+// wire): "safetensors", "row-major", "not supported", "by name", "GGUF ->
+// Hugging Face names (llama)". A value this client does not know shows as
+// "unknown (N)".
+std::string FormatText(v1::CheckpointFormat format);
+std::string LayoutText(v1::Layout layout);
+std::string SupportStatusText(v1::SupportStatus status);
+std::string PairingText(const v1::DiffSummary& summary);
 
 // "1 tensor", "2 tensors", "0 tensors".
 std::string Count(int64_t n, absl::string_view noun);

@@ -10,7 +10,7 @@
 namespace tensormorph {
 namespace {
 
-Rgb CellColour(const v1::HeatmapReply& h, int k, bool by_group) {
+Rgb CellColour(const v1::GetHeatmapResponse& h, int k, bool by_group) {
   if (by_group) {
     const int64_t g = h.groups(k);
     if (g < 0) return {128, 128, 128};
@@ -22,7 +22,7 @@ Rgb CellColour(const v1::HeatmapReply& h, int k, bool by_group) {
 }
 
 // Per cell: bit 0 group changes to the right, bit 1 below.
-uint8_t Boundary(const v1::HeatmapReply& h, int i, int j) {
+uint8_t Boundary(const v1::GetHeatmapResponse& h, int i, int j) {
   const int w = h.width();
   const int64_t g = h.groups(i * w + j);
   uint8_t b = 0;
@@ -33,13 +33,13 @@ uint8_t Boundary(const v1::HeatmapReply& h, int i, int j) {
 
 }  // namespace
 
-HeatmapLayout LayoutFor(const v1::HeatmapReply& h) {
+HeatmapLayout LayoutFor(const v1::GetHeatmapResponse& h) {
   HeatmapLayout l;
   l.cell = std::clamp(512 / std::max({h.width(), h.height(), 1}), 1, 16);
   return l;
 }
 
-Image RenderHeatmap(const v1::HeatmapReply& h, const std::string& title,
+Image RenderHeatmap(const v1::GetHeatmapResponse& h, const std::string& title,
                     bool by_group) {
   const HeatmapLayout l = LayoutFor(h);
   if (h.width() == 0 || h.height() == 0) {
@@ -91,7 +91,7 @@ Image RenderHeatmap(const v1::HeatmapReply& h, const std::string& title,
   return img;
 }
 
-std::string RenderHeatmapTerminal(const v1::HeatmapReply& h,
+std::string RenderHeatmapTerminal(const v1::GetHeatmapResponse& h,
                                   const std::string& title, bool by_group) {
   std::string out = title + "\n";
   if (h.width() == 0 || h.height() == 0) {

@@ -16,17 +16,17 @@ namespace tensormorph {
 struct HeatmapLayout {
   int x0 = 4, y0 = 16, cell = 1;
 };
-HeatmapLayout LayoutFor(const v1::HeatmapReply& h);
+HeatmapLayout LayoutFor(const v1::GetHeatmapResponse& h);
 
 inline constexpr Rgb kBoundaryColour = {255, 255, 255};
 
 // Boundaries are drawn on a cell's last pixel column (group change to the
 // right) and last pixel row (change below) when cells are at least 3 pixels.
-Image RenderHeatmap(const v1::HeatmapReply& h, const std::string& title,
+Image RenderHeatmap(const v1::GetHeatmapResponse& h, const std::string& title,
                     bool by_group);
 
 // ANSI 24-bit colour, two cell rows per text line ("▀" fg = top, bg = bottom).
-std::string RenderHeatmapTerminal(const v1::HeatmapReply& h,
+std::string RenderHeatmapTerminal(const v1::GetHeatmapResponse& h,
                                   const std::string& title, bool by_group);
 
 }  // namespace tensormorph

@@ -37,6 +37,8 @@ absl::StatusOr<Pairing> PairTensors(const Checkpoint& quant,
   const ReferenceResolver resolver(quant, ref);
   Pairing out;
   out.method = resolver.method();
+  out.translated = resolver.translates();
+  out.architecture = resolver.architecture();
   absl::flat_hash_set<std::string> matched_ref;
   for (const LogicalTensor& q : quant.tensors()) {
     if (!glob.empty() && ::fnmatch(glob.c_str(), q.name.c_str(), 0) != 0)

@@ -22,6 +22,10 @@ struct TensorPair {
 
 struct Pairing {
   std::string method;  // "by name" or "GGUF -> Hugging Face names (llama)"
+  // The same, structured (for the API): names translated from a GGUF's, and
+  // its architecture ("?" when it names none; empty when not translated).
+  bool translated = false;
+  std::string architecture;
   std::vector<TensorPair> pairs;
   std::vector<std::string> only_in_quant;
   std::vector<std::string> only_in_ref;

@@ -53,6 +53,11 @@ class ReferenceResolver {
   const std::string& method() const { return method_; }
   // True when names are translated (a GGUF against a non-GGUF reference).
   bool translates() const { return translate_; }
+  // The GGUF's general.architecture when translating ("llama"; "?" when it
+  // has none); empty otherwise.
+  std::string architecture() const {
+    return translate_ ? (arch_.empty() ? "?" : arch_) : "";
+  }
 
   // The reference names tried for `quant_name`, in order (one or two).
   std::vector<std::string> Candidates(absl::string_view quant_name) const;

@@ -219,14 +219,15 @@ TEST_P(ClientTest, ListsAndDescribes) {
   ASSERT_EQ(tensors->size(), 3u);
   const v1::TensorInfo& q = (*tensors)[1];
   EXPECT_EQ(q.name(), "blk.0.attn_q.weight");
-  EXPECT_EQ(q.dtype(), "Q4_K");
+  EXPECT_EQ(q.encoding().scheme(), "Q4_K");
+  EXPECT_EQ(q.layout(), v1::LAYOUT_ROW_MAJOR);
   EXPECT_THAT(q.strides(), ::testing::ElementsAre(256, 1));
   EXPECT_EQ(q.stored_bytes(), 576);
   ASSERT_EQ(q.parts_size(), 1);
   EXPECT_EQ(q.parts(0).file(), "Q4_K.gguf");
   auto info = client_->GetCheckpoint(Gguf("Q4_K"));
   ASSERT_TRUE(info.ok()) << info.status();
-  EXPECT_EQ(info->format(), "gguf");
+  EXPECT_EQ(info->format(), v1::CHECKPOINT_FORMAT_GGUF);
   EXPECT_EQ(info->tensor_count(), 3);
 }
 

@@ -95,7 +95,8 @@ TEST_P(DiffCliTest,
       EXPECT_EQ(j["tensor"]["maxAbsErr"].get<double>(), 0)
           << j["tensor"]["name"];
     } else {
-      EXPECT_EQ(j["summary"]["pairing"], "GGUF -> Hugging Face names (llama)");
+      EXPECT_EQ(j["summary"]["pairing"], "DIFF_PAIRING_GGUF_TO_HF_NAMES");
+      EXPECT_EQ(j["summary"]["pairingArchitecture"], "llama");
       EXPECT_TRUE(j["summary"]["onlyInCheckpoint"].empty());
       EXPECT_TRUE(j["summary"]["onlyInReference"].empty());
     }

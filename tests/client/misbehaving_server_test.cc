@@ -153,7 +153,7 @@ TEST(MisbehavingServerTest, AStreamShortOfItsPromisedCountIsInternal) {
 }
 
 TEST(MisbehavingServerTest, AnUnparseableUnaryReplyIsInternal) {
-  v1::CheckpointInfo info;
+  v1::GetCheckpointResponse info;
   info.add_metadata()->set_value("caf\xE9");
   ScriptedServer s({{"GetCheckpoint", {info.SerializeAsString()}}});
   auto got = Connect(s)->GetCheckpoint("x.gguf");

@@ -118,7 +118,7 @@ TEST_P(StoredPartsCliTest, EveryPartReadsRawAsTheFileStoresIt) {
     CommandResult info = Run(info_args);
     ASSERT_EQ(info.exit_code, 0) << info.err;
     const auto t = nlohmann::json::parse(info.out);
-    EXPECT_EQ(t["dtype"], p["dtype"]);
+    EXPECT_EQ(t["encoding"]["scheme"], p["dtype"]);
     EXPECT_FALSE(t["encoding"].value("quantized", true));
     ASSERT_EQ(t["parts"].size(), 1u);
     EXPECT_EQ(Int(t["parts"][0]["offset"]), Int(p["offset"]));

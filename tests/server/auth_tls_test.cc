@@ -129,7 +129,7 @@ absl::Status ServerInfoWith(const std::string& target,
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
   ctx.AddMetadata("authorization", authorization);
   v1::GetServerInfoRequest req;
-  v1::ServerInfo info;
+  v1::GetServerInfoResponse info;
   const grpc::Status s = stub->GetServerInfo(&ctx, req, &info);
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
                       s.error_message());

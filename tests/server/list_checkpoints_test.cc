@@ -96,7 +96,7 @@ TEST_F(ListCheckpointsTest, ASplitGgufIsOneCheckpointOfItsSplits) {
   ASSERT_TRUE(page.ok()) << page.status();
   const auto& split = page->back();
   ASSERT_EQ(split.path(), "models/split/m-00001-of-00002.gguf");
-  EXPECT_EQ(split.format(), "gguf");
+  EXPECT_EQ(split.format(), v1::CHECKPOINT_FORMAT_GGUF);
   EXPECT_EQ(split.file_count(), 2);
   EXPECT_EQ(
       split.total_bytes(),
@@ -127,7 +127,7 @@ TEST_F(ListCheckpointsTest, ACheckpointDirectoryListsItselfOnly) {
   ASSERT_TRUE(page.ok()) << page.status();
   ASSERT_EQ(page->size(), 1u);
   EXPECT_EQ((*page)[0].path(), "models/sharded");
-  EXPECT_EQ((*page)[0].format(), "safetensors");
+  EXPECT_EQ((*page)[0].format(), v1::CHECKPOINT_FORMAT_SAFETENSORS);
   EXPECT_EQ((*page)[0].file_count(), 2);
 }
 

@@ -193,7 +193,7 @@ TEST(LoadTest, StreamsScalarsCancellationsAndKilledClients) {
   std::atomic<int64_t> bytes{0}, ok_streams{0}, cancelled{0};
   std::vector<double> latencies_us;
   std::mutex lat_mu;
-  absl::StatusOr<v1::ServerInfo> info;
+  absl::StatusOr<v1::GetServerInfoResponse> info;
   // One round of load; run twice, the first to let the allocator's arenas
   // and gRPC's buffers reach their working size.
   auto round = [&] {

@@ -1,0 +1,301 @@
+// API v1 (CHANGELOG.md): GetTensor, closed sets as enums, proto3 optional
+// where presence matters. Through the client library and the CLI, remote (a
+// tensormorphd on loopback) and embedded, with the same cases.
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client/client.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/demo_checkpoint.h"
+#include "tests/support/process.h"
+#include "tests/support/test_paths.h"
+
+namespace tensormorph {
+namespace {
+
+using ::tensormorph::testing::CliModes;
+using ::tensormorph::testing::CommandResult;
+using ::tensormorph::testing::Fixture;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// The demo's Q4_K tensor of 256 x 256 and its BF16 source.
+constexpr char kTensor[] = "blk.0.attn_q.weight";
+// compressed-tensors int8 per channel: the logical `weight` is assembled
+// from the stored parts `weight` (the codes) and `weight_scale`.
+constexpr char kCtWeight[] = "model.layers.0.mlp.down_proj.weight";
+
+class ApiV1Test : public ::testing::TestWithParam<bool> {
+ protected:
+  static void SetUpTestSuite() {
+    cli_ = new CliModes({::tensormorph::testing::DemoDir(),
+                         ::tensormorph::testing::FixturesDir()});
+  }
+  static void TearDownTestSuite() {
+    delete cli_;
+    cli_ = nullptr;
+  }
+  void SetUp() override {
+    auto c = remote() ? Client::Connect(cli_->server().address())
+                      : Client::Embedded();
+    ASSERT_TRUE(c.ok()) << c.status();
+    client_ = *std::move(c);
+  }
+  bool remote() const { return GetParam(); }
+  CommandResult Run(std::vector<std::string> args) const {
+    return cli_->Run(remote(), std::move(args));
+  }
+  static std::string Quant() {
+    return ::tensormorph::testing::DemoDir() + "/model-q4_k_m.gguf";
+  }
+  static std::string Source() {
+    return ::tensormorph::testing::DemoDir() + "/source";
+  }
+  static std::string Ct() { return Fixture("safetensors/ct_int8_channel"); }
+
+  // The worst elements of kTensor's diff report with `top_k` (unset: none
+  // given).
+  int WorstCount(std::optional<int> top_k) {
+    v1::QuantDiffRequest req;
+    req.set_checkpoint(Quant());
+    req.set_reference(Source());
+    req.set_filter(kTensor);
+    if (top_k) req.set_top_k(*top_k);
+    int worst = -1;
+    absl::Status s = client_->QuantDiff(req, [&](const v1::QuantDiffEvent& e) {
+      if (e.has_tensor()) worst = e.tensor().worst_size();
+      return true;
+    });
+    EXPECT_TRUE(s.ok()) << s;
+    return worst;
+  }
+
+  static CliModes* cli_;
+  std::unique_ptr<Client> client_;
+};
+CliModes* ApiV1Test::cli_ = nullptr;
+
+TEST_P(ApiV1Test, GetTensorAnswersWhatListTensorsLists) {
+  auto listed = client_->ListTensors(Quant(), kTensor);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 1u);
+  v1::TensorInfo want = (*listed)[0];
+  want.clear_list_count();  // a listing's field only
+  auto got = client_->GetTensor(Quant(), kTensor);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->SerializeAsString(), want.SerializeAsString());
+  EXPECT_EQ(got->name(), kTensor);
+  EXPECT_EQ(got->layout(), v1::LAYOUT_ROW_MAJOR);
+  EXPECT_EQ(got->encoding().scheme(), "Q4_K");
+}
+
+TEST_P(ApiV1Test, GetTensorReachesAStoredPartByNameOrWithPart) {
+  // Without `part`: the logical tensor, quantized, from two stored parts.
+  auto logical = client_->GetTensor(Ct(), kCtWeight);
+  ASSERT_TRUE(logical.ok()) << logical.status();
+  EXPECT_TRUE(logical->encoding().quantized());
+  EXPECT_EQ(logical->parts_size(), 2);
+  // With `part`: the stored codes of the same name, a plain tensor of its
+  // stored dtype, stored as itself.
+  auto part = client_->GetTensor(Ct(), kCtWeight, /*part=*/true);
+  ASSERT_TRUE(part.ok()) << part.status();
+  EXPECT_EQ(part->name(), kCtWeight);
+  EXPECT_FALSE(part->encoding().quantized());
+  ASSERT_EQ(part->parts_size(), 1);
+  EXPECT_EQ(part->parts(0).name(), kCtWeight);
+  EXPECT_EQ(part->encoding().scheme(), part->parts(0).dtype());
+  // A part no logical tensor is named after is found without `part` too.
+  const std::string scale = std::string(kCtWeight) + "_scale";
+  auto fallback = client_->GetTensor(Ct(), scale);
+  ASSERT_TRUE(fallback.ok()) << fallback.status();
+  EXPECT_EQ(fallback->name(), scale);
+  EXPECT_FALSE(fallback->encoding().quantized());
+}
+
+TEST_P(ApiV1Test, GetTensorNotFoundSuggestsTheNearestNames) {
+  auto typo = client_->GetTensor(Quant(), "blk.0.attn_q.wieght");
+  EXPECT_EQ(typo.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(typo.status().message(),
+              HasSubstr("did you mean 'blk.0.attn_q.weight'"));
+  EXPECT_THAT(typo.status().message(), HasSubstr(Quant()));
+  // At most three, nearest first.
+  auto layer = client_->GetTensor(Quant(), "blk.0.attn_x.weight");
+  EXPECT_EQ(layer.status().code(), absl::StatusCode::kNotFound);
+  const std::string message(layer.status().message());
+  const size_t at = message.find("did you mean");
+  ASSERT_NE(at, std::string::npos) << message;
+  const std::string guesses = message.substr(at);
+  EXPECT_THAT(guesses, HasSubstr("'blk.0.attn_q.weight'"));
+  EXPECT_LE(std::count(guesses.begin(), guesses.end(), '\''), 2 * 3) << message;
+  // Nothing near: no guess.
+  auto far = client_->GetTensor(Quant(), "completely.unrelated.name.here");
+  EXPECT_EQ(far.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(far.status().message(), Not(HasSubstr("did you mean")));
+  // With `part`, the stored names are the candidates.
+  auto part = client_->GetTensor(Ct(), std::string(kCtWeight) + "_scal",
+                                 /*part=*/true);
+  EXPECT_EQ(part.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(part.status().message(),
+              HasSubstr(absl::StrCat("did you mean '", kCtWeight, "_scale'")));
+  // An empty name is a malformed request, not a missing tensor.
+  EXPECT_EQ(client_->GetTensor(Quant(), "").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_P(ApiV1Test, InfoOfAMisspelledTensorPassesTheSuggestionOn) {
+  CommandResult r = Run({"info", Quant(), "blk.0.attn_q.wieght"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("did you mean 'blk.0.attn_q.weight'"));
+}
+
+TEST_P(ApiV1Test, JsonNamesTheEnums) {
+  CommandResult ckpt = Run({"--json", "info", Quant()});
+  ASSERT_EQ(ckpt.exit_code, 0) << ckpt.err;
+  EXPECT_EQ(nlohmann::json::parse(ckpt.out)["format"],
+            "CHECKPOINT_FORMAT_GGUF");
+  CommandResult ct = Run({"--json", "info", Ct()});
+  ASSERT_EQ(ct.exit_code, 0) << ct.err;
+  EXPECT_EQ(nlohmann::json::parse(ct.out)["format"],
+            "CHECKPOINT_FORMAT_SAFETENSORS");
+
+  CommandResult tensor = Run({"--json", "info", Quant(), kTensor});
+  ASSERT_EQ(tensor.exit_code, 0) << tensor.err;
+  const auto t = nlohmann::json::parse(tensor.out);
+  EXPECT_EQ(t["layout"], "LAYOUT_ROW_MAJOR");
+  EXPECT_FALSE(t.contains("dtype")) << "dropped: encoding.scheme says it";
+  EXPECT_EQ(t["encoding"]["scheme"], "Q4_K");
+  ASSERT_FALSE(t["compat"].empty());
+  for (const auto& b : t["compat"]) {
+    EXPECT_THAT(b["status"].get<std::string>(),
+                ::testing::AnyOf("SUPPORT_STATUS_SUPPORTED",
+                                 "SUPPORT_STATUS_NOT_SUPPORTED",
+                                 "SUPPORT_STATUS_NOT_KNOWN"));
+  }
+
+  // ListCheckpoints' entries name their format the same way.
+  CommandResult ls = Run({"--json", "ls", ::tensormorph::testing::DemoDir()});
+  ASSERT_EQ(ls.exit_code, 0) << ls.err;
+  std::set<std::string> formats;
+  std::istringstream entries(ls.out);
+  for (std::string line; std::getline(entries, line);) {
+    formats.insert(nlohmann::json::parse(line)["format"].get<std::string>());
+  }
+  EXPECT_EQ(formats, (std::set<std::string>{"CHECKPOINT_FORMAT_GGUF",
+                                            "CHECKPOINT_FORMAT_SAFETENSORS"}))
+      << ls.out;
+
+  // Two GGUFs pair by name; no architecture is named then.
+  CommandResult diff =
+      Run({"--json", "diff", Quant(),
+           ::tensormorph::testing::DemoDir() + "/model-f32.gguf", "--filter",
+           kTensor});
+  ASSERT_EQ(diff.exit_code, 0) << diff.err;
+  bool summary = false;
+  std::istringstream lines(diff.out);
+  for (std::string line; std::getline(lines, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (!j.contains("summary")) continue;
+    summary = true;
+    EXPECT_EQ(j["summary"]["pairing"], "DIFF_PAIRING_BY_NAME");
+    EXPECT_EQ(j["summary"]["pairingArchitecture"], "");
+  }
+  EXPECT_TRUE(summary) << diff.out;
+}
+
+TEST_P(ApiV1Test, HumanOutputKeepsItsWords) {
+  CommandResult ckpt = Run({"info", Quant()});
+  ASSERT_EQ(ckpt.exit_code, 0) << ckpt.err;
+  EXPECT_THAT(ckpt.out, HasSubstr("format      gguf\n"));
+
+  CommandResult ls = Run({"ls", ::tensormorph::testing::DemoDir()});
+  ASSERT_EQ(ls.exit_code, 0) << ls.err;
+  EXPECT_THAT(ls.out, HasSubstr("  gguf  "));
+  EXPECT_THAT(ls.out, HasSubstr("  safetensors  "));
+  EXPECT_THAT(ls.out, Not(HasSubstr("CHECKPOINT_FORMAT")));
+
+  CommandResult tensor = Run({"info", Quant(), kTensor});
+  ASSERT_EQ(tensor.exit_code, 0) << tensor.err;
+  EXPECT_THAT(tensor.out, HasSubstr("tensor       blk.0.attn_q.weight\n"));
+  EXPECT_THAT(tensor.out, HasSubstr("strides      [256, 1]  (row-major)\n"));
+  EXPECT_THAT(tensor.out, HasSubstr("dtype        Q4_K\n"));
+  EXPECT_THAT(tensor.out, HasSubstr("backends (kernels shipped"));
+  EXPECT_THAT(tensor.out, HasSubstr("  supported"));
+  EXPECT_THAT(tensor.out, Not(HasSubstr("SUPPORT_STATUS")));
+
+  CommandResult diff =
+      Run({"diff", Quant(), Source(), "--filter", kTensor, "--top", "0"});
+  ASSERT_EQ(diff.exit_code, 0) << diff.err;
+  EXPECT_THAT(diff.out, HasSubstr("compared (GGUF -> Hugging Face names "
+                                  "(llama))"));
+}
+
+TEST_P(ApiV1Test, HistogramRangeIsBothOrNeither) {
+  v1::ComputeStatsRequest req;
+  req.set_checkpoint(Quant());
+  req.set_tensor(kTensor);
+  auto whole = client_->ComputeStats(req);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(whole->hist_min(), whole->min());
+  EXPECT_EQ(whole->hist_max(), whole->max());
+
+  req.set_range_min(-0.5);
+  req.set_range_max(0.25);
+  auto ranged = client_->ComputeStats(req);
+  ASSERT_TRUE(ranged.ok()) << ranged.status();
+  EXPECT_EQ(ranged->hist_min(), -0.5);
+  EXPECT_EQ(ranged->hist_max(), 0.25);
+
+  // A zero bound is a bound (presence, not value, decides).
+  req.set_range_min(0);
+  auto from_zero = client_->ComputeStats(req);
+  ASSERT_TRUE(from_zero.ok()) << from_zero.status();
+  EXPECT_EQ(from_zero->hist_min(), 0);
+
+  req.clear_range_max();
+  auto half = client_->ComputeStats(req);
+  EXPECT_EQ(half.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(half.status().message(), HasSubstr("range_max"));
+
+  req.set_range_min(1);
+  req.set_range_max(-1);
+  auto reversed = client_->ComputeStats(req);
+  EXPECT_EQ(reversed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(reversed.status().message(), HasSubstr("range_min"));
+}
+
+TEST_P(ApiV1Test, TopKUnsetMeansTenAndZeroMeansNone) {
+  EXPECT_EQ(WorstCount(std::nullopt), 10);
+  EXPECT_EQ(WorstCount(0), 0);
+  EXPECT_EQ(WorstCount(5), 5);
+}
+
+TEST_P(ApiV1Test, CliTopZeroAsksTheServerForNone) {
+  CommandResult r = Run(
+      {"--json", "diff", Quant(), Source(), "--filter", kTensor, "--top", "0"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(r.out);
+  int reports = 0;
+  for (std::string line; std::getline(lines, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (!j.contains("tensor")) continue;
+    ++reports;
+    EXPECT_TRUE(j["tensor"]["worst"].empty()) << line;
+  }
+  EXPECT_EQ(reports, 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(RemoteAndEmbedded, ApiV1Test,
+                         ::testing::Values(true, false), [](const auto& info) {
+                           return info.param ? "Remote" : "Embedded";
+                         });
+
+}  // namespace
+}  // namespace tensormorph

@@ -150,9 +150,13 @@ TEST_P(StoredPartsCliTest, EveryPartReadsRawAsTheFileStoresIt) {
     EXPECT_EQ(raw.exit_code, 2);
     EXPECT_THAT(raw.err, HasSubstr("read its parts by their own names"));
     for (const auto& [part, of] : owner) {
-      if (of == name) EXPECT_THAT(raw.err, HasSubstr("'" + part + "'"));
+      if (of == name) {
+        EXPECT_THAT(raw.err, HasSubstr("'" + part + "'"));
+      }
     }
-    if (parts.count(name)) EXPECT_THAT(raw.err, HasSubstr("--part"));
+    if (parts.count(name)) {
+      EXPECT_THAT(raw.err, HasSubstr("--part"));
+    }
   }
 }
 

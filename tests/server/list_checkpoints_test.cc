@@ -170,7 +170,9 @@ TEST_F(ListCheckpointsTest, PagesOfTwoReassembleTheListingExactlyOnce) {
     for (size_t i = 0; i < page->size(); ++i) {
       const auto& e = (*page)[i];
       paths.push_back(e.path());
-      if (i + 1 < page->size()) EXPECT_TRUE(e.next_page_token().empty());
+      if (i + 1 < page->size()) {
+        EXPECT_TRUE(e.next_page_token().empty());
+      }
       next = e.next_page_token();
     }
     if (next.empty()) break;

@@ -31,11 +31,7 @@ namespace tensormorph {
 namespace {
 
 constexpr int32_t kDefaultListDepth = 4;
-constexpr int32_t kMaxListDepth = 16;  // limit max_list_depth
 constexpr int32_t kDefaultPageSize = 100;
-constexpr int32_t kMaxPageSize = 1000;  // limit max_list_page_size
-// Directory entries read per call before a page ends early, with a token.
-constexpr int64_t kMaxScannedPerCall = 100'000;
 
 constexpr absl::string_view kTokenVersion = "lc1";
 
@@ -179,10 +175,11 @@ class ListCheckpointsReactor final
     admitted_ = true;
     const int64_t depth =
         req_.has_max_depth() ? req_.max_depth() : kDefaultListDepth;
-    TM_RETURN_IF_ERROR(
-        CheckLimit("max_depth", depth, "max_list_depth", kMaxListDepth));
+    TM_RETURN_IF_ERROR(CheckLimit("max_depth", depth, "max_list_depth",
+                                  state_->limits.max_list_depth));
     TM_RETURN_IF_ERROR(CheckLimit("page_size", req_.page_size(),
-                                  "max_list_page_size", kMaxPageSize));
+                                  "max_list_page_size",
+                                  state_->limits.max_list_page_size));
     const size_t page =
         req_.page_size() == 0 ? kDefaultPageSize : req_.page_size();
     TM_ASSIGN_OR_RETURN(Position from, DecodeToken(req_.page_token()));
@@ -198,7 +195,7 @@ class ListCheckpointsReactor final
     for (size_t i = from.root; i < targets.size() && !next; ++i) {
       CheckpointScanOptions o;
       o.max_depth = static_cast<int>(depth);
-      o.max_scanned = kMaxScannedPerCall;
+      o.max_scanned = state_->limits.max_list_scanned_per_call;
       o.max_found = page - entries_.size();
       o.after = i == from.root ? from.after : "";
       o.allowed = [&sandbox](const std::string& canonical) {

@@ -35,8 +35,6 @@
 namespace tensormorph {
 namespace {
 
-constexpr int64_t kMaxChunkBytes = 1 << 20;
-
 // Frees a chunk's buffer once gRPC has sent it.
 void DeleteFloats(void* buffer) { delete[] static_cast<float*>(buffer); }
 
@@ -164,7 +162,6 @@ class ReadSliceReactor final
     if (max_bytes <= 0 || max_bytes > state_->limits.max_chunk_bytes) {
       max_bytes = state_->limits.max_chunk_bytes;
     }
-    max_bytes = std::min(max_bytes, kMaxChunkBytes);
     v1::SliceHeader* h = chunk_.mutable_header();
     for (int64_t d : slice->result_shape) h->add_shape(d);
     h->set_num_elements(slice->num_elements);

@@ -232,6 +232,9 @@ grpc::ServerUnaryReactor* TensormorphService::GetServerInfo(
     l->set_max_concurrent_diffs(s.limits.max_concurrent_diffs);
     l->set_max_call_seconds(s.limits.max_call_seconds);
     l->set_max_idle_write_seconds(s.limits.max_idle_write_seconds);
+    l->set_max_list_depth(s.limits.max_list_depth);
+    l->set_max_list_page_size(s.limits.max_list_page_size);
+    l->set_max_list_scanned_per_call(s.limits.max_list_scanned_per_call);
     v1::Counters* c = resp->mutable_counters();
     c->set_calls(s.metrics.calls.load());
     c->set_streams_started(s.metrics.streams_started.load());

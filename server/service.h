@@ -53,6 +53,12 @@ struct ServiceLimits {
   int64_t max_bins = kMaxHistogramBins;        // histogram bins of ComputeStats
   int64_t max_heatmap_side = kMaxHeatmapSide;  // cells across or down
   int64_t max_heatmap_cells = kMaxHeatmapCells;  // width * height
+  // ListCheckpoints: how deep a listing may reach, entries per page, and
+  // directory entries read per call before a page ends early (with a
+  // token), so a huge tree never holds a worker for long.
+  int64_t max_list_depth = 16;
+  int64_t max_list_page_size = 1000;
+  int64_t max_list_scanned_per_call = 100'000;
 };
 
 // INVALID_ARGUMENT when `value` is negative, RESOURCE_EXHAUSTED naming

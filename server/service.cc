@@ -158,7 +158,7 @@ grpc::ServerUnaryReactor* TensormorphService::GetServerInfo(
   s.metrics.calls.fetch_add(1);
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   const absl::Status status = Fenced({"GetServerInfo"}, [&]() -> absl::Status {
-    TM_RETURN_IF_ERROR(s.tokens.Check(ctx));
+    TM_RETURN_IF_ERROR(CheckNotRefused(s, ctx));
     resp->set_version(kVersion);
     for (const std::string& r : s.registry.sandbox().roots()) {
       resp->add_roots(EscapeUtf8(r));  // a path is bytes; proto3 wants UTF-8
@@ -212,7 +212,6 @@ grpc::ServerWriteReactor<v1::TensorInfo>* TensormorphService::ListTensors(
     grpc::CallbackServerContext* ctx, const v1::ListTensorsRequest* req) {
   auto build = [this, ctx,
                 req]() -> absl::StatusOr<std::vector<v1::TensorInfo>> {
-    if (absl::Status auth = state_->tokens.Check(ctx); !auth.ok()) return auth;
     if (absl::Status admit = state_->AdmitStream(); !admit.ok()) return admit;
     auto ckpt = state_->registry.Acquire(req->checkpoint());
     if (!ckpt.ok()) return ckpt.status();
@@ -248,23 +247,26 @@ grpc::ServerWriteReactor<v1::TensorInfo>* TensormorphService::ListTensors(
     }
     return out;
   };
-  return FencedStream<v1::TensorInfo>({"ListTensors", req->checkpoint()}, [&] {
-    return new ListWriter<v1::TensorInfo>(
-        *state_, CallLog("ListTensors", ctx, req->checkpoint(), req->filter()),
-        std::move(build));
-  });
+  return FencedStream<v1::TensorInfo>(
+      *state_, ctx, {"ListTensors", req->checkpoint()}, [&] {
+        return new ListWriter<v1::TensorInfo>(
+            *state_,
+            CallLog("ListTensors", ctx, req->checkpoint(), req->filter()),
+            std::move(build));
+      });
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* TensormorphService::ReadSlice(
     grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req) {
-  return FencedStream<grpc::ByteBuffer>(
-      {"ReadSlice"}, [&] { return NewReadSliceReactor(state_, ctx, req); });
+  return FencedStream<grpc::ByteBuffer>(*state_, ctx, {"ReadSlice"}, [&] {
+    return NewReadSliceReactor(state_, ctx, req);
+  });
 }
 
 grpc::ServerWriteReactor<v1::QuantDiffEvent>* TensormorphService::QuantDiff(
     grpc::CallbackServerContext* ctx, const v1::QuantDiffRequest* req) {
   return FencedStream<v1::QuantDiffEvent>(
-      {"QuantDiff", req->checkpoint()},
+      *state_, ctx, {"QuantDiff", req->checkpoint()},
       [&] { return NewQuantDiffReactor(state_, ctx, req); });
 }
 

@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "core/format/checkpoint.h"
-#include "core/io/stream_heap.h"
+#include "process/stream_heap.h"
 #include "core/util/status_macros.h"
 #include "google/protobuf/message.h"
 #include "proto/request_limits.h"

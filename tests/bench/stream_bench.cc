@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "client/client.h"
-#include "core/io/stream_heap.h"
+#include "process/stream_heap.h"
 #include "grpcpp/grpcpp.h"
 #include "server/server.h"
 #include "tests/support/loopback_server.h"

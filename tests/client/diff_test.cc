@@ -15,6 +15,7 @@
 #include "tests/support/demo_checkpoint.h"
 #include "tests/support/loopback_server.h"
 #include "tests/support/process.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
@@ -27,6 +28,7 @@ using ::tensormorph::testing::Fixture;
 using ::tensormorph::testing::FixturesDir;
 using ::tensormorph::testing::RunCommand;
 using ::tensormorph::testing::ServerProcess;
+using ::tensormorph::testing::StatusIs;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -323,11 +325,12 @@ TEST_P(DiffCliTest, ABadGateIsAUsageErrorAndInvalidArgumentOnTheWire) {
     ++events;
     return true;
   });
-  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
-  EXPECT_THAT(st.message(),
-              AllOf(HasSubstr("fail_on[1]: gate 'snr<25'"),
-                    HasSubstr("unknown metric 'snr'"),
-                    HasSubstr("metrics: max_err_steps, p99_err_steps")));
+  EXPECT_THAT(st, AllOf(StatusIs(absl::StatusCode::kInvalidArgument,
+                                 "fail_on[1]: gate 'snr<25'"),
+                        StatusIs(absl::StatusCode::kInvalidArgument,
+                                 "unknown metric 'snr'"),
+                        StatusIs(absl::StatusCode::kInvalidArgument,
+                                 "metrics: max_err_steps, p99_err_steps")));
   EXPECT_EQ(events, 0);
 }
 
@@ -395,16 +398,15 @@ TEST(QuantDiffRpcTest, ZeroPairsAndReversedArgumentsFailTheCall) {
     EXPECT_EQ(events, 0) << quant << " " << ref;
     return st;
   };
-  absl::Status none = call("gguf/Q4_K.gguf", "gguf/source_f32.gguf", "x*");
-  EXPECT_EQ(none.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(none.message(), HasSubstr("the filter 'x*' matches none"));
-  absl::Status reversed = call("gguf/source_f32.gguf", "gguf/Q4_K.gguf", "");
-  EXPECT_EQ(reversed.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(reversed.message(), HasSubstr("arguments probably reversed"));
-  absl::Status names =
-      call("safetensors/ct_int8_channel", "safetensors/plain", "");
-  EXPECT_EQ(names.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(names.message(), HasSubstr("no name matched"));
+  EXPECT_THAT(call("gguf/Q4_K.gguf", "gguf/source_f32.gguf", "x*"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "the filter 'x*' matches none"));
+  EXPECT_THAT(call("gguf/source_f32.gguf", "gguf/Q4_K.gguf", ""),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "arguments probably reversed"));
+  EXPECT_THAT(
+      call("safetensors/ct_int8_channel", "safetensors/plain", ""),
+      StatusIs(absl::StatusCode::kFailedPrecondition, "no name matched"));
   EXPECT_TRUE(s.client->GetServerInfo().ok());
 }
 

@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "tests/support/process.h"
 #include "tests/support/safetensors_writer.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
@@ -28,6 +29,7 @@ using ::tensormorph::testing::MakeTempDir;
 using ::tensormorph::testing::ReadFileBytes;
 using ::tensormorph::testing::RunCommand;
 using ::tensormorph::testing::ServerProcess;
+using ::tensormorph::testing::StatusIs;
 using ::tensormorph::testing::WriteFile;
 using ::testing::HasSubstr;
 
@@ -149,9 +151,8 @@ TEST(AuthTest, BearerTokensRightWrongMissingAndReloaded) {
   o.token = "secret-one";
   EXPECT_TRUE(Call(s.address(), o).ok());
   o.token = "secret-two";
-  auto wrong = Call(s.address(), o);
-  EXPECT_EQ(wrong.code(), absl::StatusCode::kUnauthenticated);
-  EXPECT_THAT(std::string(wrong.message()), HasSubstr("not accepted"));
+  EXPECT_THAT(Call(s.address(), o),
+              StatusIs(absl::StatusCode::kUnauthenticated, "not accepted"));
   o.token.clear();
   EXPECT_EQ(Call(s.address(), o).code(), absl::StatusCode::kUnauthenticated);
   // Health checks need no token: load balancers and orchestrators probe
@@ -247,9 +248,8 @@ TEST(AuthTest, EveryMethodRefusesACallWithoutTheTokenBeforeAnyWork) {
       "QuantDiff",
       none.QuantDiff(diff, [](const v1::QuantDiffEvent&) { return true; }));
   for (const auto& [method, status] : calls) {
-    EXPECT_EQ(status.code(), absl::StatusCode::kUnauthenticated)
-        << method << ": " << status;
-    EXPECT_THAT(std::string(status.message()), HasSubstr("authorization"))
+    EXPECT_THAT(status,
+                StatusIs(absl::StatusCode::kUnauthenticated, "authorization"))
         << method;
   }
   ClientOptions o;

@@ -135,6 +135,14 @@ absl::Status Client::Unary(const grpc::internal::RpcMethod& method,
   return ParseReply(method, &buffer, -1, reply);
 }
 
+template <typename Reply, typename Request>
+absl::StatusOr<Reply> Client::UnaryReply(
+    const grpc::internal::RpcMethod& method, const Request& request) {
+  Reply reply;
+  if (absl::Status s = Unary(method, request, &reply); !s.ok()) return s;
+  return reply;
+}
+
 template <typename Request, typename Reply>
 absl::Status Client::Stream(const grpc::internal::RpcMethod& method,
                             const Request& request,
@@ -172,22 +180,15 @@ absl::Status Client::Stream(const grpc::internal::RpcMethod& method,
 }
 
 absl::StatusOr<v1::ServerInfo> Client::GetServerInfo() {
-  v1::ServerInfo resp;
-  absl::Status s =
-      Unary(methods_->get_server_info, v1::GetServerInfoRequest(), &resp);
-  if (!s.ok()) return s;
-  return resp;
+  return UnaryReply<v1::ServerInfo>(methods_->get_server_info,
+                                    v1::GetServerInfoRequest());
 }
 
 absl::StatusOr<v1::CheckpointInfo> Client::GetCheckpoint(
     const std::string& checkpoint) {
   v1::GetCheckpointRequest req;
   req.set_checkpoint(checkpoint);
-  v1::CheckpointInfo resp;
-  if (absl::Status s = Unary(methods_->get_checkpoint, req, &resp); !s.ok()) {
-    return s;
-  }
-  return resp;
+  return UnaryReply<v1::CheckpointInfo>(methods_->get_checkpoint, req);
 }
 
 absl::Status Client::ListTensors(
@@ -272,39 +273,25 @@ absl::Status Client::QuantDiff(
 
 absl::StatusOr<v1::TensorStatsReply> Client::ComputeStats(
     const v1::ComputeStatsRequest& request) {
-  v1::TensorStatsReply resp;
-  if (absl::Status s = Unary(methods_->compute_stats, request, &resp);
-      !s.ok()) {
-    return s;
-  }
-  return resp;
+  return UnaryReply<v1::TensorStatsReply>(methods_->compute_stats, request);
 }
 
 absl::StatusOr<v1::HeatmapReply> Client::GetHeatmap(
     const v1::GetHeatmapRequest& request) {
-  v1::HeatmapReply resp;
-  if (absl::Status s = Unary(methods_->get_heatmap, request, &resp); !s.ok()) {
-    return s;
-  }
-  return resp;
+  return UnaryReply<v1::HeatmapReply>(methods_->get_heatmap, request);
 }
 
 absl::StatusOr<v1::ArchitectureReply> Client::GetArchitecture(
     const std::string& checkpoint) {
   v1::GetArchitectureRequest req;
   req.set_checkpoint(checkpoint);
-  v1::ArchitectureReply resp;
-  if (absl::Status s = Unary(methods_->get_architecture, req, &resp); !s.ok()) {
-    return s;
-  }
-  return resp;
+  return UnaryReply<v1::ArchitectureReply>(methods_->get_architecture, req);
 }
 
 absl::StatusOr<v1::InspectScalarsResponse> Client::InspectScalars(
     const v1::InspectScalarsRequest& request) {
-  v1::InspectScalarsResponse resp;
-  if (absl::Status s = InspectScalars(request, &resp); !s.ok()) return s;
-  return resp;
+  return UnaryReply<v1::InspectScalarsResponse>(methods_->inspect_scalars,
+                                                request);
 }
 
 absl::Status Client::InspectScalars(const v1::InspectScalarsRequest& request,

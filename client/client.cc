@@ -141,6 +141,14 @@ absl::Status Client::Unary(const grpc::internal::RpcMethod& method,
   return ParseReply(method, &buffer, -1, reply);
 }
 
+template <typename Reply, typename Request>
+absl::StatusOr<Reply> Client::UnaryReply(
+    const grpc::internal::RpcMethod& method, const Request& request) {
+  Reply reply;
+  if (absl::Status s = Unary(method, request, &reply); !s.ok()) return s;
+  return reply;
+}
+
 template <typename Request, typename Reply>
 absl::Status Client::Stream(const grpc::internal::RpcMethod& method,
                             const Request& request,
@@ -178,22 +186,15 @@ absl::Status Client::Stream(const grpc::internal::RpcMethod& method,
 }
 
 absl::StatusOr<v1::GetServerInfoResponse> Client::GetServerInfo() {
-  v1::GetServerInfoResponse resp;
-  absl::Status s =
-      Unary(methods_->get_server_info, v1::GetServerInfoRequest(), &resp);
-  if (!s.ok()) return s;
-  return resp;
+  return UnaryReply<v1::GetServerInfoResponse>(methods_->get_server_info,
+                                               v1::GetServerInfoRequest());
 }
 
 absl::StatusOr<v1::GetCheckpointResponse> Client::GetCheckpoint(
     const std::string& checkpoint) {
   v1::GetCheckpointRequest req;
   req.set_checkpoint(checkpoint);
-  v1::GetCheckpointResponse resp;
-  if (absl::Status s = Unary(methods_->get_checkpoint, req, &resp); !s.ok()) {
-    return s;
-  }
-  return resp;
+  return UnaryReply<v1::GetCheckpointResponse>(methods_->get_checkpoint, req);
 }
 
 absl::StatusOr<v1::TensorInfo> Client::GetTensor(const std::string& checkpoint,
@@ -292,39 +293,26 @@ absl::Status Client::QuantDiff(
 
 absl::StatusOr<v1::ComputeStatsResponse> Client::ComputeStats(
     const v1::ComputeStatsRequest& request) {
-  v1::ComputeStatsResponse resp;
-  if (absl::Status s = Unary(methods_->compute_stats, request, &resp);
-      !s.ok()) {
-    return s;
-  }
-  return resp;
+  return UnaryReply<v1::ComputeStatsResponse>(methods_->compute_stats, request);
 }
 
 absl::StatusOr<v1::GetHeatmapResponse> Client::GetHeatmap(
     const v1::GetHeatmapRequest& request) {
-  v1::GetHeatmapResponse resp;
-  if (absl::Status s = Unary(methods_->get_heatmap, request, &resp); !s.ok()) {
-    return s;
-  }
-  return resp;
+  return UnaryReply<v1::GetHeatmapResponse>(methods_->get_heatmap, request);
 }
 
 absl::StatusOr<v1::GetArchitectureResponse> Client::GetArchitecture(
     const std::string& checkpoint) {
   v1::GetArchitectureRequest req;
   req.set_checkpoint(checkpoint);
-  v1::GetArchitectureResponse resp;
-  if (absl::Status s = Unary(methods_->get_architecture, req, &resp); !s.ok()) {
-    return s;
-  }
-  return resp;
+  return UnaryReply<v1::GetArchitectureResponse>(methods_->get_architecture,
+                                                 req);
 }
 
 absl::StatusOr<v1::InspectScalarsResponse> Client::InspectScalars(
     const v1::InspectScalarsRequest& request) {
-  v1::InspectScalarsResponse resp;
-  if (absl::Status s = InspectScalars(request, &resp); !s.ok()) return s;
-  return resp;
+  return UnaryReply<v1::InspectScalarsResponse>(methods_->inspect_scalars,
+                                                request);
 }
 
 absl::Status Client::InspectScalars(const v1::InspectScalarsRequest& request,

@@ -151,6 +151,10 @@ class Client {
   template <typename Request, typename Reply>
   absl::Status Unary(const grpc::internal::RpcMethod& method,
                      const Request& request, Reply* reply);
+  // The same, the reply returned: what most methods are, in one line.
+  template <typename Reply, typename Request>
+  absl::StatusOr<Reply> UnaryReply(const grpc::internal::RpcMethod& method,
+                                   const Request& request);
   template <typename Request, typename Reply>
   absl::Status Stream(const grpc::internal::RpcMethod& method,
                       const Request& request,

@@ -56,10 +56,6 @@ bool TokenStore::enabled() const {
   return !tokens_.empty();
 }
 
-absl::Status TokenStore::Check(const grpc::CallbackServerContext* ctx) const {
-  return CheckMetadata(ctx->client_metadata());
-}
-
 absl::Status TokenStore::CheckMetadata(
     const std::multimap<grpc::string_ref, grpc::string_ref>& md) const {
   absl::MutexLock lock(&mu_);

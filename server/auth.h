@@ -27,8 +27,7 @@ class TokenStore {
 
   // OK when tokens are off or the call's "authorization: Bearer <token>"
   // metadata matches one (the scheme in any case); UNAUTHENTICATED
-  // otherwise (saying which).
-  absl::Status Check(const grpc::CallbackServerContext* ctx) const;
+  // otherwise (saying which). Called by the auth interceptor only.
   absl::Status CheckMetadata(
       const std::multimap<grpc::string_ref, grpc::string_ref>& md) const;
 

@@ -170,7 +170,6 @@ class ListCheckpointsReactor final
 
  private:
   absl::Status Build() {
-    TM_RETURN_IF_ERROR(state_->tokens.Check(ctx_));
     TM_RETURN_IF_ERROR(state_->TryAdmitStream());
     admitted_ = true;
     const int64_t depth =

@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "absl/time/time.h"
-#include "core/io/stream_heap.h"
+#include "process/stream_heap.h"
 #include "server/server.h"
 
 int main(int argc, char** argv) {

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "core/diff/gate.h"
 #include "core/diff/pairing.h"
 #include "core/diff/tensor_diff.h"
 #include "proto/request_limits.h"
@@ -47,9 +48,7 @@ void FillReport(const TensorDiff& d, v1::TensorDiffReport* r) {
   r->set_source_zeros(d.source_zeros);
   r->set_decoded_zeros(d.decoded_zeros);
   r->set_induced_zeros(d.induced_zeros);
-  const int64_t nonzero = d.count - d.source_zeros;
-  r->set_induced_zero_fraction(
-      nonzero > 0 ? static_cast<double>(d.induced_zeros) / nonzero : 0);
+  r->set_induced_zero_fraction(InducedZeroFraction(d));
   r->set_source_bytes(d.source_bytes);
   for (const WorstElement& w : d.worst) {
     v1::WorstElement* o = r->add_worst();
@@ -203,9 +202,16 @@ class QuantDiffReactor final
   }
 
   absl::Status Prepare() {
-    if (absl::Status auth = state_->tokens.Check(ctx_); !auth.ok()) return auth;
-    // A request past a limit (a report too big to send) is refused before it
-    // takes a slot or opens files.
+    // Gates that do not parse, or a request past a limit (a report too big
+    // to send), are refused before the call takes a slot or opens files.
+    for (int i = 0; i < req_->fail_on_size(); ++i) {
+      auto gate = ParseDiffGate(req_->fail_on(i));
+      if (!gate.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("fail_on[", i, "]: ", gate.status().message()));
+      }
+      gates_.push_back(*std::move(gate));
+    }
     TM_RETURN_IF_ERROR(CheckLimit("top_k", req_->top_k(), "max_top_k",
                                   state_->limits.max_top_k));
     TM_RETURN_IF_ERROR(CheckLimit("worst_groups", req_->worst_groups(),
@@ -308,15 +314,9 @@ class QuantDiffReactor final
     v1::QuantDiffEvent e;
     v1::TensorDiffReport* r = e.mutable_tensor();
     FillReport(d, r);
-    if (req_->max_err_steps() > 0 && d.max_err_steps > req_->max_err_steps()) {
+    for (std::string& reason : TrippedReasons(gates_, d)) {
       r->set_flagged(true);
-      r->add_flag_reasons(absl::StrCat("max_err_steps ", d.max_err_steps, " > ",
-                                       req_->max_err_steps()));
-    }
-    if (req_->min_sqnr_db() != 0 && d.sqnr_db < req_->min_sqnr_db()) {
-      r->set_flagged(true);
-      r->add_flag_reasons(
-          absl::StrCat("sqnr_db ", d.sqnr_db, " < ", req_->min_sqnr_db()));
+      r->add_flag_reasons(std::move(reason));
     }
     if (r->flagged()) flagged_.push_back(d.name);
     worst_.emplace_back(d.max_err_steps, d.name);
@@ -417,6 +417,7 @@ class QuantDiffReactor final
   const absl::Time start_;
   std::shared_ptr<const Checkpoint> quant_, ref_;
   Pairing pairing_;
+  std::vector<DiffGate> gates_;  // the request's fail_on, set in Prepare
   DiffOptions options_;
   int64_t bytes_total_ = 0;
   std::atomic<int64_t> bytes_done_{0};

@@ -138,7 +138,6 @@ class ReadSliceReactor final
 
   absl::Status Prepare() {
     if (!parsed_) return absl::InvalidArgumentError("unparsable request");
-    if (absl::Status auth = state_->tokens.Check(ctx_); !auth.ok()) return auth;
     if (absl::Status admit = state_->TryAdmitStream(); !admit.ok())
       return admit;
     admitted_ = true;

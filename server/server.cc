@@ -11,7 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/io/fault_guard.h"
-#include "server/reflection_auth.h"
+#include "server/auth_interceptor.h"
 
 namespace tensormorph {
 namespace {
@@ -110,13 +110,13 @@ absl::StatusOr<std::unique_ptr<TensormorphServer>> TensormorphServer::Build(
   builder.SetMaxSendMessageSize(
       static_cast<int>(options.limits.max_reply_bytes));
   builder.RegisterService(s->service_.get());
-  // Reflection describes the API: behind the token like every method but
-  // health (whose service is gRPC's and never intercepted here).
+  // Every method but health's needs the token, reflection's included (it
+  // describes the API): checked once, by the interceptor.
   std::vector<
       std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
       interceptors;
   interceptors.push_back(
-      NewReflectionAuthInterceptorFactory(&s->state_->tokens));
+      NewAuthInterceptorFactory(&s->state_->tokens, &s->state_->refused_calls));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || (listen && s->port_ == 0)) {

@@ -24,14 +24,17 @@ namespace {
 constexpr char kVersion[] = TENSORMORPH_VERSION;
 
 // Streams a list of messages built on the pool, one write in flight.
+// Counted as a stream from start to OnDone like the others (Counters,
+// WaitForIdle, the heap given back after the last stream).
 template <typename Message>
 class ListWriter final : public grpc::ServerWriteReactor<Message> {
  public:
   using Builder = std::function<absl::StatusOr<std::vector<Message>>()>;
 
   ListWriter(ServiceState& state, CallLog log, Builder build)
-      : log_(std::move(log)) {
+      : state_(state), log_(std::move(log)) {
     state.metrics.calls.fetch_add(1);
+    state.metrics.StreamStarted();
     state.pool.Submit([this, build = std::move(build)] {
       auto built = Fenced(log_.site(), build);
       if (!built.ok()) {
@@ -45,6 +48,7 @@ class ListWriter final : public grpc::ServerWriteReactor<Message> {
 
   void OnWriteDone(bool ok) override {
     if (!ok) {
+      cancelled_.store(true);
       Done(grpc::Status(grpc::CANCELLED, "client went away"));
       return;
     }
@@ -52,7 +56,14 @@ class ListWriter final : public grpc::ServerWriteReactor<Message> {
       Done(ToGrpcStatus(s));
     }
   }
-  void OnDone() override { delete this; }
+  void OnCancel() override { cancelled_.store(true); }
+  void OnDone() override {
+    Fenced(log_.site(), [&] {
+      if (cancelled_.load()) state_.metrics.streams_cancelled.fetch_add(1);
+      state_.StreamEnded();
+    }).IgnoreError();
+    delete this;
+  }
 
  private:
   void Next() {
@@ -69,10 +80,12 @@ class ListWriter final : public grpc::ServerWriteReactor<Message> {
     this->Finish(status);
   }
 
+  ServiceState& state_;
   CallLog log_;
   std::vector<Message> messages_;
   size_t next_ = 0;
   bool finished_ = false;
+  std::atomic<bool> cancelled_{false};  // OnCancel runs on another thread
 };
 
 absl::Status CheckIndex(absl::Span<const int64_t> shape, size_t which,
@@ -211,7 +224,7 @@ grpc::ServerUnaryReactor* TensormorphService::GetServerInfo(
   s.metrics.calls.fetch_add(1);
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   const absl::Status status = Fenced({"GetServerInfo"}, [&]() -> absl::Status {
-    TM_RETURN_IF_ERROR(s.tokens.Check(ctx));
+    TM_RETURN_IF_ERROR(CheckNotRefused(s, ctx));
     resp->set_version(kVersion);
     for (const std::string& r : s.registry.sandbox().roots()) {
       resp->add_roots(EscapeUtf8(r));  // a path is bytes; proto3 wants UTF-8
@@ -291,7 +304,6 @@ grpc::ServerWriteReactor<v1::TensorInfo>* TensormorphService::ListTensors(
     grpc::CallbackServerContext* ctx, const v1::ListTensorsRequest* req) {
   auto build = [this, ctx,
                 req]() -> absl::StatusOr<std::vector<v1::TensorInfo>> {
-    if (absl::Status auth = state_->tokens.Check(ctx); !auth.ok()) return auth;
     if (absl::Status admit = state_->AdmitStream(); !admit.ok()) return admit;
     auto ckpt = state_->registry.Acquire(req->checkpoint());
     if (!ckpt.ok()) return ckpt.status();
@@ -327,23 +339,26 @@ grpc::ServerWriteReactor<v1::TensorInfo>* TensormorphService::ListTensors(
     }
     return out;
   };
-  return FencedStream<v1::TensorInfo>({"ListTensors", req->checkpoint()}, [&] {
-    return new ListWriter<v1::TensorInfo>(
-        *state_, CallLog("ListTensors", ctx, req->checkpoint(), req->filter()),
-        std::move(build));
-  });
+  return FencedStream<v1::TensorInfo>(
+      *state_, ctx, {"ListTensors", req->checkpoint()}, [&] {
+        return new ListWriter<v1::TensorInfo>(
+            *state_,
+            CallLog("ListTensors", ctx, req->checkpoint(), req->filter()),
+            std::move(build));
+      });
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* TensormorphService::ReadSlice(
     grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req) {
-  return FencedStream<grpc::ByteBuffer>(
-      {"ReadSlice"}, [&] { return NewReadSliceReactor(state_, ctx, req); });
+  return FencedStream<grpc::ByteBuffer>(*state_, ctx, {"ReadSlice"}, [&] {
+    return NewReadSliceReactor(state_, ctx, req);
+  });
 }
 
 grpc::ServerWriteReactor<v1::QuantDiffEvent>* TensormorphService::QuantDiff(
     grpc::CallbackServerContext* ctx, const v1::QuantDiffRequest* req) {
   return FencedStream<v1::QuantDiffEvent>(
-      {"QuantDiff", req->checkpoint()},
+      *state_, ctx, {"QuantDiff", req->checkpoint()},
       [&] { return NewQuantDiffReactor(state_, ctx, req); });
 }
 
@@ -351,7 +366,7 @@ grpc::ServerWriteReactor<v1::CheckpointEntry>*
 TensormorphService::ListCheckpoints(grpc::CallbackServerContext* ctx,
                                     const v1::ListCheckpointsRequest* req) {
   return FencedStream<v1::CheckpointEntry>(
-      {"ListCheckpoints", req->directory()},
+      *state_, ctx, {"ListCheckpoints", req->directory()},
       [&] { return NewListCheckpointsReactor(state_, ctx, req); });
 }
 

@@ -13,13 +13,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "core/format/checkpoint.h"
-#include "core/io/stream_heap.h"
 #include "core/util/status_macros.h"
 #include "google/protobuf/message.h"
+#include "process/stream_heap.h"
 #include "proto/request_limits.h"
 #include "proto/status_mapping.h"
 #include "server/arena_allocator.h"
 #include "server/auth.h"
+#include "server/auth_interceptor.h"
 #include "server/call_log.h"
 #include "server/checkpoint_registry.h"
 #include "server/exception_fence.h"
@@ -84,6 +85,9 @@ struct ServiceState {
   Metrics metrics;
   const ServiceLimits limits;
   TokenStore tokens;  // empty = no authentication
+  // Calls the auth interceptor refused (auth_interceptor.h): already ended,
+  // their handlers do nothing (RunOnPool, FencedStream, GetServerInfo).
+  RefusedCalls refused_calls;
   std::atomic<int64_t> active_diffs{0};
   // ReadSlice and QuantDiff calls admitted and not yet done.
   std::atomic<int64_t> admitted_streams{0};
@@ -138,10 +142,19 @@ absl::StatusOr<const LogicalTensor*> FindTensorOrError(
     const Checkpoint& ckpt, const std::string& checkpoint_name,
     const std::string& tensor_name, bool part = false);
 
-// Runs `fn` on the worker pool after authenticating the call, and finishes
-// the unary call with its status (logged). `fn` fills `reply`; one too big
-// to send ends the call with RESOURCE_EXHAUSTED naming max_reply_bytes. An
-// exception from `fn` ends the call with INTERNAL (exception_fence.h).
+// UNAUTHENTICATED when the auth interceptor refused the call (and has ended
+// it with that status): the handler must then do no work.
+inline absl::Status CheckNotRefused(const ServiceState& state,
+                                    const grpc::CallbackServerContext* ctx) {
+  if (!state.refused_calls.Contains(ctx)) return absl::OkStatus();
+  return absl::UnauthenticatedError("refused by the auth interceptor");
+}
+
+// Runs `fn` on the worker pool, unless the auth interceptor refused the
+// call, and finishes the unary call with its status (logged). `fn` fills
+// `reply`; one too big to send ends the call with RESOURCE_EXHAUSTED naming
+// max_reply_bytes. An exception from `fn` ends the call with INTERNAL
+// (exception_fence.h).
 template <typename Fn>
 grpc::ServerUnaryReactor* RunOnPool(ServiceState& state,
                                     grpc::CallbackServerContext* ctx,
@@ -151,12 +164,17 @@ grpc::ServerUnaryReactor* RunOnPool(ServiceState& state,
   state.metrics.calls.fetch_add(1);
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   const char* method = log.method();
+  if (absl::Status refused = CheckNotRefused(state, ctx); !refused.ok()) {
+    const grpc::Status status = ToGrpcStatus(refused);
+    log.Finish(status, 0);
+    reactor->Finish(status);
+    return reactor;
+  }
   const absl::Status submitted = Fenced({method}, [&] {
     state.pool.Submit([&state, ctx, reactor, reply, log = std::move(log),
                        fn = std::move(fn)]() {
       const grpc::Status status =
           ToGrpcStatus(Fenced(log.site(), [&]() -> absl::Status {
-            TM_RETURN_IF_ERROR(state.tokens.Check(ctx));
             TM_RETURN_IF_ERROR(fn());
             return CheckReplySize(*reply, state.limits);
           }));
@@ -188,6 +206,18 @@ grpc::ServerWriteReactor<Message>* FencedStream(const FenceSite& site,
       });
   if (reactor.ok()) return *reactor;
   return new FinishedWriter<Message>(ToGrpcStatus(reactor.status()));
+}
+
+// The same for a call the auth interceptor may have refused: a refused one
+// ends at once, before its reactor is made (nothing opened, no slot taken).
+template <typename Message, typename Make>
+grpc::ServerWriteReactor<Message>* FencedStream(
+    const ServiceState& state, const grpc::CallbackServerContext* ctx,
+    const FenceSite& site, Make make) {
+  if (absl::Status refused = CheckNotRefused(state, ctx); !refused.ok()) {
+    return new FinishedWriter<Message>(ToGrpcStatus(refused));
+  }
+  return FencedStream<Message>(site, std::move(make));
 }
 
 // ReadSlice is registered raw: its reactor writes ByteBuffers whose data is

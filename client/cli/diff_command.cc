@@ -7,15 +7,14 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
-#include <map>
-#include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "client/cli/commands.h"
-#include "client/cli/fail_on.h"
 #include "client/cli/format.h"
+#include "core/diff/gate.h"
 
 namespace tensormorph {
 namespace {
@@ -36,50 +35,46 @@ void DrawProgress(const v1::DiffProgress& p) {
   std::fflush(stderr);
 }
 
+// The gates of `gates` that `r` tripped, as written: the service ends each
+// of its flag_reasons with "(GATE AS WRITTEN)".
+std::vector<std::string> TrippedGates(const v1::TensorDiffReport& r,
+                                      const std::vector<std::string>& gates) {
+  std::vector<std::string> tripped;
+  for (const std::string& gate : gates) {
+    for (const std::string& reason : r.flag_reasons()) {
+      if (absl::EndsWith(reason, absl::StrCat(" (", gate, ")"))) {
+        tripped.push_back(gate);
+        break;
+      }
+    }
+  }
+  return tripped;
+}
+
 }  // namespace
 
 int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o) {
-  std::vector<FailOn> gates;
+  // The service evaluates the gates (QuantDiffRequest.fail_on) and marks
+  // what trips them; they are parsed here too, by the same core parser, so
+  // a typo is a usage error (exit 1) and not a failed call (exit 2).
+  std::vector<std::string> gates;
   for (const std::string& text : o.fail_on) {
-    auto f = ParseFailOn(text);
-    if (!f.ok()) {
-      std::fprintf(stderr, "tensormorph: %s\n",
+    if (auto f = ParseDiffGate(text); !f.ok()) {
+      std::fprintf(stderr, "tensormorph: --fail-on: %s\n",
                    std::string(f.status().message()).c_str());
       return kExitUsage;
     }
-    gates.push_back(*f);
+    gates.push_back(text);
   }
   v1::QuantDiffRequest req;
   req.set_checkpoint(o.quant);
   req.set_reference(o.reference);
   req.set_filter(o.filter);
   req.set_top_k(o.top_k);  // 0: none
+  for (const std::string& text : gates) req.add_fail_on(text);
   const bool bar = !g.json && ::isatty(2);
   std::vector<v1::TensorDiffReport> reports;
   v1::DiffSummary summary;
-  // --fail-on: every tensor against every gate, as it arrives, so that the
-  // report printed (and kept by CI) says whether and why it tripped.
-  std::vector<std::string> tripped;  // "name: metric = value (gate)"
-  std::map<std::string, std::vector<std::string>> tripped_gates;  // by name
-  auto gate = [&](v1::TensorDiffReport* r) {
-    for (const FailOn& f : gates) {
-      if (!Trips(f, *r)) continue;
-      const std::string reason =
-          absl::StrCat(f.metric, " = ", NumberText(*MetricOf(*r, f.metric)),
-                       " (", f.text, ")");
-      r->set_flagged(true);
-      r->add_flag_reasons(reason);
-      tripped.push_back(absl::StrCat(r->name(), ": ", reason));
-      tripped_gates[r->name()].push_back(f.text);
-    }
-  };
-  // The summary's flagged list: the server's and the gates', sorted.
-  auto flag_summary = [&](v1::DiffSummary* sum) {
-    std::set<std::string> names(sum->flagged().begin(), sum->flagged().end());
-    for (const auto& [name, unused] : tripped_gates) names.insert(name);
-    sum->clear_flagged();
-    for (const std::string& n : names) sum->add_flagged(n);
-  };
   absl::Status s = client.QuantDiff(req, [&](const v1::QuantDiffEvent& event) {
     v1::QuantDiffEvent e = event;
     if (e.has_progress()) {
@@ -89,15 +84,11 @@ int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o) {
         DrawProgress(e.progress());
       }
     } else if (e.has_tensor()) {
-      v1::QuantDiffEvent& out = e;
-      gate(out.mutable_tensor());
-      reports.push_back(out.tensor());
-      if (g.json) std::cout << ToJson(out) << std::endl;
+      reports.push_back(e.tensor());
+      if (g.json) std::cout << ToJson(e) << std::endl;
     } else if (e.has_summary()) {
-      v1::QuantDiffEvent out = e;
-      flag_summary(out.mutable_summary());
-      summary = out.summary();
-      if (g.json) std::cout << ToJson(out) << std::endl;
+      summary = e.summary();
+      if (g.json) std::cout << ToJson(e) << std::endl;
     }
     return true;
   });
@@ -131,9 +122,9 @@ int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o) {
            absl::StrFormat("%.6f", r.cosine()), absl::StrCat(r.induced_zeros()),
            absl::StrCat(r.source_zeros())});
       if (!gates.empty()) {
-        auto it = tripped_gates.find(r.name());
-        rows.back().push_back(
-            it == tripped_gates.end() ? "-" : absl::StrJoin(it->second, ", "));
+        const std::vector<std::string> tripped = TrippedGates(r, gates);
+        rows.back().push_back(tripped.empty() ? "-"
+                                              : absl::StrJoin(tripped, ", "));
       }
     }
     std::cout << "error in units of the local quantization step (rounding "
@@ -189,11 +180,13 @@ int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o) {
                 << absl::StrJoin(summary.flagged(), ", ") << "\n";
     }
   }
-  if (!tripped.empty()) {
-    std::fprintf(stderr, "tensormorph: --fail-on tripped by %zu tensor(s):\n",
-                 tripped.size());
-    for (const std::string& t : tripped)
-      std::fprintf(stderr, "  %s\n", t.c_str());
+  if (!summary.flagged().empty()) {
+    std::fprintf(stderr, "tensormorph: --fail-on tripped by %d tensor(s):\n",
+                 summary.flagged_size());
+    for (const auto& r : reports) {
+      for (const std::string& reason : r.flag_reasons())
+        std::fprintf(stderr, "  %s: %s\n", r.name().c_str(), reason.c_str());
+    }
     return kExitThreshold;
   }
   return kExitOk;

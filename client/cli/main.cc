@@ -14,8 +14,8 @@
 
 #include "client/cli/arguments.h"
 #include "client/cli/commands.h"
-#include "core/io/stream_heap.h"
 #include "core/util/utf8.h"
+#include "process/stream_heap.h"
 #include "proto/request_limits.h"
 
 namespace {

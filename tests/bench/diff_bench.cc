@@ -11,7 +11,7 @@
 #include "core/diff/pairing.h"
 #include "core/diff/tensor_diff.h"
 #include "core/format/checkpoint.h"
-#include "core/io/stream_heap.h"
+#include "process/stream_heap.h"
 #include "server/server.h"
 #include "tests/bench/bench_data.h"
 #include "tests/support/loopback_server.h"

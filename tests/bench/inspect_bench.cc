@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "client/client.h"
-#include "core/io/stream_heap.h"
+#include "process/stream_heap.h"
 #include "server/server.h"
 #include "tests/support/gguf_writer.h"
 #include "tests/support/loopback_server.h"

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "client/client.h"
-#include "core/io/stream_heap.h"
 #include "grpcpp/grpcpp.h"
+#include "process/stream_heap.h"
 #include "server/server.h"
 #include "tests/support/loopback_server.h"
 #include "tests/support/safetensors_writer.h"

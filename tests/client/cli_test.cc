@@ -12,10 +12,13 @@
 #include "nlohmann/json.hpp"
 #include "tests/support/npy_reader.h"
 #include "tests/support/process.h"
+#include "tests/support/same_bits.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
 namespace {
+
+using ::tensormorph::testing::SameBits;
 
 using ::tensormorph::testing::CliModes;
 using ::tensormorph::testing::CliPath;
@@ -49,11 +52,6 @@ CliModes* CliTest::cli = nullptr;
 
 std::string Gguf(const std::string& type) {
   return Fixture("gguf/" + type + ".gguf");
-}
-
-bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() &&
-         std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
 }
 
 TEST_P(CliTest, ReadWritesAnNpyWithExactlyTheExpectedValues) {

@@ -15,10 +15,13 @@
 #include "tests/support/gguf_writer.h"
 #include "tests/support/process.h"
 #include "tests/support/safetensors_writer.h"
+#include "tests/support/same_bits.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
 namespace {
+
+using ::tensormorph::testing::SameBits;
 
 using ::tensormorph::testing::Fixture;
 using ::tensormorph::testing::FixturesDir;
@@ -31,11 +34,6 @@ using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
 enum class Mode { kRemote, kEmbedded };
-
-bool SameBits(absl::Span<const float> a, absl::Span<const float> b) {
-  return a.size() == b.size() &&
-         std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
-}
 
 class ClientTest : public ::testing::TestWithParam<Mode> {
  protected:

@@ -1,5 +1,7 @@
 // QuantDiff end to end: the RPC through the client, and the diff command as
 // CI runs it (--json lines, --fail-on exit codes), remote and embedded.
+#include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -13,6 +15,7 @@
 #include "tests/support/demo_checkpoint.h"
 #include "tests/support/loopback_server.h"
 #include "tests/support/process.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
@@ -25,6 +28,7 @@ using ::tensormorph::testing::Fixture;
 using ::tensormorph::testing::FixturesDir;
 using ::tensormorph::testing::RunCommand;
 using ::tensormorph::testing::ServerProcess;
+using ::tensormorph::testing::StatusIs;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -228,6 +232,109 @@ TEST_P(DiffCliTest, FailOnMarksTheTensorsItTripsInJsonAndText) {
   EXPECT_THAT(ok.out, HasSubstr("\"flagged\":[]"));
 }
 
+// Gating lives in the request: the CLI's --fail-on and a raw
+// QuantDiffRequest.fail_on (what a Python or web client sends) flag the same
+// tensors with the same reasons, against a live server and embedded.
+TEST_P(DiffCliTest, CliAndRawRequestFlagTheSameTensorsWithTheSameReasons) {
+  const std::string quant = Fixture("gguf/Q8_0.gguf");
+  const std::string ref = Fixture("gguf/source_f32.gguf");
+  const std::vector<std::string> gates = {"max_err_steps>0.513", "sqnr_db<60",
+                                          "clipped >= 1000000"};
+  std::vector<std::string> args = {"--json", "diff", quant, ref};
+  for (const std::string& g : gates) args.insert(args.end(), {"--fail-on", g});
+  CommandResult r = Run(args);
+  ASSERT_EQ(r.exit_code, 3) << r.err;
+  std::map<std::string, std::vector<std::string>> cli_reasons;
+  std::vector<std::string> cli_flagged;
+  std::istringstream in(r.out);
+  for (std::string line; std::getline(in, line);) {
+    auto e = nlohmann::json::parse(line);
+    if (e.contains("summary")) {
+      for (const auto& n : e["summary"]["flagged"]) cli_flagged.push_back(n);
+      continue;
+    }
+    auto& reasons = cli_reasons[e["tensor"]["name"]];
+    if (e["tensor"].contains("flagReasons")) {
+      for (const auto& reason : e["tensor"]["flagReasons"])
+        reasons.push_back(reason);
+    }
+  }
+
+  absl::StatusOr<std::unique_ptr<Client>> client =
+      GetParam() ? Client::Connect(cli->server().address())
+                 : Client::Embedded();
+  ASSERT_TRUE(client.ok()) << client.status();
+  v1::QuantDiffRequest req;
+  req.set_checkpoint(quant);
+  req.set_reference(ref);
+  for (const std::string& g : gates) req.add_fail_on(g);
+  std::map<std::string, std::vector<std::string>> raw_reasons;
+  std::vector<std::string> raw_flagged;
+  absl::Status st = (*client)->QuantDiff(req, [&](const v1::QuantDiffEvent& e) {
+    if (e.has_tensor()) {
+      auto& reasons = raw_reasons[e.tensor().name()];
+      reasons.assign(e.tensor().flag_reasons().begin(),
+                     e.tensor().flag_reasons().end());
+      EXPECT_EQ(e.tensor().flagged(), !reasons.empty());
+    }
+    if (e.has_summary()) {
+      raw_flagged.assign(e.summary().flagged().begin(),
+                         e.summary().flagged().end());
+    }
+    return true;
+  });
+  ASSERT_TRUE(st.ok()) << st;
+  EXPECT_EQ(raw_reasons, cli_reasons);
+  EXPECT_EQ(raw_flagged, cli_flagged);
+  // Q8_0's attn_q trips the step gate; both trip the SQNR one; none clips.
+  ASSERT_EQ(raw_reasons.size(), 2u);
+  EXPECT_THAT(raw_reasons["blk.0.attn_q.weight"],
+              ::testing::ElementsAre(
+                  AllOf(HasSubstr("max_err_steps = 0.513"),
+                        HasSubstr("(max_err_steps>0.513)")),
+                  AllOf(HasSubstr("sqnr_db = "), HasSubstr("(sqnr_db<60)"))));
+  EXPECT_THAT(raw_reasons["blk.0.ffn_down.weight"],
+              ::testing::ElementsAre(HasSubstr("(sqnr_db<60)")));
+  EXPECT_EQ(raw_flagged, (std::vector<std::string>{"blk.0.attn_q.weight",
+                                                   "blk.0.ffn_down.weight"}));
+}
+
+// A gate that does not parse: the CLI refuses it before calling (exit 1),
+// and the service refuses a raw request's before any work, naming it and
+// the metrics allowed.
+TEST_P(DiffCliTest, ABadGateIsAUsageErrorAndInvalidArgumentOnTheWire) {
+  const std::string quant = Fixture("gguf/Q8_0.gguf");
+  const std::string ref = Fixture("gguf/source_f32.gguf");
+  CommandResult r = Run({"diff", quant, ref, "--fail-on", "max_err_steps>0.5",
+                         "--fail-on", "sqnr_db<<25"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, AllOf(HasSubstr("--fail-on: gate 'sqnr_db<<25'"),
+                           HasSubstr("metrics: max_err_steps")));
+  EXPECT_TRUE(r.out.empty()) << r.out;
+
+  absl::StatusOr<std::unique_ptr<Client>> client =
+      GetParam() ? Client::Connect(cli->server().address())
+                 : Client::Embedded();
+  ASSERT_TRUE(client.ok()) << client.status();
+  v1::QuantDiffRequest req;
+  req.set_checkpoint(quant);
+  req.set_reference(ref);
+  req.add_fail_on("max_err_steps>0.5");
+  req.add_fail_on("snr<25");
+  int events = 0;
+  absl::Status st = (*client)->QuantDiff(req, [&](const v1::QuantDiffEvent&) {
+    ++events;
+    return true;
+  });
+  EXPECT_THAT(st, AllOf(StatusIs(absl::StatusCode::kInvalidArgument,
+                                 "fail_on[1]: gate 'snr<25'"),
+                        StatusIs(absl::StatusCode::kInvalidArgument,
+                                 "unknown metric 'snr'"),
+                        StatusIs(absl::StatusCode::kInvalidArgument,
+                                 "metrics: max_err_steps, p99_err_steps")));
+  EXPECT_EQ(events, 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(BothModes, DiffCliTest, ::testing::Bool(),
                          [](const auto& info) {
                            return info.param ? "Remote" : "Embedded";
@@ -240,7 +347,7 @@ TEST(QuantDiffRpcTest, StreamsProgressReportsAndASummaryAndFlagsByThreshold) {
   v1::QuantDiffRequest req;
   req.set_checkpoint("gguf/Q4_K.gguf");
   req.set_reference("gguf/source_f32.gguf");
-  req.set_min_sqnr_db(30);
+  req.add_fail_on("sqnr_db<30");
   std::vector<v1::QuantDiffEvent> events;
   absl::Status st = c->QuantDiff(req, [&](const v1::QuantDiffEvent& e) {
     events.push_back(e);
@@ -292,16 +399,15 @@ TEST(QuantDiffRpcTest, ZeroPairsAndReversedArgumentsFailTheCall) {
     EXPECT_EQ(events, 0) << quant << " " << ref;
     return st;
   };
-  absl::Status none = call("gguf/Q4_K.gguf", "gguf/source_f32.gguf", "x*");
-  EXPECT_EQ(none.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(none.message(), HasSubstr("the filter 'x*' matches none"));
-  absl::Status reversed = call("gguf/source_f32.gguf", "gguf/Q4_K.gguf", "");
-  EXPECT_EQ(reversed.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(reversed.message(), HasSubstr("arguments probably reversed"));
-  absl::Status names =
-      call("safetensors/ct_int8_channel", "safetensors/plain", "");
-  EXPECT_EQ(names.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(names.message(), HasSubstr("no name matched"));
+  EXPECT_THAT(call("gguf/Q4_K.gguf", "gguf/source_f32.gguf", "x*"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "the filter 'x*' matches none"));
+  EXPECT_THAT(call("gguf/source_f32.gguf", "gguf/Q4_K.gguf", ""),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "arguments probably reversed"));
+  EXPECT_THAT(
+      call("safetensors/ct_int8_channel", "safetensors/plain", ""),
+      StatusIs(absl::StatusCode::kFailedPrecondition, "no name matched"));
   EXPECT_TRUE(s.client->GetServerInfo().ok());
 }
 

@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "tests/support/process.h"
 #include "tests/support/safetensors_writer.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
@@ -28,6 +29,7 @@ using ::tensormorph::testing::MakeTempDir;
 using ::tensormorph::testing::ReadFileBytes;
 using ::tensormorph::testing::RunCommand;
 using ::tensormorph::testing::ServerProcess;
+using ::tensormorph::testing::StatusIs;
 using ::tensormorph::testing::WriteFile;
 using ::testing::HasSubstr;
 
@@ -149,9 +151,8 @@ TEST(AuthTest, BearerTokensRightWrongMissingAndReloaded) {
   o.token = "secret-one";
   EXPECT_TRUE(Call(s.address(), o).ok());
   o.token = "secret-two";
-  auto wrong = Call(s.address(), o);
-  EXPECT_EQ(wrong.code(), absl::StatusCode::kUnauthenticated);
-  EXPECT_THAT(std::string(wrong.message()), HasSubstr("not accepted"));
+  EXPECT_THAT(Call(s.address(), o),
+              StatusIs(absl::StatusCode::kUnauthenticated, "not accepted"));
   o.token.clear();
   EXPECT_EQ(Call(s.address(), o).code(), absl::StatusCode::kUnauthenticated);
   // Health checks need no token: load balancers and orchestrators probe
@@ -204,6 +205,68 @@ TEST(AuthTest, ReflectionNeedsTheTokenWhenTokensAreOn) {
   auto listed = ListServicesByReflection(open.address(), "");
   ASSERT_TRUE(listed.ok()) << listed.status();
   EXPECT_THAT(*listed, HasSubstr("tensormorph.v1.Tensormorph"));
+}
+
+// One interceptor guards every method: each refuses a call without the
+// token with UNAUTHENTICATED, and the refused call does no work (opens no
+// checkpoint, starts no stream), although gRPC still runs its handler.
+TEST(AuthTest, EveryMethodRefusesACallWithoutTheTokenBeforeAnyWork) {
+  const std::string tokens = MakeTempDir() + "/tokens";
+  WriteFile(tokens, "secret-one\n");
+  ServerProcess s({Root()}, {"--token-file", tokens});
+  auto c = Client::Connect(s.address());
+  ASSERT_TRUE(c.ok()) << c.status();
+  Client& none = **c;
+  std::vector<std::pair<const char*, absl::Status>> calls;
+  calls.emplace_back("GetServerInfo", none.GetServerInfo().status());
+  calls.emplace_back("GetCheckpoint",
+                     none.GetCheckpoint("m.safetensors").status());
+  calls.emplace_back("ListTensors", none.ListTensors("m.safetensors").status());
+  calls.emplace_back("GetTensor",
+                     none.GetTensor("m.safetensors", "w").status());
+  v1::ListCheckpointsRequest list;
+  calls.emplace_back("ListCheckpoints",
+                     none.ListCheckpoints(list, [](const v1::CheckpointEntry&) {
+                       return true;
+                     }));
+  v1::ReadSliceRequest read;
+  read.set_checkpoint("m.safetensors");
+  read.set_tensor("w");
+  calls.emplace_back("ReadSlice", none.ReadSliceAll(read).status());
+  v1::InspectScalarsRequest scalars;
+  scalars.set_checkpoint("m.safetensors");
+  scalars.set_tensor("w");
+  scalars.add_flat_indices(0);
+  calls.emplace_back("InspectScalars", none.InspectScalars(scalars).status());
+  v1::ComputeStatsRequest stats;
+  stats.set_checkpoint("m.safetensors");
+  stats.set_tensor("w");
+  calls.emplace_back("ComputeStats", none.ComputeStats(stats).status());
+  v1::GetHeatmapRequest heatmap;
+  heatmap.set_checkpoint("m.safetensors");
+  heatmap.set_tensor("w");
+  calls.emplace_back("GetHeatmap", none.GetHeatmap(heatmap).status());
+  calls.emplace_back("GetArchitecture",
+                     none.GetArchitecture("m.safetensors").status());
+  v1::QuantDiffRequest diff;
+  diff.set_checkpoint("m.safetensors");
+  diff.set_reference("m.safetensors");
+  calls.emplace_back(
+      "QuantDiff",
+      none.QuantDiff(diff, [](const v1::QuantDiffEvent&) { return true; }));
+  for (const auto& [method, status] : calls) {
+    EXPECT_THAT(status,
+                StatusIs(absl::StatusCode::kUnauthenticated, "authorization"))
+        << method;
+  }
+  ClientOptions o;
+  o.token = "secret-one";
+  auto right = Client::Connect(s.address(), o);
+  ASSERT_TRUE(right.ok()) << right.status();
+  auto info = (*right)->GetServerInfo();
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->counters().checkpoint_opens(), 0);
+  EXPECT_EQ(info->counters().streams_started(), 0);
 }
 
 // Authentication schemes are case-insensitive (RFC 9110, section 11.1).

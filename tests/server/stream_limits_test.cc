@@ -179,5 +179,22 @@ TEST_F(StreamLimitsTest, ABurstAdmitsExactlyTheLimit) {
   EXPECT_TRUE(ReadSmall(*client_).ok());
 }
 
+// A listing is a stream like the others: counted while it runs, over once
+// its client has it (the counters a dashboard reads, WaitForIdle).
+TEST_F(StreamLimitsTest, AListingCountsAsAStreamUntilItEnds) {
+  Start(ServiceLimits());
+  const int64_t before = client_->GetServerInfo()->counters().streams_started();
+  for (int i = 0; i < 3; ++i) {
+    auto listed = client_->ListTensors("small.safetensors");
+    ASSERT_TRUE(listed.ok()) << listed.status();
+    EXPECT_EQ(listed->size(), 1u);
+  }
+  EXPECT_TRUE(server_->state().metrics.WaitForIdle(absl::Seconds(10)));
+  auto info = client_->GetServerInfo();
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->counters().streams_started(), before + 3);
+  EXPECT_EQ(info->counters().active_streams(), 0);
+}
+
 }  // namespace
 }  // namespace tensormorph

@@ -10,13 +10,12 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/support/same_bits.h"
 
 namespace tensormorph {
 namespace {
 
-bool SameBits(double a, double b) {
-  return std::memcmp(&a, &b, sizeof a) == 0 || (std::isnan(a) && std::isnan(b));
-}
+using ::tensormorph::testing::SameBits;
 
 struct Input {
   std::vector<float> values;

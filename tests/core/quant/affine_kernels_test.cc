@@ -11,11 +11,12 @@
 
 #include "core/quant/float_formats.h"
 #include "gtest/gtest.h"
+#include "tests/support/same_bits.h"
 
 namespace tensormorph {
 namespace {
 
-bool SameBits(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }
+using ::tensormorph::testing::SameBits;
 
 std::vector<uint8_t> RandomCodes(std::mt19937& rng, int64_t n, int bits) {
   std::vector<uint8_t> c(static_cast<size_t>(n));

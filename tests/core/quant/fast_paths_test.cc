@@ -18,18 +18,17 @@
 #include "core/quant/stored_encoding.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/same_bits.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
 namespace {
 
+using ::tensormorph::testing::SameBits;
+
 namespace fs = std::filesystem;
 using ::tensormorph::testing::Fixture;
 using ::tensormorph::testing::MakeTempDir;
-
-bool SameBits(float a, float b) {
-  return std::memcmp(&a, &b, 4) == 0 || (a != a && b != b);
-}
 
 // Ranges that start and end inside blocks and rows as well as on them.
 std::vector<std::pair<int64_t, int64_t>> Ranges(int64_t n, std::mt19937& rng) {

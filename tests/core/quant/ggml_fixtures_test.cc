@@ -8,33 +8,16 @@
 #include "core/format/checkpoint.h"
 #include "core/slice.h"
 #include "gtest/gtest.h"
+#include "tests/support/same_bits.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
 namespace {
 
+using ::tensormorph::testing::SameBits;
+
 using ::tensormorph::testing::Fixture;
 using ::tensormorph::testing::ReadF32File;
-
-// Compares float32 bit patterns; two NaNs match whatever their payloads.
-::testing::AssertionResult SameBits(const std::vector<float>& got,
-                                    const std::vector<float>& want) {
-  if (got.size() != want.size()) {
-    return ::testing::AssertionFailure()
-           << "size " << got.size() << " vs " << want.size();
-  }
-  for (size_t i = 0; i < got.size(); ++i) {
-    uint32_t a, b;
-    std::memcpy(&a, &got[i], 4);
-    std::memcpy(&b, &want[i], 4);
-    if (a != b && !(std::isnan(got[i]) && std::isnan(want[i]))) {
-      return ::testing::AssertionFailure()
-             << "element " << i << ": got " << got[i] << " (0x" << std::hex << a
-             << ") want " << want[i] << " (0x" << b << ")";
-    }
-  }
-  return ::testing::AssertionSuccess();
-}
 
 // The indices a Python range picks, computed the obvious way.
 std::vector<int64_t> PyRange(int64_t start, int64_t stop, int64_t step) {

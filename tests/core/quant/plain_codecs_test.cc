@@ -12,20 +12,16 @@
 #include "core/slice.h"
 #include "gtest/gtest.h"
 #include "tests/support/quantize.h"
+#include "tests/support/same_bits.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
 namespace {
 
+using ::tensormorph::testing::SameBits;
+
 using ::tensormorph::testing::Fixture;
 using ::tensormorph::testing::ReadF32File;
-
-bool SameBits(float a, float b) {
-  uint32_t x, y;
-  std::memcpy(&x, &a, 4);
-  std::memcpy(&y, &b, 4);
-  return x == y || (std::isnan(a) && std::isnan(b));
-}
 
 TEST(PlainCodecsTest, SafetensorsPlainFixtureDecodesBitExactly) {
   auto ckpt = Checkpoint::Open(Fixture("safetensors/plain/model.safetensors"));

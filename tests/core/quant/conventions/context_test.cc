@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/fixture_copy.h"
+#include "tests/support/same_bits.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
@@ -145,16 +146,20 @@ std::vector<std::vector<float>> DecodeAll(const std::string& dir) {
   return out;
 }
 
-bool SameBits(const std::vector<std::vector<float>>& a,
-              const std::vector<std::vector<float>>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].size() != b[i].size() ||
-        std::memcmp(a[i].data(), b[i].data(), a[i].size() * 4) != 0) {
-      return false;
-    }
+// Tensor by tensor, by the support helper's rule.
+::testing::AssertionResult SameBits(const std::vector<std::vector<float>>& a,
+                                    const std::vector<std::vector<float>>& b) {
+  if (a.size() != b.size()) {
+    return ::testing::AssertionFailure()
+           << a.size() << " tensors vs " << b.size();
   }
-  return true;
+  for (size_t i = 0; i < a.size(); ++i) {
+    ::testing::AssertionResult r = ::tensormorph::testing::SameBits(a[i], b[i]);
+    if (!r)
+      return ::testing::AssertionFailure()
+             << "tensor " << i << ": " << r.message();
+  }
+  return ::testing::AssertionSuccess();
 }
 
 // A copy of `fixture` whose integer tensors ending in `suffix` are rewritten

@@ -1,6 +1,8 @@
-// Process-wide heap settings for programs that stream 1 MiB messages.
-#ifndef TENSORMORPH_CORE_IO_STREAM_HEAP_H_
-#define TENSORMORPH_CORE_IO_STREAM_HEAP_H_
+// Process-wide heap settings for programs that stream 1 MiB messages: a
+// policy of the process (its entry point decides), not of the numerics, so
+// it lives outside core/ and depends on nothing but libc.
+#ifndef TENSORMORPH_PROCESS_STREAM_HEAP_H_
+#define TENSORMORPH_PROCESS_STREAM_HEAP_H_
 
 namespace tensormorph {
 
@@ -21,4 +23,4 @@ void ReleaseFreeHeapMemory();
 
 }  // namespace tensormorph
 
-#endif  // TENSORMORPH_CORE_IO_STREAM_HEAP_H_
+#endif  // TENSORMORPH_PROCESS_STREAM_HEAP_H_

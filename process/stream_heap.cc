@@ -1,4 +1,4 @@
-#include "core/io/stream_heap.h"
+#include "process/stream_heap.h"
 
 #include <malloc.h>
 

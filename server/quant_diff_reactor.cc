@@ -251,7 +251,7 @@ class QuantDiffReactor final
     }
     // Unset asks for the default; 0 asks for none.
     options_.top_k = req_->has_top_k() ? req_->top_k() : 10;
-    options_.worst_groups = req_->worst_groups() > 0 ? req_->worst_groups() : 5;
+    options_.worst_groups = req_->has_worst_groups() ? req_->worst_groups() : 5;
     absl::MutexLock lock(&mu_);
     EnqueueProgressLocked();
     return absl::OkStatus();

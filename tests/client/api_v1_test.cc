@@ -63,15 +63,19 @@ class ApiV1Test : public ::testing::TestWithParam<bool> {
 
   // The worst elements of kTensor's diff report with `top_k` (unset: none
   // given).
-  int WorstCount(std::optional<int> top_k) {
+  // The worst elements (or, with `groups`, worst groups) a diff reports.
+  int WorstCount(std::optional<int> n, bool groups = false) {
     v1::QuantDiffRequest req;
     req.set_checkpoint(Quant());
     req.set_reference(Source());
     req.set_filter(kTensor);
-    if (top_k) req.set_top_k(*top_k);
+    if (n) groups ? req.set_worst_groups(*n) : req.set_top_k(*n);
     int worst = -1;
     absl::Status s = client_->QuantDiff(req, [&](const v1::QuantDiffEvent& e) {
-      if (e.has_tensor()) worst = e.tensor().worst_size();
+      if (e.has_tensor()) {
+        worst =
+            groups ? e.tensor().worst_groups_size() : e.tensor().worst_size();
+      }
       return true;
     });
     EXPECT_TRUE(s.ok()) << s;
@@ -275,6 +279,12 @@ TEST_P(ApiV1Test, TopKUnsetMeansTenAndZeroMeansNone) {
   EXPECT_EQ(WorstCount(std::nullopt), 10);
   EXPECT_EQ(WorstCount(0), 0);
   EXPECT_EQ(WorstCount(5), 5);
+}
+
+TEST_P(ApiV1Test, WorstGroupsUnsetMeansFiveAndZeroMeansNone) {
+  EXPECT_EQ(WorstCount(std::nullopt, /*groups=*/true), 5);
+  EXPECT_EQ(WorstCount(0, /*groups=*/true), 0);
+  EXPECT_EQ(WorstCount(3, /*groups=*/true), 3);
 }
 
 TEST_P(ApiV1Test, CliTopZeroAsksTheServerForNone) {

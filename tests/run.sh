@@ -8,10 +8,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 build_dir=build
-cmake_args=(-DCMAKE_BUILD_TYPE=Release)
+# Warnings are errors here, so CI (.ci/run calls this) keeps the build clean.
+cmake_args=(-DCMAKE_BUILD_TYPE=Release -DTENSORMORPH_WERROR=ON)
 for arg in "$@"; do
   case "$arg" in
-    --sanitize) build_dir=build-asan; cmake_args=(-DCMAKE_BUILD_TYPE=Debug -DTENSORMORPH_SANITIZE=ON) ;;
+    --sanitize) build_dir=build-asan; cmake_args=(-DCMAKE_BUILD_TYPE=Debug -DTENSORMORPH_SANITIZE=ON -DTENSORMORPH_WERROR=ON) ;;
     --bench) cmake_args+=(-DTENSORMORPH_BUILD_BENCHMARKS=ON) ;;
     -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
     *) echo "unknown option: $arg" >&2; exit 1 ;;

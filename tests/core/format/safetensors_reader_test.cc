@@ -110,7 +110,7 @@ TEST(SafetensorsReaderTest, RejectsInvalidUtf8) {
 TEST(SafetensorsReaderTest, LeavesNoStringThatIsNotUtf8) {
   const std::string tensor =
       ":{\"dtype\":\"I8\",\"shape\":[1],\"data_offsets\":[0,1]}";
-  for (const std::string header :
+  for (const std::string& header :
        {"{\"a\xC0\x80\"" + tensor + "}", "{\"a\xED\xA0\x80\"" + tensor + "}",
         "{\"a\\ud800\"" + tensor + "}", "{\"a\\udc00x\"" + tensor + "}",
         "{\"__metadata__\":{\"k\":\"v\xE3\"},\"a\"" + tensor + "}"}) {

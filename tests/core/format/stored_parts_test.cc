@@ -128,7 +128,7 @@ TEST(StoredPartsLookupTest, ALogicalTensorWinsItsNameAndPartAsksForTheCodes) {
 }
 
 TEST(StoredPartsLookupTest, APlainOrGgufTensorIsItsOwnPart) {
-  for (const std::string path :
+  for (const std::string& path :
        {Fixture("safetensors/plain"), Fixture("gguf/Q4_K.gguf")}) {
     SCOPED_TRACE(path);
     auto ckpt = Checkpoint::Open(path);

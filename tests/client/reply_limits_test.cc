@@ -12,6 +12,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/support/demo_checkpoint.h"
 #include "tests/support/process.h"
+#include "tests/support/safetensors_writer.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
@@ -27,7 +28,15 @@ constexpr char kTensor[] = "blk.0.attn_q.weight";
 class ReplyLimitsTest : public ::testing::TestWithParam<bool> {
  protected:
   static void SetUpTestSuite() {
-    cli_ = new CliModes({::tensormorph::testing::DemoDir()});
+    // A 2048 x 1024 F32 tensor (a hole on disk): a heatmap of exactly
+    // max_heatmap_cells cells, each its own element.
+    big_dir_ = new std::string(::tensormorph::testing::MakeTempDir());
+    ::tensormorph::testing::WriteSparseSafetensors(
+        *big_dir_ + "/big.safetensors",
+        R"({"big":{"dtype":"F32","shape":[2048,1024],)"
+        R"("data_offsets":[0,8388608]}})",
+        8388608);
+    cli_ = new CliModes({::tensormorph::testing::DemoDir(), *big_dir_});
   }
   static void TearDownTestSuite() {
     delete cli_;
@@ -52,9 +61,11 @@ class ReplyLimitsTest : public ::testing::TestWithParam<bool> {
   }
 
   static CliModes* cli_;
+  static std::string* big_dir_;
   std::unique_ptr<Client> client_;
 };
 CliModes* ReplyLimitsTest::cli_ = nullptr;
+std::string* ReplyLimitsTest::big_dir_ = nullptr;
 
 TEST_P(ReplyLimitsTest, ServerInfoShowsEveryLimit) {
   const v1::Limits l = Limits();
@@ -108,6 +119,43 @@ TEST_P(ReplyLimitsTest, ADiffWithTwentyThousandWorstElementsArrivesWhole) {
   });
   ASSERT_TRUE(s.ok()) << s;
   EXPECT_EQ(reports, 1);
+}
+
+// Each limit from the side that succeeds: a request at the limit gets its
+// whole reply, however large.
+TEST_P(ReplyLimitsTest, RequestsAtEachLimitGetTheirWholeReply) {
+  const v1::Limits l = Limits();
+  v1::QuantDiffRequest diff;
+  diff.set_checkpoint(Quant());
+  diff.set_reference(Source());
+  diff.set_filter("blk.0.ffn_down.weight");  // 256 x 512
+  diff.set_top_k(static_cast<int32_t>(l.max_top_k()));
+  diff.set_worst_groups(static_cast<int32_t>(l.max_worst_groups()));
+  int64_t worst = -1;
+  absl::Status s = client_->QuantDiff(diff, [&](const v1::QuantDiffEvent& e) {
+    if (e.has_tensor()) worst = e.tensor().worst_size();
+    return true;
+  });
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(worst, l.max_top_k());
+
+  v1::GetHeatmapRequest heat;
+  heat.set_checkpoint(*big_dir_ + "/big.safetensors");
+  heat.set_tensor("big");
+  heat.set_width(1024);
+  heat.set_height(2048);
+  ASSERT_EQ(int64_t{1024} * 2048, l.max_heatmap_cells());
+  auto h = client_->GetHeatmap(heat);
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ(h->values_size(), l.max_heatmap_cells());
+
+  v1::ComputeStatsRequest stats;
+  stats.set_checkpoint(Quant());
+  stats.set_tensor(kTensor);
+  stats.set_bins(static_cast<int32_t>(l.max_bins()));
+  auto st = client_->ComputeStats(stats);
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(st->histogram_size(), l.max_bins());
 }
 
 TEST_P(ReplyLimitsTest, RequestsPastALimitAreRefusedNamingIt) {

@@ -6,10 +6,12 @@
 #include <map>
 #include <optional>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "client/cli/arguments.h"
 #include "client/cli/format.h"
@@ -98,7 +100,7 @@ int ListCheckpointsUnder(Client& client, const GlobalOptions& g,
   req.set_directory(directory);
   req.set_max_depth(depth);
   std::vector<std::vector<std::string>> rows = {
-      {"PATH", "FORMAT", "FILES", "SIZE", "TENSORS", "MODIFIED"}};
+      {"PATH", "FORMAT", "FILES", "SIZE", "STORED TENSORS", "MODIFIED"}};
   int64_t count = 0, bytes = 0;
   absl::Status s =
       client.ListAllCheckpoints(req, [&](const v1::CheckpointEntry& e) {
@@ -129,9 +131,41 @@ int ListCheckpointsUnder(Client& client, const GlobalOptions& g,
 
 }  // namespace
 
+namespace {
+
+// Whether `path` names a directory to browse rather than one checkpoint: it
+// does unless its listing is one checkpoint that is the directory itself (a
+// safetensors directory) or lies directly in it (a lone GGUF). A file, or a
+// path the listing refuses, is left to ListTensors to open or explain.
+bool IsDirectoryToBrowse(Client& client, const std::string& path, int depth) {
+  v1::ListCheckpointsRequest probe;
+  probe.set_directory(path);
+  probe.set_max_depth(depth);
+  probe.set_page_size(2);
+  std::vector<std::string> found;
+  bool more = false;
+  const absl::Status s =
+      client.ListCheckpoints(probe, [&](const v1::CheckpointEntry& e) {
+        if (!e.path().empty()) found.push_back(e.path());
+        more |= !e.next_page_token().empty();
+        return true;
+      });
+  if (!s.ok()) return false;
+  if (found.size() != 1 || more) return true;
+  const std::string dir(absl::StripSuffix(path, "/"));
+  const std::string entry(absl::StripSuffix(found[0], "/"));
+  if (entry == dir) return false;
+  const absl::string_view rest =
+      absl::StripPrefix(absl::string_view(entry), dir + "/");
+  return rest.size() == entry.size() || absl::StrContains(rest, '/');
+}
+
+}  // namespace
+
 int RunLs(Client& client, const GlobalOptions& g, const LsOptions& o) {
-  if (o.checkpoint.empty()) {
-    return ListCheckpointsUnder(client, g, "", o.depth);
+  if (o.checkpoint.empty() ||
+      IsDirectoryToBrowse(client, o.checkpoint, o.depth)) {
+    return ListCheckpointsUnder(client, g, o.checkpoint, o.depth);
   }
   v1::ListTensorsRequest req;
   req.set_checkpoint(o.checkpoint);
@@ -166,22 +200,6 @@ int RunLs(Client& client, const GlobalOptions& g, const LsOptions& o) {
                     t.encoding().granularity(), BytesText(t.stored_bytes()),
                     absl::StrJoin(parts, ", ")});
   });
-  if (count == 0 && (s.code() == absl::StatusCode::kNotFound ||
-                     s.code() == absl::StatusCode::kInvalidArgument)) {
-    // Not a checkpoint (a directory of none, or of several GGUF files): a
-    // directory is listed instead. Anything else that fails that way too
-    // is reported as the checkpoint's failure.
-    v1::ListCheckpointsRequest probe;
-    probe.set_directory(o.checkpoint);
-    probe.set_max_depth(0);
-    probe.set_page_size(1);
-    if (client
-            .ListCheckpoints(probe,
-                             [](const v1::CheckpointEntry&) { return true; })
-            .ok()) {
-      return ListCheckpointsUnder(client, g, o.checkpoint, o.depth);
-    }
-  }
   if (!s.ok()) return ReportFailure(s);
   if (!g.json) {
     std::cout << Table(rows);

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 
@@ -114,10 +116,21 @@ int Image::Text(int x, int y, const std::string& text, Rgb c) {
   return TextWidth(text);
 }
 
+namespace {
+
+// A failed write of `path`, coded and worded from errno ("NOT_FOUND: cannot
+// write 'x.png': No such file or directory").
+absl::Status WriteError(const std::string& path, int error) {
+  return absl::Status(
+      absl::ErrnoToStatusCode(error),
+      absl::StrCat("cannot write '", path, "': ", std::strerror(error)));
+}
+
+}  // namespace
+
 absl::Status Image::WritePng(const std::string& path) const {
   FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr)
-    return absl::InternalError(absl::StrCat("cannot write '", path, "'"));
+  if (f == nullptr) return WriteError(path, errno);
   png_structp png =
       png_create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, nullptr, nullptr);
   png_infop info = png_create_info_struct(png);
@@ -138,9 +151,7 @@ absl::Status Image::WritePng(const std::string& path) const {
   }
   png_write_end(png, nullptr);
   png_destroy_write_struct(&png, &info);
-  return std::fclose(f) == 0
-             ? absl::OkStatus()
-             : absl::InternalError(absl::StrCat("cannot write '", path, "'"));
+  return std::fclose(f) == 0 ? absl::OkStatus() : WriteError(path, errno);
 }
 
 }  // namespace tensormorph

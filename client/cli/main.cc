@@ -315,6 +315,10 @@ int main(int argc, char** argv) {
     const int code = app.exit(e);
     return code == 0 ? kExitOk : kExitUsage;
   }
+  if (*heat_cmd && heat.mode == "error" && heat.reference.empty()) {
+    return ReportUsage(absl::InvalidArgumentError(
+        "--mode error measures against a reference: give it with --ref"));
+  }
 
   // A name typed or pasted as its raw bytes (not UTF-8, so no API string
   // can carry it) means the tensor listed under its escaped spelling.

@@ -2,6 +2,7 @@
 // tensormorphd and embedded: `ls` with no path or a directory that is not a
 // checkpoint lists checkpoints; `scalar --indices-file` reads indices from a
 // file or stdin; --mode and the environment are parsed by CLI11.
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -102,6 +103,32 @@ TEST_P(BrowseCliTest, LsOfADirectoryThatIsNotACheckpointListsItsCheckpoints) {
 
 TEST_P(BrowseCliTest, LsOfACheckpointDirectoryListsItsTensorsAsBefore) {
   CommandResult r = Run({"ls", P("models/sharded")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, AllOf(HasSubstr("NAME"), HasSubstr("tensors, ")));
+}
+
+// A GGUF directly in a directory does not make the directory one
+// checkpoint when there are others below it, or a broken file beside it:
+// the directory is listed, every checkpoint in it shown.
+TEST_P(BrowseCliTest, LsOfADirectoryWithALoneGgufAndMoreBelowListsThemAll) {
+  const std::string dir = remote() ? "mixed_remote" : "mixed_embedded";
+  const std::string abs = tree->root + "/" + dir;
+  std::filesystem::create_directories(abs + "/nested");
+  std::filesystem::copy_file(::tensormorph::testing::Fixture("gguf/Q8_0.gguf"),
+                             abs + "/top.gguf");
+  std::filesystem::copy_file(::tensormorph::testing::Fixture("gguf/Q4_K.gguf"),
+                             abs + "/nested/below.gguf");
+  std::ofstream(abs + "/nested/bad.gguf") << "garbage";
+  CommandResult r = Run({"ls", P(dir), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(Paths(r.out), IsSupersetOf({P(dir + "/top.gguf"),
+                                          P(dir + "/nested/below.gguf")}));
+  // A directory holding one GGUF and nothing else is still that checkpoint.
+  const std::string lone = dir + "_lone";
+  std::filesystem::create_directories(tree->root + "/" + lone);
+  std::filesystem::copy_file(::tensormorph::testing::Fixture("gguf/Q8_0.gguf"),
+                             tree->root + "/" + lone + "/only.gguf");
+  r = Run({"ls", P(lone)});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, AllOf(HasSubstr("NAME"), HasSubstr("tensors, ")));
 }

@@ -27,6 +27,7 @@ using ::tensormorph::testing::FixturesDir;
 using ::tensormorph::testing::MakeTempDir;
 using ::tensormorph::testing::RunCommand;
 using ::tensormorph::testing::ServerProcess;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 struct Png {
@@ -193,6 +194,19 @@ TEST_P(ViewsCliTest, ArchDotIsATreeWithOneNodePerModule) {
   EXPECT_EQ(children.count(nodes.front()), 0u);         // the root, first
   EXPECT_THAT(d.out, HasSubstr("label=\"model\\n"));    // the HF subtree
   EXPECT_THAT(d.out, HasSubstr("ct_int8_channel\\n"));  // the root
+}
+
+TEST_P(ViewsCliTest, HeatmapMisuseIsAUsageErrorAndAnUnwritablePngSaysWhy) {
+  CommandResult noref = Run({"heatmap", Fixture("gguf/Q4_K.gguf"),
+                             "blk.0.attn_q.weight", "--mode", "error"});
+  EXPECT_EQ(noref.exit_code, 1);
+  EXPECT_THAT(noref.err, HasSubstr("--ref"));
+  CommandResult png =
+      Run({"heatmap", Fixture("gguf/Q4_K.gguf"), "blk.0.attn_q.weight", "-o",
+           "/nonexistent-dir/x.png"});
+  EXPECT_EQ(png.exit_code, 2);
+  EXPECT_THAT(png.err, AllOf(HasSubstr("NOT_FOUND"),
+                             HasSubstr("No such file or directory")));
 }
 
 TEST_P(ViewsCliTest, CompatPerTensorAndPerCheckpoint) {

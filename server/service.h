@@ -125,11 +125,6 @@ struct ServiceState {
   }
 };
 
-// Looks a tensor up by name as Checkpoint::Lookup does: the logical tensor,
-// or else the stored part of that name; with `part`, the stored part only.
-// Errors: INVALID_ARGUMENT for an empty name; NOT_FOUND naming the tensor
-// and the checkpoint, suggesting up to 3 of the checkpoint's names nearest
-// to it (NearestNames).
 // Up to `max` of `candidates` nearest to `name` by edit distance, nearest
 // first (ties by name), only those close enough to be a slip: at most
 // max(2, |name| / 3) edits. Cost: O(|name| * length) per candidate whose
@@ -138,6 +133,11 @@ std::vector<std::string> NearestNames(
     absl::string_view name, const std::vector<absl::string_view>& candidates,
     size_t max = 3);
 
+// Looks a tensor up by name as Checkpoint::Lookup does: the logical tensor,
+// or else the stored part of that name; with `part`, the stored part only.
+// Errors: INVALID_ARGUMENT for an empty name; NOT_FOUND naming the tensor
+// and the checkpoint, suggesting up to 3 of the checkpoint's names nearest
+// to it (NearestNames).
 absl::StatusOr<const LogicalTensor*> FindTensorOrError(
     const Checkpoint& ckpt, const std::string& checkpoint_name,
     const std::string& tensor_name, bool part = false);

@@ -81,7 +81,7 @@ RowMap LlamaRopeRowMap(int64_t rows, int64_t n_heads) {
 
 ReferenceResolver::ReferenceResolver(const Checkpoint& quant,
                                      const Checkpoint& ref)
-    : quant_(&quant), ref_(&ref) {
+    : ref_(&ref) {
   translate_ = quant.format() == CheckpointFormat::kGguf &&
                ref.format() != CheckpointFormat::kGguf;
   if (!translate_) {

@@ -82,7 +82,6 @@ class ReferenceResolver {
                                             absl::string_view ref_label) const;
 
  private:
-  const Checkpoint* quant_;
   const Checkpoint* ref_;
   bool translate_ = false;
   bool permute_ = false;  // a llama-family GGUF: Q and K rows permuted

@@ -210,8 +210,10 @@ TM_AVX2 void F16Avx2(const uint8_t* src, int64_t n, float* out) {
 
 // GCC 12's _mm512_cvtph_ps passes _mm512_undefined_ps(), a self-initialised
 // variable that -Wmaybe-uninitialized reports inside the intrinsic's header.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 TM_AVX512 void F16Avx512(const uint8_t* src, int64_t n, float* out) {
   const __m512i quiet_bit = _mm512_set1_epi32(0x00400000);
   int64_t i = 0;
@@ -227,7 +229,9 @@ TM_AVX512 void F16Avx512(const uint8_t* src, int64_t n, float* out) {
   }
   F16Avx2(src + 2 * i, n - i, out + i);
 }
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 TM_AVX2 void BF16Avx2(const uint8_t* src, int64_t n, float* out) {
   const auto* s = reinterpret_cast<const __m128i*>(src);

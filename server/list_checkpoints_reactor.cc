@@ -161,9 +161,7 @@ class ListCheckpointsReactor final
   void OnDone() override {
     state_->watchdog.Remove(watch_);
     Fenced(log_.site(), [&] {
-      if (cancelled_.load()) state_->metrics.streams_cancelled.fetch_add(1);
-      if (admitted_) state_->ReleaseStream();
-      state_->StreamEnded();
+      state_->StreamEnded(cancelled_.load(), admitted_);
     }).IgnoreError();
     delete this;
   }

@@ -130,8 +130,7 @@ class QuantDiffReactor final
     { absl::MutexLock lock(&mu_); }
     Fenced(log_.site(), [&] {
       ReleaseSlots();  // a call that never finished (cancelled first)
-      if (cancelled_.load()) state_->metrics.streams_cancelled.fetch_add(1);
-      state_->StreamEnded();
+      state_->StreamEnded(cancelled_.load(), /*holds_slot=*/false);
     }).IgnoreError();
     delete this;
   }

@@ -94,9 +94,7 @@ class ReadSliceReactor final
     // First: no watchdog callback runs after this, and none is running.
     state_->watchdog.Remove(watch_);
     Fenced(log_.site(), [&] {
-      if (cancelled_.load()) state_->metrics.streams_cancelled.fetch_add(1);
-      if (admitted_) state_->ReleaseStream();
-      state_->StreamEnded();
+      state_->StreamEnded(cancelled_.load(), admitted_);
     }).IgnoreError();
     delete this;
   }

@@ -59,8 +59,7 @@ class ListWriter final : public grpc::ServerWriteReactor<Message> {
   void OnCancel() override { cancelled_.store(true); }
   void OnDone() override {
     Fenced(log_.site(), [&] {
-      if (cancelled_.load()) state_.metrics.streams_cancelled.fetch_add(1);
-      state_.StreamEnded();
+      state_.StreamEnded(cancelled_.load(), /*holds_slot=*/false);
     }).IgnoreError();
     delete this;
   }

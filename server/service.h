@@ -93,9 +93,13 @@ struct ServiceState {
   std::atomic<int64_t> admitted_streams{0};
   StreamWatchdog watchdog;  // their time limits
 
-  // Ends a stream; when it was the last, the heap memory the streams kept
+  // Ends a stream (from its reactor's OnDone): counts it cancelled if it
+  // was, gives back its max_concurrent_streams slot if it still holds one,
+  // and when it was the last stream, the heap memory the streams kept
   // (KeepStreamBuffersOnHeap) goes back to the system, on the pool.
-  void StreamEnded() {
+  void StreamEnded(bool cancelled, bool holds_slot) {
+    if (cancelled) metrics.streams_cancelled.fetch_add(1);
+    if (holds_slot) ReleaseStream();
     if (metrics.StreamEnded()) pool.Submit(&ReleaseFreeHeapMemory);
   }
 

@@ -130,8 +130,7 @@ class ListCheckpointsReactor final
         ctx_(ctx),
         req_(*req),
         log_("ListCheckpoints", ctx, req_.directory(), "") {
-    state_->metrics.calls.fetch_add(1);
-    state_->metrics.StreamStarted();
+    state_->StreamStarted();
     watch_ = state_->watchdog.Add(
         [this](const absl::Status&) { ctx_->TryCancel(); },
         [this](const absl::Status&) { ctx_->TryCancel(); });

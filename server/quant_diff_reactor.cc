@@ -81,8 +81,7 @@ class QuantDiffReactor final
         req_(req),
         log_("QuantDiff", ctx, req->checkpoint(), req->reference()),
         start_(absl::Now()) {
-    state_->metrics.calls.fetch_add(1);
-    state_->metrics.StreamStarted();
+    state_->StreamStarted();
     watch_ = state_->watchdog.Add(
         [this](const absl::Status& why) { Interrupt(ToGrpcStatus(why)); },
         [this](const absl::Status& why) { CancelNow(ToGrpcStatus(why)); });

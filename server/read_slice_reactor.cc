@@ -67,8 +67,7 @@ class ReadSliceReactor final
         ctx_(ctx),
         req_(ParseRequest(*request, &parsed_)),
         log_("ReadSlice", ctx, req_.checkpoint(), req_.tensor()) {
-    state_->metrics.calls.fetch_add(1);
-    state_->metrics.StreamStarted();
+    state_->StreamStarted();
     watch_ = state_->watchdog.Add(
         [this](const absl::Status& why) { Interrupt(ToGrpcStatus(why)); },
         [this](const absl::Status& why) { CancelNow(ToGrpcStatus(why)); });

@@ -33,8 +33,7 @@ class ListWriter final : public grpc::ServerWriteReactor<Message> {
 
   ListWriter(ServiceState& state, CallLog log, Builder build)
       : state_(state), log_(std::move(log)) {
-    state.metrics.calls.fetch_add(1);
-    state.metrics.StreamStarted();
+    state.StreamStarted();
     state.pool.Submit([this, build = std::move(build)] {
       auto built = Fenced(log_.site(), build);
       if (!built.ok()) {

@@ -93,6 +93,13 @@ struct ServiceState {
   std::atomic<int64_t> admitted_streams{0};
   StreamWatchdog watchdog;  // their time limits
 
+  // Starts a stream (from its reactor's constructor): a call, and a stream
+  // in Counters until StreamEnded.
+  void StreamStarted() {
+    metrics.calls.fetch_add(1);
+    metrics.StreamStarted();
+  }
+
   // Ends a stream (from its reactor's OnDone): counts it cancelled if it
   // was, gives back its max_concurrent_streams slot if it still holds one,
   // and when it was the last stream, the heap memory the streams kept

@@ -52,9 +52,8 @@ void CheckStrings(const pb::Message& m, const std::string& path) {
     if (f->type() == pb::FieldDescriptor::TYPE_STRING) {
       const int n = f->is_repeated() ? r->FieldSize(m, f) : 1;
       for (int k = 0; k < n; ++k) {
-        const std::string s = f->is_repeated()
-                                  ? r->GetRepeatedString(m, f, k)
-                                  : r->GetString(m, f);
+        const std::string s = f->is_repeated() ? r->GetRepeatedString(m, f, k)
+                                               : r->GetString(m, f);
         if (!tensormorph::IsValidUtf8(s)) Finding(where + " is not UTF-8");
       }
     } else if (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE) {

@@ -15,7 +15,7 @@
 #include "absl/time/time.h"
 #include "client/cli/arguments.h"
 #include "client/cli/format.h"
-#include "client/cli/npy.h"
+#include "client/render/npy.h"
 
 namespace tensormorph {
 namespace {

@@ -10,7 +10,7 @@
 #include "client/cli/arguments.h"
 #include "client/cli/commands.h"
 #include "client/cli/format.h"
-#include "client/cli/heatmap_render.h"
+#include "client/render/heatmap_render.h"
 
 namespace tensormorph {
 namespace {

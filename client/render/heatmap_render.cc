@@ -1,11 +1,10 @@
-#include "client/cli/heatmap_render.h"
+#include "client/render/heatmap_render.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "client/cli/format.h"
 
 namespace tensormorph {
 namespace {
@@ -110,8 +109,8 @@ std::string RenderHeatmapTerminal(const v1::GetHeatmapResponse& h,
     out += "\x1b[0m\n";
   }
   if (!by_group) {
-    absl::StrAppend(&out, "min ", NumberText(h.min()), "  max ",
-                    NumberText(h.max()), "\n");
+    absl::StrAppend(&out, "min ", absl::StrFormat("%.6g", h.min()), "  max ",
+                    absl::StrFormat("%.6g", h.max()), "\n");
   }
   return out;
 }

@@ -1,12 +1,12 @@
 // Draws a GetHeatmap reply: a PNG with a colour bar, its numbers and a title,
 // group boundaries as thin white lines; or 24-bit colour half blocks for a
 // terminal.
-#ifndef TENSORMORPH_CLIENT_CLI_HEATMAP_RENDER_H_
-#define TENSORMORPH_CLIENT_CLI_HEATMAP_RENDER_H_
+#ifndef TENSORMORPH_CLIENT_RENDER_HEATMAP_RENDER_H_
+#define TENSORMORPH_CLIENT_RENDER_HEATMAP_RENDER_H_
 
 #include <string>
 
-#include "client/cli/image.h"
+#include "client/render/image.h"
 #include "tensormorph/v1/tensormorph.pb.h"
 
 namespace tensormorph {
@@ -31,4 +31,4 @@ std::string RenderHeatmapTerminal(const v1::GetHeatmapResponse& h,
 
 }  // namespace tensormorph
 
-#endif  // TENSORMORPH_CLIENT_CLI_HEATMAP_RENDER_H_
+#endif  // TENSORMORPH_CLIENT_RENDER_HEATMAP_RENDER_H_

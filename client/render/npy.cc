@@ -1,4 +1,4 @@
-#include "client/cli/npy.h"
+#include "client/render/npy.h"
 
 #include <cerrno>
 #include <cstring>

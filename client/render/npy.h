@@ -1,6 +1,6 @@
 // Writes numpy .npy files (format 1.0) that numpy.load reads.
-#ifndef TENSORMORPH_CLIENT_CLI_NPY_H_
-#define TENSORMORPH_CLIENT_CLI_NPY_H_
+#ifndef TENSORMORPH_CLIENT_RENDER_NPY_H_
+#define TENSORMORPH_CLIENT_RENDER_NPY_H_
 
 #include <cstdint>
 #include <string>
@@ -27,4 +27,4 @@ absl::Status WriteNpy(const std::string& path, absl::string_view descr,
 
 }  // namespace tensormorph
 
-#endif  // TENSORMORPH_CLIENT_CLI_NPY_H_
+#endif  // TENSORMORPH_CLIENT_RENDER_NPY_H_

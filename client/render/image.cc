@@ -1,4 +1,4 @@
-#include "client/cli/image.h"
+#include "client/render/image.h"
 
 #include <png.h>
 
@@ -128,19 +128,23 @@ absl::Status WriteError(const std::string& path, int error) {
 
 }  // namespace
 
-absl::Status Image::WritePng(const std::string& path) const {
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) return WriteError(path, errno);
+absl::StatusOr<std::string> Image::EncodePng() const {
+  std::string out;
   png_structp png =
       png_create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, nullptr, nullptr);
   png_infop info = png_create_info_struct(png);
-  if (setjmp(png_jmpbuf(png))) {
+  if (png == nullptr || info == nullptr || setjmp(png_jmpbuf(png))) {
     png_destroy_write_struct(&png, &info);
-    std::fclose(f);
-    return absl::InternalError(
-        absl::StrCat("libpng failed writing '", path, "'"));
+    return absl::InternalError("libpng failed encoding an image");
   }
-  png_init_io(png, f);
+  // Into memory: the HTTP gateway sends the bytes, the CLI writes them.
+  png_set_write_fn(
+      png, &out,
+      +[](png_structp p, png_bytep data, png_size_t n) {
+        static_cast<std::string*>(png_get_io_ptr(p))
+            ->append(reinterpret_cast<const char*>(data), n);
+      },
+      +[](png_structp) {});
   png_set_IHDR(png, info, width_, height_, 8, PNG_COLOR_TYPE_RGB,
                PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
                PNG_FILTER_TYPE_DEFAULT);
@@ -151,7 +155,20 @@ absl::Status Image::WritePng(const std::string& path) const {
   }
   png_write_end(png, nullptr);
   png_destroy_write_struct(&png, &info);
-  return std::fclose(f) == 0 ? absl::OkStatus() : WriteError(path, errno);
+  return out;
+}
+
+absl::Status Image::WritePng(const std::string& path) const {
+  absl::StatusOr<std::string> png = EncodePng();
+  if (!png.ok()) return png.status();
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) return WriteError(path, errno);
+  const bool written =
+      std::fwrite(png->data(), 1, png->size(), f) == png->size();
+  const int error = errno;
+  if (std::fclose(f) != 0 || !written)
+    return WriteError(path, written ? errno : error);
+  return absl::OkStatus();
 }
 
 }  // namespace tensormorph

@@ -1,7 +1,8 @@
-// A small RGB canvas for the CLI's pictures: a perceptual colormap, a 5x7
-// pixel font for titles and colour-bar numbers, and PNG output (libpng).
-#ifndef TENSORMORPH_CLIENT_CLI_IMAGE_H_
-#define TENSORMORPH_CLIENT_CLI_IMAGE_H_
+// A small RGB canvas for the pictures of the CLI and the HTTP gateway: a
+// perceptual colormap, a 5x7 pixel font for titles and colour-bar numbers, and
+// PNG output (libpng).
+#ifndef TENSORMORPH_CLIENT_RENDER_IMAGE_H_
+#define TENSORMORPH_CLIENT_RENDER_IMAGE_H_
 
 #include <array>
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace tensormorph {
 
@@ -32,7 +34,9 @@ class Image {
     return static_cast<int>(text.size()) * 6;
   }
 
-  // Errors: INTERNAL naming the path when it cannot be written.
+  // The image as PNG bytes. Errors: INTERNAL when libpng fails.
+  absl::StatusOr<std::string> EncodePng() const;
+  // Errors: the errno's code naming the path when it cannot be written.
   absl::Status WritePng(const std::string& path) const;
 
  private:
@@ -42,4 +46,4 @@ class Image {
 
 }  // namespace tensormorph
 
-#endif  // TENSORMORPH_CLIENT_CLI_IMAGE_H_
+#endif  // TENSORMORPH_CLIENT_RENDER_IMAGE_H_

@@ -41,6 +41,20 @@ absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& t,
           n == 0 ? ", empty" : "",
           ") has no quantization groups, so it has no group ", want));
     }
+    // Ids are dense in row-major order of the group grid, so the last
+    // element is in the last group, except where act-order's g_idx
+    // reorders columns (then the pass below finds the range).
+    ScalarInfo last;
+    if (absl::Status s =
+            GuardedRead([&] { return t.encoding->Inspect(n - 1, &last); });
+        !s.ok()) {
+      return s;
+    }
+    if (!t.encoding->info().act_order && want > last.group) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("group ", want, " is past the last group of tensor '",
+                       t.name, "', which has groups 0..", last.group));
+    }
   }
   const int64_t chunk = std::max<int64_t>(1, o.chunk_elements);
   std::vector<ElementQuant> q(

@@ -135,6 +135,15 @@ TEST(StatsGroupTest, RefusesAGroupPastTheLastNegativeOrOfAPlainTensor) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "group 32 is past the last group of tensor "
                        "'blk.0.attn_q.weight', which has groups 0..31"));
+  // Act-order: the range is found by the pass over the values.
+  auto act = Checkpoint::Open(Fixture("safetensors/gptq_4bit_g32_actorder"));
+  ASSERT_TRUE(act.ok());
+  o.group = 1000;
+  EXPECT_THAT(ComputeStats(
+                  *(*act)->FindTensor("model.layers.0.self_attn.q_proj.weight"),
+                  nullptr, o),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "group 1000 is past the last group"));
   o.group = -1;
   EXPECT_THAT(ComputeStats(*t, nullptr, o),
               StatusIs(absl::StatusCode::kInvalidArgument, "group -1"));

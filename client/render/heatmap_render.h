@@ -56,21 +56,10 @@ HeatmapStyle StyleFor(v1::HeatmapMode mode);
 
 Image RenderHeatmap(const v1::GetHeatmapResponse& h, const std::string& title,
                     HeatmapStyle style);
-inline Image RenderHeatmap(const v1::GetHeatmapResponse& h,
-                           const std::string& title, bool by_group) {
-  return RenderHeatmap(
-      h, title, by_group ? HeatmapStyle::kGroups : HeatmapStyle::kValues);
-}
 
 // ANSI 24-bit colour, two cell rows per text line ("▀" fg = top, bg = bottom).
 std::string RenderHeatmapTerminal(const v1::GetHeatmapResponse& h,
                                   const std::string& title, HeatmapStyle style);
-inline std::string RenderHeatmapTerminal(const v1::GetHeatmapResponse& h,
-                                         const std::string& title,
-                                         bool by_group) {
-  return RenderHeatmapTerminal(
-      h, title, by_group ? HeatmapStyle::kGroups : HeatmapStyle::kValues);
-}
 
 }  // namespace tensormorph
 

@@ -1,0 +1,110 @@
+#include "server/call_metrics_interceptor.h"
+
+#include <atomic>
+#include <chrono>
+
+#include "absl/time/clock.h"
+
+namespace tensormorph {
+namespace {
+
+using ::grpc::experimental::InterceptionHookPoints;
+
+class CallMetricsInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  CallMetricsInterceptor(grpc::experimental::ServerRpcInfo* info,
+                         CallStats::Method* method, const RefusedCalls* refused)
+      : info_(info), method_(method), refused_(refused), start_(absl::Now()) {}
+
+  // gRPC closes every call it started (POST_RECV_CLOSE); should one end
+  // without, it is still counted, with what is known without its context
+  // (which is being destroyed with this interceptor).
+  ~CallMetricsInterceptor() override {
+    if (!recorded_) {
+      method_->Record(SentOr(grpc::StatusCode::CANCELLED),
+                      absl::Now() - start_);
+    }
+  }
+
+  void Intercept(
+      grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            InterceptionHookPoints::PRE_SEND_STATUS)) {
+      sent_.store(methods->GetSendStatus().error_code(),
+                  std::memory_order_relaxed);
+    }
+    if (methods->QueryInterceptionHookPoint(
+            InterceptionHookPoints::POST_RECV_CLOSE) &&
+        !recorded_) {
+      method_->Record(FinalCode(), absl::Now() - start_);
+      recorded_ = true;
+    }
+    methods->Proceed();
+  }
+
+ private:
+  // What the client was told. Valid once the call is closed: the context
+  // then knows for certain whether it was cancelled.
+  grpc::StatusCode FinalCode() const {
+    const grpc::ServerContextBase* ctx = info_->server_context();
+    // Refused calls are cancelled with UNAUTHENTICATED as their status.
+    if (refused_->Contains(ctx)) return grpc::StatusCode::UNAUTHENTICATED;
+    if (ctx->IsCancelled()) {
+      return ctx->deadline() <= std::chrono::system_clock::now()
+                 ? grpc::StatusCode::DEADLINE_EXCEEDED
+                 : grpc::StatusCode::CANCELLED;
+    }
+    // Closed, not cancelled, and no status seen: not expected of gRPC.
+    return SentOr(grpc::StatusCode::UNKNOWN);
+  }
+
+  grpc::StatusCode SentOr(grpc::StatusCode otherwise) const {
+    const int sent = sent_.load(std::memory_order_relaxed);
+    return sent < 0 ? otherwise : static_cast<grpc::StatusCode>(sent);
+  }
+
+  grpc::experimental::ServerRpcInfo* info_;
+  CallStats::Method* method_;
+  const RefusedCalls* refused_;
+  const absl::Time start_;
+  // The status the handler sent, or -1. Atomic: a handler may still finish
+  // a cancelled call on one thread while gRPC closes it on another.
+  std::atomic<int> sent_{-1};
+  bool recorded_ = false;
+};
+
+class CallMetricsInterceptorFactory final
+    : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  CallMetricsInterceptorFactory(CallStats* stats, const RefusedCalls* refused)
+      : stats_(stats), refused_(refused) {}
+
+  grpc::experimental::Interceptor* CreateServerInterceptor(
+      grpc::experimental::ServerRpcInfo* info) override {
+    const char* method = info->method();
+    return new CallMetricsInterceptor(
+        info,
+        stats_->ForMethod(ShortMethodName(method != nullptr ? method : "")),
+        refused_);
+  }
+
+ private:
+  CallStats* stats_;
+  const RefusedCalls* refused_;
+};
+
+}  // namespace
+
+absl::string_view ShortMethodName(absl::string_view full_method) {
+  const size_t slash = full_method.rfind('/');
+  return slash == absl::string_view::npos ? full_method
+                                          : full_method.substr(slash + 1);
+}
+
+std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
+NewCallMetricsInterceptorFactory(CallStats* stats,
+                                 const RefusedCalls* refused) {
+  return std::make_unique<CallMetricsInterceptorFactory>(stats, refused);
+}
+
+}  // namespace tensormorph

@@ -15,13 +15,21 @@ namespace {
 
 constexpr char kVersion[] = TENSORMORPH_VERSION;
 
-// The shortest text that reads back as `v` ("0.00025", "60", "1e-09"), and
-// the format's spellings of the infinities and NaN.
+// The shortest text that reads back as `v`, in plain notation from 1e-4 to
+// 1e21 ("0.0001", "0.00025", "60") as Prometheus's own clients write bucket
+// bounds (le values are compared as text when series are joined), in
+// exponent notation past them; and the format's spellings of the infinities
+// and NaN.
 std::string FormatDouble(double v) {
   if (std::isnan(v)) return "NaN";
   if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
-  char buf[32];
-  const auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+  const double magnitude = std::fabs(v);
+  const std::chars_format format =
+      v == 0 || (magnitude >= 1e-4 && magnitude < 1e21)
+          ? std::chars_format::fixed
+          : std::chars_format::scientific;
+  char buf[64];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v, format);
   return std::string(buf, ec == std::errc() ? end : buf);
 }
 

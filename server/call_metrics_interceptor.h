@@ -25,8 +25,8 @@ absl::string_view ShortMethodName(absl::string_view full_method);
 //  - UNAUTHENTICATED when `refused` lists the call (the auth interceptor
 //    ended it with that status);
 //  - else, when the call was cancelled before its status reached the client,
-//    DEADLINE_EXCEEDED if its deadline has passed and CANCELLED otherwise
-//    (what the client saw);
+//    what the client saw: DEADLINE_EXCEEDED if its deadline has passed (or
+//    nearly: the client's runs out first), CANCELLED otherwise;
 //  - else the status the server sent.
 // The duration runs from the call's arrival to its close.
 // Register it before the auth interceptor: gRPC runs a call's interceptors

@@ -29,8 +29,11 @@ absl::string_view ShortMethodName(absl::string_view full_method);
 //    nearly: the client's runs out first), CANCELLED otherwise;
 //  - else the status the server sent.
 // The duration runs from the call's arrival to its close.
-// Register it before the auth interceptor: gRPC runs a call's interceptors
-// in order, and one earlier in the list sees the calls a later one refuses.
+// Register it first, before the auth interceptor: its duration then covers
+// the token check too, and an interceptor after it that ended calls without
+// passing them on (hijacking) could not hide them. (The auth interceptor
+// cancels refused calls instead, which every interceptor sees, so today the
+// counts do not depend on the order.)
 // REQUIRES: `stats` and `refused` outlive the server.
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
 NewCallMetricsInterceptorFactory(CallStats* stats, const RefusedCalls* refused);

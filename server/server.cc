@@ -116,7 +116,7 @@ absl::StatusOr<std::unique_ptr<TensormorphServer>> TensormorphServer::Build(
   std::vector<
       std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
       interceptors;
-  // Counting comes first, so calls the auth interceptor refuses are counted.
+  // Counting comes first (call_metrics_interceptor.h says why).
   interceptors.push_back(NewCallMetricsInterceptorFactory(
       &s->state_->call_stats, &s->state_->refused_calls));
   interceptors.push_back(

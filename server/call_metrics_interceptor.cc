@@ -11,11 +11,25 @@ namespace {
 
 using ::grpc::experimental::InterceptionHookPoints;
 
+// How a call's end is known depends on its API. A callback call's context
+// tells at its close whether it was cancelled. A synchronous one's (gRPC's
+// reflection service) must not be asked then: asking plucks the close from
+// the call's queue, which is shut down by then, and would close the call
+// again (running these hooks inside themselves until the stack overflows).
+// It is asked when its status is about to be sent instead, from the
+// handler's thread, as its handler may; a close that asking delivers is
+// recorded once the answer is in. A client cancelling between that moment
+// and the status's arrival is not seen: such a call counts the status sent.
 class CallMetricsInterceptor final : public grpc::experimental::Interceptor {
  public:
   CallMetricsInterceptor(grpc::experimental::ServerRpcInfo* info,
                          CallStats::Method* method, const RefusedCalls* refused)
-      : info_(info), method_(method), refused_(refused), start_(absl::Now()) {}
+      : info_(info),
+        method_(method),
+        refused_(refused),
+        start_(absl::Now()),
+        callback_(dynamic_cast<const grpc::CallbackServerContext*>(
+                      info->server_context()) != nullptr) {}
 
   // gRPC closes every call it started (POST_RECV_CLOSE); should one end
   // without, it is still counted, with what is known without its context
@@ -33,24 +47,37 @@ class CallMetricsInterceptor final : public grpc::experimental::Interceptor {
             InterceptionHookPoints::PRE_SEND_STATUS)) {
       sent_.store(methods->GetSendStatus().error_code(),
                   std::memory_order_relaxed);
+      if (!callback_) {
+        asking_ = true;
+        cancelled_before_status_ = info_->server_context()->IsCancelled();
+        asking_ = false;
+        if (closed_while_asking_) Record();
+      }
     }
     if (methods->QueryInterceptionHookPoint(
-            InterceptionHookPoints::POST_RECV_CLOSE) &&
-        !recorded_) {
-      method_->Record(FinalCode(), absl::Now() - start_);
-      recorded_ = true;
+            InterceptionHookPoints::POST_RECV_CLOSE)) {
+      if (asking_) {
+        closed_while_asking_ = true;
+      } else {
+        Record();
+      }
     }
     methods->Proceed();
   }
 
  private:
-  // What the client was told. Valid once the call is closed: the context
-  // then knows for certain whether it was cancelled.
+  void Record() {
+    if (recorded_) return;
+    method_->Record(FinalCode(), absl::Now() - start_);
+    recorded_ = true;
+  }
+
+  // What the client was told. Valid once the call is closed.
   grpc::StatusCode FinalCode() const {
     const grpc::ServerContextBase* ctx = info_->server_context();
     // Refused calls are cancelled with UNAUTHENTICATED as their status.
     if (refused_->Contains(ctx)) return grpc::StatusCode::UNAUTHENTICATED;
-    if (ctx->IsCancelled()) {
+    if (callback_ ? ctx->IsCancelled() : cancelled_before_status_) {
       return PastDeadline(*ctx) ? grpc::StatusCode::DEADLINE_EXCEEDED
                                 : grpc::StatusCode::CANCELLED;
     }
@@ -84,6 +111,11 @@ class CallMetricsInterceptor final : public grpc::experimental::Interceptor {
   // a cancelled call on one thread while gRPC closes it on another.
   std::atomic<int> sent_{-1};
   bool recorded_ = false;
+  const bool callback_;  // the callback API (else sync, see above)
+  // Synchronous calls only, all on the handler's thread.
+  bool asking_ = false;
+  bool closed_while_asking_ = false;
+  bool cancelled_before_status_ = false;
 };
 
 class CallMetricsInterceptorFactory final

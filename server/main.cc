@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "client/gateway/http_gateway.h"
 #include "process/stream_heap.h"
+#include "server/prometheus.h"
 #include "server/server.h"
 
 int main(int argc, char** argv) {
@@ -137,6 +138,9 @@ int main(int argc, char** argv) {
     http.tls_key = options.tls_key;
     http.tls_client_ca = options.tls_client_ca;
     http.serving = [&serving] { return serving.load(); };
+    http.metrics = [state = &(*server)->state()] {
+      return tensormorph::PrometheusText(*state);
+    };
     // Every HTTP request is a call on the server's own in-process channel.
     auto started =
         tensormorph::HttpGateway::Start(http, (*server)->InProcessChannel());

@@ -24,6 +24,7 @@
 #include "tests/support/demo_checkpoint.h"
 #include "tests/support/npy_reader.h"
 #include "tests/support/process.h"
+#include "tests/support/prometheus_text.h"
 #include "tests/support/safetensors_writer.h"
 #include "tests/support/test_ca.h"
 #include "tests/support/test_paths.h"
@@ -315,6 +316,46 @@ TEST_F(HttpGatewayTest,
   EXPECT_THAT(r->get_header_value("Content-Security-Policy"),
               HasSubstr("default-src 'self'"));
   EXPECT_THAT(r->body, HasSubstr("<html"));
+}
+
+// /metrics parses as Prometheus text and counts the HTTP requests as the
+// calls they became, by method and code.
+TEST_F(HttpGatewayTest, MetricsParseAsPrometheusTextAndCountHttpCalls) {
+  const auto scrape = [] {
+    httplib::Result r = Http().Get("/metrics");
+    EXPECT_TRUE(r && r->status == 200);
+    EXPECT_THAT(r->get_header_value("Content-Type"),
+                HasSubstr("text/plain; version=0.0.4"));
+    absl::StatusOr<testing::PrometheusScrape> s =
+        testing::ParsePrometheusText(r->body);
+    EXPECT_TRUE(s.ok()) << s.status() << "\n" << r->body;
+    return *s;
+  };
+  const testing::PrometheusScrape before = scrape();
+  ASSERT_EQ(
+      Post("GetTensor", Json{{"checkpoint", kQ8}, {"tensor", "nope"}}.dump())
+          ->status,
+      404);
+  ASSERT_EQ(Http()
+                .Get((std::string("/v1/tensor.npy?checkpoint=") + kQ8 +
+                      "&tensor=" + kQ8Tensor)
+                         .c_str())
+                ->status,
+            200);
+  const testing::PrometheusScrape after = scrape();
+  const auto delta = [&](const std::string& name,
+                         const std::map<std::string, std::string>& labels) {
+    return after.Sum(name, labels) - before.Sum(name, labels);
+  };
+  EXPECT_EQ(delta("tensormorph_calls_total",
+                  {{"method", "GetTensor"}, {"code", "NOT_FOUND"}}),
+            1);
+  EXPECT_EQ(delta("tensormorph_calls_total",
+                  {{"method", "ReadSlice"}, {"code", "OK"}}),
+            1);
+  EXPECT_GE(delta("tensormorph_stream_bytes_total", {}), 256 * 256 * 4);
+  EXPECT_GT(after.Sum("process_resident_memory_bytes", {}), 0);
+  EXPECT_GE(after.Sum("tensormorph_open_checkpoints", {}), 1);
 }
 
 TEST_F(HttpGatewayTest, HealthzAnswersOk) {

@@ -66,6 +66,20 @@ std::string Scales(int64_t n, uint64_t seed, bool bf16) {
 
 }  // namespace
 
+std::string WriteBigQ8_0(int64_t rows, int64_t cols) {
+  using namespace ::tensormorph::testing;
+  const std::string dir = MakeTempDir();
+  std::string data = RandomBytes(rows * (cols / 32) * 34, 0x5DEECE66Dull);
+  for (size_t b = 0; b < data.size(); b += 34) {
+    data[b] = 0x00;  // F16 0x2000 = 2^-7, little-endian
+    data[b + 1] = 0x20;
+  }
+  GgufSpec spec;
+  spec.tensors.push_back({"big", {cols, rows}, 8, std::move(data)});
+  WriteFile(dir + "/big.gguf", BuildGguf(spec));
+  return dir;
+}
+
 const char* ConventionName(Convention c) {
   switch (c) {
     case Convention::kGptqInt4:

@@ -13,6 +13,11 @@ namespace tensormorph::bench {
 // in Q8_0. Returns the directory.
 std::string WriteDiffPair(int tensors, int64_t rows);
 
+// A GGUF `big.gguf` under a fresh directory holding one Q8_0 tensor `big`
+// of [rows, cols] (cols a multiple of 32): random codes, every block's
+// scale 1/128, so values lie in [-1, 1). Returns the directory.
+std::string WriteBigQ8_0(int64_t rows, int64_t cols);
+
 // The safetensors quantization conventions at a realistic size, each as a
 // checkpoint directory (model.safetensors + config.json) holding one
 // quantized linear layer `model.layers.0.mlp.down_proj` of [out, in] (for

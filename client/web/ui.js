@@ -9,7 +9,13 @@ export function el(tag, attrs, ...children) {
       if (k === 'class') e.className = v;
       else if (k === 'text') e.textContent = v;
       else if (k.startsWith('on') && typeof v === 'function') e.addEventListener(k.slice(2), v);
-      else if (k === 'style' && typeof v === 'object') Object.assign(e.style, v);
+      else if (k === 'style' && typeof v === 'object') {
+        // Custom properties (--scheme) need setProperty.
+        for (const [sk, sv] of Object.entries(v)) {
+          if (sk.startsWith('--')) e.style.setProperty(sk, String(sv));
+          else e.style[sk] = sv;
+        }
+      }
       else e.setAttribute(k, v === true ? '' : String(v));
     }
   }

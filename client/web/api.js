@@ -75,7 +75,8 @@ async function errorFrom(response) {
         message = body.message || message;
       }
     } catch (_) {
-      if (text) message = text.slice(0, 500);
+      // Not the gateway's JSON (a proxy's page, say): its text, briefly.
+      if (text) message = text.replace(/<[^>]*>/g, ' ').replace(/\s+/g, ' ').trim().slice(0, 300);
     }
   } catch (_) {
     /* no body */

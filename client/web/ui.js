@@ -31,6 +31,13 @@ function append(e, children) {
   }
 }
 
+// Appends children to a parent, skipping null/false (native append would
+// print "null").
+export function put(parent, ...children) {
+  append(parent, children);
+  return parent;
+}
+
 export function clear(e) {
   while (e.firstChild) e.removeChild(e.firstChild);
   return e;

@@ -13,10 +13,10 @@ export function key(s) {
 // Metrics a tree can be coloured by: how a report gives it, how nodes
 // aggregate their tensors, and which way is worse.
 export const METRICS = {
-  max_err_steps: { label: 'max error in steps', get: (r) => Number(r.maxErrSteps), agg: 'max', worse: 'high' },
-  sqnr_db: { label: 'SQNR (dB)', get: (r) => Number(r.sqnrDb), agg: 'min', worse: 'low' },
-  clipped: { label: 'clipped elements', get: (r) => Number(r.clipped), agg: 'sum', worse: 'high' },
-  induced_zeros: { label: 'induced zeros', get: (r) => Number(r.inducedZeros), agg: 'sum', worse: 'high' },
+  max_err_steps: { label: 'max error in steps', short: 'max err (steps)', get: (r) => Number(r.maxErrSteps), agg: 'max', worse: 'high' },
+  sqnr_db: { label: 'SQNR (dB)', short: 'SQNR (dB)', get: (r) => Number(r.sqnrDb), agg: 'min', worse: 'low' },
+  clipped: { label: 'clipped elements', short: 'clipped', get: (r) => Number(r.clipped), agg: 'sum', worse: 'high' },
+  induced_zeros: { label: 'induced zeros', short: 'induced zeros', get: (r) => Number(r.inducedZeros), agg: 'sum', worse: 'high' },
 };
 
 const expandedByCheckpoint = new Map();
@@ -77,18 +77,22 @@ export function mount(host, s, ctx) {
     const values = aggregate(metricKey);
     const bad = values.size ? badness(metricKey, values) : null;
     const rows = [];
-    const visit = (node, depth, parent) => {
+    const visit = (node, depth, parent, previous) => {
       const leaf = !(node.children || []).length;
+      // A change from the sibling above: a lighter marker than a change
+      // from the parent (node.boundary, the server's overlay).
+      const siblingChange = previous && previous.scheme !== node.scheme && !node.boundary;
       const isOpen = expanded.has(node.path);
       const v = values.get(node.path);
       const boundary = node.boundary && parent;
       const row = el('div', {
-        class: `tree-row${leaf ? ' leaf' : ''}${boundary ? ' boundary' : ''}`,
+        class: `tree-row${leaf ? ' leaf' : ''}${boundary ? ' boundary' : ''}${siblingChange ? ' sibling-boundary' : ''}`,
         'data-path': node.path,
         'data-leaf': leaf ? 'true' : 'false',
         'data-expanded': leaf ? null : String(isOpen),
         style: { '--depth': depth, '--scheme': schemeColour(node.scheme || '') },
-        title: boundary ? `quantization boundary: ${parent.scheme} → ${node.scheme}` : null,
+        title: boundary ? `quantization boundary: ${parent.scheme} → ${node.scheme}`
+          : siblingChange ? `scheme changes from the sibling above: ${previous.scheme} → ${node.scheme}` : null,
       },
       el('span', { class: 'tree-name', style: { paddingLeft: `${depth * 16 + 6}px` } },
         el('span', { class: 'chevron' }, leaf ? '·' : isOpen ? '▾' : '▸'),
@@ -110,14 +114,14 @@ export function mount(host, s, ctx) {
         }
       });
       rows.push(row);
-      if (!leaf && isOpen) for (const c of node.children) visit(c, depth + 1, node);
+      if (!leaf && isOpen) node.children.forEach((c, k) => visit(c, depth + 1, node, node.children[k - 1]));
     };
     // The root's children are the top level (the root is the checkpoint).
-    for (const c of root.children || []) visit(c, 0, root);
+    (root.children || []).forEach((c, k) => visit(c, 0, root, root.children[k - 1]));
     const head = el('div', { class: 'tree-row tree-head' },
       el('span', null, 'module / tensor'), el('span', null, 'scheme'), el('span', { class: 'num' }, 'params'),
       el('span', { class: 'num' }, 'bytes'), el('span', { class: 'num' }, 'tensors'),
-      el('span', { class: 'num' }, metricKey && values.size ? METRICS[metricKey].label : ''));
+      el('span', { class: 'num' }, metricKey && values.size ? METRICS[metricKey].short : ''));
     clear(treeEl).append(head, ...rows);
     clear(legendEl);
     if (metricKey && values.size) {

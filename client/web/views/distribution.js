@@ -2,7 +2,7 @@
 // dequantized values with its representable levels drawn on it and the mass
 // on the two extreme levels (clipping) marked, beside the level-usage bars.
 import * as api from '../api.js';
-import { el, clear, loading, fmtNum, fmtCount, fmtShape } from '../ui.js';
+import { el, put, clear, loading, fmtNum, fmtCount, fmtShape } from '../ui.js';
 
 export function key(s) {
   return [s.checkpoint, s.tensor, s.group || ''].join('|');
@@ -112,7 +112,7 @@ export function codeBarsSvg(st, { width = 360, height = 280 } = {}) {
 
 export function mount(host, s, ctx) {
   const controller = new AbortController();
-  host.append(loading('Computing statistics…'));
+  put(host, loading('Computing statistics…'));
   const req = { checkpoint: s.checkpoint, tensor: s.tensor, bins: 160 };
   if (s.group !== undefined && s.group !== '') req.group = Number(s.group);
   api.call('ComputeStats', req, { signal: controller.signal }).then((st) => {
@@ -142,7 +142,7 @@ export function mount(host, s, ctx) {
         ['on highest level', fmtCount(st.saturatedHigh), 'saturated_high']);
     }
     const levels = api.nums(st.levels);
-    host.append(
+    put(host, 
       el('div', { class: 'title-row' }, el('h1', { class: 'mono' }, st.tensor),
         el('div', { class: 'muted' }, `${fmtShape(st.shape)} · ${e.scheme} · ${e.granularity}${s.group !== undefined ? ` · group ${s.group}` : ''}`)),
       groups > 0 ? form : null,

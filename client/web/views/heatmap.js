@@ -2,7 +2,7 @@
 // zeros, with the Scalar Inspector beside it (click a cell; arrow keys move)
 // and, after a diff, the tensor's worst elements.
 import * as api from '../api.js';
-import { el, clear, loading, exact, fmtNum, fmtShape } from '../ui.js';
+import { el, put, clear, loading, fmtNum, fmtShape } from '../ui.js';
 import { createHeatmap, MODES, view2d } from './heatmap_canvas.js';
 import { createInspector } from './inspector.js';
 import { diffReportFor } from '../store.js';
@@ -52,7 +52,7 @@ export function mount(host, s, ctx) {
   let current = s;
   const inspector = createInspector(ctx);
 
-  host.append(loading());
+  put(host, loading());
   const modeSelect = el('div', { class: 'segmented', role: 'tablist' },
     Object.entries(MODES).map(([k, m]) => {
       const disabled = m.needsRef && !s.ref;
@@ -74,7 +74,7 @@ export function mount(host, s, ctx) {
       el('h1', { class: 'mono' }, t.name),
       el('div', { class: 'muted' }, `${fmtShape(shape)} · ${t.encoding.scheme} · ${t.encoding.granularity}`));
     if (!v) {
-      host.append(title, el('p', { class: 'muted' }, 'A rank-0 tensor has no heatmap; its one element:'), inspector.element);
+      put(host, title, el('p', { class: 'muted' }, 'A rank-0 tensor has no heatmap; its one element:'), inspector.element);
       inspector.show({ checkpoint: s.checkpoint, tensor: s.tensor, index: [], ref: s.ref, report });
       return;
     }
@@ -103,7 +103,7 @@ export function mount(host, s, ctx) {
     if (mode === 'group' && !t.encoding.quantized) notes.push('Not quantized: no groups.');
     const left = el('div', { class: 'heatmap-col' });
     const right = el('div', { class: 'side-col' }, inspector.element);
-    host.append(title, toolbar, notes.length ? el('p', { class: 'note-line' }, notes.join(' ')) : null,
+    put(host, title, toolbar, notes.length ? el('p', { class: 'note-line' }, notes.join(' ')) : null,
       el('div', { class: 'split' }, left, right));
     if (report) {
       right.append(worstList(report, pick));

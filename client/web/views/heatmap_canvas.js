@@ -77,10 +77,23 @@ export function createHeatmap(opts) {
   let cssH = 0;
   let destroyed = false;
 
-  const size = () => {
-    cssW = Math.max(200, Math.floor(stage.clientWidth || 800));
+  // Square elements where the page allows; a tall tensor is squeezed into
+  // at most MAX_H pixels, on a canvas at least 420 wide.
+  const measure = () => {
+    const MAX_H = 620;
+    const avail = Math.max(200, Math.floor(root.clientWidth || 800));
     const aspect = rows / cols;
-    cssH = Math.round(Math.min(620, Math.max(rows === 1 ? 90 : 160, cssW * aspect)));
+    let w = avail;
+    let h = Math.round(Math.max(rows === 1 ? 90 : 160, avail * aspect));
+    if (h > MAX_H) {
+      h = MAX_H;
+      w = Math.round(Math.min(avail, Math.max(Math.min(avail, 420), MAX_H / aspect)));
+    }
+    return [w, h];
+  };
+
+  const size = () => {
+    [cssW, cssH] = measure();
     const dpr = window.devicePixelRatio || 1;
     for (const c of [canvas, overlay]) {
       c.width = Math.round(cssW * dpr);
@@ -88,6 +101,7 @@ export function createHeatmap(opts) {
       c.style.width = `${cssW}px`;
       c.style.height = `${cssH}px`;
     }
+    stage.style.width = `${cssW}px`;
     stage.style.height = `${cssH}px`;
   };
 
@@ -475,8 +489,8 @@ export function createHeatmap(opts) {
   });
 
   const resize = () => {
-    const w = Math.floor(stage.clientWidth);
-    if (Math.abs(w - cssW) < 8) return;
+    const [w, h] = measure();
+    if (Math.abs(w - cssW) < 8 && Math.abs(h - cssH) < 8) return;
     size();
     if (data) draw();
     schedule(200);
@@ -489,7 +503,7 @@ export function createHeatmap(opts) {
       size();
       draw();
       request();
-      observer.observe(stage);
+      observer.observe(root);
     },
     setSelected(index) {
       selected = index;

@@ -2,7 +2,7 @@
 // by quantization (the source is not 0, the decoded value is), counted per
 // tensor (ComputeStats with the source) and drawn as the zeros heatmap.
 import * as api from '../api.js';
-import { el, clear, loading, fmtNum, fmtCount, fmtShape, table } from '../ui.js';
+import { el, put, clear, loading, fmtNum, fmtCount, fmtShape, table } from '../ui.js';
 import { createHeatmap, view2d } from './heatmap_canvas.js';
 import { diffReportFor, lastDiff } from '../store.js';
 
@@ -38,7 +38,7 @@ function counts(st) {
 
 function mountTensor(host, s, ctx, controller) {
   let heat = null;
-  host.append(loading('Counting zeros…'));
+  put(host, loading('Counting zeros…'));
   const req = { checkpoint: s.checkpoint, tensor: s.tensor, bins: 1 };
   const report = diffReportFor(s.checkpoint, s.tensor);
   if (s.ref) {
@@ -51,7 +51,7 @@ function mountTensor(host, s, ctx, controller) {
   ]).then(([st, { tensor: t }]) => {
     clear(host);
     const shape = api.nums(t.shape);
-    host.append(el('div', { class: 'title-row' }, el('h1', { class: 'mono' }, t.name),
+    put(host, el('div', { class: 'title-row' }, el('h1', { class: 'mono' }, t.name),
       el('div', { class: 'muted' }, `${fmtShape(shape)} · ${t.encoding.scheme}`)),
     s.ref ? null : el('p', { class: 'note-line' }, 'Pick a source checkpoint (top right) to split zeros into pruned and quantization-induced.'),
     counts(st));
@@ -62,7 +62,7 @@ function mountTensor(host, s, ctx, controller) {
         onPick: (index) => ctx.navigate({ view: 'heatmap', mode: 'zeros', index: index.join(',') }),
         showError: ctx.showError,
       });
-      host.append(el('h2', null, 'Zeros heatmap'), heat.element);
+      put(host, el('h2', null, 'Zeros heatmap'), heat.element);
       heat.start();
     }
   }).catch((e) => {
@@ -90,7 +90,7 @@ function mountCheckpoint(host, s, ctx, controller) {
   });
   const status = el('div', { class: 'muted progress-text' });
   const start = el('button', { class: 'primary', onclick: () => countAll() }, s.ref ? 'Count zeros of every tensor' : 'Count zeros of every tensor (no source: decoded zeros only)');
-  host.append(el('h1', null, 'Sparsity'),
+  put(host, el('h1', null, 'Sparsity'),
     el('p', { class: 'muted' }, 'Quantization can round small values to exactly zero: that looks like pruning, and is not. With a source, zeros split into pruned (source = 0) and induced (source ≠ 0).'),
     s.ref ? null : el('p', { class: 'note-line' }, 'Pick a source checkpoint (top right) to split zeros into pruned and induced.'),
     el('div', { class: 'toolbar' }, start), status, grid);

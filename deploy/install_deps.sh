@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Tensormorph builds and tests with, if missing.
 # Used by deploy/quickstart.sh and tests/run.sh; safe to run repeatedly.
+#   deploy/install_deps.sh           what building and serving need
+#   deploy/install_deps.sh --tests   and what the tests need besides: the web
+#                                    inspector's browser tests drive Debian's
+#                                    chromium through chromedriver (Selenium)
 set -euo pipefail
 
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
   libabsl-dev libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libspdlog-dev nlohmann-json3-dev libcli11-dev libpng-dev
+  libcpp-httplib-dev libssl-dev  # tensormorphd --http-listen (HTTP and HTTPS)
   libgtest-dev libgmock-dev libbenchmark-dev
   openssl  # the TLS tests make a throwaway CA
 )
+if [ "${1:-}" = "--tests" ]; then
+  PACKAGES+=(chromium chromium-driver python3-selenium python3)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "absl/time/time.h"
+#include "client/gateway/http_gateway.h"
 #include "process/stream_heap.h"
 #include "server/server.h"
 
@@ -26,6 +27,19 @@ int main(int argc, char** argv) {
   app.add_option("--listen", options.listen,
                  "host:port to listen on; port 0 picks a free one")
       ->capture_default_str();
+  tensormorph::HttpGatewayOptions http;
+  app.add_option("--http-listen", http.listen,
+                 "also serve HTTP on host:port (port 0 picks one): the web "
+                 "inspector at /, the API as JSON at POST /v1/<Method>, "
+                 "/v1/tensor.npy, /v1/heatmap.png, /metrics and /healthz; the "
+                 "calls pass the same auth and limits as gRPC ones, and TLS "
+                 "options apply to it too");
+  app.add_option("--http-allow-origin", http.allow_origin,
+                 "let pages from this origin (https://dash.example:3000, or "
+                 "*) call the HTTP API from a browser (CORS); unset: none");
+  app.add_option("--http-assets", http.assets_dir,
+                 "serve the inspector's files from this directory (client/web) "
+                 "instead of the copy compiled in, for working on the page");
   app.add_option("--root", options.roots,
                  "directory whose checkpoints may be served (repeatable); "
                  "paths are resolved through '..' and symlinks and must stay "
@@ -116,6 +130,28 @@ int main(int argc, char** argv) {
   spdlog::info("serving roots: {}",
                (*server)->state().registry.sandbox().DescribeRoots());
 
+  std::atomic<bool> serving{true};
+  std::unique_ptr<tensormorph::HttpGateway> gateway;
+  if (!http.listen.empty()) {
+    http.tls_cert = options.tls_cert;
+    http.tls_key = options.tls_key;
+    http.tls_client_ca = options.tls_client_ca;
+    http.serving = [&serving] { return serving.load(); };
+    // Every HTTP request is a call on the server's own in-process channel.
+    auto started =
+        tensormorph::HttpGateway::Start(http, (*server)->InProcessChannel());
+    if (!started.ok()) {
+      std::fprintf(stderr, "tensormorphd: %s\n",
+                   std::string(started.status().message()).c_str());
+      (*server)->Shutdown(absl::ZeroDuration());
+      return 1;
+    }
+    gateway = *std::move(started);
+    // Scripts read the port from this line, as from the one above.
+    std::printf("tensormorphd http on %s\n", gateway->url().c_str());
+    std::fflush(stdout);
+  }
+
   int sig = 0;
   while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) {
     if (options.token_file.empty()) continue;
@@ -132,9 +168,12 @@ int main(int argc, char** argv) {
       "drain now)",
       sig, grace_seconds);
   std::atomic<bool> drained{false};
+  serving.store(false);  // /healthz says so while the drain runs
   std::thread drain([&] {
     (*server)->Shutdown(absl::Seconds(grace_seconds));
     (*server)->Wait();
+    // The HTTP streams' calls have ended with the server's.
+    if (gateway != nullptr) gateway->Stop();
     drained.store(true);
   });
   // A second SIGINT/SIGTERM (an impatient ^C, a supervisor's stop) cancels

@@ -19,7 +19,7 @@ for arg in "$@"; do
   esac
 done
 
-deploy/install_deps.sh
+deploy/install_deps.sh --tests
 if [ "$build_dir" = build-asan ]; then
   export LSAN_OPTIONS="suppressions=$(pwd)/tests/lsan.supp"
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"

@@ -316,23 +316,10 @@ int RunRead(Client& client, const GlobalOptions& g, const ReadOptions& o) {
   auto data = client.ReadSliceAll(req);
   if (!data.ok()) return ReportFailure(data.status());
   if (!o.output.empty()) {
-    std::string descr = NpyDescr(data->dtype);
-    std::vector<int64_t> shape = data->shape;
-    if (descr.empty() && !shape.empty()) {
-      // Block dtypes: the bytes themselves, one row of stored bytes per row
-      // of the tensor ([rows, bytes per row] for a matrix), so the structure
-      // survives.
-      descr = "|u1";
-      int64_t rows = 1;
-      for (size_t d = 0; d + 1 < shape.size(); ++d) rows *= shape[d];
-      const int64_t n = static_cast<int64_t>(data->bytes.size());
-      shape.back() = rows > 0 ? n / rows : 0;
-      if (shape.back() * rows != n) shape = {n};  // not whole rows: flat
-    } else if (descr.empty()) {
-      descr = "|u1";
-      shape = {static_cast<int64_t>(data->bytes.size())};
-    }
-    absl::Status s = WriteNpy(o.output, descr, shape, data->bytes);
+    const NpyLayout layout = NpyLayoutFor(
+        data->dtype, data->shape, static_cast<int64_t>(data->bytes.size()));
+    absl::Status s =
+        WriteNpy(o.output, layout.descr, layout.shape, data->bytes);
     if (!s.ok()) return ReportFailure(s);
     if (g.json) {
       // As protobuf's JSON mapping writes them elsewhere: int64 as strings.

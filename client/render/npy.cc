@@ -21,6 +21,22 @@ std::string NpyDescr(absl::string_view dtype) {
   return "";
 }
 
+NpyLayout NpyLayoutFor(absl::string_view dtype,
+                       const std::vector<int64_t>& shape, int64_t bytes) {
+  NpyLayout layout{NpyDescr(dtype), shape};
+  if (!layout.descr.empty()) return layout;
+  layout.descr = "|u1";
+  if (shape.empty()) {
+    layout.shape = {bytes};
+    return layout;
+  }
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < shape.size(); ++d) rows *= shape[d];
+  layout.shape.back() = rows > 0 ? bytes / rows : 0;
+  if (layout.shape.back() * rows != bytes) layout.shape = {bytes};
+  return layout;
+}
+
 std::string NpyHeader(absl::string_view descr,
                       const std::vector<int64_t>& shape) {
   std::string shape_text = absl::StrJoin(shape, ", ");

@@ -17,6 +17,7 @@
 #include "tests/support/process.h"
 #include "tests/support/safetensors_writer.h"
 #include "tests/support/status_matchers.h"
+#include "tests/support/test_ca.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
@@ -30,6 +31,7 @@ using ::tensormorph::testing::ReadFileBytes;
 using ::tensormorph::testing::RunCommand;
 using ::tensormorph::testing::ServerProcess;
 using ::tensormorph::testing::StatusIs;
+using ::tensormorph::testing::TestCaFile;
 using ::tensormorph::testing::WriteFile;
 using ::testing::HasSubstr;
 
@@ -287,31 +289,8 @@ TEST(AuthTest, BearerSchemeIsCaseInsensitive) {
 
 class TlsTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = new std::string(MakeTempDir());
-    const std::string d = *dir_;
-    WriteFile(d + "/san.ext", "subjectAltName=DNS:localhost,IP:127.0.0.1\n");
-    auto run = [](std::vector<std::string> argv) {
-      CommandResult r = RunCommand(argv);
-      ASSERT_EQ(r.exit_code, 0) << r.err;
-    };
-    run({"/usr/bin/openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
-         "-keyout", d + "/ca.key", "-out", d + "/ca.pem", "-days", "1", "-subj",
-         "/CN=tensormorph-test-ca"});
-    for (const std::string who : {"server", "client"}) {
-      run({"/usr/bin/openssl", "req", "-newkey", "rsa:2048", "-nodes",
-           "-keyout", d + "/" + who + ".key", "-out", d + "/" + who + ".csr",
-           "-subj", "/CN=localhost"});
-      run({"/usr/bin/openssl", "x509", "-req", "-in", d + "/" + who + ".csr",
-           "-CA", d + "/ca.pem", "-CAkey", d + "/ca.key", "-CAcreateserial",
-           "-out", d + "/" + who + ".pem", "-days", "1", "-extfile",
-           d + "/san.ext"});
-    }
-  }
-  static std::string F(const std::string& name) { return *dir_ + "/" + name; }
-  static std::string* dir_;
+  static std::string F(const std::string& name) { return TestCaFile(name); }
 };
-std::string* TlsTest::dir_ = nullptr;
 
 TEST_F(TlsTest, TlsServesClientsThatTrustTheCa) {
   ServerProcess s(

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -96,11 +97,14 @@ ServerProcess::ServerProcess(const std::vector<std::string>& roots,
   if (::pipe2(out_pipe, O_CLOEXEC) != 0) std::abort();
   pid_ = Spawn(argv, {}, out_pipe[1], 2);
   ::close(out_pipe[1]);
+  const auto read_line = [fd = out_pipe[0]] {
+    std::string line;
+    char c;
+    while (::read(fd, &c, 1) == 1 && c != '\n') line.push_back(c);
+    return line;
+  };
   // The first line is "tensormorphd listening on HOST:PORT".
-  std::string line;
-  char c;
-  while (::read(out_pipe[0], &c, 1) == 1 && c != '\n') line.push_back(c);
-  ::close(out_pipe[0]);
+  const std::string line = read_line();
   const size_t colon = line.rfind(':');
   if (line.rfind("tensormorphd listening on ", 0) != 0 ||
       colon == std::string::npos) {
@@ -108,6 +112,20 @@ ServerProcess::ServerProcess(const std::vector<std::string>& roots,
     std::abort();
   }
   port_ = std::atoi(line.c_str() + colon + 1);
+  // With --http-listen, the next is "tensormorphd http on http://HOST:PORT/".
+  if (std::find(extra_flags.begin(), extra_flags.end(), "--http-listen") !=
+      extra_flags.end()) {
+    const std::string http = read_line();
+    const size_t http_colon = http.rfind(':');
+    if (http.rfind("tensormorphd http on ", 0) != 0 ||
+        http_colon == std::string::npos) {
+      std::fprintf(stderr, "tensormorphd's HTTP port did not start: '%s'\n",
+                   http.c_str());
+      std::abort();
+    }
+    http_port_ = std::atoi(http.c_str() + http_colon + 1);
+  }
+  ::close(out_pipe[0]);
 }
 
 int ServerProcess::Stop() {

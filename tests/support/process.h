@@ -33,6 +33,8 @@ class ServerProcess {
   ~ServerProcess();
 
   int port() const { return port_; }
+  // The HTTP port, when extra_flags hold --http-listen; else 0.
+  int http_port() const { return http_port_; }
   pid_t pid() const { return pid_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   // Sends SIGTERM and returns the exit status.
@@ -41,6 +43,7 @@ class ServerProcess {
  private:
   pid_t pid_ = -1;
   int port_ = 0;
+  int http_port_ = 0;
 };
 
 // The built CLI run against one shared tensormorphd (remote) or embedded, so

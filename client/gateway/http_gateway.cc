@@ -1,0 +1,508 @@
+#include "client/gateway/http_gateway.h"
+
+#include <httplib.h>
+#include <spdlog/spdlog.h>
+
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "client/gateway/http_query.h"
+#include "client/gateway/http_status.h"
+#include "client/gateway/json_rpc.h"
+#include "client/gateway/web_assets.h"
+#include "client/render/heatmap_render.h"
+#include "client/render/npy.h"
+#include "proto/status_mapping.h"
+
+namespace tensormorph {
+namespace {
+
+// The largest request body: an InspectScalars of a million coordinates in
+// JSON fits.
+constexpr size_t kMaxBodyBytes = 64 << 20;
+
+void SendError(httplib::Response& res, const absl::Status& status) {
+  res.status = HttpStatusOf(status.code());
+  res.set_content(ErrorJson(status), "application/json");
+}
+
+CallOrigin OriginOf(const httplib::Request& req) {
+  return {req.get_header_value("Authorization"),
+          absl::StrCat(req.remote_addr, ":", req.remote_port)};
+}
+
+// A name fit for Content-Disposition: letters, digits, '.', '-' and '_'.
+std::string FileNameOf(absl::string_view tensor, absl::string_view ext) {
+  std::string name;
+  for (const char c : tensor) {
+    name.push_back(absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
+                           c == '.' || c == '-' || c == '_'
+                       ? c
+                       : '_');
+  }
+  if (name.empty()) name = "tensor";
+  return absl::StrCat(name.substr(0, 200), ext);
+}
+
+// A page file's path: what the compiled-in table could hold, and nothing a
+// directory walk could abuse in development mode.
+bool IsAssetPath(absl::string_view path) {
+  if (path.empty() || path[0] != '/' || absl::StrContains(path, "..") ||
+      absl::StrContains(path, "//")) {
+    return false;
+  }
+  for (const char c : path) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '/' &&
+        c != '.' && c != '-' && c != '_') {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+class HttpGateway::Impl {
+ public:
+  Impl(HttpGatewayOptions options, std::shared_ptr<grpc::Channel> channel)
+      : options_(std::move(options)), rpc_(std::move(channel)) {}
+
+  absl::Status Bind(int* port, std::string* url);
+  void Stop();
+
+ private:
+  // A response still being sent: its call is cancelled when the gateway
+  // stops, so that Stop does not wait on a client that reads slowly.
+  struct Sending {
+    std::function<void()> cancel;
+  };
+  void Track(Sending* s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    sending_.insert(s);
+  }
+  void Untrack(Sending* s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    sending_.erase(s);
+  }
+
+  void Routes();
+  void Rpc(const httplib::Request& req, httplib::Response& res);
+  void Stream(const std::string& method, const httplib::Request& req,
+              httplib::Response& res);
+  void Npy(const httplib::Request& req, httplib::Response& res);
+  void HeatmapPng(const httplib::Request& req, httplib::Response& res);
+  void Asset(const httplib::Request& req, httplib::Response& res);
+  bool Cors(const httplib::Request& req, httplib::Response& res) const;
+
+  const HttpGatewayOptions options_;
+  const JsonRpc rpc_;
+  std::unique_ptr<httplib::Server> http_;
+  std::thread thread_;
+  std::mutex mu_;
+  std::set<Sending*> sending_;
+  bool stopped_ = false;
+};
+
+absl::Status HttpGateway::Impl::Bind(int* port, std::string* url) {
+  const size_t colon = options_.listen.rfind(':');
+  int64_t wanted = -1;
+  if (colon == std::string::npos ||
+      !absl::SimpleAtoi(options_.listen.substr(colon + 1), &wanted) ||
+      wanted < 0 || wanted > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--http-listen is '", options_.listen,
+                     "'; expected HOST:PORT with a port in [0, 65535]"));
+  }
+  std::string host = options_.listen.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);  // [::1]:8080
+  }
+  const bool tls = !options_.tls_cert.empty() || !options_.tls_key.empty();
+  if (tls) {
+    if (options_.tls_cert.empty() || options_.tls_key.empty()) {
+      return absl::InvalidArgumentError(
+          "HTTPS needs both a certificate (--tls-cert) and its key "
+          "(--tls-key)");
+    }
+    auto ssl = std::make_unique<httplib::SSLServer>(
+        options_.tls_cert.c_str(), options_.tls_key.c_str(),
+        options_.tls_client_ca.empty() ? nullptr
+                                       : options_.tls_client_ca.c_str());
+    if (!ssl->is_valid()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cannot load the HTTPS certificate '", options_.tls_cert,
+          "' with key '", options_.tls_key, "'",
+          options_.tls_client_ca.empty()
+              ? ""
+              : absl::StrCat(" and client CA '", options_.tls_client_ca, "'"),
+          ": not readable PEM, or a key that does not match"));
+    }
+    http_ = std::move(ssl);
+  } else {
+    http_ = std::make_unique<httplib::Server>();
+  }
+  const int threads = std::max(options_.threads, 2);
+  http_->new_task_queue = [threads] {
+    return new httplib::ThreadPool(threads);
+  };
+  http_->set_payload_max_length(kMaxBodyBytes);
+  // A client that takes no data for this long is dropped, and its call
+  // cancelled with it.
+  http_->set_write_timeout(30, 0);
+  Routes();
+  int bound = -1;
+  if (wanted == 0) {
+    bound = http_->bind_to_any_port(host);
+  } else if (http_->bind_to_port(host, static_cast<int>(wanted))) {
+    bound = static_cast<int>(wanted);
+  }
+  if (bound <= 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen for HTTP on ", options_.listen,
+                     " (address in use, or not an address of this machine)"));
+  }
+  *port = bound;
+  const std::string shown =
+      absl::StrContains(host, ':') ? absl::StrCat("[", host, "]") : host;
+  *url = absl::StrCat(tls ? "https" : "http", "://", shown, ":", bound, "/");
+  thread_ = std::thread([this] { http_->listen_after_bind(); });
+  return absl::OkStatus();
+}
+
+void HttpGateway::Impl::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopped_) return;
+    stopped_ = true;
+    for (Sending* s : sending_) s->cancel();
+  }
+  if (http_ != nullptr) http_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+bool HttpGateway::Impl::Cors(const httplib::Request& req,
+                             httplib::Response& res) const {
+  if (options_.allow_origin.empty() || !req.has_header("Origin")) return false;
+  const std::string origin = req.get_header_value("Origin");
+  if (options_.allow_origin != "*" && origin != options_.allow_origin) {
+    return false;
+  }
+  res.set_header("Access-Control-Allow-Origin",
+                 options_.allow_origin == "*" ? "*" : origin);
+  res.set_header("Vary", "Origin");
+  return true;
+}
+
+void HttpGateway::Impl::Routes() {
+  http_->set_post_routing_handler(
+      [this](const httplib::Request& req, httplib::Response& res) {
+        res.set_header("X-Content-Type-Options", "nosniff");
+        res.set_header("Referrer-Policy", "no-referrer");
+        Cors(req, res);
+      });
+  // Unmatched routes, oversized bodies and httplib's own refusals answer in
+  // the API's error shape too.
+  http_->set_error_handler(httplib::Server::HandlerWithResponse(
+      [](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty())
+          return httplib::Server::HandlerResponse::Unhandled;
+        absl::Status s = absl::NotFoundError(
+            absl::StrCat("no such endpoint: ", req.method, " ", req.path));
+        if (res.status == 413) {
+          s = absl::ResourceExhaustedError(
+              absl::StrCat("the request body is past the ", kMaxBodyBytes >> 20,
+                           " MiB allowed"));
+        } else if (res.status == 400) {
+          s = absl::InvalidArgumentError("a malformed HTTP request");
+        } else if (res.status != 404) {
+          s = absl::UnknownError(absl::StrCat("HTTP ", res.status));
+        }
+        res.set_content(ErrorJson(s), "application/json");
+        return httplib::Server::HandlerResponse::Handled;
+      }));
+
+  http_->Options(
+      R"(/.*)", [this](const httplib::Request& req, httplib::Response& res) {
+        if (!Cors(req, res)) {
+          SendError(res, absl::PermissionDeniedError(
+                             "cross-origin calls are not allowed from this "
+                             "origin (tensormorphd --http-allow-origin)"));
+          return;
+        }
+        res.set_header("Access-Control-Allow-Methods", "GET, POST");
+        res.set_header("Access-Control-Allow-Headers",
+                       "Authorization, Content-Type");
+        res.set_header("Access-Control-Max-Age", "600");
+        res.status = 204;
+      });
+  http_->Get("/healthz",
+             [this](const httplib::Request&, httplib::Response& res) {
+               const bool serving = !options_.serving || options_.serving();
+               res.status = serving ? 200 : 503;
+               res.set_content(serving ? "ok\n" : "draining\n", "text/plain");
+             });
+  http_->Get(
+      "/metrics", [this](const httplib::Request&, httplib::Response& res) {
+        if (!options_.metrics) {
+          SendError(res, absl::NotFoundError("this gateway has no metrics"));
+          return;
+        }
+        res.set_content(options_.metrics(),
+                        "text/plain; version=0.0.4; charset=utf-8");
+      });
+  http_->Get("/v1/tensor.npy",
+             [this](const httplib::Request& req, httplib::Response& res) {
+               Npy(req, res);
+             });
+  http_->Get("/v1/heatmap.png",
+             [this](const httplib::Request& req, httplib::Response& res) {
+               HeatmapPng(req, res);
+             });
+  http_->Post(R"(/v1/([A-Za-z]+))",
+              [this](const httplib::Request& req, httplib::Response& res) {
+                Rpc(req, res);
+              });
+  http_->Get(
+      R"(/v1/.*)", [](const httplib::Request& req, httplib::Response& res) {
+        res.set_header("Allow", "POST");
+        SendError(res, absl::InvalidArgumentError(absl::StrCat(
+                           req.path, " takes POST with the request as JSON")));
+        res.status = 405;
+      });
+  http_->Get(R"(/.*)", [this](const httplib::Request& req,
+                              httplib::Response& res) { Asset(req, res); });
+}
+
+void HttpGateway::Impl::Rpc(const httplib::Request& req,
+                            httplib::Response& res) {
+  const std::string method = req.matches[1];
+  // A browser sends a cross-origin application/json POST only after a
+  // preflight, which only --http-allow-origin answers; a form or a
+  // text/plain POST from another site is refused here.
+  const std::string type = req.get_header_value("Content-Type");
+  if (!absl::StartsWithIgnoreCase(type, "application/json")) {
+    SendError(res,
+              absl::InvalidArgumentError(absl::StrCat(
+                  "POST /v1/", method, " needs Content-Type: application/json",
+                  type.empty() ? "" : absl::StrCat(", not ", type))));
+    res.status = 415;
+    return;
+  }
+  absl::StatusOr<bool> streaming = rpc_.IsServerStreaming(method);
+  if (!streaming.ok()) return SendError(res, streaming.status());
+  if (*streaming) return Stream(method, req, res);
+  absl::StatusOr<std::string> reply =
+      rpc_.Unary(method, req.body, OriginOf(req));
+  if (!reply.ok()) return SendError(res, reply.status());
+  res.set_content(*std::move(reply), "application/json");
+}
+
+void HttpGateway::Impl::Stream(const std::string& method,
+                               const httplib::Request& req,
+                               httplib::Response& res) {
+  absl::StatusOr<std::unique_ptr<JsonStream>> started =
+      rpc_.Stream(method, req.body, OriginOf(req));
+  if (!started.ok()) return SendError(res, started.status());
+  struct State : Sending {
+    std::unique_ptr<JsonStream> stream;
+    std::string line;
+    bool finished = false;
+  };
+  auto state = std::make_shared<State>();
+  state->stream = *std::move(started);
+  // The first message, or the status, decides the HTTP status: a call that
+  // fails at once answers 404 or 400, not 200 and an error line.
+  std::string json;
+  if (!state->stream->Next(&json)) {
+    const absl::Status s = state->stream->Finish();
+    if (!s.ok()) return SendError(res, s);
+    res.set_content("", "application/x-ndjson");
+    return;
+  }
+  state->line = absl::StrCat("{\"result\":", json, "}\n");
+  JsonStream* stream = state->stream.get();
+  state->cancel = [stream] { stream->Cancel(); };
+  Track(state.get());
+  res.set_chunked_content_provider(
+      "application/x-ndjson",
+      [state](size_t, httplib::DataSink& sink) {
+        if (!sink.write(state->line.data(), state->line.size())) {
+          state->stream->Cancel();
+          return false;
+        }
+        std::string next;
+        if (state->stream->Next(&next)) {
+          state->line = absl::StrCat("{\"result\":", next, "}\n");
+          return true;
+        }
+        state->finished = true;
+        const absl::Status s = state->stream->Finish();
+        if (!s.ok()) {
+          const std::string error =
+              absl::StrCat("{\"error\":", ErrorJson(s), "}\n");
+          sink.write(error.data(), error.size());
+        }
+        sink.done();
+        return true;
+      },
+      [this, state](bool) {
+        if (!state->finished) {
+          state->stream->Cancel();
+          (void)state->stream->Finish();
+          state->finished = true;
+        }
+        Untrack(state.get());
+      });
+}
+
+void HttpGateway::Impl::Npy(const httplib::Request& req,
+                            httplib::Response& res) {
+  absl::StatusOr<v1::ReadSliceRequest> request = ReadSliceFromQuery(req.params);
+  if (!request.ok()) return SendError(res, request.status());
+  struct State : Sending {
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReader<v1::SliceChunk>> reader;
+    v1::SliceChunk chunk;
+    int64_t left = 0;  // data bytes still to send
+    bool finished = false;
+  };
+  auto state = std::make_shared<State>();
+  if (absl::Status s = ApplyOrigin(OriginOf(req), &state->context); !s.ok()) {
+    return SendError(res, s);
+  }
+  state->reader = rpc_.stub().ReadSlice(&state->context, *request);
+  if (!state->reader->Read(&state->chunk)) {
+    absl::Status s = FromGrpcStatus(state->reader->Finish());
+    if (s.ok()) s = absl::InternalError("ReadSlice ended without a header");
+    return SendError(res, s);
+  }
+  const v1::SliceHeader& h = state->chunk.header();
+  const std::vector<int64_t> shape(h.shape().begin(), h.shape().end());
+  const NpyLayout layout = NpyLayoutFor(h.dtype(), shape, h.total_bytes());
+  const std::string header = NpyHeader(layout.descr, layout.shape);
+  state->left = h.total_bytes();
+  state->cancel = [ctx = &state->context] { ctx->TryCancel(); };
+  Track(state.get());
+  res.set_header("Content-Disposition",
+                 absl::StrCat("attachment; filename=\"",
+                              FileNameOf(request->tensor(), ".npy"), "\""));
+  // With the length known up front, a download that ends short is an error
+  // the client sees, not a silently shorter array.
+  res.set_content_provider(
+      header.size() + static_cast<size_t>(h.total_bytes()),
+      "application/octet-stream",
+      [state, header, sent_header = false](size_t, size_t,
+                                           httplib::DataSink& sink) mutable {
+        if (!sent_header) {
+          sent_header = true;
+          if (!sink.write(header.data(), header.size())) return false;
+        }
+        const std::string& data = state->chunk.data();
+        if (static_cast<int64_t>(data.size()) > state->left) return false;
+        if (!data.empty() && !sink.write(data.data(), data.size())) {
+          return false;
+        }
+        state->left -= static_cast<int64_t>(data.size());
+        if (state->left == 0) return true;  // httplib ends at the length
+        // Ends short (the call failed, or sent less than its header said):
+        // returning false drops the connection mid-body.
+        return static_cast<bool>(state->reader->Read(&state->chunk));
+      },
+      [this, state](bool) {
+        if (!state->finished) {
+          state->finished = true;
+          state->context.TryCancel();
+          while (state->reader->Read(&state->chunk)) {
+          }
+          const absl::Status s = FromGrpcStatus(state->reader->Finish());
+          if (!s.ok() && state->left > 0) {
+            spdlog::warn("GET /v1/tensor.npy ended {} bytes short: {}",
+                         state->left, s.ToString());
+          }
+        }
+        Untrack(state.get());
+      });
+}
+
+void HttpGateway::Impl::HeatmapPng(const httplib::Request& req,
+                                   httplib::Response& res) {
+  absl::StatusOr<v1::GetHeatmapRequest> request = HeatmapFromQuery(req.params);
+  if (!request.ok()) return SendError(res, request.status());
+  grpc::ClientContext context;
+  if (absl::Status s = ApplyOrigin(OriginOf(req), &context); !s.ok()) {
+    return SendError(res, s);
+  }
+  v1::GetHeatmapResponse heatmap;
+  const grpc::Status s = rpc_.stub().GetHeatmap(&context, *request, &heatmap);
+  if (!s.ok()) return SendError(res, FromGrpcStatus(s));
+  const std::string mode = req.has_param("mode") ? req.get_param_value("mode")
+                                                 : std::string("value");
+  const Image image =
+      RenderHeatmap(heatmap, absl::StrCat(heatmap.tensor(), "  ", mode),
+                    request->mode() == v1::HEATMAP_MODE_GROUP);
+  absl::StatusOr<std::string> png = image.EncodePng();
+  if (!png.ok()) return SendError(res, png.status());
+  res.set_header("Cache-Control", "no-store");
+  res.set_content(*std::move(png), "image/png");
+}
+
+void HttpGateway::Impl::Asset(const httplib::Request& req,
+                              httplib::Response& res) {
+  const std::string path = req.path == "/" ? "/index.html" : req.path;
+  if (!IsAssetPath(path)) {
+    return SendError(
+        res, absl::NotFoundError(absl::StrCat("no such page: ", req.path)));
+  }
+  if (absl::EndsWith(path, ".html")) {
+    // Names shown on the page come from files; a name that smuggles markup
+    // in still cannot run a script from anywhere but this server.
+    res.set_header("Content-Security-Policy",
+                   "default-src 'self'; img-src 'self' data: blob:; "
+                   "style-src 'self' 'unsafe-inline'; object-src 'none'; "
+                   "base-uri 'none'");
+  }
+  res.set_header("Cache-Control", "no-cache");
+  if (!options_.assets_dir.empty()) {
+    std::ifstream in(options_.assets_dir + path, std::ios::binary);
+    std::ostringstream data;
+    if (in && (data << in.rdbuf())) {
+      res.set_content(data.str(), ContentTypeOf(path));
+      return;
+    }
+  }
+  const WebAsset* asset = FindWebAsset(path);
+  if (asset == nullptr) {
+    return SendError(
+        res, absl::NotFoundError(absl::StrCat("no such page: ", req.path)));
+  }
+  res.set_content(reinterpret_cast<const char*>(asset->data), asset->size,
+                  ContentTypeOf(path));
+}
+
+HttpGateway::HttpGateway(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+HttpGateway::~HttpGateway() { Stop(); }
+
+absl::StatusOr<std::unique_ptr<HttpGateway>> HttpGateway::Start(
+    HttpGatewayOptions options, std::shared_ptr<grpc::Channel> channel) {
+  auto impl = std::make_unique<Impl>(std::move(options), std::move(channel));
+  int port = 0;
+  std::string url;
+  if (absl::Status s = impl->Bind(&port, &url); !s.ok()) return s;
+  std::unique_ptr<HttpGateway> gateway(new HttpGateway(std::move(impl)));
+  gateway->port_ = port;
+  gateway->url_ = url;
+  return gateway;
+}
+
+void HttpGateway::Stop() { impl_->Stop(); }
+
+}  // namespace tensormorph

@@ -1,0 +1,86 @@
+// tensormorphd's HTTP port (--http-listen): the web inspector's page, every
+// RPC as JSON (POST /v1/<Method>), a tensor as .npy and a heatmap as PNG,
+// Prometheus metrics and a health check. It is a client of the service: each
+// request becomes a call on a channel to it (the server's in-process channel
+// in tensormorphd), so sandbox, limits, auth and logging are the service's
+// own, not a second implementation.
+//
+// Endpoints:
+//   GET  /, /<file>        the inspector (compiled in; see web_assets.h)
+//   POST /v1/<Method>      body: the request in protobuf's JSON mapping
+//                          (Content-Type application/json). Unary: the
+//                          response as JSON. Server-streaming: ndjson, one
+//                          {"result": <message>} per line, flushed as
+//                          produced; a failure after the first line ends the
+//                          stream with {"error": {"code", "message"}}.
+//   GET  /v1/tensor.npy    ?checkpoint&tensor[&slice][&raw=1][&part=1]
+//                          streamed with a Content-Length, never held whole
+//   GET  /v1/heatmap.png   ?checkpoint&tensor[&mode][&ref][&width&height]
+//                          [&rows=A:B&cols=C:D] (see http_query.h)
+//   GET  /metrics          Prometheus text (HttpGatewayOptions::metrics)
+//   GET  /healthz          200 "ok" while serving, 503 while draining
+// Errors answer grpc-gateway's HTTP status for the code (http_status.h) and
+// {"code": "NOT_FOUND", "message": ...}. The Authorization header is passed
+// on as the call's metadata; CORS headers are sent only for the origin in
+// HttpGatewayOptions::allow_origin.
+#ifndef TENSORMORPH_CLIENT_GATEWAY_HTTP_GATEWAY_H_
+#define TENSORMORPH_CLIENT_GATEWAY_HTTP_GATEWAY_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace tensormorph {
+
+struct HttpGatewayOptions {
+  std::string listen;  // host:port; port 0 picks a free one
+  // HTTPS with this certificate and key (PEM files), both or neither; with
+  // a client CA, clients must present a certificate it signed.
+  std::string tls_cert, tls_key, tls_client_ca;
+  // The one origin ("https://dash.example:3000", or "*") whose pages may
+  // call the API from a browser; empty = none (no CORS headers at all).
+  std::string allow_origin;
+  // Development: serve the page's files from this directory (client/web)
+  // instead of the compiled-in copy, so an edit shows on reload.
+  std::string assets_dir;
+  // Threads serving HTTP connections; a streaming response holds one.
+  int threads = 16;
+  // The body of /metrics (Prometheus text); unset = 404.
+  std::function<std::string()> metrics;
+  // /healthz is 200 while this is true; unset = always.
+  std::function<bool()> serving;
+};
+
+// Thread safety: Stop may be called from any thread.
+class HttpGateway {
+ public:
+  // Binds and starts serving on a thread of its own.
+  // Errors: INVALID_ARGUMENT (listen not host:port; one of cert/key alone;
+  // a certificate or key that does not load); UNAVAILABLE (cannot bind).
+  static absl::StatusOr<std::unique_ptr<HttpGateway>> Start(
+      HttpGatewayOptions options, std::shared_ptr<grpc::Channel> channel);
+  ~HttpGateway();
+
+  int port() const { return port_; }
+  // "http://host:port/" (https with TLS), as a browser opens it.
+  std::string url() const { return url_; }
+
+  // Stops accepting, cancels the calls of streams still being sent, and
+  // waits for the serving threads. Idempotent.
+  void Stop();
+
+ private:
+  class Impl;
+  explicit HttpGateway(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+  int port_ = 0;
+  std::string url_;
+};
+
+}  // namespace tensormorph
+
+#endif  // TENSORMORPH_CLIENT_GATEWAY_HTTP_GATEWAY_H_

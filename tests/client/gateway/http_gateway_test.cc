@@ -1,0 +1,451 @@
+// tensormorphd's HTTP port, as a browser, curl or a dashboard meets it: the
+// real tensormorphd with --http-listen on loopback, a real HTTP client, and
+// every reply parsed back into its protobuf type.
+#include "client/gateway/http_gateway.h"
+
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/dynamic_message.h>
+#include <google/protobuf/util/json_util.h>
+#include <httplib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "client/client.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tensormorph/v1/tensormorph.grpc.pb.h"
+#include "tests/support/demo_checkpoint.h"
+#include "tests/support/npy_reader.h"
+#include "tests/support/process.h"
+#include "tests/support/safetensors_writer.h"
+#include "tests/support/test_ca.h"
+#include "tests/support/test_paths.h"
+
+namespace tensormorph {
+namespace {
+
+using ::tensormorph::testing::DemoDir;
+using ::tensormorph::testing::MakeTempDir;
+using ::tensormorph::testing::ReadNpy;
+using ::tensormorph::testing::ServerProcess;
+using ::tensormorph::testing::TestCaFile;
+using ::tensormorph::testing::WriteFile;
+using ::testing::HasSubstr;
+using Json = nlohmann::json;
+
+constexpr char kQ8[] = "model-q8_0.gguf";
+constexpr char kQ8Tensor[] = "blk.0.attn_q.weight";
+
+const google::protobuf::ServiceDescriptor& Service() {
+  return *google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(
+      v1::Tensormorph::service_full_name());
+}
+
+// `json` parsed as a message of `type`, strictly (an unknown field fails).
+::testing::AssertionResult ParsesAs(const std::string& json,
+                                    const google::protobuf::Descriptor* type) {
+  google::protobuf::DynamicMessageFactory factory;
+  std::unique_ptr<google::protobuf::Message> m(
+      factory.GetPrototype(type)->New());
+  const auto s = google::protobuf::util::JsonStringToMessage(json, m.get());
+  if (!s.ok()) {
+    return ::testing::AssertionFailure()
+           << "not a " << type->full_name() << ": " << s.ToString() << " in "
+           << json.substr(0, 300);
+  }
+  return ::testing::AssertionSuccess();
+}
+
+class HttpGatewayTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server_ = new ServerProcess({DemoDir()}, {"--http-listen", "127.0.0.1:0"});
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  static httplib::Client Http() {
+    httplib::Client c("127.0.0.1", server_->http_port());
+    c.set_read_timeout(60, 0);
+    return c;
+  }
+  static httplib::Result Post(const std::string& method,
+                              const std::string& body) {
+    return Http().Post(("/v1/" + method).c_str(), body, "application/json");
+  }
+  static ServerProcess* server_;
+};
+ServerProcess* HttpGatewayTest::server_ = nullptr;
+
+// A valid request for each method on the demo model.
+const std::map<std::string, Json>& Requests() {
+  static const auto* requests = new std::map<std::string, Json>{
+      {"GetServerInfo", Json::object()},
+      {"GetCheckpoint", {{"checkpoint", kQ8}}},
+      {"GetTensor", {{"checkpoint", kQ8}, {"tensor", kQ8Tensor}}},
+      {"ListTensors", {{"checkpoint", kQ8}}},
+      {"ReadSlice",
+       {{"checkpoint", kQ8}, {"tensor", kQ8Tensor}, {"slice", "0:2, 0:8"}}},
+      {"InspectScalars",
+       {{"checkpoint", kQ8},
+        {"tensor", kQ8Tensor},
+        {"coords", {"3", "17"}},
+        {"flatIndices", {0}}}},
+      {"QuantDiff",
+       {{"checkpoint", kQ8}, {"reference", "source"}, {"filter", "blk.0.*"}}},
+      {"ComputeStats",
+       {{"checkpoint", kQ8}, {"tensor", kQ8Tensor}, {"bins", 8}}},
+      {"GetHeatmap",
+       {{"checkpoint", kQ8},
+        {"tensor", kQ8Tensor},
+        {"mode", "HEATMAP_MODE_GROUP"},
+        {"width", 16},
+        {"height", 16}}},
+      {"GetArchitecture", {{"checkpoint", kQ8}}},
+      {"ListCheckpoints", Json::object()},
+  };
+  return *requests;
+}
+
+TEST_F(HttpGatewayTest, EveryRpcAnswersItsResponseTypeInJson) {
+  ASSERT_EQ(static_cast<int>(Requests().size()), Service().method_count())
+      << "a method of the service has no request in this test";
+  for (int i = 0; i < Service().method_count(); ++i) {
+    const google::protobuf::MethodDescriptor* m = Service().method(i);
+    SCOPED_TRACE(m->name());
+    ASSERT_TRUE(Requests().count(m->name()));
+    httplib::Result r = Post(m->name(), Requests().at(m->name()).dump());
+    ASSERT_TRUE(r) << httplib::to_string(r.error());
+    ASSERT_EQ(r->status, 200) << r->body;
+    if (!m->server_streaming()) {
+      EXPECT_EQ(r->get_header_value("Content-Type"), "application/json");
+      EXPECT_TRUE(ParsesAs(r->body, m->output_type()));
+      continue;
+    }
+    EXPECT_EQ(r->get_header_value("Content-Type"), "application/x-ndjson");
+    const std::vector<std::string> lines =
+        absl::StrSplit(r->body, '\n', absl::SkipEmpty());
+    ASSERT_FALSE(lines.empty());
+    EXPECT_EQ(r->body.back(), '\n');
+    for (const std::string& line : lines) {
+      const Json j = Json::parse(line, nullptr, false);
+      ASSERT_TRUE(j.is_object() && j.contains("result") && j.size() == 1)
+          << line.substr(0, 200);
+      EXPECT_TRUE(ParsesAs(j["result"].dump(), m->output_type()));
+    }
+  }
+}
+
+TEST_F(HttpGatewayTest,
+       TheDiffStreamEndsWithItsSummaryAfterProgressAndReports) {
+  httplib::Result r = Post("QuantDiff", Requests().at("QuantDiff").dump());
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  int progress = 0, reports = 0;
+  Json last;
+  for (absl::string_view line :
+       absl::StrSplit(r->body, '\n', absl::SkipEmpty())) {
+    last = Json::parse(line)["result"];
+    progress += last.contains("progress");
+    reports += last.contains("tensor");
+  }
+  EXPECT_GT(progress, 0);
+  EXPECT_GT(reports, 0);
+  EXPECT_TRUE(last.contains("summary")) << last.dump();
+}
+
+// The .npy is the gRPC read, byte for byte, in float32 and raw.
+TEST_F(HttpGatewayTest, NpyEqualsTheGrpcReadBitForBit) {
+  auto client = Client::Connect(server_->address());
+  ASSERT_TRUE(client.ok());
+  const std::string dir = MakeTempDir();
+  struct Case {
+    std::string query, slice;
+    bool raw;
+  };
+  for (const Case& c :
+       {Case{"", "", false}, Case{"&slice=1:5,%20::3", "1:5, ::3", false},
+        Case{"&raw=1", "", true}}) {
+    SCOPED_TRACE(c.query);
+    httplib::Result r = Http().Get((std::string("/v1/tensor.npy?checkpoint=") +
+                                    kQ8 + "&tensor=" + kQ8Tensor + c.query)
+                                       .c_str());
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    EXPECT_THAT(r->get_header_value("Content-Disposition"),
+                HasSubstr("blk.0.attn_q.weight.npy"));
+    WriteFile(dir + "/t.npy", r->body);
+    const testing::NpyArray npy = ReadNpy(dir + "/t.npy");
+    v1::ReadSliceRequest req;
+    req.set_checkpoint(kQ8);
+    req.set_tensor(kQ8Tensor);
+    req.set_slice(c.slice);
+    req.set_mode(c.raw ? v1::OUTPUT_MODE_RAW : v1::OUTPUT_MODE_FLOAT32);
+    absl::StatusOr<SliceData> grpc = (*client)->ReadSliceAll(req);
+    ASSERT_TRUE(grpc.ok()) << grpc.status();
+    EXPECT_EQ(npy.descr, c.raw ? "|u1" : "<f4");
+    if (!c.raw) {
+      EXPECT_EQ(npy.shape, grpc->shape);
+    }
+    EXPECT_TRUE(npy.data == grpc->bytes) << "the .npy differs from ReadSlice";
+  }
+}
+
+TEST_F(HttpGatewayTest, TheHeatmapPngIsAPngOfTheRequestedRegion) {
+  httplib::Result r =
+      Http().Get((std::string("/v1/heatmap.png?checkpoint=") + kQ8 +
+                  "&tensor=" + kQ8Tensor + "&mode=group&width=32&height=16")
+                     .c_str());
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(r->get_header_value("Content-Type"), "image/png");
+  ASSERT_GT(r->body.size(), 8u);
+  EXPECT_EQ(r->body.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+}
+
+struct Refusal {
+  std::string name, method, path, body, content_type;
+  int status;
+  std::string code, message;
+};
+
+// Every refusal carries grpc-gateway's HTTP status for its code and the
+// {"code", "message"} body, and names what is wrong.
+TEST_F(HttpGatewayTest, RefusalsCarryTheirHttpStatusAndCode) {
+  const std::string q =
+      std::string("/v1/heatmap.png?checkpoint=") + kQ8 + "&tensor=" + kQ8Tensor;
+  const std::vector<Refusal> refusals = {
+      {"missing tensor", "POST", "/v1/GetTensor",
+       Json{{"checkpoint", kQ8}, {"tensor", "nope"}}.dump(), "application/json",
+       404, "NOT_FOUND", "'nope'"},
+      {"missing checkpoint, streaming", "POST", "/v1/ListTensors",
+       R"({"checkpoint": "none.gguf"})", "application/json", 404, "NOT_FOUND",
+       "none.gguf"},
+      {"body not JSON", "POST", "/v1/GetTensor",
+       "{checkpoint:", "application/json", 400, "INVALID_ARGUMENT",
+       "tensormorph.v1.GetTensorRequest"},
+      {"unknown field", "POST", "/v1/GetTensor",
+       R"({"checkpoint": "x", "tensr": "y"})", "application/json", 400,
+       "INVALID_ARGUMENT", "tensr"},
+      {"field of the wrong type", "POST", "/v1/GetHeatmap",
+       R"({"checkpoint": "x", "width": "wide"})", "application/json", 400,
+       "INVALID_ARGUMENT", "width"},
+      {"int32 out of range", "POST", "/v1/GetHeatmap",
+       R"({"checkpoint": "x", "width": 4294967296})", "application/json", 400,
+       "INVALID_ARGUMENT", "width"},
+      {"unknown method", "POST", "/v1/DeleteEverything", "{}",
+       "application/json", 404, "NOT_FOUND", "GetServerInfo"},
+      {"no JSON content type", "POST", "/v1/GetServerInfo", "{}", "text/plain",
+       415, "INVALID_ARGUMENT", "application/json"},
+      {"GET of a method", "GET", "/v1/GetServerInfo", "", "", 405,
+       "INVALID_ARGUMENT", "POST"},
+      {"path outside the roots", "POST", "/v1/GetCheckpoint",
+       R"({"checkpoint": "../../../../etc/passwd"})", "application/json", 403,
+       "PERMISSION_DENIED", "outside"},
+      {"heatmap past the side limit", "GET", q + "&width=5000", "", "", 429,
+       "RESOURCE_EXHAUSTED", "4096"},
+      {"unknown query parameter", "GET", q + "&colour=red", "", "", 400,
+       "INVALID_ARGUMENT", "'colour'"},
+      {"parameter given twice", "GET", q + "&mode=group&mode=value", "", "",
+       400, "INVALID_ARGUMENT", "2 times"},
+      {"bad mode", "GET", q + "&mode=rainbow", "", "", 400, "INVALID_ARGUMENT",
+       "rainbow"},
+      {"bad integer", "GET", q + "&width=12abc", "", "", 400,
+       "INVALID_ARGUMENT", "'width'"},
+      {"bad range", "GET", q + "&rows=3", "", "", 400, "INVALID_ARGUMENT",
+       "BEGIN:END"},
+      {"not UTF-8", "GET", q + "&ref=%ff", "", "", 400, "INVALID_ARGUMENT",
+       "UTF-8"},
+      {"npy without a tensor", "GET",
+       std::string("/v1/tensor.npy?checkpoint=") + kQ8, "", "", 400,
+       "INVALID_ARGUMENT", "'tensor' is required"},
+      {"npy of a missing tensor", "GET",
+       std::string("/v1/tensor.npy?checkpoint=") + kQ8 + "&tensor=nope", "", "",
+       404, "NOT_FOUND", "nope"},
+      {"npy raw flag not a flag", "GET",
+       std::string("/v1/tensor.npy?checkpoint=") + kQ8 + "&tensor=x&raw=yes",
+       "", "", 400, "INVALID_ARGUMENT", "'raw'"},
+      {"no such page", "GET", "/../../etc/passwd", "", "", 404, "NOT_FOUND",
+       ""},
+  };
+  for (const Refusal& f : refusals) {
+    SCOPED_TRACE(f.name);
+    httplib::Client c = Http();
+    httplib::Result r = f.method == "POST" ? c.Post(f.path.c_str(), f.body,
+                                                    f.content_type.c_str())
+                                           : c.Get(f.path.c_str());
+    ASSERT_TRUE(r) << httplib::to_string(r.error());
+    EXPECT_EQ(r->status, f.status) << r->body;
+    const Json body = Json::parse(r->body, nullptr, false);
+    ASSERT_TRUE(body.is_object()) << r->body;
+    EXPECT_EQ(body.value("code", ""), f.code) << r->body;
+    EXPECT_THAT(body.value("message", ""), HasSubstr(f.message));
+    EXPECT_EQ(body.size(), 2u) << r->body;
+  }
+}
+
+TEST_F(HttpGatewayTest, ASymlinkOutOfTheRootIsRefusedAsPermissionDenied) {
+  const std::string root = MakeTempDir();
+  ASSERT_EQ(::symlink(DemoDir().c_str(), (root + "/escape").c_str()), 0);
+  ServerProcess s({root}, {"--http-listen", "127.0.0.1:0"});
+  httplib::Client c("127.0.0.1", s.http_port());
+  httplib::Result r =
+      c.Post("/v1/GetCheckpoint",
+             Json{{"checkpoint", std::string("escape/") + kQ8}}.dump(),
+             "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 403) << r->body;
+  EXPECT_EQ(Json::parse(r->body).value("code", ""), "PERMISSION_DENIED");
+}
+
+TEST_F(HttpGatewayTest,
+       ThePageIsServedFromTheBinaryWithAContentSecurityPolicy) {
+  httplib::Result r = Http().Get("/");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200);
+  EXPECT_THAT(r->get_header_value("Content-Type"), HasSubstr("text/html"));
+  EXPECT_THAT(r->get_header_value("Content-Security-Policy"),
+              HasSubstr("default-src 'self'"));
+  EXPECT_THAT(r->body, HasSubstr("<html"));
+}
+
+TEST_F(HttpGatewayTest, HealthzAnswersOk) {
+  httplib::Result r = Http().Get("/healthz");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, "ok\n");
+}
+
+TEST_F(HttpGatewayTest, NoCorsHeadersUnlessAnOriginIsAllowed) {
+  httplib::Headers from_elsewhere = {{"Origin", "https://evil.example"}};
+  httplib::Result r = Http().Post("/v1/GetServerInfo", from_elsewhere, "{}",
+                                  "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_FALSE(r->has_header("Access-Control-Allow-Origin"));
+  httplib::Result preflight =
+      Http().Options("/v1/GetServerInfo", from_elsewhere);
+  ASSERT_TRUE(preflight);
+  EXPECT_EQ(preflight->status, 403);
+  EXPECT_FALSE(preflight->has_header("Access-Control-Allow-Origin"));
+}
+
+TEST(HttpGatewayCorsTest, TheAllowedOriginGetsCorsHeadersAndOthersDoNot) {
+  ServerProcess s({DemoDir()}, {"--http-listen", "127.0.0.1:0",
+                                "--http-allow-origin", "https://dash.example"});
+  httplib::Client c("127.0.0.1", s.http_port());
+  httplib::Result preflight = c.Options(
+      "/v1/GetServerInfo", {{"Origin", "https://dash.example"},
+                            {"Access-Control-Request-Method", "POST"}});
+  ASSERT_TRUE(preflight);
+  EXPECT_EQ(preflight->status, 204);
+  EXPECT_EQ(preflight->get_header_value("Access-Control-Allow-Origin"),
+            "https://dash.example");
+  EXPECT_THAT(preflight->get_header_value("Access-Control-Allow-Headers"),
+              HasSubstr("Authorization"));
+  httplib::Result ok =
+      c.Post("/v1/GetServerInfo", {{"Origin", "https://dash.example"}}, "{}",
+             "application/json");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->get_header_value("Access-Control-Allow-Origin"),
+            "https://dash.example");
+  httplib::Result other =
+      c.Post("/v1/GetServerInfo", {{"Origin", "https://evil.example"}}, "{}",
+             "application/json");
+  ASSERT_TRUE(other);
+  EXPECT_FALSE(other->has_header("Access-Control-Allow-Origin"));
+}
+
+// With --token-file, every API call needs the bearer token, checked by the
+// same interceptor as gRPC calls; the page and /healthz load without it (the
+// page is what asks for the token).
+TEST(HttpGatewayAuthTest, ApiCallsNeedTheBearerTokenAndThePageDoesNot) {
+  const std::string tokens = MakeTempDir() + "/tokens";
+  WriteFile(tokens, "secret-one\n");
+  ServerProcess s({DemoDir()},
+                  {"--http-listen", "127.0.0.1:0", "--token-file", tokens});
+  httplib::Client c("127.0.0.1", s.http_port());
+  const std::string npy =
+      std::string("/v1/tensor.npy?checkpoint=") + kQ8 + "&tensor=" + kQ8Tensor;
+  for (const httplib::Headers& bad :
+       {httplib::Headers{}, httplib::Headers{{"Authorization", "Bearer nope"}},
+        httplib::Headers{{"Authorization", "Basic secret-one"}},
+        httplib::Headers{{"Authorization", "Bearer secret-one\x01"}}}) {
+    httplib::Result r =
+        c.Post("/v1/GetServerInfo", bad, "{}", "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 401) << r->body;
+    EXPECT_EQ(Json::parse(r->body).value("code", ""), "UNAUTHENTICATED");
+    httplib::Result n = c.Get(npy.c_str(), bad);
+    ASSERT_TRUE(n);
+    EXPECT_EQ(n->status, 401) << n->body;
+  }
+  const httplib::Headers good = {{"Authorization", "Bearer secret-one"}};
+  httplib::Result r =
+      c.Post("/v1/GetServerInfo", good, "{}", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  httplib::Result n = c.Get(npy.c_str(), good);
+  ASSERT_TRUE(n);
+  EXPECT_EQ(n->status, 200);
+  EXPECT_EQ(c.Get("/")->status, 200);
+  EXPECT_EQ(c.Get("/healthz")->status, 200);
+}
+
+TEST(HttpGatewayTlsTest, TlsCertServesHttpsToClientsThatTrustTheCa) {
+  ServerProcess s({DemoDir()}, {"--http-listen", "127.0.0.1:0", "--tls-cert",
+                                TestCaFile("server.pem"), "--tls-key",
+                                TestCaFile("server.key")});
+  httplib::SSLClient tls("localhost", s.http_port());
+  tls.set_ca_cert_path(TestCaFile("ca.pem").c_str());
+  tls.enable_server_certificate_verification(true);
+  httplib::Result r = tls.Post("/v1/GetServerInfo", "{}", "application/json");
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  EXPECT_EQ(r->status, 200);
+  httplib::Client plain("127.0.0.1", s.http_port());
+  plain.set_read_timeout(5, 0);
+  httplib::Result p = plain.Get("/healthz");
+  EXPECT_TRUE(!p || p->status != 200) << "plain HTTP answered on a TLS port";
+}
+
+// A client that walks away mid-download ends its call; the server goes on
+// serving everyone else.
+TEST_F(HttpGatewayTest, AClientLeavingMidDownloadLeavesTheServerServing) {
+  for (int i = 0; i < 8; ++i) {
+    httplib::Client c = Http();
+    size_t got = 0;
+    httplib::Result r =
+        c.Get((std::string("/v1/tensor.npy?checkpoint=") + kQ8 +
+               "&tensor=" + kQ8Tensor)
+                  .c_str(),
+              [&](const char*, size_t n) {
+                got += n;
+                return got < 1000;  // stop after the first bytes
+              });
+    EXPECT_FALSE(r);  // cancelled by the receiver
+  }
+  httplib::Result r = Post("GetServerInfo", "{}");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+}
+
+TEST(HttpGatewayStartTest, BadListenAddressesAreRefusedNamingThem) {
+  for (const std::string listen :
+       {"nonsense", "127.0.0.1:99999", "127.0.0.1:x"}) {
+    testing::CommandResult r = testing::RunCommand(
+        {testing::TensormorphdPath(), "--root", DemoDir(), "--listen",
+         "127.0.0.1:0", "--http-listen", listen});
+    EXPECT_EQ(r.exit_code, 1) << listen;
+    EXPECT_THAT(r.err, HasSubstr(listen));
+  }
+}
+
+}  // namespace
+}  // namespace tensormorph

@@ -40,9 +40,28 @@ export function showError(err) {
   const message = err && err.message ? err.message : String(err);
   clear(banner).append(
     el('span', { class: 'code', 'data-field': 'error_code' }, code),
-    el('span', { class: 'message', 'data-field': 'error_message' }, message),
+    el('span', { class: 'message', 'data-field': 'error_message' }, ...suggestions(code, message)),
     el('button', { class: 'dismiss', title: 'Dismiss', onclick: clearError }, '×'));
   banner.hidden = false;
+}
+
+// "did you mean 'a', 'b' or 'c'?" after an unknown tensor: each name a link.
+function suggestions(code, message) {
+  const at = message.indexOf('did you mean');
+  const s = state.current();
+  if (code !== 'NOT_FOUND' || at < 0 || !s.tensor) return [message];
+  const out = [message.slice(0, at)];
+  const tail = message.slice(at);
+  let last = 0;
+  for (const m of tail.matchAll(/'([^']+)'/g)) {
+    out.push(tail.slice(last, m.index + 1));
+    const a = state.link(m[1], { tensor: m[1] }, 'mono');
+    a.addEventListener('click', clearError);
+    out.push(a);
+    last = m.index + m[0].length - 1;
+  }
+  out.push(tail.slice(last));
+  return out;
 }
 
 export function clearError() {
@@ -138,8 +157,9 @@ function route(s) {
   const name = VIEWS[s.view] ? s.view : 'browse';
   const module = VIEWS[name];
   const key = `${name}|${module.key ? module.key(s) : ''}`;
-  if (mounted && mounted.key === key && mounted.view.update) {
-    mounted.view.update(s);
+  if (mounted && mounted.key === key) {
+    // The same view of the same thing: it takes what changed itself.
+    if (mounted.view.update) mounted.view.update(s);
     return;
   }
   if (mounted && mounted.view.destroy) mounted.view.destroy();

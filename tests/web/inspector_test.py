@@ -113,7 +113,7 @@ class Server:
 def start_browser():
     options = webdriver.ChromeOptions()
     options.binary_location = '/usr/bin/chromium'
-    for a in ('--headless=new', '--window-size=1480,1000', '--no-sandbox', '--disable-gpu',
+    for a in ('--headless=new', '--window-size=1480,1100', '--no-sandbox', '--disable-gpu',
               '--disable-dev-shm-usage', '--force-device-scale-factor=1', '--hide-scrollbars'):
         options.add_argument(a)
     options.set_capability('goog:loggingPrefs', {'browser': 'ALL'})
@@ -305,6 +305,16 @@ def test_walk_and_inspect(page, cli, models):
         page.wait(lambda: page.query().get('mode') == mode, f'mode={mode} in the URL')
         heatmap_ready(page)
         page.no_error(f'heatmap mode {mode}')
+        if mode == 'group':
+            # Every cell is drawn in a colour of the categorical palette.
+            colours = page.d.execute_script(
+                "const c = document.querySelector('.heatmap-canvas'); const g = c.getContext('2d');"
+                "const out = []; for (let k = 1; k < 8; k++) { const p = g.getImageData(Math.floor(c.width * k / 8),"
+                " Math.floor(c.height * k / 8), 1, 1).data; out.push('#' + [p[0], p[1], p[2]].map((x) =>"
+                " x.toString(16).padStart(2, '0')).join('')); } return out;")
+            palette = {'#4e79a7', '#f28e2b', '#e15759', '#76b7b2', '#59a14f', '#edc948', '#b07aa1',
+                       '#ff9da7', '#9c755f', '#bab0ac'}
+            check(set(colours) <= palette, f'group mode draws colours outside the palette: {colours}')
         page.shot(f'heatmap_{mode}')
 
     print('zoom')
@@ -319,6 +329,11 @@ def test_walk_and_inspect(page, cli, models):
     region = page.wait(lambda: page.query().get('region'), 'region= in the URL after zooming')
     m = re.match(r'(\d+):(\d+),(\d+):(\d+)$', region)
     check(m and int(m.group(2)) - int(m.group(1)) < 256, f'zoomed region {region}')
+    # The server drew that region alone (GetHeatmapRequest.row_begin...),
+    # at one cell per element now that it is smaller than the canvas.
+    edges = page.one('.heatmap').get_attribute('data-edges')
+    check(edges == region, f'the zoomed heatmap reply covers {edges}, the region asked for is {region} '
+          '(does the server honour GetHeatmapRequest.row_begin/row_end/col_begin/col_end?)')
     page.no_error('zoom')
     page.shot('heatmap_zoomed')
 
@@ -385,6 +400,9 @@ def test_sparsity_and_errors(page):
     page.open(f'?checkpoint={CHECKPOINT}&tensor=blk.0.ffn_down.weight&view=sparsity&ref={SOURCE}')
     page.one('.view-sparsity [data-field="induced_zeros"]', 'the induced zeros count')
     heatmap_ready(page)
+    check(page.css('.view-sparsity .colour-bar .swatch'),
+          'the zeros heatmap with a source shows no pruned/induced legend '
+          '(does the server fill GetHeatmapResponse.pruned in HEATMAP_MODE_ZEROS?)')
     page.no_error('sparsity')
     page.shot('sparsity')
 

@@ -51,7 +51,7 @@ export function mount(host, s, ctx) {
   });
 
   const load = async (token) => {
-    clear(more).append(loading('Listing…'));
+    if (token) clear(more).append(loading('Listing…'));
     let next = '';
     const request = { directory: s.dir || '', maxDepth: Number(depth.value), pageSize: 200, pageToken: token || '' };
     try {

@@ -26,7 +26,7 @@ function niceTicks(lo, hi, n) {
   return out;
 }
 
-export function histogramSvg(st, { width = 760, height = 280 } = {}) {
+export function histogramSvg(st, { width = 760, height = 280, log = false } = {}) {
   const hist = api.nums(st.histogram);
   const lo = api.num(st.histMin);
   const hi = api.num(st.histMax);
@@ -36,14 +36,19 @@ export function histogramSvg(st, { width = 760, height = 280 } = {}) {
   const H = height - pad.t - pad.b;
   const maxCount = Math.max(1, ...hist);
   const x = (v) => pad.l + (hi > lo ? ((v - lo) / (hi - lo)) * W : W / 2);
-  const y = (c) => pad.t + H - (c / maxCount) * H;
+  // Log counts show the tails a narrow peak would flatten.
+  const scale = log ? (c) => Math.log10(1 + c) / Math.log10(1 + maxCount) : (c) => c / maxCount;
+  const y = (c) => pad.t + H - scale(c) * H;
   const root = svg('svg', { viewBox: `0 0 ${width} ${height}`, class: 'chart', role: 'img', 'data-role': 'histogram' });
   // Axes and ticks.
   for (const t of niceTicks(lo, hi, 6)) {
     root.append(svg('line', { x1: x(t), x2: x(t), y1: pad.t + H, y2: pad.t + H + 4, class: 'tick' }),
       svg('text', { x: x(t), y: pad.t + H + 17, class: 'tick-label', 'text-anchor': 'middle' }, fmtNum(t, 3)));
   }
-  for (const c of niceTicks(0, maxCount, 4)) {
+  const countTicks = log
+    ? [0, 1, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9].filter((c) => c <= maxCount)
+    : niceTicks(0, maxCount, 4);
+  for (const c of countTicks) {
     root.append(svg('line', { x1: pad.l, x2: pad.l + W, y1: y(c), y2: y(c), class: 'gridline' }),
       svg('text', { x: pad.l - 6, y: y(c) + 4, class: 'tick-label', 'text-anchor': 'end' }, fmtCount(c)));
   }
@@ -125,8 +130,8 @@ export function mount(host, s, ctx) {
       ev.preventDefault();
       ctx.navigate({ group: groupInput.value === '' ? null : groupInput.value });
     } },
-    el('label', null, `group (0 … ${Math.max(0, groups - 1)}) `, groupInput),
-    el('button', { type: 'submit' }, 'Show'),
+    groups > 0 ? el('label', null, `group (0 … ${Math.max(0, groups - 1)}) `, groupInput) : null,
+    groups > 0 ? el('button', { type: 'submit' }, 'Show') : null,
     s.group !== undefined ? el('button', { type: 'button', onclick: () => ctx.navigate({ group: null }) }, 'All elements') : null,
     el('span', { class: 'muted' }, groups > 1 ? `${fmtCount(groups)} groups; ${fmtCount(st.groupsSaturated)} with an element on an extreme level` : ''));
     const count = api.num(st.count);
@@ -142,13 +147,20 @@ export function mount(host, s, ctx) {
         ['on highest level', fmtCount(st.saturatedHigh), 'saturated_high']);
     }
     const levels = api.nums(st.levels);
+    const histogram = el('div', { class: 'histogram-host' }, histogramSvg(st, { log: s.log === '1' }));
+    const logBox = el('input', { type: 'checkbox', id: 'dist-log', checked: s.log === '1' });
+    logBox.addEventListener('change', () => {
+      clear(histogram).append(histogramSvg(st, { log: logBox.checked }));
+      ctx.navigate({ log: logBox.checked ? '1' : null }, { replace: true });
+    });
+    form.append(el('label', { class: 'check' }, logBox, 'log counts'));
     put(host, 
       el('div', { class: 'title-row' }, el('h1', { class: 'mono' }, st.tensor),
         el('div', { class: 'muted' }, `${fmtShape(st.shape)} · ${e.scheme} · ${e.granularity}${s.group !== undefined ? ` · group ${s.group}` : ''}`)),
-      groups > 0 ? form : null,
+      form,
       el('dl', { class: 'facts inline' }, facts.flatMap(([k, v, f]) => [el('dt', null, k), el('dd', { 'data-field': f }, v)])),
       el('div', { class: 'charts' },
-        el('figure', { class: 'card' }, histogramSvg(st),
+        el('figure', { class: 'card' }, histogram,
           el('figcaption', null, levels.length
             ? `Values over [${fmtNum(st.histMin)}, ${fmtNum(st.histMax)}] in ${api.nums(st.histogram).length} bins; lines: the ${levels.length} representable levels; red: the mass on the extreme levels (clipping).`
             : (e.quantized ? 'The levels differ between groups: pick one group to see its levels.' : 'Not quantized: no levels.'))),

@@ -342,6 +342,9 @@ export function createHeatmap(opts) {
       status.textContent = `${d.height}×${d.width} cells · ${ms} ms`;
       status.className = 'heatmap-status';
       root.dataset.ready = String(my);
+      // What the reply covers, in elements (tests compare it with the region).
+      root.dataset.edges = `${d.rowEdges[0]}:${d.rowEdges[d.height]},${d.colEdges[0]}:${d.colEdges[d.width]}`;
+      root.dataset.cells = `${d.height}x${d.width}`;
       axis.textContent = `rows ${r.r0}–${r.r1 - 1} of ${rows} · columns ${r.c0}–${r.c1 - 1} of ${cols}`
         + (regionText(r) ? ' (zoomed: wheel to zoom, drag to pan, double-click to reset)' : ' (wheel to zoom, drag to pan)');
     }).catch((e) => {

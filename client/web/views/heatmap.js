@@ -78,6 +78,10 @@ export function mount(host, s, ctx) {
       inspector.show({ checkpoint: s.checkpoint, tensor: s.tensor, index: [], ref: s.ref, report });
       return;
     }
+    if (shape.some((d) => d === 0)) {
+      put(host, title, el('div', { class: 'placeholder' }, `An empty tensor (a zero dimension in ${fmtShape(shape)}): nothing to draw.`));
+      return;
+    }
     const leading = parseIndex(s.leading) || new Array(v.lead).fill(0);
     const leadInputs = leading.map((x, i) => el('input', {
       type: 'number', class: 'narrow', min: 0, max: shape[i] - 1, value: x, 'data-leading': i,

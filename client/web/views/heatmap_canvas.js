@@ -140,12 +140,13 @@ export function createHeatmap(opts) {
       }
       return out;
     }
-    const lo = d.min;
-    const hi = d.max;
+    const lo = d.lo;
+    const hi = d.hi;
     const span = hi - lo;
     for (let k = 0; k < n; k++) {
       const x = d.values[k];
-      const c = Number.isNaN(x) ? [255, 0, 255] : viridis(span > 0 ? (x - lo) / span : 0.5);
+      // NaN magenta; +/-inf at the ends of the ramp.
+      const c = Number.isNaN(x) ? [255, 0, 255] : viridis(span > 0 ? (x - lo) / span : x > lo ? 1 : x < lo ? 0 : 0.5);
       out[3 * k] = c[0];
       out[3 * k + 1] = c[1];
       out[3 * k + 2] = c[2];
@@ -283,16 +284,18 @@ export function createHeatmap(opts) {
     for (let k = 0; k <= 10; k++) stops.push(`${rgbCss(viridis(k / 10))} ${k * 10}%`);
     grad.style.background = `linear-gradient(to right, ${stops.join(', ')})`;
     const labels = el('div', { class: 'gradient-labels' },
-      el('span', { 'data-field': 'bar_min' }, fmtNum(d.min)),
-      el('span', null, fmtNum((d.min + d.max) / 2)),
-      el('span', { 'data-field': 'bar_max' }, fmtNum(d.max)));
+      el('span', { 'data-field': 'bar_min' }, fmtNum(d.lo)),
+      el('span', null, fmtNum((d.lo + d.hi) / 2)),
+      el('span', { 'data-field': 'bar_max' }, fmtNum(d.hi)));
     const unit = { value: 'mean of each cell', absmax: 'largest |value| of each cell',
       error: 'largest error in steps of each cell (above 0.5: beyond the rounding bound)', zeros: 'fraction of the cell decoding to 0' }[opts.mode];
     bar.append(el('div', { class: 'gradient-wrap' }, grad,
-      opts.mode === 'error' && d.max > d.min && d.min <= 0.5 && d.max >= 0.5
-        ? el('div', { class: 'bound-tick', style: { left: `${((0.5 - d.min) / (d.max - d.min)) * 100}%` }, title: 'rounding bound: 0.5 step' }, '0.5')
+      opts.mode === 'error' && d.hi > d.lo && d.lo <= 0.5 && d.hi >= 0.5
+        ? el('div', { class: 'bound-tick', style: { left: `${((0.5 - d.lo) / (d.hi - d.lo)) * 100}%` }, title: 'rounding bound: 0.5 step' }, '0.5')
         : null,
-      labels), el('div', { class: 'muted small' }, unit));
+      labels), el('div', { class: 'muted small' }, unit,
+      d.nonFinite ? el('span', { class: 'nonfinite' }, ` · ${d.nonFinite} cell${d.nonFinite === 1 ? '' : 's'} not finite: ±inf at the ends of the ramp, NaN `,
+        el('span', { class: 'swatch', style: { background: '#ff00ff' } })) : null));
   };
 
   const request = () => {
@@ -334,6 +337,18 @@ export function createHeatmap(opts) {
         max: api.num(resp.max),
         region: r,
       };
+      // The colour scale: the finite values' range (the reply's min and max
+      // count an inf or NaN in).
+      d.lo = Infinity;
+      d.hi = -Infinity;
+      d.nonFinite = 0;
+      for (const x of d.values) {
+        if (Number.isFinite(x)) {
+          if (x < d.lo) d.lo = x;
+          if (x > d.hi) d.hi = x;
+        } else d.nonFinite++;
+      }
+      if (d.lo > d.hi) d.lo = d.hi = 0;
       d.colours = cellColours(d);
       data = d;
       draw();

@@ -58,7 +58,9 @@ export function createInspector(ctx) {
     root.classList.add('busy');
     let resp;
     try {
-      resp = await api.call('InspectScalars', { checkpoint: o.checkpoint, tensor: o.tensor, coords: o.index }, { signal });
+      // A rank-0 tensor's one element has no coordinates: flat index 0.
+      const where = o.index.length ? { coords: o.index } : { flatIndices: [0] };
+      resp = await api.call('InspectScalars', Object.assign({ checkpoint: o.checkpoint, tensor: o.tensor }, where), { signal });
     } catch (e) {
       if (my !== seq) return;
       root.classList.remove('busy');
@@ -67,7 +69,13 @@ export function createInspector(ctx) {
       return;
     }
     if (my !== seq) return;
-    const sc = resp.scalars[0];
+    const sc = (resp.scalars || [])[0];
+    if (!sc) {
+      root.classList.remove('busy');
+      root.dataset.state = 'error';
+      ctx.showError({ code: 'INTERNAL', message: `InspectScalars answered no element for [${o.index.join(', ')}]` });
+      return;
+    }
     const e = resp.encoding || {};
     const bits = sc.codeBits;
     const value = api.num(sc.value);

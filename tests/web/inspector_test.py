@@ -406,6 +406,12 @@ def test_sparsity_and_errors(page):
     page.no_error('sparsity')
     page.shot('sparsity')
 
+    print('sparsity of every tensor')
+    page.open(f'?checkpoint={CHECKPOINT}&view=sparsity&ref={SOURCE}')
+    page.wait(lambda: len(page.css('.view-sparsity tr[data-name]')) == 21, 'the 21 tensors counted')
+    page.no_error('sparsity of every tensor')
+    page.shot('sparsity_checkpoint')
+
     print('an unknown tensor shows the error')
     page.open(f'?checkpoint={CHECKPOINT}&tensor=blk.0.attn_q.weigth&view=tensor')
     page.wait(lambda: page.banner(), 'the error banner')

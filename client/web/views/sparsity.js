@@ -105,18 +105,30 @@ function mountCheckpoint(host, s, ctx, controller) {
     return out;
   };
   const fromDiff = reportRows();
+  grid.hidden = true;
   if (fromDiff.length) {
     rows.push(...fromDiff);
     grid.redraw(rows);
+    grid.hidden = false;
     status.textContent = 'From the last diff in this tab; count again to use the source above.';
+  } else {
+    // A small checkpoint is counted at once; a large one waits for the button.
+    api.collect('ListTensors', { checkpoint: s.checkpoint }, { signal: controller.signal }).then((ts) => {
+      if (ts.length <= 64) countAll(ts);
+      else status.textContent = `${ts.length} tensors: counting reads every one of them.`;
+    }).catch((e) => {
+      if (e.name !== 'AbortError') ctx.showError(e);
+    });
   }
 
-  async function countAll() {
+  async function countAll(listed) {
     start.disabled = true;
     rows.length = 0;
     grid.redraw(rows);
+    grid.hidden = false;
     try {
-      const tensors = await api.collect('ListTensors', { checkpoint: s.checkpoint }, { signal: controller.signal });
+      const tensors = Array.isArray(listed) ? listed
+        : await api.collect('ListTensors', { checkpoint: s.checkpoint }, { signal: controller.signal });
       let k = 0;
       for (const t of tensors) {
         status.textContent = `${++k} of ${tensors.length}: ${t.name}`;

@@ -91,15 +91,20 @@ export function mount(host, s, ctx) {
         ctx.navigate({ leading: next.join(','), index: null, region: null });
       },
     }));
-    const pngUrl = api.getUrl('heatmap.png', {
-      checkpoint: s.checkpoint, tensor: s.tensor, mode, ref: MODES[mode].needsRef || mode === 'zeros' ? s.ref : '',
-    });
+    // The PNG of what is shown: the mode and, when zoomed, the region.
+    const pngUrl = () => {
+      const m = /^(\d+:\d+),(\d+:\d+)$/.exec(current.region || '');
+      return api.getUrl('heatmap.png', {
+        checkpoint: s.checkpoint, tensor: s.tensor, mode, ref: MODES[mode].needsRef || mode === 'zeros' ? s.ref : '',
+        rows: m ? m[1] : '', cols: m ? m[2] : '', leading: v.lead ? leading.join(',') : '',
+      });
+    };
     const toolbar = el('div', { class: 'toolbar' }, modeSelect,
       leadInputs.length ? el('label', null, 'leading ', leadInputs) : null,
       el('button', { onclick: () => heat && heat.resetZoom(), title: 'or double-click the heatmap' }, 'Reset zoom'),
-      el('a', { class: 'button', href: pngUrl, onclick: (e) => {
+      el('a', { class: 'button', href: pngUrl(), title: 'the picture as the CLI draws it (heatmap.png)', onclick: (e) => {
         e.preventDefault();
-        api.download(pngUrl, `${s.tensor}.${mode}.png`).catch(ctx.showError);
+        api.download(pngUrl(), `${s.tensor}.${mode}.png`).catch(ctx.showError);
       } }, 'PNG'));
     const notes = [];
     if (mode === 'error' && !s.ref) notes.push('Error in steps needs a source checkpoint (top right).');

@@ -153,6 +153,10 @@ refInput.addEventListener('focus', listRefs);
 let mounted = null;  // { name, key, view }
 
 function route(s) {
+  // A view that needs what the link does not name falls back to one that
+  // does not.
+  if (!s.checkpoint && s.view !== 'browse') s.view = 'browse';
+  else if (!s.tensor && ['tensor', 'heatmap', 'dist'].includes(s.view)) s.view = 'arch';
   renderHeader(s);
   const name = VIEWS[s.view] ? s.view : 'browse';
   const module = VIEWS[name];

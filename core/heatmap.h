@@ -12,7 +12,11 @@
 
 namespace tensormorph {
 
-enum class HeatmapMode { kMean, kAbsmax, kErrorSteps, kGroup };
+// kZeros: the fraction of a cell's elements that decode to exactly 0 (either
+// sign); with a reference, the fraction quantization made zero (source not
+// 0, decoded 0), and Heatmap::pruned the fraction of pruned zeros (source 0
+// and decoded 0: ComputeStats' pruned_zeros, cell by cell).
+enum class HeatmapMode { kMean, kAbsmax, kErrorSteps, kGroup, kZeros };
 
 struct HeatmapOptions {
   int width = 256, height = 256;  // at most; fewer when the view is smaller
@@ -23,17 +27,23 @@ struct HeatmapOptions {
   // RoPE-permuted Q/K against its Hugging Face source; see
   // ReferenceResolver). Empty = the same rows.
   RowMap ref_rows;
+  // The region drawn: view rows [row_begin, row_end) and columns
+  // [col_begin, col_end); an end of 0 means the view's last row (column).
+  // Cells divide the region, and only the region is decoded.
+  int64_t row_begin = 0, row_end = 0, col_begin = 0, col_end = 0;
 };
 
 struct Heatmap {
   int64_t rows = 0, cols = 0;  // of the 2-D view (rank 1: one row)
   int width = 0, height = 0;
   // Cell (i, j) covers view rows [row_edges[i], row_edges[i+1]) and columns
-  // [col_edges[j], col_edges[j+1]).
+  // [col_edges[j], col_edges[j+1]): absolute view coordinates, so
+  // row_edges.front() is the region's first row.
   std::vector<int64_t> row_edges, col_edges;
   std::vector<double> values;   // height * width, row-major
   std::vector<int64_t> groups;  // group of each cell's first element, -1 none
   double min = 0, max = 0;      // of values
+  std::vector<double> pruned;   // kZeros with a reference; else empty
 };
 
 // Per cell: bit 0 set when the group changes to the right neighbour, bit 1
@@ -42,9 +52,13 @@ std::vector<uint8_t> GroupBoundaries(const Heatmap& h);
 
 // An empty tensor (a zero dimension, any leading index) gives a heatmap of
 // no cells: width = height = 0, no values, min = max = 0.
+// Cost: one decode of the region's elements (error mode: with their steps),
+// plus one Inspect per cell for its group; group mode decodes nothing else.
 // Errors: INVALID_ARGUMENT (rank 0; a leading index out of range; error mode
 // without a reference; a reference of another shape, naming both; a row map
-// that fails CheckRowMap); UNIMPLEMENTED.
+// that fails CheckRowMap; a region negative, empty or outside the view,
+// naming it and the view's rows and columns, or any region on an empty
+// tensor); UNIMPLEMENTED.
 absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& tensor,
                                        const LogicalTensor* ref,
                                        const HeatmapOptions& options);

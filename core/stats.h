@@ -23,6 +23,9 @@ struct StatsOptions {
   // RoPE-permuted Q/K against its Hugging Face source; see
   // ReferenceResolver). Empty = the same rows.
   RowMap ref_rows;
+  // Only the elements of this group (ScalarInfo::group ids): moments,
+  // zeros, histogram and level usage of that group alone, and its levels.
+  std::optional<int64_t> group;
 };
 
 struct TensorStats {
@@ -43,15 +46,22 @@ struct TensorStats {
   int64_t levels_used = 0;
   int64_t saturated_low = 0, saturated_high = 0;  // on the group's end levels
   int64_t groups = 0, groups_saturated = 0;
+  // The representable levels (GroupLevels) when every element counted shares
+  // one group: options.group, or a tensor of a single group (per-tensor
+  // scale). Ascending and distinct; empty otherwise.
+  std::vector<double> levels;
 };
 
-// One pass over the values (two when the histogram range is not given: the
-// first finds it). `ref`, when given, is compared element by element through
-// options.ref_rows. An empty tensor (a zero dimension) has count 0 and every
-// statistic 0, never NaN.
+// Two passes over the values: the first measures everything but the
+// histogram, whose range it may find; the second fills the histogram. `ref`,
+// when given, is compared element by element through options.ref_rows. An
+// empty tensor (a zero dimension) has count 0 and every statistic 0, never
+// NaN. With options.group, count is the group's element count and every
+// statistic is of those elements (groups = 1).
 // Errors: INVALID_ARGUMENT (a reference of another shape, naming both; a row
-// map that fails CheckRowMap); UNIMPLEMENTED (an undecodable encoding);
-// CANCELLED.
+// map that fails CheckRowMap; options.group on a tensor without groups, or
+// negative, or past the last group, naming the id and the groups there are);
+// UNIMPLEMENTED (an undecodable encoding); CANCELLED.
 absl::StatusOr<TensorStats> ComputeStats(
     const LogicalTensor& tensor, const LogicalTensor* ref,
     const StatsOptions& options, const std::atomic<bool>* cancelled = nullptr);

@@ -14,6 +14,7 @@ PACKAGES=(
   libcpp-httplib-dev libssl-dev  # tensormorphd --http-listen (HTTP and HTTPS)
   libgtest-dev libgmock-dev libbenchmark-dev
   openssl  # the TLS tests make a throwaway CA
+  curl     # the quick start shows the HTTP port answering
 )
 if [ "${1:-}" = "--tests" ]; then
   PACKAGES+=(chromium chromium-driver python3-selenium python3)

@@ -13,12 +13,18 @@
 
 namespace tensormorph {
 
+// The caller as the log names it: gRPC's peer ("ipv4:10.0.0.7:51234"), or
+// for a call the HTTP gateway makes over the in-process channel, its HTTP
+// client ("http:10.0.0.7:51234", from x-forwarded-for, which only an
+// in-process caller is trusted to set).
+std::string PeerOf(grpc::CallbackServerContext* ctx);
+
 class CallLog {
  public:
   CallLog(const char* method, grpc::CallbackServerContext* ctx,
           std::string checkpoint, std::string tensor)
       : method_(method),
-        peer_(ctx->peer()),
+        peer_(PeerOf(ctx)),
         checkpoint_(std::move(checkpoint)),
         tensor_(std::move(tensor)),
         start_(absl::Now()) {}

@@ -88,6 +88,18 @@ size_t CheckpointRegistry::open_count() const {
   return entries_.size();
 }
 
+uint64_t CheckpointRegistry::mapped_bytes() const {
+  absl::MutexLock lock(&mu_);
+  // No overflow: every file counted is mapped at once in one address space.
+  uint64_t total = 0;
+  for (const auto& [path, entry] : entries_) {
+    for (const Checkpoint::File& f : entry.checkpoint->files()) {
+      total += f.mapping->size();
+    }
+  }
+  return total;
+}
+
 int64_t CheckpointRegistry::opens() const {
   absl::MutexLock lock(&mu_);
   return opens_;

@@ -38,6 +38,11 @@ class CheckpointRegistry {
       absl::string_view requested);
 
   size_t open_count() const;
+  // The sizes of the files of the checkpoints cached now, summed: what the
+  // registry keeps mapped (a checkpoint already closed here but still held
+  // by a call is mapped too, and not counted). Cost: one pass over the
+  // cached checkpoints' files, under the lock.
+  uint64_t mapped_bytes() const;
   size_t max_open() const { return max_open_; }
   int64_t opens() const;
   const PathSandbox& sandbox() const { return sandbox_; }

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/io/fault_guard.h"
 #include "server/auth_interceptor.h"
+#include "server/call_metrics_interceptor.h"
 
 namespace tensormorph {
 namespace {
@@ -115,6 +116,9 @@ absl::StatusOr<std::unique_ptr<TensormorphServer>> TensormorphServer::Build(
   std::vector<
       std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
       interceptors;
+  // Counting comes first (call_metrics_interceptor.h says why).
+  interceptors.push_back(NewCallMetricsInterceptorFactory(
+      &s->state_->call_stats, &s->state_->refused_calls));
   interceptors.push_back(
       NewAuthInterceptorFactory(&s->state_->tokens, &s->state_->refused_calls));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));

@@ -22,6 +22,7 @@
 #include "server/auth.h"
 #include "server/auth_interceptor.h"
 #include "server/call_log.h"
+#include "server/call_stats.h"
 #include "server/checkpoint_registry.h"
 #include "server/exception_fence.h"
 #include "server/metrics.h"
@@ -83,6 +84,7 @@ struct ServiceState {
   CheckpointRegistry registry;
   WorkerPool pool;
   Metrics metrics;
+  CallStats call_stats;  // by method and status (call_metrics_interceptor.h)
   const ServiceLimits limits;
   TokenStore tokens;  // empty = no authentication
   // Calls the auth interceptor refused (auth_interceptor.h): already ended,

@@ -105,6 +105,7 @@ grpc::ServerUnaryReactor* TensormorphService::ComputeStats(
           o.range_min = req->range_min();
           o.range_max = req->range_max();
         }
+        if (req->has_group()) o.group = req->group();
         auto st = tensormorph::ComputeStats(*r->tensor, r->ref, o);
         if (!st.ok()) return st.status();
         resp->set_tensor(r->tensor->name);
@@ -134,6 +135,7 @@ grpc::ServerUnaryReactor* TensormorphService::ComputeStats(
         resp->set_saturated_high(st->saturated_high);
         resp->set_groups(st->groups);
         resp->set_groups_saturated(st->groups_saturated);
+        for (double l : st->levels) resp->add_levels(l);
         return absl::OkStatus();
       });
 }
@@ -173,10 +175,23 @@ grpc::ServerUnaryReactor* TensormorphService::GetHeatmap(
           case v1::HEATMAP_MODE_GROUP:
             o.mode = HeatmapMode::kGroup;
             break;
-          default:
+          case v1::HEATMAP_MODE_ZEROS:
+            o.mode = HeatmapMode::kZeros;
+            break;
+          case v1::HEATMAP_MODE_UNSPECIFIED:
+          case v1::HEATMAP_MODE_MEAN:
             o.mode = HeatmapMode::kMean;
             break;
+          default:
+            return absl::InvalidArgumentError(
+                absl::StrCat("heatmap mode ", static_cast<int>(req->mode()),
+                             " is not one of HeatmapMode's values (0..5)"));
         }
+        // Checked against the view in core, which knows its rows and cols.
+        o.row_begin = req->row_begin();
+        o.row_end = req->row_end();
+        o.col_begin = req->col_begin();
+        o.col_end = req->col_end();
         auto h = ComputeHeatmap(*r->tensor, r->ref, o);
         if (!h.ok()) return h.status();
         resp->set_tensor(r->tensor->name);
@@ -192,6 +207,7 @@ grpc::ServerUnaryReactor* TensormorphService::GetHeatmap(
         for (int64_t g : h->groups) resp->add_groups(g);
         resp->set_min(h->min);
         resp->set_max(h->max);
+        for (double p : h->pruned) resp->add_pruned(p);
         return absl::OkStatus();
       });
 }

@@ -178,6 +178,26 @@ absl::StatusOr<std::pair<int, int>> ParseSize(absl::string_view text, int max,
                              static_cast<int>(side[1]));
 }
 
+absl::StatusOr<std::pair<int64_t, int64_t>> ParseRange(absl::string_view text) {
+  const std::vector<absl::string_view> parts = absl::StrSplit(text, ':');
+  int64_t v[2] = {0, 0};
+  bool ok = parts.size() == 2;
+  for (size_t i = 0; ok && i < 2; ++i) {
+    ok = parts[i].empty() || (parts[i][0] != '-' && ParseInt(parts[i], &v[i]));
+  }
+  if (!ok) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", text,
+                     "' is not A:B (non-negative integers, either may be "
+                     "left out: 0:512, 100:, :64)"));
+  }
+  if (!parts[1].empty() && v[1] <= v[0]) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", text, "': the end ", v[1], " must be past the start ", v[0]));
+  }
+  return std::pair<int64_t, int64_t>(v[0], v[1]);
+}
+
 absl::Status CheckNotAnInput(const std::string& output,
                              const std::vector<std::string>& inputs) {
   struct stat out;

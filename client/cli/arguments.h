@@ -59,6 +59,11 @@ absl::StatusOr<size_t> SliceDimensions(absl::string_view text);
 absl::StatusOr<std::pair<int, int>> ParseSize(absl::string_view text, int max,
                                               int64_t max_cells);
 
+// "A:B", a half-open range [A, B) of rows or columns: decimal integers,
+// A >= 0 (empty = 0), B > A (empty = to the end, sent as 0).
+// Errors: INVALID_ARGUMENT naming the text and the rule.
+absl::StatusOr<std::pair<int64_t, int64_t>> ParseRange(absl::string_view text);
+
 // Refuses an output path that is one of the inputs: the same file (by
 // device and inode, so links and other spellings count), or for a directory
 // checkpoint a file directly inside it. Inputs that do not exist locally (a

@@ -106,6 +106,7 @@ struct StatsOptionsCli {
   std::string checkpoint, tensor, reference;
   std::string reference_tensor;  // empty = found by the diff's pairing rules
   int bins = 32;
+  std::optional<int64_t> group;  // --group: that group's elements alone
 };
 int RunStats(Client& client, const GlobalOptions& g, const StatsOptionsCli& o);
 
@@ -117,6 +118,9 @@ struct HeatmapOptionsCli {
   // For rank > 2: exactly one index per leading dimension, negative ones
   // counting from the end.
   std::vector<int64_t> leading;
+  // --rows / --cols: the region [begin, end) of the view; an end of 0 = to
+  // the end.
+  int64_t row_begin = 0, row_end = 0, col_begin = 0, col_end = 0;
   std::string output;
   bool term = false;
 };

@@ -208,8 +208,14 @@ int main(int argc, char** argv) {
       ->add_option("--ref-tensor", stats.reference_tensor,
                    "the tensor in --ref (default: found as diff pairs)")
       ->needs(stats_ref);
+  int64_t stats_group = 0;
+  CLI::Option* stats_group_opt = stats_cmd->add_option(
+      "--group", stats_group,
+      "only this quantization group (an id as 'scalar' shows it), and list "
+      "its representable levels");
   stats_cmd->footer(
-      "Example:\n  tensormorph stats model.gguf blk.0.attn_q.weight --bins 16");
+      "Example:\n  tensormorph stats model.gguf blk.0.attn_q.weight --bins 16\n"
+      "  tensormorph stats model.gguf blk.0.attn_q.weight --group 3");
 
   HeatmapOptionsCli heat;
   CLI::App* heat_cmd =
@@ -224,9 +230,11 @@ int main(int argc, char** argv) {
   heat_cmd
       ->add_option("--mode", heat.mode,
                    "value (a cell's mean; also 'mean'), absmax, error (needs "
-                   "--ref) or group")
+                   "--ref), group, or zeros (the fraction exactly 0; with "
+                   "--ref, induced red and pruned blue)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"value", "mean", "absmax", "error", "group"}));
+      ->check(CLI::IsMember(
+          {"value", "mean", "absmax", "error", "group", "zeros"}));
   CLI::Option* heat_ref = heat_cmd->add_option(
       "--ref", heat.reference, "the full-precision source (error mode)");
   heat_cmd
@@ -253,16 +261,34 @@ int main(int argc, char** argv) {
                    "--index 0,3 for a rank-4 tensor")
       ->delimiter(',')
       ->allow_extra_args(false);
+  std::string rows_range, cols_range;
+  const CLI::Validator range_check(
+      [](std::string& text) {
+        auto r = ParseRange(text);
+        return r.ok() ? std::string() : std::string(r.status().message());
+      },
+      "A:B");
+  heat_cmd
+      ->add_option("--rows", rows_range,
+                   "only view rows [A, B) (zoom; either end may be left out)")
+      ->check(range_check);
+  heat_cmd
+      ->add_option("--cols", cols_range,
+                   "only view columns [A, B) (zoom; either end may be left "
+                   "out)")
+      ->check(range_check);
   heat_cmd->add_option("-o,--output", heat.output, "write a PNG")
       ->check(kOutputPath);
   heat_cmd->add_flag("--term", heat.term,
                      "draw with 24-bit colour in the terminal");
   heat_cmd->footer(
-      "Group boundaries are drawn as thin white lines.\nExamples:\n"
+      "Group mode colours neighbouring groups apart (no lines).\nExamples:\n"
       "  tensormorph heatmap model.gguf blk.0.attn_q.weight --mode group -o "
       "q.png\n"
       "  tensormorph heatmap q.gguf blk.0.attn_q.weight --mode error --ref "
-      "src.gguf --term");
+      "src.gguf --term\n"
+      "  tensormorph heatmap q.gguf blk.0.attn_q.weight --mode zeros --rows "
+      "0:256 --cols 0:512 -o z.png");
 
   ArchOptionsCli arch;
   CLI::App* arch_cmd =
@@ -362,12 +388,26 @@ int main(int argc, char** argv) {
   if (*read_cmd) return RunRead(c, g, read);
   if (*scalar_cmd) return RunScalar(c, g, scalar);
   if (*diff_cmd) return RunDiff(c, g, diff);
-  if (*stats_cmd) return RunStats(c, g, stats);
+  if (*stats_cmd) {
+    if (stats_group_opt->count() > 0) stats.group = stats_group;
+    return RunStats(c, g, stats);
+  }
   if (*heat_cmd) {
     auto wh = ParseSize(size, kMaxHeatmapSide,
                         kMaxHeatmapCells);  // checked by CLI11 already
     if (!wh.ok()) return ReportUsage(wh.status());
     std::tie(heat.width, heat.height) = *wh;
+    // Checked by CLI11 already; the server names a region outside the view.
+    if (!rows_range.empty()) {
+      auto r = ParseRange(rows_range);
+      if (!r.ok()) return ReportUsage(r.status());
+      std::tie(heat.row_begin, heat.row_end) = *r;
+    }
+    if (!cols_range.empty()) {
+      auto r = ParseRange(cols_range);
+      if (!r.ok()) return ReportUsage(r.status());
+      std::tie(heat.col_begin, heat.col_end) = *r;
+    }
     return RunHeatmap(c, g, heat);
   }
   if (*arch_cmd) return RunArch(c, g, arch);

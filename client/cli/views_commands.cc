@@ -92,6 +92,7 @@ int RunStats(Client& client, const GlobalOptions& g, const StatsOptionsCli& o) {
   req.set_bins(o.bins);
   req.set_reference(o.reference);
   req.set_reference_tensor(o.reference_tensor);
+  if (o.group.has_value()) req.set_group(*o.group);
   auto st = client.ComputeStats(req);
   if (!st.ok()) return ReportFailure(st.status());
   if (g.json) {
@@ -100,7 +101,9 @@ int RunStats(Client& client, const GlobalOptions& g, const StatsOptionsCli& o) {
   }
   std::cout << st->tensor() << "  " << ShapeText(st->shape()) << "  ("
             << st->encoding().scheme() << ", " << st->encoding().granularity()
-            << ")\n";
+            << ")";
+  if (o.group.has_value()) std::cout << "  group " << *o.group;
+  std::cout << "\n";
   if (st->count() == 0) {
     std::cout << "empty tensor (a zero dimension): no elements, so no "
                  "statistics\n";
@@ -140,6 +143,19 @@ int RunStats(Client& client, const GlobalOptions& g, const StatsOptionsCli& o) {
                                  NumberText(st->hist_min() + b * w),
                                  st->histogram(b))
               << Bar(st->histogram(b), peak, 50) << "\n";
+  }
+  if (st->levels_size() > 0) {
+    // All of them when they fit a few lines; else the ends.
+    std::vector<std::string> shown;
+    for (int i = 0; i < st->levels_size(); ++i) {
+      if (st->levels_size() > 64 && i == 8) {
+        shown.push_back("...");
+        i = st->levels_size() - 8;
+      }
+      shown.push_back(NumberText(st->levels(i)));
+    }
+    std::cout << "\nrepresentable levels (" << st->levels_size() << ")\n  "
+              << absl::StrJoin(shown, " ") << "\n";
   }
   if (st->has_levels() && st->code_histogram_size() <= 64) {
     std::cout << "\nlevel usage (raw codes)\n";
@@ -196,6 +212,10 @@ int RunHeatmap(Client& client, const GlobalOptions& g,
   req.set_width(o.width);
   req.set_height(o.height);
   for (int64_t i : *leading) req.add_leading(i);
+  req.set_row_begin(o.row_begin);
+  req.set_row_end(o.row_end);
+  req.set_col_begin(o.col_begin);
+  req.set_col_end(o.col_end);
   const bool by_group = o.mode == "group";
   if (o.mode == "value" || o.mode == "mean") {
     req.set_mode(v1::HEATMAP_MODE_MEAN);
@@ -205,25 +225,37 @@ int RunHeatmap(Client& client, const GlobalOptions& g,
     req.set_mode(v1::HEATMAP_MODE_ERROR);
   } else if (by_group) {
     req.set_mode(v1::HEATMAP_MODE_GROUP);
+  } else if (o.mode == "zeros") {
+    req.set_mode(v1::HEATMAP_MODE_ZEROS);
   } else {
-    std::fprintf(stderr,
-                 "tensormorph: --mode must be value, absmax, error or group\n");
+    std::fprintf(
+        stderr,
+        "tensormorph: --mode must be value, absmax, error, group or zeros\n");
     return kExitUsage;
   }
   auto h = client.GetHeatmap(req);
   if (!h.ok()) return ReportFailure(h.status());
+  const HeatmapStyle style = StyleFor(req.mode());
+  const bool region =
+      o.row_begin != 0 || o.row_end != 0 || o.col_begin != 0 || o.col_end != 0;
   const std::string title = absl::StrCat(
       h->tensor(), " ", ShapeText(h->shape()), " ", h->encoding().scheme(), " ",
-      h->encoding().granularity(), " - ", o.mode);
+      h->encoding().granularity(), " - ", o.mode,
+      region && h->row_edges_size() > 0 && h->col_edges_size() > 0
+          ? absl::StrCat(" rows ", h->row_edges(0), ":",
+                         h->row_edges(h->row_edges_size() - 1), " cols ",
+                         h->col_edges(0), ":",
+                         h->col_edges(h->col_edges_size() - 1))
+          : "");
   if (g.json) {
     std::cout << ToJson(*h) << "\n";
   } else if (h->width() == 0 || h->height() == 0) {
     std::cout << title << "\nempty tensor (a zero dimension): no cells\n";
   } else if (o.term || o.output.empty()) {
-    std::cout << RenderHeatmapTerminal(*h, title, by_group);
+    std::cout << RenderHeatmapTerminal(*h, title, style);
   }
   if (!o.output.empty()) {
-    absl::Status s = RenderHeatmap(*h, title, by_group).WritePng(o.output);
+    absl::Status s = RenderHeatmap(*h, title, style).WritePng(o.output);
     if (!s.ok()) return ReportFailure(s);
     if (!g.json) {
       std::cerr << "wrote " << o.output << ": " << h->width() << "x"

@@ -447,7 +447,7 @@ void HttpGateway::Impl::HeatmapPng(const httplib::Request& req,
                                                  : std::string("value");
   const Image image =
       RenderHeatmap(heatmap, absl::StrCat(heatmap.tensor(), "  ", mode),
-                    request->mode() == v1::HEATMAP_MODE_GROUP);
+                    StyleFor(request->mode()));
   absl::StatusOr<std::string> png = image.EncodePng();
   if (!png.ok()) return SendError(res, png.status());
   res.set_header("Cache-Control", "no-store");

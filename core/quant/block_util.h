@@ -36,10 +36,16 @@ inline void FillUniformSteps(double scale, double level_min, double level_max,
   s->range_min = std::min(a, b);
   s->range_max = std::max(a, b);
   s->step = s->step_below = s->step_above = std::fabs(scale);
+  s->grid = ScalarInfo::Grid::kUniform;
+  s->grid_scale = scale;
+  s->grid_offset = offset;
+  s->grid_min = level_min;
+  s->grid_max = level_max;
 }
 
 // Fills step and range for a codebook grid: value = scale * levels[code].
 // `levels` need not be sorted; duplicate levels (e.g. +0 and -0) collapse.
+// REQUIRES: `levels` outlives `s` (GroupLevels reads it).
 inline void FillCodebookSteps(double scale, const double* levels, int n,
                               double level, ScalarInfo* s) {
   double lo = levels[0], hi = levels[0];
@@ -61,6 +67,11 @@ inline void FillCodebookSteps(double scale, const double* levels, int n,
   s->step = 0.5 * (s->step_below + s->step_above);
   s->range_min = std::min(scale * lo, scale * hi);
   s->range_max = std::max(scale * lo, scale * hi);
+  s->grid = ScalarInfo::Grid::kCodebook;
+  s->grid_scale = scale;
+  s->grid_offset = 0;
+  s->codebook = levels;
+  s->codebook_size = n;
 }
 
 }  // namespace tensormorph

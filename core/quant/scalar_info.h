@@ -52,6 +52,17 @@ struct ScalarInfo {
   // (stats' group count, heatmap group mode, diff's worst groups and its
   // per-element group) uses this id.
   int64_t group = -1;
+  // The grid the element's group draws its values from, so that GroupLevels
+  // can list them: integer levels grid_min..grid_max (kUniform), or the
+  // `codebook` entries (kCodebook; static tables or the encoding's own, so
+  // valid while the encoding lives), each as value = scale * level + offset.
+  // kNone for plain dtypes, whose values are their own codes.
+  enum class Grid : uint8_t { kNone, kUniform, kCodebook };
+  Grid grid = Grid::kNone;
+  double grid_scale = 0, grid_offset = 0;
+  double grid_min = 0, grid_max = 0;
+  const double* codebook = nullptr;
+  int32_t codebook_size = 0;
   std::array<ScalarParam, 4> params{};
   int32_t num_params = 0;
 

@@ -275,6 +275,87 @@ TEST_P(ApiV1Test, HistogramRangeIsBothOrNeither) {
   EXPECT_THAT(reversed.status().message(), HasSubstr("range_min"));
 }
 
+TEST_P(ApiV1Test, StatsGroupIsPresenceAndBringsThatGroupsLevels) {
+  v1::ComputeStatsRequest req;
+  req.set_checkpoint(Quant());
+  req.set_tensor(kTensor);
+  auto whole = client_->ComputeStats(req);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(whole->count(), 256 * 256);
+  EXPECT_EQ(whole->levels_size(), 0);  // many groups, no one set of levels
+  req.set_group(0);                    // group 0 is a group, not "unset"
+  auto g0 = client_->ComputeStats(req);
+  ASSERT_TRUE(g0.ok()) << g0.status();
+  EXPECT_EQ(g0->count(), 32);  // a Q4_K sub-block
+  EXPECT_EQ(g0->levels_size(), 16);
+  EXPECT_TRUE(std::is_sorted(g0->levels().begin(), g0->levels().end()));
+  req.set_group(whole->groups());
+  auto past = client_->ComputeStats(req);
+  EXPECT_EQ(past.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(past.status().message(),
+              HasSubstr(absl::StrCat("group ", whole->groups(), " is past")));
+  // A per-tensor scale: one set of levels without a group.
+  v1::ComputeStatsRequest per_tensor;
+  per_tensor.set_checkpoint(Fixture("safetensors/ct_int8_tensor_asym"));
+  per_tensor.set_tensor(kCtWeight);
+  auto pt = client_->ComputeStats(per_tensor);
+  ASSERT_TRUE(pt.ok()) << pt.status();
+  EXPECT_EQ(pt->levels_size(), 256);
+}
+
+TEST_P(ApiV1Test, HeatmapRegionModeAndZerosAgainstTheDiffsReference) {
+  v1::GetHeatmapRequest req;
+  req.set_checkpoint(Quant());
+  req.set_tensor(kTensor);
+  req.set_width(16);
+  req.set_height(16);
+  req.set_row_begin(64);
+  req.set_row_end(128);
+  req.set_col_begin(200);
+  auto region = client_->GetHeatmap(req);
+  ASSERT_TRUE(region.ok()) << region.status();
+  EXPECT_EQ(region->row_edges(0), 64);
+  EXPECT_EQ(region->row_edges(16), 128);
+  EXPECT_EQ(region->col_edges(0), 200);
+  EXPECT_EQ(region->col_edges(region->width()), 256);
+  EXPECT_EQ(region->width(), 16);
+
+  req.set_col_begin(256);
+  auto outside = client_->GetHeatmap(req);
+  EXPECT_EQ(outside.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(outside.status().message(),
+              HasSubstr("cols [256, 0 (= to the end))"));
+  req.set_col_begin(0);
+  req.set_mode(static_cast<v1::HeatmapMode>(42));
+  auto unknown = client_->GetHeatmap(req);
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(unknown.status().message(), HasSubstr("heatmap mode 42"));
+
+  // ZEROS against the Hugging Face source: found, and its rows lined up,
+  // as the diff finds them; one cell per element adds up to ComputeStats'.
+  v1::GetHeatmapRequest z;
+  z.set_checkpoint(Quant());
+  z.set_tensor(kTensor);
+  z.set_reference(Source());
+  z.set_mode(v1::HEATMAP_MODE_ZEROS);
+  z.set_width(256);
+  z.set_height(256);
+  auto zeros = client_->GetHeatmap(z);
+  ASSERT_TRUE(zeros.ok()) << zeros.status();
+  ASSERT_EQ(zeros->pruned_size(), 256 * 256);
+  double induced = 0, pruned = 0;
+  for (double v : zeros->values()) induced += v;
+  for (double v : zeros->pruned()) pruned += v;
+  v1::ComputeStatsRequest st;
+  st.set_checkpoint(Quant());
+  st.set_tensor(kTensor);
+  st.set_reference(Source());
+  auto stats = client_->ComputeStats(st);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(static_cast<int64_t>(induced), stats->induced_zeros());
+  EXPECT_EQ(static_cast<int64_t>(pruned), stats->pruned_zeros());
+}
+
 TEST_P(ApiV1Test, TopKUnsetMeansTenAndZeroMeansNone) {
   EXPECT_EQ(WorstCount(std::nullopt), 10);
   EXPECT_EQ(WorstCount(0), 0);

@@ -165,6 +165,21 @@ TEST(ReplyRoundTripTest, EveryReplyFromEveryCheckpointSerializesAndParses) {
       q.add_flat_indices(t.num_elements() - 1);
       auto scalars = client.InspectScalars(q);
       ExpectReplyOrUtf8Refusal(scalars);
+      // The views' newer fields: one group's stats with its levels, and a
+      // region in zeros mode.
+      v1::ComputeStatsRequest st;
+      st.set_checkpoint(ckpt);
+      st.set_tensor(t.name());
+      st.set_group(0);
+      ExpectReplyOrUtf8Refusal(client.ComputeStats(st));
+      v1::GetHeatmapRequest hm;
+      hm.set_checkpoint(ckpt);
+      hm.set_tensor(t.name());
+      hm.set_mode(v1::HEATMAP_MODE_ZEROS);
+      hm.set_width(8);
+      hm.set_height(8);
+      hm.set_col_end(1);
+      ExpectReplyOrUtf8Refusal(client.GetHeatmap(hm));
     }
   }
   EXPECT_GT(opened, 25);

@@ -188,11 +188,11 @@ TEST_P(BrowseCliTest, AMalformedIndicesLineIsAUsageErrorNamingTheLine) {
 
 TEST_P(BrowseCliTest, AnUnknownHeatmapModeIsAUsageErrorListingTheChoices) {
   CommandResult r = Run(
-      {"heatmap", P("Q4_K.gguf"), "blk.0.attn_q.weight", "--mode", "zeros"});
+      {"heatmap", P("Q4_K.gguf"), "blk.0.attn_q.weight", "--mode", "sparse"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(
       r.err, AllOf(HasSubstr("--mode"), HasSubstr("value"), HasSubstr("absmax"),
-                   HasSubstr("error"), HasSubstr("group")));
+                   HasSubstr("error"), HasSubstr("group"), HasSubstr("zeros")));
 }
 
 INSTANTIATE_TEST_SUITE_P(RemoteAndEmbedded, BrowseCliTest, ::testing::Bool(),

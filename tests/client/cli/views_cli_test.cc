@@ -101,7 +101,7 @@ TEST_P(ViewsCliTest, StatsJsonAndTable) {
 }
 
 TEST_P(ViewsCliTest, HeatmapPngHasItsSizeAndGroupLinesOnGroupEdges) {
-  for (const std::string mode : {"value", "absmax", "group"}) {
+  for (const std::string mode : {"value", "absmax"}) {
     SCOPED_TRACE(mode);
     const std::string out = MakeTempDir() + "/h.png";
     // 128 x 64 cells of a [64, 128] group-32 tensor: one cell per element,
@@ -121,7 +121,7 @@ TEST_P(ViewsCliTest, HeatmapPngHasItsSizeAndGroupLinesOnGroupEdges) {
     EXPECT_NE(png.At(4 + 31 * 4 - 1, 16 + 1), white);
     EXPECT_EQ(png.At(4 + 1, 16 + 4 - 1), white);
   }
-  for (const std::string mode : {"value", "absmax", "group"}) {
+  for (const std::string mode : {"value", "absmax"}) {
     SCOPED_TRACE(mode);
     const std::string q4k = MakeTempDir() + "/k.png";
     CommandResult k =
@@ -144,6 +144,115 @@ TEST_P(ViewsCliTest, HeatmapPngHasItsSizeAndGroupLinesOnGroupEdges) {
                            Fixture("gguf/source_f32.gguf"), "--json"});
   ASSERT_EQ(err.exit_code, 0) << err.err;
   EXPECT_GT(nlohmann::json::parse(err.out)["max"].get<double>(), 0.4);
+}
+
+// Group mode: the palette's colours, no white lines; neighbouring groups
+// apart by colour alone.
+TEST_P(ViewsCliTest, HeatmapGroupModeColoursGroupsWithThePaletteAndNoLines) {
+  const std::string out = MakeTempDir() + "/g.png";
+  CommandResult r = Run({"heatmap", Fixture("safetensors/ct_w4a16_group"),
+                         "model.layers.0.self_attn.q_proj.weight", "--mode",
+                         "group", "--size", "128x64", "-o", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Png png = ReadPng(out);
+  const std::set<std::array<uint8_t, 3>> palette = {
+      {0x4e, 0x79, 0xa7}, {0xf2, 0x8e, 0x2b}, {0xe1, 0x57, 0x59},
+      {0x76, 0xb7, 0xb2}, {0x59, 0xa1, 0x4f}, {0xed, 0xc9, 0x48},
+      {0xb0, 0x7a, 0xa1}, {0xff, 0x9d, 0xa7}, {0x9c, 0x75, 0x5f},
+      {0xba, 0xb0, 0xac}};
+  // Every pixel of every cell (4 x 4 each) is a palette colour: no lines.
+  for (int y = 16; y < 16 + 64 * 4; ++y) {
+    for (int x = 4; x < 4 + 128 * 4; ++x) {
+      ASSERT_TRUE(palette.count(png.At(x, y)) == 1) << x << "," << y;
+    }
+  }
+  // Groups of 32 columns per row: cell 31 and cell 32 differ, 30 and 31
+  // do not; a row and the next differ.
+  EXPECT_NE(png.At(4 + 31 * 4, 16), png.At(4 + 32 * 4, 16));
+  EXPECT_EQ(png.At(4 + 30 * 4, 16), png.At(4 + 31 * 4, 16));
+  EXPECT_NE(png.At(4, 16), png.At(4, 16 + 4));
+}
+
+TEST_P(ViewsCliTest, HeatmapRegionZoomsAndAnOutsideRegionIsRefused) {
+  // Q4_K attn_q is [4, 256]: rows 1:3, cols 64:192 at one cell each.
+  CommandResult j =
+      Run({"heatmap", Fixture("gguf/Q4_K.gguf"), "blk.0.attn_q.weight",
+           "--rows", "1:3", "--cols", "64:", "--size", "512x8", "--json"});
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  const auto h = nlohmann::json::parse(j.out);
+  EXPECT_EQ(h["width"].get<int>(), 192);
+  EXPECT_EQ(h["height"].get<int>(), 2);
+  EXPECT_EQ(std::stoll(h["rowEdges"][0].get<std::string>()), 1);
+  EXPECT_EQ(std::stoll(h["rowEdges"][2].get<std::string>()), 3);
+  EXPECT_EQ(std::stoll(h["colEdges"][0].get<std::string>()), 64);
+  EXPECT_EQ(std::stoll(h["colEdges"][192].get<std::string>()), 256);
+  CommandResult term = Run({"heatmap", Fixture("gguf/Q4_K.gguf"),
+                            "blk.0.attn_q.weight", "--rows", "0:2", "--term"});
+  ASSERT_EQ(term.exit_code, 0) << term.err;
+  EXPECT_THAT(term.out, HasSubstr("rows 0:2 cols 0:256"));
+  CommandResult outside = Run({"heatmap", Fixture("gguf/Q4_K.gguf"),
+                               "blk.0.attn_q.weight", "--rows", "2:9"});
+  EXPECT_EQ(outside.exit_code, 2);
+  EXPECT_THAT(outside.err,
+              AllOf(HasSubstr("INVALID_ARGUMENT"), HasSubstr("rows [2, 9)"),
+                    HasSubstr("4 rows x 256 cols")));
+  CommandResult bad = Run({"heatmap", Fixture("gguf/Q4_K.gguf"),
+                           "blk.0.attn_q.weight", "--cols", "5:5"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_THAT(bad.err, HasSubstr("must be past the start"));
+}
+
+TEST_P(ViewsCliTest, HeatmapZerosModeAloneAndAgainstAReference) {
+  CommandResult alone =
+      Run({"heatmap", Fixture("gguf/Q4_0.gguf"), "blk.0.attn_q.weight",
+           "--mode", "zeros", "--json"});
+  ASSERT_EQ(alone.exit_code, 0) << alone.err;
+  const auto a = nlohmann::json::parse(alone.out);
+  EXPECT_TRUE(!a.contains("pruned") || a["pruned"].empty());
+  for (const auto& v : a["values"]) {
+    EXPECT_GE(v.get<double>(), 0);
+    EXPECT_LE(v.get<double>(), 1);
+  }
+  const std::string out = MakeTempDir() + "/z.png";
+  CommandResult ref = Run(
+      {"heatmap", Fixture("gguf/Q4_K.gguf"), "blk.0.ffn_down.weight", "--mode",
+       "zeros", "--ref", Fixture("gguf/source_f32.gguf"), "-o", out, "--term"});
+  ASSERT_EQ(ref.exit_code, 0) << ref.err;
+  EXPECT_THAT(ref.out, HasSubstr("red: induced zeros  blue: pruned zeros"));
+  const Png png = ReadPng(out);
+  EXPECT_GT(png.width, 0);
+  // Green never rises above the dark background: only red and blue mix.
+  for (int y = 16; y < 16 + 8; ++y) {
+    for (int x = 4; x < 12; ++x) EXPECT_EQ(png.At(x, y)[1], 24);
+  }
+  CommandResult help = Run({"heatmap", "--help"});
+  EXPECT_THAT(help.out, AllOf(HasSubstr("zeros"), HasSubstr("--rows"),
+                              HasSubstr("--cols")));
+}
+
+TEST_P(ViewsCliTest, StatsOfOneGroupPrintsItsLevels) {
+  CommandResult t = Run({"stats", Fixture("gguf/Q4_0.gguf"),
+                         "blk.0.attn_q.weight", "--group", "3"});
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_THAT(
+      t.out, AllOf(HasSubstr("group 3"), HasSubstr("representable levels (16)"),
+                   HasSubstr("count                      32")));
+  CommandResult j = Run({"stats", Fixture("gguf/Q4_0.gguf"),
+                         "blk.0.attn_q.weight", "--group", "3", "--json"});
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  const auto s = nlohmann::json::parse(j.out);
+  ASSERT_EQ(s["levels"].size(), 16u);
+  EXPECT_LT(s["levels"][0].get<double>(), s["levels"][15].get<double>());
+  CommandResult past = Run({"stats", Fixture("gguf/Q4_0.gguf"),
+                            "blk.0.attn_q.weight", "--group", "32"});
+  EXPECT_EQ(past.exit_code, 2);
+  EXPECT_THAT(past.err, AllOf(HasSubstr("INVALID_ARGUMENT"),
+                              HasSubstr("group 32 is past the last group"),
+                              HasSubstr("0..31")));
+  CommandResult plain = Run({"stats", Fixture("gguf/F32.gguf"),
+                             "blk.0.attn_q.weight", "--group", "0"});
+  EXPECT_EQ(plain.exit_code, 2);
+  EXPECT_THAT(plain.err, HasSubstr("has no quantization groups"));
 }
 
 TEST_P(ViewsCliTest, ArchMarksBoundariesInTextJsonAndDot) {

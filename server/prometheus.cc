@@ -1,0 +1,222 @@
+#include "server/prometheus.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "server/call_stats.h"
+#include "server/process_stats.h"
+
+namespace tensormorph {
+namespace {
+
+constexpr char kVersion[] = TENSORMORPH_VERSION;
+
+// The shortest text that reads back as `v`, in plain notation from 1e-4 to
+// 1e21 ("0.0001", "0.00025", "60") as Prometheus's own clients write bucket
+// bounds (le values are compared as text when series are joined), in
+// exponent notation past them; and the format's spellings of the infinities
+// and NaN.
+std::string FormatDouble(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  const double magnitude = std::fabs(v);
+  const std::chars_format format =
+      v == 0 || (magnitude >= 1e-4 && magnitude < 1e21)
+          ? std::chars_format::fixed
+          : std::chars_format::scientific;
+  char buf[64];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v, format);
+  return std::string(buf, ec == std::errc() ? end : buf);
+}
+
+// HELP text escapes only backslash and line feed.
+std::string EscapeHelp(absl::string_view help) {
+  std::string out;
+  out.reserve(help.size());
+  for (char c : help) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+using Labels = std::vector<std::pair<absl::string_view, std::string>>;
+
+// Writes families one after the other: each one's HELP and TYPE lines, then
+// its samples (the format wants a family's lines together).
+class Exposition {
+ public:
+  void Family(absl::string_view name, absl::string_view type,
+              absl::string_view help) {
+    absl::StrAppend(&out_, "# HELP ", name, " ", EscapeHelp(help), "\n",
+                    "# TYPE ", name, " ", type, "\n");
+  }
+  void Sample(absl::string_view name, const Labels& labels,
+              absl::string_view value) {
+    absl::StrAppend(&out_, name);
+    if (!labels.empty()) {
+      out_ += '{';
+      for (size_t i = 0; i < labels.size(); ++i) {
+        absl::StrAppend(&out_, i == 0 ? "" : ",", labels[i].first, "=\"",
+                        EscapeLabelValue(labels[i].second), "\"");
+      }
+      out_ += '}';
+    }
+    absl::StrAppend(&out_, " ", value, "\n");
+  }
+  void Sample(absl::string_view name, const Labels& labels, int64_t value) {
+    Sample(name, labels, absl::StrCat(value));
+  }
+  void Sample(absl::string_view name, const Labels& labels, uint64_t value) {
+    Sample(name, labels, absl::StrCat(value));
+  }
+  void Sample(absl::string_view name, const Labels& labels, double value) {
+    Sample(name, labels, FormatDouble(value));
+  }
+  // A family of one unlabelled sample.
+  template <typename T>
+  void Single(absl::string_view name, absl::string_view type,
+              absl::string_view help, T value) {
+    Family(name, type, help);
+    Sample(name, {}, value);
+  }
+
+  std::string Take() && { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+void WriteCalls(Exposition& e, const CallStats& stats) {
+  const std::vector<CallStats::MethodSnapshot> methods = stats.Snapshot();
+  e.Family("tensormorph_calls_total", "counter",
+           "Calls ended, by method and the gRPC status code the client was "
+           "told (refused and cancelled calls included).");
+  for (const CallStats::MethodSnapshot& m : methods) {
+    for (int code = 0; code < CallStats::kNumCodes; ++code) {
+      if (m.calls[code] == 0) continue;
+      e.Sample("tensormorph_calls_total",
+               {{"method", m.method},
+                {"code", std::string(CallStats::CodeName(code))}},
+               m.calls[code]);
+    }
+  }
+  e.Family("tensormorph_call_duration_seconds", "histogram",
+           "Time from a call's arrival to its end, by method.");
+  for (const CallStats::MethodSnapshot& m : methods) {
+    const auto& buckets = m.cumulative_buckets;
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      const std::string le = b < CallStats::kDurationBounds.size()
+                                 ? FormatDouble(CallStats::kDurationBounds[b])
+                                 : "+Inf";
+      e.Sample("tensormorph_call_duration_seconds_bucket",
+               {{"method", m.method}, {"le", le}}, buckets[b]);
+    }
+    e.Sample("tensormorph_call_duration_seconds_sum", {{"method", m.method}},
+             m.sum_seconds);
+    // The +Inf bucket is the count: the two always agree.
+    e.Sample("tensormorph_call_duration_seconds_count", {{"method", m.method}},
+             buckets.back());
+  }
+}
+
+void WriteStreams(Exposition& e, const Metrics& m) {
+  e.Single("tensormorph_stream_bytes_total", "counter",
+           "Bytes of stream messages sent (ReadSlice, ListTensors, QuantDiff).",
+           m.bytes_sent.load());
+  e.Single("tensormorph_stream_chunks_total", "counter",
+           "Stream messages sent.", m.chunks_sent.load());
+  e.Single("tensormorph_streams_started_total", "counter", "Streams started.",
+           m.streams_started.load());
+  e.Single("tensormorph_streams_cancelled_total", "counter",
+           "Streams that ended cancelled (by the client, a deadline or a "
+           "limit).",
+           m.streams_cancelled.load());
+  e.Single("tensormorph_streams_active", "gauge", "Streams under way.",
+           m.active_streams());
+}
+
+void WriteCheckpoints(Exposition& e, const CheckpointRegistry& registry) {
+  e.Single("tensormorph_open_checkpoints", "gauge",
+           "Checkpoints the registry keeps open.",
+           static_cast<uint64_t>(registry.open_count()));
+  e.Single("tensormorph_mapped_bytes", "gauge",
+           "Bytes of the files of the checkpoints the registry keeps open "
+           "(mapped, resident only as read).",
+           registry.mapped_bytes());
+  e.Single("tensormorph_checkpoint_opens_total", "counter",
+           "Checkpoints opened (first use, a change on disk, or after being "
+           "closed as least recently used).",
+           registry.opens());
+}
+
+void WriteProcess(Exposition& e, const ProcessStats& p) {
+  if (p.resident_bytes.has_value()) {
+    e.Single("process_resident_memory_bytes", "gauge",
+             "Resident memory size in bytes.", *p.resident_bytes);
+  }
+  if (p.virtual_bytes.has_value()) {
+    e.Single("process_virtual_memory_bytes", "gauge",
+             "Virtual memory size in bytes.", *p.virtual_bytes);
+  }
+  if (p.start_time_seconds.has_value()) {
+    e.Single("process_start_time_seconds", "gauge",
+             "Start time of the process since unix epoch in seconds.",
+             *p.start_time_seconds);
+  }
+  if (p.cpu_seconds.has_value()) {
+    e.Single("process_cpu_seconds_total", "counter",
+             "Total user and system CPU time spent in seconds.",
+             *p.cpu_seconds);
+  }
+  if (p.open_fds.has_value()) {
+    e.Single("process_open_fds", "gauge", "Number of open file descriptors.",
+             *p.open_fds);
+  }
+  if (p.max_fds.has_value()) {
+    e.Single("process_max_fds", "gauge",
+             "Maximum number of open file descriptors.", *p.max_fds);
+  }
+}
+
+}  // namespace
+
+std::string EscapeLabelValue(absl::string_view value) {
+  std::string out;
+  out.reserve(value.size());
+  for (char c : value) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string PrometheusText(const ServiceState& state) {
+  Exposition e;
+  WriteCalls(e, state.call_stats);
+  WriteStreams(e, state.metrics);
+  WriteCheckpoints(e, state.registry);
+  WriteProcess(e, ReadProcessStats());
+  e.Family("tensormorph_build_info", "gauge",
+           "Always 1; the version of tensormorphd as a label.");
+  e.Sample("tensormorph_build_info", {{"version", kVersion}}, int64_t{1});
+  return std::move(e).Take();
+}
+
+}  // namespace tensormorph

@@ -124,16 +124,17 @@ export function mount(host, s, ctx) {
     clear(host);
     const e = st.encoding || {};
     const groups = api.num(st.groups);
-    const groupInput = el('input', { id: 'dist-group', type: 'number', min: 0, max: Math.max(0, groups - 1), class: 'narrow',
+    const groupInput = el('input', { id: 'dist-group', type: 'number', min: 0, max: s.group !== undefined ? null : Math.max(0, groups - 1), class: 'narrow',
       value: s.group ?? '', placeholder: 'all' });
     const form = el('form', { class: 'toolbar', onsubmit: (ev) => {
       ev.preventDefault();
       ctx.navigate({ group: groupInput.value === '' ? null : groupInput.value });
     } },
-    groups > 0 ? el('label', null, `group (0 … ${Math.max(0, groups - 1)}) `, groupInput) : null,
+    // With one group asked for, `groups` counts that one: no range to show.
+    groups > 0 ? el('label', null, s.group !== undefined ? 'group ' : `group (0 … ${Math.max(0, groups - 1)}) `, groupInput) : null,
     groups > 0 ? el('button', { type: 'submit' }, 'Show') : null,
     s.group !== undefined ? el('button', { type: 'button', onclick: () => ctx.navigate({ group: null }) }, 'All elements') : null,
-    el('span', { class: 'muted' }, groups > 1 ? `${fmtCount(groups)} groups; ${fmtCount(st.groupsSaturated)} with an element on an extreme level` : ''));
+    el('span', { class: 'muted' }, groups > 1 && s.group === undefined ? `${fmtCount(groups)} groups; ${fmtCount(st.groupsSaturated)} with an element on an extreme level` : ''));
     const count = api.num(st.count);
     const facts = [
       ['elements', fmtCount(count), 'count'], ['min', fmtNum(st.min), 'min'], ['max', fmtNum(st.max), 'max'],

@@ -383,6 +383,14 @@ def test_diff(page, cli, models):
     second.click()
     inspector_ready(page, idx)
     page.one('.inspector [data-field="error_steps"]', 'the error in steps beside the source')
+    # The inspector's source value and error in steps are the diff's.
+    report = next(r for r in reports if r['name'] == top)
+    w = next(w for w in report['worst'] if [int(x) for x in w['index']] == idx)
+    got = page.field('error_steps')
+    check(abs(float(got)) == float(w['errSteps']),
+          f'{top}{idx}: the inspector says {got} steps, tensormorph --json diff {w["errSteps"]}')
+    got = page.field('source')
+    check(float(got) == float(w['source']), f'{top}{idx}: source {got} in the inspector, {w["source"]} in the diff')
     page.shot('diff_heatmap')
 
     print('architecture coloured by the diff')

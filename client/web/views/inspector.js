@@ -168,19 +168,27 @@ export function createInspector(ctx) {
     }
     if (my !== seq) return;
     clear(sourceBox).append(el('h3', null, `source · ${o.ref}`));
+    // Error in steps: (value − source) / the gap between levels on the
+    // source's side. Its size is the server's (the diff's own arithmetic);
+    // the sign says which side of the source the value fell.
+    let signed = null;
     if (source !== null) {
       const diff = value - source;
       const gap = diff > 0 ? stepBelow : diff < 0 ? stepAbove : api.num(sc.step);
-      const signed = gap > 0 ? diff / gap : 0;
+      signed = gap > 0 ? diff / gap : 0;
+      if (errSteps !== null) signed = (diff < 0 ? -1 : 1) * errSteps;
       sourceBox.append(
         field('source value', 'source', exact(source), { big: true }),
-        field('value − source', 'abs_error', exact(diff)),
-        field('error in steps', 'error_steps_signed', exact(signed),
-          { note: Math.abs(signed) > 0.5 ? 'beyond the rounding bound (0.5)' : 'within the rounding bound', title: '(value − source) / the gap between levels on the source’s side' }));
+        field('value − source', 'abs_error', exact(diff)));
+    } else if (errSteps !== null) {
+      signed = errSteps;
     }
-    if (errSteps !== null) {
-      sourceBox.append(field('|error| in steps (server)', 'error_steps', exact(errSteps),
-        { note: errSteps > 0.5 ? 'clipping, a bad scale, or a broken quantizer' : null }));
+    if (signed !== null) {
+      const size = Math.abs(signed);
+      sourceBox.append(field(source !== null ? 'error in steps' : '|error| in steps', 'error_steps', exact(signed), {
+        note: size > 0.5 ? 'beyond the rounding bound (0.5): clipping, a bad scale, or a broken quantizer' : 'within the rounding bound (0.5)',
+        title: '(value − source) / the gap between levels on the source’s side',
+      }));
     }
     if (note) sourceBox.append(el('p', { class: 'muted small' }, note));
   }

@@ -23,6 +23,7 @@ browser are always stopped.
 """
 
 import argparse
+import hashlib
 import json
 import os
 import queue
@@ -275,6 +276,21 @@ def test_walk_and_inspect(page, cli, models):
     check(page.field('scheme', '.view-tensor') == 'Q4_K', f'scheme {page.field("scheme", ".view-tensor")}')
     check(page.field('shape', '.view-tensor') == '[256, 256]', f'shape {page.field("shape", ".view-tensor")}')
     check(page.css('tr[data-part]'), 'no stored part listed')
+    # The download link's .npy is the CLI's, byte for byte.
+    digest = page.d.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "const a = [...document.querySelectorAll('.actions a')].find((x) => x.textContent === 'download .npy');"
+        "fetch(a.href).then((r) => r.arrayBuffer()).then((b) => crypto.subtle.digest('SHA-256', b))"
+        ".then((h) => done([...new Uint8Array(h)].map((x) => x.toString(16).padStart(2, '0')).join('')))"
+        ".catch((e) => done('error: ' + e));")
+    with tempfile.TemporaryDirectory() as tmp:
+        npy = os.path.join(tmp, 't.npy')
+        r = subprocess.run([cli, 'read', os.path.join(models, CHECKPOINT), TENSOR, '-o', npy],
+                           capture_output=True, text=True, timeout=120)
+        check(r.returncode == 0, f'tensormorph read -o failed: {r.stderr.strip()}')
+        with open(npy, 'rb') as f:
+            want = hashlib.sha256(f.read()).hexdigest()
+    check(digest == want, f'the page\'s .npy link gives sha256 {digest}, tensormorph read -o {want}')
     page.no_error('tensor')
     page.shot('tensor')
 

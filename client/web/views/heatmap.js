@@ -102,7 +102,9 @@ export function mount(host, s, ctx) {
     const toolbar = el('div', { class: 'toolbar' }, modeSelect,
       leadInputs.length ? el('label', null, 'leading ', leadInputs) : null,
       el('button', { onclick: () => heat && heat.resetZoom(), title: 'or double-click the heatmap' }, 'Reset zoom'),
-      el('a', { class: 'button', href: pngUrl(), title: 'the picture as the CLI draws it (heatmap.png)', onclick: (e) => {
+      el('a', { class: 'button', href: pngUrl(), download: `${s.tensor}.${mode}.png`, title: 'the picture as the CLI draws it (heatmap.png)', onclick: (e) => {
+        e.currentTarget.href = pngUrl();
+        if (!api.token()) return;
         e.preventDefault();
         api.download(pngUrl(), `${s.tensor}.${mode}.png`).catch(ctx.showError);
       } }, 'PNG'));

@@ -35,6 +35,10 @@ export function mount(host, s, ctx) {
     const downloadLink = (text, url, file, title) => el('a', {
       href: url, class: 'button', download: file, title,
       onclick: (ev) => {
+        // Without a token the browser streams the file to disk itself
+        // (a multi-GB tensor never sits in the page's memory); a token
+        // must go in a header, so then the page fetches it.
+        if (!api.token()) return;
         ev.preventDefault();
         api.download(url, file).catch(ctx.showError);
       },

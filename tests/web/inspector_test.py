@@ -240,6 +240,60 @@ def click_element_cell(page, row, col, rows, cols):
     ActionChains(page.d).move_to_element_with_offset(overlay, int(x - w / 2), int(y - h / 2)).click().perform()
 
 
+PALETTE = ['#4e79a7', '#f28e2b', '#e15759', '#76b7b2', '#59a14f', '#edc948', '#b07aa1',
+           '#ff9da7', '#9c755f', '#bab0ac']
+
+
+def expected_group_colours(groups, width, height):
+    """The group shading rule, written again from its statement: cells
+    row-major; a group seen first takes the first palette index from id mod
+    10 upward (cycling) whose colour its left and upper neighbour cells'
+    groups (other groups only) do not have; id -1 grey."""
+    colour = {}
+    for i in range(height):
+        for j in range(width):
+            g = groups[i * width + j]
+            if g in colour:
+                continue
+            if g == -1:
+                colour[g] = '#808080'
+                continue
+            taken = set()
+            if j > 0 and groups[i * width + j - 1] != g:
+                taken.add(colour[groups[i * width + j - 1]])
+            if i > 0 and groups[(i - 1) * width + j] != g:
+                taken.add(colour[groups[(i - 1) * width + j]])
+            pick = next((PALETTE[(g % 10 + k) % 10] for k in range(10) if PALETTE[(g % 10 + k) % 10] not in taken),
+                        PALETTE[g % 10])
+            colour[g] = pick
+    return [colour[g] for g in groups]
+
+
+def check_group_colours(page):
+    """Cells of the group heatmap on the canvas have the rule's colours."""
+    q = page.query()
+    reply = page.d.execute_async_script(
+        "const done = arguments[arguments.length - 1]; const h = document.querySelector('.heatmap');"
+        "const [w, hh] = h.dataset.cells.split('x').reverse().map(Number);"
+        "fetch('v1/GetHeatmap', {method: 'POST', headers: {'Content-Type': 'application/json'}, body: JSON.stringify("
+        "{checkpoint: arguments[0], tensor: arguments[1], mode: 'HEATMAP_MODE_GROUP', width: w, height: hh})})"
+        ".then((r) => r.json()).then(done).catch((e) => done({error: String(e)}));", q['checkpoint'], q['tensor'])
+    check('groups' in reply, f'GetHeatmap from the page failed: {reply}')
+    w, h = reply['width'], reply['height']
+    want = expected_group_colours([int(g) for g in reply['groups']], w, h)
+    got = page.d.execute_script(
+        "const c = document.querySelector('.heatmap-canvas'); const g = c.getContext('2d');"
+        "const d = g.getImageData(0, 0, c.width, c.height).data; const w = arguments[0], h = arguments[1];"
+        "const out = []; for (let i = 0; i < h; i++) for (let j = 0; j < w; j++) {"
+        " const x = Math.floor((j + 0.5) * c.width / w), y = Math.floor((i + 0.5) * c.height / h);"
+        " const o = 4 * (y * c.width + x);"
+        " out.push('#' + [d[o], d[o + 1], d[o + 2]].map((v) => v.toString(16).padStart(2, '0')).join('')); }"
+        "return out;", w, h)
+    bad = [(k // w, k % w, got[k], want[k]) for k in range(w * h) if got[k] != want[k]]
+    check(not bad, f'group shading differs from the palette rule in {len(bad)} of {w * h} cells, '
+          f'e.g. (cell row, col, drawn, expected) {bad[:3]}')
+
+
 def test_walk_and_inspect(page, cli, models):
     print('browse')
     page.open('')
@@ -322,15 +376,7 @@ def test_walk_and_inspect(page, cli, models):
         heatmap_ready(page)
         page.no_error(f'heatmap mode {mode}')
         if mode == 'group':
-            # Every cell is drawn in a colour of the categorical palette.
-            colours = page.d.execute_script(
-                "const c = document.querySelector('.heatmap-canvas'); const g = c.getContext('2d');"
-                "const out = []; for (let k = 1; k < 8; k++) { const p = g.getImageData(Math.floor(c.width * k / 8),"
-                " Math.floor(c.height * k / 8), 1, 1).data; out.push('#' + [p[0], p[1], p[2]].map((x) =>"
-                " x.toString(16).padStart(2, '0')).join('')); } return out;")
-            palette = {'#4e79a7', '#f28e2b', '#e15759', '#76b7b2', '#59a14f', '#edc948', '#b07aa1',
-                       '#ff9da7', '#9c755f', '#bab0ac'}
-            check(set(colours) <= palette, f'group mode draws colours outside the palette: {colours}')
+            check_group_colours(page)
         page.shot(f'heatmap_{mode}')
 
     print('zoom')
@@ -384,6 +430,8 @@ def test_diff(page, cli, models):
     check(top in worst_names,
           f'the diff view shows {top} first (sorted by max error in steps), tensormorph diff says {sorted(worst_names)} '
           f'({worst_value} steps)')
+    progress = page.one('[data-field="progress"]').text
+    check(f'{len(reports)} of {len(reports)} tensors' in progress, f'the progress line says {progress!r} at the end')
     summary_worst = page.one('[data-field="worst_tensor"]').text
     check(summary_worst in worst_names, f'the summary names {summary_worst} worst, the CLI {sorted(worst_names)}')
     page.shot('diff')

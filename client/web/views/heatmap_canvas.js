@@ -81,7 +81,11 @@ export function createHeatmap(opts) {
   // at most MAX_H pixels, on a canvas at least 420 wide.
   const measure = () => {
     const MAX_H = 620;
-    const avail = Math.max(200, Math.floor(root.clientWidth || 800));
+    // Beside the inspector (two columns in .split) the heatmap takes what
+    // the inspector's 480 pixels leave; else its container's width.
+    const split = root.closest('.split');
+    const twoColumns = split && getComputedStyle(split).gridTemplateColumns.trim().split(/\s+/).length > 1;
+    const avail = Math.max(200, Math.floor(twoColumns ? split.clientWidth - 496 : (root.parentElement || root).clientWidth || 800));
     const aspect = rows / cols;
     let w = avail;
     let h = Math.round(Math.max(rows === 1 ? 90 : 160, avail * aspect));
@@ -103,6 +107,7 @@ export function createHeatmap(opts) {
     }
     stage.style.width = `${cssW}px`;
     stage.style.height = `${cssH}px`;
+    root.style.width = `${cssW}px`;
   };
 
   const intRegion = (r) => {
@@ -521,7 +526,7 @@ export function createHeatmap(opts) {
       size();
       draw();
       request();
-      observer.observe(root);
+      observer.observe(root.closest('.split') || root.parentElement || root);
     },
     setSelected(index) {
       selected = index;

@@ -59,7 +59,7 @@ export function mount(host, s, ctx) {
       return el('button', {
         class: k === mode ? 'active' : '', 'data-mode': k, disabled,
         title: disabled ? 'needs a source checkpoint (top right)' : m.label,
-        onclick: () => ctx.navigate({ mode: k === 'value' ? null : k, region: null }),
+        onclick: () => ctx.navigate({ mode: k === 'value' ? null : k }),
       }, m.label);
     }));
 

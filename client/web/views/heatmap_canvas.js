@@ -13,8 +13,21 @@ export const MODES = {
   zeros: { enum: 'HEATMAP_MODE_ZEROS', label: 'zeros', needsRef: false },
 };
 
-const MAX_SIDE = 4096;
-const MAX_CELLS = 2097152;
+// The server's limits on a heatmap (GetServerInfo), asked once per page;
+// these are the defaults until it answers, or if it cannot.
+let maxSide = 4096;
+let maxCells = 2097152;
+let limitsAsked = null;
+function serverLimits() {
+  if (!limitsAsked) {
+    limitsAsked = api.call('GetServerInfo', {}).then((info) => {
+      const l = info.limits || {};
+      if (Number(l.maxHeatmapSide) > 0) maxSide = Number(l.maxHeatmapSide);
+      if (Number(l.maxHeatmapCells) > 0) maxCells = Number(l.maxHeatmapCells);
+    }).catch(() => {});
+  }
+  return limitsAsked;
+}
 const INDUCED_RGB = hexRgb('#f28e2b');
 const PRUNED_RGB = hexRgb('#4e79a7');
 const EMPTY_RGB = [24, 28, 36];
@@ -303,12 +316,14 @@ export function createHeatmap(opts) {
         el('span', { class: 'swatch', style: { background: '#ff00ff' } })) : null));
   };
 
-  const request = () => {
-    const r = intRegion(region);
-    const w = Math.min(MAX_SIDE, r.c1 - r.c0, Math.max(1, cssW));
-    let h = Math.min(MAX_SIDE, r.r1 - r.r0, Math.max(1, cssH));
-    if (w * h > MAX_CELLS) h = Math.max(1, Math.floor(MAX_CELLS / w));
+  const request = async () => {
     const my = ++seq;
+    await serverLimits();
+    if (my !== seq || destroyed) return;
+    const r = intRegion(region);
+    const w = Math.min(maxSide, r.c1 - r.c0, Math.max(1, cssW));
+    let h = Math.min(maxSide, r.r1 - r.r0, Math.max(1, cssH));
+    if (w * h > maxCells) h = Math.max(1, Math.floor(maxCells / w));
     if (controller) controller.abort();
     controller = new AbortController();
     status.textContent = 'loading…';

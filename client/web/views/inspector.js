@@ -145,7 +145,9 @@ export function createInspector(ctx) {
       }
     } catch (err) {
       if (my !== seq) return;
-      note = `${err.code || 'error'}: ${err.message}`;
+      note = err.code === 'NOT_FOUND'
+        ? `The source has no tensor named ${o.tensor}: it pairs as a diff pairs them (GGUF names to Hugging Face ones); run the diff to see its name there.`
+        : `${err.code || 'error'}: ${err.message}`;
     }
     // The error in steps as the server measures it (the gap on the
     // source's side), from a one-element error heatmap.
@@ -186,7 +188,10 @@ export function createInspector(ctx) {
     if (signed !== null) {
       const size = Math.abs(signed);
       sourceBox.append(field(source !== null ? 'error in steps' : '|error| in steps', 'error_steps', exact(signed), {
-        note: size > 0.5 ? 'beyond the rounding bound (0.5): clipping, a bad scale, or a broken quantizer' : 'within the rounding bound (0.5)',
+        note: size <= 0.5 ? 'within the rounding bound (0.5)'
+          : value === api.num(sc.rangeMin) || value === api.num(sc.rangeMax)
+            ? 'beyond the rounding bound (0.5), on an extreme level: clipped'
+            : 'beyond the rounding bound (0.5)',
         title: '(value − source) / the gap between levels on the source’s side',
       }));
     }

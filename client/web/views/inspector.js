@@ -189,7 +189,7 @@ export function createInspector(ctx) {
       const size = Math.abs(signed);
       sourceBox.append(field(source !== null ? 'error in steps' : '|error| in steps', 'error_steps', exact(signed), {
         note: size <= 0.5 ? 'within the rounding bound (0.5)'
-          : value === api.num(sc.rangeMin) || value === api.num(sc.rangeMax)
+          : Math.fround(value) === Math.fround(api.num(sc.rangeMin)) || Math.fround(value) === Math.fround(api.num(sc.rangeMax))
             ? 'beyond the rounding bound (0.5), on an extreme level: clipped'
             : 'beyond the rounding bound (0.5)',
         title: '(value − source) / the gap between levels on the source’s side',

@@ -175,7 +175,9 @@ export function createInspector(ctx) {
     // the sign says which side of the source the value fell.
     let signed = null;
     if (source !== null) {
-      const diff = value - source;
+      // The value is a float32: its exact value, not the double its
+      // shortest text reads as.
+      const diff = Math.fround(value) - source;
       const gap = diff > 0 ? stepBelow : diff < 0 ? stepAbove : api.num(sc.step);
       signed = gap > 0 ? diff / gap : 0;
       if (errSteps !== null) signed = (diff < 0 ? -1 : 1) * errSteps;

@@ -92,9 +92,10 @@ export function mount(host, s, ctx) {
   const progressText = el('div', { class: 'progress-text muted', 'data-field': 'progress' });
   const summaryEl = el('div', { class: 'diff-summary' });
   const rowsEl = el('div', { class: 'diff-rows' });
+  const hint = el('p', { class: 'muted small' }, 'Click a row for its error heatmap and worst elements; click a heading to sort.');
   host.append(el('h1', null, 'Quantization diff'),
     el('p', { class: 'muted' }, `${s.checkpoint} against its full-precision source: error in units of the local quantization step.`),
-    form, bar, progressText, summaryEl, rowsEl);
+    form, bar, progressText, summaryEl, hint, rowsEl);
 
   let grid = null;
   let frame = 0;
@@ -154,6 +155,7 @@ export function mount(host, s, ctx) {
       grid.redraw(rows);
     }
     rowsEl.hidden = rows.length === 0;
+    hint.hidden = rows.length === 0;
   };
   const schedule = () => {
     if (!frame) frame = requestAnimationFrame(render);

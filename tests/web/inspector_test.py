@@ -379,6 +379,23 @@ def test_walk_and_inspect(page, cli, models):
             check_group_colours(page)
         page.shot(f'heatmap_{mode}')
 
+    print('back and forward')
+    page.d.back()
+    page.wait(lambda: page.query().get('mode') == 'absmax', 'mode=absmax after going back')
+    heatmap_ready(page)
+    check(page.css('.segmented button.active[data-mode="absmax"]'), 'going back did not show the absmax heatmap')
+    page.d.forward()
+    page.wait(lambda: page.query().get('mode') == 'zeros', 'mode=zeros after going forward')
+    heatmap_ready(page)
+
+    print('hover')
+    overlay = page.one('.heatmap-overlay')
+    w, h = overlay.size['width'], overlay.size['height']
+    ActionChains(page.d).move_to_element_with_offset(
+        overlay, int((200.5 / 256) * w - w / 2), int((10.5 / 256) * h - h / 2)).perform()
+    tip = page.wait(lambda: page.css('.heatmap-tip:not([hidden])'), 'the hover tooltip')[0].text
+    check('[10, 200]' in tip, f'hovering element [10, 200] shows {tip!r}')
+
     print('zoom')
     page.one('.segmented button[data-mode="value"]').click()
     first = heatmap_ready(page)

@@ -210,7 +210,13 @@ export function table(columns, rows, { onRow, sortKey, sortDesc = true, rowAttrs
           const shown = c.fmt ? c.fmt(v, r) : v;
           return el('td', { class: c.num ? 'num' : '' }, shown);
         }));
-      if (onRow) tr.addEventListener('click', () => onRow(r));
+      if (onRow) {
+        tr.tabIndex = 0;
+        tr.addEventListener('click', () => onRow(r));
+        tr.addEventListener('keydown', (e) => {
+          if (e.key === 'Enter') onRow(r);
+        });
+      }
       return tr;
     });
     clear(wrap).appendChild(el('table', { class: 'grid' }, el('thead', null, head), el('tbody', null, body)));

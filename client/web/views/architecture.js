@@ -104,6 +104,13 @@ export function mount(host, s, ctx) {
       el('span', { class: 'num' }, fmtCount(node.tensors)),
       el('span', { class: 'num metric', style: bad && v !== undefined ? { background: heat(bad(v)) } : null },
         v === undefined ? '' : fmtNum(v)));
+      row.tabIndex = 0;
+      row.addEventListener('keydown', (e) => {
+        if (e.key === 'Enter' || e.key === ' ') {
+          e.preventDefault();
+          row.click();
+        }
+      });
       row.addEventListener('click', () => {
         if (leaf) {
           ctx.navigate({ tensor: node.path, view: 'tensor', index: null, region: null });

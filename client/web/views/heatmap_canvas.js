@@ -369,6 +369,14 @@ export function createHeatmap(opts) {
         } else d.nonFinite++;
       }
       if (d.lo > d.hi) d.lo = d.hi = 0;
+      // Fractions of zeros read on a fixed 0..1 scale (no zeros is dark, not
+      // mid-ramp); errors in steps start at 0.
+      if (opts.mode === 'zeros') {
+        d.lo = 0;
+        d.hi = 1;
+      } else if (opts.mode === 'error') {
+        d.lo = 0;
+      }
       d.colours = cellColours(d);
       data = d;
       draw();

@@ -164,7 +164,7 @@ export function createHeatmap(opts) {
     for (let k = 0; k < n; k++) {
       const x = d.values[k];
       // NaN magenta; +/-inf at the ends of the ramp.
-      const c = Number.isNaN(x) ? [255, 0, 255] : viridis(span > 0 ? (x - lo) / span : x > lo ? 1 : x < lo ? 0 : 0.5);
+      const c = Number.isNaN(x) ? [255, 0, 255] : viridis(span > 0 ? (x - lo) / span : x > lo ? 1 : x < lo ? 0 : opts.mode === 'error' ? 0 : 0.5);
       out[3 * k] = c[0];
       out[3 * k + 1] = c[1];
       out[3 * k + 2] = c[2];

@@ -1,0 +1,199 @@
+// The HTTP/JSON API of tensormorphd (POST /v1/<Method>), with the bearer
+// token asked for once per tab on the first 401 and kept in sessionStorage.
+//
+// Unary calls resolve to the response object (protobuf JSON mapping:
+// lowerCamelCase names, int64 as strings, enums by name). Streaming calls
+// hand each message to a callback as its NDJSON line arrives, so a diff's
+// progress shows live. Failures reject with an ApiError carrying the gRPC
+// code name, the message and the HTTP status.
+
+const TOKEN_KEY = 'tensormorph.token';
+
+export class ApiError extends Error {
+  constructor(code, message, status) {
+    super(message);
+    this.code = code;
+    this.status = status;
+  }
+  toString() {
+    return `${this.code}: ${this.message}`;
+  }
+}
+
+// The token prompt: one at a time, whatever number of calls wait on it.
+let pendingPrompt = null;
+let tokenPrompter = defaultPrompter;
+
+// `fn(reason)` resolves to the token the user typed, or null when they
+// cancelled. The page installs a form; window.prompt is the fallback.
+export function setTokenPrompter(fn) {
+  tokenPrompter = fn;
+}
+
+function defaultPrompter(reason) {
+  return Promise.resolve(window.prompt(reason));
+}
+
+export function token() {
+  return sessionStorage.getItem(TOKEN_KEY) || '';
+}
+
+export function forgetToken() {
+  sessionStorage.removeItem(TOKEN_KEY);
+}
+
+function askToken(rejected) {
+  if (!pendingPrompt) {
+    const reason = rejected
+      ? 'The server refused that token. Enter the bearer token from its --token-file:'
+      : 'This server needs a bearer token (its --token-file). Enter it:';
+    pendingPrompt = tokenPrompter(reason).then((t) => {
+      pendingPrompt = null;
+      if (t) sessionStorage.setItem(TOKEN_KEY, t.trim());
+      return !!t;
+    });
+  }
+  return pendingPrompt;
+}
+
+function headers(extra) {
+  const h = Object.assign({}, extra);
+  const t = token();
+  if (t) h.Authorization = `Bearer ${t}`;
+  return h;
+}
+
+async function errorFrom(response) {
+  let code = `HTTP_${response.status}`;
+  let message = response.statusText || 'request failed';
+  try {
+    const text = await response.text();
+    try {
+      const body = JSON.parse(text);
+      if (body && typeof body === 'object') {
+        code = body.code || code;
+        message = body.message || message;
+      }
+    } catch (_) {
+      // Not the gateway's JSON (a proxy's page, say): its text, briefly.
+      if (text) message = text.replace(/<[^>]*>/g, ' ').replace(/\s+/g, ' ').trim().slice(0, 300);
+    }
+  } catch (_) {
+    /* no body */
+  }
+  return new ApiError(code, message, response.status);
+}
+
+// fetch with the token, asking for it on a 401 (again if it was rejected)
+// and retrying; cancelling the prompt gives the 401's error.
+export async function authorizedFetch(url, init = {}) {
+  let asked = false;
+  for (;;) {
+    const hadToken = !!token();
+    let response;
+    try {
+      response = await fetch(url, Object.assign({}, init, { headers: headers(init.headers) }));
+    } catch (e) {
+      if (e.name === 'AbortError') throw e;
+      throw new ApiError('UNAVAILABLE', `cannot reach the server: ${e.message}`, 0);
+    }
+    if (response.status !== 401) return response;
+    const err = await errorFrom(response);
+    if (!(await askToken(hadToken || asked))) throw err;
+    asked = true;
+  }
+}
+
+function post(method, request, signal) {
+  return authorizedFetch(`v1/${method}`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify(request || {}),
+    signal,
+  });
+}
+
+// A unary RPC.
+export async function call(method, request, { signal } = {}) {
+  const response = await post(method, request, signal);
+  if (!response.ok) throw await errorFrom(response);
+  return response.json();
+}
+
+// A server-streaming RPC: `onMessage(message)` per line as it arrives;
+// resolves when the stream ends OK, rejects with the stream's error.
+export async function stream(method, request, onMessage, { signal } = {}) {
+  const response = await post(method, request, signal);
+  if (!response.ok) throw await errorFrom(response);
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffered = '';
+  const handle = (line) => {
+    if (!line.trim()) return;
+    let obj;
+    try {
+      obj = JSON.parse(line);
+    } catch (e) {
+      throw new ApiError('INTERNAL', `a stream line is not JSON: ${line.slice(0, 200)}`, 200);
+    }
+    if (obj.error) {
+      throw new ApiError(obj.error.code || 'UNKNOWN', obj.error.message || '', 200);
+    }
+    if ('result' in obj) onMessage(obj.result);
+  };
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffered += decoder.decode(value, { stream: true });
+    let nl;
+    while ((nl = buffered.indexOf('\n')) >= 0) {
+      const line = buffered.slice(0, nl);
+      buffered = buffered.slice(nl + 1);
+      handle(line);
+    }
+  }
+  buffered += decoder.decode();
+  handle(buffered);
+}
+
+// Every message of a stream, as an array.
+export async function collect(method, request, opts) {
+  const out = [];
+  await stream(method, request, (m) => out.push(m), opts);
+  return out;
+}
+
+// A GET URL of the gateway (tensor.npy, heatmap.png) with its query.
+export function getUrl(path, query) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(query)) {
+    if (v !== undefined && v !== null && v !== '') q.set(k, String(v));
+  }
+  return `v1/${path}?${q.toString()}`;
+}
+
+// Downloads a GET URL through fetch (so the token goes along) and saves it.
+export async function download(url, filename) {
+  const response = await authorizedFetch(url);
+  if (!response.ok) throw await errorFrom(response);
+  const blob = await response.blob();
+  const href = URL.createObjectURL(blob);
+  const a = document.createElement('a');
+  a.href = href;
+  a.download = filename;
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(href), 10000);
+}
+
+// Numbers in the JSON mapping: int64 as strings, doubles as numbers or
+// "NaN" / "Infinity" / "-Infinity".
+export function num(x) {
+  if (x === undefined || x === null || x === '') return 0;
+  return typeof x === 'number' ? x : Number(x);
+}
+
+export function nums(xs) {
+  return (xs || []).map(num);
+}

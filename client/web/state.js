@@ -1,0 +1,82 @@
+// The page's state is its URL: every view is a link that can be shared, and
+// back/forward walk it. Keys:
+//   checkpoint, tensor, view (browse|arch|tensor|heatmap|dist|diff|sparsity),
+//   mode (value|absmax|error|group|zeros), ref (source checkpoint),
+//   index (coordinates "3,100"), region ("r0:r1,c0:c1" of the heatmap),
+//   leading (indices of the leading dimensions, "0,2"), group (a group id for
+//   the distribution), log (1: log counts), dir (browse), metric (architecture colouring),
+//   filter (diff glob).
+
+const listeners = [];
+
+export function current() {
+  const p = new URLSearchParams(window.location.search);
+  const s = {};
+  for (const [k, v] of p.entries()) s[k] = v;
+  if (!s.view) {
+    if (!s.checkpoint) s.view = 'browse';
+    else if (!s.tensor) s.view = 'arch';
+    else s.view = 'tensor';
+  }
+  return s;
+}
+
+function toSearch(s) {
+  const p = new URLSearchParams();
+  // A fixed key order keeps links stable and readable.
+  const order = ['checkpoint', 'tensor', 'view', 'mode', 'ref', 'index', 'region',
+    'leading', 'group', 'log', 'dir', 'metric', 'filter'];
+  const keys = order.filter((k) => k in s).concat(Object.keys(s).filter((k) => !order.includes(k)));
+  for (const k of keys) {
+    const v = s[k];
+    if (v !== undefined && v !== null && v !== '') p.set(k, String(v));
+  }
+  const q = p.toString();
+  return q ? `?${q}` : window.location.pathname;
+}
+
+export function href(patch, base = current()) {
+  const s = Object.assign({}, base);
+  for (const [k, v] of Object.entries(patch)) {
+    if (v === null || v === undefined || v === '') delete s[k];
+    else s[k] = v;
+  }
+  return toSearch(s);
+}
+
+// Changes the URL (a new history entry unless `replace`) and tells the page.
+export function navigate(patch, { replace = false } = {}) {
+  const url = href(patch);
+  if (url === window.location.search || (url === window.location.pathname && !window.location.search)) {
+    notify();
+    return;
+  }
+  if (replace) history.replaceState(null, '', url);
+  else history.pushState(null, '', url);
+  notify();
+}
+
+export function onChange(fn) {
+  listeners.push(fn);
+}
+
+function notify() {
+  const s = current();
+  for (const fn of listeners) fn(s);
+}
+
+window.addEventListener('popstate', notify);
+
+// Links inside the page navigate without reloading.
+export function link(text, patch, cls) {
+  const a = document.createElement('a');
+  a.textContent = text;
+  a.href = href(patch);
+  if (cls) a.className = cls;
+  a.addEventListener('click', (e) => {
+    if (e.ctrlKey || e.metaKey || e.shiftKey || e.button !== 0) return;
+    e.preventDefault();
+    navigate(patch);
+  });
+  return a;
+}

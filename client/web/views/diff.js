@@ -1,0 +1,174 @@
+// Quantization diff: a quantized checkpoint against its full-precision
+// source (QuantDiff, streamed): a live progress bar, per-tensor rows as they
+// arrive, sortable; a row opens the tensor's error heatmap beside its worst
+// elements. The last diff stays in this tab's memory (store.js) for the
+// architecture colouring.
+import * as api from '../api.js';
+import { el, clear, fmtNum, fmtCount, fmtBytes, fmtShape, table } from '../ui.js';
+import { lastDiff } from '../store.js';
+
+export function key(s) {
+  return s.checkpoint;
+}
+
+// The run outlives the view: navigating away does not stop it.
+const listeners = new Set();
+let progress = null;
+let error = null;
+let controller = null;
+
+function emit() {
+  for (const fn of listeners) fn();
+}
+
+export function runDiff(checkpoint, reference, filter) {
+  if (controller) controller.abort();
+  controller = new AbortController();
+  lastDiff.checkpoint = checkpoint;
+  lastDiff.reference = reference;
+  lastDiff.filter = filter;
+  lastDiff.reports = new Map();
+  lastDiff.summary = null;
+  lastDiff.running = true;
+  progress = null;
+  error = null;
+  emit();
+  const request = { checkpoint, reference, filter: filter || '', topK: 10, worstGroups: 5 };
+  const mine = controller;
+  api.stream('QuantDiff', request, (ev) => {
+    if (mine !== controller) return;
+    if (ev.progress) progress = ev.progress;
+    else if (ev.tensor) lastDiff.reports.set(ev.tensor.name, ev.tensor);
+    else if (ev.summary) lastDiff.summary = ev.summary;
+    emit();
+  }, { signal: controller.signal }).catch((e) => {
+    if (mine !== controller) return;
+    if (e.name !== 'AbortError') error = e;
+    else error = { code: 'CANCELLED', message: 'the diff was cancelled' };
+  }).finally(() => {
+    if (mine !== controller) return;
+    lastDiff.running = false;
+    emit();
+  });
+}
+
+const COLUMNS = [
+  { key: 'name', label: 'tensor', fmt: (v) => el('span', { class: 'mono' }, v) },
+  { key: 'scheme', label: 'scheme' },
+  { key: 'maxErrSteps', label: 'max err (steps)', num: true, fmt: (v) => stepCell(v), title: 'largest |x − x̂| / step; above 0.5 is beyond the rounding bound' },
+  { key: 'p99ErrSteps', label: 'p99 (steps)', num: true, fmt: (v) => fmtNum(v, 4) },
+  { key: 'sqnrDb', label: 'SQNR (dB)', num: true, fmt: (v) => fmtNum(v, 4) },
+  { key: 'clipped', label: 'clipped', num: true, fmt: (v) => fmtCount(v) },
+  { key: 'aboveHalfStep', label: '> ½ step', num: true, fmt: (v) => fmtCount(v) },
+  { key: 'inducedZeros', label: 'induced zeros', num: true, fmt: (v) => fmtCount(v) },
+  { key: 'sourceZeros', label: 'pruned zeros', num: true, fmt: (v) => fmtCount(v) },
+  { key: 'cosine', label: 'cosine', num: true, fmt: (v) => fmtNum(v, 6) },
+];
+
+function stepCell(v) {
+  const x = Number(v);
+  return el('span', { class: x > 0.5 ? 'bad-value' : '' }, fmtNum(x, 4));
+}
+
+export function mount(host, s, ctx) {
+  const refInput = el('input', { id: 'diff-ref', value: s.ref || (lastDiff.checkpoint === s.checkpoint ? lastDiff.reference : ''),
+    list: 'ref-list', placeholder: 'source checkpoint (full precision)', spellcheck: 'false', class: 'wide-input' });
+  const filterInput = el('input', { id: 'diff-filter', value: s.filter || '', placeholder: 'all tensors (glob, e.g. blk.0.*)', spellcheck: 'false' });
+  const runButton = el('button', { id: 'diff-run', type: 'submit', class: 'primary' }, 'Run diff');
+  const cancelButton = el('button', { id: 'diff-cancel', type: 'button', onclick: () => controller && controller.abort() }, 'Cancel');
+  const form = el('form', { class: 'toolbar', onsubmit: (e) => {
+    e.preventDefault();
+    const ref = refInput.value.trim();
+    if (!ref) {
+      ctx.showError({ code: 'INVALID_ARGUMENT', message: 'pick a source checkpoint to diff against' });
+      return;
+    }
+    ctx.clearError();
+    ctx.navigate({ ref, filter: filterInput.value.trim() || null }, { replace: true });
+    runDiff(s.checkpoint, ref, filterInput.value.trim());
+  } },
+  el('label', null, 'source ', refInput), el('label', null, 'filter ', filterInput), runButton, cancelButton);
+  const bar = el('div', { class: 'progress', 'data-role': 'progress' }, el('div', { class: 'fill' }));
+  const progressText = el('div', { class: 'progress-text muted', 'data-field': 'progress' });
+  const summaryEl = el('div', { class: 'diff-summary' });
+  const rowsEl = el('div', { class: 'diff-rows' });
+  const hint = el('p', { class: 'muted small' }, 'Click a row for its error heatmap and worst elements; click a heading to sort.');
+  host.append(el('h1', null, 'Quantization diff'),
+    el('p', { class: 'muted' }, `${s.checkpoint} against its full-precision source: error in units of the local quantization step.`),
+    form, bar, progressText, summaryEl, hint, rowsEl);
+
+  let grid = null;
+  let frame = 0;
+  const render = () => {
+    frame = 0;
+    const mine = lastDiff.checkpoint === s.checkpoint;
+    runButton.disabled = mine && lastDiff.running;
+    cancelButton.hidden = !(mine && lastDiff.running);
+    if (!mine) {
+      bar.hidden = true;
+      return;
+    }
+    bar.hidden = false;
+    const p = progress;
+    const done = p ? Number(p.tensorsDone) : 0;
+    const total = p ? Number(p.tensorsTotal) : 0;
+    const bytesDone = p ? Number(p.bytesDone) : 0;
+    const bytesTotal = p ? Number(p.bytesTotal) : 0;
+    const frac = lastDiff.summary ? 1 : bytesTotal ? bytesDone / bytesTotal : total ? done / total : 0;
+    bar.firstChild.style.width = `${(100 * frac).toFixed(1)}%`;
+    bar.classList.toggle('running', lastDiff.running);
+    progressText.textContent = p
+      ? `${done} of ${total} tensors · ${fmtBytes(bytesDone)} of ${fmtBytes(bytesTotal)} of the source read · ${fmtNum(p.elapsedSeconds, 3)} s${lastDiff.running ? '' : ' · done'}`
+      : (lastDiff.running ? 'starting…' : '');
+    if (error && !lastDiff.running) {
+      ctx.showError(error);
+      error = null;
+    }
+    clear(summaryEl);
+    const sm = lastDiff.summary;
+    if (sm) {
+      const worst = (sm.worstTensors || [])[0];
+      summaryEl.append(el('div', { class: 'summary' },
+        el('div', { class: 'stat' }, el('b', null, fmtCount(sm.tensorsCompared)), ' compared'),
+        el('div', { class: 'stat' }, 'pairing ', el('b', null, (sm.pairing || '').replace('DIFF_PAIRING_', '').toLowerCase().replace(/_/g, ' ')),
+          sm.pairingArchitecture ? ` (${sm.pairingArchitecture})` : ''),
+        worst ? el('div', { class: 'stat' }, 'worst ', el('b', { class: 'mono', 'data-field': 'worst_tensor' }, worst)) : null,
+        el('div', { class: 'stat' }, el('b', null, fmtBytes(sm.bytesRead)), ` read in ${fmtNum(sm.wallSeconds, 3)} s`)),
+      ...[['only in the checkpoint', sm.onlyInCheckpoint], ['only in the source', sm.onlyInReference],
+        ['shape mismatches', sm.shapeMismatches], ['skipped (empty)', sm.skippedEmpty]]
+        .filter(([, xs]) => xs && xs.length)
+        .map(([label, xs]) => el('details', { class: 'muted' }, el('summary', null, `${label}: ${xs.length}`), el('div', { class: 'mono small' }, xs.join(', ')))));
+    }
+    const rows = [...lastDiff.reports.values()];
+    if (!grid) {
+      grid = table(COLUMNS, rows, {
+        sortKey: 'maxErrSteps',
+        onRow: (r) => {
+          const w = (r.worst || [])[0];
+          ctx.navigate({ tensor: r.name, view: 'heatmap', mode: 'error', ref: lastDiff.reference,
+            index: w ? w.index.map(Number).join(',') : null, region: null });
+        },
+        rowAttrs: (r) => ({ 'data-name': r.name, 'data-max-err-steps': String(r.maxErrSteps), class: `clickable${r.flagged ? ' flagged' : ''}` }),
+      });
+      clear(rowsEl).append(grid);
+    } else {
+      grid.redraw(rows);
+    }
+    rowsEl.hidden = rows.length === 0;
+    hint.hidden = rows.length === 0;
+  };
+  const schedule = () => {
+    if (!frame) frame = requestAnimationFrame(render);
+  };
+  listeners.add(schedule);
+  render();
+  return {
+    update(ns) {
+      if (ns.ref && document.activeElement !== refInput) refInput.value = ns.ref;
+    },
+    destroy() {
+      listeners.delete(schedule);
+      if (frame) cancelAnimationFrame(frame);
+    },
+  };
+}

@@ -1,0 +1,175 @@
+// Distribution over levels: the histogram of a tensor's (or one group's)
+// dequantized values with its representable levels drawn on it and the mass
+// on the two extreme levels (clipping) marked, beside the level-usage bars.
+import * as api from '../api.js';
+import { el, put, clear, loading, fmtNum, fmtCount, fmtShape } from '../ui.js';
+
+export function key(s) {
+  return [s.checkpoint, s.tensor, s.group || ''].join('|');
+}
+
+const SVG = 'http://www.w3.org/2000/svg';
+function svg(tag, attrs, ...children) {
+  const e = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs || {})) if (v !== undefined && v !== null) e.setAttribute(k, String(v));
+  for (const c of children) if (c) e.appendChild(typeof c === 'string' ? document.createTextNode(c) : c);
+  return e;
+}
+
+function niceTicks(lo, hi, n) {
+  if (!(hi > lo)) return [lo];
+  const raw = (hi - lo) / n;
+  const mag = Math.pow(10, Math.floor(Math.log10(raw)));
+  const step = [1, 2, 5, 10].map((m) => m * mag).find((x) => x >= raw) || raw;
+  const out = [];
+  for (let t = Math.ceil(lo / step) * step; t <= hi + 1e-12 * Math.abs(hi); t += step) out.push(Number(t.toPrecision(12)));
+  return out;
+}
+
+export function histogramSvg(st, { width = 760, height = 280, log = false } = {}) {
+  const hist = api.nums(st.histogram);
+  const lo = api.num(st.histMin);
+  const hi = api.num(st.histMax);
+  const levels = api.nums(st.levels);
+  const pad = { l: 56, r: 16, t: 26, b: 34 };
+  const W = width - pad.l - pad.r;
+  const H = height - pad.t - pad.b;
+  const maxCount = Math.max(1, ...hist);
+  const x = (v) => pad.l + (hi > lo ? ((v - lo) / (hi - lo)) * W : W / 2);
+  // Log counts show the tails a narrow peak would flatten.
+  const scale = log ? (c) => Math.log10(1 + c) / Math.log10(1 + maxCount) : (c) => c / maxCount;
+  const y = (c) => pad.t + H - scale(c) * H;
+  const root = svg('svg', { viewBox: `0 0 ${width} ${height}`, class: 'chart', role: 'img', 'data-role': 'histogram' });
+  // Axes and ticks.
+  for (const t of niceTicks(lo, hi, 6)) {
+    root.append(svg('line', { x1: x(t), x2: x(t), y1: pad.t + H, y2: pad.t + H + 4, class: 'tick' }),
+      svg('text', { x: x(t), y: pad.t + H + 17, class: 'tick-label', 'text-anchor': 'middle' }, fmtNum(t, 3)));
+  }
+  const countTicks = log
+    ? [0, 1, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9].filter((c) => c <= maxCount)
+    : niceTicks(0, maxCount, 4);
+  for (const c of countTicks) {
+    root.append(svg('line', { x1: pad.l, x2: pad.l + W, y1: y(c), y2: y(c), class: 'gridline' }),
+      svg('text', { x: pad.l - 6, y: y(c) + 4, class: 'tick-label', 'text-anchor': 'end' }, fmtCount(c)));
+  }
+  // Bars.
+  const bw = W / Math.max(1, hist.length);
+  hist.forEach((c, i) => {
+    if (!c) return;
+    const a = lo + ((hi - lo) * i) / hist.length;
+    const b = lo + ((hi - lo) * (i + 1)) / hist.length;
+    root.append(svg('rect', { x: pad.l + i * bw, y: y(c), width: Math.max(1, bw - 0.5), height: pad.t + H - y(c), class: 'bar' },
+      svg('title', null, `[${fmtNum(a)}, ${fmtNum(b)}): ${fmtCount(c)}`)));
+  });
+  // Levels: where the values can land.
+  const shown = levels.filter((l) => l >= lo && l <= hi);
+  const thin = shown.length > 120;
+  for (const l of shown) {
+    root.append(svg('line', { x1: x(l), x2: x(l), y1: pad.t, y2: pad.t + H, class: thin ? 'level thin' : 'level' },
+      svg('title', null, `level ${fmtNum(l)}`)));
+  }
+  // The clipped mass at both extremes.
+  const satLow = api.num(st.saturatedLow);
+  const satHigh = api.num(st.saturatedHigh);
+  if (st.hasLevels && (satLow || satHigh)) {
+    const total = api.num(st.count) || 1;
+    const lx = levels.length ? x(Math.max(lo, levels[0])) : pad.l;
+    const hx = levels.length ? x(Math.min(hi, levels[levels.length - 1])) : pad.l + W;
+    const mark = (px, n, side) => {
+      const g = svg('g', { class: 'clip-mark', 'data-field': `saturated_${side}` });
+      g.append(svg('line', { x1: px, x2: px, y1: pad.t - 4, y2: pad.t + H, class: 'clip-line' }),
+        svg('text', { x: side === 'low' ? px + 4 : px - 4, y: pad.t - 8, 'text-anchor': side === 'low' ? 'start' : 'end', class: 'clip-label' },
+          `${side === 'low' ? '◀ ' : ''}${fmtCount(n)} on the ${side === 'low' ? 'lowest' : 'highest'} level (${fmtNum((100 * n) / total, 3)}%)${side === 'high' ? ' ▶' : ''}`));
+      root.append(g);
+    };
+    if (satLow) mark(lx, satLow, 'low');
+    if (satHigh) mark(hx, satHigh, 'high');
+  }
+  root.append(svg('line', { x1: pad.l, x2: pad.l + W, y1: pad.t + H, y2: pad.t + H, class: 'axis' }));
+  return root;
+}
+
+export function codeBarsSvg(st, { width = 360, height = 280 } = {}) {
+  const codes = api.nums(st.codeHistogram);
+  const pad = { l: 48, r: 10, t: 26, b: 34 };
+  const W = width - pad.l - pad.r;
+  const H = height - pad.t - pad.b;
+  const max = Math.max(1, ...codes);
+  const root = svg('svg', { viewBox: `0 0 ${width} ${height}`, class: 'chart', role: 'img', 'data-role': 'code-usage' });
+  const bw = W / Math.max(1, codes.length);
+  codes.forEach((c, i) => {
+    const h = (c / max) * H;
+    root.append(svg('rect', { x: pad.l + i * bw, y: pad.t + H - h, width: Math.max(0.8, bw - (bw > 4 ? 1 : 0)), height: Math.max(c ? 1 : 0, h), class: c ? 'bar code' : 'bar unused' },
+      svg('title', null, `code ${i}: ${fmtCount(c)}`)));
+  });
+  for (const c of niceTicks(0, max, 4)) {
+    const yy = pad.t + H - (c / max) * H;
+    root.append(svg('line', { x1: pad.l, x2: pad.l + W, y1: yy, y2: yy, class: 'gridline' }),
+      svg('text', { x: pad.l - 6, y: yy + 4, class: 'tick-label', 'text-anchor': 'end' }, fmtCount(c)));
+  }
+  const labels = codes.length <= 16 ? codes.map((_, i) => i) : [0, codes.length / 4, codes.length / 2, (3 * codes.length) / 4, codes.length - 1].map(Math.round);
+  for (const i of labels) {
+    root.append(svg('text', { x: pad.l + (i + 0.5) * bw, y: pad.t + H + 17, class: 'tick-label', 'text-anchor': 'middle' }, String(i)));
+  }
+  root.append(svg('text', { x: pad.l + W / 2, y: pad.t - 10, class: 'tick-label', 'text-anchor': 'middle' }, 'elements per raw code'));
+  return root;
+}
+
+export function mount(host, s, ctx) {
+  const controller = new AbortController();
+  put(host, loading('Computing statistics…'));
+  const req = { checkpoint: s.checkpoint, tensor: s.tensor, bins: 160 };
+  if (s.group !== undefined && s.group !== '') req.group = Number(s.group);
+  api.call('ComputeStats', req, { signal: controller.signal }).then((st) => {
+    clear(host);
+    const e = st.encoding || {};
+    const groups = api.num(st.groups);
+    const groupInput = el('input', { id: 'dist-group', type: 'number', min: 0, max: s.group !== undefined ? null : Math.max(0, groups - 1), class: 'narrow',
+      value: s.group ?? '', placeholder: 'all' });
+    const form = el('form', { class: 'toolbar', onsubmit: (ev) => {
+      ev.preventDefault();
+      ctx.navigate({ group: groupInput.value === '' ? null : groupInput.value });
+    } },
+    // With one group asked for, `groups` counts that one: no range to show.
+    groups > 0 ? el('label', null, s.group !== undefined ? 'group ' : `group (0 … ${Math.max(0, groups - 1)}) `, groupInput) : null,
+    groups > 0 ? el('button', { type: 'submit' }, 'Show') : null,
+    s.group !== undefined ? el('button', { type: 'button', onclick: () => ctx.navigate({ group: null }) }, 'All elements') : null,
+    el('span', { class: 'muted' }, groups > 1 && s.group === undefined ? `${fmtCount(groups)} groups; ${fmtCount(st.groupsSaturated)} with an element on an extreme level` : ''));
+    const count = api.num(st.count);
+    const facts = [
+      ['elements', fmtCount(count), 'count'], ['min', fmtNum(st.min), 'min'], ['max', fmtNum(st.max), 'max'],
+      ['mean', fmtNum(st.mean), 'mean'], ['std', fmtNum(st.std), 'std'], ['absmax', fmtNum(st.absmax), 'absmax'],
+      ['NaN / Inf', `${fmtCount(st.nanCount)} / ${fmtCount(st.infCount)}`, 'nan_inf'],
+      ['zeros', `${fmtCount(st.zeros)} (${fmtNum(100 * api.num(st.sparsity), 3)}%)`, 'zeros'],
+    ];
+    if (st.hasLevels) {
+      facts.push(['levels used', `${fmtCount(st.levelsUsed)} of ${fmtCount(2 ** st.codeBits)} codes`, 'levels_used'],
+        ['on lowest level', fmtCount(st.saturatedLow), 'saturated_low'],
+        ['on highest level', fmtCount(st.saturatedHigh), 'saturated_high']);
+    }
+    const levels = api.nums(st.levels);
+    const histogram = el('div', { class: 'histogram-host' }, histogramSvg(st, { log: s.log === '1' }));
+    const logBox = el('input', { type: 'checkbox', id: 'dist-log', checked: s.log === '1' });
+    logBox.addEventListener('change', () => {
+      clear(histogram).append(histogramSvg(st, { log: logBox.checked }));
+      ctx.navigate({ log: logBox.checked ? '1' : null }, { replace: true });
+    });
+    form.append(el('label', { class: 'check' }, logBox, 'log counts'));
+    put(host, 
+      el('div', { class: 'title-row' }, el('h1', { class: 'mono' }, st.tensor),
+        el('div', { class: 'muted' }, `${fmtShape(st.shape)} · ${e.scheme} · ${e.granularity}${s.group !== undefined ? ` · group ${s.group}` : ''}`)),
+      form,
+      el('dl', { class: 'facts inline' }, facts.flatMap(([k, v, f]) => [el('dt', null, k), el('dd', { 'data-field': f }, v)])),
+      el('div', { class: 'charts' },
+        el('figure', { class: 'card' }, histogram,
+          el('figcaption', null, levels.length
+            ? `Values over [${fmtNum(st.histMin)}, ${fmtNum(st.histMax)}] in ${api.nums(st.histogram).length} bins; lines: the ${levels.length} representable levels; red: the mass on the extreme levels (clipping).`
+            : (e.quantized ? 'The levels differ between groups: pick one group to see its levels.' : 'Not quantized: no levels.'))),
+        st.hasLevels ? el('figure', { class: 'card' }, codeBarsSvg(st),
+          el('figcaption', null, `Level usage: ${fmtCount(st.levelsUsed)} of ${fmtCount(2 ** st.codeBits)} codes occur.`)) : null));
+  }).catch((err) => {
+    clear(host);
+    ctx.showError(err);
+  });
+  return { destroy: () => controller.abort() };
+}

@@ -1,0 +1,585 @@
+// An interactive heatmap of one tensor's 2-D view (GetHeatmap), drawn on a
+// canvas: wheel zoom and drag pan re-request the visible region at screen
+// resolution (debounced; stale replies dropped), hover shows the index and
+// value, a click picks the cell's first element.
+import * as api from '../api.js';
+import { el, clear, fmtNum, exact, viridis, rgbCss, groupColours, PALETTE_RGB, NO_GROUP_RGB, hexRgb } from '../ui.js';
+
+export const MODES = {
+  value: { enum: 'HEATMAP_MODE_MEAN', label: 'value (mean)', needsRef: false },
+  absmax: { enum: 'HEATMAP_MODE_ABSMAX', label: 'absmax', needsRef: false },
+  error: { enum: 'HEATMAP_MODE_ERROR', label: 'error in steps', needsRef: true },
+  group: { enum: 'HEATMAP_MODE_GROUP', label: 'quantization group', needsRef: false },
+  zeros: { enum: 'HEATMAP_MODE_ZEROS', label: 'zeros', needsRef: false },
+};
+
+// The server's limits on a heatmap (GetServerInfo), asked once per page;
+// these are the defaults until it answers, or if it cannot.
+let maxSide = 4096;
+let maxCells = 2097152;
+let limitsAsked = null;
+function serverLimits() {
+  if (!limitsAsked) {
+    limitsAsked = api.call('GetServerInfo', {}).then((info) => {
+      const l = info.limits || {};
+      if (Number(l.maxHeatmapSide) > 0) maxSide = Number(l.maxHeatmapSide);
+      if (Number(l.maxHeatmapCells) > 0) maxCells = Number(l.maxHeatmapCells);
+    }).catch(() => {});
+  }
+  return limitsAsked;
+}
+const INDUCED_RGB = hexRgb('#f28e2b');
+const PRUNED_RGB = hexRgb('#4e79a7');
+const EMPTY_RGB = [24, 28, 36];
+
+// The 2-D view of a shape: [rows, cols] and how many leading indices it needs.
+export function view2d(shape) {
+  const n = shape.length;
+  if (n === 0) return null;
+  if (n === 1) return { rows: 1, cols: shape[0], lead: 0 };
+  return { rows: shape[n - 2], cols: shape[n - 1], lead: n - 2 };
+}
+
+export function parseRegion(text, rows, cols) {
+  const m = /^(\d+):(\d+),(\d+):(\d+)$/.exec(text || '');
+  if (!m) return { r0: 0, r1: rows, c0: 0, c1: cols };
+  const r = { r0: +m[1], r1: +m[2], c0: +m[3], c1: +m[4] };
+  if (r.r1 > rows || r.c1 > cols || r.r0 >= r.r1 || r.c0 >= r.c1) return { r0: 0, r1: rows, c0: 0, c1: cols };
+  return r;
+}
+
+function upperBound(edges, x) {
+  // The cell i with edges[i] <= x < edges[i+1].
+  let lo = 0;
+  let hi = edges.length - 2;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if (edges[mid] <= x) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+// opts: checkpoint, tensor, shape, mode, ref, refTensor, leading (array),
+// region (string), onRegion(regionText), onPick(index array), selected
+// (index array), showError.
+export function createHeatmap(opts) {
+  const v = view2d(opts.shape);
+  const rows = v.rows;
+  const cols = v.cols;
+  const root = el('div', { class: 'heatmap' });
+  const stage = el('div', { class: 'heatmap-stage' });
+  const canvas = el('canvas', { class: 'heatmap-canvas', 'data-role': 'heatmap' });
+  const overlay = el('canvas', { class: 'heatmap-overlay' });
+  const tip = el('div', { class: 'heatmap-tip', hidden: true });
+  const status = el('div', { class: 'heatmap-status' });
+  const bar = el('div', { class: 'colour-bar' });
+  const axis = el('div', { class: 'heatmap-axis muted' });
+  stage.append(canvas, overlay, tip, status);
+  root.append(stage, axis, bar);
+
+  let region = parseRegion(opts.region, rows, cols);  // shown, floats while zooming
+  let data = null;          // the last reply drawn, with its integer region
+  let image = null;         // offscreen copy of the last drawing, for previews
+  let seq = 0;
+  let timer = null;
+  let controller = null;
+  let selected = opts.selected || null;
+  let hover = null;
+  let cssW = 0;
+  let cssH = 0;
+  let destroyed = false;
+
+  // Square elements where the page allows; a tall tensor is squeezed into
+  // at most MAX_H pixels, on a canvas at least 420 wide.
+  const measure = () => {
+    const MAX_H = 620;
+    // Beside the inspector (two columns in .split) the heatmap takes what
+    // the inspector's 480 pixels leave; else its container's width.
+    const split = root.closest('.split');
+    const twoColumns = split && getComputedStyle(split).gridTemplateColumns.trim().split(/\s+/).length > 1;
+    const avail = Math.max(200, Math.floor(twoColumns ? split.clientWidth - 496 : (root.parentElement || root).clientWidth || 800));
+    const aspect = rows / cols;
+    let w = avail;
+    let h = Math.round(Math.max(rows === 1 ? 90 : 160, avail * aspect));
+    if (h > MAX_H) {
+      h = MAX_H;
+      w = Math.round(Math.min(avail, Math.max(Math.min(avail, 420), MAX_H / aspect)));
+    }
+    return [w, h];
+  };
+
+  const size = () => {
+    [cssW, cssH] = measure();
+    const dpr = window.devicePixelRatio || 1;
+    for (const c of [canvas, overlay]) {
+      c.width = Math.round(cssW * dpr);
+      c.height = Math.round(cssH * dpr);
+      c.style.width = `${cssW}px`;
+      c.style.height = `${cssH}px`;
+    }
+    stage.style.width = `${cssW}px`;
+    stage.style.height = `${cssH}px`;
+    root.style.width = `${cssW}px`;
+  };
+
+  const intRegion = (r) => {
+    const r0 = Math.max(0, Math.floor(r.r0));
+    const c0 = Math.max(0, Math.floor(r.c0));
+    const r1 = Math.min(rows, Math.max(r0 + 1, Math.ceil(r.r1)));
+    const c1 = Math.min(cols, Math.max(c0 + 1, Math.ceil(r.c1)));
+    return { r0, r1, c0, c1 };
+  };
+
+  const regionText = (r) => (r.r0 === 0 && r.c0 === 0 && r.r1 === rows && r.c1 === cols ? '' : `${r.r0}:${r.r1},${r.c0}:${r.c1}`);
+
+  const cellColours = (d) => {
+    const n = d.width * d.height;
+    const out = new Uint8ClampedArray(n * 3);
+    if (opts.mode === 'group') {
+      const colours = groupColours(d.groups, d.width, d.height);
+      for (let k = 0; k < n; k++) {
+        const p = colours.get(d.groups[k]);
+        const c = p < 0 ? NO_GROUP_RGB : PALETTE_RGB[p];
+        out[3 * k] = c[0];
+        out[3 * k + 1] = c[1];
+        out[3 * k + 2] = c[2];
+      }
+      return out;
+    }
+    if (opts.mode === 'zeros' && d.pruned.length === n) {
+      // Induced (orange) and pruned (blue) fractions over a dark ground.
+      for (let k = 0; k < n; k++) {
+        const a = Math.max(0, Math.min(1, d.values[k]));
+        const b = Math.max(0, Math.min(1, d.pruned[k]));
+        for (let ch = 0; ch < 3; ch++) {
+          out[3 * k + ch] = Math.min(255, EMPTY_RGB[ch] * (1 - Math.max(a, b)) + INDUCED_RGB[ch] * a + PRUNED_RGB[ch] * b);
+        }
+      }
+      return out;
+    }
+    const lo = d.lo;
+    const hi = d.hi;
+    const span = hi - lo;
+    for (let k = 0; k < n; k++) {
+      const x = d.values[k];
+      // NaN magenta; +/-inf at the ends of the ramp.
+      const c = Number.isNaN(x) ? [255, 0, 255] : viridis(span > 0 ? (x - lo) / span : x > lo ? 1 : x < lo ? 0 : opts.mode === 'error' ? 0 : 0.5);
+      out[3 * k] = c[0];
+      out[3 * k + 1] = c[1];
+      out[3 * k + 2] = c[2];
+    }
+    return out;
+  };
+
+  // Pixels -> element coordinates of the shown region.
+  const toElement = (px, py) => ({
+    row: region.r0 + (py / cssH) * (region.r1 - region.r0),
+    col: region.c0 + (px / cssW) * (region.c1 - region.c0),
+  });
+  const toPixel = (row, col) => ({
+    x: ((col - region.c0) / (region.c1 - region.c0)) * cssW,
+    y: ((row - region.r0) / (region.r1 - region.r0)) * cssH,
+  });
+
+  const draw = () => {
+    const d = data;
+    const ctx2 = canvas.getContext('2d');
+    const W = canvas.width;
+    const H = canvas.height;
+    ctx2.setTransform(1, 0, 0, 1, 0, 0);
+    if (!d) {
+      ctx2.fillStyle = rgbCss(EMPTY_RGB);
+      ctx2.fillRect(0, 0, W, H);
+      return;
+    }
+    const img = ctx2.createImageData(W, H);
+    const px = img.data;
+    const colours = d.colours;
+    // Each pixel's element, then its cell.
+    const colCell = new Int32Array(W);
+    const rowCell = new Int32Array(H);
+    for (let x = 0; x < W; x++) {
+      const c = region.c0 + ((x + 0.5) / W) * (region.c1 - region.c0);
+      colCell[x] = c < d.region.c0 || c >= d.region.c1 ? -1 : upperBound(d.colEdges, c);
+    }
+    for (let y = 0; y < H; y++) {
+      const r = region.r0 + ((y + 0.5) / H) * (region.r1 - region.r0);
+      rowCell[y] = r < d.region.r0 || r >= d.region.r1 ? -1 : upperBound(d.rowEdges, r);
+    }
+    let o = 0;
+    for (let y = 0; y < H; y++) {
+      const i = rowCell[y];
+      for (let x = 0; x < W; x++) {
+        const j = colCell[x];
+        if (i < 0 || j < 0) {
+          px[o] = EMPTY_RGB[0];
+          px[o + 1] = EMPTY_RGB[1];
+          px[o + 2] = EMPTY_RGB[2];
+        } else {
+          const k = 3 * (i * d.width + j);
+          px[o] = colours[k];
+          px[o + 1] = colours[k + 1];
+          px[o + 2] = colours[k + 2];
+        }
+        px[o + 3] = 255;
+        o += 4;
+      }
+    }
+    ctx2.putImageData(img, 0, 0);
+    image = { canvas: document.createElement('canvas'), region: Object.assign({}, region) };
+    image.canvas.width = W;
+    image.canvas.height = H;
+    image.canvas.getContext('2d').drawImage(canvas, 0, 0);
+    drawOverlay();
+  };
+
+  // While a zoomed or panned region loads: the last drawing, moved.
+  const drawPreview = () => {
+    if (!image) return;
+    const ctx2 = canvas.getContext('2d');
+    const W = canvas.width;
+    const H = canvas.height;
+    const ir = image.region;
+    const sx = ((region.c0 - ir.c0) / (ir.c1 - ir.c0)) * W;
+    const sy = ((region.r0 - ir.r0) / (ir.r1 - ir.r0)) * H;
+    const sw = ((region.c1 - region.c0) / (ir.c1 - ir.c0)) * W;
+    const sh = ((region.r1 - region.r0) / (ir.r1 - ir.r0)) * H;
+    ctx2.imageSmoothingEnabled = false;
+    ctx2.fillStyle = rgbCss(EMPTY_RGB);
+    ctx2.fillRect(0, 0, W, H);
+    ctx2.drawImage(image.canvas, sx, sy, sw, sh, 0, 0, W, H);
+    drawOverlay();
+  };
+
+  const drawOverlay = () => {
+    const dpr = window.devicePixelRatio || 1;
+    const g = overlay.getContext('2d');
+    g.setTransform(dpr, 0, 0, dpr, 0, 0);
+    g.clearRect(0, 0, cssW, cssH);
+    const outline = (r0, r1, c0, c1, colour, width) => {
+      const a = toPixel(r0, c0);
+      const b = toPixel(r1, c1);
+      const w = Math.max(3, b.x - a.x);
+      const h = Math.max(3, b.y - a.y);
+      g.strokeStyle = colour;
+      g.lineWidth = width;
+      g.strokeRect(a.x - 0.5, a.y - 0.5, w + 1, h + 1);
+    };
+    if (hover && data) {
+      outline(data.rowEdges[hover.i], data.rowEdges[hover.i + 1], data.colEdges[hover.j], data.colEdges[hover.j + 1], 'rgba(255,255,255,0.7)', 1);
+    }
+    if (selected) {
+      const n = selected.length;
+      const r = n >= 2 ? selected[n - 2] : 0;
+      const c = selected[n - 1];
+      g.save();
+      g.shadowColor = 'black';
+      g.shadowBlur = 3;
+      outline(r, r + 1, c, c + 1, '#ffffff', 2);
+      g.restore();
+    }
+  };
+
+  const drawBar = (d) => {
+    clear(bar);
+    if (opts.mode === 'group') {
+      const ids = new Set(d.groups);
+      bar.append(el('span', { class: 'muted' },
+        ids.has(-1) && ids.size === 1
+          ? 'No quantization groups: one grey.'
+          : `Colour = quantization group (categorical: adjacent groups differ). ${ids.size} group${ids.size === 1 ? '' : 's'} in view.`));
+      return;
+    }
+    if (opts.mode === 'zeros' && d.pruned.length) {
+      bar.append(el('span', { class: 'swatch', style: { background: rgbCss(INDUCED_RGB) } }), ' induced zeros (source ≠ 0, decoded 0)  ',
+        el('span', { class: 'swatch', style: { background: rgbCss(PRUNED_RGB) } }), ' pruned zeros (source = 0)  ',
+        el('span', { class: 'muted' }, '(intensity = fraction of the cell)'));
+      return;
+    }
+    const grad = el('div', { class: 'gradient' });
+    const stops = [];
+    for (let k = 0; k <= 10; k++) stops.push(`${rgbCss(viridis(k / 10))} ${k * 10}%`);
+    grad.style.background = `linear-gradient(to right, ${stops.join(', ')})`;
+    const labels = el('div', { class: 'gradient-labels' },
+      el('span', { 'data-field': 'bar_min' }, fmtNum(d.lo)),
+      el('span', null, fmtNum((d.lo + d.hi) / 2)),
+      el('span', { 'data-field': 'bar_max' }, fmtNum(d.hi)));
+    const unit = { value: 'mean of each cell', absmax: 'largest |value| of each cell',
+      error: 'largest error in steps of each cell (above 0.5: beyond the rounding bound)', zeros: 'fraction of the cell decoding to 0' }[opts.mode];
+    bar.append(el('div', { class: 'gradient-wrap' }, grad,
+      opts.mode === 'error' && d.hi > d.lo && d.lo <= 0.5 && d.hi >= 0.5
+        ? el('div', { class: 'bound-tick', style: { left: `${((0.5 - d.lo) / (d.hi - d.lo)) * 100}%` }, title: 'rounding bound: 0.5 step' }, '0.5')
+        : null,
+      labels), el('div', { class: 'muted small' }, unit,
+      d.nonFinite ? el('span', { class: 'nonfinite' }, ` · ${d.nonFinite} cell${d.nonFinite === 1 ? '' : 's'} not finite: ±inf at the ends of the ramp, NaN `,
+        el('span', { class: 'swatch', style: { background: '#ff00ff' } })) : null));
+  };
+
+  const request = async () => {
+    const my = ++seq;
+    await serverLimits();
+    if (my !== seq || destroyed) return;
+    const r = intRegion(region);
+    const w = Math.min(maxSide, r.c1 - r.c0, Math.max(1, cssW));
+    let h = Math.min(maxSide, r.r1 - r.r0, Math.max(1, cssH));
+    if (w * h > maxCells) h = Math.max(1, Math.floor(maxCells / w));
+    if (controller) controller.abort();
+    controller = new AbortController();
+    status.textContent = 'loading…';
+    status.className = 'heatmap-status busy';
+    const body = {
+      checkpoint: opts.checkpoint,
+      tensor: opts.tensor,
+      mode: MODES[opts.mode].enum,
+      width: w,
+      height: h,
+      leading: opts.leading || [],
+      rowBegin: r.r0,
+      rowEnd: r.r1,
+      colBegin: r.c0,
+      colEnd: r.c1,
+    };
+    if (opts.ref) body.reference = opts.ref;
+    if (opts.ref && opts.refTensor) body.referenceTensor = opts.refTensor;
+    const t0 = performance.now();
+    api.call('GetHeatmap', body, { signal: controller.signal }).then((resp) => {
+      if (my !== seq || destroyed) return;  // a newer request is on its way
+      const d = {
+        width: resp.width,
+        height: resp.height,
+        rowEdges: api.nums(resp.rowEdges),
+        colEdges: api.nums(resp.colEdges),
+        values: api.nums(resp.values),
+        groups: api.nums(resp.groups),
+        pruned: api.nums(resp.pruned),
+        min: api.num(resp.min),
+        max: api.num(resp.max),
+        region: r,
+      };
+      // The colour scale: the finite values' range (the reply's min and max
+      // count an inf or NaN in).
+      d.lo = Infinity;
+      d.hi = -Infinity;
+      d.nonFinite = 0;
+      for (const x of d.values) {
+        if (Number.isFinite(x)) {
+          if (x < d.lo) d.lo = x;
+          if (x > d.hi) d.hi = x;
+        } else d.nonFinite++;
+      }
+      if (d.lo > d.hi) d.lo = d.hi = 0;
+      // Fractions of zeros read on a fixed 0..1 scale (no zeros is dark, not
+      // mid-ramp); errors in steps start at 0.
+      if (opts.mode === 'zeros') {
+        d.lo = 0;
+        d.hi = 1;
+      } else if (opts.mode === 'error') {
+        d.lo = 0;
+      }
+      d.colours = cellColours(d);
+      data = d;
+      draw();
+      drawBar(d);
+      const ms = Math.round(performance.now() - t0);
+      status.textContent = `${d.height}×${d.width} cells · ${ms} ms`;
+      status.className = 'heatmap-status';
+      root.dataset.ready = String(my);
+      // What the reply covers, in elements (tests compare it with the region).
+      root.dataset.edges = `${d.rowEdges[0]}:${d.rowEdges[d.height]},${d.colEdges[0]}:${d.colEdges[d.width]}`;
+      root.dataset.cells = `${d.height}x${d.width}`;
+      axis.textContent = `rows ${r.r0}–${r.r1 - 1} of ${rows} · columns ${r.c0}–${r.c1 - 1} of ${cols}`
+        + (regionText(r) ? ' (zoomed: wheel to zoom, drag to pan, double-click to reset)' : ' (wheel to zoom, drag to pan)');
+    }).catch((e) => {
+      if (e.name === 'AbortError' || my !== seq) return;
+      status.textContent = 'failed';
+      status.className = 'heatmap-status failed';
+      opts.showError(e);
+    });
+  };
+
+  const schedule = (delay = 140) => {
+    clearTimeout(timer);
+    timer = setTimeout(() => {
+      const r = intRegion(region);
+      if (opts.onRegion) opts.onRegion(regionText(r));
+      request();
+    }, delay);
+  };
+
+  const clampRegion = (r) => {
+    let h = Math.min(rows, Math.max(Math.min(rows, 1), r.r1 - r.r0));
+    let w = Math.min(cols, Math.max(Math.min(cols, 1), r.c1 - r.c0));
+    let r0 = Math.max(0, Math.min(rows - h, r.r0));
+    let c0 = Math.max(0, Math.min(cols - w, r.c0));
+    return { r0, r1: r0 + h, c0, c1: c0 + w };
+  };
+
+  const cellAt = (px, py) => {
+    if (!data) return null;
+    const { row, col } = toElement(px, py);
+    const d = data;
+    if (row < d.region.r0 || row >= d.region.r1 || col < d.region.c0 || col >= d.region.c1) return null;
+    const i = upperBound(d.rowEdges, row);
+    const j = upperBound(d.colEdges, col);
+    return { i, j };
+  };
+
+  const indexOf = (row, col) => {
+    const lead = opts.leading || [];
+    return opts.shape.length === 1 ? [col] : [...lead, row, col];
+  };
+
+  // Interaction.
+  let drag = null;
+  overlay.addEventListener('wheel', (e) => {
+    e.preventDefault();
+    const rect = overlay.getBoundingClientRect();
+    const px = e.clientX - rect.left;
+    const py = e.clientY - rect.top;
+    const at = toElement(px, py);
+    const f = Math.pow(1.0015, e.deltaY);
+    const nr = {
+      r0: at.row - (at.row - region.r0) * f,
+      r1: at.row + (region.r1 - at.row) * f,
+      c0: at.col - (at.col - region.c0) * f,
+      c1: at.col + (region.c1 - at.col) * f,
+    };
+    if (rows === 1) {
+      nr.r0 = 0;
+      nr.r1 = 1;
+    }
+    region = clampRegion(nr);
+    drawPreview();
+    schedule();
+  }, { passive: false });
+  overlay.addEventListener('mousedown', (e) => {
+    if (e.button !== 0) return;
+    drag = { x: e.clientX, y: e.clientY, region: Object.assign({}, region), moved: false };
+  });
+  window.addEventListener('mousemove', onMove);
+  window.addEventListener('mouseup', onUp);
+  function onMove(e) {
+    if (drag) {
+      const dx = e.clientX - drag.x;
+      const dy = e.clientY - drag.y;
+      if (Math.abs(dx) + Math.abs(dy) > 3) drag.moved = true;
+      if (drag.moved) {
+        const rr = drag.region;
+        region = clampRegion({
+          r0: rr.r0 - (dy / cssH) * (rr.r1 - rr.r0),
+          r1: rr.r1 - (dy / cssH) * (rr.r1 - rr.r0),
+          c0: rr.c0 - (dx / cssW) * (rr.c1 - rr.c0),
+          c1: rr.c1 - (dx / cssW) * (rr.c1 - rr.c0),
+        });
+        drawPreview();
+        schedule(200);
+        tip.hidden = true;
+        return;
+      }
+    }
+    if (e.target !== overlay) {
+      if (hover) {
+        hover = null;
+        tip.hidden = true;
+        drawOverlay();
+      }
+      return;
+    }
+    const rect = overlay.getBoundingClientRect();
+    const px = e.clientX - rect.left;
+    const py = e.clientY - rect.top;
+    const cell = cellAt(px, py);
+    hover = cell;
+    drawOverlay();
+    if (!cell) {
+      tip.hidden = true;
+      return;
+    }
+    const d = data;
+    const k = cell.i * d.width + cell.j;
+    const ra = d.rowEdges[cell.i];
+    const rb = d.rowEdges[cell.i + 1] - 1;
+    const ca = d.colEdges[cell.j];
+    const cb = d.colEdges[cell.j + 1] - 1;
+    const lead = (opts.leading || []).length ? `${opts.leading.join(', ')}, ` : '';
+    const idx = opts.shape.length === 1
+      ? (ca === cb ? `[${ca}]` : `[${ca}–${cb}]`)
+      : (ra === rb && ca === cb ? `[${lead}${ra}, ${ca}]` : `[${lead}${ra}${ra === rb ? '' : `–${rb}`}, ${ca}${ca === cb ? '' : `–${cb}`}]`);
+    const label = { value: 'mean', absmax: 'absmax', error: 'max err (steps)', group: 'group', zeros: opts.ref ? 'induced zeros' : 'zeros' }[opts.mode];
+    const lines = [el('div', { class: 'mono' }, idx), el('div', null, `${label}: `, el('b', { class: 'mono' },
+      opts.mode === 'group' ? String(d.values[k]) : (ra === rb && ca === cb ? exact(d.values[k]) : fmtNum(d.values[k]))))];
+    if (opts.mode !== 'group' && d.groups[k] >= 0) lines.push(el('div', { class: 'muted' }, `group ${d.groups[k]} (first element)`));
+    if (d.pruned.length) lines.push(el('div', null, `pruned: ${fmtNum(d.pruned[k])}`));
+    clear(tip).append(...lines);
+    tip.hidden = false;
+    const tx = Math.min(px + 14, cssW - 190);
+    const ty = py + 14 > cssH - 60 ? py - 64 : py + 14;
+    tip.style.left = `${Math.max(0, tx)}px`;
+    tip.style.top = `${ty}px`;
+  }
+  function onUp(e) {
+    if (!drag) return;
+    const wasDrag = drag.moved;
+    drag = null;
+    if (wasDrag || e.target !== overlay) return;
+    const rect = overlay.getBoundingClientRect();
+    const cell = cellAt(e.clientX - rect.left, e.clientY - rect.top);
+    if (!cell || !opts.onPick) return;
+    opts.onPick(indexOf(data.rowEdges[cell.i], data.colEdges[cell.j]));
+  }
+  overlay.addEventListener('dblclick', () => {
+    region = { r0: 0, r1: rows, c0: 0, c1: cols };
+    drawPreview();
+    schedule(0);
+  });
+
+  const resize = () => {
+    const [w, h] = measure();
+    if (Math.abs(w - cssW) < 8 && Math.abs(h - cssH) < 8) return;
+    size();
+    if (data) draw();
+    schedule(200);
+  };
+  const observer = new ResizeObserver(resize);
+
+  return {
+    element: root,
+    start() {
+      size();
+      draw();
+      request();
+      observer.observe(root.closest('.split') || root.parentElement || root);
+    },
+    setSelected(index) {
+      selected = index;
+      // Keep the selected element in view.
+      if (index && index.length) {
+        const n = index.length;
+        const r = n >= 2 ? index[n - 2] : 0;
+        const c = index[n - 1];
+        if (r < region.r0 || r >= region.r1 || c < region.c0 || c >= region.c1) {
+          const h = region.r1 - region.r0;
+          const w = region.c1 - region.c0;
+          region = clampRegion({ r0: r - h / 2, r1: r + h / 2, c0: c - w / 2, c1: c + w / 2 });
+          drawPreview();
+          schedule(60);
+        }
+      }
+      drawOverlay();
+    },
+    resetZoom() {
+      region = { r0: 0, r1: rows, c0: 0, c1: cols };
+      drawPreview();
+      schedule(0);
+    },
+    destroy() {
+      destroyed = true;
+      clearTimeout(timer);
+      if (controller) controller.abort();
+      observer.disconnect();
+      window.removeEventListener('mousemove', onMove);
+      window.removeEventListener('mouseup', onUp);
+    },
+  };
+}

@@ -1,0 +1,213 @@
+// The Scalar Inspector: one element's stored code beside the scale,
+// zero-point, offset, group, level and step that turn it into its value
+// (InspectScalars); with a source, the source value and the error in steps.
+// Every shown number carries a stable data-field and is exact (the
+// shortest text that reads back as the same number).
+import * as api from '../api.js';
+import { el, clear, loading, exact, fmtNum } from '../ui.js';
+
+function binary(rawBits, bits) {
+  let b;
+  try {
+    b = BigInt(rawBits).toString(2);
+  } catch (_) {
+    return '?';
+  }
+  b = b.padStart(bits || 1, '0');
+  const out = [];
+  for (let i = b.length; i > 0; i -= 4) out.unshift(b.slice(Math.max(0, i - 4), i));
+  return out.join(' ');
+}
+
+function field(label, name, value, opts = {}) {
+  return el('div', { class: `field${opts.big ? ' big' : ''}`, title: opts.title },
+    el('span', { class: 'label' }, label),
+    el('span', { class: 'val mono', 'data-field': name }, value),
+    opts.note ? el('span', { class: 'note' }, opts.note) : null);
+}
+
+// Reads one element of a tensor through ReadSlice: float32 little-endian.
+async function readOne(checkpoint, tensor, index, signal) {
+  let value = null;
+  await api.stream('ReadSlice', { checkpoint, tensor, slice: index.join(',') }, (chunk) => {
+    if (chunk.data) {
+      const bin = atob(chunk.data);
+      if (bin.length >= 4) {
+        const bytes = new Uint8Array(4);
+        for (let k = 0; k < 4; k++) bytes[k] = bin.charCodeAt(k);
+        value = new DataView(bytes.buffer).getFloat32(0, true);
+      }
+    }
+  }, { signal });
+  return value;
+}
+
+export function createInspector(ctx) {
+  const root = el('aside', { class: 'inspector', 'data-role': 'inspector' },
+    el('p', { class: 'muted' }, 'Click a cell to inspect its first element. Arrow keys move to the neighbouring element.'));
+  let controller = null;
+  let seq = 0;
+
+  // opts: checkpoint, tensor, index (array), ref, report (TensorDiffReport or null)
+  async function show(o) {
+    if (controller) controller.abort();
+    controller = new AbortController();
+    const my = ++seq;
+    const signal = controller.signal;
+    root.dataset.state = 'loading';
+    root.classList.add('busy');
+    let resp;
+    try {
+      // A rank-0 tensor's one element has no coordinates: flat index 0.
+      const where = o.index.length ? { coords: o.index } : { flatIndices: [0] };
+      resp = await api.call('InspectScalars', Object.assign({ checkpoint: o.checkpoint, tensor: o.tensor }, where), { signal });
+    } catch (e) {
+      if (my !== seq) return;
+      root.classList.remove('busy');
+      root.dataset.state = 'error';
+      if (e.name !== 'AbortError') ctx.showError(e);
+      return;
+    }
+    if (my !== seq) return;
+    const sc = (resp.scalars || [])[0];
+    if (!sc) {
+      root.classList.remove('busy');
+      root.dataset.state = 'error';
+      ctx.showError({ code: 'INTERNAL', message: `InspectScalars answered no element for [${o.index.join(', ')}]` });
+      return;
+    }
+    const e = resp.encoding || {};
+    const bits = sc.codeBits;
+    const value = api.num(sc.value);
+    const stepBelow = api.num(sc.stepBelow);
+    const stepAbove = api.num(sc.stepAbove);
+    const params = (sc.params || []).map((p) => field(p.name, `param_${p.name}`, exact(p.value)));
+    const sourceBox = el('div', { class: 'panel source-panel' });
+    clear(root).append(
+      el('div', { class: 'inspector-head' },
+        el('h2', null, 'Scalar Inspector'),
+        el('div', { class: 'mono index' }, el('span', { 'data-field': 'index' }, `[${sc.index.map(Number).join(', ')}]`),
+          el('span', { class: 'muted' }, ' flat '), el('span', { 'data-field': 'flat_index' }, String(Number(sc.flatIndex)))),
+        el('div', { class: 'muted small' }, `${e.scheme} · ${e.granularity}`)),
+      el('div', { class: 'side-by-side' },
+        el('div', { class: 'panel stored' },
+          el('h3', null, 'stored'),
+          field('raw code', 'raw_code', String(sc.rawCode), { big: true }),
+          field('binary', 'raw_binary', binary(sc.rawBits, bits), { title: 'the stored bits, most significant first' }),
+          field('code bits', 'code_bits', String(bits), { note: sc.codeIsFloat ? 'float bit pattern' : 'integer' }),
+          field('block', 'block', String(sc.block)),
+          field('sub-block', 'sub_block', String(sc.subBlock)),
+          field('group', 'group', String(sc.group), { note: Number(sc.group) < 0 ? 'no groups' : null }),
+          params.length ? el('div', { class: 'params' }, el('h4', null, 'format parameters'), params) : null),
+        el('div', { class: 'panel decoded' },
+          el('h3', null, 'decoded'),
+          field('value', 'value', exact(value), { big: true }),
+          field('scale', 'scale', exact(sc.scale)),
+          field('zero-point', 'zero_point', exact(sc.zeroPoint), { note: 'code units' }),
+          field('offset', 'offset', exact(sc.offset), { note: 'real units' }),
+          field('level', 'level', exact(sc.level)),
+          field('step', 'step', exact(sc.step)),
+          field('to level below', 'step_below', exact(stepBelow), { note: `→ ${fmtNum(value - stepBelow)}` }),
+          field('to level above', 'step_above', exact(stepAbove), { note: `→ ${fmtNum(value + stepAbove)}` }),
+          field('range', 'range', `[${fmtNum(sc.rangeMin)}, ${fmtNum(sc.rangeMax)}]`),
+          field('range min', 'range_min', exact(sc.rangeMin)),
+          field('range max', 'range_max', exact(sc.rangeMax)))),
+      sourceBox,
+      el('p', { class: 'muted small formula' }, 'value = scale · level + offset; level = code − zero-point (affine) or the codebook entry.'));
+    root.classList.remove('busy');
+    root.dataset.state = 'ready';
+    root.dataset.index = sc.index.map(Number).join(',');
+
+    if (!o.ref) {
+      sourceBox.append(el('h3', null, 'source'), el('p', { class: 'muted' }, 'Pick a source checkpoint (top right) to see the source value and the error in steps.'));
+      return;
+    }
+    sourceBox.append(el('h3', null, 'source'), loading('Reading the source…'));
+    // The source value: from the diff's worst elements when listed there;
+    // else read from the source tensor where names pair one to one.
+    const r = o.report;
+    let source = null;
+    let note = '';
+    const key = sc.index.map(Number).join(',');
+    if (r) {
+      const w = (r.worst || []).find((x) => x.index.map(Number).join(',') === key);
+      if (w) source = api.num(w.source);
+    }
+    let errSteps = null;
+    try {
+      if (source === null) {
+        const name = r ? r.referenceName : o.tensor;
+        if (r && r.referenceName !== r.name) {
+          note = `the source names it ${r.referenceName}; rows may be reordered (RoPE), so its value is not read here`;
+        } else {
+          source = await readOne(o.ref, name, sc.index.map(Number), signal);
+        }
+      }
+    } catch (err) {
+      if (my !== seq) return;
+      note = err.code === 'NOT_FOUND'
+        ? `The source has no tensor named ${o.tensor}: it pairs as a diff pairs them (GGUF names to Hugging Face ones); run the diff to see its name there.`
+        : `${err.code || 'error'}: ${err.message}`;
+    }
+    // The error in steps as the server measures it (the gap on the
+    // source's side), from a one-element error heatmap.
+    try {
+      const idx = sc.index.map(Number);
+      if (idx.length >= 1) {
+        const n = idx.length;
+        const row = n >= 2 ? idx[n - 2] : 0;
+        const col = idx[n - 1];
+        const h = await api.call('GetHeatmap', {
+          checkpoint: o.checkpoint, tensor: o.tensor, mode: 'HEATMAP_MODE_ERROR', reference: o.ref,
+          width: 1, height: 1, leading: n > 2 ? idx.slice(0, n - 2) : [],
+          rowBegin: row, rowEnd: row + 1, colBegin: col, colEnd: col + 1,
+        }, { signal });
+        errSteps = api.num(h.values[0]);
+      }
+    } catch (err) {
+      if (my !== seq) return;
+      if (!note) note = `${err.code || 'error'}: ${err.message}`;
+    }
+    if (my !== seq) return;
+    clear(sourceBox).append(el('h3', null, `source · ${o.ref}`));
+    // Error in steps: (value − source) / the gap between levels on the
+    // source's side. Its size is the server's (the diff's own arithmetic);
+    // the sign says which side of the source the value fell.
+    let signed = null;
+    if (source !== null) {
+      // The value is a float32: its exact value, not the double its
+      // shortest text reads as.
+      const diff = Math.fround(value) - source;
+      const gap = diff > 0 ? stepBelow : diff < 0 ? stepAbove : api.num(sc.step);
+      signed = gap > 0 ? diff / gap : 0;
+      if (errSteps !== null) signed = (diff < 0 ? -1 : 1) * errSteps;
+      sourceBox.append(
+        field('source value', 'source', exact(source), { big: true }),
+        field('value − source', 'abs_error', exact(diff)));
+    } else if (errSteps !== null) {
+      signed = errSteps;
+    }
+    if (signed !== null) {
+      const size = Math.abs(signed);
+      sourceBox.append(field(source !== null ? 'error in steps' : '|error| in steps', 'error_steps', exact(signed), {
+        note: size <= 0.5 ? 'within the rounding bound (0.5)'
+          : Math.fround(value) === Math.fround(api.num(sc.rangeMin)) || Math.fround(value) === Math.fround(api.num(sc.rangeMax))
+            ? 'beyond the rounding bound (0.5), on an extreme level: clipped'
+            : 'beyond the rounding bound (0.5)',
+        title: '(value − source) / the gap between levels on the source’s side',
+      }));
+    }
+    if (note) sourceBox.append(el('p', { class: 'muted small' }, note));
+  }
+
+  return {
+    element: root,
+    show,
+    clear() {
+      if (controller) controller.abort();
+      seq++;
+      clear(root).append(el('p', { class: 'muted' }, 'Click a cell to inspect its first element. Arrow keys move to the neighbouring element.'));
+      delete root.dataset.state;
+    },
+  };
+}

@@ -1,0 +1,601 @@
+#!/usr/bin/python3
+"""The web inspector in a real browser (headless Chromium through Selenium).
+
+Usage:
+  inspector_test.py TENSORMORPHD TENSORMORPH MODELS SCREENSHOTS
+                    [--make-demo TENSORMORPH_MAKE_DEMO] [--assets DIR]
+
+Starts tensormorphd on MODELS with --http-listen on a free loopback port and
+walks the page as a person would: opens a checkpoint by URL, walks the
+architecture to a tensor by clicking, clicks a heatmap cell and checks that
+the Scalar Inspector's fields equal `tensormorph --json scalar` for that
+element (the real CLI, embedded mode); moves with the arrow keys; runs the
+diff view against the full-precision source and checks that the worst tensor
+shown is the worst by max error in steps of `tensormorph --json diff`; and,
+with a token file, checks that the page asks for the token and then works.
+A screenshot of every view is saved under SCREENSHOTS (PNG, named per view).
+
+MODELS must hold the demo (tests/support/demo_checkpoint.h); with
+--make-demo it is written there first when missing. --assets serves the
+page from a directory (client/web) instead of the copy compiled in.
+Exits non-zero with a message naming what differed; the server and the
+browser are always stopped.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import queue
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from urllib.parse import parse_qs, urlparse
+
+from selenium import webdriver
+from selenium.common.exceptions import TimeoutException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import WebDriverWait
+
+CHECKPOINT = 'model-q4_k_m.gguf'
+SOURCE = 'model-f32.gguf'
+TENSOR = 'blk.0.attn_q.weight'
+WAIT = 30
+
+
+class Failure(Exception):
+    pass
+
+
+def check(cond, message):
+    if not cond:
+        raise Failure(message)
+
+
+class Server:
+    """tensormorphd with an HTTP port; the URL parsed from its stdout."""
+
+    def __init__(self, binary, root, assets=None, token_file=None):
+        args = [binary, '--root', root, '--listen', '127.0.0.1:0',
+                '--http-listen', '127.0.0.1:0']
+        if assets:
+            args += ['--http-assets', assets]
+        if token_file:
+            args += ['--token-file', token_file]
+        self.log = tempfile.NamedTemporaryFile(prefix='tensormorphd-', suffix='.log', delete=False)
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.log, text=True)
+        lines = queue.Queue()
+
+        def pump():
+            for line in self.proc.stdout:
+                lines.put(line)
+            lines.put(None)
+
+        threading.Thread(target=pump, daemon=True).start()
+        deadline = time.time() + 30
+        self.url = None
+        while time.time() < deadline:
+            try:
+                line = lines.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            if line is None:
+                break
+            m = re.search(r'http on (https?://\S+)', line)
+            if m:
+                self.url = m.group(1).rstrip('/') + '/'
+                break
+        if not self.url:
+            self.stop()
+            with open(self.log.name) as f:
+                raise Failure(f'tensormorphd printed no "http on URL" line within 30 s: {" ".join(args)}\n{f.read()[-3000:]}')
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        try:
+            os.unlink(self.log.name)
+        except OSError:
+            pass
+
+
+def start_browser():
+    options = webdriver.ChromeOptions()
+    options.binary_location = '/usr/bin/chromium'
+    for a in ('--headless=new', '--window-size=1480,1100', '--no-sandbox', '--disable-gpu',
+              '--disable-dev-shm-usage', '--force-device-scale-factor=1', '--hide-scrollbars'):
+        options.add_argument(a)
+    options.set_capability('goog:loggingPrefs', {'browser': 'ALL'})
+    return webdriver.Chrome(service=Service('/usr/bin/chromedriver'), options=options)
+
+
+class Page:
+    def __init__(self, driver, base, shots):
+        self.d = driver
+        self.base = base
+        self.shots = shots
+
+    def open(self, query=''):
+        self.d.get(self.base + query)
+
+    def wait(self, fn, what, timeout=WAIT):
+        try:
+            return WebDriverWait(self.d, timeout, poll_frequency=0.1).until(lambda d: fn())
+        except TimeoutException:
+            banner = self.banner()
+            raise Failure(f'timed out after {timeout} s waiting for {what}'
+                          + (f' (the page shows an error: {banner})' if banner else '')
+                          + f'; URL {self.d.current_url}')
+
+    def css(self, selector):
+        return self.d.find_elements(By.CSS_SELECTOR, selector)
+
+    def one(self, selector, what=None):
+        return self.wait(lambda: (self.css(selector) or [None])[0], what or selector)
+
+    def banner(self):
+        b = self.css('#banner')
+        if b and b[0].is_displayed():
+            return b[0].text.replace('\n', ' ')
+        return ''
+
+    def no_error(self, where):
+        b = self.banner()
+        check(not b, f'{where}: the page shows an error: {b}')
+
+    def field(self, name, root='.inspector'):
+        e = self.css(f'{root} [data-field="{name}"]')
+        check(e, f'the inspector shows no data-field="{name}"')
+        return e[0].text.strip()
+
+    def query(self):
+        return {k: v[0] for k, v in parse_qs(urlparse(self.d.current_url).query).items()}
+
+    def shot(self, name):
+        # Let layout and pending paints settle.
+        time.sleep(0.3)
+        path = os.path.join(self.shots, f'{name}.png')
+        self.d.save_screenshot(path)
+        print(f'  screenshot {path}')
+
+
+def run_cli(cli, *args):
+    r = subprocess.run([cli, '--json', *args], capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:
+        raise Failure(f'{cli} --json {" ".join(args)} exited {r.returncode}: {r.stderr.strip()}')
+    return r.stdout
+
+
+def same_number(page_text, cli_value):
+    """The page prints the shortest text of a double; the CLI the JSON mapping."""
+    try:
+        return float(page_text) == float(cli_value)
+    except ValueError:
+        return page_text == str(cli_value)
+
+
+def compare_inspector(page, cli, models, tensor, index):
+    out = json.loads(run_cli(cli, 'scalar', os.path.join(models, CHECKPOINT), tensor,
+                             ','.join(map(str, index))))
+    sc = out['scalars'][0]
+    shown = page.field('index')
+    check(shown == '[' + ', '.join(map(str, index)) + ']',
+          f'inspector index {shown}, expected {index}')
+    pairs = {
+        'flat_index': 'flatIndex', 'raw_code': 'rawCode', 'code_bits': 'codeBits', 'block': 'block',
+        'sub_block': 'subBlock', 'group': 'group', 'scale': 'scale', 'zero_point': 'zeroPoint',
+        'offset': 'offset', 'level': 'level', 'step': 'step', 'step_below': 'stepBelow',
+        'step_above': 'stepAbove', 'range_min': 'rangeMin', 'range_max': 'rangeMax', 'value': 'value',
+    }
+    for field, key in pairs.items():
+        got = page.field(field)
+        check(same_number(got, sc[key]),
+              f'{tensor}{index}: inspector {field} = {got!r}, tensormorph --json scalar {key} = {sc[key]!r}')
+    for p in sc.get('params', []):
+        got = page.field(f'param_{p["name"]}')
+        check(same_number(got, p['value']), f'{tensor}{index}: param {p["name"]} = {got!r}, CLI {p["value"]!r}')
+    bits = page.field('raw_binary').replace(' ', '')
+    check(int(bits, 2) == int(sc['rawBits']), f'raw bits {bits} != {sc["rawBits"]}')
+    check(len(bits) == int(sc['codeBits']), f'binary has {len(bits)} digits, code_bits {sc["codeBits"]}')
+    return sc
+
+
+def inspector_ready(page, index):
+    want = ','.join(map(str, index))
+    return page.wait(lambda: page.css(f'.inspector[data-state="ready"][data-index="{want}"]'),
+                     f'the inspector to show [{want}]')
+
+
+def heatmap_ready(page, after=None):
+    def ready():
+        e = page.css('.heatmap[data-ready]')
+        if not e:
+            return None
+        if after is not None and int(e[0].get_attribute('data-ready')) <= after:
+            return None
+        return int(e[0].get_attribute('data-ready'))
+    return page.wait(ready, 'the heatmap to draw')
+
+
+def click_element_cell(page, row, col, rows, cols):
+    """Clicks the middle of element (row, col) on the heatmap's overlay."""
+    overlay = page.one('.heatmap-overlay')
+    w = overlay.size['width']
+    h = overlay.size['height']
+    x = (col + 0.5) / cols * w
+    y = (row + 0.5) / rows * h
+    # Selenium 4 offsets are from the element's centre.
+    ActionChains(page.d).move_to_element_with_offset(overlay, int(x - w / 2), int(y - h / 2)).click().perform()
+
+
+PALETTE = ['#4e79a7', '#f28e2b', '#e15759', '#76b7b2', '#59a14f', '#edc948', '#b07aa1',
+           '#ff9da7', '#9c755f', '#bab0ac']
+
+
+def expected_group_colours(groups, width, height):
+    """The group shading rule, written again from its statement: cells
+    row-major; a group seen first takes the first palette index from id mod
+    10 upward (cycling) whose colour its left and upper neighbour cells'
+    groups (other groups only) do not have; id -1 grey."""
+    colour = {}
+    for i in range(height):
+        for j in range(width):
+            g = groups[i * width + j]
+            if g in colour:
+                continue
+            if g == -1:
+                colour[g] = '#808080'
+                continue
+            taken = set()
+            if j > 0 and groups[i * width + j - 1] != g:
+                taken.add(colour[groups[i * width + j - 1]])
+            if i > 0 and groups[(i - 1) * width + j] != g:
+                taken.add(colour[groups[(i - 1) * width + j]])
+            pick = next((PALETTE[(g % 10 + k) % 10] for k in range(10) if PALETTE[(g % 10 + k) % 10] not in taken),
+                        PALETTE[g % 10])
+            colour[g] = pick
+    return [colour[g] for g in groups]
+
+
+def check_group_colours(page):
+    """Cells of the group heatmap on the canvas have the rule's colours."""
+    q = page.query()
+    reply = page.d.execute_async_script(
+        "const done = arguments[arguments.length - 1]; const h = document.querySelector('.heatmap');"
+        "const [w, hh] = h.dataset.cells.split('x').reverse().map(Number);"
+        "fetch('v1/GetHeatmap', {method: 'POST', headers: {'Content-Type': 'application/json'}, body: JSON.stringify("
+        "{checkpoint: arguments[0], tensor: arguments[1], mode: 'HEATMAP_MODE_GROUP', width: w, height: hh})})"
+        ".then((r) => r.json()).then(done).catch((e) => done({error: String(e)}));", q['checkpoint'], q['tensor'])
+    check('groups' in reply, f'GetHeatmap from the page failed: {reply}')
+    w, h = reply['width'], reply['height']
+    want = expected_group_colours([int(g) for g in reply['groups']], w, h)
+    got = page.d.execute_script(
+        "const c = document.querySelector('.heatmap-canvas'); const g = c.getContext('2d');"
+        "const d = g.getImageData(0, 0, c.width, c.height).data; const w = arguments[0], h = arguments[1];"
+        "const out = []; for (let i = 0; i < h; i++) for (let j = 0; j < w; j++) {"
+        " const x = Math.floor((j + 0.5) * c.width / w), y = Math.floor((i + 0.5) * c.height / h);"
+        " const o = 4 * (y * c.width + x);"
+        " out.push('#' + [d[o], d[o + 1], d[o + 2]].map((v) => v.toString(16).padStart(2, '0')).join('')); }"
+        "return out;", w, h)
+    bad = [(k // w, k % w, got[k], want[k]) for k in range(w * h) if got[k] != want[k]]
+    check(not bad, f'group shading differs from the palette rule in {len(bad)} of {w * h} cells, '
+          f'e.g. (cell row, col, drawn, expected) {bad[:3]}')
+
+
+def test_walk_and_inspect(page, cli, models):
+    print('browse')
+    page.open('')
+    page.one('tr[data-checkpoint]', 'the checkpoint list')
+    names = [e.get_attribute('data-checkpoint') for e in page.css('tr[data-checkpoint]')]
+    check(CHECKPOINT in names and SOURCE in names, f'browse lists {names}, missing {CHECKPOINT} or {SOURCE}')
+    page.no_error('browse')
+    page.shot('browse')
+
+    print('architecture, opened by URL')
+    page.open(f'?checkpoint={CHECKPOINT}')
+    page.one('.tree-row[data-path="blk"]', 'the module tree')
+    page.no_error('architecture')
+    check(page.css('.tree-row.boundary'), 'the architecture shows no boundary marker (Q4_K_M mixes schemes)')
+    check(page.css('.scheme-count[data-scheme="Q4_K"]') and page.css('.scheme-count[data-scheme="Q6_K"]'),
+          'the summary does not count Q4_K and Q6_K tensors')
+    page.shot('architecture')
+    # Walk down by clicking: collapse first so the walk is real.
+    for b in page.css('.toolbar button'):
+        if b.text == 'Collapse all':
+            b.click()
+    parts = TENSOR.split('.')
+    for i in range(1, len(parts)):
+        path = '.'.join(parts[:i])
+        row = page.one(f'.tree-row[data-path="{path}"]', f'tree node {path}')
+        if row.get_attribute('data-expanded') == 'false':
+            row.click()
+        page.one(f'.tree-row[data-path="{path}"][data-expanded="true"]', f'{path} expanded')
+    page.one(f'.tree-row[data-path="{TENSOR}"][data-leaf="true"]').click()
+    page.wait(lambda: page.query().get('tensor') == TENSOR, 'the tensor view after clicking the tensor')
+
+    print('tensor')
+    page.one('.view-tensor [data-field="scheme"]', 'the tensor facts')
+    check(page.field('scheme', '.view-tensor') == 'Q4_K', f'scheme {page.field("scheme", ".view-tensor")}')
+    check(page.field('shape', '.view-tensor') == '[256, 256]', f'shape {page.field("shape", ".view-tensor")}')
+    check(page.css('tr[data-part]'), 'no stored part listed')
+    # The download link's .npy is the CLI's, byte for byte.
+    digest = page.d.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "const a = [...document.querySelectorAll('.actions a')].find((x) => x.textContent === 'download .npy');"
+        "fetch(a.href).then((r) => r.arrayBuffer()).then((b) => crypto.subtle.digest('SHA-256', b))"
+        ".then((h) => done([...new Uint8Array(h)].map((x) => x.toString(16).padStart(2, '0')).join('')))"
+        ".catch((e) => done('error: ' + e));")
+    with tempfile.TemporaryDirectory() as tmp:
+        npy = os.path.join(tmp, 't.npy')
+        r = subprocess.run([cli, 'read', os.path.join(models, CHECKPOINT), TENSOR, '-o', npy],
+                           capture_output=True, text=True, timeout=120)
+        check(r.returncode == 0, f'tensormorph read -o failed: {r.stderr.strip()}')
+        with open(npy, 'rb') as f:
+            want = hashlib.sha256(f.read()).hexdigest()
+    check(digest == want, f'the page\'s .npy link gives sha256 {digest}, tensormorph read -o {want}')
+    page.no_error('tensor')
+    page.shot('tensor')
+
+    print('heatmap: click a cell')
+    page.one('nav a[data-view="heatmap"]').click()
+    heatmap_ready(page)
+    page.no_error('heatmap')
+    page.shot('heatmap')
+    row, col = 37, 100
+    click_element_cell(page, row, col, 256, 256)
+    inspector_ready(page, [row, col])
+    check(page.query().get('index') == f'{row},{col}', f'URL index {page.query().get("index")}, expected {row},{col}')
+    compare_inspector(page, cli, models, TENSOR, [row, col])
+    page.shot('inspector')
+
+    print('arrow keys')
+    page.d.find_element(By.TAG_NAME, 'body').send_keys(Keys.ARROW_RIGHT)
+    inspector_ready(page, [row, col + 1])
+    compare_inspector(page, cli, models, TENSOR, [row, col + 1])
+    page.d.find_element(By.TAG_NAME, 'body').send_keys(Keys.ARROW_DOWN)
+    inspector_ready(page, [row + 1, col + 1])
+    check(page.query().get('index') == f'{row + 1},{col + 1}', f'URL index after arrows: {page.query().get("index")}')
+    compare_inspector(page, cli, models, TENSOR, [row + 1, col + 1])
+
+    print('heatmap modes')
+    for mode in ('group', 'absmax', 'zeros'):
+        page.one(f'.segmented button[data-mode="{mode}"]').click()
+        page.wait(lambda: page.query().get('mode') == mode, f'mode={mode} in the URL')
+        heatmap_ready(page)
+        page.no_error(f'heatmap mode {mode}')
+        if mode == 'group':
+            check_group_colours(page)
+        page.shot(f'heatmap_{mode}')
+
+    print('back and forward')
+    page.d.back()
+    page.wait(lambda: page.query().get('mode') == 'absmax', 'mode=absmax after going back')
+    heatmap_ready(page)
+    check(page.css('.segmented button.active[data-mode="absmax"]'), 'going back did not show the absmax heatmap')
+    page.d.forward()
+    page.wait(lambda: page.query().get('mode') == 'zeros', 'mode=zeros after going forward')
+    heatmap_ready(page)
+
+    print('hover')
+    overlay = page.one('.heatmap-overlay')
+    w, h = overlay.size['width'], overlay.size['height']
+    ActionChains(page.d).move_to_element_with_offset(
+        overlay, int((200.5 / 256) * w - w / 2), int((10.5 / 256) * h - h / 2)).perform()
+    tip = page.wait(lambda: page.css('.heatmap-tip:not([hidden])'), 'the hover tooltip')[0].text
+    check('[10, 200]' in tip, f'hovering element [10, 200] shows {tip!r}')
+
+    print('zoom')
+    page.one('.segmented button[data-mode="value"]').click()
+    first = heatmap_ready(page)
+    overlay = page.one('.heatmap-overlay')
+    page.d.execute_script(
+        "const o = arguments[0]; const r = o.getBoundingClientRect();"
+        "for (let k = 0; k < 4; k++) o.dispatchEvent(new WheelEvent('wheel', {deltaY: -240, clientX: r.left + r.width * 0.3,"
+        " clientY: r.top + r.height * 0.3, bubbles: true, cancelable: true}));", overlay)
+    heatmap_ready(page, after=first)
+    region = page.wait(lambda: page.query().get('region'), 'region= in the URL after zooming')
+    m = re.match(r'(\d+):(\d+),(\d+):(\d+)$', region)
+    check(m and int(m.group(2)) - int(m.group(1)) < 256, f'zoomed region {region}')
+    # The server drew that region alone (GetHeatmapRequest.row_begin...),
+    # at one cell per element now that it is smaller than the canvas.
+    edges = page.one('.heatmap').get_attribute('data-edges')
+    check(edges == region, f'the zoomed heatmap reply covers {edges}, the region asked for is {region} '
+          '(does the server honour GetHeatmapRequest.row_begin/row_end/col_begin/col_end?)')
+    page.no_error('zoom')
+    page.shot('heatmap_zoomed')
+
+    print('distribution')
+    page.one('nav a[data-view="dist"]').click()
+    page.one('svg[data-role="histogram"]', 'the histogram')
+    page.no_error('distribution')
+    page.shot('distribution')
+    page.one('#dist-group').send_keys('24')
+    page.one('#dist-group').send_keys(Keys.ENTER)
+    page.wait(lambda: page.query().get('group') == '24', 'group=24 in the URL')
+    page.one('svg[data-role="histogram"] line.level', 'levels drawn on the histogram of one group')
+    page.no_error('distribution of group 24')
+    page.shot('distribution_group')
+
+
+def test_diff(page, cli, models):
+    print('diff')
+    out = run_cli(cli, 'diff', os.path.join(models, CHECKPOINT), os.path.join(models, SOURCE))
+    reports = [json.loads(l)['tensor'] for l in out.splitlines() if l.strip() and 'tensor' in json.loads(l)]
+    check(reports, 'tensormorph --json diff reported no tensor')
+    worst_value = max(float(r['maxErrSteps']) for r in reports)
+    worst_names = {r['name'] for r in reports if float(r['maxErrSteps']) == worst_value}
+
+    page.open(f'?checkpoint={CHECKPOINT}&view=diff&ref={SOURCE}')
+    page.one('#diff-run').click()
+    page.one('[data-field="worst_tensor"]', 'the diff summary')
+    page.no_error('diff')
+    rows = page.css('.diff-rows tr[data-name]')
+    check(len(rows) == len(reports), f'the diff view shows {len(rows)} tensors, the CLI {len(reports)}')
+    top = rows[0].get_attribute('data-name')
+    check(top in worst_names,
+          f'the diff view shows {top} first (sorted by max error in steps), tensormorph diff says {sorted(worst_names)} '
+          f'({worst_value} steps)')
+    progress = page.one('[data-field="progress"]').text
+    check(f'{len(reports)} of {len(reports)} tensors' in progress, f'the progress line says {progress!r} at the end')
+    summary_worst = page.one('[data-field="worst_tensor"]').text
+    check(summary_worst in worst_names, f'the summary names {summary_worst} worst, the CLI {sorted(worst_names)}')
+    page.shot('diff')
+
+    print('diff row -> error heatmap with its worst elements')
+    rows[0].click()
+    page.wait(lambda: page.query().get('mode') == 'error' and page.query().get('tensor') == top, 'the error heatmap')
+    heatmap_ready(page)
+    page.one('[data-role="worst"] tr[data-worst]', 'the worst elements')
+    page.no_error('error heatmap')
+    second = page.css('[data-role="worst"] tr[data-worst]')[1]
+    idx = [int(x) for x in second.get_attribute('data-index').split(',')]
+    second.click()
+    inspector_ready(page, idx)
+    page.one('.inspector [data-field="error_steps"]', 'the error in steps beside the source')
+    # The inspector's source value and error in steps are the diff's.
+    report = next(r for r in reports if r['name'] == top)
+    w = next(w for w in report['worst'] if [int(x) for x in w['index']] == idx)
+    got = page.field('error_steps')
+    check(abs(float(got)) == float(w['errSteps']),
+          f'{top}{idx}: the inspector says {got} steps, tensormorph --json diff {w["errSteps"]}')
+    got = page.field('source')
+    check(float(got) == float(w['source']), f'{top}{idx}: source {got} in the inspector, {w["source"]} in the diff')
+    page.shot('diff_heatmap')
+
+    print('architecture coloured by the diff')
+    page.one('nav a[data-view="arch"]').click()
+    select = page.one('#arch-metric')
+    page.wait(lambda: select.is_enabled(), 'the metric selector to be enabled after the diff')
+    select.find_element(By.CSS_SELECTOR, 'option[value="max_err_steps"]').click()
+    page.wait(lambda: page.query().get('metric') == 'max_err_steps', 'metric in the URL')
+    page.one(f'.tree-row[data-path="{top}"] .metric', 'the metric column')
+    page.shot('architecture_diff')
+
+
+def test_sparsity_and_errors(page):
+    print('sparsity')
+    page.open(f'?checkpoint={CHECKPOINT}&tensor=blk.0.ffn_down.weight&view=sparsity&ref={SOURCE}')
+    page.one('.view-sparsity [data-field="induced_zeros"]', 'the induced zeros count')
+    heatmap_ready(page)
+    check(page.css('.view-sparsity .colour-bar .swatch'),
+          'the zeros heatmap with a source shows no pruned/induced legend '
+          '(does the server fill GetHeatmapResponse.pruned in HEATMAP_MODE_ZEROS?)')
+    page.no_error('sparsity')
+    page.shot('sparsity')
+
+    print('sparsity of every tensor')
+    page.open(f'?checkpoint={CHECKPOINT}&view=sparsity&ref={SOURCE}')
+    page.wait(lambda: len(page.css('.view-sparsity tr[data-name]')) == 21, 'the 21 tensors counted')
+    page.no_error('sparsity of every tensor')
+    page.shot('sparsity_checkpoint')
+
+    print('an unknown tensor shows the error')
+    page.open(f'?checkpoint={CHECKPOINT}&tensor=blk.0.attn_q.weigth&view=tensor')
+    page.wait(lambda: page.banner(), 'the error banner')
+    code = page.one('#banner [data-field="error_code"]').text
+    check(code == 'NOT_FOUND', f'error code {code}, expected NOT_FOUND')
+    page.shot('error')
+
+
+def test_token(server_bin, models, assets, shots):
+    print('token')
+    with tempfile.NamedTemporaryFile('w', prefix='token-', delete=False) as f:
+        f.write('s3cret-web-token\n')
+        token_file = f.name
+    server = None
+    driver = None
+    try:
+        server = Server(server_bin, models, assets, token_file)
+        driver = start_browser()
+        page = Page(driver, server.url, shots)
+        page.open('')
+        dialog = page.one('#token-dialog[open]', 'the token form')
+        page.shot('token')
+        page.one('#token-input').send_keys('wrong-token')
+        page.one('#token-submit').click()
+        page.one('#token-dialog[open]', 'the token form again after a wrong token')
+        check('refused' in page.one('#token-reason').text, 'the form does not say the token was refused')
+        page.one('#token-input').send_keys('s3cret-web-token')
+        page.one('#token-submit').click()
+        page.one('tr[data-checkpoint]', 'the checkpoint list once the token is given')
+        page.no_error('browse with a token')
+        # Kept for the tab: a new view asks nothing.
+        page.open(f'?checkpoint={CHECKPOINT}')
+        page.one('.tree-row[data-path="blk"]', 'the module tree with the kept token')
+        check(not page.css('#token-dialog[open]'), 'the page asked for the token again in the same tab')
+        del dialog
+    finally:
+        if driver:
+            driver.quit()
+        if server:
+            server.stop()
+        os.unlink(token_file)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('tensormorphd')
+    ap.add_argument('tensormorph')
+    ap.add_argument('models')
+    ap.add_argument('screenshots')
+    ap.add_argument('--make-demo')
+    ap.add_argument('--assets')
+    a = ap.parse_args()
+    os.makedirs(a.screenshots, exist_ok=True)
+    if not os.path.exists(os.path.join(a.models, CHECKPOINT)):
+        if not a.make_demo:
+            print(f'FAIL: {a.models} holds no {CHECKPOINT} (give --make-demo to write the demo)', file=sys.stderr)
+            return 1
+        subprocess.run([a.make_demo, a.models], check=True, stdout=subprocess.DEVNULL)
+    models = os.path.abspath(a.models)
+    server = None
+    driver = None
+    try:
+        server = Server(a.tensormorphd, models, a.assets)
+        print(f'tensormorphd http on {server.url}')
+        driver = start_browser()
+        page = Page(driver, server.url, a.screenshots)
+        test_walk_and_inspect(page, a.tensormorph, models)
+        test_diff(page, a.tensormorph, models)
+        test_sparsity_and_errors(page)
+        driver.quit()
+        driver = None
+        server.stop()
+        server = None
+        test_token(a.tensormorphd, models, a.assets, a.screenshots)
+    except Failure as e:
+        print(f'FAIL: {e}', file=sys.stderr)
+        if driver:
+            try:
+                for entry in driver.get_log('browser')[-20:]:
+                    print(f'  browser console: {entry["level"]} {entry["message"]}', file=sys.stderr)
+                driver.save_screenshot(os.path.join(a.screenshots, 'failure.png'))
+            except Exception:  # noqa: BLE001 (the failure is what matters)
+                pass
+        return 1
+    except Exception:  # noqa: BLE001
+        traceback.print_exc()
+        return 1
+    finally:
+        if driver:
+            driver.quit()
+        if server:
+            server.stop()
+    print('PASS: the web inspector agrees with the CLI')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

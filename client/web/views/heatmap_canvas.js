@@ -385,6 +385,10 @@ export function createHeatmap(opts) {
       status.textContent = `${d.height}×${d.width} cells · ${ms} ms`;
       status.className = 'heatmap-status';
       root.dataset.ready = String(my);
+      // The first heatmap of the page: tests/bench/page_bench reads this mark.
+      if (!performance.getEntriesByName('tm-heatmap-drawn').length) {
+        performance.mark('tm-heatmap-drawn');
+      }
       // What the reply covers, in elements (tests compare it with the region).
       root.dataset.edges = `${d.rowEdges[0]}:${d.rowEdges[d.height]},${d.colEdges[0]}:${d.colEdges[d.width]}`;
       root.dataset.cells = `${d.height}x${d.width}`;

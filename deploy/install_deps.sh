@@ -11,7 +11,7 @@ PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
   libabsl-dev libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libspdlog-dev nlohmann-json3-dev libcli11-dev libpng-dev
-  libcpp-httplib-dev libssl-dev  # tensormorphd --http-listen (HTTP and HTTPS)
+  libcpp-httplib-dev libssl-dev zlib1g-dev  # tensormorphd --http-listen (HTTPS, gzip)
   libgtest-dev libgmock-dev libbenchmark-dev
   openssl  # the TLS tests make a throwaway CA
   curl     # the quick start shows the HTTP port answering

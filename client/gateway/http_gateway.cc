@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "client/gateway/http_body.h"
 #include "client/gateway/http_query.h"
 #include "client/gateway/http_status.h"
 #include "client/gateway/json_rpc.h"
@@ -29,9 +30,13 @@ namespace {
 // JSON fits.
 constexpr size_t kMaxBodyBytes = 64 << 20;
 
+// JSON named with its charset: a type cpp-httplib does not compress (see
+// http_body.h), for bodies too small to gain from it.
+constexpr char kSmallJson[] = "application/json; charset=utf-8";
+
 void SendError(httplib::Response& res, const absl::Status& status) {
   res.status = HttpStatusOf(status.code());
-  res.set_content(ErrorJson(status), "application/json");
+  res.set_content(ErrorJson(status), kSmallJson);
 }
 
 CallOrigin OriginOf(const httplib::Request& req) {
@@ -225,7 +230,7 @@ void HttpGateway::Impl::Routes() {
         } else if (res.status != 404) {
           s = absl::UnknownError(absl::StrCat("HTTP ", res.status));
         }
-        res.set_content(ErrorJson(s), "application/json");
+        res.set_content(ErrorJson(s), kSmallJson);
         return httplib::Server::HandlerResponse::Handled;
       }));
 
@@ -243,20 +248,20 @@ void HttpGateway::Impl::Routes() {
         res.set_header("Access-Control-Max-Age", "600");
         res.status = 204;
       });
-  http_->Get("/healthz",
-             [this](const httplib::Request&, httplib::Response& res) {
-               const bool serving = !options_.serving || options_.serving();
-               res.status = serving ? 200 : 503;
-               res.set_content(serving ? "ok\n" : "draining\n", "text/plain");
-             });
   http_->Get(
-      "/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      "/healthz", [this](const httplib::Request& req, httplib::Response& res) {
+        const bool serving = !options_.serving || options_.serving();
+        res.status = serving ? 200 : 503;
+        SendBody(req, res, serving ? "ok\n" : "draining\n", "text/plain");
+      });
+  http_->Get(
+      "/metrics", [this](const httplib::Request& req, httplib::Response& res) {
         if (!options_.metrics) {
           SendError(res, absl::NotFoundError("this gateway has no metrics"));
           return;
         }
-        res.set_content(options_.metrics(),
-                        "text/plain; version=0.0.4; charset=utf-8");
+        SendBody(req, res, options_.metrics(),
+                 "text/plain; version=0.0.4; charset=utf-8");
       });
   http_->Get("/v1/tensor.npy",
              [this](const httplib::Request& req, httplib::Response& res) {
@@ -302,7 +307,7 @@ void HttpGateway::Impl::Rpc(const httplib::Request& req,
   absl::StatusOr<std::string> reply =
       rpc_.Unary(method, req.body, OriginOf(req));
   if (!reply.ok()) return SendError(res, reply.status());
-  res.set_content(*std::move(reply), "application/json");
+  SendBody(req, res, *std::move(reply), "application/json");
 }
 
 void HttpGateway::Impl::Stream(const std::string& method,
@@ -451,7 +456,7 @@ void HttpGateway::Impl::HeatmapPng(const httplib::Request& req,
   absl::StatusOr<std::string> png = image.EncodePng();
   if (!png.ok()) return SendError(res, png.status());
   res.set_header("Cache-Control", "no-store");
-  res.set_content(*std::move(png), "image/png");
+  SendBody(req, res, *std::move(png), "image/png");
 }
 
 void HttpGateway::Impl::Asset(const httplib::Request& req,
@@ -474,7 +479,7 @@ void HttpGateway::Impl::Asset(const httplib::Request& req,
     std::ifstream in(options_.assets_dir + path, std::ios::binary);
     std::ostringstream data;
     if (in && (data << in.rdbuf())) {
-      res.set_content(data.str(), ContentTypeOf(path));
+      SendBody(req, res, data.str(), ContentTypeOf(path));
       return;
     }
   }
@@ -483,8 +488,9 @@ void HttpGateway::Impl::Asset(const httplib::Request& req,
     return SendError(
         res, absl::NotFoundError(absl::StrCat("no such page: ", req.path)));
   }
-  res.set_content(reinterpret_cast<const char*>(asset->data), asset->size,
-                  ContentTypeOf(path));
+  SendBody(req, res,
+           std::string(reinterpret_cast<const char*>(asset->data), asset->size),
+           ContentTypeOf(path));
 }
 
 HttpGateway::HttpGateway(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -49,24 +49,50 @@ void AppendQuotedInteger(T value, std::string* out) {
   out->push_back('"');
 }
 
-// printf's %.<precision>g of `value`, which std::to_chars specifies exactly.
-template <class T>
-std::string_view General(T value, int precision, char (&buf)[32]) {
-  const auto end = std::to_chars(buf, buf + sizeof buf, value,
-                                 std::chars_format::general, precision)
-                       .ptr;
-  return std::string_view(buf, end - buf);
+// printf's %.<precision>g of a number given by its significant digits
+// (without trailing zeros, as %g drops them) and decimal exponent.
+void AppendG(bool negative, std::string_view digits, int exponent,
+             int precision, std::string* out) {
+  if (negative) out->push_back('-');
+  const int n = static_cast<int>(digits.size());
+  if (exponent < -4 || exponent >= precision) {  // d.ddde±XX
+    out->push_back(digits[0]);
+    if (n > 1) {
+      out->push_back('.');
+      out->append(digits.substr(1));
+    }
+    out->push_back('e');
+    out->push_back(exponent < 0 ? '-' : '+');
+    const int e = exponent < 0 ? -exponent : exponent;
+    if (e < 10) out->push_back('0');
+    char buf[4];
+    out->append(buf, std::to_chars(buf, buf + sizeof buf, e).ptr);
+  } else if (exponent < 0) {  // 0.000ddd
+    out->append("0.");
+    out->append(-exponent - 1, '0');
+    out->append(digits);
+  } else {  // ddd000 or ddd.ddd
+    const int whole = exponent + 1;
+    if (n <= whole) {
+      out->append(digits);
+      out->append(whole - n, '0');
+    } else {
+      out->append(digits.substr(0, whole));
+      out->push_back('.');
+      out->append(digits.substr(whole));
+    }
+  }
 }
 
-template <class T>
-bool ReadsBackAs(std::string_view text, T value) {
-  T parsed;
-  const auto [ptr, ec] =
-      std::from_chars(text.data(), text.data() + text.size(), parsed);
-  return ec == std::errc() && parsed == value;
-}
-
-// protobuf's SimpleDtoa / SimpleFtoa (see the header).
+// protobuf's SimpleDtoa / SimpleFtoa: printf's %.15g if it reads back to
+// the double, else %.17g (%.6g and %.9g for a float, and %.9g for every
+// subnormal float: protobuf reads back with strtof, which reports ERANGE).
+// printf is slow, so this starts from the shortest digits D that read back
+// (std::to_chars, exact): with at most 15 of them, %.15g prints D (%.15g's
+// rounding lands within half an ulp of the value, where D is the only
+// number of 15 digits); with exactly 17, %.17g prints D (the closest number
+// of 17 digits reads back, and none shorter does). With 16, %.15g cannot
+// read back and %.17g is computed as such. Subnormals take protobuf's way.
 template <class T>
 void AppendFloating(T value, std::string* out) {
   if (std::isnan(value)) {
@@ -80,14 +106,44 @@ void AppendFloating(T value, std::string* out) {
   constexpr bool kDouble = sizeof(T) == sizeof(double);
   constexpr int kShort = kDouble ? 15 : 6;  // DBL_DIG, FLT_DIG
   constexpr int kLong = kDouble ? 17 : 9;   // digits that always read back
-  char buf[32];
-  std::string_view text = General(value, kShort, buf);
-  const bool subnormal_float =
-      !kDouble && std::fpclassify(value) == FP_SUBNORMAL;
-  if (subnormal_float || !ReadsBackAs(text, value)) {
-    text = General(value, kLong, buf);
+  char buf[48];
+  // (Normal numbers only: a subnormal's ulp is too wide for the argument.)
+  const bool subnormal = std::fpclassify(value) == FP_SUBNORMAL;
+  if (!subnormal) {
+    // "-d.ddde-XX", the shortest digits that read back.
+    const char* end = std::to_chars(buf, buf + sizeof buf, value,
+                                    std::chars_format::scientific)
+                          .ptr;
+    const bool negative = buf[0] == '-';
+    const char* p = buf + negative;
+    const char* e = std::find(p, end, 'e');
+    char digits[24];
+    int n = 0;
+    for (const char* q = p; q < e; ++q) {
+      if (*q != '.') digits[n++] = *q;
+    }
+    int exponent = 0;
+    std::from_chars(e + 1 + (e[1] == '+'), end, exponent);
+    if (n <= kShort || n == kLong) {
+      AppendG(negative, std::string_view(digits, n), exponent,
+              n <= kShort ? kShort : kLong, out);
+      return;
+    }
   }
-  out->append(text);
+  if (kDouble && subnormal) {  // as protobuf does it
+    const char* end = std::to_chars(buf, buf + sizeof buf, value,
+                                    std::chars_format::general, kShort)
+                          .ptr;
+    T parsed;
+    if (std::from_chars(buf, end, parsed).ec == std::errc() &&
+        parsed == value) {
+      out->append(buf, end - buf);
+      return;
+    }
+  }
+  out->append(buf, std::to_chars(buf, buf + sizeof buf, value,
+                                 std::chars_format::general, kLong)
+                       .ptr);
 }
 
 void AppendBase64(std::string_view bytes, std::string* out) {

@@ -495,6 +495,9 @@ void AppendMessageJson(const Message& message, std::string* out) {
 
 std::string PrintMessageJson(const Message& message) {
   std::string out;
+  // JSON of numbers runs to ~3x their wire format; growing a string of tens
+  // of MB by doubling would copy it and fault its pages in twice.
+  out.reserve(message.ByteSizeLong() * 3);
   AppendMessageJson(message, &out);
   return out;
 }

@@ -631,6 +631,48 @@ TEST(JsonPrintTest, DoublesAsPrintfG15WhenItReadsBackElseG17) {
   }
 }
 
+// The printer starts from the shortest digits and falls back on printf's
+// rules only for some values: at every exponent, both sides of the switch
+// between %g's notations, ties at the 17th digit, random bit patterns.
+TEST(JsonPrintTest, DoublesAcrossTheRangePrintAsProtobuf) {
+  v1::ComputeStatsResponse r;
+  const auto add = [&r](double d) {
+    r.add_levels(d);
+    r.add_levels(std::nextafter(d, INFINITY));
+    r.add_levels(std::nextafter(d, -INFINITY));
+  };
+  for (int e = -324; e <= 308; ++e) {
+    add(std::pow(10.0, e));
+    add(-3.0 * std::pow(10.0, e));
+    add(1.2345678901234567 * std::pow(10.0, e));
+  }
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 20000; ++i) {
+    // An integer of 51 bits (16 digits) and quarters: x.25 and x.75 have 18
+    // digits ending in 5, a tie for the 17th.
+    const double whole =
+        static_cast<double>((rng() >> 14) | (uint64_t{1} << 50));
+    r.add_levels(whole + 0.25 * static_cast<double>(rng() % 4));
+    const double d = std::bit_cast<double>(rng());
+    r.add_levels(std::isnan(d) ? 1.0 : d);
+  }
+  EXPECT_EQ(PrintMessageJson(r), ProtobufJson(r));
+}
+
+TEST(JsonPrintTest, FloatsAtEveryExponentPrintAsProtobuf) {
+  v1::InspectScalarsResponse r;
+  for (int e = -45; e <= 38; ++e) {
+    for (float m : {1.0f, 3.0f, 1.2345678f, 9.999999f}) {
+      const float f = m * std::pow(10.0f, static_cast<float>(e));
+      for (float g :
+           {f, std::nextafter(f, INFINITY), std::nextafter(f, -INFINITY)}) {
+        r.add_scalars()->set_value(g);
+      }
+    }
+  }
+  EXPECT_EQ(PrintMessageJson(r), ProtobufJson(r));
+}
+
 TEST(JsonPrintTest, FloatsAsPrintfG6WhenItReadsBackElseG9) {
   const std::vector<std::pair<float, std::string>> cases = {
       {0.1f, "0.1"},

@@ -7,6 +7,8 @@
 
 #include <google/protobuf/descriptor.pb.h>
 #include <google/protobuf/dynamic_message.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/stubs/logging.h>
 #include <google/protobuf/text_format.h>
@@ -14,9 +16,9 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
+#include <bit>
 #include <cfloat>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <memory>
 #include <random>

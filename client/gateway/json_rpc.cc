@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "client/gateway/json_print.h"
 #include "proto/status_mapping.h"
 
 namespace tensormorph {
@@ -121,13 +122,9 @@ absl::Status ApplyOrigin(const CallOrigin& origin,
 }
 
 std::string MessageToJson(const google::protobuf::Message& message) {
-  google::protobuf::util::JsonPrintOptions options;
-  options.always_print_primitive_fields = true;
-  std::string out;
-  // Printing fails only for messages that cannot be (an Any of an unknown
-  // type); ours hold none.
-  (void)google::protobuf::util::MessageToJsonString(message, &out, options);
-  return out;
+  // protobuf's own printer with always_print_primitive_fields, some 10x
+  // faster; heatmap replies run to tens of MB.
+  return PrintMessageJson(message);
 }
 
 JsonRpc::JsonRpc(std::shared_ptr<grpc::Channel> channel)

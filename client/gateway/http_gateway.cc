@@ -424,7 +424,10 @@ void HttpGateway::Impl::Npy(const httplib::Request& req,
       [this, state](bool) {
         if (!state->finished) {
           state->finished = true;
-          state->context.TryCancel();
+          // Every byte sent: the call's status is on its way, and cancelling
+          // now would end a whole download as CANCELLED. Else the client
+          // went away, or the call failed: end it now.
+          if (state->left > 0) state->context.TryCancel();
           while (state->reader->Read(&state->chunk)) {
           }
           const absl::Status s = FromGrpcStatus(state->reader->Finish());

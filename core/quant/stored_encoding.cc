@@ -67,6 +67,27 @@ class StoredEncoding final : public Encoding {
     return InspectElement(tensor_.dtype, tensor_.data, index, out);
   }
 
+  // ggml groups are arithmetic of the index: the storage block, and the
+  // sub-block within it where the type has them (InspectElement's id).
+  absl::Status GroupIds(absl::Span<const int64_t> indices,
+                        int64_t* out) const override {
+    if (GetCodec(tensor_.dtype) == nullptr) {
+      return Encoding::GroupIds(indices, out);  // Inspect's refusal
+    }
+    if (!HasBlockParams(tensor_.dtype)) {
+      std::fill_n(out, indices.size(), int64_t{-1});
+      return absl::OkStatus();
+    }
+    const int64_t elems = GetDTypeInfo(tensor_.dtype).block_elems;
+    const int64_t subs = SubBlocksPerBlock(tensor_.dtype);
+    const int64_t sub_elems = elems / subs;
+    for (size_t i = 0; i < indices.size(); ++i) {
+      const int64_t k = indices[i];
+      out[i] = k / elems * subs + k % elems / sub_elems;
+    }
+    return absl::OkStatus();
+  }
+
   void Prefetch(int64_t index) const override {
     const DTypeInfo& info = GetDTypeInfo(tensor_.dtype);
     __builtin_prefetch(tensor_.data.data() +

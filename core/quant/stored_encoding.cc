@@ -1,6 +1,7 @@
 #include "core/quant/stored_encoding.h"
 
 #include <algorithm>
+#include <bit>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -78,12 +79,17 @@ class StoredEncoding final : public Encoding {
       std::fill_n(out, indices.size(), int64_t{-1});
       return absl::OkStatus();
     }
-    const int64_t elems = GetDTypeInfo(tensor_.dtype).block_elems;
-    const int64_t subs = SubBlocksPerBlock(tensor_.dtype);
-    const int64_t sub_elems = elems / subs;
-    for (size_t i = 0; i < indices.size(); ++i) {
-      const int64_t k = indices[i];
-      out[i] = k / elems * subs + k % elems / sub_elems;
+    // block * subs + sub_block = index / (elements per sub-block), blocks
+    // being whole sub-blocks; a shift where that is a power of two (every
+    // ggml type's is).
+    const int64_t sub_elems = GetDTypeInfo(tensor_.dtype).block_elems /
+                              SubBlocksPerBlock(tensor_.dtype);
+    if ((sub_elems & (sub_elems - 1)) == 0) {
+      const int shift = std::countr_zero(static_cast<uint64_t>(sub_elems));
+      for (size_t i = 0; i < indices.size(); ++i) out[i] = indices[i] >> shift;
+    } else {
+      for (size_t i = 0; i < indices.size(); ++i)
+        out[i] = indices[i] / sub_elems;
     }
     return absl::OkStatus();
   }

@@ -8,19 +8,57 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "core/format/checkpoint.h"
 #include "core/heatmap.h"
 #include "gtest/gtest.h"
+#include "tests/support/gguf_writer.h"
+#include "tests/support/safetensors_writer.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
 namespace {
 
+using ::tensormorph::testing::BuildGguf;
 using ::tensormorph::testing::Fixture;
+using ::tensormorph::testing::GgufSpec;
+using ::tensormorph::testing::GgufString;
+using ::tensormorph::testing::MakeTempDir;
+using ::tensormorph::testing::WriteFile;
+
+// Quantized values share a scale, so their sums in double are mostly exact
+// and would hide a change of the order of additions. This F32 GGUF holds two
+// [16, 256] tensors ("a", and "b" as its reference) of magnitudes 2^-40 to
+// 2^40, either sign, a tenth exact zeros: sums that round at nearly every
+// step, differently in any other order.
+std::string WriteWildGguf() {
+  std::mt19937 rng(17);
+  std::uniform_int_distribution<int> exponent(-40, 40), tenth(0, 9);
+  std::uniform_real_distribution<float> mantissa(1.0f, 2.0f);
+  auto values = [&] {
+    std::string data(16 * 256 * sizeof(float), '\0');
+    for (size_t k = 0; k < 16 * 256; ++k) {
+      const float f =
+          tenth(rng) == 0
+              ? 0.0f
+              : std::ldexp(mantissa(rng), exponent(rng)) * (k % 3 ? 1 : -1);
+      std::memcpy(data.data() + k * sizeof(float), &f, sizeof(float));
+    }
+    return data;
+  };
+  GgufSpec s;
+  s.kv.push_back({"general.architecture", GgufString("llama")});
+  s.tensors.push_back({"a.weight", {256, 16}, 0, values()});
+  s.tensors.push_back({"b.weight", {256, 16}, 0, values()});
+  const std::string path = MakeTempDir() + "/wild.gguf";
+  WriteFile(path, BuildGguf(s));
+  return path;
+}
 
 // The reduction as the heatmap first computed it, on the cells (edges,
 // width, height, rows, cols) `got` chose; the view is the tensor's first
@@ -125,12 +163,14 @@ void ExpectSameBits(const std::vector<double>& got,
 }
 
 struct Source {
-  std::string path, ref_path, tensor;
+  std::string path, ref_path, tensor, ref_tensor;
 };
 
 TEST(HeatmapReferenceTest, EveryModeAndRegionIsTheStraightforwardReduction) {
   const std::string down = "model.layers.0.mlp.down_proj.weight";
-  const std::vector<Source> sources = {
+  const std::string wild = WriteWildGguf();
+  std::vector<Source> sources = {
+      {wild, wild, "a.weight", "b.weight"},
       {"gguf/Q4_K.gguf", "gguf/source_f32.gguf", "blk.0.ffn_down.weight"},
       {"gguf/Q8_0.gguf", "gguf/source_f32.gguf", "blk.0.ffn_down.weight"},
       {"gguf/Q6_K.gguf", "gguf/source_f32.gguf", "blk.0.ffn_down.weight"},
@@ -145,6 +185,11 @@ TEST(HeatmapReferenceTest, EveryModeAndRegionIsTheStraightforwardReduction) {
       {"safetensors/fp8_block_sharded", "safetensors/fp8_block_sharded/source",
        down},
   };
+  for (size_t k = 1; k < sources.size(); ++k) {
+    sources[k].path = Fixture(sources[k].path);
+    sources[k].ref_path = Fixture(sources[k].ref_path);
+    sources[k].ref_tensor = sources[k].tensor;
+  }
   struct Shape {
     int width, height;
     int64_t row_begin, row_end, col_begin, col_end;
@@ -155,15 +200,19 @@ TEST(HeatmapReferenceTest, EveryModeAndRegionIsTheStraightforwardReduction) {
       {13, 5, 1, 0, 3, 0},     // a region, uneven
       {5, 2, 1, 3, 17, 60},    // a narrow region
       {1, 1, 0, 0, 0, 0},      // one cell
+      {32, 8, 0, 0, 0, 0},     // runs of eight columns or more, in eights
+      {19, 4, 2, 0, 5, 0},     // uneven runs: of 13 or 14 on ggml, 3 on the
+                               // conventions' 64 columns
+      {8, 4, 2, 0, 5, 0},      // eight uneven runs of 7 or 8 (conventions)
   };
   int compared = 0;
   for (const Source& src : sources) {
-    auto ckpt = Checkpoint::Open(Fixture(src.path));
+    auto ckpt = Checkpoint::Open(src.path);
     ASSERT_TRUE(ckpt.ok()) << src.path << ": " << ckpt.status();
-    auto ref_ckpt = Checkpoint::Open(Fixture(src.ref_path));
+    auto ref_ckpt = Checkpoint::Open(src.ref_path);
     ASSERT_TRUE(ref_ckpt.ok()) << src.ref_path << ": " << ref_ckpt.status();
     const LogicalTensor* t = (*ckpt)->FindTensor(src.tensor);
-    const LogicalTensor* x = (*ref_ckpt)->FindTensor(src.tensor);
+    const LogicalTensor* x = (*ref_ckpt)->FindTensor(src.ref_tensor);
     ASSERT_NE(t, nullptr) << src.path;
     ASSERT_NE(x, nullptr) << src.ref_path;
     ASSERT_EQ(t->shape.size(), 2u) << src.path;
@@ -205,7 +254,7 @@ TEST(HeatmapReferenceTest, EveryModeAndRegionIsTheStraightforwardReduction) {
       }
     }
   }
-  EXPECT_EQ(compared, 10 * 5 * 9);
+  EXPECT_EQ(compared, 11 * 8 * 9);
 }
 
 }  // namespace

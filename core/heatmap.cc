@@ -4,6 +4,10 @@
 #include <cmath>
 #include <limits>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/io/fault_guard.h"
@@ -49,6 +53,92 @@ absl::Status ResolveRange(const char* what, int64_t begin, int64_t* end,
                      "; an end of 0 means ", size, ")"));
   }
   return absl::OkStatus();
+}
+
+#if defined(__x86_64__)
+// Eight cells at once, a cell per lane of two vectors of doubles, over the
+// first `n` columns of each (n a multiple of 4): four columns of each cell
+// loaded, transposed so that a vector holds one column of four cells, and
+// added column after column. Each lane is still its cell's additions in
+// order, each rounded once as a scalar addition is.
+__attribute__((target("avx2"))) void SumEightCells(const float* v,
+                                                   const int64_t* b, int64_t n,
+                                                   double* sums) {
+  __m256d lo = _mm256_loadu_pd(sums), hi = _mm256_loadu_pd(sums + 4);
+  for (int64_t k = 0; k < n; k += 4) {
+    __m128 a0 = _mm_loadu_ps(v + b[0] + k), a1 = _mm_loadu_ps(v + b[1] + k),
+           a2 = _mm_loadu_ps(v + b[2] + k), a3 = _mm_loadu_ps(v + b[3] + k);
+    __m128 c0 = _mm_loadu_ps(v + b[4] + k), c1 = _mm_loadu_ps(v + b[5] + k),
+           c2 = _mm_loadu_ps(v + b[6] + k), c3 = _mm_loadu_ps(v + b[7] + k);
+    _MM_TRANSPOSE4_PS(a0, a1, a2, a3);
+    _MM_TRANSPOSE4_PS(c0, c1, c2, c3);
+    lo = _mm256_add_pd(lo, _mm256_cvtps_pd(a0));
+    hi = _mm256_add_pd(hi, _mm256_cvtps_pd(c0));
+    lo = _mm256_add_pd(lo, _mm256_cvtps_pd(a1));
+    hi = _mm256_add_pd(hi, _mm256_cvtps_pd(c1));
+    lo = _mm256_add_pd(lo, _mm256_cvtps_pd(a2));
+    hi = _mm256_add_pd(hi, _mm256_cvtps_pd(c2));
+    lo = _mm256_add_pd(lo, _mm256_cvtps_pd(a3));
+    hi = _mm256_add_pd(hi, _mm256_cvtps_pd(c3));
+  }
+  _mm256_storeu_pd(sums, lo);
+  _mm256_storeu_pd(sums + 4, hi);
+}
+
+bool HasAvx2() {
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has;
+}
+#endif
+
+// Adds each cell's run of `v` to its sum: sums[j] += v[run[j]], then
+// v[run[j] + 1], ... in that order. Each cell's additions form one dependent
+// chain, so cells are taken several at a time to keep chains in flight
+// (eight to a pair of vectors where the CPU has AVX2); every chain still adds
+// its elements in order, bit for bit the sequential sum.
+void AccumulateSums(const float* v, const std::vector<int64_t>& run,
+                    double* sums) {
+  const int width = static_cast<int>(run.size()) - 1;
+  int j = 0;
+#if defined(__x86_64__)
+  if (HasAvx2()) {
+    for (; j + 8 <= width; j += 8) {
+      const int64_t* b = run.data() + j;
+      int64_t n = b[1] - b[0];
+      for (int k = 1; k < 8; ++k) n = std::min(n, b[k + 1] - b[k]);
+      n -= n % 4;
+      if (n > 0) SumEightCells(v, b, n, sums + j);
+      // The rest of each run (cells differ in width by at most a column).
+      for (int k = 0; k < 8; ++k) {
+        double s = sums[j + k];
+        for (int64_t c = b[k] + n; c < b[k + 1]; ++c) s += v[c];
+        sums[j + k] = s;
+      }
+    }
+  }
+#endif
+  for (; j + 4 <= width; j += 4) {
+    const int64_t b0 = run[j], b1 = run[j + 1], b2 = run[j + 2],
+                  b3 = run[j + 3], e3 = run[j + 4];
+    const int64_t n = std::min({b1 - b0, b2 - b1, b3 - b2, e3 - b3});
+    double s0 = sums[j], s1 = sums[j + 1], s2 = sums[j + 2], s3 = sums[j + 3];
+    for (int64_t k = 0; k < n; ++k) {
+      s0 += v[b0 + k];
+      s1 += v[b1 + k];
+      s2 += v[b2 + k];
+      s3 += v[b3 + k];
+    }
+    for (int64_t c = b0 + n; c < b1; ++c) s0 += v[c];
+    for (int64_t c = b1 + n; c < b2; ++c) s1 += v[c];
+    for (int64_t c = b2 + n; c < b3; ++c) s2 += v[c];
+    for (int64_t c = b3 + n; c < e3; ++c) s3 += v[c];
+    sums[j] = s0, sums[j + 1] = s1, sums[j + 2] = s2, sums[j + 3] = s3;
+  }
+  for (; j < width; ++j) {
+    double s = sums[j];
+    for (int64_t c = run[j]; c < run[j + 1]; ++c) s += v[c];
+    sums[j] = s;
+  }
 }
 
 }  // namespace
@@ -111,19 +201,19 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
   h.groups.assign(cells, -1);
   if (zeros && ref != nullptr) h.pruned.assign(cells, 0.0);
 
-  // Each cell's group, from its first element.
-  absl::Status inspected = GuardedRead([&]() -> absl::Status {
-    ScalarInfo s;
-    for (int i = 0; i < h.height; ++i) {
-      for (int j = 0; j < h.width; ++j) {
-        TM_RETURN_IF_ERROR(t.encoding->Inspect(
-            base + h.row_edges[i] * h.cols + h.col_edges[j], &s));
-        h.groups[i * h.width + j] = s.group;
-      }
+  // Each cell's group, from its first element: ids alone, in one batch
+  // (Inspect would decompose a million scalars to read one field of each).
+  std::vector<int64_t> firsts(cells);
+  for (int i = 0; i < h.height; ++i) {
+    for (int j = 0; j < h.width; ++j) {
+      firsts[static_cast<size_t>(i) * h.width + j] =
+          base + h.row_edges[i] * h.cols + h.col_edges[j];
     }
-    return absl::OkStatus();
+  }
+  absl::Status grouped = GuardedRead([&]() -> absl::Status {
+    return t.encoding->GroupIds(firsts, h.groups.data());
   });
-  if (!inspected.ok()) return inspected;
+  if (!grouped.ok()) return grouped;
 
   // One decode of the region, a row of it at a time: the values alone, or
   // with their steps for error mode; the reference where it is compared.
@@ -132,8 +222,16 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
   std::vector<ElementQuant> q(detailed ? static_cast<size_t>(ncols) : 0);
   std::vector<float> v(detailed ? 0 : static_cast<size_t>(ncols));
   std::vector<float> x(with_ref ? static_cast<size_t>(ncols) : 0);
+  // Column runs of the cells, relative to the region's first column.
+  std::vector<int64_t> run(static_cast<size_t>(h.width) + 1);
+  for (int j = 0; j <= h.width; ++j) run[j] = h.col_edges[j] - o.col_begin;
   if (o.mode != HeatmapMode::kGroup) {
     for (int i = 0; i < h.height; ++i) {
+      double* const row_out =
+          h.values.data() + static_cast<size_t>(i) * h.width;
+      double* const row_pruned =
+          h.pruned.empty() ? nullptr
+                           : h.pruned.data() + static_cast<size_t>(i) * h.width;
       for (int64_t r = h.row_edges[i]; r < h.row_edges[i + 1]; ++r) {
         const int64_t first = base + r * h.cols + o.col_begin;
         absl::Status read = GuardedRead([&]() -> absl::Status {
@@ -145,41 +243,55 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
                           : absl::OkStatus();
         });
         if (!read.ok()) return read;
-        for (int j = 0; j < h.width; ++j) {
-          double& out = h.values[i * h.width + j];
-          const int64_t c0 = h.col_edges[j] - o.col_begin;
-          const int64_t c1 = h.col_edges[j + 1] - o.col_begin;
-          switch (o.mode) {
-            case HeatmapMode::kMean:
-              for (int64_t c = c0; c < c1; ++c) out += v[c];
-              break;
-            case HeatmapMode::kAbsmax:
-              for (int64_t c = c0; c < c1; ++c)
-                out = std::max(out, static_cast<double>(std::fabs(v[c])));
-              break;
-            case HeatmapMode::kErrorSteps:
-              for (int64_t c = c0; c < c1; ++c) {
+        // Per mode, each cell's run folded into a local accumulator in the
+        // order the elements come (the mean's sum stays a sequence of
+        // double additions, so results do not depend on this loop's shape).
+        switch (o.mode) {
+          case HeatmapMode::kMean:
+            AccumulateSums(v.data(), run, row_out);
+            break;
+          case HeatmapMode::kAbsmax:
+            for (int j = 0; j < h.width; ++j) {
+              double acc = row_out[j];
+              for (int64_t c = run[j]; c < run[j + 1]; ++c)
+                acc = std::max(acc, static_cast<double>(std::fabs(v[c])));
+              row_out[j] = acc;
+            }
+            break;
+          case HeatmapMode::kErrorSteps:
+            for (int j = 0; j < h.width; ++j) {
+              double acc = row_out[j];
+              for (int64_t c = run[j]; c < run[j + 1]; ++c) {
                 const double e = q[c].value;
                 const double err = std::fabs(x[c] - e);
                 const double step =
                     x[c] > e ? q[c].step_above : q[c].step_below;
-                out = std::max(
-                    out, err == 0 ? 0 : (step > 0 ? err / step : INFINITY));
+                acc = std::max(
+                    acc, err == 0 ? 0 : (step > 0 ? err / step : INFINITY));
               }
-              break;
-            case HeatmapMode::kZeros:
-              for (int64_t c = c0; c < c1; ++c) {
+              row_out[j] = acc;
+            }
+            break;
+          case HeatmapMode::kZeros:
+            for (int j = 0; j < h.width; ++j) {
+              // Counts below 2^53 are exact in double, so counting in
+              // integers and adding once gives the same sum.
+              int64_t made = 0, pruned = 0;
+              for (int64_t c = run[j]; c < run[j + 1]; ++c) {
                 if (v[c] != 0) continue;
                 if (!with_ref || x[c] != 0) {
-                  out += 1;
+                  ++made;
                 } else {
-                  h.pruned[i * h.width + j] += 1;
+                  ++pruned;
                 }
               }
-              break;
-            case HeatmapMode::kGroup:
-              break;
-          }
+              row_out[j] += static_cast<double>(made);
+              if (row_pruned != nullptr)
+                row_pruned[j] += static_cast<double>(pruned);
+            }
+            break;
+          case HeatmapMode::kGroup:
+            break;
         }
       }
     }

@@ -53,7 +53,8 @@ std::vector<uint8_t> GroupBoundaries(const Heatmap& h);
 // An empty tensor (a zero dimension, any leading index) gives a heatmap of
 // no cells: width = height = 0, no values, min = max = 0.
 // Cost: one decode of the region's elements (error mode: with their steps),
-// plus one Inspect per cell for its group; group mode decodes nothing else.
+// plus one Encoding::GroupIds id per cell for its group; group mode decodes
+// nothing.
 // Errors: INVALID_ARGUMENT (rank 0; a leading index out of range; error mode
 // without a reference; a reference of another shape, naming both; a row map
 // that fails CheckRowMap; a region negative, empty or outside the view,

@@ -201,13 +201,17 @@ grpc::ServerUnaryReactor* TensormorphService::GetHeatmap(
         resp->set_cols(h->cols);
         resp->set_width(h->width);
         resp->set_height(h->height);
-        for (int64_t e : h->row_edges) resp->add_row_edges(e);
-        for (int64_t e : h->col_edges) resp->add_col_edges(e);
-        for (double v : h->values) resp->add_values(v);
-        for (int64_t g : h->groups) resp->add_groups(g);
+        // A page's heatmap is a million cells: sized once and copied whole,
+        // not grown an element at a time.
+        resp->mutable_row_edges()->Assign(h->row_edges.begin(),
+                                          h->row_edges.end());
+        resp->mutable_col_edges()->Assign(h->col_edges.begin(),
+                                          h->col_edges.end());
+        resp->mutable_values()->Assign(h->values.begin(), h->values.end());
+        resp->mutable_groups()->Assign(h->groups.begin(), h->groups.end());
         resp->set_min(h->min);
         resp->set_max(h->max);
-        for (double p : h->pruned) resp->add_pruned(p);
+        resp->mutable_pruned()->Assign(h->pruned.begin(), h->pruned.end());
         return absl::OkStatus();
       });
 }

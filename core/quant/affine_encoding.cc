@@ -133,6 +133,18 @@ class AffineEncoding final : public Encoding {
     return absl::OkStatus();
   }
 
+  // Inspect's group, from the index alone (act-order: through g_idx).
+  absl::Status GroupIds(absl::Span<const int64_t> indices,
+                        int64_t* out) const override {
+    for (size_t i = 0; i < indices.size(); ++i) {
+      const int64_t flat = indices[i];
+      int64_t gr = 0, gc = 0;
+      GroupOf(flat / p_.cols, flat % p_.cols, flat, &gr, &gc);
+      out[i] = GroupIndex(gr, gc);
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status Inspect(int64_t flat, ScalarInfo* s) const override {
     const int64_t r = flat / p_.cols, c = flat % p_.cols;
     int64_t gr = 0, gc = 0;

@@ -2,6 +2,16 @@
 
 namespace tensormorph {
 
+absl::Status Encoding::GroupIds(absl::Span<const int64_t> indices,
+                                int64_t* out) const {
+  ScalarInfo s;
+  for (size_t i = 0; i < indices.size(); ++i) {
+    if (absl::Status st = Inspect(indices[i], &s); !st.ok()) return st;
+    out[i] = GroupIdOf(s);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Encoding::DecodeRuns(int64_t first, int64_t count, float* values,
                                   std::vector<QuantRun>* runs) const {
   runs->clear();

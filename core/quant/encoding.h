@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "core/quant/scalar_info.h"
 
 namespace tensormorph {
@@ -78,6 +79,17 @@ class Encoding {
   // REQUIRES: 0 <= index < the tensor's element count.
   // Errors: UNIMPLEMENTED when the encoding cannot be decoded.
   virtual absl::Status Inspect(int64_t index, ScalarInfo* out) const = 0;
+
+  // The group id of each of `indices` into out[i]: Inspect's
+  // ScalarInfo::group, without the rest of ScalarInfo. Views that need only
+  // groups (a heatmap's cells, a million of them at a page's resolution)
+  // would otherwise spend their time decomposing scalars they never show.
+  // The default inspects each index; encodings whose groups are arithmetic
+  // of the index (ggml blocks, conventions' group grids) override it.
+  // REQUIRES: each index as Inspect's; `out` holds indices.size() ids.
+  // Errors: as Inspect.
+  virtual absl::Status GroupIds(absl::Span<const int64_t> indices,
+                                int64_t* out) const;
 
   // A hint that Inspect(index) comes soon: starts bringing its bytes into
   // the cache, so a batch of scattered indices overlaps its memory misses.

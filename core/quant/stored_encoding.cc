@@ -1,6 +1,7 @@
 #include "core/quant/stored_encoding.h"
 
 #include <algorithm>
+#include <bit>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -65,6 +66,32 @@ class StoredEncoding final : public Encoding {
   }
   absl::Status Inspect(int64_t index, ScalarInfo* out) const override {
     return InspectElement(tensor_.dtype, tensor_.data, index, out);
+  }
+
+  // ggml groups are arithmetic of the index: the storage block, and the
+  // sub-block within it where the type has them (InspectElement's id).
+  absl::Status GroupIds(absl::Span<const int64_t> indices,
+                        int64_t* out) const override {
+    if (GetCodec(tensor_.dtype) == nullptr) {
+      return Encoding::GroupIds(indices, out);  // Inspect's refusal
+    }
+    if (!HasBlockParams(tensor_.dtype)) {
+      std::fill_n(out, indices.size(), int64_t{-1});
+      return absl::OkStatus();
+    }
+    // block * subs + sub_block = index / (elements per sub-block), blocks
+    // being whole sub-blocks; a shift where that is a power of two (every
+    // ggml type's is).
+    const int64_t sub_elems = GetDTypeInfo(tensor_.dtype).block_elems /
+                              SubBlocksPerBlock(tensor_.dtype);
+    if ((sub_elems & (sub_elems - 1)) == 0) {
+      const int shift = std::countr_zero(static_cast<uint64_t>(sub_elems));
+      for (size_t i = 0; i < indices.size(); ++i) out[i] = indices[i] >> shift;
+    } else {
+      for (size_t i = 0; i < indices.size(); ++i)
+        out[i] = indices[i] / sub_elems;
+    }
+    return absl::OkStatus();
   }
 
   void Prefetch(int64_t index) const override {

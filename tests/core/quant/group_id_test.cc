@@ -134,6 +134,27 @@ TEST_P(GroupIdTest, InspectorAndBulkPathNumberGroupsDenselyInRowMajorOrder) {
   EXPECT_EQ(*seen.rbegin(), groups - 1);
 }
 
+// GroupIds, the batch the heatmap takes its cells' groups from, is
+// Inspect's group of every index, in any order (backwards here, so that an
+// implementation cannot lean on consecutive indices).
+TEST_P(GroupIdTest, GroupIdsAreInspectsGroupOfEveryIndexInAnyOrder) {
+  const Case& c = GetParam();
+  auto ckpt = Checkpoint::Open(Fixture(c.path));
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  const LogicalTensor* t = (*ckpt)->FindTensor(c.tensor);
+  ASSERT_NE(t, nullptr) << c.tensor;
+  const int64_t n = t->num_elements;
+  std::vector<int64_t> indices(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) indices[i] = n - 1 - i;
+  std::vector<int64_t> ids(indices.size(), -2);
+  ASSERT_TRUE(t->encoding->GroupIds(indices, ids.data()).ok());
+  for (size_t k = 0; k < indices.size(); ++k) {
+    ScalarInfo s;
+    ASSERT_TRUE(t->encoding->Inspect(indices[k], &s).ok());
+    ASSERT_EQ(ids[k], s.group) << "element " << indices[k];
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(GgmlTypesAndConventions, GroupIdTest,
                          ::testing::ValuesIn(Cases()),
                          [](const auto& info) { return info.param.label; });
@@ -158,6 +179,32 @@ TEST(GroupIdTest, SubBlocksPerBlockMatchTheGranularityTheTypesState) {
   EXPECT_EQ(SubBlocksPerBlock(DType::kQ6_K), 16);
   EXPECT_EQ(SubBlocksPerBlock(DType::kNVFP4), 4);
   EXPECT_EQ(SubBlocksPerBlock(DType::kQ4_0), 1);
+}
+
+// Every ggml fixture type, plain ones included (-1 throughout): GroupIds
+// against Inspect on both weight tensors.
+TEST(GroupIdTest, GroupIdsMatchInspectOnEveryGgmlFixtureType) {
+  for (const char* type :
+       {"F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K",
+        "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "MXFP4", "NVFP4",
+        "TQ1_0", "TQ2_0"}) {
+    auto ckpt =
+        Checkpoint::Open(Fixture(std::string("gguf/") + type + ".gguf"));
+    ASSERT_TRUE(ckpt.ok()) << type << ": " << ckpt.status();
+    for (const char* name : {"blk.0.attn_q.weight", "blk.0.ffn_down.weight"}) {
+      const LogicalTensor* t = (*ckpt)->FindTensor(name);
+      ASSERT_NE(t, nullptr) << type << " " << name;
+      std::vector<int64_t> indices(static_cast<size_t>(t->num_elements));
+      for (size_t i = 0; i < indices.size(); ++i) indices[i] = i;
+      std::vector<int64_t> ids(indices.size(), -2);
+      ASSERT_TRUE(t->encoding->GroupIds(indices, ids.data()).ok());
+      for (size_t i = 0; i < indices.size(); ++i) {
+        ScalarInfo s;
+        ASSERT_TRUE(t->encoding->Inspect(indices[i], &s).ok());
+        ASSERT_EQ(ids[i], s.group) << type << " " << name << " element " << i;
+      }
+    }
+  }
 }
 
 }  // namespace

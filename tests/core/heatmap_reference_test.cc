@@ -1,0 +1,261 @@
+// The heatmap bit for bit against the straightforward reduction it
+// replaces for speed: each cell's group from Inspect of its first element,
+// and every element folded into its cell one at a time, in double, in
+// row-major order. Every mode, with and without a reference, on ggml types
+// and conventions, over the whole view and over regions whose cells differ
+// in width (so runs of uneven length meet).
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/format/checkpoint.h"
+#include "core/heatmap.h"
+#include "gtest/gtest.h"
+#include "tests/support/gguf_writer.h"
+#include "tests/support/safetensors_writer.h"
+#include "tests/support/test_paths.h"
+
+namespace tensormorph {
+namespace {
+
+using ::tensormorph::testing::BuildGguf;
+using ::tensormorph::testing::Fixture;
+using ::tensormorph::testing::GgufSpec;
+using ::tensormorph::testing::GgufString;
+using ::tensormorph::testing::MakeTempDir;
+using ::tensormorph::testing::WriteFile;
+
+// Quantized values share a scale, so their sums in double are mostly exact
+// and would hide a change of the order of additions. This F32 GGUF holds two
+// [16, 256] tensors ("a", and "b" as its reference) of magnitudes 2^-40 to
+// 2^40, either sign, a tenth exact zeros: sums that round at nearly every
+// step, differently in any other order.
+std::string WriteWildGguf() {
+  std::mt19937 rng(17);
+  std::uniform_int_distribution<int> exponent(-40, 40), tenth(0, 9);
+  std::uniform_real_distribution<float> mantissa(1.0f, 2.0f);
+  auto values = [&] {
+    std::string data(16 * 256 * sizeof(float), '\0');
+    for (size_t k = 0; k < 16 * 256; ++k) {
+      const float f =
+          tenth(rng) == 0
+              ? 0.0f
+              : std::ldexp(mantissa(rng), exponent(rng)) * (k % 3 ? 1 : -1);
+      std::memcpy(data.data() + k * sizeof(float), &f, sizeof(float));
+    }
+    return data;
+  };
+  GgufSpec s;
+  s.kv.push_back({"general.architecture", GgufString("llama")});
+  s.tensors.push_back({"a.weight", {256, 16}, 0, values()});
+  s.tensors.push_back({"b.weight", {256, 16}, 0, values()});
+  const std::string path = MakeTempDir() + "/wild.gguf";
+  WriteFile(path, BuildGguf(s));
+  return path;
+}
+
+// The reduction as the heatmap first computed it, on the cells (edges,
+// width, height, rows, cols) `got` chose; the view is the tensor's first
+// (rank 2 fixtures only).
+Heatmap Reference(const LogicalTensor& t, const LogicalTensor* ref,
+                  HeatmapMode mode, const Heatmap& got) {
+  Heatmap h = got;
+  const size_t cells = static_cast<size_t>(h.width) * h.height;
+  const bool zeros = mode == HeatmapMode::kZeros;
+  h.values.assign(cells, mode == HeatmapMode::kMean || zeros
+                             ? 0.0
+                             : -std::numeric_limits<double>::infinity());
+  h.groups.assign(cells, -1);
+  h.pruned.clear();
+  if (zeros && ref != nullptr) h.pruned.assign(cells, 0.0);
+  for (int i = 0; i < h.height; ++i) {
+    for (int j = 0; j < h.width; ++j) {
+      ScalarInfo s;
+      EXPECT_TRUE(
+          t.encoding->Inspect(h.row_edges[i] * h.cols + h.col_edges[j], &s)
+              .ok());
+      h.groups[i * h.width + j] = s.group;
+    }
+  }
+  const int64_t c_begin = h.col_edges.front();
+  const int64_t ncols = h.col_edges.back() - c_begin;
+  const bool detailed = mode == HeatmapMode::kErrorSteps;
+  const bool with_ref = ref != nullptr && (detailed || zeros);
+  std::vector<ElementQuant> q(static_cast<size_t>(ncols));
+  std::vector<float> v(static_cast<size_t>(ncols));
+  std::vector<float> x(static_cast<size_t>(ncols));
+  for (int i = 0; mode != HeatmapMode::kGroup && i < h.height; ++i) {
+    for (int64_t r = h.row_edges[i]; r < h.row_edges[i + 1]; ++r) {
+      const int64_t first = r * h.cols + c_begin;
+      if (detailed) {
+        EXPECT_TRUE(t.encoding->DecodeDetailed(first, ncols, q.data()).ok());
+      } else {
+        EXPECT_TRUE(t.encoding->Decode(first, ncols, v.data()).ok());
+      }
+      if (with_ref) {
+        EXPECT_TRUE(ref->encoding->Decode(first, ncols, x.data()).ok());
+      }
+      for (int j = 0; j < h.width; ++j) {
+        double& out = h.values[i * h.width + j];
+        for (int64_t c = h.col_edges[j] - c_begin;
+             c < h.col_edges[j + 1] - c_begin; ++c) {
+          switch (mode) {
+            case HeatmapMode::kMean:
+              out += v[c];
+              break;
+            case HeatmapMode::kAbsmax:
+              out = std::max(out, static_cast<double>(std::fabs(v[c])));
+              break;
+            case HeatmapMode::kErrorSteps: {
+              const double e = q[c].value;
+              const double err = std::fabs(x[c] - e);
+              const double step = x[c] > e ? q[c].step_above : q[c].step_below;
+              out = std::max(out,
+                             err == 0 ? 0 : (step > 0 ? err / step : INFINITY));
+              break;
+            }
+            case HeatmapMode::kZeros:
+              if (v[c] != 0) break;
+              if (!with_ref || x[c] != 0) {
+                out += 1;
+              } else {
+                h.pruned[i * h.width + j] += 1;
+              }
+              break;
+            case HeatmapMode::kGroup:
+              break;
+          }
+        }
+      }
+    }
+  }
+  for (int i = 0; i < h.height; ++i) {
+    for (int j = 0; j < h.width; ++j) {
+      const size_t k = static_cast<size_t>(i) * h.width + j;
+      const double count =
+          static_cast<double>(h.row_edges[i + 1] - h.row_edges[i]) *
+          static_cast<double>(h.col_edges[j + 1] - h.col_edges[j]);
+      if (mode == HeatmapMode::kMean || zeros) h.values[k] /= count;
+      if (!h.pruned.empty()) h.pruned[k] /= count;
+      if (mode == HeatmapMode::kGroup)
+        h.values[k] = static_cast<double>(h.groups[k]);
+    }
+  }
+  const auto [lo, hi] = std::minmax_element(h.values.begin(), h.values.end());
+  h.min = *lo;
+  h.max = *hi;
+  return h;
+}
+
+void ExpectSameBits(const std::vector<double>& got,
+                    const std::vector<double>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t k = 0; k < got.size(); ++k) {
+    ASSERT_EQ(std::bit_cast<uint64_t>(got[k]), std::bit_cast<uint64_t>(want[k]))
+        << what << " cell " << k << ": " << got[k] << " vs " << want[k];
+  }
+}
+
+struct Source {
+  std::string path, ref_path, tensor, ref_tensor;
+};
+
+TEST(HeatmapReferenceTest, EveryModeAndRegionIsTheStraightforwardReduction) {
+  const std::string down = "model.layers.0.mlp.down_proj.weight";
+  const std::string wild = WriteWildGguf();
+  std::vector<Source> sources = {
+      {wild, wild, "a.weight", "b.weight"},
+      {"gguf/Q4_K.gguf", "gguf/source_f32.gguf", "blk.0.ffn_down.weight"},
+      {"gguf/Q8_0.gguf", "gguf/source_f32.gguf", "blk.0.ffn_down.weight"},
+      {"gguf/Q6_K.gguf", "gguf/source_f32.gguf", "blk.0.ffn_down.weight"},
+      {"gguf/Q4_0.gguf", "gguf/source_f32.gguf", "blk.0.ffn_down.weight"},
+      {"gguf/TQ1_0.gguf", "gguf/source_f32.gguf", "blk.0.ffn_down.weight"},
+      {"gguf/IQ4_NL.gguf", "gguf/source_f32.gguf", "blk.0.ffn_down.weight"},
+      {"gguf/F16.gguf", "gguf/source_f32.gguf", "blk.0.ffn_down.weight"},
+      {"safetensors/gptq_4bit_g32_actorder",
+       "safetensors/gptq_4bit_g32_actorder/source", down},
+      {"safetensors/ct_int8_channel", "safetensors/ct_int8_channel/source",
+       down},
+      {"safetensors/fp8_block_sharded", "safetensors/fp8_block_sharded/source",
+       down},
+  };
+  for (size_t k = 1; k < sources.size(); ++k) {
+    sources[k].path = Fixture(sources[k].path);
+    sources[k].ref_path = Fixture(sources[k].ref_path);
+    sources[k].ref_tensor = sources[k].tensor;
+  }
+  struct Shape {
+    int width, height;
+    int64_t row_begin, row_end, col_begin, col_end;
+  };
+  const std::vector<Shape> shapes = {
+      {256, 256, 0, 0, 0, 0},  // one element per cell where the view is small
+      {7, 3, 0, 0, 0, 0},      // uneven cells over the whole view
+      {13, 5, 1, 0, 3, 0},     // a region, uneven
+      {5, 2, 1, 3, 17, 60},    // a narrow region
+      {1, 1, 0, 0, 0, 0},      // one cell
+      {32, 8, 0, 0, 0, 0},     // runs of eight columns or more, in eights
+      {19, 4, 2, 0, 5, 0},     // uneven runs: of 13 or 14 on ggml, 3 on the
+                               // conventions' 64 columns
+      {8, 4, 2, 0, 5, 0},      // eight uneven runs of 7 or 8 (conventions)
+  };
+  int compared = 0;
+  for (const Source& src : sources) {
+    auto ckpt = Checkpoint::Open(src.path);
+    ASSERT_TRUE(ckpt.ok()) << src.path << ": " << ckpt.status();
+    auto ref_ckpt = Checkpoint::Open(src.ref_path);
+    ASSERT_TRUE(ref_ckpt.ok()) << src.ref_path << ": " << ref_ckpt.status();
+    const LogicalTensor* t = (*ckpt)->FindTensor(src.tensor);
+    const LogicalTensor* x = (*ref_ckpt)->FindTensor(src.ref_tensor);
+    ASSERT_NE(t, nullptr) << src.path;
+    ASSERT_NE(x, nullptr) << src.ref_path;
+    ASSERT_EQ(t->shape.size(), 2u) << src.path;
+    for (const Shape& shape : shapes) {
+      for (HeatmapMode mode :
+           {HeatmapMode::kMean, HeatmapMode::kAbsmax, HeatmapMode::kErrorSteps,
+            HeatmapMode::kGroup, HeatmapMode::kZeros}) {
+        for (const LogicalTensor* r :
+             {x, static_cast<const LogicalTensor*>(nullptr)}) {
+          if (mode == HeatmapMode::kErrorSteps && r == nullptr) continue;
+          HeatmapOptions o;
+          o.mode = mode;
+          o.width = shape.width;
+          o.height = shape.height;
+          o.row_begin = shape.row_begin;
+          o.row_end = shape.row_end;
+          o.col_begin = shape.col_begin;
+          o.col_end = shape.col_end;
+          const std::string what =
+              src.path + " mode " + std::to_string(static_cast<int>(mode)) +
+              (r != nullptr ? " with ref" : "") + " " +
+              std::to_string(shape.width) + "x" + std::to_string(shape.height) +
+              " from (" + std::to_string(shape.row_begin) + ", " +
+              std::to_string(shape.col_begin) + ")";
+          auto got = ComputeHeatmap(*t, r, o);
+          ASSERT_TRUE(got.ok()) << what << ": " << got.status();
+          const Heatmap want = Reference(*t, r, mode, *got);
+          ExpectSameBits(got->values, want.values, what + " values");
+          ExpectSameBits(got->pruned, want.pruned, what + " pruned");
+          EXPECT_EQ(got->groups, want.groups) << what;
+          EXPECT_EQ(std::bit_cast<uint64_t>(got->min),
+                    std::bit_cast<uint64_t>(want.min))
+              << what;
+          EXPECT_EQ(std::bit_cast<uint64_t>(got->max),
+                    std::bit_cast<uint64_t>(want.max))
+              << what;
+          ++compared;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(compared, 11 * 8 * 9);
+}
+
+}  // namespace
+}  // namespace tensormorph

@@ -3,7 +3,7 @@
 // and, after a diff, the tensor's worst elements.
 import * as api from '../api.js';
 import { el, put, clear, loading, fmtNum, fmtShape } from '../ui.js';
-import { createHeatmap, MODES, view2d } from './heatmap_canvas.js';
+import { createHeatmap, MODES, view2d, serverLimits } from './heatmap_canvas.js';
 import { createInspector } from './inspector.js';
 import { diffReportFor } from '../store.js';
 
@@ -65,6 +65,7 @@ export function mount(host, s, ctx) {
 
   const pick = (index) => ctx.navigate({ index: index.join(',') });
 
+  serverLimits();
   api.call('GetTensor', { checkpoint: s.checkpoint, tensor: s.tensor }, { signal: controller.signal }).then(({ tensor: t }) => {
     clear(host);
     shape = api.nums(t.shape);

@@ -14,11 +14,13 @@ export const MODES = {
 };
 
 // The server's limits on a heatmap (GetServerInfo), asked once per page;
-// these are the defaults until it answers, or if it cannot.
+// these are the defaults until it answers, or if it cannot. The heatmap
+// view asks as it mounts, beside its GetTensor, so neither waits on the
+// other.
 let maxSide = 4096;
 let maxCells = 2097152;
 let limitsAsked = null;
-function serverLimits() {
+export function serverLimits() {
   if (!limitsAsked) {
     limitsAsked = api.call('GetServerInfo', {}).then((info) => {
       const l = info.limits || {};

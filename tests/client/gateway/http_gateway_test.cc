@@ -19,8 +19,10 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "client/client.h"
+#include "client/gateway/web_assets.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tensormorph/v1/tensormorph.grpc.pb.h"
@@ -356,6 +358,19 @@ TEST_F(HttpGatewayTest,
   EXPECT_THAT(r->get_header_value("Content-Security-Policy"),
               HasSubstr("default-src 'self'"));
   EXPECT_THAT(r->body, HasSubstr("<html"));
+  // Every module is preloaded at once (not found import by import), so a
+  // module added to client/web must be named there too.
+  for (const WebAsset& a : WebAssets()) {
+    const std::string path = std::string(a.path).substr(1);
+    if (!absl::EndsWith(path, ".js") || path == "app.js") continue;
+    EXPECT_THAT(r->body, HasSubstr("<link rel=\"modulepreload\" href=\"" +
+                                   path + "\">"));
+    httplib::Result js = Http().Get(a.path);
+    ASSERT_TRUE(js);
+    EXPECT_EQ(js->status, 200) << a.path;
+    EXPECT_THAT(js->get_header_value("Content-Type"),
+                HasSubstr("text/javascript"));
+  }
 }
 
 // /metrics parses as Prometheus text and counts the HTTP requests as the

@@ -138,6 +138,7 @@ int main(int argc, char** argv) {
     http.tls_key = options.tls_key;
     http.tls_client_ca = options.tls_client_ca;
     http.serving = [&serving] { return serving.load(); };
+    http.check_authorization_first = !options.token_file.empty();
     http.metrics = [state = &(*server)->state()] {
       return tensormorph::PrometheusText(*state);
     };

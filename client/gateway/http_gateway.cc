@@ -14,6 +14,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "client/gateway/http_body.h"
 #include "client/gateway/http_query.h"
 #include "client/gateway/http_status.h"
@@ -26,9 +28,13 @@
 namespace tensormorph {
 namespace {
 
-// The largest request body: an InspectScalars of a million coordinates in
-// JSON fits.
-constexpr size_t kMaxBodyBytes = 64 << 20;
+// The largest request body. A request is at most kMaxRequestBytes as
+// protobuf (the server's receive limit), and its JSON some times that; a
+// body past this could not become a request the server takes.
+constexpr size_t kMaxBodyBytes = 16 << 20;
+// A request body must arrive within this, however it trickles in, so that
+// slow senders cannot keep the serving threads.
+constexpr absl::Duration kBodyDeadline = absl::Seconds(20);
 
 // JSON named with its charset: a type cpp-httplib does not compress (see
 // http_body.h), for bodies too small to gain from it.
@@ -37,6 +43,37 @@ constexpr char kSmallJson[] = "application/json; charset=utf-8";
 void SendError(httplib::Response& res, const absl::Status& status) {
   res.status = HttpStatusOf(status.code());
   res.set_content(ErrorJson(status), kSmallJson);
+}
+
+// The body, read here rather than by cpp-httplib, so that a slow sender is
+// cut off at kBodyDeadline, not held for as long as it trickles.
+absl::StatusOr<std::string> ReadBody(const httplib::ContentReader& content) {
+  std::string body;
+  const absl::Time deadline = absl::Now() + kBodyDeadline;
+  bool late = false, large = false;
+  const bool read = content([&](const char* data, size_t n) {
+    late = absl::Now() > deadline;
+    large = body.size() + n > kMaxBodyBytes;
+    if (late || large) return false;
+    body.append(data, n);
+    return true;
+  });
+  if (large) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the request body is past the ", kMaxBodyBytes >> 20, " MiB allowed"));
+  }
+  if (late) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("the request body did not arrive within ",
+                     absl::ToInt64Seconds(kBodyDeadline), " seconds"));
+  }
+  if (!read) {
+    // cpp-httplib refuses a Content-Length past the limit without reading.
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the request body could not be read whole: past the ",
+                     kMaxBodyBytes >> 20, " MiB allowed, or cut short"));
+  }
+  return body;
 }
 
 CallOrigin OriginOf(const httplib::Request& req) {
@@ -99,13 +136,21 @@ class HttpGateway::Impl {
   }
 
   void Routes();
-  void Rpc(const httplib::Request& req, httplib::Response& res);
-  void Stream(const std::string& method, const httplib::Request& req,
-              httplib::Response& res);
+  void Rpc(const httplib::Request& req, httplib::Response& res,
+           const httplib::ContentReader& content);
+  void Stream(const std::string& method, const std::string& body,
+              const httplib::Request& req, httplib::Response& res);
+  // An API request's Authorization, checked before its body is read (so
+  // that no unauthenticated client makes the server hold 16 MiB bodies) by
+  // the service's own interceptor, through a GetServerInfo call that
+  // carries it. Answers the refusal and returns false.
+  bool Authorized(const httplib::Request& req, httplib::Response& res) const;
   void Npy(const httplib::Request& req, httplib::Response& res);
   void HeatmapPng(const httplib::Request& req, httplib::Response& res);
   void Asset(const httplib::Request& req, httplib::Response& res);
-  bool Cors(const httplib::Request& req, httplib::Response& res) const;
+  bool AllowedOrigin(const httplib::Request& req) const;
+  // CORS headers for an allowed origin (set once per response).
+  void Cors(const httplib::Request& req, httplib::Response& res) const;
 
   const HttpGatewayOptions options_;
   const JsonRpc rpc_;
@@ -196,20 +241,57 @@ void HttpGateway::Impl::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-bool HttpGateway::Impl::Cors(const httplib::Request& req,
-                             httplib::Response& res) const {
+bool HttpGateway::Impl::AllowedOrigin(const httplib::Request& req) const {
   if (options_.allow_origin.empty() || !req.has_header("Origin")) return false;
-  const std::string origin = req.get_header_value("Origin");
-  if (options_.allow_origin != "*" && origin != options_.allow_origin) {
-    return false;
-  }
-  res.set_header("Access-Control-Allow-Origin",
-                 options_.allow_origin == "*" ? "*" : origin);
+  return options_.allow_origin == "*" ||
+         req.get_header_value("Origin") == options_.allow_origin;
+}
+
+void HttpGateway::Impl::Cors(const httplib::Request& req,
+                             httplib::Response& res) const {
+  if (!AllowedOrigin(req)) return;
+  res.set_header(
+      "Access-Control-Allow-Origin",
+      options_.allow_origin == "*" ? "*" : req.get_header_value("Origin"));
+  res.set_header("Access-Control-Expose-Headers", "Content-Disposition");
   res.set_header("Vary", "Origin");
-  return true;
+}
+
+bool HttpGateway::Impl::Authorized(const httplib::Request& req,
+                                   httplib::Response& res) const {
+  if (!options_.check_authorization_first) return true;
+  grpc::ClientContext context;
+  v1::GetServerInfoResponse ignored;
+  absl::Status s = ApplyOrigin(OriginOf(req), &context);
+  if (s.ok()) {
+    s = FromGrpcStatus(rpc_.stub().GetServerInfo(
+        &context, v1::GetServerInfoRequest(), &ignored));
+  }
+  if (s.code() != absl::StatusCode::kUnauthenticated &&
+      s.code() != absl::StatusCode::kPermissionDenied) {
+    return true;  // anything else is the call's own to answer
+  }
+  SendError(res, s);
+  res.set_header("Connection", "close");  // its body is not read
+  return false;
 }
 
 void HttpGateway::Impl::Routes() {
+  http_->set_pre_routing_handler(
+      [this](const httplib::Request& req, httplib::Response& res) {
+        if (!absl::StartsWith(req.path, "/v1/")) {
+          return httplib::Server::HandlerResponse::Unhandled;
+        }
+        // cpp-httplib cuts any answer to a request's Range, errors and
+        // streams included; no /v1 answer can be cut (the .npy refuses a
+        // Range itself). The Request is cpp-httplib's own mutable object,
+        // handed over as const.
+        const_cast<httplib::Request&>(req).ranges.clear();
+        if (req.method != "OPTIONS" && !Authorized(req, res)) {
+          return httplib::Server::HandlerResponse::Handled;
+        }
+        return httplib::Server::HandlerResponse::Unhandled;
+      });
   http_->set_post_routing_handler(
       [this](const httplib::Request& req, httplib::Response& res) {
         res.set_header("X-Content-Type-Options", "nosniff");
@@ -230,6 +312,10 @@ void HttpGateway::Impl::Routes() {
                            " MiB allowed"));
         } else if (res.status == 400) {
           s = absl::InvalidArgumentError("a malformed HTTP request");
+        } else if (res.status == 414) {
+          s = absl::InvalidArgumentError(
+              "the URL is past the 8 KiB allowed; send the request as JSON "
+              "to POST /v1/<Method> instead");
         } else if (res.status != 404) {
           s = absl::UnknownError(absl::StrCat("HTTP ", res.status));
         }
@@ -239,7 +325,7 @@ void HttpGateway::Impl::Routes() {
 
   http_->Options(
       R"(/.*)", [this](const httplib::Request& req, httplib::Response& res) {
-        if (!Cors(req, res)) {
+        if (!AllowedOrigin(req)) {
           SendError(res, absl::PermissionDeniedError(
                              "cross-origin calls are not allowed from this "
                              "origin (tensormorphd --http-allow-origin)"));
@@ -275,13 +361,14 @@ void HttpGateway::Impl::Routes() {
                HeatmapPng(req, res);
              });
   http_->Post(R"(/v1/([A-Za-z]+))",
-              [this](const httplib::Request& req, httplib::Response& res) {
-                Rpc(req, res);
+              [this](const httplib::Request& req, httplib::Response& res,
+                     const httplib::ContentReader& content) {
+                Rpc(req, res, content);
               });
   http_->Get(
       R"(/v1/.*)", [](const httplib::Request& req, httplib::Response& res) {
         res.set_header("Allow", "POST");
-        SendError(res, absl::InvalidArgumentError(absl::StrCat(
+        SendError(res, absl::UnimplementedError(absl::StrCat(
                            req.path, " takes POST with the request as JSON")));
         res.status = 405;
       });
@@ -289,14 +376,16 @@ void HttpGateway::Impl::Routes() {
                               httplib::Response& res) { Asset(req, res); });
 }
 
-void HttpGateway::Impl::Rpc(const httplib::Request& req,
-                            httplib::Response& res) {
+void HttpGateway::Impl::Rpc(const httplib::Request& req, httplib::Response& res,
+                            const httplib::ContentReader& content) {
   const std::string method = req.matches[1];
   // A browser sends a cross-origin application/json POST only after a
   // preflight, which only --http-allow-origin answers; a form or a
   // text/plain POST from another site is refused here.
   const std::string type = req.get_header_value("Content-Type");
-  if (!absl::StartsWithIgnoreCase(type, "application/json")) {
+  const absl::string_view media = absl::StripAsciiWhitespace(
+      absl::string_view(type).substr(0, std::min(type.find(';'), type.size())));
+  if (!absl::EqualsIgnoreCase(media, "application/json")) {
     SendError(res,
               absl::InvalidArgumentError(absl::StrCat(
                   "POST /v1/", method, " needs Content-Type: application/json",
@@ -306,18 +395,24 @@ void HttpGateway::Impl::Rpc(const httplib::Request& req,
   }
   absl::StatusOr<bool> streaming = rpc_.IsServerStreaming(method);
   if (!streaming.ok()) return SendError(res, streaming.status());
-  if (*streaming) return Stream(method, req, res);
-  absl::StatusOr<std::string> reply =
-      rpc_.Unary(method, req.body, OriginOf(req));
+  absl::StatusOr<std::string> body = ReadBody(content);
+  if (!body.ok()) {
+    SendError(res, body.status());
+    res.set_header("Connection", "close");  // the rest is not read
+    return;
+  }
+  if (*streaming) return Stream(method, *body, req, res);
+  absl::StatusOr<std::string> reply = rpc_.Unary(method, *body, OriginOf(req));
   if (!reply.ok()) return SendError(res, reply.status());
   SendBody(req, res, *std::move(reply), "application/json");
 }
 
 void HttpGateway::Impl::Stream(const std::string& method,
+                               const std::string& body,
                                const httplib::Request& req,
                                httplib::Response& res) {
   absl::StatusOr<std::unique_ptr<JsonStream>> started =
-      rpc_.Stream(method, req.body, OriginOf(req));
+      rpc_.Stream(method, body, OriginOf(req));
   if (!started.ok()) return SendError(res, started.status());
   struct State : Sending {
     std::unique_ptr<JsonStream> stream;
@@ -373,6 +468,16 @@ void HttpGateway::Impl::Stream(const std::string& method,
 
 void HttpGateway::Impl::Npy(const httplib::Request& req,
                             httplib::Response& res) {
+  // A stream cannot start mid-way: a resumed download would get the start
+  // again under a 206, so ranges are refused, not ignored.
+  res.set_header("Accept-Ranges", "none");
+  if (req.has_header("Range")) {
+    SendError(res, absl::InvalidArgumentError(
+                       "/v1/tensor.npy cannot send a byte range; download it "
+                       "whole, or name a part of the tensor with ?slice="));
+    res.status = 416;
+    return;
+  }
   absl::StatusOr<v1::ReadSliceRequest> request = ReadSliceFromQuery(req.params);
   if (!request.ok()) return SendError(res, request.status());
   struct State : Sending {
@@ -380,6 +485,7 @@ void HttpGateway::Impl::Npy(const httplib::Request& req,
     std::unique_ptr<grpc::ClientReader<v1::SliceChunk>> reader;
     v1::SliceChunk chunk;
     int64_t left = 0;  // data bytes still to send
+    size_t sent = 0;   // bytes written, the header included
     bool finished = false;
   };
   auto state = std::make_shared<State>();
@@ -407,17 +513,20 @@ void HttpGateway::Impl::Npy(const httplib::Request& req,
   res.set_content_provider(
       header.size() + static_cast<size_t>(h.total_bytes()),
       "application/octet-stream",
-      [state, header, sent_header = false](size_t, size_t,
-                                           httplib::DataSink& sink) mutable {
-        if (!sent_header) {
-          sent_header = true;
+      [state, header](size_t offset, size_t, httplib::DataSink& sink) {
+        // The bytes go out in order from the first; a request for any
+        // other offset is not this stream's to answer.
+        if (offset != state->sent) return false;
+        if (state->sent == 0) {
           if (!sink.write(header.data(), header.size())) return false;
+          state->sent += header.size();
         }
         const std::string& data = state->chunk.data();
         if (static_cast<int64_t>(data.size()) > state->left) return false;
         if (!data.empty() && !sink.write(data.data(), data.size())) {
           return false;
         }
+        state->sent += data.size();
         state->left -= static_cast<int64_t>(data.size());
         if (state->left == 0) return true;  // httplib ends at the length
         // Ends short (the call failed, or sent less than its header said):

@@ -47,8 +47,14 @@ struct HttpGatewayOptions {
   // Development: serve the page's files from this directory (client/web)
   // instead of the compiled-in copy, so an edit shows on reload.
   std::string assets_dir;
-  // Threads serving HTTP connections; a streaming response holds one.
-  int threads = 16;
+  // Threads serving HTTP connections; a streaming response, and a client
+  // idling on a kept-alive connection, holds one.
+  int threads = 64;
+  // Check each /v1 request's Authorization before reading its body (set when
+  // the service has tokens): the service's interceptor judges it, through a
+  // GetServerInfo call that carries it, so an unauthenticated client cannot
+  // make the server read and hold large bodies.
+  bool check_authorization_first = false;
   // The body of /metrics (Prometheus text); unset = 404.
   std::function<std::string()> metrics;
   // /healthz is 200 while this is true; unset = always.

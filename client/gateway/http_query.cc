@@ -1,5 +1,6 @@
 #include "client/gateway/http_query.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 
 namespace tensormorph {
 namespace {
@@ -138,8 +140,15 @@ class Query {
   static absl::StatusOr<int64_t> ParseInteger(const std::string& name,
                                               absl::string_view text,
                                               int64_t min, int64_t max) {
+    // Digits with an optional '-': SimpleAtoi alone would take "+5" and
+    // " 5" too.
+    absl::string_view digits = text;
+    absl::ConsumePrefix(&digits, "-");
+    const bool plain = !digits.empty() &&
+                       std::all_of(digits.begin(), digits.end(),
+                                   [](char c) { return c >= '0' && c <= '9'; });
     int64_t n = 0;
-    if (!absl::SimpleAtoi(text, &n) || n < min || n > max) {
+    if (!plain || !absl::SimpleAtoi(text, &n) || n < min || n > max) {
       return absl::InvalidArgumentError(
           absl::StrCat("query parameter '", name, "' has '", text,
                        "'; expected an integer in [", min, ", ", max, "]"));

@@ -3,10 +3,13 @@
 // every reply parsed back into its protobuf type.
 #include "client/gateway/http_gateway.h"
 
+#include <arpa/inet.h>
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/dynamic_message.h>
 #include <google/protobuf/util/json_util.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -67,6 +70,29 @@ const google::protobuf::ServiceDescriptor& Service() {
            << json.substr(0, 300);
   }
   return ::testing::AssertionSuccess();
+}
+
+// Writes `request` to the port and returns what comes back until the server
+// closes the connection or 5 s pass.
+std::string RawExchange(int port, const std::string& request) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string reply;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+      ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(request.size())) {
+    timeval tv{5, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    char buf[4096];
+    for (ssize_t n; (n = ::recv(fd, buf, sizeof(buf), 0)) > 0;) {
+      reply.append(buf, static_cast<size_t>(n));
+    }
+  }
+  ::close(fd);
+  return reply;
 }
 
 class HttpGatewayTest : public ::testing::Test {
@@ -242,6 +268,22 @@ TEST_F(HttpGatewayTest, LargeRepliesAreGzippedForClientsThatAcceptItOnly) {
   EXPECT_EQ(inflated->body, identity->body);
 }
 
+// A resumed download would get the stream's start again under a 206: a
+// range is refused, and the answer says ranges are not offered.
+TEST_F(HttpGatewayTest, NpyRefusesByteRangesRatherThanSendingTheStartAgain) {
+  const std::string path =
+      std::string("/v1/tensor.npy?checkpoint=") + kQ8 + "&tensor=" + kQ8Tensor;
+  httplib::Result whole = Http().Get(path.c_str());
+  ASSERT_TRUE(whole && whole->status == 200);
+  EXPECT_EQ(whole->get_header_value("Accept-Ranges"), "none");
+  httplib::Result part =
+      Http().Get(path.c_str(), {httplib::make_range_header({{200, 299}})});
+  ASSERT_TRUE(part);
+  EXPECT_EQ(part->status, 416) << part->body.substr(0, 100);
+  EXPECT_EQ(Json::parse(part->body, nullptr, false).value("code", ""),
+            "INVALID_ARGUMENT");
+}
+
 TEST_F(HttpGatewayTest, TheHeatmapPngIsAPngOfTheRequestedRegion) {
   httplib::Result r =
       Http().Get((std::string("/v1/heatmap.png?checkpoint=") + kQ8 +
@@ -289,7 +331,12 @@ TEST_F(HttpGatewayTest, RefusalsCarryTheirHttpStatusAndCode) {
       {"no JSON content type", "POST", "/v1/GetServerInfo", "{}", "text/plain",
        415, "INVALID_ARGUMENT", "application/json"},
       {"GET of a method", "GET", "/v1/GetServerInfo", "", "", 405,
-       "INVALID_ARGUMENT", "POST"},
+       "UNIMPLEMENTED", "POST"},
+      {"a JSON-like content type", "POST", "/v1/GetServerInfo", "{}",
+       "application/jsonp", 415, "INVALID_ARGUMENT", "application/json"},
+      {"a body past 16 MiB", "POST", "/v1/GetServerInfo",
+       std::string((16 << 20) + 1, ' '), "application/json", 429,
+       "RESOURCE_EXHAUSTED", "16 MiB"},
       {"path outside the roots", "POST", "/v1/GetCheckpoint",
        R"({"checkpoint": "../../../../etc/passwd"})", "application/json", 403,
        "PERMISSION_DENIED", "outside"},
@@ -451,6 +498,9 @@ TEST(HttpGatewayCorsTest, TheAllowedOriginGetsCorsHeadersAndOthersDoNot) {
   EXPECT_EQ(preflight->status, 204);
   EXPECT_EQ(preflight->get_header_value("Access-Control-Allow-Origin"),
             "https://dash.example");
+  // Twice would make a browser refuse it.
+  EXPECT_EQ(preflight->get_header_value_count("Access-Control-Allow-Origin"),
+            1u);
   EXPECT_THAT(preflight->get_header_value("Access-Control-Allow-Headers"),
               HasSubstr("Authorization"));
   httplib::Result ok =
@@ -459,6 +509,7 @@ TEST(HttpGatewayCorsTest, TheAllowedOriginGetsCorsHeadersAndOthersDoNot) {
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->get_header_value("Access-Control-Allow-Origin"),
             "https://dash.example");
+  EXPECT_EQ(ok->get_header_value_count("Access-Control-Allow-Origin"), 1u);
   httplib::Result other =
       c.Post("/v1/GetServerInfo", {{"Origin", "https://evil.example"}}, "{}",
              "application/json");
@@ -490,6 +541,14 @@ TEST(HttpGatewayAuthTest, ApiCallsNeedTheBearerTokenAndThePageDoesNot) {
     ASSERT_TRUE(n);
     EXPECT_EQ(n->status, 401) << n->body;
   }
+  // Refused before the body is read: the headers of a 15 MiB request, and
+  // no body, bring the 401 back, so an unauthenticated client cannot make
+  // the server take in large bodies.
+  EXPECT_THAT(RawExchange(s.http_port(),
+                          "POST /v1/GetServerInfo HTTP/1.1\r\nHost: x\r\n"
+                          "Content-Type: application/json\r\n"
+                          "Content-Length: 15728640\r\n\r\n"),
+              ::testing::StartsWith("HTTP/1.1 401"));
   const httplib::Headers good = {{"Authorization", "Bearer secret-one"}};
   httplib::Result r =
       c.Post("/v1/GetServerInfo", good, "{}", "application/json");

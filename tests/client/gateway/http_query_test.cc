@@ -55,6 +55,9 @@ TEST(HttpQueryTest, ValuesOutOfTheirTypeAreRefusedNamingTheParameter) {
   for (const auto& [name, value, message] :
        std::vector<std::tuple<std::string, std::string, std::string>>{
            {"width", "0", "'width'"},
+           {"width", "+5", "'width'"},
+           {"width", " 5", "'width'"},
+           {"height", "5 ", "'height'"},
            {"width", "2147483648", "'width'"},
            {"height", "-1", "'height'"},
            {"rows", "-1:4", "'rows'"},

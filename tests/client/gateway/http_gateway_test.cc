@@ -72,8 +72,8 @@ const google::protobuf::ServiceDescriptor& Service() {
   return ::testing::AssertionSuccess();
 }
 
-// Writes `request` to the port and returns what comes back until the server
-// closes the connection or 5 s pass.
+// Writes `request` to the port and returns what comes back, up to the end
+// of the reply's headers (or whatever came within 5 s).
 std::string RawExchange(int port, const std::string& request) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
@@ -87,7 +87,8 @@ std::string RawExchange(int port, const std::string& request) {
     timeval tv{5, 0};
     ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     char buf[4096];
-    for (ssize_t n; (n = ::recv(fd, buf, sizeof(buf), 0)) > 0;) {
+    for (ssize_t n; reply.find("\r\n\r\n") == std::string::npos &&
+                    (n = ::recv(fd, buf, sizeof(buf), 0)) > 0;) {
       reply.append(buf, static_cast<size_t>(n));
     }
   }

@@ -3,6 +3,8 @@
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
+#include <condition_variable>
 #include <fstream>
 #include <mutex>
 #include <set>
@@ -118,7 +120,10 @@ class HttpGateway::Impl {
       : options_(std::move(options)), rpc_(std::move(channel)) {}
 
   absl::Status Bind(int* port, std::string* url);
-  void Stop();
+  void BeginDrain() { draining_.store(true); }
+  bool WaitIdle(absl::Duration timeout);
+  void CancelAll();
+  bool Stop(absl::Duration timeout);
 
  private:
   // A response still being sent: its call is cancelled when the gateway
@@ -157,8 +162,12 @@ class HttpGateway::Impl {
   std::unique_ptr<httplib::Server> http_;
   std::thread thread_;
   std::mutex mu_;
+  std::condition_variable idle_;
   std::set<Sending*> sending_;
+  int in_flight_ = 0;  // /v1 requests between routing and their last byte
   bool stopped_ = false;
+  std::atomic<bool> draining_{false};
+  std::atomic<bool> serving_done_{false};
 };
 
 absl::Status HttpGateway::Impl::Bind(int* port, std::string* url) {
@@ -226,19 +235,43 @@ absl::Status HttpGateway::Impl::Bind(int* port, std::string* url) {
   const std::string shown =
       absl::StrContains(host, ':') ? absl::StrCat("[", host, "]") : host;
   *url = absl::StrCat(tls ? "https" : "http", "://", shown, ":", bound, "/");
-  thread_ = std::thread([this] { http_->listen_after_bind(); });
+  thread_ = std::thread([this] {
+    http_->listen_after_bind();
+    serving_done_.store(true);
+  });
   return absl::OkStatus();
 }
 
-void HttpGateway::Impl::Stop() {
+bool HttpGateway::Impl::WaitIdle(absl::Duration timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return idle_.wait_for(lock, absl::ToChronoMilliseconds(timeout),
+                        [this] { return in_flight_ == 0; });
+}
+
+void HttpGateway::Impl::CancelAll() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Sending* s : sending_) s->cancel();
+}
+
+bool HttpGateway::Impl::Stop(absl::Duration timeout) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopped_) return;
+    if (stopped_) return serving_done_.load();
     stopped_ = true;
     for (Sending* s : sending_) s->cancel();
   }
   if (http_ != nullptr) http_->stop();
-  if (thread_.joinable()) thread_.join();
+  if (!thread_.joinable()) return true;
+  // cpp-httplib joins its serving threads as it stops; one held by a client
+  // (a body trickling in) can hold it for its timeouts, so wait a bounded
+  // time and leave the rest to the process's exit.
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!serving_done_.load() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  if (!serving_done_.load()) return false;
+  thread_.join();
+  return true;
 }
 
 bool HttpGateway::Impl::AllowedOrigin(const httplib::Request& req) const {
@@ -287,10 +320,30 @@ void HttpGateway::Impl::Routes() {
         // Range itself). The Request is cpp-httplib's own mutable object,
         // handed over as const.
         const_cast<httplib::Request&>(req).ranges.clear();
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          ++in_flight_;  // until the logger sees its last byte go
+        }
+        if (draining_.load() && req.method != "OPTIONS") {
+          SendError(res, absl::UnavailableError(
+                             "the server is draining (shutting down); retry "
+                             "on another replica"));
+          res.set_header("Connection", "close");
+          return httplib::Server::HandlerResponse::Handled;
+        }
         if (req.method != "OPTIONS" && !Authorized(req, res)) {
           return httplib::Server::HandlerResponse::Handled;
         }
         return httplib::Server::HandlerResponse::Unhandled;
+      });
+  // cpp-httplib calls its logger once a response has been written (or has
+  // failed to be): where a /v1 request stops being in flight.
+  http_->set_logger(
+      [this](const httplib::Request& req, const httplib::Response& res) {
+        if (!absl::StartsWith(req.path, "/v1/")) return;
+        spdlog::debug("HTTP {} {} -> {}", req.method, req.path, res.status);
+        std::lock_guard<std::mutex> lock(mu_);
+        if (--in_flight_ == 0) idle_.notify_all();
       });
   http_->set_post_routing_handler(
       [this](const httplib::Request& req, httplib::Response& res) {
@@ -612,6 +665,12 @@ HttpGateway::HttpGateway(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 HttpGateway::~HttpGateway() { Stop(); }
 
+void HttpGateway::BeginDrain() { impl_->BeginDrain(); }
+bool HttpGateway::WaitIdle(absl::Duration timeout) {
+  return impl_->WaitIdle(timeout);
+}
+void HttpGateway::CancelAll() { impl_->CancelAll(); }
+
 absl::StatusOr<std::unique_ptr<HttpGateway>> HttpGateway::Start(
     HttpGatewayOptions options, std::shared_ptr<grpc::Channel> channel) {
   auto impl = std::make_unique<Impl>(std::move(options), std::move(channel));
@@ -624,6 +683,6 @@ absl::StatusOr<std::unique_ptr<HttpGateway>> HttpGateway::Start(
   return gateway;
 }
 
-void HttpGateway::Stop() { impl_->Stop(); }
+bool HttpGateway::Stop(absl::Duration timeout) { return impl_->Stop(timeout); }
 
 }  // namespace tensormorph

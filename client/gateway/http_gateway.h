@@ -33,6 +33,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace tensormorph {
 
@@ -61,7 +62,8 @@ struct HttpGatewayOptions {
   std::function<bool()> serving;
 };
 
-// Thread safety: Stop may be called from any thread.
+// Thread safety: BeginDrain, WaitIdle, CancelAll and Stop may be called from
+// any thread.
 class HttpGateway {
  public:
   // Binds and starts serving on a thread of its own.
@@ -75,9 +77,21 @@ class HttpGateway {
   // "http://host:port/" (https with TLS), as a browser opens it.
   std::string url() const { return url_; }
 
+  // The first step of a graceful stop: new /v1 requests are answered 503
+  // UNAVAILABLE ("draining"), while those in flight run on. Idempotent.
+  void BeginDrain();
+  // Waits until no /v1 request is in flight, or `timeout` passes; true when
+  // none is. The server's own shutdown would end in-process calls at once,
+  // so a graceful stop drains here first.
+  bool WaitIdle(absl::Duration timeout);
+  // Cancels the calls of every response still being sent (a second signal).
+  void CancelAll();
+
   // Stops accepting, cancels the calls of streams still being sent, and
-  // waits for the serving threads. Idempotent.
-  void Stop();
+  // waits up to `timeout` for the serving threads; false when some are still
+  // held by clients (a body trickling in, a full socket), which only the
+  // process's exit then ends. Idempotent.
+  bool Stop(absl::Duration timeout = absl::InfiniteDuration());
 
  private:
   class Impl;

@@ -33,6 +33,7 @@ export function serverLimits() {
 const INDUCED_RGB = hexRgb('#f28e2b');
 const PRUNED_RGB = hexRgb('#4e79a7');
 const EMPTY_RGB = [24, 28, 36];
+const NAN_RGB = hexRgb('#ff00ff');
 
 // The 2-D view of a shape: [rows, cols] and how many leading indices it needs.
 export function view2d(shape) {
@@ -160,13 +161,19 @@ export function createHeatmap(opts) {
       }
       return out;
     }
+    // Finite values on the ramp from lo (its bottom) to hi (its top), both
+    // finite; +inf at the top end, -inf at the bottom end, NaN magenta (the
+    // CLI's PNG rule). Halves keep the span finite for doubles near +-max.
     const lo = d.lo;
     const hi = d.hi;
-    const span = hi - lo;
+    const half = hi / 2 - lo / 2;
     for (let k = 0; k < n; k++) {
       const x = d.values[k];
-      // NaN magenta; +/-inf at the ends of the ramp.
-      const c = Number.isNaN(x) ? [255, 0, 255] : viridis(span > 0 ? (x - lo) / span : x > lo ? 1 : x < lo ? 0 : opts.mode === 'error' ? 0 : 0.5);
+      let c;
+      if (Number.isNaN(x)) c = NAN_RGB;
+      else if (x === Infinity) c = viridis(1);
+      else if (x === -Infinity) c = viridis(0);
+      else c = viridis(half > 0 ? (x / 2 - lo / 2) / half : x > lo ? 1 : x < lo ? 0 : opts.mode === 'error' ? 0 : 0.5);
       out[3 * k] = c[0];
       out[3 * k + 1] = c[1];
       out[3 * k + 2] = c[2];
@@ -305,7 +312,7 @@ export function createHeatmap(opts) {
     grad.style.background = `linear-gradient(to right, ${stops.join(', ')})`;
     const labels = el('div', { class: 'gradient-labels' },
       el('span', { 'data-field': 'bar_min' }, fmtNum(d.lo)),
-      el('span', null, fmtNum((d.lo + d.hi) / 2)),
+      el('span', null, fmtNum(d.lo / 2 + d.hi / 2)),
       el('span', { 'data-field': 'bar_max' }, fmtNum(d.hi)));
     const unit = { value: 'mean of each cell', absmax: 'largest |value| of each cell',
       error: 'largest error in steps of each cell (above 0.5: beyond the rounding bound)', zeros: 'fraction of the cell decoding to 0' }[opts.mode];
@@ -314,8 +321,9 @@ export function createHeatmap(opts) {
         ? el('div', { class: 'bound-tick', style: { left: `${((0.5 - d.lo) / (d.hi - d.lo)) * 100}%` }, title: 'rounding bound: 0.5 step' }, '0.5')
         : null,
       labels), el('div', { class: 'muted small' }, unit,
-      d.nonFinite ? el('span', { class: 'nonfinite' }, ` · ${d.nonFinite} cell${d.nonFinite === 1 ? '' : 's'} not finite: ±inf at the ends of the ramp, NaN `,
-        el('span', { class: 'swatch', style: { background: '#ff00ff' } })) : null));
+      d.nonFinite ? el('span', { class: 'nonfinite', 'data-field': 'non_finite' },
+        ` · ${d.nonFinite} cell${d.nonFinite === 1 ? '' : 's'} not finite: +inf at the ramp's top end, −inf at its bottom end, NaN `,
+        el('span', { class: 'swatch', style: { background: rgbCss(NAN_RGB) } })) : null));
   };
 
   const request = async () => {
@@ -359,8 +367,8 @@ export function createHeatmap(opts) {
         max: api.num(resp.max),
         region: r,
       };
-      // The colour scale: the finite values' range (the reply's min and max
-      // count an inf or NaN in).
+      // The colour scale: the finite values' range, computed here whether
+      // or not the reply's min and max count an inf or NaN in.
       d.lo = Infinity;
       d.hi = -Infinity;
       d.nonFinite = 0;

@@ -444,8 +444,11 @@ export function createHeatmap(opts) {
     return opts.shape.length === 1 ? [col] : [...lead, row, col];
   };
 
-  // Interaction.
+  // Interaction. A press that moves at most DRAG_SLOP pixels before its
+  // release is a click: it picks a cell and never pans.
+  const DRAG_SLOP = 4;
   let drag = null;
+  let clicked = null;  // the index the last click picked ("r,c")
   overlay.addEventListener('wheel', (e) => {
     e.preventDefault();
     const rect = overlay.getBoundingClientRect();
@@ -477,7 +480,7 @@ export function createHeatmap(opts) {
     if (drag) {
       const dx = e.clientX - drag.x;
       const dy = e.clientY - drag.y;
-      if (Math.abs(dx) + Math.abs(dy) > 3) drag.moved = true;
+      if (Math.hypot(dx, dy) > DRAG_SLOP) drag.moved = true;
       if (drag.moved) {
         const rr = drag.region;
         region = clampRegion({
@@ -540,7 +543,11 @@ export function createHeatmap(opts) {
     const rect = overlay.getBoundingClientRect();
     const cell = cellAt(e.clientX - rect.left, e.clientY - rect.top);
     if (!cell || !opts.onPick) return;
-    opts.onPick(indexOf(data.rowEdges[cell.i], data.colEdges[cell.j]));
+    const index = indexOf(data.rowEdges[cell.i], data.colEdges[cell.j]);
+    // A click inspects what is under the pointer; the view stays put even
+    // when the cell is cut by the edge or its first element is outside.
+    clicked = index.join(',');
+    opts.onPick(index);
   }
   overlay.addEventListener('dblclick', () => {
     region = { r0: 0, r1: rows, c0: 0, c1: cols };
@@ -567,12 +574,17 @@ export function createHeatmap(opts) {
     },
     setSelected(index) {
       selected = index;
-      // Keep the selected element in view.
-      if (index && index.length) {
+      // Bring an element chosen elsewhere (arrow keys, a worst-element row,
+      // a link) into view when none of it shows: the shown region's edges
+      // are fractional while zoomed, so a partly shown element counts as
+      // shown. One picked by a click on the heatmap never moves the view.
+      const fromClick = index && index.join(',') === clicked;
+      clicked = null;
+      if (index && index.length && !fromClick) {
         const n = index.length;
         const r = n >= 2 ? index[n - 2] : 0;
         const c = index[n - 1];
-        if (r < region.r0 || r >= region.r1 || c < region.c0 || c >= region.c1) {
+        if (r + 1 <= region.r0 || r >= region.r1 || c + 1 <= region.c0 || c >= region.c1) {
           const h = region.r1 - region.r0;
           const w = region.c1 - region.c0;
           region = clampRegion({ r0: r - h / 2, r1: r + h / 2, c0: c - w / 2, c1: c + w / 2 });

@@ -531,7 +531,9 @@ export function createHeatmap(opts) {
     clear(tip).append(...lines);
     tip.hidden = false;
     const tx = Math.min(px + 14, cssW - 190);
-    const ty = py + 14 > cssH - 60 ? py - 64 : py + 14;
+    // Below the pointer, or above it when it would pass the bottom edge.
+    const th = tip.offsetHeight;
+    const ty = py + 14 + th > cssH ? Math.max(0, py - 10 - th) : py + 14;
     tip.style.left = `${Math.max(0, tx)}px`;
     tip.style.top = `${ty}px`;
   }

@@ -144,8 +144,9 @@ export function groupColours(groups, width, height) {
 const VIRIDIS = ['#440154', '#482475', '#414487', '#355f8d', '#2a788e', '#21918c',
   '#22a884', '#44bf70', '#7ad151', '#bddf26', '#fde725'].map(hexRgb);
 
+// t in [0, 1], clamped (so +-inf are the ends); NaN is magenta.
 export function viridis(t) {
-  if (!Number.isFinite(t)) return [255, 0, 255];
+  if (Number.isNaN(t)) return [255, 0, 255];
   t = Math.min(1, Math.max(0, t)) * (VIRIDIS.length - 1);
   const i = Math.min(VIRIDIS.length - 2, Math.floor(t));
   const f = t - i;

@@ -4,6 +4,7 @@
 Usage:
   inspector_test.py TENSORMORPHD TENSORMORPH MODELS SCREENSHOTS
                     [--make-demo TENSORMORPH_MAKE_DEMO] [--assets DIR]
+                    [--fixtures DIR]
 
 Starts tensormorphd on MODELS with --http-listen on a free loopback port and
 walks the page as a person would: opens a checkpoint by URL, walks the
@@ -11,13 +12,18 @@ architecture to a tensor by clicking, clicks a heatmap cell and checks that
 the Scalar Inspector's fields equal `tensormorph --json scalar` for that
 element (the real CLI, embedded mode); moves with the arrow keys; runs the
 diff view against the full-precision source and checks that the worst tensor
-shown is the worst by max error in steps of `tensormorph --json diff`; and,
+shown is the worst by max error in steps of `tensormorph --json diff`; checks
+that in a zoomed heatmap a click inspects the element under the pointer and
+never moves the view, while a drag pans; checks the colours of +inf, -inf and
+NaN cells (the shared fixture safetensors/plain, tensor f16_special); and,
 with a token file, checks that the page asks for the token and then works.
 A screenshot of every view is saved under SCREENSHOTS (PNG, named per view).
 
 MODELS must hold the demo (tests/support/demo_checkpoint.h); with
 --make-demo it is written there first when missing. --assets serves the
 page from a directory (client/web) instead of the copy compiled in.
+--fixtures is the shared fixtures directory (default $TENSORMORPH_FIXTURES,
+else ../shared/fixtures beside the repository).
 Exits non-zero with a message naming what differed; the server and the
 browser are always stopped.
 """
@@ -294,6 +300,158 @@ def check_group_colours(page):
           f'e.g. (cell row, col, drawn, expected) {bad[:3]}')
 
 
+def overlay_at(page, x, y):
+    """An action chain with the pointer at (x, y) CSS pixels from the
+    overlay's top left corner (Selenium 4 offsets are from its centre)."""
+    overlay = page.one('.heatmap-overlay')
+    w, h = overlay.size['width'], overlay.size['height']
+    return ActionChains(page.d).move_to_element_with_offset(overlay, int(round(x - w / 2)), int(round(y - h / 2)))
+
+
+def test_zoomed_click(page, cli, models):
+    """In a zoomed view whose edges fall inside elements (after a pan by half
+    an element), a click inspects the element under the pointer, the ones
+    the edges cut included, and never moves the view; a press that wobbles a
+    pixel or two is still a click; only a drag pans."""
+    print('zoomed heatmap: a click inspects, never moves the view')
+    tensor = 'blk.0.ffn_down.weight'  # [256, 512]
+    page.open(f'?checkpoint={CHECKPOINT}&tensor={tensor}&view=heatmap&region=100:110,200:210')
+    heatmap_ready(page)
+    check(page.one('.heatmap').get_attribute('data-edges') == '100:110,200:210',
+          f'region=100:110,200:210 in the URL drew {page.one(".heatmap").get_attribute("data-edges")}')
+    overlay = page.one('.heatmap-overlay')
+    w, h = overlay.size['width'], overlay.size['height']
+    # Drag up and left by half an element: the view shows rows 100.5-110.5
+    # and columns 200.5-210.5, the URL the elements it touches.
+    dx, dy = round(w / 20), round(h / 20)
+    before = heatmap_ready(page)
+    ActionChains(page.d).move_to_element(overlay).click_and_hold().move_by_offset(-dx // 2, -dy // 2) \
+        .move_by_offset(-(dx - dx // 2), -(dy - dy // 2)).release().perform()
+    want_region = '100:111,200:211'
+    page.wait(lambda: page.query().get('region') == want_region,
+              f'region={want_region} in the URL after dragging by half an element')
+    ready = heatmap_ready(page, after=before)
+    check('index' not in page.query(), f'a drag picked an element: index={page.query().get("index")}')
+    edges = page.one('.heatmap').get_attribute('data-edges')
+    check(edges == want_region, f'after the pan the reply covers {edges}, the region is {want_region}')
+    r0 = 100 + dy * 10 / h  # the shown region, fractional
+    c0 = 200 + dx * 10 / w
+
+    def pixel(row, col):
+        # The middle of the element's visible part.
+        x = ((max(col, c0) + min(col + 1, c0 + 10)) / 2 - c0) / 10 * w
+        y = ((max(row, r0) + min(row + 1, r0 + 10)) / 2 - r0) / 10 * h
+        return x, y
+
+    clicks = [
+        ([100, 200], (2, 2), 'the top left element, cut by both edges, pressed with a 2-pixel wobble'),
+        ([110, 210], (0, 0), 'the bottom right element, cut by both edges'),
+        ([104, 207], (0, 0), 'an element inside'),
+        ([100, 205], (0, 0), 'an element cut by the top edge'),
+    ]
+    for index, (jx, jy), what in clicks:
+        x, y = pixel(*index)
+        chain = overlay_at(page, x, y).click_and_hold()
+        if jx or jy:
+            chain = chain.move_by_offset(jx, jy)
+        chain.release().perform()
+        want = ','.join(map(str, index))
+        page.wait(lambda: page.query().get('index') == want,
+                  f'index={want} in the URL after clicking {what}')
+        inspector_ready(page, index)
+        time.sleep(0.3)  # a move would show in the URL within 0.2 s
+        check(page.query().get('region') == want_region,
+              f'clicking {what} ({index}) moved the view: region={page.query().get("region")}, was {want_region}')
+        if index == [100, 200]:
+            compare_inspector(page, cli, models, tensor, index)
+    # Nor later, nor redrawn.
+    time.sleep(0.5)
+    check(page.query().get('region') == want_region, f'the clicks moved the view to region={page.query().get("region")}')
+    check(page.one('.heatmap').get_attribute('data-edges') == want_region and heatmap_ready(page) == ready,
+          f'the clicks redrew the heatmap (reply covers {page.one(".heatmap").get_attribute("data-edges")})')
+    page.no_error('zoomed clicks')
+    page.shot('heatmap_zoomed_click')
+
+
+def fixtures_dir(given):
+    """--fixtures, $TENSORMORPH_FIXTURES, or ../shared/fixtures beside the repository."""
+    if given:
+        return given
+    if os.environ.get('TENSORMORPH_FIXTURES'):
+        return os.environ['TENSORMORPH_FIXTURES']
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return os.path.join(os.path.dirname(repo), 'shared', 'fixtures')
+
+
+RGB = re.compile(r'rgb\((\d+), (\d+), (\d+)\)')
+
+
+def test_non_finite(driver, server_bin, fixtures, assets, shots):
+    """f16_special (0, -0, 1, -2.5, 65504, subnormals, +inf, -inf, NaN): the
+    finite cells on the legend's ramp between the finite min and max, +inf
+    at its top end's colour, -inf at its bottom end's, NaN #ff00ff, whatever
+    the reply's min and max say."""
+    print('non-finite cells on the value heatmap')
+    plain = os.path.join(fixtures, 'safetensors', 'plain')
+    check(os.path.isfile(os.path.join(plain, 'model.safetensors')),
+          f'no fixture {plain}/model.safetensors (give --fixtures or $TENSORMORPH_FIXTURES)')
+    server = Server(server_bin, plain, assets)
+    try:
+        page = Page(driver, server.url, shots)
+        page.open('?checkpoint=model.safetensors&tensor=f16_special&view=heatmap')
+        heatmap_ready(page)
+        page.no_error('f16_special heatmap')
+        cells = page.one('.heatmap').get_attribute('data-cells')
+        check(cells == '1x10', f'the f16_special heatmap has {cells} cells, expected 1x10 (one per element)')
+        reply = page.d.execute_async_script(
+            "const done = arguments[arguments.length - 1];"
+            "fetch('v1/GetHeatmap', {method: 'POST', headers: {'Content-Type': 'application/json'}, body: JSON.stringify("
+            "{checkpoint: 'model.safetensors', tensor: 'f16_special', mode: 'HEATMAP_MODE_MEAN', width: 10, height: 1})})"
+            ".then((r) => r.json()).then(done).catch((e) => done({error: String(e)}));")
+        check('values' in reply, f'GetHeatmap from the page failed: {reply}')
+        values = [float(v) for v in reply['values']]
+        check(values[7] == float('inf') and values[8] == float('-inf') and values[9] != values[9],
+              f'f16_special is not (..., inf, -inf, nan): {reply["values"]}')
+        finite = [v for v in values if v - v == 0]
+        lo, hi = min(finite), max(finite)
+        check(page.field('bar_min', '.colour-bar') == '-2.5' and page.field('bar_max', '.colour-bar') == '65504',
+              f'the legend spans {page.field("bar_min", ".colour-bar")}..{page.field("bar_max", ".colour-bar")}, '
+              f'the finite values {lo}..{hi}')
+        check('3 cells not finite' in page.one('.colour-bar [data-field="non_finite"]').text,
+              f'the legend says {page.one(".colour-bar").text!r}')
+        ramp = [tuple(int(c) for c in m) for m in RGB.findall(page.d.execute_script(
+            "return getComputedStyle(document.querySelector('.colour-bar .gradient')).backgroundImage;"))]
+        check(len(ramp) >= 2, f'no ramp colours in the legend gradient: {ramp}')
+        got = page.d.execute_script(
+            "const c = document.querySelector('.heatmap-canvas'); const g = c.getContext('2d');"
+            "const d = g.getImageData(0, 0, c.width, c.height).data; const out = [];"
+            "for (let j = 0; j < 10; j++) { const x = Math.floor((j + 0.5) * c.width / 10), y = Math.floor(c.height / 2);"
+            " const o = 4 * (y * c.width + x); out.push([d[o], d[o + 1], d[o + 2]]); } return out;")
+        got = [tuple(p) for p in got]
+
+        def on_ramp(t):
+            t = min(1.0, max(0.0, t)) * (len(ramp) - 1)
+            i = min(len(ramp) - 2, int(t))
+            f = t - i
+            return tuple(a + (b - a) * f for a, b in zip(ramp[i], ramp[i + 1]))
+
+        for j, v in enumerate(values):
+            if v != v:
+                want, what = (255, 0, 255), 'NaN: magenta #ff00ff'
+            elif v == float('inf'):
+                want, what = ramp[-1], '+inf: the ramp\'s top end'
+            elif v == float('-inf'):
+                want, what = ramp[0], '-inf: the ramp\'s bottom end'
+            else:
+                want, what = on_ramp((v - lo) / (hi - lo)), f'{v} on the ramp {lo}..{hi}'
+            non_finite = v - v != 0  # inf - inf and NaN - NaN are NaN
+            ok = got[j] == want if non_finite else all(abs(a - b) <= 1 for a, b in zip(got[j], want))
+            check(ok, f'f16_special[{j}] = {v} is drawn {got[j]}, expected {tuple(round(x) for x in want)} ({what})')
+        page.shot('heatmap_non_finite')
+    finally:
+        server.stop()
+
+
 def test_walk_and_inspect(page, cli, models):
     print('browse')
     page.open('')
@@ -552,6 +710,7 @@ def main():
     ap.add_argument('screenshots')
     ap.add_argument('--make-demo')
     ap.add_argument('--assets')
+    ap.add_argument('--fixtures', help='the shared fixtures (default $TENSORMORPH_FIXTURES or ../shared/fixtures)')
     a = ap.parse_args()
     os.makedirs(a.screenshots, exist_ok=True)
     if not os.path.exists(os.path.join(a.models, CHECKPOINT)):
@@ -570,10 +729,12 @@ def main():
         test_walk_and_inspect(page, a.tensormorph, models)
         test_diff(page, a.tensormorph, models)
         test_sparsity_and_errors(page)
-        driver.quit()
-        driver = None
+        test_zoomed_click(page, a.tensormorph, models)
         server.stop()
         server = None
+        test_non_finite(driver, a.tensormorphd, fixtures_dir(a.fixtures), a.assets, a.screenshots)
+        driver.quit()
+        driver = None
         test_token(a.tensormorphd, models, a.assets, a.screenshots)
     except Failure as e:
         print(f'FAIL: {e}', file=sys.stderr)

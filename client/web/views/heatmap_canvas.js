@@ -33,6 +33,7 @@ export function serverLimits() {
 const INDUCED_RGB = hexRgb('#f28e2b');
 const PRUNED_RGB = hexRgb('#4e79a7');
 const EMPTY_RGB = [24, 28, 36];
+const NAN_RGB = hexRgb('#ff00ff');
 
 // The 2-D view of a shape: [rows, cols] and how many leading indices it needs.
 export function view2d(shape) {
@@ -160,13 +161,19 @@ export function createHeatmap(opts) {
       }
       return out;
     }
+    // Finite values on the ramp from lo (its bottom) to hi (its top), both
+    // finite; +inf at the top end, -inf at the bottom end, NaN magenta (the
+    // CLI's PNG rule). Halves keep the span finite for doubles near +-max.
     const lo = d.lo;
     const hi = d.hi;
-    const span = hi - lo;
+    const half = hi / 2 - lo / 2;
     for (let k = 0; k < n; k++) {
       const x = d.values[k];
-      // NaN magenta; +/-inf at the ends of the ramp.
-      const c = Number.isNaN(x) ? [255, 0, 255] : viridis(span > 0 ? (x - lo) / span : x > lo ? 1 : x < lo ? 0 : opts.mode === 'error' ? 0 : 0.5);
+      let c;
+      if (Number.isNaN(x)) c = NAN_RGB;
+      else if (x === Infinity) c = viridis(1);
+      else if (x === -Infinity) c = viridis(0);
+      else c = viridis(half > 0 ? (x / 2 - lo / 2) / half : x > lo ? 1 : x < lo ? 0 : opts.mode === 'error' ? 0 : 0.5);
       out[3 * k] = c[0];
       out[3 * k + 1] = c[1];
       out[3 * k + 2] = c[2];
@@ -305,7 +312,7 @@ export function createHeatmap(opts) {
     grad.style.background = `linear-gradient(to right, ${stops.join(', ')})`;
     const labels = el('div', { class: 'gradient-labels' },
       el('span', { 'data-field': 'bar_min' }, fmtNum(d.lo)),
-      el('span', null, fmtNum((d.lo + d.hi) / 2)),
+      el('span', null, fmtNum(d.lo / 2 + d.hi / 2)),
       el('span', { 'data-field': 'bar_max' }, fmtNum(d.hi)));
     const unit = { value: 'mean of each cell', absmax: 'largest |value| of each cell',
       error: 'largest error in steps of each cell (above 0.5: beyond the rounding bound)', zeros: 'fraction of the cell decoding to 0' }[opts.mode];
@@ -314,8 +321,9 @@ export function createHeatmap(opts) {
         ? el('div', { class: 'bound-tick', style: { left: `${((0.5 - d.lo) / (d.hi - d.lo)) * 100}%` }, title: 'rounding bound: 0.5 step' }, '0.5')
         : null,
       labels), el('div', { class: 'muted small' }, unit,
-      d.nonFinite ? el('span', { class: 'nonfinite' }, ` · ${d.nonFinite} cell${d.nonFinite === 1 ? '' : 's'} not finite: ±inf at the ends of the ramp, NaN `,
-        el('span', { class: 'swatch', style: { background: '#ff00ff' } })) : null));
+      d.nonFinite ? el('span', { class: 'nonfinite', 'data-field': 'non_finite' },
+        ` · ${d.nonFinite} cell${d.nonFinite === 1 ? '' : 's'} not finite: +inf at the ramp's top end, −inf at its bottom end, NaN `,
+        el('span', { class: 'swatch', style: { background: rgbCss(NAN_RGB) } })) : null));
   };
 
   const request = async () => {
@@ -359,8 +367,8 @@ export function createHeatmap(opts) {
         max: api.num(resp.max),
         region: r,
       };
-      // The colour scale: the finite values' range (the reply's min and max
-      // count an inf or NaN in).
+      // The colour scale: the finite values' range, computed here whether
+      // or not the reply's min and max count an inf or NaN in.
       d.lo = Infinity;
       d.hi = -Infinity;
       d.nonFinite = 0;
@@ -436,8 +444,11 @@ export function createHeatmap(opts) {
     return opts.shape.length === 1 ? [col] : [...lead, row, col];
   };
 
-  // Interaction.
+  // Interaction. A press that moves at most DRAG_SLOP pixels before its
+  // release is a click: it picks a cell and never pans.
+  const DRAG_SLOP = 4;
   let drag = null;
+  let clicked = null;  // the index the last click picked ("r,c")
   overlay.addEventListener('wheel', (e) => {
     e.preventDefault();
     const rect = overlay.getBoundingClientRect();
@@ -469,7 +480,7 @@ export function createHeatmap(opts) {
     if (drag) {
       const dx = e.clientX - drag.x;
       const dy = e.clientY - drag.y;
-      if (Math.abs(dx) + Math.abs(dy) > 3) drag.moved = true;
+      if (Math.hypot(dx, dy) > DRAG_SLOP) drag.moved = true;
       if (drag.moved) {
         const rr = drag.region;
         region = clampRegion({
@@ -520,7 +531,9 @@ export function createHeatmap(opts) {
     clear(tip).append(...lines);
     tip.hidden = false;
     const tx = Math.min(px + 14, cssW - 190);
-    const ty = py + 14 > cssH - 60 ? py - 64 : py + 14;
+    // Below the pointer, or above it when it would pass the bottom edge.
+    const th = tip.offsetHeight;
+    const ty = py + 14 + th > cssH ? Math.max(0, py - 10 - th) : py + 14;
     tip.style.left = `${Math.max(0, tx)}px`;
     tip.style.top = `${ty}px`;
   }
@@ -532,7 +545,11 @@ export function createHeatmap(opts) {
     const rect = overlay.getBoundingClientRect();
     const cell = cellAt(e.clientX - rect.left, e.clientY - rect.top);
     if (!cell || !opts.onPick) return;
-    opts.onPick(indexOf(data.rowEdges[cell.i], data.colEdges[cell.j]));
+    const index = indexOf(data.rowEdges[cell.i], data.colEdges[cell.j]);
+    // A click inspects what is under the pointer; the view stays put even
+    // when the cell is cut by the edge or its first element is outside.
+    clicked = index.join(',');
+    opts.onPick(index);
   }
   overlay.addEventListener('dblclick', () => {
     region = { r0: 0, r1: rows, c0: 0, c1: cols };
@@ -559,12 +576,17 @@ export function createHeatmap(opts) {
     },
     setSelected(index) {
       selected = index;
-      // Keep the selected element in view.
-      if (index && index.length) {
+      // Bring an element chosen elsewhere (arrow keys, a worst-element row,
+      // a link) into view when none of it shows: the shown region's edges
+      // are fractional while zoomed, so a partly shown element counts as
+      // shown. One picked by a click on the heatmap never moves the view.
+      const fromClick = index && index.join(',') === clicked;
+      clicked = null;
+      if (index && index.length && !fromClick) {
         const n = index.length;
         const r = n >= 2 ? index[n - 2] : 0;
         const c = index[n - 1];
-        if (r < region.r0 || r >= region.r1 || c < region.c0 || c >= region.c1) {
+        if (r + 1 <= region.r0 || r >= region.r1 || c + 1 <= region.c0 || c >= region.c1) {
           const h = region.r1 - region.r0;
           const w = region.c1 - region.c0;
           region = clampRegion({ r0: r - h / 2, r1: r + h / 2, c0: c - w / 2, c1: c + w / 2 });

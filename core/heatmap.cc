@@ -141,11 +141,21 @@ void AccumulateSums(const float* v, const std::vector<int64_t>& run,
   }
 }
 
-// The running maximum of a cell, NaN once any element is NaN (std::max
-// would keep the accumulator and drop the NaN).
-inline double MaxKeepingNaN(double acc, double x) {
-  return acc < x || std::isnan(x) ? x : acc;
-}
+// A cell's maximum with NaN kept: std::max keeps its left operand when
+// either is NaN, so an accumulator that is NaN stays NaN but a NaN element
+// would be dropped; the flag catches those, beside the max chain rather
+// than in it (a select on isnan inside the chain ran 3-4 times slower).
+struct MaxKeepingNaN {
+  double acc;
+  bool nan = false;
+  void Add(double x) {
+    acc = std::max(acc, x);
+    nan |= std::isnan(x);
+  }
+  double Result() const {
+    return nan ? std::numeric_limits<double>::quiet_NaN() : acc;
+  }
+};
 
 // One element's error in steps (see Heatmap::values): NaN from a NaN, 0
 // where source and decoded agree (inf - inf would be NaN), +inf where no
@@ -274,18 +284,18 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
             break;
           case HeatmapMode::kAbsmax:
             for (int j = 0; j < h.width; ++j) {
-              double acc = row_out[j];
+              MaxKeepingNaN m{row_out[j]};
               for (int64_t c = run[j]; c < run[j + 1]; ++c)
-                acc = MaxKeepingNaN(acc, static_cast<double>(std::fabs(v[c])));
-              row_out[j] = acc;
+                m.Add(static_cast<double>(std::fabs(v[c])));
+              row_out[j] = m.Result();
             }
             break;
           case HeatmapMode::kErrorSteps:
             for (int j = 0; j < h.width; ++j) {
-              double acc = row_out[j];
+              MaxKeepingNaN m{row_out[j]};
               for (int64_t c = run[j]; c < run[j + 1]; ++c)
-                acc = MaxKeepingNaN(acc, ErrorSteps(x[c], q[c]));
-              row_out[j] = acc;
+                m.Add(ErrorSteps(x[c], q[c]));
+              row_out[j] = m.Result();
             }
             break;
           case HeatmapMode::kZeros:

@@ -69,9 +69,9 @@ Rgb ValueColour(const v1::GetHeatmapResponse& h, int k) {
   if (std::isnan(v)) return kNaNColour;
   if (std::isinf(v)) return Viridis(v > 0 ? 1 : 0);
   const double span = h.max() - h.min();
-  if (span > 0) return Viridis((v - h.min()) / span);  // clamped
-  // One finite value (or none): mid-ramp.
-  return Viridis(v > h.min() ? 1 : v < h.min() ? 0 : 0.5);
+  // Clamped (a cell outside [min, max] would be a malformed reply); every
+  // finite cell alike: mid-ramp.
+  return Viridis(span > 0 ? (v - h.min()) / span : 0.5);
 }
 
 std::string NonFiniteLegend(const v1::GetHeatmapResponse& h,

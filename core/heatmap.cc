@@ -141,6 +141,35 @@ void AccumulateSums(const float* v, const std::vector<int64_t>& run,
   }
 }
 
+// A cell's maximum with NaN kept: std::max keeps its left operand when
+// either is NaN, so an accumulator that is NaN stays NaN but a NaN element
+// would be dropped; the flag catches those, beside the max chain rather
+// than in it (a select on isnan inside the chain ran 3-4 times slower).
+struct MaxKeepingNaN {
+  double acc;
+  bool nan = false;
+  void Add(double x) {
+    acc = std::max(acc, x);
+    nan |= std::isnan(x);
+  }
+  double Result() const {
+    return nan ? std::numeric_limits<double>::quiet_NaN() : acc;
+  }
+};
+
+// One element's error in steps (see Heatmap::values): NaN from a NaN, 0
+// where source and decoded agree (inf - inf would be NaN), +inf where no
+// finite step measures it.
+inline double ErrorSteps(float source, const ElementQuant& q) {
+  const double x = source, e = q.value;
+  if (std::isnan(x) || std::isnan(e))
+    return std::numeric_limits<double>::quiet_NaN();
+  if (x == e) return 0;
+  const double err = std::fabs(x - e);
+  const double step = x > e ? q.step_above : q.step_below;
+  return step > 0 && std::isfinite(err) ? err / step : INFINITY;
+}
+
 }  // namespace
 
 absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
@@ -178,11 +207,14 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
   const int64_t nrows = row_end - o.row_begin, ncols = col_end - o.col_begin;
   int64_t base = 0;  // flat offset of the view
   for (size_t d = 0; d + 2 < rank; ++d) {
-    const int64_t i = d < o.leading.size() ? o.leading[d] : 0;
+    const int64_t asked = d < o.leading.size() ? o.leading[d] : 0;
+    // shape[d] > 0 here (the tensor is not empty): no overflow either way.
+    const int64_t i = asked < 0 ? asked + t.shape[d] : asked;
     if (i < 0 || i >= t.shape[d]) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("leading index ", i, " is out of range for ",
-                       "dimension ", d, " of size ", t.shape[d]));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "leading index ", asked, " is out of range for dimension ", d,
+          " of size ", t.shape[d], " (valid: ", -t.shape[d], "..",
+          t.shape[d] - 1, ", negative counting from the end)"));
     }
     base = base * t.shape[d] + i;
   }
@@ -252,24 +284,18 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
             break;
           case HeatmapMode::kAbsmax:
             for (int j = 0; j < h.width; ++j) {
-              double acc = row_out[j];
+              MaxKeepingNaN m{row_out[j]};
               for (int64_t c = run[j]; c < run[j + 1]; ++c)
-                acc = std::max(acc, static_cast<double>(std::fabs(v[c])));
-              row_out[j] = acc;
+                m.Add(static_cast<double>(std::fabs(v[c])));
+              row_out[j] = m.Result();
             }
             break;
           case HeatmapMode::kErrorSteps:
             for (int j = 0; j < h.width; ++j) {
-              double acc = row_out[j];
-              for (int64_t c = run[j]; c < run[j + 1]; ++c) {
-                const double e = q[c].value;
-                const double err = std::fabs(x[c] - e);
-                const double step =
-                    x[c] > e ? q[c].step_above : q[c].step_below;
-                acc = std::max(
-                    acc, err == 0 ? 0 : (step > 0 ? err / step : INFINITY));
-              }
-              row_out[j] = acc;
+              MaxKeepingNaN m{row_out[j]};
+              for (int64_t c = run[j]; c < run[j + 1]; ++c)
+                m.Add(ErrorSteps(x[c], q[c]));
+              row_out[j] = m.Result();
             }
             break;
           case HeatmapMode::kZeros:
@@ -308,11 +334,25 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
       if (!h.pruned.empty()) h.pruned[k] /= count;
       if (o.mode == HeatmapMode::kGroup)
         h.values[k] = static_cast<double>(h.groups[k]);
+      // One NaN for every NaN cell: payloads and signs (x86's default NaN
+      // is negative) depend on which operand carried it.
+      if (std::isnan(h.values[k]))
+        h.values[k] = std::numeric_limits<double>::quiet_NaN();
     }
   }
-  const auto [lo, hi] = std::minmax_element(h.values.begin(), h.values.end());
-  h.min = *lo;
-  h.max = *hi;
+  // The finite range, chosen as std::minmax_element chooses among equals
+  // (the first smallest, the last largest: +0 and -0 keep their bits).
+  bool any_finite = false;
+  for (const double v : h.values) {
+    if (!std::isfinite(v)) continue;
+    if (!any_finite) {
+      h.min = h.max = v;
+      any_finite = true;
+      continue;
+    }
+    if (v < h.min) h.min = v;
+    if (!(v < h.max)) h.max = v;
+  }
   return h;
 }
 

@@ -20,7 +20,9 @@ enum class HeatmapMode { kMean, kAbsmax, kErrorSteps, kGroup, kZeros };
 
 struct HeatmapOptions {
   int width = 256, height = 256;  // at most; fewer when the view is smaller
-  // For rank > 2: indices of the leading dimensions (missing ones are 0).
+  // For rank > 2: indices of the leading dimensions (missing ones are 0);
+  // a negative index counts from the end (-1 is the last), as
+  // InspectScalars' coordinates do.
   std::vector<int64_t> leading;
   HeatmapMode mode = HeatmapMode::kMean;
   // With a reference: the reference row of each row of the tensor (a GGUF's
@@ -40,10 +42,31 @@ struct Heatmap {
   // [col_edges[j], col_edges[j+1]): absolute view coordinates, so
   // row_edges.front() is the region's first row.
   std::vector<int64_t> row_edges, col_edges;
-  std::vector<double> values;   // height * width, row-major
+  // height * width, row-major. Non-finite elements propagate as IEEE
+  // arithmetic does, never dropped:
+  //  - mean: the sum of the cell's elements in double, over their count. A
+  //    cell holding a NaN, or both +inf and -inf, is NaN; else one holding
+  //    +inf (-inf) is +inf (-inf). Finite float32 elements never overflow
+  //    the double sum.
+  //  - absmax: a cell holding a NaN is NaN; else one holding +inf or -inf is
+  //    +inf; else the largest |element|.
+  //  - error: an element's error in steps is NaN when its source or decoded
+  //    value is NaN, 0 when they are equal (same-signed infinities too),
+  //    else |source - decoded| / the step on the source's side, +inf when
+  //    that step is not above 0 or the difference is infinite. The cell is
+  //    NaN when any element's is, else the largest.
+  //  - zeros: a fraction (NaN and inf are not zero); group: the group id;
+  //    both always finite.
+  // Every NaN cell is the canonical quiet NaN
+  // (std::numeric_limits<double>::quiet_NaN(), positive), whatever the
+  // elements' NaN payloads and signs.
+  std::vector<double> values;
   std::vector<int64_t> groups;  // group of each cell's first element, -1 none
-  double min = 0, max = 0;      // of values
-  std::vector<double> pruned;   // kZeros with a reference; else empty
+  // The smallest and largest FINITE value of `values` (NaN and +/-inf cells
+  // left out, so the colour scale stays usable); 0 and 0 when no cell is
+  // finite.
+  double min = 0, max = 0;
+  std::vector<double> pruned;  // kZeros with a reference; else empty
 };
 
 // Per cell: bit 0 set when the group changes to the right neighbour, bit 1
@@ -55,7 +78,8 @@ std::vector<uint8_t> GroupBoundaries(const Heatmap& h);
 // Cost: one decode of the region's elements (error mode: with their steps),
 // plus one Encoding::GroupIds id per cell for its group; group mode decodes
 // nothing.
-// Errors: INVALID_ARGUMENT (rank 0; a leading index out of range; error mode
+// Errors: INVALID_ARGUMENT (rank 0; a leading index outside -size..size-1,
+// naming it, its dimension and the range; error mode
 // without a reference; a reference of another shape, naming both; a row map
 // that fails CheckRowMap; a region negative, empty or outside the view,
 // naming it and the view's rows and columns, or any region on an empty

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <atomic>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -28,6 +29,7 @@
 #include "core/io/fault_guard.h"
 #include "core/raw_slice.h"
 #include "core/slice.h"
+#include "core/util/status_macros.h"
 #include "proto/status_mapping.h"
 #include "server/call_log.h"
 #include "server/service.h"
@@ -55,6 +57,30 @@ v1::ReadSliceRequest ParseRequest(const grpc::ByteBuffer& bytes, bool* ok) {
       grpc::SerializationTraits<v1::ReadSliceRequest>::Deserialize(&copy, &req)
           .ok();
   return req;
+}
+
+// The request's fields that need no checkpoint: a mode outside OutputMode
+// (proto3 keeps unknown enum numbers, and JSON carries them as raw
+// numbers) and a negative chunk bound are refused, not read as defaults.
+absl::Status CheckRequest(const v1::ReadSliceRequest& req) {
+  if (!v1::OutputMode_IsValid(req.mode())) {
+    const google::protobuf::EnumDescriptor* modes = v1::OutputMode_descriptor();
+    std::string valid;
+    for (int i = 0; i < modes->value_count(); ++i) {
+      absl::StrAppend(&valid, i > 0 ? ", " : "", modes->value(i)->number(),
+                      " (", modes->value(i)->name(), ")");
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat("ReadSliceRequest.mode ", static_cast<int>(req.mode()),
+                     " is not an OutputMode; valid: ", valid));
+  }
+  if (req.max_chunk_bytes() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ReadSliceRequest.max_chunk_bytes must be >= 0 (0 = the server's "
+        "max_chunk_bytes), got ",
+        req.max_chunk_bytes()));
+  }
+  return absl::OkStatus();
 }
 
 class ReadSliceReactor final
@@ -135,6 +161,7 @@ class ReadSliceReactor final
 
   absl::Status Prepare() {
     if (!parsed_) return absl::InvalidArgumentError("unparsable request");
+    TM_RETURN_IF_ERROR(CheckRequest(req_));
     if (absl::Status admit = state_->TryAdmitStream(); !admit.ok())
       return admit;
     admitted_ = true;
@@ -154,8 +181,8 @@ class ReadSliceReactor final
     if (!items.ok()) return items.status();
     auto slice = ResolveSlice(*items, (*t)->shape);
     if (!slice.ok()) return slice.status();
-    int64_t max_bytes = req_.max_chunk_bytes();
-    if (max_bytes <= 0 || max_bytes > state_->limits.max_chunk_bytes) {
+    int64_t max_bytes = req_.max_chunk_bytes();  // >= 0: CheckRequest
+    if (max_bytes == 0 || max_bytes > state_->limits.max_chunk_bytes) {
       max_bytes = state_->limits.max_chunk_bytes;
     }
     v1::SliceHeader* h = chunk_.mutable_header();

@@ -171,8 +171,9 @@ int RunStats(Client& client, const GlobalOptions& g, const StatsOptionsCli& o) {
 
 namespace {
 
-// --index: exactly one index per leading dimension of a rank > 2 tensor,
-// negative ones counting from the end (as read and scalar count them).
+// --index: exactly one index per leading dimension of a rank > 2 tensor.
+// Negative ones count from the end (as read and scalar count them): the
+// server resolves and range-checks them, as GetHeatmapRequest.leading says.
 absl::StatusOr<std::vector<int64_t>> LeadingIndices(
     const HeatmapOptionsCli& o, absl::Span<const int64_t> shape) {
   const size_t rank = shape.size();
@@ -185,11 +186,7 @@ absl::StatusOr<std::vector<int64_t>> LeadingIndices(
         want > 0 ? absl::StrJoin(std::vector<std::string>(want, "0"), ",") : "",
         want > 0 ? ")" : "", ", but ", o.leading.size(), " given"));
   }
-  std::vector<int64_t> out(o.leading);
-  for (size_t d = 0; d < out.size(); ++d) {
-    if (out[d] < 0 && out[d] >= -shape[d]) out[d] += shape[d];
-  }
-  return out;  // the server names any index still out of range
+  return o.leading;
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -41,8 +43,7 @@ Rgb CellColour(const v1::GetHeatmapResponse& h, int k, HeatmapStyle style,
     case HeatmapStyle::kValues:
       break;
   }
-  const double span = h.max() - h.min();
-  return Viridis(span > 0 ? (h.values(k) - h.min()) / span : 0.5);
+  return ValueColour(h, k);
 }
 
 // Per cell: bit 0 group changes to the right, bit 1 below.
@@ -62,6 +63,41 @@ bool WellFormed(const v1::GetHeatmapResponse& h) {
 }
 
 }  // namespace
+
+Rgb ValueColour(const v1::GetHeatmapResponse& h, int k) {
+  const double v = h.values(k);
+  if (std::isnan(v)) return kNaNColour;
+  if (std::isinf(v)) return Viridis(v > 0 ? 1 : 0);
+  const double span = h.max() - h.min();
+  // Clamped (a cell outside [min, max] would be a malformed reply); every
+  // finite cell alike: mid-ramp.
+  return Viridis(span > 0 ? (v - h.min()) / span : 0.5);
+}
+
+std::string NonFiniteLegend(const v1::GetHeatmapResponse& h,
+                            HeatmapStyle style) {
+  if (style != HeatmapStyle::kValues) return "";
+  int64_t nan = 0, pos = 0, neg = 0;
+  for (double v : h.values()) {
+    nan += std::isnan(v);
+    pos += v == std::numeric_limits<double>::infinity();
+    neg += v == -std::numeric_limits<double>::infinity();
+  }
+  if (nan + pos + neg == 0) return "";
+  const int64_t all = nan + pos + neg;
+  std::string out =
+      absl::StrCat(all, all == 1 ? " cell" : " cells", " not finite:");
+  const char* sep = " ";
+  for (const auto& [n, what] :
+       {std::pair<int64_t, const char*>{nan, "NaN (magenta)"},
+        {pos, "+inf (top colour)"},
+        {neg, "-inf (bottom colour)"}}) {
+    if (n == 0) continue;
+    absl::StrAppend(&out, sep, n, " ", what);
+    sep = ", ";
+  }
+  return out;
+}
 
 std::vector<int> GroupColourIndices(const v1::GetHeatmapResponse& h) {
   const int w = h.width(), ht = h.height();
@@ -131,13 +167,20 @@ Image RenderHeatmap(const v1::GetHeatmapResponse& h, const std::string& title,
   const std::vector<int> palette = style == HeatmapStyle::kGroups
                                        ? GroupColourIndices(h)
                                        : std::vector<int>();
+  const std::string non_finite = NonFiniteLegend(h, style);
+  const bool has_nan = std::any_of(h.values().begin(), h.values().end(),
+                                   [](double v) { return std::isnan(v); });
+  // The legend line: the zeros' colours, or the cells not finite, after a
+  // NaN swatch when any are NaN.
+  const std::string legend = mixed ? kZerosLegend : non_finite;
+  const int legend_x = l.x0 + (has_nan && !mixed ? 10 : 0);
   const int heat_w = h.width() * l.cell, heat_h = h.height() * l.cell;
   const int bar_x = l.x0 + heat_w + 8, bar_h = std::max(heat_h, 64);
   const int label_w = Image::TextWidth("-0.000000e+00");
-  const int legend_h = mixed ? 12 : 0;
+  const int legend_h = legend.empty() ? 0 : 12;
   const int width = std::max(
       {bar_x + 12 + 6 + label_w + 4, l.x0 + Image::TextWidth(title) + 4,
-       mixed ? l.x0 + Image::TextWidth(kZerosLegend) + 4 : 0});
+       legend.empty() ? 0 : legend_x + Image::TextWidth(legend) + 4});
   Image img(width, l.y0 + bar_h + 4 + legend_h, kBackground);
   img.Text(l.x0, 4, title, kInk);
   for (int i = 0; i < h.height(); ++i) {
@@ -171,7 +214,10 @@ Image RenderHeatmap(const v1::GetHeatmapResponse& h, const std::string& title,
   img.Text(bar_x + 16, l.y0 + bar_h / 2 - 3,
            absl::StrFormat("%.4g", (lo + hi) / 2), kInk);
   img.Text(bar_x + 16, l.y0 + bar_h - 7, absl::StrFormat("%.4g", lo), kInk);
-  if (mixed) img.Text(l.x0, l.y0 + bar_h + 4, kZerosLegend, kInk);
+  if (!legend.empty()) {
+    if (has_nan && !mixed) img.Fill(l.x0, l.y0 + bar_h + 4, 7, 7, kNaNColour);
+    img.Text(legend_x, l.y0 + bar_h + 4, legend, kInk);
+  }
   return img;
 }
 
@@ -207,6 +253,9 @@ std::string RenderHeatmapTerminal(const v1::GetHeatmapResponse& h,
   } else if (style == HeatmapStyle::kValues) {
     absl::StrAppend(&out, "min ", absl::StrFormat("%.6g", h.min()), "  max ",
                     absl::StrFormat("%.6g", h.max()), "\n");
+    if (std::string legend = NonFiniteLegend(h, style); !legend.empty()) {
+      absl::StrAppend(&out, legend, "\n");
+    }
   }
   return out;
 }

@@ -54,10 +54,30 @@ std::vector<int> GroupColourIndices(const v1::GetHeatmapResponse& h);
 enum class HeatmapStyle { kValues, kGroups, kZeros };
 HeatmapStyle StyleFor(v1::HeatmapMode mode);
 
+// Value styles: min and max are the finite cells' range (GetHeatmapResponse),
+// so finite cells take the ramp between them; a +inf cell the ramp's top
+// colour, a -inf cell its bottom colour, and a NaN cell this magenta, which
+// is on no ramp. The web inspector draws with the same colours.
+inline constexpr Rgb kNaNColour = {0xff, 0x00, 0xff};
+
+// The colour of cell k (row-major) of a value style's ramp, by the rule
+// above.
+Rgb ValueColour(const v1::GetHeatmapResponse& h, int k);
+
+// For a value style with cells that are not finite, the legend saying how
+// many, e.g. "3 cells not finite: 2 NaN (magenta), 1 +inf (top colour)";
+// else "" (other styles' values are always finite).
+std::string NonFiniteLegend(const v1::GetHeatmapResponse& h,
+                            HeatmapStyle style);
+
+// With cells that are not finite, NonFiniteLegend under the cells, after a
+// magenta swatch when some are NaN.
 Image RenderHeatmap(const v1::GetHeatmapResponse& h, const std::string& title,
                     HeatmapStyle style);
 
-// ANSI 24-bit colour, two cell rows per text line ("▀" fg = top, bg = bottom).
+// ANSI 24-bit colour, two cell rows per text line ("▀" fg = top, bg = bottom),
+// then the range ("min X  max Y", finite) and NonFiniteLegend on its own line
+// when it is not empty.
 std::string RenderHeatmapTerminal(const v1::GetHeatmapResponse& h,
                                   const std::string& title, HeatmapStyle style);
 

@@ -3,7 +3,9 @@
 // and every element folded into its cell one at a time, in double, in
 // row-major order. Every mode, with and without a reference, on ggml types
 // and conventions, over the whole view and over regions whose cells differ
-// in width (so runs of uneven length meet).
+// in width (so runs of uneven length meet), and on values with NaN and
+// infinities among them (every fast path must propagate them as the plain
+// reduction does).
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -60,11 +62,55 @@ std::string WriteWildGguf() {
   return path;
 }
 
+// The same shape with NaN, +inf and -inf among ordinary values (about one
+// element in 40 each, so that most cells of a few elements are finite, and
+// wide cells meet mixtures): "a" against its reference "b", with specials
+// of its own. NaNs of several payloads and both signs, so that a cell's NaN
+// must come out canonical whichever element carried it.
+std::string WriteSpecialsGguf() {
+  std::mt19937 rng(29);
+  std::uniform_int_distribution<int> pick(0, 119), payload(1, 0x3fffff);
+  std::normal_distribution<float> gaussian(0.0f, 3.0f);
+  auto values = [&] {
+    std::string data(16 * 256 * sizeof(float), '\0');
+    for (size_t k = 0; k < 16 * 256; ++k) {
+      float f = gaussian(rng);
+      switch (pick(rng)) {
+        case 0:
+          f = std::bit_cast<float>(static_cast<uint32_t>(
+              (k % 2 ? 0xffc00000u : 0x7fc00000u) | payload(rng)));
+          break;
+        case 1:
+          f = std::numeric_limits<float>::infinity();
+          break;
+        case 2:
+          f = -std::numeric_limits<float>::infinity();
+          break;
+        default:
+          break;
+      }
+      std::memcpy(data.data() + k * sizeof(float), &f, sizeof(float));
+    }
+    return data;
+  };
+  GgufSpec s;
+  s.kv.push_back({"general.architecture", GgufString("llama")});
+  s.tensors.push_back({"a.weight", {256, 16}, 0, values()});
+  s.tensors.push_back({"b.weight", {256, 16}, 0, values()});
+  const std::string path = MakeTempDir() + "/specials.gguf";
+  WriteFile(path, BuildGguf(s));
+  return path;
+}
+
 // The reduction as the heatmap first computed it, on the cells (edges,
 // width, height, rows, cols) `got` chose; the view is the tensor's first
-// (rank 2 fixtures only).
+// (rank 2 fixtures only). Non-finite values as core/heatmap.h states them:
+// the mean's sum propagates NaN and infinities by itself; a maximum turns
+// NaN at its first NaN; every NaN cell is the canonical quiet NaN; min and
+// max cover the finite cells only.
 Heatmap Reference(const LogicalTensor& t, const LogicalTensor* ref,
                   HeatmapMode mode, const Heatmap& got) {
+  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
   Heatmap h = got;
   const size_t cells = static_cast<size_t>(h.width) * h.height;
   const bool zeros = mode == HeatmapMode::kZeros;
@@ -109,15 +155,26 @@ Heatmap Reference(const LogicalTensor& t, const LogicalTensor* ref,
             case HeatmapMode::kMean:
               out += v[c];
               break;
-            case HeatmapMode::kAbsmax:
-              out = std::max(out, static_cast<double>(std::fabs(v[c])));
+            case HeatmapMode::kAbsmax: {
+              const double a = std::fabs(v[c]);
+              out = std::isnan(out) || std::isnan(a) ? kNaN : std::max(out, a);
               break;
+            }
             case HeatmapMode::kErrorSteps: {
               const double e = q[c].value;
-              const double err = std::fabs(x[c] - e);
-              const double step = x[c] > e ? q[c].step_above : q[c].step_below;
-              out = std::max(out,
-                             err == 0 ? 0 : (step > 0 ? err / step : INFINITY));
+              double steps;
+              if (std::isnan(x[c]) || std::isnan(e)) {
+                steps = kNaN;
+              } else if (x[c] == e) {
+                steps = 0;
+              } else {
+                const double err = std::fabs(x[c] - e);
+                const double step =
+                    x[c] > e ? q[c].step_above : q[c].step_below;
+                steps = step > 0 && !std::isinf(err) ? err / step : INFINITY;
+              }
+              out = std::isnan(out) || std::isnan(steps) ? kNaN
+                                                         : std::max(out, steps);
               break;
             }
             case HeatmapMode::kZeros:
@@ -145,11 +202,19 @@ Heatmap Reference(const LogicalTensor& t, const LogicalTensor* ref,
       if (!h.pruned.empty()) h.pruned[k] /= count;
       if (mode == HeatmapMode::kGroup)
         h.values[k] = static_cast<double>(h.groups[k]);
+      if (std::isnan(h.values[k])) h.values[k] = kNaN;
     }
   }
-  const auto [lo, hi] = std::minmax_element(h.values.begin(), h.values.end());
-  h.min = *lo;
-  h.max = *hi;
+  std::vector<double> finite;
+  for (double v : h.values) {
+    if (std::isfinite(v)) finite.push_back(v);
+  }
+  h.min = h.max = 0;
+  if (!finite.empty()) {
+    const auto [lo, hi] = std::minmax_element(finite.begin(), finite.end());
+    h.min = *lo;
+    h.max = *hi;
+  }
   return h;
 }
 
@@ -169,8 +234,10 @@ struct Source {
 TEST(HeatmapReferenceTest, EveryModeAndRegionIsTheStraightforwardReduction) {
   const std::string down = "model.layers.0.mlp.down_proj.weight";
   const std::string wild = WriteWildGguf();
+  const std::string specials = WriteSpecialsGguf();
   std::vector<Source> sources = {
       {wild, wild, "a.weight", "b.weight"},
+      {specials, specials, "a.weight", "b.weight"},
       {"gguf/Q4_K.gguf", "gguf/source_f32.gguf", "blk.0.ffn_down.weight"},
       {"gguf/Q8_0.gguf", "gguf/source_f32.gguf", "blk.0.ffn_down.weight"},
       {"gguf/Q6_K.gguf", "gguf/source_f32.gguf", "blk.0.ffn_down.weight"},
@@ -185,7 +252,7 @@ TEST(HeatmapReferenceTest, EveryModeAndRegionIsTheStraightforwardReduction) {
       {"safetensors/fp8_block_sharded", "safetensors/fp8_block_sharded/source",
        down},
   };
-  for (size_t k = 1; k < sources.size(); ++k) {
+  for (size_t k = 2; k < sources.size(); ++k) {
     sources[k].path = Fixture(sources[k].path);
     sources[k].ref_path = Fixture(sources[k].ref_path);
     sources[k].ref_tensor = sources[k].tensor;
@@ -206,6 +273,9 @@ TEST(HeatmapReferenceTest, EveryModeAndRegionIsTheStraightforwardReduction) {
       {8, 4, 2, 0, 5, 0},      // eight uneven runs of 7 or 8 (conventions)
   };
   int compared = 0;
+  // Cells of the specials source: NaN, +inf, -inf, finite (each must occur,
+  // or that case went untested).
+  int64_t kinds[4] = {0, 0, 0, 0};
   for (const Source& src : sources) {
     auto ckpt = Checkpoint::Open(src.path);
     ASSERT_TRUE(ckpt.ok()) << src.path << ": " << ckpt.status();
@@ -250,11 +320,20 @@ TEST(HeatmapReferenceTest, EveryModeAndRegionIsTheStraightforwardReduction) {
                     std::bit_cast<uint64_t>(want.max))
               << what;
           ++compared;
+          if (src.path == specials) {
+            for (double v : got->values) {
+              ++kinds[std::isnan(v)    ? 0
+                      : v == INFINITY  ? 1
+                      : v == -INFINITY ? 2
+                                       : 3];
+            }
+          }
         }
       }
     }
   }
-  EXPECT_EQ(compared, 11 * 8 * 9);
+  EXPECT_EQ(compared, 12 * 8 * 9);
+  for (int k = 0; k < 4; ++k) EXPECT_GT(kinds[k], 0) << "kind " << k;
 }
 
 }  // namespace

@@ -3,13 +3,17 @@
 #include "core/heatmap.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "core/format/checkpoint.h"
 #include "core/stats.h"
 #include "gmock/gmock.h"
@@ -242,6 +246,148 @@ TEST(HeatmapZerosTest, AnEmptyTensorHasNoCellsAndNoRegion) {
   EXPECT_THAT(
       ComputeHeatmap(empty, nullptr, o),
       StatusIs(absl::StatusCode::kInvalidArgument, "tensor 'empty' is empty"));
+}
+
+// f16_special: [0, -0, 1, -2.5, 65504, the largest and the smallest
+// subnormal, +inf, -inf, NaN].
+class HeatmapNonFiniteTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto ckpt = Checkpoint::Open(Fixture("safetensors/plain"));
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+    ckpt_ = *std::move(ckpt);
+    t_ = ckpt_->FindTensor("f16_special");
+    ASSERT_NE(t_, nullptr);
+    want_ = ReadF32File(Fixture("safetensors/plain/expected/f16_special.f32"));
+    ASSERT_EQ(want_.size(), 10u);
+    ASSERT_EQ(want_[4], 65504);
+    ASSERT_TRUE(std::isinf(want_[7]) && want_[7] > 0);
+    ASSERT_TRUE(std::isinf(want_[8]) && want_[8] < 0);
+    ASSERT_TRUE(std::isnan(want_[9]));
+  }
+  // The heatmap of columns [col_begin, col_end) in `width` cells.
+  Heatmap Map(HeatmapMode mode, int width, int64_t col_begin = 0,
+              int64_t col_end = 0, const LogicalTensor* ref = nullptr) {
+    HeatmapOptions o;
+    o.mode = mode;
+    o.width = width;
+    o.col_begin = col_begin;
+    o.col_end = col_end;
+    auto h = ComputeHeatmap(*t_, ref, o);
+    EXPECT_TRUE(h.ok()) << h.status();
+    return h.ok() ? *std::move(h) : Heatmap();
+  }
+  std::shared_ptr<const Checkpoint> ckpt_;
+  const LogicalTensor* t_ = nullptr;
+  std::vector<float> want_;
+};
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Every NaN cell is the one canonical quiet NaN.
+bool IsCanonicalNaN(double v) {
+  return std::bit_cast<uint64_t>(v) ==
+         std::bit_cast<uint64_t>(std::numeric_limits<double>::quiet_NaN());
+}
+
+TEST_F(HeatmapNonFiniteTest, MeanPropagatesAndTheRangeIsTheFiniteCells) {
+  const Heatmap h = Map(HeatmapMode::kMean, 10);
+  ASSERT_EQ(h.values.size(), 10u);
+  EXPECT_EQ(h.values[4], 65504);
+  EXPECT_EQ(h.values[7], kInf);
+  EXPECT_EQ(h.values[8], -kInf);
+  EXPECT_TRUE(IsCanonicalNaN(h.values[9]));
+  EXPECT_EQ(h.min, -2.5);
+  EXPECT_EQ(h.max, 65504);
+
+  // Two cells: the first five finite, the last five NaN.
+  const Heatmap two = Map(HeatmapMode::kMean, 2);
+  double sum = 0;
+  for (int k = 0; k < 5; ++k) sum += want_[k];
+  EXPECT_EQ(two.values[0], sum / 5);
+  EXPECT_TRUE(IsCanonicalNaN(two.values[1]));
+  EXPECT_EQ(two.min, two.values[0]);
+  EXPECT_EQ(two.max, two.values[0]);
+
+  // +inf and -inf together are NaN; +inf with finite values is +inf.
+  EXPECT_TRUE(IsCanonicalNaN(Map(HeatmapMode::kMean, 1, 7, 9).values[0]));
+  EXPECT_EQ(Map(HeatmapMode::kMean, 1, 5, 8).values[0], kInf);
+  EXPECT_EQ(Map(HeatmapMode::kMean, 1, 8, 9).values[0], -kInf);
+}
+
+TEST_F(HeatmapNonFiniteTest, NoFiniteCellGivesARangeOfZero) {
+  const Heatmap whole = Map(HeatmapMode::kMean, 1);
+  EXPECT_TRUE(IsCanonicalNaN(whole.values[0]));
+  EXPECT_EQ(whole.min, 0);
+  EXPECT_EQ(whole.max, 0);
+  const Heatmap infs = Map(HeatmapMode::kAbsmax, 2, 7, 9);
+  EXPECT_EQ(infs.values, (std::vector<double>{kInf, kInf}));
+  EXPECT_EQ(infs.min, 0);
+  EXPECT_EQ(infs.max, 0);
+}
+
+TEST_F(HeatmapNonFiniteTest, AbsmaxKeepsTheNaNAndTakesInfinitiesAsPlusInf) {
+  const Heatmap h = Map(HeatmapMode::kAbsmax, 10);
+  EXPECT_EQ(h.values[7], kInf);
+  EXPECT_EQ(h.values[8], kInf);
+  EXPECT_TRUE(IsCanonicalNaN(h.values[9]));  // was -inf: std::max dropped it
+  EXPECT_EQ(h.min, 0);
+  EXPECT_EQ(h.max, 65504);
+  // Cells of two: [0,-0] [1,-2.5] [65504,sub] [sub,+inf] [-inf,NaN].
+  const Heatmap five = Map(HeatmapMode::kAbsmax, 5);
+  EXPECT_EQ(five.values[0], 0);
+  EXPECT_EQ(five.values[1], 2.5);
+  EXPECT_EQ(five.values[2], 65504);
+  EXPECT_EQ(five.values[3], kInf);
+  EXPECT_TRUE(IsCanonicalNaN(five.values[4]));
+  // The whole tensor in one cell, the NaN last: NaN.
+  EXPECT_TRUE(IsCanonicalNaN(Map(HeatmapMode::kAbsmax, 1).values[0]));
+}
+
+TEST_F(HeatmapNonFiniteTest, ErrorAgainstItselfIsZeroButNaNStaysNaN) {
+  // Against itself: equal values, infinities included, are 0 steps (inf -
+  // inf would be NaN); a NaN source or decoded value is NaN.
+  const Heatmap h = Map(HeatmapMode::kErrorSteps, 10, 0, 0, t_);
+  for (int j = 0; j < 9; ++j) EXPECT_EQ(h.values[j], 0) << "cell " << j;
+  EXPECT_TRUE(IsCanonicalNaN(h.values[9]));
+  EXPECT_EQ(h.min, 0);
+  EXPECT_EQ(h.max, 0);
+  EXPECT_TRUE(
+      IsCanonicalNaN(Map(HeatmapMode::kErrorSteps, 1, 0, 0, t_).values[0]));
+}
+
+TEST_F(HeatmapNonFiniteTest, ZerosAndGroupsStayFinite) {
+  const Heatmap z = Map(HeatmapMode::kZeros, 2);
+  EXPECT_EQ(z.values, (std::vector<double>{0.4, 0.0}));  // NaN is not zero
+  EXPECT_EQ(z.min, 0);
+  EXPECT_EQ(z.max, 0.4);
+  const Heatmap g = Map(HeatmapMode::kGroup, 10);
+  for (double v : g.values) EXPECT_EQ(v, -1);
+}
+
+TEST(HeatmapLeadingTest, NegativeIndicesCountFromTheEnd) {
+  auto ckpt = Checkpoint::Open(Fixture("safetensors/plain"));
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  const LogicalTensor* t = (*ckpt)->FindTensor("bf16_3d");
+  ASSERT_NE(t, nullptr);
+  ASSERT_EQ(t->shape, (std::vector<int64_t>{2, 3, 4}));
+  auto at = [&](int64_t leading) {
+    HeatmapOptions o;
+    o.leading = {leading};
+    return ComputeHeatmap(*t, nullptr, o);
+  };
+  auto last = at(1), minus_one = at(-1), first = at(0), minus_two = at(-2);
+  ASSERT_TRUE(last.ok() && minus_one.ok() && first.ok() && minus_two.ok());
+  EXPECT_EQ(minus_one->values, last->values);
+  EXPECT_EQ(minus_two->values, first->values);
+  EXPECT_NE(last->values, first->values);
+  for (int64_t bad : {int64_t{2}, int64_t{-3}, INT64_MIN}) {
+    EXPECT_THAT(at(bad),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         absl::StrCat("leading index ", bad,
+                                      " is out of range for dimension 0 of "
+                                      "size 2 (valid: -2..1")));
+  }
 }
 
 }  // namespace

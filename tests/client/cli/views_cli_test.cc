@@ -146,6 +146,52 @@ TEST_P(ViewsCliTest, HeatmapPngHasItsSizeAndGroupLinesOnGroupEdges) {
   EXPECT_GT(nlohmann::json::parse(err.out)["max"].get<double>(), 0.4);
 }
 
+// f16_special holds [0, -0, 1, -2.5, 65504, two subnormals, +inf, -inf,
+// NaN]: the text, JSON and PNG say which cells are not finite, and the
+// range is the finite cells' (it was -inf and NaN, every cell one colour).
+TEST_P(ViewsCliTest, HeatmapOfNaNAndInfinitiesKeepsThemAndAFiniteRange) {
+  const std::string plain = Fixture("safetensors/plain");
+  CommandResult text = Run({"heatmap", plain, "f16_special"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out,
+              HasSubstr("min -2.5  max 65504\n3 cells not finite: 1 NaN "
+                        "(magenta), 1 +inf (top colour), 1 -inf (bottom "
+                        "colour)\n"));
+  EXPECT_THAT(text.out, HasSubstr("\x1b[38;2;255;0;255m"));  // the NaN cell
+  CommandResult absmax =
+      Run({"heatmap", plain, "f16_special", "--mode", "absmax"});
+  EXPECT_THAT(absmax.out, HasSubstr("min 0  max 65504\n3 cells not finite: 1 "
+                                    "NaN (magenta), 2 +inf (top colour)\n"));
+
+  for (const std::string mode : {"value", "absmax"}) {
+    SCOPED_TRACE(mode);
+    CommandResult j =
+        Run({"--json", "heatmap", plain, "f16_special", "--mode", mode});
+    ASSERT_EQ(j.exit_code, 0) << j.err;
+    const auto h = nlohmann::json::parse(j.out);
+    ASSERT_EQ(h["values"].size(), 10u);
+    EXPECT_EQ(h["values"][7], "Infinity");
+    EXPECT_EQ(h["values"][8], mode == "value" ? "-Infinity" : "Infinity");
+    EXPECT_EQ(h["values"][9], "NaN");  // absmax said -Infinity
+    EXPECT_EQ(h["min"], mode == "value" ? -2.5 : 0.0);
+    EXPECT_EQ(h["max"], 65504.0);
+
+    const std::string out = MakeTempDir() + "/s.png";
+    CommandResult png =
+        Run({"heatmap", plain, "f16_special", "--mode", mode, "-o", out});
+    ASSERT_EQ(png.exit_code, 0) << png.err;
+    const Png p = ReadPng(out);
+    // 10 cells of 16 pixels from (4, 16); the colour bar is 64 tall, the
+    // legend's line under it begins with the NaN swatch.
+    const std::array<uint8_t, 3> magenta = {255, 0, 255};
+    EXPECT_EQ(p.At(4 + 9 * 16 + 8, 16 + 8), magenta);
+    EXPECT_NE(p.At(4 + 7 * 16 + 8, 16 + 8), p.At(4 + 9 * 16 + 8, 16 + 8));
+    EXPECT_NE(p.At(4 + 3 * 16 + 8, 16 + 8), p.At(4 + 7 * 16 + 8, 16 + 8));
+    EXPECT_EQ(p.height, 16 + 64 + 4 + 12);
+    EXPECT_EQ(p.At(4 + 3, 16 + 64 + 4 + 3), magenta);
+  }
+}
+
 // Group mode: the palette's colours, no white lines; neighbouring groups
 // apart by colour alone.
 TEST_P(ViewsCliTest, HeatmapGroupModeColoursGroupsWithThePaletteAndNoLines) {

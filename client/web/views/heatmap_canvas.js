@@ -367,8 +367,8 @@ export function createHeatmap(opts) {
         max: api.num(resp.max),
         region: r,
       };
-      // The colour scale: the finite values' range, computed here whether
-      // or not the reply's min and max count an inf or NaN in.
+      // The colour scale: the finite values' range (what the reply's min
+      // and max give), counted here as the cells are, with the non-finite.
       d.lo = Infinity;
       d.hi = -Infinity;
       d.nonFinite = 0;

@@ -4,6 +4,7 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <climits>
 #include <fstream>
 #include <sstream>
@@ -141,7 +142,14 @@ TensormorphServer::StartInProcess(const ServerOptions& options) {
   return Build(options, /*listen=*/false);
 }
 
-TensormorphServer::~TensormorphServer() { Shutdown(absl::ZeroDuration()); }
+TensormorphServer::~TensormorphServer() {
+  // Only when not shut down yet: a second call is the one that cancels and
+  // closes whatever a shutdown still waits for (see Shutdown), and a server
+  // shut down has nothing left to end.
+  if (!std::atomic_ref<bool>(shut_down_).load()) {
+    Shutdown(absl::ZeroDuration());
+  }
+}
 
 std::shared_ptr<grpc::Channel> TensormorphServer::InProcessChannel() {
   grpc::ChannelArguments args;
@@ -150,8 +158,23 @@ std::shared_ptr<grpc::Channel> TensormorphServer::InProcessChannel() {
 }
 
 void TensormorphServer::Shutdown(absl::Duration grace) {
-  if (shut_down_ || server_ == nullptr) return;
-  shut_down_ = true;
+  if (server_ == nullptr) return;
+  // Atomic: a second call comes from another thread while the first one
+  // waits out its grace (tensormorphd's second signal).
+  if (std::atomic_ref<bool>(shut_down_).exchange(true)) {
+    // A later call with no grace ends the running one now. gRPC's own
+    // Shutdown cannot: it holds its lock while it waits. Cancelling our
+    // streams is not enough either: the shutdown also waits for every
+    // connection to close, which after the GOAWAY takes a PING round trip
+    // with the client, and a client that polls nothing (a blocked
+    // synchronous reader; gRPC's backup poll runs every 5 s) or has gone
+    // silent holds that for seconds. This cancels every call and closes
+    // every connection at once, as gRPC does when the grace runs out.
+    if (grace <= absl::ZeroDuration()) {
+      grpc_server_cancel_all_calls(server_->c_server());
+    }
+    return;
+  }
   server_->Shutdown(std::chrono::system_clock::now() +
                     absl::ToChronoMilliseconds(grace));
 }

@@ -122,7 +122,10 @@ TEST(ShutdownTest, ASecondSignalEndsTheDrainAtOnce) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
-  EXPECT_LT(seconds, 10) << "the drain ran on instead of ending";
+  // Well under 10 s: gRPC's TCP backup poller holds a thread for 10 s at a
+  // time, and the server must not wait for it (main.cc), so a bound of 10 s
+  // would pass whenever that poll began a little before this signal.
+  EXPECT_LT(seconds, 5) << "the drain ran on instead of ending";
   release.Notify();
   reader.join();
   EXPECT_FALSE(result.ok());

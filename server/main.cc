@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -199,12 +200,27 @@ int main(int argc, char** argv) {
       "drain now)",
       sig, grace_seconds);
   std::atomic<bool> drained{false};
-  serving.store(false);  // /healthz says so while the drain runs
+  // New HTTP API requests are turned away from here on, and /healthz says
+  // so, before anything else of the drain begins.
+  if (gateway != nullptr) gateway->BeginDrain();
+  serving.store(false);
+  std::atomic<bool> hurry{false};
+  bool http_stopped = true;
   std::thread drain([&] {
-    (*server)->Shutdown(absl::Seconds(grace_seconds));
+    const absl::Time end = absl::Now() + absl::Seconds(grace_seconds);
+    if (gateway != nullptr) {
+      // HTTP requests are calls on the server's in-process channel, which
+      // the server's shutdown ends at once: they drain first, within the
+      // grace, while new ones are answered 503.
+      while (!gateway->WaitIdle(absl::Milliseconds(50)) && !hurry.load() &&
+             absl::Now() < end) {
+      }
+    }
+    (*server)->Shutdown(std::max(end - absl::Now(), absl::ZeroDuration()));
     (*server)->Wait();
-    // The HTTP streams' calls have ended with the server's.
-    if (gateway != nullptr) gateway->Stop();
+    // Every call has ended; a client still holding an HTTP thread (a body
+    // trickling in) is ended by the exit, not waited for.
+    if (gateway != nullptr) http_stopped = gateway->Stop(absl::Seconds(2));
     drained.store(true);
   });
   // A second SIGINT/SIGTERM (an impatient ^C, a supervisor's stop) cancels
@@ -215,6 +231,8 @@ int main(int argc, char** argv) {
     const int again = PollForSignal(signals);
     if ((again == SIGINT || again == SIGTERM) && !hurried) {
       hurried = true;
+      hurry.store(true);
+      if (gateway != nullptr) gateway->CancelAll();
       const int n = (*server)->state().watchdog.CancelAll(
           absl::CancelledError("a second signal ended the drain"));
       spdlog::warn("received signal {} again; cancelled {} streams", again, n);
@@ -235,7 +253,10 @@ int main(int argc, char** argv) {
   // After a second signal the process ends now; otherwise the release (which
   // lets LeakSanitizer check the server in sanitizer builds) gets
   // kReleaseLimit, and a signal ends it at once.
-  if (!hurried) {
+  if (!http_stopped) {
+    spdlog::info("HTTP clients still hold connections; the exit ends them");
+  }
+  if (!hurried && http_stopped) {
     std::atomic<bool> released{false};
     std::thread release([&] {
       gateway.reset();

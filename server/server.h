@@ -33,7 +33,8 @@ struct ServerOptions {
   ServiceLimits limits;
 };
 
-// Thread safety: Shutdown may be called from any thread, once.
+// Thread safety: Shutdown may be called from any thread, and again while a
+// shutdown runs (see Shutdown).
 class TensormorphServer {
  public:
   // Listens on options.listen with health checking and reflection.
@@ -51,7 +52,10 @@ class TensormorphServer {
   ServiceState& state() { return *state_; }
 
   // Stops accepting calls; lets in-flight calls finish for up to `grace`,
-  // then cancels the rest. Idempotent.
+  // then cancels the rest (in-process calls, the HTTP gateway's, end at
+  // once: drain those first). A later call with no grace, from another
+  // thread while the first runs, cancels every call and closes every
+  // connection now (a second signal); otherwise a later call does nothing.
   void Shutdown(absl::Duration grace);
   // Blocks until the server has shut down.
   void Wait();

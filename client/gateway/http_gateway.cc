@@ -254,23 +254,25 @@ void HttpGateway::Impl::CancelAll() {
 }
 
 bool HttpGateway::Impl::Stop(absl::Duration timeout) {
+  bool first = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopped_) return serving_done_.load();
-    stopped_ = true;
-    for (Sending* s : sending_) s->cancel();
+    if (!stopped_) {
+      stopped_ = first = true;
+      for (Sending* s : sending_) s->cancel();
+    }
   }
-  if (http_ != nullptr) http_->stop();
-  if (!thread_.joinable()) return true;
+  if (first && http_ != nullptr) http_->stop();
   // cpp-httplib joins its serving threads as it stops; one held by a client
-  // (a body trickling in) can hold it for its timeouts, so wait a bounded
-  // time and leave the rest to the process's exit.
+  // (a body trickling in, a full socket) can hold it for its timeouts, so
+  // wait a bounded time when asked to, and say so.
   const absl::Time deadline = absl::Now() + timeout;
-  while (!serving_done_.load() && absl::Now() < deadline) {
+  while (thread_.joinable() && !serving_done_.load() &&
+         absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(10));
   }
-  if (!serving_done_.load()) return false;
-  thread_.join();
+  if (thread_.joinable() && !serving_done_.load()) return false;
+  if (thread_.joinable()) thread_.join();
   return true;
 }
 

@@ -137,6 +137,14 @@ int ServerProcess::Stop() {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+int ServerProcess::WaitForExit() {
+  if (pid_ <= 0) return -1;
+  int status = 0;
+  ::waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
 ServerProcess::~ServerProcess() { Stop(); }
 
 CommandResult CliModes::Run(bool remote, std::vector<std::string> args) const {

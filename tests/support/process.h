@@ -39,6 +39,9 @@ class ServerProcess {
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   // Sends SIGTERM and returns the exit status.
   int Stop();
+  // Waits for the server to exit by itself (after a signal sent with
+  // kill(pid(), ...)) and returns its exit status.
+  int WaitForExit();
 
  private:
   pid_t pid_ = -1;

@@ -9,6 +9,7 @@
 #include <google/protobuf/util/json_util.h>
 #include <httplib.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -24,6 +25,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/notification.h"
 #include "client/client.h"
 #include "client/gateway/web_assets.h"
 #include "gmock/gmock.h"
@@ -632,6 +634,60 @@ TEST(HttpGatewayMemoryTest, ALargeNpyIsStreamedWithBoundedServerMemory) {
   EXPECT_LT(peak_kb - before_kb, 128 << 10)
       << "the server's heap grew by " << (peak_kb - before_kb) / 1024
       << " MiB while sending a 1024 MiB tensor";
+}
+
+// SIGTERM: /healthz turns 503 and new API requests are answered 503, while
+// a download in flight gets the grace to finish, whole; then the server
+// exits by itself.
+TEST(HttpGatewayDrainTest,
+     ADownloadInFlightFinishesWhileNewRequestsAreTurnedAway) {
+  const std::string dir = MakeTempDir();
+  constexpr int64_t kBytes = int64_t{64} << 20;
+  testing::WriteSparseSafetensors(
+      dir + "/big.safetensors",
+      R"({"w":{"dtype":"F32","shape":[4096,4096],"data_offsets":[0,67108864]}})",
+      kBytes);
+  ServerProcess s({dir},
+                  {"--http-listen", "127.0.0.1:0", "--shutdown-grace", "60"});
+  absl::Notification started, release;
+  int64_t got = 0;
+  int status = 0;
+  std::thread download([&] {
+    httplib::Client c("127.0.0.1", s.http_port());
+    c.set_read_timeout(60, 0);
+    httplib::Result r =
+        c.Get("/v1/tensor.npy?checkpoint=big.safetensors&tensor=w",
+              [&](const char*, size_t n) {
+                got += static_cast<int64_t>(n);
+                if (!started.HasBeenNotified()) {
+                  started.Notify();
+                  release.WaitForNotification();  // a client reading slowly
+                }
+                return true;
+              });
+    status = r ? r->status : -1;
+  });
+  started.WaitForNotification();
+  ASSERT_EQ(::kill(s.pid(), SIGTERM), 0);
+  httplib::Client c("127.0.0.1", s.http_port());
+  int health = 0;
+  for (int i = 0; i < 100 && health != 503; ++i) {
+    httplib::Result h = c.Get("/healthz");
+    health = h ? h->status : -1;
+    if (health != 503) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  EXPECT_EQ(health, 503);
+  httplib::Result fresh = c.Post("/v1/GetServerInfo", "{}", "application/json");
+  ASSERT_TRUE(fresh);
+  EXPECT_EQ(fresh->status, 503);
+  EXPECT_EQ(Json::parse(fresh->body).value("code", ""), "UNAVAILABLE");
+  release.Notify();
+  download.join();
+  EXPECT_EQ(status, 200);
+  EXPECT_EQ(got, kBytes + 128);  // whole: the data and the .npy header
+  EXPECT_EQ(s.WaitForExit(), 0);
 }
 
 TEST(HttpGatewayStartTest, BadListenAddressesAreRefusedNamingThem) {

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/../.."
 all=(decode stream diff inspect open_memory growth http page json_print)
 programs=("$@")
 [ $# -eq 0 ] && programs=("${all[@]}")
-deploy/install_deps.sh
+deploy/install_deps.sh --tests  # page_bench drives chromium
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTENSORMORPH_BUILD_BENCHMARKS=ON >/dev/null
 targets=(tensormorphd)
 for p in "${programs[@]}"; do targets+=("${p}_bench"); done

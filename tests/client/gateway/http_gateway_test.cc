@@ -603,7 +603,8 @@ TEST_F(HttpGatewayTest, AClientLeavingMidDownloadLeavesTheServerServing) {
 
 // A 1 GiB tensor goes out as .npy without the server holding it: its
 // anonymous memory (heap; the file's mapped pages are not counted) stays
-// within a few chunks of where it started, sampled throughout the download.
+// within 128 MiB of where it started (an eighth of the tensor), sampled
+// throughout the download.
 TEST(HttpGatewayMemoryTest, ALargeNpyIsStreamedWithBoundedServerMemory) {
   const std::string dir = MakeTempDir();
   constexpr int64_t kBytes = int64_t{1} << 30;
@@ -631,7 +632,14 @@ TEST(HttpGatewayMemoryTest, ALargeNpyIsStreamedWithBoundedServerMemory) {
   ASSERT_TRUE(r) << httplib::to_string(r.error());
   EXPECT_EQ(r->status, 200);
   EXPECT_EQ(got, kBytes + 128);  // the data and a 128-byte .npy header
-  EXPECT_LT(peak_kb - before_kb, 128 << 10)
+#if defined(__SANITIZE_ADDRESS__)
+  // ASan's quarantine holds up to 256 MiB of freed chunks: still far from
+  // the tensor held whole.
+  constexpr int64_t kBoundKb = 512 << 10;
+#else
+  constexpr int64_t kBoundKb = 128 << 10;
+#endif
+  EXPECT_LT(peak_kb - before_kb, kBoundKb)
       << "the server's heap grew by " << (peak_kb - before_kb) / 1024
       << " MiB while sending a 1024 MiB tensor";
 }

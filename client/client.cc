@@ -254,17 +254,22 @@ absl::Status Client::ReadSlice(
       "slice read cancelled by the caller");
 }
 
-absl::StatusOr<SliceData> Client::ReadSliceAll(
-    const v1::ReadSliceRequest& request) {
-  SliceData out;
-  int64_t next = 0;
+absl::Status Client::ReadSliceStreaming(
+    const v1::ReadSliceRequest& request,
+    const std::function<bool(const v1::SliceHeader&)>& on_header,
+    const std::function<bool(absl::string_view data)>& on_data) {
+  int64_t next = 0, expected = -1;
   absl::Status protocol = absl::OkStatus();
   absl::Status s = ReadSlice(request, [&](const v1::SliceChunk& c) {
+    if (c.has_header() != (expected < 0)) {
+      protocol = absl::InternalError(
+          c.has_header() ? "a second slice header mid-stream"
+                         : "a slice chunk before the stream's header");
+      return false;
+    }
     if (c.has_header()) {
-      out.shape.assign(c.header().shape().begin(), c.header().shape().end());
-      out.dtype = c.header().dtype();
-      out.num_elements = c.header().num_elements();
-      out.bytes.reserve(static_cast<size_t>(c.header().total_bytes()));
+      expected = c.header().num_elements();
+      if (!on_header(c.header())) return false;
     }
     if (c.element_offset() != next) {
       protocol = absl::InternalError(absl::StrCat(
@@ -272,15 +277,35 @@ absl::StatusOr<SliceData> Client::ReadSliceAll(
       return false;
     }
     next += c.element_count();
-    out.bytes += c.data();
-    return true;
+    return on_data(c.data());
   });
   if (!protocol.ok()) return protocol;
   if (!s.ok()) return s;
-  if (next != out.num_elements) {
+  if (expected < 0 || next != expected) {
     return absl::InternalError(absl::StrCat("stream ended after ", next, " of ",
-                                            out.num_elements, " elements"));
+                                            std::max<int64_t>(expected, 0),
+                                            " elements"));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SliceData> Client::ReadSliceAll(
+    const v1::ReadSliceRequest& request) {
+  SliceData out;
+  absl::Status s = ReadSliceStreaming(
+      request,
+      [&](const v1::SliceHeader& h) {
+        out.shape.assign(h.shape().begin(), h.shape().end());
+        out.dtype = h.dtype();
+        out.num_elements = h.num_elements();
+        out.bytes.reserve(static_cast<size_t>(h.total_bytes()));
+        return true;
+      },
+      [&](absl::string_view data) {
+        out.bytes.append(data.data(), data.size());
+        return true;
+      });
+  if (!s.ok()) return s;
   return out;
 }
 

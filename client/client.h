@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "tensormorph/v1/tensormorph.grpc.pb.h"
@@ -103,8 +104,18 @@ class Client {
   absl::Status ReadSlice(
       const v1::ReadSliceRequest& request,
       const std::function<bool(const v1::SliceChunk&)>& on_chunk);
-  // Reads a whole slice into one buffer, checking that chunks arrive in
-  // order and add up to the header's size.
+  // A slice as it arrives, checked as it comes (chunks in order, adding up
+  // to the header's element count): `on_header` once, then `on_data` with
+  // each chunk's bytes in order. Memory is one chunk whatever the slice's
+  // size: what a caller writing to a file or a socket wants. Either callback
+  // returning false cancels the read (CANCELLED); a stream that breaks the
+  // order or ends short is INTERNAL.
+  absl::Status ReadSliceStreaming(
+      const v1::ReadSliceRequest& request,
+      const std::function<bool(const v1::SliceHeader&)>& on_header,
+      const std::function<bool(absl::string_view data)>& on_data);
+  // Reads a whole slice into one buffer (ReadSliceStreaming's checks), for a
+  // caller that wants the whole array in memory.
   absl::StatusOr<SliceData> ReadSliceAll(const v1::ReadSliceRequest& request);
 
   absl::StatusOr<v1::InspectScalarsResponse> InspectScalars(

@@ -313,30 +313,50 @@ int RunRead(Client& client, const GlobalOptions& g, const ReadOptions& o) {
     });
     return s.ok() ? kExitOk : ReportFailure(s);
   }
-  auto data = client.ReadSliceAll(req);
-  if (!data.ok()) return ReportFailure(data.status());
   if (!o.output.empty()) {
-    const NpyLayout layout = NpyLayoutFor(
-        data->dtype, data->shape, static_cast<int64_t>(data->bytes.size()));
-    absl::Status s =
-        WriteNpy(o.output, layout.descr, layout.shape, data->bytes);
+    // Written as it arrives: a 30 GB tensor costs a chunk of memory, not
+    // 30 GB.
+    auto writer = NpyFileWriter::Create(o.output);
+    if (!writer.ok()) return ReportFailure(writer.status());
+    v1::SliceHeader header;
+    absl::Status written = absl::OkStatus();
+    absl::Status s = client.ReadSliceStreaming(
+        req,
+        [&](const v1::SliceHeader& h) {
+          header = h;
+          written = (*writer)->Begin(
+              h.dtype(),
+              std::vector<int64_t>(h.shape().begin(), h.shape().end()),
+              h.total_bytes());
+          return written.ok();
+        },
+        [&](absl::string_view data) {
+          written = (*writer)->Append(data);
+          return written.ok();
+        });
+    if (!written.ok()) return ReportFailure(written);
     if (!s.ok()) return ReportFailure(s);
+    if (absl::Status f = (*writer)->Finish(); !f.ok()) return ReportFailure(f);
+    const std::vector<int64_t> shape(header.shape().begin(),
+                                     header.shape().end());
     if (g.json) {
       // As protobuf's JSON mapping writes them elsewhere: int64 as strings.
       std::vector<std::string> dims_json;
-      for (int64_t d : data->shape)
-        dims_json.push_back(absl::StrCat("\"", d, "\""));
+      for (int64_t d : shape) dims_json.push_back(absl::StrCat("\"", d, "\""));
       std::cout << "{\"path\":" << JsonString(o.output)
-                << ",\"dtype\":" << JsonString(data->dtype) << ",\"shape\":["
+                << ",\"dtype\":" << JsonString(header.dtype()) << ",\"shape\":["
                 << absl::StrJoin(dims_json, ",") << "],\"bytes\":\""
-                << data->bytes.size() << "\"}\n";
+                << header.total_bytes() << "\"}\n";
     } else {
-      std::cerr << "wrote " << o.output << ": " << data->dtype
-                << ShapeText(data->shape) << ", "
-                << BytesText(static_cast<int64_t>(data->bytes.size())) << "\n";
+      std::cerr << "wrote " << o.output << ": " << header.dtype()
+                << ShapeText(shape) << ", " << BytesText(header.total_bytes())
+                << "\n";
     }
     return kExitOk;
   }
+  // The preview prints a whole (small) array.
+  auto data = client.ReadSliceAll(req);
+  if (!data.ok()) return ReportFailure(data.status());
   if (data->dtype != "F32") {
     std::cout << data->dtype << ShapeText(data->shape) << ": "
               << BytesText(static_cast<int64_t>(data->bytes.size()))

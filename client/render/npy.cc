@@ -1,6 +1,9 @@
 #include "client/render/npy.h"
 
+#include <sys/stat.h>
+
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 
@@ -56,18 +59,72 @@ std::string NpyHeader(absl::string_view descr,
   return out;
 }
 
-absl::Status WriteNpy(const std::string& path, absl::string_view descr,
-                      const std::vector<int64_t>& shape,
-                      absl::string_view data) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  const std::string header = NpyHeader(descr, shape);
-  f.write(header.data(), static_cast<std::streamsize>(header.size()));
-  f.write(data.data(), static_cast<std::streamsize>(data.size()));
-  f.close();
-  if (!f) {
-    return absl::InternalError(
-        absl::StrCat("cannot write '", path, "': ", std::strerror(errno)));
+absl::StatusOr<std::unique_ptr<NpyFileWriter>> NpyFileWriter::Create(
+    const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) {
+    const int error = errno;
+    return absl::Status(
+        absl::ErrnoToStatusCode(error),
+        absl::StrCat("cannot write '", path, "': ", std::strerror(error)));
   }
+  return std::unique_ptr<NpyFileWriter>(new NpyFileWriter(path, f));
+}
+
+NpyFileWriter::~NpyFileWriter() {
+  if (file_ != nullptr) std::fclose(file_);
+  struct stat st;
+  if (!finished_ && ::stat(path_.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+    std::remove(path_.c_str());  // no half array left to be taken for one
+  }
+}
+
+absl::Status NpyFileWriter::Error(int error) const {
+  return absl::Status(
+      absl::ErrnoToStatusCode(error),
+      absl::StrCat("cannot write '", path_, "': ", std::strerror(error)));
+}
+
+absl::Status NpyFileWriter::Begin(absl::string_view dtype,
+                                  const std::vector<int64_t>& shape,
+                                  int64_t total_bytes) {
+  if (begun_) return absl::FailedPreconditionError("a second .npy header");
+  begun_ = true;
+  layout_ = NpyLayoutFor(dtype, shape, total_bytes);
+  left_ = total_bytes;
+  const std::string header = NpyHeader(layout_.descr, layout_.shape);
+  if (std::fwrite(header.data(), 1, header.size(), file_) != header.size()) {
+    return Error(errno);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NpyFileWriter::Append(absl::string_view data) {
+  if (!begun_) {
+    return absl::FailedPreconditionError(".npy data before its header");
+  }
+  if (static_cast<int64_t>(data.size()) > left_) {
+    return absl::OutOfRangeError(
+        absl::StrCat("the slice sent ", data.size(), " bytes where ", left_,
+                     " were left of what its header promised"));
+  }
+  if (!data.empty() &&
+      std::fwrite(data.data(), 1, data.size(), file_) != data.size()) {
+    return Error(errno);
+  }
+  left_ -= static_cast<int64_t>(data.size());
+  return absl::OkStatus();
+}
+
+absl::Status NpyFileWriter::Finish() {
+  if (!begun_ || left_ != 0) {
+    return absl::DataLossError(absl::StrCat(
+        "the slice ended ", left_, " bytes short of what its header promised"));
+  }
+  FILE* f = file_;
+  file_ = nullptr;
+  if (std::fclose(f) != 0) return Error(errno);
+  finished_ = true;
   return absl::OkStatus();
 }
 

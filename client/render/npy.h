@@ -3,10 +3,13 @@
 #define TENSORMORPH_CLIENT_RENDER_NPY_H_
 
 #include <cstdint>
+#include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 namespace tensormorph {
@@ -32,11 +35,41 @@ NpyLayout NpyLayoutFor(absl::string_view dtype,
 std::string NpyHeader(absl::string_view descr,
                       const std::vector<int64_t>& shape);
 
-// Writes header + data to `path`.
-// Errors: INTERNAL naming the path when it cannot be written.
-absl::Status WriteNpy(const std::string& path, absl::string_view descr,
-                      const std::vector<int64_t>& shape,
-                      absl::string_view data);
+// Writes a .npy file as its data arrives: the header once the slice's
+// dtype, shape and size are known, then the data in order, so memory is one
+// chunk whatever the array's size. A file left unfinished (an error, a
+// cancelled read) is removed when the writer goes, unless it is not a
+// regular file (/dev/null, a pipe).
+class NpyFileWriter {
+ public:
+  // Opens `path`. Errors: the errno's code naming the path.
+  static absl::StatusOr<std::unique_ptr<NpyFileWriter>> Create(
+      const std::string& path);
+  ~NpyFileWriter();
+
+  // The header of a slice of `dtype` and `shape` holding `total_bytes`
+  // (laid out by NpyLayoutFor); once, first.
+  absl::Status Begin(absl::string_view dtype, const std::vector<int64_t>& shape,
+                     int64_t total_bytes);
+  // The next bytes. Errors: FAILED_PRECONDITION before Begin; OUT_OF_RANGE
+  // past total_bytes; the errno's code when the file cannot take them.
+  absl::Status Append(absl::string_view data);
+  // Checks that every byte Begin promised came, and closes the file.
+  absl::Status Finish();
+
+  NpyLayout layout() const { return layout_; }
+
+ private:
+  NpyFileWriter(std::string path, FILE* file)
+      : path_(std::move(path)), file_(file) {}
+  absl::Status Error(int error) const;
+
+  std::string path_;
+  FILE* file_;
+  NpyLayout layout_;
+  bool begun_ = false, finished_ = false;
+  int64_t left_ = 0;
+};
 
 }  // namespace tensormorph
 

@@ -15,6 +15,8 @@ struct CommandResult {
   int exit_code = -1;
   std::string out;
   std::string err;
+  // The command's peak resident memory (getrusage's ru_maxrss), in KiB.
+  int64_t max_rss_kb = 0;
 };
 
 // Runs `argv` (argv[0] a path) to completion with extra environment entries

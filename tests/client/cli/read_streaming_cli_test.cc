@@ -1,0 +1,90 @@
+// `tensormorph read -o` writes the .npy as the stream arrives: a client's
+// memory is a few chunks, whatever the tensor's size, and what it writes is
+// the stream byte for byte.
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/npy_reader.h"
+#include "tests/support/process.h"
+#include "tests/support/safetensors_writer.h"
+#include "tests/support/test_paths.h"
+
+namespace tensormorph {
+namespace {
+
+using ::tensormorph::testing::CliPath;
+using ::tensormorph::testing::CommandResult;
+using ::tensormorph::testing::MakeTempDir;
+using ::tensormorph::testing::RunCommand;
+using ::tensormorph::testing::ServerProcess;
+using ::testing::HasSubstr;
+
+constexpr int64_t kBytes = int64_t{1} << 30;
+
+std::string BigDir() {
+  static const std::string* dir = [] {
+    auto* d = new std::string(MakeTempDir());
+    testing::WriteSparseSafetensors(
+        *d + "/big.safetensors",
+        R"({"w":{"dtype":"F32","shape":[16384,16384],"data_offsets":[0,1073741824]}})",
+        kBytes);
+    return d;
+  }();
+  return *dir;
+}
+
+// Against a server (the client maps nothing), so the process's peak memory
+// is what the CLI itself held: it was the whole tensor, 1.1 GB.
+TEST(ReadStreamingCliTest, AGibibyteReadToAFileTakesAFewChunksOfMemory) {
+  ServerProcess server({BigDir()});
+  for (const bool raw : {false, true}) {
+    SCOPED_TRACE(raw ? "--raw" : "float32");
+    std::vector<std::string> argv = {CliPath(), "--server", server.address(),
+                                     "--json",  "read",     "big.safetensors",
+                                     "w",       "-o",       "/dev/null"};
+    if (raw) argv.push_back("--raw");
+    const CommandResult r = RunCommand(argv);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_THAT(r.out, HasSubstr("\"bytes\":\"1073741824\""));
+    EXPECT_LT(r.max_rss_kb, 160 << 10)
+        << "the CLI peaked at " << r.max_rss_kb / 1024
+        << " MiB reading a 1024 MiB tensor";
+  }
+}
+
+TEST(ReadStreamingCliTest, TheFileIsTheStreamWithItsHeader) {
+  const std::string dir = MakeTempDir();
+  testing::WriteFile(dir + "/m.safetensors",
+                     testing::BuildSafetensors(
+                         {{"t", "F32", {3, 5}, std::string(60, '\x3f')}}));
+  const std::string out = dir + "/t.npy";
+  const CommandResult r = RunCommand({CliPath(), "read", dir + "/m.safetensors",
+                                      "t", "--slice", "1:, ::2", "-o", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const testing::NpyArray npy = testing::ReadNpy(out);
+  EXPECT_EQ(npy.descr, "<f4");
+  EXPECT_EQ(npy.shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(npy.data, std::string(24, '\x3f'));
+}
+
+TEST(ReadStreamingCliTest, AnUnwritableOutputFailsNamingItAndLeavesNothing) {
+  const std::string dir = MakeTempDir();
+  testing::WriteFile(
+      dir + "/m.safetensors",
+      testing::BuildSafetensors({{"t", "F32", {2}, std::string(8, '\0')}}));
+  const std::string out = dir + "/no/such/dir/t.npy";
+  const CommandResult r =
+      RunCommand({CliPath(), "read", dir + "/m.safetensors", "t", "-o", out});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr(out));
+  // A read that fails after the file was opened leaves no half array.
+  const std::string half = dir + "/half.npy";
+  const CommandResult missing = RunCommand(
+      {CliPath(), "read", dir + "/m.safetensors", "nope", "-o", half});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(::access(half.c_str(), F_OK), 0) << "a partial .npy was left";
+}
+
+}  // namespace
+}  // namespace tensormorph

@@ -10,6 +10,10 @@
 
 namespace tensormorph {
 
+// A request message, serialized: the server's receive limit (gRPC's
+// default, said once here so that the HTTP gateway can name it).
+inline constexpr int32_t kMaxRequestBytes = 4 << 20;
+
 // ComputeStatsRequest.bins: 1 .. this (0 = the server's default).
 inline constexpr int32_t kMaxHistogramBins = 100'000;
 

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/io/fault_guard.h"
+#include "proto/request_limits.h"
 #include "server/auth_interceptor.h"
 #include "server/call_metrics_interceptor.h"
 
@@ -109,6 +110,7 @@ absl::StatusOr<std::unique_ptr<TensormorphServer>> TensormorphServer::Build(
   }
   // Every reply is checked against max_reply_bytes before it is sent
   // (CheckReplySize), so this cap is never what refuses one.
+  builder.SetMaxReceiveMessageSize(kMaxRequestBytes);
   builder.SetMaxSendMessageSize(
       static_cast<int>(options.limits.max_reply_bytes));
   builder.RegisterService(s->service_.get());

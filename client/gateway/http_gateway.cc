@@ -30,8 +30,8 @@
 namespace tensormorph {
 namespace {
 
-// The largest request body. A request is at most kMaxRequestBytes as
-// protobuf (the server's receive limit), and its JSON some times that; a
+// The largest request body. A request is at most kMaxRequestBytes (4 MiB)
+// as protobuf, the server's receive limit, and its JSON a few times that; a
 // body past this could not become a request the server takes.
 constexpr size_t kMaxBodyBytes = 16 << 20;
 // A request body must arrive within this, however it trickles in, so that

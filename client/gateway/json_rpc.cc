@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "client/gateway/json_print.h"
+#include "proto/request_limits.h"
 #include "proto/status_mapping.h"
 
 namespace tensormorph {
@@ -32,6 +33,13 @@ absl::StatusOr<Req> ParseRequest(absl::string_view body,
         "the body of ", method, " is not a ", Req::descriptor()->full_name(),
         " in protobuf's JSON mapping: ",
         std::string(s.message().data(), s.message().size())));
+  }
+  // Said here, rather than by gRPC's "Received message larger than max".
+  if (req.ByteSizeLong() > static_cast<size_t>(kMaxRequestBytes)) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the ", method, " request is ", req.ByteSizeLong(),
+                     " bytes as protobuf, past the ", kMaxRequestBytes >> 20,
+                     " MiB a server takes; split it into several calls"));
   }
   return req;
 }

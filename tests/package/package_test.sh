@@ -7,6 +7,8 @@
 # usage: package_test.sh BUILD_DIR SCRATCH_DIR MAKE_DEMO VERSION CXX [CCACHE]
 # SCRATCH_DIR is wiped first. It is a fixed place in the build tree rather
 # than a mktemp one, so ccache (base_dir) hits on the consumer's rebuilds.
+# TENSORMORPH_CONSUMER_CXX_FLAGS: compile and link flags for the consumer (the
+# sanitizer runtimes when the installed libraries are instrumented).
 set -euo pipefail
 
 build=$1 scratch=$2 make_demo=$3 version=$4 cxx=$5 ccache=${6:-}
@@ -42,7 +44,9 @@ launcher=()
 [[ -n $ccache ]] && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER="$ccache")
 cmake -S "$here/consumer" -B "$scratch/consumer" -G Ninja \
   -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$cxx" \
-  -DCMAKE_PREFIX_PATH="$prefix" "${launcher[@]}" > "$scratch/consumer-configure.log" 2>&1 ||
+  -DCMAKE_PREFIX_PATH="$prefix" "${launcher[@]}" \
+  -DCMAKE_CXX_FLAGS="${TENSORMORPH_CONSUMER_CXX_FLAGS:-}" \
+  -DCMAKE_EXE_LINKER_FLAGS="${TENSORMORPH_CONSUMER_CXX_FLAGS:-}" > "$scratch/consumer-configure.log" 2>&1 ||
   { cat "$scratch/consumer-configure.log" >&2; fail "the consumer does not configure"; }
 cmake --build "$scratch/consumer" > "$scratch/consumer-build.log" 2>&1 ||
   { cat "$scratch/consumer-build.log" >&2; fail "the consumer does not build"; }

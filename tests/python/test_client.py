@@ -216,11 +216,16 @@ class LocalServerTest(unittest.TestCase):
                 a = c.read(Q8, Q8_TENSOR)  # relative to the working directory
                 pid = c.process.pid
                 self.assertIsNone(c.process.poll())
+                # A server of "/" listens where only this user can connect.
+                self.assertTrue(c.address.startswith("unix:"), c.address)
+                sock = c.address[len("unix:"):]
+                self.assertEqual(os.stat(os.path.dirname(sock)).st_mode & 0o077, 0)
         finally:
             os.chdir(cwd)
         with tm.connect(ADDRESS) as remote:
             self.assertEqual(a.tobytes(), remote.read(Q8, Q8_TENSOR).tobytes())
         self.assertIsNotNone(c.process.poll())
+        self.assertFalse(os.path.exists(sock))
         with self.assertRaises(ProcessLookupError):
             os.kill(pid, 0)
 

@@ -230,6 +230,23 @@ class LocalServerTest(unittest.TestCase):
             os.kill(pid, 0)
 
 
+    def test_local_server_stops_at_exit_without_close(self) -> None:
+        script = ("import tensormorph as tm\n"
+                  "c = tm.local()\n"
+                  "print(c.process.pid, flush=True)\n")
+        env = dict(os.environ, TENSORMORPH_TENSORMORPHD=TENSORMORPHD)
+        r = subprocess.run([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stdout)
+        with self.assertRaises(ProcessLookupError):
+            os.kill(int(r.stdout.split()[0]), 0)
+
+    def test_a_missing_server_binary_is_an_error(self) -> None:
+        with self.assertRaises(tm.Error) as cm:
+            tm.local(tensormorphd=os.path.join(_tmp.name, "no-such-tensormorphd"))
+        self.assertEqual(cm.exception.code, "UNAVAILABLE")
+
+
 class PipInstallTest(unittest.TestCase):
     def test_pip_install_in_a_system_site_packages_venv(self) -> None:
         try:

@@ -301,5 +301,22 @@ class QuantReportExampleTest(unittest.TestCase):
                 self.assertIn(t.name, page)
 
 
+class DiffJsonlExampleTest(unittest.TestCase):
+    def test_logs_one_json_line_per_tensor_with_the_step(self) -> None:
+        script = SOURCE_DIR / "client" / "python" / "examples" / "diff_jsonl.py"
+        r = subprocess.run([sys.executable, str(script), "--server", ADDRESS, Q8, "source",
+                            "--step", "7"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rows = [json.loads(l) for l in r.stdout.splitlines()]
+        with tm.connect(ADDRESS) as c:
+            self.assertEqual(sorted(row["tensor"] for row in rows),
+                             [t.name for t in c.tensors(Q8)])
+            reports = {e["name"]: e for e in c.diff(Q8, "source") if e["event"] == "tensor"}
+        for row in rows:
+            self.assertEqual(row["step"], 7)
+            self.assertEqual(row["max_err_steps"], reports[row["tensor"]]["max_err_steps"])
+
+
 if __name__ == "__main__":
     unittest.main()

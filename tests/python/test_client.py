@@ -138,6 +138,13 @@ class ConnectedClientTest(unittest.TestCase):
                 self.assertEqual(a.shape, want.shape)
                 self.assertEqual(a.tobytes(), want.astype("<f4").tobytes())
 
+    def test_read_assembles_many_chunks_in_order(self) -> None:
+        whole = self.c.read(Q8, Q8_TENSOR)
+        small = self.c.read(Q8, Q8_TENSOR, max_chunk_bytes=4096)  # 64 chunks
+        self.assertEqual(small.tobytes(), whole.tobytes())
+        raw = self.c.read(Q8, Q8_TENSOR, raw=True, max_chunk_bytes=34 * 8)
+        self.assertEqual(raw.tobytes(), self.c.read(Q8, Q8_TENSOR, raw=True).tobytes())
+
     def test_read_raw_is_the_stored_bytes_as_the_cli_writes_them(self) -> None:
         for ckpt, tensor, dtype in [(Q8, Q8_TENSOR, "Q8_0"),
                                     ("source", "model.layers.0.mlp.down_proj.weight", "BF16")]:

@@ -206,14 +206,16 @@ class Client:
         return out
 
     def read(self, ckpt: str, tensor: str, slice: Optional[str] = None,
-             raw: bool = False, part: bool = False) -> np.ndarray:
+             raw: bool = False, part: bool = False, max_chunk_bytes: int = 0) -> np.ndarray:
         """ReadSlice: a numpy-syntax slice ("0:4, ::2"; None = all) of a
         tensor as float32, or with `raw` its stored bytes as a `RawArray`
         (uint8 with `stored_dtype`). The stream is written into one buffer
-        allocated from the header's total_bytes, chunk by chunk."""
+        allocated from the header's total_bytes, chunk by chunk (of at most
+        `max_chunk_bytes`; 0 = the server's limit, 1 MiB by default)."""
         req = pb.ReadSliceRequest(
             checkpoint=self._path(ckpt), tensor=tensor, slice=slice or "",
-            mode=pb.OUTPUT_MODE_RAW if raw else pb.OUTPUT_MODE_FLOAT32, part=part)
+            mode=pb.OUTPUT_MODE_RAW if raw else pb.OUTPUT_MODE_FLOAT32, part=part,
+            max_chunk_bytes=max_chunk_bytes)
         buf: Optional[np.ndarray] = None
         view: Optional[memoryview] = None
         header = None

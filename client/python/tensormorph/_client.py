@@ -55,7 +55,8 @@ def to_dict(msg: Any) -> Dict[str, Any]:
                 out[f.name] = list(value)
         elif f.message_type is not None:
             out[f.name] = to_dict(value) if msg.HasField(f.name) else None
-        elif f.has_presence and not msg.HasField(f.name):
+        elif f.containing_oneof is not None and not msg.HasField(f.name):
+            # proto3 `optional` (a synthetic oneof) left unset
             out[f.name] = None
         elif f.enum_type is not None:
             ev = f.enum_type.values_by_number.get(value)

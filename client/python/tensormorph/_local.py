@@ -1,0 +1,106 @@
+"""`local()`: a private tensormorphd for this process, for local files."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any, List, Optional
+
+import grpc
+
+from ._client import Client, Error, _MAX_MESSAGE
+
+
+def find_tensormorphd() -> str:
+    """$TENSORMORPH_TENSORMORPHD, else the build tree's server/tensormorphd
+    (this package staged at <build>/python/tensormorph), else PATH."""
+    env = os.environ.get("TENSORMORPH_TENSORMORPHD")
+    if env:
+        return env
+    beside = Path(__file__).resolve().parent.parent.parent / "server" / "tensormorphd"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    found = shutil.which("tensormorphd")
+    if found:
+        return found
+    raise Error("NOT_FOUND", "tensormorphd not found: set TENSORMORPH_TENSORMORPHD, "
+                f"build it (expected at {beside}), or put it on PATH")
+
+
+class LocalClient(Client):
+    """A Client whose tensormorphd this process started; `close()` (or the
+    end of a `with` block, or the interpreter's exit) stops it."""
+
+    def __init__(self, process: subprocess.Popen, address: str, path_base: str,
+                 socket_dir: Optional[str] = None) -> None:
+        channel = grpc.insecure_channel(
+            address, options=[("grpc.max_receive_message_length", _MAX_MESSAGE),
+                              ("grpc.max_send_message_length", _MAX_MESSAGE)])
+        super().__init__(channel, path_base=path_base)
+        self.process = process
+        self.address = address
+        self._socket_dir = socket_dir
+        atexit.register(self.close)
+
+    def close(self) -> None:
+        """Closes the channel and stops the server (SIGTERM, then SIGKILL)."""
+        super().close()
+        p = self.process
+        if p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        if p.stdout is not None:
+            p.stdout.close()
+        if self._socket_dir is not None:
+            shutil.rmtree(self._socket_dir, ignore_errors=True)
+        atexit.unregister(self.close)
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def local(root: str = "/", tensormorphd: Optional[str] = None,
+          extra_args: Optional[List[str]] = None) -> LocalClient:
+    """Starts a private tensormorphd serving `root` (default "/", so any
+    local file) and returns a client of it. It listens on a unix socket in a
+    fresh directory only this user can enter (a server of "/" must not be
+    open to other local users), or on 127.0.0.1 with a free port where the
+    socket's path would be too long. Relative checkpoint paths are taken
+    from the current directory. The server stops at close(), at the end of
+    a `with` block, or at exit."""
+    exe = tensormorphd or find_tensormorphd()
+    socket_dir: Optional[str] = tempfile.mkdtemp(prefix="tensormorph-")  # mode 0700
+    sock = os.path.join(socket_dir, "tensormorphd.sock")
+    if len(sock) < 100:  # sun_path holds 108 bytes
+        listen = f"unix:{sock}"
+    else:
+        shutil.rmtree(socket_dir, ignore_errors=True)
+        socket_dir, listen = None, "127.0.0.1:0"
+    cmd = [exe, "--root", os.path.abspath(root), "--listen", listen,
+           "--log-level", "warn", *(extra_args or [])]
+    try:
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    except OSError as e:
+        if socket_dir is not None:
+            shutil.rmtree(socket_dir, ignore_errors=True)
+        raise Error("UNAVAILABLE", f"cannot start {exe}: {e}") from None
+    line = p.stdout.readline() if p.stdout else ""
+    m = re.search(r"listening on (\S+):(\d+)", line)
+    if not m:
+        p.kill()
+        p.wait()
+        if socket_dir is not None:
+            shutil.rmtree(socket_dir, ignore_errors=True)
+        raise Error("UNAVAILABLE", f"{exe} did not start (said {line.strip()!r}, "
+                    f"exit code {p.returncode})")
+    address = listen if socket_dir is not None else f"{m.group(1)}:{m.group(2)}"
+    return LocalClient(p, address, path_base=os.getcwd(), socket_dir=socket_dir)

@@ -47,7 +47,14 @@ TEST(ReadStreamingCliTest, AGibibyteReadToAFileTakesAFewChunksOfMemory) {
     const CommandResult r = RunCommand(argv);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_THAT(r.out, HasSubstr("\"bytes\":\"1073741824\""));
-    EXPECT_LT(r.max_rss_kb, 100'000'000 / 1024)  // 100 MB
+#if defined(__SANITIZE_ADDRESS__)
+    // ASan's shadow and its quarantine (256 MiB of freed chunks) come on
+    // top: still far from the tensor held whole.
+    constexpr int64_t kBoundKb = 512 << 10;
+#else
+    constexpr int64_t kBoundKb = 100'000'000 / 1024;  // 100 MB
+#endif
+    EXPECT_LT(r.max_rss_kb, kBoundKb)
         << "the CLI peaked at " << r.max_rss_kb / 1024
         << " MiB reading a 1024 MiB tensor";
   }

@@ -8,8 +8,9 @@ with no external resources: per-layer SQNR and max-error-in-steps charts,
 the worst tensors' error heatmaps (GetHeatmap in error mode, as inline PNG
 data URIs) and their level usage (ComputeStats' code histograms). Without
 --server it starts a private tensormorphd (tm.local()) for local files.
-The charts are drawn with matplotlib (Debian's python3-matplotlib) on the
-Agg backend and inlined as SVG, so the page loads nothing from elsewhere.
+Everything is drawn with matplotlib (Debian's python3-matplotlib) on the
+Agg backend: the charts inlined as SVG, the heatmaps as PNG data URIs, so
+the page loads nothing from elsewhere.
 """
 
 from __future__ import annotations
@@ -20,10 +21,8 @@ import html
 import io
 import math
 import re
-import struct
 import sys
-import zlib
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Sequence
 
 import matplotlib
 
@@ -40,31 +39,26 @@ def esc(s: Any) -> str:
     return html.escape(str(s), quote=True)
 
 
-def png_data_uri(rgb: np.ndarray) -> str:
-    """An RGB uint8 image (h, w, 3) as a PNG data URI (zlib + struct)."""
-    h, w, _ = rgb.shape
-    rows = b"".join(b"\x00" + rgb[y].tobytes() for y in range(h))  # filter 0 per row
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return (struct.pack(">I", len(data)) + kind + data +
-                struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
-
-    png = (b"\x89PNG\r\n\x1a\n" +
-           chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)) +
-           chunk(b"IDAT", zlib.compress(rows, 9)) + chunk(b"IEND", b""))
-    return "data:image/png;base64," + base64.b64encode(png).decode()
-
-
-def colour_ramp(cells: np.ndarray, lo: float, hi: float) -> np.ndarray:
-    """Finite cells on a dark-blue to yellow ramp between lo and hi; +inf the
-    top end, -inf the bottom, NaN magenta (as GetHeatmap's contract says)."""
-    span = hi - lo if hi > lo else 1.0
-    t = np.clip((np.nan_to_num(cells, nan=0.0, posinf=hi, neginf=lo) - lo) / span, 0, 1)
-    low = np.array([20, 30, 90], dtype=np.float64)
-    high = np.array([250, 230, 40], dtype=np.float64)
-    rgb = (low + (high - low) * t[..., None]).astype(np.uint8)
-    rgb[np.isnan(cells)] = (255, 0, 255)
-    return rgb
+def heatmap_png(title: str, cells: np.ndarray, lo: float, hi: float) -> str:
+    """Heatmap cells (matplotlib imshow, Agg) as a PNG data URI with a colour
+    bar in steps. Finite cells run dark blue to yellow between lo and hi;
+    +inf is the top end, -inf the bottom and NaN magenta, as GetHeatmap's
+    contract says."""
+    cmap = matplotlib.colormaps["viridis"].copy()
+    cmap.set_bad("magenta")
+    top = hi if hi > lo else lo + 1.0
+    shown = np.where(np.isnan(cells), np.nan, np.clip(cells, lo, top))  # clip maps ±inf to the ends
+    fig, ax = plt.subplots(figsize=(4.6, 3.8))
+    im = ax.imshow(np.ma.masked_invalid(shown), cmap=cmap, vmin=lo, vmax=top,
+                   interpolation="nearest", aspect="auto")
+    fig.colorbar(im, ax=ax, label="max error (steps)")
+    ax.set_title(title, fontsize=8, loc="left")
+    ax.set_xlabel("column cell", fontsize=8)
+    ax.set_ylabel("row cell", fontsize=8)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    plt.close(fig)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
 def svg_of(fig: Any) -> str:
@@ -138,7 +132,7 @@ def build_page(c: tm.Client, quant: str, source: str, worst_n: int) -> str:
            f"<title>Quantization report: {esc(quant)}</title>"
            "<style>body{font-family:sans-serif;margin:20px}table{border-collapse:collapse}"
            "td,th{border:1px solid #ccc;padding:2px 6px;font-size:12px}"
-           "img{image-rendering:pixelated;border:1px solid #888}</style></head><body>",
+           "img{border:1px solid #888}</style></head><body>",
            f"<h1>Quantization report</h1><p>{esc(quant)} against {esc(source)}: "
            f"{summary.get('tensors_compared', 0)} tensors compared, pairing "
            f"{esc(summary.get('pairing', ''))}.</p>"]
@@ -158,18 +152,16 @@ def build_page(c: tm.Client, quant: str, source: str, worst_n: int) -> str:
 
     worst = list(summary.get("worst_tensors", []))[:worst_n]
     out.append("<h2>Error heatmaps</h2><p>Max error in steps per cell of the worst "
-               "tensors (dark: 0, yellow: the tensor's largest; magenta: NaN).</p>")
+               "tensors (dark: the tensor's smallest, yellow: its largest; magenta: NaN).</p>")
     by_name = {r["name"]: r for r in reports}
     for name in worst:
         ref = by_name[name]["reference_name"] or ""
         h = c.heatmap(quant, name, mode="error", reference=source, reference_tensor=ref,
                       width=128, height=128)
         cells = h["cells"]
-        img = png_data_uri(colour_ramp(cells, float(h["min"]), float(h["max"])))
-        scale = max(1, 256 // max(cells.shape))
+        img = heatmap_png(name, cells, float(h["min"]), float(h["max"]))
         out.append(f"<h3>{esc(name)}</h3><p>{h['rows']}×{h['cols']} in {h['height']}×{h['width']} "
                    f"cells, max {h['max']:.3f} steps</p><img alt='{esc(name)} error heatmap' "
-                   f"width='{cells.shape[1] * scale}' height='{cells.shape[0] * scale}' "
                    f"src='{img}'>")
 
     out.append("<h2>Level usage</h2><p>Elements per stored code of the worst tensors: "

@@ -16,8 +16,9 @@ PACKAGES=(
   openssl  # the TLS tests make a throwaway CA
   curl     # the quick start shows the HTTP port answering
   # the Python client (client/python) and its tests: stubs from protoc and
-  # grpc_python_plugin, run on Debian's grpcio, protobuf and numpy
-  python3 python3-grpcio python3-protobuf python3-numpy python3-venv python3-pytest
+  # grpc_python_plugin, run on Debian's grpcio, protobuf and numpy; the
+  # dashboard example (quant_report.py) draws its charts with matplotlib
+  python3 python3-grpcio python3-protobuf python3-numpy python3-venv python3-pytest python3-matplotlib
 )
 if [ "${1:-}" = "--tests" ]; then
   PACKAGES+=(chromium chromium-driver python3-selenium python3)

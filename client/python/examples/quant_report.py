@@ -4,12 +4,13 @@
     quant_report.py QUANT SOURCE -o report.html [--server HOST:PORT] [--worst N]
 
 Compares QUANT with its full-precision SOURCE (QuantDiff) and writes a page
-with no external resources: per-layer SQNR and max-error-in-steps charts
-(inline SVG), the worst tensors' error heatmaps (GetHeatmap in error mode,
-as inline PNG data URIs) and their level usage (ComputeStats' code
-histograms, inline SVG). Without --server it starts a private tensormorphd
-(tm.local()) for local files. The charts are drawn by hand so the example
-needs only the client's own dependencies.
+with no external resources: per-layer SQNR and max-error-in-steps charts,
+the worst tensors' error heatmaps (GetHeatmap in error mode, as inline PNG
+data URIs) and their level usage (ComputeStats' code histograms). Without
+--server it starts a private tensormorphd (tm.local()) for local files.
+Everything is drawn with matplotlib (Debian's python3-matplotlib) on the
+Agg backend: the charts inlined as SVG, the heatmaps as PNG data URIs, so
+the page loads nothing from elsewhere.
 """
 
 from __future__ import annotations
@@ -17,90 +18,104 @@ from __future__ import annotations
 import argparse
 import base64
 import html
+import io
 import math
-import struct
+import re
 import sys
-import zlib
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Sequence
 
-import numpy as np
+import matplotlib
 
-import tensormorph as tm
+matplotlib.use("Agg")  # no display: render straight to SVG
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+import tensormorph as tm  # noqa: E402
+
+plt.rcParams["svg.fonttype"] = "none"  # text as <text>, no embedded glyph paths
 
 
 def esc(s: Any) -> str:
     return html.escape(str(s), quote=True)
 
 
-def png_data_uri(rgb: np.ndarray) -> str:
-    """An RGB uint8 image (h, w, 3) as a PNG data URI (zlib + struct)."""
-    h, w, _ = rgb.shape
-    rows = b"".join(b"\x00" + rgb[y].tobytes() for y in range(h))  # filter 0 per row
+def heatmap_png(title: str, cells: np.ndarray, lo: float, hi: float) -> str:
+    """Heatmap cells (matplotlib imshow, Agg) as a PNG data URI with a colour
+    bar in steps. Finite cells run dark blue to yellow between lo and hi;
+    +inf is the top end, -inf the bottom and NaN magenta, as GetHeatmap's
+    contract says."""
+    cmap = matplotlib.colormaps["viridis"].copy()
+    cmap.set_bad("magenta")
+    top = hi if hi > lo else lo + 1.0
+    shown = np.where(np.isnan(cells), np.nan, np.clip(cells, lo, top))  # clip maps ±inf to the ends
+    fig, ax = plt.subplots(figsize=(4.6, 3.8))
+    im = ax.imshow(np.ma.masked_invalid(shown), cmap=cmap, vmin=lo, vmax=top,
+                   interpolation="nearest", aspect="auto")
+    fig.colorbar(im, ax=ax, label="max error (steps)")
+    ax.set_title(title, fontsize=8, loc="left")
+    ax.set_xlabel("column cell", fontsize=8)
+    ax.set_ylabel("row cell", fontsize=8)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    plt.close(fig)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return (struct.pack(">I", len(data)) + kind + data +
-                struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
 
-    png = (b"\x89PNG\r\n\x1a\n" +
-           chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)) +
-           chunk(b"IDAT", zlib.compress(rows, 9)) + chunk(b"IEND", b""))
-    return "data:image/png;base64," + base64.b64encode(png).decode()
-
-
-def colour_ramp(cells: np.ndarray, lo: float, hi: float) -> np.ndarray:
-    """Finite cells on a dark-blue to yellow ramp between lo and hi; +inf the
-    top end, -inf the bottom, NaN magenta (as GetHeatmap's contract says)."""
-    span = hi - lo if hi > lo else 1.0
-    t = np.clip((np.nan_to_num(cells, nan=0.0, posinf=hi, neginf=lo) - lo) / span, 0, 1)
-    low = np.array([20, 30, 90], dtype=np.float64)
-    high = np.array([250, 230, 40], dtype=np.float64)
-    rgb = (low + (high - low) * t[..., None]).astype(np.uint8)
-    rgb[np.isnan(cells)] = (255, 0, 255)
-    return rgb
+def svg_of(fig: Any) -> str:
+    """A matplotlib figure as inline SVG: text stays text (searchable, and
+    the page names every tensor), without the XML prolog and metadata that
+    only a standalone file needs."""
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight")
+    plt.close(fig)
+    svg = buf.getvalue()
+    svg = svg[svg.index("<svg"):]
+    return re.sub(r"<metadata>.*?</metadata>", "", svg, flags=re.S)
 
 
 def bar_chart(title: str, labels: Sequence[str], values: Sequence[float], unit: str,
               cap_label: str = "") -> str:
-    """A horizontal bar chart as inline SVG; infinite values are drawn full
-    length and labelled `cap_label`."""
+    """A horizontal bar chart (matplotlib, inline SVG); infinite values are
+    drawn full length in grey and labelled `cap_label`."""
     finite = [v for v in values if math.isfinite(v)]
     top = max(finite) if finite else 1.0
     top = top if top > 0 else 1.0
-    row, left, width = 16, 300, 360
-    height = row * len(labels) + 30
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 90}" '
-             f'height="{height}" role="img" aria-label="{esc(title)}">',
-             f'<text x="0" y="14" font-size="13" font-weight="bold">{esc(title)} ({esc(unit)})</text>']
-    for i, (name, v) in enumerate(zip(labels, values)):
-        y = 24 + i * row
-        frac = 1.0 if not math.isfinite(v) else max(v, 0) / top
-        text = cap_label if not math.isfinite(v) else f"{v:.3g}"
-        parts.append(f'<text x="{left - 6}" y="{y + 11}" font-size="11" '
-                     f'text-anchor="end">{esc(name)}</text>')
-        parts.append(f'<rect x="{left}" y="{y + 2}" width="{frac * width:.1f}" height="{row - 4}" '
-                     f'fill="{"#999" if not math.isfinite(v) else "#3b6fb6"}"/>')
-        parts.append(f'<text x="{left + frac * width + 4:.1f}" y="{y + 11}" '
-                     f'font-size="10">{esc(text)}</text>')
-    parts.append("</svg>")
-    return "".join(parts)
+    shown = [top if not math.isfinite(v) else max(v, 0.0) for v in values]
+    fig, ax = plt.subplots(figsize=(8.5, 0.8 + 0.22 * max(len(labels), 1)))
+    y = np.arange(len(labels))
+    ax.barh(y, shown, height=0.7,
+            color=["#999999" if not math.isfinite(v) else "#3b6fb6" for v in values])
+    for yi, (v, w) in enumerate(zip(values, shown)):
+        ax.text(w, yi, " " + (cap_label if not math.isfinite(v) else f"{v:.3g}"),
+                va="center", fontsize=7)
+    ax.set_yticks(y, labels, fontsize=7)
+    ax.invert_yaxis()  # first tensor at the top, as in the table
+    ax.set_xlim(0, top * 1.15)
+    ax.set_xlabel(unit)
+    ax.set_title(title, fontsize=10, loc="left")
+    ax.grid(axis="x", alpha=0.3)
+    return svg_of(fig)
 
 
 def level_chart(title: str, hist: np.ndarray, code_bits: int) -> str:
-    """Elements per code as vertical bars (inline SVG), log-scaled."""
+    """Elements per code as vertical bars (matplotlib, inline SVG), log-scaled;
+    unused codes are marked red along the axis."""
     n = len(hist)
-    width, height = 512, 120
-    bw = width / max(n, 1)
-    top = math.log1p(float(hist.max())) if n and hist.max() > 0 else 1.0
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width + 10}" height="{height + 34}" '
-             f'role="img" aria-label="{esc(title)}">',
-             f'<text x="0" y="12" font-size="12">{esc(title)}</text>']
-    for i, c in enumerate(hist):
-        h = height * math.log1p(float(c)) / top
-        parts.append(f'<rect x="{i * bw:.2f}" y="{18 + height - h:.2f}" width="{max(bw, 0.5):.2f}" '
-                     f'height="{h:.2f}" fill="{"#c0392b" if c == 0 else "#2e8b57"}"/>')
-    parts.append(f'<text x="0" y="{height + 32}" font-size="10">codes 0 .. {2 ** code_bits - 1} '
-                 f'(log scale; {int((hist > 0).sum())} of {n} used)</text></svg>')
-    return "".join(parts)
+    fig, ax = plt.subplots(figsize=(8.5, 2.2))
+    codes = np.arange(n)
+    used = hist > 0
+    ax.bar(codes[used], hist[used], width=1.0, color="#2e8b57")
+    if (~used).any():
+        ax.plot(codes[~used], np.full(int((~used).sum()), 0.7), "|", color="#c0392b",
+                markersize=6, label="never used")
+        ax.legend(fontsize=7, loc="upper right")
+    ax.set_yscale("log")
+    ax.set_ylim(0.5, max(float(hist.max()) if n else 1.0, 1.0) * 2)
+    ax.set_xlim(-0.5, n - 0.5)
+    ax.set_xlabel(f"code 0 .. {2 ** code_bits - 1} ({int(used.sum())} of {n} used)", fontsize=8)
+    ax.set_ylabel("elements", fontsize=8)
+    ax.set_title(title, fontsize=9, loc="left")
+    return svg_of(fig)
 
 
 def build_page(c: tm.Client, quant: str, source: str, worst_n: int) -> str:
@@ -117,7 +132,7 @@ def build_page(c: tm.Client, quant: str, source: str, worst_n: int) -> str:
            f"<title>Quantization report: {esc(quant)}</title>"
            "<style>body{font-family:sans-serif;margin:20px}table{border-collapse:collapse}"
            "td,th{border:1px solid #ccc;padding:2px 6px;font-size:12px}"
-           "img{image-rendering:pixelated;border:1px solid #888}</style></head><body>",
+           "img{border:1px solid #888}</style></head><body>",
            f"<h1>Quantization report</h1><p>{esc(quant)} against {esc(source)}: "
            f"{summary.get('tensors_compared', 0)} tensors compared, pairing "
            f"{esc(summary.get('pairing', ''))}.</p>"]
@@ -137,18 +152,16 @@ def build_page(c: tm.Client, quant: str, source: str, worst_n: int) -> str:
 
     worst = list(summary.get("worst_tensors", []))[:worst_n]
     out.append("<h2>Error heatmaps</h2><p>Max error in steps per cell of the worst "
-               "tensors (dark: 0, yellow: the tensor's largest; magenta: NaN).</p>")
+               "tensors (dark: the tensor's smallest, yellow: its largest; magenta: NaN).</p>")
     by_name = {r["name"]: r for r in reports}
     for name in worst:
         ref = by_name[name]["reference_name"] or ""
         h = c.heatmap(quant, name, mode="error", reference=source, reference_tensor=ref,
                       width=128, height=128)
         cells = h["cells"]
-        img = png_data_uri(colour_ramp(cells, float(h["min"]), float(h["max"])))
-        scale = max(1, 256 // max(cells.shape))
+        img = heatmap_png(name, cells, float(h["min"]), float(h["max"]))
         out.append(f"<h3>{esc(name)}</h3><p>{h['rows']}×{h['cols']} in {h['height']}×{h['width']} "
                    f"cells, max {h['max']:.3f} steps</p><img alt='{esc(name)} error heatmap' "
-                   f"width='{cells.shape[1] * scale}' height='{cells.shape[0] * scale}' "
                    f"src='{img}'>")
 
     out.append("<h2>Level usage</h2><p>Elements per stored code of the worst tensors: "

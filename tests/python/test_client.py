@@ -27,6 +27,7 @@ from typing import Any, List
 import numpy as np
 
 import tensormorph as tm
+from live_server import LiveServer
 
 TENSORMORPHD = os.environ["TENSORMORPH_TENSORMORPHD"]
 CLI = os.environ["TENSORMORPH_CLI"]
@@ -39,7 +40,7 @@ Q8_TENSOR = "blk.0.attn_q.weight"
 
 _tmp: tempfile.TemporaryDirectory
 DEMO: str
-_server: subprocess.Popen
+_server: LiveServer
 ADDRESS: str
 
 
@@ -48,18 +49,12 @@ def setUpModule() -> None:
     _tmp = tempfile.TemporaryDirectory(prefix="tm-py-")
     DEMO = os.path.join(_tmp.name, "demo")
     subprocess.run([MAKE_DEMO, DEMO], check=True, stdout=subprocess.DEVNULL)
-    _server = subprocess.Popen([TENSORMORPHD, "--root", DEMO, "--listen", "127.0.0.1:0",
-                                "--log-level", "error"], stdout=subprocess.PIPE, text=True)
-    line = _server.stdout.readline()
-    m = re.search(r"listening on (\S+):(\d+)", line)
-    assert m, f"tensormorphd said {line!r}"
-    ADDRESS = f"127.0.0.1:{m.group(2)}"
+    _server = LiveServer(TENSORMORPHD, DEMO)
+    ADDRESS = _server.address
 
 
 def tearDownModule() -> None:
-    _server.terminate()
-    _server.wait(timeout=30)
-    _server.stdout.close()
+    _server.stop()
     _tmp.cleanup()
 
 

@@ -14,9 +14,7 @@ reference rounded in another order (FIXTURES.md), and NaNs must stay NaN.
 from __future__ import annotations
 
 import os
-import re
 import struct
-import subprocess
 import tempfile
 import unittest
 from pathlib import Path
@@ -25,12 +23,13 @@ from typing import List, Tuple
 import numpy as np
 
 import tensormorph as tm
+from live_server import LiveServer
 
 TENSORMORPHD = os.environ["TENSORMORPH_TENSORMORPHD"]
 FIXTURES = Path(os.environ.get("TENSORMORPH_FIXTURES_DIR",
                                Path(__file__).resolve().parents[2].parent / "shared" / "fixtures"))
 
-_server: subprocess.Popen
+_server: LiveServer
 ADDRESS: str
 
 
@@ -38,18 +37,12 @@ def setUpModule() -> None:
     global _server, ADDRESS
     if not (FIXTURES / "gguf").is_dir():
         raise unittest.SkipTest(f"no fixtures at {FIXTURES}")
-    _server = subprocess.Popen([TENSORMORPHD, "--root", str(FIXTURES), "--listen", "127.0.0.1:0",
-                                "--log-level", "error"], stdout=subprocess.PIPE, text=True)
-    line = _server.stdout.readline()
-    m = re.search(r"listening on (\S+):(\d+)", line)
-    assert m, f"tensormorphd said {line!r}"
-    ADDRESS = f"127.0.0.1:{m.group(2)}"
+    _server = LiveServer(TENSORMORPHD, str(FIXTURES))
+    ADDRESS = _server.address
 
 
 def tearDownModule() -> None:
-    _server.terminate()
-    _server.wait(timeout=30)
-    _server.stdout.close()
+    _server.stop()
 
 
 def gguf_cases() -> List[Tuple[str, str, Path]]:

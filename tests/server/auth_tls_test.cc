@@ -15,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/process.h"
+#include "tests/support/reflection_call.h"
 #include "tests/support/safetensors_writer.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/test_ca.h"
@@ -71,57 +72,18 @@ absl::StatusOr<std::string> HealthCheck(const std::string& target) {
   return bytes;
 }
 
-// grpc.reflection.v1alpha ServerReflectionInfo asked to list the services,
-// over a generic stub, with `authorization` metadata unless empty. Returns
-// the serialized ServerReflectionResponse, or the call's status.
+// Reflection asked to list the services, with `authorization` metadata
+// unless empty: the serialized ServerReflectionResponse, or the call's
+// status.
 absl::StatusOr<std::string> ListServicesByReflection(
     const std::string& target, const std::string& authorization) {
-  auto channel =
-      grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
-  grpc::GenericStub stub(channel);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  if (!authorization.empty()) ctx.AddMetadata("authorization", authorization);
-  grpc::CompletionQueue cq;
-  auto call = stub.PrepareCall(
-      &ctx, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
-      &cq);
-  void* tag = nullptr;
-  bool ok = false;
-  auto step = [&](int n) {
-    EXPECT_TRUE(cq.Next(&tag, &ok));
-    EXPECT_EQ(tag, reinterpret_cast<void*>(n));
-    return ok;
-  };
-  call->StartCall(reinterpret_cast<void*>(1));
-  step(1);
-  // ServerReflectionRequest{list_services: "*"}: field 7, a string.
-  grpc::Slice list(std::string("\x3a\x01*", 3));
-  grpc::ByteBuffer request(&list, 1), response;
-  call->Write(request, reinterpret_cast<void*>(2));
-  step(2);
-  call->WritesDone(reinterpret_cast<void*>(3));
-  step(3);
-  std::string bytes;
-  call->Read(&response, reinterpret_cast<void*>(4));
-  if (step(4)) {
-    std::vector<grpc::Slice> slices;
-    (void)response.Dump(&slices);
-    for (const grpc::Slice& sl : slices) {
-      bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
-    }
+  testing::ReflectionCall call =
+      testing::ListServicesByReflection(target, authorization);
+  if (!call.status.ok()) {
+    return absl::Status(static_cast<absl::StatusCode>(call.status.error_code()),
+                        call.status.error_message());
   }
-  grpc::Status status;
-  call->Finish(&status, reinterpret_cast<void*>(5));
-  step(5);
-  cq.Shutdown();
-  while (cq.Next(&tag, &ok)) {
-  }
-  if (!status.ok()) {
-    return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                        status.error_message());
-  }
-  return bytes;
+  return call.response;
 }
 
 // GetServerInfo with exactly this `authorization` metadata.

@@ -20,6 +20,7 @@
 #include "server/server.h"
 #include "tests/support/loopback_server.h"
 #include "tests/support/prometheus_text.h"
+#include "tests/support/reflection_call.h"
 #include "tests/support/safetensors_writer.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
@@ -318,50 +319,9 @@ TEST(PrometheusTest, CountsUnknownMethodsWithoutLettingClientsNameSeries) {
 }
 
 // Reflection's bidi stream (a synchronous service in gRPC, unlike ours):
-// asks to list the services and reads the answer, then ends the stream, or
-// with `cancel` cancels it instead. Returns the call's status.
+// lists the services, then ends the stream, or with `cancel` cancels it.
 grpc::Status Reflect(const std::string& address, bool cancel) {
-  auto channel =
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
-  grpc::GenericStub stub(channel);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  grpc::CompletionQueue cq;
-  auto call = stub.PrepareCall(
-      &ctx, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
-      &cq);
-  void* tag = nullptr;
-  bool ok = false;
-  auto step = [&](intptr_t n) {
-    EXPECT_TRUE(cq.Next(&tag, &ok));
-    EXPECT_EQ(tag, reinterpret_cast<void*>(n));
-    return ok;
-  };
-  call->StartCall(reinterpret_cast<void*>(1));
-  step(1);
-  // ServerReflectionRequest{list_services: "*"}: field 7, a string.
-  grpc::Slice list(std::string("\x3a\x01*", 3));
-  grpc::ByteBuffer request(&list, 1), response;
-  call->Write(request, reinterpret_cast<void*>(2));
-  step(2);
-  if (cancel) {
-    // An answer read: the handler is in its loop, waiting for more.
-    call->Read(&response, reinterpret_cast<void*>(3));
-    step(3);
-    ctx.TryCancel();
-  } else {
-    call->WritesDone(reinterpret_cast<void*>(3));
-    step(3);
-    call->Read(&response, reinterpret_cast<void*>(4));
-    step(4);
-  }
-  grpc::Status status;
-  call->Finish(&status, reinterpret_cast<void*>(5));
-  step(5);
-  cq.Shutdown();
-  while (cq.Next(&tag, &ok)) {
-  }
-  return status;
+  return testing::ListServicesByReflection(address, "", cancel).status;
 }
 
 TEST(PrometheusTest, CountsTheCallsOfHealthAndReflectionToo) {

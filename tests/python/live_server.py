@@ -1,0 +1,25 @@
+"""A real tensormorphd on a free loopback port, for the Python client's tests."""
+
+import re
+import subprocess
+
+
+class LiveServer:
+    """Starts `tensormorphd --root ROOT --listen 127.0.0.1:0` and reads its
+    port from the line it prints; `stop()` ends it."""
+
+    def __init__(self, tensormorphd: str, root: str) -> None:
+        self._process = subprocess.Popen(
+            [tensormorphd, "--root", root, "--listen", "127.0.0.1:0",
+             "--log-level", "error"], stdout=subprocess.PIPE, text=True)
+        line = self._process.stdout.readline()
+        m = re.search(r"listening on (\S+):(\d+)", line)
+        if not m:
+            self.stop()
+            raise RuntimeError(f"tensormorphd did not start: it said {line!r}")
+        self.address = f"127.0.0.1:{m.group(2)}"
+
+    def stop(self) -> None:
+        self._process.terminate()
+        self._process.wait(timeout=30)
+        self._process.stdout.close()

@@ -128,7 +128,7 @@ class Manifests(unittest.TestCase):
                     self.assertEqual(service_ports["http"]["targetPort"],
                                      ds.port_of(http[0]))
 
-    def test_the_listen_port_is_the_one_the_image_exposes_and_health_checks(self):
+    def test_the_listen_port_is_the_one_the_image_listens_on_and_exposes(self):
         entry = self.image_entrypoint()
         grpc = ds.port_of(ds.flag_values(entry, "--listen")[0])
         exposed = {int(p.split("/")[0]) for e in self.dockerfile.all("EXPOSE")

@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Tensormorph builds and tests with, if missing.
-# Used by deploy/quickstart.sh and tests/run.sh; safe to run repeatedly.
+# Used by deploy/quickstart.sh, tests/run.sh and deploy/Dockerfile; safe to
+# run repeatedly.
 #   deploy/install_deps.sh           what building and serving need
 #   deploy/install_deps.sh --tests   and what the tests need besides: the web
 #                                    inspector's browser tests drive Debian's
-#                                    chromium through chromedriver (Selenium)
+#                                    chromium through chromedriver (Selenium);
+#                                    the deploy tests render deploy/k8s with
+#                                    kubectl and read YAML
+#   deploy/install_deps.sh --runtime only the shared libraries the installed
+#                                    tensormorphd and tensormorph load (the
+#                                    image's runtime stage; bookworm's names)
 set -euo pipefail
 
 PACKAGES=(
@@ -20,9 +26,25 @@ PACKAGES=(
   # dashboard example (quant_report.py) draws its charts with matplotlib
   python3 python3-grpcio python3-protobuf python3-numpy python3-venv python3-pytest python3-matplotlib
 )
-if [ "${1:-}" = "--tests" ]; then
-  PACKAGES+=(chromium chromium-driver python3-selenium python3)
-fi
+case "${1:-}" in
+  --tests)
+    PACKAGES+=(chromium chromium-driver python3-selenium python3 python3-yaml)
+    # Debian's kubectl (kubernetes-client) only where none is installed: a
+    # newer one (cloud SDKs ship one) renders the same manifests.
+    if ! command -v kubectl >/dev/null 2>&1; then PACKAGES+=(kubernetes-client); fi
+    ;;
+  --runtime)
+    # What `ldd` of the two binaries names, as bookworm packages it
+    # (tests/deploy checks the list against the built binaries).
+    PACKAGES=(
+      libabsl20220623 libbrotli1 libc-ares2 libcpp-httplib0.11 libfmt9
+      libgrpc++1.51 libgrpc29 libpng16-16 libprotobuf32 libre2-9
+      libspdlog1.10 libssl3 zlib1g
+    )
+    ;;
+  "") ;;
+  *) echo "unknown option: $1 (want --tests or --runtime)" >&2; exit 1 ;;
+esac
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -12,8 +12,9 @@ cd "$(dirname "$0")/.."
 
 deploy/install_deps.sh
 echo "==> building (Release, build/)"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j "$(nproc)" --target tensormorph tensormorphd tensormorph-make-demo
+# The configuration tests/run.sh and the image build with (deploy/build.sh),
+# so switching between them rebuilds nothing.
+deploy/build.sh --target tensormorph --target tensormorphd --target tensormorph-make-demo >/dev/null
 
 demo=build/demo
 rm -rf "$demo"

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "client/client.h"
 
 namespace tensormorph {
@@ -132,6 +133,23 @@ struct ArchOptionsCli {
   bool dot = false;
 };
 int RunArch(Client& client, const GlobalOptions& g, const ArchOptionsCli& o);
+
+// `tensormorph health`'s deadline unless --timeout sets one: a health check
+// that takes longer is a failed one.
+inline constexpr absl::Duration kDefaultHealthTimeout = absl::Seconds(5);
+
+struct HealthOptions {
+  std::string service;  // empty = the whole server
+};
+// Asks grpc.health.v1.Health/Check of each --server endpoint (a comma-
+// separated list is asked one by one), or embedded of the in-process
+// server: prints each status, exits 0 when every one is SERVING, else
+// kExitCallFailed naming the status or why the call failed. `copts` gives
+// the token, TLS and deadline (default kDefaultHealthTimeout). Defined in
+// health_command.cc, which the tensormorph binary links itself (embedded
+// mode starts the server), not tensormorph_cli_lib.
+int RunHealth(const GlobalOptions& g, const ClientOptions& copts,
+              const HealthOptions& o);
 
 }  // namespace tensormorph
 

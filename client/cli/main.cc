@@ -335,6 +335,24 @@ int main(int argc, char** argv) {
       "  tensormorph diff quant/ source/ --json --fail-on 'max_err_steps>0.51' "
       "--fail-on 'sqnr_db<25'");
 
+  HealthOptions health;
+  CLI::App* health_cmd = app.add_subcommand(
+      "health",
+      "ask a server's gRPC health service (grpc.health.v1.Health/Check) "
+      "whether it is SERVING");
+  health_cmd->add_option("--service", health.service,
+                         "the service to ask about (default: the whole "
+                         "server)");
+  health_cmd->footer(
+      "Exit 0 when SERVING; 2 when the server answers another status "
+      "(named on stderr), cannot be reached, or does not answer within the "
+      "deadline (5 s unless --timeout says otherwise). Health checks need no "
+      "token. "
+      "Several servers, --server a:7431,b:7431, are asked one by one; "
+      "without --server the embedded server is asked.\n"
+      "Examples:\n  tensormorph health --server 127.0.0.1:7431\n"
+      "  tensormorph --server dns:///tensormorph:7431 health --json");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -378,6 +396,9 @@ int main(int argc, char** argv) {
   }
   // A token file holds the token on its first line.
   copts.token = copts.token.substr(0, copts.token.find_first_of("\r\n"));
+  // Its own channel: a health check needs no Client, and embedded it asks
+  // the in-process server itself.
+  if (*health_cmd) return RunHealth(g, copts, health);
   absl::StatusOr<std::unique_ptr<Client>> client =
       g.server.empty() ? Client::Embedded(copts)
                        : Client::Connect(g.server, copts);

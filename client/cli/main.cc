@@ -360,11 +360,14 @@ int main(int argc, char** argv) {
       ->add_option("parts", merge.parts,
                    "the part files, one per part, in any order")
       ->required();
-  merge_cmd->add_option(
-      "--fail-on", merge.fail_on,
-      "gate the merged reports again, replacing the parts' gates: exit 3 "
-      "when any tensor trips METRIC OP NUMBER (repeatable); without it the "
-      "gates the parts ran with hold");
+  merge_cmd
+      ->add_option(
+          "--fail-on", merge.fail_on,
+          "gate the merged reports again, replacing the parts' gates: exit 3 "
+          "when any tensor trips METRIC OP NUMBER (repeatable); without it the "
+          "gates the parts ran with hold")
+      // One gate per --fail-on: part files after it stay part files.
+      ->allow_extra_args(false);
   merge_cmd->footer(
       "A diff in 3 parts (say the pods of a Kubernetes Indexed Job), then "
       "merged:\n"

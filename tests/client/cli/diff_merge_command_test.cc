@@ -246,6 +246,11 @@ TEST_F(DiffMergeCliTest, GatesTripAsInTheSingleRunWithTheSameExitCodes) {
             {"--json", "--fail-on", "max_err_steps>100"});
   EXPECT_EQ(replaced.exit_code, 0) << replaced.err;
   EXPECT_THAT(replaced.out, Not(HasSubstr("\"flagged\":true")));
+  // --fail-on before the files takes one gate: the files stay files.
+  std::vector<std::string> first = {"diff-merge", "--fail-on", gate};
+  for (const std::string& f : RunParts(2, {}, "first-")) first.push_back(f);
+  const CommandResult gate_first = Cli(first);
+  EXPECT_EQ(gate_first.exit_code, 3) << gate_first.err;
   // A gate that does not parse is a usage error, as for diff.
   const CommandResult bad =
       Merge(RunParts(1, {}, "bad-"), {"--fail-on", "sqnr<<1"});

@@ -1,12 +1,16 @@
 // QuantDiff: tensors diffed in parallel on the worker pool (at most one task
 // per worker at a time, so other calls keep their share), events queued and
 // written one at a time; cancellation stops every task at its next chunk.
+// With QuantDiffRequest.part the whole plan is paired (metadata only) and
+// split by PartitionDiffPlan; only this part's pairs are read and diffed.
 // The watchdog (stream_watchdog.h) ends a call past max_call_seconds, or
 // one whose client took no event for max_idle_write_seconds.
 #include <algorithm>
 #include <atomic>
 #include <deque>
+#include <filesystem>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -14,6 +18,9 @@
 #include "core/diff/gate.h"
 #include "core/diff/pairing.h"
 #include "core/diff/tensor_diff.h"
+#include "proto/diff_fingerprint.h"
+#include "proto/diff_partition.h"
+#include "proto/diff_summary.h"
 #include "proto/request_limits.h"
 #include "proto/status_mapping.h"
 #include "server/call_log.h"
@@ -193,7 +200,7 @@ class QuantDiffReactor final
     FencedLocked(log_.site(), [&] {
       mu_.AssertHeld();
       const int parallel = std::max(1, state_->pool.size());
-      for (int i = 0; i < parallel && next_ < pairing_.pairs.size(); ++i)
+      for (int i = 0; i < parallel && next_ < todo_.size(); ++i)
         StartNextLocked();
       PumpLocked();
     });
@@ -215,6 +222,7 @@ class QuantDiffReactor final
     TM_RETURN_IF_ERROR(CheckLimit("worst_groups", req_->worst_groups(),
                                   "max_worst_groups",
                                   state_->limits.max_worst_groups));
+    TM_RETURN_IF_ERROR(CheckDiffPart(*req_));
     if (absl::Status admit = state_->TryAdmitStream(); !admit.ok())
       return admit;
     admitted_ = true;
@@ -235,6 +243,7 @@ class QuantDiffReactor final
     auto pairing = PairTensors(*quant_, *ref_, req_->filter());
     if (!pairing.ok()) return pairing.status();
     pairing_ = *std::move(pairing);
+    TM_RETURN_IF_ERROR(KeepNamedTensors());
     // Nothing to compare, or the arguments the wrong way round: a gate that
     // would pass vacuously (or on nonsense) fails the call instead.
     if (absl::Status s = CheckPairing(pairing_, *quant_, *ref_, req_->filter(),
@@ -242,21 +251,107 @@ class QuantDiffReactor final
         !s.ok()) {
       return s;
     }
-    for (const TensorPair& p : pairing_.pairs) {
-      for (const StoredTensor* part : p.ref->encoding->parts()) {
-        bytes_total_ += static_cast<int64_t>(part->nbytes);
-      }
-    }
     // Unset asks for the default; 0 asks for none.
     options_.top_k = req_->has_top_k() ? req_->top_k() : 10;
     options_.worst_groups = req_->has_worst_groups() ? req_->worst_groups() : 5;
+    TM_RETURN_IF_ERROR(PlanPart());
     absl::MutexLock lock(&mu_);
     EnqueueProgressLocked();
     return absl::OkStatus();
   }
 
+  // With QuantDiffRequest.tensors, drops from the pairing every quantized
+  // tensor not named (only_in_reference stays the whole checkpoint's).
+  absl::Status KeepNamedTensors() {
+    if (req_->tensors().empty()) return absl::OkStatus();
+    absl::flat_hash_set<std::string> named;
+    for (const std::string& name : req_->tensors()) {
+      if (quant_->FindTensor(name) == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "tensors: '", name, "' is no tensor of '", req_->checkpoint(),
+            "' (names as `tensormorph ls` lists them)"));
+      }
+      named.insert(name);
+    }
+    auto keep = [&](std::vector<std::string>& names, bool mismatch) {
+      std::erase_if(names, [&](const std::string& n) {
+        // "name: [a,b] vs [c,d]": the name is before the last ": [".
+        return !named.contains(mismatch ? n.substr(0, n.rfind(": [")) : n);
+      });
+    };
+    std::erase_if(pairing_.pairs, [&](const TensorPair& p) {
+      return !named.contains(p.quant->name);
+    });
+    keep(pairing_.only_in_quant, false);
+    keep(pairing_.shape_mismatches, true);
+    keep(pairing_.empty, false);
+    if (pairing_.pairs.empty() && pairing_.only_in_quant.empty() &&
+        pairing_.shape_mismatches.empty() && pairing_.empty.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensors: none of the ", named.size(),
+          " tensors named matches the filter '", req_->filter(), "'"));
+    }
+    return absl::OkStatus();
+  }
+
+  // The pairs this call diffs (todo_): all, or with QuantDiffRequest.part
+  // the part's share of the plan, and the part's DiffPartInfo.
+  absl::Status PlanPart() {
+    std::vector<DiffPlanItem> plan;
+    plan.reserve(pairing_.pairs.size());
+    int64_t plan_source_bytes = 0;
+    for (const TensorPair& p : pairing_.pairs) {
+      DiffPlanItem item{p.quant->name, p.ref->name, p.quant->shape, "", 0};
+      const int64_t ref_bytes = SourceBytes(p);
+      item.bytes = ref_bytes;
+      for (const StoredTensor* part : p.quant->encoding->parts()) {
+        item.bytes += static_cast<int64_t>(part->nbytes);
+      }
+      if (!p.quant->encoding->parts().empty()) {
+        const int file = p.quant->encoding->parts()[0]->file_index;
+        item.file = std::filesystem::path(quant_->files()[file].path)
+                        .filename()
+                        .string();
+      }
+      plan_source_bytes += ref_bytes;
+      plan.push_back(std::move(item));
+    }
+    if (!HasDiffPart(*req_)) {
+      for (size_t i = 0; i < plan.size(); ++i) todo_.push_back(i);
+      bytes_total_ = plan_source_bytes;
+      return absl::OkStatus();
+    }
+    const v1::DiffPart& want = req_->part();
+    auto parts = PartitionDiffPlan(plan, want.count());
+    if (!parts.ok()) return parts.status();
+    for (size_t i = 0; i < plan.size(); ++i) {
+      if ((*parts)[i] != want.index()) continue;
+      todo_.push_back(i);
+      bytes_total_ += SourceBytes(pairing_.pairs[i]);
+    }
+    part_.set_index(want.index());
+    part_.set_count(want.count());
+    part_.set_plan_tensors(static_cast<int64_t>(plan.size()));
+    part_.set_plan_source_bytes(plan_source_bytes);
+    part_.set_part_source_bytes(bytes_total_);
+    part_.set_plan_fingerprint(DiffPlanFingerprint(
+        *req_, options_.top_k, options_.worst_groups, want.count(), plan));
+    *part_.mutable_fail_on() = req_->fail_on();
+    part_.set_checkpoint(req_->checkpoint());
+    part_.set_reference(req_->reference());
+    return absl::OkStatus();
+  }
+
+  static int64_t SourceBytes(const TensorPair& p) {
+    int64_t n = 0;
+    for (const StoredTensor* part : p.ref->encoding->parts()) {
+      n += static_cast<int64_t>(part->nbytes);
+    }
+    return n;
+  }
+
   void StartNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    const size_t i = next_;
+    const size_t i = todo_[next_];
     state_->pool.Submit([this, i] { RunPair(i); });
     ++next_;  // counted once submitted: a failed Submit leaves no slot
     ++running_;
@@ -279,10 +374,7 @@ class QuantDiffReactor final
   }
 
   absl::StatusOr<TensorDiff> DiffPair(const TensorPair& p) {
-    int64_t ref_bytes = 0;
-    for (const StoredTensor* part : p.ref->encoding->parts()) {
-      ref_bytes += static_cast<int64_t>(part->nbytes);
-    }
+    const int64_t ref_bytes = SourceBytes(p);
     const int64_t n = std::max<int64_t>(1, p.quant->num_elements);
     int64_t reported = 0;
     auto on_progress = [&](int64_t done) {
@@ -316,10 +408,9 @@ class QuantDiffReactor final
       r->set_flagged(true);
       r->add_flag_reasons(std::move(reason));
     }
-    if (r->flagged()) flagged_.push_back(d.name);
-    worst_.emplace_back(d.max_err_steps, d.name);
+    entries_.push_back(EntryOf(*r));
     queue_.push_back(std::move(e));
-    if (!cancelled_.load() && next_ < pairing_.pairs.size()) StartNextLocked();
+    if (!cancelled_.load() && next_ < todo_.size()) StartNextLocked();
     PumpLocked();
   }
 
@@ -339,7 +430,7 @@ class QuantDiffReactor final
     v1::QuantDiffEvent e;
     v1::DiffProgress* p = e.mutable_progress();
     p->set_tensors_done(done_);
-    p->set_tensors_total(static_cast<int64_t>(pairing_.pairs.size()));
+    p->set_tensors_total(static_cast<int64_t>(todo_.size()));
     p->set_bytes_done(bytes_done_.load());
     p->set_bytes_total(bytes_total_);
     p->set_elapsed_seconds(absl::ToDoubleSeconds(absl::Now() - start_));
@@ -358,14 +449,8 @@ class QuantDiffReactor final
     for (const auto& n : pairing_.only_in_ref) s->add_only_in_reference(n);
     for (const auto& n : pairing_.shape_mismatches) s->add_shape_mismatches(n);
     for (const auto& n : pairing_.empty) s->add_skipped_empty(n);
-    std::sort(worst_.begin(), worst_.end(), [](const auto& a, const auto& b) {
-      return a.first != b.first ? a.first > b.first : a.second < b.second;
-    });
-    for (size_t i = 0; i < std::min<size_t>(5, worst_.size()); ++i) {
-      s->add_worst_tensors(worst_[i].second);
-    }
-    std::sort(flagged_.begin(), flagged_.end());
-    for (const auto& n : flagged_) s->add_flagged(n);
+    SetRankedLists(std::move(entries_), s);
+    if (HasDiffPart(*req_)) *s->mutable_part() = part_;
     s->set_wall_seconds(absl::ToDoubleSeconds(absl::Now() - start_));
     s->set_bytes_read(bytes_done_.load());
     queue_.push_back(std::move(e));
@@ -382,8 +467,7 @@ class QuantDiffReactor final
       }
     }
     const bool failed = !status_.ok();
-    if (!failed && running_ == 0 && next_ == pairing_.pairs.size() &&
-        !summarized_) {
+    if (!failed && running_ == 0 && next_ == todo_.size() && !summarized_) {
       summarized_ = true;
       EnqueueSummaryLocked();
     }
@@ -415,6 +499,10 @@ class QuantDiffReactor final
   const absl::Time start_;
   std::shared_ptr<const Checkpoint> quant_, ref_;
   Pairing pairing_;
+  // Indices into pairing_.pairs this call diffs, in plan order (set in
+  // Prepare), and with a part its DiffPartInfo.
+  std::vector<size_t> todo_;
+  v1::DiffPartInfo part_;
   std::vector<DiffGate> gates_;  // the request's fail_on, set in Prepare
   DiffOptions options_;
   int64_t bytes_total_ = 0;
@@ -434,8 +522,7 @@ class QuantDiffReactor final
   size_t next_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t done_ ABSL_GUARDED_BY(mu_) = 0;
   grpc::Status status_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::pair<double, std::string>> worst_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::string> flagged_ ABSL_GUARDED_BY(mu_);
+  std::vector<DiffSummaryEntry> entries_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/cli/format.h"
+#include "proto/diff_partition.h"
 
 namespace tensormorph {
 namespace {
@@ -196,6 +197,30 @@ absl::StatusOr<std::pair<int64_t, int64_t>> ParseRange(absl::string_view text) {
         "'", text, "': the end ", v[1], " must be past the start ", v[0]));
   }
   return std::pair<int64_t, int64_t>(v[0], v[1]);
+}
+
+absl::StatusOr<std::pair<int32_t, int32_t>> ParseDiffPart(
+    absl::string_view text) {
+  const std::vector<absl::string_view> parts = absl::StrSplit(text, '/');
+  int64_t v[2] = {0, 0};
+  bool ok = parts.size() == 2;
+  for (size_t i = 0; ok && i < 2; ++i) {
+    ok = !parts[i].empty() && parts[i][0] != '-' && ParseInt(parts[i], &v[i]);
+  }
+  if (!ok) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", text, "' is not i/N (part i of N, two integers, e.g. 0/3)"));
+  }
+  if (v[1] < 1 || v[1] > kMaxDiffParts) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", text, "': N must be 1 to ", kMaxDiffParts));
+  }
+  if (v[0] >= v[1]) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", text, "': i must be 0 to ", v[1] - 1, " (parts count from 0)"));
+  }
+  return std::pair<int32_t, int32_t>(static_cast<int32_t>(v[0]),
+                                     static_cast<int32_t>(v[1]));
 }
 
 absl::Status CheckNotAnInput(const std::string& output,

@@ -64,6 +64,12 @@ absl::StatusOr<std::pair<int, int>> ParseSize(absl::string_view text, int max,
 // Errors: INVALID_ARGUMENT naming the text and the rule.
 absl::StatusOr<std::pair<int64_t, int64_t>> ParseRange(absl::string_view text);
 
+// "i/N", diff --part: part i of N, decimal integers with 0 <= i < N and
+// 1 <= N <= kMaxDiffParts (proto/diff_partition.h).
+// Errors: INVALID_ARGUMENT naming the text and the rule.
+absl::StatusOr<std::pair<int32_t, int32_t>> ParseDiffPart(
+    absl::string_view text);
+
 // Refuses an output path that is one of the inputs: the same file (by
 // device and inode, so links and other spellings count), or for a directory
 // checkpoint a file directly inside it. Inputs that do not exist locally (a

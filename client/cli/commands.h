@@ -100,8 +100,33 @@ struct DiffOptionsCli {
   std::string filter;
   int top_k = 10;  // 0 = no worst elements
   std::vector<std::string> fail_on;
+  // --part i/N: only part `part_index` of `part_count` (0 = the whole diff).
+  int32_t part_index = 0, part_count = 0;
 };
 int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o);
+
+// A diff's result, from one run or merged from parts.
+struct DiffResult {
+  std::string quant, reference;    // as the user named them
+  std::vector<std::string> gates;  // --fail-on as written
+  std::vector<v1::TensorDiffReport> reports;
+  v1::DiffSummary summary;
+};
+// Presents `r` as `tensormorph diff` does, so a merge reads like a run:
+// without --json the table (worst error in steps first), the worst
+// elements of the worst tensor, the summary lines and, for a part, which
+// part it is; JSON lines are the caller's to print. Then the tensors that
+// tripped a gate, on stderr. Returns kExitThreshold when the summary
+// flags any tensor, else kExitOk.
+int PrintDiffResult(const GlobalOptions& g, DiffResult r);
+
+struct DiffMergeOptionsCli {
+  std::vector<std::string> parts;    // files of `diff --part i/N --json`
+  std::vector<std::string> fail_on;  // empty: the parts' own gates hold
+};
+// Needs no server: reads the part files only. Refusals (parts missing,
+// twice, of different plans, cut short) are usage errors (exit 1).
+int RunDiffMerge(const GlobalOptions& g, const DiffMergeOptionsCli& o);
 
 struct StatsOptionsCli {
   std::string checkpoint, tensor, reference;

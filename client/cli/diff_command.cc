@@ -72,9 +72,12 @@ int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o) {
   req.set_filter(o.filter);
   req.set_top_k(o.top_k);  // 0: none
   for (const std::string& text : gates) req.add_fail_on(text);
+  if (o.part_count > 0) {
+    req.mutable_part()->set_index(o.part_index);
+    req.mutable_part()->set_count(o.part_count);
+  }
   const bool bar = !g.json && ::isatty(2);
-  std::vector<v1::TensorDiffReport> reports;
-  v1::DiffSummary summary;
+  DiffResult result{o.quant, o.reference, gates, {}, {}};
   absl::Status s = client.QuantDiff(req, [&](const v1::QuantDiffEvent& event) {
     v1::QuantDiffEvent e = event;
     if (e.has_progress()) {
@@ -84,24 +87,39 @@ int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o) {
         DrawProgress(e.progress());
       }
     } else if (e.has_tensor()) {
-      reports.push_back(e.tensor());
+      result.reports.push_back(e.tensor());
       if (g.json) std::cout << ToJson(e) << std::endl;
     } else if (e.has_summary()) {
-      summary = e.summary();
+      result.summary = e.summary();
       if (g.json) std::cout << ToJson(e) << std::endl;
     }
     return true;
   });
   if (bar) std::fprintf(stderr, "\r%80s\r", "");
   if (!s.ok()) return ReportFailure(s);
-  if (summary.tensors_compared() == 0) {
+  if (o.part_count > 0 && !result.summary.has_part()) {
+    // A server older than QuantDiffRequest.part diffed everything: its
+    // output must not pass for a part.
+    return ReportFailure(absl::UnimplementedError(
+        "the server ignored --part (its summary says no part): it predates "
+        "diffs in parts; its output is the whole diff, not part " +
+        absl::StrCat(o.part_index, "/", o.part_count)));
+  }
+  if (result.summary.tensors_compared() == 0 && !result.summary.has_part()) {
     // The service refuses such a diff itself (CheckPairing); an older one
-    // may not, and a gate over nothing must not pass.
+    // may not, and a gate over nothing must not pass. A part may be empty:
+    // its plan is not.
     return ReportFailure(absl::FailedPreconditionError(
         absl::StrCat("0 tensors compared between '", o.quant, "' and '",
                      o.reference, "': nothing passed or failed a gate")));
   }
+  return PrintDiffResult(g, std::move(result));
+}
 
+int PrintDiffResult(const GlobalOptions& g, DiffResult r) {
+  const std::vector<std::string>& gates = r.gates;
+  std::vector<v1::TensorDiffReport>& reports = r.reports;
+  const v1::DiffSummary& summary = r.summary;
   if (!g.json) {
     std::sort(reports.begin(), reports.end(), [](const auto& a, const auto& b) {
       return a.max_err_steps() != b.max_err_steps()
@@ -113,16 +131,16 @@ int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o) {
          "COSINE", "INDUCED 0", "PRUNED 0"}};
     // With gates, which of them each tensor tripped.
     if (!gates.empty()) rows[0].push_back("FAIL-ON");
-    for (const auto& r : reports) {
+    for (const auto& t : reports) {
       rows.push_back(
-          {r.name(), r.scheme(), absl::StrFormat("%.4f", r.max_err_steps()),
-           absl::StrFormat("%.4f", r.p99_err_steps()),
-           absl::StrCat(r.above_half_step()), absl::StrCat(r.clipped()),
-           absl::StrFormat("%.2f", r.sqnr_db()),
-           absl::StrFormat("%.6f", r.cosine()), absl::StrCat(r.induced_zeros()),
-           absl::StrCat(r.source_zeros())});
+          {t.name(), t.scheme(), absl::StrFormat("%.4f", t.max_err_steps()),
+           absl::StrFormat("%.4f", t.p99_err_steps()),
+           absl::StrCat(t.above_half_step()), absl::StrCat(t.clipped()),
+           absl::StrFormat("%.2f", t.sqnr_db()),
+           absl::StrFormat("%.6f", t.cosine()), absl::StrCat(t.induced_zeros()),
+           absl::StrCat(t.source_zeros())});
       if (!gates.empty()) {
-        const std::vector<std::string> tripped = TrippedGates(r, gates);
+        const std::vector<std::string> tripped = TrippedGates(t, gates);
         rows.back().push_back(tripped.empty() ? "-"
                                               : absl::StrJoin(tripped, ", "));
       }
@@ -131,12 +149,12 @@ int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o) {
                  "alone stays <= 0.5)\n"
               << Table(rows);
     if (!reports.empty() && !reports[0].worst().empty()) {
-      const auto& r = reports[0];
-      std::cout << "\nworst elements of " << r.name() << ":\n";
+      const auto& t = reports[0];
+      std::cout << "\nworst elements of " << t.name() << ":\n";
       std::vector<std::vector<std::string>> w = {{"INDEX", "SOURCE", "DECODED",
                                                   "ERR STEPS", "CODE", "SCALE",
                                                   "ZERO", "GROUP"}};
-      for (const auto& e : r.worst()) {
+      for (const auto& e : t.worst()) {
         w.push_back(
             {ShapeText(e.index()), NumberText(e.source()),
              NumberText(e.decoded()), absl::StrFormat("%.4f", e.err_steps()),
@@ -157,16 +175,26 @@ int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o) {
               << absl::StrFormat("%.2f s (%.2f GB/s)", summary.wall_seconds(),
                                  gbps)
               << "\n";
+    if (summary.has_part()) {
+      const v1::DiffPartInfo& p = summary.part();
+      std::cout << "part " << p.index() << "/" << p.count() << " of plan "
+                << p.plan_fingerprint() << ": " << summary.tensors_compared()
+                << " of " << Count(p.plan_tensors(), "tensor") << ", "
+                << BytesText(p.part_source_bytes()) << " of "
+                << BytesText(p.plan_source_bytes())
+                << " of source; `tensormorph diff-merge` puts the parts' "
+                   "--json output together\n";
+    }
     if (summary.skipped_empty_size() > 0) {
       std::cout << "skipped, empty (a zero dimension, nothing to compare): "
                 << absl::StrJoin(summary.skipped_empty(), ", ") << "\n";
     }
     if (summary.only_in_checkpoint_size() > 0) {
-      std::cout << "only in " << o.quant << ": "
+      std::cout << "only in " << r.quant << ": "
                 << absl::StrJoin(summary.only_in_checkpoint(), ", ") << "\n";
     }
     if (summary.only_in_reference_size() > 0) {
-      std::cout << "only in " << o.reference << ": "
+      std::cout << "only in " << r.reference << ": "
                 << absl::StrJoin(summary.only_in_reference(), ", ") << "\n";
     }
     if (summary.shape_mismatches_size() > 0) {
@@ -183,9 +211,9 @@ int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o) {
   if (!summary.flagged().empty()) {
     std::fprintf(stderr, "tensormorph: --fail-on tripped by %d tensor(s):\n",
                  summary.flagged_size());
-    for (const auto& r : reports) {
-      for (const std::string& reason : r.flag_reasons())
-        std::fprintf(stderr, "  %s: %s\n", r.name().c_str(), reason.c_str());
+    for (const auto& t : reports) {
+      for (const std::string& reason : t.flag_reasons())
+        std::fprintf(stderr, "  %s: %s\n", t.name().c_str(), reason.c_str());
     }
     return kExitThreshold;
   }

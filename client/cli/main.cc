@@ -29,8 +29,9 @@ constexpr char kDescription[] =
     "--server HOST:PORT (or $TENSORMORPH_SERVER) it asks a tensormorphd, and "
     "checkpoint paths are as that server sees them: relative to one of its "
     "roots or absolute inside one.\n\n"
-    "Exit codes: 0 success, 1 usage error, 2 the call failed (or ran past "
-    "--timeout), 3 a diff --fail-on condition tripped.";
+    "Exit codes: 0 success, 1 usage error (diff-merge: part files that do "
+    "not make one whole plan), 2 the call failed (or ran past --timeout), "
+    "3 a diff or diff-merge --fail-on condition tripped.";
 
 // -o: a path, not an empty string (which would silently mean "no file").
 const CLI::Validator kOutputPath(
@@ -325,6 +326,19 @@ int main(int argc, char** argv) {
       "--fail-on", diff.fail_on,
       "exit 3 when any tensor trips METRIC OP NUMBER (repeatable), e.g. "
       "'max_err_steps>0.51' or 'sqnr_db<25'");
+  std::string diff_part;
+  diff_cmd
+      ->add_option("--part", diff_part,
+                   "only part i of N (from 0): a share of the tensors, "
+                   "balanced by bytes, one shard file's together where "
+                   "balance allows; the same split on every machine. Merge "
+                   "the parts' --json output with diff-merge")
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            auto p = ParseDiffPart(text);
+            return p.ok() ? std::string() : std::string(p.status().message());
+          },
+          "i/N"));
   diff_cmd->footer(
       "Error in steps is |x - x_hat| / the gap between quantization levels; "
       "rounding alone\n"
@@ -333,7 +347,46 @@ int main(int argc, char** argv) {
       "Examples:\n  tensormorph diff model-q4_k.gguf hf-source/ --filter "
       "'blk.0.*'\n"
       "  tensormorph diff quant/ source/ --json --fail-on 'max_err_steps>0.51' "
-      "--fail-on 'sqnr_db<25'");
+      "--fail-on 'sqnr_db<25'\n"
+      "  tensormorph diff quant/ source/ --part 1/3 --json > part-1.jsonl   "
+      "(see diff-merge)");
+
+  DiffMergeOptionsCli merge;
+  CLI::App* merge_cmd = app.add_subcommand(
+      "diff-merge",
+      "put the parts of a diff (diff --part i/N --json) back together: the "
+      "report one run of the whole diff gives, number for number");
+  merge_cmd
+      ->add_option("parts", merge.parts,
+                   "the part files, one per part, in any order")
+      ->required();
+  merge_cmd
+      ->add_option(
+          "--fail-on", merge.fail_on,
+          "gate the merged reports again, replacing the parts' gates: exit 3 "
+          "when any tensor trips METRIC OP NUMBER (repeatable); without it the "
+          "gates the parts ran with hold")
+      // One gate per --fail-on: part files after it stay part files.
+      ->allow_extra_args(false);
+  merge_cmd->footer(
+      "A diff in 3 parts (say the pods of a Kubernetes Indexed Job), then "
+      "merged:\n"
+      "  for i in 0 1 2; do\n"
+      "    tensormorph diff quant/ source/ --part $i/3 --json > part-$i.jsonl\n"
+      "  done\n"
+      "  tensormorph diff-merge part-*.jsonl --fail-on 'max_err_steps>0.51'\n"
+      "Every tensor is diffed whole by exactly one part, so the merge prints "
+      "what one run prints\n"
+      "(wall time: the slowest part's), as a table or with --json as lines "
+      "sorted by tensor name,\n"
+      "then the summary. No server is asked. Exit codes as diff: 0, or 3 "
+      "when a gate trips;\n"
+      "1 when the files are not one whole plan, naming them: a part missing "
+      "or given twice,\n"
+      "parts of different plans (checkpoints, filter, gates, --top or N), a "
+      "file cut short\n"
+      "(no summary, or fewer reports than it counts), a tensor reported "
+      "twice.");
 
   HealthOptions health;
   CLI::App* health_cmd = app.add_subcommand(
@@ -358,6 +411,12 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     return code == 0 ? kExitOk : kExitUsage;
+  }
+  if (*merge_cmd) return RunDiffMerge(g, merge);  // reads files, no server
+  if (!diff_part.empty()) {
+    auto part = ParseDiffPart(diff_part);  // checked by CLI11 already
+    if (!part.ok()) return ReportUsage(part.status());
+    std::tie(diff.part_index, diff.part_count) = *part;
   }
   if (*heat_cmd && heat.mode == "error" && heat.reference.empty()) {
     return ReportUsage(absl::InvalidArgumentError(

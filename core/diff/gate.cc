@@ -112,8 +112,8 @@ std::optional<double> DiffMetric(const TensorDiff& d, absl::string_view m) {
   return std::nullopt;
 }
 
-bool Trips(const DiffGate& gate, const TensorDiff& d) {
-  const double v = DiffMetric(d, gate.metric).value_or(0);
+bool Trips(const DiffGate& gate, DiffMetricLookup metric) {
+  const double v = metric(gate.metric).value_or(0);
   switch (gate.op) {
     case DiffGate::Op::kGreater:
       return v > gate.threshold;
@@ -131,16 +131,26 @@ bool Trips(const DiffGate& gate, const TensorDiff& d) {
   return false;
 }
 
+bool Trips(const DiffGate& gate, const TensorDiff& d) {
+  return Trips(gate, [&](absl::string_view m) { return DiffMetric(d, m); });
+}
+
 std::vector<std::string> TrippedReasons(absl::Span<const DiffGate> gates,
-                                        const TensorDiff& d) {
+                                        DiffMetricLookup metric) {
   std::vector<std::string> reasons;
   for (const DiffGate& g : gates) {
-    if (!Trips(g, d)) continue;
+    if (!Trips(g, metric)) continue;
     reasons.push_back(absl::StrCat(g.metric, " = ",
-                                   NumberText(*DiffMetric(d, g.metric)), " (",
-                                   g.text, ")"));
+                                   NumberText(metric(g.metric).value_or(0)),
+                                   " (", g.text, ")"));
   }
   return reasons;
+}
+
+std::vector<std::string> TrippedReasons(absl::Span<const DiffGate> gates,
+                                        const TensorDiff& d) {
+  return TrippedReasons(gates,
+                        [&](absl::string_view m) { return DiffMetric(d, m); });
 }
 
 }  // namespace tensormorph

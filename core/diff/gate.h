@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
@@ -55,6 +56,19 @@ bool Trips(const DiffGate& gate, const TensorDiff& d);
 // "max_err_steps = 0.513316 (max_err_steps>0.513)". Empty: not flagged.
 std::vector<std::string> TrippedReasons(absl::Span<const DiffGate> gates,
                                         const TensorDiff& d);
+
+// A metric's value by name (as DiffMetric), for a diff held in another form
+// than TensorDiff: a TensorDiffReport read back from a part file, gated
+// again by `tensormorph diff-merge --fail-on`. nullopt: no such metric.
+using DiffMetricLookup =
+    absl::FunctionRef<std::optional<double>(absl::string_view metric)>;
+
+// As above over `metric`: the same rules and the same reason text, so a
+// report gated again trips exactly as the service gated its TensorDiff
+// (a metric the lookup lacks counts as 0, as Trips does).
+bool Trips(const DiffGate& gate, DiffMetricLookup metric);
+std::vector<std::string> TrippedReasons(absl::Span<const DiffGate> gates,
+                                        DiffMetricLookup metric);
 
 }  // namespace tensormorph
 

@@ -1,0 +1,149 @@
+// tensormorph diff-merge PART...: the files that `tensormorph diff --part i/N
+// --json` wrote, put back together into what one run of the whole diff
+// prints (proto/diff_merge.h), and gated as `diff --fail-on` gates.
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "client/cli/commands.h"
+#include "client/cli/format.h"
+#include "core/diff/gate.h"
+#include "google/protobuf/util/json_util.h"
+#include "proto/diff_merge.h"
+#include "proto/diff_summary.h"
+
+namespace tensormorph {
+namespace {
+
+// The events of one part file: its JSON lines as QuantDiffEvent (progress
+// lines skipped: `diff --json` writes them to stderr, but a file may hold
+// them when both streams were sent to it).
+// Errors: INVALID_ARGUMENT naming the file (and line): unreadable, a line
+// that is no QuantDiffEvent, an event of no kind, a second summary.
+absl::StatusOr<DiffPartEvents> ReadPartFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot read part file '", path, "'"));
+  }
+  DiffPartEvents part;
+  part.label = path;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = false;  // another version's: refuse
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (absl::StripAsciiWhitespace(line).empty()) continue;
+    v1::QuantDiffEvent e;
+    const auto st =
+        google::protobuf::util::JsonStringToMessage(line, &e, options);
+    if (!st.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, " line ", n, ": not a QuantDiffEvent as `tensormorph diff ",
+          "--json` writes them: ", st.ToString()));
+    }
+    switch (e.event_case()) {
+      case v1::QuantDiffEvent::kProgress:
+        break;
+      case v1::QuantDiffEvent::kTensor:
+        part.reports.push_back(std::move(*e.mutable_tensor()));
+        break;
+      case v1::QuantDiffEvent::kSummary:
+        if (part.summary.has_value()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(path, " line ", n,
+                           ": a second summary line (one part per file)"));
+        }
+        part.summary = std::move(*e.mutable_summary());
+        break;
+      default:
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, " line ", n,
+                         ": an event with no tensor, summary or progress"));
+    }
+  }
+  if (in.bad()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot read part file '", path, "' to its end"));
+  }
+  return part;
+}
+
+// A gate metric's value in `r`: every metric is a numeric field of
+// TensorDiffReport by the same name (gate.h), read by reflection so the two
+// lists cannot drift apart silently.
+std::optional<double> ReportMetric(const v1::TensorDiffReport& r,
+                                   absl::string_view metric) {
+  const auto* field =
+      v1::TensorDiffReport::descriptor()->FindFieldByName(std::string(metric));
+  if (field == nullptr || field->is_repeated()) return std::nullopt;
+  const auto* reflection = r.GetReflection();
+  switch (field->cpp_type()) {
+    case google::protobuf::FieldDescriptor::CPPTYPE_DOUBLE:
+      return reflection->GetDouble(r, field);
+    case google::protobuf::FieldDescriptor::CPPTYPE_INT64:
+      return static_cast<double>(reflection->GetInt64(r, field));
+    default:
+      return std::nullopt;
+  }
+}
+
+}  // namespace
+
+int RunDiffMerge(const GlobalOptions& g, const DiffMergeOptionsCli& o) {
+  std::vector<DiffGate> gates;
+  for (const std::string& text : o.fail_on) {
+    auto gate = ParseDiffGate(text);
+    if (!gate.ok()) {
+      std::fprintf(stderr, "tensormorph: --fail-on: %s\n",
+                   std::string(gate.status().message()).c_str());
+      return kExitUsage;
+    }
+    gates.push_back(*std::move(gate));
+  }
+  std::vector<DiffPartEvents> parts;
+  for (const std::string& path : o.parts) {
+    auto part = ReadPartFile(path);
+    if (!part.ok()) return ReportUsage(part.status());
+    parts.push_back(*std::move(part));
+  }
+  auto merged = MergeDiffParts(std::move(parts));
+  if (!merged.ok()) return ReportUsage(merged.status());
+
+  DiffResult r{merged->checkpoint, merged->reference, merged->fail_on,
+               std::move(merged->reports), std::move(merged->summary)};
+  if (!o.fail_on.empty()) {
+    // These gates replace the parts': every report is gated again, by the
+    // rules and with the reason text the service uses.
+    r.gates = o.fail_on;
+    std::vector<DiffSummaryEntry> entries;
+    for (v1::TensorDiffReport& t : r.reports) {
+      t.clear_flagged();
+      t.clear_flag_reasons();
+      for (std::string& reason : TrippedReasons(
+               gates,
+               [&](absl::string_view m) { return ReportMetric(t, m); })) {
+        t.set_flagged(true);
+        t.add_flag_reasons(std::move(reason));
+      }
+      entries.push_back(EntryOf(t));
+    }
+    SetRankedLists(std::move(entries), &r.summary);
+  }
+  if (g.json) {
+    v1::QuantDiffEvent e;
+    for (const v1::TensorDiffReport& t : r.reports) {
+      *e.mutable_tensor() = t;
+      std::cout << ToJson(e) << "\n";
+    }
+    *e.mutable_summary() = r.summary;
+    std::cout << ToJson(e) << std::endl;
+  }
+  return PrintDiffResult(g, std::move(r));
+}
+
+}  // namespace tensormorph

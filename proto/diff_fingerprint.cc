@@ -1,0 +1,60 @@
+#include "proto/diff_fingerprint.h"
+
+#include "absl/strings/str_format.h"
+
+namespace tensormorph {
+namespace {
+
+// Feeds fixed-width little-endian integers and length-prefixed strings.
+class Feed {
+ public:
+  void Int(int64_t v) {
+    char b[8];
+    const uint64_t u = static_cast<uint64_t>(v);
+    for (int i = 0; i < 8; ++i) b[i] = static_cast<char>(u >> (8 * i));
+    hash_ = Fnv1a64(absl::string_view(b, 8), hash_);
+  }
+  void Str(absl::string_view s) {
+    Int(static_cast<int64_t>(s.size()));
+    hash_ = Fnv1a64(s, hash_);
+  }
+  uint64_t hash() const { return hash_; }
+
+ private:
+  uint64_t hash_ = kFnv1a64Basis;
+};
+
+}  // namespace
+
+uint64_t Fnv1a64(absl::string_view bytes, uint64_t hash) {
+  for (unsigned char c : bytes) {
+    hash ^= c;
+    hash *= 0x100000001b3ull;
+  }
+  return hash;
+}
+
+std::string DiffPlanFingerprint(const v1::QuantDiffRequest& request,
+                                int32_t top_k, int32_t worst_groups,
+                                int32_t count,
+                                absl::Span<const DiffPlanItem> plan) {
+  Feed f;
+  f.Str(request.checkpoint());
+  f.Str(request.reference());
+  f.Str(request.filter());
+  f.Int(top_k);
+  f.Int(worst_groups);
+  f.Int(request.fail_on_size());
+  for (const std::string& gate : request.fail_on()) f.Str(gate);
+  f.Int(count);
+  f.Int(static_cast<int64_t>(plan.size()));
+  for (const DiffPlanItem& item : plan) {
+    f.Str(item.name);
+    f.Str(item.reference_name);
+    f.Int(static_cast<int64_t>(item.shape.size()));
+    for (int64_t d : item.shape) f.Int(d);
+  }
+  return absl::StrFormat("%016x", f.hash());
+}
+
+}  // namespace tensormorph

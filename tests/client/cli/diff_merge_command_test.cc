@@ -1,0 +1,414 @@
+// `tensormorph diff --part i/N --json > part-i.jsonl` N times and
+// `tensormorph diff-merge part-*.jsonl` against a real tensormorphd serving a
+// sharded checkpoint: the merge is the single run, field for field (timing
+// aside), with the same gates, exit codes and table; part files that are
+// not one whole plan are refused by name.
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
+#include "tensormorph/v1/tensormorph.pb.h"
+#include "tests/support/process.h"
+#include "tests/support/safetensors_writer.h"
+#include "tests/support/sharded_diff_checkpoint.h"
+#include "tests/support/test_paths.h"
+
+namespace tensormorph {
+namespace {
+
+using ::google::protobuf::util::MessageDifferencer;
+using ::tensormorph::testing::CliPath;
+using ::tensormorph::testing::CommandResult;
+using ::tensormorph::testing::MakeTempDir;
+using ::tensormorph::testing::RunCommand;
+using ::tensormorph::testing::ServerProcess;
+using ::tensormorph::testing::ShardedDiffCheckpoint;
+using ::tensormorph::testing::WriteFile;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// The events of `diff --json` or `diff-merge --json` output.
+struct Events {
+  std::vector<v1::TensorDiffReport> reports;  // as printed
+  v1::DiffSummary summary;
+  int summaries = 0;
+};
+
+Events Parse(const std::string& out) {
+  Events e;
+  for (absl::string_view line : absl::StrSplit(out, '\n', absl::SkipEmpty())) {
+    v1::QuantDiffEvent event;
+    const auto st =
+        google::protobuf::util::JsonStringToMessage(std::string(line), &event);
+    EXPECT_TRUE(st.ok()) << st.ToString() << ": " << line;
+    if (event.has_tensor()) e.reports.push_back(event.tensor());
+    if (event.has_summary()) {
+      e.summary = event.summary();
+      ++e.summaries;
+    }
+  }
+  return e;
+}
+
+std::string Print(const Events& e) {
+  std::string out;
+  for (const auto& r : e.reports) {
+    v1::QuantDiffEvent event;
+    *event.mutable_tensor() = r;
+    std::string line;
+    (void)google::protobuf::util::MessageToJsonString(event, &line);
+    absl::StrAppend(&out, line, "\n");
+  }
+  if (e.summaries > 0) {
+    v1::QuantDiffEvent event;
+    *event.mutable_summary() = e.summary;
+    std::string line;
+    (void)google::protobuf::util::MessageToJsonString(event, &line);
+    absl::StrAppend(&out, line, "\n");
+  }
+  return out;
+}
+
+// Field for field: every report by name, and the summary but for its wall
+// time (the one number a merge cannot reproduce).
+void ExpectSameDiff(const Events& merged, const Events& whole) {
+  ASSERT_EQ(merged.summaries, 1);
+  ASSERT_EQ(whole.summaries, 1);
+  std::map<std::string, v1::TensorDiffReport> by_name;
+  for (const auto& r : whole.reports) by_name[r.name()] = r;
+  ASSERT_EQ(merged.reports.size(), whole.reports.size());
+  for (const auto& r : merged.reports) {
+    std::string diff;
+    MessageDifferencer d;
+    d.ReportDifferencesToString(&diff);
+    EXPECT_TRUE(d.Compare(r, by_name[r.name()])) << r.name() << ": " << diff;
+  }
+  v1::DiffSummary a = merged.summary, b = whole.summary;
+  a.clear_wall_seconds();
+  b.clear_wall_seconds();
+  std::string diff;
+  MessageDifferencer d;
+  d.ReportDifferencesToString(&diff);
+  EXPECT_TRUE(d.Compare(a, b)) << diff;
+}
+
+// The text output without the line that carries wall time and speed.
+std::string WithoutTiming(const std::string& text) {
+  std::vector<std::string> kept;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (line.find(" of source in ") == absl::string_view::npos)
+      kept.emplace_back(line);
+  }
+  return absl::StrJoin(kept, "\n");
+}
+
+class DiffMergeCliTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ckpt = new ShardedDiffCheckpoint(
+        ::tensormorph::testing::WriteShardedDiffCheckpoint());
+    server = new ServerProcess({ckpt->root});
+  }
+  static void TearDownTestSuite() {
+    delete server;
+    delete ckpt;
+  }
+  void SetUp() override { dir_ = MakeTempDir(); }
+
+  static CommandResult Cli(std::vector<std::string> args) {
+    std::vector<std::string> argv = {CliPath(), "--server", server->address()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunCommand(argv);
+  }
+  // `tensormorph --json diff quant source [extra...]`.
+  static CommandResult Diff(std::vector<std::string> extra) {
+    std::vector<std::string> args = {"--json", "diff", ckpt->quant,
+                                     ckpt->reference};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return Cli(args);
+  }
+  // Runs the N parts as a batch job would, each into part-i.jsonl; returns
+  // the files.
+  std::vector<std::string> RunParts(int n, std::vector<std::string> extra,
+                                    const std::string& prefix = "part-") {
+    std::vector<std::string> files;
+    for (int i = 0; i < n; ++i) {
+      std::vector<std::string> args = extra;
+      args.insert(args.end(), {"--part", absl::StrCat(i, "/", n)});
+      CommandResult r = Diff(args);
+      EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 3)
+          << "part " << i << "/" << n << ": " << r.err;
+      files.push_back(absl::StrCat(dir_, "/", prefix, i, ".jsonl"));
+      WriteFile(files.back(), r.out);
+    }
+    return files;
+  }
+  static CommandResult Merge(const std::vector<std::string>& files,
+                             std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"diff-merge"};
+    args.insert(args.end(), files.begin(), files.end());
+    args.insert(args.end(), extra.begin(), extra.end());
+    return Cli(args);
+  }
+  // A gate some tensors trip and others not: halfway between two of the
+  // run's distinct errors, written exactly.
+  static std::string SplittingGate() {
+    Events whole = Parse(Diff({}).out);
+    std::vector<double> steps;
+    for (const auto& r : whole.reports) steps.push_back(r.max_err_steps());
+    std::sort(steps.begin(), steps.end());
+    steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
+    EXPECT_GE(steps.size(), 2u);
+    const size_t k = (steps.size() - 1) / 2;
+    return absl::StrFormat("max_err_steps>%.17g",
+                           (steps[k] + steps[k + 1]) / 2);
+  }
+
+  static ShardedDiffCheckpoint* ckpt;
+  static ServerProcess* server;
+  std::string dir_;
+};
+
+ShardedDiffCheckpoint* DiffMergeCliTest::ckpt = nullptr;
+ServerProcess* DiffMergeCliTest::server = nullptr;
+
+TEST_F(DiffMergeCliTest, PartsMergeIntoTheSingleRunFieldForField) {
+  const CommandResult whole = Diff({});
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  const Events w = Parse(whole.out);
+  ASSERT_EQ(w.reports.size(), ckpt->compared.size());
+  // The 21 projections are int8 (the rest BF16, compared exactly).
+  EXPECT_EQ(std::count_if(w.reports.begin(), w.reports.end(),
+                          [](const auto& r) { return r.scheme() != "BF16"; }),
+            21)
+      << w.reports[1].scheme();
+  for (const int n : {1, 2, 3, 7}) {
+    SCOPED_TRACE(absl::StrCat(n, " parts"));
+    const std::vector<std::string> files = RunParts(n, {});
+    // In any order.
+    std::vector<std::string> shuffled(files.rbegin(), files.rend());
+    const CommandResult m = Merge(shuffled, {"--json"});
+    ASSERT_EQ(m.exit_code, 0) << m.err;
+    const Events merged = Parse(m.out);
+    ExpectSameDiff(merged, w);
+    // --json: the tensor lines sorted by name, then the summary.
+    std::vector<std::string> names;
+    for (const auto& r : merged.reports) names.push_back(r.name());
+    EXPECT_EQ(names, ckpt->compared);
+    EXPECT_THAT(m.out.substr(m.out.rfind('\n', m.out.size() - 2)),
+                HasSubstr("\"summary\""));
+    EXPECT_FALSE(merged.summary.has_part());
+    EXPECT_GT(merged.summary.wall_seconds(), 0);
+  }
+}
+
+TEST_F(DiffMergeCliTest, GatesTripAsInTheSingleRunWithTheSameExitCodes) {
+  const std::string gate = SplittingGate();
+  const CommandResult whole = Diff({"--fail-on", gate});
+  ASSERT_EQ(whole.exit_code, 3) << whole.err;
+  const Events w = Parse(whole.out);
+  ASSERT_GT(w.summary.flagged_size(), 0);
+  ASSERT_LT(w.summary.flagged_size(), static_cast<int>(w.reports.size()));
+  for (const int n : {1, 2, 3, 7}) {
+    SCOPED_TRACE(absl::StrCat(n, " parts"));
+    // Parts run with the gate: their flags hold.
+    const CommandResult gated =
+        Merge(RunParts(n, {"--fail-on", gate}, "gated-"), {"--json"});
+    EXPECT_EQ(gated.exit_code, 3) << gated.err;
+    ExpectSameDiff(Parse(gated.out), w);
+    // Parts run without: --fail-on on the merge gates them alike.
+    const std::vector<std::string> plain = RunParts(n, {}, "plain-");
+    const CommandResult regated = Merge(plain, {"--json", "--fail-on", gate});
+    EXPECT_EQ(regated.exit_code, 3) << regated.err;
+    ExpectSameDiff(Parse(regated.out), w);
+    EXPECT_THAT(regated.err, HasSubstr("--fail-on tripped by"));
+    // A gate nothing trips: exit 0, nothing flagged.
+    const CommandResult clean =
+        Merge(plain, {"--json", "--fail-on", "max_err_steps>100"});
+    EXPECT_EQ(clean.exit_code, 0) << clean.err;
+    EXPECT_EQ(Parse(clean.out).summary.flagged_size(), 0);
+  }
+  // A merge's --fail-on replaces the parts' gates.
+  const CommandResult replaced =
+      Merge(RunParts(3, {"--fail-on", gate}, "replaced-"),
+            {"--json", "--fail-on", "max_err_steps>100"});
+  EXPECT_EQ(replaced.exit_code, 0) << replaced.err;
+  EXPECT_THAT(replaced.out, Not(HasSubstr("\"flagged\":true")));
+  // --fail-on before the files takes one gate: the files stay files.
+  std::vector<std::string> first = {"diff-merge", "--fail-on", gate};
+  for (const std::string& f : RunParts(2, {}, "first-")) first.push_back(f);
+  const CommandResult gate_first = Cli(first);
+  EXPECT_EQ(gate_first.exit_code, 3) << gate_first.err;
+  // A gate that does not parse is a usage error, as for diff.
+  const CommandResult bad =
+      Merge(RunParts(1, {}, "bad-"), {"--fail-on", "sqnr<<1"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_THAT(bad.err, HasSubstr("--fail-on: gate 'sqnr<<1'"));
+}
+
+TEST_F(DiffMergeCliTest, TheMergedTableIsTheSingleRunsTable) {
+  const std::string gate = SplittingGate();
+  const CommandResult whole = Cli(
+      {"diff", ckpt->quant, ckpt->reference, "--fail-on", gate, "--top", "4"});
+  ASSERT_EQ(whole.exit_code, 3) << whole.err;
+  const CommandResult m = Merge(RunParts(3, {"--fail-on", gate, "--top", "4"}));
+  ASSERT_EQ(m.exit_code, 3) << m.err;
+  EXPECT_EQ(WithoutTiming(m.out), WithoutTiming(whole.out));
+  EXPECT_EQ(m.err, whole.err);
+  EXPECT_THAT(m.out, HasSubstr("FAIL-ON"));
+  EXPECT_THAT(m.out, HasSubstr(absl::StrCat("only in ", ckpt->quant, ": ",
+                                            ckpt->only_in_quant)));
+}
+
+TEST_F(DiffMergeCliTest, APartSaysWhichPartItIsAndMayBeEmpty) {
+  // 64 parts of fewer pairs: some are empty, and that is no failure.
+  int empty = 0;
+  for (int i = 0; i < 64 && empty == 0; ++i) {
+    CommandResult r = Cli({"diff", ckpt->quant, ckpt->reference, "--part",
+                           absl::StrCat(i, "/64")});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_THAT(r.out, HasSubstr(absl::StrCat("part ", i, "/64 of plan ")));
+    if (r.out.find("\n0 tensors compared") != std::string::npos) {
+      ++empty;
+      EXPECT_THAT(r.out, HasSubstr(absl::StrCat("0 of ", ckpt->compared.size(),
+                                                " tensors")));
+    }
+  }
+  EXPECT_EQ(empty, 1);
+}
+
+TEST_F(DiffMergeCliTest, ABadPartArgumentIsAUsageError) {
+  for (const char* bad : {"3/3", "-1/3", "1/0", "x", "1/2/3", "0/65537"}) {
+    CommandResult r =
+        Cli({"diff", ckpt->quant, ckpt->reference, "--part", bad});
+    EXPECT_EQ(r.exit_code, 1) << bad;
+    EXPECT_THAT(r.err, HasSubstr("--part")) << bad;
+    EXPECT_TRUE(r.out.empty()) << bad;
+  }
+  CommandResult r =
+      Cli({"diff", ckpt->quant, ckpt->reference, "--part", "3/3"});
+  EXPECT_THAT(r.err, HasSubstr("i must be 0 to 2"));
+}
+
+TEST_F(DiffMergeCliTest, PartFilesThatAreNotOneWholePlanAreRefusedByName) {
+  const std::vector<std::string> f = RunParts(3, {});
+  // Each case: the files given, and what the refusal says.
+  auto edit = [&](const std::string& from, const std::string& name,
+                  const std::function<void(Events&)>& change) {
+    Events e = Parse(testing::ReadFileBytes(from));
+    change(e);
+    const std::string path = absl::StrCat(dir_, "/", name);
+    WriteFile(path, Print(e));
+    return path;
+  };
+  const std::string again = absl::StrCat(dir_, "/again.jsonl");
+  WriteFile(again, testing::ReadFileBytes(f[1]));
+  const CommandResult whole = Diff({});
+  const std::string whole_file = absl::StrCat(dir_, "/whole.jsonl");
+  WriteFile(whole_file, whole.out);
+  // Part 1 cut short before its summary, and after losing a report.
+  std::string p1 = testing::ReadFileBytes(f[1]);
+  const std::string cut = absl::StrCat(dir_, "/cut.jsonl");
+  WriteFile(cut, p1.substr(0, p1.rfind("{\"summary\"")));
+  const std::string lost =
+      edit(f[1], "lost.jsonl", [](Events& e) { e.reports.pop_back(); });
+  // Part 2 of another plan: 3 parts of a filtered diff.
+  const std::vector<std::string> other =
+      RunParts(3, {"--filter", "model.layers.*"}, "other-");
+  // Part 2 with a different pairing list.
+  const std::string lists = edit(f[2], "lists.jsonl", [](Events& e) {
+    e.summary.add_only_in_reference("model.stray.weight");
+  });
+  // Part 2 also reporting a tensor of part 0 (its count kept consistent).
+  const Events p0 = Parse(testing::ReadFileBytes(f[0]));
+  const std::string dup = edit(f[2], "dup.jsonl", [&](Events& e) {
+    e.reports.push_back(p0.reports.front());
+    e.summary.set_tensors_compared(e.summary.tensors_compared() + 1);
+  });
+  const std::string dup_name = p0.reports.front().name();
+  const struct {
+    const char* what;
+    std::vector<std::string> files;
+    std::string message;
+  } cases[] = {
+      {"no summary",
+       {f[0], cut, f[2]},
+       cut + ": no summary line: was it written by `tensormorph diff --part "
+             "i/N --json`?"},
+      {"a whole run's file",
+       {f[0], whole_file, f[2]},
+       whole_file + ": the summary has no part info"},
+      {"a part twice",
+       {f[0], f[1], f[2], again},
+       "part 1/3 is in both " + f[1] + " and " + again},
+      {"parts missing",
+       {f[0], f[1]},
+       "parts 2/3 missing; have 0/3 (" + f[0] + "), 1/3 (" + f[1] + ")"},
+      {"two missing",
+       {f[1]},
+       "parts 0/3, 2/3 missing; have 1/3 (" + f[1] + ")"},
+      {"another plan",
+       {f[0], f[1], other[2]},
+       "parts of different plans: " + f[0] + " is part 0/3 of plan "},
+      {"another part count",
+       {f[0], f[1], RunParts(4, {}, "four-")[2]},
+       "parts of different plans: "},
+      {"pairing lists that disagree",
+       {f[0], f[1], lists},
+       "the parts disagree on the pairing: only_in_reference of " + lists +
+           " (part 2/3) differs from that of " + f[0] + " (part 0/3)"},
+      {"a tensor twice",
+       {f[0], f[1], dup},
+       "tensor '" + dup_name + "' is reported in both " + f[0] + " and " + dup},
+      {"a truncated file",
+       {f[0], lost, f[2]},
+       lost + ": the summary of part 1/3 says "},
+      {"no such file",
+       {f[0], f[1], dir_ + "/nope.jsonl"},
+       "cannot read part file '" + dir_ + "/nope.jsonl'"},
+  };
+  for (const auto& c : cases) {
+    for (const bool json : {false, true}) {
+      SCOPED_TRACE(absl::StrCat(c.what, json ? " --json" : ""));
+      CommandResult r = Merge(c.files, json ? std::vector<std::string>{"--json"}
+                                            : std::vector<std::string>{});
+      EXPECT_EQ(r.exit_code, 1) << r.err;
+      EXPECT_THAT(r.err, HasSubstr(c.message));
+      EXPECT_TRUE(r.out.empty()) << r.out;
+    }
+  }
+  // A line that is no event names the file and line.
+  const std::string junk = absl::StrCat(dir_, "/junk.jsonl");
+  WriteFile(junk, testing::ReadFileBytes(f[0]) + "not json\n");
+  CommandResult r = Merge({junk, f[1], f[2]});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr(junk + " line "));
+  // Progress lines in a part file (stderr sent along) are skipped.
+  const std::string with_progress = absl::StrCat(dir_, "/progress.jsonl");
+  WriteFile(with_progress, "{\"progress\":{\"tensorsDone\":\"0\"}}\n" +
+                               testing::ReadFileBytes(f[0]));
+  r = Merge({with_progress, f[1], f[2]});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+TEST_F(DiffMergeCliTest, HelpTeachesTheThreePartRun) {
+  CommandResult r = RunCommand({CliPath(), "diff-merge", "--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.out, HasSubstr("--part $i/3 --json > part-$i.jsonl"));
+  EXPECT_THAT(r.out, HasSubstr("tensormorph diff-merge part-*.jsonl"));
+}
+
+}  // namespace
+}  // namespace tensormorph

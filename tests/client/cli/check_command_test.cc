@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/check/rules.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -194,6 +196,22 @@ INSTANTIATE_TEST_SUITE_P(BothModes, CheckCliTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& p) {
                            return p.param ? "Remote" : "Embedded";
                          });
+
+}  // namespace
+}  // namespace tensormorph
+
+namespace tensormorph {
+namespace {
+
+TEST(CheckReadmeTest, ListsEveryRuleWithItsSeverity) {
+  const std::string readme = testing::ReadFileBytes(
+      std::string(TENSORMORPH_SOURCE_DIR) + "/README.md");
+  for (const CheckRule& r : CheckRules()) {
+    EXPECT_THAT(readme, HasSubstr(absl::StrCat("| `", r.id, "` | ",
+                                               SeverityName(r.severity), " |")))
+        << r.id;
+  }
+}
 
 }  // namespace
 }  // namespace tensormorph

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/check/rules.h"
+#include "core/dtype.h"
 #include "core/io/fault_guard.h"
 #include "core/quant/scalar_info.h"
 
@@ -21,6 +22,7 @@ struct GroupAcc {
   bool constant = true;
   bool degenerate = false;  // its range is one value (a zero scale)
   bool scale_nan = false, scale_inf = false, scale_zero = false;
+  double lo = 0, hi = 0;  // the group's range (its end levels)
   int64_t last_piece = 0;
 };
 
@@ -47,6 +49,69 @@ bool IsFloatStorage(DType d) {
     default:
       return false;
   }
+}
+
+// No level: a plain tensor's runs have none to be on.
+constexpr float kNoLevel = std::numeric_limits<float>::quiet_NaN();
+
+bool IsNan(float x) { return x != x; }
+bool IsInf(float x) {
+  return std::fabs(x) == std::numeric_limits<float>::infinity();
+}
+bool IsOverF16(float x) {
+  const float a = std::fabs(x);
+  return a > static_cast<float>(kF16Max) && !IsInf(x);
+}
+
+template <typename Pred>
+int64_t FirstOf(const float* v, int64_t n, Pred pred) {
+  for (int64_t k = 0; k < n; ++k) {
+    if (pred(v[k])) return k;
+  }
+  return 0;
+}
+
+// What one run of values holds, counted without branches so that the loop
+// vectorizes: decoding runs at gigavalues a second and this must keep up.
+struct RunCounts {
+  int64_t nan = 0, inf = 0, zeros = 0, differ = 0, at_low = 0, at_high = 0,
+          over = 0;
+};
+
+RunCounts CountRun(const float* v, int64_t n, float first, float lo, float hi) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float f16 = static_cast<float>(kF16Max);
+  int32_t nan_c = 0, inf_c = 0, zero_c = 0, diff_c = 0, low_c = 0, high_c = 0,
+          over_c = 0;
+  RunCounts c;
+  // Counted in 32-bit lanes, folded into the 64-bit totals every 2^30.
+  for (int64_t start = 0; start < n; start += int64_t{1} << 30) {
+    const int64_t end = std::min(n, start + (int64_t{1} << 30));
+    for (int64_t k = start; k < end; ++k) {
+      const float x = v[k];
+      const float a = std::fabs(x);
+      // Infinities are their own rule, never "on an end level".
+      const bool nonzero = (x != 0) & (a != inf);
+      nan_c += x != x;
+      inf_c += a == inf;
+      zero_c += x == 0;
+      diff_c += x != first;
+      // A zero on an end level is exact (every value of the group on one
+      // side of 0), not clipped.
+      low_c += (x == lo) & nonzero;
+      high_c += (x == hi) & nonzero;
+      over_c += (a > f16) & (a != inf);
+    }
+    c.nan += nan_c;
+    c.inf += inf_c;
+    c.zeros += zero_c;
+    c.differ += diff_c;
+    c.at_low += low_c;
+    c.at_high += high_c;
+    c.over += over_c;
+    nan_c = inf_c = zero_c = diff_c = low_c = high_c = over_c = 0;
+  }
+  return c;
 }
 
 }  // namespace
@@ -79,11 +144,13 @@ absl::Status ScanTensorValues(const Checkpoint& ckpt, const LogicalTensor& t,
   // dead-levels: integer grids of at most 8 bits (L levels), judged with
   // enough elements that an unused level means something.
   int64_t levels = 0;
-  if (quantized && info.bits <= 8) {
+  ScalarInfo::Grid grid = ScalarInfo::Grid::kNone;
+  if (quantized) {
     ScalarInfo s;
     absl::Status st = GuardedRead([&] { return enc.Inspect(0, &s); });
     if (!st.ok()) return st;
-    if (s.grid == ScalarInfo::Grid::kUniform) {
+    grid = s.grid;
+    if (s.grid == ScalarInfo::Grid::kUniform && info.bits <= 8) {
       const double l = s.grid_max - s.grid_min + 1;
       if (l >= 2 && l <= 256) levels = static_cast<int64_t>(l);
     }
@@ -136,6 +203,105 @@ absl::Status ScanTensorValues(const Checkpoint& ckpt, const LogicalTensor& t,
     }
   };
 
+  int64_t levels_used = 0;
+  bool dead_decided = false;  // more than half the levels occur: no finding
+  // Where the first NaN, Inf and value past fp16 are: found again only in
+  // the runs that hold one (the counts are branch-free).
+  auto note_specials = [&](const RunCounts& c, const float* v, int64_t count,
+                           int64_t at, bool f16) {
+    if (c.nan > 0 && nan == 0) first_nan = at + FirstOf(v, count, IsNan);
+    if (c.inf > 0 && inf == 0) first_inf = at + FirstOf(v, count, IsInf);
+    nan += c.nan;
+    inf += c.inf;
+    if (!f16 || c.over == 0) return;
+    if (over_f16 == 0) first_over = at + FirstOf(v, count, IsOverF16);
+    over_f16 += c.over;
+    for (int64_t k = 0; k < count; ++k) {
+      if (IsOverF16(v[k])) max_abs = std::max(max_abs, std::fabs(double{v[k]}));
+    }
+  };
+  // Runs come from DecodeRuns where it is cheap (evenly spaced levels: a
+  // run per group segment); for codebooks and float codes it inspects every
+  // element, so there the values are decoded in bulk, the groups found by
+  // GroupIds, and each group's range inspected once.
+  const bool runs_cheap = grid == ScalarInfo::Grid::kUniform;
+  std::vector<int64_t> indices, ids;
+  if (quantized && !runs_cheap) {
+    indices.resize(values.size());
+    ids.resize(values.size());
+  }
+  // Elements per group where every whole group has the same count: a run of
+  // that many is a whole group, judged at once without entering `open`.
+  int64_t group_elems = 0;
+  if (block_scales && !parts.empty()) {
+    const DTypeInfo& d = GetDTypeInfo(parts[0]->dtype);
+    group_elems = d.sub_block_elems > 1 ? d.sub_block_elems : d.block_elems;
+  } else if (info.group_size > 0 && !info.act_order) {
+    group_elems = info.group_size;
+  }
+
+  // One run of values of group r.group.
+  auto process_run = [&](const QuantRun& r, const float* v, int64_t at,
+                         int64_t piece_no) -> absl::Status {
+    GroupAcc whole;
+    GroupAcc* g = &whole;
+    bool fresh = true;
+    if (r.count != group_elems) {
+      auto [it, inserted] = open.try_emplace(r.group);
+      g = &it->second;
+      fresh = inserted;
+    }
+    if (fresh) {
+      g->first = v[0];
+      g->lo = r.range_min;
+      g->hi = r.range_max;
+      if (!runs_cheap) {
+        ScalarInfo s;
+        if (absl::Status e = enc.Inspect(at, &s); !e.ok()) return e;
+        g->lo = s.range_min;
+        g->hi = s.range_max;
+      }
+    }
+    g->last_piece = piece_no;
+    g->count += r.count;
+    const double lo = runs_cheap ? r.range_min : g->lo;
+    const double hi = runs_cheap ? r.range_max : g->hi;
+    if (std::isnan(lo) || std::isnan(hi)) {
+      g->scale_nan |= block_scales;
+    } else if (std::isinf(lo) || std::isinf(hi)) {
+      g->scale_inf |= block_scales;
+    } else if (lo == hi) {
+      g->degenerate = true;
+      g->scale_zero |= block_scales;
+    }
+    const RunCounts c = CountRun(v, r.count, g->first, static_cast<float>(lo),
+                                 static_cast<float>(hi));
+    g->nan += c.nan;
+    g->inf += c.inf;
+    g->zeros += c.zeros;
+    g->constant &= c.differ == 0;
+    g->at_low += c.at_low;
+    g->at_high += c.at_high;
+    note_specials(c, v, r.count, at, /*f16=*/true);
+    if (judge_dead && !dead_decided && !g->degenerate &&
+        std::isfinite(hi - lo)) {
+      // Level index from the lowest level; only until more than half the
+      // levels have occurred, when the rule can no longer fire.
+      const double inv = (levels - 1) / (hi - lo);
+      for (int64_t k = 0; k < r.count; ++k) {
+        const double x = (v[k] - lo) * inv + 0.5;
+        if (!(x >= 0 && x < static_cast<double>(levels))) continue;
+        int64_t& h = level_hist[static_cast<size_t>(x)];
+        if (h++ == 0 && 2 * ++levels_used > levels) {
+          dead_decided = true;
+          break;
+        }
+      }
+    }
+    if (g == &whole) close(r.group, whole);
+    return absl::OkStatus();
+  };
+
   int64_t piece_no = 0;
   for (int64_t first = 0; first < n; first += piece, ++piece_no) {
     if (cancelled != nullptr && cancelled->load())
@@ -143,72 +309,43 @@ absl::Status ScanTensorValues(const Checkpoint& ckpt, const LogicalTensor& t,
     const int64_t m = std::min(piece, n - first);
     absl::Status read = GuardedRead([&]() -> absl::Status {
       if (!quantized) return enc.Decode(first, m, values.data());
-      return enc.DecodeRuns(first, m, values.data(), &runs);
+      if (runs_cheap) return enc.DecodeRuns(first, m, values.data(), &runs);
+      if (absl::Status s = enc.Decode(first, m, values.data()); !s.ok())
+        return s;
+      for (int64_t k = 0; k < m; ++k) indices[k] = first + k;
+      if (absl::Status s =
+              enc.GroupIds(absl::MakeConstSpan(indices.data(), m), ids.data());
+          !s.ok()) {
+        return s;
+      }
+      runs.clear();
+      for (int64_t k = 0; k < m; ++k) {
+        if (runs.empty() || runs.back().group != ids[k]) {
+          runs.push_back({0, ids[k], 0, 0, 0, 0});
+        }
+        ++runs.back().count;
+      }
+      return absl::OkStatus();
     });
     if (!read.ok()) return read;
     if (!quantized) {
-      for (int64_t i = 0; i < m; ++i) {
-        const float v = values[i];
-        if (std::isnan(v)) {
-          if (nan++ == 0) first_nan = first + i;
-        } else if (std::isinf(v)) {
-          if (inf++ == 0) first_inf = first + i;
-        } else if (check_f16 && std::fabs(v) > kF16Max) {
-          if (over_f16++ == 0) first_over = first + i;
-          max_abs = std::max(max_abs, static_cast<double>(std::fabs(v)));
-        }
-      }
+      const RunCounts c = CountRun(values.data(), m, 0, kNoLevel, kNoLevel);
+      note_specials(c, values.data(), m, first, check_f16);
     } else {
-      int64_t i = 0;
-      for (const QuantRun& r : runs) {
-        const int64_t end = i + r.count;
-        auto [it, fresh] = open.try_emplace(r.group);
-        GroupAcc& g = it->second;
-        if (fresh) g.first = values[i];
-        g.last_piece = piece_no;
-        g.count += r.count;
-        const double lo = r.range_min, hi = r.range_max;
-        if (std::isnan(lo) || std::isnan(hi)) {
-          g.scale_nan |= block_scales;
-        } else if (std::isinf(lo) || std::isinf(hi)) {
-          g.scale_inf |= block_scales;
-        } else if (lo == hi) {
-          g.degenerate = true;
-          g.scale_zero |= block_scales;
+      // Inspect reads the mapping: under the guard with the rest.
+      absl::Status pass = GuardedRead([&]() -> absl::Status {
+        int64_t i = 0;
+        for (const QuantRun& r : runs) {
+          if (absl::Status s =
+                  process_run(r, values.data() + i, first + i, piece_no);
+              !s.ok()) {
+            return s;
+          }
+          i += r.count;
         }
-        const float flo = static_cast<float>(lo), fhi = static_cast<float>(hi);
-        const bool dead = judge_dead && !g.degenerate && std::isfinite(hi - lo);
-        const double inv = dead ? (levels - 1) / (hi - lo) : 0;
-        for (; i < end; ++i) {
-          const float v = values[i];
-          if (std::isnan(v)) {
-            ++g.nan;
-            if (nan++ == 0) first_nan = first + i;
-            g.constant = false;
-            continue;
-          }
-          if (std::isinf(v)) {
-            ++g.inf;
-            if (inf++ == 0) first_inf = first + i;
-            g.constant = false;
-            continue;
-          }
-          g.zeros += v == 0;
-          g.constant &= v == g.first;
-          // A zero on an end level is exact (every value of the group on
-          // one side of 0), not clipped.
-          g.at_low += v != 0 && v == flo;
-          g.at_high += v != 0 && v == fhi;
-          if (std::fabs(v) > kF16Max) {
-            if (over_f16++ == 0) first_over = first + i;
-            max_abs = std::max(max_abs, static_cast<double>(std::fabs(v)));
-          }
-          if (dead) {
-            const int64_t k = std::llround((v - lo) * inv);
-            if (k >= 0 && k < levels) ++level_hist[k];
-          }
-        }
-      }
+        return absl::OkStatus();
+      });
+      if (!pass.ok()) return pass;
       // A group this piece did not touch is complete: pieces are whole rows
       // (or one row, or contiguous runs of a long 1-D tensor), and a group
       // covers a contiguous band of rows, touching each of them.
@@ -327,7 +464,7 @@ absl::Status ScanTensorValues(const Checkpoint& ckpt, const LogicalTensor& t,
          "the scale clips these groups: compare with the source "
          "(tensormorph diff, clipped)");
   }
-  if (judge_dead) {
+  if (judge_dead && !dead_decided) {
     int64_t used = 0;
     std::vector<int64_t> unused;
     for (int64_t k = 0; k < levels; ++k) {

@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "tests/support/check_cases.h"
 #include "tests/support/demo_checkpoint.h"
+#include "tests/support/fixture_copy.h"
 #include "tests/support/safetensors_writer.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
@@ -165,6 +166,29 @@ TEST(CheckCheckpointTest, GptqZerosStoredV2UnderAV1ConfigAreFoundToo) {
               HasSubstr("every qzeros code is 8, as v2 stores it"));
   EXPECT_THAT(run.findings[0].expected,
               HasSubstr("checkpoint_format \"gptq\""));
+}
+
+TEST(CheckCheckpointTest, GroupsOfFloatCodesAreJudgedToo) {
+  // FP8 codes are not evenly spaced: their groups come from GroupIds in
+  // bulk, not from DecodeRuns. Zero the first 128x128 block of the
+  // fixture's [200, 300] weight: block (0, 0), group 0, decodes to zeros.
+  const std::string dir = testing::MakeTempDir();
+  testing::CopyFixtureInto("fp8_block_sharded", dir);
+  testing::EditSafetensors(
+      dir + "/model-00001-of-00002.safetensors",
+      [](std::vector<testing::StTensor>& ts) {
+        for (testing::StTensor& t : ts) {
+          if (t.name != "model.layers.0.mlp.down_proj.weight") continue;
+          for (int r = 0; r < 128; ++r) {
+            std::fill_n(t.data.begin() + r * 300, 128, '\0');
+          }
+        }
+      });
+  CheckRun run = CheckPath(dir);
+  ASSERT_EQ(Rules(run), std::set<std::string>{"all-zero-group"});
+  EXPECT_EQ(run.findings[0].tensor, "model.layers.0.mlp.down_proj.weight");
+  EXPECT_EQ(run.findings[0].worst_group, 0);
+  EXPECT_THAT(run.findings[0].actual, HasSubstr("1 of 6 groups"));
 }
 
 TEST(CheckCheckpointTest, EveryGoldenFixtureChecksWithoutErrors) {

@@ -63,7 +63,9 @@ struct CheckSummary {
 // each piece of work (callers throttle). Memory stays bounded by a piece of
 // values and the hashes of the stored tensors, whatever the checkpoint's
 // size. Callbacks run on the calling thread.
-// Errors: CANCELLED; UNIMPLEMENTED (a tensor that cannot be decoded); those
+// A tensor that cannot be decoded is an undecodable-tensor finding, not an
+// error of the call.
+// Errors: CANCELLED; those
 // of GuardedRead (a file that shrank under the read) and of reading the
 // configs again (ReadQuantConfig).
 absl::StatusOr<CheckSummary> CheckCheckpoint(

@@ -77,6 +77,11 @@ const std::vector<CheckRule>& CheckRules() {
        "min and max; a one-sided outlier piles the bulk on the other end, "
        "hence both ends), and a gaussian clipped at the MSE-optimal 4-bit "
        "range about 1%; a quarter only comes from a scale that clips"},
+      {"undecodable-tensor", Severity::kWarning,
+       "a tensor of a type Tensormorph recognises but cannot decode (the "
+       "IQ1/IQ2/IQ3 codebook types): its values were not checked, only its "
+       "bytes (hashes, duplicates, the manifest)",
+       ""},
       // Conventions.
       {"gptq-zero-convention", Severity::kError,
        "GPTQ zero-points stored in one convention under a config naming "

@@ -8,6 +8,7 @@
 
 #include "nlohmann/json.hpp"
 #include "tests/support/fixture_copy.h"
+#include "tests/support/gguf_writer.h"
 #include "tests/support/quantize.h"
 #include "tests/support/safetensors_writer.h"
 #include "tests/support/test_paths.h"
@@ -247,6 +248,24 @@ std::vector<CheckCase> CheckCases() {
                      kCheckWeight,
                      "1 of 4 groups have more; worst group 0 with 100.0%",
                      {}});
+  }
+  {
+    // IQ2_XXS (type 16): recognised, not decoded; the F32 tensor beside it
+    // is still checked (its value past fp16's range is found).
+    std::vector<float> norm = Gaussian(256, 6);
+    norm[0] = 1e6f;
+    GgufSpec spec;
+    spec.tensors = {
+        {"blk.0.attn_norm.weight", {256}, 0, Bytes(norm)},
+        {"blk.0.ffn_down.weight", {256}, 16, std::string(66, '\x11')}};
+    const std::string dir = MakeTempDir();
+    WriteFile(dir + "/model.gguf", BuildGguf(spec));
+    cases.push_back({"undecodable-tensor",
+                     "warning",
+                     dir + "/model.gguf",
+                     "blk.0.ffn_down.weight",
+                     "its values were not checked",
+                     {"fp16-saturated-scale"}});
   }
   cases.push_back({"gptq-zero-convention",
                    "error",

@@ -73,12 +73,13 @@ std::string CheckHelpFooter() {
       "summary.\n"
       "Rules:\n";
   for (const CheckRule& r : CheckRules()) {
-    absl::StrAppendFormat(&out, "  %-22s %-8s\n", r.id,
-                          SeverityName(r.severity));
+    absl::StrAppendFormat(&out, "  %-22s %-8s %s\n", r.id,
+                          SeverityName(r.severity), r.brief);
   }
   absl::StrAppend(
       &out,
-      "(README.md, \"Checking a checkpoint\", says what each catches.)\n"
+      "(README.md, \"Checking a checkpoint\": each rule's failure and "
+      "threshold.)\n"
       "Examples:\n"
       "  tensormorph check llama-70b-gptq/\n"
       "  tensormorph check model/ --json --fail-level warning > "

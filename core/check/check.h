@@ -65,9 +65,8 @@ struct CheckSummary {
 // size. Callbacks run on the calling thread.
 // A tensor that cannot be decoded is an undecodable-tensor finding, not an
 // error of the call.
-// Errors: CANCELLED; those
-// of GuardedRead (a file that shrank under the read) and of reading the
-// configs again (ReadQuantConfig).
+// Errors: CANCELLED; those of GuardedRead (a file that shrank under the
+// read) and of reading the configs again (ReadQuantConfig).
 absl::StatusOr<CheckSummary> CheckCheckpoint(
     const Checkpoint& ckpt, const CheckOptions& options,
     const std::atomic<bool>* cancelled,

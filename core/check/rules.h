@@ -14,6 +14,7 @@ namespace tensormorph {
 struct CheckRule {
   absl::string_view id;  // stable kebab-case
   Severity severity;
+  absl::string_view brief;    // a few words for --help's rule list
   absl::string_view catches;  // the failure it catches, for people
   // Where its threshold comes from; empty when the rule has none.
   absl::string_view threshold;

@@ -58,6 +58,7 @@ TEST(CheckRulesTest, EveryRuleHasAStableIdAndSaysWhatItCatches) {
       EXPECT_TRUE((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')
           << r.id << " is not kebab-case";
     }
+    EXPECT_FALSE(r.brief.empty()) << r.id;
     EXPECT_FALSE(r.catches.empty()) << r.id;
   }
   // Every rule a test case breaks is registered, and every registered rule

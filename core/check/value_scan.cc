@@ -11,6 +11,7 @@
 #include "core/dtype.h"
 #include "core/io/fault_guard.h"
 #include "core/quant/scalar_info.h"
+#include "core/util/status_macros.h"
 
 namespace tensormorph {
 namespace {
@@ -238,6 +239,19 @@ absl::Status ScanTensorValues(const Checkpoint& ckpt, const LogicalTensor& t,
     group_elems = d.sub_block_elems > 1 ? d.sub_block_elems : d.block_elems;
   } else if (info.group_size > 0 && !info.act_order) {
     group_elems = info.group_size;
+  }
+  if (group_elems > 1 && quantized && n > group_elems) {
+    // Held to the encoding's own ids: the first group_elems elements are
+    // one group and the next starts another. Otherwise every run goes
+    // through `open`, which is right whatever the groups are.
+    ScalarInfo a, b, c;
+    absl::Status st = GuardedRead([&]() -> absl::Status {
+      TM_RETURN_IF_ERROR(enc.Inspect(0, &a));
+      TM_RETURN_IF_ERROR(enc.Inspect(group_elems - 1, &b));
+      return enc.Inspect(group_elems, &c);
+    });
+    if (!st.ok()) return st;
+    if (a.group != b.group || b.group == c.group) group_elems = 0;
   }
 
   // One run of values of group r.group.

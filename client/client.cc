@@ -316,6 +316,18 @@ absl::Status Client::QuantDiff(
       methods_->quant_diff, request, on_event, "diff cancelled by the caller");
 }
 
+absl::Status Client::CheckCheckpoint(
+    const v1::CheckCheckpointRequest& request,
+    const std::function<bool(const v1::CheckEvent&)>& on_event) {
+  // Registered on the channel here rather than in Methods: gRPC keeps one
+  // registration per method name and channel, so a second call reuses it.
+  static constexpr char kName[] = "/tensormorph.v1.Tensormorph/CheckCheckpoint";
+  const grpc::internal::RpcMethod method(
+      kName, grpc::internal::RpcMethod::SERVER_STREAMING, channel_);
+  return Stream<v1::CheckCheckpointRequest, v1::CheckEvent>(
+      method, request, on_event, "check cancelled by the caller");
+}
+
 absl::StatusOr<v1::ComputeStatsResponse> Client::ComputeStats(
     const v1::ComputeStatsRequest& request) {
   return UnaryReply<v1::ComputeStatsResponse>(methods_->compute_stats, request);

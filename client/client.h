@@ -151,6 +151,13 @@ class Client {
       const v1::QuantDiffRequest& request,
       const std::function<bool(const v1::QuantDiffEvent&)>& on_event);
 
+  // Calls `on_event` for each progress, finding, hash and summary event of
+  // CheckCheckpoint; returning false cancels the check (the call then
+  // returns CANCELLED).
+  absl::Status CheckCheckpoint(
+      const v1::CheckCheckpointRequest& request,
+      const std::function<bool(const v1::CheckEvent&)>& on_event);
+
  private:
   struct Methods;  // the service's methods, registered on the channel once
 

@@ -17,6 +17,7 @@ PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
   libabsl-dev libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libspdlog-dev nlohmann-json3-dev libcli11-dev libpng-dev
+  libxxhash-dev  # tensormorph check --manifest: per-tensor content hashes (XXH3-64)
   libcpp-httplib-dev libssl-dev zlib1g-dev  # tensormorphd --http-listen (HTTPS, gzip)
   libgtest-dev libgmock-dev libbenchmark-dev
   openssl  # the TLS tests make a throwaway CA

@@ -368,6 +368,13 @@ TensormorphService::ListCheckpoints(grpc::CallbackServerContext* ctx,
       [&] { return NewListCheckpointsReactor(state_, ctx, req); });
 }
 
+grpc::ServerWriteReactor<v1::CheckEvent>* TensormorphService::CheckCheckpoint(
+    grpc::CallbackServerContext* ctx, const v1::CheckCheckpointRequest* req) {
+  return FencedStream<v1::CheckEvent>(
+      *state_, ctx, {"CheckCheckpoint", req->checkpoint()},
+      [&] { return NewCheckCheckpointReactor(state_, ctx, req); });
+}
+
 namespace {
 
 // Batches this big are inspected by two workers when both are free.

@@ -276,6 +276,9 @@ class TensormorphService final
   grpc::ServerWriteReactor<v1::CheckpointEntry>* ListCheckpoints(
       grpc::CallbackServerContext* ctx,
       const v1::ListCheckpointsRequest* req) override;
+  grpc::ServerWriteReactor<v1::CheckEvent>* CheckCheckpoint(
+      grpc::CallbackServerContext* ctx,
+      const v1::CheckCheckpointRequest* req) override;
 
   ServiceState& state() { return *state_; }
 
@@ -294,6 +297,11 @@ grpc::ServerWriteReactor<v1::QuantDiffEvent>* NewQuantDiffReactor(
 grpc::ServerWriteReactor<v1::CheckpointEntry>* NewListCheckpointsReactor(
     std::shared_ptr<ServiceState> state, grpc::CallbackServerContext* ctx,
     const v1::ListCheckpointsRequest* req);
+
+// Defined in check_checkpoint_reactor.cc.
+grpc::ServerWriteReactor<v1::CheckEvent>* NewCheckCheckpointReactor(
+    std::shared_ptr<ServiceState> state, grpc::CallbackServerContext* ctx,
+    const v1::CheckCheckpointRequest* req);
 
 // Defined in read_slice_reactor.cc.
 grpc::ServerWriteReactor<grpc::ByteBuffer>* NewReadSliceReactor(

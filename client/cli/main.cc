@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "client/cli/arguments.h"
+#include "client/cli/check_command.h"
 #include "client/cli/commands.h"
 #include "core/util/utf8.h"
 #include "process/stream_heap.h"
@@ -31,7 +32,8 @@ constexpr char kDescription[] =
     "roots or absolute inside one.\n\n"
     "Exit codes: 0 success, 1 usage error (diff-merge: part files that do "
     "not make one whole plan), 2 the call failed (or ran past --timeout), "
-    "3 a diff or diff-merge --fail-on condition tripped.";
+    "3 a diff or diff-merge --fail-on condition tripped, or a check found "
+    "something at or above --fail-level.";
 
 // -o: a path, not an empty string (which would silently mean "no file").
 const CLI::Validator kOutputPath(
@@ -406,6 +408,32 @@ int main(int argc, char** argv) {
       "Examples:\n  tensormorph health --server 127.0.0.1:7431\n"
       "  tensormorph --server dns:///tensormorph:7431 health --json");
 
+  CheckOptionsCli check;
+  CLI::App* check_cmd = app.add_subcommand(
+      "check",
+      "validate a checkpoint before serving it: NaN/Inf, broken scales and "
+      "groups, convention mismatches, duplicate tensors, integrity against a "
+      "manifest");
+  check_cmd
+      ->add_option("checkpoint", check.checkpoint,
+                   "checkpoint file or directory")
+      ->required();
+  check_cmd
+      ->add_option("--fail-level", check.fail_level,
+                   "exit 3 when a finding is at or above this severity")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"error", "warning", "info"}));
+  check_cmd
+      ->add_option("--manifest", check.manifest,
+                   "write every stored tensor's content hash (XXH3-64) to "
+                   "this JSON file")
+      ->check(kOutputPath);
+  check_cmd->add_option(
+      "--verify", check.verify,
+      "check the stored bytes against a manifest --manifest wrote: every "
+      "tensor that differs, is missing or is extra is an error");
+  check_cmd->footer(CheckHelpFooter());
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -468,6 +496,7 @@ int main(int argc, char** argv) {
   if (*read_cmd) return RunRead(c, g, read);
   if (*scalar_cmd) return RunScalar(c, g, scalar);
   if (*diff_cmd) return RunDiff(c, g, diff);
+  if (*check_cmd) return RunCheck(c, g, check);
   if (*stats_cmd) {
     if (stats_group_opt->count() > 0) stats.group = stats_group;
     return RunStats(c, g, stats);

@@ -156,6 +156,7 @@ JsonRpc::JsonRpc(std::shared_ptr<grpc::Channel> channel)
   unary("GetHeatmap", &Stub::GetHeatmap);
   unary("GetArchitecture", &Stub::GetArchitecture);
   streaming("ListCheckpoints", &Stub::ListCheckpoints);
+  streaming("CheckCheckpoint", &Stub::CheckCheckpoint);
 }
 
 std::vector<std::string> JsonRpc::MethodNames() const {

@@ -459,10 +459,13 @@ TEST_P(ApiV1Test, EveryRequestEnumRefusesAnUnknownNumber) {
   for (int i = 0; i < service->method_count(); ++i) {
     walk(service->method(i)->input_type());
   }
-  EXPECT_EQ(found,
-            (std::set<std::string>{"tensormorph.v1.GetHeatmapRequest.mode",
-                                   "tensormorph.v1.ReadSliceRequest.mode"}));
+  EXPECT_EQ(found, (std::set<std::string>{
+                       "tensormorph.v1.CheckCheckpointRequest.fail_level",
+                       "tensormorph.v1.GetHeatmapRequest.mode",
+                       "tensormorph.v1.ReadSliceRequest.mode"}));
   // ReadSliceRequest.mode: ReadSliceRefusesAnUnknownModeAndANegativeChunkBound.
+  // CheckCheckpointRequest.fail_level: server/check_checkpoint_test.cc's
+  // RefusalsNameTheirReason.
   for (const char* mode : {"42", "-1"}) {
     auto h = client_->GetHeatmap(FromJson<v1::GetHeatmapRequest>(
         absl::StrCat(R"({"checkpoint": ")", Quant(), R"(", "tensor": ")",

@@ -11,11 +11,11 @@
 // block.
 //   x = scale(group) * (q - zero(group))   or   scale(group) * fp(q)
 #include <algorithm>
-#include <regex>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/quant/conventions/context.h"
+#include "core/quant/conventions/targets.h"
 #include "core/util/checked_math.h"
 #include "core/util/status_macros.h"
 
@@ -30,46 +30,6 @@ constexpr std::initializer_list<DType> kIntTypes = {
 constexpr std::initializer_list<DType> kFloatScaleTypes = {
     DType::kF64,  DType::kF32,    DType::kF16,
     DType::kBF16, DType::kF8E4M3, DType::kF8E5M2};
-
-// A config group's `targets`, compiled once: "re:<regex>" patterns, class
-// names ("Linear", matching every module) and module names.
-class Targets {
- public:
-  explicit Targets(const std::vector<std::string>& patterns) {
-    for (const std::string& p : patterns) {
-      if (absl::StartsWith(p, "re:")) {
-        try {
-          regexes_.emplace_back(p.substr(3));
-        } catch (const std::regex_error&) {
-          // A pattern std::regex cannot compile matches nothing.
-        }
-      } else {
-        names_.push_back(p);
-      }
-    }
-  }
-
-  bool Match(const std::string& module) const {
-    for (const std::string& p : names_) {
-      if (p == module || absl::EndsWith(module, "." + p) ||
-          (!p.empty() && std::isupper(static_cast<unsigned char>(p[0])))) {
-        return true;
-      }
-    }
-    for (const std::regex& r : regexes_) {
-      try {
-        if (std::regex_match(module, r)) return true;
-      } catch (const std::regex_error&) {
-        // Too complex for std::regex (error_complexity, error_stack).
-      }
-    }
-    return false;
-  }
-
- private:
-  std::vector<std::string> names_;
-  std::vector<std::regex> regexes_;
-};
 
 bool IsFp4Pack(CtFormat f) {
   return f == CtFormat::kNvfp4PackQuantized ||

@@ -353,6 +353,15 @@ absl::Status ParseCompressedTensors(const Reader& r, const Node& q,
     if (!scheme.ok()) return scheme.status();
     if (scheme->has_value()) c->schemes.push_back(std::move(**scheme));
   }
+  const Node ignore = q.Key("ignore");
+  if (!ignore.absent() && !ignore.null()) {
+    if (!ignore.v->is_array()) return r.Bad(ignore, "an array of strings");
+    for (size_t i = 0; i < ignore.v->size(); ++i) {
+      auto entry = r.String(ignore.At(i), false);
+      if (!entry.ok()) return entry.status();
+      c->ignore.push_back(**entry);
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -97,6 +97,9 @@ struct CompressedTensorsConfig {
   // Groups whose "weights" is absent or null quantize no weights and are
   // left out.
   std::vector<CtScheme> schemes;
+  // "ignore" (null = absent): strings, module patterns as `targets` takes
+  // them (targets.h), of modules left unquantized.
+  std::vector<std::string> ignore;
 };
 
 // FP8 outside compressed-tensors.

@@ -146,6 +146,7 @@ const std::map<std::string, Json>& Requests() {
         {"height", 16}}},
       {"GetArchitecture", {{"checkpoint", kQ8}}},
       {"ListCheckpoints", Json::object()},
+      {"CheckCheckpoint", {{"checkpoint", kQ8}}},
   };
   return *requests;
 }

@@ -1,0 +1,206 @@
+// tensormorph check: findings grouped by rule for people (with a progress
+// bar on a terminal), one JSON finding per line and a summary for CI, and
+// exit code 3 when anything is at or above --fail-level.
+#include "client/cli/check_command.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/cli/format.h"
+#include "core/check/manifest.h"
+#include "core/check/rules.h"
+
+namespace tensormorph {
+namespace {
+
+void DrawProgress(const v1::CheckProgress& p) {
+  const double frac =
+      p.bytes_total() > 0
+          ? static_cast<double>(p.bytes_done()) / p.bytes_total()
+          : 0;
+  const int width = 30, filled = static_cast<int>(frac * width);
+  std::string bar(filled, '=');
+  if (filled < width) bar += '>' + std::string(width - filled - 1, ' ');
+  std::fprintf(stderr, "\r[%s] %lld/%lld tensors, %s/%s, %.1f s ", bar.c_str(),
+               static_cast<long long>(p.tensors_done()),
+               static_cast<long long>(p.tensors_total()),
+               BytesText(p.bytes_done()).c_str(),
+               BytesText(p.bytes_total()).c_str(), p.elapsed_seconds());
+  std::fflush(stderr);
+}
+
+const char* SeverityText(v1::CheckSeverity s) {
+  switch (s) {
+    case v1::CHECK_SEVERITY_INFO:
+      return "info";
+    case v1::CHECK_SEVERITY_WARNING:
+      return "warning";
+    default:
+      return "error";
+  }
+}
+
+v1::CheckSeverity SeverityProto(const std::string& level) {
+  if (level == "info") return v1::CHECK_SEVERITY_INFO;
+  if (level == "warning") return v1::CHECK_SEVERITY_WARNING;
+  return v1::CHECK_SEVERITY_ERROR;
+}
+
+}  // namespace
+
+std::string CheckHelpFooter() {
+  std::string out =
+      "Severities:\n"
+      "  error    wrong: the model will answer wrong (NaN values, a zero-point "
+      "convention\n"
+      "           that contradicts the config, bytes that differ from the "
+      "manifest)\n"
+      "  warning  probably wrong or lossy, though it loads and runs (zero "
+      "scales,\n"
+      "           all-zero groups, ignore patterns that match nothing)\n"
+      "  info     worth knowing (tensors with identical bytes)\n"
+      "Exit codes: 0 nothing at or above --fail-level, 3 something is, 2 the "
+      "call failed,\n"
+      "1 a usage error. --json prints one finding per line, then the "
+      "summary.\n"
+      "Rules:\n";
+  for (const CheckRule& r : CheckRules()) {
+    absl::StrAppendFormat(&out, "  %-22s %-8s %s\n", r.id,
+                          SeverityName(r.severity), r.brief);
+  }
+  absl::StrAppend(
+      &out,
+      "(README.md, \"Checking a checkpoint\": each rule's failure and "
+      "threshold.)\n"
+      "Examples:\n"
+      "  tensormorph check llama-70b-gptq/\n"
+      "  tensormorph check model/ --json --fail-level warning > "
+      "findings.jsonl\n"
+      "  tensormorph check model/ --manifest model.manifest.json\n"
+      "  tensormorph check /mnt/copy/model/ --verify model.manifest.json");
+  return out;
+}
+
+int RunCheck(Client& client, const GlobalOptions& g, const CheckOptionsCli& o) {
+  v1::CheckCheckpointRequest req;
+  req.set_checkpoint(o.checkpoint);
+  req.set_fail_level(SeverityProto(o.fail_level));
+  req.set_hashes(!o.manifest.empty());
+  if (!o.verify.empty()) {
+    std::ifstream in(o.verify, std::ios::binary);
+    if (!in) {
+      return ReportUsage(absl::InvalidArgumentError(
+          absl::StrCat("--verify: cannot read '", o.verify, "'")));
+    }
+    std::stringstream ss;
+    ss << in.rdbuf();
+    // Parsed here too, so a broken manifest is a usage error naming the
+    // field, not a failed call.
+    if (auto m = ParseManifest(ss.str()); !m.ok()) {
+      return ReportUsage(absl::InvalidArgumentError(
+          absl::StrCat("--verify '", o.verify, "': ", m.status().message())));
+    }
+    req.set_verify_manifest(ss.str());
+  }
+  const bool bar = !g.json && ::isatty(2);
+  std::vector<v1::CheckFinding> findings;
+  std::vector<ManifestEntry> hashes;
+  v1::CheckSummary summary;
+  bool summarized = false;
+  absl::Status s = client.CheckCheckpoint(req, [&](const v1::CheckEvent& e) {
+    if (e.has_progress()) {
+      if (g.json) {
+        std::cerr << ToJson(e) << "\n";
+      } else if (bar) {
+        DrawProgress(e.progress());
+      }
+    } else if (e.has_finding()) {
+      if (g.json) {
+        std::cout << ToJson(e) << std::endl;
+      } else {
+        findings.push_back(e.finding());
+      }
+    } else if (e.has_hash()) {
+      const v1::CheckTensorHash& h = e.hash();
+      hashes.push_back({h.name(), h.file(), h.offset(), h.size(), h.dtype(),
+                        std::strtoull(h.xxh3_64().c_str(), nullptr, 16)});
+    } else if (e.has_summary()) {
+      summary = e.summary();
+      summarized = true;
+      if (g.json) std::cout << ToJson(e) << std::endl;
+    }
+    return true;
+  });
+  if (bar) std::fprintf(stderr, "\r%80s\r", "");
+  if (!s.ok()) return ReportFailure(s);
+  if (!summarized) {
+    return ReportFailure(absl::InternalError(
+        "the check ended without a summary: nothing can be said to pass"));
+  }
+  if (!o.manifest.empty()) {
+    std::ofstream out(o.manifest, std::ios::binary | std::ios::trunc);
+    out << ManifestJson(hashes);
+    out.close();
+    if (!out) {
+      return ReportFailure(absl::UnavailableError(
+          absl::StrCat("--manifest: cannot write '", o.manifest, "'")));
+    }
+  }
+  if (!g.json) {
+    // Grouped by rule, in the summary's (the README's) order.
+    std::map<std::string, std::vector<const v1::CheckFinding*>> by_rule;
+    for (const v1::CheckFinding& f : findings) by_rule[f.rule()].push_back(&f);
+    for (const v1::CheckRuleTally& r : summary.rules()) {
+      std::cout << SeverityText(r.severity()) << " " << r.rule() << ": "
+                << Count(r.findings(), "finding");
+      if (r.findings() > 1 && !r.worst_tensor().empty()) {
+        std::cout << ", worst " << r.worst_tensor();
+        if (r.has_worst_group())
+          std::cout << " (group " << r.worst_group() << ")";
+      }
+      std::cout << "\n";
+      for (const v1::CheckFinding* f : by_rule[r.rule()]) {
+        std::cout << "  "
+                  << (f->tensor().empty() ? "(checkpoint)" : f->tensor());
+        if (!f->file().empty()) std::cout << "  [" << f->file() << "]";
+        std::cout << "\n    expected: " << f->expected()
+                  << "\n    actual:   " << f->actual()
+                  << "\n    hint:     " << f->hint() << "\n";
+      }
+    }
+    const double gbps =
+        summary.wall_seconds() > 0
+            ? summary.bytes_read() / 1e9 / summary.wall_seconds()
+            : 0;
+    std::cout << (summary.rules().empty() ? "" : "\n")
+              << Count(summary.tensors_checked(), "tensor") << " checked ("
+              << Count(summary.stored_tensors(), "stored tensor") << ", "
+              << BytesText(summary.bytes_read()) << " in "
+              << absl::StrFormat("%.2f s, %.2f GB/s", summary.wall_seconds(),
+                                 gbps)
+              << "): " << Count(summary.errors(), "error") << ", "
+              << Count(summary.warnings(), "warning") << ", "
+              << Count(summary.infos(), "info") << "\n";
+    if (!o.manifest.empty()) {
+      std::cout << "manifest of "
+                << Count(static_cast<int64_t>(hashes.size()), "stored tensor")
+                << " written to " << o.manifest << "\n";
+    }
+  }
+  if (summary.failed()) {
+    std::fprintf(stderr, "tensormorph: check failed: findings at or above %s\n",
+                 o.fail_level.c_str());
+    return kExitThreshold;
+  }
+  return kExitOk;
+}
+
+}  // namespace tensormorph

@@ -1,0 +1,225 @@
+#include "core/check/check.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "core/check/convention_rules.h"
+#include "core/check/rules.h"
+#include "core/check/scale_scan.h"
+#include "core/io/fault_guard.h"
+#include "core/util/status_macros.h"
+
+namespace tensormorph {
+namespace {
+
+// duplicate-tensor: the tensors of one hash whose bytes are the same as the
+// first's (compared, so a hash collision is never reported).
+absl::Status FindDuplicates(const Checkpoint& ckpt,
+                            const std::vector<ManifestEntry>& hashes,
+                            std::vector<Finding>* out) {
+  std::map<std::pair<uint64_t, uint64_t>, std::vector<size_t>> by_hash;
+  for (size_t i = 0; i < hashes.size(); ++i) {
+    if (hashes[i].size == 0) continue;
+    by_hash[{hashes[i].hash, hashes[i].size}].push_back(i);
+  }
+  const std::vector<StoredTensor>& stored = ckpt.stored_tensors();
+  for (const auto& [key, members] : by_hash) {
+    if (members.size() < 2) continue;
+    const StoredTensor& a = stored[members[0]];
+    std::vector<std::string> same = {a.name};
+    for (size_t k = 1; k < members.size(); ++k) {
+      const StoredTensor& b = stored[members[k]];
+      bool equal = false;
+      TM_RETURN_IF_ERROR(GuardedRead([&] {
+        equal = std::memcmp(a.data.data(), b.data.data(), a.data.size()) == 0;
+        return absl::OkStatus();
+      }));
+      if (equal) same.push_back(b.name);
+    }
+    if (same.size() < 2) continue;
+    std::sort(same.begin(), same.end());
+    std::string list;
+    for (size_t k = 0; k < same.size() && k < 8; ++k) {
+      absl::StrAppend(&list, k == 0 ? "" : ", ", same[k]);
+    }
+    if (same.size() > 8) absl::StrAppend(&list, ", ...");
+    Finding f;
+    f.rule = "duplicate-tensor";
+    f.severity = FindCheckRule(f.rule)->severity;
+    f.tensor = same[0];
+    f.file = ckpt.files()[a.file_index].path;
+    f.expected = "distinct stored bytes per tensor";
+    f.actual =
+        absl::StrCat(same.size(), " tensors hold the same ", a.nbytes,
+                     " bytes (xxh3-64 ", HashHex(key.first), "): ", list);
+    f.hint =
+        "fine for tied weights or repeated index tensors saved twice; "
+        "otherwise one tensor was written in place of another";
+    f.count = static_cast<int64_t>(same.size());
+    out->push_back(std::move(f));
+  }
+  return absl::OkStatus();
+}
+
+int64_t PartBytes(const LogicalTensor& t) {
+  int64_t b = 0;
+  for (const StoredTensor* p : t.encoding->parts()) {
+    b += static_cast<int64_t>(p->nbytes);
+  }
+  return b;
+}
+
+}  // namespace
+
+absl::StatusOr<CheckSummary> CheckCheckpoint(
+    const Checkpoint& ckpt, const CheckOptions& options,
+    const std::atomic<bool>* cancelled,
+    const std::function<void(const CheckProgress&)>& on_progress,
+    const std::function<void(const Finding&)>& on_finding,
+    const std::function<void(const ManifestEntry&)>& on_hash) {
+  CheckSummary summary;
+  std::map<std::string, RuleTally> tallies;
+  auto report = [&](std::vector<Finding>* found) {
+    for (Finding& f : *found) {
+      switch (f.severity) {
+        case Severity::kError:
+          ++summary.errors;
+          break;
+        case Severity::kWarning:
+          ++summary.warnings;
+          break;
+        case Severity::kInfo:
+          ++summary.infos;
+          break;
+      }
+      if (f.severity >= options.fail_level) summary.failed = true;
+      RuleTally& t = tallies[f.rule];
+      t.rule = f.rule;
+      t.severity = f.severity;
+      ++t.findings;
+      t.count += f.count;
+      if (f.count > t.worst_count || t.worst_tensor.empty()) {
+        t.worst_count = f.count;
+        t.worst_tensor = f.tensor;
+        t.worst_group = f.worst_group;
+      }
+      if (on_finding) on_finding(f);
+    }
+    found->clear();
+  };
+
+  CheckProgress progress;
+  progress.tensors_total = static_cast<int64_t>(ckpt.tensors().size());
+  for (const StoredTensor& t : ckpt.stored_tensors()) {
+    progress.bytes_total += static_cast<int64_t>(t.nbytes);
+  }
+  for (const LogicalTensor& t : ckpt.tensors()) {
+    progress.bytes_total += PartBytes(t);
+  }
+  auto tell = [&] {
+    if (on_progress) on_progress(progress);
+  };
+  tell();
+
+  std::vector<Finding> found;
+  // Conventions: cheap, and what most often explains the value findings.
+  TM_RETURN_IF_ERROR(CheckGptqZeroConvention(ckpt, &found));
+  TM_ASSIGN_OR_RETURN(std::optional<conventions::QuantConfig> config,
+                      ReadQuantConfig(ckpt));
+  if (config) {
+    std::string file;
+    for (const Checkpoint::ReadFile& f : ckpt.read_files()) {
+      if (f.identity && f.path.size() >= 11 &&
+          f.path.compare(f.path.size() - 11, 11, "config.json") == 0) {
+        file = f.path;
+        break;
+      }
+    }
+    CheckIgnorePatterns(ckpt, *config, file, &found);
+  }
+  report(&found);
+
+  // Integrity: every stored tensor's bytes.
+  std::vector<ManifestEntry> hashes;
+  hashes.reserve(ckpt.stored_tensors().size());
+  for (const StoredTensor& t : ckpt.stored_tensors()) {
+    TM_ASSIGN_OR_RETURN(ManifestEntry e,
+                        HashStoredTensor(ckpt, t, cancelled, [&](int64_t n) {
+                          progress.bytes_done += n;
+                          tell();
+                        }));
+    if (on_hash) on_hash(e);
+    hashes.push_back(std::move(e));
+  }
+  summary.stored_tensors = static_cast<int64_t>(hashes.size());
+  TM_RETURN_IF_ERROR(FindDuplicates(ckpt, hashes, &found));
+  if (options.verify) {
+    std::vector<Finding> mismatches = CompareManifest(*options.verify, hashes);
+    for (Finding& f : mismatches) {
+      // The manifest names files by base name; say where the copy's is.
+      for (const ManifestEntry& e : hashes) {
+        if (e.name == f.tensor) {
+          f.file = ckpt.files()[ckpt.FindStored(e.name)->file_index].path;
+          break;
+        }
+      }
+      found.push_back(std::move(f));
+    }
+  }
+  report(&found);
+
+  // Values: one pass over every logical tensor.
+  absl::flat_hash_set<const StoredTensor*> scanned_scales;
+  for (const LogicalTensor& t : ckpt.tensors()) {
+    const int64_t bytes = PartBytes(t);
+    const int64_t n = std::max<int64_t>(1, t.num_elements);
+    int64_t done = 0, reported = 0;
+    absl::Status scanned = ScanTensorValues(
+        ckpt, t, options.values, cancelled,
+        [&](int64_t m) {
+          done += m;
+          const int64_t b = bytes * done / n;
+          progress.bytes_done += b - reported;
+          reported = b;
+          tell();
+        },
+        &found);
+    if (absl::IsUnimplemented(scanned)) {
+      // One tensor that cannot be decoded must not hide what the rest hold.
+      Finding f;
+      f.rule = "undecodable-tensor";
+      f.severity = FindCheckRule(f.rule)->severity;
+      f.tensor = t.name;
+      f.file = FileOfTensor(ckpt, t);
+      f.expected = "a tensor Tensormorph decodes";
+      f.actual = absl::StrCat(t.encoding->info().scheme,
+                              ": its values were not checked (",
+                              scanned.message(), ")");
+      f.hint =
+          "check this tensor with the runtime that reads it "
+          "(llama.cpp); its bytes were still hashed";
+      found.push_back(std::move(f));
+    } else if (!scanned.ok()) {
+      return scanned;
+    }
+    TM_RETURN_IF_ERROR(
+        ScanStoredScales(ckpt, t, cancelled, &scanned_scales, &found));
+    progress.bytes_done += bytes - reported;
+    ++progress.tensors_done;
+    ++summary.tensors_checked;
+    tell();
+    report(&found);
+  }
+  summary.bytes_read = progress.bytes_done;
+  for (const CheckRule& r : CheckRules()) {
+    auto it = tallies.find(std::string(r.id));
+    if (it != tallies.end()) summary.rules.push_back(it->second);
+  }
+  return summary;
+}
+
+}  // namespace tensormorph

@@ -1,0 +1,79 @@
+// `tensormorph check`: validates a checkpoint before anyone serves it, in
+// one pass over its tensors, streaming findings as it goes.
+#ifndef TENSORMORPH_CORE_CHECK_CHECK_H_
+#define TENSORMORPH_CORE_CHECK_CHECK_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/check/finding.h"
+#include "core/check/manifest.h"
+#include "core/check/value_scan.h"
+#include "core/format/checkpoint.h"
+
+namespace tensormorph {
+
+struct CheckOptions {
+  // Findings at or above this severity fail the check (CheckSummary.failed).
+  Severity fail_level = Severity::kError;
+  // Pass every stored tensor's manifest entry to on_hash (--manifest).
+  bool hashes = false;
+  // Check the stored bytes against this manifest (--verify).
+  std::optional<std::vector<ManifestEntry>> verify;
+  ValueScanOptions values;
+};
+
+struct CheckProgress {
+  int64_t tensors_done = 0, tensors_total = 0;  // logical tensors decoded
+  // Stored bytes hashed plus the parts of logical tensors decoded.
+  int64_t bytes_done = 0, bytes_total = 0;
+};
+
+// Per rule that fired: how many findings, the sum of their counts, and the
+// finding with the largest count (its tensor and group).
+struct RuleTally {
+  std::string rule;
+  Severity severity = Severity::kError;
+  int64_t findings = 0;
+  int64_t count = 0;
+  std::string worst_tensor;
+  int64_t worst_group = -1;
+  int64_t worst_count = 0;
+};
+
+struct CheckSummary {
+  int64_t errors = 0, warnings = 0, infos = 0;  // findings per severity
+  std::vector<RuleTally> rules;                 // in CheckRules() order
+  // Whether any finding is at or above options.fail_level.
+  bool failed = false;
+  int64_t tensors_checked = 0;  // logical tensors
+  int64_t stored_tensors = 0;   // stored tensors hashed
+  int64_t bytes_read = 0;
+};
+
+// Checks `ckpt`: the convention rules, a content hash of every stored
+// tensor (duplicate-tensor; manifest-mismatch against options.verify), then
+// the value and scale rules over every logical tensor in order. Each
+// finding goes to on_finding as soon as it is known; on_progress after
+// each piece of work (callers throttle). Memory stays bounded by a piece of
+// values and the hashes of the stored tensors, whatever the checkpoint's
+// size. Callbacks run on the calling thread.
+// A tensor that cannot be decoded is an undecodable-tensor finding, not an
+// error of the call.
+// Errors: CANCELLED; those of GuardedRead (a file that shrank under the
+// read) and of reading the configs again (ReadQuantConfig).
+absl::StatusOr<CheckSummary> CheckCheckpoint(
+    const Checkpoint& ckpt, const CheckOptions& options,
+    const std::atomic<bool>* cancelled,
+    const std::function<void(const CheckProgress&)>& on_progress,
+    const std::function<void(const Finding&)>& on_finding,
+    const std::function<void(const ManifestEntry&)>& on_hash = {});
+
+}  // namespace tensormorph
+
+#endif  // TENSORMORPH_CORE_CHECK_CHECK_H_

@@ -1,0 +1,48 @@
+// The value rules of `tensormorph check` over one logical tensor, in one
+// streaming pass at decode speed: NaN/Inf and fp16 overflow among the
+// decoded values, and per quantization group all-zero, constant and
+// saturated groups, ggml block scales that are NaN, Inf or zero, and the
+// levels of an integer grid the codes never use (dead-levels).
+#ifndef TENSORMORPH_CORE_CHECK_VALUE_SCAN_H_
+#define TENSORMORPH_CORE_CHECK_VALUE_SCAN_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "core/check/finding.h"
+#include "core/format/checkpoint.h"
+#include "core/tensor.h"
+
+namespace tensormorph {
+
+struct ValueScanOptions {
+  // Elements decoded at a time (1 MiB of floats), rounded to whole rows
+  // where a row is shorter; a row up to max_piece_elements long is one
+  // piece (see the .cc: whole rows are what lets a group be judged and
+  // dropped once a piece passes it, so memory stays bounded).
+  int64_t piece_elements = int64_t{1} << 18;
+  int64_t max_piece_elements = int64_t{1} << 22;
+};
+
+// Appends to `out` at most one finding per rule for `t` (count, the worst
+// group, expected vs actual). `on_elements(n)` after each piece of n
+// elements; `cancelled` polled between pieces.
+// REQUIRES: `t` is one of `ckpt`'s tensors.
+// Memory: one piece of values and the groups that piece touches.
+// Errors: UNIMPLEMENTED (an encoding that cannot decode); CANCELLED; those
+// of GuardedRead (a file that shrank under the read).
+absl::Status ScanTensorValues(const Checkpoint& ckpt, const LogicalTensor& t,
+                              const ValueScanOptions& options,
+                              const std::atomic<bool>* cancelled,
+                              const std::function<void(int64_t)>& on_elements,
+                              std::vector<Finding>* out);
+
+// The file of `t`'s first stored part (its codes), for findings.
+std::string FileOfTensor(const Checkpoint& ckpt, const LogicalTensor& t);
+
+}  // namespace tensormorph
+
+#endif  // TENSORMORPH_CORE_CHECK_VALUE_SCAN_H_

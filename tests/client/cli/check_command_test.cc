@@ -1,0 +1,217 @@
+// `tensormorph check` as people and CI run it, embedded and against a
+// tensormorphd: every rule's broken checkpoint is reported, --json lines
+// parse, the exit code follows --fail-level, --manifest/--verify round-trip
+// and name a one-byte change, and the fixtures and the demo check clean of
+// errors.
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "core/check/rules.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/check_cases.h"
+#include "tests/support/demo_checkpoint.h"
+#include "tests/support/process.h"
+#include "tests/support/safetensors_writer.h"
+#include "tests/support/test_paths.h"
+
+namespace tensormorph {
+namespace {
+
+namespace fs = std::filesystem;
+using ::tensormorph::testing::CheckCase;
+using ::tensormorph::testing::CliModes;
+using ::tensormorph::testing::CommandResult;
+using ::tensormorph::testing::Fixture;
+using ::tensormorph::testing::FixturesDir;
+using ::testing::HasSubstr;
+
+CliModes* cli = nullptr;
+std::vector<CheckCase>* cases = nullptr;
+
+class CheckCliTest : public ::testing::TestWithParam<bool> {
+ protected:
+  static void SetUpTestSuite() {
+    cases = new std::vector<CheckCase>(testing::CheckCases());
+    const std::string tmp = fs::path(cases->front().dir).parent_path();
+    cli = new CliModes({FixturesDir(), testing::DemoDir(), tmp});
+  }
+  static void TearDownTestSuite() {
+    delete cli;
+    delete cases;
+    cli = nullptr;
+  }
+  CommandResult Run(std::vector<std::string> args) {
+    return cli->Run(GetParam(), std::move(args));
+  }
+};
+
+// The JSON objects of stdout, one a line; fails the test on a line that
+// does not parse.
+std::vector<nlohmann::json> JsonLines(const std::string& out) {
+  std::vector<nlohmann::json> lines;
+  for (absl::string_view line : absl::StrSplit(out, '\n', absl::SkipEmpty())) {
+    try {
+      lines.push_back(nlohmann::json::parse(line));
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "not JSON: " << line;
+    }
+  }
+  return lines;
+}
+
+TEST_P(CheckCliTest, EveryRuleIsReportedAndJsonIsOneFindingPerLine) {
+  for (const CheckCase& c : *cases) {
+    SCOPED_TRACE(c.rule);
+    CommandResult r = Run({"check", c.dir, "--json"});
+    EXPECT_EQ(r.exit_code, c.severity == "error" ? 3 : 0) << r.err;
+    std::vector<nlohmann::json> lines = JsonLines(r.out);
+    ASSERT_FALSE(lines.empty());
+    bool found = false;
+    for (size_t i = 0; i + 1 < lines.size(); ++i) {
+      ASSERT_TRUE(lines[i].contains("finding")) << lines[i].dump();
+      const nlohmann::json& f = lines[i]["finding"];
+      if (f["rule"] != c.rule || f.value("tensor", "") != c.tensor) continue;
+      found = true;
+      EXPECT_EQ(
+          f["severity"], "CHECK_SEVERITY_" + [&] {
+            std::string s = c.severity;
+            for (char& ch : s) ch = static_cast<char>(std::toupper(ch));
+            return s;
+          }());
+      EXPECT_THAT(f.value("actual", "") + " | " + f.value("expected", ""),
+                  HasSubstr(c.says));
+    }
+    EXPECT_TRUE(found);
+    ASSERT_TRUE(lines.back().contains("summary")) << lines.back().dump();
+    EXPECT_EQ(lines.back()["summary"].value("failed", false),
+              c.severity == "error");
+  }
+}
+
+TEST_P(CheckCliTest, ExitCodeFollowsFailLevel) {
+  for (const CheckCase& c : *cases) {
+    if (c.rule != "duplicate-tensor") continue;
+    EXPECT_EQ(Run({"check", c.dir}).exit_code, 0);
+    EXPECT_EQ(Run({"check", c.dir, "--fail-level", "warning"}).exit_code, 0);
+    CommandResult info = Run({"check", c.dir, "--fail-level", "info"});
+    EXPECT_EQ(info.exit_code, 3);
+    EXPECT_THAT(info.err, HasSubstr("findings at or above info"));
+    CommandResult bad = Run({"check", c.dir, "--fail-level", "fatal"});
+    EXPECT_EQ(bad.exit_code, 1);
+  }
+  for (const CheckCase& c : *cases) {
+    if (c.rule != "zero-scale") continue;
+    EXPECT_EQ(Run({"check", c.dir}).exit_code, 0);
+    EXPECT_EQ(Run({"check", c.dir, "--fail-level", "warning"}).exit_code, 3);
+  }
+  EXPECT_EQ(Run({"check", "/no/such/checkpoint"}).exit_code, 2);
+}
+
+TEST_P(CheckCliTest, PeopleSeeFindingsGroupedByRule) {
+  for (const CheckCase& c : *cases) {
+    if (c.rule != "zero-scale") continue;
+    CommandResult r = Run({"check", c.dir});
+    EXPECT_THAT(r.out, HasSubstr("warning zero-scale: 1 finding\n  " +
+                                 std::string(testing::kCheckScale)));
+    EXPECT_THAT(r.out, HasSubstr("warning all-zero-group: 1 finding\n"));
+    EXPECT_THAT(r.out, HasSubstr("    expected: non-zero scales\n"));
+    EXPECT_THAT(r.out, HasSubstr("    hint:     "));
+    EXPECT_THAT(r.out, HasSubstr("2 tensors checked (3 stored tensors"));
+    EXPECT_THAT(r.out, HasSubstr("0 errors, 2 warnings, 0 infos"));
+  }
+}
+
+TEST_P(CheckCliTest, ManifestRoundTripsAndAOneByteChangeIsNamed) {
+  const std::string original = testing::WriteCleanCheckCheckpoint();
+  const std::string manifest = testing::MakeTempDir() + "/m.json";
+  CommandResult w = Run({"check", original, "--manifest", manifest});
+  ASSERT_EQ(w.exit_code, 0) << w.err;
+  EXPECT_THAT(w.out, HasSubstr("manifest of 3 stored tensors written to"));
+  const nlohmann::json m =
+      nlohmann::json::parse(testing::ReadFileBytes(manifest));
+  ASSERT_EQ(m["tensors"].size(), 3u);
+  EXPECT_EQ(Run({"check", original, "--verify", manifest}).exit_code, 0);
+
+  // A copy with one byte changed in the scales.
+  uint64_t offset = 0;
+  for (const auto& t : m["tensors"]) {
+    if (t["name"] == testing::kCheckScale) offset = t["offset"];
+  }
+  std::string bytes = testing::ReadFileBytes(original + "/model.safetensors");
+  bytes[offset] ^= 0x01;
+  const std::string copy = testing::MakeTempDir();
+  testing::WriteFile(copy + "/model.safetensors", bytes);
+  testing::WriteFile(copy + "/config.json",
+                     testing::ReadFileBytes(original + "/config.json"));
+  CommandResult v = Run({"check", copy, "--verify", manifest});
+  EXPECT_EQ(v.exit_code, 3) << v.err;
+  EXPECT_THAT(v.out, HasSubstr("error manifest-mismatch: 1 finding\n  " +
+                               std::string(testing::kCheckScale)));
+
+  // A manifest that does not parse is a usage error naming the field.
+  testing::WriteFile(manifest, R"({"format": "tensormorph-manifest"})");
+  CommandResult bad = Run({"check", copy, "--verify", manifest});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_THAT(bad.err, HasSubstr(".version: missing"));
+}
+
+TEST_P(CheckCliTest, FixturesAndTheDemoCheckWithoutErrors) {
+  std::vector<std::string> paths;
+  for (const char* kind : {"gguf", "safetensors"}) {
+    for (const auto& e : fs::directory_iterator(Fixture(kind))) {
+      const std::string p = e.path().string();
+      // `plain` holds NaN and Inf on purpose (core's check_test says so).
+      if (p.ends_with("/plain")) continue;
+      if (e.is_directory() || p.ends_with(".gguf")) paths.push_back(p);
+    }
+  }
+  for (const auto& e : fs::directory_iterator(testing::DemoDir())) {
+    paths.push_back(e.path().string());
+  }
+  for (const std::string& p : paths) {
+    CommandResult r = Run({"check", p, "--json"});
+    EXPECT_EQ(r.exit_code, 0) << p << ": " << r.out << r.err;
+    std::vector<nlohmann::json> lines = JsonLines(r.out);
+    ASSERT_FALSE(lines.empty()) << p;
+    EXPECT_EQ(lines.back()["summary"].value("errors", "0"), "0") << p;
+  }
+}
+
+TEST_P(CheckCliTest, HelpTeachesSeveritiesRulesAndExamples) {
+  CommandResult r = Run({"check", "--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.out, HasSubstr("error    wrong: the model will answer wrong"));
+  EXPECT_THAT(r.out, HasSubstr("gptq-zero-convention   error"));
+  EXPECT_THAT(r.out, HasSubstr("tensormorph check model/ --json --fail-level "
+                               "warning"));
+}
+
+INSTANTIATE_TEST_SUITE_P(BothModes, CheckCliTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "Remote" : "Embedded";
+                         });
+
+}  // namespace
+}  // namespace tensormorph
+
+namespace tensormorph {
+namespace {
+
+TEST(CheckReadmeTest, ListsEveryRuleWithItsSeverity) {
+  const std::string readme = testing::ReadFileBytes(
+      std::string(TENSORMORPH_SOURCE_DIR) + "/README.md");
+  for (const CheckRule& r : CheckRules()) {
+    EXPECT_THAT(readme, HasSubstr(absl::StrCat("| `", r.id, "` | ",
+                                               SeverityName(r.severity), " |")))
+        << r.id;
+  }
+}
+
+}  // namespace
+}  // namespace tensormorph

@@ -1,0 +1,40 @@
+// Checkpoints that each break one rule of `tensormorph check`, written by
+// the test writers, with the finding each must yield: the core, server and
+// CLI tests run the same cases, so every rule is shown to fire the same way
+// embedded, remote and in-process.
+#ifndef TENSORMORPH_TESTS_SUPPORT_CHECK_CASES_H_
+#define TENSORMORPH_TESTS_SUPPORT_CHECK_CASES_H_
+
+#include <string>
+#include <vector>
+
+namespace tensormorph::testing {
+
+struct CheckCase {
+  std::string rule;      // the rule the checkpoint breaks
+  std::string severity;  // "error", "warning", "info"
+  std::string dir;       // the checkpoint (a directory)
+  std::string tensor;    // the tensor its finding names ("" = checkpoint)
+  // Text the finding's actual (or expected, for the ignore rule) holds.
+  std::string says;
+  // Other rules the same break necessarily fires, and nothing else: a NaN
+  // scale makes its row NaN, a zero scale its row all zeros.
+  std::vector<std::string> also;
+};
+
+// The weight and scale names of the compressed-tensors cases.
+inline constexpr char kCheckWeight[] = "model.layers.0.mlp.down_proj.weight";
+inline constexpr char kCheckScale[] =
+    "model.layers.0.mlp.down_proj.weight_scale";
+
+// A clean compressed-tensors int8 per-channel checkpoint ([4, 64] codes
+// from a fixed gaussian, F32 scales, an unquantized lm_head, its config):
+// the base every value case breaks one thing of. No rule fires on it.
+std::string WriteCleanCheckCheckpoint();
+
+// Every case, each in a fresh temporary directory.
+std::vector<CheckCase> CheckCases();
+
+}  // namespace tensormorph::testing
+
+#endif  // TENSORMORPH_TESTS_SUPPORT_CHECK_CASES_H_

@@ -13,13 +13,17 @@
 namespace tensormorph {
 namespace {
 
+using ::tensormorph::testing::CliPath;
+using ::tensormorph::testing::CommandResult;
 using ::tensormorph::testing::CopyShards;
 using ::tensormorph::testing::MakeTempDir;
+using ::tensormorph::testing::RunCommand;
 using ::tensormorph::testing::ServerProcess;
 using ::tensormorph::testing::ShardedCheckpoint;
 using ::tensormorph::testing::StatusIs;
 using ::tensormorph::testing::WriteShardedGptq;
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 
 // A root whose checkpoint "m" holds shards 1 and 3 of the three.
 std::string PartialRoot(const ShardedCheckpoint& c) {
@@ -60,6 +64,16 @@ TEST(PartialShardsTest, ATensorInAnAbsentShardIsNotFoundNamingTheShard) {
               StatusIs(absl::StatusCode::kNotFound, c.shards[1]));
   req.set_tensor("model.layers.0.mlp.down_proj.weight");
   EXPECT_TRUE((*client)->ReadSliceAll(req).ok());
+}
+
+TEST(PartialShardsTest, InfoShowsTheAbsentFiles) {
+  const ShardedCheckpoint c = WriteShardedGptq();
+  ServerProcess server({PartialRoot(c)}, {"--partial-shards"});
+  const CommandResult r =
+      RunCommand({CliPath(), "--server", server.address(), "info", "m"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("absent files (not on this server)\n  " +
+                               c.shards[1] + "\n"));
 }
 
 TEST(PartialShardsTest, WithoutTheFlagAnAbsentShardIsDataLoss) {

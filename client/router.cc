@@ -296,19 +296,38 @@ absl::Status Router::Route(
     }
     order = std::move(both);
   }
+  return TryInOrder(order,
+                    absl::StrCat("tensor '", tensor, "' of '", checkpoint, "'"),
+                    {checkpoint, reference}, call);
+}
+
+absl::Status Router::RouteWhole(
+    const std::string& what, const std::string& checkpoint, Placement& p,
+    const std::function<absl::Status(Client&, bool* delivered)>& call) {
+  std::vector<size_t> order = p.whole;
+  std::rotate(order.begin(), order.begin() + p.next++ % order.size(),
+              order.end());
+  return TryInOrder(order, what, {checkpoint}, call);
+}
+
+absl::Status Router::TryInOrder(
+    const std::vector<size_t>& order, const std::string& what,
+    const std::vector<std::string>& placed,
+    const std::function<absl::Status(Client&, bool* delivered)>& call) {
   std::vector<std::string> failed;
   for (size_t i : order) {
     bool delivered = false;
     absl::Status s = call(*endpoints_[i].client, &delivered);
     if (s.ok() || delivered || !IsUnreachable(s)) return s;
     failed.push_back(absl::StrCat(addresses_[i], " (", s.message(), ")"));
-    Forget(checkpoint);
-    if (!reference.empty()) Forget(reference);
+    // Placed again on the next call, without it.
+    for (const std::string& c : placed) {
+      if (!c.empty()) Forget(c);
+    }
   }
-  return absl::UnavailableError(
-      absl::StrCat("tensor '", tensor, "' of '", checkpoint,
-                   "': not served by any reachable endpoint; unreachable: ",
-                   absl::StrJoin(failed, ", ")));
+  return absl::UnavailableError(absl::StrCat(
+      what, ": not served by any reachable endpoint; unreachable: ",
+      absl::StrJoin(failed, ", ")));
 }
 
 absl::StatusOr<v1::GetServerInfoResponse> Router::GetServerInfo() {
@@ -329,12 +348,13 @@ absl::StatusOr<v1::GetCheckpointResponse> Router::GetCheckpoint(
   if (!placed.ok()) return placed.status();
   if ((*placed)->whole.empty()) return MergeCheckpoint(checkpoint, **placed);
   v1::GetCheckpointResponse out;
-  absl::Status s = Route(checkpoint, "", false, "", "",
-                         [&](Client& c, bool*) -> absl::Status {
-                           auto r = c.GetCheckpoint(checkpoint);
-                           if (r.ok()) out = *std::move(r);
-                           return r.status();
-                         });
+  absl::Status s =
+      RouteWhole(absl::StrCat("checkpoint '", checkpoint, "'"), checkpoint,
+                 **placed, [&](Client& c, bool*) -> absl::Status {
+                   auto r = c.GetCheckpoint(checkpoint);
+                   if (r.ok()) out = *std::move(r);
+                   return r.status();
+                 });
   if (!s.ok()) return s;
   return out;
 }
@@ -417,13 +437,14 @@ absl::Status Router::ListTensors(
   if ((*placed)->whole.empty()) {
     return MergeTensors(request, **placed, on_tensor);
   }
-  return Route(request.checkpoint(), "", false, "", "",
-               [&](Client& c, bool* delivered) {
-                 return c.ListTensors(request, [&](const v1::TensorInfo& t) {
-                   *delivered = true;
-                   on_tensor(t);
-                 });
-               });
+  return RouteWhole(
+      absl::StrCat("ListTensors of \'", request.checkpoint(), "\'"),
+      request.checkpoint(), **placed, [&](Client& c, bool* delivered) {
+        return c.ListTensors(request, [&](const v1::TensorInfo& t) {
+          *delivered = true;
+          on_tensor(t);
+        });
+      });
 }
 
 absl::Status Router::MergeTensors(
@@ -541,7 +562,7 @@ absl::StatusOr<v1::GetArchitectureResponse> Router::GetArchitecture(
     const std::string& checkpoint) {
   auto placed = Place(checkpoint);
   if (!placed.ok()) return placed.status();
-  const Placement& p = **placed;
+  Placement& p = **placed;
   if (p.whole.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "GetArchitecture of '", checkpoint,
@@ -555,12 +576,13 @@ absl::StatusOr<v1::GetArchitectureResponse> Router::GetArchitecture(
         "across them"));
   }
   v1::GetArchitectureResponse out;
-  absl::Status s = Route(checkpoint, "", false, "", "",
-                         [&](Client& c, bool*) -> absl::Status {
-                           auto r = c.GetArchitecture(checkpoint);
-                           if (r.ok()) out = *std::move(r);
-                           return r.status();
-                         });
+  absl::Status s =
+      RouteWhole(absl::StrCat("GetArchitecture of '", checkpoint, "'"),
+                 checkpoint, p, [&](Client& c, bool*) -> absl::Status {
+                   auto r = c.GetArchitecture(checkpoint);
+                   if (r.ok()) out = *std::move(r);
+                   return r.status();
+                 });
   if (!s.ok()) return s;
   return out;
 }
@@ -645,23 +667,17 @@ absl::Status Router::QuantDiff(
   }
   std::rotate(both.begin(), both.begin() + (*q)->next++ % both.size(),
               both.end());
-  std::vector<std::string> failed;
-  for (size_t i : both) {
-    bool delivered = false;
-    absl::Status s = endpoints_[i].client->QuantDiff(
-        request, [&](const v1::QuantDiffEvent& e) {
-          delivered = true;
-          return on_event(e);
-        });
-    if (s.ok() || delivered || !IsUnreachable(s)) return s;
-    failed.push_back(absl::StrCat(addresses_[i], " (", s.message(), ")"));
-    Forget(request.checkpoint());
-    Forget(request.reference());
-  }
-  return absl::UnavailableError(
-      absl::StrCat("QuantDiff of '", request.checkpoint(),
-                   "': no endpoint holding both checkpoints is reachable: ",
-                   absl::StrJoin(failed, ", ")));
+  return TryInOrder(both,
+                    absl::StrCat("QuantDiff of '", request.checkpoint(),
+                                 "' against '", request.reference(), "'"),
+                    {request.checkpoint(), request.reference()},
+                    [&](Client& c, bool* delivered) {
+                      return c.QuantDiff(request,
+                                         [&](const v1::QuantDiffEvent& e) {
+                                           *delivered = true;
+                                           return on_event(e);
+                                         });
+                    });
 }
 
 }  // namespace tensormorph

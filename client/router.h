@@ -46,12 +46,12 @@ inline constexpr absl::Duration kProbeTimeout = absl::Seconds(5);
 // order (a shard index's order), counts and total_bytes of the union,
 // metadata in file order, conventions and notes of the holders in endpoint
 // order; ListTensors sorted by name (bytewise, as a server sorts logical
-// tensors and stored parts alike), with list_count of the union. A tensor a partial holder
-// withholds because its module spans an absent shard (core's rule) is
-// served by none, and is missing from the merge.
-// ListCheckpoints: every page of every endpoint, sent as one page (no
-// next_page_token; page_size and page_token are ignored) sorted by path,
-// each path once: the entry with the most files.
+// tensors and stored parts alike), with list_count of the union. A tensor a
+// partial holder withholds because its module spans an absent shard (core's
+// rule) is served by none, and is missing from the merge. ListCheckpoints:
+// every page of every endpoint, sent as one page (no next_page_token; page_size
+// and page_token are ignored) sorted by path, each path once: the entry with
+// the most files.
 //
 // Errors: UNAVAILABLE naming the unreachable endpoints and their errors
 // (and the files no reachable endpoint holds) when a call needs data only
@@ -132,6 +132,19 @@ class Router {
       const std::string& reference, const std::string& reference_tensor,
       const std::function<absl::Status(Client&, bool* delivered)>& call);
 
+  // Runs `call` on a whole holder of `p` (round-robin), the next when one
+  // is unreachable.
+  absl::Status RouteWhole(
+      const std::string& what, const std::string& checkpoint, Placement& p,
+      const std::function<absl::Status(Client&, bool* delivered)>& call);
+  // Runs `call` on the endpoints of `order` until one answers, fails
+  // otherwise than unreachable, or has delivered a reply; forgets the
+  // placements of `placed` when one is unreachable. UNAVAILABLE "<what>:
+  // not served by any reachable endpoint; unreachable: ..." when all are.
+  absl::Status TryInOrder(
+      const std::vector<size_t>& order, const std::string& what,
+      const std::vector<std::string>& placed,
+      const std::function<absl::Status(Client&, bool* delivered)>& call);
   // GetCheckpoint and ListTensors merged over the partial holders.
   absl::StatusOr<v1::GetCheckpointResponse> MergeCheckpoint(
       const std::string& checkpoint, Placement& p);

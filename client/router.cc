@@ -29,6 +29,9 @@ struct Router::Placement {
   absl::flat_hash_map<std::string, std::vector<size_t>> logical, parts;
   // Every file a holder names, held or absent, in name order.
   std::vector<std::string> all_files;
+  // Stored tensors the partial holders list as parts but build into no
+  // logical tensor: their tensor straddles shards on different endpoints.
+  std::vector<std::string> unbuilt;
   std::atomic<uint64_t> next{0};  // round-robin among `whole`
 };
 
@@ -109,7 +112,7 @@ std::shared_ptr<Router::Placement> Router::Probe(
   // holds it whole.
   if (!any_whole) {
     std::vector<std::vector<std::string>> logical(endpoints_.size()),
-        parts(endpoints_.size());
+        parts(endpoints_.size()), claimed(endpoints_.size());
     RunEach(endpoints_.size(), [&](size_t i) {
       Placement::Answer& a = p->answers[i];
       if (a.kind != Placement::Kind::kPartial) return;
@@ -119,7 +122,13 @@ std::shared_ptr<Router::Placement> Router::Probe(
         req.set_parts(as_parts);
         std::vector<std::string>& names = as_parts ? parts[i] : logical[i];
         absl::Status s = endpoints_[i].client->ListTensors(
-            req, [&](const v1::TensorInfo& t) { names.push_back(t.name()); });
+            req, [&](const v1::TensorInfo& t) {
+              names.push_back(t.name());
+              if (as_parts) return;
+              for (const v1::StoredTensorInfo& part : t.parts()) {
+                claimed[i].push_back(part.name());
+              }
+            });
         if (!s.ok()) {
           a.kind = IsUnreachable(s) ? Placement::Kind::kFailed
                                     : Placement::Kind::kRefused;
@@ -133,6 +142,18 @@ std::shared_ptr<Router::Placement> Router::Probe(
       for (const std::string& n : logical[i]) p->logical[n].push_back(i);
       for (const std::string& n : parts[i]) p->parts[n].push_back(i);
     }
+    // One server builds every stored tensor into a logical one (itself, or
+    // with its companions). A stored tensor no holder builds belongs to a
+    // tensor whose parts are on different endpoints.
+    absl::flat_hash_map<absl::string_view, bool> built;
+    for (size_t i = 0; i < endpoints_.size(); ++i) {
+      if (p->answers[i].kind != Placement::Kind::kPartial) continue;
+      for (const std::string& n : claimed[i]) built.emplace(n, true);
+    }
+    for (const auto& [name, holders] : p->parts) {
+      if (!built.contains(name)) p->unbuilt.push_back(name);
+    }
+    std::sort(p->unbuilt.begin(), p->unbuilt.end());
   }
   std::set<std::string> files;
   for (size_t i = 0; i < endpoints_.size(); ++i) {
@@ -233,6 +254,29 @@ absl::Status Router::CheckServed(const std::string& what, const Placement& p,
   return absl::UnavailableError(absl::StrCat(
       what, ": not served by any reachable endpoint; unreachable: ",
       absl::StrJoin(failed, ", "), "; ", files));
+}
+
+absl::Status Router::CheckBuilt(const std::string& what,
+                                const Placement& p) const {
+  if (p.unbuilt.empty()) return absl::OkStatus();
+  std::vector<std::string> named;
+  for (const std::string& n : p.unbuilt) {
+    if (named.size() == 5) {
+      named.push_back(absl::StrCat("and ", p.unbuilt.size() - 5, " more"));
+      break;
+    }
+    std::vector<std::string> at;
+    for (size_t i : p.parts.find(n)->second) at.push_back(addresses_[i]);
+    named.push_back(absl::StrCat(n, " (on ", absl::StrJoin(at, ", "), ")"));
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      what,
+      ": no endpoint builds the tensors these stored tensors belong to, whose "
+      "companions are in shard files on other endpoints: ",
+      absl::StrJoin(named, ", "),
+      "; a merged listing would drop them. Serve each module's shards on one "
+      "endpoint, or the checkpoint whole on one; the other tensors read as "
+      "usual"));
 }
 
 absl::StatusOr<std::vector<size_t>> Router::Candidates(
@@ -366,6 +410,11 @@ absl::StatusOr<v1::GetCheckpointResponse> Router::MergeCheckpoint(
       !s.ok()) {
     return s;
   }
+  if (absl::Status s =
+          CheckBuilt(absl::StrCat("checkpoint '", checkpoint, "'"), p);
+      !s.ok()) {
+    return s;
+  }
   v1::GetCheckpointResponse out;
   out.set_checkpoint(checkpoint);
   out.set_format(p.answers[p.partial[0]].info.format());
@@ -472,6 +521,7 @@ absl::Status Router::MergeTensors(
   if (absl::Status s = CheckServed(what, p, live, &status); !s.ok()) {
     return s;
   }
+  if (absl::Status s = CheckBuilt(what, p); !s.ok()) return s;
   // One server lists logical tensors and stored parts alike sorted by name
   // (bytewise); a name several holders list is taken from the first.
   std::map<absl::string_view, const v1::TensorInfo*> by_name;

@@ -46,19 +46,22 @@ inline constexpr absl::Duration kProbeTimeout = absl::Seconds(5);
 // order (a shard index's order), counts and total_bytes of the union,
 // metadata in file order, conventions and notes of the holders in endpoint
 // order; ListTensors sorted by name (bytewise, as a server sorts logical
-// tensors and stored parts alike), with list_count of the union. A tensor a
-// partial holder withholds because its module spans an absent shard (core's
-// rule) is served by none, and is missing from the merge. ListCheckpoints:
-// every page of every endpoint, sent as one page (no next_page_token; page_size
-// and page_token are ignored) sorted by path, each path once: the entry with
-// the most files.
+// tensors and stored parts alike), with list_count of the union. A tensor
+// whose stored tensors are in shards on different endpoints is built by
+// none (a partial holder withholds a module with a tensor in an absent
+// shard): the merge then fails FAILED_PRECONDITION naming them rather than
+// drop them, while calls naming other tensors go on.
+// ListCheckpoints: every page of every endpoint, sent as one page (no
+// next_page_token; page_size and page_token are ignored) in scan order, each
+// path once: the entry with the most files.
 //
 // Errors: UNAVAILABLE naming the unreachable endpoints and their errors
 // (and the files no reachable endpoint holds) when a call needs data only
 // they may hold: "tensor T of C: not served by any reachable endpoint;
 // unreachable: 127.0.0.1:7433 (connection refused)"; a merged listing never
 // drops tensors silently. FAILED_PRECONDITION for GetArchitecture and
-// QuantDiff of a checkpoint no endpoint holds whole, naming who holds what.
+// QuantDiff of a checkpoint no endpoint holds whole, naming who holds what,
+// and for a merge some tensors of which no endpoint builds (above).
 // Otherwise an endpoint's own status.
 // Thread safety: every method may be called from many threads at once.
 class Router {
@@ -159,13 +162,15 @@ class Router {
       const std::string& what, const Placement& p,
       const std::vector<size_t>& live,
       const std::vector<absl::Status>* now = nullptr) const;
+  // FAILED_PRECONDITION naming the stored tensors no partial holder builds
+  // into a logical tensor (see Placement::unbuilt); OK when none.
+  absl::Status CheckBuilt(const std::string& what, const Placement& p) const;
   // "127.0.0.1:7433 (connection refused), ..." for the endpoints of `p`
   // that failed.
   std::string Unreachable(const Placement& p) const;
 
   std::vector<Endpoint> endpoints_;
   std::vector<std::string> addresses_;
-  std::atomic<uint64_t> next_info_{0};
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Placement>> placements_
       ABSL_GUARDED_BY(mu_);

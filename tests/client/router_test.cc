@@ -7,6 +7,7 @@
 #include <google/protobuf/util/message_differencer.h>
 #include <signal.h>
 
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -363,6 +364,47 @@ TEST(RouterFailureTest, AStoppedReplicaIsNotNeeded) {
     EXPECT_TRUE(client->GetTensor(kCkpt, "lm_head.weight").ok());
     EXPECT_TRUE(client->ListTensors(kCkpt).ok());
   }
+}
+
+// fp8_block_sharded keeps down_proj's FP8 weight in shard 1 and its
+// weight_scale_inv in shard 2: on two servers, neither builds down_proj.
+TEST(RouterSplitModuleTest, AMergeThatWouldDropATensorFailsNamingIt) {
+  const std::vector<std::string> shards = {"model-00001-of-00002.safetensors",
+                                           "model-00002-of-00002.safetensors"};
+  std::vector<std::unique_ptr<ServerProcess>> servers;
+  std::vector<std::string> addresses;
+  for (const std::string& shard : shards) {
+    const std::string root = MakeTempDir();
+    std::filesystem::create_directories(root + "/f");
+    for (const std::string& name :
+         {std::string("config.json"),
+          std::string("model.safetensors.index.json"), shard}) {
+      std::filesystem::copy_file(::tensormorph::testing::Fixture(
+                                     "safetensors/fp8_block_sharded/" + name),
+                                 root + "/f/" + name);
+    }
+    servers.push_back(std::make_unique<ServerProcess>(
+        std::vector<std::string>{root},
+        std::vector<std::string>{"--partial-shards"}));
+    addresses.push_back(servers.back()->address());
+  }
+  auto client = Connect(absl::StrJoin(addresses, ","));
+  const std::string named =
+      "model.layers.0.mlp.down_proj.weight (on " + addresses[0] + ")";
+  EXPECT_THAT(client->ListTensors("f"),
+              StatusIs(absl::StatusCode::kFailedPrecondition, named));
+  EXPECT_THAT(client->GetCheckpoint("f"),
+              StatusIs(absl::StatusCode::kFailedPrecondition, named));
+  // The tensors one endpoint builds read as usual.
+  v1::ReadSliceRequest req;
+  req.set_checkpoint("f");
+  req.set_tensor("model.layers.0.self_attn.o_proj.weight");
+  EXPECT_TRUE(client->ReadSliceAll(req).ok());
+  // The stored parts too.
+  req.set_tensor("model.layers.0.mlp.down_proj.weight");
+  req.set_part(true);
+  req.set_mode(v1::OUTPUT_MODE_RAW);
+  EXPECT_TRUE(client->ReadSliceAll(req).ok());
 }
 
 int64_t Calls(const std::string& address) {

@@ -8,6 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "client/endpoint_set.h"
+#include "client/router.h"
 #include "proto/status_mapping.h"
 
 namespace tensormorph {
@@ -93,6 +95,15 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(
   if (target.empty()) {
     return absl::InvalidArgumentError("empty server address (want host:port)");
   }
+  if (IsEndpointList(target)) {
+    auto endpoints = ResolveEndpoints(target);
+    if (!endpoints.ok()) return endpoints.status();
+    if (endpoints->size() > 1) {
+      return std::unique_ptr<Client>(
+          new Client(Router::Create(*std::move(endpoints), options)));
+    }
+    return Connect(endpoints->front(), options);
+  }
   grpc::ChannelArguments args;
   // A tensormorphd's replies are at most its Limits.max_reply_bytes, 64 MiB
   // by default; the cap keeps a misbehaving server from exhausting memory.
@@ -116,6 +127,8 @@ Client::Client(std::shared_ptr<grpc::Channel> channel, ClientOptions options,
       methods_(std::make_shared<const Methods>(channel_)),
       options_(options),
       keepalive_(std::move(keepalive)) {}
+
+Client::Client(std::shared_ptr<Router> router) : router_(std::move(router)) {}
 
 absl::Duration Client::Prepare(grpc::ClientContext* ctx, bool stream) const {
   if (!options_.token.empty())
@@ -186,12 +199,14 @@ absl::Status Client::Stream(const grpc::internal::RpcMethod& method,
 }
 
 absl::StatusOr<v1::GetServerInfoResponse> Client::GetServerInfo() {
+  if (router_) return router_->GetServerInfo();
   return UnaryReply<v1::GetServerInfoResponse>(methods_->get_server_info,
                                                v1::GetServerInfoRequest());
 }
 
 absl::StatusOr<v1::GetCheckpointResponse> Client::GetCheckpoint(
     const std::string& checkpoint) {
+  if (router_) return router_->GetCheckpoint(checkpoint);
   v1::GetCheckpointRequest req;
   req.set_checkpoint(checkpoint);
   return UnaryReply<v1::GetCheckpointResponse>(methods_->get_checkpoint, req);
@@ -200,6 +215,7 @@ absl::StatusOr<v1::GetCheckpointResponse> Client::GetCheckpoint(
 absl::StatusOr<v1::TensorInfo> Client::GetTensor(const std::string& checkpoint,
                                                  const std::string& tensor,
                                                  bool part) {
+  if (router_) return router_->GetTensor(checkpoint, tensor, part);
   v1::GetTensorRequest req;
   req.set_checkpoint(checkpoint);
   req.set_tensor(tensor);
@@ -214,6 +230,7 @@ absl::StatusOr<v1::TensorInfo> Client::GetTensor(const std::string& checkpoint,
 absl::Status Client::ListTensors(
     const v1::ListTensorsRequest& request,
     const std::function<void(const v1::TensorInfo&)>& on_tensor) {
+  if (router_) return router_->ListTensors(request, on_tensor);
   int64_t received = 0, promised = 0;
   absl::Status s = Stream<v1::ListTensorsRequest, v1::TensorInfo>(
       methods_->list_tensors, request,
@@ -249,6 +266,7 @@ absl::StatusOr<std::vector<v1::TensorInfo>> Client::ListTensors(
 absl::Status Client::ReadSlice(
     const v1::ReadSliceRequest& request,
     const std::function<bool(const v1::SliceChunk&)>& on_chunk) {
+  if (router_) return router_->ReadSlice(request, on_chunk);
   return Stream<v1::ReadSliceRequest, v1::SliceChunk>(
       methods_->read_slice, request, on_chunk,
       "slice read cancelled by the caller");
@@ -312,6 +330,7 @@ absl::StatusOr<SliceData> Client::ReadSliceAll(
 absl::Status Client::QuantDiff(
     const v1::QuantDiffRequest& request,
     const std::function<bool(const v1::QuantDiffEvent&)>& on_event) {
+  if (router_) return router_->QuantDiff(request, on_event);
   return Stream<v1::QuantDiffRequest, v1::QuantDiffEvent>(
       methods_->quant_diff, request, on_event, "diff cancelled by the caller");
 }
@@ -330,16 +349,19 @@ absl::Status Client::CheckCheckpoint(
 
 absl::StatusOr<v1::ComputeStatsResponse> Client::ComputeStats(
     const v1::ComputeStatsRequest& request) {
+  if (router_) return router_->ComputeStats(request);
   return UnaryReply<v1::ComputeStatsResponse>(methods_->compute_stats, request);
 }
 
 absl::StatusOr<v1::GetHeatmapResponse> Client::GetHeatmap(
     const v1::GetHeatmapRequest& request) {
+  if (router_) return router_->GetHeatmap(request);
   return UnaryReply<v1::GetHeatmapResponse>(methods_->get_heatmap, request);
 }
 
 absl::StatusOr<v1::GetArchitectureResponse> Client::GetArchitecture(
     const std::string& checkpoint) {
+  if (router_) return router_->GetArchitecture(checkpoint);
   v1::GetArchitectureRequest req;
   req.set_checkpoint(checkpoint);
   return UnaryReply<v1::GetArchitectureResponse>(methods_->get_architecture,
@@ -348,18 +370,27 @@ absl::StatusOr<v1::GetArchitectureResponse> Client::GetArchitecture(
 
 absl::StatusOr<v1::InspectScalarsResponse> Client::InspectScalars(
     const v1::InspectScalarsRequest& request) {
+  if (router_) {
+    v1::InspectScalarsResponse out;
+    if (absl::Status s = router_->InspectScalars(request, &out); !s.ok()) {
+      return s;
+    }
+    return out;
+  }
   return UnaryReply<v1::InspectScalarsResponse>(methods_->inspect_scalars,
                                                 request);
 }
 
 absl::Status Client::InspectScalars(const v1::InspectScalarsRequest& request,
                                     v1::InspectScalarsResponse* response) {
+  if (router_) return router_->InspectScalars(request, response);
   return Unary(methods_->inspect_scalars, request, response);
 }
 
 absl::Status Client::ListCheckpoints(
     const v1::ListCheckpointsRequest& request,
     const std::function<bool(const v1::CheckpointEntry&)>& on_entry) {
+  if (router_) return router_->ListCheckpoints(request, on_entry);
   return Stream<v1::ListCheckpointsRequest, v1::CheckpointEntry>(
       methods_->list_checkpoints, request, on_entry,
       "checkpoint listing cancelled by the caller");

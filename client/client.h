@@ -21,6 +21,8 @@
 
 namespace tensormorph {
 
+class Router;  // client/router.h: several servers behind one Client
+
 // Unary calls that outlast this fail with DEADLINE_EXCEEDED unless
 // ClientOptions::timeout says otherwise: a reply that takes longer is a
 // server in trouble, and a script must not wait for it forever.
@@ -67,6 +69,17 @@ class Client {
  public:
   // Connects to a tensormorphd at `target` ("host:port"). The connection is
   // made lazily; the first call reports UNAVAILABLE if nothing listens.
+  // `target` may also list several servers, comma-separated, each
+  // "host:port" or "dns:///name:port" (every address the name resolves to
+  // now, as a headless Service's name resolves to every pod): each call then
+  // goes to a server holding its data, and replies spread over servers (a
+  // checkpoint whose shards are on servers run with --partial-shards) are
+  // merged as one server would give them; see client/router.h for the
+  // rules and the UNAVAILABLE naming unreachable servers. A list that
+  // resolves to one address is that one server.
+  // Errors: INVALID_ARGUMENT for an empty target or a list entry that is
+  // empty or not host:port, naming it; UNAVAILABLE for a dns:/// name that
+  // does not resolve.
   static absl::StatusOr<std::unique_ptr<Client>> Connect(
       const std::string& target, const ClientOptions& options = {});
 
@@ -179,10 +192,14 @@ class Client {
                       const std::function<bool(const Reply&)>& on_reply,
                       absl::string_view cancelled);
 
+  explicit Client(std::shared_ptr<Router> router);
+
   std::shared_ptr<grpc::Channel> channel_;
   std::shared_ptr<const Methods> methods_;
   ClientOptions options_;
   std::shared_ptr<void> keepalive_;
+  // Set when several servers were given: every call is the router's.
+  std::shared_ptr<Router> router_;
 };
 
 }  // namespace tensormorph

@@ -8,8 +8,11 @@
 
 namespace tensormorph {
 
-CheckpointRegistry::CheckpointRegistry(PathSandbox sandbox, size_t max_open)
-    : sandbox_(std::move(sandbox)), max_open_(std::max<size_t>(1, max_open)) {}
+CheckpointRegistry::CheckpointRegistry(PathSandbox sandbox, size_t max_open,
+                                       OpenOptions open)
+    : sandbox_(std::move(sandbox)),
+      max_open_(std::max<size_t>(1, max_open)),
+      open_options_(open) {}
 
 bool CheckpointRegistry::Unchanged(const Checkpoint& c) {
   for (const Checkpoint::File& f : c.files()) {
@@ -55,7 +58,7 @@ CheckpointRegistry::AcquireUnfenced(absl::string_view requested) {
     }
     return cached;
   }
-  auto opened = Checkpoint::Open(*path);
+  auto opened = Checkpoint::Open(*path, open_options_);
   if (!opened.ok()) return opened.status();
   // Shards and splits are opened by name from the checkpoint's directory; a
   // symlinked shard must not lead out of the roots either.

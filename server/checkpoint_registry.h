@@ -28,7 +28,10 @@ namespace tensormorph {
 // outside the lock so a slow file system does not stall other calls.
 class CheckpointRegistry {
  public:
-  CheckpointRegistry(PathSandbox sandbox, size_t max_open);
+  // Checkpoints open with `open` (tensormorphd --partial-shards sets
+  // allow_absent_shards).
+  CheckpointRegistry(PathSandbox sandbox, size_t max_open,
+                     OpenOptions open = {});
 
   // Resolves `requested` through the sandbox and returns the checkpoint.
   // Errors: those of PathSandbox::Resolve and Checkpoint::Open;
@@ -58,6 +61,7 @@ class CheckpointRegistry {
 
   const PathSandbox sandbox_;
   const size_t max_open_;
+  const OpenOptions open_options_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
   std::list<std::string> lru_ ABSL_GUARDED_BY(mu_);  // front = most recent

@@ -80,6 +80,14 @@ int main(int argc, char** argv) {
                  "checkpoints kept open; past it the least recently used is "
                  "closed (calls holding it finish first), never refused")
       ->capture_default_str();
+  app.add_flag(
+      "--partial-shards", options.partial_shards,
+      "serve a sharded safetensors checkpoint whose index names shard files "
+      "this machine lacks, with the shards it holds (GetCheckpoint lists the "
+      "others as absent_files; a call for a tensor in one is NOT_FOUND naming "
+      "its shard): for a StatefulSet pod holding some of a checkpoint's "
+      "shards, reached by clients given every server (--server a,b,c). "
+      "Off: a missing shard is DATA_LOSS");
   app.add_option("--workers", options.workers,
                  "threads decoding and reading (0 = one per core)")
       ->capture_default_str();

@@ -52,6 +52,9 @@ void FillCheckpointInfo(const Checkpoint& ckpt,
   out->set_total_bytes(static_cast<int64_t>(ckpt.total_bytes()));
   for (const std::string& c : ckpt.conventions()) out->add_conventions(c);
   for (const std::string& n : ckpt.notes()) out->add_notes(n);
+  for (const Checkpoint::AbsentFile& f : ckpt.absent_files()) {
+    out->add_absent_files(ShortPath(ckpt, f.path));
+  }
   for (const MetadataEntry& m : ckpt.metadata()) {
     v1::MetadataEntry* e = out->add_metadata();
     e->set_key(m.key);

@@ -78,9 +78,9 @@ absl::StatusOr<std::unique_ptr<TensormorphServer>> TensormorphServer::Build(
   // A file truncated under its mapping must fail that call, not the server.
   InstallMappedFileFaultHandler();
   std::unique_ptr<TensormorphServer> s(new TensormorphServer());
-  s->state_ = std::make_shared<ServiceState>(*std::move(sandbox),
-                                             options.max_open_checkpoints,
-                                             workers, options.limits);
+  s->state_ = std::make_shared<ServiceState>(
+      *std::move(sandbox), options.max_open_checkpoints, workers,
+      options.limits, OpenOptions{options.partial_shards});
   if (!options.token_file.empty()) {
     if (absl::Status t = s->state_->tokens.Load(options.token_file); !t.ok())
       return t;

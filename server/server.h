@@ -23,6 +23,10 @@ struct ServerOptions {
   // (embedded mode only).
   bool unrestricted = false;
   size_t max_open_checkpoints = 64;
+  // Open sharded safetensors checkpoints with the shards present, listing
+  // the others as absent (OpenOptions::allow_absent_shards): a server
+  // holding some of a checkpoint's shards.
+  bool partial_shards = false;
   // Bearer tokens (a file, one per line); empty = no authentication.
   std::string token_file;
   // TLS: server certificate and key (PEM); with a client CA, clients must

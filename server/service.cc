@@ -194,6 +194,21 @@ absl::StatusOr<const LogicalTensor*> FindTensorOrError(
   }
   const LogicalTensor* t = ckpt.Lookup(tensor_name, part);
   if (t != nullptr) return t;
+  // A partial checkpoint: a client talking to this server alone is told
+  // where the tensor is, not offered near names.
+  if (const Checkpoint::AbsentFile* f = ckpt.AbsentFileFor(tensor_name)) {
+    const size_t slash = f->path.find_last_of('/');
+    return absl::NotFoundError(absl::StrCat(
+        part ? "stored tensor '" : "tensor '", tensor_name, "' of checkpoint '",
+        checkpoint_name, "' is in shard '",
+        EscapeUtf8(slash == std::string::npos
+                       ? absl::string_view(f->path)
+                       : absl::string_view(f->path).substr(slash + 1)),
+        "', which this server does not hold (partial checkpoint: it serves ",
+        ckpt.files().size(), " of the index's ",
+        ckpt.files().size() + ckpt.absent_files().size(),
+        " shard files; give the client every server, --server a,b,c)"));
+  }
   // The names the lookup would have taken: stored parts, and with no
   // `part` the logical tensors too (duplicates collapse in NearestNames).
   std::vector<absl::string_view> names;

@@ -75,8 +75,8 @@ absl::Status CheckReplySize(const google::protobuf::Message& reply,
 // What every call shares. Thread safety: each member is thread-safe.
 struct ServiceState {
   ServiceState(PathSandbox sandbox, size_t max_open, int workers,
-               ServiceLimits limits)
-      : registry(std::move(sandbox), max_open),
+               ServiceLimits limits, OpenOptions open = {})
+      : registry(std::move(sandbox), max_open, open),
         pool(workers),
         limits(limits),
         watchdog(absl::Seconds(limits.max_call_seconds),

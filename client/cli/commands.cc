@@ -234,6 +234,14 @@ int RunInfo(Client& client, const GlobalOptions& g, const InfoOptions& o) {
       std::cout << "  " << f.path() << "  " << BytesText(f.size_bytes())
                 << "\n";
     }
+    // A server holding some of the shards (--partial-shards) says which it
+    // lacks: their tensors are served by other servers, or by none.
+    if (info->absent_files_size() > 0) {
+      std::cout << "absent files (not on this server)\n";
+      for (const std::string& f : info->absent_files()) {
+        std::cout << "  " << f << "\n";
+      }
+    }
     if (info->metadata_size() > 0) std::cout << "metadata\n";
     for (const auto& m : info->metadata()) {
       std::string v = m.value();

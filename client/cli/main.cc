@@ -29,7 +29,12 @@ constexpr char kDescription[] =
     "Without --server the CLI opens local files itself (embedded mode); with "
     "--server HOST:PORT (or $TENSORMORPH_SERVER) it asks a tensormorphd, and "
     "checkpoint paths are as that server sees them: relative to one of its "
-    "roots or absolute inside one.\n\n"
+    "roots or absolute inside one. --server a:7431,b:7431 (or a "
+    "dns:///name:port that resolves to several addresses, as a headless "
+    "Service's name does) asks each server which checkpoints and shard files "
+    "it holds and routes every call to one that holds the data: a checkpoint "
+    "whose shards are spread over servers run with --partial-shards reads as "
+    "one.\n\n"
     "Exit codes: 0 success, 1 usage error (diff-merge: part files that do "
     "not make one whole plan), 2 the call failed (or ran past --timeout), "
     "3 a diff or diff-merge --fail-on condition tripped, or a check found "
@@ -62,8 +67,11 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version",
                        std::string("tensormorph ") + TENSORMORPH_VERSION);
   app.add_option("--server", g.server,
-                 "tensormorphd address HOST:PORT (default $TENSORMORPH_SERVER; "
-                 "unset = embedded)")
+                 "tensormorphd address HOST:PORT, or several separated by "
+                 "commas, each HOST:PORT or dns:///NAME:PORT (every address "
+                 "the name resolves to); calls go to the server holding the "
+                 "data (default $TENSORMORPH_SERVER, which takes the same "
+                 "list; unset = embedded)")
       ->envname("TENSORMORPH_SERVER");
   app.add_option(
          "--token-file", g.token_file,

@@ -173,7 +173,8 @@ absl::StatusOr<T> ParseGuarded(const std::string& path, const Parse& parse) {
 // Assembles a Checkpoint from files; keeps Open() readable.
 class CheckpointBuilder {
  public:
-  explicit CheckpointBuilder(std::string path) : ckpt_(new Checkpoint()) {
+  CheckpointBuilder(std::string path, const OpenOptions& options)
+      : ckpt_(new Checkpoint()), options_(options) {
     ckpt_->path_ = std::move(path);
   }
 
@@ -200,8 +201,12 @@ class CheckpointBuilder {
   absl::Status OpenFile(const std::string& p);
   absl::Status Finish();
   void BuildParts();
+  // Partial opens: fills absent_modules_ and resolved_from_ (see
+  // Checkpoint's members).
+  void WithholdAbsentModules();
 
   std::unique_ptr<Checkpoint> ckpt_;
+  const OpenOptions options_;
 };
 
 absl::Status CheckpointBuilder::AddSafetensors(const std::string& p,
@@ -312,13 +317,34 @@ absl::Status CheckpointBuilder::OpenSafetensorsIndex(
     shards[name].insert(tensor);
   }
   const std::string dir = Dirname(index_path);
-  for (const auto& [name, tensors] : shards) {
+  for (auto it = shards.begin(); it != shards.end();) {
+    const auto& [name, tensors] = *it;
+    const std::string shard_path = Join(dir, name);
     struct stat st;
-    if (::stat(Join(dir, name).c_str(), &st) != 0) {
+    if (::stat(shard_path.c_str(), &st) == 0) {
+      ++it;
+      continue;
+    }
+    if (!options_.allow_absent_shards) {
       return absl::DataLossError(absl::StrCat(
           what, ": weight_map names shard '", name, "' for ", tensors.size(),
-          " tensors but '", Join(dir, name), "' does not exist"));
+          " tensors but '", shard_path, "' does not exist"));
     }
+    // Absent, not a DATA_LOSS: another server holds it. Should it appear,
+    // the cache must reopen (a read file that came).
+    const size_t absent = ckpt_->absent_files_.size();
+    ckpt_->absent_files_.push_back(
+        {shard_path, static_cast<int64_t>(tensors.size())});
+    ckpt_->read_files_.push_back({shard_path, std::nullopt});
+    for (absl::string_view t : tensors) {
+      ckpt_->absent_tensors_.emplace(std::string(t), absent);
+    }
+    it = shards.erase(it);
+  }
+  if (shards.empty() && !ckpt_->absent_files_.empty()) {
+    return absl::NotFoundError(
+        absl::StrCat(what, ": none of the ", ckpt_->absent_files_.size(),
+                     " shard files its weight_map names exists here"));
   }
   // Map and parse the shards on a few threads: they are independent, and
   // headers of thousands of tensors are most of an open's time. Results are
@@ -504,14 +530,15 @@ absl::Status CheckpointBuilder::Finish() {
       c.read_files_.push_back(
           {path, id.ok() ? std::optional<FileIdentity>(*id) : std::nullopt});
     }
+    WithholdAbsentModules();
     QuantConfigs configs;
     TM_ASSIGN_OR_RETURN(configs.config, ReadConfig(dir, "config.json"));
     TM_ASSIGN_OR_RETURN(configs.quantize_config,
                         ReadConfig(dir, "quantize_config.json"));
     TM_ASSIGN_OR_RETURN(configs.quant_config,
                         ReadConfig(dir, "quant_config.json"));
-    absl::StatusOr<ResolvedTensors> resolved_or =
-        ResolveConventions(c.stored_, configs);
+    absl::StatusOr<ResolvedTensors> resolved_or = ResolveConventions(
+        c.absent_files_.empty() ? c.stored_ : c.resolved_from_, configs);
     if (!resolved_or.ok()) {
       // The resolver names the config file and key; say whose it is.
       return absl::Status(resolved_or.status().code(),
@@ -530,6 +557,48 @@ absl::Status CheckpointBuilder::Finish() {
   return absl::OkStatus();
 }
 
+namespace {
+
+// The module a tensor name belongs to, for withholding the companions of a
+// tensor in an absent shard: the name less its last component, after
+// trimming it to its shortest leading part that is itself a tensor
+// (bitsandbytes' `m.weight.absmax` belongs with `m.weight`, in module `m`).
+// `is_tensor` says whether a name is a stored tensor, present or absent.
+template <typename IsTensor>
+absl::string_view ModuleOf(absl::string_view name, const IsTensor& is_tensor) {
+  absl::string_view root = name;
+  for (size_t dot = name.find('.'); dot != absl::string_view::npos;
+       dot = name.find('.', dot + 1)) {
+    if (is_tensor(name.substr(0, dot))) {
+      root = name.substr(0, dot);
+      break;
+    }
+  }
+  const size_t last = root.rfind('.');
+  return last == absl::string_view::npos ? root : root.substr(0, last);
+}
+
+}  // namespace
+
+void CheckpointBuilder::WithholdAbsentModules() {
+  Checkpoint& c = *ckpt_;
+  if (c.absent_files_.empty()) return;
+  auto is_tensor = [&c](absl::string_view n) {
+    return c.stored_index_.contains(n) || c.absent_tensors_.contains(n);
+  };
+  for (const auto& [name, file] : c.absent_tensors_) {
+    auto [it, inserted] =
+        c.absent_modules_.emplace(std::string(ModuleOf(name, is_tensor)), file);
+    // The same answer whatever the hash order: the first absent file.
+    if (!inserted) it->second = std::min(it->second, file);
+  }
+  for (const StoredTensor& t : c.stored_) {
+    if (!c.absent_modules_.contains(ModuleOf(t.name, is_tensor))) {
+      c.resolved_from_.push_back(t);
+    }
+  }
+}
+
 void CheckpointBuilder::BuildParts() {
   Checkpoint& c = *ckpt_;
   const absl::string_view convention =
@@ -541,8 +610,13 @@ void CheckpointBuilder::BuildParts() {
         l->encoding->info().scheme != DTypeName(t.dtype)) {
       return nullptr;
     }
+    // A partial open resolved copies (resolved_from_): the same tensor then
+    // has the same name.
     const auto parts = l->encoding->parts();
-    return parts.size() == 1 && parts[0] == &t ? l : nullptr;
+    return parts.size() == 1 && (parts[0] == &t || (!c.resolved_from_.empty() &&
+                                                    parts[0]->name == t.name))
+               ? l
+               : nullptr;
   };
   for (const StoredTensor& t : c.stored_) {
     if (itself(t) == nullptr) {
@@ -580,8 +654,21 @@ CheckpointBuilder::OpenPath() {
 }
 
 absl::StatusOr<std::shared_ptr<const Checkpoint>> Checkpoint::Open(
-    const std::string& path) {
-  return CheckpointBuilder(path).OpenPath();
+    const std::string& path, const OpenOptions& options) {
+  return CheckpointBuilder(path, options).OpenPath();
+}
+
+const Checkpoint::AbsentFile* Checkpoint::AbsentFileFor(
+    absl::string_view name) const {
+  if (absent_files_.empty()) return nullptr;
+  if (auto it = absent_tensors_.find(name); it != absent_tensors_.end()) {
+    return &absent_files_[it->second];
+  }
+  auto is_tensor = [this](absl::string_view n) {
+    return stored_index_.contains(n) || absent_tensors_.contains(n);
+  };
+  auto it = absent_modules_.find(ModuleOf(name, is_tensor));
+  return it == absent_modules_.end() ? nullptr : &absent_files_[it->second];
 }
 
 uint64_t Checkpoint::total_bytes() const {

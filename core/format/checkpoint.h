@@ -41,6 +41,16 @@ struct MetadataEntry {
   int file_index = 0;
 };
 
+// How Checkpoint::Open treats what it finds.
+struct OpenOptions {
+  // A safetensors index naming shard files that do not exist opens with the
+  // shards that do (absent_files() lists the others), instead of DATA_LOSS:
+  // what a server holding some of a checkpoint's shards (one pod of a
+  // StatefulSet, each with its own volume) serves. Everything present is
+  // validated as in a full open. No effect on GGUF or single files.
+  bool allow_absent_shards = false;
+};
+
 // Thread safety: immutable after Open; every method is safe to call from
 // many threads. Tensor data views stay valid while the Checkpoint lives.
 class Checkpoint {
@@ -52,12 +62,16 @@ class Checkpoint {
   //    named by its weight_map, which must agree with the shards' headers;
   //  - a directory of safetensors files, or of one GGUF (or one split set).
   // Opening maps the files and parses headers only.
-  // Errors: NOT_FOUND (no such path, or no checkpoint in a directory);
+  // With options.allow_absent_shards, an index may name shards that do not
+  // exist (see absent_files()).
+  // Errors: NOT_FOUND (no such path, or no checkpoint in a directory; with
+  // allow_absent_shards, an index none of whose shards exist, naming it);
   // INVALID_ARGUMENT (not a regular file or directory; an ambiguous
   // directory); DATA_LOSS (a corrupt file, index or split set, naming the
-  // file and the rule); UNIMPLEMENTED (an unsupported dtype or version).
+  // file and the rule; a shard the index names and the disk lacks, unless
+  // allowed); UNIMPLEMENTED (an unsupported dtype or version).
   static absl::StatusOr<std::shared_ptr<const Checkpoint>> Open(
-      const std::string& path);
+      const std::string& path, const OpenOptions& options = {});
 
   struct File {
     std::string path;
@@ -93,6 +107,26 @@ class Checkpoint {
   const std::vector<std::string>& directory_names() const {
     return directory_names_;
   }
+
+  // Shards the index names that were absent when it opened with
+  // allow_absent_shards (empty otherwise), in name order, each spelled as
+  // files() would spell it, with the number of stored tensors the index
+  // places there. Their tensors are not served, and neither is any logical
+  // tensor of a module with a stored tensor there: a convention builds a
+  // logical tensor from companions of one module (GPTQ's qweight, qzeros,
+  // scales; bitsandbytes' weight and weight.absmax), and one must never be
+  // half-built. (A module split across shards is thus served by no partial
+  // open; its present stored tensors still are, as parts.)
+  struct AbsentFile {
+    std::string path;
+    int64_t tensor_count = 0;
+  };
+  const std::vector<AbsentFile>& absent_files() const { return absent_files_; }
+  // The absent shard that keeps `name` (a stored or logical tensor name)
+  // from being served here: the one the index places it in, or else one
+  // holding a tensor of its module. nullptr when no absent shard concerns
+  // `name`.
+  const AbsentFile* AbsentFileFor(absl::string_view name) const;
 
   // nullptr when absent.
   const LogicalTensor* FindTensor(absl::string_view name) const;
@@ -142,6 +176,14 @@ class Checkpoint {
   // themselves; parts_[i] is stored_[i]'s part (into tensors_ or here).
   std::vector<LogicalTensor> part_views_;
   std::vector<const LogicalTensor*> parts_;
+  // Partial opens only (see absent_files()): the stored tensors the index
+  // places in absent shards and the modules that have one, each to its
+  // absent file; and the stored tensors the conventions were resolved from
+  // (stored_ less those of such modules), which the logical tensors view.
+  std::vector<AbsentFile> absent_files_;
+  absl::flat_hash_map<std::string, size_t> absent_tensors_;
+  absl::flat_hash_map<std::string, size_t> absent_modules_;
+  std::vector<StoredTensor> resolved_from_;
 };
 
 }  // namespace tensormorph

@@ -556,7 +556,8 @@ TEST(JsonPrintTest, FieldsAtDefaultsPrintUnderTheirJsonNames) {
   EXPECT_EQ(PrintMessageJson(v1::GetCheckpointResponse()),
             R"({"checkpoint":"","format":"CHECKPOINT_FORMAT_UNSPECIFIED",)"
             R"("files":[],"tensorCount":"0","storedTensorCount":"0",)"
-            R"("totalBytes":"0","metadata":[],"conventions":[],"notes":[]})");
+            R"("totalBytes":"0","metadata":[],"conventions":[],"notes":[],)"
+            R"("absentFiles":[]})");
   EXPECT_EQ(PrintMessageJson(v1::Param()), R"({"name":"","value":0})");
 }
 

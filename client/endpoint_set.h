@@ -1,0 +1,33 @@
+// The servers a Client is given: `--server a:7431,b:7431,dns:///name:7431`
+// parsed into one address per endpoint.
+#ifndef TENSORMORPH_CLIENT_ENDPOINT_SET_H_
+#define TENSORMORPH_CLIENT_ENDPOINT_SET_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace tensormorph {
+
+// Whether `targets` names more than one plain target: a comma-separated
+// list, or a `dns:///` name (which may resolve to several addresses). A
+// single plain "host:port" (or any other gRPC target) is not: the Client
+// then dials it as it always has.
+bool IsEndpointList(absl::string_view targets);
+
+// The endpoints of a comma-separated list of targets, each `host:port` (one
+// endpoint, as written) or `dns:///host:port` (every address the name
+// resolves to now, IPv4 as "a.b.c.d:port" and IPv6 as "[addr]:port", one
+// endpoint each, as a headless Service's name resolves to every pod), in
+// the order given, each address once.
+// Errors: INVALID_ARGUMENT naming an entry that is empty (`a:1,,b:2`), has
+// no port, or is a dns:/// name with an authority or no port;
+// UNAVAILABLE naming a dns:/// name that does not resolve (and why).
+absl::StatusOr<std::vector<std::string>> ResolveEndpoints(
+    absl::string_view targets);
+
+}  // namespace tensormorph
+
+#endif  // TENSORMORPH_CLIENT_ENDPOINT_SET_H_

@@ -1,0 +1,733 @@
+#include "client/router.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+
+namespace tensormorph {
+
+// What the endpoints said about one checkpoint.
+struct Router::Placement {
+  enum class Kind { kWhole, kPartial, kAbsent, kRefused, kFailed };
+  struct Answer {
+    Kind kind = Kind::kAbsent;
+    absl::Status status;  // kAbsent, kRefused, kFailed
+    v1::GetCheckpointResponse info;
+  };
+  absl::Time created;
+  std::vector<Answer> answers;  // by endpoint
+  std::vector<size_t> whole, partial;
+  // With no whole holder: each tensor (logical; stored parts) the partial
+  // holders list, to the holders listing it, in endpoint order.
+  absl::flat_hash_map<std::string, std::vector<size_t>> logical, parts;
+  // Every file a holder names, held or absent, in name order.
+  std::vector<std::string> all_files;
+  // Stored tensors the partial holders list as parts but build into no
+  // logical tensor: their tensor straddles shards on different endpoints.
+  std::vector<std::string> unbuilt;
+  std::atomic<uint64_t> next{0};  // round-robin among `whole`
+};
+
+namespace {
+
+bool IsUnreachable(const absl::Status& s) {
+  return s.code() == absl::StatusCode::kUnavailable ||
+         s.code() == absl::StatusCode::kDeadlineExceeded;
+}
+
+// `n` tasks run at once, one thread each (n is the number of endpoints).
+void RunEach(size_t n, const std::function<void(size_t)>& task) {
+  std::vector<std::thread> threads;
+  threads.reserve(n);
+  for (size_t i = 0; i < n; ++i) threads.emplace_back(task, i);
+  for (std::thread& t : threads) t.join();
+}
+
+// Scan order, as a server's ListCheckpoints sends entries: path components
+// compared bytewise.
+bool ScanLess(const std::string& a, const std::string& b) {
+  const std::vector<absl::string_view> x = absl::StrSplit(a, '/');
+  const std::vector<absl::string_view> y = absl::StrSplit(b, '/');
+  return std::lexicographical_compare(x.begin(), x.end(), y.begin(), y.end());
+}
+
+bool Holds(const v1::GetCheckpointResponse& info, const std::string& file) {
+  for (const v1::FileInfo& f : info.files()) {
+    if (f.path() == file) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::unique_ptr<Router> Router::Create(std::vector<std::string> endpoints,
+                                       const ClientOptions& options) {
+  std::unique_ptr<Router> r(new Router());
+  ClientOptions probe = options;
+  probe.timeout =
+      std::min(options.timeout.value_or(kDefaultUnaryTimeout), kProbeTimeout);
+  for (std::string& address : endpoints) {
+    // Connect fails only for an empty target, which ResolveEndpoints never
+    // gives.
+    Endpoint e{address, *Client::Connect(address, options),
+               *Client::Connect(address, probe)};
+    r->addresses_.push_back(address);
+    r->endpoints_.push_back(std::move(e));
+  }
+  return r;
+}
+
+std::shared_ptr<Router::Placement> Router::Probe(
+    const std::string& checkpoint) {
+  auto p = std::make_shared<Placement>();
+  p->created = absl::Now();
+  p->answers.resize(endpoints_.size());
+  RunEach(endpoints_.size(), [&](size_t i) {
+    Placement::Answer& a = p->answers[i];
+    auto info = endpoints_[i].probe->GetCheckpoint(checkpoint);
+    if (info.ok()) {
+      a.kind = info->absent_files().empty() ? Placement::Kind::kWhole
+                                            : Placement::Kind::kPartial;
+      a.info = *std::move(info);
+    } else {
+      a.status = info.status();
+      a.kind = info.status().code() == absl::StatusCode::kNotFound
+                   ? Placement::Kind::kAbsent
+               : IsUnreachable(info.status()) ? Placement::Kind::kFailed
+                                              : Placement::Kind::kRefused;
+    }
+  });
+  bool any_whole = false;
+  for (const Placement::Answer& a : p->answers) {
+    any_whole = any_whole || a.kind == Placement::Kind::kWhole;
+  }
+  // Which partial holder serves which tensor matters only when no endpoint
+  // holds it whole.
+  if (!any_whole) {
+    std::vector<std::vector<std::string>> logical(endpoints_.size()),
+        parts(endpoints_.size()), claimed(endpoints_.size());
+    RunEach(endpoints_.size(), [&](size_t i) {
+      Placement::Answer& a = p->answers[i];
+      if (a.kind != Placement::Kind::kPartial) return;
+      for (bool as_parts : {false, true}) {
+        v1::ListTensorsRequest req;
+        req.set_checkpoint(checkpoint);
+        req.set_parts(as_parts);
+        std::vector<std::string>& names = as_parts ? parts[i] : logical[i];
+        absl::Status s = endpoints_[i].client->ListTensors(
+            req, [&](const v1::TensorInfo& t) {
+              names.push_back(t.name());
+              if (as_parts) return;
+              for (const v1::StoredTensorInfo& part : t.parts()) {
+                claimed[i].push_back(part.name());
+              }
+            });
+        if (!s.ok()) {
+          a.kind = IsUnreachable(s) ? Placement::Kind::kFailed
+                                    : Placement::Kind::kRefused;
+          a.status = s;
+          return;
+        }
+      }
+    });
+    for (size_t i = 0; i < endpoints_.size(); ++i) {
+      if (p->answers[i].kind != Placement::Kind::kPartial) continue;
+      for (const std::string& n : logical[i]) p->logical[n].push_back(i);
+      for (const std::string& n : parts[i]) p->parts[n].push_back(i);
+    }
+    // One server builds every stored tensor into a logical one (itself, or
+    // with its companions). A stored tensor no holder builds belongs to a
+    // tensor whose parts are on different endpoints.
+    absl::flat_hash_map<absl::string_view, bool> built;
+    for (size_t i = 0; i < endpoints_.size(); ++i) {
+      if (p->answers[i].kind != Placement::Kind::kPartial) continue;
+      for (const std::string& n : claimed[i]) built.emplace(n, true);
+    }
+    for (const auto& [name, holders] : p->parts) {
+      if (!built.contains(name)) p->unbuilt.push_back(name);
+    }
+    std::sort(p->unbuilt.begin(), p->unbuilt.end());
+  }
+  std::set<std::string> files;
+  for (size_t i = 0; i < endpoints_.size(); ++i) {
+    const Placement::Answer& a = p->answers[i];
+    if (a.kind == Placement::Kind::kWhole) p->whole.push_back(i);
+    if (a.kind == Placement::Kind::kPartial) p->partial.push_back(i);
+    if (a.kind == Placement::Kind::kWhole ||
+        a.kind == Placement::Kind::kPartial) {
+      for (const v1::FileInfo& f : a.info.files()) files.insert(f.path());
+      for (const std::string& f : a.info.absent_files()) files.insert(f);
+    }
+  }
+  p->all_files.assign(files.begin(), files.end());
+  return p;
+}
+
+absl::StatusOr<std::shared_ptr<Router::Placement>> Router::Place(
+    const std::string& checkpoint) {
+  std::shared_ptr<Placement> p;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = placements_.find(checkpoint);
+    if (it != placements_.end() &&
+        absl::Now() - it->second->created < kPlacementTtl) {
+      p = it->second;
+    }
+  }
+  if (p == nullptr) {
+    // Probed off the lock: two first calls may both probe; the last wins.
+    p = Probe(checkpoint);
+    if (!p->whole.empty() || !p->partial.empty()) {
+      absl::MutexLock lock(&mu_);
+      placements_[checkpoint] = p;
+    }
+  }
+  if (!p->whole.empty() || !p->partial.empty()) return p;
+  const std::string unreachable = Unreachable(*p);
+  if (!unreachable.empty()) {
+    return absl::UnavailableError(absl::StrCat(
+        "checkpoint '", checkpoint,
+        "': held by no reachable endpoint; unreachable: ", unreachable));
+  }
+  for (const Placement::Answer& a : p->answers) {
+    if (a.kind == Placement::Kind::kRefused) return a.status;
+  }
+  return p->answers[0].status;  // NOT_FOUND, as one server says it
+}
+
+void Router::Forget(const std::string& checkpoint) {
+  absl::MutexLock lock(&mu_);
+  placements_.erase(checkpoint);
+}
+
+std::string Router::Unreachable(const Placement& p) const {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < p.answers.size(); ++i) {
+    if (p.answers[i].kind == Placement::Kind::kFailed) {
+      out.push_back(absl::StrCat(addresses_[i], " (",
+                                 p.answers[i].status.message(), ")"));
+    }
+  }
+  return absl::StrJoin(out, ", ");
+}
+
+absl::Status Router::CheckServed(const std::string& what, const Placement& p,
+                                 const std::vector<size_t>& live,
+                                 const std::vector<absl::Status>* now) const {
+  std::vector<std::string> unserved;
+  for (const std::string& f : p.all_files) {
+    bool held = false;
+    for (size_t i : live) held = held || Holds(p.answers[i].info, f);
+    if (!held) unserved.push_back(f);
+  }
+  if (unserved.empty()) return absl::OkStatus();
+  std::vector<std::string> failed;
+  for (size_t i = 0; i < p.answers.size(); ++i) {
+    const bool is_live = std::find(live.begin(), live.end(), i) != live.end();
+    const Placement::Answer& a = p.answers[i];
+    if (a.kind == Placement::Kind::kFailed ||
+        (!is_live && (a.kind == Placement::Kind::kPartial ||
+                      a.kind == Placement::Kind::kWhole))) {
+      const absl::Status& why =
+          now != nullptr && !(*now)[i].ok() ? (*now)[i] : a.status;
+      failed.push_back(absl::StrCat(addresses_[i], " (",
+                                    why.ok() ? "failed" : why.message(), ")"));
+    }
+  }
+  const std::string files = absl::StrCat("files no reachable endpoint holds: ",
+                                         absl::StrJoin(unserved, ", "));
+  if (failed.empty()) {
+    // Every endpoint answered: the files are missing everywhere, as one
+    // server with an index naming absent shards would say.
+    return absl::DataLossError(
+        absl::StrCat(what, ": the checkpoint's index names files no endpoint (",
+                     absl::StrJoin(addresses_, ", "),
+                     ") holds: ", absl::StrJoin(unserved, ", ")));
+  }
+  return absl::UnavailableError(absl::StrCat(
+      what, ": not served by any reachable endpoint; unreachable: ",
+      absl::StrJoin(failed, ", "), "; ", files));
+}
+
+absl::Status Router::CheckBuilt(const std::string& what,
+                                const Placement& p) const {
+  if (p.unbuilt.empty()) return absl::OkStatus();
+  std::vector<std::string> named;
+  for (const std::string& n : p.unbuilt) {
+    if (named.size() == 5) {
+      named.push_back(absl::StrCat("and ", p.unbuilt.size() - 5, " more"));
+      break;
+    }
+    std::vector<std::string> at;
+    for (size_t i : p.parts.find(n)->second) at.push_back(addresses_[i]);
+    named.push_back(absl::StrCat(n, " (on ", absl::StrJoin(at, ", "), ")"));
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      what,
+      ": no endpoint builds the tensors these stored tensors belong to, whose "
+      "companions are in shard files on other endpoints: ",
+      absl::StrJoin(named, ", "),
+      "; a merged listing would drop them. Serve each module's shards on one "
+      "endpoint, or the checkpoint whole on one; the other tensors read as "
+      "usual"));
+}
+
+absl::StatusOr<std::vector<size_t>> Router::Candidates(
+    const std::string& checkpoint, const std::string& tensor, bool part) {
+  auto placed = Place(checkpoint);
+  if (!placed.ok()) return placed.status();
+  Placement& p = **placed;
+  if (!p.whole.empty()) {
+    std::vector<size_t> order = p.whole;
+    std::rotate(order.begin(), order.begin() + p.next++ % order.size(),
+                order.end());
+    return order;
+  }
+  if (!part) {
+    if (auto it = p.logical.find(tensor); it != p.logical.end()) {
+      return it->second;
+    }
+  }
+  if (auto it = p.parts.find(tensor); it != p.parts.end()) return it->second;
+  const std::string what =
+      absl::StrCat("tensor '", tensor, "' of '", checkpoint, "'");
+  if (absl::Status s = CheckServed(what, p, p.partial); !s.ok()) return s;
+  if (const std::string failed = Unreachable(p); !failed.empty()) {
+    return absl::UnavailableError(absl::StrCat(
+        what, ": not served by any reachable endpoint; unreachable: ", failed));
+  }
+  // No endpoint lists it and none is missing: the first partial holder
+  // says why (a near name, or the shard it would be in).
+  return std::vector<size_t>{p.partial[0]};
+}
+
+absl::Status Router::Route(
+    const std::string& checkpoint, const std::string& tensor, bool part,
+    const std::string& reference, const std::string& reference_tensor,
+    const std::function<absl::Status(Client&, bool* delivered)>& call) {
+  auto cands = Candidates(checkpoint, tensor, part);
+  if (!cands.ok()) return cands.status();
+  std::vector<size_t> order = *std::move(cands);
+  if (!reference.empty()) {
+    const std::string& ref_tensor =
+        reference_tensor.empty() ? tensor : reference_tensor;
+    auto ref = Candidates(reference, ref_tensor, false);
+    if (!ref.ok()) return ref.status();
+    std::vector<size_t> both;
+    for (size_t i : order) {
+      if (std::find(ref->begin(), ref->end(), i) != ref->end()) {
+        both.push_back(i);
+      }
+    }
+    if (both.empty()) {
+      auto names = [&](const std::vector<size_t>& v) {
+        std::vector<std::string> out;
+        for (size_t i : v) out.push_back(addresses_[i]);
+        return absl::StrJoin(out, ", ");
+      };
+      return absl::FailedPreconditionError(absl::StrCat(
+          "tensor '", tensor, "' of '", checkpoint, "' is served by ",
+          names(order), " and its reference '", ref_tensor, "' of '", reference,
+          "' by ", names(*ref),
+          ": no endpoint holds both, and the comparison runs on one"));
+    }
+    order = std::move(both);
+  }
+  return TryInOrder(order,
+                    absl::StrCat("tensor '", tensor, "' of '", checkpoint, "'"),
+                    {checkpoint, reference}, call);
+}
+
+absl::Status Router::RouteWhole(
+    const std::string& what, const std::string& checkpoint, Placement& p,
+    const std::function<absl::Status(Client&, bool* delivered)>& call) {
+  std::vector<size_t> order = p.whole;
+  std::rotate(order.begin(), order.begin() + p.next++ % order.size(),
+              order.end());
+  return TryInOrder(order, what, {checkpoint}, call);
+}
+
+absl::Status Router::TryInOrder(
+    const std::vector<size_t>& order, const std::string& what,
+    const std::vector<std::string>& placed,
+    const std::function<absl::Status(Client&, bool* delivered)>& call) {
+  std::vector<std::string> failed;
+  for (size_t i : order) {
+    bool delivered = false;
+    absl::Status s = call(*endpoints_[i].client, &delivered);
+    if (s.ok() || delivered || !IsUnreachable(s)) return s;
+    failed.push_back(absl::StrCat(addresses_[i], " (", s.message(), ")"));
+    // Placed again on the next call, without it.
+    for (const std::string& c : placed) {
+      if (!c.empty()) Forget(c);
+    }
+  }
+  return absl::UnavailableError(absl::StrCat(
+      what, ": not served by any reachable endpoint; unreachable: ",
+      absl::StrJoin(failed, ", ")));
+}
+
+absl::StatusOr<v1::GetServerInfoResponse> Router::GetServerInfo() {
+  std::vector<std::string> failed;
+  for (size_t i = 0; i < endpoints_.size(); ++i) {
+    auto info = endpoints_[i].client->GetServerInfo();
+    if (info.ok() || !IsUnreachable(info.status())) return info;
+    failed.push_back(
+        absl::StrCat(addresses_[i], " (", info.status().message(), ")"));
+  }
+  return absl::UnavailableError(absl::StrCat(
+      "GetServerInfo: no endpoint reachable: ", absl::StrJoin(failed, ", ")));
+}
+
+absl::StatusOr<v1::GetCheckpointResponse> Router::GetCheckpoint(
+    const std::string& checkpoint) {
+  auto placed = Place(checkpoint);
+  if (!placed.ok()) return placed.status();
+  if ((*placed)->whole.empty()) return MergeCheckpoint(checkpoint, **placed);
+  v1::GetCheckpointResponse out;
+  absl::Status s =
+      RouteWhole(absl::StrCat("checkpoint '", checkpoint, "'"), checkpoint,
+                 **placed, [&](Client& c, bool*) -> absl::Status {
+                   auto r = c.GetCheckpoint(checkpoint);
+                   if (r.ok()) out = *std::move(r);
+                   return r.status();
+                 });
+  if (!s.ok()) return s;
+  return out;
+}
+
+absl::StatusOr<v1::GetCheckpointResponse> Router::MergeCheckpoint(
+    const std::string& checkpoint, Placement& p) {
+  if (absl::Status s = CheckServed(
+          absl::StrCat("checkpoint '", checkpoint, "'"), p, p.partial);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          CheckBuilt(absl::StrCat("checkpoint '", checkpoint, "'"), p);
+      !s.ok()) {
+    return s;
+  }
+  v1::GetCheckpointResponse out;
+  out.set_checkpoint(checkpoint);
+  out.set_format(p.answers[p.partial[0]].info.format());
+  int64_t total = 0;
+  for (const std::string& f : p.all_files) {
+    for (size_t i : p.partial) {
+      const v1::GetCheckpointResponse& info = p.answers[i].info;
+      if (!Holds(info, f)) continue;
+      for (const v1::FileInfo& fi : info.files()) {
+        if (fi.path() == f) {
+          *out.add_files() = fi;
+          total += fi.size_bytes();
+        }
+      }
+      // Its metadata entries, named by file as a server of several files
+      // names them (one holding a single file leaves the name out).
+      for (const v1::MetadataEntry& m : info.metadata()) {
+        const std::string& file = m.file().empty() && info.files_size() == 1
+                                      ? info.files(0).path()
+                                      : m.file();
+        if (file != f) continue;
+        v1::MetadataEntry* e = out.add_metadata();
+        *e = m;
+        e->set_file(p.all_files.size() > 1 ? f : "");
+      }
+      break;
+    }
+  }
+  out.set_total_bytes(total);
+  out.set_tensor_count(static_cast<int64_t>(p.logical.size()));
+  out.set_stored_tensor_count(static_cast<int64_t>(p.parts.size()));
+  for (size_t i : p.partial) {
+    const v1::GetCheckpointResponse& info = p.answers[i].info;
+    for (const std::string& c : info.conventions()) {
+      if (std::find(out.conventions().begin(), out.conventions().end(), c) ==
+          out.conventions().end()) {
+        out.add_conventions(c);
+      }
+    }
+    for (const std::string& n : info.notes()) {
+      if (std::find(out.notes().begin(), out.notes().end(), n) ==
+          out.notes().end()) {
+        out.add_notes(n);
+      }
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<v1::TensorInfo> Router::GetTensor(const std::string& checkpoint,
+                                                 const std::string& tensor,
+                                                 bool part) {
+  v1::TensorInfo out;
+  absl::Status s = Route(checkpoint, tensor, part, "", "",
+                         [&](Client& c, bool*) -> absl::Status {
+                           auto r = c.GetTensor(checkpoint, tensor, part);
+                           if (r.ok()) out = *std::move(r);
+                           return r.status();
+                         });
+  if (!s.ok()) return s;
+  return out;
+}
+
+absl::Status Router::ListTensors(
+    const v1::ListTensorsRequest& request,
+    const std::function<void(const v1::TensorInfo&)>& on_tensor) {
+  auto placed = Place(request.checkpoint());
+  if (!placed.ok()) return placed.status();
+  if ((*placed)->whole.empty()) {
+    return MergeTensors(request, **placed, on_tensor);
+  }
+  return RouteWhole(
+      absl::StrCat("ListTensors of \'", request.checkpoint(), "\'"),
+      request.checkpoint(), **placed, [&](Client& c, bool* delivered) {
+        return c.ListTensors(request, [&](const v1::TensorInfo& t) {
+          *delivered = true;
+          on_tensor(t);
+        });
+      });
+}
+
+absl::Status Router::MergeTensors(
+    const v1::ListTensorsRequest& request, Placement& p,
+    const std::function<void(const v1::TensorInfo&)>& on_tensor) {
+  std::vector<std::vector<v1::TensorInfo>> lists(endpoints_.size());
+  std::vector<absl::Status> status(endpoints_.size());
+  RunEach(p.partial.size(), [&](size_t k) {
+    const size_t i = p.partial[k];
+    status[i] = endpoints_[i].client->ListTensors(
+        request, [&](const v1::TensorInfo& t) { lists[i].push_back(t); });
+  });
+  std::vector<size_t> live;
+  for (size_t i : p.partial) {
+    if (status[i].ok()) {
+      live.push_back(i);
+    } else if (IsUnreachable(status[i])) {
+      Forget(request.checkpoint());  // named by CheckServed below
+    } else {
+      return status[i];
+    }
+  }
+  const std::string what =
+      absl::StrCat("ListTensors of '", request.checkpoint(), "'");
+  if (absl::Status s = CheckServed(what, p, live, &status); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckBuilt(what, p); !s.ok()) return s;
+  // One server lists logical tensors and stored parts alike sorted by name
+  // (bytewise); a name several holders list is taken from the first.
+  std::map<absl::string_view, const v1::TensorInfo*> by_name;
+  for (size_t i : live) {
+    for (const v1::TensorInfo& t : lists[i]) by_name.emplace(t.name(), &t);
+  }
+  std::vector<const v1::TensorInfo*> merged;
+  merged.reserve(by_name.size());
+  for (const auto& [name, t] : by_name) merged.push_back(t);
+  for (const v1::TensorInfo* t : merged) {
+    v1::TensorInfo copy = *t;
+    copy.set_list_count(static_cast<int64_t>(merged.size()));
+    on_tensor(copy);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Router::ReadSlice(
+    const v1::ReadSliceRequest& request,
+    const std::function<bool(const v1::SliceChunk&)>& on_chunk) {
+  return Route(request.checkpoint(), request.tensor(), request.part(), "", "",
+               [&](Client& c, bool* delivered) {
+                 return c.ReadSlice(request, [&](const v1::SliceChunk& chunk) {
+                   *delivered = true;
+                   return on_chunk(chunk);
+                 });
+               });
+}
+
+absl::Status Router::InspectScalars(const v1::InspectScalarsRequest& request,
+                                    v1::InspectScalarsResponse* response) {
+  return Route(request.checkpoint(), request.tensor(), request.part(), "", "",
+               [&](Client& c, bool*) {
+                 response->Clear();
+                 return c.InspectScalars(request, response);
+               });
+}
+
+absl::StatusOr<v1::ComputeStatsResponse> Router::ComputeStats(
+    const v1::ComputeStatsRequest& request) {
+  v1::ComputeStatsResponse out;
+  absl::Status s =
+      Route(request.checkpoint(), request.tensor(), false, request.reference(),
+            request.reference_tensor(), [&](Client& c, bool*) -> absl::Status {
+              auto r = c.ComputeStats(request);
+              if (r.ok()) out = *std::move(r);
+              return r.status();
+            });
+  if (!s.ok()) return s;
+  return out;
+}
+
+absl::StatusOr<v1::GetHeatmapResponse> Router::GetHeatmap(
+    const v1::GetHeatmapRequest& request) {
+  v1::GetHeatmapResponse out;
+  absl::Status s =
+      Route(request.checkpoint(), request.tensor(), false, request.reference(),
+            request.reference_tensor(), [&](Client& c, bool*) -> absl::Status {
+              auto r = c.GetHeatmap(request);
+              if (r.ok()) out = *std::move(r);
+              return r.status();
+            });
+  if (!s.ok()) return s;
+  return out;
+}
+
+namespace {
+
+// "127.0.0.1:7431 holds it whole; 127.0.0.1:7432 holds a.safetensors" ...
+std::string DescribeHolders(
+    const std::vector<std::string>& addresses, const std::vector<size_t>& whole,
+    const std::vector<size_t>& partial,
+    const std::function<const v1::GetCheckpointResponse&(size_t)>& info) {
+  std::vector<std::string> out;
+  for (size_t i : whole) out.push_back(addresses[i] + " whole");
+  for (size_t i : partial) {
+    std::vector<std::string> files;
+    for (const v1::FileInfo& f : info(i).files()) files.push_back(f.path());
+    out.push_back(
+        absl::StrCat(addresses[i], " (", absl::StrJoin(files, ", "), ")"));
+  }
+  return out.empty() ? "no endpoint" : absl::StrJoin(out, "; ");
+}
+
+}  // namespace
+
+absl::StatusOr<v1::GetArchitectureResponse> Router::GetArchitecture(
+    const std::string& checkpoint) {
+  auto placed = Place(checkpoint);
+  if (!placed.ok()) return placed.status();
+  Placement& p = **placed;
+  if (p.whole.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "GetArchitecture of '", checkpoint,
+        "' needs an endpoint holding it whole, and its files are split "
+        "across endpoints: ",
+        DescribeHolders(addresses_, p.whole, p.partial,
+                        [&](size_t i) -> const v1::GetCheckpointResponse& {
+                          return p.answers[i].info;
+                        }),
+        "; `tensormorph ls`, `info` and the commands naming one tensor work "
+        "across them"));
+  }
+  v1::GetArchitectureResponse out;
+  absl::Status s =
+      RouteWhole(absl::StrCat("GetArchitecture of '", checkpoint, "'"),
+                 checkpoint, p, [&](Client& c, bool*) -> absl::Status {
+                   auto r = c.GetArchitecture(checkpoint);
+                   if (r.ok()) out = *std::move(r);
+                   return r.status();
+                 });
+  if (!s.ok()) return s;
+  return out;
+}
+
+absl::Status Router::ListCheckpoints(
+    const v1::ListCheckpointsRequest& request,
+    const std::function<bool(const v1::CheckpointEntry&)>& on_entry) {
+  v1::ListCheckpointsRequest all = request;
+  all.clear_page_token();
+  std::vector<std::vector<v1::CheckpointEntry>> lists(endpoints_.size());
+  std::vector<absl::Status> status(endpoints_.size());
+  RunEach(endpoints_.size(), [&](size_t i) {
+    status[i] = endpoints_[i].client->ListAllCheckpoints(
+        all, [&](const v1::CheckpointEntry& e) { lists[i].push_back(e); });
+  });
+  std::vector<std::string> failed;
+  absl::Status first_error;
+  bool any = false;
+  for (size_t i = 0; i < endpoints_.size(); ++i) {
+    if (status[i].ok()) {
+      any = true;
+    } else if (IsUnreachable(status[i])) {
+      failed.push_back(
+          absl::StrCat(addresses_[i], " (", status[i].message(), ")"));
+    } else if (first_error.ok()) {
+      first_error = status[i];
+    }
+  }
+  // A listing never drops what an unreachable endpoint may hold.
+  if (!failed.empty()) {
+    return absl::UnavailableError(absl::StrCat(
+        "ListCheckpoints of '", request.directory(),
+        "': endpoints unreachable: ", absl::StrJoin(failed, ", ")));
+  }
+  if (!any) return first_error;
+  std::map<std::string, v1::CheckpointEntry, decltype(&ScanLess)> by_path(
+      &ScanLess);
+  for (const auto& list : lists) {
+    for (const v1::CheckpointEntry& e : list) {
+      auto [it, inserted] = by_path.emplace(e.path(), e);
+      if (!inserted && e.file_count() > it->second.file_count()) {
+        it->second = e;
+      }
+    }
+  }
+  for (const auto& [path, e] : by_path) {
+    if (!on_entry(e)) {
+      return absl::CancelledError("checkpoint listing cancelled by the caller");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Router::QuantDiff(
+    const v1::QuantDiffRequest& request,
+    const std::function<bool(const v1::QuantDiffEvent&)>& on_event) {
+  auto q = Place(request.checkpoint());
+  if (!q.ok()) return q.status();
+  auto ref = Place(request.reference());
+  if (!ref.ok()) return ref.status();
+  // A diff runs where both checkpoints are whole. (Per-endpoint sub-diffs,
+  // each over the tensors one endpoint holds, merged as diff-merge does,
+  // go here once QuantDiffRequest names the tensors to take.)
+  std::vector<size_t> both;
+  for (size_t i : (*q)->whole) {
+    const auto& w = (*ref)->whole;
+    if (std::find(w.begin(), w.end(), i) != w.end()) both.push_back(i);
+  }
+  if (both.empty()) {
+    auto describe = [&](const Placement& p) {
+      return DescribeHolders(addresses_, p.whole, p.partial,
+                             [&](size_t i) -> const v1::GetCheckpointResponse& {
+                               return p.answers[i].info;
+                             });
+    };
+    return absl::FailedPreconditionError(absl::StrCat(
+        "QuantDiff of '", request.checkpoint(), "' against '",
+        request.reference(),
+        "' runs on one endpoint holding both whole, and none does: '",
+        request.checkpoint(), "' is on ", describe(**q), "; '",
+        request.reference(), "' is on ", describe(**ref)));
+  }
+  std::rotate(both.begin(), both.begin() + (*q)->next++ % both.size(),
+              both.end());
+  return TryInOrder(both,
+                    absl::StrCat("QuantDiff of '", request.checkpoint(),
+                                 "' against '", request.reference(), "'"),
+                    {request.checkpoint(), request.reference()},
+                    [&](Client& c, bool* delivered) {
+                      return c.QuantDiff(request,
+                                         [&](const v1::QuantDiffEvent& e) {
+                                           *delivered = true;
+                                           return on_event(e);
+                                         });
+                    });
+}
+
+}  // namespace tensormorph

@@ -1,0 +1,181 @@
+// Several tensormorphd behind one Client: which endpoint holds which
+// checkpoint (whole, or some of its shard files), and every call routed to
+// one that holds the data, replies merged as one server would give them.
+#ifndef TENSORMORPH_CLIENT_ROUTER_H_
+#define TENSORMORPH_CLIENT_ROUTER_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "client/client.h"
+#include "tensormorph/v1/tensormorph.grpc.pb.h"
+
+namespace tensormorph {
+
+// How long a checkpoint's placement is trusted before it is asked again: a
+// long-lived client (the HTTP gateway, a dashboard) sees pods come and go.
+inline constexpr absl::Duration kPlacementTtl = absl::Seconds(30);
+// The deadline of each endpoint's GetCheckpoint when placing a checkpoint
+// (shorter when the call's own is): a dead endpoint must not stall a call
+// that other endpoints can serve.
+inline constexpr absl::Duration kProbeTimeout = absl::Seconds(5);
+
+// Placement: on a checkpoint's first use (then every kPlacementTtl, and at
+// once after an endpoint of it failed) every endpoint is asked GetCheckpoint
+// in parallel. Each holds it whole (no absent_files), holds some files
+// (absent_files: a server run with --partial-shards, whose ListTensors then
+// says which tensors it serves), does not hold it (NOT_FOUND), refuses it
+// (another error) or fails (UNAVAILABLE, DEADLINE_EXCEEDED: unreachable).
+//
+// Routing: a call naming a tensor goes to an endpoint holding the
+// checkpoint whole, round-robin per call among them so replicas share the
+// load; with none, to the first partial holder listing the tensor. A call
+// naming a reference tensor too goes where both are. When the endpoint
+// chosen turns out unreachable before any reply, the next candidate is
+// tried. GetServerInfo asks the first endpoint that answers.
+//
+// Merging (no endpoint holds the checkpoint whole): GetCheckpoint and
+// ListTensors are what one server holding every file gives: files in name
+// order (a shard index's order), counts and total_bytes of the union,
+// metadata in file order, conventions and notes of the holders in endpoint
+// order; ListTensors sorted by name (bytewise, as a server sorts logical
+// tensors and stored parts alike), with list_count of the union. A tensor
+// whose stored tensors are in shards on different endpoints is built by
+// none (a partial holder withholds a module with a tensor in an absent
+// shard): the merge then fails FAILED_PRECONDITION naming them rather than
+// drop them, while calls naming other tensors go on.
+// ListCheckpoints: every page of every endpoint, sent as one page (no
+// next_page_token; page_size and page_token are ignored) in scan order, each
+// path once: the entry with the most files.
+//
+// Errors: UNAVAILABLE naming the unreachable endpoints and their errors
+// (and the files no reachable endpoint holds) when a call needs data only
+// they may hold: "tensor T of C: not served by any reachable endpoint;
+// unreachable: 127.0.0.1:7433 (connection refused)"; a merged listing never
+// drops tensors silently. FAILED_PRECONDITION for GetArchitecture and
+// QuantDiff of a checkpoint no endpoint holds whole, naming who holds what,
+// and for a merge some tensors of which no endpoint builds (above).
+// Otherwise an endpoint's own status.
+// Thread safety: every method may be called from many threads at once.
+class Router {
+ public:
+  // One Client per endpoint, with `options` (and a probe deadline of at
+  // most kProbeTimeout). REQUIRES: endpoints not empty.
+  static std::unique_ptr<Router> Create(std::vector<std::string> endpoints,
+                                        const ClientOptions& options);
+
+  const std::vector<std::string>& endpoints() const { return addresses_; }
+
+  absl::StatusOr<v1::GetServerInfoResponse> GetServerInfo();
+  absl::StatusOr<v1::GetCheckpointResponse> GetCheckpoint(
+      const std::string& checkpoint);
+  absl::StatusOr<v1::TensorInfo> GetTensor(const std::string& checkpoint,
+                                           const std::string& tensor,
+                                           bool part);
+  absl::Status ListTensors(
+      const v1::ListTensorsRequest& request,
+      const std::function<void(const v1::TensorInfo&)>& on_tensor);
+  absl::Status ReadSlice(
+      const v1::ReadSliceRequest& request,
+      const std::function<bool(const v1::SliceChunk&)>& on_chunk);
+  absl::Status InspectScalars(const v1::InspectScalarsRequest& request,
+                              v1::InspectScalarsResponse* response);
+  absl::StatusOr<v1::ComputeStatsResponse> ComputeStats(
+      const v1::ComputeStatsRequest& request);
+  absl::StatusOr<v1::GetHeatmapResponse> GetHeatmap(
+      const v1::GetHeatmapRequest& request);
+  absl::StatusOr<v1::GetArchitectureResponse> GetArchitecture(
+      const std::string& checkpoint);
+  absl::Status ListCheckpoints(
+      const v1::ListCheckpointsRequest& request,
+      const std::function<bool(const v1::CheckpointEntry&)>& on_entry);
+  absl::Status QuantDiff(
+      const v1::QuantDiffRequest& request,
+      const std::function<bool(const v1::QuantDiffEvent&)>& on_event);
+
+ private:
+  struct Endpoint {
+    std::string address;
+    std::unique_ptr<Client> client;  // the caller's options
+    std::unique_ptr<Client> probe;   // deadline at most kProbeTimeout
+  };
+  struct Placement;
+
+  Router() = default;
+
+  // The placement of `checkpoint`, cached for kPlacementTtl.
+  // Errors: what one server would answer when no endpoint holds it
+  // (NOT_FOUND, or the refusal of the first that refused), UNAVAILABLE
+  // when only unreachable endpoints might.
+  absl::StatusOr<std::shared_ptr<Placement>> Place(
+      const std::string& checkpoint);
+  std::shared_ptr<Placement> Probe(const std::string& checkpoint);
+  void Forget(const std::string& checkpoint);
+
+  // The endpoints to try for `tensor` (a part with `part`), in order.
+  // Errors: UNAVAILABLE as the class comment says; NOT_FOUND when no
+  // endpoint lists it and every file is served (then the first partial
+  // holder is still asked, for its message: see Route).
+  absl::StatusOr<std::vector<size_t>> Candidates(const std::string& checkpoint,
+                                                 const std::string& tensor,
+                                                 bool part);
+  // Runs `call` on the endpoints holding {checkpoint, tensor} and, when
+  // `reference` is set, {reference, reference_tensor} too, trying the next
+  // when one is unreachable. `call` returns whether it delivered anything to
+  // the caller (after which no other endpoint is tried).
+  absl::Status Route(
+      const std::string& checkpoint, const std::string& tensor, bool part,
+      const std::string& reference, const std::string& reference_tensor,
+      const std::function<absl::Status(Client&, bool* delivered)>& call);
+
+  // Runs `call` on a whole holder of `p` (round-robin), the next when one
+  // is unreachable.
+  absl::Status RouteWhole(
+      const std::string& what, const std::string& checkpoint, Placement& p,
+      const std::function<absl::Status(Client&, bool* delivered)>& call);
+  // Runs `call` on the endpoints of `order` until one answers, fails
+  // otherwise than unreachable, or has delivered a reply; forgets the
+  // placements of `placed` when one is unreachable. UNAVAILABLE "<what>:
+  // not served by any reachable endpoint; unreachable: ..." when all are.
+  absl::Status TryInOrder(
+      const std::vector<size_t>& order, const std::string& what,
+      const std::vector<std::string>& placed,
+      const std::function<absl::Status(Client&, bool* delivered)>& call);
+  // GetCheckpoint and ListTensors merged over the partial holders.
+  absl::StatusOr<v1::GetCheckpointResponse> MergeCheckpoint(
+      const std::string& checkpoint, Placement& p);
+  absl::Status MergeTensors(
+      const v1::ListTensorsRequest& request, Placement& p,
+      const std::function<void(const v1::TensorInfo&)>& on_tensor);
+  // UNAVAILABLE (or DATA_LOSS when every endpoint answered) naming the
+  // files of `p` that no endpoint in `live` holds, and the endpoints that
+  // failed (at placement, or now: `now`, by endpoint, when given); OK when
+  // every file is held.
+  absl::Status CheckServed(
+      const std::string& what, const Placement& p,
+      const std::vector<size_t>& live,
+      const std::vector<absl::Status>* now = nullptr) const;
+  // FAILED_PRECONDITION naming the stored tensors no partial holder builds
+  // into a logical tensor (see Placement::unbuilt); OK when none.
+  absl::Status CheckBuilt(const std::string& what, const Placement& p) const;
+  // "127.0.0.1:7433 (connection refused), ..." for the endpoints of `p`
+  // that failed.
+  std::string Unreachable(const Placement& p) const;
+
+  std::vector<Endpoint> endpoints_;
+  std::vector<std::string> addresses_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<Placement>> placements_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace tensormorph
+
+#endif  // TENSORMORPH_CLIENT_ROUTER_H_

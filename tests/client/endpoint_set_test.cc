@@ -1,0 +1,47 @@
+// Parsing `--server a,b,dns:///name:port` into endpoints.
+#include "client/endpoint_set.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
+
+namespace tensormorph {
+namespace {
+
+using ::tensormorph::testing::StatusIs;
+using ::testing::Contains;
+using ::testing::ElementsAre;
+
+TEST(EndpointSetTest, OnePlainTargetIsNotAList) {
+  EXPECT_FALSE(IsEndpointList("gpu:7431"));
+  EXPECT_TRUE(IsEndpointList("a:1,b:2"));
+  EXPECT_TRUE(IsEndpointList("dns:///svc:7431"));
+}
+
+TEST(EndpointSetTest, HostPortEntriesKeepTheirOrderOnce) {
+  auto e = ResolveEndpoints("b:2,a:1,b:2,[::1]:3");
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_THAT(*e, ElementsAre("b:2", "a:1", "[::1]:3"));
+}
+
+TEST(EndpointSetTest, DnsNameResolvesToEveryAddress) {
+  auto e = ResolveEndpoints("dns:///localhost:7431");
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_THAT(*e, Contains("127.0.0.1:7431"));
+}
+
+TEST(EndpointSetTest, BadEntriesAreNamed) {
+  EXPECT_THAT(ResolveEndpoints("a:1,,b:2"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "entry 2 is empty"));
+  EXPECT_THAT(ResolveEndpoints("a:1,b"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "entry 2 'b'"));
+  EXPECT_THAT(ResolveEndpoints("a:1,b:99999"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "'b:99999'"));
+  EXPECT_THAT(ResolveEndpoints("dns://8.8.8.8/x:1"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "dns:///name:port"));
+  EXPECT_THAT(ResolveEndpoints("dns:///no-such-host.invalid:1"),
+              StatusIs(absl::StatusCode::kUnavailable, "does not resolve"));
+}
+
+}  // namespace
+}  // namespace tensormorph

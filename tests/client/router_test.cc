@@ -1,0 +1,449 @@
+// Several tensormorphd behind one Client: three servers run with
+// --partial-shards each hold one shard of a checkpoint, and a client given
+// all three answers every call exactly as one server holding every shard.
+// Endpoints that fail are named; replicas share calls; dns:/// resolves.
+#include "client/router.h"
+
+#include <google/protobuf/util/message_differencer.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "client/client.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/process.h"
+#include "tests/support/sharded_checkpoint.h"
+#include "tests/support/status_matchers.h"
+#include "tests/support/test_paths.h"
+
+namespace tensormorph {
+namespace {
+
+using ::google::protobuf::Message;
+using ::tensormorph::testing::CliPath;
+using ::tensormorph::testing::CommandResult;
+using ::tensormorph::testing::CopyShards;
+using ::tensormorph::testing::MakeTempDir;
+using ::tensormorph::testing::RunCommand;
+using ::tensormorph::testing::ServerProcess;
+using ::tensormorph::testing::ShardedCheckpoint;
+using ::tensormorph::testing::StatusIs;
+using ::tensormorph::testing::WriteShardedGptq;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+constexpr char kCkpt[] = "m";
+
+// One root per shard (index and configs in each), and one with all three.
+struct Roots {
+  ShardedCheckpoint checkpoint;
+  std::vector<std::string> parts;  // parts[i] holds shard i
+  std::string whole;
+};
+
+Roots MakeRoots() {
+  Roots r{WriteShardedGptq(), {}, MakeTempDir()};
+  for (const std::string& shard : r.checkpoint.shards) {
+    r.parts.push_back(MakeTempDir());
+    CopyShards(r.checkpoint, {shard}, r.parts.back() + "/" + kCkpt);
+  }
+  CopyShards(r.checkpoint, r.checkpoint.shards, r.whole + "/" + kCkpt);
+  return r;
+}
+
+// Three partial servers and one whole one, shared by the tests that only
+// read; the tests that stop servers start their own.
+struct Cluster {
+  Roots roots = MakeRoots();
+  std::vector<std::unique_ptr<ServerProcess>> partial;
+  std::unique_ptr<ServerProcess> whole;
+
+  Cluster() {
+    for (const std::string& root : roots.parts) {
+      partial.push_back(std::make_unique<ServerProcess>(
+          std::vector<std::string>{root},
+          std::vector<std::string>{"--partial-shards"}));
+    }
+    whole =
+        std::make_unique<ServerProcess>(std::vector<std::string>{roots.whole});
+  }
+  std::string List() const {
+    std::vector<std::string> a;
+    for (const auto& s : partial) a.push_back(s->address());
+    return absl::StrJoin(a, ",");
+  }
+};
+
+std::unique_ptr<Client> Connect(const std::string& target) {
+  auto c = Client::Connect(target);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? *std::move(c) : nullptr;
+}
+
+// Equal after each went through its wire form, field for field.
+::testing::AssertionResult SameMessage(const Message& a, const Message& b) {
+  std::unique_ptr<Message> x(a.New()), y(b.New());
+  x->ParseFromString(a.SerializeAsString());
+  y->ParseFromString(b.SerializeAsString());
+  std::string diff;
+  google::protobuf::util::MessageDifferencer d;
+  d.ReportDifferencesToString(&diff);
+  if (d.Compare(*x, *y)) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << diff;
+}
+
+template <typename T>
+::testing::AssertionResult Same(const absl::StatusOr<T>& routed,
+                                const absl::StatusOr<T>& single) {
+  if (routed.status() != single.status()) {
+    return ::testing::AssertionFailure()
+           << "routed: " << routed.status() << "\nsingle: " << single.status();
+  }
+  return routed.ok() ? SameMessage(*routed, *single)
+                     : ::testing::AssertionSuccess();
+}
+
+std::vector<v1::TensorInfo> List(Client& c, bool parts) {
+  v1::ListTensorsRequest req;
+  req.set_checkpoint(kCkpt);
+  req.set_parts(parts);
+  std::vector<v1::TensorInfo> out;
+  EXPECT_TRUE(c.ListTensors(req, [&](const v1::TensorInfo& t) {
+                 out.push_back(t);
+               }).ok());
+  return out;
+}
+
+class RouterTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { cluster_ = new Cluster(); }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  static const Cluster& Shared() { return *cluster_; }
+
+  void SetUp() override {
+    routed_ = Connect(Shared().List());
+    single_ = Connect(Shared().whole->address());
+  }
+  std::unique_ptr<Client> routed_, single_;
+  static Cluster* cluster_;
+};
+
+Cluster* RouterTest::cluster_ = nullptr;
+
+TEST_F(RouterTest, GetCheckpointIsTheSingleServers) {
+  auto routed = routed_->GetCheckpoint(kCkpt);
+  ASSERT_TRUE(routed.ok()) << routed.status();
+  EXPECT_EQ(routed->files_size(), 3);
+  EXPECT_TRUE(routed->absent_files().empty());
+  EXPECT_TRUE(Same(routed, single_->GetCheckpoint(kCkpt)));
+}
+
+TEST_F(RouterTest, ListTensorsIsTheSingleServersEveryField) {
+  for (bool parts : {false, true}) {
+    SCOPED_TRACE(parts ? "parts" : "logical");
+    const std::vector<v1::TensorInfo> routed = List(*routed_, parts);
+    const std::vector<v1::TensorInfo> single = List(*single_, parts);
+    ASSERT_EQ(routed.size(), single.size());
+    ASSERT_FALSE(routed.empty());
+    for (size_t i = 0; i < routed.size(); ++i) {
+      EXPECT_TRUE(SameMessage(routed[i], single[i])) << single[i].name();
+    }
+  }
+}
+
+TEST_F(RouterTest, AFilteredListingIsTheSingleServers) {
+  v1::ListTensorsRequest req;
+  req.set_checkpoint(kCkpt);
+  req.set_filter("*proj*");
+  std::vector<std::string> routed, single;
+  ASSERT_TRUE(routed_
+                  ->ListTensors(req,
+                                [&](const v1::TensorInfo& t) {
+                                  routed.push_back(t.SerializeAsString());
+                                })
+                  .ok());
+  ASSERT_TRUE(single_
+                  ->ListTensors(req,
+                                [&](const v1::TensorInfo& t) {
+                                  single.push_back(t.SerializeAsString());
+                                })
+                  .ok());
+  EXPECT_EQ(routed.size(), 2u);
+  EXPECT_EQ(routed, single);
+}
+
+TEST_F(RouterTest, EveryTensorReadsTheSameBytesFloatAndRaw) {
+  for (bool parts : {false, true}) {
+    for (const v1::TensorInfo& t : List(*single_, parts)) {
+      for (v1::OutputMode mode :
+           {v1::OUTPUT_MODE_FLOAT32, v1::OUTPUT_MODE_RAW}) {
+        SCOPED_TRACE(absl::StrCat(t.name(), parts ? " part " : " ",
+                                  v1::OutputMode_Name(mode)));
+        v1::ReadSliceRequest req;
+        req.set_checkpoint(kCkpt);
+        req.set_tensor(t.name());
+        req.set_part(parts);
+        req.set_mode(mode);
+        auto routed = routed_->ReadSliceAll(req);
+        auto single = single_->ReadSliceAll(req);
+        ASSERT_EQ(routed.status(), single.status());
+        if (!single.ok()) continue;
+        EXPECT_EQ(routed->shape, single->shape);
+        EXPECT_EQ(routed->dtype, single->dtype);
+        EXPECT_EQ(routed->bytes, single->bytes);
+      }
+    }
+  }
+}
+
+TEST_F(RouterTest, InspectStatsAndHeatmapAreTheSingleServers) {
+  for (const v1::TensorInfo& t : List(*single_, false)) {
+    SCOPED_TRACE(t.name());
+    v1::InspectScalarsRequest inspect;
+    inspect.set_checkpoint(kCkpt);
+    inspect.set_tensor(t.name());
+    for (int64_t i = 0; i < t.num_elements(); i += 7) {
+      inspect.add_flat_indices(i);
+    }
+    EXPECT_TRUE(Same(routed_->InspectScalars(inspect),
+                     single_->InspectScalars(inspect)));
+    v1::ComputeStatsRequest stats;
+    stats.set_checkpoint(kCkpt);
+    stats.set_tensor(t.name());
+    EXPECT_TRUE(
+        Same(routed_->ComputeStats(stats), single_->ComputeStats(stats)));
+    v1::GetHeatmapRequest heat;
+    heat.set_checkpoint(kCkpt);
+    heat.set_tensor(t.name());
+    heat.set_width(8);
+    heat.set_height(4);
+    EXPECT_TRUE(Same(routed_->GetHeatmap(heat), single_->GetHeatmap(heat)));
+    EXPECT_TRUE(Same(routed_->GetTensor(kCkpt, t.name()),
+                     single_->GetTensor(kCkpt, t.name())));
+  }
+}
+
+TEST_F(RouterTest, AnUnknownTensorIsNotFoundAsFromOneServer) {
+  EXPECT_THAT(routed_->GetTensor(kCkpt, "model.norm.weigth"),
+              StatusIs(absl::StatusCode::kNotFound, "'model.norm.weigth'"));
+  EXPECT_THAT(routed_->GetCheckpoint("nope"),
+              StatusIs(absl::StatusCode::kNotFound, "nope"));
+}
+
+TEST_F(RouterTest, ListCheckpointsIsTheUnionByPath) {
+  v1::ListCheckpointsRequest req;
+  std::vector<std::string> paths;
+  ASSERT_TRUE(routed_
+                  ->ListAllCheckpoints(req,
+                                       [&](const v1::CheckpointEntry& e) {
+                                         paths.push_back(e.path());
+                                       })
+                  .ok());
+  EXPECT_EQ(paths, std::vector<std::string>{kCkpt});
+}
+
+TEST_F(RouterTest, ArchitectureOfASplitCheckpointSaysWhatWorks) {
+  EXPECT_THAT(
+      routed_->GetArchitecture(kCkpt),
+      StatusIs(absl::StatusCode::kFailedPrecondition,
+               "split across endpoints: " + Shared().partial[0]->address() +
+                   " (" + Shared().roots.checkpoint.shards[0] + ")"));
+}
+
+TEST_F(RouterTest, DiffOfASplitCheckpointNamesWhoHoldsWhat) {
+  v1::QuantDiffRequest req;
+  req.set_checkpoint(kCkpt);
+  req.set_reference(kCkpt);
+  const absl::Status s =
+      routed_->QuantDiff(req, [](const v1::QuantDiffEvent&) { return true; });
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kFailedPrecondition,
+                          "runs on one endpoint holding both whole"));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr(Shared().partial[2]->address() + " (" +
+                        Shared().roots.checkpoint.shards[2] + ")"));
+}
+
+// What the CLI prints through three partial servers is what it prints
+// through the whole one.
+TEST_F(RouterTest, TheCliPrintsWhatTheSingleServerPrints) {
+  const std::vector<std::vector<std::string>> commands = {
+      {"info", kCkpt},
+      {"ls", kCkpt},
+      {"read", kCkpt, "model.layers.0.mlp.down_proj.weight", "--slice", "0:4"},
+      {"read", kCkpt, "lm_head.weight", "--raw", "--slice", "1, :8"},
+      {"scalar", kCkpt, "model.layers.0.self_attn.q_proj.weight", "3,17",
+       "0,0"},
+  };
+  for (const auto& args : commands) {
+    SCOPED_TRACE(absl::StrJoin(args, " "));
+    std::vector<std::string> routed = {CliPath(), "--server", Shared().List(),
+                                       "--json"};
+    std::vector<std::string> single = {CliPath(), "--server",
+                                       Shared().whole->address(), "--json"};
+    routed.insert(routed.end(), args.begin(), args.end());
+    single.insert(single.end(), args.begin(), args.end());
+    const CommandResult r = RunCommand(routed);
+    const CommandResult s = RunCommand(single);
+    EXPECT_EQ(s.exit_code, 0) << s.err;
+    EXPECT_EQ(r.exit_code, s.exit_code) << r.err;
+    EXPECT_EQ(r.out, s.out);
+  }
+  // $TENSORMORPH_SERVER takes the list too.
+  const CommandResult env =
+      RunCommand({CliPath(), "--json", "info", kCkpt},
+                 {"TENSORMORPH_SERVER=" + Shared().List()});
+  EXPECT_EQ(env.exit_code, 0) << env.err;
+  EXPECT_EQ(env.out,
+            RunCommand({CliPath(), "--server", Shared().whole->address(),
+                        "--json", "info", kCkpt})
+                .out);
+}
+
+TEST(RouterFailureTest, AStoppedServerIsNamedAndTheOthersStillServe) {
+  const Roots roots = MakeRoots();
+  std::vector<std::unique_ptr<ServerProcess>> servers;
+  std::vector<std::string> addresses;
+  for (const std::string& root : roots.parts) {
+    servers.push_back(std::make_unique<ServerProcess>(
+        std::vector<std::string>{root},
+        std::vector<std::string>{"--partial-shards"}));
+    addresses.push_back(servers.back()->address());
+  }
+  auto client = Connect(absl::StrJoin(addresses, ","));
+  ASSERT_TRUE(client->GetCheckpoint(kCkpt).ok());  // placed with all three
+  // It held shard 3 (model.norm and lm_head), and crashes.
+  ::kill(servers[2]->pid(), SIGKILL);
+  servers[2]->WaitForExit();
+  v1::ReadSliceRequest req;
+  req.set_checkpoint(kCkpt);
+  req.set_tensor("lm_head.weight");
+  EXPECT_THAT(client->ReadSliceAll(req),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       "tensor 'lm_head.weight' of 'm': not served by any "
+                       "reachable endpoint; unreachable: " +
+                           addresses[2] + " ("));
+  // Placed again, without it: the message names the file nobody serves.
+  const absl::Status again = client->ReadSliceAll(req).status();
+  EXPECT_THAT(again, StatusIs(absl::StatusCode::kUnavailable, addresses[2]));
+  EXPECT_THAT(std::string(again.message()),
+              HasSubstr(roots.checkpoint.shards[2]));
+  // What the others hold is still served.
+  req.set_tensor("model.embed_tokens.weight");
+  EXPECT_TRUE(client->ReadSliceAll(req).ok());
+  v1::InspectScalarsRequest inspect;
+  inspect.set_checkpoint(kCkpt);
+  inspect.set_tensor("model.layers.0.self_attn.q_proj.weight");
+  inspect.add_flat_indices(5);
+  EXPECT_TRUE(client->InspectScalars(inspect).ok());
+  // A listing never drops tensors silently.
+  EXPECT_THAT(client->ListTensors(kCkpt),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       "files no reachable endpoint holds: " +
+                           roots.checkpoint.shards[2]));
+  EXPECT_THAT(client->GetCheckpoint(kCkpt),
+              StatusIs(absl::StatusCode::kUnavailable, addresses[2]));
+}
+
+TEST(RouterFailureTest, AStoppedReplicaIsNotNeeded) {
+  const Roots roots = MakeRoots();
+  ServerProcess a({roots.whole}), b({roots.whole});
+  auto client = Connect(a.address() + "," + b.address());
+  ASSERT_TRUE(client->GetCheckpoint(kCkpt).ok());
+  ::kill(b.pid(), SIGKILL);
+  b.WaitForExit();
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_TRUE(client->GetTensor(kCkpt, "lm_head.weight").ok());
+    EXPECT_TRUE(client->ListTensors(kCkpt).ok());
+  }
+}
+
+// fp8_block_sharded keeps down_proj's FP8 weight in shard 1 and its
+// weight_scale_inv in shard 2: on two servers, neither builds down_proj.
+TEST(RouterSplitModuleTest, AMergeThatWouldDropATensorFailsNamingIt) {
+  const std::vector<std::string> shards = {"model-00001-of-00002.safetensors",
+                                           "model-00002-of-00002.safetensors"};
+  std::vector<std::unique_ptr<ServerProcess>> servers;
+  std::vector<std::string> addresses;
+  for (const std::string& shard : shards) {
+    const std::string root = MakeTempDir();
+    std::filesystem::create_directories(root + "/f");
+    for (const std::string& name :
+         {std::string("config.json"),
+          std::string("model.safetensors.index.json"), shard}) {
+      std::filesystem::copy_file(::tensormorph::testing::Fixture(
+                                     "safetensors/fp8_block_sharded/" + name),
+                                 root + "/f/" + name);
+    }
+    servers.push_back(std::make_unique<ServerProcess>(
+        std::vector<std::string>{root},
+        std::vector<std::string>{"--partial-shards"}));
+    addresses.push_back(servers.back()->address());
+  }
+  auto client = Connect(absl::StrJoin(addresses, ","));
+  const std::string named =
+      "model.layers.0.mlp.down_proj.weight (on " + addresses[0] + ")";
+  EXPECT_THAT(client->ListTensors("f"),
+              StatusIs(absl::StatusCode::kFailedPrecondition, named));
+  EXPECT_THAT(client->GetCheckpoint("f"),
+              StatusIs(absl::StatusCode::kFailedPrecondition, named));
+  // The tensors one endpoint builds read as usual.
+  v1::ReadSliceRequest req;
+  req.set_checkpoint("f");
+  req.set_tensor("model.layers.0.self_attn.o_proj.weight");
+  EXPECT_TRUE(client->ReadSliceAll(req).ok());
+  // The stored parts too.
+  req.set_tensor("model.layers.0.mlp.down_proj.weight");
+  req.set_part(true);
+  req.set_mode(v1::OUTPUT_MODE_RAW);
+  EXPECT_TRUE(client->ReadSliceAll(req).ok());
+}
+
+int64_t Calls(const std::string& address) {
+  auto info = Connect(address)->GetServerInfo();
+  EXPECT_TRUE(info.ok()) << info.status();
+  return info.ok() ? info->counters().calls() : -1;
+}
+
+TEST(RouterReplicaTest, ReplicasShareTheCalls) {
+  const Roots roots = MakeRoots();
+  ServerProcess a({roots.whole}), b({roots.whole});
+  auto client = Connect(a.address() + "," + b.address());
+  ASSERT_TRUE(client->GetCheckpoint(kCkpt).ok());
+  const int64_t a0 = Calls(a.address()), b0 = Calls(b.address());
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(client->GetTensor(kCkpt, "model.norm.weight").ok());
+  }
+  // Round-robin: five each (GetServerInfo counts itself once).
+  EXPECT_EQ(Calls(a.address()) - a0 - 1, 5);
+  EXPECT_EQ(Calls(b.address()) - b0 - 1, 5);
+}
+
+TEST(RouterTargetsTest, DnsNameResolvesToItsAddresses) {
+  const Roots roots = MakeRoots();
+  ServerProcess a({roots.whole});
+  const std::string target = absl::StrCat("dns:///localhost:", a.port());
+  auto client = Connect(target);
+  ASSERT_NE(client, nullptr);
+  EXPECT_TRUE(client->GetCheckpoint(kCkpt).ok());
+  EXPECT_TRUE(client->GetTensor(kCkpt, "lm_head.weight").ok());
+}
+
+TEST(RouterTargetsTest, AnEmptyEntryIsInvalidArgumentNamingIt) {
+  EXPECT_THAT(Client::Connect("127.0.0.1:1,,127.0.0.1:2"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "entry 2 is empty"));
+  EXPECT_THAT(Client::Connect("127.0.0.1:1,b"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "entry 2 'b' is not host:port"));
+}
+
+}  // namespace
+}  // namespace tensormorph

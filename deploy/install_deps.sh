@@ -40,7 +40,7 @@ case "${1:-}" in
     PACKAGES=(
       libabsl20220623 libbrotli1 libc-ares2 libcpp-httplib0.11 libfmt9
       libgrpc++1.51 libgrpc29 libpng16-16 libprotobuf32 libre2-9
-      libspdlog1.10 libssl3 zlib1g
+      libspdlog1.10 libssl3 libxxhash0 zlib1g
     )
     ;;
   "") ;;

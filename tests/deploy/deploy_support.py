@@ -20,12 +20,6 @@ SOURCE_DIR = os.environ.get(
 TENSORMORPHD = os.environ.get("TENSORMORPH_TENSORMORPHD", "")
 CLI = os.environ.get("TENSORMORPH_CLI", "")
 
-# Flags and commands the manifests use that other work adds (issue 19): the
-# server's partial-checkpoint flag, and the diff in parts and its merge.
-# Checked like the rest once the binaries have them; until then their checks
-# skip, naming them.
-PENDING_SERVER_FLAGS = {"--partial-shards"}
-PENDING_CLI = {("diff", "--part"), ("diff-merge", None)}
 
 
 def source(*parts):

@@ -287,8 +287,6 @@ class Manifests(unittest.TestCase):
         known = ds.server_options()
         for args in self.server_argvs():
             for flag in ds.flags_of(args):
-                if flag in ds.PENDING_SERVER_FLAGS:
-                    continue
                 self.assertIn(flag, known, "not a tensormorphd flag")
 
     def test_every_cli_flag_and_command_used_exists(self):
@@ -296,39 +294,13 @@ class Manifests(unittest.TestCase):
         for where, before, command, args in self.cli_uses():
             for flag in ds.flags_of(before):
                 self.assertIn(flag, ds.cli_options(), f"{where}: global flag")
-            if (command, None) in ds.PENDING_CLI and command not in commands:
-                continue
             self.assertIn(command, commands, where)
             for flag in ds.flags_of(args):
-                if (command, flag) in ds.PENDING_CLI:
-                    continue
                 self.assertIn(flag, ds.cli_options(command),
                               f"{where}: tensormorph {command}")
 
-    def test_the_flags_other_work_adds_exist_once_it_is_merged(self):
-        missing = []
-        used_server = {f for a in self.server_argvs() for f in ds.flags_of(a)}
-        for flag in sorted(ds.PENDING_SERVER_FLAGS & used_server):
-            if flag not in ds.server_options():
-                missing.append(f"tensormorphd {flag}")
-        commands = ds.cli_commands()
-        for where, _, command, args in self.cli_uses():
-            if (command, None) in ds.PENDING_CLI and command not in commands:
-                missing.append(f"tensormorph {command} ({where})")
-                continue
-            for flag in ds.flags_of(args):
-                if ((command, flag) in ds.PENDING_CLI and
-                        flag not in ds.cli_options(command)):
-                    missing.append(f"tensormorph {command} {flag} ({where})")
-        if missing:
-            self.skipTest("not in this build yet, checked once they are: " +
-                          "; ".join(sorted(set(missing))))
-
     def test_the_server_accepts_each_deployments_command_line(self):
         for args in self.server_argvs():
-            args = [a for a in args
-                    if a not in ds.PENDING_SERVER_FLAGS or
-                    a in ds.server_options()]
             server = ds.RunningServer(args)
             try:
                 health = subprocess.run(

@@ -12,7 +12,6 @@ PYTHONPATH=<build>/python and:
 
 from __future__ import annotations
 
-import math
 import os
 import shutil
 import struct

@@ -2,24 +2,32 @@
 
 import re
 import subprocess
+from typing import Sequence
 
 
 class LiveServer:
-    """Starts `tensormorphd --root ROOT --listen 127.0.0.1:0` and reads its
-    port from the line it prints; `stop()` ends it."""
+    """Starts `tensormorphd --root ROOT --listen 127.0.0.1:0 [ARGS...]` and
+    reads its port from the line it prints; `stop()` ends it, `kill()`
+    crashes it (SIGKILL)."""
 
-    def __init__(self, tensormorphd: str, root: str) -> None:
+    def __init__(self, tensormorphd: str, root: str, args: Sequence[str] = ()) -> None:
         self._process = subprocess.Popen(
             [tensormorphd, "--root", root, "--listen", "127.0.0.1:0",
-             "--log-level", "error"], stdout=subprocess.PIPE, text=True)
+             "--log-level", "error", *args], stdout=subprocess.PIPE, text=True)
         line = self._process.stdout.readline()
         m = re.search(r"listening on (\S+):(\d+)", line)
         if not m:
             self.stop()
             raise RuntimeError(f"tensormorphd did not start: it said {line!r}")
-        self.address = f"127.0.0.1:{m.group(2)}"
+        self.port = int(m.group(2))
+        self.address = f"127.0.0.1:{self.port}"
+
+    def kill(self) -> None:
+        self._process.kill()
+        self._process.wait(timeout=30)
 
     def stop(self) -> None:
-        self._process.terminate()
+        if self._process.poll() is None:
+            self._process.terminate()
         self._process.wait(timeout=30)
         self._process.stdout.close()

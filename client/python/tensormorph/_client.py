@@ -10,13 +10,17 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import (TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional, Sequence,
+                    Tuple, Union)
 
 import grpc
 import numpy as np
 
 from .v1 import tensormorph_pb2 as pb
 from .v1 import tensormorph_pb2_grpc as pb_grpc
+
+if TYPE_CHECKING:
+    from ._router import RoutedClient
 
 # Replies are at most Limits.max_reply_bytes (64 MiB by default).
 _MAX_MESSAGE = 256 * 1024 * 1024
@@ -131,11 +135,13 @@ class Client:
     paths absolute against the current directory first."""
 
     def __init__(self, channel: grpc.Channel, token: Optional[str] = None,
-                 path_base: Optional[str] = None) -> None:
+                 path_base: Optional[str] = None, timeout: Optional[float] = None) -> None:
+        """`timeout` (seconds) is every call's deadline; None: none."""
         self._channel = channel
         self._stub = pb_grpc.TensormorphStub(channel)
         self._metadata = [("authorization", f"Bearer {token}")] if token else None
         self._path_base = path_base
+        self._timeout = timeout
 
     # -- plumbing -----------------------------------------------------------
 
@@ -146,12 +152,14 @@ class Client:
 
     def _unary(self, method: str, request: Any) -> Any:
         try:
-            return getattr(self._stub, method)(request, metadata=self._metadata)
+            return getattr(self._stub, method)(request, metadata=self._metadata,
+                                               timeout=self._timeout)
         except grpc.RpcError as e:
             raise _error(e) from None
 
     def _stream(self, method: str, request: Any) -> Iterator[Any]:
-        call = getattr(self._stub, method)(request, metadata=self._metadata)
+        call = getattr(self._stub, method)(request, metadata=self._metadata,
+                                           timeout=self._timeout)
         try:
             yield from call
         except grpc.RpcError as e:
@@ -337,16 +345,38 @@ class Client:
         return d
 
 
-def connect(address: str, token: Optional[str] = None, tls_ca: Optional[str] = None) -> Client:
+def connect(address: str, token: Optional[str] = None,
+            tls_ca: Optional[str] = None) -> "Union[Client, RoutedClient]":
     """A client of the tensormorphd at "host:port". `token` is sent as
     "authorization: Bearer <token>"; `tls_ca` (a PEM file) makes the channel
-    TLS, verifying the server against that CA."""
+    TLS, verifying the server against that CA.
+
+    Several servers, "a:7431,b:7431" or "dns:///name:7431" (every address
+    the name resolves to, as a headless Service's does), give a
+    `RoutedClient` with the same calls: each checkpoint is found on the
+    servers holding it (whole, or some shard files each) and every call goes
+    to one that holds its data (see _router.py). A bad list raises tm.Error
+    INVALID_ARGUMENT naming the entry; a dns:/// name that does not resolve,
+    UNAVAILABLE."""
+    from ._router import RoutedClient, is_endpoint_list, resolve_endpoints
+    if is_endpoint_list(address):
+        return RoutedClient(resolve_endpoints(address), token=token, tls_ca=tls_ca)
+    return dial(address, token=token, tls_ca=tls_ca)
+
+
+def channel(address: str, tls_ca: Optional[str] = None) -> grpc.Channel:
+    """A gRPC channel to exactly one target, TLS verified against `tls_ca`
+    (a PEM file) when given, with the message size limits replies need."""
     options = [("grpc.max_receive_message_length", _MAX_MESSAGE),
                ("grpc.max_send_message_length", _MAX_MESSAGE)]
     if tls_ca is not None:
         with open(tls_ca, "rb") as f:
             creds = grpc.ssl_channel_credentials(root_certificates=f.read())
-        channel = grpc.secure_channel(address, creds, options=options)
-    else:
-        channel = grpc.insecure_channel(address, options=options)
-    return Client(channel, token=token)
+        return grpc.secure_channel(address, creds, options=options)
+    return grpc.insecure_channel(address, options=options)
+
+
+def dial(address: str, token: Optional[str] = None, tls_ca: Optional[str] = None) -> Client:
+    """A Client of exactly one gRPC target, as connect() gives for one
+    "host:port"."""
+    return Client(channel(address, tls_ca), token=token)

@@ -1,0 +1,645 @@
+"""Several tensormorphd behind one client, routed as the C++ Router does
+(client/router.h is the contract; this module follows it call for call).
+
+Targets: "a:7431,b:7431" (each host:port one endpoint, as written) and
+"dns:///name:7431" (every address the name resolves to now, one endpoint
+each, as a headless Service's name resolves to every pod), mixed freely,
+each address once. One plain "host:port" is not a list: connect() then
+dials it as it always has.
+
+Placement: on a checkpoint's first use (then every PLACEMENT_TTL seconds,
+and at once after an endpoint of it failed) every endpoint is asked
+GetCheckpoint in parallel, with a deadline of PROBE_TIMEOUT. Each holds it
+whole (no absent_files), holds some files (absent_files: a server run with
+--partial-shards, whose ListTensors then says which tensors it serves), does
+not hold it (NOT_FOUND), refuses it (another error) or fails (UNAVAILABLE,
+DEADLINE_EXCEEDED: unreachable).
+
+Routing: a call naming a tensor (read, scalars, stats, heatmap) goes to an
+endpoint holding the checkpoint whole, round-robin per call among them so
+replicas share the load; with none, to the first partial holder listing the
+tensor. A call naming a reference tensor too (stats, heatmap) goes where
+both are. When the endpoint chosen is unreachable before any reply reached
+the caller, the next candidate is tried. server_info() asks the first
+endpoint that answers. diff() runs on an endpoint holding both checkpoints
+whole.
+
+Merging (no endpoint holds the checkpoint whole): checkpoint() and tensors()
+are what one server holding every file gives: files in name order, counts
+and total_bytes of the union, metadata in file order, conventions and notes
+of the holders in endpoint order; tensors sorted by name. A tensor whose
+stored tensors are in shards on different endpoints is built by none: the
+merge then raises FAILED_PRECONDITION naming them rather than drop them,
+while calls naming other tensors go on. checkpoints() is the union by path
+of every endpoint's listing, in scan order, each path once (the entry with
+the most files).
+
+Errors (tm.Error): UNAVAILABLE naming the unreachable endpoints and their
+errors (and the files no reachable endpoint holds) when a call needs data
+only they may hold, e.g. "tensor 'T' of 'C': not served by any reachable
+endpoint; unreachable: 127.0.0.1:7433 (...)"; a merged listing never drops
+tensors silently. FAILED_PRECONDITION for diff() of a checkpoint no
+endpoint holds whole, naming who holds what, and for a merge some tensors
+of which no endpoint builds. Otherwise an endpoint's own error.
+
+Thread safety: every method may be called from many threads at once.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import (Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple,
+                    TypeVar, Union)
+
+import numpy as np
+
+from ._client import Client, Error, TensorInfo, channel, to_dict
+from .v1 import tensormorph_pb2 as pb
+
+# How long a checkpoint's placement is trusted before it is asked again: a
+# long-lived client sees pods come and go.
+PLACEMENT_TTL = 30.0
+# The deadline of each endpoint's GetCheckpoint when placing a checkpoint: a
+# dead endpoint must not stall a call that other endpoints can serve.
+PROBE_TIMEOUT = 5.0
+
+_DNS_SCHEME = "dns:///"
+
+T = TypeVar("T")
+
+
+# -- targets -----------------------------------------------------------------
+
+def is_endpoint_list(targets: str) -> bool:
+    """Whether `targets` names more than one plain target: a comma-separated
+    list, or a dns:/// name (which may resolve to several addresses)."""
+    return "," in targets or targets.startswith(_DNS_SCHEME)
+
+
+def _split_host_port(entry: str, what: str) -> Tuple[str, str]:
+    colon = entry.rfind(":")
+    port = entry[colon + 1:] if colon > 0 else ""
+    if colon <= 0 or not port.isdigit() or not port.isascii() or int(port) > 65535:
+        raise Error("INVALID_ARGUMENT", f"server list entry {what} '{entry}' is not host:port "
+                    "(a port from 0 to 65535)")
+    return entry[:colon], port
+
+
+def _resolve(entry: str, what: str) -> List[str]:
+    host, port = _split_host_port(entry[len(_DNS_SCHEME):], what)
+    if len(host) >= 2 and host[0] == "[" and host[-1] == "]":
+        host = host[1:-1]
+    try:
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as e:
+        raise Error("UNAVAILABLE",
+                    f"server list entry {what} '{entry}' does not resolve: {e.strerror}") from None
+    out: List[str] = []
+    for family, _, _, _, sockaddr in found:
+        if family == socket.AF_INET:
+            out.append(f"{sockaddr[0]}:{port}")
+        elif family == socket.AF_INET6:
+            out.append(f"[{sockaddr[0]}]:{port}")
+    return out
+
+
+def resolve_endpoints(targets: str) -> List[str]:
+    """The endpoints of a comma-separated list of targets, each "host:port"
+    (one endpoint, as written) or "dns:///host:port" (every address the name
+    resolves to now: IPv4 as "a.b.c.d:port", IPv6 as "[addr]:port"), in the
+    order given, each address once.
+
+    Raises tm.Error INVALID_ARGUMENT naming an entry that is empty
+    ("a:1,,b:2"), has no port, or is a dns: name with an authority;
+    UNAVAILABLE naming a dns:/// name that does not resolve (and why)."""
+    out: List[str] = []
+    for position, entry in enumerate(targets.split(","), start=1):
+        what = str(position)
+        if not entry:
+            raise Error("INVALID_ARGUMENT",
+                        f"server list '{targets}': entry {what} is empty (want host:port or "
+                        "dns:///name:port, separated by commas)")
+        if entry.startswith(_DNS_SCHEME):
+            out.extend(_resolve(entry, what))
+            continue
+        if entry.startswith("dns:"):
+            raise Error("INVALID_ARGUMENT",
+                        f"server list entry {what} '{entry}': only dns:///name:port "
+                        "(no DNS server authority) is supported")
+        _split_host_port(entry, what)
+        out.append(entry)
+    # The same server named twice would get twice the calls.
+    return list(dict.fromkeys(out))
+
+
+# -- placement ---------------------------------------------------------------
+
+_WHOLE, _PARTIAL, _ABSENT, _REFUSED, _FAILED = "whole", "partial", "absent", "refused", "failed"
+
+
+def _unreachable(e: Optional[Error]) -> bool:
+    return e is not None and e.code in ("UNAVAILABLE", "DEADLINE_EXCEEDED")
+
+
+@dataclass
+class _Answer:
+    """What one endpoint said about a checkpoint."""
+
+    kind: str = _ABSENT
+    error: Optional[Error] = None  # _ABSENT, _REFUSED, _FAILED
+    info: Dict[str, Any] = field(default_factory=dict)  # checkpoint()'s dict
+
+    def holds(self, file: str) -> bool:
+        return any(f["path"] == file for f in self.info.get("files", ()))
+
+
+@dataclass
+class _Placement:
+    """What the endpoints said about one checkpoint."""
+
+    created: float
+    answers: List[_Answer]  # by endpoint
+    whole: List[int] = field(default_factory=list)
+    partial: List[int] = field(default_factory=list)
+    # With no whole holder: each tensor (logical; stored parts) the partial
+    # holders list, to the holders listing it, in endpoint order.
+    logical: Dict[str, List[int]] = field(default_factory=dict)
+    parts: Dict[str, List[int]] = field(default_factory=dict)
+    # Every file a holder names, held or absent, in name order.
+    all_files: List[str] = field(default_factory=list)
+    # Stored tensors the partial holders list as parts but build into no
+    # logical tensor: their tensor straddles shards on different endpoints.
+    unbuilt: List[str] = field(default_factory=list)
+    # Round-robin among `whole` (next() on a count is atomic in CPython).
+    turn: "itertools.count[int]" = field(default_factory=itertools.count)
+
+    def rotated_whole(self) -> List[int]:
+        k = next(self.turn) % len(self.whole)
+        return self.whole[k:] + self.whole[:k]
+
+
+class _Endpoint:
+    def __init__(self, address: str, token: Optional[str], tls_ca: Optional[str]) -> None:
+        self.address = address
+        ch = channel(address, tls_ca)
+        self.client = Client(ch, token=token)
+        self.probe = Client(ch, token=token, timeout=PROBE_TIMEOUT)
+
+
+def _scan_key(path: str) -> List[str]:
+    # Scan order, as a server's ListCheckpoints sends entries: path
+    # components compared bytewise (code points order UTF-8 alike).
+    return path.split("/")
+
+
+class RoutedClient:
+    """Several tensormorphd as one: the calls of `Client`, each routed to an
+    endpoint holding its data and replies merged as one server would give
+    them (the module's docstring states the contract). Use connect()."""
+
+    def __init__(self, endpoints: Sequence[str], token: Optional[str] = None,
+                 tls_ca: Optional[str] = None) -> None:
+        """REQUIRES: `endpoints` not empty (resolve_endpoints' result)."""
+        if not endpoints:
+            raise Error("INVALID_ARGUMENT", "no endpoints")
+        self._endpoints = [_Endpoint(a, token, tls_ca) for a in endpoints]
+        self._pool = ThreadPoolExecutor(max_workers=2 * len(self._endpoints),
+                                        thread_name_prefix="tm-router")
+        self._lock = threading.Lock()
+        self._placements: Dict[str, _Placement] = {}
+
+    @property
+    def endpoints(self) -> List[str]:
+        """The endpoints' addresses, in the order given."""
+        return [e.address for e in self._endpoints]
+
+    def close(self) -> None:
+        """Closes every channel."""
+        self._pool.shutdown(wait=True)
+        for e in self._endpoints:
+            e.client.close()
+
+    def __enter__(self) -> "RoutedClient":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- plumbing -----------------------------------------------------------
+
+    def _each(self, indices: Iterable[int], task: Callable[[int], T]) -> Dict[int, T]:
+        """`task` on each endpoint index at once; results by index."""
+        futures = {i: self._pool.submit(task, i) for i in indices}
+        return {i: f.result() for i, f in futures.items()}
+
+    def _probe(self, ckpt: str) -> _Placement:
+        n = len(self._endpoints)
+
+        def ask(i: int) -> _Answer:
+            try:
+                info = self._endpoints[i].probe.checkpoint(ckpt)
+            except Error as e:
+                kind = _ABSENT if e.code == "NOT_FOUND" else _FAILED if _unreachable(e) else _REFUSED
+                return _Answer(kind, e)
+            return _Answer(_PARTIAL if info["absent_files"] else _WHOLE, None, info)
+
+        answers = self._each(range(n), ask)
+        p = _Placement(created=time.monotonic(), answers=[answers[i] for i in range(n)])
+        # Which partial holder serves which tensor matters only when no
+        # endpoint holds it whole.
+        if not any(a.kind == _WHOLE for a in p.answers):
+            def listing(i: int) -> Optional[Tuple[List[TensorInfo], List[TensorInfo]]]:
+                a = p.answers[i]
+                try:
+                    return (self._endpoints[i].client.tensors(ckpt),
+                            self._endpoints[i].client.tensors(ckpt, parts=True))
+                except Error as e:
+                    a.kind, a.error = (_FAILED if _unreachable(e) else _REFUSED), e
+                    return None
+
+            lists = self._each([i for i in range(n) if p.answers[i].kind == _PARTIAL], listing)
+            # One server builds every stored tensor into a logical one. A
+            # stored tensor no holder builds belongs to a tensor whose parts
+            # are on different endpoints.
+            built = set()
+            for i in sorted(lists):
+                got = lists[i]
+                if got is None or p.answers[i].kind != _PARTIAL:
+                    continue
+                for t in got[0]:
+                    p.logical.setdefault(t.name, []).append(i)
+                    built.update(part.name for part in t.parts)
+                for t in got[1]:
+                    p.parts.setdefault(t.name, []).append(i)
+            p.unbuilt = sorted(name for name in p.parts if name not in built)
+        files = set()
+        for i, a in enumerate(p.answers):
+            if a.kind == _WHOLE:
+                p.whole.append(i)
+            elif a.kind == _PARTIAL:
+                p.partial.append(i)
+            if a.kind in (_WHOLE, _PARTIAL):
+                files.update(f["path"] for f in a.info["files"])
+                files.update(a.info["absent_files"])
+        p.all_files = sorted(files)
+        return p
+
+    def _place(self, ckpt: str) -> _Placement:
+        """The placement of `ckpt`, cached for PLACEMENT_TTL. Raises what one
+        server would when no endpoint holds it (NOT_FOUND, or the refusal of
+        the first that refused), UNAVAILABLE when only unreachable endpoints
+        might."""
+        with self._lock:
+            p = self._placements.get(ckpt)
+        if p is None or time.monotonic() - p.created >= PLACEMENT_TTL:
+            # Probed off the lock: two first calls may both probe; the last wins.
+            p = self._probe(ckpt)
+            if p.whole or p.partial:
+                with self._lock:
+                    self._placements[ckpt] = p
+        if p.whole or p.partial:
+            return p
+        unreachable = self._unreachable(p)
+        if unreachable:
+            raise Error("UNAVAILABLE", f"checkpoint '{ckpt}': held by no reachable endpoint; "
+                        f"unreachable: {unreachable}")
+        for a in p.answers:
+            if a.kind == _REFUSED and a.error is not None:
+                raise a.error
+        assert p.answers[0].error is not None
+        raise p.answers[0].error  # NOT_FOUND, as one server says it
+
+    def _forget(self, ckpt: str) -> None:
+        with self._lock:
+            self._placements.pop(ckpt, None)
+
+    def _unreachable(self, p: _Placement) -> str:
+        """"127.0.0.1:7433 (connection refused), ..." for the endpoints of
+        `p` that failed."""
+        return ", ".join(f"{self._endpoints[i].address} ({a.error.message})"
+                         for i, a in enumerate(p.answers)
+                         if a.kind == _FAILED and a.error is not None)
+
+    def _check_served(self, what: str, p: _Placement, live: Sequence[int],
+                      now: Optional[Dict[int, Error]] = None) -> None:
+        """Raises UNAVAILABLE (or DATA_LOSS when every endpoint answered)
+        naming the files of `p` no endpoint in `live` holds and the
+        endpoints that failed (at placement, or now: `now`)."""
+        unserved = [f for f in p.all_files if not any(p.answers[i].holds(f) for i in live)]
+        if not unserved:
+            return
+        failed = []
+        for i, a in enumerate(p.answers):
+            if a.kind == _FAILED or (i not in live and a.kind in (_PARTIAL, _WHOLE)):
+                why = (now or {}).get(i) or a.error
+                failed.append(f"{self._endpoints[i].address} "
+                              f"({why.message if why is not None else 'failed'})")
+        if not failed:
+            # Every endpoint answered: the files are missing everywhere, as
+            # one server with an index naming absent shards would say.
+            raise Error("DATA_LOSS", f"{what}: the checkpoint's index names files no endpoint "
+                        f"({', '.join(self.endpoints)}) holds: {', '.join(unserved)}")
+        raise Error("UNAVAILABLE", f"{what}: not served by any reachable endpoint; unreachable: "
+                    f"{', '.join(failed)}; files no reachable endpoint holds: "
+                    f"{', '.join(unserved)}")
+
+    def _check_built(self, what: str, p: _Placement) -> None:
+        """Raises FAILED_PRECONDITION naming the stored tensors no partial
+        holder builds into a logical tensor."""
+        if not p.unbuilt:
+            return
+        named = []
+        for n in p.unbuilt:
+            if len(named) == 5:
+                named.append(f"and {len(p.unbuilt) - 5} more")
+                break
+            at = ", ".join(self._endpoints[i].address for i in p.parts[n])
+            named.append(f"{n} (on {at})")
+        raise Error("FAILED_PRECONDITION",
+                    f"{what}: no endpoint builds the tensors these stored tensors belong to, "
+                    f"whose companions are in shard files on other endpoints: {', '.join(named)}"
+                    "; a merged listing would drop them. Serve each module's shards on one "
+                    "endpoint, or the checkpoint whole on one; the other tensors read as usual")
+
+    def _candidates(self, ckpt: str, tensor: str, part: bool) -> List[int]:
+        """The endpoints to try for `tensor` of `ckpt`, in order."""
+        p = self._place(ckpt)
+        if p.whole:
+            return p.rotated_whole()
+        if not part and tensor in p.logical:
+            return list(p.logical[tensor])
+        if tensor in p.parts:
+            return list(p.parts[tensor])
+        what = f"tensor '{tensor}' of '{ckpt}'"
+        self._check_served(what, p, p.partial)
+        failed = self._unreachable(p)
+        if failed:
+            raise Error("UNAVAILABLE", f"{what}: not served by any reachable endpoint; "
+                        f"unreachable: {failed}")
+        # No endpoint lists it and none is missing: the first partial holder
+        # says why (a near name, or the shard it would be in).
+        return [p.partial[0]]
+
+    def _route(self, ckpt: str, tensor: str, part: bool, reference: str,
+               reference_tensor: str, call: Callable[[Client], T]) -> T:
+        """`call` on an endpoint holding {ckpt, tensor} and, with
+        `reference`, {reference, reference_tensor} too; the next when one is
+        unreachable."""
+        order = self._candidates(ckpt, tensor, part)
+        if reference:
+            ref_tensor = reference_tensor or tensor
+            ref = self._candidates(reference, ref_tensor, False)
+            both = [i for i in order if i in ref]
+            if not both:
+                def names(v: List[int]) -> str:
+                    return ", ".join(self._endpoints[i].address for i in v)
+                raise Error("FAILED_PRECONDITION",
+                            f"tensor '{tensor}' of '{ckpt}' is served by {names(order)} and its "
+                            f"reference '{ref_tensor}' of '{reference}' by {names(ref)}: no "
+                            "endpoint holds both, and the comparison runs on one")
+            order = both
+        return self._try_in_order(order, f"tensor '{tensor}' of '{ckpt}'", [ckpt, reference],
+                                  call)
+
+    def _try_in_order(self, order: Sequence[int], what: str, placed: Sequence[str],
+                      call: Callable[[Client], T]) -> T:
+        """`call` on the endpoints of `order` until one answers or fails
+        otherwise than unreachable; forgets the placements of `placed` when
+        one is unreachable."""
+        failed = []
+        for i in order:
+            try:
+                return call(self._endpoints[i].client)
+            except Error as e:
+                if not _unreachable(e):
+                    raise
+                failed.append(f"{self._endpoints[i].address} ({e.message})")
+                # Placed again on the next call, without it.
+                for c in placed:
+                    if c:
+                        self._forget(c)
+        raise Error("UNAVAILABLE", f"{what}: not served by any reachable endpoint; "
+                    f"unreachable: {', '.join(failed)}")
+
+    def _describe(self, p: _Placement) -> str:
+        """"127.0.0.1:7431 whole; 127.0.0.1:7432 (a.safetensors)" ..."""
+        out = [f"{self._endpoints[i].address} whole" for i in p.whole]
+        for i in p.partial:
+            files = ", ".join(f["path"] for f in p.answers[i].info["files"])
+            out.append(f"{self._endpoints[i].address} ({files})")
+        return "; ".join(out) if out else "no endpoint"
+
+    # -- calls --------------------------------------------------------------
+
+    def server_info(self) -> Dict[str, Any]:
+        """GetServerInfo of the first endpoint that answers."""
+        failed = []
+        for e in self._endpoints:
+            try:
+                return e.client.server_info()
+            except Error as err:
+                if not _unreachable(err):
+                    raise
+                failed.append(f"{e.address} ({err.message})")
+        raise Error("UNAVAILABLE", f"GetServerInfo: no endpoint reachable: {', '.join(failed)}")
+
+    def checkpoint(self, ckpt: str) -> Dict[str, Any]:
+        """GetCheckpoint: a whole holder's, or the partial holders' merged."""
+        p = self._place(ckpt)
+        if not p.whole:
+            return self._merge_checkpoint(ckpt, p)
+        return self._try_in_order(p.rotated_whole(), f"checkpoint '{ckpt}'", [ckpt],
+                                  lambda c: c.checkpoint(ckpt))
+
+    def _merge_checkpoint(self, ckpt: str, p: _Placement) -> Dict[str, Any]:
+        what = f"checkpoint '{ckpt}'"
+        self._check_served(what, p, p.partial)
+        self._check_built(what, p)
+        out = to_dict(pb.GetCheckpointResponse())
+        out["checkpoint"] = ckpt
+        out["format"] = p.answers[p.partial[0]].info["format"]
+        total = 0
+        for f in p.all_files:
+            for i in p.partial:
+                info = p.answers[i].info
+                if not p.answers[i].holds(f):
+                    continue
+                for fi in info["files"]:
+                    if fi["path"] == f:
+                        out["files"].append(dict(fi))
+                        total += fi["size_bytes"]
+                # Its metadata entries, named by file as a server of several
+                # files names them (one holding a single file leaves it out).
+                for m in info["metadata"]:
+                    file = (info["files"][0]["path"] if not m["file"] and len(info["files"]) == 1
+                            else m["file"])
+                    if file != f:
+                        continue
+                    e = copy.deepcopy(m)
+                    e["file"] = f if len(p.all_files) > 1 else ""
+                    out["metadata"].append(e)
+                break
+        out["total_bytes"] = total
+        out["tensor_count"] = len(p.logical)
+        out["stored_tensor_count"] = len(p.parts)
+        for i in p.partial:
+            info = p.answers[i].info
+            for key in ("conventions", "notes"):
+                for v in info[key]:
+                    if v not in out[key]:
+                        out[key].append(v)
+        return out
+
+    def tensors(self, ckpt: str, filter: str = "", parts: bool = False) -> List[TensorInfo]:
+        """ListTensors: a whole holder's, or the partial holders' merged."""
+        p = self._place(ckpt)
+        if p.whole:
+            return self._try_in_order(p.rotated_whole(), f"ListTensors of '{ckpt}'", [ckpt],
+                                      lambda c: c.tensors(ckpt, filter=filter, parts=parts))
+
+        def listing(i: int) -> Union[List[TensorInfo], Error]:
+            try:
+                return self._endpoints[i].client.tensors(ckpt, filter=filter, parts=parts)
+            except Error as e:
+                return e
+
+        lists = self._each(p.partial, listing)
+        live: List[int] = []
+        now: Dict[int, Error] = {}
+        for i in p.partial:
+            got = lists[i]
+            if not isinstance(got, Error):
+                live.append(i)
+            elif _unreachable(got):
+                now[i] = got
+                self._forget(ckpt)  # named by _check_served below
+            else:
+                raise got
+        what = f"ListTensors of '{ckpt}'"
+        self._check_served(what, p, live, now)
+        self._check_built(what, p)
+        # One server lists logical tensors and stored parts alike sorted by
+        # name; a name several holders list is taken from the first.
+        by_name: Dict[str, TensorInfo] = {}
+        for i in live:
+            got = lists[i]
+            assert not isinstance(got, Error)
+            for t in got:
+                by_name.setdefault(t.name, t)
+        return [by_name[n] for n in sorted(by_name)]
+
+    def checkpoints(self, root: str = "", max_depth: Optional[int] = None) -> List[Dict[str, Any]]:
+        """ListCheckpoints of every endpoint, the union by path in scan
+        order (the entry with the most files). UNAVAILABLE when an endpoint
+        is unreachable: a listing never drops what it may hold."""
+        def listing(i: int) -> Union[List[Dict[str, Any]], Error]:
+            try:
+                return self._endpoints[i].client.checkpoints(root, max_depth=max_depth)
+            except Error as e:
+                return e
+
+        lists = self._each(range(len(self._endpoints)), listing)
+        failed = []
+        first_error: Optional[Error] = None
+        any_ok = False
+        for i in range(len(self._endpoints)):
+            got = lists[i]
+            if not isinstance(got, Error):
+                any_ok = True
+            elif _unreachable(got):
+                failed.append(f"{self._endpoints[i].address} ({got.message})")
+            elif first_error is None:
+                first_error = got
+        if failed:
+            raise Error("UNAVAILABLE", f"ListCheckpoints of '{root}': endpoints unreachable: "
+                        f"{', '.join(failed)}")
+        if not any_ok and first_error is not None:
+            raise first_error
+        by_path: Dict[str, Dict[str, Any]] = {}
+        for i in range(len(self._endpoints)):
+            got = lists[i]
+            assert not isinstance(got, Error)
+            for e in got:
+                have = by_path.get(e["path"])
+                if have is None or e["file_count"] > have["file_count"]:
+                    by_path[e["path"]] = e
+        return [by_path[k] for k in sorted(by_path, key=_scan_key)]
+
+    def read(self, ckpt: str, tensor: str, slice: Optional[str] = None,
+             raw: bool = False, part: bool = False, max_chunk_bytes: int = 0) -> np.ndarray:
+        """ReadSlice on an endpoint holding the tensor (see Client.read)."""
+        return self._route(ckpt, tensor, part, "", "",
+                           lambda c: c.read(ckpt, tensor, slice=slice, raw=raw, part=part,
+                                            max_chunk_bytes=max_chunk_bytes))
+
+    def scalars(self, ckpt: str, tensor: str,
+                indices: Iterable[Union[Sequence[int], int]],
+                part: bool = False) -> List[Dict[str, Any]]:
+        """InspectScalars on an endpoint holding the tensor (see Client.scalars)."""
+        idx = list(indices)
+        return self._route(ckpt, tensor, part, "", "",
+                           lambda c: c.scalars(ckpt, tensor, idx, part=part))
+
+    def stats(self, ckpt: str, tensor: str, bins: int = 0,
+              range: Optional[Tuple[float, float]] = None, reference: str = "",
+              reference_tensor: str = "", group: Optional[int] = None) -> Dict[str, Any]:
+        """ComputeStats on an endpoint holding the tensor (and the reference
+        tensor, when given); see Client.stats."""
+        return self._route(ckpt, tensor, False, reference, reference_tensor,
+                           lambda c: c.stats(ckpt, tensor, bins=bins, range=range,
+                                             reference=reference,
+                                             reference_tensor=reference_tensor, group=group))
+
+    def heatmap(self, ckpt: str, tensor: str, mode: str = "group", width: int = 256,
+                height: int = 256, leading: Sequence[int] = (), reference: str = "",
+                reference_tensor: str = "",
+                region: Optional[Tuple[int, int, int, int]] = None) -> Dict[str, Any]:
+        """GetHeatmap on an endpoint holding the tensor (and the reference
+        tensor, when given); see Client.heatmap."""
+        return self._route(ckpt, tensor, False, reference, reference_tensor,
+                           lambda c: c.heatmap(ckpt, tensor, mode=mode, width=width,
+                                               height=height, leading=leading,
+                                               reference=reference,
+                                               reference_tensor=reference_tensor,
+                                               region=region))
+
+    def diff(self, quant: str, source: str, filter: Optional[str] = None,
+             fail_on: Optional[Sequence[str]] = None, top_k: Optional[int] = None,
+             worst_groups: Optional[int] = None) -> Iterator[Dict[str, Any]]:
+        """QuantDiff on an endpoint holding both checkpoints whole (see
+        Client.diff); FAILED_PRECONDITION naming who holds what when none
+        does. An endpoint unreachable before its first event is skipped."""
+        q = self._place(quant)
+        ref = self._place(source)
+        both = [i for i in q.whole if i in ref.whole]
+        if not both:
+            raise Error("FAILED_PRECONDITION",
+                        f"QuantDiff of '{quant}' against '{source}' runs on one endpoint "
+                        f"holding both whole, and none does: '{quant}' is on "
+                        f"{self._describe(q)}; '{source}' is on {self._describe(ref)}")
+        k = next(q.turn) % len(both)
+        order = both[k:] + both[:k]
+        failed = []
+        for i in order:
+            delivered = False
+            try:
+                for event in self._endpoints[i].client.diff(
+                        quant, source, filter=filter, fail_on=fail_on, top_k=top_k,
+                        worst_groups=worst_groups):
+                    delivered = True
+                    yield event
+                return
+            except Error as e:
+                if delivered or not _unreachable(e):
+                    raise
+                failed.append(f"{self._endpoints[i].address} ({e.message})")
+                self._forget(quant)
+                self._forget(source)
+        raise Error("UNAVAILABLE", f"QuantDiff of '{quant}' against '{source}': not served by "
+                    f"any reachable endpoint; unreachable: {', '.join(failed)}")

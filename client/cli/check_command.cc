@@ -21,22 +21,6 @@
 namespace tensormorph {
 namespace {
 
-void DrawProgress(const v1::CheckProgress& p) {
-  const double frac =
-      p.bytes_total() > 0
-          ? static_cast<double>(p.bytes_done()) / p.bytes_total()
-          : 0;
-  const int width = 30, filled = static_cast<int>(frac * width);
-  std::string bar(filled, '=');
-  if (filled < width) bar += '>' + std::string(width - filled - 1, ' ');
-  std::fprintf(stderr, "\r[%s] %lld/%lld tensors, %s/%s, %.1f s ", bar.c_str(),
-               static_cast<long long>(p.tensors_done()),
-               static_cast<long long>(p.tensors_total()),
-               BytesText(p.bytes_done()).c_str(),
-               BytesText(p.bytes_total()).c_str(), p.elapsed_seconds());
-  std::fflush(stderr);
-}
-
 const char* SeverityText(v1::CheckSeverity s) {
   switch (s) {
     case v1::CHECK_SEVERITY_INFO:
@@ -120,7 +104,7 @@ int RunCheck(Client& client, const GlobalOptions& g, const CheckOptionsCli& o) {
       if (g.json) {
         std::cerr << ToJson(e) << "\n";
       } else if (bar) {
-        DrawProgress(e.progress());
+        DrawProgressBar(e.progress());
       }
     } else if (e.has_finding()) {
       if (g.json) {
@@ -139,7 +123,7 @@ int RunCheck(Client& client, const GlobalOptions& g, const CheckOptionsCli& o) {
     }
     return true;
   });
-  if (bar) std::fprintf(stderr, "\r%80s\r", "");
+  if (bar) ClearProgressBar();
   if (!s.ok()) return ReportFailure(s);
   if (!summarized) {
     return ReportFailure(absl::InternalError(

@@ -19,22 +19,6 @@
 namespace tensormorph {
 namespace {
 
-void DrawProgress(const v1::DiffProgress& p) {
-  const double frac =
-      p.bytes_total() > 0
-          ? static_cast<double>(p.bytes_done()) / p.bytes_total()
-          : 0;
-  const int width = 30, filled = static_cast<int>(frac * width);
-  std::string bar(filled, '=');
-  if (filled < width) bar += '>' + std::string(width - filled - 1, ' ');
-  std::fprintf(stderr, "\r[%s] %lld/%lld tensors, %s/%s, %.1f s ", bar.c_str(),
-               static_cast<long long>(p.tensors_done()),
-               static_cast<long long>(p.tensors_total()),
-               BytesText(p.bytes_done()).c_str(),
-               BytesText(p.bytes_total()).c_str(), p.elapsed_seconds());
-  std::fflush(stderr);
-}
-
 // The gates of `gates` that `r` tripped, as written: the service ends each
 // of its flag_reasons with "(GATE AS WRITTEN)".
 std::vector<std::string> TrippedGates(const v1::TensorDiffReport& r,
@@ -84,7 +68,7 @@ int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o) {
       if (g.json) {
         std::cerr << ToJson(e) << "\n";
       } else if (bar) {
-        DrawProgress(e.progress());
+        DrawProgressBar(e.progress());
       }
     } else if (e.has_tensor()) {
       result.reports.push_back(e.tensor());
@@ -95,7 +79,7 @@ int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o) {
     }
     return true;
   });
-  if (bar) std::fprintf(stderr, "\r%80s\r", "");
+  if (bar) ClearProgressBar();
   if (!s.ok()) return ReportFailure(s);
   if (o.part_count > 0 && !result.summary.has_part()) {
     // A server older than QuantDiffRequest.part diffed everything: its

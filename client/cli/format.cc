@@ -1,6 +1,7 @@
 #include "client/cli/format.h"
 
 #include <cmath>
+#include <cstdio>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -212,5 +213,23 @@ std::string JsonString(absl::string_view text) {
   }
   return out + "\"";
 }
+
+void DrawProgressBar(int64_t tensors_done, int64_t tensors_total,
+                     int64_t bytes_done, int64_t bytes_total,
+                     double elapsed_seconds) {
+  const double frac =
+      bytes_total > 0 ? static_cast<double>(bytes_done) / bytes_total : 0;
+  const int width = 30, filled = static_cast<int>(frac * width);
+  std::string bar(filled, '=');
+  if (filled < width) bar += '>' + std::string(width - filled - 1, ' ');
+  std::fprintf(stderr, "\r[%s] %lld/%lld tensors, %s/%s, %.1f s ", bar.c_str(),
+               static_cast<long long>(tensors_done),
+               static_cast<long long>(tensors_total),
+               BytesText(bytes_done).c_str(), BytesText(bytes_total).c_str(),
+               elapsed_seconds);
+  std::fflush(stderr);
+}
+
+void ClearProgressBar() { std::fprintf(stderr, "\r%80s\r", ""); }
 
 }  // namespace tensormorph

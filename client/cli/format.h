@@ -17,6 +17,20 @@ namespace tensormorph {
 std::string ShapeText(absl::Span<const int64_t> shape);
 // "1.5 KiB"
 std::string BytesText(int64_t bytes);
+// A progress bar on stderr, redrawn in place ("[===>  ] 3/10 tensors,
+// 1.2 GB/4.0 GB, 2.5 s"), for a terminal. The template takes any progress
+// message with tensors_done/total, bytes_done/total and elapsed_seconds
+// (DiffProgress, CheckProgress).
+void DrawProgressBar(int64_t tensors_done, int64_t tensors_total,
+                     int64_t bytes_done, int64_t bytes_total,
+                     double elapsed_seconds);
+template <typename P>
+void DrawProgressBar(const P& p) {
+  DrawProgressBar(p.tensors_done(), p.tensors_total(), p.bytes_done(),
+                  p.bytes_total(), p.elapsed_seconds());
+}
+// Erases the bar, so what follows starts on a clean line.
+void ClearProgressBar();
 // A number in numpy's short form ("0.0123", "-1.5e-07", "nan").
 std::string NumberText(double v);
 

@@ -28,7 +28,10 @@ struct ListedDiffPlan {
   // bytewise, as a server walks them), each as PartitionDiffPlan takes it:
   // file = the quantized tensor's first stored part's file (a listing names
   // it without its directory, as the server's plan does), bytes = the
-  // source's stored bytes plus the quantized tensor's.
+  // source's stored bytes plus the quantized tensor's. (A file name that is
+  // not UTF-8 is listed escaped, \xHH, where the server's plan has its
+  // bytes: the split of such a checkpoint's parts may then differ from a
+  // server's, its fingerprint not.)
   std::vector<DiffPlanItem> items;
   // The source's stored bytes of each item (what bytes_read counts).
   std::vector<int64_t> source_bytes;

@@ -892,7 +892,7 @@ absl::Status Router::SplitQuantDiff(
             if (!on_event(e)) caller_stopped = stop = true;
           } else if (e.has_progress()) {
             run.progress = e.progress();
-            // At most one a second half, as a server sends them.
+            // At most two a second, as a server sends them.
             if (absl::ToUnixMillis(absl::Now()) - last_progress_ms >= 500) {
               progress(false);
             }

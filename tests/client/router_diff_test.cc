@@ -209,6 +209,8 @@ ShardedDiffCheckpoint* RouterDiffTest::ckpt_ = nullptr;
 Servers* RouterDiffTest::servers_ = nullptr;
 ServerProcess* RouterDiffTest::whole_ = nullptr;
 
+// Each layer's pairs can be compared on one server only (kAffine): the
+// diff succeeding means all three took their share.
 TEST_F(RouterDiffTest, TheDiffIsTheSingleServersFieldForField) {
   const Diff routed = RunDiff(*routed_, Request());
   const Diff single = RunDiff(*single_, Request());
@@ -255,6 +257,20 @@ TEST_F(RouterDiffTest, OptionsFiltersAndNamedTensorsAreTheSingleServers) {
     SCOPED_TRACE(req.ShortDebugString());
     ExpectSameDiff(RunDiff(*routed_, req), RunDiff(*single_, req));
   }
+}
+
+// A caller that stops at the first report stops every sub-diff.
+TEST_F(RouterDiffTest, ACallerThatStopsCancelsTheDiff) {
+  int reports = 0;
+  const absl::Status s =
+      routed_->QuantDiff(Request(), [&](const v1::QuantDiffEvent& e) {
+        reports += e.has_tensor();
+        return !e.has_tensor();
+      });
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kCancelled, "by the caller"));
+  EXPECT_EQ(reports, 1);
+  // The servers are free for the next.
+  EXPECT_TRUE(RunDiff(*routed_, Request()).status.ok());
 }
 
 // The server's refusals, with its codes and its very messages.
@@ -319,6 +335,15 @@ TEST_F(RouterDiffTest, GatesFlagAsOnTheSingleServerWithExitCode3) {
   EXPECT_EQ(r.exit_code, 3) << r.err;
   ExpectSameDiff(ParseJson(r.out), ParseJson(s.out));
   EXPECT_THAT(r.err, HasSubstr("--fail-on tripped by"));
+  // A sub-diff refused fails the call with its status, naming its server.
+  v1::QuantDiffRequest big = Request();
+  big.set_top_k(1000000);
+  const absl::Status refused = RunDiff(*routed_, big).status;
+  EXPECT_EQ(refused.code(), RunDiff(*single_, big).status.code());
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kResourceExhausted,
+                                "top_k 1000000 is outside the limit"));
+  EXPECT_THAT(std::string(refused.message()),
+              HasSubstr(" pair(s) on 127.0.0.1:"));
   // A gate that does not parse: the server's INVALID_ARGUMENT.
   v1::QuantDiffRequest bad = Request();
   bad.add_fail_on("max_err_steps>>1");

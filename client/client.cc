@@ -338,6 +338,7 @@ absl::Status Client::QuantDiff(
 absl::Status Client::CheckCheckpoint(
     const v1::CheckCheckpointRequest& request,
     const std::function<bool(const v1::CheckEvent&)>& on_event) {
+  if (router_) return router_->CheckCheckpoint(request, on_event);
   // Registered on the channel here rather than in Methods: gRPC keeps one
   // registration per method name and channel, so a second call reuses it.
   static constexpr char kName[] = "/tensormorph.v1.Tensormorph/CheckCheckpoint";

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -10,6 +11,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "client/diff_plan.h"
+#include "proto/diff_partition.h"
+#include "proto/diff_summary.h"
 
 namespace tensormorph {
 
@@ -693,28 +697,13 @@ absl::Status Router::QuantDiff(
   if (!q.ok()) return q.status();
   auto ref = Place(request.reference());
   if (!ref.ok()) return ref.status();
-  // A diff runs where both checkpoints are whole. (Per-endpoint sub-diffs,
-  // each over the tensors one endpoint holds, merged as diff-merge does,
-  // go here once QuantDiffRequest names the tensors to take.)
+  // Where both checkpoints are whole, the diff runs there as one call.
   std::vector<size_t> both;
   for (size_t i : (*q)->whole) {
     const auto& w = (*ref)->whole;
     if (std::find(w.begin(), w.end(), i) != w.end()) both.push_back(i);
   }
-  if (both.empty()) {
-    auto describe = [&](const Placement& p) {
-      return DescribeHolders(addresses_, p.whole, p.partial,
-                             [&](size_t i) -> const v1::GetCheckpointResponse& {
-                               return p.answers[i].info;
-                             });
-    };
-    return absl::FailedPreconditionError(absl::StrCat(
-        "QuantDiff of '", request.checkpoint(), "' against '",
-        request.reference(),
-        "' runs on one endpoint holding both whole, and none does: '",
-        request.checkpoint(), "' is on ", describe(**q), "; '",
-        request.reference(), "' is on ", describe(**ref)));
-  }
+  if (both.empty()) return SplitQuantDiff(request, **q, **ref, on_event);
   std::rotate(both.begin(), both.begin() + (*q)->next++ % both.size(),
               both.end());
   return TryInOrder(both,
@@ -728,6 +717,287 @@ absl::Status Router::QuantDiff(
                                            return on_event(e);
                                          });
                     });
+}
+
+std::vector<size_t> Router::Holding(const Placement& p,
+                                    const std::string& tensor) {
+  if (!p.whole.empty()) return p.whole;
+  auto it = p.logical.find(tensor);
+  return it == p.logical.end() ? std::vector<size_t>{} : it->second;
+}
+
+absl::Status Router::SplitQuantDiff(
+    const v1::QuantDiffRequest& request, const Placement& quant,
+    const Placement& ref,
+    const std::function<bool(const v1::QuantDiffEvent&)>& on_event) {
+  const absl::Time start = absl::Now();
+  const std::string what =
+      absl::StrCat("QuantDiff of '", request.checkpoint(), "' against '",
+                   request.reference(), "'");
+  // Refused first, as a server refuses it before opening anything.
+  if (absl::Status s = CheckDiffPart(request); !s.ok()) return s;
+  auto describe = [&](const Placement& p) {
+    return DescribeHolders(addresses_, p.whole, p.partial,
+                           [&](size_t i) -> const v1::GetCheckpointResponse& {
+                             return p.answers[i].info;
+                           });
+  };
+  auto format = [&](const Placement& p) {
+    const size_t i = p.whole.empty() ? p.partial[0] : p.whole[0];
+    return p.answers[i].info.format();
+  };
+  if (format(quant) == v1::CHECKPOINT_FORMAT_GGUF &&
+      format(ref) != v1::CHECKPOINT_FORMAT_GGUF) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        what,
+        " pairs GGUF names with Hugging Face ones from the GGUF's metadata, "
+        "so it runs on one endpoint holding both whole, and none does: '",
+        request.checkpoint(), "' is on ", describe(quant), "; '",
+        request.reference(), "' is on ", describe(ref)));
+  }
+
+  // The plan, from the listings merged over the endpoints.
+  std::vector<v1::TensorInfo> quant_list, ref_list;
+  for (auto [name, list] : {std::pair{&request.checkpoint(), &quant_list},
+                            std::pair{&request.reference(), &ref_list}}) {
+    v1::ListTensorsRequest req;
+    req.set_checkpoint(*name);
+    if (absl::Status s = ListTensors(
+            req, [&](const v1::TensorInfo& t) { list->push_back(t); });
+        !s.ok()) {
+      return s;
+    }
+  }
+  auto plan_or =
+      PlanDiffByName(request, std::move(quant_list), std::move(ref_list));
+  if (!plan_or.ok()) return plan_or.status();
+  const ListedDiffPlan& plan = *plan_or;
+  auto selected = SelectDiffPart(request, plan);
+  if (!selected.ok()) return selected.status();
+  const DiffSelection& sel = *selected;
+
+  // Each pair to an endpoint listing both halves: the one given the fewest
+  // bytes so far, ties to the first, so that the split is the same every
+  // time for the same placement.
+  auto q_placed = Place(request.checkpoint());
+  if (!q_placed.ok()) return q_placed.status();
+  auto r_placed = Place(request.reference());
+  if (!r_placed.ok()) return r_placed.status();
+  std::vector<int64_t> given(endpoints_.size(), 0);
+  std::vector<std::vector<std::string>> names(endpoints_.size());
+  std::vector<std::string> stranded;
+  size_t stranded_count = 0;
+  for (size_t k : sel.todo) {
+    const DiffPlanItem& item = plan.items[k];
+    const std::vector<size_t> qh = Holding(**q_placed, item.name);
+    const std::vector<size_t> rh = Holding(**r_placed, item.reference_name);
+    size_t best = endpoints_.size();
+    for (size_t i : qh) {
+      if (std::find(rh.begin(), rh.end(), i) == rh.end()) continue;
+      if (best == endpoints_.size() || given[i] < given[best] ||
+          (given[i] == given[best] && i < best)) {
+        best = i;
+      }
+    }
+    if (best == endpoints_.size()) {
+      if (++stranded_count <= 5) {
+        auto at = [&](const std::vector<size_t>& v) {
+          std::vector<std::string> out;
+          for (size_t i : v) out.push_back(addresses_[i]);
+          return out.empty() ? std::string("no endpoint")
+                             : absl::StrJoin(out, ", ");
+        };
+        stranded.push_back(absl::StrCat("'", item.name, "' (quantized on ",
+                                        at(qh), "; source on ", at(rh), ")"));
+      }
+      continue;
+    }
+    given[best] += item.bytes;
+    names[best].push_back(item.name);
+  }
+  if (stranded_count > 0) {
+    if (stranded_count > stranded.size()) {
+      stranded.push_back(
+          absl::StrCat("and ", stranded_count - stranded.size(), " more"));
+    }
+    return absl::FailedPreconditionError(absl::StrCat(
+        what, ": ", stranded_count,
+        " pair(s) have their quantized tensor and its source on no common "
+        "endpoint, and each pair is compared on one: ",
+        absl::StrJoin(stranded, ", "),
+        ". Keep a model's quantized and source shards on the same server "
+        "(the shards of the same tensors), or both checkpoints whole on "
+        "one"));
+  }
+
+  // The sub-diffs, one thread each; the caller's callback under mu.
+  struct Run {
+    size_t endpoint;
+    v1::QuantDiffRequest request;
+    absl::Status status;
+    std::optional<v1::DiffSummary> summary;
+    int64_t reports = 0;
+    v1::DiffProgress progress;
+  };
+  std::vector<Run> runs;
+  for (size_t i = 0; i < endpoints_.size(); ++i) {
+    if (names[i].empty()) continue;
+    Run& r = runs.emplace_back();
+    r.endpoint = i;
+    r.request = request;
+    r.request.clear_part();
+    r.request.clear_tensors();
+    for (std::string& n : names[i]) r.request.add_tensors(std::move(n));
+  }
+  absl::Mutex mu;
+  bool stop = false, caller_stopped = false;
+  std::optional<size_t> failed;  // index into runs
+  int64_t done = 0;
+  int64_t last_progress_ms = 0;
+  std::vector<DiffSummaryEntry> entries;
+  // REQUIRES: mu held.
+  auto progress = [&](bool final) {
+    v1::QuantDiffEvent e;
+    v1::DiffProgress* p = e.mutable_progress();
+    p->set_tensors_done(done);
+    p->set_tensors_total(static_cast<int64_t>(sel.todo.size()));
+    int64_t bytes = 0;
+    for (const Run& r : runs) {
+      bytes += final && r.summary ? r.summary->bytes_read()
+                                  : r.progress.bytes_done();
+    }
+    p->set_bytes_done(bytes);
+    p->set_bytes_total(sel.bytes_total);
+    p->set_elapsed_seconds(absl::ToDoubleSeconds(absl::Now() - start));
+    last_progress_ms = absl::ToUnixMillis(absl::Now());
+    if (!on_event(e)) caller_stopped = stop = true;
+  };
+  {
+    absl::MutexLock lock(&mu);
+    progress(false);
+    if (caller_stopped) {
+      return absl::CancelledError("diff cancelled by the caller");
+    }
+  }
+  RunEach(runs.size(), [&](size_t k) {
+    Run& run = runs[k];
+    absl::Status s = endpoints_[run.endpoint].client->QuantDiff(
+        run.request, [&](const v1::QuantDiffEvent& e) {
+          absl::MutexLock lock(&mu);
+          if (stop) return false;
+          if (e.has_tensor()) {
+            ++done;
+            ++run.reports;
+            entries.push_back(EntryOf(e.tensor()));
+            if (!on_event(e)) caller_stopped = stop = true;
+          } else if (e.has_progress()) {
+            run.progress = e.progress();
+            // At most two a second, as a server sends them.
+            if (absl::ToUnixMillis(absl::Now()) - last_progress_ms >= 500) {
+              progress(false);
+            }
+          } else if (e.has_summary()) {
+            run.summary = e.summary();
+          }
+          return !stop;
+        });
+    absl::MutexLock lock(&mu);
+    if (s.ok() && !run.summary.has_value()) {
+      s = absl::InternalError(
+          "the stream ended without a summary (a server older than "
+          "QuantDiffRequest.tensors, or a broken stream)");
+    } else if (s.ok() && run.summary->tensors_compared() != run.reports) {
+      s = absl::InternalError(absl::StrCat(
+          "its summary counts ", run.summary->tensors_compared(),
+          " tensors compared but it sent ", run.reports, " reports"));
+    } else if (s.ok() && run.reports != run.request.tensors_size()) {
+      s = absl::InternalError(
+          absl::StrCat("it compared ", run.reports, " of the ",
+                       run.request.tensors_size(), " pairs it was sent"));
+    }
+    run.status = s;
+    // The first failure stops the others; theirs are then only that.
+    if (!s.ok() && !stop) {
+      stop = true;
+      failed = k;
+    }
+  });
+  if (caller_stopped) {
+    return absl::CancelledError("diff cancelled by the caller");
+  }
+  if (failed.has_value()) {
+    const Run& run = runs[*failed];
+    const std::string& address = addresses_[run.endpoint];
+    if (IsUnreachable(run.status)) {
+      Forget(request.checkpoint());
+      Forget(request.reference());
+      return absl::UnavailableError(
+          absl::StrCat(what,
+                       ": not served by any reachable endpoint; "
+                       "unreachable: ",
+                       address, " (", run.status.message(), ")"));
+    }
+    return absl::Status(
+        run.status.code(),
+        absl::StrCat(what, ": the sub-diff of ", run.request.tensors_size(),
+                     " pair(s) on ", address,
+                     " failed: ", run.status.message()));
+  }
+
+  absl::MutexLock lock(&mu);
+  progress(true);
+  if (caller_stopped) {
+    return absl::CancelledError("diff cancelled by the caller");
+  }
+  v1::QuantDiffEvent e;
+  v1::DiffSummary* s = e.mutable_summary();
+  s->set_pairing(v1::DIFF_PAIRING_BY_NAME);
+  int64_t compared = 0, bytes_read = 0;
+  for (const Run& r : runs) {
+    compared += r.summary->tensors_compared();
+    bytes_read += r.summary->bytes_read();
+  }
+  s->set_tensors_compared(compared);
+  for (const auto& n : plan.only_in_checkpoint) s->add_only_in_checkpoint(n);
+  for (const auto& n : plan.only_in_reference) s->add_only_in_reference(n);
+  for (const auto& n : plan.shape_mismatches) s->add_shape_mismatches(n);
+  for (const auto& n : plan.skipped_empty) s->add_skipped_empty(n);
+  SetRankedLists(std::move(entries), s);
+  if (sel.part.has_value()) *s->mutable_part() = *sel.part;
+  s->set_wall_seconds(absl::ToDoubleSeconds(absl::Now() - start));
+  s->set_bytes_read(bytes_read);
+  if (!on_event(e)) {
+    return absl::CancelledError("diff cancelled by the caller");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Router::CheckCheckpoint(
+    const v1::CheckCheckpointRequest& request,
+    const std::function<bool(const v1::CheckEvent&)>& on_event) {
+  auto placed = Place(request.checkpoint());
+  if (!placed.ok()) return placed.status();
+  Placement& p = **placed;
+  if (p.whole.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "CheckCheckpoint of '", request.checkpoint(),
+        "' needs an endpoint holding it whole, and its files are split "
+        "across endpoints: ",
+        DescribeHolders(addresses_, p.whole, p.partial,
+                        [&](size_t i) -> const v1::GetCheckpointResponse& {
+                          return p.answers[i].info;
+                        }),
+        "; a check covers every shard of a checkpoint in one pass on one "
+        "server: serve every shard of it on one server to check it"));
+  }
+  return RouteWhole(
+      absl::StrCat("CheckCheckpoint of '", request.checkpoint(), "'"),
+      request.checkpoint(), p, [&](Client& c, bool* delivered) {
+        return c.CheckCheckpoint(request, [&](const v1::CheckEvent& e) {
+          *delivered = true;
+          return on_event(e);
+        });
+      });
 }
 
 }  // namespace tensormorph

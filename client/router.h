@@ -55,14 +55,34 @@ inline constexpr absl::Duration kProbeTimeout = absl::Seconds(5);
 // next_page_token; page_size and page_token are ignored) in scan order, each
 // path once: the entry with the most files.
 //
+// QuantDiff: on an endpoint holding both checkpoints whole when one does
+// (round-robin). Otherwise split into sub-diffs, one per endpoint: the
+// router pairs the merged listings by name exactly as one server would
+// (client/diff_plan.h: the same pairs in the same order, the same lists,
+// refusals and, with QuantDiffRequest.part, the same parts and
+// fingerprint), gives each pair to an endpoint listing both its halves (the
+// one with the fewest bytes given so far; ties to the first), sends each
+// endpoint one request naming its pairs (QuantDiffRequest.tensors), all at
+// once, and passes every TensorDiffReport on as it arrives, with progress
+// summed over the endpoints (at most two a second) and a summary of its
+// own, built by the server's rules (proto/diff_summary.h). A GGUF against a
+// non-GGUF source is paired by translated names on a server only: it needs
+// an endpoint holding both whole.
+//
+// CheckCheckpoint: on an endpoint holding the checkpoint whole
+// (round-robin); a checkpoint split across endpoints cannot be checked.
+//
 // Errors: UNAVAILABLE naming the unreachable endpoints and their errors
 // (and the files no reachable endpoint holds) when a call needs data only
 // they may hold: "tensor T of C: not served by any reachable endpoint;
 // unreachable: 127.0.0.1:7433 (connection refused)"; a merged listing never
 // drops tensors silently. FAILED_PRECONDITION for GetArchitecture and
-// QuantDiff of a checkpoint no endpoint holds whole, naming who holds what,
-// and for a merge some tensors of which no endpoint builds (above).
-// Otherwise an endpoint's own status.
+// CheckCheckpoint of a checkpoint no endpoint holds whole, naming who holds
+// what; for a split QuantDiff with pairs whose halves no one endpoint holds
+// (naming them, before any diff runs) or a GGUF to translate; and for a
+// merge some tensors of which no endpoint builds (above). A sub-diff that
+// fails stops the others and fails the call with its status, naming its
+// endpoint. Otherwise an endpoint's own status.
 // Thread safety: every method may be called from many threads at once.
 class Router {
  public:
@@ -99,6 +119,9 @@ class Router {
   absl::Status QuantDiff(
       const v1::QuantDiffRequest& request,
       const std::function<bool(const v1::QuantDiffEvent&)>& on_event);
+  absl::Status CheckCheckpoint(
+      const v1::CheckCheckpointRequest& request,
+      const std::function<bool(const v1::CheckEvent&)>& on_event);
 
  private:
   struct Endpoint {
@@ -162,6 +185,16 @@ class Router {
       const std::string& what, const Placement& p,
       const std::vector<size_t>& live,
       const std::vector<absl::Status>* now = nullptr) const;
+  // QuantDiff when no endpoint holds both checkpoints whole: sub-diffs
+  // (see the class comment).
+  absl::Status SplitQuantDiff(
+      const v1::QuantDiffRequest& request, const Placement& quant,
+      const Placement& ref,
+      const std::function<bool(const v1::QuantDiffEvent&)>& on_event);
+  // The endpoints that list `tensor` of `p`'s checkpoint: its whole holders
+  // when it has any, else the partial holders listing it.
+  static std::vector<size_t> Holding(const Placement& p,
+                                     const std::string& tensor);
   // FAILED_PRECONDITION naming the stored tensors no partial holder builds
   // into a logical tensor (see Placement::unbuilt); OK when none.
   absl::Status CheckBuilt(const std::string& what, const Placement& p) const;

@@ -7,6 +7,7 @@
 #include <google/protobuf/util/message_differencer.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -14,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "client/client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -259,17 +261,114 @@ TEST_F(RouterTest, ArchitectureOfASplitCheckpointSaysWhatWorks) {
                    " (" + Shared().roots.checkpoint.shards[0] + ")"));
 }
 
-TEST_F(RouterTest, DiffOfASplitCheckpointNamesWhoHoldsWhat) {
+// No endpoint holds the checkpoint whole: the diff runs as sub-diffs, one
+// per endpoint, and gives what one server gives (router_diff_test.cc holds
+// the full story, with a quantized checkpoint against its source).
+TEST_F(RouterTest, DiffOfASplitCheckpointIsTheSingleServers) {
   v1::QuantDiffRequest req;
   req.set_checkpoint(kCkpt);
   req.set_reference(kCkpt);
-  const absl::Status s =
-      routed_->QuantDiff(req, [](const v1::QuantDiffEvent&) { return true; });
-  EXPECT_THAT(s, StatusIs(absl::StatusCode::kFailedPrecondition,
-                          "runs on one endpoint holding both whole"));
+  auto run = [&](Client& c, std::vector<v1::QuantDiffEvent>* tensors,
+                 v1::DiffSummary* summary) {
+    return c.QuantDiff(req, [&](const v1::QuantDiffEvent& e) {
+      if (e.has_tensor()) tensors->push_back(e);
+      if (e.has_summary()) *summary = e.summary();
+      return true;
+    });
+  };
+  std::vector<v1::QuantDiffEvent> routed, single;
+  v1::DiffSummary routed_summary, single_summary;
+  ASSERT_TRUE(run(*single_, &single, &single_summary).ok());
+  ASSERT_TRUE(run(*routed_, &routed, &routed_summary).ok());
+  auto by_name = [](const v1::QuantDiffEvent& a, const v1::QuantDiffEvent& b) {
+    return a.tensor().name() < b.tensor().name();
+  };
+  std::sort(routed.begin(), routed.end(), by_name);
+  std::sort(single.begin(), single.end(), by_name);
+  ASSERT_EQ(routed.size(), single.size());
+  for (size_t i = 0; i < routed.size(); ++i) {
+    EXPECT_TRUE(SameMessage(routed[i], single[i])) << single[i].tensor().name();
+  }
+  routed_summary.clear_wall_seconds();
+  single_summary.clear_wall_seconds();
+  EXPECT_TRUE(SameMessage(routed_summary, single_summary));
+}
+
+std::vector<v1::CheckEvent> Check(Client& c, absl::Status* status) {
+  v1::CheckCheckpointRequest req;
+  req.set_checkpoint(kCkpt);
+  req.set_hashes(true);
+  std::vector<v1::CheckEvent> out;
+  *status = c.CheckCheckpoint(req, [&](const v1::CheckEvent& e) {
+    if (!e.has_progress()) out.push_back(e);
+    return true;
+  });
+  // Timing is the one thing two runs do not share.
+  for (v1::CheckEvent& e : out) {
+    if (e.has_summary()) e.mutable_summary()->clear_wall_seconds();
+  }
+  return out;
+}
+
+// A check needs every shard on one server: through three partial servers
+// it is refused naming who holds what (the library once dereferenced a
+// channel a routing client does not have).
+TEST_F(RouterTest, CheckOfASplitCheckpointNamesWhoHoldsWhat) {
+  absl::Status s;
+  EXPECT_TRUE(Check(*routed_, &s).empty());
+  EXPECT_THAT(
+      s, StatusIs(absl::StatusCode::kFailedPrecondition,
+                  "split across endpoints: " + Shared().partial[0]->address() +
+                      " (" + Shared().roots.checkpoint.shards[0] + ")"));
   EXPECT_THAT(std::string(s.message()),
               HasSubstr(Shared().partial[2]->address() + " (" +
                         Shared().roots.checkpoint.shards[2] + ")"));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("serve every shard of it on one server"));
+  const CommandResult r =
+      RunCommand({CliPath(), "--server", Shared().List(), "check", kCkpt});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("needs an endpoint holding it whole"));
+}
+
+// Two servers each holding it whole: the check runs on one of them (in
+// turn) and is what one server gives, through the library and the CLI.
+TEST(RouterCheckTest, ACheckRunsOnAWholeHolder) {
+  const Roots roots = MakeRoots();
+  ServerProcess a({roots.whole}), b({roots.whole});
+  auto routed = Connect(a.address() + "," + b.address());
+  auto single = Connect(a.address());
+  absl::Status rs, ss;
+  const std::vector<v1::CheckEvent> r1 = Check(*routed, &rs);
+  const std::vector<v1::CheckEvent> r2 = Check(*routed, &rs);
+  const std::vector<v1::CheckEvent> s = Check(*single, &ss);
+  ASSERT_TRUE(ss.ok()) << ss;
+  ASSERT_TRUE(rs.ok()) << rs;
+  ASSERT_FALSE(s.empty());
+  for (const auto* routed_events : {&r1, &r2}) {
+    ASSERT_EQ(routed_events->size(), s.size());
+    for (size_t i = 0; i < s.size(); ++i) {
+      EXPECT_TRUE(SameMessage((*routed_events)[i], s[i]));
+    }
+  }
+  const CommandResult rc = RunCommand(
+      {CliPath(), "--server", a.address() + "," + b.address(), "check", kCkpt});
+  const CommandResult sc =
+      RunCommand({CliPath(), "--server", a.address(), "check", kCkpt});
+  EXPECT_NE(sc.exit_code, 2) << sc.err;
+  EXPECT_EQ(rc.exit_code, sc.exit_code) << rc.err;
+  // The report but its timing line.
+  auto untimed = [](const std::string& text) {
+    std::vector<std::string> kept;
+    for (absl::string_view line : absl::StrSplit(text, '\n')) {
+      if (line.find(" GB/s") == absl::string_view::npos) {
+        kept.emplace_back(line);
+      }
+    }
+    return absl::StrJoin(kept, "\n");
+  };
+  EXPECT_EQ(untimed(rc.out), untimed(sc.out));
+  EXPECT_FALSE(sc.out.empty());
 }
 
 // What the CLI prints through three partial servers is what it prints

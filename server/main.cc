@@ -119,8 +119,10 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--max-connection-age", options.max_connection_age_seconds,
-                 "seconds before a connection is recycled (0 = never)")
-      ->capture_default_str();
+                 "seconds before a connection is recycled, so clients "
+                 "re-resolve and new replicas get calls (0 = never)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, tensormorph::kMaxConnectionAgeSeconds));
   app.add_option(
       "--token-file", options.token_file,
       "bearer tokens, one per line: calls, server reflection included, need "

@@ -67,6 +67,14 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
 
 absl::StatusOr<std::unique_ptr<TensormorphServer>> TensormorphServer::Build(
     const ServerOptions& options, bool listen) {
+  // A larger age would wrap the int gRPC takes, and the server would listen
+  // without accepting a connection.
+  if (options.max_connection_age_seconds < 0 ||
+      options.max_connection_age_seconds > kMaxConnectionAgeSeconds) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max connection age must be 0 (never) to ", kMaxConnectionAgeSeconds,
+        " seconds, got ", options.max_connection_age_seconds));
+  }
   absl::StatusOr<PathSandbox> sandbox =
       options.unrestricted ? PathSandbox::Unrestricted(WorkingDirectory())
                            : PathSandbox::Create(options.roots);

@@ -16,6 +16,9 @@
 
 namespace tensormorph {
 
+// The longest --max-connection-age: 2^31 - 1 milliseconds, about 24.8 days.
+inline constexpr int64_t kMaxConnectionAgeSeconds = 2'147'483;
+
 struct ServerOptions {
   std::string listen = "127.0.0.1:7431";  // host:port; port 0 picks one
   std::vector<std::string> roots;
@@ -32,6 +35,8 @@ struct ServerOptions {
   // TLS: server certificate and key (PEM); with a client CA, clients must
   // present a certificate it signed (mutual TLS).
   std::string tls_cert, tls_key, tls_client_ca;
+  // 0 = never; at most kMaxConnectionAgeSeconds (gRPC takes milliseconds
+  // in an int).
   int64_t max_connection_age_seconds = 3600;
   int workers = 0;  // 0 = one per core
   ServiceLimits limits;
@@ -42,7 +47,8 @@ struct ServerOptions {
 class TensormorphServer {
  public:
   // Listens on options.listen with health checking and reflection.
-  // Errors: INVALID_ARGUMENT (bad roots); UNAVAILABLE (cannot bind).
+  // Errors: INVALID_ARGUMENT (bad roots, a max connection age past
+  // kMaxConnectionAgeSeconds); UNAVAILABLE (cannot bind).
   static absl::StatusOr<std::unique_ptr<TensormorphServer>> Start(
       const ServerOptions& options);
   // No port: reachable only through InProcessChannel().

@@ -1,0 +1,47 @@
+// tensormorphd's options that reach gRPC as numbers: a value gRPC cannot
+// take is refused at start, never turned into a server that listens and
+// accepts nothing.
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/server.h"
+#include "tests/support/process.h"
+#include "tests/support/status_matchers.h"
+#include "tests/support/test_paths.h"
+
+namespace tensormorph {
+namespace {
+
+using ::tensormorph::testing::MakeTempDir;
+using ::tensormorph::testing::RunCommand;
+using ::tensormorph::testing::StatusIs;
+using ::tensormorph::testing::TensormorphdPath;
+using ::testing::HasSubstr;
+
+TEST(ServerOptionsTest, AConnectionAgePastGrpcsIntIsRefusedAtStart) {
+  // 30 days in milliseconds wraps an int: the server used to print
+  // "listening on" and then accept no connection at all.
+  const auto r =
+      RunCommand({TensormorphdPath(), "--root", MakeTempDir(), "--listen",
+                  "127.0.0.1:0", "--max-connection-age", "2592000"});
+  EXPECT_NE(r.exit_code, 0) << r.err;  // CLI11 usage error
+  EXPECT_THAT(r.err, HasSubstr("--max-connection-age: Value 2592000 not in "
+                               "range 0 to 2147483"));
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("listening")));
+}
+
+TEST(ServerOptionsTest, TheLibraryRefusesItToo) {
+  ServerOptions options;
+  options.roots = {MakeTempDir()};
+  options.listen = "127.0.0.1:0";
+  options.max_connection_age_seconds = kMaxConnectionAgeSeconds + 1;
+  EXPECT_THAT(TensormorphServer::StartInProcess(options).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "2147483 seconds, got 2147484"));
+  options.max_connection_age_seconds = kMaxConnectionAgeSeconds;
+  EXPECT_TRUE(TensormorphServer::StartInProcess(options).ok());
+}
+
+}  // namespace
+}  // namespace tensormorph

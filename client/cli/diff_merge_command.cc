@@ -39,8 +39,8 @@ absl::StatusOr<DiffPartEvents> ReadPartFile(const std::string& path) {
   for (int n = 1; std::getline(in, line); ++n) {
     if (absl::StripAsciiWhitespace(line).empty()) continue;
     v1::QuantDiffEvent e;
-    const auto st =
-        google::protobuf::util::JsonStringToMessage(line, &e, options);
+    const auto st = google::protobuf::util::JsonStringToMessage(
+        KeepNegativeZeros(line), &e, options);
     if (!st.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(
           path, " line ", n, ": not a QuantDiffEvent as `tensormorph diff ",

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -231,5 +232,37 @@ void DrawProgressBar(int64_t tensors_done, int64_t tensors_total,
 }
 
 void ClearProgressBar() { std::fprintf(stderr, "\r%80s\r", ""); }
+
+std::string KeepNegativeZeros(absl::string_view json) {
+  std::string out;
+  out.reserve(json.size());
+  bool in_string = false;
+  for (size_t i = 0; i < json.size(); ++i) {
+    const char c = json[i];
+    out += c;
+    if (in_string) {
+      if (c == '\\' && i + 1 < json.size()) {
+        out += json[++i];  // an escaped character, a quote included
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '-' && i + 1 < json.size() && json[i + 1] == '0') {
+      // The token ends after its 0: no fraction, exponent or digit follows.
+      const size_t end = i + 2;
+      const bool bare = end == json.size() || json[end] == ',' ||
+                        json[end] == '}' || json[end] == ']' ||
+                        absl::ascii_isspace(json[end]);
+      if (bare) {
+        out += "0.0";
+        ++i;
+      }
+    }
+  }
+  return out;
+}
 
 }  // namespace tensormorph

@@ -58,6 +58,13 @@ std::string PairingText(const v1::DiffSummary& summary);
 // "1 tensor", "2 tensors", "0 tensors".
 std::string Count(int64_t n, absl::string_view noun);
 
+// `json` with every number token -0 (outside strings) written -0.0.
+// protobuf's JSON parser reads -0 as the integer 0 and so drops the sign of
+// a float or double field; -0.0 parses as the double -0.0. For text that
+// ToJson printed and a protobuf parser reads back (diff-merge's part files),
+// so that what comes back is bit for bit what was sent.
+std::string KeepNegativeZeros(absl::string_view json);
+
 // `text` as a JSON string literal, quoted and escaped.
 std::string JsonString(absl::string_view text);
 

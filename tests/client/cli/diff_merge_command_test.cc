@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -408,6 +409,40 @@ TEST_F(DiffMergeCliTest, HelpTeachesTheThreePartRun) {
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_THAT(r.out, HasSubstr("--part $i/3 --json > part-$i.jsonl"));
   EXPECT_THAT(r.out, HasSubstr("tensormorph diff-merge part-*.jsonl"));
+}
+
+// The tensor lines `diff-merge --json` prints are the single run's, byte
+// for byte: a float read back from a part file keeps every bit, the sign of
+// a -0 included (protobuf's JSON parser reads the token -0 as the integer
+// 0; MessageDifferencer, which says -0 == 0, cannot see that).
+TEST(DiffMergeTextTest, TheMergedLinesAreTheSingleRunsLinesByteForByte) {
+  const std::string q = testing::Fixture("gguf/Q4_0.gguf");
+  const std::string s = testing::Fixture("gguf/source_f32.gguf");
+  const std::string dir = MakeTempDir();
+  auto tensor_lines = [](const std::string& out) {
+    std::vector<std::string> lines;
+    for (absl::string_view l : absl::StrSplit(out, '\n', absl::SkipEmpty())) {
+      if (absl::StartsWith(l, "{\"tensor\"")) lines.emplace_back(l);
+    }
+    std::sort(lines.begin(), lines.end());
+    return lines;
+  };
+  const CommandResult whole = RunCommand({CliPath(), "--json", "diff", q, s});
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  ASSERT_THAT(whole.out, HasSubstr("\"decoded\":-0,"))
+      << "the fixture pair no longer has a -0 to carry";
+  std::vector<std::string> parts;
+  for (int i = 0; i < 2; ++i) {
+    const CommandResult part = RunCommand(
+        {CliPath(), "--json", "diff", q, s, "--part", absl::StrCat(i, "/2")});
+    ASSERT_EQ(part.exit_code, 0) << part.err;
+    parts.push_back(absl::StrCat(dir, "/part-", i, ".jsonl"));
+    WriteFile(parts.back(), part.out);
+  }
+  const CommandResult merged =
+      RunCommand({CliPath(), "--json", "diff-merge", parts[0], parts[1]});
+  ASSERT_EQ(merged.exit_code, 0) << merged.err;
+  EXPECT_EQ(tensor_lines(merged.out), tensor_lines(whole.out));
 }
 
 }  // namespace

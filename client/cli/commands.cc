@@ -27,7 +27,7 @@ std::string Hint(const absl::Status& s) {
              "local files itself.";
     case absl::StatusCode::kDeadlineExceeded:
       return "raise the deadline with --timeout SECONDS (0 = none); calls "
-             "with one reply default to 60 s.";
+             "with one reply default to 60 s, `health` to 5 s.";
     case absl::StatusCode::kPermissionDenied:
       return "the server only serves paths under its --root directories "
              "(see `tensormorph info` of a path inside one).";

@@ -1,6 +1,12 @@
 #include "proto/diff_fingerprint.h"
 
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 
 namespace tensormorph {
 namespace {
@@ -24,6 +30,21 @@ class Feed {
   uint64_t hash_ = kFnv1a64Basis;
 };
 
+// `path` as a path, not as typed: "q", "q/", "./q" and "q//" are one
+// checkpoint. Lexical only (no file system here: parts run on other
+// machines): repeated slashes and "." segments go, a trailing slash goes;
+// ".." stays, as it may cross a symlink.
+std::string PathSpelling(absl::string_view path) {
+  std::vector<absl::string_view> kept;
+  for (absl::string_view seg : absl::StrSplit(path, '/')) {
+    if (seg.empty() || seg == ".") continue;
+    kept.push_back(seg);
+  }
+  const std::string joined = absl::StrJoin(kept, "/");
+  if (absl::StartsWith(path, "/")) return absl::StrCat("/", joined);
+  return joined.empty() && !path.empty() ? std::string(".") : joined;
+}
+
 }  // namespace
 
 uint64_t Fnv1a64(absl::string_view bytes, uint64_t hash) {
@@ -39,8 +60,8 @@ std::string DiffPlanFingerprint(const v1::QuantDiffRequest& request,
                                 int32_t count,
                                 absl::Span<const DiffPlanItem> plan) {
   Feed f;
-  f.Str(request.checkpoint());
-  f.Str(request.reference());
+  f.Str(PathSpelling(request.checkpoint()));
+  f.Str(PathSpelling(request.reference()));
   f.Str(request.filter());
   f.Int(top_k);
   f.Int(worst_groups);
@@ -53,6 +74,10 @@ std::string DiffPlanFingerprint(const v1::QuantDiffRequest& request,
     f.Str(item.reference_name);
     f.Int(static_cast<int64_t>(item.shape.size()));
     for (int64_t d : item.shape) f.Int(d);
+    // What the pair reads: a checkpoint re-quantized or re-exported at
+    // another size between parts is another plan. (The file is left out:
+    // a router names non-UTF-8 shard files escaped, a server raw.)
+    f.Int(item.bytes);
   }
   return absl::StrFormat("%016x", f.hash());
 }

@@ -21,10 +21,12 @@ inline constexpr uint64_t kFnv1a64Basis = 0xcbf29ce484222325ull;
 uint64_t Fnv1a64(absl::string_view bytes, uint64_t hash = kFnv1a64Basis);
 
 // 16 lower-case hex digits over, each length-prefixed so that no two
-// different plans feed the same bytes: the request's checkpoint, reference,
-// filter, `top_k` and `worst_groups` (as applied: the defaults for unset),
-// fail_on in order, `count`, then every plan item's name, reference name
-// and shape in plan order.
+// different plans feed the same bytes: the request's checkpoint and
+// reference (as paths: "q", "q/" and "./q" are one), filter, `top_k` and
+// `worst_groups` (as applied: the defaults for unset), fail_on in order,
+// `count`, then every plan item's name, reference name, shape and bytes in
+// plan order. Not the bytes' content: a checkpoint rewritten in place at the
+// same sizes between parts goes unnoticed (run a batch's parts together).
 std::string DiffPlanFingerprint(const v1::QuantDiffRequest& request,
                                 int32_t top_k, int32_t worst_groups,
                                 int32_t count,

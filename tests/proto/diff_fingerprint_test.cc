@@ -37,11 +37,33 @@ TEST(DiffFingerprintTest, SixteenHexDigitsStableForTheSamePlan) {
   EXPECT_EQ(f.size(), 16u);
   EXPECT_EQ(f.find_first_not_of("0123456789abcdef"), std::string::npos);
   EXPECT_EQ(Plan(p).Fingerprint(), f);
-  // Bytes and files decide the split, not the plan: the same fingerprint.
+  // The shard file is not part of it (a router escapes non-UTF-8 names).
   Plan q = p;
-  q.items[0].bytes = 99;
   q.items[0].file = std::string("g");
   EXPECT_EQ(q.Fingerprint(), f);
+}
+
+TEST(DiffFingerprintTest, OnePathSpelledTwoWaysIsOnePlan) {
+  Plan p;
+  p.req.set_checkpoint("models/q");
+  p.req.set_reference("/srv/s");
+  const std::string f = p.Fingerprint();
+  for (const char* q : {"models/q/", "./models/q", "models//q", "models/./q"}) {
+    Plan other = p;
+    other.req.set_checkpoint(q);
+    EXPECT_EQ(other.Fingerprint(), f) << q;
+  }
+  Plan other = p;
+  other.req.set_reference("/srv//s/");
+  EXPECT_EQ(other.Fingerprint(), f);
+  // Relative and absolute stay apart (no file system to resolve them), as
+  // do paths through "..".
+  other = p;
+  other.req.set_reference("srv/s");
+  EXPECT_NE(other.Fingerprint(), f);
+  other = p;
+  other.req.set_checkpoint("models/x/../q");
+  EXPECT_NE(other.Fingerprint(), f);
 }
 
 TEST(DiffFingerprintTest, EveryPartOfThePlanChangesIt) {
@@ -65,6 +87,8 @@ TEST(DiffFingerprintTest, EveryPartOfThePlanChangesIt) {
            [](Plan& p) {
              p.items[0].shape = {8, 4};
            }},
+          {"a pair's bytes (re-quantized at another size)",
+           [](Plan& p) { p.items[0].bytes = 99; }},
           {"the order", [](Plan& p) { std::swap(p.items[0], p.items[1]); }},
           {"a pair less", [](Plan& p) { p.items.pop_back(); }},
           // Length prefixes: moving a byte between fields is a new plan.

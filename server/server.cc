@@ -139,6 +139,14 @@ absl::StatusOr<std::unique_ptr<TensormorphServer>> TensormorphServer::Build(
         absl::StrCat("cannot listen on '", options.listen,
                      "': is the address valid and the port free?"));
   }
+  // Health by the service's own name too (`tensormorph health --service
+  // tensormorph.v1.Tensormorph`, grpc_health_probe -service), not only the
+  // server's "".
+  if (grpc::HealthCheckServiceInterface* health =
+          s->server_->GetHealthCheckService();
+      health != nullptr) {
+    health->SetServingStatus(v1::Tensormorph::service_full_name(), true);
+  }
   return s;
 }
 

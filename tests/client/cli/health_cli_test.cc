@@ -153,6 +153,14 @@ TEST(HealthCli, AServiceTheServerDoesNotKnowIsNotFoundExitTwo) {
   EXPECT_THAT(r.err, HasSubstr("'no.such.Svc'"));
 }
 
+TEST(HealthCli, TheServiceByItsOwnNameIsServing) {
+  ServerProcess server({MakeTempDir()});
+  CommandResult r = Cli({"health", "--server", server.address(), "--service",
+                         "tensormorph.v1.Tensormorph"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("SERVING"));
+}
+
 TEST(HealthCli, EmbeddedAsksTheInProcessServer) {
   CommandResult r = Cli({"health"});
   EXPECT_EQ(r.exit_code, 0) << r.err;

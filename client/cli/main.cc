@@ -15,6 +15,7 @@
 #include "client/cli/arguments.h"
 #include "client/cli/check_command.h"
 #include "client/cli/commands.h"
+#include "client/endpoint_set.h"
 #include "core/util/utf8.h"
 #include "process/stream_heap.h"
 #include "proto/request_limits.h"
@@ -449,6 +450,12 @@ int main(int argc, char** argv) {
     return code == 0 ? kExitOk : kExitUsage;
   }
   if (*merge_cmd) return RunDiffMerge(g, merge);  // reads files, no server
+  // A malformed --server is the user's to fix (exit 1), not a failed call.
+  if (!g.server.empty()) {
+    if (absl::Status s = CheckServerList(g.server); !s.ok()) {
+      return ReportUsage(s);
+    }
+  }
   if (!diff_part.empty()) {
     auto part = ParseDiffPart(diff_part);  // checked by CLI11 already
     if (!part.ok()) return ReportUsage(part.status());

@@ -431,6 +431,7 @@ absl::Status Router::TryInOrder(
     const std::vector<std::string>& placed,
     const std::function<absl::Status(Client&, bool* delivered)>& call) {
   std::vector<std::string> failed, busy;
+  absl::Status first_busy;
   for (size_t i : order) {
     bool delivered = false;
     absl::Status s = call(*endpoints_[i].client, &delivered);
@@ -438,6 +439,7 @@ absl::Status Router::TryInOrder(
     // A server at its limit (max_concurrent_diffs, ...) refused before
     // starting: another holder may have room.
     if (s.code() == absl::StatusCode::kResourceExhausted) {
+      if (busy.empty()) first_busy = s;
       busy.push_back(absl::StrCat(addresses_[i], " (", s.message(), ")"));
       continue;
     }
@@ -449,11 +451,14 @@ absl::Status Router::TryInOrder(
     }
   }
   if (!busy.empty()) {
-    // Some holder is up but full: retrying later helps.
+    // Some holder is up but refused: its own words (as one server says
+    // them: a per-request limit reads the same), then who else refused.
+    if (busy.size() == 1 && failed.empty()) return first_busy;
     return absl::ResourceExhaustedError(absl::StrCat(
-        what, ": every endpoint holding it refused it for lack of capacity: ",
-        absl::StrJoin(busy, ", "),
-        failed.empty() ? "" : "; unreachable: ", absl::StrJoin(failed, ", ")));
+        first_busy.message(), " (", what,
+        ": every reachable endpoint holding it refused so: ",
+        absl::StrJoin(busy, ", "), failed.empty() ? "" : "; unreachable: ",
+        absl::StrJoin(failed, ", "), ")"));
   }
   return absl::UnavailableError(absl::StrCat(
       what, ": not served by any reachable endpoint; unreachable: ",

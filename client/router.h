@@ -179,9 +179,10 @@ class Router {
   // Runs `call` on the endpoints of `order` until one answers, fails
   // otherwise than unreachable or RESOURCE_EXHAUSTED, or has delivered a
   // reply; forgets the placements of `placed` when one is unreachable.
-  // RESOURCE_EXHAUSTED naming the refusals (and the unreachable) when none
-  // answered and some refused so; else UNAVAILABLE "<what>: not served by
-  // any reachable endpoint; unreachable: ..." when all are unreachable.
+  // When none answered and some refused RESOURCE_EXHAUSTED: the first
+  // refusal (as is when it is the only failure, else followed by every
+  // refusal and unreachable endpoint); else UNAVAILABLE "<what>: not served
+  // by any reachable endpoint; unreachable: ..." when all are unreachable.
   absl::Status TryInOrder(
       const std::vector<size_t>& order, const std::string& what,
       const std::vector<std::string>& placed,

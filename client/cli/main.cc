@@ -450,12 +450,6 @@ int main(int argc, char** argv) {
     return code == 0 ? kExitOk : kExitUsage;
   }
   if (*merge_cmd) return RunDiffMerge(g, merge);  // reads files, no server
-  // A malformed --server is the user's to fix (exit 1), not a failed call.
-  if (!g.server.empty()) {
-    if (absl::Status s = CheckServerList(g.server); !s.ok()) {
-      return ReportUsage(s);
-    }
-  }
   if (!diff_part.empty()) {
     auto part = ParseDiffPart(diff_part);  // checked by CLI11 already
     if (!part.ok()) return ReportUsage(part.status());
@@ -501,6 +495,13 @@ int main(int argc, char** argv) {
   // Its own channel: a health check needs no Client, and embedded it asks
   // the in-process server itself.
   if (*health_cmd) return RunHealth(g, copts, health);
+  // A malformed --server is the user's to fix (exit 1), not a failed call.
+  // (health parses its list itself, above.)
+  if (!g.server.empty()) {
+    if (absl::Status s = CheckServerList(g.server); !s.ok()) {
+      return ReportUsage(s);
+    }
+  }
   absl::StatusOr<std::unique_ptr<Client>> client =
       g.server.empty() ? Client::Embedded(copts)
                        : Client::Connect(g.server, copts);

@@ -684,7 +684,7 @@ TEST(RouterTargetsTest, AnEmptyEntryIsInvalidArgumentNamingIt) {
 // Two whole replicas each admitting one diff at a time: a diff refused
 // RESOURCE_EXHAUSTED by one (before any reply) runs on the other, so two
 // clients' concurrent diffs both succeed whichever replica each tries
-// first.
+// first; a third, refused by both, is RESOURCE_EXHAUSTED naming them.
 TEST(RouterReplicaTest, ADiffABusyReplicaRefusesRunsOnTheOther) {
   // One big tensor (a sparse file: zeros, no disk) so that a diff lasts.
   const std::string root = MakeTempDir();
@@ -701,29 +701,41 @@ TEST(RouterReplicaTest, ADiffABusyReplicaRefusesRunsOnTheOther) {
   v1::QuantDiffRequest req;
   req.set_checkpoint("big");
   req.set_reference("big");
-  absl::Notification first_event, second_done;
-  absl::Status first, second;
-  std::thread t([&] {
-    auto c = Connect(list);  // a fresh client, as a fresh CLI process
-    bool told = false;
-    first = c->QuantDiff(req, [&](const v1::QuantDiffEvent&) {
-      if (!told) {
-        told = true;
-        first_event.Notify();
-        // Holds its replica's one slot while the other diff is asked.
-        second_done.WaitForNotificationWithTimeout(absl::Seconds(60));
-      }
-      return true;
+  // Two fresh clients (as two CLI processes), each holding a replica's one
+  // slot in its first event's callback until the others were asked.
+  absl::Notification asked;
+  absl::Notification started[2];
+  absl::Status held[2];
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 2; ++k) {
+    if (k == 1) started[0].WaitForNotification();
+    threads.emplace_back([&, k] {
+      auto c = Connect(list);
+      bool told = false;
+      held[k] = c->QuantDiff(req, [&](const v1::QuantDiffEvent&) {
+        if (!told) {
+          told = true;
+          started[k].Notify();
+          asked.WaitForNotificationWithTimeout(absl::Seconds(60));
+        }
+        return true;
+      });
+      if (!told) started[k].Notify();
     });
-    if (!told) first_event.Notify();
-  });
-  first_event.WaitForNotification();
-  second = Connect(list)->QuantDiff(
+  }
+  started[1].WaitForNotification();
+  // Both replicas busy: a third is refused by both, RESOURCE_EXHAUSTED
+  // naming them.
+  const absl::Status third = Connect(list)->QuantDiff(
       req, [](const v1::QuantDiffEvent&) { return true; });
-  second_done.Notify();
-  t.join();
-  EXPECT_TRUE(first.ok()) << first;
-  EXPECT_TRUE(second.ok()) << second;
+  asked.Notify();
+  for (std::thread& t : threads) t.join();
+  EXPECT_TRUE(held[0].ok()) << held[0];
+  EXPECT_TRUE(held[1].ok()) << held[1];
+  EXPECT_THAT(third, StatusIs(absl::StatusCode::kResourceExhausted,
+                              "max_concurrent_diffs"));
+  EXPECT_THAT(std::string(third.message()),
+              AllOf(HasSubstr(a.address()), HasSubstr(b.address())));
 }
 
 int64_t Streams(const std::string& address) {

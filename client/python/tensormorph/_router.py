@@ -494,11 +494,13 @@ class RoutedClient:
         RESOURCE_EXHAUSTED when none answered and some refused so."""
         failed: List[str] = []
         busy: List[str] = []
+        first_busy: Optional[Error] = None
         for i in order:
             try:
                 return call(self._endpoints[i].client)
             except Error as e:
                 if e.code == "RESOURCE_EXHAUSTED":
+                    first_busy = first_busy or e
                     busy.append(f"{self._endpoints[i].address} ({e.message})")
                     continue
                 if not _unreachable(e):
@@ -508,11 +510,15 @@ class RoutedClient:
                 for c in placed:
                     if c:
                         self._forget(c)
-        if busy:
+        if busy and first_busy is not None:
+            # Its own words (as one server says them: a per-request limit
+            # reads the same), then who else refused.
+            if len(busy) == 1 and not failed:
+                raise first_busy
             raise Error("RESOURCE_EXHAUSTED",
-                        f"{what}: every endpoint holding it refused it for lack of capacity: "
-                        f"{', '.join(busy)}" + (f"; unreachable: {', '.join(failed)}"
-                                                if failed else ""))
+                        f"{first_busy.message} ({what}: every reachable endpoint holding it "
+                        f"refused so: {', '.join(busy)}"
+                        + (f"; unreachable: {', '.join(failed)}" if failed else "") + ")")
         raise Error("UNAVAILABLE", f"{what}: not served by any reachable endpoint; "
                     f"unreachable: {', '.join(failed)}")
 
@@ -770,8 +776,8 @@ class RoutedClient:
                 self._forget(source)
         if busy:
             raise Error("RESOURCE_EXHAUSTED",
-                        f"QuantDiff of '{quant}' against '{source}': every endpoint holding "
-                        f"both refused it for lack of capacity: {', '.join(busy)}"
+                        f"QuantDiff of '{quant}' against '{source}': every reachable endpoint "
+                        f"holding both refused it: {', '.join(busy)}"
                         + (f"; unreachable: {', '.join(failed)}" if failed else ""))
         raise Error("UNAVAILABLE", f"QuantDiff of '{quant}' against '{source}': not served by "
                     f"any reachable endpoint; unreachable: {', '.join(failed)}")

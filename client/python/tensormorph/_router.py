@@ -4,8 +4,9 @@
 Targets: "a:7431,b:7431" (each host:port one endpoint, as written) and
 "dns:///name:7431" (every address the name resolves to now, one endpoint
 each, as a headless Service's name resolves to every pod), mixed freely,
-each address once. One plain "host:port" is not a list: connect() then
-dials it as it always has.
+each address once, spaces around entries ignored. One plain "host:port" is
+not a list: connect() then dials it as it always has. An empty address or
+an entry without a port is INVALID_ARGUMENT before anything is dialed.
 
 Placement: on a checkpoint's first use (then every PLACEMENT_TTL seconds,
 and at once after an endpoint of it failed) every endpoint is asked
@@ -17,10 +18,14 @@ DEADLINE_EXCEEDED: unreachable).
 
 Routing: a call naming a tensor (read, scalars, stats, heatmap) goes to an
 endpoint holding the checkpoint whole, round-robin per call among them so
-replicas share the load; with none, to the first partial holder listing the
-tensor. A call naming a reference tensor too (stats, heatmap) goes where
-both are. When the endpoint chosen is unreachable before any reply reached
-the caller, the next candidate is tried. server_info() asks the first
+replicas share the load (from a random start per placement: each process
+would otherwise start at the first); with none, to the first partial holder
+listing the tensor. A logical tensor no endpoint builds is
+FAILED_PRECONDITION, never its stored part of that name (part=True reads
+that). A call naming a reference tensor too (stats, heatmap) goes where
+both are. When the endpoint chosen is unreachable, or refuses with
+RESOURCE_EXHAUSTED, before any reply reached the caller, the next candidate
+is tried (RESOURCE_EXHAUSTED only when every reachable one refused so). server_info() asks the first
 endpoint that answers. diff() runs on an endpoint holding both checkpoints
 whole.
 
@@ -32,12 +37,15 @@ stored tensors are in shards on different endpoints is built by none: the
 merge then raises FAILED_PRECONDITION naming them rather than drop them,
 while calls naming other tensors go on. checkpoints() is the union by path
 of every endpoint's listing, in scan order, each path once (the entry with
-the most files).
+the most files; a path split across partial holders counts the union of
+their files).
 
 Errors (tm.Error): UNAVAILABLE naming the unreachable endpoints and their
 errors (and the files no reachable endpoint holds) when a call needs data
 only they may hold, e.g. "tensor 'T' of 'C': not served by any reachable
-endpoint; unreachable: 127.0.0.1:7433 (...)"; a merged listing never drops
+endpoint; unreachable: 127.0.0.1:7433 (...)"; UNAVAILABLE too when every
+endpoint answered and files of the index are on none ("...; is a server
+missing from --server, or not ready?"); a merged listing never drops
 tensors silently. FAILED_PRECONDITION for diff() of a checkpoint no
 endpoint holds whole, naming who holds what, and for a merge some tensors
 of which no endpoint builds. Otherwise an endpoint's own error.

@@ -92,9 +92,7 @@ absl::Status CallFailed(const grpc::internal::RpcMethod& method,
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(
     const std::string& target, const ClientOptions& options) {
-  if (target.empty()) {
-    return absl::InvalidArgumentError("empty server address (want host:port)");
-  }
+  if (absl::Status s = CheckServerList(target); !s.ok()) return s;
   if (IsEndpointList(target)) {
     auto endpoints = ResolveEndpoints(target);
     if (!endpoints.ok()) return endpoints.status();

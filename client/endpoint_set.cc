@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace tensormorph {
 namespace {
@@ -21,9 +22,17 @@ constexpr absl::string_view kDnsScheme = "dns:///";
 absl::Status SplitHostPort(absl::string_view entry, absl::string_view what,
                            std::string* host, std::string* port) {
   const size_t colon = entry.rfind(':');
+  const size_t bracket = entry.rfind(']');
+  if (colon == absl::string_view::npos ||
+      (bracket != absl::string_view::npos && colon < bracket)) {
+    // gRPC would dial a default port; a server list names its ports.
+    return absl::InvalidArgumentError(
+        absl::StrCat("server list entry ", what, " '", entry,
+                     "' has no port (want host:port or dns:///name:port)"));
+  }
   uint32_t number = 0;
-  if (colon == absl::string_view::npos || colon == 0 ||
-      !absl::SimpleAtoi(entry.substr(colon + 1), &number) || number > 65535) {
+  if (colon == 0 || !absl::SimpleAtoi(entry.substr(colon + 1), &number) ||
+      number > 65535) {
     return absl::InvalidArgumentError(
         absl::StrCat("server list entry ", what, " '", entry,
                      "' is not host:port (a port from 0 to 65535)"));
@@ -69,18 +78,15 @@ absl::Status Resolve(absl::string_view entry, absl::string_view what,
   return absl::OkStatus();
 }
 
-}  // namespace
-
-bool IsEndpointList(absl::string_view targets) {
-  return absl::StrContains(targets, ',') ||
-         absl::StartsWith(targets, kDnsScheme);
-}
-
-absl::StatusOr<std::vector<std::string>> ResolveEndpoints(
-    absl::string_view targets) {
+// The endpoints of `targets` (ResolveEndpoints), or with no `resolve` only
+// the syntax checked (CheckServerList), dns:/// names left unresolved.
+absl::StatusOr<std::vector<std::string>> ParseEndpoints(
+    absl::string_view targets, bool resolve) {
   std::vector<std::string> out;
   int position = 0;
   for (absl::string_view entry : absl::StrSplit(targets, ',')) {
+    // " a:1, b:2" as a shell user writes it.
+    entry = absl::StripAsciiWhitespace(entry);
     const std::string what = absl::StrCat(++position);
     if (entry.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -89,6 +95,15 @@ absl::StatusOr<std::vector<std::string>> ResolveEndpoints(
           "commas)"));
     }
     if (absl::StartsWith(entry, kDnsScheme)) {
+      if (!resolve) {
+        std::string host, port;
+        if (absl::Status s = SplitHostPort(entry.substr(kDnsScheme.size()),
+                                           what, &host, &port);
+            !s.ok()) {
+          return s;
+        }
+        continue;
+      }
       if (absl::Status s = Resolve(entry, what, &out); !s.ok()) return s;
       continue;
     }
@@ -111,6 +126,38 @@ absl::StatusOr<std::vector<std::string>> ResolveEndpoints(
     }
   }
   return unique;
+}
+
+}  // namespace
+
+bool IsEndpointList(absl::string_view targets) {
+  return absl::StrContains(targets, ',') ||
+         absl::StartsWith(absl::StripAsciiWhitespace(targets), kDnsScheme) ||
+         absl::StripAsciiWhitespace(targets) != targets;
+}
+
+absl::Status CheckServerList(absl::string_view targets) {
+  if (absl::StripAsciiWhitespace(targets).empty()) {
+    return absl::InvalidArgumentError(
+        "empty server address (want host:port, or several separated by "
+        "commas, each host:port or dns:///name:port)");
+  }
+  if (!IsEndpointList(targets)) {
+    // Any gRPC target ("unix:/path", "ipv4:...") has a colon; a bare host
+    // would be dialed at a default port.
+    if (!absl::StrContains(targets, ':')) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("server list entry 1 '", targets,
+                       "' has no port (want host:port or dns:///name:port)"));
+    }
+    return absl::OkStatus();
+  }
+  return ParseEndpoints(targets, /*resolve=*/false).status();
+}
+
+absl::StatusOr<std::vector<std::string>> ResolveEndpoints(
+    absl::string_view targets) {
+  return ParseEndpoints(targets, /*resolve=*/true);
 }
 
 }  // namespace tensormorph

@@ -22,11 +22,20 @@ bool IsEndpointList(absl::string_view targets);
 // resolves to now, IPv4 as "a.b.c.d:port" and IPv6 as "[addr]:port", one
 // endpoint each, as a headless Service's name resolves to every pod), in
 // the order given, each address once.
+// Spaces around an entry are ignored (" a:1, b:2").
 // Errors: INVALID_ARGUMENT naming an entry that is empty (`a:1,,b:2`), has
-// no port, or is a dns:/// name with an authority or no port;
+// no port ("entry 1 '127.0.0.1' has no port": gRPC would dial a default
+// one), or is a dns:/// name with an authority or no port;
 // UNAVAILABLE naming a dns:/// name that does not resolve (and why).
 absl::StatusOr<std::vector<std::string>> ResolveEndpoints(
     absl::string_view targets);
+
+// The syntax of a --server value, checked before anything is dialed or
+// resolved, so that a malformed one is a usage error: ResolveEndpoints'
+// INVALID_ARGUMENT for a list; for one target that is not a list,
+// INVALID_ARGUMENT when it is empty or has no colon (a bare host, which
+// gRPC would dial at a default port); any other gRPC target passes.
+absl::Status CheckServerList(absl::string_view targets);
 
 }  // namespace tensormorph
 

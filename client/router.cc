@@ -6,7 +6,9 @@
 #include <set>
 #include <thread>
 
+#include "absl/random/random.h"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -31,12 +33,18 @@ struct Router::Placement {
   // With no whole holder: each tensor (logical; stored parts) the partial
   // holders list, to the holders listing it, in endpoint order.
   absl::flat_hash_map<std::string, std::vector<size_t>> logical, parts;
+  // Each stored tensor to the partial holders building it into a logical
+  // tensor (the others withhold its module): where its name, read as a
+  // tensor, resolves to that part.
+  absl::flat_hash_map<std::string, std::vector<size_t>> claimed;
   // Every file a holder names, held or absent, in name order.
   std::vector<std::string> all_files;
   // Stored tensors the partial holders list as parts but build into no
   // logical tensor: their tensor straddles shards on different endpoints.
   std::vector<std::string> unbuilt;
-  std::atomic<uint64_t> next{0};  // round-robin among `whole`
+  // Round-robin among `whole`, from a random start: every CLI run is a
+  // fresh process, and a start at 0 would send them all to the first.
+  std::atomic<uint64_t> next{0};
 };
 
 namespace {
@@ -77,6 +85,7 @@ std::unique_ptr<Router> Router::Create(std::vector<std::string> endpoints,
   ClientOptions probe = options;
   probe.timeout =
       std::min(options.timeout.value_or(kDefaultUnaryTimeout), kProbeTimeout);
+  r->probe_timeout_ = *probe.timeout;
   for (std::string& address : endpoints) {
     // Connect fails only for an empty target, which ResolveEndpoints never
     // gives.
@@ -92,6 +101,10 @@ std::shared_ptr<Router::Placement> Router::Probe(
     const std::string& checkpoint) {
   auto p = std::make_shared<Placement>();
   p->created = absl::Now();
+  {
+    absl::BitGen gen;
+    p->next = absl::Uniform<uint64_t>(gen);
+  }
   p->answers.resize(endpoints_.size());
   RunEach(endpoints_.size(), [&](size_t i) {
     Placement::Answer& a = p->answers[i];
@@ -102,6 +115,17 @@ std::shared_ptr<Router::Placement> Router::Probe(
       a.info = *std::move(info);
     } else {
       a.status = info.status();
+      if (a.status.code() == absl::StatusCode::kDeadlineExceeded) {
+        // The probe's own deadline, not the caller's: the Client's message
+        // would point at ClientOptions::timeout.
+        a.status = absl::DeadlineExceededError(absl::StrCat(
+            "no reply to the placement probe (GetCheckpoint) within ",
+            absl::FormatDuration(probe_timeout_),
+            ": probes have a fixed deadline of ",
+            absl::FormatDuration(kProbeTimeout),
+            " (kProbeTimeout; ClientOptions::timeout only shortens it), so "
+            "that a hung endpoint does not stall the others"));
+      }
       a.kind = info.status().code() == absl::StatusCode::kNotFound
                    ? Placement::Kind::kAbsent
                : IsUnreachable(info.status()) ? Placement::Kind::kFailed
@@ -145,6 +169,10 @@ std::shared_ptr<Router::Placement> Router::Probe(
       if (p->answers[i].kind != Placement::Kind::kPartial) continue;
       for (const std::string& n : logical[i]) p->logical[n].push_back(i);
       for (const std::string& n : parts[i]) p->parts[n].push_back(i);
+      for (const std::string& n : claimed[i]) {
+        std::vector<size_t>& at = p->claimed[n];
+        if (at.empty() || at.back() != i) at.push_back(i);
+      }
     }
     // One server builds every stored tensor into a logical one (itself, or
     // with its companions). A stored tensor no holder builds belongs to a
@@ -248,16 +276,44 @@ absl::Status Router::CheckServed(const std::string& what, const Placement& p,
   const std::string files = absl::StrCat("files no reachable endpoint holds: ",
                                          absl::StrJoin(unserved, ", "));
   if (failed.empty()) {
-    // Every endpoint answered: the files are missing everywhere, as one
-    // server with an index naming absent shards would say.
-    return absl::DataLossError(
-        absl::StrCat(what, ": the checkpoint's index names files no endpoint (",
+    // Every endpoint answered and none holds them: most often a server left
+    // out of the list, or one not ready yet (a headless Service's DNS drops
+    // unready pods). UNAVAILABLE, which retry logic retries, not DATA_LOSS.
+    return absl::UnavailableError(
+        absl::StrCat(what, ": files no endpoint in the list (",
                      absl::StrJoin(addresses_, ", "),
-                     ") holds: ", absl::StrJoin(unserved, ", ")));
+                     ") holds: ", absl::StrJoin(unserved, ", "),
+                     "; is a server missing from --server, or not ready?"));
   }
   return absl::UnavailableError(absl::StrCat(
       what, ": not served by any reachable endpoint; unreachable: ",
       absl::StrJoin(failed, ", "), "; ", files));
+}
+
+absl::Status Router::UnbuiltError(const std::string& what, const Placement& p,
+                                  const std::string& tensor) const {
+  // The stored tensors of its module (its name less the last component)
+  // that no endpoint builds, and where each is.
+  const size_t dot = tensor.rfind('.');
+  const std::string module =
+      dot == std::string::npos ? std::string() : tensor.substr(0, dot + 1);
+  std::vector<std::string> named;
+  for (const std::string& n : p.unbuilt) {
+    if (n != tensor && (module.empty() || !absl::StartsWith(n, module))) {
+      continue;
+    }
+    std::vector<std::string> at;
+    for (size_t i : p.parts.find(n)->second) at.push_back(addresses_[i]);
+    named.push_back(absl::StrCat(n, " (on ", absl::StrJoin(at, ", "), ")"));
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      what,
+      ": no endpoint builds it, its stored tensors being in shard files on "
+      "different endpoints: ",
+      absl::StrJoin(named, ", "),
+      "; its stored part of that name alone is read with part=true (--part). "
+      "Serve each module's shards on one endpoint, or the checkpoint whole on "
+      "one"));
 }
 
 absl::Status Router::CheckBuilt(const std::string& what,
@@ -297,6 +353,18 @@ absl::StatusOr<std::vector<size_t>> Router::Candidates(
   if (!part) {
     if (auto it = p.logical.find(tensor); it != p.logical.end()) {
       return it->second;
+    }
+    // A stored tensor's name read as a tensor: only where its module is
+    // built (a holder withholding the module answers NOT_FOUND), and never
+    // the half of a tensor straddling endpoints, whose values alone are
+    // wrong (FP8 codes without their scale).
+    if (auto it = p.claimed.find(tensor); it != p.claimed.end()) {
+      return it->second;
+    }
+    if (p.parts.contains(tensor)) {
+      return UnbuiltError(
+          absl::StrCat("tensor '", tensor, "' of '", checkpoint, "'"), p,
+          tensor);
     }
   }
   if (auto it = p.parts.find(tensor); it != p.parts.end()) return it->second;
@@ -362,16 +430,35 @@ absl::Status Router::TryInOrder(
     const std::vector<size_t>& order, const std::string& what,
     const std::vector<std::string>& placed,
     const std::function<absl::Status(Client&, bool* delivered)>& call) {
-  std::vector<std::string> failed;
+  std::vector<std::string> failed, busy;
+  absl::Status first_busy;
   for (size_t i : order) {
     bool delivered = false;
     absl::Status s = call(*endpoints_[i].client, &delivered);
-    if (s.ok() || delivered || !IsUnreachable(s)) return s;
+    if (s.ok() || delivered) return s;
+    // A server at its limit (max_concurrent_diffs, ...) refused before
+    // starting: another holder may have room.
+    if (s.code() == absl::StatusCode::kResourceExhausted) {
+      if (busy.empty()) first_busy = s;
+      busy.push_back(absl::StrCat(addresses_[i], " (", s.message(), ")"));
+      continue;
+    }
+    if (!IsUnreachable(s)) return s;
     failed.push_back(absl::StrCat(addresses_[i], " (", s.message(), ")"));
     // Placed again on the next call, without it.
     for (const std::string& c : placed) {
       if (!c.empty()) Forget(c);
     }
+  }
+  if (!busy.empty()) {
+    // Some holder is up but refused: its own words (as one server says
+    // them: a per-request limit reads the same), then who else refused.
+    if (busy.size() == 1 && failed.empty()) return first_busy;
+    return absl::ResourceExhaustedError(absl::StrCat(
+        first_busy.message(), " (", what,
+        ": every reachable endpoint holding it refused so: ",
+        absl::StrJoin(busy, ", "), failed.empty() ? "" : "; unreachable: ",
+        absl::StrJoin(failed, ", "), ")"));
   }
   return absl::UnavailableError(absl::StrCat(
       what, ": not served by any reachable endpoint; unreachable: ",
@@ -674,12 +761,42 @@ absl::Status Router::ListCheckpoints(
   if (!any) return first_error;
   std::map<std::string, v1::CheckpointEntry, decltype(&ScanLess)> by_path(
       &ScanLess);
+  absl::flat_hash_map<std::string, int> listed;  // endpoints listing a path
   for (const auto& list : lists) {
     for (const v1::CheckpointEntry& e : list) {
+      ++listed[e.path()];
       auto [it, inserted] = by_path.emplace(e.path(), e);
       if (!inserted && e.file_count() > it->second.file_count()) {
         it->second = e;
       }
+    }
+  }
+  // A path several endpoints list may be split across partial holders,
+  // each listing its own files: its entry then counts the union, as one
+  // server holding every file would. (Its placement is then cached for the
+  // calls that follow a listing.)
+  for (auto& [path, e] : by_path) {
+    if (listed[path] < 2) continue;
+    auto placed = Place(path);
+    if (!placed.ok() || !(*placed)->whole.empty()) continue;
+    const Placement& p = **placed;
+    int64_t files = 0, bytes = 0;
+    for (const std::string& f : p.all_files) {
+      for (size_t i : p.partial) {
+        const v1::GetCheckpointResponse& info = p.answers[i].info;
+        auto it = std::find_if(
+            info.files().begin(), info.files().end(),
+            [&](const v1::FileInfo& fi) { return fi.path() == f; });
+        if (it == info.files().end()) continue;
+        ++files;
+        bytes += it->size_bytes();
+        break;
+      }
+    }
+    e.set_file_count(files);
+    e.set_total_bytes(bytes);
+    if (e.has_stored_tensor_count() && files == std::ssize(p.all_files)) {
+      e.set_stored_tensor_count(static_cast<int64_t>(p.parts.size()));
     }
   }
   for (const auto& [path, e] : by_path) {

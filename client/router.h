@@ -36,10 +36,16 @@ inline constexpr absl::Duration kProbeTimeout = absl::Seconds(5);
 //
 // Routing: a call naming a tensor goes to an endpoint holding the
 // checkpoint whole, round-robin per call among them so replicas share the
-// load; with none, to the first partial holder listing the tensor. A call
-// naming a reference tensor too goes where both are. When the endpoint
-// chosen turns out unreachable before any reply, the next candidate is
-// tried. GetServerInfo asks the first endpoint that answers.
+// load (from a random start per placement: each CLI run is a fresh
+// process); with none, to the first partial holder listing the tensor. A
+// logical tensor no endpoint builds (its module's stored tensors straddle
+// endpoints) is FAILED_PRECONDITION, never its stored part of that name,
+// which only `part` reads. A call naming a reference tensor too goes where
+// both are. When the endpoint chosen turns out unreachable, or refuses with
+// RESOURCE_EXHAUSTED (a server at max_concurrent_diffs), before any reply,
+// the next candidate is tried; RESOURCE_EXHAUSTED is returned only when
+// every reachable candidate refused so. GetServerInfo asks the first
+// endpoint that answers.
 //
 // Merging (no endpoint holds the checkpoint whole): GetCheckpoint and
 // ListTensors are what one server holding every file gives: files in name
@@ -53,7 +59,10 @@ inline constexpr absl::Duration kProbeTimeout = absl::Seconds(5);
 // drop them, while calls naming other tensors go on.
 // ListCheckpoints: every page of every endpoint, sent as one page (no
 // next_page_token; page_size and page_token are ignored) in scan order, each
-// path once: the entry with the most files.
+// path once: the entry with the most files; for a path several endpoints
+// list and only partial holders hold, file_count and total_bytes of the
+// union of their files (and stored_tensor_count, when the servers set it
+// and every file is held), as one server holding it all would list it.
 //
 // QuantDiff: on an endpoint holding both checkpoints whole when one does
 // (round-robin). Otherwise split into sub-diffs, one per endpoint: the
@@ -75,9 +84,12 @@ inline constexpr absl::Duration kProbeTimeout = absl::Seconds(5);
 // Errors: UNAVAILABLE naming the unreachable endpoints and their errors
 // (and the files no reachable endpoint holds) when a call needs data only
 // they may hold: "tensor T of C: not served by any reachable endpoint;
-// unreachable: 127.0.0.1:7433 (connection refused)"; a merged listing never
-// drops tensors silently. FAILED_PRECONDITION for GetArchitecture and
-// CheckCheckpoint of a checkpoint no endpoint holds whole, naming who holds
+// unreachable: 127.0.0.1:7433 (connection refused)"; UNAVAILABLE too when
+// every endpoint answered and files of the index are on none ("files no
+// endpoint in the list holds: X; is a server missing from --server, or not
+// ready?": a headless Service drops unready pods from DNS); a merged
+// listing never drops tensors silently. FAILED_PRECONDITION for GetArchitecture
+// and CheckCheckpoint of a checkpoint no endpoint holds whole, naming who holds
 // what; for a split QuantDiff with pairs whose halves no one endpoint holds
 // (naming them, before any diff runs) or a GGUF to translate; and for a
 // merge some tensors of which no endpoint builds (above). A sub-diff that
@@ -143,7 +155,8 @@ class Router {
   void Forget(const std::string& checkpoint);
 
   // The endpoints to try for `tensor` (a part with `part`), in order.
-  // Errors: UNAVAILABLE as the class comment says; NOT_FOUND when no
+  // Errors: UNAVAILABLE as the class comment says; FAILED_PRECONDITION for
+  // a logical tensor no endpoint builds (UnbuiltError); NOT_FOUND when no
   // endpoint lists it and every file is served (then the first partial
   // holder is still asked, for its message: see Route).
   absl::StatusOr<std::vector<size_t>> Candidates(const std::string& checkpoint,
@@ -164,9 +177,12 @@ class Router {
       const std::string& what, const std::string& checkpoint, Placement& p,
       const std::function<absl::Status(Client&, bool* delivered)>& call);
   // Runs `call` on the endpoints of `order` until one answers, fails
-  // otherwise than unreachable, or has delivered a reply; forgets the
-  // placements of `placed` when one is unreachable. UNAVAILABLE "<what>:
-  // not served by any reachable endpoint; unreachable: ..." when all are.
+  // otherwise than unreachable or RESOURCE_EXHAUSTED, or has delivered a
+  // reply; forgets the placements of `placed` when one is unreachable.
+  // When none answered and some refused RESOURCE_EXHAUSTED: the first
+  // refusal (as is when it is the only failure, else followed by every
+  // refusal and unreachable endpoint); else UNAVAILABLE "<what>: not served
+  // by any reachable endpoint; unreachable: ..." when all are unreachable.
   absl::Status TryInOrder(
       const std::vector<size_t>& order, const std::string& what,
       const std::vector<std::string>& placed,
@@ -177,10 +193,9 @@ class Router {
   absl::Status MergeTensors(
       const v1::ListTensorsRequest& request, Placement& p,
       const std::function<void(const v1::TensorInfo&)>& on_tensor);
-  // UNAVAILABLE (or DATA_LOSS when every endpoint answered) naming the
-  // files of `p` that no endpoint in `live` holds, and the endpoints that
-  // failed (at placement, or now: `now`, by endpoint, when given); OK when
-  // every file is held.
+  // UNAVAILABLE naming the files of `p` that no endpoint in `live` holds, and
+  // the endpoints that failed (at placement, or now: `now`, by endpoint, when
+  // given); OK when every file is held.
   absl::Status CheckServed(
       const std::string& what, const Placement& p,
       const std::vector<size_t>& live,
@@ -195,6 +210,11 @@ class Router {
   // when it has any, else the partial holders listing it.
   static std::vector<size_t> Holding(const Placement& p,
                                      const std::string& tensor);
+  // FAILED_PRECONDITION for `tensor` (a name in p.unbuilt, read as a
+  // logical tensor), naming the stored tensors of its module no endpoint
+  // builds and where they are.
+  absl::Status UnbuiltError(const std::string& what, const Placement& p,
+                            const std::string& tensor) const;
   // FAILED_PRECONDITION naming the stored tensors no partial holder builds
   // into a logical tensor (see Placement::unbuilt); OK when none.
   absl::Status CheckBuilt(const std::string& what, const Placement& p) const;
@@ -203,6 +223,7 @@ class Router {
   std::string Unreachable(const Placement& p) const;
 
   std::vector<Endpoint> endpoints_;
+  absl::Duration probe_timeout_;  // the probes' deadline
   std::vector<std::string> addresses_;
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Placement>> placements_

@@ -198,16 +198,24 @@ absl::StatusOr<const LogicalTensor*> FindTensorOrError(
   // where the tensor is, not offered near names.
   if (const Checkpoint::AbsentFile* f = ckpt.AbsentFileFor(tensor_name)) {
     const size_t slash = f->path.find_last_of('/');
+    // A logical tensor withheld although its stored tensor of that name is
+    // here: its module's other piece (a scale) is in the absent shard.
+    const bool half_here = !part && ckpt.FindPart(tensor_name) != nullptr;
     return absl::NotFoundError(absl::StrCat(
         part ? "stored tensor '" : "tensor '", tensor_name, "' of checkpoint '",
-        checkpoint_name, "' is in shard '",
+        checkpoint_name,
+        half_here ? "' is built with stored tensors of its module in shard '"
+                  : "' is in shard '",
         EscapeUtf8(slash == std::string::npos
                        ? absl::string_view(f->path)
                        : absl::string_view(f->path).substr(slash + 1)),
         "', which this server does not hold (partial checkpoint: it serves ",
         ckpt.files().size(), " of the index's ",
         ckpt.files().size() + ckpt.absent_files().size(),
-        " shard files; give the client every server, --server a,b,c)"));
+        " shard files; give the client every server, --server a,b,c)",
+        half_here ? "; its stored part of that name alone is read with "
+                    "part=true (--part)"
+                  : ""));
   }
   // The names the lookup would have taken: stored parts, and with no
   // `part` the logical tensors too (duplicates collapse in NearestNames).

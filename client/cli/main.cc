@@ -15,6 +15,7 @@
 #include "client/cli/arguments.h"
 #include "client/cli/check_command.h"
 #include "client/cli/commands.h"
+#include "client/endpoint_set.h"
 #include "core/util/utf8.h"
 #include "process/stream_heap.h"
 #include "proto/request_limits.h"
@@ -494,6 +495,13 @@ int main(int argc, char** argv) {
   // Its own channel: a health check needs no Client, and embedded it asks
   // the in-process server itself.
   if (*health_cmd) return RunHealth(g, copts, health);
+  // A malformed --server is the user's to fix (exit 1), not a failed call.
+  // (health parses its list itself, above.)
+  if (!g.server.empty()) {
+    if (absl::Status s = CheckServerList(g.server); !s.ok()) {
+      return ReportUsage(s);
+    }
+  }
   absl::StatusOr<std::unique_ptr<Client>> client =
       g.server.empty() ? Client::Embedded(copts)
                        : Client::Connect(g.server, copts);

@@ -696,6 +696,10 @@ const LogicalTensor* Checkpoint::Lookup(absl::string_view name,
                                         bool part) const {
   if (!part) {
     if (const LogicalTensor* t = FindTensor(name)) return t;
+    // A partial open withheld the logical tensors of `name`'s module: its
+    // stored tensor of the same name may be a half (FP8's codes without
+    // their scale), and read as the tensor it would give wrong values.
+    if (AbsentFileFor(name) != nullptr) return nullptr;
   }
   return FindPart(name);
 }

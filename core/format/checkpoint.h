@@ -147,7 +147,10 @@ class Checkpoint {
   // or else the part `name`. With `part`, the part only: the way to a part
   // whose name a logical tensor also has (compressed-tensors', FP8's and
   // bitsandbytes' `weight` hold the codes of a logical `weight`).
-  // nullptr when absent.
+  // nullptr when absent, and, without `part`, when a partial open withheld
+  // `name` (AbsentFileFor(name) is set): a withheld logical tensor never
+  // falls back to its stored part of the same name, whose values alone are
+  // wrong (FP8 codes without their scale); only `part` reads that part.
   const LogicalTensor* Lookup(absl::string_view name, bool part) const;
   // Every stored tensor as a part, in the order of stored_tensors().
   const std::vector<const LogicalTensor*>& parts() const { return parts_; }

@@ -43,5 +43,39 @@ TEST(EndpointSetTest, BadEntriesAreNamed) {
               StatusIs(absl::StatusCode::kUnavailable, "does not resolve"));
 }
 
+TEST(EndpointSetTest, SpacesAroundEntriesAreIgnored) {
+  auto e = ResolveEndpoints(" a:1, b:2 ,c:3 ");
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_THAT(*e, ElementsAre("a:1", "b:2", "c:3"));
+  EXPECT_TRUE(IsEndpointList(" a:1"));
+  EXPECT_TRUE(CheckServerList(" a:1, dns:///svc:7431").ok());
+}
+
+// gRPC would dial a bare host at a default port: a list names its ports.
+TEST(EndpointSetTest, AnEntryWithoutAPortIsNamed) {
+  EXPECT_THAT(ResolveEndpoints("127.0.0.1,a:1"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "entry 1 '127.0.0.1' has no port"));
+  EXPECT_THAT(ResolveEndpoints("a:1,[::1]"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "entry 2 '[::1]' has no port"));
+  EXPECT_THAT(CheckServerList("127.0.0.1"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "entry 1 '127.0.0.1' has no port"));
+  EXPECT_THAT(CheckServerList("host"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "entry 1 'host' has no port"));
+  EXPECT_THAT(CheckServerList("a:1, host"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "entry 2 'host' has no port"));
+  EXPECT_THAT(CheckServerList(" "),
+              StatusIs(absl::StatusCode::kInvalidArgument, "empty"));
+  // Checked without resolving: a name that does not resolve passes here.
+  EXPECT_TRUE(CheckServerList("dns:///no-such-host.invalid:1,a:2").ok());
+  // Other gRPC targets, one alone, pass as they always dialed.
+  EXPECT_TRUE(CheckServerList("unix:/tmp/tm.sock").ok());
+  EXPECT_TRUE(CheckServerList("gpu:7431").ok());
+}
+
 }  // namespace
 }  // namespace tensormorph

@@ -4,22 +4,29 @@
 // Endpoints that fail are named; replicas share calls; dns:/// resolves.
 #include "client/router.h"
 
+#include <arpa/inet.h>
 #include <google/protobuf/util/message_differencer.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/notification.h"
 #include "client/client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/process.h"
+#include "tests/support/safetensors_writer.h"
 #include "tests/support/sharded_checkpoint.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
@@ -251,6 +258,54 @@ TEST_F(RouterTest, ListCheckpointsIsTheUnionByPath) {
                                        })
                   .ok());
   EXPECT_EQ(paths, std::vector<std::string>{kCkpt});
+}
+
+// A checkpoint split over partial servers lists as one server holding it
+// all lists it: the files of the union, not one server's.
+TEST_F(RouterTest, ListCheckpointsCountsASplitCheckpointsUnion) {
+  auto entries = [](Client& c) {
+    std::vector<v1::CheckpointEntry> out;
+    EXPECT_TRUE(c.ListAllCheckpoints(
+                     v1::ListCheckpointsRequest(),
+                     [&](const v1::CheckpointEntry& e) { out.push_back(e); })
+                    .ok());
+    return out;
+  };
+  const std::vector<v1::CheckpointEntry> routed = entries(*routed_);
+  const std::vector<v1::CheckpointEntry> single = entries(*single_);
+  ASSERT_EQ(routed.size(), 1u);
+  ASSERT_EQ(single.size(), 1u);
+  EXPECT_EQ(routed[0].file_count(), 3);
+  EXPECT_EQ(routed[0].file_count(), single[0].file_count());
+  EXPECT_EQ(routed[0].total_bytes(), single[0].total_bytes());
+  EXPECT_EQ(routed[0].has_stored_tensor_count(),
+            single[0].has_stored_tensor_count());
+  EXPECT_EQ(routed[0].stored_tensor_count(), single[0].stored_tensor_count());
+  EXPECT_EQ(routed[0].format(), single[0].format());
+  // The CLI's listing alike, but for the modification time.
+  const CommandResult r =
+      RunCommand({CliPath(), "--server", Shared().List(), "--json", "ls"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr(R"("fileCount":"3")"));
+}
+
+// Every endpoint answered and a shard is on none of them: a server left
+// out of the list, or not ready yet (a headless Service drops unready pods
+// from DNS). UNAVAILABLE, which retry logic retries.
+TEST_F(RouterTest, FilesNoEndpointHoldsAreUnavailable) {
+  auto two = Connect(Shared().partial[0]->address() + "," +
+                     Shared().partial[1]->address());
+  const auto missing =
+      AllOf(StatusIs(absl::StatusCode::kUnavailable,
+                     "files no endpoint in the list (" +
+                         Shared().partial[0]->address() + ", " +
+                         Shared().partial[1]->address() +
+                         ") holds: " + Shared().roots.checkpoint.shards[2]),
+            StatusIs(absl::StatusCode::kUnavailable,
+                     "is a server missing from --server, or not ready?"));
+  EXPECT_THAT(two->ListTensors(kCkpt).status(), missing);
+  EXPECT_THAT(two->GetCheckpoint(kCkpt).status(), missing);
+  EXPECT_THAT(two->GetTensor(kCkpt, "lm_head.weight").status(), missing);
 }
 
 TEST_F(RouterTest, ArchitectureOfASplitCheckpointSaysWhatWorks) {
@@ -506,6 +561,88 @@ TEST(RouterSplitModuleTest, AMergeThatWouldDropATensorFailsNamingIt) {
   EXPECT_TRUE(client->ReadSliceAll(req).ok());
 }
 
+// The FP8 weight without its scale is not the tensor: read by its logical
+// name it never falls back to the stored part of that name (FP8 codes,
+// ~300x the scaled values), neither through the router nor from one
+// partial server. Only part=true reads that part.
+TEST(RouterSplitModuleTest, AWithheldTensorIsRefusedNeverItsUnscaledPart) {
+  const std::vector<std::string> shards = {"model-00001-of-00002.safetensors",
+                                           "model-00002-of-00002.safetensors"};
+  std::vector<std::unique_ptr<ServerProcess>> servers;
+  std::vector<std::string> addresses;
+  for (const std::string& shard : shards) {
+    const std::string root = MakeTempDir();
+    std::filesystem::create_directories(root + "/fp8");
+    for (const std::string& name :
+         {std::string("config.json"),
+          std::string("model.safetensors.index.json"), shard}) {
+      std::filesystem::copy_file(::tensormorph::testing::Fixture(
+                                     "safetensors/fp8_block_sharded/" + name),
+                                 root + "/fp8/" + name);
+    }
+    servers.push_back(std::make_unique<ServerProcess>(
+        std::vector<std::string>{root},
+        std::vector<std::string>{"--partial-shards"}));
+    addresses.push_back(servers.back()->address());
+  }
+  const std::string w = "model.layers.0.mlp.down_proj.weight";
+  const std::string list = absl::StrJoin(addresses, ",");
+  auto routed = Connect(list);
+  const auto refused = StatusIs(absl::StatusCode::kFailedPrecondition,
+                                "tensor '" + w +
+                                    "' of 'fp8': no endpoint "
+                                    "builds it");
+  v1::ReadSliceRequest read;
+  read.set_checkpoint("fp8");
+  read.set_tensor(w);
+  EXPECT_THAT(routed->ReadSliceAll(read).status(), refused);
+  EXPECT_THAT(routed->GetTensor("fp8", w).status(), refused);
+  v1::ComputeStatsRequest stats;
+  stats.set_checkpoint("fp8");
+  stats.set_tensor(w);
+  EXPECT_THAT(routed->ComputeStats(stats).status(), refused);
+  v1::InspectScalarsRequest scalars;
+  scalars.set_checkpoint("fp8");
+  scalars.set_tensor(w);
+  scalars.add_flat_indices(0);
+  EXPECT_THAT(routed->InspectScalars(scalars).status(), refused);
+  v1::GetHeatmapRequest heat;
+  heat.set_checkpoint("fp8");
+  heat.set_tensor(w);
+  EXPECT_THAT(routed->GetHeatmap(heat).status(), refused);
+  // Its scale's name is refused alike, naming where each half is.
+  const absl::Status scale =
+      routed->GetTensor("fp8", w + "_scale_inv").status();
+  EXPECT_THAT(scale, StatusIs(absl::StatusCode::kFailedPrecondition,
+                              w + " (on " + addresses[0] + ")"));
+  EXPECT_THAT(std::string(scale.message()),
+              HasSubstr(w + "_scale_inv (on " + addresses[1] + ")"));
+  // The part, asked for, is still read.
+  read.set_part(true);
+  read.set_mode(v1::OUTPUT_MODE_RAW);
+  EXPECT_TRUE(routed->ReadSliceAll(read).ok());
+
+  // One partial server alone: NOT_FOUND naming the shard of the scale.
+  auto single = Connect(addresses[0]);
+  read.set_part(false);
+  read.set_mode(v1::OUTPUT_MODE_UNSPECIFIED);
+  const absl::Status one = single->ReadSliceAll(read).status();
+  EXPECT_THAT(one, StatusIs(absl::StatusCode::kNotFound,
+                            "model-00002-of-00002.safetensors', which this "
+                            "server does not hold"));
+  EXPECT_THAT(single->GetTensor("fp8", w).status(),
+              StatusIs(absl::StatusCode::kNotFound, shards[1]));
+  EXPECT_THAT(single->ComputeStats(stats).status(),
+              StatusIs(absl::StatusCode::kNotFound, shards[1]));
+
+  // QA's command: a failed call (exit 2) naming the tensor, no values.
+  const CommandResult r = RunCommand(
+      {CliPath(), "--server", list, "read", "fp8", w, "--slice", "0,0:3"});
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_THAT(r.err, HasSubstr("no endpoint builds it"));
+  EXPECT_EQ(r.out, "");
+}
+
 int64_t Calls(const std::string& address) {
   auto info = Connect(address)->GetServerInfo();
   EXPECT_TRUE(info.ok()) << info.status();
@@ -539,9 +676,143 @@ TEST(RouterTargetsTest, DnsNameResolvesToItsAddresses) {
 TEST(RouterTargetsTest, AnEmptyEntryIsInvalidArgumentNamingIt) {
   EXPECT_THAT(Client::Connect("127.0.0.1:1,,127.0.0.1:2"),
               StatusIs(absl::StatusCode::kInvalidArgument, "entry 2 is empty"));
-  EXPECT_THAT(Client::Connect("127.0.0.1:1,b"),
+  EXPECT_THAT(
+      Client::Connect("127.0.0.1:1,b"),
+      StatusIs(absl::StatusCode::kInvalidArgument, "entry 2 'b' has no port"));
+}
+
+// Two whole replicas each admitting one diff at a time: a diff refused
+// RESOURCE_EXHAUSTED by one (before any reply) runs on the other, so two
+// clients' concurrent diffs both succeed whichever replica each tries
+// first; a third, refused by both, is RESOURCE_EXHAUSTED naming them.
+TEST(RouterReplicaTest, ADiffABusyReplicaRefusesRunsOnTheOther) {
+  // One big tensor (a sparse file: zeros, no disk) so that a diff lasts.
+  const std::string root = MakeTempDir();
+  std::filesystem::create_directories(root + "/big");
+  const int64_t n = int64_t{1} << 26;  // 256 MiB of F32
+  ::tensormorph::testing::WriteSparseSafetensors(
+      root + "/big/model.safetensors",
+      absl::StrCat(R"({"w":{"dtype":"F32","shape":[)", n,
+                   R"(],"data_offsets":[0,)", n * 4, "]}}"),
+      n * 4);
+  ServerProcess a({root}, {"--max-concurrent-diffs", "1"}),
+      b({root}, {"--max-concurrent-diffs", "1"});
+  const std::string list = a.address() + "," + b.address();
+  v1::QuantDiffRequest req;
+  req.set_checkpoint("big");
+  req.set_reference("big");
+  // Two fresh clients (as two CLI processes), each holding a replica's one
+  // slot in its first event's callback until the others were asked.
+  absl::Notification asked;
+  absl::Notification started[2];
+  absl::Status held[2];
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 2; ++k) {
+    if (k == 1) started[0].WaitForNotification();
+    threads.emplace_back([&, k] {
+      auto c = Connect(list);
+      bool told = false;
+      held[k] = c->QuantDiff(req, [&](const v1::QuantDiffEvent&) {
+        if (!told) {
+          told = true;
+          started[k].Notify();
+          asked.WaitForNotificationWithTimeout(absl::Seconds(60));
+        }
+        return true;
+      });
+      if (!told) started[k].Notify();
+    });
+  }
+  started[1].WaitForNotification();
+  // Both replicas busy: a third is refused by both, RESOURCE_EXHAUSTED
+  // naming them.
+  const absl::Status third = Connect(list)->QuantDiff(
+      req, [](const v1::QuantDiffEvent&) { return true; });
+  asked.Notify();
+  for (std::thread& t : threads) t.join();
+  EXPECT_TRUE(held[0].ok()) << held[0];
+  EXPECT_TRUE(held[1].ok()) << held[1];
+  EXPECT_THAT(third, StatusIs(absl::StatusCode::kResourceExhausted,
+                              "max_concurrent_diffs"));
+  EXPECT_THAT(std::string(third.message()),
+              AllOf(HasSubstr(a.address()), HasSubstr(b.address())));
+}
+
+int64_t Streams(const std::string& address) {
+  auto info = Connect(address)->GetServerInfo();
+  EXPECT_TRUE(info.ok()) << info.status();
+  return info.ok() ? info->counters().streams_started() : -1;
+}
+
+// Each CLI run is a fresh process: the first whole holder it tries is
+// random, so that many runs spread over the replicas, not all on the first.
+TEST(RouterReplicaTest, FreshCliProcessesSpreadTheirDiffs) {
+  const Roots roots = MakeRoots();
+  ServerProcess a({roots.whole}), b({roots.whole});
+  const int64_t a0 = Streams(a.address()), b0 = Streams(b.address());
+  constexpr int kRuns = 20;
+  for (int i = 0; i < kRuns; ++i) {
+    const CommandResult r =
+        RunCommand({CliPath(), "--server", a.address() + "," + b.address(),
+                    "--json", "diff", kCkpt, kCkpt});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  const int64_t da = Streams(a.address()) - a0, db = Streams(b.address()) - b0;
+  // One diff stream per run; both replicas had some (all 20 on one:
+  // a chance of 2 in a million).
+  EXPECT_EQ(da + db, kRuns);
+  EXPECT_GE(da, 1);
+  EXPECT_GE(db, 1);
+}
+
+TEST(RouterTargetsTest, SpacesAroundEntriesAreIgnored) {
+  const Roots roots = MakeRoots();
+  ServerProcess a({roots.whole}), b({roots.whole});
+  auto client = Connect(absl::StrCat(" ", a.address(), ", ", b.address(), " "));
+  ASSERT_NE(client, nullptr);
+  EXPECT_TRUE(client->GetTensor(kCkpt, "lm_head.weight").ok());
+}
+
+TEST(RouterTargetsTest, AnEntryWithoutAPortIsInvalidArgument) {
+  EXPECT_THAT(Client::Connect("127.0.0.1"),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       "entry 2 'b' is not host:port"));
+                       "entry 1 '127.0.0.1' has no port"));
+  EXPECT_THAT(Client::Connect("127.0.0.1:1,host"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "entry 2 'host' has no port"));
+  // The CLI: a usage error (exit 1), before anything is dialed.
+  for (const std::string& bad :
+       {std::string("127.0.0.1"), std::string("a:1,,b:2"),
+        std::string("a:1,host")}) {
+    SCOPED_TRACE(bad);
+    const CommandResult r = RunCommand({CliPath(), "--server", bad, "ls"});
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("entry"));
+  }
+}
+
+// An endpoint that accepts connections and never answers: the placement's
+// message names the probe's own fixed deadline, not ClientOptions::timeout.
+TEST(RouterFailureTest, AHungEndpointsMessageNamesTheProbeDeadline) {
+  const int hung = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(hung, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(hung, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(hung, 16), 0);  // never accepted: the kernel completes
+  socklen_t len = sizeof(addr);      // the handshake, nothing replies
+  ASSERT_EQ(::getsockname(hung, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string hung_address =
+      absl::StrCat("127.0.0.1:", ntohs(addr.sin_port));
+  ServerProcess empty({MakeTempDir()});
+  auto client = Connect(hung_address + "," + empty.address());
+  const absl::Status s = client->GetCheckpoint(kCkpt).status();
+  ::close(hung);
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kUnavailable, hung_address));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("kProbeTimeout"));
+  EXPECT_THAT(std::string(s.message()),
+              ::testing::Not(HasSubstr("ClientOptions::timeout sets")));
 }
 
 }  // namespace

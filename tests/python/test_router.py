@@ -187,10 +187,26 @@ class RoutedTest(unittest.TestCase):
     def test_checkpoints_are_the_union_by_path(self) -> None:
         routed = self.routed.checkpoints()
         self.assertEqual([e["path"] for e in routed], [CKPT])
-        # Each path once: the entry of the endpoint listing the most files
-        # (router.h), here one shard each, not the sum one server shows.
-        with tm.connect(_partial[0].address) as one:
-            same(routed[0]["file_count"], one.checkpoints()[0]["file_count"])
+        # Each path once; split across partial holders, counted over the
+        # union of their files, as the one server holding it all lists it.
+        single = self.single.checkpoints()
+        for key in ("file_count", "total_bytes", "stored_tensor_count", "format"):
+            self.assertEqual(routed[0][key], single[0][key], key)
+        self.assertEqual(routed[0]["file_count"], 3)
+
+    def test_files_no_endpoint_holds_are_unavailable(self) -> None:
+        # Every endpoint answered and a shard is on none: a server missing
+        # from the list, or not ready. UNAVAILABLE, which retries retry.
+        with tm.connect(f"{_partial[0].address},{_partial[1].address}") as two:
+            for call in (lambda: two.tensors(CKPT), lambda: two.checkpoint(CKPT),
+                         lambda: two.read(CKPT, "lm_head.weight")):
+                with self.assertRaises(tm.Error) as e:
+                    call()
+                self.assertEqual(e.exception.code, "UNAVAILABLE")
+                self.assertIn(f"files no endpoint in the list ({_partial[0].address}, "
+                              f"{_partial[1].address}) holds: {SHARDS[2]}", e.exception.message)
+                self.assertIn("is a server missing from --server, or not ready?",
+                              e.exception.message)
 
     def test_server_info_is_the_first_endpoints(self) -> None:
         self.assertEqual(self.routed.server_info()["version"],
@@ -299,7 +315,23 @@ class FailureTest(unittest.TestCase):
             # The tensors one endpoint builds read as usual, the stored parts too.
             client.read("f", "model.layers.0.self_attn.o_proj.weight")
             client.read("f", "model.layers.0.mlp.down_proj.weight", part=True, raw=True)
+            # Read as a tensor, the FP8 weight without its scale is refused,
+            # never its unscaled part of that name (~300x the values).
+            w = "model.layers.0.mlp.down_proj.weight"
+            for call in (lambda: client.read("f", w), lambda: client.stats("f", w),
+                         lambda: client.scalars("f", w, [0])):
+                with self.assertRaises(tm.Error) as e:
+                    call()
+                self.assertEqual(e.exception.code, "FAILED_PRECONDITION")
+                self.assertIn(f"tensor '{w}' of 'f': no endpoint builds it", e.exception.message)
             client.close()
+            # One partial server alone: NOT_FOUND naming the scale's shard.
+            with tm.connect(servers[0].address) as one:
+                with self.assertRaises(tm.Error) as e:
+                    one.read("f", w)
+                self.assertEqual(e.exception.code, "NOT_FOUND")
+                self.assertIn(f"{shards[1]}', which this server does not hold",
+                              e.exception.message)
         finally:
             for s in servers:
                 s.stop()
@@ -322,7 +354,10 @@ class TargetsTest(unittest.TestCase):
     def test_a_bad_list_raises_naming_the_entry(self) -> None:
         for target, code, text in [
                 ("127.0.0.1:1,,127.0.0.1:2", "INVALID_ARGUMENT", "entry 2 is empty"),
-                ("127.0.0.1:1,b", "INVALID_ARGUMENT", "entry 2 'b' is not host:port"),
+                ("127.0.0.1:1,b", "INVALID_ARGUMENT", "entry 2 'b' has no port"),
+                ("127.0.0.1", "INVALID_ARGUMENT", "entry 1 '127.0.0.1' has no port"),
+                ("127.0.0.1:1, host", "INVALID_ARGUMENT", "entry 2 'host' has no port"),
+                ("", "INVALID_ARGUMENT", "empty server address"),
                 ("127.0.0.1:1,dns://8.8.8.8/x:1", "INVALID_ARGUMENT", "entry 2 'dns://8.8.8.8/x:1'"),
                 ("dns:///no-such-host.invalid:7431", "UNAVAILABLE",
                  "entry 1 'dns:///no-such-host.invalid:7431' does not resolve")]:
@@ -332,6 +367,30 @@ class TargetsTest(unittest.TestCase):
             self.assertIn(text, e.exception.message, target)
         self.assertEqual(tm.resolve_endpoints("127.0.0.1:1,127.0.0.1:2,127.0.0.1:1"),
                          ["127.0.0.1:1", "127.0.0.1:2"])
+        # Spaces around entries, as a shell user writes a list, are trimmed.
+        self.assertEqual(tm.resolve_endpoints(" 127.0.0.1:1, 127.0.0.1:2 "),
+                         ["127.0.0.1:1", "127.0.0.1:2"])
+
+    def test_fresh_clients_spread_over_replicas(self) -> None:
+        # Each new client (a new process, as often) starts its round-robin
+        # at a random replica, not always the first.
+        second = LiveServer(TENSORMORPHD, _roots.whole)
+        try:
+            def calls(address: str) -> int:
+                with tm.connect(address) as one:
+                    return int(one.server_info()["counters"]["streams_started"])
+
+            a0, b0 = calls(_whole.address), calls(second.address)
+            runs = 20
+            for _ in range(runs):
+                with tm.connect(f"{_whole.address},{second.address}") as c:
+                    c.read(CKPT, "model.norm.weight")
+            da, db = calls(_whole.address) - a0, calls(second.address) - b0
+            self.assertEqual(da + db, runs)
+            self.assertGreaterEqual(da, 1)
+            self.assertGreaterEqual(db, 1)
+        finally:
+            second.stop()
 
 
 if __name__ == "__main__":

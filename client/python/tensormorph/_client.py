@@ -355,10 +355,13 @@ def connect(address: str, token: Optional[str] = None,
     the name resolves to, as a headless Service's does), give a
     `RoutedClient` with the same calls: each checkpoint is found on the
     servers holding it (whole, or some shard files each) and every call goes
-    to one that holds its data (see _router.py). A bad list raises tm.Error
-    INVALID_ARGUMENT naming the entry; a dns:/// name that does not resolve,
-    UNAVAILABLE."""
-    from ._router import RoutedClient, is_endpoint_list, resolve_endpoints
+    to one that holds its data (see _router.py). A bad list, an empty
+    address or one without a port raises tm.Error INVALID_ARGUMENT naming
+    the entry; a dns:/// name that does not resolve, UNAVAILABLE."""
+    from ._router import RoutedClient, check_server_list, is_endpoint_list, resolve_endpoints
+    # A malformed address is the caller's to fix: INVALID_ARGUMENT naming
+    # it, before gRPC would dial it (UNKNOWN, and C-core's log, for "").
+    check_server_list(address)
     if is_endpoint_list(address):
         return RoutedClient(resolve_endpoints(address), token=token, tls_ca=tls_ca)
     return dial(address, token=token, tls_ca=tls_ca)

@@ -4,8 +4,9 @@
 Targets: "a:7431,b:7431" (each host:port one endpoint, as written) and
 "dns:///name:7431" (every address the name resolves to now, one endpoint
 each, as a headless Service's name resolves to every pod), mixed freely,
-each address once. One plain "host:port" is not a list: connect() then
-dials it as it always has.
+each address once, spaces around entries ignored. One plain "host:port" is
+not a list: connect() then dials it as it always has. An empty address or
+an entry without a port is INVALID_ARGUMENT before anything is dialed.
 
 Placement: on a checkpoint's first use (then every PLACEMENT_TTL seconds,
 and at once after an endpoint of it failed) every endpoint is asked
@@ -17,10 +18,14 @@ DEADLINE_EXCEEDED: unreachable).
 
 Routing: a call naming a tensor (read, scalars, stats, heatmap) goes to an
 endpoint holding the checkpoint whole, round-robin per call among them so
-replicas share the load; with none, to the first partial holder listing the
-tensor. A call naming a reference tensor too (stats, heatmap) goes where
-both are. When the endpoint chosen is unreachable before any reply reached
-the caller, the next candidate is tried. server_info() asks the first
+replicas share the load (from a random start per placement: each process
+would otherwise start at the first); with none, to the first partial holder
+listing the tensor. A logical tensor no endpoint builds is
+FAILED_PRECONDITION, never its stored part of that name (part=True reads
+that). A call naming a reference tensor too (stats, heatmap) goes where
+both are. When the endpoint chosen is unreachable, or refuses with
+RESOURCE_EXHAUSTED, before any reply reached the caller, the next candidate
+is tried (RESOURCE_EXHAUSTED only when every reachable one refused so). server_info() asks the first
 endpoint that answers. diff() runs on an endpoint holding both checkpoints
 whole.
 
@@ -32,12 +37,15 @@ stored tensors are in shards on different endpoints is built by none: the
 merge then raises FAILED_PRECONDITION naming them rather than drop them,
 while calls naming other tensors go on. checkpoints() is the union by path
 of every endpoint's listing, in scan order, each path once (the entry with
-the most files).
+the most files; a path split across partial holders counts the union of
+their files).
 
 Errors (tm.Error): UNAVAILABLE naming the unreachable endpoints and their
 errors (and the files no reachable endpoint holds) when a call needs data
 only they may hold, e.g. "tensor 'T' of 'C': not served by any reachable
-endpoint; unreachable: 127.0.0.1:7433 (...)"; a merged listing never drops
+endpoint; unreachable: 127.0.0.1:7433 (...)"; UNAVAILABLE too when every
+endpoint answered and files of the index are on none ("...; is a server
+missing from --server, or not ready?"); a merged listing never drops
 tensors silently. FAILED_PRECONDITION for diff() of a checkpoint no
 endpoint holds whole, naming who holds what, and for a merge some tensors
 of which no endpoint builds. Otherwise an endpoint's own error.
@@ -49,6 +57,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import random
 import socket
 import threading
 import time
@@ -78,12 +87,35 @@ T = TypeVar("T")
 
 def is_endpoint_list(targets: str) -> bool:
     """Whether `targets` names more than one plain target: a comma-separated
-    list, or a dns:/// name (which may resolve to several addresses)."""
-    return "," in targets or targets.startswith(_DNS_SCHEME)
+    list, or a dns:/// name (which may resolve to several addresses); or is
+    one with spaces around it, which the list's parsing trims."""
+    return ("," in targets or targets.strip().startswith(_DNS_SCHEME)
+            or targets.strip() != targets)
+
+
+def check_server_list(targets: str) -> None:
+    """The syntax of a server address or list, checked before anything is
+    dialed (C++'s CheckServerList): raises tm.Error INVALID_ARGUMENT for an
+    empty one, an entry without a port ("entry 1 '127.0.0.1' has no port":
+    gRPC would dial a default one), or a malformed list. Any other single
+    gRPC target ("unix:/path") passes."""
+    if not targets.strip():
+        raise Error("INVALID_ARGUMENT", "empty server address (want host:port, or several "
+                    "separated by commas, each host:port or dns:///name:port)")
+    if not is_endpoint_list(targets):
+        if ":" not in targets:
+            raise Error("INVALID_ARGUMENT", f"server list entry 1 '{targets}' has no port "
+                        "(want host:port or dns:///name:port)")
+        return
+    _parse_endpoints(targets, resolve=False)
 
 
 def _split_host_port(entry: str, what: str) -> Tuple[str, str]:
     colon = entry.rfind(":")
+    if colon < 0 or colon < entry.rfind("]"):
+        # gRPC would dial a default port; a server list names its ports.
+        raise Error("INVALID_ARGUMENT", f"server list entry {what} '{entry}' has no port "
+                    "(want host:port or dns:///name:port)")
     port = entry[colon + 1:] if colon > 0 else ""
     if colon <= 0 or not port.isdigit() or not port.isascii() or int(port) > 65535:
         raise Error("INVALID_ARGUMENT", f"server list entry {what} '{entry}' is not host:port "
@@ -115,18 +147,29 @@ def resolve_endpoints(targets: str) -> List[str]:
     resolves to now: IPv4 as "a.b.c.d:port", IPv6 as "[addr]:port"), in the
     order given, each address once.
 
+    Spaces around an entry are ignored (" a:1, b:2").
     Raises tm.Error INVALID_ARGUMENT naming an entry that is empty
     ("a:1,,b:2"), has no port, or is a dns: name with an authority;
     UNAVAILABLE naming a dns:/// name that does not resolve (and why)."""
+    return _parse_endpoints(targets, resolve=True)
+
+
+def _parse_endpoints(targets: str, resolve: bool) -> List[str]:
+    """resolve_endpoints(), or with no `resolve` the syntax only (dns:///
+    names checked, not resolved)."""
     out: List[str] = []
     for position, entry in enumerate(targets.split(","), start=1):
+        entry = entry.strip()
         what = str(position)
         if not entry:
             raise Error("INVALID_ARGUMENT",
                         f"server list '{targets}': entry {what} is empty (want host:port or "
                         "dns:///name:port, separated by commas)")
         if entry.startswith(_DNS_SCHEME):
-            out.extend(_resolve(entry, what))
+            if resolve:
+                out.extend(_resolve(entry, what))
+            else:
+                _split_host_port(entry[len(_DNS_SCHEME):], what)
             continue
         if entry.startswith("dns:"):
             raise Error("INVALID_ARGUMENT",
@@ -176,8 +219,14 @@ class _Placement:
     # Stored tensors the partial holders list as parts but build into no
     # logical tensor: their tensor straddles shards on different endpoints.
     unbuilt: List[str] = field(default_factory=list)
-    # Round-robin among `whole` (next() on a count is atomic in CPython).
-    turn: "itertools.count[int]" = field(default_factory=itertools.count)
+    # Each stored tensor to the partial holders building it into a logical
+    # tensor (the others withhold its module): where its name, read as a
+    # tensor, resolves to that part.
+    claimed: Dict[str, List[int]] = field(default_factory=dict)
+    # Round-robin among `whole` (next() on a count is atomic in CPython),
+    # from a random start: each process would otherwise start at the first.
+    turn: "itertools.count[int]" = field(
+        default_factory=lambda: itertools.count(random.randrange(1 << 30)))
 
     def rotated_whole(self) -> List[int]:
         k = next(self.turn) % len(self.whole)
@@ -246,6 +295,12 @@ class RoutedClient:
                 info = self._endpoints[i].probe.checkpoint(ckpt)
             except Error as e:
                 kind = _ABSENT if e.code == "NOT_FOUND" else _FAILED if _unreachable(e) else _REFUSED
+                if e.code == "DEADLINE_EXCEEDED":
+                    # The probe's own deadline, not the client's.
+                    e = Error("DEADLINE_EXCEEDED",
+                              "no reply to the placement probe (GetCheckpoint) within "
+                              f"{PROBE_TIMEOUT:g}s: probes have a fixed deadline (PROBE_TIMEOUT), "
+                              "so that a hung endpoint does not stall the others")
                 return _Answer(kind, e)
             return _Answer(_PARTIAL if info["absent_files"] else _WHOLE, None, info)
 
@@ -274,7 +329,11 @@ class RoutedClient:
                     continue
                 for t in got[0]:
                     p.logical.setdefault(t.name, []).append(i)
-                    built.update(part.name for part in t.parts)
+                    for part in t.parts:
+                        built.add(part.name)
+                        at = p.claimed.setdefault(part.name, [])
+                        if not at or at[-1] != i:
+                            at.append(i)
                 for t in got[1]:
                     p.parts.setdefault(t.name, []).append(i)
             p.unbuilt = sorted(name for name in p.parts if name not in built)
@@ -328,9 +387,8 @@ class RoutedClient:
 
     def _check_served(self, what: str, p: _Placement, live: Sequence[int],
                       now: Optional[Dict[int, Error]] = None) -> None:
-        """Raises UNAVAILABLE (or DATA_LOSS when every endpoint answered)
-        naming the files of `p` no endpoint in `live` holds and the
-        endpoints that failed (at placement, or now: `now`)."""
+        """Raises UNAVAILABLE naming the files of `p` no endpoint in `live`
+        holds and the endpoints that failed (at placement, or now: `now`)."""
         unserved = [f for f in p.all_files if not any(p.answers[i].holds(f) for i in live)]
         if not unserved:
             return
@@ -341,10 +399,13 @@ class RoutedClient:
                 failed.append(f"{self._endpoints[i].address} "
                               f"({why.message if why is not None else 'failed'})")
         if not failed:
-            # Every endpoint answered: the files are missing everywhere, as
-            # one server with an index naming absent shards would say.
-            raise Error("DATA_LOSS", f"{what}: the checkpoint's index names files no endpoint "
-                        f"({', '.join(self.endpoints)}) holds: {', '.join(unserved)}")
+            # Every endpoint answered and none holds them: most often a
+            # server left out of the list, or not ready yet (a headless
+            # Service's DNS drops unready pods). UNAVAILABLE, which retry
+            # logic retries, not DATA_LOSS.
+            raise Error("UNAVAILABLE", f"{what}: files no endpoint in the list "
+                        f"({', '.join(self.endpoints)}) holds: {', '.join(unserved)}; "
+                        "is a server missing from --server, or not ready?")
         raise Error("UNAVAILABLE", f"{what}: not served by any reachable endpoint; unreachable: "
                     f"{', '.join(failed)}; files no reachable endpoint holds: "
                     f"{', '.join(unserved)}")
@@ -367,6 +428,23 @@ class RoutedClient:
                     "; a merged listing would drop them. Serve each module's shards on one "
                     "endpoint, or the checkpoint whole on one; the other tensors read as usual")
 
+    def _unbuilt_error(self, what: str, p: _Placement, tensor: str) -> None:
+        """Raises FAILED_PRECONDITION for `tensor` (unbuilt, read as a
+        logical tensor), naming the stored tensors of its module no endpoint
+        builds and where they are."""
+        module = tensor[:tensor.rfind(".") + 1] if "." in tensor else ""
+        named = []
+        for n in p.unbuilt:
+            if n != tensor and (not module or not n.startswith(module)):
+                continue
+            at = ", ".join(self._endpoints[i].address for i in p.parts[n])
+            named.append(f"{n} (on {at})")
+        raise Error("FAILED_PRECONDITION",
+                    f"{what}: no endpoint builds it, its stored tensors being in shard files on "
+                    f"different endpoints: {', '.join(named)}; its stored part of that name "
+                    "alone is read with part=true (--part). Serve each module's shards on one "
+                    "endpoint, or the checkpoint whole on one")
+
     def _candidates(self, ckpt: str, tensor: str, part: bool) -> List[int]:
         """The endpoints to try for `tensor` of `ckpt`, in order."""
         p = self._place(ckpt)
@@ -374,6 +452,14 @@ class RoutedClient:
             return p.rotated_whole()
         if not part and tensor in p.logical:
             return list(p.logical[tensor])
+        if not part and tensor in p.claimed:
+            # A stored tensor's name read as a tensor: only where its module
+            # is built (a holder withholding it answers NOT_FOUND).
+            return list(p.claimed[tensor])
+        if not part and tensor in p.parts:
+            # Never the half of a tensor straddling endpoints, whose values
+            # alone are wrong (FP8 codes without their scale).
+            self._unbuilt_error(f"tensor '{tensor}' of '{ckpt}'", p, tensor)
         if tensor in p.parts:
             return list(p.parts[tensor])
         what = f"tensor '{tensor}' of '{ckpt}'"
@@ -410,13 +496,21 @@ class RoutedClient:
     def _try_in_order(self, order: Sequence[int], what: str, placed: Sequence[str],
                       call: Callable[[Client], T]) -> T:
         """`call` on the endpoints of `order` until one answers or fails
-        otherwise than unreachable; forgets the placements of `placed` when
-        one is unreachable."""
-        failed = []
+        otherwise than unreachable or RESOURCE_EXHAUSTED (a server at its
+        limit, e.g. max_concurrent_diffs: another may have room); forgets
+        the placements of `placed` when one is unreachable.
+        RESOURCE_EXHAUSTED when none answered and some refused so."""
+        failed: List[str] = []
+        busy: List[str] = []
+        first_busy: Optional[Error] = None
         for i in order:
             try:
                 return call(self._endpoints[i].client)
             except Error as e:
+                if e.code == "RESOURCE_EXHAUSTED":
+                    first_busy = first_busy or e
+                    busy.append(f"{self._endpoints[i].address} ({e.message})")
+                    continue
                 if not _unreachable(e):
                     raise
                 failed.append(f"{self._endpoints[i].address} ({e.message})")
@@ -424,6 +518,15 @@ class RoutedClient:
                 for c in placed:
                     if c:
                         self._forget(c)
+        if busy and first_busy is not None:
+            # Its own words (as one server says them: a per-request limit
+            # reads the same), then who else refused.
+            if len(busy) == 1 and not failed:
+                raise first_busy
+            raise Error("RESOURCE_EXHAUSTED",
+                        f"{first_busy.message} ({what}: every reachable endpoint holding it "
+                        f"refused so: {', '.join(busy)}"
+                        + (f"; unreachable: {', '.join(failed)}" if failed else "") + ")")
         raise Error("UNAVAILABLE", f"{what}: not served by any reachable endpoint; "
                     f"unreachable: {', '.join(failed)}")
 
@@ -536,8 +639,12 @@ class RoutedClient:
 
     def checkpoints(self, root: str = "", max_depth: Optional[int] = None) -> List[Dict[str, Any]]:
         """ListCheckpoints of every endpoint, the union by path in scan
-        order (the entry with the most files). UNAVAILABLE when an endpoint
-        is unreachable: a listing never drops what it may hold."""
+        order (the entry with the most files; for a path several endpoints
+        list and only partial holders hold, file_count and total_bytes of
+        the union of their files, and stored_tensor_count when set and every
+        file is held, as one server holding it all lists it). UNAVAILABLE
+        when an endpoint is unreachable: a listing never drops what it may
+        hold."""
         def listing(i: int) -> Union[List[Dict[str, Any]], Error]:
             try:
                 return self._endpoints[i].client.checkpoints(root, max_depth=max_depth)
@@ -562,13 +669,40 @@ class RoutedClient:
         if not any_ok and first_error is not None:
             raise first_error
         by_path: Dict[str, Dict[str, Any]] = {}
+        listed: Dict[str, int] = {}
         for i in range(len(self._endpoints)):
             got = lists[i]
-            assert not isinstance(got, Error)
+            if isinstance(got, Error):
+                continue  # refused; another endpoint answered
             for e in got:
+                listed[e["path"]] = listed.get(e["path"], 0) + 1
                 have = by_path.get(e["path"])
                 if have is None or e["file_count"] > have["file_count"]:
                     by_path[e["path"]] = e
+        # A path several endpoints list may be split across partial
+        # holders, each listing its own files: count the union.
+        for path, e in by_path.items():
+            if listed[path] < 2:
+                continue
+            try:
+                p = self._place(path)
+            except Error:
+                continue
+            if p.whole:
+                continue
+            files, total = 0, 0
+            for f in p.all_files:
+                for i in p.partial:
+                    sizes = [fi["size_bytes"] for fi in p.answers[i].info["files"]
+                             if fi["path"] == f]
+                    if sizes:
+                        files += 1
+                        total += sizes[0]
+                        break
+            e["file_count"] = files
+            e["total_bytes"] = total
+            if e.get("stored_tensor_count") is not None and files == len(p.all_files):
+                e["stored_tensor_count"] = len(p.parts)
         return [by_path[k] for k in sorted(by_path, key=_scan_key)]
 
     def read(self, ckpt: str, tensor: str, slice: Optional[str] = None,
@@ -614,7 +748,8 @@ class RoutedClient:
              worst_groups: Optional[int] = None) -> Iterator[Dict[str, Any]]:
         """QuantDiff on an endpoint holding both checkpoints whole (see
         Client.diff); FAILED_PRECONDITION naming who holds what when none
-        does. An endpoint unreachable before its first event is skipped."""
+        does. An endpoint unreachable, or refusing RESOURCE_EXHAUSTED,
+        before its first event is skipped."""
         q = self._place(quant)
         ref = self._place(source)
         both = [i for i in q.whole if i in ref.whole]
@@ -625,7 +760,8 @@ class RoutedClient:
                         f"{self._describe(q)}; '{source}' is on {self._describe(ref)}")
         k = next(q.turn) % len(both)
         order = both[k:] + both[:k]
-        failed = []
+        failed: List[str] = []
+        busy: List[str] = []
         for i in order:
             delivered = False
             try:
@@ -636,10 +772,20 @@ class RoutedClient:
                     yield event
                 return
             except Error as e:
+                # A replica at max_concurrent_diffs refused before starting:
+                # another may have room.
+                if not delivered and e.code == "RESOURCE_EXHAUSTED":
+                    busy.append(f"{self._endpoints[i].address} ({e.message})")
+                    continue
                 if delivered or not _unreachable(e):
                     raise
                 failed.append(f"{self._endpoints[i].address} ({e.message})")
                 self._forget(quant)
                 self._forget(source)
+        if busy:
+            raise Error("RESOURCE_EXHAUSTED",
+                        f"QuantDiff of '{quant}' against '{source}': every reachable endpoint "
+                        f"holding both refused it: {', '.join(busy)}"
+                        + (f"; unreachable: {', '.join(failed)}" if failed else ""))
         raise Error("UNAVAILABLE", f"QuantDiff of '{quant}' against '{source}': not served by "
                     f"any reachable endpoint; unreachable: {', '.join(failed)}")

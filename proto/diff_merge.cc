@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "proto/diff_partition.h"
 #include "proto/diff_summary.h"
 
 namespace tensormorph {
@@ -57,6 +58,22 @@ absl::StatusOr<MergedDiff> MergeDiffParts(std::vector<DiffPartEvents> parts) {
           p.label,
           ": the summary has no part info: was it written by `tensormorph "
           "diff --part i/N --json`? (that of a whole diff has none)"));
+    }
+    // The numbers that size what follows, checked before they are used: a
+    // part file is text anyone may have edited.
+    const v1::DiffPartInfo& info = p.summary->part();
+    if (info.count() < 1 || info.count() > kMaxDiffParts || info.index() < 0 ||
+        info.index() >= info.count()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          p.label, ": part ", info.index(), "/", info.count(),
+          " is no part: want 0 <= index < count <= ", kMaxDiffParts));
+    }
+    if (info.plan_tensors() < 0 || info.plan_source_bytes() < 0 ||
+        info.part_source_bytes() < 0 || p.summary->tensors_compared() < 0 ||
+        p.summary->bytes_read() < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          p.label, ": a negative count or size in the summary of part ",
+          PartText(info), " (edited?)"));
     }
     if (p.summary->tensors_compared() !=
         static_cast<int64_t>(p.reports.size())) {
@@ -119,16 +136,18 @@ absl::StatusOr<MergedDiff> MergeDiffParts(std::vector<DiffPartEvents> parts) {
   out.fail_on.assign(first.fail_on().begin(), first.fail_on().end());
   out.checkpoint = first.checkpoint();
   out.reference = first.reference();
-  int64_t compared = 0, bytes = 0;
+  int64_t compared = 0, bytes = 0, part_bytes = 0;
   double wall = 0;
   std::map<std::string, const DiffPartEvents*> seen;
   std::vector<DiffSummaryEntry> entries;
   for (const auto& [i, p] : by_index) {
     if (__builtin_add_overflow(compared, p->summary->tensors_compared(),
                                &compared) ||
-        __builtin_add_overflow(bytes, p->summary->bytes_read(), &bytes)) {
+        __builtin_add_overflow(bytes, p->summary->bytes_read(), &bytes) ||
+        __builtin_add_overflow(
+            part_bytes, p->summary->part().part_source_bytes(), &part_bytes)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          p->label, ": tensors_compared or bytes_read overflow the sum"));
+          p->label, ": tensors_compared or bytes overflow the sum"));
     }
     wall = std::max(wall, p->summary->wall_seconds());
     for (const v1::TensorDiffReport& r : p->reports) {
@@ -149,6 +168,12 @@ absl::StatusOr<MergedDiff> MergeDiffParts(std::vector<DiffPartEvents> parts) {
     return absl::InvalidArgumentError(
         absl::StrCat("the parts compared ", compared,
                      " tensors but their plan has ", first.plan_tensors()));
+  }
+  // Each part read its share of the plan's source, no more and no less.
+  if (part_bytes != first.plan_source_bytes()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the parts' source bytes add up to ", part_bytes,
+        " but their plan has ", first.plan_source_bytes(), " (edited?)"));
   }
   std::sort(out.reports.begin(), out.reports.end(),
             [](const v1::TensorDiffReport& a, const v1::TensorDiffReport& b) {

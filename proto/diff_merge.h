@@ -40,6 +40,8 @@ struct MergedDiff {
 // Errors, each INVALID_ARGUMENT naming the parts by label:
 //  - no parts;
 //  - a part with no summary, or a summary without DiffPartInfo;
+//  - a part info that is no part (index outside 0..count-1, count outside
+//    1..kMaxDiffParts) or has a negative count or size;
 //  - a part whose tensors_compared is not its count of reports (truncated);
 //  - parts of different plans (count or plan_fingerprint differ);
 //  - a part given twice ("part 1/3 is in both a.jsonl and c.jsonl");
@@ -47,7 +49,8 @@ struct MergedDiff {
 //  - pairing lists (pairing, pairing_architecture, only_in_checkpoint,
 //    only_in_reference, shape_mismatches, skipped_empty) that differ;
 //  - a tensor reported twice;
-//  - reports that do not add up to the plan's plan_tensors.
+//  - reports that do not add up to the plan's plan_tensors, or parts'
+//    part_source_bytes that do not add up to its plan_source_bytes.
 absl::StatusOr<MergedDiff> MergeDiffParts(std::vector<DiffPartEvents> parts);
 
 }  // namespace tensormorph

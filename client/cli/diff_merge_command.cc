@@ -20,6 +20,52 @@
 namespace tensormorph {
 namespace {
 
+// The longest line a part file may hold: a tensor report with the most
+// worst elements the server sends (Limits.max_top_k) is a few tens of MB of
+// JSON; a longer line is no report, and is refused before it is held.
+constexpr size_t kMaxPartLineBytes = 256u << 20;
+
+// Reads `in` line by line, each line at most kMaxPartLineBytes.
+class PartLines {
+ public:
+  explicit PartLines(std::istream& in) : in_(in) {}
+  // The next line (without its newline) in `line`; false at the end.
+  // Errors: INVALID_ARGUMENT for a line past kMaxPartLineBytes.
+  absl::StatusOr<bool> Next(std::string* line) {
+    line->clear();
+    for (;;) {
+      if (pos_ == buf_.size()) {
+        if (done_) return !line->empty();
+        buf_.resize(1 << 20);
+        in_.read(buf_.data(), static_cast<std::streamsize>(buf_.size()));
+        buf_.resize(static_cast<size_t>(in_.gcount()));
+        pos_ = 0;
+        done_ = !in_;
+        continue;
+      }
+      const size_t nl = buf_.find('\n', pos_);
+      const size_t end = nl == std::string::npos ? buf_.size() : nl;
+      if (line->size() + (end - pos_) > kMaxPartLineBytes) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("a line longer than ", kMaxPartLineBytes >> 20,
+                         " MiB: no tensor report is that long"));
+      }
+      line->append(buf_, pos_, end - pos_);
+      pos_ = end;
+      if (nl != std::string::npos) {
+        ++pos_;
+        return true;
+      }
+    }
+  }
+
+ private:
+  std::istream& in_;
+  std::string buf_;
+  size_t pos_ = 0;
+  bool done_ = false;
+};
+
 // The events of one part file: its JSON lines as QuantDiffEvent (progress
 // lines skipped: `diff --json` writes them to stderr, but a file may hold
 // them when both streams were sent to it).
@@ -36,7 +82,14 @@ absl::StatusOr<DiffPartEvents> ReadPartFile(const std::string& path) {
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = false;  // another version's: refuse
   std::string line;
-  for (int n = 1; std::getline(in, line); ++n) {
+  PartLines lines(in);
+  for (int n = 1;; ++n) {
+    absl::StatusOr<bool> more = lines.Next(&line);
+    if (!more.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, " line ", n, ": ", more.status().message()));
+    }
+    if (!*more) break;
     if (absl::StripAsciiWhitespace(line).empty()) continue;
     v1::QuantDiffEvent e;
     const auto st = google::protobuf::util::JsonStringToMessage(

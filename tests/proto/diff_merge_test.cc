@@ -90,6 +90,23 @@ TEST(DiffMergeTest, RefusesPartsThatAreNotOneWholePlan) {
        "--part i/N --json`?"},
       {"no part info", [](auto& p) { p[1].summary->clear_part(); },
        "part-1.jsonl: the summary has no part info"},
+      {"a part count no split has",
+       [](auto& p) { p[1].summary->mutable_part()->set_count(2147483647); },
+       "part-1.jsonl: part 1/2147483647 is no part: want 0 <= index < count "
+       "<= 65536"},
+      {"an index past the count",
+       [](auto& p) { p[2].summary->mutable_part()->set_index(7); },
+       "part-2.jsonl: part 7/3 is no part"},
+      {"a negative size", [](auto& p) { p[0].summary->set_bytes_read(-1); },
+       "part-0.jsonl: a negative count or size"},
+      {"source bytes that do not add up (an edited part)",
+       [](auto& p) {
+         for (auto& part : p) {
+           part.summary->mutable_part()->set_plan_source_bytes(10);
+           part.summary->mutable_part()->set_part_source_bytes(3);
+         }
+       },
+       "the parts' source bytes add up to 9 but their plan has 10"},
       {"truncated", [](auto& p) { p[0].reports.pop_back(); },
        "part-0.jsonl: the summary of part 0/3 says 2 tensors compared but "
        "the file holds 1 tensor reports"},

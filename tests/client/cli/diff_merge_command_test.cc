@@ -445,5 +445,13 @@ TEST(DiffMergeTextTest, TheMergedLinesAreTheSingleRunsLinesByteForByte) {
   EXPECT_EQ(tensor_lines(merged.out), tensor_lines(whole.out));
 }
 
+// A part file with no end of line (/dev/zero, a binary dropped in by
+// mistake) is refused once a line passes any report's size, not read whole.
+TEST(DiffMergeTextTest, AnEndlessLineIsRefusedNotHeld) {
+  const CommandResult r = RunCommand({CliPath(), "diff-merge", "/dev/zero"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("/dev/zero line 1: a line longer than 256 MiB"));
+}
+
 }  // namespace
 }  // namespace tensormorph

@@ -22,12 +22,14 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "client/cli/commands.h"
 #include "client/cli/format.h"
+#include "client/endpoint_set.h"
 #include "proto/status_mapping.h"
 #include "server/server.h"
 
@@ -234,14 +236,23 @@ int RunHealth(const GlobalOptions& g, const ClientOptions& copts,
                Check((*server)->InProcessChannel().get(), copts, o.service));
     return all_serving ? kExitOk : kExitCallFailed;
   }
-  // Each endpoint of a list is asked on its own: a script learns which one
-  // is down, by name.
-  std::vector<std::string> targets = absl::StrSplit(g.server, ',');
-  for (const std::string& target : targets) {
-    if (target.empty()) {
-      return ReportUsage(absl::InvalidArgumentError(absl::StrCat(
-          "--server '", g.server, "' has an empty address in its list")));
+  // Each endpoint of a list, and each address a dns:/// name resolves to
+  // (every pod of a headless Service), is asked on its own: a script learns
+  // which one is down, by name. The list is read as every command reads it
+  // (client/endpoint_set.h).
+  if (absl::Status s = CheckServerList(g.server); !s.ok()) {
+    return ReportUsage(s);
+  }
+  std::vector<std::string> targets = {g.server};
+  const absl::string_view spelled = absl::StripAsciiWhitespace(g.server);
+  if (absl::StrContains(spelled, ',') || absl::StartsWith(spelled, "dns:///")) {
+    auto resolved = ResolveEndpoints(g.server);
+    if (!resolved.ok()) {
+      return resolved.status().code() == absl::StatusCode::kInvalidArgument
+                 ? ReportUsage(resolved.status())
+                 : ReportFailure(resolved.status());
     }
+    targets = *std::move(resolved);
   }
   for (const std::string& target : targets) {
     all_serving &=

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -170,7 +171,24 @@ TEST(HealthCli, EmbeddedAsksTheInProcessServer) {
 TEST(HealthCli, AnEmptyAddressInTheListIsAUsageError) {
   CommandResult r = Cli({"health", "--server", "127.0.0.1:1,"});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.err, HasSubstr("empty address"));
+  EXPECT_THAT(r.err, HasSubstr("entry 2 is empty"));
+}
+
+TEST(HealthCli, ADnsNameIsEveryAddressItResolvesTo) {
+  ServerProcess server({MakeTempDir()});
+  const std::string port =
+      server.address().substr(server.address().rfind(':') + 1);
+  // localhost may resolve to ::1 too, where nothing listens: each address is
+  // reported on its own line, the IPv4 one SERVING.
+  CommandResult r =
+      Cli({"health", "--server", absl::StrCat(" dns:///localhost:", port)});
+  EXPECT_THAT(r.out, HasSubstr(absl::StrCat("127.0.0.1:", port, ": SERVING")));
+}
+
+TEST(HealthCli, AnAddressWithoutAPortIsAUsageError) {
+  CommandResult r = Cli({"health", "--server", "127.0.0.1"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("has no port"));
 }
 
 }  // namespace

@@ -1,5 +1,8 @@
 """Several tensormorphd behind one client, routed as the C++ Router does
-(client/router.h is the contract; this module follows it call for call).
+(client/router.h is the contract: this module follows its placement,
+routing, merging and errors; one difference: diff() runs on one endpoint
+holding both checkpoints whole, where the C++ router also splits a diff
+of checkpoints spread over servers into per-server sub-diffs).
 
 Targets: "a:7431,b:7431" (each host:port one endpoint, as written) and
 "dns:///name:7431" (every address the name resolves to now, one endpoint

@@ -8,9 +8,11 @@
 // as a diff does.
 #include <atomic>
 #include <deque>
+#include <filesystem>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "core/check/check.h"
@@ -202,6 +204,21 @@ class CheckCheckpointReactor final
     }
     counted_ = true;
     TM_ASSIGN_OR_RETURN(ckpt_, state_->registry.Acquire(req_->checkpoint()));
+    // A server run with --partial-shards holds some shards only: a check of
+    // what it holds would say "clean" of tensors it never saw.
+    if (!ckpt_->absent_files().empty()) {
+      std::vector<std::string> absent;
+      for (const Checkpoint::AbsentFile& f : ckpt_->absent_files()) {
+        absent.push_back(
+            absl::StrCat("'", std::filesystem::path(f.path).filename().string(),
+                         "' (", f.tensor_count, " tensors)"));
+      }
+      return absl::FailedPreconditionError(absl::StrCat(
+          "check of '", req_->checkpoint(),
+          "' needs every shard, and this server (--partial-shards) lacks ",
+          absent.size(), ": ", absl::StrJoin(absent, ", "),
+          "; run it where the checkpoint is whole"));
+    }
     auto on_progress = [&](const CheckProgress& p) {
       progress_ = p;
       const int64_t now = absl::ToUnixMillis(absl::Now());

@@ -66,6 +66,28 @@ TEST(PartialShardsTest, ATensorInAnAbsentShardIsNotFoundNamingTheShard) {
   EXPECT_TRUE((*client)->ReadSliceAll(req).ok());
 }
 
+// A check of the shards one server holds would call "clean" tensors it
+// never saw: it is refused, naming what is missing.
+TEST(PartialShardsTest, ACheckNeedsEveryShard) {
+  const ShardedCheckpoint c = WriteShardedGptq();
+  ServerProcess server({PartialRoot(c)}, {"--partial-shards"});
+  auto client = Client::Connect(server.address());
+  ASSERT_TRUE(client.ok()) << client.status();
+  v1::CheckCheckpointRequest req;
+  req.set_checkpoint("m");
+  int events = 0;
+  EXPECT_THAT((*client)->CheckCheckpoint(req,
+                                         [&](const v1::CheckEvent&) {
+                                           ++events;
+                                           return true;
+                                         }),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       "needs every shard, and this server (--partial-shards) "
+                       "lacks 1: '" +
+                           c.shards[1] + "'"));
+  EXPECT_EQ(events, 0);
+}
+
 TEST(PartialShardsTest, InfoShowsTheAbsentFiles) {
   const ShardedCheckpoint c = WriteShardedGptq();
   ServerProcess server({PartialRoot(c)}, {"--partial-shards"});

@@ -5,8 +5,10 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -94,6 +96,17 @@ int RunCheck(Client& client, const GlobalOptions& g, const CheckOptionsCli& o) {
     }
     req.set_verify_manifest(ss.str());
   }
+  // Opened before the check runs: a path that cannot be written is a usage
+  // error now, not a failure after the whole checkpoint was read.
+  std::ofstream manifest_out;
+  if (!o.manifest.empty()) {
+    manifest_out.open(o.manifest, std::ios::binary | std::ios::trunc);
+    if (!manifest_out) {
+      return ReportUsage(absl::InvalidArgumentError(
+          absl::StrCat("--manifest: cannot write '", o.manifest,
+                       "': ", std::strerror(errno))));
+    }
+  }
   const bool bar = !g.json && ::isatty(2);
   std::vector<v1::CheckFinding> findings;
   std::vector<ManifestEntry> hashes;
@@ -130,12 +143,11 @@ int RunCheck(Client& client, const GlobalOptions& g, const CheckOptionsCli& o) {
         "the check ended without a summary: nothing can be said to pass"));
   }
   if (!o.manifest.empty()) {
-    std::ofstream out(o.manifest, std::ios::binary | std::ios::trunc);
-    out << ManifestJson(hashes);
-    out.close();
-    if (!out) {
-      return ReportFailure(absl::UnavailableError(
-          absl::StrCat("--manifest: cannot write '", o.manifest, "'")));
+    manifest_out << ManifestJson(hashes);
+    manifest_out.close();
+    if (!manifest_out) {
+      return ReportFailure(absl::DataLossError(absl::StrCat(
+          "--manifest: writing '", o.manifest, "' failed (disk full?)")));
     }
   }
   if (!g.json) {

@@ -159,6 +159,15 @@ TEST_P(CheckCliTest, ManifestRoundTripsAndAOneByteChangeIsNamed) {
   CommandResult bad = Run({"check", copy, "--verify", manifest});
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_THAT(bad.err, HasSubstr(".version: missing"));
+
+  // A manifest that cannot be written is a usage error before the check
+  // runs (it was a failed call, "is tensormorphd running there?", after).
+  CommandResult nowhere =
+      Run({"check", original, "--manifest", "/nonexistent/dir/m.json"});
+  EXPECT_EQ(nowhere.exit_code, 1);
+  EXPECT_THAT(nowhere.err,
+              HasSubstr("--manifest: cannot write '/nonexistent/dir/m.json': "
+                        "No such file or directory"));
 }
 
 TEST_P(CheckCliTest, FixturesAndTheDemoCheckWithoutErrors) {

@@ -96,9 +96,15 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(
   if (IsEndpointList(target)) {
     auto endpoints = ResolveEndpoints(target);
     if (!endpoints.ok()) return endpoints.status();
-    if (endpoints->size() > 1) {
+    if (endpoints->empty()) {
+      return absl::UnavailableError(
+          absl::StrCat("server list '", target, "' resolves to no address"));
+    }
+    // A dns:/// name may resolve to other pods later: the router follows
+    // it (client/router.h) even while it resolves to one.
+    if (endpoints->size() > 1 || HasDnsName(target)) {
       return std::unique_ptr<Client>(
-          new Client(Router::Create(*std::move(endpoints), options)));
+          new Client(Router::Create(target, *std::move(endpoints), options)));
     }
     return Connect(endpoints->front(), options);
   }

@@ -75,8 +75,10 @@ class Client {
   // goes to a server holding its data, and replies spread over servers (a
   // checkpoint whose shards are on servers run with --partial-shards) are
   // merged as one server would give them; see client/router.h for the
-  // rules and the UNAVAILABLE naming unreachable servers. A list that
-  // resolves to one address is that one server.
+  // rules and the UNAVAILABLE naming unreachable servers. A list of plain
+  // entries naming one address is that one server; a list with a dns:///
+  // name is routed even while it resolves to one address, so that the
+  // client finds new pods when the name is resolved again (router.h).
   // Errors: INVALID_ARGUMENT for an empty target or a list entry that is
   // empty or not host:port, naming it; UNAVAILABLE for a dns:/// name that
   // does not resolve.

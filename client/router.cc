@@ -28,6 +28,7 @@ struct Router::Placement {
     v1::GetCheckpointResponse info;
   };
   absl::Time created;
+  Snapshot eps;                 // the endpoints the indices below are of
   std::vector<Answer> answers;  // by endpoint
   std::vector<size_t> whole, partial;
   // With no whole holder: each tensor (logical; stored parts) the partial
@@ -48,6 +49,13 @@ struct Router::Placement {
 };
 
 namespace {
+
+// 0, 1, ..., n-1.
+std::vector<size_t> All(size_t n) {
+  std::vector<size_t> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = i;
+  return out;
+}
 
 bool IsUnreachable(const absl::Status& s) {
   return s.code() == absl::StatusCode::kUnavailable ||
@@ -79,36 +87,131 @@ bool Holds(const v1::GetCheckpointResponse& info, const std::string& file) {
 
 }  // namespace
 
-std::unique_ptr<Router> Router::Create(std::vector<std::string> endpoints,
-                                       const ClientOptions& options) {
+std::unique_ptr<Router> Router::Create(const std::string& targets,
+                                       std::vector<std::string> endpoints,
+                                       const ClientOptions& options,
+                                       RouterOptions router_options) {
   std::unique_ptr<Router> r(new Router());
-  ClientOptions probe = options;
-  probe.timeout =
+  r->options_ = options;
+  r->probe_options_ = options;
+  r->probe_options_.timeout =
       std::min(options.timeout.value_or(kDefaultUnaryTimeout), kProbeTimeout);
-  r->probe_timeout_ = *probe.timeout;
+  r->probe_timeout_ = *r->probe_options_.timeout;
+  r->targets_ = targets;
+  r->dynamic_ = HasDnsName(targets);
+  r->router_options_ = std::move(router_options);
+  auto set = std::make_shared<EndpointSet>();
   for (std::string& address : endpoints) {
     // Connect fails only for an empty target, which ResolveEndpoints never
     // gives.
     Endpoint e{address, *Client::Connect(address, options),
-               *Client::Connect(address, probe)};
-    r->addresses_.push_back(address);
-    r->endpoints_.push_back(std::move(e));
+               *Client::Connect(address, r->probe_options_)};
+    set->addresses.push_back(address);
+    set->list.push_back(std::move(e));
   }
+  absl::MutexLock lock(&r->mu_);
+  r->snapshot_ = std::move(set);
+  r->resolved_at_ = absl::Now();
   return r;
+}
+
+std::vector<std::string> Router::endpoints() {
+  absl::MutexLock lock(&mu_);
+  return snapshot_->addresses;
+}
+
+Router::Snapshot Router::Refresh() {
+  if (!dynamic_) {
+    absl::MutexLock lock(&mu_);
+    return snapshot_;
+  }
+  // One resolution at a time: the calls waiting here then find it done.
+  absl::MutexLock resolving(&resolve_mu_);
+  Snapshot old;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!endpoint_failed_ &&
+        absl::Now() - resolved_at_ < router_options_.placement_ttl) {
+      return snapshot_;
+    }
+    old = snapshot_;
+    // At most once per TTL, and once per failure seen.
+    resolved_at_ = absl::Now();
+    endpoint_failed_ = false;
+  }
+  auto addresses = ResolveEndpoints(targets_, router_options_.resolver);
+  if (addresses.ok() && addresses->empty()) {
+    addresses = absl::UnavailableError("it resolves to no address");
+  }
+  if (!addresses.ok()) {
+    // The endpoints known so far may well still answer.
+    absl::MutexLock lock(&mu_);
+    resolve_error_ = addresses.status();
+    return snapshot_;
+  }
+  if (*addresses == old->addresses) {
+    absl::MutexLock lock(&mu_);
+    resolve_error_ = absl::OkStatus();
+    return snapshot_;
+  }
+  auto set = std::make_shared<EndpointSet>();
+  for (std::string& address : *addresses) {
+    auto same =
+        std::find(old->addresses.begin(), old->addresses.end(), address);
+    if (same != old->addresses.end()) {
+      // Its connection survives the swap.
+      set->list.push_back(old->list[same - old->addresses.begin()]);
+    } else {
+      set->list.push_back(Endpoint{address, *Client::Connect(address, options_),
+                                   *Client::Connect(address, probe_options_)});
+    }
+    set->addresses.push_back(std::move(address));
+  }
+  absl::MutexLock lock(&mu_);
+  resolve_error_ = absl::OkStatus();
+  snapshot_ = std::move(set);
+  // Placements of the old set still route by it until they expire or fail.
+  return snapshot_;
+}
+
+std::string Router::ResolveNote() {
+  absl::MutexLock lock(&mu_);
+  if (resolve_error_.ok()) return "";
+  // The endpoints of the last resolution that worked were asked.
+  return absl::StrCat("; resolving the server list again failed: ",
+                      resolve_error_.message());
+}
+
+std::vector<size_t> Router::InBoth(const EndpointSet& eps,
+                                   const std::vector<size_t>& mine,
+                                   const EndpointSet& other,
+                                   const std::vector<size_t>& theirs) {
+  std::vector<size_t> out;
+  for (size_t i : mine) {
+    for (size_t j : theirs) {
+      if (other.addresses[j] == eps.addresses[i]) {
+        out.push_back(i);
+        break;
+      }
+    }
+  }
+  return out;
 }
 
 std::shared_ptr<Router::Placement> Router::Probe(
     const std::string& checkpoint) {
   auto p = std::make_shared<Placement>();
+  p->eps = Refresh();
+  const std::vector<Endpoint>& clients = p->eps->list;
   p->created = absl::Now();
   {
     absl::BitGen gen;
     p->next = absl::Uniform<uint64_t>(gen);
   }
-  p->answers.resize(endpoints_.size());
-  RunEach(endpoints_.size(), [&](size_t i) {
+  p->answers.resize(clients.size());
+  RunEach(clients.size(), [&](size_t i) {
     Placement::Answer& a = p->answers[i];
-    auto info = endpoints_[i].probe->GetCheckpoint(checkpoint);
+    auto info = clients[i].probe->GetCheckpoint(checkpoint);
     if (info.ok()) {
       a.kind = info->absent_files().empty() ? Placement::Kind::kWhole
                                             : Placement::Kind::kPartial;
@@ -139,9 +242,9 @@ std::shared_ptr<Router::Placement> Router::Probe(
   // Which partial holder serves which tensor matters only when no endpoint
   // holds it whole.
   if (!any_whole) {
-    std::vector<std::vector<std::string>> logical(endpoints_.size()),
-        parts(endpoints_.size()), claimed(endpoints_.size());
-    RunEach(endpoints_.size(), [&](size_t i) {
+    std::vector<std::vector<std::string>> logical(clients.size()),
+        parts(clients.size()), claimed(clients.size());
+    RunEach(clients.size(), [&](size_t i) {
       Placement::Answer& a = p->answers[i];
       if (a.kind != Placement::Kind::kPartial) return;
       for (bool as_parts : {false, true}) {
@@ -149,8 +252,8 @@ std::shared_ptr<Router::Placement> Router::Probe(
         req.set_checkpoint(checkpoint);
         req.set_parts(as_parts);
         std::vector<std::string>& names = as_parts ? parts[i] : logical[i];
-        absl::Status s = endpoints_[i].client->ListTensors(
-            req, [&](const v1::TensorInfo& t) {
+        absl::Status s =
+            clients[i].client->ListTensors(req, [&](const v1::TensorInfo& t) {
               names.push_back(t.name());
               if (as_parts) return;
               for (const v1::StoredTensorInfo& part : t.parts()) {
@@ -165,7 +268,7 @@ std::shared_ptr<Router::Placement> Router::Probe(
         }
       }
     });
-    for (size_t i = 0; i < endpoints_.size(); ++i) {
+    for (size_t i = 0; i < clients.size(); ++i) {
       if (p->answers[i].kind != Placement::Kind::kPartial) continue;
       for (const std::string& n : logical[i]) p->logical[n].push_back(i);
       for (const std::string& n : parts[i]) p->parts[n].push_back(i);
@@ -178,7 +281,7 @@ std::shared_ptr<Router::Placement> Router::Probe(
     // with its companions). A stored tensor no holder builds belongs to a
     // tensor whose parts are on different endpoints.
     absl::flat_hash_map<absl::string_view, bool> built;
-    for (size_t i = 0; i < endpoints_.size(); ++i) {
+    for (size_t i = 0; i < clients.size(); ++i) {
       if (p->answers[i].kind != Placement::Kind::kPartial) continue;
       for (const std::string& n : claimed[i]) built.emplace(n, true);
     }
@@ -188,7 +291,7 @@ std::shared_ptr<Router::Placement> Router::Probe(
     std::sort(p->unbuilt.begin(), p->unbuilt.end());
   }
   std::set<std::string> files;
-  for (size_t i = 0; i < endpoints_.size(); ++i) {
+  for (size_t i = 0; i < clients.size(); ++i) {
     const Placement::Answer& a = p->answers[i];
     if (a.kind == Placement::Kind::kWhole) p->whole.push_back(i);
     if (a.kind == Placement::Kind::kPartial) p->partial.push_back(i);
@@ -209,7 +312,7 @@ absl::StatusOr<std::shared_ptr<Router::Placement>> Router::Place(
     absl::MutexLock lock(&mu_);
     auto it = placements_.find(checkpoint);
     if (it != placements_.end() &&
-        absl::Now() - it->second->created < kPlacementTtl) {
+        absl::Now() - it->second->created < router_options_.placement_ttl) {
       p = it->second;
     }
   }
@@ -226,7 +329,8 @@ absl::StatusOr<std::shared_ptr<Router::Placement>> Router::Place(
   if (!unreachable.empty()) {
     return absl::UnavailableError(absl::StrCat(
         "checkpoint '", checkpoint,
-        "': held by no reachable endpoint; unreachable: ", unreachable));
+        "': held by no reachable endpoint; unreachable: ", unreachable,
+        ResolveNote()));
   }
   for (const Placement::Answer& a : p->answers) {
     if (a.kind == Placement::Kind::kRefused) return a.status;
@@ -237,13 +341,14 @@ absl::StatusOr<std::shared_ptr<Router::Placement>> Router::Place(
 void Router::Forget(const std::string& checkpoint) {
   absl::MutexLock lock(&mu_);
   placements_.erase(checkpoint);
+  endpoint_failed_ = true;
 }
 
 std::string Router::Unreachable(const Placement& p) const {
   std::vector<std::string> out;
   for (size_t i = 0; i < p.answers.size(); ++i) {
     if (p.answers[i].kind == Placement::Kind::kFailed) {
-      out.push_back(absl::StrCat(addresses_[i], " (",
+      out.push_back(absl::StrCat(p.eps->addresses[i], " (",
                                  p.answers[i].status.message(), ")"));
     }
   }
@@ -269,7 +374,7 @@ absl::Status Router::CheckServed(const std::string& what, const Placement& p,
                       a.kind == Placement::Kind::kWhole))) {
       const absl::Status& why =
           now != nullptr && !(*now)[i].ok() ? (*now)[i] : a.status;
-      failed.push_back(absl::StrCat(addresses_[i], " (",
+      failed.push_back(absl::StrCat(p.eps->addresses[i], " (",
                                     why.ok() ? "failed" : why.message(), ")"));
     }
   }
@@ -281,7 +386,7 @@ absl::Status Router::CheckServed(const std::string& what, const Placement& p,
     // unready pods). UNAVAILABLE, which retry logic retries, not DATA_LOSS.
     return absl::UnavailableError(
         absl::StrCat(what, ": files no endpoint in the list (",
-                     absl::StrJoin(addresses_, ", "),
+                     absl::StrJoin(p.eps->addresses, ", "),
                      ") holds: ", absl::StrJoin(unserved, ", "),
                      "; is a server missing from --server, or not ready?"));
   }
@@ -303,7 +408,9 @@ absl::Status Router::UnbuiltError(const std::string& what, const Placement& p,
       continue;
     }
     std::vector<std::string> at;
-    for (size_t i : p.parts.find(n)->second) at.push_back(addresses_[i]);
+    for (size_t i : p.parts.find(n)->second) {
+      at.push_back(p.eps->addresses[i]);
+    }
     named.push_back(absl::StrCat(n, " (on ", absl::StrJoin(at, ", "), ")"));
   }
   return absl::FailedPreconditionError(absl::StrCat(
@@ -326,7 +433,9 @@ absl::Status Router::CheckBuilt(const std::string& what,
       break;
     }
     std::vector<std::string> at;
-    for (size_t i : p.parts.find(n)->second) at.push_back(addresses_[i]);
+    for (size_t i : p.parts.find(n)->second) {
+      at.push_back(p.eps->addresses[i]);
+    }
     named.push_back(absl::StrCat(n, " (on ", absl::StrJoin(at, ", "), ")"));
   }
   return absl::FailedPreconditionError(absl::StrCat(
@@ -340,10 +449,12 @@ absl::Status Router::CheckBuilt(const std::string& what,
 }
 
 absl::StatusOr<std::vector<size_t>> Router::Candidates(
-    const std::string& checkpoint, const std::string& tensor, bool part) {
+    const std::string& checkpoint, const std::string& tensor, bool part,
+    Snapshot* eps) {
   auto placed = Place(checkpoint);
   if (!placed.ok()) return placed.status();
   Placement& p = **placed;
+  *eps = p.eps;
   if (!p.whole.empty()) {
     std::vector<size_t> order = p.whole;
     std::rotate(order.begin(), order.begin() + p.next++ % order.size(),
@@ -384,35 +495,33 @@ absl::Status Router::Route(
     const std::string& checkpoint, const std::string& tensor, bool part,
     const std::string& reference, const std::string& reference_tensor,
     const std::function<absl::Status(Client&, bool* delivered)>& call) {
-  auto cands = Candidates(checkpoint, tensor, part);
+  Snapshot eps, ref_eps;
+  auto cands = Candidates(checkpoint, tensor, part, &eps);
   if (!cands.ok()) return cands.status();
   std::vector<size_t> order = *std::move(cands);
   if (!reference.empty()) {
     const std::string& ref_tensor =
         reference_tensor.empty() ? tensor : reference_tensor;
-    auto ref = Candidates(reference, ref_tensor, false);
+    auto ref = Candidates(reference, ref_tensor, false, &ref_eps);
     if (!ref.ok()) return ref.status();
-    std::vector<size_t> both;
-    for (size_t i : order) {
-      if (std::find(ref->begin(), ref->end(), i) != ref->end()) {
-        both.push_back(i);
-      }
-    }
+    // The two placements may be of different endpoint sets: matched by
+    // address.
+    std::vector<size_t> both = InBoth(*eps, order, *ref_eps, *ref);
     if (both.empty()) {
-      auto names = [&](const std::vector<size_t>& v) {
+      auto names = [&](const EndpointSet& set, const std::vector<size_t>& v) {
         std::vector<std::string> out;
-        for (size_t i : v) out.push_back(addresses_[i]);
+        for (size_t i : v) out.push_back(set.addresses[i]);
         return absl::StrJoin(out, ", ");
       };
       return absl::FailedPreconditionError(absl::StrCat(
           "tensor '", tensor, "' of '", checkpoint, "' is served by ",
-          names(order), " and its reference '", ref_tensor, "' of '", reference,
-          "' by ", names(*ref),
+          names(*eps, order), " and its reference '", ref_tensor, "' of '",
+          reference, "' by ", names(*ref_eps, *ref),
           ": no endpoint holds both, and the comparison runs on one"));
     }
     order = std::move(both);
   }
-  return TryInOrder(order,
+  return TryInOrder(*eps, order,
                     absl::StrCat("tensor '", tensor, "' of '", checkpoint, "'"),
                     {checkpoint, reference}, call);
 }
@@ -423,28 +532,28 @@ absl::Status Router::RouteWhole(
   std::vector<size_t> order = p.whole;
   std::rotate(order.begin(), order.begin() + p.next++ % order.size(),
               order.end());
-  return TryInOrder(order, what, {checkpoint}, call);
+  return TryInOrder(*p.eps, order, what, {checkpoint}, call);
 }
 
 absl::Status Router::TryInOrder(
-    const std::vector<size_t>& order, const std::string& what,
-    const std::vector<std::string>& placed,
+    const EndpointSet& eps, const std::vector<size_t>& order,
+    const std::string& what, const std::vector<std::string>& placed,
     const std::function<absl::Status(Client&, bool* delivered)>& call) {
   std::vector<std::string> failed, busy;
   absl::Status first_busy;
   for (size_t i : order) {
     bool delivered = false;
-    absl::Status s = call(*endpoints_[i].client, &delivered);
+    absl::Status s = call(*eps.list[i].client, &delivered);
     if (s.ok() || delivered) return s;
     // A server at its limit (max_concurrent_diffs, ...) refused before
     // starting: another holder may have room.
     if (s.code() == absl::StatusCode::kResourceExhausted) {
       if (busy.empty()) first_busy = s;
-      busy.push_back(absl::StrCat(addresses_[i], " (", s.message(), ")"));
+      busy.push_back(absl::StrCat(eps.addresses[i], " (", s.message(), ")"));
       continue;
     }
     if (!IsUnreachable(s)) return s;
-    failed.push_back(absl::StrCat(addresses_[i], " (", s.message(), ")"));
+    failed.push_back(absl::StrCat(eps.addresses[i], " (", s.message(), ")"));
     // Placed again on the next call, without it.
     for (const std::string& c : placed) {
       if (!c.empty()) Forget(c);
@@ -466,15 +575,21 @@ absl::Status Router::TryInOrder(
 }
 
 absl::StatusOr<v1::GetServerInfoResponse> Router::GetServerInfo() {
+  const Snapshot eps = Refresh();
   std::vector<std::string> failed;
-  for (size_t i = 0; i < endpoints_.size(); ++i) {
-    auto info = endpoints_[i].client->GetServerInfo();
+  for (size_t i = 0; i < eps->list.size(); ++i) {
+    auto info = eps->list[i].client->GetServerInfo();
     if (info.ok() || !IsUnreachable(info.status())) return info;
     failed.push_back(
-        absl::StrCat(addresses_[i], " (", info.status().message(), ")"));
+        absl::StrCat(eps->addresses[i], " (", info.status().message(), ")"));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    endpoint_failed_ = true;
   }
   return absl::UnavailableError(absl::StrCat(
-      "GetServerInfo: no endpoint reachable: ", absl::StrJoin(failed, ", ")));
+      "GetServerInfo: no endpoint reachable: ", absl::StrJoin(failed, ", "),
+      ResolveNote()));
 }
 
 absl::StatusOr<v1::GetCheckpointResponse> Router::GetCheckpoint(
@@ -590,11 +705,12 @@ absl::Status Router::ListTensors(
 absl::Status Router::MergeTensors(
     const v1::ListTensorsRequest& request, Placement& p,
     const std::function<void(const v1::TensorInfo&)>& on_tensor) {
-  std::vector<std::vector<v1::TensorInfo>> lists(endpoints_.size());
-  std::vector<absl::Status> status(endpoints_.size());
+  const std::vector<Endpoint>& clients = p.eps->list;
+  std::vector<std::vector<v1::TensorInfo>> lists(clients.size());
+  std::vector<absl::Status> status(clients.size());
   RunEach(p.partial.size(), [&](size_t k) {
     const size_t i = p.partial[k];
-    status[i] = endpoints_[i].client->ListTensors(
+    status[i] = clients[i].client->ListTensors(
         request, [&](const v1::TensorInfo& t) { lists[i].push_back(t); });
   });
   std::vector<size_t> live;
@@ -709,7 +825,7 @@ absl::StatusOr<v1::GetArchitectureResponse> Router::GetArchitecture(
         "GetArchitecture of '", checkpoint,
         "' needs an endpoint holding it whole, and its files are split "
         "across endpoints: ",
-        DescribeHolders(addresses_, p.whole, p.partial,
+        DescribeHolders(p.eps->addresses, p.whole, p.partial,
                         [&](size_t i) -> const v1::GetCheckpointResponse& {
                           return p.answers[i].info;
                         }),
@@ -731,23 +847,25 @@ absl::StatusOr<v1::GetArchitectureResponse> Router::GetArchitecture(
 absl::Status Router::ListCheckpoints(
     const v1::ListCheckpointsRequest& request,
     const std::function<bool(const v1::CheckpointEntry&)>& on_entry) {
+  const Snapshot eps = Refresh();
+  const std::vector<Endpoint>& clients = eps->list;
+  const std::vector<std::string>& addrs = eps->addresses;
   v1::ListCheckpointsRequest all = request;
   all.clear_page_token();
-  std::vector<std::vector<v1::CheckpointEntry>> lists(endpoints_.size());
-  std::vector<absl::Status> status(endpoints_.size());
-  RunEach(endpoints_.size(), [&](size_t i) {
-    status[i] = endpoints_[i].client->ListAllCheckpoints(
+  std::vector<std::vector<v1::CheckpointEntry>> lists(clients.size());
+  std::vector<absl::Status> status(clients.size());
+  RunEach(clients.size(), [&](size_t i) {
+    status[i] = clients[i].client->ListAllCheckpoints(
         all, [&](const v1::CheckpointEntry& e) { lists[i].push_back(e); });
   });
   std::vector<std::string> failed;
   absl::Status first_error;
   bool any = false;
-  for (size_t i = 0; i < endpoints_.size(); ++i) {
+  for (size_t i = 0; i < clients.size(); ++i) {
     if (status[i].ok()) {
       any = true;
     } else if (IsUnreachable(status[i])) {
-      failed.push_back(
-          absl::StrCat(addresses_[i], " (", status[i].message(), ")"));
+      failed.push_back(absl::StrCat(addrs[i], " (", status[i].message(), ")"));
     } else if (first_error.ok()) {
       first_error = status[i];
     }
@@ -815,15 +933,12 @@ absl::Status Router::QuantDiff(
   auto ref = Place(request.reference());
   if (!ref.ok()) return ref.status();
   // Where both checkpoints are whole, the diff runs there as one call.
-  std::vector<size_t> both;
-  for (size_t i : (*q)->whole) {
-    const auto& w = (*ref)->whole;
-    if (std::find(w.begin(), w.end(), i) != w.end()) both.push_back(i);
-  }
+  std::vector<size_t> both =
+      InBoth(*(*q)->eps, (*q)->whole, *(*ref)->eps, (*ref)->whole);
   if (both.empty()) return SplitQuantDiff(request, **q, **ref, on_event);
   std::rotate(both.begin(), both.begin() + (*q)->next++ % both.size(),
               both.end());
-  return TryInOrder(both,
+  return TryInOrder(*(*q)->eps, both,
                     absl::StrCat("QuantDiff of '", request.checkpoint(),
                                  "' against '", request.reference(), "'"),
                     {request.checkpoint(), request.reference()},
@@ -854,7 +969,7 @@ absl::Status Router::SplitQuantDiff(
   // Refused first, as a server refuses it before opening anything.
   if (absl::Status s = CheckDiffPart(request); !s.ok()) return s;
   auto describe = [&](const Placement& p) {
-    return DescribeHolders(addresses_, p.whole, p.partial,
+    return DescribeHolders(p.eps->addresses, p.whole, p.partial,
                            [&](size_t i) -> const v1::GetCheckpointResponse& {
                              return p.answers[i].info;
                            });
@@ -900,27 +1015,34 @@ absl::Status Router::SplitQuantDiff(
   if (!q_placed.ok()) return q_placed.status();
   auto r_placed = Place(request.reference());
   if (!r_placed.ok()) return r_placed.status();
-  std::vector<int64_t> given(endpoints_.size(), 0);
-  std::vector<std::vector<std::string>> names(endpoints_.size());
+  // Indices are of the quantized checkpoint's endpoint set; the source's
+  // holders are matched to it by address.
+  const EndpointSet& eps = *(*q_placed)->eps;
+  const std::vector<Endpoint>& clients = eps.list;
+  const std::vector<std::string>& addrs = eps.addresses;
+  std::vector<int64_t> given(clients.size(), 0);
+  std::vector<std::vector<std::string>> names(clients.size());
   std::vector<std::string> stranded;
   size_t stranded_count = 0;
   for (size_t k : sel.todo) {
     const DiffPlanItem& item = plan.items[k];
     const std::vector<size_t> qh = Holding(**q_placed, item.name);
-    const std::vector<size_t> rh = Holding(**r_placed, item.reference_name);
-    size_t best = endpoints_.size();
+    const std::vector<size_t> rh =
+        InBoth(eps, All(eps.list.size()), *(*r_placed)->eps,
+               Holding(**r_placed, item.reference_name));
+    size_t best = clients.size();
     for (size_t i : qh) {
       if (std::find(rh.begin(), rh.end(), i) == rh.end()) continue;
-      if (best == endpoints_.size() || given[i] < given[best] ||
+      if (best == clients.size() || given[i] < given[best] ||
           (given[i] == given[best] && i < best)) {
         best = i;
       }
     }
-    if (best == endpoints_.size()) {
+    if (best == clients.size()) {
       if (++stranded_count <= 5) {
         auto at = [&](const std::vector<size_t>& v) {
           std::vector<std::string> out;
-          for (size_t i : v) out.push_back(addresses_[i]);
+          for (size_t i : v) out.push_back(addrs[i]);
           return out.empty() ? std::string("no endpoint")
                              : absl::StrJoin(out, ", ");
         };
@@ -957,7 +1079,7 @@ absl::Status Router::SplitQuantDiff(
     v1::DiffProgress progress;
   };
   std::vector<Run> runs;
-  for (size_t i = 0; i < endpoints_.size(); ++i) {
+  for (size_t i = 0; i < clients.size(); ++i) {
     if (names[i].empty()) continue;
     Run& r = runs.emplace_back();
     r.endpoint = i;
@@ -998,7 +1120,7 @@ absl::Status Router::SplitQuantDiff(
   }
   RunEach(runs.size(), [&](size_t k) {
     Run& run = runs[k];
-    absl::Status s = endpoints_[run.endpoint].client->QuantDiff(
+    absl::Status s = clients[run.endpoint].client->QuantDiff(
         run.request, [&](const v1::QuantDiffEvent& e) {
           absl::MutexLock lock(&mu);
           if (stop) return false;
@@ -1044,7 +1166,7 @@ absl::Status Router::SplitQuantDiff(
   }
   if (failed.has_value()) {
     const Run& run = runs[*failed];
-    const std::string& address = addresses_[run.endpoint];
+    const std::string& address = addrs[run.endpoint];
     if (IsUnreachable(run.status)) {
       Forget(request.checkpoint());
       Forget(request.reference());
@@ -1100,7 +1222,7 @@ absl::Status Router::CheckCheckpoint(
         "CheckCheckpoint of '", request.checkpoint(),
         "' needs an endpoint holding it whole, and its files are split "
         "across endpoints: ",
-        DescribeHolders(addresses_, p.whole, p.partial,
+        DescribeHolders(p.eps->addresses, p.whole, p.partial,
                         [&](size_t i) -> const v1::GetCheckpointResponse& {
                           return p.answers[i].info;
                         }),

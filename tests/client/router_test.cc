@@ -21,7 +21,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "client/client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -671,6 +673,84 @@ TEST(RouterTargetsTest, DnsNameResolvesToItsAddresses) {
   ASSERT_NE(client, nullptr);
   EXPECT_TRUE(client->GetCheckpoint(kCkpt).ok());
   EXPECT_TRUE(client->GetTensor(kCkpt, "lm_head.weight").ok());
+}
+
+// A long-lived client follows a rollout: the name resolves to B once A is
+// gone, and the same router reaches B after the placement TTL; a resolution
+// that fails keeps the endpoints it had.
+TEST(RouterTargetsTest, ANameIsResolvedAgainAfterTheTtl) {
+  const Roots roots = MakeRoots();
+  auto a =
+      std::make_unique<ServerProcess>(std::vector<std::string>{roots.whole});
+  absl::Mutex mu;
+  absl::StatusOr<std::vector<std::string>> answer =
+      std::vector<std::string>{a->address()};
+  int asked = 0;
+  RouterOptions options;
+  options.placement_ttl = absl::Milliseconds(100);
+  options.resolver =
+      [&](const std::string& host,
+          const std::string& port) -> absl::StatusOr<std::vector<std::string>> {
+    absl::MutexLock lock(&mu);
+    EXPECT_EQ(host, "pods");
+    EXPECT_EQ(port, "7431");
+    ++asked;
+    return answer;
+  };
+  auto router = Router::Create("dns:///pods:7431", {a->address()}, {}, options);
+  ASSERT_TRUE(router->GetTensor(kCkpt, "lm_head.weight", false).ok());
+
+  a->Stop();
+  ServerProcess b({roots.whole});
+  {
+    absl::MutexLock lock(&mu);
+    answer = std::vector<std::string>{b.address()};
+  }
+  absl::SleepFor(absl::Milliseconds(150));
+  auto t = router->GetTensor(kCkpt, "lm_head.weight", false);
+  EXPECT_TRUE(t.ok()) << t.status();
+  EXPECT_THAT(router->endpoints(), ::testing::ElementsAre(b.address()));
+
+  {
+    absl::MutexLock lock(&mu);
+    answer = absl::UnavailableError("Name or service not known");
+  }
+  absl::SleepFor(absl::Milliseconds(150));
+  t = router->GetTensor(kCkpt, "lm_head.weight", false);
+  EXPECT_TRUE(t.ok()) << t.status();
+  EXPECT_THAT(router->endpoints(), ::testing::ElementsAre(b.address()));
+  absl::MutexLock lock(&mu);
+  EXPECT_GE(asked, 2);
+}
+
+// With every endpoint gone, the failed resolution is named too.
+TEST(RouterTargetsTest, AFailedResolutionIsNamedWhenNoEndpointAnswers) {
+  const Roots roots = MakeRoots();
+  ServerProcess a({roots.whole});
+  const std::string address = a.address();
+  RouterOptions options;
+  options.placement_ttl = absl::Milliseconds(100);
+  bool fail = false;
+  absl::Mutex mu;
+  options.resolver =
+      [&](const std::string&,
+          const std::string&) -> absl::StatusOr<std::vector<std::string>> {
+    absl::MutexLock lock(&mu);
+    if (fail) return absl::UnavailableError("Name or service not known");
+    return std::vector<std::string>{address};
+  };
+  auto router = Router::Create("dns:///pods:7431", {address}, {}, options);
+  ASSERT_TRUE(router->GetCheckpoint(kCkpt).ok());
+  a.Stop();
+  {
+    absl::MutexLock lock(&mu);
+    fail = true;
+  }
+  absl::SleepFor(absl::Milliseconds(150));
+  EXPECT_THAT(router->GetCheckpoint(kCkpt),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       "again failed: server list entry 1 'dns:///pods:7431' "
+                       "does not resolve: Name or service not known"));
 }
 
 TEST(RouterTargetsTest, AnEmptyEntryIsInvalidArgumentNamingIt) {

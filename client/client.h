@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -53,6 +54,25 @@ struct SliceData {
   absl::Span<const float> floats() const {
     return {reinterpret_cast<const float*>(bytes.data()), bytes.size() / 4};
   }
+};
+
+// Ends a call from another thread: a stream that sends nothing (a peer
+// black-holed by the network) never lets its callback return false.
+// Thread safety: Cancel may be called from any thread, at any time.
+class CallCanceller {
+ public:
+  // The call given this ends at once with CANCELLED; one not started yet
+  // ends so when it starts.
+  void Cancel();
+
+ private:
+  friend class Client;
+  void Attach(grpc::ClientContext* ctx);
+  void Detach();
+
+  std::mutex mu_;
+  grpc::ClientContext* ctx_ = nullptr;  // the call in flight
+  bool cancelled_ = false;
 };
 
 // Thread safety: a Client may be used from many threads at once.
@@ -162,9 +182,18 @@ class Client {
 
   // Calls `on_event` for each progress, tensor and summary event; returning
   // false cancels the diff (the call then returns CANCELLED).
+  // With several servers, `on_event` may run on other threads than the
+  // caller's, one call at a time; it must not throw (an exception is caught
+  // and the diff fails INTERNAL).
   absl::Status QuantDiff(
       const v1::QuantDiffRequest& request,
       const std::function<bool(const v1::QuantDiffEvent&)>& on_event);
+  // The same, ended from another thread by `cancel` (one server only: the
+  // router's sub-diffs; a Client of several servers ignores it).
+  absl::Status QuantDiff(
+      const v1::QuantDiffRequest& request,
+      const std::function<bool(const v1::QuantDiffEvent&)>& on_event,
+      CallCanceller* cancel);
 
   // Calls `on_event` for each progress, finding, hash and summary event of
   // CheckCheckpoint; returning false cancels the check (the call then
@@ -192,7 +221,8 @@ class Client {
   absl::Status Stream(const grpc::internal::RpcMethod& method,
                       const Request& request,
                       const std::function<bool(const Reply&)>& on_reply,
-                      absl::string_view cancelled);
+                      absl::string_view cancelled,
+                      CallCanceller* canceller = nullptr);
 
   explicit Client(std::shared_ptr<Router> router);
 

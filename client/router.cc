@@ -252,8 +252,10 @@ std::shared_ptr<Router::Placement> Router::Probe(
         req.set_checkpoint(checkpoint);
         req.set_parts(as_parts);
         std::vector<std::string>& names = as_parts ? parts[i] : logical[i];
+        // The probe's deadline: a listing that hangs must not stall the
+        // placement, and with it every call.
         absl::Status s =
-            clients[i].client->ListTensors(req, [&](const v1::TensorInfo& t) {
+            clients[i].probe->ListTensors(req, [&](const v1::TensorInfo& t) {
               names.push_back(t.name());
               if (as_parts) return;
               for (const v1::StoredTensorInfo& part : t.parts()) {
@@ -1088,8 +1090,19 @@ absl::Status Router::SplitQuantDiff(
     r.request.clear_tensors();
     for (std::string& n : names[i]) r.request.add_tensors(std::move(n));
   }
+  // Each sub-diff ends at once when another fails or the caller stops: one
+  // whose endpoint sends nothing would never see `stop` at its next event.
+  std::vector<std::unique_ptr<CallCanceller>> cancels;
+  for (size_t k = 0; k < runs.size(); ++k) {
+    cancels.push_back(std::make_unique<CallCanceller>());
+  }
   absl::Mutex mu;
   bool stop = false, caller_stopped = false;
+  // REQUIRES: mu held.
+  auto stop_all = [&] {
+    stop = true;
+    for (auto& c : cancels) c->Cancel();
+  };
   std::optional<size_t> failed;  // index into runs
   int64_t done = 0;
   int64_t last_progress_ms = 0;
@@ -1109,7 +1122,10 @@ absl::Status Router::SplitQuantDiff(
     p->set_bytes_total(sel.bytes_total);
     p->set_elapsed_seconds(absl::ToDoubleSeconds(absl::Now() - start));
     last_progress_ms = absl::ToUnixMillis(absl::Now());
-    if (!on_event(e)) caller_stopped = stop = true;
+    if (!on_event(e)) {
+      caller_stopped = true;
+      stop_all();
+    }
   };
   {
     absl::MutexLock lock(&mu);
@@ -1121,14 +1137,18 @@ absl::Status Router::SplitQuantDiff(
   RunEach(runs.size(), [&](size_t k) {
     Run& run = runs[k];
     absl::Status s = clients[run.endpoint].client->QuantDiff(
-        run.request, [&](const v1::QuantDiffEvent& e) {
+        run.request,
+        [&](const v1::QuantDiffEvent& e) {
           absl::MutexLock lock(&mu);
           if (stop) return false;
           if (e.has_tensor()) {
             ++done;
             ++run.reports;
             entries.push_back(EntryOf(e.tensor()));
-            if (!on_event(e)) caller_stopped = stop = true;
+            if (!on_event(e)) {
+              caller_stopped = true;
+              stop_all();
+            }
           } else if (e.has_progress()) {
             run.progress = e.progress();
             // At most two a second, as a server sends them.
@@ -1139,7 +1159,8 @@ absl::Status Router::SplitQuantDiff(
             run.summary = e.summary();
           }
           return !stop;
-        });
+        },
+        cancels[k].get());
     absl::MutexLock lock(&mu);
     if (s.ok() && !run.summary.has_value()) {
       s = absl::InternalError(
@@ -1157,8 +1178,8 @@ absl::Status Router::SplitQuantDiff(
     run.status = s;
     // The first failure stops the others; theirs are then only that.
     if (!s.ok() && !stop) {
-      stop = true;
       failed = k;
+      stop_all();
     }
   });
   if (caller_stopped) {

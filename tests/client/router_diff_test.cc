@@ -17,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "client/client.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
@@ -445,6 +446,36 @@ TEST(RouterDiffLayoutTest, AKilledServerIsUnavailableNamingIt) {
   req.set_filter("model.layers.[01].*");
   EXPECT_THAT(RunDiff(*client, req).status,
               StatusIs(absl::StatusCode::kUnavailable, s.addresses[2]));
+}
+
+// A server that stops answering mid-diff (black-holed: its connection open,
+// nothing sent) does not hold the call once another sub-diff failed: every
+// sub-diff is cancelled at once, not at its next event.
+TEST(RouterDiffLayoutTest, AFailureEndsASubDiffThatHangs) {
+  const ShardedDiffCheckpoint c =
+      ::tensormorph::testing::WriteShardedDiffCheckpoint();
+  Servers s = StartPartial(PartialRoots(c, kAffine));
+  auto client = Connect(s.List());
+  v1::QuantDiffRequest req;
+  req.set_checkpoint(c.quant);
+  req.set_reference(c.reference);
+  bool first = true;
+  const absl::Time start = absl::Now();
+  // The router's first progress event comes after the plan, before any
+  // sub-diff starts: one server then hangs and another dies.
+  const absl::Status st =
+      client->QuantDiff(req, [&](const v1::QuantDiffEvent&) {
+        if (first) {
+          first = false;
+          ::kill(s.partial[0]->pid(), SIGSTOP);
+          ::kill(s.partial[2]->pid(), SIGKILL);
+          s.partial[2]->WaitForExit();
+        }
+        return true;
+      });
+  ::kill(s.partial[0]->pid(), SIGCONT);
+  EXPECT_THAT(st, StatusIs(absl::StatusCode::kUnavailable, s.addresses[2]));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(20));
 }
 
 }  // namespace

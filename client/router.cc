@@ -1,9 +1,11 @@
 #include "client/router.h"
 
 #include <algorithm>
+#include <exception>
 #include <map>
 #include <optional>
 #include <set>
+#include <system_error>
 #include <thread>
 
 #include "absl/random/random.h"
@@ -63,11 +65,34 @@ bool IsUnreachable(const absl::Status& s) {
 }
 
 // `n` tasks run at once, one thread each (n is the number of endpoints).
+// When no thread can be made (std::system_error: a process at its thread
+// limit), the tasks not started run here, one after the other: slower, not
+// a crash. An exception a task throws is rethrown here once every thread
+// is joined, as a call on one thread would throw it, never std::terminate.
 void RunEach(size_t n, const std::function<void(size_t)>& task) {
+  std::vector<std::exception_ptr> thrown(n);
+  auto guarded = [&](size_t i) {
+    try {
+      task(i);
+    } catch (...) {
+      thrown[i] = std::current_exception();
+    }
+  };
   std::vector<std::thread> threads;
   threads.reserve(n);
-  for (size_t i = 0; i < n; ++i) threads.emplace_back(task, i);
+  size_t started = 0;
+  for (; started < n; ++started) {
+    try {
+      threads.emplace_back(guarded, started);
+    } catch (const std::system_error&) {
+      break;
+    }
+  }
+  for (size_t i = started; i < n; ++i) guarded(i);
   for (std::thread& t : threads) t.join();
+  for (const std::exception_ptr& e : thrown) {
+    if (e) std::rethrow_exception(e);
+  }
 }
 
 // Scan order, as a server's ListCheckpoints sends entries: path components
@@ -1103,6 +1128,25 @@ absl::Status Router::SplitQuantDiff(
     stop = true;
     for (auto& c : cancels) c->Cancel();
   };
+  // The caller's callback, which runs on the sub-diffs' threads too: one
+  // that throws (client.h says it must not) fails the call INTERNAL rather
+  // than end the process.
+  absl::Status callback_error;
+  // REQUIRES: mu held.
+  auto deliver = [&](const v1::QuantDiffEvent& e) {
+    try {
+      if (on_event(e)) return true;
+    } catch (const std::exception& x) {
+      callback_error = absl::InternalError(absl::StrCat(
+          what, ": the caller's event callback threw: ", x.what()));
+    } catch (...) {
+      callback_error = absl::InternalError(
+          absl::StrCat(what, ": the caller's event callback threw"));
+    }
+    caller_stopped = true;
+    stop_all();
+    return false;
+  };
   std::optional<size_t> failed;  // index into runs
   int64_t done = 0;
   int64_t last_progress_ms = 0;
@@ -1122,14 +1166,12 @@ absl::Status Router::SplitQuantDiff(
     p->set_bytes_total(sel.bytes_total);
     p->set_elapsed_seconds(absl::ToDoubleSeconds(absl::Now() - start));
     last_progress_ms = absl::ToUnixMillis(absl::Now());
-    if (!on_event(e)) {
-      caller_stopped = true;
-      stop_all();
-    }
+    deliver(e);
   };
   {
     absl::MutexLock lock(&mu);
     progress(false);
+    if (!callback_error.ok()) return callback_error;
     if (caller_stopped) {
       return absl::CancelledError("diff cancelled by the caller");
     }
@@ -1145,10 +1187,7 @@ absl::Status Router::SplitQuantDiff(
             ++done;
             ++run.reports;
             entries.push_back(EntryOf(e.tensor()));
-            if (!on_event(e)) {
-              caller_stopped = true;
-              stop_all();
-            }
+            deliver(e);
           } else if (e.has_progress()) {
             run.progress = e.progress();
             // At most two a second, as a server sends them.
@@ -1182,6 +1221,8 @@ absl::Status Router::SplitQuantDiff(
       stop_all();
     }
   });
+  // The threads are joined: mu is no longer needed to read these.
+  if (!callback_error.ok()) return callback_error;
   if (caller_stopped) {
     return absl::CancelledError("diff cancelled by the caller");
   }
@@ -1206,6 +1247,7 @@ absl::Status Router::SplitQuantDiff(
 
   absl::MutexLock lock(&mu);
   progress(true);
+  if (!callback_error.ok()) return callback_error;
   if (caller_stopped) {
     return absl::CancelledError("diff cancelled by the caller");
   }
@@ -1226,7 +1268,8 @@ absl::Status Router::SplitQuantDiff(
   if (sel.part.has_value()) *s->mutable_part() = *sel.part;
   s->set_wall_seconds(absl::ToDoubleSeconds(absl::Now() - start));
   s->set_bytes_read(bytes_read);
-  if (!on_event(e)) {
+  if (!deliver(e)) {
+    if (!callback_error.ok()) return callback_error;
     return absl::CancelledError("diff cancelled by the caller");
   }
   return absl::OkStatus();

@@ -10,6 +10,7 @@
 
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -271,6 +272,19 @@ TEST_F(RouterDiffTest, ACallerThatStopsCancelsTheDiff) {
   EXPECT_THAT(s, StatusIs(absl::StatusCode::kCancelled, "by the caller"));
   EXPECT_EQ(reports, 1);
   // The servers are free for the next.
+  EXPECT_TRUE(RunDiff(*routed_, Request()).status.ok());
+}
+
+// A callback that throws on a sub-diff's thread (client.h says it must
+// not) fails the call INTERNAL instead of ending the process.
+TEST_F(RouterDiffTest, ACallbackThatThrowsFailsInternal) {
+  const absl::Status s =
+      routed_->QuantDiff(Request(), [&](const v1::QuantDiffEvent& e) {
+        if (e.has_tensor()) throw std::runtime_error("the dashboard broke");
+        return true;
+      });
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInternal,
+                          "callback threw: the dashboard broke"));
   EXPECT_TRUE(RunDiff(*routed_, Request()).status.ok());
 }
 

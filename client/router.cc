@@ -8,6 +8,7 @@
 #include <system_error>
 #include <thread>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/random/random.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
@@ -906,25 +907,42 @@ absl::Status Router::ListCheckpoints(
   if (!any) return first_error;
   std::map<std::string, v1::CheckpointEntry, decltype(&ScanLess)> by_path(
       &ScanLess);
-  absl::flat_hash_map<std::string, int> listed;  // endpoints listing a path
+  // Paths whose entries differ between endpoints: replicas list the same
+  // entry, and only a checkpoint split across partial holders differs.
+  std::vector<std::string> differing;
+  absl::flat_hash_set<std::string> differs;
   for (const auto& list : lists) {
     for (const v1::CheckpointEntry& e : list) {
-      ++listed[e.path()];
       auto [it, inserted] = by_path.emplace(e.path(), e);
-      if (!inserted && e.file_count() > it->second.file_count()) {
-        it->second = e;
+      if (inserted) continue;
+      v1::CheckpointEntry& kept = it->second;
+      if (e.file_count() != kept.file_count() ||
+          e.total_bytes() != kept.total_bytes() ||
+          e.format() != kept.format()) {
+        if (differs.insert(e.path()).second) differing.push_back(e.path());
       }
+      if (e.file_count() > kept.file_count()) kept = e;
     }
   }
-  // A path several endpoints list may be split across partial holders,
+  // The token of an endpoint's page is no position in this one.
+  for (auto& [path, e] : by_path) e.clear_next_page_token();
+  // A path endpoints list differently may be split across partial holders,
   // each listing its own files: its entry then counts the union, as one
-  // server holding every file would. (Its placement is then cached for the
-  // calls that follow a listing.)
-  for (auto& [path, e] : by_path) {
-    if (listed[path] < 2) continue;
-    auto placed = Place(path);
+  // server holding every file would. Placed in parallel, a few at a time (a
+  // placement asks every endpoint); then cached for the calls that follow.
+  constexpr size_t kPlacedAtOnce = 8;
+  std::vector<absl::StatusOr<std::shared_ptr<Placement>>> placements(
+      differing.size(), absl::UnknownError("not placed"));
+  for (size_t from = 0; from < differing.size(); from += kPlacedAtOnce) {
+    RunEach(std::min(kPlacedAtOnce, differing.size() - from), [&](size_t k) {
+      placements[from + k] = Place(differing[from + k]);
+    });
+  }
+  for (size_t k = 0; k < differing.size(); ++k) {
+    const auto& placed = placements[k];
     if (!placed.ok() || !(*placed)->whole.empty()) continue;
     const Placement& p = **placed;
+    v1::CheckpointEntry& e = by_path.find(differing[k])->second;
     int64_t files = 0, bytes = 0;
     for (const std::string& f : p.all_files) {
       for (size_t i : p.partial) {

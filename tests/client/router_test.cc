@@ -665,6 +665,32 @@ TEST(RouterReplicaTest, ReplicasShareTheCalls) {
   EXPECT_EQ(Calls(b.address()) - b0 - 1, 5);
 }
 
+// Replicas list the same entries: a listing places none of them (which
+// would ask every endpoint about every checkpoint), and passes on no
+// endpoint's page token.
+TEST(RouterReplicaTest, AListingOfReplicasPlacesNothing) {
+  const Roots roots = MakeRoots();
+  CopyShards(roots.checkpoint, roots.checkpoint.shards, roots.whole + "/n");
+  ServerProcess a({roots.whole}), b({roots.whole});
+  auto client = Connect(a.address() + "," + b.address());
+  const int64_t a0 = Calls(a.address()), b0 = Calls(b.address());
+  v1::ListCheckpointsRequest req;
+  req.set_page_size(1);
+  std::vector<std::string> paths;
+  ASSERT_TRUE(client
+                  ->ListCheckpoints(req,
+                                    [&](const v1::CheckpointEntry& e) {
+                                      paths.push_back(e.path());
+                                      EXPECT_EQ(e.next_page_token(), "");
+                                      return true;
+                                    })
+                  .ok());
+  EXPECT_THAT(paths, ::testing::ElementsAre("m", "n"));
+  // Two pages each (and GetServerInfo counts itself once): no probes.
+  EXPECT_EQ(Calls(a.address()) - a0 - 1, 2);
+  EXPECT_EQ(Calls(b.address()) - b0 - 1, 2);
+}
+
 TEST(RouterTargetsTest, DnsNameResolvesToItsAddresses) {
   const Roots roots = MakeRoots();
   ServerProcess a({roots.whole});

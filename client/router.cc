@@ -1,5 +1,7 @@
 #include "client/router.h"
 
+#include <fnmatch.h>
+
 #include <algorithm>
 #include <exception>
 #include <map>
@@ -102,6 +104,20 @@ bool ScanLess(const std::string& a, const std::string& b) {
   const std::vector<absl::string_view> x = absl::StrSplit(a, '/');
   const std::vector<absl::string_view> y = absl::StrSplit(b, '/');
   return std::lexicographical_compare(x.begin(), x.end(), y.begin(), y.end());
+}
+
+// `*sum += bytes` for a byte count from the wire. INTERNAL naming `from`
+// (the endpoint and what) for a negative count or a sum past int64.
+absl::Status AddBytes(int64_t bytes, const std::string& from, int64_t* sum) {
+  if (bytes < 0) {
+    return absl::InternalError(
+        absl::StrCat(from, ": a negative byte count (", bytes, ")"));
+  }
+  if (__builtin_add_overflow(*sum, bytes, sum)) {
+    return absl::InternalError(absl::StrCat(
+        from, ": byte counts whose sum overflows 64 bits (", bytes, ")"));
+  }
+  return absl::OkStatus();
 }
 
 bool Holds(const v1::GetCheckpointResponse& info, const std::string& file) {
@@ -349,6 +365,12 @@ absl::StatusOr<std::shared_ptr<Router::Placement>> Router::Place(
     p = Probe(checkpoint);
     if (!p->whole.empty() || !p->partial.empty()) {
       absl::MutexLock lock(&mu_);
+      // Expired ones go here: a long-lived client otherwise keeps every
+      // checkpoint it ever named.
+      const absl::Time now = absl::Now();
+      absl::erase_if(placements_, [&](const auto& kv) {
+        return now - kv.second->created >= router_options_.placement_ttl;
+      });
       placements_[checkpoint] = p;
     }
   }
@@ -451,13 +473,20 @@ absl::Status Router::UnbuiltError(const std::string& what, const Placement& p,
       "one"));
 }
 
-absl::Status Router::CheckBuilt(const std::string& what,
-                                const Placement& p) const {
-  if (p.unbuilt.empty()) return absl::OkStatus();
-  std::vector<std::string> named;
+absl::Status Router::CheckBuilt(const std::string& what, const Placement& p,
+                                const std::string& filter) const {
+  // Only what the listing would include: a filter may leave them out.
+  std::vector<std::string> unbuilt;
   for (const std::string& n : p.unbuilt) {
+    if (filter.empty() || ::fnmatch(filter.c_str(), n.c_str(), 0) == 0) {
+      unbuilt.push_back(n);
+    }
+  }
+  if (unbuilt.empty()) return absl::OkStatus();
+  std::vector<std::string> named;
+  for (const std::string& n : unbuilt) {
     if (named.size() == 5) {
-      named.push_back(absl::StrCat("and ", p.unbuilt.size() - 5, " more"));
+      named.push_back(absl::StrCat("and ", unbuilt.size() - 5, " more"));
       break;
     }
     std::vector<std::string> at;
@@ -660,7 +689,14 @@ absl::StatusOr<v1::GetCheckpointResponse> Router::MergeCheckpoint(
       for (const v1::FileInfo& fi : info.files()) {
         if (fi.path() == f) {
           *out.add_files() = fi;
-          total += fi.size_bytes();
+          if (absl::Status s = AddBytes(
+                  fi.size_bytes(),
+                  absl::StrCat("checkpoint '", checkpoint, "': file '", f,
+                               "' as ", p.eps->addresses[i], " lists it"),
+                  &total);
+              !s.ok()) {
+            return s;
+          }
         }
       }
       // Its metadata entries, named by file as a server of several files
@@ -744,6 +780,14 @@ absl::Status Router::MergeTensors(
   std::vector<size_t> live;
   for (size_t i : p.partial) {
     if (status[i].ok()) {
+      for (const v1::TensorInfo& t : lists[i]) {
+        if (t.stored_bytes() < 0) {
+          return absl::InternalError(absl::StrCat(
+              "ListTensors of '", request.checkpoint(),
+              "': ", p.eps->addresses[i], " lists tensor '", t.name(),
+              "' with a negative stored_bytes (", t.stored_bytes(), ")"));
+        }
+      }
       live.push_back(i);
     } else if (IsUnreachable(status[i])) {
       Forget(request.checkpoint());  // named by CheckServed below
@@ -756,7 +800,12 @@ absl::Status Router::MergeTensors(
   if (absl::Status s = CheckServed(what, p, live, &status); !s.ok()) {
     return s;
   }
-  if (absl::Status s = CheckBuilt(what, p); !s.ok()) return s;
+  // A listing of stored parts drops none of them: they are parts.
+  if (!request.parts()) {
+    if (absl::Status s = CheckBuilt(what, p, request.filter()); !s.ok()) {
+      return s;
+    }
+  }
   // One server lists logical tensors and stored parts alike sorted by name
   // (bytewise); a name several holders list is taken from the first.
   std::map<absl::string_view, const v1::TensorInfo*> by_name;
@@ -952,7 +1001,14 @@ absl::Status Router::ListCheckpoints(
             [&](const v1::FileInfo& fi) { return fi.path() == f; });
         if (it == info.files().end()) continue;
         ++files;
-        bytes += it->size_bytes();
+        if (absl::Status s = AddBytes(
+                it->size_bytes(),
+                absl::StrCat("checkpoint '", differing[k], "': file '", f,
+                             "' as ", p.eps->addresses[i], " lists it"),
+                &bytes);
+            !s.ok()) {
+          return s;
+        }
         break;
       }
     }
@@ -1177,8 +1233,12 @@ absl::Status Router::SplitQuantDiff(
     p->set_tensors_total(static_cast<int64_t>(sel.todo.size()));
     int64_t bytes = 0;
     for (const Run& r : runs) {
-      bytes += final && r.summary ? r.summary->bytes_read()
-                                  : r.progress.bytes_done();
+      // Progress only: a count off the wire that is negative or overflows
+      // is left out here (the summary's are checked).
+      const int64_t b = final && r.summary ? r.summary->bytes_read()
+                                           : r.progress.bytes_done();
+      int64_t next = 0;
+      if (b >= 0 && !__builtin_add_overflow(bytes, b, &next)) bytes = next;
     }
     p->set_bytes_done(bytes);
     p->set_bytes_total(sel.bytes_total);
@@ -1227,6 +1287,10 @@ absl::Status Router::SplitQuantDiff(
       s = absl::InternalError(absl::StrCat(
           "its summary counts ", run.summary->tensors_compared(),
           " tensors compared but it sent ", run.reports, " reports"));
+    } else if (s.ok() && run.summary->bytes_read() < 0) {
+      s = absl::InternalError(
+          absl::StrCat("its summary's bytes_read is negative (",
+                       run.summary->bytes_read(), ")"));
     } else if (s.ok() && run.reports != run.request.tensors_size()) {
       s = absl::InternalError(
           absl::StrCat("it compared ", run.reports, " of the ",
@@ -1274,8 +1338,15 @@ absl::Status Router::SplitQuantDiff(
   s->set_pairing(v1::DIFF_PAIRING_BY_NAME);
   int64_t compared = 0, bytes_read = 0;
   for (const Run& r : runs) {
+    // Each equals the reports received (checked above).
     compared += r.summary->tensors_compared();
-    bytes_read += r.summary->bytes_read();
+    if (absl::Status st =
+            AddBytes(r.summary->bytes_read(),
+                     absl::StrCat(what, ": the summary of ", addrs[r.endpoint]),
+                     &bytes_read);
+        !st.ok()) {
+      return st;
+    }
   }
   s->set_tensors_compared(compared);
   for (const auto& n : plan.only_in_checkpoint) s->add_only_in_checkpoint(n);

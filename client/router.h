@@ -259,8 +259,10 @@ class Router {
   absl::Status UnbuiltError(const std::string& what, const Placement& p,
                             const std::string& tensor) const;
   // FAILED_PRECONDITION naming the stored tensors no partial holder builds
-  // into a logical tensor (see Placement::unbuilt); OK when none.
-  absl::Status CheckBuilt(const std::string& what, const Placement& p) const;
+  // into a logical tensor (see Placement::unbuilt) that `filter` (a glob, as
+  // ListTensorsRequest.filter; empty: all) matches; OK when none.
+  absl::Status CheckBuilt(const std::string& what, const Placement& p,
+                          const std::string& filter = "") const;
   // "127.0.0.1:7433 (connection refused), ..." for the endpoints of `p`
   // that failed.
   std::string Unreachable(const Placement& p) const;

@@ -624,6 +624,27 @@ TEST(RouterSplitModuleTest, AWithheldTensorIsRefusedNeverItsUnscaledPart) {
   read.set_mode(v1::OUTPUT_MODE_RAW);
   EXPECT_TRUE(routed->ReadSliceAll(read).ok());
 
+  // A listing refuses to drop it, unless it could not include it: a
+  // listing of stored parts (it is one), or a filter that leaves it out.
+  v1::ListTensorsRequest ls;
+  ls.set_checkpoint("fp8");
+  auto names = [&](const v1::ListTensorsRequest& req) {
+    std::vector<std::string> out;
+    const absl::Status st = routed->ListTensors(
+        req, [&](const v1::TensorInfo& t) { out.push_back(t.name()); });
+    EXPECT_TRUE(st.ok()) << st;
+    return out;
+  };
+  EXPECT_THAT(routed->ListTensors(ls, [](const v1::TensorInfo&) {}),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       "no endpoint builds the tensors"));
+  ls.set_filter("model.layers.0.self_attn.*");
+  EXPECT_THAT(names(ls),
+              ::testing::ElementsAre("model.layers.0.self_attn.o_proj.weight"));
+  ls.set_filter("");
+  ls.set_parts(true);
+  EXPECT_THAT(names(ls), ::testing::Contains(w + "_scale_inv"));
+
   // One partial server alone: NOT_FOUND naming the shard of the scale.
   auto single = Connect(addresses[0]);
   read.set_part(false);

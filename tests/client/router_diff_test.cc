@@ -8,6 +8,7 @@
 #include <google/protobuf/util/message_differencer.h>
 #include <signal.h>
 
+#include <limits>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -20,6 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "client/client.h"
+#include "client/diff_plan.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -403,6 +405,29 @@ TEST_F(RouterDiffTest, PartsThroughTheRouterMergeIntoTheSingleRun) {
     SCOPED_TRACE(req.ShortDebugString());
     ExpectSameDiff(RunDiff(*routed_, req), RunDiff(*single_, req));
   }
+}
+
+// The plan sums stored_bytes off the wire: a negative count, or two whose
+// sum overflows, is INTERNAL naming the pair, never a wrapped total.
+TEST(RouterDiffPlanTest, ByteCountsFromTheWireAreChecked) {
+  auto tensor = [](int64_t bytes) {
+    v1::TensorInfo t;
+    t.set_name("w");
+    t.add_shape(2);
+    t.set_num_elements(2);
+    t.set_stored_bytes(bytes);
+    return t;
+  };
+  v1::QuantDiffRequest req;
+  req.set_checkpoint("q");
+  req.set_reference("r");
+  EXPECT_TRUE(PlanDiffByName(req, {tensor(8)}, {tensor(8)}).ok());
+  EXPECT_THAT(PlanDiffByName(req, {tensor(-8)}, {tensor(8)}),
+              StatusIs(absl::StatusCode::kInternal,
+                       "the pair 'w' lists stored_bytes -8"));
+  const int64_t huge = std::numeric_limits<int64_t>::max();
+  EXPECT_THAT(PlanDiffByName(req, {tensor(huge)}, {tensor(huge)}),
+              StatusIs(absl::StatusCode::kInternal, "fits 64 bits"));
 }
 
 TEST(RouterDiffLayoutTest, APairWhoseHalvesAreApartIsNamedBeforeAnyWork) {

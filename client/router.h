@@ -76,10 +76,13 @@ struct RouterOptions {
 // drop them, while calls naming other tensors go on.
 // ListCheckpoints: every page of every endpoint, sent as one page (no
 // next_page_token; page_size and page_token are ignored) in scan order, each
-// path once: the entry with the most files; for a path several endpoints
-// list and only partial holders hold, file_count and total_bytes of the
-// union of their files (and stored_tensor_count, when the servers set it
-// and every file is held), as one server holding it all would list it.
+// path once: the entry with the most files; for a path endpoints list
+// differently (file_count, total_bytes or format: replicas list it alike and
+// are not asked more) and only partial holders hold, file_count and
+// total_bytes of the union of their files (and stored_tensor_count, when
+// the servers set it and every file is held), as one server holding it all
+// would list it. Byte counts are checked: a negative one, or a sum past
+// int64, is INTERNAL naming the endpoint.
 //
 // QuantDiff: on an endpoint holding both checkpoints whole when one does
 // (round-robin). Otherwise split into sub-diffs, one per endpoint: the

@@ -96,9 +96,15 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(
   if (IsEndpointList(target)) {
     auto endpoints = ResolveEndpoints(target);
     if (!endpoints.ok()) return endpoints.status();
-    if (endpoints->size() > 1) {
+    if (endpoints->empty()) {
+      return absl::UnavailableError(
+          absl::StrCat("server list '", target, "' resolves to no address"));
+    }
+    // A dns:/// name may resolve to other pods later: the router follows
+    // it (client/router.h) even while it resolves to one.
+    if (endpoints->size() > 1 || HasDnsName(target)) {
       return std::unique_ptr<Client>(
-          new Client(Router::Create(*std::move(endpoints), options)));
+          new Client(Router::Create(target, *std::move(endpoints), options)));
     }
     return Connect(endpoints->front(), options);
   }
@@ -106,6 +112,14 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(
   // A tensormorphd's replies are at most its Limits.max_reply_bytes, 64 MiB
   // by default; the cap keeps a misbehaving server from exhausting memory.
   args.SetMaxReceiveMessageSize(kMaxReplyBytes);
+  // A peer that died without closing (a node gone, a network partition) is
+  // noticed during a call within about 80 s instead of never: a stream
+  // that sends nothing has no deadline. 60 s respects the server's 10 s
+  // minimum ping interval; pings only during calls (the server does not
+  // permit them on idle connections), however long a call sends no data.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 60'000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20'000);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   std::shared_ptr<grpc::ChannelCredentials> creds =
       grpc::InsecureChannelCredentials();
   if (!options.tls_root_ca.empty() || !options.tls_client_cert.empty()) {
@@ -160,13 +174,40 @@ absl::StatusOr<Reply> Client::UnaryReply(
   return reply;
 }
 
+void CallCanceller::Cancel() {
+  std::lock_guard<std::mutex> lock(mu_);
+  cancelled_ = true;
+  if (ctx_ != nullptr) ctx_->TryCancel();
+}
+
+void CallCanceller::Attach(grpc::ClientContext* ctx) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ctx_ = ctx;
+  // gRPC cancels a call whose context was cancelled before it started.
+  if (cancelled_) ctx_->TryCancel();
+}
+
+void CallCanceller::Detach() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ctx_ = nullptr;
+}
+
 template <typename Request, typename Reply>
 absl::Status Client::Stream(const grpc::internal::RpcMethod& method,
                             const Request& request,
                             const std::function<bool(const Reply&)>& on_reply,
-                            absl::string_view cancelled) {
+                            absl::string_view cancelled,
+                            CallCanceller* canceller) {
   grpc::ClientContext ctx;
   const absl::Duration deadline = Prepare(&ctx, /*stream=*/true);
+  // Detached before ctx goes, whichever way the call ends.
+  struct Attached {
+    CallCanceller* c;
+    ~Attached() {
+      if (c != nullptr) c->Detach();
+    }
+  } attached{canceller};
+  if (canceller != nullptr) canceller->Attach(&ctx);
   std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
       grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
           channel_.get(), method, &ctx, request));
@@ -328,9 +369,17 @@ absl::StatusOr<SliceData> Client::ReadSliceAll(
 absl::Status Client::QuantDiff(
     const v1::QuantDiffRequest& request,
     const std::function<bool(const v1::QuantDiffEvent&)>& on_event) {
+  return QuantDiff(request, on_event, nullptr);
+}
+
+absl::Status Client::QuantDiff(
+    const v1::QuantDiffRequest& request,
+    const std::function<bool(const v1::QuantDiffEvent&)>& on_event,
+    CallCanceller* cancel) {
   if (router_) return router_->QuantDiff(request, on_event);
   return Stream<v1::QuantDiffRequest, v1::QuantDiffEvent>(
-      methods_->quant_diff, request, on_event, "diff cancelled by the caller");
+      methods_->quant_diff, request, on_event, "diff cancelled by the caller",
+      cancel);
 }
 
 absl::Status Client::CheckCheckpoint(

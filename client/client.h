@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -55,6 +56,25 @@ struct SliceData {
   }
 };
 
+// Ends a call from another thread: a stream that sends nothing (a peer
+// black-holed by the network) never lets its callback return false.
+// Thread safety: Cancel may be called from any thread, at any time.
+class CallCanceller {
+ public:
+  // The call given this ends at once with CANCELLED; one not started yet
+  // ends so when it starts.
+  void Cancel();
+
+ private:
+  friend class Client;
+  void Attach(grpc::ClientContext* ctx);
+  void Detach();
+
+  std::mutex mu_;
+  grpc::ClientContext* ctx_ = nullptr;  // the call in flight
+  bool cancelled_ = false;
+};
+
 // Thread safety: a Client may be used from many threads at once.
 // Errors: every method returns the server's status (see tensormorph.proto),
 // or UNAVAILABLE when the server cannot be reached, and never hangs past its
@@ -75,8 +95,10 @@ class Client {
   // goes to a server holding its data, and replies spread over servers (a
   // checkpoint whose shards are on servers run with --partial-shards) are
   // merged as one server would give them; see client/router.h for the
-  // rules and the UNAVAILABLE naming unreachable servers. A list that
-  // resolves to one address is that one server.
+  // rules and the UNAVAILABLE naming unreachable servers. A list of plain
+  // entries naming one address is that one server; a list with a dns:///
+  // name is routed even while it resolves to one address, so that the
+  // client finds new pods when the name is resolved again (router.h).
   // Errors: INVALID_ARGUMENT for an empty target or a list entry that is
   // empty or not host:port, naming it; UNAVAILABLE for a dns:/// name that
   // does not resolve.
@@ -160,9 +182,18 @@ class Client {
 
   // Calls `on_event` for each progress, tensor and summary event; returning
   // false cancels the diff (the call then returns CANCELLED).
+  // With several servers, `on_event` may run on other threads than the
+  // caller's, one call at a time; it must not throw (an exception is caught
+  // and the diff fails INTERNAL).
   absl::Status QuantDiff(
       const v1::QuantDiffRequest& request,
       const std::function<bool(const v1::QuantDiffEvent&)>& on_event);
+  // The same, ended from another thread by `cancel` (one server only: the
+  // router's sub-diffs; a Client of several servers ignores it).
+  absl::Status QuantDiff(
+      const v1::QuantDiffRequest& request,
+      const std::function<bool(const v1::QuantDiffEvent&)>& on_event,
+      CallCanceller* cancel);
 
   // Calls `on_event` for each progress, finding, hash and summary event of
   // CheckCheckpoint; returning false cancels the check (the call then
@@ -190,7 +221,8 @@ class Client {
   absl::Status Stream(const grpc::internal::RpcMethod& method,
                       const Request& request,
                       const std::function<bool(const Reply&)>& on_reply,
-                      absl::string_view cancelled);
+                      absl::string_view cancelled,
+                      CallCanceller* canceller = nullptr);
 
   explicit Client(std::shared_ptr<Router> router);
 

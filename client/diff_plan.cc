@@ -190,11 +190,21 @@ absl::StatusOr<ListedDiffPlan> PlanDiffByName(
     return s;
   }
   for (const Pair& p : pairs) {
+    // Byte counts off the wire: checked before they are summed.
+    int64_t bytes = 0;
+    if (p.ref->stored_bytes() < 0 || p.quant->stored_bytes() < 0 ||
+        __builtin_add_overflow(p.ref->stored_bytes(), p.quant->stored_bytes(),
+                               &bytes)) {
+      return absl::InternalError(absl::StrCat(
+          "the pair '", p.quant->name(), "' lists stored_bytes ",
+          p.quant->stored_bytes(), " (quantized) and ", p.ref->stored_bytes(),
+          " (source): want non-negative counts whose sum fits 64 bits"));
+    }
     DiffPlanItem item{p.quant->name(),
                       p.ref->name(),
                       {p.quant->shape().begin(), p.quant->shape().end()},
                       p.quant->parts().empty() ? "" : p.quant->parts(0).file(),
-                      p.ref->stored_bytes() + p.quant->stored_bytes()};
+                      bytes};
     plan.items.push_back(std::move(item));
     plan.source_bytes.push_back(p.ref->stored_bytes());
   }
@@ -206,7 +216,13 @@ absl::StatusOr<DiffSelection> SelectDiffPart(
   if (absl::Status s = CheckDiffPart(request); !s.ok()) return s;
   DiffSelection out;
   int64_t plan_source_bytes = 0;
-  for (int64_t b : plan.source_bytes) plan_source_bytes += b;
+  for (int64_t b : plan.source_bytes) {
+    // Each non-negative (PlanDiffByName); their sum may still overflow.
+    if (__builtin_add_overflow(plan_source_bytes, b, &plan_source_bytes)) {
+      return absl::InternalError(
+          "the source tensors' stored_bytes sum past 64 bits");
+    }
+  }
   if (!HasDiffPart(request)) {
     for (size_t i = 0; i < plan.items.size(); ++i) out.todo.push_back(i);
     out.bytes_total = plan_source_bytes;

@@ -43,7 +43,7 @@ absl::Status SplitHostPort(absl::string_view entry, absl::string_view what,
 }
 
 absl::Status Resolve(absl::string_view entry, absl::string_view what,
-                     std::vector<std::string>* out) {
+                     const Resolver& resolver, std::vector<std::string>* out) {
   absl::string_view name = entry.substr(kDnsScheme.size());
   std::string host, port;
   if (absl::Status s = SplitHostPort(name, what, &host, &port); !s.ok()) {
@@ -52,36 +52,20 @@ absl::Status Resolve(absl::string_view entry, absl::string_view what,
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
     host = host.substr(1, host.size() - 2);
   }
-  struct addrinfo hints = {};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  struct addrinfo* found = nullptr;
-  if (int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &found);
-      rc != 0) {
+  auto found = resolver(host, port);
+  if (!found.ok()) {
     return absl::UnavailableError(
         absl::StrCat("server list entry ", what, " '", entry,
-                     "' does not resolve: ", ::gai_strerror(rc)));
+                     "' does not resolve: ", found.status().message()));
   }
-  for (struct addrinfo* a = found; a != nullptr; a = a->ai_next) {
-    char text[INET6_ADDRSTRLEN] = {};
-    if (a->ai_family == AF_INET) {
-      const auto* in = reinterpret_cast<const sockaddr_in*>(a->ai_addr);
-      ::inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text));
-      out->push_back(absl::StrCat(text, ":", port));
-    } else if (a->ai_family == AF_INET6) {
-      const auto* in = reinterpret_cast<const sockaddr_in6*>(a->ai_addr);
-      ::inet_ntop(AF_INET6, &in->sin6_addr, text, sizeof(text));
-      out->push_back(absl::StrCat("[", text, "]:", port));
-    }
-  }
-  ::freeaddrinfo(found);
+  for (std::string& a : *found) out->push_back(std::move(a));
   return absl::OkStatus();
 }
 
 // The endpoints of `targets` (ResolveEndpoints), or with no `resolve` only
 // the syntax checked (CheckServerList), dns:/// names left unresolved.
 absl::StatusOr<std::vector<std::string>> ParseEndpoints(
-    absl::string_view targets, bool resolve) {
+    absl::string_view targets, const Resolver* resolve) {
   std::vector<std::string> out;
   int position = 0;
   for (absl::string_view entry : absl::StrSplit(targets, ',')) {
@@ -95,7 +79,7 @@ absl::StatusOr<std::vector<std::string>> ParseEndpoints(
           "commas)"));
     }
     if (absl::StartsWith(entry, kDnsScheme)) {
-      if (!resolve) {
+      if (resolve == nullptr) {
         std::string host, port;
         if (absl::Status s = SplitHostPort(entry.substr(kDnsScheme.size()),
                                            what, &host, &port);
@@ -104,7 +88,8 @@ absl::StatusOr<std::vector<std::string>> ParseEndpoints(
         }
         continue;
       }
-      if (absl::Status s = Resolve(entry, what, &out); !s.ok()) return s;
+      if (absl::Status s = Resolve(entry, what, *resolve, &out); !s.ok())
+        return s;
       continue;
     }
     if (absl::StartsWith(entry, "dns:")) {
@@ -152,12 +137,48 @@ absl::Status CheckServerList(absl::string_view targets) {
     }
     return absl::OkStatus();
   }
-  return ParseEndpoints(targets, /*resolve=*/false).status();
+  return ParseEndpoints(targets, /*resolve=*/nullptr).status();
+}
+
+absl::StatusOr<std::vector<std::string>> ResolveWithGetaddrinfo(
+    const std::string& host, const std::string& port) {
+  struct addrinfo hints = {};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  struct addrinfo* found = nullptr;
+  if (int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &found);
+      rc != 0) {
+    return absl::UnavailableError(::gai_strerror(rc));
+  }
+  std::vector<std::string> out;
+  for (struct addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    char text[INET6_ADDRSTRLEN] = {};
+    if (a->ai_family == AF_INET) {
+      const auto* in = reinterpret_cast<const sockaddr_in*>(a->ai_addr);
+      ::inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text));
+      out.push_back(absl::StrCat(text, ":", port));
+    } else if (a->ai_family == AF_INET6) {
+      const auto* in = reinterpret_cast<const sockaddr_in6*>(a->ai_addr);
+      ::inet_ntop(AF_INET6, &in->sin6_addr, text, sizeof(text));
+      out.push_back(absl::StrCat("[", text, "]:", port));
+    }
+  }
+  ::freeaddrinfo(found);
+  return out;
+}
+
+bool HasDnsName(absl::string_view targets) {
+  for (absl::string_view entry : absl::StrSplit(targets, ',')) {
+    if (absl::StartsWith(absl::StripAsciiWhitespace(entry), kDnsScheme)) {
+      return true;
+    }
+  }
+  return false;
 }
 
 absl::StatusOr<std::vector<std::string>> ResolveEndpoints(
-    absl::string_view targets) {
-  return ParseEndpoints(targets, /*resolve=*/true);
+    absl::string_view targets, const Resolver& resolver) {
+  return ParseEndpoints(targets, &resolver);
 }
 
 }  // namespace tensormorph

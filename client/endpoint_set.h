@@ -3,6 +3,7 @@
 #ifndef TENSORMORPH_CLIENT_ENDPOINT_SET_H_
 #define TENSORMORPH_CLIENT_ENDPOINT_SET_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,20 @@
 #include "absl/strings/string_view.h"
 
 namespace tensormorph {
+
+// The addresses ("a.b.c.d:port", "[v6]:port") `host` resolves to now, for
+// `port`; an error's message says why it does not resolve. A Router re-asks
+// it as pods come and go; tests give one whose answer they change.
+using Resolver = std::function<absl::StatusOr<std::vector<std::string>>(
+    const std::string& host, const std::string& port)>;
+
+// The system resolver (getaddrinfo), every address of either family.
+absl::StatusOr<std::vector<std::string>> ResolveWithGetaddrinfo(
+    const std::string& host, const std::string& port);
+
+// Whether an entry of `targets` is a dns:/// name: its addresses may change,
+// so the endpoints are resolved again from time to time.
+bool HasDnsName(absl::string_view targets);
 
 // Whether `targets` names more than one plain target: a comma-separated
 // list, or a `dns:///` name (which may resolve to several addresses). A
@@ -27,8 +42,10 @@ bool IsEndpointList(absl::string_view targets);
 // no port ("entry 1 '127.0.0.1' has no port": gRPC would dial a default
 // one), or is a dns:/// name with an authority or no port;
 // UNAVAILABLE naming a dns:/// name that does not resolve (and why).
+// `resolver` resolves each dns:/// name.
 absl::StatusOr<std::vector<std::string>> ResolveEndpoints(
-    absl::string_view targets);
+    absl::string_view targets,
+    const Resolver& resolver = ResolveWithGetaddrinfo);
 
 // The syntax of a --server value, checked before anything is dialed or
 // resolved, so that a malformed one is a usage error: ResolveEndpoints'

@@ -1,11 +1,16 @@
 #include "client/router.h"
 
+#include <fnmatch.h>
+
 #include <algorithm>
+#include <exception>
 #include <map>
 #include <optional>
 #include <set>
+#include <system_error>
 #include <thread>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/random/random.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
@@ -28,6 +33,7 @@ struct Router::Placement {
     v1::GetCheckpointResponse info;
   };
   absl::Time created;
+  Snapshot eps;                 // the endpoints the indices below are of
   std::vector<Answer> answers;  // by endpoint
   std::vector<size_t> whole, partial;
   // With no whole holder: each tensor (logical; stored parts) the partial
@@ -49,17 +55,47 @@ struct Router::Placement {
 
 namespace {
 
+// 0, 1, ..., n-1.
+std::vector<size_t> All(size_t n) {
+  std::vector<size_t> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = i;
+  return out;
+}
+
 bool IsUnreachable(const absl::Status& s) {
   return s.code() == absl::StatusCode::kUnavailable ||
          s.code() == absl::StatusCode::kDeadlineExceeded;
 }
 
 // `n` tasks run at once, one thread each (n is the number of endpoints).
+// When no thread can be made (std::system_error: a process at its thread
+// limit), the tasks not started run here, one after the other: slower, not
+// a crash. An exception a task throws is rethrown here once every thread
+// is joined, as a call on one thread would throw it, never std::terminate.
 void RunEach(size_t n, const std::function<void(size_t)>& task) {
+  std::vector<std::exception_ptr> thrown(n);
+  auto guarded = [&](size_t i) {
+    try {
+      task(i);
+    } catch (...) {
+      thrown[i] = std::current_exception();
+    }
+  };
   std::vector<std::thread> threads;
   threads.reserve(n);
-  for (size_t i = 0; i < n; ++i) threads.emplace_back(task, i);
+  size_t started = 0;
+  for (; started < n; ++started) {
+    try {
+      threads.emplace_back(guarded, started);
+    } catch (const std::system_error&) {
+      break;
+    }
+  }
+  for (size_t i = started; i < n; ++i) guarded(i);
   for (std::thread& t : threads) t.join();
+  for (const std::exception_ptr& e : thrown) {
+    if (e) std::rethrow_exception(e);
+  }
 }
 
 // Scan order, as a server's ListCheckpoints sends entries: path components
@@ -68,6 +104,20 @@ bool ScanLess(const std::string& a, const std::string& b) {
   const std::vector<absl::string_view> x = absl::StrSplit(a, '/');
   const std::vector<absl::string_view> y = absl::StrSplit(b, '/');
   return std::lexicographical_compare(x.begin(), x.end(), y.begin(), y.end());
+}
+
+// `*sum += bytes` for a byte count from the wire. INTERNAL naming `from`
+// (the endpoint and what) for a negative count or a sum past int64.
+absl::Status AddBytes(int64_t bytes, const std::string& from, int64_t* sum) {
+  if (bytes < 0) {
+    return absl::InternalError(
+        absl::StrCat(from, ": a negative byte count (", bytes, ")"));
+  }
+  if (__builtin_add_overflow(*sum, bytes, sum)) {
+    return absl::InternalError(absl::StrCat(
+        from, ": byte counts whose sum overflows 64 bits (", bytes, ")"));
+  }
+  return absl::OkStatus();
 }
 
 bool Holds(const v1::GetCheckpointResponse& info, const std::string& file) {
@@ -79,36 +129,131 @@ bool Holds(const v1::GetCheckpointResponse& info, const std::string& file) {
 
 }  // namespace
 
-std::unique_ptr<Router> Router::Create(std::vector<std::string> endpoints,
-                                       const ClientOptions& options) {
+std::unique_ptr<Router> Router::Create(const std::string& targets,
+                                       std::vector<std::string> endpoints,
+                                       const ClientOptions& options,
+                                       RouterOptions router_options) {
   std::unique_ptr<Router> r(new Router());
-  ClientOptions probe = options;
-  probe.timeout =
+  r->options_ = options;
+  r->probe_options_ = options;
+  r->probe_options_.timeout =
       std::min(options.timeout.value_or(kDefaultUnaryTimeout), kProbeTimeout);
-  r->probe_timeout_ = *probe.timeout;
+  r->probe_timeout_ = *r->probe_options_.timeout;
+  r->targets_ = targets;
+  r->dynamic_ = HasDnsName(targets);
+  r->router_options_ = std::move(router_options);
+  auto set = std::make_shared<EndpointSet>();
   for (std::string& address : endpoints) {
     // Connect fails only for an empty target, which ResolveEndpoints never
     // gives.
     Endpoint e{address, *Client::Connect(address, options),
-               *Client::Connect(address, probe)};
-    r->addresses_.push_back(address);
-    r->endpoints_.push_back(std::move(e));
+               *Client::Connect(address, r->probe_options_)};
+    set->addresses.push_back(address);
+    set->list.push_back(std::move(e));
   }
+  absl::MutexLock lock(&r->mu_);
+  r->snapshot_ = std::move(set);
+  r->resolved_at_ = absl::Now();
   return r;
+}
+
+std::vector<std::string> Router::endpoints() {
+  absl::MutexLock lock(&mu_);
+  return snapshot_->addresses;
+}
+
+Router::Snapshot Router::Refresh() {
+  if (!dynamic_) {
+    absl::MutexLock lock(&mu_);
+    return snapshot_;
+  }
+  // One resolution at a time: the calls waiting here then find it done.
+  absl::MutexLock resolving(&resolve_mu_);
+  Snapshot old;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!endpoint_failed_ &&
+        absl::Now() - resolved_at_ < router_options_.placement_ttl) {
+      return snapshot_;
+    }
+    old = snapshot_;
+    // At most once per TTL, and once per failure seen.
+    resolved_at_ = absl::Now();
+    endpoint_failed_ = false;
+  }
+  auto addresses = ResolveEndpoints(targets_, router_options_.resolver);
+  if (addresses.ok() && addresses->empty()) {
+    addresses = absl::UnavailableError("it resolves to no address");
+  }
+  if (!addresses.ok()) {
+    // The endpoints known so far may well still answer.
+    absl::MutexLock lock(&mu_);
+    resolve_error_ = addresses.status();
+    return snapshot_;
+  }
+  if (*addresses == old->addresses) {
+    absl::MutexLock lock(&mu_);
+    resolve_error_ = absl::OkStatus();
+    return snapshot_;
+  }
+  auto set = std::make_shared<EndpointSet>();
+  for (std::string& address : *addresses) {
+    auto same =
+        std::find(old->addresses.begin(), old->addresses.end(), address);
+    if (same != old->addresses.end()) {
+      // Its connection survives the swap.
+      set->list.push_back(old->list[same - old->addresses.begin()]);
+    } else {
+      set->list.push_back(Endpoint{address, *Client::Connect(address, options_),
+                                   *Client::Connect(address, probe_options_)});
+    }
+    set->addresses.push_back(std::move(address));
+  }
+  absl::MutexLock lock(&mu_);
+  resolve_error_ = absl::OkStatus();
+  snapshot_ = std::move(set);
+  // Placements of the old set still route by it until they expire or fail.
+  return snapshot_;
+}
+
+std::string Router::ResolveNote() {
+  absl::MutexLock lock(&mu_);
+  if (resolve_error_.ok()) return "";
+  // The endpoints of the last resolution that worked were asked.
+  return absl::StrCat("; resolving the server list again failed: ",
+                      resolve_error_.message());
+}
+
+std::vector<size_t> Router::InBoth(const EndpointSet& eps,
+                                   const std::vector<size_t>& mine,
+                                   const EndpointSet& other,
+                                   const std::vector<size_t>& theirs) {
+  std::vector<size_t> out;
+  for (size_t i : mine) {
+    for (size_t j : theirs) {
+      if (other.addresses[j] == eps.addresses[i]) {
+        out.push_back(i);
+        break;
+      }
+    }
+  }
+  return out;
 }
 
 std::shared_ptr<Router::Placement> Router::Probe(
     const std::string& checkpoint) {
   auto p = std::make_shared<Placement>();
+  p->eps = Refresh();
+  const std::vector<Endpoint>& clients = p->eps->list;
   p->created = absl::Now();
   {
     absl::BitGen gen;
     p->next = absl::Uniform<uint64_t>(gen);
   }
-  p->answers.resize(endpoints_.size());
-  RunEach(endpoints_.size(), [&](size_t i) {
+  p->answers.resize(clients.size());
+  RunEach(clients.size(), [&](size_t i) {
     Placement::Answer& a = p->answers[i];
-    auto info = endpoints_[i].probe->GetCheckpoint(checkpoint);
+    auto info = clients[i].probe->GetCheckpoint(checkpoint);
     if (info.ok()) {
       a.kind = info->absent_files().empty() ? Placement::Kind::kWhole
                                             : Placement::Kind::kPartial;
@@ -139,9 +284,9 @@ std::shared_ptr<Router::Placement> Router::Probe(
   // Which partial holder serves which tensor matters only when no endpoint
   // holds it whole.
   if (!any_whole) {
-    std::vector<std::vector<std::string>> logical(endpoints_.size()),
-        parts(endpoints_.size()), claimed(endpoints_.size());
-    RunEach(endpoints_.size(), [&](size_t i) {
+    std::vector<std::vector<std::string>> logical(clients.size()),
+        parts(clients.size()), claimed(clients.size());
+    RunEach(clients.size(), [&](size_t i) {
       Placement::Answer& a = p->answers[i];
       if (a.kind != Placement::Kind::kPartial) return;
       for (bool as_parts : {false, true}) {
@@ -149,8 +294,10 @@ std::shared_ptr<Router::Placement> Router::Probe(
         req.set_checkpoint(checkpoint);
         req.set_parts(as_parts);
         std::vector<std::string>& names = as_parts ? parts[i] : logical[i];
-        absl::Status s = endpoints_[i].client->ListTensors(
-            req, [&](const v1::TensorInfo& t) {
+        // The probe's deadline: a listing that hangs must not stall the
+        // placement, and with it every call.
+        absl::Status s =
+            clients[i].probe->ListTensors(req, [&](const v1::TensorInfo& t) {
               names.push_back(t.name());
               if (as_parts) return;
               for (const v1::StoredTensorInfo& part : t.parts()) {
@@ -165,7 +312,7 @@ std::shared_ptr<Router::Placement> Router::Probe(
         }
       }
     });
-    for (size_t i = 0; i < endpoints_.size(); ++i) {
+    for (size_t i = 0; i < clients.size(); ++i) {
       if (p->answers[i].kind != Placement::Kind::kPartial) continue;
       for (const std::string& n : logical[i]) p->logical[n].push_back(i);
       for (const std::string& n : parts[i]) p->parts[n].push_back(i);
@@ -178,7 +325,7 @@ std::shared_ptr<Router::Placement> Router::Probe(
     // with its companions). A stored tensor no holder builds belongs to a
     // tensor whose parts are on different endpoints.
     absl::flat_hash_map<absl::string_view, bool> built;
-    for (size_t i = 0; i < endpoints_.size(); ++i) {
+    for (size_t i = 0; i < clients.size(); ++i) {
       if (p->answers[i].kind != Placement::Kind::kPartial) continue;
       for (const std::string& n : claimed[i]) built.emplace(n, true);
     }
@@ -188,7 +335,7 @@ std::shared_ptr<Router::Placement> Router::Probe(
     std::sort(p->unbuilt.begin(), p->unbuilt.end());
   }
   std::set<std::string> files;
-  for (size_t i = 0; i < endpoints_.size(); ++i) {
+  for (size_t i = 0; i < clients.size(); ++i) {
     const Placement::Answer& a = p->answers[i];
     if (a.kind == Placement::Kind::kWhole) p->whole.push_back(i);
     if (a.kind == Placement::Kind::kPartial) p->partial.push_back(i);
@@ -209,7 +356,7 @@ absl::StatusOr<std::shared_ptr<Router::Placement>> Router::Place(
     absl::MutexLock lock(&mu_);
     auto it = placements_.find(checkpoint);
     if (it != placements_.end() &&
-        absl::Now() - it->second->created < kPlacementTtl) {
+        absl::Now() - it->second->created < router_options_.placement_ttl) {
       p = it->second;
     }
   }
@@ -218,6 +365,12 @@ absl::StatusOr<std::shared_ptr<Router::Placement>> Router::Place(
     p = Probe(checkpoint);
     if (!p->whole.empty() || !p->partial.empty()) {
       absl::MutexLock lock(&mu_);
+      // Expired ones go here: a long-lived client otherwise keeps every
+      // checkpoint it ever named.
+      const absl::Time now = absl::Now();
+      absl::erase_if(placements_, [&](const auto& kv) {
+        return now - kv.second->created >= router_options_.placement_ttl;
+      });
       placements_[checkpoint] = p;
     }
   }
@@ -226,7 +379,8 @@ absl::StatusOr<std::shared_ptr<Router::Placement>> Router::Place(
   if (!unreachable.empty()) {
     return absl::UnavailableError(absl::StrCat(
         "checkpoint '", checkpoint,
-        "': held by no reachable endpoint; unreachable: ", unreachable));
+        "': held by no reachable endpoint; unreachable: ", unreachable,
+        ResolveNote()));
   }
   for (const Placement::Answer& a : p->answers) {
     if (a.kind == Placement::Kind::kRefused) return a.status;
@@ -237,13 +391,14 @@ absl::StatusOr<std::shared_ptr<Router::Placement>> Router::Place(
 void Router::Forget(const std::string& checkpoint) {
   absl::MutexLock lock(&mu_);
   placements_.erase(checkpoint);
+  endpoint_failed_ = true;
 }
 
 std::string Router::Unreachable(const Placement& p) const {
   std::vector<std::string> out;
   for (size_t i = 0; i < p.answers.size(); ++i) {
     if (p.answers[i].kind == Placement::Kind::kFailed) {
-      out.push_back(absl::StrCat(addresses_[i], " (",
+      out.push_back(absl::StrCat(p.eps->addresses[i], " (",
                                  p.answers[i].status.message(), ")"));
     }
   }
@@ -269,7 +424,7 @@ absl::Status Router::CheckServed(const std::string& what, const Placement& p,
                       a.kind == Placement::Kind::kWhole))) {
       const absl::Status& why =
           now != nullptr && !(*now)[i].ok() ? (*now)[i] : a.status;
-      failed.push_back(absl::StrCat(addresses_[i], " (",
+      failed.push_back(absl::StrCat(p.eps->addresses[i], " (",
                                     why.ok() ? "failed" : why.message(), ")"));
     }
   }
@@ -281,7 +436,7 @@ absl::Status Router::CheckServed(const std::string& what, const Placement& p,
     // unready pods). UNAVAILABLE, which retry logic retries, not DATA_LOSS.
     return absl::UnavailableError(
         absl::StrCat(what, ": files no endpoint in the list (",
-                     absl::StrJoin(addresses_, ", "),
+                     absl::StrJoin(p.eps->addresses, ", "),
                      ") holds: ", absl::StrJoin(unserved, ", "),
                      "; is a server missing from --server, or not ready?"));
   }
@@ -303,7 +458,9 @@ absl::Status Router::UnbuiltError(const std::string& what, const Placement& p,
       continue;
     }
     std::vector<std::string> at;
-    for (size_t i : p.parts.find(n)->second) at.push_back(addresses_[i]);
+    for (size_t i : p.parts.find(n)->second) {
+      at.push_back(p.eps->addresses[i]);
+    }
     named.push_back(absl::StrCat(n, " (on ", absl::StrJoin(at, ", "), ")"));
   }
   return absl::FailedPreconditionError(absl::StrCat(
@@ -316,17 +473,26 @@ absl::Status Router::UnbuiltError(const std::string& what, const Placement& p,
       "one"));
 }
 
-absl::Status Router::CheckBuilt(const std::string& what,
-                                const Placement& p) const {
-  if (p.unbuilt.empty()) return absl::OkStatus();
-  std::vector<std::string> named;
+absl::Status Router::CheckBuilt(const std::string& what, const Placement& p,
+                                const std::string& filter) const {
+  // Only what the listing would include: a filter may leave them out.
+  std::vector<std::string> unbuilt;
   for (const std::string& n : p.unbuilt) {
+    if (filter.empty() || ::fnmatch(filter.c_str(), n.c_str(), 0) == 0) {
+      unbuilt.push_back(n);
+    }
+  }
+  if (unbuilt.empty()) return absl::OkStatus();
+  std::vector<std::string> named;
+  for (const std::string& n : unbuilt) {
     if (named.size() == 5) {
-      named.push_back(absl::StrCat("and ", p.unbuilt.size() - 5, " more"));
+      named.push_back(absl::StrCat("and ", unbuilt.size() - 5, " more"));
       break;
     }
     std::vector<std::string> at;
-    for (size_t i : p.parts.find(n)->second) at.push_back(addresses_[i]);
+    for (size_t i : p.parts.find(n)->second) {
+      at.push_back(p.eps->addresses[i]);
+    }
     named.push_back(absl::StrCat(n, " (on ", absl::StrJoin(at, ", "), ")"));
   }
   return absl::FailedPreconditionError(absl::StrCat(
@@ -340,10 +506,12 @@ absl::Status Router::CheckBuilt(const std::string& what,
 }
 
 absl::StatusOr<std::vector<size_t>> Router::Candidates(
-    const std::string& checkpoint, const std::string& tensor, bool part) {
+    const std::string& checkpoint, const std::string& tensor, bool part,
+    Snapshot* eps) {
   auto placed = Place(checkpoint);
   if (!placed.ok()) return placed.status();
   Placement& p = **placed;
+  *eps = p.eps;
   if (!p.whole.empty()) {
     std::vector<size_t> order = p.whole;
     std::rotate(order.begin(), order.begin() + p.next++ % order.size(),
@@ -384,35 +552,33 @@ absl::Status Router::Route(
     const std::string& checkpoint, const std::string& tensor, bool part,
     const std::string& reference, const std::string& reference_tensor,
     const std::function<absl::Status(Client&, bool* delivered)>& call) {
-  auto cands = Candidates(checkpoint, tensor, part);
+  Snapshot eps, ref_eps;
+  auto cands = Candidates(checkpoint, tensor, part, &eps);
   if (!cands.ok()) return cands.status();
   std::vector<size_t> order = *std::move(cands);
   if (!reference.empty()) {
     const std::string& ref_tensor =
         reference_tensor.empty() ? tensor : reference_tensor;
-    auto ref = Candidates(reference, ref_tensor, false);
+    auto ref = Candidates(reference, ref_tensor, false, &ref_eps);
     if (!ref.ok()) return ref.status();
-    std::vector<size_t> both;
-    for (size_t i : order) {
-      if (std::find(ref->begin(), ref->end(), i) != ref->end()) {
-        both.push_back(i);
-      }
-    }
+    // The two placements may be of different endpoint sets: matched by
+    // address.
+    std::vector<size_t> both = InBoth(*eps, order, *ref_eps, *ref);
     if (both.empty()) {
-      auto names = [&](const std::vector<size_t>& v) {
+      auto names = [&](const EndpointSet& set, const std::vector<size_t>& v) {
         std::vector<std::string> out;
-        for (size_t i : v) out.push_back(addresses_[i]);
+        for (size_t i : v) out.push_back(set.addresses[i]);
         return absl::StrJoin(out, ", ");
       };
       return absl::FailedPreconditionError(absl::StrCat(
           "tensor '", tensor, "' of '", checkpoint, "' is served by ",
-          names(order), " and its reference '", ref_tensor, "' of '", reference,
-          "' by ", names(*ref),
+          names(*eps, order), " and its reference '", ref_tensor, "' of '",
+          reference, "' by ", names(*ref_eps, *ref),
           ": no endpoint holds both, and the comparison runs on one"));
     }
     order = std::move(both);
   }
-  return TryInOrder(order,
+  return TryInOrder(*eps, order,
                     absl::StrCat("tensor '", tensor, "' of '", checkpoint, "'"),
                     {checkpoint, reference}, call);
 }
@@ -423,28 +589,28 @@ absl::Status Router::RouteWhole(
   std::vector<size_t> order = p.whole;
   std::rotate(order.begin(), order.begin() + p.next++ % order.size(),
               order.end());
-  return TryInOrder(order, what, {checkpoint}, call);
+  return TryInOrder(*p.eps, order, what, {checkpoint}, call);
 }
 
 absl::Status Router::TryInOrder(
-    const std::vector<size_t>& order, const std::string& what,
-    const std::vector<std::string>& placed,
+    const EndpointSet& eps, const std::vector<size_t>& order,
+    const std::string& what, const std::vector<std::string>& placed,
     const std::function<absl::Status(Client&, bool* delivered)>& call) {
   std::vector<std::string> failed, busy;
   absl::Status first_busy;
   for (size_t i : order) {
     bool delivered = false;
-    absl::Status s = call(*endpoints_[i].client, &delivered);
+    absl::Status s = call(*eps.list[i].client, &delivered);
     if (s.ok() || delivered) return s;
     // A server at its limit (max_concurrent_diffs, ...) refused before
     // starting: another holder may have room.
     if (s.code() == absl::StatusCode::kResourceExhausted) {
       if (busy.empty()) first_busy = s;
-      busy.push_back(absl::StrCat(addresses_[i], " (", s.message(), ")"));
+      busy.push_back(absl::StrCat(eps.addresses[i], " (", s.message(), ")"));
       continue;
     }
     if (!IsUnreachable(s)) return s;
-    failed.push_back(absl::StrCat(addresses_[i], " (", s.message(), ")"));
+    failed.push_back(absl::StrCat(eps.addresses[i], " (", s.message(), ")"));
     // Placed again on the next call, without it.
     for (const std::string& c : placed) {
       if (!c.empty()) Forget(c);
@@ -466,15 +632,21 @@ absl::Status Router::TryInOrder(
 }
 
 absl::StatusOr<v1::GetServerInfoResponse> Router::GetServerInfo() {
+  const Snapshot eps = Refresh();
   std::vector<std::string> failed;
-  for (size_t i = 0; i < endpoints_.size(); ++i) {
-    auto info = endpoints_[i].client->GetServerInfo();
+  for (size_t i = 0; i < eps->list.size(); ++i) {
+    auto info = eps->list[i].client->GetServerInfo();
     if (info.ok() || !IsUnreachable(info.status())) return info;
     failed.push_back(
-        absl::StrCat(addresses_[i], " (", info.status().message(), ")"));
+        absl::StrCat(eps->addresses[i], " (", info.status().message(), ")"));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    endpoint_failed_ = true;
   }
   return absl::UnavailableError(absl::StrCat(
-      "GetServerInfo: no endpoint reachable: ", absl::StrJoin(failed, ", ")));
+      "GetServerInfo: no endpoint reachable: ", absl::StrJoin(failed, ", "),
+      ResolveNote()));
 }
 
 absl::StatusOr<v1::GetCheckpointResponse> Router::GetCheckpoint(
@@ -517,7 +689,14 @@ absl::StatusOr<v1::GetCheckpointResponse> Router::MergeCheckpoint(
       for (const v1::FileInfo& fi : info.files()) {
         if (fi.path() == f) {
           *out.add_files() = fi;
-          total += fi.size_bytes();
+          if (absl::Status s = AddBytes(
+                  fi.size_bytes(),
+                  absl::StrCat("checkpoint '", checkpoint, "': file '", f,
+                               "' as ", p.eps->addresses[i], " lists it"),
+                  &total);
+              !s.ok()) {
+            return s;
+          }
         }
       }
       // Its metadata entries, named by file as a server of several files
@@ -590,16 +769,25 @@ absl::Status Router::ListTensors(
 absl::Status Router::MergeTensors(
     const v1::ListTensorsRequest& request, Placement& p,
     const std::function<void(const v1::TensorInfo&)>& on_tensor) {
-  std::vector<std::vector<v1::TensorInfo>> lists(endpoints_.size());
-  std::vector<absl::Status> status(endpoints_.size());
+  const std::vector<Endpoint>& clients = p.eps->list;
+  std::vector<std::vector<v1::TensorInfo>> lists(clients.size());
+  std::vector<absl::Status> status(clients.size());
   RunEach(p.partial.size(), [&](size_t k) {
     const size_t i = p.partial[k];
-    status[i] = endpoints_[i].client->ListTensors(
+    status[i] = clients[i].client->ListTensors(
         request, [&](const v1::TensorInfo& t) { lists[i].push_back(t); });
   });
   std::vector<size_t> live;
   for (size_t i : p.partial) {
     if (status[i].ok()) {
+      for (const v1::TensorInfo& t : lists[i]) {
+        if (t.stored_bytes() < 0) {
+          return absl::InternalError(absl::StrCat(
+              "ListTensors of '", request.checkpoint(),
+              "': ", p.eps->addresses[i], " lists tensor '", t.name(),
+              "' with a negative stored_bytes (", t.stored_bytes(), ")"));
+        }
+      }
       live.push_back(i);
     } else if (IsUnreachable(status[i])) {
       Forget(request.checkpoint());  // named by CheckServed below
@@ -612,7 +800,12 @@ absl::Status Router::MergeTensors(
   if (absl::Status s = CheckServed(what, p, live, &status); !s.ok()) {
     return s;
   }
-  if (absl::Status s = CheckBuilt(what, p); !s.ok()) return s;
+  // A listing of stored parts drops none of them: they are parts.
+  if (!request.parts()) {
+    if (absl::Status s = CheckBuilt(what, p, request.filter()); !s.ok()) {
+      return s;
+    }
+  }
   // One server lists logical tensors and stored parts alike sorted by name
   // (bytewise); a name several holders list is taken from the first.
   std::map<absl::string_view, const v1::TensorInfo*> by_name;
@@ -709,7 +902,7 @@ absl::StatusOr<v1::GetArchitectureResponse> Router::GetArchitecture(
         "GetArchitecture of '", checkpoint,
         "' needs an endpoint holding it whole, and its files are split "
         "across endpoints: ",
-        DescribeHolders(addresses_, p.whole, p.partial,
+        DescribeHolders(p.eps->addresses, p.whole, p.partial,
                         [&](size_t i) -> const v1::GetCheckpointResponse& {
                           return p.answers[i].info;
                         }),
@@ -731,23 +924,25 @@ absl::StatusOr<v1::GetArchitectureResponse> Router::GetArchitecture(
 absl::Status Router::ListCheckpoints(
     const v1::ListCheckpointsRequest& request,
     const std::function<bool(const v1::CheckpointEntry&)>& on_entry) {
+  const Snapshot eps = Refresh();
+  const std::vector<Endpoint>& clients = eps->list;
+  const std::vector<std::string>& addrs = eps->addresses;
   v1::ListCheckpointsRequest all = request;
   all.clear_page_token();
-  std::vector<std::vector<v1::CheckpointEntry>> lists(endpoints_.size());
-  std::vector<absl::Status> status(endpoints_.size());
-  RunEach(endpoints_.size(), [&](size_t i) {
-    status[i] = endpoints_[i].client->ListAllCheckpoints(
+  std::vector<std::vector<v1::CheckpointEntry>> lists(clients.size());
+  std::vector<absl::Status> status(clients.size());
+  RunEach(clients.size(), [&](size_t i) {
+    status[i] = clients[i].client->ListAllCheckpoints(
         all, [&](const v1::CheckpointEntry& e) { lists[i].push_back(e); });
   });
   std::vector<std::string> failed;
   absl::Status first_error;
   bool any = false;
-  for (size_t i = 0; i < endpoints_.size(); ++i) {
+  for (size_t i = 0; i < clients.size(); ++i) {
     if (status[i].ok()) {
       any = true;
     } else if (IsUnreachable(status[i])) {
-      failed.push_back(
-          absl::StrCat(addresses_[i], " (", status[i].message(), ")"));
+      failed.push_back(absl::StrCat(addrs[i], " (", status[i].message(), ")"));
     } else if (first_error.ok()) {
       first_error = status[i];
     }
@@ -761,25 +956,42 @@ absl::Status Router::ListCheckpoints(
   if (!any) return first_error;
   std::map<std::string, v1::CheckpointEntry, decltype(&ScanLess)> by_path(
       &ScanLess);
-  absl::flat_hash_map<std::string, int> listed;  // endpoints listing a path
+  // Paths whose entries differ between endpoints: replicas list the same
+  // entry, and only a checkpoint split across partial holders differs.
+  std::vector<std::string> differing;
+  absl::flat_hash_set<std::string> differs;
   for (const auto& list : lists) {
     for (const v1::CheckpointEntry& e : list) {
-      ++listed[e.path()];
       auto [it, inserted] = by_path.emplace(e.path(), e);
-      if (!inserted && e.file_count() > it->second.file_count()) {
-        it->second = e;
+      if (inserted) continue;
+      v1::CheckpointEntry& kept = it->second;
+      if (e.file_count() != kept.file_count() ||
+          e.total_bytes() != kept.total_bytes() ||
+          e.format() != kept.format()) {
+        if (differs.insert(e.path()).second) differing.push_back(e.path());
       }
+      if (e.file_count() > kept.file_count()) kept = e;
     }
   }
-  // A path several endpoints list may be split across partial holders,
+  // The token of an endpoint's page is no position in this one.
+  for (auto& [path, e] : by_path) e.clear_next_page_token();
+  // A path endpoints list differently may be split across partial holders,
   // each listing its own files: its entry then counts the union, as one
-  // server holding every file would. (Its placement is then cached for the
-  // calls that follow a listing.)
-  for (auto& [path, e] : by_path) {
-    if (listed[path] < 2) continue;
-    auto placed = Place(path);
+  // server holding every file would. Placed in parallel, a few at a time (a
+  // placement asks every endpoint); then cached for the calls that follow.
+  constexpr size_t kPlacedAtOnce = 8;
+  std::vector<absl::StatusOr<std::shared_ptr<Placement>>> placements(
+      differing.size(), absl::UnknownError("not placed"));
+  for (size_t from = 0; from < differing.size(); from += kPlacedAtOnce) {
+    RunEach(std::min(kPlacedAtOnce, differing.size() - from), [&](size_t k) {
+      placements[from + k] = Place(differing[from + k]);
+    });
+  }
+  for (size_t k = 0; k < differing.size(); ++k) {
+    const auto& placed = placements[k];
     if (!placed.ok() || !(*placed)->whole.empty()) continue;
     const Placement& p = **placed;
+    v1::CheckpointEntry& e = by_path.find(differing[k])->second;
     int64_t files = 0, bytes = 0;
     for (const std::string& f : p.all_files) {
       for (size_t i : p.partial) {
@@ -789,7 +1001,14 @@ absl::Status Router::ListCheckpoints(
             [&](const v1::FileInfo& fi) { return fi.path() == f; });
         if (it == info.files().end()) continue;
         ++files;
-        bytes += it->size_bytes();
+        if (absl::Status s = AddBytes(
+                it->size_bytes(),
+                absl::StrCat("checkpoint '", differing[k], "': file '", f,
+                             "' as ", p.eps->addresses[i], " lists it"),
+                &bytes);
+            !s.ok()) {
+          return s;
+        }
         break;
       }
     }
@@ -815,15 +1034,12 @@ absl::Status Router::QuantDiff(
   auto ref = Place(request.reference());
   if (!ref.ok()) return ref.status();
   // Where both checkpoints are whole, the diff runs there as one call.
-  std::vector<size_t> both;
-  for (size_t i : (*q)->whole) {
-    const auto& w = (*ref)->whole;
-    if (std::find(w.begin(), w.end(), i) != w.end()) both.push_back(i);
-  }
+  std::vector<size_t> both =
+      InBoth(*(*q)->eps, (*q)->whole, *(*ref)->eps, (*ref)->whole);
   if (both.empty()) return SplitQuantDiff(request, **q, **ref, on_event);
   std::rotate(both.begin(), both.begin() + (*q)->next++ % both.size(),
               both.end());
-  return TryInOrder(both,
+  return TryInOrder(*(*q)->eps, both,
                     absl::StrCat("QuantDiff of '", request.checkpoint(),
                                  "' against '", request.reference(), "'"),
                     {request.checkpoint(), request.reference()},
@@ -854,7 +1070,7 @@ absl::Status Router::SplitQuantDiff(
   // Refused first, as a server refuses it before opening anything.
   if (absl::Status s = CheckDiffPart(request); !s.ok()) return s;
   auto describe = [&](const Placement& p) {
-    return DescribeHolders(addresses_, p.whole, p.partial,
+    return DescribeHolders(p.eps->addresses, p.whole, p.partial,
                            [&](size_t i) -> const v1::GetCheckpointResponse& {
                              return p.answers[i].info;
                            });
@@ -900,27 +1116,34 @@ absl::Status Router::SplitQuantDiff(
   if (!q_placed.ok()) return q_placed.status();
   auto r_placed = Place(request.reference());
   if (!r_placed.ok()) return r_placed.status();
-  std::vector<int64_t> given(endpoints_.size(), 0);
-  std::vector<std::vector<std::string>> names(endpoints_.size());
+  // Indices are of the quantized checkpoint's endpoint set; the source's
+  // holders are matched to it by address.
+  const EndpointSet& eps = *(*q_placed)->eps;
+  const std::vector<Endpoint>& clients = eps.list;
+  const std::vector<std::string>& addrs = eps.addresses;
+  std::vector<int64_t> given(clients.size(), 0);
+  std::vector<std::vector<std::string>> names(clients.size());
   std::vector<std::string> stranded;
   size_t stranded_count = 0;
   for (size_t k : sel.todo) {
     const DiffPlanItem& item = plan.items[k];
     const std::vector<size_t> qh = Holding(**q_placed, item.name);
-    const std::vector<size_t> rh = Holding(**r_placed, item.reference_name);
-    size_t best = endpoints_.size();
+    const std::vector<size_t> rh =
+        InBoth(eps, All(eps.list.size()), *(*r_placed)->eps,
+               Holding(**r_placed, item.reference_name));
+    size_t best = clients.size();
     for (size_t i : qh) {
       if (std::find(rh.begin(), rh.end(), i) == rh.end()) continue;
-      if (best == endpoints_.size() || given[i] < given[best] ||
+      if (best == clients.size() || given[i] < given[best] ||
           (given[i] == given[best] && i < best)) {
         best = i;
       }
     }
-    if (best == endpoints_.size()) {
+    if (best == clients.size()) {
       if (++stranded_count <= 5) {
         auto at = [&](const std::vector<size_t>& v) {
           std::vector<std::string> out;
-          for (size_t i : v) out.push_back(addresses_[i]);
+          for (size_t i : v) out.push_back(addrs[i]);
           return out.empty() ? std::string("no endpoint")
                              : absl::StrJoin(out, ", ");
         };
@@ -957,7 +1180,7 @@ absl::Status Router::SplitQuantDiff(
     v1::DiffProgress progress;
   };
   std::vector<Run> runs;
-  for (size_t i = 0; i < endpoints_.size(); ++i) {
+  for (size_t i = 0; i < clients.size(); ++i) {
     if (names[i].empty()) continue;
     Run& r = runs.emplace_back();
     r.endpoint = i;
@@ -966,8 +1189,38 @@ absl::Status Router::SplitQuantDiff(
     r.request.clear_tensors();
     for (std::string& n : names[i]) r.request.add_tensors(std::move(n));
   }
+  // Each sub-diff ends at once when another fails or the caller stops: one
+  // whose endpoint sends nothing would never see `stop` at its next event.
+  std::vector<std::unique_ptr<CallCanceller>> cancels;
+  for (size_t k = 0; k < runs.size(); ++k) {
+    cancels.push_back(std::make_unique<CallCanceller>());
+  }
   absl::Mutex mu;
   bool stop = false, caller_stopped = false;
+  // REQUIRES: mu held.
+  auto stop_all = [&] {
+    stop = true;
+    for (auto& c : cancels) c->Cancel();
+  };
+  // The caller's callback, which runs on the sub-diffs' threads too: one
+  // that throws (client.h says it must not) fails the call INTERNAL rather
+  // than end the process.
+  absl::Status callback_error;
+  // REQUIRES: mu held.
+  auto deliver = [&](const v1::QuantDiffEvent& e) {
+    try {
+      if (on_event(e)) return true;
+    } catch (const std::exception& x) {
+      callback_error = absl::InternalError(absl::StrCat(
+          what, ": the caller's event callback threw: ", x.what()));
+    } catch (...) {
+      callback_error = absl::InternalError(
+          absl::StrCat(what, ": the caller's event callback threw"));
+    }
+    caller_stopped = true;
+    stop_all();
+    return false;
+  };
   std::optional<size_t> failed;  // index into runs
   int64_t done = 0;
   int64_t last_progress_ms = 0;
@@ -980,33 +1233,39 @@ absl::Status Router::SplitQuantDiff(
     p->set_tensors_total(static_cast<int64_t>(sel.todo.size()));
     int64_t bytes = 0;
     for (const Run& r : runs) {
-      bytes += final && r.summary ? r.summary->bytes_read()
-                                  : r.progress.bytes_done();
+      // Progress only: a count off the wire that is negative or overflows
+      // is left out here (the summary's are checked).
+      const int64_t b = final && r.summary ? r.summary->bytes_read()
+                                           : r.progress.bytes_done();
+      int64_t next = 0;
+      if (b >= 0 && !__builtin_add_overflow(bytes, b, &next)) bytes = next;
     }
     p->set_bytes_done(bytes);
     p->set_bytes_total(sel.bytes_total);
     p->set_elapsed_seconds(absl::ToDoubleSeconds(absl::Now() - start));
     last_progress_ms = absl::ToUnixMillis(absl::Now());
-    if (!on_event(e)) caller_stopped = stop = true;
+    deliver(e);
   };
   {
     absl::MutexLock lock(&mu);
     progress(false);
+    if (!callback_error.ok()) return callback_error;
     if (caller_stopped) {
       return absl::CancelledError("diff cancelled by the caller");
     }
   }
   RunEach(runs.size(), [&](size_t k) {
     Run& run = runs[k];
-    absl::Status s = endpoints_[run.endpoint].client->QuantDiff(
-        run.request, [&](const v1::QuantDiffEvent& e) {
+    absl::Status s = clients[run.endpoint].client->QuantDiff(
+        run.request,
+        [&](const v1::QuantDiffEvent& e) {
           absl::MutexLock lock(&mu);
           if (stop) return false;
           if (e.has_tensor()) {
             ++done;
             ++run.reports;
             entries.push_back(EntryOf(e.tensor()));
-            if (!on_event(e)) caller_stopped = stop = true;
+            deliver(e);
           } else if (e.has_progress()) {
             run.progress = e.progress();
             // At most two a second, as a server sends them.
@@ -1017,7 +1276,8 @@ absl::Status Router::SplitQuantDiff(
             run.summary = e.summary();
           }
           return !stop;
-        });
+        },
+        cancels[k].get());
     absl::MutexLock lock(&mu);
     if (s.ok() && !run.summary.has_value()) {
       s = absl::InternalError(
@@ -1027,6 +1287,10 @@ absl::Status Router::SplitQuantDiff(
       s = absl::InternalError(absl::StrCat(
           "its summary counts ", run.summary->tensors_compared(),
           " tensors compared but it sent ", run.reports, " reports"));
+    } else if (s.ok() && run.summary->bytes_read() < 0) {
+      s = absl::InternalError(
+          absl::StrCat("its summary's bytes_read is negative (",
+                       run.summary->bytes_read(), ")"));
     } else if (s.ok() && run.reports != run.request.tensors_size()) {
       s = absl::InternalError(
           absl::StrCat("it compared ", run.reports, " of the ",
@@ -1035,16 +1299,18 @@ absl::Status Router::SplitQuantDiff(
     run.status = s;
     // The first failure stops the others; theirs are then only that.
     if (!s.ok() && !stop) {
-      stop = true;
       failed = k;
+      stop_all();
     }
   });
+  // The threads are joined: mu is no longer needed to read these.
+  if (!callback_error.ok()) return callback_error;
   if (caller_stopped) {
     return absl::CancelledError("diff cancelled by the caller");
   }
   if (failed.has_value()) {
     const Run& run = runs[*failed];
-    const std::string& address = addresses_[run.endpoint];
+    const std::string& address = addrs[run.endpoint];
     if (IsUnreachable(run.status)) {
       Forget(request.checkpoint());
       Forget(request.reference());
@@ -1063,6 +1329,7 @@ absl::Status Router::SplitQuantDiff(
 
   absl::MutexLock lock(&mu);
   progress(true);
+  if (!callback_error.ok()) return callback_error;
   if (caller_stopped) {
     return absl::CancelledError("diff cancelled by the caller");
   }
@@ -1071,8 +1338,15 @@ absl::Status Router::SplitQuantDiff(
   s->set_pairing(v1::DIFF_PAIRING_BY_NAME);
   int64_t compared = 0, bytes_read = 0;
   for (const Run& r : runs) {
+    // Each equals the reports received (checked above).
     compared += r.summary->tensors_compared();
-    bytes_read += r.summary->bytes_read();
+    if (absl::Status st =
+            AddBytes(r.summary->bytes_read(),
+                     absl::StrCat(what, ": the summary of ", addrs[r.endpoint]),
+                     &bytes_read);
+        !st.ok()) {
+      return st;
+    }
   }
   s->set_tensors_compared(compared);
   for (const auto& n : plan.only_in_checkpoint) s->add_only_in_checkpoint(n);
@@ -1083,7 +1357,8 @@ absl::Status Router::SplitQuantDiff(
   if (sel.part.has_value()) *s->mutable_part() = *sel.part;
   s->set_wall_seconds(absl::ToDoubleSeconds(absl::Now() - start));
   s->set_bytes_read(bytes_read);
-  if (!on_event(e)) {
+  if (!deliver(e)) {
+    if (!callback_error.ok()) return callback_error;
     return absl::CancelledError("diff cancelled by the caller");
   }
   return absl::OkStatus();
@@ -1100,7 +1375,7 @@ absl::Status Router::CheckCheckpoint(
         "CheckCheckpoint of '", request.checkpoint(),
         "' needs an endpoint holding it whole, and its files are split "
         "across endpoints: ",
-        DescribeHolders(addresses_, p.whole, p.partial,
+        DescribeHolders(p.eps->addresses, p.whole, p.partial,
                         [&](size_t i) -> const v1::GetCheckpointResponse& {
                           return p.answers[i].info;
                         }),

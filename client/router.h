@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/client.h"
+#include "client/endpoint_set.h"
 #include "tensormorph/v1/tensormorph.grpc.pb.h"
 
 namespace tensormorph {
@@ -27,6 +28,22 @@ inline constexpr absl::Duration kPlacementTtl = absl::Seconds(30);
 // that other endpoints can serve.
 inline constexpr absl::Duration kProbeTimeout = absl::Seconds(5);
 
+// How a Router re-resolves its dns:/// names; tests shorten and fake them.
+struct RouterOptions {
+  // The placement TTL (above), and the least time between two resolutions
+  // of the dns:/// names when no endpoint failed.
+  absl::Duration placement_ttl = kPlacementTtl;
+  Resolver resolver = ResolveWithGetaddrinfo;
+};
+
+// Endpoints: the targets' dns:/// names are resolved again when a placement
+// is made after the last resolution is placement_ttl old, or at once after
+// an endpoint failed, so that a long-lived client follows a rollout. The
+// new set keeps the connection of every address it still holds; each
+// placement and the calls routed by it keep the set it was made with. A
+// resolution that fails keeps the previous set; its error is named only
+// when no endpoint answers.
+//
 // Placement: on a checkpoint's first use (then every kPlacementTtl, and at
 // once after an endpoint of it failed) every endpoint is asked GetCheckpoint
 // in parallel. Each holds it whole (no absent_files), holds some files
@@ -59,10 +76,13 @@ inline constexpr absl::Duration kProbeTimeout = absl::Seconds(5);
 // drop them, while calls naming other tensors go on.
 // ListCheckpoints: every page of every endpoint, sent as one page (no
 // next_page_token; page_size and page_token are ignored) in scan order, each
-// path once: the entry with the most files; for a path several endpoints
-// list and only partial holders hold, file_count and total_bytes of the
-// union of their files (and stored_tensor_count, when the servers set it
-// and every file is held), as one server holding it all would list it.
+// path once: the entry with the most files; for a path endpoints list
+// differently (file_count, total_bytes or format: replicas list it alike and
+// are not asked more) and only partial holders hold, file_count and
+// total_bytes of the union of their files (and stored_tensor_count, when
+// the servers set it and every file is held), as one server holding it all
+// would list it. Byte counts are checked: a negative one, or a sum past
+// int64, is INTERNAL naming the endpoint.
 //
 // QuantDiff: on an endpoint holding both checkpoints whole when one does
 // (round-robin). Otherwise split into sub-diffs, one per endpoint: the
@@ -99,11 +119,16 @@ inline constexpr absl::Duration kProbeTimeout = absl::Seconds(5);
 class Router {
  public:
   // One Client per endpoint, with `options` (and a probe deadline of at
-  // most kProbeTimeout). REQUIRES: endpoints not empty.
-  static std::unique_ptr<Router> Create(std::vector<std::string> endpoints,
-                                        const ClientOptions& options);
+  // most kProbeTimeout). `endpoints` is `targets` resolved now
+  // (ResolveEndpoints with router_options.resolver).
+  // REQUIRES: endpoints not empty.
+  static std::unique_ptr<Router> Create(const std::string& targets,
+                                        std::vector<std::string> endpoints,
+                                        const ClientOptions& options,
+                                        RouterOptions router_options = {});
 
-  const std::vector<std::string>& endpoints() const { return addresses_; }
+  // The addresses of the current endpoint set.
+  std::vector<std::string> endpoints();
 
   absl::StatusOr<v1::GetServerInfoResponse> GetServerInfo();
   absl::StatusOr<v1::GetCheckpointResponse> GetCheckpoint(
@@ -138,9 +163,16 @@ class Router {
  private:
   struct Endpoint {
     std::string address;
-    std::unique_ptr<Client> client;  // the caller's options
-    std::unique_ptr<Client> probe;   // deadline at most kProbeTimeout
+    // Shared by the sets that follow while the address stays.
+    std::shared_ptr<Client> client;  // the caller's options
+    std::shared_ptr<Client> probe;   // deadline at most kProbeTimeout
   };
+  // One resolution of the targets; never changed once made.
+  struct EndpointSet {
+    std::vector<Endpoint> list;
+    std::vector<std::string> addresses;  // list[i].address
+  };
+  using Snapshot = std::shared_ptr<const EndpointSet>;
   struct Placement;
 
   Router() = default;
@@ -152,16 +184,30 @@ class Router {
   absl::StatusOr<std::shared_ptr<Placement>> Place(
       const std::string& checkpoint);
   std::shared_ptr<Placement> Probe(const std::string& checkpoint);
+  // Forgets the placement of `checkpoint` after one of its endpoints
+  // failed; the next placement resolves the dns:/// names again.
   void Forget(const std::string& checkpoint);
+  // The endpoint set to place with: resolved again first when it is due
+  // (see the class comment).
+  Snapshot Refresh();
+  // "; resolving the server list again failed: ..." when the last
+  // resolution did.
+  std::string ResolveNote();
+  // The endpoints of `eps` whose addresses `other` has, as indices in eps.
+  static std::vector<size_t> InBoth(const EndpointSet& eps,
+                                    const std::vector<size_t>& mine,
+                                    const EndpointSet& other,
+                                    const std::vector<size_t>& theirs);
 
   // The endpoints to try for `tensor` (a part with `part`), in order.
   // Errors: UNAVAILABLE as the class comment says; FAILED_PRECONDITION for
   // a logical tensor no endpoint builds (UnbuiltError); NOT_FOUND when no
   // endpoint lists it and every file is served (then the first partial
   // holder is still asked, for its message: see Route).
+  // `eps` is set to the endpoint set the indices are of.
   absl::StatusOr<std::vector<size_t>> Candidates(const std::string& checkpoint,
                                                  const std::string& tensor,
-                                                 bool part);
+                                                 bool part, Snapshot* eps);
   // Runs `call` on the endpoints holding {checkpoint, tensor} and, when
   // `reference` is set, {reference, reference_tensor} too, trying the next
   // when one is unreachable. `call` returns whether it delivered anything to
@@ -184,8 +230,8 @@ class Router {
   // refusal and unreachable endpoint); else UNAVAILABLE "<what>: not served
   // by any reachable endpoint; unreachable: ..." when all are unreachable.
   absl::Status TryInOrder(
-      const std::vector<size_t>& order, const std::string& what,
-      const std::vector<std::string>& placed,
+      const EndpointSet& eps, const std::vector<size_t>& order,
+      const std::string& what, const std::vector<std::string>& placed,
       const std::function<absl::Status(Client&, bool* delivered)>& call);
   // GetCheckpoint and ListTensors merged over the partial holders.
   absl::StatusOr<v1::GetCheckpointResponse> MergeCheckpoint(
@@ -216,16 +262,25 @@ class Router {
   absl::Status UnbuiltError(const std::string& what, const Placement& p,
                             const std::string& tensor) const;
   // FAILED_PRECONDITION naming the stored tensors no partial holder builds
-  // into a logical tensor (see Placement::unbuilt); OK when none.
-  absl::Status CheckBuilt(const std::string& what, const Placement& p) const;
+  // into a logical tensor (see Placement::unbuilt) that `filter` (a glob, as
+  // ListTensorsRequest.filter; empty: all) matches; OK when none.
+  absl::Status CheckBuilt(const std::string& what, const Placement& p,
+                          const std::string& filter = "") const;
   // "127.0.0.1:7433 (connection refused), ..." for the endpoints of `p`
   // that failed.
   std::string Unreachable(const Placement& p) const;
 
-  std::vector<Endpoint> endpoints_;
+  ClientOptions options_, probe_options_;
   absl::Duration probe_timeout_;  // the probes' deadline
-  std::vector<std::string> addresses_;
+  std::string targets_;
+  bool dynamic_ = false;  // targets_ has a dns:/// name
+  RouterOptions router_options_;
+  absl::Mutex resolve_mu_;  // one resolution at a time
   absl::Mutex mu_;
+  Snapshot snapshot_ ABSL_GUARDED_BY(mu_);
+  absl::Time resolved_at_ ABSL_GUARDED_BY(mu_);
+  bool endpoint_failed_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status resolve_error_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::shared_ptr<Placement>> placements_
       ABSL_GUARDED_BY(mu_);
 };

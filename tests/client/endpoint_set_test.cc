@@ -30,6 +30,29 @@ TEST(EndpointSetTest, DnsNameResolvesToEveryAddress) {
   EXPECT_THAT(*e, Contains("127.0.0.1:7431"));
 }
 
+// The resolver is a seam: a Router re-asks it, and tests answer for it.
+TEST(EndpointSetTest, DnsNamesGoToTheResolverGiven) {
+  auto e = ResolveEndpoints(
+      "a:1, dns:///pods:2",
+      [](const std::string& host,
+         const std::string& port) -> absl::StatusOr<std::vector<std::string>> {
+        EXPECT_EQ(host, "pods");
+        return std::vector<std::string>{"10.0.0.7:" + port, "a:1"};
+      });
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_THAT(*e, ElementsAre("a:1", "10.0.0.7:2"));
+  EXPECT_THAT(
+      ResolveEndpoints("dns:///pods:2",
+                       [](const std::string&, const std::string&)
+                           -> absl::StatusOr<std::vector<std::string>> {
+                         return absl::UnavailableError("no such name");
+                       }),
+      StatusIs(absl::StatusCode::kUnavailable,
+               "entry 1 'dns:///pods:2' does not resolve: no such name"));
+  EXPECT_TRUE(HasDnsName("a:1, dns:///pods:2"));
+  EXPECT_FALSE(HasDnsName("a:1,b:2"));
+}
+
 TEST(EndpointSetTest, BadEntriesAreNamed) {
   EXPECT_THAT(ResolveEndpoints("a:1,,b:2"),
               StatusIs(absl::StatusCode::kInvalidArgument, "entry 2 is empty"));

@@ -8,8 +8,10 @@
 #include <google/protobuf/util/message_differencer.h>
 #include <signal.h>
 
+#include <limits>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -17,7 +19,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "client/client.h"
+#include "client/diff_plan.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -273,6 +277,19 @@ TEST_F(RouterDiffTest, ACallerThatStopsCancelsTheDiff) {
   EXPECT_TRUE(RunDiff(*routed_, Request()).status.ok());
 }
 
+// A callback that throws on a sub-diff's thread (client.h says it must
+// not) fails the call INTERNAL instead of ending the process.
+TEST_F(RouterDiffTest, ACallbackThatThrowsFailsInternal) {
+  const absl::Status s =
+      routed_->QuantDiff(Request(), [&](const v1::QuantDiffEvent& e) {
+        if (e.has_tensor()) throw std::runtime_error("the dashboard broke");
+        return true;
+      });
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInternal,
+                          "callback threw: the dashboard broke"));
+  EXPECT_TRUE(RunDiff(*routed_, Request()).status.ok());
+}
+
 // The server's refusals, with its codes and its very messages.
 TEST_F(RouterDiffTest, RefusalsAreTheSingleServers) {
   std::vector<v1::QuantDiffRequest> reqs;
@@ -390,6 +407,29 @@ TEST_F(RouterDiffTest, PartsThroughTheRouterMergeIntoTheSingleRun) {
   }
 }
 
+// The plan sums stored_bytes off the wire: a negative count, or two whose
+// sum overflows, is INTERNAL naming the pair, never a wrapped total.
+TEST(RouterDiffPlanTest, ByteCountsFromTheWireAreChecked) {
+  auto tensor = [](int64_t bytes) {
+    v1::TensorInfo t;
+    t.set_name("w");
+    t.add_shape(2);
+    t.set_num_elements(2);
+    t.set_stored_bytes(bytes);
+    return t;
+  };
+  v1::QuantDiffRequest req;
+  req.set_checkpoint("q");
+  req.set_reference("r");
+  EXPECT_TRUE(PlanDiffByName(req, {tensor(8)}, {tensor(8)}).ok());
+  EXPECT_THAT(PlanDiffByName(req, {tensor(-8)}, {tensor(8)}),
+              StatusIs(absl::StatusCode::kInternal,
+                       "the pair 'w' lists stored_bytes -8"));
+  const int64_t huge = std::numeric_limits<int64_t>::max();
+  EXPECT_THAT(PlanDiffByName(req, {tensor(huge)}, {tensor(huge)}),
+              StatusIs(absl::StatusCode::kInternal, "fits 64 bits"));
+}
+
 TEST(RouterDiffLayoutTest, APairWhoseHalvesAreApartIsNamedBeforeAnyWork) {
   const ShardedDiffCheckpoint c =
       ::tensormorph::testing::WriteShardedDiffCheckpoint();
@@ -445,6 +485,36 @@ TEST(RouterDiffLayoutTest, AKilledServerIsUnavailableNamingIt) {
   req.set_filter("model.layers.[01].*");
   EXPECT_THAT(RunDiff(*client, req).status,
               StatusIs(absl::StatusCode::kUnavailable, s.addresses[2]));
+}
+
+// A server that stops answering mid-diff (black-holed: its connection open,
+// nothing sent) does not hold the call once another sub-diff failed: every
+// sub-diff is cancelled at once, not at its next event.
+TEST(RouterDiffLayoutTest, AFailureEndsASubDiffThatHangs) {
+  const ShardedDiffCheckpoint c =
+      ::tensormorph::testing::WriteShardedDiffCheckpoint();
+  Servers s = StartPartial(PartialRoots(c, kAffine));
+  auto client = Connect(s.List());
+  v1::QuantDiffRequest req;
+  req.set_checkpoint(c.quant);
+  req.set_reference(c.reference);
+  bool first = true;
+  const absl::Time start = absl::Now();
+  // The router's first progress event comes after the plan, before any
+  // sub-diff starts: one server then hangs and another dies.
+  const absl::Status st =
+      client->QuantDiff(req, [&](const v1::QuantDiffEvent&) {
+        if (first) {
+          first = false;
+          ::kill(s.partial[0]->pid(), SIGSTOP);
+          ::kill(s.partial[2]->pid(), SIGKILL);
+          s.partial[2]->WaitForExit();
+        }
+        return true;
+      });
+  ::kill(s.partial[0]->pid(), SIGCONT);
+  EXPECT_THAT(st, StatusIs(absl::StatusCode::kUnavailable, s.addresses[2]));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(20));
 }
 
 }  // namespace

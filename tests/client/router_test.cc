@@ -21,7 +21,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "client/client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -622,6 +624,27 @@ TEST(RouterSplitModuleTest, AWithheldTensorIsRefusedNeverItsUnscaledPart) {
   read.set_mode(v1::OUTPUT_MODE_RAW);
   EXPECT_TRUE(routed->ReadSliceAll(read).ok());
 
+  // A listing refuses to drop it, unless it could not include it: a
+  // listing of stored parts (it is one), or a filter that leaves it out.
+  v1::ListTensorsRequest ls;
+  ls.set_checkpoint("fp8");
+  auto names = [&](const v1::ListTensorsRequest& req) {
+    std::vector<std::string> out;
+    const absl::Status st = routed->ListTensors(
+        req, [&](const v1::TensorInfo& t) { out.push_back(t.name()); });
+    EXPECT_TRUE(st.ok()) << st;
+    return out;
+  };
+  EXPECT_THAT(routed->ListTensors(ls, [](const v1::TensorInfo&) {}),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       "no endpoint builds the tensors"));
+  ls.set_filter("model.layers.0.self_attn.*");
+  EXPECT_THAT(names(ls),
+              ::testing::ElementsAre("model.layers.0.self_attn.o_proj.weight"));
+  ls.set_filter("");
+  ls.set_parts(true);
+  EXPECT_THAT(names(ls), ::testing::Contains(w + "_scale_inv"));
+
   // One partial server alone: NOT_FOUND naming the shard of the scale.
   auto single = Connect(addresses[0]);
   read.set_part(false);
@@ -663,6 +686,32 @@ TEST(RouterReplicaTest, ReplicasShareTheCalls) {
   EXPECT_EQ(Calls(b.address()) - b0 - 1, 5);
 }
 
+// Replicas list the same entries: a listing places none of them (which
+// would ask every endpoint about every checkpoint), and passes on no
+// endpoint's page token.
+TEST(RouterReplicaTest, AListingOfReplicasPlacesNothing) {
+  const Roots roots = MakeRoots();
+  CopyShards(roots.checkpoint, roots.checkpoint.shards, roots.whole + "/n");
+  ServerProcess a({roots.whole}), b({roots.whole});
+  auto client = Connect(a.address() + "," + b.address());
+  const int64_t a0 = Calls(a.address()), b0 = Calls(b.address());
+  v1::ListCheckpointsRequest req;
+  req.set_page_size(1);
+  std::vector<std::string> paths;
+  ASSERT_TRUE(client
+                  ->ListCheckpoints(req,
+                                    [&](const v1::CheckpointEntry& e) {
+                                      paths.push_back(e.path());
+                                      EXPECT_EQ(e.next_page_token(), "");
+                                      return true;
+                                    })
+                  .ok());
+  EXPECT_THAT(paths, ::testing::ElementsAre("m", "n"));
+  // Two pages each (and GetServerInfo counts itself once): no probes.
+  EXPECT_EQ(Calls(a.address()) - a0 - 1, 2);
+  EXPECT_EQ(Calls(b.address()) - b0 - 1, 2);
+}
+
 TEST(RouterTargetsTest, DnsNameResolvesToItsAddresses) {
   const Roots roots = MakeRoots();
   ServerProcess a({roots.whole});
@@ -671,6 +720,84 @@ TEST(RouterTargetsTest, DnsNameResolvesToItsAddresses) {
   ASSERT_NE(client, nullptr);
   EXPECT_TRUE(client->GetCheckpoint(kCkpt).ok());
   EXPECT_TRUE(client->GetTensor(kCkpt, "lm_head.weight").ok());
+}
+
+// A long-lived client follows a rollout: the name resolves to B once A is
+// gone, and the same router reaches B after the placement TTL; a resolution
+// that fails keeps the endpoints it had.
+TEST(RouterTargetsTest, ANameIsResolvedAgainAfterTheTtl) {
+  const Roots roots = MakeRoots();
+  auto a =
+      std::make_unique<ServerProcess>(std::vector<std::string>{roots.whole});
+  absl::Mutex mu;
+  absl::StatusOr<std::vector<std::string>> answer =
+      std::vector<std::string>{a->address()};
+  int asked = 0;
+  RouterOptions options;
+  options.placement_ttl = absl::Milliseconds(100);
+  options.resolver =
+      [&](const std::string& host,
+          const std::string& port) -> absl::StatusOr<std::vector<std::string>> {
+    absl::MutexLock lock(&mu);
+    EXPECT_EQ(host, "pods");
+    EXPECT_EQ(port, "7431");
+    ++asked;
+    return answer;
+  };
+  auto router = Router::Create("dns:///pods:7431", {a->address()}, {}, options);
+  ASSERT_TRUE(router->GetTensor(kCkpt, "lm_head.weight", false).ok());
+
+  a->Stop();
+  ServerProcess b({roots.whole});
+  {
+    absl::MutexLock lock(&mu);
+    answer = std::vector<std::string>{b.address()};
+  }
+  absl::SleepFor(absl::Milliseconds(150));
+  auto t = router->GetTensor(kCkpt, "lm_head.weight", false);
+  EXPECT_TRUE(t.ok()) << t.status();
+  EXPECT_THAT(router->endpoints(), ::testing::ElementsAre(b.address()));
+
+  {
+    absl::MutexLock lock(&mu);
+    answer = absl::UnavailableError("Name or service not known");
+  }
+  absl::SleepFor(absl::Milliseconds(150));
+  t = router->GetTensor(kCkpt, "lm_head.weight", false);
+  EXPECT_TRUE(t.ok()) << t.status();
+  EXPECT_THAT(router->endpoints(), ::testing::ElementsAre(b.address()));
+  absl::MutexLock lock(&mu);
+  EXPECT_GE(asked, 2);
+}
+
+// With every endpoint gone, the failed resolution is named too.
+TEST(RouterTargetsTest, AFailedResolutionIsNamedWhenNoEndpointAnswers) {
+  const Roots roots = MakeRoots();
+  ServerProcess a({roots.whole});
+  const std::string address = a.address();
+  RouterOptions options;
+  options.placement_ttl = absl::Milliseconds(100);
+  bool fail = false;
+  absl::Mutex mu;
+  options.resolver =
+      [&](const std::string&,
+          const std::string&) -> absl::StatusOr<std::vector<std::string>> {
+    absl::MutexLock lock(&mu);
+    if (fail) return absl::UnavailableError("Name or service not known");
+    return std::vector<std::string>{address};
+  };
+  auto router = Router::Create("dns:///pods:7431", {address}, {}, options);
+  ASSERT_TRUE(router->GetCheckpoint(kCkpt).ok());
+  a.Stop();
+  {
+    absl::MutexLock lock(&mu);
+    fail = true;
+  }
+  absl::SleepFor(absl::Milliseconds(150));
+  EXPECT_THAT(router->GetCheckpoint(kCkpt),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       "again failed: server list entry 1 'dns:///pods:7431' "
+                       "does not resolve: Name or service not known"));
 }
 
 TEST(RouterTargetsTest, AnEmptyEntryIsInvalidArgumentNamingIt) {

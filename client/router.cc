@@ -1091,10 +1091,12 @@ absl::Status Router::SplitQuantDiff(
 
   // The plan, from the listings merged over the endpoints.
   std::vector<v1::TensorInfo> quant_list, ref_list;
-  for (auto [name, list] : {std::pair{&request.checkpoint(), &quant_list},
+  for (const auto& entry : {std::pair{&request.checkpoint(), &quant_list},
                             std::pair{&request.reference(), &ref_list}}) {
+    // Named, not a structured binding: clang 14 lets no lambda capture one.
+    std::vector<v1::TensorInfo>* list = entry.second;
     v1::ListTensorsRequest req;
-    req.set_checkpoint(*name);
+    req.set_checkpoint(*entry.first);
     if (absl::Status s = ListTensors(
             req, [&](const v1::TensorInfo& t) { list->push_back(t); });
         !s.ok()) {

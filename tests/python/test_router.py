@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import struct
 import tempfile
+import threading
+import time
 import unittest
 from pathlib import Path
-from typing import Any, List
+from typing import Any, List, Optional
 
 import numpy as np
 
@@ -338,6 +341,27 @@ class FailureTest(unittest.TestCase):
             tmp.cleanup()
 
 
+class FakeResolver:
+    """socket.getaddrinfo for one name, answering 127.0.0.1 at the ports of
+    `answer` (whatever port was asked), or failing as an unknown name with
+    None; the test changes `answer` as servers come and go."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.answer: Optional[List[int]] = None
+        self.asked = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, host: str, port: str, *args: Any, **kwargs: Any) -> List[Any]:
+        with self._lock:
+            assert host == self.name, host
+            self.asked += 1
+            if self.answer is None:
+                raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+            return [(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "",
+                     ("127.0.0.1", p)) for p in self.answer]
+
+
 class TargetsTest(unittest.TestCase):
     def test_a_dns_name_resolves_to_its_addresses(self) -> None:
         client = tm.connect(f"dns:///localhost:{_whole.port}")
@@ -346,6 +370,56 @@ class TargetsTest(unittest.TestCase):
         self.assertEqual(client.checkpoint(CKPT)["files"], self.whole_files())
         self.assertEqual(client.read(CKPT, "lm_head.weight").shape, (16, 64))
         client.close()
+
+    def test_a_name_is_resolved_again_after_the_ttl(self) -> None:
+        # A long-lived client follows a rollout: the name resolves to B once
+        # A is gone, and the same client reaches B after the placement TTL;
+        # a resolution that fails keeps the endpoints it had; with every
+        # endpoint gone too, the failed resolution is named.
+        resolver = FakeResolver("pods")
+        a = LiveServer(TENSORMORPHD, _roots.whole)
+        b = None
+        try:
+            resolver.answer = [a.port]
+            client = tm.RoutedClient(tm.resolve_endpoints("dns:///pods:7431", resolver),
+                                     targets="dns:///pods:7431", ttl=0.1, resolver=resolver)
+            self.assertEqual(client.endpoints, [a.address])
+            self.assertEqual(client.read(CKPT, "lm_head.weight").shape, (16, 64))
+
+            a.stop()
+            b = LiveServer(TENSORMORPHD, _roots.whole)
+            resolver.answer = [b.port]
+            time.sleep(0.15)
+            self.assertEqual(client.read(CKPT, "lm_head.weight").shape, (16, 64))
+            self.assertEqual(client.endpoints, [b.address])
+
+            resolver.answer = None  # "Name or service not known"
+            time.sleep(0.15)
+            self.assertEqual(client.read(CKPT, "lm_head.weight").shape, (16, 64))
+            self.assertEqual(client.endpoints, [b.address])
+            self.assertGreaterEqual(resolver.asked, 3)
+
+            b.stop()
+            time.sleep(0.15)
+            with self.assertRaises(tm.Error) as e:
+                client.checkpoint(CKPT)
+            self.assertEqual(e.exception.code, "UNAVAILABLE")
+            self.assertIn(f"unreachable: {b.address}", e.exception.message)
+            self.assertIn("resolving the server list again failed: server list entry 1 "
+                          "'dns:///pods:7431' does not resolve: Name or service not known",
+                          e.exception.message)
+            client.close()
+        finally:
+            a.stop()
+            if b is not None:
+                b.stop()
+
+    def test_a_dns_name_of_one_address_is_routed(self) -> None:
+        # It may resolve to other pods later; a plain list of one is not.
+        with tm.connect(f"dns:///127.0.0.1:{_whole.port}") as c:
+            self.assertIsInstance(c, tm.RoutedClient)
+        with tm.connect(f"{_whole.address}, {_whole.address}") as c:
+            self.assertIsInstance(c, tm.Client)
 
     def whole_files(self) -> List[Any]:
         with tm.connect(_whole.address) as c:

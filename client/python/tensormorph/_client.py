@@ -357,13 +357,23 @@ def connect(address: str, token: Optional[str] = None,
     servers holding it (whole, or some shard files each) and every call goes
     to one that holds its data (see _router.py). A bad list, an empty
     address or one without a port raises tm.Error INVALID_ARGUMENT naming
-    the entry; a dns:/// name that does not resolve, UNAVAILABLE."""
-    from ._router import RoutedClient, check_server_list, is_endpoint_list, resolve_endpoints
+    the entry; a dns:/// name that does not resolve, UNAVAILABLE.
+
+    A dns:/// name always gives a RoutedClient, even while it resolves to
+    one address: it resolves the name again as pods come and go. A list of
+    plain addresses that comes to one ("a:1, a:1") is a plain Client."""
+    from ._router import (RoutedClient, check_server_list, has_dns_name, is_endpoint_list,
+                          resolve_endpoints)
     # A malformed address is the caller's to fix: INVALID_ARGUMENT naming
     # it, before gRPC would dial it (UNKNOWN, and C-core's log, for "").
     check_server_list(address)
     if is_endpoint_list(address):
-        return RoutedClient(resolve_endpoints(address), token=token, tls_ca=tls_ca)
+        endpoints = resolve_endpoints(address)
+        if not endpoints:
+            raise Error("UNAVAILABLE", f"server list '{address}' resolves to no address")
+        if len(endpoints) > 1 or has_dns_name(address):
+            return RoutedClient(endpoints, token=token, tls_ca=tls_ca, targets=address)
+        return dial(endpoints[0], token=token, tls_ca=tls_ca)
     return dial(address, token=token, tls_ca=tls_ca)
 
 

@@ -1,17 +1,29 @@
 """Several tensormorphd behind one client, routed as the C++ Router does
 (client/router.h is the contract: this module follows its placement,
-routing, merging and errors; one difference: diff() runs on one endpoint
-holding both checkpoints whole, where the C++ router also splits a diff
-of checkpoints spread over servers into per-server sub-diffs).
+routing, merging, re-resolution and errors; one difference: diff() runs on
+one endpoint holding both checkpoints whole, where the C++ router also
+splits a diff of checkpoints spread over servers into per-server sub-diffs).
 
 Targets: "a:7431,b:7431" (each host:port one endpoint, as written) and
 "dns:///name:7431" (every address the name resolves to now, one endpoint
 each, as a headless Service's name resolves to every pod), mixed freely,
 each address once, spaces around entries ignored. One plain "host:port" is
-not a list: connect() then dials it as it always has. An empty address or
-an entry without a port is INVALID_ARGUMENT before anything is dialed.
+not a list: connect() then dials it as it always has, as it does a list of
+plain addresses that comes to one; a dns:/// name is always routed, even
+while it resolves to one address. An empty address or an entry without a
+port is INVALID_ARGUMENT before anything is dialed.
 
-Placement: on a checkpoint's first use (then every PLACEMENT_TTL seconds,
+Endpoints: the dns:/// names are resolved again (by `resolver`, default
+socket.getaddrinfo) when a placement is made after the last resolution is
+`ttl` old (PLACEMENT_TTL unless given), or at once after an endpoint
+failed, so that a long-lived client follows a rollout. The new set keeps
+the channel of every address it still holds; each placement, and the calls
+routed by it, keep the set it was made with (two placements of different
+sets, as a diff's, are matched by address). A resolution that fails keeps
+the previous set; its error is named only when no endpoint answers
+("...; resolving the server list again failed: ...").
+
+Placement: on a checkpoint's first use (then every `ttl` seconds,
 and at once after an endpoint of it failed) every endpoint is asked
 GetCheckpoint in parallel, with a deadline of PROBE_TIMEOUT. Each holds it
 whole (no absent_files), holds some files (absent_files: a server run with
@@ -126,25 +138,31 @@ def _split_host_port(entry: str, what: str) -> Tuple[str, str]:
     return entry[:colon], port
 
 
-def _resolve(entry: str, what: str) -> List[str]:
+# getaddrinfo's signature and answers; tests give one whose answer changes.
+Resolver = Callable[..., List[Tuple[Any, Any, Any, Any, Tuple[Any, ...]]]]
+
+
+def _resolve(entry: str, what: str, resolver: Resolver) -> List[str]:
     host, port = _split_host_port(entry[len(_DNS_SCHEME):], what)
     if len(host) >= 2 and host[0] == "[" and host[-1] == "]":
         host = host[1:-1]
     try:
-        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except socket.gaierror as e:
-        raise Error("UNAVAILABLE",
-                    f"server list entry {what} '{entry}' does not resolve: {e.strerror}") from None
+        found = resolver(host, port, type=socket.SOCK_STREAM)
+    except OSError as e:  # socket.gaierror among them
+        raise Error("UNAVAILABLE", f"server list entry {what} '{entry}' does not resolve: "
+                    f"{e.strerror or e}") from None
     out: List[str] = []
+    # The port of each answer: getaddrinfo's is the one asked; a resolver
+    # standing in for it (tests) may name others.
     for family, _, _, _, sockaddr in found:
         if family == socket.AF_INET:
-            out.append(f"{sockaddr[0]}:{port}")
+            out.append(f"{sockaddr[0]}:{sockaddr[1]}")
         elif family == socket.AF_INET6:
-            out.append(f"[{sockaddr[0]}]:{port}")
+            out.append(f"[{sockaddr[0]}]:{sockaddr[1]}")
     return out
 
 
-def resolve_endpoints(targets: str) -> List[str]:
+def resolve_endpoints(targets: str, resolver: Resolver = socket.getaddrinfo) -> List[str]:
     """The endpoints of a comma-separated list of targets, each "host:port"
     (one endpoint, as written) or "dns:///host:port" (every address the name
     resolves to now: IPv4 as "a.b.c.d:port", IPv6 as "[addr]:port"), in the
@@ -153,11 +171,19 @@ def resolve_endpoints(targets: str) -> List[str]:
     Spaces around an entry are ignored (" a:1, b:2").
     Raises tm.Error INVALID_ARGUMENT naming an entry that is empty
     ("a:1,,b:2"), has no port, or is a dns: name with an authority;
-    UNAVAILABLE naming a dns:/// name that does not resolve (and why)."""
-    return _parse_endpoints(targets, resolve=True)
+    UNAVAILABLE naming a dns:/// name that does not resolve (and why).
+    `resolver` (getaddrinfo's signature and answers) resolves each name."""
+    return _parse_endpoints(targets, resolve=True, resolver=resolver)
 
 
-def _parse_endpoints(targets: str, resolve: bool) -> List[str]:
+def has_dns_name(targets: str) -> bool:
+    """Whether an entry of `targets` is a dns:/// name: its addresses may
+    change, so a RoutedClient resolves it again from time to time."""
+    return any(e.strip().startswith(_DNS_SCHEME) for e in targets.split(","))
+
+
+def _parse_endpoints(targets: str, resolve: bool,
+                     resolver: Resolver = socket.getaddrinfo) -> List[str]:
     """resolve_endpoints(), or with no `resolve` the syntax only (dns:///
     names checked, not resolved)."""
     out: List[str] = []
@@ -170,7 +196,7 @@ def _parse_endpoints(targets: str, resolve: bool) -> List[str]:
                         "dns:///name:port, separated by commas)")
         if entry.startswith(_DNS_SCHEME):
             if resolve:
-                out.extend(_resolve(entry, what))
+                out.extend(_resolve(entry, what, resolver))
             else:
                 _split_host_port(entry[len(_DNS_SCHEME):], what)
             continue
@@ -210,6 +236,7 @@ class _Placement:
     """What the endpoints said about one checkpoint."""
 
     created: float
+    eps: "_EndpointSet"  # the endpoints it was made with; indices below are of it
     answers: List[_Answer]  # by endpoint
     whole: List[int] = field(default_factory=list)
     partial: List[int] = field(default_factory=list)
@@ -244,6 +271,23 @@ class _Endpoint:
         self.probe = Client(ch, token=token, timeout=PROBE_TIMEOUT)
 
 
+class _EndpointSet:
+    """One resolution of the targets; never changed once made. A set that
+    follows shares the _Endpoint (its channel) of every address it keeps."""
+
+    def __init__(self, endpoints: List[_Endpoint]) -> None:
+        self.list = endpoints
+        self.addresses = [e.address for e in endpoints]
+
+
+def _in_both(mine: Sequence[int], eps: _EndpointSet, theirs: Sequence[int],
+             other: _EndpointSet) -> List[int]:
+    """The indices of `mine` (in `eps`) whose addresses are among `theirs`
+    (in `other`): placements made with different sets match by address."""
+    addresses = {other.addresses[j] for j in theirs}
+    return [i for i in mine if eps.addresses[i] in addresses]
+
+
 def _scan_key(path: str) -> List[str]:
     # Scan order, as a server's ListCheckpoints sends entries: path
     # components compared bytewise (code points order UTF-8 alike).
@@ -256,25 +300,46 @@ class RoutedClient:
     them (the module's docstring states the contract). Use connect()."""
 
     def __init__(self, endpoints: Sequence[str], token: Optional[str] = None,
-                 tls_ca: Optional[str] = None) -> None:
-        """REQUIRES: `endpoints` not empty (resolve_endpoints' result)."""
+                 tls_ca: Optional[str] = None, targets: Optional[str] = None,
+                 ttl: float = PLACEMENT_TTL,
+                 resolver: Resolver = socket.getaddrinfo) -> None:
+        """`endpoints` is `targets` resolved now (resolve_endpoints with
+        `resolver`); without `targets`, the endpoints are the targets.
+        `ttl`: the placement TTL (seconds), and the least time between two
+        resolutions of the dns:/// names of `targets` when no endpoint
+        failed. REQUIRES: `endpoints` not empty."""
         if not endpoints:
             raise Error("INVALID_ARGUMENT", "no endpoints")
-        self._endpoints = [_Endpoint(a, token, tls_ca) for a in endpoints]
-        self._pool = ThreadPoolExecutor(max_workers=2 * len(self._endpoints),
+        self._token, self._tls_ca = token, tls_ca
+        self._targets = targets if targets is not None else ",".join(endpoints)
+        self._dynamic = has_dns_name(self._targets)
+        self._ttl = ttl
+        self._resolver = resolver
+        self._set = _EndpointSet([_Endpoint(a, token, tls_ca) for a in endpoints])
+        self._resolved_at = time.monotonic()
+        self._endpoint_failed = False
+        self._resolve_error: Optional[Error] = None
+        self._resolve_lock = threading.Lock()  # one resolution at a time
+        # Sized for the first set; a larger one later waits its turn.
+        self._pool = ThreadPoolExecutor(max_workers=max(8, 2 * len(endpoints)),
                                         thread_name_prefix="tm-router")
         self._lock = threading.Lock()
         self._placements: Dict[str, _Placement] = {}
 
     @property
     def endpoints(self) -> List[str]:
-        """The endpoints' addresses, in the order given."""
-        return [e.address for e in self._endpoints]
+        """The addresses of the current endpoint set, in the order given
+        (resolved)."""
+        with self._lock:
+            return list(self._set.addresses)
 
     def close(self) -> None:
-        """Closes every channel."""
+        """Closes the current endpoints' channels (those of addresses gone
+        from the set close when no placement holds them)."""
         self._pool.shutdown(wait=True)
-        for e in self._endpoints:
+        with self._lock:
+            eps = self._set
+        for e in eps.list:
             e.client.close()
 
     def __enter__(self) -> "RoutedClient":
@@ -290,12 +355,65 @@ class RoutedClient:
         futures = {i: self._pool.submit(task, i) for i in indices}
         return {i: f.result() for i, f in futures.items()}
 
+    def _refresh(self) -> _EndpointSet:
+        """The endpoint set to place with: the dns:/// names resolved again
+        first when the last resolution is the TTL old, or an endpoint failed
+        since. A set that changes keeps the _Endpoint of every address it
+        still holds; a resolution that fails keeps the previous set (and is
+        named by _resolve_note when no endpoint answers)."""
+        if not self._dynamic:
+            return self._set
+        with self._resolve_lock:  # the calls waiting here then find it done
+            with self._lock:
+                if (not self._endpoint_failed
+                        and time.monotonic() - self._resolved_at < self._ttl):
+                    return self._set
+                old = self._set
+                # At most once per TTL, and once per failure seen.
+                self._resolved_at = time.monotonic()
+                self._endpoint_failed = False
+            try:
+                addresses = resolve_endpoints(self._targets, self._resolver)
+                if not addresses:
+                    raise Error("UNAVAILABLE", f"server list '{self._targets}' resolves to "
+                                "no address")
+            except Error as e:
+                # The endpoints known so far may well still answer.
+                with self._lock:
+                    self._resolve_error = e
+                    return self._set
+            if addresses == old.addresses:
+                with self._lock:
+                    self._resolve_error = None
+                    return self._set
+            kept = dict(zip(old.addresses, old.list))
+            eps = _EndpointSet([kept.get(a) or _Endpoint(a, self._token, self._tls_ca)
+                                for a in addresses])
+            with self._lock:
+                self._resolve_error = None
+                # Placements of the old set route by it until they expire or fail.
+                self._set = eps
+                return eps
+
+    def _resolve_note(self) -> str:
+        """"; resolving the server list again failed: ..." when the last
+        resolution did (the endpoints of the last one that worked were asked)."""
+        with self._lock:
+            e = self._resolve_error
+        return f"; resolving the server list again failed: {e.message}" if e else ""
+
+    def _failed(self) -> None:
+        """An endpoint failed: the next placement resolves the names again."""
+        with self._lock:
+            self._endpoint_failed = True
+
     def _probe(self, ckpt: str) -> _Placement:
-        n = len(self._endpoints)
+        eps = self._refresh()
+        n = len(eps.list)
 
         def ask(i: int) -> _Answer:
             try:
-                info = self._endpoints[i].probe.checkpoint(ckpt)
+                info = eps.list[i].probe.checkpoint(ckpt)
             except Error as e:
                 kind = _ABSENT if e.code == "NOT_FOUND" else _FAILED if _unreachable(e) else _REFUSED
                 if e.code == "DEADLINE_EXCEEDED":
@@ -308,15 +426,15 @@ class RoutedClient:
             return _Answer(_PARTIAL if info["absent_files"] else _WHOLE, None, info)
 
         answers = self._each(range(n), ask)
-        p = _Placement(created=time.monotonic(), answers=[answers[i] for i in range(n)])
+        p = _Placement(created=time.monotonic(), eps=eps, answers=[answers[i] for i in range(n)])
         # Which partial holder serves which tensor matters only when no
         # endpoint holds it whole.
         if not any(a.kind == _WHOLE for a in p.answers):
             def listing(i: int) -> Optional[Tuple[List[TensorInfo], List[TensorInfo]]]:
                 a = p.answers[i]
                 try:
-                    return (self._endpoints[i].client.tensors(ckpt),
-                            self._endpoints[i].client.tensors(ckpt, parts=True))
+                    return (eps.list[i].client.tensors(ckpt),
+                            eps.list[i].client.tensors(ckpt, parts=True))
                 except Error as e:
                     a.kind, a.error = (_FAILED if _unreachable(e) else _REFUSED), e
                     return None
@@ -353,24 +471,30 @@ class RoutedClient:
         return p
 
     def _place(self, ckpt: str) -> _Placement:
-        """The placement of `ckpt`, cached for PLACEMENT_TTL. Raises what one
+        """The placement of `ckpt`, cached for the TTL. Raises what one
         server would when no endpoint holds it (NOT_FOUND, or the refusal of
         the first that refused), UNAVAILABLE when only unreachable endpoints
         might."""
         with self._lock:
             p = self._placements.get(ckpt)
-        if p is None or time.monotonic() - p.created >= PLACEMENT_TTL:
+        if p is None or time.monotonic() - p.created >= self._ttl:
             # Probed off the lock: two first calls may both probe; the last wins.
             p = self._probe(ckpt)
             if p.whole or p.partial:
                 with self._lock:
+                    # Expired ones go here: a long-lived client otherwise
+                    # keeps every checkpoint it ever named.
+                    now = time.monotonic()
+                    for k in [k for k, v in self._placements.items()
+                              if now - v.created >= self._ttl]:
+                        del self._placements[k]
                     self._placements[ckpt] = p
         if p.whole or p.partial:
             return p
         unreachable = self._unreachable(p)
         if unreachable:
             raise Error("UNAVAILABLE", f"checkpoint '{ckpt}': held by no reachable endpoint; "
-                        f"unreachable: {unreachable}")
+                        f"unreachable: {unreachable}{self._resolve_note()}")
         for a in p.answers:
             if a.kind == _REFUSED and a.error is not None:
                 raise a.error
@@ -380,11 +504,12 @@ class RoutedClient:
     def _forget(self, ckpt: str) -> None:
         with self._lock:
             self._placements.pop(ckpt, None)
+            self._endpoint_failed = True
 
     def _unreachable(self, p: _Placement) -> str:
         """"127.0.0.1:7433 (connection refused), ..." for the endpoints of
         `p` that failed."""
-        return ", ".join(f"{self._endpoints[i].address} ({a.error.message})"
+        return ", ".join(f"{p.eps.addresses[i]} ({a.error.message})"
                          for i, a in enumerate(p.answers)
                          if a.kind == _FAILED and a.error is not None)
 
@@ -399,7 +524,7 @@ class RoutedClient:
         for i, a in enumerate(p.answers):
             if a.kind == _FAILED or (i not in live and a.kind in (_PARTIAL, _WHOLE)):
                 why = (now or {}).get(i) or a.error
-                failed.append(f"{self._endpoints[i].address} "
+                failed.append(f"{p.eps.addresses[i]} "
                               f"({why.message if why is not None else 'failed'})")
         if not failed:
             # Every endpoint answered and none holds them: most often a
@@ -407,7 +532,7 @@ class RoutedClient:
             # Service's DNS drops unready pods). UNAVAILABLE, which retry
             # logic retries, not DATA_LOSS.
             raise Error("UNAVAILABLE", f"{what}: files no endpoint in the list "
-                        f"({', '.join(self.endpoints)}) holds: {', '.join(unserved)}; "
+                        f"({', '.join(p.eps.addresses)}) holds: {', '.join(unserved)}; "
                         "is a server missing from --server, or not ready?")
         raise Error("UNAVAILABLE", f"{what}: not served by any reachable endpoint; unreachable: "
                     f"{', '.join(failed)}; files no reachable endpoint holds: "
@@ -423,7 +548,7 @@ class RoutedClient:
             if len(named) == 5:
                 named.append(f"and {len(p.unbuilt) - 5} more")
                 break
-            at = ", ".join(self._endpoints[i].address for i in p.parts[n])
+            at = ", ".join(p.eps.addresses[i] for i in p.parts[n])
             named.append(f"{n} (on {at})")
         raise Error("FAILED_PRECONDITION",
                     f"{what}: no endpoint builds the tensors these stored tensors belong to, "
@@ -440,7 +565,7 @@ class RoutedClient:
         for n in p.unbuilt:
             if n != tensor and (not module or not n.startswith(module)):
                 continue
-            at = ", ".join(self._endpoints[i].address for i in p.parts[n])
+            at = ", ".join(p.eps.addresses[i] for i in p.parts[n])
             named.append(f"{n} (on {at})")
         raise Error("FAILED_PRECONDITION",
                     f"{what}: no endpoint builds it, its stored tensors being in shard files on "
@@ -448,9 +573,13 @@ class RoutedClient:
                     "alone is read with part=true (--part). Serve each module's shards on one "
                     "endpoint, or the checkpoint whole on one")
 
-    def _candidates(self, ckpt: str, tensor: str, part: bool) -> List[int]:
-        """The endpoints to try for `tensor` of `ckpt`, in order."""
+    def _candidates(self, ckpt: str, tensor: str, part: bool) -> Tuple[List[int], _Placement]:
+        """The endpoints to try for `tensor` of `ckpt`, in order, as indices
+        in the endpoint set of the placement returned with them."""
         p = self._place(ckpt)
+        return self._candidates_in(p, ckpt, tensor, part), p
+
+    def _candidates_in(self, p: _Placement, ckpt: str, tensor: str, part: bool) -> List[int]:
         if p.whole:
             return p.rotated_whole()
         if not part and tensor in p.logical:
@@ -470,7 +599,7 @@ class RoutedClient:
         failed = self._unreachable(p)
         if failed:
             raise Error("UNAVAILABLE", f"{what}: not served by any reachable endpoint; "
-                        f"unreachable: {failed}")
+                        f"unreachable: {failed}{self._resolve_note()}")
         # No endpoint lists it and none is missing: the first partial holder
         # says why (a near name, or the shard it would be in).
         return [p.partial[0]]
@@ -480,24 +609,25 @@ class RoutedClient:
         """`call` on an endpoint holding {ckpt, tensor} and, with
         `reference`, {reference, reference_tensor} too; the next when one is
         unreachable."""
-        order = self._candidates(ckpt, tensor, part)
+        order, p = self._candidates(ckpt, tensor, part)
         if reference:
             ref_tensor = reference_tensor or tensor
-            ref = self._candidates(reference, ref_tensor, False)
-            both = [i for i in order if i in ref]
+            ref, rp = self._candidates(reference, ref_tensor, False)
+            both = _in_both(order, p.eps, ref, rp.eps)
             if not both:
-                def names(v: List[int]) -> str:
-                    return ", ".join(self._endpoints[i].address for i in v)
+                def names(v: List[int], eps: _EndpointSet) -> str:
+                    return ", ".join(eps.addresses[i] for i in v)
                 raise Error("FAILED_PRECONDITION",
-                            f"tensor '{tensor}' of '{ckpt}' is served by {names(order)} and its "
-                            f"reference '{ref_tensor}' of '{reference}' by {names(ref)}: no "
-                            "endpoint holds both, and the comparison runs on one")
+                            f"tensor '{tensor}' of '{ckpt}' is served by {names(order, p.eps)} "
+                            f"and its reference '{ref_tensor}' of '{reference}' by "
+                            f"{names(ref, rp.eps)}: no endpoint holds both, and the comparison "
+                            "runs on one")
             order = both
-        return self._try_in_order(order, f"tensor '{tensor}' of '{ckpt}'", [ckpt, reference],
+        return self._try_in_order(p.eps, order, f"tensor '{tensor}' of '{ckpt}'", [ckpt, reference],
                                   call)
 
-    def _try_in_order(self, order: Sequence[int], what: str, placed: Sequence[str],
-                      call: Callable[[Client], T]) -> T:
+    def _try_in_order(self, eps: _EndpointSet, order: Sequence[int], what: str,
+                      placed: Sequence[str], call: Callable[[Client], T]) -> T:
         """`call` on the endpoints of `order` until one answers or fails
         otherwise than unreachable or RESOURCE_EXHAUSTED (a server at its
         limit, e.g. max_concurrent_diffs: another may have room); forgets
@@ -508,15 +638,15 @@ class RoutedClient:
         first_busy: Optional[Error] = None
         for i in order:
             try:
-                return call(self._endpoints[i].client)
+                return call(eps.list[i].client)
             except Error as e:
                 if e.code == "RESOURCE_EXHAUSTED":
                     first_busy = first_busy or e
-                    busy.append(f"{self._endpoints[i].address} ({e.message})")
+                    busy.append(f"{eps.addresses[i]} ({e.message})")
                     continue
                 if not _unreachable(e):
                     raise
-                failed.append(f"{self._endpoints[i].address} ({e.message})")
+                failed.append(f"{eps.addresses[i]} ({e.message})")
                 # Placed again on the next call, without it.
                 for c in placed:
                     if c:
@@ -531,14 +661,14 @@ class RoutedClient:
                         f"refused so: {', '.join(busy)}"
                         + (f"; unreachable: {', '.join(failed)}" if failed else "") + ")")
         raise Error("UNAVAILABLE", f"{what}: not served by any reachable endpoint; "
-                    f"unreachable: {', '.join(failed)}")
+                    f"unreachable: {', '.join(failed)}{self._resolve_note()}")
 
     def _describe(self, p: _Placement) -> str:
         """"127.0.0.1:7431 whole; 127.0.0.1:7432 (a.safetensors)" ..."""
-        out = [f"{self._endpoints[i].address} whole" for i in p.whole]
+        out = [f"{p.eps.addresses[i]} whole" for i in p.whole]
         for i in p.partial:
             files = ", ".join(f["path"] for f in p.answers[i].info["files"])
-            out.append(f"{self._endpoints[i].address} ({files})")
+            out.append(f"{p.eps.addresses[i]} ({files})")
         return "; ".join(out) if out else "no endpoint"
 
     # -- calls --------------------------------------------------------------
@@ -546,21 +676,23 @@ class RoutedClient:
     def server_info(self) -> Dict[str, Any]:
         """GetServerInfo of the first endpoint that answers."""
         failed = []
-        for e in self._endpoints:
+        for e in self._refresh().list:
             try:
                 return e.client.server_info()
             except Error as err:
                 if not _unreachable(err):
                     raise
                 failed.append(f"{e.address} ({err.message})")
-        raise Error("UNAVAILABLE", f"GetServerInfo: no endpoint reachable: {', '.join(failed)}")
+        self._failed()
+        raise Error("UNAVAILABLE", f"GetServerInfo: no endpoint reachable: {', '.join(failed)}"
+                    f"{self._resolve_note()}")
 
     def checkpoint(self, ckpt: str) -> Dict[str, Any]:
         """GetCheckpoint: a whole holder's, or the partial holders' merged."""
         p = self._place(ckpt)
         if not p.whole:
             return self._merge_checkpoint(ckpt, p)
-        return self._try_in_order(p.rotated_whole(), f"checkpoint '{ckpt}'", [ckpt],
+        return self._try_in_order(p.eps, p.rotated_whole(), f"checkpoint '{ckpt}'", [ckpt],
                                   lambda c: c.checkpoint(ckpt))
 
     def _merge_checkpoint(self, ckpt: str, p: _Placement) -> Dict[str, Any]:
@@ -606,12 +738,12 @@ class RoutedClient:
         """ListTensors: a whole holder's, or the partial holders' merged."""
         p = self._place(ckpt)
         if p.whole:
-            return self._try_in_order(p.rotated_whole(), f"ListTensors of '{ckpt}'", [ckpt],
+            return self._try_in_order(p.eps, p.rotated_whole(), f"ListTensors of '{ckpt}'", [ckpt],
                                       lambda c: c.tensors(ckpt, filter=filter, parts=parts))
 
         def listing(i: int) -> Union[List[TensorInfo], Error]:
             try:
-                return self._endpoints[i].client.tensors(ckpt, filter=filter, parts=parts)
+                return p.eps.list[i].client.tensors(ckpt, filter=filter, parts=parts)
             except Error as e:
                 return e
 
@@ -650,30 +782,32 @@ class RoutedClient:
         hold."""
         def listing(i: int) -> Union[List[Dict[str, Any]], Error]:
             try:
-                return self._endpoints[i].client.checkpoints(root, max_depth=max_depth)
+                return eps.list[i].client.checkpoints(root, max_depth=max_depth)
             except Error as e:
                 return e
 
-        lists = self._each(range(len(self._endpoints)), listing)
+        eps = self._refresh()
+        lists = self._each(range(len(eps.list)), listing)
         failed = []
         first_error: Optional[Error] = None
         any_ok = False
-        for i in range(len(self._endpoints)):
+        for i in range(len(eps.list)):
             got = lists[i]
             if not isinstance(got, Error):
                 any_ok = True
             elif _unreachable(got):
-                failed.append(f"{self._endpoints[i].address} ({got.message})")
+                failed.append(f"{eps.addresses[i]} ({got.message})")
             elif first_error is None:
                 first_error = got
         if failed:
+            self._failed()
             raise Error("UNAVAILABLE", f"ListCheckpoints of '{root}': endpoints unreachable: "
-                        f"{', '.join(failed)}")
+                        f"{', '.join(failed)}{self._resolve_note()}")
         if not any_ok and first_error is not None:
             raise first_error
         by_path: Dict[str, Dict[str, Any]] = {}
         listed: Dict[str, int] = {}
-        for i in range(len(self._endpoints)):
+        for i in range(len(eps.list)):
             got = lists[i]
             if isinstance(got, Error):
                 continue  # refused; another endpoint answered
@@ -755,7 +889,7 @@ class RoutedClient:
         before its first event is skipped."""
         q = self._place(quant)
         ref = self._place(source)
-        both = [i for i in q.whole if i in ref.whole]
+        both = _in_both(q.whole, q.eps, ref.whole, ref.eps)
         if not both:
             raise Error("FAILED_PRECONDITION",
                         f"QuantDiff of '{quant}' against '{source}' runs on one endpoint "
@@ -768,7 +902,7 @@ class RoutedClient:
         for i in order:
             delivered = False
             try:
-                for event in self._endpoints[i].client.diff(
+                for event in q.eps.list[i].client.diff(
                         quant, source, filter=filter, fail_on=fail_on, top_k=top_k,
                         worst_groups=worst_groups):
                     delivered = True
@@ -778,11 +912,11 @@ class RoutedClient:
                 # A replica at max_concurrent_diffs refused before starting:
                 # another may have room.
                 if not delivered and e.code == "RESOURCE_EXHAUSTED":
-                    busy.append(f"{self._endpoints[i].address} ({e.message})")
+                    busy.append(f"{q.eps.addresses[i]} ({e.message})")
                     continue
                 if delivered or not _unreachable(e):
                     raise
-                failed.append(f"{self._endpoints[i].address} ({e.message})")
+                failed.append(f"{q.eps.addresses[i]} ({e.message})")
                 self._forget(quant)
                 self._forget(source)
         if busy:
@@ -791,4 +925,5 @@ class RoutedClient:
                         f"holding both refused it: {', '.join(busy)}"
                         + (f"; unreachable: {', '.join(failed)}" if failed else ""))
         raise Error("UNAVAILABLE", f"QuantDiff of '{quant}' against '{source}': not served by "
-                    f"any reachable endpoint; unreachable: {', '.join(failed)}")
+                    f"any reachable endpoint; unreachable: {', '.join(failed)}"
+                    f"{self._resolve_note()}")

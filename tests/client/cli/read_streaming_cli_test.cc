@@ -52,8 +52,9 @@ TEST(ReadStreamingCliTest, AGibibyteReadToAFileTakesAFewChunksOfMemory) {
     EXPECT_THAT(r.out, HasSubstr("\"bytes\":\"1073741824\""));
 #if defined(__SANITIZE_ADDRESS__)
     // ASan's shadow and its quarantine (256 MiB of freed chunks) come on
-    // top: still far from the tensor held whole.
-    constexpr int64_t kBoundKb = 512 << 10;
+    // top (peaks of 500-520 MiB seen): still far from the tensor held whole,
+    // which was 1.1 GB without ASan.
+    constexpr int64_t kBoundKb = 640 << 10;
 #else
     constexpr int64_t kBoundKb = 100'000'000 / 1024;  // 100 MB
 #endif

@@ -457,11 +457,7 @@ absl::Status Router::UnbuiltError(const std::string& what, const Placement& p,
     if (n != tensor && (module.empty() || !absl::StartsWith(n, module))) {
       continue;
     }
-    std::vector<std::string> at;
-    for (size_t i : p.parts.find(n)->second) {
-      at.push_back(p.eps->addresses[i]);
-    }
-    named.push_back(absl::StrCat(n, " (on ", absl::StrJoin(at, ", "), ")"));
+    named.push_back(WhereIs(p, n));
   }
   return absl::FailedPreconditionError(absl::StrCat(
       what,
@@ -471,6 +467,16 @@ absl::Status Router::UnbuiltError(const std::string& what, const Placement& p,
       "; its stored part of that name alone is read with part=true (--part). "
       "Serve each module's shards on one endpoint, or the checkpoint whole on "
       "one"));
+}
+
+// "name (on 127.0.0.1:7431, 127.0.0.1:7432)": a stored tensor no endpoint
+// builds, and the endpoints holding it.
+std::string Router::WhereIs(const Placement& p, const std::string& stored) {
+  std::vector<std::string> at;
+  for (size_t i : p.parts.find(stored)->second) {
+    at.push_back(p.eps->addresses[i]);
+  }
+  return absl::StrCat(stored, " (on ", absl::StrJoin(at, ", "), ")");
 }
 
 absl::Status Router::CheckBuilt(const std::string& what, const Placement& p,
@@ -489,11 +495,7 @@ absl::Status Router::CheckBuilt(const std::string& what, const Placement& p,
       named.push_back(absl::StrCat("and ", unbuilt.size() - 5, " more"));
       break;
     }
-    std::vector<std::string> at;
-    for (size_t i : p.parts.find(n)->second) {
-      at.push_back(p.eps->addresses[i]);
-    }
-    named.push_back(absl::StrCat(n, " (on ", absl::StrJoin(at, ", "), ")"));
+    named.push_back(WhereIs(p, n));
   }
   return absl::FailedPreconditionError(absl::StrCat(
       what,

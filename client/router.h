@@ -216,6 +216,9 @@ class Router {
       const std::string& checkpoint, const std::string& tensor, bool part,
       const std::string& reference, const std::string& reference_tensor,
       const std::function<absl::Status(Client&, bool* delivered)>& call);
+  // "name (on ADDRESS, ...)": a stored tensor that no endpoint builds into
+  // a logical tensor, and the endpoints holding it.
+  static std::string WhereIs(const Placement& p, const std::string& stored);
 
   // Runs `call` on a whole holder of `p` (round-robin), the next when one
   // is unreachable.

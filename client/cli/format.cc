@@ -233,6 +233,19 @@ void DrawProgressBar(int64_t tensors_done, int64_t tensors_total,
 
 void ClearProgressBar() { std::fprintf(stderr, "\r%80s\r", ""); }
 
+namespace {
+
+// Whether json[i] begins a value: the last character before it that is not
+// white space opens an array or follows a key or an element (not the e of
+// an exponent, "1e-0" being no -0).
+bool StartsAValue(absl::string_view json, size_t i) {
+  while (i > 0 && absl::ascii_isspace(json[i - 1])) --i;
+  return i == 0 || json[i - 1] == ':' || json[i - 1] == ',' ||
+         json[i - 1] == '[';
+}
+
+}  // namespace
+
 std::string KeepNegativeZeros(absl::string_view json) {
   std::string out;
   out.reserve(json.size());
@@ -250,7 +263,8 @@ std::string KeepNegativeZeros(absl::string_view json) {
     }
     if (c == '"') {
       in_string = true;
-    } else if (c == '-' && i + 1 < json.size() && json[i + 1] == '0') {
+    } else if (c == '-' && i + 1 < json.size() && json[i + 1] == '0' &&
+               StartsAValue(json, i)) {
       // The token ends after its 0: no fraction, exponent or digit follows.
       const size_t end = i + 2;
       const bool bare = end == json.size() || json[end] == ',' ||

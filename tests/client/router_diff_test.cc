@@ -5,11 +5,9 @@
 // the summary, the refusals, the gates and the parts (which diff-merge
 // puts back together). A pair whose halves no one server holds, and a
 // server that died, are named.
-#include <google/protobuf/util/message_differencer.h>
 #include <signal.h>
 
 #include <limits>
-#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -23,8 +21,8 @@
 #include "client/client.h"
 #include "client/diff_plan.h"
 #include "gmock/gmock.h"
-#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "tests/support/diff_events.h"
 #include "tests/support/process.h"
 #include "tests/support/safetensors_writer.h"
 #include "tests/support/sharded_checkpoint.h"
@@ -35,11 +33,12 @@
 namespace tensormorph {
 namespace {
 
-using ::google::protobuf::util::MessageDifferencer;
 using ::tensormorph::testing::CliPath;
 using ::tensormorph::testing::CommandResult;
 using ::tensormorph::testing::CopyShards;
+using ::tensormorph::testing::ExpectSameDiff;
 using ::tensormorph::testing::MakeTempDir;
+using ::tensormorph::testing::ParseDiffJson;
 using ::tensormorph::testing::RunCommand;
 using ::tensormorph::testing::ServerProcess;
 using ::tensormorph::testing::ShardedCheckpoint;
@@ -107,13 +106,7 @@ std::unique_ptr<Client> Connect(const std::string& target) {
   return c.ok() ? *std::move(c) : nullptr;
 }
 
-// What one QuantDiff call gave.
-struct Diff {
-  absl::Status status;
-  std::vector<v1::TensorDiffReport> reports;  // as they arrived
-  std::vector<v1::DiffProgress> progress;
-  std::vector<v1::DiffSummary> summaries;
-};
+using Diff = ::tensormorph::testing::DiffEvents;
 
 Diff RunDiff(Client& c, const v1::QuantDiffRequest& req) {
   Diff d;
@@ -123,45 +116,6 @@ Diff RunDiff(Client& c, const v1::QuantDiffRequest& req) {
     if (e.has_summary()) d.summaries.push_back(e.summary());
     return true;
   });
-  return d;
-}
-
-// Field for field: the status, every report by name, the summary but for
-// its wall time.
-void ExpectSameDiff(const Diff& routed, const Diff& single) {
-  ASSERT_EQ(routed.status, single.status);
-  if (!single.status.ok()) return;
-  ASSERT_EQ(routed.summaries.size(), 1u);
-  ASSERT_EQ(single.summaries.size(), 1u);
-  std::map<std::string, v1::TensorDiffReport> by_name;
-  for (const auto& r : single.reports) by_name[r.name()] = r;
-  ASSERT_EQ(routed.reports.size(), single.reports.size());
-  for (const auto& r : routed.reports) {
-    std::string diff;
-    MessageDifferencer d;
-    d.ReportDifferencesToString(&diff);
-    EXPECT_TRUE(d.Compare(r, by_name[r.name()])) << r.name() << ": " << diff;
-  }
-  v1::DiffSummary a = routed.summaries[0], b = single.summaries[0];
-  a.clear_wall_seconds();
-  b.clear_wall_seconds();
-  std::string diff;
-  MessageDifferencer d;
-  d.ReportDifferencesToString(&diff);
-  EXPECT_TRUE(d.Compare(a, b)) << diff;
-}
-
-// The events of `diff --json` output.
-Diff ParseJson(const std::string& out) {
-  Diff d;
-  for (absl::string_view line : absl::StrSplit(out, '\n', absl::SkipEmpty())) {
-    v1::QuantDiffEvent e;
-    const auto st =
-        google::protobuf::util::JsonStringToMessage(std::string(line), &e);
-    EXPECT_TRUE(st.ok()) << st.ToString() << ": " << line;
-    if (e.has_tensor()) d.reports.push_back(e.tensor());
-    if (e.has_summary()) d.summaries.push_back(e.summary());
-  }
   return d;
 }
 
@@ -350,7 +304,7 @@ TEST_F(RouterDiffTest, GatesFlagAsOnTheSingleServerWithExitCode3) {
   const CommandResult s = Cli(whole_->address(), DiffArgs({"--fail-on", gate}));
   EXPECT_EQ(s.exit_code, 3) << s.err;
   EXPECT_EQ(r.exit_code, 3) << r.err;
-  ExpectSameDiff(ParseJson(r.out), ParseJson(s.out));
+  ExpectSameDiff(ParseDiffJson(r.out), ParseDiffJson(s.out));
   EXPECT_THAT(r.err, HasSubstr("--fail-on tripped by"));
   // A sub-diff refused fails the call with its status, naming its server.
   v1::QuantDiffRequest big = Request();
@@ -384,7 +338,7 @@ TEST_F(RouterDiffTest, PartsThroughTheRouterMergeIntoTheSingleRun) {
     const CommandResult s = Cli(whole_->address(), args);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     ASSERT_EQ(s.exit_code, 0) << s.err;
-    const Diff routed = ParseJson(r.out), single = ParseJson(s.out);
+    const Diff routed = ParseDiffJson(r.out), single = ParseDiffJson(s.out);
     ExpectSameDiff(routed, single);
     ASSERT_TRUE(routed.summaries.at(0).has_part());
     EXPECT_EQ(routed.summaries[0].part().plan_fingerprint(),
@@ -396,7 +350,7 @@ TEST_F(RouterDiffTest, PartsThroughTheRouterMergeIntoTheSingleRun) {
   merge.insert(merge.end(), files.begin(), files.end());
   const CommandResult m = Cli(whole_->address(), merge);
   ASSERT_EQ(m.exit_code, 0) << m.err;
-  ExpectSameDiff(ParseJson(m.out), ParseJson(whole.out));
+  ExpectSameDiff(ParseDiffJson(m.out), ParseDiffJson(whole.out));
   // More parts than pairs: the empty ones too are the single server's.
   for (int i : {0, 40, 63}) {
     v1::QuantDiffRequest req = Request();

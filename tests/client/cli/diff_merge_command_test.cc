@@ -5,7 +5,6 @@
 // not one whole plan are refused by name.
 #include <algorithm>
 #include <functional>
-#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -17,10 +16,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
-#include "google/protobuf/util/json_util.h"
-#include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "tensormorph/v1/tensormorph.pb.h"
+#include "tests/support/diff_events.h"
 #include "tests/support/process.h"
 #include "tests/support/safetensors_writer.h"
 #include "tests/support/sharded_diff_checkpoint.h"
@@ -29,10 +27,12 @@
 namespace tensormorph {
 namespace {
 
-using ::google::protobuf::util::MessageDifferencer;
 using ::tensormorph::testing::CliPath;
 using ::tensormorph::testing::CommandResult;
+using ::tensormorph::testing::ExpectSameDiff;
 using ::tensormorph::testing::MakeTempDir;
+using ::tensormorph::testing::ParseDiffJson;
+using ::tensormorph::testing::PrintDiffJson;
 using ::tensormorph::testing::RunCommand;
 using ::tensormorph::testing::ServerProcess;
 using ::tensormorph::testing::ShardedDiffCheckpoint;
@@ -40,70 +40,7 @@ using ::tensormorph::testing::WriteFile;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-// The events of `diff --json` or `diff-merge --json` output.
-struct Events {
-  std::vector<v1::TensorDiffReport> reports;  // as printed
-  v1::DiffSummary summary;
-  int summaries = 0;
-};
-
-Events Parse(const std::string& out) {
-  Events e;
-  for (absl::string_view line : absl::StrSplit(out, '\n', absl::SkipEmpty())) {
-    v1::QuantDiffEvent event;
-    const auto st =
-        google::protobuf::util::JsonStringToMessage(std::string(line), &event);
-    EXPECT_TRUE(st.ok()) << st.ToString() << ": " << line;
-    if (event.has_tensor()) e.reports.push_back(event.tensor());
-    if (event.has_summary()) {
-      e.summary = event.summary();
-      ++e.summaries;
-    }
-  }
-  return e;
-}
-
-std::string Print(const Events& e) {
-  std::string out;
-  for (const auto& r : e.reports) {
-    v1::QuantDiffEvent event;
-    *event.mutable_tensor() = r;
-    std::string line;
-    (void)google::protobuf::util::MessageToJsonString(event, &line);
-    absl::StrAppend(&out, line, "\n");
-  }
-  if (e.summaries > 0) {
-    v1::QuantDiffEvent event;
-    *event.mutable_summary() = e.summary;
-    std::string line;
-    (void)google::protobuf::util::MessageToJsonString(event, &line);
-    absl::StrAppend(&out, line, "\n");
-  }
-  return out;
-}
-
-// Field for field: every report by name, and the summary but for its wall
-// time (the one number a merge cannot reproduce).
-void ExpectSameDiff(const Events& merged, const Events& whole) {
-  ASSERT_EQ(merged.summaries, 1);
-  ASSERT_EQ(whole.summaries, 1);
-  std::map<std::string, v1::TensorDiffReport> by_name;
-  for (const auto& r : whole.reports) by_name[r.name()] = r;
-  ASSERT_EQ(merged.reports.size(), whole.reports.size());
-  for (const auto& r : merged.reports) {
-    std::string diff;
-    MessageDifferencer d;
-    d.ReportDifferencesToString(&diff);
-    EXPECT_TRUE(d.Compare(r, by_name[r.name()])) << r.name() << ": " << diff;
-  }
-  v1::DiffSummary a = merged.summary, b = whole.summary;
-  a.clear_wall_seconds();
-  b.clear_wall_seconds();
-  std::string diff;
-  MessageDifferencer d;
-  d.ReportDifferencesToString(&diff);
-  EXPECT_TRUE(d.Compare(a, b)) << diff;
-}
+using Events = ::tensormorph::testing::DiffEvents;
 
 // The text output without the line that carries wall time and speed.
 std::string WithoutTiming(const std::string& text) {
@@ -166,7 +103,7 @@ class DiffMergeCliTest : public ::testing::Test {
   // A gate some tensors trip and others not: halfway between two of the
   // run's distinct errors, written exactly.
   static std::string SplittingGate() {
-    Events whole = Parse(Diff({}).out);
+    Events whole = ParseDiffJson(Diff({}).out);
     std::vector<double> steps;
     for (const auto& r : whole.reports) steps.push_back(r.max_err_steps());
     std::sort(steps.begin(), steps.end());
@@ -188,7 +125,7 @@ ServerProcess* DiffMergeCliTest::server = nullptr;
 TEST_F(DiffMergeCliTest, PartsMergeIntoTheSingleRunFieldForField) {
   const CommandResult whole = Diff({});
   ASSERT_EQ(whole.exit_code, 0) << whole.err;
-  const Events w = Parse(whole.out);
+  const Events w = ParseDiffJson(whole.out);
   ASSERT_EQ(w.reports.size(), ckpt->compared.size());
   // The 21 projections are int8 (the rest BF16, compared exactly).
   EXPECT_EQ(std::count_if(w.reports.begin(), w.reports.end(),
@@ -202,7 +139,7 @@ TEST_F(DiffMergeCliTest, PartsMergeIntoTheSingleRunFieldForField) {
     std::vector<std::string> shuffled(files.rbegin(), files.rend());
     const CommandResult m = Merge(shuffled, {"--json"});
     ASSERT_EQ(m.exit_code, 0) << m.err;
-    const Events merged = Parse(m.out);
+    const Events merged = ParseDiffJson(m.out);
     ExpectSameDiff(merged, w);
     // --json: the tensor lines sorted by name, then the summary.
     std::vector<std::string> names;
@@ -210,8 +147,8 @@ TEST_F(DiffMergeCliTest, PartsMergeIntoTheSingleRunFieldForField) {
     EXPECT_EQ(names, ckpt->compared);
     EXPECT_THAT(m.out.substr(m.out.rfind('\n', m.out.size() - 2)),
                 HasSubstr("\"summary\""));
-    EXPECT_FALSE(merged.summary.has_part());
-    EXPECT_GT(merged.summary.wall_seconds(), 0);
+    EXPECT_FALSE(merged.summaries[0].has_part());
+    EXPECT_GT(merged.summaries[0].wall_seconds(), 0);
   }
 }
 
@@ -219,27 +156,27 @@ TEST_F(DiffMergeCliTest, GatesTripAsInTheSingleRunWithTheSameExitCodes) {
   const std::string gate = SplittingGate();
   const CommandResult whole = Diff({"--fail-on", gate});
   ASSERT_EQ(whole.exit_code, 3) << whole.err;
-  const Events w = Parse(whole.out);
-  ASSERT_GT(w.summary.flagged_size(), 0);
-  ASSERT_LT(w.summary.flagged_size(), static_cast<int>(w.reports.size()));
+  const Events w = ParseDiffJson(whole.out);
+  ASSERT_GT(w.summaries[0].flagged_size(), 0);
+  ASSERT_LT(w.summaries[0].flagged_size(), static_cast<int>(w.reports.size()));
   for (const int n : {1, 2, 3, 7}) {
     SCOPED_TRACE(absl::StrCat(n, " parts"));
     // Parts run with the gate: their flags hold.
     const CommandResult gated =
         Merge(RunParts(n, {"--fail-on", gate}, "gated-"), {"--json"});
     EXPECT_EQ(gated.exit_code, 3) << gated.err;
-    ExpectSameDiff(Parse(gated.out), w);
+    ExpectSameDiff(ParseDiffJson(gated.out), w);
     // Parts run without: --fail-on on the merge gates them alike.
     const std::vector<std::string> plain = RunParts(n, {}, "plain-");
     const CommandResult regated = Merge(plain, {"--json", "--fail-on", gate});
     EXPECT_EQ(regated.exit_code, 3) << regated.err;
-    ExpectSameDiff(Parse(regated.out), w);
+    ExpectSameDiff(ParseDiffJson(regated.out), w);
     EXPECT_THAT(regated.err, HasSubstr("--fail-on tripped by"));
     // A gate nothing trips: exit 0, nothing flagged.
     const CommandResult clean =
         Merge(plain, {"--json", "--fail-on", "max_err_steps>100"});
     EXPECT_EQ(clean.exit_code, 0) << clean.err;
-    EXPECT_EQ(Parse(clean.out).summary.flagged_size(), 0);
+    EXPECT_EQ(ParseDiffJson(clean.out).summaries[0].flagged_size(), 0);
   }
   // A merge's --fail-on replaces the parts' gates.
   const CommandResult replaced =
@@ -308,10 +245,10 @@ TEST_F(DiffMergeCliTest, PartFilesThatAreNotOneWholePlanAreRefusedByName) {
   // Each case: the files given, and what the refusal says.
   auto edit = [&](const std::string& from, const std::string& name,
                   const std::function<void(Events&)>& change) {
-    Events e = Parse(testing::ReadFileBytes(from));
+    Events e = ParseDiffJson(testing::ReadFileBytes(from));
     change(e);
     const std::string path = absl::StrCat(dir_, "/", name);
-    WriteFile(path, Print(e));
+    WriteFile(path, PrintDiffJson(e));
     return path;
   };
   const std::string again = absl::StrCat(dir_, "/again.jsonl");
@@ -330,13 +267,13 @@ TEST_F(DiffMergeCliTest, PartFilesThatAreNotOneWholePlanAreRefusedByName) {
       RunParts(3, {"--filter", "model.layers.*"}, "other-");
   // Part 2 with a different pairing list.
   const std::string lists = edit(f[2], "lists.jsonl", [](Events& e) {
-    e.summary.add_only_in_reference("model.stray.weight");
+    e.summaries[0].add_only_in_reference("model.stray.weight");
   });
   // Part 2 also reporting a tensor of part 0 (its count kept consistent).
-  const Events p0 = Parse(testing::ReadFileBytes(f[0]));
+  const Events p0 = ParseDiffJson(testing::ReadFileBytes(f[0]));
   const std::string dup = edit(f[2], "dup.jsonl", [&](Events& e) {
     e.reports.push_back(p0.reports.front());
-    e.summary.set_tensors_compared(e.summary.tensors_compared() + 1);
+    e.summaries[0].set_tensors_compared(e.summaries[0].tensors_compared() + 1);
   });
   const std::string dup_name = p0.reports.front().name();
   const struct {

@@ -24,4 +24,23 @@ if [ "$build_dir" = build-asan ]; then
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 fi
 cd "$build_dir"
-ctest --output-on-failure -j "$(nproc)" --timeout 600
+# CI keeps only the tail of this output, so it ends with what failed and
+# why: the failure lines of the run, then the failed tests once more, one
+# at a time, to tell a flake under load from a failure (the exit stays
+# non-zero either way).
+failure_lines() {
+  grep -E -A4 ': Failure$|^\[  FAILED|Google Test trace|Value of:|Expected|Which is:' "$1" |
+    grep -v -E ' (info|warning|debug) [A-Z][A-Za-z]+ peer=' | cut -c1-300 | tail -n "$2"
+}
+if ctest --output-on-failure -j "$(nproc)" --timeout 600 2>&1 | tee ctest.log; then
+  exit 0
+fi
+if ctest --rerun-failed --output-on-failure -j 1 --timeout 600 > rerun.log 2>&1; then
+  verdict="==> the failed tests passed when run again alone: a flake under load"
+else
+  verdict="==> the failed tests failed again when run alone (rerun.log)"
+fi
+echo "==> why they failed (ctest.log):"
+failure_lines ctest.log 24 || true
+echo "$verdict"
+exit 1

@@ -74,18 +74,30 @@ struct Saturation {
   int64_t finite = 0, low = 0, high = 0;  // high: on range_max, not range_min
 };
 
+// The float equal to `d`, or NaN (equal to nothing) where no finite float
+// is: a float compares equal to a double only when it is that value.
+float AsFloatOrNaN(double d) {
+  const float f = static_cast<float>(d);
+  return std::isfinite(d) && static_cast<double>(f) == d
+             ? f
+             : std::numeric_limits<float>::quiet_NaN();
+}
+
+// As `finite && double(v) == range` for each element, in float compares
+// and integer sums that vectorize (no element equals a NaN bound, and a
+// non-finite one equals no finite bound).
 Saturation CountSaturation(const float* v, int64_t n, const QuantRun& r) {
-  Saturation s;
+  const float lo = AsFloatOrNaN(r.range_min), hi = AsFloatOrNaN(r.range_max);
+  int64_t finite = 0, low = 0, high = 0;
   for (int64_t i = 0; i < n; ++i) {
-    const double d = v[i];
-    const bool finite = std::isfinite(v[i]);
-    const bool at_low = finite && d == r.range_min;
-    const bool at_high = finite && d == r.range_max;
-    s.finite += finite;
-    s.low += at_low;
-    s.high += at_high && !at_low;
+    const float f = v[i];
+    const uint32_t mag = std::bit_cast<uint32_t>(f) & 0x7fffffffu;
+    const int at_low = f == lo, at_high = f == hi;
+    finite += mag < 0x7f800000u;
+    low += at_low;
+    high += at_high & (at_low ^ 1);
   }
-  return s;
+  return {finite, low, high};
 }
 
 // A histogram of 8-bit codes, in four interleaved copies so that a run of

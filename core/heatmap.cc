@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <type_traits>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -60,30 +59,33 @@ absl::Status ResolveRange(const char* what, int64_t begin, int64_t* end,
 }
 
 #if defined(__x86_64__)
-// 4 * kQuads cells at once, a cell per lane of kQuads vectors of doubles,
-// over the first `n` columns of each (n a multiple of 4): four columns of
-// each cell loaded, transposed so that a vector holds one column of four
-// cells, and added column after column. Each lane is still its cell's
-// additions in order, each rounded once as a scalar addition is. Sixteen
-// cells keep four chains of dependent additions in flight (eight left the
-// adders idle for two thirds of each addition's latency).
-template <int kQuads>
-__attribute__((target("avx2"))) void SumCells(const float* v, const int64_t* b,
-                                              int64_t n, double* sums) {
-  __m256d acc[kQuads];
-  for (int q = 0; q < kQuads; ++q) acc[q] = _mm256_loadu_pd(sums + 4 * q);
+// Eight cells at once, a cell per lane of two vectors of doubles, over the
+// first `n` columns of each (n a multiple of 4): four columns of each cell
+// loaded, transposed so that a vector holds one column of four cells, and
+// added column after column. Each lane is still its cell's additions in
+// order, each rounded once as a scalar addition is.
+__attribute__((target("avx2"))) void SumEightCells(const float* v,
+                                                   const int64_t* b, int64_t n,
+                                                   double* sums) {
+  __m256d lo = _mm256_loadu_pd(sums), hi = _mm256_loadu_pd(sums + 4);
   for (int64_t k = 0; k < n; k += 4) {
-    __m128 r[kQuads][4];
-    for (int q = 0; q < kQuads; ++q) {
-      for (int l = 0; l < 4; ++l) r[q][l] = _mm_loadu_ps(v + b[4 * q + l] + k);
-      _MM_TRANSPOSE4_PS(r[q][0], r[q][1], r[q][2], r[q][3]);
-    }
-    for (int l = 0; l < 4; ++l) {
-      for (int q = 0; q < kQuads; ++q)
-        acc[q] = _mm256_add_pd(acc[q], _mm256_cvtps_pd(r[q][l]));
-    }
+    __m128 a0 = _mm_loadu_ps(v + b[0] + k), a1 = _mm_loadu_ps(v + b[1] + k),
+           a2 = _mm_loadu_ps(v + b[2] + k), a3 = _mm_loadu_ps(v + b[3] + k);
+    __m128 c0 = _mm_loadu_ps(v + b[4] + k), c1 = _mm_loadu_ps(v + b[5] + k),
+           c2 = _mm_loadu_ps(v + b[6] + k), c3 = _mm_loadu_ps(v + b[7] + k);
+    _MM_TRANSPOSE4_PS(a0, a1, a2, a3);
+    _MM_TRANSPOSE4_PS(c0, c1, c2, c3);
+    lo = _mm256_add_pd(lo, _mm256_cvtps_pd(a0));
+    hi = _mm256_add_pd(hi, _mm256_cvtps_pd(c0));
+    lo = _mm256_add_pd(lo, _mm256_cvtps_pd(a1));
+    hi = _mm256_add_pd(hi, _mm256_cvtps_pd(c1));
+    lo = _mm256_add_pd(lo, _mm256_cvtps_pd(a2));
+    hi = _mm256_add_pd(hi, _mm256_cvtps_pd(c2));
+    lo = _mm256_add_pd(lo, _mm256_cvtps_pd(a3));
+    hi = _mm256_add_pd(hi, _mm256_cvtps_pd(c3));
   }
-  for (int q = 0; q < kQuads; ++q) _mm256_storeu_pd(sums + 4 * q, acc[q]);
+  _mm256_storeu_pd(sums, lo);
+  _mm256_storeu_pd(sums + 4, hi);
 }
 
 bool HasAvx2() {
@@ -95,7 +97,7 @@ bool HasAvx2() {
 // Adds each cell's run of `v` to its sum: sums[j] += v[run[j]], then
 // v[run[j] + 1], ... in that order. Each cell's additions form one dependent
 // chain, so cells are taken several at a time to keep chains in flight
-// (sixteen to four vectors where the CPU has AVX2); every chain still adds
+// (eight to a pair of vectors where the CPU has AVX2); every chain still adds
 // its elements in order, bit for bit the sequential sum.
 void AccumulateSums(const float* v, const std::vector<int64_t>& run,
                     double* sums) {
@@ -103,24 +105,19 @@ void AccumulateSums(const float* v, const std::vector<int64_t>& run,
   int j = 0;
 #if defined(__x86_64__)
   if (HasAvx2()) {
-    // Sixteen cells at a time, then eight.
-    auto cells = [&](auto quads) {
-      constexpr int kCells = 4 * decltype(quads)::value;
+    for (; j + 8 <= width; j += 8) {
       const int64_t* b = run.data() + j;
       int64_t n = b[1] - b[0];
-      for (int k = 1; k < kCells; ++k) n = std::min(n, b[k + 1] - b[k]);
+      for (int k = 1; k < 8; ++k) n = std::min(n, b[k + 1] - b[k]);
       n -= n % 4;
-      if (n > 0) SumCells<decltype(quads)::value>(v, b, n, sums + j);
+      if (n > 0) SumEightCells(v, b, n, sums + j);
       // The rest of each run (cells differ in width by at most a column).
-      for (int k = 0; k < kCells; ++k) {
+      for (int k = 0; k < 8; ++k) {
         double s = sums[j + k];
         for (int64_t c = b[k] + n; c < b[k + 1]; ++c) s += v[c];
         sums[j + k] = s;
       }
-      j += kCells;
-    };
-    while (j + 16 <= width) cells(std::integral_constant<int, 4>());
-    while (j + 8 <= width) cells(std::integral_constant<int, 2>());
+    }
   }
 #endif
   for (; j + 4 <= width; j += 4) {

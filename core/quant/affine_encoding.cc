@@ -133,6 +133,26 @@ class AffineEncoding final : public Encoding {
     return absl::OkStatus();
   }
 
+  // Codes a tile of whole rows at a time (a partial row alone), as Decode
+  // unpacks them; codes wider than a byte are Inspect's (the default).
+  absl::Status RawCodes(int64_t first, int64_t count,
+                        uint8_t* out) const override {
+    if (p_.codes.bits > 8) return Encoding::RawCodes(first, count, out);
+    while (count > 0) {
+      const int64_t r = first / p_.cols, c0 = first % p_.cols;
+      const int64_t n = std::min(count, p_.cols - c0);
+      int64_t nr = 1;
+      if (c0 == 0 && n == p_.cols) {
+        nr = std::min(count / p_.cols, kTileRows - r % kTileRows);
+      }
+      p_.codes.GetTile(r, nr, c0, n, out, n);
+      out += nr * n;
+      first += nr * n;
+      count -= nr * n;
+    }
+    return absl::OkStatus();
+  }
+
   // Inspect's group, from the index alone (act-order: through g_idx).
   absl::Status GroupIds(absl::Span<const int64_t> indices,
                         int64_t* out) const override {

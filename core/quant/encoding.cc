@@ -12,6 +12,16 @@ absl::Status Encoding::GroupIds(absl::Span<const int64_t> indices,
   return absl::OkStatus();
 }
 
+absl::Status Encoding::RawCodes(int64_t first, int64_t count,
+                                uint8_t* out) const {
+  ScalarInfo s;
+  for (int64_t i = 0; i < count; ++i) {
+    if (absl::Status st = Inspect(first + i, &s); !st.ok()) return st;
+    out[i] = static_cast<uint8_t>(s.code_bits_value);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Encoding::DecodeRuns(int64_t first, int64_t count, float* values,
                                   std::vector<QuantRun>* runs) const {
   runs->clear();

@@ -106,6 +106,16 @@ class Encoding {
   virtual absl::Status DecodeRuns(int64_t first, int64_t count, float* values,
                                   std::vector<QuantRun>* runs) const;
 
+  // The low 8 bits of Inspect's ScalarInfo::code_bits_value of each of
+  // elements [first, first + count), into out[0, count): level usage
+  // counted in bulk (stats' code histogram), where Inspect would decompose
+  // every scalar to read one field. The default inspects each element;
+  // ggml blocks and conventions' code matrices unpack them at once.
+  // REQUIRES: as Decode.
+  // Errors: as Inspect.
+  virtual absl::Status RawCodes(int64_t first, int64_t count,
+                                uint8_t* out) const;
+
   // ElementQuant of elements [first, first + count): DecodeRuns, spelled
   // out per element.
   // REQUIRES: as Decode.

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/quant/codec.h"
+#include "core/quant/raw_codes.h"
 
 namespace tensormorph {
 namespace {
@@ -92,6 +93,11 @@ class StoredEncoding final : public Encoding {
         out[i] = indices[i] / sub_elems;
     }
     return absl::OkStatus();
+  }
+
+  absl::Status RawCodes(int64_t first, int64_t count,
+                        uint8_t* out) const override {
+    return CodesOfElements(tensor_.dtype, tensor_.data, first, count, out);
   }
 
   void Prefetch(int64_t index) const override {

@@ -1,0 +1,191 @@
+// ComputeStats and ComputeHeatmap throughput (best of 5, in thread CPU
+// time), each beside a plain decode pass of the same tensor measured in the
+// same run (the ratio is the figure: issue 20 asks >= 0.5x). A 4096 x 4096
+// tensor in Q4_K, Q8_0, F32, F16 (one GGUF, all quantized from the same
+// gaussian values, whose F32 copy is the reference) and GPTQ int4 (group 128).
+//   build/tests/bench/stats_bench
+//   TENSORMORPH_STATS_BENCH_FILE=/dev/shm/s.gguf build/tests/bench/stats_bench
+//     (also keeps the GGUF there, for `tensormorph stats` end to end)
+#include <benchmark/benchmark.h>
+#include <time.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/format/checkpoint.h"
+#include "core/heatmap.h"
+#include "core/stats.h"
+#include "tests/bench/bench_data.h"
+#include "tests/support/gguf_writer.h"
+#include "tests/support/quantize.h"
+#include "tests/support/safetensors_writer.h"
+#include "tests/support/test_paths.h"
+
+namespace tensormorph {
+namespace {
+
+constexpr int64_t kRows = 4096, kCols = 4096;
+
+struct Data {
+  std::shared_ptr<const Checkpoint> gguf, gptq;
+  std::map<std::string, const LogicalTensor*> tensors;
+  const LogicalTensor* ref = nullptr;
+  std::map<std::string, double> decode_seconds;  // the baselines
+};
+
+Data& GetData() {
+  static Data* d = [] {
+    using namespace ::tensormorph::testing;
+    auto* d = new Data;
+    const std::vector<float> v = Gaussian(kRows * kCols, 7, 0.02f);
+    std::string f16(v.size() * 2, '\0');
+    for (size_t i = 0; i < v.size(); ++i) {
+      const uint16_t h = F32ToF16Bits(v[i]);
+      std::memcpy(f16.data() + 2 * i, &h, 2);
+    }
+    GgufSpec s;
+    s.kv.push_back({"general.architecture", GgufString("llama")});
+    s.tensors.push_back({"f32", {kCols, kRows}, 0, ToF32Bytes(v)});
+    s.tensors.push_back({"f16", {kCols, kRows}, 1, std::move(f16)});
+    s.tensors.push_back({"q8_0", {kCols, kRows}, 8, QuantizeQ8_0(v)});
+    s.tensors.push_back({"q4_k", {kCols, kRows}, 12, QuantizeQ4_K(v)});
+    const std::string path = MakeTempDir() + "/stats.gguf";
+    const std::string bytes = BuildGguf(s);
+    WriteFile(path, bytes);
+    // A copy to time the CLI on (`tensormorph stats FILE q4_k`).
+    if (const char* keep = std::getenv("TENSORMORPH_STATS_BENCH_FILE"))
+      WriteFile(keep, bytes);
+    d->gguf = *Checkpoint::Open(path);
+    for (const char* n : {"f32", "f16", "q8_0", "q4_k"})
+      d->tensors[n] = d->gguf->FindTensor(n);
+    d->ref = d->tensors["f32"];
+    const std::string gptq = bench::WriteConventionCheckpoint(
+        bench::Convention::kGptqInt4, kRows, kCols);
+    d->gptq = *Checkpoint::Open(gptq);
+    d->tensors["gptq_int4"] =
+        d->gptq->FindTensor("model.layers.0.mlp.down_proj.weight");
+    return d;
+  }();
+  return *d;
+}
+
+const char* const kFormats[] = {"q4_k", "q8_0", "f32", "f16", "gptq_int4"};
+
+// The calling thread's CPU time: every timed call runs on this thread alone,
+// and on a machine shared with builds wall time measures the neighbours.
+double ThreadSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
+}
+
+// Reports the best of the iterations, as elements per second and against
+// the format's decode pass.
+void Report(benchmark::State& state, const std::string& format, double best) {
+  const Data& d = GetData();
+  const double n = static_cast<double>(d.tensors.at(format)->num_elements);
+  state.counters["M_elements/s"] = n / 1e6 / best;
+  auto base = d.decode_seconds.find(format);
+  if (base != d.decode_seconds.end())
+    state.counters["vs_decode"] = base->second / best;
+}
+
+// Baseline: decode the tensor in ComputeStats' chunks (256 Ki elements),
+// touching one value of each so that nothing is skipped.
+void BM_DecodePass(benchmark::State& state) {
+  Data& d = GetData();
+  const std::string format = kFormats[state.range(0)];
+  const LogicalTensor& t = *d.tensors.at(format);
+  std::vector<float> buf(1 << 18);
+  double best = 1e30;
+  for (auto _ : state) {
+    const double t0 = ThreadSeconds();
+    float acc = 0;
+    for (int64_t i = 0; i < t.num_elements; i += buf.size()) {
+      const int64_t n = std::min<int64_t>(buf.size(), t.num_elements - i);
+      (void)t.encoding->Decode(i, n, buf.data());
+      benchmark::DoNotOptimize(buf.data());
+      acc += buf[0];
+    }
+    benchmark::DoNotOptimize(acc);
+    best = std::min(best, ThreadSeconds() - t0);
+  }
+  d.decode_seconds[format] = best;
+  state.SetLabel(format);
+  Report(state, format, best);
+}
+
+void BM_Stats(benchmark::State& state) {
+  const Data& d = GetData();
+  const std::string format = kFormats[state.range(0)];
+  const bool with_ref = state.range(1) != 0;
+  double best = 1e30;
+  for (auto _ : state) {
+    const double t0 = ThreadSeconds();
+    auto st = ComputeStats(*d.tensors.at(format), with_ref ? d.ref : nullptr,
+                           StatsOptions());
+    if (!st.ok())
+      state.SkipWithError(std::string(st.status().message()).c_str());
+    benchmark::DoNotOptimize(st);
+    best = std::min(best, ThreadSeconds() - t0);
+  }
+  state.SetLabel(format + (with_ref ? " ref=f32" : ""));
+  Report(state, format, best);
+}
+
+// The whole tensor at 256 x 256 cells (mean), and a zoomed region of
+// 512 x 512 elements at the same resolution (absmax).
+void BM_Heatmap(benchmark::State& state) {
+  const Data& d = GetData();
+  const std::string format = kFormats[state.range(0)];
+  const bool zoom = state.range(1) != 0;
+  HeatmapOptions o;
+  if (zoom) {
+    o.mode = HeatmapMode::kAbsmax;
+    o.row_begin = 1024, o.row_end = 1536, o.col_begin = 2048, o.col_end = 2560;
+  }
+  double best = 1e30;
+  for (auto _ : state) {
+    const double t0 = ThreadSeconds();
+    auto h = ComputeHeatmap(*d.tensors.at(format), nullptr, o);
+    if (!h.ok()) state.SkipWithError(std::string(h.status().message()).c_str());
+    benchmark::DoNotOptimize(h);
+    best = std::min(best, ThreadSeconds() - t0);
+  }
+  state.SetLabel(format + (zoom ? " zoom 512x512" : " whole"));
+  if (!zoom) {
+    Report(state, format, best);
+  } else {
+    // Against the decode of the region's elements (its share of the whole
+    // tensor's decode pass).
+    const double share = 512.0 * 512.0 / (kRows * kCols);
+    state.counters["M_elements/s"] = 512.0 * 512.0 / 1e6 / best;
+    auto base = d.decode_seconds.find(format);
+    if (base != d.decode_seconds.end())
+      state.counters["vs_decode"] = base->second * share / best;
+  }
+}
+
+void Args(benchmark::internal::Benchmark* b, bool pair) {
+  for (int f = 0; f < 5; ++f) {
+    if (pair) {
+      b->Args({f, 0})->Args({f, 1});
+    } else {
+      b->Arg(f);
+    }
+  }
+  b->Unit(benchmark::kMillisecond)->Iterations(5)->UseRealTime();
+}
+
+BENCHMARK(BM_DecodePass)->Apply([](auto* b) { Args(b, false); });
+BENCHMARK(BM_Stats)->Apply([](auto* b) { Args(b, true); });
+BENCHMARK(BM_Heatmap)->Apply([](auto* b) { Args(b, true); });
+
+}  // namespace
+}  // namespace tensormorph
+
+BENCHMARK_MAIN();

@@ -1,0 +1,483 @@
+// ComputeStats bit for bit against the element-by-element pass it replaced
+// for speed (kept below as ReferenceStats, verbatim but for its name):
+// every element's ElementQuant from DecodeDetailed and its code from
+// Inspect, folded one at a time in row-major order. On ggml types,
+// safetensors conventions and plain floats; on values with NaN, infinities,
+// signed zeros and magnitudes whose sums round at every step; with a
+// reference, with options.group, with a histogram range that clamps, with
+// chunks that end inside groups.
+#include <atomic>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "core/format/checkpoint.h"
+#include "core/io/fault_guard.h"
+#include "core/quant/levels.h"
+#include "core/stats.h"
+#include "gtest/gtest.h"
+#include "tests/support/gguf_writer.h"
+#include "tests/support/quantize.h"
+#include "tests/support/safetensors_writer.h"
+#include "tests/support/same_bits.h"
+#include "tests/support/test_paths.h"
+
+namespace tensormorph {
+namespace {
+
+using ::tensormorph::testing::BuildGguf;
+using ::tensormorph::testing::Fixture;
+using ::tensormorph::testing::GgufSpec;
+using ::tensormorph::testing::GgufString;
+using ::tensormorph::testing::MakeTempDir;
+using ::tensormorph::testing::SameBits;
+using ::tensormorph::testing::WriteFile;
+
+absl::StatusOr<TensorStats> ReferenceStats(const LogicalTensor& t,
+                                           const LogicalTensor* ref,
+                                           const StatsOptions& o) {
+  const std::atomic<bool>* cancelled = nullptr;
+  if (absl::Status s = CheckReference(t, ref, o.ref_rows); !s.ok()) return s;
+  TensorStats st;
+  const int64_t n = t.num_elements;
+  const bool one_group = o.group.has_value();
+  const int64_t want = o.group.value_or(-1);
+  if (one_group) {
+    if (want < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "group ", want, " of tensor '", t.name,
+          "' is negative; group ids count from 0 (ScalarInspection.group)"));
+    }
+    ScalarInfo first;
+    if (n > 0) {
+      if (absl::Status s =
+              GuardedRead([&] { return t.encoding->Inspect(0, &first); });
+          !s.ok()) {
+        return s;
+      }
+    }
+    if (first.group < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor '", t.name, "' (", t.encoding->info().scheme,
+          n == 0 ? ", empty" : "",
+          ") has no quantization groups, so it has no group ", want));
+    }
+    // Ids are dense in row-major order of the group grid, so the last
+    // element is in the last group, except where act-order's g_idx
+    // reorders columns (then the pass below finds the range).
+    ScalarInfo last;
+    if (absl::Status s =
+            GuardedRead([&] { return t.encoding->Inspect(n - 1, &last); });
+        !s.ok()) {
+      return s;
+    }
+    if (!t.encoding->info().act_order && want > last.group) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("group ", want, " is past the last group of tensor '",
+                       t.name, "', which has groups 0..", last.group));
+    }
+  }
+  const int64_t chunk = std::max<int64_t>(1, o.chunk_elements);
+  std::vector<ElementQuant> q(
+      static_cast<size_t>(std::min(chunk, std::max<int64_t>(n, 1))));
+  std::vector<float> x(ref != nullptr ? q.size() : 0);
+  const EncodingInfo& info = t.encoding->info();
+  st.has_levels = info.quantized && info.bits <= 8;
+  st.code_bits = info.bits;
+  if (st.has_levels) st.code_histogram.assign(size_t{1} << info.bits, 0);
+  st.has_reference = ref != nullptr;
+
+  double sum = 0, sum_sq = 0;
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+  absl::flat_hash_set<int64_t> groups, saturated;
+  int64_t counted = 0;       // elements of the group (all: n)
+  int64_t max_group = -1;    // the last group id seen, to name the range
+  int64_t level_index = -1;  // an element whose group's levels are listed
+  bool many_groups = false;  // no group asked and elements in several
+  int64_t only_group = -1;
+  // Pass 1: everything but the histogram (whose range may depend on it).
+  for (int64_t first = 0; first < n; first += chunk) {
+    if (cancelled != nullptr && cancelled->load())
+      return absl::CancelledError("cancelled");
+    const int64_t m = std::min(chunk, n - first);
+    absl::Status read = GuardedRead([&]() -> absl::Status {
+      if (absl::Status s = t.encoding->DecodeDetailed(first, m, q.data());
+          !s.ok())
+        return s;
+      return ref != nullptr
+                 ? DecodeMappedRows(*ref, o.ref_rows, first, m, x.data())
+                 : absl::OkStatus();
+    });
+    if (!read.ok()) return read;
+    for (int64_t i = 0; i < m; ++i) {
+      max_group = std::max(max_group, q[i].group);
+      if (one_group && q[i].group != want) continue;
+      ++counted;
+      if (level_index < 0) {
+        level_index = first + i;
+        only_group = q[i].group;
+      } else if (q[i].group != only_group) {
+        many_groups = true;
+      }
+      const double v = q[i].value;
+      if (std::isnan(v)) {
+        ++st.nan_count;
+        continue;
+      }
+      if (std::isinf(v)) {
+        ++st.inf_count;
+        continue;
+      }
+      sum += v;
+      sum_sq += v * v;
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+      if (v == 0) {
+        ++st.zeros;
+        if (ref != nullptr) (x[i] == 0 ? st.pruned_zeros : st.induced_zeros)++;
+      }
+      if (st.has_levels && q[i].group >= 0) {
+        groups.insert(q[i].group);
+        const bool at_low = v == q[i].range_min, at_high = v == q[i].range_max;
+        st.saturated_low += at_low;
+        st.saturated_high += at_high && !at_low;
+        if (at_low || at_high) saturated.insert(q[i].group);
+      }
+    }
+    if (st.has_levels) {
+      absl::Status codes = GuardedRead([&]() -> absl::Status {
+        for (int64_t i = 0; i < m; ++i) {
+          ScalarInfo s;
+          if (one_group && q[i].group != want) continue;
+          if (absl::Status e = t.encoding->Inspect(first + i, &s); !e.ok())
+            return e;
+          ++st.code_histogram[s.code_bits_value &
+                              ((uint64_t{1} << info.bits) - 1)];
+        }
+        return absl::OkStatus();
+      });
+      if (!codes.ok()) return codes;
+    }
+  }
+  if (one_group && counted == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("group ", want, " is past the last group of tensor '",
+                     t.name, "', which has groups 0..", max_group));
+  }
+  st.count = counted;
+  if (level_index >= 0 && !many_groups) {
+    ScalarInfo s;
+    if (absl::Status e =
+            GuardedRead([&] { return t.encoding->Inspect(level_index, &s); });
+        !e.ok()) {
+      return e;
+    }
+    st.levels = GroupLevels(s);
+  }
+  const int64_t finite = counted - st.nan_count - st.inf_count;
+  if (finite > 0) {
+    st.min = lo;
+    st.max = hi;
+    st.mean = sum / finite;
+    st.std = std::sqrt(std::max(0.0, sum_sq / finite - st.mean * st.mean));
+    st.absmax = std::max(std::fabs(lo), std::fabs(hi));
+  }
+  st.sparsity = counted > 0 ? static_cast<double>(st.zeros) / counted : 0;
+  st.groups = static_cast<int64_t>(groups.size());
+  st.groups_saturated = static_cast<int64_t>(saturated.size());
+  for (int64_t c : st.code_histogram) st.levels_used += c > 0;
+
+  // Pass 2: the histogram over [hist_min, hist_max].
+  st.hist_min = o.range_min.value_or(st.min);
+  st.hist_max = o.range_max.value_or(st.max);
+  const int bins = std::max(1, o.bins);
+  st.histogram.assign(bins, 0);
+  const double width = (st.hist_max - st.hist_min) / bins;
+  std::vector<float> v(q.size());
+  for (int64_t first = 0; first < n; first += chunk) {
+    if (cancelled != nullptr && cancelled->load())
+      return absl::CancelledError("cancelled");
+    const int64_t m = std::min(chunk, n - first);
+    // One group: the values come with their groups, to pick the group's.
+    if (absl::Status s = GuardedRead([&] {
+          if (!one_group) return t.encoding->Decode(first, m, v.data());
+          absl::Status d = t.encoding->DecodeDetailed(first, m, q.data());
+          for (int64_t i = 0; d.ok() && i < m; ++i) {
+            v[i] = q[i].group == want ? q[i].value : NAN;
+          }
+          return d;
+        });
+        !s.ok()) {
+      return s;
+    }
+    for (int64_t i = 0; i < m; ++i) {
+      if (!std::isfinite(v[i])) continue;
+      int b = width > 0
+                  ? static_cast<int>(std::floor((v[i] - st.hist_min) / width))
+                  : 0;
+      ++st.histogram[std::clamp(b, 0, bins - 1)];
+    }
+  }
+  return st;
+}
+
+// Every field, doubles by their bits (-0 against +0 differs).
+void ExpectSameStats(const TensorStats& got, const TensorStats& want) {
+  EXPECT_EQ(got.count, want.count);
+  EXPECT_TRUE(SameBits(got.min, want.min)) << "min";
+  EXPECT_TRUE(SameBits(got.max, want.max)) << "max";
+  EXPECT_TRUE(SameBits(got.mean, want.mean)) << "mean";
+  EXPECT_TRUE(SameBits(got.std, want.std)) << "std";
+  EXPECT_TRUE(SameBits(got.absmax, want.absmax)) << "absmax";
+  EXPECT_EQ(got.nan_count, want.nan_count);
+  EXPECT_EQ(got.inf_count, want.inf_count);
+  EXPECT_EQ(got.zeros, want.zeros);
+  EXPECT_TRUE(SameBits(got.sparsity, want.sparsity)) << "sparsity";
+  EXPECT_EQ(got.has_reference, want.has_reference);
+  EXPECT_EQ(got.pruned_zeros, want.pruned_zeros);
+  EXPECT_EQ(got.induced_zeros, want.induced_zeros);
+  EXPECT_TRUE(SameBits(got.hist_min, want.hist_min)) << "hist_min";
+  EXPECT_TRUE(SameBits(got.hist_max, want.hist_max)) << "hist_max";
+  EXPECT_EQ(got.histogram, want.histogram);
+  EXPECT_EQ(got.has_levels, want.has_levels);
+  EXPECT_EQ(got.code_bits, want.code_bits);
+  EXPECT_EQ(got.code_histogram, want.code_histogram);
+  EXPECT_EQ(got.levels_used, want.levels_used);
+  EXPECT_EQ(got.saturated_low, want.saturated_low);
+  EXPECT_EQ(got.saturated_high, want.saturated_high);
+  EXPECT_EQ(got.groups, want.groups);
+  EXPECT_EQ(got.groups_saturated, want.groups_saturated);
+  ASSERT_EQ(got.levels.size(), want.levels.size());
+  for (size_t i = 0; i < got.levels.size(); ++i)
+    EXPECT_TRUE(SameBits(got.levels[i], want.levels[i])) << "level " << i;
+}
+
+// Both paths, and the same answer (errors included).
+void ExpectSameAsReference(const LogicalTensor& t, const LogicalTensor* ref,
+                           const StatsOptions& o) {
+  auto got = ComputeStats(t, ref, o);
+  auto want = ReferenceStats(t, ref, o);
+  ASSERT_EQ(got.ok(), want.ok()) << got.status() << " vs " << want.status();
+  if (!want.ok()) {
+    EXPECT_EQ(got.status(), want.status());
+    return;
+  }
+  ExpectSameStats(*got, *want);
+}
+
+// The option sets each tensor is held to: defaults; small chunks that end
+// inside groups and rows; a histogram range inside the values (so both ends
+// clamp) with an odd bin count; one bin; a range far narrower than the
+// values; an empty range; each of a few groups (where the tensor has them).
+std::vector<StatsOptions> OptionSets(const LogicalTensor& t, int64_t groups) {
+  std::vector<StatsOptions> sets(1);
+  StatsOptions o;
+  o.chunk_elements = 1000;
+  sets.push_back(o);
+  o = StatsOptions();
+  o.bins = 37;
+  o.range_min = -0.5;
+  o.range_max = 0.25;
+  o.chunk_elements = 4099;
+  sets.push_back(o);
+  o = StatsOptions();
+  o.bins = 1;
+  sets.push_back(o);
+  // A range so narrow that values far above it overflow the bin index
+  // (which wraps to bin 0, as it always has).
+  o = StatsOptions();
+  o.range_min = 0.1;
+  o.range_max = 0.1000001;
+  sets.push_back(o);
+  o = StatsOptions();
+  o.range_min = 0.125;
+  o.range_max = 0.125;
+  sets.push_back(o);
+  if (groups > 0) {
+    for (int64_t g : {int64_t{0}, groups / 2, groups - 1}) {
+      o = StatsOptions();
+      o.group = g;
+      o.chunk_elements = 777;
+      sets.push_back(o);
+    }
+  }
+  (void)t;
+  return sets;
+}
+
+int64_t GroupCount(const LogicalTensor& t) {
+  if (t.num_elements == 0) return 0;
+  int64_t last = -1;
+  const int64_t index = t.num_elements - 1;
+  if (!t.encoding->GroupIds({&index, 1}, &last).ok()) return 0;
+  return last + 1;
+}
+
+// Random values of every kind a decoder can produce: ordinary gaussians, a
+// tenth exact zeros of either sign, magnitudes 2^-40..2^40 (sums that round
+// at nearly every step), and NaN, +inf and -inf about one in 50 each.
+std::vector<float> WildValues(size_t n, uint32_t seed, bool specials) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> pick(0, 149), exponent(-40, 40);
+  std::uniform_real_distribution<float> mantissa(1.0f, 2.0f);
+  std::normal_distribution<float> gaussian(0.0f, 0.3f);
+  std::vector<float> v(n);
+  for (float& f : v) {
+    const int k = pick(rng);
+    if (k < 8) {
+      f = k % 2 ? -0.0f : 0.0f;
+    } else if (k < 15) {
+      f = std::ldexp(mantissa(rng), exponent(rng)) * (k % 2 ? 1 : -1);
+    } else if (specials && k == 15) {
+      f = std::bit_cast<float>(static_cast<uint32_t>(
+          0x7fc00000u | (rng() & 0x3fffff) | (rng() & 1 ? 0x80000000u : 0)));
+    } else if (specials && k == 16) {
+      f = std::numeric_limits<float>::infinity();
+    } else if (specials && k == 17) {
+      f = -std::numeric_limits<float>::infinity();
+    } else {
+      f = gaussian(rng);
+    }
+  }
+  return v;
+}
+
+std::string F16Bytes(const std::vector<float>& v) {
+  std::string out(v.size() * 2, '\0');
+  for (size_t i = 0; i < v.size(); ++i) {
+    const uint16_t h = testing::F32ToF16Bits(v[i]);
+    std::memcpy(out.data() + 2 * i, &h, 2);
+  }
+  return out;
+}
+
+// A GGUF of [rows, 512] tensors: F32 and F16 with specials, the ggml types
+// the test quantizers write from gaussians with a tenth zeros (Q8_0, Q4_0,
+// Q4_K, Q6_K), and an F32 reference "ref" with zeros of its own where the
+// quantized values have some and some not.
+std::string WriteRandomGguf(int64_t rows) {
+  constexpr int64_t kCols = 512;
+  const size_t n = static_cast<size_t>(rows * kCols);
+  std::vector<float> wild = WildValues(n, 3, true);
+  std::vector<float> plain = WildValues(n, 5, false);
+  for (float& f : plain) f = std::isfinite(f) && std::fabs(f) < 4 ? f : 0.5f;
+  std::vector<float> ref = plain;
+  std::mt19937 rng(11);
+  for (size_t i = 0; i < n; ++i) {
+    if (rng() % 7 == 0) ref[i] = 0;
+    if (rng() % 5 == 0) plain[i] = 0;  // pruned where ref is 0 too
+  }
+  GgufSpec s;
+  s.kv.push_back({"general.architecture", GgufString("llama")});
+  s.tensors.push_back({"f32", {kCols, rows}, 0, testing::ToF32Bytes(wild)});
+  s.tensors.push_back({"f16", {kCols, rows}, 1, F16Bytes(wild)});
+  s.tensors.push_back({"q8_0", {kCols, rows}, 8, testing::QuantizeQ8_0(plain)});
+  s.tensors.push_back({"q4_0", {kCols, rows}, 2, testing::QuantizeQ4_0(plain)});
+  s.tensors.push_back(
+      {"q4_k", {kCols, rows}, 12, testing::QuantizeQ4_K(plain)});
+  s.tensors.push_back(
+      {"q6_k", {kCols, rows}, 14, testing::QuantizeQ6_K(plain)});
+  s.tensors.push_back({"ref", {kCols, rows}, 0, testing::ToF32Bytes(ref)});
+  const std::string path = MakeTempDir() + "/random.gguf";
+  WriteFile(path, BuildGguf(s));
+  return path;
+}
+
+// 160 rows of 512: past the size where pass 1 buckets values for the
+// histogram (the fixtures below are smaller, and take two plain passes).
+TEST(StatsReferenceTest, RandomGgufTensorsMatchTheElementwisePass) {
+  auto ckpt = Checkpoint::Open(WriteRandomGguf(160));
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  const LogicalTensor* ref = (*ckpt)->FindTensor("ref");
+  ASSERT_NE(ref, nullptr);
+  for (const char* name : {"f32", "f16", "q8_0", "q4_0", "q4_k", "q6_k"}) {
+    const LogicalTensor* t = (*ckpt)->FindTensor(name);
+    ASSERT_NE(t, nullptr) << name;
+    const int64_t groups = GroupCount(*t);
+    for (const StatsOptions& o : OptionSets(*t, groups)) {
+      for (const LogicalTensor* r :
+           {static_cast<const LogicalTensor*>(nullptr), ref}) {
+        SCOPED_TRACE(absl::StrCat(name, " chunk ", o.chunk_elements, " bins ",
+                                  o.bins, " group ", o.group.value_or(-1),
+                                  r != nullptr ? " with ref" : ""));
+        ExpectSameAsReference(*t, r, o);
+      }
+    }
+  }
+}
+
+// The fixtures' formats: every ggml type and convention the suite carries,
+// with each option set (their own tensor as the reference: every zero
+// pruned).
+TEST(StatsReferenceTest, FixtureFormatsMatchTheElementwisePass) {
+  struct Case {
+    const char* fixture;
+    const char* tensor;
+  };
+  const Case cases[] = {
+      {"gguf/Q4_0.gguf", "blk.0.attn_q.weight"},
+      {"gguf/Q4_1.gguf", "blk.0.attn_q.weight"},
+      {"gguf/Q5_0.gguf", "blk.0.attn_q.weight"},
+      {"gguf/Q5_1.gguf", "blk.0.attn_q.weight"},
+      {"gguf/Q8_0.gguf", "blk.0.attn_q.weight"},
+      {"gguf/Q2_K.gguf", "blk.0.attn_q.weight"},
+      {"gguf/Q3_K.gguf", "blk.0.attn_q.weight"},
+      {"gguf/Q4_K.gguf", "blk.0.ffn_down.weight"},
+      {"gguf/Q5_K.gguf", "blk.0.attn_q.weight"},
+      {"gguf/Q6_K.gguf", "blk.0.attn_q.weight"},
+      {"gguf/IQ4_NL.gguf", "blk.0.attn_q.weight"},
+      {"gguf/IQ4_XS.gguf", "blk.0.attn_q.weight"},
+      {"gguf/MXFP4.gguf", "blk.0.attn_q.weight"},
+      {"gguf/NVFP4.gguf", "blk.0.attn_q.weight"},
+      {"gguf/TQ1_0.gguf", "blk.0.attn_q.weight"},
+      {"safetensors/gptq_4bit_g32", "model.layers.0.self_attn.q_proj.weight"},
+      {"safetensors/gptq_4bit_g32_actorder",
+       "model.layers.0.self_attn.q_proj.weight"},
+      {"safetensors/awq_4bit_g32", "model.layers.0.self_attn.q_proj.weight"},
+      {"safetensors/ct_w4a16_group", "model.layers.0.self_attn.q_proj.weight"},
+      {"safetensors/fp8_block_sharded", "model.layers.0.mlp.down_proj.weight"},
+  };
+  for (const Case& c : cases) {
+    auto ckpt = Checkpoint::Open(Fixture(c.fixture));
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+    const LogicalTensor* t = (*ckpt)->FindTensor(c.tensor);
+    ASSERT_NE(t, nullptr) << c.fixture;
+    const int64_t groups = GroupCount(*t);
+    for (const StatsOptions& o : OptionSets(*t, groups)) {
+      for (const LogicalTensor* r :
+           {static_cast<const LogicalTensor*>(nullptr), t}) {
+        SCOPED_TRACE(absl::StrCat(
+            c.fixture, " chunk ", o.chunk_elements, " bins ", o.bins, " group ",
+            o.group.value_or(-1), r != nullptr ? " with ref" : ""));
+        ExpectSameAsReference(*t, r, o);
+      }
+    }
+  }
+}
+
+// Refusals come out the same: a group past the last, a negative one, a
+// group on a tensor without groups.
+TEST(StatsReferenceTest, RefusalsMatchTheElementwisePass) {
+  auto ckpt = Checkpoint::Open(WriteRandomGguf(2));
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  for (const char* name : {"f32", "q4_k"}) {
+    const LogicalTensor* t = (*ckpt)->FindTensor(name);
+    for (int64_t g : {int64_t{-1}, int64_t{1} << 40}) {
+      StatsOptions o;
+      o.group = g;
+      SCOPED_TRACE(absl::StrCat(name, " group ", g));
+      ExpectSameAsReference(*t, nullptr, o);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tensormorph

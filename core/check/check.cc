@@ -145,13 +145,15 @@ absl::StatusOr<CheckSummary> CheckCheckpoint(
   }
   // Modules whose stored tensors a structure finding explains: reported
   // once, by the rule that names the cause, and not decoded.
-  std::set<std::string> explained;
+  std::set<std::string> explained, dense;
   if (config) {
     CheckCompressedTensorsStorage(ckpt, *config, config_file, &explained,
-                                  &found);
+                                  &dense, &found);
   }
-  ReportOpenProblems(ckpt, explained, &found);
-  CheckCompanions(ckpt, config, explained, &found);
+  std::set<std::string> quiet = explained;
+  quiet.insert(dense.begin(), dense.end());
+  ReportOpenProblems(ckpt, quiet, &found);
+  CheckCompanions(ckpt, config, quiet, &found);
   std::set<std::string> not_decoded = ModulesNotDecoded(found);
   not_decoded.insert(explained.begin(), explained.end());
   TM_RETURN_IF_ERROR(CheckGptqZeroConvention(ckpt, &found));

@@ -101,6 +101,7 @@ void CheckCompressedTensorsStorage(const Checkpoint& ckpt,
                                    const conventions::QuantConfig& config,
                                    const std::string& config_file,
                                    std::set<std::string>* explained,
+                                   std::set<std::string>* dense_modules,
                                    std::vector<Finding>* out) {
   if (config.method != QuantMethod::kCompressedTensors) return;
   const std::vector<CtScheme>& schemes = config.compressed_tensors.schemes;
@@ -159,7 +160,11 @@ void CheckCompressedTensorsStorage(const Checkpoint& ckpt,
                         ": the weights are compressed"));
       continue;
     }
-    if (dense) continue;  // uncompressed, as said (or no status to go by)
+    if (dense) {
+      // Uncompressed, as said (or with no status to go by).
+      if (uncompressed) dense_modules->insert(module);
+      continue;
+    }
     // Compressed: the codes must be what the format writes.
     std::string want;
     bool ok = true;

@@ -31,11 +31,15 @@ std::string ModuleOfTensor(const std::string& name);
 // (I8) when symmetric; float-quantized: FP8 weight codes). One finding per
 // rule, naming the first such module's weight and how many there are.
 // Adds the modules found to `explained`: their resolver problems are the
-// same cause, not more findings.
+// same cause, not more findings. Adds the modules saved uncompressed as
+// their status says to `dense`: no convention resolves their float
+// weights, and that is no problem either (they are still plain tensors to
+// check).
 void CheckCompressedTensorsStorage(const Checkpoint& ckpt,
                                    const conventions::QuantConfig& config,
                                    const std::string& config_file,
                                    std::set<std::string>* explained,
+                                   std::set<std::string>* dense,
                                    std::vector<Finding>* out);
 
 // The problems a lenient open recorded (Checkpoint::problems()) as

@@ -270,6 +270,21 @@ TEST(CheckCheckpointTest, GptqCompanionsMissingOrOrphanedAreFoundInTheFiles) {
   }
 }
 
+TEST(CheckCheckpointTest, AStatusThatSaysWhatIsStoredPasses) {
+  // The quantization-status case's dense F32 weight under "frozen" (saved
+  // uncompressed, as it says): no finding, and the weight still checked.
+  for (const testing::CheckCase& c : testing::CheckCases()) {
+    if (c.rule != "quantization-status") continue;
+    nlohmann::json j = testing::ReadJson(c.dir + "/config.json");
+    j["quantization_config"]["quantization_status"] = "frozen";
+    testing::WriteJson(c.dir + "/config.json", j);
+    CheckRun run = CheckPath(c.dir);
+    EXPECT_TRUE(run.findings.empty())
+        << run.findings[0].rule << ": " << run.findings[0].actual;
+    EXPECT_EQ(run.summary.tensors_checked, 3);
+  }
+}
+
 TEST(CheckCheckpointTest, FailLevelDecidesWhatFails) {
   for (const testing::CheckCase& c : testing::CheckCases()) {
     if (c.rule != "duplicate-tensor") continue;

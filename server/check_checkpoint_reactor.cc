@@ -203,10 +203,15 @@ class CheckCheckpointReactor final
           ") reached (a check counts as a diff); retry later"));
     }
     counted_ = true;
-    TM_ASSIGN_OR_RETURN(ckpt_, state_->registry.Acquire(req_->checkpoint()));
+    // What ls refuses is opened leniently, for this check only: its
+    // problems are findings.
+    TM_ASSIGN_OR_RETURN(ckpt_,
+                        state_->registry.AcquireForCheck(req_->checkpoint()));
     // A server run with --partial-shards holds some shards only: a check of
-    // what it holds would say "clean" of tensors it never saw.
-    if (!ckpt_->absent_files().empty()) {
+    // what it holds would say "clean" of tensors it never saw. (Without
+    // it, an absent shard is a shard-missing finding.)
+    if (state_->registry.open_options().allow_absent_shards &&
+        !ckpt_->absent_files().empty()) {
       std::vector<std::string> absent;
       for (const Checkpoint::AbsentFile& f : ckpt_->absent_files()) {
         absent.push_back(
@@ -218,6 +223,11 @@ class CheckCheckpointReactor final
           "' needs every shard, and this server (--partial-shards) lacks ",
           absent.size(), ": ", absl::StrJoin(absent, ", "),
           "; run it where the checkpoint is whole"));
+    }
+    if (!req_->source().empty()) {
+      // The source is served as any checkpoint is: strictly, in the roots.
+      TM_ASSIGN_OR_RETURN(source_, state_->registry.Acquire(req_->source()));
+      options_.source = source_.get();
     }
     auto on_progress = [&](const CheckProgress& p) {
       progress_ = p;
@@ -336,6 +346,7 @@ class CheckCheckpointReactor final
   bool counted_ = false;
   CheckOptions options_;
   std::shared_ptr<const Checkpoint> ckpt_;
+  std::shared_ptr<const Checkpoint> source_;  // --source, when given
   CheckProgress progress_;  // the task's; read under mu_ after it ends
   int64_t last_progress_ms_ = 0;
   std::atomic<bool> cancelled_{false};

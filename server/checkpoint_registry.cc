@@ -58,17 +58,8 @@ CheckpointRegistry::AcquireUnfenced(absl::string_view requested) {
     }
     return cached;
   }
-  auto opened = Checkpoint::Open(*path, open_options_);
+  auto opened = OpenInside(*path, open_options_);
   if (!opened.ok()) return opened.status();
-  // Shards and splits are opened by name from the checkpoint's directory; a
-  // symlinked shard must not lead out of the roots either.
-  for (const Checkpoint::File& f : (*opened)->files()) {
-    char buf[PATH_MAX];
-    if (::realpath(f.path.c_str(), buf) == nullptr) {
-      return absl::NotFoundError(absl::StrCat("'", f.path, "' vanished"));
-    }
-    if (absl::Status s = sandbox_.CheckInside(buf); !s.ok()) return s;
-  }
   absl::MutexLock lock(&mu_);
   ++opens_;
   auto it = entries_.find(*path);
@@ -84,6 +75,40 @@ CheckpointRegistry::AcquireUnfenced(absl::string_view requested) {
     lru_.pop_back();
   }
   return *opened;
+}
+
+absl::StatusOr<std::shared_ptr<const Checkpoint>>
+CheckpointRegistry::OpenInside(const std::string& path,
+                               const OpenOptions& options) const {
+  auto opened = Checkpoint::Open(path, options);
+  if (!opened.ok()) return opened.status();
+  // Shards and splits are opened by name from the checkpoint's directory; a
+  // symlinked shard must not lead out of the roots either.
+  for (const Checkpoint::File& f : (*opened)->files()) {
+    char buf[PATH_MAX];
+    if (::realpath(f.path.c_str(), buf) == nullptr) {
+      return absl::NotFoundError(absl::StrCat("'", f.path, "' vanished"));
+    }
+    if (absl::Status s = sandbox_.CheckInside(buf); !s.ok()) return s;
+  }
+  return opened;
+}
+
+absl::StatusOr<std::shared_ptr<const Checkpoint>>
+CheckpointRegistry::AcquireForCheck(absl::string_view requested) {
+  absl::StatusOr<std::shared_ptr<const Checkpoint>> strict = Acquire(requested);
+  if (strict.ok() || (!absl::IsDataLoss(strict.status()) &&
+                      !absl::IsUnimplemented(strict.status()))) {
+    return strict;
+  }
+  return Fenced({"Checkpoint::Open (lenient, for check)", requested},
+                [&]() -> absl::StatusOr<std::shared_ptr<const Checkpoint>> {
+                  auto path = sandbox_.Resolve(requested);
+                  if (!path.ok()) return path.status();
+                  OpenOptions lenient = open_options_;
+                  lenient.lenient = true;
+                  return OpenInside(*path, lenient);
+                });
 }
 
 size_t CheckpointRegistry::open_count() const {

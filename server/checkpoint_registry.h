@@ -40,6 +40,18 @@ class CheckpointRegistry {
   absl::StatusOr<std::shared_ptr<const Checkpoint>> Acquire(
       absl::string_view requested);
 
+  // For CheckCheckpoint, which reports what a strict open refuses: the
+  // cached checkpoint when `requested` opens as Acquire opens it; when that
+  // open fails with DATA_LOSS or UNIMPLEMENTED (a missing shard, an index
+  // that disagrees with its shards, a config that contradicts the tensors),
+  // a lenient open of it (OpenOptions::lenient, its problems() the
+  // findings), inside the same roots, that is never cached: no other call
+  // ever sees a checkpoint opened so.
+  // Errors: those of Acquire, and of the lenient open.
+  absl::StatusOr<std::shared_ptr<const Checkpoint>> AcquireForCheck(
+      absl::string_view requested);
+  const OpenOptions& open_options() const { return open_options_; }
+
   size_t open_count() const;
   // The sizes of the files of the checkpoints cached now, summed: what the
   // registry keeps mapped (a checkpoint already closed here but still held
@@ -58,6 +70,10 @@ class CheckpointRegistry {
   static bool Unchanged(const Checkpoint& c);
   absl::StatusOr<std::shared_ptr<const Checkpoint>> AcquireUnfenced(
       absl::string_view requested);
+  // Opens `path` (resolved) with `options` and checks every file it maps
+  // resolves inside the roots.
+  absl::StatusOr<std::shared_ptr<const Checkpoint>> OpenInside(
+      const std::string& path, const OpenOptions& options) const;
 
   const PathSandbox sandbox_;
   const size_t max_open_;

@@ -71,7 +71,8 @@ std::string CheckHelpFooter() {
       "  tensormorph check model/ --json --fail-level warning > "
       "findings.jsonl\n"
       "  tensormorph check model/ --manifest model.manifest.json\n"
-      "  tensormorph check /mnt/copy/model/ --verify model.manifest.json");
+      "  tensormorph check /mnt/copy/model/ --verify model.manifest.json\n"
+      "  tensormorph check llama-8b-w8a16/ --source llama-8b/");
   return out;
 }
 
@@ -80,6 +81,7 @@ int RunCheck(Client& client, const GlobalOptions& g, const CheckOptionsCli& o) {
   req.set_checkpoint(o.checkpoint);
   req.set_fail_level(SeverityProto(o.fail_level));
   req.set_hashes(!o.manifest.empty());
+  req.set_source(o.source);
   if (!o.verify.empty()) {
     std::ifstream in(o.verify, std::ios::binary);
     if (!in) {

@@ -13,6 +13,7 @@ struct CheckOptionsCli {
   std::string fail_level = "error";  // error | warning | info
   std::string manifest;              // --manifest OUT: write hashes there
   std::string verify;                // --verify MANIFEST: check against it
+  std::string source;                // --source SRC: diff against it
 };
 
 // Exit codes: kExitOk when no finding is at or above --fail-level,

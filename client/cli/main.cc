@@ -420,9 +420,10 @@ int main(int argc, char** argv) {
   CheckOptionsCli check;
   CLI::App* check_cmd = app.add_subcommand(
       "check",
-      "validate a checkpoint before serving it: NaN/Inf, broken scales and "
-      "groups, convention mismatches, duplicate tensors, integrity against a "
-      "manifest");
+      "validate a checkpoint before serving it: index and companions, "
+      "config keys, NaN/Inf, broken scales and groups, convention "
+      "mismatches, duplicate tensors, integrity against a manifest, errors "
+      "against a source");
   check_cmd
       ->add_option("checkpoint", check.checkpoint,
                    "checkpoint file or directory")
@@ -441,6 +442,11 @@ int main(int argc, char** argv) {
       "--verify", check.verify,
       "check the stored bytes against a manifest --manifest wrote: every "
       "tensor that differs, is missing or is extra is an error");
+  check_cmd->add_option(
+      "--source", check.source,
+      "also diff every quantized tensor against this full-precision source "
+      "and hold it to the scheme's default gates (source-err-steps, "
+      "source-sqnr)");
   check_cmd->footer(CheckHelpFooter());
 
   try {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <set>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -10,6 +11,8 @@
 #include "core/check/convention_rules.h"
 #include "core/check/rules.h"
 #include "core/check/scale_scan.h"
+#include "core/check/source_rules.h"
+#include "core/check/structure_rules.h"
 #include "core/io/fault_guard.h"
 #include "core/util/status_macros.h"
 
@@ -126,21 +129,35 @@ absl::StatusOr<CheckSummary> CheckCheckpoint(
   tell();
 
   std::vector<Finding> found;
-  // Conventions: cheap, and what most often explains the value findings.
-  TM_RETURN_IF_ERROR(CheckGptqZeroConvention(ckpt, &found));
+  // Structure and conventions: cheap, and what most often explains the
+  // value findings.
   TM_ASSIGN_OR_RETURN(std::optional<conventions::QuantConfig> config,
                       ReadQuantConfig(ckpt));
+  std::string config_file;
   if (config) {
-    std::string file;
     for (const Checkpoint::ReadFile& f : ckpt.read_files()) {
       if (f.identity && f.path.size() >= 11 &&
           f.path.compare(f.path.size() - 11, 11, "config.json") == 0) {
-        file = f.path;
+        config_file = f.path;
         break;
       }
     }
-    CheckIgnorePatterns(ckpt, *config, file, &found);
   }
+  // Modules whose stored tensors a structure finding explains: reported
+  // once, by the rule that names the cause, and not decoded.
+  std::set<std::string> explained, dense;
+  if (config) {
+    CheckCompressedTensorsStorage(ckpt, *config, config_file, &explained,
+                                  &dense, &found);
+  }
+  std::set<std::string> quiet = explained;
+  quiet.insert(dense.begin(), dense.end());
+  ReportOpenProblems(ckpt, quiet, &found);
+  CheckCompanions(ckpt, config, quiet, &found);
+  std::set<std::string> not_decoded = ModulesNotDecoded(found);
+  not_decoded.insert(explained.begin(), explained.end());
+  TM_RETURN_IF_ERROR(CheckGptqZeroConvention(ckpt, &found));
+  if (config) CheckIgnorePatterns(ckpt, *config, config_file, &found);
   report(&found);
 
   // Integrity: every stored tensor's bytes.
@@ -176,6 +193,14 @@ absl::StatusOr<CheckSummary> CheckCheckpoint(
   absl::flat_hash_set<const StoredTensor*> scanned_scales;
   for (const LogicalTensor& t : ckpt.tensors()) {
     const int64_t bytes = PartBytes(t);
+    if (not_decoded.contains(ModuleOfTensor(t.name))) {
+      // Its convention was not resolved: read as plain tensors its parts
+      // would yield findings that are not true of the checkpoint.
+      progress.bytes_done += bytes;
+      ++progress.tensors_done;
+      tell();
+      continue;
+    }
     const int64_t n = std::max<int64_t>(1, t.num_elements);
     int64_t done = 0, reported = 0;
     absl::Status scanned = ScanTensorValues(
@@ -212,6 +237,11 @@ absl::StatusOr<CheckSummary> CheckCheckpoint(
     ++progress.tensors_done;
     ++summary.tensors_checked;
     tell();
+    report(&found);
+  }
+  if (options.source != nullptr) {
+    TM_RETURN_IF_ERROR(CheckAgainstSource(
+        ckpt, *options.source, cancelled, [&](int64_t) { tell(); }, &found));
     report(&found);
   }
   summary.bytes_read = progress.bytes_done;

@@ -26,6 +26,10 @@ struct CheckOptions {
   // Check the stored bytes against this manifest (--verify).
   std::optional<std::vector<ManifestEntry>> verify;
   ValueScanOptions values;
+  // Diff every quantized tensor against this source (--source): the
+  // source-err-steps and source-sqnr rules (source_rules.h). Must outlive
+  // the call.
+  const Checkpoint* source = nullptr;
 };
 
 struct CheckProgress {
@@ -65,8 +69,10 @@ struct CheckSummary {
 // size. Callbacks run on the calling thread.
 // A tensor that cannot be decoded is an undecodable-tensor finding, not an
 // error of the call.
+// With options.source, last, the diff against the source.
 // Errors: CANCELLED; those of GuardedRead (a file that shrank under the
-// read) and of reading the configs again (ReadQuantConfig).
+// read) and of reading the configs again (ReadQuantConfig); with a source,
+// those of CheckAgainstSource (a source with nothing to compare).
 absl::StatusOr<CheckSummary> CheckCheckpoint(
     const Checkpoint& ckpt, const CheckOptions& options,
     const std::atomic<bool>* cancelled,

@@ -139,13 +139,18 @@ absl::StatusOr<std::optional<conventions::QuantConfig>> ReadQuantConfig(
     if (slot == nullptr) continue;
     TM_ASSIGN_OR_RETURN(std::string text,
                         ReadWholeFile(f.path, kMaxConfigBytes));
-    TM_ASSIGN_OR_RETURN(
-        *slot, ParseStrictJson(text, absl::StrCat("config '", f.path, "'")));
+    absl::StatusOr<nlohmann::json> json =
+        ParseStrictJson(text, absl::StrCat("config '", f.path, "'"));
+    // Not JSON: a lenient open reported it (config-key); read as absent.
+    if (!json.ok()) continue;
+    *slot = *std::move(json);
     any = true;
   }
   if (!any) return std::nullopt;
+  // Leniently: each key problem was reported by the open already.
+  std::vector<ResolveProblem> ignored;
   TM_ASSIGN_OR_RETURN(conventions::QuantConfig config,
-                      conventions::ParseQuantConfig(configs));
+                      conventions::ParseQuantConfigLenient(configs, &ignored));
   return config;
 }
 

@@ -28,8 +28,10 @@ absl::Status CheckGptqZeroConvention(const Checkpoint& ckpt,
 
 // The quantization config the checkpoint was opened with, read again from
 // the config files it names (Checkpoint::read_files), typed by
-// ParseQuantConfig; nullopt for GGUF or when no config file exists.
-// Errors: those of ReadWholeFile, ParseStrictJson and ParseQuantConfig.
+// ParseQuantConfigLenient (a key problem takes the key's default; a lenient
+// open reports them, a strict one had none); a file that is not JSON reads
+// as absent. nullopt for GGUF or when no config file exists.
+// Errors: those of ReadWholeFile.
 absl::StatusOr<std::optional<conventions::QuantConfig>> ReadQuantConfig(
     const Checkpoint& ckpt);
 

@@ -23,13 +23,87 @@ std::optional<Severity> ParseSeverity(absl::string_view name) {
 
 const std::vector<CheckRule>& CheckRules() {
   static const auto* rules = new std::vector<CheckRule>{
+      // Structure, from a lenient open (OpenOptions::lenient).
+      {"shard-missing", Severity::kError, "a shard the index names is absent",
+       "a shard file the safetensors index's weight_map names that does not "
+       "exist: every tensor placed there is missing (an interrupted "
+       "download or copy)",
+       ""},
+      {"index-tensor-missing", Severity::kError,
+       "the index names a tensor its shard lacks",
+       "a tensor the index's weight_map places in a shard that does not "
+       "hold it (the repacked checkpoint whose index lists per-layer scales "
+       "absent from the shards): loaders fail or leave it uninitialised",
+       ""},
+      {"shard-tensor-unindexed", Severity::kWarning,
+       "a shard tensor the index does not list",
+       "a tensor stored in a shard that the index's weight_map does not "
+       "place there: loaders that follow the index never load it",
+       ""},
+      {"missing-companion", Severity::kError,
+       "a quantized weight without its companions",
+       "a quantized weight without a companion its convention needs (GPTQ "
+       "qzeros/scales, g_idx under desc_act, compressed-tensors "
+       "weight_scale, weight_shape or weight_zero_point, FP8 "
+       "weight_scale_inv): it cannot be decoded",
+       ""},
+      {"orphan-companion", Severity::kError,
+       "a companion without its quantized weight",
+       "a scale, zero-point, g_idx or weight_shape whose quantized weight "
+       "is not stored: the weight was lost, or the companion is a leftover",
+       ""},
+      {"companion-shape", Severity::kError,
+       "companion shapes or dtypes contradict the config",
+       "companion shapes and dtypes that disagree with the config's bits, "
+       "group size and strategy (GPTQ scales [in/group, out], qzeros "
+       "[in/group, out*bits/32]; compressed-tensors weight_scale per "
+       "channel [out, 1], group [out, ceil(in/group)], tensor [1], block "
+       "[ceil(out/R), ceil(in/C)]; weight_packed [out, ceil(in/(32/bits))]): "
+       "the config does not describe the tensors",
+       ""},
+      {"fp8-scale-layout", Severity::kError,
+       "FP8 scales not laid out as the strategy implies",
+       "FP8 scales whose layout is not the one the strategy implies: block "
+       "scales must be [ceil(rows/R), ceil(cols/C)] for weight_block_size "
+       "[R, C] (ceil(rows/128) x ceil(cols/128) for DeepSeek's 128x128), "
+       "per-channel [rows, 1], per-tensor one value; block scales without "
+       "a weight_block_size cannot be placed",
+       ""},
+      {"config-key", Severity::kError,
+       "a config key of the wrong type, width or range",
+       "a quantization config key with a wrong type, an out-of-range or "
+       "unsupported value (bits, group_size, strategy, format...), a "
+       "required key missing, or a config file that is not JSON: each is "
+       "reported with its key, and the key's default used for the rest of "
+       "the check",
+       ""},
+      {"unresolved-tensor", Severity::kError,
+       "a tensor whose convention could not be resolved",
+       "a quantized tensor whose companions contradict each other in a way "
+       "the rules above do not name (a g_idx out of range, codes that do "
+       "not fit their bytes): it was reported, not decoded",
+       ""},
       // Values, from one streaming pass over the decoded tensors.
       {"nan-value", Severity::kError, "NaN in decoded values",
-       "NaN among a tensor's decoded values (a NaN scale, an fp16 overflow, "
-       "a corrupt block): the model outputs NaN wherever it reaches",
+       "NaN among a quantized tensor's decoded values (a NaN scale, an fp16 "
+       "overflow, a corrupt block): the model outputs NaN wherever it "
+       "reaches",
        ""},
       {"inf-value", Severity::kError, "Inf in decoded values",
-       "Inf among a tensor's decoded values (an overflowed scale or cast)", ""},
+       "Inf among a quantized tensor's decoded values (an overflowed scale "
+       "or cast)",
+       ""},
+      {"nan-stored-value", Severity::kWarning,
+       "NaN stored in an unquantized tensor",
+       "NaN stored as such in an unquantized (plain float) tensor: maybe "
+       "meant (a mask, test data), maybe a corrupt export; unlike nan-value "
+       "it did not come from a decode",
+       ""},
+      {"inf-stored-value", Severity::kWarning,
+       "Inf stored in an unquantized tensor",
+       "+-Inf stored as such in an unquantized (plain float) tensor: maybe "
+       "meant (an attention mask of -Inf), maybe an overflowed export",
+       ""},
       {"nan-scale", Severity::kError, "NaN in a scale or zero-point",
        "NaN in a stored scale or zero-point tensor, or a ggml block whose "
        "scale is NaN: every element of the group decodes to NaN",
@@ -95,6 +169,21 @@ const std::vector<CheckRule>& CheckRules() {
        "symmetric 4-bit v1 checkpoint stores 7 where v2 stores 8; read the "
        "wrong way every value is off by one step (\"!!!\" output)",
        "every qzeros code equal to 2^(bits-1) - 1 (v1) or 2^(bits-1) (v2)"},
+      {"quantization-status", Severity::kError,
+       "quantization_status contradicts the stored weights",
+       "a compressed-tensors quantization_status that contradicts the "
+       "stored weights: \"compressed\" over dense float weights, or "
+       "\"frozen\" / \"initialized\" / \"calibration\" (saved "
+       "uncompressed) over packed or integer/FP8 codes",
+       ""},
+      {"quantization-format", Severity::kError,
+       "the config's format contradicts the stored codes",
+       "a compressed-tensors format that contradicts the stored codes: "
+       "pack-quantized needs I32 weight_packed, nvfp4/mxfp4-pack-quantized "
+       "U8 weight_packed, int-/naive-quantized integer weight codes (I8 when "
+       "symmetric: U8 codes under a symmetric int8 config decode silently "
+       "wrong), float-quantized FP8 weight codes",
+       ""},
       {"ignore-pattern-unused", Severity::kWarning,
        "an ignore/targets pattern matching nothing",
        "a compressed-tensors `ignore` or `targets` entry (including re: "
@@ -107,6 +196,28 @@ const std::vector<CheckRule>& CheckRules() {
        "saved twice, or a packing bug that wrote one tensor in place of "
        "another",
        ""},
+      // Against a source (--source), by the diff's gates.
+      {"source-err-steps", Severity::kError,
+       "errors past half a step against the source",
+       "a quantized tensor rounded to nearest (compressed-tensors int, ggml "
+       "Q4_0 Q4_1 Q5_0 Q5_1 Q8_0) with an element more than half a "
+       "quantization step from its source (diff's max_err_steps): clipping, "
+       "a wrong scale or zero-point, or codes of another tensor",
+       "max_err_steps > 0.51: rounding to nearest keeps the error at or "
+       "below 0.5 step, 0.51 leaves room for the fp rounding of the scale. "
+       "Not applied to GPTQ, AWQ or K-quants, whose error compensation and "
+       "scale search move weights past half a step by design"},
+      {"source-sqnr", Severity::kWarning,
+       "SQNR against the source below the bit width's floor",
+       "a quantized integer-grid tensor whose SQNR against its source is "
+       "below the floor for its bit width: far more error than rounding to "
+       "that many bits gives",
+       "sqnr_db < 6.02 b + 1.76 - 12 for b = 2..8 bits: the b-bit uniform "
+       "quantizer's SQNR over a full-scale signal (6.02 b + 1.76 dB), less "
+       "12 dB because weights do not fill the range: gaussian weights "
+       "whose group reaches k sigma lose 10 log10(k^2/3) + 1.76 dB, 11.4 dB "
+       "at k = 5.3 (the largest of a million samples: a per-tensor "
+       "scale). 2-bit 1.8 dB, 3-bit 7.8, 4-bit 13.8, 8-bit 37.9"},
       // Integrity.
       {"manifest-mismatch", Severity::kError,
        "bytes that differ from --verify's manifest",

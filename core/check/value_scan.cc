@@ -400,21 +400,30 @@ absl::Status ScanTensorValues(const Checkpoint& ckpt, const LogicalTensor& t,
                               ")");
   };
   const std::string groups_text = absl::StrCat(groups_seen, " groups");
+  // A quantized tensor's NaN or Inf came from its decode (a scale, an
+  // overflow): an error. A plain tensor stores its NaN and Inf as they are,
+  // maybe on purpose (masks, test data): a warning of its own rule.
   if (nan > 0) {
-    emit("nan-value", nan, nan_groups.worst_group, "finite decoded values",
+    emit(quantized ? "nan-value" : "nan-stored-value", nan,
+         nan_groups.worst_group,
+         quantized ? "finite decoded values" : "finite stored values",
          absl::StrCat(nan, " of ", n, " values are NaN (first at flat index ",
                       first_nan, ")", in_group(nan_groups, "NaN")),
          quantized ? "look at the group's scale (tensormorph scalar) and at "
                      "the nan-scale findings; re-quantize from the source"
                    : "the stored values are NaN: re-export the tensor from "
-                     "its source");
+                     "its source unless they are meant (a mask, test data)");
   }
   if (inf > 0) {
-    emit("inf-value", inf, inf_groups.worst_group, "finite decoded values",
+    emit(quantized ? "inf-value" : "inf-stored-value", inf,
+         inf_groups.worst_group,
+         quantized ? "finite decoded values" : "finite stored values",
          absl::StrCat(inf, " of ", n, " values are Inf (first at flat index ",
                       first_inf, ")", in_group(inf_groups, "Inf")),
-         "an overflow: look at the scales (inf-scale, fp16-saturated-scale) "
-         "and re-quantize from the source");
+         quantized ? "an overflow: look at the scales (inf-scale, "
+                     "fp16-saturated-scale) and re-quantize from the source"
+                   : "the stored values are Inf: re-export the tensor from "
+                     "its source unless they are meant (a mask of -Inf)");
   }
   if (over_f16 > 0) {
     emit("fp16-saturated-scale", over_f16, -1,

@@ -325,10 +325,24 @@ absl::Status CheckpointBuilder::OpenSafetensorsIndex(
       ++it;
       continue;
     }
-    if (!options_.allow_absent_shards) {
+    if (!options_.allow_absent_shards && !options_.lenient) {
       return absl::DataLossError(absl::StrCat(
           what, ": weight_map names shard '", name, "' for ", tensors.size(),
           " tensors but '", shard_path, "' does not exist"));
+    }
+    if (!options_.allow_absent_shards) {
+      std::vector<absl::string_view> some(tensors.begin(), tensors.end());
+      std::sort(some.begin(), some.end());
+      ckpt_->problems_.push_back(
+          {.rule = "shard-missing",
+           .tensor = some.empty() ? "" : std::string(some.front()),
+           .message = "",
+           .file = index_path,
+           .key = "",
+           .expected =
+               absl::StrCat("shard '", name, "', which weight_map names for ",
+                            tensors.size(), " tensors"),
+           .actual = absl::StrCat("'", shard_path, "' does not exist")});
     }
     // Absent, not a DATA_LOSS: another server holds it. Should it appear,
     // the cache must reopen (a read file that came).
@@ -396,24 +410,53 @@ absl::Status CheckpointBuilder::OpenSafetensorsIndex(
     for (size_t i = before; i < ckpt_->stored_.size(); ++i) {
       const std::string& t = ckpt_->stored_[i].name;
       if (!tensors.contains(t)) {
-        return absl::DataLossError(
-            absl::StrCat(what, ": shard '", name, "' holds tensor '", t,
-                         "' which the weight_map does not place there"));
+        if (!options_.lenient) {
+          return absl::DataLossError(
+              absl::StrCat(what, ": shard '", name, "' holds tensor '", t,
+                           "' which the weight_map does not place there"));
+        }
+        ckpt_->problems_.push_back(
+            {.rule = "shard-tensor-unindexed",
+             .tensor = t,
+             .message = "",
+             .file = shard_path,
+             .key = "",
+             .expected = absl::StrCat("weight_map of '", index_path,
+                                      "' places '", t, "' in '", name, "'"),
+             .actual = "the weight_map does not place it there"});
       }
     }
     // Every tensor of the shard is placed there, once (a header has no
     // duplicate keys): the index places no more iff the counts agree.
-    if (ckpt_->stored_.size() - before == tensors.size()) continue;
+    if (!options_.lenient && ckpt_->stored_.size() - before == tensors.size()) {
+      continue;
+    }
     absl::flat_hash_set<absl::string_view> present;
     for (size_t i = before; i < ckpt_->stored_.size(); ++i) {
       present.insert(ckpt_->stored_[i].name);
     }
+    std::vector<absl::string_view> lacking;
     for (absl::string_view t : tensors) {
-      if (!present.contains(t)) {
+      if (present.contains(t)) continue;
+      if (!options_.lenient) {
         return absl::DataLossError(
             absl::StrCat(what, ": weight_map places tensor '", t,
                          "' in shard '", name, "' but the shard lacks it"));
       }
+      lacking.push_back(t);
+    }
+    std::sort(lacking.begin(), lacking.end());  // not in hash order
+    for (absl::string_view t : lacking) {
+      ckpt_->problems_.push_back(
+          {.rule = "index-tensor-missing",
+           .tensor = std::string(t),
+           .message = "",
+           .file = shard_path,
+           .key = "",
+           .expected = absl::StrCat("'", t, "' in shard '", name,
+                                    "', where the weight_map of '", index_path,
+                                    "' places it"),
+           .actual = "the shard lacks it"});
     }
   }
   return absl::OkStatus();
@@ -532,13 +575,37 @@ absl::Status CheckpointBuilder::Finish() {
     }
     WithholdAbsentModules();
     QuantConfigs configs;
-    TM_ASSIGN_OR_RETURN(configs.config, ReadConfig(dir, "config.json"));
-    TM_ASSIGN_OR_RETURN(configs.quantize_config,
-                        ReadConfig(dir, "quantize_config.json"));
-    TM_ASSIGN_OR_RETURN(configs.quant_config,
-                        ReadConfig(dir, "quant_config.json"));
+    auto read = [&](absl::string_view name,
+                    std::optional<nlohmann::json>* out) -> absl::Status {
+      absl::StatusOr<std::optional<nlohmann::json>> json =
+          ReadConfig(dir, name);
+      if (json.ok()) {
+        *out = *std::move(json);
+        return absl::OkStatus();
+      }
+      if (!options_.lenient) return json.status();
+      // Read as though absent: its problem is the finding.
+      c.problems_.push_back({.rule = "config-key",
+                             .tensor = "",
+                             .message = std::string(json.status().message()),
+                             .file = Join(dir, name),
+                             .key = "(the whole file)",
+                             .expected = "a JSON document",
+                             .actual = std::string(json.status().message())});
+      return absl::OkStatus();
+    };
+    TM_RETURN_IF_ERROR(read("config.json", &configs.config));
+    TM_RETURN_IF_ERROR(read("quantize_config.json", &configs.quantize_config));
+    TM_RETURN_IF_ERROR(read("quant_config.json", &configs.quant_config));
+    std::vector<ResolveProblem> problems;
     absl::StatusOr<ResolvedTensors> resolved_or = ResolveConventions(
-        c.absent_files_.empty() ? c.stored_ : c.resolved_from_, configs);
+        c.absent_files_.empty() ? c.stored_ : c.resolved_from_, configs,
+        options_.lenient ? &problems : nullptr);
+    for (ResolveProblem& p : problems) {
+      // The parser names config files by base name: say where.
+      if (!p.file.empty()) p.file = Join(dir, p.file);
+      c.problems_.push_back(std::move(p));
+    }
     if (!resolved_or.ok()) {
       // The resolver names the config file and key; say whose it is.
       return absl::Status(resolved_or.status().code(),

@@ -13,6 +13,7 @@
 #include "core/format/gguf_metadata.h"
 #include "core/format/stored_tensor.h"
 #include "core/io/mapped_file.h"
+#include "core/quant/resolve_problem.h"
 #include "core/tensor.h"
 
 namespace tensormorph {
@@ -49,6 +50,21 @@ struct OpenOptions {
   // StatefulSet, each with its own volume) serves. Everything present is
   // validated as in a full open. No effect on GGUF or single files.
   bool allow_absent_shards = false;
+  // For `tensormorph check`, which must report every rule a checkpoint
+  // breaks rather than refuse it at the first: what a strict open refuses
+  // is recorded in problems() instead, and everything that can be opened
+  // is. An index naming absent shards opens as allow_absent_shards does
+  // (shard-missing); a tensor the index places in a shard that lacks it
+  // (index-tensor-missing) or a shard tensor the index does not list
+  // (shard-tensor-unindexed) is recorded; a config file that is not JSON,
+  // each config key problem (ParseQuantConfigLenient) and each tensor whose
+  // convention cannot be resolved (ResolveConventions) too, that tensor's
+  // stored tensors staying tensors of their own. Everything read is still
+  // bounds-checked; a corrupt shard header, an index that is not an object
+  // with a weight_map, or one naming a file outside its directory still
+  // fails the open. Never for serving: values of a lenient open may be
+  // incomplete.
+  bool lenient = false;
 };
 
 // Thread safety: immutable after Open; every method is safe to call from
@@ -91,6 +107,10 @@ class Checkpoint {
   // How the conventions were found, when a user should know (e.g. a config
   // naming an unknown quant_method, resolved from the stored tensors).
   const std::vector<std::string>& notes() const { return notes_; }
+  // What a lenient open went past (OpenOptions::lenient), in the order
+  // found: index and shards first, then configs, then conventions. Always
+  // empty for a strict open.
+  const std::vector<ResolveProblem>& problems() const { return problems_; }
   uint64_t total_bytes() const;
 
   // What else the checkpoint was opened from, so that a cache can notice it
@@ -168,6 +188,7 @@ class Checkpoint {
   std::vector<GgufKv> gguf_kv_;
   std::vector<std::string> conventions_;
   std::vector<std::string> notes_;
+  std::vector<ResolveProblem> problems_;
   std::vector<ReadFile> read_files_;
   std::string directory_;
   std::vector<std::string> directory_names_;

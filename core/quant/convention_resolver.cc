@@ -16,11 +16,15 @@ namespace {
 using conventions::QuantMethod;
 
 absl::StatusOr<ResolvedTensors> Resolve(const std::vector<StoredTensor>& stored,
-                                        const QuantConfigs& configs) {
-  TM_ASSIGN_OR_RETURN(conventions::QuantConfig q,
-                      conventions::ParseQuantConfig(configs));
+                                        const QuantConfigs& configs,
+                                        std::vector<ResolveProblem>* problems) {
+  TM_ASSIGN_OR_RETURN(
+      conventions::QuantConfig q,
+      problems == nullptr
+          ? conventions::ParseQuantConfig(configs)
+          : conventions::ParseQuantConfigLenient(configs, problems));
   // Past this line nothing reads JSON: the resolvers see typed configs.
-  conventions::Context ctx(stored);
+  conventions::Context ctx(stored, problems);
   ResolvedTensors out;
   absl::Status s = absl::OkStatus();
   switch (q.method) {
@@ -88,12 +92,13 @@ absl::StatusOr<ResolvedTensors> Resolve(const std::vector<StoredTensor>& stored,
 }  // namespace
 
 absl::StatusOr<ResolvedTensors> ResolveConventions(
-    const std::vector<StoredTensor>& stored, const QuantConfigs& configs) {
+    const std::vector<StoredTensor>& stored, const QuantConfigs& configs,
+    std::vector<ResolveProblem>* problems) {
   // The layer's one entry point: nothing below is meant to throw, and this
   // keeps it so should a future change slip (a worker thread must never see
   // an exception from a file's contents).
   try {
-    return Resolve(stored, configs);
+    return Resolve(stored, configs, problems);
   } catch (const nlohmann::json::exception& e) {
     return absl::DataLossError(
         absl::StrCat("quantization config could not be read: ", e.what()));

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/format/stored_tensor.h"
+#include "core/quant/resolve_problem.h"
 #include "core/tensor.h"
 #include "nlohmann/json.hpp"
 
@@ -45,8 +46,14 @@ struct ResolvedTensors {
 // contradicts its tensors (naming the tensors and the mismatch);
 // UNIMPLEMENTED for a recognised but unsupported method or variant, naming
 // it; INTERNAL for an exception caught at this boundary.
+//
+// With `problems` (a lenient open, for `tensormorph check`), config key
+// problems and tensors that cannot be resolved are appended there instead
+// (ParseQuantConfigLenient, Context::Tolerate): every such tensor is left
+// unclaimed, its stored tensors tensors of their own, and the rest resolve.
 absl::StatusOr<ResolvedTensors> ResolveConventions(
-    const std::vector<StoredTensor>& stored, const QuantConfigs& configs);
+    const std::vector<StoredTensor>& stored, const QuantConfigs& configs,
+    std::vector<ResolveProblem>* problems = nullptr);
 
 }  // namespace tensormorph
 

@@ -86,7 +86,10 @@ v1::CheckSeverity SeverityOf(const std::string& name) {
 TEST_F(CheckCheckpointTest, EveryRuleIsFoundThroughTheRpc) {
   for (const CheckCase& c : *cases) {
     SCOPED_TRACE(c.rule);
-    auto ev = Check(c.dir);
+    v1::CheckCheckpointRequest req;
+    req.set_checkpoint(c.dir);
+    req.set_source(c.source);
+    auto ev = Check(req);
     ASSERT_TRUE(ev.ok()) << ev.status();
     bool found = false;
     for (const v1::CheckFinding& f : ev->findings) {
@@ -181,6 +184,34 @@ TEST_F(CheckCheckpointTest, RefusalsNameTheirReason) {
   req.set_fail_level(static_cast<v1::CheckSeverity>(9));
   EXPECT_THAT(Check(req), StatusIs(absl::StatusCode::kInvalidArgument,
                                    "fail_level 9 is not a CheckSeverity"));
+}
+
+TEST_F(CheckCheckpointTest, ALenientOpenServesTheCheckOnly) {
+  // The check opens what GetCheckpoint refuses, and reports it; the other
+  // calls still refuse it, before and after (nothing broken is cached).
+  for (const CheckCase& c : *cases) {
+    if (c.rule != "index-tensor-missing") continue;
+    EXPECT_THAT(server->client->GetCheckpoint(c.dir),
+                StatusIs(absl::StatusCode::kDataLoss, "the shard lacks it"));
+    auto ev = Check(c.dir);
+    ASSERT_TRUE(ev.ok()) << ev.status();
+    ASSERT_EQ(ev->findings.size(), 1u);
+    EXPECT_EQ(ev->findings[0].rule(), "index-tensor-missing");
+    EXPECT_TRUE(ev->summary.failed());
+    EXPECT_THAT(server->client->GetCheckpoint(c.dir),
+                StatusIs(absl::StatusCode::kDataLoss, "the shard lacks it"));
+  }
+}
+
+TEST_F(CheckCheckpointTest, TheSourceIsServedInsideTheRootsOnly) {
+  v1::CheckCheckpointRequest req;
+  req.set_checkpoint(testing::WriteCleanCheckCheckpoint());
+  req.set_source("/etc");
+  EXPECT_THAT(Check(req),
+              StatusIs(absl::StatusCode::kPermissionDenied, "/etc"));
+  req.set_source(*root + "/no-such-source");
+  EXPECT_THAT(Check(req),
+              StatusIs(absl::StatusCode::kNotFound, "no-such-source"));
 }
 
 TEST_F(CheckCheckpointTest, ACancelledCheckEndsAndGivesItsSlotsBack) {

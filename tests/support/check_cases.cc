@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <map>
 
 #include "nlohmann/json.hpp"
 #include "tests/support/fixture_copy.h"
@@ -25,6 +26,15 @@ struct CtCheckpoint {
   std::vector<uint16_t> scale_bits;  // F16 bits, when scale_dtype is F16
   std::vector<std::string> ignore = {"lm_head"};
   std::vector<std::string> targets = {"Linear"};
+  // The structure cases: what is stored and what the config says.
+  bool with_weight = true, with_scale = true;
+  std::string weight_dtype = "I8";  // "U8": codes + 128; "F32": dense
+  std::vector<int64_t> scale_shape = {kRows, 1};
+  nlohmann::json weights_config = {{"num_bits", 8},
+                                   {"type", "int"},
+                                   {"symmetric", true},
+                                   {"strategy", "channel"}};
+  std::string status = "compressed";
 };
 
 CtCheckpoint Clean() {
@@ -47,26 +57,37 @@ std::string Write(const CtCheckpoint& c) {
     scale_bytes = Bytes(c.scales);
   }
   std::vector<float> head = Gaussian(2 * 8, 5);
-  WriteFile(dir + "/model.safetensors",
-            BuildSafetensors({
-                {"lm_head.weight", "F32", {2, 8}, Bytes(head)},
-                {kCheckWeight, "I8", {kRows, kCols}, Bytes(c.codes)},
-                {kCheckScale, c.scale_dtype, {kRows, 1}, scale_bytes},
-            }));
-  nlohmann::json config = {{"architectures", {"LlamaForCausalLM"}},
-                           {"quantization_config",
-                            {{"quant_method", "compressed-tensors"},
-                             {"format", "int-quantized"},
-                             {"quantization_status", "compressed"},
-                             {"config_groups",
-                              {{"group_0",
-                                {{"targets", c.targets},
-                                 {"weights",
-                                  {{"num_bits", 8},
-                                   {"type", "int"},
-                                   {"symmetric", true},
-                                   {"strategy", "channel"}}}}}}},
-                             {"ignore", c.ignore}}}};
+  std::vector<StTensor> tensors = {
+      {"lm_head.weight", "F32", {2, 8}, Bytes(head)}};
+  if (c.with_weight) {
+    std::string weight = Bytes(c.codes);
+    if (c.weight_dtype == "U8") {
+      for (char& b : weight)
+        b = static_cast<char>(static_cast<uint8_t>(b) + 128);
+    } else if (c.weight_dtype == "F32") {
+      // Saved uncompressed: the fake-quantized values themselves.
+      std::vector<float> dense;
+      for (size_t i = 0; i < c.codes.size(); ++i) {
+        dense.push_back(c.codes[i] * c.scales[i / kCols]);
+      }
+      weight = Bytes(dense);
+    }
+    tensors.push_back({kCheckWeight, c.weight_dtype, {kRows, kCols}, weight});
+  }
+  if (c.with_scale) {
+    tensors.push_back({kCheckScale, c.scale_dtype, c.scale_shape, scale_bytes});
+  }
+  WriteFile(dir + "/model.safetensors", BuildSafetensors(tensors));
+  nlohmann::json config = {
+      {"architectures", {"LlamaForCausalLM"}},
+      {"quantization_config",
+       {{"quant_method", "compressed-tensors"},
+        {"format", "int-quantized"},
+        {"quantization_status", c.status},
+        {"config_groups",
+         {{"group_0",
+           {{"targets", c.targets}, {"weights", c.weights_config}}}}},
+        {"ignore", c.ignore}}}};
   WriteJson(dir + "/config.json", config);
   return dir;
 }
@@ -100,19 +121,193 @@ std::string WriteGptq(uint32_t word, const std::string& format) {
   return dir;
 }
 
+// Safetensors shards of plain F32 tensors and an index whose weight_map is
+// `index` (tensor -> shard file name).
+std::string WriteSharded(
+    const std::map<std::string, std::vector<std::string>>& shards,
+    const std::map<std::string, std::string>& index) {
+  const std::string dir = MakeTempDir();
+  int seed = 40;
+  for (const auto& [file, names] : shards) {
+    std::vector<StTensor> ts;
+    for (const std::string& n : names) {
+      ts.push_back({n, "F32", {2, 32}, Bytes(Gaussian(64, ++seed))});
+    }
+    WriteFile(dir + "/" + file, BuildSafetensors(ts));
+  }
+  nlohmann::json map = nlohmann::json::object();
+  for (const auto& [t, f] : index) map[t] = f;
+  WriteJson(dir + "/model.safetensors.index.json",
+            {{"metadata", {{"total_size", 0}}}, {"weight_map", map}});
+  return dir;
+}
+
+// The FP8 block fixture with weight_block_size set to `block`.
+std::string WriteFp8Block(int64_t block) {
+  const std::string dir = MakeTempDir();
+  CopyFixtureInto("fp8_block_sharded", dir);
+  nlohmann::json j = ReadJson(dir + "/config.json");
+  j["quantization_config"]["weight_block_size"] = {block, block};
+  WriteJson(dir + "/config.json", j);
+  return dir;
+}
+
 }  // namespace
 
 std::string WriteCleanCheckCheckpoint() { return Write(Clean()); }
+
+std::pair<std::string, std::string> WriteCheckAndSource(double codes_scale,
+                                                        int off,
+                                                        double off_steps) {
+  CtCheckpoint c = Clean();
+  const std::vector<float> g = Gaussian(kRows * kCols, 21);
+  c.codes.clear();
+  for (float x : g) {
+    c.codes.push_back(static_cast<int8_t>(
+        std::clamp(std::lround(x * codes_scale), long{-127}, long{127})));
+  }
+  // The source: each decoded value moved by a fixed pattern of at most
+  // 0.45 steps, as rounding to nearest leaves it.
+  std::vector<float> source;
+  for (size_t i = 0; i < c.codes.size(); ++i) {
+    const int64_t row = static_cast<int64_t>(i) / kCols;
+    double u = 0.45 * std::sin(static_cast<double>(i) * 1.7);
+    if (row == 1 && static_cast<int64_t>(i) - kCols < off) u = off_steps;
+    source.push_back(static_cast<float>((c.codes[i] + u) * c.scales[row]));
+  }
+  const std::string dir = Write(c);
+  const std::string src = MakeTempDir();
+  std::vector<float> head = Gaussian(2 * 8, 5);
+  WriteFile(src + "/model.safetensors",
+            BuildSafetensors({
+                {"lm_head.weight", "F32", {2, 8}, Bytes(head)},
+                {kCheckWeight, "F32", {kRows, kCols}, Bytes(source)},
+            }));
+  return {dir, src};
+}
 
 std::vector<CheckCase> CheckCases() {
   std::vector<CheckCase> cases;
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
+  // Structure: each read from a lenient open.
+  cases.push_back(
+      {"shard-missing",
+       "error",
+       WriteSharded({{"model-00001-of-00002.safetensors", {"model.a.weight"}}},
+                    {{"model.a.weight", "model-00001-of-00002.safetensors"},
+                     {"model.b.weight", "model-00002-of-00002.safetensors"}}),
+       "model.b.weight",
+       "model-00002-of-00002.safetensors' does not exist",
+       {}});
+  cases.push_back(
+      {"index-tensor-missing",
+       "error",
+       WriteSharded(
+           {{"model-00001-of-00001.safetensors", {"model.a.weight"}}},
+           {{"model.a.weight", "model-00001-of-00001.safetensors"},
+            {"model.norm.weight", "model-00001-of-00001.safetensors"}}),
+       "model.norm.weight",
+       "the shard lacks it",
+       {}});
+  cases.push_back(
+      {"shard-tensor-unindexed",
+       "warning",
+       WriteSharded({{"model-00001-of-00001.safetensors",
+                      {"model.a.weight", "model.extra.weight"}}},
+                    {{"model.a.weight", "model-00001-of-00001.safetensors"}}),
+       "model.extra.weight",
+       "the weight_map does not place it there",
+       {}});
+  {
+    CtCheckpoint c = Clean();
+    c.with_scale = false;
+    cases.push_back({"missing-companion",
+                     "error",
+                     Write(c),
+                     kCheckWeight,
+                     "down_proj.weight_scale', which every quantized weight",
+                     {}});
+  }
+  {
+    CtCheckpoint c = Clean();
+    c.with_weight = false;
+    cases.push_back({"orphan-companion",
+                     "error",
+                     Write(c),
+                     kCheckScale,
+                     "has no weight: neither",
+                     {}});
+  }
+  {
+    CtCheckpoint c = Clean();
+    c.scales = {0.01f, 0.02f, 0.015f, 0.005f, 0.01f, 0.02f, 0.015f, 0.005f};
+    c.scale_shape = {kRows, 2};  // per-group scales under a channel config
+    cases.push_back(
+        {"companion-shape",
+         "error",
+         Write(c),
+         kCheckWeight,
+         "is F32[4,2] but channel along out over [4,64] needs [4,1]",
+         {}});
+  }
+  cases.push_back({"fp8-scale-layout",
+                   "error",
+                   WriteFp8Block(64),
+                   "model.layers.0.mlp.down_proj.weight",
+                   "is F32[2,3] but block 64x64 over [200,300] needs [4,5]",
+                   {}});
+  {
+    CtCheckpoint c = Clean();
+    c.weights_config["num_bits"] = "8";
+    c.weights_config["symmetric"] = "yes";
+    cases.push_back({"config-key",
+                     "error",
+                     Write(c),
+                     "",
+                     // Each key its own finding: num_bits and symmetric.
+                     "quantization_config.config_groups.group_0.weights.",
+                     {}});
+  }
+  {
+    CtCheckpoint c = Clean();
+    c.weights_config["strategy"] = "group";  // with no group_size
+    cases.push_back({"unresolved-tensor",
+                     "error",
+                     Write(c),
+                     kCheckWeight,
+                     "strategy 'group' without a group_size >= 1",
+                     {}});
+  }
+  // Values.
+  {
+    CtCheckpoint c = Clean();
+    c.scales[2] = nan;
+    cases.push_back({"nan-value",
+                     "error",
+                     Write(c),
+                     kCheckWeight,
+                     "64 of 256 values are NaN (first at flat index 128)",
+                     {"nan-scale"}});
+  }
+  {
+    CtCheckpoint c = Clean();
+    c.scales[1] = inf;
+    for (int i = 0; i < kCols; ++i) {
+      if (c.codes[kCols + i] == 0) c.codes[kCols + i] = 1;
+    }
+    cases.push_back({"inf-value",
+                     "error",
+                     Write(c),
+                     kCheckWeight,
+                     "64 of 256 values are Inf (first at flat index 64)",
+                     {"inf-scale"}});
+  }
   {
     std::vector<float> v = Gaussian(64, 1);
     v[17] = nan;
-    cases.push_back({"nan-value",
-                     "error",
+    cases.push_back({"nan-stored-value",
+                     "warning",
                      WritePlain({{"w", "F32", {2, 32}, Bytes(v)}}),
                      "w",
                      "1 of 64 values are NaN (first at flat index 17)",
@@ -122,8 +317,8 @@ std::vector<CheckCase> CheckCases() {
     std::vector<float> v = Gaussian(64, 2);
     v[3] = -inf;
     v[40] = inf;
-    cases.push_back({"inf-value",
-                     "error",
+    cases.push_back({"inf-stored-value",
+                     "warning",
                      WritePlain({{"w", "F32", {2, 32}, Bytes(v)}}),
                      "w",
                      "2 of 64 values are Inf (first at flat index 3)",
@@ -267,6 +462,30 @@ std::vector<CheckCase> CheckCases() {
                      "its values were not checked",
                      {"fp16-saturated-scale"}});
   }
+  // Against a source.
+  {
+    auto [dir, src] = WriteCheckAndSource(30, 3, 0.8);
+    cases.push_back({"source-err-steps",
+                     "error",
+                     dir,
+                     kCheckWeight,
+                     "max_err_steps = 0.8 at flat index 64",
+                     {},
+                     src});
+  }
+  {
+    // Codes spread over 7 levels of 256: a scale 30 times too large. Each
+    // element is within half a step, and the SQNR ~12 dB, not 38.
+    auto [dir, src] = WriteCheckAndSource(1, 0, 0);
+    cases.push_back({"source-sqnr",
+                     "warning",
+                     dir,
+                     kCheckWeight,
+                     "SQNR against 'model.layers.0.mlp.down_proj.weight' of "
+                     "a 8-bit grid",
+                     {},
+                     src});
+  }
   cases.push_back({"gptq-zero-convention",
                    "error",
                    WriteGptq(0x77777777u, "gptq_v2"),
@@ -274,6 +493,27 @@ std::vector<CheckCase> CheckCases() {
                    "every qzeros code is 7 (zero - 1, as v1 stores it) in 2 "
                    "tensor(s)",
                    {}});
+  {
+    CtCheckpoint c = Clean();
+    c.weight_dtype = "F32";  // saved uncompressed, said compressed
+    cases.push_back({"quantization-status",
+                     "error",
+                     Write(c),
+                     kCheckWeight,
+                     "is F32, dense: the weights were saved uncompressed",
+                     {}});
+  }
+  {
+    CtCheckpoint c = Clean();
+    c.weight_dtype = "U8";  // unsigned codes under a symmetric int8 config
+    cases.push_back({"quantization-format",
+                     "error",
+                     Write(c),
+                     kCheckWeight,
+                     "I8 weight codes (int-quantized, int8 symmetric: signed "
+                     "codes)",
+                     {}});
+  }
   {
     CtCheckpoint c = Clean();
     c.ignore = {"lm_head", "re:.*mlp\\.gate_projj$"};

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/quant/conventions/context.h"
+#include "core/util/status_macros.h"
 
 namespace tensormorph::conventions {
 namespace {
@@ -120,11 +121,9 @@ absl::Status ResolveAwq(Context& ctx, const AwqConfig& config) {
   for (const StoredTensor& t : ctx.stored()) {
     if (!absl::EndsWith(t.name, "qweight")) continue;
     const std::string prefix = t.name.substr(0, t.name.size() - 7);
-    if (auto s = ResolveOne(ctx, prefix, config.group_size, config.gemv,
-                            config.zero_point);
-        !s.ok()) {
-      return s;
-    }
+    TM_RETURN_IF_ERROR(ctx.Tolerate(ResolveOne(ctx, prefix, config.group_size,
+                                               config.gemv, config.zero_point),
+                                    prefix + "weight"));
   }
   return absl::OkStatus();
 }

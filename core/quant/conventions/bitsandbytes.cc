@@ -123,7 +123,8 @@ absl::Status ResolveBitsandbytes(Context& ctx) {
       if (!absl::EndsWith(t.name, suffix)) continue;
       const std::string weight =
           t.name.substr(0, t.name.size() - suffix.size());
-      if (auto s = ResolveOne(ctx, &t, weight, type); !s.ok()) return s;
+      TM_RETURN_IF_ERROR(
+          ctx.Tolerate(ResolveOne(ctx, &t, weight, type), weight));
     }
   }
   return absl::OkStatus();

@@ -222,7 +222,9 @@ absl::Status ApplyScales(const Context& ctx, const std::vector<int64_t>& shape,
           kName, w->scale, shape,
           absl::StrCat(p.info.granularity, " over [", w->out, ",", w->in, "]"));
       !st.ok()) {
-    return st;
+    // FP8 scales of the wrong layout: what the strategy implies is not
+    // what was stored (a block scale under a channel config, ...).
+    return w->s.type == CtType::kFloat ? WithRule(st, "fp8-scale-layout") : st;
   }
   const int64_t rows = shape.empty() ? 1 : shape[0];
   const int64_t cols = shape.size() == 2 ? shape[1] : 1;
@@ -356,6 +358,16 @@ void Describe(Weight* w) {
 absl::Status ResolveOne(Context& ctx, const CtScheme& s,
                         const std::string& prefix) {
   Weight w{.s = s, .name = prefix + "weight"};
+  // A scale whose weight is not stored at all is an orphan, not a weight
+  // missing its codes.
+  if (!ctx.Has(w.name) && !ctx.Has(w.name + "_packed")) {
+    return WithRule(Mismatch(kName, absl::StrCat("'", w.name,
+                                                 "_scale' has no weight: "
+                                                 "neither '",
+                                                 w.name, "' nor '", w.name,
+                                                 "_packed' is stored")),
+                    "orphan-companion");
+  }
   TM_ASSIGN_OR_RETURN(w.scale, ctx.Expect(kName, w.name, w.name + "_scale", {},
                                           ShapeRule::Any()));
   switch (s.format) {
@@ -417,7 +429,10 @@ absl::Status ResolveCompressedTensors(Context& ctx,
         break;
       }
     }
-    TM_RETURN_IF_ERROR(ResolveOne(ctx, schemes[chosen], prefix));
+    absl::Status s = ResolveOne(ctx, schemes[chosen], prefix);
+    // An orphan is the scale itself; anything else is about the weight.
+    TM_RETURN_IF_ERROR(ctx.Tolerate(
+        s, RuleOf(s) == "orphan-companion" ? t.name : prefix + "weight"));
   }
   return absl::OkStatus();
 }

@@ -3,6 +3,7 @@
 #include <climits>
 #include <cstring>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/quant/codec.h"
@@ -12,8 +13,40 @@
 
 namespace tensormorph::conventions {
 
-Context::Context(const std::vector<StoredTensor>& stored) : stored_(stored) {
+namespace {
+constexpr absl::string_view kRulePayload = "tensormorph/check-rule";
+}  // namespace
+
+absl::Status WithRule(absl::Status s, absl::string_view rule) {
+  if (!s.ok()) s.SetPayload(kRulePayload, absl::Cord(rule));
+  return s;
+}
+
+std::string RuleOf(const absl::Status& s) {
+  auto rule = s.GetPayload(kRulePayload);
+  return rule.has_value() ? std::string(*rule) : std::string();
+}
+
+Context::Context(const std::vector<StoredTensor>& stored,
+                 std::vector<ResolveProblem>* problems)
+    : stored_(stored), problems_(problems) {
   for (const StoredTensor& t : stored) by_name_.emplace(t.name, &t);
+}
+
+absl::Status Context::Tolerate(absl::Status s, absl::string_view tensor) {
+  if (s.ok() || problems_ == nullptr) return s;
+  std::string rule = RuleOf(s);
+  // A recognised variant Tensormorph does not decode is not a broken file.
+  if (rule.empty()) {
+    rule =
+        absl::IsUnimplemented(s) ? "undecodable-tensor" : "unresolved-tensor";
+  }
+  ResolveProblem p;
+  p.rule = std::move(rule);
+  p.tensor = std::string(tensor);
+  p.message = std::string(s.message());
+  problems_->push_back(std::move(p));
+  return absl::OkStatus();
 }
 
 const StoredTensor* Context::Find(absl::string_view name) const {
@@ -35,11 +68,12 @@ absl::StatusOr<const StoredTensor*> Context::ExpectIfPresent(
       break;
     case ShapeRule::Kind::kRank:
       if (t->shape.size() != shape.rank) {
-        return Mismatch(
-            convention,
-            absl::StrCat("'", t->name, "' is ",
-                         DescribeStored(t->dtype, t->shape), " but '",
-                         for_tensor, "' needs it ", shape.rank, "-D"));
+        return WithRule(
+            Mismatch(convention,
+                     absl::StrCat("'", t->name, "' is ",
+                                  DescribeStored(t->dtype, t->shape), " but '",
+                                  for_tensor, "' needs it ", shape.rank, "-D")),
+            "companion-shape");
       }
       break;
     case ShapeRule::Kind::kExact:
@@ -56,9 +90,11 @@ absl::StatusOr<const StoredTensor*> Context::Expect(
     const ShapeRule& shape) const {
   auto t = ExpectIfPresent(convention, for_tensor, name, allowed, shape);
   if (t.ok() && *t == nullptr) {
-    return Mismatch(convention,
-                    absl::StrCat("tensor '", for_tensor, "' needs '", name,
-                                 "', which the checkpoint lacks"));
+    return WithRule(
+        Mismatch(convention,
+                 absl::StrCat("tensor '", for_tensor, "' needs '", name,
+                              "', which the checkpoint lacks")),
+        "missing-companion");
   }
   return t;
 }
@@ -93,19 +129,23 @@ absl::Status ExpectDType(absl::string_view convention, const StoredTensor* t,
   }
   std::vector<std::string> names;
   for (DType d : allowed) names.emplace_back(DTypeName(d));
-  return Mismatch(convention,
-                  absl::StrCat("'", t->name, "' is ", DTypeName(t->dtype),
-                               " but must be ", absl::StrJoin(names, " or ")));
+  return WithRule(
+      Mismatch(convention,
+               absl::StrCat("'", t->name, "' is ", DTypeName(t->dtype),
+                            " but must be ", absl::StrJoin(names, " or "))),
+      "companion-shape");
 }
 
 absl::Status ExpectShape(absl::string_view convention, const StoredTensor* t,
                          const std::vector<int64_t>& want,
                          absl::string_view why) {
   if (t->shape == want) return absl::OkStatus();
-  return Mismatch(
-      convention,
-      absl::StrCat("'", t->name, "' is ", DescribeStored(t->dtype, t->shape),
-                   " but ", why, " needs [", absl::StrJoin(want, ","), "]"));
+  return WithRule(
+      Mismatch(convention,
+               absl::StrCat("'", t->name, "' is ",
+                            DescribeStored(t->dtype, t->shape), " but ", why,
+                            " needs [", absl::StrJoin(want, ","), "]")),
+      "companion-shape");
 }
 
 absl::StatusOr<PackedInt> NeedPackedInt(const Context& ctx,

@@ -16,6 +16,7 @@
 #include "core/format/stored_tensor.h"
 #include "core/quant/affine_encoding.h"
 #include "core/quant/conventions/quant_config.h"
+#include "core/quant/resolve_problem.h"
 #include "core/tensor.h"
 
 namespace tensormorph::conventions {
@@ -43,7 +44,17 @@ struct ShapeRule {
 // the tensors' bytes before any decoding.
 class Context {
  public:
-  explicit Context(const std::vector<StoredTensor>& stored);
+  // With `problems` (a lenient open for `tensormorph check`), Tolerate
+  // records a tensor that cannot be resolved there instead of failing.
+  explicit Context(const std::vector<StoredTensor>& stored,
+                   std::vector<ResolveProblem>* problems = nullptr);
+
+  // The outcome of resolving one logical tensor `tensor`: `s` itself, or
+  // with a problems sink, OK after recording a non-OK `s` there (its rule
+  // from RuleOf; else "undecodable-tensor" for UNIMPLEMENTED and
+  // "unresolved-tensor" for the rest). A failed tensor
+  // claims nothing, so its stored tensors stay tensors of their own.
+  absl::Status Tolerate(absl::Status s, absl::string_view tensor);
 
   // Every stored tensor, for recognising a convention by name and dtype.
   const std::vector<StoredTensor>& stored() const { return stored_; }
@@ -76,6 +87,7 @@ class Context {
   const StoredTensor* Find(absl::string_view name) const;
 
   const std::vector<StoredTensor>& stored_;
+  std::vector<ResolveProblem>* problems_;
   // Views of the stored tensors' names, which outlive the context.
   absl::flat_hash_map<absl::string_view, const StoredTensor*> by_name_;
   absl::flat_hash_set<absl::string_view> claimed_;
@@ -84,6 +96,14 @@ class Context {
 
 // DATA_LOSS: "<convention>: <message>".
 absl::Status Mismatch(absl::string_view convention, absl::string_view message);
+
+// `s` marked with the `tensormorph check` rule it breaks (a payload: the
+// message is unchanged, so a strict open reads exactly as before).
+// Expect marks a missing companion "missing-companion", ExpectDType and
+// ExpectShape "companion-shape".
+absl::Status WithRule(absl::Status s, absl::string_view rule);
+// The rule WithRule put on `s`, or "" when none.
+std::string RuleOf(const absl::Status& s);
 
 // Checks dtype and shape, naming the tensor, what it is for, and expected vs
 // actual in the message.

@@ -38,10 +38,11 @@ absl::Status ResolveOne(Context& ctx, const StoredTensor* w,
   EncodingInfo& info = p.info;
   if (inverse) {
     if (!block) {
-      return Mismatch(
-          kName,
-          absl::StrCat("'", scale->name,
-                       "' needs weight_block_size [rows, cols] in the config"));
+      return WithRule(
+          Mismatch(kName, absl::StrCat("'", scale->name,
+                                       "' needs weight_block_size [rows, "
+                                       "cols] in the config")),
+          "fp8-scale-layout");
     }
     const int64_t br = (*block)[0], bc = (*block)[1];
     const std::vector<int64_t> want = {CeilDiv(out, br), CeilDiv(in, bc)};
@@ -49,7 +50,7 @@ absl::Status ResolveOne(Context& ctx, const StoredTensor* w,
             kName, scale, want,
             absl::StrCat("block ", br, "x", bc, " over [", out, ",", in, "]"));
         !s.ok()) {
-      return s;
+      return WithRule(s, "fp8-scale-layout");
     }
     p.groups = AffineParams::Groups::kBlock;
     p.block_rows = br;
@@ -70,11 +71,13 @@ absl::Status ResolveOne(Context& ctx, const StoredTensor* w,
     info.granularity = "channel along out";
     info.axis = "out";
   } else {
-    return Mismatch(kName,
-                    absl::StrCat("'", scale->name, "' is ",
-                                 DescribeStored(scale->dtype, scale->shape),
-                                 " but a per-tensor or per-channel scale of '",
-                                 w->name, "' needs [1] or [", out, ",1]"));
+    return WithRule(
+        Mismatch(kName,
+                 absl::StrCat("'", scale->name, "' is ",
+                              DescribeStored(scale->dtype, scale->shape),
+                              " but a per-tensor or per-channel scale of '",
+                              w->name, "' needs [1] or [", out, ",1]")),
+        "fp8-scale-layout");
   }
   p.parts = {w, scale};
   info.convention = "fp8";
@@ -82,6 +85,28 @@ absl::Status ResolveOne(Context& ctx, const StoredTensor* w,
   info.bits = 8;
   info.quantized = true;
   return ctx.Add(kName, w->name, std::move(p));
+}
+
+// The FP8 weight `t` with its scale.
+absl::Status ResolveWeight(Context& ctx, const StoredTensor& t,
+                           const Fp8Config& config) {
+  TM_ASSIGN_OR_RETURN(const StoredTensor* inv,
+                      ctx.ExpectIfPresent(kName, t.name, t.name + "_scale_inv",
+                                          kScaleTypes, ShapeRule::Any()));
+  const StoredTensor* scale = inv;
+  if (scale == nullptr) {
+    TM_ASSIGN_OR_RETURN(scale,
+                        ctx.ExpectIfPresent(kName, t.name, t.name + "_scale",
+                                            kScaleTypes, ShapeRule::Any()));
+  }
+  if (scale == nullptr) {
+    return WithRule(
+        Mismatch(kName,
+                 absl::StrCat("tensor '", t.name, "' is FP8 but has neither '",
+                              t.name, "_scale_inv' nor '", t.name, "_scale'")),
+        "missing-companion");
+  }
+  return ResolveOne(ctx, &t, scale, inv != nullptr, config.weight_block_size);
 }
 
 }  // namespace
@@ -92,23 +117,7 @@ absl::Status ResolveFp8(Context& ctx, const Fp8Config& config) {
         t.dtype != DType::kF8E5M2 && t.dtype != DType::kF8E5M2Fnuz) {
       continue;
     }
-    TM_ASSIGN_OR_RETURN(
-        const StoredTensor* inv,
-        ctx.ExpectIfPresent(kName, t.name, t.name + "_scale_inv", kScaleTypes,
-                            ShapeRule::Any()));
-    const StoredTensor* scale = inv;
-    if (scale == nullptr) {
-      TM_ASSIGN_OR_RETURN(scale,
-                          ctx.ExpectIfPresent(kName, t.name, t.name + "_scale",
-                                              kScaleTypes, ShapeRule::Any()));
-    }
-    if (scale == nullptr) {
-      return Mismatch(
-          kName, absl::StrCat("tensor '", t.name, "' is FP8 but has neither '",
-                              t.name, "_scale_inv' nor '", t.name, "_scale'"));
-    }
-    TM_RETURN_IF_ERROR(
-        ResolveOne(ctx, &t, scale, inv != nullptr, config.weight_block_size));
+    TM_RETURN_IF_ERROR(ctx.Tolerate(ResolveWeight(ctx, t, config), t.name));
   }
   return absl::OkStatus();
 }

@@ -127,7 +127,8 @@ absl::Status ResolveGptq(Context& ctx, const GptqConfig& config) {
   for (const StoredTensor& t : ctx.stored()) {
     if (!absl::EndsWith(t.name, "qweight")) continue;
     const std::string prefix = t.name.substr(0, t.name.size() - 7);
-    TM_RETURN_IF_ERROR(ResolveOne(ctx, prefix, config));
+    TM_RETURN_IF_ERROR(
+        ctx.Tolerate(ResolveOne(ctx, prefix, config), prefix + "weight"));
   }
   return absl::OkStatus();
 }

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/format/json_header.h"
+#include "core/util/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace tensormorph::conventions {
@@ -90,22 +91,42 @@ struct Node {
 // Type- and range-checked reads of one file's values.
 class Reader {
  public:
-  explicit Reader(std::string file) : file_(std::move(file)) {}
+  // With `sink` (lenient), Soft records each key problem there and goes on
+  // with the key's default instead of failing.
+  explicit Reader(std::string file, std::vector<ResolveProblem>* sink = nullptr)
+      : file_(std::move(file)), sink_(sink) {}
 
   absl::Status Bad(const Node& n, absl::string_view expected) const {
+    Note(n, expected, Describe(*n.v));
     return absl::DataLossError(absl::StrCat(file_, ": ", n.path, ": expected ",
                                             expected, ", got ",
                                             Describe(*n.v)));
   }
   absl::Status Unsupported(const Node& n, absl::string_view what) const {
+    Note(n, absl::StrCat("a supported value (", what, ")"),
+         n.v == nullptr ? "absent" : Describe(*n.v));
     return absl::UnimplementedError(
         absl::StrCat(file_, ": ", n.path, ": ", what));
   }
 
   absl::Status Missing(const Node& n, absl::string_view expected) const {
+    Note(n, expected, "the key is missing");
     return absl::DataLossError(absl::StrCat(file_, ": ", n.path, ": expected ",
                                             expected,
                                             ", but the key is missing"));
+  }
+
+  bool lenient() const { return sink_ != nullptr; }
+  // Strict: `v` as it is. Lenient: a failed `v` becomes `fallback` once
+  // the problem Bad, Missing or Unsupported described is recorded.
+  template <typename T>
+  absl::StatusOr<T> Soft(absl::StatusOr<T> v, T fallback) const {
+    if (v.ok() || !Record(v.status())) return v;
+    return fallback;
+  }
+  absl::Status Soft(absl::Status s) const {
+    if (s.ok() || !Record(s)) return s;
+    return absl::OkStatus();
   }
 
   absl::Status Object(const Node& n) const {
@@ -187,37 +208,65 @@ class Reader {
   }
 
  private:
+  void Note(const Node& n, absl::string_view expected,
+            absl::string_view actual) const {
+    last_ = ResolveProblem{
+        "config-key",       "", "", file_, n.path, std::string(expected),
+        std::string(actual)};
+  }
+  // Whether `s` was recorded (lenient, and a key problem was noted for it).
+  bool Record(const absl::Status& s) const {
+    if (sink_ == nullptr || !last_) return false;
+    last_->message = std::string(s.message());
+    sink_->push_back(*std::move(last_));
+    last_.reset();
+    return true;
+  }
+
   std::string file_;
+  std::vector<ResolveProblem>* sink_;
+  mutable std::optional<ResolveProblem> last_;
 };
 
 constexpr int64_t kMaxInt = std::numeric_limits<int64_t>::max();
 
 absl::Status ParseGptq(const Reader& r, const Node& q, GptqConfig* c) {
-  auto bits = r.IntOr(q.Key("bits"), 4, 1, 32);
+  auto bits = r.Soft(r.IntOr(q.Key("bits"), 4, 1, 32), int64_t{4});
   if (!bits.ok()) return bits.status();
   if (*bits != 2 && *bits != 3 && *bits != 4 && *bits != 8) {
-    return r.Unsupported(
-        q.Key("bits"), absl::StrCat("GPTQ with ", *bits,
-                                    " bits is not supported (2, 3, 4, 8 are)"));
+    if (auto s = r.Soft(r.Unsupported(
+            q.Key("bits"),
+            absl::StrCat("GPTQ with ", *bits,
+                         " bits is not supported (2, 3, 4, 8 are)")));
+        !s.ok()) {
+      return s;
+    }
+    *bits = 4;
   }
   c->bits = static_cast<int>(*bits);
-  auto group = r.IntOr(q.Key("group_size"), 128, 1, kMaxInt, -1);
+  auto group =
+      r.Soft(r.IntOr(q.Key("group_size"), 128, 1, kMaxInt, -1), int64_t{128});
   if (!group.ok()) return group.status();
   c->group_size = *group;
-  auto sym = r.Bool(q.Key("sym"), true);
+  auto sym = r.Soft(r.Bool(q.Key("sym"), true), true);
   if (!sym.ok()) return sym.status();
   c->sym = *sym;
-  auto desc = r.Bool(q.Key("desc_act"), false);
+  auto desc = r.Soft(r.Bool(q.Key("desc_act"), false), false);
   if (!desc.ok()) return desc.status();
   c->desc_act = *desc;
-  auto format = r.String(q.Key("checkpoint_format"), false);
+  auto format = r.Soft(r.String(q.Key("checkpoint_format"), false),
+                       std::optional<std::string>());
   if (!format.ok()) return format.status();
-  const std::string f = format->value_or("gptq");
+  std::string f = format->value_or("gptq");
   if (f != "gptq" && f != "gptq_v2") {
-    return r.Unsupported(
-        q.Key("checkpoint_format"),
-        absl::StrCat("GPTQ checkpoint_format '", f,
-                     "' is not supported (gptq and gptq_v2 are)"));
+    if (auto s = r.Soft(r.Unsupported(
+            q.Key("checkpoint_format"),
+            absl::StrCat("GPTQ checkpoint_format '", f,
+                         "' is not supported (gptq and gptq_v2 are)")));
+        !s.ok()) {
+      return s;
+    }
+    f = "gptq";
   }
   c->v1 = f == "gptq";
   return absl::OkStatus();
@@ -225,29 +274,38 @@ absl::Status ParseGptq(const Reader& r, const Node& q, GptqConfig* c) {
 
 absl::Status ParseAwq(const Reader& r, const Node& q, AwqConfig* c) {
   const Node bits_key = q.Key("bits").absent() ? q.Key("w_bit") : q.Key("bits");
-  auto bits = r.IntOr(bits_key, 4, 1, 32);
+  auto bits = r.Soft(r.IntOr(bits_key, 4, 1, 32), int64_t{4});
   if (!bits.ok()) return bits.status();
   if (*bits != 4) {
-    return r.Unsupported(
-        bits_key, absl::StrCat("AWQ with ", *bits, " bits is not supported"));
+    if (auto s = r.Soft(r.Unsupported(
+            bits_key,
+            absl::StrCat("AWQ with ", *bits, " bits is not supported")));
+        !s.ok()) {
+      return s;
+    }
   }
   c->bits = 4;
   const Node group_key = q.Key("group_size").absent() ? q.Key("q_group_size")
                                                       : q.Key("group_size");
-  auto group = r.IntOr(group_key, 128, 1, kMaxInt);
+  auto group = r.Soft(r.IntOr(group_key, 128, 1, kMaxInt), int64_t{128});
   if (!group.ok()) return group.status();
   c->group_size = *group;
-  auto version = r.String(q.Key("version"), false);
+  auto version =
+      r.Soft(r.String(q.Key("version"), false), std::optional<std::string>());
   if (!version.ok()) return version.status();
-  const std::string v = absl::AsciiStrToLower(version->value_or("gemm"));
+  std::string v = absl::AsciiStrToLower(version->value_or("gemm"));
   if (v != "gemm" && v != "gemv") {
-    return r.Unsupported(
-        q.Key("version"),
-        absl::StrCat("AWQ version '", v,
-                     "' is not supported (gemm and gemv are)"));
+    if (auto s = r.Soft(r.Unsupported(
+            q.Key("version"), absl::StrCat("AWQ version '", v,
+                                           "' is not supported (gemm and "
+                                           "gemv are)")));
+        !s.ok()) {
+      return s;
+    }
+    v = "gemm";
   }
   c->gemv = v == "gemv";
-  auto zp = r.Bool(q.Key("zero_point"), true);
+  auto zp = r.Soft(r.Bool(q.Key("zero_point"), true), true);
   if (!zp.ok()) return zp.status();
   c->zero_point = *zp;
   return absl::OkStatus();
@@ -266,21 +324,29 @@ CtFormat FormatOf(absl::string_view f) {
 absl::StatusOr<std::optional<CtScheme>> ParseCtGroup(
     const Reader& r, const Node& group, const std::string& name,
     const std::string& default_format) {
-  if (auto s = r.Object(group); !s.ok()) return s;
+  if (auto s = r.Object(group); !s.ok()) {
+    TM_RETURN_IF_ERROR(r.Soft(s));
+    return std::nullopt;
+  }
   const Node w = group.Key("weights");
   // QuantizationScheme.weights is Optional: no weight quantization.
   if (w.absent() || w.null()) return std::nullopt;
-  if (auto s = r.Object(w); !s.ok()) return s;
+  if (auto s = r.Object(w); !s.ok()) {
+    TM_RETURN_IF_ERROR(r.Soft(s));
+    return std::nullopt;
+  }
   CtScheme s;
   s.group = name;
-  auto format = r.String(group.Key("format"), true);
+  auto format =
+      r.Soft(r.String(group.Key("format"), true), std::optional<std::string>());
   if (!format.ok()) return format.status();
   s.format_name = format->value_or(default_format);
   s.format = FormatOf(s.format_name);
-  auto bits = r.IntOr(w.Key("num_bits"), 8, 1, 32);
+  auto bits = r.Soft(r.IntOr(w.Key("num_bits"), 8, 1, 32), int64_t{8});
   if (!bits.ok()) return bits.status();
   s.bits = static_cast<int>(*bits);
-  auto type = r.String(w.Key("type"), false);
+  auto type =
+      r.Soft(r.String(w.Key("type"), false), std::optional<std::string>());
   if (!type.ok()) return type.status();
   const std::string t = type->value_or("int");
   if (t == "int") {
@@ -288,21 +354,24 @@ absl::StatusOr<std::optional<CtScheme>> ParseCtGroup(
   } else if (t == "float") {
     s.type = CtType::kFloat;
   } else {
-    return r.Bad(w.Key("type"), "\"int\" or \"float\"");
+    TM_RETURN_IF_ERROR(r.Soft(r.Bad(w.Key("type"), "\"int\" or \"float\"")));
   }
-  auto sym = r.Bool(w.Key("symmetric"), true);
+  auto sym = r.Soft(r.Bool(w.Key("symmetric"), true), true);
   if (!sym.ok()) return sym.status();
   s.symmetric = *sym;
   const Node gs = w.Key("group_size");
   if (!gs.absent() && !gs.null()) {
-    auto g = r.Int(gs, 1, kMaxInt, -1);
+    auto g = r.Soft(r.Int(gs, 1, kMaxInt, -1), int64_t{0});
     if (!g.ok()) return g.status();
-    s.group_size = *g;
+    // Lenient: a refused group_size is no group_size.
+    if (*g != 0) s.group_size = *g;
   }
-  auto block = r.Pair(w.Key("block_structure"), true);
+  auto block = r.Soft(r.Pair(w.Key("block_structure"), true),
+                      std::optional<std::array<int64_t, 2>>());
   if (!block.ok()) return block.status();
   s.block = *block;
-  auto strategy = r.String(w.Key("strategy"), true);
+  auto strategy =
+      r.Soft(r.String(w.Key("strategy"), true), std::optional<std::string>());
   if (!strategy.ok()) return strategy.status();
   if (strategy->has_value()) {
     s.strategy_name = **strategy;
@@ -323,11 +392,15 @@ absl::StatusOr<std::optional<CtScheme>> ParseCtGroup(
                                                        : CtStrategy::kOther;
   const Node targets = group.Key("targets");
   if (!targets.absent()) {
-    if (!targets.v->is_array()) return r.Bad(targets, "an array of strings");
-    for (size_t i = 0; i < targets.v->size(); ++i) {
-      auto target = r.String(targets.At(i), false);
-      if (!target.ok()) return target.status();
-      s.targets.push_back(**target);
+    if (!targets.v->is_array()) {
+      TM_RETURN_IF_ERROR(r.Soft(r.Bad(targets, "an array of strings")));
+    } else {
+      for (size_t i = 0; i < targets.v->size(); ++i) {
+        auto target = r.Soft(r.String(targets.At(i), false),
+                             std::optional<std::string>());
+        if (!target.ok()) return target.status();
+        if (target->has_value()) s.targets.push_back(**target);
+      }
     }
   }
   return s;
@@ -335,19 +408,27 @@ absl::StatusOr<std::optional<CtScheme>> ParseCtGroup(
 
 absl::Status ParseCompressedTensors(const Reader& r, const Node& q,
                                     CompressedTensorsConfig* c) {
-  auto format = r.String(q.Key("format"), true);
+  auto format =
+      r.Soft(r.String(q.Key("format"), true), std::optional<std::string>());
   if (!format.ok()) return format.status();
   const std::string default_format = format->value_or("int-quantized");
+  auto status = r.Soft(r.String(q.Key("quantization_status"), true),
+                       std::optional<std::string>());
+  if (!status.ok()) return status.status();
+  c->quantization_status = status->value_or("");
   const Node groups = q.Key("config_groups");
-  if (groups.absent()) return r.Missing(groups, "an object of config groups");
-  if (auto s = r.Object(groups); !s.ok()) return s;
+  if (groups.absent()) {
+    return r.Soft(r.Missing(groups, "an object of config groups"));
+  }
+  if (auto s = r.Object(groups); !s.ok()) return r.Soft(s);
   for (auto it = groups.v->begin(); it != groups.v->end(); ++it) {
     const Node group{&it.value(), absl::StrCat(groups.path, ".", it.key())};
     if (group.v->is_array()) {
-      return r.Unsupported(
+      TM_RETURN_IF_ERROR(r.Soft(r.Unsupported(
           group,
           "a config group given as a preset scheme's targets is not "
-          "supported; spell out its weights");
+          "supported; spell out its weights")));
+      continue;
     }
     auto scheme = ParseCtGroup(r, group, it.key(), default_format);
     if (!scheme.ok()) return scheme.status();
@@ -355,32 +436,42 @@ absl::Status ParseCompressedTensors(const Reader& r, const Node& q,
   }
   const Node ignore = q.Key("ignore");
   if (!ignore.absent() && !ignore.null()) {
-    if (!ignore.v->is_array()) return r.Bad(ignore, "an array of strings");
+    if (!ignore.v->is_array()) {
+      return r.Soft(r.Bad(ignore, "an array of strings"));
+    }
     for (size_t i = 0; i < ignore.v->size(); ++i) {
-      auto entry = r.String(ignore.At(i), false);
+      auto entry =
+          r.Soft(r.String(ignore.At(i), false), std::optional<std::string>());
       if (!entry.ok()) return entry.status();
-      c->ignore.push_back(**entry);
+      if (entry->has_value()) c->ignore.push_back(**entry);
     }
   }
   return absl::OkStatus();
 }
 
 absl::Status ParseFp8(const Reader& r, const Node& q, Fp8Config* c) {
-  auto block = r.Pair(q.Key("weight_block_size"), false);
+  auto block = r.Soft(r.Pair(q.Key("weight_block_size"), false),
+                      std::optional<std::array<int64_t, 2>>());
   if (!block.ok()) return block.status();
   c->weight_block_size = *block;
   return absl::OkStatus();
 }
 
-absl::StatusOr<QuantConfig> Parse(const QuantConfigs& files) {
+absl::StatusOr<QuantConfig> Parse(const QuantConfigs& files,
+                                  std::vector<ResolveProblem>* problems) {
   QuantConfig out;
   std::string file;
   Node q;
   std::string default_method;
   if (files.config.has_value()) {
-    Reader r("config.json");
+    Reader r("config.json", problems);
     Node top{&*files.config, ""};
     if (!top.v->is_object()) {
+      if (problems != nullptr) {
+        problems->push_back({"config-key", "", "", "config.json", "(top level)",
+                             "an object", Describe(*top.v)});
+        return out;
+      }
       return absl::DataLossError(
           absl::StrCat("config.json: expected an object at the top level, got ",
                        Describe(*top.v)));
@@ -388,9 +479,13 @@ absl::StatusOr<QuantConfig> Parse(const QuantConfigs& files) {
     Node qc = top.Key("quantization_config");
     // transformers reads a null quantization_config as "not quantized".
     if (!qc.absent() && !qc.null()) {
-      if (auto s = r.Object(qc); !s.ok()) return s;
-      file = "config.json";
-      q = qc;
+      if (auto s = r.Object(qc); !s.ok()) {
+        // Lenient: read as though there were none.
+        TM_RETURN_IF_ERROR(r.Soft(s));
+      } else {
+        file = "config.json";
+        q = qc;
+      }
     }
   }
   if (q.absent() && files.quantize_config.has_value()) {
@@ -403,13 +498,19 @@ absl::StatusOr<QuantConfig> Parse(const QuantConfigs& files) {
     default_method = "awq";
   }
   if (q.absent()) return out;
-  Reader r(file);
+  Reader r(file, problems);
   if (!q.v->is_object()) {
+    if (problems != nullptr) {
+      problems->push_back({"config-key", "", "", file, "(top level)",
+                           "an object", Describe(*q.v)});
+      return out;
+    }
     return absl::DataLossError(absl::StrCat(
         file, ": expected an object at the top level, got ", Describe(*q.v)));
   }
   const Node method_key = q.Key("quant_method");
-  auto method = r.String(method_key, false);
+  auto method =
+      r.Soft(r.String(method_key, false), std::optional<std::string>());
   if (!method.ok()) return method.status();
   out.method_name = absl::AsciiStrToLower(method->value_or(default_method));
   const std::string& m = out.method_name;
@@ -433,11 +534,12 @@ absl::StatusOr<QuantConfig> Parse(const QuantConfigs& files) {
     out.method = QuantMethod::kBitsandbytes;
   } else if (std::find(std::begin(kUnsupported), std::end(kUnsupported), m) !=
              std::end(kUnsupported)) {
-    return r.Unsupported(
+    TM_RETURN_IF_ERROR(r.Soft(r.Unsupported(
         method_key,
         absl::StrCat("quantization method '", m,
                      "' is recognised but not supported; supported: gptq, awq, "
-                     "compressed-tensors, fp8, mxfp4, bitsandbytes"));
+                     "compressed-tensors, fp8, mxfp4, bitsandbytes"))));
+    out.method = QuantMethod::kUnknown;
   } else if (m.empty()) {
     out.method = QuantMethod::kUnknown;
     out.notes.push_back(absl::StrCat(
@@ -457,7 +559,12 @@ absl::StatusOr<QuantConfig> Parse(const QuantConfigs& files) {
 }  // namespace
 
 absl::StatusOr<QuantConfig> ParseQuantConfig(const QuantConfigs& files) {
-  return Parse(files);
+  return Parse(files, nullptr);
+}
+
+absl::StatusOr<QuantConfig> ParseQuantConfigLenient(
+    const QuantConfigs& files, std::vector<ResolveProblem>* problems) {
+  return Parse(files, problems);
 }
 
 absl::StatusOr<BnbQuantState> ParseBnbQuantState(absl::string_view text,

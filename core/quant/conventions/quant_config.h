@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/quant/convention_resolver.h"
+#include "core/quant/resolve_problem.h"
 
 namespace tensormorph::conventions {
 
@@ -100,6 +101,10 @@ struct CompressedTensorsConfig {
   // "ignore" (null = absent): strings, module patterns as `targets` takes
   // them (targets.h), of modules left unquantized.
   std::vector<std::string> ignore;
+  // "quantization_status" (null = absent, ""): "compressed" when the
+  // weights are stored in `format`, "frozen" / "initialized" /
+  // "calibration" when they were saved uncompressed (dense floats).
+  std::string quantization_status;
 };
 
 // FP8 outside compressed-tensors.
@@ -129,6 +134,14 @@ struct QuantConfig {
 // Errors: DATA_LOSS as above; UNIMPLEMENTED for a recognised but unsupported
 // method or variant.
 absl::StatusOr<QuantConfig> ParseQuantConfig(const QuantConfigs& files);
+// As ParseQuantConfig, for `tensormorph check`: every key problem (a wrong
+// type, width or range, an unsupported value, a missing required key) is
+// appended to `problems` as a "config-key" ResolveProblem naming the file,
+// the key path and expected vs actual, and parsing goes on with the key's
+// default (a refused quantization_config reads as none). Errors: none from
+// the keys; those of a failure that is not a key's.
+absl::StatusOr<QuantConfig> ParseQuantConfigLenient(
+    const QuantConfigs& files, std::vector<ResolveProblem>* problems);
 
 // The quant state bitsandbytes stores as JSON text in a U8 tensor.
 struct BnbQuantState {

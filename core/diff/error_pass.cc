@@ -1,5 +1,6 @@
 #include "core/diff/error_pass.h"
 
+#include <algorithm>
 #include <cmath>
 
 #if defined(__x86_64__)
@@ -10,46 +11,82 @@ namespace tensormorph {
 
 namespace {
 
-// Elements [i, end) of one run, element by element.
-void AccumulateRunScalar(const float* values, const QuantRun& e, const float* x,
-                         int64_t i, int64_t end, int64_t first,
+// The four partial sums of AccumulateErrors' contract.
+struct Partials {
+  double sq[4] = {}, ab[4] = {}, xx[4] = {}, hh[4] = {}, xh[4] = {};
+};
+
+// Element i of a run: its error in steps, counts and maxima into `s`, and
+// its sums into lane `lane` of `p`, or straight into `s` when lane < 0.
+inline double AddElement(const float* values, const QuantRun& e, const float* x,
+                         int64_t i, int64_t first, int lane, Partials* p,
                          double* err_steps, ErrorSums* s) {
-  for (; i < end; ++i) {
-    const double xs = x[i];
-    const double xq = values[i];
-    const double err = std::fabs(xs - xq);
-    const double v = ErrorInSteps(xs, values[i], e);
-    err_steps[i] = v;
+  const double xs = x[i];
+  const double xq = values[i];
+  const double err = std::fabs(xs - xq);
+  const double v = ErrorInSteps(xs, values[i], e);
+  err_steps[i] = v;
+  if (lane >= 0) {
+    p->sq[lane] += err * err;
+    p->ab[lane] += err;
+    p->xx[lane] += xs * xs;
+    p->hh[lane] += xq * xq;
+    p->xh[lane] += xs * xq;
+  } else {
     s->sum_sq_err += err * err;
     s->sum_abs_err += err;
     s->sum_xx += xs * xs;
     s->sum_hh += xq * xq;
     s->sum_xh += xs * xq;
-    if (err > s->max_abs_err) {
-      s->max_abs_err = err;
-      s->max_abs_err_index = first + i;
-    }
-    if (v > s->max_err_steps) s->max_err_steps = v;
-    s->above_half_step += v > 0.5;
-    s->clipped += (xs > e.range_max + 0.5 * e.step_above) |
-                  (xs < e.range_min - 0.5 * e.step_below);
-    s->source_zeros += xs == 0;
-    s->decoded_zeros += xq == 0;
-    s->induced_zeros += (xq == 0) & (xs != 0);
   }
+  if (err > s->max_abs_err) {
+    s->max_abs_err = err;
+    s->max_abs_err_index = first + i;
+  }
+  if (v > s->max_err_steps) s->max_err_steps = v;
+  s->above_half_step += v > 0.5;
+  s->clipped += (xs > e.range_max + 0.5 * e.step_above) |
+                (xs < e.range_min - 0.5 * e.step_below);
+  s->source_zeros += xs == 0;
+  s->decoded_zeros += xq == 0;
+  s->induced_zeros += (xq == 0) & (xs != 0);
+  return v;
 }
 
 }  // namespace
 
 void AccumulateErrorsScalar(const float* values, const QuantRun* runs,
                             size_t num_runs, const float* x, int64_t first,
-                            double* err_steps, ErrorSums* s) {
+                            double* err_steps, ErrorSums* s, GroupAcc* groups) {
+  Partials p;
   int64_t i = 0;
   for (size_t r = 0; r < num_runs; ++r) {
-    AccumulateRunScalar(values, runs[r], x, i, i + runs[r].count, first,
-                        err_steps, s);
-    i += runs[r].count;
+    const QuantRun& e = runs[r];
+    const int64_t start = i, end = i + e.count, body = e.count - e.count % 4;
+    double gs[4] = {0, 0, 0, 0}, gm[4] = {0, 0, 0, 0};
+    for (; i < end; ++i) {
+      const int64_t k = i - start;
+      const int lane = k < body ? static_cast<int>(k % 4) : -1;
+      const double v =
+          AddElement(values, e, x, i, first, lane, &p, err_steps, s);
+      const int gl = lane < 0 ? 0 : lane;
+      gs[gl] += v;
+      gm[gl] = std::max(gm[gl], v);
+    }
+    if (groups != nullptr && e.group >= 0) {
+      GroupAcc& a = groups[e.group];
+      a.sum += (gs[0] + gs[1]) + (gs[2] + gs[3]);
+      a.max =
+          std::max(a.max, static_cast<float>(std::max(std::max(gm[0], gm[1]),
+                                                      std::max(gm[2], gm[3]))));
+      a.count += static_cast<uint32_t>(e.count);
+    }
   }
+  s->sum_sq_err += (p.sq[0] + p.sq[1]) + (p.sq[2] + p.sq[3]);
+  s->sum_abs_err += (p.ab[0] + p.ab[1]) + (p.ab[2] + p.ab[3]);
+  s->sum_xx += (p.xx[0] + p.xx[1]) + (p.xx[2] + p.xx[3]);
+  s->sum_hh += (p.hh[0] + p.hh[1]) + (p.hh[2] + p.hh[3]);
+  s->sum_xh += (p.xh[0] + p.xh[1]) + (p.xh[2] + p.xh[3]);
 }
 
 #if defined(__x86_64__)
@@ -78,7 +115,7 @@ __attribute__((target("avx2"))) inline int64_t Sum(__m256i v) {
 // (false on NaN) like the scalar code's, so the two agree on NaN sources too.
 __attribute__((target("avx2"))) void AccumulateErrorsAvx2(
     const float* values, const QuantRun* runs, size_t num_runs, const float* x,
-    int64_t first, double* err_steps, ErrorSums* s) {
+    int64_t first, double* err_steps, ErrorSums* s, GroupAcc* groups) {
   const __m256d zero = _mm256_setzero_pd();
   const __m256d half = _mm256_set1_pd(0.5);
   const __m256d inf = _mm256_set1_pd(__builtin_inf());
@@ -103,6 +140,7 @@ __attribute__((target("avx2"))) void AccumulateErrorsAvx2(
     const __m256d above_ok = _mm256_cmp_pd(above_step, zero, _CMP_GT_OQ);
     __m256i idx = _mm256_add_epi64(_mm256_set1_epi64x(first + i),
                                    _mm256_set_epi64x(3, 2, 1, 0));
+    __m256d group_sum = zero, group_max = zero;
     for (; i + 4 <= end; i += 4, idx = _mm256_add_epi64(idx, four)) {
       const __m256d xs = _mm256_cvtps_pd(_mm_loadu_ps(x + i));
       const __m256d xq = _mm256_cvtps_pd(_mm_loadu_ps(values + i));
@@ -113,6 +151,9 @@ __attribute__((target("avx2"))) void AccumulateErrorsAvx2(
       __m256d v = _mm256_blendv_pd(inf, _mm256_div_pd(err, step), step_ok);
       v = _mm256_blendv_pd(v, zero, _mm256_cmp_pd(err, zero, _CMP_EQ_OQ));
       _mm256_storeu_pd(err_steps + i, v);
+      group_sum = _mm256_add_pd(group_sum, v);
+      // v > max ? v : max, as std::max(max, v): a NaN is passed over.
+      group_max = _mm256_max_pd(v, group_max);
 
       sq = _mm256_add_pd(sq, _mm256_mul_pd(err, err));
       ab = _mm256_add_pd(ab, err);
@@ -136,8 +177,24 @@ __attribute__((target("avx2"))) void AccumulateErrorsAvx2(
       dec_zeros = Count(dec_zeros, dz);
       induced = Count(induced, _mm256_andnot_pd(sz, dz));
     }
-    AccumulateRunScalar(values, run, x, i, end, first, err_steps, s);
-    i = end;
+    alignas(32) double gs[4], gm[4];
+    _mm256_store_pd(gs, group_sum);
+    _mm256_store_pd(gm, group_max);
+    Partials unused;
+    for (; i < end; ++i) {
+      const double v =
+          AddElement(values, run, x, i, first, -1, &unused, err_steps, s);
+      gs[0] += v;
+      gm[0] = std::max(gm[0], v);
+    }
+    if (groups != nullptr && run.group >= 0) {
+      GroupAcc& a = groups[run.group];
+      a.sum += (gs[0] + gs[1]) + (gs[2] + gs[3]);
+      a.max =
+          std::max(a.max, static_cast<float>(std::max(std::max(gm[0], gm[1]),
+                                                      std::max(gm[2], gm[3]))));
+      a.count += static_cast<uint32_t>(run.count);
+    }
   }
 
   s->sum_sq_err += Sum(sq);
@@ -175,19 +232,59 @@ bool HaveAvx2() {
   return have;
 }
 
+// Eight at a time: compressed within a register, then one whole store
+// (a compressing store to memory is microcoded and slow on AMD Zen 4).
+__attribute__((target("avx512f"))) int64_t KeepAboveAvx512(const double* v,
+                                                           int64_t m,
+                                                           double floor,
+                                                           double* out) {
+  const __m512d f = _mm512_set1_pd(floor);
+  int64_t k = 0, i = 0;
+  for (; i + 8 <= m; i += 8) {
+    const __m512d x = _mm512_loadu_pd(v + i);
+    const __mmask8 keep = _mm512_cmp_pd_mask(x, f, _CMP_GT_OQ);
+    _mm512_storeu_pd(out + k, _mm512_maskz_compress_pd(keep, x));
+    k += __builtin_popcount(keep);
+  }
+  return k + KeepAboveScalar(v + i, m - i, floor, out + k);
+}
+
+bool HaveAvx512() {
+  static const bool have = __builtin_cpu_supports("avx512f");
+  return have;
+}
+
 }  // namespace
 #endif
 
+int64_t KeepAboveScalar(const double* v, int64_t m, double floor, double* out) {
+  int64_t k = 0;
+  for (int64_t i = 0; i < m; ++i) {
+    out[k] = v[i];
+    k += v[i] > floor;
+  }
+  return k;
+}
+
+int64_t KeepAbove(const double* v, int64_t m, double floor, double* out) {
+#if defined(__x86_64__)
+  if (HaveAvx512()) return KeepAboveAvx512(v, m, floor, out);
+#endif
+  return KeepAboveScalar(v, m, floor, out);
+}
+
 void AccumulateErrors(const float* values, const QuantRun* runs,
                       size_t num_runs, const float* x, int64_t first,
-                      double* err_steps, ErrorSums* sums) {
+                      double* err_steps, ErrorSums* sums, GroupAcc* groups) {
 #if defined(__x86_64__)
   if (HaveAvx2()) {
-    AccumulateErrorsAvx2(values, runs, num_runs, x, first, err_steps, sums);
+    AccumulateErrorsAvx2(values, runs, num_runs, x, first, err_steps, sums,
+                         groups);
     return;
   }
 #endif
-  AccumulateErrorsScalar(values, runs, num_runs, x, first, err_steps, sums);
+  AccumulateErrorsScalar(values, runs, num_runs, x, first, err_steps, sums,
+                         groups);
 }
 
 }  // namespace tensormorph

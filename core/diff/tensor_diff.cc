@@ -94,14 +94,44 @@ class PercentileTracker {
     return absl::bit_cast<double>((key << kShift) |
                                   (uint64_t{1} << (kShift - 1)));
   }
-  // Keeps the `keep_` largest values and raises the floor to the smallest.
+  // Keeps at least the `keep_` largest values and raises the floor below
+  // them: first by a histogram of the kept values' bit patterns (positive
+  // doubles order as their bits do, infinity included), which leaves a few
+  // more than `keep_` in two linear passes; nth_element only when a crowded
+  // bin leaves too many.
   void Trim() {
     if (count_ <= keep_) return;
+    HistogramTrim();
+    if (count_ <= keep_ + keep_ / 2 + 1024) return;
     std::nth_element(top_.begin(), top_.begin() + (keep_ - 1),
                      top_.begin() + count_, std::greater<double>());
     count_ = keep_;
     ranked_end_ = count_;
     floor_ = top_[keep_ - 1];
+  }
+  void HistogramTrim() {
+    constexpr int kBits = 12;
+    uint64_t lo = ~uint64_t{0}, hi = 0;
+    for (int64_t i = 0; i < count_; ++i) {
+      const uint64_t b = absl::bit_cast<uint64_t>(top_[i]);
+      lo = std::min(lo, b);
+      hi = std::max(hi, b);
+    }
+    int shift = 0;
+    while (((hi - lo) >> shift) >= (uint64_t{1} << kBits)) ++shift;
+    trim_hist_.assign(size_t{1} << kBits, 0);
+    for (int64_t i = 0; i < count_; ++i) {
+      ++trim_hist_[(absl::bit_cast<uint64_t>(top_[i]) - lo) >> shift];
+    }
+    // The lowest bin b with at least keep_ values in bins b and above.
+    int64_t b = static_cast<int64_t>(trim_hist_.size()), above = 0;
+    while (b > 0 && above < keep_) above += trim_hist_[--b];
+    if (b == 0) return;
+    // Values in bins below b are at most `cut`; those above are greater.
+    const double cut = absl::bit_cast<double>(lo + (uint64_t(b) << shift) - 1);
+    floor_ = std::max(floor_, cut);
+    count_ = KeepAbove(top_.data(), count_, floor_, top_.data());
+    ranked_end_ = 0;
   }
   // The value of rank r (0 = smallest) among all n. Ranks are read from
   // the largest down: after selecting position p, the values before it are
@@ -133,6 +163,7 @@ class PercentileTracker {
   // top_[0, ranked_end_) hold the ranked_end_ largest kept values.
   int64_t ranked_end_ = 0;
   std::vector<int64_t> hist_;
+  std::vector<int64_t> trim_hist_;
 };
 
 struct Candidate {

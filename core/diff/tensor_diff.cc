@@ -248,16 +248,24 @@ absl::StatusOr<TensorDiff> DiffTensor(
   x.resize(chunk_size);
   es.resize(chunk_size);
 
+  const float* in_place =
+      row_map.empty() && ref.num_elements == n && ref.shape == quant.shape
+          ? ref.encoding->StoredF32()
+          : nullptr;
   for (int64_t first = 0; first < n; first += chunk) {
     if (cancelled != nullptr && cancelled->load(std::memory_order_relaxed)) {
       return absl::CancelledError("diff cancelled");
     }
     const int64_t m = std::min(chunk, n - first);
+    // A float32 source without a row map is read where it is mapped (the
+    // pass below runs under GuardedRead then), not copied first.
+    const float* xs = in_place != nullptr ? in_place + first : x.data();
     absl::Status read = GuardedRead([&]() -> absl::Status {
       if (absl::Status s =
               quant.encoding->DecodeRuns(first, m, values.data(), &runs);
           !s.ok())
         return s;
+      if (in_place != nullptr) return absl::OkStatus();
       return DecodeMappedRows(ref, row_map, first, m, x.data());
     });
     if (!read.ok()) return read;
@@ -282,8 +290,17 @@ absl::StatusOr<TensorDiff> DiffTensor(
     }
     // Pass 1: the sums, counts and maxima, each element's error in steps,
     // and the per-group errors.
-    AccumulateErrors(values.data(), runs.data(), runs.size(), x.data(), first,
-                     es.data(), &sums, group_table);
+    if (in_place == nullptr) {
+      AccumulateErrors(values.data(), runs.data(), runs.size(), xs, first,
+                       es.data(), &sums, group_table);
+    } else if (absl::Status s = GuardedRead([&] {
+                 AccumulateErrors(values.data(), runs.data(), runs.size(), xs,
+                                  first, es.data(), &sums, group_table);
+                 return absl::OkStatus();
+               });
+               !s.ok()) {
+      return s;
+    }
 
     // Pass 2: the errors that can still matter for percentiles and top-k.
     pct.Add(es.data(), m);

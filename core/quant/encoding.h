@@ -106,6 +106,11 @@ class Encoding {
   virtual absl::Status DecodeRuns(int64_t first, int64_t count, float* values,
                                   std::vector<QuantRun>* runs) const;
 
+  // The elements themselves when they are stored as float32, row-major and
+  // aligned, so that Decode would only copy them: a pass can read them in
+  // place (inside GuardedRead, as Decode would be). nullptr otherwise.
+  virtual const float* StoredF32() const { return nullptr; }
+
   // ElementQuant of elements [first, first + count): DecodeRuns, spelled
   // out per element.
   // REQUIRES: as Decode.

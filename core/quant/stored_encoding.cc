@@ -95,6 +95,15 @@ class StoredEncoding final : public Encoding {
     return absl::OkStatus();
   }
 
+  const float* StoredF32() const override {
+    if (tensor_.dtype != DType::kF32 ||
+        reinterpret_cast<uintptr_t>(tensor_.data.data()) % alignof(float) !=
+            0) {
+      return nullptr;
+    }
+    return reinterpret_cast<const float*>(tensor_.data.data());
+  }
+
   void Prefetch(int64_t index) const override {
     const DTypeInfo& info = GetDTypeInfo(tensor_.dtype);
     __builtin_prefetch(tensor_.data.data() +

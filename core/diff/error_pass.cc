@@ -234,19 +234,26 @@ bool HaveAvx2() {
 
 // Eight at a time: compressed within a register, then one whole store
 // (a compressing store to memory is microcoded and slow on AMD Zen 4).
-__attribute__((target("avx512f"))) int64_t KeepAboveAvx512(const double* v,
-                                                           int64_t m,
-                                                           double floor,
-                                                           double* out) {
+__attribute__((target("avx512f"))) int64_t KeepAboveAvx512(
+    const double* v, int64_t m, double floor, double* out, double* max) {
   const __m512d f = _mm512_set1_pd(floor);
+  __m512d top = _mm512_setzero_pd();
   int64_t k = 0, i = 0;
   for (; i + 8 <= m; i += 8) {
     const __m512d x = _mm512_loadu_pd(v + i);
+    // x > top ? x : top, as std::max(top, x): a NaN is passed over.
+    top = _mm512_mask_blend_pd(_mm512_cmp_pd_mask(x, top, _CMP_GT_OQ), top, x);
     const __mmask8 keep = _mm512_cmp_pd_mask(x, f, _CMP_GT_OQ);
     _mm512_storeu_pd(out + k, _mm512_maskz_compress_pd(keep, x));
     k += __builtin_popcount(keep);
   }
-  return k + KeepAboveScalar(v + i, m - i, floor, out + k);
+  double tail_max;
+  k += KeepAboveScalar(v + i, m - i, floor, out + k, &tail_max);
+  alignas(64) double lane[8];
+  _mm512_store_pd(lane, top);
+  for (double x : lane) tail_max = std::max(tail_max, x);
+  *max = tail_max;
+  return k;
 }
 
 bool HaveAvx512() {
@@ -257,20 +264,26 @@ bool HaveAvx512() {
 }  // namespace
 #endif
 
-int64_t KeepAboveScalar(const double* v, int64_t m, double floor, double* out) {
+int64_t KeepAboveScalar(const double* v, int64_t m, double floor, double* out,
+                        double* max) {
   int64_t k = 0;
+  double top = 0;
   for (int64_t i = 0; i < m; ++i) {
-    out[k] = v[i];
-    k += v[i] > floor;
+    const double x = v[i];
+    out[k] = x;
+    k += x > floor;
+    top = std::max(top, x);
   }
+  *max = top;
   return k;
 }
 
-int64_t KeepAbove(const double* v, int64_t m, double floor, double* out) {
+int64_t KeepAbove(const double* v, int64_t m, double floor, double* out,
+                  double* max) {
 #if defined(__x86_64__)
-  if (HaveAvx512()) return KeepAboveAvx512(v, m, floor, out);
+  if (HaveAvx512()) return KeepAboveAvx512(v, m, floor, out, max);
 #endif
-  return KeepAboveScalar(v, m, floor, out);
+  return KeepAboveScalar(v, m, floor, out, max);
 }
 
 void AccumulateErrors(const float* values, const QuantRun* runs,

@@ -69,11 +69,14 @@ void AccumulateErrorsScalar(const float* values, const QuantRun* runs,
 // Copies the values of v[0, m) greater than `floor` (so never NaN), in
 // order, to out[0, k) and returns k: the errors that can still move a
 // percentile, gathered without a branch per element (a few percent of
-// them pass, at random, which a branch mispredicts).
+// them pass, at random, which a branch mispredicts). Sets *max to the
+// largest of v[0, m) (NaN passed over; 0 when there is none larger).
 // REQUIRES: `out` has room for m + 8 values (the fast path stores whole
-// vectors past the kept ones).
-int64_t KeepAbove(const double* v, int64_t m, double floor, double* out);
-int64_t KeepAboveScalar(const double* v, int64_t m, double floor, double* out);
+// vectors past the kept ones); out == v is allowed (compaction in place).
+int64_t KeepAbove(const double* v, int64_t m, double floor, double* out,
+                  double* max);
+int64_t KeepAboveScalar(const double* v, int64_t m, double floor, double* out,
+                        double* max);
 
 }  // namespace tensormorph
 

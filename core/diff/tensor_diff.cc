@@ -48,16 +48,22 @@ class PercentileTracker {
   // zero, are never kept: ranks past the kept values read as 0). The floor
   // rises to the smallest of the `keep_` largest whenever twice that many
   // are kept; keeping more than needed never changes a rank read.
-  void Add(const double* v, int64_t m) {
+  // Returns the largest of the values (NaN passed over, 0 at least).
+  double Add(const double* v, int64_t m) {
+    double max = 0;
     if (!exact_) {
-      for (int64_t i = 0; i < m; ++i) ++hist_[Bin(v[i])];
-      return;
+      for (int64_t i = 0; i < m; ++i) {
+        ++hist_[Bin(v[i])];
+        max = std::max(max, v[i]);
+      }
+      return max;
     }
     const size_t room = static_cast<size_t>(count_ + m + 8);
     if (top_.size() < room) top_.resize(std::max(room, 2 * top_.size()));
-    count_ += KeepAbove(v, m, floor_, top_.data() + count_);
+    count_ += KeepAbove(v, m, floor_, top_.data() + count_, &max);
     ranked_end_ = 0;
     if (count_ >= 2 * keep_ + 1024) Trim();
+    return max;
   }
 
   // numpy.percentile(values, q) with linear interpolation.
@@ -130,7 +136,8 @@ class PercentileTracker {
     // Values in bins below b are at most `cut`; those above are greater.
     const double cut = absl::bit_cast<double>(lo + (uint64_t(b) << shift) - 1);
     floor_ = std::max(floor_, cut);
-    count_ = KeepAbove(top_.data(), count_, floor_, top_.data());
+    double unused;
+    count_ = KeepAbove(top_.data(), count_, floor_, top_.data(), &unused);
     ranked_end_ = 0;
   }
   // The value of rank r (0 = smallest) among all n. Ranks are read from
@@ -303,9 +310,10 @@ absl::StatusOr<TensorDiff> DiffTensor(
     }
 
     // Pass 2: the errors that can still matter for percentiles and top-k.
-    pct.Add(es.data(), m);
-    // Most errors are below the least bad of the top k; a vector comparison
-    // over 16 skips them.
+    const double chunk_max = pct.Add(es.data(), m);
+    // Most errors are below the least bad of the top k: a chunk whose
+    // largest is not above it is skipped, and otherwise a vector
+    // comparison over 16 skips most.
     auto offer = [&](int64_t k) {
       const double v = es[k];
       if (v > worst_floor) {
@@ -320,6 +328,7 @@ absl::StatusOr<TensorDiff> DiffTensor(
       if (static_cast<int>(worst.size()) == options.top_k)
         worst_floor = worst.top().err_steps;
     }
+    if (!(chunk_max > worst_floor)) i = m;
     for (; i + 16 <= m; i += 16) {
       bool any = false;
       for (int k = 0; k < 16; ++k) any |= es[i + k] > worst_floor;

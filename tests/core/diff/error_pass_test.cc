@@ -165,6 +165,41 @@ TEST(ErrorPassTest, TheFirstOfEqualMaximaIsReported) {
   EXPECT_EQ(s.max_err_steps, 3);
 }
 
+TEST(ErrorPassTest, KeepAboveGathersTheLargerValuesInOrderAndTheirMaximum) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> u(0, 1);
+  for (int64_t m : {0, 1, 7, 8, 9, 100, 1001}) {
+    SCOPED_TRACE(m);
+    std::vector<double> v(m);
+    for (double& x : v) x = u(rng);
+    if (m > 5) v[3] = std::numeric_limits<double>::quiet_NaN();
+    if (m > 9) v[9] = std::numeric_limits<double>::infinity();
+    std::vector<double> want;
+    double want_max = 0;
+    for (double x : v) {
+      if (x > 0.9) want.push_back(x);
+      want_max = std::max(want_max, x);
+    }
+    for (bool fast : {false, true}) {
+      std::vector<double> out(m + 8);
+      double max = -1;
+      const int64_t k = (fast ? KeepAbove : KeepAboveScalar)(v.data(), m, 0.9,
+                                                             out.data(), &max);
+      out.resize(k);
+      EXPECT_EQ(out, want);
+      EXPECT_EQ(max, want_max);
+      // In place, as the percentile trim compacts.
+      std::vector<double> w = v;
+      w.resize(m + 8);
+      EXPECT_EQ((fast ? KeepAbove : KeepAboveScalar)(w.data(), m, 0.9, w.data(),
+                                                     &max),
+                k);
+      w.resize(k);
+      EXPECT_EQ(w, want);
+    }
+  }
+}
+
 TEST(ErrorPassTest, AZeroStepMissedIsInfinitelyManySteps) {
   QuantRun e;
   EXPECT_EQ(ErrorInSteps(1, 1, e), 0) << "an exact hit costs nothing";

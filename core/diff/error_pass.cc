@@ -1,5 +1,6 @@
 #include "core/diff/error_pass.h"
 
+#include <algorithm>
 #include <cmath>
 
 #if defined(__x86_64__)
@@ -10,46 +11,82 @@ namespace tensormorph {
 
 namespace {
 
-// Elements [i, end) of one run, element by element.
-void AccumulateRunScalar(const float* values, const QuantRun& e, const float* x,
-                         int64_t i, int64_t end, int64_t first,
+// The four partial sums of AccumulateErrors' contract.
+struct Partials {
+  double sq[4] = {}, ab[4] = {}, xx[4] = {}, hh[4] = {}, xh[4] = {};
+};
+
+// Element i of a run: its error in steps, counts and maxima into `s`, and
+// its sums into lane `lane` of `p`, or straight into `s` when lane < 0.
+inline double AddElement(const float* values, const QuantRun& e, const float* x,
+                         int64_t i, int64_t first, int lane, Partials* p,
                          double* err_steps, ErrorSums* s) {
-  for (; i < end; ++i) {
-    const double xs = x[i];
-    const double xq = values[i];
-    const double err = std::fabs(xs - xq);
-    const double v = ErrorInSteps(xs, values[i], e);
-    err_steps[i] = v;
+  const double xs = x[i];
+  const double xq = values[i];
+  const double err = std::fabs(xs - xq);
+  const double v = ErrorInSteps(xs, values[i], e);
+  err_steps[i] = v;
+  if (lane >= 0) {
+    p->sq[lane] += err * err;
+    p->ab[lane] += err;
+    p->xx[lane] += xs * xs;
+    p->hh[lane] += xq * xq;
+    p->xh[lane] += xs * xq;
+  } else {
     s->sum_sq_err += err * err;
     s->sum_abs_err += err;
     s->sum_xx += xs * xs;
     s->sum_hh += xq * xq;
     s->sum_xh += xs * xq;
-    if (err > s->max_abs_err) {
-      s->max_abs_err = err;
-      s->max_abs_err_index = first + i;
-    }
-    if (v > s->max_err_steps) s->max_err_steps = v;
-    s->above_half_step += v > 0.5;
-    s->clipped += (xs > e.range_max + 0.5 * e.step_above) |
-                  (xs < e.range_min - 0.5 * e.step_below);
-    s->source_zeros += xs == 0;
-    s->decoded_zeros += xq == 0;
-    s->induced_zeros += (xq == 0) & (xs != 0);
   }
+  if (err > s->max_abs_err) {
+    s->max_abs_err = err;
+    s->max_abs_err_index = first + i;
+  }
+  if (v > s->max_err_steps) s->max_err_steps = v;
+  s->above_half_step += v > 0.5;
+  s->clipped += (xs > e.range_max + 0.5 * e.step_above) |
+                (xs < e.range_min - 0.5 * e.step_below);
+  s->source_zeros += xs == 0;
+  s->decoded_zeros += xq == 0;
+  s->induced_zeros += (xq == 0) & (xs != 0);
+  return v;
 }
 
 }  // namespace
 
 void AccumulateErrorsScalar(const float* values, const QuantRun* runs,
                             size_t num_runs, const float* x, int64_t first,
-                            double* err_steps, ErrorSums* s) {
+                            double* err_steps, ErrorSums* s, GroupAcc* groups) {
+  Partials p;
   int64_t i = 0;
   for (size_t r = 0; r < num_runs; ++r) {
-    AccumulateRunScalar(values, runs[r], x, i, i + runs[r].count, first,
-                        err_steps, s);
-    i += runs[r].count;
+    const QuantRun& e = runs[r];
+    const int64_t start = i, end = i + e.count, body = e.count - e.count % 4;
+    double gs[4] = {0, 0, 0, 0}, gm[4] = {0, 0, 0, 0};
+    for (; i < end; ++i) {
+      const int64_t k = i - start;
+      const int lane = k < body ? static_cast<int>(k % 4) : -1;
+      const double v =
+          AddElement(values, e, x, i, first, lane, &p, err_steps, s);
+      const int gl = lane < 0 ? 0 : lane;
+      gs[gl] += v;
+      gm[gl] = std::max(gm[gl], v);
+    }
+    if (groups != nullptr && e.group >= 0) {
+      GroupAcc& a = groups[e.group];
+      a.sum += (gs[0] + gs[1]) + (gs[2] + gs[3]);
+      a.max =
+          std::max(a.max, static_cast<float>(std::max(std::max(gm[0], gm[1]),
+                                                      std::max(gm[2], gm[3]))));
+      a.count += static_cast<uint32_t>(e.count);
+    }
   }
+  s->sum_sq_err += (p.sq[0] + p.sq[1]) + (p.sq[2] + p.sq[3]);
+  s->sum_abs_err += (p.ab[0] + p.ab[1]) + (p.ab[2] + p.ab[3]);
+  s->sum_xx += (p.xx[0] + p.xx[1]) + (p.xx[2] + p.xx[3]);
+  s->sum_hh += (p.hh[0] + p.hh[1]) + (p.hh[2] + p.hh[3]);
+  s->sum_xh += (p.xh[0] + p.xh[1]) + (p.xh[2] + p.xh[3]);
 }
 
 #if defined(__x86_64__)
@@ -78,7 +115,7 @@ __attribute__((target("avx2"))) inline int64_t Sum(__m256i v) {
 // (false on NaN) like the scalar code's, so the two agree on NaN sources too.
 __attribute__((target("avx2"))) void AccumulateErrorsAvx2(
     const float* values, const QuantRun* runs, size_t num_runs, const float* x,
-    int64_t first, double* err_steps, ErrorSums* s) {
+    int64_t first, double* err_steps, ErrorSums* s, GroupAcc* groups) {
   const __m256d zero = _mm256_setzero_pd();
   const __m256d half = _mm256_set1_pd(0.5);
   const __m256d inf = _mm256_set1_pd(__builtin_inf());
@@ -103,6 +140,7 @@ __attribute__((target("avx2"))) void AccumulateErrorsAvx2(
     const __m256d above_ok = _mm256_cmp_pd(above_step, zero, _CMP_GT_OQ);
     __m256i idx = _mm256_add_epi64(_mm256_set1_epi64x(first + i),
                                    _mm256_set_epi64x(3, 2, 1, 0));
+    __m256d group_sum = zero, group_max = zero;
     for (; i + 4 <= end; i += 4, idx = _mm256_add_epi64(idx, four)) {
       const __m256d xs = _mm256_cvtps_pd(_mm_loadu_ps(x + i));
       const __m256d xq = _mm256_cvtps_pd(_mm_loadu_ps(values + i));
@@ -113,6 +151,9 @@ __attribute__((target("avx2"))) void AccumulateErrorsAvx2(
       __m256d v = _mm256_blendv_pd(inf, _mm256_div_pd(err, step), step_ok);
       v = _mm256_blendv_pd(v, zero, _mm256_cmp_pd(err, zero, _CMP_EQ_OQ));
       _mm256_storeu_pd(err_steps + i, v);
+      group_sum = _mm256_add_pd(group_sum, v);
+      // v > max ? v : max, as std::max(max, v): a NaN is passed over.
+      group_max = _mm256_max_pd(v, group_max);
 
       sq = _mm256_add_pd(sq, _mm256_mul_pd(err, err));
       ab = _mm256_add_pd(ab, err);
@@ -136,8 +177,24 @@ __attribute__((target("avx2"))) void AccumulateErrorsAvx2(
       dec_zeros = Count(dec_zeros, dz);
       induced = Count(induced, _mm256_andnot_pd(sz, dz));
     }
-    AccumulateRunScalar(values, run, x, i, end, first, err_steps, s);
-    i = end;
+    alignas(32) double gs[4], gm[4];
+    _mm256_store_pd(gs, group_sum);
+    _mm256_store_pd(gm, group_max);
+    Partials unused;
+    for (; i < end; ++i) {
+      const double v =
+          AddElement(values, run, x, i, first, -1, &unused, err_steps, s);
+      gs[0] += v;
+      gm[0] = std::max(gm[0], v);
+    }
+    if (groups != nullptr && run.group >= 0) {
+      GroupAcc& a = groups[run.group];
+      a.sum += (gs[0] + gs[1]) + (gs[2] + gs[3]);
+      a.max =
+          std::max(a.max, static_cast<float>(std::max(std::max(gm[0], gm[1]),
+                                                      std::max(gm[2], gm[3]))));
+      a.count += static_cast<uint32_t>(run.count);
+    }
   }
 
   s->sum_sq_err += Sum(sq);
@@ -170,24 +227,263 @@ __attribute__((target("avx2"))) void AccumulateErrorsAvx2(
   }
 }
 
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_pd(), which
+// -Wmaybe-uninitialized reports inside the intrinsics' header.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+// The running state of AccumulateErrorsAvx512.
+struct State512 {
+  __m256d sq, ab, xx, hh, xh;  // four-wide partials, as AccumulateErrorsAvx2's
+  __m512d max_abs, max_steps;
+  __m512i max_idx;
+  int64_t above = 0, clipped = 0, src_zeros = 0, dec_zeros = 0, induced = 0;
+};
+
+// One run's parameters and its group's running sum and maximum.
+struct Run512 {
+  __m512d below, above_step, hi, lo;
+  __mmask8 below_ok, above_ok;
+  __m256d group_sum;
+  __m512d group_max;
+};
+
+// Elements [i, i + 8) (kFull) or [i, i + 4): the upper lanes then read as
+// zeros and are masked out of every count, maximum and store. An eight-wide
+// term adds its low half, then its high half, into the four-wide partials:
+// element k of the run still goes to partial k % 4, in order.
+template <bool kFull>
+__attribute__((target("avx512f"), always_inline)) inline void Step512(
+    const float* values, const float* x, int64_t i, int64_t first,
+    double* err_steps, Run512& r, State512& st) {
+  constexpr __mmask8 lanes = kFull ? 0xFF : 0x0F;
+  const __m512d zero = _mm512_setzero_pd();
+  __m512d xs, xq;
+  if constexpr (kFull) {
+    xs = _mm512_cvtps_pd(_mm256_loadu_ps(x + i));
+    xq = _mm512_cvtps_pd(_mm256_loadu_ps(values + i));
+  } else {
+    xs = _mm512_zextpd256_pd512(_mm256_cvtps_pd(_mm_loadu_ps(x + i)));
+    xq = _mm512_zextpd256_pd512(_mm256_cvtps_pd(_mm_loadu_ps(values + i)));
+  }
+  const __m512d err = _mm512_abs_pd(_mm512_sub_pd(xs, xq));
+  const __mmask8 up = _mm512_cmp_pd_mask(xs, xq, _CMP_GT_OQ);
+  const __m512d step = _mm512_mask_blend_pd(up, r.below, r.above_step);
+  const __mmask8 ok = (up & r.above_ok) | (~up & r.below_ok);
+  __m512d v = _mm512_mask_blend_pd(ok, _mm512_set1_pd(__builtin_inf()),
+                                   _mm512_div_pd(err, step));
+  v = _mm512_mask_blend_pd(_mm512_cmp_pd_mask(err, zero, _CMP_EQ_OQ), v, zero);
+  const __m512d t_sq = _mm512_mul_pd(err, err);
+  const __m512d t_xx = _mm512_mul_pd(xs, xs);
+  const __m512d t_hh = _mm512_mul_pd(xq, xq);
+  const __m512d t_xh = _mm512_mul_pd(xs, xq);
+  st.sq = _mm256_add_pd(st.sq, _mm512_castpd512_pd256(t_sq));
+  st.ab = _mm256_add_pd(st.ab, _mm512_castpd512_pd256(err));
+  st.xx = _mm256_add_pd(st.xx, _mm512_castpd512_pd256(t_xx));
+  st.hh = _mm256_add_pd(st.hh, _mm512_castpd512_pd256(t_hh));
+  st.xh = _mm256_add_pd(st.xh, _mm512_castpd512_pd256(t_xh));
+  r.group_sum = _mm256_add_pd(r.group_sum, _mm512_castpd512_pd256(v));
+  if constexpr (kFull) {
+    _mm512_storeu_pd(err_steps + i, v);
+    st.sq = _mm256_add_pd(st.sq, _mm512_extractf64x4_pd(t_sq, 1));
+    st.ab = _mm256_add_pd(st.ab, _mm512_extractf64x4_pd(err, 1));
+    st.xx = _mm256_add_pd(st.xx, _mm512_extractf64x4_pd(t_xx, 1));
+    st.hh = _mm256_add_pd(st.hh, _mm512_extractf64x4_pd(t_hh, 1));
+    st.xh = _mm256_add_pd(st.xh, _mm512_extractf64x4_pd(t_xh, 1));
+    r.group_sum = _mm256_add_pd(r.group_sum, _mm512_extractf64x4_pd(v, 1));
+  } else {
+    _mm512_mask_storeu_pd(err_steps + i, lanes, v);
+  }
+  // v > max ? v : max, as std::max(max, v): a NaN is passed over.
+  r.group_max = _mm512_mask_blend_pd(
+      _mm512_cmp_pd_mask(v, r.group_max, _CMP_GT_OQ), r.group_max, v);
+  const __m512i idx = _mm512_add_epi64(
+      _mm512_set1_epi64(first + i), _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0));
+  const __mmask8 new_max =
+      _mm512_cmp_pd_mask(err, st.max_abs, _CMP_GT_OQ) & lanes;
+  st.max_abs = _mm512_mask_blend_pd(new_max, st.max_abs, err);
+  st.max_idx = _mm512_mask_blend_epi64(new_max, st.max_idx, idx);
+  st.max_steps = _mm512_mask_blend_pd(
+      _mm512_cmp_pd_mask(v, st.max_steps, _CMP_GT_OQ) & lanes, st.max_steps, v);
+  st.above += __builtin_popcount(
+      _mm512_cmp_pd_mask(v, _mm512_set1_pd(0.5), _CMP_GT_OQ) & lanes);
+  st.clipped += __builtin_popcount((_mm512_cmp_pd_mask(xs, r.hi, _CMP_GT_OQ) |
+                                    _mm512_cmp_pd_mask(xs, r.lo, _CMP_LT_OQ)) &
+                                   lanes);
+  const __mmask8 sz = _mm512_cmp_pd_mask(xs, zero, _CMP_EQ_OQ) & lanes;
+  const __mmask8 dz = _mm512_cmp_pd_mask(xq, zero, _CMP_EQ_OQ) & lanes;
+  st.src_zeros += __builtin_popcount(sz);
+  st.dec_zeros += __builtin_popcount(dz);
+  st.induced += __builtin_popcount(dz & ~sz & 0xFF);
+}
+
+// Eight elements at a time where a run's body (all but its last count % 4)
+// allows, then four; the same results as AccumulateErrorsAvx2, bit for bit.
+__attribute__((target("avx512f"))) void AccumulateErrorsAvx512(
+    const float* values, const QuantRun* runs, size_t num_runs, const float* x,
+    int64_t first, double* err_steps, ErrorSums* s, GroupAcc* groups) {
+  State512 st;
+  st.sq = st.ab = st.xx = st.hh = st.xh = _mm256_setzero_pd();
+  st.max_abs = _mm512_set1_pd(s->max_abs_err);
+  st.max_idx = _mm512_set1_epi64(-1);
+  st.max_steps = _mm512_set1_pd(s->max_err_steps);
+  int64_t i = 0;
+  for (size_t n = 0; n < num_runs; ++n) {
+    const QuantRun& run = runs[n];
+    const int64_t end = i + run.count, body_end = end - run.count % 4;
+    Run512 r;
+    r.below = _mm512_set1_pd(run.step_below);
+    r.above_step = _mm512_set1_pd(run.step_above);
+    r.hi = _mm512_set1_pd(run.range_max + 0.5 * run.step_above);
+    r.lo = _mm512_set1_pd(run.range_min - 0.5 * run.step_below);
+    r.below_ok = run.step_below > 0 ? 0xFF : 0;
+    r.above_ok = run.step_above > 0 ? 0xFF : 0;
+    r.group_sum = _mm256_setzero_pd();
+    r.group_max = _mm512_setzero_pd();
+    for (; i + 8 <= body_end; i += 8) {
+      Step512<true>(values, x, i, first, err_steps, r, st);
+    }
+    if (i < body_end) {
+      Step512<false>(values, x, i, first, err_steps, r, st);
+      i += 4;
+    }
+    alignas(32) double gs[4];
+    alignas(64) double gm[8];
+    _mm256_store_pd(gs, r.group_sum);
+    _mm512_store_pd(gm, r.group_max);
+    double gmax = 0;
+    for (double m : gm) gmax = std::max(gmax, m);
+    Partials unused;
+    for (; i < end; ++i) {
+      const double v =
+          AddElement(values, run, x, i, first, -1, &unused, err_steps, s);
+      gs[0] += v;
+      gmax = std::max(gmax, v);
+    }
+    if (groups != nullptr && run.group >= 0) {
+      GroupAcc& a = groups[run.group];
+      a.sum += (gs[0] + gs[1]) + (gs[2] + gs[3]);
+      a.max = std::max(a.max, static_cast<float>(gmax));
+      a.count += static_cast<uint32_t>(run.count);
+    }
+  }
+
+  alignas(32) double lane4[4];
+  __m256d* partials[5] = {&st.sq, &st.ab, &st.xx, &st.hh, &st.xh};
+  double* totals[5] = {&s->sum_sq_err, &s->sum_abs_err, &s->sum_xx, &s->sum_hh,
+                       &s->sum_xh};
+  for (int t = 0; t < 5; ++t) {
+    _mm256_store_pd(lane4, *partials[t]);
+    *totals[t] += (lane4[0] + lane4[1]) + (lane4[2] + lane4[3]);
+  }
+  s->above_half_step += st.above;
+  s->clipped += st.clipped;
+  s->source_zeros += st.src_zeros;
+  s->decoded_zeros += st.dec_zeros;
+  s->induced_zeros += st.induced;
+  // Each lane kept its first maximum above the old one, the scalar tails
+  // theirs; of equal maxima the earliest element wins, as in element order.
+  alignas(64) double lane_max[8];
+  alignas(64) int64_t lane_idx[8];
+  _mm512_store_pd(lane_max, st.max_abs);
+  _mm512_store_si512(lane_idx, st.max_idx);
+  for (int k = 0; k < 8; ++k) {
+    if (lane_idx[k] < 0) continue;
+    if (lane_max[k] > s->max_abs_err ||
+        (lane_max[k] == s->max_abs_err && lane_idx[k] < s->max_abs_err_index)) {
+      s->max_abs_err = lane_max[k];
+      s->max_abs_err_index = lane_idx[k];
+    }
+  }
+  _mm512_store_pd(lane_max, st.max_steps);
+  for (double v : lane_max) {
+    if (v > s->max_err_steps) s->max_err_steps = v;
+  }
+}
+
+#pragma GCC diagnostic pop
+
 bool HaveAvx2() {
   static const bool have = __builtin_cpu_supports("avx2");
+  return have;
+}
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+// Eight at a time: compressed within a register, then one whole store
+// (a compressing store to memory is microcoded and slow on AMD Zen 4).
+__attribute__((target("avx512f"))) int64_t KeepAboveAvx512(
+    const double* v, int64_t m, double floor, double* out, double* max) {
+  const __m512d f = _mm512_set1_pd(floor);
+  __m512d top = _mm512_setzero_pd();
+  int64_t k = 0, i = 0;
+  for (; i + 8 <= m; i += 8) {
+    const __m512d x = _mm512_loadu_pd(v + i);
+    // x > top ? x : top, as std::max(top, x): a NaN is passed over.
+    top = _mm512_mask_blend_pd(_mm512_cmp_pd_mask(x, top, _CMP_GT_OQ), top, x);
+    const __mmask8 keep = _mm512_cmp_pd_mask(x, f, _CMP_GT_OQ);
+    _mm512_storeu_pd(out + k, _mm512_maskz_compress_pd(keep, x));
+    k += __builtin_popcount(keep);
+  }
+  double tail_max;
+  k += KeepAboveScalar(v + i, m - i, floor, out + k, &tail_max);
+  alignas(64) double lane[8];
+  _mm512_store_pd(lane, top);
+  for (double x : lane) tail_max = std::max(tail_max, x);
+  *max = tail_max;
+  return k;
+}
+
+#pragma GCC diagnostic pop
+
+bool HaveAvx512() {
+  static const bool have = __builtin_cpu_supports("avx512f");
   return have;
 }
 
 }  // namespace
 #endif
 
+int64_t KeepAboveScalar(const double* v, int64_t m, double floor, double* out,
+                        double* max) {
+  int64_t k = 0;
+  double top = 0;
+  for (int64_t i = 0; i < m; ++i) {
+    const double x = v[i];
+    out[k] = x;
+    k += x > floor;
+    top = std::max(top, x);
+  }
+  *max = top;
+  return k;
+}
+
+int64_t KeepAbove(const double* v, int64_t m, double floor, double* out,
+                  double* max) {
+#if defined(__x86_64__)
+  if (HaveAvx512()) return KeepAboveAvx512(v, m, floor, out, max);
+#endif
+  return KeepAboveScalar(v, m, floor, out, max);
+}
+
 void AccumulateErrors(const float* values, const QuantRun* runs,
                       size_t num_runs, const float* x, int64_t first,
-                      double* err_steps, ErrorSums* sums) {
+                      double* err_steps, ErrorSums* sums, GroupAcc* groups) {
 #if defined(__x86_64__)
+  if (HaveAvx512()) {
+    AccumulateErrorsAvx512(values, runs, num_runs, x, first, err_steps, sums,
+                           groups);
+    return;
+  }
   if (HaveAvx2()) {
-    AccumulateErrorsAvx2(values, runs, num_runs, x, first, err_steps, sums);
+    AccumulateErrorsAvx2(values, runs, num_runs, x, first, err_steps, sums,
+                         groups);
     return;
   }
 #endif
-  AccumulateErrorsScalar(values, runs, num_runs, x, first, err_steps, sums);
+  AccumulateErrorsScalar(values, runs, num_runs, x, first, err_steps, sums,
+                         groups);
 }
 
 }  // namespace tensormorph

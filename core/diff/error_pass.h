@@ -1,7 +1,7 @@
 // The per-element arithmetic of a quantization diff: each element's error and
 // error in steps, and the sums, counts and maxima over a run of elements.
-// A scalar reference and an AVX2 fast path chosen at run time; tests hold the
-// fast path to the reference on random inputs.
+// A scalar reference and AVX2 and AVX-512 fast paths chosen at run time; tests
+// hold the fast paths to the reference, bit for bit, on random inputs.
 #ifndef TENSORMORPH_CORE_DIFF_ERROR_PASS_H_
 #define TENSORMORPH_CORE_DIFF_ERROR_PASS_H_
 
@@ -24,6 +24,16 @@ struct ErrorSums {
   int64_t induced_zeros = 0;  // source != 0, decoded == 0
 };
 
+// One group's errors in steps: their sum, maximum and count. The sum adds
+// each run of the group as four partial sums (element k of the run into
+// partial k % 4, in order, its last len % 4 elements into partial 0), then
+// (p0 + p1) + (p2 + p3); the maximum is taken in double and rounded once.
+struct GroupAcc {
+  double sum = 0;
+  float max = 0;
+  uint32_t count = 0;
+};
+
 // Error of `source` against the decoded `value` of an element of run `e`,
 // in units of the step towards the source: 0 when exact, +inf when that step
 // is 0 (a constant group missed).
@@ -37,17 +47,36 @@ inline double ErrorInSteps(double source, double value, const QuantRun& e) {
 // Adds the elements the runs cover, m = the sum of their counts, decoded
 // `values[0, m)` against `x[0, m)` (source), into `sums`; `first` is the
 // flat index of element 0. Writes each element's error in steps to
-// err_steps[0, m).
+// err_steps[0, m). When `groups` is not null, adds each run with a group
+// id >= 0 to groups[id] (REQUIRES: the table holds every such id).
+// Sums: each run's first count - count % 4 elements go to four partial sums
+// (element k of a run into partial k % 4), kept across the call's runs and
+// added to `sums` at the end as (p0 + p1) + (p2 + p3); the rest go straight
+// to `sums` in element order. The result is a function of the runs alone,
+// the same bits on every path.
 void AccumulateErrors(const float* values, const QuantRun* runs,
                       size_t num_runs, const float* x, int64_t first,
-                      double* err_steps, ErrorSums* sums);
+                      double* err_steps, ErrorSums* sums,
+                      GroupAcc* groups = nullptr);
 
-// The scalar reference: sums in element order. AccumulateErrors agrees with
-// it exactly in err_steps, counts and maxima; its sums may differ in the last
-// bits (four partial sums).
+// The scalar reference, element by element in the order above: the fast
+// path agrees with it bit for bit.
 void AccumulateErrorsScalar(const float* values, const QuantRun* runs,
                             size_t num_runs, const float* x, int64_t first,
-                            double* err_steps, ErrorSums* sums);
+                            double* err_steps, ErrorSums* sums,
+                            GroupAcc* groups = nullptr);
+
+// Copies the values of v[0, m) greater than `floor` (so never NaN), in
+// order, to out[0, k) and returns k: the errors that can still move a
+// percentile, gathered without a branch per element (a few percent of
+// them pass, at random, which a branch mispredicts). Sets *max to the
+// largest of v[0, m) (NaN passed over; 0 when there is none larger).
+// REQUIRES: `out` has room for m + 8 values (the fast path stores whole
+// vectors past the kept ones); out == v is allowed (compaction in place).
+int64_t KeepAbove(const double* v, int64_t m, double floor, double* out,
+                  double* max);
+int64_t KeepAboveScalar(const double* v, int64_t m, double floor, double* out,
+                        double* max);
 
 }  // namespace tensormorph
 

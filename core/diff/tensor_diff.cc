@@ -14,18 +14,9 @@
 #include "core/io/fault_guard.h"
 
 namespace tensormorph {
-namespace diff_internal {
-
-struct GroupAcc {
-  double sum = 0;
-  float max = 0;
-  uint32_t count = 0;
-};
-
-}  // namespace diff_internal
 
 struct DiffWorkspace::Buffers {
-  std::vector<diff_internal::GroupAcc> groups;
+  std::vector<GroupAcc> groups;
   std::vector<double> top, es;
   std::vector<float> values, x;
   std::vector<QuantRun> runs;
@@ -36,18 +27,15 @@ DiffWorkspace::~DiffWorkspace() = default;
 
 namespace {
 
-using diff_internal::GroupAcc;
-
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // Percentiles of err_steps: exact from the largest values when they fit,
 // otherwise from a histogram of the values' leading bits.
 class PercentileTracker {
  public:
-  // `top` is storage for the kept values (cleared here).
+  // `top` is storage for the kept values (its contents are replaced).
   PercentileTracker(int64_t n, int64_t exact_limit, std::vector<double>* top)
       : n_(n), top_(*top) {
-    top_.clear();
     keep_ = std::max<int64_t>(1, n - static_cast<int64_t>(std::floor(
                                          0.99 * static_cast<double>(n - 1))));
     exact_ = keep_ <= exact_limit;
@@ -55,18 +43,27 @@ class PercentileTracker {
   }
   bool exact() const { return exact_; }
 
-  // Histogram mode: adds `m` values.
-  void AddToHistogram(const double* v, int64_t m) {
-    for (int64_t i = 0; i < m; ++i) ++hist_[Bin(v[i])];
-  }
-  // Exact mode: values at or below floor() cannot change the percentiles
-  // (zeros and NaN, which counts as zero, are never stored: ranks past the
-  // stored values read as 0). The floor rises as the kept set fills.
-  double floor() const { return floor_; }
-  // REQUIRES: exact(), v > floor().
-  void Offer(double v) {
-    top_.push_back(v);
-    if (static_cast<int64_t>(top_.size()) >= 2 * keep_ + 1024) Trim();
+  // Adds `m` values. Exact mode keeps those above the floor: values at or
+  // below it cannot change the percentiles (zeros and NaN, which counts as
+  // zero, are never kept: ranks past the kept values read as 0). The floor
+  // rises to the smallest of the `keep_` largest whenever twice that many
+  // are kept; keeping more than needed never changes a rank read.
+  // Returns the largest of the values (NaN passed over, 0 at least).
+  double Add(const double* v, int64_t m) {
+    double max = 0;
+    if (!exact_) {
+      for (int64_t i = 0; i < m; ++i) {
+        ++hist_[Bin(v[i])];
+        max = std::max(max, v[i]);
+      }
+      return max;
+    }
+    const size_t room = static_cast<size_t>(count_ + m + 8);
+    if (top_.size() < room) top_.resize(std::max(room, 2 * top_.size()));
+    count_ += KeepAbove(v, m, floor_, top_.data() + count_, &max);
+    ranked_end_ = 0;
+    if (count_ >= 2 * keep_ + 1024) Trim();
+    return max;
   }
 
   // numpy.percentile(values, q) with linear interpolation.
@@ -103,21 +100,57 @@ class PercentileTracker {
     return absl::bit_cast<double>((key << kShift) |
                                   (uint64_t{1} << (kShift - 1)));
   }
-  // Keeps the `keep_` largest values and raises the floor to the smallest.
+  // Keeps at least the `keep_` largest values and raises the floor below
+  // them: first by a histogram of the kept values' bit patterns (positive
+  // doubles order as their bits do, infinity included), which leaves a few
+  // more than `keep_` in two linear passes; nth_element only when a crowded
+  // bin leaves too many.
   void Trim() {
-    if (static_cast<int64_t>(top_.size()) <= keep_) return;
-    std::nth_element(top_.begin(), top_.begin() + (keep_ - 1), top_.end(),
-                     std::greater<double>());
-    top_.resize(static_cast<size_t>(keep_));
-    floor_ = top_.back();
+    if (count_ <= keep_) return;
+    HistogramTrim();
+    if (count_ <= keep_ + keep_ / 2 + 1024) return;
+    std::nth_element(top_.begin(), top_.begin() + (keep_ - 1),
+                     top_.begin() + count_, std::greater<double>());
+    count_ = keep_;
+    ranked_end_ = count_;
+    floor_ = top_[keep_ - 1];
   }
-  // The value of rank r (0 = smallest) among all n.
+  void HistogramTrim() {
+    constexpr int kBits = 12;
+    uint64_t lo = ~uint64_t{0}, hi = 0;
+    for (int64_t i = 0; i < count_; ++i) {
+      const uint64_t b = absl::bit_cast<uint64_t>(top_[i]);
+      lo = std::min(lo, b);
+      hi = std::max(hi, b);
+    }
+    int shift = 0;
+    while (((hi - lo) >> shift) >= (uint64_t{1} << kBits)) ++shift;
+    trim_hist_.assign(size_t{1} << kBits, 0);
+    for (int64_t i = 0; i < count_; ++i) {
+      ++trim_hist_[(absl::bit_cast<uint64_t>(top_[i]) - lo) >> shift];
+    }
+    // The lowest bin b with at least keep_ values in bins b and above.
+    int64_t b = static_cast<int64_t>(trim_hist_.size()), above = 0;
+    while (b > 0 && above < keep_) above += trim_hist_[--b];
+    if (b == 0) return;
+    // Values in bins below b are at most `cut`; those above are greater.
+    const double cut = absl::bit_cast<double>(lo + (uint64_t(b) << shift) - 1);
+    floor_ = std::max(floor_, cut);
+    double unused;
+    count_ = KeepAbove(top_.data(), count_, floor_, top_.data(), &unused);
+    ranked_end_ = 0;
+  }
+  // The value of rank r (0 = smallest) among all n. Ranks are read from
+  // the largest down: after selecting position p, the values before it are
+  // the p largest, so the next (smaller) position selects among those only.
   double Rank(int64_t r) {
     if (exact_) {
-      const size_t from_top = static_cast<size_t>(n_ - 1 - r);
-      if (from_top >= top_.size()) return 0.0;
-      std::nth_element(top_.begin(), top_.begin() + from_top, top_.end(),
-                       std::greater<double>());
+      const int64_t from_top = n_ - 1 - r;
+      if (from_top >= count_) return 0.0;
+      const int64_t end = from_top < ranked_end_ ? ranked_end_ : count_;
+      std::nth_element(top_.begin(), top_.begin() + from_top,
+                       top_.begin() + end, std::greater<double>());
+      ranked_end_ = from_top + 1;
       return top_[from_top];
     }
     int64_t seen = 0;
@@ -133,32 +166,12 @@ class PercentileTracker {
   bool exact_;
   double floor_ = 0;  // exact mode: values at or below are not needed
   std::vector<double>& top_;
+  int64_t count_ = 0;  // exact mode: top_[0, count_) are kept
+  // top_[0, ranked_end_) hold the ranked_end_ largest kept values.
+  int64_t ranked_end_ = 0;
   std::vector<int64_t> hist_;
+  std::vector<int64_t> trim_hist_;
 };
-
-// Adds a run of one group's errors: four partial sums, so that the additions
-// do not wait on each other.
-void AddRun(const double* v, int64_t len, GroupAcc* acc) {
-  // The maximum in double, converted once: conversion is monotonic.
-  double s[4] = {0, 0, 0, 0};
-  double mx[4] = {0, 0, 0, 0};
-  int64_t k = 0;
-  for (; k + 4 <= len; k += 4) {
-    for (int l = 0; l < 4; ++l) {
-      s[l] += v[k + l];
-      mx[l] = std::max(mx[l], v[k + l]);
-    }
-  }
-  for (; k < len; ++k) {
-    s[0] += v[k];
-    mx[0] = std::max(mx[0], v[k]);
-  }
-  acc->sum += (s[0] + s[1]) + (s[2] + s[3]);
-  acc->max =
-      std::max(acc->max, static_cast<float>(std::max(std::max(mx[0], mx[1]),
-                                                     std::max(mx[2], mx[3]))));
-  acc->count += static_cast<uint32_t>(len);
-}
 
 struct Candidate {
   double err_steps;
@@ -242,31 +255,67 @@ absl::StatusOr<TensorDiff> DiffTensor(
   x.resize(chunk_size);
   es.resize(chunk_size);
 
+  const float* in_place =
+      row_map.empty() && ref.num_elements == n && ref.shape == quant.shape
+          ? ref.encoding->StoredF32()
+          : nullptr;
   for (int64_t first = 0; first < n; first += chunk) {
     if (cancelled != nullptr && cancelled->load(std::memory_order_relaxed)) {
       return absl::CancelledError("diff cancelled");
     }
     const int64_t m = std::min(chunk, n - first);
+    // A float32 source without a row map is read where it is mapped (the
+    // pass below runs under GuardedRead then), not copied first.
+    const float* xs = in_place != nullptr ? in_place + first : x.data();
     absl::Status read = GuardedRead([&]() -> absl::Status {
       if (absl::Status s =
               quant.encoding->DecodeRuns(first, m, values.data(), &runs);
           !s.ok())
         return s;
+      if (in_place != nullptr) return absl::OkStatus();
       return DecodeMappedRows(ref, row_map, first, m, x.data());
     });
     if (!read.ok()) return read;
 
-    // Pass 1: the sums, counts and maxima, and each element's error in steps.
-    AccumulateErrors(values.data(), runs.data(), runs.size(), x.data(), first,
-                     es.data(), &sums);
+    // The group table must hold every group of the chunk before the pass
+    // (a group's elements may come in several runs: FP8 blocks span rows,
+    // codebooks give runs of one).
+    GroupAcc* group_table = nullptr;
+    if (d.groups_tracked) {
+      int64_t top = -1;
+      for (const QuantRun& r : runs) top = std::max(top, r.group);
+      if (top >= options.max_tracked_groups) {
+        d.groups_tracked = false;
+        groups.clear();
+        groups.shrink_to_fit();
+      } else {
+        if (top >= static_cast<int64_t>(groups.size())) {
+          groups.resize(std::max<size_t>(top + 1, groups.size() * 2));
+        }
+        group_table = groups.data();
+      }
+    }
+    // Pass 1: the sums, counts and maxima, each element's error in steps,
+    // and the per-group errors.
+    if (in_place == nullptr) {
+      AccumulateErrors(values.data(), runs.data(), runs.size(), xs, first,
+                       es.data(), &sums, group_table);
+    } else if (absl::Status s = GuardedRead([&] {
+                 AccumulateErrors(values.data(), runs.data(), runs.size(), xs,
+                                  first, es.data(), &sums, group_table);
+                 return absl::OkStatus();
+               });
+               !s.ok()) {
+      return s;
+    }
 
     // Pass 2: the errors that can still matter for percentiles and top-k.
-    // Most errors are below both the smallest kept for the percentiles and
-    // the least bad of the top k; a vector comparison over 16 skips them.
-    if (!pct.exact()) pct.AddToHistogram(es.data(), m);
+    const double chunk_max = pct.Add(es.data(), m);
+    // Most errors are below the least bad of the top k: a chunk whose
+    // largest is not above it is skipped, and otherwise a vector
+    // comparison over 16 skips most.
     auto offer = [&](int64_t k) {
       const double v = es[k];
-      if (pct.exact() && v > pct.floor()) pct.Offer(v);
       if (v > worst_floor) {
         worst.pop();
         worst.push({v, first + k});
@@ -275,40 +324,19 @@ absl::StatusOr<TensorDiff> DiffTensor(
     };
     int64_t i = 0;
     for (; i < m && static_cast<int>(worst.size()) < options.top_k; ++i) {
-      if (pct.exact() && es[i] > pct.floor()) pct.Offer(es[i]);
       worst.push({es[i], first + i});
       if (static_cast<int>(worst.size()) == options.top_k)
         worst_floor = worst.top().err_steps;
     }
+    if (!(chunk_max > worst_floor)) i = m;
     for (; i + 16 <= m; i += 16) {
-      const double gate =
-          std::min(pct.exact() ? pct.floor() : kInf, worst_floor);
       bool any = false;
-      for (int k = 0; k < 16; ++k) any |= es[i + k] > gate;
+      for (int k = 0; k < 16; ++k) any |= es[i + k] > worst_floor;
       if (!any) continue;
       for (int k = 0; k < 16; ++k) offer(i + k);
     }
     for (; i < m; ++i) offer(i);
 
-    // Pass 3: per-group error, over the runs (a group's elements may come in
-    // several runs: FP8 blocks span rows, codebooks give runs of one).
-    int64_t end = 0;
-    for (size_t r = 0; d.groups_tracked && r < runs.size(); ++r) {
-      const int64_t i = end, g = runs[r].group;
-      end += runs[r].count;
-      if (g >= 0) {
-        if (g >= options.max_tracked_groups) {
-          d.groups_tracked = false;
-          groups.clear();
-          groups.shrink_to_fit();
-          break;
-        }
-        if (g >= static_cast<int64_t>(groups.size())) {
-          groups.resize(std::max<size_t>(g + 1, groups.size() * 2));
-        }
-        AddRun(es.data() + i, end - i, &groups[g]);
-      }
-    }
     if (on_progress) on_progress(first + m);
   }
 

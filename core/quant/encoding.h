@@ -116,6 +116,11 @@ class Encoding {
   virtual absl::Status RawCodes(int64_t first, int64_t count,
                                 uint8_t* out) const;
 
+  // The elements themselves when they are stored as float32, row-major and
+  // aligned, so that Decode would only copy them: a pass can read them in
+  // place (inside GuardedRead, as Decode would be). nullptr otherwise.
+  virtual const float* StoredF32() const { return nullptr; }
+
   // ElementQuant of elements [first, first + count): DecodeRuns, spelled
   // out per element.
   // REQUIRES: as Decode.

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/quant/codec.h"
 #include "core/quant/raw_codes.h"
+#include "core/quant/sub_block_runs.h"
 
 namespace tensormorph {
 namespace {
@@ -100,16 +101,25 @@ class StoredEncoding final : public Encoding {
     return CodesOfElements(tensor_.dtype, tensor_.data, first, count, out);
   }
 
+  const float* StoredF32() const override {
+    if (tensor_.dtype != DType::kF32 ||
+        reinterpret_cast<uintptr_t>(tensor_.data.data()) % alignof(float) !=
+            0) {
+      return nullptr;
+    }
+    return reinterpret_cast<const float*>(tensor_.data.data());
+  }
+
   void Prefetch(int64_t index) const override {
     const DTypeInfo& info = GetDTypeInfo(tensor_.dtype);
     __builtin_prefetch(tensor_.data.data() +
                        index / info.block_elems * info.block_bytes);
   }
 
-  // Values come from the block decoder; for evenly spaced levels one
-  // inspected element per sub-block supplies the step, range and group of
-  // the sub-block's run (codebooks and floats are inspected element by
-  // element).
+  // Values come from the block decoder; for evenly spaced levels the
+  // block parameters (GetSubBlockRuns) or else one inspected element per
+  // sub-block supply the step, range and group of the sub-block's run
+  // (codebooks and floats are inspected element by element).
   absl::Status DecodeRuns(int64_t first, int64_t count, float* values,
                           std::vector<QuantRun>* runs) const override {
     const DTypeInfo& info = GetDTypeInfo(tensor_.dtype);
@@ -121,7 +131,22 @@ class StoredEncoding final : public Encoding {
     if (!s.ok()) return s;
     runs->clear();
     const int64_t sub = info.sub_block_elems;
+    const SubBlockRunsFn block_runs = GetSubBlockRuns(tensor_.dtype);
+    const int64_t be = info.block_elems;
+    const int64_t subs = SubBlocksPerBlock(tensor_.dtype);
     for (int64_t i = 0; i < count;) {
+      // Whole blocks: their runs from the block parameters alone.
+      if (block_runs != nullptr && (first + i) % be == 0 && count - i >= be) {
+        const int64_t block = (first + i) / be, nb = (count - i) / be;
+        const size_t at = runs->size();
+        runs->resize(at + static_cast<size_t>(nb * subs));
+        const uint8_t* p = tensor_.data.data() + block * info.block_bytes;
+        for (int64_t b = 0; b < nb; ++b, p += info.block_bytes) {
+          block_runs(p, (block + b) * subs, runs->data() + at + b * subs);
+        }
+        i += nb * be;
+        continue;
+      }
       ScalarInfo si;
       s = InspectElement(tensor_.dtype, tensor_.data, first + i, &si);
       if (!s.ok()) return s;

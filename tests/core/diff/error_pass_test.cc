@@ -24,8 +24,9 @@ struct Input {
 };
 
 // Runs of 1 to 40 elements (so both the vector loop and the tails run) with a
-// random scale; a few exact hits, zeros, zero-step runs, clipped sources,
-// repeated maxima and NaN sources mixed in.
+// random scale, two runs to a group, some runs in none; a few exact hits,
+// zeros, zero-step runs, clipped sources, repeated maxima and NaN sources mixed
+// in.
 Input RandomInput(int64_t n, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-1, 1);
@@ -35,8 +36,9 @@ Input RandomInput(int64_t n, uint32_t seed) {
   for (int64_t i = 0, g = 0; i < n; ++g) {
     const int64_t len = std::min<int64_t>(n - i, 1 + rng() % 40);
     const double step = g % 17 == 5 ? 0.0 : 0.01 * (1 + g % 7);
-    in.runs.push_back({len, g, step, g % 3 == 0 ? step * 1.5 : step,
-                       -127 * step, 127 * step});
+    in.runs.push_back({len, g % 5 == 4 ? -1 : g / 2, step,
+                       g % 3 == 0 ? step * 1.5 : step, -127 * step,
+                       127 * step});
     for (const int64_t end = i + len; i < end; ++i) {
       float& value = in.values[i];
       value = static_cast<float>(step * std::round(u(rng) * 100));
@@ -73,21 +75,27 @@ TEST(ErrorPassTest, FastPathAgreesWithTheScalarReference) {
       const Input in = RandomInput(n, seed);
       std::vector<double> es_ref(n), es_fast(n);
       ErrorSums ref, fast;
+      int64_t num_groups = 0;
+      for (const QuantRun& r : in.runs)
+        num_groups = std::max(num_groups, r.group + 1);
+      std::vector<GroupAcc> groups_ref(num_groups), groups_fast(num_groups);
       // Two calls each, so state carried between chunks is covered too.
       const size_t half_runs = in.runs.size() / 2;
       int64_t half = 0;
       for (size_t r = 0; r < half_runs; ++r) half += in.runs[r].count;
       const size_t rest = in.runs.size() - half_runs;
       AccumulateErrorsScalar(in.values.data(), in.runs.data(), half_runs,
-                             in.x.data(), 100, es_ref.data(), &ref);
-      AccumulateErrorsScalar(
-          in.values.data() + half, in.runs.data() + half_runs, rest,
-          in.x.data() + half, 100 + half, es_ref.data() + half, &ref);
+                             in.x.data(), 100, es_ref.data(), &ref,
+                             groups_ref.data());
+      AccumulateErrorsScalar(in.values.data() + half,
+                             in.runs.data() + half_runs, rest,
+                             in.x.data() + half, 100 + half,
+                             es_ref.data() + half, &ref, groups_ref.data());
       AccumulateErrors(in.values.data(), in.runs.data(), half_runs, in.x.data(),
-                       100, es_fast.data(), &fast);
+                       100, es_fast.data(), &fast, groups_fast.data());
       AccumulateErrors(in.values.data() + half, in.runs.data() + half_runs,
                        rest, in.x.data() + half, 100 + half,
-                       es_fast.data() + half, &fast);
+                       es_fast.data() + half, &fast, groups_fast.data());
       for (int64_t i = 0; i < n; ++i) {
         ASSERT_TRUE(SameBits(es_ref[i], es_fast[i]))
             << "element " << i << ": " << es_ref[i] << " vs " << es_fast[i];
@@ -100,20 +108,46 @@ TEST(ErrorPassTest, FastPathAgreesWithTheScalarReference) {
       EXPECT_EQ(fast.source_zeros, ref.source_zeros);
       EXPECT_EQ(fast.decoded_zeros, ref.decoded_zeros);
       EXPECT_EQ(fast.induced_zeros, ref.induced_zeros);
-      // Sums: NaN sources make them NaN in both; otherwise only the order of
-      // additions differs.
-      for (auto [a, b] : {std::pair{fast.sum_sq_err, ref.sum_sq_err},
-                          {fast.sum_abs_err, ref.sum_abs_err},
-                          {fast.sum_xx, ref.sum_xx},
-                          {fast.sum_hh, ref.sum_hh},
-                          {fast.sum_xh, ref.sum_xh}}) {
-        if (std::isnan(b)) {
-          EXPECT_TRUE(std::isnan(a));
-        } else {
-          EXPECT_NEAR(a, b, 1e-12 * std::max(1.0, std::fabs(b)));
-        }
+      // Sums: the same partial sums in the same order, so the same bits
+      // (NaN sources make them NaN in both).
+      EXPECT_TRUE(SameBits(fast.sum_sq_err, ref.sum_sq_err));
+      EXPECT_TRUE(SameBits(fast.sum_abs_err, ref.sum_abs_err));
+      EXPECT_TRUE(SameBits(fast.sum_xx, ref.sum_xx));
+      EXPECT_TRUE(SameBits(fast.sum_hh, ref.sum_hh));
+      EXPECT_TRUE(SameBits(fast.sum_xh, ref.sum_xh));
+      ASSERT_EQ(groups_fast.size(), groups_ref.size());
+      for (size_t g = 0; g < groups_ref.size(); ++g) {
+        ASSERT_TRUE(SameBits(groups_fast[g].sum, groups_ref[g].sum))
+            << "group " << g;
+        ASSERT_TRUE(SameBits(groups_fast[g].max, groups_ref[g].max))
+            << "group " << g;
+        ASSERT_EQ(groups_fast[g].count, groups_ref[g].count) << "group " << g;
       }
     }
+  }
+}
+
+// The group sums follow the documented order: four partials per run, the
+// last count % 4 elements into the first, then (p0 + p1) + (p2 + p3).
+TEST(ErrorPassTest, GroupSumsAddEachRunInFourPartials) {
+  // One run of 6 elements, source above the decoded value by i + 1 steps of
+  // 1, so error in steps i + 1; its group gets a second run of 1 element.
+  std::vector<float> values(7, 0), x = {1e16f, 1, 1, 1, 1, 1, 2};
+  const std::vector<QuantRun> runs = {{6, 0, 1, 1, -1e20, 1e20},
+                                      {1, 0, 1, 1, -1e20, 1e20}};
+  for (bool fast : {false, true}) {
+    std::vector<double> es(7);
+    std::vector<GroupAcc> groups(1);
+    ErrorSums s;
+    (fast ? AccumulateErrors : AccumulateErrorsScalar)(
+        values.data(), runs.data(), 2, x.data(), 0, es.data(), &s,
+        groups.data());
+    // Partials: {1e16 + 1 + 1, 1, 1, 1} (1e16 + 1 rounds to 1e16 each
+    // time), then the second run's 2.
+    const double p0 = (static_cast<double>(1e16f) + 1.0) + 1.0;
+    EXPECT_EQ(groups[0].sum, ((p0 + 1.0) + (1.0 + 1.0)) + 2.0);
+    EXPECT_EQ(groups[0].max, 1e16f);
+    EXPECT_EQ(groups[0].count, 7u);
   }
 }
 
@@ -129,6 +163,41 @@ TEST(ErrorPassTest, TheFirstOfEqualMaximaIsReported) {
   EXPECT_EQ(s.max_abs_err, 3);
   EXPECT_EQ(s.max_abs_err_index, 6);
   EXPECT_EQ(s.max_err_steps, 3);
+}
+
+TEST(ErrorPassTest, KeepAboveGathersTheLargerValuesInOrderAndTheirMaximum) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> u(0, 1);
+  for (int64_t m : {0, 1, 7, 8, 9, 100, 1001}) {
+    SCOPED_TRACE(m);
+    std::vector<double> v(m);
+    for (double& x : v) x = u(rng);
+    if (m > 5) v[3] = std::numeric_limits<double>::quiet_NaN();
+    if (m > 9) v[9] = std::numeric_limits<double>::infinity();
+    std::vector<double> want;
+    double want_max = 0;
+    for (double x : v) {
+      if (x > 0.9) want.push_back(x);
+      want_max = std::max(want_max, x);
+    }
+    for (bool fast : {false, true}) {
+      std::vector<double> out(m + 8);
+      double max = -1;
+      const int64_t k = (fast ? KeepAbove : KeepAboveScalar)(v.data(), m, 0.9,
+                                                             out.data(), &max);
+      out.resize(k);
+      EXPECT_EQ(out, want);
+      EXPECT_EQ(max, want_max);
+      // In place, as the percentile trim compacts.
+      std::vector<double> w = v;
+      w.resize(m + 8);
+      EXPECT_EQ((fast ? KeepAbove : KeepAboveScalar)(w.data(), m, 0.9, w.data(),
+                                                     &max),
+                k);
+      w.resize(k);
+      EXPECT_EQ(w, want);
+    }
+  }
 }
 
 TEST(ErrorPassTest, AZeroStepMissedIsInfinitelyManySteps) {

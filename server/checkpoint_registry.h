@@ -40,6 +40,12 @@ class CheckpointRegistry {
   absl::StatusOr<std::shared_ptr<const Checkpoint>> Acquire(
       absl::string_view requested);
 
+  // As Acquire, but never opens: the checkpoint when it is cached and
+  // unchanged on disk, else null (not opened yet, changed, or `requested`
+  // does not resolve: Acquire then says why). For work done on a gRPC
+  // thread, which must not parse a file. Cost: Acquire's stats.
+  std::shared_ptr<const Checkpoint> AcquireIfOpen(absl::string_view requested);
+
   size_t open_count() const;
   // The sizes of the files of the checkpoints cached now, summed: what the
   // registry keeps mapped (a checkpoint already closed here but still held
@@ -56,8 +62,9 @@ class CheckpointRegistry {
     std::list<std::string>::iterator lru;
   };
   static bool Unchanged(const Checkpoint& c);
+  // Null (OK) when !may_open and the checkpoint would have to be opened.
   absl::StatusOr<std::shared_ptr<const Checkpoint>> AcquireUnfenced(
-      absl::string_view requested);
+      absl::string_view requested, bool may_open);
 
   const PathSandbox sandbox_;
   const size_t max_open_;

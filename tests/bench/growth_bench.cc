@@ -9,7 +9,6 @@
 //   build/tests/bench/growth_bench
 #include <benchmark/benchmark.h>
 #include <sys/statvfs.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -72,8 +71,16 @@ std::string CannotRun(int64_t disk, int64_t memory) {
                           " MB free, this size needs ", disk >> 20, " MB");
     }
   }
-  const double available = static_cast<double>(::sysconf(_SC_AVPHYS_PAGES)) *
-                           ::sysconf(_SC_PAGESIZE);
+  // MemAvailable: free memory and the page cache the kernel can reclaim
+  // (the page cache is where most of these bytes live).
+  double available = 0;
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string key; meminfo >> key;) {
+    double kb = 0;
+    meminfo >> kb;
+    if (key == "MemAvailable:") available = kb * 1024;
+    meminfo.ignore(64, '\n');
+  }
   if (available < 1.25 * static_cast<double>(memory)) {
     return absl::StrCat("skipped: ", static_cast<int64_t>(available) >> 20,
                         " MB of memory available, this size needs ",

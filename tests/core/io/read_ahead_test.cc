@@ -1,18 +1,21 @@
-// ReadAhead asks the kernel for the bytes ahead of a reader that goes front
-// to back, and for nothing when reads are scattered; it never reads a byte
-// itself. Seen with mincore on a real file evicted from the page cache (a
-// file system that cannot evict, as tmpfs, skips these tests).
+// ReadAhead gives a region the kernel's read-ahead (MADV_NORMAL) while a
+// reader goes through it front to back, and gives it back MADV_RANDOM (as
+// MappedFile maps) when the reader is done; scattered reads change nothing,
+// and nothing is ever read. The advice in force is read from the mapping's
+// VmFlags in /proc/self/smaps ("rr": random read).
 #include "core/io/read_ahead.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
-#include <chrono>
+#include <cstdio>
+#include <fstream>
 #include <string>
-#include <thread>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "core/io/mapped_file.h"
 #include "gtest/gtest.h"
 #include "tests/support/test_paths.h"
@@ -22,111 +25,111 @@ namespace {
 
 constexpr size_t kMiB = size_t{1} << 20;
 
-// A fresh file of `bytes` written to disk and dropped from the page cache,
-// mapped as checkpoints are (MappedFile: MADV_RANDOM).
-class ColdFile {
- public:
-  explicit ColdFile(size_t bytes) {
-    path_ = testing::MakeTempDir() + "/cold.bin";
-    const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    std::vector<char> block(kMiB, 'x');
-    for (size_t done = 0; done < bytes; done += block.size()) {
-      EXPECT_EQ(::write(fd, block.data(), block.size()),
-                static_cast<ssize_t>(block.size()));
+std::shared_ptr<const MappedFile> MapFile(size_t bytes) {
+  const std::string path = testing::MakeTempDir() + "/f.bin";
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  EXPECT_EQ(::ftruncate(fd, static_cast<off_t>(bytes)), 0);
+  ::close(fd);
+  return *MappedFile::Open(path);
+}
+
+// Whether the page holding `p` is mapped with MADV_RANDOM now.
+bool RandomAt(const uint8_t* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    // A mapping's first line: "start-end perms ...".
+    std::vector<std::string> range =
+        absl::StrSplit(line.substr(0, line.find(' ')), '-');
+    uint64_t begin = 0, end = 0;
+    if (range.size() == 2 && absl::SimpleHexAtoi(range[0], &begin) &&
+        absl::SimpleHexAtoi(range[1], &end)) {
+      inside = addr >= begin && addr < end;
+      continue;
     }
-    ::fsync(fd);
-    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-    ::close(fd);
-    mapping_ = *MappedFile::Open(path_);
+    if (inside && line.rfind("VmFlags:", 0) == 0) {
+      return line.find(" rr") != std::string::npos;
+    }
   }
-  absl::Span<const uint8_t> bytes() const { return mapping_->bytes(); }
-
-  // Pages of [begin, end) in the page cache.
-  size_t Resident(size_t begin, size_t end) const {
-    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-    std::vector<unsigned char> in((end - begin + page - 1) / page);
-    ::mincore(const_cast<uint8_t*>(bytes().data() + begin), end - begin,
-              in.data());
-    size_t n = 0;
-    for (unsigned char c : in) n += c & 1;
-    return n;
-  }
-  size_t Pages(size_t begin, size_t end) const {
-    return (end - begin) / static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  }
-
- private:
-  std::string path_;
-  std::shared_ptr<const MappedFile> mapping_;
-};
-
-// Waits up to 20 s (the reads are asynchronous) for every page of the range.
-bool EventuallyResident(const ColdFile& f, size_t begin, size_t end) {
-  for (int i = 0; i < 2000; ++i) {
-    if (f.Resident(begin, end) == f.Pages(begin, end)) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  ADD_FAILURE() << "no mapping holds " << static_cast<const void*>(p);
   return false;
 }
 
-TEST(ReadAheadTest, ASequentialReaderGetsItsWindowAhead) {
-  ColdFile f(16 * kMiB);
-  if (f.Resident(0, 16 * kMiB) != 0) GTEST_SKIP() << "cannot evict here";
-  ReadAhead ahead(f.bytes(), /*window=*/4 * kMiB);
-  ahead.Reading(f.bytes().subspan(0, kMiB));  // one long read: sequential
-  EXPECT_TRUE(EventuallyResident(f, 0, 5 * kMiB));
-  // Nothing past the window was asked for (and nothing read it).
-  EXPECT_EQ(f.Resident(6 * kMiB, 16 * kMiB), 0u);
-  // Reading on, the window moves with the reader, at least half of it
-  // ahead at every read.
-  for (size_t at = kMiB; at < 8 * kMiB; at += kMiB) {
-    ahead.Reading(f.bytes().subspan(at, kMiB));
+TEST(ReadAheadTest, ASequentialReaderGetsTheKernelsReadAheadUntilItEnds) {
+  auto file = MapFile(16 * kMiB);
+  const absl::Span<const uint8_t> all = file->bytes();
+  // A stored tensor in the middle of the file.
+  const absl::Span<const uint8_t> tensor = all.subspan(4 * kMiB, 8 * kMiB);
+  ASSERT_TRUE(RandomAt(tensor.data()));  // as MappedFile maps
+  {
+    ReadAhead ahead(tensor);
+    ahead.Reading(tensor.subspan(0, kMiB));  // one long read: sequential
+    EXPECT_TRUE(ahead.sequential());
+    EXPECT_FALSE(RandomAt(tensor.data()));
+    EXPECT_FALSE(RandomAt(tensor.data() + 8 * kMiB - 1));
+    // The rest of the file keeps its advice.
+    EXPECT_TRUE(RandomAt(all.data()));
+    EXPECT_TRUE(RandomAt(all.data() + 15 * kMiB));
   }
-  EXPECT_TRUE(EventuallyResident(f, 0, 10 * kMiB));
+  EXPECT_TRUE(RandomAt(tensor.data()));
+  EXPECT_TRUE(RandomAt(tensor.data() + 8 * kMiB - 1));
 }
 
 TEST(ReadAheadTest, ShortReadsBackToBackAreSequentialToo) {
-  ColdFile f(8 * kMiB);
-  if (f.Resident(0, 8 * kMiB) != 0) GTEST_SKIP() << "cannot evict here";
-  ReadAhead ahead(f.bytes(), /*window=*/2 * kMiB);
-  ahead.Reading(f.bytes().subspan(0, 4096));     // alone: not yet
-  ahead.Reading(f.bytes().subspan(4096, 4096));  // where it ended: sequential
-  EXPECT_TRUE(EventuallyResident(f, 4096, 2 * kMiB));
+  auto file = MapFile(8 * kMiB);
+  ReadAhead ahead(file->bytes());
+  ahead.Reading(file->bytes().subspan(0, 4096));  // alone: not yet
+  EXPECT_FALSE(ahead.sequential());
+  ahead.Reading(file->bytes().subspan(4096, 4096));  // where it ended
+  EXPECT_TRUE(ahead.sequential());
+  EXPECT_FALSE(RandomAt(file->bytes().data()));
 }
 
-TEST(ReadAheadTest, ScatteredShortReadsAskForNothing) {
-  ColdFile f(16 * kMiB);
-  if (f.Resident(0, 16 * kMiB) != 0) GTEST_SKIP() << "cannot evict here";
-  ReadAhead ahead(f.bytes());
+TEST(ReadAheadTest, ScatteredShortReadsChangeNothing) {
+  auto file = MapFile(16 * kMiB);
+  ReadAhead ahead(file->bytes());
   for (size_t at = 0; at < 16 * kMiB; at += kMiB) {
-    ahead.Reading(f.bytes().subspan(at, 4096));
+    ahead.Reading(file->bytes().subspan(at, 4096));
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  EXPECT_EQ(f.Resident(0, 16 * kMiB), 0u);
+  EXPECT_FALSE(ahead.sequential());
+  EXPECT_TRUE(RandomAt(file->bytes().data()));
+}
+
+TEST(ReadAheadTest, AMovedReaderEndsTheReadAheadOnce) {
+  auto file = MapFile(8 * kMiB);
+  ReadAhead first(file->bytes());
+  first.Reading(file->bytes().subspan(0, kMiB));
+  ReadAhead second = std::move(first);
+  EXPECT_TRUE(second.sequential());
+  EXPECT_FALSE(RandomAt(file->bytes().data()));
+  second = ReadAhead();
+  EXPECT_TRUE(RandomAt(file->bytes().data()));
 }
 
 TEST(ReadAheadTest, ElementsMapToTheSameFractionOfEveryPart) {
-  ColdFile f(16 * kMiB);
-  if (f.Resident(0, 16 * kMiB) != 0) GTEST_SKIP() << "cannot evict here";
+  auto file = MapFile(16 * kMiB);
   // Two parts of one tensor of 1 M elements: 12 MiB of blocks, then 4 MiB
-  // of scales. Reading the first quarter of the elements, with a window of
-  // one byte, brings in the first quarter of each part and no more.
-  const auto blocks = f.bytes().subspan(0, 12 * kMiB);
-  const auto scales = f.bytes().subspan(12 * kMiB, 4 * kMiB);
-  ElementReadAhead ahead({blocks, scales}, int64_t{1} << 20, /*window=*/1);
-  ahead.Reading(0, int64_t{1} << 18);
-  EXPECT_TRUE(EventuallyResident(f, 0, 3 * kMiB));
-  EXPECT_TRUE(EventuallyResident(f, 12 * kMiB, 13 * kMiB));
-  EXPECT_EQ(f.Resident(3 * kMiB + 4096 * 4, 12 * kMiB), 0u);
-  EXPECT_EQ(f.Resident(13 * kMiB + 4096 * 4, 16 * kMiB), 0u);
+  // of scales. A quarter of the elements is 3 MiB of one and 1 MiB of the
+  // other: long reads, so both parts turn sequential.
+  const auto blocks = file->bytes().subspan(0, 12 * kMiB);
+  const auto scales = file->bytes().subspan(12 * kMiB, 4 * kMiB);
+  {
+    ElementReadAhead ahead({blocks, scales}, int64_t{1} << 20);
+    ahead.Reading(0, int64_t{1} << 18);
+    EXPECT_FALSE(RandomAt(blocks.data()));
+    EXPECT_FALSE(RandomAt(scales.data()));
+  }
+  EXPECT_TRUE(RandomAt(blocks.data()));
+  EXPECT_TRUE(RandomAt(scales.data()));
 }
 
-TEST(ReadAheadTest, HintsOutsideAFileMappingAreHarmless) {
+TEST(ReadAheadTest, MemoryThatIsNotAMappingIsLeftAlone) {
   std::vector<uint8_t> heap(4 * kMiB, 7);
-  WillNeed(heap);
-  WillNeed({});
-  ReadAhead ahead(heap);
-  ahead.Reading(absl::MakeConstSpan(heap).subspan(0, kMiB));
+  {
+    ReadAhead ahead(heap);
+    ahead.Reading(absl::MakeConstSpan(heap).subspan(0, kMiB));
+  }
   EXPECT_EQ(heap[kMiB], 7);
 }
 

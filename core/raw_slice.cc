@@ -27,6 +27,7 @@ absl::StatusOr<RawSliceReader> RawSliceReader::Create(
   }
   RawSliceReader r;
   r.stored_ = parts[0];
+  r.read_ahead_ = ReadAhead(parts[0]->data);
   const DTypeInfo& info = GetDTypeInfo(r.stored_->dtype);
   r.block_elems_ = info.block_elems;
   r.block_bytes_ = info.block_bytes;
@@ -105,7 +106,10 @@ void RawSliceReader::ReadInto(int64_t first, int64_t count, char* out) const {
     if (inner.step == 1) {
       // Contiguous: whole blocks (block dtypes are checked at Create).
       const int64_t bytes = n / block_elems_ * block_bytes_;
-      std::memcpy(out, base_ptr + src / block_elems_ * block_bytes_, bytes);
+      const char* from = base_ptr + src / block_elems_ * block_bytes_;
+      read_ahead_.Reading(
+          {reinterpret_cast<const uint8_t*>(from), static_cast<size_t>(bytes)});
+      std::memcpy(out, from, bytes);
       out += bytes;
     } else {
       for (int64_t i = 0; i < n; ++i) {

@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "core/format/stored_tensor.h"
+#include "core/io/read_ahead.h"
 #include "core/slice.h"
 #include "core/tensor.h"
 
@@ -57,6 +58,9 @@ class RawSliceReader {
   int64_t contiguous_start_ = -1;  // stored index of element 0, if one run
   int64_t block_elems_ = 1;
   int64_t block_bytes_ = 1;
+  // Contiguous runs read front to back ask for the bytes ahead (a cold
+  // file then streams at the disk's rate). Hint state only, so mutable.
+  mutable ReadAhead read_ahead_;
 };
 
 }  // namespace tensormorph

@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/format/stored_tensor.h"
 
 namespace tensormorph {
 namespace {
@@ -154,6 +155,13 @@ SliceReader::SliceReader(const LogicalTensor& tensor, ResolvedSlice slice)
   for (int64_t d = static_cast<int64_t>(tensor.shape.size()) - 2; d >= 0; --d) {
     strides_[d] = strides_[d + 1] * tensor.shape[d + 1];
   }
+  if (tensor.encoding != nullptr) {
+    std::vector<absl::Span<const uint8_t>> parts;
+    for (const StoredTensor* part : tensor.encoding->parts()) {
+      parts.push_back(part->data);
+    }
+    read_ahead_ = ElementReadAhead(parts, tensor.num_elements);
+  }
 }
 
 absl::Status SliceReader::ReadRun(int64_t base, int64_t k, int64_t n,
@@ -162,7 +170,10 @@ absl::Status SliceReader::ReadRun(int64_t base, int64_t k, int64_t n,
       slice_.dims.empty() ? ResolvedDim{0, 1, 1, true} : slice_.dims.back();
   const int64_t step = inner.step;
   const int64_t first = base + inner.start + k * step;  // source of element k
-  if (step == 1) return tensor_.encoding->Decode(first, n, out);
+  if (step == 1) {
+    read_ahead_.Reading(first, n);
+    return tensor_.encoding->Decode(first, n, out);
+  }
   if (step == -1) {
     absl::Status s = tensor_.encoding->Decode(first - (n - 1), n, out);
     std::reverse(out, out + n);

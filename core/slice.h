@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "core/io/read_ahead.h"
 #include "core/tensor.h"
 
 namespace tensormorph {
@@ -76,6 +77,9 @@ class SliceReader {
   ResolvedSlice slice_;
   std::vector<int64_t> strides_;  // row-major strides of the tensor
   std::vector<float> scratch_;
+  // Source runs read front to back ask for the bytes ahead (a cold file
+  // then streams at the disk's rate).
+  ElementReadAhead read_ahead_;
 };
 
 // Convenience: the whole slice as one buffer.

@@ -36,11 +36,20 @@ absl::StatusOr<std::shared_ptr<const Checkpoint>> CheckpointRegistry::Acquire(
   // Opening is where untrusted bytes are parsed: an exception there ends this
   // call with INTERNAL naming the checkpoint, and leaves the cache as it was.
   return Fenced({"Checkpoint::Open", requested},
-                [&] { return AcquireUnfenced(requested); });
+                [&] { return AcquireUnfenced(requested, /*may_open=*/true); });
+}
+
+std::shared_ptr<const Checkpoint> CheckpointRegistry::AcquireIfOpen(
+    absl::string_view requested) {
+  auto cached = Fenced({"Checkpoint::Open", requested}, [&] {
+    return AcquireUnfenced(requested, /*may_open=*/false);
+  });
+  return cached.ok() ? *std::move(cached) : nullptr;
 }
 
 absl::StatusOr<std::shared_ptr<const Checkpoint>>
-CheckpointRegistry::AcquireUnfenced(absl::string_view requested) {
+CheckpointRegistry::AcquireUnfenced(absl::string_view requested,
+                                    bool may_open) {
   auto path = sandbox_.Resolve(requested);
   if (!path.ok()) return path.status();
   std::shared_ptr<const Checkpoint> cached;
@@ -58,6 +67,7 @@ CheckpointRegistry::AcquireUnfenced(absl::string_view requested) {
     }
     return cached;
   }
+  if (!may_open) return nullptr;
   auto opened = OpenInside(*path, open_options_);
   if (!opened.ok()) return opened.status();
   absl::MutexLock lock(&mu_);

@@ -52,6 +52,12 @@ class CheckpointRegistry {
       absl::string_view requested);
   const OpenOptions& open_options() const { return open_options_; }
 
+  // As Acquire, but never opens: the checkpoint when it is cached and
+  // unchanged on disk, else null (not opened yet, changed, or `requested`
+  // does not resolve: Acquire then says why). For work done on a gRPC
+  // thread, which must not parse a file. Cost: Acquire's stats.
+  std::shared_ptr<const Checkpoint> AcquireIfOpen(absl::string_view requested);
+
   size_t open_count() const;
   // The sizes of the files of the checkpoints cached now, summed: what the
   // registry keeps mapped (a checkpoint already closed here but still held
@@ -68,8 +74,9 @@ class CheckpointRegistry {
     std::list<std::string>::iterator lru;
   };
   static bool Unchanged(const Checkpoint& c);
+  // Null (OK) when !may_open and the checkpoint would have to be opened.
   absl::StatusOr<std::shared_ptr<const Checkpoint>> AcquireUnfenced(
-      absl::string_view requested);
+      absl::string_view requested, bool may_open);
   // Opens `path` (resolved) with `options` and checks every file it maps
   // resolves inside the roots.
   absl::StatusOr<std::shared_ptr<const Checkpoint>> OpenInside(

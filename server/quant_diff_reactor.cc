@@ -18,6 +18,8 @@
 #include "core/diff/gate.h"
 #include "core/diff/pairing.h"
 #include "core/diff/tensor_diff.h"
+#include "core/format/stored_tensor.h"
+#include "core/io/read_ahead.h"
 #include "proto/diff_fingerprint.h"
 #include "proto/diff_partition.h"
 #include "proto/diff_summary.h"
@@ -373,11 +375,31 @@ class QuantDiffReactor final
     });
   }
 
+  static std::vector<absl::Span<const uint8_t>> PartBytes(
+      const LogicalTensor& t) {
+    std::vector<absl::Span<const uint8_t>> out;
+    for (const StoredTensor* part : t.encoding->parts()) {
+      out.push_back(part->data);
+    }
+    return out;
+  }
+
   absl::StatusOr<TensorDiff> DiffPair(const TensorPair& p) {
     const int64_t ref_bytes = SourceBytes(p);
     const int64_t n = std::max<int64_t>(1, p.quant->num_elements);
-    int64_t reported = 0;
+    // DiffTensor walks both tensors front to back: keep their next bytes
+    // coming in from a cold file while it works (read_ahead.h). It reports
+    // each chunk done; the next is taken to be as long.
+    ElementReadAhead quant_ahead(PartBytes(*p.quant), p.quant->num_elements);
+    ElementReadAhead ref_ahead(PartBytes(*p.ref), p.ref->num_elements);
+    constexpr int64_t kFirstChunk = int64_t{1} << 20;
+    quant_ahead.Reading(0, kFirstChunk);
+    ref_ahead.Reading(0, kFirstChunk);
+    int64_t reported = 0, last_done = 0;
     auto on_progress = [&](int64_t done) {
+      quant_ahead.Reading(done, done - last_done);
+      ref_ahead.Reading(done, done - last_done);
+      last_done = done;
       const int64_t bytes = ref_bytes * done / n;
       bytes_done_.fetch_add(bytes - reported);
       reported = bytes;

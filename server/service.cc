@@ -444,89 +444,123 @@ absl::Status InspectInto(const Encoding& enc, const std::vector<int64_t>& shape,
 
 }  // namespace
 
+namespace {
+
+// Calls asking for at most this many scalars, on a checkpoint already open,
+// run on the gRPC thread that received them (RunInline): their work is a
+// few microseconds, a hop to a worker tens, and under a loaded CPU the
+// woken worker's wait for a core far more.
+constexpr int64_t kScalarsInline = 64;
+
+// The number of scalars `req` asks for: its flat indices, and its
+// coordinates counted as whole indices (a count that does not divide by the
+// rank is refused later, with the tensor's rank at hand).
+int64_t RequestedScalars(const v1::InspectScalarsRequest& req) {
+  return int64_t{req.flat_indices_size()} + req.coords_size();
+}
+
+}  // namespace
+
+absl::Status TensormorphService::InspectIn(const Checkpoint& ckpt,
+                                           grpc::CallbackServerContext* ctx,
+                                           const v1::InspectScalarsRequest* req,
+                                           v1::InspectScalarsResponse* resp,
+                                           bool may_fork) {
+  auto t =
+      FindTensorOrError(ckpt, req->checkpoint(), req->tensor(), req->part());
+  if (!t.ok()) return t.status();
+  const std::vector<int64_t>& shape = (*t)->shape;
+  const size_t rank = shape.size();
+  // Every index has exactly the tensor's rank. The wire carries the
+  // coordinates concatenated, so a count that does not divide is the
+  // one mismatch visible here; clients check each index they parse.
+  if (rank == 0 && req->coords_size() > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor '", req->tensor(),
+        "' has rank 0: its one element takes flat_indices [0], not ",
+        req->coords_size(), " coordinates"));
+  }
+  if (rank > 0 && req->coords_size() % rank != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor '", req->tensor(), "' has rank ", rank, " (shape [",
+        absl::StrJoin(shape, ", "), "]): every index needs exactly ", rank,
+        " coordinates, but the ", req->coords_size(),
+        " given do not divide into indices of rank ", rank));
+  }
+  const int64_t n =
+      (rank > 0 ? req->coords_size() / static_cast<int64_t>(rank) : 0) +
+      req->flat_indices_size();
+  if (n > state_->limits.max_scalars_per_call) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        n, " scalars requested but the limit max_scalars_per_call is ",
+        state_->limits.max_scalars_per_call));
+  }
+  if ((*t)->num_elements == 0 && n > 0) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "tensor '", req->tensor(), "' is empty (shape [",
+        absl::StrJoin(shape, ", "), "]): it has no elements to inspect"));
+  }
+  for (int64_t d : shape) resp->add_shape(d);
+  FillEncoding((*t)->encoding->info(), resp->mutable_encoding());
+  // Indices are checked first; then every element is inspected under
+  // one fault guard (no allocation inside it), then the replies built.
+  std::vector<int64_t> flats(static_cast<size_t>(n));
+  std::vector<int64_t> coords(rank);
+  const int64_t nc =
+      rank > 0 ? req->coords_size() / static_cast<int64_t>(rank) : 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (i < nc) {
+      for (size_t d = 0; d < rank; ++d) coords[d] = req->coords(i * rank + d);
+      if (absl::Status s = CheckIndex(shape, i, coords, &flats[i]); !s.ok())
+        return s;
+    } else {
+      flats[i] = req->flat_indices(static_cast<int>(i - nc));
+      if (flats[i] < 0 || flats[i] >= (*t)->num_elements) {
+        return absl::OutOfRangeError(absl::StrCat(
+            "index ", i, ": flat index ", flats[i], " is out of range for ",
+            (*t)->num_elements, " elements"));
+      }
+    }
+  }
+  // The replies exist before they are filled, so two halves of a big
+  // batch can fill theirs at once (the arena allocates thread-safely).
+  resp->mutable_scalars()->Reserve(static_cast<int>(n));
+  for (int64_t i = 0; i < n; ++i) resp->add_scalars();
+  const Encoding& enc = *(*t)->encoding;
+  auto part = [&](int64_t begin, int64_t end) {
+    return InspectInto(enc, shape, flats, begin, end, ctx, resp);
+  };
+  if (!may_fork || n < kScalarsWorthTwoThreads || state_->pool.size() < 2) {
+    return part(0, n);
+  }
+  absl::Status first, second;
+  state_->pool.ForkJoin([&] { first = part(0, n / 2); },
+                        [&] { second = part(n / 2, n); });
+  return first.ok() ? second : first;
+}
+
 grpc::ServerUnaryReactor* TensormorphService::InspectScalars(
     grpc::CallbackServerContext* ctx, const v1::InspectScalarsRequest* req,
     v1::InspectScalarsResponse* resp) {
-  return RunOnPool(
-      *state_, ctx,
-      CallLog("InspectScalars", ctx, req->checkpoint(), req->tensor()), resp,
-      [this, ctx, req, resp]() -> absl::Status {
-        auto ckpt = state_->registry.Acquire(req->checkpoint());
-        if (!ckpt.ok()) return ckpt.status();
-        auto t = FindTensorOrError(**ckpt, req->checkpoint(), req->tensor(),
-                                   req->part());
-        if (!t.ok()) return t.status();
-        const std::vector<int64_t>& shape = (*t)->shape;
-        const size_t rank = shape.size();
-        // Every index has exactly the tensor's rank. The wire carries the
-        // coordinates concatenated, so a count that does not divide is the
-        // one mismatch visible here; clients check each index they parse.
-        if (rank == 0 && req->coords_size() > 0) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "tensor '", req->tensor(),
-              "' has rank 0: its one element takes flat_indices [0], not ",
-              req->coords_size(), " coordinates"));
-        }
-        if (rank > 0 && req->coords_size() % rank != 0) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "tensor '", req->tensor(), "' has rank ", rank, " (shape [",
-              absl::StrJoin(shape, ", "), "]): every index needs exactly ",
-              rank, " coordinates, but the ", req->coords_size(),
-              " given do not divide into indices of rank ", rank));
-        }
-        const int64_t n =
-            (rank > 0 ? req->coords_size() / static_cast<int64_t>(rank) : 0) +
-            req->flat_indices_size();
-        if (n > state_->limits.max_scalars_per_call) {
-          return absl::ResourceExhaustedError(absl::StrCat(
-              n, " scalars requested but the limit max_scalars_per_call is ",
-              state_->limits.max_scalars_per_call));
-        }
-        if ((*t)->num_elements == 0 && n > 0) {
-          return absl::OutOfRangeError(absl::StrCat(
-              "tensor '", req->tensor(), "' is empty (shape [",
-              absl::StrJoin(shape, ", "), "]): it has no elements to inspect"));
-        }
-        for (int64_t d : shape) resp->add_shape(d);
-        FillEncoding((*t)->encoding->info(), resp->mutable_encoding());
-        // Indices are checked first; then every element is inspected under
-        // one fault guard (no allocation inside it), then the replies built.
-        std::vector<int64_t> flats(static_cast<size_t>(n));
-        std::vector<int64_t> coords(rank);
-        const int64_t nc =
-            rank > 0 ? req->coords_size() / static_cast<int64_t>(rank) : 0;
-        for (int64_t i = 0; i < n; ++i) {
-          if (i < nc) {
-            for (size_t d = 0; d < rank; ++d)
-              coords[d] = req->coords(i * rank + d);
-            if (absl::Status s = CheckIndex(shape, i, coords, &flats[i]);
-                !s.ok())
-              return s;
-          } else {
-            flats[i] = req->flat_indices(static_cast<int>(i - nc));
-            if (flats[i] < 0 || flats[i] >= (*t)->num_elements) {
-              return absl::OutOfRangeError(absl::StrCat(
-                  "index ", i, ": flat index ", flats[i],
-                  " is out of range for ", (*t)->num_elements, " elements"));
-            }
-          }
-        }
-        // The replies exist before they are filled, so two halves of a big
-        // batch can fill theirs at once (the arena allocates thread-safely).
-        resp->mutable_scalars()->Reserve(static_cast<int>(n));
-        for (int64_t i = 0; i < n; ++i) resp->add_scalars();
-        const Encoding& enc = *(*t)->encoding;
-        auto part = [&](int64_t begin, int64_t end) {
-          return InspectInto(enc, shape, flats, begin, end, ctx, resp);
-        };
-        if (n < kScalarsWorthTwoThreads || state_->pool.size() < 2) {
-          return part(0, n);
-        }
-        absl::Status first, second;
-        state_->pool.ForkJoin([&] { first = part(0, n / 2); },
-                              [&] { second = part(n / 2, n); });
-        return first.ok() ? second : first;
-      });
+  CallLog log("InspectScalars", ctx, req->checkpoint(), req->tensor());
+  if (RequestedScalars(*req) <= kScalarsInline &&
+      CheckNotRefused(*state_, ctx).ok()) {
+    if (std::shared_ptr<const Checkpoint> open =
+            state_->registry.AcquireIfOpen(req->checkpoint())) {
+      return RunInline(*state_, ctx, log, resp,
+                       [this, ctx, req, resp, &open]() -> absl::Status {
+                         return InspectIn(*open, ctx, req, resp,
+                                          /*may_fork=*/false);
+                       });
+    }
+  }
+  return RunOnPool(*state_, ctx, std::move(log), resp,
+                   [this, ctx, req, resp]() -> absl::Status {
+                     auto ckpt = state_->registry.Acquire(req->checkpoint());
+                     if (!ckpt.ok()) return ckpt.status();
+                     return InspectIn(**ckpt, ctx, req, resp,
+                                      /*may_fork=*/true);
+                   });
 }
 
 }  // namespace tensormorph

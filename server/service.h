@@ -163,11 +163,26 @@ inline absl::Status CheckNotRefused(const ServiceState& state,
   return absl::UnauthenticatedError("refused by the auth interceptor");
 }
 
-// Runs `fn` on the worker pool, unless the auth interceptor refused the
-// call, and finishes the unary call with its status (logged). `fn` fills
-// `reply`; one too big to send ends the call with RESOURCE_EXHAUSTED naming
+// Finishes a unary call with `fn`'s status (logged): `fn` fills `reply`; one
+// too big to send ends the call with RESOURCE_EXHAUSTED naming
 // max_reply_bytes. An exception from `fn` ends the call with INTERNAL
 // (exception_fence.h).
+template <typename Fn>
+void FinishUnary(ServiceState& state, grpc::ServerUnaryReactor* reactor,
+                 const google::protobuf::Message* reply, const CallLog& log,
+                 Fn& fn) {
+  const grpc::Status status =
+      ToGrpcStatus(Fenced(log.site(), [&]() -> absl::Status {
+        TM_RETURN_IF_ERROR(fn());
+        return CheckReplySize(*reply, state.limits);
+      }));
+  log.Finish(status, 0);
+  reactor->Finish(status);
+}
+
+// Runs `fn` on the worker pool, unless the auth interceptor refused the
+// call, and finishes the unary call with its status (FinishUnary). Unary
+// work goes ahead of streams' queued chunks (WorkerPool::SubmitUnary).
 template <typename Fn>
 grpc::ServerUnaryReactor* RunOnPool(ServiceState& state,
                                     grpc::CallbackServerContext* ctx,
@@ -184,18 +199,34 @@ grpc::ServerUnaryReactor* RunOnPool(ServiceState& state,
     return reactor;
   }
   const absl::Status submitted = Fenced({method}, [&] {
-    state.pool.Submit([&state, ctx, reactor, reply, log = std::move(log),
-                       fn = std::move(fn)]() {
-      const grpc::Status status =
-          ToGrpcStatus(Fenced(log.site(), [&]() -> absl::Status {
-            TM_RETURN_IF_ERROR(fn());
-            return CheckReplySize(*reply, state.limits);
-          }));
-      log.Finish(status, 0);
-      reactor->Finish(status);
+    state.pool.SubmitUnary([&state, reactor, reply, log = std::move(log),
+                            fn = std::move(fn)]() mutable {
+      FinishUnary(state, reactor, reply, log, fn);
     });
   });
   if (!submitted.ok()) reactor->Finish(ToGrpcStatus(submitted));
+  return reactor;
+}
+
+// The same on the calling gRPC thread, for work too small to be worth a
+// hop to a worker (tens of microseconds, most of a small call): `fn` must
+// be bounded and brief, and must not open a checkpoint (that parses a file)
+// or block on anything but a page of a mapping.
+template <typename Fn>
+grpc::ServerUnaryReactor* RunInline(ServiceState& state,
+                                    grpc::CallbackServerContext* ctx,
+                                    const CallLog& log,
+                                    const google::protobuf::Message* reply,
+                                    Fn fn) {
+  state.metrics.calls.fetch_add(1);
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (absl::Status refused = CheckNotRefused(state, ctx); !refused.ok()) {
+    const grpc::Status status = ToGrpcStatus(refused);
+    log.Finish(status, 0);
+    reactor->Finish(status);
+    return reactor;
+  }
+  FinishUnary(state, reactor, reply, log, fn);
   return reactor;
 }
 
@@ -283,6 +314,13 @@ class TensormorphService final
   ServiceState& state() { return *state_; }
 
  private:
+  // InspectScalars on an acquired checkpoint; `may_fork` lets a big batch
+  // take a second worker (never on a gRPC thread).
+  absl::Status InspectIn(const Checkpoint& ckpt,
+                         grpc::CallbackServerContext* ctx,
+                         const v1::InspectScalarsRequest* req,
+                         v1::InspectScalarsResponse* resp, bool may_fork);
+
   std::shared_ptr<ServiceState> state_;
   ArenaMessageAllocator<v1::InspectScalarsRequest, v1::InspectScalarsResponse>
       inspect_allocator_;

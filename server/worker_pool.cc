@@ -26,7 +26,12 @@ WorkerPool::~WorkerPool() {
 
 void WorkerPool::Submit(std::function<void()> task) {
   absl::MutexLock lock(&mu_);
-  queue_.push_back(std::move(task));
+  bulk_.push_back(std::move(task));
+}
+
+void WorkerPool::SubmitUnary(std::function<void()> task) {
+  absl::MutexLock lock(&mu_);
+  unary_.push_back(std::move(task));
 }
 
 void WorkerPool::ForkJoin(absl::FunctionRef<void()> first,
@@ -42,7 +47,7 @@ void WorkerPool::ForkJoin(absl::FunctionRef<void()> first,
     std::exception_ptr error;  // written before `done`
   };
   auto claim = std::make_shared<Claim>();
-  Submit([claim, &second] {
+  SubmitUnary([claim, &second] {
     if (!claim->taken.exchange(true)) {
       try {
         second();
@@ -74,12 +79,14 @@ void WorkerPool::Loop() {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
           +[](WorkerPool* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
-            return p->stopping_ || !p->queue_.empty();
+            return p->stopping_ || !p->unary_.empty() || !p->bulk_.empty();
           },
           this));
-      if (queue_.empty()) return;  // stopping and drained
-      task = std::move(queue_.front());
-      queue_.pop_front();
+      std::deque<std::function<void()>>& queue =
+          !unary_.empty() ? unary_ : bulk_;
+      if (queue.empty()) return;  // stopping and drained
+      task = std::move(queue.front());
+      queue.pop_front();
     }
     // The last line of the exception fence: tasks fence their own work and
     // end their calls; one that still throws is logged, and the worker

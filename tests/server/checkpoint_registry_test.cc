@@ -1,5 +1,6 @@
 // The registry opens a checkpoint once, shares it, reopens it when its
-// files change, and closes the least recently used past its limit.
+// files change, and closes the least recently used past its limit;
+// AcquireIfOpen only ever hands out one already open and unchanged.
 #include "server/checkpoint_registry.h"
 
 #include <filesystem>
@@ -39,6 +40,23 @@ TEST_F(CheckpointRegistryTest, SharesOneOpenCheckpoint) {
   auto a2 = reg.Acquire(root_ + "/a.safetensors");
   ASSERT_TRUE(a1.ok() && a2.ok());
   EXPECT_EQ(a1->get(), a2->get());
+  EXPECT_EQ(reg.opens(), 1);
+}
+
+TEST_F(CheckpointRegistryTest, AcquireIfOpenNeverOpens) {
+  auto reg = Make(4);
+  // Not opened yet, or not there at all: null, and nothing opened.
+  EXPECT_EQ(reg.AcquireIfOpen("a.safetensors"), nullptr);
+  EXPECT_EQ(reg.AcquireIfOpen("missing.safetensors"), nullptr);
+  EXPECT_EQ(reg.opens(), 0);
+  auto a = reg.Acquire("a.safetensors");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(reg.AcquireIfOpen("a.safetensors"), *a);
+  // Changed on disk: null again (Acquire reopens it), still no open.
+  const std::string tmp = root_ + "/a.tmp";
+  WriteFile(tmp, BuildSafetensors({{"x", "I8", {3}, "xyz"}}));
+  fs::rename(tmp, root_ + "/a.safetensors");
+  EXPECT_EQ(reg.AcquireIfOpen("a.safetensors"), nullptr);
   EXPECT_EQ(reg.opens(), 1);
 }
 

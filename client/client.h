@@ -31,6 +31,9 @@ inline constexpr absl::Duration kDefaultUnaryTimeout = absl::Seconds(60);
 // The largest message the client accepts: a tensormorphd's default
 // Limits.max_reply_bytes.
 inline constexpr int kMaxReplyBytes = 64 << 20;
+// The HTTP/2 receive window of each stream (client.cc says why it is
+// fixed): what a server may send ahead of the reader, per stream.
+inline constexpr int kStreamWindowBytes = 16 << 20;
 
 struct ClientOptions {
   // Deadline of each call. Unset: unary calls get kDefaultUnaryTimeout and
@@ -54,6 +57,22 @@ struct SliceData {
   absl::Span<const float> floats() const {
     return {reinterpret_cast<const float*>(bytes.data()), bytes.size() / 4};
   }
+};
+
+// Slices read in the caller's own process: Client::Embedded's service
+// hands its chunks straight to the caller (client/embedded/), with no
+// serialization and no channel between them. Same header, bytes and errors
+// as the ReadSlice RPC of that service.
+class LocalSliceReader {
+ public:
+  virtual ~LocalSliceReader() = default;
+  // As Client::ReadSlicePieces; a read past `deadline` ends with
+  // DEADLINE_EXCEEDED (absl::InfiniteFuture(): none).
+  virtual absl::Status Read(
+      const v1::ReadSliceRequest& request, absl::Time deadline,
+      const std::function<bool(const v1::SliceHeader&)>& on_header,
+      const std::function<bool(absl::Span<const absl::string_view>)>&
+          on_pieces) = 0;
 };
 
 // Ends a call from another thread: a stream that sends nothing (a peer
@@ -111,9 +130,12 @@ class Client {
   static absl::StatusOr<std::unique_ptr<Client>> Embedded(
       const ClientOptions& options = {});
 
-  // `keepalive` is held for the client's lifetime (an embedded server).
+  // `keepalive` is held for the client's lifetime (an embedded server);
+  // `local_slices`, when given, serves ReadSliceStreaming and ReadSliceAll
+  // in this process instead of the channel (the same service's).
   Client(std::shared_ptr<grpc::Channel> channel, ClientOptions options,
-         std::shared_ptr<void> keepalive = nullptr);
+         std::shared_ptr<void> keepalive = nullptr,
+         std::shared_ptr<LocalSliceReader> local_slices = nullptr);
 
   absl::StatusOr<v1::GetServerInfoResponse> GetServerInfo();
   absl::StatusOr<v1::GetCheckpointResponse> GetCheckpoint(
@@ -140,11 +162,22 @@ class Client {
       const v1::ReadSliceRequest& request,
       const std::function<bool(const v1::SliceChunk&)>& on_chunk);
   // A slice as it arrives, checked as it comes (chunks in order, adding up
-  // to the header's element count): `on_header` once, then `on_data` with
-  // each chunk's bytes in order. Memory is one chunk whatever the slice's
-  // size: what a caller writing to a file or a socket wants. Either callback
+  // to the header's element count): `on_header` once, then `on_pieces`
+  // once per chunk with its bytes, as the pieces they were received in
+  // (in order, their concatenation the chunk's data: handed on where they
+  // arrived, never copied into one string, ready for one writev(2)). Both
+  // run on the caller's thread. Memory is a few chunks and a stream's
+  // window (kStreamWindowBytes) whatever the slice's size: what a caller
+  // writing to a file or a socket wants; a long slice is received on a
+  // second thread while the caller's handles the data. Either callback
   // returning false cancels the read (CANCELLED); a stream that breaks the
   // order or ends short is INTERNAL.
+  absl::Status ReadSlicePieces(
+      const v1::ReadSliceRequest& request,
+      const std::function<bool(const v1::SliceHeader&)>& on_header,
+      const std::function<bool(absl::Span<const absl::string_view>)>&
+          on_pieces);
+  // The same with `on_data` called once per piece, in order.
   absl::Status ReadSliceStreaming(
       const v1::ReadSliceRequest& request,
       const std::function<bool(const v1::SliceHeader&)>& on_header,
@@ -230,6 +263,7 @@ class Client {
   std::shared_ptr<const Methods> methods_;
   ClientOptions options_;
   std::shared_ptr<void> keepalive_;
+  std::shared_ptr<LocalSliceReader> local_slices_;
   // Set when several servers were given: every call is the router's.
   std::shared_ptr<Router> router_;
 };

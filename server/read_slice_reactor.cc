@@ -5,7 +5,8 @@
 // max_call_seconds or stalled past max_idle_write_seconds.
 //
 // Every chunk's data, raw or decoded, is read out of the mapping under the
-// fault guard into the message's own buffer. Never a slice over the mapping:
+// fault guard into the message's own buffer (SliceSource, slice_source.h,
+// which also checks the request and the files). Never a slice over the mapping:
 // a file shrunk while such a slice waits on flow control makes the socket
 // send fail with EFAULT, which takes down the whole HTTP/2 connection and
 // every other call on it. The method is registered raw (grpc::ByteBuffer)
@@ -26,13 +27,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "core/io/fault_guard.h"
-#include "core/raw_slice.h"
-#include "core/slice.h"
 #include "core/util/status_macros.h"
 #include "proto/status_mapping.h"
 #include "server/call_log.h"
 #include "server/service.h"
+#include "server/slice_source.h"
 
 namespace tensormorph {
 namespace {
@@ -57,30 +56,6 @@ v1::ReadSliceRequest ParseRequest(const grpc::ByteBuffer& bytes, bool* ok) {
       grpc::SerializationTraits<v1::ReadSliceRequest>::Deserialize(&copy, &req)
           .ok();
   return req;
-}
-
-// The request's fields that need no checkpoint: a mode outside OutputMode
-// (proto3 keeps unknown enum numbers, and JSON carries them as raw
-// numbers) and a negative chunk bound are refused, not read as defaults.
-absl::Status CheckRequest(const v1::ReadSliceRequest& req) {
-  if (!v1::OutputMode_IsValid(req.mode())) {
-    const google::protobuf::EnumDescriptor* modes = v1::OutputMode_descriptor();
-    std::string valid;
-    for (int i = 0; i < modes->value_count(); ++i) {
-      absl::StrAppend(&valid, i > 0 ? ", " : "", modes->value(i)->number(),
-                      " (", modes->value(i)->name(), ")");
-    }
-    return absl::InvalidArgumentError(
-        absl::StrCat("ReadSliceRequest.mode ", static_cast<int>(req.mode()),
-                     " is not an OutputMode; valid: ", valid));
-  }
-  if (req.max_chunk_bytes() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ReadSliceRequest.max_chunk_bytes must be >= 0 (0 = the server's "
-        "max_chunk_bytes), got ",
-        req.max_chunk_bytes()));
-  }
-  return absl::OkStatus();
 }
 
 class ReadSliceReactor final
@@ -161,54 +136,15 @@ class ReadSliceReactor final
 
   absl::Status Prepare() {
     if (!parsed_) return absl::InvalidArgumentError("unparsable request");
-    TM_RETURN_IF_ERROR(CheckRequest(req_));
+    // Checked before a slot is taken, as SliceSource::Open checks it again.
+    TM_RETURN_IF_ERROR(CheckReadSliceRequest(req_));
     if (absl::Status admit = state_->TryAdmitStream(); !admit.ok())
       return admit;
     admitted_ = true;
-    auto ckpt = state_->registry.Acquire(req_.checkpoint());
-    if (!ckpt.ok()) return ckpt.status();
-    ckpt_ = *ckpt;
-    auto t = FindTensorOrError(*ckpt_, req_.checkpoint(), req_.tensor(),
-                               req_.part());
-    if (!t.ok()) return t.status();
-    for (const StoredTensor* part : (*t)->encoding->parts()) {
-      const Checkpoint::File* f = &ckpt_->files()[part->file_index];
-      if (std::find(files_.begin(), files_.end(), f) == files_.end()) {
-        files_.push_back(f);
-      }
-    }
-    auto items = ParseSlice(req_.slice());
-    if (!items.ok()) return items.status();
-    auto slice = ResolveSlice(*items, (*t)->shape);
-    if (!slice.ok()) return slice.status();
-    int64_t max_bytes = req_.max_chunk_bytes();  // >= 0: CheckRequest
-    if (max_bytes == 0 || max_bytes > state_->limits.max_chunk_bytes) {
-      max_bytes = state_->limits.max_chunk_bytes;
-    }
-    v1::SliceHeader* h = chunk_.mutable_header();
-    for (int64_t d : slice->result_shape) h->add_shape(d);
-    h->set_num_elements(slice->num_elements);
-    total_ = slice->num_elements;
-    if (req_.mode() == v1::OUTPUT_MODE_RAW) {
-      auto raw = RawSliceReader::Create(**t, *std::move(slice));
-      if (!raw.ok()) return raw.status();
-      raw_.emplace(*std::move(raw));
-      h->set_dtype(std::string(DTypeName(raw_->dtype())));
-      h->set_total_bytes(raw_->total_bytes());
-      per_chunk_ = std::max<int64_t>(1, max_bytes / raw_->block_bytes()) *
-                   raw_->block_elems();
-    } else {
-      decoded_.emplace(**t, *std::move(slice));
-      h->set_dtype("F32");
-      h->set_total_bytes(total_ * 4);
-      per_chunk_ = std::max<int64_t>(1, max_bytes / 4);
-    }
-    if (h->total_bytes() > state_->limits.max_slice_bytes) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "the slice is ", h->total_bytes(),
-          " bytes, over the limit max_slice_bytes (",
-          state_->limits.max_slice_bytes, "): read it in smaller slices"));
-    }
+    auto source = SliceSource::Open(*state_, req_);
+    if (!source.ok()) return source.status();
+    source_ = *std::move(source);
+    *chunk_.mutable_header() = source_->header();
     return absl::OkStatus();
   }
 
@@ -241,32 +177,23 @@ class ReadSliceReactor final
       Stop(grpc::Status::OK);  // keeps the status already chosen
       return;
     }
-    if (next_ > 0) chunk_.clear_header();
-    const int64_t n = std::min(per_chunk_, total_ - next_);
-    chunk_.set_element_offset(next_);
+    if (source_->next_offset() > 0) chunk_.clear_header();
+    const int64_t n = source_->next_count();
+    chunk_.set_element_offset(source_->next_offset());
     chunk_.set_element_count(n);
     // The message: the chunk's fields, the data field's tag and length, then
     // the data as its own slice.
-    const size_t data_bytes = static_cast<size_t>(
-        raw_ ? n / raw_->block_elems() * raw_->block_bytes() : n * 4);
+    const size_t data_bytes = source_->next_bytes();
     // Allocated before the guarded read (a fault must not unwind an
     // allocation), and as floats: grpc_slice_malloc's bytes need not be
     // aligned for the decoders' stores.
     float* buffer = new float[(data_bytes + 3) / 4];
     grpc::Slice data(buffer, data_bytes, &DeleteFloats, buffer);
-    if (absl::Status s = Fill(n, reinterpret_cast<uint8_t*>(buffer)); !s.ok()) {
+    if (absl::Status s = source_->ReadNext(reinterpret_cast<uint8_t*>(buffer));
+        !s.ok()) {
       Stop(ToGrpcStatus(s));
       return;
     }
-    // After the last read of the mapping and before the last chunk (and so
-    // before OK): bytes read across a rewrite must not pass as one tensor.
-    if (next_ + n >= total_) {
-      if (absl::Status s = CheckFilesUnchanged(); !s.ok()) {
-        Stop(ToGrpcStatus(s));
-        return;
-      }
-    }
-    next_ += n;
     std::string prefix = chunk_.SerializeAsString();
     AppendDataFieldHeader(data_bytes, &prefix);
     grpc::Slice slices[2] = {grpc::Slice(prefix), std::move(data)};
@@ -277,7 +204,7 @@ class ReadSliceReactor final
     {
       absl::MutexLock lock(&mu_);
       producing_ = false;
-      all_produced_ = next_ >= total_;
+      all_produced_ = source_->done();
       if (!stop_) {
         if (!writing_) {
           out_ = std::move(message);
@@ -303,38 +230,6 @@ class ReadSliceReactor final
   void Write() {
     state_->watchdog.WriteStarted(watch_);
     StartWrite(&out_);
-  }
-
-  // Copies (raw) or decodes (float32) the next n elements into `out`.
-  absl::Status Fill(int64_t n, uint8_t* out) {
-    return GuardedRead([&]() -> absl::Status {
-      if (raw_) {
-        raw_->ReadInto(next_, n, reinterpret_cast<char*>(out));
-        return absl::OkStatus();
-      }
-      return decoded_->Read(next_, n, reinterpret_cast<float*>(out));
-    });
-  }
-
-  // FAILED_PRECONDITION when a file the tensor is read from is no longer
-  // the one mapped (device, inode, size, mtime): rewritten in place with
-  // the same layout, the mapping shows the new bytes from then on, so the
-  // chunks sent may mix old and new.
-  absl::Status CheckFilesUnchanged() const {
-    for (const Checkpoint::File* f : files_) {
-      const FileIdentity& was = f->mapping->identity();
-      absl::StatusOr<FileIdentity> now = StatFile(f->path);
-      if (now.ok() && SameBytes(*now, was)) continue;
-      return absl::FailedPreconditionError(absl::StrCat(
-          "file '", f->path, "' changed during the read of tensor '",
-          req_.tensor(), "' (",
-          now.ok()
-              ? absl::StrCat("size ", was.size, " -> ", now->size, ", mtime ",
-                             was.mtime_ns, " -> ", now->mtime_ns, " ns")
-              : std::string(now.status().message()),
-          "): the data sent may mix old and new bytes; read it again"));
-    }
-    return absl::OkStatus();
   }
 
   bool StopAsked() {
@@ -403,15 +298,9 @@ class ReadSliceReactor final
   CallLog log_;
   StreamWatchdog::Watch* watch_ = nullptr;
   bool admitted_ = false;  // holds a stream slot (set in Prepare)
-  std::shared_ptr<const Checkpoint> ckpt_;      // keeps the mapping alive
-  std::vector<const Checkpoint::File*> files_;  // the tensor's, in ckpt_
-  std::optional<SliceReader> decoded_;
-  std::optional<RawSliceReader> raw_;
   // The producer's own (one producer at a time):
+  std::unique_ptr<SliceSource> source_;  // set by Prepare
   v1::SliceChunk chunk_;  // header and offsets (the data goes as a slice)
-  int64_t total_ = 0;
-  int64_t next_ = 0;
-  int64_t per_chunk_ = 1;
   std::atomic<bool> cancelled_{false};
   absl::Mutex mu_;
   grpc::ByteBuffer out_;                        // the message in flight

@@ -328,7 +328,7 @@ int RunRead(Client& client, const GlobalOptions& g, const ReadOptions& o) {
     if (!writer.ok()) return ReportFailure(writer.status());
     v1::SliceHeader header;
     absl::Status written = absl::OkStatus();
-    absl::Status s = client.ReadSliceStreaming(
+    absl::Status s = client.ReadSlicePieces(
         req,
         [&](const v1::SliceHeader& h) {
           header = h;
@@ -338,8 +338,8 @@ int RunRead(Client& client, const GlobalOptions& g, const ReadOptions& o) {
               h.total_bytes());
           return written.ok();
         },
-        [&](absl::string_view data) {
-          written = (*writer)->Append(data);
+        [&](absl::Span<const absl::string_view> pieces) {
+          written = (*writer)->Append(pieces);  // one writev a chunk
           return written.ok();
         });
     if (!written.ok()) return ReportFailure(written);

@@ -1,5 +1,6 @@
 // Client::Embedded: the real service, in-process, with no port.
 #include "client/client.h"
+#include "client/embedded/local_slice_reader.h"
 #include "server/server.h"
 
 namespace tensormorph {
@@ -12,8 +13,11 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Embedded(
   if (!server.ok()) return server.status();
   std::shared_ptr<TensormorphServer> keepalive = *std::move(server);
   auto channel = keepalive->InProcessChannel();
+  // Slices skip the in-process channel: chunks go from the service's reader
+  // to the caller with no serialization and no transport queue between.
+  auto slices = std::make_shared<EmbeddedSliceReader>(keepalive);
   return std::make_unique<Client>(std::move(channel), options,
-                                  std::move(keepalive));
+                                  std::move(keepalive), std::move(slices));
 }
 
 }  // namespace tensormorph

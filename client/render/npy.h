@@ -3,7 +3,6 @@
 #define TENSORMORPH_CLIENT_RENDER_NPY_H_
 
 #include <cstdint>
-#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 
 namespace tensormorph {
 
@@ -54,18 +54,22 @@ class NpyFileWriter {
   // The next bytes. Errors: FAILED_PRECONDITION before Begin; OUT_OF_RANGE
   // past total_bytes; the errno's code when the file cannot take them.
   absl::Status Append(absl::string_view data);
+  // The next bytes as pieces in order, written with as few writev(2) calls
+  // as they allow (a received chunk's pieces: one call). Errors: as Append.
+  absl::Status Append(absl::Span<const absl::string_view> pieces);
   // Checks that every byte Begin promised came, and closes the file.
   absl::Status Finish();
 
   NpyLayout layout() const { return layout_; }
 
  private:
-  NpyFileWriter(std::string path, FILE* file)
-      : path_(std::move(path)), file_(file) {}
+  NpyFileWriter(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
   absl::Status Error(int error) const;
+  // Writes every byte of `pieces`, resuming after short writes.
+  absl::Status WriteAll(absl::Span<const absl::string_view> pieces);
 
   std::string path_;
-  FILE* file_;
+  int fd_;  // -1 once closed
   NpyLayout layout_;
   bool begun_ = false, finished_ = false;
   int64_t left_ = 0;

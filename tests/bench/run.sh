@@ -7,12 +7,12 @@
 # Run it on an otherwise idle machine: a build on the other core costs 25-35%.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-all=(decode stream diff inspect open_memory growth cold http page json_print stats)
+all=(decode stream read_e2e diff inspect open_memory growth cold http page json_print stats)
 programs=("$@")
 [ $# -eq 0 ] && programs=("${all[@]}")
 deploy/install_deps.sh --tests  # page_bench drives chromium
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTENSORMORPH_BUILD_BENCHMARKS=ON >/dev/null
-targets=(tensormorphd)
+targets=(tensormorphd tensormorph)
 for p in "${programs[@]}"; do targets+=("${p}_bench"); done
 cmake --build build -j "$(nproc)" --target "${targets[@]}"
 for p in "${programs[@]}"; do

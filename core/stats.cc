@@ -5,59 +5,77 @@
 #include <cmath>
 #include <limits>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/io/fault_guard.h"
+#include "core/quant/decode_simd.h"
 #include "core/quant/levels.h"
 
 namespace tensormorph {
 
 namespace {
 
-// The moments, specials and zeros of the elements folded so far, in the
-// order they came.
+// The number of partial sums the mean and std are summed in (the contract
+// in stats.h): element i of the tensor goes to lane i % kLanes.
+constexpr int kLanes = 16;
+
+// The moments, specials and zeros of the elements folded so far: each sum
+// as kLanes partial sums, each lane's elements added in index order.
 struct Moments {
-  double sum = 0, sum_sq = 0;
+  double sum[kLanes] = {}, sum_sq[kLanes] = {};
   float lo = std::numeric_limits<float>::infinity(), hi = -lo;
   int64_t nan = 0, inf = 0, zeros = 0;
   int64_t zeros_with_ref = 0, pruned = 0;  // with a reference
+  // The first zero folded (its sign), for a min or max of zero: the
+  // element-order min and max keep the earlier of equal values, which
+  // lanes compared apart cannot tell.
+  bool have_zero = false;
+  float first_zero = 0;
 };
 
-// Folds v[0, n) (beside the reference x[0, n), when given) into `m`, and
-// with kFine counts the finite values into `fine` by their top 16 bits
-// (FineHistogram).
-// The sums must come out bit for bit as adding each finite value in order does,
-// so they stay one chain of double additions each: a non-finite element
-// adds -0.0, which leaves every double as it is (x + -0.0 == x, -0.0 too).
-// Everything else is branch-free beside those two chains, whose latency
-// (not the decode) bounds this loop; min and max keep the earlier of equal
-// values (+0 before -0), as std::min and std::max do.
-template <bool kFine>
-void FoldMoments(const float* v, const float* x, int64_t n, Moments* m,
-                 int64_t* fine) {
-  double sum = m->sum, sum_sq = m->sum_sq;
+// The lanes combined in the fixed tree of stats.h: lane k with lane k + 8,
+// then k + 4, k + 2 and k + 1.
+double CombineLanes(const double* lanes) {
+  double s[kLanes];
+  std::copy(lanes, lanes + kLanes, s);
+  for (int w = kLanes / 2; w >= 1; w /= 2) {
+    for (int k = 0; k < w; ++k) s[k] = s[k] + s[k + w];
+  }
+  return s[0];
+}
+
+// Folds element j of v[0, n) (global index start + j), beside the reference
+// x[j] when given, into `m`. A non-finite element adds +0.0 to its lane,
+// which leaves the lane as it is: a lane starts at +0.0 and a sum of doubles
+// is -0.0 only when both terms are, so no lane is ever -0.0. The vector
+// path (FoldMomentsAvx2) gives these bits exactly: the same lanes, each
+// rounded addition the same, no contraction (-ffp-contract=off).
+void FoldMomentsScalar(const float* v, const float* x, int64_t n, int64_t start,
+                       Moments* m) {
   float lo = m->lo, hi = m->hi;
   int64_t nan = 0, inf = 0, zeros = 0, pruned = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const float f = v[i];
+  for (int64_t j = 0; j < n; ++j) {
+    const float f = v[j];
     const uint32_t bits = std::bit_cast<uint32_t>(f);
     const uint32_t mag = bits & 0x7fffffffu;
     const bool finite = mag < 0x7f800000u;
-    if constexpr (kFine) fine[bits >> 16] += finite;
     nan += mag > 0x7f800000u;
     inf += mag == 0x7f800000u;
-    const double d = finite ? static_cast<double>(f) : -0.0;
-    sum += d;
-    sum_sq += d * d;  // +0.0 for a non-finite one: sum_sq is never -0.0
+    const double d = finite ? static_cast<double>(f) : 0.0;
+    const int lane = static_cast<int>((start + j) & (kLanes - 1));
+    m->sum[lane] += d;
+    m->sum_sq[lane] += d * d;
     lo = finite && f < lo ? f : lo;
     hi = finite && hi < f ? f : hi;
     const bool zero = mag == 0;
     zeros += zero;
-    if (x != nullptr) pruned += zero && x[i] == 0;
+    if (x != nullptr) pruned += zero && x[j] == 0;
   }
-  m->sum = sum;
-  m->sum_sq = sum_sq;
   m->lo = lo;
   m->hi = hi;
   m->nan += nan;
@@ -66,6 +84,135 @@ void FoldMoments(const float* v, const float* x, int64_t n, Moments* m,
   if (x != nullptr) {
     m->zeros_with_ref += zeros;
     m->pruned += pruned;
+  }
+}
+
+#if defined(__x86_64__)
+// FoldMomentsScalar over `blocks` blocks of kLanes elements, the first at a
+// global index that is a multiple of kLanes: lanes 0-3, 4-7, 8-11 and
+// 12-15 in four vectors of doubles per sum, each lane's additions in index
+// order, rounded once each as the scalar ones are. Min and max per float
+// lane (NaN and infinities replaced by the bound that cannot win), counts
+// in 32-bit lanes added out every 2^24 blocks.
+__attribute__((target("avx2"))) void FoldBlocksAvx2(const float* v,
+                                                    const float* x,
+                                                    int64_t blocks,
+                                                    Moments* m) {
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
+  const __m256i inf_bits = _mm256_set1_epi32(0x7f800000);
+  const __m256i zero_i = _mm256_setzero_si256();
+  const __m256 pos_inf = _mm256_set1_ps(std::numeric_limits<float>::infinity());
+  const __m256 neg_inf =
+      _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  __m256d s[4], q[4];
+  for (int k = 0; k < 4; ++k) {
+    s[k] = _mm256_loadu_pd(m->sum + 4 * k);
+    q[k] = _mm256_loadu_pd(m->sum_sq + 4 * k);
+  }
+  __m256 lo = _mm256_set1_ps(m->lo), hi = _mm256_set1_ps(m->hi);
+  for (int64_t done = 0; done < blocks;) {
+    const int64_t end = std::min(blocks, done + (int64_t{1} << 24));
+    __m256i nan = zero_i, inf = zero_i, zeros = zero_i, pruned = zero_i;
+    for (; done < end; ++done) {
+      const float* b = v + done * kLanes;
+      for (int h = 0; h < 2; ++h) {
+        const __m256 f = _mm256_loadu_ps(b + 8 * h);
+        const __m256i mag = _mm256_and_si256(_mm256_castps_si256(f), abs_mask);
+        const __m256i fin = _mm256_cmpgt_epi32(inf_bits, mag);
+        const __m256i zero = _mm256_cmpeq_epi32(mag, zero_i);
+        nan = _mm256_sub_epi32(nan, _mm256_cmpgt_epi32(mag, inf_bits));
+        inf = _mm256_sub_epi32(inf, _mm256_cmpeq_epi32(mag, inf_bits));
+        zeros = _mm256_sub_epi32(zeros, zero);
+        if (x != nullptr) {
+          const __m256 xz =
+              _mm256_cmp_ps(_mm256_loadu_ps(x + done * kLanes + 8 * h),
+                            _mm256_setzero_ps(), _CMP_EQ_OQ);
+          pruned = _mm256_sub_epi32(
+              pruned, _mm256_and_si256(zero, _mm256_castps_si256(xz)));
+        }
+        const __m256 finf = _mm256_castsi256_ps(fin);
+        lo = _mm256_min_ps(_mm256_blendv_ps(pos_inf, f, finf), lo);
+        hi = _mm256_max_ps(_mm256_blendv_ps(neg_inf, f, finf), hi);
+        const __m256 fz = _mm256_and_ps(f, finf);  // non-finite: +0.0
+        const __m256d d0 = _mm256_cvtps_pd(_mm256_castps256_ps128(fz));
+        const __m256d d1 = _mm256_cvtps_pd(_mm256_extractf128_ps(fz, 1));
+        s[2 * h] = _mm256_add_pd(s[2 * h], d0);
+        s[2 * h + 1] = _mm256_add_pd(s[2 * h + 1], d1);
+        q[2 * h] = _mm256_add_pd(q[2 * h], _mm256_mul_pd(d0, d0));
+        q[2 * h + 1] = _mm256_add_pd(q[2 * h + 1], _mm256_mul_pd(d1, d1));
+      }
+    }
+    alignas(32) int32_t c[4][8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(c[0]), nan);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(c[1]), inf);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(c[2]), zeros);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(c[3]), pruned);
+    for (int k = 0; k < 8; ++k) {
+      m->nan += c[0][k];
+      m->inf += c[1][k];
+      m->zeros += c[2][k];
+      if (x != nullptr) {
+        m->zeros_with_ref += c[2][k];
+        m->pruned += c[3][k];
+      }
+    }
+  }
+  for (int k = 0; k < 4; ++k) {
+    _mm256_storeu_pd(m->sum + 4 * k, s[k]);
+    _mm256_storeu_pd(m->sum_sq + 4 * k, q[k]);
+  }
+  alignas(32) float l[8], u[8];
+  _mm256_store_ps(l, lo);
+  _mm256_store_ps(u, hi);
+  for (int k = 0; k < 8; ++k) {
+    m->lo = l[k] < m->lo ? l[k] : m->lo;
+    m->hi = m->hi < u[k] ? u[k] : m->hi;
+  }
+}
+#endif
+
+// Finite values of v[0, n) counted by their top 16 bits (FineHistogram).
+void CountFine(const float* v, int64_t n, int64_t* fine) {
+  for (int64_t j = 0; j < n; ++j) {
+    const uint32_t bits = std::bit_cast<uint32_t>(v[j]);
+    fine[bits >> 16] += (bits & 0x7fffffffu) < 0x7f800000u;
+  }
+}
+
+// Folds v[0, n) (global indices start..start + n - 1) into `m`, in pieces
+// that stay in the L1 cache for the fine count beside: the vector path
+// where `avx2`, from the first index at a lane-0 boundary, with the scalar
+// path before and after; the same bits either way.
+void FoldMoments(const float* v, const float* x, int64_t n, int64_t start,
+                 bool avx2, Moments* m, int64_t* fine) {
+  const int64_t zeros_before = m->zeros;
+  constexpr int64_t kPiece = 4096;
+  for (int64_t p = 0; p < n; p += kPiece) {
+    const int64_t len = std::min(kPiece, n - p);
+    const float* pv = v + p;
+    const float* px = x != nullptr ? x + p : nullptr;
+    int64_t j = 0;
+#if defined(__x86_64__)
+    if (avx2) {
+      j = std::min(len, (-(start + p)) & (kLanes - 1));
+      FoldMomentsScalar(pv, px, j, start + p, m);
+      const int64_t blocks = (len - j) / kLanes;
+      FoldBlocksAvx2(pv + j, px != nullptr ? px + j : nullptr, blocks, m);
+      j += blocks * kLanes;
+    }
+#endif
+    FoldMomentsScalar(pv + j, px != nullptr ? px + j : nullptr, len - j,
+                      start + p + j, m);
+    if (fine != nullptr) CountFine(pv, len, fine);
+  }
+  if (!m->have_zero && m->zeros > zeros_before) {
+    for (int64_t j = 0; j < n; ++j) {
+      if ((std::bit_cast<uint32_t>(v[j]) & 0x7fffffffu) == 0) {
+        m->have_zero = true;
+        m->first_zero = v[j];
+        break;
+      }
+    }
   }
 }
 
@@ -216,15 +363,17 @@ class ChunkReader {
 };
 
 // The histogram's bin of a finite value: floor((v - min) / width), clamped
-// to the bins, the same double expression whatever the caller.
+// to the bins in double before it becomes an int (a value 2^31 bins or more
+// past the range must land in the end bin, not wrap), the same double
+// expression whatever the caller. A NaN quotient (an infinite bound) is
+// bin 0.
 class Binner {
  public:
   Binner(double min, double max, int bins)
       : min_(min), width_((max - min) / bins), bins_(bins) {}
   int Bin(float v) const {
-    const int b =
-        width_ > 0 ? static_cast<int>(std::floor((v - min_) / width_)) : 0;
-    return std::clamp(b, 0, bins_ - 1);
+    if (!(width_ > 0)) return 0;
+    return Clamp(std::floor((v - min_) / width_));
   }
   void Add(const float* v, int64_t n, int64_t* hist) const {
     for (int64_t i = 0; i < n; ++i) {
@@ -232,20 +381,14 @@ class Binner {
     }
   }
   // Whether every float in [lo, hi] (lo <= hi, both finite) has one bin,
-  // and which. Bin is monotonic in v where floor((v - min) / width) stays
-  // below 2^31 (a subtraction, a division by a positive width and a floor,
-  // each rounding monotonically); past that the int conversion wraps to
-  // INT_MIN (bin 0), so such ranges are never called uniform. Only for a
-  // finite min and a finite positive width (Exact()).
+  // and which: Bin is monotonic in v (a subtraction, a division by a
+  // positive width, a floor and a clamp, each monotonic). Only for a finite
+  // min and a finite positive width (Exact()).
   bool Uniform(float lo, float hi, int* bin) const {
-    const double a = std::floor((lo - min_) / width_);
-    const double b = std::floor((hi - min_) / width_);
-    constexpr double kWraps = 2147483648.0;  // 2^31
-    if (!(a < kWraps) || !(b < kWraps)) return false;
-    const double top = bins_ - 1;
-    const double ca = std::clamp(a, 0.0, top), cb = std::clamp(b, 0.0, top);
-    if (ca != cb) return false;
-    *bin = static_cast<int>(ca);
+    const int a = Clamp(std::floor((lo - min_) / width_));
+    const int b = Clamp(std::floor((hi - min_) / width_));
+    if (a != b) return false;
+    *bin = a;
     return true;
   }
   bool Exact() const {
@@ -253,6 +396,11 @@ class Binner {
   }
 
  private:
+  int Clamp(double q) const {
+    const double top = bins_ - 1;
+    return q >= 0 ? static_cast<int>(q <= top ? q : top) : 0;
+  }
+
   double min_, width_;
   int bins_;
 };
@@ -372,12 +520,11 @@ absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& t,
   // their second pass.
   const bool use_fine = n >= kFineMinElements;
   FineHistogram fine(use_fine);
-  auto fold = [&](const float* values, const float* refs, int64_t count) {
-    if (use_fine) {
-      FoldMoments<true>(values, refs, count, &mo, fine.counts());
-    } else {
-      FoldMoments<false>(values, refs, count, &mo, nullptr);
-    }
+  const bool avx2 = ActiveDecodeSimd() >= DecodeSimd::kAvx2;
+  auto fold = [&](const float* values, const float* refs, int64_t count,
+                  int64_t start) {
+    FoldMoments(values, refs, count, start, avx2, &mo,
+                use_fine ? fine.counts() : nullptr);
   };
   int64_t counted = 0;       // elements of the group (all: n)
   int64_t max_group = -1;    // the last group id seen, to name the range
@@ -418,7 +565,8 @@ absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& t,
       // Without a group asked for, every run is counted: the chunk's
       // elements are folded at once below.
       if (one_group) {
-        fold(v + k, ref != nullptr ? x.data() + k : nullptr, r.count);
+        fold(v + k, ref != nullptr ? x.data() + k : nullptr, r.count,
+             first + k);
         if (st.has_levels) code_counter.Add(codes.data() + k, r.count);
       }
       if (st.has_levels && r.group >= 0) {
@@ -430,7 +578,7 @@ absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& t,
       }
     }
     if (!one_group) {
-      fold(v, ref != nullptr ? x.data() : nullptr, m);
+      fold(v, ref != nullptr ? x.data() : nullptr, m, first);
       if (st.has_levels) code_counter.Add(codes.data(), m);
     }
   }
@@ -457,11 +605,15 @@ absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& t,
   }
   const int64_t finite = counted - st.nan_count - st.inf_count;
   if (finite > 0) {
-    const double lo = mo.lo, hi = mo.hi;
+    // A min or max of zero is the first zero in index order, as the
+    // element-order comparison keeps it (+0 and -0 compare equal).
+    const double lo = mo.lo == 0 ? mo.first_zero : mo.lo;
+    const double hi = mo.hi == 0 ? mo.first_zero : mo.hi;
     st.min = lo;
     st.max = hi;
-    st.mean = mo.sum / finite;
-    st.std = std::sqrt(std::max(0.0, mo.sum_sq / finite - st.mean * st.mean));
+    st.mean = CombineLanes(mo.sum) / finite;
+    st.std = std::sqrt(
+        std::max(0.0, CombineLanes(mo.sum_sq) / finite - st.mean * st.mean));
     st.absmax = std::max(std::fabs(lo), std::fabs(hi));
   }
   st.sparsity = counted > 0 ? static_cast<double>(st.zeros) / counted : 0;

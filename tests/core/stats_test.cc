@@ -6,8 +6,10 @@
 #include "core/stats.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -192,12 +194,13 @@ std::shared_ptr<const Checkpoint> OpenF32(const std::vector<float>& v) {
 // ComputeStats at every SIMD level this CPU has and at several chunk sizes
 // (chunks that end inside a lane block and whole blocks): `check` on each.
 template <typename Check>
-void AtEveryLevelAndChunk(const LogicalTensor& t, StatsOptions o, Check check) {
+void AtEveryLevelAndChunk(const LogicalTensor& t, StatsOptions o, Check check,
+                          std::vector<int64_t> chunks = {1, 7, 16, 1000,
+                                                         1 << 18}) {
   for (DecodeSimd level :
        {DecodeSimd::kScalar, DecodeSimd::kAvx2, DecodeSimd::kAvx512}) {
     if (level > SupportedDecodeSimd()) break;
-    for (int64_t chunk : {int64_t{1}, int64_t{7}, int64_t{16}, int64_t{1000},
-                          int64_t{1} << 18}) {
+    for (int64_t chunk : chunks) {
       SCOPED_TRACE(
           absl::StrCat("simd ", static_cast<int>(level), " chunk ", chunk));
       o.chunk_elements = chunk;
@@ -283,6 +286,79 @@ TEST(StatsHistogramTest, ValuesBillionsOfBinsOutsideTheRangeClampToTheEnds) {
     AtEveryLevelAndChunk(*ckpt->FindTensor("t"), o, [&](const TensorStats& st) {
       EXPECT_EQ(st.histogram, (std::vector<int64_t>{3, n - 7, 0, 4}));
     });
+  }
+}
+
+// From 2^16 elements, pass 1 buckets values by their top 16 bits and pass 2
+// looks only at values near a bin edge (a float-arithmetic filter with an
+// error margin, on AVX2): values on every edge, on the floats either side of
+// it and on the ends of its bucket land where the plain formula puts them;
+// for a range whose width no float holds, and for one whose edge is the
+// float after a bucket's first (that first value alone in the bin below,
+// which the filter without its margin misses).
+TEST(StatsHistogramTest, ValuesOnAndBesideEveryBinEdgeLandInTheirOwnBins) {
+  const float after_half = std::nextafter(0.5f, 1.0f);  // low bits 0x0001
+  struct Range {
+    double lo, hi;
+    int bins;
+  };
+  std::vector<Range> ranges = {{-1, 3, 7}, {0, 2.0 * after_half, 2}};
+  // Ranges whose bounds and width no float holds, with many edges.
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> unit(0, 1);
+  for (int k = 0; k < 6; ++k) {
+    const double lo = (unit(rng) - 0.5) * std::ldexp(1.0, k * 3 - 6);
+    ranges.push_back({lo, lo + unit(rng) * std::ldexp(1.0, k * 2 - 4), 997});
+  }
+  // Edge 5 of 10 on the float after a bucket's first or before its last,
+  // from bounds no float holds (so the filter's arithmetic errs there).
+  for (const float start : {0.5f, 0.75f, 1.5f, -0.625f, 3.0f, 0.046875f}) {
+    const uint32_t bits = std::bit_cast<uint32_t>(start);
+    for (const uint32_t edge_bits : {bits | 1u, bits | 0xfffeu}) {
+      for (const double lo : {0.1, -0.3, 0.013, -7.77}) {
+        const double edge = std::bit_cast<float>(edge_bits);
+        if (edge <= lo) continue;
+        const double w = (edge - lo) / 5;
+        ranges.push_back({lo, lo + 10 * w, 10});
+      }
+    }
+  }
+  for (const Range& r : ranges) {
+    const double width = (r.hi - r.lo) / r.bins;
+    std::vector<float> v;
+    for (int k = 0; k <= r.bins; ++k) {
+      const float edge = static_cast<float>(r.lo + k * width);
+      float below = edge, above = edge;
+      for (int step = 0; step < 40; ++step) {
+        v.insert(v.end(), {below, edge, above});
+        below = std::nextafter(below, -INFINITY);
+        above = std::nextafter(above, INFINITY);
+      }
+      const uint32_t bits = std::bit_cast<uint32_t>(edge);
+      for (uint32_t end : {bits & 0xffff0000u, bits | 0xffffu}) {
+        const float f = std::bit_cast<float>(end);
+        v.insert(v.end(), {f, std::nextafter(f, -INFINITY),
+                           std::nextafter(f, INFINITY)});
+      }
+    }
+    while (v.size() < (size_t{1} << 17)) v.push_back(0.1f * (v.size() % 37));
+    ASSERT_EQ(v.size(), size_t{1} << 17);
+    std::vector<int64_t> want(r.bins, 0);
+    for (float f : v) {
+      const double b = std::floor((f - r.lo) / width);
+      ++want[static_cast<size_t>(std::clamp(b, 0.0, r.bins - 1.0))];
+    }
+    auto ckpt = OpenF32(v);
+    ASSERT_NE(ckpt, nullptr);
+    StatsOptions o;
+    o.bins = r.bins;
+    o.range_min = r.lo;
+    o.range_max = r.hi;
+    SCOPED_TRACE(absl::StrCat("range ", r.lo, "..", r.hi, " in ", r.bins));
+    AtEveryLevelAndChunk(
+        *ckpt->FindTensor("t"), o,
+        [&](const TensorStats& st) { EXPECT_EQ(st.histogram, want); },
+        {4099, 1 << 18});
   }
 }
 

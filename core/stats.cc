@@ -54,7 +54,7 @@ double CombineLanes(const double* lanes) {
 // x[j] when given, into `m`. A non-finite element adds +0.0 to its lane,
 // which leaves the lane as it is: a lane starts at +0.0 and a sum of doubles
 // is -0.0 only when both terms are, so no lane is ever -0.0. The vector
-// path (FoldMomentsAvx2) gives these bits exactly: the same lanes, each
+// path (FoldBlocksAvx2) gives these bits exactly: the same lanes, each
 // rounded addition the same, no contraction (-ffp-contract=off).
 void FoldMomentsScalar(const float* v, const float* x, int64_t n, int64_t start,
                        Moments* m) {

@@ -1,63 +1,82 @@
 #include "core/stats.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <limits>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/io/fault_guard.h"
+#include "core/quant/decode_simd.h"
 #include "core/quant/levels.h"
 
 namespace tensormorph {
 
 namespace {
 
-// The moments, specials and zeros of the elements folded so far, in the
-// order they came.
+// The number of partial sums the mean and std are summed in (the contract
+// in stats.h): element i of the tensor goes to lane i % kLanes.
+constexpr int kLanes = 16;
+
+// The moments, specials and zeros of the elements folded so far: each sum
+// as kLanes partial sums, each lane's elements added in index order.
 struct Moments {
-  double sum = 0, sum_sq = 0;
+  double sum[kLanes] = {}, sum_sq[kLanes] = {};
   float lo = std::numeric_limits<float>::infinity(), hi = -lo;
   int64_t nan = 0, inf = 0, zeros = 0;
   int64_t zeros_with_ref = 0, pruned = 0;  // with a reference
+  // The first zero folded (its sign), for a min or max of zero: the
+  // element-order min and max keep the earlier of equal values, which
+  // lanes compared apart cannot tell.
+  bool have_zero = false;
+  float first_zero = 0;
 };
 
-// Folds v[0, n) (beside the reference x[0, n), when given) into `m`, and
-// with kFine counts the finite values into `fine` by their top 16 bits
-// (FineHistogram).
-// The sums must come out bit for bit as adding each finite value in order does,
-// so they stay one chain of double additions each: a non-finite element
-// adds -0.0, which leaves every double as it is (x + -0.0 == x, -0.0 too).
-// Everything else is branch-free beside those two chains, whose latency
-// (not the decode) bounds this loop; min and max keep the earlier of equal
-// values (+0 before -0), as std::min and std::max do.
-template <bool kFine>
-void FoldMoments(const float* v, const float* x, int64_t n, Moments* m,
-                 int64_t* fine) {
-  double sum = m->sum, sum_sq = m->sum_sq;
+// The lanes combined in the fixed tree of stats.h: lane k with lane k + 8,
+// then k + 4, k + 2 and k + 1.
+double CombineLanes(const double* lanes) {
+  double s[kLanes];
+  std::copy(lanes, lanes + kLanes, s);
+  for (int w = kLanes / 2; w >= 1; w /= 2) {
+    for (int k = 0; k < w; ++k) s[k] = s[k] + s[k + w];
+  }
+  return s[0];
+}
+
+// Folds element j of v[0, n) (global index start + j), beside the reference
+// x[j] when given, into `m`. A non-finite element adds +0.0 to its lane,
+// which leaves the lane as it is: a lane starts at +0.0 and a sum of doubles
+// is -0.0 only when both terms are, so no lane is ever -0.0. The vector
+// path (FoldBlocksAvx2) gives these bits exactly: the same lanes, each
+// rounded addition the same, no contraction (-ffp-contract=off).
+void FoldMomentsScalar(const float* v, const float* x, int64_t n, int64_t start,
+                       Moments* m) {
   float lo = m->lo, hi = m->hi;
   int64_t nan = 0, inf = 0, zeros = 0, pruned = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const float f = v[i];
+  for (int64_t j = 0; j < n; ++j) {
+    const float f = v[j];
     const uint32_t bits = std::bit_cast<uint32_t>(f);
     const uint32_t mag = bits & 0x7fffffffu;
     const bool finite = mag < 0x7f800000u;
-    if constexpr (kFine) fine[bits >> 16] += finite;
     nan += mag > 0x7f800000u;
     inf += mag == 0x7f800000u;
-    const double d = finite ? static_cast<double>(f) : -0.0;
-    sum += d;
-    sum_sq += d * d;  // +0.0 for a non-finite one: sum_sq is never -0.0
+    const double d = finite ? static_cast<double>(f) : 0.0;
+    const int lane = static_cast<int>((start + j) & (kLanes - 1));
+    m->sum[lane] += d;
+    m->sum_sq[lane] += d * d;
     lo = finite && f < lo ? f : lo;
     hi = finite && hi < f ? f : hi;
     const bool zero = mag == 0;
     zeros += zero;
-    if (x != nullptr) pruned += zero && x[i] == 0;
+    if (x != nullptr) pruned += zero && x[j] == 0;
   }
-  m->sum = sum;
-  m->sum_sq = sum_sq;
   m->lo = lo;
   m->hi = hi;
   m->nan += nan;
@@ -66,6 +85,135 @@ void FoldMoments(const float* v, const float* x, int64_t n, Moments* m,
   if (x != nullptr) {
     m->zeros_with_ref += zeros;
     m->pruned += pruned;
+  }
+}
+
+#if defined(__x86_64__)
+// FoldMomentsScalar over `blocks` blocks of kLanes elements, the first at a
+// global index that is a multiple of kLanes: lanes 0-3, 4-7, 8-11 and
+// 12-15 in four vectors of doubles per sum, each lane's additions in index
+// order, rounded once each as the scalar ones are. Min and max per float
+// lane (NaN and infinities replaced by the bound that cannot win), counts
+// in 32-bit lanes added out every 2^24 blocks.
+__attribute__((target("avx2"))) void FoldBlocksAvx2(const float* v,
+                                                    const float* x,
+                                                    int64_t blocks,
+                                                    Moments* m) {
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
+  const __m256i inf_bits = _mm256_set1_epi32(0x7f800000);
+  const __m256i zero_i = _mm256_setzero_si256();
+  const __m256 pos_inf = _mm256_set1_ps(std::numeric_limits<float>::infinity());
+  const __m256 neg_inf =
+      _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  __m256d s[4], q[4];
+  for (int k = 0; k < 4; ++k) {
+    s[k] = _mm256_loadu_pd(m->sum + 4 * k);
+    q[k] = _mm256_loadu_pd(m->sum_sq + 4 * k);
+  }
+  __m256 lo = _mm256_set1_ps(m->lo), hi = _mm256_set1_ps(m->hi);
+  for (int64_t done = 0; done < blocks;) {
+    const int64_t end = std::min(blocks, done + (int64_t{1} << 24));
+    __m256i nan = zero_i, inf = zero_i, zeros = zero_i, pruned = zero_i;
+    for (; done < end; ++done) {
+      const float* b = v + done * kLanes;
+      for (int h = 0; h < 2; ++h) {
+        const __m256 f = _mm256_loadu_ps(b + 8 * h);
+        const __m256i mag = _mm256_and_si256(_mm256_castps_si256(f), abs_mask);
+        const __m256i fin = _mm256_cmpgt_epi32(inf_bits, mag);
+        const __m256i zero = _mm256_cmpeq_epi32(mag, zero_i);
+        nan = _mm256_sub_epi32(nan, _mm256_cmpgt_epi32(mag, inf_bits));
+        inf = _mm256_sub_epi32(inf, _mm256_cmpeq_epi32(mag, inf_bits));
+        zeros = _mm256_sub_epi32(zeros, zero);
+        if (x != nullptr) {
+          const __m256 xz =
+              _mm256_cmp_ps(_mm256_loadu_ps(x + done * kLanes + 8 * h),
+                            _mm256_setzero_ps(), _CMP_EQ_OQ);
+          pruned = _mm256_sub_epi32(
+              pruned, _mm256_and_si256(zero, _mm256_castps_si256(xz)));
+        }
+        const __m256 finf = _mm256_castsi256_ps(fin);
+        lo = _mm256_min_ps(_mm256_blendv_ps(pos_inf, f, finf), lo);
+        hi = _mm256_max_ps(_mm256_blendv_ps(neg_inf, f, finf), hi);
+        const __m256 fz = _mm256_and_ps(f, finf);  // non-finite: +0.0
+        const __m256d d0 = _mm256_cvtps_pd(_mm256_castps256_ps128(fz));
+        const __m256d d1 = _mm256_cvtps_pd(_mm256_extractf128_ps(fz, 1));
+        s[2 * h] = _mm256_add_pd(s[2 * h], d0);
+        s[2 * h + 1] = _mm256_add_pd(s[2 * h + 1], d1);
+        q[2 * h] = _mm256_add_pd(q[2 * h], _mm256_mul_pd(d0, d0));
+        q[2 * h + 1] = _mm256_add_pd(q[2 * h + 1], _mm256_mul_pd(d1, d1));
+      }
+    }
+    alignas(32) int32_t c[4][8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(c[0]), nan);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(c[1]), inf);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(c[2]), zeros);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(c[3]), pruned);
+    for (int k = 0; k < 8; ++k) {
+      m->nan += c[0][k];
+      m->inf += c[1][k];
+      m->zeros += c[2][k];
+      if (x != nullptr) {
+        m->zeros_with_ref += c[2][k];
+        m->pruned += c[3][k];
+      }
+    }
+  }
+  for (int k = 0; k < 4; ++k) {
+    _mm256_storeu_pd(m->sum + 4 * k, s[k]);
+    _mm256_storeu_pd(m->sum_sq + 4 * k, q[k]);
+  }
+  alignas(32) float l[8], u[8];
+  _mm256_store_ps(l, lo);
+  _mm256_store_ps(u, hi);
+  for (int k = 0; k < 8; ++k) {
+    m->lo = l[k] < m->lo ? l[k] : m->lo;
+    m->hi = m->hi < u[k] ? u[k] : m->hi;
+  }
+}
+#endif
+
+// Values of v[0, n) counted by their top 16 bits (FineHistogram), the
+// non-finite ones too, in buckets of their own (an exponent of all ones)
+// that FineHistogram ignores: no test per element, one load and one
+// increment.
+void CountFine(const float* v, int64_t n, int64_t* fine) {
+  for (int64_t j = 0; j < n; ++j) ++fine[std::bit_cast<uint32_t>(v[j]) >> 16];
+}
+
+// Folds v[0, n) (global indices start..start + n - 1) into `m`, in pieces
+// that stay in the L1 cache for the fine count beside: the vector path
+// where `avx2`, from the first index at a lane-0 boundary, with the scalar
+// path before and after; the same bits either way.
+void FoldMoments(const float* v, const float* x, int64_t n, int64_t start,
+                 bool avx2, Moments* m, int64_t* fine) {
+  const int64_t zeros_before = m->zeros;
+  constexpr int64_t kPiece = 4096;
+  for (int64_t p = 0; p < n; p += kPiece) {
+    const int64_t len = std::min(kPiece, n - p);
+    const float* pv = v + p;
+    const float* px = x != nullptr ? x + p : nullptr;
+    int64_t j = 0;
+#if defined(__x86_64__)
+    if (avx2) {
+      j = std::min(len, (-(start + p)) & (kLanes - 1));
+      FoldMomentsScalar(pv, px, j, start + p, m);
+      const int64_t blocks = (len - j) / kLanes;
+      FoldBlocksAvx2(pv + j, px != nullptr ? px + j : nullptr, blocks, m);
+      j += blocks * kLanes;
+    }
+#endif
+    FoldMomentsScalar(pv + j, px != nullptr ? px + j : nullptr, len - j,
+                      start + p + j, m);
+    if (fine != nullptr) CountFine(pv, len, fine);
+  }
+  if (!m->have_zero && m->zeros > zeros_before) {
+    for (int64_t j = 0; j < n; ++j) {
+      if ((std::bit_cast<uint32_t>(v[j]) & 0x7fffffffu) == 0) {
+        m->have_zero = true;
+        m->first_zero = v[j];
+        break;
+      }
+    }
   }
 }
 
@@ -216,15 +364,17 @@ class ChunkReader {
 };
 
 // The histogram's bin of a finite value: floor((v - min) / width), clamped
-// to the bins, the same double expression whatever the caller.
+// to the bins in double before it becomes an int (a value 2^31 bins or more
+// past the range must land in the end bin, not wrap), the same double
+// expression whatever the caller. A NaN quotient (an infinite bound) is
+// bin 0.
 class Binner {
  public:
   Binner(double min, double max, int bins)
       : min_(min), width_((max - min) / bins), bins_(bins) {}
   int Bin(float v) const {
-    const int b =
-        width_ > 0 ? static_cast<int>(std::floor((v - min_) / width_)) : 0;
-    return std::clamp(b, 0, bins_ - 1);
+    if (!(width_ > 0)) return 0;
+    return Clamp(std::floor((v - min_) / width_));
   }
   void Add(const float* v, int64_t n, int64_t* hist) const {
     for (int64_t i = 0; i < n; ++i) {
@@ -232,34 +382,118 @@ class Binner {
     }
   }
   // Whether every float in [lo, hi] (lo <= hi, both finite) has one bin,
-  // and which. Bin is monotonic in v where floor((v - min) / width) stays
-  // below 2^31 (a subtraction, a division by a positive width and a floor,
-  // each rounding monotonically); past that the int conversion wraps to
-  // INT_MIN (bin 0), so such ranges are never called uniform. Only for a
-  // finite min and a finite positive width (Exact()).
+  // and which: Bin is monotonic in v (a subtraction, a division by a
+  // positive width, a floor and a clamp, each monotonic). Only for a finite
+  // min and a finite positive width (Exact()).
   bool Uniform(float lo, float hi, int* bin) const {
-    const double a = std::floor((lo - min_) / width_);
-    const double b = std::floor((hi - min_) / width_);
-    constexpr double kWraps = 2147483648.0;  // 2^31
-    if (!(a < kWraps) || !(b < kWraps)) return false;
-    const double top = bins_ - 1;
-    const double ca = std::clamp(a, 0.0, top), cb = std::clamp(b, 0.0, top);
-    if (ca != cb) return false;
-    *bin = static_cast<int>(ca);
+    const int a = Clamp(std::floor((lo - min_) / width_));
+    const int b = Clamp(std::floor((hi - min_) / width_));
+    if (a != b) return false;
+    *bin = a;
     return true;
   }
+  double min() const { return min_; }
+  double width() const { return width_; }
   bool Exact() const {
     return std::isfinite(min_) && width_ > 0 && std::isfinite(width_);
   }
 
  private:
+  int Clamp(double q) const {
+    const double top = bins_ - 1;
+    return q >= 0 ? static_cast<int>(q <= top ? q : top) : 0;
+  }
+
   double min_, width_;
   int bins_;
 };
 
 constexpr int64_t kFineMinElements = int64_t{1} << 16;
 
-// Finite values counted by their top 16 bits (sign, exponent and 7 bits of
+#if defined(__x86_64__)
+// A test in float arithmetic that a value's 16-bit bucket (FineHistogram)
+// may hold a bin edge: t = (x - min) / width estimated at both ends of the
+// bucket, widened by a margin that bounds the estimate's error, and
+// floored. Equal floors mean both ends, and every value between (Bin is
+// monotonic), have one bin: a bucket Resolve marked never passes, so the
+// filter only skips values AddCut would skip. The margin: each float
+// operation errs by at most 2^-24 of its result, min and 1/width by 2^-24
+// of themselves when rounded to float, and Bin's own double arithmetic by
+// far less; so the estimate errs by under 2^-21 (|x| + |min|) / width, and
+// the margin is 2^-18 of that plus 2^-20 of a bin (for underflow). A NaN
+// anywhere (an infinity in the bucket) compares unequal: tested in full.
+struct EdgeFilter {
+  float min, inv_width, abs_min;
+  bool Init(const Binner& b) {
+    min = static_cast<float>(b.min());
+    inv_width = static_cast<float>(1.0 / b.width());
+    abs_min = std::fabs(min);
+    // Far from float's limits, where the bounds above hold.
+    constexpr float kLimit = 0x1p100f;
+    return std::fabs(b.min()) < kLimit && std::isnormal(inv_width) &&
+           inv_width < kLimit && inv_width > 1 / kLimit;
+  }
+};
+
+// For each 8-bit mask, the positions of its set bits, ascending, one a
+// byte.
+constexpr std::array<uint64_t, 256> SetLanes() {
+  std::array<uint64_t, 256> out{};
+  for (unsigned mask = 0; mask < 256; ++mask) {
+    int k = 0;
+    for (unsigned j = 0; j < 8; ++j) {
+      if ((mask >> j) & 1) out[mask] |= uint64_t{j} << (8 * k++);
+    }
+  }
+  return out;
+}
+constexpr std::array<uint64_t, 256> kSetLanes = SetLanes();
+
+// The positions j in v[0, n) (n <= 4096, a multiple of 8) whose values
+// may lie in a bucket a bin edge cuts, ascending, into `at`; returns how
+// many, writing up to 8 slots past them (`at` holds n + 8). The whole loop
+// in one function: a call per eight values cost more than the test.
+__attribute__((target("avx2"))) int64_t NearEdgesAvx2(const EdgeFilter& e,
+                                                      const float* v, int64_t n,
+                                                      uint32_t* at) {
+  const __m256i high_bits = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
+  const __m256i low_bits = _mm256_set1_epi32(0xffff);
+  const __m256 min = _mm256_set1_ps(e.min), inv = _mm256_set1_ps(e.inv_width);
+  const __m256 abs_min = _mm256_set1_ps(e.abs_min);
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  const __m256 rel = _mm256_set1_ps(0x1p-18f), abs = _mm256_set1_ps(0x1p-20f);
+  int64_t m = 0;
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256i lo_bits = _mm256_and_si256(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + i)), high_bits);
+    const __m256 lo = _mm256_castsi256_ps(lo_bits);
+    const __m256 hi = _mm256_castsi256_ps(_mm256_or_si256(lo_bits, low_bits));
+    const __m256 a = _mm256_mul_ps(_mm256_sub_ps(lo, min), inv);
+    const __m256 b = _mm256_mul_ps(_mm256_sub_ps(hi, min), inv);
+    const __m256 abs_hi = _mm256_andnot_ps(sign, hi);  // |hi| >= |lo|
+    const __m256 margin = _mm256_add_ps(
+        _mm256_mul_ps(_mm256_mul_ps(_mm256_add_ps(abs_hi, abs_min), inv), rel),
+        abs);
+    const __m256 low =
+        _mm256_floor_ps(_mm256_sub_ps(_mm256_min_ps(a, b), margin));
+    const __m256 high =
+        _mm256_floor_ps(_mm256_add_ps(_mm256_max_ps(a, b), margin));
+    const unsigned near = static_cast<unsigned>(
+        _mm256_movemask_ps(_mm256_cmp_ps(low, high, _CMP_NEQ_UQ)));
+    // All eight slots written, the set ones first: no branch on the mask
+    // (set in about one group of eight in five, at random).
+    const __m256i lanes = _mm256_cvtepu8_epi32(
+        _mm_cvtsi64_si128(static_cast<int64_t>(kSetLanes[near])));
+    _mm256_storeu_si256(
+        reinterpret_cast<__m256i*>(at + m),
+        _mm256_add_epi32(lanes, _mm256_set1_epi32(static_cast<int>(i))));
+    m += std::popcount(near);
+  }
+  return m;
+}
+#endif
+
+// Values counted by their top 16 bits (sign, exponent and 7 bits of
 // mantissa) in pass 1, so that the histogram needs no second look at a
 // value whose bucket lies inside one bin: pass 1 cannot bin them itself
 // (the range may be the values' own min and max), but most buckets fall
@@ -273,11 +507,19 @@ class FineHistogram {
 
   // Adds every bucket inside one bin to `hist`, and marks the others as
   // needing pass 2. Returns whether any populated bucket was marked.
+  // A marked bucket that spans two bins (most: a bin is wider than a
+  // bucket) gets a slot with the low 16 bits where its bin changes, found
+  // by bisection (Bin is monotonic in the value, and the value in the low
+  // bits, upward for positive and downward for negative values), so that
+  // pass 2 bins its values by one integer compare; the rest, and those
+  // past the slots there are, are binned by Bin itself.
   bool Resolve(const Binner& binner, int64_t* hist) {
-    cut_.assign(kBuckets, 0);
+    cut_.assign(kBuckets, kNone);
+    slots_.clear();
     bool any = false;
     for (size_t p = 0; p < kBuckets; ++p) {
-      if (count_[p] == 0) continue;
+      // Buckets of infinities and NaN (counted, not binned) are skipped.
+      if (count_[p] == 0 || (p & 0x7fff) >= 0x7f80) continue;
       const uint32_t low = static_cast<uint32_t>(p) << 16, high = low | 0xffff;
       // Negative values run the other way.
       const float a = std::bit_cast<float>(p & 0x8000 ? high : low);
@@ -285,24 +527,73 @@ class FineHistogram {
       int bin = 0;
       if (binner.Uniform(a, b, &bin)) {
         hist[bin] += count_[p];
-      } else {
-        cut_[p] = 1;
-        any = true;
+        continue;
       }
+      any = true;
+      cut_[p] = kAny;
+      auto bin_at = [&](uint32_t bits16) {
+        return binner.Bin(std::bit_cast<float>(low | bits16));
+      };
+      const int first = bin_at(0), last = bin_at(0xffff);
+      if (slots_.size() + 1 >= kAny) continue;
+      // The least low bits with the last bucket's bin; two bins only when
+      // everything below it has the first.
+      uint32_t lo = 0, hi = 0xffff;  // bin_at(lo) == first, bin_at(hi) == last
+      while (hi - lo > 1) {
+        const uint32_t mid = (lo + hi) / 2;
+        (bin_at(mid) == first ? lo : hi) = mid;
+      }
+      if (bin_at(lo) != first || bin_at(hi) != last) continue;
+      slots_.push_back({hi, first, last});
+      cut_[p] = static_cast<uint8_t>(slots_.size());
     }
     return any;
   }
-  // Pass 2: bins the values of v[0, n) whose buckets Resolve marked.
-  void AddCut(const Binner& binner, const float* v, int64_t n,
+  // Pass 2: bins the values of v[0, n) whose buckets Resolve marked. With
+  // `avx2` (and a range float arithmetic can bound: EdgeFilter), eight
+  // values at a time are first tested for being near a bin edge, and only
+  // groups with one are looked at one by one.
+  void AddCut(const Binner& binner, const float* v, int64_t n, bool avx2,
               int64_t* hist) const {
-    for (int64_t i = 0; i < n; ++i) {
-      if (cut_[std::bit_cast<uint32_t>(v[i]) >> 16]) ++hist[binner.Bin(v[i])];
+    int64_t i = 0;
+#if defined(__x86_64__)
+    EdgeFilter filter;
+    if (avx2 && filter.Init(binner)) {
+      constexpr int64_t kPiece = 4096;
+      uint32_t at[kPiece + 8];
+      for (; i + 8 <= n; i += std::min(kPiece, (n - i) & ~int64_t{7})) {
+        const int64_t len = std::min(kPiece, (n - i) & ~int64_t{7});
+        const int64_t near = NearEdgesAvx2(filter, v + i, len, at);
+        for (int64_t k = 0; k < near; ++k) AddOne(binner, v[i + at[k]], hist);
+      }
     }
+#endif
+    for (; i < n; ++i) AddOne(binner, v[i], hist);
   }
 
  private:
+  void AddOne(const Binner& binner, float f, int64_t* hist) const {
+    const uint32_t bits = std::bit_cast<uint32_t>(f);
+    const uint8_t s = cut_[bits >> 16];
+    if (s == kNone) return;
+    if (s == kAny) {
+      ++hist[binner.Bin(f)];
+      return;
+    }
+    const Slot& c = slots_[s - 1];
+    ++hist[(bits & 0xffff) < c.threshold ? c.below : c.above];
+  }
+
+  static constexpr uint8_t kNone = 0, kAny = 255;
+  // A bucket cut by one edge: low 16 bits below `threshold` have bin
+  // `below`, the others `above`.
+  struct Slot {
+    uint32_t threshold;
+    int below, above;
+  };
   std::vector<int64_t> count_;
-  std::vector<uint8_t> cut_;
+  std::vector<uint8_t> cut_;  // kNone, kAny or slot + 1
+  std::vector<Slot> slots_;
 };
 
 }  // namespace
@@ -372,12 +663,11 @@ absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& t,
   // their second pass.
   const bool use_fine = n >= kFineMinElements;
   FineHistogram fine(use_fine);
-  auto fold = [&](const float* values, const float* refs, int64_t count) {
-    if (use_fine) {
-      FoldMoments<true>(values, refs, count, &mo, fine.counts());
-    } else {
-      FoldMoments<false>(values, refs, count, &mo, nullptr);
-    }
+  const bool avx2 = ActiveDecodeSimd() >= DecodeSimd::kAvx2;
+  auto fold = [&](const float* values, const float* refs, int64_t count,
+                  int64_t start) {
+    FoldMoments(values, refs, count, start, avx2, &mo,
+                use_fine ? fine.counts() : nullptr);
   };
   int64_t counted = 0;       // elements of the group (all: n)
   int64_t max_group = -1;    // the last group id seen, to name the range
@@ -418,7 +708,8 @@ absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& t,
       // Without a group asked for, every run is counted: the chunk's
       // elements are folded at once below.
       if (one_group) {
-        fold(v + k, ref != nullptr ? x.data() + k : nullptr, r.count);
+        fold(v + k, ref != nullptr ? x.data() + k : nullptr, r.count,
+             first + k);
         if (st.has_levels) code_counter.Add(codes.data() + k, r.count);
       }
       if (st.has_levels && r.group >= 0) {
@@ -430,7 +721,7 @@ absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& t,
       }
     }
     if (!one_group) {
-      fold(v, ref != nullptr ? x.data() : nullptr, m);
+      fold(v, ref != nullptr ? x.data() : nullptr, m, first);
       if (st.has_levels) code_counter.Add(codes.data(), m);
     }
   }
@@ -457,11 +748,15 @@ absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& t,
   }
   const int64_t finite = counted - st.nan_count - st.inf_count;
   if (finite > 0) {
-    const double lo = mo.lo, hi = mo.hi;
+    // A min or max of zero is the first zero in index order, as the
+    // element-order comparison keeps it (+0 and -0 compare equal).
+    const double lo = mo.lo == 0 ? mo.first_zero : mo.lo;
+    const double hi = mo.hi == 0 ? mo.first_zero : mo.hi;
     st.min = lo;
     st.max = hi;
-    st.mean = mo.sum / finite;
-    st.std = std::sqrt(std::max(0.0, mo.sum_sq / finite - st.mean * st.mean));
+    st.mean = CombineLanes(mo.sum) / finite;
+    st.std = std::sqrt(
+        std::max(0.0, CombineLanes(mo.sum_sq) / finite - st.mean * st.mean));
     st.absmax = std::max(std::fabs(lo), std::fabs(hi));
   }
   st.sparsity = counted > 0 ? static_cast<double>(st.zeros) / counted : 0;
@@ -494,7 +789,7 @@ absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& t,
     const float* v = reader.values();
     auto add = [&](const float* values, int64_t count) {
       if (exact) {
-        fine.AddCut(binner, values, count, st.histogram.data());
+        fine.AddCut(binner, values, count, avx2, st.histogram.data());
       } else {
         binner.Add(values, count, st.histogram.data());
       }

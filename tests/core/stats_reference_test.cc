@@ -1,7 +1,11 @@
 // ComputeStats bit for bit against the element-by-element pass it replaced
-// for speed (kept below as ReferenceStats, verbatim but for its name):
-// every element's ElementQuant from DecodeDetailed and its code from
-// Inspect, folded one at a time in row-major order. On ggml types,
+// for speed (kept below as ReferenceStats): every element's ElementQuant
+// from DecodeDetailed and its code from Inspect, folded one at a time in
+// row-major order. Two changes since, both the contract of stats.h: the
+// mean and std sum element i into partial sum i % 16 of its global index,
+// the 16 combined in a fixed tree (SumOfLanes), and a bin index is clamped
+// in double before it becomes an int. Both the vector and the scalar
+// moments (CapDecodeSimdForTesting) are held to it. On ggml types,
 // safetensors conventions and plain floats; on values with NaN, infinities,
 // signed zeros and magnitudes whose sums round at every step; with a
 // reference, with options.group, with a histogram range that clamps, with
@@ -21,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/format/checkpoint.h"
 #include "core/io/fault_guard.h"
+#include "core/quant/decode_simd.h"
 #include "core/quant/levels.h"
 #include "core/stats.h"
 #include "gtest/gtest.h"
@@ -40,6 +45,17 @@ using ::tensormorph::testing::GgufString;
 using ::tensormorph::testing::MakeTempDir;
 using ::tensormorph::testing::SameBits;
 using ::tensormorph::testing::WriteFile;
+
+// The fixed tree of stats.h: (0+8), (1+9), ... (7+15); then those eight
+// as (0+4) ... (3+7); then (0+2), (1+3); then the two.
+double SumOfLanes(const double* s) {
+  const double a0 = s[0] + s[8], a1 = s[1] + s[9], a2 = s[2] + s[10],
+               a3 = s[3] + s[11], a4 = s[4] + s[12], a5 = s[5] + s[13],
+               a6 = s[6] + s[14], a7 = s[7] + s[15];
+  const double b0 = a0 + a4, b1 = a1 + a5, b2 = a2 + a6, b3 = a3 + a7;
+  const double c0 = b0 + b2, c1 = b1 + b3;
+  return c0 + c1;
+}
 
 absl::StatusOr<TensorStats> ReferenceStats(const LogicalTensor& t,
                                            const LogicalTensor* ref,
@@ -95,7 +111,8 @@ absl::StatusOr<TensorStats> ReferenceStats(const LogicalTensor& t,
   if (st.has_levels) st.code_histogram.assign(size_t{1} << info.bits, 0);
   st.has_reference = ref != nullptr;
 
-  double sum = 0, sum_sq = 0;
+  // The partial sums of stats.h: element i in sum[i % 16].
+  double sum[16] = {}, sum_sq[16] = {};
   double lo = std::numeric_limits<double>::infinity(), hi = -lo;
   absl::flat_hash_set<int64_t> groups, saturated;
   int64_t counted = 0;       // elements of the group (all: n)
@@ -136,8 +153,9 @@ absl::StatusOr<TensorStats> ReferenceStats(const LogicalTensor& t,
         ++st.inf_count;
         continue;
       }
-      sum += v;
-      sum_sq += v * v;
+      const int64_t lane = (first + i) % 16;
+      sum[lane] += v;
+      sum_sq[lane] += v * v;
       lo = std::min(lo, v);
       hi = std::max(hi, v);
       if (v == 0) {
@@ -186,8 +204,9 @@ absl::StatusOr<TensorStats> ReferenceStats(const LogicalTensor& t,
   if (finite > 0) {
     st.min = lo;
     st.max = hi;
-    st.mean = sum / finite;
-    st.std = std::sqrt(std::max(0.0, sum_sq / finite - st.mean * st.mean));
+    st.mean = SumOfLanes(sum) / finite;
+    st.std = std::sqrt(
+        std::max(0.0, SumOfLanes(sum_sq) / finite - st.mean * st.mean));
     st.absmax = std::max(std::fabs(lo), std::fabs(hi));
   }
   st.sparsity = counted > 0 ? static_cast<double>(st.zeros) / counted : 0;
@@ -220,10 +239,9 @@ absl::StatusOr<TensorStats> ReferenceStats(const LogicalTensor& t,
     }
     for (int64_t i = 0; i < m; ++i) {
       if (!std::isfinite(v[i])) continue;
-      int b = width > 0
-                  ? static_cast<int>(std::floor((v[i] - st.hist_min) / width))
-                  : 0;
-      ++st.histogram[std::clamp(b, 0, bins - 1)];
+      double b = width > 0 ? std::floor((v[i] - st.hist_min) / width) : 0;
+      if (std::isnan(b)) b = 0;  // an infinite bound
+      ++st.histogram[static_cast<int>(std::clamp(b, 0.0, bins - 1.0))];
     }
   }
   return st;
@@ -261,16 +279,25 @@ void ExpectSameStats(const TensorStats& got, const TensorStats& want) {
 }
 
 // Both paths, and the same answer (errors included).
+// At each SIMD level this CPU has (the moments' vector path and its scalar
+// twin), decoders included.
 void ExpectSameAsReference(const LogicalTensor& t, const LogicalTensor* ref,
                            const StatsOptions& o) {
-  auto got = ComputeStats(t, ref, o);
   auto want = ReferenceStats(t, ref, o);
-  ASSERT_EQ(got.ok(), want.ok()) << got.status() << " vs " << want.status();
-  if (!want.ok()) {
-    EXPECT_EQ(got.status(), want.status());
-    return;
+  for (DecodeSimd level :
+       {DecodeSimd::kScalar, DecodeSimd::kAvx2, DecodeSimd::kAvx512}) {
+    if (level > SupportedDecodeSimd()) break;
+    SCOPED_TRACE(absl::StrCat("simd level ", static_cast<int>(level)));
+    CapDecodeSimdForTesting(level);
+    auto got = ComputeStats(t, ref, o);
+    CapDecodeSimdForTesting(DecodeSimd::kAvx512);
+    ASSERT_EQ(got.ok(), want.ok()) << got.status() << " vs " << want.status();
+    if (!want.ok()) {
+      EXPECT_EQ(got.status(), want.status());
+      continue;
+    }
+    ExpectSameStats(*got, *want);
   }
-  ExpectSameStats(*got, *want);
 }
 
 // The option sets each tensor is held to: defaults; small chunks that end
@@ -291,8 +318,8 @@ std::vector<StatsOptions> OptionSets(const LogicalTensor& t, int64_t groups) {
   o = StatsOptions();
   o.bins = 1;
   sets.push_back(o);
-  // A range so narrow that values far above it overflow the bin index
-  // (which wraps to bin 0, as it always has).
+  // A range so narrow that values far above it are more than 2^31 bins
+  // past it (clamped to the last bin, those below to the first).
   o = StatsOptions();
   o.range_min = 0.1;
   o.range_max = 0.1000001;

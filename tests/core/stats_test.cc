@@ -1,21 +1,37 @@
 // ComputeStats of one group, and the levels it lists: every decoded value of
-// the group lands on one of them, across the fixture formats.
+// the group lands on one of them, across the fixture formats. The order the
+// mean and std are summed in (sixteen lanes by index, whatever the chunks
+// or the CPU), the sign of a zero min or max, and values billions of bins
+// outside the histogram's range.
 #include "core/stats.h"
 
 #include <algorithm>
+#include <bit>
+#include <cmath>
+#include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "core/format/checkpoint.h"
+#include "core/quant/decode_simd.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/gguf_writer.h"
+#include "tests/support/quantize.h"
+#include "tests/support/safetensors_writer.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
 namespace {
 
+using ::tensormorph::testing::BuildGguf;
 using ::tensormorph::testing::Fixture;
+using ::tensormorph::testing::GgufSpec;
+using ::tensormorph::testing::GgufString;
+using ::tensormorph::testing::MakeTempDir;
 using ::tensormorph::testing::StatusIs;
 
 struct Case {
@@ -159,6 +175,191 @@ TEST(StatsGroupTest, RefusesAGroupPastTheLastNegativeOrOfAPlainTensor) {
   empty.num_elements = 0;
   EXPECT_THAT(ComputeStats(empty, nullptr, o),
               StatusIs(absl::StatusCode::kInvalidArgument, "empty"));
+}
+
+// A GGUF holding `v` as the F32 tensor "t" of one row.
+std::shared_ptr<const Checkpoint> OpenF32(const std::vector<float>& v) {
+  GgufSpec s;
+  s.kv.push_back({"general.architecture", GgufString("llama")});
+  s.tensors.push_back(
+      {"t", {static_cast<int64_t>(v.size()), 1}, 0, testing::ToF32Bytes(v)});
+  const std::string path = MakeTempDir() + "/t.gguf";
+  testing::WriteFile(path, BuildGguf(s));
+  auto ckpt = Checkpoint::Open(path);
+  EXPECT_TRUE(ckpt.ok()) << ckpt.status();
+  return ckpt.ok() ? std::shared_ptr<const Checkpoint>(std::move(*ckpt))
+                   : nullptr;
+}
+
+// ComputeStats at every SIMD level this CPU has and at several chunk sizes
+// (chunks that end inside a lane block and whole blocks): `check` on each.
+template <typename Check>
+void AtEveryLevelAndChunk(const LogicalTensor& t, StatsOptions o, Check check,
+                          std::vector<int64_t> chunks = {1, 7, 16, 1000,
+                                                         1 << 18}) {
+  for (DecodeSimd level :
+       {DecodeSimd::kScalar, DecodeSimd::kAvx2, DecodeSimd::kAvx512}) {
+    if (level > SupportedDecodeSimd()) break;
+    for (int64_t chunk : chunks) {
+      SCOPED_TRACE(
+          absl::StrCat("simd ", static_cast<int>(level), " chunk ", chunk));
+      o.chunk_elements = chunk;
+      CapDecodeSimdForTesting(level);
+      auto st = ComputeStats(t, nullptr, o);
+      CapDecodeSimdForTesting(DecodeSimd::kAvx512);
+      ASSERT_TRUE(st.ok()) << st.status();
+      check(*st);
+    }
+  }
+}
+
+// Element i is added to partial sum i % 16: here lane 0 holds +2^54 and
+// -2^54 in turn (each pair cancels exactly) and the other lanes ones, so
+// the sum is exactly the ones. A sum in element order would lose every one
+// added beside 2^54 (half its spacing there); chunking and SIMD change
+// nothing.
+TEST(StatsMomentsTest, SumsElementIInLaneIModSixteenWhateverTheChunks) {
+  constexpr int kN = 4096;
+  const float big = std::ldexp(1.0f, 54);
+  std::vector<float> v(kN, 1.0f);
+  for (int i = 0; i < kN; i += 16) v[i] = (i / 16) % 2 ? -big : big;
+  auto ckpt = OpenF32(v);
+  ASSERT_NE(ckpt, nullptr);
+  const double ones = kN - kN / 16;
+  // sum_sq: lane 0 is 256 * 2^108 exactly, the ones round away beside it.
+  const double sum_sq = (kN / 16) * std::ldexp(1.0, 108) + ones;
+  const double mean = ones / kN;
+  const double std_dev = std::sqrt(sum_sq / kN - mean * mean);
+  AtEveryLevelAndChunk(*ckpt->FindTensor("t"), StatsOptions(),
+                       [&](const TensorStats& st) {
+                         EXPECT_EQ(st.mean, mean);
+                         EXPECT_EQ(st.std, std_dev);
+                         EXPECT_EQ(st.min, -big);
+                         EXPECT_EQ(st.max, big);
+                       });
+}
+
+// +0 and -0 compare equal: a min (or max) of zero is the first zero in
+// index order, as the element-order comparison keeps it, though lanes meet
+// the zeros in another order.
+TEST(StatsMomentsTest, AZeroMinOrMaxHasTheSignOfTheFirstZero) {
+  for (const float first : {-0.0f, 0.0f}) {
+    for (const float others : {1.0f, -1.0f}) {
+      std::vector<float> v(3000, others);
+      v[1234] = first;  // not lane 0 of a block, and after other values
+      for (int i = 1235; i < 3000; i += 3) v[i] = -first;
+      auto ckpt = OpenF32(v);
+      ASSERT_NE(ckpt, nullptr);
+      SCOPED_TRACE(absl::StrCat("first zero ", std::signbit(first) ? "-" : "+",
+                                "0, others ", others));
+      AtEveryLevelAndChunk(*ckpt->FindTensor("t"), StatsOptions(),
+                           [&](const TensorStats& st) {
+                             const double zero = others > 0 ? st.min : st.max;
+                             EXPECT_EQ(zero, 0);
+                             EXPECT_EQ(std::signbit(zero), std::signbit(first));
+                           });
+    }
+  }
+}
+
+// The header's promise that out-of-range values clamp holds however far
+// out they are: a value 2^31 bins or more past the range lands in the last
+// bin (below it, the first), with two plain passes (small tensors) and with
+// pass 1's buckets (from 2^16 elements).
+TEST(StatsHistogramTest, ValuesBillionsOfBinsOutsideTheRangeClampToTheEnds) {
+  for (const int n : {1000, 1 << 17}) {
+    std::vector<float> v(static_cast<size_t>(n), 0.3f);  // bin 1 of 4
+    v[0] = 1e30f;
+    v[1] = 3e9f;
+    v[2] = std::nextafter(1.0f, 2.0f);  // just past the top
+    v[3] = -1e30f;
+    v[4] = -3e9f;
+    v[5] = -1e-30f;  // just below the bottom
+    v[6] = 0.9f;     // bin 3 of 4
+    auto ckpt = OpenF32(v);
+    ASSERT_NE(ckpt, nullptr);
+    StatsOptions o;
+    o.bins = 4;
+    o.range_min = 0;
+    o.range_max = 1;
+    SCOPED_TRACE(absl::StrCat(n, " elements"));
+    AtEveryLevelAndChunk(*ckpt->FindTensor("t"), o, [&](const TensorStats& st) {
+      EXPECT_EQ(st.histogram, (std::vector<int64_t>{3, n - 7, 0, 4}));
+    });
+  }
+}
+
+// From 2^16 elements, pass 1 buckets values by their top 16 bits and pass 2
+// looks only at values near a bin edge (a float-arithmetic filter with an
+// error margin, on AVX2): values on every edge, on the floats either side of
+// it and on the ends of its bucket land where the plain formula puts them;
+// for a range whose width no float holds, and for one whose edge is the
+// float after a bucket's first (that first value alone in the bin below,
+// which the filter without its margin misses).
+TEST(StatsHistogramTest, ValuesOnAndBesideEveryBinEdgeLandInTheirOwnBins) {
+  const float after_half = std::nextafter(0.5f, 1.0f);  // low bits 0x0001
+  struct Range {
+    double lo, hi;
+    int bins;
+  };
+  std::vector<Range> ranges = {{-1, 3, 7}, {0, 2.0 * after_half, 2}};
+  // Ranges whose bounds and width no float holds, with many edges.
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> unit(0, 1);
+  for (int k = 0; k < 6; ++k) {
+    const double lo = (unit(rng) - 0.5) * std::ldexp(1.0, k * 3 - 6);
+    ranges.push_back({lo, lo + unit(rng) * std::ldexp(1.0, k * 2 - 4), 997});
+  }
+  // Edge 5 of 10 on the float after a bucket's first or before its last,
+  // from bounds no float holds (so the filter's arithmetic errs there).
+  for (const float start : {0.5f, 0.75f, 1.5f, -0.625f, 3.0f, 0.046875f}) {
+    const uint32_t bits = std::bit_cast<uint32_t>(start);
+    for (const uint32_t edge_bits : {bits | 1u, bits | 0xfffeu}) {
+      for (const double lo : {0.1, -0.3, 0.013, -7.77}) {
+        const double edge = std::bit_cast<float>(edge_bits);
+        if (edge <= lo) continue;
+        const double w = (edge - lo) / 5;
+        ranges.push_back({lo, lo + 10 * w, 10});
+      }
+    }
+  }
+  for (const Range& r : ranges) {
+    const double width = (r.hi - r.lo) / r.bins;
+    std::vector<float> v;
+    for (int k = 0; k <= r.bins; ++k) {
+      const float edge = static_cast<float>(r.lo + k * width);
+      float below = edge, above = edge;
+      for (int step = 0; step < 40; ++step) {
+        v.insert(v.end(), {below, edge, above});
+        below = std::nextafter(below, -INFINITY);
+        above = std::nextafter(above, INFINITY);
+      }
+      const uint32_t bits = std::bit_cast<uint32_t>(edge);
+      for (uint32_t end : {bits & 0xffff0000u, bits | 0xffffu}) {
+        const float f = std::bit_cast<float>(end);
+        v.insert(v.end(), {f, std::nextafter(f, -INFINITY),
+                           std::nextafter(f, INFINITY)});
+      }
+    }
+    while (v.size() < (size_t{1} << 17)) v.push_back(0.1f * (v.size() % 37));
+    ASSERT_EQ(v.size(), size_t{1} << 17);
+    std::vector<int64_t> want(r.bins, 0);
+    for (float f : v) {
+      const double b = std::floor((f - r.lo) / width);
+      ++want[static_cast<size_t>(std::clamp(b, 0.0, r.bins - 1.0))];
+    }
+    auto ckpt = OpenF32(v);
+    ASSERT_NE(ckpt, nullptr);
+    StatsOptions o;
+    o.bins = r.bins;
+    o.range_min = r.lo;
+    o.range_max = r.hi;
+    SCOPED_TRACE(absl::StrCat("range ", r.lo, "..", r.hi, " in ", r.bins));
+    AtEveryLevelAndChunk(
+        *ckpt->FindTensor("t"), o,
+        [&](const TensorStats& st) { EXPECT_EQ(st.histogram, want); },
+        {4099, 1 << 18});
+  }
 }
 
 }  // namespace

@@ -260,12 +260,21 @@ void BM_ReadEndToEnd(benchmark::State& state) {
         std::make_unique<BaselineServer>(baseline + "/server", baseline_port);
     if (!bare->running()) std::fprintf(stderr, "baseline server failed\n");
   }
-  const bool numpy =
-      RunCommand({"python3", "-c", "import numpy"}).exit_code == 0;
+  // Debian's interpreter first: deploy/install_deps.sh installs
+  // python3-numpy for it, while a python3 earlier on PATH (pyenv, a venv)
+  // may lack numpy.
+  std::string python;
+  for (const char* candidate : {"/usr/bin/python3", "python3"}) {
+    if (RunCommand({candidate, "-c", "import numpy"}).exit_code == 0) {
+      python = candidate;
+      break;
+    }
+  }
+  const bool numpy = !python.empty();
   if (!numpy) {
     std::fprintf(stderr,
-                 "skipping numpy's memmap + np.save: python3 cannot import "
-                 "numpy (apt install python3-numpy)\n");
+                 "skipping numpy's memmap + np.save: neither /usr/bin/python3 "
+                 "nor python3 imports numpy (apt install python3-numpy)\n");
   }
   int64_t data_offset = 0;  // where the tensor starts: after the header
   {
@@ -338,7 +347,7 @@ void BM_ReadEndToEnd(benchmark::State& state) {
       }));
       if (numpy) {
         seconds["numpy"].push_back(best_of([&] {
-          const double s = TimeCommand({"python3", "-c", kNumpySave, big, out});
+          const double s = TimeCommand({python, "-c", kNumpySave, big, out});
           std::remove(out.c_str());
           return s;
         }));

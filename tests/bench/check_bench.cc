@@ -6,10 +6,13 @@
 // two 4096 x 4096 tensors from the same gaussian values: GGUF F32, F16,
 // BF16, Q8_0, Q4_K, and a safetensors GPTQ int4 layer (group 128).
 //   build/tests/bench/check_bench
+//   TENSORMORPH_CHECK_BENCH_ITERATIONS=40 perf record -g
+//   build/tests/bench/check_bench --benchmark_filter=BM_Check/4
 #include <benchmark/benchmark.h>
 #include <time.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -180,9 +183,13 @@ void BM_Check(benchmark::State& state) {
   }
 }
 
+// TENSORMORPH_CHECK_BENCH_ITERATIONS=N runs N iterations (for perf record).
 void Args(benchmark::internal::Benchmark* b) {
   for (int f = 0; f < kNumFormats; ++f) b->Arg(f);
-  b->Unit(benchmark::kMillisecond)->Iterations(3)->UseRealTime();
+  const char* iters = std::getenv("TENSORMORPH_CHECK_BENCH_ITERATIONS");
+  b->Unit(benchmark::kMillisecond)
+      ->Iterations(iters != nullptr ? std::atoi(iters) : 3)
+      ->UseRealTime();
 }
 
 BENCHMARK(BM_DecodePass)->Apply(Args);

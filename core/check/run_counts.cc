@@ -163,22 +163,23 @@ bool OrdinaryScalar(const float* g, int64_t len, float lo, float hi) {
 }
 
 #if defined(TM_RUN_COUNTS_SIMD)
-TM_AVX2 void MarkOrdinaryAvx2(const float* v, int64_t len, int64_t groups,
-                              const float* lo, const float* hi,
-                              uint8_t* ordinary) {
+TM_AVX2 void MarkOrdinaryAvx2(const float* v, const QuantRun* runs, int64_t n,
+                              int64_t len, uint8_t* ordinary) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   const __m256 f16 = _mm256_set1_ps(kF16);
   const __m256 zero = _mm256_setzero_ps();
   const __m256 ones = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
-  for (int64_t i = 0; i < groups; ++i) {
-    const float* g = v + i * len;
-    if (!LevelsUsable(lo[i], hi[i])) {
+  const float* g = v;
+  for (int64_t i = 0; i < n; g += runs[i].count, ++i) {
+    const float lo = static_cast<float>(runs[i].range_min);
+    const float hi = static_cast<float>(runs[i].range_max);
+    if (runs[i].count != len || !LevelsUsable(lo, hi)) {
       ordinary[i] = 0;
       continue;
     }
     const __m256 vf = _mm256_set1_ps(g[0]);
-    const __m256 vl = _mm256_set1_ps(lo[i]);
-    const __m256 vh = _mm256_set1_ps(hi[i]);
+    const __m256 vl = _mm256_set1_ps(lo);
+    const __m256 vh = _mm256_set1_ps(hi);
     // any: a special value; all_zero: every value zero so far; differ: a
     // value not the first; ends: values on an end level (lo != hi, so
     // at_low + at_high, zeros aside).
@@ -198,7 +199,7 @@ TM_AVX2 void MarkOrdinaryAvx2(const float* v, int64_t len, int64_t groups,
       ends += __builtin_popcount(static_cast<unsigned>(_mm256_movemask_ps(e)));
     }
     if (k < len) {
-      ordinary[i] = OrdinaryScalar(g, len, lo[i], hi[i]);
+      ordinary[i] = OrdinaryScalar(g, len, lo, hi);
       continue;
     }
     ordinary[i] = _mm256_movemask_ps(any) == 0 &&
@@ -210,16 +211,20 @@ TM_AVX2 void MarkOrdinaryAvx2(const float* v, int64_t len, int64_t groups,
 
 }  // namespace
 
-void MarkOrdinaryGroups(const float* v, int64_t len, int64_t groups,
-                        const float* lo, const float* hi, uint8_t* ordinary) {
+void MarkOrdinaryRuns(const float* v, const QuantRun* runs, int64_t n,
+                      int64_t len, uint8_t* ordinary) {
 #if defined(TM_RUN_COUNTS_SIMD)
   if (SimdFlag().load(std::memory_order_relaxed) && len >= 8) {
-    MarkOrdinaryAvx2(v, len, groups, lo, hi, ordinary);
+    MarkOrdinaryAvx2(v, runs, n, len, ordinary);
     return;
   }
 #endif
-  for (int64_t i = 0; i < groups; ++i)
-    ordinary[i] = OrdinaryScalar(v + i * len, len, lo[i], hi[i]);
+  const float* g = v;
+  for (int64_t i = 0; i < n; g += runs[i].count, ++i) {
+    ordinary[i] = runs[i].count == len &&
+                  OrdinaryScalar(g, len, static_cast<float>(runs[i].range_min),
+                                 static_cast<float>(runs[i].range_max));
+  }
 }
 
 RunCounts CountRun(const float* v, int64_t n, float first, float lo, float hi) {

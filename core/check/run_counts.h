@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "core/quant/encoding.h"
+
 namespace tensormorph {
 
 struct RunCounts {
@@ -21,16 +23,16 @@ struct RunCounts {
 // |x| > 65504, the largest float16).
 RunCounts CountRun(const float* v, int64_t n, float first, float lo, float hi);
 
-// Marks each of `groups` consecutive runs of `len` values (v[i * len,
-// (i + 1) * len), its levels lo[i] and hi[i], its first value its own)
-// ordinary[i] = 1 when CountRun would show nothing a value rule fires on:
-// no NaN, Inf or value past fp16, not every value zero, not every value
-// its first, and at most a quarter of the values on the end levels
-// (4 * (at_low + at_high) <= len), lo and hi finite and distinct. 0 says
-// only "count it" (CountRun). One call per piece: a call per run of 32
-// values cost more than the counting.
-void MarkOrdinaryGroups(const float* v, int64_t len, int64_t groups,
-                        const float* lo, const float* hi, uint8_t* ordinary);
+// For each of runs[0, n) (consecutive in v, from v[0]): ordinary[i] = 1 when
+// the run is a whole group (count == len) and CountRun over it (first its
+// v value, lo and hi its range_min and range_max as float) would show
+// nothing a value rule fires on: no NaN, Inf or value past fp16, not every
+// value zero, not every value its first, at most a quarter of the values on
+// the end levels (4 * (at_low + at_high) <= len), the levels finite and
+// distinct. 0 says only "count it" (CountRun). One call per piece: a call
+// per run of 32 values cost more than the counting.
+void MarkOrdinaryRuns(const float* v, const QuantRun* runs, int64_t n,
+                      int64_t len, uint8_t* ordinary);
 
 // The same counts, one element at a time: the reference CountRun is held to.
 RunCounts CountRunScalar(const float* v, int64_t n, float first, float lo,

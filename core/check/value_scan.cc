@@ -272,7 +272,6 @@ absl::Status ScanTensorValues(const Checkpoint& ckpt, const LogicalTensor& t,
   };
 
   const float* stored_f32 = quantized ? nullptr : enc.StoredF32();
-  std::vector<float> group_lo, group_hi;
   std::vector<uint8_t> ordinary;
   int64_t piece_no = 0;
   for (int64_t first = 0; first < n; first += piece, ++piece_no) {
@@ -317,31 +316,21 @@ absl::Status ScanTensorValues(const Checkpoint& ckpt, const LogicalTensor& t,
       // Inspect reads the mapping: under the guard with the rest.
       absl::Status pass = GuardedRead([&]() -> absl::Status {
         int64_t i = 0;
-        size_t batch_begin = 0, batch_end = 0;
+        bool marked = false;
         for (size_t ri = 0; ri < runs.size(); ++ri) {
           const QuantRun& r = runs[ri];
-          if (runs_cheap && r.count == group_elems &&
-              (!judge_dead || dead_decided)) {
-            // Whole groups are marked a stretch at a time: one that no rule
-            // can fire on (MarkOrdinaryGroups is sure of that) only counts
-            // as a group seen, as process_run would close it.
-            if (ri >= batch_end) {
-              size_t e = ri;
-              group_lo.clear();
-              group_hi.clear();
-              while (e < runs.size() && runs[e].count == group_elems) {
-                group_lo.push_back(static_cast<float>(runs[e].range_min));
-                group_hi.push_back(static_cast<float>(runs[e].range_max));
-                ++e;
-              }
-              ordinary.resize(e - ri);
-              MarkOrdinaryGroups(values.data() + i, group_elems,
-                                 static_cast<int64_t>(e - ri), group_lo.data(),
-                                 group_hi.data(), ordinary.data());
-              batch_begin = ri;
-              batch_end = e;
+          if (runs_cheap && group_elems > 1 && (!judge_dead || dead_decided)) {
+            // Whole groups are marked a piece at a time: one that no rule
+            // can fire on (MarkOrdinaryRuns is sure of that) only counts as
+            // a group seen, as process_run would close it.
+            if (!marked) {
+              ordinary.resize(runs.size());
+              MarkOrdinaryRuns(values.data() + i, runs.data() + ri,
+                               static_cast<int64_t>(runs.size() - ri),
+                               group_elems, ordinary.data() + ri);
+              marked = true;
             }
-            if (ordinary[ri - batch_begin] != 0) {
+            if (ordinary[ri] != 0) {
               ++groups_seen;
               i += r.count;
               continue;

@@ -102,7 +102,7 @@ TEST(CountSpecials, AgreesWithTheScalarPassOnNanInfAndOverF16) {
   }
 }
 
-TEST(MarkOrdinaryGroups, MarksOnlyGroupsNoValueRuleFiresOn) {
+TEST(MarkOrdinaryRuns, MarksOnlyWholeGroupsNoValueRuleFiresOn) {
   std::mt19937 rng(9);
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
@@ -110,11 +110,12 @@ TEST(MarkOrdinaryGroups, MarksOnlyGroupsNoValueRuleFiresOn) {
     const bool was = RunCountsSimd();
     SetRunCountsSimd(simd);
     for (int64_t len : {8, 12, 32, 128}) {
-      const int64_t groups = 64;
-      std::vector<float> v, lo, hi;
-      for (int64_t g = 0; g < groups; ++g) {
+      std::vector<float> v;
+      std::vector<QuantRun> runs;
+      for (int64_t g = 0; g < 72; ++g) {
         float l = -0.5f, h = 0.25f;
-        switch (g % 8) {
+        int64_t count = len;
+        switch (g % 9) {
           case 1:
             l = nan;
             break;
@@ -124,32 +125,41 @@ TEST(MarkOrdinaryGroups, MarksOnlyGroupsNoValueRuleFiresOn) {
           case 3:
             h = l;
             break;
+          case 8:
+            count = len / 2;  // part of a group: never marked
+            break;
           default:
             break;
         }
         std::vector<float> x =
-            GridValues(rng, len, -0.5f, 0.25f, g % 8 == 4 ? 2 : 0);
-        if (g % 8 == 5) x.assign(len, 0.0f);    // all zero
-        if (g % 8 == 6) x.assign(len, 0.125f);  // constant
-        if (g % 8 == 7) {                       // saturated
-          for (int64_t k = 0; k < len; k += 2) x[k] = (k % 4) ? l : h;
+            GridValues(rng, count, -0.5f, 0.25f, g % 9 == 4 ? 2 : 0);
+        if (g % 9 == 5) x.assign(count, 0.0f);    // all zero
+        if (g % 9 == 6) x.assign(count, 0.125f);  // constant
+        if (g % 9 == 7) {                         // saturated
+          for (int64_t k = 0; k < count; k += 2) x[k] = (k % 4) ? l : h;
         }
         v.insert(v.end(), x.begin(), x.end());
-        lo.push_back(l);
-        hi.push_back(h);
+        QuantRun r;
+        r.count = count;
+        r.group = g;
+        r.range_min = l;
+        r.range_max = h;
+        runs.push_back(r);
       }
-      std::vector<uint8_t> ordinary(groups, 9);
-      MarkOrdinaryGroups(v.data(), len, groups, lo.data(), hi.data(),
-                         ordinary.data());
-      for (int64_t g = 0; g < groups; ++g) {
-        const float* x = v.data() + g * len;
-        const RunCounts c = CountRunScalar(x, len, x[0], lo[g], hi[g]);
-        const bool quiet = std::isfinite(lo[g]) && std::isfinite(hi[g]) &&
-                           lo[g] != hi[g] && c.nan == 0 && c.inf == 0 &&
-                           c.over == 0 && c.zeros < len && c.differ > 0 &&
-                           4 * (c.at_low + c.at_high) <= len;
+      std::vector<uint8_t> ordinary(runs.size(), 9);
+      MarkOrdinaryRuns(v.data(), runs.data(), static_cast<int64_t>(runs.size()),
+                       len, ordinary.data());
+      const float* x = v.data();
+      for (size_t g = 0; g < runs.size(); x += runs[g].count, ++g) {
+        const float lo = static_cast<float>(runs[g].range_min);
+        const float hi = static_cast<float>(runs[g].range_max);
+        const RunCounts c = CountRunScalar(x, runs[g].count, x[0], lo, hi);
+        const bool quiet = runs[g].count == len && std::isfinite(lo) &&
+                           std::isfinite(hi) && lo != hi && c.nan == 0 &&
+                           c.inf == 0 && c.over == 0 && c.zeros < len &&
+                           c.differ > 0 && 4 * (c.at_low + c.at_high) <= len;
         EXPECT_EQ(ordinary[g], quiet ? 1 : 0)
-            << "simd=" << simd << " len=" << len << " group " << g;
+            << "simd=" << simd << " len=" << len << " run " << g;
       }
     }
     SetRunCountsSimd(was);

@@ -117,13 +117,25 @@ absl::StatusOr<CheckSummary> CheckCheckpoint(
 
   CheckProgress progress;
   progress.tensors_total = static_cast<int64_t>(ckpt.tensors().size());
+  // Each stored byte counts once, half when it is hashed and half when the
+  // values it holds are checked: the bar moves through both passes and ends
+  // at the checkpoint's size (bytes_read), not twice it.
+  int64_t stored_bytes = 0, value_bytes = 0;  // what each pass goes through
   for (const StoredTensor& t : ckpt.stored_tensors()) {
-    progress.bytes_total += static_cast<int64_t>(t.nbytes);
+    stored_bytes += static_cast<int64_t>(t.nbytes);
   }
-  for (const LogicalTensor& t : ckpt.tensors()) {
-    progress.bytes_total += PartBytes(t);
-  }
+  for (const LogicalTensor& t : ckpt.tensors()) value_bytes += PartBytes(t);
+  progress.bytes_total = stored_bytes;
+  int64_t hashed = 0, values_done = 0;
   auto tell = [&] {
+    // hashed <= stored_bytes and values_done <= value_bytes: the sum of the
+    // halves never passes the total. In double: products of two sizes.
+    const double v = value_bytes > 0 ? static_cast<double>(values_done) /
+                                           static_cast<double>(value_bytes)
+                                     : 1.0;
+    progress.bytes_done = std::min<int64_t>(
+        stored_bytes, hashed / 2 + static_cast<int64_t>(
+                                       (stored_bytes - stored_bytes / 2) * v));
     if (on_progress) on_progress(progress);
   };
   tell();
@@ -166,7 +178,7 @@ absl::StatusOr<CheckSummary> CheckCheckpoint(
   for (const StoredTensor& t : ckpt.stored_tensors()) {
     TM_ASSIGN_OR_RETURN(ManifestEntry e,
                         HashStoredTensor(ckpt, t, cancelled, [&](int64_t n) {
-                          progress.bytes_done += n;
+                          hashed += n;
                           tell();
                         }));
     if (on_hash) on_hash(e);
@@ -196,7 +208,7 @@ absl::StatusOr<CheckSummary> CheckCheckpoint(
     if (not_decoded.contains(ModuleOfTensor(t.name))) {
       // Its convention was not resolved: read as plain tensors its parts
       // would yield findings that are not true of the checkpoint.
-      progress.bytes_done += bytes;
+      values_done += bytes;
       ++progress.tensors_done;
       tell();
       continue;
@@ -208,7 +220,7 @@ absl::StatusOr<CheckSummary> CheckCheckpoint(
         [&](int64_t m) {
           done += m;
           const int64_t b = bytes * done / n;
-          progress.bytes_done += b - reported;
+          values_done += b - reported;
           reported = b;
           tell();
         },
@@ -233,7 +245,7 @@ absl::StatusOr<CheckSummary> CheckCheckpoint(
     }
     TM_RETURN_IF_ERROR(
         ScanStoredScales(ckpt, t, cancelled, &scanned_scales, &found));
-    progress.bytes_done += bytes - reported;
+    values_done += bytes - reported;
     ++progress.tensors_done;
     ++summary.tensors_checked;
     tell();
@@ -244,7 +256,7 @@ absl::StatusOr<CheckSummary> CheckCheckpoint(
         ckpt, *options.source, cancelled, [&](int64_t) { tell(); }, &found));
     report(&found);
   }
-  summary.bytes_read = progress.bytes_done;
+  summary.bytes_read = stored_bytes;
   for (const CheckRule& r : CheckRules()) {
     auto it = tallies.find(std::string(r.id));
     if (it != tallies.end()) summary.rules.push_back(it->second);

@@ -34,7 +34,9 @@ struct CheckOptions {
 
 struct CheckProgress {
   int64_t tensors_done = 0, tensors_total = 0;  // logical tensors decoded
-  // Stored bytes hashed plus the parts of logical tensors decoded.
+  // Progress through the checkpoint's stored bytes, each counted once:
+  // bytes_total is their sum, and a byte counts half when hashed and half
+  // when the values it holds are checked (the two passes over it).
   int64_t bytes_done = 0, bytes_total = 0;
 };
 
@@ -57,6 +59,7 @@ struct CheckSummary {
   bool failed = false;
   int64_t tensors_checked = 0;  // logical tensors
   int64_t stored_tensors = 0;   // stored tensors hashed
+  // The checkpoint's stored bytes, each once (both passes read them).
   int64_t bytes_read = 0;
 };
 

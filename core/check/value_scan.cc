@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/check/rules.h"
+#include "core/check/run_counts.h"
 #include "core/dtype.h"
 #include "core/io/fault_guard.h"
 #include "core/quant/scalar_info.h"
@@ -52,9 +53,6 @@ bool IsFloatStorage(DType d) {
   }
 }
 
-// No level: a plain tensor's runs have none to be on.
-constexpr float kNoLevel = std::numeric_limits<float>::quiet_NaN();
-
 bool IsNan(float x) { return x != x; }
 bool IsInf(float x) {
   return std::fabs(x) == std::numeric_limits<float>::infinity();
@@ -70,49 +68,6 @@ int64_t FirstOf(const float* v, int64_t n, Pred pred) {
     if (pred(v[k])) return k;
   }
   return 0;
-}
-
-// What one run of values holds, counted without branches so that the loop
-// vectorizes: decoding runs at gigavalues a second and this must keep up.
-struct RunCounts {
-  int64_t nan = 0, inf = 0, zeros = 0, differ = 0, at_low = 0, at_high = 0,
-          over = 0;
-};
-
-RunCounts CountRun(const float* v, int64_t n, float first, float lo, float hi) {
-  const float inf = std::numeric_limits<float>::infinity();
-  const float f16 = static_cast<float>(kF16Max);
-  int32_t nan_c = 0, inf_c = 0, zero_c = 0, diff_c = 0, low_c = 0, high_c = 0,
-          over_c = 0;
-  RunCounts c;
-  // Counted in 32-bit lanes, folded into the 64-bit totals every 2^30.
-  for (int64_t start = 0; start < n; start += int64_t{1} << 30) {
-    const int64_t end = std::min(n, start + (int64_t{1} << 30));
-    for (int64_t k = start; k < end; ++k) {
-      const float x = v[k];
-      const float a = std::fabs(x);
-      // Infinities are their own rule, never "on an end level".
-      const bool nonzero = (x != 0) & (a != inf);
-      nan_c += x != x;
-      inf_c += a == inf;
-      zero_c += x == 0;
-      diff_c += x != first;
-      // A zero on an end level is exact (every value of the group on one
-      // side of 0), not clipped.
-      low_c += (x == lo) & nonzero;
-      high_c += (x == hi) & nonzero;
-      over_c += (a > f16) & (a != inf);
-    }
-    c.nan += nan_c;
-    c.inf += inf_c;
-    c.zeros += zero_c;
-    c.differ += diff_c;
-    c.at_low += low_c;
-    c.at_high += high_c;
-    c.over += over_c;
-    nan_c = inf_c = zero_c = diff_c = low_c = high_c = over_c = 0;
-  }
-  return c;
 }
 
 }  // namespace
@@ -316,13 +271,18 @@ absl::Status ScanTensorValues(const Checkpoint& ckpt, const LogicalTensor& t,
     return absl::OkStatus();
   };
 
+  const float* stored_f32 = quantized ? nullptr : enc.StoredF32();
+  std::vector<uint8_t> ordinary;
   int64_t piece_no = 0;
   for (int64_t first = 0; first < n; first += piece, ++piece_no) {
     if (cancelled != nullptr && cancelled->load())
       return absl::CancelledError("cancelled");
     const int64_t m = std::min(piece, n - first);
     absl::Status read = GuardedRead([&]() -> absl::Status {
-      if (!quantized) return enc.Decode(first, m, values.data());
+      if (!quantized) {
+        return stored_f32 != nullptr ? absl::OkStatus()
+                                     : enc.Decode(first, m, values.data());
+      }
       if (runs_cheap) return enc.DecodeRuns(first, m, values.data(), &runs);
       if (absl::Status s = enc.Decode(first, m, values.data()); !s.ok())
         return s;
@@ -343,13 +303,39 @@ absl::Status ScanTensorValues(const Checkpoint& ckpt, const LogicalTensor& t,
     });
     if (!read.ok()) return read;
     if (!quantized) {
-      const RunCounts c = CountRun(values.data(), m, 0, kNoLevel, kNoLevel);
-      note_specials(c, values.data(), m, first, check_f16);
+      // Float32 is read in place where it is stored so (no copy to make);
+      // under the guard, as Decode would be.
+      absl::Status pass = GuardedRead([&]() -> absl::Status {
+        const float* v =
+            stored_f32 != nullptr ? stored_f32 + first : values.data();
+        note_specials(CountSpecials(v, m), v, m, first, check_f16);
+        return absl::OkStatus();
+      });
+      if (!pass.ok()) return pass;
     } else {
       // Inspect reads the mapping: under the guard with the rest.
       absl::Status pass = GuardedRead([&]() -> absl::Status {
         int64_t i = 0;
-        for (const QuantRun& r : runs) {
+        bool marked = false;
+        for (size_t ri = 0; ri < runs.size(); ++ri) {
+          const QuantRun& r = runs[ri];
+          if (runs_cheap && group_elems > 1 && (!judge_dead || dead_decided)) {
+            // Whole groups are marked a piece at a time: one that no rule
+            // can fire on (MarkOrdinaryRuns is sure of that) only counts as
+            // a group seen, as process_run would close it.
+            if (!marked) {
+              ordinary.resize(runs.size());
+              MarkOrdinaryRuns(values.data() + i, runs.data() + ri,
+                               static_cast<int64_t>(runs.size() - ri),
+                               group_elems, ordinary.data() + ri);
+              marked = true;
+            }
+            if (ordinary[ri] != 0) {
+              ++groups_seen;
+              i += r.count;
+              continue;
+            }
+          }
           if (absl::Status s =
                   process_run(r, values.data() + i, first + i, piece_no);
               !s.ok()) {

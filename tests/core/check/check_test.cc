@@ -4,8 +4,10 @@
 // fixtures and the demo yield no errors.
 #include "core/check/check.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "core/check/rules.h"
@@ -416,12 +418,26 @@ TEST(CheckCheckpointTest, ProgressReachesTheTotalAndCancellationStops) {
   auto ckpt = Checkpoint::Open(testing::DemoDir() + "/model-q4_k_m.gguf");
   ASSERT_TRUE(ckpt.ok());
   CheckProgress last;
+  std::vector<int64_t> done;
   auto summary = CheckCheckpoint(
-      **ckpt, {}, nullptr, [&](const CheckProgress& p) { last = p; }, nullptr);
+      **ckpt, {}, nullptr,
+      [&](const CheckProgress& p) {
+        last = p;
+        done.push_back(p.bytes_done);
+      },
+      nullptr);
   ASSERT_TRUE(summary.ok());
   EXPECT_EQ(last.bytes_done, last.bytes_total);
   EXPECT_EQ(last.tensors_done, last.tensors_total);
   EXPECT_EQ(summary->bytes_read, last.bytes_total);
+  // Each stored byte once, though the hash and the value pass both read it.
+  int64_t stored = 0;
+  for (const StoredTensor& t : (*ckpt)->stored_tensors()) {
+    stored += static_cast<int64_t>(t.nbytes);
+  }
+  EXPECT_EQ(last.bytes_total, stored);
+  EXPECT_TRUE(std::is_sorted(done.begin(), done.end()));
+  EXPECT_LE(done.back(), stored);
 
   std::atomic<bool> cancelled{true};
   EXPECT_THAT(CheckCheckpoint(**ckpt, {}, &cancelled, nullptr, nullptr),

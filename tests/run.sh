@@ -29,8 +29,9 @@ cd "$build_dir"
 # at a time, to tell a flake under load from a failure (the exit stays
 # non-zero either way).
 failure_lines() {
-  grep -E -A4 ': Failure$|^\[  FAILED|Google Test trace|Value of:|Expected|Which is:' "$1" |
-    grep -v -E ' (info|warning|debug) [A-Z][A-Za-z]+ peer=' | cut -c1-300 | tail -n "$2"
+  grep -E -A10 ': Failure$|^\[  FAILED|^Google Test trace|^Value of:|^Expected|Which is:|ERROR: (Leak|Address|Thread)Sanitizer|runtime error:|^SUMMARY: ' "$1" |
+    grep -v -E 'Test +#[0-9]+:|^ +Start +[0-9]+:|\[(info|warning|debug)\]| (info|warning|debug) [A-Z][A-Za-z]+ peer=' |
+    cut -c1-300 | tail -n "$2"
 }
 if ctest --output-on-failure -j "$(nproc)" --timeout 600 2>&1 | tee ctest.log; then
   exit 0

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <optional>
 #include <regex>
 #include <thread>
@@ -246,21 +247,48 @@ absl::Status CheckpointBuilder::AddGguf(const std::string& p, Mapping m) {
     ckpt_->stored_.push_back(std::move(t));
   }
   if (file_index == 0) {
-    // Values are views of the mapping: render them under the guard too.
+    // Values are views of the mapping. A fault under the guard unwinds with
+    // siglongjmp, past every destructor, so nothing is allocated there:
+    // their bytes are copied into storage sized here, and the copies are
+    // rendered after. (Each value is a distinct range of the file: the sum
+    // is at most its size.)
+    std::vector<size_t> at(g.metadata.size());
+    size_t total = 0;
+    for (size_t k = 0; k < g.metadata.size(); ++k) {
+      at[k] = total;
+      total += g.metadata[k].str.size() + g.metadata[k].raw.size();
+    }
+    std::string bytes(total, '\0');
     if (absl::Status s = GuardedRead([&] {
-          for (const GgufKv& kv : g.metadata) {
-            std::string type(GgufTypeName(kv.type));
-            if (kv.type == GgufType::kArray) {
-              type = absl::StrCat("array<", GgufTypeName(kv.elem_type), ">");
+          for (size_t k = 0; k < g.metadata.size(); ++k) {
+            const GgufKv& kv = g.metadata[k];
+            char* out = bytes.data() + at[k];
+            if (!kv.str.empty()) {
+              std::memcpy(out, kv.str.data(), kv.str.size());
             }
-            ckpt_->metadata_.push_back(
-                {kv.key, type, GgufValueToString(kv),
-                 kv.type == GgufType::kString ? std::string(kv.str) : ""});
+            if (!kv.raw.empty()) {
+              std::memcpy(out + kv.str.size(), kv.raw.data(), kv.raw.size());
+            }
           }
           return absl::OkStatus();
         });
         !s.ok()) {
       return ChangedWhileOpened(p, s);
+    }
+    for (size_t k = 0; k < g.metadata.size(); ++k) {
+      GgufKv kv = g.metadata[k];
+      kv.str = absl::string_view(bytes.data() + at[k], kv.str.size());
+      kv.raw =
+          absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(bytes.data()) +
+                                  at[k] + kv.str.size(),
+                              kv.raw.size());
+      std::string type(GgufTypeName(kv.type));
+      if (kv.type == GgufType::kArray) {
+        type = absl::StrCat("array<", GgufTypeName(kv.elem_type), ">");
+      }
+      ckpt_->metadata_.push_back(
+          {kv.key, type, GgufValueToString(kv),
+           kv.type == GgufType::kString ? std::string(kv.str) : ""});
     }
     ckpt_->gguf_kv_ = std::move(g.metadata);
   }

@@ -598,12 +598,9 @@ class FineHistogram {
 
 }  // namespace
 
-absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& t,
-                                         const LogicalTensor* ref,
-                                         const StatsOptions& o,
-                                         const std::atomic<bool>* cancelled) {
+absl::Status CheckStatsRequest(const LogicalTensor& t, const LogicalTensor* ref,
+                               const StatsOptions& o) {
   if (absl::Status s = CheckReference(t, ref, o.ref_rows); !s.ok()) return s;
-  TensorStats st;
   const int64_t n = t.num_elements;
   const bool one_group = o.group.has_value();
   const int64_t want = o.group.value_or(-1);
@@ -642,6 +639,18 @@ absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& t,
                        t.name, "', which has groups 0..", last.group));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& t,
+                                         const LogicalTensor* ref,
+                                         const StatsOptions& o,
+                                         const std::atomic<bool>* cancelled) {
+  if (absl::Status s = CheckStatsRequest(t, ref, o); !s.ok()) return s;
+  TensorStats st;
+  const int64_t n = t.num_elements;
+  const bool one_group = o.group.has_value();
+  const int64_t want = o.group.value_or(-1);
   const int64_t chunk = std::max<int64_t>(1, o.chunk_elements);
   const size_t buf =
       static_cast<size_t>(std::min(chunk, std::max<int64_t>(n, 1)));

@@ -52,6 +52,14 @@ struct TensorStats {
   std::vector<double> levels;
 };
 
+// The checks ComputeStats makes before it reads a value: `ref` against `t`
+// (CheckReference) and options.group (negative, on a tensor without groups,
+// past the last group). OK when ComputeStats would go on to read.
+// Errors: as ComputeStats' INVALID_ARGUMENT, and a fault reading `t`'s first
+// or last element (GuardedRead).
+absl::Status CheckStatsRequest(const LogicalTensor& t, const LogicalTensor* ref,
+                               const StatsOptions& o);
+
 // Two passes over the values: the first measures everything but the
 // histogram, whose range it may find; the second fills the histogram. Cost:
 // one decode, plus the encoding's bulk codes (Encoding::RawCodes) and runs

@@ -61,46 +61,13 @@ absl::StatusOr<TensorStats> ReferenceStats(const LogicalTensor& t,
                                            const LogicalTensor* ref,
                                            const StatsOptions& o) {
   const std::atomic<bool>* cancelled = nullptr;
-  if (absl::Status s = CheckReference(t, ref, o.ref_rows); !s.ok()) return s;
+  // The request's checks are ComputeStats' own: what this reference holds
+  // to account is the values.
+  if (absl::Status s = CheckStatsRequest(t, ref, o); !s.ok()) return s;
   TensorStats st;
   const int64_t n = t.num_elements;
   const bool one_group = o.group.has_value();
   const int64_t want = o.group.value_or(-1);
-  if (one_group) {
-    if (want < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "group ", want, " of tensor '", t.name,
-          "' is negative; group ids count from 0 (ScalarInspection.group)"));
-    }
-    ScalarInfo first;
-    if (n > 0) {
-      if (absl::Status s =
-              GuardedRead([&] { return t.encoding->Inspect(0, &first); });
-          !s.ok()) {
-        return s;
-      }
-    }
-    if (first.group < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tensor '", t.name, "' (", t.encoding->info().scheme,
-          n == 0 ? ", empty" : "",
-          ") has no quantization groups, so it has no group ", want));
-    }
-    // Ids are dense in row-major order of the group grid, so the last
-    // element is in the last group, except where act-order's g_idx
-    // reorders columns (then the pass below finds the range).
-    ScalarInfo last;
-    if (absl::Status s =
-            GuardedRead([&] { return t.encoding->Inspect(n - 1, &last); });
-        !s.ok()) {
-      return s;
-    }
-    if (!t.encoding->info().act_order && want > last.group) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("group ", want, " is past the last group of tensor '",
-                       t.name, "', which has groups 0..", last.group));
-    }
-  }
   const int64_t chunk = std::max<int64_t>(1, o.chunk_elements);
   std::vector<ElementQuant> q(
       static_cast<size_t>(std::min(chunk, std::max<int64_t>(n, 1))));

@@ -23,6 +23,7 @@
 #include "core/check/manifest.h"
 #include "core/format/checkpoint.h"
 #include "tests/bench/bench_data.h"
+#include "tests/bench/bench_timing.h"
 #include "tests/support/gguf_writer.h"
 #include "tests/support/quantize.h"
 #include "tests/support/safetensors_writer.h"
@@ -78,11 +79,8 @@ Data& GetData() {
   return *d;
 }
 
-double ThreadSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
-}
+using ::tensormorph::bench::DecodePass;
+using ::tensormorph::bench::ThreadSeconds;
 
 int64_t StoredBytes(const Checkpoint& c) {
   int64_t b = 0;
@@ -120,14 +118,7 @@ void BM_DecodePass(benchmark::State& state) {
   for (auto _ : state) {
     const double t0 = ThreadSeconds();
     float acc = 0;
-    for (const LogicalTensor& t : c.tensors()) {
-      for (int64_t i = 0; i < t.num_elements; i += buf.size()) {
-        const int64_t n = std::min<int64_t>(buf.size(), t.num_elements - i);
-        (void)t.encoding->Decode(i, n, buf.data());
-        benchmark::DoNotOptimize(buf.data());
-        acc += buf[0];
-      }
-    }
+    for (const LogicalTensor& t : c.tensors()) acc += DecodePass(t, buf);
     benchmark::DoNotOptimize(acc);
     best = std::min(best, ThreadSeconds() - t0);
   }

@@ -20,6 +20,7 @@
 #include "core/heatmap.h"
 #include "core/stats.h"
 #include "tests/bench/bench_data.h"
+#include "tests/bench/bench_timing.h"
 #include "tests/support/gguf_writer.h"
 #include "tests/support/quantize.h"
 #include "tests/support/safetensors_writer.h"
@@ -75,13 +76,8 @@ Data& GetData() {
 
 const char* const kFormats[] = {"q4_k", "q8_0", "f32", "f16", "gptq_int4"};
 
-// The calling thread's CPU time: every timed call runs on this thread alone,
-// and on a machine shared with builds wall time measures the neighbours.
-double ThreadSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
-}
+using ::tensormorph::bench::DecodePass;
+using ::tensormorph::bench::ThreadSeconds;
 
 // Reports the best of the iterations, as elements per second and against
 // the format's decode pass.
@@ -104,14 +100,7 @@ void BM_DecodePass(benchmark::State& state) {
   double best = 1e30;
   for (auto _ : state) {
     const double t0 = ThreadSeconds();
-    float acc = 0;
-    for (int64_t i = 0; i < t.num_elements; i += buf.size()) {
-      const int64_t n = std::min<int64_t>(buf.size(), t.num_elements - i);
-      (void)t.encoding->Decode(i, n, buf.data());
-      benchmark::DoNotOptimize(buf.data());
-      acc += buf[0];
-    }
-    benchmark::DoNotOptimize(acc);
+    benchmark::DoNotOptimize(DecodePass(t, buf));
     best = std::min(best, ThreadSeconds() - t0);
   }
   d.decode_seconds[format] = best;

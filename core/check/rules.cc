@@ -29,6 +29,22 @@ const std::vector<CheckRule>& CheckRules() {
        "exist: every tensor placed there is missing (an interrupted "
        "download or copy)",
        ""},
+      {"shard-corrupt", Severity::kError, "a shard file that cannot be read",
+       "a shard whose header breaks the safetensors rules (truncated, a "
+       "length past the file, overlapping or misaligned offsets, bad JSON): "
+       "every tensor in it is unreadable; the other shards are still "
+       "checked",
+       ""},
+      {"index-corrupt", Severity::kError, "an index that cannot be followed",
+       "a model.safetensors.index.json that is not JSON, has no weight_map "
+       "object, or names a shard outside its directory: loaders stop at it; "
+       "the directory's shards are checked without it",
+       ""},
+      {"duplicate-name", Severity::kError, "one tensor name stored twice",
+       "a tensor name stored in two files: which copy a loader takes "
+       "depends on its order of reading (a re-save into a directory that "
+       "still held the old shards)",
+       ""},
       {"index-tensor-missing", Severity::kError,
        "the index names a tensor its shard lacks",
        "a tensor the index's weight_map places in a shard that does not "

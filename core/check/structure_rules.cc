@@ -235,7 +235,8 @@ void ReportOpenProblems(const Checkpoint& ckpt,
                         std::vector<Finding>* out) {
   for (const ResolveProblem& p : ckpt.problems()) {
     if (!p.tensor.empty() && p.rule != "shard-tensor-unindexed" &&
-        p.rule != "shard-missing" && p.rule != "index-tensor-missing" &&
+        p.rule != "shard-missing" && p.rule != "shard-corrupt" &&
+        p.rule != "duplicate-name" && p.rule != "index-tensor-missing" &&
         explained.contains(ModuleOfTensor(p.tensor))) {
       continue;
     }
@@ -253,6 +254,14 @@ void ReportOpenProblems(const Checkpoint& ckpt,
           p.rule == "shard-missing"
               ? "copy the shard, or fix the index: every tensor it holds is "
                 "missing (the finding names the first)"
+          : p.rule == "shard-corrupt"
+              ? "copy the shard again (compare its size and hash with the "
+                "source): none of its tensors can be read"
+          : p.rule == "index-corrupt"
+              ? "regenerate the index from the shards (or copy it again); "
+                "the shards were checked without it"
+          : p.rule == "duplicate-name"
+              ? "remove the stale file: every name must be stored once"
           : p.rule == "index-tensor-missing"
               ? "re-save the shard, or drop the entry from the weight_map: a "
                 "loader that trusts the index fails, or leaves the tensor "
@@ -374,7 +383,8 @@ std::set<std::string> ModulesNotDecoded(const std::vector<Finding>& found) {
   std::set<std::string> modules;
   for (const Finding& f : found) {
     if (f.tensor.empty() || f.rule == "shard-tensor-unindexed" ||
-        f.rule == "shard-missing" || f.rule == "config-key") {
+        f.rule == "shard-missing" || f.rule == "shard-corrupt" ||
+        f.rule == "duplicate-name" || f.rule == "config-key") {
       continue;
     }
     modules.insert(ModuleOfTensor(f.tensor));

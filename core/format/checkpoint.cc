@@ -113,6 +113,38 @@ bool LooksLikeSafetensorsIndex(absl::Span<const uint8_t> bytes) {
   return true;
 }
 
+// Parses a safetensors index into `index` and, from it, `shards`: shard file
+// name -> the tensors the weight_map places there (views of `index`'s keys,
+// valid while it lives). DATA_LOSS naming `what` and the rule broken: not
+// JSON, not an object with a 'weight_map' object, an entry that is not a
+// string, or one that is not a plain file name (a hostile index must not
+// reach outside its directory).
+absl::Status ReadWeightMap(
+    absl::string_view text, absl::string_view what, nlohmann::json* index,
+    std::map<std::string, absl::flat_hash_set<absl::string_view>>* shards) {
+  TM_ASSIGN_OR_RETURN(*index, ParseStrictJson(text, what));
+  if (!index->is_object() || !index->contains("weight_map") ||
+      !(*index)["weight_map"].is_object()) {
+    return absl::DataLossError(
+        absl::StrCat(what, ": expected an object with a 'weight_map' object"));
+  }
+  for (const auto& [tensor, shard] : (*index)["weight_map"].items()) {
+    if (!shard.is_string()) {
+      return absl::DataLossError(absl::StrCat(what, ": weight_map['", tensor,
+                                              "'] must be a file name string"));
+    }
+    const std::string& name = shard.get_ref<const std::string&>();
+    if (name.empty() || name.find('/') != std::string::npos || name == "." ||
+        name == "..") {
+      return absl::DataLossError(
+          absl::StrCat(what, ": weight_map['", tensor, "'] = '", name,
+                       "' is not a plain file name in the index's directory"));
+    }
+    (*shards)[name].insert(tensor);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::string_view FormatName(CheckpointFormat format) {
@@ -199,6 +231,10 @@ class CheckpointBuilder {
   absl::Status OpenSafetensorsIndex(const std::string& index_path);
   absl::Status OpenGgufSet(const std::string& p);
   absl::Status OpenDirectory(const std::string& dir);
+  // Every .safetensors file in `dir`, in name order. Lenient: a file that
+  // fails its rules is a shard-corrupt problem, and the rest open (an error
+  // only when none does).
+  absl::Status AddSafetensorsFiles(const std::string& dir);
   absl::Status OpenFile(const std::string& p);
   absl::Status Finish();
   void BuildParts();
@@ -320,29 +356,25 @@ absl::Status CheckpointBuilder::OpenSafetensorsIndex(
   TM_ASSIGN_OR_RETURN(const std::string text,
                       ReadWholeFile(index_path, kMaxIndexBytes));
   const std::string what = absl::StrCat("index '", index_path, "'");
-  TM_ASSIGN_OR_RETURN(nlohmann::json index, ParseStrictJson(text, what));
-  if (!index.is_object() || !index.contains("weight_map") ||
-      !index["weight_map"].is_object()) {
-    return absl::DataLossError(
-        absl::StrCat(what, ": expected an object with a 'weight_map' object"));
-  }
   // shard file name -> tensors the index places there (views of the
   // document's keys)
   std::map<std::string, absl::flat_hash_set<absl::string_view>> shards;
-  for (const auto& [tensor, shard] : index["weight_map"].items()) {
-    if (!shard.is_string()) {
-      return absl::DataLossError(absl::StrCat(what, ": weight_map['", tensor,
-                                              "'] must be a file name string"));
-    }
-    const std::string& name = shard.get_ref<const std::string&>();
-    // A hostile index must not reach outside its directory.
-    if (name.empty() || name.find('/') != std::string::npos || name == "." ||
-        name == "..") {
-      return absl::DataLossError(
-          absl::StrCat(what, ": weight_map['", tensor, "'] = '", name,
-                       "' is not a plain file name in the index's directory"));
-    }
-    shards[name].insert(tensor);
+  nlohmann::json index;
+  if (absl::Status s = ReadWeightMap(text, what, &index, &shards); !s.ok()) {
+    if (!options_.lenient) return s;
+    // The index is no guide: check the shards the directory holds.
+    ckpt_->problems_.push_back(
+        {.rule = "index-corrupt",
+         .tensor = "",
+         .message = "",
+         .file = index_path,
+         .key = "",
+         .expected = "a JSON object with a 'weight_map' object of plain shard "
+                     "file names",
+         .actual = absl::StrCat(s.message(),
+                                "; the directory's .safetensors files were "
+                                "checked instead")});
+    return AddSafetensorsFiles(Dirname(index_path));
   }
   const std::string dir = Dirname(index_path);
   for (auto it = shards.begin(); it != shards.end();) {
@@ -431,7 +463,29 @@ absl::Status CheckpointBuilder::OpenSafetensorsIndex(
     const absl::flat_hash_set<absl::string_view>& tensors =
         shards.find(name)->second;
     const std::string shard_path = Join(dir, name);
-    if (!sh.header.ok()) return sh.header.status();
+    if (!sh.header.ok()) {
+      if (!options_.lenient) return sh.header.status();
+      // Its tensors are as good as missing; the other shards are checked.
+      std::vector<absl::string_view> some(tensors.begin(), tensors.end());
+      std::sort(some.begin(), some.end());
+      ckpt_->problems_.push_back(
+          {.rule = "shard-corrupt",
+           .tensor = some.empty() ? "" : std::string(some.front()),
+           .message = "",
+           .file = shard_path,
+           .key = "",
+           .expected =
+               absl::StrCat("a safetensors file holding the ", tensors.size(),
+                            " tensors the weight_map places there"),
+           .actual = std::string(sh.header.status().message())});
+      const size_t absent = ckpt_->absent_files_.size();
+      ckpt_->absent_files_.push_back(
+          {shard_path, static_cast<int64_t>(tensors.size())});
+      for (absl::string_view t : tensors) {
+        ckpt_->absent_tensors_.emplace(std::string(t), absent);
+      }
+      continue;
+    }
     const size_t before = ckpt_->stored_.size();
     TM_RETURN_IF_ERROR(AddParsedSafetensors(shard_path, std::move(sh.m),
                                             *std::move(sh.header)));
@@ -518,6 +572,34 @@ absl::Status CheckpointBuilder::OpenFile(const std::string& p) {
   return s;
 }
 
+absl::Status CheckpointBuilder::AddSafetensorsFiles(const std::string& dir) {
+  TM_ASSIGN_OR_RETURN(std::vector<std::string> names, ListFiles(dir));
+  absl::Status first_error;
+  bool added = false;
+  for (const std::string& n : names) {
+    if (!absl::EndsWith(n, ".safetensors")) continue;
+    const std::string path = Join(dir, n);
+    absl::Status s = AddSafetensors(path);
+    if (s.ok()) {
+      added = true;
+      continue;
+    }
+    if (!options_.lenient) return s;
+    if (first_error.ok()) first_error = s;
+    ckpt_->problems_.push_back({.rule = "shard-corrupt",
+                                .tensor = "",
+                                .message = "",
+                                .file = path,
+                                .key = "",
+                                .expected = "a safetensors file",
+                                .actual = std::string(s.message())});
+  }
+  if (added) return absl::OkStatus();
+  if (!first_error.ok()) return first_error;  // nothing left to check
+  return absl::NotFoundError(
+      absl::StrCat("directory '", dir, "' holds no .safetensors file"));
+}
+
 absl::Status CheckpointBuilder::OpenDirectory(const std::string& dir) {
   ckpt_->directory_ = dir;
   TM_ASSIGN_OR_RETURN(ckpt_->directory_names_, ListCheckpointNames(dir));
@@ -530,11 +612,7 @@ absl::Status CheckpointBuilder::OpenDirectory(const std::string& dir) {
     if (absl::EndsWith(n, ".safetensors")) st.push_back(n);
     if (absl::EndsWith(n, ".gguf")) gguf.push_back(n);
   }
-  if (!st.empty()) {
-    for (const std::string& n : st)
-      TM_RETURN_IF_ERROR(AddSafetensors(Join(dir, n)));
-    return absl::OkStatus();
-  }
+  if (!st.empty()) return AddSafetensorsFiles(dir);
   if (gguf.size() == 1) return OpenGgufSet(Join(dir, gguf[0]), nullptr);
   if (!gguf.empty()) {
     auto first = ParseSplitName(gguf[0]);
@@ -569,15 +647,35 @@ absl::StatusOr<std::optional<nlohmann::json>> ReadConfig(
 
 absl::Status CheckpointBuilder::Finish() {
   Checkpoint& c = *ckpt_;
+  // Lenient: the first of a name stays, a later one is a problem and goes.
+  size_t kept = 0;
   for (size_t i = 0; i < c.stored_.size(); ++i) {
-    if (!c.stored_index_.emplace(c.stored_[i].name, i).second) {
-      const StoredTensor& t = c.stored_[i];
-      return absl::DataLossError(absl::StrCat(
-          "checkpoint '", c.path_, "': tensor '", t.name, "' appears in both '",
-          c.files_[c.stored_[c.stored_index_[t.name]].file_index].path,
-          "' and '", c.files_[t.file_index].path, "'"));
+    const StoredTensor& t = c.stored_[i];
+    if (auto [at, added] = c.stored_index_.emplace(t.name, kept); !added) {
+      const std::string& first =
+          c.files_[c.stored_[at->second].file_index].path;
+      const std::string& again = c.files_[t.file_index].path;
+      if (!options_.lenient) {
+        return absl::DataLossError(
+            absl::StrCat("checkpoint '", c.path_, "': tensor '", t.name,
+                         "' appears in both '", first, "' and '", again, "'"));
+      }
+      c.problems_.push_back(
+          {.rule = "duplicate-name",
+           .tensor = t.name,
+           .message = "",
+           .file = again,
+           .key = "",
+           .expected =
+               absl::StrCat("'", t.name, "' stored once, in '", first, "'"),
+           .actual = absl::StrCat("stored again in '", again,
+                                  "' (that copy was not checked)")});
+      continue;
     }
+    if (kept != i) c.stored_[kept] = std::move(c.stored_[i]);
+    ++kept;
   }
+  c.stored_.resize(kept);
   if (c.format_ == CheckpointFormat::kGguf) {
     c.tensors_.reserve(c.stored_.size());
     for (const StoredTensor& t : c.stored_) {

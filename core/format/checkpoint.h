@@ -59,10 +59,14 @@ struct OpenOptions {
   // (shard-tensor-unindexed) is recorded; a config file that is not JSON,
   // each config key problem (ParseQuantConfigLenient) and each tensor whose
   // convention cannot be resolved (ResolveConventions) too, that tensor's
-  // stored tensors staying tensors of their own. Everything read is still
-  // bounds-checked; a corrupt shard header, an index that is not an object
-  // with a weight_map, or one naming a file outside its directory still
-  // fails the open. Never for serving: values of a lenient open may be
+  // stored tensors staying tensors of their own. A shard that fails its
+  // rules (shard-corrupt) has its tensors treated as missing, and the other
+  // shards open; an index that is not JSON, not an object with a weight_map,
+  // or that names a file outside its directory (index-corrupt) is set aside
+  // and the directory's .safetensors files open as though it were absent; a
+  // tensor name stored in two files (duplicate-name) keeps its first copy.
+  // Everything read is still bounds-checked, and an open with nothing left
+  // to read still fails. Never for serving: values of a lenient open may be
   // incomplete.
   bool lenient = false;
 };

@@ -10,8 +10,9 @@ namespace tensormorph {
 struct ResolveProblem {
   // The `tensormorph check` rule it breaks: "missing-companion",
   // "orphan-companion", "companion-shape", "fp8-scale-layout",
-  // "config-key", "shard-missing", "index-tensor-missing",
-  // "shard-tensor-unindexed", "undecodable-tensor" (a recognised variant
+  // "config-key", "shard-missing", "shard-corrupt", "index-corrupt",
+  // "duplicate-name", "index-tensor-missing", "shard-tensor-unindexed",
+  // "undecodable-tensor" (a recognised variant
   // not decoded) or "unresolved-tensor" (any other).
   std::string rule;
   // The logical tensor that could not be built ("" for a config key).

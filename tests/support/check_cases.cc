@@ -220,6 +220,57 @@ std::vector<CheckCase> CheckCases() {
        "the weight_map does not place it there",
        {}});
   {
+    // The second shard's header claims more bytes than the file has.
+    const std::string dir =
+        WriteSharded({{"model-00001-of-00002.safetensors", {"model.a.weight"}},
+                      {"model-00002-of-00002.safetensors", {"model.b.weight"}}},
+                     {{"model.a.weight", "model-00001-of-00002.safetensors"},
+                      {"model.b.weight", "model-00002-of-00002.safetensors"}});
+    std::string bytes(8, '\0');
+    bytes[0] = static_cast<char>(0xff);
+    bytes[1] = static_cast<char>(0xff);
+    WriteFile(dir + "/model-00002-of-00002.safetensors", bytes + "{}");
+    cases.push_back({"shard-corrupt",
+                     "error",
+                     dir,
+                     "model.b.weight",
+                     "model-00002-of-00002.safetensors",
+                     {}});
+  }
+  {
+    // An index whose weight_map is a list: the shards are checked alone.
+    const std::string dir =
+        WriteSharded({{"model-00001-of-00001.safetensors", {"model.a.weight"}}},
+                     {{"model.a.weight", "model-00001-of-00001.safetensors"}});
+    WriteJson(dir + "/model.safetensors.index.json",
+              {{"metadata", {{"total_size", 0}}},
+               {"weight_map", {"model-00001-of-00001.safetensors"}}});
+    cases.push_back({"index-corrupt",
+                     "error",
+                     dir,
+                     "",
+                     "expected an object with a 'weight_map' object",
+                     {}});
+  }
+  {
+    // A re-save beside the old file: the same name in two files.
+    const std::string dir = MakeTempDir();
+    WriteFile(
+        dir + "/model-old.safetensors",
+        BuildSafetensors(
+            {{"model.a.weight", "F32", {2, 32}, Bytes(Gaussian(64, 7))}}));
+    WriteFile(
+        dir + "/model.safetensors",
+        BuildSafetensors(
+            {{"model.a.weight", "F32", {2, 32}, Bytes(Gaussian(64, 8))}}));
+    cases.push_back({"duplicate-name",
+                     "error",
+                     dir,
+                     "model.a.weight",
+                     "stored again in",
+                     {}});
+  }
+  {
     CtCheckpoint c = Clean();
     c.with_scale = false;
     cases.push_back({"missing-companion",

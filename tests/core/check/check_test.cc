@@ -122,7 +122,8 @@ TEST(CheckCheckpointTest,
   // The cases ls refuses: a strict open still does, at the first rule, and
   // a lenient one reports it as the case's finding.
   const std::set<std::string> refused = {
-      "shard-missing",    "index-tensor-missing", "shard-tensor-unindexed",
+      "shard-missing",    "shard-corrupt",        "index-corrupt",
+      "duplicate-name",   "index-tensor-missing", "shard-tensor-unindexed",
       "orphan-companion", "companion-shape",      "fp8-scale-layout",
       "config-key",       "unresolved-tensor"};
   int seen = 0;
@@ -185,24 +186,53 @@ TEST(CheckCheckpointTest, HostileIndexesAndConfigsArePreciseErrorsOrFindings) {
   };
   const std::string index = "/model.safetensors.index.json";
   {
-    // A truncated index: not JSON, a precise DATA_LOSS naming it.
+    // A truncated index: not JSON. A strict open refuses it naming the
+    // file; a check reports it and checks the shards the directory holds.
     const std::string dir = sharded();
     const std::string text = testing::ReadFileBytes(dir + index);
     testing::WriteFile(dir + index, text.substr(0, text.size() / 2));
     EXPECT_THAT(
-        Checkpoint::Open(dir, {.lenient = true}),
+        Checkpoint::Open(dir),
         StatusIs(absl::StatusCode::kDataLoss, "model.safetensors.index.json"));
+    CheckRun run = CheckPath(dir);
+    ASSERT_TRUE(Rules(run).contains("index-corrupt"));
+    for (const Finding& f : run.findings) {
+      if (f.rule != "index-corrupt") continue;
+      EXPECT_EQ(f.file, dir + index);
+      EXPECT_THAT(f.actual, HasSubstr("model.safetensors.index.json"));
+      EXPECT_THAT(f.actual, HasSubstr("files were checked instead"));
+    }
+    EXPECT_GT(run.summary.tensors_checked, 0);
   }
   {
-    // An index naming a shard outside its directory: refused, never read.
+    // An index naming a shard outside its directory: refused by a strict
+    // open, set aside by a check (the named file is never opened).
     const std::string dir = sharded();
     nlohmann::json j = testing::ReadJson(dir + index);
     j["weight_map"]["model.norm.weight"] = "../../etc/passwd";
     testing::WriteJson(dir + index, j);
-    EXPECT_THAT(Checkpoint::Open(dir, {.lenient = true}),
+    EXPECT_THAT(Checkpoint::Open(dir),
                 StatusIs(absl::StatusCode::kDataLoss,
                          "is not a plain file name in the index's "
                          "directory"));
+    auto lenient = Checkpoint::Open(dir, {.lenient = true});
+    ASSERT_TRUE(lenient.ok()) << lenient.status();
+    ASSERT_FALSE((*lenient)->problems().empty());
+    EXPECT_EQ((*lenient)->problems()[0].rule, "index-corrupt");
+    EXPECT_THAT((*lenient)->problems()[0].actual,
+                HasSubstr("is not a plain file name in the index's directory"));
+    for (const Checkpoint::File& f : (*lenient)->files()) {
+      EXPECT_EQ(f.path.rfind(dir, 0), 0u) << f.path;
+    }
+  }
+  {
+    // A directory whose every shard is corrupt: nothing left to check, so
+    // even a lenient open fails, naming the first.
+    const std::string dir = testing::MakeTempDir();
+    testing::WriteFile(dir + "/a.safetensors", "not a safetensors file");
+    testing::WriteFile(dir + "/b.safetensors", std::string(3, '\0'));
+    EXPECT_THAT(Checkpoint::Open(dir, {.lenient = true}),
+                StatusIs(absl::StatusCode::kDataLoss, "a.safetensors"));
   }
   {
     // A config that is not JSON, and one whose quantization_config is a

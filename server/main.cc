@@ -1,6 +1,5 @@
 // tensormorphd: serves checkpoints under --root directories over gRPC.
 #include <signal.h>
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
@@ -15,6 +14,7 @@
 #include "absl/time/time.h"
 #include "client/gateway/http_gateway.h"
 #include "process/stream_heap.h"
+#include "server/nonblocking_log.h"
 #include "server/prometheus.h"
 #include "server/server.h"
 
@@ -35,8 +35,11 @@ int PollForSignal(const sigset_t& signals) {
 // Ends the process without destructors (other threads may still run them
 // or be in gRPC), once what was logged and printed is out.
 [[noreturn]] void ExitNow() {
-  spdlog::default_logger()->flush();
-  std::fflush(nullptr);
+  // A stalled log reader gets a second, not the process. Only stdout is
+  // flushed: the log's writer may hold stderr's lock in a write that never
+  // returns.
+  tensormorph::DrainLog(absl::Seconds(1));
+  std::fflush(stdout);
   std::_Exit(0);
 }
 
@@ -142,7 +145,7 @@ int main(int argc, char** argv) {
   // Logs go to stderr; stdout carries only the "listening on" line that
   // scripts read. A closed stdout or peer must never kill the server.
   ::signal(SIGPIPE, SIG_IGN);
-  spdlog::set_default_logger(spdlog::stderr_color_mt("tensormorphd"));
+  tensormorph::InstallNonBlockingLog("tensormorphd");
   spdlog::set_level(spdlog::level::from_str(log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
 
@@ -280,6 +283,9 @@ int main(int argc, char** argv) {
     }
     if (released.load()) {
       release.join();
+      // Returning joins the log's writer; a stalled reader must not hold
+      // the exit.
+      if (!tensormorph::DrainLog(absl::Seconds(1))) ExitNow();
       return 0;
     }
     spdlog::info("ending without waiting for gRPC's threads");

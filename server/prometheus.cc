@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/call_stats.h"
+#include "server/nonblocking_log.h"
 #include "server/process_stats.h"
 
 namespace tensormorph {
@@ -213,6 +214,10 @@ std::string PrometheusText(const ServiceState& state) {
   WriteStreams(e, state.metrics);
   WriteCheckpoints(e, state.registry);
   WriteProcess(e, ReadProcessStats());
+  e.Single("tensormorph_log_lines_dropped_total", "counter",
+           "Log lines dropped because the log's reader fell behind (the "
+           "server never waits for it).",
+           LogLinesDropped());
   e.Family("tensormorph_build_info", "gauge",
            "Always 1; the version of tensormorphd as a label.");
   e.Sample("tensormorph_build_info", {{"version", kVersion}}, int64_t{1});

@@ -91,14 +91,19 @@ CommandResult RunCommand(const std::vector<std::string>& argv,
 }
 
 ServerProcess::ServerProcess(const std::vector<std::string>& roots,
-                             const std::vector<std::string>& extra_flags) {
+                             const std::vector<std::string>& extra_flags,
+                             int stderr_fd) {
   std::vector<std::string> argv = {TensormorphdPath(), "--listen",
-                                   "127.0.0.1:0", "--log-level", "warn"};
+                                   "127.0.0.1:0"};
+  if (std::find(extra_flags.begin(), extra_flags.end(), "--log-level") ==
+      extra_flags.end()) {
+    argv.insert(argv.end(), {"--log-level", "warn"});
+  }
   for (const std::string& r : roots) argv.insert(argv.end(), {"--root", r});
   argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
   int out_pipe[2];
   if (::pipe2(out_pipe, O_CLOEXEC) != 0) std::abort();
-  pid_ = Spawn(argv, {}, out_pipe[1], 2);
+  pid_ = Spawn(argv, {}, out_pipe[1], stderr_fd);
   ::close(out_pipe[1]);
   const auto read_line = [fd = out_pipe[0]] {
     std::string line;

@@ -29,9 +29,12 @@ CommandResult RunCommand(const std::vector<std::string>& argv,
 class ServerProcess {
  public:
   // Starts tensormorphd with --listen 127.0.0.1:0 and the given roots and
-  // extra flags; returns once it printed its port. Aborts on failure.
+  // extra flags (--log-level warn unless they name one); returns once it
+  // printed its port. Its stderr is `stderr_fd` (the test's own by default).
+  // Aborts on failure.
   ServerProcess(const std::vector<std::string>& roots,
-                const std::vector<std::string>& extra_flags = {});
+                const std::vector<std::string>& extra_flags = {},
+                int stderr_fd = 2);
   ~ServerProcess();
 
   int port() const { return port_; }

@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/io/fault_guard.h"
+#include "core/quant/decode_simd.h"
 #include "core/util/status_macros.h"
 
 namespace tensormorph {
@@ -58,89 +59,163 @@ absl::Status ResolveRange(const char* what, int64_t begin, int64_t* end,
   return absl::OkStatus();
 }
 
-#if defined(__x86_64__)
-// Eight cells at once, a cell per lane of two vectors of doubles, over the
-// first `n` columns of each (n a multiple of 4): four columns of each cell
-// loaded, transposed so that a vector holds one column of four cells, and
-// added column after column. Each lane is still its cell's additions in
-// order, each rounded once as a scalar addition is.
-__attribute__((target("avx2"))) void SumEightCells(const float* v,
-                                                   const int64_t* b, int64_t n,
-                                                   double* sums) {
-  __m256d lo = _mm256_loadu_pd(sums), hi = _mm256_loadu_pd(sums + 4);
-  for (int64_t k = 0; k < n; k += 4) {
-    __m128 a0 = _mm_loadu_ps(v + b[0] + k), a1 = _mm_loadu_ps(v + b[1] + k),
-           a2 = _mm_loadu_ps(v + b[2] + k), a3 = _mm_loadu_ps(v + b[3] + k);
-    __m128 c0 = _mm_loadu_ps(v + b[4] + k), c1 = _mm_loadu_ps(v + b[5] + k),
-           c2 = _mm_loadu_ps(v + b[6] + k), c3 = _mm_loadu_ps(v + b[7] + k);
-    _MM_TRANSPOSE4_PS(a0, a1, a2, a3);
-    _MM_TRANSPOSE4_PS(c0, c1, c2, c3);
-    lo = _mm256_add_pd(lo, _mm256_cvtps_pd(a0));
-    hi = _mm256_add_pd(hi, _mm256_cvtps_pd(c0));
-    lo = _mm256_add_pd(lo, _mm256_cvtps_pd(a1));
-    hi = _mm256_add_pd(hi, _mm256_cvtps_pd(c1));
-    lo = _mm256_add_pd(lo, _mm256_cvtps_pd(a2));
-    hi = _mm256_add_pd(hi, _mm256_cvtps_pd(c2));
-    lo = _mm256_add_pd(lo, _mm256_cvtps_pd(a3));
-    hi = _mm256_add_pd(hi, _mm256_cvtps_pd(c3));
-  }
-  _mm256_storeu_pd(sums, lo);
-  _mm256_storeu_pd(sums + 4, hi);
+// The mean's lanes (core/heatmap.h): the element at column offset k of its
+// cell is added to partial sum k % kLanes of that cell.
+constexpr int kLanes = 16;
+
+// The fixed tree of heatmap.h: (0+8) ... (7+15), then (0+4) ... (3+7), then
+// (0+2), (1+3), then the two.
+double SumOfLanes(const double* s) {
+  const double a0 = s[0] + s[8], a1 = s[1] + s[9], a2 = s[2] + s[10],
+               a3 = s[3] + s[11], a4 = s[4] + s[12], a5 = s[5] + s[13],
+               a6 = s[6] + s[14], a7 = s[7] + s[15];
+  const double b0 = a0 + a4, b1 = a1 + a5, b2 = a2 + a6, b3 = a3 + a7;
+  const double c0 = b0 + b2, c1 = b1 + b3;
+  return c0 + c1;
 }
 
-bool HasAvx2() {
-  static const bool has = __builtin_cpu_supports("avx2");
-  return has;
+// One cell over `nrows` rows of `v` (each `stride` floats apart, the cell's
+// `w` columns from v[0]): lanes[k % 16] += v[r * stride + k], row by row,
+// left to right. The plain statement of the contract, and the path where
+// the CPU (or the test cap) has no AVX2.
+void CellLanesScalar(const float* v, int64_t stride, int64_t nrows, int64_t w,
+                     double* lanes) {
+  for (int64_t r = 0; r < nrows; ++r) {
+    const float* p = v + r * stride;
+    for (int64_t k = 0; k < w; ++k) lanes[k % kLanes] += p[k];
+  }
 }
+
+#if defined(__x86_64__)
+// The same in four vectors of four lanes, each lane still its elements'
+// additions in row-major order, rounded one at a time. A row's last w % 4
+// columns come through a masked load whose other lanes read as +0.0: a lane
+// sum starts at +0.0 and so is never -0.0 (+0 + -0 is +0 when rounding to
+// nearest), and adding +0.0 to anything else leaves its bits as they are,
+// so those adds change nothing.
+struct LaneVectors {
+  __m256d a0, a1, a2, a3;
+};
+
+__attribute__((target("avx2"), always_inline)) inline LaneVectors LoadLanes(
+    const double* lanes) {
+  return {_mm256_loadu_pd(lanes), _mm256_loadu_pd(lanes + 4),
+          _mm256_loadu_pd(lanes + 8), _mm256_loadu_pd(lanes + 12)};
+}
+
+__attribute__((target("avx2"), always_inline)) inline void StoreLanes(
+    const LaneVectors& l, double* lanes) {
+  _mm256_storeu_pd(lanes, l.a0);
+  _mm256_storeu_pd(lanes + 4, l.a1);
+  _mm256_storeu_pd(lanes + 8, l.a2);
+  _mm256_storeu_pd(lanes + 12, l.a3);
+}
+
+// The shape of a cell's row: `whole` columns in 16s, then `quads` whole
+// fours, then `tail` (0-3) columns through `mask`.
+struct RowShape {
+  int64_t whole;
+  int quads, tail;
+  __m128i mask;
+};
+
+__attribute__((target("avx2"), always_inline)) inline RowShape ShapeOf(
+    int64_t w) {
+  const int rest = static_cast<int>(w % kLanes);
+  const int tail = rest % 4;
+  return {w - rest, rest / 4, tail,
+          _mm_cmpgt_epi32(_mm_set1_epi32(tail), _mm_setr_epi32(0, 1, 2, 3))};
+}
+
+__attribute__((target("avx2"), always_inline)) inline void AddRow(
+    const float* p, const RowShape& s, LaneVectors& l) {
+  for (int64_t k = 0; k < s.whole; k += kLanes) {
+    l.a0 = _mm256_add_pd(l.a0, _mm256_cvtps_pd(_mm_loadu_ps(p + k)));
+    l.a1 = _mm256_add_pd(l.a1, _mm256_cvtps_pd(_mm_loadu_ps(p + k + 4)));
+    l.a2 = _mm256_add_pd(l.a2, _mm256_cvtps_pd(_mm_loadu_ps(p + k + 8)));
+    l.a3 = _mm256_add_pd(l.a3, _mm256_cvtps_pd(_mm_loadu_ps(p + k + 12)));
+  }
+  if (s.quads == 0 && s.tail == 0) return;
+  const float* q = p + s.whole;
+  // The whole fours of the rest, then its tail into the next lane vector.
+  if (s.quads >= 1)
+    l.a0 = _mm256_add_pd(l.a0, _mm256_cvtps_pd(_mm_loadu_ps(q)));
+  if (s.quads >= 2)
+    l.a1 = _mm256_add_pd(l.a1, _mm256_cvtps_pd(_mm_loadu_ps(q + 4)));
+  if (s.quads >= 3)
+    l.a2 = _mm256_add_pd(l.a2, _mm256_cvtps_pd(_mm_loadu_ps(q + 8)));
+  if (s.tail == 0) return;
+  const __m256d t = _mm256_cvtps_pd(_mm_maskload_ps(q + 4 * s.quads, s.mask));
+  switch (s.quads) {
+    case 0:
+      l.a0 = _mm256_add_pd(l.a0, t);
+      break;
+    case 1:
+      l.a1 = _mm256_add_pd(l.a1, t);
+      break;
+    case 2:
+      l.a2 = _mm256_add_pd(l.a2, t);
+      break;
+    default:
+      l.a3 = _mm256_add_pd(l.a3, t);
+      break;
+  }
+}
+
+__attribute__((target("avx2"))) void CellLanesAvx2(const float* v,
+                                                   int64_t stride,
+                                                   int64_t nrows, int64_t w,
+                                                   double* lanes) {
+  LaneVectors l = LoadLanes(lanes);
+  const RowShape s = ShapeOf(w);
+  for (int64_t r = 0; r < nrows; ++r) AddRow(v + r * stride, s, l);
+  StoreLanes(l, lanes);
+}
+
+// Two neighbouring cells of the same width at once (their lanes are `lanes`
+// and `lanes + kLanes`): eight independent chains rather than four, so the
+// additions of one row need not wait for the previous row's.
+__attribute__((target("avx2"))) void CellPairLanesAvx2(const float* v,
+                                                       int64_t stride,
+                                                       int64_t nrows, int64_t w,
+                                                       double* lanes) {
+  LaneVectors l = LoadLanes(lanes), m = LoadLanes(lanes + kLanes);
+  const RowShape s = ShapeOf(w);
+  for (int64_t r = 0; r < nrows; ++r) {
+    AddRow(v + r * stride, s, l);
+    AddRow(v + r * stride + w, s, m);
+  }
+  StoreLanes(l, lanes);
+  StoreLanes(m, lanes + kLanes);
+}
+
 #endif
 
-// Adds each cell's run of `v` to its sum: sums[j] += v[run[j]], then
-// v[run[j] + 1], ... in that order. Each cell's additions form one dependent
-// chain, so cells are taken several at a time to keep chains in flight
-// (eight to a pair of vectors where the CPU has AVX2); every chain still adds
-// its elements in order, bit for bit the sequential sum.
-void AccumulateSums(const float* v, const std::vector<int64_t>& run,
-                    double* sums) {
-  const int width = static_cast<int>(run.size()) - 1;
-  int j = 0;
+// Every cell of `nrows` rows of `v` (`stride` floats apart) into its lanes
+// (kLanes doubles per cell, in cell order): cell j covers columns
+// [run[j], run[j + 1]). A cell's rows are taken together, so its lanes stay
+// in registers across them.
+void AccumulateLanes(const float* v, int64_t stride, int64_t nrows,
+                     const std::vector<int64_t>& run, DecodeSimd simd,
+                     double* lanes) {
+  const size_t width = run.size() - 1;
+  for (size_t j = 0; j < width; ++j) {
+    const float* const p = v + run[j];
+    const int64_t w = run[j + 1] - run[j];
+    double* const l = lanes + j * kLanes;
 #if defined(__x86_64__)
-  if (HasAvx2()) {
-    for (; j + 8 <= width; j += 8) {
-      const int64_t* b = run.data() + j;
-      int64_t n = b[1] - b[0];
-      for (int k = 1; k < 8; ++k) n = std::min(n, b[k + 1] - b[k]);
-      n -= n % 4;
-      if (n > 0) SumEightCells(v, b, n, sums + j);
-      // The rest of each run (cells differ in width by at most a column).
-      for (int k = 0; k < 8; ++k) {
-        double s = sums[j + k];
-        for (int64_t c = b[k] + n; c < b[k + 1]; ++c) s += v[c];
-        sums[j + k] = s;
+    const bool pair = j + 1 < width && run[j + 2] - run[j + 1] == w;
+    if (simd >= DecodeSimd::kAvx2) {
+      if (pair) {
+        CellPairLanesAvx2(p, stride, nrows, w, l);
+        ++j;
+      } else {
+        CellLanesAvx2(p, stride, nrows, w, l);
       }
+      continue;
     }
-  }
 #endif
-  for (; j + 4 <= width; j += 4) {
-    const int64_t b0 = run[j], b1 = run[j + 1], b2 = run[j + 2],
-                  b3 = run[j + 3], e3 = run[j + 4];
-    const int64_t n = std::min({b1 - b0, b2 - b1, b3 - b2, e3 - b3});
-    double s0 = sums[j], s1 = sums[j + 1], s2 = sums[j + 2], s3 = sums[j + 3];
-    for (int64_t k = 0; k < n; ++k) {
-      s0 += v[b0 + k];
-      s1 += v[b1 + k];
-      s2 += v[b2 + k];
-      s3 += v[b3 + k];
-    }
-    for (int64_t c = b0 + n; c < b1; ++c) s0 += v[c];
-    for (int64_t c = b1 + n; c < b2; ++c) s1 += v[c];
-    for (int64_t c = b2 + n; c < b3; ++c) s2 += v[c];
-    for (int64_t c = b3 + n; c < e3; ++c) s3 += v[c];
-    sums[j] = s0, sums[j + 1] = s1, sums[j + 2] = s2, sums[j + 3] = s3;
-  }
-  for (; j < width; ++j) {
-    double s = sums[j];
-    for (int64_t c = run[j]; c < run[j + 1]; ++c) s += v[c];
-    sums[j] = s;
+    CellLanesScalar(p, stride, nrows, w, l);
   }
 }
 
@@ -271,10 +346,15 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
   // Column runs of the cells, relative to the region's first column.
   std::vector<int64_t> run(static_cast<size_t>(h.width) + 1);
   for (int j = 0; j <= h.width; ++j) run[j] = h.col_edges[j] - o.col_begin;
+  // The mean's partial sums of one band of cells (heatmap.h's lanes).
+  const bool mean = o.mode == HeatmapMode::kMean;
+  const DecodeSimd simd = ActiveDecodeSimd();
+  std::vector<double> lanes(mean ? static_cast<size_t>(h.width) * kLanes : 0);
   if (o.mode != HeatmapMode::kGroup) {
     for (int i = 0; i < h.height; ++i) {
       double* const row_out =
           h.values.data() + static_cast<size_t>(i) * h.width;
+      std::fill(lanes.begin(), lanes.end(), 0.0);
       double* const row_pruned =
           h.pruned.empty() ? nullptr
                            : h.pruned.data() + static_cast<size_t>(i) * h.width;
@@ -292,17 +372,19 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
                           : absl::OkStatus();
         });
         if (!read.ok()) return read;
+        if (mean) {
+          AccumulateLanes(v.data(), ncols, nb, run, simd, lanes.data());
+          continue;
+        }
         for (int64_t k = 0; k < nb; ++k) {
           const size_t at = static_cast<size_t>(k * ncols);
           const float* const vr = v.empty() ? nullptr : v.data() + at;
           const ElementQuant* const qr = q.empty() ? nullptr : q.data() + at;
           const float* const xr = x.empty() ? nullptr : x.data() + at;
           // Per mode, each cell's run folded into a local accumulator in the
-          // order the elements come (the mean's sum stays a sequence of
-          // double additions, so results do not depend on this loop's shape).
+          // order the elements come.
           switch (o.mode) {
-            case HeatmapMode::kMean:
-              AccumulateSums(vr, run, row_out);
+            case HeatmapMode::kMean:  // above, a band at a time
               break;
             case HeatmapMode::kAbsmax:
               for (int j = 0; j < h.width; ++j) {
@@ -342,6 +424,11 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
               break;
           }
         }
+      }
+      if (mean) {
+        for (int j = 0; j < h.width; ++j)
+          row_out[j] =
+              SumOfLanes(lanes.data() + static_cast<size_t>(j) * kLanes);
       }
     }
   }

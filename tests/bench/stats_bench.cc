@@ -6,9 +6,13 @@
 //   build/tests/bench/stats_bench
 //   TENSORMORPH_STATS_BENCH_FILE=/dev/shm/s.gguf build/tests/bench/stats_bench
 //     (also keeps the GGUF there, for `tensormorph stats` end to end)
+//   TENSORMORPH_STATS_BENCH_ITERATIONS=200 perf record -g
+//     build/tests/bench/stats_bench --benchmark_filter=BM_Heatmap/0/0
+//     (profiles one row: more iterations than the default 5)
 #include <benchmark/benchmark.h>
 #include <time.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -167,7 +171,11 @@ void Args(benchmark::internal::Benchmark* b, bool pair) {
       b->Arg(f);
     }
   }
-  b->Unit(benchmark::kMillisecond)->Iterations(5)->UseRealTime();
+  // More iterations for `perf record` (TENSORMORPH_STATS_BENCH_ITERATIONS).
+  const char* it = std::getenv("TENSORMORPH_STATS_BENCH_ITERATIONS");
+  b->Unit(benchmark::kMillisecond)
+      ->Iterations(it != nullptr ? std::max(1, std::atoi(it)) : 5)
+      ->UseRealTime();
 }
 
 BENCHMARK(BM_DecodePass)->Apply([](auto* b) { Args(b, false); });

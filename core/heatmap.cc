@@ -74,15 +74,30 @@ double SumOfLanes(const double* s) {
   return c0 + c1;
 }
 
+// Where a call's lanes come from and go to: `first` (the band's first
+// batch of rows) starts them at +0.0 rather than loading them from `lanes`;
+// `last` (its last batch) combines them into *sum by SumOfLanes rather than
+// storing them back. A band read in one batch never touches `lanes`.
+struct LaneEnds {
+  bool first, last;
+};
+
 // One cell over `nrows` rows of `v` (each `stride` floats apart, the cell's
-// `w` columns from v[0]): lanes[k % 16] += v[r * stride + k], row by row,
-// left to right. The plain statement of the contract, and the path where
-// the CPU (or the test cap) has no AVX2.
+// `w` columns from v[0]): l[k % 16] += v[r * stride + k], row by row, left
+// to right. The plain statement of the contract, and the path where the
+// CPU (or the test cap) has no AVX2.
 void CellLanesScalar(const float* v, int64_t stride, int64_t nrows, int64_t w,
-                     double* lanes) {
+                     LaneEnds ends, double* lanes, double* sum) {
+  double l[kLanes] = {};
+  if (!ends.first) std::copy(lanes, lanes + kLanes, l);
   for (int64_t r = 0; r < nrows; ++r) {
     const float* p = v + r * stride;
-    for (int64_t k = 0; k < w; ++k) lanes[k % kLanes] += p[k];
+    for (int64_t k = 0; k < w; ++k) l[k % kLanes] += p[k];
+  }
+  if (ends.last) {
+    *sum = SumOfLanes(l);
+  } else {
+    std::copy(l, l + kLanes, lanes);
   }
 }
 
@@ -97,18 +112,34 @@ struct LaneVectors {
   __m256d a0, a1, a2, a3;
 };
 
-__attribute__((target("avx2"), always_inline)) inline LaneVectors LoadLanes(
-    const double* lanes) {
+__attribute__((target("avx2"), always_inline)) inline LaneVectors StartLanes(
+    LaneEnds ends, const double* lanes) {
+  if (ends.first) {
+    const __m256d z = _mm256_setzero_pd();
+    return {z, z, z, z};
+  }
   return {_mm256_loadu_pd(lanes), _mm256_loadu_pd(lanes + 4),
           _mm256_loadu_pd(lanes + 8), _mm256_loadu_pd(lanes + 12)};
 }
 
-__attribute__((target("avx2"), always_inline)) inline void StoreLanes(
-    const LaneVectors& l, double* lanes) {
-  _mm256_storeu_pd(lanes, l.a0);
-  _mm256_storeu_pd(lanes + 4, l.a1);
-  _mm256_storeu_pd(lanes + 8, l.a2);
-  _mm256_storeu_pd(lanes + 12, l.a3);
+// Stores the lanes, or combines them: (a0 + a2) holds p[k] + p[k + 8] for
+// k < 4 and (a1 + a3) for 4 <= k < 8; their sum q[k] + q[k + 4]; its halves
+// added, r[k] + r[k + 2]; then the two: SumOfLanes' tree, addition for
+// addition.
+__attribute__((target("avx2"), always_inline)) inline void EndLanes(
+    const LaneVectors& l, LaneEnds ends, double* lanes, double* sum) {
+  if (!ends.last) {
+    _mm256_storeu_pd(lanes, l.a0);
+    _mm256_storeu_pd(lanes + 4, l.a1);
+    _mm256_storeu_pd(lanes + 8, l.a2);
+    _mm256_storeu_pd(lanes + 12, l.a3);
+    return;
+  }
+  const __m256d q =
+      _mm256_add_pd(_mm256_add_pd(l.a0, l.a2), _mm256_add_pd(l.a1, l.a3));
+  const __m128d r =
+      _mm_add_pd(_mm256_castpd256_pd128(q), _mm256_extractf128_pd(q, 1));
+  *sum = _mm_cvtsd_f64(_mm_add_sd(r, _mm_unpackhi_pd(r, r)));
 }
 
 // The shape of a cell's row: `whole` columns in 16s, then `quads` whole
@@ -165,57 +196,56 @@ __attribute__((target("avx2"), always_inline)) inline void AddRow(
 __attribute__((target("avx2"))) void CellLanesAvx2(const float* v,
                                                    int64_t stride,
                                                    int64_t nrows, int64_t w,
-                                                   double* lanes) {
-  LaneVectors l = LoadLanes(lanes);
+                                                   LaneEnds ends, double* lanes,
+                                                   double* sum) {
+  LaneVectors l = StartLanes(ends, lanes);
   const RowShape s = ShapeOf(w);
   for (int64_t r = 0; r < nrows; ++r) AddRow(v + r * stride, s, l);
-  StoreLanes(l, lanes);
+  EndLanes(l, ends, lanes, sum);
 }
 
-// Two neighbouring cells of the same width at once (their lanes are `lanes`
-// and `lanes + kLanes`): eight independent chains rather than four, so the
-// additions of one row need not wait for the previous row's.
-__attribute__((target("avx2"))) void CellPairLanesAvx2(const float* v,
-                                                       int64_t stride,
-                                                       int64_t nrows, int64_t w,
-                                                       double* lanes) {
-  LaneVectors l = LoadLanes(lanes), m = LoadLanes(lanes + kLanes);
+// Two neighbouring cells of the same width at once (their lanes from
+// `lanes` and `lanes + kLanes`, their sums sum[0] and sum[1]): eight
+// independent chains rather than four, so the additions of one row need
+// not wait for the previous row's.
+__attribute__((target("avx2"))) void CellPairLanesAvx2(
+    const float* v, int64_t stride, int64_t nrows, int64_t w, LaneEnds ends,
+    double* lanes, double* sum) {
+  LaneVectors l = StartLanes(ends, lanes), m = StartLanes(ends, lanes + kLanes);
   const RowShape s = ShapeOf(w);
   for (int64_t r = 0; r < nrows; ++r) {
     AddRow(v + r * stride, s, l);
     AddRow(v + r * stride + w, s, m);
   }
-  StoreLanes(l, lanes);
-  StoreLanes(m, lanes + kLanes);
+  EndLanes(l, ends, lanes, sum);
+  EndLanes(m, ends, lanes + kLanes, sum + 1);
 }
-
 #endif
 
-// Every cell of `nrows` rows of `v` (`stride` floats apart) into its lanes
-// (kLanes doubles per cell, in cell order): cell j covers columns
-// [run[j], run[j + 1]). A cell's rows are taken together, so its lanes stay
-// in registers across them.
+// Every cell of `nrows` rows of `v` (`stride` floats apart): cell j covers
+// columns [run[j], run[j + 1]), its lanes are lanes[16 j, 16 j + 16) and its
+// sum, on the band's last batch, sums[j]. A cell's rows are taken together,
+// so its lanes stay in registers down them.
 void AccumulateLanes(const float* v, int64_t stride, int64_t nrows,
                      const std::vector<int64_t>& run, DecodeSimd simd,
-                     double* lanes) {
+                     LaneEnds ends, double* lanes, double* sums) {
   const size_t width = run.size() - 1;
   for (size_t j = 0; j < width; ++j) {
     const float* const p = v + run[j];
     const int64_t w = run[j + 1] - run[j];
     double* const l = lanes + j * kLanes;
 #if defined(__x86_64__)
-    const bool pair = j + 1 < width && run[j + 2] - run[j + 1] == w;
     if (simd >= DecodeSimd::kAvx2) {
-      if (pair) {
-        CellPairLanesAvx2(p, stride, nrows, w, l);
+      if (j + 1 < width && run[j + 2] - run[j + 1] == w) {
+        CellPairLanesAvx2(p, stride, nrows, w, ends, l, sums + j);
         ++j;
       } else {
-        CellLanesAvx2(p, stride, nrows, w, l);
+        CellLanesAvx2(p, stride, nrows, w, ends, l, sums + j);
       }
       continue;
     }
 #endif
-    CellLanesScalar(p, stride, nrows, w, l);
+    CellLanesScalar(p, stride, nrows, w, ends, l, sums + j);
   }
 }
 
@@ -346,7 +376,8 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
   // Column runs of the cells, relative to the region's first column.
   std::vector<int64_t> run(static_cast<size_t>(h.width) + 1);
   for (int j = 0; j <= h.width; ++j) run[j] = h.col_edges[j] - o.col_begin;
-  // The mean's partial sums of one band of cells (heatmap.h's lanes).
+  // The mean's partial sums of one band of cells (heatmap.h's lanes), where
+  // a band takes more than one batch of rows.
   const bool mean = o.mode == HeatmapMode::kMean;
   const DecodeSimd simd = ActiveDecodeSimd();
   std::vector<double> lanes(mean ? static_cast<size_t>(h.width) * kLanes : 0);
@@ -354,7 +385,6 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
     for (int i = 0; i < h.height; ++i) {
       double* const row_out =
           h.values.data() + static_cast<size_t>(i) * h.width;
-      std::fill(lanes.begin(), lanes.end(), 0.0);
       double* const row_pruned =
           h.pruned.empty() ? nullptr
                            : h.pruned.data() + static_cast<size_t>(i) * h.width;
@@ -373,7 +403,10 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
         });
         if (!read.ok()) return read;
         if (mean) {
-          AccumulateLanes(v.data(), ncols, nb, run, simd, lanes.data());
+          const LaneEnds ends{r == h.row_edges[i],
+                              r + nb == h.row_edges[i + 1]};
+          AccumulateLanes(v.data(), ncols, nb, run, simd, ends, lanes.data(),
+                          row_out);
           continue;
         }
         for (int64_t k = 0; k < nb; ++k) {
@@ -424,11 +457,6 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
               break;
           }
         }
-      }
-      if (mean) {
-        for (int j = 0; j < h.width; ++j)
-          row_out[j] =
-              SumOfLanes(lanes.data() + static_cast<size_t>(j) * kLanes);
       }
     }
   }

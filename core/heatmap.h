@@ -51,7 +51,7 @@ struct Heatmap {
   //    cell's first column) is added to partial sum k % 16 of the cell,
   //    each partial sum's additions in row-major order (the cell's rows
   //    top to bottom, each left to right) starting from +0.0, every
-  //    addition rounded on its own (no fused multiply-add). The 16 are then
+  //    addition rounded on its own (no product fused into it). The 16 are then
   //    combined in the fixed tree of core/stats.h: p[k] + p[k + 8] for
   //    k < 8, those eight as q[k] + q[k + 4], then r[k] + r[k + 2], then
   //    the two. Why: one sum in element order per cell is a chain of

@@ -156,6 +156,10 @@ __attribute__((target("avx2"))) void FoldSumsAvx2(const float* v, int64_t n,
 }
 
 void BM_MomentsOnly(benchmark::State& state) {
+  if (!__builtin_cpu_supports("avx2")) {
+    state.SkipWithError("needs AVX2");
+    return;
+  }
   const Data& d = GetData();
   const std::string format = kFormats[state.range(0)];
   const LogicalTensor& t = *d.tensors.at(format);

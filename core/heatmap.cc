@@ -1,6 +1,7 @@
 #include "core/heatmap.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -11,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/io/fault_guard.h"
+#include "core/quant/decode_simd.h"
 #include "core/util/status_macros.h"
 
 namespace tensormorph {
@@ -58,90 +60,246 @@ absl::Status ResolveRange(const char* what, int64_t begin, int64_t* end,
   return absl::OkStatus();
 }
 
-#if defined(__x86_64__)
-// Eight cells at once, a cell per lane of two vectors of doubles, over the
-// first `n` columns of each (n a multiple of 4): four columns of each cell
-// loaded, transposed so that a vector holds one column of four cells, and
-// added column after column. Each lane is still its cell's additions in
-// order, each rounded once as a scalar addition is.
-__attribute__((target("avx2"))) void SumEightCells(const float* v,
-                                                   const int64_t* b, int64_t n,
-                                                   double* sums) {
-  __m256d lo = _mm256_loadu_pd(sums), hi = _mm256_loadu_pd(sums + 4);
-  for (int64_t k = 0; k < n; k += 4) {
-    __m128 a0 = _mm_loadu_ps(v + b[0] + k), a1 = _mm_loadu_ps(v + b[1] + k),
-           a2 = _mm_loadu_ps(v + b[2] + k), a3 = _mm_loadu_ps(v + b[3] + k);
-    __m128 c0 = _mm_loadu_ps(v + b[4] + k), c1 = _mm_loadu_ps(v + b[5] + k),
-           c2 = _mm_loadu_ps(v + b[6] + k), c3 = _mm_loadu_ps(v + b[7] + k);
-    _MM_TRANSPOSE4_PS(a0, a1, a2, a3);
-    _MM_TRANSPOSE4_PS(c0, c1, c2, c3);
-    lo = _mm256_add_pd(lo, _mm256_cvtps_pd(a0));
-    hi = _mm256_add_pd(hi, _mm256_cvtps_pd(c0));
-    lo = _mm256_add_pd(lo, _mm256_cvtps_pd(a1));
-    hi = _mm256_add_pd(hi, _mm256_cvtps_pd(c1));
-    lo = _mm256_add_pd(lo, _mm256_cvtps_pd(a2));
-    hi = _mm256_add_pd(hi, _mm256_cvtps_pd(c2));
-    lo = _mm256_add_pd(lo, _mm256_cvtps_pd(a3));
-    hi = _mm256_add_pd(hi, _mm256_cvtps_pd(c3));
-  }
-  _mm256_storeu_pd(sums, lo);
-  _mm256_storeu_pd(sums + 4, hi);
+// The mean's lanes (core/heatmap.h): the element at column offset k of its
+// cell is added to partial sum k % kLanes of that cell.
+constexpr int kLanes = 16;
+
+// The fixed tree of heatmap.h: (0+8) ... (7+15), then (0+4) ... (3+7), then
+// (0+2), (1+3), then the two.
+double SumOfLanes(const double* s) {
+  const double a0 = s[0] + s[8], a1 = s[1] + s[9], a2 = s[2] + s[10],
+               a3 = s[3] + s[11], a4 = s[4] + s[12], a5 = s[5] + s[13],
+               a6 = s[6] + s[14], a7 = s[7] + s[15];
+  const double b0 = a0 + a4, b1 = a1 + a5, b2 = a2 + a6, b3 = a3 + a7;
+  const double c0 = b0 + b2, c1 = b1 + b3;
+  return c0 + c1;
 }
 
-bool HasAvx2() {
-  static const bool has = __builtin_cpu_supports("avx2");
+// Where a call's lanes come from and go to: `first` (the band's first
+// batch of rows) starts them at +0.0 rather than loading them from `lanes`;
+// `last` (its last batch) combines them into *sum by SumOfLanes rather than
+// storing them back. A band read in one batch never touches `lanes`.
+struct LaneEnds {
+  bool first, last;
+};
+
+// One cell over `nrows` rows of `v` (each `stride` floats apart, the cell's
+// `w` columns from v[0]): l[k % 16] += v[r * stride + k], row by row, left
+// to right. The plain statement of the contract, and the path where the
+// CPU (or the test cap) has no AVX2.
+void CellLanesScalar(const float* v, int64_t stride, int64_t nrows, int64_t w,
+                     LaneEnds ends, double* lanes, double* sum) {
+  double l[kLanes] = {};
+  if (!ends.first) std::copy(lanes, lanes + kLanes, l);
+  for (int64_t r = 0; r < nrows; ++r) {
+    const float* p = v + r * stride;
+    for (int64_t k = 0; k < w; ++k) l[k % kLanes] += p[k];
+  }
+  if (ends.last) {
+    *sum = SumOfLanes(l);
+  } else {
+    std::copy(l, l + kLanes, lanes);
+  }
+}
+
+#if defined(__x86_64__)
+// The same in four vectors of four lanes, each lane still its elements'
+// additions in row-major order, rounded one at a time. A row's last w % 4
+// columns come through a masked load whose other lanes read as +0.0: a lane
+// sum starts at +0.0 and so is never -0.0 (+0 + -0 is +0 when rounding to
+// nearest), and adding +0.0 to anything else leaves its bits as they are,
+// so those adds change nothing.
+struct LaneVectors {
+  __m256d a0, a1, a2, a3;
+};
+
+__attribute__((target("avx2,fma"), always_inline)) inline LaneVectors
+StartLanes(LaneEnds ends, const double* lanes) {
+  if (ends.first) {
+    const __m256d z = _mm256_setzero_pd();
+    return {z, z, z, z};
+  }
+  return {_mm256_loadu_pd(lanes), _mm256_loadu_pd(lanes + 4),
+          _mm256_loadu_pd(lanes + 8), _mm256_loadu_pd(lanes + 12)};
+}
+
+// Stores the lanes, or combines them: (a0 + a2) holds p[k] + p[k + 8] for
+// k < 4 and (a1 + a3) for 4 <= k < 8; their sum q[k] + q[k + 4]; its halves
+// added, r[k] + r[k + 2]; then the two: SumOfLanes' tree, addition for
+// addition.
+__attribute__((target("avx2,fma"), always_inline)) inline void EndLanes(
+    const LaneVectors& l, LaneEnds ends, double* lanes, double* sum) {
+  if (!ends.last) {
+    _mm256_storeu_pd(lanes, l.a0);
+    _mm256_storeu_pd(lanes + 4, l.a1);
+    _mm256_storeu_pd(lanes + 8, l.a2);
+    _mm256_storeu_pd(lanes + 12, l.a3);
+    return;
+  }
+  const __m256d q =
+      _mm256_add_pd(_mm256_add_pd(l.a0, l.a2), _mm256_add_pd(l.a1, l.a3));
+  const __m128d r =
+      _mm_add_pd(_mm256_castpd256_pd128(q), _mm256_extractf128_pd(q, 1));
+  *sum = _mm_cvtsd_f64(_mm_add_sd(r, _mm_unpackhi_pd(r, r)));
+}
+
+// The shape of a cell's row: `whole` columns in 16s, then `quads` whole
+// fours, then `tail` (0-3) columns through `mask`.
+struct RowShape {
+  int64_t whole;
+  int quads, tail;
+  __m128i mask;
+};
+
+__attribute__((target("avx2,fma"), always_inline)) inline RowShape ShapeOf(
+    int64_t w) {
+  const int rest = static_cast<int>(w % kLanes);
+  const int tail = rest % 4;
+  return {w - rest, rest / 4, tail,
+          _mm_cmpgt_epi32(_mm_set1_epi32(tail), _mm_setr_epi32(0, 1, 2, 3))};
+}
+
+// acc + x rounded once, as _mm256_add_pd gives it, but as x * 1.0 + acc on
+// the multiply-add units: the product is exact, so the fused operation
+// rounds the same sum once. Conversions and additions otherwise share this
+// CPU's two add pipes, and the conversion is the bound (measured: 15.6 G
+// elements/s with additions, 18.9 with multiply-adds, from L1).
+__attribute__((target("avx2,fma"), always_inline)) inline __m256d AddOnFma(
+    __m256d acc, __m256d x) {
+  return _mm256_fmadd_pd(x, _mm256_set1_pd(1.0), acc);
+}
+
+__attribute__((target("avx2,fma"), always_inline)) inline void AddRow(
+    const float* p, const RowShape& s, LaneVectors& l) {
+  for (int64_t k = 0; k < s.whole; k += kLanes) {
+    l.a0 = AddOnFma(l.a0, _mm256_cvtps_pd(_mm_loadu_ps(p + k)));
+    l.a1 = AddOnFma(l.a1, _mm256_cvtps_pd(_mm_loadu_ps(p + k + 4)));
+    l.a2 = AddOnFma(l.a2, _mm256_cvtps_pd(_mm_loadu_ps(p + k + 8)));
+    l.a3 = AddOnFma(l.a3, _mm256_cvtps_pd(_mm_loadu_ps(p + k + 12)));
+  }
+  if (s.quads == 0 && s.tail == 0) return;
+  const float* q = p + s.whole;
+  // The whole fours of the rest, then its tail into the next lane vector.
+  if (s.quads >= 1) l.a0 = AddOnFma(l.a0, _mm256_cvtps_pd(_mm_loadu_ps(q)));
+  if (s.quads >= 2) l.a1 = AddOnFma(l.a1, _mm256_cvtps_pd(_mm_loadu_ps(q + 4)));
+  if (s.quads >= 3) l.a2 = AddOnFma(l.a2, _mm256_cvtps_pd(_mm_loadu_ps(q + 8)));
+  if (s.tail == 0) return;
+  const __m256d t = _mm256_cvtps_pd(_mm_maskload_ps(q + 4 * s.quads, s.mask));
+  switch (s.quads) {
+    case 0:
+      l.a0 = AddOnFma(l.a0, t);
+      break;
+    case 1:
+      l.a1 = AddOnFma(l.a1, t);
+      break;
+    case 2:
+      l.a2 = AddOnFma(l.a2, t);
+      break;
+    default:
+      l.a3 = AddOnFma(l.a3, t);
+      break;
+  }
+}
+
+__attribute__((target("avx2,fma"))) void CellLanesAvx2(
+    const float* v, int64_t stride, int64_t nrows, int64_t w, LaneEnds ends,
+    double* lanes, double* sum) {
+  LaneVectors l = StartLanes(ends, lanes);
+  const RowShape s = ShapeOf(w);
+  for (int64_t r = 0; r < nrows; ++r) AddRow(v + r * stride, s, l);
+  EndLanes(l, ends, lanes, sum);
+}
+
+// Two neighbouring cells of the same width at once (their lanes from
+// `lanes` and `lanes + kLanes`, their sums sum[0] and sum[1]): eight
+// independent chains rather than four, so the additions of one row need
+// not wait for the previous row's.
+__attribute__((target("avx2,fma"))) void CellPairLanesAvx2(
+    const float* v, int64_t stride, int64_t nrows, int64_t w, LaneEnds ends,
+    double* lanes, double* sum) {
+  LaneVectors l = StartLanes(ends, lanes), m = StartLanes(ends, lanes + kLanes);
+  const RowShape s = ShapeOf(w);
+  for (int64_t r = 0; r < nrows; ++r) {
+    AddRow(v + r * stride, s, l);
+    AddRow(v + r * stride + w, s, m);
+  }
+  EndLanes(l, ends, lanes, sum);
+  EndLanes(m, ends, lanes + kLanes, sum + 1);
+}
+#endif
+
+#if defined(__x86_64__)
+bool HasFma() {
+  static const bool has = __builtin_cpu_supports("fma");
   return has;
 }
 #endif
 
-// Adds each cell's run of `v` to its sum: sums[j] += v[run[j]], then
-// v[run[j] + 1], ... in that order. Each cell's additions form one dependent
-// chain, so cells are taken several at a time to keep chains in flight
-// (eight to a pair of vectors where the CPU has AVX2); every chain still adds
-// its elements in order, bit for bit the sequential sum.
-void AccumulateSums(const float* v, const std::vector<int64_t>& run,
-                    double* sums) {
-  const int width = static_cast<int>(run.size()) - 1;
-  int j = 0;
+// Every cell of `nrows` rows of `v` (`stride` floats apart): cell j covers
+// columns [run[j], run[j + 1]), its lanes are lanes[16 j, 16 j + 16) and its
+// sum, on the band's last batch, sums[j]. A cell's rows are taken together,
+// so its lanes stay in registers down them.
+void AccumulateLanes(const float* v, int64_t stride, int64_t nrows,
+                     const std::vector<int64_t>& run, DecodeSimd simd,
+                     LaneEnds ends, double* lanes, double* sums) {
+  const size_t width = run.size() - 1;
+  for (size_t j = 0; j < width; ++j) {
+    const float* const p = v + run[j];
+    const int64_t w = run[j + 1] - run[j];
+    double* const l = lanes + j * kLanes;
 #if defined(__x86_64__)
-  if (HasAvx2()) {
-    for (; j + 8 <= width; j += 8) {
-      const int64_t* b = run.data() + j;
-      int64_t n = b[1] - b[0];
-      for (int k = 1; k < 8; ++k) n = std::min(n, b[k + 1] - b[k]);
-      n -= n % 4;
-      if (n > 0) SumEightCells(v, b, n, sums + j);
-      // The rest of each run (cells differ in width by at most a column).
-      for (int k = 0; k < 8; ++k) {
-        double s = sums[j + k];
-        for (int64_t c = b[k] + n; c < b[k + 1]; ++c) s += v[c];
-        sums[j + k] = s;
+    if (simd >= DecodeSimd::kAvx2 && HasFma()) {
+      if (j + 1 < width && run[j + 2] - run[j + 1] == w) {
+        CellPairLanesAvx2(p, stride, nrows, w, ends, l, sums + j);
+        ++j;
+      } else {
+        CellLanesAvx2(p, stride, nrows, w, ends, l, sums + j);
       }
+      continue;
     }
+#endif
+    CellLanesScalar(p, stride, nrows, w, ends, l, sums + j);
+  }
+}
+
+// Absmax a column at a time: |x|'s float bits (sign cleared) order as
+// |x| does, +inf above every finite value and every NaN above +inf, so the
+// largest bits of a cell are its largest |x|, +inf, or a NaN (made
+// canonical at the end) exactly as heatmap.h states absmax; and a maximum
+// is the same in any order. So each column's maximum is kept down a band's
+// rows (colmax[c] = max(colmax[c], bits of |v[c]|), `n` columns, vectors
+// where the CPU has AVX2) and each cell's taken from its columns once per
+// band, not once per row.
+void ColumnMaxScalar(const float* v, int64_t n, uint32_t* colmax) {
+  for (int64_t c = 0; c < n; ++c) {
+    const uint32_t a = std::bit_cast<uint32_t>(v[c]) & 0x7fffffffu;
+    colmax[c] = std::max(colmax[c], a);
+  }
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) void ColumnMaxAvx2(const float* v, int64_t n,
+                                                   uint32_t* colmax) {
+  const __m256i mask = _mm256_set1_epi32(0x7fffffff);
+  int64_t c = 0;
+  for (; c + 8 <= n; c += 8) {
+    const __m256i a = _mm256_and_si256(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + c)), mask);
+    __m256i* const m = reinterpret_cast<__m256i*>(colmax + c);
+    _mm256_storeu_si256(m, _mm256_max_epu32(_mm256_loadu_si256(m), a));
+  }
+  ColumnMaxScalar(v + c, n - c, colmax + c);
+}
+#endif
+
+void ColumnMax(const float* v, int64_t n, DecodeSimd simd, uint32_t* colmax) {
+#if defined(__x86_64__)
+  if (simd >= DecodeSimd::kAvx2) {
+    ColumnMaxAvx2(v, n, colmax);
+    return;
   }
 #endif
-  for (; j + 4 <= width; j += 4) {
-    const int64_t b0 = run[j], b1 = run[j + 1], b2 = run[j + 2],
-                  b3 = run[j + 3], e3 = run[j + 4];
-    const int64_t n = std::min({b1 - b0, b2 - b1, b3 - b2, e3 - b3});
-    double s0 = sums[j], s1 = sums[j + 1], s2 = sums[j + 2], s3 = sums[j + 3];
-    for (int64_t k = 0; k < n; ++k) {
-      s0 += v[b0 + k];
-      s1 += v[b1 + k];
-      s2 += v[b2 + k];
-      s3 += v[b3 + k];
-    }
-    for (int64_t c = b0 + n; c < b1; ++c) s0 += v[c];
-    for (int64_t c = b1 + n; c < b2; ++c) s1 += v[c];
-    for (int64_t c = b2 + n; c < b3; ++c) s2 += v[c];
-    for (int64_t c = b3 + n; c < e3; ++c) s3 += v[c];
-    sums[j] = s0, sums[j + 1] = s1, sums[j + 2] = s2, sums[j + 3] = s3;
-  }
-  for (; j < width; ++j) {
-    double s = sums[j];
-    for (int64_t c = run[j]; c < run[j + 1]; ++c) s += v[c];
-    sums[j] = s;
-  }
+  ColumnMaxScalar(v, n, colmax);
 }
 
 // A cell's maximum with NaN kept: std::max keeps its left operand when
@@ -271,6 +429,14 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
   // Column runs of the cells, relative to the region's first column.
   std::vector<int64_t> run(static_cast<size_t>(h.width) + 1);
   for (int j = 0; j <= h.width; ++j) run[j] = h.col_edges[j] - o.col_begin;
+  // The mean's partial sums of one band of cells (heatmap.h's lanes), where
+  // a band takes more than one batch of rows.
+  const bool mean = o.mode == HeatmapMode::kMean;
+  const DecodeSimd simd = ActiveDecodeSimd();
+  std::vector<double> lanes(mean ? static_cast<size_t>(h.width) * kLanes : 0);
+  // Absmax's column maxima of one band (ColumnMax).
+  const bool absmax = o.mode == HeatmapMode::kAbsmax;
+  std::vector<uint32_t> colmax(absmax ? static_cast<size_t>(ncols) : 0);
   if (o.mode != HeatmapMode::kGroup) {
     for (int i = 0; i < h.height; ++i) {
       double* const row_out =
@@ -278,6 +444,7 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
       double* const row_pruned =
           h.pruned.empty() ? nullptr
                            : h.pruned.data() + static_cast<size_t>(i) * h.width;
+      std::fill(colmax.begin(), colmax.end(), 0u);
       for (int64_t r = h.row_edges[i], nb = 0; r < h.row_edges[i + 1];
            r += nb) {
         nb = std::min(batch_rows, h.row_edges[i + 1] - r);
@@ -292,25 +459,25 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
                           : absl::OkStatus();
         });
         if (!read.ok()) return read;
+        if (mean) {
+          const LaneEnds ends{r == h.row_edges[i],
+                              r + nb == h.row_edges[i + 1]};
+          AccumulateLanes(v.data(), ncols, nb, run, simd, ends, lanes.data(),
+                          row_out);
+          continue;
+        }
         for (int64_t k = 0; k < nb; ++k) {
           const size_t at = static_cast<size_t>(k * ncols);
           const float* const vr = v.empty() ? nullptr : v.data() + at;
           const ElementQuant* const qr = q.empty() ? nullptr : q.data() + at;
           const float* const xr = x.empty() ? nullptr : x.data() + at;
           // Per mode, each cell's run folded into a local accumulator in the
-          // order the elements come (the mean's sum stays a sequence of
-          // double additions, so results do not depend on this loop's shape).
+          // order the elements come.
           switch (o.mode) {
-            case HeatmapMode::kMean:
-              AccumulateSums(vr, run, row_out);
+            case HeatmapMode::kMean:  // above, a band at a time
               break;
-            case HeatmapMode::kAbsmax:
-              for (int j = 0; j < h.width; ++j) {
-                MaxKeepingNaN m{row_out[j]};
-                for (int64_t c = run[j]; c < run[j + 1]; ++c)
-                  m.Add(static_cast<double>(std::fabs(vr[c])));
-                row_out[j] = m.Result();
-              }
+            case HeatmapMode::kAbsmax:  // the cells at the band's end
+              ColumnMax(vr, ncols, simd, colmax.data());
               break;
             case HeatmapMode::kErrorSteps:
               for (int j = 0; j < h.width; ++j) {
@@ -341,6 +508,14 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
             case HeatmapMode::kGroup:
               break;
           }
+        }
+      }
+      if (absmax) {
+        for (int j = 0; j < h.width; ++j) {
+          uint32_t m = 0;
+          for (int64_t c = run[j]; c < run[j + 1]; ++c)
+            m = std::max(m, colmax[c]);
+          row_out[j] = static_cast<double>(std::bit_cast<float>(m));
         }
       }
     }

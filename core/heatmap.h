@@ -44,10 +44,23 @@ struct Heatmap {
   std::vector<int64_t> row_edges, col_edges;
   // height * width, row-major. Non-finite elements propagate as IEEE
   // arithmetic does, never dropped:
-  //  - mean: the sum of the cell's elements in double, over their count. A
-  //    cell holding a NaN, or both +inf and -inf, is NaN; else one holding
-  //    +inf (-inf) is +inf (-inf). Finite float32 elements never overflow
-  //    the double sum.
+  //  - mean: the sum of the cell's elements in double, over their count
+  //    (the count in double too). The order of that sum is a contract, the
+  //    same bits on every machine, SIMD level and batch of rows: the
+  //    element at column offset k inside its cell (view column minus the
+  //    cell's first column) is added to partial sum k % 16 of the cell,
+  //    each partial sum's additions in row-major order (the cell's rows
+  //    top to bottom, each left to right) starting from +0.0, every
+  //    addition rounded on its own (no product fused into it). The 16 are then
+  //    combined in the fixed tree of core/stats.h: p[k] + p[k + 8] for
+  //    k < 8, those eight as q[k] + q[k + 4], then r[k] + r[k + 2], then
+  //    the two. Why: one sum in element order per cell is a chain of
+  //    dependent additions that kept the mean at about twice a decode;
+  //    sixteen lanes by column fill vectors across a row with no chain
+  //    inside it, and a cell's lanes stay in registers down its rows.
+  //    A cell holding a NaN, or both +inf and -inf, is NaN; else one
+  //    holding +inf (-inf) is +inf (-inf). Finite float32 elements never
+  //    overflow the double sum.
   //  - absmax: a cell holding a NaN is NaN; else one holding +inf or -inf is
   //    +inf; else the largest |element|.
   //  - error: an element's error in steps is NaN when its source or decoded

@@ -311,8 +311,12 @@ class GroupSet {
 // DecodeRuns does.
 class ChunkReader {
  public:
-  ChunkReader(const LogicalTensor& t, bool ranges, size_t capacity)
-      : t_(t), ranges_(ranges), v_(capacity) {}
+  // `in_place`: plain float32 stored as such may be read where it lies
+  // (Encoding::StoredF32) rather than copied; every read of values() must
+  // then be under GuardedRead (in_place() says so).
+  ChunkReader(const LogicalTensor& t, bool ranges, size_t capacity,
+              bool in_place)
+      : t_(t), ranges_(ranges), allow_in_place_(in_place), v_(capacity) {}
 
   // REQUIRES: the tensor is not empty. Errors: as GroupIds.
   absl::Status Init() {
@@ -324,11 +328,15 @@ class ChunkReader {
     if (absl::Status s = t_.encoding->GroupIds({&zero, 1}, &g); !s.ok())
       return s;
     plain_ = g == -1;
+    if (plain_ && allow_in_place_) stored_ = t_.encoding->StoredF32();
     return absl::OkStatus();
   }
 
   absl::Status Read(int64_t first, int64_t m) {
-    if (ranges_) return t_.encoding->DecodeRuns(first, m, v_.data(), &runs_);
+    if (ranges_) {
+      at_ = v_.data();
+      return t_.encoding->DecodeRuns(first, m, v_.data(), &runs_);
+    }
     if (absl::Status s = ReadValues(first, m); !s.ok()) return s;
     runs_.clear();
     if (plain_) {
@@ -349,15 +357,24 @@ class ChunkReader {
     return absl::OkStatus();
   }
   absl::Status ReadValues(int64_t first, int64_t m) {
+    if (stored_ != nullptr) {
+      at_ = stored_ + first;
+      return absl::OkStatus();
+    }
+    at_ = v_.data();
     return t_.encoding->Decode(first, m, v_.data());
   }
-  const float* values() const { return v_.data(); }
+  const float* values() const { return at_; }
+  bool in_place() const { return stored_ != nullptr; }
   const std::vector<QuantRun>& runs() const { return runs_; }
 
  private:
   const LogicalTensor& t_;
   bool ranges_;
+  bool allow_in_place_;
   bool plain_ = false;
+  const float* stored_ = nullptr;  // the elements in place, or nullptr
+  const float* at_ = nullptr;      // the values of the last read
   std::vector<float> v_;
   std::vector<QuantRun> runs_;
   std::vector<int64_t> idx_, ids_;
@@ -659,7 +676,9 @@ absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& t,
   st.code_bits = info.bits;
   if (st.has_levels) st.code_histogram.assign(size_t{1} << info.bits, 0);
   st.has_reference = ref != nullptr;
-  ChunkReader reader(t, st.has_levels, buf);
+  // In place only where every value is folded at once (no group asked),
+  // so that each read of them can be guarded as a whole.
+  ChunkReader reader(t, st.has_levels, buf, !o.group.has_value());
   if (absl::Status s = GuardedRead([&] { return reader.Init(); }); !s.ok())
     return s;
   std::vector<float> x(ref != nullptr ? buf : 0);
@@ -730,7 +749,17 @@ absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& t,
       }
     }
     if (!one_group) {
-      fold(v, ref != nullptr ? x.data() : nullptr, m, first);
+      if (reader.in_place()) {
+        // The mapping itself: under the guard, as Decode would read it
+        // (FoldMoments allocates nothing).
+        absl::Status s = GuardedRead([&] {
+          fold(v, ref != nullptr ? x.data() : nullptr, m, first);
+          return absl::OkStatus();
+        });
+        if (!s.ok()) return s;
+      } else {
+        fold(v, ref != nullptr ? x.data() : nullptr, m, first);
+      }
       if (st.has_levels) code_counter.Add(codes.data(), m);
     }
   }
@@ -804,7 +833,16 @@ absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& t,
       }
     };
     if (!one_group) {
-      add(v, m);
+      if (reader.in_place()) {
+        // In place: under the guard (binning allocates nothing).
+        absl::Status s = GuardedRead([&] {
+          add(v, m);
+          return absl::OkStatus();
+        });
+        if (!s.ok()) return s;
+      } else {
+        add(v, m);
+      }
       continue;
     }
     int64_t i = 0;

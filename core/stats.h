@@ -62,11 +62,12 @@ absl::Status CheckStatsRequest(const LogicalTensor& t, const LogicalTensor* ref,
 
 // Two passes over the values: the first measures everything but the
 // histogram, whose range it may find; the second fills the histogram. Cost:
-// one decode, plus the encoding's bulk codes (Encoding::RawCodes) and runs
-// (DecodeRuns) for level usage. From 2^16 elements on, the first pass also
-// counts values by their top 16 bits: buckets inside one bin go to it whole,
-// and the second pass (a decode) bins only the values of buckets a bin edge
-// cuts, skipped when no populated bucket is cut.
+// one decode (plain float32 stored as such is read in place, under the
+// fault guard, rather than copied), plus the encoding's bulk codes
+// (Encoding::RawCodes) and runs (DecodeRuns) for level usage. From 2^16
+// elements on, the first pass also counts values by their top 16 bits: buckets
+// inside one bin go to it whole, and the second pass (a decode) bins only the
+// values of buckets a bin edge cuts, skipped when no populated bucket is cut.
 //
 // The order of the sums (a contract: every result is the same bits on every
 // machine, chunk size and SIMD level). The mean and std come from the sum

@@ -1,7 +1,11 @@
 // The heatmap bit for bit against the straightforward reduction it
 // replaces for speed: each cell's group from Inspect of its first element,
 // and every element folded into its cell one at a time, in double, in
-// row-major order. Every mode, with and without a reference, on ggml types
+// row-major order; the mean's sum in the 16 lanes of heatmap.h's contract
+// (the element at column offset k of its cell into partial sum k % 16,
+// combined by the fixed tree), held at every SIMD level the CPU has
+// (CapDecodeSimdForTesting), so the vector kernels and the scalar one give
+// the same bits. Every mode, with and without a reference, on ggml types
 // and conventions, over the whole view and over regions whose cells differ
 // in width (so runs of uneven length meet), and on values with NaN and
 // infinities among them (every fast path must propagate them as the plain
@@ -18,6 +22,7 @@
 
 #include "core/format/checkpoint.h"
 #include "core/heatmap.h"
+#include "core/quant/decode_simd.h"
 #include "gtest/gtest.h"
 #include "tests/support/gguf_writer.h"
 #include "tests/support/safetensors_writer.h"
@@ -102,6 +107,17 @@ std::string WriteSpecialsGguf() {
   return path;
 }
 
+// The fixed tree of heatmap.h (and stats.h): (0+8), (1+9), ... (7+15);
+// then those eight as (0+4) ... (3+7); then (0+2), (1+3); then the two.
+double SumOfLanes(const double* s) {
+  const double a0 = s[0] + s[8], a1 = s[1] + s[9], a2 = s[2] + s[10],
+               a3 = s[3] + s[11], a4 = s[4] + s[12], a5 = s[5] + s[13],
+               a6 = s[6] + s[14], a7 = s[7] + s[15];
+  const double b0 = a0 + a4, b1 = a1 + a5, b2 = a2 + a6, b3 = a3 + a7;
+  const double c0 = b0 + b2, c1 = b1 + b3;
+  return c0 + c1;
+}
+
 // The reduction as the heatmap first computed it, on the cells (edges,
 // width, height, rows, cols) `got` chose; the view is the tensor's first
 // (rank 2 fixtures only). Non-finite values as core/heatmap.h states them:
@@ -136,6 +152,8 @@ Heatmap Reference(const LogicalTensor& t, const LogicalTensor* ref,
   std::vector<ElementQuant> q(static_cast<size_t>(ncols));
   std::vector<float> v(static_cast<size_t>(ncols));
   std::vector<float> x(static_cast<size_t>(ncols));
+  // The mean's 16 partial sums of each cell.
+  std::vector<double> lanes(cells * 16, 0.0);
   for (int i = 0; mode != HeatmapMode::kGroup && i < h.height; ++i) {
     for (int64_t r = h.row_edges[i]; r < h.row_edges[i + 1]; ++r) {
       const int64_t first = r * h.cols + c_begin;
@@ -153,7 +171,8 @@ Heatmap Reference(const LogicalTensor& t, const LogicalTensor* ref,
              c < h.col_edges[j + 1] - c_begin; ++c) {
           switch (mode) {
             case HeatmapMode::kMean:
-              out += v[c];
+              lanes[(static_cast<size_t>(i) * h.width + j) * 16 +
+                    (c + c_begin - h.col_edges[j]) % 16] += v[c];
               break;
             case HeatmapMode::kAbsmax: {
               const double a = std::fabs(v[c]);
@@ -198,6 +217,8 @@ Heatmap Reference(const LogicalTensor& t, const LogicalTensor* ref,
       const double count =
           static_cast<double>(h.row_edges[i + 1] - h.row_edges[i]) *
           static_cast<double>(h.col_edges[j + 1] - h.col_edges[j]);
+      if (mode == HeatmapMode::kMean)
+        h.values[k] = SumOfLanes(lanes.data() + k * 16);
       if (mode == HeatmapMode::kMean || zeros) h.values[k] /= count;
       if (!h.pruned.empty()) h.pruned[k] /= count;
       if (mode == HeatmapMode::kGroup)
@@ -272,6 +293,14 @@ TEST(HeatmapReferenceTest, EveryModeAndRegionIsTheStraightforwardReduction) {
                                // conventions' 64 columns
       {8, 4, 2, 0, 5, 0},      // eight uneven runs of 7 or 8 (conventions)
       {24, 2, 0, 0, 0, 0},     // three eights of cells, runs of 10 or 11
+      // Runs past 16 columns on the 256-column sources, so that the mean's
+      // lanes wrap with every remainder of a row's last 16: 17/18, 18/19,
+      // 23/24, 28/29, 85/86 (and 8/9, 13/14, 19/20, 31/32, 36/37 above).
+      {15, 2, 0, 0, 0, 0},
+      {14, 3, 0, 0, 0, 0},
+      {11, 3, 0, 0, 1, 0},
+      {9, 2, 0, 0, 0, 0},
+      {3, 2, 0, 0, 0, 0},
   };
   int compared = 0;
   // Cells of the specials source: NaN, +inf, -inf, finite (each must occur,
@@ -308,18 +337,30 @@ TEST(HeatmapReferenceTest, EveryModeAndRegionIsTheStraightforwardReduction) {
               std::to_string(shape.width) + "x" + std::to_string(shape.height) +
               " from (" + std::to_string(shape.row_begin) + ", " +
               std::to_string(shape.col_begin) + ")";
+          // At each SIMD level this CPU has (the mean's vector kernels and
+          // their scalar twin), decoders included.
+          for (DecodeSimd level :
+               {DecodeSimd::kScalar, DecodeSimd::kAvx2, DecodeSimd::kAvx512}) {
+            if (level > SupportedDecodeSimd()) break;
+            const std::string at =
+                what + " simd " + std::to_string(static_cast<int>(level));
+            CapDecodeSimdForTesting(level);
+            auto got = ComputeHeatmap(*t, r, o);
+            CapDecodeSimdForTesting(DecodeSimd::kAvx512);
+            ASSERT_TRUE(got.ok()) << at << ": " << got.status();
+            const Heatmap want = Reference(*t, r, mode, *got);
+            ExpectSameBits(got->values, want.values, at + " values");
+            ExpectSameBits(got->pruned, want.pruned, at + " pruned");
+            EXPECT_EQ(got->groups, want.groups) << at;
+            EXPECT_EQ(std::bit_cast<uint64_t>(got->min),
+                      std::bit_cast<uint64_t>(want.min))
+                << at;
+            EXPECT_EQ(std::bit_cast<uint64_t>(got->max),
+                      std::bit_cast<uint64_t>(want.max))
+                << at;
+          }
           auto got = ComputeHeatmap(*t, r, o);
           ASSERT_TRUE(got.ok()) << what << ": " << got.status();
-          const Heatmap want = Reference(*t, r, mode, *got);
-          ExpectSameBits(got->values, want.values, what + " values");
-          ExpectSameBits(got->pruned, want.pruned, what + " pruned");
-          EXPECT_EQ(got->groups, want.groups) << what;
-          EXPECT_EQ(std::bit_cast<uint64_t>(got->min),
-                    std::bit_cast<uint64_t>(want.min))
-              << what;
-          EXPECT_EQ(std::bit_cast<uint64_t>(got->max),
-                    std::bit_cast<uint64_t>(want.max))
-              << what;
           ++compared;
           if (src.path == specials) {
             for (double v : got->values) {
@@ -333,7 +374,7 @@ TEST(HeatmapReferenceTest, EveryModeAndRegionIsTheStraightforwardReduction) {
       }
     }
   }
-  EXPECT_EQ(compared, 12 * 9 * 9);
+  EXPECT_EQ(compared, 12 * 14 * 9);
   for (int k = 0; k < 4; ++k) EXPECT_GT(kinds[k], 0) << "kind " << k;
 }
 

@@ -5,6 +5,8 @@
 // outside the histogram's range.
 #include "core/stats.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -15,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/format/checkpoint.h"
+#include "core/io/fault_guard.h"
 #include "core/quant/decode_simd.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -360,6 +363,33 @@ TEST(StatsHistogramTest, ValuesOnAndBesideEveryBinEdgeLandInTheirOwnBins) {
         [&](const TensorStats& st) { EXPECT_EQ(st.histogram, want); },
         {4099, 1 << 18});
   }
+}
+
+// Float32 is read where it is stored (no copy): a file cut short under its
+// mapping must still fail the call (FAILED_PRECONDITION, the guard's SIGBUS)
+// rather than the process, in both passes.
+TEST(StatsInPlaceTest, AFloat32FileTruncatedUnderTheMappingFailsTheCall) {
+  InstallMappedFileFaultHandler();
+  std::vector<float> v(1 << 20);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i % 1000);
+  GgufSpec s;
+  s.kv.push_back({"general.architecture", GgufString("llama")});
+  s.tensors.push_back(
+      {"t", {static_cast<int64_t>(v.size()), 1}, 0, testing::ToF32Bytes(v)});
+  const std::string path = MakeTempDir() + "/cut.gguf";
+  const std::string bytes = BuildGguf(s);
+  testing::WriteFile(path, bytes);
+  auto ckpt = Checkpoint::Open(path);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  const LogicalTensor& t = *(*ckpt)->FindTensor("t");
+  ASSERT_TRUE(ComputeStats(t, nullptr, StatsOptions()).ok());
+  // Keep the first eighth of the data: the first chunk reads, a later one
+  // faults.
+  ASSERT_EQ(::truncate(path.c_str(),
+                       static_cast<off_t>(bytes.size() - v.size() * 4 * 7 / 8)),
+            0);
+  EXPECT_THAT(ComputeStats(t, nullptr, StatsOptions()),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "SIGBUS"));
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "absl/container/flat_hash_map.h"
@@ -331,8 +332,17 @@ absl::Status ScanTensorValues(const Checkpoint& ckpt, const LogicalTensor& t,
               marked = true;
             }
             if (ordinary[ri] != 0) {
-              ++groups_seen;
-              i += r.count;
+              // Eight marked runs at a time: each a whole group.
+              size_t rj = ri + 1;
+              while (rj + 8 <= runs.size()) {
+                uint64_t word;
+                std::memcpy(&word, ordinary.data() + rj, 8);
+                if (word != 0x0101010101010101u) break;
+                rj += 8;
+              }
+              groups_seen += static_cast<int64_t>(rj - ri);
+              i += static_cast<int64_t>(rj - ri) * group_elems;
+              ri = rj - 1;
               continue;
             }
           }

@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/check/block_marks.h"
 #include "core/check/rules.h"
 #include "core/check/run_counts.h"
 #include "core/dtype.h"
@@ -274,11 +275,83 @@ absl::Status ScanTensorValues(const Checkpoint& ckpt, const LogicalTensor& t,
 
   const float* stored_f32 = quantized ? nullptr : enc.StoredF32();
   std::vector<uint8_t> ordinary;
+  // ggml Q8_0 and Q4_K: whole sub-blocks are marked from the blocks' bytes
+  // (block_marks.h), without decoding; only the others are decoded, one
+  // sub-block at a time, and go through process_run. The tensor's elements
+  // are its one part's blocks in order.
+  const StoredTensor* blocks = nullptr;
+  int64_t block_elems = 0, block_bytes = 0;
+  if (runs_cheap && block_scales && group_elems == 32 && parts.size() == 1 &&
+      HasBlockMarks(parts[0]->dtype)) {
+    const DTypeInfo& d = GetDTypeInfo(parts[0]->dtype);
+    if (d.block_elems > 0 && n % d.block_elems == 0 &&
+        parts[0]->data.size() / static_cast<uint64_t>(d.block_bytes) >=
+            static_cast<uint64_t>(n / d.block_elems)) {
+      blocks = parts[0];
+      block_elems = d.block_elems;
+      block_bytes = d.block_bytes;
+    }
+  }
+  std::vector<float> group_values(32);
+  std::vector<QuantRun> group_runs;
+  // One piece by its blocks' marks.
+  auto pass_by_blocks = [&](int64_t first, int64_t m,
+                            int64_t piece_no) -> absl::Status {
+    const int64_t subs = m / 32;
+    ordinary.resize(static_cast<size_t>(subs) + 8);
+    MarkOrdinaryBlocks(blocks->dtype,
+                       blocks->data.data() + first / block_elems * block_bytes,
+                       m / block_elems, ordinary.data());
+    // Past the end: never eight marked in a row.
+    std::memset(ordinary.data() + subs, 0, 8);
+    for (int64_t s = 0; s < subs;) {
+      if (ordinary[s] != 0) {
+        int64_t e = s + 1;
+        while (e + 8 <= subs) {
+          uint64_t word;
+          std::memcpy(&word, ordinary.data() + e, 8);
+          if (word != 0x0101010101010101u) break;
+          e += 8;
+        }
+        while (e < subs && ordinary[e] != 0) ++e;
+        groups_seen += e - s;
+        s = e;
+        continue;
+      }
+      const int64_t at = first + 32 * s;
+      TM_RETURN_IF_ERROR(
+          enc.DecodeRuns(at, 32, group_values.data(), &group_runs));
+      int64_t k = 0;
+      for (const QuantRun& r : group_runs) {
+        TM_RETURN_IF_ERROR(
+            process_run(r, group_values.data() + k, at + k, piece_no));
+        k += r.count;
+      }
+      ++s;
+    }
+    return absl::OkStatus();
+  };
   int64_t piece_no = 0;
   for (int64_t first = 0; first < n; first += piece, ++piece_no) {
     if (cancelled != nullptr && cancelled->load())
       return absl::CancelledError("cancelled");
     const int64_t m = std::min(piece, n - first);
+    if (blocks != nullptr && (!judge_dead || dead_decided) &&
+        first % block_elems == 0 && m % block_elems == 0) {
+      absl::Status pass =
+          GuardedRead([&] { return pass_by_blocks(first, m, piece_no); });
+      if (!pass.ok()) return pass;
+      for (auto it = open.begin(); it != open.end();) {
+        if (it->second.last_piece != piece_no) {
+          close(it->first, it->second);
+          open.erase(it++);
+        } else {
+          ++it;
+        }
+      }
+      if (on_elements) on_elements(m);
+      continue;
+    }
     absl::Status read = GuardedRead([&]() -> absl::Status {
       if (!quantized) {
         return stored_f32 != nullptr ? absl::OkStatus()

@@ -1,0 +1,218 @@
+#include "core/check/block_marks.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+
+#include "core/quant/block_util.h"
+#include "core/quant/kquant_scales.h"
+#include "core/quant/sub_block_runs.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define TM_BLOCK_MARKS_SIMD 1
+#endif
+
+namespace tensormorph {
+namespace {
+
+#if defined(TM_BLOCK_MARKS_SIMD)
+std::atomic<bool> marks_on{__builtin_cpu_supports("avx2") != 0};
+#else
+std::atomic<bool> marks_on{false};
+#endif
+
+constexpr float kF16 = 65504.0f;
+
+// As MarkOrdinaryRuns reads a run's range: as float, finite and distinct.
+bool Usable(const QuantRun& r, float* lo, float* hi) {
+  *lo = static_cast<float>(r.range_min);
+  *hi = static_cast<float>(r.range_max);
+  return std::isfinite(*lo) && std::isfinite(*hi) && *lo != *hi;
+}
+
+#if defined(TM_BLOCK_MARKS_SIMD)
+#define TM_AVX2 __attribute__((target("avx2,popcnt")))
+
+// Q8_0: an fp16 d, then 32 int8 codes q; value = d * q, exact. With d
+// finite and non-zero (the range usable): values differ where codes do;
+// the end levels d * -128 and d * 127 are not zero and hold exactly the
+// codes -128 and 127; the largest |value| is |d| times the largest |q|.
+TM_AVX2 void MarkQ8_0(const uint8_t* blocks, int64_t nb, uint8_t* ordinary) {
+  const SubBlockRunsFn runs_of = GetSubBlockRuns(DType::kQ8_0);
+  const __m256i low = _mm256_set1_epi8(-128), high = _mm256_set1_epi8(127);
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* b = blocks + 34 * i;
+    QuantRun r;
+    runs_of(b, 0, &r);
+    float lo, hi;
+    if (!Usable(r, &lo, &hi)) {
+      ordinary[i] = 0;
+      continue;
+    }
+    const __m256i q =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2));
+    const bool differ =
+        _mm256_movemask_epi8(_mm256_cmpeq_epi8(
+            q, _mm256_set1_epi8(static_cast<char>(b[2])))) != -1;
+    const int ends = __builtin_popcount(
+        static_cast<unsigned>(_mm256_movemask_epi8(_mm256_or_si256(
+            _mm256_cmpeq_epi8(q, low), _mm256_cmpeq_epi8(q, high)))));
+    // The largest |q| (|-128| is 128 as an unsigned byte).
+    const __m256i a = _mm256_abs_epi8(q);
+    __m128i m =
+        _mm_max_epu8(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+    m = _mm_max_epu8(m, _mm_srli_si128(m, 8));
+    m = _mm_max_epu8(m, _mm_srli_si128(m, 4));
+    m = _mm_max_epu8(m, _mm_srli_si128(m, 2));
+    m = _mm_max_epu8(m, _mm_srli_si128(m, 1));
+    const float top =
+        static_cast<float>(_mm_cvtsi128_si32(m) & 0xff) * LoadF16(b);
+    ordinary[i] = std::fabs(top) <= kF16 && differ && 4 * ends <= 32;
+  }
+}
+
+// Q4_K: fp16 d and dmin, 12 bytes of packed 6-bit scales and mins, then
+// four 32-byte rows of nibbles (low nibbles sub-block 2j, high 2j + 1).
+// A sub-block's levels T[c] = d1 * c - m1 rise (or fall) with c. Where the
+// step |d1| is more than two units in the last place of the largest
+// |T|, no two levels round together and only T[0] and T[15] can be an end
+// level (the run's range is T[0] and T[15] up to a rounding), so the rules
+// are read from the codes: a value differs where a code does, and the end
+// levels hold the codes 0 and 15. Otherwise (tiny steps, or a level past
+// fp16), the 16 levels are computed as the decoder computes them, each
+// level's flags (special, differs from the first value's level, on an end
+// level and not zero) packed into a byte table, and the codes looked up in
+// it 32 at a time.
+TM_AVX2 void MarkQ4_K(const uint8_t* blocks, int64_t nb, uint8_t* ordinary) {
+  const __m256 codes_lo = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256 codes_hi = _mm256_setr_ps(8, 9, 10, 11, 12, 13, 14, 15);
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256 f16 = _mm256_set1_ps(kF16);
+  const __m256 zero = _mm256_setzero_ps();
+  const __m256i nibble = _mm256_set1_epi8(0x0f);
+  const __m256i zero_code = _mm256_setzero_si256();
+  const __m256i one = _mm256_set1_epi32(1), two = _mm256_set1_epi32(2),
+                four = _mm256_set1_epi32(4);
+  const __m256i bit0 = _mm256_set1_epi8(1), bit1 = _mm256_set1_epi8(2);
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* b = blocks + 144 * i;
+    const float d = LoadF16(b);
+    const float dmin = LoadF16(b + 2);
+    for (int j = 0; j < 4; ++j) {
+      const __m256i q =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16 + 32 * j));
+      const __m256i codes[2] = {
+          _mm256_and_si256(q, nibble),
+          _mm256_and_si256(_mm256_srli_epi16(q, 4), nibble)};
+      const int first_code[2] = {b[16 + 32 * j] & 0xf, b[16 + 32 * j] >> 4};
+      for (int h = 0; h < 2; ++h) {
+        const int sub = 2 * j + h;
+        uint8_t sc, m;
+        ScaleMinK4(sub, b + 4, &sc, &m);
+        // As the decoder and the run (GetSubBlockRuns) compute them.
+        const float d1 = d * sc;
+        const float m1 = dmin * m;
+        const double scale = d1, offset = -static_cast<double>(m1);
+        const double ra = scale * 0.0 + offset, rb = scale * 15.0 + offset;
+        const float lo = static_cast<float>(std::min(ra, rb));
+        const float hi = static_cast<float>(std::max(ra, rb));
+        uint8_t& mark = ordinary[8 * i + sub];
+        if (!(std::isfinite(lo) && std::isfinite(hi) && lo != hi)) {
+          mark = 0;
+          continue;
+        }
+        const __m256i c = codes[h];
+        const float t0 = d1 * 0.0f - m1;
+        const float t15 = d1 * 15.0f - m1;
+        const double top = std::max(std::fabs(t0), std::fabs(t15));
+        if (std::fabs(scale) > top * 0x1p-22 && top >= 0x1p-125 &&
+            top <= kF16) {
+          const bool differ =
+              _mm256_movemask_epi8(_mm256_cmpeq_epi8(
+                  c, _mm256_set1_epi8(static_cast<char>(first_code[h])))) != -1;
+          const bool end0 = t0 != 0 && (t0 == lo || t0 == hi);
+          const bool end15 = t15 != 0 && (t15 == lo || t15 == hi);
+          int ends = 0;
+          if (end0) {
+            ends += __builtin_popcount(static_cast<unsigned>(
+                _mm256_movemask_epi8(_mm256_cmpeq_epi8(c, zero_code))));
+          }
+          if (end15) {
+            ends += __builtin_popcount(static_cast<unsigned>(
+                _mm256_movemask_epi8(_mm256_cmpeq_epi8(c, nibble))));
+          }
+          mark = differ && 4 * ends <= 32;
+          continue;
+        }
+        const float first = d1 * static_cast<float>(first_code[h]) - m1;
+        const __m256 vd = _mm256_set1_ps(d1), vm = _mm256_set1_ps(m1);
+        const __m256 vf = _mm256_set1_ps(first);
+        const __m256 vl = _mm256_set1_ps(lo), vh = _mm256_set1_ps(hi);
+        __m256i flags[2];
+        for (int k = 0; k < 2; ++k) {
+          const __m256 t = _mm256_sub_ps(
+              _mm256_mul_ps(vd, k == 0 ? codes_lo : codes_hi), vm);
+          const __m256 s =
+              _mm256_cmp_ps(_mm256_and_ps(t, abs_mask), f16, _CMP_NLE_UQ);
+          const __m256 df = _mm256_cmp_ps(t, vf, _CMP_NEQ_UQ);
+          const __m256 e =
+              _mm256_andnot_ps(_mm256_cmp_ps(t, zero, _CMP_EQ_OQ),
+                               _mm256_or_ps(_mm256_cmp_ps(t, vl, _CMP_EQ_OQ),
+                                            _mm256_cmp_ps(t, vh, _CMP_EQ_OQ)));
+          flags[k] = _mm256_or_si256(
+              _mm256_or_si256(_mm256_and_si256(_mm256_castps_si256(s), one),
+                              _mm256_and_si256(_mm256_castps_si256(df), two)),
+              _mm256_and_si256(_mm256_castps_si256(e), four));
+        }
+        // Levels 0..15 as 16 bytes, in both lanes for the lookup.
+        const __m256i p = _mm256_permute4x64_epi64(
+            _mm256_packs_epi32(flags[0], flags[1]), 0xd8);
+        const __m128i table = _mm_packs_epi16(_mm256_castsi256_si128(p),
+                                              _mm256_extracti128_si256(p, 1));
+        const __m256i f =
+            _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(table), c);
+        const bool special = !_mm256_testz_si256(f, bit0);
+        const bool differ = !_mm256_testz_si256(f, bit1);
+        // Bit 2 of each byte to its bit 7.
+        const int ends = __builtin_popcount(static_cast<unsigned>(
+            _mm256_movemask_epi8(_mm256_slli_epi16(f, 5))));
+        mark = !special && differ && 4 * ends <= 32;
+      }
+    }
+  }
+}
+#endif
+
+}  // namespace
+
+bool HasBlockMarks(DType dtype) {
+  return (dtype == DType::kQ8_0 || dtype == DType::kQ4_K) &&
+         marks_on.load(std::memory_order_relaxed);
+}
+
+void MarkOrdinaryBlocks(DType dtype, const uint8_t* blocks, int64_t nb,
+                        uint8_t* ordinary) {
+#if defined(TM_BLOCK_MARKS_SIMD)
+  if (dtype == DType::kQ8_0) {
+    MarkQ8_0(blocks, nb, ordinary);
+  } else {
+    MarkQ4_K(blocks, nb, ordinary);
+  }
+#else
+  (void)dtype;
+  (void)blocks;
+  (void)nb;
+  (void)ordinary;
+#endif
+}
+
+void SetBlockMarks(bool on) {
+#if defined(TM_BLOCK_MARKS_SIMD)
+  marks_on.store(on && __builtin_cpu_supports("avx2"));
+#else
+  (void)on;
+#endif
+}
+
+}  // namespace tensormorph

@@ -173,7 +173,7 @@ void BM_Check(benchmark::State& state) {
     best = std::min(best, ThreadSeconds() - t0);
   }
   Report(state, format, best);
-  if (manifest) state.SetLabel(format + " --manifest");
+  if (manifest) state.SetLabel(format + ",manifest");
   state.counters["findings"] = static_cast<double>(findings);
 }
 

@@ -331,6 +331,19 @@ absl::Status ScanTensorValues(const Checkpoint& ckpt, const LogicalTensor& t,
     }
     return absl::OkStatus();
   };
+  // A group a piece did not touch is complete: pieces are whole rows (or
+  // one row, or contiguous runs of a long 1-D tensor), and a group covers a
+  // contiguous band of rows, touching each of them.
+  auto close_untouched = [&](int64_t piece_no) {
+    for (auto it = open.begin(); it != open.end();) {
+      if (it->second.last_piece != piece_no) {
+        close(it->first, it->second);
+        open.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+  };
   int64_t piece_no = 0;
   for (int64_t first = 0; first < n; first += piece, ++piece_no) {
     if (cancelled != nullptr && cancelled->load())
@@ -341,14 +354,7 @@ absl::Status ScanTensorValues(const Checkpoint& ckpt, const LogicalTensor& t,
       absl::Status pass =
           GuardedRead([&] { return pass_by_blocks(first, m, piece_no); });
       if (!pass.ok()) return pass;
-      for (auto it = open.begin(); it != open.end();) {
-        if (it->second.last_piece != piece_no) {
-          close(it->first, it->second);
-          open.erase(it++);
-        } else {
-          ++it;
-        }
-      }
+      close_untouched(piece_no);
       if (on_elements) on_elements(m);
       continue;
     }
@@ -429,17 +435,7 @@ absl::Status ScanTensorValues(const Checkpoint& ckpt, const LogicalTensor& t,
         return absl::OkStatus();
       });
       if (!pass.ok()) return pass;
-      // A group this piece did not touch is complete: pieces are whole rows
-      // (or one row, or contiguous runs of a long 1-D tensor), and a group
-      // covers a contiguous band of rows, touching each of them.
-      for (auto it = open.begin(); it != open.end();) {
-        if (it->second.last_piece != piece_no) {
-          close(it->first, it->second);
-          open.erase(it++);
-        } else {
-          ++it;
-        }
-      }
+      close_untouched(piece_no);
     }
     if (on_elements) on_elements(m);
   }

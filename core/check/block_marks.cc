@@ -6,7 +6,6 @@
 
 #include "core/quant/block_util.h"
 #include "core/quant/kquant_scales.h"
-#include "core/quant/sub_block_runs.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -24,13 +23,6 @@ std::atomic<bool> marks_on{false};
 
 constexpr float kF16 = 65504.0f;
 
-// As MarkOrdinaryRuns reads a run's range: as float, finite and distinct.
-bool Usable(const QuantRun& r, float* lo, float* hi) {
-  *lo = static_cast<float>(r.range_min);
-  *hi = static_cast<float>(r.range_max);
-  return std::isfinite(*lo) && std::isfinite(*hi) && *lo != *hi;
-}
-
 #if defined(TM_BLOCK_MARKS_SIMD)
 #define TM_AVX2 __attribute__((target("avx2,popcnt")))
 
@@ -39,14 +31,16 @@ bool Usable(const QuantRun& r, float* lo, float* hi) {
 // the end levels d * -128 and d * 127 are not zero and hold exactly the
 // codes -128 and 127; the largest |value| is |d| times the largest |q|.
 TM_AVX2 void MarkQ8_0(const uint8_t* blocks, int64_t nb, uint8_t* ordinary) {
-  const SubBlockRunsFn runs_of = GetSubBlockRuns(DType::kQ8_0);
   const __m256i low = _mm256_set1_epi8(-128), high = _mm256_set1_epi8(127);
   for (int64_t i = 0; i < nb; ++i) {
     const uint8_t* b = blocks + 34 * i;
-    QuantRun r;
-    runs_of(b, 0, &r);
-    float lo, hi;
-    if (!Usable(r, &lo, &hi)) {
+    // The run's range, as GetSubBlockRuns computes it.
+    const float d = LoadF16(b);
+    const double scale = d;
+    const double ra = scale * -128.0 + 0.0, rb = scale * 127.0 + 0.0;
+    const float lo = static_cast<float>(std::min(ra, rb));
+    const float hi = static_cast<float>(std::max(ra, rb));
+    if (!(std::isfinite(lo) && std::isfinite(hi) && lo != hi)) {
       ordinary[i] = 0;
       continue;
     }
@@ -58,17 +52,21 @@ TM_AVX2 void MarkQ8_0(const uint8_t* blocks, int64_t nb, uint8_t* ordinary) {
     const int ends = __builtin_popcount(
         static_cast<unsigned>(_mm256_movemask_epi8(_mm256_or_si256(
             _mm256_cmpeq_epi8(q, low), _mm256_cmpeq_epi8(q, high)))));
-    // The largest |q| (|-128| is 128 as an unsigned byte).
-    const __m256i a = _mm256_abs_epi8(q);
-    __m128i m =
-        _mm_max_epu8(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
-    m = _mm_max_epu8(m, _mm_srli_si128(m, 8));
-    m = _mm_max_epu8(m, _mm_srli_si128(m, 4));
-    m = _mm_max_epu8(m, _mm_srli_si128(m, 2));
-    m = _mm_max_epu8(m, _mm_srli_si128(m, 1));
-    const float top =
-        static_cast<float>(_mm_cvtsi128_si32(m) & 0xff) * LoadF16(b);
-    ordinary[i] = std::fabs(top) <= kF16 && differ && 4 * ends <= 32;
+    bool special = false;
+    if (!(std::fabs(d) * 128.0f <= kF16)) {
+      // Some code may pass fp16: the largest |q| (|-128| is 128 as an
+      // unsigned byte) says.
+      const __m256i a = _mm256_abs_epi8(q);
+      __m128i m = _mm_max_epu8(_mm256_castsi256_si128(a),
+                               _mm256_extracti128_si256(a, 1));
+      m = _mm_max_epu8(m, _mm_srli_si128(m, 8));
+      m = _mm_max_epu8(m, _mm_srli_si128(m, 4));
+      m = _mm_max_epu8(m, _mm_srli_si128(m, 2));
+      m = _mm_max_epu8(m, _mm_srli_si128(m, 1));
+      special = !(std::fabs(static_cast<float>(_mm_cvtsi128_si32(m) & 0xff) *
+                            d) <= kF16);
+    }
+    ordinary[i] = !special && differ && 4 * ends <= 32;
   }
 }
 

@@ -93,10 +93,72 @@ TM_AVX2 void MarkQ4_K(const uint8_t* blocks, int64_t nb, uint8_t* ordinary) {
   const __m256i one = _mm256_set1_epi32(1), two = _mm256_set1_epi32(2),
                 four = _mm256_set1_epi32(4);
   const __m256i bit0 = _mm256_set1_epi8(1), bit1 = _mm256_set1_epi8(2);
+  const __m256d neg = _mm256_set1_pd(-0.0), fifteen_d = _mm256_set1_pd(15.0);
+  const __m256d zero_d = _mm256_setzero_pd();
+  const __m256 inf = _mm256_set1_ps(INFINITY), fifteen = _mm256_set1_ps(15.0f);
+  alignas(32) float d1s[8], m1s[8], los[8], his[8];
   for (int64_t i = 0; i < nb; ++i) {
     const uint8_t* b = blocks + 144 * i;
     const float d = LoadF16(b);
     const float dmin = LoadF16(b + 2);
+    // The eight sub-blocks' parameters, as the decoder computes them.
+    for (int sub = 0; sub < 8; ++sub) {
+      uint8_t sc, m;
+      ScaleMinK4(sub, b + 4, &sc, &m);
+      d1s[sub] = d * sc;
+      m1s[sub] = dmin * m;
+    }
+    const __m256 vd1 = _mm256_load_ps(d1s), vm1 = _mm256_load_ps(m1s);
+    // Their runs' ranges, as GetSubBlockRuns computes them: in double,
+    // scale * level + offset, offset = -m1; std::min(a, b) is b < a ? b : a.
+    __m128 range[2][2];
+    for (int k = 0; k < 2; ++k) {
+      const __m256d scale = _mm256_cvtps_pd(
+          k == 0 ? _mm256_castps256_ps128(vd1) : _mm256_extractf128_ps(vd1, 1));
+      const __m256d offset =
+          _mm256_xor_pd(_mm256_cvtps_pd(k == 0 ? _mm256_castps256_ps128(vm1)
+                                               : _mm256_extractf128_ps(vm1, 1)),
+                        neg);
+      const __m256d ra = _mm256_add_pd(_mm256_mul_pd(scale, zero_d), offset);
+      const __m256d rb = _mm256_add_pd(_mm256_mul_pd(scale, fifteen_d), offset);
+      range[0][k] = _mm256_cvtpd_ps(_mm256_min_pd(rb, ra));
+      range[1][k] = _mm256_cvtpd_ps(_mm256_max_pd(rb, ra));
+    }
+    const __m256 lo = _mm256_set_m128(range[0][1], range[0][0]);
+    const __m256 hi = _mm256_set_m128(range[1][1], range[1][0]);
+    _mm256_store_ps(los, lo);
+    _mm256_store_ps(his, hi);
+    const __m256 usable = _mm256_and_ps(
+        _mm256_and_ps(
+            _mm256_cmp_ps(_mm256_and_ps(lo, abs_mask), inf, _CMP_LT_OQ),
+            _mm256_cmp_ps(_mm256_and_ps(hi, abs_mask), inf, _CMP_LT_OQ)),
+        _mm256_cmp_ps(lo, hi, _CMP_NEQ_UQ));
+    const __m256 t0 = _mm256_sub_ps(_mm256_mul_ps(vd1, zero), vm1);
+    const __m256 t15 = _mm256_sub_ps(_mm256_mul_ps(vd1, fifteen), vm1);
+    const __m256 top = _mm256_max_ps(_mm256_and_ps(t0, abs_mask),
+                                     _mm256_and_ps(t15, abs_mask));
+    // top * 2^-22 is exact from 2^-104 up.
+    const __m256 fast = _mm256_and_ps(
+        _mm256_and_ps(
+            usable, _mm256_cmp_ps(_mm256_and_ps(vd1, abs_mask),
+                                  _mm256_mul_ps(top, _mm256_set1_ps(0x1p-22f)),
+                                  _CMP_GT_OQ)),
+        _mm256_and_ps(_mm256_cmp_ps(top, _mm256_set1_ps(0x1p-100f), _CMP_GE_OQ),
+                      _mm256_cmp_ps(top, f16, _CMP_LE_OQ)));
+    // A level on an end level and not zero (the lambda would lose the
+    // target attribute): for t0, then t15.
+    __m256 on_end[2];
+    for (int k = 0; k < 2; ++k) {
+      const __m256 t = k == 0 ? t0 : t15;
+      on_end[k] =
+          _mm256_andnot_ps(_mm256_cmp_ps(t, zero, _CMP_EQ_OQ),
+                           _mm256_or_ps(_mm256_cmp_ps(t, lo, _CMP_EQ_OQ),
+                                        _mm256_cmp_ps(t, hi, _CMP_EQ_OQ)));
+    }
+    const int usable_mask = _mm256_movemask_ps(usable);
+    const int fast_mask = _mm256_movemask_ps(fast);
+    const int end0_mask = _mm256_movemask_ps(on_end[0]);
+    const int end15_mask = _mm256_movemask_ps(on_end[1]);
     for (int j = 0; j < 4; ++j) {
       const __m256i q =
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16 + 32 * j));
@@ -106,47 +168,34 @@ TM_AVX2 void MarkQ4_K(const uint8_t* blocks, int64_t nb, uint8_t* ordinary) {
       const int first_code[2] = {b[16 + 32 * j] & 0xf, b[16 + 32 * j] >> 4};
       for (int h = 0; h < 2; ++h) {
         const int sub = 2 * j + h;
-        uint8_t sc, m;
-        ScaleMinK4(sub, b + 4, &sc, &m);
-        // As the decoder and the run (GetSubBlockRuns) compute them.
-        const float d1 = d * sc;
-        const float m1 = dmin * m;
-        const double scale = d1, offset = -static_cast<double>(m1);
-        const double ra = scale * 0.0 + offset, rb = scale * 15.0 + offset;
-        const float lo = static_cast<float>(std::min(ra, rb));
-        const float hi = static_cast<float>(std::max(ra, rb));
         uint8_t& mark = ordinary[8 * i + sub];
-        if (!(std::isfinite(lo) && std::isfinite(hi) && lo != hi)) {
+        if (((usable_mask >> sub) & 1) == 0) {
           mark = 0;
           continue;
         }
         const __m256i c = codes[h];
-        const float t0 = d1 * 0.0f - m1;
-        const float t15 = d1 * 15.0f - m1;
-        const double top = std::max(std::fabs(t0), std::fabs(t15));
-        if (std::fabs(scale) > top * 0x1p-22 && top >= 0x1p-125 &&
-            top <= kF16) {
+        if ((fast_mask >> sub) & 1) {
           const bool differ =
               _mm256_movemask_epi8(_mm256_cmpeq_epi8(
                   c, _mm256_set1_epi8(static_cast<char>(first_code[h])))) != -1;
-          const bool end0 = t0 != 0 && (t0 == lo || t0 == hi);
-          const bool end15 = t15 != 0 && (t15 == lo || t15 == hi);
           int ends = 0;
-          if (end0) {
+          if ((end0_mask >> sub) & 1) {
             ends += __builtin_popcount(static_cast<unsigned>(
                 _mm256_movemask_epi8(_mm256_cmpeq_epi8(c, zero_code))));
           }
-          if (end15) {
+          if ((end15_mask >> sub) & 1) {
             ends += __builtin_popcount(static_cast<unsigned>(
                 _mm256_movemask_epi8(_mm256_cmpeq_epi8(c, nibble))));
           }
           mark = differ && 4 * ends <= 32;
           continue;
         }
+        const float d1 = d1s[sub], m1 = m1s[sub];
+        const float lo1 = los[sub], hi1 = his[sub];
         const float first = d1 * static_cast<float>(first_code[h]) - m1;
         const __m256 vd = _mm256_set1_ps(d1), vm = _mm256_set1_ps(m1);
         const __m256 vf = _mm256_set1_ps(first);
-        const __m256 vl = _mm256_set1_ps(lo), vh = _mm256_set1_ps(hi);
+        const __m256 vl = _mm256_set1_ps(lo1), vh = _mm256_set1_ps(hi1);
         __m256i flags[2];
         for (int k = 0; k < 2; ++k) {
           const __m256 t = _mm256_sub_ps(

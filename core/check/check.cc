@@ -202,7 +202,8 @@ absl::StatusOr<CheckSummary> CheckCheckpoint(
                               scanned.message(), ")");
       f.hint =
           "check this tensor with the runtime that reads it "
-          "(llama.cpp); its bytes were still hashed";
+          "(llama.cpp); its bytes were still checked for duplicates (and "
+          "hashed, with --manifest or --verify)";
       found.push_back(std::move(f));
     } else if (!scanned.ok()) {
       return scanned;

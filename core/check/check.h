@@ -62,11 +62,13 @@ struct CheckSummary {
   // Whether any finding is at or above options.fail_level.
   bool failed = false;
   int64_t tensors_checked = 0;  // logical tensors
-  // Stored tensors whose bytes the integrity rules covered (hashed, or
-  // fingerprinted for duplicates).
+  // The checkpoint's stored tensors: each hashed when the hashes are asked
+  // for; otherwise compared by size, and sampled where sizes match, for the
+  // duplicate rule.
   int64_t stored_tensors = 0;
-  // The checkpoint's stored bytes, each counted once (whether the hash
-  // pass, the value pass or both read it).
+  // The checkpoint's stored bytes, each counted once: what the check went
+  // through (the value pass reads every logical tensor's parts, the hash
+  // pass when asked for every stored tensor).
   int64_t bytes_read = 0;
 };
 

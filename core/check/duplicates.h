@@ -3,10 +3,10 @@
 // Two tensors can only be duplicates when their stored sizes are equal, so
 // only tensors that share a size are compared, and first by a sampled
 // fingerprint (XXH3-64 of a few fixed windows of their bytes): a check
-// without --manifest or --verify then reads a few KiB of most tensors
-// instead of hashing every stored byte in a pass of its own. Only tensors
-// whose fingerprints still collide are hashed in full and compared byte for
-// byte.
+// without --manifest or --verify then reads at most 64 KiB of a tensor
+// that shares its size with another instead of hashing every stored byte
+// in a pass of its own. Only tensors whose fingerprints still collide are
+// hashed in full and compared byte for byte.
 #ifndef TENSORMORPH_CORE_CHECK_DUPLICATES_H_
 #define TENSORMORPH_CORE_CHECK_DUPLICATES_H_
 

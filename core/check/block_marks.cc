@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 
 #include "core/quant/block_util.h"
 #include "core/quant/kquant_scales.h"
@@ -229,9 +230,88 @@ TM_AVX2 void MarkQ4_K(const uint8_t* blocks, int64_t nb, uint8_t* ordinary) {
     }
   }
 }
+
+// Counts of codes equal to `a` and to `b`, and whether any differs from
+// codes[0], over n codes.
+TM_AVX2 void CountCodes(const uint8_t* c, int64_t n, uint8_t a, uint8_t b,
+                        int* na, int* nb, bool* differ) {
+  const __m256i va = _mm256_set1_epi8(static_cast<char>(a));
+  const __m256i vb = _mm256_set1_epi8(static_cast<char>(b));
+  const __m256i vf = _mm256_set1_epi8(static_cast<char>(c[0]));
+  int ca = 0, cb = 0;
+  bool d = false;
+  int64_t k = 0;
+  for (; k + 32 <= n; k += 32) {
+    const __m256i x =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + k));
+    ca += __builtin_popcount(
+        static_cast<unsigned>(_mm256_movemask_epi8(_mm256_cmpeq_epi8(x, va))));
+    cb += __builtin_popcount(
+        static_cast<unsigned>(_mm256_movemask_epi8(_mm256_cmpeq_epi8(x, vb))));
+    d |= _mm256_movemask_epi8(_mm256_cmpeq_epi8(x, vf)) != -1;
+  }
+  for (; k < n; ++k) {
+    ca += c[k] == a;
+    cb += c[k] == b;
+    d |= c[k] != c[0];
+  }
+  *na = ca;
+  *nb = cb;
+  *differ = d;
+}
+
+// Level L = (code ^ flip) - bias, value fl(scale * L): with |L| <= 2^20
+// and |scale| >= 2^-100 the products of distinct levels are at least
+// |scale| apart, far more than their rounding (2^-4 |scale|), so distinct
+// codes decode distinctly; the run's range is the exact double product at
+// the lowest and highest level rounded once, the same float as those
+// levels' values; fl(|scale| * max |L|) <= 65504 bounds every |value|.
+TM_AVX2 void MarkAffine(const Encoding::AffineCodes& codes, int64_t len,
+                        int code_bits, uint8_t* ordinary) {
+  const int64_t top_code = (int64_t{1} << code_bits) - 1;
+  const uint8_t low_raw = codes.flip;
+  const uint8_t high_raw = static_cast<uint8_t>(top_code ^ codes.flip);
+  int64_t at = 0;
+  for (size_t k = 0; k < codes.runs.size(); at += codes.runs[k].count, ++k) {
+    const QuantRun& r = codes.runs[k];
+    ordinary[k] = 0;
+    if (r.count != len) continue;
+    const float lo = static_cast<float>(r.range_min);
+    const float hi = static_cast<float>(r.range_max);
+    if (!(std::isfinite(lo) && std::isfinite(hi) && lo != hi)) continue;
+    const float scale = codes.scale[k];
+    const int64_t l_low = -static_cast<int64_t>(codes.bias[k]);
+    const int64_t l_high = top_code + l_low;
+    const int64_t most = std::max(std::abs(l_low), std::abs(l_high));
+    if (most > (int64_t{1} << 20) || !(std::fabs(scale) >= 0x1p-100f) ||
+        !(std::fabs(scale) * static_cast<float>(most) <= kF16)) {
+      continue;
+    }
+    int n_low = 0, n_high = 0;
+    bool differ = false;
+    CountCodes(codes.codes.data() + at, r.count, low_raw, high_raw, &n_low,
+               &n_high, &differ);
+    const int64_t ends = (l_low != 0 ? n_low : 0) + (l_high != 0 ? n_high : 0);
+    ordinary[k] = differ && 4 * ends <= len;
+  }
+}
 #endif
 
 }  // namespace
+
+bool HasAffineMarks() { return marks_on.load(std::memory_order_relaxed); }
+
+void MarkOrdinaryAffineRuns(const Encoding::AffineCodes& codes, int64_t len,
+                            int code_bits, uint8_t* ordinary) {
+#if defined(TM_BLOCK_MARKS_SIMD)
+  MarkAffine(codes, len, code_bits, ordinary);
+#else
+  (void)codes;
+  (void)len;
+  (void)code_bits;
+  (void)ordinary;
+#endif
+}
 
 bool HasBlockMarks(DType dtype) {
   return (dtype == DType::kQ8_0 || dtype == DType::kQ4_K) &&

@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "core/quant/encoding.h"
 
 namespace tensormorph {
 
@@ -37,8 +38,21 @@ bool HasBlockMarks(DType dtype);
 void MarkOrdinaryBlocks(DType dtype, const uint8_t* blocks, int64_t nb,
                         uint8_t* ordinary);
 
-// Switches MarkOrdinaryBlocks off (false) or back on where the CPU has
-// AVX2: tests compare the check's findings both ways.
+// For each of codes.runs: ordinary[k] = 1 only where MarkOrdinaryRuns(
+// values, runs, n, len, ordinary) would set it, values being scale[k] *
+// float(int(code ^ flip) - bias[k]) (Encoding::AffineCodeRuns) of
+// `code_bits`-bit codes. Exact where the levels are at most 2^20 steps from
+// zero, the scale at least 2^-100 and every level within fp16 (no two codes
+// then decode alike, and only the lowest and highest code sit on an end
+// level); 0 elsewhere, which only sends the run to be counted value by value.
+// REQUIRES: HasAffineMarks(); 1 <= code_bits <= 8.
+bool HasAffineMarks();
+void MarkOrdinaryAffineRuns(const Encoding::AffineCodes& codes, int64_t len,
+                            int code_bits, uint8_t* ordinary);
+
+// Switches MarkOrdinaryBlocks and MarkOrdinaryAffineRuns off (false) or
+// back on where the CPU has AVX2: tests compare the check's findings both
+// ways.
 void SetBlockMarks(bool on);
 
 }  // namespace tensormorph

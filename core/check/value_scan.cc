@@ -294,6 +294,33 @@ absl::Status ScanTensorValues(const Checkpoint& ckpt, const LogicalTensor& t,
   }
   std::vector<float> group_values(32);
   std::vector<QuantRun> group_runs;
+  // Conventions' integer codes (GPTQ, AWQ, compressed-tensors int): whole
+  // groups marked from their codes and each run's scale and bias
+  // (Encoding::AffineCodeRuns), the others decoded run by run; off for the
+  // tensor once the encoding answers UNIMPLEMENTED.
+  bool by_codes = runs_cheap && !block_scales && group_elems > 1 &&
+                  info.bits >= 1 && info.bits <= 8 && HasAffineMarks();
+  Encoding::AffineCodes affine;
+  auto pass_by_codes = [&](int64_t first, int64_t piece_no) -> absl::Status {
+    const std::vector<QuantRun>& rs = affine.runs;
+    ordinary.resize(rs.size());
+    MarkOrdinaryAffineRuns(affine, group_elems, info.bits, ordinary.data());
+    int64_t at = first;
+    for (size_t k = 0; k < rs.size(); at += rs[k].count, ++k) {
+      if (ordinary[k] != 0) {
+        ++groups_seen;
+        continue;
+      }
+      TM_RETURN_IF_ERROR(
+          enc.DecodeRuns(at, rs[k].count, values.data(), &group_runs));
+      int64_t i = 0;
+      for (const QuantRun& r : group_runs) {
+        TM_RETURN_IF_ERROR(process_run(r, values.data() + i, at + i, piece_no));
+        i += r.count;
+      }
+    }
+    return absl::OkStatus();
+  };
   // One piece by its blocks' marks.
   auto pass_by_blocks = [&](int64_t first, int64_t m,
                             int64_t piece_no) -> absl::Status {
@@ -357,6 +384,22 @@ absl::Status ScanTensorValues(const Checkpoint& ckpt, const LogicalTensor& t,
       close_untouched(piece_no);
       if (on_elements) on_elements(m);
       continue;
+    }
+    if (by_codes && (!judge_dead || dead_decided)) {
+      absl::Status got =
+          GuardedRead([&] { return enc.AffineCodeRuns(first, m, &affine); });
+      if (absl::IsUnimplemented(got)) {
+        by_codes = false;
+      } else if (!got.ok()) {
+        return got;
+      } else {
+        absl::Status pass =
+            GuardedRead([&] { return pass_by_codes(first, piece_no); });
+        if (!pass.ok()) return pass;
+        close_untouched(piece_no);
+        if (on_elements) on_elements(m);
+        continue;
+      }
     }
     absl::Status read = GuardedRead([&]() -> absl::Status {
       if (!quantized) {

@@ -17,6 +17,7 @@
 #include "core/quant/codec.h"
 #include "core/quant/sub_block_runs.h"
 #include "gtest/gtest.h"
+#include "tests/support/fixture_copy.h"
 #include "tests/support/gguf_writer.h"
 #include "tests/support/quantize.h"
 #include "tests/support/safetensors_writer.h"
@@ -275,6 +276,87 @@ TEST(MarkOrdinaryBlocksTest, TheCheckFindsTheSameWithAndWithout) {
                         "all-zero-group", "constant-group", "saturated-group",
                         "fp16-saturated-scale", "dead-levels"}) {
     EXPECT_TRUE(rules.contains(r)) << r;
+  }
+}
+
+std::vector<Finding> SmallPieceFindings(const std::string& dir) {
+  auto ckpt = Checkpoint::Open(dir, {.lenient = true});
+  EXPECT_TRUE(ckpt.ok()) << ckpt.status();
+  std::vector<Finding> out;
+  if (!ckpt.ok()) return out;
+  CheckOptions o;
+  o.values.piece_elements = 64;  // a row or less a piece: most by codes
+  auto summary = CheckCheckpoint(**ckpt, o, nullptr, nullptr,
+                                 [&](const Finding& f) { out.push_back(f); });
+  EXPECT_TRUE(summary.ok()) << summary.status();
+  return out;
+}
+
+void ExpectSame(const std::vector<Finding>& slow,
+                const std::vector<Finding>& fast) {
+  ASSERT_EQ(fast.size(), slow.size());
+  for (size_t i = 0; i < fast.size(); ++i) {
+    SCOPED_TRACE(slow[i].rule + " " + slow[i].tensor);
+    EXPECT_EQ(fast[i].rule, slow[i].rule);
+    EXPECT_EQ(fast[i].tensor, slow[i].tensor);
+    EXPECT_EQ(fast[i].actual, slow[i].actual);
+    EXPECT_EQ(fast[i].count, slow[i].count);
+    EXPECT_EQ(fast[i].worst_group, slow[i].worst_group);
+  }
+}
+
+TEST(MarkOrdinaryAffineRunsTest, TheCheckFindsTheSameWithAndWithout) {
+  // The integer-code fixtures, and GPTQ's with planted groups: a constant
+  // group, a saturated one, NaN, Inf, zero and huge scales.
+  std::vector<std::string> dirs;
+  for (const char* name : {"gptq_4bit_g32", "awq_4bit_g32", "ct_int8_channel",
+                           "ct_int8_tensor_asym", "ct_w4a16_group"}) {
+    dirs.push_back(testing::Fixture(std::string("safetensors/") + name));
+  }
+  const std::string planted = testing::MakeTempDir();
+  testing::CopyFixtureInto("gptq_4bit_g32", planted);
+  testing::EditSafetensors(
+      planted + "/model.safetensors", [](std::vector<testing::StTensor>& ts) {
+        for (testing::StTensor& t : ts) {
+          if (t.name == "model.layers.0.self_attn.q_proj.qweight") {
+            // [16 words of 8 codes along in, 64 out]: group k of output o
+            // is words 4k..4k+3 of column o.
+            auto word = [&](int w, int o) -> uint32_t* {
+              return reinterpret_cast<uint32_t*>(t.data.data()) + w * 64 + o;
+            };
+            for (int w = 4; w < 8; ++w) *word(w, 3) = 0x88888888u;
+            for (int w = 8; w < 12; ++w) *word(w, 5) = 0xf0f0f0f0u;
+            for (int w = 0; w < 4; ++w) *word(w, 6) = 0x77777777u;
+            *word(1, 6) = 0x77777778u;  // one code off a constant group
+          }
+          if (t.name == "model.layers.0.self_attn.q_proj.scales") {
+            // [4 groups, 64 out] F16.
+            auto put = [&](int g, int o, uint16_t h) {
+              std::memcpy(t.data.data() + 2 * (g * 64 + o), &h, 2);
+            };
+            put(0, 9, 0x7e00);   // NaN
+            put(1, 10, 0x7c00);  // Inf
+            put(2, 11, 0x0000);  // zero
+            put(3, 12, 0x7753);  // 30000: values past fp16
+            put(0, 13, 0x0001);  // the smallest subnormal
+          }
+        }
+      });
+  dirs.push_back(planted);
+  for (const std::string& dir : dirs) {
+    SCOPED_TRACE(dir);
+    SetBlockMarks(false);
+    const std::vector<Finding> slow = SmallPieceFindings(dir);
+    SetBlockMarks(true);
+    ExpectSame(slow, SmallPieceFindings(dir));
+    if (dir == planted) {
+      std::set<std::string> rules;
+      for (const Finding& f : slow) rules.insert(f.rule);
+      for (const char* r : {"nan-value", "inf-value", "constant-group",
+                            "saturated-group", "fp16-saturated-scale"}) {
+        EXPECT_TRUE(rules.contains(r)) << r;
+      }
+    }
   }
 }
 

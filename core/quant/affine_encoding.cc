@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstring>
 #include <optional>
 #include <vector>
 
@@ -170,6 +171,7 @@ class AffineEncoding final : public Encoding {
         p_.signed_codes ? -(int64_t{1} << (p_.codes.bits - 1)) : 0;
     const int64_t hi = lo + (int64_t{1} << p_.codes.bits) - 1;
     thread_local TileGroups groups;
+    thread_local std::vector<uint8_t> tile;
     uint8_t* dst = out->codes.data();
     while (count > 0) {
       const int64_t r = first / p_.cols, c0 = first % p_.cols;
@@ -178,7 +180,15 @@ class AffineEncoding final : public Encoding {
       if (c0 == 0 && n == p_.cols) {
         nr = std::min(count / p_.cols, kTileRows - r % kTileRows);
       }
-      p_.codes.GetTile(r, nr, c0, n, dst, n);
+      // Unpacked with Decode's padded stride (rows a power of two apart
+      // would share L1 sets), then copied out row by row.
+      const int64_t stride = nr > 1 ? n + 64 : n;
+      tile.resize(static_cast<size_t>(nr * stride));
+      p_.codes.GetTile(r, nr, c0, n, tile.data(), stride);
+      for (int64_t i = 0; i < nr; ++i) {
+        std::memcpy(dst + i * n, tile.data() + i * stride,
+                    static_cast<size_t>(n));
+      }
       FetchGroups(r, nr, c0, n, first, &groups);
       Runs regular;
       if (!groups.bias_fits || !RegularRuns(c0, n, first, &regular)) {

@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "core/check/convention_rules.h"
+#include "core/check/duplicates.h"
 #include "core/check/rules.h"
 #include "core/check/scale_scan.h"
 #include "core/check/source_rules.h"
@@ -18,55 +19,6 @@
 
 namespace tensormorph {
 namespace {
-
-// duplicate-tensor: the tensors of one hash whose bytes are the same as the
-// first's (compared, so a hash collision is never reported).
-absl::Status FindDuplicates(const Checkpoint& ckpt,
-                            const std::vector<ManifestEntry>& hashes,
-                            std::vector<Finding>* out) {
-  std::map<std::pair<uint64_t, uint64_t>, std::vector<size_t>> by_hash;
-  for (size_t i = 0; i < hashes.size(); ++i) {
-    if (hashes[i].size == 0) continue;
-    by_hash[{hashes[i].hash, hashes[i].size}].push_back(i);
-  }
-  const std::vector<StoredTensor>& stored = ckpt.stored_tensors();
-  for (const auto& [key, members] : by_hash) {
-    if (members.size() < 2) continue;
-    const StoredTensor& a = stored[members[0]];
-    std::vector<std::string> same = {a.name};
-    for (size_t k = 1; k < members.size(); ++k) {
-      const StoredTensor& b = stored[members[k]];
-      bool equal = false;
-      TM_RETURN_IF_ERROR(GuardedRead([&] {
-        equal = std::memcmp(a.data.data(), b.data.data(), a.data.size()) == 0;
-        return absl::OkStatus();
-      }));
-      if (equal) same.push_back(b.name);
-    }
-    if (same.size() < 2) continue;
-    std::sort(same.begin(), same.end());
-    std::string list;
-    for (size_t k = 0; k < same.size() && k < 8; ++k) {
-      absl::StrAppend(&list, k == 0 ? "" : ", ", same[k]);
-    }
-    if (same.size() > 8) absl::StrAppend(&list, ", ...");
-    Finding f;
-    f.rule = "duplicate-tensor";
-    f.severity = FindCheckRule(f.rule)->severity;
-    f.tensor = same[0];
-    f.file = ckpt.files()[a.file_index].path;
-    f.expected = "distinct stored bytes per tensor";
-    f.actual =
-        absl::StrCat(same.size(), " tensors hold the same ", a.nbytes,
-                     " bytes (xxh3-64 ", HashHex(key.first), "): ", list);
-    f.hint =
-        "fine for tied weights or repeated index tensors saved twice; "
-        "otherwise one tensor was written in place of another";
-    f.count = static_cast<int64_t>(same.size());
-    out->push_back(std::move(f));
-  }
-  return absl::OkStatus();
-}
 
 int64_t PartBytes(const LogicalTensor& t) {
   int64_t b = 0;
@@ -117,25 +69,33 @@ absl::StatusOr<CheckSummary> CheckCheckpoint(
 
   CheckProgress progress;
   progress.tensors_total = static_cast<int64_t>(ckpt.tensors().size());
-  // Each stored byte counts once, half when it is hashed and half when the
-  // values it holds are checked: the bar moves through both passes and ends
-  // at the checkpoint's size (bytes_read), not twice it.
+  // Every stored byte is hashed only when the hashes are asked for
+  // (--manifest, --verify); otherwise the duplicate rule samples a few
+  // windows of the tensors that share a size (duplicates.h).
+  const bool hash_all =
+      options.hashes || options.verify.has_value() || bool(on_hash);
+  // Each stored byte counts once: when hashed, half when it is hashed and
+  // half when the values it holds are checked, so that the bar moves
+  // through both passes and ends at the checkpoint's size (bytes_read), not
+  // twice it; otherwise all of it when its values are checked.
   int64_t stored_bytes = 0, value_bytes = 0;  // what each pass goes through
   for (const StoredTensor& t : ckpt.stored_tensors()) {
     stored_bytes += static_cast<int64_t>(t.nbytes);
   }
   for (const LogicalTensor& t : ckpt.tensors()) value_bytes += PartBytes(t);
   progress.bytes_total = stored_bytes;
+  const int64_t hash_share = hash_all ? stored_bytes / 2 : 0;
   int64_t hashed = 0, values_done = 0;
   auto tell = [&] {
     // hashed <= stored_bytes and values_done <= value_bytes: the sum of the
-    // halves never passes the total. In double: products of two sizes.
+    // shares never passes the total. In double: products of two sizes.
     const double v = value_bytes > 0 ? static_cast<double>(values_done) /
                                            static_cast<double>(value_bytes)
                                      : 1.0;
     progress.bytes_done = std::min<int64_t>(
-        stored_bytes, hashed / 2 + static_cast<int64_t>(
-                                       (stored_bytes - stored_bytes / 2) * v));
+        stored_bytes,
+        (hash_all ? hashed / 2 : 0) +
+            static_cast<int64_t>((stored_bytes - hash_share) * v));
     if (on_progress) on_progress(progress);
   };
   tell();
@@ -172,20 +132,24 @@ absl::StatusOr<CheckSummary> CheckCheckpoint(
   if (config) CheckIgnorePatterns(ckpt, *config, config_file, &found);
   report(&found);
 
-  // Integrity: every stored tensor's bytes.
+  // Integrity: every stored tensor's bytes, when asked for; the duplicate
+  // rule either way.
   std::vector<ManifestEntry> hashes;
-  hashes.reserve(ckpt.stored_tensors().size());
-  for (const StoredTensor& t : ckpt.stored_tensors()) {
-    TM_ASSIGN_OR_RETURN(ManifestEntry e,
-                        HashStoredTensor(ckpt, t, cancelled, [&](int64_t n) {
-                          hashed += n;
-                          tell();
-                        }));
-    if (on_hash) on_hash(e);
-    hashes.push_back(std::move(e));
+  if (hash_all) {
+    hashes.reserve(ckpt.stored_tensors().size());
+    for (const StoredTensor& t : ckpt.stored_tensors()) {
+      TM_ASSIGN_OR_RETURN(ManifestEntry e,
+                          HashStoredTensor(ckpt, t, cancelled, [&](int64_t n) {
+                            hashed += n;
+                            tell();
+                          }));
+      if (on_hash) on_hash(e);
+      hashes.push_back(std::move(e));
+    }
   }
-  summary.stored_tensors = static_cast<int64_t>(hashes.size());
-  TM_RETURN_IF_ERROR(FindDuplicates(ckpt, hashes, &found));
+  summary.stored_tensors = static_cast<int64_t>(ckpt.stored_tensors().size());
+  TM_RETURN_IF_ERROR(FindDuplicateTensors(ckpt, hash_all ? &hashes : nullptr,
+                                          cancelled, &found));
   if (options.verify) {
     std::vector<Finding> mismatches = CompareManifest(*options.verify, hashes);
     for (Finding& f : mismatches) {
@@ -238,7 +202,8 @@ absl::StatusOr<CheckSummary> CheckCheckpoint(
                               scanned.message(), ")");
       f.hint =
           "check this tensor with the runtime that reads it "
-          "(llama.cpp); its bytes were still hashed";
+          "(llama.cpp); its bytes were still checked for duplicates (and "
+          "hashed, with --manifest or --verify)";
       found.push_back(std::move(f));
     } else if (!scanned.ok()) {
       return scanned;

@@ -22,6 +22,9 @@ struct CheckOptions {
   // Findings at or above this severity fail the check (CheckSummary.failed).
   Severity fail_level = Severity::kError;
   // Pass every stored tensor's manifest entry to on_hash (--manifest).
+  // Every stored byte is hashed (XXH3-64) only with hashes, verify or an
+  // on_hash callback; otherwise duplicates are found from sampled
+  // fingerprints (duplicates.h), with the same findings.
   bool hashes = false;
   // Check the stored bytes against this manifest (--verify).
   std::optional<std::vector<ManifestEntry>> verify;
@@ -35,8 +38,9 @@ struct CheckOptions {
 struct CheckProgress {
   int64_t tensors_done = 0, tensors_total = 0;  // logical tensors decoded
   // Progress through the checkpoint's stored bytes, each counted once:
-  // bytes_total is their sum, and a byte counts half when hashed and half
-  // when the values it holds are checked (the two passes over it).
+  // bytes_total is their sum. When every stored byte is hashed, a byte
+  // counts half when hashed and half when the values it holds are checked
+  // (the two passes over it); otherwise the value pass alone moves it.
   int64_t bytes_done = 0, bytes_total = 0;
 };
 
@@ -58,18 +62,24 @@ struct CheckSummary {
   // Whether any finding is at or above options.fail_level.
   bool failed = false;
   int64_t tensors_checked = 0;  // logical tensors
-  int64_t stored_tensors = 0;   // stored tensors hashed
-  // The checkpoint's stored bytes, each once (both passes read them).
+  // The checkpoint's stored tensors: each hashed when the hashes are asked
+  // for; otherwise compared by size, and sampled where sizes match, for the
+  // duplicate rule.
+  int64_t stored_tensors = 0;
+  // The checkpoint's stored bytes, each counted once: what the check went
+  // through (the value pass reads every logical tensor's parts, the hash
+  // pass when asked for every stored tensor).
   int64_t bytes_read = 0;
 };
 
-// Checks `ckpt`: the convention rules, a content hash of every stored
-// tensor (duplicate-tensor; manifest-mismatch against options.verify), then
-// the value and scale rules over every logical tensor in order. Each
-// finding goes to on_finding as soon as it is known; on_progress after
-// each piece of work (callers throttle). Memory stays bounded by a piece of
-// values and the hashes of the stored tensors, whatever the checkpoint's
-// size. Callbacks run on the calling thread.
+// Checks `ckpt`: the convention rules, the integrity rules (duplicate-tensor;
+// with options.hashes, options.verify or on_hash a content hash of every
+// stored tensor, passed to on_hash and compared against options.verify:
+// manifest-mismatch), then the value and scale rules over every logical
+// tensor in order. Each finding goes to on_finding as soon as it is known;
+// on_progress after each piece of work (callers throttle). Memory stays
+// bounded by a piece of values and the hashes of the stored tensors,
+// whatever the checkpoint's size. Callbacks run on the calling thread.
 // A tensor that cannot be decoded is an undecodable-tensor finding, not an
 // error of the call.
 // With options.source, last, the diff against the source.

@@ -175,7 +175,7 @@ const std::vector<CheckRule>& CheckRules() {
        "a tensor whose values could not be checked",
        "a tensor of a type Tensormorph recognises but cannot decode (the "
        "IQ1/IQ2/IQ3 codebook types): its values were not checked, only its "
-       "bytes (hashes, duplicates, the manifest)",
+       "bytes (duplicates; with --manifest or --verify, their hashes)",
        ""},
       // Conventions.
       {"gptq-zero-convention", Severity::kError,
@@ -208,9 +208,10 @@ const std::vector<CheckRule>& CheckRules() {
        ""},
       {"duplicate-tensor", Severity::kInfo,
        "stored tensors with identical bytes",
-       "stored tensors with identical bytes (by content hash): tied weights "
-       "saved twice, or a packing bug that wrote one tensor in place of "
-       "another",
+       "stored tensors with identical bytes (same size, a sampled content "
+       "fingerprint, then the content hash and a byte comparison): tied "
+       "weights saved twice, or a packing bug that wrote one tensor in place "
+       "of another",
        ""},
       // Against a source (--source), by the diff's gates.
       {"source-err-steps", Severity::kError,

@@ -163,18 +163,76 @@ bool OrdinaryScalar(const float* g, int64_t len, float lo, float hi) {
 }
 
 #if defined(TM_RUN_COUNTS_SIMD)
+// OrdinaryScalar(g, len, lo, hi) for len a multiple of 32 and end levels
+// that are finite, distinct and not zero, in about half the operations of
+// the general pass below. Exact, not an estimate:
+// - !(|x| <= 65504) (NaN, Inf, past fp16) is |x|'s bits above 65504's: the
+//   bits of a non-negative float order as its value, NaN's above Inf's;
+// - a value not the first implies not all zero;
+// - neither end level is zero, so a value on one is not zero.
+// End-level values are counted 32 at a time (packed to bytes, one popcount).
+TM_AVX2 inline bool Ordinary32Avx2(const float* g, int64_t len, float lo,
+                                   float hi) {
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
+  const __m256 vf = _mm256_set1_ps(g[0]);
+  const __m256 vl = _mm256_set1_ps(lo);
+  const __m256 vh = _mm256_set1_ps(hi);
+  __m256i top = _mm256_setzero_si256();  // the largest |x| bits
+  __m256 differ = _mm256_setzero_ps();
+  int64_t ends = 0;
+  for (int64_t k = 0; k < len; k += 32) {
+    const __m256 x0 = _mm256_loadu_ps(g + k);
+    const __m256 x1 = _mm256_loadu_ps(g + k + 8);
+    const __m256 x2 = _mm256_loadu_ps(g + k + 16);
+    const __m256 x3 = _mm256_loadu_ps(g + k + 24);
+    const __m256i a01 =
+        _mm256_max_epi32(_mm256_and_si256(_mm256_castps_si256(x0), abs_mask),
+                         _mm256_and_si256(_mm256_castps_si256(x1), abs_mask));
+    const __m256i a23 =
+        _mm256_max_epi32(_mm256_and_si256(_mm256_castps_si256(x2), abs_mask),
+                         _mm256_and_si256(_mm256_castps_si256(x3), abs_mask));
+    top = _mm256_max_epi32(top, _mm256_max_epi32(a01, a23));
+    differ = _mm256_or_ps(
+        differ, _mm256_or_ps(_mm256_or_ps(_mm256_cmp_ps(x0, vf, _CMP_NEQ_UQ),
+                                          _mm256_cmp_ps(x1, vf, _CMP_NEQ_UQ)),
+                             _mm256_or_ps(_mm256_cmp_ps(x2, vf, _CMP_NEQ_UQ),
+                                          _mm256_cmp_ps(x3, vf, _CMP_NEQ_UQ))));
+    const __m256i e0 = _mm256_castps_si256(_mm256_or_ps(
+        _mm256_cmp_ps(x0, vl, _CMP_EQ_OQ), _mm256_cmp_ps(x0, vh, _CMP_EQ_OQ)));
+    const __m256i e1 = _mm256_castps_si256(_mm256_or_ps(
+        _mm256_cmp_ps(x1, vl, _CMP_EQ_OQ), _mm256_cmp_ps(x1, vh, _CMP_EQ_OQ)));
+    const __m256i e2 = _mm256_castps_si256(_mm256_or_ps(
+        _mm256_cmp_ps(x2, vl, _CMP_EQ_OQ), _mm256_cmp_ps(x2, vh, _CMP_EQ_OQ)));
+    const __m256i e3 = _mm256_castps_si256(_mm256_or_ps(
+        _mm256_cmp_ps(x3, vl, _CMP_EQ_OQ), _mm256_cmp_ps(x3, vh, _CMP_EQ_OQ)));
+    // -1 or 0 per value, saturated to bytes: one bit each in the mask.
+    const __m256i e = _mm256_packs_epi16(_mm256_packs_epi32(e0, e1),
+                                         _mm256_packs_epi32(e2, e3));
+    ends += __builtin_popcount(static_cast<unsigned>(_mm256_movemask_epi8(e)));
+  }
+  const int32_t f16_bits = 0x477fe000;  // 65504.0f
+  const __m256i over = _mm256_cmpgt_epi32(top, _mm256_set1_epi32(f16_bits));
+  return _mm256_movemask_epi8(over) == 0 && _mm256_movemask_ps(differ) != 0 &&
+         4 * ends <= len;
+}
+
 TM_AVX2 void MarkOrdinaryAvx2(const float* v, const QuantRun* runs, int64_t n,
                               int64_t len, uint8_t* ordinary) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   const __m256 f16 = _mm256_set1_ps(kF16);
   const __m256 zero = _mm256_setzero_ps();
   const __m256 ones = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
+  const bool by_32 = len % 32 == 0;
   const float* g = v;
   for (int64_t i = 0; i < n; g += runs[i].count, ++i) {
     const float lo = static_cast<float>(runs[i].range_min);
     const float hi = static_cast<float>(runs[i].range_max);
     if (runs[i].count != len || !LevelsUsable(lo, hi)) {
       ordinary[i] = 0;
+      continue;
+    }
+    if (by_32 && lo != 0 && hi != 0) {
+      ordinary[i] = Ordinary32Avx2(g, len, lo, hi);
       continue;
     }
     const __m256 vf = _mm256_set1_ps(g[0]);

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/check/block_marks.h"
 #include "core/check/rules.h"
 #include "core/check/run_counts.h"
 #include "core/dtype.h"
@@ -273,11 +275,132 @@ absl::Status ScanTensorValues(const Checkpoint& ckpt, const LogicalTensor& t,
 
   const float* stored_f32 = quantized ? nullptr : enc.StoredF32();
   std::vector<uint8_t> ordinary;
+  // ggml Q8_0 and Q4_K: whole sub-blocks are marked from the blocks' bytes
+  // (block_marks.h), without decoding; only the others are decoded, one
+  // sub-block at a time, and go through process_run. The tensor's elements
+  // are its one part's blocks in order.
+  const StoredTensor* blocks = nullptr;
+  int64_t block_elems = 0, block_bytes = 0;
+  if (runs_cheap && block_scales && group_elems == 32 && parts.size() == 1 &&
+      HasBlockMarks(parts[0]->dtype)) {
+    const DTypeInfo& d = GetDTypeInfo(parts[0]->dtype);
+    if (d.block_elems > 0 && n % d.block_elems == 0 &&
+        parts[0]->data.size() / static_cast<uint64_t>(d.block_bytes) >=
+            static_cast<uint64_t>(n / d.block_elems)) {
+      blocks = parts[0];
+      block_elems = d.block_elems;
+      block_bytes = d.block_bytes;
+    }
+  }
+  std::vector<float> group_values(32);
+  std::vector<QuantRun> group_runs;
+  // Conventions' integer codes (GPTQ, AWQ, compressed-tensors int): whole
+  // groups marked from their codes and each run's scale and bias
+  // (Encoding::AffineCodeRuns), the others decoded run by run; off for the
+  // tensor once the encoding answers UNIMPLEMENTED.
+  bool by_codes = runs_cheap && !block_scales && group_elems > 1 &&
+                  info.bits >= 1 && info.bits <= 8 && HasAffineMarks();
+  Encoding::AffineCodes affine;
+  auto pass_by_codes = [&](int64_t first, int64_t piece_no) -> absl::Status {
+    const std::vector<QuantRun>& rs = affine.runs;
+    ordinary.resize(rs.size());
+    MarkOrdinaryAffineRuns(affine, group_elems, info.bits, ordinary.data());
+    int64_t at = first;
+    for (size_t k = 0; k < rs.size(); at += rs[k].count, ++k) {
+      if (ordinary[k] != 0) {
+        ++groups_seen;
+        continue;
+      }
+      TM_RETURN_IF_ERROR(
+          enc.DecodeRuns(at, rs[k].count, values.data(), &group_runs));
+      int64_t i = 0;
+      for (const QuantRun& r : group_runs) {
+        TM_RETURN_IF_ERROR(process_run(r, values.data() + i, at + i, piece_no));
+        i += r.count;
+      }
+    }
+    return absl::OkStatus();
+  };
+  // One piece by its blocks' marks.
+  auto pass_by_blocks = [&](int64_t first, int64_t m,
+                            int64_t piece_no) -> absl::Status {
+    const int64_t subs = m / 32;
+    ordinary.resize(static_cast<size_t>(subs) + 8);
+    MarkOrdinaryBlocks(blocks->dtype,
+                       blocks->data.data() + first / block_elems * block_bytes,
+                       m / block_elems, ordinary.data());
+    // Past the end: never eight marked in a row.
+    std::memset(ordinary.data() + subs, 0, 8);
+    for (int64_t s = 0; s < subs;) {
+      if (ordinary[s] != 0) {
+        int64_t e = s + 1;
+        while (e + 8 <= subs) {
+          uint64_t word;
+          std::memcpy(&word, ordinary.data() + e, 8);
+          if (word != 0x0101010101010101u) break;
+          e += 8;
+        }
+        while (e < subs && ordinary[e] != 0) ++e;
+        groups_seen += e - s;
+        s = e;
+        continue;
+      }
+      const int64_t at = first + 32 * s;
+      TM_RETURN_IF_ERROR(
+          enc.DecodeRuns(at, 32, group_values.data(), &group_runs));
+      int64_t k = 0;
+      for (const QuantRun& r : group_runs) {
+        TM_RETURN_IF_ERROR(
+            process_run(r, group_values.data() + k, at + k, piece_no));
+        k += r.count;
+      }
+      ++s;
+    }
+    return absl::OkStatus();
+  };
+  // A group a piece did not touch is complete: pieces are whole rows (or
+  // one row, or contiguous runs of a long 1-D tensor), and a group covers a
+  // contiguous band of rows, touching each of them.
+  auto close_untouched = [&](int64_t piece_no) {
+    for (auto it = open.begin(); it != open.end();) {
+      if (it->second.last_piece != piece_no) {
+        close(it->first, it->second);
+        open.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+  };
   int64_t piece_no = 0;
   for (int64_t first = 0; first < n; first += piece, ++piece_no) {
     if (cancelled != nullptr && cancelled->load())
       return absl::CancelledError("cancelled");
     const int64_t m = std::min(piece, n - first);
+    if (blocks != nullptr && (!judge_dead || dead_decided) &&
+        first % block_elems == 0 && m % block_elems == 0) {
+      absl::Status pass =
+          GuardedRead([&] { return pass_by_blocks(first, m, piece_no); });
+      if (!pass.ok()) return pass;
+      close_untouched(piece_no);
+      if (on_elements) on_elements(m);
+      continue;
+    }
+    if (by_codes && (!judge_dead || dead_decided)) {
+      absl::Status got =
+          GuardedRead([&] { return enc.AffineCodeRuns(first, m, &affine); });
+      if (absl::IsUnimplemented(got)) {
+        by_codes = false;
+      } else if (!got.ok()) {
+        return got;
+      } else {
+        absl::Status pass =
+            GuardedRead([&] { return pass_by_codes(first, piece_no); });
+        if (!pass.ok()) return pass;
+        close_untouched(piece_no);
+        if (on_elements) on_elements(m);
+        continue;
+      }
+    }
     absl::Status read = GuardedRead([&]() -> absl::Status {
       if (!quantized) {
         return stored_f32 != nullptr ? absl::OkStatus()
@@ -331,8 +454,17 @@ absl::Status ScanTensorValues(const Checkpoint& ckpt, const LogicalTensor& t,
               marked = true;
             }
             if (ordinary[ri] != 0) {
-              ++groups_seen;
-              i += r.count;
+              // Eight marked runs at a time: each a whole group.
+              size_t rj = ri + 1;
+              while (rj + 8 <= runs.size()) {
+                uint64_t word;
+                std::memcpy(&word, ordinary.data() + rj, 8);
+                if (word != 0x0101010101010101u) break;
+                rj += 8;
+              }
+              groups_seen += static_cast<int64_t>(rj - ri);
+              i += static_cast<int64_t>(rj - ri) * group_elems;
+              ri = rj - 1;
               continue;
             }
           }
@@ -346,17 +478,7 @@ absl::Status ScanTensorValues(const Checkpoint& ckpt, const LogicalTensor& t,
         return absl::OkStatus();
       });
       if (!pass.ok()) return pass;
-      // A group this piece did not touch is complete: pieces are whole rows
-      // (or one row, or contiguous runs of a long 1-D tensor), and a group
-      // covers a contiguous band of rows, touching each of them.
-      for (auto it = open.begin(); it != open.end();) {
-        if (it->second.last_piece != piece_no) {
-          close(it->first, it->second);
-          open.erase(it++);
-        } else {
-          ++it;
-        }
-      }
+      close_untouched(piece_no);
     }
     if (on_elements) on_elements(m);
   }

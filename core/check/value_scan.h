@@ -2,7 +2,10 @@
 // streaming pass at decode speed: NaN/Inf and fp16 overflow among the
 // decoded values, and per quantization group all-zero, constant and
 // saturated groups, ggml block scales that are NaN, Inf or zero, and the
-// levels of an integer grid the codes never use (dead-levels).
+// levels of an integer grid the codes never use (dead-levels). Groups no
+// value rule can fire on are only counted: marked from their decoded values
+// (run_counts.h), or for ggml Q8_0 and Q4_K from their blocks' bytes without
+// decoding (block_marks.h); every other group is counted value by value.
 #ifndef TENSORMORPH_CORE_CHECK_VALUE_SCAN_H_
 #define TENSORMORPH_CORE_CHECK_VALUE_SCAN_H_
 

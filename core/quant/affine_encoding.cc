@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstring>
 #include <optional>
 #include <vector>
 
@@ -147,6 +148,75 @@ class AffineEncoding final : public Encoding {
       }
       p_.codes.GetTile(r, nr, c0, n, out, n);
       out += nr * n;
+      first += nr * n;
+      count -= nr * n;
+    }
+    return absl::OkStatus();
+  }
+
+  // The tiles Decode reads, and runs walked as DecodeRuns walks them, with
+  // the scales and biases FetchGroups gives the kernels.
+  absl::Status AffineCodeRuns(int64_t first, int64_t count,
+                              AffineCodes* out) const override {
+    if (!tiled_ || !p_.table.empty() || p_.float_codes) {
+      return Encoding::AffineCodeRuns(first, count, out);
+    }
+    out->flip =
+        p_.signed_codes ? static_cast<uint8_t>(1u << (p_.codes.bits - 1)) : 0;
+    out->codes.resize(static_cast<size_t>(count));
+    out->runs.clear();
+    out->scale.clear();
+    out->bias.clear();
+    const int64_t lo =
+        p_.signed_codes ? -(int64_t{1} << (p_.codes.bits - 1)) : 0;
+    const int64_t hi = lo + (int64_t{1} << p_.codes.bits) - 1;
+    thread_local TileGroups groups;
+    thread_local std::vector<uint8_t> tile;
+    uint8_t* dst = out->codes.data();
+    while (count > 0) {
+      const int64_t r = first / p_.cols, c0 = first % p_.cols;
+      const int64_t n = std::min(count, p_.cols - c0);
+      int64_t nr = 1;
+      if (c0 == 0 && n == p_.cols) {
+        nr = std::min(count / p_.cols, kTileRows - r % kTileRows);
+      }
+      // Unpacked with Decode's padded stride (rows a power of two apart
+      // would share L1 sets), then copied out row by row.
+      const int64_t stride = nr > 1 ? n + 64 : n;
+      tile.resize(static_cast<size_t>(nr * stride));
+      p_.codes.GetTile(r, nr, c0, n, tile.data(), stride);
+      for (int64_t i = 0; i < nr; ++i) {
+        std::memcpy(dst + i * n, tile.data() + i * stride,
+                    static_cast<size_t>(n));
+      }
+      FetchGroups(r, nr, c0, n, first, &groups);
+      Runs regular;
+      if (!groups.bias_fits || !RegularRuns(c0, n, first, &regular)) {
+        return Encoding::AffineCodeRuns(first, count, out);
+      }
+      for (int64_t i = 0; i < nr; ++i) {
+        const int64_t row_flat = first + i * n;
+        for (int64_t k = 0; k < n;) {
+          int64_t gr = 0, gc = 0;
+          GroupOf(r + i, c0 + k, row_flat + k, &gr, &gc);
+          const int64_t len = RunOfGroup(c0 + k, row_flat + k, gc, n - k);
+          const size_t g = static_cast<size_t>((gr - groups.gr0) * groups.ngc +
+                                               gc - groups.gc0);
+          const float scale = groups.scale[g];
+          const int64_t zero = groups.zero[g];
+          const double a =
+              static_cast<double>(scale) * (lo - p_.code_offset - zero);
+          const double b =
+              static_cast<double>(scale) * (hi - p_.code_offset - zero);
+          const double step = std::fabs(static_cast<double>(scale));
+          out->runs.push_back({len, GroupIndex(gr, gc), step, step,
+                               std::min(a, b), std::max(a, b)});
+          out->scale.push_back(scale);
+          out->bias.push_back(groups.bias[g]);
+          k += len;
+        }
+      }
+      dst += nr * n;
       first += nr * n;
       count -= nr * n;
     }

@@ -12,6 +12,10 @@ absl::Status Encoding::GroupIds(absl::Span<const int64_t> indices,
   return absl::OkStatus();
 }
 
+absl::Status Encoding::AffineCodeRuns(int64_t, int64_t, AffineCodes*) const {
+  return absl::UnimplementedError("not codes times a per-run scale");
+}
+
 absl::Status Encoding::RawCodes(int64_t first, int64_t count,
                                 uint8_t* out) const {
   ScalarInfo s;

@@ -121,6 +121,28 @@ class Encoding {
   // place (inside GuardedRead, as Decode would be). nullptr otherwise.
   virtual const float* StoredF32() const { return nullptr; }
 
+  // Elements [first, first + count) as integer codes and their runs'
+  // parameters, where every value is
+  //   scale[k] * float(int(codes[i] ^ flip) - bias[k])
+  // for element i of runs[k] (convention codes of a byte or less, no
+  // codebook, groups in regular runs): one code byte per element, `runs` as
+  // DecodeRuns gives them and each run's scale and bias, the values being
+  // Decode's bit for bit. What a pass that judges groups by their codes
+  // needs, without decoding them.
+  // REQUIRES: as Decode.
+  // Errors: UNIMPLEMENTED where the values are not of that form (the
+  // default; ggml blocks, codebooks, act-order groups, zero-points beyond
+  // 32 bits).
+  struct AffineCodes {
+    std::vector<uint8_t> codes;
+    uint8_t flip = 0;
+    std::vector<QuantRun> runs;
+    std::vector<float> scale;
+    std::vector<int32_t> bias;
+  };
+  virtual absl::Status AffineCodeRuns(int64_t first, int64_t count,
+                                      AffineCodes* out) const;
+
   // ElementQuant of elements [first, first + count): DecodeRuns, spelled
   // out per element.
   // REQUIRES: as Decode.

@@ -5,15 +5,17 @@
 // >= 0.5x the speed of decoding (vs_decode). One checkpoint per format, each
 // two 4096 x 4096 tensors from the same gaussian values: GGUF F32, F16,
 // BF16, Q8_0, Q4_K, and a safetensors GPTQ int4 layer (group 128).
+// BM_Check/F/0 is `check`, BM_Check/F/1 `check --manifest` (hash pass too).
 //   build/tests/bench/check_bench
 //   TENSORMORPH_CHECK_BENCH_ITERATIONS=40 perf record -g
-//   build/tests/bench/check_bench --benchmark_filter=BM_Check/4
+//   build/tests/bench/check_bench --benchmark_filter=BM_Check/4/0
 #include <benchmark/benchmark.h>
 #include <time.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -39,7 +41,7 @@ constexpr int kNumFormats = 6;
 
 struct Data {
   std::map<std::string, std::shared_ptr<const Checkpoint>> ckpt;
-  std::map<std::string, double> decode_seconds, hash_seconds;  // baselines
+  std::map<std::string, double> decode_seconds;  // the baseline
 };
 
 Data& GetData() {
@@ -126,8 +128,8 @@ void BM_DecodePass(benchmark::State& state) {
   Report(state, format, best);
 }
 
-// The integrity pass alone: XXH3 of every stored tensor (what check does
-// before the values).
+// The integrity pass alone: XXH3 of every stored tensor (what check
+// --manifest or --verify does before the values).
 void BM_HashPass(benchmark::State& state) {
   Data& d = GetData();
   const std::string format = kFormats[state.range(0)];
@@ -143,49 +145,62 @@ void BM_HashPass(benchmark::State& state) {
     }
     best = std::min(best, ThreadSeconds() - t0);
   }
-  d.hash_seconds[format] = best;
   Report(state, format, best);
 }
 
-// The whole check (hash pass included), as `tensormorph check` runs it.
+// The whole check as `tensormorph check` runs it: without --manifest or
+// --verify (range(1) == 0), duplicates from sampled fingerprints and no hash
+// pass; with --manifest (range(1) == 1), every stored byte hashed as well.
 void BM_Check(benchmark::State& state) {
   Data& d = GetData();
   const std::string format = kFormats[state.range(0)];
+  const bool manifest = state.range(1) != 0;
   const Checkpoint& c = *d.ckpt.at(format);
+  CheckOptions o;
+  o.hashes = manifest;
   double best = 1e30;
   int64_t findings = 0;
   for (auto _ : state) {
     findings = 0;
     const double t0 = ThreadSeconds();
     auto s = CheckCheckpoint(
-        c, CheckOptions(), nullptr, [](const CheckProgress&) {},
-        [&](const Finding&) { ++findings; });
+        c, o, nullptr, [](const CheckProgress&) {},
+        [&](const Finding&) { ++findings; },
+        manifest ? [](const ManifestEntry&) {}
+                 : std::function<void(const ManifestEntry&)>());
     if (!s.ok()) state.SkipWithError(std::string(s.status().message()).c_str());
     benchmark::DoNotOptimize(s);
     best = std::min(best, ThreadSeconds() - t0);
   }
   Report(state, format, best);
+  if (manifest) state.SetLabel(format + ",manifest");
   state.counters["findings"] = static_cast<double>(findings);
-  // The value pass alone: the check less its hash pass.
-  if (auto it = d.hash_seconds.find(format);
-      it != d.hash_seconds.end() && best > it->second) {
-    if (auto dec = d.decode_seconds.find(format); dec != d.decode_seconds.end())
-      state.counters["values_vs_decode"] = dec->second / (best - it->second);
-  }
 }
 
 // TENSORMORPH_CHECK_BENCH_ITERATIONS=N runs N iterations (for perf record).
-void Args(benchmark::internal::Benchmark* b) {
-  for (int f = 0; f < kNumFormats; ++f) b->Arg(f);
+void Timing(benchmark::internal::Benchmark* b) {
   const char* iters = std::getenv("TENSORMORPH_CHECK_BENCH_ITERATIONS");
   b->Unit(benchmark::kMillisecond)
       ->Iterations(iters != nullptr ? std::atoi(iters) : 3)
       ->UseRealTime();
 }
 
+void Args(benchmark::internal::Benchmark* b) {
+  for (int f = 0; f < kNumFormats; ++f) b->Arg(f);
+  Timing(b);
+}
+
+// Every format without --manifest, then every format with it.
+void CheckArgs(benchmark::internal::Benchmark* b) {
+  for (int m = 0; m < 2; ++m) {
+    for (int f = 0; f < kNumFormats; ++f) b->Args({f, m});
+  }
+  Timing(b);
+}
+
 BENCHMARK(BM_DecodePass)->Apply(Args);
 BENCHMARK(BM_HashPass)->Apply(Args);
-BENCHMARK(BM_Check)->Apply(Args);
+BENCHMARK(BM_Check)->Apply(CheckArgs);
 
 }  // namespace
 }  // namespace tensormorph

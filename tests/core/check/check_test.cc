@@ -474,6 +474,40 @@ TEST(CheckCheckpointTest, ProgressReachesTheTotalAndCancellationStops) {
               StatusIs(absl::StatusCode::kCancelled, "cancelled"));
 }
 
+TEST(CheckCheckpointTest,
+     WithHashesProgressCountsEachByteOnceThroughBothPasses) {
+  // --manifest reads every stored byte twice (hash, values): half each.
+  auto ckpt = Checkpoint::Open(testing::DemoDir() + "/model-q4_k_m.gguf");
+  ASSERT_TRUE(ckpt.ok());
+  CheckOptions o;
+  o.hashes = true;
+  std::vector<int64_t> done;
+  CheckProgress last;
+  int64_t hashes = 0;
+  auto summary = CheckCheckpoint(
+      **ckpt, o, nullptr,
+      [&](const CheckProgress& p) {
+        last = p;
+        done.push_back(p.bytes_done);
+      },
+      nullptr, [&](const ManifestEntry&) { ++hashes; });
+  ASSERT_TRUE(summary.ok());
+  int64_t stored = 0;
+  for (const StoredTensor& t : (*ckpt)->stored_tensors()) {
+    stored += static_cast<int64_t>(t.nbytes);
+  }
+  EXPECT_EQ(hashes, static_cast<int64_t>((*ckpt)->stored_tensors().size()));
+  EXPECT_EQ(summary->stored_tensors, hashes);
+  EXPECT_EQ(last.bytes_total, stored);
+  EXPECT_EQ(last.bytes_done, stored);
+  EXPECT_EQ(summary->bytes_read, stored);
+  EXPECT_TRUE(std::is_sorted(done.begin(), done.end()));
+  // The hash pass ends at about half the bar, before any value is checked.
+  bool halfway = false;
+  for (int64_t d : done) halfway |= d >= stored / 2 - 1 && d <= stored / 2 + 1;
+  EXPECT_TRUE(halfway);
+}
+
 TEST(CheckCheckpointTest, ASmallPieceSizeFindsTheSameGroups) {
   // Pieces of one row: groups are judged as each piece passes them.
   for (const testing::CheckCase& c : testing::CheckCases()) {

@@ -166,5 +166,96 @@ TEST(MarkOrdinaryRuns, MarksOnlyWholeGroupsNoValueRuleFiresOn) {
   }
 }
 
+// Whether CountRunScalar over the run shows nothing a value rule fires on:
+// what MarkOrdinaryRuns must mark, exactly.
+bool Quiet(const float* x, const QuantRun& r, int64_t len) {
+  const float lo = static_cast<float>(r.range_min);
+  const float hi = static_cast<float>(r.range_max);
+  const RunCounts c = CountRunScalar(x, r.count, x[0], lo, hi);
+  return r.count == len && std::isfinite(lo) && std::isfinite(hi) && lo != hi &&
+         c.nan == 0 && c.inf == 0 && c.over == 0 && c.zeros < len &&
+         c.differ > 0 && 4 * (c.at_low + c.at_high) <= len;
+}
+
+TEST(MarkOrdinaryRuns, GroupsOfThirtyTwosAgreeWithTheReferenceOnPlantedGroups) {
+  // The pass for lengths that are multiples of 32, on groups built near
+  // each edge of its conditions: end levels at zero, a quarter of the
+  // values on the end levels and one more, a special value at every
+  // position, the first value special, signed zeros, 65504 and the float
+  // after it.
+  std::mt19937 rng(32);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const float odd[] = {nan,      inf,       -inf,
+                       65504.0f, -65504.0f, std::nextafter(65504.0f, inf),
+                       65505.0f, 0.0f,      -0.0f};
+  for (bool simd : {true, false}) {
+    const bool was = RunCountsSimd();
+    SetRunCountsSimd(simd);
+    for (int64_t len : {32, 64, 96, 128}) {
+      std::vector<float> v;
+      std::vector<QuantRun> runs;
+      for (int64_t g = 0; g < 600; ++g) {
+        float l = -0.5f, h = 0.25f;
+        if (g % 5 == 1) l = 0.0f;
+        if (g % 5 == 2) h = 0.0f;
+        if (g % 5 == 3) {
+          l = -65504.0f;
+          h = 65504.0f;
+        }
+        std::vector<float> x = GridValues(rng, len, l, h, 0);
+        switch (g % 11) {
+          case 1:  // a special value anywhere
+            x[static_cast<size_t>(g / 11 % len)] = odd[g % 9];
+            break;
+          case 2:  // the first special
+            x[0] = odd[g / 11 % 9];
+            break;
+          case 3:    // exactly a quarter on the end levels
+          case 4: {  // and one more
+            for (float& y : x) y = l + (h - l) * 7 / 15;
+            const int64_t ends = len / 4 + (g % 11 == 4);
+            for (int64_t k = 0; k < ends; ++k) x[k * 3 % len] = k % 2 ? l : h;
+            break;
+          }
+          case 5:  // signed zeros only
+            for (size_t k = 0; k < x.size(); ++k) x[k] = k % 2 ? 0.0f : -0.0f;
+            break;
+          case 6:  // constant but one value
+            x.assign(len, h);
+            x[static_cast<size_t>(g / 11 % len)] = l;
+            break;
+          case 7:  // constant
+            x.assign(len, l);
+            break;
+          default:
+            break;
+        }
+        v.insert(v.end(), x.begin(), x.end());
+        QuantRun r;
+        r.count = len;
+        r.group = g;
+        r.range_min = l;
+        r.range_max = h;
+        runs.push_back(r);
+      }
+      std::vector<uint8_t> ordinary(runs.size(), 9);
+      MarkOrdinaryRuns(v.data(), runs.data(), static_cast<int64_t>(runs.size()),
+                       len, ordinary.data());
+      int64_t marked = 0;
+      const float* x = v.data();
+      for (size_t g = 0; g < runs.size(); x += runs[g].count, ++g) {
+        EXPECT_EQ(ordinary[g], Quiet(x, runs[g], len) ? 1 : 0)
+            << "simd=" << simd << " len=" << len << " run " << g;
+        marked += ordinary[g];
+      }
+      // Both answers occur, so both were tested.
+      EXPECT_GT(marked, 100);
+      EXPECT_LT(marked, 500);
+    }
+    SetRunCountsSimd(was);
+  }
+}
+
 }  // namespace
 }  // namespace tensormorph

@@ -1,0 +1,345 @@
+#include "core/check/block_marks.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+
+#include "core/quant/block_util.h"
+#include "core/quant/kquant_scales.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define TM_BLOCK_MARKS_SIMD 1
+#endif
+
+namespace tensormorph {
+namespace {
+
+#if defined(TM_BLOCK_MARKS_SIMD)
+std::atomic<bool> marks_on{__builtin_cpu_supports("avx2") != 0};
+#else
+std::atomic<bool> marks_on{false};
+#endif
+
+constexpr float kF16 = 65504.0f;
+
+#if defined(TM_BLOCK_MARKS_SIMD)
+#define TM_AVX2 __attribute__((target("avx2,popcnt")))
+
+// Q8_0: an fp16 d, then 32 int8 codes q; value = d * q, exact. With d
+// finite and non-zero (the range usable): values differ where codes do;
+// the end levels d * -128 and d * 127 are not zero and hold exactly the
+// codes -128 and 127; the largest |value| is |d| times the largest |q|.
+TM_AVX2 void MarkQ8_0(const uint8_t* blocks, int64_t nb, uint8_t* ordinary) {
+  const __m256i low = _mm256_set1_epi8(-128), high = _mm256_set1_epi8(127);
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* b = blocks + 34 * i;
+    // The run's range, as GetSubBlockRuns computes it.
+    const float d = LoadF16(b);
+    const double scale = d;
+    const double ra = scale * -128.0 + 0.0, rb = scale * 127.0 + 0.0;
+    const float lo = static_cast<float>(std::min(ra, rb));
+    const float hi = static_cast<float>(std::max(ra, rb));
+    if (!(std::isfinite(lo) && std::isfinite(hi) && lo != hi)) {
+      ordinary[i] = 0;
+      continue;
+    }
+    const __m256i q =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2));
+    const bool differ =
+        _mm256_movemask_epi8(_mm256_cmpeq_epi8(
+            q, _mm256_set1_epi8(static_cast<char>(b[2])))) != -1;
+    const int ends = __builtin_popcount(
+        static_cast<unsigned>(_mm256_movemask_epi8(_mm256_or_si256(
+            _mm256_cmpeq_epi8(q, low), _mm256_cmpeq_epi8(q, high)))));
+    bool special = false;
+    if (!(std::fabs(d) * 128.0f <= kF16)) {
+      // Some code may pass fp16: the largest |q| (|-128| is 128 as an
+      // unsigned byte) says.
+      const __m256i a = _mm256_abs_epi8(q);
+      __m128i m = _mm_max_epu8(_mm256_castsi256_si128(a),
+                               _mm256_extracti128_si256(a, 1));
+      m = _mm_max_epu8(m, _mm_srli_si128(m, 8));
+      m = _mm_max_epu8(m, _mm_srli_si128(m, 4));
+      m = _mm_max_epu8(m, _mm_srli_si128(m, 2));
+      m = _mm_max_epu8(m, _mm_srli_si128(m, 1));
+      special = !(std::fabs(static_cast<float>(_mm_cvtsi128_si32(m) & 0xff) *
+                            d) <= kF16);
+    }
+    ordinary[i] = !special && differ && 4 * ends <= 32;
+  }
+}
+
+// Q4_K: fp16 d and dmin, 12 bytes of packed 6-bit scales and mins, then
+// four 32-byte rows of nibbles (low nibbles sub-block 2j, high 2j + 1).
+// A sub-block's levels T[c] = d1 * c - m1 rise (or fall) with c. Where the
+// step |d1| is more than two units in the last place of the largest
+// |T|, no two levels round together and only T[0] and T[15] can be an end
+// level (the run's range is T[0] and T[15] up to a rounding), so the rules
+// are read from the codes: a value differs where a code does, and the end
+// levels hold the codes 0 and 15. Otherwise (tiny steps, or a level past
+// fp16), the 16 levels are computed as the decoder computes them, each
+// level's flags (special, differs from the first value's level, on an end
+// level and not zero) packed into a byte table, and the codes looked up in
+// it 32 at a time.
+TM_AVX2 void MarkQ4_K(const uint8_t* blocks, int64_t nb, uint8_t* ordinary) {
+  const __m256 codes_lo = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256 codes_hi = _mm256_setr_ps(8, 9, 10, 11, 12, 13, 14, 15);
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256 f16 = _mm256_set1_ps(kF16);
+  const __m256 zero = _mm256_setzero_ps();
+  const __m256i nibble = _mm256_set1_epi8(0x0f);
+  const __m256i zero_code = _mm256_setzero_si256();
+  const __m256i one = _mm256_set1_epi32(1), two = _mm256_set1_epi32(2),
+                four = _mm256_set1_epi32(4);
+  const __m256i bit0 = _mm256_set1_epi8(1), bit1 = _mm256_set1_epi8(2);
+  const __m256d neg = _mm256_set1_pd(-0.0), fifteen_d = _mm256_set1_pd(15.0);
+  const __m256d zero_d = _mm256_setzero_pd();
+  const __m256 inf = _mm256_set1_ps(INFINITY), fifteen = _mm256_set1_ps(15.0f);
+  alignas(32) float d1s[8], m1s[8], los[8], his[8];
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* b = blocks + 144 * i;
+    const float d = LoadF16(b);
+    const float dmin = LoadF16(b + 2);
+    // The eight sub-blocks' parameters, as the decoder computes them.
+    for (int sub = 0; sub < 8; ++sub) {
+      uint8_t sc, m;
+      ScaleMinK4(sub, b + 4, &sc, &m);
+      d1s[sub] = d * sc;
+      m1s[sub] = dmin * m;
+    }
+    const __m256 vd1 = _mm256_load_ps(d1s), vm1 = _mm256_load_ps(m1s);
+    // Their runs' ranges, as GetSubBlockRuns computes them: in double,
+    // scale * level + offset, offset = -m1; std::min(a, b) is b < a ? b : a.
+    __m128 range[2][2];
+    for (int k = 0; k < 2; ++k) {
+      const __m256d scale = _mm256_cvtps_pd(
+          k == 0 ? _mm256_castps256_ps128(vd1) : _mm256_extractf128_ps(vd1, 1));
+      const __m256d offset =
+          _mm256_xor_pd(_mm256_cvtps_pd(k == 0 ? _mm256_castps256_ps128(vm1)
+                                               : _mm256_extractf128_ps(vm1, 1)),
+                        neg);
+      const __m256d ra = _mm256_add_pd(_mm256_mul_pd(scale, zero_d), offset);
+      const __m256d rb = _mm256_add_pd(_mm256_mul_pd(scale, fifteen_d), offset);
+      range[0][k] = _mm256_cvtpd_ps(_mm256_min_pd(rb, ra));
+      range[1][k] = _mm256_cvtpd_ps(_mm256_max_pd(rb, ra));
+    }
+    const __m256 lo = _mm256_set_m128(range[0][1], range[0][0]);
+    const __m256 hi = _mm256_set_m128(range[1][1], range[1][0]);
+    _mm256_store_ps(los, lo);
+    _mm256_store_ps(his, hi);
+    const __m256 usable = _mm256_and_ps(
+        _mm256_and_ps(
+            _mm256_cmp_ps(_mm256_and_ps(lo, abs_mask), inf, _CMP_LT_OQ),
+            _mm256_cmp_ps(_mm256_and_ps(hi, abs_mask), inf, _CMP_LT_OQ)),
+        _mm256_cmp_ps(lo, hi, _CMP_NEQ_UQ));
+    const __m256 t0 = _mm256_sub_ps(_mm256_mul_ps(vd1, zero), vm1);
+    const __m256 t15 = _mm256_sub_ps(_mm256_mul_ps(vd1, fifteen), vm1);
+    const __m256 top = _mm256_max_ps(_mm256_and_ps(t0, abs_mask),
+                                     _mm256_and_ps(t15, abs_mask));
+    // top * 2^-22 is exact from 2^-104 up.
+    const __m256 fast = _mm256_and_ps(
+        _mm256_and_ps(
+            usable, _mm256_cmp_ps(_mm256_and_ps(vd1, abs_mask),
+                                  _mm256_mul_ps(top, _mm256_set1_ps(0x1p-22f)),
+                                  _CMP_GT_OQ)),
+        _mm256_and_ps(_mm256_cmp_ps(top, _mm256_set1_ps(0x1p-100f), _CMP_GE_OQ),
+                      _mm256_cmp_ps(top, f16, _CMP_LE_OQ)));
+    // A level on an end level and not zero (the lambda would lose the
+    // target attribute): for t0, then t15.
+    __m256 on_end[2];
+    for (int k = 0; k < 2; ++k) {
+      const __m256 t = k == 0 ? t0 : t15;
+      on_end[k] =
+          _mm256_andnot_ps(_mm256_cmp_ps(t, zero, _CMP_EQ_OQ),
+                           _mm256_or_ps(_mm256_cmp_ps(t, lo, _CMP_EQ_OQ),
+                                        _mm256_cmp_ps(t, hi, _CMP_EQ_OQ)));
+    }
+    const int usable_mask = _mm256_movemask_ps(usable);
+    const int fast_mask = _mm256_movemask_ps(fast);
+    const int end0_mask = _mm256_movemask_ps(on_end[0]);
+    const int end15_mask = _mm256_movemask_ps(on_end[1]);
+    for (int j = 0; j < 4; ++j) {
+      const __m256i q =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16 + 32 * j));
+      const __m256i codes[2] = {
+          _mm256_and_si256(q, nibble),
+          _mm256_and_si256(_mm256_srli_epi16(q, 4), nibble)};
+      const int first_code[2] = {b[16 + 32 * j] & 0xf, b[16 + 32 * j] >> 4};
+      for (int h = 0; h < 2; ++h) {
+        const int sub = 2 * j + h;
+        uint8_t& mark = ordinary[8 * i + sub];
+        if (((usable_mask >> sub) & 1) == 0) {
+          mark = 0;
+          continue;
+        }
+        const __m256i c = codes[h];
+        if ((fast_mask >> sub) & 1) {
+          const bool differ =
+              _mm256_movemask_epi8(_mm256_cmpeq_epi8(
+                  c, _mm256_set1_epi8(static_cast<char>(first_code[h])))) != -1;
+          int ends = 0;
+          if ((end0_mask >> sub) & 1) {
+            ends += __builtin_popcount(static_cast<unsigned>(
+                _mm256_movemask_epi8(_mm256_cmpeq_epi8(c, zero_code))));
+          }
+          if ((end15_mask >> sub) & 1) {
+            ends += __builtin_popcount(static_cast<unsigned>(
+                _mm256_movemask_epi8(_mm256_cmpeq_epi8(c, nibble))));
+          }
+          mark = differ && 4 * ends <= 32;
+          continue;
+        }
+        const float d1 = d1s[sub], m1 = m1s[sub];
+        const float lo1 = los[sub], hi1 = his[sub];
+        const float first = d1 * static_cast<float>(first_code[h]) - m1;
+        const __m256 vd = _mm256_set1_ps(d1), vm = _mm256_set1_ps(m1);
+        const __m256 vf = _mm256_set1_ps(first);
+        const __m256 vl = _mm256_set1_ps(lo1), vh = _mm256_set1_ps(hi1);
+        __m256i flags[2];
+        for (int k = 0; k < 2; ++k) {
+          const __m256 t = _mm256_sub_ps(
+              _mm256_mul_ps(vd, k == 0 ? codes_lo : codes_hi), vm);
+          const __m256 s =
+              _mm256_cmp_ps(_mm256_and_ps(t, abs_mask), f16, _CMP_NLE_UQ);
+          const __m256 df = _mm256_cmp_ps(t, vf, _CMP_NEQ_UQ);
+          const __m256 e =
+              _mm256_andnot_ps(_mm256_cmp_ps(t, zero, _CMP_EQ_OQ),
+                               _mm256_or_ps(_mm256_cmp_ps(t, vl, _CMP_EQ_OQ),
+                                            _mm256_cmp_ps(t, vh, _CMP_EQ_OQ)));
+          flags[k] = _mm256_or_si256(
+              _mm256_or_si256(_mm256_and_si256(_mm256_castps_si256(s), one),
+                              _mm256_and_si256(_mm256_castps_si256(df), two)),
+              _mm256_and_si256(_mm256_castps_si256(e), four));
+        }
+        // Levels 0..15 as 16 bytes, in both lanes for the lookup.
+        const __m256i p = _mm256_permute4x64_epi64(
+            _mm256_packs_epi32(flags[0], flags[1]), 0xd8);
+        const __m128i table = _mm_packs_epi16(_mm256_castsi256_si128(p),
+                                              _mm256_extracti128_si256(p, 1));
+        const __m256i f =
+            _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(table), c);
+        const bool special = !_mm256_testz_si256(f, bit0);
+        const bool differ = !_mm256_testz_si256(f, bit1);
+        // Bit 2 of each byte to its bit 7.
+        const int ends = __builtin_popcount(static_cast<unsigned>(
+            _mm256_movemask_epi8(_mm256_slli_epi16(f, 5))));
+        mark = !special && differ && 4 * ends <= 32;
+      }
+    }
+  }
+}
+
+// Counts of codes equal to `a` and to `b`, and whether any differs from
+// codes[0], over n codes.
+TM_AVX2 void CountCodes(const uint8_t* c, int64_t n, uint8_t a, uint8_t b,
+                        int* na, int* nb, bool* differ) {
+  const __m256i va = _mm256_set1_epi8(static_cast<char>(a));
+  const __m256i vb = _mm256_set1_epi8(static_cast<char>(b));
+  const __m256i vf = _mm256_set1_epi8(static_cast<char>(c[0]));
+  int ca = 0, cb = 0;
+  bool d = false;
+  int64_t k = 0;
+  for (; k + 32 <= n; k += 32) {
+    const __m256i x =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + k));
+    ca += __builtin_popcount(
+        static_cast<unsigned>(_mm256_movemask_epi8(_mm256_cmpeq_epi8(x, va))));
+    cb += __builtin_popcount(
+        static_cast<unsigned>(_mm256_movemask_epi8(_mm256_cmpeq_epi8(x, vb))));
+    d |= _mm256_movemask_epi8(_mm256_cmpeq_epi8(x, vf)) != -1;
+  }
+  for (; k < n; ++k) {
+    ca += c[k] == a;
+    cb += c[k] == b;
+    d |= c[k] != c[0];
+  }
+  *na = ca;
+  *nb = cb;
+  *differ = d;
+}
+
+// Level L = (code ^ flip) - bias, value fl(scale * L): with |L| <= 2^20
+// and |scale| >= 2^-100 the products of distinct levels are at least
+// |scale| apart, far more than their rounding (2^-4 |scale|), so distinct
+// codes decode distinctly; the run's range is the exact double product at
+// the lowest and highest level rounded once, the same float as those
+// levels' values; fl(|scale| * max |L|) <= 65504 bounds every |value|.
+TM_AVX2 void MarkAffine(const Encoding::AffineCodes& codes, int64_t len,
+                        int code_bits, uint8_t* ordinary) {
+  const int64_t top_code = (int64_t{1} << code_bits) - 1;
+  const uint8_t low_raw = codes.flip;
+  const uint8_t high_raw = static_cast<uint8_t>(top_code ^ codes.flip);
+  int64_t at = 0;
+  for (size_t k = 0; k < codes.runs.size(); at += codes.runs[k].count, ++k) {
+    const QuantRun& r = codes.runs[k];
+    ordinary[k] = 0;
+    if (r.count != len) continue;
+    const float lo = static_cast<float>(r.range_min);
+    const float hi = static_cast<float>(r.range_max);
+    if (!(std::isfinite(lo) && std::isfinite(hi) && lo != hi)) continue;
+    const float scale = codes.scale[k];
+    const int64_t l_low = -static_cast<int64_t>(codes.bias[k]);
+    const int64_t l_high = top_code + l_low;
+    const int64_t most = std::max(std::abs(l_low), std::abs(l_high));
+    if (most > (int64_t{1} << 20) || !(std::fabs(scale) >= 0x1p-100f) ||
+        !(std::fabs(scale) * static_cast<float>(most) <= kF16)) {
+      continue;
+    }
+    int n_low = 0, n_high = 0;
+    bool differ = false;
+    CountCodes(codes.codes.data() + at, r.count, low_raw, high_raw, &n_low,
+               &n_high, &differ);
+    const int64_t ends = (l_low != 0 ? n_low : 0) + (l_high != 0 ? n_high : 0);
+    ordinary[k] = differ && 4 * ends <= len;
+  }
+}
+#endif
+
+}  // namespace
+
+bool HasAffineMarks() { return marks_on.load(std::memory_order_relaxed); }
+
+void MarkOrdinaryAffineRuns(const Encoding::AffineCodes& codes, int64_t len,
+                            int code_bits, uint8_t* ordinary) {
+#if defined(TM_BLOCK_MARKS_SIMD)
+  MarkAffine(codes, len, code_bits, ordinary);
+#else
+  (void)codes;
+  (void)len;
+  (void)code_bits;
+  (void)ordinary;
+#endif
+}
+
+bool HasBlockMarks(DType dtype) {
+  return (dtype == DType::kQ8_0 || dtype == DType::kQ4_K) &&
+         marks_on.load(std::memory_order_relaxed);
+}
+
+void MarkOrdinaryBlocks(DType dtype, const uint8_t* blocks, int64_t nb,
+                        uint8_t* ordinary) {
+#if defined(TM_BLOCK_MARKS_SIMD)
+  if (dtype == DType::kQ8_0) {
+    MarkQ8_0(blocks, nb, ordinary);
+  } else {
+    MarkQ4_K(blocks, nb, ordinary);
+  }
+#else
+  (void)dtype;
+  (void)blocks;
+  (void)nb;
+  (void)ordinary;
+#endif
+}
+
+void SetBlockMarks(bool on) {
+#if defined(TM_BLOCK_MARKS_SIMD)
+  marks_on.store(on && __builtin_cpu_supports("avx2"));
+#else
+  (void)on;
+#endif
+}
+
+}  // namespace tensormorph

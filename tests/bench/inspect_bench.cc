@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/client.h"
 #include "process/stream_heap.h"
+#include "server/nonblocking_log.h"
 #include "server/server.h"
 #include "tests/support/gguf_writer.h"
 #include "tests/support/loopback_server.h"
@@ -29,9 +30,12 @@
 namespace tensormorph {
 namespace {
 
-// As tensormorphd and the CLI do (the baseline shares the process).
+// As tensormorphd and the CLI do (the baseline shares the process); and the
+// log as tensormorphd writes it (each call logs a line, off the call's
+// thread).
 const bool kHeapTuned = [] {
   KeepStreamBuffersOnHeap();
+  InstallNonBlockingLog("inspect_bench");
   return true;
 }();
 

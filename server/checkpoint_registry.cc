@@ -107,8 +107,13 @@ CheckpointRegistry::OpenInside(const std::string& path,
 absl::StatusOr<std::shared_ptr<const Checkpoint>>
 CheckpointRegistry::AcquireForCheck(absl::string_view requested) {
   absl::StatusOr<std::shared_ptr<const Checkpoint>> strict = Acquire(requested);
+  // What a strict open refuses for the checkpoint's contents (a corrupt or
+  // contradicting file, an unsupported one, a shard that is no regular
+  // file) is opened again leniently; a refusal of the path itself comes
+  // back the same from both.
   if (strict.ok() || (!absl::IsDataLoss(strict.status()) &&
-                      !absl::IsUnimplemented(strict.status()))) {
+                      !absl::IsUnimplemented(strict.status()) &&
+                      !absl::IsInvalidArgument(strict.status()))) {
     return strict;
   }
   return Fenced({"Checkpoint::Open (lenient, for check)", requested},

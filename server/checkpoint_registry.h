@@ -42,8 +42,9 @@ class CheckpointRegistry {
 
   // For CheckCheckpoint, which reports what a strict open refuses: the
   // cached checkpoint when `requested` opens as Acquire opens it; when that
-  // open fails with DATA_LOSS or UNIMPLEMENTED (a missing shard, an index
-  // that disagrees with its shards, a config that contradicts the tensors),
+  // open fails with DATA_LOSS, UNIMPLEMENTED or INVALID_ARGUMENT (a missing
+  // or corrupt shard, an index that disagrees with its shards, a config that
+  // contradicts the tensors, a shard that is no regular file),
   // a lenient open of it (OpenOptions::lenient, its problems() the
   // findings), inside the same roots, that is never cached: no other call
   // ever sees a checkpoint opened so.

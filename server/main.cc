@@ -34,11 +34,11 @@ int PollForSignal(const sigset_t& signals) {
 
 // Ends the process without destructors (other threads may still run them
 // or be in gRPC), once what was logged and printed is out.
-[[noreturn]] void ExitNow() {
-  // A stalled log reader gets a second, not the process. Only stdout is
-  // flushed: the log's writer may hold stderr's lock in a write that never
-  // returns.
-  tensormorph::DrainLog(absl::Seconds(1));
+// A stalled log reader gets a second, not the process (`drain_log` false:
+// it has had it). Only stdout is flushed: the log's writer may hold
+// stderr's lock in a write that never returns.
+[[noreturn]] void ExitNow(bool drain_log = true) {
+  if (drain_log) tensormorph::DrainLog(absl::Seconds(1));
   std::fflush(stdout);
   std::_Exit(0);
 }
@@ -285,7 +285,7 @@ int main(int argc, char** argv) {
       release.join();
       // Returning joins the log's writer; a stalled reader must not hold
       // the exit.
-      if (!tensormorph::DrainLog(absl::Seconds(1))) ExitNow();
+      if (!tensormorph::DrainLog(absl::Seconds(1))) ExitNow(false);
       return 0;
     }
     spdlog::info("ending without waiting for gRPC's threads");

@@ -23,6 +23,13 @@ Finding Make(absl::string_view rule) {
   return f;
 }
 
+// Rules about a file, not a module's contents: the tensor they name says
+// where, and its module is still decoded (or was never there to decode).
+bool IsFileRule(absl::string_view rule) {
+  return rule == "shard-missing" || rule == "shard-corrupt" ||
+         rule == "duplicate-name" || rule == "shard-tensor-unindexed";
+}
+
 bool IsFp8(DType d) {
   return d == DType::kF8E4M3 || d == DType::kF8E5M2 ||
          d == DType::kF8E4M3Fnuz || d == DType::kF8E5M2Fnuz;
@@ -234,9 +241,8 @@ void ReportOpenProblems(const Checkpoint& ckpt,
                         const std::set<std::string>& explained,
                         std::vector<Finding>* out) {
   for (const ResolveProblem& p : ckpt.problems()) {
-    if (!p.tensor.empty() && p.rule != "shard-tensor-unindexed" &&
-        p.rule != "shard-missing" && p.rule != "shard-corrupt" &&
-        p.rule != "duplicate-name" && p.rule != "index-tensor-missing" &&
+    if (!p.tensor.empty() && !IsFileRule(p.rule) &&
+        p.rule != "index-tensor-missing" &&
         explained.contains(ModuleOfTensor(p.tensor))) {
       continue;
     }
@@ -382,9 +388,7 @@ void CheckCompanions(const Checkpoint& ckpt,
 std::set<std::string> ModulesNotDecoded(const std::vector<Finding>& found) {
   std::set<std::string> modules;
   for (const Finding& f : found) {
-    if (f.tensor.empty() || f.rule == "shard-tensor-unindexed" ||
-        f.rule == "shard-missing" || f.rule == "shard-corrupt" ||
-        f.rule == "duplicate-name" || f.rule == "config-key") {
+    if (f.tensor.empty() || IsFileRule(f.rule) || f.rule == "config-key") {
       continue;
     }
     modules.insert(ModuleOfTensor(f.tensor));

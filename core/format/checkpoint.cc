@@ -235,6 +235,12 @@ class CheckpointBuilder {
   // fails its rules is a shard-corrupt problem, and the rest open (an error
   // only when none does).
   absl::Status AddSafetensorsFiles(const std::string& dir);
+  // Lenient: records the index at `index_path` as index-corrupt (`expected`
+  // vs `actual`) and opens the directory's shards as though it were absent;
+  // when none opens, the error names the index's problem too.
+  absl::Status OpenShardsPastIndex(const std::string& index_path,
+                                   absl::string_view expected,
+                                   const std::string& actual);
   absl::Status OpenFile(const std::string& p);
   absl::Status Finish();
   void BuildParts();
@@ -244,6 +250,10 @@ class CheckpointBuilder {
 
   std::unique_ptr<Checkpoint> ckpt_;
   const OpenOptions options_;
+  // Lenient: positions in stored_ of tensors a shard holds where the index
+  // does not place them (shard-tensor-unindexed); of a name stored twice,
+  // Finish keeps the copy the index places.
+  absl::flat_hash_set<size_t> unindexed_;
 };
 
 absl::Status CheckpointBuilder::AddSafetensors(const std::string& p,
@@ -362,19 +372,10 @@ absl::Status CheckpointBuilder::OpenSafetensorsIndex(
   nlohmann::json index;
   if (absl::Status s = ReadWeightMap(text, what, &index, &shards); !s.ok()) {
     if (!options_.lenient) return s;
-    // The index is no guide: check the shards the directory holds.
-    ckpt_->problems_.push_back(
-        {.rule = "index-corrupt",
-         .tensor = "",
-         .message = "",
-         .file = index_path,
-         .key = "",
-         .expected = "a JSON object with a 'weight_map' object of plain shard "
-                     "file names",
-         .actual = absl::StrCat(s.message(),
-                                "; the directory's .safetensors files were "
-                                "checked instead")});
-    return AddSafetensorsFiles(Dirname(index_path));
+    return OpenShardsPastIndex(
+        index_path,
+        "a JSON object with a 'weight_map' object of plain shard file names",
+        std::string(s.message()));
   }
   const std::string dir = Dirname(index_path);
   for (auto it = shards.begin(); it != shards.end();) {
@@ -497,6 +498,7 @@ absl::Status CheckpointBuilder::OpenSafetensorsIndex(
               absl::StrCat(what, ": shard '", name, "' holds tensor '", t,
                            "' which the weight_map does not place there"));
         }
+        unindexed_.insert(i);
         ckpt_->problems_.push_back(
             {.rule = "shard-tensor-unindexed",
              .tensor = t,
@@ -576,6 +578,15 @@ absl::Status CheckpointBuilder::AddSafetensorsFiles(const std::string& dir) {
   TM_ASSIGN_OR_RETURN(std::vector<std::string> names, ListFiles(dir));
   absl::Status first_error;
   bool added = false;
+  auto corrupt = [&](const std::string& path, absl::string_view why) {
+    ckpt_->problems_.push_back({.rule = "shard-corrupt",
+                                .tensor = "",
+                                .message = "",
+                                .file = path,
+                                .key = "",
+                                .expected = "a safetensors file",
+                                .actual = std::string(why)});
+  };
   for (const std::string& n : names) {
     if (!absl::EndsWith(n, ".safetensors")) continue;
     const std::string path = Join(dir, n);
@@ -586,18 +597,52 @@ absl::Status CheckpointBuilder::AddSafetensorsFiles(const std::string& dir) {
     }
     if (!options_.lenient) return s;
     if (first_error.ok()) first_error = s;
-    ckpt_->problems_.push_back({.rule = "shard-corrupt",
-                                .tensor = "",
-                                .message = "",
-                                .file = path,
-                                .key = "",
-                                .expected = "a safetensors file",
-                                .actual = std::string(s.message())});
+    corrupt(path, s.message());
+  }
+  if (options_.lenient) {
+    // A name a loader would try that is no regular file (a dangling
+    // symlink, a loop, a directory, a FIFO): never opened, reported.
+    TM_ASSIGN_OR_RETURN(std::vector<std::string> all, ListCheckpointNames(dir));
+    for (const std::string& n : all) {
+      if (!absl::EndsWith(n, ".safetensors") ||
+          std::binary_search(names.begin(), names.end(), n)) {
+        continue;
+      }
+      const std::string path = Join(dir, n);
+      const std::string why = absl::StrCat(
+          "'", path,
+          "' is not a regular file that can be read (a dangling or looping "
+          "symlink, a directory, a FIFO...)");
+      if (first_error.ok()) first_error = absl::DataLossError(why);
+      corrupt(path, why);
+    }
   }
   if (added) return absl::OkStatus();
   if (!first_error.ok()) return first_error;  // nothing left to check
   return absl::NotFoundError(
       absl::StrCat("directory '", dir, "' holds no .safetensors file"));
+}
+
+absl::Status CheckpointBuilder::OpenShardsPastIndex(
+    const std::string& index_path, absl::string_view expected,
+    const std::string& actual) {
+  ckpt_->problems_.push_back(
+      {.rule = "index-corrupt",
+       .tensor = "",
+       .message = "",
+       .file = index_path,
+       .key = "",
+       .expected = std::string(expected),
+       .actual =
+           absl::StrCat(actual,
+                        "; the directory's .safetensors files were checked "
+                        "instead")});
+  absl::Status s = AddSafetensorsFiles(Dirname(index_path));
+  if (s.ok()) return s;
+  // Nothing to check: the refusal says why the index was passed over too.
+  return absl::Status(s.code(),
+                      absl::StrCat("index '", index_path, "': ", actual,
+                                   "; and without it: ", s.message()));
 }
 
 absl::Status CheckpointBuilder::OpenDirectory(const std::string& dir) {
@@ -606,6 +651,15 @@ absl::Status CheckpointBuilder::OpenDirectory(const std::string& dir) {
   TM_ASSIGN_OR_RETURN(std::vector<std::string> names, ListFiles(dir));
   if (std::find(names.begin(), names.end(), kIndexName) != names.end()) {
     return OpenSafetensorsIndex(Join(dir, kIndexName));
+  }
+  if (options_.lenient &&
+      std::find(ckpt_->directory_names_.begin(), ckpt_->directory_names_.end(),
+                kIndexName) != ckpt_->directory_names_.end()) {
+    // An index a loader would follow, that cannot be read.
+    return OpenShardsPastIndex(
+        Join(dir, kIndexName), "a readable regular file",
+        "not a regular file that can be read (a dangling or looping symlink, "
+        "a directory, a FIFO...)");
   }
   std::vector<std::string> st, gguf;
   for (const std::string& n : names) {
@@ -647,35 +701,52 @@ absl::StatusOr<std::optional<nlohmann::json>> ReadConfig(
 
 absl::Status CheckpointBuilder::Finish() {
   Checkpoint& c = *ckpt_;
-  // Lenient: the first of a name stays, a later one is a problem and goes.
-  size_t kept = 0;
-  for (size_t i = 0; i < c.stored_.size(); ++i) {
-    const StoredTensor& t = c.stored_[i];
-    if (auto [at, added] = c.stored_index_.emplace(t.name, kept); !added) {
-      const std::string& first =
-          c.files_[c.stored_[at->second].file_index].path;
-      const std::string& again = c.files_[t.file_index].path;
+  // A name stored twice fails a strict open. Lenient: one copy stays, the
+  // copy the index places where there is one, else the first; the other is
+  // a problem and goes. The index of names is built after, over the kept
+  // tensors where they end up (its keys view their names).
+  std::vector<bool> drop(c.stored_.size(), false);
+  {
+    absl::flat_hash_map<absl::string_view, size_t> first;
+    for (size_t i = 0; i < c.stored_.size(); ++i) {
+      auto [at, added] = first.emplace(c.stored_[i].name, i);
+      if (added) continue;
+      size_t kept = at->second, gone = i;
+      if (unindexed_.contains(kept) && !unindexed_.contains(gone)) {
+        std::swap(kept, gone);
+        at->second = kept;
+      }
+      const StoredTensor& t = c.stored_[gone];
+      const std::string& kept_file = c.files_[c.stored_[kept].file_index].path;
+      const std::string& gone_file = c.files_[t.file_index].path;
       if (!options_.lenient) {
-        return absl::DataLossError(
-            absl::StrCat("checkpoint '", c.path_, "': tensor '", t.name,
-                         "' appears in both '", first, "' and '", again, "'"));
+        return absl::DataLossError(absl::StrCat(
+            "checkpoint '", c.path_, "': tensor '", t.name,
+            "' appears in both '", kept_file, "' and '", gone_file, "'"));
       }
       c.problems_.push_back(
           {.rule = "duplicate-name",
            .tensor = t.name,
            .message = "",
-           .file = again,
+           .file = gone_file,
            .key = "",
            .expected =
-               absl::StrCat("'", t.name, "' stored once, in '", first, "'"),
-           .actual = absl::StrCat("stored again in '", again,
+               absl::StrCat("'", t.name, "' stored once, in '", kept_file, "'"),
+           .actual = absl::StrCat("stored again in '", gone_file,
                                   "' (that copy was not checked)")});
-      continue;
+      drop[gone] = true;
     }
+  }
+  size_t kept = 0;
+  for (size_t i = 0; i < c.stored_.size(); ++i) {
+    if (drop[i]) continue;
     if (kept != i) c.stored_[kept] = std::move(c.stored_[i]);
     ++kept;
   }
   c.stored_.resize(kept);
+  for (size_t i = 0; i < c.stored_.size(); ++i) {
+    c.stored_index_.emplace(c.stored_[i].name, i);
+  }
   if (c.format_ == CheckpointFormat::kGguf) {
     c.tensors_.reserve(c.stored_.size());
     for (const StoredTensor& t : c.stored_) {

@@ -61,13 +61,15 @@ struct OpenOptions {
   // convention cannot be resolved (ResolveConventions) too, that tensor's
   // stored tensors staying tensors of their own. A shard that fails its
   // rules (shard-corrupt) has its tensors treated as missing, and the other
-  // shards open; an index that is not JSON, not an object with a weight_map,
-  // or that names a file outside its directory (index-corrupt) is set aside
-  // and the directory's .safetensors files open as though it were absent; a
-  // tensor name stored in two files (duplicate-name) keeps its first copy.
-  // Everything read is still bounds-checked, and an open with nothing left
-  // to read still fails. Never for serving: values of a lenient open may be
-  // incomplete.
+  // shards open (all of them corrupt: an open with no tensors); an index
+  // that is not JSON, not an object with a weight_map, names a file outside
+  // its directory, or is no readable regular file (index-corrupt) is set
+  // aside and the directory's .safetensors files open as though it were
+  // absent, each one that fails its rules or is no regular file a
+  // shard-corrupt (none opening: an error naming the index's problem too);
+  // a tensor name stored in two files (duplicate-name) keeps the copy the
+  // index places, else its first. Everything read is still bounds-checked.
+  // Never for serving: values of a lenient open may be incomplete.
   bool lenient = false;
 };
 

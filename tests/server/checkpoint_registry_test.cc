@@ -3,6 +3,8 @@
 // AcquireIfOpen only ever hands out one already open and unchanged.
 #include "server/checkpoint_registry.h"
 
+#include <sys/stat.h>
+
 #include <filesystem>
 
 #include "gmock/gmock.h"
@@ -58,6 +60,30 @@ TEST_F(CheckpointRegistryTest, AcquireIfOpenNeverOpens) {
   fs::rename(tmp, root_ + "/a.safetensors");
   EXPECT_EQ(reg.AcquireIfOpen("a.safetensors"), nullptr);
   EXPECT_EQ(reg.opens(), 1);
+}
+
+TEST_F(CheckpointRegistryTest, ForACheckWhatAStrictOpenRefusesOpensLeniently) {
+  // An index naming a shard that is a FIFO: INVALID_ARGUMENT for every
+  // call, a shard-corrupt problem for a check, which never opens the FIFO
+  // (it would block) and never caches what it opened.
+  const std::string dir = root_ + "/sharded";
+  fs::create_directory(dir);
+  WriteFile(dir + "/s1.safetensors",
+            BuildSafetensors({{"x", "I8", {2}, "ab"}}));
+  ASSERT_EQ(::mkfifo((dir + "/s2.safetensors").c_str(), 0600), 0);
+  WriteFile(
+      dir + "/model.safetensors.index.json",
+      R"({"weight_map": {"x": "s1.safetensors", "y": "s2.safetensors"}})");
+  auto reg = Make(4);
+  EXPECT_EQ(reg.Acquire("sharded").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto checked = reg.AcquireForCheck("sharded");
+  ASSERT_TRUE(checked.ok()) << checked.status();
+  ASSERT_EQ((*checked)->problems().size(), 1u);
+  EXPECT_EQ((*checked)->problems()[0].rule, "shard-corrupt");
+  EXPECT_THAT((*checked)->problems()[0].actual,
+              ::testing::HasSubstr("is not a regular file"));
+  EXPECT_EQ(reg.AcquireIfOpen("sharded"), nullptr);
 }
 
 TEST_F(CheckpointRegistryTest, ReopensWhenTheFileChanges) {

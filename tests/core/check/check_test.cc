@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <set>
 #include <vector>
 
@@ -176,6 +177,97 @@ TEST(CheckCheckpointTest, EveryConfigKeyProblemIsAFindingNamingItsKey) {
                                          "quantization_config.desc_act"}));
   EXPECT_TRUE(Rules(run).contains("companion-shape"));
   EXPECT_TRUE(run.summary.failed);
+}
+
+TEST(CheckCheckpointTest, ANameStoredTwiceKeepsOneCopyAndEveryOtherNameFound) {
+  // Short names (held inside their strings) after the dropped copy: each
+  // is still found by name, and hashing every tensor reaches each.
+  const std::string dir = testing::MakeTempDir();
+  // Distinct values, so that no two tensors are duplicates by content.
+  std::vector<float> v(64, 0.25f), v2(64, 0.5f), v3(64, 0.75f);
+  testing::WriteFile(
+      dir + "/a.safetensors",
+      testing::BuildSafetensors({{"w", "F32", {2, 32}, testing::Bytes(v)}}));
+  testing::WriteFile(
+      dir + "/b.safetensors",
+      testing::BuildSafetensors({{"w", "F32", {2, 32}, testing::Bytes(v)},
+                                 {"x", "F32", {2, 32}, testing::Bytes(v2)},
+                                 {"y", "F32", {2, 32}, testing::Bytes(v3)}}));
+  auto ckpt = Checkpoint::Open(dir, {.lenient = true});
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  ASSERT_EQ((*ckpt)->stored_tensors().size(), 3u);
+  for (const char* name : {"w", "x", "y"}) {
+    const StoredTensor* t = (*ckpt)->FindStored(name);
+    ASSERT_NE(t, nullptr) << name;
+    EXPECT_EQ(t->name, name);
+  }
+  EXPECT_EQ((*ckpt)->files()[(*ckpt)->FindStored("w")->file_index].path,
+            dir + "/a.safetensors");
+  CheckRun run = CheckPath(dir, {.hashes = true});
+  EXPECT_EQ(Rules(run), (std::set<std::string>{"duplicate-name"}));
+  EXPECT_EQ(run.summary.stored_tensors, 3);
+}
+
+TEST(CheckCheckpointTest, OfANameStoredTwiceTheCopyTheIndexPlacesIsChecked) {
+  // The index places `w` in the second shard (the first holds a stale copy
+  // beside `v`), whose copy holds a NaN: that copy is the one loaders take,
+  // so it is the one checked.
+  const std::string dir = testing::MakeTempDir();
+  std::vector<float> clean(64, 0.25f), other(64, 0.5f), third(64, 0.75f);
+  std::vector<float> nan = clean;
+  nan[3] = std::numeric_limits<float>::quiet_NaN();
+  testing::WriteFile(dir + "/s1.safetensors",
+                     testing::BuildSafetensors(
+                         {{"v", "F32", {2, 32}, testing::Bytes(other)},
+                          {"w", "F32", {2, 32}, testing::Bytes(clean)}}));
+  testing::WriteFile(dir + "/s2.safetensors",
+                     testing::BuildSafetensors(
+                         {{"w", "F32", {2, 32}, testing::Bytes(nan)},
+                          {"u", "F32", {2, 32}, testing::Bytes(third)}}));
+  testing::WriteJson(dir + "/model.safetensors.index.json",
+                     {{"weight_map",
+                       {{"v", "s1.safetensors"},
+                        {"w", "s2.safetensors"},
+                        {"u", "s2.safetensors"}}}});
+  CheckRun run = CheckPath(dir);
+  EXPECT_EQ(Rules(run),
+            (std::set<std::string>{"duplicate-name", "shard-tensor-unindexed",
+                                   "nan-stored-value"}));
+  for (const Finding& f : run.findings) {
+    if (f.rule == "duplicate-name") {
+      EXPECT_THAT(f.expected, HasSubstr("s2.safetensors"));
+      EXPECT_EQ(f.file, dir + "/s1.safetensors");
+    }
+  }
+}
+
+TEST(CheckCheckpointTest, NamesThatAreNoRegularFileAreFindings) {
+  // A dangling index (a Hugging Face cache whose blob is gone) and a shard
+  // that is a symlink loop: reported, never opened; the good shard checked.
+  const std::string dir = testing::MakeTempDir();
+  std::vector<float> v(64, 0.25f);
+  testing::WriteFile(
+      dir + "/a.safetensors",
+      testing::BuildSafetensors({{"w", "F32", {2, 32}, testing::Bytes(v)}}));
+  std::filesystem::create_symlink("/nonexistent/blob",
+                                  dir + "/model.safetensors.index.json");
+  std::filesystem::create_symlink(dir + "/loop.safetensors",
+                                  dir + "/loop.safetensors");
+  CheckRun run = CheckPath(dir);
+  EXPECT_EQ(Rules(run),
+            (std::set<std::string>{"index-corrupt", "shard-corrupt"}));
+  for (const Finding& f : run.findings) {
+    EXPECT_THAT(f.actual, HasSubstr("not a regular file")) << f.rule;
+  }
+  EXPECT_EQ(run.summary.tensors_checked, 1);
+  // Nothing readable past an unusable index: the refusal names both.
+  const std::string bare = testing::MakeTempDir();
+  testing::WriteJson(bare + "/model.safetensors.index.json", {1, 2});
+  testing::WriteFile(bare + "/a.safetensors", "not safetensors");
+  auto opened = Checkpoint::Open(bare, {.lenient = true});
+  EXPECT_THAT(opened, StatusIs(absl::StatusCode::kDataLoss,
+                               "expected an object with a 'weight_map'"));
+  EXPECT_THAT(opened, StatusIs(absl::StatusCode::kDataLoss, "a.safetensors"));
 }
 
 TEST(CheckCheckpointTest, HostileIndexesAndConfigsArePreciseErrorsOrFindings) {

@@ -200,6 +200,8 @@ BENCHMARK(BM_PlainPassBaseline)
 // (DiffOptions::chunk_elements), its quantized side through DecodeRuns
 // (values and each run's steps) and its F32 source read where it is mapped,
 // as DiffTensor reads them.
+//   Chunked: the plain pass in those chunks, the quantized side through
+//     Decode (no run records) and the source read in place.
 //   Input: that decoding and reading, the source and values summed in 16
 //     float lanes as the plain pass does (the cost of run records and of
 //     the chunk size, against the plain pass's Decode).
@@ -213,7 +215,7 @@ BENCHMARK(BM_PlainPassBaseline)
 //     steps added to its group. No counts, no index of the maximum, no store
 //     of the errors, no percentiles or top-k: what DiffTensor does beyond
 //     this is the rest of the report.
-enum class Floor { kInput, kErrors, kMoments };
+enum class Floor { kChunked, kInput, kErrors, kMoments };
 
 #if defined(__x86_64__)
 #pragma GCC diagnostic push
@@ -318,8 +320,12 @@ double FloorPass(const Checkpoint& quant, const Checkpoint& ref,
     const float* x = r->encoding->StoredF32();
     for (int64_t i = 0; i < q.num_elements; i += chunk) {
       const int64_t n = std::min<int64_t>(chunk, q.num_elements - i);
-      (void)q.encoding->DecodeRuns(i, n, values.data(), &runs);
-      if constexpr (kFloor == Floor::kInput) {
+      if constexpr (kFloor == Floor::kChunked) {
+        (void)q.encoding->Decode(i, n, values.data());
+      } else {
+        (void)q.encoding->DecodeRuns(i, n, values.data(), &runs);
+      }
+      if constexpr (kFloor == Floor::kChunked || kFloor == Floor::kInput) {
         int64_t k = 0;
         for (; k + 16 <= n; k += 16) {
           for (int l = 0; l < 16; ++l) lane[l] += values[k + l] - x[i + k + l];
@@ -357,6 +363,9 @@ void BM_DiffFloor(benchmark::State& state) {
   FloorState st;
   Measure(state, q, [&] { return FloorPass<kFloor>(*d.quant[q], *d.ref, st); });
 }
+void BM_DiffFloorChunked(benchmark::State& state) {
+  BM_DiffFloor<Floor::kChunked>(state);
+}
 void BM_DiffFloorInput(benchmark::State& state) {
   BM_DiffFloor<Floor::kInput>(state);
 }
@@ -366,6 +375,12 @@ void BM_DiffFloorErrors(benchmark::State& state) {
 void BM_DiffFloorMoments(benchmark::State& state) {
   BM_DiffFloor<Floor::kMoments>(state);
 }
+BENCHMARK(BM_DiffFloorChunked)
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3)
+    ->UseRealTime();
 BENCHMARK(BM_DiffFloorInput)
     ->Arg(0)
     ->Arg(1)

@@ -203,8 +203,8 @@ BENCHMARK(BM_PlainPassBaseline)
 //   Chunked: the plain pass in those chunks, the quantized side through
 //     Decode (no run records) and the source read in place.
 //   Input: that decoding and reading, the source and values summed in 16
-//     float lanes as the plain pass does (the cost of run records and of
-//     the chunk size, against the plain pass's Decode).
+//     float lanes as the plain pass does (against Chunked: the cost of the
+//     run records).
 //   Errors: Input, then per element the error in steps exactly as
 //     ErrorInSteps defines it (both sides widened to double, |x - x̂|
 //     divided by the step on x's side, 0 when exact, +inf for a zero step),
@@ -221,7 +221,8 @@ enum class Floor { kChunked, kInput, kErrors, kMoments };
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
-// The floor passes' running state, in registers across a chunk.
+// The floor passes' running state: in registers within a chunk, here
+// between chunks.
 struct FloorState {
   double sq[4] = {}, ab[4] = {}, xx[4] = {}, hh[4] = {}, xh[4] = {};
   double max[8] = {};

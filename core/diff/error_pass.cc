@@ -294,17 +294,19 @@ __attribute__((target("avx512f"), always_inline)) inline void Step512(
   } else {
     _mm512_mask_storeu_pd(err_steps + i, lanes, v);
   }
-  // v > max ? v : max, as std::max(max, v): a NaN is passed over.
-  r.group_max = _mm512_mask_blend_pd(
-      _mm512_cmp_pd_mask(v, r.group_max, _CMP_GT_OQ), r.group_max, v);
+  // v > max ? v : max, as std::max(max, v): a NaN is passed over. MAXPD is
+  // exactly that (its second operand when unordered or equal), in one
+  // short-latency instruction where a compare and a blend made a longer
+  // chain. The upper lanes of a half step are zeros, which change no
+  // maximum of errors (never below zero).
+  r.group_max = _mm512_max_pd(v, r.group_max);
   const __m512i idx = _mm512_add_epi64(
       _mm512_set1_epi64(first + i), _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0));
   const __mmask8 new_max =
       _mm512_cmp_pd_mask(err, st.max_abs, _CMP_GT_OQ) & lanes;
   st.max_abs = _mm512_mask_blend_pd(new_max, st.max_abs, err);
   st.max_idx = _mm512_mask_blend_epi64(new_max, st.max_idx, idx);
-  st.max_steps = _mm512_mask_blend_pd(
-      _mm512_cmp_pd_mask(v, st.max_steps, _CMP_GT_OQ) & lanes, st.max_steps, v);
+  st.max_steps = _mm512_mask_max_pd(st.max_steps, lanes, v, st.max_steps);
   st.above += __builtin_popcount(
       _mm512_cmp_pd_mask(v, _mm512_set1_pd(0.5), _CMP_GT_OQ) & lanes);
   st.clipped += __builtin_popcount((_mm512_cmp_pd_mask(xs, r.hi, _CMP_GT_OQ) |
@@ -348,11 +350,10 @@ __attribute__((target("avx512f"))) void AccumulateErrorsAvx512(
       i += 4;
     }
     alignas(32) double gs[4];
-    alignas(64) double gm[8];
     _mm256_store_pd(gs, r.group_sum);
-    _mm512_store_pd(gm, r.group_max);
-    double gmax = 0;
-    for (double m : gm) gmax = std::max(gmax, m);
+    // The lanes are never NaN (passed over above) nor below zero, so their
+    // maximum does not depend on the order it is taken in.
+    double gmax = _mm512_reduce_max_pd(r.group_max);
     Partials unused;
     for (; i < end; ++i) {
       const double v =
@@ -420,8 +421,11 @@ __attribute__((target("avx512f"))) int64_t KeepAboveAvx512(
   int64_t k = 0, i = 0;
   for (; i + 8 <= m; i += 8) {
     const __m512d x = _mm512_loadu_pd(v + i);
-    // x > top ? x : top, as std::max(top, x): a NaN is passed over.
-    top = _mm512_mask_blend_pd(_mm512_cmp_pd_mask(x, top, _CMP_GT_OQ), top, x);
+    // x > top ? x : top, as std::max(top, x): a NaN is passed over. MAXPD
+    // is exactly that (its second operand when unordered or equal) in one
+    // short-latency instruction, where a compare into a mask and a blend
+    // made this chain, one link per eight values, the loop's bound.
+    top = _mm512_max_pd(x, top);
     const __mmask8 keep = _mm512_cmp_pd_mask(x, f, _CMP_GT_OQ);
     _mm512_storeu_pd(out + k, _mm512_maskz_compress_pd(keep, x));
     k += __builtin_popcount(keep);

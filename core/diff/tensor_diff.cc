@@ -143,10 +143,20 @@ class PercentileTracker {
   // The value of rank r (0 = smallest) among all n. Ranks are read from
   // the largest down: after selecting position p, the values before it are
   // the p largest, so the next (smaller) position selects among those only.
+  // The position just before the last selected one (a percentile's second
+  // rank, for the interpolation) is the smallest of the values before it:
+  // one scan, where a selection over them cost several (5% of a diff).
   double Rank(int64_t r) {
     if (exact_) {
       const int64_t from_top = n_ - 1 - r;
       if (from_top >= count_) return 0.0;
+      if (from_top + 2 == ranked_end_) {
+        const auto smallest =
+            std::min_element(top_.begin(), top_.begin() + from_top + 1);
+        std::iter_swap(smallest, top_.begin() + from_top);
+        ranked_end_ = from_top + 1;
+        return top_[from_top];
+      }
       const int64_t end = from_top < ranked_end_ ? ranked_end_ : count_;
       std::nth_element(top_.begin(), top_.begin() + from_top,
                        top_.begin() + end, std::greater<double>());
@@ -167,7 +177,9 @@ class PercentileTracker {
   double floor_ = 0;  // exact mode: values at or below are not needed
   std::vector<double>& top_;
   int64_t count_ = 0;  // exact mode: top_[0, count_) are kept
-  // top_[0, ranked_end_) hold the ranked_end_ largest kept values.
+  // top_[0, ranked_end_) hold the ranked_end_ largest kept values, and
+  // top_[ranked_end_ - 1] is the smallest of them (each sets it by a
+  // selection at that position).
   int64_t ranked_end_ = 0;
   std::vector<int64_t> hist_;
   std::vector<int64_t> trim_hist_;

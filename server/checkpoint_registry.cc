@@ -2,6 +2,7 @@
 
 #include <limits.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include "absl/strings/str_cat.h"
 #include "server/exception_fence.h"
@@ -14,9 +15,34 @@ CheckpointRegistry::CheckpointRegistry(PathSandbox sandbox, size_t max_open,
       max_open_(std::max<size_t>(1, max_open)),
       open_options_(open) {}
 
-bool CheckpointRegistry::Unchanged(const Checkpoint& c) {
+namespace {
+
+// The identity StatFile reads (core/io/mapped_file.cc's IdentityOf, field
+// for field), from a stat already taken: the sandbox's, as it resolved the
+// path. A field missed here would only make every call reopen the file.
+absl::StatusOr<FileIdentity> IdentityFromStat(const std::string& path,
+                                              const struct stat& st) {
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", path, "' is not a regular file"));
+  }
+  return FileIdentity{
+      .device = static_cast<uint64_t>(st.st_dev),
+      .inode = static_cast<uint64_t>(st.st_ino),
+      .size = static_cast<uint64_t>(st.st_size),
+      .mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 +
+                  st.st_mtim.tv_nsec,
+      .ctime_ns = static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 +
+                  st.st_ctim.tv_nsec};
+}
+
+}  // namespace
+
+bool CheckpointRegistry::Unchanged(const Checkpoint& c,
+                                   const PathSandbox::Resolved& resolved) {
   for (const Checkpoint::File& f : c.files()) {
-    auto now = StatFile(f.path);
+    auto now = f.path == resolved.path ? IdentityFromStat(f.path, resolved.st)
+                                       : StatFile(f.path);
     if (!now.ok() || !(*now == f.mapping->identity())) return false;
   }
   for (const Checkpoint::ReadFile& f : c.read_files()) {
@@ -50,8 +76,9 @@ std::shared_ptr<const Checkpoint> CheckpointRegistry::AcquireIfOpen(
 absl::StatusOr<std::shared_ptr<const Checkpoint>>
 CheckpointRegistry::AcquireUnfenced(absl::string_view requested,
                                     bool may_open) {
-  auto path = sandbox_.Resolve(requested);
-  if (!path.ok()) return path.status();
+  auto resolved = sandbox_.ResolveAndStat(requested);
+  if (!resolved.ok()) return resolved.status();
+  const std::string* path = &resolved->path;
   std::shared_ptr<const Checkpoint> cached;
   {
     absl::MutexLock lock(&mu_);
@@ -59,7 +86,7 @@ CheckpointRegistry::AcquireUnfenced(absl::string_view requested,
     if (it != entries_.end()) cached = it->second.checkpoint;
   }
   // The stats run off the lock: a slow file system delays this call only.
-  if (cached != nullptr && Unchanged(*cached)) {
+  if (cached != nullptr && Unchanged(*cached, *resolved)) {
     absl::MutexLock lock(&mu_);
     auto it = entries_.find(*path);
     if (it != entries_.end() && it->second.checkpoint == cached) {

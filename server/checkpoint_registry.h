@@ -74,7 +74,12 @@ class CheckpointRegistry {
     std::shared_ptr<const Checkpoint> checkpoint;
     std::list<std::string>::iterator lru;
   };
-  static bool Unchanged(const Checkpoint& c);
+  // Whether every file of `c` is still the one it mapped. `resolved` is
+  // the checkpoint's path as the sandbox just resolved and stat'ed it: the
+  // file at that path (a single-file checkpoint's one file) is judged by
+  // that stat instead of a second one.
+  static bool Unchanged(const Checkpoint& c,
+                        const PathSandbox::Resolved& resolved);
   // Null (OK) when !may_open and the checkpoint would have to be opened.
   absl::StatusOr<std::shared_ptr<const Checkpoint>> AcquireUnfenced(
       absl::string_view requested, bool may_open);

@@ -4,7 +4,10 @@
 // must not stop the server: with the log written on the calling thread,
 // every call blocked in write() once the pipe held 64 KiB, and the server
 // answered nothing more. When the queue is full, the oldest waiting line is
-// dropped and counted (LogLinesDropped, exported in /metrics).
+// dropped and counted (LogLinesDropped, exported in /metrics). The writer
+// is woken once per burst and collects lines for 2 ms before it writes
+// them, not once per line: a wakeup per line put the writer's run on the
+// path of the next call (issue 20's one-scalar latency, tests/bench/NOTES.md).
 #ifndef TENSORMORPH_SERVER_NONBLOCKING_LOG_H_
 #define TENSORMORPH_SERVER_NONBLOCKING_LOG_H_
 
@@ -17,7 +20,9 @@
 namespace tensormorph {
 
 // Makes spdlog's default logger `name`, writing to stderr through a queue
-// of `queue_lines` lines and one writer thread. Call once, before any
+// of `queue_lines` lines and one writer thread; a line is written about
+// 2 ms after it is logged (at once after a flush), with the time it was
+// logged at. Call once, before any
 // thread logs; spdlog::set_level and set_pattern apply to it as to any.
 void InstallNonBlockingLog(const std::string& name, size_t queue_lines = 8192);
 

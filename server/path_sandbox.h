@@ -2,6 +2,8 @@
 #ifndef TENSORMORPH_SERVER_PATH_SANDBOX_H_
 #define TENSORMORPH_SERVER_PATH_SANDBOX_H_
 
+#include <sys/stat.h>
+
 #include <string>
 #include <vector>
 
@@ -41,6 +43,15 @@ class PathSandbox {
   // PERMISSION_DENIED (lexically outside every root, or resolving outside
   // every resolved root); NOT_FOUND (no such file under any root).
   absl::StatusOr<std::string> Resolve(absl::string_view requested) const;
+
+  // What Resolve found, with the stat(2) of it taken as it was resolved (a
+  // caller that checks the file's identity need not stat it again).
+  struct Resolved {
+    std::string path;
+    struct stat st;
+  };
+  // As Resolve (same errors).
+  absl::StatusOr<Resolved> ResolveAndStat(absl::string_view requested) const;
 
   // Checks that an already-canonical path lies inside a resolved root.
   // Errors: PERMISSION_DENIED.

@@ -176,8 +176,11 @@ void FinishUnary(ServiceState& state, grpc::ServerUnaryReactor* reactor,
         TM_RETURN_IF_ERROR(fn());
         return CheckReplySize(*reply, state.limits);
       }));
-  log.Finish(status, 0);
+  // The reply goes first: logging wakes the log's writer, which would
+  // otherwise compete with sending it (the log owns copies of what it
+  // names, so the call may end meanwhile).
   reactor->Finish(status);
+  log.Finish(status, 0);
 }
 
 // Runs `fn` on the worker pool, unless the auth interceptor refused the

@@ -103,6 +103,35 @@ TEST_F(CheckpointRegistryTest, ReopensWhenTheFileChanges) {
   EXPECT_EQ(reg.opens(), 2);
 }
 
+TEST_F(CheckpointRegistryTest, NoticesAFileRewrittenInPlace) {
+  auto reg = Make(4);
+  auto before = reg.Acquire("a.safetensors");
+  ASSERT_TRUE(before.ok());
+  ASSERT_EQ(reg.AcquireIfOpen("a.safetensors"), *before);
+  // The same inode, other bytes and size: the identity taken as the path
+  // resolves (no second stat) still tells.
+  WriteFile(root_ + "/a.safetensors",
+            BuildSafetensors({{"x", "I8", {4}, "wxyz"}}));
+  EXPECT_EQ(reg.AcquireIfOpen("a.safetensors"), nullptr);
+  auto after = reg.Acquire("a.safetensors");
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ((*after)->FindTensor("x")->shape, std::vector<int64_t>{4});
+  EXPECT_EQ(reg.opens(), 2);
+}
+
+TEST_F(CheckpointRegistryTest, NoticesAFileReplacedByASymlinkOut) {
+  auto reg = Make(4);
+  ASSERT_TRUE(reg.Acquire("a.safetensors").ok());
+  const std::string outside = fs::canonical(MakeTempDir()).string();
+  WriteFile(outside + "/a.safetensors",
+            BuildSafetensors({{"x", "I8", {2}, "ab"}}));
+  fs::remove(root_ + "/a.safetensors");
+  fs::create_symlink(outside + "/a.safetensors", root_ + "/a.safetensors");
+  EXPECT_EQ(reg.AcquireIfOpen("a.safetensors"), nullptr);
+  EXPECT_EQ(reg.Acquire("a.safetensors").status().code(),
+            absl::StatusCode::kPermissionDenied);
+}
+
 TEST_F(CheckpointRegistryTest, ClosesTheLeastRecentlyUsedPastTheLimit) {
   auto reg = Make(1);
   ASSERT_TRUE(reg.Acquire("a.safetensors").ok());

@@ -77,6 +77,42 @@ TEST_F(PathSandboxTest, SymlinksOutOfTheRootArePermissionDeniedInsideAreFine) {
   EXPECT_EQ(*in, root_ + "/models/a.gguf");
 }
 
+TEST_F(PathSandboxTest, ResolveAndStatStatsTheFileItResolvedTo) {
+  struct stat want;
+  ASSERT_EQ(::stat((root_ + "/models/a.gguf").c_str(), &want), 0);
+  // Without a symlink on the way (one walk of the path) and through one
+  // (realpath's way): the same file, the same stat.
+  for (const std::string p : {"models/a.gguf", "models/link_in.gguf"}) {
+    auto r = sandbox_->ResolveAndStat(p);
+    ASSERT_TRUE(r.ok()) << p << ": " << r.status();
+    EXPECT_EQ(r->path, root_ + "/models/a.gguf") << p;
+    EXPECT_EQ(r->st.st_ino, want.st_ino) << p;
+    EXPECT_EQ(r->st.st_dev, want.st_dev) << p;
+    EXPECT_EQ(r->st.st_size, want.st_size) << p;
+  }
+}
+
+TEST_F(PathSandboxTest, EveryCallResolvesAfresh) {
+  // A file served once, then replaced by a symlink out of the root: the
+  // next call is refused, not served from anything remembered.
+  ASSERT_TRUE(sandbox_->Resolve("models/sub/../a.gguf").ok());
+  fs::remove(root_ + "/models/a.gguf");
+  fs::create_symlink(base_ + "/outside.gguf", root_ + "/models/a.gguf");
+  auto out = sandbox_->Resolve("models/a.gguf");
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(std::string(out.status().message()),
+              HasSubstr("symlinks may not lead out"));
+  // A directory on the way replaced by a symlink out: refused as well.
+  fs::create_directories(base_ + "/elsewhere");
+  WriteFile(base_ + "/elsewhere/b.gguf", "x");
+  WriteFile(root_ + "/models/sub/b.gguf", "x");
+  ASSERT_TRUE(sandbox_->Resolve("models/sub/b.gguf").ok());
+  fs::remove_all(root_ + "/models/sub");
+  fs::create_directory_symlink(base_ + "/elsewhere", root_ + "/models/sub");
+  EXPECT_EQ(sandbox_->Resolve("models/sub/b.gguf").status().code(),
+            absl::StatusCode::kPermissionDenied);
+}
+
 TEST_F(PathSandboxTest, FifosAndDevicesAreRefused) {
   EXPECT_EQ(sandbox_->Resolve("models/fifo").status().code(),
             absl::StatusCode::kInvalidArgument);
@@ -125,6 +161,19 @@ class SymlinkedRootTest : public PathSandboxTest {
   std::string link_, above_;
   std::optional<PathSandbox> linked_;
 };
+
+TEST_F(SymlinkedRootTest, AGivenSpellingNoLongerASymlinkIsRefused) {
+  // The root's symlink replaced by a real directory after the server
+  // started: a path under it has no symlink left, but is not under the
+  // root the server resolved, so it is not served.
+  fs::remove(link_);
+  fs::create_directories(link_ + "/models");
+  WriteFile(link_ + "/models/a.gguf", "x");
+  auto r = linked_->Resolve(link_ + "/models/a.gguf");
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("resolves to '" + link_ + "/models/a.gguf'"));
+}
 
 TEST_F(SymlinkedRootTest, AbsolutePathsUnderTheGivenSpellingAreServed) {
   auto p = linked_->Resolve(link_ + "/models/a.gguf");

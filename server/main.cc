@@ -283,8 +283,8 @@ int main(int argc, char** argv) {
     }
     if (released.load()) {
       release.join();
-      // Returning joins the log's writer; a stalled reader must not hold
-      // the exit.
+      // What was logged is written before the process ends (a stalled
+      // reader gets a second, then the exit goes on without it).
       if (!tensormorph::DrainLog(absl::Seconds(1))) ExitNow(false);
       return 0;
     }

@@ -15,29 +15,6 @@ CheckpointRegistry::CheckpointRegistry(PathSandbox sandbox, size_t max_open,
       max_open_(std::max<size_t>(1, max_open)),
       open_options_(open) {}
 
-namespace {
-
-// The identity StatFile reads (core/io/mapped_file.cc's IdentityOf, field
-// for field), from a stat already taken: the sandbox's, as it resolved the
-// path. A field missed here would only make every call reopen the file.
-absl::StatusOr<FileIdentity> IdentityFromStat(const std::string& path,
-                                              const struct stat& st) {
-  if (!S_ISREG(st.st_mode)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", path, "' is not a regular file"));
-  }
-  return FileIdentity{
-      .device = static_cast<uint64_t>(st.st_dev),
-      .inode = static_cast<uint64_t>(st.st_ino),
-      .size = static_cast<uint64_t>(st.st_size),
-      .mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 +
-                  st.st_mtim.tv_nsec,
-      .ctime_ns = static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 +
-                  st.st_ctim.tv_nsec};
-}
-
-}  // namespace
-
 bool CheckpointRegistry::Unchanged(const Checkpoint& c,
                                    const PathSandbox::Resolved& resolved) {
   for (const Checkpoint::File& f : c.files()) {

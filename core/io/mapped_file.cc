@@ -45,6 +45,11 @@ FileIdentity IdentityOf(const struct stat& st) {
 absl::StatusOr<FileIdentity> StatFile(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return ErrnoStatus(errno, "stat", path);
+  return IdentityFromStat(path, st);
+}
+
+absl::StatusOr<FileIdentity> IdentityFromStat(const std::string& path,
+                                              const struct stat& st) {
   if (!S_ISREG(st.st_mode)) {
     return absl::InvalidArgumentError(
         absl::StrCat("'", path, "' is not a regular file"));

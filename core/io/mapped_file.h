@@ -2,6 +2,7 @@
 #ifndef TENSORMORPH_CORE_IO_MAPPED_FILE_H_
 #define TENSORMORPH_CORE_IO_MAPPED_FILE_H_
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -37,6 +38,11 @@ inline bool SameBytes(const FileIdentity& a, const FileIdentity& b) {
 // Errors: NOT_FOUND when the path does not exist; INVALID_ARGUMENT when it is
 // not a regular file; INTERNAL for other stat failures.
 absl::StatusOr<FileIdentity> StatFile(const std::string& path);
+
+// The same from a stat already taken of `path` (which names it in the
+// error): what StatFile would return had it taken that stat.
+absl::StatusOr<FileIdentity> IdentityFromStat(const std::string& path,
+                                              const struct stat& st);
 
 // Reads all of a small regular file (an index, a config) with read(2) into
 // memory. Unlike a mapping, a file that shrinks or is rewritten while it is

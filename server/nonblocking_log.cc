@@ -107,8 +107,18 @@ class WriteBehindQueue {
       // Everything pushed so far is now in `batch` or was dropped.
       const uint64_t through = pushed_;
       lock.unlock();
-      for (const auto& msg : batch) out_->log(msg);
-      out_->flush();
+      // Nothing a sink throws may end the process from this thread: a
+      // line that cannot be written is lost, as a dropped one is.
+      for (const auto& msg : batch) {
+        try {
+          out_->log(msg);
+        } catch (...) {
+        }
+      }
+      try {
+        out_->flush();
+      } catch (...) {
+      }
       batch.clear();
       lock.lock();
       done_ = through;

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/io/fault_guard.h"
 #include "core/quant/decode_simd.h"
+#include "core/util/lane_sum.h"
 #include "core/util/status_macros.h"
 
 namespace tensormorph {
@@ -61,19 +62,9 @@ absl::Status ResolveRange(const char* what, int64_t begin, int64_t* end,
 }
 
 // The mean's lanes (core/heatmap.h): the element at column offset k of its
-// cell is added to partial sum k % kLanes of that cell.
-constexpr int kLanes = 16;
-
-// The fixed tree of heatmap.h: (0+8) ... (7+15), then (0+4) ... (3+7), then
-// (0+2), (1+3), then the two.
-double SumOfLanes(const double* s) {
-  const double a0 = s[0] + s[8], a1 = s[1] + s[9], a2 = s[2] + s[10],
-               a3 = s[3] + s[11], a4 = s[4] + s[12], a5 = s[5] + s[13],
-               a6 = s[6] + s[14], a7 = s[7] + s[15];
-  const double b0 = a0 + a4, b1 = a1 + a5, b2 = a2 + a6, b3 = a3 + a7;
-  const double c0 = b0 + b2, c1 = b1 + b3;
-  return c0 + c1;
-}
+// cell is added to partial sum k % kLanes of that cell, and the lanes are
+// combined by SumOfLanes (core/util/lane_sum.h).
+constexpr int kLanes = kSumLanes;
 
 // Where a call's lanes come from and go to: `first` (the band's first
 // batch of rows) starts them at +0.0 rather than loading them from `lanes`;

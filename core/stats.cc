@@ -16,6 +16,7 @@
 #include "core/io/fault_guard.h"
 #include "core/quant/decode_simd.h"
 #include "core/quant/levels.h"
+#include "core/util/lane_sum.h"
 
 namespace tensormorph {
 
@@ -23,7 +24,7 @@ namespace {
 
 // The number of partial sums the mean and std are summed in (the contract
 // in stats.h): element i of the tensor goes to lane i % kLanes.
-constexpr int kLanes = 16;
+constexpr int kLanes = kSumLanes;
 
 // The moments, specials and zeros of the elements folded so far: each sum
 // as kLanes partial sums, each lane's elements added in index order.
@@ -38,17 +39,6 @@ struct Moments {
   bool have_zero = false;
   float first_zero = 0;
 };
-
-// The lanes combined in the fixed tree of stats.h: lane k with lane k + 8,
-// then k + 4, k + 2 and k + 1.
-double CombineLanes(const double* lanes) {
-  double s[kLanes];
-  std::copy(lanes, lanes + kLanes, s);
-  for (int w = kLanes / 2; w >= 1; w /= 2) {
-    for (int k = 0; k < w; ++k) s[k] = s[k] + s[k + w];
-  }
-  return s[0];
-}
 
 // Folds element j of v[0, n) (global index start + j), beside the reference
 // x[j] when given, into `m`. A non-finite element adds +0.0 to its lane,
@@ -792,9 +782,9 @@ absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& t,
     const double hi = mo.hi == 0 ? mo.first_zero : mo.hi;
     st.min = lo;
     st.max = hi;
-    st.mean = CombineLanes(mo.sum) / finite;
+    st.mean = SumOfLanes(mo.sum) / finite;
     st.std = std::sqrt(
-        std::max(0.0, CombineLanes(mo.sum_sq) / finite - st.mean * st.mean));
+        std::max(0.0, SumOfLanes(mo.sum_sq) / finite - st.mean * st.mean));
     st.absmax = std::max(std::fabs(lo), std::fabs(hi));
   }
   st.sparsity = counted > 0 ? static_cast<double>(st.zeros) / counted : 0;

@@ -112,14 +112,9 @@ class AffineEncoding final : public Encoding {
     thread_local std::vector<uint8_t> codes;
     thread_local TileGroups groups;
     while (count > 0) {
-      const int64_t r = first / p_.cols, c0 = first % p_.cols;
-      const int64_t n = std::min(count, p_.cols - c0);
-      int64_t nr = 1;
-      if (c0 == 0 && n == p_.cols) {
-        nr = std::min(count / p_.cols, kTileRows - r % kTileRows);
-      }
-      // Rows a power of two apart would share L1 sets: pad them.
-      const int64_t stride = nr > 1 ? n + 64 : n;
+      const Tile t = NextTile(first, count);
+      const int64_t r = t.r, nr = t.nr, c0 = t.c0, n = t.n;
+      const int64_t stride = PaddedStride(nr, n);
       codes.resize(static_cast<size_t>(nr * stride));
       p_.codes.GetTile(r, nr, c0, n, codes.data(), stride);
       FetchGroups(r, nr, c0, n, first, &groups);
@@ -140,12 +135,8 @@ class AffineEncoding final : public Encoding {
                         uint8_t* out) const override {
     if (p_.codes.bits > 8) return Encoding::RawCodes(first, count, out);
     while (count > 0) {
-      const int64_t r = first / p_.cols, c0 = first % p_.cols;
-      const int64_t n = std::min(count, p_.cols - c0);
-      int64_t nr = 1;
-      if (c0 == 0 && n == p_.cols) {
-        nr = std::min(count / p_.cols, kTileRows - r % kTileRows);
-      }
+      const Tile t = NextTile(first, count);
+      const int64_t r = t.r, nr = t.nr, c0 = t.c0, n = t.n;
       p_.codes.GetTile(r, nr, c0, n, out, n);
       out += nr * n;
       first += nr * n;
@@ -174,15 +165,10 @@ class AffineEncoding final : public Encoding {
     thread_local std::vector<uint8_t> tile;
     uint8_t* dst = out->codes.data();
     while (count > 0) {
-      const int64_t r = first / p_.cols, c0 = first % p_.cols;
-      const int64_t n = std::min(count, p_.cols - c0);
-      int64_t nr = 1;
-      if (c0 == 0 && n == p_.cols) {
-        nr = std::min(count / p_.cols, kTileRows - r % kTileRows);
-      }
-      // Unpacked with Decode's padded stride (rows a power of two apart
-      // would share L1 sets), then copied out row by row.
-      const int64_t stride = nr > 1 ? n + 64 : n;
+      const Tile t = NextTile(first, count);
+      const int64_t r = t.r, nr = t.nr, c0 = t.c0, n = t.n;
+      // Unpacked as Decode unpacks them, then copied out row by row.
+      const int64_t stride = PaddedStride(nr, n);
       tile.resize(static_cast<size_t>(nr * stride));
       p_.codes.GetTile(r, nr, c0, n, tile.data(), stride);
       for (int64_t i = 0; i < nr; ++i) {
@@ -277,6 +263,27 @@ class AffineEncoding final : public Encoding {
   // transposed words are read two whole cache lines at a time (16 was 15%
   // slower on GPTQ, 64 no faster: decode_bench's ConventionLayer).
   static constexpr int64_t kTileRows = 32;
+
+  // The tile that [first, first + count) starts with: rows [r, r + nr),
+  // columns [c0, c0 + n); several rows only when whole rows are asked for,
+  // and never across a kTileRows boundary.
+  struct Tile {
+    int64_t r, nr, c0, n;
+  };
+  Tile NextTile(int64_t first, int64_t count) const {
+    const int64_t r = first / p_.cols, c0 = first % p_.cols;
+    const int64_t n = std::min(count, p_.cols - c0);
+    int64_t nr = 1;
+    if (c0 == 0 && n == p_.cols) {
+      nr = std::min(count / p_.cols, kTileRows - r % kTileRows);
+    }
+    return {r, nr, c0, n};
+  }
+  // The row stride a tile of nr rows of n codes is unpacked with: rows a
+  // power of two apart would share L1 sets, so they are padded.
+  static int64_t PaddedStride(int64_t nr, int64_t n) {
+    return nr > 1 ? n + 64 : n;
+  }
 
   // Scales and zero-points of the groups [gr0, gr0 + ngr) x [gc0, gc0 + ngc)
   // a tile touches, row-major; `bias` folds each zero-point with the codes'

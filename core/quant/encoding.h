@@ -132,7 +132,8 @@ class Encoding {
   // REQUIRES: as Decode.
   // Errors: UNIMPLEMENTED where the values are not of that form (the
   // default; ggml blocks, codebooks, act-order groups, zero-points beyond
-  // 32 bits).
+  // 32 bits), found before or part way through: `out` is then unspecified,
+  // and the caller decodes instead.
   struct AffineCodes {
     std::vector<uint8_t> codes;
     uint8_t flip = 0;

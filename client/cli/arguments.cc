@@ -1,10 +1,5 @@
 #include "client/cli/arguments.h"
 
-#include <sys/stat.h>
-
-#include <filesystem>
-#include <system_error>
-
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -221,41 +216,6 @@ absl::StatusOr<std::pair<int32_t, int32_t>> ParseDiffPart(
   }
   return std::pair<int32_t, int32_t>(static_cast<int32_t>(v[0]),
                                      static_cast<int32_t>(v[1]));
-}
-
-absl::Status CheckNotAnInput(const std::string& output,
-                             const std::vector<std::string>& inputs) {
-  struct stat out;
-  if (::stat(output.c_str(), &out) != 0) return absl::OkStatus();
-  auto same = [&](const std::string& path) {
-    struct stat in;
-    return ::stat(path.c_str(), &in) == 0 && S_ISREG(in.st_mode) &&
-           in.st_dev == out.st_dev && in.st_ino == out.st_ino;
-  };
-  for (const std::string& input : inputs) {
-    if (input.empty()) continue;
-    struct stat in;
-    if (::stat(input.c_str(), &in) != 0) continue;
-    std::string hit;
-    if (S_ISDIR(in.st_mode)) {
-      std::error_code ec;
-      for (std::filesystem::directory_iterator it(input, ec), end;
-           !ec && it != end; it.increment(ec)) {
-        if (same(it->path().string())) {
-          hit = it->path().string();
-          break;
-        }
-      }
-    } else if (same(input)) {
-      hit = input;
-    }
-    if (!hit.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "-o '", output, "' is the input file '", hit,
-          "' itself: refusing to overwrite a checkpoint; name another file"));
-    }
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace tensormorph

@@ -1,8 +1,8 @@
-// Command-line arguments checked before any call: indices, slices, sizes and
-// output paths. A malformed argument is a usage error (exit 1) whatever the
-// command, found here rather than by the server, so that every command
-// reports it the same way; what needs the data (an index past the end) is
-// still the server's to report.
+// Command-line arguments checked before any call: indices, slices and sizes
+// (output paths: output_file.h). A malformed argument is a usage error (exit
+// 1) whatever the command, found here rather than by the server, so that
+// every command reports it the same way; what needs the data (an index past
+// the end) is still the server's to report.
 #ifndef TENSORMORPH_CLIENT_CLI_ARGUMENTS_H_
 #define TENSORMORPH_CLIENT_CLI_ARGUMENTS_H_
 
@@ -69,14 +69,6 @@ absl::StatusOr<std::pair<int64_t, int64_t>> ParseRange(absl::string_view text);
 // Errors: INVALID_ARGUMENT naming the text and the rule.
 absl::StatusOr<std::pair<int32_t, int32_t>> ParseDiffPart(
     absl::string_view text);
-
-// Refuses an output path that is one of the inputs: the same file (by
-// device and inode, so links and other spellings count), or for a directory
-// checkpoint a file directly inside it. Inputs that do not exist locally (a
-// server's paths) are skipped; so is an output that does not exist yet.
-// Errors: INVALID_ARGUMENT naming both paths.
-absl::Status CheckNotAnInput(const std::string& output,
-                             const std::vector<std::string>& inputs);
 
 }  // namespace tensormorph
 

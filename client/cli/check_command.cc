@@ -5,11 +5,10 @@
 
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
+#include <memory>
 #include <iostream>
 #include <map>
 #include <sstream>
@@ -17,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/cli/format.h"
+#include "client/cli/output_file.h"
 #include "core/check/manifest.h"
 #include "core/check/rules.h"
 
@@ -99,15 +99,16 @@ int RunCheck(Client& client, const GlobalOptions& g, const CheckOptionsCli& o) {
     req.set_verify_manifest(ss.str());
   }
   // Opened before the check runs: a path that cannot be written is a usage
-  // error now, not a failure after the whole checkpoint was read.
-  std::ofstream manifest_out;
+  // error now, not a failure after the whole checkpoint was read. Written
+  // to a temporary: a check that fails leaves the manifest that was there.
+  std::unique_ptr<OutputFile> manifest_out;
   if (!o.manifest.empty()) {
-    manifest_out.open(o.manifest, std::ios::binary | std::ios::trunc);
-    if (!manifest_out) {
+    auto file = OutputFile::Create(o.manifest);
+    if (!file.ok()) {
       return ReportUsage(absl::InvalidArgumentError(
-          absl::StrCat("--manifest: cannot write '", o.manifest,
-                       "': ", std::strerror(errno))));
+          absl::StrCat("--manifest: ", file.status().message())));
     }
+    manifest_out = *std::move(file);
   }
   const bool bar = !g.json && ::isatty(2);
   std::vector<v1::CheckFinding> findings;
@@ -144,12 +145,12 @@ int RunCheck(Client& client, const GlobalOptions& g, const CheckOptionsCli& o) {
     return ReportFailure(absl::InternalError(
         "the check ended without a summary: nothing can be said to pass"));
   }
-  if (!o.manifest.empty()) {
-    manifest_out << ManifestJson(hashes);
-    manifest_out.close();
-    if (!manifest_out) {
-      return ReportFailure(absl::DataLossError(absl::StrCat(
-          "--manifest: writing '", o.manifest, "' failed (disk full?)")));
+  if (manifest_out != nullptr) {
+    absl::Status written = manifest_out->Write(ManifestJson(hashes));
+    if (written.ok()) written = manifest_out->Commit();
+    if (!written.ok()) {
+      return ReportFailure(absl::Status(
+          written.code(), absl::StrCat("--manifest: ", written.message())));
     }
   }
   if (!g.json) {

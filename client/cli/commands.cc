@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "client/cli/arguments.h"
 #include "client/cli/format.h"
+#include "client/cli/output_file.h"
 #include "client/render/npy.h"
 
 namespace tensormorph {
@@ -81,6 +82,16 @@ int ReportUsage(const absl::Status& status) {
   std::fprintf(stderr, "tensormorph: %s\n",
                std::string(status.message()).c_str());
   return kExitUsage;
+}
+
+int ReportUsage(const GlobalOptions& g, const absl::Status& status) {
+  if (g.json) {
+    std::cout << "{\"error\":{\"code\":"
+              << JsonString(absl::StatusCodeToString(status.code()))
+              << ",\"message\":" << JsonString(status.message()) << "}}"
+              << std::endl;
+  }
+  return ReportUsage(status);
 }
 
 absl::StatusOr<v1::TensorInfo> LookupTensor(Client& client,
@@ -303,10 +314,6 @@ int RunRead(Client& client, const GlobalOptions& g, const ReadOptions& o) {
           ShapeText(t->shape()), ")")));
     }
   }
-  if (!o.output.empty()) {
-    absl::Status s = CheckNotAnInput(o.output, {o.checkpoint});
-    if (!s.ok()) return ReportUsage(s);
-  }
   v1::ReadSliceRequest req;
   req.set_checkpoint(o.checkpoint);
   req.set_tensor(o.tensor);
@@ -323,28 +330,31 @@ int RunRead(Client& client, const GlobalOptions& g, const ReadOptions& o) {
   }
   if (!o.output.empty()) {
     // Written as it arrives: a 30 GB tensor costs a chunk of memory, not
-    // 30 GB.
-    auto writer = NpyFileWriter::Create(o.output);
-    if (!writer.ok()) return ReportFailure(writer.status());
+    // 30 GB. Into a temporary: a read that fails or is interrupted leaves
+    // the file that was at the path.
+    auto file = OutputFile::Create(o.output);
+    if (!file.ok()) return ReportFailure(file.status());
+    NpyFileWriter writer((*file)->fd(), o.output);
     v1::SliceHeader header;
     absl::Status written = absl::OkStatus();
     absl::Status s = client.ReadSlicePieces(
         req,
         [&](const v1::SliceHeader& h) {
           header = h;
-          written = (*writer)->Begin(
+          written = writer.Begin(
               h.dtype(),
               std::vector<int64_t>(h.shape().begin(), h.shape().end()),
               h.total_bytes());
           return written.ok();
         },
         [&](absl::Span<const absl::string_view> pieces) {
-          written = (*writer)->Append(pieces);  // one writev a chunk
+          written = writer.Append(pieces);  // one writev a chunk
           return written.ok();
         });
     if (!written.ok()) return ReportFailure(written);
     if (!s.ok()) return ReportFailure(s);
-    if (absl::Status f = (*writer)->Finish(); !f.ok()) return ReportFailure(f);
+    if (absl::Status f = writer.Finish(); !f.ok()) return ReportFailure(f);
+    if (absl::Status c = (*file)->Commit(); !c.ok()) return ReportFailure(c);
     const std::vector<int64_t> shape(header.shape().begin(),
                                      header.shape().end());
     if (g.json) {

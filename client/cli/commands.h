@@ -5,6 +5,7 @@
 #ifndef TENSORMORPH_CLIENT_CLI_COMMANDS_H_
 #define TENSORMORPH_CLIENT_CLI_COMMANDS_H_
 
+#include <iostream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,6 +38,10 @@ int ReportFailure(const absl::Status& status);
 // Prints "tensormorph: message" and returns kExitUsage: for arguments the
 // CLI can tell are wrong before or without a call.
 int ReportUsage(const absl::Status& status);
+// As above; with --json also one line on stdout in the shape `health --json`
+// reports a failure in, {"error":{"code":"INVALID_ARGUMENT","message":...}},
+// for scripts that parse stdout only.
+int ReportUsage(const GlobalOptions& g, const absl::Status& status);
 
 // The TensorInfo of `tensor` in `checkpoint` (its shape, to check indices
 // against before the call that uses them): the logical tensor of that name
@@ -115,17 +120,20 @@ struct DiffResult {
 // Presents `r` as `tensormorph diff` does, so a merge reads like a run:
 // without --json the table (worst error in steps first), the worst
 // elements of the worst tensor, the summary lines and, for a part, which
-// part it is; JSON lines are the caller's to print. Then the tensors that
-// tripped a gate, on stderr. Returns kExitThreshold when the summary
-// flags any tensor, else kExitOk.
-int PrintDiffResult(const GlobalOptions& g, DiffResult r);
+// part it is, on `out`; JSON lines are the caller's to print. Then the
+// tensors that tripped a gate, on stderr. Returns kExitThreshold when the
+// summary flags any tensor, else kExitOk.
+int PrintDiffResult(const GlobalOptions& g, DiffResult r,
+                    std::ostream& out = std::cout);
 
 struct DiffMergeOptionsCli {
   std::vector<std::string> parts;    // files of `diff --part i/N --json`
   std::vector<std::string> fail_on;  // empty: the parts' own gates hold
+  std::string output;  // -o: what stdout would show, as a file; empty = stdout
 };
 // Needs no server: reads the part files only. Refusals (parts missing,
-// twice, of different plans, cut short) are usage errors (exit 1).
+// twice, of different plans, cut short, an -o that cannot be written) are
+// usage errors (exit 1).
 int RunDiffMerge(const GlobalOptions& g, const DiffMergeOptionsCli& o);
 
 struct StatsOptionsCli {

@@ -100,7 +100,7 @@ int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o) {
   return PrintDiffResult(g, std::move(result));
 }
 
-int PrintDiffResult(const GlobalOptions& g, DiffResult r) {
+int PrintDiffResult(const GlobalOptions& g, DiffResult r, std::ostream& out) {
   const std::vector<std::string>& gates = r.gates;
   std::vector<v1::TensorDiffReport>& reports = r.reports;
   const v1::DiffSummary& summary = r.summary;
@@ -129,12 +129,12 @@ int PrintDiffResult(const GlobalOptions& g, DiffResult r) {
                                               : absl::StrJoin(tripped, ", "));
       }
     }
-    std::cout << "error in units of the local quantization step (rounding "
+    out << "error in units of the local quantization step (rounding "
                  "alone stays <= 0.5)\n"
               << Table(rows);
     if (!reports.empty() && !reports[0].worst().empty()) {
       const auto& t = reports[0];
-      std::cout << "\nworst elements of " << t.name() << ":\n";
+      out << "\nworst elements of " << t.name() << ":\n";
       std::vector<std::vector<std::string>> w = {{"INDEX", "SOURCE", "DECODED",
                                                   "ERR STEPS", "CODE", "SCALE",
                                                   "ZERO", "GROUP"}};
@@ -146,13 +146,13 @@ int PrintDiffResult(const GlobalOptions& g, DiffResult r) {
              NumberText(e.quant().zero_point()),
              absl::StrCat(e.quant().group())});
       }
-      std::cout << Table(w);
+      out << Table(w);
     }
     const double gbps =
         summary.wall_seconds() > 0
             ? summary.bytes_read() / 1e9 / summary.wall_seconds()
             : 0;
-    std::cout << "\n"
+    out << "\n"
               << Count(summary.tensors_compared(), "tensor") << " compared ("
               << PairingText(summary) << "), "
               << BytesText(summary.bytes_read()) << " of source in "
@@ -161,7 +161,7 @@ int PrintDiffResult(const GlobalOptions& g, DiffResult r) {
               << "\n";
     if (summary.has_part()) {
       const v1::DiffPartInfo& p = summary.part();
-      std::cout << "part " << p.index() << "/" << p.count() << " of plan "
+      out << "part " << p.index() << "/" << p.count() << " of plan "
                 << p.plan_fingerprint() << ": " << summary.tensors_compared()
                 << " of " << Count(p.plan_tensors(), "tensor") << ", "
                 << BytesText(p.part_source_bytes()) << " of "
@@ -170,23 +170,23 @@ int PrintDiffResult(const GlobalOptions& g, DiffResult r) {
                    "--json output together\n";
     }
     if (summary.skipped_empty_size() > 0) {
-      std::cout << "skipped, empty (a zero dimension, nothing to compare): "
+      out << "skipped, empty (a zero dimension, nothing to compare): "
                 << absl::StrJoin(summary.skipped_empty(), ", ") << "\n";
     }
     if (summary.only_in_checkpoint_size() > 0) {
-      std::cout << "only in " << r.quant << ": "
+      out << "only in " << r.quant << ": "
                 << absl::StrJoin(summary.only_in_checkpoint(), ", ") << "\n";
     }
     if (summary.only_in_reference_size() > 0) {
-      std::cout << "only in " << r.reference << ": "
+      out << "only in " << r.reference << ": "
                 << absl::StrJoin(summary.only_in_reference(), ", ") << "\n";
     }
     if (summary.shape_mismatches_size() > 0) {
-      std::cout << "shape mismatches: "
+      out << "shape mismatches: "
                 << absl::StrJoin(summary.shape_mismatches(), "; ") << "\n";
     }
     if (!gates.empty()) {
-      std::cout << "--fail-on: " << summary.flagged_size() << " of "
+      out << "--fail-on: " << summary.flagged_size() << " of "
                 << reports.size() << " tensors flagged"
                 << (summary.flagged().empty() ? "" : ": ")
                 << absl::StrJoin(summary.flagged(), ", ") << "\n";

@@ -3,7 +3,9 @@
 // prints (proto/diff_merge.h), and gated as `diff --fail-on` gates.
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -12,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/cli/commands.h"
 #include "client/cli/format.h"
+#include "client/cli/output_file.h"
 #include "core/diff/gate.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/diff_merge.h"
@@ -158,6 +161,18 @@ int RunDiffMerge(const GlobalOptions& g, const DiffMergeOptionsCli& o) {
     }
     gates.push_back(*std::move(gate));
   }
+  // Opened before the parts are read: a path that cannot be written is a
+  // usage error now. Written whole at the end: a refused merge leaves the
+  // file that was there.
+  std::unique_ptr<OutputFile> file;
+  if (!o.output.empty()) {
+    auto created = OutputFile::Create(o.output);
+    if (!created.ok()) {
+      return ReportUsage(absl::InvalidArgumentError(
+          absl::StrCat("-o: ", created.status().message())));
+    }
+    file = *std::move(created);
+  }
   std::vector<DiffPartEvents> parts;
   for (const std::string& path : o.parts) {
     auto part = ReadPartFile(path);
@@ -187,16 +202,25 @@ int RunDiffMerge(const GlobalOptions& g, const DiffMergeOptionsCli& o) {
     }
     SetRankedLists(std::move(entries), &r.summary);
   }
+  std::ostringstream to_file;
+  std::ostream& out = file != nullptr ? to_file : std::cout;
   if (g.json) {
     v1::QuantDiffEvent e;
     for (const v1::TensorDiffReport& t : r.reports) {
       *e.mutable_tensor() = t;
-      std::cout << ToJson(e) << "\n";
+      out << ToJson(e) << "\n";
     }
     *e.mutable_summary() = r.summary;
-    std::cout << ToJson(e) << std::endl;
+    out << ToJson(e) << std::endl;
   }
-  return PrintDiffResult(g, std::move(r));
+  const int code = PrintDiffResult(g, std::move(r), out);
+  if (file != nullptr) {
+    // A tripped gate still writes the merge: the report says what tripped.
+    absl::Status written = file->Write(to_file.str());
+    if (written.ok()) written = file->Commit();
+    if (!written.ok()) return ReportFailure(written);
+  }
+  return code;
 }
 
 }  // namespace tensormorph

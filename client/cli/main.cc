@@ -15,6 +15,7 @@
 #include "client/cli/arguments.h"
 #include "client/cli/check_command.h"
 #include "client/cli/commands.h"
+#include "client/cli/output_file.h"
 #include "client/endpoint_set.h"
 #include "core/util/utf8.h"
 #include "process/stream_heap.h"
@@ -48,6 +49,50 @@ const CLI::Validator kOutputPath(
                           : std::string();
     },
     "PATH");
+
+// What every file-writing option's help adds: the guarantees of
+// client/cli/output_file.h.
+constexpr char kOutputGuarantee[] =
+    "; written whole or not at all (a temporary file beside it, renamed into "
+    "place when complete: a failure or Ctrl-C leaves the previous file as it "
+    "was), and refused (exit 1, before any work) when it is one of the "
+    "command's inputs";
+
+// Refuses, before any work (no client, no part file read), an output that
+// is or lies inside one of its command's inputs (output_file.h).
+absl::Status RefuseOutputsThatAreInputs(const CLI::App& app,
+                                        const ReadOptions& read,
+                                        const HeatmapOptionsCli& heat,
+                                        const CheckOptionsCli& check,
+                                        const DiffMergeOptionsCli& merge) {
+  constexpr auto kCheckpoint = CommandInput::Kind::kCheckpoint;
+  constexpr auto kFile = CommandInput::Kind::kFile;
+  if (app.got_subcommand("read")) {
+    return CheckOutputIsNoInput("-o", read.output,
+                                {{kCheckpoint, read.checkpoint, "checkpoint"}});
+  }
+  if (app.got_subcommand("heatmap")) {
+    return CheckOutputIsNoInput(
+        "-o", heat.output,
+        {{kCheckpoint, heat.checkpoint, "checkpoint"},
+         {kCheckpoint, heat.reference, "--ref checkpoint"}});
+  }
+  if (app.got_subcommand("check")) {
+    return CheckOutputIsNoInput(
+        "--manifest", check.manifest,
+        {{kCheckpoint, check.checkpoint, "checkpoint"},
+         {kCheckpoint, check.source, "--source checkpoint"},
+         {kFile, check.verify, "--verify manifest"}});
+  }
+  if (app.got_subcommand("diff-merge")) {
+    std::vector<CommandInput> parts;
+    for (const std::string& part : merge.parts) {
+      parts.push_back({kFile, part, "part file"});
+    }
+    return CheckOutputIsNoInput("-o", merge.output, parts);
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -151,8 +196,9 @@ int main(int argc, char** argv) {
                      "blocks only for block types)");
   read_cmd
       ->add_option("-o,--output", read.output,
-                   "write a .npy file numpy.load reads (raw block types: "
-                   "uint8, [rows, bytes per row])")
+                   std::string("write a .npy file numpy.load reads (raw block "
+                               "types: uint8, [rows, bytes per row])") +
+                       kOutputGuarantee)
       ->check(kOutputPath);
   read_cmd->add_flag(
       "--part", read.part,
@@ -289,7 +335,9 @@ int main(int argc, char** argv) {
                    "only view columns [A, B) (zoom; either end may be left "
                    "out)")
       ->check(range_check);
-  heat_cmd->add_option("-o,--output", heat.output, "write a PNG")
+  heat_cmd
+      ->add_option("-o,--output", heat.output,
+                   std::string("write a PNG") + kOutputGuarantee)
       ->check(kOutputPath);
   heat_cmd->add_flag("--term", heat.term,
                      "draw with 24-bit colour in the terminal");
@@ -379,6 +427,12 @@ int main(int argc, char** argv) {
           "gates the parts ran with hold")
       // One gate per --fail-on: part files after it stay part files.
       ->allow_extra_args(false);
+  merge_cmd
+      ->add_option("-o,--output", merge.output,
+                   std::string("write what stdout would show (the table, or "
+                               "with --json the lines) to this file") +
+                       kOutputGuarantee)
+      ->check(kOutputPath);
   merge_cmd->footer(
       "A diff in 3 parts (say the pods of a Kubernetes Indexed Job), then "
       "merged:\n"
@@ -435,8 +489,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"error", "warning", "info"}));
   check_cmd
       ->add_option("--manifest", check.manifest,
-                   "write every stored tensor's content hash (XXH3-64) to "
-                   "this JSON file")
+                   std::string("write every stored tensor's content hash "
+                               "(XXH3-64) to this JSON file") +
+                       kOutputGuarantee)
       ->check(kOutputPath);
   check_cmd->add_option(
       "--verify", check.verify,
@@ -454,6 +509,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     return code == 0 ? kExitOk : kExitUsage;
+  }
+  if (absl::Status s = RefuseOutputsThatAreInputs(app, read, heat, check, merge);
+      !s.ok()) {
+    return ReportUsage(g, s);
   }
   if (*merge_cmd) return RunDiffMerge(g, merge);  // reads files, no server
   if (!diff_part.empty()) {

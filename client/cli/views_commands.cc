@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <functional>
 #include <iostream>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -10,6 +11,7 @@
 #include "client/cli/arguments.h"
 #include "client/cli/commands.h"
 #include "client/cli/format.h"
+#include "client/cli/output_file.h"
 #include "client/render/heatmap_render.h"
 
 namespace tensormorph {
@@ -193,9 +195,12 @@ absl::StatusOr<std::vector<int64_t>> LeadingIndices(
 
 int RunHeatmap(Client& client, const GlobalOptions& g,
                const HeatmapOptionsCli& o) {
+  // Opened first: a path that cannot be written fails before the call.
+  std::unique_ptr<OutputFile> png;
   if (!o.output.empty()) {
-    absl::Status s = CheckNotAnInput(o.output, {o.checkpoint, o.reference});
-    if (!s.ok()) return ReportUsage(s);
+    auto file = OutputFile::Create(o.output);
+    if (!file.ok()) return ReportFailure(file.status());
+    png = *std::move(file);
   }
   auto info = LookupTensor(client, o.checkpoint, o.tensor);
   if (!info.ok()) return ReportFailure(info.status());
@@ -251,9 +256,12 @@ int RunHeatmap(Client& client, const GlobalOptions& g,
   } else if (o.term || o.output.empty()) {
     std::cout << RenderHeatmapTerminal(*h, title, style);
   }
-  if (!o.output.empty()) {
-    absl::Status s = RenderHeatmap(*h, title, style).WritePng(o.output);
-    if (!s.ok()) return ReportFailure(s);
+  if (png != nullptr) {
+    absl::StatusOr<std::string> bytes =
+        RenderHeatmap(*h, title, style).EncodePng();
+    if (!bytes.ok()) return ReportFailure(bytes.status());
+    if (absl::Status s = png->Write(*bytes); !s.ok()) return ReportFailure(s);
+    if (absl::Status s = png->Commit(); !s.ok()) return ReportFailure(s);
     if (!g.json) {
       std::cerr << "wrote " << o.output << ": " << h->width() << "x"
                 << h->height() << " cells\n";

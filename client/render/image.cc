@@ -4,10 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <cmath>
-#include <cstdio>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
 
@@ -116,18 +113,6 @@ int Image::Text(int x, int y, const std::string& text, Rgb c) {
   return TextWidth(text);
 }
 
-namespace {
-
-// A failed write of `path`, coded and worded from errno ("NOT_FOUND: cannot
-// write 'x.png': No such file or directory").
-absl::Status WriteError(const std::string& path, int error) {
-  return absl::Status(
-      absl::ErrnoToStatusCode(error),
-      absl::StrCat("cannot write '", path, "': ", std::strerror(error)));
-}
-
-}  // namespace
-
 absl::StatusOr<std::string> Image::EncodePng() const {
   std::string out;
   png_structp png =
@@ -156,19 +141,6 @@ absl::StatusOr<std::string> Image::EncodePng() const {
   png_write_end(png, nullptr);
   png_destroy_write_struct(&png, &info);
   return out;
-}
-
-absl::Status Image::WritePng(const std::string& path) const {
-  absl::StatusOr<std::string> png = EncodePng();
-  if (!png.ok()) return png.status();
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) return WriteError(path, errno);
-  const bool written =
-      std::fwrite(png->data(), 1, png->size(), f) == png->size();
-  const int error = errno;
-  if (std::fclose(f) != 0 || !written)
-    return WriteError(path, written ? errno : error);
-  return absl::OkStatus();
 }
 
 }  // namespace tensormorph

@@ -34,10 +34,9 @@ class Image {
     return static_cast<int>(text.size()) * 6;
   }
 
-  // The image as PNG bytes. Errors: INTERNAL when libpng fails.
+  // The image as PNG bytes (a file of them is the CLI's OutputFile's to
+  // write). Errors: INTERNAL when libpng fails.
   absl::StatusOr<std::string> EncodePng() const;
-  // Errors: the errno's code naming the path when it cannot be written.
-  absl::Status WritePng(const std::string& path) const;
 
  private:
   int width_, height_;

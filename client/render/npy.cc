@@ -1,14 +1,10 @@
 #include "client/render/npy.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
-#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -62,33 +58,10 @@ std::string NpyHeader(absl::string_view descr,
   return out;
 }
 
-absl::StatusOr<std::unique_ptr<NpyFileWriter>> NpyFileWriter::Create(
-    const std::string& path) {
-  // Plain write(2)s, not stdio: a chunk's pieces go out in one writev
-  // instead of a 4 KiB buffer's worth at a time.
-  const int fd =
-      ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd < 0) {
-    const int error = errno;
-    return absl::Status(
-        absl::ErrnoToStatusCode(error),
-        absl::StrCat("cannot write '", path, "': ", std::strerror(error)));
-  }
-  return std::unique_ptr<NpyFileWriter>(new NpyFileWriter(path, fd));
-}
-
-NpyFileWriter::~NpyFileWriter() {
-  if (fd_ >= 0) ::close(fd_);
-  struct stat st;
-  if (!finished_ && ::stat(path_.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
-    std::remove(path_.c_str());  // no half array left to be taken for one
-  }
-}
-
 absl::Status NpyFileWriter::Error(int error) const {
   return absl::Status(
       absl::ErrnoToStatusCode(error),
-      absl::StrCat("cannot write '", path_, "': ", std::strerror(error)));
+      absl::StrCat("cannot write '", name_, "': ", std::strerror(error)));
 }
 
 absl::Status NpyFileWriter::WriteAll(
@@ -155,15 +128,11 @@ absl::Status NpyFileWriter::Append(absl::Span<const absl::string_view> pieces) {
   return absl::OkStatus();
 }
 
-absl::Status NpyFileWriter::Finish() {
+absl::Status NpyFileWriter::Finish() const {
   if (!begun_ || left_ != 0) {
     return absl::DataLossError(absl::StrCat(
         "the slice ended ", left_, " bytes short of what its header promised"));
   }
-  const int fd = fd_;
-  fd_ = -1;
-  if (::close(fd) != 0) return Error(errno);
-  finished_ = true;
   return absl::OkStatus();
 }
 

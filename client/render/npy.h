@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -37,15 +38,15 @@ std::string NpyHeader(absl::string_view descr,
 
 // Writes a .npy file as its data arrives: the header once the slice's
 // dtype, shape and size are known, then the data in order, so memory is one
-// chunk whatever the array's size. A file left unfinished (an error, a
-// cancelled read) is removed when the writer goes, unless it is not a
-// regular file (/dev/null, a pipe).
+// chunk whatever the array's size. It only writes: opening the file, and
+// keeping an unfinished one from being taken for an array, are its owner's
+// (the CLI's OutputFile renames it into place only once Finish() passed).
 class NpyFileWriter {
  public:
-  // Opens `path`. Errors: the errno's code naming the path.
-  static absl::StatusOr<std::unique_ptr<NpyFileWriter>> Create(
-      const std::string& path);
-  ~NpyFileWriter();
+  // Writes to `fd`, which stays open and the caller's; `name` is how errors
+  // name the file.
+  NpyFileWriter(int fd, std::string name)
+      : name_(std::move(name)), fd_(fd) {}
 
   // The header of a slice of `dtype` and `shape` holding `total_bytes`
   // (laid out by NpyLayoutFor); once, first.
@@ -57,21 +58,21 @@ class NpyFileWriter {
   // The next bytes as pieces in order, written with as few writev(2) calls
   // as they allow (a received chunk's pieces: one call). Errors: as Append.
   absl::Status Append(absl::Span<const absl::string_view> pieces);
-  // Checks that every byte Begin promised came, and closes the file.
-  absl::Status Finish();
+  // Checks that every byte Begin promised came. Errors: DATA_LOSS when
+  // they did not.
+  absl::Status Finish() const;
 
   NpyLayout layout() const { return layout_; }
 
  private:
-  NpyFileWriter(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
   absl::Status Error(int error) const;
   // Writes every byte of `pieces`, resuming after short writes.
   absl::Status WriteAll(absl::Span<const absl::string_view> pieces);
 
-  std::string path_;
-  int fd_;  // -1 once closed
+  std::string name_;
+  int fd_;
   NpyLayout layout_;
-  bool begun_ = false, finished_ = false;
+  bool begun_ = false;
   int64_t left_ = 0;
 };
 

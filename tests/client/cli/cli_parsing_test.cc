@@ -247,16 +247,16 @@ TEST_P(CliParsingTest, OutputOntoTheInputCheckpointIsRefused) {
   std::filesystem::create_symlink(ckpt, dir + "/soft");
   for (const std::string& out : {ckpt, dir + "/hard", dir + "/soft"}) {
     ExpectUsageError({"read", ckpt, "t.weight", "-o", out},
-                     "is the input file '" + ckpt + "' itself");
+                     "is an input of this command");
     ExpectUsageError({"heatmap", ckpt, "t.weight", "--index", "0", "-o", out},
-                     "refusing to overwrite a checkpoint");
+                     "is an input of this command");
   }
   // A file inside a directory checkpoint is as much the input.
   const std::string shard = Fixture("safetensors/plain") + "/model.safetensors";
   std::filesystem::create_symlink(shard, dir + "/shard");
   ExpectUsageError(
       {"read", Fixture("safetensors/plain"), "bf16", "-o", dir + "/shard"},
-      "is the input file '");
+      "is an input of this command");
   EXPECT_EQ(ReadFileBytes(ckpt), before);
   std::filesystem::remove(ckpt);
 }

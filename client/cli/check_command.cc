@@ -8,9 +8,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <memory>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"

@@ -130,8 +130,8 @@ int PrintDiffResult(const GlobalOptions& g, DiffResult r, std::ostream& out) {
       }
     }
     out << "error in units of the local quantization step (rounding "
-                 "alone stays <= 0.5)\n"
-              << Table(rows);
+           "alone stays <= 0.5)\n"
+        << Table(rows);
     if (!reports.empty() && !reports[0].worst().empty()) {
       const auto& t = reports[0];
       out << "\nworst elements of " << t.name() << ":\n";
@@ -153,43 +153,41 @@ int PrintDiffResult(const GlobalOptions& g, DiffResult r, std::ostream& out) {
             ? summary.bytes_read() / 1e9 / summary.wall_seconds()
             : 0;
     out << "\n"
-              << Count(summary.tensors_compared(), "tensor") << " compared ("
-              << PairingText(summary) << "), "
-              << BytesText(summary.bytes_read()) << " of source in "
-              << absl::StrFormat("%.2f s (%.2f GB/s)", summary.wall_seconds(),
-                                 gbps)
-              << "\n";
+        << Count(summary.tensors_compared(), "tensor") << " compared ("
+        << PairingText(summary) << "), " << BytesText(summary.bytes_read())
+        << " of source in "
+        << absl::StrFormat("%.2f s (%.2f GB/s)", summary.wall_seconds(), gbps)
+        << "\n";
     if (summary.has_part()) {
       const v1::DiffPartInfo& p = summary.part();
       out << "part " << p.index() << "/" << p.count() << " of plan "
-                << p.plan_fingerprint() << ": " << summary.tensors_compared()
-                << " of " << Count(p.plan_tensors(), "tensor") << ", "
-                << BytesText(p.part_source_bytes()) << " of "
-                << BytesText(p.plan_source_bytes())
-                << " of source; `tensormorph diff-merge` puts the parts' "
-                   "--json output together\n";
+          << p.plan_fingerprint() << ": " << summary.tensors_compared()
+          << " of " << Count(p.plan_tensors(), "tensor") << ", "
+          << BytesText(p.part_source_bytes()) << " of "
+          << BytesText(p.plan_source_bytes())
+          << " of source; `tensormorph diff-merge` puts the parts' "
+             "--json output together\n";
     }
     if (summary.skipped_empty_size() > 0) {
       out << "skipped, empty (a zero dimension, nothing to compare): "
-                << absl::StrJoin(summary.skipped_empty(), ", ") << "\n";
+          << absl::StrJoin(summary.skipped_empty(), ", ") << "\n";
     }
     if (summary.only_in_checkpoint_size() > 0) {
       out << "only in " << r.quant << ": "
-                << absl::StrJoin(summary.only_in_checkpoint(), ", ") << "\n";
+          << absl::StrJoin(summary.only_in_checkpoint(), ", ") << "\n";
     }
     if (summary.only_in_reference_size() > 0) {
       out << "only in " << r.reference << ": "
-                << absl::StrJoin(summary.only_in_reference(), ", ") << "\n";
+          << absl::StrJoin(summary.only_in_reference(), ", ") << "\n";
     }
     if (summary.shape_mismatches_size() > 0) {
       out << "shape mismatches: "
-                << absl::StrJoin(summary.shape_mismatches(), "; ") << "\n";
+          << absl::StrJoin(summary.shape_mismatches(), "; ") << "\n";
     }
     if (!gates.empty()) {
-      out << "--fail-on: " << summary.flagged_size() << " of "
-                << reports.size() << " tensors flagged"
-                << (summary.flagged().empty() ? "" : ": ")
-                << absl::StrJoin(summary.flagged(), ", ") << "\n";
+      out << "--fail-on: " << summary.flagged_size() << " of " << reports.size()
+          << " tensors flagged" << (summary.flagged().empty() ? "" : ": ")
+          << absl::StrJoin(summary.flagged(), ", ") << "\n";
     }
   }
   if (!summary.flagged().empty()) {

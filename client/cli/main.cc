@@ -510,7 +510,8 @@ int main(int argc, char** argv) {
     const int code = app.exit(e);
     return code == 0 ? kExitOk : kExitUsage;
   }
-  if (absl::Status s = RefuseOutputsThatAreInputs(app, read, heat, check, merge);
+  if (absl::Status s =
+          RefuseOutputsThatAreInputs(app, read, heat, check, merge);
       !s.ok()) {
     return ReportUsage(g, s);
   }

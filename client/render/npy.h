@@ -45,8 +45,7 @@ class NpyFileWriter {
  public:
   // Writes to `fd`, which stays open and the caller's; `name` is how errors
   // name the file.
-  NpyFileWriter(int fd, std::string name)
-      : name_(std::move(name)), fd_(fd) {}
+  NpyFileWriter(int fd, std::string name) : name_(std::move(name)), fd_(fd) {}
 
   // The header of a slice of `dtype` and `shape` holding `total_bytes`
   // (laid out by NpyLayoutFor); once, first.

@@ -108,14 +108,11 @@ std::string Hit(const ResolvedOutput& out, const CommandInput& input) {
   const std::string named = absl::StrCat(input.role, " '", input.path, "'");
   const bool same_as_input = (out.st && SameFile(*out.st, in)) ||
                              (!out.full.empty() && out.full == *real);
-  if (input.kind == CommandInput::Kind::kFile || !S_ISDIR(in.st_mode)) {
-    if (same_as_input) return absl::StrCat(named, " itself");
-  }
+  if (same_as_input) return absl::StrCat(named, " itself");
   if (input.kind == CommandInput::Kind::kFile) return "";
 
   if (S_ISDIR(in.st_mode)) {
     const std::string inside = absl::StrCat("a file inside ", named);
-    if (same_as_input) return absl::StrCat(named, " itself");
     if (!out.full.empty() && IsBeneath(out.full, *real)) return inside;
     if (!out.st) return "";
     // An existing file elsewhere may still be one of its files under

@@ -74,8 +74,6 @@ class AuthInterceptor final : public grpc::experimental::Interceptor {
       return Refuse(GRPC_STATUS_UNIMPLEMENTED, "unimplemented",
                     "no such method");
     }
-    // No tokens, no check: tokens are loaded once before the server starts
-    // (a reload changes them, never turns them on or off).
     if (!tokens_->enabled()) return;
     const absl::Status s = tokens_->CheckMetadata(md);
     if (!s.ok()) {
@@ -126,8 +124,17 @@ class AuthInterceptorFactory final
     const absl::string_view method =
         info->method() != nullptr ? info->method() : "";
     if (absl::StartsWith(method, "/grpc.health.v1.")) return nullptr;
-    return new AuthInterceptor(info, tokens_, refused_, draining_,
-                               KnownMethod(method));
+    // A method gRPC has no handler for comes as a bidi stream; ours are not
+    // (reflection's is, and is looked up), so most calls skip the lookup.
+    const bool known =
+        info->type() !=
+            grpc::experimental::ServerRpcInfo::Type::BIDI_STREAMING ||
+        KnownMethod(method);
+    // Nothing to check: no interceptor on the call's path (tokens are
+    // loaded once before the server starts; a reload never turns them on or
+    // off). A call arriving before a drain began is one in flight.
+    if (known && !tokens_->enabled() && !draining_->load()) return nullptr;
+    return new AuthInterceptor(info, tokens_, refused_, draining_, known);
   }
 
  private:

@@ -137,6 +137,8 @@ void CallLog::Finish(const grpc::Status& status, int64_t bytes) const {
   const std::string code = CodeName(status.error_code());
   const std::string bytes_text = absl::StrCat(bytes);
   const std::string ms_text = absl::StrFormat("%.3f", ms);
+  // grpc::Status hands its message out by value: held here for the view.
+  const std::string error = status.error_message();
   std::vector<LogField> fields;
   fields.reserve(9);
   AddPeer(fields, peer_);
@@ -150,7 +152,7 @@ void CallLog::Finish(const grpc::Status& status, int64_t bytes) const {
     if (!reason.empty()) {
       fields.push_back({"refused", reason, LogField::kToken});
     }
-    fields.push_back({"error", status.error_message()});
+    fields.push_back({"error", error});
   }
   LogFields(level, method_, fields);
 }

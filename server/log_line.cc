@@ -235,7 +235,8 @@ void LogFields(spdlog::level::level_enum level, absl::string_view event,
       }
     }
   }
-  logger->log(spdlog::source_loc{kFieldsTag, 1, ""}, level,
+  // Line 0: a source spdlog's patterns take for none and never print.
+  logger->log(spdlog::source_loc{kFieldsTag, 0, ""}, level,
               spdlog::string_view_t(line.data(), line.size()));
 }
 

@@ -160,8 +160,10 @@ int main(int argc, char** argv) {
                  "page cannot reach a local server through DNS rebinding. "
                  "'*' allows any (behind a proxy that checks it)");
   app.add_option("--shutdown-grace", grace_seconds,
-                 "seconds in-flight calls may run after SIGINT/SIGTERM; a "
-                 "second signal cancels them at once")
+                 "seconds in-flight calls may run after SIGINT/SIGTERM (from "
+                 "the signal on, gRPC health is NOT_SERVING and new calls on "
+                 "both ports are refused UNAVAILABLE / HTTP 503); a second "
+                 "signal cancels them at once")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 

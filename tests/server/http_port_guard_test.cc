@@ -252,6 +252,16 @@ TEST(DrainTest, HealthTurnsNotServingAndNewCallsAreRefusedOnBothPorts) {
   size_t length = 0;
   ASSERT_TRUE(absl::SimpleAtoi(
       held.head().headers.find("content-length")->second, &length));
+  // And a gRPC stream under way, its client reading one chunk, then none.
+  auto stub = v1::Tensormorph::NewStub(
+      grpc::CreateChannel(s.address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext stream_ctx;
+  v1::ReadSliceRequest slice;
+  slice.set_checkpoint("big.safetensors");
+  slice.set_tensor("w");
+  auto reader = stub->ReadSlice(&stream_ctx, slice);
+  v1::SliceChunk chunk;
+  ASSERT_TRUE(reader->Read(&chunk));
 
   ASSERT_EQ(::kill(s.pid(), SIGTERM), 0);
   // The drain's first moment is the signal's handling: health says so.
@@ -268,8 +278,14 @@ TEST(DrainTest, HealthTurnsNotServingAndNewCallsAreRefusedOnBothPorts) {
   EXPECT_EQ(http.status, 503);
   EXPECT_EQ(CodeOf(http), "UNAVAILABLE");
   EXPECT_EQ(RawGet(s.http_port(), "/healthz").status, 503);
-  // What was in flight finishes whole.
+  // What was in flight finishes whole, on both ports.
   EXPECT_EQ(held.ReadToEnd(), length);
+  int64_t streamed = static_cast<int64_t>(chunk.data().size());
+  while (reader->Read(&chunk)) {
+    streamed += static_cast<int64_t>(chunk.data().size());
+  }
+  EXPECT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(streamed, int64_t{32} << 20);
   EXPECT_EQ(s.WaitForExit(), 0);
 }
 

@@ -16,6 +16,10 @@ inline constexpr char kGatewayPeerKey[] = "tensormorph-gateway-peer";
 // The HTTP request's X-Forwarded-For, verbatim (absent when it had none).
 inline constexpr char kGatewayForwardedForKey[] =
     "tensormorph-gateway-forwarded-for";
+// "VERB PATH" of the HTTP request the call serves: a call it makes for
+// another purpose (the token check before a body is read) is then logged
+// under the request it was made for.
+inline constexpr char kGatewayRouteKey[] = "tensormorph-gateway-route";
 
 }  // namespace tensormorph
 

@@ -44,6 +44,9 @@ void AddPeer(std::vector<LogField>& fields, const CallPeer& peer) {
   if (!peer.forwarded_for.empty()) {
     fields.push_back({"forwarded_for", peer.forwarded_for});
   }
+  if (!peer.http_route.empty()) {
+    fields.push_back({"http", peer.http_route});
+  }
 }
 
 }  // namespace
@@ -59,7 +62,7 @@ bool IsInProcessPeer(absl::string_view grpc_peer) {
 
 CallPeer GatewayPeer(absl::string_view http_peer,
                      absl::string_view forwarded_for) {
-  CallPeer peer{absl::StrCat("http:", http_peer), ""};
+  CallPeer peer{absl::StrCat("http:", http_peer), "", ""};
   const size_t colon = http_peer.rfind(':');
   if (!forwarded_for.empty() && Trusted(http_peer.substr(0, colon))) {
     peer.forwarded_for = std::string(forwarded_for);
@@ -68,14 +71,16 @@ CallPeer GatewayPeer(absl::string_view http_peer,
 }
 
 CallPeer PeerOf(const grpc::ServerContextBase& ctx) {
-  CallPeer peer{ctx.peer(), ""};
+  CallPeer peer{ctx.peer(), "", ""};
   const auto& md = ctx.client_metadata();
   bool found = false;
   if (IsInProcessPeer(peer.address)) {
     // Only the gateway in this process sets these (gateway_metadata.h).
     const absl::string_view http = Value(md, kGatewayPeerKey, &found);
     if (!found) return peer;
-    return GatewayPeer(http, Value(md, kGatewayForwardedForKey, &found));
+    peer = GatewayPeer(http, Value(md, kGatewayForwardedForKey, &found));
+    peer.http_route = std::string(Value(md, kGatewayRouteKey, &found));
+    return peer;
   }
   const absl::string_view forwarded = Value(md, "x-forwarded-for", &found);
   if (found && Trusted(PeerAddress(peer.address))) {
@@ -140,7 +145,7 @@ void CallLog::Finish(const grpc::Status& status, int64_t bytes) const {
   // grpc::Status hands its message out by value: held here for the view.
   const std::string error = status.error_message();
   std::vector<LogField> fields;
-  fields.reserve(9);
+  fields.reserve(10);
   AddPeer(fields, peer_);
   fields.push_back({"checkpoint", checkpoint_});
   fields.push_back({"tensor", tensor_});

@@ -27,6 +27,9 @@ struct CallPeer {
   // X-Forwarded-For, verbatim; empty when the peer is not one. A header
   // from any other peer is the client's own word, and ignored.
   std::string forwarded_for;
+  // For a call the HTTP gateway makes: "VERB PATH" of the request it
+  // serves, as the gateway told (gateway_metadata.h); else empty.
+  std::string http_route;
 };
 
 // The peers whose X-Forwarded-For is believed; none until set. Call once,

@@ -84,7 +84,8 @@ absl::StatusOr<std::string> ReadBody(const httplib::ContentReader& content) {
 CallOrigin OriginOf(const httplib::Request& req, bool* sent = nullptr) {
   return {req.get_header_value("Authorization"),
           absl::StrCat(req.remote_addr, ":", req.remote_port),
-          req.get_header_value("X-Forwarded-For"), sent};
+          req.get_header_value("X-Forwarded-For"),
+          absl::StrCat(req.method, " ", req.path), sent};
 }
 
 // A name fit for Content-Disposition: letters, digits, '.', '-' and '_'.

@@ -133,6 +133,11 @@ absl::Status ApplyOrigin(const CallOrigin& origin,
                   [](char c) { return c >= 0x20 && c <= 0x7e; })) {
     context->AddMetadata(kGatewayForwardedForKey, origin.forwarded_for);
   }
+  if (!origin.route.empty() && origin.route.size() <= kMaxAuthorizationBytes &&
+      std::all_of(origin.route.begin(), origin.route.end(),
+                  [](char c) { return c >= 0x20 && c <= 0x7e; })) {
+    context->AddMetadata(kGatewayRouteKey, origin.route);
+  }
   if (origin.sent != nullptr) *origin.sent = true;
   return absl::OkStatus();
 }

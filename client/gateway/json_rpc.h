@@ -31,6 +31,8 @@ struct CallOrigin {
   // when `peer` is a trusted proxy).
   std::string peer;
   std::string forwarded_for;
+  // "POST /v1/GetTensor": the request the call serves.
+  std::string route;
   // When set, made true once a call carrying this origin is about to start:
   // an error after it is the service's (which logged it), one before it the
   // gateway's own refusal.

@@ -353,8 +353,11 @@ TEST(OperatorLogTest, EveryRefusedCallIsLoggedOnceWithItsPeerAndCounted) {
   EXPECT_THAT(auth("ListTensors")[0], HasSubstr(" peer=ipv4:127.0.0.1:"));
   // The gRPC call, and the HTTP request's (its gateway asks first).
   ASSERT_EQ(auth("GetServerInfo").size(), 2u) << log;
-  EXPECT_EQ(LinesOf(lines, "GetServerInfo", " peer=http:127.0.0.1:").size(),
-            1u);
+  const auto http_auth =
+      LinesOf(lines, "GetServerInfo", " peer=http:127.0.0.1:");
+  ASSERT_EQ(http_auth.size(), 1u);
+  // Logged under the HTTP request it was refused for.
+  EXPECT_THAT(http_auth[0], HasSubstr(" http=\"POST /v1/GetTensor\""));
   EXPECT_EQ(LinesOf(lines, "NoSuchMethod", "status=UNIMPLEMENTED").size(), 1u);
   const auto host = LinesOf(lines, "HTTP", "refused=host");
   ASSERT_EQ(host.size(), 1u) << log;

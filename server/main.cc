@@ -172,8 +172,9 @@ int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
   tensormorph::InstallNonBlockingLog("tensormorphd");
   spdlog::set_level(spdlog::level::from_str(log_level));
-  tensormorph::UseLogFormat(log_format == "json" ? tensormorph::LogFormat::kJson
-                                                 : tensormorph::LogFormat::kText);
+  tensormorph::UseLogFormat(log_format == "json"
+                                ? tensormorph::LogFormat::kJson
+                                : tensormorph::LogFormat::kText);
 
   // Block the signals in every thread (gRPC's included) and take them here.
   sigset_t signals;

@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "absl/time/clock.h"
+#include "server/refusals.h"
 
 namespace tensormorph {
 namespace {
@@ -68,15 +69,22 @@ class CallMetricsInterceptor final : public grpc::experimental::Interceptor {
  private:
   void Record() {
     if (recorded_) return;
-    method_->Record(FinalCode(), absl::Now() - start_);
+    const RefusedCalls::Refusal refusal =
+        refused_->Find(info_->server_context());
+    const grpc::StatusCode code = FinalCode(refusal);
+    method_->Record(code, absl::Now() - start_);
     recorded_ = true;
+    // Refused by the admission interceptor: its reason; else the code's.
+    const absl::string_view reason =
+        !refusal.reason.empty() ? refusal.reason : RefusalReason(code);
+    if (!reason.empty()) CountRefusal(reason);
   }
 
   // What the client was told. Valid once the call is closed.
-  grpc::StatusCode FinalCode() const {
+  grpc::StatusCode FinalCode(const RefusedCalls::Refusal& refusal) const {
     const grpc::ServerContextBase* ctx = info_->server_context();
-    // Refused calls are cancelled with UNAUTHENTICATED as their status.
-    if (refused_->Contains(ctx)) return grpc::StatusCode::UNAUTHENTICATED;
+    // Refused calls are cancelled with their refusal's status.
+    if (!refusal.reason.empty()) return refusal.code;
     if (callback_ ? ctx->IsCancelled() : cancelled_before_status_) {
       return PastDeadline(*ctx) ? grpc::StatusCode::DEADLINE_EXCEEDED
                                 : grpc::StatusCode::CANCELLED;

@@ -22,13 +22,16 @@ absl::string_view ShortMethodName(absl::string_view full_method);
 
 // Creates, for each call, an interceptor that records into `stats`, under
 // the call's short method name, when the server sees the call closed:
-//  - UNAUTHENTICATED when `refused` lists the call (the auth interceptor
-//    ended it with that status);
+//  - the refusal's code when `refused` lists the call (the admission
+//    interceptor ended it with that status: UNAUTHENTICATED, UNAVAILABLE,
+//    UNIMPLEMENTED);
 //  - else, when the call was cancelled before its status reached the client,
 //    what the client saw: DEADLINE_EXCEEDED if its deadline has passed (or
 //    nearly: the client's runs out first), CANCELLED otherwise;
 //  - else the status the server sent.
-// The duration runs from the call's arrival to its close.
+// The duration runs from the call's arrival to its close. A call that ended
+// refused is also counted once in refusals.h under its reason (the
+// admission interceptor's, else RefusalReason of its code).
 // Register it first, before the auth interceptor: its duration then covers
 // the token check too, and an interceptor after it that ended calls without
 // passing them on (hijacking) could not hide them. (The auth interceptor

@@ -6,9 +6,9 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
-#include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "server/log_line.h"
 
 namespace tensormorph::fence_internal {
 namespace {
@@ -33,17 +33,18 @@ std::string CurrentExceptionWhat() {
   }
 }
 
-std::string_view Std(absl::string_view s) { return {s.data(), s.size()}; }
-
 }  // namespace
 
 absl::Status CurrentExceptionStatus(const FenceSite& site) {
   const std::string type = CurrentExceptionType();
   const std::string what = CurrentExceptionWhat();
-  spdlog::error(
-      "exception fenced: call={} checkpoint=\"{}\" tensor=\"{}\" type={} "
-      "what=\"{}\"",
-      Std(site.call), Std(site.checkpoint), Std(site.tensor), type, what);
+  // The names and what() come from clients and files: escaped fields.
+  LogFields(spdlog::level::err, site.call,
+            {{"exception", "fenced", LogField::kToken},
+             {"checkpoint", site.checkpoint},
+             {"tensor", site.tensor},
+             {"type", type},
+             {"what", what}});
   std::string where(site.call);
   if (!site.checkpoint.empty() || !site.tensor.empty()) {
     absl::StrAppend(&where, " (");

@@ -14,6 +14,8 @@
 #include "absl/time/time.h"
 #include "client/gateway/http_gateway.h"
 #include "process/stream_heap.h"
+#include "server/call_log.h"
+#include "server/log_line.h"
 #include "server/nonblocking_log.h"
 #include "server/prometheus.h"
 #include "server/server.h"
@@ -136,9 +138,32 @@ int main(int argc, char** argv) {
   app.add_option(
       "--tls-client-ca", options.tls_client_ca,
       "CA for client certificates: clients must present one (mutual TLS)");
+  // What the log believes and how it is written, and whom the HTTP port
+  // answers (issue 28).
+  std::string log_format = "text";
+  app.add_option("--log-format", log_format,
+                 "text, or json: one object per line with time (UTC, "
+                 "2026-12-02T05:15:43.123Z), level, and for calls method, "
+                 "peer, checkpoint, tensor, status, bytes, ms, error; every "
+                 "string a client or a file supplied is escaped in both")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"text", "json"}));
+  app.add_option("--trusted-proxy", options.trusted_proxies,
+                 "CIDR (10.0.0.0/8, ::1) of a proxy whose X-Forwarded-For "
+                 "the log believes (repeatable); the log's peer is always "
+                 "the connection's own address, and the header from any "
+                 "other peer is ignored");
+  app.add_option("--http-allow-host", http.allow_hosts,
+                 "a name the HTTP port answers as in the Host header "
+                 "(repeatable), besides localhost, 127.0.0.1, [::1] and the "
+                 "--http-listen host; other names are refused 421, so a web "
+                 "page cannot reach a local server through DNS rebinding. "
+                 "'*' allows any (behind a proxy that checks it)");
   app.add_option("--shutdown-grace", grace_seconds,
-                 "seconds in-flight calls may run after SIGINT/SIGTERM; a "
-                 "second signal cancels them at once")
+                 "seconds in-flight calls may run after SIGINT/SIGTERM (from "
+                 "the signal on, gRPC health is NOT_SERVING and new calls on "
+                 "both ports are refused UNAVAILABLE / HTTP 503); a second "
+                 "signal cancels them at once")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
@@ -147,7 +172,9 @@ int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
   tensormorph::InstallNonBlockingLog("tensormorphd");
   spdlog::set_level(spdlog::level::from_str(log_level));
-  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+  tensormorph::UseLogFormat(log_format == "json"
+                                ? tensormorph::LogFormat::kJson
+                                : tensormorph::LogFormat::kText);
 
   // Block the signals in every thread (gRPC's included) and take them here.
   sigset_t signals;
@@ -181,6 +208,12 @@ int main(int argc, char** argv) {
     http.check_authorization_first = !options.token_file.empty();
     http.metrics = [state = &(*server)->state()] {
       return tensormorph::PrometheusText(*state);
+    };
+    http.on_refused = [](const tensormorph::HttpRefusal& r) {
+      tensormorph::RecordHttpRefusal(
+          r.method, r.path, r.peer, r.forwarded_for,
+          static_cast<grpc::StatusCode>(r.code), r.http_status, r.reason,
+          r.message);
     };
     // Every HTTP request is a call on the server's own in-process channel.
     auto started =
@@ -217,6 +250,8 @@ int main(int argc, char** argv) {
   // so, before anything else of the drain begins.
   if (gateway != nullptr) gateway->BeginDrain();
   serving.store(false);
+  // And gRPC: health NOT_SERVING, new network calls refused UNAVAILABLE.
+  (*server)->BeginDrain();
   std::atomic<bool> hurry{false};
   bool http_stopped = true;
   std::thread drain([&] {

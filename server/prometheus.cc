@@ -10,6 +10,7 @@
 #include "server/call_stats.h"
 #include "server/nonblocking_log.h"
 #include "server/process_stats.h"
+#include "server/refusals.h"
 
 namespace tensormorph {
 namespace {
@@ -214,6 +215,13 @@ std::string PrometheusText(const ServiceState& state) {
   WriteStreams(e, state.metrics);
   WriteCheckpoints(e, state.registry);
   WriteProcess(e, ReadProcessStats());
+  e.Family("tensormorph_refused_calls_total", "counter",
+           "Calls and HTTP requests refused, by reason (server/refusals.h): "
+           "auth, forbidden, limit, bad_request, unimplemented, draining, "
+           "host, framing.");
+  for (const auto& [reason, n] : RefusalCounts()) {
+    e.Sample("tensormorph_refused_calls_total", {{"reason", reason}}, n);
+  }
   e.Single("tensormorph_log_lines_dropped_total", "counter",
            "Log lines dropped because the log's reader fell behind (the "
            "server never waits for it).",

@@ -16,6 +16,8 @@ namespace tensormorph {
 //    method name and the gRPC status code the client was told
 //    (call_metrics_interceptor.h), refused and cancelled calls included;
 //  - tensormorph_call_duration_seconds{method} (histogram, 100 us to 60 s);
+//  - tensormorph_refused_calls_total{reason} (counter): gRPC calls and HTTP
+//    requests refused, by refusals.h's reason (process-wide);
 //  - tensormorph_stream_bytes_total, tensormorph_stream_chunks_total,
 //    tensormorph_streams_started_total, tensormorph_streams_cancelled_total
 //    (counters), tensormorph_streams_active (gauge);

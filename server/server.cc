@@ -14,7 +14,9 @@
 #include "core/io/fault_guard.h"
 #include "proto/request_limits.h"
 #include "server/auth_interceptor.h"
+#include "server/call_log.h"
 #include "server/call_metrics_interceptor.h"
+#include "server/trusted_proxies.h"
 
 namespace tensormorph {
 namespace {
@@ -85,6 +87,10 @@ absl::StatusOr<std::unique_ptr<TensormorphServer>> TensormorphServer::Build(
           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   // A file truncated under its mapping must fail that call, not the server.
   InstallMappedFileFaultHandler();
+  absl::StatusOr<TrustedProxies> proxies =
+      TrustedProxies::Parse(options.trusted_proxies);
+  if (!proxies.ok()) return proxies.status();
+  if (!proxies->empty()) SetTrustedProxies(*std::move(proxies));
   std::unique_ptr<TensormorphServer> s(new TensormorphServer());
   s->state_ = std::make_shared<ServiceState>(
       *std::move(sandbox), options.max_open_checkpoints, workers,
@@ -130,8 +136,8 @@ absl::StatusOr<std::unique_ptr<TensormorphServer>> TensormorphServer::Build(
   // Counting comes first (call_metrics_interceptor.h says why).
   interceptors.push_back(NewCallMetricsInterceptorFactory(
       &s->state_->call_stats, &s->state_->refused_calls));
-  interceptors.push_back(
-      NewAuthInterceptorFactory(&s->state_->tokens, &s->state_->refused_calls));
+  interceptors.push_back(NewAuthInterceptorFactory(
+      &s->state_->tokens, &s->state_->refused_calls, &s->draining_));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || (listen && s->port_ == 0)) {
@@ -173,6 +179,17 @@ std::shared_ptr<grpc::Channel> TensormorphServer::InProcessChannel() {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);  // the server's own replies
   return server_->InProcessChannel(args);
+}
+
+void TensormorphServer::BeginDrain() {
+  if (server_ == nullptr || draining_.exchange(true)) return;
+  // NOT_SERVING for "" and every service, and later SetServingStatus calls
+  // are ignored: a probe never sees SERVING again.
+  if (grpc::HealthCheckServiceInterface* health =
+          server_->GetHealthCheckService();
+      health != nullptr) {
+    health->Shutdown();
+  }
 }
 
 void TensormorphServer::Shutdown(absl::Duration grace) {

@@ -5,6 +5,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
@@ -40,6 +41,9 @@ struct ServerOptions {
   int64_t max_connection_age_seconds = 3600;
   int workers = 0;  // 0 = one per core
   ServiceLimits limits;
+  // The call log (issue 28): peers whose X-Forwarded-For is believed
+  // ("10.0.0.0/8", "::1"; trusted_proxies.h), process-wide.
+  std::vector<std::string> trusted_proxies;
 };
 
 // Thread safety: Shutdown may be called from any thread, and again while a
@@ -47,8 +51,9 @@ struct ServerOptions {
 class TensormorphServer {
  public:
   // Listens on options.listen with health checking and reflection.
-  // Errors: INVALID_ARGUMENT (bad roots, a max connection age past
-  // kMaxConnectionAgeSeconds); UNAVAILABLE (cannot bind).
+  // Errors: INVALID_ARGUMENT (bad roots, a trusted proxy that is no CIDR,
+  // a max connection age past kMaxConnectionAgeSeconds); UNAVAILABLE
+  // (cannot bind).
   static absl::StatusOr<std::unique_ptr<TensormorphServer>> Start(
       const ServerOptions& options);
   // No port: reachable only through InProcessChannel().
@@ -60,6 +65,13 @@ class TensormorphServer {
   int port() const { return port_; }
   std::shared_ptr<grpc::Channel> InProcessChannel();
   ServiceState& state() { return *state_; }
+
+  // The first moment of a drain: grpc.health.v1 answers NOT_SERVING for
+  // every service from now on, and every new network call but health's is
+  // refused UNAVAILABLE (auth_interceptor.h), while calls in flight run on.
+  // In-process calls are still admitted: the HTTP gateway's requests in
+  // flight finish, and it refuses new ones itself. Idempotent.
+  void BeginDrain();
 
   // Stops accepting calls; lets in-flight calls finish for up to `grace`,
   // then cancels the rest (in-process calls, the HTTP gateway's, end at
@@ -80,6 +92,9 @@ class TensormorphServer {
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   bool shut_down_ = false;
+  // Read by the admission interceptor of every call; the server outlives
+  // its calls, so the interceptor's pointer stays valid.
+  std::atomic<bool> draining_{false};
 };
 
 }  // namespace tensormorph

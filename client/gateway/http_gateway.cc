@@ -22,6 +22,7 @@
 #include "client/gateway/http_query.h"
 #include "client/gateway/http_status.h"
 #include "client/gateway/json_rpc.h"
+#include "client/gateway/request_guard.h"
 #include "client/gateway/web_assets.h"
 #include "client/render/heatmap_render.h"
 #include "client/render/npy.h"
@@ -78,9 +79,13 @@ absl::StatusOr<std::string> ReadBody(const httplib::ContentReader& content) {
   return body;
 }
 
-CallOrigin OriginOf(const httplib::Request& req) {
+// Who sent `req`, for the service's log; `sent` (when given) learns whether
+// a call carried it (CallOrigin::sent).
+CallOrigin OriginOf(const httplib::Request& req, bool* sent = nullptr) {
   return {req.get_header_value("Authorization"),
-          absl::StrCat(req.remote_addr, ":", req.remote_port)};
+          absl::StrCat(req.remote_addr, ":", req.remote_port),
+          req.get_header_value("X-Forwarded-For"),
+          absl::StrCat(req.method, " ", req.path), sent};
 }
 
 // A name fit for Content-Disposition: letters, digits, '.', '-' and '_'.
@@ -154,11 +159,21 @@ class HttpGateway::Impl {
   void HeatmapPng(const httplib::Request& req, httplib::Response& res);
   void Asset(const httplib::Request& req, httplib::Response& res);
   bool AllowedOrigin(const httplib::Request& req) const;
+  // Answers `status` (as `http_status`, 0 = the code's own) for a request
+  // the gateway refuses itself, and tells options_.on_refused once.
+  void Refuse(const httplib::Request& req, httplib::Response& res,
+              const absl::Status& status, int http_status = 0,
+              absl::string_view reason = "") const;
+  // The checks of every request before routing (request_guard.h): Handled
+  // when it was refused.
+  httplib::Server::HandlerResponse Guard(const httplib::Request& req,
+                                         httplib::Response& res) const;
   // CORS headers for an allowed origin (set once per response).
   void Cors(const httplib::Request& req, httplib::Response& res) const;
 
   const HttpGatewayOptions options_;
   const JsonRpc rpc_;
+  std::unique_ptr<HostAllowList> hosts_;  // set by Bind
   std::unique_ptr<httplib::Server> http_;
   std::thread thread_;
   std::mutex mu_;
@@ -184,6 +199,7 @@ absl::Status HttpGateway::Impl::Bind(int* port, std::string* url) {
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
     host = host.substr(1, host.size() - 2);  // [::1]:8080
   }
+  hosts_ = std::make_unique<HostAllowList>(host, options_.allow_hosts);
   const bool tls = !options_.tls_cert.empty() || !options_.tls_key.empty();
   if (tls) {
     if (options_.tls_cert.empty() || options_.tls_key.empty()) {
@@ -292,31 +308,69 @@ void HttpGateway::Impl::Cors(const httplib::Request& req,
   res.set_header("Vary", "Origin");
 }
 
+void HttpGateway::Impl::Refuse(const httplib::Request& req,
+                               httplib::Response& res,
+                               const absl::Status& status, int http_status,
+                               absl::string_view reason) const {
+  SendError(res, status);
+  if (http_status != 0) res.status = http_status;
+  if (!options_.on_refused) return;
+  options_.on_refused({absl::StrCat(req.remote_addr, ":", req.remote_port),
+                       req.get_header_value("X-Forwarded-For"), req.method,
+                       req.path, status.code(), res.status,
+                       std::string(reason), std::string(status.message())});
+}
+
+httplib::Server::HandlerResponse HttpGateway::Impl::Guard(
+    const httplib::Request& req, httplib::Response& res) const {
+  if (absl::Status framing = CheckFraming(req.headers); !framing.ok()) {
+    Refuse(req, res, framing, 400, "framing");
+    // The body was not read, and how long it is cannot be told: the
+    // connection ends, so nothing of it is taken for a next request.
+    EndConnectionAfter(res);
+    return httplib::Server::HandlerResponse::Handled;
+  }
+  // /healthz tells only serving or draining, and orchestrators probe it by
+  // a pod's address, which no list of names holds.
+  if (req.path != "/healthz" && !hosts_->Allows(req)) {
+    Refuse(req, res,
+           absl::PermissionDeniedError(
+               "the Host header does not name this server; add the name "
+               "with tensormorphd --http-allow-host"),
+           421, "host");
+    EndConnectionAfter(res);  // its body is not read
+    return httplib::Server::HandlerResponse::Handled;
+  }
+  return httplib::Server::HandlerResponse::Unhandled;
+}
+
 bool HttpGateway::Impl::Authorized(const httplib::Request& req,
                                    httplib::Response& res) const {
   if (!options_.check_authorization_first) return true;
   grpc::ClientContext context;
   v1::GetServerInfoResponse ignored;
   absl::Status s = ApplyOrigin(OriginOf(req), &context);
-  if (s.ok()) {
-    s = FromGrpcStatus(rpc_.stub().GetServerInfo(
-        &context, v1::GetServerInfoRequest(), &ignored));
+  if (!s.ok()) {
+    Refuse(req, res, s);
+    EndConnectionAfter(res);  // its body is not read
+    return false;
   }
+  s = FromGrpcStatus(rpc_.stub().GetServerInfo(
+      &context, v1::GetServerInfoRequest(), &ignored));
   if (s.code() != absl::StatusCode::kUnauthenticated &&
       s.code() != absl::StatusCode::kPermissionDenied) {
     return true;  // anything else is the call's own to answer
   }
+  // The service refused the call, and logged and counted it.
   SendError(res, s);
-  res.set_header("Connection", "close");  // its body is not read
+  EndConnectionAfter(res);  // its body is not read
   return false;
 }
 
 void HttpGateway::Impl::Routes() {
   http_->set_pre_routing_handler(
       [this](const httplib::Request& req, httplib::Response& res) {
-        if (!absl::StartsWith(req.path, "/v1/")) {
-          return httplib::Server::HandlerResponse::Unhandled;
-        }
+        if (!absl::StartsWith(req.path, "/v1/")) return Guard(req, res);
         // cpp-httplib cuts any answer to a request's Range, errors and
         // streams included; no /v1 answer can be cut (the .npy refuses a
         // Range itself). The Request is cpp-httplib's own mutable object,
@@ -326,11 +380,15 @@ void HttpGateway::Impl::Routes() {
           std::lock_guard<std::mutex> lock(mu_);
           ++in_flight_;  // until the logger sees its last byte go
         }
+        if (Guard(req, res) == httplib::Server::HandlerResponse::Handled) {
+          return httplib::Server::HandlerResponse::Handled;
+        }
         if (draining_.load() && req.method != "OPTIONS") {
-          SendError(res, absl::UnavailableError(
-                             "the server is draining (shutting down); retry "
-                             "on another replica"));
-          res.set_header("Connection", "close");
+          Refuse(req, res,
+                 absl::UnavailableError("the server is draining (shutting "
+                                        "down); retry on another replica"),
+                 0, "draining");
+          EndConnectionAfter(res);
           return httplib::Server::HandlerResponse::Handled;
         }
         if (req.method != "OPTIONS" && !Authorized(req, res)) {
@@ -352,16 +410,21 @@ void HttpGateway::Impl::Routes() {
         res.set_header("X-Content-Type-Options", "nosniff");
         res.set_header("Referrer-Policy", "no-referrer");
         Cors(req, res);
+        AddFrameHeaders(res);
       });
   // Unmatched routes, oversized bodies and httplib's own refusals answer in
   // the API's error shape too.
   http_->set_error_handler(httplib::Server::HandlerWithResponse(
-      [](const httplib::Request& req, httplib::Response& res) {
-        if (!res.body.empty())
+      [this](const httplib::Request& req, httplib::Response& res) {
+        // A body of ours (SendBody and EndConnectionAfter send theirs
+        // through a provider): not cpp-httplib's refusal.
+        if (!res.body.empty() || res.content_provider_)
           return httplib::Server::HandlerResponse::Unhandled;
         absl::Status s = absl::NotFoundError(
             absl::StrCat("no such endpoint: ", req.method, " ", req.path));
+        absl::string_view reason = "bad_request";
         if (res.status == 413) {
+          reason = "limit";
           s = absl::ResourceExhaustedError(
               absl::StrCat("the request body is past the ", kMaxBodyBytes >> 20,
                            " MiB allowed"));
@@ -374,16 +437,18 @@ void HttpGateway::Impl::Routes() {
         } else if (res.status != 404) {
           s = absl::UnknownError(absl::StrCat("HTTP ", res.status));
         }
-        res.set_content(ErrorJson(s), kSmallJson);
+        // cpp-httplib's own refusals, and requests no route takes.
+        Refuse(req, res, s, res.status, reason);
         return httplib::Server::HandlerResponse::Handled;
       }));
 
   http_->Options(
       R"(/.*)", [this](const httplib::Request& req, httplib::Response& res) {
         if (!AllowedOrigin(req)) {
-          SendError(res, absl::PermissionDeniedError(
-                             "cross-origin calls are not allowed from this "
-                             "origin (tensormorphd --http-allow-origin)"));
+          Refuse(req, res,
+                 absl::PermissionDeniedError(
+                     "cross-origin calls are not allowed from this origin "
+                     "(tensormorphd --http-allow-origin)"));
           return;
         }
         res.set_header("Access-Control-Allow-Methods", "GET, POST");
@@ -421,11 +486,12 @@ void HttpGateway::Impl::Routes() {
                 Rpc(req, res, content);
               });
   http_->Get(
-      R"(/v1/.*)", [](const httplib::Request& req, httplib::Response& res) {
+      R"(/v1/.*)", [this](const httplib::Request& req, httplib::Response& res) {
         res.set_header("Allow", "POST");
-        SendError(res, absl::UnimplementedError(absl::StrCat(
-                           req.path, " takes POST with the request as JSON")));
-        res.status = 405;
+        Refuse(req, res,
+               absl::UnimplementedError(absl::StrCat(
+                   req.path, " takes POST with the request as JSON")),
+               405, "bad_request");
       });
   http_->Get(R"(/.*)", [this](const httplib::Request& req,
                               httplib::Response& res) { Asset(req, res); });
@@ -441,24 +507,32 @@ void HttpGateway::Impl::Rpc(const httplib::Request& req, httplib::Response& res,
   const absl::string_view media = absl::StripAsciiWhitespace(
       absl::string_view(type).substr(0, std::min(type.find(';'), type.size())));
   if (!absl::EqualsIgnoreCase(media, "application/json")) {
-    SendError(res,
-              absl::InvalidArgumentError(absl::StrCat(
-                  "POST /v1/", method, " needs Content-Type: application/json",
-                  type.empty() ? "" : absl::StrCat(", not ", type))));
-    res.status = 415;
+    Refuse(req, res,
+           absl::InvalidArgumentError(absl::StrCat(
+               "POST /v1/", method, " needs Content-Type: application/json",
+               type.empty() ? "" : absl::StrCat(", not ", type))),
+           415, "bad_request");
     return;
   }
   absl::StatusOr<bool> streaming = rpc_.IsServerStreaming(method);
-  if (!streaming.ok()) return SendError(res, streaming.status());
+  if (!streaming.ok()) {
+    return Refuse(req, res, streaming.status(), 0, "unimplemented");
+  }
   absl::StatusOr<std::string> body = ReadBody(content);
   if (!body.ok()) {
-    SendError(res, body.status());
-    res.set_header("Connection", "close");  // the rest is not read
+    Refuse(req, res, body.status(), 0, "limit");
+    EndConnectionAfter(res);  // the rest is not read
     return;
   }
   if (*streaming) return Stream(method, *body, req, res);
-  absl::StatusOr<std::string> reply = rpc_.Unary(method, *body, OriginOf(req));
-  if (!reply.ok()) return SendError(res, reply.status());
+  bool sent = false;
+  absl::StatusOr<std::string> reply =
+      rpc_.Unary(method, *body, OriginOf(req, &sent));
+  if (!reply.ok()) {
+    // Before the call: the body is no request. After it: the service's.
+    if (!sent) return Refuse(req, res, reply.status());
+    return SendError(res, reply.status());
+  }
   SendBody(req, res, *std::move(reply), "application/json");
 }
 
@@ -466,9 +540,13 @@ void HttpGateway::Impl::Stream(const std::string& method,
                                const std::string& body,
                                const httplib::Request& req,
                                httplib::Response& res) {
+  bool sent = false;
   absl::StatusOr<std::unique_ptr<JsonStream>> started =
-      rpc_.Stream(method, body, OriginOf(req));
-  if (!started.ok()) return SendError(res, started.status());
+      rpc_.Stream(method, body, OriginOf(req, &sent));
+  if (!started.ok()) {
+    if (!sent) return Refuse(req, res, started.status());
+    return SendError(res, started.status());
+  }
   struct State : Sending {
     std::unique_ptr<JsonStream> stream;
     std::string line;
@@ -527,14 +605,15 @@ void HttpGateway::Impl::Npy(const httplib::Request& req,
   // again under a 206, so ranges are refused, not ignored.
   res.set_header("Accept-Ranges", "none");
   if (req.has_header("Range")) {
-    SendError(res, absl::InvalidArgumentError(
-                       "/v1/tensor.npy cannot send a byte range; download it "
-                       "whole, or name a part of the tensor with ?slice="));
-    res.status = 416;
+    Refuse(req, res,
+           absl::InvalidArgumentError(
+               "/v1/tensor.npy cannot send a byte range; download it whole, "
+               "or name a part of the tensor with ?slice="),
+           416);
     return;
   }
   absl::StatusOr<v1::ReadSliceRequest> request = ReadSliceFromQuery(req.params);
-  if (!request.ok()) return SendError(res, request.status());
+  if (!request.ok()) return Refuse(req, res, request.status());
   struct State : Sending {
     grpc::ClientContext context;
     std::unique_ptr<grpc::ClientReader<v1::SliceChunk>> reader;
@@ -545,7 +624,7 @@ void HttpGateway::Impl::Npy(const httplib::Request& req,
   };
   auto state = std::make_shared<State>();
   if (absl::Status s = ApplyOrigin(OriginOf(req), &state->context); !s.ok()) {
-    return SendError(res, s);
+    return Refuse(req, res, s);
   }
   state->reader = rpc_.stub().ReadSlice(&state->context, *request);
   if (!state->reader->Read(&state->chunk)) {
@@ -610,10 +689,10 @@ void HttpGateway::Impl::Npy(const httplib::Request& req,
 void HttpGateway::Impl::HeatmapPng(const httplib::Request& req,
                                    httplib::Response& res) {
   absl::StatusOr<v1::GetHeatmapRequest> request = HeatmapFromQuery(req.params);
-  if (!request.ok()) return SendError(res, request.status());
+  if (!request.ok()) return Refuse(req, res, request.status());
   grpc::ClientContext context;
   if (absl::Status s = ApplyOrigin(OriginOf(req), &context); !s.ok()) {
-    return SendError(res, s);
+    return Refuse(req, res, s);
   }
   v1::GetHeatmapResponse heatmap;
   const grpc::Status s = rpc_.stub().GetHeatmap(&context, *request, &heatmap);

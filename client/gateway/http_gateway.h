@@ -23,6 +23,12 @@
 // {"code": "NOT_FOUND", "message": ...}. The Authorization header is passed
 // on as the call's metadata; CORS headers are sent only for the origin in
 // HttpGatewayOptions::allow_origin.
+// Before routing (request_guard.h): a request whose Host header is not one
+// of the server's names is answered 421 (PERMISSION_DENIED), except on
+// /healthz, which orchestrators probe by a pod's address and which tells
+// nothing; a request with ambiguous framing is answered 400 and its
+// connection closed. Every response carries X-Frame-Options: DENY and
+// Content-Security-Policy frame-ancestors 'none'.
 #ifndef TENSORMORPH_CLIENT_GATEWAY_HTTP_GATEWAY_H_
 #define TENSORMORPH_CLIENT_GATEWAY_HTTP_GATEWAY_H_
 
@@ -31,11 +37,28 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
 namespace tensormorph {
+
+// A request the gateway refused itself, before or instead of a call to the
+// service (a refusal by the service is the service's to log and count).
+struct HttpRefusal {
+  std::string peer;           // the socket's "ADDRESS:PORT"
+  std::string forwarded_for;  // the request's X-Forwarded-For, verbatim
+  std::string method;         // "GET", "POST"... (cpp-httplib knows them)
+  std::string path;           // as sent: the client's bytes
+  absl::StatusCode code;      // of the JSON error answered
+  int http_status;
+  // "host", "framing" or "draining" where the code alone does not say
+  // why; else empty.
+  std::string reason;
+  std::string message;
+};
 
 struct HttpGatewayOptions {
   std::string listen;  // host:port; port 0 picks a free one
@@ -60,6 +83,12 @@ struct HttpGatewayOptions {
   std::function<std::string()> metrics;
   // /healthz is 200 while this is true; unset = always.
   std::function<bool()> serving;
+  // Host header names answered besides the localhost names and the listen
+  // host ("inspector.example.com"; "*" = any: no DNS-rebinding check).
+  std::vector<std::string> allow_hosts;
+  // Told once of every request the gateway refuses itself; may be called
+  // from many serving threads at once.
+  std::function<void(const HttpRefusal&)> on_refused;
 };
 
 // Thread safety: BeginDrain, WaitIdle, CancelAll and Stop may be called from

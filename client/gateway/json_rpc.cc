@@ -2,12 +2,14 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "client/gateway/json_print.h"
+#include "proto/gateway_metadata.h"
 #include "proto/request_limits.h"
 #include "proto/status_mapping.h"
 
@@ -124,8 +126,19 @@ absl::Status ApplyOrigin(const CallOrigin& origin,
     }
     context->AddMetadata("authorization", origin.authorization);
   }
-  if (!origin.peer.empty())
-    context->AddMetadata("x-forwarded-for", origin.peer);
+  if (!origin.peer.empty()) context->AddMetadata(kGatewayPeerKey, origin.peer);
+  if (!origin.forwarded_for.empty() &&
+      origin.forwarded_for.size() <= kMaxAuthorizationBytes &&
+      std::all_of(origin.forwarded_for.begin(), origin.forwarded_for.end(),
+                  [](char c) { return c >= 0x20 && c <= 0x7e; })) {
+    context->AddMetadata(kGatewayForwardedForKey, origin.forwarded_for);
+  }
+  if (!origin.route.empty() && origin.route.size() <= kMaxAuthorizationBytes &&
+      std::all_of(origin.route.begin(), origin.route.end(),
+                  [](char c) { return c >= 0x20 && c <= 0x7e; })) {
+    context->AddMetadata(kGatewayRouteKey, origin.route);
+  }
+  if (origin.sent != nullptr) *origin.sent = true;
   return absl::OkStatus();
 }
 

@@ -25,12 +25,23 @@ struct CallOrigin {
   // The request's Authorization header, verbatim ("Bearer <token>"); sent as
   // the call's "authorization" metadata, which the server's auth checks.
   std::string authorization;
-  // The HTTP client's address, sent as "x-forwarded-for" for the call log.
+  // The HTTP client's socket ("ADDRESS:PORT") and the request's
+  // X-Forwarded-For, for the call log (proto/gateway_metadata.h: the server
+  // believes them only from this process, and the forwarded address only
+  // when `peer` is a trusted proxy).
   std::string peer;
+  std::string forwarded_for;
+  // "POST /v1/GetTensor": the request the call serves.
+  std::string route;
+  // When set, made true once a call carrying this origin is about to start:
+  // an error after it is the service's (which logged it), one before it the
+  // gateway's own refusal.
+  bool* sent = nullptr;
 };
 
 // Puts `origin` on `context`. Errors: UNAUTHENTICATED when the header holds
 // bytes gRPC metadata cannot carry (outside printable ASCII, or past 8 KiB).
+// A forwarded_for gRPC metadata cannot carry is left off.
 absl::Status ApplyOrigin(const CallOrigin& origin,
                          grpc::ClientContext* context);
 

@@ -552,7 +552,7 @@ TEST(HttpGatewayAuthTest, ApiCallsNeedTheBearerTokenAndThePageDoesNot) {
   // no body, bring the 401 back, so an unauthenticated client cannot make
   // the server take in large bodies.
   EXPECT_THAT(RawExchange(s.http_port(),
-                          "POST /v1/GetServerInfo HTTP/1.1\r\nHost: x\r\n"
+                          "POST /v1/GetServerInfo HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                           "Content-Type: application/json\r\n"
                           "Content-Length: 15728640\r\n\r\n"),
               ::testing::StartsWith("HTTP/1.1 401"));

@@ -263,12 +263,26 @@ class CheckCheckpointReactor final
         return true;
       });
     };
+    // Before the first read: see Checkpoint::CheckNoWriters.
+    for (const Checkpoint* c : {ckpt_.get(), source_.get()}) {
+      for (size_t f = 0; c != nullptr && f < c->files().size(); ++f) {
+        TM_RETURN_IF_ERROR(c->CheckFileNoWriters(f));
+      }
+    }
     absl::StatusOr<CheckSummary> summary = CheckCheckpoint(
         *ckpt_, options_, &cancelled_, on_progress, on_finding,
         options_.hashes ? std::function<void(const ManifestEntry&)>(on_hash)
                         : nullptr);
     if (!summary.ok() && cancelled_.load()) {
       return absl::CancelledError("cancelled");
+    }
+    if (!summary.ok()) return summary;
+    // After the last read: a check that read across a rewrite must not end
+    // OK (its findings and hashes may mix old and new bytes).
+    for (const Checkpoint* c : {ckpt_.get(), source_.get()}) {
+      for (size_t f = 0; c != nullptr && f < c->files().size(); ++f) {
+        TM_RETURN_IF_ERROR(c->CheckFileUnchanged(f, "the check"));
+      }
     }
     return summary;
   }

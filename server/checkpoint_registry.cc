@@ -4,31 +4,40 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "server/exception_fence.h"
 
 namespace tensormorph {
+namespace {
+
+OpenOptions WithAccess(OpenOptions o, std::shared_ptr<const FileAccess> a) {
+  o.access = std::move(a);
+  return o;
+}
+
+}  // namespace
 
 CheckpointRegistry::CheckpointRegistry(PathSandbox sandbox, size_t max_open,
                                        OpenOptions open)
     : sandbox_(std::move(sandbox)),
       max_open_(std::max<size_t>(1, max_open)),
-      open_options_(open) {}
+      open_options_(WithAccess(std::move(open), sandbox_.access())) {}
 
 bool CheckpointRegistry::Unchanged(const Checkpoint& c,
                                    const PathSandbox::Resolved& resolved) {
   for (const Checkpoint::File& f : c.files()) {
     auto now = f.path == resolved.path ? IdentityFromStat(f.path, resolved.st)
-                                       : StatFile(f.path);
+                                       : StatFile(f.path, c.access());
     if (!now.ok() || !(*now == f.mapping->identity())) return false;
   }
   for (const Checkpoint::ReadFile& f : c.read_files()) {
-    auto now = StatFile(f.path);
+    auto now = StatFile(f.path, c.access());
     if (now.ok() != f.identity.has_value()) return false;  // came or went
     if (now.ok() && !(*now == *f.identity)) return false;
   }
   if (!c.directory().empty()) {
-    auto names = ListCheckpointNames(c.directory());
+    auto names = ListCheckpointNames(c.directory(), c.access());
     if (!names.ok() || *names != c.directory_names()) return false;
   }
   return true;
@@ -72,10 +81,9 @@ CheckpointRegistry::AcquireUnfenced(absl::string_view requested,
     return cached;
   }
   if (!may_open) return nullptr;
-  auto opened = OpenInside(*path, open_options_);
+  auto opened = OpenOnce(*resolved);
   if (!opened.ok()) return opened.status();
   absl::MutexLock lock(&mu_);
-  ++opens_;
   auto it = entries_.find(*path);
   if (it != entries_.end()) {
     it->second.checkpoint = *opened;
@@ -94,18 +102,102 @@ CheckpointRegistry::AcquireUnfenced(absl::string_view requested,
 absl::StatusOr<std::shared_ptr<const Checkpoint>>
 CheckpointRegistry::OpenInside(const std::string& path,
                                const OpenOptions& options) const {
-  auto opened = Checkpoint::Open(path, options);
-  if (!opened.ok()) return opened.status();
-  // Shards and splits are opened by name from the checkpoint's directory; a
-  // symlinked shard must not lead out of the roots either.
-  for (const Checkpoint::File& f : (*opened)->files()) {
-    char buf[PATH_MAX];
-    if (::realpath(f.path.c_str(), buf) == nullptr) {
-      return absl::NotFoundError(absl::StrCat("'", f.path, "' vanished"));
+  // Every file, shard, index and config is opened beneath the roots' fds
+  // (open_options_.access, the sandbox's): nothing outside them is ever
+  // opened, so there is nothing left to check after the open.
+  return Checkpoint::Open(path, options);
+}
+
+absl::StatusOr<std::shared_ptr<const Checkpoint>> CheckpointRegistry::OpenOnce(
+    const PathSandbox::Resolved& resolved) {
+  const std::string& path = resolved.path;
+  // The inputs are taken before any open: a file changed during one makes
+  // them differ next time, so its failure is not reused. The stats run off
+  // the lock.
+  std::vector<std::pair<std::string, FileIdentity>> inputs =
+      InputsOf(resolved, *sandbox_.access());
+  std::shared_ptr<Opening> opening;
+  bool mine = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto failed = failed_.find(path);
+    if (failed != failed_.end() && failed->second.inputs == inputs) {
+      ++failed_opens_reused_;
+      return failed->second.status;
     }
-    if (absl::Status s = sandbox_.CheckInside(buf); !s.ok()) return s;
+    auto [it, added] = opening_.try_emplace(path);
+    if (added) {
+      it->second = std::make_shared<Opening>();
+      mine = true;
+    }
+    opening = it->second;
   }
-  return opened;
+  if (!mine) {
+    // Another call is opening it: one parse serves both, and a corrupt
+    // header costs one parse however many calls ask at once.
+    opening->done.WaitForNotification();
+    return opening->result;
+  }
+  // Fenced here as well as in Acquire: an exception must not leave the
+  // calls waiting on this open waiting for ever.
+  opening->result = Fenced({"Checkpoint::Open", path},
+                           [&] { return OpenInside(path, open_options_); });
+  {
+    absl::MutexLock lock(&mu_);
+    ++opens_;
+    opening_.erase(path);
+    const absl::Status& s = opening->result.status();
+    if (absl::IsDataLoss(s) || absl::IsUnimplemented(s) ||
+        absl::IsInvalidArgument(s)) {
+      // What is wrong with the files themselves; other failures (a race, a
+      // permission) may pass by themselves.
+      if (failed_.size() >= kMaxRememberedFailures) failed_.clear();
+      failed_[path] = Failure{s, std::move(inputs)};
+    } else {
+      failed_.erase(path);
+    }
+  }
+  opening->done.Notify();
+  return opening->result;
+}
+
+std::vector<std::pair<std::string, FileIdentity>> CheckpointRegistry::InputsOf(
+    const PathSandbox::Resolved& resolved, const FileAccess& access) {
+  std::vector<std::pair<std::string, FileIdentity>> out;
+  auto add = [&](const std::string& p, const struct stat& st) {
+    out.emplace_back(p, FileIdentity{
+                            .device = static_cast<uint64_t>(st.st_dev),
+                            .inode = static_cast<uint64_t>(st.st_ino),
+                            .size = static_cast<uint64_t>(st.st_size),
+                            .mtime_ns = st.st_mtim.tv_sec * 1'000'000'000 +
+                                        st.st_mtim.tv_nsec,
+                            .ctime_ns = st.st_ctim.tv_sec * 1'000'000'000 +
+                                        st.st_ctim.tv_nsec});
+  };
+  add(resolved.path, resolved.st);
+  // A directory's or a file's neighbours decide what opens (shards, index,
+  // configs, splits): every name ListCheckpointNames keeps, with its
+  // identity, or its absence.
+  const std::string dir =
+      S_ISDIR(resolved.st.st_mode)
+          ? resolved.path
+          : resolved.path.substr(0, resolved.path.find_last_of('/'));
+  auto names = ListCheckpointNames(dir.empty() ? "/" : dir, access);
+  if (!names.ok()) return out;
+  for (const std::string& n : *names) {
+    const std::string p = absl::StrCat(dir, "/", n);
+    if (absl::StatusOr<struct stat> st = access.Stat(p); st.ok()) {
+      add(p, *st);
+    } else {
+      out.emplace_back(p, FileIdentity{});
+    }
+  }
+  return out;
+}
+
+int64_t CheckpointRegistry::failed_opens_reused() const {
+  absl::MutexLock lock(&mu_);
+  return failed_opens_reused_;
 }
 
 absl::StatusOr<std::shared_ptr<const Checkpoint>>

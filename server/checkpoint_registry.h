@@ -6,10 +6,13 @@
 #include <list>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "core/format/checkpoint.h"
 #include "server/path_sandbox.h"
 
@@ -24,6 +27,13 @@ namespace tensormorph {
 // it keep it alive until they finish).
 // Cost: each Acquire stats every file once (and reads a directory
 // checkpoint's listing once), outside the registry's lock.
+// Every file is opened through the sandbox's FileAccess (beneath a root's
+// fd). Calls that ask for a checkpoint being opened wait for that open
+// instead of parsing it again; an open that failed for what the files hold
+// (DATA_LOSS, UNIMPLEMENTED, INVALID_ARGUMENT) is remembered with the
+// identities of the files it was made from (the path and its directory's
+// checkpoint names), and reused while they are unchanged: a corrupt 100 MB
+// header is parsed once, not once per call.
 // Thread safety: all methods are thread-safe; checks and opens happen
 // outside the lock so a slow file system does not stall other calls.
 class CheckpointRegistry {
@@ -67,6 +77,8 @@ class CheckpointRegistry {
   uint64_t mapped_bytes() const;
   size_t max_open() const { return max_open_; }
   int64_t opens() const;
+  // Calls answered from a remembered failed open instead of a new parse.
+  int64_t failed_opens_reused() const;
   const PathSandbox& sandbox() const { return sandbox_; }
 
  private:
@@ -83,10 +95,27 @@ class CheckpointRegistry {
   // Null (OK) when !may_open and the checkpoint would have to be opened.
   absl::StatusOr<std::shared_ptr<const Checkpoint>> AcquireUnfenced(
       absl::string_view requested, bool may_open);
-  // Opens `path` (resolved) with `options` and checks every file it maps
-  // resolves inside the roots.
+  // Opens `path` (resolved) with `options` beneath the roots.
   absl::StatusOr<std::shared_ptr<const Checkpoint>> OpenInside(
       const std::string& path, const OpenOptions& options) const;
+  // OpenInside with open_options_, once for all the calls that ask at the
+  // same time, and not again while a remembered failure's inputs hold.
+  absl::StatusOr<std::shared_ptr<const Checkpoint>> OpenOnce(
+      const PathSandbox::Resolved& resolved);
+  // What an open of `resolved` is made from, as identities.
+  static std::vector<std::pair<std::string, FileIdentity>> InputsOf(
+      const PathSandbox::Resolved& resolved, const FileAccess& access);
+
+  static constexpr size_t kMaxRememberedFailures = 1024;
+  struct Opening {
+    absl::Notification done;
+    absl::StatusOr<std::shared_ptr<const Checkpoint>> result =
+        absl::UnknownError("not opened yet");
+  };
+  struct Failure {
+    absl::Status status;
+    std::vector<std::pair<std::string, FileIdentity>> inputs;
+  };
 
   const PathSandbox sandbox_;
   const size_t max_open_;
@@ -95,6 +124,10 @@ class CheckpointRegistry {
   absl::flat_hash_map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
   std::list<std::string> lru_ ABSL_GUARDED_BY(mu_);  // front = most recent
   int64_t opens_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t failed_opens_reused_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<std::string, std::shared_ptr<Opening>> opening_
+      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, Failure> failed_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tensormorph

@@ -95,8 +95,8 @@ absl::StatusOr<std::vector<Target>> Targets(const PathSandbox& sandbox,
       return absl::Status(canonical.status().code(),
                           absl::StrCat("directory ", message));
     }
-    struct stat st;
-    if (::stat(canonical->c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    absl::StatusOr<struct stat> st = sandbox.access()->Stat(*canonical);
+    if (!st.ok() || !S_ISDIR(st->st_mode)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "'", directory,
           "' is a file, not a directory: GetCheckpoint describes it"));
@@ -194,6 +194,7 @@ class ListCheckpointsReactor final
       o.max_scanned = state_->limits.max_list_scanned_per_call;
       o.max_found = page - entries_.size();
       o.after = i == from.root ? from.after : "";
+      o.access = sandbox.access();
       o.allowed = [&sandbox](const std::string& canonical) {
         return sandbox.CheckInside(canonical).ok();
       };

@@ -2,15 +2,14 @@
 
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/openat2.h>
 #include <stdlib.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
 
 #include "absl/status/status.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -24,26 +23,6 @@ absl::StatusOr<std::string> RealPath(const std::string& p) {
     return absl::NotFoundError(absl::StrCat("'", p, "' does not exist"));
   }
   return std::string(buf);
-}
-
-// The realpath of `lexical` (absolute, normalised) and its stat, in one
-// walk of the path when no component is a symlink: openat2 with
-// RESOLVE_NO_SYMLINKS then opens exactly the file realpath would name,
-// `lexical` itself. 3 syscalls instead of realpath's readlink per component
-// and a stat (each call resolves afresh: issue 20's one-scalar latency).
-// False when the kernel refuses (a symlink on the way, no such file, no
-// openat2 here or under seccomp): the caller then takes realpath's way,
-// which gives every answer and error as before.
-bool ResolveWithoutSymlinks(const std::string& lexical, struct stat* st) {
-  struct open_how how = {};
-  how.flags = O_PATH | O_CLOEXEC;
-  how.resolve = RESOLVE_NO_SYMLINKS;
-  const long fd =
-      ::syscall(SYS_openat2, AT_FDCWD, lexical.c_str(), &how, sizeof(how));
-  if (fd < 0) return false;
-  const bool ok = ::fstat(static_cast<int>(fd), st) == 0;
-  ::close(static_cast<int>(fd));
-  return ok;
 }
 
 // Collapses "." and ".." without touching the disk, so that a path which
@@ -97,6 +76,11 @@ absl::StatusOr<PathSandbox> PathSandbox::Create(
         Normalize(r.front() == '/' ? r : JoinPath(WorkingDirectory(), r));
     s.roots_.push_back(Root{given, *real});
   }
+  std::vector<std::string> resolved;
+  for (const Root& r : s.roots_) resolved.push_back(r.resolved);
+  auto access = FileAccess::Beneath(resolved);
+  if (!access.ok()) return access.status();
+  s.access_ = *std::move(access);
   return s;
 }
 
@@ -105,6 +89,7 @@ PathSandbox PathSandbox::Unrestricted(const std::string& base_dir) {
   s.unrestricted_ = true;
   s.base_dir_ = base_dir;
   s.roots_ = {Root{"/", "/"}};
+  s.access_ = FileAccess::Anywhere();
   return s;
 }
 
@@ -132,6 +117,23 @@ bool PathSandbox::Inside(const std::string& path, bool given_too) const {
   return false;
 }
 
+std::string PathSandbox::InResolvedSpelling(const std::string& path) const {
+  if (unrestricted_) return path;
+  for (const Root& root : roots_) {
+    if (Under(path, root.resolved)) return path;
+  }
+  for (const Root& root : roots_) {
+    if (Under(path, root.given)) {
+      return root.given == "/" ? JoinPath(root.resolved, path.substr(1))
+             : path.size() == root.given.size()
+                 ? root.resolved
+                 : JoinPath(root.resolved,
+                            path.substr(root.given.size() + 1));
+    }
+  }
+  return "";
+}
+
 absl::Status PathSandbox::CheckInside(const std::string& canonical) const {
   if (Inside(canonical, /*given_too=*/false)) return absl::OkStatus();
   return absl::PermissionDeniedError(
@@ -151,6 +153,14 @@ absl::StatusOr<PathSandbox::Resolved> PathSandbox::ResolveAndStat(
   if (requested.empty()) {
     return absl::InvalidArgumentError("checkpoint path is empty");
   }
+  // The OS would cut the path at a NUL ("a/..\0/etc" names "a/.."), so the
+  // checks below and the open would disagree on what it names.
+  if (requested.find('\0') != absl::string_view::npos ||
+      requested.size() >= PATH_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint path '", absl::CHexEscape(requested.substr(0, 256)),
+        "' holds a NUL byte or is longer than PATH_MAX (", PATH_MAX, ")"));
+  }
   std::vector<std::string> candidates;
   if (requested.front() == '/') {
     candidates.push_back(std::string(requested));
@@ -164,29 +174,31 @@ absl::StatusOr<PathSandbox::Resolved> PathSandbox::ResolveAndStat(
   bool any_inside = false;
   for (const std::string& candidate : candidates) {
     // Lexically inside either spelling of a root admits the request to the
-    // disk; only its realpath inside a resolved root serves it.
+    // disk; what opens beneath the root's fd is what is served.
     const std::string lexical = Normalize(candidate);
-    if (!Inside(lexical, /*given_too=*/true)) continue;
+    const std::string beneath = InResolvedSpelling(lexical);
+    if (beneath.empty()) continue;
     any_inside = true;
-    auto escaped = [&](const std::string& real) {
-      return absl::PermissionDeniedError(
-          absl::StrCat("checkpoint '", requested, "' resolves to '", real,
-                       "', outside the server's roots (", DescribeRoots(),
-                       "): symlinks may not lead out of a root"));
-    };
+    absl::StatusOr<UniqueFd> fd = access_->Open(beneath, O_PATH);
+    if (absl::IsNotFound(fd.status())) continue;
+    if (!fd.ok()) {
+      return absl::Status(
+          fd.status().code(),
+          absl::StrCat("checkpoint '", requested, "': ", fd.status().message(),
+                       " (roots: ", DescribeRoots(), ")"));
+    }
     Resolved out;
-    if (ResolveWithoutSymlinks(lexical, &out.st)) {
-      // No symlink on the way: the path is its own realpath, yet may lie
-      // only in a root's given spelling (one that named a symlink when the
-      // server started, since replaced by a directory).
-      out.path = lexical;
-      if (!Inside(out.path, /*given_too=*/false)) return escaped(out.path);
-    } else {
-      auto real = RealPath(lexical);
-      if (!real.ok()) continue;
-      if (!Inside(*real, /*given_too=*/false)) return escaped(*real);
-      if (::stat(real->c_str(), &out.st) != 0) continue;
-      out.path = *std::move(real);
+    if (::fstat(fd->get(), &out.st) != 0) continue;
+    // The name the kernel has for what was opened: canonical, and inside
+    // the root it was opened beneath.
+    absl::StatusOr<std::string> real = FileAccess::PathOf(fd->get());
+    if (!real.ok()) return real.status();
+    out.path = *std::move(real);
+    if (!Inside(out.path, /*given_too=*/false)) {
+      // The root directory itself was moved since the server started.
+      return absl::PermissionDeniedError(absl::StrCat(
+          "checkpoint '", requested, "' resolves outside the server's roots (",
+          DescribeRoots(), "): was a root moved?"));
     }
     if (!S_ISREG(out.st.st_mode) && !S_ISDIR(out.st.st_mode)) {
       return absl::InvalidArgumentError(absl::StrCat(

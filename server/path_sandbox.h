@@ -9,15 +9,18 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/io/file_access.h"
 
 namespace tensormorph {
 
 // Each root is kept in two spellings: as given (made absolute and lexically
 // normalised, symlinks kept: `/models`) and as resolved (realpath:
-// `/nvme/models`). A request may be spelled under either; what decides is
-// where it resolves: the realpath of every request must lie inside a
-// resolved root, so `..` and symlinks cannot lead out of the roots whatever
-// the spelling.
+// `/nvme/models`). A request may be spelled under either. Each root is
+// opened once, at Create, as a directory fd (access()), and every path is
+// resolved beneath that fd in one kernel call (FileAccess::Beneath: openat2
+// with RESOLVE_BENEATH), so neither `..`, nor a symlink, nor a directory
+// swapped for a symlink between two steps can lead out of a root: there is
+// no second step. Paths with a NUL byte are refused before any lookup.
 // Thread safety: immutable after creation.
 class PathSandbox {
  public:
@@ -29,7 +32,8 @@ class PathSandbox {
   // Roots must be existing directories; relative ones are taken against the
   // working directory.
   // Errors: INVALID_ARGUMENT naming a root that is missing or not a
-  // directory, or when no root is given.
+  // directory, or when no root is given, or when the kernel cannot resolve
+  // beneath a directory (no openat2).
   static absl::StatusOr<PathSandbox> Create(
       const std::vector<std::string>& roots);
 
@@ -38,10 +42,12 @@ class PathSandbox {
 
   // Resolves `requested` (relative to a root, or absolute under either
   // spelling of one) to a canonical path inside a resolved root, following
-  // `..` and symlinks. Only regular files and directories are served.
-  // Errors: INVALID_ARGUMENT (empty path; a device, FIFO or socket);
-  // PERMISSION_DENIED (lexically outside every root, or resolving outside
-  // every resolved root); NOT_FOUND (no such file under any root).
+  // `..` and symlinks that stay beneath the root. Only regular files and
+  // directories are served.
+  // Errors: INVALID_ARGUMENT (empty path, a NUL byte, longer than PATH_MAX;
+  // a device, FIFO or socket); PERMISSION_DENIED (lexically outside every
+  // root, or leading out of its root); NOT_FOUND (no such file under any
+  // root).
   absl::StatusOr<std::string> Resolve(absl::string_view requested) const;
 
   // What Resolve found, with the stat(2) of it taken as it was resolved (a
@@ -62,14 +68,21 @@ class PathSandbox {
   // "given (resolved: real), ...": the form errors and logs show.
   std::string DescribeRoots() const;
   bool unrestricted() const { return unrestricted_; }
+  // What every file of a checkpoint served from here is opened through.
+  const std::shared_ptr<const FileAccess>& access() const { return access_; }
 
  private:
   PathSandbox() = default;
   // Whether `path` (absolute, normalised) lies in a root's resolved spelling,
   // or with `given_too` in its given one as well.
   bool Inside(const std::string& path, bool given_too) const;
+  // `path` (absolute, normalised) spelled under the resolved spelling of the
+  // root it lies in (either spelling), which access() opens beneath; empty
+  // when it lies in none.
+  std::string InResolvedSpelling(const std::string& path) const;
 
   std::vector<Root> roots_;
+  std::shared_ptr<const FileAccess> access_;
   bool unrestricted_ = false;
   std::string base_dir_;
 };

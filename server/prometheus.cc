@@ -159,6 +159,10 @@ void WriteCheckpoints(Exposition& e, const CheckpointRegistry& registry) {
            "Checkpoints opened (first use, a change on disk, or after being "
            "closed as least recently used).",
            registry.opens());
+  e.Single("tensormorph_failed_opens_reused_total", "counter",
+           "Calls answered from a remembered failed open of unchanged files "
+           "instead of parsing them again.",
+           registry.failed_opens_reused());
 }
 
 void WriteProcess(Exposition& e, const ProcessStats& p) {

@@ -385,6 +385,9 @@ class QuantDiffReactor final
   }
 
   absl::StatusOr<TensorDiff> DiffPair(const TensorPair& p) {
+    // Before the first read: see Checkpoint::CheckNoWriters.
+    TM_RETURN_IF_ERROR(quant_->CheckNoWriters(*p.quant));
+    TM_RETURN_IF_ERROR(ref_->CheckNoWriters(*p.ref));
     const int64_t ref_bytes = SourceBytes(p);
     const int64_t n = std::max<int64_t>(1, p.quant->num_elements);
     // DiffTensor walks both tensors front to back: keep their next bytes
@@ -416,8 +419,14 @@ class QuantDiffReactor final
     if (workspace == nullptr) workspace = std::make_unique<DiffWorkspace>();
     auto diff = DiffTensor(*p.quant, *p.ref, options_, p.row_map, &cancelled_,
                            on_progress, workspace.get());
-    absl::MutexLock lock(&mu_);
-    workspaces_.push_back(std::move(workspace));
+    {
+      absl::MutexLock lock(&mu_);
+      workspaces_.push_back(std::move(workspace));
+    }
+    if (!diff.ok()) return diff;
+    // After the last read of both: a report must not mix old and new bytes.
+    TM_RETURN_IF_ERROR(quant_->CheckUnchanged(*p.quant));
+    TM_RETURN_IF_ERROR(ref_->CheckUnchanged(*p.ref));
     return diff;
   }
 

@@ -526,17 +526,24 @@ absl::Status TensormorphService::InspectIn(const Checkpoint& ckpt,
   // batch can fill theirs at once (the arena allocates thread-safely).
   resp->mutable_scalars()->Reserve(static_cast<int>(n));
   for (int64_t i = 0; i < n; ++i) resp->add_scalars();
+  // Before the first read (Acquire found the files unchanged).
+  TM_RETURN_IF_ERROR(ckpt.CheckNoWriters(**t));
   const Encoding& enc = *(*t)->encoding;
   auto part = [&](int64_t begin, int64_t end) {
     return InspectInto(enc, shape, flats, begin, end, ctx, resp);
   };
   if (!may_fork || n < kScalarsWorthTwoThreads || state_->pool.size() < 2) {
-    return part(0, n);
+    TM_RETURN_IF_ERROR(part(0, n));
+  } else {
+    absl::Status first, second;
+    state_->pool.ForkJoin([&] { first = part(0, n / 2); },
+                          [&] { second = part(n / 2, n); });
+    TM_RETURN_IF_ERROR(first);
+    TM_RETURN_IF_ERROR(second);
   }
-  absl::Status first, second;
-  state_->pool.ForkJoin([&] { first = part(0, n / 2); },
-                        [&] { second = part(n / 2, n); });
-  return first.ok() ? second : first;
+  // After the last read: codes and scales read across a rewrite must not
+  // pass as one element.
+  return ckpt.CheckUnchanged(**t);
 }
 
 grpc::ServerUnaryReactor* TensormorphService::InspectScalars(

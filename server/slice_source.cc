@@ -47,12 +47,13 @@ absl::StatusOr<std::unique_ptr<SliceSource>> SliceSource::Open(
   if (!t.ok()) return t.status();
   for (const StoredTensor* part : (*t)->encoding->parts()) {
     src->parts_.push_back(part);
-    const Checkpoint::File* f = &src->ckpt_->files()[part->file_index];
-    if (std::find(src->files_.begin(), src->files_.end(), f) ==
-        src->files_.end()) {
-      src->files_.push_back(f);
+    if (std::find(src->files_.begin(), src->files_.end(),
+                  part->file_index) == src->files_.end()) {
+      src->files_.push_back(part->file_index);
     }
   }
+  // After Acquire found the files unchanged, before the first byte.
+  TM_RETURN_IF_ERROR(src->ckpt_->CheckNoWriters(**t));
   auto items = ParseSlice(req.slice());
   if (!items.ok()) return items.status();
   auto slice = ResolveSlice(*items, (*t)->shape);
@@ -114,9 +115,10 @@ absl::Status SliceSource::ReadNext(uint8_t* out) {
     }
     return decoded_->Read(next_, n, reinterpret_cast<float*>(out));
   }));
-  // After the last read of the mapping and before the last chunk (and so
-  // before OK): bytes read across a rewrite must not pass as one tensor.
-  if (next_ + n >= total_) TM_RETURN_IF_ERROR(CheckFilesUnchanged());
+  // After each read of the mapping, before its chunk is sent (and so before
+  // OK): bytes read across a rewrite must not pass as one tensor, and a
+  // stream ends at the first chunk that could mix them.
+  TM_RETURN_IF_ERROR(CheckFilesUnchanged());
   next_ += n;
   read_any_ = true;
   return absl::OkStatus();
@@ -137,23 +139,10 @@ void SliceSource::ReleaseMappedPages() const {
   }
 }
 
-// FAILED_PRECONDITION when a file the tensor is read from is no longer the
-// one mapped (device, inode, size, mtime): rewritten in place with the same
-// layout, the mapping shows the new bytes from then on, so the chunks sent
-// may mix old and new.
 absl::Status SliceSource::CheckFilesUnchanged() const {
-  for (const Checkpoint::File* f : files_) {
-    const FileIdentity& was = f->mapping->identity();
-    absl::StatusOr<FileIdentity> now = StatFile(f->path);
-    if (now.ok() && SameBytes(*now, was)) continue;
-    return absl::FailedPreconditionError(absl::StrCat(
-        "file '", f->path, "' changed during the read of tensor '",
-        tensor_name_, "' (",
-        now.ok()
-            ? absl::StrCat("size ", was.size, " -> ", now->size, ", mtime ",
-                           was.mtime_ns, " -> ", now->mtime_ns, " ns")
-            : std::string(now.status().message()),
-        "): the data sent may mix old and new bytes; read it again"));
+  for (const int f : files_) {
+    TM_RETURN_IF_ERROR(ckpt_->CheckFileUnchanged(
+        static_cast<size_t>(f), absl::StrCat("tensor '", tensor_name_, "'")));
   }
   return absl::OkStatus();
 }

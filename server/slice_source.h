@@ -58,8 +58,9 @@ class SliceSource {
   // handed on, the files read must still be the ones opened.
   // REQUIRES: !done(); `out` holds next_bytes() bytes, 4-byte aligned.
   // Errors: FAILED_PRECONDITION when the file faulted (truncated under the
-  // mapping) or, at the last chunk, changed since it was opened (the data
-  // may mix old and new bytes); UNIMPLEMENTED from a decoder.
+  // mapping); ABORTED when a file changed since it was opened
+  // (Checkpoint::CheckFileUnchanged: the data may mix old and new bytes);
+  // UNIMPLEMENTED from a decoder.
   absl::Status ReadNext(uint8_t* out);
 
   // Drops this process's page table entries for the tensor's file bytes
@@ -74,7 +75,7 @@ class SliceSource {
   absl::Status CheckFilesUnchanged() const;
 
   std::shared_ptr<const Checkpoint> ckpt_;      // keeps the mapping alive
-  std::vector<const Checkpoint::File*> files_;  // the tensor's, in ckpt_
+  std::vector<int> files_;  // the tensor's, as indices into ckpt_->files()
   std::vector<const StoredTensor*> parts_;      // its stored tensors
   std::string tensor_name_;                     // as requested, for errors
   v1::SliceHeader header_;

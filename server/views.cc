@@ -25,6 +25,18 @@ struct Resolved {
   const LogicalTensor* tensor = nullptr;
   const LogicalTensor* ref = nullptr;
   RowMap ref_rows;
+
+  // After the last read: ABORTED when a file read changed meanwhile
+  // (Checkpoint::CheckUnchanged), so a reply never mixes old and new bytes.
+  // Before the first read (Resolve found the files unchanged).
+  absl::Status CheckNoWriters() const {
+    TM_RETURN_IF_ERROR(ckpt->CheckNoWriters(*tensor));
+    return ref == nullptr ? absl::OkStatus() : ref_ckpt->CheckNoWriters(*ref);
+  }
+  absl::Status CheckUnchanged() const {
+    TM_RETURN_IF_ERROR(ckpt->CheckUnchanged(*tensor));
+    return ref == nullptr ? absl::OkStatus() : ref_ckpt->CheckUnchanged(*ref);
+  }
 };
 
 absl::StatusOr<Resolved> Resolve(ServiceState& state,
@@ -106,8 +118,10 @@ grpc::ServerUnaryReactor* TensormorphService::ComputeStats(
           o.range_max = req->range_max();
         }
         if (req->has_group()) o.group = req->group();
+        TM_RETURN_IF_ERROR(r->CheckNoWriters());
         auto st = tensormorph::ComputeStats(*r->tensor, r->ref, o);
         if (!st.ok()) return st.status();
+        TM_RETURN_IF_ERROR(r->CheckUnchanged());
         resp->set_tensor(r->tensor->name);
         for (int64_t d : r->tensor->shape) resp->add_shape(d);
         FillEncoding(r->tensor->encoding->info(), resp->mutable_encoding());
@@ -192,8 +206,10 @@ grpc::ServerUnaryReactor* TensormorphService::GetHeatmap(
         o.row_end = req->row_end();
         o.col_begin = req->col_begin();
         o.col_end = req->col_end();
+        TM_RETURN_IF_ERROR(r->CheckNoWriters());
         auto h = ComputeHeatmap(*r->tensor, r->ref, o);
         if (!h.ok()) return h.status();
+        TM_RETURN_IF_ERROR(r->CheckUnchanged());
         resp->set_tensor(r->tensor->name);
         for (int64_t d : r->tensor->shape) resp->add_shape(d);
         FillEncoding(r->tensor->encoding->info(), resp->mutable_encoding());

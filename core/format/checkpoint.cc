@@ -11,7 +11,9 @@
 #include <regex>
 #include <thread>
 
+#include "absl/algorithm/container.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -20,6 +22,7 @@
 #include "core/format/json_header.h"
 #include "core/format/safetensors_reader.h"
 #include "core/io/fault_guard.h"
+#include "core/io/writer_probe.h"
 #include "core/quant/convention_resolver.h"
 #include "core/quant/stored_encoding.h"
 #include "core/util/status_macros.h"
@@ -62,23 +65,34 @@ std::string Join(const std::string& dir, absl::string_view name) {
   return absl::StrCat(dir, "/", name);
 }
 
+bool DecidesWhatOpens(absl::string_view name) {
+  return absl::EndsWith(name, ".safetensors") || absl::EndsWith(name, ".gguf") ||
+         name == kIndexName ||
+         std::find(std::begin(kConfigNames), std::end(kConfigNames), name) !=
+             std::end(kConfigNames);
+}
+
 // Regular files directly inside `dir`, sorted by name.
-absl::StatusOr<std::vector<std::string>> ListFiles(const std::string& dir) {
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) {
-    return absl::NotFoundError(
-        absl::StrCat("cannot list directory '", dir, "'"));
+// Errors: NOT_FOUND (cannot list); PERMISSION_DENIED (a name that decides
+// what opens leads out of the roots).
+absl::StatusOr<std::vector<std::string>> ListFiles(const std::string& dir,
+                                                   const FileAccess& access) {
+  absl::StatusOr<std::vector<std::string>> all = access.ListDirectory(dir);
+  if (!all.ok()) {
+    return absl::NotFoundError(absl::StrCat("cannot list directory '", dir,
+                                            "': ", all.status().message()));
   }
   std::vector<std::string> names;
-  while (struct dirent* e = ::readdir(d)) {
-    std::string name = e->d_name;
-    if (name == "." || name == "..") continue;
-    struct stat st;
-    if (::stat(Join(dir, name).c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
-      names.push_back(std::move(name));
+  for (std::string& name : *all) {
+    absl::StatusOr<struct stat> st = access.Stat(Join(dir, name));
+    // A name that decides what opens (a shard, the index, a config) and
+    // leads out of the roots refuses the open: serving the rest as though
+    // it were absent would answer for another checkpoint.
+    if (absl::IsPermissionDenied(st.status()) && DecidesWhatOpens(name)) {
+      return st.status();
     }
+    if (st.ok() && S_ISREG(st->st_mode)) names.push_back(std::move(name));
   }
-  ::closedir(d);
   std::sort(names.begin(), names.end());
   return names;
 }
@@ -152,23 +166,19 @@ absl::string_view FormatName(CheckpointFormat format) {
 }
 
 absl::StatusOr<std::vector<std::string>> ListCheckpointNames(
-    const std::string& dir) {
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) {
-    return absl::NotFoundError(
-        absl::StrCat("cannot list directory '", dir, "'"));
+    const std::string& dir, const FileAccess& access) {
+  absl::StatusOr<std::vector<std::string>> all = access.ListDirectory(dir);
+  if (!all.ok()) {
+    return absl::NotFoundError(absl::StrCat("cannot list directory '", dir,
+                                            "': ", all.status().message()));
   }
   std::vector<std::string> names;
-  while (struct dirent* e = ::readdir(d)) {
-    const absl::string_view name = e->d_name;
-    if (absl::EndsWith(name, ".safetensors") || absl::EndsWith(name, ".gguf") ||
-        name == kIndexName ||
-        std::find(std::begin(kConfigNames), std::end(kConfigNames), name) !=
-            std::end(kConfigNames)) {
-      names.emplace_back(name);
+  for (std::string& entry : *all) {
+    const absl::string_view name = entry;
+    if (DecidesWhatOpens(name)) {
+      names.push_back(std::move(entry));
     }
   }
-  ::closedir(d);
   std::sort(names.begin(), names.end());
   return names;
 }
@@ -209,6 +219,8 @@ class CheckpointBuilder {
   CheckpointBuilder(std::string path, const OpenOptions& options)
       : ckpt_(new Checkpoint()), options_(options) {
     ckpt_->path_ = std::move(path);
+    ckpt_->access_ =
+        options.access != nullptr ? options.access : FileAccess::Anywhere();
   }
 
   absl::StatusOr<std::shared_ptr<const Checkpoint>> OpenPath();
@@ -222,7 +234,7 @@ class CheckpointBuilder {
   absl::Status AddGguf(const std::string& p, Mapping m = nullptr);
   absl::StatusOr<int> AddFile(const std::string& p, Mapping* m) {
     if (*m == nullptr) {
-      TM_ASSIGN_OR_RETURN(*m, MappedFile::Open(p));
+      TM_ASSIGN_OR_RETURN(*m, MappedFile::Open(p, access()));
     }
     ckpt_->files_.push_back({p, *m});
     return static_cast<int>(ckpt_->files_.size()) - 1;
@@ -248,6 +260,9 @@ class CheckpointBuilder {
   // Checkpoint's members).
   void WithholdAbsentModules();
 
+  // Every file is opened, listed and stat'ed through this (OpenOptions).
+  const FileAccess& access() const { return *ckpt_->access_; }
+
   std::unique_ptr<Checkpoint> ckpt_;
   const OpenOptions options_;
   // Lenient: positions in stored_ of tensors a shard holds where the index
@@ -259,7 +274,7 @@ class CheckpointBuilder {
 absl::Status CheckpointBuilder::AddSafetensors(const std::string& p,
                                                Mapping m) {
   if (m == nullptr) {
-    TM_ASSIGN_OR_RETURN(m, MappedFile::Open(p));
+    TM_ASSIGN_OR_RETURN(m, MappedFile::Open(p, access()));
   }
   TM_ASSIGN_OR_RETURN(SafetensorsHeader h,
                       ParseGuarded<SafetensorsHeader>(
@@ -347,8 +362,11 @@ absl::Status CheckpointBuilder::OpenGgufSet(const std::string& p, Mapping m) {
   if (!split) return AddGguf(p, std::move(m));
   for (int i = 1; i <= split->count; ++i) {
     const std::string part = Join(dir, SplitFileName(*split, i));
-    struct stat st;
-    if (::stat(part.c_str(), &st) != 0) {
+    absl::StatusOr<struct stat> present = access().Stat(part);
+    if (!present.ok() && !absl::IsNotFound(present.status())) {
+      return present.status();
+    }
+    if (!present.ok()) {
       return absl::DataLossError(absl::StrCat("split GGUF '", p, "': split ", i,
                                               " of ", split->count, " ('", part,
                                               "') is missing"));
@@ -361,10 +379,10 @@ absl::Status CheckpointBuilder::OpenGgufSet(const std::string& p, Mapping m) {
 absl::Status CheckpointBuilder::OpenSafetensorsIndex(
     const std::string& index_path) {
   // Read, not mapped: an index truncated while it is parsed is a status.
-  TM_ASSIGN_OR_RETURN(const FileIdentity index_identity, StatFile(index_path));
+  TM_ASSIGN_OR_RETURN(const FileIdentity index_identity, StatFile(index_path, access()));
   ckpt_->read_files_.push_back({index_path, index_identity});
   TM_ASSIGN_OR_RETURN(const std::string text,
-                      ReadWholeFile(index_path, kMaxIndexBytes));
+                      ReadWholeFile(index_path, kMaxIndexBytes, access()));
   const std::string what = absl::StrCat("index '", index_path, "'");
   // shard file name -> tensors the index places there (views of the
   // document's keys)
@@ -381,11 +399,13 @@ absl::Status CheckpointBuilder::OpenSafetensorsIndex(
   for (auto it = shards.begin(); it != shards.end();) {
     const auto& [name, tensors] = *it;
     const std::string shard_path = Join(dir, name);
-    struct stat st;
-    if (::stat(shard_path.c_str(), &st) == 0) {
+    absl::StatusOr<struct stat> present = access().Stat(shard_path);
+    if (present.ok()) {
       ++it;
       continue;
     }
+    // Refused (a symlink out of the roots), not absent: say so.
+    if (!absl::IsNotFound(present.status())) return present.status();
     if (!options_.allow_absent_shards && !options_.lenient) {
       return absl::DataLossError(absl::StrCat(
           what, ": weight_map names shard '", name, "' for ", tensors.size(),
@@ -436,7 +456,7 @@ absl::Status CheckpointBuilder::OpenSafetensorsIndex(
     for (size_t i; (i = next.fetch_add(1)) < parsed.size();) {
       Shard& sh = parsed[i];
       const std::string path = Join(dir, *sh.name);
-      auto m = MappedFile::Open(path);
+      auto m = MappedFile::Open(path, access());
       if (!m.ok()) {
         sh.header = m.status();
         continue;
@@ -547,7 +567,7 @@ absl::Status CheckpointBuilder::OpenSafetensorsIndex(
 }
 
 absl::Status CheckpointBuilder::OpenFile(const std::string& p) {
-  TM_ASSIGN_OR_RETURN(auto m, MappedFile::Open(p));
+  TM_ASSIGN_OR_RETURN(auto m, MappedFile::Open(p, access()));
   // Sniffing reads the mapping too: under the guard, like every parse.
   const auto bytes = m->bytes();
   bool gguf = false, index = false, safetensors = false;
@@ -575,7 +595,7 @@ absl::Status CheckpointBuilder::OpenFile(const std::string& p) {
 }
 
 absl::Status CheckpointBuilder::AddSafetensorsFiles(const std::string& dir) {
-  TM_ASSIGN_OR_RETURN(std::vector<std::string> names, ListFiles(dir));
+  TM_ASSIGN_OR_RETURN(std::vector<std::string> names, ListFiles(dir, access()));
   absl::Status first_error;
   bool added = false;
   auto corrupt = [&](const std::string& path, absl::string_view why) {
@@ -602,7 +622,7 @@ absl::Status CheckpointBuilder::AddSafetensorsFiles(const std::string& dir) {
   if (options_.lenient) {
     // A name a loader would try that is no regular file (a dangling
     // symlink, a loop, a directory, a FIFO): never opened, reported.
-    TM_ASSIGN_OR_RETURN(std::vector<std::string> all, ListCheckpointNames(dir));
+    TM_ASSIGN_OR_RETURN(std::vector<std::string> all, ListCheckpointNames(dir, access()));
     for (const std::string& n : all) {
       if (!absl::EndsWith(n, ".safetensors") ||
           std::binary_search(names.begin(), names.end(), n)) {
@@ -647,8 +667,8 @@ absl::Status CheckpointBuilder::OpenShardsPastIndex(
 
 absl::Status CheckpointBuilder::OpenDirectory(const std::string& dir) {
   ckpt_->directory_ = dir;
-  TM_ASSIGN_OR_RETURN(ckpt_->directory_names_, ListCheckpointNames(dir));
-  TM_ASSIGN_OR_RETURN(std::vector<std::string> names, ListFiles(dir));
+  TM_ASSIGN_OR_RETURN(ckpt_->directory_names_, ListCheckpointNames(dir, access()));
+  TM_ASSIGN_OR_RETURN(std::vector<std::string> names, ListFiles(dir, access()));
   if (std::find(names.begin(), names.end(), kIndexName) != names.end()) {
     return OpenSafetensorsIndex(Join(dir, kIndexName));
   }
@@ -688,14 +708,18 @@ absl::Status CheckpointBuilder::OpenDirectory(const std::string& dir) {
 
 // Reads an optional JSON config beside the checkpoint (nullopt when absent).
 // Its keys are typed by ParseQuantConfig, not here.
+// Opened through `access`: a config that is a symlink out of the server's
+// roots is refused (PERMISSION_DENIED), never read, so none of its values
+// can reach an error message.
 absl::StatusOr<std::optional<nlohmann::json>> ReadConfig(
-    const std::string& dir, absl::string_view name) {
+    const std::string& dir, absl::string_view name, const FileAccess& access) {
   const std::string path = Join(dir, name);
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
-    return std::nullopt;
+  absl::StatusOr<struct stat> st = access.Stat(path);
+  if (!st.ok() && absl::IsNotFound(st.status())) return std::nullopt;
+  if (!st.ok()) return st.status();
+  if (!S_ISREG(st->st_mode)) return std::nullopt;
   TM_ASSIGN_OR_RETURN(const std::string text,
-                      ReadWholeFile(path, kMaxConfigBytes));
+                      ReadWholeFile(path, kMaxConfigBytes, access));
   return ParseStrictJson(text, absl::StrCat("config '", path, "'"));
 }
 
@@ -759,14 +783,13 @@ absl::Status CheckpointBuilder::Finish() {
               });
     c.conventions_ = {"ggml"};
   } else {
-    struct stat st;
-    const std::string dir =
-        ::stat(c.path_.c_str(), &st) == 0 && S_ISDIR(st.st_mode)
-            ? c.path_
-            : Dirname(c.files_[0].path);
+    absl::StatusOr<struct stat> st = access().Stat(c.path_);
+    const std::string dir = st.ok() && S_ISDIR(st->st_mode)
+                                ? c.path_
+                                : Dirname(c.files_[0].path);
     for (absl::string_view name : kConfigNames) {
       const std::string path = Join(dir, name);
-      absl::StatusOr<FileIdentity> id = StatFile(path);
+      absl::StatusOr<FileIdentity> id = StatFile(path, access());
       c.read_files_.push_back(
           {path, id.ok() ? std::optional<FileIdentity>(*id) : std::nullopt});
     }
@@ -775,7 +798,7 @@ absl::Status CheckpointBuilder::Finish() {
     auto read = [&](absl::string_view name,
                     std::optional<nlohmann::json>* out) -> absl::Status {
       absl::StatusOr<std::optional<nlohmann::json>> json =
-          ReadConfig(dir, name);
+          ReadConfig(dir, name, access());
       if (json.ok()) {
         *out = *std::move(json);
         return absl::OkStatus();
@@ -900,14 +923,15 @@ void CheckpointBuilder::BuildParts() {
 absl::StatusOr<std::shared_ptr<const Checkpoint>>
 CheckpointBuilder::OpenPath() {
   const std::string& p = ckpt_->path_;
-  struct stat st;
-  if (::stat(p.c_str(), &st) != 0) {
+  absl::StatusOr<struct stat> st = access().Stat(p);
+  if (!st.ok() && absl::IsNotFound(st.status())) {
     return absl::NotFoundError(
         absl::StrCat("no such file or directory: '", p, "'"));
   }
-  if (S_ISDIR(st.st_mode)) {
+  if (!st.ok()) return st.status();
+  if (S_ISDIR(st->st_mode)) {
     TM_RETURN_IF_ERROR(OpenDirectory(p));
-  } else if (S_ISREG(st.st_mode)) {
+  } else if (S_ISREG(st->st_mode)) {
     TM_RETURN_IF_ERROR(OpenFile(p));
   } else {
     return absl::InvalidArgumentError(
@@ -933,6 +957,56 @@ const Checkpoint::AbsentFile* Checkpoint::AbsentFileFor(
   };
   auto it = absent_modules_.find(ModuleOf(name, is_tensor));
   return it == absent_modules_.end() ? nullptr : &absent_files_[it->second];
+}
+
+absl::Status Checkpoint::CheckFileUnchanged(size_t index,
+                                            absl::string_view what) const {
+  const File& f = files_[index];
+  const FileIdentity& was = f.mapping->identity();
+  absl::StatusOr<FileIdentity> now = StatFile(f.path, *access_);
+  if (now.ok() && *now == was) return absl::OkStatus();
+  std::string change;
+  if (!now.ok()) {
+    change = std::string(now.status().message());
+  } else if (now->device != was.device || now->inode != was.inode) {
+    change = "replaced by another file";
+  } else if (now->size != was.size) {
+    change = absl::StrCat("size ", was.size, " -> ", now->size);
+  } else {
+    change = absl::StrCat("rewritten: mtime ", was.mtime_ns, " -> ",
+                          now->mtime_ns, " ns, ctime ", was.ctime_ns, " -> ",
+                          now->ctime_ns, " ns");
+  }
+  return absl::AbortedError(absl::StrCat(
+      "file '", f.path, "' changed during the read of ", what, " (", change,
+      "): the result may mix old and new bytes; read it again"));
+}
+
+absl::Status Checkpoint::CheckFileNoWriters(size_t index) const {
+  return tensormorph::CheckNoWriters(*access_, files_[index].path);
+}
+
+absl::Status Checkpoint::CheckNoWriters(const LogicalTensor& t) const {
+  absl::InlinedVector<int, 4> seen;
+  for (const StoredTensor* part : t.encoding->parts()) {
+    if (absl::c_linear_search(seen, part->file_index)) continue;
+    seen.push_back(part->file_index);
+    TM_RETURN_IF_ERROR(
+        CheckFileNoWriters(static_cast<size_t>(part->file_index)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Checkpoint::CheckUnchanged(const LogicalTensor& t) const {
+  absl::InlinedVector<int, 4> seen;
+  for (const StoredTensor* part : t.encoding->parts()) {
+    if (absl::c_linear_search(seen, part->file_index)) continue;
+    seen.push_back(part->file_index);
+    TM_RETURN_IF_ERROR(CheckFileUnchanged(
+        static_cast<size_t>(part->file_index),
+        absl::StrCat("tensor '", t.name, "'")));
+  }
+  return absl::OkStatus();
 }
 
 uint64_t Checkpoint::total_bytes() const {

@@ -26,7 +26,11 @@ absl::string_view FormatName(CheckpointFormat format);
 // readdir, no stat.
 // Errors: NOT_FOUND when `dir` cannot be listed.
 absl::StatusOr<std::vector<std::string>> ListCheckpointNames(
-    const std::string& dir);
+    const std::string& dir, const FileAccess& access);
+inline absl::StatusOr<std::vector<std::string>> ListCheckpointNames(
+    const std::string& dir) {
+  return ListCheckpointNames(dir, *FileAccess::Anywhere());
+}
 
 // One metadata entry for display: safetensors `__metadata__` (type
 // "string") or a GGUF key/value.
@@ -71,6 +75,10 @@ struct OpenOptions {
   // index places, else its first. Everything read is still bounds-checked.
   // Never for serving: values of a lenient open may be incomplete.
   bool lenient = false;
+  // Where the checkpoint's files are opened, listed and stat'ed (a server
+  // passes its roots: FileAccess::Beneath); null: anywhere. The checkpoint
+  // keeps it (access()) for later checks of its files.
+  std::shared_ptr<const FileAccess> access = nullptr;
 };
 
 // Thread safety: immutable after Open; every method is safe to call from
@@ -129,6 +137,30 @@ class Checkpoint {
     std::optional<FileIdentity> identity;
   };
   const std::vector<ReadFile>& read_files() const { return read_files_; }
+
+  // Where the files were opened (OpenOptions::access); later looks at them
+  // go through it too.
+  const FileAccess& access() const { return *access_; }
+
+  // Whether each file `t` is read from is still the file mapped: the same
+  // device, inode, size, mtime and ctime. ctime cannot be set back from user
+  // space, so a rewrite in place that restores mtime is seen as well (and the
+  // kernel gives a change after a stat a finer ctime than the stat saw). A
+  // reader calls it after its last read of the mapping, and a stream between
+  // chunks, so that bytes read across a rewrite never pass as one result.
+  // Errors: ABORTED naming the file, what changed, and `t`: the result may
+  // mix old and new bytes; read again.
+  absl::Status CheckUnchanged(const LogicalTensor& t) const;
+  // The same for files()[index].
+  absl::Status CheckFileUnchanged(size_t index, absl::string_view what) const;
+  // Before the first read of `t` (after the identity was taken: Open, or a
+  // cache's check that the files are unchanged): no process holds a file
+  // `t` is read from open for writing (writer_probe.h says why the identity
+  // alone cannot tell a write still copying its bytes).
+  // Errors: ABORTED naming the file; those of FileAccess::Open.
+  absl::Status CheckNoWriters(const LogicalTensor& t) const;
+  // The same for files()[index].
+  absl::Status CheckFileNoWriters(size_t index) const;
   const std::string& directory() const { return directory_; }  // or empty
   const std::vector<std::string>& directory_names() const {
     return directory_names_;
@@ -186,6 +218,7 @@ class Checkpoint {
   friend class CheckpointBuilder;
 
   std::string path_;
+  std::shared_ptr<const FileAccess> access_;
   CheckpointFormat format_ = CheckpointFormat::kSafetensors;
   std::vector<File> files_;
   std::vector<StoredTensor> stored_;

@@ -46,10 +46,12 @@ bool IsPathPrefix(absl::string_view prefix, absl::string_view path) {
 
 // The bytes [offset, offset + n) of `path`, or nullopt when they cannot all
 // be read.
-std::optional<std::string> ReadAt(const std::string& path, int64_t offset,
+std::optional<std::string> ReadAt(const FileAccess& access,
+                                  const std::string& path, int64_t offset,
                                   int64_t n) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
+  absl::StatusOr<UniqueFd> opened = access.Open(path, O_RDONLY | O_NONBLOCK);
+  if (!opened.ok()) return std::nullopt;
+  const int fd = opened->get();
   std::string out(static_cast<size_t>(n), '\0');
   int64_t done = 0;
   while (done < n) {
@@ -57,7 +59,6 @@ std::optional<std::string> ReadAt(const std::string& path, int64_t offset,
     if (r <= 0) break;
     done += r;
   }
-  ::close(fd);
   if (done != n) return std::nullopt;
   return out;
 }
@@ -71,8 +72,9 @@ uint64_t LittleEndian(absl::string_view bytes) {
 }
 
 // A GGUF (v2, v3) header's tensor count.
-std::optional<int64_t> GgufTensorCount(const std::string& path) {
-  auto head = ReadAt(path, 0, 16);
+std::optional<int64_t> GgufTensorCount(const FileAccess& access,
+                                       const std::string& path) {
+  auto head = ReadAt(access, path, 0, 16);
   if (!head || head->compare(0, 4, "GGUF") != 0) return std::nullopt;
   const uint64_t version = LittleEndian(absl::string_view(*head).substr(4, 4));
   if (version < 2) return std::nullopt;
@@ -82,14 +84,15 @@ std::optional<int64_t> GgufTensorCount(const std::string& path) {
 }
 
 // The entries of a small safetensors header, `__metadata__` aside.
-std::optional<int64_t> SafetensorsTensorCount(const std::string& path) {
-  auto prefix = ReadAt(path, 0, 8);
+std::optional<int64_t> SafetensorsTensorCount(const FileAccess& access,
+                                              const std::string& path) {
+  auto prefix = ReadAt(access, path, 0, 8);
   if (!prefix) return std::nullopt;
   const uint64_t n = LittleEndian(*prefix);
   if (n == 0 || n > static_cast<uint64_t>(kMaxCountedHeaderBytes)) {
     return std::nullopt;
   }
-  auto header = ReadAt(path, 8, static_cast<int64_t>(n));
+  auto header = ReadAt(access, path, 8, static_cast<int64_t>(n));
   if (!header) return std::nullopt;
   auto json = ParseStrictJson(*header, path);
   if (!json.ok() || !json->is_object()) return std::nullopt;
@@ -98,9 +101,10 @@ std::optional<int64_t> SafetensorsTensorCount(const std::string& path) {
 }
 
 // The tensors a small index places.
-std::optional<int64_t> IndexTensorCount(const std::string& path, int64_t size) {
+std::optional<int64_t> IndexTensorCount(const FileAccess& access,
+                                        const std::string& path, int64_t size) {
   if (size > kMaxCountedHeaderBytes) return std::nullopt;
-  auto text = ReadAt(path, 0, size);
+  auto text = ReadAt(access, path, 0, size);
   if (!text) return std::nullopt;
   auto json = ParseStrictJson(*text, path);
   if (!json.ok() || !json->is_object()) return std::nullopt;
@@ -144,13 +148,17 @@ std::string SplitFileName(const SplitName& s, int index) {
 class Scanner {
  public:
   explicit Scanner(const CheckpointScanOptions& o)
-      : o_(o), position_(o.after) {}
+      : o_(o),
+        access_(o.access != nullptr ? *o.access : *FileAccess::Anywhere()),
+        position_(o.after) {}
 
   absl::Status Run(const std::string& dir) {
-    struct stat st;
-    if (::stat(dir.c_str(), &st) != 0) {
+    absl::StatusOr<struct stat> top = access_.Stat(dir);
+    if (!top.ok() && !absl::IsNotFound(top.status())) return top.status();
+    if (!top.ok()) {
       return absl::NotFoundError(absl::StrCat("'", dir, "' does not exist"));
     }
+    const struct stat& st = *top;
     if (!S_ISDIR(st.st_mode)) {
       return absl::InvalidArgumentError(
           absl::StrCat("'", dir, "' is not a directory"));
@@ -183,21 +191,16 @@ class Scanner {
 
   absl::Status Visit(const std::string& abs, const std::string& rel,
                      int depth) {
-    DIR* d = ::opendir(abs.c_str());
-    if (d == nullptr) {
+    absl::StatusOr<std::vector<std::string>> listed =
+        access_.ListDirectory(abs);
+    if (!listed.ok()) {
       if (rel.empty()) {
         return absl::NotFoundError(
             absl::StrCat("cannot list directory '", abs, "'"));
       }
       return absl::OkStatus();  // unreadable below the top: skipped
     }
-    std::vector<std::string> names;
-    while (struct dirent* e = ::readdir(d)) {
-      const absl::string_view name = e->d_name;
-      if (name == "." || name == "..") continue;
-      names.emplace_back(name);
-    }
-    ::closedir(d);
+    std::vector<std::string> names = *std::move(listed);
     std::sort(names.begin(), names.end());
 
     // A safetensors directory is one checkpoint, as Checkpoint::Open(dir)
@@ -235,11 +238,21 @@ class Scanner {
       const std::string path = Join(abs, name);
       struct stat st;
       if (::lstat(path.c_str(), &st) != 0) continue;
-      if (S_ISLNK(st.st_mode)) {
+      if (!S_ISLNK(st.st_mode)) {
+        // Again through the access: a directory on the way swapped for a
+        // symlink since must not show what lies outside the roots.
+        absl::StatusOr<struct stat> got = access_.Stat(path);
+        if (!got.ok()) continue;
+        st = *got;
+      } else {
         char real[PATH_MAX];
         if (::realpath(path.c_str(), real) == nullptr) continue;
         if (o_.allowed && !o_.allowed(real)) continue;  // leads out
-        if (::stat(real, &st) != 0) continue;
+        // Through the access, not by `real`: a swap since realpath cannot
+        // lead out of the roots.
+        absl::StatusOr<struct stat> target = access_.Stat(path);
+        if (!target.ok()) continue;
+        st = *target;
         // A directory inside the tree is listed where it is, and one above
         // it holds the tree: following a link to either lists things twice.
         if (S_ISDIR(st.st_mode) &&
@@ -260,8 +273,7 @@ class Scanner {
       if (split && split->index != 1) {
         // Listed as its first split; without one, each split is listed, and
         // opening it says which split is missing.
-        struct stat first;
-        if (::stat(Join(abs, SplitFileName(*split, 1)).c_str(), &first) == 0) {
+        if (access_.Stat(Join(abs, SplitFileName(*split, 1))).ok()) {
           continue;
         }
         split.reset();
@@ -280,26 +292,26 @@ class Scanner {
     std::optional<int64_t> count = 0;
     for (const std::string& n : shards) {
       const std::string p = Join(abs, n);
-      struct stat st;
-      if (::stat(p.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      absl::StatusOr<struct stat> got = access_.Stat(p);
+      if (!got.ok() || !S_ISREG(got->st_mode)) continue;
+      const struct stat& st = *got;
       ++f.file_count;
       f.total_bytes += st.st_size;
       f.modified_unix_seconds =
           std::max<int64_t>(f.modified_unix_seconds, st.st_mtime);
       if (!index && count) {
-        auto n_tensors = SafetensorsTensorCount(p);
+        auto n_tensors = SafetensorsTensorCount(access_, p);
         count = n_tensors ? std::optional<int64_t>(*count + *n_tensors)
                           : std::nullopt;
       }
     }
     if (index) {
       const std::string p = Join(abs, kIndexName);
-      struct stat st;
       count = std::nullopt;
-      if (::stat(p.c_str(), &st) == 0) {
+      if (absl::StatusOr<struct stat> st = access_.Stat(p); st.ok()) {
         f.modified_unix_seconds =
-            std::max<int64_t>(f.modified_unix_seconds, st.st_mtime);
-        count = IndexTensorCount(p, st.st_size);
+            std::max<int64_t>(f.modified_unix_seconds, st->st_mtime);
+        count = IndexTensorCount(access_, p, st->st_size);
       }
     }
     f.stored_tensor_count = count;
@@ -322,16 +334,20 @@ class Scanner {
     for (const std::string& n : files) {
       const std::string p = Join(abs, n);
       struct stat st = first;
-      if (n != name && ::stat(p.c_str(), &st) != 0) {
-        count = std::nullopt;  // a missing split: the open will say which
-        continue;
+      if (n != name) {
+        absl::StatusOr<struct stat> got = access_.Stat(p);
+        if (!got.ok()) {
+          count = std::nullopt;  // a missing split: the open will say which
+          continue;
+        }
+        st = *got;
       }
       ++f.file_count;
       f.total_bytes += st.st_size;
       f.modified_unix_seconds =
           std::max<int64_t>(f.modified_unix_seconds, st.st_mtime);
       if (count) {
-        auto n_tensors = GgufTensorCount(p);
+        auto n_tensors = GgufTensorCount(access_, p);
         count = n_tensors ? std::optional<int64_t>(*count + *n_tensors)
                           : std::nullopt;
       }
@@ -341,6 +357,7 @@ class Scanner {
   }
 
   const CheckpointScanOptions& o_;
+  const FileAccess& access_;
   std::string top_;  // realpath of the scanned directory
   std::set<std::pair<dev_t, ino_t>> visited_;
   int64_t scanned_ = 0;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/io/file_access.h"
 #include "core/format/checkpoint.h"
 
 namespace tensormorph {
@@ -47,6 +48,9 @@ struct CheckpointScanOptions {
   std::string after;
   // Whether a symlink's target (its realpath) may be followed; unset: all.
   std::function<bool(const std::string& canonical)> allowed;
+  // What every directory is listed and every file stat'ed and read through
+  // (a server passes its roots': FileAccess::Beneath); null: anywhere.
+  std::shared_ptr<const FileAccess> access = nullptr;
 };
 
 struct CheckpointScan {

@@ -42,10 +42,11 @@ FileIdentity IdentityOf(const struct stat& st) {
 
 }  // namespace
 
-absl::StatusOr<FileIdentity> StatFile(const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return ErrnoStatus(errno, "stat", path);
-  return IdentityFromStat(path, st);
+absl::StatusOr<FileIdentity> StatFile(const std::string& path,
+                                      const FileAccess& access) {
+  absl::StatusOr<struct stat> st = access.Stat(path);
+  if (!st.ok()) return st.status();
+  return IdentityFromStat(path, *st);
 }
 
 absl::StatusOr<FileIdentity> IdentityFromStat(const std::string& path,
@@ -58,13 +59,11 @@ absl::StatusOr<FileIdentity> IdentityFromStat(const std::string& path,
 }
 
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path,
-                                          uint64_t max_bytes) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return ErrnoStatus(errno, "open", path);
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
+                                          uint64_t max_bytes,
+                                          const FileAccess& access) {
+  absl::StatusOr<UniqueFd> opened = access.Open(path, O_RDONLY | O_NONBLOCK);
+  if (!opened.ok()) return opened.status();
+  const int fd = opened->get();
   struct stat before;
   if (::fstat(fd, &before) != 0) return ErrnoStatus(errno, "stat", path);
   if (!S_ISREG(before.st_mode)) {
@@ -98,10 +97,11 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path,
 }
 
 absl::StatusOr<std::shared_ptr<const MappedFile>> MappedFile::Open(
-    const std::string& path) {
+    const std::string& path, const FileAccess& access) {
   // O_NONBLOCK keeps a FIFO posing as a checkpoint from blocking the open.
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return ErrnoStatus(errno, "open", path);
+  absl::StatusOr<UniqueFd> opened = access.Open(path, O_RDONLY | O_NONBLOCK);
+  if (!opened.ok()) return opened.status();
+  const int fd = opened->release();
   struct stat st;
   if (::fstat(fd, &st) != 0) {
     int err = errno;

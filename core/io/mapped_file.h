@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "core/io/file_access.h"
 
 namespace tensormorph {
 
@@ -34,10 +35,15 @@ inline bool SameBytes(const FileIdentity& a, const FileIdentity& b) {
          a.mtime_ns == b.mtime_ns;
 }
 
-// Reads the identity of `path` (following symlinks).
+// Reads the identity of `path` (following symlinks), through `access`.
 // Errors: NOT_FOUND when the path does not exist; INVALID_ARGUMENT when it is
-// not a regular file; INTERNAL for other stat failures.
-absl::StatusOr<FileIdentity> StatFile(const std::string& path);
+// not a regular file; those of FileAccess::Stat; INTERNAL for other stat
+// failures.
+absl::StatusOr<FileIdentity> StatFile(const std::string& path,
+                                      const FileAccess& access);
+inline absl::StatusOr<FileIdentity> StatFile(const std::string& path) {
+  return StatFile(path, *FileAccess::Anywhere());
+}
 
 // The same from a stat already taken of `path` (which names it in the
 // error): what StatFile would return had it taken that stat.
@@ -50,19 +56,31 @@ absl::StatusOr<FileIdentity> IdentityFromStat(const std::string& path,
 // Errors: NOT_FOUND, PERMISSION_DENIED, INVALID_ARGUMENT (not a regular file),
 // DATA_LOSS (larger than `max_bytes`, naming both), FAILED_PRECONDITION (the
 // file changed while it was read), INTERNAL (other I/O errors).
+// The file is opened through `access` (see FileAccess for the roots).
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path,
-                                          uint64_t max_bytes);
+                                          uint64_t max_bytes,
+                                          const FileAccess& access);
+inline absl::StatusOr<std::string> ReadWholeFile(const std::string& path,
+                                                 uint64_t max_bytes) {
+  return ReadWholeFile(path, max_bytes, *FileAccess::Anywhere());
+}
 
 // Owns one read-only, private mapping of a regular file. The mapping is made
 // once at open and never changes; bytes() stays valid for the object's life.
 // Thread safety: immutable after Open; safe to share across threads.
 class MappedFile {
  public:
-  // Maps `path` read-only. An empty file yields an empty span (no mapping).
+  // Maps `path` read-only, opened through `access`. An empty file yields an
+  // empty span (no mapping).
   // Errors: NOT_FOUND (no such file), INVALID_ARGUMENT (not a regular file),
-  // PERMISSION_DENIED (unreadable), INTERNAL (mmap failed).
+  // PERMISSION_DENIED (unreadable, or refused by `access`), INTERNAL (mmap
+  // failed).
   static absl::StatusOr<std::shared_ptr<const MappedFile>> Open(
-      const std::string& path);
+      const std::string& path, const FileAccess& access);
+  static absl::StatusOr<std::shared_ptr<const MappedFile>> Open(
+      const std::string& path) {
+    return Open(path, *FileAccess::Anywhere());
+  }
 
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;

@@ -177,7 +177,7 @@ TEST_F(FileChangeTest, PausedReaderAcrossAnInPlaceRewriteDoesNotEndOk) {
       }
       return true;
     });
-    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_EQ(s.code(), absl::StatusCode::kAborted) << s;
     EXPECT_NE(std::string(s.message()).find("changed during the read"),
               std::string::npos)
         << s;

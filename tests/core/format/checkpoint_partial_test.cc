@@ -24,7 +24,7 @@ using ::testing::HasSubstr;
 
 namespace fs = std::filesystem;
 
-constexpr OpenOptions kPartial{.allow_absent_shards = true};
+const OpenOptions kPartial{.allow_absent_shards = true};
 
 const ShardedCheckpoint& Sharded() {
   static const ShardedCheckpoint* c = new ShardedCheckpoint(WriteShardedGptq());

@@ -1,7 +1,7 @@
-// CheckCheckpoint: the check runs as one task on the worker pool (it is one
-// pass in order over the tensors), queueing events that are written one at
-// a time; the task waits while kMaxQueuedEvents are unsent, so a slow
-// client bounds the memory, and the watchdog (stream_watchdog.h) ends a
+// CheckCheckpoint: the check runs as one task in the worker pool's background
+// lane (it is one pass in order over the tensors), queueing events that are
+// written one at a time; the task waits while kMaxQueuedEvents are unsent, so a
+// slow client bounds the memory, and the watchdog (stream_watchdog.h) ends a
 // call past max_call_seconds or one whose client took no event for
 // max_idle_write_seconds. Cancellation stops the check at its next piece.
 // A check holds a max_concurrent_diffs slot: it reads a whole checkpoint,
@@ -64,6 +64,7 @@ class CheckCheckpointReactor final
         ctx_(ctx),
         req_(req),
         log_("CheckCheckpoint", ctx, req->checkpoint(), ""),
+        peer_(PeerHost(ctx->peer())),
         start_(absl::Now()) {
     state_->StreamStarted();
     watch_ = state_->watchdog.Add(
@@ -73,7 +74,7 @@ class CheckCheckpointReactor final
       absl::MutexLock lock(&mu_);
       running_ = true;
     }
-    state_->pool.Submit([this] { Run(); });
+    state_->pool.SubmitBackground([this] { Run(); });
   }
 
   void OnWriteDone(bool ok) override {
@@ -125,7 +126,7 @@ class CheckCheckpointReactor final
   }
 
   void ReleaseSlots() {
-    if (admitted_) state_->ReleaseStream();
+    if (admitted_) state_->ReleaseStream(peer_);
     if (counted_) state_->active_diffs.fetch_sub(1);
     admitted_ = counted_ = false;
   }
@@ -193,7 +194,7 @@ class CheckCheckpointReactor final
       TM_ASSIGN_OR_RETURN(options_.verify,
                           ParseManifest(req_->verify_manifest()));
     }
-    TM_RETURN_IF_ERROR(state_->TryAdmitStream());
+    TM_RETURN_IF_ERROR(state_->TryAdmitStream(peer_));
     admitted_ = true;
     if (state_->active_diffs.fetch_add(1) >=
         state_->limits.max_concurrent_diffs) {
@@ -340,6 +341,7 @@ class CheckCheckpointReactor final
   const v1::CheckCheckpointRequest* req_;
   StreamWatchdog::Watch* watch_ = nullptr;
   CallLog log_;
+  const std::string peer_;  // PeerHost: whose stream slot
   const absl::Time start_;
   // Set by the check task, read by PumpLocked once running_ is false.
   bool admitted_ = false;

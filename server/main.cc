@@ -121,6 +121,28 @@ int main(int argc, char** argv) {
                  "cancelled, freeing its slot (0 = no limit)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  // Fair shares (issue 28): one client cannot take every stream slot, nor
+  // hold the server's memory in replies it does not read.
+  app.add_option("--max-streams-per-peer", options.limits.max_streams_per_peer,
+                 "streams one client address (any port, any connection) may "
+                 "hold of --max-concurrent-streams")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--max-reply-bytes-in-flight",
+                 options.limits.max_reply_bytes_in_flight,
+                 "bytes of replies built and not yet sent, to all clients; "
+                 "past it new calls are refused RESOURCE_EXHAUSTED (e.g. "
+                 "1GiB; 0 = no limit)")
+      ->capture_default_str()
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--max-reply-bytes-per-peer",
+                 options.limits.max_reply_bytes_per_peer,
+                 "the same for one client address: a client that stops "
+                 "reading holds at most this (e.g. 256MiB; 0 = no limit)")
+      ->capture_default_str()
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--max-connection-age", options.max_connection_age_seconds,
                  "seconds before a connection is recycled, so clients "
                  "re-resolve and new replicas get calls (0 = never)")

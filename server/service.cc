@@ -216,13 +216,20 @@ absl::Status BudgetedUnaryReactor::Hold(
 void ServiceState::ReplyDone(absl::string_view peer, int64_t bytes) {
   if (bytes == 0) return;
   reply_bytes.Give(peer, bytes);
-  // Replies below the mmap threshold (KeepStreamBuffersOnHeap) leave free
-  // heap behind them, which glibc keeps: a client that went away with
-  // unread replies left 74 MiB resident without this.
-  if (reply_bytes.total() == 0 && !heap_release_pending_.exchange(true)) {
-    pool.Submit([this] {
+  // Big replies leave free heap behind them (the pieces under the mmap
+  // threshold, KeepStreamBuffersOnHeap), which glibc keeps: a client that
+  // went away with unread replies left 74 MiB resident without this. Small
+  // ones leave little, and a trim per small call would cost every call.
+  constexpr int64_t kReleaseHeapAfterBytes = int64_t{1} << 20;
+  // gRPC frees the reply's slices after OnDone, when it lets go of the
+  // call: a trim at once found most of them still held, so it waits a
+  // little (on the watchdog's thread), then runs on the pool if no reply
+  // came meanwhile.
+  if (bytes >= kReleaseHeapAfterBytes && reply_bytes.total() == 0 &&
+      !heap_release_pending_.exchange(true)) {
+    watchdog.RunAfter(absl::Milliseconds(100), [this] {
       heap_release_pending_.store(false);
-      ReleaseFreeHeapMemory();
+      if (reply_bytes.total() == 0) pool.Submit(&ReleaseFreeHeapMemory);
     });
   }
 }

@@ -222,12 +222,16 @@ void ServiceState::ReplyDone(absl::string_view peer, int64_t bytes) {
   // ones leave little, and a trim per small call would cost every call.
   constexpr int64_t kReleaseHeapAfterBytes = int64_t{1} << 20;
   // gRPC frees the reply's slices after OnDone, when it lets go of the
-  // call: a trim at once found most of them still held, so it waits a
-  // little (on the watchdog's thread), then runs on the pool if no reply
-  // came meanwhile.
+  // call: a trim at once found most of them still held. So it waits a
+  // little (on the watchdog's thread), and trims again later for a call
+  // whose connection took longer to go (a loaded box); each trim runs on
+  // the pool, and only if no reply came meanwhile.
   if (bytes >= kReleaseHeapAfterBytes && reply_bytes.total() == 0 &&
       !heap_release_pending_.exchange(true)) {
     watchdog.RunAfter(absl::Milliseconds(100), [this] {
+      if (reply_bytes.total() == 0) pool.Submit(&ReleaseFreeHeapMemory);
+    });
+    watchdog.RunAfter(absl::Seconds(2), [this] {
       heap_release_pending_.store(false);
       if (reply_bytes.total() == 0) pool.Submit(&ReleaseFreeHeapMemory);
     });

@@ -28,6 +28,7 @@
 #include "absl/time/clock.h"
 #include "client/client.h"
 #include "gtest/gtest.h"
+#include "server/prometheus.h"
 #include "server/server.h"
 #include "tensormorph/v1/tensormorph.pb.h"
 #include "tests/support/process.h"
@@ -181,6 +182,48 @@ TEST_F(StreamsPerPeerTest, APeerAtItsCapIsRefusedWhileAnotherPeerGetsAStream) {
   EXPECT_EQ(server_->state().stream_slots.total(), 0);
   EXPECT_EQ(server_->state().admitted_streams.load(), 0);
   EXPECT_TRUE(ReadSmall(*same_host).ok());
+}
+
+TEST_F(StreamsPerPeerTest, MetricsShowEachLaneAndTheRefusalsByLimit) {
+  std::vector<std::unique_ptr<StalledReader>> held;
+  for (int i = 0; i < 3; ++i) held.push_back(Stall());
+  for (auto& r : held) r->first_chunk.WaitForNotification();
+  std::unique_ptr<Client> same_host = ClientFrom("127.0.0.1", server_->port());
+  ASSERT_FALSE(ReadSmall(*same_host).ok());
+  ASSERT_TRUE(same_host->GetCheckpoint("small.safetensors").ok());
+
+  absl::StatusOr<PrometheusScrape> s =
+      ParsePrometheusText(PrometheusText(server_->state()));
+  ASSERT_TRUE(s.ok()) << s.status();
+  for (const char* lane : {"unary", "stream", "background"}) {
+    EXPECT_TRUE(s->Value("tensormorph_worker_queue_depth", {{"lane", lane}})
+                    .has_value())
+        << lane;
+    EXPECT_TRUE(s->Value("tensormorph_worker_queue_wait_seconds_count",
+                         {{"lane", lane}})
+                    .has_value())
+        << lane;
+  }
+  EXPECT_GE(s->Value("tensormorph_worker_queue_wait_seconds_count",
+                     {{"lane", "stream"}})
+                .value_or(0),
+            3);  // the three readers' first chunks at least
+  EXPECT_EQ(s->Value("tensormorph_fair_share_refusals_total",
+                     {{"limit", "max_streams_per_peer"}}),
+            1);
+  EXPECT_EQ(s->Value("tensormorph_stream_slots_held"), 3);
+  // Two chunks at most per stalled stream (one in flight, one ready), and
+  // the GetCheckpoint reply's few bytes until gRPC reports it done (which
+  // may come after its client has it).
+  EXPECT_GT(s->Value("tensormorph_reply_bytes_in_flight").value_or(0), 0);
+  EXPECT_LE(s->Value("tensormorph_reply_bytes_in_flight").value_or(0),
+            3 * 2 * kMiB + 4096);
+  for (auto& r : held) {
+    r->release.Notify();
+    r->thread.join();
+  }
+  ASSERT_TRUE(server_->state().metrics.WaitForIdle(absl::Seconds(20)));
+  EXPECT_EQ(server_->state().reply_bytes.total(), 0);
 }
 
 // ---------------------------------------------------------------------------

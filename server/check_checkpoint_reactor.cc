@@ -74,7 +74,7 @@ class CheckCheckpointReactor final
       absl::MutexLock lock(&mu_);
       running_ = true;
     }
-    state_->pool.SubmitBackground([this] { Run(); });
+    state_->pool.Submit([this] { Start(); });
   }
 
   void OnWriteDone(bool ok) override {
@@ -148,6 +148,21 @@ class CheckCheckpointReactor final
     ctx_->TryCancel();
   }
 
+  // On the pool's stream lane: what refuses a call (a bad request, no slot
+  // free) answers at once instead of queueing behind the background lane's
+  // long work; the check itself then runs in that lane.
+  void Start() {
+    const absl::Status admitted = Fenced(log_.site(), [&] { return Admit(); });
+    if (admitted.ok()) {
+      state_->pool.SubmitBackground([this] { Run(); });
+      return;
+    }
+    absl::MutexLock lock(&mu_);
+    running_ = false;
+    if (status_.ok()) status_ = ToGrpcStatus(admitted);
+    PumpLocked();
+  }
+
   void Run() {
     absl::StatusOr<CheckSummary> summary = Fenced(
         log_.site(), [&]() -> absl::StatusOr<CheckSummary> { return Check(); });
@@ -187,7 +202,7 @@ class CheckCheckpointReactor final
     });
   }
 
-  absl::StatusOr<CheckSummary> Check() {
+  absl::Status Admit() {
     TM_ASSIGN_OR_RETURN(options_.fail_level, FromProto(req_->fail_level()));
     options_.hashes = req_->hashes();
     if (!req_->verify_manifest().empty()) {
@@ -204,6 +219,10 @@ class CheckCheckpointReactor final
           ") reached (a check counts as a diff); retry later"));
     }
     counted_ = true;
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<CheckSummary> Check() {
     // What ls refuses is opened leniently, for this check only: its
     // problems are findings.
     TM_ASSIGN_OR_RETURN(ckpt_,

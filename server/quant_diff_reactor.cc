@@ -100,7 +100,10 @@ class QuantDiffReactor final
       absl::MutexLock lock(&mu_);
       ++running_;
     }
-    state_->pool.SubmitBackground([this] { Begin(); });
+    // Prepare refuses at once (a bad request, no slot free: a router then
+    // tries another replica), so it runs in the stream lane, never queued
+    // behind the background lane's long work; the tensors run there.
+    state_->pool.Submit([this] { Begin(); });
   }
 
   void OnWriteDone(bool ok) override {

@@ -4,10 +4,12 @@
 //  - unary: a unary call's work, which a client waits on whole;
 //  - stream: streams' chunks and listings, each brief;
 //  - background: diffs and checks, whose tasks each read a whole tensor or
-//    checkpoint (seconds). They may occupy at most size() - 1 workers (1 on
-//    a pool of one), so an interactive call (info, scalars, stats, heatmap,
-//    listing) never waits behind them: it waits at most for the unary work
-//    and the one chunk already running on the worker kept free.
+//    checkpoint (seconds). They run on threads of their own, size() - 1 of
+//    them (1 on a pool of one), at a lower CPU priority (nice
+//    kBackgroundNice), never on the size() general threads: an interactive
+//    call (info, scalars, stats, heatmap, listing) never waits behind them,
+//    for a worker or for a CPU. A diff still runs size() - 1 tensors at a
+//    time.
 #ifndef TENSORMORPH_SERVER_WORKER_POOL_H_
 #define TENSORMORPH_SERVER_WORKER_POOL_H_
 
@@ -78,9 +80,13 @@ class WorkerPool {
   // unary work (SubmitUnary): a call waits on it.
   void ForkJoin(absl::FunctionRef<void()> first,
                 absl::FunctionRef<void()> second);
-  int size() const { return static_cast<int>(threads_.size()); }
-  // How many background tasks may run at once: size() - 1, at least 1.
+  // The general threads (unary and stream lanes), as asked for.
+  int size() const { return general_threads_; }
+  // The background lane's threads: size() - 1, at least 1.
   int background_threads() const { return background_cap_; }
+  // The nice value of the background threads (the general ones keep the
+  // process's).
+  static constexpr int kBackgroundNice = 10;
 
   std::array<LaneSnapshot, kNumLanes> Snapshot() const;
 
@@ -96,10 +102,12 @@ class WorkerPool {
     double wait_seconds_sum = 0;
   };
 
-  void Loop();
-  // The lane whose front task a free worker takes next; -1 when none.
-  int NextLaneLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Loop(bool background);
+  // The lane whose front task a free thread of that kind (general or
+  // background) takes next; -1 when none.
+  int NextLaneLocked(bool background) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  int general_threads_ = 1;
   int background_cap_ = 1;
   mutable absl::Mutex mu_;
   std::array<LaneState, kNumLanes> lanes_ ABSL_GUARDED_BY(mu_);

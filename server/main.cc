@@ -92,7 +92,9 @@ int main(int argc, char** argv) {
       "shards, reached by clients given every server (--server a,b,c). "
       "Off: a missing shard is DATA_LOSS");
   app.add_option("--workers", options.workers,
-                 "threads decoding and reading (0 = one per core)")
+                 "threads decoding and reading for interactive calls and "
+                 "streams (0 = one per core); diffs and checks get workers - "
+                 "1 more of their own, at a lower CPU priority")
       ->capture_default_str();
   app.add_option("--max-scalars-per-call", options.limits.max_scalars_per_call,
                  "scalars one InspectScalars call may ask for (a reply of "

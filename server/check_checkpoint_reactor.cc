@@ -1,7 +1,7 @@
-// CheckCheckpoint: the check runs as one task on the worker pool (it is one
-// pass in order over the tensors), queueing events that are written one at
-// a time; the task waits while kMaxQueuedEvents are unsent, so a slow
-// client bounds the memory, and the watchdog (stream_watchdog.h) ends a
+// CheckCheckpoint: the check runs as one task in the worker pool's background
+// lane (it is one pass in order over the tensors), queueing events that are
+// written one at a time; the task waits while kMaxQueuedEvents are unsent, so a
+// slow client bounds the memory, and the watchdog (stream_watchdog.h) ends a
 // call past max_call_seconds or one whose client took no event for
 // max_idle_write_seconds. Cancellation stops the check at its next piece.
 // A check holds a max_concurrent_diffs slot: it reads a whole checkpoint,
@@ -64,6 +64,7 @@ class CheckCheckpointReactor final
         ctx_(ctx),
         req_(req),
         log_("CheckCheckpoint", ctx, req->checkpoint(), ""),
+        peer_(PeerHost(ctx->peer())),
         start_(absl::Now()) {
     state_->StreamStarted();
     watch_ = state_->watchdog.Add(
@@ -73,7 +74,7 @@ class CheckCheckpointReactor final
       absl::MutexLock lock(&mu_);
       running_ = true;
     }
-    state_->pool.Submit([this] { Run(); });
+    state_->pool.Submit([this] { Start(); });
   }
 
   void OnWriteDone(bool ok) override {
@@ -125,7 +126,7 @@ class CheckCheckpointReactor final
   }
 
   void ReleaseSlots() {
-    if (admitted_) state_->ReleaseStream();
+    if (admitted_) state_->ReleaseStream(peer_);
     if (counted_) state_->active_diffs.fetch_sub(1);
     admitted_ = counted_ = false;
   }
@@ -145,6 +146,21 @@ class CheckCheckpointReactor final
       if (status_.ok()) status_ = status;
     }
     ctx_->TryCancel();
+  }
+
+  // On the pool's stream lane: what refuses a call (a bad request, no slot
+  // free) answers at once instead of queueing behind the background lane's
+  // long work; the check itself then runs in that lane.
+  void Start() {
+    const absl::Status admitted = Fenced(log_.site(), [&] { return Admit(); });
+    if (admitted.ok()) {
+      state_->pool.SubmitBackground([this] { Run(); });
+      return;
+    }
+    absl::MutexLock lock(&mu_);
+    running_ = false;
+    if (status_.ok()) status_ = ToGrpcStatus(admitted);
+    PumpLocked();
   }
 
   void Run() {
@@ -186,14 +202,14 @@ class CheckCheckpointReactor final
     });
   }
 
-  absl::StatusOr<CheckSummary> Check() {
+  absl::Status Admit() {
     TM_ASSIGN_OR_RETURN(options_.fail_level, FromProto(req_->fail_level()));
     options_.hashes = req_->hashes();
     if (!req_->verify_manifest().empty()) {
       TM_ASSIGN_OR_RETURN(options_.verify,
                           ParseManifest(req_->verify_manifest()));
     }
-    TM_RETURN_IF_ERROR(state_->TryAdmitStream());
+    TM_RETURN_IF_ERROR(state_->TryAdmitStream(peer_));
     admitted_ = true;
     if (state_->active_diffs.fetch_add(1) >=
         state_->limits.max_concurrent_diffs) {
@@ -203,6 +219,10 @@ class CheckCheckpointReactor final
           ") reached (a check counts as a diff); retry later"));
     }
     counted_ = true;
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<CheckSummary> Check() {
     // What ls refuses is opened leniently, for this check only: its
     // problems are findings.
     TM_ASSIGN_OR_RETURN(ckpt_,
@@ -354,6 +374,7 @@ class CheckCheckpointReactor final
   const v1::CheckCheckpointRequest* req_;
   StreamWatchdog::Watch* watch_ = nullptr;
   CallLog log_;
+  const std::string peer_;  // PeerHost: whose stream slot
   const absl::Time start_;
   // Set by the check task, read by PumpLocked once running_ is false.
   bool admitted_ = false;

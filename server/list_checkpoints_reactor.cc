@@ -129,7 +129,8 @@ class ListCheckpointsReactor final
       : state_(std::move(state)),
         ctx_(ctx),
         req_(*req),
-        log_("ListCheckpoints", ctx, req_.directory(), "") {
+        log_("ListCheckpoints", ctx, req_.directory(), ""),
+        peer_(PeerHost(ctx->peer())) {
     state_->StreamStarted();
     watch_ = state_->watchdog.Add(
         [this](const absl::Status&) { ctx_->TryCancel(); },
@@ -160,14 +161,14 @@ class ListCheckpointsReactor final
   void OnDone() override {
     state_->watchdog.Remove(watch_);
     Fenced(log_.site(), [&] {
-      state_->StreamEnded(cancelled_.load(), admitted_);
+      state_->StreamEnded(cancelled_.load(), admitted_, peer_);
     }).IgnoreError();
     delete this;
   }
 
  private:
   absl::Status Build() {
-    TM_RETURN_IF_ERROR(state_->TryAdmitStream());
+    TM_RETURN_IF_ERROR(state_->TryAdmitStream(peer_));
     admitted_ = true;
     const int64_t depth =
         req_.has_max_depth() ? req_.max_depth() : kDefaultListDepth;
@@ -262,6 +263,7 @@ class ListCheckpointsReactor final
   grpc::CallbackServerContext* ctx_;
   const v1::ListCheckpointsRequest req_;
   CallLog log_;
+  const std::string peer_;  // PeerHost: whose stream slot
   StreamWatchdog::Watch* watch_ = nullptr;
   std::vector<v1::CheckpointEntry> entries_;
   size_t next_ = 0;

@@ -94,7 +94,9 @@ int main(int argc, char** argv) {
       "shards, reached by clients given every server (--server a,b,c). "
       "Off: a missing shard is DATA_LOSS");
   app.add_option("--workers", options.workers,
-                 "threads decoding and reading (0 = one per core)")
+                 "threads decoding and reading for interactive calls and "
+                 "streams (0 = one per core); diffs and checks get workers - "
+                 "1 more of their own, at a lower CPU priority")
       ->capture_default_str();
   app.add_option("--max-scalars-per-call", options.limits.max_scalars_per_call,
                  "scalars one InspectScalars call may ask for (a reply of "
@@ -122,6 +124,28 @@ int main(int argc, char** argv) {
                  "a stream whose client takes no data for this long is "
                  "cancelled, freeing its slot (0 = no limit)")
       ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  // Fair shares (issue 28): one client cannot take every stream slot, nor
+  // hold the server's memory in replies it does not read.
+  app.add_option("--max-streams-per-peer", options.limits.max_streams_per_peer,
+                 "streams one client address (any port, any connection) may "
+                 "hold of --max-concurrent-streams")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--max-reply-bytes-in-flight",
+                 options.limits.max_reply_bytes_in_flight,
+                 "bytes of replies built and not yet sent, to all clients; "
+                 "past it new calls are refused RESOURCE_EXHAUSTED (e.g. "
+                 "1GiB; 0 = no limit)")
+      ->capture_default_str()
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--max-reply-bytes-per-peer",
+                 options.limits.max_reply_bytes_per_peer,
+                 "the same for one client address: a client that stops "
+                 "reading holds at most this (e.g. 256MiB; 0 = no limit)")
+      ->capture_default_str()
+      ->transform(CLI::AsSizeValue(false))
       ->check(CLI::NonNegativeNumber);
   app.add_option("--max-connection-age", options.max_connection_age_seconds,
                  "seconds before a connection is recycled, so clients "

@@ -194,6 +194,64 @@ void WriteProcess(Exposition& e, const ProcessStats& p) {
   }
 }
 
+// The shares of issue 28: the worker pool's lanes (is interactive work
+// waiting?) and what the per-peer ledgers hold and refused.
+void WriteFairShares(Exposition& e, const ServiceState& state) {
+  const auto lanes = state.pool.Snapshot();
+  e.Family("tensormorph_worker_queue_depth", "gauge",
+           "Tasks waiting for a worker, by lane (unary: interactive calls; "
+           "stream: chunks and listings; background: diffs and checks).");
+  for (const WorkerPool::LaneSnapshot& l : lanes) {
+    e.Sample("tensormorph_worker_queue_depth",
+             {{"lane", WorkerPool::LaneName(l.lane)}}, l.queued);
+  }
+  e.Family("tensormorph_worker_running", "gauge",
+           "Tasks on a worker now, by lane (background at most workers - 1).");
+  for (const WorkerPool::LaneSnapshot& l : lanes) {
+    e.Sample("tensormorph_worker_running",
+             {{"lane", WorkerPool::LaneName(l.lane)}}, l.running);
+  }
+  e.Family("tensormorph_worker_queue_wait_seconds", "histogram",
+           "Time a task waited in its lane before a worker took it up.");
+  for (const WorkerPool::LaneSnapshot& l : lanes) {
+    const std::string lane = WorkerPool::LaneName(l.lane);
+    for (size_t b = 0; b < l.wait_buckets.size(); ++b) {
+      const std::string le = b < WorkerPool::kWaitBounds.size()
+                                 ? FormatDouble(WorkerPool::kWaitBounds[b])
+                                 : "+Inf";
+      e.Sample("tensormorph_worker_queue_wait_seconds_bucket",
+               {{"lane", lane}, {"le", le}}, l.wait_buckets[b]);
+    }
+    e.Sample("tensormorph_worker_queue_wait_seconds_sum", {{"lane", lane}},
+             l.wait_seconds_sum);
+    e.Sample("tensormorph_worker_queue_wait_seconds_count", {{"lane", lane}},
+             l.wait_buckets.back());
+  }
+  e.Single("tensormorph_reply_bytes_in_flight", "gauge",
+           "Bytes of replies built and not yet sent (unary replies, stream "
+           "chunks), counted against --max-reply-bytes-in-flight.",
+           state.reply_bytes.total());
+  e.Single("tensormorph_reply_bytes_peers", "gauge",
+           "Client addresses with replies not yet sent.",
+           state.reply_bytes.peers());
+  e.Single("tensormorph_stream_slots_held", "gauge",
+           "Stream slots held, of --max-concurrent-streams.",
+           state.stream_slots.total());
+  e.Family("tensormorph_fair_share_refusals_total", "counter",
+           "Calls refused RESOURCE_EXHAUSTED by a shared limit, by the "
+           "limit named.");
+  const std::pair<const char*, const std::atomic<int64_t>*> refusals[] = {
+      {"max_concurrent_streams", &state.refused_streams_total},
+      {"max_streams_per_peer", &state.refused_streams_per_peer},
+      {"max_reply_bytes_in_flight", &state.refused_reply_bytes_total},
+      {"max_reply_bytes_per_peer", &state.refused_reply_bytes_per_peer},
+  };
+  for (const auto& [limit, count] : refusals) {
+    e.Sample("tensormorph_fair_share_refusals_total", {{"limit", limit}},
+             count->load());
+  }
+}
+
 }  // namespace
 
 std::string EscapeLabelValue(absl::string_view value) {
@@ -218,6 +276,7 @@ std::string PrometheusText(const ServiceState& state) {
   WriteCalls(e, state.call_stats);
   WriteStreams(e, state.metrics);
   WriteCheckpoints(e, state.registry);
+  WriteFairShares(e, state);
   WriteProcess(e, ReadProcessStats());
   e.Family("tensormorph_refused_calls_total", "counter",
            "Calls and HTTP requests refused, by reason (server/refusals.h): "

@@ -1,5 +1,6 @@
-// QuantDiff: tensors diffed in parallel on the worker pool (at most one task
-// per worker at a time, so other calls keep their share), events queued and
+// QuantDiff: tensors diffed in parallel in the worker pool's background lane
+// (at most background_threads() tasks at a time, all diffs and checks
+// together, so interactive calls always find a worker), events queued and
 // written one at a time; cancellation stops every task at its next chunk.
 // With QuantDiffRequest.part the whole plan is paired (metadata only) and
 // split by PartitionDiffPlan; only this part's pairs are read and diffed.
@@ -89,6 +90,7 @@ class QuantDiffReactor final
         ctx_(ctx),
         req_(req),
         log_("QuantDiff", ctx, req->checkpoint(), req->reference()),
+        peer_(PeerHost(ctx->peer())),
         start_(absl::Now()) {
     state_->StreamStarted();
     watch_ = state_->watchdog.Add(
@@ -98,6 +100,9 @@ class QuantDiffReactor final
       absl::MutexLock lock(&mu_);
       ++running_;
     }
+    // Prepare refuses at once (a bad request, no slot free: a router then
+    // tries another replica), so it runs in the stream lane, never queued
+    // behind the background lane's long work; the tensors run there.
     state_->pool.Submit([this] { Begin(); });
   }
 
@@ -155,7 +160,7 @@ class QuantDiffReactor final
 
   // Gives back the stream and diff slots this call holds, once.
   void ReleaseSlots() {
-    if (admitted_) state_->ReleaseStream();
+    if (admitted_) state_->ReleaseStream(peer_);
     if (counted_diff_) state_->active_diffs.fetch_sub(1);
     admitted_ = counted_diff_ = false;
   }
@@ -201,7 +206,7 @@ class QuantDiffReactor final
     }
     FencedLocked(log_.site(), [&] {
       mu_.AssertHeld();
-      const int parallel = std::max(1, state_->pool.size());
+      const int parallel = state_->pool.background_threads();
       for (int i = 0; i < parallel && next_ < todo_.size(); ++i)
         StartNextLocked();
       PumpLocked();
@@ -225,7 +230,7 @@ class QuantDiffReactor final
                                   "max_worst_groups",
                                   state_->limits.max_worst_groups));
     TM_RETURN_IF_ERROR(CheckDiffPart(*req_));
-    if (absl::Status admit = state_->TryAdmitStream(); !admit.ok())
+    if (absl::Status admit = state_->TryAdmitStream(peer_); !admit.ok())
       return admit;
     admitted_ = true;
     if (state_->active_diffs.fetch_add(1) >=
@@ -354,7 +359,7 @@ class QuantDiffReactor final
 
   void StartNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const size_t i = todo_[next_];
-    state_->pool.Submit([this, i] { RunPair(i); });
+    state_->pool.SubmitBackground([this, i] { RunPair(i); });
     ++next_;  // counted once submitted: a failed Submit leaves no slot
     ++running_;
   }
@@ -527,6 +532,7 @@ class QuantDiffReactor final
   bool admitted_ = false;      // a stream slot
   bool counted_diff_ = false;  // a max_concurrent_diffs slot
   CallLog log_;
+  const std::string peer_;  // PeerHost: whose stream slot
   const absl::Time start_;
   std::shared_ptr<const Checkpoint> quant_, ref_;
   Pairing pairing_;

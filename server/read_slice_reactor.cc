@@ -67,7 +67,8 @@ class ReadSliceReactor final
       : state_(std::move(state)),
         ctx_(ctx),
         req_(ParseRequest(*request, &parsed_)),
-        log_("ReadSlice", ctx, req_.checkpoint(), req_.tensor()) {
+        log_("ReadSlice", ctx, req_.checkpoint(), req_.tensor()),
+        peer_(PeerHost(ctx->peer())) {
     state_->StreamStarted();
     watch_ = state_->watchdog.Add(
         [this](const absl::Status& why) { Interrupt(ToGrpcStatus(why)); },
@@ -94,7 +95,9 @@ class ReadSliceReactor final
     // First: no watchdog callback runs after this, and none is running.
     state_->watchdog.Remove(watch_);
     Fenced(log_.site(), [&] {
-      state_->StreamEnded(cancelled_.load(), admitted_);
+      // Chunks built and never written (dropped at a stop).
+      state_->reply_bytes.Give(peer_, held_bytes_);
+      state_->StreamEnded(cancelled_.load(), admitted_, peer_);
     }).IgnoreError();
     delete this;
   }
@@ -106,6 +109,9 @@ class ReadSliceReactor final
     {
       absl::MutexLock lock(&mu_);
       writing_ = false;
+      // Sent, or never to be: its buffer is gRPC's to free either way.
+      state_->reply_bytes.Give(peer_, out_bytes_);
+      held_bytes_ -= out_bytes_;
       if (!ok) {
         if (!stop_) stop_ = grpc::Status(grpc::CANCELLED, "client went away");
         ready_.reset();
@@ -138,7 +144,7 @@ class ReadSliceReactor final
     if (!parsed_) return absl::InvalidArgumentError("unparsable request");
     // Checked before a slot is taken, as SliceSource::Open checks it again.
     TM_RETURN_IF_ERROR(CheckReadSliceRequest(req_));
-    if (absl::Status admit = state_->TryAdmitStream(); !admit.ok())
+    if (absl::Status admit = state_->TryAdmitStream(peer_); !admit.ok())
       return admit;
     admitted_ = true;
     auto source = SliceSource::Open(*state_, req_);
@@ -206,6 +212,11 @@ class ReadSliceReactor final
       producing_ = false;
       all_produced_ = source_->done();
       if (!stop_) {
+        // Counted against the peer's reply budget until written: new calls
+        // see it; this admitted stream goes on (one write in flight, one
+        // ready, so it holds at most two chunks).
+        state_->reply_bytes.Take(peer_, message_bytes);
+        held_bytes_ += message_bytes;
         if (!writing_) {
           out_ = std::move(message);
           out_bytes_ = message_bytes;
@@ -297,7 +308,8 @@ class ReadSliceReactor final
   const v1::ReadSliceRequest req_;
   CallLog log_;
   StreamWatchdog::Watch* watch_ = nullptr;
-  bool admitted_ = false;  // holds a stream slot (set in Prepare)
+  const std::string peer_;  // PeerHost: whose slot and reply budget
+  bool admitted_ = false;   // holds a stream slot (set in Prepare)
   // The producer's own (one producer at a time):
   std::unique_ptr<SliceSource> source_;  // set by Prepare
   v1::SliceChunk chunk_;  // header and offsets (the data goes as a slice)
@@ -308,6 +320,8 @@ class ReadSliceReactor final
   std::optional<grpc::ByteBuffer> ready_ ABSL_GUARDED_BY(mu_);  // the next
   int64_t ready_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;  // data bytes written
+  // Of out_ and ready_, what is counted in state_->reply_bytes.
+  int64_t held_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool producing_ ABSL_GUARDED_BY(mu_) = false;
   bool all_produced_ ABSL_GUARDED_BY(mu_) = false;

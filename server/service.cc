@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "core/io/fault_guard.h"
 #include "core/util/status_macros.h"
@@ -125,6 +126,121 @@ absl::Status CheckReplySize(const google::protobuf::Message& reply,
   return absl::ResourceExhaustedError(absl::StrCat(
       "the reply would be ", bytes, " bytes, over the limit max_reply_bytes (",
       limits.max_reply_bytes, "); ask for less per call"));
+}
+
+namespace {
+
+// "256 MiB", "1.5 GiB", "1200 bytes": sizes in refusals, as the flags are
+// usually given.
+std::string ByteCount(int64_t n) {
+  if (n < (int64_t{1} << 20)) return absl::StrCat(n, " bytes");
+  if (n < (int64_t{1} << 30)) {
+    return absl::StrCat(absl::StrFormat("%.4g", n / double{1 << 20}), " MiB");
+  }
+  return absl::StrCat(absl::StrFormat("%.4g", n / double{1 << 30}), " GiB");
+}
+
+}  // namespace
+
+absl::Status ServiceState::StreamLimitReached(PeerLedger::Refusal refusal,
+                                              absl::string_view peer) {
+  if (refusal == PeerLedger::Refusal::kPeer) {
+    refused_streams_per_peer.fetch_add(1);
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "limit max_streams_per_peer (", limits.max_streams_per_peer,
+        ") reached: this client (", EscapeUtf8(peer),
+        ") holds that many streams; end one (read it to the end or cancel "
+        "it) before starting another"));
+  }
+  refused_streams_total.fetch_add(1);
+  return absl::ResourceExhaustedError(
+      absl::StrCat("limit max_concurrent_streams (",
+                   limits.max_concurrent_streams, ") reached; retry later"));
+}
+
+absl::Status ServiceState::CheckReplyBudget(absl::string_view peer) {
+  switch (reply_bytes.Full(peer)) {
+    case PeerLedger::Refusal::kNone:
+      return absl::OkStatus();
+    case PeerLedger::Refusal::kPeer:
+      refused_reply_bytes_per_peer.fetch_add(1);
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "limit max_reply_bytes_per_peer (",
+          ByteCount(limits.max_reply_bytes_per_peer),
+          ") reached: ", ByteCount(reply_bytes.held_by(peer)),
+          " of replies to this client (", EscapeUtf8(peer),
+          ") are not yet read; read the replies in flight before asking for "
+          "more"));
+    case PeerLedger::Refusal::kTotal:
+      break;
+  }
+  refused_reply_bytes_total.fetch_add(1);
+  return absl::ResourceExhaustedError(
+      absl::StrCat("limit max_reply_bytes_in_flight (",
+                   ByteCount(limits.max_reply_bytes_in_flight),
+                   ") reached: ", ByteCount(reply_bytes.total()),
+                   " of replies to all clients are not yet sent; retry later"));
+}
+
+absl::Status ServiceState::HoldReply(absl::string_view peer, int64_t bytes) {
+  const PeerLedger::Refusal refusal =
+      reply_bytes.TryTake(peer, bytes, /*one_always=*/true);
+  if (refusal == PeerLedger::Refusal::kNone) return absl::OkStatus();
+  if (refusal == PeerLedger::Refusal::kPeer) {
+    refused_reply_bytes_per_peer.fetch_add(1);
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "limit max_reply_bytes_per_peer (",
+        ByteCount(limits.max_reply_bytes_per_peer), "): a reply of ",
+        ByteCount(bytes), " would join ", ByteCount(reply_bytes.held_by(peer)),
+        " of replies to this client (", EscapeUtf8(peer),
+        ") not yet read; read those before asking for more"));
+  }
+  refused_reply_bytes_total.fetch_add(1);
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "limit max_reply_bytes_in_flight (",
+      ByteCount(limits.max_reply_bytes_in_flight), "): a reply of ",
+      ByteCount(bytes), " would join ", ByteCount(reply_bytes.total()),
+      " of replies to all clients not yet sent; retry later"));
+}
+
+absl::Status BudgetedUnaryReactor::Hold(
+    const google::protobuf::Message& reply) {
+  // The message and its serialization both live until the call is done
+  // (gRPC serializes at Finish, and frees the message at OnDone).
+  const int64_t bytes = 2 * static_cast<int64_t>(reply.ByteSizeLong());
+  TM_RETURN_IF_ERROR(state_.HoldReply(peer_, bytes));
+  held_ = bytes;
+  return absl::OkStatus();
+}
+
+void ServiceState::ReplyDone(absl::string_view peer, int64_t bytes) {
+  if (bytes == 0) return;
+  reply_bytes.Give(peer, bytes);
+  // Big replies leave free heap behind them (the pieces under the mmap
+  // threshold, KeepStreamBuffersOnHeap), which glibc keeps: a client that
+  // went away with unread replies left 74 MiB resident without this. Small
+  // ones leave little, and a trim per small call would cost every call.
+  constexpr int64_t kReleaseHeapAfterBytes = int64_t{1} << 20;
+  // gRPC frees the reply's slices after OnDone, when it lets go of the
+  // call: a trim at once found most of them still held. So it waits a
+  // little (on the watchdog's thread), and trims again later for a call
+  // whose connection took longer to go (a loaded box); each trim runs on
+  // the pool, and only if no reply came meanwhile.
+  if (bytes >= kReleaseHeapAfterBytes && reply_bytes.total() == 0 &&
+      !heap_release_pending_.exchange(true)) {
+    watchdog.RunAfter(absl::Milliseconds(100), [this] {
+      if (reply_bytes.total() == 0) pool.Submit(&ReleaseFreeHeapMemory);
+    });
+    watchdog.RunAfter(absl::Seconds(2), [this] {
+      heap_release_pending_.store(false);
+      if (reply_bytes.total() == 0) pool.Submit(&ReleaseFreeHeapMemory);
+    });
+  }
+}
+
+void BudgetedUnaryReactor::OnDone() {
+  state_.ReplyDone(peer_, held_);
+  delete this;
 }
 
 namespace {
@@ -325,7 +441,10 @@ grpc::ServerWriteReactor<v1::TensorInfo>* TensormorphService::ListTensors(
     grpc::CallbackServerContext* ctx, const v1::ListTensorsRequest* req) {
   auto build = [this, ctx,
                 req]() -> absl::StatusOr<std::vector<v1::TensorInfo>> {
-    if (absl::Status admit = state_->AdmitStream(); !admit.ok()) return admit;
+    if (absl::Status admit = state_->AdmitStream(PeerHost(ctx->peer()));
+        !admit.ok()) {
+      return admit;
+    }
     auto ckpt = state_->registry.Acquire(req->checkpoint());
     if (!ckpt.ok()) return ckpt.status();
     std::vector<v1::TensorInfo> out;

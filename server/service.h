@@ -26,6 +26,7 @@
 #include "server/checkpoint_registry.h"
 #include "server/exception_fence.h"
 #include "server/metrics.h"
+#include "server/peer_ledger.h"
 #include "server/stream_watchdog.h"
 #include "server/worker_pool.h"
 #include "tensormorph/v1/tensormorph.grpc.pb.h"
@@ -37,6 +38,17 @@ struct ServiceLimits {
   int64_t max_scalars_per_call = 100'000;
   int64_t max_chunk_bytes = 1 << 20;
   int64_t max_concurrent_streams = 64;  // ReadSlice, ListTensors, QuantDiff
+  // Of those, what one peer (PeerHost: its address without the port) may
+  // hold, so that one client cannot take every slot.
+  int64_t max_streams_per_peer = 16;
+  // Bytes of replies built and not yet sent (unary replies until gRPC has
+  // sent them, streams' chunks until written), in all and per peer: a
+  // client that stops reading holds at most its share of memory. Past
+  // either, new calls are refused with RESOURCE_EXHAUSTED naming it (not
+  // queued: a waiting call would hold its request and a thread, and the
+  // client that stopped reading is the one refused). 0 = no limit.
+  int64_t max_reply_bytes_in_flight = int64_t{1} << 30;
+  int64_t max_reply_bytes_per_peer = int64_t{256} << 20;
   int64_t max_slice_bytes = int64_t{16} << 30;  // the result of one ReadSlice
   int64_t max_concurrent_diffs = 2;
   int64_t max_call_seconds = 3600;  // streams end past it
@@ -79,6 +91,10 @@ struct ServiceState {
       : registry(std::move(sandbox), max_open, open),
         pool(workers),
         limits(limits),
+        stream_slots(limits.max_concurrent_streams,
+                     limits.max_streams_per_peer),
+        reply_bytes(limits.max_reply_bytes_in_flight,
+                    limits.max_reply_bytes_per_peer),
         watchdog(absl::Seconds(limits.max_call_seconds),
                  absl::Seconds(limits.max_idle_write_seconds)) {}
   CheckpointRegistry registry;
@@ -91,8 +107,20 @@ struct ServiceState {
   // their handlers do nothing (RunOnPool, FencedStream, GetServerInfo).
   RefusedCalls refused_calls;
   std::atomic<int64_t> active_diffs{0};
-  // ReadSlice and QuantDiff calls admitted and not yet done.
+  // ReadSlice, QuantDiff, CheckCheckpoint and ListCheckpoints calls
+  // admitted and not yet done (the total of stream_slots).
   std::atomic<int64_t> admitted_streams{0};
+  // Their slots by peer: max_concurrent_streams in all,
+  // max_streams_per_peer each.
+  PeerLedger stream_slots;
+  // Bytes of replies not yet sent, by peer: max_reply_bytes_in_flight in
+  // all, max_reply_bytes_per_peer each.
+  PeerLedger reply_bytes;
+  // Calls refused by those two ledgers, by the limit named (/metrics).
+  std::atomic<int64_t> refused_streams_total{0};
+  std::atomic<int64_t> refused_streams_per_peer{0};
+  std::atomic<int64_t> refused_reply_bytes_total{0};
+  std::atomic<int64_t> refused_reply_bytes_per_peer{0};
   StreamWatchdog watchdog;  // their time limits
 
   // Starts a stream (from its reactor's constructor): a call, and a stream
@@ -103,39 +131,85 @@ struct ServiceState {
   }
 
   // Ends a stream (from its reactor's OnDone): counts it cancelled if it
-  // was, gives back its max_concurrent_streams slot if it still holds one,
-  // and when it was the last stream, the heap memory the streams kept
+  // was, gives back `peer`'s stream slot if it still holds one, and when it
+  // was the last stream, the heap memory the streams kept
   // (KeepStreamBuffersOnHeap) goes back to the system, on the pool.
-  void StreamEnded(bool cancelled, bool holds_slot) {
+  void StreamEnded(bool cancelled, bool holds_slot,
+                   absl::string_view peer = {}) {
     if (cancelled) metrics.streams_cancelled.fetch_add(1);
-    if (holds_slot) ReleaseStream();
+    if (holds_slot) ReleaseStream(peer);
     if (metrics.StreamEnded()) pool.Submit(&ReleaseFreeHeapMemory);
   }
 
-  // Takes one of the max_concurrent_streams slots, or answers
-  // RESOURCE_EXHAUSTED naming the limit. Only admitted calls count, so a
-  // burst admits exactly the limit. On OK, call ReleaseStream once.
-  absl::Status TryAdmitStream() {
-    int64_t n = admitted_streams.load();
-    do {
-      if (n >= limits.max_concurrent_streams) return StreamLimitReached();
-    } while (!admitted_streams.compare_exchange_weak(n, n + 1));
+  // Takes one of the stream slots for `peer` (PeerHost), or answers
+  // RESOURCE_EXHAUSTED naming max_streams_per_peer or
+  // max_concurrent_streams, or a reply budget the peer has filled
+  // (CheckReplyBudget). Only admitted calls count, so a burst admits
+  // exactly the limit. On OK, call ReleaseStream(peer) once.
+  absl::Status TryAdmitStream(absl::string_view peer) {
+    if (absl::Status budget = CheckReplyBudget(peer); !budget.ok())
+      return budget;
+    const PeerLedger::Refusal refusal = stream_slots.TryTake(peer, 1);
+    if (refusal != PeerLedger::Refusal::kNone) {
+      return StreamLimitReached(refusal, peer);
+    }
+    admitted_streams.fetch_add(1);
     return absl::OkStatus();
   }
-  void ReleaseStream() { admitted_streams.fetch_sub(1); }
+  void ReleaseStream(absl::string_view peer) {
+    stream_slots.Give(peer, 1);
+    admitted_streams.fetch_sub(1);
+  }
 
   // For a stream that is over before it would hold a slot for long (a
-  // listing): RESOURCE_EXHAUSTED when every slot is taken.
-  absl::Status AdmitStream() {
-    if (admitted_streams.load() < limits.max_concurrent_streams)
-      return absl::OkStatus();
-    return StreamLimitReached();
+  // listing): RESOURCE_EXHAUSTED when every slot, or every one of `peer`'s,
+  // is taken.
+  absl::Status AdmitStream(absl::string_view peer) {
+    if (absl::Status budget = CheckReplyBudget(peer); !budget.ok())
+      return budget;
+    const PeerLedger::Refusal refusal = stream_slots.Full(peer);
+    if (refusal == PeerLedger::Refusal::kNone) return absl::OkStatus();
+    return StreamLimitReached(refusal, peer);
   }
-  absl::Status StreamLimitReached() const {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("limit max_concurrent_streams (",
-                     limits.max_concurrent_streams, ") reached; retry later"));
-  }
+  absl::Status StreamLimitReached(PeerLedger::Refusal refusal,
+                                  absl::string_view peer);
+
+  // Before a call's work: RESOURCE_EXHAUSTED naming
+  // max_reply_bytes_per_peer when `peer`'s replies not yet sent fill its
+  // share, or max_reply_bytes_in_flight when all of them fill the total.
+  absl::Status CheckReplyBudget(absl::string_view peer);
+  // Takes `bytes` of a built reply for `peer` until it is sent, or answers
+  // as CheckReplyBudget when they would not fit (one reply is always let
+  // through to a peer holding nothing: PeerLedger::TryTake's one_always).
+  absl::Status HoldReply(absl::string_view peer, int64_t bytes);
+  // Gives back `bytes` of `peer`'s reply, sent or dropped; when none is
+  // left in flight, the heap memory replies kept goes back to the system
+  // (ReleaseFreeHeapMemory, on the pool; one pending at a time, so a burst
+  // of calls asks for it once).
+  void ReplyDone(absl::string_view peer, int64_t bytes);
+
+ private:
+  std::atomic<bool> heap_release_pending_{false};
+};
+
+// A unary call's reactor: holds its reply's bytes in the reply budget from
+// when it is built until gRPC reports the call done (OnDone: the reply was
+// sent, or the call ended without it), so that replies a client never reads
+// count against that client.
+class BudgetedUnaryReactor final : public grpc::ServerUnaryReactor {
+ public:
+  BudgetedUnaryReactor(ServiceState& state, std::string peer)
+      : state_(state), peer_(std::move(peer)) {}
+  const std::string& peer() const { return peer_; }
+  // Holds `reply` (CheckReplySize must have passed: its size is cached) in
+  // the budget; call before Finish, at most once.
+  absl::Status Hold(const google::protobuf::Message& reply);
+  void OnDone() override;
+
+ private:
+  ServiceState& state_;
+  const std::string peer_;
+  int64_t held_ = 0;
 };
 
 // Up to `max` of `candidates` nearest to `name` by edit distance, nearest
@@ -163,18 +237,29 @@ inline absl::Status CheckNotRefused(const ServiceState& state,
   return absl::UnauthenticatedError("refused by the auth interceptor");
 }
 
+// CheckNotRefused, then the reply budget of the reactor's peer
+// (ServiceState::CheckReplyBudget).
+inline absl::Status CheckNotRefusedOrFull(
+    ServiceState& state, const grpc::CallbackServerContext* ctx,
+    const BudgetedUnaryReactor& reactor) {
+  TM_RETURN_IF_ERROR(CheckNotRefused(state, ctx));
+  return state.CheckReplyBudget(reactor.peer());
+}
+
 // Finishes a unary call with `fn`'s status (logged): `fn` fills `reply`; one
 // too big to send ends the call with RESOURCE_EXHAUSTED naming
-// max_reply_bytes. An exception from `fn` ends the call with INTERNAL
-// (exception_fence.h).
+// max_reply_bytes, and one that does not fit the peer's reply budget
+// (ServiceState::HoldReply) with RESOURCE_EXHAUSTED naming that budget. An
+// exception from `fn` ends the call with INTERNAL (exception_fence.h).
 template <typename Fn>
-void FinishUnary(ServiceState& state, grpc::ServerUnaryReactor* reactor,
+void FinishUnary(ServiceState& state, BudgetedUnaryReactor* reactor,
                  const google::protobuf::Message* reply, const CallLog& log,
                  Fn& fn) {
   const grpc::Status status =
       ToGrpcStatus(Fenced(log.site(), [&]() -> absl::Status {
         TM_RETURN_IF_ERROR(fn());
-        return CheckReplySize(*reply, state.limits);
+        TM_RETURN_IF_ERROR(CheckReplySize(*reply, state.limits));
+        return reactor->Hold(*reply);
       }));
   // The reply goes first: logging wakes the log's writer, which would
   // otherwise compete with sending it (the log owns copies of what it
@@ -184,7 +269,8 @@ void FinishUnary(ServiceState& state, grpc::ServerUnaryReactor* reactor,
 }
 
 // Runs `fn` on the worker pool, unless the auth interceptor refused the
-// call, and finishes the unary call with its status (FinishUnary). Unary
+// call or the peer's reply budget is full (CheckReplyBudget: refused before
+// any work), and finishes the unary call with its status (FinishUnary). Unary
 // work goes ahead of streams' queued chunks (WorkerPool::SubmitUnary).
 template <typename Fn>
 grpc::ServerUnaryReactor* RunOnPool(ServiceState& state,
@@ -193,9 +279,10 @@ grpc::ServerUnaryReactor* RunOnPool(ServiceState& state,
                                     const google::protobuf::Message* reply,
                                     Fn fn) {
   state.metrics.calls.fetch_add(1);
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  auto* reactor = new BudgetedUnaryReactor(state, PeerHost(ctx->peer()));
   const char* method = log.method();
-  if (absl::Status refused = CheckNotRefused(state, ctx); !refused.ok()) {
+  if (absl::Status refused = CheckNotRefusedOrFull(state, ctx, *reactor);
+      !refused.ok()) {
     const grpc::Status status = ToGrpcStatus(refused);
     log.Finish(status, 0);
     reactor->Finish(status);
@@ -222,8 +309,9 @@ grpc::ServerUnaryReactor* RunInline(ServiceState& state,
                                     const google::protobuf::Message* reply,
                                     Fn fn) {
   state.metrics.calls.fetch_add(1);
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (absl::Status refused = CheckNotRefused(state, ctx); !refused.ok()) {
+  auto* reactor = new BudgetedUnaryReactor(state, PeerHost(ctx->peer()));
+  if (absl::Status refused = CheckNotRefusedOrFull(state, ctx, *reactor);
+      !refused.ok()) {
     const grpc::Status status = ToGrpcStatus(refused);
     log.Finish(status, 0);
     reactor->Finish(status);

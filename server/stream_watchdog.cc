@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -90,6 +91,11 @@ absl::Status StreamWatchdog::IdleLimitStatus() const {
       " seconds, the limit max_idle_write_seconds"));
 }
 
+void StreamWatchdog::RunAfter(absl::Duration delay, std::function<void()> fn) {
+  absl::MutexLock lock(&mu_);
+  later_.emplace_back(absl::Now() + delay, std::move(fn));
+}
+
 void StreamWatchdog::Loop() {
   absl::MutexLock lock(&mu_);
   while (!stopping_) {
@@ -119,6 +125,21 @@ void StreamWatchdog::Loop() {
       break;
     }
     if (due == nullptr) {
+      std::vector<std::function<void()>> ready;
+      for (auto it = later_.begin(); it != later_.end();) {
+        if (it->first > now) {
+          ++it;
+          continue;
+        }
+        ready.push_back(std::move(it->second));
+        it = later_.erase(it);
+      }
+      if (!ready.empty()) {
+        mu_.Unlock();
+        for (std::function<void()>& fn : ready) fn();
+        mu_.Lock();
+        continue;
+      }
       cv_.WaitWithTimeout(&mu_, tick_);
       continue;
     }

@@ -55,6 +55,12 @@ class StreamWatchdog {
   // Returns how many.
   int CancelAll(const absl::Status& why);
 
+  // Runs `fn` on the watchdog's thread at its first tick after `delay`
+  // (the tick is at most 250 ms): for brief work that must wait until gRPC
+  // has let go of something, with no thread of its own. Work still pending
+  // when the watchdog goes is dropped.
+  void RunAfter(absl::Duration delay, std::function<void()> fn);
+
  private:
   void Loop();
   absl::Status CallLimitStatus() const;
@@ -66,6 +72,8 @@ class StreamWatchdog {
   absl::Mutex mu_;
   absl::CondVar cv_;  // a callback returned, a cancellation asked, stopping
   std::list<Watch*> watches_ ABSL_GUARDED_BY(mu_);
+  std::list<std::pair<absl::Time, std::function<void()>>> later_
+      ABSL_GUARDED_BY(mu_);                       // RunAfter's
   Watch* firing_ ABSL_GUARDED_BY(mu_) = nullptr;  // its callback runs
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;

@@ -153,7 +153,9 @@ TEST(HeapTest, MemoryGoesBackAfterRoundsOfReaders) {
   // glibc's arenas there.
   GTEST_SKIP() << "glibc's heap is replaced by ASan's in this build";
 #endif
-  ServerProcess s({Root()}, {"--max-concurrent-streams", "512"});
+  // Every reader connects from 127.0.0.1, one peer: it may hold them all.
+  ServerProcess s({Root()}, {"--max-concurrent-streams", "512",
+                             "--max-streams-per-peer", "512"});
   auto c = *Client::Connect(s.address());
   ASSERT_TRUE(c->GetCheckpoint("m.safetensors").ok());
   v1::ReadSliceRequest r = Whole();
@@ -188,8 +190,10 @@ TEST(LoadTest, StreamsScalarsCancellationsAndKilledClients) {
   const bool full = std::getenv("TENSORMORPH_LOAD_FULL") != nullptr;
   const int streams = full ? 200 : 40, scalar_calls = full ? 2000 : 400,
             killed = full ? 8 : 3;
+  // Every client connects from 127.0.0.1, one peer: it may hold them all.
   ServerProcess s({Root()},
-                  {"--max-concurrent-streams", "512", "--workers", "2"});
+                  {"--max-concurrent-streams", "512", "--max-streams-per-peer",
+                   "512", "--workers", "2"});
   auto c = *Client::Connect(s.address());
   ASSERT_TRUE(
       c->GetCheckpoint("m.safetensors").ok());  // warm: opened and mapped

@@ -1,6 +1,7 @@
 // WorkerPool::ForkJoin runs both halves exactly once and never waits on a
 // busy pool's queue: with every worker blocked, the caller runs both. Unary
-// work is taken before bulk work queued earlier.
+// work is taken before bulk work queued earlier. Background work (diffs,
+// checks) never takes the last worker: unary work finds it free.
 #include "server/worker_pool.h"
 
 #include <atomic>
@@ -94,6 +95,86 @@ TEST(WorkerPoolTest, TheDestructorRunsBothLanesQueuedWork) {
     }
   }
   EXPECT_EQ(ran.load(), 100);
+}
+
+TEST(WorkerPoolTest, BackgroundWorkLeavesOneWorkerForUnaryWork) {
+  WorkerPool pool(3);
+  ASSERT_EQ(pool.background_threads(), 2);
+  // Four long background tasks (a diff's tensors): two run, two wait.
+  absl::Notification release;
+  absl::Mutex mu;
+  int started = 0;
+  for (int i = 0; i < 4; ++i) {
+    pool.SubmitBackground([&] {
+      {
+        absl::MutexLock lock(&mu);
+        ++started;
+      }
+      release.WaitForNotification();
+    });
+  }
+  {
+    absl::MutexLock lock(&mu);
+    mu.Await(absl::Condition(
+        +[](int* n) { return *n == 2; }, &started));
+  }
+  // The unary task runs while every background task still holds on: only
+  // the worker kept free can run it.
+  absl::Notification unary_ran;
+  pool.SubmitUnary([&] { unary_ran.Notify(); });
+  unary_ran.WaitForNotification();
+  // So does a stream's chunk.
+  absl::Notification chunk_ran;
+  pool.Submit([&] { chunk_ran.Notify(); });
+  chunk_ran.WaitForNotification();
+  {
+    absl::MutexLock lock(&mu);
+    EXPECT_EQ(started, 2);
+  }
+  const auto lanes = pool.Snapshot();
+  const auto& background =
+      lanes[static_cast<int>(WorkerPool::Lane::kBackground)];
+  EXPECT_EQ(background.running, 2);
+  EXPECT_EQ(background.queued, 2);
+  const auto& unary = lanes[static_cast<int>(WorkerPool::Lane::kUnary)];
+  EXPECT_EQ(unary.wait_buckets.back(), 1);  // one unary task started
+  release.Notify();
+}
+
+TEST(WorkerPoolTest, APoolOfOneStillRunsBackgroundWork) {
+  WorkerPool pool(1);
+  EXPECT_EQ(pool.background_threads(), 1);
+  absl::Notification ran;
+  pool.SubmitBackground([&] { ran.Notify(); });
+  ran.WaitForNotification();
+}
+
+TEST(WorkerPoolTest, SnapshotCountsEachLanesWaits) {
+  WorkerPool pool(2);
+  absl::Notification a, b, c;
+  pool.SubmitUnary([&] { a.Notify(); });
+  pool.Submit([&] { b.Notify(); });
+  pool.SubmitBackground([&] { c.Notify(); });
+  a.WaitForNotification();
+  b.WaitForNotification();
+  c.WaitForNotification();
+  for (const WorkerPool::LaneSnapshot& l : pool.Snapshot()) {
+    EXPECT_EQ(l.wait_buckets.back(), 1) << WorkerPool::LaneName(l.lane);
+    EXPECT_EQ(l.queued, 0) << WorkerPool::LaneName(l.lane);
+    EXPECT_GE(l.wait_seconds_sum, 0) << WorkerPool::LaneName(l.lane);
+    for (size_t i = 1; i < l.wait_buckets.size(); ++i) {
+      EXPECT_LE(l.wait_buckets[i - 1], l.wait_buckets[i]);  // cumulative
+    }
+  }
+}
+
+TEST(WorkerPoolTest, TheDestructorRunsBackgroundWorkPastTheCap) {
+  std::atomic<int> ran{0};
+  {
+    WorkerPool pool(2);  // one background task at a time
+    for (int i = 0; i < 20; ++i) pool.SubmitBackground([&] { ++ran; });
+  }
+  EXPECT_EQ(ran.load(), 20);
 }
 
 }  // namespace

@@ -1,0 +1,49 @@
+// StreamWatchdog::RunAfter: work deferred onto the watchdog's thread runs
+// once, not before its delay, and work still pending when the watchdog goes
+// is dropped, never run on a half-destroyed owner.
+#include "server/stream_watchdog.h"
+
+#include <atomic>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+
+namespace tensormorph {
+namespace {
+
+TEST(StreamWatchdogTest, RunAfterRunsOnceOnTheWatchdogsThreadAfterTheDelay) {
+  StreamWatchdog watchdog(absl::Seconds(10), absl::Seconds(1));
+  absl::Notification ran;
+  std::atomic<int> runs{0};
+  std::thread::id ran_on;
+  const absl::Time asked = absl::Now();
+  absl::Time at;
+  watchdog.RunAfter(absl::Milliseconds(50), [&] {
+    ran_on = std::this_thread::get_id();
+    at = absl::Now();
+    ++runs;
+    ran.Notify();
+  });
+  ran.WaitForNotification();
+  EXPECT_GE(at - asked, absl::Milliseconds(50));
+  EXPECT_NE(ran_on, std::this_thread::get_id());
+  // A second deferred task runs too, and the first never again.
+  absl::Notification second;
+  watchdog.RunAfter(absl::ZeroDuration(), [&] { second.Notify(); });
+  second.WaitForNotification();
+  EXPECT_EQ(runs.load(), 1);
+}
+
+TEST(StreamWatchdogTest, WorkPendingWhenTheWatchdogGoesIsDropped) {
+  std::atomic<bool> ran{false};
+  {
+    StreamWatchdog watchdog(absl::Seconds(10), absl::Seconds(1));
+    watchdog.RunAfter(absl::Hours(1), [&] { ran.store(true); });
+  }
+  EXPECT_FALSE(ran.load());
+}
+
+}  // namespace
+}  // namespace tensormorph

@@ -14,28 +14,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "core/io/errno_status.h"
 
 namespace tensormorph {
 namespace {
-
-absl::Status ErrnoStatus(int err, absl::string_view what,
-                         absl::string_view path) {
-  const std::string msg =
-      absl::StrCat(what, " '", path, "': ", std::strerror(err));
-  switch (err) {
-    case ENOENT:
-    case ENOTDIR:
-      return absl::NotFoundError(msg);
-    case EACCES:
-    case EPERM:
-      return absl::PermissionDeniedError(msg);
-    case ENAMETOOLONG:
-    case ENXIO:  // a socket, or a device without a driver
-      return absl::InvalidArgumentError(msg);
-    default:
-      return absl::InternalError(msg);
-  }
-}
 
 bool Under(absl::string_view path, absl::string_view root) {
   if (root == "/") return !path.empty() && path.front() == '/';

@@ -10,24 +10,10 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/io/errno_status.h"
 
 namespace tensormorph {
 namespace {
-
-absl::Status ErrnoStatus(int err, const std::string& what,
-                         const std::string& path) {
-  std::string msg = absl::StrCat(what, " '", path, "': ", std::strerror(err));
-  switch (err) {
-    case ENOENT:
-    case ENOTDIR:
-      return absl::NotFoundError(msg);
-    case EACCES:
-    case EPERM:
-      return absl::PermissionDeniedError(msg);
-    default:
-      return absl::InternalError(msg);
-  }
-}
 
 FileIdentity IdentityOf(const struct stat& st) {
   return FileIdentity{

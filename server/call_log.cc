@@ -6,12 +6,14 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "proto/gateway_metadata.h"
 #include "server/auth_interceptor.h"
 #include "server/log_line.h"
+#include "server/peer_ledger.h"
 #include "server/refusals.h"
 
 namespace tensormorph {
@@ -26,9 +28,9 @@ bool Trusted(absl::string_view address) {
   return t != nullptr && t->Contains(address);
 }
 
-absl::string_view Value(const std::multimap<grpc::string_ref,
-                                            grpc::string_ref>& md,
-                        absl::string_view key, bool* found) {
+absl::string_view Value(
+    const std::multimap<grpc::string_ref, grpc::string_ref>& md,
+    absl::string_view key, bool* found) {
   auto it = md.find(grpc::string_ref(key.data(), key.size()));
   *found = it != md.end();
   return *found ? absl::string_view(it->second.data(), it->second.size())
@@ -87,6 +89,16 @@ CallPeer PeerOf(const grpc::ServerContextBase& ctx) {
     peer.forwarded_for = std::string(forwarded);
   }
   return peer;
+}
+
+std::string SharePeer(const grpc::ServerContextBase& ctx) {
+  const CallPeer peer = PeerOf(ctx);
+  if (!peer.forwarded_for.empty()) {
+    absl::string_view first = peer.forwarded_for;
+    first = absl::StripAsciiWhitespace(first.substr(0, first.find(',')));
+    return absl::StrCat("forwarded:", first);
+  }
+  return PeerHost(peer.address);
 }
 
 void LogRefusal(absl::string_view method, const CallPeer& peer,

@@ -43,6 +43,13 @@ bool IsInProcessPeer(absl::string_view grpc_peer);
 
 CallPeer PeerOf(const grpc::ServerContextBase& ctx);
 
+// The peer whose fair share a call spends (peer_ledger.h): the client a
+// trusted proxy forwarded for (the first address of its X-Forwarded-For),
+// else the connection's host without its port; for the HTTP gateway's
+// calls, the HTTP client's, so users of the web page do not share one
+// in-process peer.
+std::string SharePeer(const grpc::ServerContextBase& ctx);
+
 // Logs a refused call once, at warning: its method, peer, code (its name)
 // and the refusals.h reason, and the message it was refused with.
 void LogRefusal(absl::string_view method, const CallPeer& peer,

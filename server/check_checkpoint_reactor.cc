@@ -64,7 +64,7 @@ class CheckCheckpointReactor final
         ctx_(ctx),
         req_(req),
         log_("CheckCheckpoint", ctx, req->checkpoint(), ""),
-        peer_(PeerHost(ctx->peer())),
+        peer_(SharePeer(*ctx)),
         start_(absl::Now()) {
     state_->StreamStarted();
     watch_ = state_->watchdog.Add(

@@ -130,7 +130,7 @@ class ListCheckpointsReactor final
         ctx_(ctx),
         req_(*req),
         log_("ListCheckpoints", ctx, req_.directory(), ""),
-        peer_(PeerHost(ctx->peer())) {
+        peer_(SharePeer(*ctx)) {
     state_->StreamStarted();
     watch_ = state_->watchdog.Add(
         [this](const absl::Status&) { ctx_->TryCancel(); },
@@ -256,6 +256,10 @@ class ListCheckpointsReactor final
   void Done(const grpc::Status& status) {
     if (finished_.exchange(true)) return;
     log_.Finish(status, 0);
+    // The slot goes back before the client hears the end (see
+    // ReadSliceReactor::FinishStream).
+    if (admitted_) state_->ReleaseStream(peer_);
+    admitted_ = false;
     Finish(status);
   }
 

@@ -17,9 +17,8 @@ namespace tensormorph {
 // The peer a call's share is counted under: gRPC's peer string
 // ("ipv4:10.0.0.7:53122", "ipv6:[::1]:4410", "unix:/run/s") without the
 // port, so that a client opening many connections from one host is one
-// peer. Calls through the HTTP gateway carry the gateway's own peer (its
-// in-process channel): making the forwarded client address trustworthy is
-// the HTTP gateway's work (issue 28, point 5), not this function's.
+// peer. A call's share is counted under SharePeer (call_log.h), which
+// gives this the HTTP client's address for the gateway's calls.
 std::string PeerHost(absl::string_view peer);
 
 // Thread safety: every method is thread-safe.

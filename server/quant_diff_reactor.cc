@@ -90,7 +90,7 @@ class QuantDiffReactor final
         ctx_(ctx),
         req_(req),
         log_("QuantDiff", ctx, req->checkpoint(), req->reference()),
-        peer_(PeerHost(ctx->peer())),
+        peer_(SharePeer(*ctx)),
         start_(absl::Now()) {
     state_->StreamStarted();
     watch_ = state_->watchdog.Add(

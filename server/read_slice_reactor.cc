@@ -68,7 +68,7 @@ class ReadSliceReactor final
         ctx_(ctx),
         req_(ParseRequest(*request, &parsed_)),
         log_("ReadSlice", ctx, req_.checkpoint(), req_.tensor()),
-        peer_(PeerHost(ctx->peer())) {
+        peer_(SharePeer(*ctx)) {
     state_->StreamStarted();
     watch_ = state_->watchdog.Add(
         [this](const absl::Status& why) { Interrupt(ToGrpcStatus(why)); },
@@ -137,7 +137,16 @@ class ReadSliceReactor final
     if (start) Write();
     if (produce) state_->pool.Submit([this] { Produce(); });
     *producing = false;
-    if (finish) Finish(*finish);
+    if (finish) FinishStream(*finish);
+  }
+
+  // Ends the call. Its slot goes back before the client hears the end (not
+  // at OnDone, which gRPC runs after): a client reading one stream after
+  // another must not find its slots still held by those it finished.
+  void FinishStream(const grpc::Status& status) {
+    if (admitted_) state_->ReleaseStream(peer_);
+    admitted_ = false;
+    Finish(status);
   }
 
   absl::Status Prepare() {
@@ -234,7 +243,7 @@ class ReadSliceReactor final
     if (start) Write();
     if (produce) state_->pool.Submit([this] { Produce(); });
     *producing = false;
-    if (finish) Finish(*finish);
+    if (finish) FinishStream(*finish);
   }
 
   // Starts the write of out_. REQUIRES: writing_ was just set.
@@ -258,7 +267,7 @@ class ReadSliceReactor final
       ready_.reset();
       finish = FinishIfIdleLocked();
     }
-    if (finish) Finish(*finish);
+    if (finish) FinishStream(*finish);
   }
 
   // The watchdog's hard stop: a write the client does not take never
@@ -288,7 +297,7 @@ class ReadSliceReactor final
       ready_.reset();
       finish = FinishIfIdleLocked();
     }
-    if (finish) Finish(*finish);
+    if (finish) FinishStream(*finish);
   }
 
   // The status to Finish with, exactly once: when the call is to stop and

@@ -441,7 +441,7 @@ grpc::ServerWriteReactor<v1::TensorInfo>* TensormorphService::ListTensors(
     grpc::CallbackServerContext* ctx, const v1::ListTensorsRequest* req) {
   auto build = [this, ctx,
                 req]() -> absl::StatusOr<std::vector<v1::TensorInfo>> {
-    if (absl::Status admit = state_->AdmitStream(PeerHost(ctx->peer()));
+    if (absl::Status admit = state_->AdmitStream(SharePeer(*ctx));
         !admit.ok()) {
       return admit;
     }

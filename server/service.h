@@ -279,7 +279,7 @@ grpc::ServerUnaryReactor* RunOnPool(ServiceState& state,
                                     const google::protobuf::Message* reply,
                                     Fn fn) {
   state.metrics.calls.fetch_add(1);
-  auto* reactor = new BudgetedUnaryReactor(state, PeerHost(ctx->peer()));
+  auto* reactor = new BudgetedUnaryReactor(state, SharePeer(*ctx));
   const char* method = log.method();
   if (absl::Status refused = CheckNotRefusedOrFull(state, ctx, *reactor);
       !refused.ok()) {
@@ -309,7 +309,7 @@ grpc::ServerUnaryReactor* RunInline(ServiceState& state,
                                     const google::protobuf::Message* reply,
                                     Fn fn) {
   state.metrics.calls.fetch_add(1);
-  auto* reactor = new BudgetedUnaryReactor(state, PeerHost(ctx->peer()));
+  auto* reactor = new BudgetedUnaryReactor(state, SharePeer(*ctx));
   if (absl::Status refused = CheckNotRefusedOrFull(state, ctx, *reactor);
       !refused.ok()) {
     const grpc::Status status = ToGrpcStatus(refused);

@@ -33,6 +33,7 @@
 #include "tensormorph/v1/tensormorph.pb.h"
 #include "tests/support/process.h"
 #include "tests/support/prometheus_text.h"
+#include "tests/support/raw_http.h"
 #include "tests/support/safetensors_writer.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
@@ -182,6 +183,55 @@ TEST_F(StreamsPerPeerTest, APeerAtItsCapIsRefusedWhileAnotherPeerGetsAStream) {
   EXPECT_EQ(server_->state().stream_slots.total(), 0);
   EXPECT_EQ(server_->state().admitted_streams.load(), 0);
   EXPECT_TRUE(ReadSmall(*same_host).ok());
+}
+
+// A stream's slot goes back before its client hears the end: a client
+// that reads streams one after another is never refused for the slots of
+// those it already finished, at a cap of one.
+TEST(StreamsInSequenceTest, NeverFindTheirOwnFinishedStreamsHoldingSlots) {
+  const std::string dir = MakeTempDir();
+  WriteFile(dir + "/s.safetensors",
+            BuildSafetensors({{"w", "F32", {64}, std::string(256, '\0')}}));
+  ServerProcess s({dir}, {"--max-streams-per-peer", "1"});
+  auto client = *Client::Connect(s.address());
+  v1::ReadSliceRequest r;
+  r.set_checkpoint("s.safetensors");
+  r.set_tensor("w");
+  for (int i = 0; i < 300; ++i) {
+    ASSERT_TRUE(client->ReadSliceAll(r).ok()) << i;
+    v1::ListCheckpointsRequest l;
+    ASSERT_TRUE(client
+                    ->ListCheckpoints(
+                        l, [](const v1::CheckpointEntry&) { return true; })
+                    .ok())
+        << i;
+  }
+}
+
+// Calls through the HTTP gateway are counted under the HTTP client's
+// address, not the gateway's in-process channel: one web user holding its
+// streams leaves another theirs.
+TEST(HttpStreamsPerPeerTest, EachHttpClientHasItsOwnShare) {
+  const std::string dir = MakeTempDir();
+  WriteSparseSafetensors(
+      dir + "/big.safetensors",
+      R"({"w":{"dtype":"F32","shape":[8192,4096],"data_offsets":[0,134217728]}})",
+      int64_t{1} << 27);
+  ServerProcess s(
+      {dir}, {"--max-streams-per-peer", "1", "--http-listen", "127.0.0.1:0"});
+  const std::string get =
+      "GET /v1/tensor.npy?checkpoint=big.safetensors&tensor=w HTTP/1.1\r\n"
+      "Host: 127.0.0.1\r\nConnection: close\r\n\r\n";
+  // 128 MiB nobody reads: the gateway's stream stays open, holding the
+  // one slot of 127.0.0.2.
+  testing::HeldResponse held(s.http_port(), get, "127.0.0.2");
+  ASSERT_EQ(held.head().status, 200);
+  // Another HTTP client, another peer: served.
+  testing::HeldResponse other(s.http_port(), get, "127.0.0.1");
+  EXPECT_EQ(other.head().status, 200);
+  // The same one again: past its share.
+  testing::HeldResponse again(s.http_port(), get, "127.0.0.2");
+  EXPECT_EQ(again.head().status, 429);
 }
 
 TEST_F(StreamsPerPeerTest, MetricsShowEachLaneAndTheRefusalsByLimit) {

@@ -16,8 +16,17 @@
 namespace tensormorph::testing {
 namespace {
 
-int Connect(int port) {
+// A connection to 127.0.0.1:`port` from address `from` (another loopback
+// address is another peer to the server).
+int Connect(int port, const std::string& from = "127.0.0.1") {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in local{};
+  local.sin_family = AF_INET;
+  if (::inet_pton(AF_INET, from.c_str(), &local.sin_addr) != 1 ||
+      ::bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof(local)) != 0) {
+    ::close(fd);
+    return -1;
+  }
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
@@ -95,8 +104,9 @@ RawResponse RawGet(int port, const std::string& path, const std::string& host) {
   return r.empty() ? RawResponse{} : r.front();
 }
 
-HeldResponse::HeldResponse(int port, const std::string& request) {
-  fd_ = Connect(port);
+HeldResponse::HeldResponse(int port, const std::string& request,
+                           const std::string& from) {
+  fd_ = Connect(port, from);
   if (fd_ < 0 || !SendAll(fd_, request)) return;
   std::string data;
   char c;

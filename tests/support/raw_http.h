@@ -30,7 +30,9 @@ RawResponse RawGet(int port, const std::string& path,
 // headers, for a test that holds a response in flight.
 class HeldResponse {
  public:
-  HeldResponse(int port, const std::string& request);
+  // From loopback address `from` (127.0.0.2 is another peer to the server).
+  HeldResponse(int port, const std::string& request,
+               const std::string& from = "127.0.0.1");
   ~HeldResponse();
   const RawResponse& head() const { return head_; }
   // Reads the rest until the server closes; returns the body's bytes read

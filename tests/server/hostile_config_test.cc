@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/synchronization/notification.h"
 #include "client/client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -46,6 +47,9 @@ class HostileConfigTest : public ::testing::Test {
     bystander_ = std::thread([this] { StreamUntilStopped(); });
   }
   void TearDown() override {
+    // A test may end before one stream could (a short one, a loaded
+    // machine): the bystander must have been served beside it all the same.
+    first_stream_.WaitForNotificationWithTimeout(absl::Seconds(60));
     stop_ = true;
     if (bystander_.joinable()) bystander_.join();
     EXPECT_GT(streams_ok_.load(), 0) << "the bystander never finished a stream";
@@ -66,6 +70,7 @@ class HostileConfigTest : public ::testing::Test {
         ++streams_failed_;
         last_failure_ = data.ok() ? "short read" : data.status().ToString();
       }
+      if (!first_stream_.HasBeenNotified()) first_stream_.Notify();
     }
   }
 
@@ -105,6 +110,7 @@ class HostileConfigTest : public ::testing::Test {
   std::thread bystander_;
   std::atomic<bool> stop_{false};
   std::atomic<int> streams_ok_{0}, streams_failed_{0};
+  absl::Notification first_stream_;
   std::string last_failure_;
 };
 

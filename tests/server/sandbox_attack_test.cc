@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/synchronization/notification.h"
 #include "client/client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -74,6 +75,9 @@ class SandboxAttackTest : public ::testing::Test {
     bystander_ = std::thread([this] { Bystander(); });
   }
   void TearDown() override {
+    // A test may end before one read could: the bystander must have been
+    // served beside it all the same.
+    first_read_.WaitForNotificationWithTimeout(absl::Seconds(60));
     stop_ = true;
     bystander_.join();
     EXPECT_GT(bystander_ok_.load(), 0) << "the bystander never finished";
@@ -94,6 +98,7 @@ class SandboxAttackTest : public ::testing::Test {
         ++bystander_failed_;
         bystander_error_ = got.status().ToString();
       }
+      if (!first_read_.HasBeenNotified()) first_read_.Notify();
     }
   }
 
@@ -113,6 +118,7 @@ class SandboxAttackTest : public ::testing::Test {
   std::atomic<bool> stop_{false};
   std::atomic<int64_t> bystander_ok_{0}, bystander_failed_{0};
   std::string bystander_error_;
+  absl::Notification first_read_;
 };
 
 // renameat2(RENAME_EXCHANGE) swaps a real directory and a symlink out of the

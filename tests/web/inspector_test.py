@@ -612,7 +612,9 @@ def test_diff(page, cli, models):
     page.shot('diff')
 
     print('diff row -> error heatmap with its worst elements')
-    rows[0].click()
+    # Found again by name: the table may be redrawn (the last progress
+    # repaint) after `rows` was read, which leaves those elements stale.
+    page.one(f'.diff-rows tr[data-name="{top}"]', 'the worst row').click()
     page.wait(lambda: page.query().get('mode') == 'error' and page.query().get('tensor') == top, 'the error heatmap')
     heatmap_ready(page)
     page.one('[data-role="worst"] tr[data-worst]', 'the worst elements')

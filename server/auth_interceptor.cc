@@ -87,8 +87,8 @@ class AuthInterceptor final : public grpc::experimental::Interceptor {
     refused_->Add(ctx, {static_cast<grpc::StatusCode>(code), reason});
     listed_ = true;
     message_ = std::move(message);
-    LogRefusal(ShortName(), PeerOf(*ctx),
-               static_cast<grpc::StatusCode>(code), reason, message_);
+    LogRefusal(ShortName(), PeerOf(*ctx), static_cast<grpc::StatusCode>(code),
+               reason, message_);
     // Cancelling with a status sends it as the call's trailers (a plain
     // TryCancel would say only CANCELLED); the handler, which gRPC still
     // runs, finds the call in RefusedCalls and does nothing.

@@ -165,14 +165,14 @@ std::vector<std::pair<std::string, FileIdentity>> CheckpointRegistry::InputsOf(
     const PathSandbox::Resolved& resolved, const FileAccess& access) {
   std::vector<std::pair<std::string, FileIdentity>> out;
   auto add = [&](const std::string& p, const struct stat& st) {
-    out.emplace_back(p, FileIdentity{
-                            .device = static_cast<uint64_t>(st.st_dev),
-                            .inode = static_cast<uint64_t>(st.st_ino),
-                            .size = static_cast<uint64_t>(st.st_size),
-                            .mtime_ns = st.st_mtim.tv_sec * 1'000'000'000 +
-                                        st.st_mtim.tv_nsec,
-                            .ctime_ns = st.st_ctim.tv_sec * 1'000'000'000 +
-                                        st.st_ctim.tv_nsec});
+    out.emplace_back(
+        p, FileIdentity{.device = static_cast<uint64_t>(st.st_dev),
+                        .inode = static_cast<uint64_t>(st.st_ino),
+                        .size = static_cast<uint64_t>(st.st_size),
+                        .mtime_ns = st.st_mtim.tv_sec * 1'000'000'000 +
+                                    st.st_mtim.tv_nsec,
+                        .ctime_ns = st.st_ctim.tv_sec * 1'000'000'000 +
+                                    st.st_ctim.tv_nsec});
   };
   add(resolved.path, resolved.st);
   // A directory's or a file's neighbours decide what opens (shards, index,

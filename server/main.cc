@@ -234,10 +234,9 @@ int main(int argc, char** argv) {
       return tensormorph::PrometheusText(*state);
     };
     http.on_refused = [](const tensormorph::HttpRefusal& r) {
-      tensormorph::RecordHttpRefusal(
-          r.method, r.path, r.peer, r.forwarded_for,
-          static_cast<grpc::StatusCode>(r.code), r.http_status, r.reason,
-          r.message);
+      tensormorph::RecordHttpRefusal(r.method, r.path, r.peer, r.forwarded_for,
+                                     static_cast<grpc::StatusCode>(r.code),
+                                     r.http_status, r.reason, r.message);
     };
     // Every HTTP request is a call on the server's own in-process channel.
     auto started =

@@ -127,8 +127,7 @@ std::string PathSandbox::InResolvedSpelling(const std::string& path) const {
       return root.given == "/" ? JoinPath(root.resolved, path.substr(1))
              : path.size() == root.given.size()
                  ? root.resolved
-                 : JoinPath(root.resolved,
-                            path.substr(root.given.size() + 1));
+                 : JoinPath(root.resolved, path.substr(root.given.size() + 1));
     }
   }
   return "";

@@ -47,8 +47,8 @@ absl::StatusOr<std::unique_ptr<SliceSource>> SliceSource::Open(
   if (!t.ok()) return t.status();
   for (const StoredTensor* part : (*t)->encoding->parts()) {
     src->parts_.push_back(part);
-    if (std::find(src->files_.begin(), src->files_.end(),
-                  part->file_index) == src->files_.end()) {
+    if (std::find(src->files_.begin(), src->files_.end(), part->file_index) ==
+        src->files_.end()) {
       src->files_.push_back(part->file_index);
     }
   }

@@ -74,10 +74,10 @@ class SliceSource {
   SliceSource() = default;
   absl::Status CheckFilesUnchanged() const;
 
-  std::shared_ptr<const Checkpoint> ckpt_;      // keeps the mapping alive
+  std::shared_ptr<const Checkpoint> ckpt_;  // keeps the mapping alive
   std::vector<int> files_;  // the tensor's, as indices into ckpt_->files()
-  std::vector<const StoredTensor*> parts_;      // its stored tensors
-  std::string tensor_name_;                     // as requested, for errors
+  std::vector<const StoredTensor*> parts_;  // its stored tensors
+  std::string tensor_name_;                 // as requested, for errors
   v1::SliceHeader header_;
   std::optional<SliceReader> decoded_;
   std::optional<RawSliceReader> raw_;

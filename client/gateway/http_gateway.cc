@@ -317,8 +317,8 @@ void HttpGateway::Impl::Refuse(const httplib::Request& req,
   if (!options_.on_refused) return;
   options_.on_refused({absl::StrCat(req.remote_addr, ":", req.remote_port),
                        req.get_header_value("X-Forwarded-For"), req.method,
-                       req.path, status.code(), res.status,
-                       std::string(reason), std::string(status.message())});
+                       req.path, status.code(), res.status, std::string(reason),
+                       std::string(status.message())});
 }
 
 httplib::Server::HandlerResponse HttpGateway::Impl::Guard(
@@ -485,14 +485,14 @@ void HttpGateway::Impl::Routes() {
                      const httplib::ContentReader& content) {
                 Rpc(req, res, content);
               });
-  http_->Get(
-      R"(/v1/.*)", [this](const httplib::Request& req, httplib::Response& res) {
-        res.set_header("Allow", "POST");
-        Refuse(req, res,
-               absl::UnimplementedError(absl::StrCat(
-                   req.path, " takes POST with the request as JSON")),
-               405, "bad_request");
-      });
+  http_->Get(R"(/v1/.*)",
+             [this](const httplib::Request& req, httplib::Response& res) {
+               res.set_header("Allow", "POST");
+               Refuse(req, res,
+                      absl::UnimplementedError(absl::StrCat(
+                          req.path, " takes POST with the request as JSON")),
+                      405, "bad_request");
+             });
   http_->Get(R"(/.*)", [this](const httplib::Request& req,
                               httplib::Response& res) { Asset(req, res); });
 }

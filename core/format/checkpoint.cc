@@ -66,8 +66,8 @@ std::string Join(const std::string& dir, absl::string_view name) {
 }
 
 bool DecidesWhatOpens(absl::string_view name) {
-  return absl::EndsWith(name, ".safetensors") || absl::EndsWith(name, ".gguf") ||
-         name == kIndexName ||
+  return absl::EndsWith(name, ".safetensors") ||
+         absl::EndsWith(name, ".gguf") || name == kIndexName ||
          std::find(std::begin(kConfigNames), std::end(kConfigNames), name) !=
              std::end(kConfigNames);
 }
@@ -379,7 +379,8 @@ absl::Status CheckpointBuilder::OpenGgufSet(const std::string& p, Mapping m) {
 absl::Status CheckpointBuilder::OpenSafetensorsIndex(
     const std::string& index_path) {
   // Read, not mapped: an index truncated while it is parsed is a status.
-  TM_ASSIGN_OR_RETURN(const FileIdentity index_identity, StatFile(index_path, access()));
+  TM_ASSIGN_OR_RETURN(const FileIdentity index_identity,
+                      StatFile(index_path, access()));
   ckpt_->read_files_.push_back({index_path, index_identity});
   TM_ASSIGN_OR_RETURN(const std::string text,
                       ReadWholeFile(index_path, kMaxIndexBytes, access()));
@@ -622,7 +623,8 @@ absl::Status CheckpointBuilder::AddSafetensorsFiles(const std::string& dir) {
   if (options_.lenient) {
     // A name a loader would try that is no regular file (a dangling
     // symlink, a loop, a directory, a FIFO): never opened, reported.
-    TM_ASSIGN_OR_RETURN(std::vector<std::string> all, ListCheckpointNames(dir, access()));
+    TM_ASSIGN_OR_RETURN(std::vector<std::string> all,
+                        ListCheckpointNames(dir, access()));
     for (const std::string& n : all) {
       if (!absl::EndsWith(n, ".safetensors") ||
           std::binary_search(names.begin(), names.end(), n)) {
@@ -667,7 +669,8 @@ absl::Status CheckpointBuilder::OpenShardsPastIndex(
 
 absl::Status CheckpointBuilder::OpenDirectory(const std::string& dir) {
   ckpt_->directory_ = dir;
-  TM_ASSIGN_OR_RETURN(ckpt_->directory_names_, ListCheckpointNames(dir, access()));
+  TM_ASSIGN_OR_RETURN(ckpt_->directory_names_,
+                      ListCheckpointNames(dir, access()));
   TM_ASSIGN_OR_RETURN(std::vector<std::string> names, ListFiles(dir, access()));
   if (std::find(names.begin(), names.end(), kIndexName) != names.end()) {
     return OpenSafetensorsIndex(Join(dir, kIndexName));
@@ -784,9 +787,8 @@ absl::Status CheckpointBuilder::Finish() {
     c.conventions_ = {"ggml"};
   } else {
     absl::StatusOr<struct stat> st = access().Stat(c.path_);
-    const std::string dir = st.ok() && S_ISDIR(st->st_mode)
-                                ? c.path_
-                                : Dirname(c.files_[0].path);
+    const std::string dir =
+        st.ok() && S_ISDIR(st->st_mode) ? c.path_ : Dirname(c.files_[0].path);
     for (absl::string_view name : kConfigNames) {
       const std::string path = Join(dir, name);
       absl::StatusOr<FileIdentity> id = StatFile(path, access());
@@ -973,9 +975,9 @@ absl::Status Checkpoint::CheckFileUnchanged(size_t index,
   } else if (now->size != was.size) {
     change = absl::StrCat("size ", was.size, " -> ", now->size);
   } else {
-    change = absl::StrCat("rewritten: mtime ", was.mtime_ns, " -> ",
-                          now->mtime_ns, " ns, ctime ", was.ctime_ns, " -> ",
-                          now->ctime_ns, " ns");
+    change =
+        absl::StrCat("rewritten: mtime ", was.mtime_ns, " -> ", now->mtime_ns,
+                     " ns, ctime ", was.ctime_ns, " -> ", now->ctime_ns, " ns");
   }
   return absl::AbortedError(absl::StrCat(
       "file '", f.path, "' changed during the read of ", what, " (", change,
@@ -1002,9 +1004,9 @@ absl::Status Checkpoint::CheckUnchanged(const LogicalTensor& t) const {
   for (const StoredTensor* part : t.encoding->parts()) {
     if (absl::c_linear_search(seen, part->file_index)) continue;
     seen.push_back(part->file_index);
-    TM_RETURN_IF_ERROR(CheckFileUnchanged(
-        static_cast<size_t>(part->file_index),
-        absl::StrCat("tensor '", t.name, "'")));
+    TM_RETURN_IF_ERROR(
+        CheckFileUnchanged(static_cast<size_t>(part->file_index),
+                           absl::StrCat("tensor '", t.name, "'")));
   }
   return absl::OkStatus();
 }

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/io/file_access.h"
 #include "core/format/checkpoint.h"
+#include "core/io/file_access.h"
 
 namespace tensormorph {
 

@@ -551,11 +551,12 @@ TEST(HttpGatewayAuthTest, ApiCallsNeedTheBearerTokenAndThePageDoesNot) {
   // Refused before the body is read: the headers of a 15 MiB request, and
   // no body, bring the 401 back, so an unauthenticated client cannot make
   // the server take in large bodies.
-  EXPECT_THAT(RawExchange(s.http_port(),
-                          "POST /v1/GetServerInfo HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                          "Content-Type: application/json\r\n"
-                          "Content-Length: 15728640\r\n\r\n"),
-              ::testing::StartsWith("HTTP/1.1 401"));
+  EXPECT_THAT(
+      RawExchange(s.http_port(),
+                  "POST /v1/GetServerInfo HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                  "Content-Type: application/json\r\n"
+                  "Content-Length: 15728640\r\n\r\n"),
+      ::testing::StartsWith("HTTP/1.1 401"));
   const httplib::Headers good = {{"Authorization", "Bearer secret-one"}};
   httplib::Result r =
       c.Post("/v1/GetServerInfo", good, "{}", "application/json");

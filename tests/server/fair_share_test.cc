@@ -500,16 +500,22 @@ TEST_F(ReplyBudgetTest, ThirtyUnreadMaxSizeRepliesHoldOnlyThePeersBudget) {
 
   // What the server holds now: the peer's budget, and slack for what is
   // not counted (gRPC's frames, the allocator's rounding).
-  constexpr int64_t kSlackMiB = 64;
+  [[maybe_unused]] constexpr int64_t kSlackMiB = 64;
   const int64_t held = RssMiB();
+  // Resident memory is the allocator's to tell, and ASan's quarantine holds
+  // what was freed: under it the accounting above is what is checked.
+#if !defined(__SANITIZE_ADDRESS__)
   EXPECT_LE(held - baseline, kPeerBudget / kMiB + kSlackMiB)
       << "baseline " << baseline << " MiB, with the unread replies " << held
       << " MiB";
+#endif
   // At its peak it also held the replies its workers built before they
   // were refused, one per worker at a time.
   const int64_t peak = ProcStatusKb(server_->pid(), "VmHWM") / 1024;
+#if !defined(__SANITIZE_ADDRESS__)
   EXPECT_LE(peak - baseline, kPeerBudget / kMiB + kWorkers * 72 + kSlackMiB)
       << "baseline " << baseline << " MiB, peak " << peak << " MiB";
+#endif
 
   // The client goes: its replies are dropped, their bytes given back, and
   // the memory returns to near the baseline.
@@ -519,8 +525,9 @@ TEST_F(ReplyBudgetTest, ThirtyUnreadMaxSizeRepliesHoldOnlyThePeersBudget) {
   BystanderCalls();
   // The heap is given back a moment after the last reply goes (once gRPC
   // has freed its slices): watch for it, for up to 10 s.
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
   int64_t after = RssMiB();
+#if !defined(__SANITIZE_ADDRESS__)
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
   while (after - baseline > 32 && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(20));
     after = RssMiB();
@@ -528,6 +535,7 @@ TEST_F(ReplyBudgetTest, ThirtyUnreadMaxSizeRepliesHoldOnlyThePeersBudget) {
   EXPECT_LE(after - baseline, 32)
       << "baseline " << baseline << " MiB, after the client went " << after
       << " MiB";
+#endif
   std::printf(
       "RSS: baseline %lld MiB, 30 unread replies %lld MiB, peak %lld "
       "MiB, after the client went %lld MiB\n",

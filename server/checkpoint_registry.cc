@@ -11,6 +11,9 @@
 namespace tensormorph {
 namespace {
 
+// The ParkingScope open on this thread, innermost first.
+thread_local CheckpointRegistry::ParkingScope* current_parking = nullptr;
+
 OpenOptions WithAccess(OpenOptions o, std::shared_ptr<const FileAccess> a) {
   o.access = std::move(a);
   return o;
@@ -23,6 +26,25 @@ CheckpointRegistry::CheckpointRegistry(PathSandbox sandbox, size_t max_open,
     : sandbox_(std::move(sandbox)),
       max_open_(std::max<size_t>(1, max_open)),
       open_options_(WithAccess(std::move(open), sandbox_.access())) {}
+
+CheckpointRegistry::ParkingScope::ParkingScope(CheckpointRegistry& registry)
+    : registry_(registry), outer_(current_parking) {
+  current_parking = this;
+}
+
+CheckpointRegistry::ParkingScope::~ParkingScope() { current_parking = outer_; }
+
+void CheckpointRegistry::ParkingScope::ResumeWhenOpened(
+    absl::AnyInvocable<void()> resume) {
+  {
+    absl::MutexLock lock(&registry_.mu_);
+    if (!opening_->finished) {
+      opening_->parked.push_back(std::move(resume));
+      return;
+    }
+  }
+  resume();
+}
 
 bool CheckpointRegistry::Unchanged(const Checkpoint& c,
                                    const PathSandbox::Resolved& resolved) {
@@ -131,10 +153,21 @@ absl::StatusOr<std::shared_ptr<const Checkpoint>> CheckpointRegistry::OpenOnce(
       mine = true;
     }
     opening = it->second;
+    if (!mine && current_parking != nullptr &&
+        &current_parking->registry_ == this) {
+      ++parked_calls_;
+    }
   }
   if (!mine) {
     // Another call is opening it: one parse serves both, and a corrupt
-    // header costs one parse however many calls ask at once.
+    // header costs one parse however many calls ask at once. A task that
+    // can run again later gives its worker back meanwhile.
+    if (ParkingScope* scope = current_parking;
+        scope != nullptr && &scope->registry_ == this) {
+      scope->opening_ = std::move(opening);
+      return absl::UnavailableError(absl::StrCat(
+          "'", path, "' is being opened by another call; parked until then"));
+    }
     opening->done.WaitForNotification();
     return opening->result;
   }
@@ -142,10 +175,13 @@ absl::StatusOr<std::shared_ptr<const Checkpoint>> CheckpointRegistry::OpenOnce(
   // calls waiting on this open waiting for ever.
   opening->result = Fenced({"Checkpoint::Open", path},
                            [&] { return OpenInside(path, open_options_); });
+  std::vector<absl::AnyInvocable<void()>> parked;
   {
     absl::MutexLock lock(&mu_);
     ++opens_;
     opening_.erase(path);
+    opening->finished = true;
+    parked.swap(opening->parked);
     const absl::Status& s = opening->result.status();
     if (absl::IsDataLoss(s) || absl::IsUnimplemented(s) ||
         absl::IsInvalidArgument(s)) {
@@ -158,6 +194,14 @@ absl::StatusOr<std::shared_ptr<const Checkpoint>> CheckpointRegistry::OpenOnce(
     }
   }
   opening->done.Notify();
+  for (absl::AnyInvocable<void()>& resume : parked) {
+    // A resumption that throws (it only queues a task) is logged; the rest
+    // still run.
+    Fenced({"ParkingScope::ResumeWhenOpened", path}, [&] {
+      resume();
+      return absl::OkStatus();
+    }).IgnoreError();
+  }
   return opening->result;
 }
 
@@ -193,6 +237,11 @@ std::vector<std::pair<std::string, FileIdentity>> CheckpointRegistry::InputsOf(
     }
   }
   return out;
+}
+
+int64_t CheckpointRegistry::parked_calls() const {
+  absl::MutexLock lock(&mu_);
+  return parked_calls_;
 }
 
 int64_t CheckpointRegistry::failed_opens_reused() const {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -33,20 +34,57 @@ namespace tensormorph {
 // (DATA_LOSS, UNIMPLEMENTED, INVALID_ARGUMENT) is remembered with the
 // identities of the files it was made from (the path and its directory's
 // checkpoint names), and reused while they are unchanged: a corrupt 100 MB
-// header is parsed once, not once per call.
+// header is parsed once, not once per call. A pool task that can run again
+// from the start waits for another call's open without a worker
+// (ParkingScope).
 // Thread safety: all methods are thread-safe; checks and opens happen
 // outside the lock so a slow file system does not stall other calls.
 class CheckpointRegistry {
+  struct Opening;  // an open in progress, below
+
  public:
   // Checkpoints open with `open` (tensormorphd --partial-shards sets
   // allow_absent_shards).
   CheckpointRegistry(PathSandbox sandbox, size_t max_open,
                      OpenOptions open = {});
 
+  // Lets the pool task on this thread give its worker back while another
+  // call opens the checkpoint it asks for, instead of blocking the worker
+  // until that open is done: six calls on a corrupt 100 MB header must not
+  // hold every worker for the length of its one parse while a bystander's
+  // calls queue behind them. Inside a scope, an Acquire that would wait
+  // returns UNAVAILABLE at once and marks the scope parked(); the task then
+  // unwinds without answering and hands ResumeWhenOpened the way to run it
+  // again from the start, which runs once the open is done. So only a task
+  // that can run again from the start (it has answered nothing and holds
+  // nothing it would take twice) opens a scope. One scope per thread at a
+  // time; Acquires of other registries and on other threads are not in it.
+  class ParkingScope {
+   public:
+    explicit ParkingScope(CheckpointRegistry& registry);
+    ~ParkingScope();
+    ParkingScope(const ParkingScope&) = delete;
+    ParkingScope& operator=(const ParkingScope&) = delete;
+
+    // Whether an Acquire in the scope returned instead of waiting.
+    bool parked() const { return opening_ != nullptr; }
+    // When parked(): runs `resume` once the open waited for is done, on the
+    // thread that finished it, or here at once if it is done already.
+    // `resume` must be brief (queue the task again, not run it).
+    void ResumeWhenOpened(absl::AnyInvocable<void()> resume);
+
+   private:
+    friend class CheckpointRegistry;
+    CheckpointRegistry& registry_;
+    ParkingScope* const outer_;
+    std::shared_ptr<Opening> opening_;
+  };
+
   // Resolves `requested` through the sandbox and returns the checkpoint.
   // Errors: those of PathSandbox::Resolve and Checkpoint::Open;
   // PERMISSION_DENIED when a file of the checkpoint (a shard) resolves
-  // outside the roots; INTERNAL (logged) when opening threw.
+  // outside the roots; INTERNAL (logged) when opening threw; UNAVAILABLE,
+  // inside a ParkingScope only, when it parked instead of waiting.
   absl::StatusOr<std::shared_ptr<const Checkpoint>> Acquire(
       absl::string_view requested);
 
@@ -79,6 +117,8 @@ class CheckpointRegistry {
   int64_t opens() const;
   // Calls answered from a remembered failed open instead of a new parse.
   int64_t failed_opens_reused() const;
+  // Times a call parked to wait for another call's open (ParkingScope).
+  int64_t parked_calls() const;
   const PathSandbox& sandbox() const { return sandbox_; }
 
  private:
@@ -111,6 +151,10 @@ class CheckpointRegistry {
     absl::Notification done;
     absl::StatusOr<std::shared_ptr<const Checkpoint>> result =
         absl::UnknownError("not opened yet");
+    // Guarded by the registry's mu_: set when result is final, and the
+    // parked calls' resumptions to run then.
+    bool finished = false;
+    std::vector<absl::AnyInvocable<void()>> parked;
   };
   struct Failure {
     absl::Status status;
@@ -125,6 +169,7 @@ class CheckpointRegistry {
   std::list<std::string> lru_ ABSL_GUARDED_BY(mu_);  // front = most recent
   int64_t opens_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t failed_opens_reused_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t parked_calls_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<std::string, std::shared_ptr<Opening>> opening_
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, Failure> failed_ ABSL_GUARDED_BY(mu_);

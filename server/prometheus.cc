@@ -163,6 +163,10 @@ void WriteCheckpoints(Exposition& e, const CheckpointRegistry& registry) {
            "Calls answered from a remembered failed open of unchanged files "
            "instead of parsing them again.",
            registry.failed_opens_reused());
+  e.Single("tensormorph_parked_calls_total", "counter",
+           "Calls that waited for another call's open of their checkpoint "
+           "without holding a worker.",
+           registry.parked_calls());
 }
 
 void WriteProcess(Exposition& e, const ProcessStats& p) {

@@ -153,9 +153,11 @@ class ReadSliceReactor final
     if (!parsed_) return absl::InvalidArgumentError("unparsable request");
     // Checked before a slot is taken, as SliceSource::Open checks it again.
     TM_RETURN_IF_ERROR(CheckReadSliceRequest(req_));
-    if (absl::Status admit = state_->TryAdmitStream(peer_); !admit.ok())
-      return admit;
-    admitted_ = true;
+    if (!admitted_) {  // a resumed Begin holds its slot already
+      if (absl::Status admit = state_->TryAdmitStream(peer_); !admit.ok())
+        return admit;
+      admitted_ = true;
+    }
     auto source = SliceSource::Open(*state_, req_);
     if (!source.ok()) return source.status();
     source_ = *std::move(source);
@@ -163,9 +165,19 @@ class ReadSliceReactor final
     return absl::OkStatus();
   }
 
+  // On the pool, holding the producer. While another call opens the
+  // checkpoint, it waits without a worker and runs again after
+  // (CheckpointRegistry::ParkingScope); a stop asked meanwhile is seen by
+  // the first chunk.
   void Begin() {
-    if (absl::Status s = Fenced(log_.site(), [&] { return Prepare(); });
-        !s.ok()) {
+    CheckpointRegistry::ParkingScope parking(state_->registry);
+    absl::Status s = Fenced(log_.site(), [&] { return Prepare(); });
+    if (parking.parked()) {
+      parking.ResumeWhenOpened(
+          [this] { state_->pool.Submit([this] { Begin(); }); });
+      return;
+    }
+    if (!s.ok()) {
       Stop(ToGrpcStatus(s));
       return;
     }

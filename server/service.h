@@ -251,16 +251,20 @@ inline absl::Status CheckNotRefusedOrFull(
 // max_reply_bytes, and one that does not fit the peer's reply budget
 // (ServiceState::HoldReply) with RESOURCE_EXHAUSTED naming that budget. An
 // exception from `fn` ends the call with INTERNAL (exception_fence.h).
+// With `parking` and `fn` parked in it, returns without finishing: the
+// caller runs the call again later.
 template <typename Fn>
 void FinishUnary(ServiceState& state, BudgetedUnaryReactor* reactor,
                  const google::protobuf::Message* reply, const CallLog& log,
-                 Fn& fn) {
+                 Fn& fn,
+                 const CheckpointRegistry::ParkingScope* parking = nullptr) {
   const grpc::Status status =
       ToGrpcStatus(Fenced(log.site(), [&]() -> absl::Status {
         TM_RETURN_IF_ERROR(fn());
         TM_RETURN_IF_ERROR(CheckReplySize(*reply, state.limits));
         return reactor->Hold(*reply);
       }));
+  if (parking != nullptr && parking->parked()) return;
   // The reply goes first: logging wakes the log's writer, which would
   // otherwise compete with sending it (the log owns copies of what it
   // names, so the call may end meanwhile).
@@ -268,16 +272,52 @@ void FinishUnary(ServiceState& state, BudgetedUnaryReactor* reactor,
   log.Finish(status, 0);
 }
 
+// A unary call's work on the pool, run again from the start (its reply
+// cleared) when it parked to wait for another call's open of its
+// checkpoint (CheckpointRegistry::ParkingScope), so that waiting holds no
+// worker. `fn` must therefore do nothing before its Acquires that it
+// cannot do twice.
+template <typename Fn>
+class ParkableUnary : public std::enable_shared_from_this<ParkableUnary<Fn>> {
+ public:
+  ParkableUnary(ServiceState& state, BudgetedUnaryReactor* reactor,
+                google::protobuf::Message* reply, CallLog log, Fn fn)
+      : state_(state),
+        reactor_(reactor),
+        reply_(reply),
+        log_(std::move(log)),
+        fn_(std::move(fn)) {}
+
+  void Run() {
+    if (runs_++ > 0) reply_->Clear();
+    CheckpointRegistry::ParkingScope parking(state_.registry);
+    FinishUnary(state_, reactor_, reply_, log_, fn_, &parking);
+    if (!parking.parked()) return;
+    parking.ResumeWhenOpened([self = this->shared_from_this()] {
+      self->state_.pool.SubmitUnary([self] { self->Run(); });
+    });
+  }
+
+ private:
+  ServiceState& state_;
+  BudgetedUnaryReactor* const reactor_;
+  google::protobuf::Message* const reply_;
+  const CallLog log_;
+  Fn fn_;
+  int runs_ = 0;  // one run at a time: a resumption follows a return
+};
+
 // Runs `fn` on the worker pool, unless the auth interceptor refused the
 // call or the peer's reply budget is full (CheckReplyBudget: refused before
 // any work), and finishes the unary call with its status (FinishUnary). Unary
-// work goes ahead of streams' queued chunks (WorkerPool::SubmitUnary).
+// work goes ahead of streams' queued chunks (WorkerPool::SubmitUnary). A call
+// that waits for another call's open of its checkpoint waits off the pool
+// (ParkableUnary).
 template <typename Fn>
 grpc::ServerUnaryReactor* RunOnPool(ServiceState& state,
                                     grpc::CallbackServerContext* ctx,
                                     CallLog log,
-                                    const google::protobuf::Message* reply,
-                                    Fn fn) {
+                                    google::protobuf::Message* reply, Fn fn) {
   state.metrics.calls.fetch_add(1);
   auto* reactor = new BudgetedUnaryReactor(state, SharePeer(*ctx));
   const char* method = log.method();
@@ -289,10 +329,9 @@ grpc::ServerUnaryReactor* RunOnPool(ServiceState& state,
     return reactor;
   }
   const absl::Status submitted = Fenced({method}, [&] {
-    state.pool.SubmitUnary([&state, reactor, reply, log = std::move(log),
-                            fn = std::move(fn)]() mutable {
-      FinishUnary(state, reactor, reply, log, fn);
-    });
+    auto task = std::make_shared<ParkableUnary<Fn>>(
+        state, reactor, reply, std::move(log), std::move(fn));
+    state.pool.SubmitUnary([task] { task->Run(); });
   });
   if (!submitted.ok()) reactor->Finish(ToGrpcStatus(submitted));
   return reactor;

@@ -10,10 +10,12 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/synchronization/notification.h"
 #include "client/client.h"
@@ -343,15 +345,11 @@ TEST_F(FileRewriteTest, AContinuousInPlaceWriterNeverLetsAMixedReadEndOk) {
   EXPECT_GT(aborted, 0) << "no read ever overlapped a write";
 }
 
-// Six calls at once, then six more, on a checkpoint with a corrupt 100 MB
-// header parse it once: concurrent calls wait for the one open, and its
-// failure is remembered with the file's identity, reused while that holds
-// and forgotten when the file changes. (The in-process server, to read its
-// registry's counters.)
-TEST(CorruptHeaderTest, IsParsedOnceNotPerCall) {
-  const std::string root = fs::canonical(MakeTempDir()).string();
-  // 100 MB as the attack had it; under ASan's Debug build one scan of that
-  // takes over a minute, and 10 MB shows the same.
+// A safetensors file whose header claims 100 MB that are not JSON (an
+// unterminated string), slow to refuse: what the attack opened. Under ASan's
+// Debug build one scan of 100 MB takes over a minute, and 10 MB shows the
+// same.
+std::string CorruptHeaderFile() {
 #if defined(__SANITIZE_ADDRESS__)
   const uint64_t n = 10'000'000;
 #else
@@ -360,8 +358,18 @@ TEST(CorruptHeaderTest, IsParsedOnceNotPerCall) {
   std::string bad(8 + n, ' ');
   std::memcpy(bad.data(), &n, 8);
   bad[8] = '{';
-  bad[9] = '"';  // an unterminated string: not JSON
-  WriteFile(root + "/bad.safetensors", bad);
+  bad[9] = '"';
+  return bad;
+}
+
+// Six calls at once, then six more, on a checkpoint with a corrupt 100 MB
+// header parse it once: concurrent calls wait for the one open, and its
+// failure is remembered with the file's identity, reused while that holds
+// and forgotten when the file changes. (The in-process server, to read its
+// registry's counters.)
+TEST(CorruptHeaderTest, IsParsedOnceNotPerCall) {
+  const std::string root = fs::canonical(MakeTempDir()).string();
+  WriteFile(root + "/bad.safetensors", CorruptHeaderFile());
   WriteFile(root + "/good.safetensors",
             BuildSafetensors({{"g", "F32", {4}, Floats(4, 3.0f)}}));
   testing::LoopbackServer lb = testing::StartLoopbackServer({root});
@@ -391,6 +399,57 @@ TEST(CorruptHeaderTest, IsParsedOnceNotPerCall) {
             BuildSafetensors({{"w", "F32", {4}, Floats(4, 1.0f)}}));
   EXPECT_TRUE(lb.client->GetCheckpoint("bad.safetensors").ok());
   EXPECT_EQ(registry.opens() - opens_before, 2);
+}
+
+// The calls that wait for that one parse hold no worker meanwhile: on
+// --workers 2, with one worker parsing and five unary calls and a
+// ReadSlice waiting, a bystander's calls on another checkpoint complete
+// during the parse, and every waiter then gets the parse's DATA_LOSS.
+TEST(CorruptHeaderTest, WaitersHoldNoWorker) {
+  const std::string root = fs::canonical(MakeTempDir()).string();
+  WriteFile(root + "/bad.safetensors", CorruptHeaderFile());
+  WriteFile(root + "/good.safetensors",
+            BuildSafetensors({{"g", "F32", {4}, Floats(4, 3.0f)}}));
+  testing::LoopbackServer lb =
+      testing::StartLoopbackServer({root}, /*workers=*/2);
+  const CheckpointRegistry& registry = lb.server->state().registry;
+  ASSERT_TRUE(lb.client->GetTensor("good.safetensors", "g").ok());
+  const int64_t opens_before = registry.opens();
+  const int64_t parked_before = registry.parked_calls();
+  std::vector<std::thread> callers;
+  std::atomic<int> data_loss{0};
+  for (int i = 0; i < 6; ++i) {
+    callers.emplace_back([&, i] {
+      auto c = *Client::Connect(lb.address);
+      absl::Status s;
+      if (i == 5) {
+        v1::ReadSliceRequest req;
+        req.set_checkpoint("bad.safetensors");
+        req.set_tensor("w");
+        s = c->ReadSlice(req, [](const v1::SliceChunk&) { return true; });
+      } else {
+        s = c->GetCheckpoint("bad.safetensors").status();
+      }
+      EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+      data_loss += s.code() == absl::StatusCode::kDataLoss;
+    });
+  }
+  // Five of the six park behind the one that parses.
+  while (registry.parked_calls() - parked_before < 5 &&
+         registry.opens() == opens_before) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(registry.parked_calls() - parked_before, 5)
+      << "the parse ended before the waiters arrived";
+  int during_parse = 0;
+  while (registry.opens() == opens_before) {
+    ASSERT_TRUE(lb.client->GetTensor("good.safetensors", "g").ok());
+    during_parse += registry.opens() == opens_before;
+  }
+  for (std::thread& t : callers) t.join();
+  EXPECT_GT(during_parse, 0) << "the bystander waited for the parse";
+  EXPECT_EQ(data_loss.load(), 6);
+  EXPECT_EQ(registry.opens() - opens_before, 1);
 }
 
 }  // namespace

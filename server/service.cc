@@ -389,6 +389,9 @@ grpc::ServerUnaryReactor* TensormorphService::GetServerInfo(
     l->set_max_list_depth(s.limits.max_list_depth);
     l->set_max_list_page_size(s.limits.max_list_page_size);
     l->set_max_list_scanned_per_call(s.limits.max_list_scanned_per_call);
+    l->set_max_streams_per_peer(s.limits.max_streams_per_peer);
+    l->set_max_reply_bytes_in_flight(s.limits.max_reply_bytes_in_flight);
+    l->set_max_reply_bytes_per_peer(s.limits.max_reply_bytes_per_peer);
     v1::Counters* c = resp->mutable_counters();
     c->set_calls(s.metrics.calls.load());
     c->set_streams_started(s.metrics.streams_started.load());

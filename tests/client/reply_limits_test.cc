@@ -84,6 +84,9 @@ TEST_P(ReplyLimitsTest, ServerInfoShowsEveryLimit) {
   EXPECT_EQ(l.max_list_depth(), 16);
   EXPECT_EQ(l.max_list_page_size(), 1000);
   EXPECT_GT(l.max_list_scanned_per_call(), 0);
+  EXPECT_EQ(l.max_streams_per_peer(), 16);
+  EXPECT_EQ(l.max_reply_bytes_in_flight(), int64_t{1} << 30);
+  EXPECT_EQ(l.max_reply_bytes_per_peer(), int64_t{256} << 20);
 }
 
 TEST_P(ReplyLimitsTest, AsManyScalarsAsTheLimitAllowsComeBackInOneReply) {

@@ -20,11 +20,9 @@
 
 #include <cstdint>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "client/client.h"
 #include "gtest/gtest.h"
@@ -35,6 +33,7 @@
 #include "tests/support/prometheus_text.h"
 #include "tests/support/raw_http.h"
 #include "tests/support/safetensors_writer.h"
+#include "tests/support/stalled_reader.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
@@ -47,6 +46,7 @@ using ::tensormorph::testing::ParsePrometheusText;
 using ::tensormorph::testing::ProcStatusKb;
 using ::tensormorph::testing::PrometheusScrape;
 using ::tensormorph::testing::ServerProcess;
+using ::tensormorph::testing::StalledReader;
 using ::tensormorph::testing::StatusIs;
 using ::tensormorph::testing::WriteFile;
 using ::tensormorph::testing::WriteSparseSafetensors;
@@ -112,31 +112,12 @@ class StreamsPerPeerTest : public ::testing::Test {
 
   // A reader on its own connection from 127.0.0.1 that takes one chunk,
   // then stops reading until released.
-  struct StalledReader {
-    std::unique_ptr<Client> client;
-    absl::Notification first_chunk, release;
-    absl::Status status;
-    std::thread thread;
-  };
   std::unique_ptr<StalledReader> Stall() {
-    auto r = std::make_unique<StalledReader>();
-    r->client = ClientFrom("127.0.0.1", server_->port());
-    StalledReader* p = r.get();
-    r->thread = std::thread([p] {
-      v1::ReadSliceRequest req;
-      req.set_checkpoint("big.safetensors");
-      req.set_tensor("w");
-      req.set_mode(v1::OUTPUT_MODE_RAW);
-      p->status = p->client->ReadSlice(req, [p](const v1::SliceChunk&) {
-        if (!p->first_chunk.HasBeenNotified()) {
-          p->first_chunk.Notify();
-          p->release.WaitForNotification();
-        }
-        return true;
-      });
-      if (!p->first_chunk.HasBeenNotified()) p->first_chunk.Notify();
-    });
-    return r;
+    v1::ReadSliceRequest req;
+    req.set_checkpoint("big.safetensors");
+    req.set_tensor("w");
+    req.set_mode(v1::OUTPUT_MODE_RAW);
+    return StalledReader::Start(ClientFrom("127.0.0.1", server_->port()), req);
   }
 
   static absl::Status ReadSmall(Client& c) {
@@ -154,7 +135,7 @@ TEST_F(StreamsPerPeerTest, APeerAtItsCapIsRefusedWhileAnotherPeerGetsAStream) {
   // Three connections from one host: one peer, at its cap of 3.
   std::vector<std::unique_ptr<StalledReader>> held;
   for (int i = 0; i < 3; ++i) held.push_back(Stall());
-  for (auto& r : held) r->first_chunk.WaitForNotification();
+  for (auto& r : held) r->WaitForFirstChunk();
   ASSERT_EQ(server_->state().stream_slots.held_by("ipv4:127.0.0.1"), 3);
 
   // A fourth connection from the same host: refused, naming the cap.
@@ -175,10 +156,7 @@ TEST_F(StreamsPerPeerTest, APeerAtItsCapIsRefusedWhileAnotherPeerGetsAStream) {
   EXPECT_TRUE(other->ListTensors("small.safetensors").ok());
 
   // The held streams end: the slots come back to their peer.
-  for (auto& r : held) {
-    r->release.Notify();
-    r->thread.join();
-  }
+  for (auto& r : held) r->Release();
   ASSERT_TRUE(server_->state().metrics.WaitForIdle(absl::Seconds(20)));
   EXPECT_EQ(server_->state().stream_slots.total(), 0);
   EXPECT_EQ(server_->state().admitted_streams.load(), 0);
@@ -237,7 +215,7 @@ TEST(HttpStreamsPerPeerTest, EachHttpClientHasItsOwnShare) {
 TEST_F(StreamsPerPeerTest, MetricsShowEachLaneAndTheRefusalsByLimit) {
   std::vector<std::unique_ptr<StalledReader>> held;
   for (int i = 0; i < 3; ++i) held.push_back(Stall());
-  for (auto& r : held) r->first_chunk.WaitForNotification();
+  for (auto& r : held) r->WaitForFirstChunk();
   std::unique_ptr<Client> same_host = ClientFrom("127.0.0.1", server_->port());
   ASSERT_FALSE(ReadSmall(*same_host).ok());
   ASSERT_TRUE(same_host->GetCheckpoint("small.safetensors").ok());
@@ -268,10 +246,7 @@ TEST_F(StreamsPerPeerTest, MetricsShowEachLaneAndTheRefusalsByLimit) {
   EXPECT_GT(s->Value("tensormorph_reply_bytes_in_flight").value_or(0), 0);
   EXPECT_LE(s->Value("tensormorph_reply_bytes_in_flight").value_or(0),
             3 * 2 * kMiB + 4096);
-  for (auto& r : held) {
-    r->release.Notify();
-    r->thread.join();
-  }
+  for (auto& r : held) r->Release();
   ASSERT_TRUE(server_->state().metrics.WaitForIdle(absl::Seconds(20)));
   EXPECT_EQ(server_->state().reply_bytes.total(), 0);
 }

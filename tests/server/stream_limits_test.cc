@@ -3,15 +3,14 @@
 // --max-idle-write-seconds, its slot freed for the next caller; and a burst
 // of callers is admitted up to exactly --max-concurrent-streams. Through a
 // live server on a loopback port, alive afterwards.
-#include <atomic>
 #include <thread>
 #include <vector>
 
-#include "absl/synchronization/notification.h"
 #include "client/client.h"
 #include "gtest/gtest.h"
 #include "server/server.h"
 #include "tests/support/safetensors_writer.h"
+#include "tests/support/stalled_reader.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
@@ -19,6 +18,7 @@ namespace {
 
 using ::tensormorph::testing::BuildSafetensors;
 using ::tensormorph::testing::MakeTempDir;
+using ::tensormorph::testing::StalledReader;
 using ::tensormorph::testing::WriteFile;
 using ::tensormorph::testing::WriteSparseSafetensors;
 
@@ -46,37 +46,14 @@ class StreamLimitsTest : public ::testing::Test {
     client_ = *Client::Connect(address_);
   }
 
-  // A reader that takes one chunk, then stops reading until released:
-  // its own connection, so only the server's limits can end its call.
-  struct StalledReader {
-    std::unique_ptr<Client> client;
-    absl::Notification first_chunk, release;
-    absl::Status status;
-    std::thread thread;
-  };
+  // A reader on its own connection, so that only the server's limits can
+  // end its call.
   std::unique_ptr<StalledReader> Stall() {
-    auto r = std::make_unique<StalledReader>();
-    r->client = *Client::Connect(address_);
-    StalledReader* p = r.get();
-    r->thread = std::thread([p] {
-      v1::ReadSliceRequest req;
-      req.set_checkpoint("big.safetensors");
-      req.set_tensor("w");
-      req.set_mode(v1::OUTPUT_MODE_RAW);
-      p->status = p->client->ReadSlice(req, [p](const v1::SliceChunk&) {
-        if (!p->first_chunk.HasBeenNotified()) {
-          p->first_chunk.Notify();
-          p->release.WaitForNotification();
-        }
-        return true;
-      });
-      if (!p->first_chunk.HasBeenNotified()) p->first_chunk.Notify();
-    });
-    return r;
-  }
-  static void Release(StalledReader& r) {
-    if (!r.release.HasBeenNotified()) r.release.Notify();
-    r.thread.join();
+    v1::ReadSliceRequest req;
+    req.set_checkpoint("big.safetensors");
+    req.set_tensor("w");
+    req.set_mode(v1::OUTPUT_MODE_RAW);
+    return StalledReader::Start(*Client::Connect(address_), req);
   }
 
   absl::Status ReadSmall(Client& c) {
@@ -98,9 +75,9 @@ TEST_F(StreamLimitsTest, StalledReadersAreCutAtTheCallLimitAndFreeTheirSlots) {
   limits.max_idle_write_seconds = 0;  // only the call limit acts
   Start(limits);
   auto a = Stall(), b = Stall();
-  a->first_chunk.WaitForNotification();
-  b->first_chunk.WaitForNotification();
-  ASSERT_TRUE(a->status.ok() && b->status.ok());  // still running
+  a->WaitForFirstChunk();
+  b->WaitForFirstChunk();
+  ASSERT_FALSE(a->ended() || b->ended());
   // Both slots are held while the readers stall...
   const absl::Status refused = ReadSmall(*client_);
   EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
@@ -111,10 +88,10 @@ TEST_F(StreamLimitsTest, StalledReadersAreCutAtTheCallLimitAndFreeTheirSlots) {
   EXPECT_TRUE(server_->state().metrics.WaitForIdle(absl::Seconds(20)));
   EXPECT_EQ(server_->state().admitted_streams.load(), 0);
   EXPECT_TRUE(ReadSmall(*client_).ok()) << "a new stream is admitted";
-  Release(*a);
-  Release(*b);
-  EXPECT_FALSE(a->status.ok());
-  EXPECT_FALSE(b->status.ok());
+  a->Release();
+  b->Release();
+  EXPECT_FALSE(a->status().ok());
+  EXPECT_FALSE(b->status().ok());
   EXPECT_TRUE(client_->GetServerInfo().ok());
 }
 
@@ -125,12 +102,12 @@ TEST_F(StreamLimitsTest, AStalledReaderIsCutAtTheIdleWriteLimit) {
   limits.max_idle_write_seconds = 1;
   Start(limits);
   auto a = Stall();
-  a->first_chunk.WaitForNotification();
+  a->WaitForFirstChunk();
   EXPECT_EQ(ReadSmall(*client_).code(), absl::StatusCode::kResourceExhausted);
   EXPECT_TRUE(server_->state().metrics.WaitForIdle(absl::Seconds(20)));
   EXPECT_TRUE(ReadSmall(*client_).ok());
-  Release(*a);
-  EXPECT_EQ(a->status.code(), absl::StatusCode::kCancelled) << a->status;
+  a->Release();
+  EXPECT_EQ(a->status().code(), absl::StatusCode::kCancelled) << a->status();
   EXPECT_EQ(server_->state().metrics.streams_cancelled.load(), 1);
 }
 
@@ -162,19 +139,22 @@ TEST_F(StreamLimitsTest, ABurstAdmitsExactlyTheLimit) {
   constexpr int kCallers = 10;
   std::vector<std::unique_ptr<StalledReader>> readers;
   for (int i = 0; i < kCallers; ++i) readers.push_back(Stall());
-  for (auto& r : readers) r->first_chunk.WaitForNotification();
+  for (auto& r : readers) r->WaitForFirstChunk();
   int admitted = 0, refused = 0;
   for (auto& r : readers) {
     // Admitted readers are stalled in their first chunk, still running;
     // refused ones have returned.
-    if (r->status.ok()) ++admitted;
-    if (r->status.code() == absl::StatusCode::kResourceExhausted) ++refused;
+    if (!r->ended()) {
+      ++admitted;
+    } else if (r->status().code() == absl::StatusCode::kResourceExhausted) {
+      ++refused;
+    }
   }
   EXPECT_EQ(admitted, 3);
   EXPECT_EQ(refused, kCallers - 3);
-  for (auto& r : readers) Release(*r);
+  for (auto& r : readers) r->Release();
   int completed = 0;
-  for (auto& r : readers) completed += r->status.ok() ? 1 : 0;
+  for (auto& r : readers) completed += r->status().ok() ? 1 : 0;
   EXPECT_EQ(completed, 3) << "the admitted readers, released, read it all";
   EXPECT_TRUE(ReadSmall(*client_).ok());
 }

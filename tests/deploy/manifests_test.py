@@ -128,6 +128,32 @@ class Manifests(unittest.TestCase):
                     self.assertEqual(service_ports["http"]["targetPort"],
                                      ds.port_of(http[0]))
 
+    def test_the_http_port_answers_as_its_services_names(self):
+        # Any other Host is refused 421 (DNS rebinding): a Service reached by
+        # its name must have that name allowed, and $(VAR) in args must be
+        # a variable of the container's env, or Kubernetes passes it as is.
+        for workload, objects in [(self.serving, self.rendered["serving"]),
+                                  (self.shards,
+                                   self.rendered["shard-affine"])]:
+            name = workload["metadata"]["name"]
+            container, args = server_container(workload)
+            if not ds.flag_values(args, "--http-listen"):
+                continue
+            with self.subTest(workload=name):
+                labels = workload["spec"]["template"]["metadata"]["labels"]
+                service = [s for s in find(objects, "Service")
+                           if selects(s["spec"]["selector"], labels)][0]
+                svc = service["metadata"]["name"]
+                allowed = ds.flag_values(args, "--http-allow-host")
+                self.assertIn(svc, allowed)
+                self.assertIn(svc + ".$(POD_NAMESPACE).svc.cluster.local",
+                              allowed)
+                env = {e["name"] for e in container.get("env", [])}
+                for arg in args:
+                    for var in re.findall(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)",
+                                          arg):
+                        self.assertIn(var, env, f"{name}: {arg}")
+
     def test_the_listen_port_is_the_one_the_image_listens_on_and_exposes(self):
         entry = self.image_entrypoint()
         grpc = ds.port_of(ds.flag_values(entry, "--listen")[0])

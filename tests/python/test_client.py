@@ -307,6 +307,20 @@ class QuantReportExampleTest(unittest.TestCase):
                 self.assertIn(t.name, page)
 
 
+    def test_refuses_to_write_onto_its_input_and_leaves_it_whole(self) -> None:
+        # A private server on local files (no --server): -o naming the
+        # quantized checkpoint itself is refused before any work.
+        quant = os.path.join(DEMO, Q8)
+        before = Path(quant).read_bytes()
+        script = SOURCE_DIR / "client" / "python" / "examples" / "quant_report.py"
+        r = subprocess.run([sys.executable, str(script), quant, os.path.join(DEMO, "source"),
+                            "-o", quant], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("is the input", r.stderr)
+        self.assertEqual(Path(quant).read_bytes(), before)
+
+
 class DiffJsonlExampleTest(unittest.TestCase):
     def test_logs_one_json_line_per_tensor_with_the_step(self) -> None:
         script = SOURCE_DIR / "client" / "python" / "examples" / "diff_jsonl.py"

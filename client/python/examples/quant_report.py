@@ -20,8 +20,10 @@ import base64
 import html
 import io
 import math
+import os
 import re
 import sys
+import tempfile
 from typing import Any, Dict, List, Sequence
 
 import matplotlib
@@ -178,6 +180,23 @@ def build_page(c: tm.Client, quant: str, source: str, worst_n: int) -> str:
     return "\n".join(out)
 
 
+def write_atomically(path: str, text: str) -> None:
+    """Writes `text` beside `path`, then renames it into place: an interrupted
+    run leaves the previous page whole, never half a page under its name."""
+    fd, tmp = tempfile.mkstemp(prefix=".quant_report.", suffix=".tmp",
+                               dir=os.path.dirname(os.path.abspath(path)))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
 def main(argv: Sequence[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     ap.add_argument("quant", help="the quantized checkpoint")
@@ -187,6 +206,15 @@ def main(argv: Sequence[str]) -> int:
     ap.add_argument("--token", help="bearer token for a server started with --token-file")
     ap.add_argument("--worst", type=int, default=3, help="worst tensors to draw (default 3)")
     args = ap.parse_args(argv)
+    if not args.server:
+        # Local files: the page must never land on (or inside) an input.
+        out = os.path.realpath(args.output)
+        for given in (args.quant, args.source):
+            inp = os.path.realpath(given)
+            if out == inp or out.startswith(inp.rstrip("/") + "/"):
+                print(f"quant_report: -o {args.output} is the input {given}; "
+                      "name another file", file=sys.stderr)
+                return 1
     c = tm.connect(args.server, token=args.token) if args.server else tm.local()
     try:
         page = build_page(c, args.quant, args.source, args.worst)
@@ -195,8 +223,7 @@ def main(argv: Sequence[str]) -> int:
         return 2
     finally:
         c.close()
-    with open(args.output, "w", encoding="utf-8") as f:
-        f.write(page)
+    write_atomically(args.output, page)
     print(f"wrote {args.output}")
     return 0
 

@@ -7,7 +7,8 @@
 #                                    inspector's browser tests drive Debian's
 #                                    chromium through chromedriver (Selenium);
 #                                    the deploy tests render deploy/k8s with
-#                                    kubectl and read YAML
+#                                    kubectl and read YAML; npm fetches
+#                                    llama.cpp, the ggml tests' oracle
 #   deploy/install_deps.sh --runtime only the shared libraries the installed
 #                                    tensormorphd and tensormorph load (the
 #                                    image's runtime stage; bookworm's names)
@@ -33,6 +34,10 @@ case "${1:-}" in
     # Debian's kubectl (kubernetes-client) only where none is installed: a
     # newer one (cloud SDKs ship one) renders the same manifests.
     if ! command -v kubectl >/dev/null 2>&1; then PACKAGES+=(kubernetes-client); fi
+    # npm fetches the test oracle, llama.cpp's prebuilt libraries
+    # (tests/oracle/fetch_llama_cpp.sh); Debian's only where none is
+    # installed (a Node.js from elsewhere brings its own).
+    if ! command -v npm >/dev/null 2>&1; then PACKAGES+=(npm); fi
     ;;
   --runtime)
     # What `ldd` of the two binaries names, as bookworm packages it

@@ -23,6 +23,10 @@ if [ "$build_dir" = build-asan ]; then
   export LSAN_OPTIONS="suppressions=$(pwd)/tests/lsan.supp"
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 fi
+# llama.cpp's own libraries, the oracle of the ggml tests (pinned; fetched
+# once into the build directory).
+TENSORMORPH_LLAMA_CPP_DIR=$(tests/oracle/fetch_llama_cpp.sh "$build_dir" | tail -n 1)
+export TENSORMORPH_LLAMA_CPP_DIR
 cd "$build_dir"
 # CI keeps only the tail of this output, so it ends with what failed and
 # why: the failure lines of the run, then the failed tests once more, one

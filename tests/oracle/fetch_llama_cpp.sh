@@ -3,7 +3,8 @@
 # libggml-base), as npm's @node-llama-cpp/linux-x64 ships them, pinned by
 # version and by the registry's integrity hash, and unpacked under the build
 # directory (fetched once per build directory; a cached copy is checked
-# again). Prints the directory holding the libraries on its last line.
+# again). Prints the directory holding the libraries, absolute, on its last
+# line.
 #   tests/oracle/fetch_llama_cpp.sh BUILD_DIR
 # Nothing of it is built or committed here: tests dlopen it (ggml_oracle.h).
 set -euo pipefail
@@ -37,4 +38,5 @@ if [ ! -f "$bins/libggml-base.so" ]; then
   rm -rf "$dest/package"
   tar -xzf "$tgz" -C "$dest"
 fi
-echo "$bins"
+# Absolute: callers change directory before the tests read it.
+(cd "$bins" && pwd)

@@ -30,7 +30,9 @@ done
 # clean.
 if [ "$sanitize" = 1 ]; then
   build_dir=build-asan
-  cmake_args=(-DCMAKE_BUILD_TYPE=Debug -DTENSORMORPH_SANITIZE=ON -DTENSORMORPH_WERROR=ON)
+  # Line tables only (-g1): sanitizer reports keep file:line, and the objects
+  # shrink by a third, so a cold build (as CI's is) compiles and links faster.
+  cmake_args=(-DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-g1" -DTENSORMORPH_SANITIZE=ON -DTENSORMORPH_WERROR=ON)
 else
   build_dir=build
   cmake_args=(-DCMAKE_BUILD_TYPE=Release -DTENSORMORPH_WERROR=ON)

@@ -137,10 +137,20 @@ std::vector<std::pair<std::string, GgufValueBytes>> GgufMetadata() {
 
 }  // namespace
 
+namespace {
+std::vector<LlamaTestWeight> MakeWeights();
+}  // namespace
+
 std::vector<int64_t> LlamaTestOutlierColumns() { return {7, 100, 201}; }
 std::vector<int64_t> LlamaTestZeroRows() { return {3, 70}; }
 
-std::vector<LlamaTestWeight> LlamaTestWeights() {
+const std::vector<LlamaTestWeight>& LlamaTestWeights() {
+  static const auto* weights = new std::vector<LlamaTestWeight>(MakeWeights());
+  return *weights;
+}
+
+namespace {
+std::vector<LlamaTestWeight> MakeWeights() {
   std::vector<LlamaTestWeight> w;
   uint64_t seed = 29;
   auto matrix = [&](std::string hf, std::string gguf, int64_t out, int64_t in) {
@@ -178,6 +188,7 @@ std::vector<LlamaTestWeight> LlamaTestWeights() {
   matrix("lm_head.weight", "output.weight", D::kVocab, D::kHidden);
   return w;
 }
+}  // namespace
 
 std::string BuildLlamaTestGguf() {
   GgufSpec spec;

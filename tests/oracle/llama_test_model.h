@@ -39,8 +39,8 @@ struct LlamaTestWeight {
   std::vector<float> values;   // HF row order, exactly representable in BF16
 };
 
-// The model's weights (deterministic: the same values on every call).
-std::vector<LlamaTestWeight> LlamaTestWeights();
+// The model's weights (deterministic; made once per process).
+const std::vector<LlamaTestWeight>& LlamaTestWeights();
 
 // The input channels made outliers and the rows planted at zero (in HF row
 // order) of every 2-D weight.

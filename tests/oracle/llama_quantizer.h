@@ -9,6 +9,7 @@
 
 #include <map>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@ struct LlamaFtype {
   // llama.cpp refuses these without an importance matrix (very low-bit
   // types, and Q2_K_S's Q2_K tensors).
   bool needs_imatrix = false;
+  friend void PrintTo(const LlamaFtype& f, std::ostream* os) { *os << f.name; }
 };
 
 // Every ftype the pinned llama.cpp writes (F32 itself excluded).

@@ -43,18 +43,6 @@ using ::tensormorph::testing::LlamaQuantizer;
 using ::tensormorph::testing::LlamaTestDims;
 using ::tensormorph::testing::LlamaTestWeight;
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kUnderAsan = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kUnderAsan = true;
-#else
-constexpr bool kUnderAsan = false;
-#endif
-#else
-constexpr bool kUnderAsan = false;
-#endif
-
 const GgmlOracle& Oracle() {
   static const GgmlOracle* oracle = [] {
     auto loaded = GgmlOracle::Load();
@@ -200,11 +188,6 @@ void ExpectDiffEqualsReference(const TensorDiff& d, const ReferenceFigures& f) {
 class LlamaFtypeTest : public ::testing::TestWithParam<LlamaFtype> {
  protected:
   void SetUp() override {
-    if (kUnderAsan) {
-      GTEST_SKIP() << "llama.cpp's prebuilt libllama is not built with "
-                      "AddressSanitizer; loading it into an ASan process "
-                      "mixes allocators (see tests/oracle/llama_quantizer.h)";
-    }
     auto q = testing::QuantizeTestModelCached(Quantizer(), GetParam());
     ASSERT_TRUE(q.ok()) << q.status();
     files_ = *q;
@@ -331,7 +314,6 @@ TEST_P(LlamaFtypeTest, DiffPairsEveryTensorAndEqualsFloat64Reference) {
 // no error at all, which holds only if the GGUF's permuted Q/K rows (by 4
 // heads for Q, 2 KV heads for K) are un-permuted the way they were written.
 TEST(LlamaTestModelTest, F32GgufDiffsToZeroAgainstItsHfSource) {
-  if (kUnderAsan) GTEST_SKIP() << "libllama under ASan: see LlamaFtypeTest";
   const auto files = testing::QuantizeTestModelCached(Quantizer(), {2, "Q4_0"});
   ASSERT_TRUE(files.ok()) << files.status();
   auto quant = Checkpoint::Open(files->f32_gguf);

@@ -92,53 +92,195 @@ std::string QuantizeQ4_0(const std::vector<float>& v) {
 }
 
 namespace {
-float F16Round(float x) { return F16ToF32(F32ToF16Bits(x)); }
-void AppendF16(std::string* out, float x) {
-  const uint16_t b = F32ToF16Bits(x);
-  out->append(reinterpret_cast<const char*>(&b), 2);
+
+void AppendF16(std::string* out, uint16_t bits) {
+  out->append(reinterpret_cast<const char*>(&bits), 2);
 }
+
+// ggml's rounding of a code: adding 1.5 * 2^23 leaves the nearest integer
+// (ties to even) in the low mantissa bits. Kept bit for bit, wrap-around
+// beyond 2^22 included, because the codes ggml writes depend on it.
+int NearestInt(float f) {
+  const float v = f + 12582912.0f;
+  int32_t i;
+  std::memcpy(&i, &v, 4);
+  return (i & 0x007fffff) - 0x00400000;
+}
+
+int Clamp(int v, int lo, int hi) { return std::max(lo, std::min(hi, v)); }
+
+// Levels 0..nmax with a scale and a minimum (never above 0) fitted to x
+// under weights w: the min/max grid first, then nstep + 1 stretched grids
+// refitted by weighted least squares, the one with the least weighted
+// squared error kept (ggml's make_qkx2_quants, without its MAD option).
+// Returns the scale; *neg_min receives minus the minimum; L the levels.
+float FitScaleAndMin(int n, int nmax, const float* x, const float* w,
+                     uint8_t* L, float* neg_min, float rmin, float rdelta,
+                     int nstep) {
+  float lo = x[0], hi = x[0];
+  float sum_w = w[0];
+  float sum_x = sum_w * x[0];
+  for (int i = 1; i < n; ++i) {
+    if (x[i] < lo) lo = x[i];
+    if (x[i] > hi) hi = x[i];
+    sum_w += w[i];
+    sum_x += w[i] * x[i];
+  }
+  if (lo > 0) lo = 0;
+  if (hi == lo) {
+    std::fill_n(L, n, 0);
+    *neg_min = -lo;
+    return 0.0f;
+  }
+  float iscale = nmax / (hi - lo);
+  float scale = 1 / iscale;
+  float best = 0;
+  for (int i = 0; i < n; ++i) {
+    L[i] =
+        static_cast<uint8_t>(Clamp(NearestInt(iscale * (x[i] - lo)), 0, nmax));
+    const float diff = scale * L[i] + lo - x[i];
+    best += w[i] * (diff * diff);
+  }
+  uint8_t aux[32];
+  for (int is = 0; is <= nstep; ++is) {
+    iscale = (rmin + rdelta * is + nmax) / (hi - lo);
+    float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+    for (int i = 0; i < n; ++i) {
+      const int l = Clamp(NearestInt(iscale * (x[i] - lo)), 0, nmax);
+      aux[i] = static_cast<uint8_t>(l);
+      sum_l += w[i] * l;
+      sum_l2 += w[i] * l * l;
+      sum_xl += w[i] * l * x[i];
+    }
+    const float det = sum_w * sum_l2 - sum_l * sum_l;
+    if (!(det > 0)) continue;
+    float this_scale = (sum_w * sum_xl - sum_x * sum_l) / det;
+    float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / det;
+    if (this_min > 0) {
+      this_min = 0;
+      this_scale = sum_xl / sum_l2;
+    }
+    float err = 0;
+    for (int i = 0; i < n; ++i) {
+      const float diff = this_scale * aux[i] + this_min - x[i];
+      err += w[i] * (diff * diff);
+    }
+    if (err < best) {
+      std::copy_n(aux, n, L);
+      best = err;
+      scale = this_scale;
+      lo = this_min;
+    }
+  }
+  *neg_min = -lo;
+  return scale;
+}
+
+// Symmetric levels -nmax..nmax-1 (stored + nmax) with the scale that
+// maximises the x^2-weighted fit over 19 grids around the one whose end
+// level -nmax meets the largest magnitude (ggml's make_qx_quants, weights
+// x^2). Returns the scale (negative when the largest magnitude is positive).
+float FitSymmetricScale(int n, int nmax, const float* x, uint8_t* L) {
+  float max = 0, amax = 0;
+  for (int i = 0; i < n; ++i) {
+    if (std::fabs(x[i]) > amax) {
+      amax = std::fabs(x[i]);
+      max = x[i];
+    }
+  }
+  if (amax < 1e-15f) {
+    std::fill_n(L, n, 0);
+    return 0.0f;
+  }
+  auto fit = [&](float iscale, float* sumlx, float* suml2) {
+    *sumlx = *suml2 = 0;
+    for (int i = 0; i < n; ++i) {
+      const int l = Clamp(NearestInt(iscale * x[i]), -nmax, nmax - 1);
+      const float w = x[i] * x[i];
+      *sumlx += w * x[i] * l;
+      *suml2 += w * l * l;
+    }
+  };
+  auto store = [&](float iscale) {
+    for (int i = 0; i < n; ++i) {
+      L[i] = static_cast<uint8_t>(
+          nmax + Clamp(NearestInt(iscale * x[i]), -nmax, nmax - 1));
+    }
+  };
+  float iscale = -nmax / max;
+  float sumlx, suml2;
+  fit(iscale, &sumlx, &suml2);
+  store(iscale);
+  float scale = suml2 != 0 ? sumlx / suml2 : 0.0f;
+  float best = scale * sumlx;
+  for (int is = -9; is <= 9; ++is) {
+    if (is == 0) continue;
+    iscale = -(nmax + 0.1f * is) / max;
+    fit(iscale, &sumlx, &suml2);
+    if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+      store(iscale);
+      scale = sumlx / suml2;
+      best = scale * sumlx;
+    }
+  }
+  return scale;
+}
+
 }  // namespace
 
 std::string QuantizeQ4_K(const std::vector<float>& v) {
   std::string out;
   for (size_t b = 0; b < v.size(); b += 256) {
-    float scale[8], min[8];
+    const float* x = &v[b];
+    float scales[8], mins[8], w[32];
+    uint8_t L[256];
+    float max_scale = 0, max_min = 0;
     for (int j = 0; j < 8; ++j) {
-      float lo = 0, hi = 0;  // the range always includes zero
-      for (int l = 0; l < 32; ++l) {
-        lo = std::min(lo, v[b + 32 * j + l]);
-        hi = std::max(hi, v[b + 32 * j + l]);
-      }
-      scale[j] = (hi - lo) / 15.0f;
-      min[j] = -lo;
+      const float* xs = x + 32 * j;
+      float sum_x2 = 0;
+      for (int l = 0; l < 32; ++l) sum_x2 += xs[l] * xs[l];
+      const float av_x = std::sqrt(sum_x2 / 32);
+      for (int l = 0; l < 32; ++l) w[l] = av_x + std::fabs(xs[l]);
+      scales[j] =
+          FitScaleAndMin(32, 15, xs, w, L + 32 * j, &mins[j], -1.0f, 0.1f, 20);
+      max_scale = std::max(max_scale, scales[j]);
+      max_min = std::max(max_min, mins[j]);
     }
-    const float d = F16Round(*std::max_element(scale, scale + 8) / 63.0f);
-    const float dmin = F16Round(*std::max_element(min, min + 8) / 63.0f);
-    uint8_t sc[8], m[8], q[256];
+    // The sub-block scales and minimums as 6-bit multiples of the
+    // super-block's, then every code chosen again against the rounded ones.
+    const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
+    const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
+    uint8_t sc[8], m[8];
     for (int j = 0; j < 8; ++j) {
-      sc[j] = static_cast<uint8_t>(
-          d > 0 ? std::clamp<long>(std::lround(scale[j] / d), 0, 63) : 0);
-      m[j] = static_cast<uint8_t>(
-          dmin > 0 ? std::clamp<long>(std::lround(min[j] / dmin), 0, 63) : 0);
-      const float dl = d * sc[j], ml = dmin * m[j];
+      sc[j] = std::min<uint8_t>(
+          63, static_cast<uint8_t>(NearestInt(inv_scale * scales[j])));
+      m[j] = std::min<uint8_t>(
+          63, static_cast<uint8_t>(NearestInt(inv_min * mins[j])));
+    }
+    const uint16_t d = F32ToF16Bits(max_scale / 63.0f);
+    const uint16_t dmin = F32ToF16Bits(max_min / 63.0f);
+    for (int j = 0; j < 8; ++j) {
+      const float dl = F16ToF32(d) * sc[j];
+      if (dl == 0) continue;  // keeps the fitted levels, as ggml does
+      const float ml = F16ToF32(dmin) * m[j];
       for (int l = 0; l < 32; ++l) {
-        const long c = dl > 0 ? std::lround((v[b + 32 * j + l] + ml) / dl) : 0;
-        q[32 * j + l] = static_cast<uint8_t>(std::clamp<long>(c, 0, 15));
+        L[32 * j + l] = static_cast<uint8_t>(
+            Clamp(NearestInt((x[32 * j + l] + ml) / dl), 0, 15));
       }
     }
     AppendF16(&out, d);
     AppendF16(&out, dmin);
-    uint8_t scales[12];
+    uint8_t packed[12];
     for (int j = 0; j < 4; ++j) {
-      scales[j] = (sc[j] & 63) | ((sc[j + 4] >> 4) << 6);
-      scales[j + 4] = (m[j] & 63) | ((m[j + 4] >> 4) << 6);
-      scales[j + 8] = (sc[j + 4] & 0xF) | ((m[j + 4] & 0xF) << 4);
+      packed[j] = sc[j] | ((sc[j + 4] >> 4) << 6);
+      packed[j + 4] = m[j] | ((m[j + 4] >> 4) << 6);
+      packed[j + 8] = (sc[j + 4] & 0xF) | ((m[j + 4] & 0xF) << 4);
     }
-    out.append(reinterpret_cast<const char*>(scales), 12);
+    out.append(reinterpret_cast<const char*>(packed), 12);
     for (int c = 0; c < 4; ++c) {
       for (int l = 0; l < 32; ++l) {
         out.push_back(
-            static_cast<char>(q[64 * c + l] | (q[64 * c + 32 + l] << 4)));
+            static_cast<char>(L[64 * c + l] | (L[64 * c + 32 + l] << 4)));
       }
     }
   }
@@ -148,29 +290,41 @@ std::string QuantizeQ4_K(const std::vector<float>& v) {
 std::string QuantizeQ6_K(const std::vector<float>& v) {
   std::string out;
   for (size_t b = 0; b < v.size(); b += 256) {
-    float scale[16];
+    const float* x = &v[b];
+    float scales[16];
+    uint8_t L[256];
+    float max_scale = 0, max_abs_scale = 0;
     for (int j = 0; j < 16; ++j) {
-      float amax = 0;
-      for (int l = 0; l < 16; ++l)
-        amax = std::max(amax, std::fabs(v[b + 16 * j + l]));
-      scale[j] = amax / 31.0f;
+      scales[j] = FitSymmetricScale(16, 32, x + 16 * j, L + 16 * j);
+      if (std::fabs(scales[j]) > max_abs_scale) {
+        max_abs_scale = std::fabs(scales[j]);
+        max_scale = scales[j];
+      }
     }
-    const float d = F16Round(*std::max_element(scale, scale + 16) / 127.0f);
+    if (max_abs_scale < 1e-15f) {  // an all-zero super-block
+      out.append(210, '\0');
+      continue;
+    }
+    // 8-bit sub-block scales: the largest magnitude maps to -128.
+    const float iscale = -128.0f / max_scale;
+    const uint16_t d = F32ToF16Bits(1 / iscale);
     int8_t sc[16];
-    uint8_t q[256];
     for (int j = 0; j < 16; ++j) {
-      sc[j] = static_cast<int8_t>(
-          d > 0 ? std::clamp<long>(std::lround(scale[j] / d), 0, 127) : 0);
-      const float dl = d * sc[j];
+      sc[j] =
+          static_cast<int8_t>(std::min(127, NearestInt(iscale * scales[j])));
+    }
+    for (int j = 0; j < 16; ++j) {
+      const float dl = F16ToF32(d) * sc[j];
+      if (dl == 0) continue;  // keeps the fitted levels, as ggml does
       for (int l = 0; l < 16; ++l) {
-        const long c = dl > 0 ? std::lround(v[b + 16 * j + l] / dl) : 0;
-        q[16 * j + l] = static_cast<uint8_t>(std::clamp<long>(c, -32, 31) + 32);
+        L[16 * j + l] = static_cast<uint8_t>(
+            Clamp(NearestInt(x[16 * j + l] / dl), -32, 31) + 32);
       }
     }
     uint8_t ql[128] = {}, qh[64] = {};
     for (int n = 0; n < 2; ++n) {
+      const uint8_t* e = L + 128 * n;
       for (int l = 0; l < 32; ++l) {
-        const uint8_t* e = q + 128 * n;
         ql[64 * n + l] = (e[l] & 0xF) | ((e[l + 64] & 0xF) << 4);
         ql[64 * n + l + 32] = (e[l + 32] & 0xF) | ((e[l + 96] & 0xF) << 4);
         qh[32 * n + l] = (e[l] >> 4) | ((e[l + 32] >> 4) << 2) |

@@ -1,6 +1,8 @@
-// Simple reference quantizers for test and demo checkpoints. They produce
-// valid blocks of each format (round-to-nearest with min/max scales), not
-// ggml's optimised choices; decoding is what Tensormorph is tested on.
+// Quantizers for test and demo checkpoints that write, bit for bit, what
+// ggml's reference quantizers (quantize_row_*_ref, which llama.cpp uses
+// when no importance matrix is given) write: the demo shows the errors a
+// real llama.cpp file has. tests/oracle/quantize_ref_test.cc holds them to
+// the pinned ggml (ggml_quantize_chunk).
 #ifndef TENSORMORPH_TESTS_SUPPORT_QUANTIZE_H_
 #define TENSORMORPH_TESTS_SUPPORT_QUANTIZE_H_
 
@@ -15,11 +17,15 @@ uint16_t F32ToBF16Bits(float f);  // round to nearest even
 std::string ToBF16Bytes(const std::vector<float>& v);
 std::string ToF32Bytes(const std::vector<float>& v);
 
-// ggml blocks for rows of `n` values (n a multiple of the block size).
+// ggml blocks of `v` (its size a multiple of the block size).
+// Q8_0: amax / 127 as the fp16 scale, codes rounded with the float32 one.
 std::string QuantizeQ8_0(const std::vector<float>& v);
+// Q4_0: the signed extreme on level -8 (the other side may clip by design).
 std::string QuantizeQ4_0(const std::vector<float>& v);
-// K-quants (rows a multiple of 256): min/max sub-block scales quantized to
-// 6 bits (Q4_K) or 8 bits (Q6_K) against a float16 super-block scale.
+// K-quants (a multiple of 256): per sub-block a weighted least-squares fit
+// of scale and minimum (Q4_K) or of a symmetric scale (Q6_K), the fitted
+// scales stored as 6-/8-bit multiples of an fp16 super-block scale, then
+// every code chosen again against the stored scales.
 std::string QuantizeQ4_K(const std::vector<float>& v);
 std::string QuantizeQ6_K(const std::vector<float>& v);
 

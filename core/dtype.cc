@@ -57,6 +57,8 @@ constexpr std::array<DTypeInfo, kNumDTypes> kInfos = {{
     {"TQ2_0", kQKK, 66, 2, false, true, 256, true},
     {"MXFP4", kQK, 17, 4, true, true},
     {"NVFP4", 64, 36, 4, true, true},
+    // No block size: never sliced raw, never decoded (block_bytes 0).
+    {"GGML_UNKNOWN", 1, 0, 0, false, false},
 }};
 
 struct GgmlId {

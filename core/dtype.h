@@ -58,8 +58,13 @@ enum class DType : uint8_t {
   kTQ2_0,
   kMXFP4,
   kNVFP4,
+  // A GGUF tensor whose ggml type id is not in the table (unknown, or
+  // removed from ggml): listed, never decoded. Its block size is unknown, so
+  // its extent comes from the file's layout (core/format/gguf_reader.h) and
+  // StoredTensor::ggml_type_id keeps the id.
+  kGgmlUnknown,
 };
-inline constexpr int kNumDTypes = static_cast<int>(DType::kNVFP4) + 1;
+inline constexpr int kNumDTypes = static_cast<int>(DType::kGgmlUnknown) + 1;
 
 // Static facts about a dtype's storage.
 struct DTypeInfo {
@@ -84,7 +89,8 @@ inline absl::string_view DTypeName(DType dtype) {
 std::optional<DType> DTypeFromSafetensorsName(absl::string_view name);
 
 // ggml_type ids as written in GGUF tensor infos. Ids that ggml removed
-// (4, 5, 31-33, 36-38) and unknown ids return nullopt.
+// (4, 5, 31-33, 36-38) and unknown ids return nullopt (the GGUF reader then
+// lists the tensor as kGgmlUnknown).
 std::optional<DType> DTypeFromGgmlTypeId(uint32_t id);
 // The ggml id of a dtype, or nullopt for safetensors-only dtypes.
 std::optional<uint32_t> GgmlTypeIdOf(DType dtype);

@@ -100,7 +100,7 @@ void FillTensorInfo(const Checkpoint& ckpt, const LogicalTensor& t,
   for (const StoredTensor* p : t.encoding->parts()) {
     v1::StoredTensorInfo* s = out->add_parts();
     s->set_name(p->name);
-    s->set_dtype(std::string(DTypeName(p->dtype)));
+    s->set_dtype(StoredDTypeName(*p));
     for (int64_t d : p->shape) s->add_shape(d);
     s->set_file(ShortPath(ckpt, ckpt.files()[p->file_index].path));
     s->set_offset(static_cast<int64_t>(p->offset));

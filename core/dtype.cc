@@ -57,6 +57,8 @@ constexpr std::array<DTypeInfo, kNumDTypes> kInfos = {{
     {"TQ2_0", kQKK, 66, 2, false, true, 256, true},
     {"MXFP4", kQK, 17, 4, true, true},
     {"NVFP4", 64, 36, 4, true, true},
+    {"Q1_0", 128, 18, 1, false, true, 128, true},
+    {"Q2_0", 64, 18, 2, false, true, 64, true},
     // No block size: never sliced raw, never decoded (block_bytes 0).
     {"GGML_UNKNOWN", 1, 0, 0, false, false},
 }};
@@ -78,6 +80,7 @@ constexpr GgmlId kGgmlIds[] = {
     {26, DType::kI32},    {27, DType::kI64},     {28, DType::kF64},
     {29, DType::kIQ1_M},  {30, DType::kBF16},    {34, DType::kTQ1_0},
     {35, DType::kTQ2_0},  {39, DType::kMXFP4},   {40, DType::kNVFP4},
+    {41, DType::kQ1_0},   {42, DType::kQ2_0},
 };
 
 struct StName {

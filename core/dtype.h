@@ -58,6 +58,8 @@ enum class DType : uint8_t {
   kTQ2_0,
   kMXFP4,
   kNVFP4,
+  kQ1_0,  // ggml 41: 128 sign bits and one fp16 scale, value +-d.
+  kQ2_0,  // ggml 42: 64 2-bit codes and one fp16 scale, value (q - 1) * d.
   // A GGUF tensor whose ggml type id is not in the table (unknown, or
   // removed from ggml): listed, never decoded. Its block size is unknown, so
   // its extent comes from the file's layout (core/format/gguf_reader.h) and

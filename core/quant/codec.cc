@@ -22,6 +22,7 @@ const Codec* GetCodec(DType dtype) {
   if (const Codec* c = PlainCodec(dtype)) return c;
   if (const Codec* c = GgmlLegacyCodec(dtype)) return c;
   if (const Codec* c = GgmlKQuantCodec(dtype)) return c;
+  if (const Codec* c = GgmlLowBitCodec(dtype)) return c;
   return GgmlNonlinearCodec(dtype);
 }
 

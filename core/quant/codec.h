@@ -54,6 +54,7 @@ const Codec* PlainCodec(DType dtype);
 const Codec* GgmlLegacyCodec(DType dtype);
 const Codec* GgmlKQuantCodec(DType dtype);
 const Codec* GgmlNonlinearCodec(DType dtype);
+const Codec* GgmlLowBitCodec(DType dtype);
 
 }  // namespace tensormorph
 

@@ -75,7 +75,7 @@ struct DTypeInfo {
   int32_t block_bytes;     // bytes per storage block
   int32_t code_bits;       // bits of one element's raw code (e.g. 4 for Q4_0)
   bool is_float_code;      // the raw code is a float bit pattern
-  bool decodable;          // Tensormorph can decode it (IQ1/IQ2/IQ3 cannot)
+  bool decodable;          // Tensormorph can decode it
   // Elements sharing every parameter (the sub-block), and whether their
   // levels are evenly spaced, so one inspected element speaks for all.
   int32_t sub_block_elems = 1;

@@ -17,10 +17,17 @@ std::string GranularityOf(DType dtype, const DTypeInfo& info) {
     case DType::kQ2_K:
     case DType::kQ3_K:
     case DType::kQ6_K:
+    case DType::kIQ2_XS:
+    case DType::kIQ2_S:
+    case DType::kIQ1_M:
       return "per-block 256 (16 sub-blocks of 16)";
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kIQ4_XS:
+    case DType::kIQ2_XXS:
+    case DType::kIQ3_XXS:
+    case DType::kIQ3_S:
+    case DType::kIQ1_S:
       return "per-block 256 (8 sub-blocks of 32)";
     case DType::kNVFP4:
       return "per-block 64 (4 sub-blocks of 16)";

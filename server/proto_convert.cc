@@ -135,6 +135,18 @@ void FillScalar(const ScalarInfo& s, v1::ScalarInspection* out) {
   out->set_range_min(s.range_min);
   out->set_range_max(s.range_max);
   out->set_value(s.value);
+  if (s.codeword.index >= 0) {
+    const GridCodeword& c = s.codeword;
+    v1::GridCodeword* w = out->mutable_codeword();
+    w->set_grid_index(c.index);
+    w->set_grid_size(c.grid_size);
+    w->set_position(c.position);
+    for (int j = 0; j < c.dims; ++j) w->add_entry(c.entry[j]);
+    w->set_sign_bits(c.sign_bits);
+    w->set_negated(c.negated);
+    w->set_delta(c.delta);
+    w->set_sub_block_scale(c.sub_block_scale);
+  }
   for (int i = 0; i < s.num_params; ++i) {
     v1::Param* p = out->add_params();
     p->set_name(std::string(s.params[i].name));

@@ -11,8 +11,8 @@ namespace {
 constexpr int kMaxBlockElems = 256;
 
 absl::Status NoDecoder(DType dtype) {
-  return absl::UnimplementedError(absl::StrCat(
-      "dtype ", DTypeName(dtype), " is recognised but cannot be decoded"));
+  return absl::UnimplementedError(
+      absl::StrCat("dtype ", DTypeName(dtype), " cannot be decoded"));
 }
 
 }  // namespace

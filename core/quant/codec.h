@@ -57,9 +57,11 @@ const Codec* GgmlKQuantCodec(DType dtype);
 const Codec* GgmlNonlinearCodec(DType dtype);
 const Codec* GgmlLowBitCodec(DType dtype);
 const Codec* GgmlIquantCodec(DType dtype);
-// The IQ types' scalar reference decoders, beside the fast paths that
-// GgmlIquantCodec (and so GetCodec) hands out; tests hold the two equal.
+// The scalar reference decoders of the IQ types and Q2_0, beside the fast
+// paths that GgmlIquantCodec / GgmlLowBitCodec (and so GetCodec) hand out;
+// tests hold the two equal. nullptr for other dtypes.
 const Codec* GgmlIquantReferenceCodec(DType dtype);
+const Codec* GgmlLowBitReferenceCodec(DType dtype);
 
 }  // namespace tensormorph
 

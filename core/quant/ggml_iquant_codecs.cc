@@ -316,35 +316,6 @@ TM_MULTIVERSION void DecodeIqFast(const uint8_t* src, int64_t nb, float* y) {
   }
 }
 
-// IQ1_M's fast path: its parameters are read per 32 elements, not per
-// group, and the int8 grid (16 KiB, not 64 of floats) is widened in place.
-TM_MULTIVERSION void DecodeIq1MFast(const uint8_t* src, int64_t nb, float* y) {
-  for (int64_t i = 0; i < nb; ++i) {
-    const uint8_t* p = src + i * 56;
-    const float d = Iq1MSuperScale(p);
-    const uint8_t* qs = p;
-    const uint8_t* qh = p + 32;
-    for (int ib = 0; ib < kQKK / 32; ++ib) {
-      uint16_t sc;
-      std::memcpy(&sc, p + 48 + 2 * (ib / 2), 2);
-      const int shift = 6 * (ib % 2);
-      const float dl[2] = {d * (2 * ((sc >> shift) & 0x7) + 1),
-                           d * (2 * ((sc >> (shift + 3)) & 0x7) + 1)};
-      for (int l = 0; l < 4; ++l) {
-        const uint8_t h = qh[2 * ib + l / 2];
-        const uint8_t nib = l % 2 == 0 ? (h & 0xf) : (h >> 4);
-        const int index = qs[4 * ib + l] | ((nib & 7) << 8);
-        const float delta = nib & 0x8 ? -kIq1Delta : kIq1Delta;
-        int8_t g[8];
-        std::memcpy(g, &kIq1SGrid[index], 8);
-        const float s = dl[l / 2];
-        for (int k = 0; k < 8; ++k) y[k] = s * (g[k] + delta);
-        y += 8;
-      }
-    }
-  }
-}
-
 // The marginal codebooks of scalar_info.h, from the grids themselves.
 struct Marginal {
   double levels[2][32];  // [delta < 0][...] for IQ1; [0] for the others
@@ -430,6 +401,45 @@ constexpr IqType kIq1SType = {DType::kIQ1_S, 50,        LoadF16, GroupIq1S,
 constexpr IqType kIq1MType = {
     DType::kIQ1_M, 56,        Iq1MSuperScale, GroupIq1M,
     Kind::kDelta8, kIq1SGrid, 2048,           11};
+
+// IQ1_M's fast path: its parameters are read per 32 elements, not per
+// group (the int8 grid widened in place vectorises poorly: floats it is).
+TM_MULTIVERSION void DecodeIq1MFast(const uint8_t* src, int64_t nb, float* y) {
+  // (grid + delta) for either delta: the add is exact, so the table holds
+  // the very floats the reference forms.
+  static const std::vector<float> shifted = [] {
+    const FloatGrid grid(kIq1MType);
+    std::vector<float> t(grid.coords.size() * 2);
+    for (size_t k = 0; k < grid.coords.size(); ++k) {
+      t[k] = grid.coords[k] + kIq1Delta;
+      t[grid.coords.size() + k] = grid.coords[k] + -kIq1Delta;
+    }
+    return t;
+  }();
+  const float* coords = shifted.data();
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* p = src + i * 56;
+    const float d = Iq1MSuperScale(p);
+    const uint8_t* qs = p;
+    const uint8_t* qh = p + 32;
+    for (int ib = 0; ib < kQKK / 32; ++ib) {
+      uint16_t sc;
+      std::memcpy(&sc, p + 48 + 2 * (ib / 2), 2);
+      const int shift = 6 * (ib % 2);
+      const float dl[2] = {d * (2 * ((sc >> shift) & 0x7) + 1),
+                           d * (2 * ((sc >> (shift + 3)) & 0x7) + 1)};
+      for (int l = 0; l < 4; ++l) {
+        const uint8_t h = qh[2 * ib + l / 2];
+        const uint8_t nib = l % 2 == 0 ? (h & 0xf) : (h >> 4);
+        const int index = qs[4 * ib + l] | ((nib & 7) << 8);
+        const float* g = coords + ((nib & 0x8) ? 2048 * 8 : 0) + index * 8;
+        const float s = dl[l / 2];
+        for (int k = 0; k < 8; ++k) y[k] = s * g[k];
+        y += 8;
+      }
+    }
+  }
+}
 
 constexpr Codec kIq2Xxs = {DecodeIq<kIq2XxsType>, InspectIq<kIq2XxsType>};
 constexpr Codec kIq2Xs = {DecodeIq<kIq2XsType>, InspectIq<kIq2XsType>};

@@ -44,19 +44,23 @@ constexpr std::array<DTypeInfo, kNumDTypes> kInfos = {{
     {"Q5_K", kQKK, 176, 5, false, true, 32, true},
     {"Q6_K", kQKK, 210, 6, false, true, 16, true},
     {"Q8_K", kQKK, 292, 8, false, true, 256, true},
-    {"IQ2_XXS", kQKK, 66, 2, false, false},
-    {"IQ2_XS", kQKK, 74, 2, false, false},
-    {"IQ3_XXS", kQKK, 98, 3, false, false},
-    {"IQ1_S", kQKK, 50, 1, false, false},
+    {"IQ2_XXS", kQKK, 66, 2, false, true, 32},
+    {"IQ2_XS", kQKK, 74, 2, false, true, 16},
+    {"IQ3_XXS", kQKK, 98, 3, false, true, 32},
+    {"IQ1_S", kQKK, 50, 1, false, true, 32},
     {"IQ4_NL", kQK, 18, 4, false, true},
-    {"IQ3_S", kQKK, 110, 3, false, false},
-    {"IQ2_S", kQKK, 82, 2, false, false},
+    {"IQ3_S", kQKK, 110, 3, false, true, 32},
+    {"IQ2_S", kQKK, 82, 2, false, true, 16},
     {"IQ4_XS", kQKK, 136, 4, false, true},
-    {"IQ1_M", kQKK, 56, 1, false, false},
+    {"IQ1_M", kQKK, 56, 1, false, true, 8},  // delta per 8
     {"TQ1_0", kQKK, 54, 2, false, true, 256, true},
     {"TQ2_0", kQKK, 66, 2, false, true, 256, true},
     {"MXFP4", kQK, 17, 4, true, true},
     {"NVFP4", 64, 36, 4, true, true},
+    {"Q1_0", 128, 18, 1, false, true, 128, true},
+    {"Q2_0", 64, 18, 2, false, true, 64, true},
+    // No block size: never sliced raw, never decoded (block_bytes 0).
+    {"GGML_UNKNOWN", 1, 0, 0, false, false},
 }};
 
 struct GgmlId {
@@ -76,6 +80,7 @@ constexpr GgmlId kGgmlIds[] = {
     {26, DType::kI32},    {27, DType::kI64},     {28, DType::kF64},
     {29, DType::kIQ1_M},  {30, DType::kBF16},    {34, DType::kTQ1_0},
     {35, DType::kTQ2_0},  {39, DType::kMXFP4},   {40, DType::kNVFP4},
+    {41, DType::kQ1_0},   {42, DType::kQ2_0},
 };
 
 struct StName {

@@ -58,8 +58,15 @@ enum class DType : uint8_t {
   kTQ2_0,
   kMXFP4,
   kNVFP4,
+  kQ1_0,  // ggml 41: 128 sign bits and one fp16 scale, value +-d.
+  kQ2_0,  // ggml 42: 64 2-bit codes and one fp16 scale, value (q - 1) * d.
+  // A GGUF tensor whose ggml type id is not in the table (unknown, or
+  // removed from ggml): listed, never decoded. Its block size is unknown, so
+  // its extent comes from the file's layout (core/format/gguf_reader.h) and
+  // StoredTensor::ggml_type_id keeps the id.
+  kGgmlUnknown,
 };
-inline constexpr int kNumDTypes = static_cast<int>(DType::kNVFP4) + 1;
+inline constexpr int kNumDTypes = static_cast<int>(DType::kGgmlUnknown) + 1;
 
 // Static facts about a dtype's storage.
 struct DTypeInfo {
@@ -68,7 +75,7 @@ struct DTypeInfo {
   int32_t block_bytes;     // bytes per storage block
   int32_t code_bits;       // bits of one element's raw code (e.g. 4 for Q4_0)
   bool is_float_code;      // the raw code is a float bit pattern
-  bool decodable;          // Tensormorph can decode it (IQ1/IQ2/IQ3 cannot)
+  bool decodable;          // Tensormorph can decode it
   // Elements sharing every parameter (the sub-block), and whether their
   // levels are evenly spaced, so one inspected element speaks for all.
   int32_t sub_block_elems = 1;
@@ -84,7 +91,8 @@ inline absl::string_view DTypeName(DType dtype) {
 std::optional<DType> DTypeFromSafetensorsName(absl::string_view name);
 
 // ggml_type ids as written in GGUF tensor infos. Ids that ggml removed
-// (4, 5, 31-33, 36-38) and unknown ids return nullopt.
+// (4, 5, 31-33, 36-38) and unknown ids return nullopt (the GGUF reader then
+// lists the tensor as kGgmlUnknown).
 std::optional<DType> DTypeFromGgmlTypeId(uint32_t id);
 // The ggml id of a dtype, or nullopt for safetensors-only dtypes.
 std::optional<uint32_t> GgmlTypeIdOf(DType dtype);

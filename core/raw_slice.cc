@@ -25,6 +25,12 @@ absl::StatusOr<RawSliceReader> RawSliceReader::Create(
         "their own names",
         shared ? " (a part named like the tensor itself with --part)" : ""));
   }
+  if (parts[0]->dtype == DType::kGgmlUnknown) {
+    // No block size: which bytes hold which elements is unknown.
+    return absl::UnimplementedError(absl::StrCat(
+        "tensor '", tensor.name, "' is stored as ", StoredDTypeName(*parts[0]),
+        ": raw output needs a known block size"));
+  }
   RawSliceReader r;
   r.stored_ = parts[0];
   r.read_ahead_ = ReadAhead(parts[0]->data);

@@ -100,7 +100,7 @@ void FillTensorInfo(const Checkpoint& ckpt, const LogicalTensor& t,
   for (const StoredTensor* p : t.encoding->parts()) {
     v1::StoredTensorInfo* s = out->add_parts();
     s->set_name(p->name);
-    s->set_dtype(std::string(DTypeName(p->dtype)));
+    s->set_dtype(StoredDTypeName(*p));
     for (int64_t d : p->shape) s->add_shape(d);
     s->set_file(ShortPath(ckpt, ckpt.files()[p->file_index].path));
     s->set_offset(static_cast<int64_t>(p->offset));
@@ -135,6 +135,18 @@ void FillScalar(const ScalarInfo& s, v1::ScalarInspection* out) {
   out->set_range_min(s.range_min);
   out->set_range_max(s.range_max);
   out->set_value(s.value);
+  if (s.codeword.index >= 0) {
+    const GridCodeword& c = s.codeword;
+    v1::GridCodeword* w = out->mutable_codeword();
+    w->set_grid_index(c.index);
+    w->set_grid_size(c.grid_size);
+    w->set_position(c.position);
+    for (int j = 0; j < c.dims; ++j) w->add_entry(c.entry[j]);
+    w->set_sign_bits(c.sign_bits);
+    w->set_negated(c.negated);
+    w->set_delta(c.delta);
+    w->set_sub_block_scale(c.sub_block_scale);
+  }
   for (int i = 0; i < s.num_params; ++i) {
     v1::Param* p = out->add_params();
     p->set_name(std::string(s.params[i].name));

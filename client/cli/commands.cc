@@ -45,6 +45,29 @@ std::string ParamsText(const v1::ScalarInspection& s) {
   return absl::StrJoin(parts, " ");
 }
 
+// A lattice codebook element: which grid entry, which coordinate of it,
+// and its sign or delta.
+std::string CodewordText(const v1::GridCodeword& w) {
+  std::vector<std::string> coords;
+  for (int i = 0; i < w.entry_size(); ++i) {
+    coords.push_back(i == w.position() ? absl::StrCat("[", w.entry(i), "]")
+                                       : absl::StrCat(w.entry(i)));
+  }
+  std::string text =
+      absl::StrCat("entry ", w.grid_index(), " of ", w.grid_size(), " (",
+                   absl::StrJoin(coords, " "), "), coordinate ", w.position());
+  if (w.delta() != 0) {
+    absl::StrAppend(&text, ", delta ", NumberText(w.delta()));
+  } else {
+    std::string bits;
+    for (int i = 7; i >= 0; --i) bits += ((w.sign_bits() >> i) & 1) ? '1' : '0';
+    absl::StrAppend(&text, ", signs 0b", bits,
+                    w.negated() ? " (negated)" : " (positive)");
+  }
+  return absl::StrCat(text, ", sub-block scale ",
+                      NumberText(w.sub_block_scale()));
+}
+
 std::string CodeText(const v1::ScalarInspection& s) {
   const uint64_t bits = s.raw_bits();
   std::string binary;
@@ -458,6 +481,8 @@ int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o) {
       std::cout << "\n";
     }
     if (s.group() >= 0) std::cout << "  group       " << s.group() << "\n";
+    if (s.has_codeword())
+      std::cout << "  grid        " << CodewordText(s.codeword()) << "\n";
     if (s.params_size() > 0)
       std::cout << "  params      " << ParamsText(s) << "\n";
     std::cout << "  scale       " << NumberText(s.scale()) << "   zero-point "

@@ -54,6 +54,10 @@ class GgufParser {
   absl::Status ReadKv(uint64_t index, GgufFile* out);
   absl::Status ReadTensorInfo(uint64_t index, StoredTensor* t,
                               uint64_t* rel_offset);
+  // Sets nbytes of tensor k, of an unknown type, to its extent (header).
+  absl::Status BoundUnknownExtent(GgufFile& out,
+                                  absl::Span<const uint64_t> rel_offsets,
+                                  uint64_t k) const;
 
   absl::Span<const uint8_t> file_;
   ByteReader r_;
@@ -231,11 +235,20 @@ absl::Status GgufParser::ReadTensorInfo(uint64_t index, StoredTensor* t,
   if (auto s = ReadField(absl::StrCat(where, " type"), &type_id); !s.ok()) {
     return s;
   }
+  t->ggml_type_id = type_id;
   auto dtype = DTypeFromGgmlTypeId(type_id);
   if (!dtype) {
-    return Corrupt(absl::StrCat(where, ": ggml type id ", type_id, " (",
-                                DescribeGgmlTypeId(type_id),
-                                ") has no block size"));
+    // Listed, never decoded; Parse bounds its extent by the layout.
+    if (auto s = ReadField(absl::StrCat(where, " offset"), rel_offset);
+        !s.ok()) {
+      return s;
+    }
+    t->dtype = DType::kGgmlUnknown;
+    t->num_elements = *count;
+    for (int j = static_cast<int>(n_dims) - 1; j >= 0; --j) {
+      t->shape.push_back(ne[j]);
+    }
+    return absl::OkStatus();
   }
   const DTypeInfo& info = GetDTypeInfo(*dtype);
   if (ne[0] % info.block_elems != 0) {
@@ -257,6 +270,32 @@ absl::Status GgufParser::ReadTensorInfo(uint64_t index, StoredTensor* t,
   for (int j = static_cast<int>(n_dims) - 1; j >= 0; --j) {
     t->shape.push_back(ne[j]);
   }
+  return absl::OkStatus();
+}
+
+absl::Status GgufParser::BoundUnknownExtent(
+    GgufFile& out, absl::Span<const uint64_t> rel_offsets, uint64_t k) const {
+  StoredTensor& t = out.tensors[k];
+  const std::string where = absl::StrCat("tensor '", t.name, "' (",
+                                         StoredDTypeName(t), ", size unknown)");
+  const uint64_t data_size =
+      file_.size() > out.data_offset ? file_.size() - out.data_offset : 0;
+  if (rel_offsets[k] > data_size) {
+    return Corrupt(absl::StrCat(where, ": offset ", rel_offsets[k],
+                                " is past the end of the data section (",
+                                data_size, " bytes)"));
+  }
+  uint64_t end = data_size;
+  if (k + 1 < rel_offsets.size()) {
+    end = rel_offsets[k + 1];
+    if (end < rel_offsets[k] || end % out.alignment != 0) {
+      return Corrupt(absl::StrCat(where, ": the next tensor's offset ", end,
+                                  " must be aligned to ", out.alignment,
+                                  " and not before this one's ", rel_offsets[k],
+                                  ", since it bounds this tensor's extent"));
+    }
+  }
+  t.nbytes = end - rel_offsets[k];
   return absl::OkStatus();
 }
 
@@ -350,6 +389,9 @@ absl::StatusOr<GgufFile> GgufParser::Parse() {
                        out.alignment, " bytes, ends)"));
     }
     auto abs_offset = CheckedAdd<uint64_t>(out.data_offset, rel_offsets[k]);
+    if (t.dtype == DType::kGgmlUnknown) {
+      if (auto s = BoundUnknownExtent(out, rel_offsets, k); !s.ok()) return s;
+    }
     auto end =
         abs_offset ? CheckedAdd<uint64_t>(*abs_offset, t.nbytes) : std::nullopt;
     if (!end || *end > file_.size()) {

@@ -35,10 +35,18 @@ struct GgufFile {
 // string and array lengths bounded by the bytes remaining; known value types;
 // no empty or duplicate keys; general.alignment a uint32 power of two; no
 // duplicate tensor names; names under 64 bytes; n_dims <= 4; every dimension
-// >= 0 (0: an empty tensor, as ggml allows) with an int64 element count; a
-// known ggml type with ne[0] a multiple
-// of its block size; each offset equal to the running padded sum (hence
-// aligned, not overlapping, not backwards); and the data inside the file.
+// >= 0 (0: an empty tensor, as ggml allows) with an int64 element count;
+// ne[0] a multiple of its type's block size; each offset equal to the
+// running padded sum (hence aligned, not overlapping, not backwards); and the
+// data inside the file.
+// A type id not in Tensormorph's table (an unknown id, or one ggml removed:
+// 4, 5, 31-33, 36-38) does not fail the file: that tensor is listed as
+// DType::kGgmlUnknown with its id in StoredTensor::ggml_type_id, and is never
+// decoded. Its size cannot be computed, so its extent is bounded by the
+// layout: it runs from its offset (checked like any other) to the next
+// tensor's offset, which must be aligned and not before it, or, for the last
+// tensor, to the end of the file. nbytes is that extent (padding included),
+// so it never reaches past the file or into another tensor.
 // Dimensions are reversed into numpy order (ne = [256, 4] is shape [4, 256]).
 // ggml takes any bytes as a name or key; here tensor names and keys are
 // their EscapeUtf8 spellings (core/util/utf8.h: valid UTF-8 unchanged,

@@ -11,8 +11,8 @@ namespace {
 constexpr int kMaxBlockElems = 256;
 
 absl::Status NoDecoder(DType dtype) {
-  return absl::UnimplementedError(absl::StrCat(
-      "dtype ", DTypeName(dtype), " is recognised but cannot be decoded"));
+  return absl::UnimplementedError(
+      absl::StrCat("dtype ", DTypeName(dtype), " cannot be decoded"));
 }
 
 }  // namespace
@@ -22,6 +22,8 @@ const Codec* GetCodec(DType dtype) {
   if (const Codec* c = PlainCodec(dtype)) return c;
   if (const Codec* c = GgmlLegacyCodec(dtype)) return c;
   if (const Codec* c = GgmlKQuantCodec(dtype)) return c;
+  if (const Codec* c = GgmlLowBitCodec(dtype)) return c;
+  if (const Codec* c = GgmlIquantCodec(dtype)) return c;
   return GgmlNonlinearCodec(dtype);
 }
 
@@ -91,10 +93,17 @@ int32_t SubBlocksPerBlock(DType dtype) {
     case DType::kQ2_K:
     case DType::kQ3_K:
     case DType::kQ6_K:
+    case DType::kIQ2_XS:
+    case DType::kIQ2_S:
+    case DType::kIQ1_M:
       return 16;
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kIQ4_XS:
+    case DType::kIQ2_XXS:
+    case DType::kIQ3_XXS:
+    case DType::kIQ3_S:
+    case DType::kIQ1_S:
       return 8;
     case DType::kNVFP4:
       return 4;

@@ -45,8 +45,9 @@ absl::Status InspectElement(DType dtype, absl::Span<const uint8_t> data,
 // block type; not packed plain formats such as F4 and F6).
 bool HasBlockParams(DType dtype);
 
-// Sub-blocks with their own scale per storage block (16 for Q2_K, Q3_K and
-// Q6_K, 8 for Q4_K, Q5_K and IQ4_XS, 4 for NVFP4), or 1.
+// Sub-blocks with their own scale per storage block (16 for Q2_K, Q3_K,
+// Q6_K, IQ2_XS, IQ2_S and IQ1_M; 8 for Q4_K, Q5_K, IQ4_XS, IQ2_XXS, IQ3_XXS,
+// IQ3_S and IQ1_S; 4 for NVFP4), or 1.
 int32_t SubBlocksPerBlock(DType dtype);
 
 // Per-family tables, registered by codec.cc.
@@ -54,6 +55,13 @@ const Codec* PlainCodec(DType dtype);
 const Codec* GgmlLegacyCodec(DType dtype);
 const Codec* GgmlKQuantCodec(DType dtype);
 const Codec* GgmlNonlinearCodec(DType dtype);
+const Codec* GgmlLowBitCodec(DType dtype);
+const Codec* GgmlIquantCodec(DType dtype);
+// The scalar reference decoders of the IQ types and Q2_0, beside the fast
+// paths that GgmlIquantCodec / GgmlLowBitCodec (and so GetCodec) hand out;
+// tests hold the two equal. nullptr for other dtypes.
+const Codec* GgmlIquantReferenceCodec(DType dtype);
+const Codec* GgmlLowBitReferenceCodec(DType dtype);
 
 }  // namespace tensormorph
 

@@ -17,9 +17,45 @@ struct ScalarParam {
   double value = 0;
 };
 
+// Lattice codebook types (ggml's IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S,
+// IQ3_XXS, IQ3_S) store, per group of 8 (IQ3: 4) elements, an index into a
+// grid of 8- (4-) dimensional points, plus sign bits (IQ2, IQ3) or a shift
+// delta (IQ1), under a sub-block scale. What the Inspector shows of it:
+struct GridCodeword {
+  int32_t index = -1;             // the grid entry the element's group selects
+  int32_t grid_size = 0;          // entries in the grid (256 .. 2048)
+  int32_t dims = 0;               // coordinates per entry: 8, or 4 (IQ3)
+  int32_t position = 0;           // the element's coordinate within the entry
+  std::array<int8_t, 8> entry{};  // the entry's coordinates as stored
+  // The sign byte of the element's 8-element group (bit k: element k of the
+  // group negated; IQ1 has none: 0) and whether this element is negated.
+  uint32_t sign_bits = 0;
+  bool negated = false;
+  double delta = 0;            // IQ1's shift of every coordinate (+-1/8)
+  double sub_block_scale = 0;  // the multiplier of (signed coordinate+delta)
+};
+
+// Levels and steps of lattice codebook types. The grid is a subset of the
+// product of per-coordinate values, chosen jointly, so no single element has
+// levels of its own; Tensormorph uses each element's marginal codebook:
+// the levels of an element are every value its coordinate takes in any
+// grid entry, with either sign where the format stores signs (IQ2: +-8,
+// +-25, +-43; IQ3_XXS: +-4 .. +-62; IQ3_S: +-1 .. +-15), or shifted by its
+// group's delta (IQ1: -1, 0, +1 plus delta), times the sub-block scale.
+// level = the element's signed coordinate (+ delta), scale = the sub-block
+// scale, offset 0; step_below/above = the gaps to the neighbouring marginal
+// levels (the nearest other value the element could take if the rest of its
+// group were free), step their mean, range = the marginal's extremes. Error
+// in steps = |x - x̂| / step against these levels. Since a quantizer picks
+// the nearest grid point for the whole group (imatrix-weighted), a correct
+// element may sit beyond half a step of its marginal level; what stays true
+// is that an element outside [range_min, range_max] is clipped.
+//
 // The decomposition value = scale * level + offset holds for every encoding:
 //  - affine integers: level = code - zero_point (offset 0, or a "min");
 //  - codebooks (IQ4_NL, FP4, NF4): level = the codebook entry of the code;
+//  - lattice codebooks (IQ1..IQ3): level = the signed grid coordinate (plus
+//    IQ1's delta), scale the sub-block scale (see GridCodeword);
 //  - plain floats: scale 1, level = value.
 // `value` is the decoder's own result (bit-exact with the reference); the
 // decomposition explains it and may differ from it in the last bit where the
@@ -63,6 +99,8 @@ struct ScalarInfo {
   double grid_min = 0, grid_max = 0;
   const double* codebook = nullptr;
   int32_t codebook_size = 0;
+  // Lattice codebook types only (codeword.index >= 0), see GridCodeword.
+  GridCodeword codeword;
   std::array<ScalarParam, 4> params{};
   int32_t num_params = 0;
 

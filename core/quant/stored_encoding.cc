@@ -17,10 +17,17 @@ std::string GranularityOf(DType dtype, const DTypeInfo& info) {
     case DType::kQ2_K:
     case DType::kQ3_K:
     case DType::kQ6_K:
+    case DType::kIQ2_XS:
+    case DType::kIQ2_S:
+    case DType::kIQ1_M:
       return "per-block 256 (16 sub-blocks of 16)";
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kIQ4_XS:
+    case DType::kIQ2_XXS:
+    case DType::kIQ3_XXS:
+    case DType::kIQ3_S:
+    case DType::kIQ1_S:
       return "per-block 256 (8 sub-blocks of 32)";
     case DType::kNVFP4:
       return "per-block 64 (4 sub-blocks of 16)";
@@ -52,7 +59,7 @@ class StoredEncoding final : public Encoding {
   StoredEncoding(const StoredTensor& t, absl::string_view convention)
       : tensor_(t) {
     const DTypeInfo& dinfo = GetDTypeInfo(t.dtype);
-    info_.scheme = std::string(dinfo.name);
+    info_.scheme = StoredDTypeName(t);
     info_.convention = std::string(convention);
     info_.bits = dinfo.code_bits;
     info_.granularity = GranularityOf(t.dtype, dinfo);
@@ -64,9 +71,11 @@ class StoredEncoding final : public Encoding {
   const EncodingInfo& info() const override { return info_; }
   std::vector<const StoredTensor*> parts() const override { return {&tensor_}; }
   absl::Status Decode(int64_t first, int64_t count, float* out) const override {
+    if (tensor_.dtype == DType::kGgmlUnknown) return UnknownType();
     return DecodeElements(tensor_.dtype, tensor_.data, first, count, out);
   }
   absl::Status Inspect(int64_t index, ScalarInfo* out) const override {
+    if (tensor_.dtype == DType::kGgmlUnknown) return UnknownType();
     return InspectElement(tensor_.dtype, tensor_.data, index, out);
   }
 
@@ -98,6 +107,7 @@ class StoredEncoding final : public Encoding {
 
   absl::Status RawCodes(int64_t first, int64_t count,
                         uint8_t* out) const override {
+    if (tensor_.dtype == DType::kGgmlUnknown) return UnknownType();
     return CodesOfElements(tensor_.dtype, tensor_.data, first, count, out);
   }
 
@@ -159,6 +169,12 @@ class StoredEncoding final : public Encoding {
   }
 
  private:
+  absl::Status UnknownType() const {
+    return absl::UnimplementedError(absl::StrCat(
+        "tensor '", tensor_.name, "' is stored as ", StoredDTypeName(tensor_),
+        ", which Tensormorph does not decode (its block size is unknown)"));
+  }
+
   const StoredTensor& tensor_;
   EncodingInfo info_;
 };

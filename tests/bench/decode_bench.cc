@@ -9,11 +9,15 @@
 // x_memcpy (memcpy's time over ours: 1 is memcpy speed). The second argument
 // is the element count: 1M (4 MiB of output, in cache) and 16M (64 MiB,
 // twice the L3 of the machines we measure on: out of cache).
-// To build the ggml baseline: configure a ggml source tree with
+// The ggml baseline is the test oracle's library (tests/oracle: the pinned
+// llama.cpp's libggml-base.so, fetched by tests/oracle/fetch_llama_cpp.sh,
+// or $TENSORMORPH_LLAMA_CPP_DIR), loaded at run time; without it, a ggml
+// source tree built with
 //   cmake -S ggml -B ggml/build -DCMAKE_BUILD_TYPE=Release
 //       -DBUILD_SHARED_LIBS=OFF && cmake --build ggml/build --target ggml-base
-// and this project with -DTENSORMORPH_GGML_DIR=<that ggml tree>.
+// and this project configured with -DTENSORMORPH_GGML_DIR=<that ggml tree>.
 #include <benchmark/benchmark.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <cctype>
@@ -30,6 +34,7 @@
 #include "core/quant/codec.h"
 #include "core/quant/decode_simd.h"
 #include "tests/bench/bench_data.h"
+#include "tests/oracle/ggml_oracle.h"
 #include "tests/support/test_paths.h"
 
 #if defined(TM_HAVE_GGML)
@@ -52,8 +57,41 @@ std::vector<uint8_t> RandomBlocks(DType d, int64_t elements) {
 
 using ToFloat = void (*)(const void* src, float* dst, int64_t n);
 
-// ggml's to_float for `d`, matched by type name; nullptr without ggml.
+// struct ggml_type_traits of the pinned ggml (tests/oracle/ggml_oracle.cc
+// reads the same layout).
+struct OracleTypeTraits {
+  const char* type_name;
+  int64_t blck_size;
+  int64_t blck_size_interleave;
+  size_t type_size;
+  bool is_quantized;
+  ToFloat to_float;
+  void* from_float_ref;
+};
+
+// The oracle library's to_float for ggml type `id`, or nullptr when the
+// library is absent.
+ToFloat OracleToFloat(uint32_t id) {
+  static void* handle = [] {
+    const std::string path =
+        testing::GgmlOracle::DefaultDir() + "/libggml-base.so";
+    return dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  }();
+  if (handle == nullptr) return nullptr;
+  using Traits = const OracleTypeTraits* (*)(int);
+  auto traits = reinterpret_cast<Traits>(dlsym(handle, "ggml_get_type_traits"));
+  if (traits == nullptr || id >= testing::GgmlOracle::kTypeCount) {
+    return nullptr;
+  }
+  return traits(static_cast<int>(id))->to_float;
+}
+
+// ggml's to_float for `d`: the oracle library's, else (built against ggml)
+// matched by type name; nullptr without either.
 ToFloat GgmlToFloat(DType d) {
+  if (const auto id = GgmlTypeIdOf(d)) {
+    if (ToFloat f = OracleToFloat(*id)) return f;
+  }
 #if defined(TM_HAVE_GGML)
   const std::string want(DTypeName(d));
   for (int t = 0; t < GGML_TYPE_COUNT; ++t) {
@@ -138,7 +176,7 @@ void Types(benchmark::internal::Benchmark* b) {
           DType::kIQ2_XXS, DType::kIQ2_XS, DType::kIQ2_S, DType::kIQ3_XXS,
           DType::kIQ3_S,   DType::kIQ1_S,  DType::kIQ1_M, DType::kIQ4_NL,
           DType::kIQ4_XS,  DType::kTQ1_0,  DType::kTQ2_0, DType::kMXFP4,
-          DType::kNVFP4}) {
+          DType::kNVFP4,   DType::kQ1_0,   DType::kQ2_0}) {
       if (GetCodec(d) == nullptr) continue;
       b->Args({static_cast<int>(d), n});
     }

@@ -16,7 +16,10 @@ TEST(DTypeTest, GgmlIdsRoundTrip) {
   EXPECT_EQ(DTypeFromGgmlTypeId(39), DType::kMXFP4);
   EXPECT_EQ(DTypeFromGgmlTypeId(40), DType::kNVFP4);
   EXPECT_FALSE(DTypeFromGgmlTypeId(4).has_value());
-  EXPECT_FALSE(DTypeFromGgmlTypeId(41).has_value());
+  EXPECT_EQ(DTypeFromGgmlTypeId(41), DType::kQ1_0);
+  EXPECT_EQ(DTypeFromGgmlTypeId(42), DType::kQ2_0);
+  EXPECT_FALSE(DTypeFromGgmlTypeId(43).has_value());
+  EXPECT_FALSE(GgmlTypeIdOf(DType::kGgmlUnknown).has_value());
 }
 
 TEST(DTypeTest, BlockSizesMatchGgml) {
@@ -26,6 +29,10 @@ TEST(DTypeTest, BlockSizesMatchGgml) {
   EXPECT_EQ(GetDTypeInfo(DType::kTQ1_0).block_bytes, 54);
   EXPECT_EQ(GetDTypeInfo(DType::kNVFP4).block_elems, 64);
   EXPECT_EQ(GetDTypeInfo(DType::kNVFP4).block_bytes, 36);
+  EXPECT_EQ(GetDTypeInfo(DType::kQ1_0).block_elems, 128);
+  EXPECT_EQ(GetDTypeInfo(DType::kQ1_0).block_bytes, 18);
+  EXPECT_EQ(GetDTypeInfo(DType::kQ2_0).block_elems, 64);
+  EXPECT_EQ(GetDTypeInfo(DType::kQ2_0).block_bytes, 18);
 }
 
 TEST(DTypeTest, SafetensorsNames) {
@@ -35,12 +42,15 @@ TEST(DTypeTest, SafetensorsNames) {
   EXPECT_FALSE(DTypeFromSafetensorsName("f32").has_value());
 }
 
-TEST(DTypeTest, CodebookTypesBeyondIq4AreRecognisedButNotDecodable) {
-  for (DType d :
-       {DType::kIQ2_XXS, DType::kIQ2_XS, DType::kIQ2_S, DType::kIQ3_XXS,
-        DType::kIQ3_S, DType::kIQ1_S, DType::kIQ1_M}) {
-    EXPECT_FALSE(GetDTypeInfo(d).decodable) << DTypeName(d);
+// Every type ggml knows decodes; only a type id Tensormorph never heard of
+// does not.
+TEST(DTypeTest, EveryGgmlTypeIsDecodableButTheUnknownOne) {
+  for (uint32_t id = 0; id < 64; ++id) {
+    if (auto d = DTypeFromGgmlTypeId(id)) {
+      EXPECT_TRUE(GetDTypeInfo(*d).decodable) << DTypeName(*d);
+    }
   }
+  EXPECT_FALSE(GetDTypeInfo(DType::kGgmlUnknown).decodable);
 }
 
 }  // namespace

@@ -496,14 +496,15 @@ std::vector<CheckCase> CheckCases() {
                      {}});
   }
   {
-    // IQ2_XXS (type 16): recognised, not decoded; the F32 tensor beside it
-    // is still checked (its value past fp16's range is found).
+    // ggml type 200, unknown to Tensormorph (a type newer than it): the
+    // tensor is listed, not decoded, and the F32 tensor beside it is still
+    // checked (its value past fp16's range is found).
     std::vector<float> norm = Gaussian(256, 6);
     norm[0] = 1e6f;
     GgufSpec spec;
     spec.tensors = {
         {"blk.0.attn_norm.weight", {256}, 0, Bytes(norm)},
-        {"blk.0.ffn_down.weight", {256}, 16, std::string(66, '\x11')}};
+        {"blk.0.ffn_down.weight", {256}, 200, std::string(66, '\x11')}};
     const std::string dir = MakeTempDir();
     WriteFile(dir + "/model.gguf", BuildGguf(spec));
     cases.push_back({"undecodable-tensor",

@@ -285,3 +285,39 @@ INSTANTIATE_TEST_SUITE_P(
 
 }  // namespace
 }  // namespace tensormorph
+
+namespace tensormorph {
+namespace {
+
+// The IQ types' fast paths (float grids, sign bits flipped 8 wide) and
+// Q2_0's (a level table) against their scalar references, on random
+// blocks: any scale, NaN and infinity included, every bit the same.
+TEST(IquantFastPathTest, FastPathsMatchTheScalarReferencesOnRandomBlocks) {
+  std::mt19937 rng(29);
+  for (DType d :
+       {DType::kIQ2_XXS, DType::kIQ2_XS, DType::kIQ2_S, DType::kIQ3_XXS,
+        DType::kIQ3_S, DType::kIQ1_S, DType::kIQ1_M}) {
+    const DTypeInfo& info = GetDTypeInfo(d);
+    SCOPED_TRACE(std::string(info.name));
+    const Codec* fast = GetCodec(d);
+    const Codec* reference = d == DType::kQ2_0 ? GgmlLowBitReferenceCodec(d)
+                                               : GgmlIquantReferenceCodec(d);
+    ASSERT_NE(fast, nullptr);
+    ASSERT_NE(reference, nullptr);
+    ASSERT_NE(fast->decode_blocks, reference->decode_blocks);
+    const int64_t nb = 256;
+    std::vector<uint8_t> bytes(static_cast<size_t>(nb * info.block_bytes));
+    for (auto& b : bytes) b = static_cast<uint8_t>(rng());
+    std::vector<float> got(nb * info.block_elems), want(got.size());
+    fast->decode_blocks(bytes.data(), nb, got.data());
+    reference->decode_blocks(bytes.data(), nb, want.data());
+    int64_t differ = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      differ += std::memcmp(&got[i], &want[i], 4) != 0;
+    }
+    EXPECT_EQ(differ, 0);
+  }
+}
+
+}  // namespace
+}  // namespace tensormorph

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/format/checkpoint.h"
+#include "core/quant/codec.h"
 #include "core/quant/float_formats.h"
 #include "gtest/gtest.h"
 #include "tests/support/test_paths.h"
@@ -127,6 +128,66 @@ TEST(InspectTest, PlainBf16ShowsBitsAndValue) {
   EXPECT_EQ(s.block, -1);
   EXPECT_EQ(s.value, BF16ToF32(bits));
   EXPECT_EQ(s.scale, 1);
+}
+
+}  // namespace
+}  // namespace tensormorph
+
+namespace tensormorph {
+namespace {
+
+// IQ2_XXS: element 8 is coordinate 0 of group 1's grid entry; the Inspector
+// names the entry, the sign byte, the sub-block scale, and the levels of the
+// element's marginal codebook (+-8, +-25, +-43 times the scale).
+TEST(InspectTest, Iq2XxsShowsGridEntrySignsAndSubBlockScale) {
+  uint8_t block[66] = {};
+  block[1] = 0x3C;   // d = 1
+  block[2 + 1] = 5;  // group 1 selects entry 5: 25 8 25 8 8 8 8 8
+  const uint32_t aux1 = (3u << 7) | (2u << 28);  // sign index 3, scale 2
+  std::memcpy(block + 2 + 4, &aux1, 4);
+  ScalarInfo s;
+  ASSERT_TRUE(InspectElement(DType::kIQ2_XXS, block, 8, &s).ok());
+  EXPECT_EQ(s.codeword.index, 5);
+  EXPECT_EQ(s.codeword.grid_size, 256);
+  EXPECT_EQ(s.codeword.dims, 8);
+  EXPECT_EQ(s.codeword.position, 0);
+  EXPECT_EQ(s.codeword.entry[0], 25);
+  EXPECT_EQ(s.codeword.entry[1], 8);
+  EXPECT_EQ(s.codeword.sign_bits, 0x03u);  // ksigns_iq2xs[3]
+  EXPECT_TRUE(s.codeword.negated);
+  EXPECT_EQ(s.codeword.sub_block_scale, 0.625);  // (0.5 + 2) / 4
+  EXPECT_EQ(s.code, 5);
+  EXPECT_EQ(s.sub_block, 0);
+  EXPECT_EQ(s.scale, 0.625);
+  EXPECT_EQ(s.level, -25);
+  EXPECT_EQ(s.value, -15.625f);
+  EXPECT_EQ(s.step_below, 18 * 0.625);  // down to -43
+  EXPECT_EQ(s.step_above, 17 * 0.625);  // up to -8
+  EXPECT_EQ(s.range_min, -43 * 0.625);
+  EXPECT_EQ(s.range_max, 43 * 0.625);
+  EXPECT_EQ(s.grid, ScalarInfo::Grid::kCodebook);
+}
+
+// IQ1_S: no signs; every coordinate of the group is shifted by its delta,
+// so the levels are -1, 0, +1 plus delta.
+TEST(InspectTest, Iq1SShowsGridEntryAndDelta) {
+  uint8_t block[50] = {};
+  block[1] = 0x3C;  // d = 1
+  // Entry 0 (all -1); sub-block 0: scale 3 (dl = 7), delta negative.
+  const uint16_t qh = (3u << 12) | 0x8000;
+  std::memcpy(block + 2 + 32, &qh, 2);
+  ScalarInfo s;
+  ASSERT_TRUE(InspectElement(DType::kIQ1_S, block, 3, &s).ok());
+  EXPECT_EQ(s.codeword.index, 0);
+  EXPECT_EQ(s.codeword.entry[3], -1);
+  EXPECT_EQ(s.codeword.delta, -0.125);
+  EXPECT_EQ(s.codeword.sign_bits, 0u);
+  EXPECT_EQ(s.scale, 7);
+  EXPECT_EQ(s.level, -1.125);
+  EXPECT_EQ(s.value, -7.875f);
+  EXPECT_EQ(s.step_above, 7);  // to 0 - 1/8
+  EXPECT_EQ(s.range_min, -7.875);
+  EXPECT_EQ(s.range_max, 7 * 0.875);
 }
 
 }  // namespace

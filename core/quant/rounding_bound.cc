@@ -89,9 +89,20 @@ RoundingBound BoundOfDType(DType dtype) {
     // The codebook's nearest entry for the float32 scale (stored f16; its
     // largest |entry| is 127); the scale search may clip.
     case DType::kIQ4_NL:
-    case DType::kIQ4_XS:
       return Make(Codes::kNearest, Clip::kAny, 0, true, 127, false, s,
                   "nearest entry, f16 scale, searched scales clip");
+    // IQ4_XS: codes from the float32 d times the 6-bit sub-block scale;
+    // only d is stored f16, so the run's scale tells not its rounding.
+    case DType::kIQ4_XS: {
+      RoundingBound b =
+          Make(Codes::kNearest, Clip::kAny, 0, false, 0, false, s,
+               "nearest entry, f16 super-block scale, searched scales clip");
+      // |d'| >= the run's scale / 32 and the scale >= max|value| / 127:
+      // below f16's normals, its rounding 2^-25 against that least |d'|.
+      b.scale_rel = 0x1p-11;
+      b.scale_levels = 127 * 32;
+      return b;
+    }
     // A power-of-two scale 2^(floor(log2 amax) - 2): amax reaches 8 where
     // the last entry is 6, one gap (of 2) beyond it.
     case DType::kMXFP4:
@@ -123,10 +134,10 @@ RoundingBound BoundOfEncoding(const EncodingInfo& info) {
     return Exact();
   }
   constexpr double s = kBlockFloatSlack;
-  // Error feedback: GPTQ (and compressed-tensors checkpoints, which
-  // llm-compressor's GPTQ writes) move each column's codes to absorb the
-  // error of the columns before it.
-  if (absl::StartsWith(c, "gptq") || c == "compressed-tensors") {
+  // Error feedback: GPTQ moves each column's codes to absorb the error of
+  // the columns before it. (compressed-tensors records no quantizer: its
+  // checkpoints are held to nearest, as llm-compressor's RTN writes them.)
+  if (absl::StartsWith(c, "gptq")) {
     return Make(Codes::kChosen, Clip::kNone, 0, false, 0, false, s,
                 "chosen codes (error feedback)");
   }
@@ -161,6 +172,14 @@ void ApplyBound(const RoundingBound& b, QuantRun* r) {
     const double d = b.scale_levels > 0 ? mag / b.scale_levels : r->step_below;
     u = d > 0 ? HalfUlpF16(d) / d : 0;
     // |x - l d'| <= |x - l d| + |l| |d - d'| <= (d' + h) / 2 + |l| h.
+    r->slack_rel = u;
+    r->slack += 0.5 * u * step;
+  }
+  if (b.scale_rel > 0) {
+    u = b.scale_rel;
+    if (b.scale_levels > 0 && mag > 0) {
+      u = std::max(u, HalfUlpF16(0) / (mag / b.scale_levels));
+    }
     r->slack_rel = u;
     r->slack += 0.5 * u * step;
   }

@@ -44,6 +44,12 @@ struct RoundingBound {
   // a level l lands up to |l| * u steps from where it was aimed, u the f16
   // half-ulp of the stored scale relative to it.
   bool scale_f16 = false;
+  // Where the rounded scale is not the run's own (IQ4_XS: an f16 super-
+  // block d times a sub-block integer), its largest relative rounding
+  // instead (2^-11 for f16 normals), or 2^-25 against the least stored
+  // scale max(|range ends|) / scale_levels when that is larger (an f16
+  // subnormal); 0: none, or scale_f16's.
+  double scale_rel = 0;
   // Where the stored scale's magnitude is read from a run: 0 for the step
   // (uniform levels), else max(|range_min|, |range_max|) / scale_levels
   // (codebooks: their largest |entry|).

@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "core/diff/tensor_diff.h"
 #include "core/dtype.h"
 #include "core/format/stored_tensor.h"
@@ -105,6 +106,10 @@ TEST_P(GgmlBoundTest, GgmlsOwnQuantizerStaysWithinTheBound) {
   SCOPED_TRACE(::testing::Message()
                << DTypeName(GetParam()) << ": max_err_steps " << d.max_err_steps
                << ", bound " << d.bound_steps << " (" << d.bound_family << ")");
+  // The figures the README quotes per family (--gtest_output=xml shows them).
+  RecordProperty("max_err_steps", absl::StrFormat("%.4f", d.max_err_steps));
+  RecordProperty("bound_steps", absl::StrFormat("%.4f", d.bound_steps));
+  RecordProperty("zeroed_groups", static_cast<int>(d.zeroed_groups));
   EXPECT_EQ(d.not_nearest, 0);
   EXPECT_EQ(d.clipped, 0);
   EXPECT_EQ(d.max_excess_steps, 0);

@@ -40,8 +40,12 @@ std::optional<std::string> DefaultSourceGate(const EncodingInfo& info,
                                              absl::string_view metric) {
   if (metric == "max_excess_steps") {
     // Every quantized encoding states its rounding bound (Encoding::Bound):
-    // beyond it is what the bound says is wrong.
+    // beyond it is what the bound says is wrong. Judged where the bound is
+    // held to a real quantizer's output (ggml's own, the conventions'
+    // integer grids); float-coded conventions (fp8, mxfp4, bitsandbytes)
+    // are not yet.
     if (!info.quantized) return std::nullopt;
+    if (info.convention != "ggml" && !IntegerGrid(info)) return std::nullopt;
     return std::string("max_excess_steps>0");
   }
   if (!IntegerGrid(info)) return std::nullopt;

@@ -148,6 +148,14 @@ RoundingBound BoundOfEncoding(const EncodingInfo& info) {
                 "chosen codes (scaled weights, searched clip)");
   }
   if (absl::StartsWith(c, "mxfp4")) return BoundOfDType(DType::kMXFP4);
+  // llm-compressor casts the float32 scales it rounded with to the model's
+  // dtype: bf16 at worst, a relative rounding of 2^-8.
+  if (c == "compressed-tensors") {
+    RoundingBound b = Make(Codes::kNearest, Clip::kNone, 0, false, 0, false, s,
+                           "nearest, scale stored in the model's dtype");
+    b.scale_rel = 0x1p-8;
+    return b;
+  }
   // bitsandbytes (absmax codebooks) and fp8 casts: nearest.
   return Make(Codes::kNearest, Clip::kNone, 0, false, 0, false, s, "nearest");
 }

@@ -140,6 +140,7 @@ absl::StatusOr<MergedDiff> MergeDiffParts(std::vector<DiffPartEvents> parts) {
   double wall = 0;
   std::map<std::string, const DiffPartEvents*> seen;
   std::vector<DiffSummaryEntry> entries;
+  std::vector<std::string> undecodable;
   for (const auto& [i, p] : by_index) {
     if (__builtin_add_overflow(compared, p->summary->tensors_compared(),
                                &compared) ||
@@ -150,6 +151,16 @@ absl::StatusOr<MergedDiff> MergeDiffParts(std::vector<DiffPartEvents> parts) {
           p->label, ": tensors_compared or bytes overflow the sum"));
     }
     wall = std::max(wall, p->summary->wall_seconds());
+    // The excess totals and the tensors no part could decode, as one run
+    // gives them.
+    const v1::DiffSummary& ps = *p->summary;
+    out.summary.set_not_nearest(out.summary.not_nearest() + ps.not_nearest());
+    out.summary.set_clipped(out.summary.clipped() + ps.clipped());
+    out.summary.set_zeroed_groups(out.summary.zeroed_groups() +
+                                  ps.zeroed_groups());
+    out.summary.set_max_excess_steps(
+        std::max(out.summary.max_excess_steps(), ps.max_excess_steps()));
+    for (const std::string& u : ps.undecodable()) undecodable.push_back(u);
     for (const v1::TensorDiffReport& r : p->reports) {
       auto [it, added] = seen.emplace(r.name(), p);
       if (!added) {
@@ -164,11 +175,18 @@ absl::StatusOr<MergedDiff> MergeDiffParts(std::vector<DiffPartEvents> parts) {
       entries.push_back(EntryOf(r));
     }
   }
-  if (compared != first.plan_tensors()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the parts compared ", compared,
-                     " tensors but their plan has ", first.plan_tensors()));
+  // A tensor that cannot be decoded is planned, not compared.
+  const int64_t planned = compared + static_cast<int64_t>(undecodable.size());
+  if (planned != first.plan_tensors()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the parts compared ", compared, " tensors but their plan has ",
+        first.plan_tensors(),
+        undecodable.empty() ? ""
+                            : absl::StrCat(" (", undecodable.size(),
+                                           " more could not be decoded)")));
   }
+  std::sort(undecodable.begin(), undecodable.end());
+  for (std::string& u : undecodable) out.summary.add_undecodable(std::move(u));
   // Each part read its share of the plan's source, no more and no less.
   if (part_bytes != first.plan_source_bytes()) {
     return absl::InvalidArgumentError(absl::StrCat(

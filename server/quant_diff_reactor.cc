@@ -60,6 +60,13 @@ void FillReport(const TensorDiff& d, v1::TensorDiffReport* r) {
   r->set_induced_zeros(d.induced_zeros);
   r->set_induced_zero_fraction(InducedZeroFraction(d));
   r->set_source_bytes(d.source_bytes);
+  r->set_bound_steps(d.bound_steps);
+  r->set_bound_family(d.bound_family);
+  r->set_nearest_codes(d.nearest_codes);
+  r->set_not_nearest(d.not_nearest);
+  r->set_zeroed_groups(d.zeroed_groups);
+  r->set_zeroed_elements(d.zeroed_elements);
+  r->set_max_excess_steps(d.max_excess_steps);
   for (const WorstElement& w : d.worst) {
     v1::WorstElement* o = r->add_worst();
     for (int64_t x : w.index) o->add_index(x);
@@ -370,6 +377,16 @@ class QuantDiffReactor final
                        [&] { return DiffPair(p); });
     absl::MutexLock lock(&mu_);
     --running_;
+    if (absl::IsUnimplemented(diff.status())) {
+      // A tensor Tensormorph cannot decode (its dtype) is a gap the summary
+      // lists; the other tensors are compared.
+      undecodable_.push_back(absl::StrCat(p.quant->name, ": ",
+                                          p.quant->encoding->info().scheme,
+                                          ": ", diff.status().message()));
+      if (!cancelled_.load() && next_ < todo_.size()) StartNextLocked();
+      PumpLocked();
+      return;
+    }
     if (!diff.ok()) {
       FailLocked(diff.status());  // one failed tensor ends the call
       return;
@@ -445,6 +462,10 @@ class QuantDiffReactor final
       r->add_flag_reasons(std::move(reason));
     }
     entries_.push_back(EntryOf(*r));
+    not_nearest_ += d.not_nearest;
+    clipped_ += d.clipped;
+    zeroed_groups_ += d.zeroed_groups;
+    max_excess_ = std::max(max_excess_, d.max_excess_steps);
     queue_.push_back(std::move(e));
     if (!cancelled_.load() && next_ < todo_.size()) StartNextLocked();
     PumpLocked();
@@ -486,6 +507,13 @@ class QuantDiffReactor final
     for (const auto& n : pairing_.shape_mismatches) s->add_shape_mismatches(n);
     for (const auto& n : pairing_.empty) s->add_skipped_empty(n);
     SetRankedLists(std::move(entries_), s);
+    s->set_not_nearest(not_nearest_);
+    s->set_clipped(clipped_);
+    s->set_zeroed_groups(zeroed_groups_);
+    s->set_max_excess_steps(max_excess_);
+    // Sorted: workers finish in any order, the summary must not.
+    std::sort(undecodable_.begin(), undecodable_.end());
+    for (std::string& u : undecodable_) s->add_undecodable(std::move(u));
     if (HasDiffPart(*req_)) *s->mutable_part() = part_;
     s->set_wall_seconds(absl::ToDoubleSeconds(absl::Now() - start_));
     s->set_bytes_read(bytes_done_.load());
@@ -558,6 +586,12 @@ class QuantDiffReactor final
   std::vector<std::unique_ptr<DiffWorkspace>> workspaces_ ABSL_GUARDED_BY(mu_);
   size_t next_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t done_ ABSL_GUARDED_BY(mu_) = 0;
+  // The summary's totals of the reports' excess counts.
+  int64_t not_nearest_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t clipped_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t zeroed_groups_ ABSL_GUARDED_BY(mu_) = 0;
+  double max_excess_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::string> undecodable_ ABSL_GUARDED_BY(mu_);
   grpc::Status status_ ABSL_GUARDED_BY(mu_);
   std::vector<DiffSummaryEntry> entries_ ABSL_GUARDED_BY(mu_);
 };

@@ -21,6 +21,9 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitUsage = 1;
 inline constexpr int kExitCallFailed = 2;
 inline constexpr int kExitThreshold = 3;  // diff --fail-on tripped
+// diff compared every tensor it could, but some it cannot decode (listed
+// in DiffSummary.undecodable); kExitThreshold takes precedence.
+inline constexpr int kExitGaps = 4;
 
 struct GlobalOptions {
   std::string server;  // empty = embedded
@@ -122,7 +125,8 @@ struct DiffResult {
 // elements of the worst tensor, the summary lines and, for a part, which
 // part it is, on `out`; JSON lines are the caller's to print. Then the
 // tensors that tripped a gate, on stderr. Returns kExitThreshold when the
-// summary flags any tensor, else kExitOk.
+// summary flags any tensor, else kExitGaps when it lists undecodable
+// tensors, else kExitOk.
 int PrintDiffResult(const GlobalOptions& g, DiffResult r,
                     std::ostream& out = std::cout);
 

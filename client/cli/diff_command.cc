@@ -111,15 +111,21 @@ int PrintDiffResult(const GlobalOptions& g, DiffResult r, std::ostream& out) {
                  : a.name() < b.name();
     });
     std::vector<std::vector<std::string>> rows = {
-        {"TENSOR", "SCHEME", "MAX ERR", "P99", ">0.5", "CLIPPED", "SQNR dB",
-         "COSINE", "INDUCED 0", "PRUNED 0"}};
+        {"TENSOR", "SCHEME", "MAX ERR", "BOUND", "EXCESS", "NOT NEAREST",
+         "CLIPPED", "ZEROED", "P99", "SQNR dB", "COSINE", "INDUCED 0",
+         "PRUNED 0"}};
     // With gates, which of them each tensor tripped.
     if (!gates.empty()) rows[0].push_back("FAIL-ON");
     for (const auto& t : reports) {
       rows.push_back(
           {t.name(), t.scheme(), absl::StrFormat("%.4f", t.max_err_steps()),
+           absl::StrFormat("%.4f", t.bound_steps()),
+           absl::StrFormat("%.4f", t.max_excess_steps()),
+           // Chosen codes (GPTQ): not nearest is information, in brackets.
+           t.nearest_codes() ? absl::StrCat(t.not_nearest())
+                             : absl::StrCat("(", t.not_nearest(), ")"),
+           absl::StrCat(t.clipped()), absl::StrCat(t.zeroed_groups()),
            absl::StrFormat("%.4f", t.p99_err_steps()),
-           absl::StrCat(t.above_half_step()), absl::StrCat(t.clipped()),
            absl::StrFormat("%.2f", t.sqnr_db()),
            absl::StrFormat("%.6f", t.cosine()), absl::StrCat(t.induced_zeros()),
            absl::StrCat(t.source_zeros())});
@@ -129,8 +135,9 @@ int PrintDiffResult(const GlobalOptions& g, DiffResult r, std::ostream& out) {
                                               : absl::StrJoin(tripped, ", "));
       }
     }
-    out << "error in units of the local quantization step (rounding "
-           "alone stays <= 0.5)\n"
+    out << "error in units of the local quantization step; BOUND: the most "
+           "a correct quantizer of the format reaches (0.5, more where the "
+           "stored scale was rounded to f16), EXCESS: the worst beyond it\n"
         << Table(rows);
     if (!reports.empty() && !reports[0].worst().empty()) {
       const auto& t = reports[0];
@@ -180,6 +187,20 @@ int PrintDiffResult(const GlobalOptions& g, DiffResult r, std::ostream& out) {
       out << "only in " << r.reference << ": "
           << absl::StrJoin(summary.only_in_reference(), ", ") << "\n";
     }
+    if (summary.undecodable_size() > 0) {
+      out << "not compared, cannot decode (" << summary.undecodable_size()
+          << "):\n";
+      for (const std::string& u : summary.undecodable()) {
+        out << "  " << u << "\n";
+      }
+    }
+    if (summary.not_nearest() + summary.clipped() + summary.zeroed_groups() >
+        0) {
+      out << "beyond the bound: " << summary.not_nearest() << " not nearest, "
+          << summary.clipped() << " clipped; " << summary.zeroed_groups()
+          << " zeroed groups; max excess "
+          << absl::StrFormat("%.4f", summary.max_excess_steps()) << " steps\n";
+    }
     if (summary.shape_mismatches_size() > 0) {
       out << "shape mismatches: "
           << absl::StrJoin(summary.shape_mismatches(), "; ") << "\n";
@@ -198,6 +219,12 @@ int PrintDiffResult(const GlobalOptions& g, DiffResult r, std::ostream& out) {
         std::fprintf(stderr, "  %s: %s\n", t.name().c_str(), reason.c_str());
     }
     return kExitThreshold;
+  }
+  if (summary.undecodable_size() > 0) {
+    std::fprintf(stderr,
+                 "tensormorph: %d tensor(s) not compared: cannot decode\n",
+                 summary.undecodable_size());
+    return kExitGaps;
   }
   return kExitOk;
 }

@@ -384,7 +384,7 @@ int main(int argc, char** argv) {
   diff_cmd->add_option(
       "--fail-on", diff.fail_on,
       "exit 3 when any tensor trips METRIC OP NUMBER (repeatable), e.g. "
-      "'max_err_steps>0.51' or 'sqnr_db<25'");
+      "'max_excess_steps>0', 'not_nearest>0' or 'sqnr_db<25'");
   std::string diff_part;
   diff_cmd
       ->add_option("--part", diff_part,
@@ -399,13 +399,17 @@ int main(int argc, char** argv) {
           },
           "i/N"));
   diff_cmd->footer(
-      "Error in steps is |x - x_hat| / the gap between quantization levels; "
-      "rounding alone\n"
-      "keeps it <= 0.5, so more means clipping, a bad scale or a broken "
-      "quantizer.\n"
+      "Error in steps is |x - x_hat| / the gap between quantization levels. "
+      "Each format states\n"
+      "its bound (BOUND): 0.5 for round-to-nearest, a little more where "
+      "the scale is stored\n"
+      "as f16 (Q8_0, Q4_x, Q5_x). Beyond it an element is clipped or not "
+      "nearest; EXCESS is\n"
+      "how far the worst lies beyond; zero-scale groups are counted apart "
+      "(ZEROED).\n"
       "Examples:\n  tensormorph diff model-q4_k.gguf hf-source/ --filter "
       "'blk.0.*'\n"
-      "  tensormorph diff quant/ source/ --json --fail-on 'max_err_steps>0.51' "
+      "  tensormorph diff quant/ source/ --json --fail-on 'max_excess_steps>0' "
       "--fail-on 'sqnr_db<25'\n"
       "  tensormorph diff quant/ source/ --part 1/3 --json > part-1.jsonl   "
       "(see diff-merge)");
@@ -439,7 +443,7 @@ int main(int argc, char** argv) {
       "  for i in 0 1 2; do\n"
       "    tensormorph diff quant/ source/ --part $i/3 --json > part-$i.jsonl\n"
       "  done\n"
-      "  tensormorph diff-merge part-*.jsonl --fail-on 'max_err_steps>0.51'\n"
+      "  tensormorph diff-merge part-*.jsonl --fail-on 'max_excess_steps>0'\n"
       "Every tensor is diffed whole by exactly one part, so the merge prints "
       "what one run prints\n"
       "(wall time: the slowest part's), as a table or with --json as lines "

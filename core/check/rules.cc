@@ -215,15 +215,18 @@ const std::vector<CheckRule>& CheckRules() {
        ""},
       // Against a source (--source), by the diff's gates.
       {"source-err-steps", Severity::kError,
-       "errors past half a step against the source",
-       "a quantized tensor rounded to nearest (compressed-tensors int, ggml "
-       "Q4_0 Q4_1 Q5_0 Q5_1 Q8_0) with an element more than half a "
-       "quantization step from its source (diff's max_err_steps): clipping, "
-       "a wrong scale or zero-point, or codes of another tensor",
-       "max_err_steps > 0.51: rounding to nearest keeps the error at or "
-       "below 0.5 step, 0.51 leaves room for the fp rounding of the scale. "
-       "Not applied to GPTQ, AWQ or K-quants, whose error compensation and "
-       "scale search move weights past half a step by design"},
+       "errors past the format's rounding bound against the source",
+       "a quantized tensor with an element further from its source than a "
+       "correct quantizer of its format reaches (diff's max_excess_steps): "
+       "clipped beyond what the format clips by design, or not the nearest "
+       "level where the format rounds to nearest: a wrong scale or "
+       "zero-point, or codes of another tensor. Information only for "
+       "quantizers that choose codes on purpose (GPTQ, AWQ, IQ grids)",
+       "max_excess_steps > 0: each format states its bound (0.5 step for "
+       "exact scales; 0.5 + (|level| + 0.5) u for ggml Q8_0/Q4_x/Q5_x, u the "
+       "f16 half-ulp of the stored scale relative to it; one more step at "
+       "Q4_0/Q5_0's short end; any clip for the searched scales of "
+       "K-quants and IQ4)"},
       {"source-sqnr", Severity::kWarning,
        "SQNR against the source below the bit width's floor",
        "a quantized integer-grid tensor whose SQNR against its source is "

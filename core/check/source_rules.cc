@@ -38,14 +38,17 @@ bool IntegerGrid(const EncodingInfo& info) {
 
 std::optional<std::string> DefaultSourceGate(const EncodingInfo& info,
                                              absl::string_view metric) {
-  if (!IntegerGrid(info)) return std::nullopt;
-  if (metric == "max_err_steps") {
-    const bool nearest =
-        info.convention == "compressed-tensors" ||
-        (info.convention == "ggml" && IsGgmlLegacy(info.scheme));
-    if (!nearest) return std::nullopt;
-    return std::string("max_err_steps>0.51");
+  if (metric == "max_excess_steps") {
+    // Every quantized encoding states its rounding bound (Encoding::Bound):
+    // beyond it is what the bound says is wrong. Judged where the bound is
+    // held to a real quantizer's output (ggml's own, the conventions'
+    // integer grids); float-coded conventions (fp8, mxfp4, bitsandbytes)
+    // are not yet.
+    if (!info.quantized) return std::nullopt;
+    if (info.convention != "ggml" && !IntegerGrid(info)) return std::nullopt;
+    return std::string("max_excess_steps>0");
   }
+  if (!IntegerGrid(info)) return std::nullopt;
   if (metric == "sqnr_db") {
     const double floor = 6.02 * info.bits + 1.76 - 12;
     return absl::StrFormat("sqnr_db<%.2f", floor);
@@ -68,9 +71,10 @@ absl::Status CheckAgainstSource(const Checkpoint& ckpt,
   for (const TensorPair& p : pairing.pairs) {
     const EncodingInfo& info = p.quant->encoding->info();
     std::vector<std::pair<std::string, std::string>> gates;  // rule, gate
-    for (const auto& [metric, rule] : {std::pair<const char*, const char*>{
-                                           "max_err_steps", "source-err-steps"},
-                                       {"sqnr_db", "source-sqnr"}}) {
+    for (const auto& [metric, rule] :
+         {std::pair<const char*, const char*>{"max_excess_steps",
+                                              "source-err-steps"},
+          {"sqnr_db", "source-sqnr"}}) {
       if (auto g = DefaultSourceGate(info, metric)) gates.push_back({rule, *g});
     }
     if (gates.empty()) continue;
@@ -81,18 +85,23 @@ absl::Status CheckAgainstSource(const Checkpoint& ckpt,
     if (!d.ok()) return d.status();
     for (const auto& [rule, text] : gates) {
       TM_ASSIGN_OR_RETURN(DiffGate gate, ParseDiffGate(text));
-      if (!Trips(gate, *d)) continue;
+      // Codes chosen on purpose (error feedback): what lies beyond the
+      // bound is information, reported as such.
+      const bool chosen = gate.metric == "max_excess_steps" &&
+                          !d->nearest_codes && d->not_nearest + d->clipped > 0;
+      if (!Trips(gate, *d) && !chosen) continue;
       Finding f;
       f.rule = rule;
-      f.severity = FindCheckRule(rule)->severity;
+      f.severity = chosen ? Severity::kInfo : FindCheckRule(rule)->severity;
       f.tensor = p.quant->name;
       f.file = FileOfTensor(ckpt, *p.quant);
       const std::string scheme =
           absl::StrCat(info.scheme, " (", info.convention, ")");
-      if (gate.metric == "max_err_steps") {
-        f.expected = absl::StrCat(
-            "every element within half a step of its source '", d->ref_name,
-            "' (", scheme, " rounds to nearest; gate ", text, ")");
+      if (gate.metric == "max_excess_steps") {
+        f.expected = absl::StrFormat(
+            "every element within its format's rounding bound (%.4g steps: "
+            "%s) of its source '%s' (%s; gate %s)",
+            d->bound_steps, d->bound_family, d->ref_name, scheme, text);
         std::string where;
         if (!d->worst.empty()) {
           const WorstElement& w = d->worst[0];
@@ -102,14 +111,20 @@ absl::Status CheckAgainstSource(const Checkpoint& ckpt,
           f.worst_group = w.quant.group;
         }
         f.actual = absl::StrFormat(
-            "max_err_steps = %.4g%s; %d of %d elements above half a step, %d "
-            "clipped",
-            d->max_err_steps, where, d->above_half_step, d->count, d->clipped);
-        f.count = std::max<int64_t>(1, d->above_half_step);
-        f.hint =
-            "more than rounding: a scale too small (clipping), a zero-point "
-            "off by one, or codes from another tensor; re-quantize, or diff "
-            "it (tensormorph diff) to see the worst groups";
+            "max_err_steps = %.4g%s; max_excess_steps = %.4g; %d of %d "
+            "elements not nearest, %d clipped, %d zeroed groups",
+            d->max_err_steps, where, d->max_excess_steps, d->not_nearest,
+            d->count, d->clipped, d->zeroed_groups);
+        f.count = std::max<int64_t>(
+            1, d->clipped + (d->nearest_codes ? d->not_nearest : 0));
+        f.hint = chosen
+                     ? "this quantizer chooses codes other than the nearest "
+                       "on purpose (error feedback): information; judge it by "
+                       "clipping and SQNR"
+                     : "more than rounding: a scale too small (clipping), a "
+                       "zero-point off by one, or codes from another tensor; "
+                       "re-quantize, or diff it (tensormorph diff) to see the "
+                       "worst groups";
       } else {
         f.expected = absl::StrCat("SQNR against '", d->ref_name, "' of a ",
                                   info.bits, "-bit grid (", scheme,

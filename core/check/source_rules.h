@@ -19,16 +19,14 @@
 namespace tensormorph {
 
 // The gate `tensormorph check --source` holds a tensor of this encoding to
-// for `metric` ("max_err_steps", "sqnr_db"), as `diff --fail-on` text
-// ("max_err_steps>0.51", "sqnr_db<13.8"); nullopt when the metric is not
+// for `metric` ("max_excess_steps", "sqnr_db"), as `diff --fail-on` text
+// ("max_excess_steps>0", "sqnr_db<13.8"); nullopt when the metric is not
 // judged for it:
-//  - max_err_steps > 0.51 for integer grids quantized by rounding to
-//    nearest (compressed-tensors int, ggml Q4_0 Q4_1 Q5_0 Q5_1 Q8_0, plain
-//    integer conventions): rounding keeps the error at or below half a step,
-//    0.51 leaves room for the fp16/fp32 rounding of the scale itself. Not
-//    for quantizers that trade a weight's own error for the layer's output
-//    (GPTQ, AWQ) or search the scales (ggml K-quants and IQ types): their
-//    weights are more than half a step off by design.
+//  - max_excess_steps > 0 for every quantized encoding: an element beyond
+//    the rounding bound its format states (Encoding::Bound) is clipped
+//    beyond design or, where codes are meant to be nearest, not nearest.
+//    Where the quantizer chooses codes on purpose (GPTQ, AWQ), elements
+//    beyond the bound give an information finding instead.
 //  - sqnr_db < 6.02 b + 1.76 - 12 for integer grids of b = 2..8 bits: the
 //    textbook SQNR of a b-bit uniform quantizer over a full-scale signal
 //    (6.02 b + 1.76 dB), less 12 dB for weights, which do not fill the
@@ -42,7 +40,7 @@ std::optional<std::string> DefaultSourceGate(const EncodingInfo& info,
 
 // Pairs `ckpt`'s quantized tensors with `source`'s (PairTensors), diffs
 // each and appends a finding per tripped default gate: source-err-steps
-// for max_err_steps, source-sqnr for sqnr_db, naming the tensor, its
+// for max_excess_steps, source-sqnr for sqnr_db, naming the tensor, its
 // file, the gate as expected and the measured value (with the worst
 // element) as actual. `on_elements(n)` as each piece is diffed.
 // Errors: those of PairTensors and DiffTensor but UNIMPLEMENTED (a tensor

@@ -13,6 +13,7 @@
 #include "core/check/run_counts.h"
 #include "core/dtype.h"
 #include "core/io/fault_guard.h"
+#include "core/quant/rounding_bound.h"
 #include "core/quant/scalar_info.h"
 #include "core/util/status_macros.h"
 
@@ -136,6 +137,13 @@ absl::Status ScanTensorValues(const Checkpoint& ckpt, const LogicalTensor& t,
   Tally nan_groups, inf_groups, all_zero, constant, saturated;
   Tally scale_nan, scale_inf, scale_zero;
   int64_t groups_seen = 0;
+  // Clipping is a source value the format could not represent within its
+  // group's range (rounding_bound.h). A min/max quantizer (Q4_1, Q5_1: its
+  // range is the group's own min and max) cannot clip: ends piled up there
+  // are the source's, and saying "the scale clips" would be wrong.
+  const RoundingBound bound = BoundOfEncoding(info);
+  const bool can_clip =
+      !(bound.offset_f16 && bound.clip == RoundingBound::Clip::kNone);
 
   auto close = [&](int64_t id, const GroupAcc& g) {
     ++groups_seen;
@@ -149,7 +157,7 @@ absl::Status ScanTensorValues(const Checkpoint& ckpt, const LogicalTensor& t,
     } else if (g.count >= 2 && g.constant && g.nan == 0 && g.inf == 0) {
       constant.Add(1, id, 0);
     }
-    if (info.bits >= kSaturatedGroupMinBits &&
+    if (can_clip && info.bits >= kSaturatedGroupMinBits &&
         g.count >= kSaturatedGroupMinElements && !g.degenerate) {
       // A min/max quantizer puts the group's own min and max on its end
       // levels, and a one-sided outlier stretches the scale so that the bulk

@@ -18,13 +18,16 @@ struct Partials {
 
 // Element i of a run: its error in steps, counts and maxima into `s`, and
 // its sums into lane `lane` of `p`, or straight into `s` when lane < 0.
-inline double AddElement(const float* values, const QuantRun& e, const float* x,
-                         int64_t i, int64_t first, int lane, Partials* p,
+// The bound arithmetic is spelled as the fast paths compute it, operation
+// for operation.
+inline double AddElement(const float* values, const QuantRun& e,
+                         const RunLimits& l, const float* x, int64_t i,
+                         int64_t first, int lane, Partials* p,
                          double* err_steps, ErrorSums* s) {
   const double xs = x[i];
   const double xq = values[i];
   const double err = std::fabs(xs - xq);
-  const double v = ErrorInSteps(xs, values[i], e);
+  const double v = l.zeroed ? 0.0 : ErrorInSteps(xs, values[i], e);
   err_steps[i] = v;
   if (lane >= 0) {
     p->sq[lane] += err * err;
@@ -43,13 +46,33 @@ inline double AddElement(const float* values, const QuantRun& e, const float* x,
     s->max_abs_err = err;
     s->max_abs_err_index = first + i;
   }
-  if (v > s->max_err_steps) s->max_err_steps = v;
-  s->above_half_step += v > 0.5;
-  s->clipped += (xs > e.range_max + 0.5 * e.step_above) |
-                (xs < e.range_min - 0.5 * e.step_below);
   s->source_zeros += xs == 0;
   s->decoded_zeros += xq == 0;
   s->induced_zeros += (xq == 0) & (xs != 0);
+  if (l.zeroed) {
+    ++s->zeroed_elements;
+    return v;
+  }
+  if (v > s->max_err_steps) s->max_err_steps = v;
+  s->above_half_step += v > 0.5;
+  const double inv = xs > xq ? l.inv_above : l.inv_below;
+  const double extra = xs > e.range_max
+                           ? e.extra_above
+                           : (xs < e.range_min ? e.extra_below : 0.0);
+  const double allowed =
+      (e.bound + (e.slack + e.slack_rel * std::fabs(xq - e.origin)) * inv) +
+      extra;
+  const double excess = v - allowed;
+  const bool clip = (xs > l.clip_hi) | (xs < l.clip_lo);
+  const bool beyond = excess > 0;
+  s->clipped += clip;
+  s->not_nearest += beyond & !clip;
+  if (beyond & !clip && excess > s->max_excess_not_nearest) {
+    s->max_excess_not_nearest = excess;
+  }
+  if (beyond & clip && excess > s->max_excess_clipped) {
+    s->max_excess_clipped = excess;
+  }
   return v;
 }
 
@@ -62,13 +85,14 @@ void AccumulateErrorsScalar(const float* values, const QuantRun* runs,
   int64_t i = 0;
   for (size_t r = 0; r < num_runs; ++r) {
     const QuantRun& e = runs[r];
+    const RunLimits l = LimitsOf(e);
     const int64_t start = i, end = i + e.count, body = e.count - e.count % 4;
     double gs[4] = {0, 0, 0, 0}, gm[4] = {0, 0, 0, 0};
     for (; i < end; ++i) {
       const int64_t k = i - start;
       const int lane = k < body ? static_cast<int>(k % 4) : -1;
       const double v =
-          AddElement(values, e, x, i, first, lane, &p, err_steps, s);
+          AddElement(values, e, l, x, i, first, lane, &p, err_steps, s);
       const int gl = lane < 0 ? 0 : lane;
       gs[gl] += v;
       gm[gl] = std::max(gm[gl], v);
@@ -124,20 +148,34 @@ __attribute__((target("avx2"))) void AccumulateErrorsAvx2(
   __m256d max_abs = _mm256_set1_pd(s->max_abs_err);
   __m256i max_idx = _mm256_set1_epi64x(-1);
   __m256d max_steps = _mm256_set1_pd(s->max_err_steps);
+  __m256d max_nn = _mm256_set1_pd(s->max_excess_not_nearest);
+  __m256d max_clip = _mm256_set1_pd(s->max_excess_clipped);
   __m256i above = _mm256_setzero_si256(), clipped = above, src_zeros = above,
-          dec_zeros = above, induced = above;
+          dec_zeros = above, induced = above, not_nearest = above;
   const __m256i four = _mm256_set1_epi64x(4);
   int64_t i = 0;
   for (size_t r = 0; r < num_runs; ++r) {
     const QuantRun& run = runs[r];
-    const int64_t end = i + run.count;
-    // The clipping bounds, as the scalar code computes them per element.
+    const RunLimits l = LimitsOf(run);
+    const int64_t start = i, end = i + run.count;
     const __m256d below = _mm256_set1_pd(run.step_below);
     const __m256d above_step = _mm256_set1_pd(run.step_above);
-    const __m256d hi = _mm256_set1_pd(run.range_max + 0.5 * run.step_above);
-    const __m256d lo = _mm256_set1_pd(run.range_min - 0.5 * run.step_below);
+    const __m256d hi = _mm256_set1_pd(l.clip_hi);
+    const __m256d lo = _mm256_set1_pd(l.clip_lo);
     const __m256d below_ok = _mm256_cmp_pd(below, zero, _CMP_GT_OQ);
     const __m256d above_ok = _mm256_cmp_pd(above_step, zero, _CMP_GT_OQ);
+    const __m256d live =
+        l.zeroed ? zero : _mm256_castsi256_pd(_mm256_set1_epi64x(-1));
+    const __m256d inv_below = _mm256_set1_pd(l.inv_below);
+    const __m256d inv_above = _mm256_set1_pd(l.inv_above);
+    const __m256d bound = _mm256_set1_pd(run.bound);
+    const __m256d slack = _mm256_set1_pd(run.slack);
+    const __m256d slack_rel = _mm256_set1_pd(run.slack_rel);
+    const __m256d origin = _mm256_set1_pd(run.origin);
+    const __m256d range_min = _mm256_set1_pd(run.range_min);
+    const __m256d range_max = _mm256_set1_pd(run.range_max);
+    const __m256d extra_below = _mm256_set1_pd(run.extra_below);
+    const __m256d extra_above = _mm256_set1_pd(run.extra_above);
     __m256i idx = _mm256_add_epi64(_mm256_set1_epi64x(first + i),
                                    _mm256_set_epi64x(3, 2, 1, 0));
     __m256d group_sum = zero, group_max = zero;
@@ -150,6 +188,7 @@ __attribute__((target("avx2"))) void AccumulateErrorsAvx2(
       const __m256d step_ok = _mm256_blendv_pd(below_ok, above_ok, up);
       __m256d v = _mm256_blendv_pd(inf, _mm256_div_pd(err, step), step_ok);
       v = _mm256_blendv_pd(v, zero, _mm256_cmp_pd(err, zero, _CMP_EQ_OQ));
+      v = _mm256_and_pd(v, live);
       _mm256_storeu_pd(err_steps + i, v);
       group_sum = _mm256_add_pd(group_sum, v);
       // v > max ? v : max, as std::max(max, v): a NaN is passed over.
@@ -169,21 +208,45 @@ __attribute__((target("avx2"))) void AccumulateErrorsAvx2(
                                    _mm256_cmp_pd(v, max_steps, _CMP_GT_OQ));
 
       above = Count(above, _mm256_cmp_pd(v, half, _CMP_GT_OQ));
-      clipped = Count(clipped, _mm256_or_pd(_mm256_cmp_pd(xs, hi, _CMP_GT_OQ),
-                                            _mm256_cmp_pd(xs, lo, _CMP_LT_OQ)));
+      // The bound, as AddElement spells it.
+      const __m256d inv = _mm256_blendv_pd(inv_below, inv_above, up);
+      __m256d extra =
+          _mm256_and_pd(extra_below, _mm256_cmp_pd(xs, range_min, _CMP_LT_OQ));
+      extra = _mm256_blendv_pd(extra, extra_above,
+                               _mm256_cmp_pd(xs, range_max, _CMP_GT_OQ));
+      const __m256d dist = _mm256_andnot_pd(sign, _mm256_sub_pd(xq, origin));
+      const __m256d allowed = _mm256_add_pd(
+          _mm256_add_pd(
+              bound,
+              _mm256_mul_pd(
+                  _mm256_add_pd(slack, _mm256_mul_pd(slack_rel, dist)), inv)),
+          extra);
+      const __m256d excess = _mm256_sub_pd(v, allowed);
+      const __m256d clip =
+          _mm256_and_pd(live, _mm256_or_pd(_mm256_cmp_pd(xs, hi, _CMP_GT_OQ),
+                                           _mm256_cmp_pd(xs, lo, _CMP_LT_OQ)));
+      const __m256d beyond =
+          _mm256_and_pd(live, _mm256_cmp_pd(excess, zero, _CMP_GT_OQ));
+      const __m256d nn = _mm256_andnot_pd(clip, beyond);
+      clipped = Count(clipped, clip);
+      not_nearest = Count(not_nearest, nn);
+      max_nn = _mm256_max_pd(_mm256_and_pd(excess, nn), max_nn);
+      max_clip = _mm256_max_pd(
+          _mm256_and_pd(excess, _mm256_and_pd(clip, beyond)), max_clip);
       const __m256d sz = _mm256_cmp_pd(xs, zero, _CMP_EQ_OQ);
       const __m256d dz = _mm256_cmp_pd(xq, zero, _CMP_EQ_OQ);
       src_zeros = Count(src_zeros, sz);
       dec_zeros = Count(dec_zeros, dz);
       induced = Count(induced, _mm256_andnot_pd(sz, dz));
     }
+    if (l.zeroed) s->zeroed_elements += i - start;
     alignas(32) double gs[4], gm[4];
     _mm256_store_pd(gs, group_sum);
     _mm256_store_pd(gm, group_max);
     Partials unused;
     for (; i < end; ++i) {
       const double v =
-          AddElement(values, run, x, i, first, -1, &unused, err_steps, s);
+          AddElement(values, run, l, x, i, first, -1, &unused, err_steps, s);
       gs[0] += v;
       gm[0] = std::max(gm[0], v);
     }
@@ -204,6 +267,7 @@ __attribute__((target("avx2"))) void AccumulateErrorsAvx2(
   s->sum_xh += Sum(xh);
   s->above_half_step += Sum(above);
   s->clipped += Sum(clipped);
+  s->not_nearest += Sum(not_nearest);
   s->source_zeros += Sum(src_zeros);
   s->decoded_zeros += Sum(dec_zeros);
   s->induced_zeros += Sum(induced);
@@ -225,6 +289,16 @@ __attribute__((target("avx2"))) void AccumulateErrorsAvx2(
   for (double v : lane_max) {
     if (v > s->max_err_steps) s->max_err_steps = v;
   }
+  // Excesses kept are positive and never NaN: their maximum does not depend
+  // on the order it is taken in.
+  _mm256_store_pd(lane_max, max_nn);
+  for (double v : lane_max) {
+    s->max_excess_not_nearest = std::max(s->max_excess_not_nearest, v);
+  }
+  _mm256_store_pd(lane_max, max_clip);
+  for (double v : lane_max) {
+    s->max_excess_clipped = std::max(s->max_excess_clipped, v);
+  }
 }
 
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_pd(), which
@@ -235,15 +309,19 @@ __attribute__((target("avx2"))) void AccumulateErrorsAvx2(
 // The running state of AccumulateErrorsAvx512.
 struct State512 {
   __m256d sq, ab, xx, hh, xh;  // four-wide partials, as AccumulateErrorsAvx2's
-  __m512d max_abs, max_steps;
+  __m512d max_abs, max_steps, max_nn, max_clip;
   __m512i max_idx;
-  int64_t above = 0, clipped = 0, src_zeros = 0, dec_zeros = 0, induced = 0;
+  int64_t above = 0, clipped = 0, not_nearest = 0, src_zeros = 0, dec_zeros = 0,
+          induced = 0;
 };
 
 // One run's parameters and its group's running sum and maximum.
 struct Run512 {
   __m512d below, above_step, hi, lo;
+  __m512d inv_below, inv_above, bound, slack, slack_rel, origin;
+  __m512d range_min, range_max, extra_below, extra_above;
   __mmask8 below_ok, above_ok;
+  __mmask8 live;  // 0 for a zeroed run
   __m256d group_sum;
   __m512d group_max;
 };
@@ -273,6 +351,7 @@ __attribute__((target("avx512f"), always_inline)) inline void Step512(
   __m512d v = _mm512_mask_blend_pd(ok, _mm512_set1_pd(__builtin_inf()),
                                    _mm512_div_pd(err, step));
   v = _mm512_mask_blend_pd(_mm512_cmp_pd_mask(err, zero, _CMP_EQ_OQ), v, zero);
+  v = _mm512_maskz_mov_pd(r.live, v);
   const __m512d t_sq = _mm512_mul_pd(err, err);
   const __m512d t_xx = _mm512_mul_pd(xs, xs);
   const __m512d t_hh = _mm512_mul_pd(xq, xq);
@@ -309,9 +388,31 @@ __attribute__((target("avx512f"), always_inline)) inline void Step512(
   st.max_steps = _mm512_mask_max_pd(st.max_steps, lanes, v, st.max_steps);
   st.above += __builtin_popcount(
       _mm512_cmp_pd_mask(v, _mm512_set1_pd(0.5), _CMP_GT_OQ) & lanes);
-  st.clipped += __builtin_popcount((_mm512_cmp_pd_mask(xs, r.hi, _CMP_GT_OQ) |
-                                    _mm512_cmp_pd_mask(xs, r.lo, _CMP_LT_OQ)) &
-                                   lanes);
+  // The bound, as AddElement spells it.
+  const __m512d inv = _mm512_mask_blend_pd(up, r.inv_below, r.inv_above);
+  __m512d extra = _mm512_maskz_mov_pd(
+      _mm512_cmp_pd_mask(xs, r.range_min, _CMP_LT_OQ), r.extra_below);
+  extra = _mm512_mask_mov_pd(
+      extra, _mm512_cmp_pd_mask(xs, r.range_max, _CMP_GT_OQ), r.extra_above);
+  const __m512d dist = _mm512_abs_pd(_mm512_sub_pd(xq, r.origin));
+  const __m512d allowed = _mm512_add_pd(
+      _mm512_add_pd(
+          r.bound,
+          _mm512_mul_pd(
+              _mm512_add_pd(r.slack, _mm512_mul_pd(r.slack_rel, dist)), inv)),
+      extra);
+  const __m512d excess = _mm512_sub_pd(v, allowed);
+  const __mmask8 clip = (_mm512_cmp_pd_mask(xs, r.hi, _CMP_GT_OQ) |
+                         _mm512_cmp_pd_mask(xs, r.lo, _CMP_LT_OQ)) &
+                        lanes & r.live;
+  const __mmask8 beyond =
+      _mm512_cmp_pd_mask(excess, zero, _CMP_GT_OQ) & lanes & r.live;
+  const __mmask8 nn = beyond & static_cast<__mmask8>(~clip);
+  st.clipped += __builtin_popcount(clip);
+  st.not_nearest += __builtin_popcount(nn);
+  st.max_nn = _mm512_max_pd(_mm512_maskz_mov_pd(nn, excess), st.max_nn);
+  st.max_clip =
+      _mm512_max_pd(_mm512_maskz_mov_pd(clip & beyond, excess), st.max_clip);
   const __mmask8 sz = _mm512_cmp_pd_mask(xs, zero, _CMP_EQ_OQ) & lanes;
   const __mmask8 dz = _mm512_cmp_pd_mask(xq, zero, _CMP_EQ_OQ) & lanes;
   st.src_zeros += __builtin_popcount(sz);
@@ -329,15 +430,30 @@ __attribute__((target("avx512f"))) void AccumulateErrorsAvx512(
   st.max_abs = _mm512_set1_pd(s->max_abs_err);
   st.max_idx = _mm512_set1_epi64(-1);
   st.max_steps = _mm512_set1_pd(s->max_err_steps);
+  st.max_nn = _mm512_set1_pd(s->max_excess_not_nearest);
+  st.max_clip = _mm512_set1_pd(s->max_excess_clipped);
   int64_t i = 0;
   for (size_t n = 0; n < num_runs; ++n) {
     const QuantRun& run = runs[n];
-    const int64_t end = i + run.count, body_end = end - run.count % 4;
+    const int64_t start = i, end = i + run.count,
+                  body_end = end - run.count % 4;
+    const RunLimits l = LimitsOf(run);
     Run512 r;
     r.below = _mm512_set1_pd(run.step_below);
     r.above_step = _mm512_set1_pd(run.step_above);
-    r.hi = _mm512_set1_pd(run.range_max + 0.5 * run.step_above);
-    r.lo = _mm512_set1_pd(run.range_min - 0.5 * run.step_below);
+    r.hi = _mm512_set1_pd(l.clip_hi);
+    r.lo = _mm512_set1_pd(l.clip_lo);
+    r.inv_below = _mm512_set1_pd(l.inv_below);
+    r.inv_above = _mm512_set1_pd(l.inv_above);
+    r.bound = _mm512_set1_pd(run.bound);
+    r.slack = _mm512_set1_pd(run.slack);
+    r.slack_rel = _mm512_set1_pd(run.slack_rel);
+    r.origin = _mm512_set1_pd(run.origin);
+    r.range_min = _mm512_set1_pd(run.range_min);
+    r.range_max = _mm512_set1_pd(run.range_max);
+    r.extra_below = _mm512_set1_pd(run.extra_below);
+    r.extra_above = _mm512_set1_pd(run.extra_above);
+    r.live = l.zeroed ? 0 : 0xFF;
     r.below_ok = run.step_below > 0 ? 0xFF : 0;
     r.above_ok = run.step_above > 0 ? 0xFF : 0;
     r.group_sum = _mm256_setzero_pd();
@@ -349,6 +465,7 @@ __attribute__((target("avx512f"))) void AccumulateErrorsAvx512(
       Step512<false>(values, x, i, first, err_steps, r, st);
       i += 4;
     }
+    if (l.zeroed) s->zeroed_elements += i - start;
     alignas(32) double gs[4];
     _mm256_store_pd(gs, r.group_sum);
     // The lanes are never NaN (passed over above) nor below zero, so their
@@ -357,7 +474,7 @@ __attribute__((target("avx512f"))) void AccumulateErrorsAvx512(
     Partials unused;
     for (; i < end; ++i) {
       const double v =
-          AddElement(values, run, x, i, first, -1, &unused, err_steps, s);
+          AddElement(values, run, l, x, i, first, -1, &unused, err_steps, s);
       gs[0] += v;
       gmax = std::max(gmax, v);
     }
@@ -379,6 +496,7 @@ __attribute__((target("avx512f"))) void AccumulateErrorsAvx512(
   }
   s->above_half_step += st.above;
   s->clipped += st.clipped;
+  s->not_nearest += st.not_nearest;
   s->source_zeros += st.src_zeros;
   s->decoded_zeros += st.dec_zeros;
   s->induced_zeros += st.induced;
@@ -400,6 +518,11 @@ __attribute__((target("avx512f"))) void AccumulateErrorsAvx512(
   for (double v : lane_max) {
     if (v > s->max_err_steps) s->max_err_steps = v;
   }
+  // Excesses kept are positive and never NaN: order does not matter.
+  s->max_excess_not_nearest =
+      std::max(s->max_excess_not_nearest, _mm512_reduce_max_pd(st.max_nn));
+  s->max_excess_clipped =
+      std::max(s->max_excess_clipped, _mm512_reduce_max_pd(st.max_clip));
 }
 
 #pragma GCC diagnostic pop

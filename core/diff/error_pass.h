@@ -19,10 +19,51 @@ struct ErrorSums {
   int64_t max_abs_err_index = 0;  // the first element with max_abs_err
   double max_err_steps = 0;
   int64_t above_half_step = 0;  // error > 0.5 step
-  int64_t clipped = 0;          // source beyond the group's range by > step/2
+  // The three kinds of excess over each run's rounding bound (QuantRun):
+  // clipped: the source lies beyond the group's range further than the
+  // bound allows at that end (RunLimits' clip_lo / clip_hi); not_nearest:
+  // inside that, the error exceeds the bound (so another level is nearer).
+  int64_t clipped = 0;
+  int64_t not_nearest = 0;
+  // How far beyond their bound (in steps) the worst of each kind lies; 0
+  // when none is.
+  double max_excess_not_nearest = 0, max_excess_clipped = 0;
+  // Elements of runs whose steps are both zero (a stored scale of 0): their
+  // error in steps reads 0 and they count in no step metric above; the
+  // real-unit sums include them.
+  int64_t zeroed_elements = 0;
   int64_t source_zeros = 0, decoded_zeros = 0;
   int64_t induced_zeros = 0;  // source != 0, decoded == 0
 };
+
+// What every path derives once per run from its QuantRun: the reciprocal
+// steps the bound divides by, and the sources beyond which an element is
+// clipped: range_max + (the bound at range_max) * step_above, and likewise
+// below. A zero-step run (both steps 0) is `zeroed`.
+struct RunLimits {
+  double inv_below, inv_above;
+  double clip_lo, clip_hi;
+  bool zeroed;
+};
+inline RunLimits LimitsOf(const QuantRun& r) {
+  RunLimits l;
+  l.zeroed = r.step_below == 0 && r.step_above == 0;
+  l.inv_below = 1.0 / r.step_below;
+  l.inv_above = 1.0 / r.step_above;
+  const double top =
+      r.bound +
+      (r.slack + r.slack_rel * __builtin_fabs(r.range_max - r.origin)) *
+          l.inv_above +
+      r.extra_above;
+  const double bottom =
+      r.bound +
+      (r.slack + r.slack_rel * __builtin_fabs(r.range_min - r.origin)) *
+          l.inv_below +
+      r.extra_below;
+  l.clip_hi = r.range_max + top * r.step_above;
+  l.clip_lo = r.range_min - bottom * r.step_below;
+  return l;
+}
 
 // One group's errors in steps: their sum, maximum and count. The sum adds
 // each run of the group as four partial sums (element k of the run into
@@ -44,7 +85,8 @@ inline double ErrorInSteps(double source, double value, const QuantRun& e) {
   return step > 0 ? err / step : __builtin_inf();
 }
 
-// Adds the elements the runs cover, m = the sum of their counts, decoded
+// Adds the elements the runs cover (each run's bound as QuantRun states it;
+// see ErrorSums for the kinds of excess), m = the sum of their counts, decoded
 // `values[0, m)` against `x[0, m)` (source), into `sums`; `first` is the
 // flat index of element 0. Writes each element's error in steps to
 // err_steps[0, m). When `groups` is not null, adds each run with a group

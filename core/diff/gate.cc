@@ -14,7 +14,9 @@ namespace {
 
 constexpr const char* kMetrics[] = {"max_err_steps",  "p99_err_steps",
                                     "p999_err_steps", "above_half_step",
-                                    "clipped",        "sqnr_db",
+                                    "clipped",        "not_nearest",
+                                    "zeroed_groups",  "max_excess_steps",
+                                    "bound_steps",    "sqnr_db",
                                     "cosine",         "mse",
                                     "rmse",           "mean_abs_err",
                                     "max_abs_err",    "rel_fro_err",
@@ -100,6 +102,10 @@ std::optional<double> DiffMetric(const TensorDiff& d, absl::string_view m) {
   if (m == "p999_err_steps") return d.p999_err_steps;
   if (m == "above_half_step") return static_cast<double>(d.above_half_step);
   if (m == "clipped") return static_cast<double>(d.clipped);
+  if (m == "not_nearest") return static_cast<double>(d.not_nearest);
+  if (m == "zeroed_groups") return static_cast<double>(d.zeroed_groups);
+  if (m == "max_excess_steps") return d.max_excess_steps;
+  if (m == "bound_steps") return d.bound_steps;
   if (m == "sqnr_db") return d.sqnr_db;
   if (m == "cosine") return d.cosine;
   if (m == "mse") return d.mse;

@@ -8,6 +8,7 @@
 #include <queue>
 
 #include "absl/base/casts.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "core/diff/error_pass.h"
 #include "core/format/stored_tensor.h"
@@ -234,6 +235,10 @@ absl::StatusOr<TensorDiff> DiffTensor(
   }
 
   ErrorSums sums;
+  const RoundingBound bound = quant.encoding->Bound();
+  d.bound_family = bound.family;
+  d.nearest_codes = bound.codes == RoundingBound::Codes::kNearest;
+  absl::flat_hash_set<int64_t> zeroed;  // groups, once each across runs
   PercentileTracker pct(n, options.exact_percentile_limit, &buf.top);
   std::priority_queue<Candidate> worst;  // top() is the least bad kept
   // Only an error above the least bad kept can enter a full top-k: elements
@@ -288,6 +293,30 @@ absl::StatusOr<TensorDiff> DiffTensor(
       return DecodeMappedRows(ref, row_map, first, m, x.data());
     });
     if (!read.ok()) return read;
+    // Each run's bound from the encoding's statement, and the groups whose
+    // stored scale is zero while their source is not.
+    for (size_t r = 0, at = 0; r < runs.size(); at += runs[r++].count) {
+      QuantRun& run = runs[r];
+      ApplyBound(bound, &run);
+      d.bound_steps = std::max(d.bound_steps, InteriorBoundSteps(run));
+      if (run.step_below != 0 || run.step_above != 0) continue;
+      const float* src = xs + at;
+      bool nonzero = false;
+      if (absl::Status s = GuardedRead([&] {
+            for (int64_t k = 0; k < run.count; ++k) nonzero |= src[k] != 0;
+            return absl::OkStatus();
+          });
+          !s.ok()) {
+        return s;
+      }
+      if (nonzero) {
+        if (run.group < 0) {
+          ++d.zeroed_groups;
+        } else {
+          zeroed.insert(run.group);
+        }
+      }
+    }
 
     // The group table must hold every group of the chunk before the pass
     // (a group's elements may come in several runs: FP8 blocks span rows,
@@ -364,6 +393,13 @@ absl::StatusOr<TensorDiff> DiffTensor(
   d.max_err_steps = sums.max_err_steps;
   d.above_half_step = sums.above_half_step;
   d.clipped = sums.clipped;
+  d.not_nearest = sums.not_nearest;
+  d.zeroed_groups += static_cast<int64_t>(zeroed.size());
+  d.zeroed_elements = sums.zeroed_elements;
+  d.max_excess_not_nearest = sums.max_excess_not_nearest;
+  d.max_excess_steps =
+      std::max(sums.max_excess_clipped,
+               d.nearest_codes ? sums.max_excess_not_nearest : 0.0);
   d.source_zeros = sums.source_zeros;
   d.decoded_zeros = sums.decoded_zeros;
   d.induced_zeros = sums.induced_zeros;

@@ -65,10 +65,30 @@ struct TensorDiff {
   double p99_err_steps = 0, p999_err_steps = 0;
   bool percentiles_exact = true;
   int64_t above_half_step = 0;  // elements with error > 0.5 step
-  int64_t clipped = 0;          // source beyond the group's range by > step/2
-  int64_t source_zeros = 0;     // pruned: x == 0
-  int64_t decoded_zeros = 0;    // x̂ == 0
-  int64_t induced_zeros = 0;    // x != 0 but x̂ == 0
+  // The rounding bound (Encoding::Bound, core/quant/rounding_bound.h):
+  // its family name, whether codes are meant to be nearest, and the
+  // largest bound in steps over the tensor's groups (at their extreme
+  // levels: 0.5 plus what a stored f16 scale adds).
+  std::string bound_family;
+  bool nearest_codes = true;
+  double bound_steps = 0;
+  // The three kinds of excess (ErrorSums): the rest of the elements are
+  // within the bound, or in zeroed groups.
+  int64_t clipped = 0;      // beyond the range further than the bound allows
+  int64_t not_nearest = 0;  // inside it, yet beyond the bound
+  // Groups whose steps are zero (a stored scale of 0) while their source
+  // is not all zero, and the elements of zero-step groups: out of every
+  // step metric (their error in steps reads 0), in the real-unit ones.
+  int64_t zeroed_groups = 0;
+  int64_t zeroed_elements = 0;
+  // How far beyond its bound the worst element lies, in steps: over
+  // clipped elements, and over not-nearest ones where codes are meant to be
+  // nearest (for chosen codes those are information). 0 when all within.
+  double max_excess_steps = 0;
+  double max_excess_not_nearest = 0;  // over not-nearest elements alone
+  int64_t source_zeros = 0;           // pruned: x == 0
+  int64_t decoded_zeros = 0;          // x̂ == 0
+  int64_t induced_zeros = 0;          // x != 0 but x̂ == 0
   std::vector<WorstElement> worst;
   std::vector<WorstGroup> worst_groups;
   bool groups_tracked = true;

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "core/quant/rounding_bound.h"
 #include "core/quant/scalar_info.h"
 
 namespace tensormorph {
@@ -53,6 +54,16 @@ struct QuantRun {
   int64_t group = -1;  // as ElementQuant::group
   double step_below = 0, step_above = 0;
   double range_min = 0, range_max = 0;
+  // The rounding bound of the run's elements (core/quant/rounding_bound.h):
+  // an element x decoded as x̂ is within it when its error in steps is at
+  // most
+  //   bound + (slack + slack_rel * |x̂ - origin|) / (step towards x)
+  //         + (extra_above if x > range_max, extra_below if x < range_min).
+  // Codecs leave these at their defaults (half a step, nothing more); the
+  // diff fills them from Encoding::Bound (ApplyBound).
+  double bound = 0.5;
+  double slack = 0, slack_rel = 0, origin = 0;  // slack in real units
+  double extra_below = 0, extra_above = 0;      // in steps, may be +inf
 };
 
 // The group id DecodeDetailed reports for an inspected element (see
@@ -66,6 +77,11 @@ class Encoding {
   virtual ~Encoding() = default;
 
   virtual const EncodingInfo& info() const = 0;
+  // The largest error a correct quantizer of this encoding reaches given
+  // the parameters it stored (rounding_bound.h). The default looks the
+  // scheme or convention up (BoundOfEncoding); a codec whose quantizer
+  // differs states its own.
+  virtual RoundingBound Bound() const { return BoundOfEncoding(info()); }
   // The stored tensors the logical tensor is built from.
   virtual std::vector<const StoredTensor*> parts() const = 0;
 

@@ -55,19 +55,26 @@ export function runDiff(checkpoint, reference, filter) {
 const COLUMNS = [
   { key: 'name', label: 'tensor', fmt: (v) => el('span', { class: 'mono' }, v) },
   { key: 'scheme', label: 'scheme' },
-  { key: 'maxErrSteps', label: 'max err (steps)', num: true, fmt: (v) => stepCell(v), title: 'largest |x − x̂| / step; above 0.5 is beyond the rounding bound' },
+  { key: 'maxErrSteps', label: 'max err (steps)', num: true, fmt: (v, r) => stepCell(v, r), title: 'largest |x − x̂| / step; red when some element lies beyond the format\'s rounding bound' },
+  { key: 'boundSteps', label: 'bound (steps)', num: true, fmt: (v, r) => el('span', { title: r.boundFamily || '' }, fmtNum(v, 4)), title: 'the most a correct quantizer of this format reaches: 0.5, more where the scale is stored as f16' },
+  { key: 'maxExcessSteps', label: 'excess (steps)', num: true, fmt: (v) => el('span', { class: Number(v) > 0 ? 'bad-value' : '' }, fmtNum(v, 4)), title: 'how far beyond its bound the worst element lies; 0 when every element is within' },
   { key: 'p99ErrSteps', label: 'p99 (steps)', num: true, fmt: (v) => fmtNum(v, 4) },
   { key: 'sqnrDb', label: 'SQNR (dB)', num: true, fmt: (v) => fmtNum(v, 4) },
-  { key: 'clipped', label: 'clipped', num: true, fmt: (v) => fmtCount(v) },
+  { key: 'notNearest', label: 'not nearest', num: true, fmt: (v, r) => r.nearestCodes === false ? el('span', { title: 'this quantizer chooses codes on purpose (error feedback): information' }, `(${fmtCount(v)})`) : fmtCount(v), title: 'inside the range, yet beyond the bound: another level is nearer the source' },
+  { key: 'clipped', label: 'clipped', num: true, fmt: (v) => fmtCount(v), title: 'source beyond the group\'s range further than the bound allows at that end' },
+  { key: 'zeroedGroups', label: 'zeroed groups', num: true, fmt: (v) => fmtCount(v), title: 'groups whose stored scale is 0 while their source is not: left out of the step metrics' },
   { key: 'aboveHalfStep', label: '> ½ step', num: true, fmt: (v) => fmtCount(v) },
   { key: 'inducedZeros', label: 'induced zeros', num: true, fmt: (v) => fmtCount(v) },
   { key: 'sourceZeros', label: 'pruned zeros', num: true, fmt: (v) => fmtCount(v) },
   { key: 'cosine', label: 'cosine', num: true, fmt: (v) => fmtNum(v, 6) },
 ];
 
-function stepCell(v) {
+// Red where the report says an element lies beyond the format's own bound
+// (max_excess_steps), not beyond a fixed half step: a correct Q8_0 reaches
+// 0.55 steps.
+function stepCell(v, r) {
   const x = Number(v);
-  return el('span', { class: x > 0.5 ? 'bad-value' : '' }, fmtNum(x, 4));
+  return el('span', { class: Number(r && r.maxExcessSteps) > 0 ? 'bad-value' : '' }, fmtNum(x, 4));
 }
 
 export function mount(host, s, ctx) {

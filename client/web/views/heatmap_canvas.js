@@ -315,10 +315,10 @@ export function createHeatmap(opts) {
       el('span', null, fmtNum(d.lo / 2 + d.hi / 2)),
       el('span', { 'data-field': 'bar_max' }, fmtNum(d.hi)));
     const unit = { value: 'mean of each cell', absmax: 'largest |value| of each cell',
-      error: 'largest error in steps of each cell (above 0.5: beyond the rounding bound)', zeros: 'fraction of the cell decoding to 0' }[opts.mode];
+      error: 'largest error in steps of each cell (0.5: half a step; a format whose scale is stored as f16 or that clips by design allows somewhat more: the diff\'s bound column says how much)', zeros: 'fraction of the cell decoding to 0' }[opts.mode];
     bar.append(el('div', { class: 'gradient-wrap' }, grad,
       opts.mode === 'error' && d.hi > d.lo && d.lo <= 0.5 && d.hi >= 0.5
-        ? el('div', { class: 'bound-tick', style: { left: `${((0.5 - d.lo) / (d.hi - d.lo)) * 100}%` }, title: 'rounding bound: 0.5 step' }, '0.5')
+        ? el('div', { class: 'bound-tick', style: { left: `${((0.5 - d.lo) / (d.hi - d.lo)) * 100}%` }, title: 'half a step: the bound of round-to-nearest with an exact scale (the diff gives each format\'s own)' }, '0.5')
         : null,
       labels), el('div', { class: 'muted small' }, unit,
       d.nonFinite ? el('span', { class: 'nonfinite', 'data-field': 'non_finite' },

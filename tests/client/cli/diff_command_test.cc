@@ -13,8 +13,10 @@
 #include "nlohmann/json.hpp"
 #include "server/server.h"
 #include "tests/support/demo_checkpoint.h"
+#include "tests/support/gguf_writer.h"
 #include "tests/support/loopback_server.h"
 #include "tests/support/process.h"
+#include "tests/support/safetensors_writer.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
@@ -80,7 +82,14 @@ TEST_P(DiffCliTest, JsonIsOneObjectPerLineWithProgressOnlyOnStderr) {
   EXPECT_TRUE(lines[0].contains("tensor"));
   EXPECT_TRUE(lines[2].contains("summary"));
   EXPECT_EQ(lines[0]["tensor"]["worst"].size(), 3u);
-  EXPECT_GT(std::stoll(lines[0]["tensor"]["clipped"].get<std::string>()), 0);
+  // Q4_0 clips one side by design: beyond half a step, within its bound.
+  const nlohmann::json& t = lines[0]["tensor"];
+  EXPECT_GT(std::stoll(t["aboveHalfStep"].get<std::string>()), 0);
+  EXPECT_EQ(std::stoll(t["clipped"].get<std::string>()), 0);
+  EXPECT_EQ(std::stoll(t["notNearest"].get<std::string>()), 0);
+  EXPECT_EQ(t["maxExcessSteps"].get<double>(), 0);
+  EXPECT_GT(t["boundSteps"].get<double>(), 0.5);
+  EXPECT_TRUE(t["nearestCodes"].get<bool>());
   EXPECT_THAT(r.err, HasSubstr("\"progress\""));
   EXPECT_THAT(r.out, ::testing::Not(HasSubstr("progress")));
 }
@@ -333,6 +342,36 @@ TEST_P(DiffCliTest, ABadGateIsAUsageErrorAndInvalidArgumentOnTheWire) {
                         StatusIs(absl::StatusCode::kInvalidArgument,
                                  "metrics: max_err_steps, p99_err_steps")));
   EXPECT_EQ(events, 0);
+}
+
+// A tensor Tensormorph cannot decode is a gap the report names (its type
+// and why), not the end of the diff: the others are compared and the exit
+// code says "compared with gaps". IQ2_XXS (type 16) stands for any type
+// without a decoder.
+TEST(DiffGapsTest, AnUndecodableTensorIsListedAndTheRestCompared) {
+  const std::string dir = ::tensormorph::testing::MakeTempDir();
+  std::vector<float> w(256);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.01f * (i % 17);
+  const std::string f32(reinterpret_cast<const char*>(w.data()), w.size() * 4);
+  ::tensormorph::testing::GgufSpec quant, source;
+  quant.tensors = {
+      {"blk.0.attn_norm.weight", {256}, 0, f32},
+      {"blk.0.ffn_down.weight", {256}, 16, std::string(66, '\x11')}};
+  source.tensors = {{"blk.0.attn_norm.weight", {256}, 0, f32},
+                    {"blk.0.ffn_down.weight", {256}, 0, f32}};
+  ::tensormorph::testing::WriteFile(dir + "/q.gguf",
+                                    ::tensormorph::testing::BuildGguf(quant));
+  ::tensormorph::testing::WriteFile(dir + "/s.gguf",
+                                    ::tensormorph::testing::BuildGguf(source));
+  const CommandResult text = ::tensormorph::testing::RunCommand(
+      {CliPath(), "diff", dir + "/q.gguf", dir + "/s.gguf"});
+  EXPECT_EQ(text.exit_code, 4) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("blk.0.ffn_down.weight: IQ2_XXS: "));
+  EXPECT_THAT(text.out, HasSubstr("1 tensor compared"));
+  const CommandResult json = ::tensormorph::testing::RunCommand(
+      {CliPath(), "--json", "diff", dir + "/q.gguf", dir + "/s.gguf"});
+  EXPECT_EQ(json.exit_code, 4) << json.err;
+  EXPECT_THAT(json.out, HasSubstr("\"undecodable\":[\"blk.0.ffn_down.weight"));
 }
 
 INSTANTIATE_TEST_SUITE_P(BothModes, DiffCliTest, ::testing::Bool(),

@@ -39,6 +39,26 @@ Input RandomInput(int64_t n, uint32_t seed) {
     in.runs.push_back({len, g % 5 == 4 ? -1 : g / 2, step,
                        g % 3 == 0 ? step * 1.5 : step, -127 * step,
                        127 * step});
+    // Bounds beyond half a step on some runs (as ApplyBound states them):
+    // an f16 scale's slack, a min as origin, designed and unbounded clips.
+    QuantRun& run = in.runs.back();
+    switch (g % 4) {
+      case 1:
+        run.slack = 0.2 * step;
+        run.slack_rel = 1e-3;
+        run.origin = -127 * step;
+        run.extra_above = 0.5;
+        break;
+      case 2:
+        run.extra_below = run.extra_above = HUGE_VAL;
+        break;
+      case 3:
+        run.bound = 0.6;
+        run.extra_below = 0.5;
+        break;
+      default:
+        break;
+    }
     for (const int64_t end = i + len; i < end; ++i) {
       float& value = in.values[i];
       value = static_cast<float>(step * std::round(u(rng) * 100));
@@ -58,6 +78,13 @@ Input RandomInput(int64_t n, uint32_t seed) {
           break;  // repeated maximum
         case 4:
           in.x[i] = std::numeric_limits<float>::quiet_NaN();
+          break;
+        case 5:  // just past an end of the range
+          in.x[i] = static_cast<float>((rng() % 2 ? 127.7 : -127.7) * step);
+          value = static_cast<float>((in.x[i] > 0 ? 127 : -127) * step);
+          break;
+        case 6:  // a level or two off
+          in.x[i] = value + static_cast<float>(step * (1 + rng() % 2));
           break;
         default:
           in.x[i] = value + static_cast<float>(step * u(rng));
@@ -105,6 +132,11 @@ TEST(ErrorPassTest, FastPathAgreesWithTheScalarReference) {
       EXPECT_EQ(fast.max_err_steps, ref.max_err_steps);
       EXPECT_EQ(fast.above_half_step, ref.above_half_step);
       EXPECT_EQ(fast.clipped, ref.clipped);
+      EXPECT_EQ(fast.not_nearest, ref.not_nearest);
+      EXPECT_EQ(fast.zeroed_elements, ref.zeroed_elements);
+      EXPECT_TRUE(
+          SameBits(fast.max_excess_not_nearest, ref.max_excess_not_nearest));
+      EXPECT_TRUE(SameBits(fast.max_excess_clipped, ref.max_excess_clipped));
       EXPECT_EQ(fast.source_zeros, ref.source_zeros);
       EXPECT_EQ(fast.decoded_zeros, ref.decoded_zeros);
       EXPECT_EQ(fast.induced_zeros, ref.induced_zeros);
@@ -197,6 +229,60 @@ TEST(ErrorPassTest, KeepAboveGathersTheLargerValuesInOrderAndTheirMaximum) {
       w.resize(k);
       EXPECT_EQ(w, want);
     }
+  }
+}
+
+// Levels -8..7 of step 1: each element is within its run's bound, clipped
+// (beyond an end further than the bound allows there) or not nearest.
+TEST(ErrorPassTest, ClassifiesEachElementAgainstItsRunsBound) {
+  //                          within  nn    clip  within  nn
+  std::vector<float> values = {0, 0, 7, 7, -3};
+  std::vector<float> x = {0.4f, 1.0f, 9.0f, 7.4f, -1.5f};
+  QuantRun run{5, 0, 1, 1, -8, 7};
+  for (bool fast : {false, true}) {
+    std::vector<double> es(5);
+    ErrorSums s;
+    (fast ? AccumulateErrors : AccumulateErrorsScalar)(
+        values.data(), &run, 1, x.data(), 0, es.data(), &s, nullptr);
+    EXPECT_EQ(s.not_nearest, 2);
+    EXPECT_EQ(s.clipped, 1);
+    EXPECT_EQ(s.max_excess_not_nearest, 1.0) << "1.5 steps against 0.5";
+    EXPECT_EQ(s.max_excess_clipped, 1.5) << "2 steps against 0.5";
+  }
+  // A designed clip of half a step more at the top: 8.0 on level 7 is
+  // within (and not clipped).
+  run.extra_above = 0.5;
+  x[2] = 8.0f;
+  std::vector<double> es(5);
+  ErrorSums s;
+  AccumulateErrors(values.data(), &run, 1, x.data(), 0, es.data(), &s);
+  EXPECT_EQ(s.clipped, 0);
+  EXPECT_EQ(s.not_nearest, 2);
+  // The slack a rounded f16 scale adds: 0.05 real units, plus 0.01 per unit
+  // from the origin: the element at 0 decoded from 1.0 (1 step) is within
+  // 0.5 + 0.05 + 0 only if the slack covers it; it does not.
+  run.slack = 0.05;
+  run.slack_rel = 0.01;
+  ErrorSums t;
+  AccumulateErrors(values.data(), &run, 1, x.data(), 0, es.data(), &t);
+  EXPECT_EQ(t.not_nearest, 2);
+  EXPECT_DOUBLE_EQ(t.max_excess_not_nearest, 1.5 - (0.5 + 0.05 + 0.03));
+}
+
+TEST(ErrorPassTest, ZeroedRunsLeaveTheStepMetrics) {
+  std::vector<float> values = {0, 0, 0, 0, 0, 1};
+  std::vector<float> x = {0.3f, -0.2f, 0, 0.1f, 0.5f, 1};
+  const std::vector<QuantRun> runs = {{5, 0, 0, 0, 0, 0}, {1, 1, 1, 1, -8, 7}};
+  for (bool fast : {false, true}) {
+    std::vector<double> es(6);
+    ErrorSums s;
+    (fast ? AccumulateErrors : AccumulateErrorsScalar)(
+        values.data(), runs.data(), 2, x.data(), 0, es.data(), &s, nullptr);
+    EXPECT_EQ(s.zeroed_elements, 5);
+    EXPECT_EQ(s.max_err_steps, 0) << "not infinite";
+    EXPECT_EQ(s.above_half_step, 0);
+    EXPECT_EQ(s.not_nearest + s.clipped, 0);
+    EXPECT_EQ(s.max_abs_err, 0.5) << "the real-unit metrics keep them";
   }
 }
 

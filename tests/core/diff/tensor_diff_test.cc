@@ -287,11 +287,25 @@ TEST(TensorDiffTest, Q8_0ExceedsHalfAStepBecauseTheScaleIsStoredAsFloat16) {
   EXPECT_GT(d->above_half_step, 0);
 }
 
+TEST(TensorDiffTest, Q8_0StaysWithinItsF16ScaleBound) {
+  auto d = DiffOf(Fixture("gguf/Q8_0.gguf"), Fixture("gguf/source_f32.gguf"),
+                  "blk.0.attn_q.weight");
+  ASSERT_TRUE(d.ok());
+  EXPECT_GT(d->bound_steps, 0.5);
+  EXPECT_EQ(d->not_nearest, 0);
+  EXPECT_EQ(d->clipped, 0);
+  EXPECT_EQ(d->max_excess_steps, 0);
+}
+
+// Q4_0's quantizer puts the block's signed extreme on level -8, so the other
+// side's extreme needs level +8, one past the last: clipped by design, within
+// the bound (the short end's extra step), and leading the top-k.
 TEST(TensorDiffTest, Q4_0ClipsOppositeTheBlockMaximumAndThoseLeadTheTopK) {
   auto d = DiffOf(Fixture("gguf/Q4_0.gguf"), Fixture("gguf/source_f32.gguf"),
                   "blk.0.attn_q.weight");
   ASSERT_TRUE(d.ok());
-  EXPECT_GT(d->clipped, 0);
+  EXPECT_EQ(d->clipped, 0) << "by design, within the bound";
+  EXPECT_EQ(d->max_excess_steps, 0);
   ASSERT_FALSE(d->worst.empty());
   const WorstElement& w = d->worst[0];
   // The worst element lies beyond its group's outermost level.

@@ -69,9 +69,11 @@ RoundingBound BoundOfDType(DType dtype) {
     case DType::kQ5_1:
       return Make(Codes::kNearest, Clip::kNone, 0, true, 0, true, s,
                   "nearest, f16 scale and min");
-    // ternary: d = amax stored f16, codes from the float32 d.
+    // ternary: d = amax stored f16, codes from the float32 d; Q2_0's four
+    // levels (code - 1) * d likewise.
     case DType::kTQ1_0:
     case DType::kTQ2_0:
+    case DType::kQ2_0:
       return Make(Codes::kNearest, Clip::kNone, 0, true, 0, false, s,
                   "nearest, f16 scale");
     // Codes are recomputed from the stored (rounded) sub-block scales, so
@@ -83,6 +85,11 @@ RoundingBound BoundOfDType(DType dtype) {
     case DType::kQ6_K:
       return Make(Codes::kNearest, Clip::kAny, 0, false, 0, false, s,
                   "nearest for stored scales, searched scales clip");
+    // One bit, the sign, times a block scale that is the mean magnitude,
+    // not the largest: everything beyond it clips by design.
+    case DType::kQ1_0:
+      return Make(Codes::kNearest, Clip::kAny, 0, true, 0, false, s,
+                  "sign, f16 mean-magnitude scale clips");
     case DType::kQ8_K:
       return Make(Codes::kNearest, Clip::kNone, 0, false, 0, false, s,
                   "nearest");

@@ -96,12 +96,8 @@ std::vector<HostileFile> HostileCorpus() {
   s = ValidGguf();
   s.tensors[0].ne = {8, -1};
   gguf("dim_negative", s, "ne[1] = -1");
-  // Type ids: removed, unknown.
-  for (uint32_t id : {4u, 31u, 41u, 1000u}) {
-    s = ValidGguf();
-    s.tensors[0].type_id = id;
-    gguf("type_" + std::to_string(id), s, "ggml type id " + std::to_string(id));
-  }
+  // (A removed or unknown type id is no longer a hostile file: that tensor
+  // alone is undecodable, gguf_reader_test.cc.)
   // Alignment.
   for (uint32_t a : {0u, 3u}) {
     s = ValidGguf();

@@ -13,6 +13,7 @@
 #include "core/diff/pairing.h"
 #include "core/diff/tensor_diff.h"
 #include "core/format/checkpoint.h"
+#include "core/quant/rounding_bound.h"
 #include "gtest/gtest.h"
 #include "tests/support/gguf_writer.h"
 #include "tests/support/quantize.h"
@@ -47,8 +48,12 @@ TensorDiff Reference(const LogicalTensor& quant, const LogicalTensor& ref,
         quant.encoding->DecodeRuns(first, m, scratch.data(), &runs).ok());
     double lane[5][4] = {};
     int64_t i = first;
-    for (const QuantRun& run : runs) {
+    for (QuantRun& run : runs) {
+      ApplyBound(quant.encoding->Bound(), &run);  // as TensorDiff does
       const int64_t body = run.count - run.count % 4;
+      // Clipping is judged against the run's bound, and a zeroed group
+      // (both steps 0) is left out of the step metrics (error_pass.h).
+      const RunLimits lim = LimitsOf(run);
       double gs[4] = {}, gm[4] = {};
       int64_t group = -1;
       for (int64_t k = 0; k < run.count; ++k, ++i) {
@@ -57,7 +62,10 @@ TensorDiff Reference(const LogicalTensor& quant, const LogicalTensor& ref,
         group = GroupIdOf(si);
         const double a = xs[i], b = xq[i], err = std::fabs(a - b);
         const double step = a > b ? si.step_above : si.step_below;
-        const double v = err == 0 ? 0 : step > 0 ? err / step : INFINITY;
+        const double v = lim.zeroed ? 0
+                         : err == 0 ? 0
+                         : step > 0 ? err / step
+                                    : INFINITY;
         steps[i] = v;
         const double terms[5] = {err * err, err, a * a, b * b, a * b};
         double* totals[5] = {&s.sum_sq_err, &s.sum_abs_err, &s.sum_xx,
@@ -73,10 +81,11 @@ TensorDiff Reference(const LogicalTensor& quant, const LogicalTensor& ref,
           s.max_abs_err = err;
           s.max_abs_err_index = i;
         }
-        s.max_err_steps = std::max(s.max_err_steps, v);
-        s.above_half_step += v > 0.5;
-        s.clipped += a > si.range_max + 0.5 * si.step_above ||
-                     a < si.range_min - 0.5 * si.step_below;
+        if (!lim.zeroed) {
+          s.max_err_steps = std::max(s.max_err_steps, v);
+          s.above_half_step += v > 0.5;
+          s.clipped += a > lim.clip_hi || a < lim.clip_lo;
+        }
         s.source_zeros += a == 0;
         s.decoded_zeros += b == 0;
         s.induced_zeros += a != 0 && b == 0;

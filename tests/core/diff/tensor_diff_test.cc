@@ -53,7 +53,10 @@ void CheckAgainstIndependentMath(const TensorDiff& d,
     ScalarInfo s;
     ASSERT_TRUE(quant.encoding->Inspect(static_cast<int64_t>(i), &s).ok());
     const double step = a > b ? s.step_above : s.step_below;
-    steps[i] = e == 0 ? 0 : e / step;
+    // A zeroed group (both steps 0: its scale rounded to 0) is counted
+    // apart, and left out of the step metrics.
+    const bool zeroed = s.step_above == 0 && s.step_below == 0;
+    steps[i] = zeroed || e == 0 ? 0 : e / step;
     maxsteps = std::max(maxsteps, steps[i]);
     above += steps[i] > 0.5;
   }

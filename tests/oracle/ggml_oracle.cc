@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <utility>
@@ -67,6 +68,18 @@ absl::StatusOr<std::unique_ptr<GgmlOracle>> GgmlOracle::Load(
   }
   return std::unique_ptr<GgmlOracle>(
       new GgmlOracle(dir, handle, std::move(api)));
+}
+
+const GgmlOracle& GgmlOracle::Shared() {
+  static const GgmlOracle* oracle = [] {
+    absl::StatusOr<std::unique_ptr<GgmlOracle>> loaded = Load();
+    if (!loaded.ok()) {
+      std::fprintf(stderr, "%s\n", loaded.status().ToString().c_str());
+      std::abort();
+    }
+    return loaded->release();
+  }();
+  return *oracle;
 }
 
 GgmlOracle::GgmlOracle(std::string dir, void* handle, std::unique_ptr<Api> api)

@@ -34,6 +34,10 @@ class GgmlOracle {
   // is missing or will not load.
   static absl::StatusOr<std::unique_ptr<GgmlOracle>> Load(
       const std::string& dir = DefaultDir());
+  // The oracle of DefaultDir(), loaded once per process. A test binary
+  // cannot go on without it: a failed load prints why (and how to fetch
+  // the library) and aborts.
+  static const GgmlOracle& Shared();
   ~GgmlOracle();
   GgmlOracle(const GgmlOracle&) = delete;
   GgmlOracle& operator=(const GgmlOracle&) = delete;

@@ -19,18 +19,6 @@ namespace {
 
 using ::tensormorph::testing::GgmlOracle;
 
-const GgmlOracle& Oracle() {
-  static const GgmlOracle* oracle = [] {
-    auto loaded = GgmlOracle::Load();
-    if (!loaded.ok()) {
-      ADD_FAILURE() << loaded.status();
-      std::abort();
-    }
-    return loaded->release();
-  }();
-  return *oracle;
-}
-
 // Rows of a weight matrix as real ones look: Gaussian, a few large
 // outliers, one zero block.
 std::vector<float> Weights(int64_t rows, int64_t cols, uint32_t seed) {
@@ -46,7 +34,7 @@ std::vector<float> Weights(int64_t rows, int64_t cols, uint32_t seed) {
 // The ids a ggml type's name maps to in Tensormorph's table.
 TEST(GgmlOracleTest, EveryGgmlTypeIdNamesTheSameTypeInTensormorph) {
   for (int id = 0; id < GgmlOracle::kTypeCount; ++id) {
-    const auto info = Oracle().Type(id);
+    const auto info = GgmlOracle::Shared().Type(id);
     const std::optional<DType> ours = DTypeFromGgmlTypeId(id);
     if (!info) {
       EXPECT_FALSE(ours.has_value()) << "removed ggml id " << id;
@@ -69,16 +57,16 @@ TEST(GgmlOracleTest, EveryDecodableTypeDecodesAsGgmlToFloat) {
   for (int64_t c = 0; c < cols; ++c) imatrix[c] = 1.0f + (c % 7);
   int compared = 0;
   for (int id = 0; id < GgmlOracle::kTypeCount; ++id) {
-    const auto info = Oracle().Type(id);
+    const auto info = GgmlOracle::Shared().Type(id);
     const std::optional<DType> ours = DTypeFromGgmlTypeId(id);
     if (!info || !info->quantized || !info->has_to_float || !ours ||
         !GetDTypeInfo(*ours).decodable) {
       continue;
     }
     SCOPED_TRACE(info->name);
-    auto q = Oracle().Quantize(id, w, cols, imatrix);
+    auto q = GgmlOracle::Shared().Quantize(id, w, cols, imatrix);
     ASSERT_TRUE(q.ok()) << q.status();
-    auto want = Oracle().ToFloat(id, *q);
+    auto want = GgmlOracle::Shared().ToFloat(id, *q);
     ASSERT_TRUE(want.ok()) << want.status();
     std::vector<float> got(want->size());
     ASSERT_TRUE(DecodeElements(*ours, *q, 0, got.size(), got.data()).ok());
@@ -127,7 +115,7 @@ TEST(GgmlOracleTest, RandomBlocksOfTheNewTypesDecodeAsGgmlToFloat) {
   // Exponent field 1..19 (2^-14 .. 2^4), any mantissa and sign.
   std::uniform_int_distribution<int> exponent(1, 19), mantissa(0, 1023);
   for (const NewType& t : kNewTypes) {
-    const auto info = Oracle().Type(t.id);
+    const auto info = GgmlOracle::Shared().Type(t.id);
     ASSERT_TRUE(info.has_value());
     SCOPED_TRACE(info->name);
     const std::optional<DType> ours = DTypeFromGgmlTypeId(t.id);
@@ -145,7 +133,7 @@ TEST(GgmlOracleTest, RandomBlocksOfTheNewTypesDecodeAsGgmlToFloat) {
         PutIq1MScale(block, h);
       }
     }
-    auto want = Oracle().ToFloat(t.id, bytes);
+    auto want = GgmlOracle::Shared().ToFloat(t.id, bytes);
     ASSERT_TRUE(want.ok()) << want.status();
     std::vector<float> got(want->size());
     ASSERT_TRUE(DecodeElements(*ours, bytes, 0, got.size(), got.data()).ok());

@@ -18,18 +18,6 @@ namespace {
 
 using ::tensormorph::testing::GgmlOracle;
 
-const GgmlOracle& Oracle() {
-  static const GgmlOracle* oracle = [] {
-    auto loaded = GgmlOracle::Load();
-    if (!loaded.ok()) {
-      ADD_FAILURE() << loaded.status();
-      std::abort();
-    }
-    return loaded->release();
-  }();
-  return *oracle;
-}
-
 constexpr int kQKK = 256;
 constexpr int kIq2Xxs = 16, kIq2Xs = 17, kIq3Xxs = 18, kIq1S = 19, kIq3S = 21,
               kIq2S = 22;
@@ -46,7 +34,7 @@ std::vector<std::vector<float>> DecodeCrafted(
     b[1] = 0x3C;  // fp16 1.0
     craft(k, b);
   }
-  auto y = Oracle().ToFloat(type, data);
+  auto y = GgmlOracle::Shared().ToFloat(type, data);
   EXPECT_TRUE(y.ok()) << y.status();
   std::vector<std::vector<float>> out;
   if (!y.ok()) return out;

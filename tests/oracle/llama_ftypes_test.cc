@@ -43,21 +43,9 @@ using ::tensormorph::testing::LlamaQuantizer;
 using ::tensormorph::testing::LlamaTestDims;
 using ::tensormorph::testing::LlamaTestWeight;
 
-const GgmlOracle& Oracle() {
-  static const GgmlOracle* oracle = [] {
-    auto loaded = GgmlOracle::Load();
-    if (!loaded.ok()) {
-      ADD_FAILURE() << loaded.status();
-      std::abort();
-    }
-    return loaded->release();
-  }();
-  return *oracle;
-}
-
 const LlamaQuantizer& Quantizer() {
   static const LlamaQuantizer* q = [] {
-    Oracle();  // ggml-base first, so that libllama shares it
+    GgmlOracle::Shared();  // ggml-base first, so that libllama shares it
     auto loaded = LlamaQuantizer::Load();
     if (!loaded.ok()) {
       ADD_FAILURE() << loaded.status();
@@ -69,7 +57,7 @@ const LlamaQuantizer& Quantizer() {
 }
 
 int64_t RowBytes(uint32_t type, int64_t ne0) {
-  const auto info = Oracle().Type(static_cast<int>(type));
+  const auto info = GgmlOracle::Shared().Type(static_cast<int>(type));
   if (!info || ne0 % info->block_elems != 0) return -1;
   return ne0 / info->block_elems * info->block_bytes;
 }
@@ -82,7 +70,7 @@ std::vector<float> GgmlValues(uint32_t type, absl::Span<const uint8_t> data) {
     std::memcpy(v.data(), data.data(), data.size());
     return v;
   }
-  auto v = Oracle().ToFloat(static_cast<int>(type), data);
+  auto v = GgmlOracle::Shared().ToFloat(static_cast<int>(type), data);
   EXPECT_TRUE(v.ok()) << v.status();
   return v.ok() ? *std::move(v) : std::vector<float>();
 }

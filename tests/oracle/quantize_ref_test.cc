@@ -20,18 +20,6 @@ namespace {
 using ::tensormorph::testing::Gaussian;
 using ::tensormorph::testing::GgmlOracle;
 
-const GgmlOracle& Oracle() {
-  static const GgmlOracle* oracle = [] {
-    auto loaded = GgmlOracle::Load();
-    if (!loaded.ok()) {
-      ADD_FAILURE() << loaded.status();
-      std::abort();
-    }
-    return loaded->release();
-  }();
-  return *oracle;
-}
-
 // Rows that exercise every branch: Gaussian, heavy-tailed, outliers of
 // either sign, all-zero blocks and super-blocks, one lone non-zero value,
 // constant runs, tiny values next to large ones, ties on a block's extreme.
@@ -73,11 +61,11 @@ TEST_P(QuantizeRefTest, WritesTheBytesOfGgmlsReferenceQuantizer) {
   int input = 0;
   for (const std::vector<float>& x : Inputs()) {
     SCOPED_TRACE(::testing::Message() << "input " << input++);
-    auto want = Oracle().Quantize(c.ggml_type, x, 256);
+    auto want = GgmlOracle::Shared().Quantize(c.ggml_type, x, 256);
     ASSERT_TRUE(want.ok()) << want.status();
     const std::string got = c.quantize(x);
     ASSERT_EQ(got.size(), want->size());
-    const auto info = Oracle().Type(c.ggml_type);
+    const auto info = GgmlOracle::Shared().Type(c.ggml_type);
     int64_t blocks_differ = 0, first = -1;
     for (size_t b = 0; b < got.size(); b += info->block_bytes) {
       if (std::memcmp(got.data() + b, want->data() + b, info->block_bytes)) {

@@ -25,18 +25,6 @@ using ::tensormorph::testing::GgmlOracle;
 
 constexpr int64_t kRows = 16, kCols = 1024;
 
-const GgmlOracle& Oracle() {
-  static const GgmlOracle* oracle = [] {
-    auto loaded = GgmlOracle::Load();
-    if (!loaded.ok()) {
-      ADD_FAILURE() << loaded.status();
-      std::abort();
-    }
-    return loaded->release();
-  }();
-  return *oracle;
-}
-
 // Weights as real ones look, with what stresses a bound: Gaussian rows,
 // heavy-tailed outliers, one zero row, and blocks so small that their f16
 // scales are subnormal (where a scale's rounding is largest).
@@ -84,8 +72,8 @@ void Bind(DType dtype, Pair* p) {
 std::unique_ptr<Pair> Quantized(DType dtype, uint32_t seed = 7) {
   auto p = std::make_unique<Pair>();
   p->source = Weights(seed);
-  auto q = Oracle().Quantize(static_cast<int>(*GgmlTypeIdOf(dtype)), p->source,
-                             kCols);
+  auto q = GgmlOracle::Shared().Quantize(static_cast<int>(*GgmlTypeIdOf(dtype)),
+                                         p->source, kCols);
   EXPECT_TRUE(q.ok()) << q.status();
   if (q.ok()) p->bytes = *std::move(q);
   Bind(dtype, p.get());

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <functional>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -230,6 +231,27 @@ std::pair<int64_t, int64_t> UnaryWaits(const ServiceState& s) {
           unary.wait_buckets.back() - unary.wait_buckets[one_ms]};
 }
 
+// The latency counters both benchmarks report: idle and loaded p50, p99
+// (loaded ones named `loaded`_...), the loaded maximum and the p99 ratio.
+struct Latencies {
+  double idle50, idle99, loaded50, loaded99;
+};
+Latencies SetLatencyCounters(benchmark::State& state,
+                             const std::vector<double>& idle,
+                             const std::vector<double>& loaded,
+                             const std::string& load) {
+  const Latencies l{Percentile(idle, 50), Percentile(idle, 99),
+                    Percentile(loaded, 50), Percentile(loaded, 99)};
+  state.counters["idle_p50_us"] = l.idle50;
+  state.counters["idle_p99_us"] = l.idle99;
+  state.counters[load + "_p50_us"] = l.loaded50;
+  state.counters[load + "_p99_us"] = l.loaded99;
+  state.counters[load + "_max_us"] =
+      *std::max_element(loaded.begin(), loaded.end());
+  state.counters["p99_vs_idle_p99"] = l.loaded99 / l.idle99;
+  return l;
+}
+
 void BM_InteractiveWhileDiffing(benchmark::State& state) {
   Fixture& f = Get();
   Client& c = *f.loopback.client;
@@ -253,16 +275,7 @@ void BM_InteractiveWhileDiffing(benchmark::State& state) {
       reports += differ.reports();
     }
 
-    const double idle50 = Percentile(idle, 50), idle99 = Percentile(idle, 99);
-    const double loaded50 = Percentile(loaded, 50);
-    const double loaded99 = Percentile(loaded, 99);
-    state.counters["idle_p50_us"] = idle50;
-    state.counters["idle_p99_us"] = idle99;
-    state.counters["diffing_p50_us"] = loaded50;
-    state.counters["diffing_p99_us"] = loaded99;
-    state.counters["diffing_max_us"] =
-        *std::max_element(loaded.begin(), loaded.end());
-    state.counters["p99_vs_idle_p99"] = loaded99 / idle99;
+    const Latencies l = SetLatencyCounters(state, idle, loaded, "diffing");
     // Queueing itself: unary work that waited over 1 ms for a worker while
     // the diffs ran (what remains of the ratio is CPU shared with the diff).
     state.counters["unary_waits_over_1ms"] = static_cast<double>(unary_waited);
@@ -273,7 +286,7 @@ void BM_InteractiveWhileDiffing(benchmark::State& state) {
         "%.0f us p99 %.0f us; p99 ratio %.2f (target <= 3); unary tasks "
         "that waited > 1 ms for a worker: %lld of %lld; %lld tensor reports "
         "meanwhile\n",
-        idle50, idle99, loaded50, loaded99, loaded99 / idle99,
+        l.idle50, l.idle99, l.loaded50, l.loaded99, l.loaded99 / l.idle99,
         static_cast<long long>(unary_waited),
         static_cast<long long>(unary_tasks), static_cast<long long>(reports));
   }
@@ -301,23 +314,14 @@ void BM_BystanderDuringCorruptOpens(benchmark::State& state) {
       bursts += opens.bursts();
     }
     const int64_t parses = registry.opens() - opens_before;
-    const double idle50 = Percentile(idle, 50), idle99 = Percentile(idle, 99);
-    const double loaded50 = Percentile(loaded, 50);
-    const double loaded99 = Percentile(loaded, 99);
-    state.counters["idle_p50_us"] = idle50;
-    state.counters["idle_p99_us"] = idle99;
-    state.counters["opening_p50_us"] = loaded50;
-    state.counters["opening_p99_us"] = loaded99;
-    state.counters["opening_max_us"] =
-        *std::max_element(loaded.begin(), loaded.end());
-    state.counters["p99_vs_idle_p99"] = loaded99 / idle99;
+    const Latencies l = SetLatencyCounters(state, idle, loaded, "opening");
     state.counters["bursts_of_six"] = static_cast<double>(bursts);
     state.counters["parses"] = static_cast<double>(parses);
     std::printf(
         "bystander calls: idle p50 %.0f us p99 %.0f us; during corrupt opens "
         "p50 %.0f us p99 %.0f us; p99 ratio %.2f (target <= 2); %lld bursts "
         "of %d opens, %lld parses of the 100 MB header, %zu calls measured\n",
-        idle50, idle99, loaded50, loaded99, loaded99 / idle99,
+        l.idle50, l.idle99, l.loaded50, l.loaded99, l.loaded99 / l.idle99,
         static_cast<long long>(bursts), kCorruptOpeners,
         static_cast<long long>(parses), loaded.size());
   }

@@ -194,11 +194,18 @@ int PrintDiffResult(const GlobalOptions& g, DiffResult r, std::ostream& out) {
         out << "  " << u << "\n";
       }
     }
-    if (summary.not_nearest() + summary.clipped() + summary.zeroed_groups() >
-        0) {
-      out << "beyond the bound: " << summary.not_nearest() << " not nearest, "
-          << summary.clipped() << " clipped; " << summary.zeroed_groups()
-          << " zeroed groups; max excess "
+    if (summary.clipped() > 0) {
+      out << "clipped: " << summary.clipped()
+          << " elements outside their group's range"
+          << (summary.max_excess_steps() > 0
+                  ? ""
+                  : " (no more than the formats clip by design)")
+          << "\n";
+    }
+    if (summary.not_nearest() + summary.zeroed_groups() > 0 ||
+        summary.max_excess_steps() > 0) {
+      out << "beyond the bound: " << summary.not_nearest() << " not nearest; "
+          << summary.zeroed_groups() << " zeroed groups; max excess "
           << absl::StrFormat("%.4f", summary.max_excess_steps()) << " steps\n";
     }
     if (summary.shape_mismatches_size() > 0) {

@@ -88,7 +88,8 @@ absl::Status CheckAgainstSource(const Checkpoint& ckpt,
       // Codes chosen on purpose (error feedback): what lies beyond the
       // bound is information, reported as such.
       const bool chosen = gate.metric == "max_excess_steps" &&
-                          !d->nearest_codes && d->not_nearest + d->clipped > 0;
+                          !d->nearest_codes &&
+                          d->not_nearest + d->clipped_beyond_bound > 0;
       if (!Trips(gate, *d) && !chosen) continue;
       Finding f;
       f.rule = rule;
@@ -112,11 +113,13 @@ absl::Status CheckAgainstSource(const Checkpoint& ckpt,
         }
         f.actual = absl::StrFormat(
             "max_err_steps = %.4g%s; max_excess_steps = %.4g; %d of %d "
-            "elements not nearest, %d clipped, %d zeroed groups",
+            "elements not nearest, %d clipped beyond the bound (%d outside "
+            "their group's range), %d zeroed groups",
             d->max_err_steps, where, d->max_excess_steps, d->not_nearest,
-            d->count, d->clipped, d->zeroed_groups);
-        f.count = std::max<int64_t>(
-            1, d->clipped + (d->nearest_codes ? d->not_nearest : 0));
+            d->count, d->clipped_beyond_bound, d->clipped, d->zeroed_groups);
+        f.count =
+            std::max<int64_t>(1, d->clipped_beyond_bound +
+                                     (d->nearest_codes ? d->not_nearest : 0));
         f.hint = chosen
                      ? "this quantizer chooses codes other than the nearest "
                        "on purpose (error feedback): information; judge it by "

@@ -66,6 +66,7 @@ inline double AddElement(const float* values, const QuantRun& e,
   const bool clip = (xs > l.clip_hi) | (xs < l.clip_lo);
   const bool beyond = excess > 0;
   s->clipped += clip;
+  s->clipped_beyond_bound += beyond & clip;
   s->not_nearest += beyond & !clip;
   if (beyond & !clip && excess > s->max_excess_not_nearest) {
     s->max_excess_not_nearest = excess;
@@ -150,8 +151,9 @@ __attribute__((target("avx2"))) void AccumulateErrorsAvx2(
   __m256d max_steps = _mm256_set1_pd(s->max_err_steps);
   __m256d max_nn = _mm256_set1_pd(s->max_excess_not_nearest);
   __m256d max_clip = _mm256_set1_pd(s->max_excess_clipped);
-  __m256i above = _mm256_setzero_si256(), clipped = above, src_zeros = above,
-          dec_zeros = above, induced = above, not_nearest = above;
+  __m256i above = _mm256_setzero_si256(), clipped = above,
+          clipped_beyond = above, src_zeros = above, dec_zeros = above,
+          induced = above, not_nearest = above;
   const __m256i four = _mm256_set1_epi64x(4);
   int64_t i = 0;
   for (size_t r = 0; r < num_runs; ++r) {
@@ -229,6 +231,7 @@ __attribute__((target("avx2"))) void AccumulateErrorsAvx2(
           _mm256_and_pd(live, _mm256_cmp_pd(excess, zero, _CMP_GT_OQ));
       const __m256d nn = _mm256_andnot_pd(clip, beyond);
       clipped = Count(clipped, clip);
+      clipped_beyond = Count(clipped_beyond, _mm256_and_pd(clip, beyond));
       not_nearest = Count(not_nearest, nn);
       max_nn = _mm256_max_pd(_mm256_and_pd(excess, nn), max_nn);
       max_clip = _mm256_max_pd(
@@ -267,6 +270,7 @@ __attribute__((target("avx2"))) void AccumulateErrorsAvx2(
   s->sum_xh += Sum(xh);
   s->above_half_step += Sum(above);
   s->clipped += Sum(clipped);
+  s->clipped_beyond_bound += Sum(clipped_beyond);
   s->not_nearest += Sum(not_nearest);
   s->source_zeros += Sum(src_zeros);
   s->decoded_zeros += Sum(dec_zeros);
@@ -311,8 +315,8 @@ struct State512 {
   __m256d sq, ab, xx, hh, xh;  // four-wide partials, as AccumulateErrorsAvx2's
   __m512d max_abs, max_steps, max_nn, max_clip;
   __m512i max_idx;
-  int64_t above = 0, clipped = 0, not_nearest = 0, src_zeros = 0, dec_zeros = 0,
-          induced = 0;
+  int64_t above = 0, clipped = 0, clipped_beyond = 0, not_nearest = 0,
+          src_zeros = 0, dec_zeros = 0, induced = 0;
 };
 
 // One run's parameters and its group's running sum and maximum.
@@ -409,6 +413,7 @@ __attribute__((target("avx512f"), always_inline)) inline void Step512(
       _mm512_cmp_pd_mask(excess, zero, _CMP_GT_OQ) & lanes & r.live;
   const __mmask8 nn = beyond & static_cast<__mmask8>(~clip);
   st.clipped += __builtin_popcount(clip);
+  st.clipped_beyond += __builtin_popcount(clip & beyond);
   st.not_nearest += __builtin_popcount(nn);
   st.max_nn = _mm512_max_pd(_mm512_maskz_mov_pd(nn, excess), st.max_nn);
   st.max_clip =
@@ -496,6 +501,7 @@ __attribute__((target("avx512f"))) void AccumulateErrorsAvx512(
   }
   s->above_half_step += st.above;
   s->clipped += st.clipped;
+  s->clipped_beyond_bound += st.clipped_beyond;
   s->not_nearest += st.not_nearest;
   s->source_zeros += st.src_zeros;
   s->decoded_zeros += st.dec_zeros;

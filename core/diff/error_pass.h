@@ -19,11 +19,16 @@ struct ErrorSums {
   int64_t max_abs_err_index = 0;  // the first element with max_abs_err
   double max_err_steps = 0;
   int64_t above_half_step = 0;  // error > 0.5 step
-  // The three kinds of excess over each run's rounding bound (QuantRun):
-  // clipped: the source lies beyond the group's range further than the
-  // bound allows at that end (RunLimits' clip_lo / clip_hi); not_nearest:
-  // inside that, the error exceeds the bound (so another level is nearer).
+  // clipped: the source lies outside what the group's range represents,
+  // further beyond its first or last level than rounding to it explains
+  // (RunLimits' clip_lo / clip_hi), whether or not the format clips so by
+  // design; clipped_beyond_bound: of those, the ones further out than the
+  // format's bound allows at that end (a correct quantizer makes none).
+  // not_nearest: inside the range, the error exceeds the bound (so another
+  // level is nearer). These two are the excess over each run's rounding
+  // bound (QuantRun).
   int64_t clipped = 0;
+  int64_t clipped_beyond_bound = 0;
   int64_t not_nearest = 0;
   // How far beyond their bound (in steps) the worst of each kind lies; 0
   // when none is.
@@ -38,8 +43,9 @@ struct ErrorSums {
 
 // What every path derives once per run from its QuantRun: the reciprocal
 // steps the bound divides by, and the sources beyond which an element is
-// clipped: range_max + (the bound at range_max) * step_above, and likewise
-// below. A zero-step run (both steps 0) is `zeroed`.
+// clipped: range_max + (the bound at range_max, without the clipping the
+// format allows by design) * step_above, and likewise below. A zero-step
+// run (both steps 0) is `zeroed`.
 struct RunLimits {
   double inv_below, inv_above;
   double clip_lo, clip_hi;
@@ -53,13 +59,11 @@ inline RunLimits LimitsOf(const QuantRun& r) {
   const double top =
       r.bound +
       (r.slack + r.slack_rel * __builtin_fabs(r.range_max - r.origin)) *
-          l.inv_above +
-      r.extra_above;
+          l.inv_above;
   const double bottom =
       r.bound +
       (r.slack + r.slack_rel * __builtin_fabs(r.range_min - r.origin)) *
-          l.inv_below +
-      r.extra_below;
+          l.inv_below;
   l.clip_hi = r.range_max + top * r.step_above;
   l.clip_lo = r.range_min - bottom * r.step_below;
   return l;

@@ -393,6 +393,7 @@ absl::StatusOr<TensorDiff> DiffTensor(
   d.max_err_steps = sums.max_err_steps;
   d.above_half_step = sums.above_half_step;
   d.clipped = sums.clipped;
+  d.clipped_beyond_bound = sums.clipped_beyond_bound;
   d.not_nearest = sums.not_nearest;
   d.zeroed_groups += static_cast<int64_t>(zeroed.size());
   d.zeroed_elements = sums.zeroed_elements;

@@ -72,10 +72,13 @@ struct TensorDiff {
   std::string bound_family;
   bool nearest_codes = true;
   double bound_steps = 0;
-  // The three kinds of excess (ErrorSums): the rest of the elements are
-  // within the bound, or in zeroed groups.
-  int64_t clipped = 0;      // beyond the range further than the bound allows
-  int64_t not_nearest = 0;  // inside it, yet beyond the bound
+  // Clipping and excess (ErrorSums): clipped elements lie outside what
+  // their group's range represents (by design, for formats that clip);
+  // those further out than the format allows, and the not-nearest ones,
+  // are beyond the bound; the rest are within it, or in zeroed groups.
+  int64_t clipped = 0;               // outside the group's range
+  int64_t clipped_beyond_bound = 0;  // of those, beyond what the format allows
+  int64_t not_nearest = 0;           // inside it, yet beyond the bound
   // Groups whose steps are zero (a stored scale of 0) while their source
   // is not all zero, and the elements of zero-step groups: out of every
   // step metric (their error in steps reads 0), in the real-unit ones.

@@ -132,6 +132,7 @@ TEST(ErrorPassTest, FastPathAgreesWithTheScalarReference) {
       EXPECT_EQ(fast.max_err_steps, ref.max_err_steps);
       EXPECT_EQ(fast.above_half_step, ref.above_half_step);
       EXPECT_EQ(fast.clipped, ref.clipped);
+      EXPECT_EQ(fast.clipped_beyond_bound, ref.clipped_beyond_bound);
       EXPECT_EQ(fast.not_nearest, ref.not_nearest);
       EXPECT_EQ(fast.zeroed_elements, ref.zeroed_elements);
       EXPECT_TRUE(
@@ -233,7 +234,7 @@ TEST(ErrorPassTest, KeepAboveGathersTheLargerValuesInOrderAndTheirMaximum) {
 }
 
 // Levels -8..7 of step 1: each element is within its run's bound, clipped
-// (beyond an end further than the bound allows there) or not nearest.
+// (beyond an end further than rounding to it explains) or not nearest.
 TEST(ErrorPassTest, ClassifiesEachElementAgainstItsRunsBound) {
   //                          within  nn    clip  within  nn
   std::vector<float> values = {0, 0, 7, 7, -3};
@@ -246,18 +247,24 @@ TEST(ErrorPassTest, ClassifiesEachElementAgainstItsRunsBound) {
         values.data(), &run, 1, x.data(), 0, es.data(), &s, nullptr);
     EXPECT_EQ(s.not_nearest, 2);
     EXPECT_EQ(s.clipped, 1);
+    EXPECT_EQ(s.clipped_beyond_bound, 1) << "no clipping by design";
     EXPECT_EQ(s.max_excess_not_nearest, 1.0) << "1.5 steps against 0.5";
     EXPECT_EQ(s.max_excess_clipped, 1.5) << "2 steps against 0.5";
   }
   // A designed clip of half a step more at the top: 8.0 on level 7 is
-  // within (and not clipped).
+  // clipped, and within the bound; 7.4 rounds to level 7 and is not clipped.
   run.extra_above = 0.5;
   x[2] = 8.0f;
   std::vector<double> es(5);
-  ErrorSums s;
-  AccumulateErrors(values.data(), &run, 1, x.data(), 0, es.data(), &s);
-  EXPECT_EQ(s.clipped, 0);
-  EXPECT_EQ(s.not_nearest, 2);
+  for (bool fast : {false, true}) {
+    ErrorSums s;
+    (fast ? AccumulateErrors : AccumulateErrorsScalar)(
+        values.data(), &run, 1, x.data(), 0, es.data(), &s, nullptr);
+    EXPECT_EQ(s.clipped, 1);
+    EXPECT_EQ(s.clipped_beyond_bound, 0);
+    EXPECT_EQ(s.max_excess_clipped, 0);
+    EXPECT_EQ(s.not_nearest, 2);
+  }
   // The slack a rounded f16 scale adds: 0.05 real units, plus 0.01 per unit
   // from the origin: the element at 0 decoded from 1.0 (1 step) is within
   // 0.5 + 0.05 + 0 only if the slack covers it; it does not.

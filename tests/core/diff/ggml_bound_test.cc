@@ -98,8 +98,13 @@ TEST_P(GgmlBoundTest, GgmlsOwnQuantizerStaysWithinTheBound) {
   RecordProperty("max_err_steps", absl::StrFormat("%.4f", d.max_err_steps));
   RecordProperty("bound_steps", absl::StrFormat("%.4f", d.bound_steps));
   RecordProperty("zeroed_groups", static_cast<int>(d.zeroed_groups));
+  RecordProperty("clipped", static_cast<int>(d.clipped));
   EXPECT_EQ(d.not_nearest, 0);
-  EXPECT_EQ(d.clipped, 0);
+  EXPECT_EQ(d.clipped_beyond_bound, 0);
+  // Only formats that clip by design have clipped elements.
+  if (BoundOfDType(GetParam()).clip == RoundingBound::Clip::kNone) {
+    EXPECT_EQ(d.clipped, 0);
+  }
   EXPECT_EQ(d.max_excess_steps, 0);
   EXPECT_TRUE(std::isfinite(d.max_err_steps));
   EXPECT_TRUE(d.nearest_codes);

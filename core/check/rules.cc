@@ -229,15 +229,16 @@ const std::vector<CheckRule>& CheckRules() {
        "K-quants and IQ4)"},
       {"source-sqnr", Severity::kWarning,
        "SQNR against the source below the bit width's floor",
-       "a quantized integer-grid tensor whose SQNR against its source is "
-       "below the floor for its bit width: far more error than rounding to "
-       "that many bits gives",
+       "a quantized tensor whose SQNR against its source is below the "
+       "floor for its format: far more error than rounding to that many "
+       "bits gives (an error below 0 dB, worse than zeros, is an error)",
        "sqnr_db < 6.02 b + 1.76 - 12 for b = 2..8 bits: the b-bit uniform "
        "quantizer's SQNR over a full-scale signal (6.02 b + 1.76 dB), less "
        "12 dB because weights do not fill the range: gaussian weights "
        "whose group reaches k sigma lose 10 log10(k^2/3) + 1.76 dB, 11.4 dB "
        "at k = 5.3 (the largest of a million samples: a per-tensor "
-       "scale). 2-bit 1.8 dB, 3-bit 7.8, 4-bit 13.8, 8-bit 37.9"},
+       "scale). 2-bit 1.8 dB, 3-bit 7.8, 4-bit 13.8, 8-bit 37.9. "
+       "Codebooks, lattices and float codes: 0 dB"},
       // Integrity.
       {"manifest-mismatch", Severity::kError,
        "bytes that differ from --verify's manifest",

@@ -40,20 +40,17 @@ std::optional<std::string> DefaultSourceGate(const EncodingInfo& info,
                                              absl::string_view metric) {
   if (metric == "max_excess_steps") {
     // Every quantized encoding states its rounding bound (Encoding::Bound):
-    // beyond it is what the bound says is wrong. Judged where the bound is
-    // held to a real quantizer's output (ggml's own, the conventions'
-    // integer grids); float-coded conventions (fp8, mxfp4, bitsandbytes)
-    // are not yet.
+    // beyond it is what the bound says is wrong.
     if (!info.quantized) return std::nullopt;
-    if (info.convention != "ggml" && !IntegerGrid(info)) return std::nullopt;
     return std::string("max_excess_steps>0");
   }
-  if (!IntegerGrid(info)) return std::nullopt;
-  if (metric == "sqnr_db") {
-    const double floor = 6.02 * info.bits + 1.76 - 12;
-    return absl::StrFormat("sqnr_db<%.2f", floor);
-  }
-  return std::nullopt;
+  if (metric != "sqnr_db" || !info.quantized) return std::nullopt;
+  // An integer grid's floor: 12 dB under what rounding a Gaussian to that
+  // many bits gives. Codebooks, lattices and float codes have no such
+  // figure; for them the floor is 0 dB: an error larger than the weights
+  // themselves, worse than storing zeros.
+  if (!IntegerGrid(info)) return std::string("sqnr_db<0");
+  return absl::StrFormat("sqnr_db<%.2f", 6.02 * info.bits + 1.76 - 12);
 }
 
 absl::Status CheckAgainstSource(const Checkpoint& ckpt,
@@ -90,10 +87,22 @@ absl::Status CheckAgainstSource(const Checkpoint& ckpt,
       const bool chosen = gate.metric == "max_excess_steps" &&
                           !d->nearest_codes &&
                           d->not_nearest + d->clipped_beyond_bound > 0;
-      if (!Trips(gate, *d) && !chosen) continue;
+      // A zero scale stored for a non-zero group by a quantizer that never
+      // does so: its elements are out of every step metric, so it is judged
+      // here.
+      const bool zeroed = gate.metric == "max_excess_steps" &&
+                          d->zeroed_groups > 0 && !d->zeroes_groups;
+      if (!Trips(gate, *d) && !chosen && !zeroed) continue;
       Finding f;
       f.rule = rule;
-      f.severity = chosen ? Severity::kInfo : FindCheckRule(rule)->severity;
+      f.severity = chosen && !zeroed && !Trips(gate, *d)
+                       ? Severity::kInfo
+                       : FindCheckRule(rule)->severity;
+      // Below 0 dB the decoded tensor is further from its source than zeros
+      // are: no quantizer writes that (codes or scales from elsewhere).
+      if (gate.metric == "sqnr_db" && d->sqnr_db < 0) {
+        f.severity = Severity::kError;
+      }
       f.tensor = p.quant->name;
       f.file = FileOfTensor(ckpt, *p.quant);
       const std::string scheme =
@@ -103,29 +112,41 @@ absl::Status CheckAgainstSource(const Checkpoint& ckpt,
             "every element within its format's rounding bound (%.4g steps: "
             "%s) of its source '%s' (%s; gate %s)",
             d->bound_steps, d->bound_family, d->ref_name, scheme, text);
+        // The element furthest beyond its bound, not the one furthest
+        // from its source: designed clipping may err more, and is no cause.
         std::string where;
-        if (!d->worst.empty()) {
-          const WorstElement& w = d->worst[0];
+        const WorstElement* w =
+            d->max_excess_element ? &*d->max_excess_element
+                                  : (d->worst.empty() ? nullptr : &d->worst[0]);
+        if (w != nullptr) {
           where = absl::StrFormat(
-              " at flat index %d (source %g, decoded %g, group %d)",
-              w.flat_index, w.source, w.decoded, w.quant.group);
-          f.worst_group = w.quant.group;
+              " at flat index %d (source %g, decoded %g, %.4g steps, group "
+              "%d)",
+              w->flat_index, w->source, w->decoded, w->err_steps,
+              w->quant.group);
+          f.worst_group = w->quant.group;
+        }
+        if (zeroed && d->max_excess_steps == 0) {
+          where = absl::StrFormat(" (a zero scale stored for group %d)",
+                                  d->first_zeroed_group);
+          f.worst_group = d->first_zeroed_group;
         }
         f.actual = absl::StrFormat(
-            "max_err_steps = %.4g%s; max_excess_steps = %.4g; %d of %d "
+            "max_err_steps = %.4g; max_excess_steps = %.4g%s; %d of %d "
             "elements not nearest, %d clipped beyond the bound (%d outside "
             "their group's range), %d zeroed groups",
-            d->max_err_steps, where, d->max_excess_steps, d->not_nearest,
+            d->max_err_steps, d->max_excess_steps, where, d->not_nearest,
             d->count, d->clipped_beyond_bound, d->clipped, d->zeroed_groups);
         f.count =
             std::max<int64_t>(1, d->clipped_beyond_bound +
                                      (d->nearest_codes ? d->not_nearest : 0));
-        f.hint = chosen
+        f.hint = f.severity == Severity::kInfo
                      ? "this quantizer chooses codes other than the nearest "
                        "on purpose (error feedback): information; judge it by "
                        "clipping and SQNR"
-                     : "more than rounding: a scale too small (clipping), a "
-                       "zero-point off by one, or codes from another tensor; "
+                     : "more than rounding: a scale too small (clipping) or "
+                       "stored as zero, a zero-point off by one, or codes "
+                       "from another tensor; "
                        "re-quantize, or diff it (tensormorph diff) to see the "
                        "worst groups";
       } else {

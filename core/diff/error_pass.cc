@@ -55,15 +55,7 @@ inline double AddElement(const float* values, const QuantRun& e,
   }
   if (v > s->max_err_steps) s->max_err_steps = v;
   s->above_half_step += v > 0.5;
-  const double inv = xs > xq ? l.inv_above : l.inv_below;
-  const double extra = xs > e.range_max
-                           ? e.extra_above
-                           : (xs < e.range_min ? e.extra_below : 0.0);
-  const double allowed =
-      (e.bound + (e.slack + e.slack_rel * std::fabs(xq - e.origin)) * inv) +
-      extra;
-  const double excess = v - allowed;
-  const bool clip = (xs > l.clip_hi) | (xs < l.clip_lo);
+  const auto [excess, clip] = ExcessOf(xs, xq, v, e, l);
   const bool beyond = excess > 0;
   s->clipped += clip;
   s->clipped_beyond_bound += beyond & clip;

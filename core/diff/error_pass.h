@@ -69,6 +69,26 @@ inline RunLimits LimitsOf(const QuantRun& r) {
   return l;
 }
 
+// How far element (source xs, decoded xq, error in steps v) of run `e` lies
+// beyond its bound, in steps (<= 0 when within), and whether it is clipped,
+// spelled as every path computes it, operation for operation: the same bits.
+struct ElementExcess {
+  double excess;
+  bool clipped;
+};
+inline ElementExcess ExcessOf(double xs, double xq, double v, const QuantRun& e,
+                              const RunLimits& l) {
+  const double inv = xs > xq ? l.inv_above : l.inv_below;
+  const double extra = xs > e.range_max
+                           ? e.extra_above
+                           : (xs < e.range_min ? e.extra_below : 0.0);
+  const double allowed =
+      (e.bound +
+       (e.slack + e.slack_rel * __builtin_fabs(xq - e.origin)) * inv) +
+      extra;
+  return {v - allowed, (xs > l.clip_hi) || (xs < l.clip_lo)};
+}
+
 // One group's errors in steps: their sum, maximum and count. The sum adds
 // each run of the group as four partial sums (element k of the run into
 // partial k % 4, in order, its last len % 4 elements into partial 0), then

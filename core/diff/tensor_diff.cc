@@ -13,6 +13,7 @@
 #include "core/diff/error_pass.h"
 #include "core/format/stored_tensor.h"
 #include "core/io/fault_guard.h"
+#include "core/util/status_macros.h"
 
 namespace tensormorph {
 
@@ -204,6 +205,54 @@ std::vector<int64_t> Unravel(int64_t flat, const std::vector<int64_t>& shape) {
   return idx;
 }
 
+// The excess the diff judges by (TensorDiff::max_excess_steps): over
+// clipped elements, and over not-nearest ones where codes are meant to be.
+double JudgedExcess(const ErrorSums& s, bool nearest_codes) {
+  return std::max(s.max_excess_clipped,
+                  nearest_codes ? s.max_excess_not_nearest : 0.0);
+}
+
+// The offset of the first element of a chunk (its runs, decoded values,
+// sources and errors in steps) whose judged excess is `excess`, as the error
+// pass computed it; 0 if none is (it never happens: ExcessOf is that pass's
+// arithmetic).
+int64_t FindExcess(const float* values, const std::vector<QuantRun>& runs,
+                   const float* x, const double* err_steps, double excess,
+                   bool nearest_codes) {
+  int64_t i = 0;
+  for (const QuantRun& run : runs) {
+    const RunLimits l = LimitsOf(run);
+    for (int64_t end = i + run.count; i < end; ++i) {
+      if (l.zeroed) continue;
+      const ElementExcess e = ExcessOf(x[i], values[i], err_steps[i], run, l);
+      if (e.excess == excess && (e.clipped || nearest_codes)) return i;
+    }
+  }
+  return 0;
+}
+
+// Element `flat` of `quant` beside its source (through the row map), with
+// its error in steps `err_steps` as the pass computed it.
+absl::StatusOr<WorstElement> ElementAt(const LogicalTensor& quant,
+                                       const LogicalTensor& ref,
+                                       const std::vector<int64_t>& row_map,
+                                       int64_t flat, double err_steps) {
+  const int64_t cols = quant.shape.empty() ? 1 : quant.shape.back();
+  WorstElement w;
+  w.flat_index = flat;
+  w.index = Unravel(flat, quant.shape);
+  w.err_steps = err_steps;
+  TM_RETURN_IF_ERROR(quant.encoding->Inspect(flat, &w.quant));
+  float xs;
+  const int64_t src =
+      row_map.empty() ? flat : row_map[flat / cols] * cols + flat % cols;
+  TM_RETURN_IF_ERROR(ref.encoding->Decode(src, 1, &xs));
+  w.source = xs;
+  w.decoded = w.quant.value;
+  w.abs_err = std::fabs(w.source - static_cast<double>(w.decoded));
+  return w;
+}
+
 }  // namespace
 
 absl::StatusOr<TensorDiff> DiffTensor(
@@ -236,9 +285,15 @@ absl::StatusOr<TensorDiff> DiffTensor(
 
   ErrorSums sums;
   const RoundingBound bound = quant.encoding->Bound();
+  const EncodingInfo& source_info = ref.encoding->info();
+  const double source_rel = SourceRoundingRel(source_info);
+  const bool source_f16 = source_info.scheme == "F16";
   d.bound_family = bound.family;
   d.nearest_codes = bound.codes == RoundingBound::Codes::kNearest;
+  d.zeroes_groups = bound.zeroes_groups;
   absl::flat_hash_set<int64_t> zeroed;  // groups, once each across runs
+  int64_t max_excess_flat = -1;         // and its error in steps
+  double max_excess_v = 0;
   PercentileTracker pct(n, options.exact_percentile_limit, &buf.top);
   std::priority_queue<Candidate> worst;  // top() is the least bad kept
   // Only an error above the least bad kept can enter a full top-k: elements
@@ -298,6 +353,7 @@ absl::StatusOr<TensorDiff> DiffTensor(
     for (size_t r = 0, at = 0; r < runs.size(); at += runs[r++].count) {
       QuantRun& run = runs[r];
       ApplyBound(bound, &run);
+      WidenForSourceRounding(source_rel, source_f16, &run);
       d.bound_steps = std::max(d.bound_steps, InteriorBoundSteps(run));
       if (run.step_below != 0 || run.step_above != 0) continue;
       const float* src = xs + at;
@@ -338,6 +394,7 @@ absl::StatusOr<TensorDiff> DiffTensor(
     }
     // Pass 1: the sums, counts and maxima, each element's error in steps,
     // and the per-group errors.
+    const double excess_before = JudgedExcess(sums, d.nearest_codes);
     if (in_place == nullptr) {
       AccumulateErrors(values.data(), runs.data(), runs.size(), xs, first,
                        es.data(), &sums, group_table);
@@ -348,6 +405,22 @@ absl::StatusOr<TensorDiff> DiffTensor(
                });
                !s.ok()) {
       return s;
+    }
+
+    // The element beyond its bound by the most: looked for again only in a
+    // chunk that raised the maximum (rare after the first).
+    if (const double now = JudgedExcess(sums, d.nearest_codes);
+        now > excess_before) {
+      if (absl::Status s = GuardedRead([&] {
+            const int64_t k = FindExcess(values.data(), runs, xs, es.data(),
+                                         now, d.nearest_codes);
+            max_excess_flat = first + k;
+            max_excess_v = es[k];
+            return absl::OkStatus();
+          });
+          !s.ok()) {
+        return s;
+      }
     }
 
     // Pass 2: the errors that can still matter for percentiles and top-k.
@@ -396,11 +469,14 @@ absl::StatusOr<TensorDiff> DiffTensor(
   d.clipped_beyond_bound = sums.clipped_beyond_bound;
   d.not_nearest = sums.not_nearest;
   d.zeroed_groups += static_cast<int64_t>(zeroed.size());
+  for (int64_t g : zeroed) {
+    if (d.first_zeroed_group < 0 || g < d.first_zeroed_group) {
+      d.first_zeroed_group = g;
+    }
+  }
   d.zeroed_elements = sums.zeroed_elements;
   d.max_excess_not_nearest = sums.max_excess_not_nearest;
-  d.max_excess_steps =
-      std::max(sums.max_excess_clipped,
-               d.nearest_codes ? sums.max_excess_not_nearest : 0.0);
+  d.max_excess_steps = JudgedExcess(sums, d.nearest_codes);
   d.source_zeros = sums.source_zeros;
   d.decoded_zeros = sums.decoded_zeros;
   d.induced_zeros = sums.induced_zeros;
@@ -419,21 +495,14 @@ absl::StatusOr<TensorDiff> DiffTensor(
   }
   std::sort(top.begin(), top.end());
   for (const Candidate& c : top) {
-    WorstElement w;
-    w.flat_index = c.flat;
-    w.index = Unravel(c.flat, quant.shape);
-    w.err_steps = c.err_steps;
-    if (absl::Status s = quant.encoding->Inspect(c.flat, &w.quant); !s.ok())
-      return s;
-    float xs;
-    const int64_t src = row_map.empty()
-                            ? c.flat
-                            : row_map[c.flat / cols] * cols + c.flat % cols;
-    if (absl::Status s = ref.encoding->Decode(src, 1, &xs); !s.ok()) return s;
-    w.source = xs;
-    w.decoded = w.quant.value;
-    w.abs_err = std::fabs(w.source - static_cast<double>(w.decoded));
+    TM_ASSIGN_OR_RETURN(WorstElement w,
+                        ElementAt(quant, ref, row_map, c.flat, c.err_steps));
     d.worst.push_back(std::move(w));
+  }
+  if (max_excess_flat >= 0) {
+    TM_ASSIGN_OR_RETURN(
+        d.max_excess_element,
+        ElementAt(quant, ref, row_map, max_excess_flat, max_excess_v));
   }
   if (d.groups_tracked) {
     // The k worst of possibly millions of groups, kept in order as they come

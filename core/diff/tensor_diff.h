@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,7 @@ struct TensorDiff {
   // levels: 0.5 plus what a stored f16 scale adds).
   std::string bound_family;
   bool nearest_codes = true;
+  bool zeroes_groups = false;  // RoundingBound::zeroes_groups
   double bound_steps = 0;
   // Clipping and excess (ErrorSums): clipped elements lie outside what
   // their group's range represents (by design, for formats that clip);
@@ -84,14 +86,18 @@ struct TensorDiff {
   // step metric (their error in steps reads 0), in the real-unit ones.
   int64_t zeroed_groups = 0;
   int64_t zeroed_elements = 0;
+  int64_t first_zeroed_group = -1;  // the least zeroed group id; -1: none
   // How far beyond its bound the worst element lies, in steps: over
   // clipped elements, and over not-nearest ones where codes are meant to be
   // nearest (for chosen codes those are information). 0 when all within.
   double max_excess_steps = 0;
   double max_excess_not_nearest = 0;  // over not-nearest elements alone
-  int64_t source_zeros = 0;           // pruned: x == 0
-  int64_t decoded_zeros = 0;          // x̂ == 0
-  int64_t induced_zeros = 0;          // x != 0 but x̂ == 0
+  // The first element beyond the bound by max_excess_steps (the one a
+  // finding points at; not in `worst` when designed clipping errs more).
+  std::optional<WorstElement> max_excess_element;
+  int64_t source_zeros = 0;   // pruned: x == 0
+  int64_t decoded_zeros = 0;  // x̂ == 0
+  int64_t induced_zeros = 0;  // x != 0 but x̂ == 0
   std::vector<WorstElement> worst;
   std::vector<WorstGroup> worst_groups;
   bool groups_tracked = true;

@@ -47,9 +47,8 @@ std::optional<DType> DTypeByName(const std::string& name) {
   return std::nullopt;
 }
 
-}  // namespace
-
-RoundingBound BoundOfDType(DType dtype) {
+// BoundOfDType but for zeroes_groups.
+RoundingBound StatementOf(DType dtype) {
   constexpr double s = kBlockFloatSlack;
   switch (dtype) {
     // d = amax / 127 in float32 picks the codes, fp16(d) is stored.
@@ -130,6 +129,36 @@ RoundingBound BoundOfDType(DType dtype) {
     default:
       return Exact();
   }
+}
+
+}  // namespace
+
+RoundingBound BoundOfDType(DType dtype) {
+  RoundingBound b = StatementOf(dtype);
+  switch (dtype) {
+    // Sub-block scales quantized against the super-block's (K-quants'
+    // 4-8-bit scales, IQ's 4-bit ones) round to 0 for a sub-block much
+    // smaller than the largest; NVFP4's e4m3 block scale likewise.
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+    case DType::kIQ4_XS:
+    case DType::kIQ2_XXS:
+    case DType::kIQ2_XS:
+    case DType::kIQ2_S:
+    case DType::kIQ3_XXS:
+    case DType::kIQ3_S:
+    case DType::kIQ1_S:
+    case DType::kIQ1_M:
+    case DType::kNVFP4:
+      b.zeroes_groups = true;
+      break;
+    default:
+      break;
+  }
+  return b;
 }
 
 RoundingBound BoundOfEncoding(const EncodingInfo& info) {
@@ -222,6 +251,23 @@ void ApplyBound(const RoundingBound& b, QuantRun* r) {
       r->extra_below = r->extra_above = std::numeric_limits<double>::infinity();
       break;
   }
+}
+
+double SourceRoundingRel(const EncodingInfo& source) {
+  if (source.quantized) return 0;
+  if (source.scheme == "BF16") return 0x1p-8;
+  if (source.scheme == "F16") return 0x1p-11;
+  return 0;
+}
+
+void WidenForSourceRounding(double rel, bool f16, QuantRun* r) {
+  if (rel == 0) return;
+  // |x| <= |x^ - origin| + |origin| + |x - x^|, and |x - x^| is within a
+  // step or two where the bound matters: the error pass scales slack_rel by
+  // |x^ - origin|, the rest goes to the constant slack.
+  const double step = std::max(r->step_below, r->step_above);
+  r->slack_rel += rel;
+  r->slack += rel * (std::fabs(r->origin) + 2 * step) + (f16 ? 0x1p-25 : 0);
 }
 
 double InteriorBoundSteps(const QuantRun& r) {

@@ -60,6 +60,11 @@ struct RoundingBound {
   // Float arithmetic of quantizer and decoder (x * (1/d) in float32), as a
   // fraction of the run's largest |value|.
   double float_slack = 0;
+  // The quantizer may store a zero scale for a group whose source is not
+  // zero (sub-block scales quantized against a larger one). Elsewhere a
+  // zeroed group is a defect, unless its source is below what a stored f16
+  // scale can hold (|x| < levels * 2^-25, some 4e-6 for Q8_0: not weights).
+  bool zeroes_groups = false;
   std::string family;  // a short name for reports: "nearest, f16 scale", ...
 };
 
@@ -78,6 +83,17 @@ double HalfUlpF16(double v);
 // Fills run->bound .. extra_above (see QuantRun) from the run's stored
 // parameters (step, range) and `b`.
 void ApplyBound(const RoundingBound& b, QuantRun* run);
+
+// How far a source stored as `source` (its scheme: "BF16", "F16", ...) may
+// lie from what the quantizer read, relative to its magnitude: a bf16 or
+// f16 release of weights quantized from float32 was itself rounded, by up
+// to half its ulp (2^-8 |x| for bf16, 2^-11 |x| for f16 normals); 0 for
+// float32 and wider, and for quantized sources.
+double SourceRoundingRel(const EncodingInfo& source);
+
+// Widens the run's bound by a source rounding of `rel` (SourceRoundingRel)
+// of each source's magnitude, and f16's subnormal half-ulp when `f16`.
+void WidenForSourceRounding(double rel, bool f16, QuantRun* run);
 
 // The bound, in steps, of the run's worst-placed level inside its range
 // (what a report calls the bound used); 0 for a zero-step run.

@@ -521,7 +521,7 @@ std::vector<CheckCase> CheckCases() {
                      "error",
                      dir,
                      kCheckWeight,
-                     "max_err_steps = 0.8 at flat index 64",
+                     "max_excess_steps = 0.294 at flat index 64",
                      {},
                      src});
   }

@@ -154,6 +154,9 @@ TEST(GgmlBoundTest, ACodeOffByOneLevelIsNotNearest) {
   EXPECT_EQ(d.not_nearest, 1);
   EXPECT_EQ(d.clipped, 0);
   EXPECT_GT(d.max_excess_steps, 0.3);
+  ASSERT_TRUE(d.max_excess_element.has_value());
+  EXPECT_EQ(d.max_excess_element->flat_index, at) << "the finding's element";
+  EXPECT_EQ(d.max_excess_element->quant.group, at / 32);
 }
 
 TEST(GgmlBoundTest, AScaleTimesElevenTenthsMakesItsGroupNotNearest) {
@@ -210,6 +213,40 @@ TEST(GgmlBoundTest, AShrunkMinMaxScaleClips) {
   const TensorDiff d = Diff(*p);
   EXPECT_GT(d.clipped, 0);
   EXPECT_GT(d.max_excess_steps, 0);
+}
+
+// A bf16 source was itself rounded from what the quantizer read: half its
+// ulp (2^-8 of each value) widens the bound, and nothing for float32.
+TEST(RoundingBoundTest, ABf16SourceWidensTheBoundByItsOwnRounding) {
+  EncodingInfo bf16;
+  bf16.scheme = "BF16";
+  EncodingInfo f32;
+  f32.scheme = "F32";
+  EncodingInfo q;
+  q.scheme = "Q8_0";
+  q.quantized = true;
+  EXPECT_EQ(SourceRoundingRel(bf16), 0x1p-8);
+  EXPECT_EQ(SourceRoundingRel(f32), 0);
+  EXPECT_EQ(SourceRoundingRel(q), 0) << "a quantized source: not a rounding";
+  QuantRun run{32, 0, 0.25, 0.25, -2, 2};
+  ApplyBound(BoundOfDType(DType::kF32), &run);
+  const double before = InteriorBoundSteps(run);
+  WidenForSourceRounding(0x1p-8, false, &run);
+  // At the outermost level (2, 8 steps from 0): 2 * 2^-8 / 0.25 more.
+  EXPECT_GE(InteriorBoundSteps(run) - before, 2 * 0x1p-8 / 0.25);
+  EXPECT_LT(InteriorBoundSteps(run) - before, 0.1);
+}
+
+// Which quantizers store a zero scale for a non-zero group.
+TEST(RoundingBoundTest, OnlySubBlockScaledFormatsZeroGroups) {
+  for (DType t : {DType::kQ2_K, DType::kQ3_K, DType::kQ6_K, DType::kIQ4_XS,
+                  DType::kIQ2_XXS}) {
+    EXPECT_TRUE(BoundOfDType(t).zeroes_groups) << DTypeName(t);
+  }
+  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kIQ4_NL,
+                  DType::kMXFP4}) {
+    EXPECT_FALSE(BoundOfDType(t).zeroes_groups) << DTypeName(t);
+  }
 }
 
 TEST(RoundingBoundTest, HalfUlpOfF16) {

@@ -88,6 +88,16 @@ std::string Describe(const CheckRun& run) {
   return out;
 }
 
+// The rules that fired, "rule:severity" x findings, in the XML report.
+void RecordRules(const CheckRun& run) {
+  std::string rules;
+  for (const RuleTally& t : run.summary.rules) {
+    absl::StrAppend(&rules, rules.empty() ? "" : " ", t.rule, ":",
+                    SeverityName(t.severity), "x", t.findings);
+  }
+  ::testing::Test::RecordProperty("rules", rules);
+}
+
 class LlamaVerdictTest : public ::testing::TestWithParam<LlamaFtype> {
  protected:
   void SetUp() override {
@@ -143,6 +153,7 @@ TEST_P(LlamaVerdictTest, EveryTensorWithinItsFormatsBound) {
 TEST_P(LlamaVerdictTest, CheckFindsNoError) {
   const CheckRun run = RunCheck(*quant_, nullptr);
   SCOPED_TRACE(Describe(run));
+  RecordRules(run);
   EXPECT_EQ(run.summary.errors, 0);
   EXPECT_FALSE(run.summary.failed);
 }
@@ -150,6 +161,7 @@ TEST_P(LlamaVerdictTest, CheckFindsNoError) {
 TEST_P(LlamaVerdictTest, CheckAgainstSourceFindsNoError) {
   const CheckRun run = RunCheck(*quant_, source_.get());
   SCOPED_TRACE(Describe(run));
+  RecordRules(run);
   EXPECT_EQ(run.summary.errors, 0);
   EXPECT_FALSE(run.summary.failed);
 }

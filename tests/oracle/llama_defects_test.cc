@@ -37,7 +37,6 @@
 #include "core/diff/tensor_diff.h"
 #include "core/format/checkpoint.h"
 #include "gtest/gtest.h"
-#include "tests/oracle/ggml_oracle.h"
 #include "tests/oracle/gguf_listing.h"
 #include "tests/oracle/llama_oracle_support.h"
 #include "tests/oracle/llama_quantizer.h"
@@ -48,7 +47,6 @@
 namespace tensormorph {
 namespace {
 
-using ::tensormorph::testing::GgmlOracle;
 using ::tensormorph::testing::GgufListedTensor;
 using ::tensormorph::testing::GgufListing;
 using ::tensormorph::testing::LlamaFtype;
@@ -546,6 +544,12 @@ TEST_P(LlamaDefectTest, GroupScaleZeroedIsOneZeroedGroup) {
     EXPECT_EQ(all_zero->count,
               (all_zero_before ? all_zero_before->count : 0) + 1);
   }
+  // check --source does not judge zeroed groups: they are out of
+  // max_excess_steps, and SQNR is a warning (Q8_0's falls from 39.0 to
+  // 33.5 dB, under its 37.9 dB floor, the others' stay above theirs). What
+  // the product says today (a format whose quantizer never zeroes a group
+  // of a non-zero source could make this an error).
+  EXPECT_EQ(j.sourced.errors, 0) << Describe(j.source_findings);
 }
 
 TEST_P(LlamaDefectTest, CodesOfAnotherTensorCollapseItsSqnr) {

@@ -27,77 +27,22 @@
 #include "gtest/gtest.h"
 #include "tests/oracle/ggml_oracle.h"
 #include "tests/oracle/gguf_listing.h"
+#include "tests/oracle/llama_oracle_support.h"
 #include "tests/oracle/llama_quantizer.h"
 #include "tests/oracle/llama_test_model.h"
 
 namespace tensormorph {
 namespace {
 
-using ::tensormorph::testing::GgmlOracle;
+using ::tensormorph::testing::GgmlValues;
 using ::tensormorph::testing::GgufListedTensor;
 using ::tensormorph::testing::GgufListing;
 using ::tensormorph::testing::LlamaFtype;
 using ::tensormorph::testing::LlamaFtypes;
 using ::tensormorph::testing::LlamaQuantized;
-using ::tensormorph::testing::LlamaQuantizer;
 using ::tensormorph::testing::LlamaTestDims;
 using ::tensormorph::testing::LlamaTestWeight;
-
-const LlamaQuantizer& Quantizer() {
-  static const LlamaQuantizer* q = [] {
-    GgmlOracle::Shared();  // ggml-base first, so that libllama shares it
-    auto loaded = LlamaQuantizer::Load();
-    if (!loaded.ok()) {
-      ADD_FAILURE() << loaded.status();
-      std::abort();
-    }
-    return loaded->release();
-  }();
-  return *q;
-}
-
-int64_t RowBytes(uint32_t type, int64_t ne0) {
-  const auto info = GgmlOracle::Shared().Type(static_cast<int>(type));
-  if (!info || ne0 % info->block_elems != 0) return -1;
-  return ne0 / info->block_elems * info->block_bytes;
-}
-
-// ggml's own reading of a tensor's bytes: to_float, or the floats
-// themselves for F32 (which has no to_float).
-std::vector<float> GgmlValues(uint32_t type, absl::Span<const uint8_t> data) {
-  if (type == 0) {
-    std::vector<float> v(data.size() / 4);
-    std::memcpy(v.data(), data.data(), data.size());
-    return v;
-  }
-  auto v = GgmlOracle::Shared().ToFloat(static_cast<int>(type), data);
-  EXPECT_TRUE(v.ok()) << v.status();
-  return v.ok() ? *std::move(v) : std::vector<float>();
-}
-
-// The HF row of GGUF row `r` of a Q or K matrix of `heads` heads (the
-// inverse of convert_hf_to_gguf.py's permute, written out independently of
-// Tensormorph's RowMap).
-int64_t HfRowOf(int64_t r, int64_t rows, int64_t heads) {
-  const int64_t hd = rows / heads, h = r / hd, j = r % hd;
-  return h * hd + (j % 2) * (hd / 2) + j / 2;
-}
-
-// The source of a GGUF tensor in GGUF row order, from the model's values.
-std::vector<double> SourceInGgufOrder(const LlamaTestWeight& w) {
-  std::vector<double> out(w.values.begin(), w.values.end());
-  const bool q = w.gguf_name.find(".attn_q.") != std::string::npos;
-  const bool k = w.gguf_name.find(".attn_k.") != std::string::npos;
-  if (!q && !k) return out;
-  const int64_t rows = w.shape[0], cols = w.shape[1];
-  const int64_t heads = q ? LlamaTestDims::kHeads : LlamaTestDims::kKvHeads;
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t hf = HfRowOf(r, rows, heads);
-    for (int64_t c = 0; c < cols; ++c)
-      out[r * cols + c] = w.values[hf * cols + c];
-  }
-  return out;
-}
+using ::tensormorph::testing::SourceInGgufOrder;
 
 struct ReferenceFigures {
   int64_t count = 0;
@@ -176,10 +121,11 @@ void ExpectDiffEqualsReference(const TensorDiff& d, const ReferenceFigures& f) {
 class LlamaFtypeTest : public ::testing::TestWithParam<LlamaFtype> {
  protected:
   void SetUp() override {
-    auto q = testing::QuantizeTestModelCached(Quantizer(), GetParam());
+    auto q = testing::QuantizeTestModelCached(testing::SharedLlamaQuantizer(),
+                                              GetParam());
     ASSERT_TRUE(q.ok()) << q.status();
     files_ = *q;
-    auto listing = testing::ListGguf(files_.gguf, &RowBytes);
+    auto listing = testing::ListGguf(files_.gguf, &testing::GgmlRowBytes);
     ASSERT_TRUE(listing.ok()) << listing.status();
     listing_ = *std::move(listing);
     for (const LlamaTestWeight& w : testing::LlamaTestWeights()) {
@@ -302,7 +248,8 @@ TEST_P(LlamaFtypeTest, DiffPairsEveryTensorAndEqualsFloat64Reference) {
 // no error at all, which holds only if the GGUF's permuted Q/K rows (by 4
 // heads for Q, 2 KV heads for K) are un-permuted the way they were written.
 TEST(LlamaTestModelTest, F32GgufDiffsToZeroAgainstItsHfSource) {
-  const auto files = testing::QuantizeTestModelCached(Quantizer(), {2, "Q4_0"});
+  const auto files = testing::QuantizeTestModelCached(
+      testing::SharedLlamaQuantizer(), {2, "Q4_0"});
   ASSERT_TRUE(files.ok()) << files.status();
   auto quant = Checkpoint::Open(files->f32_gguf);
   ASSERT_TRUE(quant.ok()) << quant.status();

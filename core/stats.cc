@@ -208,7 +208,7 @@ void FoldMoments(const float* v, const float* x, int64_t n, int64_t start,
 }
 
 // A run's finite elements and those on its group's end levels.
-struct Saturation {
+struct EndLevelCounts {
   int64_t finite = 0, low = 0, high = 0;  // high: on range_max, not range_min
 };
 
@@ -224,7 +224,7 @@ float AsFloatOrNaN(double d) {
 // As `finite && double(v) == range` for each element, in float compares
 // and integer sums that vectorize (no element equals a NaN bound, and a
 // non-finite one equals no finite bound).
-Saturation CountSaturation(const float* v, int64_t n, const QuantRun& r) {
+EndLevelCounts CountAtEndLevels(const float* v, int64_t n, const QuantRun& r) {
   const float lo = AsFloatOrNaN(r.range_min), hi = AsFloatOrNaN(r.range_max);
   int64_t finite = 0, low = 0, high = 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -674,7 +674,7 @@ absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& t,
   std::vector<float> x(ref != nullptr ? buf : 0);
   std::vector<uint8_t> codes(st.has_levels ? buf : 0);
   CodeCounter code_counter;
-  GroupSet groups(n), saturated(n);
+  GroupSet groups(n), at_end_level(n);
 
   Moments mo;
   // Small tensors take two plain passes: 2^16 buckets would cost more than
@@ -692,6 +692,11 @@ absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& t,
   int64_t level_index = -1;  // an element whose group's levels are listed
   bool many_groups = false;  // no group asked and elements in several
   int64_t only_group = -1;
+  // The first element whose code has its top bit set: its ScalarInfo::code
+  // tells whether the format reads codes as signed.
+  int64_t top_code_at = -1;
+  const uint8_t top_bit = static_cast<uint8_t>(
+      st.has_levels && info.bits >= 1 ? 1u << (info.bits - 1) : 0u);
   // Pass 1: everything but the histogram (whose range may depend on it).
   for (int64_t first = 0; first < n; first += chunk) {
     if (cancelled != nullptr && cancelled->load())
@@ -703,6 +708,14 @@ absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& t,
         if (absl::Status s = t.encoding->RawCodes(first, m, codes.data());
             !s.ok())
           return s;
+        if (top_code_at < 0 && top_bit != 0) {
+          for (int64_t k = 0; k < m; ++k) {
+            if ((codes[k] & top_bit) != 0) {
+              top_code_at = first + k;
+              break;
+            }
+          }
+        }
       }
       return ref != nullptr
                  ? DecodeMappedRows(*ref, o.ref_rows, first, m, x.data())
@@ -731,11 +744,11 @@ absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& t,
         if (st.has_levels) code_counter.Add(codes.data() + k, r.count);
       }
       if (st.has_levels && r.group >= 0) {
-        const Saturation sat = CountSaturation(v + k, r.count, r);
-        st.saturated_low += sat.low;
-        st.saturated_high += sat.high;
-        if (sat.finite > 0) groups.Insert(r.group);
-        if (sat.low + sat.high > 0) saturated.Insert(r.group);
+        const EndLevelCounts ends = CountAtEndLevels(v + k, r.count, r);
+        st.at_lowest_level += ends.low;
+        st.at_highest_level += ends.high;
+        if (ends.finite > 0) groups.Insert(r.group);
+        if (ends.low + ends.high > 0) at_end_level.Insert(r.group);
       }
     }
     if (!one_group) {
@@ -765,6 +778,15 @@ absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& t,
   st.pruned_zeros = mo.pruned;
   st.induced_zeros = mo.zeros_with_ref - mo.pruned;
   if (st.has_levels) code_counter.AddTo(&st.code_histogram);
+  if (top_code_at >= 0) {
+    ScalarInfo s;
+    if (absl::Status e =
+            GuardedRead([&] { return t.encoding->Inspect(top_code_at, &s); });
+        !e.ok()) {
+      return e;
+    }
+    st.codes_signed = s.code < 0;
+  }
   if (level_index >= 0 && !many_groups) {
     ScalarInfo s;
     if (absl::Status e =
@@ -789,7 +811,7 @@ absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& t,
   }
   st.sparsity = counted > 0 ? static_cast<double>(st.zeros) / counted : 0;
   st.groups = groups.size();
-  st.groups_saturated = saturated.size();
+  st.groups_at_end_level = at_end_level.size();
   for (int64_t c : st.code_histogram) st.levels_used += c > 0;
 
   // Pass 2: the histogram over [hist_min, hist_max].

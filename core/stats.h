@@ -42,10 +42,20 @@ struct TensorStats {
   // Level usage (quantized tensors with codes of at most 8 bits).
   bool has_levels = false;
   int32_t code_bits = 0;
-  std::vector<int64_t> code_histogram;  // by raw code, 2^bits entries
+  std::vector<int64_t> code_histogram;  // by raw code bits, 2^bits entries
+  // The format reads its codes as two's complement (Q8_0, int8): entry k of
+  // code_histogram is the code k - 2^bits for k >= 2^(bits - 1), as
+  // ScalarInfo::code says. Known only when such a code occurs (else the two
+  // readings agree on every code that occurs): false then.
+  bool codes_signed = false;
   int64_t levels_used = 0;
-  int64_t saturated_low = 0, saturated_high = 0;  // on the group's end levels
-  int64_t groups = 0, groups_saturated = 0;
+  // Elements on their group's lowest (highest) representable level. Not
+  // clipping: a group's own min and max land there by design. Clipping is
+  // a source value beyond the range, which only a diff (a source) can count
+  // (TensorDiff::clipped).
+  int64_t at_lowest_level = 0, at_highest_level = 0;
+  // Groups seen, and those with an element on one of their end levels.
+  int64_t groups = 0, groups_at_end_level = 0;
   // The representable levels (GroupLevels) when every element counted shares
   // one group: options.group, or a tensor of a single group (per-tensor
   // scale). Ascending and distinct; empty otherwise.

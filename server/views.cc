@@ -145,10 +145,11 @@ grpc::ServerUnaryReactor* TensormorphService::ComputeStats(
         resp->set_code_bits(st->code_bits);
         for (int64_t c : st->code_histogram) resp->add_code_histogram(c);
         resp->set_levels_used(st->levels_used);
-        resp->set_saturated_low(st->saturated_low);
-        resp->set_saturated_high(st->saturated_high);
+        resp->set_saturated_low(st->at_lowest_level);
+        resp->set_saturated_high(st->at_highest_level);
         resp->set_groups(st->groups);
-        resp->set_groups_saturated(st->groups_saturated);
+        resp->set_groups_saturated(st->groups_at_end_level);
+        resp->set_codes_signed(st->codes_signed);
         for (double l : st->levels) resp->add_levels(l);
         return absl::OkStatus();
       });

@@ -250,7 +250,7 @@ int main(int argc, char** argv) {
   CLI::App* stats_cmd =
       app.add_subcommand("stats",
                          "statistics, a histogram and level usage (codes, "
-                         "saturation) of a tensor");
+                         "values at the end levels) of a tensor");
   stats_cmd
       ->add_option("checkpoint", stats.checkpoint,
                    "checkpoint file or directory")

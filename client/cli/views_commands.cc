@@ -129,11 +129,14 @@ int RunStats(Client& client, const GlobalOptions& g, const StatsOptionsCli& o) {
     rows.push_back(
         {"levels used", absl::StrCat(st->levels_used(), " of ",
                                      int64_t{1} << st->code_bits())});
+    // End levels, not clipping: a group's own min and max sit there. Only
+    // a diff against the source counts clipping.
     rows.push_back(
-        {"on lowest / highest level",
+        {"at lowest / highest level",
          absl::StrCat(st->saturated_low(), " / ", st->saturated_high())});
-    rows.push_back({"groups saturating", absl::StrCat(st->groups_saturated(),
-                                                      " of ", st->groups())});
+    rows.push_back(
+        {"groups at an end level",
+         absl::StrCat(st->groups_saturated(), " of ", st->groups())});
   }
   std::cout << Table(rows) << "\nhistogram\n";
   const int64_t peak =
@@ -160,12 +163,16 @@ int RunStats(Client& client, const GlobalOptions& g, const StatsOptionsCli& o) {
               << absl::StrJoin(shown, " ") << "\n";
   }
   if (st->has_levels() && st->code_histogram_size() <= 64) {
-    std::cout << "\nlevel usage (raw codes)\n";
+    // Signed codes from the most negative up, as `scalar` prints them.
+    const int size = st->code_histogram_size();
+    const int first = st->codes_signed() ? -size / 2 : 0;
+    std::cout << "\nlevel usage (raw codes" << (first < 0 ? ", signed" : "")
+              << ")\n";
     const int64_t top = *std::max_element(st->code_histogram().begin(),
                                           st->code_histogram().end());
-    for (int c = 0; c < st->code_histogram_size(); ++c) {
-      std::cout << absl::StrFormat("%6d %8d ", c, st->code_histogram(c))
-                << Bar(st->code_histogram(c), top, 50) << "\n";
+    for (int c = first; c < first + size; ++c) {
+      const int64_t n = st->code_histogram((c + size) % size);
+      std::cout << absl::StrFormat("%6d %8d ", c, n) << Bar(n, top, 50) << "\n";
     }
   }
   return kExitOk;

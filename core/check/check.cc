@@ -14,6 +14,7 @@
 #include "core/check/scale_scan.h"
 #include "core/check/source_rules.h"
 #include "core/check/structure_rules.h"
+#include "core/diff/pairing.h"
 #include "core/io/fault_guard.h"
 #include "core/util/status_macros.h"
 
@@ -26,6 +27,23 @@ int64_t PartBytes(const LogicalTensor& t) {
     b += static_cast<int64_t>(p->nbytes);
   }
   return b;
+}
+
+// The tensors CheckAgainstSource will diff and hold to max_excess_steps,
+// which judges their clipping from the source itself. Empty when the
+// pairing fails (CheckAgainstSource then reports why, and saturated-group
+// still judges every tensor).
+absl::flat_hash_set<std::string> JudgedBySource(const Checkpoint& ckpt,
+                                                const Checkpoint& source) {
+  absl::flat_hash_set<std::string> names;
+  absl::StatusOr<Pairing> pairing = PairTensors(ckpt, source);
+  if (!pairing.ok()) return names;
+  for (const TensorPair& p : pairing->pairs) {
+    if (DefaultSourceGate(p.quant->encoding->info(), "max_excess_steps")) {
+      names.insert(p.quant->name);
+    }
+  }
+  return names;
 }
 
 }  // namespace
@@ -167,6 +185,9 @@ absl::StatusOr<CheckSummary> CheckCheckpoint(
 
   // Values: one pass over every logical tensor.
   absl::flat_hash_set<const StoredTensor*> scanned_scales;
+  const absl::flat_hash_set<std::string> judged_by_source =
+      options.source != nullptr ? JudgedBySource(ckpt, *options.source)
+                                : absl::flat_hash_set<std::string>();
   for (const LogicalTensor& t : ckpt.tensors()) {
     const int64_t bytes = PartBytes(t);
     if (not_decoded.contains(ModuleOfTensor(t.name))) {
@@ -179,8 +200,10 @@ absl::StatusOr<CheckSummary> CheckCheckpoint(
     }
     const int64_t n = std::max<int64_t>(1, t.num_elements);
     int64_t done = 0, reported = 0;
+    ValueScanOptions values = options.values;
+    values.saturated_groups = !judged_by_source.contains(t.name);
     absl::Status scanned = ScanTensorValues(
-        ckpt, t, options.values, cancelled,
+        ckpt, t, values, cancelled,
         [&](int64_t m) {
           done += m;
           const int64_t b = bytes * done / n;

@@ -30,7 +30,9 @@ struct CheckOptions {
   std::optional<std::vector<ManifestEntry>> verify;
   ValueScanOptions values;
   // Diff every quantized tensor against this source (--source): the
-  // source-err-steps and source-sqnr rules (source_rules.h). Must outlive
+  // source-err-steps and source-sqnr rules (source_rules.h). A tensor the
+  // diff holds to max_excess_steps is not judged by saturated-group: the
+  // diff sees its clipping, the end levels only hint at it. Must outlive
   // the call.
   const Checkpoint* source = nullptr;
 };

@@ -161,16 +161,21 @@ const std::vector<CheckRule>& CheckRules() {
        "levels unused. Unused end levels alone are normal (a symmetric int8 "
        "quantizer never writes -128), half the grid is not"},
       {"saturated-group", Severity::kWarning,
-       "groups piled on both end levels (clipping)",
+       "many values at a group's end levels (the scale may clip)",
        "quantization groups with more than a quarter of their elements on "
        "the group's two end levels, each end holding more than one: the "
-       "scale clips both tails of the group",
+       "scale may clip both tails of the group (values at an end level are "
+       "not clipping by themselves; only a source tells, see diff's "
+       "clipped). Not judged where the format cannot clip (a min/max range: "
+       "Q4_1, Q5_1, asymmetric GPTQ and compressed-tensors int), nor, with "
+       "--source, where the diff judges the tensor's clipping itself",
        "25% of a group of at least 32 elements on a grid of 4 or more bits, "
        "counting non-zero values (a zero on an end level is exact): "
-       "round-to-nearest min/max puts one element on each end (the group's "
-       "min and max; a one-sided outlier piles the bulk on the other end, "
-       "hence both ends), and a gaussian clipped at the MSE-optimal 4-bit "
-       "range about 1%; a quarter only comes from a scale that clips"},
+       "round-to-nearest puts at most the group's min and max on its ends "
+       "(a one-sided outlier may pile the bulk on the other end, hence both "
+       "ends), and a gaussian clipped at the MSE-optimal 4-bit range about "
+       "1%; a quarter comes from a scale that clips, or from a source that "
+       "really sits on two values"},
       {"undecodable-tensor", Severity::kWarning,
        "a tensor whose values could not be checked",
        "a tensor of a type Tensormorph recognises but cannot decode (the "

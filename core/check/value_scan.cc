@@ -81,6 +81,15 @@ std::string FileOfTensor(const Checkpoint& ckpt, const LogicalTensor& t) {
   return ckpt.files()[parts[0]->file_index].path;
 }
 
+bool SaturatedGroupJudged(const RoundingBound& bound,
+                          const EncodingInfo& info) {
+  // A range that is the group's own min and max, which a correct quantizer
+  // of a Clip::kNone format writes, holds every source value within half a
+  // step of its ends: whatever piles up there is the source's own.
+  return info.quantized &&
+         !(bound.clip == RoundingBound::Clip::kNone && !info.symmetric);
+}
+
 absl::Status ScanTensorValues(const Checkpoint& ckpt, const LogicalTensor& t,
                               const ValueScanOptions& o,
                               const std::atomic<bool>* cancelled,
@@ -137,13 +146,8 @@ absl::Status ScanTensorValues(const Checkpoint& ckpt, const LogicalTensor& t,
   Tally nan_groups, inf_groups, all_zero, constant, saturated;
   Tally scale_nan, scale_inf, scale_zero;
   int64_t groups_seen = 0;
-  // Clipping is a source value the format could not represent within its
-  // group's range (rounding_bound.h). A min/max quantizer (Q4_1, Q5_1: its
-  // range is the group's own min and max) cannot clip: ends piled up there
-  // are the source's, and saying "the scale clips" would be wrong.
-  const RoundingBound bound = BoundOfEncoding(info);
-  const bool can_clip =
-      !(bound.offset_f16 && bound.clip == RoundingBound::Clip::kNone);
+  const bool judge_saturated =
+      o.saturated_groups && SaturatedGroupJudged(BoundOfEncoding(info), info);
 
   auto close = [&](int64_t id, const GroupAcc& g) {
     ++groups_seen;
@@ -157,7 +161,7 @@ absl::Status ScanTensorValues(const Checkpoint& ckpt, const LogicalTensor& t,
     } else if (g.count >= 2 && g.constant && g.nan == 0 && g.inf == 0) {
       constant.Add(1, id, 0);
     }
-    if (can_clip && info.bits >= kSaturatedGroupMinBits &&
+    if (judge_saturated && info.bits >= kSaturatedGroupMinBits &&
         g.count >= kSaturatedGroupMinElements && !g.degenerate) {
       // A min/max quantizer puts the group's own min and max on its end
       // levels, and a one-sided outlier stretches the scale so that the bulk
@@ -600,8 +604,8 @@ absl::Status ScanTensorValues(const Checkpoint& ckpt, const LogicalTensor& t,
          absl::StrFormat("%d of %s have more; worst group %d with %.1f%%",
                          saturated.count, groups_text, saturated.worst_group,
                          saturated.worst * 100),
-         "the scale clips these groups: compare with the source "
-         "(tensormorph diff, clipped)");
+         "many values at the group's end levels: the scale may clip; only "
+         "the source can tell (tensormorph diff, clipped; check --source)");
   }
   if (judge_dead && !dead_decided) {
     int64_t used = 0;

@@ -1,8 +1,9 @@
 // The value rules of `tensormorph check` over one logical tensor, in one
 // streaming pass at decode speed: NaN/Inf and fp16 overflow among the
 // decoded values, and per quantization group all-zero, constant and
-// saturated groups, ggml block scales that are NaN, Inf or zero, and the
-// levels of an integer grid the codes never use (dead-levels). Groups no
+// saturated groups (many values at the group's end levels), ggml block
+// scales that are NaN, Inf or zero, and the levels of an integer grid the
+// codes never use (dead-levels). Groups no
 // value rule can fire on are only counted: marked from their decoded values
 // (run_counts.h), or for ggml Q8_0 and Q4_K from their blocks' bytes without
 // decoding (block_marks.h); every other group is counted value by value.
@@ -17,6 +18,7 @@
 #include "absl/status/status.h"
 #include "core/check/finding.h"
 #include "core/format/checkpoint.h"
+#include "core/quant/rounding_bound.h"
 #include "core/tensor.h"
 
 namespace tensormorph {
@@ -28,7 +30,24 @@ struct ValueScanOptions {
   // dropped once a piece passes it, so memory stays bounded).
   int64_t piece_elements = int64_t{1} << 18;
   int64_t max_piece_elements = int64_t{1} << 22;
+  // Judge saturated-group. Off for a tensor that a diff against its source
+  // judges (check --source): the diff sees the clipping itself, and the
+  // groups' end levels would only say it again, less surely.
+  bool saturated_groups = true;
 };
+
+// Whether saturated-group judges tensors of this encoding: every quantized
+// one but those whose format cannot clip by construction, that is a bound
+// without designed clipping (Clip::kNone) on a range derived from the
+// group's own min and max (an offset or zero-point: !info.symmetric):
+// ggml Q4_1 and Q5_1, and asymmetric GPTQ and compressed-tensors int groups
+// (min/max observers). A symmetric Clip::kNone format (Q8_0, symmetric
+// int8) is judged: its correct quantizer puts only the absmax element on
+// an end level, so both ends piled up mean a scale too small. Formats that
+// clip by design (Q4_0/Q5_0's short end, K-quants', IQ4's and AWQ's
+// searched scales, MXFP4) are judged too: there the rule says the scale
+// may clip, which only the source can tell apart from design.
+bool SaturatedGroupJudged(const RoundingBound& bound, const EncodingInfo& info);
 
 // Appends to `out` at most one finding per rule for `t` (count, the worst
 // group, expected vs actual). `on_elements(n)` after each piece of n

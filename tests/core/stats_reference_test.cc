@@ -132,8 +132,8 @@ absl::StatusOr<TensorStats> ReferenceStats(const LogicalTensor& t,
       if (st.has_levels && q[i].group >= 0) {
         groups.insert(q[i].group);
         const bool at_low = v == q[i].range_min, at_high = v == q[i].range_max;
-        st.saturated_low += at_low;
-        st.saturated_high += at_high && !at_low;
+        st.at_lowest_level += at_low;
+        st.at_highest_level += at_high && !at_low;
         if (at_low || at_high) saturated.insert(q[i].group);
       }
     }
@@ -178,7 +178,7 @@ absl::StatusOr<TensorStats> ReferenceStats(const LogicalTensor& t,
   }
   st.sparsity = counted > 0 ? static_cast<double>(st.zeros) / counted : 0;
   st.groups = static_cast<int64_t>(groups.size());
-  st.groups_saturated = static_cast<int64_t>(saturated.size());
+  st.groups_at_end_level = static_cast<int64_t>(saturated.size());
   for (int64_t c : st.code_histogram) st.levels_used += c > 0;
 
   // Pass 2: the histogram over [hist_min, hist_max].
@@ -236,10 +236,10 @@ void ExpectSameStats(const TensorStats& got, const TensorStats& want) {
   EXPECT_EQ(got.code_bits, want.code_bits);
   EXPECT_EQ(got.code_histogram, want.code_histogram);
   EXPECT_EQ(got.levels_used, want.levels_used);
-  EXPECT_EQ(got.saturated_low, want.saturated_low);
-  EXPECT_EQ(got.saturated_high, want.saturated_high);
+  EXPECT_EQ(got.at_lowest_level, want.at_lowest_level);
+  EXPECT_EQ(got.at_highest_level, want.at_highest_level);
   EXPECT_EQ(got.groups, want.groups);
-  EXPECT_EQ(got.groups_saturated, want.groups_saturated);
+  EXPECT_EQ(got.groups_at_end_level, want.groups_at_end_level);
   ASSERT_EQ(got.levels.size(), want.levels.size());
   for (size_t i = 0; i < got.levels.size(); ++i)
     EXPECT_TRUE(SameBits(got.levels[i], want.levels[i])) << "level " << i;

@@ -392,5 +392,39 @@ TEST(StatsInPlaceTest, AFloat32FileTruncatedUnderTheMappingFailsTheCall) {
               StatusIs(absl::StatusCode::kFailedPrecondition, "SIGBUS"));
 }
 
+// The code histogram is by raw bits; codes_signed says how the format reads
+// them, as the Scalar Inspector's raw code does: Q8_0's int8 codes are
+// signed, Q4_0's nibbles (level = code - 8) are not.
+TEST(StatsCodesTest, CodesSignedIsTheInspectorsReadingOfTheCodes) {
+  const std::vector<float> v = testing::Gaussian(256, 3);
+  GgufSpec s;
+  s.tensors = {{"q8", {64, 4}, 8, testing::QuantizeQ8_0(v)},
+               {"q4", {64, 4}, 2, testing::QuantizeQ4_0(v)}};
+  const std::string path = MakeTempDir() + "/codes.gguf";
+  testing::WriteFile(path, BuildGguf(s));
+  auto ckpt = Checkpoint::Open(path);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  for (const auto& [name, is_signed] :
+       {std::pair<const char*, bool>{"q8", true}, {"q4", false}}) {
+    SCOPED_TRACE(name);
+    const LogicalTensor& t = *(*ckpt)->FindTensor(name);
+    auto st = ComputeStats(t, nullptr, StatsOptions());
+    ASSERT_TRUE(st.ok()) << st.status();
+    EXPECT_EQ(st->codes_signed, is_signed);
+    // Each element's raw code, read as codes_signed says, is the
+    // inspector's; the histogram counts it under its bits.
+    std::vector<int64_t> by_bits(st->code_histogram.size(), 0);
+    const int64_t size = static_cast<int64_t>(by_bits.size());
+    for (int64_t i = 0; i < t.num_elements; ++i) {
+      ScalarInfo sc;
+      ASSERT_TRUE(t.encoding->Inspect(i, &sc).ok());
+      const int64_t k = static_cast<int64_t>(sc.code_bits_value);
+      EXPECT_EQ(sc.code, st->codes_signed && k >= size / 2 ? k - size : k);
+      ++by_bits[k];
+    }
+    EXPECT_EQ(st->code_histogram, by_bits);
+  }
+}
+
 }  // namespace
 }  // namespace tensormorph

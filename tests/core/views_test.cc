@@ -24,13 +24,13 @@ using ::tensormorph::testing::Fixture;
 using ::tensormorph::testing::MakeTempDir;
 using ::tensormorph::testing::ReadF32File;
 
-TEST(StatsTest, Q4_0LevelUsageAndSaturationMatchACountOverTheRawCodes) {
+TEST(StatsTest, Q4_0LevelUsageAndEndLevelsMatchACountOverTheRawCodes) {
   auto ckpt = Checkpoint::Open(Fixture("gguf/Q4_0.gguf"));
   ASSERT_TRUE(ckpt.ok());
   const StoredTensor* st = (*ckpt)->FindStored("blk.0.attn_q.weight");
   // Independent: walk the 18-byte blocks by hand.
   std::vector<int64_t> codes(16, 0);
-  int64_t low = 0, high = 0, groups_saturated = 0;
+  int64_t low = 0, high = 0, groups_at_end_level = 0;
   for (int64_t b = 0; b < 32; ++b) {
     const uint8_t* p = st->data.data() + b * 18;
     uint16_t dh;
@@ -47,7 +47,7 @@ TEST(StatsTest, Q4_0LevelUsageAndSaturationMatchACountOverTheRawCodes) {
       high += at_high && !at_low;
       saturated |= at_low || at_high;
     }
-    groups_saturated += saturated;
+    groups_at_end_level += saturated;
   }
   auto stats = ComputeStats(*(*ckpt)->FindTensor("blk.0.attn_q.weight"),
                             nullptr, StatsOptions());
@@ -55,10 +55,10 @@ TEST(StatsTest, Q4_0LevelUsageAndSaturationMatchACountOverTheRawCodes) {
   EXPECT_TRUE(stats->has_levels);
   EXPECT_EQ(stats->code_histogram, codes);
   EXPECT_EQ(stats->levels_used, 16);
-  EXPECT_EQ(stats->saturated_low, low);
-  EXPECT_EQ(stats->saturated_high, high);
+  EXPECT_EQ(stats->at_lowest_level, low);
+  EXPECT_EQ(stats->at_highest_level, high);
   EXPECT_EQ(stats->groups, 32);
-  EXPECT_EQ(stats->groups_saturated, groups_saturated);
+  EXPECT_EQ(stats->groups_at_end_level, groups_at_end_level);
   int64_t sum = 0;
   for (int64_t c : stats->histogram) sum += c;
   EXPECT_EQ(sum, 1024);

@@ -17,6 +17,9 @@ that in a zoomed heatmap a click inspects the element under the pointer and
 never moves the view, while a drag pans; checks the colours of +inf, -inf and
 NaN cells (the shared fixture safetensors/plain, tensor f16_special); and,
 with a token file, checks that the page asks for the token and then works.
+The distribution view calls the values on a group's end levels "at end
+level" (as many as `tensormorph stats` counts), shows the diff's clipped count
+after a diff and from a link with ref=, and numbers Q8_0's codes signed.
 A screenshot of every view is saved under SCREENSHOTS (PNG, named per view).
 
 MODELS must hold the demo (tests/support/demo_checkpoint.h); with
@@ -578,6 +581,9 @@ def test_walk_and_inspect(page, cli, models):
     page.one('nav a[data-view="dist"]').click()
     page.one('svg[data-role="histogram"]', 'the histogram')
     page.no_error('distribution')
+    check_end_levels(page, cli, models, CHECKPOINT, TENSOR)
+    # No diff in this tab and no source in the URL: no clipping to show.
+    page.one('.facts [data-field="clipped"][data-state="none"]', 'the clipped count saying it needs a source')
     page.shot('distribution')
     page.one('#dist-group').send_keys('24')
     page.one('#dist-group').send_keys(Keys.ENTER)
@@ -585,6 +591,63 @@ def test_walk_and_inspect(page, cli, models):
     page.one('svg[data-role="histogram"] line.level', 'levels drawn on the histogram of one group')
     page.no_error('distribution of group 24')
     page.shot('distribution_group')
+
+
+CLIPPED_DEFINITION = ('a source value the format could not represent within its group\'s range')
+
+
+def check_end_levels(page, cli, models, checkpoint, tensor):
+    """The distribution view calls the values on the end levels "at end
+    level", as many as `tensormorph --json stats` counts; "clipping" is no
+    label of it, and the histogram's markers say "at the lowest/highest
+    level"."""
+    st = json.loads(run_cli(cli, 'stats', os.path.join(models, checkpoint), tensor))
+    low, high = int(st.get('saturatedLow', 0)), int(st.get('saturatedHigh', 0))
+    labels = [e.text.strip() for e in page.css('.facts dt')]
+    check('at end level' in labels, f'the distribution facts are {labels}, with no "at end level"')
+    check(not any('clip' in l and l != 'clipped' for l in labels) and not any('saturat' in l for l in labels),
+          f'the distribution facts still call end levels clipping: {labels}')
+    shown = page.one('.facts [data-field="at_end_level"]').text
+    check(shown.startswith(f'{low + high:,} ({low:,} lowest, {high:,} highest)'),
+          f'{tensor}: "at end level" shows {shown!r}, tensormorph stats {low} + {high}')
+    for mark in page.css('svg[data-role="histogram"] .end-label'):
+        check('clip' not in mark.text and ' level (' in mark.text, f'a histogram marker says {mark.text!r}')
+    caption = ' '.join(e.text for e in page.css('figcaption'))
+    check('(clipping)' not in caption, f'the caption calls the end levels clipping: {caption!r}')
+
+
+def check_clipped(page, report, source):
+    """The distribution's clipped count is the diff's, with the definition
+    as its tooltip."""
+    dd = page.one('.facts [data-field="clipped"][data-state="ready"]', 'the diff\'s clipped count')
+    want = int(report.get('clipped', 0))
+    check(int(dd.get_attribute('data-value')) == want,
+          f'{report["name"]}: the distribution says {dd.get_attribute("data-value")} clipped, '
+          f'tensormorph --json diff {want}')
+    check(CLIPPED_DEFINITION in (dd.get_attribute('title') or ''), f'the clipped count\'s tooltip is {dd.get_attribute("title")!r}')
+    check(source in dd.text, f'the clipped count does not name its source {source}: {dd.text!r}')
+
+
+def test_distribution_codes(page, cli, models):
+    """Q8_0's codes are signed: the level usage is drawn from -128 up, as the
+    Scalar Inspector shows the codes."""
+    print('distribution: signed codes')
+    checkpoint, tensor = 'model-q8_0.gguf', 'blk.0.attn_q.weight'
+    page.open(f'?checkpoint={checkpoint}&tensor={tensor}&view=dist')
+    bars = page.one('svg[data-role="code-usage"]', 'the level usage')
+    check(bars.get_attribute('data-signed') == 'true', 'Q8_0 level usage is not drawn as signed codes')
+    codes = [int(r.get_attribute('data-code')) for r in page.css('svg[data-role="code-usage"] rect[data-code]')]
+    check(codes == list(range(-128, 128)), f'Q8_0 code bars run {codes[:3]} ... {codes[-3:]}, not -128 ... 127')
+    st = json.loads(run_cli(cli, 'stats', os.path.join(models, checkpoint), tensor))
+    hist = [int(c) for c in st['codeHistogram']]
+    sc = json.loads(run_cli(cli, 'scalar', os.path.join(models, checkpoint), tensor, '0,0'))['scalars'][0]
+    code = int(sc['rawCode'])
+    title = page.one(f'svg[data-role="code-usage"] rect[data-code="{code}"] title').get_attribute('textContent')
+    check(title == f'code {code}: {hist[code % 256]:,}',
+          f'the bar of the inspector\'s code {code} says {title!r}, stats counts {hist[code % 256]}')
+    check_end_levels(page, cli, models, checkpoint, tensor)
+    page.no_error('distribution of Q8_0')
+    page.shot('distribution_signed_codes')
 
 
 def test_diff(page, cli, models):
@@ -634,6 +697,15 @@ def test_diff(page, cli, models):
     check(float(got) == float(w['source']), f'{top}{idx}: source {got} in the inspector, {w["source"]} in the diff')
     page.shot('diff_heatmap')
 
+    print('distribution: the diff\'s clipped count')
+    page.one('nav a[data-view="dist"]').click()
+    page.wait(lambda: page.query().get('view') == 'dist', 'the distribution view')
+    page.one('svg[data-role="histogram"]', 'the histogram')
+    check_clipped(page, report, SOURCE)
+    check_end_levels(page, cli, models, CHECKPOINT, top)
+    page.no_error('distribution after the diff')
+    page.shot('distribution_clipped')
+
     print('architecture coloured by the diff')
     page.one('nav a[data-view="arch"]').click()
     select = page.one('#arch-metric')
@@ -642,6 +714,21 @@ def test_diff(page, cli, models):
     page.wait(lambda: page.query().get('metric') == 'max_err_steps', 'metric in the URL')
     page.one(f'.tree-row[data-path="{top}"] .metric', 'the metric column')
     page.shot('architecture_diff')
+
+
+def test_distribution_link(page, cli, models):
+    """A shared link with ref= shows the clipped count of a diff of that
+    tensor alone (a fresh tab keeps no diff)."""
+    print('distribution: a link with a source')
+    out = run_cli(cli, 'diff', os.path.join(models, CHECKPOINT), os.path.join(models, SOURCE))
+    reports = [json.loads(l)['tensor'] for l in out.splitlines() if l.strip() and 'tensor' in json.loads(l)]
+    # The tensor with the most clipped elements, so that a count of 0 would
+    # not pass by chance.
+    report = max(reports, key=lambda r: (int(r.get('clipped', 0)), r['name']))
+    page.open(f'?checkpoint={CHECKPOINT}&tensor={report["name"]}&view=dist&ref={SOURCE}')
+    check_clipped(page, report, SOURCE)
+    page.no_error('distribution link with a source')
+    page.shot('distribution_link_clipped')
 
 
 def test_sparsity_and_errors(page):
@@ -730,6 +817,8 @@ def main():
         page = Page(driver, server.url, a.screenshots)
         test_walk_and_inspect(page, a.tensormorph, models)
         test_diff(page, a.tensormorph, models)
+        test_distribution_link(page, a.tensormorph, models)
+        test_distribution_codes(page, a.tensormorph, models)
         test_sparsity_and_errors(page)
         test_zoomed_click(page, a.tensormorph, models)
         server.stop()

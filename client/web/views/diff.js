@@ -61,7 +61,7 @@ const COLUMNS = [
   { key: 'p99ErrSteps', label: 'p99 (steps)', num: true, fmt: (v) => fmtNum(v, 4) },
   { key: 'sqnrDb', label: 'SQNR (dB)', num: true, fmt: (v) => fmtNum(v, 4) },
   { key: 'notNearest', label: 'not nearest', num: true, fmt: (v, r) => r.nearestCodes === false ? el('span', { title: 'this quantizer chooses codes on purpose (error feedback): information' }, `(${fmtCount(v)})`) : fmtCount(v), title: 'inside the range, yet beyond the bound: another level is nearer the source' },
-  { key: 'clipped', label: 'clipped', num: true, fmt: (v) => fmtCount(v), title: 'source beyond the group\'s range further than the bound allows at that end' },
+  { key: 'clipped', label: 'clipped', num: true, fmt: (v) => fmtCount(v), title: 'a source value the format could not represent within its group\'s range: further beyond the group\'s first or last level than rounding to it explains (more than half a step plus the stored scale\'s rounding)' },
   { key: 'zeroedGroups', label: 'zeroed groups', num: true, fmt: (v) => fmtCount(v), title: 'groups whose stored scale is 0 while their source is not: left out of the step metrics' },
   { key: 'aboveHalfStep', label: '> ½ step', num: true, fmt: (v) => fmtCount(v) },
   { key: 'inducedZeros', label: 'induced zeros', num: true, fmt: (v) => fmtCount(v) },

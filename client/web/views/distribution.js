@@ -1,11 +1,23 @@
 // Distribution over levels: the histogram of a tensor's (or one group's)
-// dequantized values with its representable levels drawn on it and the mass
-// on the two extreme levels (clipping) marked, beside the level-usage bars.
+// dequantized values with its representable levels drawn on it and the
+// values at the groups' end levels marked, beside the level-usage bars.
+// Values at an end level are not clipping (a group's own min and max land
+// there); clipping needs the source, so the diff's clipped count is shown
+// when a diff of this tensor is at hand (this tab's last diff, or one run
+// for this tensor alone when the URL names a source: ref=).
 import * as api from '../api.js';
 import { el, put, clear, loading, fmtNum, fmtCount, fmtShape } from '../ui.js';
+import { lastDiff, diffReportFor } from '../store.js';
+
+// The one definition (README, diff section), shown as the tooltip.
+export const CLIPPED_DEFINITION = 'clipped: a source value the format could not represent within its group\'s range — '
+  + 'further beyond the group\'s first or last level than rounding to it explains (more than half a step plus the '
+  + 'stored scale\'s rounding). Only a diff against the source can count it.';
+const END_LEVEL_DEFINITION = 'values on their group\'s first or last representable level. Not clipping: a group\'s '
+  + 'own min and max land there by design; whether a source value lay beyond the level takes a diff.';
 
 export function key(s) {
-  return [s.checkpoint, s.tensor, s.group || ''].join('|');
+  return [s.checkpoint, s.tensor, s.group || '', s.ref || ''].join('|');
 }
 
 const SVG = 'http://www.w3.org/2000/svg';
@@ -68,51 +80,105 @@ export function histogramSvg(st, { width = 760, height = 280, log = false } = {}
     root.append(svg('line', { x1: x(l), x2: x(l), y1: pad.t, y2: pad.t + H, class: thin ? 'level thin' : 'level' },
       svg('title', null, `level ${fmtNum(l)}`)));
   }
-  // The clipped mass at both extremes.
-  const satLow = api.num(st.saturatedLow);
-  const satHigh = api.num(st.saturatedHigh);
-  if (st.hasLevels && (satLow || satHigh)) {
+  // The values at both end levels (not clipping by themselves).
+  const atLow = api.num(st.saturatedLow);
+  const atHigh = api.num(st.saturatedHigh);
+  if (st.hasLevels && (atLow || atHigh)) {
     const total = api.num(st.count) || 1;
     const lx = levels.length ? x(Math.max(lo, levels[0])) : pad.l;
     const hx = levels.length ? x(Math.min(hi, levels[levels.length - 1])) : pad.l + W;
     const mark = (px, n, side) => {
-      const g = svg('g', { class: 'clip-mark', 'data-field': `saturated_${side}` });
-      g.append(svg('line', { x1: px, x2: px, y1: pad.t - 4, y2: pad.t + H, class: 'clip-line' }),
-        svg('text', { x: side === 'low' ? px + 4 : px - 4, y: pad.t - 8, 'text-anchor': side === 'low' ? 'start' : 'end', class: 'clip-label' },
-          `${side === 'low' ? '◀ ' : ''}${fmtCount(n)} on the ${side === 'low' ? 'lowest' : 'highest'} level (${fmtNum((100 * n) / total, 3)}%)${side === 'high' ? ' ▶' : ''}`));
+      const g = svg('g', { class: 'end-mark', 'data-field': `at_${side}_level` },
+        svg('title', null, END_LEVEL_DEFINITION));
+      g.append(svg('line', { x1: px, x2: px, y1: pad.t - 4, y2: pad.t + H, class: 'end-line' }),
+        svg('text', { x: side === 'low' ? px + 4 : px - 4, y: pad.t - 8, 'text-anchor': side === 'low' ? 'start' : 'end', class: 'end-label' },
+          `${side === 'low' ? '◀ ' : ''}${fmtCount(n)} at the ${side === 'low' ? 'lowest' : 'highest'} level (${fmtNum((100 * n) / total, 3)}%)${side === 'high' ? ' ▶' : ''}`));
       root.append(g);
     };
-    if (satLow) mark(lx, satLow, 'low');
-    if (satHigh) mark(hx, satHigh, 'high');
+    if (atLow) mark(lx, atLow, 'low');
+    if (atHigh) mark(hx, atHigh, 'high');
   }
   root.append(svg('line', { x1: pad.l, x2: pad.l + W, y1: pad.t + H, y2: pad.t + H, class: 'axis' }));
   return root;
 }
 
+// The code of bar i: the histogram is by raw bits; a format that reads its
+// codes as two's complement (codesSigned, as the Scalar Inspector shows
+// them) is drawn from its most negative code up.
+export function codeOrder(st) {
+  const size = api.nums(st.codeHistogram).length;
+  const half = size / 2;
+  return st.codesSigned
+    ? Array.from({ length: size }, (_, i) => ({ code: i - half, bits: (i - half + size) % size }))
+    : Array.from({ length: size }, (_, i) => ({ code: i, bits: i }));
+}
+
 export function codeBarsSvg(st, { width = 360, height = 280 } = {}) {
-  const codes = api.nums(st.codeHistogram);
+  const hist = api.nums(st.codeHistogram);
+  const order = codeOrder(st);
+  const codes = order.map((o) => hist[o.bits]);
   const pad = { l: 48, r: 10, t: 26, b: 34 };
   const W = width - pad.l - pad.r;
   const H = height - pad.t - pad.b;
   const max = Math.max(1, ...codes);
-  const root = svg('svg', { viewBox: `0 0 ${width} ${height}`, class: 'chart', role: 'img', 'data-role': 'code-usage' });
+  const root = svg('svg', { viewBox: `0 0 ${width} ${height}`, class: 'chart', role: 'img', 'data-role': 'code-usage',
+    'data-signed': st.codesSigned ? 'true' : 'false' });
   const bw = W / Math.max(1, codes.length);
   codes.forEach((c, i) => {
     const h = (c / max) * H;
-    root.append(svg('rect', { x: pad.l + i * bw, y: pad.t + H - h, width: Math.max(0.8, bw - (bw > 4 ? 1 : 0)), height: Math.max(c ? 1 : 0, h), class: c ? 'bar code' : 'bar unused' },
-      svg('title', null, `code ${i}: ${fmtCount(c)}`)));
+    root.append(svg('rect', { x: pad.l + i * bw, y: pad.t + H - h, width: Math.max(0.8, bw - (bw > 4 ? 1 : 0)), height: Math.max(c ? 1 : 0, h), class: c ? 'bar code' : 'bar unused',
+      'data-code': order[i].code },
+    svg('title', null, `code ${order[i].code}: ${fmtCount(c)}`)));
   });
   for (const c of niceTicks(0, max, 4)) {
     const yy = pad.t + H - (c / max) * H;
     root.append(svg('line', { x1: pad.l, x2: pad.l + W, y1: yy, y2: yy, class: 'gridline' }),
       svg('text', { x: pad.l - 6, y: yy + 4, class: 'tick-label', 'text-anchor': 'end' }, fmtCount(c)));
   }
-  const labels = codes.length <= 16 ? codes.map((_, i) => i) : [0, codes.length / 4, codes.length / 2, (3 * codes.length) / 4, codes.length - 1].map(Math.round);
+  const n = codes.length;
+  const labels = n <= 16 ? codes.map((_, i) => i) : [0, n / 4, n / 2, (3 * n) / 4, n - 1].map(Math.round);
   for (const i of labels) {
-    root.append(svg('text', { x: pad.l + (i + 0.5) * bw, y: pad.t + H + 17, class: 'tick-label', 'text-anchor': 'middle' }, String(i)));
+    root.append(svg('text', { x: pad.l + (i + 0.5) * bw, y: pad.t + H + 17, class: 'tick-label code-tick', 'text-anchor': 'middle' }, String(order[i].code)));
   }
-  root.append(svg('text', { x: pad.l + W / 2, y: pad.t - 10, class: 'tick-label', 'text-anchor': 'middle' }, 'elements per raw code'));
+  root.append(svg('text', { x: pad.l + W / 2, y: pad.t - 10, class: 'tick-label', 'text-anchor': 'middle' },
+    st.codesSigned ? 'elements per raw code (signed)' : 'elements per raw code'));
   return root;
+}
+
+// This tensor's diff report: the tab's last diff when it covers the tensor
+// (against the URL's source, when it names one), else, with ref= in the
+// URL, a diff of this tensor alone. Resolves to { report, reference } or
+// null (no source known, or the pair not diffable).
+function diffReport(s, signal) {
+  const kept = diffReportFor(s.checkpoint, s.tensor);
+  if (kept && (!s.ref || s.ref === lastDiff.reference)) {
+    return Promise.resolve({ report: kept, reference: lastDiff.reference });
+  }
+  if (!s.ref) return Promise.resolve(null);
+  let report = null;
+  const request = { checkpoint: s.checkpoint, reference: s.ref, tensors: [s.tensor], topK: 0, worstGroups: 0 };
+  return api.stream('QuantDiff', request, (ev) => {
+    if (ev.tensor && ev.tensor.name === s.tensor) report = ev.tensor;
+  }, { signal }).then(() => (report ? { report, reference: s.ref } : null));
+}
+
+function fact([k, v, f, t]) {
+  return [el('dt', { title: t }, k), el('dd', { 'data-field': f, title: t }, v)];
+}
+
+// The clipped count beside "at end level": the diff's, or what it needs.
+function showClipped(dd, got, s) {
+  clear(dd);
+  if (!got) {
+    dd.dataset.state = 'none';
+    dd.append(el('span', { class: 'muted' }, 'needs a source: run a diff'));
+    return;
+  }
+  const r = got.report;
+  dd.dataset.state = 'ready';
+  dd.dataset.value = String(api.num(r.clipped));
+  dd.append(fmtCount(r.clipped),
+    el('span', { class: 'muted small' }, ` of ${fmtCount(r.count)} vs ${got.reference}${s.group !== undefined ? ' (whole tensor)' : ''}`));
 }
 
 export function mount(host, s, ctx) {
@@ -134,7 +200,7 @@ export function mount(host, s, ctx) {
     groups > 0 ? el('label', null, s.group !== undefined ? 'group ' : `group (0 … ${Math.max(0, groups - 1)}) `, groupInput) : null,
     groups > 0 ? el('button', { type: 'submit' }, 'Show') : null,
     s.group !== undefined ? el('button', { type: 'button', onclick: () => ctx.navigate({ group: null }) }, 'All elements') : null,
-    el('span', { class: 'muted' }, groups > 1 && s.group === undefined ? `${fmtCount(groups)} groups; ${fmtCount(st.groupsSaturated)} with an element on an extreme level` : ''));
+    el('span', { class: 'muted' }, groups > 1 && s.group === undefined ? `${fmtCount(groups)} groups; ${fmtCount(st.groupsSaturated)} with a value at an end level` : ''));
     const count = api.num(st.count);
     const facts = [
       ['elements', fmtCount(count), 'count'], ['min', fmtNum(st.min), 'min'], ['max', fmtNum(st.max), 'max'],
@@ -142,10 +208,23 @@ export function mount(host, s, ctx) {
       ['NaN / Inf', `${fmtCount(st.nanCount)} / ${fmtCount(st.infCount)}`, 'nan_inf'],
       ['zeros', `${fmtCount(st.zeros)} (${fmtNum(100 * api.num(st.sparsity), 3)}%)`, 'zeros'],
     ];
+    // "at end level" and "clipped" side by side, level usage after them.
+    const after = [];
     if (st.hasLevels) {
-      facts.push(['levels used', `${fmtCount(st.levelsUsed)} of ${fmtCount(2 ** st.codeBits)} codes`, 'levels_used'],
-        ['on lowest level', fmtCount(st.saturatedLow), 'saturated_low'],
-        ['on highest level', fmtCount(st.saturatedHigh), 'saturated_high']);
+      const low = api.num(st.saturatedLow);
+      const high = api.num(st.saturatedHigh);
+      facts.push(['at end level', `${fmtCount(low + high)} (${fmtCount(low)} lowest, ${fmtCount(high)} highest)`, 'at_end_level',
+        END_LEVEL_DEFINITION]);
+      after.push(['levels used', `${fmtCount(st.levelsUsed)} of ${fmtCount(2 ** st.codeBits)} codes`, 'levels_used']);
+    }
+    // Clipping takes the source: the diff's count, once it is known.
+    const clipped = e.quantized ? el('dd', { 'data-field': 'clipped', 'data-state': 'loading', title: CLIPPED_DEFINITION }, '…') : null;
+    if (clipped) {
+      diffReport(s, controller.signal).then((got) => showClipped(clipped, got, s)).catch((err) => {
+        if (err.name === 'AbortError') return;
+        clipped.dataset.state = 'error';
+        clear(clipped).append(el('span', { class: 'muted' }, `no diff: ${err.code || 'error'}: ${err.message}`));
+      });
     }
     const levels = api.nums(st.levels);
     const histogram = el('div', { class: 'histogram-host' }, histogramSvg(st, { log: s.log === '1' }));
@@ -159,14 +238,15 @@ export function mount(host, s, ctx) {
       el('div', { class: 'title-row' }, el('h1', { class: 'mono' }, st.tensor),
         el('div', { class: 'muted' }, `${fmtShape(st.shape)} · ${e.scheme} · ${e.granularity}${s.group !== undefined ? ` · group ${s.group}` : ''}`)),
       form,
-      el('dl', { class: 'facts inline' }, facts.flatMap(([k, v, f]) => [el('dt', null, k), el('dd', { 'data-field': f }, v)])),
+      el('dl', { class: 'facts inline' }, facts.flatMap(fact),
+        clipped ? [el('dt', { title: CLIPPED_DEFINITION }, 'clipped'), clipped] : [], after.flatMap(fact)),
       el('div', { class: 'charts' },
         el('figure', { class: 'card' }, histogram,
           el('figcaption', null, levels.length
-            ? `Values over [${fmtNum(st.histMin)}, ${fmtNum(st.histMax)}] in ${api.nums(st.histogram).length} bins; lines: the ${levels.length} representable levels; red: the mass on the extreme levels (clipping).`
+            ? `Values over [${fmtNum(st.histMin)}, ${fmtNum(st.histMax)}] in ${api.nums(st.histogram).length} bins; lines: the ${levels.length} representable levels; markers: the values at the end levels (not clipping by themselves: a source tells).`
             : (e.quantized ? 'The levels differ between groups: pick one group to see its levels.' : 'Not quantized: no levels.'))),
         st.hasLevels ? el('figure', { class: 'card' }, codeBarsSvg(st),
-          el('figcaption', null, `Level usage: ${fmtCount(st.levelsUsed)} of ${fmtCount(2 ** st.codeBits)} codes occur.`)) : null));
+          el('figcaption', null, `Level usage: ${fmtCount(st.levelsUsed)} of ${fmtCount(2 ** st.codeBits)} codes occur${st.codesSigned ? ' (signed codes, as the Scalar Inspector shows them)' : ''}.`)) : null));
   }).catch((err) => {
     clear(host);
     ctx.showError(err);

@@ -7,16 +7,19 @@
 //  (b) one group's stored scale times 1.1: elements not nearest, beyond
 //      the bound, in that group alone; the same one error;
 //  (c) one group's stored scale zeroed: one zeroed group (its error in
-//      steps finite), and plain check's zero-scale warning counts it;
+//      steps finite), plain check's zero-scale warning counts it, and
+//      check --source's source-err-steps names it where the format's
+//      quantizer never stores a zero scale (Q8_0, Q4_0, IQ4_NL);
 //  (d) the tensor's blocks replaced by blk.0.attn_output.weight's (same
-//      type and shape): its SQNR falls below 0 dB, source-err-steps is an
-//      error, and source-sqnr (a warning) fires where the format is an
-//      integer grid.
+//      type and shape): its SQNR falls below 0 dB, and source-err-steps and
+//      source-sqnr are errors.
+// The findings point at the planted group, not at a designed clip.
 // Every other tensor of each copy stays within its bound. A defect is
 // planted at the bytes the independent lister (gguf_listing.h) locates, in
 // the block layouts of ggml-common.h; "away from its source" is decided by
 // ggml's own to_float of the patched block. "In that group alone" compares
 // every group's errors in steps with those of llama.cpp's file.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -160,14 +163,9 @@ Layout LayoutOf(const std::string& type) {
 struct DefectCase {
   std::string ftype;  // llama.cpp's file type
   std::string type;   // the ggml type of kTarget in it
-  // Whether the format is an integer grid that source-sqnr judges
-  // (DefaultSourceGate): not IQ4_NL's non-uniform codebook.
-  bool sqnr_gated = true;
-  // Whether a correct quantizer of the format clips (Q4_0's short end,
-  // the searched scales of K-quants and IQ4_NL): source-err-steps names
-  // the element of the largest error in steps, which may then be a
-  // designed clip elsewhere rather than the planted defect.
-  bool clips_by_design = false;
+  // Whether the format's quantizer itself stores zero scales for non-zero
+  // groups (RoundingBound::zeroes_groups: K-quants' sub-block scales).
+  bool zeroes_groups = false;
   // Whether a zeroed scale leaves the group a non-zero value (Q4_K's
   // sub-block min): constant-group instead of all-zero-group.
   bool min_survives_zero_scale = false;
@@ -423,18 +421,28 @@ class LlamaDefectTest : public ::testing::TestWithParam<DefectCase> {
 
   // check --source's errors on the copy: exactly one, source-err-steps on
   // kTarget (llama.cpp's own file has none); returns it.
-  static const Finding* ExpectOneErrSteps(const Judged& j) {
-    std::vector<const Finding*> errors;
+  // The error findings of check --source: exactly `rules`, each on
+  // kTarget; returns the one of `rules[0]`.
+  static const Finding* ExpectErrors(const Judged& j,
+                                     const std::vector<std::string>& rules) {
+    std::vector<std::string> got;
+    const Finding* first = nullptr;
     for (const Finding& f : j.source_findings) {
-      if (f.severity == Severity::kError) errors.push_back(&f);
+      if (f.severity != Severity::kError) continue;
+      got.push_back(f.rule);
+      EXPECT_EQ(f.tensor, kTarget) << f.rule;
+      if (f.rule == rules[0]) first = &f;
     }
-    EXPECT_EQ(errors.size(), 1u);
-    EXPECT_EQ(j.sourced.errors, static_cast<int64_t>(errors.size()));
+    std::vector<std::string> want = rules;
+    std::sort(got.begin(), got.end());
+    std::sort(want.begin(), want.end());
+    EXPECT_EQ(got, want);
+    EXPECT_EQ(j.sourced.errors, static_cast<int64_t>(got.size()));
     EXPECT_TRUE(j.sourced.failed);
-    if (errors.empty()) return nullptr;
-    EXPECT_EQ(errors[0]->rule, "source-err-steps");
-    EXPECT_EQ(errors[0]->tensor, kTarget);
-    return errors[0];
+    return first;
+  }
+  static const Finding* ExpectOneErrSteps(const Judged& j) {
+    return ExpectErrors(j, {"source-err-steps"});
   }
 
   // The finding of `rule` on kTarget, or null.
@@ -472,10 +480,10 @@ TEST_P(LlamaDefectTest, CodeOffByOneLevelIsNotNearestThere) {
   EXPECT_EQ(ChangedGroups(j), std::vector<int64_t>{g.id});
   ExpectOthersWithinBound(j);
   EXPECT_EQ(j.plain.errors, 0) << Describe(j.plain_findings);
+  // The finding points at the element beyond its bound, not at a designed
+  // clip that errs more.
   const Finding* f = ExpectOneErrSteps(j);
-  if (f != nullptr && !GetParam().clips_by_design) {
-    EXPECT_EQ(f->worst_group, g.id);
-  }
+  if (f != nullptr) EXPECT_EQ(f->worst_group, g.id);
 }
 
 TEST_P(LlamaDefectTest, GroupScaleTimesOnePointOneIsBeyondTheBoundThere) {
@@ -494,10 +502,10 @@ TEST_P(LlamaDefectTest, GroupScaleTimesOnePointOneIsBeyondTheBoundThere) {
   EXPECT_EQ(ChangedGroups(j), std::vector<int64_t>{g.id});
   ExpectOthersWithinBound(j);
   EXPECT_EQ(j.plain.errors, 0) << Describe(j.plain_findings);
+  // The finding points at the element beyond its bound, not at a designed
+  // clip that errs more.
   const Finding* f = ExpectOneErrSteps(j);
-  if (f != nullptr && !GetParam().clips_by_design) {
-    EXPECT_EQ(f->worst_group, g.id);
-  }
+  if (f != nullptr) EXPECT_EQ(f->worst_group, g.id);
 }
 
 // A zeroed group is out of every metric in steps (its error in steps reads
@@ -544,12 +552,15 @@ TEST_P(LlamaDefectTest, GroupScaleZeroedIsOneZeroedGroup) {
     EXPECT_EQ(all_zero->count,
               (all_zero_before ? all_zero_before->count : 0) + 1);
   }
-  // check --source does not judge zeroed groups: they are out of
-  // max_excess_steps, and SQNR is a warning (Q8_0's falls from 39.0 to
-  // 33.5 dB, under its 37.9 dB floor, the others' stay above theirs). What
-  // the product says today (a format whose quantizer never zeroes a group
-  // of a non-zero source could make this an error).
-  EXPECT_EQ(j.sourced.errors, 0) << Describe(j.source_findings);
+  // check --source: a zero scale for a non-zero group is an error where
+  // the format's quantizer never stores one, pointing at that group; where
+  // it does (K-quants' sub-block scales), it is the format's own doing.
+  if (GetParam().zeroes_groups) {
+    EXPECT_EQ(j.sourced.errors, 0) << Describe(j.source_findings);
+  } else {
+    const Finding* f = ExpectOneErrSteps(j);
+    if (f != nullptr) EXPECT_EQ(f->worst_group, g.id);
+  }
 }
 
 TEST_P(LlamaDefectTest, CodesOfAnotherTensorCollapseItsSqnr) {
@@ -566,42 +577,28 @@ TEST_P(LlamaDefectTest, CodesOfAnotherTensorCollapseItsSqnr) {
   EXPECT_LT(d->sqnr_db, 0);  // more error than signal
   EXPECT_GT(d->max_excess_steps, 0);
   ExpectOthersWithinBound(j);
-  ExpectOneErrSteps(j);
-  const Finding* sqnr = On(j.source_findings, "source-sqnr");
+  // Below 0 dB (worse than zeros) source-sqnr is an error too.
+  ExpectErrors(j, {"source-err-steps", "source-sqnr"});
   EXPECT_EQ(On(original_.source_findings, "source-sqnr"), nullptr);
-  if (GetParam().sqnr_gated) {
-    ASSERT_NE(sqnr, nullptr);
-    // source-sqnr is a warning by the rule table (rules.cc): the error
-    // comes from source-err-steps.
-    EXPECT_EQ(sqnr->severity, Severity::kWarning);
-  } else {
-    EXPECT_EQ(sqnr, nullptr);
-  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
     LlamaFiles, LlamaDefectTest,
-    ::testing::Values(
-        DefectCase{.ftype = "Q8_0", .type = "Q8_0"},
-        DefectCase{.ftype = "Q4_0", .type = "Q4_0", .clips_by_design = true},
-        DefectCase{.ftype = "Q4_K_M",
-                   .type = "Q4_K",
-                   .clips_by_design = true,
-                   .min_survives_zero_scale = true},
-        DefectCase{.ftype = "IQ4_NL",
-                   .type = "IQ4_NL",
-                   .sqnr_gated = false,
-                   .clips_by_design = true}),
+    ::testing::Values(DefectCase{.ftype = "Q8_0", .type = "Q8_0"},
+                      DefectCase{.ftype = "Q4_0", .type = "Q4_0"},
+                      DefectCase{.ftype = "Q4_K_M",
+                                 .type = "Q4_K",
+                                 .zeroes_groups = true,
+                                 .min_survives_zero_scale = true},
+                      DefectCase{.ftype = "IQ4_NL", .type = "IQ4_NL"}),
     [](const ::testing::TestParamInfo<DefectCase>& info) {
       return info.param.ftype;
     });
 
 // A type whose quantizer chooses codes by a grid search (IQ3_S): what lies
 // beyond the bound inside the range is information (source-err-steps at
-// info, as on llama.cpp's own file), so neither a flipped sign nor another
-// tensor's codes is an error; and no SQNR floor applies to its lattice.
-// What the product says today; a floor for these types would make (d) an
-// error.
+// info, as on llama.cpp's own file), so a flipped sign is no error; another
+// tensor's codes are, by SQNR below 0 dB (worse than zeros).
 using LlamaChosenCodeDefectTest = LlamaDefectTest;
 
 TEST_P(LlamaChosenCodeDefectTest, SignFlippedIsInformation) {
@@ -631,7 +628,7 @@ TEST_P(LlamaChosenCodeDefectTest, SignFlippedIsInformation) {
             Severity::kInfo);
 }
 
-TEST_P(LlamaChosenCodeDefectTest, CodesOfAnotherTensorAreNoError) {
+TEST_P(LlamaChosenCodeDefectTest, CodesOfAnotherTensorAreAnSqnrError) {
   const Judged j = JudgeCopy([&](std::string& bytes) {
     std::memcpy(bytes.data() + target_->offset,
                 listing_.bytes.data() + donor_->offset, target_->nbytes);
@@ -645,8 +642,8 @@ TEST_P(LlamaChosenCodeDefectTest, CodesOfAnotherTensorAreNoError) {
   EXPECT_LT(d->sqnr_db, 0);
   EXPECT_EQ(d->max_excess_steps, 0);
   ExpectOthersWithinBound(j);
-  EXPECT_EQ(j.sourced.errors, 0);
-  EXPECT_EQ(On(j.source_findings, "source-sqnr"), nullptr);
+  ExpectErrors(j, {"source-sqnr"});
+  EXPECT_EQ(On(original_.source_findings, "source-sqnr"), nullptr);
   const Finding* f = On(j.source_findings, "source-err-steps");
   ASSERT_NE(f, nullptr);
   EXPECT_EQ(f->severity, Severity::kInfo);
@@ -655,8 +652,7 @@ TEST_P(LlamaChosenCodeDefectTest, CodesOfAnotherTensorAreNoError) {
 INSTANTIATE_TEST_SUITE_P(LlamaFiles, LlamaChosenCodeDefectTest,
                          ::testing::Values(DefectCase{.ftype = "IQ3_S",
                                                       .type = "IQ3_S",
-                                                      .sqnr_gated = false,
-                                                      .clips_by_design = true}),
+                                                      .zeroes_groups = true}),
                          [](const ::testing::TestParamInfo<DefectCase>& info) {
                            return info.param.ftype;
                          });

@@ -13,6 +13,7 @@
 //  - plain `check` and `check --source` find no error in any file.
 // Then copies of llama.cpp's files with one defect planted each are judged
 // as that defect deserves (llama_defects_test.cc).
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -186,6 +187,9 @@ TEST_P(LlamaVerdictTest, EveryTensorWithinItsFormatsBound) {
   }
   DiffWorkspace workspace;
   int64_t zeroed_groups = 0, not_nearest_chosen = 0;
+  // Per ggml type: the largest error in steps and the clipped elements
+  // (the README's figures per family).
+  std::map<std::string, std::pair<double, int64_t>> per_scheme;
   for (const TensorPair& p : pairing->pairs) {
     auto d = DiffTensor(*p.quant, *p.ref, DiffOptions(), p.row_map, nullptr, {},
                         &workspace);
@@ -194,6 +198,11 @@ TEST_P(LlamaVerdictTest, EveryTensorWithinItsFormatsBound) {
     EXPECT_EQ(d->nearest_codes, !ChosenCodes(d->scheme));
     EXPECT_TRUE(std::isfinite(d->max_err_steps));
     EXPECT_EQ(d->max_excess_steps, 0);
+    EXPECT_EQ(d->clipped_beyond_bound, 0);
+    if (d->zeroed_groups > 0) EXPECT_TRUE(d->zeroes_groups);
+    auto& [worst, clipped] = per_scheme[d->scheme];
+    worst = std::max(worst, d->max_err_steps);
+    clipped += d->clipped;
     if (d->nearest_codes) {
       EXPECT_EQ(d->not_nearest, 0);
     } else {
@@ -223,6 +232,12 @@ TEST_P(LlamaVerdictTest, EveryTensorWithinItsFormatsBound) {
   }
   RecordProperty("zeroed_groups", static_cast<int>(zeroed_groups));
   RecordProperty("not_nearest_chosen", static_cast<int>(not_nearest_chosen));
+  std::string figures;
+  for (const auto& [scheme, f] : per_scheme) {
+    absl::StrAppendFormat(&figures, "%s max_err_steps %.4f clipped %d; ",
+                          scheme, f.first, f.second);
+  }
+  RecordProperty("per_scheme", figures);
 }
 
 TEST_P(LlamaVerdictTest, CheckFindsNoError) {

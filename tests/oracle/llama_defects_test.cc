@@ -483,7 +483,9 @@ TEST_P(LlamaDefectTest, CodeOffByOneLevelIsNotNearestThere) {
   // The finding points at the element beyond its bound, not at a designed
   // clip that errs more.
   const Finding* f = ExpectOneErrSteps(j);
-  if (f != nullptr) EXPECT_EQ(f->worst_group, g.id);
+  if (f != nullptr) {
+    EXPECT_EQ(f->worst_group, g.id);
+  }
 }
 
 TEST_P(LlamaDefectTest, GroupScaleTimesOnePointOneIsBeyondTheBoundThere) {
@@ -505,7 +507,9 @@ TEST_P(LlamaDefectTest, GroupScaleTimesOnePointOneIsBeyondTheBoundThere) {
   // The finding points at the element beyond its bound, not at a designed
   // clip that errs more.
   const Finding* f = ExpectOneErrSteps(j);
-  if (f != nullptr) EXPECT_EQ(f->worst_group, g.id);
+  if (f != nullptr) {
+    EXPECT_EQ(f->worst_group, g.id);
+  }
 }
 
 // A zeroed group is out of every metric in steps (its error in steps reads
@@ -559,7 +563,9 @@ TEST_P(LlamaDefectTest, GroupScaleZeroedIsOneZeroedGroup) {
     EXPECT_EQ(j.sourced.errors, 0) << Describe(j.source_findings);
   } else {
     const Finding* f = ExpectOneErrSteps(j);
-    if (f != nullptr) EXPECT_EQ(f->worst_group, g.id);
+    if (f != nullptr) {
+      EXPECT_EQ(f->worst_group, g.id);
+    }
   }
 }
 

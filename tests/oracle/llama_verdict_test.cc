@@ -199,7 +199,9 @@ TEST_P(LlamaVerdictTest, EveryTensorWithinItsFormatsBound) {
     EXPECT_TRUE(std::isfinite(d->max_err_steps));
     EXPECT_EQ(d->max_excess_steps, 0);
     EXPECT_EQ(d->clipped_beyond_bound, 0);
-    if (d->zeroed_groups > 0) EXPECT_TRUE(d->zeroes_groups);
+    if (d->zeroed_groups > 0) {
+      EXPECT_TRUE(d->zeroes_groups);
+    }
     auto& [worst, clipped] = per_scheme[d->scheme];
     worst = std::max(worst, d->max_err_steps);
     clipped += d->clipped;

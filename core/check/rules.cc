@@ -167,7 +167,7 @@ const std::vector<CheckRule>& CheckRules() {
        "scale may clip both tails of the group (values at an end level are "
        "not clipping by themselves; only a source tells, see diff's "
        "clipped). Not judged where the format cannot clip (a min/max range: "
-       "Q4_1, Q5_1, asymmetric GPTQ and compressed-tensors int), nor, with "
+       "Q4_1, Q5_1, asymmetric compressed-tensors int), nor, with "
        "--source, where the diff judges the tensor's clipping itself",
        "25% of a group of at least 32 elements on a grid of 4 or more bits, "
        "counting non-zero values (a zero on an end level is exact): "

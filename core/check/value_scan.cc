@@ -83,11 +83,14 @@ std::string FileOfTensor(const Checkpoint& ckpt, const LogicalTensor& t) {
 
 bool SaturatedGroupJudged(const RoundingBound& bound,
                           const EncodingInfo& info) {
-  // A range that is the group's own min and max, which a correct quantizer
-  // of a Clip::kNone format writes, holds every source value within half a
-  // step of its ends: whatever piles up there is the source's own.
+  // A range that is the group's own min and max, which a correct
+  // round-to-nearest quantizer of a Clip::kNone format writes, holds every
+  // source value within half a step of its ends: whatever piles up there is
+  // the source's own. Error feedback (GPTQ) moves later columns past the
+  // range it set, so it may clip.
   return info.quantized &&
-         !(bound.clip == RoundingBound::Clip::kNone && !info.symmetric);
+         !(bound.clip == RoundingBound::Clip::kNone &&
+           bound.codes == RoundingBound::Codes::kNearest && !info.symmetric);
 }
 
 absl::Status ScanTensorValues(const Checkpoint& ckpt, const LogicalTensor& t,

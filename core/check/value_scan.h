@@ -39,13 +39,14 @@ struct ValueScanOptions {
 // Whether saturated-group judges tensors of this encoding: every quantized
 // one but those whose format cannot clip by construction, that is a bound
 // without designed clipping (Clip::kNone) on a range derived from the
-// group's own min and max (an offset or zero-point: !info.symmetric):
-// ggml Q4_1 and Q5_1, and asymmetric GPTQ and compressed-tensors int groups
-// (min/max observers). A symmetric Clip::kNone format (Q8_0, symmetric
-// int8) is judged: its correct quantizer puts only the absmax element on
-// an end level, so both ends piled up mean a scale too small. Formats that
-// clip by design (Q4_0/Q5_0's short end, K-quants', IQ4's and AWQ's
-// searched scales, MXFP4) are judged too: there the rule says the scale
+// group's own min and max (an offset or zero-point: !info.symmetric) by a
+// round-to-nearest quantizer: ggml Q4_1 and Q5_1, and asymmetric
+// compressed-tensors int groups (min/max observers); not GPTQ, whose error
+// feedback moves later columns past the range it set. A symmetric Clip::kNone
+// format (Q8_0, symmetric int8) is judged: its correct quantizer puts only the
+// absmax element on an end level, so both ends piled up mean a scale too small.
+// Formats that clip by design (Q4_0/Q5_0's short end, K-quants', IQ4's and
+// AWQ's searched scales, MXFP4) are judged too: there the rule says the scale
 // may clip, which only the source can tell apart from design.
 bool SaturatedGroupJudged(const RoundingBound& bound, const EncodingInfo& info);
 

@@ -286,7 +286,8 @@ absl::StatusOr<TensorDiff> DiffTensor(
   ErrorSums sums;
   const RoundingBound bound = quant.encoding->Bound();
   const EncodingInfo& source_info = ref.encoding->info();
-  const double source_rel = SourceRoundingRel(source_info);
+  const double source_rel =
+      bound.float_codes ? SourceRoundingRel(source_info) : 0;
   const bool source_f16 = source_info.scheme == "F16";
   d.bound_family = bound.family;
   d.nearest_codes = bound.codes == RoundingBound::Codes::kNearest;

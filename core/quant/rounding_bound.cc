@@ -192,7 +192,15 @@ RoundingBound BoundOfEncoding(const EncodingInfo& info) {
     b.scale_rel = 0x1p-8;
     return b;
   }
-  // bitsandbytes (absmax codebooks) and fp8 casts: nearest.
+  // fp8 casts of scaled weights: nearest on a float grid, where a bf16
+  // source's own rounding is at most 1/16 of a step (see float_codes).
+  if (c == "fp8") {
+    RoundingBound b =
+        Make(Codes::kNearest, Clip::kNone, 0, false, 0, false, s, "nearest");
+    b.float_codes = true;
+    return b;
+  }
+  // bitsandbytes (absmax codebooks): nearest.
   return Make(Codes::kNearest, Clip::kNone, 0, false, 0, false, s, "nearest");
 }
 

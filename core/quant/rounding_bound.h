@@ -65,6 +65,13 @@ struct RoundingBound {
   // zeroed group is a defect, unless its source is below what a stored f16
   // scale can hold (|x| < levels * 2^-25, some 4e-6 for Q8_0: not weights).
   bool zeroes_groups = false;
+  // Codes on a float grid (fp8's e4m3/e5m2): a step is a fixed fraction of
+  // the value, so a bf16 or f16 source's own rounding (half its ulp) is at
+  // most 1/16 of a step, and the diff adds it (WidenForSourceRounding): a
+  // checkpoint quantized from float32 and released beside its bf16 source
+  // is within. Integer grids do not: with 127 levels the same rounding is
+  // half a step at the top, and would hide a code one level off.
+  bool float_codes = false;
   std::string family;  // a short name for reports: "nearest, f16 scale", ...
 };
 

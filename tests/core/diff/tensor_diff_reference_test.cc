@@ -50,8 +50,10 @@ TensorDiff Reference(const LogicalTensor& quant, const LogicalTensor& ref,
     int64_t i = first;
     for (QuantRun& run : runs) {
       ApplyBound(quant.encoding->Bound(), &run);  // as TensorDiff does
-      WidenForSourceRounding(SourceRoundingRel(ref.encoding->info()),
-                             ref.encoding->info().scheme == "F16", &run);
+      if (quant.encoding->Bound().float_codes) {
+        WidenForSourceRounding(SourceRoundingRel(ref.encoding->info()),
+                               ref.encoding->info().scheme == "F16", &run);
+      }
       const int64_t body = run.count - run.count % 4;
       // Clipping is judged against the run's bound, and a zeroed group
       // (both steps 0) is left out of the step metrics (error_pass.h).

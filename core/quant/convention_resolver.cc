@@ -46,6 +46,9 @@ absl::StatusOr<ResolvedTensors> Resolve(const std::vector<StoredTensor>& stored,
     case QuantMethod::kBitsandbytes:
       s = conventions::ResolveBitsandbytes(ctx);
       break;
+    case QuantMethod::kMlx:
+      s = conventions::ResolveMlx(ctx, q.mlx);
+      break;
     case QuantMethod::kNone:
     case QuantMethod::kUnknown:
       // Conventions recognisable from the tensors alone.

@@ -118,6 +118,27 @@ absl::Status Context::Add(absl::string_view convention, const std::string& name,
   return absl::OkStatus();
 }
 
+absl::Status Context::AddEncoding(
+    absl::string_view convention, const std::string& name,
+    std::vector<int64_t> shape,
+    absl::StatusOr<std::shared_ptr<const Encoding>> encoding,
+    const std::vector<const StoredTensor*>& parts) {
+  if (!encoding.ok()) {
+    return Mismatch(
+        convention,
+        absl::StrCat("'", name, "': ", encoding.status().message()));
+  }
+  LogicalTensor t;
+  t.name = name;
+  t.num_elements = 1;
+  for (int64_t d : shape) t.num_elements *= d;  // checked by the encoding
+  t.shape = std::move(shape);
+  t.encoding = *std::move(encoding);
+  for (const StoredTensor* p : parts) claimed_.insert(p->name);
+  out_.push_back(std::move(t));
+  return absl::OkStatus();
+}
+
 absl::Status Mismatch(absl::string_view convention, absl::string_view message) {
   return absl::DataLossError(absl::StrCat(convention, ": ", message));
 }

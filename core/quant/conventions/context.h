@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,13 @@ class Context {
   // Errors: those of MakeAffineEncoding, prefixed with `convention`.
   absl::Status Add(absl::string_view convention, const std::string& name,
                    AffineParams params);
+  // Adds a logical tensor of an encoding built elsewhere (MLX's), claiming
+  // `parts`. Errors: `encoding`'s, prefixed with `convention` and `name`.
+  absl::Status AddEncoding(
+      absl::string_view convention, const std::string& name,
+      std::vector<int64_t> shape,
+      absl::StatusOr<std::shared_ptr<const Encoding>> encoding,
+      const std::vector<const StoredTensor*>& parts);
   bool claimed(absl::string_view name) const { return claimed_.contains(name); }
 
   std::vector<LogicalTensor> TakeTensors() { return std::move(out_); }
@@ -158,6 +166,7 @@ absl::Status ResolveCompressedTensors(Context& ctx,
 absl::Status ResolveFp8(Context& ctx, const Fp8Config& config);
 absl::Status ResolveMxfp4GptOss(Context& ctx);
 absl::Status ResolveBitsandbytes(Context& ctx);
+absl::Status ResolveMlx(Context& ctx, const MlxConfig& config);
 
 }  // namespace tensormorph::conventions
 

@@ -41,6 +41,7 @@ enum class QuantMethod {
   kFp8,  // "fp8", "fbgemm_fp8", "modelopt"
   kMxfp4,
   kBitsandbytes,
+  kMlx,  // config.json "quantization" (mlx-lm), no quant_method
 };
 
 // AutoGPTQ / GPTQModel (quantize_config.json or quantization_config).
@@ -113,6 +114,28 @@ struct Fp8Config {
   std::optional<std::array<int64_t, 2>> weight_block_size;
 };
 
+// MLX (mlx-lm): config.json "quantization" (mirrored in
+// "quantization_config", without quant_method, by newer saves). A missing
+// or null group_size / bits takes the mode's default, as mlx.nn.quantize
+// does (affine 64 / 4, mxfp4 32 / 4, mxfp8 32 / 8, nvfp4 16 / 4).
+enum class MlxMode { kAffine, kMxfp4, kMxfp8, kNvfp4 };
+struct MlxQuant {
+  MlxMode mode = MlxMode::kAffine;  // "mode": "affine" (default), "mxfp4",
+                                    // "mxfp8", "nvfp4"
+  int bits = 4;             // "bits": affine 2, 3, 4, 5, 6, 8; else the mode's
+  int64_t group_size = 64;  // "group_size": affine 32, 64, 128; else the
+                            // mode's (32, or 16 for nvfp4)
+};
+struct MlxConfig {
+  MlxQuant base;
+  // Per-module entries, keyed by module path ("model.layers.0.mlp.gate"):
+  // an object of the keys above (defaults from its own mode), `true` (the
+  // base), or `false` (left unquantized: nullopt). Values of other types
+  // are unknown keys, ignored.
+  std::vector<std::pair<std::string, std::optional<MlxQuant>>> modules;
+  std::string file, path;  // where it was read, for messages
+};
+
 struct QuantConfig {
   QuantMethod method = QuantMethod::kNone;
   std::string method_name;  // lower case, as named ("" when none)
@@ -120,6 +143,7 @@ struct QuantConfig {
   AwqConfig awq;
   CompressedTensorsConfig compressed_tensors;
   Fp8Config fp8;
+  MlxConfig mlx;
   // What a user should know about how the configs were read (e.g. an
   // unknown quant_method); surfaced with the detected conventions.
   std::vector<std::string> notes;

@@ -1,0 +1,363 @@
+#include "core/quant/mlx_encoding.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <optional>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/quant/block_util.h"
+#include "core/quant/float_formats.h"
+#include "core/util/checked_math.h"
+#include "core/util/status_macros.h"
+
+namespace tensormorph {
+
+float RoundToBF16(float x) {
+  if (std::isnan(x)) return BitsToF32(0x7FC00000u);
+  uint32_t u = F32ToBits(x);
+  u += ((u >> 16) & 1) + 0x7FFFu;
+  return BitsToF32(u & 0xFFFF0000u);
+}
+
+float RoundToF16(float x) {
+  const uint32_t all = F32ToBits(x);
+  const uint16_t sign = static_cast<uint16_t>((all >> 16) & 0x8000u);
+  const uint32_t u = all & 0x7FFFFFFFu;
+  uint16_t h;
+  if (u > 0x7F800000u) {
+    h = 0x7E00;  // NaN
+  } else if (u >= 0x477FF000u) {
+    h = 0x7C00;  // 65520 and beyond round to infinity
+  } else if (u < 0x38800000u) {
+    // Below 2^-14: a multiple of 2^-24, rounded to nearest even (the
+    // scaling by 2^24 is exact, nearbyint rounds ties to even).
+    h = static_cast<uint16_t>(std::nearbyint(std::fabs(x) * 0x1p24f));
+  } else {
+    const uint32_t r = u + 0xFFFu + ((u >> 13) & 1);
+    h = static_cast<uint16_t>((r - 0x38000000u) >> 13);
+  }
+  return F16ToF32(static_cast<uint16_t>(sign | h));
+}
+
+namespace {
+
+using Mode = MlxParams::Mode;
+
+float LoadFloat(const StoredTensor* t, int64_t i) {
+  const uint8_t* p = t->data.data();
+  switch (t->dtype) {
+    case DType::kF32: {
+      float f;
+      std::memcpy(&f, p + i * 4, 4);
+      return f;
+    }
+    case DType::kF16: {
+      uint16_t h;
+      std::memcpy(&h, p + i * 2, 2);
+      return F16ToF32Fast(h);
+    }
+    case DType::kBF16: {
+      uint16_t h;
+      std::memcpy(&h, p + i * 2, 2);
+      return BF16ToF32(h);
+    }
+    default:
+      return p[i];  // U8 / F8 codes, read as their byte
+  }
+}
+
+class MlxEncoding final : public Encoding {
+ public:
+  explicit MlxEncoding(MlxParams p)
+      : p_(std::move(p)),
+        groups_(p_.cols / p_.group_size),
+        row_bytes_(p_.cols * p_.bits / 8),
+        dtype_(p_.mode == Mode::kAffine ? p_.scales->dtype : DType::kBF16) {
+    if (p_.mode == Mode::kAffine) return;
+    for (int c = 0; c < (1 << p_.bits); ++c) {
+      table_[c] =
+          p_.bits == 8 ? F8E4M3ToF32(static_cast<uint8_t>(c)) : kE2M1Values[c];
+      if (!std::isnan(table_[c])) levels_.push_back(table_[c]);
+    }
+  }
+
+  const EncodingInfo& info() const override { return p_.info; }
+  std::vector<const StoredTensor*> parts() const override { return p_.parts; }
+
+  // Row segments, a group at a time: the codes unpacked at once, then each
+  // value from Value (a table of the group's 2^bits values where the group
+  // is at least that long), so Decode and Inspect agree bit for bit.
+  absl::Status Decode(int64_t first, int64_t count, float* out) const override {
+    thread_local std::vector<uint8_t> codes;
+    float lut[256];
+    while (count > 0) {
+      const int64_t r = first / p_.cols, c0 = first % p_.cols;
+      const int64_t n = std::min(count, p_.cols - c0);
+      codes.resize(static_cast<size_t>(n));
+      Unpack(r, c0, n, codes.data());
+      const int levels = 1 << p_.bits;
+      for (int64_t k = 0; k < n;) {
+        const int64_t g = (c0 + k) / p_.group_size;
+        const int64_t len = std::min(n - k, (g + 1) * p_.group_size - c0 - k);
+        const float s = ScaleOf(r, g), b = BiasOf(r, g);
+        const uint8_t* q = codes.data() + k;
+        float* o = out + k;
+        if (len >= levels) {
+          for (int c = 0; c < levels; ++c) lut[c] = Value(c, s, b);
+          for (int64_t i = 0; i < len; ++i) o[i] = lut[q[i]];
+        } else {
+          for (int64_t i = 0; i < len; ++i) o[i] = Value(q[i], s, b);
+        }
+        k += len;
+      }
+      out += n;
+      first += n;
+      count -= n;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status RawCodes(int64_t first, int64_t count,
+                        uint8_t* out) const override {
+    while (count > 0) {
+      const int64_t r = first / p_.cols, c0 = first % p_.cols;
+      const int64_t n = std::min(count, p_.cols - c0);
+      Unpack(r, c0, n, out);
+      out += n;
+      first += n;
+      count -= n;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status GroupIds(absl::Span<const int64_t> indices,
+                        int64_t* out) const override {
+    for (size_t i = 0; i < indices.size(); ++i) {
+      const int64_t r = indices[i] / p_.cols, c = indices[i] % p_.cols;
+      out[i] = r * groups_ + c / p_.group_size;
+    }
+    return absl::OkStatus();
+  }
+
+  // Affine: one run per group segment (uniform levels, a bias as offset);
+  // the float modes inspect each element (a codebook's gaps differ per code).
+  absl::Status DecodeRuns(int64_t first, int64_t count, float* values,
+                          std::vector<QuantRun>* runs) const override {
+    if (p_.mode != Mode::kAffine) {
+      return Encoding::DecodeRuns(first, count, values, runs);
+    }
+    TM_RETURN_IF_ERROR(Decode(first, count, values));
+    runs->clear();
+    const double top = (1 << p_.bits) - 1;
+    for (int64_t i = 0; i < count;) {
+      const int64_t flat = first + i;
+      const int64_t r = flat / p_.cols, c = flat % p_.cols;
+      const int64_t g = c / p_.group_size;
+      const int64_t len =
+          std::min({count - i, (g + 1) * p_.group_size - c, p_.cols - c});
+      const double s = ScaleOf(r, g), b = BiasOf(r, g);
+      const double lo = std::min(b, b + s * top), hi = std::max(b, b + s * top);
+      runs->push_back(
+          {len, r * groups_ + g, std::fabs(s), std::fabs(s), lo, hi});
+      i += len;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Inspect(int64_t flat, ScalarInfo* s) const override {
+    const int64_t r = flat / p_.cols, c = flat % p_.cols;
+    const int64_t g = c / p_.group_size;
+    const uint32_t code = CodeAt(r, c);
+    const float scale = ScaleOf(r, g), bias = BiasOf(r, g);
+    *s = ScalarInfo();
+    s->code_bits_value = code;
+    s->code = code;
+    s->code_width = p_.bits;
+    s->code_is_float = p_.mode != Mode::kAffine;
+    s->block = s->group = r * groups_ + g;
+    s->scale = scale;
+    s->value = Value(code, scale, bias);
+    if (p_.mode == Mode::kAffine) {
+      s->level = code;
+      s->offset = bias;
+      FillUniformSteps(scale, 0, (1 << p_.bits) - 1, bias, s);
+      s->AddParam("scale", scale);
+      s->AddParam("bias", bias);
+    } else {
+      s->level = table_[code];
+      FillCodebookSteps(scale, levels_.data(), static_cast<int>(levels_.size()),
+                        s->level, s);
+      s->AddParam(p_.mode == Mode::kNvfp4 ? "scale_e4m3" : "scale_e8m0",
+                  LoadFloat(p_.scales, r * groups_ + g));
+      s->AddParam("scale", scale);
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  // The reference's value of `code` in a group of scale `s`, bias `b`
+  // (see the header for the op order).
+  float Value(uint32_t code, float s, float b) const {
+    if (p_.mode != Mode::kAffine) return RoundToBF16(table_[code] * s);
+    return Round(Round(static_cast<float>(code) * s) + b);
+  }
+  float Round(float x) const {
+    switch (dtype_) {
+      case DType::kBF16:
+        return RoundToBF16(x);
+      case DType::kF16:
+        return RoundToF16(x);
+      default:
+        return x;
+    }
+  }
+
+  float ScaleOf(int64_t r, int64_t g) const {
+    const int64_t i = r * groups_ + g;
+    switch (p_.mode) {
+      case Mode::kAffine:
+        return LoadFloat(p_.scales, i);
+      case Mode::kNvfp4:
+        return F8E4M3ToF32(p_.scales->data[i]);
+      default:  // power(2, e - 127) in float32: 2^128 is infinity
+        return std::ldexp(1.0f, static_cast<int>(p_.scales->data[i]) - 127);
+    }
+  }
+  float BiasOf(int64_t r, int64_t g) const {
+    return p_.biases == nullptr ? 0.0f : LoadFloat(p_.biases, r * groups_ + g);
+  }
+
+  // Code (r, c): bits [c * bits, (c + 1) * bits) of row r's stream.
+  uint32_t CodeAt(int64_t r, int64_t c) const {
+    const uint8_t* row = p_.weight->data.data() + r * row_bytes_;
+    const int64_t bit = c * p_.bits;
+    uint32_t v = 0;
+    const int64_t byte = bit / 8, end = (bit + p_.bits + 7) / 8;
+    for (int64_t k = byte; k < end; ++k) {
+      v |= static_cast<uint32_t>(row[k]) << (8 * (k - byte));
+    }
+    return (v >> (bit % 8)) & ((1u << p_.bits) - 1);
+  }
+
+  // Codes (r, c0 .. c0 + n) into out[0, n).
+  void Unpack(int64_t r, int64_t c0, int64_t n, uint8_t* out) const {
+    const uint8_t* row = p_.weight->data.data() + r * row_bytes_;
+    int64_t i = 0;
+    if (p_.bits == 8) {
+      std::memcpy(out, row + c0, static_cast<size_t>(n));
+      return;
+    }
+    if (p_.bits == 4) {
+      if (c0 % 2 != 0) out[i++] = row[c0 / 2] >> 4;
+      const uint8_t* b = row + (c0 + i) / 2;
+      for (; i + 2 <= n; i += 2, ++b) {
+        out[i] = *b & 0xF;
+        out[i + 1] = *b >> 4;
+      }
+      if (i < n) out[i] = *b & 0xF;
+      return;
+    }
+    // 2, 3, 5, 6 bits: a window refilled a byte at a time, never past the
+    // last byte the segment's codes touch.
+    const int bits = p_.bits;
+    const uint32_t mask = (1u << bits) - 1;
+    const int64_t bit = c0 * bits;
+    const int64_t end = ((c0 + n) * bits + 7) / 8;
+    int64_t next = bit / 8;
+    uint32_t window = row[next++] >> (bit % 8);
+    int have = 8 - static_cast<int>(bit % 8);
+    for (; i < n; ++i) {
+      while (have < bits && next < end) {
+        window |= static_cast<uint32_t>(row[next++]) << have;
+        have += 8;
+      }
+      out[i] = static_cast<uint8_t>(window & mask);
+      window >>= bits;
+      have -= bits;
+    }
+  }
+
+  MlxParams p_;
+  int64_t groups_;     // groups per row
+  int64_t row_bytes_;  // bytes of a row's codes
+  DType dtype_;        // of the arithmetic: the scales' (affine), else BF16
+  float table_[256] = {};
+  std::vector<double> levels_;  // the non-NaN levels of the float modes
+};
+
+absl::Status Invalid(const StoredTensor* t, absl::string_view rule) {
+  return absl::DataLossError(absl::StrCat(
+      "'", t->name, "' (", DescribeStored(t->dtype, t->shape), "): ", rule));
+}
+
+absl::Status Validate(const MlxParams& p) {
+  if (p.weight == nullptr || p.scales == nullptr) {
+    return absl::DataLossError("MLX encoding without weight or scales");
+  }
+  const bool affine = p.mode == Mode::kAffine;
+  const bool ok_bits = affine ? (p.bits >= 2 && p.bits <= 8 && p.bits != 7)
+                              : p.bits == (p.mode == Mode::kMxfp8 ? 8 : 4);
+  const bool ok_group =
+      affine ? p.group_size > 0
+             : p.group_size == (p.mode == Mode::kNvfp4 ? 16 : 32);
+  if (!ok_bits || !ok_group) {
+    return Invalid(
+        p.weight, absl::StrCat(p.bits, "-bit codes in groups of ", p.group_size,
+                               " are not an MLX quantization"));
+  }
+  const auto n = CheckedProduct(p.shape);
+  const auto rc = CheckedMul<int64_t>(p.rows, p.cols);
+  if (p.shape.size() < 2 || !n || !rc || *n != *rc || p.cols <= 0 ||
+      p.cols % p.group_size != 0 || (p.cols % 32) * p.bits % 32 != 0) {
+    return Invalid(p.weight,
+                   absl::StrCat("a row of ", p.cols, " elements is not whole ",
+                                "groups of ", p.group_size, " and words of ",
+                                32 / std::gcd(32, p.bits), " codes"));
+  }
+  const auto row_bits = CheckedMul<int64_t>(p.cols, p.bits);
+  const auto words =
+      row_bits ? CheckedMul<int64_t>(p.rows, *row_bits / 32) : std::nullopt;
+  if (p.weight->dtype != DType::kU32 || !words ||
+      p.weight->num_elements != *words ||
+      static_cast<int64_t>(p.weight->data.size()) != *words * 4) {
+    return Invalid(p.weight, absl::StrCat("must be U32 holding ", p.rows, "x",
+                                          p.cols, " ", p.bits, "-bit codes"));
+  }
+  const int64_t groups = p.rows * (p.cols / p.group_size);
+  for (const StoredTensor* t : {p.scales, p.biases}) {
+    if (t == nullptr) continue;
+    const DTypeInfo& d = GetDTypeInfo(t->dtype);
+    const bool ok_dtype =
+        affine ? (t->dtype == DType::kF16 || t->dtype == DType::kBF16 ||
+                  t->dtype == DType::kF32) &&
+                     t->dtype == p.scales->dtype
+               : (t->dtype == DType::kU8 || t->dtype == DType::kF8E8M0 ||
+                  t->dtype == DType::kF8E4M3);
+    if (!ok_dtype || t->num_elements != groups ||
+        static_cast<int64_t>(t->data.size()) != groups * d.block_bytes) {
+      return Invalid(t, absl::StrCat("must hold ", groups, " group ",
+                                     t == p.biases ? "biases" : "scales",
+                                     affine ? " in the scales' float dtype"
+                                            : " as 8-bit codes"));
+    }
+  }
+  if (affine != (p.biases != nullptr)) {
+    return Invalid(p.weight, affine ? "affine quantization needs biases"
+                                    : "float modes have no biases");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const Encoding>> MakeMlxEncoding(
+    MlxParams params) {
+  TM_RETURN_IF_ERROR(Validate(params));
+  return std::shared_ptr<const Encoding>(
+      std::make_shared<MlxEncoding>(std::move(params)));
+}
+
+}  // namespace tensormorph

@@ -1,0 +1,134 @@
+// MLX checkpoints written by tests/python/writers/mlx_writer.py (numpy only,
+// from the format's definition): a mixed model whose per-module entries
+// cover every mode, bits and group size. Every element of every quantized
+// weight must equal, bit for bit, the writer's own float64 reference cast as
+// mx.dequantize rounds; Inspect, partial decodes and raw codes must agree
+// with the full decode.
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "core/format/checkpoint.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/npy_reader.h"
+#include "tests/support/python_writer.h"
+
+namespace tensormorph {
+namespace {
+
+using ::tensormorph::testing::ReadNpy;
+using ::tensormorph::testing::WriterOutput;
+
+const std::string& Fixture() { return WriterOutput("mlx_writer.py"); }
+
+struct Expected {
+  std::string name, scheme;
+};
+std::vector<Expected> Index() {
+  std::ifstream in(Fixture() + "/expected/index.txt");
+  std::vector<Expected> out;
+  for (std::string line; std::getline(in, line);) {
+    const size_t sp = line.find(' ');
+    if (sp != std::string::npos) {
+      out.push_back({line.substr(0, sp), line.substr(sp + 1)});
+    }
+  }
+  return out;
+}
+
+std::shared_ptr<const Checkpoint> OpenModel() {
+  auto c = Checkpoint::Open(Fixture() + "/model");
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? *c : nullptr;
+}
+
+uint32_t Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+TEST(MlxConventionTest, EveryWeightDecodesBitForBitToTheReference) {
+  auto ckpt = OpenModel();
+  ASSERT_NE(ckpt, nullptr);
+  const std::vector<Expected> index = Index();
+  ASSERT_EQ(index.size(), 11u);
+  for (const Expected& e : index) {
+    SCOPED_TRACE(e.name);
+    const LogicalTensor* t = ckpt->FindTensor(e.name);
+    ASSERT_NE(t, nullptr);
+    const auto want = ReadNpy(Fixture() + "/expected/" + e.name + ".npy");
+    ASSERT_EQ(want.descr, "<f4");
+    EXPECT_EQ(t->shape, want.shape);
+    EXPECT_EQ(t->encoding->info().convention, "mlx");
+    EXPECT_TRUE(absl::StartsWith(t->encoding->info().scheme, e.scheme))
+        << t->encoding->info().scheme;
+    const std::vector<float> ref = want.floats();
+    ASSERT_EQ(static_cast<int64_t>(ref.size()), t->num_elements);
+    std::vector<float> got(ref.size());
+    ASSERT_TRUE(t->encoding->Decode(0, t->num_elements, got.data()).ok());
+    int64_t wrong = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      if (Bits(got[i]) != Bits(ref[i]) && wrong++ < 3) {
+        ADD_FAILURE() << "element " << i << ": " << got[i] << " != " << ref[i];
+      }
+    }
+    EXPECT_EQ(wrong, 0);
+  }
+}
+
+TEST(MlxConventionTest, InspectPartialDecodesAndRawCodesAgreeWithDecode) {
+  auto ckpt = OpenModel();
+  ASSERT_NE(ckpt, nullptr);
+  for (const Expected& e : Index()) {
+    SCOPED_TRACE(e.name);
+    const LogicalTensor* t = ckpt->FindTensor(e.name);
+    ASSERT_NE(t, nullptr);
+    const int64_t n = t->num_elements, cols = t->shape.back();
+    std::vector<float> all(n);
+    ASSERT_TRUE(t->encoding->Decode(0, n, all.data()).ok());
+    std::vector<uint8_t> codes(n);
+    ASSERT_TRUE(t->encoding->RawCodes(0, n, codes.data()).ok());
+    for (int64_t i = 0; i < n; ++i) {
+      ScalarInfo s;
+      ASSERT_TRUE(t->encoding->Inspect(i, &s).ok());
+      ASSERT_EQ(Bits(s.value), Bits(all[i])) << "inspect " << i;
+      ASSERT_EQ(s.code_bits_value, codes[i]) << "code " << i;
+      ASSERT_EQ(s.group, (i / cols) * (cols / t->encoding->info().group_size) +
+                             (i % cols) / t->encoding->info().group_size);
+    }
+    for (int64_t first :
+         {int64_t{1}, int64_t{3}, int64_t{7}, cols - 1, cols + 5}) {
+      for (int64_t count : {int64_t{1}, int64_t{5}, int64_t{33}, n - first}) {
+        if (first + count > n) continue;
+        std::vector<float> part(count);
+        ASSERT_TRUE(t->encoding->Decode(first, count, part.data()).ok());
+        for (int64_t i = 0; i < count; ++i) {
+          ASSERT_EQ(Bits(part[i]), Bits(all[first + i]))
+              << "decode from " << first << ", element " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(MlxConventionTest, MixedModelKeepsItsUnquantizedModuleAndNamesMlx) {
+  auto ckpt = OpenModel();
+  ASSERT_NE(ckpt, nullptr);
+  EXPECT_THAT(ckpt->conventions(), ::testing::ElementsAre("mlx"));
+  const LogicalTensor* head = ckpt->FindTensor("lm_head.weight");
+  ASSERT_NE(head, nullptr);
+  EXPECT_NE(head->encoding->info().convention, "mlx");
+  // Companions are parts of their weight, not tensors of their own.
+  EXPECT_EQ(ckpt->FindTensor("model.layers.0.mlp.up_proj.scales"), nullptr);
+  EXPECT_EQ(ckpt->FindTensor("model.layers.0.mlp.up_proj.biases"), nullptr);
+  EXPECT_EQ(ckpt->tensors().size(), 12u);
+}
+
+}  // namespace
+}  // namespace tensormorph

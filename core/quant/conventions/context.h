@@ -167,6 +167,7 @@ absl::Status ResolveFp8(Context& ctx, const Fp8Config& config);
 absl::Status ResolveMxfp4GptOss(Context& ctx);
 absl::Status ResolveBitsandbytes(Context& ctx);
 absl::Status ResolveMlx(Context& ctx, const MlxConfig& config);
+absl::Status ResolveBitsandbytesInt8(Context& ctx);
 
 }  // namespace tensormorph::conventions
 

@@ -3,12 +3,15 @@
 // every int8 weight equals, bit for bit, the writer's reference
 // A * SCB * float32(1/127) rounded as PyTorch rounds it; a weight_format
 // other than row is UNIMPLEMENTED naming it.
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "core/diff/tensor_diff.h"
 #include "core/format/checkpoint.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -75,6 +78,37 @@ TEST(BnbInt8ConventionTest, ColumnLayoutsAreUnimplementedByName) {
   EXPECT_THAT(std::string(ckpt.status().message()),
               HasSubstr("'model.layers.0.mlp.down_proj.weight_format' is 1 "
                         "(col32); only the row layout (0) is supported"));
+}
+
+// The diff against the float32 source equals a float64 reference over the
+// writer's expected values; round-to-nearest codes stay within half a step.
+TEST(BnbInt8ConventionTest, DiffAgainstTheSourceMatchesAFloat64Reference) {
+  auto ckpt = Checkpoint::Open(Fixture() + "/model");
+  auto src = Checkpoint::Open(Fixture() + "/source");
+  ASSERT_TRUE(ckpt.ok() && src.ok());
+  std::ifstream in(Fixture() + "/expected/index.txt");
+  for (std::string name; std::getline(in, name);) {
+    SCOPED_TRACE(name);
+    const LogicalTensor* q = (*ckpt)->FindTensor(name);
+    const LogicalTensor* x = (*src)->FindTensor(name);
+    ASSERT_TRUE(q != nullptr && x != nullptr);
+    const std::vector<float> ref =
+        ReadNpy(Fixture() + "/expected/" + name + ".npy").floats();
+    std::vector<float> source(x->num_elements);
+    ASSERT_TRUE(x->encoding->Decode(0, x->num_elements, source.data()).ok());
+    double se = 0, max_abs = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      const double d = static_cast<double>(ref[i]) - source[i];
+      se += d * d;
+      max_abs = std::max(max_abs, std::fabs(d));
+    }
+    auto diff = DiffTensor(*q, *x, DiffOptions{});
+    ASSERT_TRUE(diff.ok()) << diff.status();
+    EXPECT_NEAR(diff->mse, se / ref.size(), 1e-12 * se / ref.size());
+    EXPECT_DOUBLE_EQ(diff->max_abs_err, max_abs);
+    EXPECT_EQ(diff->clipped, 0);
+    EXPECT_EQ(diff->not_nearest, 0);
+  }
 }
 
 }  // namespace

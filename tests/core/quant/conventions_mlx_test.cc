@@ -4,6 +4,8 @@
 // weight must equal, bit for bit, the writer's own float64 reference cast as
 // mx.dequantize rounds; Inspect, partial decodes and raw codes must agree
 // with the full decode.
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "core/diff/tensor_diff.h"
 #include "core/format/checkpoint.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -128,6 +131,42 @@ TEST(MlxConventionTest, MixedModelKeepsItsUnquantizedModuleAndNamesMlx) {
   EXPECT_EQ(ckpt->FindTensor("model.layers.0.mlp.up_proj.scales"), nullptr);
   EXPECT_EQ(ckpt->FindTensor("model.layers.0.mlp.up_proj.biases"), nullptr);
   EXPECT_EQ(ckpt->tensors().size(), 12u);
+}
+
+// The diff against the float32 source: its figures equal a float64
+// reference over the writer's expected values, and a correct MLX affine
+// quantizer (the writer's) stays within the convention's rounding bound.
+TEST(MlxConventionTest, DiffAgainstTheSourceMatchesAFloat64Reference) {
+  auto ckpt = OpenModel();
+  ASSERT_NE(ckpt, nullptr);
+  auto src = Checkpoint::Open(Fixture() + "/source");
+  ASSERT_TRUE(src.ok()) << src.status();
+  for (const Expected& e : Index()) {
+    SCOPED_TRACE(e.name);
+    const LogicalTensor* q = ckpt->FindTensor(e.name);
+    const LogicalTensor* x = (*src)->FindTensor(e.name);
+    ASSERT_TRUE(q != nullptr && x != nullptr);
+    const std::vector<float> ref =
+        ReadNpy(Fixture() + "/expected/" + e.name + ".npy").floats();
+    std::vector<float> source(x->num_elements);
+    ASSERT_TRUE(x->encoding->Decode(0, x->num_elements, source.data()).ok());
+    double se = 0, max_abs = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      const double d = static_cast<double>(ref[i]) - source[i];
+      se += d * d;
+      max_abs = std::max(max_abs, std::fabs(d));
+    }
+    auto diff = DiffTensor(*q, *x, DiffOptions{});
+    ASSERT_TRUE(diff.ok()) << diff.status();
+    EXPECT_EQ(diff->count, static_cast<int64_t>(ref.size()));
+    // Equal up to the order of summation.
+    EXPECT_NEAR(diff->mse, se / ref.size(), 1e-12 * se / ref.size());
+    EXPECT_DOUBLE_EQ(diff->max_abs_err, max_abs);
+    if (absl::StartsWith(e.scheme, "int")) {
+      EXPECT_EQ(diff->clipped, 0);
+      EXPECT_EQ(diff->not_nearest, 0);
+    }
+  }
 }
 
 }  // namespace

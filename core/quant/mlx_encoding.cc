@@ -7,40 +7,18 @@
 #include <optional>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "absl/strings/str_cat.h"
 #include "core/quant/block_util.h"
 #include "core/quant/float_formats.h"
+#include "core/quant/mlx_kernels.h"
 #include "core/util/checked_math.h"
 #include "core/util/status_macros.h"
 
 namespace tensormorph {
-
-float RoundToBF16(float x) {
-  if (std::isnan(x)) return BitsToF32(0x7FC00000u);
-  uint32_t u = F32ToBits(x);
-  u += ((u >> 16) & 1) + 0x7FFFu;
-  return BitsToF32(u & 0xFFFF0000u);
-}
-
-float RoundToF16(float x) {
-  const uint32_t all = F32ToBits(x);
-  const uint16_t sign = static_cast<uint16_t>((all >> 16) & 0x8000u);
-  const uint32_t u = all & 0x7FFFFFFFu;
-  uint16_t h;
-  if (u > 0x7F800000u) {
-    h = 0x7E00;  // NaN
-  } else if (u >= 0x477FF000u) {
-    h = 0x7C00;  // 65520 and beyond round to infinity
-  } else if (u < 0x38800000u) {
-    // Below 2^-14: a multiple of 2^-24, rounded to nearest even (the
-    // scaling by 2^24 is exact, nearbyint rounds ties to even).
-    h = static_cast<uint16_t>(std::nearbyint(std::fabs(x) * 0x1p24f));
-  } else {
-    const uint32_t r = u + 0xFFFu + ((u >> 13) & 1);
-    h = static_cast<uint16_t>((r - 0x38000000u) >> 13);
-  }
-  return F16ToF32(static_cast<uint16_t>(sign | h));
-}
 
 namespace {
 
@@ -87,31 +65,36 @@ class MlxEncoding final : public Encoding {
   const EncodingInfo& info() const override { return p_.info; }
   std::vector<const StoredTensor*> parts() const override { return p_.parts; }
 
-  // Row segments, a group at a time: the codes unpacked at once, then each
-  // value from Value (a table of the group's 2^bits values where the group
-  // is at least that long), so Decode and Inspect agree bit for bit.
+  // Row segments: the codes unpacked at once (8-bit ones read in place),
+  // the groups' scales and biases fetched at once, then one kernel call
+  // whose scalar reference is Inspect's formula, so the two agree bit for
+  // bit.
   absl::Status Decode(int64_t first, int64_t count, float* out) const override {
     thread_local std::vector<uint8_t> codes;
-    float lut[256];
+    thread_local std::vector<float> scales, biases;
     while (count > 0) {
       const int64_t r = first / p_.cols, c0 = first % p_.cols;
       const int64_t n = std::min(count, p_.cols - c0);
-      codes.resize(static_cast<size_t>(n));
-      Unpack(r, c0, n, codes.data());
-      const int levels = 1 << p_.bits;
-      for (int64_t k = 0; k < n;) {
-        const int64_t g = (c0 + k) / p_.group_size;
-        const int64_t len = std::min(n - k, (g + 1) * p_.group_size - c0 - k);
-        const float s = ScaleOf(r, g), b = BiasOf(r, g);
-        const uint8_t* q = codes.data() + k;
-        float* o = out + k;
-        if (len >= levels) {
-          for (int c = 0; c < levels; ++c) lut[c] = Value(c, s, b);
-          for (int64_t i = 0; i < len; ++i) o[i] = lut[q[i]];
-        } else {
-          for (int64_t i = 0; i < len; ++i) o[i] = Value(q[i], s, b);
-        }
-        k += len;
+      const uint8_t* q = p_.weight->data.data() + r * row_bytes_ + c0;
+      if (p_.bits != 8) {
+        codes.resize(static_cast<size_t>(n));
+        Unpack(r, c0, n, codes.data());
+        q = codes.data();
+      }
+      const int64_t g0 = c0 / p_.group_size;
+      const int64_t ng = (c0 + n - 1) / p_.group_size - g0 + 1;
+      scales.resize(static_cast<size_t>(ng));
+      biases.resize(static_cast<size_t>(ng));
+      for (int64_t g = 0; g < ng; ++g) {
+        scales[g] = ScaleOf(r, g0 + g);
+        biases[g] = BiasOf(r, g0 + g);
+      }
+      const Runs runs{.run = p_.group_size, .skip = c0 % p_.group_size};
+      if (p_.mode == Mode::kAffine) {
+        MlxAffineDecode(q, n, runs, scales.data(), biases.data(), dtype_,
+                        p_.bits, out);
+      } else {
+        MlxFloatDecode(q, n, runs, table_, p_.bits, scales.data(), out);
       }
       out += n;
       first += n;
@@ -201,18 +184,8 @@ class MlxEncoding final : public Encoding {
   // The reference's value of `code` in a group of scale `s`, bias `b`
   // (see the header for the op order).
   float Value(uint32_t code, float s, float b) const {
-    if (p_.mode != Mode::kAffine) return RoundToBF16(table_[code] * s);
-    return Round(Round(static_cast<float>(code) * s) + b);
-  }
-  float Round(float x) const {
-    switch (dtype_) {
-      case DType::kBF16:
-        return RoundToBF16(x);
-      case DType::kF16:
-        return RoundToF16(x);
-      default:
-        return x;
-    }
+    return p_.mode == Mode::kAffine ? MlxAffineValue(code, s, b, dtype_)
+                                    : MlxFloatValue(table_[code], s);
   }
 
   float ScaleOf(int64_t r, int64_t g) const {
@@ -242,41 +215,80 @@ class MlxEncoding final : public Encoding {
     return (v >> (bit % 8)) & ((1u << p_.bits) - 1);
   }
 
-  // Codes (r, c0 .. c0 + n) into out[0, n).
+  // Codes (r, c0 .. c0 + n) into out[0, n): eight codes of `bits` bits are
+  // `bits` whole bytes (UnpackEights); a segment's ends that are not whole
+  // eights code by code.
   void Unpack(int64_t r, int64_t c0, int64_t n, uint8_t* out) const {
     const uint8_t* row = p_.weight->data.data() + r * row_bytes_;
-    int64_t i = 0;
     if (p_.bits == 8) {
       std::memcpy(out, row + c0, static_cast<size_t>(n));
       return;
     }
-    if (p_.bits == 4) {
-      if (c0 % 2 != 0) out[i++] = row[c0 / 2] >> 4;
-      const uint8_t* b = row + (c0 + i) / 2;
-      for (; i + 2 <= n; i += 2, ++b) {
-        out[i] = *b & 0xF;
-        out[i + 1] = *b >> 4;
-      }
-      if (i < n) out[i] = *b & 0xF;
-      return;
+    int64_t i = 0;
+    for (; i < n && (c0 + i) % 8 != 0; ++i) out[i] = CodeAt(r, c0 + i);
+    const int64_t eights = (n - i) / 8;
+    const uint8_t* src = row + (c0 + i) / 8 * p_.bits;
+    // The last eight may end less than 8 bytes before the row's end.
+    const bool tail =
+        (c0 + i) / 8 * p_.bits + eights * p_.bits + 8 > row_bytes_;
+    switch (p_.bits) {
+      case 2:
+        UnpackEights<2>(src, eights, tail, out + i);
+        break;
+      case 3:
+        UnpackEights<3>(src, eights, tail, out + i);
+        break;
+      case 4:
+        UnpackNibbles(src, eights * 4, out + i);
+        break;
+      case 5:
+        UnpackEights<5>(src, eights, tail, out + i);
+        break;
+      case 6:
+        UnpackEights<6>(src, eights, tail, out + i);
+        break;
     }
-    // 2, 3, 5, 6 bits: a window refilled a byte at a time, never past the
-    // last byte the segment's codes touch.
-    const int bits = p_.bits;
-    const uint32_t mask = (1u << bits) - 1;
-    const int64_t bit = c0 * bits;
-    const int64_t end = ((c0 + n) * bits + 7) / 8;
-    int64_t next = bit / 8;
-    uint32_t window = row[next++] >> (bit % 8);
-    int have = 8 - static_cast<int>(bit % 8);
-    for (; i < n; ++i) {
-      while (have < bits && next < end) {
-        window |= static_cast<uint32_t>(row[next++]) << have;
-        have += 8;
+    for (i += eights * 8; i < n; ++i) out[i] = CodeAt(r, c0 + i);
+  }
+
+  // `eights` groups of eight BITS-bit codes from BITS bytes each, a 64-bit
+  // load at a time (`tail`: the last group is read byte-exact instead).
+  template <int BITS>
+  static void UnpackEights(const uint8_t* src, int64_t eights, bool tail,
+                           uint8_t* out) {
+    constexpr uint64_t kMask = (uint64_t{1} << BITS) - 1;
+    for (int64_t e = 0; e < eights; ++e, src += BITS, out += 8) {
+      uint64_t v = 0;
+      if (tail && e + 1 == eights) {
+        std::memcpy(&v, src, BITS);
+      } else {
+        std::memcpy(&v, src, 8);
       }
-      out[i] = static_cast<uint8_t>(window & mask);
-      window >>= bits;
-      have -= bits;
+      for (int k = 0; k < 8; ++k) {
+        out[k] = static_cast<uint8_t>((v >> (k * BITS)) & kMask);
+      }
+    }
+  }
+
+  // Two codes a byte, the first in the low nibble, 16 bytes at a time.
+  static void UnpackNibbles(const uint8_t* src, int64_t bytes, uint8_t* out) {
+    int64_t i = 0;
+#if defined(__SSE2__)
+    const __m128i mask = _mm_set1_epi8(0x0F);
+    for (; i + 16 <= bytes; i += 16) {
+      const __m128i x =
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+      const __m128i lo = _mm_and_si128(x, mask);
+      const __m128i hi = _mm_and_si128(_mm_srli_epi16(x, 4), mask);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * i),
+                       _mm_unpacklo_epi8(lo, hi));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * i + 16),
+                       _mm_unpackhi_epi8(lo, hi));
+    }
+#endif
+    for (; i < bytes; ++i) {
+      out[2 * i] = src[i] & 0xF;
+      out[2 * i + 1] = src[i] >> 4;
     }
   }
 

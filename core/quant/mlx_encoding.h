@@ -49,13 +49,6 @@ struct MlxParams {
   std::vector<const StoredTensor*> parts;
 };
 
-// Rounds float32 to the nearest bfloat16 (ties to even; NaN stays NaN), as
-// MLX's _MLX_BFloat16(float) does, returned as float32.
-float RoundToBF16(float x);
-// Rounds float32 to the nearest binary16 (ties to even, subnormals,
-// overflow to infinity), returned as float32.
-float RoundToF16(float x);
-
 // The encoding of `params`, after checking the combination: a mode with its
 // bits and group size (affine groups of any positive size dividing `in`),
 // weight U32 holding exactly rows * cols * bits / 32 words, scales of

@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "core/diff/tensor_diff.h"
 #include "core/format/checkpoint.h"
+#include "core/quant/decode_simd.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/npy_reader.h"
@@ -82,6 +83,16 @@ TEST(MlxConventionTest, EveryWeightDecodesBitForBitToTheReference) {
       }
     }
     EXPECT_EQ(wrong, 0);
+    // The scalar references alone give the same bits.
+    CapDecodeSimdForTesting(DecodeSimd::kScalar);
+    std::vector<float> scalar(ref.size());
+    const absl::Status s =
+        t->encoding->Decode(0, t->num_elements, scalar.data());
+    CapDecodeSimdForTesting(DecodeSimd::kAvx512);
+    ASSERT_TRUE(s.ok());
+    for (size_t i = 0; i < ref.size(); ++i) {
+      ASSERT_EQ(Bits(scalar[i]), Bits(ref[i])) << "scalar, element " << i;
+    }
   }
 }
 

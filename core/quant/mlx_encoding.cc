@@ -7,12 +7,16 @@
 #include <optional>
 #include <vector>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
 
 #include "absl/strings/str_cat.h"
 #include "core/quant/block_util.h"
+#include "core/quant/codec.h"
 #include "core/quant/float_formats.h"
 #include "core/quant/mlx_kernels.h"
 #include "core/util/checked_math.h"
@@ -85,9 +89,14 @@ class MlxEncoding final : public Encoding {
       const int64_t ng = (c0 + n - 1) / p_.group_size - g0 + 1;
       scales.resize(static_cast<size_t>(ng));
       biases.resize(static_cast<size_t>(ng));
-      for (int64_t g = 0; g < ng; ++g) {
-        scales[g] = ScaleOf(r, g0 + g);
-        biases[g] = BiasOf(r, g0 + g);
+      if (p_.mode == Mode::kAffine) {
+        // F16 / BF16 / F32, validated at open: decoded a run at a time.
+        (void)DecodeElements(p_.scales->dtype, p_.scales->data,
+                             r * groups_ + g0, ng, scales.data());
+        (void)DecodeElements(p_.biases->dtype, p_.biases->data,
+                             r * groups_ + g0, ng, biases.data());
+      } else {
+        for (int64_t g = 0; g < ng; ++g) scales[g] = ScaleOf(r, g0 + g);
       }
       const Runs runs{.run = p_.group_size, .skip = c0 % p_.group_size};
       if (p_.mode == Mode::kAffine) {
@@ -195,8 +204,11 @@ class MlxEncoding final : public Encoding {
         return LoadFloat(p_.scales, i);
       case Mode::kNvfp4:
         return F8E4M3ToF32(p_.scales->data[i]);
-      default:  // power(2, e - 127) in float32: 2^128 is infinity
-        return std::ldexp(1.0f, static_cast<int>(p_.scales->data[i]) - 127);
+      default: {  // power(2, e - 127) in float32: 2^128 is infinity
+        const uint8_t e = p_.scales->data[i];
+        return e == 0 ? BitsToF32(0x00400000u)  // 2^-127, subnormal
+                      : BitsToF32(static_cast<uint32_t>(e) << 23);
+      }
     }
   }
   float BiasOf(int64_t r, int64_t g) const {
@@ -252,23 +264,48 @@ class MlxEncoding final : public Encoding {
   }
 
   // `eights` groups of eight BITS-bit codes from BITS bytes each, a 64-bit
-  // load at a time (`tail`: the last group is read byte-exact instead).
+  // load at a time (`tail`: the last group is read byte-exact instead), each
+  // code deposited into its own byte (BMI2's pdep where the CPU has it).
   template <int BITS>
   static void UnpackEights(const uint8_t* src, int64_t eights, bool tail,
                            uint8_t* out) {
+#if defined(__x86_64__)
+    static const bool bmi2 = __builtin_cpu_supports("bmi2");
+    if (bmi2) return UnpackEightsBmi2<BITS>(src, eights, tail, out);
+#endif
     constexpr uint64_t kMask = (uint64_t{1} << BITS) - 1;
     for (int64_t e = 0; e < eights; ++e, src += BITS, out += 8) {
-      uint64_t v = 0;
-      if (tail && e + 1 == eights) {
-        std::memcpy(&v, src, BITS);
-      } else {
-        std::memcpy(&v, src, 8);
-      }
+      const uint64_t v = Load(src, tail && e + 1 == eights, BITS);
       for (int k = 0; k < 8; ++k) {
         out[k] = static_cast<uint8_t>((v >> (k * BITS)) & kMask);
       }
     }
   }
+
+  static uint64_t Load(const uint8_t* src, bool exact, int bytes) {
+    uint64_t v = 0;
+    std::memcpy(&v, src, exact ? static_cast<size_t>(bytes) : 8);
+    return v;
+  }
+
+#if defined(__x86_64__)
+  template <int BITS>
+  __attribute__((target("bmi2"))) static void UnpackEightsBmi2(
+      const uint8_t* src, int64_t eights, bool tail, uint8_t* out) {
+    constexpr uint64_t kDeposit = 0x0101010101010101ull * ((1u << BITS) - 1);
+    const int64_t whole = tail ? eights - 1 : eights;
+    for (int64_t e = 0; e < whole; ++e, src += BITS, out += 8) {
+      uint64_t v;
+      std::memcpy(&v, src, 8);
+      const uint64_t d = _pdep_u64(v, kDeposit);
+      std::memcpy(out, &d, 8);
+    }
+    if (tail && eights > 0) {
+      const uint64_t d = _pdep_u64(Load(src, true, BITS), kDeposit);
+      std::memcpy(out, &d, 8);
+    }
+  }
+#endif
 
   // Two codes a byte, the first in the low nibble, 16 bytes at a time.
   static void UnpackNibbles(const uint8_t* src, int64_t bytes, uint8_t* out) {

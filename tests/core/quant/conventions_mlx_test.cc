@@ -144,6 +144,29 @@ TEST(MlxConventionTest, MixedModelKeepsItsUnquantizedModuleAndNamesMlx) {
   EXPECT_EQ(ckpt->tensors().size(), 12u);
 }
 
+// mlx-lm shards large models by size, so a weight's scales may sit in
+// another shard than its codes: the sharded copy decodes as the single file.
+TEST(MlxConventionTest, ShardedModelDecodesAsTheSingleFile) {
+  auto one = OpenModel();
+  auto sharded = Checkpoint::Open(Fixture() + "/sharded");
+  ASSERT_NE(one, nullptr);
+  ASSERT_TRUE(sharded.ok()) << sharded.status();
+  EXPECT_EQ((*sharded)->files().size(), 2u);
+  ASSERT_EQ((*sharded)->tensors().size(), one->tensors().size());
+  for (const LogicalTensor& t : one->tensors()) {
+    SCOPED_TRACE(t.name);
+    const LogicalTensor* u = (*sharded)->FindTensor(t.name);
+    ASSERT_NE(u, nullptr);
+    EXPECT_EQ(u->encoding->info().scheme, t.encoding->info().scheme);
+    std::vector<float> a(t.num_elements), b(t.num_elements);
+    ASSERT_TRUE(t.encoding->Decode(0, t.num_elements, a.data()).ok());
+    ASSERT_TRUE(u->encoding->Decode(0, t.num_elements, b.data()).ok());
+    for (int64_t i = 0; i < t.num_elements; ++i) {
+      ASSERT_EQ(Bits(a[i]), Bits(b[i])) << "element " << i;
+    }
+  }
+}
+
 // The diff against the float32 source: its figures equal a float64
 // reference over the writer's expected values, and a correct MLX affine
 // quantizer (the writer's) stays within the convention's rounding bound.

@@ -8,6 +8,9 @@ definition in ml-explore/mlx (mlx/ops.cpp quantize / dequantize) and mlx-lm
 writes OUT_DIR/model/{model.safetensors,config.json} (a mixed model: a base
 entry plus per-module entries covering every mode, bits and group size,
 three scale dtypes, a 3-D expert stack and a module left unquantized),
+OUT_DIR/sharded/ (the same tensors in two shards with
+model.safetensors.index.json, as mlx-lm saves large models, a weight's
+scales in another shard than its codes),
 OUT_DIR/source/model.safetensors (the float32 weights it was quantized
 from) and OUT_DIR/expected/<logical name>.npy: the reference dequantization
 of each quantized weight, computed here in float64 and cast as mx.dequantize
@@ -168,7 +171,7 @@ BASE = ("affine", 4, 64)
 
 def main():
     out = sys.argv[1]
-    for d in ("model", "source", "expected"):
+    for d in ("model", "source", "expected", "sharded"):
         os.makedirs(os.path.join(out, d), exist_ok=True)
     rng = np.random.default_rng(30)
     model, source, index = {}, {}, []
@@ -204,8 +207,25 @@ def main():
     config["quantization_config"] = config["quantization"]
     write_safetensors(os.path.join(out, "model", "model.safetensors"), model)
     write_safetensors(os.path.join(out, "source", "model.safetensors"), source)
-    with open(os.path.join(out, "model", "config.json"), "w") as f:
-        json.dump(config, f, indent=1)
+    for d in ("model", "sharded"):
+        with open(os.path.join(out, d, "config.json"), "w") as f:
+            json.dump(config, f, indent=1)
+    # Shards by order, split mid-module: q_proj's scales and biases in
+    # the first shard, its codes in the second.
+    names = sorted(model)
+    cut = names.index("model.layers.0.self_attn.q_proj.weight")
+    shards = [names[:cut], names[cut:]]
+    weight_map = {}
+    for i, part in enumerate(shards):
+        fname = "model-%05d-of-%05d.safetensors" % (i + 1, len(shards))
+        write_safetensors(os.path.join(out, "sharded", fname),
+                          {n: model[n] for n in part})
+        weight_map.update({n: fname for n in part})
+    with open(os.path.join(out, "sharded", "model.safetensors.index.json"),
+              "w") as f:
+        json.dump({"metadata": {"total_size": sum(len(v[2]) for v in
+                                                  model.values())},
+                   "weight_map": weight_map}, f, indent=1)
     with open(os.path.join(out, "expected", "index.txt"), "w") as f:
         f.write("\n".join(index) + "\n")
 

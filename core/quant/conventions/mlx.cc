@@ -126,11 +126,25 @@ absl::Status ResolveMlx(Context& ctx, const MlxConfig& config) {
     const std::string module = t.name.substr(0, t.name.size() - 7);
     auto it = modules.find(module);
     absl::Status s;
+    if (!ctx.Has(module + ".weight")) {
+      // Scales whose weight is not stored: an orphan, not a weight missing
+      // its codes.
+      TM_RETURN_IF_ERROR(ctx.Tolerate(
+          WithRule(
+              Mismatch(kName, absl::StrCat("'", t.name, "' has no weight: '",
+                                           module, ".weight' is not stored")),
+              "orphan-companion"),
+          t.name));
+      continue;
+    }
     if (it != modules.end() && !it->second.has_value()) {
-      s = Mismatch(kName,
-                   absl::StrCat(config.file, ": ", config.path, ".", module,
-                                " is false (not quantized) but '", t.name,
-                                "' is stored"));
+      // The config excludes a module that was quantized anyway.
+      s = WithRule(Mismatch(kName, absl::StrCat(config.file, ": ", config.path,
+                                                ".", module,
+                                                " is false (not quantized) "
+                                                "but '",
+                                                t.name, "' is stored")),
+                   "companion-shape");
     } else {
       s = ResolveOne(ctx, module, &t,
                      it != modules.end() ? *it->second : config.base);

@@ -64,6 +64,19 @@ class MlxEncoding final : public Encoding {
           p_.bits == 8 ? F8E4M3ToF32(static_cast<uint8_t>(c)) : kE2M1Values[c];
       if (!std::isnan(table_[c])) levels_.push_back(table_[c]);
     }
+    // Per code, the gaps to the neighbouring levels, for DecodeRuns.
+    for (int c = 0; c < (1 << p_.bits); ++c) {
+      if (std::isnan(table_[c])) {
+        gaps_.push_back({NAN, NAN});
+        continue;
+      }
+      ScalarInfo g;
+      FillCodebookSteps(1.0, levels_.data(), static_cast<int>(levels_.size()),
+                        table_[c], &g);
+      gaps_.push_back({g.step_below, g.step_above});
+      lo_level_ = std::min(lo_level_, static_cast<double>(table_[c]));
+      hi_level_ = std::max(hi_level_, static_cast<double>(table_[c]));
+    }
   }
 
   const EncodingInfo& info() const override { return p_.info; }
@@ -138,11 +151,9 @@ class MlxEncoding final : public Encoding {
   // the float modes inspect each element (a codebook's gaps differ per code).
   absl::Status DecodeRuns(int64_t first, int64_t count, float* values,
                           std::vector<QuantRun>* runs) const override {
-    if (p_.mode != Mode::kAffine) {
-      return Encoding::DecodeRuns(first, count, values, runs);
-    }
     TM_RETURN_IF_ERROR(Decode(first, count, values));
     runs->clear();
+    if (p_.mode != Mode::kAffine) return CodebookRuns(first, count, runs);
     const double top = (1 << p_.bits) - 1;
     for (int64_t i = 0; i < count;) {
       const int64_t flat = first + i;
@@ -155,6 +166,27 @@ class MlxEncoding final : public Encoding {
       runs->push_back(
           {len, r * groups_ + g, std::fabs(s), std::fabs(s), lo, hi});
       i += len;
+    }
+    return absl::OkStatus();
+  }
+
+  // The float modes: a run per element, the gaps around its level times
+  // the group's scale.
+  absl::Status CodebookRuns(int64_t first, int64_t count,
+                            std::vector<QuantRun>* runs) const {
+    thread_local std::vector<uint8_t> codes;
+    codes.resize(static_cast<size_t>(count));
+    TM_RETURN_IF_ERROR(RawCodes(first, count, codes.data()));
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t r = (first + i) / p_.cols, c = (first + i) % p_.cols;
+      const int64_t g = c / p_.group_size;
+      const double scale = ScaleOf(r, g), step = std::fabs(scale);
+      const auto& gap = gaps_[codes[i]];
+      const double a = scale * lo_level_, b = scale * hi_level_;
+      runs->push_back({1, r * groups_ + g,
+                       step * (scale < 0 ? gap.second : gap.first),
+                       step * (scale < 0 ? gap.first : gap.second),
+                       std::min(a, b), std::max(a, b)});
     }
     return absl::OkStatus();
   }
@@ -335,6 +367,8 @@ class MlxEncoding final : public Encoding {
   DType dtype_;        // of the arithmetic: the scales' (affine), else BF16
   float table_[256] = {};
   std::vector<double> levels_;  // the non-NaN levels of the float modes
+  std::vector<std::pair<double, double>> gaps_;  // per code: below, above
+  double lo_level_ = INFINITY, hi_level_ = -INFINITY;
 };
 
 absl::Status Invalid(const StoredTensor* t, absl::string_view rule) {

@@ -144,6 +144,31 @@ TEST(MlxConventionTest, MixedModelKeepsItsUnquantizedModuleAndNamesMlx) {
   EXPECT_EQ(ckpt->tensors().size(), 12u);
 }
 
+// DecodeRuns (what the diff reads) agrees with Inspect element by element:
+// values, groups, steps and ranges.
+TEST(MlxConventionTest, DecodeRunsAgreeWithInspect) {
+  auto ckpt = OpenModel();
+  ASSERT_NE(ckpt, nullptr);
+  for (const Expected& e : Index()) {
+    SCOPED_TRACE(e.name);
+    const LogicalTensor* t = ckpt->FindTensor(e.name);
+    ASSERT_NE(t, nullptr);
+    std::vector<ElementQuant> q(t->num_elements);
+    ASSERT_TRUE(t->encoding->DecodeDetailed(0, t->num_elements, q.data()).ok());
+    for (int64_t i = 0; i < t->num_elements; ++i) {
+      ScalarInfo s;
+      ASSERT_TRUE(t->encoding->Inspect(i, &s).ok());
+      ASSERT_EQ(Bits(q[i].value), Bits(s.value)) << i;
+      ASSERT_EQ(q[i].group, s.group) << i;
+      if (std::isnan(s.value)) continue;
+      ASSERT_DOUBLE_EQ(q[i].step_below, s.step_below) << i;
+      ASSERT_DOUBLE_EQ(q[i].step_above, s.step_above) << i;
+      ASSERT_DOUBLE_EQ(q[i].range_min, s.range_min) << i;
+      ASSERT_DOUBLE_EQ(q[i].range_max, s.range_max) << i;
+    }
+  }
+}
+
 // mlx-lm shards large models by size, so a weight's scales may sit in
 // another shard than its codes: the sharded copy decodes as the single file.
 TEST(MlxConventionTest, ShardedModelDecodesAsTheSingleFile) {

@@ -20,7 +20,7 @@ const std::string& WriterOutput(const std::string& script) {
   if (it != done->end()) return it->second;
   const std::string dir = MakeTempDir();
   const CommandResult r = RunCommand(
-      {"/usr/bin/python3",
+      {"/usr/bin/python3", "-B",
        std::string(TENSORMORPH_SOURCE_DIR) + "/tests/python/writers/" + script,
        dir});
   if (r.exit_code != 0) {

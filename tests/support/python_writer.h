@@ -6,7 +6,7 @@
 
 namespace tensormorph::testing {
 
-// Runs `/usr/bin/python3 tests/python/writers/<script> <dir>` once per test
+// Runs `/usr/bin/python3 -B tests/python/writers/<script> <dir>` once per test
 // binary and script, into a fresh temporary directory, and returns that
 // directory. Aborts when the writer fails (its stderr printed).
 const std::string& WriterOutput(const std::string& script);

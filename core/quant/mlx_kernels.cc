@@ -112,6 +112,79 @@ __attribute__((target("avx2"))) inline __m256i LoadCodes(const uint8_t* q) {
       _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q)));
 }
 
+bool UseAvx512() { return ActiveDecodeSimd() >= DecodeSimd::kAvx512; }
+
+#define TM_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,f16c")))
+
+// GCC 12's AVX-512 conversions, permutes and inserts pass
+// _mm512_undefined_*(), a self-initialised variable that
+// -W(maybe-)uninitialized reports inside the intrinsics' header (as
+// decode_simd.cc notes).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
+// out[i] = lut[q[i]] for i in [i, end), sixteen at a time (one permute),
+// lut = the eight values of `lo` then those of `hi`: where AVX-512 runs,
+// the lookups of a group's sixteen values. The table is joined in
+// registers (a store and a wider reload would stall on forwarding).
+TM_AVX512 int64_t Lookup512(const uint8_t* q, int64_t i, int64_t end, __m256 lo,
+                            __m256 hi, float* out) {
+  const __m512 t = _mm512_castpd_ps(_mm512_insertf64x4(
+      _mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
+  for (; i + 16 <= end; i += 16) {
+    const __m512i c = _mm512_cvtepu8_epi32(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + i)));
+    _mm512_storeu_ps(out + i, _mm512_permutexvar_ps(c, t));
+  }
+  return i;
+}
+
+// RoundVec on sixteen lanes.
+template <DType kT, bool kNan>
+TM_AVX512 inline __m512 RoundVec512(__m512 x) {
+  __m512 r = x;
+  if constexpr (kT == DType::kBF16) {
+    const __m512i u = _mm512_castps_si512(x);
+    const __m512i lsb =
+        _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    const __m512i up =
+        _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF)));
+    r = _mm512_castsi512_ps(
+        _mm512_and_si512(up, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
+  } else if constexpr (kT == DType::kF16) {
+    r = _mm512_cvtph_ps(
+        _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  } else {
+    return x;
+  }
+  if constexpr (!kNan) return r;
+  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+  return _mm512_mask_blend_ps(
+      nan, r, _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000)));
+}
+
+// The direct affine path on sixteen lanes, from code i; returns where it
+// stopped.
+template <DType kT, bool kNan>
+TM_AVX512 int64_t Affine512(const uint8_t* q, int64_t i, int64_t end, float s,
+                            float b, float* out) {
+  const __m512 vs = _mm512_set1_ps(s), vb = _mm512_set1_ps(b);
+  for (; i + 16 <= end; i += 16) {
+    const __m512 c = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + i))));
+    const __m512 p = RoundVec512<kT, kNan>(_mm512_mul_ps(c, vs));
+    _mm512_storeu_ps(out + i, RoundVec512<kT, kNan>(_mm512_add_ps(p, vb)));
+  }
+  return i;
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
 // Multiply, then add: two roundings, as the scalar (no FMA).
 template <DType kT, bool kNan>
 __attribute__((target("avx2,f16c"))) inline __m256 Affine8(__m256 q, __m256 s,
@@ -134,17 +207,20 @@ template <DType kT, bool kNan>
 __attribute__((target("avx2,f16c"))) void AffineGroup(const uint8_t* q,
                                                       int64_t i, int64_t end,
                                                       float s, float b,
-                                                      int bits, float* out) {
+                                                      int bits, bool avx512,
+                                                      float* out) {
   const __m256 vs = _mm256_set1_ps(s), vb = _mm256_set1_ps(b);
   if (bits <= 4 && end - i >= 16) {
     const __m256 iota = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
     const __m256 lo = Affine8<kT, kNan>(iota, vs, vb);
     const __m256 hi =
         Affine8<kT, kNan>(_mm256_add_ps(iota, _mm256_set1_ps(8)), vs, vb);
+    if (avx512) i = Lookup512(q, i, end, lo, hi, out);
     for (; i + 8 <= end; i += 8) {
       _mm256_storeu_ps(out + i, Lookup16(lo, hi, LoadCodes(q + i)));
     }
   } else {
+    if (avx512) i = Affine512<kT, kNan>(q, i, end, s, b, out);
     for (; i + 8 <= end; i += 8) {
       _mm256_storeu_ps(
           out + i,
@@ -160,12 +236,13 @@ __attribute__((target("avx2,f16c"))) void AffineAvx2(const uint8_t* q,
                                                      const float* s,
                                                      const float* b, int bits,
                                                      float* out) {
+  const bool avx512 = UseAvx512();
   for (int64_t g = 0, i = 0; i < n; ++g) {
     const int64_t end = RunEnd(n, runs, g, i);
     if (std::isfinite(s[g]) && std::isfinite(b[g])) {
-      AffineGroup<kT, false>(q, i, end, s[g], b[g], bits, out);
+      AffineGroup<kT, false>(q, i, end, s[g], b[g], bits, avx512, out);
     } else {
-      AffineGroup<kT, true>(q, i, end, s[g], b[g], bits, out);
+      AffineGroup<kT, true>(q, i, end, s[g], b[g], bits, avx512, out);
     }
     i = end;
   }
@@ -176,6 +253,7 @@ __attribute__((target("avx2,f16c"))) void FloatAvx2(const uint8_t* q, int64_t n,
                                                     const float* table,
                                                     int bits, const float* s,
                                                     float* out) {
+  const bool avx512 = UseAvx512();
   for (int64_t g = 0, i = 0; i < n; ++g) {
     const int64_t end = RunEnd(n, runs, g, i);
     const __m256 vs = _mm256_set1_ps(s[g]);
@@ -184,6 +262,7 @@ __attribute__((target("avx2,f16c"))) void FloatAvx2(const uint8_t* q, int64_t n,
           _mm256_mul_ps(_mm256_loadu_ps(table), vs));
       const __m256 hi = RoundVec<DType::kBF16, true>(
           _mm256_mul_ps(_mm256_loadu_ps(table + 8), vs));
+      if (avx512) i = Lookup512(q, i, end, lo, hi, out);
       for (; i + 8 <= end; i += 8) {
         _mm256_storeu_ps(out + i, Lookup16(lo, hi, LoadCodes(q + i)));
       }

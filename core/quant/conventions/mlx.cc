@@ -92,7 +92,7 @@ absl::Status ResolveOne(Context& ctx, const std::string& module,
   p.bits = q.bits;
   p.group_size = q.group_size;
   p.cols = shape.back();
-  p.rows = p.cols == 0 ? 0 : w->num_elements * 32 / q.bits / p.cols;
+  p.rows = words == 0 ? 0 : w->num_elements / words;
   p.shape = shape;
   p.weight = w;
   p.scales = scales;

@@ -67,17 +67,23 @@ TEST(MlxKernelsTest, RoundingIsNearestEvenAsTheTestsConvertersRound) {
   EXPECT_EQ(RoundToF16(0x1.8p-25f), 0x1p-24f);
 }
 
-TEST(MlxKernelsTest, VectorPathsGiveTheScalarBits) {
-  if (SupportedDecodeSimd() < DecodeSimd::kAvx2) {
-    GTEST_SKIP() << "no AVX2 and F16C: only the scalar path runs";
+class MlxKernelsLevelTest : public ::testing::TestWithParam<DecodeSimd> {
+ protected:
+  void SetUp() override {
+    if (SupportedDecodeSimd() < GetParam()) GTEST_SKIP() << "not on this CPU";
+    CapDecodeSimdForTesting(GetParam());
   }
+  void TearDown() override { CapDecodeSimdForTesting(DecodeSimd::kAvx512); }
+};
+
+TEST_P(MlxKernelsLevelTest, VectorPathsGiveTheScalarBits) {
   std::mt19937 rng(64);
   for (DType t : {DType::kBF16, DType::kF16, DType::kF32}) {
     for (int bits : {2, 3, 4, 5, 6, 8}) {
       for (int64_t run : {16, 32, 64, 128}) {
         SCOPED_TRACE(::testing::Message()
                      << DTypeName(t) << " " << bits << "-bit run " << run);
-        const int64_t n = 3 * run + 13, skip = rng() % run;
+        const int64_t n = 40 * run + 13, skip = rng() % run;
         const int64_t groups = (n + skip) / run + 1;
         std::vector<uint8_t> q(n);
         for (uint8_t& c : q) c = rng() & ((1u << bits) - 1);
@@ -100,16 +106,13 @@ TEST(MlxKernelsTest, VectorPathsGiveTheScalarBits) {
   }
 }
 
-TEST(MlxKernelsTest, FloatModesVectorPathsGiveTheScalarBits) {
-  if (SupportedDecodeSimd() < DecodeSimd::kAvx2) {
-    GTEST_SKIP() << "no AVX2 and F16C: only the scalar path runs";
-  }
+TEST_P(MlxKernelsLevelTest, FloatModesVectorPathsGiveTheScalarBits) {
   std::mt19937 rng(8);
   std::vector<float> e2m1(kE2M1Values, kE2M1Values + 16), e4m3(256);
   for (int c = 0; c < 256; ++c) e4m3[c] = F8E4M3ToF32(static_cast<uint8_t>(c));
   for (int bits : {4, 8}) {
     const float* table = bits == 4 ? e2m1.data() : e4m3.data();
-    const int64_t run = bits == 4 ? 16 : 32, n = 7 * run + 5;
+    const int64_t run = bits == 4 ? 16 : 32, n = 200 * run + 5;
     std::vector<uint8_t> q(n);
     for (uint8_t& c : q) c = rng() & ((1u << bits) - 1);
     std::vector<float> s(n / run + 2);
@@ -128,6 +131,14 @@ TEST(MlxKernelsTest, FloatModesVectorPathsGiveTheScalarBits) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Levels, MlxKernelsLevelTest,
+                         ::testing::Values(DecodeSimd::kAvx2,
+                                           DecodeSimd::kAvx512),
+                         [](const auto& info) {
+                           return info.param == DecodeSimd::kAvx2 ? "Avx2"
+                                                                  : "Avx512";
+                         });
 
 }  // namespace
 }  // namespace tensormorph

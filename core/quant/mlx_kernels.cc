@@ -126,22 +126,6 @@ bool UseAvx512() { return ActiveDecodeSimd() >= DecodeSimd::kAvx512; }
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
-// out[i] = lut[q[i]] for i in [i, end), sixteen at a time (one permute),
-// lut = the eight values of `lo` then those of `hi`: where AVX-512 runs,
-// the lookups of a group's sixteen values. The table is joined in
-// registers (a store and a wider reload would stall on forwarding).
-TM_AVX512 int64_t Lookup512(const uint8_t* q, int64_t i, int64_t end, __m256 lo,
-                            __m256 hi, float* out) {
-  const __m512 t = _mm512_castpd_ps(_mm512_insertf64x4(
-      _mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
-  for (; i + 16 <= end; i += 16) {
-    const __m512i c = _mm512_cvtepu8_epi32(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + i)));
-    _mm512_storeu_ps(out + i, _mm512_permutexvar_ps(c, t));
-  }
-  return i;
-}
-
 // RoundVec on sixteen lanes.
 template <DType kT, bool kNan>
 TM_AVX512 inline __m512 RoundVec512(__m512 x) {
@@ -166,19 +150,77 @@ TM_AVX512 inline __m512 RoundVec512(__m512 x) {
       nan, r, _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000)));
 }
 
-// The direct affine path on sixteen lanes, from code i; returns where it
-// stopped.
+// The AVX-512 paths: a group at a time, as the AVX2 ones below but on
+// sixteen lanes; a group's sixteen values (4-bit codes or fewer) are one
+// register, so one permute looks sixteen codes up.
+TM_AVX512 inline __m512i LoadCodes16(const uint8_t* q) {
+  return _mm512_cvtepu8_epi32(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
+}
+
 template <DType kT, bool kNan>
-TM_AVX512 int64_t Affine512(const uint8_t* q, int64_t i, int64_t end, float s,
-                            float b, float* out) {
+TM_AVX512 void AffineGroup512(const uint8_t* q, int64_t i, int64_t end, float s,
+                              float b, int bits, float* out) {
   const __m512 vs = _mm512_set1_ps(s), vb = _mm512_set1_ps(b);
-  for (; i + 16 <= end; i += 16) {
-    const __m512 c = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + i))));
-    const __m512 p = RoundVec512<kT, kNan>(_mm512_mul_ps(c, vs));
-    _mm512_storeu_ps(out + i, RoundVec512<kT, kNan>(_mm512_add_ps(p, vb)));
+  if (bits <= 4 && end - i >= 16) {
+    const __m512 iota =
+        _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512 lut = RoundVec512<kT, kNan>(
+        _mm512_add_ps(RoundVec512<kT, kNan>(_mm512_mul_ps(iota, vs)), vb));
+    for (; i + 16 <= end; i += 16) {
+      _mm512_storeu_ps(out + i, _mm512_permutexvar_ps(LoadCodes16(q + i), lut));
+    }
+  } else {
+    for (; i + 16 <= end; i += 16) {
+      const __m512 c = _mm512_cvtepi32_ps(LoadCodes16(q + i));
+      const __m512 p = RoundVec512<kT, kNan>(_mm512_mul_ps(c, vs));
+      _mm512_storeu_ps(out + i, RoundVec512<kT, kNan>(_mm512_add_ps(p, vb)));
+    }
   }
-  return i;
+  for (; i < end; ++i) out[i] = MlxAffineValue(q[i], s, b, kT);
+}
+
+template <DType kT>
+TM_AVX512 void AffineAvx512(const uint8_t* q, int64_t n, Runs runs,
+                            const float* s, const float* b, int bits,
+                            float* out) {
+  for (int64_t g = 0, i = 0; i < n; ++g) {
+    const int64_t end = RunEnd(n, runs, g, i);
+    if (std::isfinite(s[g]) && std::isfinite(b[g])) {
+      AffineGroup512<kT, false>(q, i, end, s[g], b[g], bits, out);
+    } else {
+      AffineGroup512<kT, true>(q, i, end, s[g], b[g], bits, out);
+    }
+    i = end;
+  }
+}
+
+TM_AVX512 void FloatAvx512(const uint8_t* q, int64_t n, Runs runs,
+                           const float* table, int bits, const float* s,
+                           float* out) {
+  for (int64_t g = 0, i = 0; i < n; ++g) {
+    const int64_t end = RunEnd(n, runs, g, i);
+    const __m512 vs = _mm512_set1_ps(s[g]);
+    if (bits == 4) {
+      // E2M1 levels are finite: a NaN needs a scale that is not.
+      const __m512 x = _mm512_mul_ps(_mm512_loadu_ps(table), vs);
+      const __m512 lut = std::isfinite(s[g])
+                             ? RoundVec512<DType::kBF16, false>(x)
+                             : RoundVec512<DType::kBF16, true>(x);
+      for (; i + 16 <= end; i += 16) {
+        _mm512_storeu_ps(out + i,
+                         _mm512_permutexvar_ps(LoadCodes16(q + i), lut));
+      }
+    } else {
+      for (; i + 16 <= end; i += 16) {
+        const __m512 level = _mm512_i32gather_ps(LoadCodes16(q + i), table, 4);
+        _mm512_storeu_ps(
+            out + i, RoundVec512<DType::kBF16, true>(_mm512_mul_ps(level, vs)));
+      }
+    }
+    for (; i < end; ++i) out[i] = MlxFloatValue(table[q[i]], s[g]);
+    i = end;
+  }
 }
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -207,20 +249,17 @@ template <DType kT, bool kNan>
 __attribute__((target("avx2,f16c"))) void AffineGroup(const uint8_t* q,
                                                       int64_t i, int64_t end,
                                                       float s, float b,
-                                                      int bits, bool avx512,
-                                                      float* out) {
+                                                      int bits, float* out) {
   const __m256 vs = _mm256_set1_ps(s), vb = _mm256_set1_ps(b);
   if (bits <= 4 && end - i >= 16) {
     const __m256 iota = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
     const __m256 lo = Affine8<kT, kNan>(iota, vs, vb);
     const __m256 hi =
         Affine8<kT, kNan>(_mm256_add_ps(iota, _mm256_set1_ps(8)), vs, vb);
-    if (avx512) i = Lookup512(q, i, end, lo, hi, out);
     for (; i + 8 <= end; i += 8) {
       _mm256_storeu_ps(out + i, Lookup16(lo, hi, LoadCodes(q + i)));
     }
   } else {
-    if (avx512) i = Affine512<kT, kNan>(q, i, end, s, b, out);
     for (; i + 8 <= end; i += 8) {
       _mm256_storeu_ps(
           out + i,
@@ -236,13 +275,12 @@ __attribute__((target("avx2,f16c"))) void AffineAvx2(const uint8_t* q,
                                                      const float* s,
                                                      const float* b, int bits,
                                                      float* out) {
-  const bool avx512 = UseAvx512();
   for (int64_t g = 0, i = 0; i < n; ++g) {
     const int64_t end = RunEnd(n, runs, g, i);
     if (std::isfinite(s[g]) && std::isfinite(b[g])) {
-      AffineGroup<kT, false>(q, i, end, s[g], b[g], bits, avx512, out);
+      AffineGroup<kT, false>(q, i, end, s[g], b[g], bits, out);
     } else {
-      AffineGroup<kT, true>(q, i, end, s[g], b[g], bits, avx512, out);
+      AffineGroup<kT, true>(q, i, end, s[g], b[g], bits, out);
     }
     i = end;
   }
@@ -253,7 +291,6 @@ __attribute__((target("avx2,f16c"))) void FloatAvx2(const uint8_t* q, int64_t n,
                                                     const float* table,
                                                     int bits, const float* s,
                                                     float* out) {
-  const bool avx512 = UseAvx512();
   for (int64_t g = 0, i = 0; i < n; ++g) {
     const int64_t end = RunEnd(n, runs, g, i);
     const __m256 vs = _mm256_set1_ps(s[g]);
@@ -262,7 +299,6 @@ __attribute__((target("avx2,f16c"))) void FloatAvx2(const uint8_t* q, int64_t n,
           _mm256_mul_ps(_mm256_loadu_ps(table), vs));
       const __m256 hi = RoundVec<DType::kBF16, true>(
           _mm256_mul_ps(_mm256_loadu_ps(table + 8), vs));
-      if (avx512) i = Lookup512(q, i, end, lo, hi, out);
       for (; i + 8 <= end; i += 8) {
         _mm256_storeu_ps(out + i, Lookup16(lo, hi, LoadCodes(q + i)));
       }
@@ -281,6 +317,16 @@ __attribute__((target("avx2,f16c"))) void FloatAvx2(const uint8_t* q, int64_t n,
 
 void MlxAffineDecode(const uint8_t* q, int64_t n, Runs runs, const float* s,
                      const float* b, DType t, int bits, float* out) {
+  if (UseAvx512()) {
+    switch (t) {
+      case DType::kBF16:
+        return AffineAvx512<DType::kBF16>(q, n, runs, s, b, bits, out);
+      case DType::kF16:
+        return AffineAvx512<DType::kF16>(q, n, runs, s, b, bits, out);
+      default:
+        return AffineAvx512<DType::kF32>(q, n, runs, s, b, bits, out);
+    }
+  }
   if (!UseAvx2()) return MlxAffineDecodeScalar(q, n, runs, s, b, t, out);
   switch (t) {
     case DType::kBF16:
@@ -294,6 +340,7 @@ void MlxAffineDecode(const uint8_t* q, int64_t n, Runs runs, const float* s,
 
 void MlxFloatDecode(const uint8_t* q, int64_t n, Runs runs, const float* table,
                     int bits, const float* s, float* out) {
+  if (UseAvx512()) return FloatAvx512(q, n, runs, table, bits, s, out);
   if (!UseAvx2()) return MlxFloatDecodeScalar(q, n, runs, table, s, out);
   FloatAvx2(q, n, runs, table, bits, s, out);
 }

@@ -148,7 +148,8 @@ class MlxEncoding final : public Encoding {
   }
 
   // Affine: one run per group segment (uniform levels, a bias as offset);
-  // the float modes inspect each element (a codebook's gaps differ per code).
+  // the float modes a run per element (CodebookRuns: a codebook's gaps
+  // differ per code).
   absl::Status DecodeRuns(int64_t first, int64_t count, float* values,
                           std::vector<QuantRun>* runs) const override {
     TM_RETURN_IF_ERROR(Decode(first, count, values));
@@ -417,8 +418,9 @@ absl::Status Validate(const MlxParams& p) {
         affine ? (t->dtype == DType::kF16 || t->dtype == DType::kBF16 ||
                   t->dtype == DType::kF32) &&
                      t->dtype == p.scales->dtype
-               : (t->dtype == DType::kU8 || t->dtype == DType::kF8E8M0 ||
-                  t->dtype == DType::kF8E4M3);
+               : (t->dtype == DType::kU8 ||
+                  t->dtype == (p.mode == Mode::kNvfp4 ? DType::kF8E4M3
+                                                      : DType::kF8E8M0));
     if (!ok_dtype || t->num_elements != groups ||
         static_cast<int64_t>(t->data.size()) != groups * d.block_bytes) {
       return Invalid(t, absl::StrCat("must hold ", groups, " group ",

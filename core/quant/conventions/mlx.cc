@@ -75,8 +75,9 @@ absl::Status ResolveOne(Context& ctx, const std::string& module,
       kName, scales,
       affine
           ? std::initializer_list<DType>{DType::kBF16, DType::kF16, DType::kF32}
-          : std::initializer_list<DType>{DType::kU8, DType::kF8E8M0,
-                                         DType::kF8E4M3}));
+      : q.mode == MlxMode::kNvfp4
+          ? std::initializer_list<DType>{DType::kU8, DType::kF8E4M3}
+          : std::initializer_list<DType>{DType::kU8, DType::kF8E8M0}));
   TM_RETURN_IF_ERROR(ExpectShape(kName, scales, want, why));
   const StoredTensor* biases = nullptr;
   if (affine) {

@@ -10,11 +10,14 @@
 //  - affine: w = multiply(q, scales) then add(., biases), in the scales'
 //    dtype T (uint32 x bfloat16 promotes to bfloat16, mlx/dtype.cpp), each op
 //    computed in float32 and rounded once to T (mlx/types/bf16.h: the
-//    operators convert to float; bf16 rounds to nearest even, NaN kept):
+//    operators convert to float; bf16 rounds to nearest even, a NaN
+//    becomes the canonical 0x7FC0):
 //      w = T(float(T(float(q) * s)) + b)
 //    i.e. two roundings, never a fused multiply-add (-ffp-contract=off).
-//    Metal's kernel computes `scale * d + bias` in T as well, built with
-//    -fno-fast-math.
+//    Metal's kernel (quantized.h affine_dequantize) writes `scale * d +
+//    bias` in T (native bfloat), built with -fno-fast-math; whether the
+//    GPU contracts that into one fused rounding is its compiler's, so the
+//    reference here is the CPU stream's graph, two roundings.
 //  - mxfp4 / mxfp8: level = FP4 E2M1 (lut[code]) or FP8 E4M3 of the code,
 //    scale = power(2, e - 127) of the U8 E8M0 exponent, and
 //    w = bfloat16(level * scale): the output dtype defaults to bfloat16.
@@ -52,8 +55,9 @@ struct MlxParams {
 // The encoding of `params`, after checking the combination: a mode with its
 // bits and group size (affine groups of any positive size dividing `in`),
 // weight U32 holding exactly rows * cols * bits / 32 words, scales of
-// rows * cols / group_size elements (F16, BF16 or F32 for affine, U8 or
-// F8_E8M0 / F8_E4M3 codes otherwise), biases like scales (affine only).
+// rows * cols / group_size elements (F16, BF16 or F32 for affine; U8, or
+// F8_E8M0 for mx modes and F8_E4M3 for nvfp4, otherwise), biases like
+// scales (affine only).
 // REQUIRES: the stored tensors outlive the encoding.
 // Errors: DATA_LOSS naming the tensor and the rule it breaks.
 absl::StatusOr<std::shared_ptr<const Encoding>> MakeMlxEncoding(

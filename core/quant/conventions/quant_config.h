@@ -149,9 +149,11 @@ struct QuantConfig {
   std::vector<std::string> notes;
 };
 
-// Picks the config that names the method (config.json's
-// quantization_config, else quantize_config.json with default method
-// "gptq", else quant_config.json with default "awq") and parses it.
+// Picks the config that names the method (config.json's MLX
+// "quantization" first, as mlx-lm reads it, or a quantization_config with
+// MLX's keys and no quant_method; else config.json's quantization_config,
+// else quantize_config.json with default method "gptq", else
+// quant_config.json with default "awq") and parses it.
 // A config.json whose top level is not an object, or whose
 // quantization_config is present, not null and not an object, is DATA_LOSS;
 // so is a quantize_config.json / quant_config.json that is not an object.

@@ -3,8 +3,8 @@
 // and ReadSlice give the writers' reference values bit for bit; hostile
 // configs are refused with DATA_LOSS naming the key (a weight_format other
 // than row with UNIMPLEMENTED naming it) while a bystander streams from a
-// good file without a failure; the CLI answers ls, info and scalar the same
-// remote and embedded.
+// good file without a failure; the CLI answers ls, info, scalar and diff the
+// same remote and embedded.
 #include <atomic>
 #include <cstring>
 #include <filesystem>
@@ -210,10 +210,12 @@ TEST_F(QuantFormatsLiveTest, HostileConfigsAreRefusedByKeyWhileServing) {
   ASSERT_TRUE(client_->GetCheckpoint("bnb_int8").ok());
 }
 
-// ls, info and scalar through the CLI, against a tensormorphd and embedded.
+// ls, info, scalar and diff through the CLI, against a tensormorphd and
+// embedded.
 TEST(QuantFormatsCliTest, LsInfoAndScalarRemoteAndEmbedded) {
   const std::string root = testing::MakeTempDir();
   CopyInto(WriterOutput("mlx_writer.py") + "/model", root + "/mlx");
+  CopyInto(WriterOutput("mlx_writer.py") + "/source", root + "/mlx_source");
   CopyInto(WriterOutput("bnb_int8_writer.py") + "/model", root + "/bnb");
   testing::CliModes cli({root});
   const auto ref = ReadNpy(WriterOutput("mlx_writer.py") + "/expected/" +
@@ -243,6 +245,17 @@ TEST(QuantFormatsCliTest, LsInfoAndScalarRemoteAndEmbedded) {
         cli.Run(remote, {"info", b, "model.layers.0.mlp.down_proj.weight"});
     ASSERT_EQ(int8.exit_code, 0) << int8.err;
     EXPECT_THAT(int8.out, HasSubstr("int8 (LLM.int8, row absmax)"));
+    // The diff against the float32 source: a report per quantized weight.
+    const testing::CommandResult diff = cli.Run(
+        remote,
+        {"--json", "diff", m, remote ? "mlx_source" : root + "/mlx_source"});
+    ASSERT_EQ(diff.exit_code, 0) << diff.err;
+    int reports = 0;
+    for (size_t at = 0;
+         (at = diff.out.find("{\"tensor\":", at)) != std::string::npos; ++at) {
+      ++reports;
+    }
+    EXPECT_EQ(reports, 11) << diff.out.substr(0, 2000);
   }
 }
 

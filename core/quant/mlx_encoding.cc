@@ -272,43 +272,46 @@ class MlxEncoding final : public Encoding {
     int64_t i = 0;
     for (; i < n && (c0 + i) % 8 != 0; ++i) out[i] = CodeAt(r, c0 + i);
     const int64_t eights = (n - i) / 8;
-    const uint8_t* src = row + (c0 + i) / 8 * p_.bits;
-    // The last eight may end less than 8 bytes before the row's end.
-    const bool tail =
-        (c0 + i) / 8 * p_.bits + eights * p_.bits + 8 > row_bytes_;
+    const int64_t offset = (c0 + i) / 8 * p_.bits;
+    const uint8_t* src = row + offset;
+    // Groups that can load 8 bytes without reading past the row: the last
+    // row's end may be the file's.
+    const int64_t avail = row_bytes_ - offset;
     switch (p_.bits) {
       case 2:
-        UnpackEights<2>(src, eights, tail, out + i);
+        UnpackEights<2>(src, eights, avail, out + i);
         break;
       case 3:
-        UnpackEights<3>(src, eights, tail, out + i);
+        UnpackEights<3>(src, eights, avail, out + i);
         break;
       case 4:
         UnpackNibbles(src, eights * 4, out + i);
         break;
       case 5:
-        UnpackEights<5>(src, eights, tail, out + i);
+        UnpackEights<5>(src, eights, avail, out + i);
         break;
       case 6:
-        UnpackEights<6>(src, eights, tail, out + i);
+        UnpackEights<6>(src, eights, avail, out + i);
         break;
     }
     for (i += eights * 8; i < n; ++i) out[i] = CodeAt(r, c0 + i);
   }
 
-  // `eights` groups of eight BITS-bit codes from BITS bytes each, a 64-bit
-  // load at a time (`tail`: the last group is read byte-exact instead), each
-  // code deposited into its own byte (BMI2's pdep where the CPU has it).
+  // `eights` groups of eight BITS-bit codes from BITS bytes each, into a
+  // byte each (BMI2's pdep where the CPU has it), a 64-bit load at a time
+  // where `avail` bytes from `src` leave room, byte-exact after that.
   template <int BITS>
-  static void UnpackEights(const uint8_t* src, int64_t eights, bool tail,
+  static void UnpackEights(const uint8_t* src, int64_t eights, int64_t avail,
                            uint8_t* out) {
+    const int64_t wide =
+        avail < 8 ? 0 : std::min(eights, (avail - 8) / BITS + 1);
 #if defined(__x86_64__)
     static const bool bmi2 = __builtin_cpu_supports("bmi2");
-    if (bmi2) return UnpackEightsBmi2<BITS>(src, eights, tail, out);
+    if (bmi2) return UnpackEightsBmi2<BITS>(src, eights, wide, out);
 #endif
     constexpr uint64_t kMask = (uint64_t{1} << BITS) - 1;
     for (int64_t e = 0; e < eights; ++e, src += BITS, out += 8) {
-      const uint64_t v = Load(src, tail && e + 1 == eights, BITS);
+      const uint64_t v = Load(src, e >= wide, BITS);
       for (int k = 0; k < 8; ++k) {
         out[k] = static_cast<uint8_t>((v >> (k * BITS)) & kMask);
       }
@@ -324,17 +327,16 @@ class MlxEncoding final : public Encoding {
 #if defined(__x86_64__)
   template <int BITS>
   __attribute__((target("bmi2"))) static void UnpackEightsBmi2(
-      const uint8_t* src, int64_t eights, bool tail, uint8_t* out) {
+      const uint8_t* src, int64_t eights, int64_t wide, uint8_t* out) {
     constexpr uint64_t kDeposit = 0x0101010101010101ull * ((1u << BITS) - 1);
-    const int64_t whole = tail ? eights - 1 : eights;
-    for (int64_t e = 0; e < whole; ++e, src += BITS, out += 8) {
+    for (int64_t e = 0; e < eights; ++e, src += BITS, out += 8) {
       uint64_t v;
-      std::memcpy(&v, src, 8);
+      if (e < wide) {
+        std::memcpy(&v, src, 8);
+      } else {
+        v = Load(src, true, BITS);
+      }
       const uint64_t d = _pdep_u64(v, kDeposit);
-      std::memcpy(out, &d, 8);
-    }
-    if (tail && eights > 0) {
-      const uint64_t d = _pdep_u64(Load(src, true, BITS), kDeposit);
       std::memcpy(out, &d, 8);
     }
   }

@@ -4,6 +4,9 @@
 // weight must equal, bit for bit, the writer's own float64 reference cast as
 // mx.dequantize rounds; Inspect, partial decodes and raw codes must agree
 // with the full decode.
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -17,6 +20,7 @@
 #include "core/diff/tensor_diff.h"
 #include "core/format/checkpoint.h"
 #include "core/quant/decode_simd.h"
+#include "core/quant/mlx_encoding.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/npy_reader.h"
@@ -142,6 +146,58 @@ TEST(MlxConventionTest, MixedModelKeepsItsUnquantizedModuleAndNamesMlx) {
   EXPECT_EQ(ckpt->FindTensor("model.layers.0.mlp.up_proj.scales"), nullptr);
   EXPECT_EQ(ckpt->FindTensor("model.layers.0.mlp.up_proj.biases"), nullptr);
   EXPECT_EQ(ckpt->tensors().size(), 12u);
+}
+
+// A weight whose last row ends where readable memory ends (the end of a
+// mapped file): decoding any segment reads no byte past it. The codes sit
+// just before a page that faults on access.
+TEST(MlxConventionTest, DecodeReadsNoBytePastTheLastRow) {
+  const long page = sysconf(_SC_PAGESIZE);
+  void* mem = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  ASSERT_EQ(mprotect(static_cast<uint8_t*>(mem) + page, page, PROT_NONE), 0);
+  const int64_t rows = 3, cols = 64;
+  std::vector<uint16_t> ones(rows * 2, 0x3F80);  // bf16 1.0, groups of 32
+  for (int bits : {2, 3, 4, 5, 6, 8}) {
+    SCOPED_TRACE(bits);
+    const int64_t bytes = rows * cols * bits / 8;
+    uint8_t* codes = static_cast<uint8_t*>(mem) + page - bytes;
+    for (int64_t i = 0; i < bytes; ++i) codes[i] = static_cast<uint8_t>(i * 37);
+    StoredTensor w{.name = "w.weight",
+                   .dtype = DType::kU32,
+                   .shape = {rows, cols * bits / 32},
+                   .num_elements = bytes / 4,
+                   .data = {codes, static_cast<size_t>(bytes)}};
+    const auto* sb = reinterpret_cast<const uint8_t*>(ones.data());
+    StoredTensor s{.name = "w.scales",
+                   .dtype = DType::kBF16,
+                   .shape = {rows, 2},
+                   .num_elements = rows * 2,
+                   .data = {sb, ones.size() * 2}};
+    StoredTensor b = s;
+    b.name = "w.biases";
+    MlxParams p;
+    p.bits = bits;
+    p.group_size = 32;
+    p.shape = {rows, cols};
+    p.rows = rows;
+    p.cols = cols;
+    p.weight = &w;
+    p.scales = &s;
+    p.biases = &b;
+    p.parts = {&w, &s, &b};
+    auto enc = MakeMlxEncoding(p);
+    ASSERT_TRUE(enc.ok()) << enc.status();
+    for (int64_t first = 0; first < rows * cols; ++first) {
+      std::vector<float> out(rows * cols - first);
+      ASSERT_TRUE((*enc)->Decode(first, out.size(), out.data()).ok());
+      ScalarInfo last;
+      ASSERT_TRUE((*enc)->Inspect(rows * cols - 1, &last).ok());
+      ASSERT_EQ(Bits(out.back()), Bits(last.value));
+    }
+  }
+  munmap(mem, 2 * page);
 }
 
 // DecodeRuns (what the diff reads) agrees with Inspect element by element:

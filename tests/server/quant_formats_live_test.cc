@@ -212,7 +212,7 @@ TEST_F(QuantFormatsLiveTest, HostileConfigsAreRefusedByKeyWhileServing) {
 
 // ls, info, scalar and diff through the CLI, against a tensormorphd and
 // embedded.
-TEST(QuantFormatsCliTest, LsInfoAndScalarRemoteAndEmbedded) {
+TEST(QuantFormatsCliTest, LsInfoScalarAndDiffRemoteAndEmbedded) {
   const std::string root = testing::MakeTempDir();
   CopyInto(WriterOutput("mlx_writer.py") + "/model", root + "/mlx");
   CopyInto(WriterOutput("mlx_writer.py") + "/source", root + "/mlx_source");

@@ -72,9 +72,13 @@ absl::Status ResolveOne(Context& ctx, const StoredTensor* scb,
   info.axis = "out";
   info.block_elems = w->shape[1];
   info.granularity = "per-channel (row absmax)";
-  const std::vector<const StoredTensor*> parts = p.parts;
-  return ctx.AddEncoding(kName, weight, w->shape,
-                         MakeInt8RowwiseEncoding(std::move(p)), parts);
+  auto encoding = MakeInt8RowwiseEncoding(std::move(p));
+  if (!encoding.ok()) {
+    return Mismatch(
+        kName, absl::StrCat("'", weight, "': ", encoding.status().message()));
+  }
+  ctx.AddEncoded(weight, w->shape, *std::move(encoding));
+  return absl::OkStatus();
 }
 
 }  // namespace

@@ -118,25 +118,16 @@ absl::Status Context::Add(absl::string_view convention, const std::string& name,
   return absl::OkStatus();
 }
 
-absl::Status Context::AddEncoding(
-    absl::string_view convention, const std::string& name,
-    std::vector<int64_t> shape,
-    absl::StatusOr<std::shared_ptr<const Encoding>> encoding,
-    const std::vector<const StoredTensor*>& parts) {
-  if (!encoding.ok()) {
-    return Mismatch(
-        convention,
-        absl::StrCat("'", name, "': ", encoding.status().message()));
-  }
+void Context::AddEncoded(const std::string& name, std::vector<int64_t> shape,
+                         std::shared_ptr<const Encoding> encoding) {
   LogicalTensor t;
   t.name = name;
   t.num_elements = 1;
-  for (int64_t d : shape) t.num_elements *= d;  // checked by the encoding
+  for (int64_t d : shape) t.num_elements *= d;
   t.shape = std::move(shape);
-  t.encoding = *std::move(encoding);
-  for (const StoredTensor* p : parts) claimed_.insert(p->name);
+  for (const StoredTensor* p : encoding->parts()) claimed_.insert(p->name);
+  t.encoding = std::move(encoding);
   out_.push_back(std::move(t));
-  return absl::OkStatus();
 }
 
 absl::Status Mismatch(absl::string_view convention, absl::string_view message) {

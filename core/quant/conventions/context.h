@@ -6,7 +6,6 @@
 
 #include <cstdint>
 #include <initializer_list>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -80,13 +79,10 @@ class Context {
   // Errors: those of MakeAffineEncoding, prefixed with `convention`.
   absl::Status Add(absl::string_view convention, const std::string& name,
                    AffineParams params);
-  // Adds a logical tensor of an encoding built elsewhere (MLX's), claiming
-  // `parts`. Errors: `encoding`'s, prefixed with `convention` and `name`.
-  absl::Status AddEncoding(
-      absl::string_view convention, const std::string& name,
-      std::vector<int64_t> shape,
-      absl::StatusOr<std::shared_ptr<const Encoding>> encoding,
-      const std::vector<const StoredTensor*>& parts);
+  // Adds a logical tensor of shape `shape` decoded by `encoding` (an
+  // encoding of its own, such as HQQ's), claiming the encoding's parts.
+  void AddEncoded(const std::string& name, std::vector<int64_t> shape,
+                  std::shared_ptr<const Encoding> encoding);
   bool claimed(absl::string_view name) const { return claimed_.contains(name); }
 
   std::vector<LogicalTensor> TakeTensors() { return std::move(out_); }

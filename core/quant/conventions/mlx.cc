@@ -110,9 +110,13 @@ absl::Status ResolveOne(Context& ctx, const std::string& module,
   info.group_size = info.block_elems = q.group_size;
   info.axis = "in";
   info.granularity = absl::StrCat("group ", q.group_size, " along in");
-  const std::vector<const StoredTensor*> parts = p.parts;
-  return ctx.AddEncoding(kName, weight, std::move(shape),
-                         MakeMlxEncoding(std::move(p)), parts);
+  auto encoding = MakeMlxEncoding(std::move(p));
+  if (!encoding.ok()) {
+    return Mismatch(
+        kName, absl::StrCat("'", weight, "': ", encoding.status().message()));
+  }
+  ctx.AddEncoded(weight, std::move(shape), *std::move(encoding));
+  return absl::OkStatus();
 }
 
 }  // namespace

@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/quant/convention_resolver.h"
+#include "core/quant/conventions/mlx_config.h"
 #include "core/quant/resolve_problem.h"
 
 namespace tensormorph::conventions {
@@ -112,28 +113,6 @@ struct CompressedTensorsConfig {
 struct Fp8Config {
   // "weight_block_size" (null = absent): [rows, cols], each >= 1.
   std::optional<std::array<int64_t, 2>> weight_block_size;
-};
-
-// MLX (mlx-lm): config.json "quantization" (mirrored in
-// "quantization_config", without quant_method, by newer saves). A missing
-// or null group_size / bits takes the mode's default, as mlx.nn.quantize
-// does (affine 64 / 4, mxfp4 32 / 4, mxfp8 32 / 8, nvfp4 16 / 4).
-enum class MlxMode { kAffine, kMxfp4, kMxfp8, kNvfp4 };
-struct MlxQuant {
-  MlxMode mode = MlxMode::kAffine;  // "mode": "affine" (default), "mxfp4",
-                                    // "mxfp8", "nvfp4"
-  int bits = 4;             // "bits": affine 2, 3, 4, 5, 6, 8; else the mode's
-  int64_t group_size = 64;  // "group_size": affine 32, 64, 128; else the
-                            // mode's (32, or 16 for nvfp4)
-};
-struct MlxConfig {
-  MlxQuant base;
-  // Per-module entries, keyed by module path ("model.layers.0.mlp.gate"):
-  // an object of the keys above (defaults from its own mode), `true` (the
-  // base), or `false` (left unquantized: nullopt). Values of other types
-  // are unknown keys, ignored.
-  std::vector<std::pair<std::string, std::optional<MlxQuant>>> modules;
-  std::string file, path;  // where it was read, for messages
 };
 
 struct QuantConfig {

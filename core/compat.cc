@@ -19,6 +19,12 @@ constexpr char kVllmFp8[] =
 constexpr char kTrtllm[] =
     "TensorRT-LLM docs, reference/support-matrix, quantization section "
     "(nvidia.github.io/TensorRT-LLM)";
+constexpr char kMlx[] =
+    "mlx.core.quantize / mlx.nn.QuantizedLinear docs and mlx-lm "
+    "(github.com/ml-explore/mlx, ml-explore/mlx-lm)";
+constexpr char kBnb[] =
+    "bitsandbytes docs, installation and supported backends "
+    "(huggingface.co/docs/bitsandbytes)";
 
 struct Row {
   const char* match;  // convention, or "ggml:<scheme>"
@@ -77,11 +83,18 @@ constexpr Row kRows[] = {
     {"bitsandbytes", "vLLM", "supported", "NVIDIA GPUs Volta to Hopper", kVllm},
     {"bitsandbytes", "llama.cpp CPU", "not supported", "convert to GGUF first",
      kLlamaCpp},
+    {"bitsandbytes", "bitsandbytes", "supported",
+     "NF4/FP4 and LLM.int8 (row layout) on CUDA, ROCm, XPU and CPU", kBnb},
+    {"mlx", "MLX (Apple silicon)", "supported",
+     "mlx-lm: affine 2-8 bit, mxfp4, mxfp8, nvfp4; Metal kernels", kMlx},
+    {"mlx", "llama.cpp CPU", "not supported", "convert to GGUF first",
+     kLlamaCpp},
 };
 
 constexpr const char* kBackends[] = {
-    "llama.cpp CPU",    "llama.cpp CUDA", "llama.cpp Metal",
-    "llama.cpp Vulkan", "vLLM",           "TensorRT-LLM"};
+    "llama.cpp CPU",       "llama.cpp CUDA", "llama.cpp Metal",
+    "llama.cpp Vulkan",    "vLLM",           "TensorRT-LLM",
+    "MLX (Apple silicon)", "bitsandbytes"};
 
 bool Matches(const Row& r, const EncodingInfo& info) {
   const absl::string_view m = r.match;

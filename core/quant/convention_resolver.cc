@@ -45,11 +45,16 @@ absl::StatusOr<ResolvedTensors> Resolve(const std::vector<StoredTensor>& stored,
       break;
     case QuantMethod::kBitsandbytes:
       s = conventions::ResolveBitsandbytes(ctx);
+      if (s.ok()) s = conventions::ResolveBitsandbytesInt8(ctx);
+      break;
+    case QuantMethod::kMlx:
+      s = conventions::ResolveMlx(ctx, q.mlx);
       break;
     case QuantMethod::kNone:
     case QuantMethod::kUnknown:
       // Conventions recognisable from the tensors alone.
       s = conventions::ResolveBitsandbytes(ctx);
+      if (s.ok()) s = conventions::ResolveBitsandbytesInt8(ctx);
       if (s.ok()) s = conventions::ResolveMxfp4GptOss(ctx);
       if (s.ok() &&
           std::any_of(stored.begin(), stored.end(), [](const StoredTensor& t) {

@@ -200,7 +200,31 @@ RoundingBound BoundOfEncoding(const EncodingInfo& info) {
     b.float_codes = true;
     return b;
   }
-  // bitsandbytes (absmax codebooks): nearest.
+  // MLX (mx.quantize): affine codes are nearest for the float32 scale and
+  // edge bias, both then stored in the model's dtype (bf16 at worst, 2^-8),
+  // and the decode rounds q*s, +b and so the value to it: 2^-7 of the
+  // group's magnitude covers bias, product and output rounding. The scale is
+  // then adjusted so zero is a level (edge / round(edge / scale)), which can
+  // shrink the range by up to one step at the end nearer zero (the edge is
+  // the larger magnitude, so |edge| / scale >= (2^bits - 1) / 2). The float
+  // modes round the scale (mx: 2^round(log2(amax / max)), up to sqrt(2)
+  // short; nvfp4: amax / 6 to e4m3), so their ends clip.
+  if (c == "mlx") {
+    if (absl::StartsWith(info.scheme, "int")) {
+      RoundingBound b =
+          Make(Codes::kNearest, Clip::kShortEnd, 1, false, 0, false, 0x1p-7,
+               "nearest, zero-exact scale, stored in the model's dtype");
+      b.scale_rel = 0x1p-8;
+      return b;
+    }
+    if (absl::StartsWith(info.scheme, "nvfp4")) {
+      return Make(Codes::kNearest, Clip::kBothEnds, 0.25, false, 6, false, s,
+                  "nearest entry, e4m3 scale clips");
+    }
+    return Make(Codes::kNearest, Clip::kAny, 0, false, 0, false, s,
+                "nearest entry, rounded power-of-two scale clips");
+  }
+  // bitsandbytes (absmax codebooks, LLM.int8 rows): nearest.
   return Make(Codes::kNearest, Clip::kNone, 0, false, 0, false, s, "nearest");
 }
 

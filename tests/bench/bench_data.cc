@@ -96,6 +96,16 @@ const char* ConventionName(Convention c) {
       return "bnb_nf4";
     case Convention::kGptOssMxfp4:
       return "gptoss_mxfp4";
+    case Convention::kMlxInt4:
+      return "mlx_int4_g64";
+    case Convention::kMlxInt3:
+      return "mlx_int3_g64";
+    case Convention::kMlxInt8:
+      return "mlx_int8_g64";
+    case Convention::kMlxMxfp4:
+      return "mlx_mxfp4";
+    case Convention::kBnbInt8:
+      return "bnb_int8";
   }
   return "?";
 }
@@ -228,6 +238,46 @@ std::string WriteConventionCheckpoint(Convention c, int64_t out, int64_t in) {
             RandomBytes(2 * out * in / 2, 1)},
            {e + "_scales", "U8", {2, out, in / 32}, scales}};
       config = R"({"quantization_config": {"quant_method": "mxfp4"}})";
+      break;
+    }
+    case Convention::kMlxInt4:
+    case Convention::kMlxInt3:
+    case Convention::kMlxInt8: {
+      const int bits = c == Convention::kMlxInt4   ? 4
+                       : c == Convention::kMlxInt3 ? 3
+                                                   : 8;
+      t = {{m + ".weight",
+            "U32",
+            {out, in * bits / 32},
+            RandomBytes(out * in * bits / 8, 1)},
+           {m + ".scales",
+            "BF16",
+            {out, in / 64},
+            Scales(out * in / 64, 3, true)},
+           {m + ".biases",
+            "BF16",
+            {out, in / 64},
+            Scales(out * in / 64, 4, true)}};
+      config = R"({"quantization": {"group_size": 64, "bits": )" +
+               std::to_string(bits) + "}}";
+      break;
+    }
+    case Convention::kMlxMxfp4: {
+      std::string scales = RandomBytes(out * (in / 32), 2);
+      for (char& b : scales) b = static_cast<char>(120 + (b & 7));  // ~2^-7
+      t = {{m + ".weight", "U32", {out, in / 8}, RandomBytes(out * in / 2, 1)},
+           {m + ".scales", "U8", {out, in / 32}, scales}};
+      config = R"({"quantization": {"group_size": 32, "bits": 4,
+        "mode": "mxfp4"}})";
+      break;
+    }
+    case Convention::kBnbInt8: {
+      std::vector<float> scb(static_cast<size_t>(out), 0.05f);
+      t = {{m + ".weight", "I8", {out, in}, RandomBytes(out * in, 1)},
+           {m + ".SCB", "F32", {out}, Bytes(scb)},
+           {m + ".weight_format", "U8", {}, std::string(1, '\0')}};
+      config = R"({"quantization_config": {"quant_method": "bitsandbytes",
+        "load_in_8bit": true}})";
       break;
     }
   }

@@ -31,6 +31,11 @@ enum class Convention {
   kFp8Block,       // DeepSeek-style FP8 E4M3 with 128x128 block scales
   kBnbNf4,         // bitsandbytes NF4, blocks of 64
   kGptOssMxfp4,    // gpt-oss MXFP4 experts
+  kMlxInt4,        // MLX affine 4-bit, bf16 scales and biases, group 64
+  kMlxInt3,        // MLX affine 3-bit (codes straddle words), group 64
+  kMlxInt8,        // MLX affine 8-bit, group 64
+  kMlxMxfp4,       // MLX mxfp4, group 32
+  kBnbInt8,        // bitsandbytes LLM.int8, per-row SCB
 };
 const char* ConventionName(Convention c);
 std::string WriteConventionCheckpoint(Convention c, int64_t out, int64_t in);

@@ -267,7 +267,7 @@ void BM_DecodeConventionLayer(benchmark::State& state) {
       benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_DecodeConventionLayer)
-    ->DenseRange(0, static_cast<int>(bench::Convention::kGptOssMxfp4))
+    ->DenseRange(0, static_cast<int>(bench::Convention::kBnbInt8))
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace

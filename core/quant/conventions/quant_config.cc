@@ -311,6 +311,91 @@ absl::Status ParseAwq(const Reader& r, const Node& q, AwqConfig* c) {
   return absl::OkStatus();
 }
 
+// One MLX quantization entry (the base, or a module's object).
+absl::Status ParseMlxQuant(const Reader& r, const Node& q, MlxQuant* out) {
+  auto mode =
+      r.Soft(r.String(q.Key("mode"), true), std::optional<std::string>());
+  if (!mode.ok()) return mode.status();
+  const std::string m = mode->value_or("affine");
+  constexpr const char* kModes =
+      R"(one of "affine", "mxfp4", "mxfp8", "nvfp4")";
+  out->mode = m == "mxfp4"   ? MlxMode::kMxfp4
+              : m == "mxfp8" ? MlxMode::kMxfp8
+              : m == "nvfp4" ? MlxMode::kNvfp4
+                             : MlxMode::kAffine;
+  if (m != "affine" && out->mode == MlxMode::kAffine) {
+    TM_RETURN_IF_ERROR(r.Soft(r.Bad(q.Key("mode"), kModes)));
+  }
+  const bool affine = out->mode == MlxMode::kAffine;
+  const int64_t def_bits = out->mode == MlxMode::kMxfp8 ? 8 : 4;
+  const int64_t def_group = affine                         ? 64
+                            : out->mode == MlxMode::kNvfp4 ? 16
+                                                           : 32;
+  // mlx.nn.quantize reads `group_size or default`: null is absent.
+  const auto read = [&](const Node& n, int64_t def, bool ok(int64_t),
+                        absl::string_view want) -> absl::StatusOr<int64_t> {
+    if (n.absent() || n.null()) return def;
+    auto v = r.Soft(r.Int(n, 1, 1024), def);
+    if (!v.ok()) return v.status();
+    if (ok(*v)) return *v;
+    TM_RETURN_IF_ERROR(r.Soft(r.Bad(n, want)));
+    return def;
+  };
+  absl::StatusOr<int64_t> bits =
+      affine ? read(
+                   q.Key("bits"), def_bits,
+                   [](int64_t b) { return b >= 2 && b <= 8 && b != 7; },
+                   "2, 3, 4, 5, 6 or 8 (affine bits)")
+             : read(
+                   q.Key("bits"), def_bits,
+                   def_bits == 8 ? +[](int64_t b) { return b == 8; }
+                                 : +[](int64_t b) { return b == 4; },
+                   def_bits == 8 ? "8 (mxfp8 bits)" : "4 (fp4 bits)");
+  if (!bits.ok()) return bits.status();
+  out->bits = static_cast<int>(*bits);
+  absl::StatusOr<int64_t> group =
+      affine ? read(
+                   q.Key("group_size"), def_group,
+                   [](int64_t g) { return g == 32 || g == 64 || g == 128; },
+                   "32, 64 or 128 (affine group size)")
+             : read(
+                   q.Key("group_size"), def_group,
+                   def_group == 16 ? +[](int64_t g) { return g == 16; }
+                                   : +[](int64_t g) { return g == 32; },
+                   def_group == 16 ? "16 (nvfp4 group size)"
+                                   : "32 (mxfp4 / mxfp8 group size)");
+  if (!group.ok()) return group.status();
+  out->group_size = *group;
+  return absl::OkStatus();
+}
+
+// MLX's "quantization": the base entry and per-module ones.
+absl::Status ParseMlx(const Reader& r, const Node& q, MlxConfig* c) {
+  TM_RETURN_IF_ERROR(ParseMlxQuant(r, q, &c->base));
+  for (const auto& [key, value] : q.v->items()) {
+    if (key == "mode" || key == "bits" || key == "group_size") continue;
+    const Node n = q.Key(key);
+    if (value.is_boolean()) {
+      c->modules.emplace_back(key, value.get<bool>()
+                                       ? std::optional<MlxQuant>(c->base)
+                                       : std::nullopt);
+    } else if (value.is_object()) {
+      MlxQuant m;
+      TM_RETURN_IF_ERROR(ParseMlxQuant(r, n, &m));
+      c->modules.emplace_back(key, m);
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Whether config.json is an MLX save: a "quantization" entry, or a
+// quantization_config naming no method but MLX's keys.
+bool IsMlx(const Node& mlx, const Node& qc) {
+  if (!mlx.absent() && !mlx.null()) return true;
+  return !qc.absent() && qc.v->is_object() && qc.Key("quant_method").absent() &&
+         (!qc.Key("bits").absent() || !qc.Key("group_size").absent());
+}
+
 CtFormat FormatOf(absl::string_view f) {
   if (f == "int-quantized") return CtFormat::kIntQuantized;
   if (f == "naive-quantized") return CtFormat::kNaiveQuantized;
@@ -477,6 +562,19 @@ absl::StatusOr<QuantConfig> Parse(const QuantConfigs& files,
                        Describe(*top.v)));
     }
     Node qc = top.Key("quantization_config");
+    if (const Node mlx = top.Key("quantization"); IsMlx(mlx, qc)) {
+      const Node m = mlx.absent() || mlx.null() ? qc : mlx;
+      if (auto s = r.Object(m); !s.ok()) {
+        TM_RETURN_IF_ERROR(r.Soft(s));  // lenient: read as not quantized
+        return out;
+      }
+      out.method = QuantMethod::kMlx;
+      out.method_name = "mlx";
+      out.mlx.file = "config.json";
+      out.mlx.path = m.path;
+      TM_RETURN_IF_ERROR(ParseMlx(r, m, &out.mlx));
+      return out;
+    }
     // transformers reads a null quantization_config as "not quantized".
     if (!qc.absent() && !qc.null()) {
       if (auto s = r.Object(qc); !s.ok()) {

@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/quant/convention_resolver.h"
+#include "core/quant/conventions/mlx_config.h"
 #include "core/quant/resolve_problem.h"
 
 namespace tensormorph::conventions {
@@ -41,6 +42,7 @@ enum class QuantMethod {
   kFp8,  // "fp8", "fbgemm_fp8", "modelopt"
   kMxfp4,
   kBitsandbytes,
+  kMlx,  // config.json "quantization" (mlx-lm), no quant_method
 };
 
 // AutoGPTQ / GPTQModel (quantize_config.json or quantization_config).
@@ -120,14 +122,17 @@ struct QuantConfig {
   AwqConfig awq;
   CompressedTensorsConfig compressed_tensors;
   Fp8Config fp8;
+  MlxConfig mlx;
   // What a user should know about how the configs were read (e.g. an
   // unknown quant_method); surfaced with the detected conventions.
   std::vector<std::string> notes;
 };
 
-// Picks the config that names the method (config.json's
-// quantization_config, else quantize_config.json with default method
-// "gptq", else quant_config.json with default "awq") and parses it.
+// Picks the config that names the method (config.json's MLX
+// "quantization" first, as mlx-lm reads it, or a quantization_config with
+// MLX's keys and no quant_method; else config.json's quantization_config,
+// else quantize_config.json with default method "gptq", else
+// quant_config.json with default "awq") and parses it.
 // A config.json whose top level is not an object, or whose
 // quantization_config is present, not null and not an object, is DATA_LOSS;
 // so is a quantize_config.json / quant_config.json that is not an object.

@@ -135,6 +135,7 @@ absl::StatusOr<std::optional<conventions::QuantConfig>> ReadQuantConfig(
         base == "config.json"            ? &configs.config
         : base == "quantize_config.json" ? &configs.quantize_config
         : base == "quant_config.json"    ? &configs.quant_config
+        : base == "hf_quant_config.json" ? &configs.hf_quant_config
                                          : nullptr;
     if (slot == nullptr) continue;
     TM_ASSIGN_OR_RETURN(std::string text,

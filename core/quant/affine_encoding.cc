@@ -252,6 +252,10 @@ class AffineEncoding final : public Encoding {
     if (p_.groups == AffineParams::Groups::kGroup && !p_.g_idx.empty()) {
       s->AddParam("g_idx", p_.g_idx[c]);
     }
+    if (p_.multiply_scale) {
+      s->AddParam("block_scale", ScaleOf(gr, gc, false));
+      s->AddParam("global_scale", p_.scale_multiplier);
+    }
     s->AddParam("scale", scale);
     if (p_.has_zero) s->AddParam("zero", static_cast<double>(zero));
     return absl::OkStatus();
@@ -317,6 +321,9 @@ class AffineEncoding final : public Encoding {
         if (p_.scale_divisor != 0) {
           for (float& s : g->scale) s /= p_.scale_divisor;
         }
+        if (p_.multiply_scale) {
+          for (float& s : g->scale) s *= p_.scale_multiplier;
+        }
         break;
       case AffineParams::Scales::kE8M0: {
         thread_local std::vector<uint8_t> e;
@@ -325,6 +332,9 @@ class AffineEncoding final : public Encoding {
         for (size_t k = 0; k < total; ++k) g->scale[k] = E8M0ToF32(e[k]);
         if (p_.scale_divisor != 0) {
           for (float& s : g->scale) s /= p_.scale_divisor;
+        }
+        if (p_.multiply_scale) {
+          for (float& s : g->scale) s *= p_.scale_multiplier;
         }
         break;
       }
@@ -499,7 +509,9 @@ class AffineEncoding final : public Encoding {
                                                          : p_.scale_codes.cols;
   }
 
-  float ScaleOf(int64_t gr, int64_t gc) const {
+  // The group's scale; `with_multiplier` false: as stored, before a
+  // global multiplier (what the Inspector shows beside it).
+  float ScaleOf(int64_t gr, int64_t gc, bool with_multiplier = true) const {
     float s = 0;
     switch (p_.scale_kind) {
       case AffineParams::Scales::kFloat:
@@ -516,7 +528,8 @@ class AffineEncoding final : public Encoding {
         break;
       }
     }
-    return p_.scale_divisor != 0 ? s / p_.scale_divisor : s;
+    if (p_.scale_divisor != 0) s /= p_.scale_divisor;
+    return p_.multiply_scale && with_multiplier ? s * p_.scale_multiplier : s;
   }
 
   int64_t ZeroOf(int64_t gr, int64_t gc) const {
@@ -783,6 +796,9 @@ absl::Status Validate(const AffineParams& p) {
   }
   if (!std::isfinite(p.scale_divisor)) {
     return Invalid(what, "a scale divisor that is not finite");
+  }
+  if (!std::isfinite(p.scale_multiplier)) {
+    return Invalid(what, "a scale multiplier that is not finite");
   }
   constexpr int64_t kMaxOffset = int64_t{1} << 32;
   if (std::abs(p.code_offset) > kMaxOffset ||

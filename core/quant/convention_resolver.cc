@@ -46,6 +46,9 @@ absl::StatusOr<ResolvedTensors> Resolve(const std::vector<StoredTensor>& stored,
     case QuantMethod::kBitsandbytes:
       s = conventions::ResolveBitsandbytes(ctx);
       break;
+    case QuantMethod::kModelOpt:
+      s = conventions::ResolveModelOpt(ctx, q.modelopt);
+      break;
     case QuantMethod::kNone:
     case QuantMethod::kUnknown:
       // Conventions recognisable from the tensors alone.

@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/quant/convention_resolver.h"
+#include "core/quant/conventions/modelopt_config.h"
 #include "core/quant/resolve_problem.h"
 
 namespace tensormorph::conventions {
@@ -38,9 +39,10 @@ enum class QuantMethod {
   kGptq,
   kAwq,
   kCompressedTensors,
-  kFp8,  // "fp8", "fbgemm_fp8", "modelopt"
+  kFp8,  // "fp8", "fbgemm_fp8"
   kMxfp4,
   kBitsandbytes,
+  kModelOpt,  // "modelopt", or hf_quant_config.json
 };
 
 // AutoGPTQ / GPTQModel (quantize_config.json or quantization_config).
@@ -120,13 +122,15 @@ struct QuantConfig {
   AwqConfig awq;
   CompressedTensorsConfig compressed_tensors;
   Fp8Config fp8;
+  ModelOptConfig modelopt;
   // What a user should know about how the configs were read (e.g. an
   // unknown quant_method); surfaced with the detected conventions.
   std::vector<std::string> notes;
 };
 
 // Picks the config that names the method (config.json's
-// quantization_config, else quantize_config.json with default method
+// quantization_config, else hf_quant_config.json (ModelOpt), else
+// quantize_config.json with default method
 // "gptq", else quant_config.json with default "awq") and parses it.
 // A config.json whose top level is not an object, or whose
 // quantization_config is present, not null and not an object, is DATA_LOSS;

@@ -4,12 +4,15 @@
 // pieces, per element through Inspect, and through DecodeRuns); excluded
 // and unlisted modules stay as stored; hostile configs are DATA_LOSS naming
 // the file and the key path.
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "core/diff/pairing.h"
+#include "core/diff/tensor_diff.h"
 #include "core/format/checkpoint.h"
 #include "core/quant/conventions/modelopt_config.h"
 #include "gmock/gmock.h"
@@ -132,6 +135,51 @@ INSTANTIATE_TEST_SUITE_P(EveryAlgo, ModelOptFixtureTest,
                          ::testing::ValuesIn(kCases), [](const auto& info) {
                            return std::string(info.param.dir);
                          });
+
+// The diff against the writer's source: each figure recomputed here in
+// double from the reference values; every fixture was quantized to the
+// nearest level of the scale it stores, so nothing is clipped or beyond the
+// bound.
+TEST_P(ModelOptFixtureTest, DiffAgainstTheSourceMatchesFloat64) {
+  const std::string dir = Fixtures() + "/" + GetParam().dir;
+  auto quant = Checkpoint::Open(dir);
+  auto source = Checkpoint::Open(dir + "/source");
+  ASSERT_TRUE(quant.ok()) << quant.status();
+  ASSERT_TRUE(source.ok()) << source.status();
+  auto pairing = PairTensors(**quant, **source);
+  ASSERT_TRUE(pairing.ok()) << pairing.status();
+  int checked = 0;
+  for (const TensorPair& p : pairing->pairs) {
+    const std::string ref = dir + "/ref/" + p.quant->name + ".npy";
+    if (!fs::exists(ref)) continue;
+    SCOPED_TRACE(p.quant->name);
+    auto d = DiffTensor(*p.quant, *p.ref, DiffOptions());
+    ASSERT_TRUE(d.ok()) << d.status();
+    const std::vector<float> xq = testing::ReadNpy(ref).floats();
+    std::vector<float> xs(p.ref->num_elements);
+    ASSERT_TRUE(
+        p.ref->encoding->Decode(0, p.ref->num_elements, xs.data()).ok());
+    double sse = 0, sxx = 0, shh = 0, sxh = 0, maxabs = 0;
+    for (size_t i = 0; i < xq.size(); ++i) {
+      const double a = xs[i], b = xq[i], e = std::fabs(a - b);
+      sse += e * e;
+      sxx += a * a;
+      shh += b * b;
+      sxh += a * b;
+      maxabs = std::max(maxabs, e);
+    }
+    const double n = static_cast<double>(xq.size());
+    EXPECT_NEAR(d->mse, sse / n, 1e-12 * sse / n);
+    EXPECT_EQ(d->max_abs_err, maxabs);
+    EXPECT_NEAR(d->sqnr_db, 10 * std::log10(sxx / sse), 1e-9);
+    EXPECT_NEAR(d->cosine, sxh / std::sqrt(sxx * shh), 1e-12);
+    EXPECT_EQ(d->clipped, 0);
+    EXPECT_EQ(d->not_nearest, 0);
+    EXPECT_LE(d->max_err_steps, 0.5 + 1e-6);
+    ++checked;
+  }
+  EXPECT_GE(checked, 1);
+}
 
 TEST(ModelOptTest, ExcludedAndUnlistedModulesStayAsStored) {
   auto ckpt = Checkpoint::Open(Fixtures() + "/mixed_precision");

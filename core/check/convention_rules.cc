@@ -199,4 +199,41 @@ void CheckIgnorePatterns(const Checkpoint& ckpt,
   }
 }
 
+void CheckModelOptExcluded(const Checkpoint& ckpt,
+                           const conventions::QuantConfig& config,
+                           std::vector<Finding>* out) {
+  if (config.method != conventions::QuantMethod::kModelOpt) return;
+  const conventions::ModelOptConfig& c = config.modelopt;
+  std::string file = c.file;
+  for (const Checkpoint::ReadFile& f : ckpt.read_files()) {
+    if (f.identity && BaseName(f.path) == c.file) file = f.path;
+  }
+  auto has = [&](const std::string& name) {
+    return ckpt.FindStored(name) != nullptr;
+  };
+  for (const StoredTensor& t : ckpt.stored_tensors()) {
+    if (t.name != "weight" && !absl::EndsWith(t.name, ".weight")) continue;
+    const std::string module =
+        t.name.size() > 7 ? t.name.substr(0, t.name.size() - 7) : "";
+    if (!conventions::ModelOptStoredQuantized(t, has) ||
+        !conventions::ModelOptExcludes(c, module)) {
+      continue;
+    }
+    Finding f;
+    f.rule = "excluded-quantized";
+    f.severity = FindCheckRule(f.rule)->severity;
+    f.tensor = t.name;
+    f.file = file;
+    f.expected = absl::StrCat("module '", module, "', which ", c.exclude_key,
+                              " excludes, stored in full precision");
+    f.actual = absl::StrCat("'", t.name, "' is stored ", StoredDTypeName(t),
+                            ", quantized");
+    f.hint =
+        "drop the module from the exclusions if it was meant to be "
+        "quantized (loaders read its codes as weights), or re-export it in "
+        "full precision";
+    out->push_back(std::move(f));
+  }
+}
+
 }  // namespace tensormorph

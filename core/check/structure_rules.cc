@@ -88,11 +88,6 @@ RuleText TextOf(absl::string_view rule) {
         "set weight_block_size / strategy to the layout the scales were "
         "written with, or re-quantize; its values were not checked"};
   }
-  if (rule == "excluded-quantized") {
-    return {"a module the config excludes stored unquantized",
-            "drop the module from exclude_modules if it was meant to be "
-            "quantized, or re-export it in full precision"};
-  }
   if (rule == "config-key") {
     return {"",
             "fix the key: with its default the checkpoint may decode "

@@ -56,9 +56,6 @@ class Context {
   // claims nothing, so its stored tensors stay tensors of their own.
   absl::Status Tolerate(absl::Status s, absl::string_view tensor);
 
-  // Whether problems are recorded (a lenient open for `tensormorph check`).
-  bool lenient() const { return problems_ != nullptr; }
-
   // Every stored tensor, for recognising a convention by name and dtype.
   const std::vector<StoredTensor>& stored() const { return stored_; }
   bool Has(absl::string_view name) const { return Find(name) != nullptr; }

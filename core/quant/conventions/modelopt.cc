@@ -259,12 +259,11 @@ absl::Status ResolveMxfp8Weight(Context& ctx, const StoredTensor& w,
 bool IsFp8(DType d) { return d == DType::kF8E4M3; }
 
 // Whether `w` is stored quantized at all: FP8 codes, or NVFP4's U8 with its
-// FP8 block scales. Everything else (norms, embeddings, excluded modules) is
+// block scales. Everything else (norms, embeddings, excluded modules) is
 // left as stored.
 bool LooksQuantized(const Context& ctx, const StoredTensor& w) {
-  return IsFp8(w.dtype) ||
-         (w.dtype == DType::kU8 && ctx.Has(w.name + "_scale") &&
-          ctx.Has(w.name + "_scale_2"));
+  return ModelOptStoredQuantized(
+      w, [&](const std::string& name) { return ctx.Has(name); });
 }
 
 absl::Status ResolveWeight(Context& ctx, const StoredTensor& w,
@@ -308,7 +307,9 @@ bool MatchElement(const std::string& pat, size_t p, char ch, size_t* next) {
   return pat[p] == ch;
 }
 
-bool Excluded(const ModelOptConfig& c, const std::string& module) {
+}  // namespace
+
+bool ModelOptExcludes(const ModelOptConfig& c, const std::string& module) {
   for (const std::string& pattern : c.exclude_modules) {
     if (pattern == module || ModelOptWildcardMatch(pattern, module)) {
       return true;
@@ -316,8 +317,6 @@ bool Excluded(const ModelOptConfig& c, const std::string& module) {
   }
   return false;
 }
-
-}  // namespace
 
 bool ModelOptWildcardMatch(const std::string& pattern,
                            const std::string& module) {
@@ -371,20 +370,9 @@ absl::Status ResolveModelOpt(Context& ctx, const ModelOptConfig& config) {
       if (it == layers.end()) continue;  // not quantized by the config
       s = {it->second->algo, it->second->algo_name};
     }
-    // An excluded module stored quantized anyway stays its stored tensors:
-    // `tensormorph check` reports it (its rule), a strict open reads on.
-    if (Excluded(config, module)) {
-      if (ctx.lenient()) {
-        TM_RETURN_IF_ERROR(ctx.Tolerate(
-            WithRule(absl::DataLossError(absl::StrCat(
-                         kName, ": module '", module, "' is in ", config.file,
-                         "'s ", config.exclude_key, " but '", t.name,
-                         "' is stored ", DTypeName(t.dtype), ", quantized")),
-                     "excluded-quantized"),
-            t.name));
-      }
-      continue;
-    }
+    // An excluded module stored quantized anyway stays its stored tensors;
+    // `tensormorph check` reports it (excluded-quantized).
+    if (ModelOptExcludes(config, module)) continue;
     TM_RETURN_IF_ERROR(ctx.Tolerate(ResolveWeight(ctx, t, s), t.name));
   }
   return absl::OkStatus();

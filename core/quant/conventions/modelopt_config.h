@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "core/format/stored_tensor.h"
+
 namespace tensormorph::conventions {
 
 // The `quant_algo` values Tensormorph decodes. ModelOpt's others (INT4_AWQ,
@@ -63,6 +65,20 @@ struct ModelOptConfig {
 // one character, '[...]' a set; as Python's fnmatch, which vLLM uses.
 bool ModelOptWildcardMatch(const std::string& pattern,
                            const std::string& module);
+
+// Whether `module` is excluded from quantization by `c`'s exclude_modules:
+// equal to an entry or matching it as a wildcard (vLLM's rule).
+bool ModelOptExcludes(const ModelOptConfig& c, const std::string& module);
+
+// Whether the stored weight `w` holds ModelOpt codes: F8_E4M3, or U8 with a
+// `<name>_scale` and `<name>_scale_2` beside it (`has` says which names are
+// stored). The resolver decodes these; `check` reports excluded ones.
+template <typename Has>
+bool ModelOptStoredQuantized(const StoredTensor& w, const Has& has) {
+  return w.dtype == DType::kF8E4M3 ||
+         (w.dtype == DType::kU8 && has(w.name + "_scale") &&
+          has(w.name + "_scale_2"));
+}
 
 }  // namespace tensormorph::conventions
 

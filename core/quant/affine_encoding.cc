@@ -353,9 +353,10 @@ class AffineEncoding final : public Encoding {
         }
       }
     }
+    g->bias_fits = true;
+    if (!p_.table.empty()) return;  // codebooks take no bias
     const int64_t sign =
         p_.signed_codes ? int64_t{1} << (p_.codes.bits - 1) : 0;
-    g->bias_fits = true;
     for (size_t k = 0; k < total; ++k) {
       const int64_t bias = sign + p_.code_offset + g->zero[k];
       g->bias_fits &= bias >= INT32_MIN && bias <= INT32_MAX;
@@ -436,6 +437,16 @@ class AffineEncoding final : public Encoding {
       out[i] = scale * Level(p_.codes.Get(r, c), zero);
     }
     return absl::OkStatus();
+  }
+
+  // Sixteen levels whose upper eight are the lower eight negated, bit for
+  // bit (FP4 E2M1): the kernels compute the sign instead of looking it up.
+  static bool IsSignMagnitude16(const std::vector<float>& t) {
+    if (t.size() != 16) return false;
+    for (int c = 0; c < 8; ++c) {
+      if ((F32ToBits(t[c]) ^ 0x80000000u) != F32ToBits(t[c + 8])) return false;
+    }
+    return true;
   }
 
   static int64_t SignExtend(uint32_t v, int bits) {
@@ -553,11 +564,12 @@ class AffineEncoding final : public Encoding {
   const bool tiled_ =
       p_.codes.bits <= 8 &&
       (p_.table.empty() || p_.table.size() == (size_t{1} << p_.codes.bits));
-  const Codebook codebook_ = p_.float_codes &&
-                                     p_.codes.tensor->dtype == DType::kF8E4M3 &&
-                                     p_.codes.kind == IntMatrix::Kind::kDirect
-                                 ? Codebook::kFp8E4M3
-                                 : Codebook::kTable;
+  const Codebook codebook_ =
+      p_.float_codes && p_.codes.tensor->dtype == DType::kF8E4M3 &&
+              p_.codes.kind == IntMatrix::Kind::kDirect
+          ? Codebook::kFp8E4M3
+      : IsSignMagnitude16(p_.table) ? Codebook::kSignMagnitude16
+                                    : Codebook::kTable;
   std::vector<double> levels_;
   std::vector<std::pair<double, double>> gaps_;  // per code: below, above
   double lo_level_ = INFINITY, hi_level_ = -INFINITY;

@@ -49,6 +49,9 @@ absl::StatusOr<ResolvedTensors> Resolve(const std::vector<StoredTensor>& stored,
     case QuantMethod::kModelOpt:
       s = conventions::ResolveModelOpt(ctx, q.modelopt);
       break;
+    case QuantMethod::kHqq:
+      s = conventions::ResolveHqq(ctx, q.hqq);
+      break;
     case QuantMethod::kNone:
     case QuantMethod::kUnknown:
       // Conventions recognisable from the tensors alone.

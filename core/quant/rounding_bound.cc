@@ -176,6 +176,12 @@ RoundingBound BoundOfEncoding(const EncodingInfo& info) {
     return Make(Codes::kNearest, Clip::kNone, 0, false, 0, false, s,
                 "nearest, stored scale");
   }
+  // HQQ picks codes with its float32 inverse scale and zero (optimized by
+  // its proximal solver), then stores both in the compute dtype.
+  if (c == "hqq") {
+    return Make(Codes::kChosen, Clip::kAny, 0, false, 0, false, s,
+                "chosen codes (optimized zero, rounded scale)");
+  }
   // bitsandbytes (absmax codebooks) and fp8 casts: nearest.
   return Make(Codes::kNearest, Clip::kNone, 0, false, 0, false, s, "nearest");
 }

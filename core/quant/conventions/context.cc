@@ -118,6 +118,18 @@ absl::Status Context::Add(absl::string_view convention, const std::string& name,
   return absl::OkStatus();
 }
 
+void Context::AddEncoded(const std::string& name, std::vector<int64_t> shape,
+                         std::shared_ptr<const Encoding> encoding) {
+  LogicalTensor t;
+  t.name = name;
+  t.num_elements = 1;
+  for (int64_t d : shape) t.num_elements *= d;
+  t.shape = std::move(shape);
+  for (const StoredTensor* p : encoding->parts()) claimed_.insert(p->name);
+  t.encoding = std::move(encoding);
+  out_.push_back(std::move(t));
+}
+
 absl::Status Mismatch(absl::string_view convention, absl::string_view message) {
   return absl::DataLossError(absl::StrCat(convention, ": ", message));
 }

@@ -79,6 +79,10 @@ class Context {
   // Errors: those of MakeAffineEncoding, prefixed with `convention`.
   absl::Status Add(absl::string_view convention, const std::string& name,
                    AffineParams params);
+  // Adds a logical tensor of shape `shape` decoded by `encoding` (an
+  // encoding of its own, such as HQQ's), claiming the encoding's parts.
+  void AddEncoded(const std::string& name, std::vector<int64_t> shape,
+                  std::shared_ptr<const Encoding> encoding);
   bool claimed(absl::string_view name) const { return claimed_.contains(name); }
 
   std::vector<LogicalTensor> TakeTensors() { return std::move(out_); }
@@ -159,6 +163,7 @@ absl::Status ResolveFp8(Context& ctx, const Fp8Config& config);
 absl::Status ResolveMxfp4GptOss(Context& ctx);
 absl::Status ResolveBitsandbytes(Context& ctx);
 absl::Status ResolveModelOpt(Context& ctx, const ModelOptConfig& config);
+absl::Status ResolveHqq(Context& ctx, const HqqConfig& config);
 
 }  // namespace tensormorph::conventions
 

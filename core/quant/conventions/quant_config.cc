@@ -18,19 +18,10 @@ namespace {
 using Json = nlohmann::json;
 
 // Methods transformers knows that Tensormorph does not decode (yet).
-constexpr const char* kUnsupported[] = {"hqq",
-                                        "eetq",
-                                        "quanto",
-                                        "aqlm",
-                                        "exl2",
-                                        "higgs",
-                                        "vptq",
-                                        "torchao",
-                                        "spqr",
-                                        "bitnet",
-                                        "fbgemm_fp8_rowwise",
-                                        "squeezellm",
-                                        "marlin"};
+constexpr const char* kUnsupported[] = {
+    "eetq",       "quanto",  "aqlm", "exl2",   "higgs",
+    "vptq",       "torchao", "spqr", "bitnet", "fbgemm_fp8_rowwise",
+    "squeezellm", "marlin"};
 
 // How a value prints in "got ..." (strings cut at 40 bytes).
 std::string Describe(const Json& v) {
@@ -600,6 +591,71 @@ absl::Status ParseHfQuantConfig(const Reader& r, const Node& top,
   return ParseModelOpt(r, q, false, c);
 }
 
+// HQQ's weight_quant_params at `w`.
+absl::Status ParseHqqWeights(const Reader& r, const Node& w,
+                             HqqWeightParams* p) {
+  p->key_path = w.path;
+  auto bits = r.Soft(r.IntOr(w.Key("nbits"), 4, 1, 8), int64_t{4});
+  if (!bits.ok()) return bits.status();
+  if (*bits == 7) {
+    TM_RETURN_IF_ERROR(
+        r.Soft(r.Bad(w.Key("nbits"), "HQQ's nbits (1, 2, 3, 4, 5, 6, 8)")));
+    *bits = 4;
+  }
+  p->bits = static_cast<int>(*bits);
+  const Node gs = w.Key("group_size");
+  if (!gs.absent() && gs.null()) {
+    p->group_size = std::nullopt;
+  } else {
+    auto g = r.Soft(r.IntOr(gs, 64, 1, int64_t{1} << 20), int64_t{64});
+    if (!g.ok()) return g.status();
+    p->group_size = *g;
+  }
+  auto axis = r.Soft(r.IntOr(w.Key("axis"), 1, 0, 1), int64_t{1});
+  if (!axis.ok()) return axis.status();
+  p->axis = static_cast<int>(*axis);
+  return absl::OkStatus();
+}
+
+// One layer's quant config: {"weight_quant_params", "scale_quant_params",
+// "zero_quant_params", ...}.
+absl::Status ParseHqqLayer(const Reader& r, const Node& n, HqqWeightParams* p) {
+  if (auto s = r.Object(n); !s.ok()) return r.Soft(s);
+  for (const char* k : {"scale_quant_params", "zero_quant_params"}) {
+    const Node q = n.Key(k);
+    if (!q.absent() && !q.null()) {
+      TM_RETURN_IF_ERROR(r.Soft(r.Unsupported(
+          q, "HQQ with quantized scales or zero-points is not supported")));
+    }
+  }
+  const Node w = n.Key("weight_quant_params");
+  if (w.absent()) return r.Soft(r.Missing(w, "an object"));
+  if (auto s = r.Object(w); !s.ok()) return r.Soft(s);
+  return ParseHqqWeights(r, w, p);
+}
+
+absl::Status ParseHqq(const Reader& r, const Node& q, HqqConfig* c) {
+  TM_RETURN_IF_ERROR(
+      ParseStringList(r, q.Key("skip_modules"), &c->skip_modules));
+  const Node qc = q.Key("quant_config");
+  if (qc.absent()) return r.Soft(r.Missing(qc, "an object"));
+  if (auto s = r.Object(qc); !s.ok()) return r.Soft(s);
+  if (!qc.Key("weight_quant_params").absent()) {
+    c->layers.push_back({});
+    return ParseHqqLayer(r, qc, &c->layers.back().weights);
+  }
+  // A map of layer tags ("self_attn.q_proj") to their configs.
+  for (auto it = qc.v->begin(); it != qc.v->end(); ++it) {
+    if (it.key() == "offload_meta") continue;
+    const Node layer{&it.value(), absl::StrCat(qc.path, ".", it.key())};
+    HqqConfig::Layer l;
+    l.tag = it.key();
+    TM_RETURN_IF_ERROR(ParseHqqLayer(r, layer, &l.weights));
+    c->layers.push_back(std::move(l));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<QuantConfig> Parse(const QuantConfigs& files,
                                   std::vector<ResolveProblem>* problems) {
   QuantConfig out;
@@ -691,6 +747,9 @@ absl::StatusOr<QuantConfig> Parse(const QuantConfigs& files,
     if (s.ok() && !nested.absent() && nested.v->is_object()) {
       s = ParseModelOpt(r, nested, false, &out.modelopt);
     }
+  } else if (m == "hqq") {
+    out.method = QuantMethod::kHqq;
+    s = ParseHqq(r, q, &out.hqq);
   } else if (m == "fp8" || m == "fbgemm_fp8") {
     out.method = QuantMethod::kFp8;
     s = ParseFp8(r, q, &out.fp8);
@@ -706,7 +765,7 @@ absl::StatusOr<QuantConfig> Parse(const QuantConfigs& files,
         absl::StrCat(
             "quantization method '", m,
             "' is recognised but not supported; supported: gptq, awq, "
-            "compressed-tensors, fp8, mxfp4, bitsandbytes, modelopt"))));
+            "compressed-tensors, fp8, mxfp4, bitsandbytes, modelopt, hqq"))));
     out.method = QuantMethod::kUnknown;
   } else if (m.empty()) {
     out.method = QuantMethod::kUnknown;

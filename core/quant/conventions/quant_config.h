@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/quant/convention_resolver.h"
+#include "core/quant/conventions/hqq_config.h"
 #include "core/quant/conventions/modelopt_config.h"
 #include "core/quant/resolve_problem.h"
 
@@ -43,6 +44,7 @@ enum class QuantMethod {
   kMxfp4,
   kBitsandbytes,
   kModelOpt,  // "modelopt", or hf_quant_config.json
+  kHqq,
 };
 
 // AutoGPTQ / GPTQModel (quantize_config.json or quantization_config).
@@ -123,6 +125,7 @@ struct QuantConfig {
   CompressedTensorsConfig compressed_tensors;
   Fp8Config fp8;
   ModelOptConfig modelopt;
+  HqqConfig hqq;
   // What a user should know about how the configs were read (e.g. an
   // unknown quant_method); surfaced with the detected conventions.
   std::vector<std::string> notes;

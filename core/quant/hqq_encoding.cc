@@ -1,0 +1,207 @@
+#include "core/quant/hqq_encoding.h"
+
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "core/format/stored_tensor.h"
+#include "core/quant/block_util.h"
+#include "core/quant/codec.h"
+#include "core/util/checked_math.h"
+
+namespace tensormorph {
+namespace {
+
+// Slices per packed row and where slice j sits: u8 packings put slice 0 in
+// the top bits; 3-bit packs ten slices below bit 30 of an int32.
+int Slices(int bits) { return bits == 3 ? 10 : bits <= 4 ? 8 / bits : 1; }
+int ShiftOf(int bits, int64_t j) {
+  if (bits == 3) return static_cast<int>(27 - 3 * j);
+  if (bits > 4) return 0;
+  return static_cast<int>(8 - bits * (j + 1));
+}
+
+class HqqEncoding final : public Encoding {
+ public:
+  explicit HqqEncoding(HqqParams p) : p_(std::move(p)) {
+    numel_ = 1;
+    for (int64_t d : p_.shape) numel_ *= d;
+    const int64_t n = numel_ / p_.group_size;
+    rows_ = p_.axis == 1 ? n : p_.group_size;
+    cols_ = p_.axis == 1 ? p_.group_size : n;
+    // Rows per slice: the packed rows.
+    step_ = HqqPackedRows(p_.bits, rows_);
+    mask_ = (1u << p_.bits) - 1;
+  }
+
+  const EncodingInfo& info() const override { return p_.info; }
+  std::vector<const StoredTensor*> parts() const override { return p_.parts; }
+
+  absl::Status Decode(int64_t first, int64_t count, float* out) const override {
+    int64_t cached = -1;
+    double s = 0, z = 0;
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t flat = first + i;
+      const int64_t g = GroupOf(flat);
+      if (g != cached) {
+        cached = g;
+        Params(g, &s, &z);
+      }
+      out[i] = Value(Code(flat), s, z);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status GroupIds(absl::Span<const int64_t> indices,
+                        int64_t* out) const override {
+    for (size_t i = 0; i < indices.size(); ++i) out[i] = GroupOf(indices[i]);
+    return absl::OkStatus();
+  }
+
+  absl::Status Inspect(int64_t flat, ScalarInfo* s) const override {
+    const int64_t g = GroupOf(flat);
+    double scale = 0, zero = 0;
+    Params(g, &scale, &zero);
+    const uint32_t code = Code(flat);
+    *s = ScalarInfo();
+    s->code_bits_value = code;
+    s->code = code;
+    s->code_width = p_.bits;
+    s->block = s->group = g;
+    s->scale = scale;
+    s->zero_point = zero;
+    s->level = RoundToDType(code - zero, p_.compute);
+    s->value = Value(code, scale, zero);
+    FillUniformSteps(scale, -zero, static_cast<double>(mask_) - zero, 0, s);
+    s->AddParam("scale", scale);
+    s->AddParam("zero", zero);
+    return absl::OkStatus();
+  }
+
+ private:
+  int64_t GroupOf(int64_t flat) const {
+    return p_.axis == 1 ? flat / p_.group_size : flat % cols_;
+  }
+
+  // The code of element `flat`: row r, column c of the grouped matrix.
+  uint32_t Code(int64_t flat) const {
+    const int64_t r = flat / cols_, c = flat % cols_;
+    const int64_t j = r / step_, pr = r % step_;
+    const uint8_t* data = p_.w_q->data.data();
+    if (p_.bits == 3) {
+      uint32_t w;
+      std::memcpy(&w, data + (pr * cols_ + c) * 4, 4);
+      return (w >> ShiftOf(3, j)) & mask_;
+    }
+    return (static_cast<uint32_t>(data[pr * cols_ + c]) >>
+            ShiftOf(p_.bits, j)) &
+           mask_;
+  }
+
+  // Group g's scale and zero, in the compute dtype.
+  void Params(int64_t g, double* s, double* z) const {
+    float v = 0;
+    (void)DecodeElements(p_.scale->dtype, p_.scale->data, g, 1, &v);
+    *s = RoundToDType(v, p_.compute);
+    (void)DecodeElements(p_.zero->dtype, p_.zero->data, g, 1, &v);
+    *z = RoundToDType(v, p_.compute);
+  }
+
+  float Value(uint32_t code, double s, double z) const {
+    const double level = RoundToDType(code - z, p_.compute);
+    return static_cast<float>(RoundToDType(level * s, p_.compute));
+  }
+
+  HqqParams p_;
+  int64_t numel_ = 0, rows_ = 0, cols_ = 0, step_ = 1;
+  uint32_t mask_ = 0;
+};
+
+absl::Status Invalid(const StoredTensor* t, absl::string_view rule) {
+  return absl::DataLossError(
+      absl::StrCat("HQQ: '", t == nullptr ? "?" : t->name, "' ", rule));
+}
+
+}  // namespace
+
+int64_t HqqPackedRows(int bits, int64_t rows) {
+  if (bits == 3) return rows / 10 + (rows % 10 != 0 ? 1 : 0);
+  return rows / Slices(bits);
+}
+
+double RoundToDType(double x, DType dtype) {
+  int precision = 24, min_exp = -126;
+  double max = FLT_MAX;
+  if (dtype == DType::kF16) {
+    precision = 11, min_exp = -14, max = 65504.0;
+  } else if (dtype == DType::kBF16) {
+    precision = 8, min_exp = -126, max = 0x1.fep127;
+  }
+  if (x == 0 || !std::isfinite(x)) return x;
+  int e = 0;
+  std::frexp(x, &e);  // |x| in [2^(e-1), 2^e)
+  const int q = std::max(e - 1, min_exp) - (precision - 1);
+  const double y = std::ldexp(std::nearbyint(std::ldexp(x, -q)), q);
+  if (std::fabs(y) > max) return std::copysign(INFINITY, x);
+  return y;
+}
+
+absl::StatusOr<std::shared_ptr<const Encoding>> MakeHqqEncoding(HqqParams p) {
+  const std::optional<int64_t> numel = CheckedProduct(p.shape);
+  if (p.shape.empty() || !numel || *numel <= 0) {
+    return Invalid(p.w_q, "has a shape with no elements");
+  }
+  if (p.bits < 1 || p.bits > 8) {
+    return Invalid(p.w_q, absl::StrCat("has ", p.bits,
+                                       "-bit codes; HQQ has "
+                                       "1 to 8"));
+  }
+  if (p.group_size < 1 || *numel % p.group_size != 0) {
+    return Invalid(p.w_q, absl::StrCat("has ", *numel,
+                                       " elements, not a multiple of the "
+                                       "group size ",
+                                       p.group_size));
+  }
+  if (p.axis != 0 && p.axis != 1) {
+    return Invalid(p.w_q, absl::StrCat("has axis ", p.axis, "; 0 or 1"));
+  }
+  if (p.compute != DType::kF16 && p.compute != DType::kBF16 &&
+      p.compute != DType::kF32) {
+    return Invalid(p.w_q, "has a compute dtype other than F16, BF16, F32");
+  }
+  const int64_t groups = *numel / p.group_size;
+  const int64_t rows = p.axis == 1 ? groups : p.group_size;
+  const int64_t cols = p.axis == 1 ? p.group_size : groups;
+  if (p.bits != 3 && rows % Slices(p.bits) != 0) {
+    return Invalid(
+        p.w_q, absl::StrCat("packs ", rows, " rows of ", p.bits,
+                            "-bit codes, not a multiple of ", Slices(p.bits)));
+  }
+  const std::vector<int64_t> want = {HqqPackedRows(p.bits, rows), cols};
+  const DType want_dtype = p.bits == 3 ? DType::kI32 : DType::kU8;
+  if (p.w_q == nullptr || p.w_q->dtype != want_dtype || p.w_q->shape != want ||
+      p.w_q->data.size() !=
+          static_cast<uint64_t>(want[0] * want[1]) * (p.bits == 3 ? 4u : 1u)) {
+    return Invalid(
+        p.w_q,
+        absl::StrCat(
+            "is ",
+            p.w_q ? DescribeStored(p.w_q->dtype, p.w_q->shape) : "absent",
+            " but ", p.bits, "-bit codes grouped by ", p.group_size,
+            " along axis ", p.axis, " need ", DTypeName(want_dtype), "[",
+            want[0], ",", want[1], "]"));
+  }
+  for (const StoredTensor* t : {p.scale, p.zero}) {
+    const DTypeInfo& d = GetDTypeInfo(t->dtype);
+    if (!d.decodable || d.block_elems != 1 || t->num_elements != groups ||
+        t->data.size() != static_cast<uint64_t>(groups) * d.block_bytes) {
+      return Invalid(t, absl::StrCat("is ", DescribeStored(t->dtype, t->shape),
+                                     " but needs one float for each of ",
+                                     groups, " groups"));
+    }
+  }
+  return std::make_shared<HqqEncoding>(std::move(p));
+}
+
+}  // namespace tensormorph

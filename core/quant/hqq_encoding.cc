@@ -1,5 +1,6 @@
 #include "core/quant/hqq_encoding.h"
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -38,17 +39,39 @@ class HqqEncoding final : public Encoding {
   const EncodingInfo& info() const override { return p_.info; }
   std::vector<const StoredTensor*> parts() const override { return p_.parts; }
 
+  // Axis 1 goes a group at a time: a group is one row of the grouped
+  // matrix, so its packed row, slice and shift are found once, and its
+  // values, a function of the code alone, are computed once per code (Value,
+  // as Inspect) and looked up. Axis 0 goes element by element.
   absl::Status Decode(int64_t first, int64_t count, float* out) const override {
-    int64_t cached = -1;
-    double s = 0, z = 0;
-    for (int64_t i = 0; i < count; ++i) {
-      const int64_t flat = first + i;
-      const int64_t g = GroupOf(flat);
-      if (g != cached) {
-        cached = g;
-        Params(g, &s, &z);
+    if (p_.axis != 1) return DecodeEach(first, count, out);
+    float values[256];
+    const int64_t end = first + count;
+    while (first < end) {
+      const int64_t g = first / p_.group_size;
+      const int64_t k0 = first % p_.group_size;
+      const int64_t n = std::min(end - first, p_.group_size - k0);
+      double s = 0, z = 0;
+      Params(g, &s, &z);
+      for (uint32_t c = 0; c <= mask_; ++c) values[c] = Value(c, s, z);
+      const int64_t j = g / step_, pr = g % step_;
+      const uint8_t* data = p_.w_q->data.data();
+      if (p_.bits == 3) {
+        const int shift = ShiftOf(3, j);
+        for (int64_t k = 0; k < n; ++k) {
+          uint32_t w;
+          std::memcpy(&w, data + (pr * cols_ + k0 + k) * 4, 4);
+          out[k] = values[(w >> shift) & mask_];
+        }
+      } else {
+        const int shift = ShiftOf(p_.bits, j);
+        const uint8_t* row = data + pr * cols_ + k0;
+        for (int64_t k = 0; k < n; ++k) {
+          out[k] = values[(static_cast<uint32_t>(row[k]) >> shift) & mask_];
+        }
       }
-      out[i] = Value(Code(flat), s, z);
+      out += n;
+      first += n;
     }
     return absl::OkStatus();
   }
@@ -80,6 +103,20 @@ class HqqEncoding final : public Encoding {
   }
 
  private:
+  absl::Status DecodeEach(int64_t first, int64_t count, float* out) const {
+    int64_t cached = -1;
+    double s = 0, z = 0;
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t g = GroupOf(first + i);
+      if (g != cached) {
+        cached = g;
+        Params(g, &s, &z);
+      }
+      out[i] = Value(Code(first + i), s, z);
+    }
+    return absl::OkStatus();
+  }
+
   int64_t GroupOf(int64_t flat) const {
     return p_.axis == 1 ? flat / p_.group_size : flat % cols_;
   }
@@ -138,13 +175,24 @@ double RoundToDType(double x, DType dtype) {
   } else if (dtype == DType::kBF16) {
     precision = 8, min_exp = -126, max = 0x1.fep127;
   }
-  if (x == 0 || !std::isfinite(x)) return x;
-  int e = 0;
-  std::frexp(x, &e);  // |x| in [2^(e-1), 2^e)
-  const int q = std::max(e - 1, min_exp) - (precision - 1);
-  const double y = std::ldexp(std::nearbyint(std::ldexp(x, -q)), q);
+  uint64_t bits;
+  std::memcpy(&bits, &x, 8);
+  const int biased = static_cast<int>((bits >> 52) & 0x7FF);
+  if (x == 0 || biased == 0x7FF) return x;
+  // |x| in [2^e, 2^(e+1)) (a subnormal double is far below every target's
+  // least value: its e only needs to be below min_exp).
+  const int e = biased == 0 ? -1075 : biased - 1023;
+  const int q = std::max(e, min_exp) - (precision - 1);  // the target's ulp
+  // Adding 1.5 * 2^(q+52), whose ulp is 2^q, rounds x to a multiple of 2^q,
+  // to nearest even, in one correctly rounded double addition (|x| is far
+  // below 2^(q+51)); subtracting it back is exact.
+  const uint64_t c_bits =
+      (static_cast<uint64_t>(q + 52 + 1023) << 52) | (uint64_t{1} << 51);
+  double c;
+  std::memcpy(&c, &c_bits, 8);
+  const double y = (x + c) - c;
   if (std::fabs(y) > max) return std::copysign(INFINITY, x);
-  return y;
+  return std::copysign(y, x);  // a negative x rounded to zero is -0
 }
 
 absl::StatusOr<std::shared_ptr<const Encoding>> MakeHqqEncoding(HqqParams p) {

@@ -153,6 +153,9 @@ TEST(HqqTest, RoundToDTypeRoundsOnceToNearestEven) {
   EXPECT_EQ(RoundToDType(65520.0, DType::kF16), INFINITY);
   EXPECT_EQ(RoundToDType(1.0 + 0x1p-8, DType::kBF16), 1.0);
   EXPECT_EQ(RoundToDType(-3.0, DType::kBF16), -3.0);
+  EXPECT_TRUE(std::signbit(RoundToDType(-0x1p-30, DType::kF16)));
+  EXPECT_EQ(RoundToDType(0x1.0000018p0, DType::kF32), 0x1.000002p0);
+  EXPECT_EQ(RoundToDType(-1e-300, DType::kBF16), 0.0);
 }
 
 TEST(HqqConfigTest, HostileValuesAreDataLossNamingTheKey) {

@@ -9,6 +9,7 @@
 #include "core/format/stored_tensor.h"
 #include "core/quant/block_util.h"
 #include "core/quant/codec.h"
+#include "core/quant/float_formats.h"
 #include "core/util/checked_math.h"
 
 namespace tensormorph {
@@ -138,11 +139,33 @@ class HqqEncoding final : public Encoding {
 
   // Group g's scale and zero, in the compute dtype.
   void Params(int64_t g, double* s, double* z) const {
-    float v = 0;
-    (void)DecodeElements(p_.scale->dtype, p_.scale->data, g, 1, &v);
-    *s = RoundToDType(v, p_.compute);
-    (void)DecodeElements(p_.zero->dtype, p_.zero->data, g, 1, &v);
-    *z = RoundToDType(v, p_.compute);
+    *s = RoundToDType(Load(p_.scale, g), p_.compute);
+    *z = RoundToDType(Load(p_.zero, g), p_.compute);
+  }
+
+  // Element g of a scale or zero tensor (validated: plain numbers, one per
+  // group); the usual float dtypes read directly.
+  static double Load(const StoredTensor* t, int64_t g) {
+    const uint8_t* p = t->data.data();
+    uint16_t h;
+    switch (t->dtype) {
+      case DType::kF16:
+        std::memcpy(&h, p + 2 * g, 2);
+        return F16ToF32Fast(h);
+      case DType::kBF16:
+        std::memcpy(&h, p + 2 * g, 2);
+        return BF16ToF32(h);
+      case DType::kF32: {
+        float f;
+        std::memcpy(&f, p + 4 * g, 4);
+        return f;
+      }
+      default: {
+        float v = 0;
+        (void)DecodeElements(t->dtype, t->data, g, 1, &v);
+        return v;
+      }
+    }
   }
 
   float Value(uint32_t code, double s, double z) const {

@@ -280,5 +280,75 @@ TEST_F(HostileConfigTest, ModelOptConfigsAreDataLossNamingTheKey) {
                                      "model.layers.0.self_attn.q_proj.weight"));
 }
 
+// An HQQ layer (4-bit, groups of 32, float16) as `name`, its config.json's
+// weight_quant_params edited by `edit`.
+std::string Hqq(const std::string& dir, const std::string& name,
+                const std::function<void(Json&)>& edit) {
+  const std::string d = dir + "/" + name;
+  std::filesystem::create_directory(d);
+  const std::string m = "model.layers.0.mlp.down_proj.";
+  WriteFile(
+      d + "/model.safetensors",
+      BuildSafetensors({{m + "W_q", "U8", {2, 32}, std::string(64, '\x5a')},
+                        {m + "scale", "F16", {4, 1}, std::string(8, '\x20')},
+                        {m + "zero", "F16", {4, 1}, std::string(8, '\x40')},
+                        {m + "shape",
+                         "I64",
+                         {2},
+                         testing::Bytes(std::vector<int64_t>{4, 32})},
+                        {m + "nbits", "U8", {}, std::string(1, '\x04')},
+                        {m + "group_size", "U8", {}, std::string(1, '\x20')},
+                        {m + "axis", "U8", {}, std::string(1, '\x01')},
+                        {m + "packing", "U8", {7}, "4bit_u8"}}));
+  Json w = {{"nbits", 4}, {"group_size", 32}, {"axis", 1}};
+  edit(w);
+  WriteJson(d + "/config.json",
+            {{"quantization_config",
+              {{"quant_method", "hqq"},
+               {"quant_config", {{"weight_quant_params", w}}}}}});
+  return name;
+}
+
+TEST_F(HostileConfigTest, HqqConfigsAreDataLossNamingTheKey) {
+  const std::string wq = "quantization_config.quant_config.weight_quant_params";
+  const struct {
+    const char* name;
+    std::function<void(Json&)> edit;
+    std::string says;
+  } cases[] = {
+      {"hqq_bits_7", [](Json& w) { w["nbits"] = 7; },
+       wq + ".nbits: expected HQQ's nbits"},
+      {"hqq_bits_ternary", [](Json& w) { w["nbits"] = 1.58; },
+       wq + ".nbits: expected an integer in [1, 8], got number 1.58"},
+      {"hqq_group_absurd", [](Json& w) { w["group_size"] = int64_t{1} << 40; },
+       wq + ".group_size: expected an integer in [1, 1048576]"},
+      {"hqq_axis_string", [](Json& w) { w["axis"] = "1"; },
+       wq + ".axis: expected an integer in [0, 1], got string \"1\""},
+      {"hqq_contradicts", [](Json& w) { w["group_size"] = 64; },
+       "stores group_size 32 but the config's " + wq + ".group_size is 64"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string name = Hqq(dir_, c.name, c.edit);
+    auto info = client_->GetCheckpoint(name);
+    ASSERT_FALSE(info.ok()) << "opened a hostile config";
+    EXPECT_EQ(info.status().code(), absl::StatusCode::kDataLoss)
+        << info.status();
+    EXPECT_THAT(std::string(info.status().message()), HasSubstr(c.says));
+    ASSERT_TRUE(client_->GetCheckpoint("good.safetensors").ok())
+        << "the server stopped serving after " << name;
+  }
+  const std::string good = Hqq(dir_, "hqq_good", [](Json&) {});
+  auto info = client_->GetCheckpoint(good);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_THAT(info->conventions(), ::testing::ElementsAre("hqq"));
+  v1::ReadSliceRequest r;
+  r.set_checkpoint(good);
+  r.set_tensor("model.layers.0.mlp.down_proj.weight");
+  auto data = client_->ReadSliceAll(r);
+  ASSERT_TRUE(data.ok()) << data.status();
+  EXPECT_EQ(data->bytes.size(), 4u * 32 * 4);
+}
+
 }  // namespace
 }  // namespace tensormorph

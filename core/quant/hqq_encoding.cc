@@ -5,6 +5,10 @@
 #include <cmath>
 #include <cstring>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "absl/strings/str_cat.h"
 #include "core/format/stored_tensor.h"
 #include "core/quant/block_util.h"
@@ -54,7 +58,7 @@ class HqqEncoding final : public Encoding {
       const int64_t n = std::min(end - first, p_.group_size - k0);
       double s = 0, z = 0;
       Params(g, &s, &z);
-      for (uint32_t c = 0; c <= mask_; ++c) values[c] = Value(c, s, z);
+      HqqGroupValues(s, z, p_.bits, p_.compute, values);
       const int64_t j = g / step_, pr = g % step_;
       const uint8_t* data = p_.w_q->data.data();
       if (p_.bits == 3) {
@@ -216,6 +220,78 @@ double RoundToDType(double x, DType dtype) {
   const double y = (x + c) - c;
   if (std::fabs(y) > max) return std::copysign(INFINITY, x);
   return std::copysign(y, x);  // a negative x rounded to zero is -0
+}
+
+void HqqGroupValuesScalar(double s, double z, int bits, DType dtype,
+                          float* out) {
+  for (uint32_t c = 0; c < (1u << bits); ++c) {
+    const double level = RoundToDType(c - z, dtype);
+    out[c] = static_cast<float>(RoundToDType(level * s, dtype));
+  }
+}
+
+#if defined(__x86_64__)
+namespace {
+
+// RoundToDType on four doubles: the same addition of 1.5 * 2^(ulp + 52),
+// its exponent taken per lane; infinities and NaNs pass through.
+__attribute__((target("avx2"))) inline __m256d RoundAvx2(__m256d x,
+                                                         int precision,
+                                                         int min_exp,
+                                                         double max) {
+  const __m256i bits = _mm256_castpd_si256(x);
+  const __m256i biased =
+      _mm256_and_si256(_mm256_srli_epi64(bits, 52), _mm256_set1_epi64x(0x7FF));
+  const __m256i e = _mm256_sub_epi64(biased, _mm256_set1_epi64x(1023));
+  const __m256i lo = _mm256_set1_epi64x(min_exp);
+  const __m256i emax = _mm256_blendv_epi8(lo, e, _mm256_cmpgt_epi64(e, lo));
+  const __m256i q = _mm256_sub_epi64(emax, _mm256_set1_epi64x(precision - 1));
+  const __m256i c_bits = _mm256_or_si256(
+      _mm256_slli_epi64(_mm256_add_epi64(q, _mm256_set1_epi64x(52 + 1023)), 52),
+      _mm256_set1_epi64x(int64_t{1} << 51));
+  const __m256d c = _mm256_castsi256_pd(c_bits);
+  __m256d y = _mm256_sub_pd(_mm256_add_pd(x, c), c);
+  const __m256d sign = _mm256_set1_pd(-0.0);
+  const __m256d mag = _mm256_andnot_pd(sign, y);
+  y = _mm256_blendv_pd(mag, _mm256_set1_pd(INFINITY),
+                       _mm256_cmp_pd(mag, _mm256_set1_pd(max), _CMP_GT_OQ));
+  y = _mm256_or_pd(y, _mm256_and_pd(sign, x));  // x's sign, as copysign
+  const __m256i special = _mm256_cmpeq_epi64(biased, _mm256_set1_epi64x(0x7FF));
+  return _mm256_blendv_pd(y, x, _mm256_castsi256_pd(special));
+}
+
+__attribute__((target("avx2"))) void HqqGroupValuesAvx2(double s, double z,
+                                                        int bits, DType dtype,
+                                                        float* out) {
+  int precision = 24, min_exp = -126;
+  double max = FLT_MAX;
+  if (dtype == DType::kF16) {
+    precision = 11, min_exp = -14, max = 65504.0;
+  } else if (dtype == DType::kBF16) {
+    precision = 8, min_exp = -126, max = 0x1.fep127;
+  }
+  const __m256d vs = _mm256_set1_pd(s), vz = _mm256_set1_pd(z);
+  const __m256d four = _mm256_set1_pd(4.0);
+  __m256d c = _mm256_set_pd(3.0, 2.0, 1.0, 0.0);
+  for (uint32_t i = 0; i < (1u << bits); i += 4) {
+    const __m256d level =
+        RoundAvx2(_mm256_sub_pd(c, vz), precision, min_exp, max);
+    const __m256d v =
+        RoundAvx2(_mm256_mul_pd(level, vs), precision, min_exp, max);
+    _mm_storeu_ps(out + i, _mm256_cvtpd_ps(v));  // exact: v is a target value
+    c = _mm256_add_pd(c, four);
+  }
+}
+
+}  // namespace
+#endif
+
+void HqqGroupValues(double s, double z, int bits, DType dtype, float* out) {
+#if defined(__x86_64__)
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2 && bits >= 2) return HqqGroupValuesAvx2(s, z, bits, dtype, out);
+#endif
+  HqqGroupValuesScalar(s, z, bits, dtype, out);
 }
 
 absl::StatusOr<std::shared_ptr<const Encoding>> MakeHqqEncoding(HqqParams p) {

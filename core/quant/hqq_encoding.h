@@ -52,6 +52,15 @@ absl::StatusOr<std::shared_ptr<const Encoding>> MakeHqqEncoding(HqqParams p);
 // even; beyond the largest finite value: infinity).
 double RoundToDType(double x, DType dtype);
 
+// A group's value of every code c in [0, 2^bits): round(round(c - z) * s),
+// each rounding to `dtype` (s and z already in it), into out[c]. The scalar
+// reference, and the AVX2 path (four codes at a time) that gives the same
+// bits; tests hold them to it.
+// REQUIRES: 1 <= bits <= 8; `out` holds 2^bits floats; dtype as RoundToDType.
+void HqqGroupValues(double s, double z, int bits, DType dtype, float* out);
+void HqqGroupValuesScalar(double s, double z, int bits, DType dtype,
+                          float* out);
+
 }  // namespace tensormorph
 
 #endif  // TENSORMORPH_CORE_QUANT_HQQ_ENCODING_H_

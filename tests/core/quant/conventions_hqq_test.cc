@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -156,6 +157,31 @@ TEST(HqqTest, RoundToDTypeRoundsOnceToNearestEven) {
   EXPECT_TRUE(std::signbit(RoundToDType(-0x1p-30, DType::kF16)));
   EXPECT_EQ(RoundToDType(0x1.0000018p0, DType::kF32), 0x1.000002p0);
   EXPECT_EQ(RoundToDType(-1e-300, DType::kBF16), 0.0);
+}
+
+TEST(HqqTest, GroupValuesFastPathEqualsTheScalarReference) {
+  std::mt19937 rng(23);
+  std::uniform_real_distribution<double> u(-1, 1);
+  const double scales[] = {1e-3, 0.0123, -0.5, 3e4, 1e-8, 0.0};
+  const double zeros[] = {7.5, 0.0, -0.0, 1e-7, 15.999, 300.0, -2.25};
+  for (DType d : {DType::kF16, DType::kBF16, DType::kF32}) {
+    for (int bits : {2, 3, 4, 8}) {
+      for (double s0 : scales) {
+        for (double z0 : zeros) {
+          const double s = RoundToDType(s0 * (1 + 0.1 * u(rng)), d);
+          const double z = RoundToDType(z0 * (1 + 0.1 * u(rng)), d);
+          float fast[256], ref[256];
+          HqqGroupValues(s, z, bits, d, fast);
+          HqqGroupValuesScalar(s, z, bits, d, ref);
+          for (int c = 0; c < (1 << bits); ++c) {
+            ASSERT_EQ(Bits(fast[c]), Bits(ref[c]))
+                << DTypeName(d) << " bits " << bits << " s " << s << " z " << z
+                << " code " << c;
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(HqqConfigTest, HostileValuesAreDataLossNamingTheKey) {

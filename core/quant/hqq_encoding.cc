@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/format/stored_tensor.h"
+#include "core/quant/affine_kernels.h"
 #include "core/quant/block_util.h"
 #include "core/quant/codec.h"
 #include "core/quant/float_formats.h"
@@ -45,38 +46,49 @@ class HqqEncoding final : public Encoding {
   std::vector<const StoredTensor*> parts() const override { return p_.parts; }
 
   // Axis 1 goes a group at a time: a group is one row of the grouped
-  // matrix, so its packed row, slice and shift are found once, and its
-  // values, a function of the code alone, are computed once per code (Value,
-  // as Inspect) and looked up. Axis 0 goes element by element.
+  // matrix, so its packed row and shift are found once, its values (a
+  // function of the code alone) computed once per code by HqqGroupValues,
+  // and its codes looked up by the codebook kernel. Axis 0 goes element by
+  // element (Value, as Inspect).
   absl::Status Decode(int64_t first, int64_t count, float* out) const override {
     if (p_.axis != 1) return DecodeEach(first, count, out);
-    float values[256];
+    // Entries past 2^bits stay 0: the 16-entry kernel loads them, never
+    // selects them.
+    float values[256] = {};
+    thread_local std::vector<uint8_t> codes;
+    codes.resize(static_cast<size_t>(p_.group_size));
+    const float one = 1.0f;  // x * 1 is x: the lookup's multiply is exact
+    const uint8_t* data = p_.w_q->data.data();
     const int64_t end = first + count;
-    while (first < end) {
-      const int64_t g = first / p_.group_size;
-      const int64_t k0 = first % p_.group_size;
+    // Group g sits in packed row pr of slice j; both advance with g, so no
+    // division is needed past the first group.
+    int64_t g = first / p_.group_size, k0 = first % p_.group_size;
+    int64_t j = g / step_, pr = g % step_;
+    for (; first < end; ++g, k0 = 0) {
+      if (pr == step_) pr = 0, ++j;
       const int64_t n = std::min(end - first, p_.group_size - k0);
       double s = 0, z = 0;
       Params(g, &s, &z);
       HqqGroupValues(s, z, p_.bits, p_.compute, values);
-      const int64_t j = g / step_, pr = g % step_;
-      const uint8_t* data = p_.w_q->data.data();
+      const int shift = ShiftOf(p_.bits, j);
       if (p_.bits == 3) {
-        const int shift = ShiftOf(3, j);
         for (int64_t k = 0; k < n; ++k) {
           uint32_t w;
           std::memcpy(&w, data + (pr * cols_ + k0 + k) * 4, 4);
-          out[k] = values[(w >> shift) & mask_];
+          codes[k] = static_cast<uint8_t>((w >> shift) & mask_);
         }
       } else {
-        const int shift = ShiftOf(p_.bits, j);
         const uint8_t* row = data + pr * cols_ + k0;
+        const uint8_t m = static_cast<uint8_t>(mask_);
         for (int64_t k = 0; k < n; ++k) {
-          out[k] = values[(static_cast<uint32_t>(row[k]) >> shift) & mask_];
+          codes[k] = static_cast<uint8_t>(row[k] >> shift) & m;
         }
       }
+      DecodeTableRuns(codes.data(), n, Runs{.run = n, .skip = 0}, values,
+                      p_.bits <= 4 ? 16 : 256, Codebook::kTable, &one, out);
       out += n;
       first += n;
+      ++pr;
     }
     return absl::OkStatus();
   }

@@ -70,14 +70,14 @@ bool ModelOptWildcardMatch(const std::string& pattern,
 // equal to an entry or matching it as a wildcard (vLLM's rule).
 bool ModelOptExcludes(const ModelOptConfig& c, const std::string& module);
 
-// Whether the stored weight `w` holds ModelOpt codes: F8_E4M3, or U8 with a
-// `<name>_scale` and `<name>_scale_2` beside it (`has` says which names are
-// stored). The resolver decodes these; `check` reports excluded ones.
+// Whether the stored weight `w` holds ModelOpt codes: F8_E4M3, or U8 with
+// a `<name>_scale` beside it (NVFP4: its weight_scale_2 is then required,
+// and its absence a missing companion). `has` says which names are stored.
+// The resolver decodes these; `check` reports excluded ones.
 template <typename Has>
 bool ModelOptStoredQuantized(const StoredTensor& w, const Has& has) {
   return w.dtype == DType::kF8E4M3 ||
-         (w.dtype == DType::kU8 && has(w.name + "_scale") &&
-          has(w.name + "_scale_2"));
+         (w.dtype == DType::kU8 && has(w.name + "_scale"));
 }
 
 }  // namespace tensormorph::conventions

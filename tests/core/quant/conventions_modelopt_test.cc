@@ -8,9 +8,11 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "core/check/check.h"
 #include "core/diff/pairing.h"
 #include "core/diff/tensor_diff.h"
 #include "core/format/checkpoint.h"
@@ -410,6 +412,67 @@ TEST(ModelOptTest, AnExcludedModuleStoredQuantizedStaysAsStored) {
   ASSERT_NE(t, nullptr);
   EXPECT_EQ(t->encoding->info().convention, "safetensors");
   EXPECT_EQ(t->encoding->info().scheme, "U8");
+}
+
+// The rules `tensormorph check` applies, on the writer's fixtures opened
+// as check opens them (leniently).
+std::set<std::string> CheckRules(const std::string& dir) {
+  auto ckpt = Checkpoint::Open(dir, {.lenient = true});
+  EXPECT_TRUE(ckpt.ok()) << ckpt.status();
+  std::set<std::string> rules;
+  if (!ckpt.ok()) return rules;
+  auto summary =
+      CheckCheckpoint(**ckpt, CheckOptions(), nullptr, nullptr,
+                      [&](const Finding& f) { rules.insert(f.rule); });
+  EXPECT_TRUE(summary.ok()) << summary.status();
+  return rules;
+}
+
+TEST(ModelOptCheckTest, TheWritersCheckpointsAreClean) {
+  for (const char* name : {"nvfp4", "fp8", "fp8_pb_wo", "mxfp8",
+                           "mixed_precision", "nvfp4_sharded"}) {
+    SCOPED_TRACE(name);
+    const std::set<std::string> rules = CheckRules(Fixtures() + "/" + name);
+    for (const char* error :
+         {"missing-companion", "companion-shape", "excluded-quantized",
+          "unresolved-tensor", "nan-scale", "zero-scale"}) {
+      EXPECT_FALSE(rules.contains(error)) << error;
+    }
+  }
+}
+
+TEST(ModelOptCheckTest, AGlobalScaleOfZeroZeroesEveryGroup) {
+  const std::string dir = CopyOf("nvfp4");
+  testing::EditSafetensors(
+      dir + "/model.safetensors", [](std::vector<testing::StTensor>& ts) {
+        for (testing::StTensor& t : ts) {
+          if (t.name == "model.layers.0.mlp.down_proj.weight_scale_2") {
+            t.data = std::string(4, '\0');
+          }
+        }
+      });
+  const std::set<std::string> rules = CheckRules(dir);
+  EXPECT_TRUE(rules.contains("zero-scale"));
+  EXPECT_TRUE(rules.contains("all-zero-group"));
+}
+
+TEST(ModelOptCheckTest, AMissingGlobalScaleIsAMissingCompanion) {
+  const std::string dir = CopyOf("nvfp4");
+  testing::EditSafetensors(
+      dir + "/model.safetensors", [](std::vector<testing::StTensor>& ts) {
+        std::erase_if(ts, [](const testing::StTensor& t) {
+          return t.name == "model.layers.0.mlp.down_proj.weight_scale_2";
+        });
+      });
+  auto strict = Checkpoint::Open(dir);
+  ASSERT_FALSE(strict.ok());
+  EXPECT_EQ(strict.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(strict.status().message()),
+              HasSubstr("ModelOpt: tensor "
+                        "'model.layers.0.mlp.down_proj.weight' needs "
+                        "'model.layers.0.mlp.down_proj.weight_scale_2', which "
+                        "the checkpoint lacks"));
+  EXPECT_TRUE(CheckRules(dir).contains("missing-companion"));
 }
 
 }  // namespace

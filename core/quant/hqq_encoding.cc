@@ -6,6 +6,7 @@
 #include <cstring>
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -71,20 +72,23 @@ class HqqEncoding final : public Encoding {
       Params(g, &s, &z);
       HqqGroupValues(s, z, p_.bits, p_.compute, values);
       const int shift = ShiftOf(p_.bits, j);
+      // Local pointers: through the thread_local vector the compiler would
+      // reload its data pointer for every byte and not vectorise.
+      uint8_t* const dst = codes.data();
       if (p_.bits == 3) {
         for (int64_t k = 0; k < n; ++k) {
           uint32_t w;
           std::memcpy(&w, data + (pr * cols_ + k0 + k) * 4, 4);
-          codes[k] = static_cast<uint8_t>((w >> shift) & mask_);
+          dst[k] = static_cast<uint8_t>((w >> shift) & mask_);
         }
       } else {
-        const uint8_t* row = data + pr * cols_ + k0;
+        const uint8_t* const row = data + pr * cols_ + k0;
         const uint8_t m = static_cast<uint8_t>(mask_);
         for (int64_t k = 0; k < n; ++k) {
-          codes[k] = static_cast<uint8_t>(row[k] >> shift) & m;
+          dst[k] = static_cast<uint8_t>(row[k] >> shift) & m;
         }
       }
-      DecodeTableRuns(codes.data(), n, Runs{.run = n, .skip = 0}, values,
+      DecodeTableRuns(dst, n, Runs{.run = n, .skip = 0}, values,
                       p_.bits <= 4 ? 16 : 256, Codebook::kTable, &one, out);
       out += n;
       first += n;
@@ -295,12 +299,48 @@ __attribute__((target("avx2"))) void HqqGroupValuesAvx2(double s, double z,
   }
 }
 
+// float16 arithmetic through the F16C conversions, eight codes at a time:
+// c - z is exact in float32 when z is 0 or 2^-6 <= |z| < 2^15 (the bits of
+// c, below 2^8, and of z's 11-bit significand then span at most 24), and a
+// product of two float16 values always is; each conversion to float16
+// rounds once, to nearest even, overflowing to infinity.
+__attribute__((target("avx2,f16c"))) void HqqGroupValuesF16c(float s, float z,
+                                                             int bits,
+                                                             float* out) {
+  const __m256 vs = _mm256_set1_ps(s), vz = _mm256_set1_ps(z);
+  __m256 c = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256 eight = _mm256_set1_ps(8.0f);
+  for (uint32_t i = 0; i < (1u << bits); i += 8) {
+    const __m256 level = _mm256_cvtph_ps(_mm256_cvtps_ph(
+        _mm256_sub_ps(c, vz), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    const __m256 v = _mm256_cvtph_ps(
+        _mm256_cvtps_ph(_mm256_mul_ps(level, vs),
+                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    _mm256_storeu_ps(out + i, v);
+    c = _mm256_add_ps(c, eight);
+  }
+}
+
+bool HaveF16c() {
+  static const bool have = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+  }();
+  return have;
+}
+
 }  // namespace
 #endif
 
 void HqqGroupValues(double s, double z, int bits, DType dtype, float* out) {
 #if defined(__x86_64__)
   static const bool avx2 = __builtin_cpu_supports("avx2");
+  const double az = std::fabs(z);
+  if (avx2 && HaveF16c() && dtype == DType::kF16 && bits >= 3 &&
+      (z == 0 || (az >= 0x1p-6 && az < 0x1p15))) {
+    return HqqGroupValuesF16c(static_cast<float>(s), static_cast<float>(z),
+                              bits, out);
+  }
   if (avx2 && bits >= 2) return HqqGroupValuesAvx2(s, z, bits, dtype, out);
 #endif
   HqqGroupValuesScalar(s, z, bits, dtype, out);

@@ -163,7 +163,10 @@ TEST(HqqTest, GroupValuesFastPathEqualsTheScalarReference) {
   std::mt19937 rng(23);
   std::uniform_real_distribution<double> u(-1, 1);
   const double scales[] = {1e-3, 0.0123, -0.5, 3e4, 1e-8, 0.0};
-  const double zeros[] = {7.5, 0.0, -0.0, 1e-7, 15.999, 300.0, -2.25};
+  // Zeros on both sides of the float16 fast path's range (2^-6, 2^15).
+  const double zeros[] = {7.5,   0.0,      -0.0,    1e-7,     15.999,
+                          300.0, -2.25,    0x1p-6,  0x1p-7,   0x1.ffcp14,
+                          4e4,   0x1.8p-6, -0x1p-6, 0.0078125};
   for (DType d : {DType::kF16, DType::kBF16, DType::kF32}) {
     for (int bits : {2, 3, 4, 8}) {
       for (double s0 : scales) {

@@ -16,6 +16,12 @@ constexpr char kVllm[] =
     "v0.9-v0.14)";
 constexpr char kVllmFp8[] =
     "vLLM docs, features/quantization/fp8 (docs.vllm.ai)";
+constexpr char kVllmModelOpt[] =
+    "vLLM model_executor/layers/quantization/modelopt.py (QUANT_ALGOS, "
+    "github.com/vllm-project/vllm)";
+constexpr char kSglang[] =
+    "SGLang docs, advanced_features/quantization, Platform Compatibility "
+    "(docs.sglang.io)";
 constexpr char kTrtllm[] =
     "TensorRT-LLM docs, reference/support-matrix, quantization section "
     "(nvidia.github.io/TensorRT-LLM)";
@@ -76,6 +82,18 @@ constexpr Row kRows[] = {
      kVllmFp8},
     {"fp8", "TensorRT-LLM", "supported", "FP8 on Ada/Hopper/Blackwell",
      kTrtllm},
+    {"modelopt", "vLLM", "supported",
+     "FP8, FP8_PER_CHANNEL_PER_TOKEN, FP8_PB_WO, NVFP4 (W4A4 on Blackwell, "
+     "W4A16 through Marlin before), MXFP8, MIXED_PRECISION; NVFP4_AWQ is not "
+     "in its list",
+     kVllmModelOpt},
+    {"modelopt", "TensorRT-LLM", "supported",
+     "ModelOpt is its quantizer: FP8 on Ada/Hopper/Blackwell, NVFP4 on "
+     "Blackwell",
+     kTrtllm},
+    {"modelopt", "SGLang", "supported",
+     "modelopt_fp8 and modelopt_fp4 (NVFP4 on Blackwell), NVIDIA GPUs only",
+     kSglang},
     {"mxfp4 (gpt-oss)", "vLLM", "supported",
      "gpt-oss models on Hopper/Blackwell", kVllm},
     {"mxfp4 (gpt-oss)", "llama.cpp CPU", "supported",
@@ -92,9 +110,9 @@ constexpr Row kRows[] = {
 };
 
 constexpr const char* kBackends[] = {
-    "llama.cpp CPU",       "llama.cpp CUDA", "llama.cpp Metal",
-    "llama.cpp Vulkan",    "vLLM",           "TensorRT-LLM",
-    "MLX (Apple silicon)", "bitsandbytes"};
+    "llama.cpp CPU", "llama.cpp CUDA", "llama.cpp Metal", "llama.cpp Vulkan",
+    "vLLM",          "TensorRT-LLM",   "SGLang",          "MLX (Apple silicon)",
+    "bitsandbytes"};
 
 bool Matches(const Row& r, const EncodingInfo& info) {
   const absl::string_view m = r.match;

@@ -148,6 +148,7 @@ absl::StatusOr<CheckSummary> CheckCheckpoint(
   not_decoded.insert(explained.begin(), explained.end());
   TM_RETURN_IF_ERROR(CheckGptqZeroConvention(ckpt, &found));
   if (config) CheckIgnorePatterns(ckpt, *config, config_file, &found);
+  if (config) CheckModelOptExcluded(ckpt, *config, &found);
   report(&found);
 
   // Integrity: every stored tensor's bytes, when asked for; the duplicate

@@ -135,6 +135,7 @@ absl::StatusOr<std::optional<conventions::QuantConfig>> ReadQuantConfig(
         base == "config.json"            ? &configs.config
         : base == "quantize_config.json" ? &configs.quantize_config
         : base == "quant_config.json"    ? &configs.quant_config
+        : base == "hf_quant_config.json" ? &configs.hf_quant_config
                                          : nullptr;
     if (slot == nullptr) continue;
     TM_ASSIGN_OR_RETURN(std::string text,
@@ -195,6 +196,43 @@ void CheckIgnorePatterns(const Checkpoint& ckpt,
     for (const std::string& e : s.targets) {
       check(e, absl::StrCat("config_groups.", s.group, ".targets"));
     }
+  }
+}
+
+void CheckModelOptExcluded(const Checkpoint& ckpt,
+                           const conventions::QuantConfig& config,
+                           std::vector<Finding>* out) {
+  if (config.method != conventions::QuantMethod::kModelOpt) return;
+  const conventions::ModelOptConfig& c = config.modelopt;
+  std::string file = c.file;
+  for (const Checkpoint::ReadFile& f : ckpt.read_files()) {
+    if (f.identity && BaseName(f.path) == c.file) file = f.path;
+  }
+  auto has = [&](const std::string& name) {
+    return ckpt.FindStored(name) != nullptr;
+  };
+  for (const StoredTensor& t : ckpt.stored_tensors()) {
+    if (t.name != "weight" && !absl::EndsWith(t.name, ".weight")) continue;
+    const std::string module =
+        t.name.size() > 7 ? t.name.substr(0, t.name.size() - 7) : "";
+    if (!conventions::ModelOptStoredQuantized(t, has) ||
+        !conventions::ModelOptExcludes(c, module)) {
+      continue;
+    }
+    Finding f;
+    f.rule = "excluded-quantized";
+    f.severity = FindCheckRule(f.rule)->severity;
+    f.tensor = t.name;
+    f.file = file;
+    f.expected = absl::StrCat("module '", module, "', which ", c.exclude_key,
+                              " excludes, stored in full precision");
+    f.actual = absl::StrCat("'", t.name, "' is stored ", StoredDTypeName(t),
+                            ", quantized");
+    f.hint =
+        "drop the module from the exclusions if it was meant to be "
+        "quantized (loaders read its codes as weights), or re-export it in "
+        "full precision";
+    out->push_back(std::move(f));
   }
 }
 

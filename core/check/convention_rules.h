@@ -45,6 +45,14 @@ void CheckIgnorePatterns(const Checkpoint& ckpt,
                          const std::string& config_file,
                          std::vector<Finding>* out);
 
+// excluded-quantized: a ModelOpt module that exclude_modules (or ignore)
+// excludes, yet whose weight is stored quantized (F8_E4M3, or NVFP4's U8
+// with its scales). The resolver leaves such a module as stored; loaders
+// build it unquantized and would read its codes as weights.
+void CheckModelOptExcluded(const Checkpoint& ckpt,
+                           const conventions::QuantConfig& config,
+                           std::vector<Finding>* out);
+
 }  // namespace tensormorph
 
 #endif  // TENSORMORPH_CORE_CHECK_CONVENTION_RULES_H_

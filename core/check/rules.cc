@@ -211,6 +211,14 @@ const std::vector<CheckRule>& CheckRules() {
        "patterns) that matches no module of the checkpoint: a typo that "
        "quantized what was meant to stay full precision, or the reverse",
        ""},
+      {"excluded-quantized", Severity::kError,
+       "an excluded module stored quantized",
+       "a module a ModelOpt config excludes from quantization "
+       "(exclude_modules / ignore) whose weight is stored quantized anyway "
+       "(FP8, or NVFP4 U8 with its scales): loaders build it unquantized and "
+       "read the codes as weights. Tensormorph leaves its stored tensors as "
+       "they are",
+       ""},
       {"duplicate-tensor", Severity::kInfo,
        "stored tensors with identical bytes",
        "stored tensors with identical bytes (same size, a sampled content "

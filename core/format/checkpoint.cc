@@ -46,7 +46,8 @@ constexpr absl::string_view kIndexName = "model.safetensors.index.json";
 constexpr int64_t kMaxConfigBytes = 16 << 20;
 // Read beside safetensors, in this order (Finish).
 constexpr absl::string_view kConfigNames[] = {
-    "config.json", "quantize_config.json", "quant_config.json"};
+    "config.json", "quantize_config.json", "quant_config.json",
+    "hf_quant_config.json"};
 // An index of 100,000 tensors is about 10 MB.
 constexpr int64_t kMaxIndexBytes = 256 << 20;
 
@@ -819,6 +820,7 @@ absl::Status CheckpointBuilder::Finish() {
     TM_RETURN_IF_ERROR(read("config.json", &configs.config));
     TM_RETURN_IF_ERROR(read("quantize_config.json", &configs.quantize_config));
     TM_RETURN_IF_ERROR(read("quant_config.json", &configs.quant_config));
+    TM_RETURN_IF_ERROR(read("hf_quant_config.json", &configs.hf_quant_config));
     std::vector<ResolveProblem> problems;
     absl::StatusOr<ResolvedTensors> resolved_or = ResolveConventions(
         c.absent_files_.empty() ? c.stored_ : c.resolved_from_, configs,

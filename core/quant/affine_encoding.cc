@@ -252,6 +252,10 @@ class AffineEncoding final : public Encoding {
     if (p_.groups == AffineParams::Groups::kGroup && !p_.g_idx.empty()) {
       s->AddParam("g_idx", p_.g_idx[c]);
     }
+    if (p_.multiply_scale) {
+      s->AddParam("block_scale", ScaleOf(gr, gc, false));
+      s->AddParam("global_scale", p_.scale_multiplier);
+    }
     s->AddParam("scale", scale);
     if (p_.has_zero) s->AddParam("zero", static_cast<double>(zero));
     return absl::OkStatus();
@@ -317,6 +321,9 @@ class AffineEncoding final : public Encoding {
         if (p_.scale_divisor != 0) {
           for (float& s : g->scale) s /= p_.scale_divisor;
         }
+        if (p_.multiply_scale) {
+          for (float& s : g->scale) s *= p_.scale_multiplier;
+        }
         break;
       case AffineParams::Scales::kE8M0: {
         thread_local std::vector<uint8_t> e;
@@ -325,6 +332,9 @@ class AffineEncoding final : public Encoding {
         for (size_t k = 0; k < total; ++k) g->scale[k] = E8M0ToF32(e[k]);
         if (p_.scale_divisor != 0) {
           for (float& s : g->scale) s /= p_.scale_divisor;
+        }
+        if (p_.multiply_scale) {
+          for (float& s : g->scale) s *= p_.scale_multiplier;
         }
         break;
       }
@@ -343,9 +353,10 @@ class AffineEncoding final : public Encoding {
         }
       }
     }
+    g->bias_fits = true;
+    if (!p_.table.empty()) return;  // codebooks take no bias
     const int64_t sign =
         p_.signed_codes ? int64_t{1} << (p_.codes.bits - 1) : 0;
-    g->bias_fits = true;
     for (size_t k = 0; k < total; ++k) {
       const int64_t bias = sign + p_.code_offset + g->zero[k];
       g->bias_fits &= bias >= INT32_MIN && bias <= INT32_MAX;
@@ -428,6 +439,16 @@ class AffineEncoding final : public Encoding {
     return absl::OkStatus();
   }
 
+  // Sixteen levels whose upper eight are the lower eight negated, bit for
+  // bit (FP4 E2M1): the kernels compute the sign instead of looking it up.
+  static bool IsSignMagnitude16(const std::vector<float>& t) {
+    if (t.size() != 16) return false;
+    for (int c = 0; c < 8; ++c) {
+      if ((F32ToBits(t[c]) ^ 0x80000000u) != F32ToBits(t[c + 8])) return false;
+    }
+    return true;
+  }
+
   static int64_t SignExtend(uint32_t v, int bits) {
     const int64_t sign = int64_t{1} << (bits - 1);
     return (static_cast<int64_t>(v) ^ sign) - sign;
@@ -499,7 +520,9 @@ class AffineEncoding final : public Encoding {
                                                          : p_.scale_codes.cols;
   }
 
-  float ScaleOf(int64_t gr, int64_t gc) const {
+  // The group's scale; `with_multiplier` false: as stored, before a
+  // global multiplier (what the Inspector shows beside it).
+  float ScaleOf(int64_t gr, int64_t gc, bool with_multiplier = true) const {
     float s = 0;
     switch (p_.scale_kind) {
       case AffineParams::Scales::kFloat:
@@ -516,7 +539,8 @@ class AffineEncoding final : public Encoding {
         break;
       }
     }
-    return p_.scale_divisor != 0 ? s / p_.scale_divisor : s;
+    if (p_.scale_divisor != 0) s /= p_.scale_divisor;
+    return p_.multiply_scale && with_multiplier ? s * p_.scale_multiplier : s;
   }
 
   int64_t ZeroOf(int64_t gr, int64_t gc) const {
@@ -540,11 +564,12 @@ class AffineEncoding final : public Encoding {
   const bool tiled_ =
       p_.codes.bits <= 8 &&
       (p_.table.empty() || p_.table.size() == (size_t{1} << p_.codes.bits));
-  const Codebook codebook_ = p_.float_codes &&
-                                     p_.codes.tensor->dtype == DType::kF8E4M3 &&
-                                     p_.codes.kind == IntMatrix::Kind::kDirect
-                                 ? Codebook::kFp8E4M3
-                                 : Codebook::kTable;
+  const Codebook codebook_ =
+      p_.float_codes && p_.codes.tensor->dtype == DType::kF8E4M3 &&
+              p_.codes.kind == IntMatrix::Kind::kDirect
+          ? Codebook::kFp8E4M3
+      : IsSignMagnitude16(p_.table) ? Codebook::kSignMagnitude16
+                                    : Codebook::kTable;
   std::vector<double> levels_;
   std::vector<std::pair<double, double>> gaps_;  // per code: below, above
   double lo_level_ = INFINITY, hi_level_ = -INFINITY;
@@ -783,6 +808,9 @@ absl::Status Validate(const AffineParams& p) {
   }
   if (!std::isfinite(p.scale_divisor)) {
     return Invalid(what, "a scale divisor that is not finite");
+  }
+  if (!std::isfinite(p.scale_multiplier)) {
+    return Invalid(what, "a scale multiplier that is not finite");
   }
   constexpr int64_t kMaxOffset = int64_t{1} << 32;
   if (std::abs(p.code_offset) > kMaxOffset ||

@@ -31,8 +31,9 @@ void DecodeAffineRunsScalar(const uint8_t* codes, int64_t n, Runs runs,
 // `book` says when the table is a float format's, whose levels the CPU can
 // compute instead of looking them up.
 // REQUIRES: every code indexes `table`, which has `table_size` entries; for
-// kFp8E4M3 the table is F8E4M3ToF32's.
-enum class Codebook { kTable, kFp8E4M3 };
+// kFp8E4M3 the table is F8E4M3ToF32's; for kSignMagnitude16 it has 16
+// entries, entry c + 8 being entry c with its sign bit set (FP4 E2M1).
+enum class Codebook { kTable, kFp8E4M3, kSignMagnitude16 };
 void DecodeTableRuns(const uint8_t* codes, int64_t n, Runs runs,
                      const float* table, int table_size, Codebook book,
                      const float* scale, float* out);

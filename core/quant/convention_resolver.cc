@@ -50,6 +50,12 @@ absl::StatusOr<ResolvedTensors> Resolve(const std::vector<StoredTensor>& stored,
     case QuantMethod::kMlx:
       s = conventions::ResolveMlx(ctx, q.mlx);
       break;
+    case QuantMethod::kModelOpt:
+      s = conventions::ResolveModelOpt(ctx, q.modelopt);
+      break;
+    case QuantMethod::kHqq:
+      s = conventions::ResolveHqq(ctx, q.hqq);
+      break;
     case QuantMethod::kNone:
     case QuantMethod::kUnknown:
       // Conventions recognisable from the tensors alone.

@@ -24,6 +24,8 @@ struct QuantConfigs {
                                                   // (AutoGPTQ)
   std::optional<nlohmann::json> quant_config;     // quant_config.json
                                                   // (AutoAWQ)
+  std::optional<nlohmann::json> hf_quant_config;  // hf_quant_config.json
+                                                  // (NVIDIA ModelOpt)
 };
 
 struct ResolvedTensors {

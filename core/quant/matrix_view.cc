@@ -10,6 +10,7 @@
 #endif
 
 #include "core/quant/codec.h"
+#include "core/quant/float_formats.h"
 
 namespace tensormorph {
 namespace {
@@ -261,6 +262,20 @@ void IntMatrix::GetTile(int64_t r, int64_t nr, int64_t c, int64_t n,
 
 void FloatMatrix::GetTile(int64_t r, int64_t nr, int64_t c, int64_t n,
                           float* out) const {
+  if (!transposed && tensor->dtype == DType::kF8E4M3) {
+    // NVFP4's block scales, one per 16 values: looked up, since converting
+    // each (F8E4M3ToF32, through ldexp) cost as much as decoding the codes.
+    static const std::array<float, 256> table = [] {
+      std::array<float, 256> t;
+      for (int b = 0; b < 256; ++b) t[b] = F8E4M3ToF32(static_cast<uint8_t>(b));
+      return t;
+    }();
+    for (int64_t i = 0; i < nr; ++i) {
+      const uint8_t* src = tensor->data.data() + (r + i) * cols + c;
+      for (int64_t j = 0; j < n; ++j) out[i * n + j] = table[src[j]];
+    }
+    return;
+  }
   if (!transposed) {
     for (int64_t i = 0; i < nr; ++i) {
       (void)DecodeElements(tensor->dtype, tensor->data, (r + i) * cols + c, n,

@@ -224,6 +224,25 @@ RoundingBound BoundOfEncoding(const EncodingInfo& info) {
     return Make(Codes::kNearest, Clip::kAny, 0, false, 0, false, s,
                 "nearest entry, rounded power-of-two scale clips");
   }
+  // ModelOpt divides by the scale it stores (NVFP4: the FP8 block scale
+  // times weight_scale_2, rounded as the decoder rounds it) and rounds to
+  // the nearest level; an FP8-rounded block scale clips its absmax by at
+  // most 1/16 of the top level, inside the end's half step. NVFP4_AWQ
+  // quantizes activation-scaled weights, as AWQ does.
+  if (c == "modelopt") {
+    if (absl::StartsWith(info.scheme, "NVFP4_AWQ")) {
+      return Make(Codes::kChosen, Clip::kAny, 0, false, 0, false, s,
+                  "chosen codes (scaled weights)");
+    }
+    return Make(Codes::kNearest, Clip::kNone, 0, false, 0, false, s,
+                "nearest, stored scale");
+  }
+  // HQQ picks codes with its float32 inverse scale and zero (optimized by
+  // its proximal solver), then stores both in the compute dtype.
+  if (c == "hqq") {
+    return Make(Codes::kChosen, Clip::kAny, 0, false, 0, false, s,
+                "chosen codes (optimized zero, rounded scale)");
+  }
   // bitsandbytes (absmax codebooks, LLM.int8 rows): nearest.
   return Make(Codes::kNearest, Clip::kNone, 0, false, 0, false, s, "nearest");
 }

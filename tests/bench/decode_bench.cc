@@ -34,6 +34,8 @@
 #include "core/quant/codec.h"
 #include "core/quant/decode_simd.h"
 #include "tests/bench/bench_data.h"
+#include "tests/bench/hqq_layer.h"
+#include "tests/bench/modelopt_layer.h"
 #include "tests/oracle/ggml_oracle.h"
 #include "tests/support/test_paths.h"
 
@@ -269,6 +271,79 @@ void BM_DecodeConventionLayer(benchmark::State& state) {
 BENCHMARK(BM_DecodeConventionLayer)
     ->DenseRange(0, static_cast<int>(bench::Convention::kBnbInt8))
     ->Unit(benchmark::kMillisecond);
+
+// ModelOpt layers (NVFP4, FP8 per tensor, MXFP8) of the same size and read
+// the same way, to set beside the rows above.
+void BM_DecodeModelOptLayer(benchmark::State& state) {
+  const auto l = static_cast<bench::ModelOptLayer>(state.range(0));
+  static std::map<int, std::string> dirs;
+  std::string& dir = dirs[static_cast<int>(l)];
+  if (dir.empty()) dir = bench::WriteModelOptLayer(l, 4096, 4096);
+  auto ckpt = Checkpoint::Open(dir);
+  if (!ckpt.ok()) {
+    state.SkipWithError(ckpt.status().ToString().c_str());
+    return;
+  }
+  const LogicalTensor* t =
+      (*ckpt)->FindTensor("model.layers.0.mlp.down_proj.weight");
+  if (t == nullptr || !t->encoding->info().quantized) {
+    state.SkipWithError("no quantized tensor");
+    return;
+  }
+  state.SetLabel(std::string(bench::ModelOptLayerName(l)) + " " +
+                 t->encoding->info().scheme);
+  constexpr int64_t kChunk = (int64_t{1} << 20) / sizeof(float);
+  std::vector<float> out(kChunk);
+  for (auto _ : state) {
+    for (int64_t first = 0; first < t->num_elements; first += kChunk) {
+      const int64_t n = std::min(kChunk, t->num_elements - first);
+      if (!t->encoding->Decode(first, n, out.data()).ok()) {
+        state.SkipWithError("decode failed");
+        return;
+      }
+      benchmark::ClobberMemory();
+    }
+  }
+  state.counters["Gelem/s"] = benchmark::Counter(
+      static_cast<double>(state.iterations() * t->num_elements) / 1e9,
+      benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_DecodeModelOptLayer)
+    ->DenseRange(0, static_cast<int>(bench::ModelOptLayer::kMxfp8))
+    ->Unit(benchmark::kMillisecond);
+
+// An HQQ layer of the same size (4-bit, groups of 64, float16 arithmetic).
+void BM_DecodeHqqLayer(benchmark::State& state) {
+  static const std::string dir = bench::WriteHqqLayer(4096, 4096);
+  auto ckpt = Checkpoint::Open(dir);
+  if (!ckpt.ok()) {
+    state.SkipWithError(ckpt.status().ToString().c_str());
+    return;
+  }
+  const LogicalTensor* t =
+      (*ckpt)->FindTensor("model.layers.0.mlp.down_proj.weight");
+  if (t == nullptr) {
+    state.SkipWithError("no quantized tensor");
+    return;
+  }
+  state.SetLabel("hqq " + t->encoding->info().scheme);
+  constexpr int64_t kChunk = (int64_t{1} << 20) / sizeof(float);
+  std::vector<float> out(kChunk);
+  for (auto _ : state) {
+    for (int64_t first = 0; first < t->num_elements; first += kChunk) {
+      const int64_t n = std::min(kChunk, t->num_elements - first);
+      if (!t->encoding->Decode(first, n, out.data()).ok()) {
+        state.SkipWithError("decode failed");
+        return;
+      }
+      benchmark::ClobberMemory();
+    }
+  }
+  state.counters["Gelem/s"] = benchmark::Counter(
+      static_cast<double>(state.iterations() * t->num_elements) / 1e9,
+      benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_DecodeHqqLayer)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace tensormorph

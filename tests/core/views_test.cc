@@ -199,7 +199,7 @@ TEST(CompatTest, EveryQuantizedEncodingGetsEveryBackendWithASourceOrNotKnown) {
   gptq.convention = "gptq";
   gptq.quantized = true;
   const auto rows = BackendSupportFor(gptq);
-  ASSERT_EQ(rows.size(), 8u);
+  ASSERT_EQ(rows.size(), 9u);
   for (const auto& r : rows) {
     if (r.status == "not known") {
       EXPECT_TRUE(r.source.empty());

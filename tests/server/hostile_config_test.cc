@@ -5,6 +5,7 @@
 // afterwards the server still opens and serves a good quantized checkpoint.
 #include <atomic>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <thread>
 
@@ -184,6 +185,169 @@ TEST_F(HostileConfigTest, UnknownMethodIsServedWithANote) {
                                     HasSubstr("recognised from the stored "
                                               "tensors")));
   EXPECT_THAT(info->conventions(), ::testing::Contains("mxfp4 (gpt-oss)"));
+}
+
+// A ModelOpt checkpoint (an NVFP4 down_proj, an FP8 q_proj in a
+// MIXED_PRECISION map, an unquantized lm_head) as `name`, its
+// hf_quant_config.json "quantization" edited by `edit`.
+std::string ModelOpt(const std::string& dir, const std::string& name,
+                     const std::function<void(Json&)>& edit) {
+  const std::string d = dir + "/" + name;
+  std::filesystem::create_directory(d);
+  const std::string m0 = "model.layers.0.mlp.down_proj";
+  const std::string m1 = "model.layers.0.self_attn.q_proj";
+  WriteFile(
+      d + "/model.safetensors",
+      BuildSafetensors(
+          {{m0 + ".weight", "U8", {8, 16}, std::string(128, '\x2a')},
+           {m0 + ".weight_scale", "F8_E4M3", {8, 2}, std::string(16, '\x38')},
+           {m0 + ".weight_scale_2",
+            "F32",
+            {},
+            testing::Bytes(std::vector<float>{0.25f})},
+           {m1 + ".weight", "F8_E4M3", {4, 32}, std::string(128, 'A')},
+           {m1 + ".weight_scale",
+            "F32",
+            {},
+            testing::Bytes(std::vector<float>{0.5f})},
+           {"lm_head.weight", "F32", {2, 4}, std::string(32, '\0')}}));
+  Json q = {{"quant_algo", "MIXED_PRECISION"},
+            {"exclude_modules", {"lm_head"}},
+            {"quantized_layers",
+             {{m0, {{"quant_algo", "NVFP4"}, {"group_size", 16}}},
+              {m1, {{"quant_algo", "FP8"}}}}}};
+  edit(q);
+  WriteJson(d + "/hf_quant_config.json",
+            {{"producer", {{"name", "modelopt"}}}, {"quantization", q}});
+  return name;
+}
+
+TEST_F(HostileConfigTest, ModelOptConfigsAreDataLossNamingTheKey) {
+  const struct {
+    const char* name;
+    std::function<void(Json&)> edit;
+    const char* key;
+    const char* got;
+  } cases[] = {
+      {"mo_algo_int", [](Json& q) { q["quant_algo"] = 4; },
+       "quantization.quant_algo: expected", "got integer 4"},
+      {"mo_algo_unknown", [](Json& q) { q["quant_algo"] = "NVFP5"; },
+       "quantization.quant_algo: expected", R"(got string "NVFP5")"},
+      {"mo_group_absurd",
+       [](Json& q) {
+         q["quantized_layers"]["model.layers.0.mlp.down_proj"]["group_size"] =
+             int64_t{1} << 40;
+       },
+       "quantization.quantized_layers.model.layers.0.mlp.down_proj.group_size:"
+       " expected",
+       "got integer 1099511627776"},
+      {"mo_map_ghost",
+       [](Json& q) {
+         q["quantized_layers"]["model.layers.9.mlp.up_proj"] = {
+             {"quant_algo", "FP8"}};
+       },
+       "quantization.quantized_layers.model.layers.9.mlp.up_proj: names "
+       "module",
+       "has no 'model.layers.9.mlp.up_proj.weight'"},
+      {"mo_exclude_string", [](Json& q) { q["exclude_modules"] = "lm_head"; },
+       "quantization.exclude_modules: expected", R"(got string "lm_head")"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string name = ModelOpt(dir_, c.name, c.edit);
+    auto info = client_->GetCheckpoint(name);
+    ASSERT_FALSE(info.ok()) << "opened a hostile config";
+    EXPECT_EQ(info.status().code(), absl::StatusCode::kDataLoss)
+        << info.status();
+    EXPECT_THAT(std::string(info.status().message()),
+                AllOf(HasSubstr(std::string("hf_quant_config.json: ") + c.key),
+                      HasSubstr(c.got)));
+    ASSERT_TRUE(client_->GetCheckpoint("good.safetensors").ok())
+        << "the server stopped serving after " << name;
+  }
+  // The untouched checkpoint serves, its weights one logical tensor each.
+  const std::string good = ModelOpt(dir_, "mo_good", [](Json&) {});
+  auto info = client_->GetCheckpoint(good);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_THAT(info->conventions(), ::testing::ElementsAre("modelopt"));
+  auto tensors = client_->ListTensors(good);
+  ASSERT_TRUE(tensors.ok()) << tensors.status();
+  std::vector<std::string> names;
+  for (const auto& t : *tensors) names.push_back(t.name());
+  EXPECT_THAT(names,
+              ::testing::ElementsAre("lm_head.weight",
+                                     "model.layers.0.mlp.down_proj.weight",
+                                     "model.layers.0.self_attn.q_proj.weight"));
+}
+
+// An HQQ layer (4-bit, groups of 32, float16) as `name`, its config.json's
+// weight_quant_params edited by `edit`.
+std::string Hqq(const std::string& dir, const std::string& name,
+                const std::function<void(Json&)>& edit) {
+  const std::string d = dir + "/" + name;
+  std::filesystem::create_directory(d);
+  const std::string m = "model.layers.0.mlp.down_proj.";
+  WriteFile(
+      d + "/model.safetensors",
+      BuildSafetensors({{m + "W_q", "U8", {2, 32}, std::string(64, '\x5a')},
+                        {m + "scale", "F16", {4, 1}, std::string(8, '\x20')},
+                        {m + "zero", "F16", {4, 1}, std::string(8, '\x40')},
+                        {m + "shape",
+                         "I64",
+                         {2},
+                         testing::Bytes(std::vector<int64_t>{4, 32})},
+                        {m + "nbits", "U8", {}, std::string(1, '\x04')},
+                        {m + "group_size", "U8", {}, std::string(1, '\x20')},
+                        {m + "axis", "U8", {}, std::string(1, '\x01')},
+                        {m + "packing", "U8", {7}, "4bit_u8"}}));
+  Json w = {{"nbits", 4}, {"group_size", 32}, {"axis", 1}};
+  edit(w);
+  WriteJson(d + "/config.json",
+            {{"quantization_config",
+              {{"quant_method", "hqq"},
+               {"quant_config", {{"weight_quant_params", w}}}}}});
+  return name;
+}
+
+TEST_F(HostileConfigTest, HqqConfigsAreDataLossNamingTheKey) {
+  const std::string wq = "quantization_config.quant_config.weight_quant_params";
+  const struct {
+    const char* name;
+    std::function<void(Json&)> edit;
+    std::string says;
+  } cases[] = {
+      {"hqq_bits_7", [](Json& w) { w["nbits"] = 7; },
+       wq + ".nbits: expected HQQ's nbits"},
+      {"hqq_bits_ternary", [](Json& w) { w["nbits"] = 1.58; },
+       wq + ".nbits: expected an integer in [1, 8], got number 1.58"},
+      {"hqq_group_absurd", [](Json& w) { w["group_size"] = int64_t{1} << 40; },
+       wq + ".group_size: expected an integer in [1, 1048576]"},
+      {"hqq_axis_string", [](Json& w) { w["axis"] = "1"; },
+       wq + ".axis: expected an integer in [0, 1], got string \"1\""},
+      {"hqq_contradicts", [](Json& w) { w["group_size"] = 64; },
+       "stores group_size 32 but the config's " + wq + ".group_size is 64"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string name = Hqq(dir_, c.name, c.edit);
+    auto info = client_->GetCheckpoint(name);
+    ASSERT_FALSE(info.ok()) << "opened a hostile config";
+    EXPECT_EQ(info.status().code(), absl::StatusCode::kDataLoss)
+        << info.status();
+    EXPECT_THAT(std::string(info.status().message()), HasSubstr(c.says));
+    ASSERT_TRUE(client_->GetCheckpoint("good.safetensors").ok())
+        << "the server stopped serving after " << name;
+  }
+  const std::string good = Hqq(dir_, "hqq_good", [](Json&) {});
+  auto info = client_->GetCheckpoint(good);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_THAT(info->conventions(), ::testing::ElementsAre("hqq"));
+  v1::ReadSliceRequest r;
+  r.set_checkpoint(good);
+  r.set_tensor("model.layers.0.mlp.down_proj.weight");
+  auto data = client_->ReadSliceAll(r);
+  ASSERT_TRUE(data.ok()) << data.status();
+  EXPECT_EQ(data->bytes.size(), 4u * 32 * 4);
 }
 
 }  // namespace

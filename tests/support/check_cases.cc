@@ -577,6 +577,23 @@ std::vector<CheckCase> CheckCases() {
                      {}});
   }
   {
+    // ModelOpt FP8 with lm_head excluded, yet stored FP8 with its scale.
+    const std::string dir = WritePlain(
+        {{"lm_head.weight", "F8_E4M3", {2, 32}, std::string(64, '\x38')},
+         {"lm_head.weight_scale", "F32", {}, Bytes(std::vector<float>{0.5f})},
+         {"model.norm.weight", "F32", {32}, Bytes(Gaussian(32, 9))}});
+    WriteJson(dir + "/hf_quant_config.json",
+              {{"producer", {{"name", "modelopt"}}},
+               {"quantization",
+                {{"quant_algo", "FP8"}, {"exclude_modules", {"lm_head"}}}}});
+    cases.push_back({"excluded-quantized",
+                     "error",
+                     dir,
+                     "lm_head.weight",
+                     "is stored F8_E4M3, quantized",
+                     {}});
+  }
+  {
     std::vector<float> v = Gaussian(64, 3);
     cases.push_back(
         {"duplicate-tensor",

@@ -164,6 +164,8 @@ absl::Status ResolveMxfp4GptOss(Context& ctx);
 absl::Status ResolveBitsandbytes(Context& ctx);
 absl::Status ResolveMlx(Context& ctx, const MlxConfig& config);
 absl::Status ResolveBitsandbytesInt8(Context& ctx);
+absl::Status ResolveModelOpt(Context& ctx, const ModelOptConfig& config);
+absl::Status ResolveHqq(Context& ctx, const HqqConfig& config);
 
 }  // namespace tensormorph::conventions
 

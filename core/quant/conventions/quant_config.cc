@@ -18,19 +18,10 @@ namespace {
 using Json = nlohmann::json;
 
 // Methods transformers knows that Tensormorph does not decode (yet).
-constexpr const char* kUnsupported[] = {"hqq",
-                                        "eetq",
-                                        "quanto",
-                                        "aqlm",
-                                        "exl2",
-                                        "higgs",
-                                        "vptq",
-                                        "torchao",
-                                        "spqr",
-                                        "bitnet",
-                                        "fbgemm_fp8_rowwise",
-                                        "squeezellm",
-                                        "marlin"};
+constexpr const char* kUnsupported[] = {
+    "eetq",       "quanto",  "aqlm", "exl2",   "higgs",
+    "vptq",       "torchao", "spqr", "bitnet", "fbgemm_fp8_rowwise",
+    "squeezellm", "marlin"};
 
 // How a value prints in "got ..." (strings cut at 40 bytes).
 std::string Describe(const Json& v) {
@@ -542,6 +533,214 @@ absl::Status ParseFp8(const Reader& r, const Node& q, Fp8Config* c) {
   return absl::OkStatus();
 }
 
+// ModelOpt's quant_algo names, upper case; `decodes` says which Tensormorph
+// reads (ModelOptConfig).
+struct ModelOptAlgoName {
+  const char* name;
+  bool decodes;
+  ModelOptAlgo algo;
+};
+constexpr ModelOptAlgoName kModelOptAlgos[] = {
+    {"FP8", true, ModelOptAlgo::kFp8},
+    {"FP8_PER_CHANNEL_PER_TOKEN", true, ModelOptAlgo::kFp8PerChannelPerToken},
+    {"FP8_PB_WO", true, ModelOptAlgo::kFp8PbWo},
+    {"NVFP4", true, ModelOptAlgo::kNvfp4},
+    {"NVFP4_AWQ", true, ModelOptAlgo::kNvfp4Awq},
+    {"W4A16_NVFP4", true, ModelOptAlgo::kW4A16Nvfp4},
+    {"MXFP8", true, ModelOptAlgo::kMxfp8},
+    {"MIXED_PRECISION", true, ModelOptAlgo::kMixedPrecision},
+    {"W4A8_AWQ", false, ModelOptAlgo::kFp8},
+    {"INT4_AWQ", false, ModelOptAlgo::kFp8},
+    {"INT8_SQ", false, ModelOptAlgo::kFp8},
+    {"INT8_WO", false, ModelOptAlgo::kFp8},
+    {"W4A8_NVFP4_FP8", false, ModelOptAlgo::kFp8},
+    {"W4A8_MXFP4_FP8", false, ModelOptAlgo::kFp8},
+    {"MXFP4", false, ModelOptAlgo::kFp8},
+    {"NVFP4_SVDQUANT", false, ModelOptAlgo::kFp8},
+};
+
+// `quant_algo` at `n` (required), and the group size at `gs` checked
+// against it: NVFP4 groups are 16, MXFP8's 32.
+absl::Status ParseModelOptAlgo(const Reader& r, const Node& n, const Node& gs,
+                               bool nested_mixed, ModelOptAlgo* algo,
+                               std::string* name, int64_t* group_size) {
+  if (n.absent()) return r.Soft(r.Missing(n, "a ModelOpt quant_algo string"));
+  auto s = r.Soft(r.String(n, false), std::optional<std::string>());
+  if (!s.ok()) return s.status();
+  if (!s->has_value()) return absl::OkStatus();  // lenient: refused
+  *name = absl::AsciiStrToUpper(**s);
+  const ModelOptAlgoName* found = nullptr;
+  for (const ModelOptAlgoName& a : kModelOptAlgos) {
+    if (*name == a.name) found = &a;
+  }
+  if (found == nullptr ||
+      (nested_mixed && found->algo == ModelOptAlgo::kMixedPrecision)) {
+    return r.Soft(r.Bad(n, nested_mixed
+                               ? "a layer's quant_algo (FP8, "
+                                 "FP8_PER_CHANNEL_PER_TOKEN, FP8_PB_WO, NVFP4, "
+                                 "NVFP4_AWQ, W4A16_NVFP4, MXFP8)"
+                               : "a ModelOpt quant_algo (FP8, "
+                                 "FP8_PER_CHANNEL_PER_TOKEN, FP8_PB_WO, NVFP4, "
+                                 "NVFP4_AWQ, W4A16_NVFP4, MXFP8, "
+                                 "MIXED_PRECISION)"));
+  }
+  if (!found->decodes) {
+    return r.Soft(
+        r.Unsupported(n, absl::StrCat("ModelOpt quant_algo ", *name,
+                                      " is recognised but not supported")));
+  }
+  *algo = found->algo;
+  const bool nvfp4 = *algo == ModelOptAlgo::kNvfp4 ||
+                     *algo == ModelOptAlgo::kNvfp4Awq ||
+                     *algo == ModelOptAlgo::kW4A16Nvfp4;
+  const int64_t want = nvfp4 ? 16 : *algo == ModelOptAlgo::kMxfp8 ? 32 : 0;
+  *group_size = want;
+  if (gs.absent() || gs.null()) return absl::OkStatus();
+  auto g = r.Soft(r.Int(gs, 1, 65536), want);
+  if (!g.ok()) return g.status();
+  if (want != 0 && *g != want) {
+    return r.Soft(
+        r.Bad(gs, absl::StrCat("the group size of ", *name, " (", want, ")")));
+  }
+  if (want == 0) *group_size = *g;
+  return absl::OkStatus();
+}
+
+// An array of strings at `n` (null or absent: none).
+absl::Status ParseStringList(const Reader& r, const Node& n,
+                             std::vector<std::string>* out) {
+  if (n.absent() || n.null()) return absl::OkStatus();
+  if (!n.v->is_array()) return r.Soft(r.Bad(n, "an array of strings"));
+  for (size_t i = 0; i < n.v->size(); ++i) {
+    auto e = r.Soft(r.String(n.At(i), false), std::optional<std::string>());
+    if (!e.ok()) return e.status();
+    if (e->has_value()) out->push_back(**e);
+  }
+  return absl::OkStatus();
+}
+
+// `q` is the object holding quant_algo: hf_quant_config.json's
+// "quantization", or config.json's quantization_config (flat form).
+absl::Status ParseModelOpt(const Reader& r, const Node& q, bool flat,
+                           ModelOptConfig* c) {
+  TM_RETURN_IF_ERROR(ParseModelOptAlgo(r, q.Key("quant_algo"),
+                                       q.Key("group_size"), false, &c->algo,
+                                       &c->algo_name, &c->group_size));
+  auto kv = r.Soft(r.String(q.Key("kv_cache_quant_algo"), true),
+                   std::optional<std::string>());
+  if (!kv.ok()) return kv.status();
+  c->kv_cache_quant_algo = *kv;
+  Node ex = q.Key("exclude_modules");
+  if (flat && ex.absent()) ex = q.Key("ignore");
+  c->exclude_key = ex.path;
+  TM_RETURN_IF_ERROR(ParseStringList(r, ex, &c->exclude_modules));
+  if (c->algo != ModelOptAlgo::kMixedPrecision) return absl::OkStatus();
+  const Node layers = q.Key("quantized_layers");
+  if (layers.absent()) {
+    return r.Soft(r.Missing(layers, "an object of module -> {quant_algo}"));
+  }
+  if (auto s = r.Object(layers); !s.ok()) return r.Soft(s);
+  for (auto it = layers.v->begin(); it != layers.v->end(); ++it) {
+    const Node layer{&it.value(), absl::StrCat(layers.path, ".", it.key())};
+    if (auto s = r.Object(layer); !s.ok()) {
+      TM_RETURN_IF_ERROR(r.Soft(s));
+      continue;
+    }
+    ModelOptLayer l;
+    l.module = it.key();
+    l.key_path = layer.path;
+    l.algo_name.clear();
+    TM_RETURN_IF_ERROR(ParseModelOptAlgo(r, layer.Key("quant_algo"),
+                                         layer.Key("group_size"), true, &l.algo,
+                                         &l.algo_name, &l.group_size));
+    if (l.algo_name.empty()) continue;  // lenient: refused
+    c->quantized_layers.push_back(std::move(l));
+  }
+  return absl::OkStatus();
+}
+
+// hf_quant_config.json: {"producer": {"name", "version"}, "quantization"}.
+absl::Status ParseHfQuantConfig(const Reader& r, const Node& top,
+                                ModelOptConfig* c) {
+  const Node producer = top.Key("producer");
+  if (!producer.absent() && !producer.null()) {
+    if (auto s = r.Object(producer); !s.ok()) return r.Soft(s);
+    auto v = r.Soft(r.String(producer.Key("version"), true),
+                    std::optional<std::string>());
+    if (!v.ok()) return v.status();
+    c->producer_version = v->value_or("");
+  }
+  const Node q = top.Key("quantization");
+  if (q.absent()) return r.Soft(r.Missing(q, "an object"));
+  if (auto s = r.Object(q); !s.ok()) return r.Soft(s);
+  return ParseModelOpt(r, q, false, c);
+}
+
+// HQQ's weight_quant_params at `w`.
+absl::Status ParseHqqWeights(const Reader& r, const Node& w,
+                             HqqWeightParams* p) {
+  p->key_path = w.path;
+  auto bits = r.Soft(r.IntOr(w.Key("nbits"), 4, 1, 8), int64_t{4});
+  if (!bits.ok()) return bits.status();
+  if (*bits == 7) {
+    TM_RETURN_IF_ERROR(
+        r.Soft(r.Bad(w.Key("nbits"), "HQQ's nbits (1, 2, 3, 4, 5, 6, 8)")));
+    *bits = 4;
+  }
+  p->bits = static_cast<int>(*bits);
+  const Node gs = w.Key("group_size");
+  if (!gs.absent() && gs.null()) {
+    p->group_size = std::nullopt;
+  } else {
+    auto g = r.Soft(r.IntOr(gs, 64, 1, int64_t{1} << 20), int64_t{64});
+    if (!g.ok()) return g.status();
+    p->group_size = *g;
+  }
+  auto axis = r.Soft(r.IntOr(w.Key("axis"), 1, 0, 1), int64_t{1});
+  if (!axis.ok()) return axis.status();
+  p->axis = static_cast<int>(*axis);
+  return absl::OkStatus();
+}
+
+// One layer's quant config: {"weight_quant_params", "scale_quant_params",
+// "zero_quant_params", ...}.
+absl::Status ParseHqqLayer(const Reader& r, const Node& n, HqqWeightParams* p) {
+  if (auto s = r.Object(n); !s.ok()) return r.Soft(s);
+  for (const char* k : {"scale_quant_params", "zero_quant_params"}) {
+    const Node q = n.Key(k);
+    if (!q.absent() && !q.null()) {
+      TM_RETURN_IF_ERROR(r.Soft(r.Unsupported(
+          q, "HQQ with quantized scales or zero-points is not supported")));
+    }
+  }
+  const Node w = n.Key("weight_quant_params");
+  if (w.absent()) return r.Soft(r.Missing(w, "an object"));
+  if (auto s = r.Object(w); !s.ok()) return r.Soft(s);
+  return ParseHqqWeights(r, w, p);
+}
+
+absl::Status ParseHqq(const Reader& r, const Node& q, HqqConfig* c) {
+  TM_RETURN_IF_ERROR(
+      ParseStringList(r, q.Key("skip_modules"), &c->skip_modules));
+  const Node qc = q.Key("quant_config");
+  if (qc.absent()) return r.Soft(r.Missing(qc, "an object"));
+  if (auto s = r.Object(qc); !s.ok()) return r.Soft(s);
+  if (!qc.Key("weight_quant_params").absent()) {
+    c->layers.push_back({});
+    return ParseHqqLayer(r, qc, &c->layers.back().weights);
+  }
+  // A map of layer tags ("self_attn.q_proj") to their configs.
+  for (auto it = qc.v->begin(); it != qc.v->end(); ++it) {
+    if (it.key() == "offload_meta") continue;
+    const Node layer{&it.value(), absl::StrCat(qc.path, ".", it.key())};
+    HqqConfig::Layer l;
+    l.tag = it.key();
+    TM_RETURN_IF_ERROR(ParseHqqLayer(r, layer, &l.weights));
+    c->layers.push_back(std::move(l));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<QuantConfig> Parse(const QuantConfigs& files,
                                   std::vector<ResolveProblem>* problems) {
   QuantConfig out;
@@ -586,6 +785,21 @@ absl::StatusOr<QuantConfig> Parse(const QuantConfigs& files,
       }
     }
   }
+  if (q.absent() && files.hf_quant_config.has_value()) {
+    // NVIDIA ModelOpt's own file: the method is the file's.
+    Reader hr("hf_quant_config.json", problems);
+    const Node top{&*files.hf_quant_config, ""};
+    out.method = QuantMethod::kModelOpt;
+    out.method_name = "modelopt";
+    out.modelopt.file = "hf_quant_config.json";
+    if (auto s = hr.Object(top); !s.ok()) {
+      TM_RETURN_IF_ERROR(hr.Soft(s));
+      out.method = QuantMethod::kNone;
+      return out;
+    }
+    TM_RETURN_IF_ERROR(ParseHfQuantConfig(hr, top, &out.modelopt));
+    return out;
+  }
   if (q.absent() && files.quantize_config.has_value()) {
     file = "quantize_config.json";
     q = Node{&*files.quantize_config, ""};
@@ -622,7 +836,19 @@ absl::StatusOr<QuantConfig> Parse(const QuantConfigs& files,
   } else if (m == "compressed-tensors") {
     out.method = QuantMethod::kCompressedTensors;
     s = ParseCompressedTensors(r, q, &out.compressed_tensors);
-  } else if (m == "fp8" || m == "fbgemm_fp8" || m == "modelopt") {
+  } else if (m == "modelopt") {
+    out.method = QuantMethod::kModelOpt;
+    out.modelopt.file = file;
+    const Node nested = q.Key("quantization");
+    s = nested.absent() ? ParseModelOpt(r, q, true, &out.modelopt)
+                        : r.Soft(r.Object(nested));
+    if (s.ok() && !nested.absent() && nested.v->is_object()) {
+      s = ParseModelOpt(r, nested, false, &out.modelopt);
+    }
+  } else if (m == "hqq") {
+    out.method = QuantMethod::kHqq;
+    s = ParseHqq(r, q, &out.hqq);
+  } else if (m == "fp8" || m == "fbgemm_fp8") {
     out.method = QuantMethod::kFp8;
     s = ParseFp8(r, q, &out.fp8);
   } else if (m == "mxfp4") {
@@ -634,9 +860,10 @@ absl::StatusOr<QuantConfig> Parse(const QuantConfigs& files,
              std::end(kUnsupported)) {
     TM_RETURN_IF_ERROR(r.Soft(r.Unsupported(
         method_key,
-        absl::StrCat("quantization method '", m,
-                     "' is recognised but not supported; supported: gptq, awq, "
-                     "compressed-tensors, fp8, mxfp4, bitsandbytes"))));
+        absl::StrCat(
+            "quantization method '", m,
+            "' is recognised but not supported; supported: gptq, awq, "
+            "compressed-tensors, fp8, mxfp4, bitsandbytes, modelopt, hqq"))));
     out.method = QuantMethod::kUnknown;
   } else if (m.empty()) {
     out.method = QuantMethod::kUnknown;

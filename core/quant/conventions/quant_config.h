@@ -28,7 +28,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/quant/convention_resolver.h"
+#include "core/quant/conventions/hqq_config.h"
 #include "core/quant/conventions/mlx_config.h"
+#include "core/quant/conventions/modelopt_config.h"
 #include "core/quant/resolve_problem.h"
 
 namespace tensormorph::conventions {
@@ -39,10 +41,12 @@ enum class QuantMethod {
   kGptq,
   kAwq,
   kCompressedTensors,
-  kFp8,  // "fp8", "fbgemm_fp8", "modelopt"
+  kFp8,  // "fp8", "fbgemm_fp8"
   kMxfp4,
   kBitsandbytes,
-  kMlx,  // config.json "quantization" (mlx-lm), no quant_method
+  kMlx,       // config.json "quantization" (mlx-lm), no quant_method
+  kModelOpt,  // "modelopt", or hf_quant_config.json
+  kHqq,
 };
 
 // AutoGPTQ / GPTQModel (quantize_config.json or quantization_config).
@@ -123,6 +127,8 @@ struct QuantConfig {
   CompressedTensorsConfig compressed_tensors;
   Fp8Config fp8;
   MlxConfig mlx;
+  ModelOptConfig modelopt;
+  HqqConfig hqq;
   // What a user should know about how the configs were read (e.g. an
   // unknown quant_method); surfaced with the detected conventions.
   std::vector<std::string> notes;
@@ -131,8 +137,9 @@ struct QuantConfig {
 // Picks the config that names the method (config.json's MLX
 // "quantization" first, as mlx-lm reads it, or a quantization_config with
 // MLX's keys and no quant_method; else config.json's quantization_config,
-// else quantize_config.json with default method "gptq", else
-// quant_config.json with default "awq") and parses it.
+// else hf_quant_config.json (ModelOpt), else quantize_config.json with
+// default method "gptq", else quant_config.json with default "awq") and
+// parses it.
 // A config.json whose top level is not an object, or whose
 // quantization_config is present, not null and not an object, is DATA_LOSS;
 // so is a quantize_config.json / quant_config.json that is not an object.

@@ -26,7 +26,8 @@ std::vector<uint8_t> RandomCodes(std::mt19937& rng, int64_t n, int bits) {
 
 // Group layouts: one group for everything, groups of 32 or 128 entered at
 // their start or part-way, groups shorter than a vector.
-const Runs kRuns[] = {{1000, 0}, {32, 0}, {32, 5}, {128, 127}, {3, 1}, {8, 0}};
+const Runs kRuns[] = {{1000, 0}, {32, 0}, {32, 5}, {128, 127},
+                      {3, 1},    {8, 0},  {16, 0}, {16, 3}};
 
 TEST(AffineRunsTest, MatchScalarReference) {
   std::mt19937 rng(11);
@@ -115,6 +116,27 @@ TEST(TableRunsTest, FloatEightLevelsComputedEqualTheirTable) {
     std::vector<float> fast(codes.size()), ref(codes.size());
     DecodeTableRuns(codes.data(), n, runs, table.data(), 256,
                     Codebook::kFp8E4M3, scale.data(), fast.data());
+    DecodeTableRunsScalar(codes.data(), n, runs, table.data(), scale.data(),
+                          ref.data());
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_TRUE(SameBits(fast[i], ref[i]))
+          << "code " << int{codes[i]} << ": " << fast[i] << " vs " << ref[i];
+    }
+  }
+}
+
+TEST(TableRunsTest, SignMagnitudeLevelsEqualTheirTable) {
+  std::vector<float> table(std::begin(kE2M1Values), std::end(kE2M1Values));
+  std::mt19937 rng(17);
+  std::vector<uint8_t> codes(16 * 40 + 5);
+  for (uint8_t& c : codes) c = static_cast<uint8_t>(rng() % 16);
+  const int64_t n = static_cast<int64_t>(codes.size());
+  for (Runs runs : kRuns) {
+    std::vector<float> scale(codes.size());
+    for (float& s : scale) s = static_cast<float>(rng() % 1000) * 1e-4f - 0.05f;
+    std::vector<float> fast(codes.size()), ref(codes.size());
+    DecodeTableRuns(codes.data(), n, runs, table.data(), 16,
+                    Codebook::kSignMagnitude16, scale.data(), fast.data());
     DecodeTableRunsScalar(codes.data(), n, runs, table.data(), scale.data(),
                           ref.data());
     for (int64_t i = 0; i < n; ++i) {

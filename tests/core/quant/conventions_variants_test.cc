@@ -201,11 +201,11 @@ TEST(ConventionErrorTest, GptqGIdxOutOfRangeIsDataLoss) {
 }
 
 TEST(ConventionErrorTest, UnsupportedMethodsAndBitsAreUnimplementedByName) {
-  auto hqq = Checkpoint::Open(
+  auto eetq = Checkpoint::Open(
       WriteCheckpoint({{"w", "I8", {1}, "x"}},
-                      R"({"quantization_config": {"quant_method": "hqq"}})"));
-  EXPECT_EQ(hqq.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(std::string(hqq.status().message()), HasSubstr("'hqq'"));
+                      R"({"quantization_config": {"quant_method": "eetq"}})"));
+  EXPECT_EQ(eetq.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(eetq.status().message()), HasSubstr("'eetq'"));
   auto bits5 = Checkpoint::Open(WriteCheckpoint(
       {{"w", "I8", {1}, "x"}},
       R"({"quantization_config": {"quant_method": "gptq", "bits": 5}})"));

@@ -377,8 +377,8 @@ TEST(WrongValueTest, RecognisedButUnsupportedValuesAreUnimplemented) {
       {"ct_int8_tensor_asym",
        "/quantization_config/config_groups/group_0/weights/strategy",
        R"("attn_head")", "'attn_head'"},
-      {"mxfp4_gptoss", "/quantization_config/quant_method", R"("hqq")",
-       "'hqq'"},
+      {"mxfp4_gptoss", "/quantization_config/quant_method", R"("eetq")",
+       "'eetq'"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.pointer);

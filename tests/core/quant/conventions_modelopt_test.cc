@@ -1,0 +1,479 @@
+// NVIDIA ModelOpt checkpoints written by tests/python/writers/modelopt.py
+// from the format's definition: every quantized weight decodes to the
+// writer's float64-then-cast reference with the same bits (whole, in odd
+// pieces, per element through Inspect, and through DecodeRuns); excluded
+// and unlisted modules stay as stored; hostile configs are DATA_LOSS naming
+// the file and the key path.
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/check/check.h"
+#include "core/diff/pairing.h"
+#include "core/diff/tensor_diff.h"
+#include "core/format/checkpoint.h"
+#include "core/quant/conventions/modelopt_config.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/fixture_copy.h"
+#include "tests/support/npy_reader.h"
+#include "tests/support/process.h"
+#include "tests/support/test_paths.h"
+
+namespace tensormorph {
+namespace {
+
+namespace fs = std::filesystem;
+using ::tensormorph::testing::ReadJson;
+using ::tensormorph::testing::WriteJson;
+using ::testing::HasSubstr;
+using Json = nlohmann::json;
+
+// The writer's fixtures, written once per test binary run.
+const std::string& Fixtures() {
+  static const std::string* dir = [] {
+    auto* d = new std::string(testing::MakeTempDir());
+    const testing::CommandResult r = testing::RunCommand(
+        {"/usr/bin/python3", "-B", TENSORMORPH_MODELOPT_WRITER, *d});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return d;
+  }();
+  return *dir;
+}
+
+// A fresh copy of fixture `name`, to edit.
+std::string CopyOf(const std::string& name) {
+  const std::string dir = testing::MakeTempDir();
+  fs::copy(Fixtures() + "/" + name, dir, fs::copy_options::recursive);
+  return dir;
+}
+
+uint32_t Bits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+
+struct Case {
+  const char* dir;
+  const char* scheme;  // the encoding's scheme starts with this
+};
+
+const Case kCases[] = {
+    {"nvfp4", "NVFP4 (fp4 e2m1"},
+    {"nvfp4_awq", "NVFP4_AWQ (fp4 e2m1"},
+    {"fp8", "FP8 (fp8 e4m3)"},
+    {"fp8_per_channel_per_token", "FP8_PER_CHANNEL_PER_TOKEN"},
+    {"fp8_pb_wo", "FP8_PB_WO"},
+    {"mxfp8", "MXFP8"},
+    {"fp8_config_json", "FP8 (fp8 e4m3)"},
+    {"mixed_precision", ""},
+    {"nvfp4_sharded", "NVFP4"},
+};
+
+class ModelOptFixtureTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ModelOptFixtureTest, EveryQuantizedWeightDecodesToTheReferenceBits) {
+  const Case& c = GetParam();
+  const std::string dir = Fixtures() + "/" + c.dir;
+  auto ckpt = Checkpoint::Open(dir);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  int checked = 0;
+  for (const auto& entry : fs::directory_iterator(dir + "/ref")) {
+    std::string name = entry.path().filename().string();
+    name = name.substr(0, name.size() - 4);  // ".npy"
+    SCOPED_TRACE(name);
+    const LogicalTensor* t = (*ckpt)->FindTensor(name);
+    ASSERT_NE(t, nullptr);
+    const EncodingInfo& info = t->encoding->info();
+    EXPECT_EQ(info.convention, "modelopt");
+    EXPECT_THAT(info.scheme, ::testing::StartsWith(c.scheme));
+    const testing::NpyArray ref = testing::ReadNpy(entry.path().string());
+    ASSERT_EQ(ref.descr, "<f4");
+    const std::vector<float> want = ref.floats();
+    ASSERT_EQ(static_cast<int64_t>(want.size()), t->num_elements);
+    ASSERT_EQ(t->shape, ref.shape);
+
+    std::vector<float> got(want.size());
+    ASSERT_TRUE(t->encoding->Decode(0, t->num_elements, got.data()).ok());
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_EQ(Bits(got[i]), Bits(want[i]))
+          << "element " << i << ": " << got[i] << " vs " << want[i];
+    }
+    // Pieces that start and end inside groups and rows.
+    for (int64_t first = 0; first < t->num_elements;) {
+      const int64_t n = std::min<int64_t>(37, t->num_elements - first);
+      std::vector<float> part(n);
+      ASSERT_TRUE(t->encoding->Decode(first, n, part.data()).ok());
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(Bits(part[i]), Bits(want[first + i])) << first + i;
+      }
+      first += n;
+    }
+    std::vector<float> runs_values(want.size());
+    std::vector<QuantRun> runs;
+    ASSERT_TRUE(
+        t->encoding->DecodeRuns(0, t->num_elements, runs_values.data(), &runs)
+            .ok());
+    EXPECT_EQ(runs_values, got);
+    for (int64_t i = 0; i < t->num_elements; i += 7) {
+      ScalarInfo s;
+      ASSERT_TRUE(t->encoding->Inspect(i, &s).ok());
+      ASSERT_EQ(Bits(s.value), Bits(want[i])) << "inspect " << i;
+      EXPECT_EQ(static_cast<float>(s.scale) * static_cast<float>(s.level),
+                s.value);
+    }
+    ++checked;
+  }
+  EXPECT_GE(checked, 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryAlgo, ModelOptFixtureTest,
+                         ::testing::ValuesIn(kCases), [](const auto& info) {
+                           return std::string(info.param.dir);
+                         });
+
+// The diff against the writer's source: each figure recomputed here in
+// double from the reference values; every fixture was quantized to the
+// nearest level of the scale it stores, so nothing is clipped or beyond the
+// bound.
+TEST_P(ModelOptFixtureTest, DiffAgainstTheSourceMatchesFloat64) {
+  const std::string dir = Fixtures() + "/" + GetParam().dir;
+  auto quant = Checkpoint::Open(dir);
+  auto source = Checkpoint::Open(dir + "/source");
+  ASSERT_TRUE(quant.ok()) << quant.status();
+  ASSERT_TRUE(source.ok()) << source.status();
+  auto pairing = PairTensors(**quant, **source);
+  ASSERT_TRUE(pairing.ok()) << pairing.status();
+  int checked = 0;
+  for (const TensorPair& p : pairing->pairs) {
+    const std::string ref = dir + "/ref/" + p.quant->name + ".npy";
+    if (!fs::exists(ref)) continue;
+    SCOPED_TRACE(p.quant->name);
+    auto d = DiffTensor(*p.quant, *p.ref, DiffOptions());
+    ASSERT_TRUE(d.ok()) << d.status();
+    const std::vector<float> xq = testing::ReadNpy(ref).floats();
+    std::vector<float> xs(p.ref->num_elements);
+    ASSERT_TRUE(
+        p.ref->encoding->Decode(0, p.ref->num_elements, xs.data()).ok());
+    double sse = 0, sxx = 0, shh = 0, sxh = 0, maxabs = 0;
+    for (size_t i = 0; i < xq.size(); ++i) {
+      const double a = xs[i], b = xq[i], e = std::fabs(a - b);
+      sse += e * e;
+      sxx += a * a;
+      shh += b * b;
+      sxh += a * b;
+      maxabs = std::max(maxabs, e);
+    }
+    const double n = static_cast<double>(xq.size());
+    EXPECT_NEAR(d->mse, sse / n, 1e-12 * sse / n);
+    EXPECT_EQ(d->max_abs_err, maxabs);
+    EXPECT_NEAR(d->sqnr_db, 10 * std::log10(sxx / sse), 1e-9);
+    EXPECT_NEAR(d->cosine, sxh / std::sqrt(sxx * shh), 1e-12);
+    EXPECT_EQ(d->clipped, 0);
+    EXPECT_EQ(d->not_nearest, 0);
+    EXPECT_LE(d->max_err_steps, 0.5 + 1e-6);
+    ++checked;
+  }
+  EXPECT_GE(checked, 1);
+}
+
+TEST(ModelOptTest, ExcludedAndUnlistedModulesStayAsStored) {
+  auto ckpt = Checkpoint::Open(Fixtures() + "/mixed_precision");
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  EXPECT_EQ((*ckpt)->conventions(), std::vector<std::string>{"modelopt"});
+  for (const char* name :
+       {"lm_head.weight", "model.layers.1.self_attn.q_proj.weight"}) {
+    const LogicalTensor* t = (*ckpt)->FindTensor(name);
+    ASSERT_NE(t, nullptr) << name;
+    EXPECT_EQ(t->encoding->info().convention, "safetensors") << name;
+  }
+  const LogicalTensor* fp8 =
+      (*ckpt)->FindTensor("model.layers.0.self_attn.q_proj.weight");
+  const LogicalTensor* fp4 =
+      (*ckpt)->FindTensor("model.layers.0.mlp.down_proj.weight");
+  ASSERT_NE(fp8, nullptr);
+  ASSERT_NE(fp4, nullptr);
+  EXPECT_EQ(fp8->encoding->info().granularity, "tensor");
+  EXPECT_EQ(fp4->encoding->info().granularity, "group 16 along in");
+  EXPECT_EQ(fp4->shape, (std::vector<int64_t>{48, 128}));
+  // input_scale acts on activations: a tensor of its own.
+  EXPECT_NE((*ckpt)->FindTensor("model.layers.0.mlp.down_proj.input_scale"),
+            nullptr);
+}
+
+TEST(ModelOptTest, Nvfp4InspectShowsCodeBlockScaleAndGlobalScale) {
+  auto ckpt = Checkpoint::Open(Fixtures() + "/nvfp4");
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  const LogicalTensor* t =
+      (*ckpt)->FindTensor("model.layers.0.mlp.down_proj.weight");
+  ASSERT_NE(t, nullptr);
+  ScalarInfo s;
+  ASSERT_TRUE(t->encoding->Inspect(1, &s).ok());  // the writer's 0.3 outlier
+  EXPECT_EQ(s.code_width, 4);
+  EXPECT_TRUE(s.code_is_float);
+  EXPECT_EQ(s.group, 0);
+  EXPECT_EQ(s.code, 7);  // E2M1 6.0: the block's absmax
+  std::vector<std::string> names;
+  for (int i = 0; i < s.num_params; ++i) {
+    names.emplace_back(s.params[i].name);
+  }
+  EXPECT_THAT(names,
+              ::testing::ElementsAre("block_scale", "global_scale", "scale"));
+  EXPECT_EQ(static_cast<float>(s.params[0].value) *
+                static_cast<float>(s.params[1].value),
+            static_cast<float>(s.params[2].value));
+}
+
+TEST(ModelOptTest, ShardedGlobalScaleInAnotherShardIsFound) {
+  auto ckpt = Checkpoint::Open(Fixtures() + "/nvfp4_sharded");
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  const LogicalTensor* t =
+      (*ckpt)->FindTensor("model.layers.1.mlp.down_proj.weight");
+  ASSERT_NE(t, nullptr);
+  std::vector<int> files;
+  for (const StoredTensor* p : t->encoding->parts()) {
+    files.push_back(static_cast<int>(p->file_index));
+  }
+  EXPECT_THAT(files, ::testing::Contains(::testing::Ne(files[0])));
+}
+
+// config -> the hf_quant_config.json "quantization" object edited by `edit`.
+struct Hostile {
+  const char* what;
+  std::function<void(Json&)> edit;
+  const char* says;
+};
+
+TEST(ModelOptConfigTest, HostileValuesAreDataLossNamingFileAndKey) {
+  const std::vector<Hostile> cases = {
+      {"algo not a string", [](Json& q) { q["quant_algo"] = 4; },
+       "hf_quant_config.json: quantization.quant_algo: expected a string, "
+       "got integer 4"},
+      {"unknown algo", [](Json& q) { q["quant_algo"] = "NVFP3"; },
+       "quantization.quant_algo: expected a ModelOpt quant_algo"},
+      {"missing algo", [](Json& q) { q.erase("quant_algo"); },
+       "quantization.quant_algo: expected a ModelOpt quant_algo string, but "
+       "the key is missing"},
+      {"absurd group", [](Json& q) { q["group_size"] = int64_t{1} << 40; },
+       "quantization.group_size: expected an integer in [1, 65536]"},
+      {"nvfp4 group 32", [](Json& q) { q["group_size"] = 32; },
+       "quantization.group_size: expected the group size of NVFP4 (16), got "
+       "integer 32"},
+      {"float group", [](Json& q) { q["group_size"] = 16.0; },
+       "quantization.group_size: expected an integer in [1, 65536], got "
+       "number 16.0"},
+      {"exclude not a list", [](Json& q) { q["exclude_modules"] = "lm_head"; },
+       "quantization.exclude_modules: expected an array of strings"},
+      {"exclude entry",
+       [](Json& q) {
+         q["exclude_modules"] = {"lm_head", 3};
+       },
+       "quantization.exclude_modules[1]: expected a string"},
+      {"kv algo", [](Json& q) { q["kv_cache_quant_algo"] = 8; },
+       "quantization.kv_cache_quant_algo: expected a string"},
+  };
+  for (const Hostile& c : cases) {
+    SCOPED_TRACE(c.what);
+    const std::string dir = CopyOf("nvfp4");
+    Json j = ReadJson(dir + "/hf_quant_config.json");
+    c.edit(j["quantization"]);
+    WriteJson(dir + "/hf_quant_config.json", j);
+    auto ckpt = Checkpoint::Open(dir);
+    ASSERT_FALSE(ckpt.ok());
+    EXPECT_EQ(ckpt.status().code(), absl::StatusCode::kDataLoss);
+    EXPECT_THAT(std::string(ckpt.status().message()), HasSubstr(c.says));
+  }
+}
+
+TEST(ModelOptConfigTest, MixedPrecisionMapIsCheckedAgainstTheTensors) {
+  const std::vector<Hostile> cases = {
+      {"a module that does not exist",
+       [](Json& q) {
+         q["quantized_layers"]["model.layers.7.mlp.up_proj"] = {
+             {"quant_algo", "NVFP4"}};
+       },
+       "hf_quant_config.json: quantization.quantized_layers.model.layers.7."
+       "mlp.up_proj: names module 'model.layers.7.mlp.up_proj' but the "
+       "checkpoint has no 'model.layers.7.mlp.up_proj.weight'"},
+      {"no map", [](Json& q) { q.erase("quantized_layers"); },
+       "quantization.quantized_layers: expected an object of module -> "
+       "{quant_algo}, but the key is missing"},
+      {"a nested MIXED_PRECISION",
+       [](Json& q) {
+         q["quantized_layers"]["model.layers.0.mlp.down_proj"]["quant_algo"] =
+             "MIXED_PRECISION";
+       },
+       "quantization.quantized_layers.model.layers.0.mlp.down_proj.quant_algo:"
+       " expected a layer's quant_algo"},
+      {"a layer not an object",
+       [](Json& q) {
+         q["quantized_layers"]["model.layers.0.mlp.down_proj"] = "NVFP4";
+       },
+       "quantization.quantized_layers.model.layers.0.mlp.down_proj: expected "
+       "an object"},
+      {"a layer's group",
+       [](Json& q) {
+         q["quantized_layers"]["model.layers.0.mlp.down_proj"]["group_size"] =
+             0;
+       },
+       "model.layers.0.mlp.down_proj.group_size: expected an integer in [1, "
+       "65536], got integer 0"},
+  };
+  for (const Hostile& c : cases) {
+    SCOPED_TRACE(c.what);
+    const std::string dir = CopyOf("mixed_precision");
+    Json j = ReadJson(dir + "/hf_quant_config.json");
+    c.edit(j["quantization"]);
+    WriteJson(dir + "/hf_quant_config.json", j);
+    auto ckpt = Checkpoint::Open(dir);
+    ASSERT_FALSE(ckpt.ok());
+    EXPECT_EQ(ckpt.status().code(), absl::StatusCode::kDataLoss);
+    EXPECT_THAT(std::string(ckpt.status().message()), HasSubstr(c.says));
+  }
+}
+
+TEST(ModelOptConfigTest,
+     RecognisedAlgosTensormorphDoesNotDecodeAreUnimplemented) {
+  const std::string dir = CopyOf("nvfp4");
+  Json j = ReadJson(dir + "/hf_quant_config.json");
+  j["quantization"]["quant_algo"] = "w4a8_awq";
+  WriteJson(dir + "/hf_quant_config.json", j);
+  auto ckpt = Checkpoint::Open(dir);
+  ASSERT_FALSE(ckpt.ok());
+  EXPECT_EQ(ckpt.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(ckpt.status().message()),
+              HasSubstr("quantization.quant_algo: ModelOpt quant_algo "
+                        "W4A8_AWQ is recognised but not supported"));
+}
+
+TEST(ModelOptConfigTest, ConfigJsonWinsAndSpellsTheSameConfig) {
+  // The nested form inside config.json decodes what hf_quant_config.json
+  // does, and the lower-case algo ModelOpt sometimes writes is accepted.
+  const std::string dir = CopyOf("nvfp4");
+  Json hf = ReadJson(dir + "/hf_quant_config.json");
+  fs::remove(dir + "/hf_quant_config.json");
+  Json cfg = ReadJson(dir + "/config.json");
+  hf["quantization"]["quant_algo"] = "nvfp4";
+  cfg["quantization_config"] = {{"quant_method", "modelopt"},
+                                {"quantization", hf["quantization"]}};
+  WriteJson(dir + "/config.json", cfg);
+  auto a = Checkpoint::Open(dir);
+  auto b = Checkpoint::Open(Fixtures() + "/nvfp4");
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_EQ((*a)->tensors().size(), (*b)->tensors().size());
+  for (size_t i = 0; i < (*a)->tensors().size(); ++i) {
+    const LogicalTensor& x = (*a)->tensors()[i];
+    const LogicalTensor& y = (*b)->tensors()[i];
+    EXPECT_EQ(x.name, y.name);
+    EXPECT_EQ(x.encoding->info().convention, y.encoding->info().convention);
+    std::vector<float> u(x.num_elements), v(y.num_elements);
+    ASSERT_TRUE(x.encoding->Decode(0, x.num_elements, u.data()).ok());
+    ASSERT_TRUE(y.encoding->Decode(0, y.num_elements, v.data()).ok());
+    EXPECT_EQ(std::memcmp(u.data(), v.data(), u.size() * 4), 0) << x.name;
+  }
+}
+
+TEST(ModelOptTest, WildcardsMatchAsFnmatch) {
+  using conventions::ModelOptWildcardMatch;
+  EXPECT_TRUE(ModelOptWildcardMatch("lm_head", "lm_head"));
+  EXPECT_TRUE(ModelOptWildcardMatch("model.layers.1.self_attn*",
+                                    "model.layers.1.self_attn.q_proj"));
+  EXPECT_TRUE(ModelOptWildcardMatch("*.mlp.gate", "model.layers.3.mlp.gate"));
+  EXPECT_TRUE(
+      ModelOptWildcardMatch("model.layers.[0-2].*", "model.layers.1.x"));
+  EXPECT_FALSE(
+      ModelOptWildcardMatch("model.layers.[!0-2].*", "model.layers.1.x"));
+  EXPECT_TRUE(ModelOptWildcardMatch("a?c", "abc"));
+  EXPECT_FALSE(ModelOptWildcardMatch("lm_head", "lm_head2"));
+  EXPECT_TRUE(ModelOptWildcardMatch("a[b", "a[b"));  // unclosed: literal
+  // Many stars against a long name never blow up.
+  EXPECT_FALSE(ModelOptWildcardMatch(std::string(64, '*') + "z",
+                                     std::string(4096, 'a')));
+}
+
+TEST(ModelOptTest, AnExcludedModuleStoredQuantizedStaysAsStored) {
+  const std::string dir = CopyOf("nvfp4");
+  Json j = ReadJson(dir + "/hf_quant_config.json");
+  j["quantization"]["exclude_modules"] = {"lm_head", "*.q_proj"};
+  WriteJson(dir + "/hf_quant_config.json", j);
+  // It opens, the module left as stored (check reports it:
+  // excluded-quantized, tests/support/check_cases.cc).
+  auto ckpt = Checkpoint::Open(dir);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  const LogicalTensor* t =
+      (*ckpt)->FindTensor("model.layers.0.self_attn.q_proj.weight");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->encoding->info().convention, "safetensors");
+  EXPECT_EQ(t->encoding->info().scheme, "U8");
+}
+
+// The rules `tensormorph check` applies, on the writer's fixtures opened
+// as check opens them (leniently).
+std::set<std::string> CheckRules(const std::string& dir) {
+  auto ckpt = Checkpoint::Open(dir, {.lenient = true});
+  EXPECT_TRUE(ckpt.ok()) << ckpt.status();
+  std::set<std::string> rules;
+  if (!ckpt.ok()) return rules;
+  auto summary =
+      CheckCheckpoint(**ckpt, CheckOptions(), nullptr, nullptr,
+                      [&](const Finding& f) { rules.insert(f.rule); });
+  EXPECT_TRUE(summary.ok()) << summary.status();
+  return rules;
+}
+
+TEST(ModelOptCheckTest, TheWritersCheckpointsAreClean) {
+  for (const char* name : {"nvfp4", "fp8", "fp8_pb_wo", "mxfp8",
+                           "mixed_precision", "nvfp4_sharded"}) {
+    SCOPED_TRACE(name);
+    const std::set<std::string> rules = CheckRules(Fixtures() + "/" + name);
+    for (const char* error :
+         {"missing-companion", "companion-shape", "excluded-quantized",
+          "unresolved-tensor", "nan-scale", "zero-scale"}) {
+      EXPECT_FALSE(rules.contains(error)) << error;
+    }
+  }
+}
+
+TEST(ModelOptCheckTest, AGlobalScaleOfZeroZeroesEveryGroup) {
+  const std::string dir = CopyOf("nvfp4");
+  testing::EditSafetensors(
+      dir + "/model.safetensors", [](std::vector<testing::StTensor>& ts) {
+        for (testing::StTensor& t : ts) {
+          if (t.name == "model.layers.0.mlp.down_proj.weight_scale_2") {
+            t.data = std::string(4, '\0');
+          }
+        }
+      });
+  const std::set<std::string> rules = CheckRules(dir);
+  EXPECT_TRUE(rules.contains("zero-scale"));
+  EXPECT_TRUE(rules.contains("all-zero-group"));
+}
+
+TEST(ModelOptCheckTest, AMissingGlobalScaleIsAMissingCompanion) {
+  const std::string dir = CopyOf("nvfp4");
+  testing::EditSafetensors(
+      dir + "/model.safetensors", [](std::vector<testing::StTensor>& ts) {
+        std::erase_if(ts, [](const testing::StTensor& t) {
+          return t.name == "model.layers.0.mlp.down_proj.weight_scale_2";
+        });
+      });
+  auto strict = Checkpoint::Open(dir);
+  ASSERT_FALSE(strict.ok());
+  EXPECT_EQ(strict.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(strict.status().message()),
+              HasSubstr("ModelOpt: tensor "
+                        "'model.layers.0.mlp.down_proj.weight' needs "
+                        "'model.layers.0.mlp.down_proj.weight_scale_2', which "
+                        "the checkpoint lacks"));
+  EXPECT_TRUE(CheckRules(dir).contains("missing-companion"));
+}
+
+}  // namespace
+}  // namespace tensormorph

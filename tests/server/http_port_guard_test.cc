@@ -284,7 +284,9 @@ TEST(DrainTest, HealthTurnsNotServingAndNewCallsAreRefusedOnBothPorts) {
   while (reader->Read(&chunk)) {
     streamed += static_cast<int64_t>(chunk.data().size());
   }
-  EXPECT_TRUE(reader->Finish().ok());
+  const grpc::Status finished = reader->Finish();
+  EXPECT_TRUE(finished.ok()) << finished.error_code() << ": "
+                             << finished.error_message();
   EXPECT_EQ(streamed, int64_t{32} << 20);
   EXPECT_EQ(s.WaitForExit(), 0);
 }

@@ -6,7 +6,8 @@
 // into that dtype, the scale and zero were moved to it (to_inplace), and the
 // subtraction and the product each round once to it. Here each is computed
 // exactly in double and rounded once to the compute dtype (round to nearest
-// even), then held as float32, which is exact. The grouped matrix is the
+// even), then held as float32, which is exact (core/quant/hqq_kernels.h
+// has that arithmetic and its fast paths). The grouped matrix is the
 // flat tensor reshaped to [numel/G, G] (axis 1: a group is G consecutive
 // elements) or [G, numel/G] (axis 0: a group is a column, elements
 // numel/G apart); packings (hqq/core/bitpack.py) split its rows into
@@ -47,19 +48,6 @@ int64_t HqqPackedRows(int bits, int64_t rows);
 // REQUIRES: the stored tensors outlive the encoding.
 // Errors: DATA_LOSS naming the tensor and the rule it breaks.
 absl::StatusOr<std::shared_ptr<const Encoding>> MakeHqqEncoding(HqqParams p);
-
-// `x` rounded once to the nearest value of `dtype` (F16, BF16, F32; ties to
-// even; beyond the largest finite value: infinity).
-double RoundToDType(double x, DType dtype);
-
-// A group's value of every code c in [0, 2^bits): round(round(c - z) * s),
-// each rounding to `dtype` (s and z already in it), into out[c]. The scalar
-// reference, and the AVX2 path (four codes at a time) that gives the same
-// bits; tests hold them to it.
-// REQUIRES: 1 <= bits <= 8; `out` holds 2^bits floats; dtype as RoundToDType.
-void HqqGroupValues(double s, double z, int bits, DType dtype, float* out);
-void HqqGroupValuesScalar(double s, double z, int bits, DType dtype,
-                          float* out);
 
 }  // namespace tensormorph
 

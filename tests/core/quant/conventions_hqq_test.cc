@@ -14,7 +14,7 @@
 #include "core/diff/pairing.h"
 #include "core/diff/tensor_diff.h"
 #include "core/format/checkpoint.h"
-#include "core/quant/hqq_encoding.h"
+#include "core/quant/hqq_kernels.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"

@@ -312,9 +312,13 @@ BENCHMARK(BM_DecodeModelOptLayer)
     ->DenseRange(0, static_cast<int>(bench::ModelOptLayer::kMxfp8))
     ->Unit(benchmark::kMillisecond);
 
-// An HQQ layer of the same size (4-bit, groups of 64, float16 arithmetic).
+// An HQQ layer of the same size (4-bit, groups of 64, float16 arithmetic),
+// grouped along axis 1 (/1) or axis 0 (/0).
 void BM_DecodeHqqLayer(benchmark::State& state) {
-  static const std::string dir = bench::WriteHqqLayer(4096, 4096);
+  const int axis = static_cast<int>(state.range(0));
+  static std::map<int, std::string> dirs;
+  std::string& dir = dirs[axis];
+  if (dir.empty()) dir = bench::WriteHqqLayer(4096, 4096, axis);
   auto ckpt = Checkpoint::Open(dir);
   if (!ckpt.ok()) {
     state.SkipWithError(ckpt.status().ToString().c_str());
@@ -326,7 +330,8 @@ void BM_DecodeHqqLayer(benchmark::State& state) {
     state.SkipWithError("no quantized tensor");
     return;
   }
-  state.SetLabel("hqq " + t->encoding->info().scheme);
+  state.SetLabel("hqq axis " + std::to_string(axis) + " " +
+                 t->encoding->info().scheme);
   constexpr int64_t kChunk = (int64_t{1} << 20) / sizeof(float);
   std::vector<float> out(kChunk);
   for (auto _ : state) {
@@ -343,7 +348,7 @@ void BM_DecodeHqqLayer(benchmark::State& state) {
       static_cast<double>(state.iterations() * t->num_elements) / 1e9,
       benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_DecodeHqqLayer)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_DecodeHqqLayer)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace tensormorph

@@ -14,6 +14,7 @@
 #include "core/diff/pairing.h"
 #include "core/diff/tensor_diff.h"
 #include "core/format/checkpoint.h"
+#include "core/quant/decode_simd.h"
 #include "core/quant/hqq_kernels.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -21,6 +22,7 @@
 #include "tests/support/fixture_copy.h"
 #include "tests/support/npy_reader.h"
 #include "tests/support/process.h"
+#include "tests/support/same_bits.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
@@ -137,6 +139,35 @@ TEST_P(HqqFixtureTest, DiffAgainstTheSourceMatchesFloat64) {
     ++checked;
   }
   EXPECT_GE(checked, 1);
+}
+
+// The fast paths at every vector level the CPU runs (the scalar table path
+// included) decode every range to what Inspect, the scalar reference, says
+// of each element.
+TEST_P(HqqFixtureTest, DecodeAtEveryVectorLevelMatchesInspect) {
+  auto ckpt = Checkpoint::Open(Fixtures() + "/" + GetParam());
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  std::mt19937 rng(41);
+  for (int l = 0; l <= static_cast<int>(SupportedDecodeSimd()); ++l) {
+    CapDecodeSimdForTesting(static_cast<DecodeSimd>(l));
+    for (const LogicalTensor& t : (*ckpt)->tensors()) {
+      if (!t.encoding->info().quantized) continue;
+      SCOPED_TRACE(::testing::Message() << t.name << " level " << l);
+      const int64_t n = t.num_elements;
+      for (int trial = 0; trial < 8; ++trial) {
+        const int64_t first = trial == 0 ? 0 : rng() % n;
+        const int64_t count = trial == 0 ? n : 1 + rng() % (n - first);
+        std::vector<float> got(count);
+        ASSERT_TRUE(t.encoding->Decode(first, count, got.data()).ok());
+        for (int64_t i = 0; i < count; ++i) {
+          ScalarInfo s;
+          ASSERT_TRUE(t.encoding->Inspect(first + i, &s).ok());
+          ASSERT_TRUE(testing::SameBits(got[i], s.value)) << first + i;
+        }
+      }
+    }
+  }
+  CapDecodeSimdForTesting(DecodeSimd::kAvx512);
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryLayout, HqqFixtureTest,

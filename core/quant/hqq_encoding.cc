@@ -70,9 +70,17 @@ class HqqEncoding final : public Encoding {
         HqqDecodeGroups(codes, n, Runs{.run = g_size, .skip = c}, s, z,
                         p_.compute, out);
       } else {
-        n = std::min({count, cols_ - c, kBatch});
-        TM_RETURN_IF_ERROR(LoadParams(c, n, s, z));
-        HqqDecodeColumns(codes, n, s, z, p_.compute, out);
+        n = std::min(count, cols_ - c);
+        HqqParamRow sr = StoredRow(p_.scale, c), zr = StoredRow(p_.zero, c);
+        if (sr.data == nullptr || zr.data == nullptr) {
+          n = std::min(n, kBatch);
+          TM_RETURN_IF_ERROR(LoadParams(c, n, s, z));
+          sr = {.data = reinterpret_cast<const uint8_t*>(s),
+                .dtype = DType::kF32};
+          zr = {.data = reinterpret_cast<const uint8_t*>(z),
+                .dtype = DType::kF32};
+        }
+        HqqDecodeColumns(codes, n, sr, zr, p_.compute, out);
       }
       first += n;
       count -= n;
@@ -110,16 +118,28 @@ class HqqEncoding final : public Encoding {
  private:
   static constexpr int64_t kBatch = 1024;
 
+  // Whether the compute dtype holds every value of stored dtype `d`.
+  bool Holds(DType d) const {
+    return d == p_.compute || (p_.compute == DType::kF32 &&
+                               (d == DType::kF16 || d == DType::kBF16));
+  }
+
+  // Scales or zeros from group g on, read where they are stored; a null
+  // row when they need rounding to the compute dtype first.
+  HqqParamRow StoredRow(const StoredTensor* t, int64_t g) const {
+    const bool plain = t->dtype == DType::kF16 || t->dtype == DType::kBF16 ||
+                       t->dtype == DType::kF32;
+    if (!plain || !Holds(t->dtype)) return {};
+    const int64_t width = t->dtype == DType::kF32 ? 4 : 2;
+    return {.data = t->data.data() + g * width, .dtype = t->dtype};
+  }
+
   // Scales and zeros of groups [g, g + n) in the compute dtype. Scales
   // stored in a dtype the compute dtype holds exactly need no rounding.
   absl::Status LoadParams(int64_t g, int64_t n, float* s, float* z) const {
     for (auto [t, out] : {std::pair{p_.scale, s}, std::pair{p_.zero, z}}) {
       TM_RETURN_IF_ERROR(DecodeElements(t->dtype, t->data, g, n, out));
-      const bool exact =
-          t->dtype == p_.compute ||
-          (p_.compute == DType::kF32 &&
-           (t->dtype == DType::kF16 || t->dtype == DType::kBF16));
-      if (exact) continue;
+      if (Holds(t->dtype)) continue;
       for (int64_t k = 0; k < n; ++k) {
         out[k] = static_cast<float>(RoundToDType(out[k], p_.compute));
       }

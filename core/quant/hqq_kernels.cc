@@ -181,14 +181,20 @@ void HqqDecodeGroupsScalar(const HqqCodes& codes, int64_t n, Runs runs,
   }
 }
 
-void HqqDecodeColumnsScalar(const HqqCodes& codes, int64_t n, const float* s,
-                            const float* z, DType t, float* out) {
+void HqqDecodeColumnsScalar(const HqqCodes& codes, int64_t n, HqqParamRow s,
+                            HqqParamRow z, DType t, float* out) {
   for (int64_t i = 0; i < n; ++i) {
-    out[i] = HqqValue(HqqCodeAt(codes, i), s[i], z[i], t);
+    out[i] =
+        HqqValue(HqqCodeAt(codes, i), HqqParamAt(s, i), HqqParamAt(z, i), t);
   }
 }
 
 namespace {
+
+HqqParamRow Offset(HqqParamRow p, int64_t i) {
+  return {.data = p.data + i * (p.dtype == DType::kF32 ? 4 : 2),
+          .dtype = p.dtype};
+}
 
 // Without vector units: a group's 2^bits values once, its codes looked up.
 void DecodeGroupsByTable(const HqqCodes& codes, int64_t n, Runs runs,
@@ -205,6 +211,13 @@ void DecodeGroupsByTable(const HqqCodes& codes, int64_t n, Runs runs,
 #if defined(__x86_64__)
 
 #define TM_AVX2 __attribute__((target("avx2,f16c")))
+
+// Upper halves: the vector loops leave a few elements (ragged tails, groups and
+// lanes outside HqqFloatExact) to the scalar reference, compiled without
+// VEX. GCC emits no vzeroupper before calls to this file's own functions,
+// and legacy SSE code run with the vector registers' upper halves dirty
+// stalls (measured: a fifth of axis 0's time for one lane in 1500); the
+// loops clear them first.
 #define TM_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,f16c")))
 
 // GCC 12's AVX-512 intrinsics pass _mm512_undefined_*(), which
@@ -299,7 +312,10 @@ TM_AVX512 void Groups512(const HqqCodes& codes, int64_t n, Runs runs,
     const int64_t end = RunEnd(n, runs, g, i);
     const bool exact = HqqFloatExact(s[g], z[g], kT);
     const __m512 vs = _mm512_set1_ps(s[g]), vz = _mm512_set1_ps(z[g]);
-    if (!exact) HqqGroupValues(s[g], z[g], codes.bits, kT, table);
+    if (!exact) {
+      _mm256_zeroupper();  // upper halves: see above
+      HqqGroupValues(s[g], z[g], codes.bits, kT, table);
+    }
     if (codes.bits <= 4) {
       const __m512 lut =
           exact ? Value512<kT>(iota, vs, vz) : _mm512_loadu_ps(table);
@@ -323,24 +339,40 @@ TM_AVX512 void Groups512(const HqqCodes& codes, int64_t n, Runs runs,
   }
 }
 
+// Sixteen stored scales or zeros from element i on, where `m` is set.
+TM_AVX512 inline __m512 Params512(const HqqParamRow& p, int64_t i,
+                                  __mmask16 m) {
+  switch (p.dtype) {
+    case DType::kF16:
+      return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p.data + 2 * i));
+    case DType::kBF16:
+      return _mm512_castsi512_ps(_mm512_slli_epi32(
+          _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p.data + 2 * i)),
+          16));
+    default:
+      return _mm512_maskz_loadu_ps(m, p.data + 4 * i);
+  }
+}
+
 // Sixteen elements at a time in float32; lanes whose scale and zero fall
 // outside HqqFloatExact take the reference.
 template <DType kT, int kWord>
-TM_AVX512 void Columns512(const HqqCodes& codes, int64_t n, const float* s,
-                          const float* z, float* out) {
+TM_AVX512 void Columns512(const HqqCodes& codes, int64_t n, HqqParamRow s,
+                          HqqParamRow z, float* out) {
   const __m128i shift = _mm_cvtsi32_si128(codes.shift);
   const __m512i mask = _mm512_set1_epi32((1 << codes.bits) - 1);
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 m = Lanes(n - i);
-    const __m512 vs = _mm512_maskz_loadu_ps(m, s + i);
-    const __m512 vz = _mm512_maskz_loadu_ps(m, z + i);
+    const __m512 vs = Params512(s, i, m), vz = Params512(z, i, m);
     const __m512 c =
         _mm512_cvtepi32_ps(Codes512<kWord>(codes, i, m, shift, mask));
     _mm512_mask_storeu_ps(out + i, m, Value512<kT>(c, vs, vz));
-    for (unsigned rest = m & ~Exact512<kT>(vs, vz); rest != 0;
-         rest &= rest - 1) {
+    unsigned rest = m & ~Exact512<kT>(vs, vz);
+    if (rest != 0) _mm256_zeroupper();  // upper halves: see above
+    for (; rest != 0; rest &= rest - 1) {
       const int64_t k = i + __builtin_ctz(rest);
-      out[k] = HqqValue(HqqCodeAt(codes, k), s[k], z[k], kT);
+      out[k] =
+          HqqValue(HqqCodeAt(codes, k), HqqParamAt(s, k), HqqParamAt(z, k), kT);
     }
   }
 }
@@ -426,7 +458,10 @@ TM_AVX2 void Groups256(const HqqCodes& codes, int64_t n, Runs runs,
     const int64_t end = RunEnd(n, runs, g, i);
     const bool exact = HqqFloatExact(s[g], z[g], kT);
     const __m256 vs = _mm256_set1_ps(s[g]), vz = _mm256_set1_ps(z[g]);
-    if (!exact) HqqGroupValues(s[g], z[g], codes.bits, kT, table);
+    if (!exact) {
+      _mm256_zeroupper();  // upper halves: see above
+      HqqGroupValues(s[g], z[g], codes.bits, kT, table);
+    }
     if (codes.bits <= 4) {
       const __m256 lo =
           exact ? Value256<kT>(iota, vs, vz) : _mm256_loadu_ps(table);
@@ -448,6 +483,7 @@ TM_AVX2 void Groups256(const HqqCodes& codes, int64_t n, Runs runs,
                                : _mm256_i32gather_ps(table, c, 4));
       }
     }
+    if (i < end) _mm256_zeroupper();  // upper halves: see above
     for (; i < end; ++i) {
       const uint32_t c = HqqCodeAt(codes, i);
       out[i] = exact ? HqqValue(c, s[g], z[g], kT) : table[c];
@@ -455,23 +491,43 @@ TM_AVX2 void Groups256(const HqqCodes& codes, int64_t n, Runs runs,
   }
 }
 
+TM_AVX2 inline __m256 Params256(const HqqParamRow& p, int64_t i) {
+  const auto* q = reinterpret_cast<const __m128i*>(p.data + 2 * i);
+  switch (p.dtype) {
+    case DType::kF16:
+      return _mm256_cvtph_ps(_mm_loadu_si128(q));
+    case DType::kBF16:
+      return _mm256_castsi256_ps(
+          _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(q)), 16));
+    default:
+      return _mm256_loadu_ps(reinterpret_cast<const float*>(p.data + 4 * i));
+  }
+}
+
 template <DType kT, int kWord>
-TM_AVX2 void Columns256(const HqqCodes& codes, int64_t n, const float* s,
-                        const float* z, float* out) {
+TM_AVX2 void Columns256(const HqqCodes& codes, int64_t n, HqqParamRow s,
+                        HqqParamRow z, float* out) {
   const __m128i shift = _mm_cvtsi32_si128(codes.shift);
   const __m256i mask = _mm256_set1_epi32((1 << codes.bits) - 1);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m256 vs = _mm256_loadu_ps(s + i), vz = _mm256_loadu_ps(z + i);
+    const __m256 vs = Params256(s, i), vz = Params256(z, i);
     const __m256 c = _mm256_cvtepi32_ps(Codes256<kWord>(codes, i, shift, mask));
     _mm256_storeu_ps(out + i, Value256<kT>(c, vs, vz));
-    for (unsigned rest = ~Exact256<kT>(vs, vz) & 0xFFu; rest != 0;
-         rest &= rest - 1) {
+    unsigned rest = ~Exact256<kT>(vs, vz) & 0xFFu;
+    if (rest != 0) _mm256_zeroupper();  // upper halves: see above
+    for (; rest != 0; rest &= rest - 1) {
       const int64_t k = i + __builtin_ctz(rest);
-      out[k] = HqqValue(HqqCodeAt(codes, k), s[k], z[k], kT);
+      out[k] =
+          HqqValue(HqqCodeAt(codes, k), HqqParamAt(s, k), HqqParamAt(z, k), kT);
     }
   }
-  for (; i < n; ++i) out[i] = HqqValue(HqqCodeAt(codes, i), s[i], z[i], kT);
+  if (i < n) _mm256_zeroupper();  // upper halves: see above
+  HqqDecodeColumnsScalar(HqqCodes{.data = codes.data + i * codes.word_bytes,
+                                  .word_bytes = codes.word_bytes,
+                                  .shift = codes.shift,
+                                  .bits = codes.bits},
+                         n - i, Offset(s, i), Offset(z, i), kT, out + i);
 }
 
 // The kernel for (level, dtype, word): one switch, then no branch per
@@ -507,14 +563,14 @@ struct G256 {
 };
 template <DType kT, int kWord>
 struct C512 {
-  static void Run(const HqqCodes* c, int64_t n, const float* s, const float* z,
+  static void Run(const HqqCodes* c, int64_t n, HqqParamRow s, HqqParamRow z,
                   float* out) {
     Columns512<kT, kWord>(*c, n, s, z, out);
   }
 };
 template <DType kT, int kWord>
 struct C256 {
-  static void Run(const HqqCodes* c, int64_t n, const float* s, const float* z,
+  static void Run(const HqqCodes* c, int64_t n, HqqParamRow s, HqqParamRow z,
                   float* out) {
     Columns256<kT, kWord>(*c, n, s, z, out);
   }
@@ -539,8 +595,8 @@ void HqqDecodeGroups(const HqqCodes& codes, int64_t n, Runs runs,
   DecodeGroupsByTable(codes, n, runs, s, z, t, out);
 }
 
-void HqqDecodeColumns(const HqqCodes& codes, int64_t n, const float* s,
-                      const float* z, DType t, float* out) {
+void HqqDecodeColumns(const HqqCodes& codes, int64_t n, HqqParamRow s,
+                      HqqParamRow z, DType t, float* out) {
 #if defined(__x86_64__)
   switch (ActiveDecodeSimd()) {
     case DecodeSimd::kAvx512:

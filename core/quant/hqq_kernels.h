@@ -18,6 +18,7 @@
 
 #include "core/dtype.h"
 #include "core/quant/affine_kernels.h"
+#include "core/quant/float_formats.h"
 
 namespace tensormorph {
 
@@ -77,14 +78,37 @@ void HqqDecodeGroups(const HqqCodes& codes, int64_t n, Runs runs,
 void HqqDecodeGroupsScalar(const HqqCodes& codes, int64_t n, Runs runs,
                            const float* s, const float* z, DType t, float* out);
 
+// Scales or zeros side by side as stored: F16, BF16 or F32 values.
+struct HqqParamRow {
+  const uint8_t* data = nullptr;  // the first element's value
+  DType dtype = DType::kF32;      // kF16, kBF16 or kF32
+};
+
+inline float HqqParamAt(const HqqParamRow& p, int64_t i) {
+  uint16_t h;
+  float f;
+  switch (p.dtype) {
+    case DType::kF16:
+      std::memcpy(&h, p.data + 2 * i, 2);
+      return F16ToF32Fast(h);
+    case DType::kBF16:
+      std::memcpy(&h, p.data + 2 * i, 2);
+      return BF16ToF32(h);
+    default:
+      std::memcpy(&f, p.data + 4 * i, 4);
+      return f;
+  }
+}
+
 // Each element with a scale and zero of its own (HQQ's axis 0, where a row
 // of the grouped matrix crosses one group per column): out[i] =
-// HqqValue(code i, s[i], z[i], t).
-// REQUIRES: codes.data holds n words; s and z n values of t.
-void HqqDecodeColumns(const HqqCodes& codes, int64_t n, const float* s,
-                      const float* z, DType t, float* out);
-void HqqDecodeColumnsScalar(const HqqCodes& codes, int64_t n, const float* s,
-                            const float* z, DType t, float* out);
+// HqqValue(code i, s[i], z[i], t), read where they are stored.
+// REQUIRES: codes.data holds n words; s and z n values that t holds
+// exactly (stored in t, or F16/BF16 when t is F32).
+void HqqDecodeColumns(const HqqCodes& codes, int64_t n, HqqParamRow s,
+                      HqqParamRow z, DType t, float* out);
+void HqqDecodeColumnsScalar(const HqqCodes& codes, int64_t n, HqqParamRow s,
+                            HqqParamRow z, DType t, float* out);
 
 }  // namespace tensormorph
 

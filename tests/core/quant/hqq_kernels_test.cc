@@ -13,6 +13,7 @@
 
 #include "core/quant/decode_simd.h"
 #include "gtest/gtest.h"
+#include "tests/support/quantize.h"
 #include "tests/support/same_bits.h"
 
 namespace tensormorph {
@@ -122,10 +123,35 @@ TEST_P(HqqKernelsLevelTest, ColumnKernelGivesTheScalarBits) {
                              .word_bytes = l.word_bytes,
                              .shift = l.shift,
                              .bits = l.bits};
-        std::vector<float> fast(n), ref(n);
-        HqqDecodeColumns(codes, n, s.data(), z.data(), t, fast.data());
-        HqqDecodeColumnsScalar(codes, n, s.data(), z.data(), t, ref.data());
+        // As float32, and as stored in t (rows of t's values).
+        const int64_t width = t == DType::kF32 ? 4 : 2;
+        std::vector<uint8_t> s_t(width * n), z_t(width * n);
+        for (int64_t i = 0; i < n; ++i) {
+          uint32_t sb, zb;
+          std::memcpy(&sb, &s[i], 4);
+          std::memcpy(&zb, &z[i], 4);
+          if (t == DType::kF16) {
+            sb = testing::F32ToF16Bits(s[i]);
+            zb = testing::F32ToF16Bits(z[i]);
+          } else if (t == DType::kBF16) {
+            sb >>= 16;
+            zb >>= 16;
+          }
+          std::memcpy(&s_t[width * i], &sb, width);
+          std::memcpy(&z_t[width * i], &zb, width);
+        }
+        const auto* sp = reinterpret_cast<const uint8_t*>(s.data());
+        const auto* zp = reinterpret_cast<const uint8_t*>(z.data());
+        const HqqParamRow s32{.data = sp, .dtype = DType::kF32};
+        const HqqParamRow z32{.data = zp, .dtype = DType::kF32};
+        const HqqParamRow st{.data = s_t.data(), .dtype = t};
+        const HqqParamRow zt{.data = z_t.data(), .dtype = t};
+        std::vector<float> fast(n), ref(n), stored(n);
+        HqqDecodeColumns(codes, n, s32, z32, t, fast.data());
+        HqqDecodeColumns(codes, n, st, zt, t, stored.data());
+        HqqDecodeColumnsScalar(codes, n, s32, z32, t, ref.data());
         ASSERT_TRUE(SameBits(fast, ref));
+        ASSERT_TRUE(SameBits(stored, ref));
       }
     }
   }

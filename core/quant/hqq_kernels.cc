@@ -292,6 +292,20 @@ TM_AVX512 inline __m512i Codes512(const HqqCodes& c, int64_t i, __mmask16 m,
   return _mm512_and_si512(_mm512_srl_epi32(w, shift), mask);
 }
 
+// All sixteen, unmasked, and before any mask: the permute reads only an
+// index's low four bits, so 4-bit codes need no mask.
+template <int kWord>
+TM_AVX512 inline __m512i Words512(const HqqCodes& c, int64_t i, __m128i shift) {
+  __m512i w;
+  if constexpr (kWord == 4) {
+    w = _mm512_loadu_si512(c.data + 4 * i);
+  } else {
+    w = _mm512_cvtepu8_epi32(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(c.data + i)));
+  }
+  return _mm512_srl_epi32(w, shift);
+}
+
 TM_AVX512 inline __mmask16 Lanes(int64_t left) {
   return left >= 16 ? __mmask16{0xFFFF}
                     : static_cast<__mmask16>((1u << left) - 1);
@@ -319,7 +333,19 @@ TM_AVX512 void Groups512(const HqqCodes& codes, int64_t n, Runs runs,
     if (codes.bits <= 4) {
       const __m512 lut =
           exact ? Value512<kT>(iota, vs, vz) : _mm512_loadu_ps(table);
-      for (; i < end; i += 16) {
+      if (codes.bits == 4) {
+        for (; i + 16 <= end; i += 16) {
+          _mm512_storeu_ps(out + i, _mm512_permutexvar_ps(
+                                        Words512<kWord>(codes, i, shift), lut));
+        }
+      } else {
+        for (; i + 16 <= end; i += 16) {
+          const __m512i c =
+              _mm512_and_si512(Words512<kWord>(codes, i, shift), mask);
+          _mm512_storeu_ps(out + i, _mm512_permutexvar_ps(c, lut));
+        }
+      }
+      if (i < end) {
         const __mmask16 m = Lanes(end - i);
         _mm512_mask_storeu_ps(
             out + i, m,

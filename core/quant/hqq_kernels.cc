@@ -365,6 +365,20 @@ TM_AVX512 void Groups512(const HqqCodes& codes, int64_t n, Runs runs,
   }
 }
 
+// Sixteen stored scales or zeros from element i on.
+TM_AVX512 inline __m512 Params512(const HqqParamRow& p, int64_t i) {
+  const auto* h = reinterpret_cast<const __m256i*>(p.data + 2 * i);
+  switch (p.dtype) {
+    case DType::kF16:
+      return _mm512_cvtph_ps(_mm256_loadu_si256(h));
+    case DType::kBF16:
+      return _mm512_castsi512_ps(
+          _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(h)), 16));
+    default:
+      return _mm512_loadu_ps(p.data + 4 * i);
+  }
+}
+
 // Sixteen stored scales or zeros from element i on, where `m` is set.
 TM_AVX512 inline __m512 Params512(const HqqParamRow& p, int64_t i,
                                   __mmask16 m) {
@@ -382,24 +396,49 @@ TM_AVX512 inline __m512 Params512(const HqqParamRow& p, int64_t i,
 
 // Sixteen elements at a time in float32; lanes whose scale and zero fall
 // outside HqqFloatExact take the reference.
+// Elements [i, i + 16) where `m` is set (full: all sixteen, unmasked);
+// lanes whose scale and zero fall outside HqqFloatExact take the reference.
+template <DType kT, int kWord, bool kFull>
+TM_AVX512 inline void Columns16(const HqqCodes& codes, int64_t i, __mmask16 m,
+                                __m128i shift, __m512i mask, HqqParamRow s,
+                                HqqParamRow z, float* out) {
+  __m512 vs, vz;
+  __m512i q;
+  if constexpr (kFull) {
+    vs = Params512(s, i);
+    vz = Params512(z, i);
+    q = _mm512_and_si512(Words512<kWord>(codes, i, shift), mask);
+  } else {
+    vs = Params512(s, i, m);
+    vz = Params512(z, i, m);
+    q = Codes512<kWord>(codes, i, m, shift, mask);
+  }
+  const __m512 v = Value512<kT>(_mm512_cvtepi32_ps(q), vs, vz);
+  if constexpr (kFull) {
+    _mm512_storeu_ps(out + i, v);
+  } else {
+    _mm512_mask_storeu_ps(out + i, m, v);
+  }
+  unsigned rest = m & ~Exact512<kT>(vs, vz);
+  if (rest != 0) _mm256_zeroupper();  // upper halves: see above
+  for (; rest != 0; rest &= rest - 1) {
+    const int64_t k = i + __builtin_ctz(rest);
+    out[k] =
+        HqqValue(HqqCodeAt(codes, k), HqqParamAt(s, k), HqqParamAt(z, k), kT);
+  }
+}
+
 template <DType kT, int kWord>
 TM_AVX512 void Columns512(const HqqCodes& codes, int64_t n, HqqParamRow s,
                           HqqParamRow z, float* out) {
   const __m128i shift = _mm_cvtsi32_si128(codes.shift);
   const __m512i mask = _mm512_set1_epi32((1 << codes.bits) - 1);
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = Lanes(n - i);
-    const __m512 vs = Params512(s, i, m), vz = Params512(z, i, m);
-    const __m512 c =
-        _mm512_cvtepi32_ps(Codes512<kWord>(codes, i, m, shift, mask));
-    _mm512_mask_storeu_ps(out + i, m, Value512<kT>(c, vs, vz));
-    unsigned rest = m & ~Exact512<kT>(vs, vz);
-    if (rest != 0) _mm256_zeroupper();  // upper halves: see above
-    for (; rest != 0; rest &= rest - 1) {
-      const int64_t k = i + __builtin_ctz(rest);
-      out[k] =
-          HqqValue(HqqCodeAt(codes, k), HqqParamAt(s, k), HqqParamAt(z, k), kT);
-    }
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    Columns16<kT, kWord, true>(codes, i, 0xFFFF, shift, mask, s, z, out);
+  }
+  if (i < n) {
+    Columns16<kT, kWord, false>(codes, i, Lanes(n - i), shift, mask, s, z, out);
   }
 }
 

@@ -72,7 +72,7 @@ class HqqEncoding final : public Encoding {
       } else {
         n = std::min(count, cols_ - c);
         HqqParamRow sr = StoredRow(p_.scale, c), zr = StoredRow(p_.zero, c);
-        if (sr.data == nullptr || zr.data == nullptr) {
+        if (sr.data == nullptr || zr.data == nullptr || sr.dtype != zr.dtype) {
           n = std::min(n, kBatch);
           TM_RETURN_IF_ERROR(LoadParams(c, n, s, z));
           sr = {.data = reinterpret_cast<const uint8_t*>(s),

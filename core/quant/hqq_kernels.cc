@@ -365,80 +365,77 @@ TM_AVX512 void Groups512(const HqqCodes& codes, int64_t n, Runs runs,
   }
 }
 
-// Sixteen stored scales or zeros from element i on.
-TM_AVX512 inline __m512 Params512(const HqqParamRow& p, int64_t i) {
-  const auto* h = reinterpret_cast<const __m256i*>(p.data + 2 * i);
-  switch (p.dtype) {
-    case DType::kF16:
-      return _mm512_cvtph_ps(_mm256_loadu_si256(h));
-    case DType::kBF16:
-      return _mm512_castsi512_ps(
-          _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(h)), 16));
-    default:
-      return _mm512_loadu_ps(p.data + 4 * i);
-  }
-}
-
-// Sixteen stored scales or zeros from element i on, where `m` is set.
-TM_AVX512 inline __m512 Params512(const HqqParamRow& p, int64_t i,
-                                  __mmask16 m) {
-  switch (p.dtype) {
-    case DType::kF16:
-      return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p.data + 2 * i));
-    case DType::kBF16:
-      return _mm512_castsi512_ps(_mm512_slli_epi32(
-          _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p.data + 2 * i)),
-          16));
-    default:
-      return _mm512_maskz_loadu_ps(m, p.data + 4 * i);
-  }
-}
-
-// Sixteen elements at a time in float32; lanes whose scale and zero fall
-// outside HqqFloatExact take the reference.
-// Elements [i, i + 16) where `m` is set (full: all sixteen, unmasked);
-// lanes whose scale and zero fall outside HqqFloatExact take the reference.
-template <DType kT, int kWord, bool kFull>
-TM_AVX512 inline void Columns16(const HqqCodes& codes, int64_t i, __mmask16 m,
-                                __m128i shift, __m512i mask, HqqParamRow s,
-                                HqqParamRow z, float* out) {
-  __m512 vs, vz;
-  __m512i q;
-  if constexpr (kFull) {
-    vs = Params512(s, i);
-    vz = Params512(z, i);
-    q = _mm512_and_si512(Words512<kWord>(codes, i, shift), mask);
+// Sixteen stored scales or zeros (of dtype kP) from element i on, where
+// `m` is set (kFull: all sixteen, unmasked).
+template <DType kP, bool kFull>
+TM_AVX512 inline __m512 Params512(const uint8_t* p, int64_t i, __mmask16 m) {
+  if constexpr (kP == DType::kF32) {
+    return kFull ? _mm512_loadu_ps(p + 4 * i)
+                 : _mm512_maskz_loadu_ps(m, p + 4 * i);
   } else {
-    vs = Params512(s, i, m);
-    vz = Params512(z, i, m);
-    q = Codes512<kWord>(codes, i, m, shift, mask);
+    const __m256i h =
+        kFull ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2 * i))
+              : _mm256_maskz_loadu_epi16(m, p + 2 * i);
+    if constexpr (kP == DType::kF16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
+}
+
+// Elements [i, i + 16) where `m` is set; returns the lanes whose scale and
+// zero fall outside HqqFloatExact, for the caller to redo.
+template <DType kT, int kWord, DType kP, bool kFull>
+TM_AVX512 inline unsigned Columns16(const HqqCodes& codes, int64_t i,
+                                    __mmask16 m, __m128i shift, __m512i mask,
+                                    const uint8_t* s, const uint8_t* z,
+                                    float* out) {
+  const __m512 vs = Params512<kP, kFull>(s, i, m);
+  const __m512 vz = Params512<kP, kFull>(z, i, m);
+  const __m512i q =
+      kFull ? _mm512_and_si512(Words512<kWord>(codes, i, shift), mask)
+            : Codes512<kWord>(codes, i, m, shift, mask);
   const __m512 v = Value512<kT>(_mm512_cvtepi32_ps(q), vs, vz);
   if constexpr (kFull) {
     _mm512_storeu_ps(out + i, v);
   } else {
     _mm512_mask_storeu_ps(out + i, m, v);
   }
-  unsigned rest = m & ~Exact512<kT>(vs, vz);
-  if (rest != 0) _mm256_zeroupper();  // upper halves: see above
-  for (; rest != 0; rest &= rest - 1) {
-    const int64_t k = i + __builtin_ctz(rest);
-    out[k] =
-        HqqValue(HqqCodeAt(codes, k), HqqParamAt(s, k), HqqParamAt(z, k), kT);
-  }
+  return m & ~Exact512<kT>(vs, vz);
 }
 
-template <DType kT, int kWord>
+// Blocks of kBlock elements: the vector loop notes the lanes outside
+// HqqFloatExact, then the reference redoes them, so no call sits in the
+// vector loop (a call would spill its constants: every vector register is
+// the caller's to save).
+template <DType kT, int kWord, DType kP>
 TM_AVX512 void Columns512(const HqqCodes& codes, int64_t n, HqqParamRow s,
                           HqqParamRow z, float* out) {
+  constexpr int64_t kBlock = 1024;
   const __m128i shift = _mm_cvtsi32_si128(codes.shift);
   const __m512i mask = _mm512_set1_epi32((1 << codes.bits) - 1);
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    Columns16<kT, kWord, true>(codes, i, 0xFFFF, shift, mask, s, z, out);
-  }
-  if (i < n) {
-    Columns16<kT, kWord, false>(codes, i, Lanes(n - i), shift, mask, s, z, out);
+  for (int64_t b = 0; b < n; b += kBlock) {
+    const int64_t e = std::min(n, b + kBlock);
+    uint16_t bad[kBlock / 16];
+    unsigned any = 0;
+    int64_t i = b;
+    for (; i + 16 <= e; i += 16) {
+      any |= bad[(i - b) / 16] =
+          static_cast<uint16_t>(Columns16<kT, kWord, kP, true>(
+              codes, i, 0xFFFF, shift, mask, s.data, z.data, out));
+    }
+    if (i < e) {
+      any |= bad[(i - b) / 16] =
+          static_cast<uint16_t>(Columns16<kT, kWord, kP, false>(
+              codes, i, Lanes(e - i), shift, mask, s.data, z.data, out));
+    }
+    if (any == 0) continue;
+    _mm256_zeroupper();  // upper halves: see above
+    for (int64_t k = 0; k < (e - b + 15) / 16; ++k) {
+      for (unsigned rest = bad[k]; rest != 0; rest &= rest - 1) {
+        const int64_t x = b + 16 * k + __builtin_ctz(rest);
+        out[x] = HqqValue(HqqCodeAt(codes, x), HqqParamAt(s, x),
+                          HqqParamAt(z, x), kT);
+      }
+    }
   }
 }
 
@@ -630,7 +627,15 @@ template <DType kT, int kWord>
 struct C512 {
   static void Run(const HqqCodes* c, int64_t n, HqqParamRow s, HqqParamRow z,
                   float* out) {
-    Columns512<kT, kWord>(*c, n, s, z, out);
+    if (s.dtype != z.dtype) return HqqDecodeColumnsScalar(*c, n, s, z, kT, out);
+    switch (s.dtype) {
+      case DType::kF16:
+        return Columns512<kT, kWord, DType::kF16>(*c, n, s, z, out);
+      case DType::kBF16:
+        return Columns512<kT, kWord, DType::kBF16>(*c, n, s, z, out);
+      default:
+        return Columns512<kT, kWord, DType::kF32>(*c, n, s, z, out);
+    }
   }
 };
 template <DType kT, int kWord>

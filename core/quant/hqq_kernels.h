@@ -104,7 +104,8 @@ inline float HqqParamAt(const HqqParamRow& p, int64_t i) {
 // of the grouped matrix crosses one group per column): out[i] =
 // HqqValue(code i, s[i], z[i], t), read where they are stored.
 // REQUIRES: codes.data holds n words; s and z n values that t holds
-// exactly (stored in t, or F16/BF16 when t is F32).
+// exactly (stored in t, or F16/BF16 when t is F32). The vector paths want
+// s and z in one dtype (else the reference runs).
 void HqqDecodeColumns(const HqqCodes& codes, int64_t n, HqqParamRow s,
                       HqqParamRow z, DType t, float* out);
 void HqqDecodeColumnsScalar(const HqqCodes& codes, int64_t n, HqqParamRow s,

@@ -191,11 +191,6 @@ void HqqDecodeColumnsScalar(const HqqCodes& codes, int64_t n, HqqParamRow s,
 
 namespace {
 
-HqqParamRow Offset(HqqParamRow p, int64_t i) {
-  return {.data = p.data + i * (p.dtype == DType::kF32 ? 4 : 2),
-          .dtype = p.dtype};
-}
-
 // Without vector units: a group's 2^bits values once, its codes looked up.
 void DecodeGroupsByTable(const HqqCodes& codes, int64_t n, Runs runs,
                          const float* s, const float* z, DType t, float* out) {
@@ -211,6 +206,12 @@ void DecodeGroupsByTable(const HqqCodes& codes, int64_t n, Runs runs,
 #if defined(__x86_64__)
 
 #define TM_AVX2 __attribute__((target("avx2,f16c")))
+
+// `p` from element i on.
+HqqParamRow Offset(HqqParamRow p, int64_t i) {
+  return {.data = p.data + i * (p.dtype == DType::kF32 ? 4 : 2),
+          .dtype = p.dtype};
+}
 
 // Upper halves: the vector loops leave a few elements (ragged tails, groups and
 // lanes outside HqqFloatExact) to the scalar reference, compiled without

@@ -148,6 +148,9 @@ TEST_P(HqqFixtureTest, DecodeAtEveryVectorLevelMatchesInspect) {
   auto ckpt = Checkpoint::Open(Fixtures() + "/" + GetParam());
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
   std::mt19937 rng(41);
+  struct Restore {  // even when an assertion returns early
+    ~Restore() { CapDecodeSimdForTesting(DecodeSimd::kAvx512); }
+  } restore;
   for (int l = 0; l <= static_cast<int>(SupportedDecodeSimd()); ++l) {
     CapDecodeSimdForTesting(static_cast<DecodeSimd>(l));
     for (const LogicalTensor& t : (*ckpt)->tensors()) {
@@ -167,7 +170,6 @@ TEST_P(HqqFixtureTest, DecodeAtEveryVectorLevelMatchesInspect) {
       }
     }
   }
-  CapDecodeSimdForTesting(DecodeSimd::kAvx512);
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryLayout, HqqFixtureTest,

@@ -285,8 +285,8 @@ TEST(DrainTest, HealthTurnsNotServingAndNewCallsAreRefusedOnBothPorts) {
     streamed += static_cast<int64_t>(chunk.data().size());
   }
   const grpc::Status finished = reader->Finish();
-  EXPECT_TRUE(finished.ok()) << finished.error_code() << ": "
-                             << finished.error_message();
+  EXPECT_TRUE(finished.ok())
+      << finished.error_code() << ": " << finished.error_message();
   EXPECT_EQ(streamed, int64_t{32} << 20);
   EXPECT_EQ(s.WaitForExit(), 0);
 }

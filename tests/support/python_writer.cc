@@ -33,12 +33,7 @@ const std::string& WriterOutput(const std::string& script) {
 
 std::string CopyDir(const std::string& from) {
   const std::string to = MakeTempDir();
-  for (const auto& e : std::filesystem::directory_iterator(from)) {
-    if (e.is_regular_file()) {
-      std::filesystem::copy_file(e.path(),
-                                 to + "/" + e.path().filename().string());
-    }
-  }
+  std::filesystem::copy(from, to, std::filesystem::copy_options::recursive);
   return to;
 }
 

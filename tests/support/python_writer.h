@@ -11,8 +11,8 @@ namespace tensormorph::testing {
 // directory. Aborts when the writer fails (its stderr printed).
 const std::string& WriterOutput(const std::string& script);
 
-// Copies the regular files of `from` into a fresh temporary directory and
-// returns it (a fixture to change one file of).
+// Copies the tree under `from` into a fresh temporary directory and returns
+// it (a fixture to change one file of).
 std::string CopyDir(const std::string& from);
 
 }  // namespace tensormorph::testing

@@ -12,6 +12,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/support/npy_reader.h"
 #include "tests/support/process.h"
+#include "tests/support/python_writer.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
@@ -28,10 +29,7 @@ CliModes* cli = nullptr;
 class HqqCliTest : public ::testing::TestWithParam<bool> {
  protected:
   static void SetUpTestSuite() {
-    root = new std::string(MakeTempDir());
-    const CommandResult w = testing::RunCommand(
-        {"/usr/bin/python3", "-B", TENSORMORPH_HQQ_WRITER, *root});
-    ASSERT_EQ(w.exit_code, 0) << w.err;
+    root = new std::string(testing::WriterOutput("hqq.py"));
     cli = new CliModes({*root});
   }
   static void TearDownTestSuite() {

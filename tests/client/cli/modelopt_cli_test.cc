@@ -13,6 +13,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/support/npy_reader.h"
 #include "tests/support/process.h"
+#include "tests/support/python_writer.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
@@ -30,10 +31,7 @@ CliModes* cli = nullptr;
 class ModelOptCliTest : public ::testing::TestWithParam<bool> {
  protected:
   static void SetUpTestSuite() {
-    root = new std::string(MakeTempDir());
-    const CommandResult w = testing::RunCommand(
-        {"/usr/bin/python3", "-B", TENSORMORPH_MODELOPT_WRITER, *root});
-    ASSERT_EQ(w.exit_code, 0) << w.err;
+    root = new std::string(testing::WriterOutput("modelopt.py"));
     cli = new CliModes({*root});
   }
   static void TearDownTestSuite() {

@@ -23,6 +23,7 @@
 #include "tests/support/fixture_copy.h"
 #include "tests/support/npy_reader.h"
 #include "tests/support/process.h"
+#include "tests/support/python_writer.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
@@ -35,22 +36,11 @@ using ::testing::HasSubstr;
 using Json = nlohmann::json;
 
 // The writer's fixtures, written once per test binary run.
-const std::string& Fixtures() {
-  static const std::string* dir = [] {
-    auto* d = new std::string(testing::MakeTempDir());
-    const testing::CommandResult r = testing::RunCommand(
-        {"/usr/bin/python3", "-B", TENSORMORPH_MODELOPT_WRITER, *d});
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    return d;
-  }();
-  return *dir;
-}
+const std::string& Fixtures() { return testing::WriterOutput("modelopt.py"); }
 
 // A fresh copy of fixture `name`, to edit.
 std::string CopyOf(const std::string& name) {
-  const std::string dir = testing::MakeTempDir();
-  fs::copy(Fixtures() + "/" + name, dir, fs::copy_options::recursive);
-  return dir;
+  return testing::CopyDir(Fixtures() + "/" + name);
 }
 
 uint32_t Bits(float f) {

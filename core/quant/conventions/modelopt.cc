@@ -74,17 +74,9 @@ void DescribeCommon(const Scheme& s, AffineParams* p) {
 
 // FP8, FP8_PER_CHANNEL_PER_TOKEN, FP8_PB_WO: the scale layout the algo
 // names, checked against `weight_scale`.
-absl::Status ResolveFp8Weight(Context& ctx, const StoredTensor& w,
-                              const Scheme& s) {
-  if (w.shape.size() != 2) {
-    return Mismatch(kName, absl::StrCat("'", w.name, "' is ",
-                                        DescribeStored(w.dtype, w.shape),
-                                        " but must be 2-D [out, in]"));
-  }
-  const int64_t out = w.shape[0], in = w.shape[1];
-  TM_ASSIGN_OR_RETURN(const StoredTensor* sc,
-                      ctx.Expect(kName, w.name, w.name + "_scale", kScalarTypes,
-                                 ShapeRule::Any()));
+// The FP8 codes of weight `w` [out, in], one byte an element, as the
+// FP8 and MXFP8 algorithms store them; their scales are set by the caller.
+AffineParams Fp8Codes(const StoredTensor& w, int64_t out, int64_t in) {
   AffineParams p;
   p.shape = {out, in};
   p.rows = out;
@@ -97,6 +89,21 @@ absl::Status ResolveFp8Weight(Context& ctx, const StoredTensor& w,
              .stored_cols = in};
   p.table = Fp8Table(w.dtype);
   p.float_codes = true;
+  return p;
+}
+
+absl::Status ResolveFp8Weight(Context& ctx, const StoredTensor& w,
+                              const Scheme& s) {
+  if (w.shape.size() != 2) {
+    return Mismatch(kName, absl::StrCat("'", w.name, "' is ",
+                                        DescribeStored(w.dtype, w.shape),
+                                        " but must be 2-D [out, in]"));
+  }
+  const int64_t out = w.shape[0], in = w.shape[1];
+  TM_ASSIGN_OR_RETURN(const StoredTensor* sc,
+                      ctx.Expect(kName, w.name, w.name + "_scale", kScalarTypes,
+                                 ShapeRule::Any()));
+  AffineParams p = Fp8Codes(w, out, in);
   EncodingInfo& info = p.info;
   const std::vector<int64_t>& ss = sc->shape;
   auto layout = [&](const std::vector<int64_t>& want, absl::string_view why) {
@@ -225,18 +232,7 @@ absl::Status ResolveMxfp8Weight(Context& ctx, const StoredTensor& w,
                  ShapeRule::Exact({out, groups},
                                   absl::StrCat("one E8M0 scale per 32 of [",
                                                out, ",", in, "]"))));
-  AffineParams p;
-  p.shape = {out, in};
-  p.rows = out;
-  p.cols = in;
-  p.codes = {.tensor = &w,
-             .kind = IntMatrix::Kind::kDirect,
-             .bits = 8,
-             .rows = out,
-             .cols = in,
-             .stored_cols = in};
-  p.table = Fp8Table(w.dtype);
-  p.float_codes = true;
+  AffineParams p = Fp8Codes(w, out, in);
   p.groups = AffineParams::Groups::kGroup;
   p.group_size = 32;
   p.scale_kind = AffineParams::Scales::kE8M0;

@@ -205,6 +205,7 @@ Client::Client(std::shared_ptr<Router> router) : router_(std::move(router)) {}
 absl::Duration Client::Prepare(grpc::ClientContext* ctx, bool stream) const {
   if (!options_.token.empty())
     ctx->AddMetadata("authorization", "Bearer " + options_.token);
+  ctx->set_wait_for_ready(options_.wait_for_ready);
   const absl::Duration timeout = options_.timeout.value_or(
       stream ? absl::InfiniteDuration() : kDefaultUnaryTimeout);
   if (timeout != absl::InfiniteDuration()) {

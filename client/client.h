@@ -45,6 +45,9 @@ struct ClientOptions {
   // TLS: the CA that signed the server's certificate (PEM text); with a
   // client certificate and key for mutual TLS.
   std::string tls_root_ca, tls_client_cert, tls_client_key;
+  // Calls wait, until their deadline, for the channel to connect instead of
+  // failing at the first refused or failed connect (gRPC's wait_for_ready).
+  bool wait_for_ready = false;
 };
 
 // A slice assembled into one contiguous buffer.

@@ -139,22 +139,31 @@ std::unique_ptr<Router> Router::Create(const std::string& targets,
   r->probe_options_.timeout =
       std::min(options.timeout.value_or(kDefaultUnaryTimeout), kProbeTimeout);
   r->probe_timeout_ = *r->probe_options_.timeout;
+  r->patient_probe_options_ = r->probe_options_;
+  r->patient_probe_options_.wait_for_ready = true;
+  r->patient_probe_options_.timeout =
+      std::min(r->probe_timeout_, kProbeConnectGrace);
   r->targets_ = targets;
   r->dynamic_ = HasDnsName(targets);
   r->router_options_ = std::move(router_options);
   auto set = std::make_shared<EndpointSet>();
   for (std::string& address : endpoints) {
-    // Connect fails only for an empty target, which ResolveEndpoints never
-    // gives.
-    Endpoint e{address, *Client::Connect(address, options),
-               *Client::Connect(address, r->probe_options_)};
-    set->addresses.push_back(address);
-    set->list.push_back(std::move(e));
+    set->list.push_back(r->MakeEndpoint(address));
+    set->addresses.push_back(std::move(address));
   }
   absl::MutexLock lock(&r->mu_);
   r->snapshot_ = std::move(set);
   r->resolved_at_ = absl::Now();
   return r;
+}
+
+Router::Endpoint Router::MakeEndpoint(const std::string& address) const {
+  // Connect fails only for an empty target, which ResolveEndpoints never
+  // gives. The three channels share one connection (gRPC's subchannel pool
+  // keys it by address and arguments, which are the same).
+  return Endpoint{address, *Client::Connect(address, options_),
+                  *Client::Connect(address, probe_options_),
+                  *Client::Connect(address, patient_probe_options_)};
 }
 
 std::vector<std::string> Router::endpoints() {
@@ -204,8 +213,7 @@ Router::Snapshot Router::Refresh() {
       // Its connection survives the swap.
       set->list.push_back(old->list[same - old->addresses.begin()]);
     } else {
-      set->list.push_back(Endpoint{address, *Client::Connect(address, options_),
-                                   *Client::Connect(address, probe_options_)});
+      set->list.push_back(MakeEndpoint(address));
     }
     set->addresses.push_back(std::move(address));
   }
@@ -254,6 +262,14 @@ std::shared_ptr<Router::Placement> Router::Probe(
   RunEach(clients.size(), [&](size_t i) {
     Placement::Answer& a = p->answers[i];
     auto info = clients[i].probe->GetCheckpoint(checkpoint);
+    if (info.status().code() == absl::StatusCode::kUnavailable) {
+      // Asked again, waiting for a connection (kProbeConnectGrace); the
+      // first answer stays when none came, as it names why.
+      auto again = clients[i].patient_probe->GetCheckpoint(checkpoint);
+      if (again.status().code() != absl::StatusCode::kDeadlineExceeded) {
+        info = std::move(again);
+      }
+    }
     if (info.ok()) {
       a.kind = info->absent_files().empty() ? Placement::Kind::kWhole
                                             : Placement::Kind::kPartial;
@@ -392,6 +408,12 @@ void Router::Forget(const std::string& checkpoint) {
   absl::MutexLock lock(&mu_);
   placements_.erase(checkpoint);
   endpoint_failed_ = true;
+}
+
+absl::Status Router::ForgetIfUnserved(const std::string& checkpoint,
+                                      absl::Status s) {
+  if (s.code() == absl::StatusCode::kUnavailable) Forget(checkpoint);
+  return s;
 }
 
 std::string Router::Unreachable(const Placement& p) const {
@@ -540,10 +562,15 @@ absl::StatusOr<std::vector<size_t>> Router::Candidates(
   if (auto it = p.parts.find(tensor); it != p.parts.end()) return it->second;
   const std::string what =
       absl::StrCat("tensor '", tensor, "' of '", checkpoint, "'");
-  if (absl::Status s = CheckServed(what, p, p.partial); !s.ok()) return s;
+  if (absl::Status s = CheckServed(what, p, p.partial); !s.ok()) {
+    return ForgetIfUnserved(checkpoint, std::move(s));
+  }
   if (const std::string failed = Unreachable(p); !failed.empty()) {
-    return absl::UnavailableError(absl::StrCat(
-        what, ": not served by any reachable endpoint; unreachable: ", failed));
+    return ForgetIfUnserved(
+        checkpoint,
+        absl::UnavailableError(absl::StrCat(
+            what,
+            ": not served by any reachable endpoint; unreachable: ", failed)));
   }
   // No endpoint lists it and none is missing: the first partial holder
   // says why (a near name, or the shard it would be in).
@@ -673,7 +700,7 @@ absl::StatusOr<v1::GetCheckpointResponse> Router::MergeCheckpoint(
   if (absl::Status s = CheckServed(
           absl::StrCat("checkpoint '", checkpoint, "'"), p, p.partial);
       !s.ok()) {
-    return s;
+    return ForgetIfUnserved(checkpoint, std::move(s));
   }
   if (absl::Status s =
           CheckBuilt(absl::StrCat("checkpoint '", checkpoint, "'"), p);
@@ -800,7 +827,7 @@ absl::Status Router::MergeTensors(
   const std::string what =
       absl::StrCat("ListTensors of '", request.checkpoint(), "'");
   if (absl::Status s = CheckServed(what, p, live, &status); !s.ok()) {
-    return s;
+    return ForgetIfUnserved(request.checkpoint(), std::move(s));
   }
   // A listing of stored parts drops none of them: they are parts.
   if (!request.parts()) {

@@ -27,6 +27,11 @@ inline constexpr absl::Duration kPlacementTtl = absl::Seconds(30);
 // (shorter when the call's own is): a dead endpoint must not stall a call
 // that other endpoints can serve.
 inline constexpr absl::Duration kProbeTimeout = absl::Seconds(5);
+// How long a probe that met a failed connect waits for a second one (gRPC
+// reconnects after a backoff of 1 s +-20%): one refused connect is not a
+// dead endpoint. A server just started or restarting, or a loaded machine,
+// would otherwise be left out of the placement until it expires.
+inline constexpr absl::Duration kProbeConnectGrace = absl::Seconds(2);
 
 // How a Router re-resolves its dns:/// names; tests shorten and fake them.
 struct RouterOptions {
@@ -166,6 +171,8 @@ class Router {
     // Shared by the sets that follow while the address stays.
     std::shared_ptr<Client> client;  // the caller's options
     std::shared_ptr<Client> probe;   // deadline at most kProbeTimeout
+    // The probe again, waiting for the connection (kProbeConnectGrace).
+    std::shared_ptr<Client> patient_probe;
   };
   // One resolution of the targets; never changed once made.
   struct EndpointSet {
@@ -187,6 +194,10 @@ class Router {
   // Forgets the placement of `checkpoint` after one of its endpoints
   // failed; the next placement resolves the dns:/// names again.
   void Forget(const std::string& checkpoint);
+  // `s`, after forgetting `checkpoint`'s placement when `s` is UNAVAILABLE
+  // (an endpoint it needs was unreachable when placed): the next call asks
+  // again, so an endpoint back up serves it before the placement expires.
+  absl::Status ForgetIfUnserved(const std::string& checkpoint, absl::Status s);
   // The endpoint set to place with: resolved again first when it is due
   // (see the class comment).
   Snapshot Refresh();
@@ -273,7 +284,9 @@ class Router {
   // that failed.
   std::string Unreachable(const Placement& p) const;
 
-  ClientOptions options_, probe_options_;
+  Endpoint MakeEndpoint(const std::string& address) const;
+
+  ClientOptions options_, probe_options_, patient_probe_options_;
   absl::Duration probe_timeout_;  // the probes' deadline
   std::string targets_;
   bool dynamic_ = false;  // targets_ has a dns:/// name

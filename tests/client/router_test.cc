@@ -509,6 +509,35 @@ TEST(RouterFailureTest, AStoppedServerIsNamedAndTheOthersStillServe) {
               StatusIs(absl::StatusCode::kUnavailable, addresses[2]));
 }
 
+// A placement that found an endpoint unreachable is asked again on the
+// next call that needs it, not trusted until it expires (kPlacementTtl).
+TEST(RouterFailureTest, AServerBackOnItsAddressServesTheNextCall) {
+  const Roots roots = MakeRoots();
+  std::vector<std::unique_ptr<ServerProcess>> servers;
+  std::vector<std::string> addresses;
+  for (const std::string& root : roots.parts) {
+    servers.push_back(std::make_unique<ServerProcess>(
+        std::vector<std::string>{root},
+        std::vector<std::string>{"--partial-shards"}));
+    addresses.push_back(servers.back()->address());
+  }
+  ::kill(servers[2]->pid(), SIGKILL);
+  servers[2]->WaitForExit();
+  auto client = Connect(absl::StrJoin(addresses, ","));
+  // Placed without it (lm_head.weight is in its shard 3).
+  v1::ReadSliceRequest req;
+  req.set_checkpoint(kCkpt);
+  req.set_tensor("lm_head.weight");
+  EXPECT_THAT(client->ReadSliceAll(req),
+              StatusIs(absl::StatusCode::kUnavailable, addresses[2]));
+  // Restarted where it was: the next call is served.
+  servers[2] = std::make_unique<ServerProcess>(
+      std::vector<std::string>{roots.parts[2]},
+      std::vector<std::string>{"--partial-shards", "--listen", addresses[2]});
+  EXPECT_TRUE(client->ReadSliceAll(req).ok());
+  EXPECT_TRUE(client->ListTensors(kCkpt).ok());
+}
+
 TEST(RouterFailureTest, AStoppedReplicaIsNotNeeded) {
   const Roots roots = MakeRoots();
   ServerProcess a({roots.whole}), b({roots.whole});

@@ -93,8 +93,11 @@ CommandResult RunCommand(const std::vector<std::string>& argv,
 ServerProcess::ServerProcess(const std::vector<std::string>& roots,
                              const std::vector<std::string>& extra_flags,
                              int stderr_fd) {
-  std::vector<std::string> argv = {TensormorphdPath(), "--listen",
-                                   "127.0.0.1:0"};
+  std::vector<std::string> argv = {TensormorphdPath()};
+  if (std::find(extra_flags.begin(), extra_flags.end(), "--listen") ==
+      extra_flags.end()) {
+    argv.insert(argv.end(), {"--listen", "127.0.0.1:0"});
+  }
   if (std::find(extra_flags.begin(), extra_flags.end(), "--log-level") ==
       extra_flags.end()) {
     argv.insert(argv.end(), {"--log-level", "warn"});

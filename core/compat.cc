@@ -28,6 +28,9 @@ constexpr char kTrtllm[] =
 constexpr char kMlx[] =
     "mlx.core.quantize / mlx.nn.QuantizedLinear docs and mlx-lm "
     "(github.com/ml-explore/mlx, ml-explore/mlx-lm)";
+constexpr char kVllmHqq[] =
+    "vLLM model_executor/layers/quantization/hqq_marlin.py (HQQMarlinConfig, "
+    "github.com/vllm-project/vllm)";
 constexpr char kBnb[] =
     "bitsandbytes docs, installation and supported backends "
     "(huggingface.co/docs/bitsandbytes)";
@@ -107,6 +110,12 @@ constexpr Row kRows[] = {
      "mlx-lm: affine 2-8 bit, mxfp4, mxfp8, nvfp4; Metal kernels", kMlx},
     {"mlx", "llama.cpp CPU", "not supported", "convert to GGUF first",
      kLlamaCpp},
+    // HQQMarlinConfig asserts nbits == 4 and group_size == 64 and repacks
+    // the axis-1 layout for Marlin; any other layer fails to load.
+    {"hqq", "vLLM", "supported",
+     "HQQ Marlin: 4-bit, groups of 64, axis 1 only; Ampere+ (compute "
+     "capability 8.0), computes in float16",
+     kVllmHqq},
 };
 
 constexpr const char* kBackends[] = {

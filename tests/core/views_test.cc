@@ -13,6 +13,7 @@
 #include "core/heatmap.h"
 #include "core/quant/float_formats.h"
 #include "core/stats.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/demo_checkpoint.h"
 #include "tests/support/test_paths.h"
@@ -209,6 +210,21 @@ TEST(CompatTest, EveryQuantizedEncodingGetsEveryBackendWithASourceOrNotKnown) {
   }
   EncodingInfo plain;
   EXPECT_TRUE(BackendSupportFor(plain).empty());
+}
+
+TEST(CompatTest, HqqLoadsInVllmOnlyAsFourBitGroupsOf64) {
+  EncodingInfo hqq;
+  hqq.convention = "hqq";
+  hqq.quantized = true;
+  for (const BackendSupport& r : BackendSupportFor(hqq)) {
+    if (r.backend != "vLLM") {
+      EXPECT_EQ(r.status, "not known") << r.backend;
+      continue;
+    }
+    EXPECT_EQ(r.status, "supported");
+    EXPECT_THAT(r.notes, ::testing::HasSubstr("4-bit, groups of 64"));
+    EXPECT_THAT(r.source, ::testing::HasSubstr("hqq_marlin.py"));
+  }
 }
 
 }  // namespace

@@ -38,6 +38,10 @@ class AffineEncoding final : public Encoding {
     for (float t : p_.table) {
       if (!std::isnan(t)) levels_.push_back(t);  // FP8 NaN codes are no level
     }
+    if (p_.column_scale.tensor != nullptr) {  // a few KiB, read once
+      column_scale_.resize(static_cast<size_t>(p_.cols));
+      p_.column_scale.GetTile(0, 1, 0, p_.cols, column_scale_.data());
+    }
     // Per code, the gaps to the neighbouring levels, for DecodeRuns.
     for (float t : p_.table) {
       ScalarInfo s;
@@ -83,15 +87,21 @@ class AffineEncoding final : public Encoding {
       const double step = std::fabs(static_cast<double>(scale));
       QuantRun run{len,  GroupIndex(gr, gc), step,
                    step, std::min(a, b),     std::max(a, b)};
-      if (p_.table.empty()) {
+      if (p_.table.empty() && column_scale_.empty()) {
         runs->push_back(run);
       } else {
+        // One element a run: a codebook's gaps depend on the code, a
+        // column scale's factor on the column.
         run.count = 1;
         for (int64_t k = 0; k < len; ++k) {
-          const auto& g = gaps_[p_.codes.Get(r, c + k)];
-          run.step_below = step * (scale < 0 ? g.second : g.first);
-          run.step_above = step * (scale < 0 ? g.first : g.second);
-          runs->push_back(run);
+          QuantRun e = run;
+          if (!p_.table.empty()) {
+            const auto& g = gaps_[p_.codes.Get(r, c + k)];
+            e.step_below = step * (scale < 0 ? g.second : g.first);
+            e.step_above = step * (scale < 0 ? g.first : g.second);
+          }
+          if (!column_scale_.empty()) ScaleRun(column_scale_[c + k], &e);
+          runs->push_back(e);
         }
       }
       i += len;
@@ -121,6 +131,11 @@ class AffineEncoding final : public Encoding {
       for (int64_t i = 0; i < nr; ++i) {
         DecodeRow(r + i, c0, n, first + i * p_.cols, codes.data() + i * stride,
                   groups, out + i * n);
+        if (!column_scale_.empty()) {
+          const float* m = column_scale_.data() + c0;
+          float* o = out + i * n;
+          for (int64_t j = 0; j < n; ++j) o[j] *= m[j];
+        }
       }
       out += nr * n;
       first += nr * n;
@@ -149,7 +164,8 @@ class AffineEncoding final : public Encoding {
   // the scales and biases FetchGroups gives the kernels.
   absl::Status AffineCodeRuns(int64_t first, int64_t count,
                               AffineCodes* out) const override {
-    if (!tiled_ || !p_.table.empty() || p_.float_codes) {
+    if (!tiled_ || !p_.table.empty() || p_.float_codes ||
+        !column_scale_.empty()) {
       return Encoding::AffineCodeRuns(first, count, out);
     }
     out->flip =
@@ -258,6 +274,22 @@ class AffineEncoding final : public Encoding {
     }
     s->AddParam("scale", scale);
     if (p_.has_zero) s->AddParam("zero", static_cast<double>(zero));
+    if (!std::isnan(p_.shown_weight_scale_2)) {
+      s->AddParam("weight_scale_2", p_.shown_weight_scale_2);
+    }
+    if (!column_scale_.empty()) {
+      const float m = column_scale_[static_cast<size_t>(c)];
+      s->AddParam("pre_quant_scale", m);
+      s->value = s->value * m;
+      s->scale = static_cast<double>(scale) * m;
+      const double f = std::fabs(static_cast<double>(m));
+      s->step *= f;
+      s->step_below *= f;
+      s->step_above *= f;
+      const double lo = s->range_min * m, hi = s->range_max * m;
+      s->range_min = std::min(lo, hi);
+      s->range_max = std::max(lo, hi);
+    }
     return absl::OkStatus();
   }
 
@@ -435,8 +467,19 @@ class AffineEncoding final : public Encoding {
         zero = ZeroOf(gr, gc);
       }
       out[i] = scale * Level(p_.codes.Get(r, c), zero);
+      if (!column_scale_.empty()) out[i] *= column_scale_[c];
     }
     return absl::OkStatus();
+  }
+
+  // A run of one element of column scale m: steps and range times m.
+  static void ScaleRun(float m, QuantRun* e) {
+    const double f = std::fabs(static_cast<double>(m));
+    e->step_below *= f;
+    e->step_above *= f;
+    const double lo = e->range_min * m, hi = e->range_max * m;
+    e->range_min = std::min(lo, hi);
+    e->range_max = std::max(lo, hi);
   }
 
   // Sixteen levels whose upper eight are the lower eight negated, bit for
@@ -571,6 +614,7 @@ class AffineEncoding final : public Encoding {
       : IsSignMagnitude16(p_.table) ? Codebook::kSignMagnitude16
                                     : Codebook::kTable;
   std::vector<double> levels_;
+  std::vector<float> column_scale_;              // per column, or empty
   std::vector<std::pair<double, double>> gaps_;  // per code: below, above
   double lo_level_ = INFINITY, hi_level_ = -INFINITY;
 };
@@ -666,6 +710,13 @@ absl::Status CheckIntMatrix(const IntMatrix& m, absl::string_view what,
       if (auto e = Mul(srows - 1, m.stored_cols)) {
         if (auto f = CheckedAdd<int64_t>(*e, scols)) need = Ceil(*f, 2);
       }
+      break;
+    case IntMatrix::Kind::kNibblePairsOfRows:
+      if (m.bits != 4 || d.block_elems != 1 || d.block_bytes != 1) {
+        return Invalid(
+            name, absl::StrCat("is ", d.name, " but nibble codes need bytes"));
+      }
+      if (auto e = Mul(Ceil(srows, 2), m.stored_cols)) need = *e;
       break;
   }
   if (m.stored_cols < min_stored_cols) {
@@ -823,6 +874,10 @@ absl::Status Validate(const AffineParams& p) {
     if (p.signed_zeros && p.zeros.bits < 2) {
       return Invalid(what, "signed 1-bit zero points");
     }
+  }
+  if (p.column_scale.tensor != nullptr) {
+    TM_RETURN_IF_ERROR(
+        CheckFloatMatrix(p.column_scale, "column scales", 1, p.cols));
   }
   for (const StoredTensor* t : p.parts) {
     if (t == nullptr) return Invalid(what, "a missing part");

@@ -161,6 +161,10 @@ uint32_t IntMatrix::Get(int64_t r, int64_t c) const {
       const bool high = (i % 2 == 0) == high_nibble_first;
       return high ? byte >> 4 : byte & 0xF;
     }
+    case Kind::kNibblePairsOfRows: {
+      const uint8_t byte = tensor->data[(r / 2) * stored_cols + c];
+      return r % 2 == 0 ? byte & 0xF : byte >> 4;
+    }
   }
   return 0;
 }
@@ -190,6 +194,19 @@ void IntMatrix::GetTile(int64_t r, int64_t nr, int64_t c, int64_t n,
     for (int64_t i = 0; i < nr; ++i) {
       SpreadNibbleBytes(data + ((r + i) * stored_cols + c) / 2, n / 2,
                         high_nibble_first, out + i * stride);
+    }
+    return;
+  }
+  if (kind == Kind::kNibblePairsOfRows && !transposed) {
+    // A logical row is one nibble of each byte of a stored row: a shift and
+    // a mask the compiler vectorizes.
+    for (int64_t i = 0; i < nr; ++i) {
+      const uint8_t* src = data + ((r + i) / 2) * stored_cols + c;
+      const int shift = (r + i) % 2 == 0 ? 0 : 4;
+      uint8_t* dst = out + i * stride;
+      for (int64_t k = 0; k < n; ++k) {
+        dst[k] = static_cast<uint8_t>((src[k] >> shift) & 0xF);
+      }
     }
     return;
   }

@@ -860,9 +860,6 @@ absl::Status Validate(const AffineParams& p) {
   if (!std::isfinite(p.scale_divisor)) {
     return Invalid(what, "a scale divisor that is not finite");
   }
-  if (!std::isfinite(p.scale_multiplier)) {
-    return Invalid(what, "a scale multiplier that is not finite");
-  }
   constexpr int64_t kMaxOffset = int64_t{1} << 32;
   if (std::abs(p.code_offset) > kMaxOffset ||
       std::abs(p.zero_offset) > kMaxOffset ||

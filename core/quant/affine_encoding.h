@@ -41,7 +41,8 @@ struct AffineParams {
   IntMatrix scale_codes;    // kE8M0, kNestedAbsmax (u8 codes)
   float scale_divisor = 0;  // non-zero: scale = scale / divisor
   // scale = scale * multiplier when set, one float32 rounding (ModelOpt's
-  // NVFP4 weight_scale * weight_scale_2), after any divisor.
+  // NVFP4 weight_scale * weight_scale_2), after any divisor. A stored
+  // value: 0, NaN or Inf decode as such.
   bool multiply_scale = false;
   float scale_multiplier = 1;
   // bitsandbytes double quantization: absmax = table2[code] * nested[g/bs] +

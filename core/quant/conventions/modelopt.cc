@@ -187,13 +187,14 @@ absl::StatusOr<std::pair<const StoredTensor*, float>> GlobalScale(
                       ctx.Expect(kName, w.name, w.name + "_scale_2",
                                  kScalarTypes, ShapeRule::Any()));
   TM_ASSIGN_OR_RETURN(const std::vector<float> v, ReadFloatVector(kName, g));
-  if (v.size() != 1 || g->shape.size() > 1 || !std::isfinite(v[0])) {
+  // A value of 0, NaN or Inf is data, decoded as such (every group zero,
+  // NaN, Inf), as a NaN block scale is: `check` reports it on this tensor
+  // (zero-scale, nan-scale, inf-scale).
+  if (v.size() != 1 || g->shape.size() > 1) {
     return WithRule(
-        Mismatch(kName,
-                 absl::StrCat("'", g->name, "' is ",
-                              DescribeStored(g->dtype, g->shape),
-                              v.size() == 1 ? absl::StrCat(" = ", v[0]) : "",
-                              " but must be one finite per-tensor scale")),
+        Mismatch(kName, absl::StrCat("'", g->name, "' is ",
+                                     DescribeStored(g->dtype, g->shape),
+                                     " but must be one per-tensor scale")),
         "companion-shape");
   }
   return std::make_pair(g, v[0]);

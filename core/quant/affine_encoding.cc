@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/quant/affine_kernels.h"
 #include "core/quant/block_util.h"
+#include "core/quant/decode_simd.h"
 #include "core/quant/float_formats.h"
 #include "core/util/checked_math.h"
 #include "core/util/status_macros.h"
@@ -36,8 +37,9 @@ __attribute__((target("avx2"))) void MultiplyColumnsAvx2(
 #endif
 void MultiplyColumns(const float* row, const float* m, int64_t n, float* out) {
 #if defined(__x86_64__)
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-  if (avx2) return MultiplyColumnsAvx2(row, m, n, out);
+  if (ActiveDecodeSimd() >= DecodeSimd::kAvx2) {
+    return MultiplyColumnsAvx2(row, m, n, out);
+  }
 #endif
   MultiplyColumnsScalar(row, m, n, out);
 }

@@ -18,6 +18,7 @@
 #include "core/diff/tensor_diff.h"
 #include "core/format/checkpoint.h"
 #include "core/quant/conventions/modelopt_config.h"
+#include "core/quant/decode_simd.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -125,6 +126,33 @@ TEST_P(ModelOptFixtureTest, EveryQuantizedWeightDecodesToTheReferenceBits) {
     ++checked;
   }
   EXPECT_GE(checked, 1);
+}
+
+// AWQ's column-scale pass gives the reference's bits at every SIMD level
+// the CPU runs, down to the scalar one.
+TEST(ModelOptTest, PreQuantScaleDecodesAlikeAtEverySimdLevel) {
+  for (const char* dir : {"w4a8_awq", "nvfp4_awq"}) {
+    auto ckpt = Checkpoint::Open(Fixtures() + "/" + dir);
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+    const std::string name = "model.layers.0.mlp.down_proj.weight";
+    const LogicalTensor* t = (*ckpt)->FindTensor(name);
+    ASSERT_NE(t, nullptr);
+    const std::vector<float> want =
+        testing::ReadNpy(Fixtures() + "/" + dir + "/ref/" + name + ".npy")
+            .floats();
+    for (DecodeSimd level :
+         {DecodeSimd::kScalar, DecodeSimd::kAvx2, DecodeSimd::kAvx512}) {
+      SCOPED_TRACE(static_cast<int>(level));
+      CapDecodeSimdForTesting(level);
+      std::vector<float> got(want.size());
+      const absl::Status s =
+          t->encoding->Decode(0, t->num_elements, got.data());
+      CapDecodeSimdForTesting(DecodeSimd::kAvx512);
+      ASSERT_TRUE(s.ok()) << s;
+      ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0)
+          << dir;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryAlgo, ModelOptFixtureTest,

@@ -188,7 +188,7 @@ TEST(ModelOptCheckRulesTest, MixedPrecisionExcludedOrUnlistedIsExcluded) {
 }
 
 TEST(ModelOptCheckRulesTest, TheW4a8AndAwqFixturesAreClean) {
-  for (const char* name : {"w4a8_awq", "nvfp4_awq"}) {
+  for (const char* name : {"w4a8_awq", "nvfp4_awq", "w4a8_awq_sharded"}) {
     SCOPED_TRACE(name);
     const auto found = Check(WriterOutput("modelopt.py") + "/" + name);
     for (const Finding& f : found) {

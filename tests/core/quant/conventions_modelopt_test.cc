@@ -64,6 +64,7 @@ const Case kCases[] = {
     {"fp8_pb_wo", "FP8_PB_WO"},
     {"mxfp8", "MXFP8"},
     {"w4a8_awq", "W4A8_AWQ (int4"},
+    {"w4a8_awq_sharded", "W4A8_AWQ (int4, float scales) x pre_quant_scale"},
     {"fp8_config_json", "FP8 (fp8 e4m3)"},
     {"mixed_precision", ""},
     {"nvfp4_sharded", "NVFP4"},
@@ -402,6 +403,43 @@ TEST(ModelOptConfigTest, HostileValuesAreDataLossNamingFileAndKey) {
     EXPECT_EQ(ckpt.status().code(), absl::StatusCode::kDataLoss);
     EXPECT_THAT(std::string(ckpt.status().message()), HasSubstr(c.says));
   }
+}
+
+TEST(ModelOptConfigTest, W4a8GroupSizesAreCheckedAgainstTheScales) {
+  const std::vector<Hostile> cases = {
+      {"group 0", [](Json& q) { q["group_size"] = 0; },
+       "hf_quant_config.json: quantization.group_size: expected an integer "
+       "in [1, 65536], got integer 0"},
+      {"group a string", [](Json& q) { q["group_size"] = "128"; },
+       "quantization.group_size: expected an integer in [1, 65536], got "
+       "string"},
+      {"group the scales do not have", [](Json& q) { q["group_size"] = 64; },
+       "ModelOpt: 'model.layers.0.mlp.down_proj.weight_scale' is F32[48,2] "
+       "but one scale per 64 of [48,256] needs [48,4]"},
+  };
+  for (const Hostile& c : cases) {
+    SCOPED_TRACE(c.what);
+    const std::string dir = CopyOf("w4a8_awq");
+    Json j = ReadJson(dir + "/hf_quant_config.json");
+    c.edit(j["quantization"]);
+    WriteJson(dir + "/hf_quant_config.json", j);
+    auto ckpt = Checkpoint::Open(dir);
+    ASSERT_FALSE(ckpt.ok());
+    EXPECT_EQ(ckpt.status().code(), absl::StatusCode::kDataLoss);
+    EXPECT_THAT(std::string(ckpt.status().message()), HasSubstr(c.says));
+  }
+  // Absent, the group is W4A8_AWQ_BETA_CFG's 128.
+  const std::string dir = CopyOf("w4a8_awq");
+  Json j = ReadJson(dir + "/hf_quant_config.json");
+  j["quantization"].erase("group_size");
+  WriteJson(dir + "/hf_quant_config.json", j);
+  auto ckpt = Checkpoint::Open(dir);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  EXPECT_EQ((*ckpt)
+                ->FindTensor("model.layers.0.mlp.down_proj.weight")
+                ->encoding->info()
+                .group_size,
+            128);
 }
 
 TEST(ModelOptConfigTest, MixedPrecisionMapIsCheckedAgainstTheTensors) {

@@ -326,6 +326,20 @@ def main(root):
                       "model.layers.1.mlp.down_proj.weight_scale_2"],
                      ["model.layers.1.mlp.down_proj.weight",
                       "model.layers.0.mlp.down_proj.weight_scale_2"]])
+    # Sharded W4A8_AWQ: weight_scale_2 and pre_quant_scale in another shard
+    # than their weight.
+    f = Fixture(root, "w4a8_awq_sharded", 500)
+    f.quantized("model.layers.0.mlp.down_proj", 48, 256, "W4A8_AWQ")
+    f.quantized("model.layers.1.mlp.down_proj", 48, 256, "W4A8_AWQ")
+    f.plain("lm_head.weight", 16, 64)
+    f.finish(hf_quant=hf("W4A8_AWQ", group_size=128),
+             shards=[["model.layers.0.mlp.down_proj.weight",
+                      "model.layers.0.mlp.down_proj.weight_scale",
+                      "model.layers.1.mlp.down_proj.weight_scale_2",
+                      "model.layers.1.mlp.down_proj.pre_quant_scale"],
+                     ["model.layers.1.mlp.down_proj.weight",
+                      "model.layers.0.mlp.down_proj.weight_scale_2",
+                      "model.layers.0.mlp.down_proj.pre_quant_scale"]])
 
 
 if __name__ == "__main__":

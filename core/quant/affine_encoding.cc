@@ -7,6 +7,10 @@
 #include <optional>
 #include <vector>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "absl/strings/str_cat.h"
 #include "core/quant/affine_kernels.h"
 #include "core/quant/block_util.h"
@@ -20,9 +24,9 @@ namespace {
 
 // out[j] = row[j] * m[j]: AWQ's column scales over a decoded row. One IEEE
 // float32 multiply an element, so every path gives the same bits; AVX2 only
-// widens the loop. The row is decoded into a scratch buffer that stays in
-// L1 so the output is written once (a second pass over it cost a third of
-// W4A8_AWQ's decode time).
+// widens the loop. Rows are decoded a piece at a time into a scratch buffer
+// that stays in L1, so the output is written once (a second pass over it
+// cost a third of W4A8_AWQ's decode time).
 void MultiplyColumnsScalar(const float* __restrict row,
                            const float* __restrict m, int64_t n,
                            float* __restrict out) {
@@ -42,6 +46,64 @@ void MultiplyColumns(const float* row, const float* m, int64_t n, float* out) {
   }
 #endif
   MultiplyColumnsScalar(row, m, n, out);
+}
+
+// Integer codes with a column scale in one pass: out[i] =
+// (scale[g] * float(int(codes[i] ^ flip) - bias[g])) * m[i], group g as in
+// DecodeAffineRuns (affine_kernels.h), the same two float32 roundings as
+// that kernel followed by MultiplyColumns, so every path gives their bits.
+// Fused because the output's stores, not the arithmetic, bound W4A8_AWQ.
+inline int64_t ColumnRunEnd(int64_t n, Runs runs, int64_t g, int64_t i) {
+  return std::min(n, i + (g == 0 ? runs.run - runs.skip : runs.run));
+}
+void DecodeAffineColumnRunsScalar(const uint8_t* codes, int64_t n, Runs runs,
+                                  uint8_t flip, const int32_t* bias,
+                                  const float* scale, const float* m,
+                                  float* out) {
+  for (int64_t g = 0, i = 0; i < n; ++g) {
+    for (const int64_t end = ColumnRunEnd(n, runs, g, i); i < end; ++i) {
+      const float v =
+          scale[g] *
+          static_cast<float>(static_cast<int32_t>(codes[i] ^ flip) - bias[g]);
+      out[i] = v * m[i];
+    }
+  }
+}
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) void DecodeAffineColumnRunsAvx2(
+    const uint8_t* codes, int64_t n, Runs runs, uint8_t flip,
+    const int32_t* bias, const float* scale, const float* m, float* out) {
+  const __m256i vflip = _mm256_set1_epi32(flip);
+  for (int64_t g = 0, i = 0; i < n; ++g) {
+    const int64_t end = ColumnRunEnd(n, runs, g, i);
+    const __m256i vbias = _mm256_set1_epi32(bias[g]);
+    const __m256 vscale = _mm256_set1_ps(scale[g]);
+    for (; i + 8 <= end; i += 8) {
+      const __m256i c = _mm256_cvtepu8_epi32(
+          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + i)));
+      const __m256i q = _mm256_sub_epi32(_mm256_xor_si256(c, vflip), vbias);
+      const __m256 v = _mm256_mul_ps(vscale, _mm256_cvtepi32_ps(q));
+      _mm256_storeu_ps(out + i, _mm256_mul_ps(v, _mm256_loadu_ps(m + i)));
+    }
+    for (; i < end; ++i) {
+      const float v =
+          scale[g] *
+          static_cast<float>(static_cast<int32_t>(codes[i] ^ flip) - bias[g]);
+      out[i] = v * m[i];
+    }
+  }
+}
+#endif
+void DecodeAffineColumnRuns(const uint8_t* codes, int64_t n, Runs runs,
+                            uint8_t flip, const int32_t* bias,
+                            const float* scale, const float* m, float* out) {
+#if defined(__x86_64__)
+  if (ActiveDecodeSimd() >= DecodeSimd::kAvx2) {
+    return DecodeAffineColumnRunsAvx2(codes, n, runs, flip, bias, scale, m,
+                                      out);
+  }
+#endif
+  DecodeAffineColumnRunsScalar(codes, n, runs, flip, bias, scale, m, out);
 }
 
 class AffineEncoding final : public Encoding {
@@ -155,15 +217,25 @@ class AffineEncoding final : public Encoding {
       codes.resize(static_cast<size_t>(nr * stride));
       p_.codes.GetTile(r, nr, c0, n, codes.data(), stride);
       FetchGroups(r, nr, c0, n, first, &groups);
-      thread_local std::vector<float> row;
-      if (!column_scale_.empty()) row.resize(static_cast<size_t>(n));
       for (int64_t i = 0; i < nr; ++i) {
-        float* dst = column_scale_.empty() ? out + i * n : row.data();
-        DecodeRow(r + i, c0, n, first + i * p_.cols, codes.data() + i * stride,
-                  groups, dst);
-        if (!column_scale_.empty()) {
-          MultiplyColumns(row.data(), column_scale_.data() + c0, n,
-                          out + i * n);
+        if (column_scale_.empty()) {
+          DecodeRow(r + i, c0, n, first + i * p_.cols,
+                    codes.data() + i * stride, groups, out + i * n);
+          continue;
+        }
+        if (DecodeRowColumns(r + i, c0, n, first + i * p_.cols,
+                             codes.data() + i * stride, groups, out + i * n)) {
+          continue;
+        }
+        // A piece at a time through a scratch row that stays in L1 with its
+        // column scales, so the output is written once.
+        float piece[kColumnPiece];
+        for (int64_t j = 0; j < n; j += kColumnPiece) {
+          const int64_t m = std::min(kColumnPiece, n - j);
+          DecodeRow(r + i, c0 + j, m, first + i * p_.cols + j,
+                    codes.data() + i * stride + j, groups, piece);
+          MultiplyColumns(piece, column_scale_.data() + c0 + j, m,
+                          out + i * n + j);
         }
       }
       out += nr * n;
@@ -328,6 +400,9 @@ class AffineEncoding final : public Encoding {
   // transposed words are read two whole cache lines at a time (16 was 15%
   // slower on GPTQ, 64 no faster: decode_bench's ConventionLayer).
   static constexpr int64_t kTileRows = 32;
+  // Columns of a row decoded at once before their column scales apply:
+  // 4 KiB of values beside 4 KiB of scales.
+  static constexpr int64_t kColumnPiece = 1024;
 
   // The tile that [first, first + count) starts with: rows [r, r + nr),
   // columns [c0, c0 + n); several rows only when whole rows are asked for,
@@ -445,6 +520,25 @@ class AffineEncoding final : public Encoding {
         return true;
     }
     return false;
+  }
+
+  // DecodeRow times the column scales in one pass, for integer codes in
+  // regular groups; false (nothing written) otherwise.
+  bool DecodeRowColumns(int64_t r, int64_t c0, int64_t n, int64_t flat,
+                        const uint8_t* code, const TileGroups& g,
+                        float* out) const {
+    Runs runs;
+    if (!p_.table.empty() || !g.bias_fits || !RegularRuns(c0, n, flat, &runs)) {
+      return false;
+    }
+    int64_t gr = 0, gc = 0;
+    GroupOf(r, c0, flat, &gr, &gc);
+    const size_t k = static_cast<size_t>((gr - g.gr0) * g.ngc + gc - g.gc0);
+    const uint8_t flip =
+        p_.signed_codes ? static_cast<uint8_t>(1u << (p_.codes.bits - 1)) : 0;
+    DecodeAffineColumnRuns(code, n, runs, flip, &g.bias[k], &g.scale[k],
+                           column_scale_.data() + c0, out);
+    return true;
   }
 
   void DecodeRow(int64_t r, int64_t c0, int64_t n, int64_t flat,

@@ -94,6 +94,57 @@ __attribute__((target("avx2"))) void DecodeAffineColumnRunsAvx2(
   }
 }
 #endif
+// Sixteen-level codebooks (NVFP4's E2M1) likewise: out[i] =
+// (scale[g] * table[codes[i]]) * m[i], as DecodeTableRuns then
+// MultiplyColumns round it.
+void DecodeTable16ColumnRunsScalar(const uint8_t* codes, int64_t n, Runs runs,
+                                   const float* table, const float* scale,
+                                   const float* m, float* out) {
+  for (int64_t g = 0, i = 0; i < n; ++g) {
+    for (const int64_t end = ColumnRunEnd(n, runs, g, i); i < end; ++i) {
+      const float v = scale[g] * table[codes[i]];
+      out[i] = v * m[i];
+    }
+  }
+}
+#if defined(__x86_64__)
+// The sixteen levels in two registers, a permute of each chosen by bit 3.
+__attribute__((target("avx2"))) void DecodeTable16ColumnRunsAvx2(
+    const uint8_t* codes, int64_t n, Runs runs, const float* table,
+    const float* scale, const float* m, float* out) {
+  const __m256 lo = _mm256_loadu_ps(table), hi = _mm256_loadu_ps(table + 8);
+  const __m256i seven = _mm256_set1_epi32(7);
+  for (int64_t g = 0, i = 0; i < n; ++g) {
+    const int64_t end = ColumnRunEnd(n, runs, g, i);
+    const __m256 vscale = _mm256_set1_ps(scale[g]);
+    for (; i + 8 <= end; i += 8) {
+      const __m256i c = _mm256_cvtepu8_epi32(
+          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + i)));
+      const __m256 upper = _mm256_castsi256_ps(_mm256_cmpgt_epi32(c, seven));
+      const __m256 level =
+          _mm256_blendv_ps(_mm256_permutevar8x32_ps(lo, c),
+                           _mm256_permutevar8x32_ps(hi, c), upper);
+      const __m256 v = _mm256_mul_ps(vscale, level);
+      _mm256_storeu_ps(out + i, _mm256_mul_ps(v, _mm256_loadu_ps(m + i)));
+    }
+    for (; i < end; ++i) {
+      const float v = scale[g] * table[codes[i]];
+      out[i] = v * m[i];
+    }
+  }
+}
+#endif
+void DecodeTable16ColumnRuns(const uint8_t* codes, int64_t n, Runs runs,
+                             const float* table, const float* scale,
+                             const float* m, float* out) {
+#if defined(__x86_64__)
+  if (ActiveDecodeSimd() >= DecodeSimd::kAvx2) {
+    return DecodeTable16ColumnRunsAvx2(codes, n, runs, table, scale, m, out);
+  }
+#endif
+  DecodeTable16ColumnRunsScalar(codes, n, runs, table, scale, m, out);
+}
+
 void DecodeAffineColumnRuns(const uint8_t* codes, int64_t n, Runs runs,
                             uint8_t flip, const int32_t* bias,
                             const float* scale, const float* m, float* out) {
@@ -522,18 +573,26 @@ class AffineEncoding final : public Encoding {
     return false;
   }
 
-  // DecodeRow times the column scales in one pass, for integer codes in
-  // regular groups; false (nothing written) otherwise.
+  // DecodeRow times the column scales in one pass, for integer codes or a
+  // sixteen-level codebook in regular groups; false (nothing written)
+  // otherwise.
   bool DecodeRowColumns(int64_t r, int64_t c0, int64_t n, int64_t flat,
                         const uint8_t* code, const TileGroups& g,
                         float* out) const {
     Runs runs;
-    if (!p_.table.empty() || !g.bias_fits || !RegularRuns(c0, n, flat, &runs)) {
+    const bool table16 = p_.table.size() == 16;
+    if ((!p_.table.empty() && !table16) || !g.bias_fits ||
+        !RegularRuns(c0, n, flat, &runs)) {
       return false;
     }
     int64_t gr = 0, gc = 0;
     GroupOf(r, c0, flat, &gr, &gc);
     const size_t k = static_cast<size_t>((gr - g.gr0) * g.ngc + gc - g.gc0);
+    if (table16) {
+      DecodeTable16ColumnRuns(code, n, runs, p_.table.data(), &g.scale[k],
+                              column_scale_.data() + c0, out);
+      return true;
+    }
     const uint8_t flip =
         p_.signed_codes ? static_cast<uint8_t>(1u << (p_.codes.bits - 1)) : 0;
     DecodeAffineColumnRuns(code, n, runs, flip, &g.bias[k], &g.scale[k],

@@ -9,8 +9,8 @@
 //    codes a byte, the even element in the low nibble (NVFP4QTensor packs
 //    q[1::2] << 4 | q[0::2]); `weight_scale` F8_E4M3 [out, in/16];
 //    `weight_scale_2` F32 [] or [1] (amax / (6 * 448)), possibly in another
-//    shard; `input_scale` and AWQ's `pre_quant_scale` [in] act on the
-//    activations and are left as tensors of their own.
+//    shard; `input_scale` acts on the activations and is left a tensor of
+//    its own (AWQ's `pre_quant_scale`: below).
 //      x = e2m1(q) * (float32(weight_scale) * weight_scale_2)
 //    in float32, two roundings, the order of NVFP4QTensor.dequantize
 //    (modelopt/torch/quantization/qtensor/nvfp4_tensor.py: the per-block

@@ -93,7 +93,7 @@ constexpr Row kRows[] = {
      kTrtllm},
     {"modelopt", "SGLang", "supported",
      "modelopt_fp8 and modelopt_fp4 (NVFP4 on Blackwell), NVIDIA GPUs only; "
-     "its docs name no W4A8_AWQ",
+     "W4A8_AWQ not verified",
      kSglang},
     {"mxfp4 (gpt-oss)", "vLLM", "supported",
      "gpt-oss models on Hopper/Blackwell", kVllm},

@@ -87,15 +87,16 @@ constexpr Row kRows[] = {
      kTrtllm},
     {"modelopt", "vLLM", "supported",
      "FP8, FP8_PER_CHANNEL_PER_TOKEN, FP8_PB_WO, NVFP4 (W4A4 on Blackwell, "
-     "W4A16 through Marlin before), MXFP8, MIXED_PRECISION; NVFP4_AWQ is not "
-     "in its list",
+     "W4A16 through Marlin before), MXFP8, MIXED_PRECISION; NVFP4_AWQ and "
+     "W4A8_AWQ are not in its list",
      kVllmModelOpt},
     {"modelopt", "TensorRT-LLM", "supported",
      "ModelOpt is its quantizer: FP8 on Ada/Hopper/Blackwell, NVFP4 on "
-     "Blackwell",
+     "Blackwell, W4A8_AWQ (INT4 weights, FP8 GEMM: W4A8_AWQ_LinearMethod)",
      kTrtllm},
     {"modelopt", "SGLang", "supported",
-     "modelopt_fp8 and modelopt_fp4 (NVFP4 on Blackwell), NVIDIA GPUs only",
+     "modelopt_fp8 and modelopt_fp4 (NVFP4 on Blackwell), NVIDIA GPUs only; "
+     "W4A8_AWQ not verified",
      kSglang},
     {"mxfp4 (gpt-oss)", "vLLM", "supported",
      "gpt-oss models on Hopper/Blackwell", kVllm},

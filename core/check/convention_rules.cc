@@ -3,6 +3,7 @@
 #include <set>
 #include <string>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/check/rules.h"
@@ -211,21 +212,33 @@ void CheckModelOptExcluded(const Checkpoint& ckpt,
   auto has = [&](const std::string& name) {
     return ckpt.FindStored(name) != nullptr;
   };
+  // MIXED_PRECISION quantizes the modules its map lists, and ModelOpt's
+  // export writes no exclude_modules there: an unlisted module is excluded.
+  const bool mixed = c.algo == conventions::ModelOptAlgo::kMixedPrecision;
+  absl::flat_hash_set<std::string> listed;
+  for (const conventions::ModelOptLayer& l : c.quantized_layers) {
+    listed.insert(l.module);
+  }
   for (const StoredTensor& t : ckpt.stored_tensors()) {
     if (t.name != "weight" && !absl::EndsWith(t.name, ".weight")) continue;
     const std::string module =
         t.name.size() > 7 ? t.name.substr(0, t.name.size() - 7) : "";
-    if (!conventions::ModelOptStoredQuantized(t, has) ||
-        !conventions::ModelOptExcludes(c, module)) {
-      continue;
-    }
+    if (!conventions::ModelOptStoredQuantized(t, has)) continue;
+    const bool excluded = conventions::ModelOptExcludes(c, module);
+    const bool unlisted = mixed && !listed.contains(module);
+    if (!excluded && !unlisted) continue;
     Finding f;
     f.rule = "excluded-quantized";
     f.severity = FindCheckRule(f.rule)->severity;
     f.tensor = t.name;
     f.file = file;
-    f.expected = absl::StrCat("module '", module, "', which ", c.exclude_key,
-                              " excludes, stored in full precision");
+    f.expected =
+        excluded
+            ? absl::StrCat("module '", module, "', which ", c.exclude_key,
+                           " excludes, stored in full precision")
+            : absl::StrCat("module '", module,
+                           "', which MIXED_PRECISION's quantized_layers does "
+                           "not list, stored in full precision");
     f.actual = absl::StrCat("'", t.name, "' is stored ", StoredDTypeName(t),
                             ", quantized");
     f.hint =

@@ -214,10 +214,11 @@ const std::vector<CheckRule>& CheckRules() {
       {"excluded-quantized", Severity::kError,
        "an excluded module stored quantized",
        "a module a ModelOpt config excludes from quantization "
-       "(exclude_modules / ignore) whose weight is stored quantized anyway "
-       "(FP8, or NVFP4 U8 with its scales): loaders build it unquantized and "
-       "read the codes as weights. Tensormorph leaves its stored tensors as "
-       "they are",
+       "(exclude_modules / ignore, or under MIXED_PRECISION a module "
+       "quantized_layers does not list) whose weight is stored quantized "
+       "anyway (FP8, or U8 with its scales): loaders build it unquantized "
+       "and read the codes as weights. Tensormorph leaves its stored tensors "
+       "as they are",
        ""},
       {"duplicate-tensor", Severity::kInfo,
        "stored tensors with identical bytes",

@@ -7,15 +7,155 @@
 #include <optional>
 #include <vector>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "absl/strings/str_cat.h"
 #include "core/quant/affine_kernels.h"
 #include "core/quant/block_util.h"
+#include "core/quant/decode_simd.h"
 #include "core/quant/float_formats.h"
 #include "core/util/checked_math.h"
 #include "core/util/status_macros.h"
 
 namespace tensormorph {
 namespace {
+
+// out[j] = row[j] * m[j]: AWQ's column scales over a decoded row. One IEEE
+// float32 multiply an element, so every path gives the same bits; AVX2 only
+// widens the loop. Rows are decoded a piece at a time into a scratch buffer
+// that stays in L1, so the output is written once (a second pass over it
+// cost a third of W4A8_AWQ's decode time).
+void MultiplyColumnsScalar(const float* __restrict row,
+                           const float* __restrict m, int64_t n,
+                           float* __restrict out) {
+  for (int64_t j = 0; j < n; ++j) out[j] = row[j] * m[j];
+}
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) void MultiplyColumnsAvx2(
+    const float* __restrict row, const float* __restrict m, int64_t n,
+    float* __restrict out) {
+  for (int64_t j = 0; j < n; ++j) out[j] = row[j] * m[j];
+}
+#endif
+void MultiplyColumns(const float* row, const float* m, int64_t n, float* out) {
+#if defined(__x86_64__)
+  if (ActiveDecodeSimd() >= DecodeSimd::kAvx2) {
+    return MultiplyColumnsAvx2(row, m, n, out);
+  }
+#endif
+  MultiplyColumnsScalar(row, m, n, out);
+}
+
+// Integer codes with a column scale in one pass: out[i] =
+// (scale[g] * float(int(codes[i] ^ flip) - bias[g])) * m[i], group g as in
+// DecodeAffineRuns (affine_kernels.h), the same two float32 roundings as
+// that kernel followed by MultiplyColumns, so every path gives their bits.
+// Fused because the output's stores, not the arithmetic, bound W4A8_AWQ.
+inline int64_t ColumnRunEnd(int64_t n, Runs runs, int64_t g, int64_t i) {
+  return std::min(n, i + (g == 0 ? runs.run - runs.skip : runs.run));
+}
+void DecodeAffineColumnRunsScalar(const uint8_t* codes, int64_t n, Runs runs,
+                                  uint8_t flip, const int32_t* bias,
+                                  const float* scale, const float* m,
+                                  float* out) {
+  for (int64_t g = 0, i = 0; i < n; ++g) {
+    for (const int64_t end = ColumnRunEnd(n, runs, g, i); i < end; ++i) {
+      const float v =
+          scale[g] *
+          static_cast<float>(static_cast<int32_t>(codes[i] ^ flip) - bias[g]);
+      out[i] = v * m[i];
+    }
+  }
+}
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) void DecodeAffineColumnRunsAvx2(
+    const uint8_t* codes, int64_t n, Runs runs, uint8_t flip,
+    const int32_t* bias, const float* scale, const float* m, float* out) {
+  const __m256i vflip = _mm256_set1_epi32(flip);
+  for (int64_t g = 0, i = 0; i < n; ++g) {
+    const int64_t end = ColumnRunEnd(n, runs, g, i);
+    const __m256i vbias = _mm256_set1_epi32(bias[g]);
+    const __m256 vscale = _mm256_set1_ps(scale[g]);
+    for (; i + 8 <= end; i += 8) {
+      const __m256i c = _mm256_cvtepu8_epi32(
+          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + i)));
+      const __m256i q = _mm256_sub_epi32(_mm256_xor_si256(c, vflip), vbias);
+      const __m256 v = _mm256_mul_ps(vscale, _mm256_cvtepi32_ps(q));
+      _mm256_storeu_ps(out + i, _mm256_mul_ps(v, _mm256_loadu_ps(m + i)));
+    }
+    for (; i < end; ++i) {
+      const float v =
+          scale[g] *
+          static_cast<float>(static_cast<int32_t>(codes[i] ^ flip) - bias[g]);
+      out[i] = v * m[i];
+    }
+  }
+}
+#endif
+// Sixteen-level codebooks (NVFP4's E2M1) likewise: out[i] =
+// (scale[g] * table[codes[i]]) * m[i], as DecodeTableRuns then
+// MultiplyColumns round it.
+void DecodeTable16ColumnRunsScalar(const uint8_t* codes, int64_t n, Runs runs,
+                                   const float* table, const float* scale,
+                                   const float* m, float* out) {
+  for (int64_t g = 0, i = 0; i < n; ++g) {
+    for (const int64_t end = ColumnRunEnd(n, runs, g, i); i < end; ++i) {
+      const float v = scale[g] * table[codes[i]];
+      out[i] = v * m[i];
+    }
+  }
+}
+#if defined(__x86_64__)
+// The sixteen levels in two registers, a permute of each chosen by bit 3.
+__attribute__((target("avx2"))) void DecodeTable16ColumnRunsAvx2(
+    const uint8_t* codes, int64_t n, Runs runs, const float* table,
+    const float* scale, const float* m, float* out) {
+  const __m256 lo = _mm256_loadu_ps(table), hi = _mm256_loadu_ps(table + 8);
+  const __m256i seven = _mm256_set1_epi32(7);
+  for (int64_t g = 0, i = 0; i < n; ++g) {
+    const int64_t end = ColumnRunEnd(n, runs, g, i);
+    const __m256 vscale = _mm256_set1_ps(scale[g]);
+    for (; i + 8 <= end; i += 8) {
+      const __m256i c = _mm256_cvtepu8_epi32(
+          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + i)));
+      const __m256 upper = _mm256_castsi256_ps(_mm256_cmpgt_epi32(c, seven));
+      const __m256 level =
+          _mm256_blendv_ps(_mm256_permutevar8x32_ps(lo, c),
+                           _mm256_permutevar8x32_ps(hi, c), upper);
+      const __m256 v = _mm256_mul_ps(vscale, level);
+      _mm256_storeu_ps(out + i, _mm256_mul_ps(v, _mm256_loadu_ps(m + i)));
+    }
+    for (; i < end; ++i) {
+      const float v = scale[g] * table[codes[i]];
+      out[i] = v * m[i];
+    }
+  }
+}
+#endif
+void DecodeTable16ColumnRuns(const uint8_t* codes, int64_t n, Runs runs,
+                             const float* table, const float* scale,
+                             const float* m, float* out) {
+#if defined(__x86_64__)
+  if (ActiveDecodeSimd() >= DecodeSimd::kAvx2) {
+    return DecodeTable16ColumnRunsAvx2(codes, n, runs, table, scale, m, out);
+  }
+#endif
+  DecodeTable16ColumnRunsScalar(codes, n, runs, table, scale, m, out);
+}
+
+void DecodeAffineColumnRuns(const uint8_t* codes, int64_t n, Runs runs,
+                            uint8_t flip, const int32_t* bias,
+                            const float* scale, const float* m, float* out) {
+#if defined(__x86_64__)
+  if (ActiveDecodeSimd() >= DecodeSimd::kAvx2) {
+    return DecodeAffineColumnRunsAvx2(codes, n, runs, flip, bias, scale, m,
+                                      out);
+  }
+#endif
+  DecodeAffineColumnRunsScalar(codes, n, runs, flip, bias, scale, m, out);
+}
 
 class AffineEncoding final : public Encoding {
  public:
@@ -37,6 +177,10 @@ class AffineEncoding final : public Encoding {
     }
     for (float t : p_.table) {
       if (!std::isnan(t)) levels_.push_back(t);  // FP8 NaN codes are no level
+    }
+    if (p_.column_scale.tensor != nullptr) {  // a few KiB, read once
+      column_scale_.resize(static_cast<size_t>(p_.cols));
+      p_.column_scale.GetTile(0, 1, 0, p_.cols, column_scale_.data());
     }
     // Per code, the gaps to the neighbouring levels, for DecodeRuns.
     for (float t : p_.table) {
@@ -83,15 +227,21 @@ class AffineEncoding final : public Encoding {
       const double step = std::fabs(static_cast<double>(scale));
       QuantRun run{len,  GroupIndex(gr, gc), step,
                    step, std::min(a, b),     std::max(a, b)};
-      if (p_.table.empty()) {
+      if (p_.table.empty() && column_scale_.empty()) {
         runs->push_back(run);
       } else {
+        // One element a run: a codebook's gaps depend on the code, a
+        // column scale's factor on the column.
         run.count = 1;
         for (int64_t k = 0; k < len; ++k) {
-          const auto& g = gaps_[p_.codes.Get(r, c + k)];
-          run.step_below = step * (scale < 0 ? g.second : g.first);
-          run.step_above = step * (scale < 0 ? g.first : g.second);
-          runs->push_back(run);
+          QuantRun e = run;
+          if (!p_.table.empty()) {
+            const auto& g = gaps_[p_.codes.Get(r, c + k)];
+            e.step_below = step * (scale < 0 ? g.second : g.first);
+            e.step_above = step * (scale < 0 ? g.first : g.second);
+          }
+          if (!column_scale_.empty()) ScaleRun(column_scale_[c + k], &e);
+          runs->push_back(e);
         }
       }
       i += len;
@@ -119,8 +269,25 @@ class AffineEncoding final : public Encoding {
       p_.codes.GetTile(r, nr, c0, n, codes.data(), stride);
       FetchGroups(r, nr, c0, n, first, &groups);
       for (int64_t i = 0; i < nr; ++i) {
-        DecodeRow(r + i, c0, n, first + i * p_.cols, codes.data() + i * stride,
-                  groups, out + i * n);
+        if (column_scale_.empty()) {
+          DecodeRow(r + i, c0, n, first + i * p_.cols,
+                    codes.data() + i * stride, groups, out + i * n);
+          continue;
+        }
+        if (DecodeRowColumns(r + i, c0, n, first + i * p_.cols,
+                             codes.data() + i * stride, groups, out + i * n)) {
+          continue;
+        }
+        // A piece at a time through a scratch row that stays in L1 with its
+        // column scales, so the output is written once.
+        float piece[kColumnPiece];
+        for (int64_t j = 0; j < n; j += kColumnPiece) {
+          const int64_t m = std::min(kColumnPiece, n - j);
+          DecodeRow(r + i, c0 + j, m, first + i * p_.cols + j,
+                    codes.data() + i * stride + j, groups, piece);
+          MultiplyColumns(piece, column_scale_.data() + c0 + j, m,
+                          out + i * n + j);
+        }
       }
       out += nr * n;
       first += nr * n;
@@ -149,7 +316,8 @@ class AffineEncoding final : public Encoding {
   // the scales and biases FetchGroups gives the kernels.
   absl::Status AffineCodeRuns(int64_t first, int64_t count,
                               AffineCodes* out) const override {
-    if (!tiled_ || !p_.table.empty() || p_.float_codes) {
+    if (!tiled_ || !p_.table.empty() || p_.float_codes ||
+        !column_scale_.empty()) {
       return Encoding::AffineCodeRuns(first, count, out);
     }
     out->flip =
@@ -258,6 +426,22 @@ class AffineEncoding final : public Encoding {
     }
     s->AddParam("scale", scale);
     if (p_.has_zero) s->AddParam("zero", static_cast<double>(zero));
+    if (!std::isnan(p_.shown_weight_scale_2)) {
+      s->AddParam("weight_scale_2", p_.shown_weight_scale_2);
+    }
+    if (!column_scale_.empty()) {
+      const float m = column_scale_[static_cast<size_t>(c)];
+      s->AddParam("pre_quant_scale", m);
+      s->value = s->value * m;
+      s->scale = static_cast<double>(scale) * m;
+      const double f = std::fabs(static_cast<double>(m));
+      s->step *= f;
+      s->step_below *= f;
+      s->step_above *= f;
+      const double lo = s->range_min * m, hi = s->range_max * m;
+      s->range_min = std::min(lo, hi);
+      s->range_max = std::max(lo, hi);
+    }
     return absl::OkStatus();
   }
 
@@ -267,6 +451,9 @@ class AffineEncoding final : public Encoding {
   // transposed words are read two whole cache lines at a time (16 was 15%
   // slower on GPTQ, 64 no faster: decode_bench's ConventionLayer).
   static constexpr int64_t kTileRows = 32;
+  // Columns of a row decoded at once before their column scales apply:
+  // 4 KiB of values beside 4 KiB of scales.
+  static constexpr int64_t kColumnPiece = 1024;
 
   // The tile that [first, first + count) starts with: rows [r, r + nr),
   // columns [c0, c0 + n); several rows only when whole rows are asked for,
@@ -386,6 +573,33 @@ class AffineEncoding final : public Encoding {
     return false;
   }
 
+  // DecodeRow times the column scales in one pass, for integer codes or a
+  // sixteen-level codebook in regular groups; false (nothing written)
+  // otherwise.
+  bool DecodeRowColumns(int64_t r, int64_t c0, int64_t n, int64_t flat,
+                        const uint8_t* code, const TileGroups& g,
+                        float* out) const {
+    Runs runs;
+    const bool table16 = p_.table.size() == 16;
+    if ((!p_.table.empty() && !table16) || !g.bias_fits ||
+        !RegularRuns(c0, n, flat, &runs)) {
+      return false;
+    }
+    int64_t gr = 0, gc = 0;
+    GroupOf(r, c0, flat, &gr, &gc);
+    const size_t k = static_cast<size_t>((gr - g.gr0) * g.ngc + gc - g.gc0);
+    if (table16) {
+      DecodeTable16ColumnRuns(code, n, runs, p_.table.data(), &g.scale[k],
+                              column_scale_.data() + c0, out);
+      return true;
+    }
+    const uint8_t flip =
+        p_.signed_codes ? static_cast<uint8_t>(1u << (p_.codes.bits - 1)) : 0;
+    DecodeAffineColumnRuns(code, n, runs, flip, &g.bias[k], &g.scale[k],
+                           column_scale_.data() + c0, out);
+    return true;
+  }
+
   void DecodeRow(int64_t r, int64_t c0, int64_t n, int64_t flat,
                  const uint8_t* code, const TileGroups& g, float* out) const {
     const uint8_t flip =
@@ -435,8 +649,19 @@ class AffineEncoding final : public Encoding {
         zero = ZeroOf(gr, gc);
       }
       out[i] = scale * Level(p_.codes.Get(r, c), zero);
+      if (!column_scale_.empty()) out[i] *= column_scale_[c];
     }
     return absl::OkStatus();
+  }
+
+  // A run of one element of column scale m: steps and range times m.
+  static void ScaleRun(float m, QuantRun* e) {
+    const double f = std::fabs(static_cast<double>(m));
+    e->step_below *= f;
+    e->step_above *= f;
+    const double lo = e->range_min * m, hi = e->range_max * m;
+    e->range_min = std::min(lo, hi);
+    e->range_max = std::max(lo, hi);
   }
 
   // Sixteen levels whose upper eight are the lower eight negated, bit for
@@ -571,6 +796,7 @@ class AffineEncoding final : public Encoding {
       : IsSignMagnitude16(p_.table) ? Codebook::kSignMagnitude16
                                     : Codebook::kTable;
   std::vector<double> levels_;
+  std::vector<float> column_scale_;              // per column, or empty
   std::vector<std::pair<double, double>> gaps_;  // per code: below, above
   double lo_level_ = INFINITY, hi_level_ = -INFINITY;
 };
@@ -666,6 +892,13 @@ absl::Status CheckIntMatrix(const IntMatrix& m, absl::string_view what,
       if (auto e = Mul(srows - 1, m.stored_cols)) {
         if (auto f = CheckedAdd<int64_t>(*e, scols)) need = Ceil(*f, 2);
       }
+      break;
+    case IntMatrix::Kind::kNibblePairsOfRows:
+      if (m.bits != 4 || d.block_elems != 1 || d.block_bytes != 1) {
+        return Invalid(
+            name, absl::StrCat("is ", d.name, " but nibble codes need bytes"));
+      }
+      if (auto e = Mul(Ceil(srows, 2), m.stored_cols)) need = *e;
       break;
   }
   if (m.stored_cols < min_stored_cols) {
@@ -809,9 +1042,6 @@ absl::Status Validate(const AffineParams& p) {
   if (!std::isfinite(p.scale_divisor)) {
     return Invalid(what, "a scale divisor that is not finite");
   }
-  if (!std::isfinite(p.scale_multiplier)) {
-    return Invalid(what, "a scale multiplier that is not finite");
-  }
   constexpr int64_t kMaxOffset = int64_t{1} << 32;
   if (std::abs(p.code_offset) > kMaxOffset ||
       std::abs(p.zero_offset) > kMaxOffset ||
@@ -823,6 +1053,10 @@ absl::Status Validate(const AffineParams& p) {
     if (p.signed_zeros && p.zeros.bits < 2) {
       return Invalid(what, "signed 1-bit zero points");
     }
+  }
+  if (p.column_scale.tensor != nullptr) {
+    TM_RETURN_IF_ERROR(
+        CheckFloatMatrix(p.column_scale, "column scales", 1, p.cols));
   }
   for (const StoredTensor* t : p.parts) {
     if (t == nullptr) return Invalid(what, "a missing part");

@@ -6,6 +6,7 @@
 #ifndef TENSORMORPH_CORE_QUANT_AFFINE_ENCODING_H_
 #define TENSORMORPH_CORE_QUANT_AFFINE_ENCODING_H_
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -40,7 +41,8 @@ struct AffineParams {
   IntMatrix scale_codes;    // kE8M0, kNestedAbsmax (u8 codes)
   float scale_divisor = 0;  // non-zero: scale = scale / divisor
   // scale = scale * multiplier when set, one float32 rounding (ModelOpt's
-  // NVFP4 weight_scale * weight_scale_2), after any divisor.
+  // NVFP4 weight_scale * weight_scale_2), after any divisor. A stored
+  // value: 0, NaN or Inf decode as such.
   bool multiply_scale = false;
   float scale_multiplier = 1;
   // bitsandbytes double quantization: absmax = table2[code] * nested[g/bs] +
@@ -58,6 +60,17 @@ struct AffineParams {
   int64_t zero_add = 0;     // GPTQ v1 stores zero - 1
   uint32_t zero_mask = 0;   // applied after zero_add when non-zero
 
+  // AWQ's pre_quant_scale, when `column_scale.tensor` is set ([1, cols]):
+  // value = (scale * level) * column_scale[c], one more float32 rounding.
+  // The stored weight is the source's divided by it per input column, and
+  // the layer multiplies its activations by it, so this product is the
+  // weight the layer computes with.
+  FloatMatrix column_scale;
+  // A per-tensor scale the Inspector shows as "weight_scale_2" and the value
+  // does not apply (W4A8_AWQ's FP8 GEMM divides it out and multiplies it
+  // back); NaN = none.
+  float shown_weight_scale_2 = NAN;
+
   EncodingInfo info;
   std::vector<const StoredTensor*> parts;
 };
@@ -68,7 +81,8 @@ struct AffineParams {
 // tensor's bytes (dtype width, packing, stored row length); group and block
 // sizes positive; codes of 1 to 32 bits, a codebook covering every code;
 // g_idx (act-order) one entry per column, each inside the scales' groups;
-// nested absmax with 8-bit codes, 256 levels and a positive block size.
+// nested absmax with 8-bit codes, 256 levels and a positive block size;
+// column scales, when given, one per column.
 // Nothing is decoded here: a resolver's shape checks name the convention's
 // rule, and this is the backstop that makes a wrong combination a refusal
 // instead of an out-of-bounds read.

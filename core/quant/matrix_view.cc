@@ -60,6 +60,32 @@ void SpreadNibbleBytes(const uint8_t* in, int64_t bytes, bool high_first,
   }
 }
 
+// A stored row of ModelOpt's INT4 pairs (kNibblePairsOfRows) to its two
+// logical rows: low nibbles to `even`, high ones to `odd`; a null row is
+// skipped. 16 bytes at a time.
+void SplitNibblePairs(const uint8_t* in, int64_t n, uint8_t* even,
+                      uint8_t* odd) {
+  int64_t i = 0;
+#if defined(__SSE2__)
+  const __m128i mask = _mm_set1_epi8(0x0F);
+  for (; i + 16 <= n; i += 16) {
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
+    if (even != nullptr) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(even + i),
+                       _mm_and_si128(x, mask));
+    }
+    if (odd != nullptr) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(odd + i),
+                       _mm_and_si128(_mm_srli_epi16(x, 4), mask));
+    }
+  }
+#endif
+  for (; i < n; ++i) {
+    if (even != nullptr) even[i] = in[i] & 0xF;
+    if (odd != nullptr) odd[i] = in[i] >> 4;
+  }
+}
+
 // Four consecutive words' nibbles, each word's eight (low nibble first) to
 // its own row of `out`, rows `stride` bytes apart.
 void SpreadFourWords(const uint8_t* words, uint8_t* out, int64_t stride) {
@@ -161,6 +187,10 @@ uint32_t IntMatrix::Get(int64_t r, int64_t c) const {
       const bool high = (i % 2 == 0) == high_nibble_first;
       return high ? byte >> 4 : byte & 0xF;
     }
+    case Kind::kNibblePairsOfRows: {
+      const uint8_t byte = tensor->data[(r / 2) * stored_cols + c];
+      return r % 2 == 0 ? byte & 0xF : byte >> 4;
+    }
   }
   return 0;
 }
@@ -190,6 +220,24 @@ void IntMatrix::GetTile(int64_t r, int64_t nr, int64_t c, int64_t n,
     for (int64_t i = 0; i < nr; ++i) {
       SpreadNibbleBytes(data + ((r + i) * stored_cols + c) / 2, n / 2,
                         high_nibble_first, out + i * stride);
+    }
+    return;
+  }
+  if (kind == Kind::kNibblePairsOfRows && !transposed) {
+    // Each stored row read once for the two logical rows it holds.
+    for (int64_t i = 0; i < nr;) {
+      const int64_t row = r + i;
+      const uint8_t* src = data + (row / 2) * stored_cols + c;
+      if (row % 2 == 1) {
+        SplitNibblePairs(src, n, nullptr, out + i * stride);
+        ++i;
+      } else if (i + 1 < nr) {
+        SplitNibblePairs(src, n, out + i * stride, out + (i + 1) * stride);
+        i += 2;
+      } else {
+        SplitNibblePairs(src, n, out + i * stride, nullptr);
+        ++i;
+      }
     }
     return;
   }

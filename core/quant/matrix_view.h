@@ -17,12 +17,15 @@ namespace tensormorph {
 // stored tensor's bytes.
 struct IntMatrix {
   enum class Kind {
-    kDirect,           // one integer element per code (I8, U8, I32, ...)
-    kPackedAlongCols,  // int32 words [srows, words]; codes of a stored row
-                       // form an LSB-first bit stream
-    kPackedAlongRows,  // int32 words [words, scols]; codes of a stored
-                       // column form an LSB-first bit stream
-    kNibbles,          // U8, two 4-bit codes per byte, row-major stream
+    kDirect,             // one integer element per code (I8, U8, I32, ...)
+    kPackedAlongCols,    // int32 words [srows, words]; codes of a stored row
+                         // form an LSB-first bit stream
+    kPackedAlongRows,    // int32 words [words, scols]; codes of a stored
+                         // column form an LSB-first bit stream
+    kNibbles,            // U8, two 4-bit codes per byte, row-major stream
+    kNibblePairsOfRows,  // U8 [ceil(rows/2), stored_cols]: byte (r/2, c)
+                         // holds rows r and r+1 of column c, the even row
+                         // in the low nibble (ModelOpt's INT4 AWQ packing)
   };
   const StoredTensor* tensor = nullptr;
   Kind kind = Kind::kDirect;

@@ -229,8 +229,18 @@ RoundingBound BoundOfEncoding(const EncodingInfo& info) {
   // the nearest level; an FP8-rounded block scale clips its absmax by at
   // most 1/16 of the top level, inside the end's half step. NVFP4_AWQ
   // quantizes activation-scaled weights, as AWQ does.
+  // AWQ (NVFP4_AWQ, W4A8_AWQ) quantizes the weight divided by its
+  // pre_quant_scale, rounded to the model's dtype (bf16: 2^-8 of the
+  // largest magnitude, with room); decoded times that scale it is the
+  // source's weight again. A scale ModelOpt folded into the previous layer
+  // leaves the weight scaled against its source: codes chosen elsewhere.
+  // W4A8_AWQ's INT4 scale is amax / 7: nearest, nothing clipped.
   if (c == "modelopt") {
-    if (absl::StartsWith(info.scheme, "NVFP4_AWQ")) {
+    if (absl::StrContains(info.scheme, "AWQ")) {
+      if (absl::StrContains(info.scheme, "pre_quant_scale")) {
+        return Make(Codes::kNearest, Clip::kNone, 0, false, 0, false, 0x1p-8,
+                    "nearest, stored scale, weights folded by pre_quant_scale");
+      }
       return Make(Codes::kChosen, Clip::kAny, 0, false, 0, false, s,
                   "chosen codes (scaled weights)");
     }

@@ -272,7 +272,8 @@ BENCHMARK(BM_DecodeConventionLayer)
     ->DenseRange(0, static_cast<int>(bench::Convention::kBnbInt8))
     ->Unit(benchmark::kMillisecond);
 
-// ModelOpt layers (NVFP4, FP8 per tensor, MXFP8) of the same size and read
+// ModelOpt layers (NVFP4, FP8 per tensor, MXFP8, W4A8_AWQ and NVFP4_AWQ
+// with their pre_quant_scale) of the same size and read
 // the same way, to set beside the rows above.
 void BM_DecodeModelOptLayer(benchmark::State& state) {
   const auto l = static_cast<bench::ModelOptLayer>(state.range(0));
@@ -309,7 +310,7 @@ void BM_DecodeModelOptLayer(benchmark::State& state) {
       benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_DecodeModelOptLayer)
-    ->DenseRange(0, static_cast<int>(bench::ModelOptLayer::kMxfp8))
+    ->DenseRange(0, static_cast<int>(bench::ModelOptLayer::kNvfp4Awq))
     ->Unit(benchmark::kMillisecond);
 
 // An HQQ layer of the same size (4-bit, groups of 64, float16 arithmetic),

@@ -41,6 +41,10 @@ const char* ModelOptLayerName(ModelOptLayer l) {
       return "modelopt_fp8";
     case ModelOptLayer::kMxfp8:
       return "modelopt_mxfp8";
+    case ModelOptLayer::kW4a8Awq:
+      return "modelopt_w4a8_awq";
+    case ModelOptLayer::kNvfp4Awq:
+      return "modelopt_nvfp4_awq";
   }
   return "?";
 }
@@ -51,7 +55,14 @@ std::string WriteModelOptLayer(ModelOptLayer l, int64_t out, int64_t in) {
   const std::string m = "model.layers.0.mlp.down_proj";
   std::vector<StTensor> t;
   std::string algo;
+  // AWQ's per-input-column scales: BF16 in [0.5, 2).
+  std::string pqs;
+  for (int64_t i = 0; i < in; ++i) {
+    const uint16_t b = static_cast<uint16_t>(0x3F00 + (i * 37) % 256);
+    pqs += std::string{static_cast<char>(b & 0xFF), static_cast<char>(b >> 8)};
+  }
   switch (l) {
+    case ModelOptLayer::kNvfp4Awq:
     case ModelOptLayer::kNvfp4:
       t = {{m + ".weight", "U8", {out, in / 2}, RandomBytes(out * in / 2, 1)},
            {m + ".weight_scale",
@@ -61,7 +72,24 @@ std::string WriteModelOptLayer(ModelOptLayer l, int64_t out, int64_t in) {
            {m + ".weight_scale_2", "F32", {}, Bytes(std::vector<float>{2e-4f})},
            {m + ".input_scale", "F32", {}, Bytes(std::vector<float>{0.01f})}};
       algo = "NVFP4";
+      if (l == ModelOptLayer::kNvfp4Awq) {
+        t.push_back({m + ".pre_quant_scale", "BF16", {in}, pqs});
+        algo = "NVFP4_AWQ";
+      }
       break;
+    case ModelOptLayer::kW4a8Awq: {
+      std::vector<float> scales(static_cast<size_t>(out * in / 128));
+      for (size_t i = 0; i < scales.size(); ++i) {
+        scales[i] = 1e-3f * static_cast<float>(1 + i % 13);
+      }
+      t = {{m + ".weight", "U8", {out / 2, in}, RandomBytes(out / 2 * in, 1)},
+           {m + ".weight_scale", "F32", {out, in / 128}, Bytes(scales)},
+           {m + ".weight_scale_2", "F32", {}, Bytes(std::vector<float>{2e-4f})},
+           {m + ".input_scale", "F32", {}, Bytes(std::vector<float>{0.01f})},
+           {m + ".pre_quant_scale", "BF16", {in}, pqs}};
+      algo = "W4A8_AWQ";
+      break;
+    }
     case ModelOptLayer::kFp8:
       t = {{m + ".weight",
             "F8_E4M3",

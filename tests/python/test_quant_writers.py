@@ -64,6 +64,7 @@ class QuantWritersTest(unittest.TestCase):
                     np.testing.assert_array_equal(bits(got), bits(want))
                     seen.add(ckpt)
         self.assertIn("mixed_precision", seen)
+        self.assertIn("w4a8_awq", seen)
         self.assertIn("nvfp4_sharded", seen)
         self.assertIn("hqq_mixed_bits", seen)
 

@@ -280,6 +280,80 @@ TEST_F(HostileConfigTest, ModelOptConfigsAreDataLossNamingTheKey) {
                                      "model.layers.0.self_attn.q_proj.weight"));
 }
 
+// A ModelOpt W4A8_AWQ checkpoint (an INT4 [8, 128] down_proj in groups
+// of 128 with its pre_quant_scale, shaped `pqs_shape`) as `name`, its
+// hf_quant_config.json "quantization" edited by `edit`.
+std::string W4a8(const std::string& dir, const std::string& name,
+                 const std::function<void(Json&)>& edit,
+                 std::vector<int64_t> pqs_shape = {128}) {
+  const std::string d = dir + "/" + name;
+  std::filesystem::create_directory(d);
+  const std::string m = "model.layers.0.mlp.down_proj";
+  std::string bf16_ones;
+  for (int i = 0; i < 128; ++i) bf16_ones += std::string("\x80\x3f", 2);
+  WriteFile(d + "/model.safetensors",
+            BuildSafetensors(
+                {{m + ".weight", "U8", {4, 128}, std::string(512, '\x1f')},
+                 {m + ".weight_scale",
+                  "F32",
+                  {8, 1},
+                  testing::Bytes(std::vector<float>(8, 0.125f))},
+                 {m + ".weight_scale_2",
+                  "F32",
+                  {},
+                  testing::Bytes(std::vector<float>{0.002f})},
+                 {m + ".pre_quant_scale", "BF16", pqs_shape, bf16_ones}}));
+  Json q = {{"quant_algo", "W4A8_AWQ"},
+            {"group_size", 128},
+            {"has_zero_point", false},
+            {"pre_quant_scale", true},
+            {"exclude_modules", {"lm_head"}}};
+  edit(q);
+  WriteJson(d + "/hf_quant_config.json",
+            {{"producer", {{"name", "modelopt"}}}, {"quantization", q}});
+  return name;
+}
+
+TEST_F(HostileConfigTest, W4a8AwqConfigsAndPreQuantScalesAreDataLoss) {
+  const struct {
+    std::string name;
+    const char* says;
+    const char* got;
+  } cases[] = {
+      {W4a8(dir_, "w4a8_group_string",
+            [](Json& q) { q["group_size"] = "128"; }),
+       "hf_quant_config.json: quantization.group_size: expected",
+       R"(got string "128")"},
+      {W4a8(dir_, "w4a8_group_absurd",
+            [](Json& q) { q["group_size"] = int64_t{1} << 40; }),
+       "hf_quant_config.json: quantization.group_size: expected",
+       "got integer 1099511627776"},
+      {W4a8(dir_, "w4a8_group_other", [](Json& q) { q["group_size"] = 64; }),
+       "'model.layers.0.mlp.down_proj.weight_scale' is F32[8,1]",
+       "one scale per 64 of [8,128] needs [8,2]"},
+      {W4a8(dir_, "w4a8_pqs_shape", [](Json&) {}, {2, 64}),
+       "'model.layers.0.mlp.down_proj.pre_quant_scale' is BF16[2,64]",
+       "one scale per input column of [8,128] needs [128]"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto info = client_->GetCheckpoint(c.name);
+    ASSERT_FALSE(info.ok()) << "opened a hostile checkpoint";
+    EXPECT_EQ(info.status().code(), absl::StatusCode::kDataLoss)
+        << info.status();
+    EXPECT_THAT(std::string(info.status().message()),
+                AllOf(HasSubstr(c.says), HasSubstr(c.got)));
+    ASSERT_TRUE(client_->GetCheckpoint("good.safetensors").ok())
+        << "the server stopped serving after " << c.name;
+  }
+  const std::string good = W4a8(dir_, "w4a8_good", [](Json&) {});
+  auto tensors = client_->ListTensors(good);
+  ASSERT_TRUE(tensors.ok()) << tensors.status();
+  ASSERT_EQ(tensors->size(), 1);
+  EXPECT_EQ((*tensors)[0].encoding().scheme(),
+            "W4A8_AWQ (int4, float scales) x pre_quant_scale");
+}
+
 // An HQQ layer (4-bit, groups of 32, float16) as `name`, its config.json's
 // weight_quant_params edited by `edit`.
 std::string Hqq(const std::string& dir, const std::string& name,

@@ -9,8 +9,8 @@
 //    codes a byte, the even element in the low nibble (NVFP4QTensor packs
 //    q[1::2] << 4 | q[0::2]); `weight_scale` F8_E4M3 [out, in/16];
 //    `weight_scale_2` F32 [] or [1] (amax / (6 * 448)), possibly in another
-//    shard; `input_scale` and AWQ's `pre_quant_scale` [in] act on the
-//    activations and are left as tensors of their own.
+//    shard; `input_scale` acts on the activations and is left a tensor of
+//    its own (AWQ's `pre_quant_scale`: below).
 //      x = e2m1(q) * (float32(weight_scale) * weight_scale_2)
 //    in float32, two roundings, the order of NVFP4QTensor.dequantize
 //    (modelopt/torch/quantization/qtensor/nvfp4_tensor.py: the per-block
@@ -20,6 +20,32 @@
 //    not record: Tensormorph returns the float32 values before that cast).
 //  - MXFP8: `weight` F8_E4M3, `weight_scale` U8 E8M0 [out, in/32]:
 //      x = fp8(q) * 2^(e - 127)                  (exact in float32)
+//  - W4A8_AWQ: `weight` U8 [out/2, in], signed INT4 codes in [-8, 7] paired
+//    along out: byte (k, j) holds rows 2k (low nibble) and 2k+1 (high) of
+//    column j (export/quant_utils.py pack_int4_in_uint8: q.T reshaped to
+//    [in, out/2, 2], val0 | val1 << 4, transposed back); `weight_scale` F32
+//    [out, in/group] = amax / 7 per group of `group_size` (128 in
+//    W4A8_AWQ_BETA_CFG; get_weight_scaling_factor of the SequentialQuantizer's
+//    INT4 stage); `weight_scale_2` F32 [] = amax / 448 of its FP8 stage;
+//    `input_scale` F32 [].
+//      x = float32(q) * weight_scale              (float32, one rounding)
+//    the dequantization of TensorRT-LLM's W4A8_AWQ reference
+//    (tests/unittest/_torch/modules/moe quantize utils: (q.float() *
+//    scale.float()) / weight_scale_2, its GEMM output times weight_scale_2).
+//    Its kernel (_torch/modules/linear.py W4A8_AWQ_LinearMethod) holds
+//    fp16(weight_scale) / weight_scale_2 and rounds each q * that to FP8
+//    inside the GEMM; that rounding, like the final cast to the model's
+//    dtype, is the kernel's, not the checkpoint's, and is not applied.
+//  - AWQ's `pre_quant_scale` [in] (NVFP4_AWQ, W4A8_AWQ): ModelOpt's AWQ
+//    (quantization/model_calib.py apply_pre_quant_scale_and_smooth) stores
+//    weight * (1 / pre_quant_scale)[None, :] and multiplies activations by
+//    pre_quant_scale, so the weight a layer computes with, and the one to
+//    compare with the source, is
+//      x = dequant(q) * pre_quant_scale[in]     (float32, one more rounding)
+//    Its export folds most of them away (fuse_prequant_layernorm into the
+//    previous norm for q/k/v and gate/up; fuse_prequant_to_linear for
+//    NVFP4_AWQ's o_proj/down_proj into v/up_proj): a weight without one is
+//    the weight the layer computes with, and TensorRT-LLM loads it so.
 // FP8 in float32 is the product vLLM's and TensorRT-LLM's FP8 GEMMs apply
 // (ModelOpt's FP8QTensor.dequantize(dtype) would round scale and product to
 // the model's dtype, again unrecorded); it is what these checkpoints read
@@ -53,6 +79,7 @@ bool IsNvfp4(ModelOptAlgo a) {
 struct Scheme {
   ModelOptAlgo algo;
   std::string name;
+  int64_t group_size = 0;  // the config's (W4A8_AWQ: 128 unless given)
 };
 
 void DescribeCommon(const Scheme& s, AffineParams* p) {
@@ -66,6 +93,9 @@ void DescribeCommon(const Scheme& s, AffineParams* p) {
   } else if (s.algo == ModelOptAlgo::kMxfp8) {
     info.scheme = "MXFP8 (fp8 e4m3, e8m0 scales)";
     info.bits = 8;
+  } else if (s.algo == ModelOptAlgo::kW4a8Awq) {
+    info.scheme = "W4A8_AWQ (int4, float scales)";
+    info.bits = 4;
   } else {
     info.scheme = absl::StrCat(s.name, " (fp8 e4m3)");
     info.bits = 8;
@@ -157,16 +187,40 @@ absl::StatusOr<std::pair<const StoredTensor*, float>> GlobalScale(
                       ctx.Expect(kName, w.name, w.name + "_scale_2",
                                  kScalarTypes, ShapeRule::Any()));
   TM_ASSIGN_OR_RETURN(const std::vector<float> v, ReadFloatVector(kName, g));
-  if (v.size() != 1 || g->shape.size() > 1 || !std::isfinite(v[0])) {
+  // A value of 0, NaN or Inf is data, decoded as such (every group zero,
+  // NaN, Inf), as a NaN block scale is: `check` reports it on this tensor
+  // (zero-scale, nan-scale, inf-scale).
+  if (v.size() != 1 || g->shape.size() > 1) {
     return WithRule(
-        Mismatch(kName,
-                 absl::StrCat("'", g->name, "' is ",
-                              DescribeStored(g->dtype, g->shape),
-                              v.size() == 1 ? absl::StrCat(" = ", v[0]) : "",
-                              " but must be one finite per-tensor scale")),
+        Mismatch(kName, absl::StrCat("'", g->name, "' is ",
+                                     DescribeStored(g->dtype, g->shape),
+                                     " but must be one per-tensor scale")),
         "companion-shape");
   }
   return std::make_pair(g, v[0]);
+}
+
+// AWQ's `pre_quant_scale` [in] beside weight `w`, as the column scale of
+// its logical [out, in] tensor; none when ModelOpt's export folded it into
+// the previous layer (see the top of this file).
+absl::Status AttachPreQuantScale(const Context& ctx, const StoredTensor& w,
+                                 AffineParams* p) {
+  const std::string module = w.name.substr(0, w.name.size() - 6);  // "weight"
+  TM_ASSIGN_OR_RETURN(
+      const StoredTensor* pqs,
+      ctx.ExpectIfPresent(
+          kName, w.name, module + "pre_quant_scale", kScalarTypes,
+          ShapeRule::Exact({p->cols},
+                           absl::StrCat("one scale per input "
+                                        "column of [",
+                                        p->rows, ",", p->cols, "]"))));
+  if (pqs == nullptr) return absl::OkStatus();
+  p->column_scale = {.tensor = pqs, .rows = 1, .cols = p->cols};
+  p->parts.push_back(pqs);
+  // Names the factor for the rounding bound (rounding_bound.cc): with it the
+  // value is the source's weight; without, part of it sits in another layer.
+  absl::StrAppend(&p->info.scheme, " x pre_quant_scale");
+  return absl::OkStatus();
 }
 
 absl::Status ResolveNvfp4Weight(Context& ctx, const StoredTensor& w,
@@ -214,6 +268,57 @@ absl::Status ResolveNvfp4Weight(Context& ctx, const StoredTensor& w,
   info.axis = "in";
   info.granularity = "group 16 along in";
   DescribeCommon(s, &p);
+  if (s.algo == ModelOptAlgo::kNvfp4Awq) {
+    TM_RETURN_IF_ERROR(AttachPreQuantScale(ctx, w, &p));
+  }
+  return ctx.Add(kName, w.name, std::move(p));
+}
+
+absl::Status ResolveW4a8Weight(Context& ctx, const StoredTensor& w,
+                               const Scheme& s) {
+  TM_RETURN_IF_ERROR(ExpectDType(kName, &w, {DType::kU8, DType::kI8}));
+  if (w.shape.size() != 2) {
+    return Mismatch(kName, absl::StrCat("'", w.name, "' is ",
+                                        DescribeStored(w.dtype, w.shape),
+                                        " but must be U8[out/2, in]"));
+  }
+  const int64_t in = w.shape[1];
+  TM_ASSIGN_OR_RETURN(const int64_t out, [&]() -> absl::StatusOr<int64_t> {
+    auto v = CheckedMul<int64_t>(w.shape[0], 2);
+    if (!v) return Mismatch(kName, "weight is too tall");
+    return *v;
+  }());
+  const int64_t gs = s.group_size > 0 ? s.group_size : 128;
+  const int64_t groups = CeilDiv(in, gs);
+  TM_ASSIGN_OR_RETURN(
+      const StoredTensor* sc,
+      ctx.Expect(kName, w.name, w.name + "_scale", kScalarTypes,
+                 ShapeRule::Exact({out, groups},
+                                  absl::StrCat("one scale per ", gs, " of [",
+                                               out, ",", in, "]"))));
+  TM_ASSIGN_OR_RETURN(const auto global, GlobalScale(ctx, w));
+  AffineParams p;
+  p.shape = {out, in};
+  p.rows = out;
+  p.cols = in;
+  p.codes = {.tensor = &w,
+             .kind = IntMatrix::Kind::kNibblePairsOfRows,
+             .bits = 4,
+             .rows = out,
+             .cols = in,
+             .stored_cols = in};
+  p.signed_codes = true;
+  p.groups = AffineParams::Groups::kGroup;
+  p.group_size = gs;
+  p.scale = {.tensor = sc, .rows = out, .cols = groups};
+  p.shown_weight_scale_2 = global.second;
+  p.parts = {&w, sc, global.first};
+  EncodingInfo& info = p.info;
+  info.group_size = info.block_elems = gs;
+  info.axis = "in";
+  info.granularity = absl::StrCat("group ", gs, " along in");
+  DescribeCommon(s, &p);
+  TM_RETURN_IF_ERROR(AttachPreQuantScale(ctx, w, &p));
   return ctx.Add(kName, w.name, std::move(p));
 }
 
@@ -265,6 +370,7 @@ bool LooksQuantized(const Context& ctx, const StoredTensor& w) {
 absl::Status ResolveWeight(Context& ctx, const StoredTensor& w,
                            const Scheme& s) {
   if (IsNvfp4(s.algo)) return ResolveNvfp4Weight(ctx, w, s);
+  if (s.algo == ModelOptAlgo::kW4a8Awq) return ResolveW4a8Weight(ctx, w, s);
   if (!IsFp8(w.dtype)) {
     return Mismatch(
         kName, absl::StrCat("'", w.name, "' is ", DTypeName(w.dtype), " but ",
@@ -360,11 +466,11 @@ absl::Status ResolveModelOpt(Context& ctx, const ModelOptConfig& config) {
     if (!LooksQuantized(ctx, t)) continue;
     const std::string module =
         t.name.size() > 7 ? t.name.substr(0, t.name.size() - 7) : "";
-    Scheme s{config.algo, config.algo_name};
+    Scheme s{config.algo, config.algo_name, config.group_size};
     if (mixed) {
       auto it = layers.find(module);
       if (it == layers.end()) continue;  // not quantized by the config
-      s = {it->second->algo, it->second->algo_name};
+      s = {it->second->algo, it->second->algo_name, it->second->group_size};
     }
     // An excluded module stored quantized anyway stays its stored tensors;
     // `tensormorph check` reports it (excluded-quantized).

@@ -18,7 +18,7 @@
 namespace tensormorph::conventions {
 
 // The `quant_algo` values Tensormorph decodes. ModelOpt's others (INT4_AWQ,
-// INT8_SQ, W4A8_AWQ, W4A8_NVFP4_FP8, ...) are UNIMPLEMENTED naming the key;
+// INT8_SQ, W4A8_NVFP4_FP8, ...) are UNIMPLEMENTED naming the key;
 // any other string is DATA_LOSS.
 enum class ModelOptAlgo {
   kFp8,                    // F8_E4M3 weight, F32 per-tensor weight_scale
@@ -29,6 +29,8 @@ enum class ModelOptAlgo {
   kNvfp4Awq,               // NVFP4 plus pre_quant_scale [in]
   kW4A16Nvfp4,             // NVFP4 weights, no activation quantization
   kMxfp8,                  // F8_E4M3 weight, U8 E8M0 weight_scale / 32
+  kW4a8Awq,                // U8 [out/2, in] INT4 pairs of rows, F32 scale
+                           // per group along in, pre_quant_scale [in]
   kMixedPrecision,         // per-layer algos in `quantized_layers`
 };
 
@@ -47,7 +49,8 @@ struct ModelOptConfig {
   // "quant_algo": a string, any case (stored upper case); required.
   std::string algo_name;
   // "group_size" (null = absent): NVFP4 16, MXFP8 32; another value for
-  // those is DATA_LOSS; others ignore it. In [1, 65536].
+  // those is DATA_LOSS; W4A8_AWQ's INT4 groups (128 when absent); others
+  // ignore it. In [1, 65536].
   int64_t group_size = 0;
   // "kv_cache_quant_algo" (null = absent): a string, reported only.
   std::optional<std::string> kv_cache_quant_algo;

@@ -548,8 +548,8 @@ constexpr ModelOptAlgoName kModelOptAlgos[] = {
     {"NVFP4_AWQ", true, ModelOptAlgo::kNvfp4Awq},
     {"W4A16_NVFP4", true, ModelOptAlgo::kW4A16Nvfp4},
     {"MXFP8", true, ModelOptAlgo::kMxfp8},
+    {"W4A8_AWQ", true, ModelOptAlgo::kW4a8Awq},
     {"MIXED_PRECISION", true, ModelOptAlgo::kMixedPrecision},
-    {"W4A8_AWQ", false, ModelOptAlgo::kFp8},
     {"INT4_AWQ", false, ModelOptAlgo::kFp8},
     {"INT8_SQ", false, ModelOptAlgo::kFp8},
     {"INT8_WO", false, ModelOptAlgo::kFp8},
@@ -578,11 +578,11 @@ absl::Status ParseModelOptAlgo(const Reader& r, const Node& n, const Node& gs,
     return r.Soft(r.Bad(n, nested_mixed
                                ? "a layer's quant_algo (FP8, "
                                  "FP8_PER_CHANNEL_PER_TOKEN, FP8_PB_WO, NVFP4, "
-                                 "NVFP4_AWQ, W4A16_NVFP4, MXFP8)"
+                                 "NVFP4_AWQ, W4A16_NVFP4, MXFP8, W4A8_AWQ)"
                                : "a ModelOpt quant_algo (FP8, "
                                  "FP8_PER_CHANNEL_PER_TOKEN, FP8_PB_WO, NVFP4, "
                                  "NVFP4_AWQ, W4A16_NVFP4, MXFP8, "
-                                 "MIXED_PRECISION)"));
+                                 "W4A8_AWQ, MIXED_PRECISION)"));
   }
   if (!found->decodes) {
     return r.Soft(
@@ -594,7 +594,9 @@ absl::Status ParseModelOptAlgo(const Reader& r, const Node& n, const Node& gs,
                      *algo == ModelOptAlgo::kNvfp4Awq ||
                      *algo == ModelOptAlgo::kW4A16Nvfp4;
   const int64_t want = nvfp4 ? 16 : *algo == ModelOptAlgo::kMxfp8 ? 32 : 0;
-  *group_size = want;
+  // W4A8_AWQ's INT4 groups: ModelOpt's W4A8_AWQ_BETA_CFG blocks of 128
+  // unless the config says otherwise.
+  *group_size = *algo == ModelOptAlgo::kW4a8Awq ? 128 : want;
   if (gs.absent() || gs.null()) return absl::OkStatus();
   auto g = r.Soft(r.Int(gs, 1, 65536), want);
   if (!g.ok()) return g.status();

@@ -82,6 +82,49 @@ TEST_P(ModelOptCliTest, LsReadScalarAndInfoOfAMixedPrecisionModel) {
   EXPECT_THAT(info.out, HasSubstr("SGLang"));
 }
 
+// W4A8_AWQ with AWQ's pre_quant_scale: read gives the reference (the
+// dequantized INT4 times the column's pre_quant_scale), scalar shows the
+// group scale, weight_scale_2 and pre_quant_scale, and the diff against
+// the source stays within half a step.
+TEST_P(ModelOptCliTest, W4a8AwqReadsScalarsAndDiffsAgainstItsSource) {
+  const std::string dir = *root + "/w4a8_awq";
+  const std::string w = "model.layers.0.mlp.down_proj.weight";
+  const std::vector<float> want = ReadNpy(dir + "/ref/" + w + ".npy").floats();
+  const std::string out = MakeTempDir() + "/t.npy";
+  CommandResult read = Run({"read", dir, w, "-o", out});
+  ASSERT_EQ(read.exit_code, 0) << read.err;
+  EXPECT_EQ(ReadNpy(out).floats(), want);
+
+  CommandResult sc = Run({"scalar", dir, w, "1,130", "--json"});
+  ASSERT_EQ(sc.exit_code, 0) << sc.err;
+  const auto j = nlohmann::json::parse(sc.out);
+  EXPECT_EQ(j["encoding"]["scheme"],
+            "W4A8_AWQ (int4, float scales) x pre_quant_scale");
+  const auto s = j["scalars"][0];
+  EXPECT_EQ(s["value"].get<float>(), want[256 + 130]);
+  std::vector<std::string> names;
+  for (const auto& p : s["params"]) names.push_back(p["name"]);
+  EXPECT_THAT(names, ::testing::ElementsAre("scale", "weight_scale_2",
+                                            "pre_quant_scale"));
+
+  CommandResult info = Run({"info", dir, w});
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  EXPECT_THAT(info.out, HasSubstr("W4A8_AWQ (INT4 weights, FP8 GEMM"));
+
+  CommandResult diff = Run({"--json", "diff", dir, dir + "/source"});
+  ASSERT_EQ(diff.exit_code, 0) << diff.err;
+  int reports = 0;
+  std::istringstream lines(diff.out);
+  for (std::string line; std::getline(lines, line);) {
+    const auto r = nlohmann::json::parse(line);
+    if (!r.contains("tensor")) continue;
+    ++reports;
+    EXPECT_LE(r["tensor"]["maxErrSteps"].get<double>(), 0.5 + 1e-6) << line;
+    EXPECT_EQ(r["tensor"]["clipped"], "0") << line;
+  }
+  EXPECT_EQ(reports, 3);
+}
+
 INSTANTIATE_TEST_SUITE_P(BothModes, ModelOptCliTest, ::testing::Bool(),
                          [](const auto& info) {
                            return info.param ? "Remote" : "Embedded";

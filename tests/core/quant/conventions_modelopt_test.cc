@@ -12,11 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "core/check/check.h"
 #include "core/diff/pairing.h"
 #include "core/diff/tensor_diff.h"
 #include "core/format/checkpoint.h"
 #include "core/quant/conventions/modelopt_config.h"
+#include "core/quant/decode_simd.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -61,6 +63,8 @@ const Case kCases[] = {
     {"fp8_per_channel_per_token", "FP8_PER_CHANNEL_PER_TOKEN"},
     {"fp8_pb_wo", "FP8_PB_WO"},
     {"mxfp8", "MXFP8"},
+    {"w4a8_awq", "W4A8_AWQ (int4"},
+    {"w4a8_awq_sharded", "W4A8_AWQ (int4, float scales) x pre_quant_scale"},
     {"fp8_config_json", "FP8 (fp8 e4m3)"},
     {"mixed_precision", ""},
     {"nvfp4_sharded", "NVFP4"},
@@ -115,12 +119,41 @@ TEST_P(ModelOptFixtureTest, EveryQuantizedWeightDecodesToTheReferenceBits) {
       ScalarInfo s;
       ASSERT_TRUE(t->encoding->Inspect(i, &s).ok());
       ASSERT_EQ(Bits(s.value), Bits(want[i])) << "inspect " << i;
-      EXPECT_EQ(static_cast<float>(s.scale) * static_cast<float>(s.level),
-                s.value);
+      if (!absl::StrContains(info.scheme, "pre_quant_scale")) {
+        EXPECT_EQ(static_cast<float>(s.scale) * static_cast<float>(s.level),
+                  s.value);
+      }
     }
     ++checked;
   }
   EXPECT_GE(checked, 1);
+}
+
+// AWQ's column-scale pass gives the reference's bits at every SIMD level
+// the CPU runs, down to the scalar one.
+TEST(ModelOptTest, PreQuantScaleDecodesAlikeAtEverySimdLevel) {
+  for (const char* dir : {"w4a8_awq", "nvfp4_awq"}) {
+    auto ckpt = Checkpoint::Open(Fixtures() + "/" + dir);
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+    const std::string name = "model.layers.0.mlp.down_proj.weight";
+    const LogicalTensor* t = (*ckpt)->FindTensor(name);
+    ASSERT_NE(t, nullptr);
+    const std::vector<float> want =
+        testing::ReadNpy(Fixtures() + "/" + dir + "/ref/" + name + ".npy")
+            .floats();
+    for (DecodeSimd level :
+         {DecodeSimd::kScalar, DecodeSimd::kAvx2, DecodeSimd::kAvx512}) {
+      SCOPED_TRACE(static_cast<int>(level));
+      CapDecodeSimdForTesting(level);
+      std::vector<float> got(want.size());
+      const absl::Status s =
+          t->encoding->Decode(0, t->num_elements, got.data());
+      CapDecodeSimdForTesting(DecodeSimd::kAvx512);
+      ASSERT_TRUE(s.ok()) << s;
+      ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0)
+          << dir;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryAlgo, ModelOptFixtureTest,
@@ -220,6 +253,97 @@ TEST(ModelOptTest, Nvfp4InspectShowsCodeBlockScaleAndGlobalScale) {
             static_cast<float>(s.params[2].value));
 }
 
+// Inspect of a W4A8_AWQ weight that kept its pre_quant_scale: the signed
+// code, the group's scale, the FP8 stage's weight_scale_2 (shown, not
+// applied) and the column's pre_quant_scale, the value their product.
+TEST(ModelOptTest, W4a8InspectShowsCodeScalesAndPreQuantScale) {
+  auto ckpt = Checkpoint::Open(Fixtures() + "/w4a8_awq");
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  const LogicalTensor* t =
+      (*ckpt)->FindTensor("model.layers.0.mlp.down_proj.weight");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->shape, (std::vector<int64_t>{48, 256}));
+  const EncodingInfo& info = t->encoding->info();
+  EXPECT_EQ(info.granularity, "group 128 along in");
+  EXPECT_EQ(info.group_size, 128);
+  EXPECT_EQ(info.bits, 4);
+  std::vector<std::string> parts;
+  for (const StoredTensor* p : t->encoding->parts()) parts.push_back(p->name);
+  EXPECT_THAT(parts, ::testing::ElementsAre(
+                         "model.layers.0.mlp.down_proj.weight",
+                         "model.layers.0.mlp.down_proj.weight_scale",
+                         "model.layers.0.mlp.down_proj.weight_scale_2",
+                         "model.layers.0.mlp.down_proj.pre_quant_scale"));
+  // Row 1, column 130: the odd row's high nibble, the second group.
+  ScalarInfo s;
+  ASSERT_TRUE(t->encoding->Inspect(256 + 130, &s).ok());
+  EXPECT_EQ(s.code_width, 4);
+  EXPECT_FALSE(s.code_is_float);
+  EXPECT_GE(s.code, -8);
+  EXPECT_LE(s.code, 7);
+  EXPECT_EQ(s.group, 3);  // row 1 of two groups a row
+  std::vector<std::string> names;
+  for (int i = 0; i < s.num_params; ++i) names.emplace_back(s.params[i].name);
+  EXPECT_THAT(names, ::testing::ElementsAre("scale", "weight_scale_2",
+                                            "pre_quant_scale"));
+  const float scale = static_cast<float>(s.params[0].value);
+  const float pqs = static_cast<float>(s.params[2].value);
+  EXPECT_EQ(pqs, (8 + (130 * 7) % 25) / 16.0f);  // the writer's
+  EXPECT_EQ(s.value, scale * static_cast<float>(s.code) * pqs);
+  EXPECT_EQ(s.step, static_cast<double>(scale) * pqs);
+  // q_proj's scale was fused into the norm: none stored, none applied.
+  const LogicalTensor* q =
+      (*ckpt)->FindTensor("model.layers.0.self_attn.q_proj.weight");
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(q->encoding->info().scheme, "W4A8_AWQ (int4, float scales)");
+  EXPECT_EQ(q->encoding->parts().size(), 3u);
+}
+
+// A pre_quant_scale that is not one per input column, or of a dtype that
+// holds no scales, is DATA_LOSS naming the tensor, expected vs actual.
+TEST(ModelOptTest, AWrongPreQuantScaleIsDataLoss) {
+  struct Bad {
+    const char* dir;
+    std::function<void(testing::StTensor&)> edit;
+    const char* says;
+  };
+  const std::vector<Bad> cases = {
+      {"w4a8_awq",
+       [](testing::StTensor& t) {
+         t.shape = {128};
+         t.data.resize(256);
+       },
+       "'model.layers.0.mlp.down_proj.pre_quant_scale' is BF16[128]"},
+      {"nvfp4_awq",
+       [](testing::StTensor& t) {
+         t.shape = {2, 64};
+       },
+       "'model.layers.0.mlp.down_proj.pre_quant_scale' is BF16[2,64]"},
+      {"w4a8_awq",
+       [](testing::StTensor& t) {
+         t.dtype = "U8";
+         t.shape = {512};
+       },
+       "model.layers.0.mlp.down_proj.pre_quant_scale"},
+  };
+  for (const Bad& c : cases) {
+    SCOPED_TRACE(c.says);
+    const std::string dir = CopyOf(c.dir);
+    testing::EditSafetensors(
+        dir + "/model.safetensors", [&](std::vector<testing::StTensor>& ts) {
+          for (testing::StTensor& t : ts) {
+            if (t.name == "model.layers.0.mlp.down_proj.pre_quant_scale") {
+              c.edit(t);
+            }
+          }
+        });
+    auto ckpt = Checkpoint::Open(dir);
+    ASSERT_FALSE(ckpt.ok());
+    EXPECT_EQ(ckpt.status().code(), absl::StatusCode::kDataLoss);
+    EXPECT_THAT(std::string(ckpt.status().message()), HasSubstr(c.says));
+  }
+}
+
 TEST(ModelOptTest, ShardedGlobalScaleInAnotherShardIsFound) {
   auto ckpt = Checkpoint::Open(Fixtures() + "/nvfp4_sharded");
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
@@ -281,6 +405,43 @@ TEST(ModelOptConfigTest, HostileValuesAreDataLossNamingFileAndKey) {
   }
 }
 
+TEST(ModelOptConfigTest, W4a8GroupSizesAreCheckedAgainstTheScales) {
+  const std::vector<Hostile> cases = {
+      {"group 0", [](Json& q) { q["group_size"] = 0; },
+       "hf_quant_config.json: quantization.group_size: expected an integer "
+       "in [1, 65536], got integer 0"},
+      {"group a string", [](Json& q) { q["group_size"] = "128"; },
+       "quantization.group_size: expected an integer in [1, 65536], got "
+       "string"},
+      {"group the scales do not have", [](Json& q) { q["group_size"] = 64; },
+       "ModelOpt: 'model.layers.0.mlp.down_proj.weight_scale' is F32[48,2] "
+       "but one scale per 64 of [48,256] needs [48,4]"},
+  };
+  for (const Hostile& c : cases) {
+    SCOPED_TRACE(c.what);
+    const std::string dir = CopyOf("w4a8_awq");
+    Json j = ReadJson(dir + "/hf_quant_config.json");
+    c.edit(j["quantization"]);
+    WriteJson(dir + "/hf_quant_config.json", j);
+    auto ckpt = Checkpoint::Open(dir);
+    ASSERT_FALSE(ckpt.ok());
+    EXPECT_EQ(ckpt.status().code(), absl::StatusCode::kDataLoss);
+    EXPECT_THAT(std::string(ckpt.status().message()), HasSubstr(c.says));
+  }
+  // Absent, the group is W4A8_AWQ_BETA_CFG's 128.
+  const std::string dir = CopyOf("w4a8_awq");
+  Json j = ReadJson(dir + "/hf_quant_config.json");
+  j["quantization"].erase("group_size");
+  WriteJson(dir + "/hf_quant_config.json", j);
+  auto ckpt = Checkpoint::Open(dir);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  EXPECT_EQ((*ckpt)
+                ->FindTensor("model.layers.0.mlp.down_proj.weight")
+                ->encoding->info()
+                .group_size,
+            128);
+}
+
 TEST(ModelOptConfigTest, MixedPrecisionMapIsCheckedAgainstTheTensors) {
   const std::vector<Hostile> cases = {
       {"a module that does not exist",
@@ -332,14 +493,14 @@ TEST(ModelOptConfigTest,
      RecognisedAlgosTensormorphDoesNotDecodeAreUnimplemented) {
   const std::string dir = CopyOf("nvfp4");
   Json j = ReadJson(dir + "/hf_quant_config.json");
-  j["quantization"]["quant_algo"] = "w4a8_awq";
+  j["quantization"]["quant_algo"] = "int8_sq";
   WriteJson(dir + "/hf_quant_config.json", j);
   auto ckpt = Checkpoint::Open(dir);
   ASSERT_FALSE(ckpt.ok());
   EXPECT_EQ(ckpt.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(std::string(ckpt.status().message()),
               HasSubstr("quantization.quant_algo: ModelOpt quant_algo "
-                        "W4A8_AWQ is recognised but not supported"));
+                        "INT8_SQ is recognised but not supported"));
 }
 
 TEST(ModelOptConfigTest, ConfigJsonWinsAndSpellsTheSameConfig) {

@@ -1,6 +1,7 @@
 // IntMatrix::GetTile unpacks every layout the conventions store codes in
 // (bytes, compressed-tensors' words, GPTQ's and AWQ's transposed words, AWQ's
-// interleave, nibble streams either way round) exactly as Get reads them one
+// interleave, nibble streams either way round, ModelOpt's nibble pairs of
+// rows) exactly as Get reads them one
 // by one, for tiles that start and end anywhere.
 #include "core/quant/matrix_view.h"
 
@@ -99,7 +100,32 @@ std::vector<Layout> Layouts(const StoredTensor* t8, const StoredTensor* t32) {
                                              .cols = C,
                                              .stored_cols = C,
                                              .high_nibble_first = true});
+  add("nibble pairs of rows (ModelOpt INT4)", {.tensor = t8,
+                                               .kind = K::kNibblePairsOfRows,
+                                               .bits = 4,
+                                               .rows = R,
+                                               .cols = C,
+                                               .stored_cols = C});
   return out;
+}
+
+// ModelOpt's INT4 pairs: byte (k, j) holds rows 2k (low nibble) and 2k+1
+// (high nibble) of column j.
+TEST(IntMatrixTest, NibblePairsOfRowsHoldTwoRowsAByte) {
+  const std::vector<uint8_t> bytes = {0x21, 0x43, 0x65, 0x87};  // [2, 2]
+  StoredTensor t{.dtype = DType::kU8, .data = bytes};
+  const IntMatrix m = {.tensor = &t,
+                       .kind = IntMatrix::Kind::kNibblePairsOfRows,
+                       .bits = 4,
+                       .rows = 4,
+                       .cols = 2,
+                       .stored_cols = 2};
+  EXPECT_EQ(m.Get(0, 0), 1u);
+  EXPECT_EQ(m.Get(1, 0), 2u);
+  EXPECT_EQ(m.Get(0, 1), 3u);
+  EXPECT_EQ(m.Get(1, 1), 4u);
+  EXPECT_EQ(m.Get(2, 0), 5u);
+  EXPECT_EQ(m.Get(3, 1), 8u);
 }
 
 TEST(IntMatrixTileTest, EveryLayoutMatchesGetOnAnyTile) {

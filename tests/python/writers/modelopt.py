@@ -19,6 +19,15 @@ Layouts (TensorRT-Model-Optimizer's HF export, vLLM's modelopt.py):
              x = f32(e2m1(q) * f32(fp8(weight_scale) * weight_scale_2)).
   MXFP8      weight F8_E4M3, weight_scale U8 E8M0 [out, in/32];
              x = fp8(q) * 2^(e - 127).
+  W4A8_AWQ   weight U8 [out/2, in]: signed INT4 codes paired along out,
+             byte (k, j) = q[2k, j] & 15 | (q[2k+1, j] & 15) << 4
+             (quant_utils.py pack_int4_in_uint8); weight_scale F32
+             [out, in/128] = amax / 7; weight_scale_2 F32 [] = amax / 448 of
+             the INT4-dequantized weight; x = f32(q * weight_scale).
+  AWQ        (NVFP4_AWQ, W4A8_AWQ) ModelOpt's apply_pre_quant_scale_and_smooth:
+             the weight quantized is f32(w * f32(1 / pqs)) per input column,
+             pre_quant_scale BF16 [in] = pqs beside it; the reference is the
+             weight the layer computes with, x = f32(dequant * pqs).
 """
 
 import json
@@ -121,7 +130,7 @@ def fp8_tensor(prefix, w, algo):
     return [(prefix + ".weight", "F8_E4M3", [out, inn], codes.tobytes()), sc, ins], ref
 
 
-def nvfp4_tensor(prefix, w, pre_quant_scale=False):
+def nvfp4_tensor(prefix, w):
     out, inn = w.shape
     g = inn // 16
     s2 = f32(np.abs(w).max() / (6.0 * 448.0))
@@ -137,9 +146,42 @@ def nvfp4_tensor(prefix, w, pre_quant_scale=False):
           (prefix + ".weight_scale", "F8_E4M3", [out, g], sc_codes.tobytes()),
           (prefix + ".weight_scale_2", "F32", [], s2.tobytes()),
           (prefix + ".input_scale", "F32", [], f32(0.0125).tobytes())]
-    if pre_quant_scale:
-        ts.append((prefix + ".pre_quant_scale", "BF16", [inn],
-                   (np.full(inn, 0x3F80, dtype=np.uint16)).tobytes()))
+    return ts, ref
+
+
+def int4_awq_tensor(prefix, w, group=128):
+    """W4A8_AWQ's INT4 stage, as ModelOpt's export computes it."""
+    out, inn = w.shape
+    g = inn // group
+    amax = np.abs(w.reshape(out, g, group)).max(axis=2)
+    scale = f32(amax / 7)
+    scale[scale == 0] = 1.0  # get_scaling_factor_from_weight's guard
+    full = np.repeat(scale.astype(np.float64), group, axis=1)
+    q = np.clip(np.round(f32(w / full).astype(np.float64)), -8, 7).astype(np.int64)
+    ref = f32(q * full)
+    s2 = f32(np.abs(ref.astype(np.float64)).max() / 448)
+    nib = (q & 0xF).astype(np.uint8)
+    packed = (nib[0::2, :] | (nib[1::2, :] << 4)).astype(np.uint8)
+    return [(prefix + ".weight", "U8", [out // 2, inn], packed.tobytes()),
+            (prefix + ".weight_scale", "F32", [out, g], scale.tobytes()),
+            (prefix + ".weight_scale_2", "F32", [], s2.tobytes()),
+            (prefix + ".input_scale", "F32", [], f32(0.0125).tobytes())], ref
+
+
+def pre_quant_scale(inn):
+    """A positive scale per input column, exact in BF16 (k / 16)."""
+    return (8 + (np.arange(inn) * 7) % 25) / 16.0
+
+
+def awq(prefix, w, quantizer):
+    """The AWQ variant of `quantizer`: the weight folded by 1/pqs, as
+    ModelOpt stores it, and the reference times pqs."""
+    pqs = pre_quant_scale(w.shape[1])
+    folded = f32(w * f32(1.0 / pqs).astype(np.float64)[None, :])
+    ts, ref = quantizer(prefix, folded.astype(np.float64))
+    ref = f32(ref.astype(np.float64) * pqs[None, :])
+    bits = (f32(pqs).view(np.uint32) >> 16).astype(np.uint16)
+    ts.append((prefix + ".pre_quant_scale", "BF16", [w.shape[1]], bits.tobytes()))
     return ts, ref
 
 
@@ -156,10 +198,18 @@ def mxfp8_tensor(prefix, w):
 
 
 def quantize(prefix, w, algo):
+    """algo, or "<algo> folded": an AWQ weight whose pre_quant_scale the
+    export fused into the previous layer (none stored, weight as is)."""
     if algo.startswith("FP8"):
         return fp8_tensor(prefix, w, algo)
-    if algo in ("NVFP4", "NVFP4_AWQ", "W4A16_NVFP4"):
-        return nvfp4_tensor(prefix, w, algo == "NVFP4_AWQ")
+    if algo in ("NVFP4", "W4A16_NVFP4", "NVFP4_AWQ folded"):
+        return nvfp4_tensor(prefix, w)
+    if algo == "NVFP4_AWQ":
+        return awq(prefix, w, nvfp4_tensor)
+    if algo == "W4A8_AWQ folded":
+        return int4_awq_tensor(prefix, w)
+    if algo == "W4A8_AWQ":
+        return awq(prefix, w, int4_awq_tensor)
     if algo == "MXFP8":
         return mxfp8_tensor(prefix, w)
     raise ValueError(algo)
@@ -228,15 +278,22 @@ def hf(algo, **kw):
 
 def main(root):
     # One fixture per algo, hf_quant_config.json beside a plain config.json.
+    # AWQ: down_proj keeps its pre_quant_scale, q_proj's was fused into
+    # the previous norm (ModelOpt's export does so for q/k/v and gate/up).
     for seed, algo in enumerate(["NVFP4", "NVFP4_AWQ", "FP8",
                                  "FP8_PER_CHANNEL_PER_TOKEN", "FP8_PB_WO",
-                                 "MXFP8"]):
+                                 "MXFP8", "W4A8_AWQ"]):
         f = Fixture(root, algo.lower(), 100 + seed)
-        out, inn = (256, 384) if algo == "FP8_PB_WO" else (48, 128)
+        out, inn = {"FP8_PB_WO": (256, 384), "W4A8_AWQ": (48, 256)}.get(
+            algo, (48, 128))
         f.quantized("model.layers.0.mlp.down_proj", out, inn, algo)
-        f.quantized("model.layers.0.self_attn.q_proj", 32, 64, algo)
+        awq_algo = algo + " folded" if algo.endswith("AWQ") else algo
+        f.quantized("model.layers.0.self_attn.q_proj", 32,
+                    128 if algo == "W4A8_AWQ" else 64, awq_algo)
         f.plain("lm_head.weight", 16, 64)
-        gs = {"group_size": 16} if algo.startswith("NVFP4") else {}
+        gs = ({"group_size": 16} if algo.startswith("NVFP4") else
+              {"group_size": 128, "has_zero_point": False,
+               "pre_quant_scale": True} if algo == "W4A8_AWQ" else {})
         f.finish(hf_quant=hf(algo, **gs))
     # quant_method "modelopt" in config.json, flat, as FP8 read before.
     f = Fixture(root, "fp8_config_json", 200)
@@ -269,6 +326,20 @@ def main(root):
                       "model.layers.1.mlp.down_proj.weight_scale_2"],
                      ["model.layers.1.mlp.down_proj.weight",
                       "model.layers.0.mlp.down_proj.weight_scale_2"]])
+    # Sharded W4A8_AWQ: weight_scale_2 and pre_quant_scale in another shard
+    # than their weight.
+    f = Fixture(root, "w4a8_awq_sharded", 500)
+    f.quantized("model.layers.0.mlp.down_proj", 48, 256, "W4A8_AWQ")
+    f.quantized("model.layers.1.mlp.down_proj", 48, 256, "W4A8_AWQ")
+    f.plain("lm_head.weight", 16, 64)
+    f.finish(hf_quant=hf("W4A8_AWQ", group_size=128),
+             shards=[["model.layers.0.mlp.down_proj.weight",
+                      "model.layers.0.mlp.down_proj.weight_scale",
+                      "model.layers.1.mlp.down_proj.weight_scale_2",
+                      "model.layers.1.mlp.down_proj.pre_quant_scale"],
+                     ["model.layers.1.mlp.down_proj.weight",
+                      "model.layers.0.mlp.down_proj.weight_scale_2",
+                      "model.layers.0.mlp.down_proj.pre_quant_scale"]])
 
 
 if __name__ == "__main__":

@@ -19,6 +19,26 @@ function binary(rawBits, bits) {
   return out.join(' ');
 }
 
+// The formats' own parameters (ScalarInspection.params) by their stored
+// names: a reader's label and what the number is, so that a bias, a global
+// scale or a stored scale code is not a bare identifier.
+const PARAM_LABELS = {
+  scale: ['scale', 'real units'],
+  bias: ['bias', 'real units: value = scale · code + bias'],
+  zero: ['zero', 'code units, as stored'],
+  SCB: ['SCB (row absmax)', 'real units: scale = SCB / 127'],
+  block_scale: ['block scale', 'the group’s stored scale'],
+  global_scale: ['global scale', 'per tensor: scale = block scale × global scale'],
+  scale_e4m3: ['scale code (E4M3)', 'the stored byte'],
+  scale_e8m0: ['scale code (E8M0)', 'the stored byte: scale = 2^(code − 127)'],
+  g_idx: ['g_idx', 'the group this input column reads (act-order)'],
+};
+
+function paramField(p) {
+  const [label, note] = PARAM_LABELS[p.name] || [p.name.replace(/_/g, ' '), null];
+  return field(label, `param_${p.name}`, exact(p.value), { note, title: `stored as ${p.name}` });
+}
+
 function field(label, name, value, opts = {}) {
   return el('div', { class: `field${opts.big ? ' big' : ''}`, title: opts.title },
     el('span', { class: 'label' }, label),
@@ -81,7 +101,7 @@ export function createInspector(ctx) {
     const value = api.num(sc.value);
     const stepBelow = api.num(sc.stepBelow);
     const stepAbove = api.num(sc.stepAbove);
-    const params = (sc.params || []).map((p) => field(p.name, `param_${p.name}`, exact(p.value)));
+    const params = (sc.params || []).map(paramField);
     const sourceBox = el('div', { class: 'panel source-panel' });
     clear(root).append(
       el('div', { class: 'inspector-head' },

@@ -170,6 +170,17 @@ class Page:
         check(e, f'the inspector shows no data-field="{name}"')
         return e[0].text.strip()
 
+    def fields(self, root='.inspector'):
+        """Every data-field under root with its text (the label and note
+        beside it as 'label:NAME', 'note:NAME'), read in one call."""
+        return self.d.execute_script(
+            "const out = {}; for (const e of document.querySelectorAll(arguments[0] + ' [data-field]')) {"
+            " out[e.dataset.field] = e.innerText.trim();"
+            " const l = e.parentElement && e.parentElement.querySelector(':scope > .label');"
+            " if (l) out['label:' + e.dataset.field] = l.innerText.trim();"
+            " const n = e.parentElement && e.parentElement.querySelector(':scope > .note');"
+            " if (n) out['note:' + e.dataset.field] = n.innerText.trim(); } return out;", root)
+
     def query(self):
         return {k: v[0] for k, v in parse_qs(urlparse(self.d.current_url).query).items()}
 
@@ -200,7 +211,13 @@ def compare_inspector(page, cli, models, tensor, index, checkpoint=CHECKPOINT):
     out = json.loads(run_cli(cli, 'scalar', os.path.join(models, checkpoint), tensor,
                              ','.join(map(str, index))))
     sc = out['scalars'][0]
-    shown = page.field('index')
+    shown_fields = page.fields()
+
+    def shown_field(name):
+        check(name in shown_fields, f'the inspector shows no data-field="{name}"')
+        return shown_fields[name]
+
+    shown = shown_field('index')
     check(shown == '[' + ', '.join(map(str, index)) + ']',
           f'inspector index {shown}, expected {index}')
     pairs = {
@@ -210,13 +227,13 @@ def compare_inspector(page, cli, models, tensor, index, checkpoint=CHECKPOINT):
         'step_above': 'stepAbove', 'range_min': 'rangeMin', 'range_max': 'rangeMax', 'value': 'value',
     }
     for field, key in pairs.items():
-        got = page.field(field)
+        got = shown_field(field)
         check(same_number(got, sc[key]),
               f'{tensor}{index}: inspector {field} = {got!r}, tensormorph --json scalar {key} = {sc[key]!r}')
     for p in sc.get('params', []):
-        got = page.field(f'param_{p["name"]}')
+        got = shown_field(f'param_{p["name"]}')
         check(same_number(got, p['value']), f'{tensor}{index}: param {p["name"]} = {got!r}, CLI {p["value"]!r}')
-    bits = page.field('raw_binary').replace(' ', '')
+    bits = shown_field('raw_binary').replace(' ', '')
     check(int(bits, 2) == int(sc['rawBits']), f'raw bits {bits} != {sc["rawBits"]}')
     check(len(bits) == int(sc['codeBits']), f'binary has {len(bits)} digits, code_bits {sc["codeBits"]}')
     return sc
@@ -807,7 +824,7 @@ FORMAT_CASES = [
     ('mlx/model', 'model.layers.1.self_attn.v_proj.weight', 'mlx/expected', 'mlx/source', 'mlx',
      {'scale_e4m3': 'scale code (E4M3)', 'scale': 'scale'}, [(1, 17), (4, 47)], None),
     ('nvfp4', 'model.layers.0.mlp.down_proj.weight', 'nvfp4/ref', 'nvfp4/source', 'modelopt',
-     {'block_scale': 'block scale', 'global_scale': 'global scale', 'scale': 'scale'}, [(1, 17), (47, 100)], 'in'),
+     {'block_scale': 'block scale', 'global_scale': 'global scale', 'scale': 'scale'}, [(2, 15), (47, 100)], 'in'),
     ('mixed_precision', 'model.layers.0.self_attn.q_proj.weight', 'mixed_precision/ref', 'mixed_precision/source',
      'modelopt', {'scale': 'scale'}, [(1, 7)], None),
     ('bnb/model', 'model.layers.0.mlp.down_proj.weight', 'bnb/expected', 'bnb/source', 'bitsandbytes',
@@ -926,6 +943,7 @@ def check_format_inspector(page, cli, root, ckpt, tensor, expected, labels, indi
     """Clicking a cell inspects it: the CLI's scalar fields, the format's
     parameters under their labels, and a value equal to the writer's
     expected value bit for bit."""
+    import numpy as np
     shape = list(expected.shape)
     page.open(f'?checkpoint={ckpt}&tensor={tensor}&view=heatmap')
     heatmap_ready(page)
@@ -940,14 +958,21 @@ def check_format_inspector(page, cli, root, ckpt, tensor, expected, labels, indi
               f'(bits {f32_bits(float(shown)):08x} vs {f32_bits(expected[index]):08x})')
         names = [p['name'] for p in sc.get('params', [])]
         check(sorted(names) == sorted(labels), f'{ckpt} {tensor}: parameters {names}, expected {sorted(labels)}')
+        shown = page.fields()
+        # The neighbouring levels, from the float32 value itself: where one
+        # is 0 (E2M1's 0.5 next to 0) it reads 0.
+        value = float(np.float32(float(sc['value'])))
+        for side, level in (('step_below', value - float(sc['stepBelow'])), ('step_above', value + float(sc['stepAbove']))):
+            note = shown.get(f'note:{side}', '')
+            check(note.startswith('→ ') and abs(float(note[2:]) - level) <= 5e-5 * abs(level),
+                  f'{ckpt} {tensor}{list(index)}: {side} leads to {note!r}, the level there is {level!r}')
         for name, label in labels.items():
-            got = page.one(f'.inspector .field:has([data-field="param_{name}"]) .label').text.strip()
+            got = shown.get(f'label:param_{name}')
             check(got == label, f'{ckpt} {tensor}: parameter {name} is labelled {got!r}, expected {label!r}')
         if 'global_scale' in labels:
             # NVFP4: the element's scale is its block's E4M3 scale times the
             # per-tensor weight_scale_2, in float32 as the reference computes.
             p = {q['name']: float(q['value']) for q in sc['params']}
-            import numpy as np
             check(np.float32(p['block_scale']) * np.float32(p['global_scale']) == np.float32(p['scale']),
                   f'{ckpt} {tensor}{list(index)}: scale {p["scale"]} is not block scale {p["block_scale"]} '
                   f'x global scale {p["global_scale"]}')

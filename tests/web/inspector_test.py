@@ -4,7 +4,7 @@
 Usage:
   inspector_test.py TENSORMORPHD TENSORMORPH MODELS SCREENSHOTS
                     [--make-demo TENSORMORPH_MAKE_DEMO] [--assets DIR]
-                    [--fixtures DIR]
+                    [--fixtures DIR] [--only-formats]
 
 Starts tensormorphd on MODELS with --http-listen on a free loopback port and
 walks the page as a person would: opens a checkpoint by URL, walks the
@@ -20,6 +20,17 @@ with a token file, checks that the page asks for the token and then works.
 The distribution view calls the values on a group's end levels "at end
 level" (as many as `tensormorph stats` counts), shows the diff's clipped count
 after a diff and from a link with ref=, and numbers Q8_0's codes signed.
+Then issue 30's formats (MLX, NVIDIA ModelOpt, bitsandbytes LLM.int8, HQQ),
+written into a temporary root by the numpy writers of tests/python/writers
+and served by a second tensormorphd: each quantized weight one tree leaf
+with the CLI's scheme; the tensor view's scheme, group size, parts and
+backend rows as `tensormorph ls`; the Scalar Inspector as `tensormorph
+scalar`, its value bit for bit the writer's expected value, the bias, zero,
+SCB, block and global scale under their labels; group shading by the
+scales' layout, absmax colours on the legend's ramp, the distribution as
+`tensormorph stats` and the diff against the writer's source as
+`tensormorph diff` (screenshots i30_*.png); --only-formats runs that part
+alone.
 A screenshot of every view is saved under SCREENSHOTS (PNG, named per view).
 
 MODELS must hold the demo (tests/support/demo_checkpoint.h); with
@@ -184,9 +195,9 @@ class Page:
     def query(self):
         return {k: v[0] for k, v in parse_qs(urlparse(self.d.current_url).query).items()}
 
-    def shot(self, name):
+    def shot(self, name, settle=0.3):
         # Let layout and pending paints settle.
-        time.sleep(0.3)
+        time.sleep(settle)
         path = os.path.join(self.shots, f'{name}.png')
         self.d.save_screenshot(path)
         print(f'  screenshot {path}')
@@ -862,7 +873,8 @@ def page_fetch(page, method, body):
 
 
 def no_undefined(page, selector, where):
-    text = ' '.join(e.text for e in page.css(selector))
+    text = page.d.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].map((e) => e.innerText).join(' ');", selector)
     for bad in ('undefined', 'NaN', 'null', '[object Object]'):
         check(bad not in text, f'{where}: the page shows {bad!r}: {text[:400]!r}')
 
@@ -912,12 +924,12 @@ def check_format_tree(page, ckpt, tensor, listed, tag):
     parts = [p['name'] for p in listed['parts'] if p['name'] != tensor]
     check(not set(parts) & set(leaves), f'{ckpt}: stored parts shown as tensors of their own: {sorted(set(parts) & set(leaves))}')
     if tag in ('mlx_affine', 'nvfp4'):  # the mixed-bit tree, the long scheme names
-        page.shot(f'i30_{tag}_architecture')
+        page.shot(f'i30_{tag}_architecture', settle=0.1)
 
 
 def check_format_tensor_view(page, ckpt, tensor, listed, convention, tag, tree):
-    """The tensor view shows its scheme, convention, group size and stored
-    parts as `tensormorph ls` lists them."""
+    """The tensor view shows its scheme, convention, group size, stored
+    parts and backend rows as `tensormorph ls` lists them."""
     if tree:
         check_format_tree(page, ckpt, tensor, listed, tag)
     page.open(f'?checkpoint={ckpt}&tensor={tensor}&view=tensor')
@@ -933,10 +945,19 @@ def check_format_tensor_view(page, ckpt, tensor, listed, convention, tag, tree):
     shown_parts = [r.get_attribute('data-part') for r in page.css('tr[data-part]')]
     check(shown_parts == [p['name'] for p in listed['parts']],
           f'{ckpt} {tensor}: stored parts {shown_parts}, tensormorph ls {[p["name"] for p in listed["parts"]]}')
+    # Backend compatibility: the CLI's rows (MLX on Apple silicon; vLLM,
+    # TensorRT-LLM and SGLang for ModelOpt; ...), each with its status.
+    status = {'SUPPORT_STATUS_SUPPORTED': 'supported', 'SUPPORT_STATUS_NOT_SUPPORTED': 'not supported',
+              'SUPPORT_STATUS_NOT_KNOWN': 'not known'}
+    want = [[c['backend'], status[c['status']]] for c in listed.get('compat', [])]
+    got = page.d.execute_script(
+        "return [...document.querySelectorAll('tr[data-backend]')].map((r) =>"
+        " [r.dataset.backend, r.querySelector('.status').innerText.trim()]);")
+    check(want and got == want, f'{ckpt} {tensor}: backend rows {got}, tensormorph ls {want}')
     no_undefined(page, '.view-tensor', f'{ckpt} tensor view')
     page.no_error(f'{ckpt} tensor view')
-    if tree:
-        page.shot(f'i30_{tag}_tensor')
+    if tag in ('mlx_affine', 'nvfp4'):
+        page.shot(f'i30_{tag}_tensor', settle=0.1)
 
 
 def check_format_inspector(page, cli, root, ckpt, tensor, expected, labels, indices, tag):
@@ -978,7 +999,7 @@ def check_format_inspector(page, cli, root, ckpt, tensor, expected, labels, indi
                   f'x global scale {p["global_scale"]}')
         no_undefined(page, '.inspector', f'{ckpt} inspector')
     page.no_error(f'{ckpt} inspector')
-    page.shot(f'i30_{tag}_inspector')
+    page.shot(f'i30_{tag}_inspector', settle=0.1)
 
 
 def check_format_heatmaps(page, cli, root, ckpt, tensor, expected, listed, layout, tag):
@@ -1011,7 +1032,7 @@ def check_format_heatmaps(page, cli, root, ckpt, tensor, expected, listed, layou
     for (a, b), s in zip(idx, sc):
         check(groups[a, b] == int(s['group']), f'{ckpt} {tensor}[{a}, {b}]: the group heatmap says group {groups[a, b]}, '
               f'tensormorph scalar {s["group"]}')
-    page.shot(f'i30_{tag}_group')
+    page.shot(f'i30_{tag}_group', settle=0.1)
 
     page.one('.segmented button[data-mode="absmax"]').click()
     page.wait(lambda: page.query().get('mode') == 'absmax', 'mode=absmax in the URL')
@@ -1026,7 +1047,7 @@ def check_format_heatmaps(page, cli, root, ckpt, tensor, expected, listed, layou
         check(all(abs(x - y) <= 1.5 for x, y in zip(colour, want)),
               f'{ckpt} {tensor}: absmax cell {divmod(k, cols)} (|value| {mag.flat[k]}) is drawn {colour}, '
               f'the legend ramp puts it at {tuple(round(x) for x in want)}')
-    page.shot(f'i30_{tag}_absmax')
+    page.shot(f'i30_{tag}_absmax', settle=0.1)
 
 
 def check_format_distribution(page, cli, root, ckpt, tensor, expected, tag):
@@ -1043,7 +1064,7 @@ def check_format_distribution(page, cli, root, ckpt, tensor, expected, tag):
           f'{ckpt} {tensor}: stats min/max {st["min"]}/{st["max"]}, the writer {expected.min()}/{expected.max()}')
     check_end_levels(page, cli, root, ckpt, tensor)
     no_undefined(page, '.facts dd, figcaption', f'{ckpt} distribution')
-    page.shot(f'i30_{tag}_distribution')
+    page.shot(f'i30_{tag}_distribution', settle=0.1)
 
 
 def check_format_diff(page, cli, root, ckpt, source, tag):
@@ -1057,13 +1078,19 @@ def check_format_diff(page, cli, root, ckpt, source, tag):
     page.wait(lambda: f'{len(reports)} of {len(reports)} tensors' in page.one('[data-field="progress"]').text,
               'the diff\'s progress to end')
     page.no_error(f'{ckpt} diff')
-    rows = {r.get_attribute('data-name'): r for r in page.css('.diff-rows tr[data-name]')}
+    # The table read in one call: {name: {column key: text}} and each row's
+    # data-max-err-steps.
+    rows = page.d.execute_script(
+        "const keys = [...document.querySelectorAll('.diff-rows thead th')].map((h) => h.dataset.sort);"
+        "const out = {}; for (const r of document.querySelectorAll('.diff-rows tr[data-name]')) {"
+        " const cells = {maxErrStepsAttr: r.dataset.maxErrSteps};"
+        " [...r.querySelectorAll('td')].forEach((td, i) => { cells[keys[i]] = td.innerText.trim(); });"
+        " out[r.dataset.name] = cells; } return out;")
     check(set(rows) == set(reports), f'{ckpt}: the diff view shows {sorted(rows)}, tensormorph diff {sorted(reports)}')
-    heads = [h.get_attribute('data-sort') for h in page.css('.diff-rows thead th')]
     for name, r in reports.items():
-        cells = dict(zip(heads, (td.text for td in rows[name].find_elements(By.TAG_NAME, 'td'))))
-        check(float(rows[name].get_attribute('data-max-err-steps')) == float(r['maxErrSteps']),
-              f'{ckpt} {name}: max err {rows[name].get_attribute("data-max-err-steps")} steps, CLI {r["maxErrSteps"]}')
+        cells = rows[name]
+        check(float(cells['maxErrStepsAttr']) == float(r['maxErrSteps']),
+              f'{ckpt} {name}: max err {cells["maxErrStepsAttr"]} steps, CLI {r["maxErrSteps"]}')
         check(cells['clipped'].replace(',', '') == str(r.get('clipped', '0')),
               f'{ckpt} {name}: clipped {cells["clipped"]!r}, CLI {r.get("clipped")}')
         sqnr = float(r['sqnrDb'])
@@ -1071,7 +1098,7 @@ def check_format_diff(page, cli, root, ckpt, source, tag):
         check((shown == '+inf' if sqnr == float('inf') else abs(float(shown) - sqnr) <= 5e-4 * max(1, abs(sqnr))),
               f'{ckpt} {name}: SQNR {shown!r}, CLI {r["sqnrDb"]}')
     no_undefined(page, '.diff-rows, .diff-summary', f'{ckpt} diff')
-    page.shot(f'i30_{tag}_diff')
+    page.shot(f'i30_{tag}_diff', settle=0.1)
 
 
 def test_formats(driver, server_bin, cli, assets, shots):

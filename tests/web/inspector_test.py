@@ -824,27 +824,34 @@ def test_token(server_bin, models, assets, shots):
 
 WRITERS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'python', 'writers')
 
-# (checkpoint, tensor, the writer's expected values under the root, its
-# source checkpoint, convention, parameters the Scalar Inspector shows with
-# their labels, elements to inspect, how its groups index its scales or
-# None). Those with a layout get the whole walk (tree, tensor, inspector,
-# heatmaps, distribution, diff); the others the tensor view and inspector.
+# (screenshot tag, checkpoint, tensor, the writer's expected values under
+# the root, its source checkpoint, convention, parameters the Scalar
+# Inspector shows with their labels, elements to inspect, how its groups
+# index its scales or None). Those with a layout get the whole walk (tree,
+# tensor, inspector, heatmaps, distribution, diff); the others the tensor
+# view and the inspector.
+MLX_AFFINE = {'scale': 'scale', 'bias': 'bias'}
+HQQ = {'scale': 'scale', 'zero': 'zero'}
 FORMAT_CASES = [
-    ('mlx/model', 'model.layers.0.self_attn.q_proj.weight', 'mlx/expected', 'mlx/source', 'mlx',
-     {'scale': 'scale', 'bias': 'bias'}, [(1, 70), (7, 127)], 'in'),
-    ('mlx/model', 'model.layers.1.self_attn.v_proj.weight', 'mlx/expected', 'mlx/source', 'mlx',
-     {'scale_e4m3': 'scale code (E4M3)', 'scale': 'scale'}, [(1, 17), (4, 47)], None),
-    ('nvfp4', 'model.layers.0.mlp.down_proj.weight', 'nvfp4/ref', 'nvfp4/source', 'modelopt',
+    ('mlx_affine', 'mlx/model', 'model.layers.0.self_attn.q_proj.weight', 'mlx/expected', 'mlx/source',
+     'mlx', MLX_AFFINE, [(1, 70), (7, 127)], 'in'),
+    ('mlx_nvfp4', 'mlx/model', 'model.layers.1.self_attn.v_proj.weight', 'mlx/expected', 'mlx/source',
+     'mlx', {'scale_e4m3': 'scale code (E4M3)', 'scale': 'scale'}, [(1, 17), (4, 47)], None),
+    # A stack of experts [2, 3, 192]: one slice of it on the heatmap.
+    ('mlx_experts', 'mlx/model', 'model.layers.1.mlp.experts.weight', 'mlx/expected', 'mlx/source',
+     'mlx', MLX_AFFINE, [(1, 2, 100), (1, 0, 191)], None),
+    # [2, 15]: E2M1's 0.5, the level below it 0.
+    ('nvfp4', 'nvfp4', 'model.layers.0.mlp.down_proj.weight', 'nvfp4/ref', 'nvfp4/source', 'modelopt',
      {'block_scale': 'block scale', 'global_scale': 'global scale', 'scale': 'scale'}, [(2, 15), (47, 100)], 'in'),
-    ('mixed_precision', 'model.layers.0.self_attn.q_proj.weight', 'mixed_precision/ref', 'mixed_precision/source',
-     'modelopt', {'scale': 'scale'}, [(1, 7)], None),
-    ('bnb/model', 'model.layers.0.mlp.down_proj.weight', 'bnb/expected', 'bnb/source', 'bitsandbytes',
-     {'SCB': 'SCB (row absmax)'}, [(0, 3), (5, 39)], 'row'),
-    ('hqq_4bit_g64', 'model.layers.0.mlp.down_proj.weight', 'hqq_4bit_g64/ref', 'hqq_4bit_g64/source', 'hqq',
-     {'scale': 'scale', 'zero': 'zero'}, [(1, 70), (47, 0)], None),
+    ('mixed_precision_fp8', 'mixed_precision', 'model.layers.0.self_attn.q_proj.weight', 'mixed_precision/ref',
+     'mixed_precision/source', 'modelopt', {'scale': 'scale'}, [(1, 7)], None),
+    ('bnb_int8', 'bnb/model', 'model.layers.0.mlp.down_proj.weight', 'bnb/expected', 'bnb/source',
+     'bitsandbytes', {'SCB': 'SCB (row absmax)'}, [(0, 3), (5, 39)], 'row'),
+    ('hqq_4bit_g64', 'hqq_4bit_g64', 'model.layers.0.mlp.down_proj.weight', 'hqq_4bit_g64/ref',
+     'hqq_4bit_g64/source', 'hqq', HQQ, [(1, 70), (47, 0)], None),
     # Axis 0: groups strided down the columns, checked against the inspector.
-    ('hqq_axis0_bf16', 'model.layers.0.mlp.down_proj.weight', 'hqq_axis0_bf16/ref', 'hqq_axis0_bf16/source', 'hqq',
-     {'scale': 'scale', 'zero': 'zero'}, [(1, 70), (63, 95)], 'inspect'),
+    ('hqq_axis0_bf16', 'hqq_axis0_bf16', 'model.layers.0.mlp.down_proj.weight', 'hqq_axis0_bf16/ref',
+     'hqq_axis0_bf16/source', 'hqq', HQQ, [(1, 70), (63, 95)], 'inspect'),
 ]
 
 
@@ -922,7 +929,8 @@ def check_format_tree(page, ckpt, tensor, listed, tag):
     check(over <= 0, f'{ckpt}: the scheme badge of {tensor} runs {over:.0f} px into the params column')
     leaves = [e.get_attribute('data-path') for e in page.css('.tree-row[data-leaf="true"]')]
     parts = [p['name'] for p in listed['parts'] if p['name'] != tensor]
-    check(not set(parts) & set(leaves), f'{ckpt}: stored parts shown as tensors of their own: {sorted(set(parts) & set(leaves))}')
+    both = sorted(set(parts) & set(leaves))
+    check(not both, f'{ckpt}: stored parts shown as tensors of their own: {both}')
     if tag in ('mlx_affine', 'nvfp4'):  # the mixed-bit tree, the long scheme names
         page.shot(f'i30_{tag}_architecture', settle=0.1)
 
@@ -966,11 +974,16 @@ def check_format_inspector(page, cli, root, ckpt, tensor, expected, labels, indi
     expected value bit for bit."""
     import numpy as np
     shape = list(expected.shape)
-    page.open(f'?checkpoint={ckpt}&tensor={tensor}&view=heatmap')
+    # A stack (MLX's experts): the slice of the first index's leading
+    # coordinates, as the leading inputs pick it.
+    lead = indices[0][:-2]
+    page.open(f'?checkpoint={ckpt}&tensor={tensor}&view=heatmap'
+              + (f'&leading={",".join(map(str, lead))}' if lead else ''))
     heatmap_ready(page)
     page.no_error(f'{ckpt} heatmap')
     for index in indices:
-        click_element_cell(page, index[0], index[1], shape[0], shape[1])
+        check(index[:-2] == lead, f'{tensor}: inspect {index} within the slice {lead}')
+        click_element_cell(page, index[-2], index[-1], shape[-2], shape[-1])
         inspector_ready(page, list(index))
         sc = compare_inspector(page, cli, root, tensor, list(index), checkpoint=ckpt)
         shown = page.field('value')
@@ -1114,9 +1127,7 @@ def test_formats(driver, server_bin, cli, assets, shots):
         write_format_checkpoints(root)
         server = Server(server_bin, root, assets)
         page = Page(driver, server.url, shots)
-        for ckpt, tensor, expected_dir, source, convention, labels, indices, layout in FORMAT_CASES:
-            tag = {'mlx': 'mlx_' + ('affine' if 'q_proj' in tensor else 'nvfp4'), 'modelopt': ckpt,
-                   'bitsandbytes': 'bnb_int8', 'hqq': ckpt}[convention]
+        for tag, ckpt, tensor, expected_dir, source, convention, labels, indices, layout in FORMAT_CASES:
             print(f'  {tag}: {ckpt} {tensor}')
             expected = np.load(os.path.join(root, expected_dir, tensor + '.npy'))
             listed = json.loads(run_cli(cli, 'ls', os.path.join(root, ckpt), '--filter', tensor).splitlines()[0])
@@ -1126,6 +1137,14 @@ def test_formats(driver, server_bin, cli, assets, shots):
                 check_format_heatmaps(page, cli, root, ckpt, tensor, expected, listed, layout, tag)
                 check_format_distribution(page, cli, root, ckpt, tensor, expected, tag)
                 check_format_diff(page, cli, root, ckpt, source, tag)
+        # A layout bitsandbytes itself no longer loads: refused with its reason.
+        page.open('?checkpoint=bnb/col32&tensor=model.layers.0.mlp.down_proj.weight&view=tensor')
+        page.wait(lambda: page.banner(), 'the error banner for weight_format 1 (col32)')
+        code = page.one('#banner [data-field="error_code"]').text
+        message = page.one('#banner [data-field="error_message"]').text
+        check(code == 'UNIMPLEMENTED' and 'weight_format' in message,
+              f'bnb/col32: the page says {code}: {message!r}, expected UNIMPLEMENTED naming weight_format')
+        page.shot('i30_bnb_col32_error', settle=0.1)
     finally:
         if server:
             server.stop()

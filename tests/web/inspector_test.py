@@ -1096,12 +1096,16 @@ def check_format_diff(page, cli, root, ckpt, source, tag):
     rows = page.d.execute_script(
         "const keys = [...document.querySelectorAll('.diff-rows thead th')].map((h) => h.dataset.sort);"
         "const out = {}; for (const r of document.querySelectorAll('.diff-rows tr[data-name]')) {"
-        " const cells = {maxErrStepsAttr: r.dataset.maxErrSteps};"
+        " const range = document.createRange(); range.selectNodeContents(r.querySelector('td:nth-child(2)'));"
+        " const lines = new Set([...range.getClientRects()].map((b) => Math.round(b.top)));"
+        " const cells = {maxErrStepsAttr: r.dataset.maxErrSteps, schemeLines: lines.size};"
         " [...r.querySelectorAll('td')].forEach((td, i) => { cells[keys[i]] = td.innerText.trim(); });"
         " out[r.dataset.name] = cells; } return out;")
     check(set(rows) == set(reports), f'{ckpt}: the diff view shows {sorted(rows)}, tensormorph diff {sorted(reports)}')
     for name, r in reports.items():
         cells = rows[name]
+        check(cells['schemeLines'] == 1, f'{ckpt} {name}: the scheme {cells["scheme"]!r} breaks over '
+              f'{cells["schemeLines"]} lines')
         check(float(cells['maxErrStepsAttr']) == float(r['maxErrSteps']),
               f'{ckpt} {name}: max err {cells["maxErrStepsAttr"]} steps, CLI {r["maxErrSteps"]}')
         check(cells['clipped'].replace(',', '') == str(r.get('clipped', '0')),

@@ -4,7 +4,7 @@
 Usage:
   inspector_test.py TENSORMORPHD TENSORMORPH MODELS SCREENSHOTS
                     [--make-demo TENSORMORPH_MAKE_DEMO] [--assets DIR]
-                    [--fixtures DIR]
+                    [--fixtures DIR] [--only-formats]
 
 Starts tensormorphd on MODELS with --http-listen on a free loopback port and
 walks the page as a person would: opens a checkpoint by URL, walks the
@@ -20,6 +20,17 @@ with a token file, checks that the page asks for the token and then works.
 The distribution view calls the values on a group's end levels "at end
 level" (as many as `tensormorph stats` counts), shows the diff's clipped count
 after a diff and from a link with ref=, and numbers Q8_0's codes signed.
+Then issue 30's formats (MLX, NVIDIA ModelOpt, bitsandbytes LLM.int8, HQQ),
+written into a temporary root by the numpy writers of tests/python/writers
+and served by a second tensormorphd: each quantized weight one tree leaf
+with the CLI's scheme; the tensor view's scheme, group size, parts and
+backend rows as `tensormorph ls`; the Scalar Inspector as `tensormorph
+scalar`, its value bit for bit the writer's expected value, the bias, zero,
+SCB, block and global scale under their labels; group shading by the
+scales' layout, absmax colours on the legend's ramp, the distribution as
+`tensormorph stats` and the diff against the writer's source as
+`tensormorph diff` (screenshots i30_*.png); --only-formats runs that part
+alone.
 A screenshot of every view is saved under SCREENSHOTS (PNG, named per view).
 
 MODELS must hold the demo (tests/support/demo_checkpoint.h); with
@@ -37,6 +48,7 @@ import json
 import os
 import queue
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -169,12 +181,23 @@ class Page:
         check(e, f'the inspector shows no data-field="{name}"')
         return e[0].text.strip()
 
+    def fields(self, root='.inspector'):
+        """Every data-field under root with its text (the label and note
+        beside it as 'label:NAME', 'note:NAME'), read in one call."""
+        return self.d.execute_script(
+            "const out = {}; for (const e of document.querySelectorAll(arguments[0] + ' [data-field]')) {"
+            " out[e.dataset.field] = e.innerText.trim();"
+            " const l = e.parentElement && e.parentElement.querySelector(':scope > .label');"
+            " if (l) out['label:' + e.dataset.field] = l.innerText.trim();"
+            " const n = e.parentElement && e.parentElement.querySelector(':scope > .note');"
+            " if (n) out['note:' + e.dataset.field] = n.innerText.trim(); } return out;", root)
+
     def query(self):
         return {k: v[0] for k, v in parse_qs(urlparse(self.d.current_url).query).items()}
 
-    def shot(self, name):
+    def shot(self, name, settle=0.3):
         # Let layout and pending paints settle.
-        time.sleep(0.3)
+        time.sleep(settle)
         path = os.path.join(self.shots, f'{name}.png')
         self.d.save_screenshot(path)
         print(f'  screenshot {path}')
@@ -195,11 +218,17 @@ def same_number(page_text, cli_value):
         return page_text == str(cli_value)
 
 
-def compare_inspector(page, cli, models, tensor, index):
-    out = json.loads(run_cli(cli, 'scalar', os.path.join(models, CHECKPOINT), tensor,
+def compare_inspector(page, cli, models, tensor, index, checkpoint=CHECKPOINT):
+    out = json.loads(run_cli(cli, 'scalar', os.path.join(models, checkpoint), tensor,
                              ','.join(map(str, index))))
     sc = out['scalars'][0]
-    shown = page.field('index')
+    shown_fields = page.fields()
+
+    def shown_field(name):
+        check(name in shown_fields, f'the inspector shows no data-field="{name}"')
+        return shown_fields[name]
+
+    shown = shown_field('index')
     check(shown == '[' + ', '.join(map(str, index)) + ']',
           f'inspector index {shown}, expected {index}')
     pairs = {
@@ -209,13 +238,13 @@ def compare_inspector(page, cli, models, tensor, index):
         'step_above': 'stepAbove', 'range_min': 'rangeMin', 'range_max': 'rangeMax', 'value': 'value',
     }
     for field, key in pairs.items():
-        got = page.field(field)
+        got = shown_field(field)
         check(same_number(got, sc[key]),
               f'{tensor}{index}: inspector {field} = {got!r}, tensormorph --json scalar {key} = {sc[key]!r}')
     for p in sc.get('params', []):
-        got = page.field(f'param_{p["name"]}')
+        got = shown_field(f'param_{p["name"]}')
         check(same_number(got, p['value']), f'{tensor}{index}: param {p["name"]} = {got!r}, CLI {p["value"]!r}')
-    bits = page.field('raw_binary').replace(' ', '')
+    bits = shown_field('raw_binary').replace(' ', '')
     check(int(bits, 2) == int(sc['rawBits']), f'raw bits {bits} != {sc["rawBits"]}')
     check(len(bits) == int(sc['codeBits']), f'binary has {len(bits)} digits, code_bits {sc["codeBits"]}')
     return sc
@@ -791,6 +820,358 @@ def test_token(server_bin, models, assets, shots):
         os.unlink(token_file)
 
 
+# --- issue 30's formats: MLX, NVIDIA ModelOpt, bitsandbytes LLM.int8, HQQ ---
+
+WRITERS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'python', 'writers')
+
+# (screenshot tag, checkpoint, tensor, the writer's expected values under
+# the root, its source checkpoint, convention, parameters the Scalar
+# Inspector shows with their labels, elements to inspect, how its groups
+# index its scales or None). Those with a layout get the whole walk (tree,
+# tensor, inspector, heatmaps, distribution, diff); the others the tensor
+# view and the inspector.
+MLX_AFFINE = {'scale': 'scale', 'bias': 'bias'}
+HQQ = {'scale': 'scale', 'zero': 'zero'}
+FORMAT_CASES = [
+    ('mlx_affine', 'mlx/model', 'model.layers.0.self_attn.q_proj.weight', 'mlx/expected', 'mlx/source',
+     'mlx', MLX_AFFINE, [(1, 70), (7, 127)], 'in'),
+    ('mlx_nvfp4', 'mlx/model', 'model.layers.1.self_attn.v_proj.weight', 'mlx/expected', 'mlx/source',
+     'mlx', {'scale_e4m3': 'scale code (E4M3)', 'scale': 'scale'}, [(1, 17), (4, 47)], None),
+    # A stack of experts [2, 3, 192]: one slice of it on the heatmap.
+    ('mlx_experts', 'mlx/model', 'model.layers.1.mlp.experts.weight', 'mlx/expected', 'mlx/source',
+     'mlx', MLX_AFFINE, [(1, 2, 100), (1, 0, 191)], None),
+    # [2, 15]: E2M1's 0.5, the level below it 0.
+    ('nvfp4', 'nvfp4', 'model.layers.0.mlp.down_proj.weight', 'nvfp4/ref', 'nvfp4/source', 'modelopt',
+     {'block_scale': 'block scale', 'global_scale': 'global scale', 'scale': 'scale'}, [(2, 15), (47, 100)], 'in'),
+    ('mixed_precision_fp8', 'mixed_precision', 'model.layers.0.self_attn.q_proj.weight', 'mixed_precision/ref',
+     'mixed_precision/source', 'modelopt', {'scale': 'scale'}, [(1, 7)], None),
+    ('bnb_int8', 'bnb/model', 'model.layers.0.mlp.down_proj.weight', 'bnb/expected', 'bnb/source',
+     'bitsandbytes', {'SCB': 'SCB (row absmax)'}, [(0, 3), (5, 39)], 'row'),
+    ('hqq_4bit_g64', 'hqq_4bit_g64', 'model.layers.0.mlp.down_proj.weight', 'hqq_4bit_g64/ref',
+     'hqq_4bit_g64/source', 'hqq', HQQ, [(1, 70), (47, 0)], None),
+    # Axis 0: groups strided down the columns, checked against the inspector.
+    ('hqq_axis0_bf16', 'hqq_axis0_bf16', 'model.layers.0.mlp.down_proj.weight', 'hqq_axis0_bf16/ref',
+     'hqq_axis0_bf16/source', 'hqq', HQQ, [(1, 70), (63, 95)], 'inspect'),
+]
+
+
+def write_format_checkpoints(root):
+    """The numpy writers of tests/python/writers, run as their tests run them."""
+    for out, writer in (('mlx', 'mlx_writer.py'), ('bnb', 'bnb_int8_writer.py'), ('', 'modelopt.py'), ('', 'hqq.py')):
+        r = subprocess.run([sys.executable, '-B', os.path.join(WRITERS, writer), os.path.join(root, out)],
+                           capture_output=True, text=True, timeout=120)
+        check(r.returncode == 0, f'{writer} exited {r.returncode}: {r.stderr.strip()[-2000:]}')
+
+
+def f32_bits(x):
+    import numpy as np
+    return int(np.float32(x).view(np.uint32))
+
+
+def page_fetch(page, method, body):
+    """A POST to the page's own HTTP/JSON API, from inside the page."""
+    reply = page.d.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "fetch('v1/' + arguments[0], {method: 'POST', headers: {'Content-Type': 'application/json'},"
+        " body: JSON.stringify(arguments[1])}).then((r) => r.json()).then(done)"
+        ".catch((e) => done({error: String(e)}));", method, body)
+    check('error' not in reply and 'code' not in reply, f'{method} from the page failed: {reply}')
+    return reply
+
+
+def no_undefined(page, selector, where):
+    text = page.d.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].map((e) => e.innerText).join(' ');", selector)
+    for bad in ('undefined', 'NaN', 'null', '[object Object]'):
+        check(bad not in text, f'{where}: the page shows {bad!r}: {text[:400]!r}')
+
+
+def legend_ramp(page):
+    ramp = [tuple(int(c) for c in m) for m in RGB.findall(page.d.execute_script(
+        "return getComputedStyle(document.querySelector('.colour-bar .gradient')).backgroundImage;"))]
+    check(len(ramp) >= 2, f'no ramp colours in the legend gradient: {ramp}')
+
+    def at(t):
+        t = min(1.0, max(0.0, t)) * (len(ramp) - 1)
+        i = min(len(ramp) - 2, int(t))
+        f = t - i
+        return tuple(a + (b - a) * f for a, b in zip(ramp[i], ramp[i + 1]))
+    return at
+
+
+def cell_colours(page, rows, cols):
+    """The canvas colour at the middle of every cell, row-major."""
+    return [tuple(p) for p in page.d.execute_script(
+        "const [rows, cols] = [arguments[0], arguments[1]];"
+        "const c = document.querySelector('.heatmap-canvas'); const d = c.getContext('2d')"
+        ".getImageData(0, 0, c.width, c.height).data; const out = [];"
+        "for (let i = 0; i < rows; i++) for (let j = 0; j < cols; j++) {"
+        " const x = Math.floor((j + 0.5) * c.width / cols), y = Math.floor((i + 0.5) * c.height / rows);"
+        " const o = 4 * (y * c.width + x); out.push([d[o], d[o + 1], d[o + 2]]); } return out;", rows, cols)]
+
+
+def check_format_tree(page, ckpt, tensor, listed, tag):
+    """The tree shows the weight as one leaf with the CLI's scheme (none of
+    its stored parts as a leaf), its badge inside the scheme column."""
+    page.open(f'?checkpoint={ckpt}')
+    page.one('.tree-row[data-path]', 'the module tree')
+    page.no_error(f'{ckpt} architecture')
+    leaf = page.one(f'.tree-row[data-path="{tensor}"][data-leaf="true"]', f'the leaf {tensor}')
+    badge = leaf.find_element(By.CSS_SELECTOR, '[data-field="scheme"]')
+    scheme = listed['encoding']['scheme']
+    check(badge.get_attribute('title') == scheme, f'{ckpt}: the tree calls {tensor} {badge.get_attribute("title")!r}, '
+          f'tensormorph ls {scheme!r}')
+    # The badge stays inside its column: a long scheme does not run over
+    # the parameter count.
+    over = page.d.execute_script(
+        "const b = arguments[0]; const n = b.nextElementSibling;"
+        "return b.getBoundingClientRect().right - n.getBoundingClientRect().left;", badge)
+    check(over <= 0, f'{ckpt}: the scheme badge of {tensor} runs {over:.0f} px into the params column')
+    leaves = [e.get_attribute('data-path') for e in page.css('.tree-row[data-leaf="true"]')]
+    parts = [p['name'] for p in listed['parts'] if p['name'] != tensor]
+    both = sorted(set(parts) & set(leaves))
+    check(not both, f'{ckpt}: stored parts shown as tensors of their own: {both}')
+    if tag in ('mlx_affine', 'nvfp4'):  # the mixed-bit tree, the long scheme names
+        page.shot(f'i30_{tag}_architecture', settle=0.1)
+
+
+def check_format_tensor_view(page, ckpt, tensor, listed, convention, tag, tree):
+    """The tensor view shows its scheme, convention, group size, stored
+    parts and backend rows as `tensormorph ls` lists them."""
+    if tree:
+        check_format_tree(page, ckpt, tensor, listed, tag)
+    page.open(f'?checkpoint={ckpt}&tensor={tensor}&view=tensor')
+    page.one('.view-tensor [data-field="scheme"]', 'the tensor facts')
+    e = listed['encoding']
+    got = {f: page.field(f, '.view-tensor') for f in ('scheme', 'convention', 'granularity', 'shape')}
+    want = {'scheme': e['scheme'], 'convention': convention, 'granularity': e['granularity'],
+            'shape': '[' + ', '.join(listed['shape']) + ']'}
+    check(got == want, f'{ckpt} {tensor}: the tensor view shows {got}, tensormorph ls {want}')
+    if int(e['groupSize']):
+        shown = page.field('group_size', '.view-tensor').replace(',', '')
+        check(shown == e['groupSize'], f'{ckpt} {tensor}: group size {shown}, tensormorph ls {e["groupSize"]}')
+    shown_parts = [r.get_attribute('data-part') for r in page.css('tr[data-part]')]
+    check(shown_parts == [p['name'] for p in listed['parts']],
+          f'{ckpt} {tensor}: stored parts {shown_parts}, tensormorph ls {[p["name"] for p in listed["parts"]]}')
+    # Backend compatibility: the CLI's rows (MLX on Apple silicon; vLLM,
+    # TensorRT-LLM and SGLang for ModelOpt; ...), each with its status.
+    status = {'SUPPORT_STATUS_SUPPORTED': 'supported', 'SUPPORT_STATUS_NOT_SUPPORTED': 'not supported',
+              'SUPPORT_STATUS_NOT_KNOWN': 'not known'}
+    want = [[c['backend'], status[c['status']]] for c in listed.get('compat', [])]
+    got = page.d.execute_script(
+        "return [...document.querySelectorAll('tr[data-backend]')].map((r) =>"
+        " [r.dataset.backend, r.querySelector('.status').innerText.trim()]);")
+    check(want and got == want, f'{ckpt} {tensor}: backend rows {got}, tensormorph ls {want}')
+    no_undefined(page, '.view-tensor', f'{ckpt} tensor view')
+    page.no_error(f'{ckpt} tensor view')
+    if tag in ('mlx_affine', 'nvfp4'):
+        page.shot(f'i30_{tag}_tensor', settle=0.1)
+
+
+def check_format_inspector(page, cli, root, ckpt, tensor, expected, labels, indices, tag):
+    """Clicking a cell inspects it: the CLI's scalar fields, the format's
+    parameters under their labels, and a value equal to the writer's
+    expected value bit for bit."""
+    import numpy as np
+    shape = list(expected.shape)
+    # A stack (MLX's experts): the slice of the first index's leading
+    # coordinates, as the leading inputs pick it.
+    lead = indices[0][:-2]
+    page.open(f'?checkpoint={ckpt}&tensor={tensor}&view=heatmap'
+              + (f'&leading={",".join(map(str, lead))}' if lead else ''))
+    heatmap_ready(page)
+    page.no_error(f'{ckpt} heatmap')
+    for index in indices:
+        check(index[:-2] == lead, f'{tensor}: inspect {index} within the slice {lead}')
+        click_element_cell(page, index[-2], index[-1], shape[-2], shape[-1])
+        inspector_ready(page, list(index))
+        sc = compare_inspector(page, cli, root, tensor, list(index), checkpoint=ckpt)
+        shown = page.field('value')
+        check(f32_bits(float(shown)) == f32_bits(expected[index]),
+              f'{ckpt} {tensor}{list(index)}: the inspector shows {shown}, the writer expects {expected[index]!r} '
+              f'(bits {f32_bits(float(shown)):08x} vs {f32_bits(expected[index]):08x})')
+        names = [p['name'] for p in sc.get('params', [])]
+        check(sorted(names) == sorted(labels), f'{ckpt} {tensor}: parameters {names}, expected {sorted(labels)}')
+        shown = page.fields()
+        # The neighbouring levels, from the float32 value itself: where one
+        # is 0 (E2M1's 0.5 next to 0) it reads 0.
+        value = float(np.float32(float(sc['value'])))
+        for side, level in (('step_below', value - float(sc['stepBelow'])), ('step_above', value + float(sc['stepAbove']))):
+            note = shown.get(f'note:{side}', '')
+            check(note.startswith('→ ') and abs(float(note[2:]) - level) <= 5e-5 * abs(level),
+                  f'{ckpt} {tensor}{list(index)}: {side} leads to {note!r}, the level there is {level!r}')
+        for name, label in labels.items():
+            got = shown.get(f'label:param_{name}')
+            check(got == label, f'{ckpt} {tensor}: parameter {name} is labelled {got!r}, expected {label!r}')
+        if 'global_scale' in labels:
+            # NVFP4: the element's scale is its block's E4M3 scale times the
+            # per-tensor weight_scale_2, in float32 as the reference computes.
+            p = {q['name']: float(q['value']) for q in sc['params']}
+            check(np.float32(p['block_scale']) * np.float32(p['global_scale']) == np.float32(p['scale']),
+                  f'{ckpt} {tensor}{list(index)}: scale {p["scale"]} is not block scale {p["block_scale"]} '
+                  f'x global scale {p["global_scale"]}')
+        no_undefined(page, '.inspector', f'{ckpt} inspector')
+    page.no_error(f'{ckpt} inspector')
+    page.shot(f'i30_{tag}_inspector', settle=0.1)
+
+
+def check_format_heatmaps(page, cli, root, ckpt, tensor, expected, listed, layout, tag):
+    """Group shading follows the groups the scales are stored for (the
+    palette rule of README; each cell's group the index of its scale in the
+    scales part, or the inspector's group); the absmax colours follow the
+    decoded magnitudes on the legend's ramp."""
+    import numpy as np
+    rows, cols = expected.shape
+    page.one('.segmented button[data-mode="group"]').click()
+    page.wait(lambda: page.query().get('mode') == 'group', 'mode=group in the URL')
+    heatmap_ready(page)
+    page.no_error(f'{ckpt} group heatmap')
+    cells = page.one('.heatmap').get_attribute('data-cells')
+    check(cells == f'{rows}x{cols}', f'{ckpt} {tensor}: {cells} cells for [{rows}, {cols}] (one per element expected)')
+    check_group_colours(page)
+    reply = page_fetch(page, 'GetHeatmap', {'checkpoint': ckpt, 'tensor': tensor, 'mode': 'HEATMAP_MODE_GROUP',
+                                            'width': cols, 'height': rows})
+    groups = np.array([int(g) for g in reply['groups']]).reshape(rows, cols)
+    r, c = np.indices((rows, cols))
+    if layout != 'inspect':
+        size = int(listed['encoding']['groupSize'])
+        want = {'in': lambda: r * (cols // max(size, 1)) + c // max(size, 1), 'row': lambda: r,
+                'tensor': lambda: np.zeros_like(r)}[layout]()
+        bad = np.argwhere(groups != want)
+        check(not len(bad), f'{ckpt} {tensor}: cell {bad[:1].tolist()} is group {groups[tuple(bad[0])] if len(bad) else 0}, '
+              f'its scale is number {want[tuple(bad[0])] if len(bad) else 0} of the scales part')
+    idx = [(0, 0), (rows // 2, cols // 2), (rows - 1, cols - 1), (1, cols - 1)]
+    sc = json.loads(run_cli(cli, 'scalar', os.path.join(root, ckpt), tensor, *[f'{a},{b}' for a, b in idx]))['scalars']
+    for (a, b), s in zip(idx, sc):
+        check(groups[a, b] == int(s['group']), f'{ckpt} {tensor}[{a}, {b}]: the group heatmap says group {groups[a, b]}, '
+              f'tensormorph scalar {s["group"]}')
+    page.shot(f'i30_{tag}_group', settle=0.1)
+
+    page.one('.segmented button[data-mode="absmax"]').click()
+    page.wait(lambda: page.query().get('mode') == 'absmax', 'mode=absmax in the URL')
+    heatmap_ready(page)
+    page.no_error(f'{ckpt} absmax heatmap')
+    mag = np.abs(expected.astype(np.float64))
+    lo, hi = mag.min(), mag.max()
+    at = legend_ramp(page)
+    got = cell_colours(page, rows, cols)
+    for k, colour in enumerate(got):
+        want = at((mag.flat[k] - lo) / (hi - lo))
+        check(all(abs(x - y) <= 1.5 for x, y in zip(colour, want)),
+              f'{ckpt} {tensor}: absmax cell {divmod(k, cols)} (|value| {mag.flat[k]}) is drawn {colour}, '
+              f'the legend ramp puts it at {tuple(round(x) for x in want)}')
+    page.shot(f'i30_{tag}_absmax', settle=0.1)
+
+
+def check_format_distribution(page, cli, root, ckpt, tensor, expected, tag):
+    """The stats: the element count and extremes of the writer's values, the
+    end levels as `tensormorph stats` counts them, the level usage."""
+    page.open(f'?checkpoint={ckpt}&tensor={tensor}&view=dist')
+    page.one('svg[data-role="histogram"]', 'the histogram')
+    page.one('svg[data-role="code-usage"]', 'the level usage')
+    page.no_error(f'{ckpt} distribution')
+    shown = int(page.one('.facts [data-field="count"]').text.replace(',', ''))
+    check(shown == expected.size, f'{ckpt} {tensor}: {shown} elements in the distribution, {expected.size} written')
+    st = json.loads(run_cli(cli, 'stats', os.path.join(root, ckpt), tensor))
+    check(float(st['min']) == float(expected.min()) and float(st['max']) == float(expected.max()),
+          f'{ckpt} {tensor}: stats min/max {st["min"]}/{st["max"]}, the writer {expected.min()}/{expected.max()}')
+    check_end_levels(page, cli, root, ckpt, tensor)
+    no_undefined(page, '.facts dd, figcaption', f'{ckpt} distribution')
+    page.shot(f'i30_{tag}_distribution', settle=0.1)
+
+
+def check_format_diff(page, cli, root, ckpt, source, tag):
+    """The diff view against the writer's source: a row per tensor the CLI
+    reports, each with the CLI's max error in steps, SQNR and clipped count."""
+    out = run_cli(cli, 'diff', os.path.join(root, ckpt), os.path.join(root, source))
+    reports = {r['name']: r for r in (json.loads(l).get('tensor') for l in out.splitlines() if l.strip()) if r}
+    page.open(f'?checkpoint={ckpt}&view=diff&ref={source}')
+    page.one('#diff-run').click()
+    page.one('[data-field="worst_tensor"]', 'the diff summary')
+    page.wait(lambda: f'{len(reports)} of {len(reports)} tensors' in page.one('[data-field="progress"]').text,
+              'the diff\'s progress to end')
+    page.no_error(f'{ckpt} diff')
+    # The table read in one call: {name: {column key: text}} and each row's
+    # data-max-err-steps.
+    rows = page.d.execute_script(
+        "const keys = [...document.querySelectorAll('.diff-rows thead th')].map((h) => h.dataset.sort);"
+        "const out = {}; for (const r of document.querySelectorAll('.diff-rows tr[data-name]')) {"
+        " const range = document.createRange(); range.selectNodeContents(r.querySelector('td:nth-child(2)'));"
+        " const lines = new Set([...range.getClientRects()].map((b) => Math.round(b.top)));"
+        " const cells = {maxErrStepsAttr: r.dataset.maxErrSteps, schemeLines: lines.size};"
+        " [...r.querySelectorAll('td')].forEach((td, i) => { cells[keys[i]] = td.innerText.trim(); });"
+        " out[r.dataset.name] = cells; } return out;")
+    check(set(rows) == set(reports), f'{ckpt}: the diff view shows {sorted(rows)}, tensormorph diff {sorted(reports)}')
+    for name, r in reports.items():
+        cells = rows[name]
+        check(cells['schemeLines'] == 1, f'{ckpt} {name}: the scheme {cells["scheme"]!r} breaks over '
+              f'{cells["schemeLines"]} lines')
+        check(float(cells['maxErrStepsAttr']) == float(r['maxErrSteps']),
+              f'{ckpt} {name}: max err {cells["maxErrStepsAttr"]} steps, CLI {r["maxErrSteps"]}')
+        check(cells['clipped'].replace(',', '') == str(r.get('clipped', '0')),
+              f'{ckpt} {name}: clipped {cells["clipped"]!r}, CLI {r.get("clipped")}')
+        sqnr = float(r['sqnrDb'])
+        shown = cells['sqnrDb']
+        check((shown == '+inf' if sqnr == float('inf') else abs(float(shown) - sqnr) <= 5e-4 * max(1, abs(sqnr))),
+              f'{ckpt} {name}: SQNR {shown!r}, CLI {r["sqnrDb"]}')
+    no_undefined(page, '.diff-rows, .diff-summary', f'{ckpt} diff')
+    page.shot(f'i30_{tag}_diff', settle=0.1)
+
+
+def test_formats(driver, server_bin, cli, assets, shots):
+    """Issue 30's formats, written by their numpy writers, through a live
+    server: the tree, the tensor view, the Scalar Inspector (bit for bit as
+    the writers' expected values), group and absmax heatmaps, the
+    distribution and the diff against each writer's source."""
+    import numpy as np
+    print('issue 30 formats: MLX, ModelOpt, bitsandbytes LLM.int8, HQQ')
+    root = tempfile.mkdtemp(prefix='tm-web-formats-')
+    server = None
+    try:
+        write_format_checkpoints(root)
+        server = Server(server_bin, root, assets)
+        page = Page(driver, server.url, shots)
+        for tag, ckpt, tensor, expected_dir, source, convention, labels, indices, layout in FORMAT_CASES:
+            print(f'  {tag}: {ckpt} {tensor}')
+            expected = np.load(os.path.join(root, expected_dir, tensor + '.npy'))
+            listed = json.loads(run_cli(cli, 'ls', os.path.join(root, ckpt), '--filter', tensor).splitlines()[0])
+            check_format_tensor_view(page, ckpt, tensor, listed, convention, tag, tree=layout is not None)
+            check_format_inspector(page, cli, root, ckpt, tensor, expected, labels, indices, tag)
+            if layout is not None:
+                check_format_heatmaps(page, cli, root, ckpt, tensor, expected, listed, layout, tag)
+                check_format_distribution(page, cli, root, ckpt, tensor, expected, tag)
+                check_format_diff(page, cli, root, ckpt, source, tag)
+        # A layout bitsandbytes itself no longer loads: refused with its reason.
+        page.open('?checkpoint=bnb/col32&tensor=model.layers.0.mlp.down_proj.weight&view=tensor')
+        page.wait(lambda: page.banner(), 'the error banner for weight_format 1 (col32)')
+        code = page.one('#banner [data-field="error_code"]').text
+        message = page.one('#banner [data-field="error_message"]').text
+        check(code == 'UNIMPLEMENTED' and 'weight_format' in message,
+              f'bnb/col32: the page says {code}: {message!r}, expected UNIMPLEMENTED naming weight_format')
+        page.shot('i30_bnb_col32_error', settle=0.1)
+    finally:
+        if server:
+            server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def run_formats_only(a):
+    driver = None
+    try:
+        driver = start_browser()
+        test_formats(driver, a.tensormorphd, a.tensormorph, a.assets, a.screenshots)
+    except Failure as e:
+        print(f'FAIL: {e}', file=sys.stderr)
+        if driver:
+            driver.save_screenshot(os.path.join(a.screenshots, 'failure.png'))
+        return 1
+    finally:
+        if driver:
+            driver.quit()
+    print('PASS: the web inspector agrees with the CLI on issue 30\'s formats')
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('tensormorphd')
@@ -800,8 +1181,11 @@ def main():
     ap.add_argument('--make-demo')
     ap.add_argument('--assets')
     ap.add_argument('--fixtures', help='the shared fixtures (default $TENSORMORPH_FIXTURES or ../shared/fixtures)')
+    ap.add_argument('--only-formats', action='store_true', help='only the walk over issue 30\'s formats')
     a = ap.parse_args()
     os.makedirs(a.screenshots, exist_ok=True)
+    if a.only_formats:
+        return run_formats_only(a)
     if not os.path.exists(os.path.join(a.models, CHECKPOINT)):
         if not a.make_demo:
             print(f'FAIL: {a.models} holds no {CHECKPOINT} (give --make-demo to write the demo)', file=sys.stderr)
@@ -824,6 +1208,7 @@ def main():
         server.stop()
         server = None
         test_non_finite(driver, a.tensormorphd, fixtures_dir(a.fixtures), a.assets, a.screenshots)
+        test_formats(driver, a.tensormorphd, a.tensormorph, a.assets, a.screenshots)
         driver.quit()
         driver = None
         test_token(a.tensormorphd, models, a.assets, a.screenshots)

@@ -54,7 +54,9 @@ export function runDiff(checkpoint, reference, filter) {
 
 const COLUMNS = [
   { key: 'name', label: 'tensor', fmt: (v) => el('span', { class: 'mono' }, v) },
-  { key: 'scheme', label: 'scheme' },
+  // On one line: long names ('int8 (LLM.int8, row absmax)') otherwise break
+  // into a row four lines tall; the table scrolls sideways as it does.
+  { key: 'scheme', label: 'scheme', fmt: (v) => el('span', { class: 'nowrap' }, v) },
   { key: 'maxErrSteps', label: 'max err (steps)', num: true, fmt: (v, r) => stepCell(v, r), title: 'largest |x − x̂| / step; red when some element lies beyond the format\'s rounding bound' },
   { key: 'boundSteps', label: 'bound (steps)', num: true, fmt: (v, r) => el('span', { title: r.boundFamily || '' }, fmtNum(v, 4)), title: 'the most a correct quantizer of this format reaches: 0.5, more where the scale is stored as f16' },
   { key: 'maxExcessSteps', label: 'excess (steps)', num: true, fmt: (v) => el('span', { class: Number(v) > 0 ? 'bad-value' : '' }, fmtNum(v, 4)), title: 'how far beyond its bound the worst element lies; 0 when every element is within' },

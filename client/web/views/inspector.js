@@ -19,6 +19,26 @@ function binary(rawBits, bits) {
   return out.join(' ');
 }
 
+// The formats' own parameters (ScalarInspection.params) by their stored
+// names: a reader's label and what the number is, so that a bias, a global
+// scale or a stored scale code is not a bare identifier.
+const PARAM_LABELS = {
+  scale: ['scale', 'real units'],
+  bias: ['bias', 'real units: value = scale · code + bias'],
+  zero: ['zero', 'code units, as stored'],
+  SCB: ['SCB (row absmax)', 'real units: scale = SCB / 127'],
+  block_scale: ['block scale', 'the group’s stored scale'],
+  global_scale: ['global scale', 'per tensor: scale = block scale × global scale'],
+  scale_e4m3: ['scale code (E4M3)', 'the stored byte'],
+  scale_e8m0: ['scale code (E8M0)', 'the stored byte: scale = 2^(code − 127)'],
+  g_idx: ['g_idx', 'the group this input column reads (act-order)'],
+};
+
+function paramField(p) {
+  const [label, note] = PARAM_LABELS[p.name] || [p.name.replace(/_/g, ' '), null];
+  return field(label, `param_${p.name}`, exact(p.value), { note, title: `stored as ${p.name}` });
+}
+
 function field(label, name, value, opts = {}) {
   return el('div', { class: `field${opts.big ? ' big' : ''}`, title: opts.title },
     el('span', { class: 'label' }, label),
@@ -79,9 +99,13 @@ export function createInspector(ctx) {
     const e = resp.encoding || {};
     const bits = sc.codeBits;
     const value = api.num(sc.value);
+    // The float32's own value (the reply's text is its shortest form): the
+    // neighbouring levels are exact from it, so a level of 0 reads 0, not
+    // 3e-12.
+    const exactValue = Math.fround(value);
     const stepBelow = api.num(sc.stepBelow);
     const stepAbove = api.num(sc.stepAbove);
-    const params = (sc.params || []).map((p) => field(p.name, `param_${p.name}`, exact(p.value)));
+    const params = (sc.params || []).map(paramField);
     const sourceBox = el('div', { class: 'panel source-panel' });
     clear(root).append(
       el('div', { class: 'inspector-head' },
@@ -107,8 +131,8 @@ export function createInspector(ctx) {
           field('offset', 'offset', exact(sc.offset), { note: 'real units' }),
           field('level', 'level', exact(sc.level)),
           field('step', 'step', exact(sc.step)),
-          field('to level below', 'step_below', exact(stepBelow), { note: `→ ${fmtNum(value - stepBelow)}` }),
-          field('to level above', 'step_above', exact(stepAbove), { note: `→ ${fmtNum(value + stepAbove)}` }),
+          field('to level below', 'step_below', exact(stepBelow), { note: `→ ${fmtNum(exactValue - stepBelow)}` }),
+          field('to level above', 'step_above', exact(stepAbove), { note: `→ ${fmtNum(exactValue + stepAbove)}` }),
           field('range', 'range', `[${fmtNum(sc.rangeMin)}, ${fmtNum(sc.rangeMax)}]`),
           field('range min', 'range_min', exact(sc.rangeMin)),
           field('range max', 'range_max', exact(sc.rangeMax)))),
@@ -177,7 +201,7 @@ export function createInspector(ctx) {
     if (source !== null) {
       // The value is a float32: its exact value, not the double its
       // shortest text reads as.
-      const diff = Math.fround(value) - source;
+      const diff = exactValue - source;
       const gap = diff > 0 ? stepBelow : diff < 0 ? stepAbove : api.num(sc.step);
       signed = gap > 0 ? diff / gap : 0;
       if (errSteps !== null) signed = (diff < 0 ? -1 : 1) * errSteps;
@@ -191,7 +215,7 @@ export function createInspector(ctx) {
       const size = Math.abs(signed);
       sourceBox.append(field(source !== null ? 'error in steps' : '|error| in steps', 'error_steps', exact(signed), {
         note: size <= 0.5 ? 'within the rounding bound (0.5)'
-          : Math.fround(value) === Math.fround(api.num(sc.rangeMin)) || Math.fround(value) === Math.fround(api.num(sc.rangeMax))
+          : exactValue === Math.fround(api.num(sc.rangeMin)) || exactValue === Math.fround(api.num(sc.rangeMax))
             ? 'beyond the rounding bound (0.5), on an extreme level: clipped'
             : 'beyond the rounding bound (0.5)',
         title: '(value − source) / the gap between levels on the source’s side',

@@ -110,6 +110,12 @@ class HqqEncoding final : public Encoding {
     s->level = RoundToDType(code - zero, p_.compute);
     s->value = Value(code, scale, zero);
     FillUniformSteps(scale, -zero, static_cast<double>(mask_) - zero, 0, s);
+    // The ends as they decode, in the compute dtype: an element on the first
+    // or last level sits on the range's end (stats' end-level count, the
+    // diff's clipping), not a rounding error inside or outside it.
+    const double lo = Value(0, scale, zero), hi = Value(mask_, scale, zero);
+    s->range_min = std::min(lo, hi);
+    s->range_max = std::max(lo, hi);
     s->AddParam("scale", scale);
     s->AddParam("zero", zero);
     return absl::OkStatus();

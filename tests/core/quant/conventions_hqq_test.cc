@@ -164,6 +164,30 @@ TEST_P(HqqFixtureTest, DecodeAtEveryVectorLevelMatchesInspect) {
   }
 }
 
+// The first and last levels are the range's ends as decoded (float16 or
+// bfloat16 arithmetic), so every element on them counts as at an end level.
+TEST_P(HqqFixtureTest, ElementsOnTheEndLevelsAreTheRangesEnds) {
+  auto ckpt = Checkpoint::Open(Fixtures() + "/" + GetParam());
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  for (const LogicalTensor& t : (*ckpt)->tensors()) {
+    if (!t.encoding->info().quantized) continue;
+    SCOPED_TRACE(t.name);
+    int64_t on_ends = 0;
+    for (int64_t i = 0; i < t.num_elements; ++i) {
+      ScalarInfo s;
+      ASSERT_TRUE(t.encoding->Inspect(i, &s).ok());
+      ASSERT_GE(s.value, s.range_min) << i;
+      ASSERT_LE(s.value, s.range_max) << i;
+      if (s.code != 0 && s.code != (1 << s.code_width) - 1) continue;
+      ++on_ends;
+      EXPECT_TRUE(s.value == s.range_min || s.value == s.range_max)
+          << i << " code " << s.code << " value " << s.value << " range ["
+          << s.range_min << ", " << s.range_max << "]";
+    }
+    EXPECT_GT(on_ends, 0);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(EveryLayout, HqqFixtureTest,
                          ::testing::Values("hqq_4bit_g64", "hqq_axis0_bf16",
                                            "hqq_mixed_bits"),

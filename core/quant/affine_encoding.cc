@@ -114,13 +114,20 @@ class AffineEncoding final : public Encoding {
     while (count > 0) {
       const Tile t = NextTile(first, count);
       const int64_t r = t.r, nr = t.nr, c0 = t.c0, n = t.n;
-      const int64_t stride = PaddedStride(nr, n);
-      codes.resize(static_cast<size_t>(nr * stride));
-      p_.codes.GetTile(r, nr, c0, n, codes.data(), stride);
+      // Codes stored a byte each, row-major (FP8, int8), are read in place:
+      // a copy into the tile would be one more pass over every byte.
+      const uint8_t* tile = DirectCodes(r, c0);
+      int64_t stride = p_.codes.stored_cols;
+      if (tile == nullptr) {
+        stride = PaddedStride(nr, n);
+        codes.resize(static_cast<size_t>(nr * stride));
+        p_.codes.GetTile(r, nr, c0, n, codes.data(), stride);
+        tile = codes.data();
+      }
       FetchGroups(r, nr, c0, n, first, &groups);
       for (int64_t i = 0; i < nr; ++i) {
-        DecodeRow(r + i, c0, n, first + i * p_.cols, codes.data() + i * stride,
-                  groups, out + i * n);
+        DecodeRow(r + i, c0, n, first + i * p_.cols, tile + i * stride, groups,
+                  out + i * n);
       }
       out += nr * n;
       first += nr * n;
@@ -283,6 +290,17 @@ class AffineEncoding final : public Encoding {
     }
     return {r, nr, c0, n};
   }
+  // Where code (r, c0) sits when codes are stored one byte each in the
+  // logical layout (IntMatrix::GetTile's memcpy case), else nullptr.
+  const uint8_t* DirectCodes(int64_t r, int64_t c0) const {
+    const IntMatrix& m = p_.codes;
+    if (m.kind != IntMatrix::Kind::kDirect || m.bits != 8 || m.transposed ||
+        GetDTypeInfo(m.tensor->dtype).block_bytes != 1) {
+      return nullptr;
+    }
+    return m.tensor->data.data() + r * m.stored_cols + c0;
+  }
+
   // The row stride a tile of nr rows of n codes is unpacked with: rows a
   // power of two apart would share L1 sets, so they are padded.
   static int64_t PaddedStride(int64_t nr, int64_t n) {

@@ -1,8 +1,9 @@
 // The inner loops of a convention decode (AffineEncoding::Decode): runs of
 // 8-bit-or-narrower codes, each run sharing a group's scale and zero-point,
 // turned into float32. Each has a scalar reference, which is also the
-// fallback on CPUs without AVX2; the AVX2 paths give the same bits (tests
-// hold them to it on random codes).
+// fallback on CPUs without AVX2; the AVX2 paths, and the table runs'
+// AVX-512 paths (chosen by ActiveDecodeSimd(), so tests can cap them), give
+// the same bits (tests hold them to it on random codes at every level).
 #ifndef TENSORMORPH_CORE_QUANT_AFFINE_KERNELS_H_
 #define TENSORMORPH_CORE_QUANT_AFFINE_KERNELS_H_
 

@@ -17,15 +17,6 @@ namespace {
 // 256 entries of an 8-bit code's float value, built once.
 using Table256 = std::array<float, 256>;
 
-const Table256& E4M3Values() {
-  static const Table256 t = [] {
-    Table256 v;
-    for (int c = 0; c < 256; ++c) v[c] = F8E4M3ToF32(static_cast<uint8_t>(c));
-    return v;
-  }();
-  return t;
-}
-
 const Table256& E8M0Scales() {
   static const Table256 t = [] {
     Table256 v;
@@ -39,8 +30,7 @@ const Table256& E8M0Scales() {
 }
 
 const float* ScaleTable(MlxFloatMode mode) {
-  return mode == MlxFloatMode::kNvfp4 ? E4M3Values().data()
-                                      : E8M0Scales().data();
+  return mode == MlxFloatMode::kNvfp4 ? F8E4M3Table() : E8M0Scales().data();
 }
 
 // Code i of an LSB-first stream of `bits`-bit codes (bits <= 8).
@@ -68,7 +58,7 @@ int MlxFloatBits(MlxFloatMode mode) {
 void MlxFloatDecodePackedScalar(MlxFloatMode mode, const uint8_t* codes,
                                 const uint8_t* scales, int64_t n, float* out) {
   const int bits = MlxFloatBits(mode), group = MlxFloatGroup(mode);
-  const float* level = bits == 8 ? E4M3Values().data() : kE2M1Values;
+  const float* level = bits == 8 ? F8E4M3Table() : kE2M1Values;
   for (int64_t i = 0; i < n; ++i) {
     out[i] = MlxFloatValue(level[CodeAt(codes, bits, i)],
                            MlxFloatScale(mode, scales[i / group]));

@@ -1,6 +1,6 @@
-// The conventions' run kernels: whatever path the CPU takes (AVX2 here), the
-// bits equal the scalar reference's, for every code, sign convention,
-// zero-point, scale and run length.
+// The conventions' run kernels: whatever path the CPU takes (the table runs
+// at every SIMD level it has), the bits equal the scalar reference's, for
+// every code, sign convention, zero-point, scale and run length.
 #include "core/quant/affine_kernels.h"
 
 #include <algorithm>
@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "core/quant/decode_simd.h"
 #include "core/quant/float_formats.h"
 #include "gtest/gtest.h"
 #include "tests/support/same_bits.h"
@@ -28,6 +29,17 @@ std::vector<uint8_t> RandomCodes(std::mt19937& rng, int64_t n, int bits) {
 // their start or part-way, groups shorter than a vector.
 const Runs kRuns[] = {{1000, 0}, {32, 0}, {32, 5}, {128, 127},
                       {3, 1},    {8, 0},  {16, 0}, {16, 3}};
+
+// The table runs' levels, capped one at a time (lifted again at the end,
+// whatever the test's outcome).
+class TableRunsTest : public ::testing::TestWithParam<DecodeSimd> {
+ protected:
+  void SetUp() override {
+    if (SupportedDecodeSimd() < GetParam()) GTEST_SKIP() << "not on this CPU";
+    CapDecodeSimdForTesting(GetParam());
+  }
+  void TearDown() override { CapDecodeSimdForTesting(DecodeSimd::kAvx512); }
+};
 
 TEST(AffineRunsTest, MatchScalarReference) {
   std::mt19937 rng(11);
@@ -72,7 +84,7 @@ TEST(AffineRunsTest, AreEachGroupsScaleTimesItsIntegerLevel) {
   for (int i = 0; i < 9; ++i) EXPECT_EQ(out[i], want[i]) << i;
 }
 
-TEST(TableRunsTest, MatchScalarReferenceForSixteenAndTwoHundredFiftySix) {
+TEST_P(TableRunsTest, MatchScalarReferenceForSixteenAndTwoHundredFiftySix) {
   std::mt19937 rng(12);
   const float scales[] = {0.07f, -2.0f, 1e-39f, INFINITY};
   for (int bits : {4, 8}) {
@@ -102,7 +114,7 @@ TEST(TableRunsTest, MatchScalarReferenceForSixteenAndTwoHundredFiftySix) {
   }
 }
 
-TEST(TableRunsTest, FloatEightLevelsComputedEqualTheirTable) {
+TEST_P(TableRunsTest, FloatEightLevelsComputedEqualTheirTable) {
   std::vector<float> table(256);
   for (int c = 0; c < 256; ++c) table[c] = F8E4M3ToF32(static_cast<uint8_t>(c));
   std::vector<uint8_t> codes(256 * 3);
@@ -125,7 +137,7 @@ TEST(TableRunsTest, FloatEightLevelsComputedEqualTheirTable) {
   }
 }
 
-TEST(TableRunsTest, SignMagnitudeLevelsEqualTheirTable) {
+TEST_P(TableRunsTest, SignMagnitudeLevelsEqualTheirTable) {
   std::vector<float> table(std::begin(kE2M1Values), std::end(kE2M1Values));
   std::mt19937 rng(17);
   std::vector<uint8_t> codes(16 * 40 + 5);
@@ -145,6 +157,16 @@ TEST(TableRunsTest, SignMagnitudeLevelsEqualTheirTable) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Levels, TableRunsTest,
+                         ::testing::Values(DecodeSimd::kScalar,
+                                           DecodeSimd::kAvx2,
+                                           DecodeSimd::kAvx512),
+                         [](const auto& info) {
+                           return info.param == DecodeSimd::kScalar ? "Scalar"
+                                  : info.param == DecodeSimd::kAvx2 ? "Avx2"
+                                                                    : "Avx512";
+                         });
 
 }  // namespace
 }  // namespace tensormorph

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/quant/affine_kernels.h"
 #include "core/quant/block_util.h"
+#include "core/quant/decode_simd.h"
 #include "core/quant/float_formats.h"
 #include "core/util/checked_math.h"
 #include "core/util/status_macros.h"
@@ -114,6 +115,12 @@ class AffineEncoding final : public Encoding {
     while (count > 0) {
       const Tile t = NextTile(first, count);
       const int64_t r = t.r, nr = t.nr, c0 = t.c0, n = t.n;
+      if (DecodeNibbleTile(r, nr, c0, n, first, &groups, out)) {
+        out += nr * n;
+        first += nr * n;
+        count -= nr * n;
+        continue;
+      }
       // Codes stored a byte each, row-major (FP8, int8), are read in place:
       // a copy into the tile would be one more pass over every byte.
       const uint8_t* tile = DirectCodes(r, c0);
@@ -402,6 +409,38 @@ class AffineEncoding final : public Encoding {
         return true;
     }
     return false;
+  }
+
+  // A tile of 16-entry codebook codes stored as row-major nibbles (NVFP4,
+  // MXFP4, NF4) decoded from the packed bytes, each row's groups whole and
+  // 16-aligned; false, having written nothing, otherwise (the CPU, or the
+  // layout).
+  bool DecodeNibbleTile(int64_t r, int64_t nr, int64_t c0, int64_t n,
+                        int64_t first, TileGroups* groups, float* out) const {
+    const IntMatrix& m = p_.codes;
+    Runs runs;
+    if (m.kind != IntMatrix::Kind::kNibbles || m.transposed ||
+        p_.table.size() != 16 || m.stored_cols % 2 != 0 || c0 % 2 != 0 ||
+        p_.groups != AffineParams::Groups::kGroup ||
+        !RegularRuns(c0, n, first, &runs) || runs.skip != 0 ||
+        runs.run % 16 != 0 || ActiveDecodeSimd() < DecodeSimd::kAvx512) {
+      return false;
+    }
+    FetchGroups(r, nr, c0, n, first, groups);
+    for (int64_t i = 0; i < nr; ++i) {
+      int64_t gr = 0, gc = 0;
+      GroupOf(r + i, c0, first + i * p_.cols, &gr, &gc);
+      const size_t k = static_cast<size_t>((gr - groups->gr0) * groups->ngc +
+                                           gc - groups->gc0);
+      const uint8_t* packed =
+          m.tensor->data.data() + ((r + i) * m.stored_cols + c0) / 2;
+      if (!DecodeNibbleTableRuns(packed, n, runs, m.high_nibble_first,
+                                 p_.table.data(), &groups->scale[k],
+                                 out + i * n)) {
+        return false;  // not reached: the conditions above are its own
+      }
+    }
+    return true;
   }
 
   void DecodeRow(int64_t r, int64_t c0, int64_t n, int64_t flat,

@@ -281,12 +281,66 @@ TM_AVX512 void DecodeE4M3RunsAvx512(const uint8_t* codes, int64_t n, Runs runs,
   }
 }
 
+// Sixteen nibble codes from 8 bytes: each byte doubled, widened to a dword
+// and shifted right by 0 or 4 (4 or 0, high nibble first) leaves code j in
+// the low 4 bits of lane j, all the permute reads.
+TM_AVX512 inline __m512 Nibbles16(__m128i raw, __m512i shift, __m512 levels,
+                                  __m512 vscale) {
+  const __m512i idx = _mm512_srlv_epi32(
+      _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(raw, raw)), shift);
+  return _mm512_mul_ps(vscale, _mm512_permutexvar_ps(idx, levels));
+}
+
+TM_AVX512 void DecodeNibbleTableRunsAvx512(const uint8_t* packed, int64_t n,
+                                           int64_t run, bool high_first,
+                                           const float* table,
+                                           const float* scale, float* out) {
+  const __m512 levels = _mm512_loadu_ps(table);
+  const __m512i shift =
+      high_first
+          ? _mm512_setr_epi32(4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0)
+          : _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4);
+  int64_t i = 0;
+  for (int64_t g = 0; i + run <= n; ++g) {
+    const __m512 vscale = _mm512_set1_ps(scale[g]);
+    for (const int64_t end = i + run; i < end; i += 16) {
+      const __m128i raw =
+          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(packed + i / 2));
+      _mm512_storeu_ps(out + i, Nibbles16(raw, shift, levels, vscale));
+    }
+  }
+  for (; i < n; i += 16) {
+    const int64_t left = n - i;
+    const __mmask16 bytes = Lanes(left >= 16 ? 8 : (left + 1) / 2);
+    const __m128i raw = _mm_maskz_loadu_epi8(bytes, packed + i / 2);
+    _mm512_mask_storeu_ps(
+        out + i, Lanes(left),
+        Nibbles16(raw, shift, levels, _mm512_set1_ps(scale[i / run])));
+  }
+}
+
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
 
 }  // namespace
 #endif
+
+bool DecodeNibbleTableRuns(const uint8_t* packed, int64_t n, Runs runs,
+                           bool high_first, const float* table,
+                           const float* scale, float* out) {
+#if defined(__x86_64__)
+  if (ActiveDecodeSimd() >= DecodeSimd::kAvx512 && runs.skip == 0 &&
+      runs.run > 0 && runs.run % 16 == 0) {
+    DecodeNibbleTableRunsAvx512(packed, n, runs.run, high_first, table, scale,
+                                out);
+    return true;
+  }
+#endif
+  (void)packed, (void)n, (void)runs, (void)high_first, (void)table;
+  (void)scale, (void)out;
+  return false;
+}
 
 void DecodeAffineRuns(const uint8_t* codes, int64_t n, Runs runs, uint8_t flip,
                       const int32_t* bias, const float* scale, float* out) {

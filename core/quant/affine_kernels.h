@@ -41,6 +41,16 @@ void DecodeTableRuns(const uint8_t* codes, int64_t n, Runs runs,
 void DecodeTableRunsScalar(const uint8_t* codes, int64_t n, Runs runs,
                            const float* table, const float* scale, float* out);
 
+// DecodeTableRuns of 16-entry codebooks straight from packed nibbles (code
+// i is the low nibble of byte i / 2 for even i, or the high one when
+// `high_first`), so the codes are not spread into a byte buffer first.
+// Returns false, having written nothing, below AVX-512 (ActiveDecodeSimd())
+// or unless runs.skip is 0 and runs.run a multiple of 16.
+// REQUIRES: packed holds (n + 1) / 2 bytes; table 16 entries.
+bool DecodeNibbleTableRuns(const uint8_t* packed, int64_t n, Runs runs,
+                           bool high_first, const float* table,
+                           const float* scale, float* out);
+
 }  // namespace tensormorph
 
 #endif  // TENSORMORPH_CORE_QUANT_AFFINE_KERNELS_H_

@@ -158,6 +158,49 @@ TEST_P(TableRunsTest, SignMagnitudeLevelsEqualTheirTable) {
   }
 }
 
+// Straight from packed nibbles (either order), groups of 16, 32 and 64,
+// lengths ending inside a group and inside a byte: the codes spread into
+// bytes through the scalar reference give the same bits; below AVX-512, or
+// for runs that do not start a group or are not whole vectors, it declines.
+TEST_P(TableRunsTest, NibbleRunsEqualTheSpreadCodesThroughTheReference) {
+  std::mt19937 rng(18);
+  std::vector<float> table(std::begin(kE2M1Values), std::end(kE2M1Values));
+  table[3] = NAN;  // any codebook of sixteen
+  const float scales[] = {0.07f, -2.0f, 1e-39f, INFINITY, NAN, 0.0f};
+  for (bool high_first : {false, true}) {
+    for (int64_t run : {16, 32, 64}) {
+      for (int64_t n : {run * 9, run * 4 + 16, run * 2 + 7, int64_t{1}}) {
+        std::vector<uint8_t> packed((n + 1) / 2), codes(n);
+        for (uint8_t& b : packed) b = static_cast<uint8_t>(rng());
+        for (int64_t i = 0; i < n; ++i) {
+          const bool high = (i % 2 == 1) != high_first;
+          codes[i] = high ? packed[i / 2] >> 4 : packed[i / 2] & 0xF;
+        }
+        std::vector<float> scale(n / run + 1);
+        for (float& x : scale) x = scales[rng() % 6];
+        std::vector<float> fast(n, -1), ref(n);
+        const bool taken =
+            DecodeNibbleTableRuns(packed.data(), n, {run, 0}, high_first,
+                                  table.data(), scale.data(), fast.data());
+        ASSERT_EQ(taken, GetParam() == DecodeSimd::kAvx512);
+        if (!taken) continue;
+        DecodeTableRunsScalar(codes.data(), n, {run, 0}, table.data(),
+                              scale.data(), ref.data());
+        for (int64_t i = 0; i < n; ++i) {
+          ASSERT_TRUE(SameBits(fast[i], ref[i]))
+              << "run " << run << " n " << n << " high first " << high_first
+              << " at " << i;
+        }
+      }
+    }
+  }
+  float out[32];
+  EXPECT_FALSE(DecodeNibbleTableRuns(nullptr, 32, {32, 5}, false, table.data(),
+                                     scales, out));
+  EXPECT_FALSE(DecodeNibbleTableRuns(nullptr, 32, {24, 0}, false, table.data(),
+                                     scales, out));
+}
+
 INSTANTIATE_TEST_SUITE_P(Levels, TableRunsTest,
                          ::testing::Values(DecodeSimd::kScalar,
                                            DecodeSimd::kAvx2,

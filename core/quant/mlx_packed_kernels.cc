@@ -98,11 +98,12 @@ template <DType kT, bool kNan>
 TM_AVX512 inline __m512 Round(__m512 x) {
   __m512 r = x;
   if constexpr (kT == DType::kBF16) {
+    // u + 0x7FFF + bit 16 of u, the bit tested into a mask that adds the
+    // one: four operations where shifting it down takes five.
     const __m512i u = _mm512_castps_si512(x);
-    const __m512i lsb =
-        _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    const __m512i up =
-        _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF)));
+    const __mmask16 odd = _mm512_test_epi32_mask(u, _mm512_set1_epi32(0x10000));
+    __m512i up = _mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF));
+    up = _mm512_mask_add_epi32(up, odd, up, _mm512_set1_epi32(1));
     r = _mm512_castsi512_ps(
         _mm512_and_si512(up, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
   } else if constexpr (kT == DType::kF16) {

@@ -86,10 +86,11 @@ class MlxEncoding final : public Encoding {
   const EncodingInfo& info() const override { return p_.info; }
   std::vector<const StoredTensor*> parts() const override { return p_.parts; }
 
-  // Row segments: the codes unpacked at once (8-bit ones read in place),
-  // the groups' scales and biases fetched at once, then one kernel call
-  // whose scalar reference is Inspect's formula, so the two agree bit for
-  // bit.
+  // Row segments: from a group start, straight from the stored bytes where
+  // the CPU has the packed kernels' paths (DecodePacked); otherwise the
+  // codes unpacked at once (8-bit ones read in place), the groups' scales
+  // and biases fetched at once, then one kernel call. Every kernel's scalar
+  // reference is Inspect's formula, so the two agree bit for bit.
   absl::Status Decode(int64_t first, int64_t count, float* out) const override {
     thread_local std::vector<uint8_t> codes;
     thread_local std::vector<float> scales, biases;

@@ -264,18 +264,31 @@ class AffineEncoding final : public Encoding {
     while (count > 0) {
       const Tile t = NextTile(first, count);
       const int64_t r = t.r, nr = t.nr, c0 = t.c0, n = t.n;
-      const int64_t stride = PaddedStride(nr, n);
-      codes.resize(static_cast<size_t>(nr * stride));
-      p_.codes.GetTile(r, nr, c0, n, codes.data(), stride);
+      if (DecodeNibbleTile(r, nr, c0, n, first, &groups, out)) {
+        out += nr * n;
+        first += nr * n;
+        count -= nr * n;
+        continue;
+      }
+      // Codes stored a byte each, row-major (FP8, int8), are read in place:
+      // a copy into the tile would be one more pass over every byte.
+      const uint8_t* tile = DirectCodes(r, c0);
+      int64_t stride = p_.codes.stored_cols;
+      if (tile == nullptr) {
+        stride = PaddedStride(nr, n);
+        codes.resize(static_cast<size_t>(nr * stride));
+        p_.codes.GetTile(r, nr, c0, n, codes.data(), stride);
+        tile = codes.data();
+      }
       FetchGroups(r, nr, c0, n, first, &groups);
       for (int64_t i = 0; i < nr; ++i) {
         if (column_scale_.empty()) {
-          DecodeRow(r + i, c0, n, first + i * p_.cols,
-                    codes.data() + i * stride, groups, out + i * n);
+          DecodeRow(r + i, c0, n, first + i * p_.cols, tile + i * stride,
+                    groups, out + i * n);
           continue;
         }
         if (DecodeRowColumns(r + i, c0, n, first + i * p_.cols,
-                             codes.data() + i * stride, groups, out + i * n)) {
+                             tile + i * stride, groups, out + i * n)) {
           continue;
         }
         // A piece at a time through a scratch row that stays in L1 with its
@@ -284,7 +297,7 @@ class AffineEncoding final : public Encoding {
         for (int64_t j = 0; j < n; j += kColumnPiece) {
           const int64_t m = std::min(kColumnPiece, n - j);
           DecodeRow(r + i, c0 + j, m, first + i * p_.cols + j,
-                    codes.data() + i * stride + j, groups, piece);
+                    tile + i * stride + j, groups, piece);
           MultiplyColumns(piece, column_scale_.data() + c0 + j, m,
                           out + i * n + j);
         }
@@ -470,6 +483,17 @@ class AffineEncoding final : public Encoding {
     }
     return {r, nr, c0, n};
   }
+  // Where code (r, c0) sits when codes are stored one byte each in the
+  // logical layout (IntMatrix::GetTile's memcpy case), else nullptr.
+  const uint8_t* DirectCodes(int64_t r, int64_t c0) const {
+    const IntMatrix& m = p_.codes;
+    if (m.kind != IntMatrix::Kind::kDirect || m.bits != 8 || m.transposed ||
+        GetDTypeInfo(m.tensor->dtype).block_bytes != 1) {
+      return nullptr;
+    }
+    return m.tensor->data.data() + r * m.stored_cols + c0;
+  }
+
   // The row stride a tile of nr rows of n codes is unpacked with: rows a
   // power of two apart would share L1 sets, so they are padded.
   static int64_t PaddedStride(int64_t nr, int64_t n) {
@@ -597,6 +621,39 @@ class AffineEncoding final : public Encoding {
         p_.signed_codes ? static_cast<uint8_t>(1u << (p_.codes.bits - 1)) : 0;
     DecodeAffineColumnRuns(code, n, runs, flip, &g.bias[k], &g.scale[k],
                            column_scale_.data() + c0, out);
+    return true;
+  }
+
+  // A tile of 16-entry codebook codes stored as row-major nibbles (NVFP4,
+  // MXFP4, NF4) decoded from the packed bytes, each row's groups whole and
+  // 16-aligned; false, having written nothing, otherwise (the CPU, or the
+  // layout).
+  bool DecodeNibbleTile(int64_t r, int64_t nr, int64_t c0, int64_t n,
+                        int64_t first, TileGroups* groups, float* out) const {
+    const IntMatrix& m = p_.codes;
+    Runs runs;
+    // Column scales (AWQ's pre_quant_scale) go through DecodeRowColumns.
+    if (!column_scale_.empty() || m.kind != IntMatrix::Kind::kNibbles ||
+        m.transposed || p_.table.size() != 16 || m.stored_cols % 2 != 0 ||
+        c0 % 2 != 0 || p_.groups != AffineParams::Groups::kGroup ||
+        !RegularRuns(c0, n, first, &runs) || runs.skip != 0 ||
+        runs.run % 16 != 0 || ActiveDecodeSimd() < DecodeSimd::kAvx512) {
+      return false;
+    }
+    FetchGroups(r, nr, c0, n, first, groups);
+    for (int64_t i = 0; i < nr; ++i) {
+      int64_t gr = 0, gc = 0;
+      GroupOf(r + i, c0, first + i * p_.cols, &gr, &gc);
+      const size_t k = static_cast<size_t>((gr - groups->gr0) * groups->ngc +
+                                           gc - groups->gc0);
+      const uint8_t* packed =
+          m.tensor->data.data() + ((r + i) * m.stored_cols + c0) / 2;
+      if (!DecodeNibbleTableRuns(packed, n, runs, m.high_nibble_first,
+                                 p_.table.data(), &groups->scale[k],
+                                 out + i * n)) {
+        return false;  // not reached: the conditions above are its own
+      }
+    }
     return true;
   }
 

@@ -1,8 +1,9 @@
 // The inner loops of a convention decode (AffineEncoding::Decode): runs of
 // 8-bit-or-narrower codes, each run sharing a group's scale and zero-point,
 // turned into float32. Each has a scalar reference, which is also the
-// fallback on CPUs without AVX2; the AVX2 paths give the same bits (tests
-// hold them to it on random codes).
+// fallback on CPUs without AVX2; the AVX2 paths, and the table runs'
+// AVX-512 paths (chosen by ActiveDecodeSimd(), so tests can cap them), give
+// the same bits (tests hold them to it on random codes at every level).
 #ifndef TENSORMORPH_CORE_QUANT_AFFINE_KERNELS_H_
 #define TENSORMORPH_CORE_QUANT_AFFINE_KERNELS_H_
 
@@ -39,6 +40,16 @@ void DecodeTableRuns(const uint8_t* codes, int64_t n, Runs runs,
                      const float* scale, float* out);
 void DecodeTableRunsScalar(const uint8_t* codes, int64_t n, Runs runs,
                            const float* table, const float* scale, float* out);
+
+// DecodeTableRuns of 16-entry codebooks straight from packed nibbles (code
+// i is the low nibble of byte i / 2 for even i, or the high one when
+// `high_first`), so the codes are not spread into a byte buffer first.
+// Returns false, having written nothing, below AVX-512 (ActiveDecodeSimd())
+// or unless runs.skip is 0 and runs.run a multiple of 16.
+// REQUIRES: packed holds (n + 1) / 2 bytes; table 16 entries.
+bool DecodeNibbleTableRuns(const uint8_t* packed, int64_t n, Runs runs,
+                           bool high_first, const float* table,
+                           const float* scale, float* out);
 
 }  // namespace tensormorph
 

@@ -12,6 +12,16 @@ const float* F16Table() {
   return table;
 }
 
+const float* F8E4M3Table() {
+  static const float* const table = [] {
+    auto* t = new float[256];
+    for (uint32_t x = 0; x < 256; ++x)
+      t[x] = F8E4M3ToF32(static_cast<uint8_t>(x));
+    return t;
+  }();
+  return table;
+}
+
 const float* Ue4m3HalfTable() {
   static const float* const table = [] {
     auto* t = new float[256];

@@ -61,6 +61,14 @@ inline float F8E4M3ToF32(uint8_t b) {
   return sign * std::ldexp(1.0f + mant / 8.0f, exp - 7);
 }
 
+// All 256 of F8E4M3ToF32's values (built once from it): decoders look
+// codes and scales up here instead of calling ldexp per value.
+const float* F8E4M3Table();
+inline float F8E4M3ToF32Fast(uint8_t b) {
+  static const float* const table = F8E4M3Table();
+  return table[b];
+}
+
 // OCP FP8 E5M2: the top byte of a binary16.
 inline float F8E5M2ToF32(uint8_t b) {
   return F16ToF32(static_cast<uint16_t>(b) << 8);

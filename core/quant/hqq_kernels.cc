@@ -11,6 +11,7 @@
 #endif
 
 #include "core/quant/decode_simd.h"
+#include "core/quant/hqq_fp16_kernels.h"
 
 namespace tensormorph {
 namespace {
@@ -671,6 +672,11 @@ void HqqDecodeColumns(const HqqCodes& codes, int64_t n, HqqParamRow s,
 #if defined(__x86_64__)
   switch (ActiveDecodeSimd()) {
     case DecodeSimd::kAvx512:
+      if (t == DType::kF16 && s.dtype == DType::kF16 &&
+          z.dtype == DType::kF16 &&
+          HqqDecodeColumnsFp16(codes, n, s.data, z.data, out)) {
+        return;
+      }
       return Dispatch<C512>(t, codes.word_bytes, &codes, n, s, z, out);
     case DecodeSimd::kAvx2:
       return Dispatch<C256>(t, codes.word_bytes, &codes, n, s, z, out);

@@ -19,6 +19,7 @@
 #include "core/quant/codec.h"
 #include "core/quant/float_formats.h"
 #include "core/quant/mlx_kernels.h"
+#include "core/quant/mlx_packed_kernels.h"
 #include "core/util/checked_math.h"
 #include "core/util/status_macros.h"
 
@@ -57,7 +58,10 @@ class MlxEncoding final : public Encoding {
       : p_(std::move(p)),
         groups_(p_.cols / p_.group_size),
         row_bytes_(p_.cols * p_.bits / 8),
-        dtype_(p_.mode == Mode::kAffine ? p_.scales->dtype : DType::kBF16) {
+        dtype_(p_.mode == Mode::kAffine ? p_.scales->dtype : DType::kBF16),
+        float_mode_(p_.mode == Mode::kNvfp4   ? MlxFloatMode::kNvfp4
+                    : p_.mode == Mode::kMxfp8 ? MlxFloatMode::kMxfp8
+                                              : MlxFloatMode::kMxfp4) {
     if (p_.mode == Mode::kAffine) return;
     for (int c = 0; c < (1 << p_.bits); ++c) {
       table_[c] =
@@ -82,16 +86,23 @@ class MlxEncoding final : public Encoding {
   const EncodingInfo& info() const override { return p_.info; }
   std::vector<const StoredTensor*> parts() const override { return p_.parts; }
 
-  // Row segments: the codes unpacked at once (8-bit ones read in place),
-  // the groups' scales and biases fetched at once, then one kernel call
-  // whose scalar reference is Inspect's formula, so the two agree bit for
-  // bit.
+  // Row segments: from a group start, straight from the stored bytes where
+  // the CPU has the packed kernels' paths (DecodePacked); otherwise the
+  // codes unpacked at once (8-bit ones read in place), the groups' scales
+  // and biases fetched at once, then one kernel call. Every kernel's scalar
+  // reference is Inspect's formula, so the two agree bit for bit.
   absl::Status Decode(int64_t first, int64_t count, float* out) const override {
     thread_local std::vector<uint8_t> codes;
     thread_local std::vector<float> scales, biases;
     while (count > 0) {
       const int64_t r = first / p_.cols, c0 = first % p_.cols;
       const int64_t n = std::min(count, p_.cols - c0);
+      if (DecodePacked(r, c0, n, out)) {
+        out += n;
+        first += n;
+        count -= n;
+        continue;
+      }
       const uint8_t* q = p_.weight->data.data() + r * row_bytes_ + c0;
       if (p_.bits != 8) {
         codes.resize(static_cast<size_t>(n));
@@ -123,6 +134,30 @@ class MlxEncoding final : public Encoding {
       count -= n;
     }
     return absl::OkStatus();
+  }
+
+  // A row segment that starts at a group straight from the stored bytes
+  // (mlx_packed_kernels.h), where the CPU has its vector paths; false,
+  // having written nothing, otherwise.
+  bool DecodePacked(int64_t r, int64_t c0, int64_t n, float* out) const {
+    if (c0 % p_.group_size != 0 || p_.group_size % 16 != 0) return false;
+    const uint8_t* codes =
+        p_.weight->data.data() + r * row_bytes_ + c0 * p_.bits / 8;
+    const int64_t g0 = r * groups_ + c0 / p_.group_size;
+    if (p_.mode != Mode::kAffine) {
+      return MlxFloatDecodePacked(float_mode_, codes,
+                                  p_.scales->data.data() + g0, n, out);
+    }
+    thread_local std::vector<float> scales, biases;
+    const int64_t ng = (n + p_.group_size - 1) / p_.group_size;
+    scales.resize(static_cast<size_t>(ng));
+    biases.resize(static_cast<size_t>(ng));
+    (void)DecodeElements(p_.scales->dtype, p_.scales->data, g0, ng,
+                         scales.data());
+    (void)DecodeElements(p_.biases->dtype, p_.biases->data, g0, ng,
+                         biases.data());
+    return MlxAffineDecodePacked(codes, p_.bits, p_.group_size, scales.data(),
+                                 biases.data(), dtype_, n, out);
   }
 
   absl::Status RawCodes(int64_t first, int64_t count,
@@ -235,13 +270,8 @@ class MlxEncoding final : public Encoding {
     switch (p_.mode) {
       case Mode::kAffine:
         return LoadFloat(p_.scales, i);
-      case Mode::kNvfp4:
-        return F8E4M3ToF32(p_.scales->data[i]);
-      default: {  // power(2, e - 127) in float32: 2^128 is infinity
-        const uint8_t e = p_.scales->data[i];
-        return e == 0 ? BitsToF32(0x00400000u)  // 2^-127, subnormal
-                      : BitsToF32(static_cast<uint32_t>(e) << 23);
-      }
+      default:  // E4M3, or power(2, e - 127) in float32 (2^128: infinity)
+        return MlxFloatScale(float_mode_, p_.scales->data[i]);
     }
   }
   float BiasOf(int64_t r, int64_t g) const {
@@ -368,6 +398,7 @@ class MlxEncoding final : public Encoding {
   int64_t groups_;     // groups per row
   int64_t row_bytes_;  // bytes of a row's codes
   DType dtype_;        // of the arithmetic: the scales' (affine), else BF16
+  MlxFloatMode float_mode_;  // the float modes' (unused for affine)
   float table_[256] = {};
   std::vector<double> levels_;  // the non-NaN levels of the float modes
   std::vector<std::pair<double, double>> gaps_;  // per code: below, above

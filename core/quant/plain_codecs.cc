@@ -103,7 +103,7 @@ ScalarInfo InspectSmallFloat(const uint8_t* src, int) {
 
 float DecF16(uint32_t c) { return F16ToF32Fast(static_cast<uint16_t>(c)); }
 float DecBF16(uint32_t c) { return BF16ToF32(static_cast<uint16_t>(c)); }
-float DecE4M3(uint32_t c) { return F8E4M3ToF32(static_cast<uint8_t>(c)); }
+float DecE4M3(uint32_t c) { return F8E4M3ToF32Fast(static_cast<uint8_t>(c)); }
 float DecE5M2(uint32_t c) { return F8E5M2ToF32(static_cast<uint8_t>(c)); }
 float DecE8M0(uint32_t c) { return E8M0ToF32(static_cast<uint8_t>(c)); }
 float DecE4M3Fnuz(uint32_t c) {

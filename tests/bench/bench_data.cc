@@ -64,6 +64,23 @@ std::string Scales(int64_t n, uint64_t seed, bool bf16) {
   return testing::Bytes(s);
 }
 
+int MlxAffineBits(Convention c) {
+  switch (c) {
+    case Convention::kMlxInt2:
+      return 2;
+    case Convention::kMlxInt3:
+      return 3;
+    case Convention::kMlxInt4:
+      return 4;
+    case Convention::kMlxInt5:
+      return 5;
+    case Convention::kMlxInt6:
+      return 6;
+    default:
+      return 8;
+  }
+}
+
 }  // namespace
 
 std::string WriteBigQ8_0(int64_t rows, int64_t cols) {
@@ -106,6 +123,16 @@ const char* ConventionName(Convention c) {
       return "mlx_mxfp4";
     case Convention::kBnbInt8:
       return "bnb_int8";
+    case Convention::kMlxMxfp8:
+      return "mlx_mxfp8";
+    case Convention::kMlxNvfp4:
+      return "mlx_nvfp4";
+    case Convention::kMlxInt2:
+      return "mlx_int2_g64";
+    case Convention::kMlxInt5:
+      return "mlx_int5_g64";
+    case Convention::kMlxInt6:
+      return "mlx_int6_g64";
   }
   return "?";
 }
@@ -240,12 +267,13 @@ std::string WriteConventionCheckpoint(Convention c, int64_t out, int64_t in) {
       config = R"({"quantization_config": {"quant_method": "mxfp4"}})";
       break;
     }
-    case Convention::kMlxInt4:
+    case Convention::kMlxInt2:
     case Convention::kMlxInt3:
+    case Convention::kMlxInt4:
+    case Convention::kMlxInt5:
+    case Convention::kMlxInt6:
     case Convention::kMlxInt8: {
-      const int bits = c == Convention::kMlxInt4   ? 4
-                       : c == Convention::kMlxInt3 ? 3
-                                                   : 8;
+      const int bits = MlxAffineBits(c);
       t = {{m + ".weight",
             "U32",
             {out, in * bits / 32},
@@ -269,6 +297,33 @@ std::string WriteConventionCheckpoint(Convention c, int64_t out, int64_t in) {
            {m + ".scales", "U8", {out, in / 32}, scales}};
       config = R"({"quantization": {"group_size": 32, "bits": 4,
         "mode": "mxfp4"}})";
+      break;
+    }
+    case Convention::kMlxMxfp8: {
+      // Finite E4M3 codes of every exponent (0x7F / 0xFF are NaN).
+      std::string w = RandomBytes(out * in, 1);
+      for (char& b : w) {
+        if ((b & 0x7F) == 0x7F) b = static_cast<char>(b & 0xFE);
+      }
+      std::string scales = RandomBytes(out * (in / 32), 2);
+      for (char& b : scales) b = static_cast<char>(120 + (b & 7));  // ~2^-7
+      t = {{m + ".weight", "U32", {out, in / 4}, w},
+           {m + ".scales", "U8", {out, in / 32}, scales}};
+      config = R"({"quantization": {"group_size": 32, "bits": 8,
+        "mode": "mxfp8"}})";
+      break;
+    }
+    case Convention::kMlxNvfp4: {
+      // E4M3 scales of the magnitudes a quantizer writes (exponents 4..12).
+      std::string scales = RandomBytes(out * (in / 16), 2);
+      for (char& b : scales) {
+        const auto u = static_cast<uint8_t>(b);
+        b = static_cast<char>(((4 + u % 9) << 3) | (u >> 5));
+      }
+      t = {{m + ".weight", "U32", {out, in / 8}, RandomBytes(out * in / 2, 1)},
+           {m + ".scales", "U8", {out, in / 16}, scales}};
+      config = R"({"quantization": {"group_size": 16, "bits": 4,
+        "mode": "nvfp4"}})";
       break;
     }
     case Convention::kBnbInt8: {

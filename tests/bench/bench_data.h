@@ -36,6 +36,11 @@ enum class Convention {
   kMlxInt8,        // MLX affine 8-bit, group 64
   kMlxMxfp4,       // MLX mxfp4, group 32
   kBnbInt8,        // bitsandbytes LLM.int8, per-row SCB
+  kMlxMxfp8,       // MLX mxfp8: E4M3 codes, E8M0 scales per 32
+  kMlxNvfp4,       // MLX nvfp4: E2M1 codes, E4M3 scales per 16
+  kMlxInt2,        // MLX affine 2-bit, group 64
+  kMlxInt5,        // MLX affine 5-bit (codes straddle words), group 64
+  kMlxInt6,        // MLX affine 6-bit (codes straddle words), group 64
 };
 const char* ConventionName(Convention c);
 std::string WriteConventionCheckpoint(Convention c, int64_t out, int64_t in);

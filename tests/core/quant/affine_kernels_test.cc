@@ -1,6 +1,6 @@
-// The conventions' run kernels: whatever path the CPU takes (AVX2 here), the
-// bits equal the scalar reference's, for every code, sign convention,
-// zero-point, scale and run length.
+// The conventions' run kernels: whatever path the CPU takes (the table runs
+// at every SIMD level it has), the bits equal the scalar reference's, for
+// every code, sign convention, zero-point, scale and run length.
 #include "core/quant/affine_kernels.h"
 
 #include <algorithm>
@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "core/quant/decode_simd.h"
 #include "core/quant/float_formats.h"
 #include "gtest/gtest.h"
 #include "tests/support/same_bits.h"
@@ -28,6 +29,17 @@ std::vector<uint8_t> RandomCodes(std::mt19937& rng, int64_t n, int bits) {
 // their start or part-way, groups shorter than a vector.
 const Runs kRuns[] = {{1000, 0}, {32, 0}, {32, 5}, {128, 127},
                       {3, 1},    {8, 0},  {16, 0}, {16, 3}};
+
+// The table runs' levels, capped one at a time (lifted again at the end,
+// whatever the test's outcome).
+class TableRunsTest : public ::testing::TestWithParam<DecodeSimd> {
+ protected:
+  void SetUp() override {
+    if (SupportedDecodeSimd() < GetParam()) GTEST_SKIP() << "not on this CPU";
+    CapDecodeSimdForTesting(GetParam());
+  }
+  void TearDown() override { CapDecodeSimdForTesting(DecodeSimd::kAvx512); }
+};
 
 TEST(AffineRunsTest, MatchScalarReference) {
   std::mt19937 rng(11);
@@ -72,7 +84,7 @@ TEST(AffineRunsTest, AreEachGroupsScaleTimesItsIntegerLevel) {
   for (int i = 0; i < 9; ++i) EXPECT_EQ(out[i], want[i]) << i;
 }
 
-TEST(TableRunsTest, MatchScalarReferenceForSixteenAndTwoHundredFiftySix) {
+TEST_P(TableRunsTest, MatchScalarReferenceForSixteenAndTwoHundredFiftySix) {
   std::mt19937 rng(12);
   const float scales[] = {0.07f, -2.0f, 1e-39f, INFINITY};
   for (int bits : {4, 8}) {
@@ -102,7 +114,7 @@ TEST(TableRunsTest, MatchScalarReferenceForSixteenAndTwoHundredFiftySix) {
   }
 }
 
-TEST(TableRunsTest, FloatEightLevelsComputedEqualTheirTable) {
+TEST_P(TableRunsTest, FloatEightLevelsComputedEqualTheirTable) {
   std::vector<float> table(256);
   for (int c = 0; c < 256; ++c) table[c] = F8E4M3ToF32(static_cast<uint8_t>(c));
   std::vector<uint8_t> codes(256 * 3);
@@ -125,7 +137,7 @@ TEST(TableRunsTest, FloatEightLevelsComputedEqualTheirTable) {
   }
 }
 
-TEST(TableRunsTest, SignMagnitudeLevelsEqualTheirTable) {
+TEST_P(TableRunsTest, SignMagnitudeLevelsEqualTheirTable) {
   std::vector<float> table(std::begin(kE2M1Values), std::end(kE2M1Values));
   std::mt19937 rng(17);
   std::vector<uint8_t> codes(16 * 40 + 5);
@@ -145,6 +157,59 @@ TEST(TableRunsTest, SignMagnitudeLevelsEqualTheirTable) {
     }
   }
 }
+
+// Straight from packed nibbles (either order), groups of 16, 32 and 64,
+// lengths ending inside a group and inside a byte: the codes spread into
+// bytes through the scalar reference give the same bits; below AVX-512, or
+// for runs that do not start a group or are not whole vectors, it declines.
+TEST_P(TableRunsTest, NibbleRunsEqualTheSpreadCodesThroughTheReference) {
+  std::mt19937 rng(18);
+  std::vector<float> table(std::begin(kE2M1Values), std::end(kE2M1Values));
+  table[3] = NAN;  // any codebook of sixteen
+  const float scales[] = {0.07f, -2.0f, 1e-39f, INFINITY, NAN, 0.0f};
+  for (bool high_first : {false, true}) {
+    for (int64_t run : {16, 32, 64}) {
+      for (int64_t n : {run * 9, run * 4 + 16, run * 2 + 7, int64_t{1}}) {
+        std::vector<uint8_t> packed((n + 1) / 2), codes(n);
+        for (uint8_t& b : packed) b = static_cast<uint8_t>(rng());
+        for (int64_t i = 0; i < n; ++i) {
+          const bool high = (i % 2 == 1) != high_first;
+          codes[i] = high ? packed[i / 2] >> 4 : packed[i / 2] & 0xF;
+        }
+        std::vector<float> scale(n / run + 1);
+        for (float& x : scale) x = scales[rng() % 6];
+        std::vector<float> fast(n, -1), ref(n);
+        const bool taken =
+            DecodeNibbleTableRuns(packed.data(), n, {run, 0}, high_first,
+                                  table.data(), scale.data(), fast.data());
+        ASSERT_EQ(taken, GetParam() == DecodeSimd::kAvx512);
+        if (!taken) continue;
+        DecodeTableRunsScalar(codes.data(), n, {run, 0}, table.data(),
+                              scale.data(), ref.data());
+        for (int64_t i = 0; i < n; ++i) {
+          ASSERT_TRUE(SameBits(fast[i], ref[i]))
+              << "run " << run << " n " << n << " high first " << high_first
+              << " at " << i;
+        }
+      }
+    }
+  }
+  float out[32];
+  EXPECT_FALSE(DecodeNibbleTableRuns(nullptr, 32, {32, 5}, false, table.data(),
+                                     scales, out));
+  EXPECT_FALSE(DecodeNibbleTableRuns(nullptr, 32, {24, 0}, false, table.data(),
+                                     scales, out));
+}
+
+INSTANTIATE_TEST_SUITE_P(Levels, TableRunsTest,
+                         ::testing::Values(DecodeSimd::kScalar,
+                                           DecodeSimd::kAvx2,
+                                           DecodeSimd::kAvx512),
+                         [](const auto& info) {
+                           return info.param == DecodeSimd::kScalar ? "Scalar"
+                                  : info.param == DecodeSimd::kAvx2 ? "Avx2"
+                                                                    : "Avx512";
+                         });
 
 }  // namespace
 }  // namespace tensormorph

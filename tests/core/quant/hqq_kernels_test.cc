@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/quant/decode_simd.h"
+#include "core/quant/hqq_fp16_kernels.h"
 #include "gtest/gtest.h"
 #include "tests/support/quantize.h"
 #include "tests/support/same_bits.h"
@@ -152,6 +153,53 @@ TEST_P(HqqKernelsLevelTest, ColumnKernelGivesTheScalarBits) {
         HqqDecodeColumnsScalar(codes, n, s32, z32, t, ref.data());
         ASSERT_TRUE(SameBits(fast, ref));
         ASSERT_TRUE(SameBits(stored, ref));
+      }
+    }
+  }
+}
+
+// The float16-arithmetic column path (AVX512-FP16, where the CPU has it and
+// the level allows it): every float16 scale and zero kind (subnormals,
+// infinities, NaN, overflowing products), every shift of the u8 packings,
+// lengths ending inside a 32-element step, against the reference.
+TEST_P(HqqKernelsLevelTest, Fp16ColumnPathGivesTheScalarBitsWhereTaken) {
+  std::mt19937 rng(32);
+  for (int bits : {1, 2, 4, 8}) {
+    for (int shift = 0; shift + bits <= 8; shift += bits) {
+      for (int64_t n : {4096, 1000, 33, 31, 1}) {
+        SCOPED_TRACE(::testing::Message()
+                     << bits << "-bit shift " << shift << " n " << n);
+        std::vector<uint8_t> words(n), s16(2 * n), z16(2 * n);
+        for (uint8_t& b : words) b = static_cast<uint8_t>(rng());
+        std::vector<float> s(n), z(n);
+        for (int64_t i = 0; i < n; ++i) {
+          const uint16_t sb =
+              testing::F32ToF16Bits(Param(rng, DType::kF16, false));
+          const uint16_t zb =
+              testing::F32ToF16Bits(Param(rng, DType::kF16, true));
+          std::memcpy(&s16[2 * i], &sb, 2);
+          std::memcpy(&z16[2 * i], &zb, 2);
+          s[i] = F16ToF32(sb);
+          z[i] = F16ToF32(zb);
+        }
+        const HqqCodes codes{.data = words.data(),
+                             .word_bytes = 1,
+                             .shift = shift,
+                             .bits = bits};
+        std::vector<float> fast(n, -1.0f), ref(n);
+        const bool taken =
+            HqqDecodeColumnsFp16(codes, n, s16.data(), z16.data(), fast.data());
+        ASSERT_EQ(taken, GetParam() == DecodeSimd::kAvx512 &&
+                             __builtin_cpu_supports("avx512fp16"));
+        if (!taken) continue;
+        HqqDecodeColumnsScalar(
+            codes, n,
+            {.data = reinterpret_cast<const uint8_t*>(s.data()),
+             .dtype = DType::kF32},
+            {.data = reinterpret_cast<const uint8_t*>(z.data()),
+             .dtype = DType::kF32},
+            DType::kF16, ref.data());
+        ASSERT_TRUE(SameBits(fast, ref));
       }
     }
   }

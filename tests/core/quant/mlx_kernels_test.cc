@@ -4,6 +4,7 @@
 // even (checked against the tests' own converters).
 #include "core/quant/mlx_kernels.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -11,6 +12,7 @@
 
 #include "core/quant/decode_simd.h"
 #include "core/quant/float_formats.h"
+#include "core/quant/mlx_packed_kernels.h"
 #include "gtest/gtest.h"
 #include "tests/support/quantize.h"
 
@@ -132,12 +134,107 @@ TEST_P(MlxKernelsLevelTest, FloatModesVectorPathsGiveTheScalarBits) {
   }
 }
 
+// The kernels that read the stored bytes: every code width, dtype and
+// mode, lengths that end inside a group and inside a 16-code step, scale and
+// bias codes of every kind (NaN, infinities, subnormals, E8M0's extremes),
+// against the scalar references bit for bit; below AVX-512 they decline.
+TEST_P(MlxKernelsLevelTest, PackedAffinePathsGiveTheScalarBits) {
+  std::mt19937 rng(65);
+  for (DType t : {DType::kBF16, DType::kF16, DType::kF32}) {
+    for (int bits : {2, 3, 4, 5, 6, 8}) {
+      for (int64_t group : {16, 32, 64, 128}) {
+        for (int64_t n : {group * 7, group * 5 + 16, group * 3 + 9, int64_t{1},
+                          int64_t{15}, int64_t{17}}) {
+          SCOPED_TRACE(::testing::Message()
+                       << DTypeName(t) << " " << bits << "-bit group " << group
+                       << " n " << n);
+          // Exactly the bytes the codes take: a read past them would fault
+          // under ASan (and a row may end where the file does).
+          std::vector<uint8_t> codes((n * bits + 7) / 8);
+          for (uint8_t& c : codes) c = static_cast<uint8_t>(rng());
+          const int64_t groups = (n + group - 1) / group;
+          std::vector<float> s(groups), b(groups);
+          for (int64_t g = 0; g < groups; ++g) {
+            s[g] = Param(rng, t, true);
+            b[g] = Param(rng, t, true);
+          }
+          std::vector<float> fast(n, -1.0f), ref(n);
+          const bool ran = MlxAffineDecodePacked(
+              codes.data(), bits, group, s.data(), b.data(), t, n, fast.data());
+          ASSERT_EQ(ran, GetParam() == DecodeSimd::kAvx512);
+          if (!ran) continue;
+          MlxAffineDecodePackedScalar(codes.data(), bits, group, s.data(),
+                                      b.data(), t, n, ref.data());
+          for (int64_t i = 0; i < n; ++i) {
+            ASSERT_EQ(Bits(fast[i]), Bits(ref[i])) << "element " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_P(MlxKernelsLevelTest, PackedFloatModesGiveTheScalarBits) {
+  std::mt19937 rng(66);
+  for (MlxFloatMode mode :
+       {MlxFloatMode::kMxfp4, MlxFloatMode::kMxfp8, MlxFloatMode::kNvfp4}) {
+    const int bits = MlxFloatBits(mode), group = MlxFloatGroup(mode);
+    for (int64_t n : {int64_t{256} * group, int64_t{40} * group + 16,
+                      int64_t{40} * group + 7, int64_t{3}}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "mode " << static_cast<int>(mode) << " n " << n);
+      std::vector<uint8_t> codes((n * bits + 7) / 8);
+      for (uint8_t& c : codes) c = static_cast<uint8_t>(rng());
+      // Every scale code at least once (0, 1, 2 and 255 for E8M0; NaN and
+      // subnormals for E4M3), in a shuffled order.
+      std::vector<uint8_t> scales((n + group - 1) / group);
+      for (size_t g = 0; g < scales.size(); ++g) {
+        scales[g] = static_cast<uint8_t>(g < 256 ? g : rng());
+      }
+      std::shuffle(scales.begin(), scales.end(), rng);
+      std::vector<float> fast(n, -1.0f), ref(n);
+      const bool ran = MlxFloatDecodePacked(mode, codes.data(), scales.data(),
+                                            n, fast.data());
+      ASSERT_EQ(ran, GetParam() == DecodeSimd::kAvx512);
+      if (!ran) continue;
+      MlxFloatDecodePackedScalar(mode, codes.data(), scales.data(), n,
+                                 ref.data());
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(Bits(fast[i]), Bits(ref[i]))
+            << "element " << i << " scale code "
+            << static_cast<int>(scales[i / group]);
+      }
+    }
+  }
+}
+
+// The packed references are mlx_kernels.h's formulas on the codes the
+// stream holds: one code width and mode each, by hand.
+TEST(MlxPackedKernelsTest, ScalarReferencesReadTheStreamAsMlxPacksIt) {
+  // 3-bit codes 0..7 packed LSB first: 0b 111 110 101 100 011 010 001 000.
+  const uint8_t codes[3] = {0x88, 0xC6, 0xFA};
+  const float s[1] = {0.5f}, b[1] = {1.0f};
+  float out[8];
+  MlxAffineDecodePackedScalar(codes, 3, 16, s, b, DType::kF32, 8, out);
+  for (int k = 0; k < 8; ++k) EXPECT_EQ(out[k], 0.5f * k + 1.0f) << k;
+  // nvfp4: codes 0x1 (0.5) and 0xF (-6) in one byte, scale E4M3 0x40 (2).
+  const uint8_t fp4[1] = {0xF1}, e4m3[1] = {0x40};
+  MlxFloatDecodePackedScalar(MlxFloatMode::kNvfp4, fp4, e4m3, 2, out);
+  EXPECT_EQ(out[0], 1.0f);
+  EXPECT_EQ(out[1], -12.0f);
+  EXPECT_EQ(MlxFloatScale(MlxFloatMode::kMxfp8, 0), std::ldexp(1.0f, -127));
+  EXPECT_EQ(MlxFloatScale(MlxFloatMode::kMxfp4, 255), INFINITY);
+  EXPECT_TRUE(std::isnan(MlxFloatScale(MlxFloatMode::kNvfp4, 0x7F)));
+}
+
 INSTANTIATE_TEST_SUITE_P(Levels, MlxKernelsLevelTest,
-                         ::testing::Values(DecodeSimd::kAvx2,
+                         ::testing::Values(DecodeSimd::kScalar,
+                                           DecodeSimd::kAvx2,
                                            DecodeSimd::kAvx512),
                          [](const auto& info) {
-                           return info.param == DecodeSimd::kAvx2 ? "Avx2"
-                                                                  : "Avx512";
+                           return info.param == DecodeSimd::kScalar ? "Scalar"
+                                  : info.param == DecodeSimd::kAvx2 ? "Avx2"
+                                                                    : "Avx512";
                          });
 
 }  // namespace

@@ -190,17 +190,17 @@ class MlxEncoding final : public Encoding {
     TM_RETURN_IF_ERROR(Decode(first, count, values));
     runs->clear();
     if (p_.mode != Mode::kAffine) return CodebookRuns(first, count, runs);
-    const double top = (1 << p_.bits) - 1;
+    const uint32_t top = (1u << p_.bits) - 1;
     for (int64_t i = 0; i < count;) {
       const int64_t flat = first + i;
       const int64_t r = flat / p_.cols, c = flat % p_.cols;
       const int64_t g = c / p_.group_size;
       const int64_t len =
           std::min({count - i, (g + 1) * p_.group_size - c, p_.cols - c});
-      const double s = ScaleOf(r, g), b = BiasOf(r, g);
-      const double lo = std::min(b, b + s * top), hi = std::max(b, b + s * top);
-      runs->push_back(
-          {len, r * groups_ + g, std::fabs(s), std::fabs(s), lo, hi});
+      const float s = ScaleOf(r, g), b = BiasOf(r, g);
+      const double lo = Value(0, s, b), hi = Value(top, s, b);
+      runs->push_back({len, r * groups_ + g, std::fabs(s), std::fabs(s),
+                       std::min(lo, hi), std::max(lo, hi)});
       i += len;
     }
     return absl::OkStatus();
@@ -243,7 +243,13 @@ class MlxEncoding final : public Encoding {
     if (p_.mode == Mode::kAffine) {
       s->level = code;
       s->offset = bias;
-      FillUniformSteps(scale, 0, (1 << p_.bits) - 1, bias, s);
+      const uint32_t top = (1u << p_.bits) - 1;
+      FillUniformSteps(scale, 0, top, bias, s);
+      // The ends as they decode (in the scales' dtype, as AffineRuns has
+      // them): an element on the first or last level is on the range's end.
+      const double lo = Value(0, scale, bias), hi = Value(top, scale, bias);
+      s->range_min = std::min(lo, hi);
+      s->range_max = std::max(lo, hi);
       s->AddParam("scale", scale);
       s->AddParam("bias", bias);
     } else {

@@ -225,6 +225,36 @@ TEST(MlxConventionTest, DecodeRunsAgreeWithInspect) {
   }
 }
 
+// The first and last levels are the range's ends as decoded (q*s and +b
+// each rounded to the scales' dtype): an element on them is at an end level,
+// never outside its own range.
+TEST(MlxConventionTest, ElementsOnTheEndLevelsAreTheRangesEnds) {
+  auto ckpt = OpenModel();
+  ASSERT_NE(ckpt, nullptr);
+  for (const Expected& e : Index()) {
+    SCOPED_TRACE(e.name);
+    const LogicalTensor* t = ckpt->FindTensor(e.name);
+    ASSERT_NE(t, nullptr);
+    int64_t on_ends = 0;
+    for (int64_t i = 0; i < t->num_elements; ++i) {
+      ScalarInfo s;
+      ASSERT_TRUE(t->encoding->Inspect(i, &s).ok());
+      if (s.code_is_float || std::isnan(s.value)) continue;
+      ASSERT_GE(s.value, s.range_min) << i;
+      ASSERT_LE(s.value, s.range_max) << i;
+      if (s.code != 0 && s.code != (int64_t{1} << s.code_width) - 1) continue;
+      ++on_ends;
+      EXPECT_TRUE(s.value == s.range_min || s.value == s.range_max)
+          << i << " code " << s.code << " value " << s.value << " range ["
+          << s.range_min << ", " << s.range_max << "]";
+    }
+    if (!t->encoding->info().scheme.empty() &&
+        t->encoding->info().scheme.find("affine") != std::string::npos) {
+      EXPECT_GT(on_ends, 0);
+    }
+  }
+}
+
 // mlx-lm shards large models by size, so a weight's scales may sit in
 // another shard than its codes: the sharded copy decodes as the single file.
 TEST(MlxConventionTest, ShardedModelDecodesAsTheSingleFile) {

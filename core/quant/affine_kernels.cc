@@ -358,7 +358,9 @@ bool DecodeNibbleTableRuns(const uint8_t* packed, int64_t n, Runs runs,
 void DecodeAffineRuns(const uint8_t* codes, int64_t n, Runs runs, uint8_t flip,
                       const int32_t* bias, const float* scale, float* out) {
 #if defined(__x86_64__)
-  if (HaveAvx2()) {
+  // Under the level cap as every decoder is, so that tests reach the scalar
+  // reference on any CPU.
+  if (ActiveDecodeSimd() >= DecodeSimd::kAvx2 && HaveAvx2()) {
     return DecodeAffineRunsAvx2(codes, n, runs, flip, bias, scale, out);
   }
 #endif

@@ -48,6 +48,28 @@ void MultiplyColumns(const float* row, const float* m, int64_t n, float* out) {
   MultiplyColumnsScalar(row, m, n, out);
 }
 
+// row[j] *= m[j]: MultiplyColumns in place, for rows already decoded into
+// the output (still in L1).
+void ScaleColumnsScalar(float* __restrict row, const float* __restrict m,
+                        int64_t n) {
+  for (int64_t j = 0; j < n; ++j) row[j] *= m[j];
+}
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) void ScaleColumnsAvx2(float* __restrict row,
+                                                      const float* __restrict m,
+                                                      int64_t n) {
+  for (int64_t j = 0; j < n; ++j) row[j] *= m[j];
+}
+#endif
+void ScaleColumns(float* row, const float* m, int64_t n) {
+#if defined(__x86_64__)
+  if (ActiveDecodeSimd() >= DecodeSimd::kAvx2) {
+    return ScaleColumnsAvx2(row, m, n);
+  }
+#endif
+  ScaleColumnsScalar(row, m, n);
+}
+
 // Integer codes with a column scale in one pass: out[i] =
 // (scale[g] * float(int(codes[i] ^ flip) - bias[g])) * m[i], group g as in
 // DecodeAffineRuns (affine_kernels.h), the same two float32 roundings as
@@ -632,10 +654,9 @@ class AffineEncoding final : public Encoding {
                         int64_t first, TileGroups* groups, float* out) const {
     const IntMatrix& m = p_.codes;
     Runs runs;
-    // Column scales (AWQ's pre_quant_scale) go through DecodeRowColumns.
-    if (!column_scale_.empty() || m.kind != IntMatrix::Kind::kNibbles ||
-        m.transposed || p_.table.size() != 16 || m.stored_cols % 2 != 0 ||
-        c0 % 2 != 0 || p_.groups != AffineParams::Groups::kGroup ||
+    if (m.kind != IntMatrix::Kind::kNibbles || m.transposed ||
+        p_.table.size() != 16 || m.stored_cols % 2 != 0 || c0 % 2 != 0 ||
+        p_.groups != AffineParams::Groups::kGroup ||
         !RegularRuns(c0, n, first, &runs) || runs.skip != 0 ||
         runs.run % 16 != 0 || ActiveDecodeSimd() < DecodeSimd::kAvx512) {
       return false;
@@ -652,6 +673,11 @@ class AffineEncoding final : public Encoding {
                                  p_.table.data(), &groups->scale[k],
                                  out + i * n)) {
         return false;  // not reached: the conditions above are its own
+      }
+      // AWQ's column scale on the row just written, as DecodeRowColumns'
+      // two roundings have it.
+      if (!column_scale_.empty()) {
+        ScaleColumns(out + i * n, column_scale_.data() + c0, n);
       }
     }
     return true;

@@ -1,23 +1,69 @@
 // Architecture: the module tree (GetArchitecture) with scheme, parameters and
 // bytes per node; a boundary marker wherever the scheme changes from the
 // parent's; counts of tensors per scheme; after a diff in this tab, the tree
-// coloured by a diff metric. Clicking a tensor opens it.
+// coloured by a diff metric on an absolute scale (scales.js), every tensor
+// (leaf) coloured by its own report and a module by its worst tensor; a
+// fuzzy tensor search; the checkpoint's metadata. Clicking a tensor opens it.
 import * as api from '../api.js';
-import { el, clear, loading, fmtBytes, fmtCount, fmtNum, schemeColour } from '../ui.js';
+import { el, clear, loading, fmtBytes, fmtCount, fmtNum, schemeColour, rgbCss } from '../ui.js';
 import { lastDiff } from '../store.js';
+import { errorColour, errorPosition, errorLegend, sqnrBand, bitsLost, gridBits, SQNR_BANDS, shareColour, shareLegend }
+  from '../scales.js';
+import { fuzzySearch } from '../fuzzy.js';
+import { metadataPanel } from './metadata.js';
 
 export function key(s) {
   return s.checkpoint;
 }
 
-// Metrics a tree can be coloured by: how a report gives it, how nodes
-// aggregate their tensors, and which way is worse.
+// Metrics a tree can be coloured by: the number a report gives, how a
+// module's number gathers its tensors' (agg), and the colour of one tensor
+// with a severity to pick a module's worst tensor by (higher is worse).
+// `bits` is the tensor's grid bits (SQNR only).
 export const METRICS = {
-  max_err_steps: { label: 'max error in steps', short: 'max err (steps)', get: (r) => Number(r.maxErrSteps), agg: 'max', worse: 'high' },
-  sqnr_db: { label: 'SQNR (dB)', short: 'SQNR (dB)', get: (r) => Number(r.sqnrDb), agg: 'min', worse: 'low' },
-  clipped: { label: 'clipped elements', short: 'clipped', get: (r) => Number(r.clipped), agg: 'sum', worse: 'high' },
-  induced_zeros: { label: 'induced zeros', short: 'induced zeros', get: (r) => Number(r.inducedZeros), agg: 'sum', worse: 'high' },
+  max_err_steps: {
+    label: 'max error in steps', short: 'max err (steps)', agg: 'worst',
+    get: (r) => Number(r.maxErrSteps),
+    colour: (r) => errorColour(r.maxErrSteps, r.boundSteps),
+    severity: (r) => errorPosition(r.maxErrSteps, r.boundSteps),
+  },
+  sqnr_db: {
+    label: 'SQNR (dB)', short: 'SQNR (dB)', agg: 'worst', needsBits: true,
+    get: (r) => Number(r.sqnrDb),
+    colour: (r, bits) => {
+      const band = sqnrBand(r.sqnrDb, bits);
+      return band < 0 ? [74, 82, 98] : SQNR_BANDS[band].colour;
+    },
+    severity: (r, bits) => (bits ? bitsLost(r.sqnrDb, bits) : -Infinity),
+  },
+  clipped: {
+    label: 'clipped elements', short: 'clipped', agg: 'sum',
+    get: (r) => Number(r.clipped),
+    colour: (r) => shareColour(Number(r.clipped) / Number(r.count)),
+    severity: (r) => Number(r.clipped) / Number(r.count),
+  },
+  induced_zeros: {
+    label: 'induced zeros', short: 'induced zeros', agg: 'sum',
+    get: (r) => Number(r.inducedZeros),
+    colour: (r) => shareColour(Number(r.inducedZeros) / Number(r.count)),
+    severity: (r) => Number(r.inducedZeros) / Number(r.count),
+  },
 };
+
+// Grid bits per tensor (ListTensors' encoding), once per checkpoint.
+const bitsByCheckpoint = new Map();
+function tensorBits(checkpoint, signal) {
+  if (!bitsByCheckpoint.has(checkpoint)) {
+    const bits = new Map();
+    bitsByCheckpoint.set(checkpoint, api.stream('ListTensors', { checkpoint }, (t) => {
+      if (t.name && t.encoding) bits.set(t.name, gridBits(t.encoding.scheme, t.encoding.bits));
+    }, { signal }).then(() => bits).catch((e) => {
+      bitsByCheckpoint.delete(checkpoint);
+      throw e;
+    }));
+  }
+  return bitsByCheckpoint.get(checkpoint);
+}
 
 const expandedByCheckpoint = new Map();
 
@@ -35,47 +81,60 @@ export function mount(host, s, ctx) {
   let treeEl = null;
   let legendEl = null;
 
+  let bits = null;  // tensor name -> grid bits, once asked (SQNR)
+
+  // node path -> { value, colour, title }: a tensor's own report; a module's
+  // number gathered (max/min as its worst tensor's, or summed), its colour
+  // its worst tensor's, so a module is never redder than its worst tensor.
   const aggregate = (metric) => {
-    // node path -> aggregated value over its tensors with a report
     const values = new Map();
     const m = METRICS[metric];
     if (!m || lastDiff.checkpoint !== s.checkpoint) return values;
+    if (m.needsBits && !bits) return values;
     const visit = (node) => {
-      let acc = null;
+      let acc = null;  // { value, worst: { severity, report, name } }
       if (!(node.children || []).length) {
         const r = lastDiff.reports.get(node.path);
-        if (r) acc = m.get(r);
+        if (r) {
+          const b = bits ? bits.get(node.path) : null;
+          acc = { value: m.get(r), worst: { severity: m.severity(r, b), report: r, bits: b, name: node.path } };
+        }
       }
       for (const c of node.children || []) {
         const v = visit(c);
-        if (v === null || Number.isNaN(v)) continue;
-        if (acc === null) acc = v;
-        else if (m.agg === 'max') acc = Math.max(acc, v);
-        else if (m.agg === 'min') acc = Math.min(acc, v);
-        else acc += v;
+        if (!v) continue;
+        if (!acc) {
+          acc = { value: v.value, worst: v.worst };
+          continue;
+        }
+        const worse = v.worst.severity > acc.worst.severity;
+        if (m.agg === 'sum') acc.value += v.value;
+        else if (worse) acc.value = v.value;
+        if (worse) acc.worst = v.worst;
       }
-      if (acc !== null) values.set(node.path, acc);
+      if (acc) values.set(node.path, acc);
       return acc;
     };
     visit(root);
+    for (const [path, acc] of values) {
+      const w = acc.worst;
+      const c = m.colour(w.report, w.bits);
+      acc.colour = typeof c === 'string' ? c : rgbCss(c);
+      acc.title = w.name === path ? null : `coloured as its worst tensor, ${w.name}`;
+    }
     return values;
   };
 
-  const badness = (metric, values) => {
-    const m = METRICS[metric];
-    const finite = [...values.values()].filter(Number.isFinite);
-    const lo = Math.min(...finite);
-    const hi = Math.max(...finite);
-    return (v) => {
-      if (!Number.isFinite(v)) return m.worse === 'low' ? (v > 0 ? 0 : 1) : v > 0 ? 1 : 0;
-      if (hi === lo) return m.worse === 'high' ? (hi > 0 ? 1 : 0) : 0;
-      return m.worse === 'high' ? (v - lo) / (hi - lo) : (hi - v) / (hi - lo);
-    };
-  };
-
   const drawTree = () => {
+    if (METRICS[metricKey] && METRICS[metricKey].needsBits && !bits && haveDiff()) {
+      tensorBits(s.checkpoint, controller.signal).then((b) => {
+        bits = b;
+        drawTree();
+      }).catch((e) => {
+        if (e.name !== 'AbortError') ctx.showError(e);
+      });
+    }
     const values = aggregate(metricKey);
-    const bad = values.size ? badness(metricKey, values) : null;
     const rows = [];
     const visit = (node, depth, parent, previous) => {
       const leaf = !(node.children || []).length;
@@ -103,8 +162,8 @@ export function mount(host, s, ctx) {
       el('span', { class: 'num' }, fmtCount(node.params)),
       el('span', { class: 'num' }, fmtBytes(node.bytes)),
       el('span', { class: 'num' }, fmtCount(node.tensors)),
-      el('span', { class: 'num metric', style: bad && v !== undefined ? { background: heat(bad(v)) } : null },
-        v === undefined ? '' : fmtNum(v)));
+      el('span', { class: 'num metric', 'data-field': 'metric', title: v ? v.title : null,
+        style: v ? { background: v.colour } : null }, v === undefined ? '' : fmtNum(v.value)));
       row.tabIndex = 0;
       row.addEventListener('keydown', (e) => {
         if (e.key === 'Enter' || e.key === ' ') {
@@ -131,12 +190,38 @@ export function mount(host, s, ctx) {
       el('span', { class: 'num' }, 'bytes'), el('span', { class: 'num' }, 'tensors'),
       el('span', { class: 'num' }, metricKey && values.size ? METRICS[metricKey].short : ''));
     clear(treeEl).append(head, ...rows);
+    drawLegend(values);
+  };
+
+  const drawLegend = (values) => {
     clear(legendEl);
-    if (metricKey && values.size) {
-      legendEl.append(el('span', { class: 'muted' }, `coloured by ${METRICS[metricKey].label}: `),
-        el('span', { class: 'heat-swatch', style: { background: heat(0) } }), ' best ',
-        el('span', { class: 'heat-swatch', style: { background: heat(1) } }), ' worst (modules: ',
-        METRICS[metricKey].agg, ' of their tensors)');
+    const m = METRICS[metricKey];
+    if (!m) return;
+    if (!values.size) {
+      if (m.needsBits && !bits) legendEl.append(el('span', { class: 'muted' }, 'reading each tensor\'s bit width…'));
+      return;
+    }
+    legendEl.dataset.metric = metricKey;
+    const note = (...parts) => el('div', { class: 'muted small legend-note' }, ...parts);
+    if (metricKey === 'max_err_steps') {
+      const bounds = [...lastDiff.reports.values()].map((r) => Number(r.boundSteps)).filter((b) => b > 0);
+      const lo = Math.min(...bounds);
+      const hi = Math.max(...bounds);
+      legendEl.append(gradientBar(errorLegend(hi)),
+        note('max error in steps (|x − x̂| / step), each tensor against its own rounding bound ',
+          `(here ${lo === hi ? fmtNum(hi, 4) : `${fmtNum(lo, 4)} … ${fmtNum(hi, 4)}`} steps): calm up to the bound, `,
+          'amber to red beyond it (log scale to ≥128 steps); modules: their worst tensor'));
+    } else if (metricKey === 'sqnr_db') {
+      legendEl.append(el('div', { class: 'bands' }, SQNR_BANDS.map((band) => el('span', { class: 'band' },
+        el('span', { class: 'heat-swatch', style: { background: band.colour } }), ` ${band.label}`))),
+      note('SQNR against the ideal of the grid, 6.02·b + 1.76 dB (b: code bits of a uniform grid, significand bits of a ',
+        'float format); bits lost = (ideal − SQNR) / 6.02 dB. E.g. 8 bits: ideal 49.9 dB, < 1 bit lost above 43.9 dB, ',
+        '> 4 bits lost below 25.8 dB. Modules: their worst tensor.'));
+    } else {
+      legendEl.append(gradientBar(shareLegend()),
+        note(`colour: ${m.label} as a share of the tensor's elements (log scale; none: dark), `,
+          'information rather than a verdict (some formats clip by design); number: the count (modules: summed), ',
+          'colour of a module: its worst tensor'));
     }
   };
 
@@ -170,21 +255,85 @@ export function mount(host, s, ctx) {
           ` ${t} tensor${t === 1 ? '' : 's'}`)));
     summary.querySelector('[data-field="boundaries"] b').textContent = fmtCount(boundaries);
 
-    const haveDiff = lastDiff.checkpoint === s.checkpoint && lastDiff.reports.size > 0;
-    const select = el('select', { id: 'arch-metric', disabled: !haveDiff },
-      el('option', { value: '' }, haveDiff ? 'no colouring' : 'run a diff to colour by its metrics'),
+    const select = el('select', { id: 'arch-metric', disabled: !haveDiff() },
+      el('option', { value: '' }, haveDiff() ? 'no colouring' : 'run a diff to colour by its metrics'),
       Object.entries(METRICS).map(([k, m]) => el('option', { value: k, selected: k === metricKey }, m.label)));
     select.addEventListener('change', () => ctx.navigate({ metric: select.value || null }, { replace: true }));
     const tools = el('div', { class: 'toolbar' },
       el('label', null, 'colour by ', select),
       el('button', { onclick: () => { walk(root, 0, (n) => expanded.add(n.path)); drawTree(); } }, 'Expand all'),
       el('button', { onclick: () => { expanded.clear(); drawTree(); } }, 'Collapse all'),
-      haveDiff ? el('span', { class: 'muted' }, `diff against ${lastDiff.reference}`) : null);
+      haveDiff() ? el('span', { class: 'muted' }, `diff against ${lastDiff.reference}`) : null);
     legendEl = el('div', { class: 'legend' });
     treeEl = el('div', { class: 'tree', role: 'tree' });
-    host.append(el('h1', null, 'Architecture'), summary, tools, legendEl, treeEl);
+    host.append(el('h1', null, 'Architecture'), summary, searchBox(), meta, tools, legendEl, treeEl);
     drawTree();
   };
+
+  const haveDiff = () => lastDiff.checkpoint === s.checkpoint && lastDiff.reports.size > 0;
+
+  // The search box: tensors whose names hold the query's letters in order,
+  // best first; Enter or a click opens the highlighted one.
+  const searchBox = () => {
+    const names = [];
+    walk(root, 0, (n) => {
+      if (!(n.children || []).length && n.path) names.push(n.path);
+    });
+    const input = el('input', { id: 'arch-search', type: 'search', placeholder: `find a tensor of ${fmtCount(names.length)} (letters in order: b1aq → blk.1.attn_q…)`,
+      spellcheck: 'false', autocomplete: 'off', 'aria-label': 'find a tensor' });
+    const list = el('ol', { class: 'search-hits', 'data-role': 'search-hits', hidden: true });
+    let hits = [];
+    let active = 0;
+    const open = (name) => ctx.navigate({ tensor: name, view: 'tensor', index: null, region: null });
+    const show = () => {
+      clear(list);
+      list.hidden = !input.value.trim();
+      if (list.hidden) return;
+      if (!hits.length) {
+        list.append(el('li', { class: 'muted' }, 'no tensor holds these letters in this order'));
+        return;
+      }
+      hits.forEach((h, k) => {
+        const marked = new Set(h.positions);
+        const text = [];
+        for (let i = 0; i < h.name.length; i++) text.push(marked.has(i) ? el('b', null, h.name[i]) : h.name[i]);
+        list.append(el('li', { class: `search-hit${k === active ? ' active' : ''}`, 'data-path': h.name,
+          onmousedown: (e) => {
+            e.preventDefault();
+            open(h.name);
+          } }, el('span', { class: 'mono' }, text)));
+      });
+    };
+    input.addEventListener('input', () => {
+      hits = fuzzySearch(input.value, names, 12);
+      active = 0;
+      show();
+    });
+    input.addEventListener('keydown', (e) => {
+      if (e.key === 'ArrowDown' || e.key === 'ArrowUp') {
+        e.preventDefault();
+        if (hits.length) active = (active + (e.key === 'ArrowDown' ? 1 : hits.length - 1)) % hits.length;
+        show();
+      } else if (e.key === 'Enter' && hits[active]) {
+        e.preventDefault();
+        open(hits[active].name);
+      } else if (e.key === 'Escape') {
+        input.value = '';
+        hits = [];
+        show();
+      }
+    });
+    input.addEventListener('blur', () => {
+      list.hidden = true;
+    });
+    input.addEventListener('focus', () => show());
+    return el('div', { class: 'search' }, input, list);
+  };
+
+  const meta = el('div', { class: 'meta-host' });
+  api.call('GetCheckpoint', { checkpoint: s.checkpoint }, { signal: controller.signal }).then((info) => {
+    meta.append(metadataPanel(info));
+  }).catch(() => {});  // the tree's own call shows why the checkpoint does not open
 
   let boundaries = 0;
   api.call('GetArchitecture', { checkpoint: s.checkpoint }, { signal: controller.signal }).then((r) => {
@@ -208,11 +357,10 @@ export function mount(host, s, ctx) {
   };
 }
 
-// 0 (fine) .. 1 (worst): a calm blue-grey to a clear red.
-function heat(t) {
-  t = Math.max(0, Math.min(1, t));
-  const a = [46, 64, 83];
-  const b = [225, 87, 89];
-  const c = a.map((x, i) => Math.round(x + (b[i] - x) * t));
-  return `rgb(${c[0]}, ${c[1]}, ${c[2]})`;
+// A legend's bar: the gradient with its ticks under it.
+function gradientBar({ gradient, ticks }) {
+  return el('div', { class: 'gradient-wrap' }, el('div', { class: 'gradient', style: { background: gradient } }),
+    el('div', { class: 'gradient-ticks' }, ticks.map((t) => el('span', {
+      class: `tick${t.bound ? ' bound' : ''}${t.at === 0 || t.at === 1 ? ' end' : ''}`, style: { left: `${100 * t.at}%` },
+      'data-tick': t.label }, t.bound ? 'bound' : t.label))));
 }

@@ -7,7 +7,8 @@
 // for this tensor alone when the URL names a source: ref=).
 import * as api from '../api.js';
 import { el, put, clear, loading, fmtNum, fmtCount, fmtShape } from '../ui.js';
-import { lastDiff, diffReportFor } from '../store.js';
+import { niceTicks, fmtTick } from '../ticks.js';
+import { tensorReport } from '../store.js';
 
 // The one definition (README, diff section), shown as the tooltip.
 export const CLIPPED_DEFINITION = 'clipped: a source value the format could not represent within its group\'s range — '
@@ -28,14 +29,9 @@ function svg(tag, attrs, ...children) {
   return e;
 }
 
-function niceTicks(lo, hi, n) {
-  if (!(hi > lo)) return [lo];
-  const raw = (hi - lo) / n;
-  const mag = Math.pow(10, Math.floor(Math.log10(raw)));
-  const step = [1, 2, 5, 10].map((m) => m * mag).find((x) => x >= raw) || raw;
-  const out = [];
-  for (let t = Math.ceil(lo / step) * step; t <= hi + 1e-12 * Math.abs(hi); t += step) out.push(Number(t.toPrecision(12)));
-  return out;
+// Count ticks: whole numbers only.
+function countTicks(max, n) {
+  return niceTicks(0, max, n).ticks.filter(Number.isInteger);
 }
 
 export function histogramSvg(st, { width = 760, height = 280, log = false } = {}) {
@@ -53,14 +49,15 @@ export function histogramSvg(st, { width = 760, height = 280, log = false } = {}
   const y = (c) => pad.t + H - scale(c) * H;
   const root = svg('svg', { viewBox: `0 0 ${width} ${height}`, class: 'chart', role: 'img', 'data-role': 'histogram' });
   // Axes and ticks.
-  for (const t of niceTicks(lo, hi, 6)) {
+  const valueTicks = niceTicks(lo, hi, 6);
+  for (const t of valueTicks.ticks) {
     root.append(svg('line', { x1: x(t), x2: x(t), y1: pad.t + H, y2: pad.t + H + 4, class: 'tick' }),
-      svg('text', { x: x(t), y: pad.t + H + 17, class: 'tick-label', 'text-anchor': 'middle' }, fmtNum(t, 3)));
+      svg('text', { x: x(t), y: pad.t + H + 17, class: 'tick-label value-tick', 'text-anchor': 'middle' }, fmtTick(t, valueTicks.step)));
   }
-  const countTicks = log
+  const counts = log
     ? [0, 1, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9].filter((c) => c <= maxCount)
-    : niceTicks(0, maxCount, 4);
-  for (const c of countTicks) {
+    : countTicks(maxCount, 4);
+  for (const c of counts) {
     root.append(svg('line', { x1: pad.l, x2: pad.l + W, y1: y(c), y2: y(c), class: 'gridline' }),
       svg('text', { x: pad.l - 6, y: y(c) + 4, class: 'tick-label', 'text-anchor': 'end' }, fmtCount(c)));
   }
@@ -130,7 +127,7 @@ export function codeBarsSvg(st, { width = 360, height = 280 } = {}) {
       'data-code': order[i].code },
     svg('title', null, `code ${order[i].code}: ${fmtCount(c)}`)));
   });
-  for (const c of niceTicks(0, max, 4)) {
+  for (const c of countTicks(max, 4)) {
     const yy = pad.t + H - (c / max) * H;
     root.append(svg('line', { x1: pad.l, x2: pad.l + W, y1: yy, y2: yy, class: 'gridline' }),
       svg('text', { x: pad.l - 6, y: yy + 4, class: 'tick-label', 'text-anchor': 'end' }, fmtCount(c)));
@@ -145,21 +142,8 @@ export function codeBarsSvg(st, { width = 360, height = 280 } = {}) {
   return root;
 }
 
-// This tensor's diff report: the tab's last diff when it covers the tensor
-// (against the URL's source, when it names one), else, with ref= in the
-// URL, a diff of this tensor alone. Resolves to { report, reference } or
-// null (no source known, or the pair not diffable).
 function diffReport(s, signal) {
-  const kept = diffReportFor(s.checkpoint, s.tensor);
-  if (kept && (!s.ref || s.ref === lastDiff.reference)) {
-    return Promise.resolve({ report: kept, reference: lastDiff.reference });
-  }
-  if (!s.ref) return Promise.resolve(null);
-  let report = null;
-  const request = { checkpoint: s.checkpoint, reference: s.ref, tensors: [s.tensor], topK: 0, worstGroups: 0 };
-  return api.stream('QuantDiff', request, (ev) => {
-    if (ev.tensor && ev.tensor.name === s.tensor) report = ev.tensor;
-  }, { signal }).then(() => (report ? { report, reference: s.ref } : null));
+  return tensorReport(s.checkpoint, s.tensor, s.ref, signal);
 }
 
 function fact([k, v, f, t]) {

@@ -5,7 +5,9 @@ import * as api from '../api.js';
 import { el, put, clear, loading, fmtNum, fmtShape } from '../ui.js';
 import { createHeatmap, MODES, view2d, serverLimits } from './heatmap_canvas.js';
 import { createInspector } from './inspector.js';
-import { diffReportFor } from '../store.js';
+import { diffReportFor, tensorReport, lastDiff } from '../store.js';
+
+const lastDiffReference = () => lastDiff.reference;
 
 export function key(s) {
   return [s.checkpoint, s.tensor, s.mode || 'value', s.ref || '', s.leading || ''].join('|');
@@ -137,9 +139,19 @@ export function mount(host, s, ctx) {
         onRegion: (text) => ctx.navigate({ region: text || null }, { replace: true }),
         onPick: pick,
         showError: ctx.showError,
+        report: mode === 'error' && report && (!s.ref || s.ref === lastDiffReference()) ? report : null,
       });
       left.append(heat.element);
       heat.start();
+      // The error scale's bound: this tensor's own, from a diff of it alone
+      // when the tab's last diff does not cover it against this source.
+      if (mode === 'error' && s.ref) {
+        tensorReport(s.checkpoint, s.tensor, s.ref, controller.signal).then((got) => {
+          if (got && heat) heat.setReport(got.report);
+        }).catch((e) => {
+          if (e.name !== 'AbortError') ctx.showError(e);
+        });
+      }
     }
     showIndex(s);
   }).catch((e) => {

@@ -1,9 +1,14 @@
 // An interactive heatmap of one tensor's 2-D view (GetHeatmap), drawn on a
 // canvas: wheel zoom and drag pan re-request the visible region at screen
 // resolution (debounced; stale replies dropped), hover shows the index and
-// value, a click picks the cell's first element.
+// value, a click picks the cell's first element. Colours: error in steps on
+// the fixed scale of scales.js (anchored at the tensor's rounding bound),
+// zeros on 0 … 100 %, values and absmax on viridis over the cells drawn
+// unless the scale is locked (then zoom and pan keep it).
 import * as api from '../api.js';
 import { el, clear, fmtNum, exact, viridis, rgbCss, groupColours, PALETTE_RGB, NO_GROUP_RGB, hexRgb } from '../ui.js';
+import { errorColour, errorLegend, DEFAULT_BOUND } from '../scales.js';
+import { niceTicks, fmtTick } from '../ticks.js';
 
 export const MODES = {
   value: { enum: 'HEATMAP_MODE_MEAN', label: 'value (mean)', needsRef: false },
@@ -79,7 +84,8 @@ export function createHeatmap(opts) {
   const bar = el('div', { class: 'colour-bar' });
   const axis = el('div', { class: 'heatmap-axis muted' });
   stage.append(canvas, overlay, tip, status);
-  root.append(stage, axis, bar);
+  const foot = el('div', { class: 'heatmap-foot' }, axis);
+  root.append(stage, foot, bar);
 
   let region = parseRegion(opts.region, rows, cols);  // shown, floats while zooming
   let data = null;          // the last reply drawn, with its integer region
@@ -92,11 +98,34 @@ export function createHeatmap(opts) {
   let cssW = 0;
   let cssH = 0;
   let destroyed = false;
+  // The error scale's anchor: the tensor's rounding bound from its diff
+  // report (null until one is known: DEFAULT_BOUND meanwhile).
+  let report = opts.report || null;
+  // A locked value/absmax scale: { lo, hi } kept across zoom and pan.
+  let locked = null;
+  const lockable = opts.mode === 'value' || opts.mode === 'absmax';
+  const lockBox = el('input', { type: 'checkbox', 'data-role': 'lock-scale', disabled: !lockable });
+  const lockLabel = el('label', { class: 'check lock-scale', title: lockable
+    ? 'keep the colour scale while zooming and panning (values beyond it take the end colours)'
+    : 'this mode\'s scale is fixed already' }, lockBox, 'lock scale');
+  lockBox.addEventListener('change', () => {
+    locked = lockBox.checked && data ? { lo: data.lo, hi: data.hi } : null;
+    if (!lockBox.checked && data) request();
+  });
+  foot.append(lockLabel);
+  const boundOf = () => {
+    const b = report ? Number(report.boundSteps) : NaN;
+    return Number.isFinite(b) && b > 0 ? b : null;
+  };
 
   // Square elements where the page allows; a tall tensor is squeezed into
-  // at most MAX_H pixels, on a canvas at least 420 wide.
+  // the window's height less what sits above the canvas and the legend
+  // below it (LEGEND_H), so the colour bar shows without scrolling; on a
+  // canvas at least 420 wide.
+  const LEGEND_H = 150;
   const measure = () => {
-    const MAX_H = 620;
+    const top = stage.getBoundingClientRect().top + window.scrollY;
+    const MAX_H = Math.max(200, Math.floor(window.innerHeight - top - LEGEND_H));
     // Beside the inspector (two columns in .split) the heatmap takes what
     // the inspector's 480 pixels leave; else its container's width.
     const split = root.closest('.split');
@@ -161,6 +190,17 @@ export function createHeatmap(opts) {
       }
       return out;
     }
+    if (opts.mode === 'error') {
+      // The fixed scale: calm up to the bound, the tail beyond it.
+      const b = boundOf() ?? DEFAULT_BOUND;
+      for (let k = 0; k < n; k++) {
+        const c = errorColour(d.values[k], b);
+        out[3 * k] = c[0];
+        out[3 * k + 1] = c[1];
+        out[3 * k + 2] = c[2];
+      }
+      return out;
+    }
     // Finite values on the ramp from lo (its bottom) to hi (its top), both
     // finite; +inf at the top end, -inf at the bottom end, NaN magenta (the
     // CLI's PNG rule). Halves keep the span finite for doubles near +-max.
@@ -173,7 +213,7 @@ export function createHeatmap(opts) {
       if (Number.isNaN(x)) c = NAN_RGB;
       else if (x === Infinity) c = viridis(1);
       else if (x === -Infinity) c = viridis(0);
-      else c = viridis(half > 0 ? (x / 2 - lo / 2) / half : x > lo ? 1 : x < lo ? 0 : opts.mode === 'error' ? 0 : 0.5);
+      else c = viridis(half > 0 ? (x / 2 - lo / 2) / half : x > lo ? 1 : x < lo ? 0 : 0.5);
       out[3 * k] = c[0];
       out[3 * k + 1] = c[1];
       out[3 * k + 2] = c[2];
@@ -306,24 +346,69 @@ export function createHeatmap(opts) {
         el('span', { class: 'muted' }, '(intensity = fraction of the cell)'));
       return;
     }
+    if (opts.mode === 'error') {
+      drawErrorBar(d);
+      return;
+    }
+    // Values, absmax, zeros: the ramp with ticks between its end labels.
+    const pct = opts.mode === 'zeros';
     const grad = el('div', { class: 'gradient' });
     const stops = [];
     for (let k = 0; k <= 10; k++) stops.push(`${rgbCss(viridis(k / 10))} ${k * 10}%`);
     grad.style.background = `linear-gradient(to right, ${stops.join(', ')})`;
-    const labels = el('div', { class: 'gradient-labels' },
-      el('span', { 'data-field': 'bar_min' }, fmtNum(d.lo)),
-      el('span', null, fmtNum(d.lo / 2 + d.hi / 2)),
-      el('span', { 'data-field': 'bar_max' }, fmtNum(d.hi)));
-    const unit = { value: 'mean of each cell', absmax: 'largest |value| of each cell',
-      error: 'largest error in steps of each cell (0.5: half a step; a format whose scale is stored as f16 or that clips by design allows somewhat more: the diff\'s bound column says how much)', zeros: 'fraction of the cell decoding to 0' }[opts.mode];
-    bar.append(el('div', { class: 'gradient-wrap' }, grad,
-      opts.mode === 'error' && d.hi > d.lo && d.lo <= 0.5 && d.hi >= 0.5
-        ? el('div', { class: 'bound-tick', style: { left: `${((0.5 - d.lo) / (d.hi - d.lo)) * 100}%` }, title: 'half a step: the bound of round-to-nearest with an exact scale (the diff gives each format\'s own)' }, '0.5')
-        : null,
-      labels), el('div', { class: 'muted small' }, unit,
+    const span = d.hi - d.lo;
+    const { step, ticks } = pct ? niceTicks(0, 100, 4) : niceTicks(d.lo, d.hi, 5);
+    const inner = ticks.map((t) => ({ at: pct ? t / 100 : span > 0 ? (t - d.lo) / span : 0.5, label: fmtTick(t, step) + (pct ? '%' : '') }))
+      .filter((t) => t.at > 0.14 && t.at < 0.86);
+    const labels = el('div', { class: 'gradient-ticks' },
+      el('span', { class: 'tick end', 'data-field': 'bar_min', style: { left: '0%' } }, pct ? '0%' : fmtNum(d.lo)),
+      inner.map((t) => el('span', { class: 'tick', 'data-tick': t.label, style: { left: `${100 * t.at}%` } }, t.label)),
+      el('span', { class: 'tick end', 'data-field': 'bar_max', style: { left: '100%' } }, pct ? '100%' : fmtNum(d.hi)));
+    const unit = { value: 'mean of each cell, in the tensor\'s own units (decoded values)',
+      absmax: 'largest |value| of each cell, in the tensor\'s own units (decoded values)',
+      zeros: 'share of the cell\'s elements that decode to 0 (fixed scale 0 … 100 %)' }[opts.mode];
+    const scaleNote = !lockable ? null : locked
+      ? el('span', { 'data-field': 'scale_state' }, ` · scale locked at ${fmtNum(d.lo)} … ${fmtNum(d.hi)}${d.outside ? `; ${d.outside} cell${d.outside === 1 ? '' : 's'} beyond it take the end colours` : ''}`)
+      : el('span', { 'data-field': 'scale_state' }, ' · scale: the smallest to the largest finite cell drawn (lock it to keep it while zooming)');
+    bar.dataset.scale = opts.mode;
+    bar.append(el('div', { class: 'gradient-wrap' }, grad, labels), el('div', { class: 'muted small legend-note' }, unit, scaleNote,
       d.nonFinite ? el('span', { class: 'nonfinite', 'data-field': 'non_finite' },
         ` · ${d.nonFinite} cell${d.nonFinite === 1 ? '' : 's'} not finite: +inf at the ramp's top end, −inf at its bottom end, NaN `,
         el('span', { class: 'swatch', style: { background: rgbCss(NAN_RGB) } })) : null));
+  };
+
+  // Error in steps: the fixed scale anchored at the tensor's bound, the
+  // bound marked, what the diff says of the tensor beside it.
+  const drawErrorBar = (d) => {
+    const b = boundOf();
+    const legend = errorLegend(b ?? DEFAULT_BOUND);
+    const grad = el('div', { class: 'gradient', style: { background: legend.gradient } });
+    const ticks = el('div', { class: 'gradient-ticks' }, legend.ticks.map((t) => el('span', {
+      class: `tick${t.bound ? ' bound' : ''}${t.at === 0 || t.at === 1 ? ' end' : ''}`, style: { left: `${100 * t.at}%` },
+      'data-tick': t.label, 'data-field': t.bound ? 'bar_bound' : null,
+    }, t.label)));
+    const boundMark = el('div', { class: 'bound-tick', style: { left: `${100 * legend.ticks[1].at}%` },
+      title: 'the rounding bound: the largest error a correct quantizer of this format reaches' }, 'bound');
+    const notes = [];
+    if (b === null) {
+      notes.push(`bound ${DEFAULT_BOUND} steps assumed (round to nearest, exact scale) until the diff of this tensor gives its own`);
+    } else {
+      notes.push(`bound ${fmtNum(b, 4)} steps: this tensor's rounding bound (${report.boundFamily || 'from the diff'})`);
+      const max = Number(report.maxErrSteps);
+      const excess = Number(report.maxExcessSteps);
+      if (excess > 0) notes.push(`the diff finds elements ${fmtNum(excess, 4)} steps beyond what the format allows`);
+      else if (max > b) notes.push('the diff finds no element beyond what the format allows: cells past the bound are values it clips by design');
+      else notes.push('the diff finds every element within the bound');
+    }
+    bar.dataset.scale = 'error';
+    bar.dataset.bound = String(b ?? DEFAULT_BOUND);
+    bar.append(el('div', { class: 'gradient-wrap' }, grad, boundMark, ticks),
+      el('div', { class: 'muted small legend-note' }, 'largest error in steps of each cell (|x − x̂| / step): fixed scale, ',
+        'calm from 0 to the bound, beyond it a log scale from amber to red up to ≥128 steps',
+        el('div', { 'data-field': 'bound_note' }, notes.join('; ')),
+        d.nonFinite ? el('div', { class: 'nonfinite', 'data-field': 'non_finite' },
+          `${d.nonFinite} cell${d.nonFinite === 1 ? '' : 's'} not finite: +inf as the top, NaN `,
+          el('span', { class: 'swatch', style: { background: rgbCss(NAN_RGB) } })) : null));
   };
 
   const request = async () => {
@@ -380,12 +465,18 @@ export function createHeatmap(opts) {
       }
       if (d.lo > d.hi) d.lo = d.hi = 0;
       // Fractions of zeros read on a fixed 0..1 scale (no zeros is dark, not
-      // mid-ramp); errors in steps start at 0.
+      // mid-ramp); errors in steps on their own fixed scale; a locked scale
+      // keeps its range, counting the cells beyond it.
       if (opts.mode === 'zeros') {
         d.lo = 0;
         d.hi = 1;
       } else if (opts.mode === 'error') {
         d.lo = 0;
+      } else if (locked) {
+        d.outside = 0;
+        for (const x of d.values) if (Number.isFinite(x) && (x < locked.lo || x > locked.hi)) d.outside++;
+        d.lo = locked.lo;
+        d.hi = locked.hi;
       }
       d.colours = cellColours(d);
       data = d;
@@ -565,6 +656,7 @@ export function createHeatmap(opts) {
     schedule(200);
   };
   const observer = new ResizeObserver(resize);
+  window.addEventListener('resize', resize);
 
   return {
     element: root,
@@ -596,6 +688,15 @@ export function createHeatmap(opts) {
       }
       drawOverlay();
     },
+    // The tensor's diff report arrived: recolour on its bound.
+    setReport(r) {
+      report = r || null;
+      if (data && opts.mode === 'error') {
+        data.colours = cellColours(data);
+        draw();
+        drawBar(data);
+      }
+    },
     resetZoom() {
       region = { r0: 0, r1: rows, c0: 0, c1: cols };
       drawPreview();
@@ -606,6 +707,7 @@ export function createHeatmap(opts) {
       clearTimeout(timer);
       if (controller) controller.abort();
       observer.disconnect();
+      window.removeEventListener('resize', resize);
       window.removeEventListener('mousemove', onMove);
       window.removeEventListener('mouseup', onUp);
     },

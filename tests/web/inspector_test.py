@@ -45,6 +45,7 @@ browser are always stopped.
 import argparse
 import hashlib
 import json
+import math
 import os
 import queue
 import re
@@ -820,6 +821,218 @@ def test_token(server_bin, models, assets, shots):
         os.unlink(token_file)
 
 
+# --- issue 31: absolute colour scales, lock scale, ticks, search, metadata ---
+
+HEALTHY = 'model-q8_0.gguf'
+PLANTED = 'planted-q8_0.gguf'
+PLANTED_TENSOR = 'blk.0.attn_q.weight'  # [256, 256]
+PLANTED_INDEX = (37, 100)
+
+
+def alarm(rgb):
+    """The scales' rule (client/web/scales.js): every colour of the calm
+    part (0 up to the bound) has less red than green; every colour beyond
+    the bound at least 40 more."""
+    return rgb[0] - rgb[1] > 40
+
+
+def plant(cli, src, dst, tensor, index, steps=80):
+    """A copy of a Q8_0 GGUF with one code of `tensor` moved `steps` levels
+    (towards 0's far side, so it stays in int8): an element `steps` steps
+    beyond the rounding bound."""
+    listed = json.loads(run_cli(cli, 'ls', src, '--filter', tensor).splitlines()[0])
+    part = listed['parts'][0]
+    check(part['dtype'] == 'Q8_0', f'{tensor} of {src} is {part["dtype"]}, not Q8_0')
+    cols = int(listed['shape'][1])
+    flat = index[0] * cols + index[1]
+    at = int(part['offset']) + (flat // 32) * 34 + 2 + flat % 32  # f16 d, then 32 int8 codes
+    shutil.copyfile(src, dst)
+    with open(dst, 'r+b') as f:
+        f.seek(at)
+        q = int.from_bytes(f.read(1), 'little', signed=True)
+        f.seek(at)
+        f.write((q - steps if q >= 0 else q + steps).to_bytes(1, 'little', signed=True))
+
+
+def canvas_pixels(page):
+    """Every pixel of the heatmap canvas: (width, height, flat RGB list)."""
+    return page.d.execute_script(
+        "const c = document.querySelector('.heatmap-canvas'); const d = c.getContext('2d')"
+        ".getImageData(0, 0, c.width, c.height).data; const out = new Array(c.width * c.height * 3);"
+        "for (let i = 0, o = 0; i < d.length; i += 4) { out[o++] = d[i]; out[o++] = d[i + 1]; out[o++] = d[i + 2]; }"
+        "return [c.width, c.height, out];")
+
+
+def alarm_pixels(page):
+    w, h, px = canvas_pixels(page)
+    return w, h, [(k // w, k % w) for k in range(w * h) if alarm(px[3 * k:3 * k + 3])]
+
+
+def error_heatmap(page, checkpoint, tensor, bound):
+    """Opens the error heatmap against SOURCE and waits for it to be coloured
+    on the tensor's own bound."""
+    page.open(f'?checkpoint={checkpoint}&tensor={tensor}&view=heatmap&mode=error&ref={SOURCE}')
+    heatmap_ready(page)
+    page.wait(lambda: page.css(f'.colour-bar[data-scale="error"][data-bound="{bound!r}"]'),
+              f'the error legend anchored at the tensor\'s bound {bound}')
+    page.no_error(f'{checkpoint} error heatmap')
+
+
+def tick_digits_ok(labels):
+    """Tick labels print no more digits than their step needs: 0 as "0", no
+    trailing zeros after the point, no digit below the step's last one."""
+    values = [float(l.rstrip('%')) for l in labels]
+    steps = [abs(b - a) for a, b in zip(values, values[1:]) if b != a]
+    if not steps:
+        return None
+    step = min(steps)
+    last = 10 ** math.floor(math.log10(step) + 1e-9)
+    for label, v in zip(labels, values):
+        text = label.rstrip('%')
+        if v == 0 and text != '0':
+            return f'{label!r} for 0'
+        if 'e' not in text and '.' in text and text.endswith('0'):
+            return f'{label!r} ends in a zero'
+        if abs(v / last - round(v / last)) > 1e-6:
+            return f'{label!r} has digits below the step {step}'
+    return None
+
+
+def test_colours(driver, server_bin, cli, models, assets, shots):
+    """Issue 31, point 1: the healthy Q8_0 demo is calm everywhere (tree by
+    max error in steps and by SQNR, error heatmap), a planted element 80
+    steps out is red on its cell alone; lock scale keeps the legend across a
+    zoom; ticks print the digits their step needs; the search finds a tensor
+    by a subsequence; the metadata panel shows the GGUF key/values; the
+    colour bar is in view at 1600x1000."""
+    print('issue 31: absolute colour scales')
+    root = tempfile.mkdtemp(prefix='tm-web-colours-')
+    server = None
+    try:
+        for name in (HEALTHY, SOURCE):
+            shutil.copyfile(os.path.join(models, name), os.path.join(root, name))
+        plant(cli, os.path.join(root, HEALTHY), os.path.join(root, PLANTED), PLANTED_TENSOR, PLANTED_INDEX)
+        diffs = {}
+        for ckpt in (HEALTHY, PLANTED):
+            out = run_cli(cli, 'diff', os.path.join(root, ckpt), os.path.join(root, SOURCE))
+            diffs[ckpt] = {r['name']: r for r in (json.loads(l).get('tensor') for l in out.splitlines() if l.strip()) if r}
+        check(all(float(r.get('maxExcessSteps', 0)) == 0 for r in diffs[HEALTHY].values()),
+              f'the demo {HEALTHY} is not healthy: max_excess_steps {[r.get("maxExcessSteps") for r in diffs[HEALTHY].values()]}')
+        planted = diffs[PLANTED][PLANTED_TENSOR]
+        check(float(planted['maxExcessSteps']) > 70 and [int(x) for x in planted['worst'][0]['index']] == list(PLANTED_INDEX),
+              f'the planted element is not the worst 80 steps out: {planted["maxExcessSteps"]} at {planted["worst"][0]["index"]}')
+        server = Server(server_bin, root, assets)
+        page = Page(driver, server.url, shots)
+
+        print('  the healthy Q8_0: a calm tree')
+        page.open(f'?checkpoint={HEALTHY}&view=diff&ref={SOURCE}')
+        page.one('#diff-run').click()
+        page.one('[data-field="worst_tensor"]', 'the diff summary')
+        page.one('nav a[data-view="arch"]').click()
+        for metric in ('max_err_steps', 'sqnr_db'):
+            select = page.one('#arch-metric')
+            page.wait(lambda: select.is_enabled(), 'the metric selector after the diff')
+            select.find_element(By.CSS_SELECTOR, f'option[value="{metric}"]').click()
+            page.wait(lambda: page.query().get('metric') == metric, f'metric={metric} in the URL')
+            page.wait(lambda: len(page.css('.tree-row[data-leaf="true"] [data-field="metric"][style]')) == len(diffs[HEALTHY]),
+                      f'every tensor coloured by {metric}')
+            cells = page.d.execute_script(
+                "return [...document.querySelectorAll('.tree-row [data-field=\"metric\"][style]')].map((e) =>"
+                " [e.closest('.tree-row').dataset.path, getComputedStyle(e).backgroundColor]);")
+            red = [(path, c) for path, c in cells if alarm([int(x) for x in RGB.match(c).groups()])]
+            check(not red, f'{HEALTHY} coloured by {metric}: alarm colours where every tensor is within its bound: {red[:4]}')
+            check(page.css('.legend .gradient-ticks, .legend .bands'), f'the {metric} legend has no numbers')
+            page.shot(f'i31_architecture_{metric}', settle=0.1)
+
+        print('  the healthy Q8_0: a calm error heatmap')
+        bound = float(diffs[HEALTHY][PLANTED_TENSOR]['boundSteps'])
+        error_heatmap(page, HEALTHY, PLANTED_TENSOR, bound)
+        w, h, red = alarm_pixels(page)
+        check(not red, f'{HEALTHY} {PLANTED_TENSOR}: {len(red)} of {w * h} heatmap pixels in alarm colours, e.g. {red[:3]}, '
+              f'where the diff says max_excess_steps = 0')
+        page.shot('i31_heatmap_error_healthy', settle=0.1)
+
+        print('  the colour bar in view at 1600x1000')
+        driver.set_window_size(1600, 1000)
+        try:
+            page.open(f'?checkpoint={HEALTHY}&tensor={PLANTED_TENSOR}&view=heatmap&mode=error&ref={SOURCE}')
+            heatmap_ready(page)
+            time.sleep(0.3)  # the resize settles
+            where = page.d.execute_script(
+                "const b = document.querySelector('.colour-bar .gradient-ticks').getBoundingClientRect();"
+                "return [b.bottom, window.innerHeight, window.scrollY];")
+            check(where[0] <= where[1] and where[2] == 0,
+                  f'at 1600x1000 the colour bar ends at {where[0]:.0f} px, the window shows {where[1]} (scrolled {where[2]})')
+            page.shot('i31_heatmap_1600x1000', settle=0.1)
+        finally:
+            driver.set_window_size(1480, 1100)
+
+        print('  a planted element 80 steps out: red on its cell')
+        bound = float(diffs[PLANTED][PLANTED_TENSOR]['boundSteps'])
+        error_heatmap(page, PLANTED, PLANTED_TENSOR, bound)
+        w, h, red = alarm_pixels(page)
+        check(red, f'{PLANTED}: the element {PLANTED_INDEX} 80 steps out shows no alarm colour')
+        rows = sorted({int(r * 256 / h) for r, _ in red})
+        cols = sorted({int(c * 256 / w) for _, c in red})
+        check(rows == [PLANTED_INDEX[0]] and cols == [PLANTED_INDEX[1]],
+              f'{PLANTED}: alarm colours on elements rows {rows[:5]}, columns {cols[:5]}; only {PLANTED_INDEX} lies beyond its bound')
+        r0, c0 = red[len(red) // 2]
+        _, _, px = canvas_pixels(page)
+        k = 3 * (r0 * w + c0)
+        check(px[k] > 150 and px[k + 1] < 80, f'{PLANTED}: the 80-step cell is drawn {px[k:k + 3]}, not red')
+        page.shot('i31_heatmap_error_planted', settle=0.1)
+
+        print('  lock scale keeps the legend across a zoom')
+        page.open(f'?checkpoint={HEALTHY}&tensor={PLANTED_TENSOR}&view=heatmap')
+        first = heatmap_ready(page)
+        legend = lambda: (page.field('bar_min', '.colour-bar'), page.field('bar_max', '.colour-bar'),  # noqa: E731
+                          [e.text for e in page.css('.colour-bar [data-tick]')])
+        before = legend()
+        problem = tick_digits_ok(before[2])
+        check(problem is None, f'the value legend\'s ticks {before[2]}: {problem}')
+        page.one('[data-role="lock-scale"]').click()
+        page.wait(lambda: 'locked' in page.field('scale_state', '.colour-bar'), 'the legend to say the scale is locked')
+        overlay = page.one('.heatmap-overlay')
+        page.d.execute_script(
+            "const o = arguments[0]; const r = o.getBoundingClientRect();"
+            "for (let k = 0; k < 6; k++) o.dispatchEvent(new WheelEvent('wheel', {deltaY: -240, clientX: r.left + r.width * 0.2,"
+            " clientY: r.top + r.height * 0.2, bubbles: true, cancelable: true}));", overlay)
+        heatmap_ready(page, after=first)
+        page.wait(lambda: page.query().get('region'), 'region= after zooming')
+        after = legend()
+        check(after == before, f'the locked legend changed across a zoom: {before} -> {after}')
+        page.shot('i31_heatmap_locked_zoom', settle=0.1)
+
+        print('  ticks print their step\'s digits')
+        page.open(f'?checkpoint={HEALTHY}&tensor={PLANTED_TENSOR}&view=dist')
+        page.one('svg[data-role="histogram"]', 'the histogram')
+        labels = [e.text for e in page.css('svg[data-role="histogram"] .value-tick')]
+        check(len(labels) >= 3, f'the histogram has ticks {labels}')
+        problem = tick_digits_ok(labels)
+        check(problem is None, f'the histogram\'s ticks {labels}: {problem}')
+
+        print('  search and metadata')
+        page.open(f'?checkpoint={HEALTHY}')
+        box = page.one('#arch-search', 'the search box')
+        box.send_keys('b0aq')
+        hits = page.wait(lambda: [e.get_attribute('data-path') for e in page.css('.search-hit')] or None, 'search hits')
+        check(hits[0] == PLANTED_TENSOR, f'searching "b0aq" ranks {hits} ({PLANTED_TENSOR} expected first)')
+        page.shot('i31_search', settle=0.1)
+        box.send_keys(Keys.ENTER)
+        page.wait(lambda: page.query().get('tensor') == PLANTED_TENSOR, 'Enter to open the first hit')
+        page.open(f'?checkpoint={HEALTHY}')
+        panel = page.one('[data-role="metadata"]', 'the metadata panel')
+        panel.find_element(By.TAG_NAME, 'summary').click()
+        row = page.one('[data-role="metadata"] tr[data-key="general.architecture"]', 'general.architecture')
+        check('"llama"' in row.text, f'general.architecture reads {row.text!r}')
+        check(page.field('conventions', '[data-role="metadata"]') == 'ggml', 'the conventions are not ggml')
+        page.shot('i31_metadata', settle=0.1)
+    finally:
+        if server:
+            server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
 # --- issue 30's formats: MLX, NVIDIA ModelOpt, bitsandbytes LLM.int8, HQQ ---
 
 WRITERS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'python', 'writers')
@@ -1207,6 +1420,7 @@ def main():
         test_zoomed_click(page, a.tensormorph, models)
         server.stop()
         server = None
+        test_colours(driver, a.tensormorphd, a.tensormorph, models, a.assets, a.screenshots)
         test_non_finite(driver, a.tensormorphd, fixtures_dir(a.fixtures), a.assets, a.screenshots)
         test_formats(driver, a.tensormorphd, a.tensormorph, a.assets, a.screenshots)
         driver.quit()

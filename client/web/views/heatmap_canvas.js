@@ -110,7 +110,10 @@ export function createHeatmap(opts) {
     : 'this mode\'s scale is fixed already' }, lockBox, 'lock scale');
   lockBox.addEventListener('change', () => {
     locked = lockBox.checked && data ? { lo: data.lo, hi: data.hi } : null;
-    if (!lockBox.checked && data) request();
+    if (locked) {
+      data.outside = 0;
+      drawBar(data);
+    } else if (data) request();
   });
   foot.append(lockLabel);
   const boundOf = () => {

@@ -23,6 +23,14 @@ export function diffReportFor(checkpoint, tensor) {
 const single = new Map();
 const SINGLE_MAX = 64;
 
+// The report tensorReport would give without asking the server: the tab's
+// last diff's, or a one-tensor diff's already kept; else null.
+export function knownTensorReport(checkpoint, tensor, ref) {
+  const kept = diffReportFor(checkpoint, tensor);
+  if (kept && (!ref || ref === lastDiff.reference)) return kept;
+  return ref ? single.get([checkpoint, ref, tensor].join('|')) || null : null;
+}
+
 // This tensor's diff report: the tab's last diff when it covers the tensor
 // (against `ref`, when one is named), else, with `ref`, a diff of this
 // tensor alone (kept). Resolves to { report, reference } or null (no source

@@ -981,6 +981,13 @@ def test_colours(driver, server_bin, cli, models, assets, shots):
         k = 3 * (r0 * w + c0)
         check(px[k] > 150 and px[k + 1] < 80, f'{PLANTED}: the 80-step cell is drawn {px[k:k + 3]}, not red')
         page.shot('i31_heatmap_error_planted', settle=0.1)
+        # The inspector measures the element against the same bound.
+        click_element_cell(page, *PLANTED_INDEX, 256, 256)
+        inspector_ready(page, list(PLANTED_INDEX))
+        page.one('.inspector [data-field="error_steps"]', 'the error in steps of the planted element')
+        note = page.fields().get('note:error_steps', '')
+        check(note.startswith(f'beyond the rounding bound ({bound:.4g} steps'),
+              f'the inspector says {note!r} of the planted element, its bound is {bound} steps')
 
         print('  lock scale keeps the legend across a zoom')
         page.open(f'?checkpoint={HEALTHY}&tensor={PLANTED_TENSOR}&view=heatmap')

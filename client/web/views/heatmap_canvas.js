@@ -620,6 +620,10 @@ export function createHeatmap(opts) {
     const label = { value: 'mean', absmax: 'absmax', error: 'max err (steps)', group: 'group', zeros: opts.ref ? 'induced zeros' : 'zeros' }[opts.mode];
     const lines = [el('div', { class: 'mono' }, idx), el('div', null, `${label}: `, el('b', { class: 'mono' },
       opts.mode === 'group' ? String(d.values[k]) : (ra === rb && ca === cb ? exact(d.values[k]) : fmtNum(d.values[k]))))];
+    if (opts.mode === 'error' && Number.isFinite(d.values[k])) {
+      const b = boundOf() ?? DEFAULT_BOUND;
+      lines.push(el('div', { class: 'muted' }, `${d.values[k] > b ? 'beyond' : 'within'} the bound (${fmtNum(b, 4)} steps${boundOf() === null ? ', assumed' : ''})`));
+    }
     if (opts.mode !== 'group' && d.groups[k] >= 0) lines.push(el('div', { class: 'muted' }, `group ${d.groups[k]} (first element)`));
     if (d.pruned.length) lines.push(el('div', null, `pruned: ${fmtNum(d.pruned[k])}`));
     clear(tip).append(...lines);

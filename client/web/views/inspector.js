@@ -5,6 +5,7 @@
 // shortest text that reads back as the same number).
 import * as api from '../api.js';
 import { el, clear, loading, exact, fmtNum } from '../ui.js';
+import { knownTensorReport } from '../store.js';
 
 function binary(rawBits, bits) {
   let b;
@@ -213,11 +214,18 @@ export function createInspector(ctx) {
     }
     if (signed !== null) {
       const size = Math.abs(signed);
+      // The tensor's own bound (the diff's), when a diff of it is at hand
+      // without asking; else round-to-nearest's half step, said as such.
+      const known = r || knownTensorReport(o.checkpoint, o.tensor, o.ref);
+      const b = known ? api.num(known.boundSteps) : NaN;
+      const bound = b > 0 ? b : 0.5;
+      const what = b > 0 ? `the rounding bound (${fmtNum(bound, 4)} steps${known.boundFamily ? `, ${known.boundFamily}` : ''})`
+        : 'half a step (round to nearest with an exact scale; a diff gives this format\'s own bound)';
       sourceBox.append(field(source !== null ? 'error in steps' : '|error| in steps', 'error_steps', exact(signed), {
-        note: size <= 0.5 ? 'within the rounding bound (0.5)'
+        note: size <= bound ? `within ${what}`
           : exactValue === Math.fround(api.num(sc.rangeMin)) || exactValue === Math.fround(api.num(sc.rangeMax))
-            ? 'beyond the rounding bound (0.5), on an extreme level: clipped'
-            : 'beyond the rounding bound (0.5)',
+            ? `beyond ${what}, on an extreme level: clipped`
+            : `beyond ${what}`,
         title: '(value − source) / the gap between levels on the source’s side',
       }));
     }

@@ -898,6 +898,28 @@ def tick_digits_ok(labels):
     return None
 
 
+def write_gguf_with_arrays(path):
+    """A one-tensor GGUF (v3, an F32 [4]) whose header holds a long string
+    array and a short one, as a tokenizer's vocabulary sits in real files."""
+    import struct
+
+    def string(text):
+        b = text.encode()
+        return struct.pack('<Q', len(b)) + b
+
+    tokens = [f'tok{k}' for k in range(300)]
+    kvs = [
+        string('general.architecture') + struct.pack('<I', 8) + string('llama'),
+        string('tokenizer.ggml.tokens') + struct.pack('<IIQ', 9, 8, len(tokens)) + b''.join(string(t) for t in tokens),
+        string('tokenizer.ggml.scores') + struct.pack('<IIQ', 9, 6, 3) + struct.pack('<3f', 0.0, -1.0, -2.0),
+    ]
+    head = b'GGUF' + struct.pack('<IQQ', 3, 1, len(kvs)) + b''.join(kvs)
+    head += string('blk.0.attn_norm.weight') + struct.pack('<IQIQ', 1, 4, 0, 0)  # F32 [4] at 0
+    head += b'\0' * (-len(head) % 32)
+    with open(path, 'wb') as f:
+        f.write(head + struct.pack('<4f', 1, 2, 3, 4))
+
+
 def test_colours(driver, server_bin, cli, models, assets, shots):
     """Issue 31, point 1: the healthy Q8_0 demo is calm everywhere (tree by
     max error in steps and by SQNR, error heatmap), a planted element 80
@@ -912,6 +934,7 @@ def test_colours(driver, server_bin, cli, models, assets, shots):
         for name in (HEALTHY, SOURCE):
             shutil.copyfile(os.path.join(models, name), os.path.join(root, name))
         plant(cli, os.path.join(root, HEALTHY), os.path.join(root, PLANTED), PLANTED_TENSOR, PLANTED_INDEX)
+        write_gguf_with_arrays(os.path.join(root, 'arrays.gguf'))
         diffs = {}
         for ckpt in (HEALTHY, PLANTED):
             out = run_cli(cli, 'diff', os.path.join(root, ckpt), os.path.join(root, SOURCE))
@@ -1034,6 +1057,20 @@ def test_colours(driver, server_bin, cli, models, assets, shots):
         check('"llama"' in row.text, f'general.architecture reads {row.text!r}')
         check(page.field('conventions', '[data-role="metadata"]') == 'ggml', 'the conventions are not ggml')
         page.shot('i31_metadata', settle=0.1)
+        # Arrays fold: their type and length show, the items on request.
+        page.open('?checkpoint=arrays.gguf')
+        page.one('[data-role="metadata"] summary').click()
+        row = page.one('[data-role="metadata"] tr[data-key="tokenizer.ggml.tokens"]', 'tokenizer.ggml.tokens')
+        folded = row.find_elements(By.CSS_SELECTOR, 'details[data-folded]')
+        check(folded and not folded[0].get_attribute('open') and '300 items' in folded[0].text,
+              f'a 300-item array is not folded to its length: {row.text!r}')
+        check(not folded[0].find_element(By.CSS_SELECTOR, '.folded-value').is_displayed(), 'the folded items show')
+        short = page.one('[data-role="metadata"] tr[data-key="tokenizer.ggml.scores"]').text
+        check('[0, -1, -2]' in short, f'a 3-item array does not show whole: {short!r}')
+        folded[0].find_element(By.TAG_NAME, 'summary').click()
+        check('"tok0"' in folded[0].find_element(By.CSS_SELECTOR, '.folded-value').text, 'unfolding shows no items')
+        page.no_error('metadata with arrays')
+        page.shot('i31_metadata_arrays', settle=0.1)
     finally:
         if server:
             server.stop()

@@ -7,23 +7,20 @@ const FORMAT = { CHECKPOINT_FORMAT_GGUF: 'GGUF', CHECKPOINT_FORMAT_SAFETENSORS: 
 // Longer values fold: their first FOLD_AT characters show.
 const FOLD_AT = 120;
 
-// "[1, 2, ... (32000 items)]" (the server abbreviates long arrays): its count.
-function arrayItems(entry) {
+// "[1, 2, ... (32000 items)]" (the server abbreviates long arrays): its
+// count; null for a value shown whole.
+function abbreviatedItems(entry) {
   const m = /\.\.\. \((\d+) items\)\]$/.exec(entry.value || '');
-  if (m) return Number(m[1]);
-  if (!(entry.type || '').startsWith('array')) return null;
-  const v = (entry.value || '').trim();
-  return v === '[]' ? 0 : null;
+  return m && (entry.type || '').startsWith('array') ? Number(m[1]) : null;
 }
 
+// Short values inline; long arrays and long values folded to their type and
+// length (or their first FOLD_AT characters), the whole on request.
 function valueCell(entry) {
   const v = entry.value || '';
-  const items = arrayItems(entry);
-  const isArray = (entry.type || '').startsWith('array');
-  if (!isArray && v.length <= FOLD_AT) return el('span', { class: 'mono' }, v);
-  const head = isArray
-    ? `${entry.type}${items !== null ? ` · ${fmtCount(items)} items` : ''}`
-    : `${v.slice(0, FOLD_AT)}…`;
+  const items = abbreviatedItems(entry);
+  if (items === null && v.length <= FOLD_AT) return el('span', { class: 'mono' }, v);
+  const head = items !== null ? `${entry.type} · ${fmtCount(items)} items` : `${v.slice(0, FOLD_AT)}…`;
   return el('details', { class: 'folded', 'data-folded': 'true' },
     el('summary', { class: 'mono' }, head),
     el('div', { class: 'mono folded-value' }, v));

@@ -89,9 +89,10 @@ export function errorLegend(bound) {
 // Bits of precision a format's grid has: its code bits for uniform grids;
 // for float formats the significand's bits (implicit one included), whose
 // relative spacing plays the part of a uniform grid's step.
+// The element format first: "nvfp4 (fp4 e2m1, fp8 scales / global)" is FP4.
 const FLOAT_SIGNIFICAND = [
   [/^F64$/, 53], [/^F32$/, 24], [/^BF16$/, 8], [/^F16$/, 11],
-  [/E4M3|FP8(?!.*E5M2)/i, 4], [/E5M2/i, 3], [/E2M1|FP4/i, 2],
+  [/E2M1|FP4/i, 2], [/E5M2/i, 3], [/E4M3|FP8/i, 4],
 ];
 
 export function gridBits(scheme, codeBits) {

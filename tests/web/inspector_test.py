@@ -1012,6 +1012,24 @@ def test_colours(driver, server_bin, cli, models, assets, shots):
         check(note.startswith(f'beyond the rounding bound ({bound:.4g} steps'),
               f'the inspector says {note!r} of the planted element, its bound is {bound} steps')
 
+        print('  the planted tensor is red in the tree, and its modules; the others calm')
+        page.open(f'?checkpoint={PLANTED}&view=diff&ref={SOURCE}')
+        page.one('#diff-run').click()
+        page.one('[data-field="worst_tensor"]', 'the diff summary')
+        page.one('nav a[data-view="arch"]').click()
+        select = page.one('#arch-metric')
+        page.wait(lambda: select.is_enabled(), 'the metric selector after the diff')
+        select.find_element(By.CSS_SELECTOR, 'option[value="max_err_steps"]').click()
+        page.wait(lambda: len(page.css('.tree-row[data-leaf="true"] [data-field="metric"][style]')) == len(diffs[PLANTED]),
+                  'every tensor coloured')
+        cells = dict(page.d.execute_script(
+            "return [...document.querySelectorAll('.tree-row [data-field=\"metric\"][style]')].map((e) =>"
+            " [e.closest('.tree-row').dataset.path, getComputedStyle(e).backgroundColor]);"))
+        red = sorted(path for path, c in cells.items() if alarm([int(x) for x in RGB.match(c).groups()]))
+        check(red == ['blk', 'blk.0', 'blk.0.attn_q', PLANTED_TENSOR],
+              f'{PLANTED} by max error in steps: alarm colours on {red}; only {PLANTED_TENSOR} and its modules lie beyond')
+        page.shot('i31_architecture_planted', settle=0.1)
+
         print('  lock scale keeps the legend across a zoom')
         page.open(f'?checkpoint={HEALTHY}&tensor={PLANTED_TENSOR}&view=heatmap')
         first = heatmap_ready(page)

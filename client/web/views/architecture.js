@@ -24,8 +24,8 @@ export const METRICS = {
   max_err_steps: {
     label: 'max error in steps', short: 'max err (steps)', agg: 'worst',
     get: (r) => Number(r.maxErrSteps),
-    colour: (r) => errorColour(r.maxErrSteps, r.boundSteps),
-    severity: (r) => errorPosition(r.maxErrSteps, r.boundSteps),
+    colour: (r) => errorColour(...verdictSteps(r)),
+    severity: (r) => errorPosition(...verdictSteps(r)),
   },
   sqnr_db: {
     label: 'SQNR (dB)', short: 'SQNR (dB)', agg: 'worst', needsBits: true,
@@ -49,6 +49,19 @@ export const METRICS = {
     severity: (r) => Number(r.inducedZeros) / Number(r.count),
   },
 };
+
+// The error a tensor is coloured by, with its bound: its max error where
+// that is within the bound; beyond it, the bound plus the diff's excess (how
+// far beyond what the format allows the worst element lies), so a format
+// that clips by design (K-quants' searched scales: max error 4 steps,
+// excess 0) reads calm and a broken element reads red.
+function verdictSteps(r) {
+  const bound = Number(r.boundSteps);
+  const max = Number(r.maxErrSteps);
+  const excess = Number(r.maxExcessSteps) || 0;
+  if (!(bound > 0) || Number.isNaN(max)) return [max, bound];
+  return [excess > 0 ? bound + excess : Math.min(max, bound), bound];
+}
 
 // Grid bits per tensor (ListTensors' encoding), once per checkpoint.
 const bitsByCheckpoint = new Map();
@@ -210,7 +223,8 @@ export function mount(host, s, ctx) {
       legendEl.append(gradientBar(errorLegend(hi)),
         note('max error in steps (|x − x̂| / step), each tensor against its own rounding bound ',
           `(here ${lo === hi ? fmtNum(hi, 4) : `${fmtNum(lo, 4)} … ${fmtNum(hi, 4)}`} steps): calm up to the bound, `,
-          'amber to red beyond it (log scale to ≥128 steps); modules: their worst tensor'));
+          'amber to red by how far the worst element lies beyond what the format allows (the diff\'s excess; ',
+          'a format that clips by design reads calm while the excess is 0), log scale to ≥128 steps; modules: their worst tensor'));
     } else if (metricKey === 'sqnr_db') {
       legendEl.append(el('div', { class: 'bands' }, SQNR_BANDS.map((band) => el('span', { class: 'band' },
         el('span', { class: 'heat-swatch', style: { background: band.colour } }), ` ${band.label}`))),

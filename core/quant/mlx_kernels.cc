@@ -5,6 +5,7 @@
 
 #include "core/quant/decode_simd.h"
 #include "core/quant/float_formats.h"
+#include "core/quant/mlx_round_simd.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -126,30 +127,6 @@ bool UseAvx512() { return ActiveDecodeSimd() >= DecodeSimd::kAvx512; }
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
-// RoundVec on sixteen lanes.
-template <DType kT, bool kNan>
-TM_AVX512 inline __m512 RoundVec512(__m512 x) {
-  __m512 r = x;
-  if constexpr (kT == DType::kBF16) {
-    const __m512i u = _mm512_castps_si512(x);
-    const __m512i lsb =
-        _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    const __m512i up =
-        _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF)));
-    r = _mm512_castsi512_ps(
-        _mm512_and_si512(up, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
-  } else if constexpr (kT == DType::kF16) {
-    r = _mm512_cvtph_ps(
-        _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-  } else {
-    return x;
-  }
-  if constexpr (!kNan) return r;
-  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-  return _mm512_mask_blend_ps(
-      nan, r, _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000)));
-}
-
 // The AVX-512 paths: a group at a time, as the AVX2 ones below but on
 // sixteen lanes; a group's sixteen values (4-bit codes or fewer) are one
 // register, so one permute looks sixteen codes up.
@@ -165,16 +142,17 @@ TM_AVX512 void AffineGroup512(const uint8_t* q, int64_t i, int64_t end, float s,
   if (bits <= 4 && end - i >= 16) {
     const __m512 iota =
         _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const __m512 lut = RoundVec512<kT, kNan>(
-        _mm512_add_ps(RoundVec512<kT, kNan>(_mm512_mul_ps(iota, vs)), vb));
+    const __m512 lut = mlx_simd::Round<kT, kNan>(
+        _mm512_add_ps(mlx_simd::Round<kT, kNan>(_mm512_mul_ps(iota, vs)), vb));
     for (; i + 16 <= end; i += 16) {
       _mm512_storeu_ps(out + i, _mm512_permutexvar_ps(LoadCodes16(q + i), lut));
     }
   } else {
     for (; i + 16 <= end; i += 16) {
       const __m512 c = _mm512_cvtepi32_ps(LoadCodes16(q + i));
-      const __m512 p = RoundVec512<kT, kNan>(_mm512_mul_ps(c, vs));
-      _mm512_storeu_ps(out + i, RoundVec512<kT, kNan>(_mm512_add_ps(p, vb)));
+      const __m512 p = mlx_simd::Round<kT, kNan>(_mm512_mul_ps(c, vs));
+      _mm512_storeu_ps(out + i,
+                       mlx_simd::Round<kT, kNan>(_mm512_add_ps(p, vb)));
     }
   }
   for (; i < end; ++i) out[i] = MlxAffineValue(q[i], s, b, kT);
@@ -205,8 +183,8 @@ TM_AVX512 void FloatAvx512(const uint8_t* q, int64_t n, Runs runs,
       // E2M1 levels are finite: a NaN needs a scale that is not.
       const __m512 x = _mm512_mul_ps(_mm512_loadu_ps(table), vs);
       const __m512 lut = std::isfinite(s[g])
-                             ? RoundVec512<DType::kBF16, false>(x)
-                             : RoundVec512<DType::kBF16, true>(x);
+                             ? mlx_simd::Round<DType::kBF16, false>(x)
+                             : mlx_simd::Round<DType::kBF16, true>(x);
       for (; i + 16 <= end; i += 16) {
         _mm512_storeu_ps(out + i,
                          _mm512_permutexvar_ps(LoadCodes16(q + i), lut));
@@ -214,8 +192,8 @@ TM_AVX512 void FloatAvx512(const uint8_t* q, int64_t n, Runs runs,
     } else {
       for (; i + 16 <= end; i += 16) {
         const __m512 level = _mm512_i32gather_ps(LoadCodes16(q + i), table, 4);
-        _mm512_storeu_ps(
-            out + i, RoundVec512<DType::kBF16, true>(_mm512_mul_ps(level, vs)));
+        _mm512_storeu_ps(out + i, mlx_simd::Round<DType::kBF16, true>(
+                                      _mm512_mul_ps(level, vs)));
       }
     }
     for (; i < end; ++i) out[i] = MlxFloatValue(table[q[i]], s[g]);

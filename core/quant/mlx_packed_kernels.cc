@@ -6,6 +6,7 @@
 #include "core/quant/decode_simd.h"
 #include "core/quant/float_formats.h"
 #include "core/quant/mlx_kernels.h"
+#include "core/quant/mlx_round_simd.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -92,32 +93,6 @@ inline bool Finite(float x) {
   return (F32ToBits(x) & 0x7F800000u) != 0x7F800000u;
 }
 
-// RoundTo(kT, .) on sixteen lanes (RoundToBF16 / RoundToF16's bits), a NaN
-// made 0x7FC00000 when kNan (the scalar's); kF32 leaves x as it is.
-template <DType kT, bool kNan>
-TM_AVX512 inline __m512 Round(__m512 x) {
-  __m512 r = x;
-  if constexpr (kT == DType::kBF16) {
-    // u + 0x7FFF + bit 16 of u, the bit tested into a mask that adds the
-    // one: four operations where shifting it down takes five.
-    const __m512i u = _mm512_castps_si512(x);
-    const __mmask16 odd = _mm512_test_epi32_mask(u, _mm512_set1_epi32(0x10000));
-    __m512i up = _mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF));
-    up = _mm512_mask_add_epi32(up, odd, up, _mm512_set1_epi32(1));
-    r = _mm512_castsi512_ps(
-        _mm512_and_si512(up, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
-  } else if constexpr (kT == DType::kF16) {
-    r = _mm512_cvtph_ps(
-        _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-  } else {
-    return x;
-  }
-  if constexpr (!kNan) return r;
-  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-  return _mm512_mask_blend_ps(
-      nan, r, _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000)));
-}
-
 // Lanes [0, left) of a sixteen-lane step (all when left >= 16).
 TM_AVX512 inline __mmask16 Lanes(int64_t left) {
   return left >= 16 ? static_cast<__mmask16>(0xFFFF)
@@ -174,7 +149,7 @@ TM_AVX512 inline __m512 Fp4Values(__m128i raw, __m512 e2m1, __m512i nibble,
       _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(raw, raw)), nibble);
   const __m512 v =
       _mm512_mul_ps(_mm512_permutexvar_ps(idx, e2m1), _mm512_set1_ps(s));
-  return Finite(s) ? v : Round<DType::kBF16, true>(v);
+  return Finite(s) ? v : mlx_simd::Round<DType::kBF16, true>(v);
 }
 
 template <int64_t kGroup>
@@ -222,7 +197,7 @@ TM_AVX512 inline __m512 Fp8Values(__m128i raw, float s, bool round) {
       _mm512_mul_ps(_mm512_cvtph_ps(half), _mm512_set1_ps(256.0f)),
       _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000)));
   const __m512 v = _mm512_mul_ps(level, _mm512_set1_ps(s));
-  return round ? Round<DType::kBF16, true>(v) : v;
+  return round ? mlx_simd::Round<DType::kBF16, true>(v) : v;
 }
 
 TM_AVX512 void Fp8Avx512(const uint8_t* codes, const uint8_t* scales, int64_t n,
@@ -247,11 +222,12 @@ TM_AVX512 void Fp8Avx512(const uint8_t* codes, const uint8_t* scales, int64_t n,
   }
 }
 
-// R(R(q * s) + b), R = Round<kT, kNan>: MlxAffineValue's two roundings.
+// R(R(q * s) + b), R = mlx_simd::Round<kT, kNan>: MlxAffineValue's two
+// roundings.
 template <DType kT, bool kNan>
 TM_AVX512 inline __m512 AffineValue(__m512 q, __m512 vs, __m512 vb) {
-  return Round<kT, kNan>(
-      _mm512_add_ps(Round<kT, kNan>(_mm512_mul_ps(q, vs)), vb));
+  return mlx_simd::Round<kT, kNan>(
+      _mm512_add_ps(mlx_simd::Round<kT, kNan>(_mm512_mul_ps(q, vs)), vb));
 }
 
 // The values of sixteen codes whose 2 * bits bytes `x` holds (bits < 8) or

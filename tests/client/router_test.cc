@@ -464,16 +464,24 @@ TEST_F(RouterTest, TheCliPrintsWhatTheSingleServerPrints) {
                 .out);
 }
 
-TEST(RouterFailureTest, AStoppedServerIsNamedAndTheOthersStillServe) {
-  const Roots roots = MakeRoots();
+// A --partial-shards server per part of `roots`, and their addresses.
+struct PartialServers {
+  explicit PartialServers(const Roots& roots) {
+    for (const std::string& root : roots.parts) {
+      servers.push_back(std::make_unique<ServerProcess>(
+          std::vector<std::string>{root},
+          std::vector<std::string>{"--partial-shards"}));
+      addresses.push_back(servers.back()->address());
+    }
+  }
   std::vector<std::unique_ptr<ServerProcess>> servers;
   std::vector<std::string> addresses;
-  for (const std::string& root : roots.parts) {
-    servers.push_back(std::make_unique<ServerProcess>(
-        std::vector<std::string>{root},
-        std::vector<std::string>{"--partial-shards"}));
-    addresses.push_back(servers.back()->address());
-  }
+};
+
+TEST(RouterFailureTest, AStoppedServerIsNamedAndTheOthersStillServe) {
+  const Roots roots = MakeRoots();
+  PartialServers partial(roots);
+  auto& [servers, addresses] = partial;
   auto client = Connect(absl::StrJoin(addresses, ","));
   ASSERT_TRUE(client->GetCheckpoint(kCkpt).ok());  // placed with all three
   // It held shard 3 (model.norm and lm_head), and crashes.
@@ -513,14 +521,8 @@ TEST(RouterFailureTest, AStoppedServerIsNamedAndTheOthersStillServe) {
 // next call that needs it, not trusted until it expires (kPlacementTtl).
 TEST(RouterFailureTest, AServerBackOnItsAddressServesTheNextCall) {
   const Roots roots = MakeRoots();
-  std::vector<std::unique_ptr<ServerProcess>> servers;
-  std::vector<std::string> addresses;
-  for (const std::string& root : roots.parts) {
-    servers.push_back(std::make_unique<ServerProcess>(
-        std::vector<std::string>{root},
-        std::vector<std::string>{"--partial-shards"}));
-    addresses.push_back(servers.back()->address());
-  }
+  PartialServers partial(roots);
+  auto& [servers, addresses] = partial;
   ::kill(servers[2]->pid(), SIGKILL);
   servers[2]->WaitForExit();
   auto client = Connect(absl::StrJoin(addresses, ","));

@@ -113,6 +113,16 @@ int main(int argc, char** argv) {
   app.add_option("--max-concurrent-diffs", options.limits.max_concurrent_diffs,
                  "QuantDiff calls at once")
       ->capture_default_str();
+  app.add_option("--diff-reports-kept", options.limits.diff_reports_kept,
+                 "last diff reports kept for GetDiffReport (a page restores "
+                 "a diff from them after a reload; 0 = none)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--diff-reports-bytes", options.limits.diff_reports_bytes,
+                 "bytes of the kept diff reports (serialized), the least "
+                 "recently used evicted first; capped at the reply limit")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--max-call-seconds", options.limits.max_call_seconds,
                  "a stream ends with RESOURCE_EXHAUSTED past this, whatever "
                  "its deadline, and whether or not its client reads (one "

@@ -6,6 +6,9 @@
 // split by PartitionDiffPlan; only this part's pairs are read and diffed.
 // The watchdog (stream_watchdog.h) ends a call past max_call_seconds, or
 // one whose client took no event for max_idle_write_seconds.
+// Every call that got past Prepare leaves its report (the tensor events and
+// the summary, with how the call ended) in the DiffReportStore for
+// GetDiffReport, cancelled and failed calls marked so.
 #include <algorithm>
 #include <atomic>
 #include <deque>
@@ -27,6 +30,7 @@
 #include "proto/request_limits.h"
 #include "proto/status_mapping.h"
 #include "server/call_log.h"
+#include "server/diff_report_store.h"
 #include "server/exception_fence.h"
 #include "server/proto_convert.h"
 #include "server/service.h"
@@ -270,6 +274,8 @@ class QuantDiffReactor final
     options_.worst_groups = req_->has_worst_groups() ? req_->worst_groups() : 5;
     TM_RETURN_IF_ERROR(PlanPart());
     absl::MutexLock lock(&mu_);
+    prepared_ = true;
+    keep_ = state_->diff_reports.Fits(0);
     EnqueueProgressLocked();
     return absl::OkStatus();
   }
@@ -466,6 +472,7 @@ class QuantDiffReactor final
     clipped_ += d.clipped;
     zeroed_groups_ += d.zeroed_groups;
     max_excess_ = std::max(max_excess_, d.max_excess_steps);
+    CollectLocked(e);
     queue_.push_back(std::move(e));
     if (!cancelled_.load() && next_ < todo_.size()) StartNextLocked();
     PumpLocked();
@@ -517,7 +524,50 @@ class QuantDiffReactor final
     if (HasDiffPart(*req_)) *s->mutable_part() = part_;
     s->set_wall_seconds(absl::ToDoubleSeconds(absl::Now() - start_));
     s->set_bytes_read(bytes_done_.load());
+    CollectLocked(e);
     queue_.push_back(std::move(e));
+  }
+
+  // Copies `e` into the report kept for GetDiffReport, until the events
+  // would not fit the store (then nothing is kept).
+  void CollectLocked(const v1::QuantDiffEvent& e)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!keep_) return;
+    kept_bytes_ += static_cast<int64_t>(e.ByteSizeLong()) + 8;
+    if (!state_->diff_reports.Fits(kept_bytes_)) {
+      keep_ = false;
+      kept_.Clear();
+      return;
+    }
+    *kept_.add_events() = e;
+  }
+
+  // Leaves the report with how the call ended, once it has: the reports
+  // sent or queued, marked cancelled or failed unless the summary was made
+  // and the call succeeded. One that grew too big drops the last one kept.
+  void KeepReportLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!prepared_) return;  // refused before the diff began: nothing kept
+    const bool scoped = !req_->filter().empty() || !req_->tensors().empty() ||
+                        HasDiffPart(*req_);
+    if (status_.ok()) {
+      kept_.set_state(scoped ? v1::DIFF_REPORT_PARTIAL
+                             : v1::DIFF_REPORT_COMPLETE);
+    } else {
+      kept_.set_state(status_.error_code() == grpc::CANCELLED
+                          ? v1::DIFF_REPORT_CANCELLED
+                          : v1::DIFF_REPORT_FAILED);
+      kept_.set_code(static_cast<int>(status_.error_code()));
+      kept_.set_message(status_.error_message());
+    }
+    kept_.set_tensors_planned(static_cast<int64_t>(todo_.size()));
+    const std::string key = DiffReportKey(*req_, *quant_, *ref_);
+    if (!keep_) {
+      // Too big to keep: the report before is not the last any more.
+      state_->diff_reports.Drop(key);
+      return;
+    }
+    state_->diff_reports.Keep(key, DiffInputsOf(*quant_, *ref_),
+                              std::move(kept_));
   }
 
   // Starts the next write, or finishes once nothing runs and nothing waits.
@@ -545,6 +595,7 @@ class QuantDiffReactor final
     if (running_ == 0 && (failed || summarized_)) {
       finished_ = true;
       log_.Finish(status_, bytes_done_.load());
+      KeepReportLocked();
       // The slots go back before the client hears the end: a script's next
       // diff must not find them still taken by this one.
       ReleaseSlots();
@@ -594,6 +645,12 @@ class QuantDiffReactor final
   std::vector<std::string> undecodable_ ABSL_GUARDED_BY(mu_);
   grpc::Status status_ ABSL_GUARDED_BY(mu_);
   std::vector<DiffSummaryEntry> entries_ ABSL_GUARDED_BY(mu_);
+  // The report for GetDiffReport: collected while keep_ (set once the call
+  // is prepared, cleared when it grew past the store's budget).
+  bool prepared_ ABSL_GUARDED_BY(mu_) = false;
+  bool keep_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t kept_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  v1::GetDiffReportResponse kept_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace

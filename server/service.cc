@@ -509,6 +509,30 @@ grpc::ServerWriteReactor<v1::QuantDiffEvent>* TensormorphService::QuantDiff(
       [&] { return NewQuantDiffReactor(state_, ctx, req); });
 }
 
+grpc::ServerUnaryReactor* TensormorphService::GetDiffReport(
+    grpc::CallbackServerContext* ctx, const v1::GetDiffReportRequest* req,
+    v1::GetDiffReportResponse* resp) {
+  return RunOnPool(*state_, ctx,
+                   CallLog("GetDiffReport", ctx, req->diff().checkpoint(),
+                           req->diff().reference()),
+                   resp, [this, req, resp]() -> absl::Status {
+                     const v1::QuantDiffRequest& diff = req->diff();
+                     // Acquired as the diff acquires them: a changed file
+                     // reopens its checkpoint, and its new identities no longer
+                     // match the report's.
+                     auto quant = state_->registry.Acquire(diff.checkpoint());
+                     if (!quant.ok()) return quant.status();
+                     auto ref = state_->registry.Acquire(diff.reference());
+                     if (!ref.ok()) return ref.status();
+                     auto kept = state_->diff_reports.Find(
+                         DiffReportKey(diff, **quant, **ref),
+                         DiffInputsOf(**quant, **ref));
+                     if (!kept.ok()) return kept.status();
+                     *resp = *std::move(kept);
+                     return absl::OkStatus();
+                   });
+}
+
 grpc::ServerWriteReactor<v1::CheckpointEntry>*
 TensormorphService::ListCheckpoints(grpc::CallbackServerContext* ctx,
                                     const v1::ListCheckpointsRequest* req) {

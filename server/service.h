@@ -3,6 +3,7 @@
 #ifndef TENSORMORPH_SERVER_SERVICE_H_
 #define TENSORMORPH_SERVER_SERVICE_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -24,6 +25,7 @@
 #include "server/call_log.h"
 #include "server/call_stats.h"
 #include "server/checkpoint_registry.h"
+#include "server/diff_report_store.h"
 #include "server/exception_fence.h"
 #include "server/metrics.h"
 #include "server/peer_ledger.h"
@@ -73,6 +75,10 @@ struct ServiceLimits {
   int64_t max_list_depth = 16;
   int64_t max_list_page_size = 1000;
   int64_t max_list_scanned_per_call = 100'000;
+  // GetDiffReport: the last diff reports kept (entries, and the bytes of
+  // their serialized events), the least recently used evicted first.
+  int64_t diff_reports_kept = 32;
+  int64_t diff_reports_bytes = int64_t{64} << 20;
 };
 
 // INVALID_ARGUMENT when `value` is negative, RESOURCE_EXHAUSTED naming
@@ -96,7 +102,10 @@ struct ServiceState {
         reply_bytes(limits.max_reply_bytes_in_flight,
                     limits.max_reply_bytes_per_peer),
         watchdog(absl::Seconds(limits.max_call_seconds),
-                 absl::Seconds(limits.max_idle_write_seconds)) {}
+                 absl::Seconds(limits.max_idle_write_seconds)),
+        diff_reports(
+            limits.diff_reports_kept,
+            std::min(limits.diff_reports_bytes, limits.max_reply_bytes)) {}
   CheckpointRegistry registry;
   WorkerPool pool;
   Metrics metrics;
@@ -122,6 +131,8 @@ struct ServiceState {
   std::atomic<int64_t> refused_reply_bytes_total{0};
   std::atomic<int64_t> refused_reply_bytes_per_peer{0};
   StreamWatchdog watchdog;  // their time limits
+  // Each QuantDiff's report, for GetDiffReport (none larger than a reply).
+  DiffReportStore diff_reports;
 
   // Starts a stream (from its reactor's constructor): a call, and a stream
   // in Counters until StreamEnded.
@@ -422,6 +433,9 @@ class TensormorphService final
   grpc::ServerWriteReactor<v1::QuantDiffEvent>* QuantDiff(
       grpc::CallbackServerContext* ctx,
       const v1::QuantDiffRequest* req) override;
+  grpc::ServerUnaryReactor* GetDiffReport(
+      grpc::CallbackServerContext* ctx, const v1::GetDiffReportRequest* req,
+      v1::GetDiffReportResponse* resp) override;
   grpc::ServerUnaryReactor* ComputeStats(
       grpc::CallbackServerContext* ctx, const v1::ComputeStatsRequest* req,
       v1::ComputeStatsResponse* resp) override;

@@ -165,6 +165,7 @@ JsonRpc::JsonRpc(std::shared_ptr<grpc::Channel> channel)
   streaming("ReadSlice", &Stub::ReadSlice);
   unary("InspectScalars", &Stub::InspectScalars);
   streaming("QuantDiff", &Stub::QuantDiff);
+  unary("GetDiffReport", &Stub::GetDiffReport);
   unary("ComputeStats", &Stub::ComputeStats);
   unary("GetHeatmap", &Stub::GetHeatmap);
   unary("GetArchitecture", &Stub::GetArchitecture);

@@ -136,6 +136,13 @@ const std::map<std::string, Json>& Requests() {
         {"flatIndices", {0}}}},
       {"QuantDiff",
        {{"checkpoint", kQ8}, {"reference", "source"}, {"filter", "blk.0.*"}}},
+      // The report of the QuantDiff above (methods run in the service's
+      // order).
+      {"GetDiffReport",
+       {{"diff",
+         {{"checkpoint", kQ8},
+          {"reference", "source"},
+          {"filter", "blk.0.*"}}}}},
       {"ComputeStats",
        {{"checkpoint", kQ8}, {"tensor", kQ8Tensor}, {"bins", 8}}},
       {"GetHeatmap",

@@ -6,10 +6,31 @@ import * as api from './api.js';
 export const lastDiff = {
   checkpoint: '',
   reference: '',
+  filter: '',
   reports: new Map(),  // tensor name -> TensorDiffReport
   summary: null,
   running: false,
+  // How the diff ended (diff_results.js): '' (none yet), 'running',
+  // 'complete', 'partial' (a filter), 'cancelled', 'failed'; never
+  // 'complete' unless its summary came and the call succeeded.
+  state: '',
+  planned: 0,  // tensors the diff set out to compare
+  error: null,  // { code, message } of a cancelled or failed diff
+  restored: null,  // { ageSeconds } when read back from the server (GetDiffReport)
+  events: [],  // tensor events then the summary, as the gateway streams them
 };
+
+// Views that show the last diff redraw when it changes (a report restored
+// from the server after they mounted). `fn` is called with no argument;
+// returns the function that stops it.
+const diffListeners = new Set();
+export function onDiffChange(fn) {
+  diffListeners.add(fn);
+  return () => diffListeners.delete(fn);
+}
+export function diffChanged() {
+  for (const fn of diffListeners) fn();
+}
 
 export function diffReportFor(checkpoint, tensor) {
   if (lastDiff.checkpoint !== checkpoint) return null;

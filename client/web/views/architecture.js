@@ -6,7 +6,8 @@
 // fuzzy tensor search; the checkpoint's metadata. Clicking a tensor opens it.
 import * as api from '../api.js';
 import { el, clear, loading, fmtBytes, fmtCount, fmtNum, schemeColour, rgbCss } from '../ui.js';
-import { lastDiff } from '../store.js';
+import { lastDiff, onDiffChange } from '../store.js';
+import { restoreDiff, stateNote } from '../diff_results.js';
 import { errorColour, errorPosition, errorLegend, sqnrBand, bitsLost, gridBits, SQNR_BANDS, shareColour, shareLegend }
   from '../scales.js';
 import { fuzzySearch } from '../fuzzy.js';
@@ -209,7 +210,14 @@ export function mount(host, s, ctx) {
   const drawLegend = (values) => {
     clear(legendEl);
     const m = METRICS[metricKey];
+    // A cancelled, failed or filtered diff colours only what it compared:
+    // said on the legend, and the coloured cells hatched.
+    treeEl.classList.toggle('partial-diff', !!(m && values.size && stateNote()));
     if (!m) return;
+    if (values.size) {
+      const marked = stateNote();
+      if (marked) legendEl.append(marked);
+    }
     if (!values.size) {
       if (m.needsBits && !bits) legendEl.append(el('span', { class: 'muted' }, 'reading each tensor\'s bit width…'));
       return;
@@ -277,7 +285,7 @@ export function mount(host, s, ctx) {
       el('label', null, 'colour by ', select),
       el('button', { onclick: () => { walk(root, 0, (n) => expanded.add(n.path)); drawTree(); } }, 'Expand all'),
       el('button', { onclick: () => { expanded.clear(); drawTree(); } }, 'Collapse all'),
-      haveDiff() ? el('span', { class: 'muted' }, `diff against ${lastDiff.reference}`) : null);
+      haveDiff() ? el('span', { class: 'muted', 'data-field': 'diff-source' }, `diff against ${lastDiff.reference}${lastDiff.state && lastDiff.state !== 'complete' ? ` (${lastDiff.state})` : ''}`) : null);
     legendEl = el('div', { class: 'legend' });
     treeEl = el('div', { class: 'tree', role: 'tree' });
     host.append(el('h1', null, 'Architecture'), summary, searchBox(), meta, tools, legendEl, treeEl);
@@ -358,6 +366,14 @@ export function mount(host, s, ctx) {
     clear(host);
     ctx.showError(e);
   });
+  // A diff restored from the server (a reload, a link with ref= and
+  // metric=) colours the tree as one run in this tab does.
+  const stopWatching = onDiffChange(() => {
+    if (root) draw();
+  });
+  if (s.ref) restoreDiff(s.checkpoint, s.ref, s.filter || '', { signal: controller.signal }).catch((e) => {
+    if (e.name !== 'AbortError') ctx.showError(e);
+  });
 
   return {
     update(ns) {
@@ -367,7 +383,10 @@ export function mount(host, s, ctx) {
         if (root) drawTree();
       }
     },
-    destroy: () => controller.abort(),
+    destroy: () => {
+      stopWatching();
+      controller.abort();
+    },
   };
 }
 

@@ -2,10 +2,12 @@
 // source (QuantDiff, streamed): a live progress bar, per-tensor rows as they
 // arrive, sortable; a row opens the tensor's error heatmap beside its worst
 // elements. The last diff stays in this tab's memory (store.js) for the
-// architecture colouring.
+// architecture colouring, and on the server: a reload or a shared link with
+// ref= restores it (diff_results.js), marked cancelled or failed if it was.
 import * as api from '../api.js';
 import { el, clear, fmtNum, fmtCount, fmtBytes, fmtShape, table } from '../ui.js';
-import { lastDiff } from '../store.js';
+import { lastDiff, diffChanged } from '../store.js';
+import { diffRequest, endedState, restoreDiff, stateText, downloadButton } from '../diff_results.js';
 
 export function key(s) {
   return s.checkpoint;
@@ -30,16 +32,24 @@ export function runDiff(checkpoint, reference, filter) {
   lastDiff.reports = new Map();
   lastDiff.summary = null;
   lastDiff.running = true;
+  lastDiff.state = 'running';
+  lastDiff.planned = 0;
+  lastDiff.error = null;
+  lastDiff.restored = null;
+  lastDiff.events = [];
   progress = null;
   error = null;
   emit();
-  const request = { checkpoint, reference, filter: filter || '', topK: 10, worstGroups: 5 };
+  const request = diffRequest(checkpoint, reference, filter);
   const mine = controller;
   api.stream('QuantDiff', request, (ev) => {
     if (mine !== controller) return;
-    if (ev.progress) progress = ev.progress;
-    else if (ev.tensor) lastDiff.reports.set(ev.tensor.name, ev.tensor);
+    if (ev.progress) {
+      progress = ev.progress;
+      lastDiff.planned = api.num(ev.progress.tensorsTotal);
+    } else if (ev.tensor) lastDiff.reports.set(ev.tensor.name, ev.tensor);
     else if (ev.summary) lastDiff.summary = ev.summary;
+    if (!ev.progress) lastDiff.events.push(ev);
     emit();
   }, { signal: controller.signal }).catch((e) => {
     if (mine !== controller) return;
@@ -48,7 +58,12 @@ export function runDiff(checkpoint, reference, filter) {
   }).finally(() => {
     if (mine !== controller) return;
     lastDiff.running = false;
+    lastDiff.state = endedState(error, filter);
+    lastDiff.error = error ? { code: error.code, message: error.message } : null;
+    // A cancel is the user's own act: the status line says it, no banner.
+    if (error && error.code === 'CANCELLED') error = null;
     emit();
+    diffChanged();
   });
 }
 
@@ -97,6 +112,8 @@ export function mount(host, s, ctx) {
     runDiff(s.checkpoint, ref, filterInput.value.trim());
   } },
   el('label', null, 'source ', refInput), el('label', null, 'filter ', filterInput), runButton, cancelButton);
+  const download = downloadButton();
+  form.append(download);
   const bar = el('div', { class: 'progress', 'data-role': 'progress' }, el('div', { class: 'fill' }));
   const progressText = el('div', { class: 'progress-text muted', 'data-field': 'progress' });
   const summaryEl = el('div', { class: 'diff-summary' });
@@ -113,6 +130,7 @@ export function mount(host, s, ctx) {
     const mine = lastDiff.checkpoint === s.checkpoint;
     runButton.disabled = mine && lastDiff.running;
     cancelButton.hidden = !(mine && lastDiff.running);
+    download.hidden = !(mine && !lastDiff.running && lastDiff.events.length);
     if (!mine) {
       bar.hidden = true;
       return;
@@ -123,12 +141,18 @@ export function mount(host, s, ctx) {
     const total = p ? Number(p.tensorsTotal) : 0;
     const bytesDone = p ? Number(p.bytesDone) : 0;
     const bytesTotal = p ? Number(p.bytesTotal) : 0;
-    const frac = lastDiff.summary ? 1 : bytesTotal ? bytesDone / bytesTotal : total ? done / total : 0;
+    const frac = lastDiff.summary ? 1 : bytesTotal ? bytesDone / bytesTotal : total ? done / total
+      : lastDiff.planned ? lastDiff.reports.size / lastDiff.planned : 0;
     bar.firstChild.style.width = `${(100 * frac).toFixed(1)}%`;
     bar.classList.toggle('running', lastDiff.running);
+    // How it ended comes from diff_results.js: never "done" for a run
+    // cancelled, failed or limited by a filter.
+    const ended = lastDiff.running ? '' : stateText();
     progressText.textContent = p
-      ? `${done} of ${total} tensors · ${fmtBytes(bytesDone)} of ${fmtBytes(bytesTotal)} of the source read · ${fmtNum(p.elapsedSeconds, 3)} s${lastDiff.running ? '' : ' · done'}`
-      : (lastDiff.running ? 'starting…' : '');
+      ? `${done} of ${total} tensors · ${fmtBytes(bytesDone)} of ${fmtBytes(bytesTotal)} of the source read · ${fmtNum(p.elapsedSeconds, 3)} s${ended ? ` · ${ended}` : ''}`
+      : (lastDiff.running ? 'starting…' : ended);
+    progressText.dataset.state = lastDiff.state;
+    bar.classList.toggle('partial', lastDiff.state === 'cancelled' || lastDiff.state === 'failed');
     if (error && !lastDiff.running) {
       ctx.showError(error);
       error = null;
@@ -171,6 +195,10 @@ export function mount(host, s, ctx) {
   };
   listeners.add(schedule);
   render();
+  // A reload or a shared link: the server's kept report of this diff.
+  if (s.ref && !lastDiff.running) {
+    restoreDiff(s.checkpoint, s.ref, s.filter || '').then(schedule, (e) => ctx.showError(e));
+  }
   return {
     update(ns) {
       if (ns.ref && document.activeElement !== refInput) refInput.value = ns.ref;

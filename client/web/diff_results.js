@@ -116,10 +116,12 @@ export function stateText() {
 // the whole checkpoint's (the tree's legend), else null.
 export function stateNote() {
   const st = lastDiff.state;
-  if (st !== 'cancelled' && st !== 'failed' && st !== 'partial') return null;
+  if (!['cancelled', 'failed', 'partial', 'running'].includes(st)) return null;
   const what = st === 'partial'
     ? `Partial diff (filter '${lastDiff.filter}'): only the matching tensors are coloured.`
-    : `Partial results: the diff was ${st} after ${compared()}; uncoloured tensors were not compared, and modules are coloured by the compared ones only.`;
+    : st === 'running'
+      ? `The diff is still running: ${compared()} when this was drawn; uncoloured tensors are not compared yet.`
+      : `Partial results: the diff was ${st} after ${compared()}; uncoloured tensors were not compared, and modules are coloured by the compared ones only.`;
   return el('div', { class: `diff-state ${st}`, 'data-field': 'diff-state', 'data-state': st }, what);
 }
 

@@ -377,6 +377,7 @@ export function mount(host, s, ctx) {
 
   return {
     update(ns) {
+      if (ns.ref && ns.ref !== s.ref) restoreDiff(ns.checkpoint, ns.ref, ns.filter || '', { signal: controller.signal }).catch(() => {});
       s = ns;
       if ((ns.metric || '') !== metricKey) {
         metricKey = ns.metric || '';

@@ -202,6 +202,10 @@ export function mount(host, s, ctx) {
   return {
     update(ns) {
       if (ns.ref && document.activeElement !== refInput) refInput.value = ns.ref;
+      if (ns.ref && ns.ref !== s.ref && !lastDiff.running) {
+        restoreDiff(ns.checkpoint, ns.ref, ns.filter || '').then(schedule, () => {});
+      }
+      s = ns;
     },
     destroy() {
       listeners.delete(schedule);

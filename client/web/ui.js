@@ -1,5 +1,6 @@
 // Small DOM and formatting helpers shared by the views, and the colours:
 // the categorical palette of group shading and the viridis ramp of values.
+import { virtualRows } from './virtual.js';
 
 export function el(tag, attrs, ...children) {
   const e = document.createElement(tag);
@@ -171,60 +172,157 @@ export function schemeColour(scheme) {
   return schemeCache.get(scheme);
 }
 
-// A table with sortable headers: columns [{key, label, num, fmt, title}].
-export function table(columns, rows, { onRow, sortKey, sortDesc = true, rowAttrs } = {}) {
+// A table with sortable headers: columns [{key, label, num, fmt, title,
+// sortValue}] (sortValue(row): the key a column sorts by, default its value;
+// numbers compare as numbers, NaN lowest, anything else as strings). Sort
+// keys are computed once per sort; rows that arrive later (redraw with the
+// same rows and more) are put in place by binary search, so a stream of rows
+// costs a few comparisons each, not a sort. Long tables are virtual
+// (virtual.js): only the rows in view are in the DOM. A name filter
+// (setFilter) keeps the rows whose `filterKey` (default 'name') holds the
+// text, case ignored.
+export function table(columns, rows, { onRow, sortKey, sortDesc = true, rowAttrs, filterKey = 'name' } = {}) {
   const wrap = el('div', { class: 'table-wrap' });
   let key = sortKey;
   let desc = sortDesc;
-  const draw = () => {
-    const sorted = rows.slice();
-    if (key) {
-      const col = columns.find((c) => c.key === key);
-      const val = col.value || ((r) => r[key]);
-      sorted.sort((a, b) => {
-        const x = val(a);
-        const y = val(b);
-        let c;
-        if (col.num) c = Number(x) - Number(y);
-        else c = String(x).localeCompare(String(y));
-        if (Number.isNaN(c)) c = Number.isNaN(Number(x)) ? (Number.isNaN(Number(y)) ? 0 : -1) : 1;
-        return desc ? -c : c;
+  let filter = '';
+  let seen = 0;           // rows taken from `rows`
+  let firstSeen = null;   // rows[0] and rows[seen - 1] when taken
+  let lastSeen = null;
+  let sorted = [];        // [sort key, row], in the table's order
+  let shown = sorted;     // the filter's rows of `sorted`
+  const sortValue = (row) => {
+    const col = columns.find((c) => c.key === key);
+    if (!col) return 0;
+    const v = col.sortValue ? col.sortValue(row) : col.value ? col.value(row) : row[key];
+    return col.num ? Number(v) : (typeof v === 'number' ? v : String(v));
+  };
+  const compare = (a, b) => {
+    const x = a[0];
+    const y = b[0];
+    let c;
+    if (typeof x === 'number' || typeof y === 'number') {
+      c = x - y;
+      if (Number.isNaN(c)) c = Number.isNaN(x) ? (Number.isNaN(y) ? 0 : -1) : 1;
+    } else c = x < y ? -1 : x > y ? 1 : 0;
+    return desc ? -c : c;
+  };
+  // Entries are [sort key, row, the row's name in lower case].
+  const entry = (r) => [key ? sortValue(r) : 0, r, String(r[filterKey]).toLowerCase()];
+  const refilter = () => {
+    shown = filter ? sorted.filter((e) => e[2].includes(filter)) : sorted;
+  };
+  const resort = () => {
+    sorted = rows.slice(0, seen).map(entry);
+    if (key) sorted.sort(compare);
+    refilter();
+  };
+  // After the equal keys already in place: arrival order among equals.
+  const insert = (r) => {
+    const e = entry(r);
+    let lo = 0;
+    let hi = sorted.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (key && compare(sorted[mid], e) <= 0) lo = mid + 1;
+      else if (!key) lo = mid + 1;
+      else hi = mid;
+    }
+    sorted.splice(lo, 0, e);
+  };
+  const drawRow = (i) => {
+    const r = shown[i][1];
+    const tr = el('tr', Object.assign({ class: onRow ? 'clickable' : '' }, rowAttrs ? rowAttrs(r) : {}),
+      columns.map((c) => {
+        const v = c.value ? c.value(r) : r[c.key];
+        const out = c.fmt ? c.fmt(v, r) : v;
+        return el('td', { class: c.num ? 'num' : '' }, out);
+      }));
+    tr.dataset.row = String(i);
+    if (onRow) {
+      tr.tabIndex = 0;
+      tr.addEventListener('click', () => onRow(r));
+      tr.addEventListener('keydown', (e) => {
+        if (e.key === 'Enter') onRow(r);
       });
     }
-    const head = el('tr', null, columns.map((c) => el('th', {
-      class: [c.num ? 'num' : '', c.sortable === false ? '' : 'sortable', key === c.key ? (desc ? 'sorted desc' : 'sorted asc') : ''].join(' '),
-      title: c.title,
-      'data-sort': c.key,
-      onclick: c.sortable === false ? null : () => {
-        if (key === c.key) desc = !desc;
-        else {
-          key = c.key;
-          desc = !!c.num;
-        }
-        draw();
-      },
-    }, c.label)));
-    const body = sorted.map((r) => {
-      const tr = el('tr', Object.assign({ class: onRow ? 'clickable' : '' }, rowAttrs ? rowAttrs(r) : {}),
-        columns.map((c) => {
-          const v = c.value ? c.value(r) : r[c.key];
-          const shown = c.fmt ? c.fmt(v, r) : v;
-          return el('td', { class: c.num ? 'num' : '' }, shown);
-        }));
-      if (onRow) {
-        tr.tabIndex = 0;
-        tr.addEventListener('click', () => onRow(r));
-        tr.addEventListener('keydown', (e) => {
-          if (e.key === 'Enter') onRow(r);
-        });
-      }
-      return tr;
-    });
-    clear(wrap).appendChild(el('table', { class: 'grid' }, el('thead', null, head), el('tbody', null, body)));
+    return tr;
   };
+  const heads = columns.map((c) => el('th', {
+    class: [c.num ? 'num' : '', c.sortable === false ? '' : 'sortable'].join(' '),
+    title: c.title,
+    'data-sort': c.key,
+    onclick: c.sortable === false ? null : () => {
+      if (key === c.key) desc = !desc;
+      else {
+        key = c.key;
+        desc = !!c.num;
+      }
+      resort();
+      draw();
+    },
+  }, c.label));
+  const markSorted = () => {
+    heads.forEach((h, k) => {
+      h.classList.toggle('sorted', columns[k].key === key);
+      h.classList.toggle('desc', columns[k].key === key && desc);
+      h.classList.toggle('asc', columns[k].key === key && !desc);
+    });
+  };
+  const tbody = el('tbody');
+  wrap.appendChild(el('table', { class: 'grid' }, el('thead', null, el('tr', null, heads)), tbody));
+  const list = virtualRows({
+    scroller: wrap, body: tbody, draw: drawRow,
+    spacer: () => el('tr', null, el('td', { colspan: columns.length })),
+  });
+  const draw = () => {
+    markSorted();
+    wrap.dataset.sortKey = key || '';
+    wrap.dataset.sortDir = desc ? 'desc' : 'asc';
+    wrap.dataset.shown = String(shown.length);
+    list.setCount(shown.length);
+  };
+  // Takes `newRows` (or the same array grown): the rows past those already
+  // taken are inserted in place when the first rows are the same; anything
+  // else is sorted afresh.
+  const take = (newRows) => {
+    if (newRows) rows = newRows;
+    const grown = rows.length >= seen && (seen === 0 || (rows[0] === firstSeen && rows[seen - 1] === lastSeen));
+    if (!grown) {
+      seen = rows.length;
+      resort();
+    } else if (rows.length - seen > 64 && rows.length - seen > seen) {
+      seen = rows.length;  // more new rows than old: one sort is cheaper
+      resort();
+    } else {
+      for (let k = seen; k < rows.length; k++) insert(rows[k]);
+      seen = rows.length;
+      refilter();
+    }
+    firstSeen = rows[0] || null;
+    lastSeen = seen ? rows[seen - 1] : null;
+  };
+  take(rows);
   draw();
   wrap.redraw = (newRows) => {
-    if (newRows) rows = newRows;
+    take(newRows);
+    draw();
+  };
+  // Once per animation frame however fast the keys come.
+  let filterFrame = 0;
+  wrap.setFilter = (text) => {
+    filter = String(text || '').trim().toLowerCase();
+    if (filterFrame) return;
+    filterFrame = requestAnimationFrame(() => {
+      filterFrame = 0;
+      refilter();
+      wrap.scrollTop = 0;
+      draw();
+    });
+  };
+  // Sorts again (a column's sortValue changed, as the name column's with the order).
+  wrap.resort = () => {
+    resort();
     draw();
   };
   return wrap;

@@ -6,6 +6,7 @@
 import * as api from '../api.js';
 import { el, clear, fmtNum, fmtCount, fmtBytes, fmtShape, table } from '../ui.js';
 import { lastDiff } from '../store.js';
+import { fileRanks, orderKey, orderSelect } from '../order.js';
 
 export function key(s) {
   return s.checkpoint;
@@ -102,9 +103,29 @@ export function mount(host, s, ctx) {
   const summaryEl = el('div', { class: 'diff-summary' });
   const rowsEl = el('div', { class: 'diff-rows' });
   const hint = el('p', { class: 'muted small' }, 'Click a row for its error heatmap and worst elements; click a heading to sort.');
+  // The name column sorts in the order chosen (model: layers by number;
+  // file: as stored), the table's filter keeps names holding the text.
+  let order = s.order === 'file' ? 'file' : 'model';
+  let nameKey = orderKey('model');
+  const columns = COLUMNS.map((c) => (c.key === 'name' ? Object.assign({}, c, { sortValue: (r) => nameKey(r.name) }) : c));
+  const setOrder = (o) => {
+    order = o;
+    const apply = (ranks) => {
+      nameKey = orderKey(order, ranks);
+      if (grid) grid.resort();
+    };
+    if (order === 'file') {
+      fileRanks(s.checkpoint).then(apply).catch((e) => ctx.showError(e));
+    } else apply(null);
+  };
+  const rowFilter = el('input', { id: 'diff-row-filter', type: 'search', placeholder: 'filter rows (part of a name)',
+    spellcheck: 'false', autocomplete: 'off', 'aria-label': 'filter the rows' });
+  rowFilter.addEventListener('input', () => grid && grid.setFilter(rowFilter.value));
+  const rowTools = el('div', { class: 'toolbar row-tools' }, rowFilter,
+    orderSelect(el, order, (o) => ctx.navigate({ order: o === 'file' ? 'file' : null }, { replace: true }), 'diff-order'));
   host.append(el('h1', null, 'Quantization diff'),
     el('p', { class: 'muted' }, `${s.checkpoint} against its full-precision source: error in units of the local quantization step.`),
-    form, bar, progressText, summaryEl, hint, rowsEl);
+    form, bar, progressText, summaryEl, hint, rowTools, rowsEl);
 
   let grid = null;
   let frame = 0;
@@ -150,7 +171,7 @@ export function mount(host, s, ctx) {
     }
     const rows = [...lastDiff.reports.values()];
     if (!grid) {
-      grid = table(COLUMNS, rows, {
+      grid = table(columns, rows, {
         sortKey: 'maxErrSteps',
         onRow: (r) => {
           const w = (r.worst || [])[0];
@@ -160,20 +181,25 @@ export function mount(host, s, ctx) {
         rowAttrs: (r) => ({ 'data-name': r.name, 'data-max-err-steps': String(r.maxErrSteps), class: `clickable${r.flagged ? ' flagged' : ''}` }),
       });
       clear(rowsEl).append(grid);
+      if (rowFilter.value) grid.setFilter(rowFilter.value);
     } else {
       grid.redraw(rows);
     }
     rowsEl.hidden = rows.length === 0;
     hint.hidden = rows.length === 0;
+    rowTools.hidden = rows.length === 0;
   };
   const schedule = () => {
     if (!frame) frame = requestAnimationFrame(render);
   };
   listeners.add(schedule);
   render();
+  if (order === 'file') setOrder(order);
   return {
     update(ns) {
       if (ns.ref && document.activeElement !== refInput) refInput.value = ns.ref;
+      const o = ns.order === 'file' ? 'file' : 'model';
+      if (o !== order) setOrder(o);
     },
     destroy() {
       listeners.delete(schedule);

@@ -1,6 +1,7 @@
 // Small DOM and formatting helpers shared by the views, and the colours:
 // the categorical palette of group shading and the viridis ramp of values.
 import { virtualRows } from './virtual.js';
+import { sortOrder } from './sort.js';
 
 export function el(tag, attrs, ...children) {
   const e = document.createElement(tag);
@@ -59,8 +60,11 @@ export function fmtBytes(n) {
   return u === 0 ? `${n} B` : `${n.toFixed(n < 10 ? 2 : 1)} ${UNITS[u]}`;
 }
 
+// One formatter for every count: toLocaleString makes one per call, which
+// a table of 10,000 rows feels.
+const COUNT_FORMAT = new Intl.NumberFormat('en-US', { maximumFractionDigits: 3 });
 export function fmtCount(n) {
-  return Number(n).toLocaleString('en-US');
+  return COUNT_FORMAT.format(Number(n));
 }
 
 // For people: 5 significant digits; exact values are shown where they matter.
@@ -174,23 +178,33 @@ export function schemeColour(scheme) {
 
 // A table with sortable headers: columns [{key, label, num, fmt, title,
 // sortValue}] (sortValue(row): the key a column sorts by, default its value;
-// numbers compare as numbers, NaN lowest, anything else as strings). Sort
-// keys are computed once per sort; rows that arrive later (redraw with the
-// same rows and more) are put in place by binary search, so a stream of rows
+// numbers compare as numbers, NaN lowest, anything else as strings by code
+// units; equal keys keep the rows' arrival order). Sort keys are computed
+// once per sort; a long table (SORT_IN_WORKER_FROM rows) is sorted in a Web
+// Worker (sort.js) while the page stays responsive, showing the old order
+// until the new one is ready. Rows that arrive later (redraw with the same
+// rows and more) are put in place by binary search, so a stream of rows
 // costs a few comparisons each, not a sort. Long tables are virtual
 // (virtual.js): only the rows in view are in the DOM. A name filter
 // (setFilter) keeps the rows whose `filterKey` (default 'name') holds the
-// text, case ignored.
+// text, case ignored. The wrapper's data-sort-key and data-sort-dir say
+// the order shown.
+const SORT_IN_WORKER_FROM = 2000;
+
 export function table(columns, rows, { onRow, sortKey, sortDesc = true, rowAttrs, filterKey = 'name' } = {}) {
   const wrap = el('div', { class: 'table-wrap' });
-  let key = sortKey;
+  let key = sortKey;      // the order asked for
   let desc = sortDesc;
+  let shownKey = key;     // the order `sorted` is in
+  let shownDesc = desc;
   let filter = '';
   let seen = 0;           // rows taken from `rows`
   let firstSeen = null;   // rows[0] and rows[seen - 1] when taken
   let lastSeen = null;
-  let sorted = [];        // [sort key, row], in the table's order
+  let sorted = [];        // [sort key, row, name in lower case], in the table's order
   let shown = sorted;     // the filter's rows of `sorted`
+  let sorting = 0;        // the worker sort in flight (its number), 0 = none
+  let sorts = 0;
   const sortValue = (row) => {
     const col = columns.find((c) => c.key === key);
     if (!col) return 0;
@@ -207,15 +221,9 @@ export function table(columns, rows, { onRow, sortKey, sortDesc = true, rowAttrs
     } else c = x < y ? -1 : x > y ? 1 : 0;
     return desc ? -c : c;
   };
-  // Entries are [sort key, row, the row's name in lower case].
   const entry = (r) => [key ? sortValue(r) : 0, r, String(r[filterKey]).toLowerCase()];
   const refilter = () => {
     shown = filter ? sorted.filter((e) => e[2].includes(filter)) : sorted;
-  };
-  const resort = () => {
-    sorted = rows.slice(0, seen).map(entry);
-    if (key) sorted.sort(compare);
-    refilter();
   };
   // After the equal keys already in place: arrival order among equals.
   const insert = (r) => {
@@ -224,11 +232,48 @@ export function table(columns, rows, { onRow, sortKey, sortDesc = true, rowAttrs
     let hi = sorted.length;
     while (lo < hi) {
       const mid = (lo + hi) >> 1;
-      if (key && compare(sorted[mid], e) <= 0) lo = mid + 1;
-      else if (!key) lo = mid + 1;
+      if (!key || compare(sorted[mid], e) <= 0) lo = mid + 1;
       else hi = mid;
     }
     sorted.splice(lo, 0, e);
+  };
+  const resort = () => {
+    const entries = rows.slice(0, seen).map(entry);
+    if (!key || entries.length < SORT_IN_WORKER_FROM) {
+      sorting = 0;
+      if (key) entries.sort(compare);
+      sorted = entries;
+      shownKey = key;
+      shownDesc = desc;
+      refilter();
+      return;
+    }
+    const mine = ++sorts;
+    sorting = mine;
+    wrap.dataset.sorting = 'true';
+    const numeric = entries.every((e) => typeof e[0] === 'number');
+    const keys = numeric ? Float64Array.from(entries, (e) => e[0]) : entries.map((e) => String(e[0]));
+    const wantKey = key;
+    const wantDesc = desc;
+    sortOrder(keys, desc).then((order) => {
+      if (sorting !== mine) return;  // a newer sort, or the rows replaced
+      sorting = 0;
+      delete wrap.dataset.sorting;
+      const next = new Array(order.length);
+      for (let k = 0; k < order.length; k++) next[k] = entries[order[k]];
+      sorted = next;
+      shownKey = wantKey;
+      shownDesc = wantDesc;
+      // Rows that came while the worker sorted: a few put in place, many
+      // sorted again (in the worker).
+      if (seen - entries.length > 64) {
+        resort();
+        return;
+      }
+      for (let k = entries.length; k < seen; k++) insert(rows[k]);
+      refilter();
+      draw();
+    });
   };
   const drawRow = (i) => {
     const r = shown[i][1];
@@ -262,23 +307,21 @@ export function table(columns, rows, { onRow, sortKey, sortDesc = true, rowAttrs
       draw();
     },
   }, c.label));
-  const markSorted = () => {
-    heads.forEach((h, k) => {
-      h.classList.toggle('sorted', columns[k].key === key);
-      h.classList.toggle('desc', columns[k].key === key && desc);
-      h.classList.toggle('asc', columns[k].key === key && !desc);
-    });
-  };
   const tbody = el('tbody');
   wrap.appendChild(el('table', { class: 'grid' }, el('thead', null, el('tr', null, heads)), tbody));
   const list = virtualRows({
-    scroller: wrap, body: tbody, draw: drawRow,
+    scroller: wrap, body: tbody, draw: drawRow, id: (i) => shown[i][1],
     spacer: () => el('tr', null, el('td', { colspan: columns.length })),
   });
   const draw = () => {
-    markSorted();
-    wrap.dataset.sortKey = key || '';
-    wrap.dataset.sortDir = desc ? 'desc' : 'asc';
+    heads.forEach((h, k) => {
+      const on = columns[k].key === shownKey;
+      h.classList.toggle('sorted', on);
+      h.classList.toggle('desc', on && shownDesc);
+      h.classList.toggle('asc', on && !shownDesc);
+    });
+    wrap.dataset.sortKey = shownKey || '';
+    wrap.dataset.sortDir = shownDesc ? 'desc' : 'asc';
     wrap.dataset.shown = String(shown.length);
     list.setCount(shown.length);
   };
@@ -288,11 +331,10 @@ export function table(columns, rows, { onRow, sortKey, sortDesc = true, rowAttrs
   const take = (newRows) => {
     if (newRows) rows = newRows;
     const grown = rows.length >= seen && (seen === 0 || (rows[0] === firstSeen && rows[seen - 1] === lastSeen));
-    if (!grown) {
-      seen = rows.length;
-      resort();
-    } else if (rows.length - seen > 64 && rows.length - seen > seen) {
-      seen = rows.length;  // more new rows than old: one sort is cheaper
+    if (grown && sorting) {
+      seen = rows.length;  // the worker's reply puts these in place
+    } else if (!grown || (rows.length - seen > 64 && rows.length - seen > seen)) {
+      seen = rows.length;  // replaced, or more new rows than old: one sort
       resort();
     } else {
       for (let k = seen; k < rows.length; k++) insert(rows[k]);
@@ -316,7 +358,7 @@ export function table(columns, rows, { onRow, sortKey, sortDesc = true, rowAttrs
     filterFrame = requestAnimationFrame(() => {
       filterFrame = 0;
       refilter();
-      wrap.scrollTop = 0;
+      list.toTop();
       draw();
     });
   };

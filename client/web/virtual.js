@@ -3,19 +3,29 @@
 // below so the scrollbar tells the truth), redrawn once per animation frame
 // on scroll or when its rows change. Short lists (at most VIRTUAL_FROM rows)
 // are drawn whole, so a small checkpoint's page holds every row.
+//
+// A redraw reads no layout (scrollTop comes from the scroll event, the
+// view's height from the window, the row height and the offset of row 0 are
+// measured once), so drawing rows never forces a synchronous layout of the
+// page.
 
 export const VIRTUAL_FROM = 200;
 const OVERSCAN = 12;  // rows drawn beyond each edge of the view
 
-// `scroller`: the element that scrolls (CSS gives it a max height when it
-// carries the class `virtual`); `body`: where rows go (the scroller itself,
-// or a table's tbody inside it); `spacer()` makes an empty row (a div, or a
-// tr with one cell); `draw(i)` makes row i. Returns { setCount(n), redraw(),
-// schedule() }.
-export function virtualRows({ scroller, body, spacer, draw }) {
+// `scroller`: the element that scrolls (CSS gives it a max height of 70vh
+// when it carries the class `virtual`); `body`: where rows go (the scroller
+// itself, or a table's tbody inside it); `spacer()` makes an empty row (a
+// div, or a tr with one cell); `draw(i)` makes row i; `id(i)`, when given,
+// names what row i shows: a redraw whose rows are the last one's (rows
+// streaming in out of view) leaves the DOM rows alone and only resizes the
+// spacers. Returns { setCount(n), redraw(), schedule(), toTop() }.
+export function virtualRows({ scroller, body, spacer, draw, id }) {
+  let drawn = [];  // id(i) of the rows in the DOM
   let count = 0;
   let frame = 0;
   let rowHeight = 0;  // measured from the first row drawn
+  let offset = -1;    // where row 0 starts in the scroller (a table's head above it)
+  let scrollTop = 0;  // as the last scroll event left it
   const top = spacer();
   const bottom = spacer();
   top.classList.add('spacer');
@@ -31,30 +41,39 @@ export function virtualRows({ scroller, body, spacer, draw }) {
     scroller.dataset.rows = String(count);
     let first = 0;
     let last = count;
+    const h = rowHeight || 30;
     if (!whole) {
-      const h = rowHeight || 28;
-      // Rows above the first row drawn: the top spacer's offset is where
-      // row 0 would be (headers above it scroll with the list).
-      const offset = Math.max(0, scroller.scrollTop - (top.offsetTop || 0));
-      first = Math.max(0, Math.floor(offset / h) - OVERSCAN);
-      last = Math.min(count, first + Math.ceil((scroller.clientHeight || 800) / h) + 2 * OVERSCAN);
+      const view = 0.7 * (window.innerHeight || 1000);  // the CSS max height
+      first = Math.max(0, Math.floor(Math.max(0, scrollTop - Math.max(0, offset)) / h) - OVERSCAN);
+      last = Math.min(count, first + Math.ceil(view / h) + 2 * OVERSCAN);
     }
     const rows = [];
-    for (let i = first; i < last; i++) rows.push(draw(i));
-    body.replaceChildren(top, ...rows, bottom);
-    if (!whole && rows.length && !rowHeight) {
-      rowHeight = rows[0].getBoundingClientRect().height || 28;
+    const ids = id ? [] : null;
+    if (id) for (let i = first; i < last; i++) ids.push(id(i));
+    const same = id && ids.length === drawn.length && ids.every((x, k) => x === drawn[k]) && body.firstChild === top;
+    if (!same) {
+      for (let i = first; i < last; i++) rows.push(draw(i));
+      body.replaceChildren(top, ...rows, bottom);
+      drawn = ids || [];
     }
-    const h = rowHeight || 28;
     top.style.height = `${first * h}px`;
     bottom.style.height = `${(count - last) * h}px`;
     top.hidden = !first;
     bottom.hidden = count === last;
+    if (!whole && rows.length && !rowHeight) {
+      // Once: the row height and where row 0 starts (one layout).
+      rowHeight = rows[0].getBoundingClientRect().height || 30;
+      offset = rows[0].getBoundingClientRect().top - scroller.getBoundingClientRect().top + scroller.scrollTop;
+      if (rowHeight !== h) redraw();
+    }
   };
   const schedule = () => {
     if (!frame) frame = requestAnimationFrame(redraw);
   };
-  scroller.addEventListener('scroll', schedule, { passive: true });
+  scroller.addEventListener('scroll', () => {
+    scrollTop = scroller.scrollTop;
+    schedule();
+  }, { passive: true });
   return {
     setCount(n) {
       count = n;
@@ -62,14 +81,10 @@ export function virtualRows({ scroller, body, spacer, draw }) {
     },
     redraw,
     schedule,
-    // Scrolls so that row i shows (the scroller's own scroll only).
-    reveal(i) {
-      const h = rowHeight || 28;
-      const y = (top.offsetTop || 0) + i * h;
-      if (y < scroller.scrollTop || y + h > scroller.scrollTop + scroller.clientHeight) {
-        scroller.scrollTop = Math.max(0, y - scroller.clientHeight / 2);
-      }
-      redraw();
+    // Back to the first row (a filter changed what is listed).
+    toTop() {
+      scrollTop = 0;
+      scroller.scrollTop = 0;
     },
   };
 }

@@ -370,7 +370,7 @@ export function mount(host, s, ctx) {
       filterFrame = requestAnimationFrame(() => {
         filterFrame = 0;
         filterText = filterInput.value.trim();
-        treeBody.scrollTop = 0;
+        list.toTop();
         drawTree();
       });
     });

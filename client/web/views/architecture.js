@@ -138,13 +138,19 @@ export function mount(host, s, ctx) {
       return acc;
     };
     visit(root);
-    for (const [path, acc] of values) {
+    return values;
+  };
+
+  // A node's colour and title, made when its row is first drawn (a tree of
+  // 20,000 nodes shows a screenful of them).
+  const paint = (path, acc) => {
+    if (acc.colour === undefined) {
       const w = acc.worst;
-      const c = m.colour(w.report, w.bits);
+      const c = METRICS[metricKey].colour(w.report, w.bits);
       acc.colour = typeof c === 'string' ? c : rgbCss(c);
       acc.title = w.name === path ? null : `coloured as its worst tensor, ${w.name}`;
     }
-    return values;
+    return acc;
   };
 
   // The rows the tree shows, in order: the open modules' children (every
@@ -226,7 +232,7 @@ export function mount(host, s, ctx) {
     // from the parent (node.boundary, the server's overlay).
     const siblingChange = previous && previous.scheme !== node.scheme && !node.boundary;
     const isOpen = filterText ? true : expanded.has(node.path);
-    const v = values.get(node.path);
+    const v = values.has(node.path) ? paint(node.path, values.get(node.path)) : undefined;
     const boundary = node.boundary && parent;
     const row = el('div', {
       class: `tree-row${leaf ? ' leaf' : ''}${boundary ? ' boundary' : ''}${siblingChange ? ' sibling-boundary' : ''}`,

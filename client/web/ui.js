@@ -362,8 +362,13 @@ export function table(columns, rows, { onRow, sortKey, sortDesc = true, rowAttrs
       draw();
     });
   };
-  // Sorts again (a column's sortValue changed, as the name column's with the order).
-  wrap.resort = () => {
+  // Sorts again (a column's sortValue changed, as the name column's with
+  // the order), by column `by` (ascending unless `byDesc`) when given.
+  wrap.resort = (by, byDesc = false) => {
+    if (by) {
+      key = by;
+      desc = byDesc;
+    }
     resort();
     draw();
   };

@@ -266,6 +266,15 @@ def run(args):
         check(names[:3] == ['blk.0.attn_k.weight', 'blk.0.attn_norm.weight', 'blk.0.attn_output.weight']
               and all(n.startswith('blk.0.') or n.startswith('blk.1.') for n in names[:10]),
               f'model order by name starts {names[:5]}')
+        # File order: as stored (the embedding first, then each layer as written).
+        t0 = m.start()
+        page.d.execute_script("const s = document.getElementById('diff-order'); s.value = 'file';"
+                              " s.dispatchEvent(new Event('change'));")
+        stored = ['token_embd.weight'] + [f'blk.0.{n}' for n, _ in LAYER_TENSORS]
+        page.wait(lambda: page.d.execute_script(
+            "return [...document.querySelectorAll('.diff-rows tr[data-name]')].map((e) => e.dataset.name);")[:10] == stored,
+            f'the diff rows in file order ({stored[:3]}...)')
+        m.stop('switch the diff table to file order', t0)
         t0 = m.start()
         page.one('#diff-row-filter').send_keys('ffn_down')
         page.wait(lambda: grid.get_attribute('data-shown') == str(LAYERS), f'{LAYERS} ffn_down rows')

@@ -108,11 +108,12 @@ export function mount(host, s, ctx) {
   let order = s.order === 'file' ? 'file' : 'model';
   let nameKey = orderKey('model');
   const columns = COLUMNS.map((c) => (c.key === 'name' ? Object.assign({}, c, { sortValue: (r) => nameKey(r.name) }) : c));
-  const setOrder = (o) => {
+  // A change of order lists the rows in it (sorted by name, ascending).
+  const setOrder = (o, { initial = false } = {}) => {
     order = o;
     const apply = (ranks) => {
       nameKey = orderKey(order, ranks);
-      if (grid) grid.resort();
+      if (grid) grid.resort(initial ? null : 'name');
     };
     if (order === 'file') {
       fileRanks(s.checkpoint).then(apply).catch((e) => ctx.showError(e));
@@ -194,7 +195,7 @@ export function mount(host, s, ctx) {
   };
   listeners.add(schedule);
   render();
-  if (order === 'file') setOrder(order);
+  if (order === 'file') setOrder(order, { initial: true });
   return {
     update(ns) {
       if (ns.ref && document.activeElement !== refInput) refInput.value = ns.ref;

@@ -91,11 +91,12 @@ function mountCheckpoint(host, s, ctx, controller) {
     onRow: (r) => ctx.navigate({ tensor: r.name, view: 'sparsity' }),
     rowAttrs: (r) => ({ 'data-name': r.name, title: r.noReference ? `no source: ${r.noReference}` : null }),
   });
-  const setOrder = (o) => {
+  // A change of order lists the rows in it (sorted by name, ascending).
+  const setOrder = (o, { initial = false } = {}) => {
     order = o;
     const apply = (ranks) => {
       nameKey = orderKey(order, ranks);
-      grid.resort();
+      grid.resort(initial ? null : 'name');
     };
     if (order === 'file') fileRanks(s.checkpoint, controller.signal).then(apply).catch((e) => ctx.showError(e));
     else apply(null);
@@ -111,7 +112,7 @@ function mountCheckpoint(host, s, ctx, controller) {
     el('div', { class: 'toolbar' }, start, rowFilter,
       orderSelect(el, order, (o) => ctx.navigate({ order: o === 'file' ? 'file' : null }, { replace: true }), 'sparsity-order')),
     status, grid);
-  if (order === 'file') setOrder(order);
+  if (order === 'file') setOrder(order, { initial: true });
 
   // From the last diff, when it covered this checkpoint.
   const reportRows = () => {

@@ -237,6 +237,24 @@ export function table(columns, rows, { onRow, sortKey, sortDesc = true, rowAttrs
     }
     sorted.splice(lo, 0, e);
   };
+  // Rows [from, to) into `sorted`: a few by binary search each, a batch
+  // sorted on its own and merged in one pass (equal keys: the rows already
+  // there first, so arrival order holds).
+  const putInPlace = (from, to) => {
+    if (to - from <= 16 || !key) {
+      for (let k = from; k < to; k++) insert(rows[k]);
+      return;
+    }
+    const batch = rows.slice(from, to).map(entry).sort(compare);
+    const out = new Array(sorted.length + batch.length);
+    let i = 0;
+    let j = 0;
+    let o = 0;
+    while (i < sorted.length && j < batch.length) out[o++] = compare(batch[j], sorted[i]) < 0 ? batch[j++] : sorted[i++];
+    while (i < sorted.length) out[o++] = sorted[i++];
+    while (j < batch.length) out[o++] = batch[j++];
+    sorted = out;
+  };
   const resort = () => {
     const entries = rows.slice(0, seen).map(entry);
     if (!key || entries.length < SORT_IN_WORKER_FROM) {
@@ -270,7 +288,7 @@ export function table(columns, rows, { onRow, sortKey, sortDesc = true, rowAttrs
         resort();
         return;
       }
-      for (let k = entries.length; k < seen; k++) insert(rows[k]);
+      putInPlace(entries.length, seen);
       refilter();
       draw();
     });
@@ -337,7 +355,7 @@ export function table(columns, rows, { onRow, sortKey, sortDesc = true, rowAttrs
       seen = rows.length;  // replaced, or more new rows than old: one sort
       resort();
     } else {
-      for (let k = seen; k < rows.length; k++) insert(rows[k]);
+      putInPlace(seen, rows.length);
       seen = rows.length;
       refilter();
     }

@@ -72,6 +72,8 @@ const COLUMNS = [
   { key: 'cosine', label: 'cosine', num: true, fmt: (v) => fmtNum(v, 6) },
 ];
 
+const TABLE_EVERY_MS = 200;
+
 // Red where the report says an element lies beyond the format's own bound
 // (max_excess_steps), not beyond a fixed half step: a correct Q8_0 reaches
 // 0.55 steps.
@@ -130,6 +132,8 @@ export function mount(host, s, ctx) {
 
   let grid = null;
   let frame = 0;
+  let tableDrawn = 0;  // performance.now() of the table's last redraw
+  let tableTimer = 0;
   const render = () => {
     frame = 0;
     const mine = lastDiff.checkpoint === s.checkpoint;
@@ -183,8 +187,17 @@ export function mount(host, s, ctx) {
       });
       clear(rowsEl).append(grid);
       if (rowFilter.value) grid.setFilter(rowFilter.value);
-    } else {
+    } else if (!lastDiff.running || performance.now() - tableDrawn > TABLE_EVERY_MS) {
+      // While rows stream in, the table takes them a few times a second
+      // (each time all that came, in one merge); the progress goes on per frame.
       grid.redraw(rows);
+      tableDrawn = performance.now();
+    } else if (!tableTimer) {
+      // The rows that came last, should no more come.
+      tableTimer = setTimeout(() => {
+        tableTimer = 0;
+        schedule();
+      }, TABLE_EVERY_MS);
     }
     rowsEl.hidden = rows.length === 0;
     hint.hidden = rows.length === 0;
@@ -205,6 +218,7 @@ export function mount(host, s, ctx) {
     destroy() {
       listeners.delete(schedule);
       if (frame) cancelAnimationFrame(frame);
+      clearTimeout(tableTimer);
     },
   };
 }

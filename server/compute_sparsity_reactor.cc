@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <deque>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -154,6 +155,7 @@ class ComputeSparsityReactor final
     TM_ASSIGN_OR_RETURN(ckpt_, state_->registry.Acquire(req_->checkpoint()));
     if (!req_->reference().empty()) {
       TM_ASSIGN_OR_RETURN(ref_, state_->registry.Acquire(req_->reference()));
+      resolver_.emplace(*ckpt_, *ref_);
     }
     for (const LogicalTensor& t : ckpt_->tensors()) {
       if (req_->filter().empty() ||
@@ -188,9 +190,8 @@ class ComputeSparsityReactor final
     StatsOptions o;
     o.bins = 1;
     const LogicalTensor* ref = nullptr;
-    if (ref_ != nullptr) {
-      auto found =
-          ReferenceResolver(*ckpt_, *ref_).Resolve(t, "", req_->reference());
+    if (resolver_.has_value()) {
+      auto found = resolver_->Resolve(t, "", req_->reference());
       if (found.ok()) {
         ref = found->tensor;
         o.ref_rows = std::move(found->row_map);
@@ -264,7 +265,8 @@ class ComputeSparsityReactor final
   bool admitted_ = false;
   bool counted_ = false;
   std::shared_ptr<const Checkpoint> ckpt_;
-  std::shared_ptr<const Checkpoint> ref_;  // the reference, when named
+  std::shared_ptr<const Checkpoint> ref_;      // the reference, when named
+  std::optional<ReferenceResolver> resolver_;  // with ref_: its name rules
   std::vector<const LogicalTensor*> tensors_;
   std::atomic<bool> cancelled_{false};
 

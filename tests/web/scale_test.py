@@ -10,7 +10,7 @@ Q8_0: blocks of 32 codes with an f16 scale; the norms F32) and its float
 source `scale-f32.gguf`, 1,111 layers of nine tensors and the embedding.
 Some source values are exactly 0 (pruned) and some tiny ones round to 0
 (induced), so the sparsity view has both. Then walks the page as a person
-would: opens the architecture, Expand all, types a filter, switches to file
+would: opens the architecture, Collapse all then Expand all, scrolls, types a filter, switches to file
 order, runs the diff (10,000 rows streamed), sorts by every column, filters
 the rows, colours the tree by the diff, and counts the zeros of every tensor
 (one ComputeSparsity call). For each interaction it collects the Long Tasks
@@ -196,9 +196,13 @@ def run(args):
         page.one('.tree-row[data-path="blk"]', 'the module tree')
         m.stop('open the architecture', t0)
 
+        body = page.one('.tree-body')
+        t0 = m.start()
+        page.one('#arch-collapse').click()
+        page.wait(lambda: body.get_attribute('data-rows') == '2', 'the two top-level modules after Collapse all')
+        m.stop('Collapse all', t0)
         t0 = m.start()
         page.one('#arch-expand').click()
-        body = page.one('.tree-body')
         page.wait(lambda: int(body.get_attribute('data-rows') or 0) > TENSORS, 'every node listed after Expand all')
         m.stop('Expand all', t0)
         rows = int(body.get_attribute('data-rows'))

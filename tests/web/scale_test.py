@@ -10,8 +10,9 @@ Q8_0: blocks of 32 codes with an f16 scale; the norms F32) and its float
 source `scale-f32.gguf`, 1,111 layers of nine tensors and the embedding.
 Some source values are exactly 0 (pruned) and some tiny ones round to 0
 (induced), so the sparsity view has both. Then walks the page as a person
-would: opens the architecture, Collapse all then Expand all, scrolls, types a filter, switches to file
-order, runs the diff (10,000 rows streamed), sorts by every column, filters
+would: opens the architecture, Collapse all then Expand all, scrolls, types
+a filter, switches to file order, runs the diff (10,000 rows streamed),
+sorts by every column, switches the table to file order, filters
 the rows, colours the tree by the diff, and counts the zeros of every tensor
 (one ComputeSparsity call). For each interaction it collects the Long Tasks
 API's entries (main-thread tasks over 50 ms) and prints its longest task and

@@ -1,7 +1,7 @@
 // Small DOM and formatting helpers shared by the views, and the colours:
 // the categorical palette of group shading and the viridis ramp of values.
 import { virtualRows } from './virtual.js';
-import { sortOrder } from './sort.js';
+import { orderedRows } from './rows.js';
 
 export function el(tag, attrs, ...children) {
   const e = document.createElement(tag);
@@ -177,124 +177,16 @@ export function schemeColour(scheme) {
 }
 
 // A table with sortable headers: columns [{key, label, num, fmt, title,
-// sortValue}] (sortValue(row): the key a column sorts by, default its value;
-// numbers compare as numbers, NaN lowest, anything else as strings by code
-// units; equal keys keep the rows' arrival order). Sort keys are computed
-// once per sort; a long table (SORT_IN_WORKER_FROM rows) is sorted in a Web
-// Worker (sort.js) while the page stays responsive, showing the old order
-// until the new one is ready. Rows that arrive later (redraw with the same
-// rows and more) are put in place by binary search, so a stream of rows
-// costs a few comparisons each, not a sort. Long tables are virtual
+// sortValue}] (the rows' order: rows.js). Long tables are virtual
 // (virtual.js): only the rows in view are in the DOM. A name filter
 // (setFilter) keeps the rows whose `filterKey` (default 'name') holds the
-// text, case ignored. The wrapper's data-sort-key and data-sort-dir say
-// the order shown.
-const SORT_IN_WORKER_FROM = 2000;
-
+// text, case ignored. The wrapper's data-sort-key and data-sort-dir say the
+// order shown, data-rows and data-shown how many rows it holds and shows.
 export function table(columns, rows, { onRow, sortKey, sortDesc = true, rowAttrs, filterKey = 'name' } = {}) {
   const wrap = el('div', { class: 'table-wrap' });
-  let key = sortKey;      // the order asked for
-  let desc = sortDesc;
-  let shownKey = key;     // the order `sorted` is in
-  let shownDesc = desc;
-  let filter = '';
-  let seen = 0;           // rows taken from `rows`
-  let firstSeen = null;   // rows[0] and rows[seen - 1] when taken
-  let lastSeen = null;
-  let sorted = [];        // [sort key, row, name in lower case], in the table's order
-  let shown = sorted;     // the filter's rows of `sorted`
-  let sorting = 0;        // the worker sort in flight (its number), 0 = none
-  let sorts = 0;
-  const sortValue = (row) => {
-    const col = columns.find((c) => c.key === key);
-    if (!col) return 0;
-    const v = col.sortValue ? col.sortValue(row) : col.value ? col.value(row) : row[key];
-    return col.num ? Number(v) : (typeof v === 'number' ? v : String(v));
-  };
-  const compare = (a, b) => {
-    const x = a[0];
-    const y = b[0];
-    let c;
-    if (typeof x === 'number' || typeof y === 'number') {
-      c = x - y;
-      if (Number.isNaN(c)) c = Number.isNaN(x) ? (Number.isNaN(y) ? 0 : -1) : 1;
-    } else c = x < y ? -1 : x > y ? 1 : 0;
-    return desc ? -c : c;
-  };
-  const entry = (r) => [key ? sortValue(r) : 0, r, String(r[filterKey]).toLowerCase()];
-  const refilter = () => {
-    shown = filter ? sorted.filter((e) => e[2].includes(filter)) : sorted;
-  };
-  // After the equal keys already in place: arrival order among equals.
-  const insert = (r) => {
-    const e = entry(r);
-    let lo = 0;
-    let hi = sorted.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >> 1;
-      if (!key || compare(sorted[mid], e) <= 0) lo = mid + 1;
-      else hi = mid;
-    }
-    sorted.splice(lo, 0, e);
-  };
-  // Rows [from, to) into `sorted`: a few by binary search each, a batch
-  // sorted on its own and merged in one pass (equal keys: the rows already
-  // there first, so arrival order holds).
-  const putInPlace = (from, to) => {
-    if (to - from <= 16 || !key) {
-      for (let k = from; k < to; k++) insert(rows[k]);
-      return;
-    }
-    const batch = rows.slice(from, to).map(entry).sort(compare);
-    const out = new Array(sorted.length + batch.length);
-    let i = 0;
-    let j = 0;
-    let o = 0;
-    while (i < sorted.length && j < batch.length) out[o++] = compare(batch[j], sorted[i]) < 0 ? batch[j++] : sorted[i++];
-    while (i < sorted.length) out[o++] = sorted[i++];
-    while (j < batch.length) out[o++] = batch[j++];
-    sorted = out;
-  };
-  const resort = () => {
-    const entries = rows.slice(0, seen).map(entry);
-    if (!key || entries.length < SORT_IN_WORKER_FROM) {
-      sorting = 0;
-      if (key) entries.sort(compare);
-      sorted = entries;
-      shownKey = key;
-      shownDesc = desc;
-      refilter();
-      return;
-    }
-    const mine = ++sorts;
-    sorting = mine;
-    wrap.dataset.sorting = 'true';
-    const numeric = entries.every((e) => typeof e[0] === 'number');
-    const keys = numeric ? Float64Array.from(entries, (e) => e[0]) : entries.map((e) => String(e[0]));
-    const wantKey = key;
-    const wantDesc = desc;
-    sortOrder(keys, desc).then((order) => {
-      if (sorting !== mine) return;  // a newer sort, or the rows replaced
-      sorting = 0;
-      delete wrap.dataset.sorting;
-      const next = new Array(order.length);
-      for (let k = 0; k < order.length; k++) next[k] = entries[order[k]];
-      sorted = next;
-      shownKey = wantKey;
-      shownDesc = wantDesc;
-      // Rows that came while the worker sorted: a few put in place, many
-      // sorted again (in the worker).
-      if (seen - entries.length > 64) {
-        resort();
-        return;
-      }
-      putInPlace(entries.length, seen);
-      refilter();
-      draw();
-    });
-  };
+  const order = orderedRows(columns, { sortKey, sortDesc, filterKey, onReady: () => draw() });
   const drawRow = (i) => {
-    const r = shown[i][1];
+    const r = order.row(i);
     const tr = el('tr', Object.assign({ class: onRow ? 'clickable' : '' }, rowAttrs ? rowAttrs(r) : {}),
       columns.map((c) => {
         const v = c.value ? c.value(r) : r[c.key];
@@ -316,66 +208,49 @@ export function table(columns, rows, { onRow, sortKey, sortDesc = true, rowAttrs
     title: c.title,
     'data-sort': c.key,
     onclick: c.sortable === false ? null : () => {
-      if (key === c.key) desc = !desc;
-      else {
-        key = c.key;
-        desc = !!c.num;
-      }
-      resort();
+      // The same column again turns round; a new one starts descending
+      // when numeric, ascending otherwise.
+      if (order.asked() === c.key) order.sortBy(c.key);
+      else order.sortBy(c.key, !!c.num);
       draw();
     },
   }, c.label));
   const tbody = el('tbody');
   wrap.appendChild(el('table', { class: 'grid' }, el('thead', null, el('tr', null, heads)), tbody));
   const list = virtualRows({
-    scroller: wrap, body: tbody, draw: drawRow, id: (i) => shown[i][1],
+    scroller: wrap, body: tbody, draw: drawRow, id: (i) => order.row(i),
     spacer: () => el('tr', null, el('td', { colspan: columns.length })),
   });
   const draw = () => {
+    const { key, desc } = order.sortedBy();
     heads.forEach((h, k) => {
-      const on = columns[k].key === shownKey;
+      const on = columns[k].key === key;
       h.classList.toggle('sorted', on);
-      h.classList.toggle('desc', on && shownDesc);
-      h.classList.toggle('asc', on && !shownDesc);
+      h.classList.toggle('desc', on && desc);
+      h.classList.toggle('asc', on && !desc);
     });
-    wrap.dataset.sortKey = shownKey || '';
-    wrap.dataset.sortDir = shownDesc ? 'desc' : 'asc';
-    wrap.dataset.shown = String(shown.length);
-    list.setCount(shown.length);
+    wrap.dataset.sortKey = key || '';
+    wrap.dataset.sortDir = desc ? 'desc' : 'asc';
+    wrap.dataset.shown = String(order.count());
+    if (order.sorting()) wrap.dataset.sorting = 'true';
+    else delete wrap.dataset.sorting;
+    list.setCount(order.count());
   };
-  // Takes `newRows` (or the same array grown): the rows past those already
-  // taken are inserted in place when the first rows are the same; anything
-  // else is sorted afresh.
-  const take = (newRows) => {
-    if (newRows) rows = newRows;
-    const grown = rows.length >= seen && (seen === 0 || (rows[0] === firstSeen && rows[seen - 1] === lastSeen));
-    if (grown && sorting) {
-      seen = rows.length;  // the worker's reply puts these in place
-    } else if (!grown || (rows.length - seen > 64 && rows.length - seen > seen)) {
-      seen = rows.length;  // replaced, or more new rows than old: one sort
-      resort();
-    } else {
-      putInPlace(seen, rows.length);
-      seen = rows.length;
-      refilter();
-    }
-    firstSeen = rows[0] || null;
-    lastSeen = seen ? rows[seen - 1] : null;
-  };
-  take(rows);
+  order.take(rows);
   draw();
   wrap.redraw = (newRows) => {
-    take(newRows);
+    order.take(newRows);
     draw();
   };
   // Once per animation frame however fast the keys come.
   let filterFrame = 0;
+  let filterText = '';
   wrap.setFilter = (text) => {
-    filter = String(text || '').trim().toLowerCase();
+    filterText = text;
     if (filterFrame) return;
     filterFrame = requestAnimationFrame(() => {
       filterFrame = 0;
-      refilter();
+      order.setFilter(filterText);
       list.toTop();
       draw();
     });
@@ -383,11 +258,8 @@ export function table(columns, rows, { onRow, sortKey, sortDesc = true, rowAttrs
   // Sorts again (a column's sortValue changed, as the name column's with
   // the order), by column `by` (ascending unless `byDesc`) when given.
   wrap.resort = (by, byDesc = false) => {
-    if (by) {
-      key = by;
-      desc = byDesc;
-    }
-    resort();
+    if (by) order.sortBy(by, byDesc);
+    else order.resort();
     draw();
   };
   return wrap;

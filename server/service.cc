@@ -548,6 +548,14 @@ grpc::ServerWriteReactor<v1::CheckEvent>* TensormorphService::CheckCheckpoint(
       [&] { return NewCheckCheckpointReactor(state_, ctx, req); });
 }
 
+grpc::ServerWriteReactor<v1::TensorSparsity>*
+TensormorphService::ComputeSparsity(grpc::CallbackServerContext* ctx,
+                                    const v1::ComputeSparsityRequest* req) {
+  return FencedStream<v1::TensorSparsity>(
+      *state_, ctx, {"ComputeSparsity", req->checkpoint()},
+      [&] { return NewComputeSparsityReactor(state_, ctx, req); });
+}
+
 namespace {
 
 // Batches this big are inspected by two workers when both are free.

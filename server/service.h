@@ -454,6 +454,9 @@ class TensormorphService final
   grpc::ServerWriteReactor<v1::CheckEvent>* CheckCheckpoint(
       grpc::CallbackServerContext* ctx,
       const v1::CheckCheckpointRequest* req) override;
+  grpc::ServerWriteReactor<v1::TensorSparsity>* ComputeSparsity(
+      grpc::CallbackServerContext* ctx,
+      const v1::ComputeSparsityRequest* req) override;
 
   ServiceState& state() { return *state_; }
 
@@ -484,6 +487,11 @@ grpc::ServerWriteReactor<v1::CheckpointEntry>* NewListCheckpointsReactor(
 grpc::ServerWriteReactor<v1::CheckEvent>* NewCheckCheckpointReactor(
     std::shared_ptr<ServiceState> state, grpc::CallbackServerContext* ctx,
     const v1::CheckCheckpointRequest* req);
+
+// Defined in compute_sparsity_reactor.cc.
+grpc::ServerWriteReactor<v1::TensorSparsity>* NewComputeSparsityReactor(
+    std::shared_ptr<ServiceState> state, grpc::CallbackServerContext* ctx,
+    const v1::ComputeSparsityRequest* req);
 
 // Defined in read_slice_reactor.cc.
 grpc::ServerWriteReactor<grpc::ByteBuffer>* NewReadSliceReactor(

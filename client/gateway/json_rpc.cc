@@ -171,6 +171,7 @@ JsonRpc::JsonRpc(std::shared_ptr<grpc::Channel> channel)
   unary("GetArchitecture", &Stub::GetArchitecture);
   streaming("ListCheckpoints", &Stub::ListCheckpoints);
   streaming("CheckCheckpoint", &Stub::CheckCheckpoint);
+  streaming("ComputeSparsity", &Stub::ComputeSparsity);
 }
 
 std::vector<std::string> JsonRpc::MethodNames() const {

@@ -120,6 +120,14 @@ export async function call(method, request, { signal } = {}) {
   return response.json();
 }
 
+const SLICE_MS = 25;
+
+// A macrotask boundary: input, rendering and timers run before what follows.
+function yieldToPage() {
+  if (globalThis.scheduler && typeof globalThis.scheduler.yield === 'function') return globalThis.scheduler.yield();
+  return new Promise((resolve) => setTimeout(resolve, 0));
+}
+
 // A server-streaming RPC: `onMessage(message)` per line as it arrives;
 // resolves when the stream ends OK, rejects with the stream's error.
 export async function stream(method, request, onMessage, { signal } = {}) {
@@ -141,16 +149,25 @@ export async function stream(method, request, onMessage, { signal } = {}) {
     }
     if ('result' in obj) onMessage(obj.result);
   };
+  // A read may bring thousands of lines (a diff of 10,000 tensors): the
+  // lines are cut by index (not by re-slicing the rest after each), and the
+  // page gets the main thread back every SLICE_MS, so no task runs long.
+  let sliceStart = performance.now();
   for (;;) {
     const { value, done } = await reader.read();
     if (done) break;
     buffered += decoder.decode(value, { stream: true });
+    let from = 0;
     let nl;
-    while ((nl = buffered.indexOf('\n')) >= 0) {
-      const line = buffered.slice(0, nl);
-      buffered = buffered.slice(nl + 1);
-      handle(line);
+    while ((nl = buffered.indexOf('\n', from)) >= 0) {
+      handle(buffered.slice(from, nl));
+      from = nl + 1;
+      if (performance.now() - sliceStart > SLICE_MS) {
+        await yieldToPage();
+        sliceStart = performance.now();
+      }
     }
+    buffered = buffered.slice(from);
   }
   buffered += decoder.decode();
   handle(buffered);

@@ -5,7 +5,7 @@
 //   index (coordinates "3,100"), region ("r0:r1,c0:c1" of the heatmap),
 //   leading (indices of the leading dimensions, "0,2"), group (a group id for
 //   the distribution), log (1: log counts), dir (browse), metric (architecture colouring),
-//   filter (diff glob).
+//   filter (diff glob), order (file: tables and tree as stored; default model order).
 
 const listeners = [];
 
@@ -25,7 +25,7 @@ function toSearch(s) {
   const p = new URLSearchParams();
   // A fixed key order keeps links stable and readable.
   const order = ['checkpoint', 'tensor', 'view', 'mode', 'ref', 'index', 'region',
-    'leading', 'group', 'log', 'dir', 'metric', 'filter'];
+    'leading', 'group', 'log', 'dir', 'metric', 'filter', 'order'];
   const keys = order.filter((k) => k in s).concat(Object.keys(s).filter((k) => !order.includes(k)));
   for (const k of keys) {
     const v = s[k];

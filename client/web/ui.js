@@ -1,5 +1,7 @@
 // Small DOM and formatting helpers shared by the views, and the colours:
 // the categorical palette of group shading and the viridis ramp of values.
+import { virtualRows } from './virtual.js';
+import { orderedRows } from './rows.js';
 
 export function el(tag, attrs, ...children) {
   const e = document.createElement(tag);
@@ -58,8 +60,11 @@ export function fmtBytes(n) {
   return u === 0 ? `${n} B` : `${n.toFixed(n < 10 ? 2 : 1)} ${UNITS[u]}`;
 }
 
+// One formatter for every count: toLocaleString makes one per call, which
+// a table of 10,000 rows feels.
+const COUNT_FORMAT = new Intl.NumberFormat('en-US', { maximumFractionDigits: 3 });
 export function fmtCount(n) {
-  return Number(n).toLocaleString('en-US');
+  return COUNT_FORMAT.format(Number(n));
 }
 
 // For people: 5 significant digits; exact values are shown where they matter.
@@ -171,60 +176,90 @@ export function schemeColour(scheme) {
   return schemeCache.get(scheme);
 }
 
-// A table with sortable headers: columns [{key, label, num, fmt, title}].
-export function table(columns, rows, { onRow, sortKey, sortDesc = true, rowAttrs } = {}) {
+// A table with sortable headers: columns [{key, label, num, fmt, title,
+// sortValue}] (the rows' order: rows.js). Long tables are virtual
+// (virtual.js): only the rows in view are in the DOM. A name filter
+// (setFilter) keeps the rows whose `filterKey` (default 'name') holds the
+// text, case ignored. The wrapper's data-sort-key and data-sort-dir say the
+// order shown, data-rows and data-shown how many rows it holds and shows.
+export function table(columns, rows, { onRow, sortKey, sortDesc = true, rowAttrs, filterKey = 'name' } = {}) {
   const wrap = el('div', { class: 'table-wrap' });
-  let key = sortKey;
-  let desc = sortDesc;
-  const draw = () => {
-    const sorted = rows.slice();
-    if (key) {
-      const col = columns.find((c) => c.key === key);
-      const val = col.value || ((r) => r[key]);
-      sorted.sort((a, b) => {
-        const x = val(a);
-        const y = val(b);
-        let c;
-        if (col.num) c = Number(x) - Number(y);
-        else c = String(x).localeCompare(String(y));
-        if (Number.isNaN(c)) c = Number.isNaN(Number(x)) ? (Number.isNaN(Number(y)) ? 0 : -1) : 1;
-        return desc ? -c : c;
+  const order = orderedRows(columns, { sortKey, sortDesc, filterKey, onReady: () => draw() });
+  const drawRow = (i) => {
+    const r = order.row(i);
+    const tr = el('tr', Object.assign({ class: onRow ? 'clickable' : '' }, rowAttrs ? rowAttrs(r) : {}),
+      columns.map((c) => {
+        const v = c.value ? c.value(r) : r[c.key];
+        const out = c.fmt ? c.fmt(v, r) : v;
+        return el('td', { class: c.num ? 'num' : '' }, out);
+      }));
+    tr.dataset.row = String(i);
+    if (onRow) {
+      tr.tabIndex = 0;
+      tr.addEventListener('click', () => onRow(r));
+      tr.addEventListener('keydown', (e) => {
+        if (e.key === 'Enter') onRow(r);
       });
     }
-    const head = el('tr', null, columns.map((c) => el('th', {
-      class: [c.num ? 'num' : '', c.sortable === false ? '' : 'sortable', key === c.key ? (desc ? 'sorted desc' : 'sorted asc') : ''].join(' '),
-      title: c.title,
-      'data-sort': c.key,
-      onclick: c.sortable === false ? null : () => {
-        if (key === c.key) desc = !desc;
-        else {
-          key = c.key;
-          desc = !!c.num;
-        }
-        draw();
-      },
-    }, c.label)));
-    const body = sorted.map((r) => {
-      const tr = el('tr', Object.assign({ class: onRow ? 'clickable' : '' }, rowAttrs ? rowAttrs(r) : {}),
-        columns.map((c) => {
-          const v = c.value ? c.value(r) : r[c.key];
-          const shown = c.fmt ? c.fmt(v, r) : v;
-          return el('td', { class: c.num ? 'num' : '' }, shown);
-        }));
-      if (onRow) {
-        tr.tabIndex = 0;
-        tr.addEventListener('click', () => onRow(r));
-        tr.addEventListener('keydown', (e) => {
-          if (e.key === 'Enter') onRow(r);
-        });
-      }
-      return tr;
-    });
-    clear(wrap).appendChild(el('table', { class: 'grid' }, el('thead', null, head), el('tbody', null, body)));
+    return tr;
   };
+  const heads = columns.map((c) => el('th', {
+    class: [c.num ? 'num' : '', c.sortable === false ? '' : 'sortable'].join(' '),
+    title: c.title,
+    'data-sort': c.key,
+    onclick: c.sortable === false ? null : () => {
+      // The same column again turns round; a new one starts descending
+      // when numeric, ascending otherwise.
+      if (order.asked() === c.key) order.sortBy(c.key);
+      else order.sortBy(c.key, !!c.num);
+      draw();
+    },
+  }, c.label));
+  const tbody = el('tbody');
+  wrap.appendChild(el('table', { class: 'grid' }, el('thead', null, el('tr', null, heads)), tbody));
+  const list = virtualRows({
+    scroller: wrap, body: tbody, draw: drawRow, id: (i) => order.row(i),
+    spacer: () => el('tr', null, el('td', { colspan: columns.length })),
+  });
+  const draw = () => {
+    const { key, desc } = order.sortedBy();
+    heads.forEach((h, k) => {
+      const on = columns[k].key === key;
+      h.classList.toggle('sorted', on);
+      h.classList.toggle('desc', on && desc);
+      h.classList.toggle('asc', on && !desc);
+    });
+    wrap.dataset.sortKey = key || '';
+    wrap.dataset.sortDir = desc ? 'desc' : 'asc';
+    wrap.dataset.shown = String(order.count());
+    if (order.sorting()) wrap.dataset.sorting = 'true';
+    else delete wrap.dataset.sorting;
+    list.setCount(order.count());
+  };
+  order.take(rows);
   draw();
   wrap.redraw = (newRows) => {
-    if (newRows) rows = newRows;
+    order.take(newRows);
+    draw();
+  };
+  // Once per animation frame however fast the keys come.
+  let filterFrame = 0;
+  let filterText = '';
+  wrap.setFilter = (text) => {
+    filterText = text;
+    if (filterFrame) return;
+    filterFrame = requestAnimationFrame(() => {
+      filterFrame = 0;
+      order.setFilter(filterText);
+      list.toTop();
+      draw();
+    });
+  };
+  // Sorts again (a column's sortValue changed, as the name column's with
+  // the order), by column `by` (ascending unless `byDesc`) when given.
+  wrap.resort = (by, byDesc = false) => {
+    if (by) order.sortBy(by, byDesc);
+    else order.resort();
     draw();
   };
   return wrap;

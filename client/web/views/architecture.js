@@ -12,6 +12,8 @@ import { errorColour, errorPosition, errorLegend, sqnrBand, bitsLost, gridBits, 
   from '../scales.js';
 import { fuzzySearch } from '../fuzzy.js';
 import { metadataPanel } from './metadata.js';
+import { virtualRows } from '../virtual.js';
+import { fileRanks, orderSelect } from '../order.js';
 
 export function key(s) {
   return s.checkpoint;
@@ -93,7 +95,14 @@ export function mount(host, s, ctx) {
   let metricKey = s.metric || '';
   let expanded = expandedByCheckpoint.get(s.checkpoint);
   let treeEl = null;
+  let headEl = null;
   let legendEl = null;
+  let list = null;  // the tree's rows (virtual.js)
+  let filterText = '';
+  let order = s.order === 'file' ? 'file' : 'model';
+  let fileRank = null;  // tensor name -> place in the files (file order)
+  const fileOrdered = new Map();  // module -> its children in file order
+  const ranks = new Map();  // node -> its first tensor's place in the files
 
   let bits = null;  // tensor name -> grid bits, once asked (SQNR)
 
@@ -130,80 +139,165 @@ export function mount(host, s, ctx) {
       return acc;
     };
     visit(root);
-    for (const [path, acc] of values) {
-      const w = acc.worst;
-      const c = m.colour(w.report, w.bits);
-      acc.colour = typeof c === 'string' ? c : rgbCss(c);
-      acc.title = w.name === path ? null : `coloured as its worst tensor, ${w.name}`;
-    }
     return values;
   };
 
+  // A node's colour and title, made when its row is first drawn (a tree of
+  // 20,000 nodes shows a screenful of them).
+  const paint = (path, acc) => {
+    if (acc.colour === undefined) {
+      const w = acc.worst;
+      const c = METRICS[metricKey].colour(w.report, w.bits);
+      acc.colour = typeof c === 'string' ? c : rgbCss(c);
+      acc.title = w.name === path ? null : `coloured as its worst tensor, ${w.name}`;
+    }
+    return acc;
+  };
+
+  // The rows the tree shows, in order: the open modules' children (every
+  // kept node while a filter is typed), each { node, depth, parent, previous }.
+  const flatten = () => {
+    const out = [];
+    const kept = filterText ? keptByFilter() : null;
+    const visit = (node, depth, parent, previous) => {
+      if (kept && !kept.has(node)) return;
+      out.push({ node, depth, parent, previous });
+      const leaf = !(node.children || []).length;
+      if (leaf || !(kept || expanded.has(node.path))) return;
+      let prev = null;
+      for (const c of childrenOf(node)) {
+        if (kept && !kept.has(c)) continue;
+        visit(c, depth + 1, node, prev);
+        prev = c;
+      }
+    };
+    let prev = null;
+    for (const c of childrenOf(root)) {
+      if (kept && !kept.has(c)) continue;
+      visit(c, 0, root, prev);
+      prev = c;
+    }
+    return out;
+  };
+
+  const lowered = new Map();  // node -> its path in lower case
+  const lowerPath = (node) => {
+    let p = lowered.get(node);
+    if (p === undefined) lowered.set(node, (p = node.path.toLowerCase()));
+    return p;
+  };
+
+  // The nodes a filter keeps: a node whose path holds the text (case
+  // ignored), with everything below it, and the modules above it.
+  const keptByFilter = () => {
+    const kept = new Set();
+    const q = filterText.toLowerCase();
+    const visit = (node, inside) => {
+      const self = inside || (!!node.path && lowerPath(node).includes(q));
+      let any = self;
+      for (const c of node.children || []) any = visit(c, self) || any;
+      if (any) kept.add(node);
+      return any;
+    };
+    visit(root, false);
+    return kept;
+  };
+
+  // A module's children in the order chosen: the server's (model order:
+  // numbers as numbers) or as stored (file order: by their first tensor's
+  // place in the files).
+  const childrenOf = (node) => {
+    const children = node.children || [];
+    if (order !== 'file' || !fileRank || children.length < 2) return children;
+    if (!fileOrdered.has(node)) {
+      fileOrdered.set(node, children.slice().sort((a, b) => rankOf(a) - rankOf(b)));
+    }
+    return fileOrdered.get(node);
+  };
+  const rankOf = (node) => {
+    if (!ranks.has(node)) {
+      let r = Number.MAX_SAFE_INTEGER;
+      if (!(node.children || []).length) r = fileRank.has(node.path) ? fileRank.get(node.path) : r;
+      for (const c of node.children || []) r = Math.min(r, rankOf(c));
+      ranks.set(node, r);
+    }
+    return ranks.get(node);
+  };
+
+  let values = new Map();
+  let valuesFor = '';
+  const drawRow = (i) => {
+    const { node, depth, parent, previous } = flat[i];
+    const leaf = !(node.children || []).length;
+    // A change from the sibling above: a lighter marker than a change
+    // from the parent (node.boundary, the server's overlay).
+    const siblingChange = previous && previous.scheme !== node.scheme && !node.boundary;
+    const isOpen = filterText ? true : expanded.has(node.path);
+    const v = values.has(node.path) ? paint(node.path, values.get(node.path)) : undefined;
+    const boundary = node.boundary && parent;
+    const row = el('div', {
+      class: `tree-row${leaf ? ' leaf' : ''}${boundary ? ' boundary' : ''}${siblingChange ? ' sibling-boundary' : ''}`,
+      'data-path': node.path,
+      'data-leaf': leaf ? 'true' : 'false',
+      'data-expanded': leaf ? null : String(isOpen),
+      style: { '--depth': depth, '--scheme': schemeColour(node.scheme || '') },
+      title: boundary ? `quantization boundary: ${parent.scheme} → ${node.scheme}`
+        : siblingChange ? `scheme changes from the sibling above: ${previous.scheme} → ${node.scheme}` : null,
+    },
+    el('span', { class: 'tree-name', style: { paddingLeft: `${depth * 16 + 6}px` } },
+      el('span', { class: 'chevron' }, leaf ? '·' : isOpen ? '▾' : '▸'),
+      el('span', { class: leaf ? 'name tensor-link' : 'name' }, node.name || '(root)'),
+      boundary ? el('span', { class: 'boundary-tag' }, `${parent.scheme} → ${node.scheme}`) : null),
+    el('span', { class: 'scheme-badge', 'data-field': 'scheme', title: node.scheme || null,
+      style: { '--scheme': schemeColour(node.scheme || '') } }, node.scheme || '—'),
+    el('span', { class: 'num' }, fmtCount(node.params)),
+    el('span', { class: 'num' }, fmtBytes(node.bytes)),
+    el('span', { class: 'num' }, fmtCount(node.tensors)),
+    el('span', { class: 'num metric', 'data-field': 'metric', title: v ? v.title : null,
+      style: v ? { background: v.colour } : null }, v === undefined ? '' : fmtNum(v.value)));
+    row.tabIndex = 0;
+    row.addEventListener('keydown', (e) => {
+      if (e.key === 'Enter' || e.key === ' ') {
+        e.preventDefault();
+        row.click();
+      }
+    });
+    row.addEventListener('click', () => {
+      if (leaf) {
+        ctx.navigate({ tensor: node.path, view: 'tensor', index: null, region: null });
+      } else if (!filterText) {
+        if (isOpen) expanded.delete(node.path);
+        else expanded.add(node.path);
+        drawTree();
+      }
+    });
+    return row;
+  };
+
+  let flat = [];
   const drawTree = () => {
     if (METRICS[metricKey] && METRICS[metricKey].needsBits && !bits && haveDiff()) {
       tensorBits(s.checkpoint, controller.signal).then((b) => {
         bits = b;
+        valuesFor = '';
         drawTree();
       }).catch((e) => {
         if (e.name !== 'AbortError') ctx.showError(e);
       });
     }
-    const values = aggregate(metricKey);
-    const rows = [];
-    const visit = (node, depth, parent, previous) => {
-      const leaf = !(node.children || []).length;
-      // A change from the sibling above: a lighter marker than a change
-      // from the parent (node.boundary, the server's overlay).
-      const siblingChange = previous && previous.scheme !== node.scheme && !node.boundary;
-      const isOpen = expanded.has(node.path);
-      const v = values.get(node.path);
-      const boundary = node.boundary && parent;
-      const row = el('div', {
-        class: `tree-row${leaf ? ' leaf' : ''}${boundary ? ' boundary' : ''}${siblingChange ? ' sibling-boundary' : ''}`,
-        'data-path': node.path,
-        'data-leaf': leaf ? 'true' : 'false',
-        'data-expanded': leaf ? null : String(isOpen),
-        style: { '--depth': depth, '--scheme': schemeColour(node.scheme || '') },
-        title: boundary ? `quantization boundary: ${parent.scheme} → ${node.scheme}`
-          : siblingChange ? `scheme changes from the sibling above: ${previous.scheme} → ${node.scheme}` : null,
-      },
-      el('span', { class: 'tree-name', style: { paddingLeft: `${depth * 16 + 6}px` } },
-        el('span', { class: 'chevron' }, leaf ? '·' : isOpen ? '▾' : '▸'),
-        el('span', { class: leaf ? 'name tensor-link' : 'name' }, node.name || '(root)'),
-        boundary ? el('span', { class: 'boundary-tag' }, `${parent.scheme} → ${node.scheme}`) : null),
-      el('span', { class: 'scheme-badge', 'data-field': 'scheme', title: node.scheme || null,
-        style: { '--scheme': schemeColour(node.scheme || '') } }, node.scheme || '—'),
-      el('span', { class: 'num' }, fmtCount(node.params)),
-      el('span', { class: 'num' }, fmtBytes(node.bytes)),
-      el('span', { class: 'num' }, fmtCount(node.tensors)),
-      el('span', { class: 'num metric', 'data-field': 'metric', title: v ? v.title : null,
-        style: v ? { background: v.colour } : null }, v === undefined ? '' : fmtNum(v.value)));
-      row.tabIndex = 0;
-      row.addEventListener('keydown', (e) => {
-        if (e.key === 'Enter' || e.key === ' ') {
-          e.preventDefault();
-          row.click();
-        }
-      });
-      row.addEventListener('click', () => {
-        if (leaf) {
-          ctx.navigate({ tensor: node.path, view: 'tensor', index: null, region: null });
-        } else {
-          if (isOpen) expanded.delete(node.path);
-          else expanded.add(node.path);
-          drawTree();
-        }
-      });
-      rows.push(row);
-      if (!leaf && isOpen) node.children.forEach((c, k) => visit(c, depth + 1, node, node.children[k - 1]));
-    };
-    // The root's children are the top level (the root is the checkpoint).
-    (root.children || []).forEach((c, k) => visit(c, 0, root, root.children[k - 1]));
-    const head = el('div', { class: 'tree-row tree-head' },
-      el('span', null, 'module / tensor'), el('span', null, 'scheme'), el('span', { class: 'num' }, 'params'),
+    // The colouring walks the whole tree: once per metric and diff.
+    const want = `${metricKey}|${lastDiff.checkpoint}|${lastDiff.reports.size}|${lastDiff.reference}|${!!bits}`;
+    if (want !== valuesFor) {
+      values = aggregate(metricKey);
+      valuesFor = want;
+    }
+    flat = flatten();
+    clear(headEl).append(el('span', null, 'module / tensor'), el('span', null, 'scheme'), el('span', { class: 'num' }, 'params'),
       el('span', { class: 'num' }, 'bytes'), el('span', { class: 'num' }, 'tensors'),
       el('span', { class: 'num' }, metricKey && values.size ? METRICS[metricKey].short : ''));
-    clear(treeEl).append(head, ...rows);
+    treeEl.dataset.filter = filterText;
+    treeEl.dataset.order = order;
+    list.setCount(flat.length);
     drawLegend(values);
   };
 
@@ -281,18 +375,50 @@ export function mount(host, s, ctx) {
       el('option', { value: '' }, haveDiff() ? 'no colouring' : 'run a diff to colour by its metrics'),
       Object.entries(METRICS).map(([k, m]) => el('option', { value: k, selected: k === metricKey }, m.label)));
     select.addEventListener('change', () => ctx.navigate({ metric: select.value || null }, { replace: true }));
+    const filterInput = el('input', { id: 'arch-filter', type: 'search', placeholder: 'filter the tree (part of a name)',
+      spellcheck: 'false', autocomplete: 'off', 'aria-label': 'filter the tree' });
+    // Once per animation frame however fast the keys come.
+    let filterFrame = 0;
+    filterInput.addEventListener('input', () => {
+      if (filterFrame) return;
+      filterFrame = requestAnimationFrame(() => {
+        filterFrame = 0;
+        filterText = filterInput.value.trim();
+        list.toTop();
+        drawTree();
+      });
+    });
+    const orderPick = orderSelect(el, order, (o) => ctx.navigate({ order: o === 'file' ? 'file' : null }, { replace: true }), 'arch-order');
     const tools = el('div', { class: 'toolbar' },
       el('label', null, 'colour by ', select),
-      el('button', { onclick: () => { walk(root, 0, (n) => expanded.add(n.path)); drawTree(); } }, 'Expand all'),
-      el('button', { onclick: () => { expanded.clear(); drawTree(); } }, 'Collapse all'),
+      el('button', { id: 'arch-expand', onclick: () => { walk(root, 0, (n) => expanded.add(n.path)); drawTree(); } }, 'Expand all'),
+      el('button', { id: 'arch-collapse', onclick: () => { expanded.clear(); drawTree(); } }, 'Collapse all'),
+      filterInput, orderPick,
       haveDiff() ? el('span', { class: 'muted', 'data-field': 'diff-source' }, `diff against ${lastDiff.reference}${lastDiff.state && lastDiff.state !== 'complete' ? ` (${lastDiff.state})` : ''}`) : null);
     legendEl = el('div', { class: 'legend' });
-    treeEl = el('div', { class: 'tree', role: 'tree' });
+    headEl = el('div', { class: 'tree-row tree-head' });
+    const treeBody = el('div', { class: 'tree-body' });
+    treeEl = el('div', { class: 'tree', role: 'tree' }, headEl, treeBody);
+    list = virtualRows({ scroller: treeBody, body: treeBody, draw: drawRow, spacer: () => el('div') });
     host.append(el('h1', null, 'Architecture'), summary, searchBox(), meta, tools, legendEl, treeEl);
-    drawTree();
+    setOrder(order);
   };
 
   const haveDiff = () => lastDiff.checkpoint === s.checkpoint && lastDiff.reports.size > 0;
+
+  // File order needs every tensor's place in the files (ListTensors, once).
+  const setOrder = (o) => {
+    order = o;
+    if (order === 'file' && !fileRank) {
+      fileRanks(s.checkpoint, controller.signal).then((r) => {
+        fileRank = r;
+        if (order === 'file') drawTree();
+      }).catch((e) => {
+        if (e.name !== 'AbortError') ctx.showError(e);
+      });
+    }
+    if (root && list) drawTree();
+  };
 
   // The search box: tensors whose names hold the query's letters in order,
   // best first; Enter or a click opens the highlighted one.
@@ -381,8 +507,10 @@ export function mount(host, s, ctx) {
       s = ns;
       if ((ns.metric || '') !== metricKey) {
         metricKey = ns.metric || '';
-        if (root) drawTree();
+        if (root && list) drawTree();
       }
+      const o = ns.order === 'file' ? 'file' : 'model';
+      if (o !== order) setOrder(o);
     },
     destroy: () => {
       stopWatching();

@@ -8,6 +8,7 @@ import * as api from '../api.js';
 import { el, clear, fmtNum, fmtCount, fmtBytes, fmtShape, table } from '../ui.js';
 import { lastDiff, diffChanged } from '../store.js';
 import { diffRequest, endedState, restoreDiff, stateText, downloadButton } from '../diff_results.js';
+import { fileRanks, orderKey, orderSelect } from '../order.js';
 
 export function key(s) {
   return s.checkpoint;
@@ -86,6 +87,8 @@ const COLUMNS = [
   { key: 'cosine', label: 'cosine', num: true, fmt: (v) => fmtNum(v, 6) },
 ];
 
+const TABLE_EVERY_MS = 200;
+
 // Red where the report says an element lies beyond the format's own bound
 // (max_excess_steps), not beyond a fixed half step: a correct Q8_0 reaches
 // 0.55 steps.
@@ -119,12 +122,35 @@ export function mount(host, s, ctx) {
   const summaryEl = el('div', { class: 'diff-summary' });
   const rowsEl = el('div', { class: 'diff-rows' });
   const hint = el('p', { class: 'muted small' }, 'Click a row for its error heatmap and worst elements; click a heading to sort.');
+  // The name column sorts in the order chosen (model: layers by number;
+  // file: as stored), the table's filter keeps names holding the text.
+  let order = s.order === 'file' ? 'file' : 'model';
+  let nameKey = orderKey('model');
+  const columns = COLUMNS.map((c) => (c.key === 'name' ? Object.assign({}, c, { sortValue: (r) => nameKey(r.name) }) : c));
+  // A change of order lists the rows in it (sorted by name, ascending).
+  const setOrder = (o, { initial = false } = {}) => {
+    order = o;
+    const apply = (ranks) => {
+      nameKey = orderKey(order, ranks);
+      if (grid) grid.resort(initial ? null : 'name');
+    };
+    if (order === 'file') {
+      fileRanks(s.checkpoint).then(apply).catch((e) => ctx.showError(e));
+    } else apply(null);
+  };
+  const rowFilter = el('input', { id: 'diff-row-filter', type: 'search', placeholder: 'filter rows (part of a name)',
+    spellcheck: 'false', autocomplete: 'off', 'aria-label': 'filter the rows' });
+  rowFilter.addEventListener('input', () => grid && grid.setFilter(rowFilter.value));
+  const rowTools = el('div', { class: 'toolbar row-tools' }, rowFilter,
+    orderSelect(el, order, (o) => ctx.navigate({ order: o === 'file' ? 'file' : null }, { replace: true }), 'diff-order'));
   host.append(el('h1', null, 'Quantization diff'),
     el('p', { class: 'muted' }, `${s.checkpoint} against its full-precision source: error in units of the local quantization step.`),
-    form, bar, progressText, summaryEl, hint, rowsEl);
+    form, bar, progressText, summaryEl, hint, rowTools, rowsEl);
 
   let grid = null;
   let frame = 0;
+  let tableDrawn = 0;  // performance.now() of the table's last redraw
+  let tableTimer = 0;
   const render = () => {
     frame = 0;
     const mine = lastDiff.checkpoint === s.checkpoint;
@@ -174,7 +200,7 @@ export function mount(host, s, ctx) {
     }
     const rows = [...lastDiff.reports.values()];
     if (!grid) {
-      grid = table(COLUMNS, rows, {
+      grid = table(columns, rows, {
         sortKey: 'maxErrSteps',
         onRow: (r) => {
           const w = (r.worst || [])[0];
@@ -184,11 +210,22 @@ export function mount(host, s, ctx) {
         rowAttrs: (r) => ({ 'data-name': r.name, 'data-max-err-steps': String(r.maxErrSteps), class: `clickable${r.flagged ? ' flagged' : ''}` }),
       });
       clear(rowsEl).append(grid);
-    } else {
+      if (rowFilter.value) grid.setFilter(rowFilter.value);
+    } else if (!lastDiff.running || performance.now() - tableDrawn > TABLE_EVERY_MS) {
+      // While rows stream in, the table takes them a few times a second
+      // (each time all that came, in one merge); the progress goes on per frame.
       grid.redraw(rows);
+      tableDrawn = performance.now();
+    } else if (!tableTimer) {
+      // The rows that came last, should no more come.
+      tableTimer = setTimeout(() => {
+        tableTimer = 0;
+        schedule();
+      }, TABLE_EVERY_MS);
     }
     rowsEl.hidden = rows.length === 0;
     hint.hidden = rows.length === 0;
+    rowTools.hidden = rows.length === 0;
   };
   const schedule = () => {
     if (!frame) frame = requestAnimationFrame(render);
@@ -199,17 +236,21 @@ export function mount(host, s, ctx) {
   if (s.ref && !lastDiff.running) {
     restoreDiff(s.checkpoint, s.ref, s.filter || '').then(schedule, (e) => ctx.showError(e));
   }
+  if (order === 'file') setOrder(order, { initial: true });
   return {
     update(ns) {
       if (ns.ref && document.activeElement !== refInput) refInput.value = ns.ref;
       if (ns.ref && ns.ref !== s.ref && !lastDiff.running) {
         restoreDiff(ns.checkpoint, ns.ref, ns.filter || '').then(schedule, () => {});
       }
+      const o = ns.order === 'file' ? 'file' : 'model';
+      if (o !== order) setOrder(o);
       s = ns;
     },
     destroy() {
       listeners.delete(schedule);
       if (frame) cancelAnimationFrame(frame);
+      clearTimeout(tableTimer);
     },
   };
 }

@@ -5,6 +5,7 @@ import * as api from '../api.js';
 import { el, put, clear, loading, fmtNum, fmtCount, fmtShape, table } from '../ui.js';
 import { createHeatmap, view2d } from './heatmap_canvas.js';
 import { diffReportFor, lastDiff } from '../store.js';
+import { fileRanks, orderKey, orderSelect } from '../order.js';
 
 export function key(s) {
   return [s.checkpoint, s.tensor || '', s.ref || ''].join('|');
@@ -74,8 +75,10 @@ function mountTensor(host, s, ctx, controller) {
 
 function mountCheckpoint(host, s, ctx, controller) {
   const rows = [];
+  let order = s.order === 'file' ? 'file' : 'model';
+  let nameKey = orderKey('model');
   const columns = [
-    { key: 'name', label: 'tensor', fmt: (v) => el('span', { class: 'mono' }, v) },
+    { key: 'name', label: 'tensor', fmt: (v) => el('span', { class: 'mono' }, v), sortValue: (r) => nameKey(r.name) },
     { key: 'scheme', label: 'scheme' },
     { key: 'count', label: 'elements', num: true, fmt: fmtCount },
     { key: 'zeros', label: 'zeros', num: true, fmt: fmtCount },
@@ -86,14 +89,30 @@ function mountCheckpoint(host, s, ctx, controller) {
   const grid = table(columns, rows, {
     sortKey: 'induced',
     onRow: (r) => ctx.navigate({ tensor: r.name, view: 'sparsity' }),
-    rowAttrs: (r) => ({ 'data-name': r.name }),
+    rowAttrs: (r) => ({ 'data-name': r.name, title: r.noReference ? `no source: ${r.noReference}` : null }),
   });
-  const status = el('div', { class: 'muted progress-text' });
-  const start = el('button', { class: 'primary', onclick: () => countAll() }, s.ref ? 'Count zeros of every tensor' : 'Count zeros of every tensor (no source: decoded zeros only)');
+  // A change of order lists the rows in it (sorted by name, ascending).
+  const setOrder = (o, { initial = false } = {}) => {
+    order = o;
+    const apply = (ranks) => {
+      nameKey = orderKey(order, ranks);
+      grid.resort(initial ? null : 'name');
+    };
+    if (order === 'file') fileRanks(s.checkpoint, controller.signal).then(apply).catch((e) => ctx.showError(e));
+    else apply(null);
+  };
+  const status = el('div', { class: 'muted progress-text', 'data-field': 'sparsity_status' });
+  const start = el('button', { id: 'sparsity-run', class: 'primary', onclick: () => countAll() }, s.ref ? 'Count zeros of every tensor' : 'Count zeros of every tensor (no source: decoded zeros only)');
+  const rowFilter = el('input', { id: 'sparsity-filter', type: 'search', placeholder: 'filter rows (part of a name)',
+    spellcheck: 'false', autocomplete: 'off', 'aria-label': 'filter the rows' });
+  rowFilter.addEventListener('input', () => grid.setFilter(rowFilter.value));
   put(host, el('h1', null, 'Sparsity'),
     el('p', { class: 'muted' }, 'Quantization can round small values to exactly zero: that looks like pruning, and is not. With a source, zeros split into pruned (source = 0) and induced (source ≠ 0).'),
     s.ref ? null : el('p', { class: 'note-line' }, 'Pick a source checkpoint (top right) to split zeros into pruned and induced.'),
-    el('div', { class: 'toolbar' }, start), status, grid);
+    el('div', { class: 'toolbar' }, start, rowFilter,
+      orderSelect(el, order, (o) => ctx.navigate({ order: o === 'file' ? 'file' : null }, { replace: true }), 'sparsity-order')),
+    status, grid);
+  if (order === 'file') setOrder(order, { initial: true });
 
   // From the last diff, when it covered this checkpoint.
   const reportRows = () => {
@@ -113,51 +132,63 @@ function mountCheckpoint(host, s, ctx, controller) {
     status.textContent = 'From the last diff in this tab; count again to use the source above.';
   } else {
     // A small checkpoint is counted at once; a large one waits for the button.
-    api.collect('ListTensors', { checkpoint: s.checkpoint }, { signal: controller.signal }).then((ts) => {
-      if (ts.length <= 64) countAll(ts);
-      else status.textContent = `${ts.length} tensors: counting reads every one of them.`;
+    api.call('GetCheckpoint', { checkpoint: s.checkpoint }, { signal: controller.signal }).then((info) => {
+      const n = api.num(info.tensorCount);
+      if (n <= 64) countAll();
+      else status.textContent = `${fmtCount(n)} tensors: counting reads every one of them (one pass on the server).`;
     }).catch((e) => {
       if (e.name !== 'AbortError') ctx.showError(e);
     });
   }
 
-  async function countAll(listed) {
+  // One ComputeSparsity call: a row per tensor as the server finishes it,
+  // the table takes what came five times a second (each time in one merge,
+  // rows.js), the status line with it.
+  let frame = 0;  // the timer of the next redraw
+  let last = null;
+  const show = () => {
+    frame = 0;
+    grid.redraw(rows);
+    if (last) status.textContent = `${fmtCount(last.tensorsDone)} of ${fmtCount(last.tensorsTotal)}: ${last.name}`;
+  };
+  async function countAll() {
     start.disabled = true;
     rows.length = 0;
     grid.redraw(rows);
     grid.hidden = false;
+    status.dataset.state = 'running';
+    const t0 = performance.now();
     try {
-      const tensors = Array.isArray(listed) ? listed
-        : await api.collect('ListTensors', { checkpoint: s.checkpoint }, { signal: controller.signal });
-      let k = 0;
-      for (const t of tensors) {
-        status.textContent = `${++k} of ${tensors.length}: ${t.name}`;
-        const req = { checkpoint: s.checkpoint, tensor: t.name, bins: 1 };
-        if (s.ref) req.reference = s.ref;
-        let st;
-        try {
-          st = await api.call('ComputeStats', req, { signal: controller.signal });
-        } catch (e) {
-          if (e.name === 'AbortError') return;
-          if (e.code === 'NOT_FOUND' || e.code === 'FAILED_PRECONDITION' || e.code === 'INVALID_ARGUMENT') {
-            // No counterpart in the source: decoded zeros only.
-            st = await api.call('ComputeStats', { checkpoint: s.checkpoint, tensor: t.name, bins: 1 }, { signal: controller.signal });
-          } else throw e;
-        }
-        const count = api.num(st.count);
-        rows.push({ name: t.name, scheme: t.encoding.scheme, count, zeros: api.num(st.zeros),
-          pruned: st.hasReference ? api.num(st.prunedZeros) : '', induced: st.hasReference ? api.num(st.inducedZeros) : '',
-          inducedFraction: st.hasReference && count ? api.num(st.inducedZeros) / count : '' });
-        grid.redraw(rows);
-      }
-      status.textContent = `${tensors.length} tensors counted${s.ref ? ` against ${s.ref}` : ''}.`;
+      await api.stream('ComputeSparsity', { checkpoint: s.checkpoint, reference: s.ref || '' }, (t) => {
+        const count = api.num(t.count);
+        rows.push({ name: t.name, scheme: t.scheme, count, zeros: api.num(t.zeros),
+          pruned: t.hasReference ? api.num(t.prunedZeros) : '', induced: t.hasReference ? api.num(t.inducedZeros) : '',
+          inducedFraction: t.hasReference && count ? api.num(t.inducedZeros) / count : '', noReference: t.noReference || '' });
+        last = t;
+        if (!frame) frame = setTimeout(show, 200);
+      }, { signal: controller.signal });
+      clearTimeout(frame);
+      show();
+      const alone = rows.filter((r) => r.noReference).length;
+      status.textContent = `${fmtCount(rows.length)} tensors counted${s.ref ? ` against ${s.ref}` : ''} in ${fmtNum((performance.now() - t0) / 1000, 3)} s`
+        + (alone ? ` (${fmtCount(alone)} without a source: decoded zeros only)` : '') + '.';
+      status.dataset.state = 'done';
     } catch (e) {
+      status.dataset.state = 'failed';
       if (e.name !== 'AbortError') ctx.showError(e);
     } finally {
       start.disabled = false;
     }
   }
-  return () => {};
+  return {
+    update(ns) {
+      const o = ns.order === 'file' ? 'file' : 'model';
+      if (o !== order) setOrder(o);
+    },
+    destroy() {
+      clearTimeout(frame);
+    },
+  };
 }
 
 function lastDiffFor(checkpoint) {
@@ -166,7 +197,17 @@ function lastDiffFor(checkpoint) {
 
 export function mount(host, s, ctx) {
   const controller = new AbortController();
-  const cleanup = s.tensor ? mountTensor(host, s, ctx, controller) : mountCheckpoint(host, s, ctx, controller);
+  if (!s.tensor) {
+    const view = mountCheckpoint(host, s, ctx, controller);
+    return {
+      update: view.update,
+      destroy() {
+        controller.abort();
+        view.destroy();
+      },
+    };
+  }
+  const cleanup = mountTensor(host, s, ctx, controller);
   return {
     destroy() {
       controller.abort();

@@ -154,6 +154,7 @@ const std::map<std::string, Json>& Requests() {
       {"GetArchitecture", {{"checkpoint", kQ8}}},
       {"ListCheckpoints", Json::object()},
       {"CheckCheckpoint", {{"checkpoint", kQ8}}},
+      {"ComputeSparsity", {{"checkpoint", kQ8}}},
   };
   return *requests;
 }

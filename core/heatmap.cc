@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/io/fault_guard.h"
 #include "core/quant/decode_simd.h"
+#include "core/quant/float_steps.h"
 #include "core/util/lane_sum.h"
 #include "core/util/status_macros.h"
 
@@ -322,6 +323,42 @@ inline double ErrorSteps(float source, const ElementQuant& q) {
   return step > 0 && std::isfinite(err) ? err / step : INFINITY;
 }
 
+// The same for a plain float's decoded value `e`, its steps looked up
+// (FloatStepTable: the bits DecodeDetailed would give).
+inline double ErrorSteps(float source, float e, const FloatStepTable& table) {
+  const double x = source;
+  if (std::isnan(x) || std::isnan(e))
+    return std::numeric_limits<double>::quiet_NaN();
+  if (x == e) return 0;
+  const double err = std::fabs(x - e);
+  const FloatStepTable::Steps& s = table.Of(e);
+  const double step = x > e ? s.above : s.below;
+  return step > 0 && std::isfinite(err) ? err / step : INFINITY;
+}
+
+// One row of a cell's elements folded into the cell's maximum and the
+// element giving it (heatmap.h's cell_element): strictly larger replaces,
+// so ties keep the first in row-major order; the first NaN ends the cell.
+// `err(c)` is column c's value (error in steps, or |value| as double),
+// `index0` the flat index of column 0.
+template <typename ValueOf>
+void LocateRow(int64_t begin, int64_t end, int64_t index0, ValueOf value_of,
+               double* out, int64_t* element) {
+  if (std::isnan(*out)) return;  // found in an earlier row
+  for (int64_t c = begin; c < end; ++c) {
+    const double e = value_of(c);
+    if (std::isnan(e)) {
+      *out = e;
+      *element = index0 + c;
+      return;
+    }
+    if (*element < 0 || e > *out) {
+      *out = e;
+      *element = index0 + c;
+    }
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
@@ -332,6 +369,12 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
     return absl::InvalidArgumentError("a rank-0 tensor has no 2-D view");
   if (o.mode == HeatmapMode::kErrorSteps && ref == nullptr) {
     return absl::InvalidArgumentError("error mode needs a reference (--ref)");
+  }
+  if (o.locate && o.mode != HeatmapMode::kErrorSteps &&
+      o.mode != HeatmapMode::kAbsmax) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "locating each cell's element needs error or absmax mode, not mode ",
+        static_cast<int>(o.mode)));
   }
   if (absl::Status s = CheckReference(t, ref, o.ref_rows); !s.ok()) return s;
   Heatmap h;
@@ -384,6 +427,7 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
                              : -std::numeric_limits<double>::infinity());
   h.groups.assign(cells, -1);
   if (zeros && ref != nullptr) h.pruned.assign(cells, 0.0);
+  if (o.locate) h.cell_element.assign(cells, -1);
 
   // Each cell's group, from its first element: ids alone, in one batch
   // (Inspect would decompose a million scalars to read one field of each).
@@ -404,8 +448,14 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
   // whole rows, several rows of a cell's band come in one read (layouts
   // that pack codes down columns, GPTQ's, then use each cache line once
   // rather than once per row: 5x faster there); else a row at a time.
-  const bool detailed = o.mode == HeatmapMode::kErrorSteps;
-  const bool with_ref = ref != nullptr && (detailed || zeros);
+  const bool error = o.mode == HeatmapMode::kErrorSteps;
+  const bool with_ref = ref != nullptr && (error || zeros);
+  // Plain floats' steps come from their values (a table lookup), rather
+  // than from inspecting each element: the F16 error heatmap's cost was
+  // nearly all that inspection.
+  const FloatStepTable* const float_steps =
+      error ? t.encoding->PlainFloatSteps() : nullptr;
+  const bool detailed = error && float_steps == nullptr;
   int64_t band = 1;  // the most rows a cell spans
   for (int i = 0; i < h.height; ++i)
     band = std::max(band, h.row_edges[i + 1] - h.row_edges[i]);
@@ -436,8 +486,17 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
           h.pruned.empty() ? nullptr
                            : h.pruned.data() + static_cast<size_t>(i) * h.width;
       std::fill(colmax.begin(), colmax.end(), 0u);
+      int64_t* const row_element =
+          h.cell_element.empty()
+              ? nullptr
+              : h.cell_element.data() + static_cast<size_t>(i) * h.width;
       for (int64_t r = h.row_edges[i], nb = 0; r < h.row_edges[i + 1];
            r += nb) {
+        if (o.cancelled && o.cancelled()) {
+          return absl::CancelledError(
+              absl::StrCat("heatmap of '", t.name, "' cancelled at band ", i,
+                           " of ", h.height, " (row ", r, ")"));
+        }
         nb = std::min(batch_rows, h.row_edges[i + 1] - r);
         const int64_t first = base + r * h.cols + o.col_begin;
         const int64_t count = nb * ncols;  // whole rows when nb > 1
@@ -462,6 +521,31 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
           const float* const vr = v.empty() ? nullptr : v.data() + at;
           const ElementQuant* const qr = q.empty() ? nullptr : q.data() + at;
           const float* const xr = x.empty() ? nullptr : x.data() + at;
+          if (row_element != nullptr) {
+            // The row's flat index at the region's first column.
+            const int64_t index0 = base + (r + k) * h.cols + o.col_begin;
+            for (int j = 0; j < h.width; ++j) {
+              if (absmax) {
+                LocateRow(
+                    run[j], run[j + 1], index0,
+                    [vr](int64_t c) { return std::fabs(double{vr[c]}); },
+                    row_out + j, row_element + j);
+              } else if (float_steps != nullptr) {
+                LocateRow(
+                    run[j], run[j + 1], index0,
+                    [&](int64_t c) {
+                      return ErrorSteps(xr[c], vr[c], *float_steps);
+                    },
+                    row_out + j, row_element + j);
+              } else {
+                LocateRow(
+                    run[j], run[j + 1], index0,
+                    [&](int64_t c) { return ErrorSteps(xr[c], qr[c]); },
+                    row_out + j, row_element + j);
+              }
+            }
+            continue;
+          }
           // Per mode, each cell's run folded into a local accumulator in the
           // order the elements come.
           switch (o.mode) {
@@ -473,8 +557,13 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
             case HeatmapMode::kErrorSteps:
               for (int j = 0; j < h.width; ++j) {
                 MaxKeepingNaN m{row_out[j]};
-                for (int64_t c = run[j]; c < run[j + 1]; ++c)
-                  m.Add(ErrorSteps(xr[c], qr[c]));
+                if (float_steps != nullptr) {
+                  for (int64_t c = run[j]; c < run[j + 1]; ++c)
+                    m.Add(ErrorSteps(xr[c], vr[c], *float_steps));
+                } else {
+                  for (int64_t c = run[j]; c < run[j + 1]; ++c)
+                    m.Add(ErrorSteps(xr[c], qr[c]));
+                }
                 row_out[j] = m.Result();
               }
               break;
@@ -501,7 +590,7 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
           }
         }
       }
-      if (absmax) {
+      if (absmax && row_element == nullptr) {
         for (int j = 0; j < h.width; ++j) {
           uint32_t m = 0;
           for (int64_t c = run[j]; c < run[j + 1]; ++c)

@@ -6,6 +6,7 @@
 import * as api from '../api.js';
 import { el, clear, fmtNum, fmtCount, fmtBytes, fmtShape, table } from '../ui.js';
 import { lastDiff } from '../store.js';
+import { zoomRegionAround } from './heatmap_canvas.js';
 
 export function key(s) {
   return s.checkpoint;
@@ -154,8 +155,11 @@ export function mount(host, s, ctx) {
         sortKey: 'maxErrSteps',
         onRow: (r) => {
           const w = (r.worst || [])[0];
+          // Zoomed around its worst element, the crosshair on it.
+          const index = w ? w.index.map(Number) : null;
           ctx.navigate({ tensor: r.name, view: 'heatmap', mode: 'error', ref: lastDiff.reference,
-            index: w ? w.index.map(Number).join(',') : null, region: null });
+            index: index ? index.join(',') : null,
+            region: index ? zoomRegionAround(index, (r.shape || []).map(Number)) : null });
         },
         rowAttrs: (r) => ({ 'data-name': r.name, 'data-max-err-steps': String(r.maxErrSteps), class: `clickable${r.flagged ? ' flagged' : ''}` }),
       });

@@ -346,16 +346,39 @@ void ErrorRunScalar(const float* x, const float* e, int64_t n,
   for (int64_t k = 0; k < n; ++k) m->Add(ErrorSteps(x[k], e[k], table));
 }
 
+// 1 / step of each FloatStepTable entry (below, above: the table's own
+// order, so a gather by KeyOf * 2 finds them), NaN where the step is not
+// above 0; empty when a positive step is not a power of two. A float
+// format's steps are powers of two, so err * (1 / step) is the real number
+// err / step and rounds to the same double: a multiply instead of a divide.
+std::vector<double> InverseSteps(const FloatStepTable& table) {
+  std::vector<double> inv(2048);
+  for (uint32_t key = 0; key < 1024; ++key) {
+    // Entry `key` of the table, through a value of that key: sign,
+    // exponent, and a mantissa of 0 (key odd) or 1.
+    const uint32_t bits = (key >> 1) << 23 | ((key & 1) != 0 ? 0u : 1u);
+    const FloatStepTable::Steps& st = table.Of(std::bit_cast<float>(bits));
+    int k = 0;
+    for (const double step : {st.below, st.above}) {
+      double& out = inv[2 * key + k++];
+      if (!(step > 0)) {
+        out = std::numeric_limits<double>::quiet_NaN();
+        continue;
+      }
+      int exp = 0;
+      if (std::frexp(step, &exp) != 0.5) return {};
+      out = 1 / step;
+    }
+  }
+  return inv;
+}
+
 #if defined(__x86_64__)
 __attribute__((target("avx2"))) void ErrorRunAvx2(const float* x,
                                                   const float* e, int64_t n,
+                                                  const double* inv,
                                                   const FloatStepTable& table,
                                                   MaxKeepingNaN* m) {
-  // The table's first entry, for gathers by key: entry KeyOf(0) (1) less
-  // that many.
-  const double* const steps =
-      &(&table.Of(0.0f))[-static_cast<int>(FloatStepTable::KeyOf(0.0f))].below;
-  static_assert(sizeof(FloatStepTable::Steps) == 2 * sizeof(double));
   const __m256d zero = _mm256_setzero_pd();
   const __m256d inf = _mm256_set1_pd(INFINITY);
   const __m256d abs_mask =
@@ -367,28 +390,30 @@ __attribute__((target("avx2"))) void ErrorRunAvx2(const float* x,
   for (; k + 4 <= n; k += 4) {
     const __m128 xf = _mm_loadu_ps(x + k), ef = _mm_loadu_ps(e + k);
     const __m256d xd = _mm256_cvtps_pd(xf), ed = _mm256_cvtps_pd(ef);
-    // FloatStepTable::KeyOf, times two: the index of `below` in doubles.
+    // FloatStepTable::KeyOf * 2 + (x > e): the side's 1 / step.
     const __m128i bits = _mm_castps_si128(ef);
     const __m128i power_of_two = _mm_and_si128(
         _mm_cmpeq_epi32(_mm_and_si128(bits, mantissa), _mm_setzero_si128()),
         one);
-    const __m128i at = _mm_slli_epi32(
-        _mm_or_si128(_mm_slli_epi32(_mm_srli_epi32(bits, 23), 1), power_of_two),
-        1);
-    // The masked gathers with every lane on: GCC 12 takes the plain one's
+    const __m128i above =
+        _mm_and_si128(_mm_castps_si128(_mm_cmpgt_ps(xf, ef)), one);
+    const __m128i at = _mm_or_si128(
+        _mm_slli_epi32(_mm_or_si128(_mm_slli_epi32(_mm_srli_epi32(bits, 23), 1),
+                                    power_of_two),
+                       1),
+        above);
+    // The masked gather with every lane on: GCC 12 takes the plain one's
     // source operand for uninitialized (-Wmaybe-uninitialized).
-    const __m256d below = _mm256_mask_i32gather_pd(zero, steps, at, all, 8);
-    const __m256d above = _mm256_mask_i32gather_pd(zero, steps + 1, at, all, 8);
-    const __m256d step =
-        _mm256_blendv_pd(below, above, _mm256_cmp_pd(xd, ed, _CMP_GT_OQ));
+    const __m256d inverse = _mm256_mask_i32gather_pd(zero, inv, at, all, 8);
     const __m256d err = _mm256_and_pd(_mm256_sub_pd(xd, ed), abs_mask);
-    // err / step where step > 0 and err is finite, else +inf; 0 where
-    // equal. NaN lanes are counted in `unordered` and hold +inf here.
-    const __m256d ok = _mm256_and_pd(_mm256_cmp_pd(step, zero, _CMP_GT_OQ),
+    // err / step where step > 0 (inverse > 0) and err is finite, else
+    // +inf; 0 where equal. NaN lanes are counted in `unordered` and hold
+    // +inf here.
+    const __m256d ok = _mm256_and_pd(_mm256_cmp_pd(inverse, zero, _CMP_GT_OQ),
                                      _mm256_cmp_pd(err, inf, _CMP_LT_OQ));
-    const __m256d q =
-        _mm256_andnot_pd(_mm256_cmp_pd(xd, ed, _CMP_EQ_OQ),
-                         _mm256_blendv_pd(inf, _mm256_div_pd(err, step), ok));
+    const __m256d q = _mm256_andnot_pd(
+        _mm256_cmp_pd(xd, ed, _CMP_EQ_OQ),
+        _mm256_blendv_pd(inf, _mm256_mul_pd(err, inverse), ok));
     unordered = _mm256_or_pd(unordered, _mm256_cmp_pd(xd, ed, _CMP_UNORD_Q));
     acc = _mm256_max_pd(acc, q);
   }
@@ -396,14 +421,21 @@ __attribute__((target("avx2"))) void ErrorRunAvx2(const float* x,
   _mm256_store_pd(lanes, acc);
   for (const double l : lanes) m->acc = std::max(m->acc, l);
   m->nan |= _mm256_movemask_pd(unordered) != 0;
+  // The tail goes to the scalar (SSE) code as a tail call, which GCC left
+  // without a vzeroupper: every call then paid the AVX-SSE transition, 90%
+  // of the error heatmap's time on this machine (perf).
+  _mm256_zeroupper();
   ErrorRunScalar(x + k, e + k, n - k, table, m);
 }
 #endif
 
 void ErrorRun(const float* x, const float* e, int64_t n,
-              const FloatStepTable& table, DecodeSimd simd, MaxKeepingNaN* m) {
+              const FloatStepTable& table, const std::vector<double>& inv,
+              DecodeSimd simd, MaxKeepingNaN* m) {
 #if defined(__x86_64__)
-  if (simd >= DecodeSimd::kAvx2) return ErrorRunAvx2(x, e, n, table, m);
+  if (simd >= DecodeSimd::kAvx2 && !inv.empty()) {
+    return ErrorRunAvx2(x, e, n, inv.data(), table, m);
+  }
 #endif
   ErrorRunScalar(x, e, n, table, m);
 }
@@ -528,6 +560,9 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
   const FloatStepTable* const float_steps =
       error ? t.encoding->PlainFloatSteps() : nullptr;
   const bool detailed = error && float_steps == nullptr;
+  const std::vector<double> inverse_steps = float_steps != nullptr
+                                                ? InverseSteps(*float_steps)
+                                                : std::vector<double>();
   int64_t band = 1;  // the most rows a cell spans
   for (int i = 0; i < h.height; ++i)
     band = std::max(band, h.row_edges[i + 1] - h.row_edges[i]);
@@ -631,7 +666,7 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
                 MaxKeepingNaN m{row_out[j]};
                 if (float_steps != nullptr) {
                   ErrorRun(xr + run[j], vr + run[j], run[j + 1] - run[j],
-                           *float_steps, simd, &m);
+                           *float_steps, inverse_steps, simd, &m);
                 } else {
                   for (int64_t c = run[j]; c < run[j + 1]; ++c)
                     m.Add(ErrorSteps(xr[c], qr[c]));

@@ -86,7 +86,9 @@ CallOrigin OriginOf(const httplib::Request& req, bool* sent = nullptr) {
   return {req.get_header_value("Authorization"),
           absl::StrCat(req.remote_addr, ":", req.remote_port),
           req.get_header_value("X-Forwarded-For"),
-          absl::StrCat(req.method, " ", req.path), sent, nullptr};
+          absl::StrCat(req.method, " ", req.path),
+          sent,
+          nullptr};
 }
 
 // A name fit for Content-Disposition: letters, digits, '.', '-' and '_'.

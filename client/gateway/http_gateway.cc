@@ -708,6 +708,11 @@ void HttpGateway::Impl::HeatmapPng(const httplib::Request& req,
     return Refuse(req, res, s);
   }
   v1::GetHeatmapResponse heatmap;
+  // As for POST calls (Rpc): a client that leaves cancels the heatmap.
+  const std::shared_ptr<void> watching = watch_.Watch(
+      {"", req.remote_addr, req.local_port > 0 ? req.local_port : bound_port_,
+       req.remote_port},
+      &context);
   const grpc::Status s = rpc_.stub().GetHeatmap(&context, *request, &heatmap);
   if (!s.ok()) return SendError(res, FromGrpcStatus(s));
   const std::string mode = req.has_param("mode") ? req.get_param_value("mode")

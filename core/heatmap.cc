@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/io/fault_guard.h"
 #include "core/quant/decode_simd.h"
+#include "core/quant/float_steps.h"
 #include "core/util/lane_sum.h"
 #include "core/util/status_macros.h"
 
@@ -322,6 +323,146 @@ inline double ErrorSteps(float source, const ElementQuant& q) {
   return step > 0 && std::isfinite(err) ? err / step : INFINITY;
 }
 
+// The same for a plain float's decoded value `e`, its steps looked up
+// (FloatStepTable: the bits DecodeDetailed would give).
+inline double ErrorSteps(float source, float e, const FloatStepTable& table) {
+  const double x = source;
+  if (std::isnan(x) || std::isnan(e))
+    return std::numeric_limits<double>::quiet_NaN();
+  if (x == e) return 0;
+  const double err = std::fabs(x - e);
+  const FloatStepTable::Steps& s = table.Of(e);
+  const double step = x > e ? s.above : s.below;
+  return step > 0 && std::isfinite(err) ? err / step : INFINITY;
+}
+
+// ErrorSteps(x[k], e[k], table) of n elements folded into *m: the scalar
+// statement above, and where the CPU has AVX2 four at a time. A maximum of
+// errors is the same in any order (they are never -0: an error is +0 only
+// where source and value are equal); a NaN element only sets m->nan, as
+// MaxKeepingNaN's Add does, whatever its lane then holds.
+void ErrorRunScalar(const float* x, const float* e, int64_t n,
+                    const FloatStepTable& table, MaxKeepingNaN* m) {
+  for (int64_t k = 0; k < n; ++k) m->Add(ErrorSteps(x[k], e[k], table));
+}
+
+// 1 / step of each FloatStepTable entry (below, above: the table's own
+// order, so a gather by KeyOf * 2 finds them), NaN where the step is not
+// above 0; empty when a positive step is not a power of two. A float
+// format's steps are powers of two, so err * (1 / step) is the real number
+// err / step and rounds to the same double: a multiply instead of a divide.
+std::vector<double> InverseSteps(const FloatStepTable& table) {
+  std::vector<double> inv(2048);
+  for (uint32_t key = 0; key < 1024; ++key) {
+    // Entry `key` of the table, through a value of that key: sign,
+    // exponent, and a mantissa of 0 (key odd) or 1.
+    const uint32_t bits = (key >> 1) << 23 | ((key & 1) != 0 ? 0u : 1u);
+    const FloatStepTable::Steps& st = table.Of(std::bit_cast<float>(bits));
+    int k = 0;
+    for (const double step : {st.below, st.above}) {
+      double& out = inv[2 * key + k++];
+      if (!(step > 0)) {
+        out = std::numeric_limits<double>::quiet_NaN();
+        continue;
+      }
+      int exp = 0;
+      if (std::frexp(step, &exp) != 0.5) return {};
+      out = 1 / step;
+    }
+  }
+  return inv;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) void ErrorRunAvx2(const float* x,
+                                                  const float* e, int64_t n,
+                                                  const double* inv,
+                                                  const FloatStepTable& table,
+                                                  MaxKeepingNaN* m) {
+  const __m256d zero = _mm256_setzero_pd();
+  const __m256d inf = _mm256_set1_pd(INFINITY);
+  const __m256d abs_mask =
+      _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffff));
+  const __m128i mantissa = _mm_set1_epi32(0x7fffff), one = _mm_set1_epi32(1);
+  const __m256d all = _mm256_castsi256_pd(_mm256_set1_epi64x(-1));
+  __m256d acc = _mm256_set1_pd(-INFINITY), unordered = zero;
+  int64_t k = 0;
+  for (; k + 4 <= n; k += 4) {
+    const __m128 xf = _mm_loadu_ps(x + k), ef = _mm_loadu_ps(e + k);
+    const __m256d xd = _mm256_cvtps_pd(xf), ed = _mm256_cvtps_pd(ef);
+    // FloatStepTable::KeyOf * 2 + (x > e): the side's 1 / step.
+    const __m128i bits = _mm_castps_si128(ef);
+    const __m128i power_of_two = _mm_and_si128(
+        _mm_cmpeq_epi32(_mm_and_si128(bits, mantissa), _mm_setzero_si128()),
+        one);
+    const __m128i above =
+        _mm_and_si128(_mm_castps_si128(_mm_cmpgt_ps(xf, ef)), one);
+    const __m128i at = _mm_or_si128(
+        _mm_slli_epi32(_mm_or_si128(_mm_slli_epi32(_mm_srli_epi32(bits, 23), 1),
+                                    power_of_two),
+                       1),
+        above);
+    // The masked gather with every lane on: GCC 12 takes the plain one's
+    // source operand for uninitialized (-Wmaybe-uninitialized).
+    const __m256d inverse = _mm256_mask_i32gather_pd(zero, inv, at, all, 8);
+    const __m256d err = _mm256_and_pd(_mm256_sub_pd(xd, ed), abs_mask);
+    // err / step where step > 0 (inverse > 0) and err is finite, else
+    // +inf; 0 where equal. NaN lanes are counted in `unordered` and hold
+    // +inf here.
+    const __m256d ok = _mm256_and_pd(_mm256_cmp_pd(inverse, zero, _CMP_GT_OQ),
+                                     _mm256_cmp_pd(err, inf, _CMP_LT_OQ));
+    const __m256d q = _mm256_andnot_pd(
+        _mm256_cmp_pd(xd, ed, _CMP_EQ_OQ),
+        _mm256_blendv_pd(inf, _mm256_mul_pd(err, inverse), ok));
+    unordered = _mm256_or_pd(unordered, _mm256_cmp_pd(xd, ed, _CMP_UNORD_Q));
+    acc = _mm256_max_pd(acc, q);
+  }
+  alignas(32) double lanes[4];
+  _mm256_store_pd(lanes, acc);
+  for (const double l : lanes) m->acc = std::max(m->acc, l);
+  m->nan |= _mm256_movemask_pd(unordered) != 0;
+  // The tail goes to the scalar (SSE) code as a tail call, which GCC left
+  // without a vzeroupper: every call then paid the AVX-SSE transition, 90%
+  // of the error heatmap's time on this machine (perf).
+  _mm256_zeroupper();
+  ErrorRunScalar(x + k, e + k, n - k, table, m);
+}
+#endif
+
+void ErrorRun(const float* x, const float* e, int64_t n,
+              const FloatStepTable& table, const std::vector<double>& inv,
+              DecodeSimd simd, MaxKeepingNaN* m) {
+#if defined(__x86_64__)
+  if (simd >= DecodeSimd::kAvx2 && !inv.empty()) {
+    return ErrorRunAvx2(x, e, n, inv.data(), table, m);
+  }
+#endif
+  ErrorRunScalar(x, e, n, table, m);
+}
+
+// One row of a cell's elements folded into the cell's maximum and the
+// element giving it (heatmap.h's cell_element): strictly larger replaces,
+// so ties keep the first in row-major order; the first NaN ends the cell.
+// `err(c)` is column c's value (error in steps, or |value| as double),
+// `index0` the flat index of column 0.
+template <typename ValueOf>
+void LocateRow(int64_t begin, int64_t end, int64_t index0, ValueOf value_of,
+               double* out, int64_t* element) {
+  if (std::isnan(*out)) return;  // found in an earlier row
+  for (int64_t c = begin; c < end; ++c) {
+    const double e = value_of(c);
+    if (std::isnan(e)) {
+      *out = e;
+      *element = index0 + c;
+      return;
+    }
+    if (*element < 0 || e > *out) {
+      *out = e;
+      *element = index0 + c;
+    }
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
@@ -332,6 +473,12 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
     return absl::InvalidArgumentError("a rank-0 tensor has no 2-D view");
   if (o.mode == HeatmapMode::kErrorSteps && ref == nullptr) {
     return absl::InvalidArgumentError("error mode needs a reference (--ref)");
+  }
+  if (o.locate && o.mode != HeatmapMode::kErrorSteps &&
+      o.mode != HeatmapMode::kAbsmax) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "locating each cell's element needs error or absmax mode, not mode ",
+        static_cast<int>(o.mode)));
   }
   if (absl::Status s = CheckReference(t, ref, o.ref_rows); !s.ok()) return s;
   Heatmap h;
@@ -384,6 +531,7 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
                              : -std::numeric_limits<double>::infinity());
   h.groups.assign(cells, -1);
   if (zeros && ref != nullptr) h.pruned.assign(cells, 0.0);
+  if (o.locate) h.cell_element.assign(cells, -1);
 
   // Each cell's group, from its first element: ids alone, in one batch
   // (Inspect would decompose a million scalars to read one field of each).
@@ -404,8 +552,17 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
   // whole rows, several rows of a cell's band come in one read (layouts
   // that pack codes down columns, GPTQ's, then use each cache line once
   // rather than once per row: 5x faster there); else a row at a time.
-  const bool detailed = o.mode == HeatmapMode::kErrorSteps;
-  const bool with_ref = ref != nullptr && (detailed || zeros);
+  const bool error = o.mode == HeatmapMode::kErrorSteps;
+  const bool with_ref = ref != nullptr && (error || zeros);
+  // Plain floats' steps come from their values (a table lookup), rather
+  // than from inspecting each element: the F16 error heatmap's cost was
+  // nearly all that inspection.
+  const FloatStepTable* const float_steps =
+      error ? t.encoding->PlainFloatSteps() : nullptr;
+  const bool detailed = error && float_steps == nullptr;
+  const std::vector<double> inverse_steps = float_steps != nullptr
+                                                ? InverseSteps(*float_steps)
+                                                : std::vector<double>();
   int64_t band = 1;  // the most rows a cell spans
   for (int i = 0; i < h.height; ++i)
     band = std::max(band, h.row_edges[i + 1] - h.row_edges[i]);
@@ -436,8 +593,17 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
           h.pruned.empty() ? nullptr
                            : h.pruned.data() + static_cast<size_t>(i) * h.width;
       std::fill(colmax.begin(), colmax.end(), 0u);
+      int64_t* const row_element =
+          h.cell_element.empty()
+              ? nullptr
+              : h.cell_element.data() + static_cast<size_t>(i) * h.width;
       for (int64_t r = h.row_edges[i], nb = 0; r < h.row_edges[i + 1];
            r += nb) {
+        if (o.cancelled && o.cancelled()) {
+          return absl::CancelledError(
+              absl::StrCat("heatmap of '", t.name, "' cancelled at band ", i,
+                           " of ", h.height, " (row ", r, ")"));
+        }
         nb = std::min(batch_rows, h.row_edges[i + 1] - r);
         const int64_t first = base + r * h.cols + o.col_begin;
         const int64_t count = nb * ncols;  // whole rows when nb > 1
@@ -462,6 +628,31 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
           const float* const vr = v.empty() ? nullptr : v.data() + at;
           const ElementQuant* const qr = q.empty() ? nullptr : q.data() + at;
           const float* const xr = x.empty() ? nullptr : x.data() + at;
+          if (row_element != nullptr) {
+            // The row's flat index at the region's first column.
+            const int64_t index0 = base + (r + k) * h.cols + o.col_begin;
+            for (int j = 0; j < h.width; ++j) {
+              if (absmax) {
+                LocateRow(
+                    run[j], run[j + 1], index0,
+                    [vr](int64_t c) { return std::fabs(double{vr[c]}); },
+                    row_out + j, row_element + j);
+              } else if (float_steps != nullptr) {
+                LocateRow(
+                    run[j], run[j + 1], index0,
+                    [&](int64_t c) {
+                      return ErrorSteps(xr[c], vr[c], *float_steps);
+                    },
+                    row_out + j, row_element + j);
+              } else {
+                LocateRow(
+                    run[j], run[j + 1], index0,
+                    [&](int64_t c) { return ErrorSteps(xr[c], qr[c]); },
+                    row_out + j, row_element + j);
+              }
+            }
+            continue;
+          }
           // Per mode, each cell's run folded into a local accumulator in the
           // order the elements come.
           switch (o.mode) {
@@ -473,8 +664,13 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
             case HeatmapMode::kErrorSteps:
               for (int j = 0; j < h.width; ++j) {
                 MaxKeepingNaN m{row_out[j]};
-                for (int64_t c = run[j]; c < run[j + 1]; ++c)
-                  m.Add(ErrorSteps(xr[c], qr[c]));
+                if (float_steps != nullptr) {
+                  ErrorRun(xr + run[j], vr + run[j], run[j + 1] - run[j],
+                           *float_steps, inverse_steps, simd, &m);
+                } else {
+                  for (int64_t c = run[j]; c < run[j + 1]; ++c)
+                    m.Add(ErrorSteps(xr[c], qr[c]));
+                }
                 row_out[j] = m.Result();
               }
               break;
@@ -501,7 +697,7 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
           }
         }
       }
-      if (absmax) {
+      if (absmax && row_element == nullptr) {
         for (int j = 0; j < h.width; ++j) {
           uint32_t m = 0;
           for (int64_t c = run[j]; c < run[j + 1]; ++c)

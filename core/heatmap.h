@@ -4,6 +4,7 @@
 #define TENSORMORPH_CORE_HEATMAP_H_
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -33,6 +34,15 @@ struct HeatmapOptions {
   // [col_begin, col_end); an end of 0 means the view's last row (column).
   // Cells divide the region, and only the region is decoded.
   int64_t row_begin = 0, row_end = 0, col_begin = 0, col_end = 0;
+  // Error and absmax modes only: also find, for each cell, the element that
+  // gives it its value (Heatmap::cell_element). Costs a pass element by
+  // element rather than the modes' vector reductions, so a page asks for it
+  // for the cell it clicks (a region of that cell at width = height = 1).
+  bool locate = false;
+  // Polled between batches of rows (at most a MiB of elements apart): when
+  // it returns true the computation stops with CANCELLED, so that a caller
+  // that went away frees its worker. Empty = never cancelled.
+  std::function<bool()> cancelled;
 };
 
 struct Heatmap {
@@ -80,6 +90,13 @@ struct Heatmap {
   // finite.
   double min = 0, max = 0;
   std::vector<double> pruned;  // kZeros with a reference; else empty
+  // With HeatmapOptions::locate, height * width row-major: the flat index in
+  // the tensor (row-major, leading dimensions included) of the element
+  // giving each cell its value: the first in row-major order among those
+  // at the cell's maximum (error in steps, or |value|); for a NaN cell its
+  // first NaN element; for an absmax cell of +inf its first infinity. Else
+  // empty.
+  std::vector<int64_t> cell_element;
 };
 
 // Per cell: bit 0 set when the group changes to the right neighbour, bit 1
@@ -88,7 +105,8 @@ std::vector<uint8_t> GroupBoundaries(const Heatmap& h);
 
 // An empty tensor (a zero dimension, any leading index) gives a heatmap of
 // no cells: width = height = 0, no values, min = max = 0.
-// Cost: one decode of the region's elements (error mode: with their steps),
+// Cost: one decode of the region's elements (error mode: with their steps,
+// from Encoding::PlainFloatSteps for F16 and BF16, else DecodeDetailed),
 // plus one Encoding::GroupIds id per cell for its group; group mode decodes
 // nothing.
 // Errors: INVALID_ARGUMENT (rank 0; a leading index outside -size..size-1,
@@ -96,7 +114,9 @@ std::vector<uint8_t> GroupBoundaries(const Heatmap& h);
 // without a reference; a reference of another shape, naming both; a row map
 // that fails CheckRowMap; a region negative, empty or outside the view,
 // naming it and the view's rows and columns, or any region on an empty
-// tensor); UNIMPLEMENTED.
+// tensor; locate in a mode other than error or absmax); CANCELLED when
+// HeatmapOptions::cancelled said so, naming the band reached;
+// UNIMPLEMENTED.
 absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& tensor,
                                        const LogicalTensor* ref,
                                        const HeatmapOptions& options);

@@ -161,7 +161,7 @@ grpc::ServerUnaryReactor* TensormorphService::GetHeatmap(
   return RunOnPool(
       *state_, ctx,
       CallLog("GetHeatmap", ctx, req->checkpoint(), req->tensor()), resp,
-      [this, req, resp]() -> absl::Status {
+      [this, ctx, req, resp]() -> absl::Status {
         auto r = Resolve(*state_, req->checkpoint(), req->tensor(),
                          req->reference(), req->reference_tensor());
         if (!r.ok()) return r.status();
@@ -207,6 +207,11 @@ grpc::ServerUnaryReactor* TensormorphService::GetHeatmap(
         o.row_end = req->row_end();
         o.col_begin = req->col_begin();
         o.col_end = req->col_end();
+        o.locate = req->locate();
+        // A caller that went away (a page left its view; the gateway cancels
+        // for an HTTP client that disconnected) frees its worker at the
+        // next batch of rows.
+        o.cancelled = [ctx] { return ctx->IsCancelled(); };
         TM_RETURN_IF_ERROR(r->CheckNoWriters());
         auto h = ComputeHeatmap(*r->tensor, r->ref, o);
         if (!h.ok()) return h.status();
@@ -229,6 +234,8 @@ grpc::ServerUnaryReactor* TensormorphService::GetHeatmap(
         resp->set_min(h->min);
         resp->set_max(h->max);
         resp->mutable_pruned()->Assign(h->pruned.begin(), h->pruned.end());
+        resp->mutable_cell_element()->Assign(h->cell_element.begin(),
+                                             h->cell_element.end());
         return absl::OkStatus();
       });
 }

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "client/gateway/disconnect_watch.h"
 #include "client/gateway/http_body.h"
 #include "client/gateway/http_query.h"
 #include "client/gateway/http_status.h"
@@ -85,7 +86,9 @@ CallOrigin OriginOf(const httplib::Request& req, bool* sent = nullptr) {
   return {req.get_header_value("Authorization"),
           absl::StrCat(req.remote_addr, ":", req.remote_port),
           req.get_header_value("X-Forwarded-For"),
-          absl::StrCat(req.method, " ", req.path), sent};
+          absl::StrCat(req.method, " ", req.path),
+          sent,
+          nullptr};
 }
 
 // A name fit for Content-Disposition: letters, digits, '.', '-' and '_'.
@@ -173,6 +176,10 @@ class HttpGateway::Impl {
 
   const HttpGatewayOptions options_;
   const JsonRpc rpc_;
+  // Cancels the unary calls of clients that left (a page leaving a view
+  // aborts its fetch, which closes the connection).
+  DisconnectWatch watch_;
+  int bound_port_ = -1;                   // the HTTP port, once bound
   std::unique_ptr<HostAllowList> hosts_;  // set by Bind
   std::unique_ptr<httplib::Server> http_;
   std::thread thread_;
@@ -248,6 +255,7 @@ absl::Status HttpGateway::Impl::Bind(int* port, std::string* url) {
                      " (address in use, or not an address of this machine)"));
   }
   *port = bound;
+  bound_port_ = bound;
   const std::string shown =
       absl::StrContains(host, ':') ? absl::StrCat("[", host, "]") : host;
   *url = absl::StrCat(tls ? "https" : "http", "://", shown, ":", bound, "/");
@@ -526,8 +534,13 @@ void HttpGateway::Impl::Rpc(const httplib::Request& req, httplib::Response& res,
   }
   if (*streaming) return Stream(method, *body, req, res);
   bool sent = false;
-  absl::StatusOr<std::string> reply =
-      rpc_.Unary(method, *body, OriginOf(req, &sent));
+  CallOrigin origin = OriginOf(req, &sent);
+  origin.watch = [this, &req](grpc::ClientContext* context) {
+    return watch_.Watch(
+        {req.local_addr, req.remote_addr, req.local_port, req.remote_port},
+        context);
+  };
+  absl::StatusOr<std::string> reply = rpc_.Unary(method, *body, origin);
   if (!reply.ok()) {
     // Before the call: the body is no request. After it: the service's.
     if (!sent) return Refuse(req, res, reply.status());
@@ -695,6 +708,11 @@ void HttpGateway::Impl::HeatmapPng(const httplib::Request& req,
     return Refuse(req, res, s);
   }
   v1::GetHeatmapResponse heatmap;
+  // As for POST calls (Rpc): a client that leaves cancels the heatmap.
+  const std::shared_ptr<void> watching = watch_.Watch(
+      {"", req.remote_addr, req.local_port > 0 ? req.local_port : bound_port_,
+       req.remote_port},
+      &context);
   const grpc::Status s = rpc_.stub().GetHeatmap(&context, *request, &heatmap);
   if (!s.ok()) return SendError(res, FromGrpcStatus(s));
   const std::string mode = req.has_param("mode") ? req.get_param_value("mode")

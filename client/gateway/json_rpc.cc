@@ -85,6 +85,8 @@ auto UnaryCall(const char* name, grpc::Status (Stub::*fn)(grpc::ClientContext*,
     grpc::ClientContext context;
     if (absl::Status s = ApplyOrigin(origin, &context); !s.ok()) return s;
     Resp resp;
+    const std::shared_ptr<void> watching =
+        origin.watch ? origin.watch(&context) : nullptr;
     const grpc::Status s = (stub.*fn)(&context, *req, &resp);
     if (!s.ok()) return FromGrpcStatus(s);
     return MessageToJson(resp);

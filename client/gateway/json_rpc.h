@@ -37,6 +37,10 @@ struct CallOrigin {
   // an error after it is the service's (which logged it), one before it the
   // gateway's own refusal.
   bool* sent = nullptr;
+  // When set, a unary call is watched while it runs: called with its
+  // context just before the call, its handle held until the call is over
+  // (DisconnectWatch: the call is cancelled when its HTTP client leaves).
+  std::function<std::shared_ptr<void>(grpc::ClientContext*)> watch;
 };
 
 // Puts `origin` on `context`. Errors: UNAUTHENTICATED when the header holds

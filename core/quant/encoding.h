@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "core/quant/float_steps.h"
 #include "core/quant/rounding_bound.h"
 #include "core/quant/scalar_info.h"
 
@@ -136,6 +137,13 @@ class Encoding {
   // aligned, so that Decode would only copy them: a pass can read them in
   // place (inside GuardedRead, as Decode would be). nullptr otherwise.
   virtual const float* StoredF32() const { return nullptr; }
+
+  // Where every element is a plain float code (F16, BF16) with no other
+  // parameter, so that DecodeDetailed's steps are FloatStepTable::Of of
+  // Decode's values, bit for bit: that table; nullptr otherwise. Passes
+  // that need only values and steps (the error heatmap) decode then, rather
+  // than inspect each element.
+  virtual const FloatStepTable* PlainFloatSteps() const { return nullptr; }
 
   // Elements [first, first + count) as integer codes and their runs'
   // parameters, where every value is

@@ -120,6 +120,10 @@ class StoredEncoding final : public Encoding {
     return reinterpret_cast<const float*>(tensor_.data.data());
   }
 
+  const FloatStepTable* PlainFloatSteps() const override {
+    return FloatStepTable::For(tensor_.dtype);
+  }
+
   void Prefetch(int64_t index) const override {
     const DTypeInfo& info = GetDTypeInfo(tensor_.dtype);
     __builtin_prefetch(tensor_.data.data() +

@@ -359,6 +359,49 @@ TEST_P(ApiV1Test, HeatmapRegionModeAndZerosAgainstTheDiffsReference) {
   EXPECT_EQ(static_cast<int64_t>(pruned), stats->pruned_zeros());
 }
 
+TEST_P(ApiV1Test, HeatmapLocatesTheElementGivingACellItsValue) {
+  // One cell over a region (what the page asks on a click): its element is
+  // inside the region, and its own one-element error is the cell's value.
+  v1::GetHeatmapRequest req;
+  req.set_checkpoint(Quant());
+  req.set_tensor(kTensor);
+  req.set_reference(Source());
+  req.set_mode(v1::HEATMAP_MODE_ERROR);
+  req.set_width(1);
+  req.set_height(1);
+  req.set_row_begin(10);
+  req.set_row_end(40);
+  req.set_col_begin(100);
+  req.set_col_end(180);
+  auto plain = client_->GetHeatmap(req);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->cell_element_size(), 0);  // only when asked
+  req.set_locate(true);
+  auto cell = client_->GetHeatmap(req);
+  ASSERT_TRUE(cell.ok()) << cell.status();
+  ASSERT_EQ(cell->cell_element_size(), 1);
+  EXPECT_EQ(cell->values(0), plain->values(0));
+  const int64_t at = cell->cell_element(0), cols = cell->cols();
+  EXPECT_GE(at / cols, 10);
+  EXPECT_LT(at / cols, 40);
+  EXPECT_GE(at % cols, 100);
+  EXPECT_LT(at % cols, 180);
+  v1::GetHeatmapRequest one = req;
+  one.set_locate(false);
+  one.set_row_begin(at / cols);
+  one.set_row_end(at / cols + 1);
+  one.set_col_begin(at % cols);
+  one.set_col_end(at % cols + 1);
+  auto element = client_->GetHeatmap(one);
+  ASSERT_TRUE(element.ok()) << element.status();
+  EXPECT_EQ(element->values(0), cell->values(0));
+
+  req.set_mode(v1::HEATMAP_MODE_MEAN);
+  auto mean = client_->GetHeatmap(req);
+  EXPECT_EQ(mean.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(mean.status().message(), HasSubstr("needs error or absmax"));
+}
+
 TEST_P(ApiV1Test, TopKUnsetMeansTenAndZeroMeansNone) {
   EXPECT_EQ(WorstCount(std::nullopt), 10);
   EXPECT_EQ(WorstCount(0), 0);

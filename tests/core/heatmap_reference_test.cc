@@ -23,6 +23,7 @@
 #include "core/format/checkpoint.h"
 #include "core/heatmap.h"
 #include "core/quant/decode_simd.h"
+#include "core/quant/float_formats.h"
 #include "gtest/gtest.h"
 #include "tests/support/gguf_writer.h"
 #include "tests/support/safetensors_writer.h"
@@ -107,6 +108,46 @@ std::string WriteSpecialsGguf() {
   return path;
 }
 
+// A [16, 256] tensor "a" of 16-bit float codes (ggml type `type_id`: F16
+// or BF16) drawn from every code, NaNs and infinities included, against an
+// F32 reference "b": a quarter exactly the decoded value (errors of 0, so
+// cells tie), the rest the value moved by up to a few of its steps, or
+// another random value. The error heatmap's plain-float path
+// (Encoding::PlainFloatSteps) must give DecodeDetailed's bits here.
+std::string WriteHalfGguf(uint32_t type_id, int seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> code(0, 65535), pick(0, 7);
+  std::uniform_real_distribution<float> wobble(-0.01f, 0.01f);
+  std::string a(16 * 256 * 2, '\0'), b(16 * 256 * sizeof(float), '\0');
+  for (size_t k = 0; k < 16 * 256; ++k) {
+    const uint16_t c = static_cast<uint16_t>(code(rng));
+    a[2 * k] = static_cast<char>(c & 0xff);
+    a[2 * k + 1] = static_cast<char>(c >> 8);
+    const float v = type_id == 1 ? F16ToF32(c) : BF16ToF32(c);
+    float x = v;
+    switch (pick(rng)) {
+      case 0:
+      case 1:
+        break;
+      case 2:
+        x = std::bit_cast<float>(static_cast<uint32_t>(code(rng)) << 16);
+        break;
+      default:
+        x = v * (1.0f + wobble(rng));
+        break;
+    }
+    std::memcpy(b.data() + k * sizeof(float), &x, sizeof(float));
+  }
+  GgufSpec s;
+  s.kv.push_back({"general.architecture", GgufString("llama")});
+  s.tensors.push_back({"a.weight", {256, 16}, type_id, a});
+  s.tensors.push_back({"b.weight", {256, 16}, 0, b});
+  const std::string path =
+      MakeTempDir() + "/half" + std::to_string(type_id) + ".gguf";
+  WriteFile(path, BuildGguf(s));
+  return path;
+}
+
 // The fixed tree of heatmap.h (and stats.h): (0+8), (1+9), ... (7+15);
 // then those eight as (0+4) ... (3+7); then (0+2), (1+3); then the two.
 double SumOfLanes(const double* s) {
@@ -154,6 +195,18 @@ Heatmap Reference(const LogicalTensor& t, const LogicalTensor* ref,
   std::vector<float> x(static_cast<size_t>(ncols));
   // The mean's 16 partial sums of each cell.
   std::vector<double> lanes(cells * 16, 0.0);
+  // Each cell's located element (heatmap.h's cell_element), chosen the
+  // plain way: elements in row-major order, the first NaN kept, else the
+  // first strictly largest.
+  std::vector<double> best(cells, 0.0);
+  std::vector<int64_t> element(cells, -1);
+  const auto locate = [&](size_t k, double value, int64_t index) {
+    if (element[k] >= 0 && std::isnan(best[k])) return;
+    if (element[k] < 0 || std::isnan(value) || value > best[k]) {
+      best[k] = value;
+      element[k] = index;
+    }
+  };
   for (int i = 0; mode != HeatmapMode::kGroup && i < h.height; ++i) {
     for (int64_t r = h.row_edges[i]; r < h.row_edges[i + 1]; ++r) {
       const int64_t first = r * h.cols + c_begin;
@@ -176,6 +229,7 @@ Heatmap Reference(const LogicalTensor& t, const LogicalTensor* ref,
               break;
             case HeatmapMode::kAbsmax: {
               const double a = std::fabs(v[c]);
+              locate(static_cast<size_t>(i) * h.width + j, a, first + c);
               out = std::isnan(out) || std::isnan(a) ? kNaN : std::max(out, a);
               break;
             }
@@ -192,6 +246,7 @@ Heatmap Reference(const LogicalTensor& t, const LogicalTensor* ref,
                     x[c] > e ? q[c].step_above : q[c].step_below;
                 steps = step > 0 && !std::isinf(err) ? err / step : INFINITY;
               }
+              locate(static_cast<size_t>(i) * h.width + j, steps, first + c);
               out = std::isnan(out) || std::isnan(steps) ? kNaN
                                                          : std::max(out, steps);
               break;
@@ -226,6 +281,8 @@ Heatmap Reference(const LogicalTensor& t, const LogicalTensor* ref,
       if (std::isnan(h.values[k])) h.values[k] = kNaN;
     }
   }
+  h.cell_element.clear();
+  if (got.cell_element.size() == cells) h.cell_element = element;
   std::vector<double> finite;
   for (double v : h.values) {
     if (std::isfinite(v)) finite.push_back(v);
@@ -256,9 +313,12 @@ TEST(HeatmapReferenceTest, EveryModeAndRegionIsTheStraightforwardReduction) {
   const std::string down = "model.layers.0.mlp.down_proj.weight";
   const std::string wild = WriteWildGguf();
   const std::string specials = WriteSpecialsGguf();
+  const std::string f16 = WriteHalfGguf(1, 41), bf16 = WriteHalfGguf(30, 43);
   std::vector<Source> sources = {
       {wild, wild, "a.weight", "b.weight"},
       {specials, specials, "a.weight", "b.weight"},
+      {f16, f16, "a.weight", "b.weight"},
+      {bf16, bf16, "a.weight", "b.weight"},
       {"gguf/Q4_K.gguf", "gguf/source_f32.gguf", "blk.0.ffn_down.weight"},
       {"gguf/Q8_0.gguf", "gguf/source_f32.gguf", "blk.0.ffn_down.weight"},
       {"gguf/Q6_K.gguf", "gguf/source_f32.gguf", "blk.0.ffn_down.weight"},
@@ -273,7 +333,7 @@ TEST(HeatmapReferenceTest, EveryModeAndRegionIsTheStraightforwardReduction) {
       {"safetensors/fp8_block_sharded", "safetensors/fp8_block_sharded/source",
        down},
   };
-  for (size_t k = 2; k < sources.size(); ++k) {
+  for (size_t k = 4; k < sources.size(); ++k) {
     sources[k].path = Fixture(sources[k].path);
     sources[k].ref_path = Fixture(sources[k].ref_path);
     sources[k].ref_tensor = sources[k].tensor;
@@ -302,7 +362,7 @@ TEST(HeatmapReferenceTest, EveryModeAndRegionIsTheStraightforwardReduction) {
       {9, 2, 0, 0, 0, 0},
       {3, 2, 0, 0, 0, 0},
   };
-  int compared = 0;
+  int compared = 0, located_count = 0;
   // Cells of the specials source: NaN, +inf, -inf, finite (each must occur,
   // or that case went untested).
   int64_t kinds[4] = {0, 0, 0, 0};
@@ -362,6 +422,17 @@ TEST(HeatmapReferenceTest, EveryModeAndRegionIsTheStraightforwardReduction) {
           auto got = ComputeHeatmap(*t, r, o);
           ASSERT_TRUE(got.ok()) << what << ": " << got.status();
           ++compared;
+          if (mode == HeatmapMode::kErrorSteps ||
+              mode == HeatmapMode::kAbsmax) {
+            // The located elements, and the same values as without them.
+            o.locate = true;
+            auto located = ComputeHeatmap(*t, r, o);
+            ASSERT_TRUE(located.ok()) << what << ": " << located.status();
+            const Heatmap want = Reference(*t, r, mode, *located);
+            ExpectSameBits(located->values, got->values, what + " located");
+            EXPECT_EQ(located->cell_element, want.cell_element) << what;
+            ++located_count;
+          }
           if (src.path == specials) {
             for (double v : got->values) {
               ++kinds[std::isnan(v)    ? 0
@@ -374,7 +445,8 @@ TEST(HeatmapReferenceTest, EveryModeAndRegionIsTheStraightforwardReduction) {
       }
     }
   }
-  EXPECT_EQ(compared, 12 * 14 * 9);
+  EXPECT_EQ(compared, 14 * 14 * 9);
+  EXPECT_EQ(located_count, 14 * 14 * 3);
   for (int k = 0; k < 4; ++k) EXPECT_GT(kinds[k], 0) << "kind " << k;
 }
 

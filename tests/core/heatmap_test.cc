@@ -390,5 +390,75 @@ TEST(HeatmapLeadingTest, NegativeIndicesCountFromTheEnd) {
   }
 }
 
+TEST(HeatmapLocateTest, OnlyErrorAndAbsmaxModesLocateTheirCellsElement) {
+  auto ckpt = Checkpoint::Open(Fixture("gguf/Q4_K.gguf"));
+  ASSERT_TRUE(ckpt.ok());
+  const LogicalTensor* t = (*ckpt)->FindTensor("blk.0.attn_q.weight");
+  ASSERT_NE(t, nullptr);
+  for (HeatmapMode mode :
+       {HeatmapMode::kMean, HeatmapMode::kGroup, HeatmapMode::kZeros}) {
+    HeatmapOptions o;
+    o.mode = mode;
+    o.locate = true;
+    EXPECT_THAT(ComputeHeatmap(*t, nullptr, o),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         "needs error or absmax mode"));
+  }
+  HeatmapOptions o;
+  o.mode = HeatmapMode::kAbsmax;
+  auto plain = ComputeHeatmap(*t, nullptr, o);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_TRUE(plain->cell_element.empty());
+  // One cell over a region: its element is inside the region, and its
+  // |value| is the cell's.
+  o.locate = true;
+  o.width = o.height = 1;
+  o.row_begin = 1;
+  o.row_end = 3;
+  o.col_begin = 40;
+  o.col_end = 90;
+  auto one = ComputeHeatmap(*t, nullptr, o);
+  ASSERT_TRUE(one.ok()) << one.status();
+  ASSERT_EQ(one->cell_element.size(), 1u);
+  const int64_t at = one->cell_element[0];
+  EXPECT_GE(at / 256, 1);
+  EXPECT_LT(at / 256, 3);
+  EXPECT_GE(at % 256, 40);
+  EXPECT_LT(at % 256, 90);
+  float v = 0;
+  ASSERT_TRUE(t->encoding->Decode(at, 1, &v).ok());
+  EXPECT_EQ(std::fabs(double{v}), one->values[0]);
+}
+
+TEST(HeatmapCancelTest, ACancelledHeatmapStopsAtItsNextBatchWithCancelled) {
+  auto ckpt = Checkpoint::Open(Fixture("gguf/Q4_K.gguf"));
+  ASSERT_TRUE(ckpt.ok());
+  const LogicalTensor* t = (*ckpt)->FindTensor("blk.0.attn_q.weight");
+  ASSERT_NE(t, nullptr);
+  int polls = 0;
+  HeatmapOptions o;
+  o.col_begin = 1;  // not whole rows: a batch per row, 4 rows, 4 polls
+  o.cancelled = [&polls] { return ++polls == 2; };
+  EXPECT_THAT(ComputeHeatmap(*t, nullptr, o),
+              StatusIs(absl::StatusCode::kCancelled, "cancelled at band 1"));
+  EXPECT_EQ(polls, 2);  // nothing after the cancellation was decoded
+  o.cancelled = [] { return false; };
+  EXPECT_TRUE(ComputeHeatmap(*t, nullptr, o).ok());
+}
+
+TEST(FloatStepTableTest, HalfFormatsHaveATableAndOthersInspect) {
+  // The table is checked against InspectElement on every code as it is
+  // built; there is none where a code disagrees (or for wider formats).
+  EXPECT_NE(FloatStepTable::For(DType::kF16), nullptr);
+  EXPECT_NE(FloatStepTable::For(DType::kBF16), nullptr);
+  EXPECT_EQ(FloatStepTable::For(DType::kF32), nullptr);
+  EXPECT_EQ(FloatStepTable::For(DType::kQ8_0), nullptr);
+  const FloatStepTable& f16 = *FloatStepTable::For(DType::kF16);
+  EXPECT_EQ(f16.Of(1.0f).above, 0x1p-10);  // F16's step above 1
+  EXPECT_EQ(f16.Of(1.0f).below, 0x1p-11);  // and the finer one below
+  EXPECT_EQ(f16.Of(-1.0f).above, 0x1p-11);
+  EXPECT_TRUE(std::isnan(f16.Of(INFINITY).above));
+}
+
 }  // namespace
 }  // namespace tensormorph

@@ -9,6 +9,7 @@ import { el, clear, fmtNum, fmtCount, fmtBytes, fmtShape, table } from '../ui.js
 import { lastDiff, diffChanged } from '../store.js';
 import { diffRequest, endedState, restoreDiff, stateText, downloadButton } from '../diff_results.js';
 import { fileRanks, orderKey, orderSelect } from '../order.js';
+import { zoomRegionAround } from './heatmap_canvas.js';
 
 export function key(s) {
   return s.checkpoint;
@@ -204,8 +205,11 @@ export function mount(host, s, ctx) {
         sortKey: 'maxErrSteps',
         onRow: (r) => {
           const w = (r.worst || [])[0];
+          // Zoomed around its worst element, the crosshair on it.
+          const index = w ? w.index.map(Number) : null;
           ctx.navigate({ tensor: r.name, view: 'heatmap', mode: 'error', ref: lastDiff.reference,
-            index: w ? w.index.map(Number).join(',') : null, region: null });
+            index: index ? index.join(',') : null,
+            region: index ? zoomRegionAround(index, (r.shape || []).map(Number)) : null });
         },
         rowAttrs: (r) => ({ 'data-name': r.name, 'data-max-err-steps': String(r.maxErrSteps), class: `clickable${r.flagged ? ' flagged' : ''}` }),
       });

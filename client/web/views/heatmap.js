@@ -3,7 +3,7 @@
 // and, after a diff, the tensor's worst elements.
 import * as api from '../api.js';
 import { el, put, clear, loading, fmtNum, fmtShape } from '../ui.js';
-import { createHeatmap, MODES, view2d, serverLimits } from './heatmap_canvas.js';
+import { createHeatmap, MODES, view2d, serverLimits, zoomRegionAround } from './heatmap_canvas.js';
 import { createInspector } from './inspector.js';
 import { diffReportFor, tensorReport, lastDiff } from '../store.js';
 
@@ -19,14 +19,21 @@ function parseIndex(text) {
   return parts.every(Number.isInteger) ? parts : null;
 }
 
-// A list of the report's worst elements, each opening the inspector.
-export function worstList(report, onPick) {
+// A list of the report's worst elements, each opening the inspector;
+// `onZoom(index)`, when given, backs each row's "zoom" button (the heatmap
+// zoomed around the element, its crosshair on it).
+export function worstList(report, onPick, onZoom) {
   if (!report) return null;
   const rows = (report.worst || []).map((w, i) => el('tr', {
     class: 'clickable', 'data-worst': i, 'data-index': w.index.map(Number).join(','),
     onclick: () => onPick(w.index.map(Number)),
   },
-  el('td', { class: 'mono' }, `[${w.index.map(Number).join(', ')}]`),
+  el('td', { class: 'mono' }, `[${w.index.map(Number).join(', ')}]`,
+    onZoom ? el('button', { class: 'small', 'data-zoom': i, title: 'Zoom to element: the heatmap around it, with a crosshair',
+      onclick: (e) => {
+        e.stopPropagation();
+        onZoom(w.index.map(Number));
+      } }, 'zoom') : null),
   el('td', { class: 'num mono' }, fmtNum(w.errSteps, 4)),
   el('td', { class: 'num mono' }, fmtNum(w.source)),
   el('td', { class: 'num mono' }, fmtNum(w.decoded))));
@@ -120,7 +127,8 @@ export function mount(host, s, ctx) {
     put(host, title, toolbar, notes.length ? el('p', { class: 'note-line' }, notes.join(' ')) : null,
       el('div', { class: 'split' }, left, right));
     if (report) {
-      right.append(worstList(report, pick));
+      right.append(worstList(report, pick, (index) => ctx.navigate({
+        index: index.join(','), region: zoomRegionAround(index, shape) })));
     }
     const needsRef = MODES[mode].needsRef && !s.ref;
     if (needsRef) {
@@ -195,6 +203,7 @@ export function mount(host, s, ctx) {
     update(ns) {
       const old = current;
       current = ns;
+      if (heat && (ns.region || '') !== (old.region || '')) heat.setRegion(ns.region);
       if ((ns.index || '') !== (old.index || '')) showIndex(ns);
     },
     destroy() {

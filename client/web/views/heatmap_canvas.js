@@ -56,6 +56,34 @@ export function parseRegion(text, rows, cols) {
   return r;
 }
 
+// The region text of a zoom around element `index` (coordinates of a
+// tensor of `shape`): `span` rows and columns centred on it, inside the
+// view. What "Zoom to element" links open, so the crosshair has room.
+export function zoomRegionAround(index, shape, span = 48) {
+  const v = view2d(shape);
+  if (!v || !index || !index.length) return null;
+  const n = index.length;
+  const r = n >= 2 ? index[n - 2] : 0;
+  const c = index[n - 1];
+  const around = (x, size) => {
+    const w = Math.min(size, span);
+    const a = Math.max(0, Math.min(size - w, x - Math.floor(w / 2)));
+    return `${a}:${a + w}`;
+  };
+  return `${around(r, v.rows)},${around(c, v.cols)}`;
+}
+
+// Coordinates of flat (row-major) index `flat` in a tensor of `shape`.
+export function unflatten(flat, shape) {
+  const out = new Array(shape.length).fill(0);
+  let rest = flat;
+  for (let d = shape.length - 1; d >= 0; --d) {
+    out[d] = rest % shape[d];
+    rest = Math.floor(rest / shape[d]);
+  }
+  return out;
+}
+
 function upperBound(edges, x) {
   // The cell i with edges[i] <= x < edges[i+1].
   let lo = 0;
@@ -329,7 +357,24 @@ export function createHeatmap(opts) {
       g.shadowColor = 'black';
       g.shadowBlur = 3;
       outline(r, r + 1, c, c + 1, '#ffffff', 2);
+      // A crosshair through it, so one element among millions of pixels
+      // (or beside the edge when zoomed) is found at a glance.
+      const at = toPixel(r + 0.5, c + 0.5);
+      g.lineWidth = 1;
+      g.setLineDash([5, 4]);
+      g.strokeStyle = 'rgba(255,255,255,0.85)';
+      g.beginPath();
+      g.moveTo(0, at.y);
+      g.lineTo(cssW, at.y);
+      g.moveTo(at.x, 0);
+      g.lineTo(at.x, cssH);
+      g.stroke();
       g.restore();
+      overlay.dataset.crosshair = `${r},${c}`;
+      overlay.dataset.crosshairX = String(Math.round(at.x));
+      overlay.dataset.crosshairY = String(Math.round(at.y));
+    } else {
+      delete overlay.dataset.crosshair;
     }
   };
 
@@ -643,11 +688,52 @@ export function createHeatmap(opts) {
     const rect = overlay.getBoundingClientRect();
     const cell = cellAt(e.clientX - rect.left, e.clientY - rect.top);
     if (!cell || !opts.onPick) return;
+    // In error and absmax modes the cell's value is one element's: the
+    // server finds it (a one-cell heatmap of the cell's region with
+    // locate), so the click inspects the cause, not the cell's first
+    // element.
+    if (opts.mode === 'error' || opts.mode === 'absmax') {
+      locateCell(cell);
+      return;
+    }
     const index = indexOf(data.rowEdges[cell.i], data.colEdges[cell.j]);
     // A click inspects what is under the pointer; the view stays put even
     // when the cell is cut by the edge or its first element is outside.
     clicked = index.join(',');
     opts.onPick(index);
+  }
+  let locator = null;  // the AbortController of the last click's locate
+  function locateCell(cell) {
+    const d = data;
+    if (locator) locator.abort();
+    locator = new AbortController();
+    const body = {
+      checkpoint: opts.checkpoint,
+      tensor: opts.tensor,
+      mode: MODES[opts.mode].enum,
+      width: 1,
+      height: 1,
+      leading: opts.leading || [],
+      rowBegin: d.rowEdges[cell.i],
+      rowEnd: d.rowEdges[cell.i + 1],
+      colBegin: d.colEdges[cell.j],
+      colEnd: d.colEdges[cell.j + 1],
+      locate: true,
+    };
+    if (opts.ref) body.reference = opts.ref;
+    if (opts.ref && opts.refTensor) body.referenceTensor = opts.refTensor;
+    overlay.dataset.locating = '1';
+    api.call('GetHeatmap', body, { signal: locator.signal }).then((resp) => {
+      delete overlay.dataset.locating;
+      const flat = api.nums(resp.cellElement)[0];
+      if (flat === undefined || destroyed) return;
+      const index = unflatten(flat, opts.shape);
+      clicked = index.join(',');
+      opts.onPick(index);
+    }).catch((e) => {
+      delete overlay.dataset.locating;
+      if (e.name !== 'AbortError') opts.showError(e);
+    });
   }
   overlay.addEventListener('dblclick', () => {
     region = { r0: 0, r1: rows, c0: 0, c1: cols };
@@ -704,6 +790,14 @@ export function createHeatmap(opts) {
         drawBar(data);
       }
     },
+    // A region chosen elsewhere (a "Zoom to element" link): shown unless it
+    // is the one already shown (the URL echoing this view's own zoom).
+    setRegion(text) {
+      if ((text || '') === regionText(intRegion(region))) return;
+      region = parseRegion(text, rows, cols);
+      drawPreview();
+      schedule(0);
+    },
     resetZoom() {
       region = { r0: 0, r1: rows, c0: 0, c1: cols };
       drawPreview();
@@ -713,6 +807,7 @@ export function createHeatmap(opts) {
       destroyed = true;
       clearTimeout(timer);
       if (controller) controller.abort();
+      if (locator) locator.abort();
       observer.disconnect();
       window.removeEventListener('resize', resize);
       window.removeEventListener('mousemove', onMove);

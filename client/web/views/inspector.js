@@ -6,6 +6,7 @@
 import * as api from '../api.js';
 import { el, clear, loading, exact, fmtNum } from '../ui.js';
 import { knownTensorReport } from '../store.js';
+import { zoomRegionAround } from './heatmap_canvas.js';
 
 function binary(rawBits, bits) {
   let b;
@@ -113,7 +114,10 @@ export function createInspector(ctx) {
         el('h2', null, 'Scalar Inspector'),
         el('div', { class: 'mono index' }, el('span', { 'data-field': 'index' }, `[${sc.index.map(Number).join(', ')}]`),
           el('span', { class: 'muted' }, ' flat '), el('span', { 'data-field': 'flat_index' }, String(Number(sc.flatIndex)))),
-        el('div', { class: 'muted small' }, `${e.scheme} · ${e.granularity}`)),
+        el('div', { class: 'muted small' }, `${e.scheme} · ${e.granularity}`,
+          sc.index.length ? [' · ', ctx.link('Zoom to element', { checkpoint: o.checkpoint, tensor: o.tensor, view: 'heatmap',
+            index: sc.index.map(Number).join(','),
+            region: zoomRegionAround(sc.index.map(Number), api.nums(resp.shape)) }, 'zoom-link')] : null)),
       el('div', { class: 'side-by-side' },
         el('div', { class: 'panel stored' },
           el('h3', null, 'stored'),

@@ -614,6 +614,77 @@ TEST_F(HttpGatewayTest, AClientLeavingMidDownloadLeavesTheServerServing) {
   EXPECT_EQ(r->status, 200);
 }
 
+// A page that leaves a view aborts its fetch, which closes the connection:
+// the gateway then cancels the call, so the worker is freed rather than
+// finishing a heatmap nobody reads. An error heatmap of an 8 M-element F32
+// tensor against itself (every element inspected: over a second) is
+// abandoned 300 ms in; the server counts the call CANCELLED, not OK.
+TEST(HttpGatewayDisconnectTest, AClientThatLeavesCancelsItsCall) {
+  const std::string dir = MakeTempDir();
+  const int64_t rows = 4096, cols = 2048;
+  testing::WriteSparseSafetensors(
+      dir + "/big.safetensors",
+      "{\"w\":{\"dtype\":\"F32\",\"shape\":[" + std::to_string(rows) + "," +
+          std::to_string(cols) + "],\"data_offsets\":[0," +
+          std::to_string(rows * cols * 4) + "]}}",
+      rows * cols * 4);
+  ServerProcess server({dir}, {"--http-listen", "127.0.0.1:0"});
+  httplib::Client http("127.0.0.1", server.http_port());
+  http.set_read_timeout(60, 0);
+  const auto count = [&](const std::string& code) {
+    httplib::Result r = http.Get("/metrics");
+    EXPECT_TRUE(r && r->status == 200);
+    absl::StatusOr<testing::PrometheusScrape> s =
+        testing::ParsePrometheusText(r->body);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s->Sum("tensormorph_calls_total",
+                  {{"method", "GetHeatmap"}, {"code", code}});
+  };
+  const std::string body = Json{
+      {"checkpoint", "big.safetensors"},
+      {"tensor", "w"},
+      {"reference", "big.safetensors"},
+      {"mode", "HEATMAP_MODE_ERROR"},
+      {"width", 1},
+      {"height", 1}}.dump();
+  const std::string request =
+      "POST /v1/GetHeatmap HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+      "Content-Type: application/json\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(server.http_port()));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(::send(fd, request.data(), request.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(request.size()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const auto left = std::chrono::steady_clock::now();
+  ::close(fd);
+  double cancelled = 0;
+  for (int i = 0; i < 200 && cancelled == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    cancelled = count("CANCELLED");
+  }
+  const double ms = std::chrono::duration<double, std::milli>(
+                        std::chrono::steady_clock::now() - left)
+                        .count();
+  EXPECT_EQ(cancelled, 1);
+  EXPECT_EQ(count("OK"), 0);
+  std::printf("call cancelled %.0f ms after its client left\n", ms);
+  // The full heatmap takes longer than that (else the test proves nothing).
+  const auto t0 = std::chrono::steady_clock::now();
+  httplib::Result full = http.Post("/v1/GetHeatmap", body, "application/json");
+  ASSERT_TRUE(full);
+  EXPECT_EQ(full->status, 200);
+  const double full_ms = std::chrono::duration<double, std::milli>(
+                             std::chrono::steady_clock::now() - t0)
+                             .count();
+  std::printf("the same heatmap in full: %.0f ms\n", full_ms);
+  EXPECT_GT(full_ms, ms);
+}
+
 // A 1 GiB tensor goes out as .npy without the server holding it: its
 // anonymous memory (heap; the file's mapped pages are not counted) stays
 // within 128 MiB of where it started (an eighth of the tensor), sampled

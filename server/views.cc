@@ -131,6 +131,8 @@ grpc::ServerUnaryReactor* TensormorphService::ComputeStats(
         resp->set_hist_min(st->hist_min);
         resp->set_hist_max(st->hist_max);
         for (int64_t c : st->histogram) resp->add_histogram(c);
+        for (int64_t c : st->reference_histogram)
+          resp->add_reference_histogram(c);
         resp->set_has_levels(st->has_levels);
         resp->set_code_bits(st->code_bits);
         for (int64_t c : st->code_histogram) resp->add_code_histogram(c);

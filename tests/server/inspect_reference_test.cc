@@ -62,7 +62,8 @@ class InspectReferenceTest : public ::testing::Test {
     r.set_tensor(tensor);
     auto data = client().ReadSliceAll(r);
     EXPECT_TRUE(data.ok()) << data.status();
-    return data.ok() ? data->floats() : std::vector<float>();
+    if (!data.ok()) return {};
+    return std::vector<float>(data->floats().begin(), data->floats().end());
   }
 
   // Element (row, c) for every row of `tensor` in the Q8_0 GGUF, against
@@ -152,8 +153,9 @@ TEST_F(InspectReferenceTest,
     const double step = src > s.value() ? s.step_above() : s.step_below();
     (src > s.value() ? above : below)++;
     EXPECT_DOUBLE_EQ(s.source().error_steps(), std::fabs(err) / step);
-    // Q8_0 rounds to nearest: within half a step (and a float's slack).
-    EXPECT_LE(s.source().error_steps(), 0.5 + 1e-3);
+    // Q8_0 rounds to nearest: within half a step, plus what its F16 scale's
+    // rounding (2^-11 relative) moves a level of up to 128 steps.
+    EXPECT_LE(s.source().error_steps(), 0.5 + 128.0 / 2048);
   }
   EXPECT_GT(above, 0);
   EXPECT_GT(below, 0);
@@ -168,12 +170,12 @@ TEST_F(InspectReferenceTest, WithoutAReferenceThereIsNoSource) {
   }
 }
 
-TEST_F(InspectReferenceTest, RefTensorNamesTheReferenceAndIsThenTakenOneToOne) {
+TEST_F(InspectReferenceTest, RefTensorNamesTheReferenceTheRulesWouldFind) {
   auto r = InspectColumn("blk.0.attn_q.weight", 3, "source",
                          "model.layers.0.self_attn.q_proj.weight");
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->reference_tensor(), "model.layers.0.self_attn.q_proj.weight");
-  // By name the rows go through the same map the diff would use.
+  // Named or found, a Hugging Face name lines its rows up the same way.
   auto by_rule = InspectColumn("blk.0.attn_q.weight", 3, "source");
   ASSERT_TRUE(by_rule.ok()) << by_rule.status();
   EXPECT_EQ(r->reference_rows_mapped(), by_rule->reference_rows_mapped());

@@ -19,8 +19,9 @@ function parseIndex(text) {
   return parts.every(Number.isInteger) ? parts : null;
 }
 
-// A list of the report's worst elements, each opening the inspector.
-export function worstList(report, onPick) {
+// A list of the report's worst elements, each opening the inspector, and
+// its worst groups, each a link (ctx.link) to its distribution.
+export function worstList(report, onPick, link) {
   if (!report) return null;
   const rows = (report.worst || []).map((w, i) => el('tr', {
     class: 'clickable', 'data-worst': i, 'data-index': w.index.map(Number).join(','),
@@ -30,8 +31,11 @@ export function worstList(report, onPick) {
   el('td', { class: 'num mono' }, fmtNum(w.errSteps, 4)),
   el('td', { class: 'num mono' }, fmtNum(w.source)),
   el('td', { class: 'num mono' }, fmtNum(w.decoded))));
-  const groups = (report.worstGroups || []).map((g) => el('tr', null,
-    el('td', { class: 'mono' }, String(g.group)), el('td', { class: 'num' }, String(g.count)),
+  // Each worst group opens its own distribution (its values over its
+  // levels, with the source's beside them when a source is set).
+  const groups = (report.worstGroups || []).map((g) => el('tr', { 'data-group': String(Number(g.group)) },
+    el('td', { class: 'mono' }, link(String(g.group), { view: 'dist', group: String(Number(g.group)), mode: null, index: null })),
+    el('td', { class: 'num' }, String(g.count)),
     el('td', { class: 'num mono' }, fmtNum(g.meanErrSteps, 4)), el('td', { class: 'num mono' }, fmtNum(g.maxErrSteps, 4))));
   return el('section', { class: 'worst', 'data-role': 'worst' },
     el('h3', null, `Worst elements (max ${fmtNum(report.maxErrSteps, 4)} steps, SQNR ${fmtNum(report.sqnrDb, 4)} dB)`),
@@ -120,7 +124,7 @@ export function mount(host, s, ctx) {
     put(host, title, toolbar, notes.length ? el('p', { class: 'note-line' }, notes.join(' ')) : null,
       el('div', { class: 'split' }, left, right));
     if (report) {
-      right.append(worstList(report, pick));
+      right.append(worstList(report, pick, ctx.link));
     }
     const needsRef = MODES[mode].needsRef && !s.ref;
     if (needsRef) {

@@ -5,7 +5,8 @@
 // converter's row permutation for attn_q/attn_k, element for element for the
 // other tensors; the signed error and the error in steps follow from the
 // two values and the element's steps; a reference that cannot be paired is
-// refused with a precise status.
+// refused with a precise status. ComputeStats with the same reference bins
+// the source's values by the histogram's own bins (reference_histogram).
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -196,6 +197,34 @@ TEST_F(InspectReferenceTest,
   EXPECT_THAT(
       InspectColumn("blk.0.attn_q.weight", 0, "", "x"),
       StatusIs(absl::StatusCode::kInvalidArgument, "without a reference"));
+}
+
+// The source tensor's own histogram over the same range and bins is the
+// reference histogram: the same values (a row permutation moves none in or
+// out), binned by the same rule.
+TEST_F(InspectReferenceTest, TheSourceHistogramBinsTheSourceByTheSameBins) {
+  v1::ComputeStatsRequest q;
+  q.set_checkpoint("model-q8_0.gguf");
+  q.set_tensor("blk.0.attn_q.weight");
+  q.set_reference("source");
+  q.set_bins(40);
+  auto with = client().ComputeStats(q);
+  ASSERT_TRUE(with.ok()) << with.status();
+  ASSERT_EQ(with->reference_histogram_size(), 40);
+  v1::ComputeStatsRequest s;
+  s.set_checkpoint("source");
+  s.set_tensor("model.layers.0.self_attn.q_proj.weight");
+  s.set_bins(40);
+  s.set_range_min(with->hist_min());
+  s.set_range_max(with->hist_max());
+  auto source = client().ComputeStats(s);
+  ASSERT_TRUE(source.ok()) << source.status();
+  EXPECT_THAT(with->reference_histogram(),
+              ::testing::ElementsAreArray(source->histogram()));
+  q.clear_reference();
+  auto without = client().ComputeStats(q);
+  ASSERT_TRUE(without.ok()) << without.status();
+  EXPECT_EQ(without->reference_histogram_size(), 0);
 }
 
 }  // namespace

@@ -21,7 +21,8 @@ llama.cpp's converter permutes them) against its BF16 Hugging Face source
  - the distribution with a source draws the source's histogram over the same
    bins (numpy bins the HF tensor's values alike and gets the same counts),
    and its worst groups link to their group's distribution, which draws the
-   group's source histogram too.
+   group's source histogram too; so do the worst groups the diff lists
+   beside a tensor's error heatmap.
 Screenshots i31_inspector_*.png. Exits non-zero naming what differed.
 """
 
@@ -206,6 +207,26 @@ def test_distribution(page, models):
     page.shot('i31_inspector_group_source')
 
 
+def test_diff_worst_groups(page):
+    print('diff: a tensor\'s worst groups link to their distribution')
+    tensor = 'blk.0.attn_q.weight'
+    page.open(f'?checkpoint={CHECKPOINT}&view=diff&ref={SOURCE}')
+    page.one('#diff-run').click()
+    page.one('[data-field="worst_tensor"]', 'the diff summary')
+    page.one(f'.diff-rows tr[data-name="{tensor}"]', f'the diff row of {tensor}').click()
+    page.wait(lambda: page.query().get('mode') == 'error' and page.query().get('tensor') == tensor,
+              'the error heatmap')
+    first = page.one('[data-role="worst"] tr[data-group] a', 'a worst group\'s link')
+    group = first.find_element(it.By.XPATH, './ancestor::tr').get_attribute('data-group')
+    first.click()
+    page.wait(lambda: page.query().get('view') == 'dist' and page.query().get('group') == group,
+              f'the distribution of group {group}')
+    st = source_counts(page)
+    check(int(st['count']) == 32, f'{tensor} group {group}: {st["count"]} elements, a Q8_0 block has 32')
+    page.no_error(f'distribution of worst group {group}')
+    page.shot('i31_inspector_diff_group')
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('tensormorphd')
@@ -232,6 +253,7 @@ def main():
         page = it.Page(driver, server.url, a.screenshots)
         test_inspector(page, a.tensormorph, models)
         test_distribution(page, models)
+        test_diff_worst_groups(page)
     except it.Failure as e:
         print(f'FAIL: {e}', file=sys.stderr)
         if driver:

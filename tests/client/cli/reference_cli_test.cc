@@ -115,7 +115,7 @@ int64_t I(const nlohmann::json& j, const char* key) {
 
 TEST_P(ReferenceCliTest, TheReadmesRefExamplesRunAsWritten) {
   const auto examples = ReadmeRefExamples();
-  ASSERT_EQ(examples.size(), 2u) << "the README's --ref examples changed";
+  ASSERT_EQ(examples.size(), 3u) << "the README's --ref examples changed";
   for (const auto& args : examples) {
     SCOPED_TRACE(absl::StrJoin(args, " "));
     CommandResult r = Run(args);
@@ -124,6 +124,9 @@ TEST_P(ReferenceCliTest, TheReadmesRefExamplesRunAsWritten) {
       EXPECT_THAT(r.out, AllOf(HasSubstr("pruned (x = 0)"),
                                HasSubstr("induced (x != 0)"),
                                HasSubstr("levels used")));
+    } else if (args[0] == "scalar") {
+      // The source element through the Q/K row map: HF row 32 of row 1.
+      EXPECT_THAT(r.out, HasSubstr("q_proj.weight[32, 7]"));
     } else {
       EXPECT_EQ(args[0], "heatmap");
       EXPECT_THAT(r.out, HasSubstr("\x1b[38;2;"));  // drawn in the terminal

@@ -866,7 +866,9 @@ absl::Status Router::ReadSlice(
 
 absl::Status Router::InspectScalars(const v1::InspectScalarsRequest& request,
                                     v1::InspectScalarsResponse* response) {
-  return Route(request.checkpoint(), request.tensor(), request.part(), "", "",
+  // With a reference, an endpoint holding both (as ComputeStats routes).
+  return Route(request.checkpoint(), request.tensor(), request.part(),
+               request.reference(), request.reference_tensor(),
                [&](Client& c, bool*) {
                  response->Clear();
                  return c.InspectScalars(request, response);

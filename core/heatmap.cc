@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/error_steps.h"
 #include "core/io/fault_guard.h"
 #include "core/quant/decode_simd.h"
 #include "core/quant/float_steps.h"
@@ -310,17 +311,10 @@ struct MaxKeepingNaN {
   }
 };
 
-// One element's error in steps (see Heatmap::values): NaN from a NaN, 0
-// where source and decoded agree (inf - inf would be NaN), +inf where no
-// finite step measures it.
+// One element's error in steps (see Heatmap::values): the definition every
+// view shares (core/error_steps.h).
 inline double ErrorSteps(float source, const ElementQuant& q) {
-  const double x = source, e = q.value;
-  if (std::isnan(x) || std::isnan(e))
-    return std::numeric_limits<double>::quiet_NaN();
-  if (x == e) return 0;
-  const double err = std::fabs(x - e);
-  const double step = x > e ? q.step_above : q.step_below;
-  return step > 0 && std::isfinite(err) ? err / step : INFINITY;
+  return ElementErrorSteps(source, q.value, q.step_below, q.step_above);
 }
 
 // The same for a plain float's decoded value `e`, its steps looked up

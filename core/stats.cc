@@ -17,6 +17,7 @@
 #include "core/quant/decode_simd.h"
 #include "core/quant/levels.h"
 #include "core/util/lane_sum.h"
+#include "core/util/status_macros.h"
 
 namespace tensormorph {
 
@@ -823,18 +824,41 @@ absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& t,
   // Buckets inside one bin are counted already; the rest (or, for a range
   // of no finite positive width, every value) are binned one by one.
   const bool exact = use_fine && binner.Exact();
-  if (exact && !fine.Resolve(binner, st.histogram.data())) return st;
+  const bool values_done = exact && !fine.Resolve(binner, st.histogram.data());
+  // The source's values, binned alike, need the pass whatever the buckets.
+  if (ref != nullptr) st.reference_histogram.assign(bins, 0);
+  if (values_done && ref == nullptr) return st;
   for (int64_t first = 0; first < n; first += chunk) {
     if (cancelled != nullptr && cancelled->load())
       return absl::CancelledError("cancelled");
     const int64_t m = std::min(chunk, n - first);
     // One group: the values come with their groups, to pick the group's.
-    if (absl::Status s = GuardedRead([&] {
-          return one_group ? reader.Read(first, m)
-                           : reader.ReadValues(first, m);
+    if (absl::Status s = GuardedRead([&]() -> absl::Status {
+          if (one_group) {
+            TM_RETURN_IF_ERROR(reader.Read(first, m));
+          } else if (!values_done) {
+            TM_RETURN_IF_ERROR(reader.ReadValues(first, m));
+          }
+          return ref != nullptr
+                     ? DecodeMappedRows(*ref, o.ref_rows, first, m, x.data())
+                     : absl::OkStatus();
         });
         !s.ok()) {
       return s;
+    }
+    if (ref != nullptr) {
+      if (!one_group) {
+        binner.Add(x.data(), m, st.reference_histogram.data());
+      } else {
+        int64_t i = 0;
+        for (const QuantRun& r : reader.runs()) {
+          if (r.group == want) {
+            binner.Add(x.data() + i, r.count, st.reference_histogram.data());
+          }
+          i += r.count;
+        }
+      }
+      if (values_done) continue;
     }
     const float* v = reader.values();
     auto add = [&](const float* values, int64_t count) {

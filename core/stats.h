@@ -39,6 +39,11 @@ struct TensorStats {
   int64_t pruned_zeros = 0, induced_zeros = 0;
   double hist_min = 0, hist_max = 0;
   std::vector<int64_t> histogram;  // finite values; out-of-range values clamp
+  // With a reference: the source values of the elements counted (through
+  // ref_rows), binned by the same bins as `histogram` (the same Binner), so
+  // the two read side by side; source values beyond the range count in the
+  // end bins as decoded ones do. Empty without a reference.
+  std::vector<int64_t> reference_histogram;
   // Level usage (quantized tensors with codes of at most 8 bits).
   bool has_levels = false;
   int32_t code_bits = 0;

@@ -9,12 +9,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/diff/row_map.h"
+#include "core/error_steps.h"
 #include "core/io/fault_guard.h"
 #include "core/util/status_macros.h"
 #include "core/util/utf8.h"
 #include "proto/status_mapping.h"
 #include "server/call_log.h"
 #include "server/proto_convert.h"
+#include "server/reference_lookup.h"
 #include "server/wire_check.h"
 
 namespace tensormorph {
@@ -561,13 +564,35 @@ namespace {
 // Batches this big are inspected by two workers when both are free.
 constexpr int64_t kScalarsWorthTwoThreads = 2048;
 
-// Inspects elements flats[begin, end) into resp->scalars(begin, end): all of
-// them under one fault guard (no allocation inside it), then the replies.
+// Coordinates of row-major `flat` in `shape`, into `coords` (sized rank).
+void CoordsOf(const std::vector<int64_t>& shape, int64_t flat,
+              std::vector<int64_t>& coords) {
+  for (size_t d = shape.size(); d-- > 0;) {
+    coords[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+}
+
+// Inspects elements flats[begin, end) into resp->scalars(begin, end), and
+// with a reference (`ref.tensor` not null) reads each one's source element
+// through the row map: all of them under one fault guard (no allocation
+// inside it), then the replies.
 absl::Status InspectInto(const Encoding& enc, const std::vector<int64_t>& shape,
                          const std::vector<int64_t>& flats, int64_t begin,
-                         int64_t end, grpc::CallbackServerContext* ctx,
+                         int64_t end, const TensorReference& ref,
+                         grpc::CallbackServerContext* ctx,
                          v1::InspectScalarsResponse* resp) {
   std::vector<ScalarInfo> infos(static_cast<size_t>(end - begin));
+  const int64_t cols = shape.empty() ? 1 : shape.back();
+  std::vector<int64_t> ref_flats;
+  std::vector<float> sources;
+  if (ref.tensor != nullptr) {
+    ref_flats.resize(infos.size());
+    sources.resize(infos.size());
+    for (int64_t i = begin; i < end; ++i) {
+      ref_flats[i - begin] = MappedFlatIndex(ref.rows, cols, flats[i]);
+    }
+  }
   // Random indices miss the cache: ask for the blocks a few indices ahead so
   // the misses overlap (a third of a batch's time otherwise).
   constexpr int64_t kAhead = 8;
@@ -581,21 +606,31 @@ absl::Status InspectInto(const Encoding& enc, const std::vector<int64_t>& shape,
       }
       if (i + kAhead < end) enc.Prefetch(flats[i + kAhead]);
       TM_RETURN_IF_ERROR(enc.Inspect(flats[i], &infos[i - begin]));
+      if (ref.tensor != nullptr) {
+        TM_RETURN_IF_ERROR(ref.tensor->encoding->Decode(ref_flats[i - begin], 1,
+                                                        &sources[i - begin]));
+      }
     }
     return absl::OkStatus();
   }));
-  const size_t rank = shape.size();
-  std::vector<int64_t> coords(rank);
+  std::vector<int64_t> coords(shape.size());
   for (int64_t i = begin; i < end; ++i) {
+    const ScalarInfo& info = infos[i - begin];
     v1::ScalarInspection* out = resp->mutable_scalars(static_cast<int>(i));
-    int64_t rest = flats[i];
-    for (size_t d = rank; d-- > 0;) {
-      coords[d] = rest % shape[d];
-      rest /= shape[d];
-    }
+    CoordsOf(shape, flats[i], coords);
     for (int64_t c : coords) out->add_index(c);
     out->set_flat_index(flats[i]);
-    FillScalar(infos[i - begin], out);
+    FillScalar(info, out);
+    if (ref.tensor == nullptr) continue;
+    const float source = sources[i - begin];
+    v1::SourceScalar* src = out->mutable_source();
+    CoordsOf(shape, ref_flats[i - begin], coords);
+    for (int64_t c : coords) src->add_index(c);
+    src->set_flat_index(ref_flats[i - begin]);
+    src->set_value(source);
+    src->set_error(double{info.value} - double{source});
+    src->set_error_steps(ElementErrorSteps(source, info.value, info.step_below,
+                                           info.step_above));
   }
   return absl::OkStatus();
 }
@@ -629,6 +664,10 @@ absl::Status TensormorphService::InspectIn(const Checkpoint& ckpt,
   if (!t.ok()) return t.status();
   const std::vector<int64_t>& shape = (*t)->shape;
   const size_t rank = shape.size();
+  // The source, paired as the diff pairs it (LookUpReference).
+  auto ref = LookUpReference(state_->registry, ckpt, **t, req->reference(),
+                             req->reference_tensor());
+  if (!ref.ok()) return ref.status();
   // Every index has exactly the tensor's rank. The wire carries the
   // coordinates concatenated, so a count that does not divide is the
   // one mismatch visible here; clients check each index they parse.
@@ -660,6 +699,10 @@ absl::Status TensormorphService::InspectIn(const Checkpoint& ckpt,
   }
   for (int64_t d : shape) resp->add_shape(d);
   FillEncoding((*t)->encoding->info(), resp->mutable_encoding());
+  if (ref->tensor != nullptr) {
+    resp->set_reference_tensor(ref->tensor->name);
+    resp->set_reference_rows_mapped(!ref->rows.empty());
+  }
   // Indices are checked first; then every element is inspected under
   // one fault guard (no allocation inside it), then the replies built.
   std::vector<int64_t> flats(static_cast<size_t>(n));
@@ -686,9 +729,12 @@ absl::Status TensormorphService::InspectIn(const Checkpoint& ckpt,
   for (int64_t i = 0; i < n; ++i) resp->add_scalars();
   // Before the first read (Acquire found the files unchanged).
   TM_RETURN_IF_ERROR(ckpt.CheckNoWriters(**t));
+  if (ref->tensor != nullptr) {
+    TM_RETURN_IF_ERROR(ref->ckpt->CheckNoWriters(*ref->tensor));
+  }
   const Encoding& enc = *(*t)->encoding;
   auto part = [&](int64_t begin, int64_t end) {
-    return InspectInto(enc, shape, flats, begin, end, ctx, resp);
+    return InspectInto(enc, shape, flats, begin, end, *ref, ctx, resp);
   };
   if (!may_fork || n < kScalarsWorthTwoThreads || state_->pool.size() < 2) {
     TM_RETURN_IF_ERROR(part(0, n));
@@ -700,15 +746,19 @@ absl::Status TensormorphService::InspectIn(const Checkpoint& ckpt,
     TM_RETURN_IF_ERROR(second);
   }
   // After the last read: codes and scales read across a rewrite must not
-  // pass as one element.
-  return ckpt.CheckUnchanged(**t);
+  // pass as one element, nor a source read across one.
+  TM_RETURN_IF_ERROR(ckpt.CheckUnchanged(**t));
+  return ref->tensor == nullptr ? absl::OkStatus()
+                                : ref->ckpt->CheckUnchanged(*ref->tensor);
 }
 
 grpc::ServerUnaryReactor* TensormorphService::InspectScalars(
     grpc::CallbackServerContext* ctx, const v1::InspectScalarsRequest* req,
     v1::InspectScalarsResponse* resp) {
   CallLog log("InspectScalars", ctx, req->checkpoint(), req->tensor());
-  if (RequestedScalars(*req) <= kScalarsInline &&
+  // With a reference, a second checkpoint may have to be opened: never on
+  // a gRPC thread.
+  if (RequestedScalars(*req) <= kScalarsInline && req->reference().empty() &&
       CheckNotRefused(*state_, ctx).ok()) {
     if (std::shared_ptr<const Checkpoint> open =
             state_->registry.AcquireIfOpen(req->checkpoint())) {

@@ -462,7 +462,8 @@ class TensormorphService final
 
  private:
   // InspectScalars on an acquired checkpoint; `may_fork` lets a big batch
-  // take a second worker (never on a gRPC thread).
+  // take a second worker (never on a gRPC thread). A request's reference
+  // is acquired here (LookUpReference): so never inline on a gRPC thread.
   absl::Status InspectIn(const Checkpoint& ckpt,
                          grpc::CallbackServerContext* ctx,
                          const v1::InspectScalarsRequest* req,

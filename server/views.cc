@@ -4,22 +4,21 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/architecture.h"
-#include "core/diff/reference_resolver.h"
 #include "core/heatmap.h"
 #include "core/stats.h"
 #include "proto/request_limits.h"
 #include "proto/status_mapping.h"
 #include "server/call_log.h"
 #include "server/proto_convert.h"
+#include "server/reference_lookup.h"
 #include "server/service.h"
 
 namespace tensormorph {
 namespace {
 
 // The tensor and, when the request names a reference checkpoint, its
-// reference tensor and how their rows line up: the rules of every call that
-// takes a reference (ReferenceResolver), so that a GGUF finds its Hugging
-// Face source here as the diff does.
+// reference tensor and how their rows line up (LookUpReference: the diff's
+// rules, so that a GGUF finds its Hugging Face source here as the diff does).
 struct Resolved {
   std::shared_ptr<const Checkpoint> ckpt, ref_ckpt;
   const LogicalTensor* tensor = nullptr;
@@ -44,11 +43,6 @@ absl::StatusOr<Resolved> Resolve(ServiceState& state,
                                  const std::string& tensor,
                                  const std::string& reference,
                                  const std::string& reference_tensor) {
-  if (reference.empty() && !reference_tensor.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("reference_tensor '", reference_tensor,
-                     "' given without a reference checkpoint (CLI: --ref)"));
-  }
   Resolved r;
   auto ckpt = state.registry.Acquire(checkpoint);
   if (!ckpt.ok()) return ckpt.status();
@@ -56,16 +50,12 @@ absl::StatusOr<Resolved> Resolve(ServiceState& state,
   auto t = FindTensorOrError(*r.ckpt, checkpoint, tensor);
   if (!t.ok()) return t.status();
   r.tensor = *t;
-  if (!reference.empty()) {
-    auto ref = state.registry.Acquire(reference);
-    if (!ref.ok()) return ref.status();
-    r.ref_ckpt = *ref;
-    auto found = ReferenceResolver(*r.ckpt, *r.ref_ckpt)
-                     .Resolve(*r.tensor, reference_tensor, reference);
-    if (!found.ok()) return found.status();
-    r.ref = found->tensor;
-    r.ref_rows = std::move(found->row_map);
-  }
+  auto ref = LookUpReference(state.registry, *r.ckpt, *r.tensor, reference,
+                             reference_tensor);
+  if (!ref.ok()) return ref.status();
+  r.ref_ckpt = std::move(ref->ckpt);
+  r.ref = ref->tensor;
+  r.ref_rows = std::move(ref->rows);
   return r;
 }
 
@@ -141,6 +131,8 @@ grpc::ServerUnaryReactor* TensormorphService::ComputeStats(
         resp->set_hist_min(st->hist_min);
         resp->set_hist_max(st->hist_max);
         for (int64_t c : st->histogram) resp->add_histogram(c);
+        for (int64_t c : st->reference_histogram)
+          resp->add_reference_histogram(c);
         resp->set_has_levels(st->has_levels);
         resp->set_code_bits(st->code_bits);
         for (int64_t c : st->code_histogram) resp->add_code_histogram(c);

@@ -414,6 +414,8 @@ int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o) {
   req.set_checkpoint(o.checkpoint);
   req.set_tensor(o.tensor);
   req.set_part(o.part);
+  req.set_reference(o.reference);
+  req.set_reference_tensor(o.reference_tensor);
   // Each argument is one index of exactly the tensor's rank: checked here,
   // since the request carries the coordinates concatenated and "0 1 2 3"
   // would otherwise read as two indices of a matrix.
@@ -495,6 +497,16 @@ int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o) {
               << "  range       [" << NumberText(s.range_min()) << ", "
               << NumberText(s.range_max()) << "]\n"
               << "  value       " << NumberText(s.value()) << "\n";
+    if (s.has_source()) {
+      const v1::SourceScalar& src = s.source();
+      std::cout << "  source      " << NumberText(src.value()) << "   ("
+                << resp->reference_tensor() << ShapeText(src.index())
+                << (resp->reference_rows_mapped() ? ", rows mapped" : "")
+                << ")\n"
+                << "  error       " << NumberText(src.error())
+                << " (value - source), " << NumberText(src.error_steps())
+                << " steps\n";
+    }
   }
   return kExitOk;
 }

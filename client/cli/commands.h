@@ -99,6 +99,11 @@ struct ScalarOptions {
   // tensor has it too. Without it, a name no logical tensor has is looked
   // up among the stored parts anyway.
   bool part = false;
+  // The full-precision source (a checkpoint), and the tensor in it (empty:
+  // found as the diff pairs): each element's source value, signed error and
+  // error in steps are shown too.
+  std::string reference;
+  std::string reference_tensor;
 };
 int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o);
 

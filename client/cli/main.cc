@@ -236,9 +236,23 @@ int main(int argc, char** argv) {
       "the name is a stored part's (ls's STORED AS), read as a plain "
       "tensor of its stored dtype, even where a logical tensor "
       "has the name too");
+  CLI::Option* scalar_ref = scalar_cmd->add_option(
+      "--ref", scalar.reference,
+      "the full-precision source checkpoint: also show each element's "
+      "source value (the source element the diff compares it with: a GGUF's "
+      "Hugging Face tensor, Q/K rows through llama.cpp's RoPE permutation), "
+      "the signed error (value - source) and the error in steps (|error| "
+      "over the step on the source's side, as the error heatmap measures "
+      "it; about 0.5 where values round to nearest, the diff gives each "
+      "format's own bound)");
+  scalar_cmd
+      ->add_option("--ref-tensor", scalar.reference_tensor,
+                   "the tensor in --ref (default: found as diff pairs)")
+      ->needs(scalar_ref);
   scalar_cmd->footer(
       "Examples:\n  tensormorph scalar model.gguf blk.0.ffn_down.weight 3,17 "
       "0,0\n"
+      "  tensormorph scalar model.gguf blk.0.attn_q.weight 5,0 --ref source/\n"
       "  seq 0 9 | sed 's/$/,0/' | tensormorph scalar model.gguf "
       "blk.0.ffn_down.weight --indices-file -");
 

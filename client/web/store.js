@@ -65,7 +65,8 @@ export function tensorReport(checkpoint, tensor, ref, signal) {
   const key = [checkpoint, ref, tensor].join('|');
   if (single.has(key)) return Promise.resolve({ report: single.get(key), reference: ref });
   let report = null;
-  const request = { checkpoint, reference: ref, tensors: [tensor], topK: 0, worstGroups: 0 };
+  // Its worst groups too: the distribution links them.
+  const request = { checkpoint, reference: ref, tensors: [tensor], topK: 0, worstGroups: 5 };
   return api.stream('QuantDiff', request, (ev) => {
     if (ev.tensor && ev.tensor.name === tensor) report = ev.tensor;
   }, { signal }).then(() => {

@@ -47,10 +47,9 @@ absl::Status DecodeMappedRows(const LogicalTensor& ref, const RowMap& map,
   const int64_t cols = ref.shape.back();
   for (int64_t done = 0; done < count;) {
     const int64_t at = first + done;
-    const int64_t row = at / cols, col = at % cols;
-    const int64_t len = std::min(cols - col, count - done);
-    if (absl::Status s =
-            ref.encoding->Decode(map[row] * cols + col, len, out + done);
+    const int64_t len = std::min(cols - at % cols, count - done);
+    if (absl::Status s = ref.encoding->Decode(MappedFlatIndex(map, cols, at),
+                                              len, out + done);
         !s.ok()) {
       return s;
     }

@@ -26,6 +26,14 @@ absl::Status CheckRowMap(const RowMap& map, const LogicalTensor& tensor);
 absl::Status CheckReference(const LogicalTensor& t, const LogicalTensor* ref,
                             const RowMap& map);
 
+// The reference element that lines up with element `flat` of the quantized
+// tensor: (row r, column c) -> (map[r], c), with `cols` the last dimension.
+// REQUIRES: map is empty or CheckRowMap holds; 0 <= flat < the elements.
+inline int64_t MappedFlatIndex(const RowMap& map, int64_t cols, int64_t flat) {
+  if (map.empty()) return flat;
+  return map[static_cast<size_t>(flat / cols)] * cols + flat % cols;
+}
+
 // Decodes `count` reference values that line up with the quantized tensor's
 // elements [first, first + count): element (row r, column c) reads the
 // reference at (map[r], c). Any span works (it need not hold whole rows).

@@ -8,8 +8,9 @@
 // moments (CapDecodeSimdForTesting) are held to it. On ggml types,
 // safetensors conventions and plain floats; on values with NaN, infinities,
 // signed zeros and magnitudes whose sums round at every step; with a
-// reference, with options.group, with a histogram range that clamps, with
-// chunks that end inside groups.
+// reference (its values binned alike: reference_histogram), with
+// options.group, with a histogram range that clamps, with chunks that end
+// inside groups.
 #include <atomic>
 #include <bit>
 #include <cmath>
@@ -28,6 +29,7 @@
 #include "core/quant/decode_simd.h"
 #include "core/quant/levels.h"
 #include "core/stats.h"
+#include "core/util/status_macros.h"
 #include "gtest/gtest.h"
 #include "tests/support/gguf_writer.h"
 #include "tests/support/quantize.h"
@@ -186,6 +188,7 @@ absl::StatusOr<TensorStats> ReferenceStats(const LogicalTensor& t,
   st.hist_max = o.range_max.value_or(st.max);
   const int bins = std::max(1, o.bins);
   st.histogram.assign(bins, 0);
+  if (ref != nullptr) st.reference_histogram.assign(bins, 0);
   const double width = (st.hist_max - st.hist_min) / bins;
   std::vector<float> v(q.size());
   for (int64_t first = 0; first < n; first += chunk) {
@@ -194,21 +197,31 @@ absl::StatusOr<TensorStats> ReferenceStats(const LogicalTensor& t,
     const int64_t m = std::min(chunk, n - first);
     // One group: the values come with their groups, to pick the group's.
     if (absl::Status s = GuardedRead([&] {
+          if (ref != nullptr) {
+            TM_RETURN_IF_ERROR(
+                DecodeMappedRows(*ref, o.ref_rows, first, m, x.data()));
+          }
           if (!one_group) return t.encoding->Decode(first, m, v.data());
           absl::Status d = t.encoding->DecodeDetailed(first, m, q.data());
           for (int64_t i = 0; d.ok() && i < m; ++i) {
             v[i] = q[i].group == want ? q[i].value : NAN;
+            // The source of an element of another group is not counted.
+            if (ref != nullptr && q[i].group != want) x[i] = NAN;
           }
           return d;
         });
         !s.ok()) {
       return s;
     }
-    for (int64_t i = 0; i < m; ++i) {
-      if (!std::isfinite(v[i])) continue;
-      double b = width > 0 ? std::floor((v[i] - st.hist_min) / width) : 0;
+    auto bin = [&](float f) {
+      double b = width > 0 ? std::floor((f - st.hist_min) / width) : 0;
       if (std::isnan(b)) b = 0;  // an infinite bound
-      ++st.histogram[static_cast<int>(std::clamp(b, 0.0, bins - 1.0))];
+      return static_cast<int>(std::clamp(b, 0.0, bins - 1.0));
+    };
+    for (int64_t i = 0; i < m; ++i) {
+      if (std::isfinite(v[i])) ++st.histogram[bin(v[i])];
+      if (ref != nullptr && std::isfinite(x[i]))
+        ++st.reference_histogram[bin(x[i])];
     }
   }
   return st;
@@ -232,6 +245,7 @@ void ExpectSameStats(const TensorStats& got, const TensorStats& want) {
   EXPECT_TRUE(SameBits(got.hist_min, want.hist_min)) << "hist_min";
   EXPECT_TRUE(SameBits(got.hist_max, want.hist_max)) << "hist_max";
   EXPECT_EQ(got.histogram, want.histogram);
+  EXPECT_EQ(got.reference_histogram, want.reference_histogram);
   EXPECT_EQ(got.has_levels, want.has_levels);
   EXPECT_EQ(got.code_bits, want.code_bits);
   EXPECT_EQ(got.code_histogram, want.code_histogram);

@@ -160,6 +160,15 @@ class ConnectedClientTest(unittest.TestCase):
         for key in ("raw_code", "scale", "zero_point", "group", "level", "value"):
             self.assertIn(key, mine[0])
 
+    def test_scalars_with_a_reference_equal_the_clis(self) -> None:
+        # GGUF row 1 of attn_q is the Hugging Face source's row 32 (the
+        # converter's RoPE permutation, head_dim 64).
+        mine = self.c.scalars(Q8, Q8_TENSOR, [(1, 7)], reference="source")
+        want = cli_json_lines("scalar", Q8, Q8_TENSOR, "1,7", "--ref", "source")[0]["scalars"]
+        assert_same(self, want, mine, "scalars --ref")
+        self.assertEqual(mine[0]["source"]["index"], [32, 7])
+        self.assertEqual(mine[0]["source"]["error"], mine[0]["value"] - mine[0]["source"]["value"])
+
     def test_diff_worst_tensor_and_metrics_equal_the_clis(self) -> None:
         events = list(self.c.diff(Q8, "source"))
         summary = events[-1]

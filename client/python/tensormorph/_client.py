@@ -265,10 +265,14 @@ class Client:
 
     def scalars(self, ckpt: str, tensor: str,
                 indices: Iterable[Union[Sequence[int], int]],
-                part: bool = False) -> List[Dict[str, Any]]:
+                part: bool = False, reference: str = "",
+                reference_tensor: str = "") -> List[Dict[str, Any]]:
         """InspectScalars: per index (a coordinate tuple, or an int as a flat
         index; tuples' results come first) a dict with index, raw_code,
-        scale, zero_point, offset, group, level, step, value, params, ..."""
+        scale, zero_point, offset, group, level, step, value, params, ...;
+        with `reference` (a source checkpoint) also "source": the source
+        element paired as the diff pairs it (index, value, error = value -
+        source, error_steps)."""
         coords: List[int] = []
         flat: List[int] = []
         for i in indices:
@@ -278,7 +282,9 @@ class Client:
                 coords.extend(int(c) for c in i)
         rep = self._unary("InspectScalars", pb.InspectScalarsRequest(
             checkpoint=self._path(ckpt), tensor=tensor, coords=coords,
-            flat_indices=flat, part=part))
+            flat_indices=flat, part=part,
+            reference=self._path(reference) if reference else "",
+            reference_tensor=reference_tensor))
         return [to_dict(s) for s in rep.scalars]
 
     def diff(self, quant: str, source: str, filter: Optional[str] = None,

@@ -851,11 +851,14 @@ class RoutedClient:
 
     def scalars(self, ckpt: str, tensor: str,
                 indices: Iterable[Union[Sequence[int], int]],
-                part: bool = False) -> List[Dict[str, Any]]:
-        """InspectScalars on an endpoint holding the tensor (see Client.scalars)."""
+                part: bool = False, reference: str = "",
+                reference_tensor: str = "") -> List[Dict[str, Any]]:
+        """InspectScalars on an endpoint holding the tensor (and the reference
+        tensor, when given); see Client.scalars."""
         idx = list(indices)
-        return self._route(ckpt, tensor, part, "", "",
-                           lambda c: c.scalars(ckpt, tensor, idx, part=part))
+        return self._route(ckpt, tensor, part, reference, reference_tensor,
+                           lambda c: c.scalars(ckpt, tensor, idx, part=part, reference=reference,
+                                               reference_tensor=reference_tensor))
 
     def stats(self, ckpt: str, tensor: str, bins: int = 0,
               range: Optional[Tuple[float, float]] = None, reference: str = "",

@@ -4,7 +4,11 @@
 // Values at an end level are not clipping (a group's own min and max land
 // there); clipping needs the source, so the diff's clipped count is shown
 // when a diff of this tensor is at hand (this tab's last diff, or one run
-// for this tensor alone when the URL names a source: ref=).
+// for this tensor alone when the URL names a source: ref=). With a source,
+// the source's values binned by the same bins (ComputeStats'
+// reference_histogram, paired as the diff pairs) are drawn over the
+// histogram as a line, and the diff's worst groups link to their own
+// distribution.
 import * as api from '../api.js';
 import { el, put, clear, loading, fmtNum, fmtCount, fmtShape } from '../ui.js';
 import { niceTicks, fmtTick } from '../ticks.js';
@@ -36,13 +40,15 @@ function countTicks(max, n) {
 
 export function histogramSvg(st, { width = 760, height = 280, log = false } = {}) {
   const hist = api.nums(st.histogram);
+  // The source's values over the same bins (empty without a source).
+  const source = api.nums(st.referenceHistogram);
   const lo = api.num(st.histMin);
   const hi = api.num(st.histMax);
   const levels = api.nums(st.levels);
   const pad = { l: 56, r: 16, t: 26, b: 34 };
   const W = width - pad.l - pad.r;
   const H = height - pad.t - pad.b;
-  const maxCount = Math.max(1, ...hist);
+  const maxCount = Math.max(1, ...hist, ...source);
   const x = (v) => pad.l + (hi > lo ? ((v - lo) / (hi - lo)) * W : W / 2);
   // Log counts show the tails a narrow peak would flatten.
   const scale = log ? (c) => Math.log10(1 + c) / Math.log10(1 + maxCount) : (c) => c / maxCount;
@@ -70,6 +76,17 @@ export function histogramSvg(st, { width = 760, height = 280, log = false } = {}
     root.append(svg('rect', { x: pad.l + i * bw, y: y(c), width: Math.max(1, bw - 0.5), height: pad.t + H - y(c), class: 'bar' },
       svg('title', null, `[${fmtNum(a)}, ${fmtNum(b)}): ${fmtCount(c)}`)));
   });
+  // The source: a step line over the same bins, so that where the decoded
+  // values pile onto a level the source's spread shows beside it.
+  if (source.length === hist.length && source.length) {
+    let d = '';
+    source.forEach((c, i) => {
+      const x0 = pad.l + i * bw;
+      d += `${i ? 'L' : 'M'}${x0},${y(c)}L${x0 + bw},${y(c)}`;
+    });
+    root.append(svg('path', { d, class: 'source-line', 'data-role': 'source-histogram' },
+      svg('title', null, 'the source values, binned by the same bins')));
+  }
   // Levels: where the values can land.
   const shown = levels.filter((l) => l >= lo && l <= hi);
   const thin = shown.length > 120;
@@ -165,12 +182,44 @@ function showClipped(dd, got, s) {
     el('span', { class: 'muted small' }, ` of ${fmtCount(r.count)} vs ${got.reference}${s.group !== undefined ? ' (whole tensor)' : ''}`));
 }
 
+// The diff's worst groups, each a link to its own distribution.
+function showWorstGroups(dd, got, link) {
+  clear(dd);
+  const groups = got ? got.report.worstGroups || [] : [];
+  if (!groups.length) {
+    dd.dataset.state = 'none';
+    dd.append(el('span', { class: 'muted' }, got ? 'none listed' : 'needs a source: run a diff'));
+    return;
+  }
+  dd.dataset.state = 'ready';
+  groups.forEach((g, i) => {
+    const a = link(`group ${Number(g.group)}`, { group: String(Number(g.group)) }, 'mono');
+    a.dataset.group = String(Number(g.group));
+    a.title = `mean ${fmtNum(g.meanErrSteps, 4)} steps, max ${fmtNum(g.maxErrSteps, 4)} steps over ${fmtCount(g.count)} elements`;
+    dd.append(i ? ', ' : '', a, el('span', { class: 'muted small' }, ` (max ${fmtNum(g.maxErrSteps, 3)})`));
+  });
+}
+
+// ComputeStats with the source when the URL names one; a source that does
+// not pair is said, and the statistics shown without it.
+async function stats(s, signal) {
+  const req = { checkpoint: s.checkpoint, tensor: s.tensor, bins: 160 };
+  if (s.group !== undefined && s.group !== '') req.group = Number(s.group);
+  if (s.ref) {
+    try {
+      return { st: await api.call('ComputeStats', Object.assign({ reference: s.ref }, req), { signal }), refError: null };
+    } catch (e) {
+      if (e.name === 'AbortError') throw e;
+      return { st: await api.call('ComputeStats', req, { signal }), refError: e };
+    }
+  }
+  return { st: await api.call('ComputeStats', req, { signal }), refError: null };
+}
+
 export function mount(host, s, ctx) {
   const controller = new AbortController();
   put(host, loading('Computing statistics…'));
-  const req = { checkpoint: s.checkpoint, tensor: s.tensor, bins: 160 };
-  if (s.group !== undefined && s.group !== '') req.group = Number(s.group);
-  api.call('ComputeStats', req, { signal: controller.signal }).then((st) => {
+  stats(s, controller.signal).then(({ st, refError }) => {
     clear(host);
     const e = st.encoding || {};
     const groups = api.num(st.groups);
@@ -203,13 +252,24 @@ export function mount(host, s, ctx) {
     }
     // Clipping takes the source: the diff's count, once it is known.
     const clipped = e.quantized ? el('dd', { 'data-field': 'clipped', 'data-state': 'loading', title: CLIPPED_DEFINITION }, '…') : null;
+    const worstGroups = e.quantized && groups > 0
+      ? el('dd', { 'data-field': 'worst_groups', 'data-state': 'loading', title: 'the diff\'s worst groups by mean error in steps: each opens its distribution' }, '…')
+      : null;
     if (clipped) {
-      diffReport(s, controller.signal).then((got) => showClipped(clipped, got, s)).catch((err) => {
+      diffReport(s, controller.signal).then((got) => {
+        showClipped(clipped, got, s);
+        if (worstGroups) showWorstGroups(worstGroups, got, ctx.link);
+      }).catch((err) => {
         if (err.name === 'AbortError') return;
         clipped.dataset.state = 'error';
         clear(clipped).append(el('span', { class: 'muted' }, `no diff: ${err.code || 'error'}: ${err.message}`));
+        if (worstGroups) {
+          worstGroups.dataset.state = 'error';
+          clear(worstGroups).append(el('span', { class: 'muted' }, 'no diff'));
+        }
       });
     }
+    const hasSource = api.nums(st.referenceHistogram).length > 0;
     const levels = api.nums(st.levels);
     const histogram = el('div', { class: 'histogram-host' }, histogramSvg(st, { log: s.log === '1' }));
     const logBox = el('input', { type: 'checkbox', id: 'dist-log', checked: s.log === '1' });
@@ -223,12 +283,16 @@ export function mount(host, s, ctx) {
         el('div', { class: 'muted' }, `${fmtShape(st.shape)} · ${e.scheme} · ${e.granularity}${s.group !== undefined ? ` · group ${s.group}` : ''}`)),
       form,
       el('dl', { class: 'facts inline' }, facts.flatMap(fact),
-        clipped ? [el('dt', { title: CLIPPED_DEFINITION }, 'clipped'), clipped] : [], after.flatMap(fact)),
+        clipped ? [el('dt', { title: CLIPPED_DEFINITION }, 'clipped'), clipped] : [], after.flatMap(fact),
+        worstGroups ? [el('dt', null, 'worst groups'), worstGroups] : []),
+      refError ? el('p', { class: 'muted small', 'data-field': 'source_error', 'data-code': refError.code || '' },
+        `No source histogram: ${refError.code || 'error'}: ${refError.message}`) : null,
       el('div', { class: 'charts' },
         el('figure', { class: 'card' }, histogram,
           el('figcaption', null, levels.length
             ? `Values over [${fmtNum(st.histMin)}, ${fmtNum(st.histMax)}] in ${api.nums(st.histogram).length} bins; lines: the ${levels.length} representable levels; markers: the values at the end levels (not clipping by themselves: a source tells).`
-            : (e.quantized ? 'The levels differ between groups: pick one group to see its levels.' : 'Not quantized: no levels.'))),
+            : (e.quantized ? 'The levels differ between groups: pick one group to see its levels.' : 'Not quantized: no levels.'),
+          hasSource ? el('span', { class: 'source-key' }, ` Bars: the decoded values; red line: the source ${s.ref} over the same bins (its values beyond the range in the end bins).`) : null)),
         st.hasLevels ? el('figure', { class: 'card' }, codeBarsSvg(st),
           el('figcaption', null, `Level usage: ${fmtCount(st.levelsUsed)} of ${fmtCount(2 ** st.codeBits)} codes occur${st.codesSigned ? ' (signed codes, as the Scalar Inspector shows them)' : ''}.`)) : null));
   }).catch((err) => {

@@ -19,10 +19,11 @@ function parseIndex(text) {
   return parts.every(Number.isInteger) ? parts : null;
 }
 
-// A list of the report's worst elements, each opening the inspector;
+// A list of the report's worst elements, each opening the inspector, and
+// its worst groups, each a link (`link`, ctx.link) to its distribution;
 // `onZoom(index)`, when given, backs each row's "zoom" button (the heatmap
 // zoomed around the element, its crosshair on it).
-export function worstList(report, onPick, onZoom) {
+export function worstList(report, onPick, link, onZoom) {
   if (!report) return null;
   const rows = (report.worst || []).map((w, i) => el('tr', {
     class: 'clickable', 'data-worst': i, 'data-index': w.index.map(Number).join(','),
@@ -37,8 +38,11 @@ export function worstList(report, onPick, onZoom) {
   el('td', { class: 'num mono' }, fmtNum(w.errSteps, 4)),
   el('td', { class: 'num mono' }, fmtNum(w.source)),
   el('td', { class: 'num mono' }, fmtNum(w.decoded))));
-  const groups = (report.worstGroups || []).map((g) => el('tr', null,
-    el('td', { class: 'mono' }, String(g.group)), el('td', { class: 'num' }, String(g.count)),
+  // Each worst group opens its own distribution (its values over its
+  // levels, with the source's beside them when a source is set).
+  const groups = (report.worstGroups || []).map((g) => el('tr', { 'data-group': String(Number(g.group)) },
+    el('td', { class: 'mono' }, link(String(g.group), { view: 'dist', group: String(Number(g.group)), mode: null, index: null })),
+    el('td', { class: 'num' }, String(g.count)),
     el('td', { class: 'num mono' }, fmtNum(g.meanErrSteps, 4)), el('td', { class: 'num mono' }, fmtNum(g.maxErrSteps, 4))));
   return el('section', { class: 'worst', 'data-role': 'worst' },
     el('h3', null, `Worst elements (max ${fmtNum(report.maxErrSteps, 4)} steps, SQNR ${fmtNum(report.sqnrDb, 4)} dB)`),
@@ -127,7 +131,7 @@ export function mount(host, s, ctx) {
     put(host, title, toolbar, notes.length ? el('p', { class: 'note-line' }, notes.join(' ')) : null,
       el('div', { class: 'split' }, left, right));
     if (report) {
-      right.append(worstList(report, pick, (index) => ctx.navigate({
+      right.append(worstList(report, pick, ctx.link, (index) => ctx.navigate({
         index: index.join(','), region: zoomRegionAround(index, shape) })));
     }
     const needsRef = MODES[mode].needsRef && !s.ref;

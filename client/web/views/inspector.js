@@ -1,10 +1,13 @@
 // The Scalar Inspector: one element's stored code beside the scale,
 // zero-point, offset, group, level and step that turn it into its value
-// (InspectScalars); with a source, the source value and the error in steps.
+// (InspectScalars); with a source, the source element the diff pairs it with
+// (the server's own pairing: a GGUF's Hugging Face tensor, its Q/K rows
+// through the RoPE row map), its value, the signed error and the error in
+// steps, all from the same reply.
 // Every shown number carries a stable data-field and is exact (the
 // shortest text that reads back as the same number).
 import * as api from '../api.js';
-import { el, clear, loading, exact, fmtNum } from '../ui.js';
+import { el, clear, exact, fmtNum } from '../ui.js';
 import { knownTensorReport } from '../store.js';
 import { zoomRegionAround } from './heatmap_canvas.js';
 
@@ -48,22 +51,6 @@ function field(label, name, value, opts = {}) {
     opts.note ? el('span', { class: 'note' }, opts.note) : null);
 }
 
-// Reads one element of a tensor through ReadSlice: float32 little-endian.
-async function readOne(checkpoint, tensor, index, signal) {
-  let value = null;
-  await api.stream('ReadSlice', { checkpoint, tensor, slice: index.join(',') }, (chunk) => {
-    if (chunk.data) {
-      const bin = atob(chunk.data);
-      if (bin.length >= 4) {
-        const bytes = new Uint8Array(4);
-        for (let k = 0; k < 4; k++) bytes[k] = bin.charCodeAt(k);
-        value = new DataView(bytes.buffer).getFloat32(0, true);
-      }
-    }
-  }, { signal });
-  return value;
-}
-
 export function createInspector(ctx) {
   const root = el('aside', { class: 'inspector', 'data-role': 'inspector' },
     el('p', { class: 'muted' }, 'Click a cell to inspect its first element. Arrow keys move to the neighbouring element.'));
@@ -79,10 +66,23 @@ export function createInspector(ctx) {
     root.dataset.state = 'loading';
     root.classList.add('busy');
     let resp;
+    // Why the source is not shown (the reference's error), when it is not.
+    let refError = null;
     try {
       // A rank-0 tensor's one element has no coordinates: flat index 0.
       const where = o.index.length ? { coords: o.index } : { flatIndices: [0] };
-      resp = await api.call('InspectScalars', Object.assign({ checkpoint: o.checkpoint, tensor: o.tensor }, where), { signal });
+      const req = Object.assign({ checkpoint: o.checkpoint, tensor: o.tensor }, where);
+      if (o.ref) {
+        try {
+          resp = await api.call('InspectScalars', Object.assign({ reference: o.ref }, req), { signal });
+        } catch (e) {
+          if (e.name === 'AbortError') throw e;
+          // The element is still worth showing: without the source, and
+          // the reference's status said where the source would be.
+          refError = e;
+        }
+      }
+      if (!resp) resp = await api.call('InspectScalars', req, { signal });
     } catch (e) {
       if (my !== seq) return;
       root.classList.remove('busy');
@@ -151,89 +151,47 @@ export function createInspector(ctx) {
       sourceBox.append(el('h3', null, 'source'), el('p', { class: 'muted' }, 'Pick a source checkpoint (top right) to see the source value and the error in steps.'));
       return;
     }
-    sourceBox.append(el('h3', null, 'source'), loading('Reading the source…'));
-    // The source value: from the diff's worst elements when listed there;
-    // else read from the source tensor where names pair one to one.
-    const r = o.report;
-    let source = null;
-    let note = '';
-    const key = sc.index.map(Number).join(',');
-    if (r) {
-      const w = (r.worst || []).find((x) => x.index.map(Number).join(',') === key);
-      if (w) source = api.num(w.source);
-    }
-    let errSteps = null;
-    try {
-      if (source === null) {
-        const name = r ? r.referenceName : o.tensor;
-        if (r && r.referenceName !== r.name) {
-          note = `the source names it ${r.referenceName}; rows may be reordered (RoPE), so its value is not read here`;
-        } else {
-          source = await readOne(o.ref, name, sc.index.map(Number), signal);
-        }
-      }
-    } catch (err) {
-      if (my !== seq) return;
-      note = err.code === 'NOT_FOUND'
-        ? `The source has no tensor named ${o.tensor}: it pairs as a diff pairs them (GGUF names to Hugging Face ones); run the diff to see its name there.`
-        : `${err.code || 'error'}: ${err.message}`;
-    }
-    // The error in steps as the server measures it (the gap on the
-    // source's side), from a one-element error heatmap.
-    try {
-      const idx = sc.index.map(Number);
-      if (idx.length >= 1) {
-        const n = idx.length;
-        const row = n >= 2 ? idx[n - 2] : 0;
-        const col = idx[n - 1];
-        const h = await api.call('GetHeatmap', {
-          checkpoint: o.checkpoint, tensor: o.tensor, mode: 'HEATMAP_MODE_ERROR', reference: o.ref,
-          width: 1, height: 1, leading: n > 2 ? idx.slice(0, n - 2) : [],
-          rowBegin: row, rowEnd: row + 1, colBegin: col, colEnd: col + 1,
-        }, { signal });
-        errSteps = api.num(h.values[0]);
-      }
-    } catch (err) {
-      if (my !== seq) return;
-      if (!note) note = `${err.code || 'error'}: ${err.message}`;
-    }
-    if (my !== seq) return;
     clear(sourceBox).append(el('h3', null, `source · ${o.ref}`));
-    // Error in steps: (value − source) / the gap between levels on the
-    // source's side. Its size is the server's (the diff's own arithmetic);
-    // the sign says which side of the source the value fell.
-    let signed = null;
-    if (source !== null) {
-      // The value is a float32: its exact value, not the double its
-      // shortest text reads as.
-      const diff = exactValue - source;
-      const gap = diff > 0 ? stepBelow : diff < 0 ? stepAbove : api.num(sc.step);
-      signed = gap > 0 ? diff / gap : 0;
-      if (errSteps !== null) signed = (diff < 0 ? -1 : 1) * errSteps;
-      sourceBox.append(
-        field('source value', 'source', exact(source), { big: true }),
-        field('value − source', 'abs_error', exact(diff)));
-    } else if (errSteps !== null) {
-      signed = errSteps;
+    const src = sc.source;
+    if (!src) {
+      const err = refError || { code: 'INTERNAL', message: 'InspectScalars answered no source element' };
+      sourceBox.dataset.state = 'error';
+      sourceBox.append(el('p', { class: 'muted small', 'data-field': 'source_error', 'data-code': err.code || '' },
+        `${err.code || 'error'}: ${err.message}`));
+      return;
     }
-    if (signed !== null) {
-      const size = Math.abs(signed);
-      // The tensor's own bound (the diff's), when a diff of it is at hand
-      // without asking; else round-to-nearest's half step, said as such.
-      const known = r || knownTensorReport(o.checkpoint, o.tensor, o.ref);
-      const b = known ? api.num(known.boundSteps) : NaN;
-      const bound = b > 0 ? b : 0.5;
-      const what = b > 0 ? `the rounding bound (${fmtNum(bound, 4)} steps${known.boundFamily ? `, ${known.boundFamily}` : ''})`
-        : 'half a step (round to nearest with an exact scale; a diff gives this format\'s own bound)';
-      sourceBox.append(field(source !== null ? 'error in steps' : '|error| in steps', 'error_steps', exact(signed), {
-        note: size <= bound ? `within ${what}`
-          : exactValue === Math.fround(api.num(sc.rangeMin)) || exactValue === Math.fround(api.num(sc.rangeMax))
-            ? `beyond ${what}, on an extreme level: clipped`
-            : `beyond ${what}`,
-        title: '(value − source) / the gap between levels on the source’s side',
-      }));
-    }
-    if (note) sourceBox.append(el('p', { class: 'muted small' }, note));
+    sourceBox.dataset.state = 'ready';
+    const r = o.report;
+    const source = api.num(src.value);
+    const srcIndex = (src.index || []).map(Number);
+    const mapped = !!resp.referenceRowsMapped;
+    // The error in steps as the server measures it (the heatmap's: |error|
+    // over the gap on the source's side); the sign says on which side of
+    // the source the value fell.
+    const diff = api.num(src.error);
+    const size = api.num(src.errorSteps);
+    const signed = diff < 0 ? -size : size;
+    sourceBox.append(
+      field('source value', 'source', exact(source), { big: true }),
+      field('source element', 'source_index', `${resp.referenceTensor}[${srcIndex.join(', ')}]`, {
+        note: mapped ? 'rows mapped as the diff maps them (llama.cpp’s RoPE permutation of Q/K)' : 'the same index',
+        title: 'the source element the diff compares this one with',
+      }),
+      field('value − source', 'abs_error', exact(diff), { note: 'signed error, real units' }));
+    // The tensor's own bound (the diff's), when a diff of it is at hand
+    // without asking; else round-to-nearest's half step, said as such.
+    const known = r || knownTensorReport(o.checkpoint, o.tensor, o.ref);
+    const b = known ? api.num(known.boundSteps) : NaN;
+    const bound = b > 0 ? b : 0.5;
+    const what = b > 0 ? `the rounding bound (${fmtNum(bound, 4)} steps${known.boundFamily ? `, ${known.boundFamily}` : ''})`
+      : 'half a step (round to nearest with an exact scale; a diff gives this format\'s own bound)';
+    sourceBox.append(field('error in steps', 'error_steps', exact(signed), {
+      note: !(size > bound) ? (Number.isNaN(size) ? 'not a number: a NaN on either side' : `within ${what}`)
+        : exactValue === Math.fround(api.num(sc.rangeMin)) || exactValue === Math.fround(api.num(sc.rangeMax))
+          ? `beyond ${what}, on an extreme level: clipped`
+          : `beyond ${what}`,
+      title: '(value − source) / the gap between levels on the source’s side',
+    }));
   }
 
   return {

@@ -2,6 +2,7 @@
 // embedded: the README's `--ref` examples run as written (a GGUF against
 // its Hugging Face source, in a directory laid out as the README names it),
 // their numbers agree with the diff's, and --ref-tensor names a reference.
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -114,7 +115,7 @@ int64_t I(const nlohmann::json& j, const char* key) {
 
 TEST_P(ReferenceCliTest, TheReadmesRefExamplesRunAsWritten) {
   const auto examples = ReadmeRefExamples();
-  ASSERT_EQ(examples.size(), 2u) << "the README's --ref examples changed";
+  ASSERT_EQ(examples.size(), 3u) << "the README's --ref examples changed";
   for (const auto& args : examples) {
     SCOPED_TRACE(absl::StrJoin(args, " "));
     CommandResult r = Run(args);
@@ -123,6 +124,9 @@ TEST_P(ReferenceCliTest, TheReadmesRefExamplesRunAsWritten) {
       EXPECT_THAT(r.out, AllOf(HasSubstr("pruned (x = 0)"),
                                HasSubstr("induced (x != 0)"),
                                HasSubstr("levels used")));
+    } else if (args[0] == "scalar") {
+      // The source element through the Q/K row map: HF row 32 of row 1.
+      EXPECT_THAT(r.out, HasSubstr("q_proj.weight[32, 7]"));
     } else {
       EXPECT_EQ(args[0], "heatmap");
       EXPECT_THAT(r.out, HasSubstr("\x1b[38;2;"));  // drawn in the terminal
@@ -212,6 +216,66 @@ TEST_P(ReferenceCliTest, RefTensorNamesTheReference) {
   CommandResult usage = Run({"stats", "model.gguf", "blk.0.attn_q.weight",
                              "--ref-tensor", "x.weight"});
   EXPECT_EQ(usage.exit_code, 1) << usage.err;
+}
+
+// `scalar --ref`: each element beside the source element the diff compares
+// it with. GGUF row 1 of attn_q is Hugging Face row 32 (head_dim 64: the
+// converter writes HF row half * 32 + i as GGUF row 2i + half); the F32
+// GGUF holds the source's values in GGUF order, so its value at [1, 7] is
+// the source element's.
+TEST_P(ReferenceCliTest, ScalarWithARefShowsTheSourceElementTheDiffPairs) {
+  const nlohmann::json j = Json({"scalar", "model.gguf", "blk.0.attn_q.weight",
+                                 "1,7", "0,3", "--ref", "source/"});
+  EXPECT_EQ(j["referenceTensor"], "model.layers.0.self_attn.q_proj.weight");
+  EXPECT_EQ(j["referenceRowsMapped"], true);
+  const nlohmann::json& s = j["scalars"][0];
+  EXPECT_EQ(s["source"]["index"], nlohmann::json({"32", "7"}));
+  const nlohmann::json f32 =
+      Json({"scalar", "f32.gguf", "blk.0.attn_q.weight", "1,7"});
+  // Floats print as their shortest text, doubles as theirs: compared as
+  // the float32s both are.
+  const double source = s["source"]["value"].get<double>();
+  EXPECT_EQ(static_cast<float>(source),
+            static_cast<float>(f32["scalars"][0]["value"].get<double>()));
+  EXPECT_EQ(static_cast<double>(static_cast<float>(source)), source);
+  const double value = static_cast<float>(s["value"].get<double>());
+  EXPECT_EQ(s["source"]["error"].get<double>(), value - source);
+  const double steps = s["source"]["errorSteps"].get<double>();
+  const double step = source > value ? s["stepAbove"].get<double>()
+                                     : s["stepBelow"].get<double>();
+  EXPECT_DOUBLE_EQ(steps, std::fabs(value - source) / step);
+  EXPECT_EQ(j["scalars"][1]["source"]["index"], nlohmann::json({"0", "3"}));
+
+  // The text shows the same beside today's fields.
+  CommandResult text = Run({"scalar", "model.gguf", "blk.0.attn_q.weight",
+                            "1,7", "--ref", "source/"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out,
+              AllOf(HasSubstr("  value       "), HasSubstr("  source      "),
+                    HasSubstr("model.layers.0.self_attn.q_proj.weight[32, 7]"),
+                    HasSubstr("rows mapped"), HasSubstr("(value - source)"),
+                    HasSubstr(" steps\n")));
+  // A named reference tensor; a missing one; --ref-tensor alone.
+  const nlohmann::json named = Json(
+      {"scalar", "model.gguf", "blk.0.attn_q.weight", "1,7", "0,3", "--ref",
+       "source/", "--ref-tensor", "model.layers.0.self_attn.q_proj.weight"});
+  EXPECT_EQ(named, j);
+  CommandResult missing =
+      Run({"scalar", "model.gguf", "blk.0.attn_q.weight", "1,7", "--ref",
+           "source/", "--ref-tensor", "nope.weight"});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_THAT(missing.err, HasSubstr("NOT_FOUND"));
+  CommandResult usage = Run({"scalar", "model.gguf", "blk.0.attn_q.weight",
+                             "1,7", "--ref-tensor", "x.weight"});
+  EXPECT_EQ(usage.exit_code, 1) << usage.err;
+}
+
+TEST(ReferenceCliHelp, ScalarHelpSaysWhatTheSourceFieldsMean) {
+  CommandResult help = RunCommand({CliPath(), "scalar", "--help"});
+  ASSERT_EQ(help.exit_code, 0) << help.err;
+  EXPECT_THAT(help.out, AllOf(HasSubstr("--ref"), HasSubstr("--ref-tensor"),
+                              HasSubstr("signed error (value - source)"),
+                              HasSubstr("step on the source's side")));
 }
 
 INSTANTIATE_TEST_SUITE_P(BothModes, ReferenceCliTest, ::testing::Bool(),

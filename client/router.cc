@@ -760,6 +760,11 @@ absl::StatusOr<v1::GetCheckpointResponse> Router::MergeCheckpoint(
       }
     }
   }
+  // The configs sit beside the shards, in the checkpoint's directory: every
+  // server read the same files.
+  const v1::GetCheckpointResponse& first = p.answers[p.partial[0]].info;
+  *out.mutable_quant_config() = first.quant_config();
+  *out.mutable_config_files() = first.config_files();
   return out;
 }
 

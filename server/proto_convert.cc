@@ -55,6 +55,17 @@ void FillCheckpointInfo(const Checkpoint& ckpt,
   for (const Checkpoint::AbsentFile& f : ckpt.absent_files()) {
     out->add_absent_files(ShortPath(ckpt, f.path));
   }
+  for (const auto& [key, value] : ckpt.quant_config()) {
+    v1::ConfigField* f = out->add_quant_config();
+    f->set_key(key);
+    f->set_value(value);
+  }
+  for (const Checkpoint::ConfigFile& c : ckpt.config_files()) {
+    v1::ConfigFile* f = out->add_config_files();
+    f->set_name(c.name);
+    f->set_json(c.json);
+    f->set_truncated(c.truncated);
+  }
   for (const MetadataEntry& m : ckpt.metadata()) {
     v1::MetadataEntry* e = out->add_metadata();
     e->set_key(m.key);

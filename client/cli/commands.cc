@@ -5,6 +5,8 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -275,6 +277,18 @@ int RunInfo(Client& client, const GlobalOptions& g, const InfoOptions& o) {
       for (const std::string& f : info->absent_files()) {
         std::cout << "  " << f << "\n";
       }
+    }
+    // What the decoders were told, defaults applied: the line to compare
+    // with the config file when a tensor decodes unexpectedly.
+    if (info->quant_config_size() > 0)
+      std::cout << "quantization config (as parsed)\n";
+    for (const auto& f : info->quant_config()) {
+      std::cout << "  " << f.key() << " = " << f.value() << "\n";
+    }
+    if (info->config_files_size() > 0) {
+      std::vector<std::string> names;
+      for (const auto& f : info->config_files()) names.push_back(f.name());
+      std::cout << "config files " << absl::StrJoin(names, ", ") << "\n";
     }
     if (info->metadata_size() > 0) std::cout << "metadata\n";
     for (const auto& m : info->metadata()) {

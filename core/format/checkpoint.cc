@@ -727,6 +727,34 @@ absl::StatusOr<std::optional<nlohmann::json>> ReadConfig(
   return ParseStrictJson(text, absl::StrCat("config '", path, "'"));
 }
 
+namespace {
+
+// The configs as the page shows them: compact JSON, or only their names
+// when large (a config.json with a big vocabulary table).
+void KeepConfigFiles(const QuantConfigs& configs,
+                     std::vector<Checkpoint::ConfigFile>* out) {
+  const std::pair<const char*, const std::optional<nlohmann::json>*> files[] = {
+      {"config.json", &configs.config},
+      {"quantize_config.json", &configs.quantize_config},
+      {"quant_config.json", &configs.quant_config},
+      {"hf_quant_config.json", &configs.hf_quant_config}};
+  for (const auto& [name, json] : files) {
+    if (!json->has_value()) continue;
+    Checkpoint::ConfigFile f;
+    f.name = name;
+    // Replace, never throw: the parser admitted only valid UTF-8 anyway.
+    f.json =
+        (*json)->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    if (f.json.size() > Checkpoint::kMaxShownConfigBytes) {
+      f.json.clear();
+      f.truncated = true;
+    }
+    out->push_back(std::move(f));
+  }
+}
+
+}  // namespace
+
 absl::Status CheckpointBuilder::Finish() {
   Checkpoint& c = *ckpt_;
   // A name stored twice fails a strict open. Lenient: one copy stays, the
@@ -821,6 +849,7 @@ absl::Status CheckpointBuilder::Finish() {
     TM_RETURN_IF_ERROR(read("quantize_config.json", &configs.quantize_config));
     TM_RETURN_IF_ERROR(read("quant_config.json", &configs.quant_config));
     TM_RETURN_IF_ERROR(read("hf_quant_config.json", &configs.hf_quant_config));
+    KeepConfigFiles(configs, &c.config_files_);
     std::vector<ResolveProblem> problems;
     absl::StatusOr<ResolvedTensors> resolved_or = ResolveConventions(
         c.absent_files_.empty() ? c.stored_ : c.resolved_from_, configs,
@@ -840,6 +869,7 @@ absl::Status CheckpointBuilder::Finish() {
     c.tensors_ = std::move(resolved.tensors);
     c.conventions_ = std::move(resolved.conventions);
     c.notes_ = std::move(resolved.notes);
+    c.quant_config_ = std::move(resolved.config);
   }
   for (size_t i = 0; i < c.tensors_.size(); ++i) {
     c.tensor_index_.emplace(c.tensors_[i].name, i);

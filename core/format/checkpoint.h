@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -121,6 +122,25 @@ class Checkpoint {
   // How the conventions were found, when a user should know (e.g. a config
   // naming an unknown quant_method, resolved from the stored tensors).
   const std::vector<std::string>& notes() const { return notes_; }
+  // The quantization config as parsed, defaults applied: key/value lines,
+  // "quant_method" first (conventions::SummarizeQuantConfig). Empty for
+  // GGUF, whose types carry their parameters.
+  const std::vector<std::pair<std::string, std::string>>& quant_config() const {
+    return quant_config_;
+  }
+  // The JSON config files read beside a safetensors checkpoint
+  // (config.json, quantize_config.json, quant_config.json,
+  // hf_quant_config.json), in that order, each as compact JSON (valid
+  // UTF-8: the parser accepts nothing else). A file over kMaxShownConfigBytes
+  // compact is listed with `json` empty and `truncated` set, so a response
+  // carrying it stays small. Empty for GGUF.
+  struct ConfigFile {
+    std::string name;  // base name, e.g. "config.json"
+    std::string json;
+    bool truncated = false;
+  };
+  static constexpr size_t kMaxShownConfigBytes = 256 << 10;
+  const std::vector<ConfigFile>& config_files() const { return config_files_; }
   // What a lenient open went past (OpenOptions::lenient), in the order
   // found: index and shards first, then configs, then conventions. Always
   // empty for a strict open.
@@ -227,6 +247,8 @@ class Checkpoint {
   std::vector<GgufKv> gguf_kv_;
   std::vector<std::string> conventions_;
   std::vector<std::string> notes_;
+  std::vector<std::pair<std::string, std::string>> quant_config_;
+  std::vector<ConfigFile> config_files_;
   std::vector<ResolveProblem> problems_;
   std::vector<ReadFile> read_files_;
   std::string directory_;

@@ -5,6 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/quant/conventions/config_summary.h"
 #include "core/quant/conventions/context.h"
 #include "core/quant/conventions/quant_config.h"
 #include "core/quant/stored_encoding.h"
@@ -72,6 +73,7 @@ absl::StatusOr<ResolvedTensors> Resolve(const std::vector<StoredTensor>& stored,
   }
   if (!s.ok()) return s;
   out.notes = std::move(q.notes);
+  out.config = conventions::SummarizeQuantConfig(q);
   out.tensors = ctx.TakeTensors();
   for (const LogicalTensor& t : out.tensors) {
     const std::string& c = t.encoding->info().convention;

@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -34,6 +35,9 @@ struct ResolvedTensors {
   // How the configs were read, for the user: e.g. an unknown quant_method
   // whose conventions were recognised from the stored tensors instead.
   std::vector<std::string> notes;
+  // The quantization config as parsed (SummarizeQuantConfig): key/value
+  // lines, "quant_method" first.
+  std::vector<std::pair<std::string, std::string>> config;
 };
 
 // Stored tensors that no convention claims stay logical tensors of their own

@@ -173,6 +173,17 @@ TEST_F(QuantFormatsLiveTest, MlxAndInt8WeightsServeTheWritersValues) {
   auto info = client_->GetCheckpoint("mlx");
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_THAT(info->conventions(), ::testing::ElementsAre("mlx"));
+  // The config as parsed and the file it came from travel with the info.
+  ASSERT_GE(info->quant_config_size(), 4);
+  EXPECT_EQ(info->quant_config(0).key(), "quant_method");
+  EXPECT_EQ(info->quant_config(0).value(), "mlx");
+  EXPECT_EQ(info->quant_config(1).key(), "mode");
+  EXPECT_EQ(info->quant_config(1).value(), "affine");
+  ASSERT_EQ(info->config_files_size(), 1);
+  EXPECT_EQ(info->config_files(0).name(), "config.json");
+  EXPECT_FALSE(info->config_files(0).truncated());
+  EXPECT_TRUE(
+      Json::parse(info->config_files(0).json()).contains("quantization"));
   ExpectServed("mlx", Mlx(), "mlx");
   ExpectServed("bnb_int8", Bnb(), "bitsandbytes");
 }

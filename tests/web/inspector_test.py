@@ -1210,6 +1210,29 @@ def check_format_tree(page, ckpt, tensor, listed, tag):
         page.shot(f'i30_{tag}_architecture', settle=0.1)
 
 
+def check_format_configs(page, cli, root, ckpt, tag):
+    """The metadata panel shows the quantization config as the server
+    parsed it (as `tensormorph info --json` reports it, quant_method first)
+    and the config files flattened to dotted keys."""
+    info = json.loads(run_cli(cli, 'info', os.path.join(root, ckpt)))
+    want = [(f['key'], f['value']) for f in info['quantConfig']]
+    check(want and want[0][0] == 'quant_method', f'{ckpt}: info lists no parsed config: {info.get("quantConfig")}')
+    page.open(f'?checkpoint={ckpt}')
+    page.one('[data-role="metadata"] summary', 'the metadata panel').click()
+    rows = page.wait(lambda: page.d.execute_script(
+        "return [...document.querySelectorAll('[data-role=\"quant-config\"] tbody tr')]"
+        ".map((r) => [r.dataset.key, r.cells[1].innerText.trim()]);") or None, f'{ckpt}: the parsed config table')
+    check([tuple(r) for r in rows] == want, f'{ckpt}: the page shows the config as {rows}, info as {want}')
+    names = [f['name'] for f in info['configFiles']]
+    shown = [e.get_attribute('data-config-file') for e in page.css('[data-role="configs"] [data-config-file]')]
+    check(shown == names, f'{ckpt}: config files shown {shown}, info lists {names}')
+    page.one('[data-config-file="config.json"] summary').click()
+    keys = [e.get_attribute('data-key') for e in page.css('[data-config-file="config.json"] tr[data-key]')]
+    check(any(k.startswith('quantization.') for k in keys), f'{ckpt}: config.json shows no quantization.* key: {keys[:20]}')
+    page.no_error(f'{ckpt} configs')
+    page.shot(f'i31_{tag}_configs', settle=0.1)
+
+
 def check_format_tensor_view(page, ckpt, tensor, listed, convention, tag, tree):
     """The tensor view shows its scheme, convention, group size, stored
     parts and backend rows as `tensormorph ls` lists them."""
@@ -1410,6 +1433,8 @@ def test_formats(driver, server_bin, cli, assets, shots):
             print(f'  {tag}: {ckpt} {tensor}')
             expected = np.load(os.path.join(root, expected_dir, tensor + '.npy'))
             listed = json.loads(run_cli(cli, 'ls', os.path.join(root, ckpt), '--filter', tensor).splitlines()[0])
+            if tag == 'mlx_affine':
+                check_format_configs(page, cli, root, ckpt, tag)
             check_format_tensor_view(page, ckpt, tensor, listed, convention, tag, tree=layout is not None)
             check_format_inspector(page, cli, root, ckpt, tensor, expected, labels, indices, tag)
             if layout is not None:

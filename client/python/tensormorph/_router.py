@@ -732,6 +732,10 @@ class RoutedClient:
                 for v in info[key]:
                     if v not in out[key]:
                         out[key].append(v)
+        # The configs sit beside the shards: every server read the same files.
+        first = p.answers[p.partial[0]].info
+        for key in ("quant_config", "config_files"):
+            out[key] = copy.deepcopy(first.get(key, []))
         return out
 
     def tensors(self, ckpt: str, filter: str = "", parts: bool = False) -> List[TensorInfo]:

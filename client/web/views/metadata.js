@@ -59,7 +59,7 @@ function configFileSection(file) {
   // first characters, the whole on request.
   const rows = flatten(doc, '', []).map(([key, type, value]) => el('tr', { 'data-key': key },
     el('td', { class: 'mono key' }, key), el('td', { class: 'muted' }, type),
-    el('td', { class: 'value' }, valueCell({ key, type, value })));
+    el('td', { class: 'value' }, valueCell({ key, type, value }))));
   return el('details', { class: 'config-file', 'data-config-file': file.name },
     el('summary', null, el('span', { class: 'mono' }, file.name), el('span', { class: 'muted' }, ` · ${fmtCount(rows.length)} keys`)),
     el('table', { class: 'grid compact meta-table' },

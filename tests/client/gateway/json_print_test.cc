@@ -557,7 +557,7 @@ TEST(JsonPrintTest, FieldsAtDefaultsPrintUnderTheirJsonNames) {
             R"({"checkpoint":"","format":"CHECKPOINT_FORMAT_UNSPECIFIED",)"
             R"("files":[],"tensorCount":"0","storedTensorCount":"0",)"
             R"("totalBytes":"0","metadata":[],"conventions":[],"notes":[],)"
-            R"("absentFiles":[]})");
+            R"("absentFiles":[],"quantConfig":[],"configFiles":[]})");
   EXPECT_EQ(PrintMessageJson(v1::Param()), R"({"name":"","value":0})");
 }
 

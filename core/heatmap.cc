@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -11,12 +12,14 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/error_runs.h"
 #include "core/error_steps.h"
 #include "core/io/fault_guard.h"
 #include "core/quant/decode_simd.h"
 #include "core/quant/float_steps.h"
 #include "core/util/lane_sum.h"
 #include "core/util/status_macros.h"
+#include "core/view_2d.h"
 
 namespace tensormorph {
 
@@ -295,143 +298,10 @@ void ColumnMax(const float* v, int64_t n, DecodeSimd simd, uint32_t* colmax) {
   ColumnMaxScalar(v, n, colmax);
 }
 
-// A cell's maximum with NaN kept: std::max keeps its left operand when
-// either is NaN, so an accumulator that is NaN stays NaN but a NaN element
-// would be dropped; the flag catches those, beside the max chain rather
-// than in it (a select on isnan inside the chain ran 3-4 times slower).
-struct MaxKeepingNaN {
-  double acc;
-  bool nan = false;
-  void Add(double x) {
-    acc = std::max(acc, x);
-    nan |= std::isnan(x);
-  }
-  double Result() const {
-    return nan ? std::numeric_limits<double>::quiet_NaN() : acc;
-  }
-};
-
 // One element's error in steps (see Heatmap::values): the definition every
 // view shares (core/error_steps.h).
 inline double ErrorSteps(float source, const ElementQuant& q) {
   return ElementErrorSteps(source, q.value, q.step_below, q.step_above);
-}
-
-// The same for a plain float's decoded value `e`, its steps looked up
-// (FloatStepTable: the bits DecodeDetailed would give).
-inline double ErrorSteps(float source, float e, const FloatStepTable& table) {
-  const double x = source;
-  if (std::isnan(x) || std::isnan(e))
-    return std::numeric_limits<double>::quiet_NaN();
-  if (x == e) return 0;
-  const double err = std::fabs(x - e);
-  const FloatStepTable::Steps& s = table.Of(e);
-  const double step = x > e ? s.above : s.below;
-  return step > 0 && std::isfinite(err) ? err / step : INFINITY;
-}
-
-// ErrorSteps(x[k], e[k], table) of n elements folded into *m: the scalar
-// statement above, and where the CPU has AVX2 four at a time. A maximum of
-// errors is the same in any order (they are never -0: an error is +0 only
-// where source and value are equal); a NaN element only sets m->nan, as
-// MaxKeepingNaN's Add does, whatever its lane then holds.
-void ErrorRunScalar(const float* x, const float* e, int64_t n,
-                    const FloatStepTable& table, MaxKeepingNaN* m) {
-  for (int64_t k = 0; k < n; ++k) m->Add(ErrorSteps(x[k], e[k], table));
-}
-
-// 1 / step of each FloatStepTable entry (below, above: the table's own
-// order, so a gather by KeyOf * 2 finds them), NaN where the step is not
-// above 0; empty when a positive step is not a power of two. A float
-// format's steps are powers of two, so err * (1 / step) is the real number
-// err / step and rounds to the same double: a multiply instead of a divide.
-std::vector<double> InverseSteps(const FloatStepTable& table) {
-  std::vector<double> inv(2048);
-  for (uint32_t key = 0; key < 1024; ++key) {
-    // Entry `key` of the table, through a value of that key: sign,
-    // exponent, and a mantissa of 0 (key odd) or 1.
-    const uint32_t bits = (key >> 1) << 23 | ((key & 1) != 0 ? 0u : 1u);
-    const FloatStepTable::Steps& st = table.Of(std::bit_cast<float>(bits));
-    int k = 0;
-    for (const double step : {st.below, st.above}) {
-      double& out = inv[2 * key + k++];
-      if (!(step > 0)) {
-        out = std::numeric_limits<double>::quiet_NaN();
-        continue;
-      }
-      int exp = 0;
-      if (std::frexp(step, &exp) != 0.5) return {};
-      out = 1 / step;
-    }
-  }
-  return inv;
-}
-
-#if defined(__x86_64__)
-__attribute__((target("avx2"))) void ErrorRunAvx2(const float* x,
-                                                  const float* e, int64_t n,
-                                                  const double* inv,
-                                                  const FloatStepTable& table,
-                                                  MaxKeepingNaN* m) {
-  const __m256d zero = _mm256_setzero_pd();
-  const __m256d inf = _mm256_set1_pd(INFINITY);
-  const __m256d abs_mask =
-      _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffff));
-  const __m128i mantissa = _mm_set1_epi32(0x7fffff), one = _mm_set1_epi32(1);
-  const __m256d all = _mm256_castsi256_pd(_mm256_set1_epi64x(-1));
-  __m256d acc = _mm256_set1_pd(-INFINITY), unordered = zero;
-  int64_t k = 0;
-  for (; k + 4 <= n; k += 4) {
-    const __m128 xf = _mm_loadu_ps(x + k), ef = _mm_loadu_ps(e + k);
-    const __m256d xd = _mm256_cvtps_pd(xf), ed = _mm256_cvtps_pd(ef);
-    // FloatStepTable::KeyOf * 2 + (x > e): the side's 1 / step.
-    const __m128i bits = _mm_castps_si128(ef);
-    const __m128i power_of_two = _mm_and_si128(
-        _mm_cmpeq_epi32(_mm_and_si128(bits, mantissa), _mm_setzero_si128()),
-        one);
-    const __m128i above =
-        _mm_and_si128(_mm_castps_si128(_mm_cmpgt_ps(xf, ef)), one);
-    const __m128i at = _mm_or_si128(
-        _mm_slli_epi32(_mm_or_si128(_mm_slli_epi32(_mm_srli_epi32(bits, 23), 1),
-                                    power_of_two),
-                       1),
-        above);
-    // The masked gather with every lane on: GCC 12 takes the plain one's
-    // source operand for uninitialized (-Wmaybe-uninitialized).
-    const __m256d inverse = _mm256_mask_i32gather_pd(zero, inv, at, all, 8);
-    const __m256d err = _mm256_and_pd(_mm256_sub_pd(xd, ed), abs_mask);
-    // err / step where step > 0 (inverse > 0) and err is finite, else
-    // +inf; 0 where equal. NaN lanes are counted in `unordered` and hold
-    // +inf here.
-    const __m256d ok = _mm256_and_pd(_mm256_cmp_pd(inverse, zero, _CMP_GT_OQ),
-                                     _mm256_cmp_pd(err, inf, _CMP_LT_OQ));
-    const __m256d q = _mm256_andnot_pd(
-        _mm256_cmp_pd(xd, ed, _CMP_EQ_OQ),
-        _mm256_blendv_pd(inf, _mm256_mul_pd(err, inverse), ok));
-    unordered = _mm256_or_pd(unordered, _mm256_cmp_pd(xd, ed, _CMP_UNORD_Q));
-    acc = _mm256_max_pd(acc, q);
-  }
-  alignas(32) double lanes[4];
-  _mm256_store_pd(lanes, acc);
-  for (const double l : lanes) m->acc = std::max(m->acc, l);
-  m->nan |= _mm256_movemask_pd(unordered) != 0;
-  // The tail goes to the scalar (SSE) code as a tail call, which GCC left
-  // without a vzeroupper: every call then paid the AVX-SSE transition, 90%
-  // of the error heatmap's time on this machine (perf).
-  _mm256_zeroupper();
-  ErrorRunScalar(x + k, e + k, n - k, table, m);
-}
-#endif
-
-void ErrorRun(const float* x, const float* e, int64_t n,
-              const FloatStepTable& table, const std::vector<double>& inv,
-              DecodeSimd simd, MaxKeepingNaN* m) {
-#if defined(__x86_64__)
-  if (simd >= DecodeSimd::kAvx2 && !inv.empty()) {
-    return ErrorRunAvx2(x, e, n, inv.data(), table, m);
-  }
-#endif
-  ErrorRunScalar(x, e, n, table, m);
 }
 
 // One row of a cell's elements folded into the cell's maximum and the
@@ -457,6 +327,50 @@ void LocateRow(int64_t begin, int64_t end, int64_t index0, ValueOf value_of,
   }
 }
 
+// Error mode's cells from a grid of the view's errors: each cell's maximum,
+// NaN kept, and with `locate` the element giving it, as the decoding path
+// states them (LocateRow row by row, the same order). Without locate, a
+// band's column maxima first (in vectors; ErrorColumns), then each cell's
+// from its columns, as the plain floats' decoding path does.
+void CellsFromGrid(const ErrorGrid& g, bool locate, Heatmap* h) {
+  const DecodeSimd simd = ActiveDecodeSimd();
+  const int64_t col0 = h->col_edges.front();
+  const int64_t ncols = h->col_edges.back() - col0;
+  ErrorColumns columns;
+  for (int i = 0; i < h->height; ++i) {
+    double* const row_out =
+        h->values.data() + static_cast<size_t>(i) * h->width;
+    if (!locate) columns.Reset(ncols);
+    for (int64_t r = h->row_edges[i]; r < h->row_edges[i + 1]; ++r) {
+      const int64_t at = r * g.view.cols + col0;  // index in the view
+      if (locate) {
+        for (int j = 0; j < h->width; ++j) {
+          LocateRow(
+              h->col_edges[j] - col0, h->col_edges[j + 1] - col0,
+              g.view.base + at, [&](int64_t c) { return g.At(at + c); },
+              row_out + j,
+              &h->cell_element[static_cast<size_t>(i) * h->width + j]);
+        }
+        continue;
+      }
+      if (g.f64 != nullptr) {
+        columns.FoldDoubles(g.f64.get() + at, ncols, simd);
+      } else if (columns.FoldFloats(g.f32.get() + at, ncols, simd)) {
+        for (int64_t c = 0; c < ncols; ++c) {
+          if (g.f32[at + c] != g.f32[at + c])
+            columns.FoldOne(c, g.others.at(at + c));
+        }
+      }
+    }
+    if (locate) continue;
+    for (int j = 0; j < h->width; ++j) {
+      MaxKeepingNaN m{row_out[j]};
+      columns.FoldInto(h->col_edges[j] - col0, h->col_edges[j + 1] - col0, &m);
+      row_out[j] = m.Result();
+    }
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
@@ -473,6 +387,11 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
     return absl::InvalidArgumentError(absl::StrCat(
         "locating each cell's element needs error or absmax mode, not mode ",
         static_cast<int>(o.mode)));
+  }
+  if (o.errors != nullptr && o.mode != HeatmapMode::kErrorSteps) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("an error grid serves error mode, not mode ",
+                     static_cast<int>(o.mode)));
   }
   if (absl::Status s = CheckReference(t, ref, o.ref_rows); !s.ok()) return s;
   Heatmap h;
@@ -498,20 +417,18 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
   TM_RETURN_IF_ERROR(ResolveRange("rows", o.row_begin, &row_end, h.rows, h));
   TM_RETURN_IF_ERROR(ResolveRange("cols", o.col_begin, &col_end, h.cols, h));
   const int64_t nrows = row_end - o.row_begin, ncols = col_end - o.col_begin;
-  int64_t base = 0;  // flat offset of the view
-  for (size_t d = 0; d + 2 < rank; ++d) {
-    const int64_t asked = d < o.leading.size() ? o.leading[d] : 0;
-    // shape[d] > 0 here (the tensor is not empty): no overflow either way.
-    const int64_t i = asked < 0 ? asked + t.shape[d] : asked;
-    if (i < 0 || i >= t.shape[d]) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "leading index ", asked, " is out of range for dimension ", d,
-          " of size ", t.shape[d], " (valid: ", -t.shape[d], "..",
-          t.shape[d] - 1, ", negative counting from the end)"));
-    }
-    base = base * t.shape[d] + i;
+  TM_ASSIGN_OR_RETURN(const View2D view, ViewOf(t, o.leading));
+  const int64_t base = view.base;  // flat offset of the view
+  if (o.errors != nullptr &&
+      (o.errors->view.base != base || o.errors->view.rows != h.rows ||
+       o.errors->view.cols != h.cols ||
+       (o.errors->f32 == nullptr && o.errors->f64 == nullptr))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the error grid is of another view (", o.errors->view.rows,
+                     " x ", o.errors->view.cols, " from element ",
+                     o.errors->view.base, ") than the heatmap's (", h.rows,
+                     " x ", h.cols, " from element ", base, ")"));
   }
-  base *= h.rows * h.cols;  // < num_elements: every index checked above
   h.height = static_cast<int>(std::clamp<int64_t>(o.height, 1, nrows));
   h.width = static_cast<int>(std::clamp<int64_t>(o.width, 1, ncols));
   for (int i = 0; i <= h.height; ++i)
@@ -554,9 +471,14 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
   const FloatStepTable* const float_steps =
       error ? t.encoding->PlainFloatSteps() : nullptr;
   const bool detailed = error && float_steps == nullptr;
-  const std::vector<double> inverse_steps = float_steps != nullptr
-                                                ? InverseSteps(*float_steps)
-                                                : std::vector<double>();
+  std::optional<PlainFloatErrors> plain;
+  if (float_steps != nullptr) plain.emplace(*float_steps, ActiveDecodeSimd());
+  // A float32 source of plain floats' errors, without a row map, is read
+  // where it is mapped rather than copied (a third of the F16 error
+  // heatmap's time was that copy).
+  const float* const ref_in_place = plain && !o.locate && o.ref_rows.empty()
+                                        ? ref->encoding->StoredF32()
+                                        : nullptr;
   int64_t band = 1;  // the most rows a cell spans
   for (int i = 0; i < h.height; ++i)
     band = std::max(band, h.row_edges[i + 1] - h.row_edges[i]);
@@ -567,7 +489,7 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
   const size_t buf = static_cast<size_t>(batch_rows * ncols);
   std::vector<ElementQuant> q(detailed ? buf : 0);
   std::vector<float> v(detailed ? 0 : buf);
-  std::vector<float> x(with_ref ? buf : 0);
+  std::vector<float> x(with_ref && ref_in_place == nullptr ? buf : 0);
   // Column runs of the cells, relative to the region's first column.
   std::vector<int64_t> run(static_cast<size_t>(h.width) + 1);
   for (int j = 0; j <= h.width; ++j) run[j] = h.col_edges[j] - o.col_begin;
@@ -579,7 +501,12 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
   // Absmax's column maxima of one band (ColumnMax).
   const bool absmax = o.mode == HeatmapMode::kAbsmax;
   std::vector<uint32_t> colmax(absmax ? static_cast<size_t>(ncols) : 0);
-  if (o.mode != HeatmapMode::kGroup) {
+  // Plain floats' errors the same way (PlainFloatErrors::FoldColumns).
+  const bool column_errors = plain.has_value() && !o.locate;
+  ErrorColumns colerr;
+  if (o.errors != nullptr) {
+    CellsFromGrid(*o.errors, o.locate, &h);
+  } else if (o.mode != HeatmapMode::kGroup) {
     for (int i = 0; i < h.height; ++i) {
       double* const row_out =
           h.values.data() + static_cast<size_t>(i) * h.width;
@@ -587,6 +514,7 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
           h.pruned.empty() ? nullptr
                            : h.pruned.data() + static_cast<size_t>(i) * h.width;
       std::fill(colmax.begin(), colmax.end(), 0u);
+      if (column_errors) colerr.Reset(ncols);
       int64_t* const row_element =
           h.cell_element.empty()
               ? nullptr
@@ -605,9 +533,10 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
           TM_RETURN_IF_ERROR(
               detailed ? t.encoding->DecodeDetailed(first, count, q.data())
                        : t.encoding->Decode(first, count, v.data()));
-          return with_ref ? DecodeMappedRows(*ref, o.ref_rows, first, count,
-                                             x.data())
-                          : absl::OkStatus();
+          return with_ref && ref_in_place == nullptr
+                     ? DecodeMappedRows(*ref, o.ref_rows, first, count,
+                                        x.data())
+                     : absl::OkStatus();
         });
         if (!read.ok()) return read;
         if (mean) {
@@ -615,6 +544,21 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
                               r + nb == h.row_edges[i + 1]};
           AccumulateLanes(v.data(), ncols, nb, run, simd, ends, lanes.data(),
                           row_out);
+          continue;
+        }
+        if (column_errors) {
+          // Row k of the batch: the source where it is mapped (h.cols
+          // after row k - 1; read under GuardedRead, as a decode is), or
+          // as decoded into x.
+          TM_RETURN_IF_ERROR(GuardedRead([&]() -> absl::Status {
+            for (int64_t k = 0; k < nb; ++k) {
+              const float* const xr = ref_in_place != nullptr
+                                          ? ref_in_place + first + k * h.cols
+                                          : x.data() + k * ncols;
+              plain->FoldColumns(xr, v.data() + k * ncols, ncols, &colerr);
+            }
+            return absl::OkStatus();
+          }));
           continue;
         }
         for (int64_t k = 0; k < nb; ++k) {
@@ -635,7 +579,7 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
                 LocateRow(
                     run[j], run[j + 1], index0,
                     [&](int64_t c) {
-                      return ErrorSteps(xr[c], vr[c], *float_steps);
+                      return PlainFloatErrorSteps(xr[c], vr[c], *float_steps);
                     },
                     row_out + j, row_element + j);
               } else {
@@ -656,15 +600,11 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
               ColumnMax(vr, ncols, simd, colmax.data());
               break;
             case HeatmapMode::kErrorSteps:
+              // Plain floats come by columns (above); these are inspected.
               for (int j = 0; j < h.width; ++j) {
                 MaxKeepingNaN m{row_out[j]};
-                if (float_steps != nullptr) {
-                  ErrorRun(xr + run[j], vr + run[j], run[j + 1] - run[j],
-                           *float_steps, inverse_steps, simd, &m);
-                } else {
-                  for (int64_t c = run[j]; c < run[j + 1]; ++c)
-                    m.Add(ErrorSteps(xr[c], qr[c]));
-                }
+                for (int64_t c = run[j]; c < run[j + 1]; ++c)
+                  m.Add(ErrorSteps(xr[c], qr[c]));
                 row_out[j] = m.Result();
               }
               break;
@@ -689,6 +629,13 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
             case HeatmapMode::kGroup:
               break;
           }
+        }
+      }
+      if (column_errors) {
+        for (int j = 0; j < h.width; ++j) {
+          MaxKeepingNaN m{row_out[j]};
+          colerr.FoldInto(run[j], run[j + 1], &m);
+          row_out[j] = m.Result();
         }
       }
       if (absmax && row_element == nullptr) {

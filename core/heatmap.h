@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/diff/row_map.h"
+#include "core/error_grid.h"
 #include "core/tensor.h"
 
 namespace tensormorph {
@@ -43,6 +44,12 @@ struct HeatmapOptions {
   // it returns true the computation stops with CANCELLED, so that a caller
   // that went away frees its worker. Empty = never cancelled.
   std::function<bool()> cancelled;
+  // Error mode only: every element's error in this view, computed before
+  // (ComputeErrorGrid of the same tensor, reference, leading indices and
+  // ref_rows). The cells reduce from it and nothing is decoded: the same
+  // bits as without it, cell_element included. A server keeps grids so
+  // that zooms and pans of one error heatmap do not decode it again.
+  const ErrorGrid* errors = nullptr;
 };
 
 struct Heatmap {
@@ -106,7 +113,8 @@ std::vector<uint8_t> GroupBoundaries(const Heatmap& h);
 // An empty tensor (a zero dimension, any leading index) gives a heatmap of
 // no cells: width = height = 0, no values, min = max = 0.
 // Cost: one decode of the region's elements (error mode: with their steps,
-// from Encoding::PlainFloatSteps for F16 and BF16, else DecodeDetailed),
+// from Encoding::PlainFloatSteps for F16 and BF16, else DecodeDetailed; or
+// none, from HeatmapOptions::errors),
 // plus one Encoding::GroupIds id per cell for its group; group mode decodes
 // nothing.
 // Errors: INVALID_ARGUMENT (rank 0; a leading index outside -size..size-1,
@@ -114,7 +122,8 @@ std::vector<uint8_t> GroupBoundaries(const Heatmap& h);
 // without a reference; a reference of another shape, naming both; a row map
 // that fails CheckRowMap; a region negative, empty or outside the view,
 // naming it and the view's rows and columns, or any region on an empty
-// tensor; locate in a mode other than error or absmax); CANCELLED when
+// tensor; locate in a mode other than error or absmax; errors in another
+// mode, or of another view than this request's); CANCELLED when
 // HeatmapOptions::cancelled said so, naming the band reached;
 // UNIMPLEMENTED.
 absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& tensor,

@@ -652,8 +652,7 @@ absl::Status CheckStatsRequest(const LogicalTensor& t, const LogicalTensor* ref,
 
 absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& t,
                                          const LogicalTensor* ref,
-                                         const StatsOptions& o,
-                                         const std::atomic<bool>* cancelled) {
+                                         const StatsOptions& o) {
   if (absl::Status s = CheckStatsRequest(t, ref, o); !s.ok()) return s;
   TensorStats st;
   const int64_t n = t.num_elements;
@@ -700,8 +699,11 @@ absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& t,
       st.has_levels && info.bits >= 1 ? 1u << (info.bits - 1) : 0u);
   // Pass 1: everything but the histogram (whose range may depend on it).
   for (int64_t first = 0; first < n; first += chunk) {
-    if (cancelled != nullptr && cancelled->load())
-      return absl::CancelledError("cancelled");
+    if (o.cancelled && o.cancelled()) {
+      return absl::CancelledError(absl::StrCat("statistics of '", t.name,
+                                               "' cancelled at element ", first,
+                                               " of ", n, " (first pass)"));
+    }
     const int64_t m = std::min(chunk, n - first);
     absl::Status read = GuardedRead([&]() -> absl::Status {
       if (absl::Status s = reader.Read(first, m); !s.ok()) return s;
@@ -829,8 +831,11 @@ absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& t,
   if (ref != nullptr) st.reference_histogram.assign(bins, 0);
   if (values_done && ref == nullptr) return st;
   for (int64_t first = 0; first < n; first += chunk) {
-    if (cancelled != nullptr && cancelled->load())
-      return absl::CancelledError("cancelled");
+    if (o.cancelled && o.cancelled()) {
+      return absl::CancelledError(absl::StrCat("statistics of '", t.name,
+                                               "' cancelled at element ", first,
+                                               " of ", n, " (histogram pass)"));
+    }
     const int64_t m = std::min(chunk, n - first);
     // One group: the values come with their groups, to pick the group's.
     if (absl::Status s = GuardedRead([&]() -> absl::Status {

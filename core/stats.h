@@ -3,8 +3,8 @@
 #ifndef TENSORMORPH_CORE_STATS_H_
 #define TENSORMORPH_CORE_STATS_H_
 
-#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -26,6 +26,10 @@ struct StatsOptions {
   // Only the elements of this group (ScalarInfo::group ids): moments,
   // zeros, histogram and level usage of that group alone, and its levels.
   std::optional<int64_t> group;
+  // Polled between chunks (chunk_elements apart): when it returns true the
+  // computation stops with CANCELLED, so that a caller that went away (a
+  // page left its distribution view) frees its worker. Empty = never.
+  std::function<bool()> cancelled;
 };
 
 struct TensorStats {
@@ -111,9 +115,9 @@ absl::Status CheckStatsRequest(const LogicalTensor& t, const LogicalTensor* ref,
 // map that fails CheckRowMap; options.group on a tensor without groups, or
 // negative, or past the last group, naming the id and the groups there are);
 // UNIMPLEMENTED (an undecodable encoding); CANCELLED.
-absl::StatusOr<TensorStats> ComputeStats(
-    const LogicalTensor& tensor, const LogicalTensor* ref,
-    const StatsOptions& options, const std::atomic<bool>* cancelled = nullptr);
+absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& tensor,
+                                         const LogicalTensor* ref,
+                                         const StatsOptions& options);
 
 }  // namespace tensormorph
 

@@ -202,6 +202,8 @@ class ComputeSparsityReactor final
     }
     TM_RETURN_IF_ERROR(ckpt_->CheckNoWriters(t));
     if (ref != nullptr) TM_RETURN_IF_ERROR(ref_->CheckNoWriters(*ref));
+    // A walk cancelled (or its client gone) stops inside a large tensor too.
+    o.cancelled = [this] { return cancelled_.load(); };
     TM_ASSIGN_OR_RETURN(TensorStats st, ComputeStats(t, ref, o));
     TM_RETURN_IF_ERROR(ckpt_->CheckUnchanged(t));
     if (ref != nullptr) TM_RETURN_IF_ERROR(ref_->CheckUnchanged(*ref));

@@ -169,6 +169,17 @@ void WriteCheckpoints(Exposition& e, const CheckpointRegistry& registry) {
            registry.parked_calls());
 }
 
+// What the server keeps of results: error heatmaps' grids.
+void WriteKept(Exposition& e, const ServiceState& state) {
+  e.Single("tensormorph_error_grid_bytes", "gauge",
+           "Bytes of the error grids kept for error heatmaps' zooms and "
+           "pans (--error-grids-bytes).",
+           state.error_grids.bytes());
+  e.Single("tensormorph_error_grid_hits_total", "counter",
+           "Error heatmaps reduced from a kept grid, with no decode.",
+           state.error_grids.hits());
+}
+
 void WriteProcess(Exposition& e, const ProcessStats& p) {
   if (p.resident_bytes.has_value()) {
     e.Single("process_resident_memory_bytes", "gauge",
@@ -280,6 +291,7 @@ std::string PrometheusText(const ServiceState& state) {
   WriteCalls(e, state.call_stats);
   WriteStreams(e, state.metrics);
   WriteCheckpoints(e, state.registry);
+  WriteKept(e, state);
   WriteFairShares(e, state);
   WriteProcess(e, ReadProcessStats());
   e.Family("tensormorph_refused_calls_total", "counter",

@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "core/error_grid.h"
 #include "core/format/checkpoint.h"
 #include "core/util/status_macros.h"
 #include "google/protobuf/message.h"
@@ -27,6 +28,7 @@
 #include "server/checkpoint_registry.h"
 #include "server/diff_report_store.h"
 #include "server/exception_fence.h"
+#include "server/kept_results.h"
 #include "server/metrics.h"
 #include "server/peer_ledger.h"
 #include "server/stream_watchdog.h"
@@ -79,6 +81,11 @@ struct ServiceLimits {
   // their serialized events), the least recently used evicted first.
   int64_t diff_reports_kept = 32;
   int64_t diff_reports_bytes = int64_t{64} << 20;
+  // GetHeatmap in error mode: the bytes of the error grids kept (8 per
+  // element of a tensor's view; ComputeErrorGrid), the least recently used
+  // evicted first, so that zooming and panning one error heatmap reduces
+  // cells from its grid instead of decoding both tensors again. 0 = none.
+  int64_t error_grids_bytes = int64_t{512} << 20;
 };
 
 // INVALID_ARGUMENT when `value` is negative, RESOURCE_EXHAUSTED naming
@@ -105,7 +112,10 @@ struct ServiceState {
                  absl::Seconds(limits.max_idle_write_seconds)),
         diff_reports(
             limits.diff_reports_kept,
-            std::min(limits.diff_reports_bytes, limits.max_reply_bytes)) {}
+            std::min(limits.diff_reports_bytes, limits.max_reply_bytes)),
+        error_grids("error grid", "it is computed again",
+                    limits.error_grids_bytes > 0 ? kMaxErrorGrids : 0,
+                    limits.error_grids_bytes) {}
   CheckpointRegistry registry;
   WorkerPool pool;
   Metrics metrics;
@@ -133,6 +143,10 @@ struct ServiceState {
   StreamWatchdog watchdog;  // their time limits
   // Each QuantDiff's report, for GetDiffReport (none larger than a reply).
   DiffReportStore diff_reports;
+  // Error heatmaps' grids per (tensor, reference, leading indices), for
+  // their zooms and pans (views.cc).
+  static constexpr int64_t kMaxErrorGrids = 64;
+  KeptResults<ErrorGrid> error_grids;
 
   // Starts a stream (from its reactor's constructor): a call, and a stream
   // in Counters until StreamEnded.

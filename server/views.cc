@@ -1,9 +1,12 @@
 // ComputeStats, GetHeatmap and GetArchitecture: the views people look at.
+#include <memory>
+#include <string>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/architecture.h"
+#include "core/error_grid.h"
 #include "core/heatmap.h"
 #include "core/stats.h"
 #include "proto/request_limits.h"
@@ -59,6 +62,51 @@ absl::StatusOr<Resolved> Resolve(ServiceState& state,
   return r;
 }
 
+// Error mode's grid for a heatmap request: the one kept for (tensor,
+// reference, view) while both checkpoints' files are unchanged; else one
+// computed now and kept, when it fits the budget and the request is
+//  - a quantized tensor's first look (the whole view): that look inspects
+//    every element anyway, and the grid costs about what it does;
+//  - a plain float's first zoom (a region): its first look is a cheaper
+//    pass (3x a value heatmap, the grid 7x: tests/bench/stats_bench
+//    BM_HeatmapErrorVsValue), worth paying once the user zooms;
+// else nullptr, and the heatmap decodes its region itself. Later zooms and
+// pans reduce from the grid.
+absl::StatusOr<std::shared_ptr<const ErrorGrid>> ErrorGridFor(
+    ServiceState& state, const Resolved& r, const HeatmapOptions& o) {
+  if (o.mode != HeatmapMode::kErrorSteps || r.ref == nullptr ||
+      r.tensor->num_elements == 0 || !state.error_grids.Fits(0)) {
+    return nullptr;
+  }
+  auto view = ViewOf(*r.tensor, o.leading);
+  if (!view.ok()) return nullptr;  // ComputeHeatmap says why
+  std::string key;
+  for (const std::string* part :
+       {&r.ckpt->path(), &r.tensor->name, &r.ref_ckpt->path(), &r.ref->name}) {
+    absl::StrAppend(&key, part->size(), ":", *part, ";");
+  }
+  absl::StrAppend(&key, view->base);
+  KeptInputs now = InputsOf(*r.ckpt, *r.ref_ckpt);
+  if (auto found = state.error_grids.Find(key, now); found.ok())
+    return found->value;
+  const bool whole =
+      o.row_begin == 0 && o.row_end == 0 && o.col_begin == 0 && o.col_end == 0;
+  const bool plain = r.tensor->encoding->PlainFloatSteps() != nullptr;
+  if (whole == plain || !state.error_grids.Fits(ErrorGridBytes(*r.tensor)))
+    return nullptr;
+  ErrorGridOptions go;
+  go.leading = o.leading;
+  go.ref_rows = o.ref_rows;
+  go.cancelled = o.cancelled;
+  TM_ASSIGN_OR_RETURN(ErrorGrid grid, ComputeErrorGrid(*r.tensor, *r.ref, go));
+  // Kept only when no file changed while it was computed: a grid never
+  // holds old and new bytes.
+  TM_RETURN_IF_ERROR(r.CheckUnchanged());
+  auto kept = std::make_shared<const ErrorGrid>(std::move(grid));
+  state.error_grids.Keep(key, std::move(now), kept, kept->bytes());
+  return kept;
+}
+
 void FillNode(const ArchNode& n, v1::ArchNode* out, int64_t* boundaries) {
   out->set_name(n.name);
   out->set_path(n.path);
@@ -82,7 +130,7 @@ grpc::ServerUnaryReactor* TensormorphService::ComputeStats(
   return RunOnPool(
       *state_, ctx,
       CallLog("ComputeStats", ctx, req->checkpoint(), req->tensor()), resp,
-      [this, req, resp]() -> absl::Status {
+      [this, ctx, req, resp]() -> absl::Status {
         auto r = Resolve(*state_, req->checkpoint(), req->tensor(),
                          req->reference(), req->reference_tensor());
         if (!r.ok()) return r.status();
@@ -108,6 +156,10 @@ grpc::ServerUnaryReactor* TensormorphService::ComputeStats(
           o.range_max = req->range_max();
         }
         if (req->has_group()) o.group = req->group();
+        // A caller that went away (a page left its distribution view; the
+        // gateway cancels for an HTTP client that disconnected) frees its
+        // worker at the next chunk.
+        o.cancelled = [ctx] { return ctx->IsCancelled(); };
         TM_RETURN_IF_ERROR(r->CheckNoWriters());
         auto st = tensormorph::ComputeStats(*r->tensor, r->ref, o);
         if (!st.ok()) return st.status();
@@ -205,6 +257,9 @@ grpc::ServerUnaryReactor* TensormorphService::GetHeatmap(
         // next batch of rows.
         o.cancelled = [ctx] { return ctx->IsCancelled(); };
         TM_RETURN_IF_ERROR(r->CheckNoWriters());
+        TM_ASSIGN_OR_RETURN(std::shared_ptr<const ErrorGrid> grid,
+                            ErrorGridFor(*state_, *r, o));
+        o.errors = grid.get();
         auto h = ComputeHeatmap(*r->tensor, r->ref, o);
         if (!h.ok()) return h.status();
         TM_RETURN_IF_ERROR(r->CheckUnchanged());

@@ -10,9 +10,11 @@
 //     build/tests/bench/stats_bench --benchmark_filter=BM_Heatmap/0/0
 //     (profiles one row: more iterations than the default 5)
 //   build/tests/bench/stats_bench --benchmark_filter=BM_HeatmapErrorVsValue
-//     (issue 31: the F16 and BF16 error heatmap against the value heatmap
-//     of the same tensor, x_value its time over value mode's; the
-//     inspect_path rows are the path before PlainFloatSteps)
+//     (issue 31: the F16, BF16, Q8_0 and Q4_K error heatmap against the value
+//     heatmap of the same tensor, x_value its time over value mode's; the
+//     inspect_path rows are the path before PlainFloatSteps; grid_x_value
+//     the grid a server keeps on a first look, zoom_from_grid_ms a zoom to
+//     the middle quarter reduced from it)
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 #include <time.h>
@@ -25,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error_grid.h"
 #include "core/format/checkpoint.h"
 #include "core/heatmap.h"
 #include "core/stats.h"
@@ -316,13 +319,15 @@ class InspectPath final : public Encoding {
 // within 3x). Arg 0: f16, 1: bf16; arg 1: 1 for the inspect path.
 void BM_HeatmapErrorVsValue(benchmark::State& state) {
   const Data& d = GetData();
-  const std::string format = state.range(0) == 0 ? "f16" : "bf16";
+  const char* const formats[] = {"f16", "bf16", "q8_0", "q4_k"};
+  const std::string format = formats[state.range(0)];
   const bool inspect = state.range(1) != 0;
   LogicalTensor t = *d.tensors.at(format);
   if (inspect) t.encoding = std::make_shared<InspectPath>(t.encoding);
-  HeatmapOptions value, error;
+  HeatmapOptions value, error, zoom;
   error.mode = HeatmapMode::kErrorSteps;
-  double best_value = 1e30, best_error = 1e30;
+  double best_value = 1e30, best_error = 1e30, best_grid = 1e30,
+         best_zoom = 1e30;
   for (auto _ : state) {
     double t0 = ThreadSeconds();
     auto v = ComputeHeatmap(t, nullptr, value);
@@ -333,11 +338,33 @@ void BM_HeatmapErrorVsValue(benchmark::State& state) {
     if (!v.ok() || !e.ok()) state.SkipWithError("heatmap failed");
     benchmark::DoNotOptimize(v);
     benchmark::DoNotOptimize(e);
+    if (inspect) continue;
+    // What a server keeps on the first look (ComputeErrorGrid), and a
+    // zoom to the middle quarter reduced from it.
+    t0 = ThreadSeconds();
+    auto grid = ComputeErrorGrid(t, *d.ref, {});
+    best_grid = std::min(best_grid, ThreadSeconds() - t0);
+    if (!grid.ok()) state.SkipWithError("error grid failed");
+    zoom = error;
+    zoom.errors = &*grid;
+    zoom.row_begin = zoom.col_begin = kRows / 4;
+    zoom.row_end = zoom.col_end = 3 * kRows / 4;
+    t0 = ThreadSeconds();
+    auto z = ComputeHeatmap(t, d.ref, zoom);
+    best_zoom = std::min(best_zoom, ThreadSeconds() - t0);
+    if (!z.ok()) state.SkipWithError("zoom failed");
+    benchmark::DoNotOptimize(z);
   }
   const double n = static_cast<double>(t.num_elements);
   state.counters["error_M_elements/s"] = n / 1e6 / best_error;
   state.counters["value_M_elements/s"] = n / 1e6 / best_value;
   state.counters["x_value"] = best_error / best_value;
+  if (!inspect) {
+    // The grid against the value heatmap of the whole tensor, and the
+    // zoom's milliseconds, as the user waits for them.
+    state.counters["grid_x_value"] = best_grid / best_value;
+    state.counters["zoom_from_grid_ms"] = best_zoom * 1e3;
+  }
   state.SetLabel(format + (inspect ? " inspect_path (before)" : ""));
 }
 
@@ -363,6 +390,8 @@ BENCHMARK(BM_MomentsOnly)->Apply([](auto* b) { Args(b, false); });
 BENCHMARK(BM_HeatmapErrorVsValue)
     ->Args({0, 0})
     ->Args({1, 0})
+    ->Args({2, 0})
+    ->Args({3, 0})
     ->Args({0, 1})
     ->Args({1, 1})
     ->Unit(benchmark::kMillisecond)

@@ -9,7 +9,8 @@
 // and conventions, over the whole view and over regions whose cells differ
 // in width (so runs of uneven length meet), and on values with NaN and
 // infinities among them (every fast path must propagate them as the plain
-// reduction does).
+// reduction does). Error mode's cells from a grid of the view's errors
+// (ComputeErrorGrid, at each SIMD level) are held to the same bits.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -20,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error_grid.h"
 #include "core/format/checkpoint.h"
 #include "core/heatmap.h"
 #include "core/quant/decode_simd.h"
@@ -362,7 +364,7 @@ TEST(HeatmapReferenceTest, EveryModeAndRegionIsTheStraightforwardReduction) {
       {9, 2, 0, 0, 0, 0},
       {3, 2, 0, 0, 0, 0},
   };
-  int compared = 0, located_count = 0;
+  int compared = 0, located_count = 0, from_grid = 0;
   // Cells of the specials source: NaN, +inf, -inf, finite (each must occur,
   // or that case went untested).
   int64_t kinds[4] = {0, 0, 0, 0};
@@ -433,6 +435,39 @@ TEST(HeatmapReferenceTest, EveryModeAndRegionIsTheStraightforwardReduction) {
             EXPECT_EQ(located->cell_element, want.cell_element) << what;
             ++located_count;
           }
+          if (mode == HeatmapMode::kErrorSteps) {
+            // From a grid of the view's errors (computed at each SIMD
+            // level): the same bits, and the same located elements.
+            HeatmapOptions located_o = o;
+            located_o.locate = true;
+            auto located = ComputeHeatmap(*t, r, located_o);
+            ASSERT_TRUE(located.ok()) << what << ": " << located.status();
+            for (DecodeSimd level : {DecodeSimd::kScalar, DecodeSimd::kAvx2,
+                                     DecodeSimd::kAvx512}) {
+              if (level > SupportedDecodeSimd()) break;
+              const std::string at = what + " from a grid made at simd " +
+                                     std::to_string(static_cast<int>(level));
+              CapDecodeSimdForTesting(level);
+              auto grid = ComputeErrorGrid(*t, *r, {});
+              CapDecodeSimdForTesting(DecodeSimd::kAvx512);
+              ASSERT_TRUE(grid.ok()) << at << ": " << grid.status();
+              HeatmapOptions from = o;
+              from.errors = &*grid;
+              auto cells = ComputeHeatmap(*t, r, from);
+              ASSERT_TRUE(cells.ok()) << at << ": " << cells.status();
+              ExpectSameBits(cells->values, got->values, at);
+              EXPECT_EQ(cells->groups, got->groups) << at;
+              EXPECT_EQ(std::bit_cast<uint64_t>(cells->max),
+                        std::bit_cast<uint64_t>(got->max))
+                  << at;
+              from.locate = true;
+              auto cells_located = ComputeHeatmap(*t, r, from);
+              ASSERT_TRUE(cells_located.ok()) << at;
+              EXPECT_EQ(cells_located->cell_element, located->cell_element)
+                  << at;
+            }
+            ++from_grid;
+          }
           if (src.path == specials) {
             for (double v : got->values) {
               ++kinds[std::isnan(v)    ? 0
@@ -447,6 +482,7 @@ TEST(HeatmapReferenceTest, EveryModeAndRegionIsTheStraightforwardReduction) {
   }
   EXPECT_EQ(compared, 14 * 14 * 9);
   EXPECT_EQ(located_count, 14 * 14 * 3);
+  EXPECT_EQ(from_grid, 14 * 14);
   for (int k = 0; k < 4; ++k) EXPECT_GT(kinds[k], 0) << "kind " << k;
 }
 

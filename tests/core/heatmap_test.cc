@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/error_grid.h"
 #include "core/format/checkpoint.h"
 #include "core/stats.h"
 #include "gmock/gmock.h"
@@ -444,6 +445,77 @@ TEST(HeatmapCancelTest, ACancelledHeatmapStopsAtItsNextBatchWithCancelled) {
   EXPECT_EQ(polls, 2);  // nothing after the cancellation was decoded
   o.cancelled = [] { return false; };
   EXPECT_TRUE(ComputeHeatmap(*t, nullptr, o).ok());
+}
+
+TEST(ErrorGridTest, ZoomsReduceFromTheGridWithoutDecoding) {
+  auto q = Checkpoint::Open(Fixture("gguf/Q4_K.gguf"));
+  auto src = Checkpoint::Open(Fixture("gguf/source_f32.gguf"));
+  ASSERT_TRUE(q.ok() && src.ok());
+  const LogicalTensor* t = (*q)->FindTensor("blk.0.ffn_down.weight");
+  const LogicalTensor* x = (*src)->FindTensor("blk.0.ffn_down.weight");
+  ASSERT_TRUE(t != nullptr && x != nullptr);
+  auto grid = ComputeErrorGrid(*t, *x, {});
+  ASSERT_TRUE(grid.ok()) << grid.status();
+  // Eight bytes an element: a Q4_K's steps are its scales, so its errors
+  // are doubles.
+  EXPECT_NE(grid->f64, nullptr);
+  EXPECT_EQ(grid->bytes(), ErrorGridBytes(*t));
+  EXPECT_EQ(grid->bytes(), t->num_elements * 8);
+  // A zoomed region through a recording encoding: the same cells as a
+  // decode of it, and not one element decoded.
+  LogicalTensor recorded = *t;
+  auto recording = std::make_shared<RecordingEncoding>(t->encoding);
+  recorded.encoding = recording;
+  HeatmapOptions o;
+  o.mode = HeatmapMode::kErrorSteps;
+  o.width = 7;
+  o.height = 3;
+  o.row_begin = 1;
+  o.col_begin = 30;
+  o.col_end = 200;
+  auto decoded = ComputeHeatmap(*t, x, o);
+  o.errors = &*grid;
+  auto reduced = ComputeHeatmap(recorded, x, o);
+  ASSERT_TRUE(decoded.ok() && reduced.ok()) << reduced.status();
+  EXPECT_EQ(reduced->values, decoded->values);
+  EXPECT_TRUE(recording->ranges().empty());
+}
+
+TEST(ErrorGridTest, AGridOfAnotherViewOrModeIsRefused) {
+  auto q = Checkpoint::Open(Fixture("gguf/Q4_K.gguf"));
+  auto src = Checkpoint::Open(Fixture("gguf/source_f32.gguf"));
+  ASSERT_TRUE(q.ok() && src.ok());
+  const LogicalTensor* t = (*q)->FindTensor("blk.0.ffn_down.weight");
+  const LogicalTensor* x = (*src)->FindTensor("blk.0.ffn_down.weight");
+  ASSERT_TRUE(t != nullptr && x != nullptr);
+  auto grid = ComputeErrorGrid(*t, *x, {});
+  auto other = ComputeErrorGrid(*t, *x, {});
+  ASSERT_TRUE(grid.ok() && other.ok());
+  other->view.base = 1;
+  HeatmapOptions o;
+  o.mode = HeatmapMode::kErrorSteps;
+  o.errors = &*other;
+  EXPECT_THAT(ComputeHeatmap(*t, x, o),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "error grid is of another view"));
+  o.errors = &*grid;
+  o.mode = HeatmapMode::kAbsmax;
+  EXPECT_THAT(ComputeHeatmap(*t, x, o),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "an error grid serves error mode"));
+}
+
+TEST(ErrorGridTest, ACancelledGridStopsAtItsNextBatch) {
+  auto q = Checkpoint::Open(Fixture("gguf/Q4_K.gguf"));
+  auto src = Checkpoint::Open(Fixture("gguf/source_f32.gguf"));
+  ASSERT_TRUE(q.ok() && src.ok());
+  const LogicalTensor* t = (*q)->FindTensor("blk.0.ffn_down.weight");
+  const LogicalTensor* x = (*src)->FindTensor("blk.0.ffn_down.weight");
+  ASSERT_TRUE(t != nullptr && x != nullptr);
+  ErrorGridOptions o;
+  o.cancelled = [] { return true; };
+  EXPECT_THAT(ComputeErrorGrid(*t, *x, o),
+              StatusIs(absl::StatusCode::kCancelled, "cancelled at row 0"));
 }
 
 TEST(FloatStepTableTest, HalfFormatsHaveATableAndOthersInspect) {

@@ -428,3 +428,27 @@ TEST(StatsCodesTest, CodesSignedIsTheInspectorsReadingOfTheCodes) {
 
 }  // namespace
 }  // namespace tensormorph
+
+namespace tensormorph {
+namespace {
+
+TEST(StatsCancelTest, ACancelledPassStopsAtItsNextChunkWithCancelled) {
+  auto ckpt =
+      Checkpoint::Open(::tensormorph::testing::Fixture("gguf/Q4_K.gguf"));
+  ASSERT_TRUE(ckpt.ok());
+  const LogicalTensor* t = (*ckpt)->FindTensor("blk.0.ffn_down.weight");
+  ASSERT_NE(t, nullptr);
+  int polls = 0;
+  StatsOptions o;
+  o.chunk_elements = 256;  // a poll per row
+  o.cancelled = [&polls] { return ++polls == 3; };
+  EXPECT_THAT(ComputeStats(*t, nullptr, o),
+              ::tensormorph::testing::StatusIs(absl::StatusCode::kCancelled,
+                                               "cancelled at element 512"));
+  EXPECT_EQ(polls, 3);  // nothing after the cancellation was decoded
+  o.cancelled = [] { return false; };
+  EXPECT_TRUE(ComputeStats(*t, nullptr, o).ok());
+}
+
+}  // namespace
+}  // namespace tensormorph

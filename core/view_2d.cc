@@ -1,0 +1,33 @@
+#include "core/view_2d.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace tensormorph {
+
+absl::StatusOr<View2D> ViewOf(const LogicalTensor& t,
+                              const std::vector<int64_t>& leading) {
+  const size_t rank = t.shape.size();
+  if (rank == 0)
+    return absl::InvalidArgumentError("a rank-0 tensor has no 2-D view");
+  View2D v;
+  v.cols = t.shape.back();
+  v.rows = rank >= 2 ? t.shape[rank - 2] : 1;
+  if (t.num_elements == 0) return v;
+  for (size_t d = 0; d + 2 < rank; ++d) {
+    const int64_t asked = d < leading.size() ? leading[d] : 0;
+    // shape[d] > 0 here (the tensor is not empty): no overflow either way.
+    const int64_t i = asked < 0 ? asked + t.shape[d] : asked;
+    if (i < 0 || i >= t.shape[d]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "leading index ", asked, " is out of range for dimension ", d,
+          " of size ", t.shape[d], " (valid: ", -t.shape[d], "..",
+          t.shape[d] - 1, ", negative counting from the end)"));
+    }
+    v.base = v.base * t.shape[d] + i;
+  }
+  v.base *= v.rows * v.cols;  // < num_elements: every index checked above
+  return v;
+}
+
+}  // namespace tensormorph

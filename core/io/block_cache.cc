@@ -127,9 +127,20 @@ void BlockCache::Worker() {
       if (queue_.empty()) return;
       task = std::move(queue_.front());
       queue_.pop_front();
+      ++running_;
     }
     task();
+    {
+      std::lock_guard<std::mutex> lock(queue_mu_);
+      --running_;
+    }
+    idle_cv_.notify_all();
   }
+}
+
+void BlockCache::Drain() {
+  std::unique_lock<std::mutex> lock(queue_mu_);
+  idle_cv_.wait(lock, [&] { return queue_.empty() && running_ == 0; });
 }
 
 BlockCache::Lookup BlockCache::Find(const Key& key, bool create) {

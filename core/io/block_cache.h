@@ -68,6 +68,9 @@ class BlockCache : public std::enable_shared_from_this<BlockCache> {
   // Block hits and misses over every object.
   ReadStats stats() const;
   uint64_t ram_bytes_used() const;
+  // Waits until no background fetch is queued or running (tests count
+  // after it; a shutdown may call it to finish writing the disk tier).
+  void Drain();
 
   // Used by the wrapping reader (block_cache.cc).
   using Block = std::shared_ptr<const std::string>;
@@ -130,6 +133,8 @@ class BlockCache : public std::enable_shared_from_this<BlockCache> {
   std::condition_variable queue_cv_;
   std::deque<std::function<void()>> queue_;
   bool stopping_ = false;
+  int running_ = 0;  // tasks taken off the queue and not yet done
+  std::condition_variable idle_cv_;
   std::vector<std::thread> workers_;
 };
 

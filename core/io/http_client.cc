@@ -25,11 +25,6 @@ void GlobalInit() {
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
-std::string EnvOr(const char* name, const char* fallback = "") {
-  const char* v = std::getenv(name);
-  return v != nullptr ? std::string(v) : std::string(fallback);
-}
-
 bool IsRedirect(long status) {
   return status == 301 || status == 302 || status == 303 || status == 307 ||
          status == 308;
@@ -144,10 +139,11 @@ const std::string& HttpResponse::Header(absl::string_view name) const {
   return it == headers.end() ? *kEmpty : it->second;
 }
 
-HttpOptions HttpOptions::FromEnvironment() {
+HttpOptions HttpOptions::FromEnvironment(const EnvLookup& env) {
   HttpOptions o;
-  o.ca_file = EnvOr("SSL_CERT_FILE");
-  if (std::getenv("http_proxy") == nullptr) o.http_proxy = EnvOr("HTTP_PROXY");
+  o.ca_file = EnvOr(env, "SSL_CERT_FILE", "");
+  if (!env("http_proxy").has_value())
+    o.http_proxy = EnvOr(env, "HTTP_PROXY", "");
   return o;
 }
 

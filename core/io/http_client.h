@@ -16,6 +16,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/io/environment.h"
 
 namespace tensormorph {
 
@@ -47,7 +48,7 @@ struct HttpOptions {
 
   // The defaults with ca_file = $SSL_CERT_FILE and http_proxy =
   // $HTTP_PROXY (when http_proxy, lower case, is unset).
-  static HttpOptions FromEnvironment();
+  static HttpOptions FromEnvironment(const EnvLookup& env);
 };
 
 // SigV4 signing by libcurl (CURLOPT_AWS_SIGV4).

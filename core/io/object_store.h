@@ -24,7 +24,9 @@
 namespace tensormorph {
 
 struct StorageOptions {
-  HttpOptions http;
+  // With $SSL_CERT_FILE and $HTTP_PROXY of the process (see
+  // HttpOptions::FromEnvironment).
+  HttpOptions http = HttpOptions::FromEnvironment(ProcessEnvironment());
   // Remote objects are read through a block cache when set (local files
   // never are: they are mapped).
   std::optional<BlockCacheOptions> cache;

@@ -19,6 +19,7 @@
 
 #include "tests/support/process.h"
 #include "tests/support/raw_http.h"
+#include "tests/support/test_ca.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph::testing {
@@ -122,11 +123,13 @@ std::string S3rverPath() {
   return ::access(path.c_str(), R_OK) == 0 ? path : "";
 }
 
-NginxServer::NginxServer(const std::string& data_dir) : dir_(MakeTempDir()) {
+NginxServer::NginxServer(const std::string& data_dir, bool tls)
+    : dir_(MakeTempDir()) {
   const std::string log = dir_ + "/nginx.out";
   for (int attempt = 0; attempt < 5; ++attempt) {
     port_ = FreeLoopbackPort();
     cdn_port_ = FreeLoopbackPort();
+    tls_port_ = tls ? FreeLoopbackPort() : 0;
     const std::string conf = dir_ + "/nginx.conf";
     std::ofstream c(conf);
     c << "daemon off;\nmaster_process off;\nworker_processes 1;\n"
@@ -150,6 +153,7 @@ NginxServer::NginxServer(const std::string& data_dir) : dir_(MakeTempDir()) {
       << "    location /private/ { return 403; }\n"
       << "    location ~ "
          "^/(?<org>[^/]+)/(?<repo>[^/]+)/resolve/(?<rev>[^/]+)/(?<rest>.*)$ {\n"
+      << "      add_header X-Linked-Etag '\"linked-etag-1\"';\n"
       << "      return 302 http://127.0.0.2:" << cdn_port_
       << "/$org/$repo/$rest;\n"
       << "    }\n"
@@ -157,12 +161,23 @@ NginxServer::NginxServer(const std::string& data_dir) : dir_(MakeTempDir()) {
       << "  server {\n"
       << "    listen 127.0.0.2:" << cdn_port_ << ";\n"
       << "    root " << data_dir << ";\n"
-      << "  }\n"
-      << "}\n";
+      << "  }\n";
+    if (tls) {
+      c << "  server {\n"
+        << "    listen 127.0.0.1:" << tls_port_ << " ssl;\n"
+        << "    ssl_certificate " << TestCaFile("server.pem") << ";\n"
+        << "    ssl_certificate_key " << TestCaFile("server.key") << ";\n"
+        << "    root " << data_dir << ";\n"
+        << "  }\n";
+    }
+    c << "}\n";
     c.close();
     process_ = std::make_unique<ChildProcess>(
         std::vector<std::string>{NginxPath(), "-p", dir_, "-c", conf}, log);
-    if (WaitForPort(port_) && WaitForPort(cdn_port_, "127.0.0.2")) return;
+    if (WaitForPort(port_) && WaitForPort(cdn_port_, "127.0.0.2") &&
+        (!tls || WaitForPort(tls_port_))) {
+      return;
+    }
     process_.reset();  // a port taken meanwhile: try others
   }
   Die("nginx did not start", dir_ + "/error.log");

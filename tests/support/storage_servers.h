@@ -37,15 +37,18 @@ std::string S3rverPath();  // $TENSORMORPH_S3RVER, else the build dir's
 // nginx serving `data_dir` on 127.0.0.1:port() with byte ranges and ETags,
 // plus a Hub-like /{org}/{repo}/resolve/{rev}/{path} that answers 302 to
 // a second server on 127.0.0.2:cdn_port() serving `data_dir`/{org}/{repo}/
-// {path}, and /private/ (403), /gone/ (404 by absence). Both servers log
-// "PORT URI AUTHORIZATION" per request to access_log().
+// {path} (the 302 carries X-Linked-Etag: "linked-etag-1", as the Hub's
+// name a file's content), and /private/ (403). With `tls`, also HTTPS on
+// 127.0.0.1:tls_port() with TestCaFile's server certificate. The servers
+// log "PORT URI AUTHORIZATION" per request to AccessLog().
 class NginxServer {
  public:
   // Aborts (with nginx's error log) when it does not start.
-  explicit NginxServer(const std::string& data_dir);
+  explicit NginxServer(const std::string& data_dir, bool tls = false);
   ~NginxServer();
   int port() const { return port_; }
   int cdn_port() const { return cdn_port_; }
+  int tls_port() const { return tls_port_; }
   std::string Url(const std::string& path) const;  // path starts with '/'
   std::string AccessLog() const;
 
@@ -53,6 +56,7 @@ class NginxServer {
   std::string dir_;
   int port_ = 0;
   int cdn_port_ = 0;
+  int tls_port_ = 0;
   std::unique_ptr<ChildProcess> process_;
 };
 

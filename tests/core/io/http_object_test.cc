@@ -14,6 +14,7 @@
 #include "tests/core/io/storage_test_data.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/storage_servers.h"
+#include "tests/support/test_ca.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
@@ -178,6 +179,48 @@ TEST_F(HttpObjectTest, HubTokenReachesTheEndpointAndNeverTheRedirectTarget) {
               Not(HasSubstr("TOPSECRET")));
 }
 
+TEST_F(HttpObjectTest,
+       HubIdentityIsTheLinkedEtagAndReadsAreConditionalOnTheCdns) {
+  StorageOptions o;
+  o.http = testing::TestHttpOptions();
+  o.env = [&](absl::string_view n) -> std::optional<std::string> {
+    if (n == "HF_ENDPOINT") return nginx_->Url("");
+    if (n == "HF_HOME") return data_ + "/no-hf-home";
+    return std::nullopt;
+  };
+  auto store = ObjectStore::Create(std::move(o));
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto r = (*store)->Open("hf://org/repo@v2/model.bin");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)->identity().etag, "\"linked-etag-1\"");
+  EXPECT_EQ(Read(**r, 1 << 20, 8), blob_.substr(1 << 20, 8));
+  testing::WriteObject(data_ + "/org/repo/model.bin",
+                       testing::SeededBytes(kBlobBytes, 9), 10);
+  std::string out(8, '\0');
+  EXPECT_THAT(
+      (*r)->ReadAt(1 << 20, 8, out.data()),
+      StatusIs(absl::StatusCode::kAborted, "'hf://org/repo@v2/model.bin'"));
+}
+
+TEST_F(HttpObjectTest, HttpsNeedsTheCaThatSslCertFileNames) {
+  testing::NginxServer tls(data_, /*tls=*/true);
+  const std::string url =
+      absl::StrCat("https://127.0.0.1:", tls.tls_port(), "/blob.bin");
+  EXPECT_THAT(OpenUrl(url),
+              StatusIs(absl::StatusCode::kUnavailable, "certificate"));
+  StorageOptions o;
+  o.http = HttpOptions::FromEnvironment(
+      [](absl::string_view n) -> std::optional<std::string> {
+        if (n == "SSL_CERT_FILE") return testing::TestCaFile("ca.pem");
+        return std::nullopt;
+      });
+  auto store = ObjectStore::Create(std::move(o));
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto r = (*store)->Open(url);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(Read(**r, 2 << 20, 32), blob_.substr(2 << 20, 32));
+}
+
 TEST_F(HttpObjectTest, LocalPathsOpenAsMappedFilesWithoutCopy) {
   auto store = ObjectStore::Create(StorageOptions{});
   ASSERT_TRUE(store.ok()) << store.status();
@@ -271,6 +314,20 @@ TEST_F(FaultyHttpTest, ADelayBeyondTheTimeoutIsRetried) {
   proxy_->Inject("delay_ms=1500&count=1");
   EXPECT_EQ(Read(**r, 1 << 20, 10), blob_.substr(1 << 20, 10));
   EXPECT_EQ((*r)->stats().requests, 3u);
+}
+
+TEST_F(FaultyHttpTest, HttpProxyFromTheEnvironmentCarriesTheRequests) {
+  HttpOptions o = HttpOptions::FromEnvironment(
+      [&](absl::string_view n) -> std::optional<std::string> {
+        if (n == "HTTP_PROXY") return proxy_->Url("");
+        return std::nullopt;
+      });
+  o.max_attempts = 1;
+  http_ = std::make_shared<HttpClient>(o);
+  auto r = OpenUrl(nginx_->Url("/blob.bin"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(Read(**r, 1 << 20, 10), blob_.substr(1 << 20, 10));
+  EXPECT_EQ(proxy_->Requests(), 2);
 }
 
 TEST_F(FaultyHttpTest, NothingListeningIsUnavailableAfterRetries) {

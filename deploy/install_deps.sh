@@ -49,9 +49,14 @@ case "${1:-}" in
     # What `ldd` of the two binaries names, as bookworm packages it
     # (tests/deploy checks the list against the built binaries).
     PACKAGES=(
-      libabsl20220623 libbrotli1 libc-ares2 libcpp-httplib0.11 libcurl4 libfmt9
+      libabsl20220623 libbrotli1 libc-ares2 libcpp-httplib0.11 libfmt9
       libgrpc++1.51 libgrpc29 libpng16-16 libprotobuf32 libre2-9
       libspdlog1.10 libssl3 libxxhash0 zlib1g
+      # libcurl4, for core/io's remote storage, and what it loads
+      libcurl4 libcom-err2 libffi8 libgmp10 libgnutls30 libgssapi-krb5-2
+      libhogweed6 libidn2-0 libk5crypto3 libkeyutils1 libkrb5-3
+      libkrb5support0 libldap-2.5-0 libnettle8 libnghttp2-14 libp11-kit0
+      libpsl5 librtmp1 libsasl2-2 libssh2-1 libtasn1-6 libunistring2 libzstd1
     )
     ;;
   "") ;;

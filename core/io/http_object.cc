@@ -163,6 +163,7 @@ ReadStats HttpObjectReader::stats() const {
   ReadStats s;
   s.requests = counters_.requests.load(std::memory_order_relaxed);
   s.bytes_fetched = counters_.bytes.load(std::memory_order_relaxed);
+  s.retries = counters_.retries.load(std::memory_order_relaxed);
   return s;
 }
 

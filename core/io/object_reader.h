@@ -35,6 +35,7 @@ struct ObjectIdentity {
 // What reading has cost so far, for tests and logs.
 struct ReadStats {
   uint64_t requests = 0;       // requests sent to the storage (retries too)
+  uint64_t retries = 0;        // of those, the ones that repeated a failure
   uint64_t bytes_fetched = 0;  // body bytes received from it
   uint64_t cache_hits = 0;     // blocks found in RAM or on disk
   uint64_t cache_misses = 0;   // blocks that had to be fetched

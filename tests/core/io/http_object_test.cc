@@ -249,6 +249,7 @@ TEST_F(FaultyHttpTest, A503BurstWithinTheRetryBudgetIsRetried) {
   proxy_->Inject("status=503&count=3");
   EXPECT_EQ(Read(**r, 1 << 20, 1000), blob_.substr(1 << 20, 1000));
   EXPECT_EQ((*r)->stats().requests, 1u + 4u);
+  EXPECT_EQ((*r)->stats().retries, 3u);
   EXPECT_EQ(proxy_->Requests(), 5);
 }
 

@@ -142,8 +142,10 @@ const std::string& HttpResponse::Header(absl::string_view name) const {
 HttpOptions HttpOptions::FromEnvironment(const EnvLookup& env) {
   HttpOptions o;
   o.ca_file = EnvOr(env, "SSL_CERT_FILE", "");
-  if (!env("http_proxy").has_value())
+  if (!env("http_proxy").has_value()) {
     o.http_proxy = EnvOr(env, "HTTP_PROXY", "");
+  }
+  o.no_proxy = EnvOr(env, "no_proxy", EnvOr(env, "NO_PROXY", ""));
   return o;
 }
 
@@ -259,6 +261,9 @@ absl::StatusOr<HttpResponse> HttpClient::Once(const HttpRequest& request,
   if (!options_.http_proxy.empty() &&
       absl::StartsWithIgnoreCase(url, "http://")) {
     curl_easy_setopt(h, CURLOPT_PROXY, options_.http_proxy.c_str());
+    if (!options_.no_proxy.empty()) {
+      curl_easy_setopt(h, CURLOPT_NOPROXY, options_.no_proxy.c_str());
+    }
   }
   if (sign && request.sigv4 != nullptr) {
     curl_easy_setopt(h, CURLOPT_AWS_SIGV4, request.sigv4->provider.c_str());

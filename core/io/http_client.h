@@ -43,11 +43,14 @@ struct HttpOptions {
   // CGI program could be handed one by its client); FromEnvironment takes
   // it here.
   std::string http_proxy;
+  // Hosts that bypass that proxy ($NO_PROXY, $no_proxy: libcurl's syntax).
+  std::string no_proxy;
   // Idle easy handles kept (with their connections) for reuse.
   size_t pooled_handles = 16;
 
-  // The defaults with ca_file = $SSL_CERT_FILE and http_proxy =
-  // $HTTP_PROXY (when http_proxy, lower case, is unset).
+  // The defaults with ca_file = $SSL_CERT_FILE, http_proxy = $HTTP_PROXY
+  // (when http_proxy, lower case, is unset) and no_proxy = $no_proxy, else
+  // $NO_PROXY.
   static HttpOptions FromEnvironment(const EnvLookup& env);
 };
 

@@ -331,6 +331,18 @@ TEST_F(FaultyHttpTest, HttpProxyFromTheEnvironmentCarriesTheRequests) {
   EXPECT_EQ(proxy_->Requests(), 2);
 }
 
+TEST_F(FaultyHttpTest, NoProxyNamesHostsThatBypassIt) {
+  http_ = std::make_shared<HttpClient>(HttpOptions::FromEnvironment(
+      [&](absl::string_view n) -> std::optional<std::string> {
+        if (n == "HTTP_PROXY") return proxy_->Url("");
+        if (n == "NO_PROXY") return std::string("127.0.0.1");
+        return std::nullopt;
+      }));
+  auto r = OpenUrl(nginx_->Url("/blob.bin"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(proxy_->Requests(), 0);
+}
+
 TEST_F(FaultyHttpTest, NothingListeningIsUnavailableAfterRetries) {
   const int port = testing::FreeLoopbackPort();
   auto r = OpenUrl(absl::StrCat("http://127.0.0.1:", port, "/x.bin"));

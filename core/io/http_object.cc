@@ -78,11 +78,9 @@ HttpObjectReader::HttpObjectReader(ObjectIdentity identity,
       client_(std::move(client)),
       source_(std::move(source)) {}
 
-absl::StatusOr<std::shared_ptr<const HttpObjectReader>> HttpObjectReader::Open(
-    std::shared_ptr<const HttpClient> client, HttpSource source,
-    uint64_t head_bytes) {
-  if (source.display.empty()) source.display = RedactUrl(source.url);
-  head_bytes = std::max<uint64_t>(head_bytes, 1);
+absl::StatusOr<HttpObjectReader::Resolved> HttpObjectReader::Resolve(
+    const HttpClient& client, const HttpSource& source, uint64_t head_bytes,
+    TransferCounters* counters) {
   std::string head(head_bytes, '\0');
   HttpRequest req;
   req.url = source.url;
@@ -97,8 +95,7 @@ absl::StatusOr<std::shared_ptr<const HttpObjectReader>> HttpObjectReader::Open(
   req.follow_redirects = source.follow_redirects;
   req.sink = head.data();
   req.sink_capacity = head_bytes;
-  TransferCounters open_counters;
-  absl::StatusOr<HttpResponse> r = client->Get(req, &open_counters);
+  absl::StatusOr<HttpResponse> r = client.Get(req, counters);
   if (!r.ok()) return r.status();
   const std::string& display = source.display;
   ObjectIdentity id;
@@ -143,19 +140,35 @@ absl::StatusOr<std::shared_ptr<const HttpObjectReader>> HttpObjectReader::Open(
   head.resize(std::min<uint64_t>(r->body_bytes, id.size));
   id.etag = IdentityEtag(*r);
   id.last_modified = r->Header("last-modified");
-  auto reader = std::shared_ptr<HttpObjectReader>(new HttpObjectReader(
-      std::move(id), std::move(client), std::move(source)));
-  reader->read_url_ = r->url;
-  reader->sign_reads_ = OriginOf(r->url) == OriginOf(reader->source_.url);
+  Resolved out;
+  out.identity = std::move(id);
+  out.head = std::move(head);
+  out.target.url = r->url;
+  out.target.sign = OriginOf(r->url) == OriginOf(source.url);
   if (StrongEtag(r->Header("etag"))) {
-    reader->if_match_ = r->Header("etag");
+    out.target.if_match = r->Header("etag");
   } else {
-    reader->if_unmodified_since_ = r->Header("last-modified");
+    out.target.if_unmodified_since = r->Header("last-modified");
   }
-  reader->head_ = std::move(head);
-  reader->counters_.requests = open_counters.requests.load();
-  reader->counters_.bytes = open_counters.bytes.load();
-  reader->counters_.retries = open_counters.retries.load();
+  return out;
+}
+
+absl::StatusOr<std::shared_ptr<const HttpObjectReader>> HttpObjectReader::Open(
+    std::shared_ptr<const HttpClient> client, HttpSource source,
+    uint64_t head_bytes) {
+  if (source.display.empty()) source.display = RedactUrl(source.url);
+  head_bytes = std::max<uint64_t>(head_bytes, 1);
+  TransferCounters counters;
+  absl::StatusOr<Resolved> resolved =
+      Resolve(*client, source, head_bytes, &counters);
+  if (!resolved.ok()) return resolved.status();
+  auto reader = std::shared_ptr<HttpObjectReader>(new HttpObjectReader(
+      std::move(resolved->identity), std::move(client), std::move(source)));
+  reader->target_ = std::move(resolved->target);
+  reader->head_ = std::move(resolved->head);
+  reader->counters_.requests = counters.requests.load();
+  reader->counters_.bytes = counters.bytes.load();
+  reader->counters_.retries = counters.retries.load();
   return std::shared_ptr<const HttpObjectReader>(std::move(reader));
 }
 
@@ -167,22 +180,22 @@ ReadStats HttpObjectReader::stats() const {
   return s;
 }
 
-HttpRequest HttpObjectReader::RequestFor(uint64_t offset, uint64_t length,
-                                         char* out) const {
+HttpRequest HttpObjectReader::RequestFor(const Target& target, uint64_t offset,
+                                         uint64_t length, char* out) const {
   HttpRequest req;
-  req.url = read_url_;
+  req.url = target.url;
   req.display = source_.display;
   req.headers = source_.headers;
-  if (!if_match_.empty()) {
-    req.headers.push_back(absl::StrCat("If-Match: ", if_match_));
-  } else if (!if_unmodified_since_.empty()) {
+  if (!target.if_match.empty()) {
+    req.headers.push_back(absl::StrCat("If-Match: ", target.if_match));
+  } else if (!target.if_unmodified_since.empty()) {
     req.headers.push_back(
-        absl::StrCat("If-Unmodified-Since: ", if_unmodified_since_));
+        absl::StrCat("If-Unmodified-Since: ", target.if_unmodified_since));
   }
   req.has_range = true;
   req.first = offset;
   req.last = offset + length - 1;
-  req.sigv4 = sign_reads_ ? source_.sigv4.get() : nullptr;
+  req.sigv4 = target.sign ? source_.sigv4.get() : nullptr;
   req.bearer_token = source_.bearer_token;
   req.bearer_origin = source_.bearer_origin;
   req.follow_redirects = false;
@@ -191,16 +204,17 @@ HttpRequest HttpObjectReader::RequestFor(uint64_t offset, uint64_t length,
   return req;
 }
 
-absl::Status HttpObjectReader::CheckAnswer(const HttpResponse& r,
+absl::Status HttpObjectReader::CheckAnswer(const Target& target,
+                                           const HttpResponse& r,
                                            uint64_t offset,
                                            uint64_t length) const {
   const std::string& display = source_.display;
   const uint64_t end = offset + length - 1;
   const std::string& etag = r.Header("etag");
-  if (!if_match_.empty() && !etag.empty() && etag != if_match_) {
+  if (!target.if_match.empty() && !etag.empty() && etag != target.if_match) {
     return absl::AbortedError(absl::StrCat(
         "GET '", display, "': the object changed since it was opened (ETag ",
-        if_match_, " then ", etag, ")"));
+        target.if_match, " then ", etag, ")"));
   }
   if (r.status == 416) {
     return absl::AbortedError(absl::StrCat(
@@ -241,6 +255,35 @@ absl::Status HttpObjectReader::CheckAnswer(const HttpResponse& r,
   return absl::OkStatus();
 }
 
+HttpObjectReader::Target HttpObjectReader::CurrentTarget() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return target_;
+}
+
+absl::Status HttpObjectReader::Reresolve(const Target& failed) const {
+  absl::StatusOr<Resolved> again = Resolve(*client_, source_, 1, &counters_);
+  if (!again.ok()) return again.status();
+  const ObjectIdentity& was = identity();
+  const ObjectIdentity& now = again->identity;
+  const bool same =
+      now.size == was.size &&
+      (!was.etag.empty() ? now.etag == was.etag
+                         : now.last_modified == was.last_modified) &&
+      // The server of the bytes must name them as before too.
+      (failed.if_match.empty() || again->target.if_match == failed.if_match);
+  if (!same) {
+    return absl::AbortedError(absl::StrCat(
+        "GET '", source_.display,
+        "': the object changed since it was opened (resolved again: ", was.size,
+        " bytes, validator ", was.etag.empty() ? was.last_modified : was.etag,
+        ", then ", now.size, " bytes, ",
+        now.etag.empty() ? now.last_modified : now.etag, ")"));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (target_.url == failed.url) target_ = std::move(again->target);
+  return absl::OkStatus();
+}
+
 absl::Status HttpObjectReader::ReadAt(uint64_t offset, uint64_t length,
                                       char* out) const {
   if (absl::Status s = CheckRange(offset, length); !s.ok()) return s;
@@ -249,10 +292,22 @@ absl::Status HttpObjectReader::ReadAt(uint64_t offset, uint64_t length,
     std::memcpy(out, head_.data() + offset, length);
     return absl::OkStatus();
   }
-  const HttpRequest req = RequestFor(offset, length, out);
-  absl::StatusOr<HttpResponse> r = client_->Get(req, &counters_);
-  if (!r.ok()) return r.status();
-  return CheckAnswer(*r, offset, length);
+  for (int attempt = 0;; ++attempt) {
+    const Target target = CurrentTarget();
+    absl::StatusOr<HttpResponse> r =
+        client_->Get(RequestFor(target, offset, length, out), &counters_);
+    absl::Status s =
+        r.ok() ? CheckAnswer(target, *r, offset, length) : r.status();
+    // Where open was redirected (the Hub to its CDN), the URL it led to may
+    // have been a signed one that expired: resolve the object again (its
+    // identity must be the same) and read from where that leads, once.
+    const bool redirected = target.url != source_.url;
+    if (attempt > 0 || !redirected ||
+        !(absl::IsPermissionDenied(s) || absl::IsNotFound(s))) {
+      return s;
+    }
+    if (absl::Status again = Reresolve(target); !again.ok()) return again;
+  }
 }
 
 }  // namespace tensormorph

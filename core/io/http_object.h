@@ -5,6 +5,7 @@
 #define TENSORMORPH_CORE_IO_HTTP_OBJECT_H_
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,16 @@ struct HttpSource {
 // X-Linked-Etag of the redirect, which names the file's content) and the
 // object's first bytes, kept: a read within them costs nothing (a
 // safetensors header, GGUF metadata).
+//
+// When open followed a redirect, reads go where it led; a read refused
+// there (403 or 404: a signed CDN URL expired) resolves the object again
+// once, from its source URL, and reads from the new location when the
+// identity is the same, else ends ABORTED.
+//
+// When open followed a redirect, reads go where it led; a read refused
+// there (403 or 404: a signed CDN URL expired) resolves the object again
+// once, from its source URL, and reads from the new location when the
+// identity is the same, else ends ABORTED.
 //
 // Each later read is one request of exactly its range, conditional on the
 // identity: If-Match with a strong ETag of the server that answers, else
@@ -66,24 +77,44 @@ class HttpObjectReader final : public ObjectReader {
                       char* out) const override;
   ReadStats stats() const override;
 
-  // Where reads go (after open's redirects). May be a presigned URL: do
-  // not print it.
-  const std::string& read_url() const { return read_url_; }
+  // Where reads go now (after redirects). May be a presigned URL: do not
+  // print it.
+  std::string read_url() const { return CurrentTarget().url; }
 
  private:
+  // Where reads go and what they are conditional on.
+  struct Target {
+    std::string url;
+    bool sign = false;                // same origin as the source (S3)
+    std::string if_match;             // a strong ETag of url's server
+    std::string if_unmodified_since;  // when there is none
+  };
+  struct Resolved {
+    ObjectIdentity identity;
+    Target target;
+    std::string head;
+  };
+  // The GET of bytes [0, head_bytes) that opening is, and what it says.
+  static absl::StatusOr<Resolved> Resolve(const HttpClient& client,
+                                          const HttpSource& source,
+                                          uint64_t head_bytes,
+                                          TransferCounters* counters);
   HttpObjectReader(ObjectIdentity identity,
                    std::shared_ptr<const HttpClient> client, HttpSource source);
-  HttpRequest RequestFor(uint64_t offset, uint64_t length, char* out) const;
-  absl::Status CheckAnswer(const HttpResponse& r, uint64_t offset,
-                           uint64_t length) const;
+  Target CurrentTarget() const;
+  // Resolves the source again after `failed` was refused; ABORTED when the
+  // identity changed.
+  absl::Status Reresolve(const Target& failed) const;
+  HttpRequest RequestFor(const Target& target, uint64_t offset, uint64_t length,
+                         char* out) const;
+  absl::Status CheckAnswer(const Target& target, const HttpResponse& r,
+                           uint64_t offset, uint64_t length) const;
 
   std::shared_ptr<const HttpClient> client_;
   HttpSource source_;
-  std::string read_url_;
-  bool sign_reads_ = false;
-  std::string if_match_;             // a strong ETag of read_url_'s server
-  std::string if_unmodified_since_;  // when there is none
-  std::string head_;                 // bytes [0, head_.size()) at open
+  mutable std::mutex mu_;
+  mutable Target target_;  // guarded by mu_
+  std::string head_;       // bytes [0, head_.size()) at open
   mutable TransferCounters counters_;
 };
 

@@ -154,6 +154,10 @@ NginxServer::NginxServer(const std::string& data_dir, bool tls)
       << "    location ~ "
          "^/(?<org>[^/]+)/(?<repo>[^/]+)/resolve/(?<rev>[^/]+)/(?<rest>.*)$ {\n"
       << "      add_header X-Linked-Etag '\"linked-etag-1\"';\n"
+      << "      if (-f " << dir_ << "/expired) {\n"
+      << "        return 302 http://127.0.0.2:" << cdn_port_
+      << "/b/$org/$repo/$rest;\n"
+      << "      }\n"
       << "      return 302 http://127.0.0.2:" << cdn_port_
       << "/$org/$repo/$rest;\n"
       << "    }\n"
@@ -161,6 +165,10 @@ NginxServer::NginxServer(const std::string& data_dir, bool tls)
       << "  server {\n"
       << "    listen 127.0.0.2:" << cdn_port_ << ";\n"
       << "    root " << data_dir << ";\n"
+      << "    location /b/ { alias " << data_dir << "/; }\n"
+      << "    location / {\n"
+      << "      if (-f " << dir_ << "/expired) { return 403; }\n"
+      << "    }\n"
       << "  }\n";
     if (tls) {
       c << "  server {\n"
@@ -187,6 +195,10 @@ NginxServer::~NginxServer() = default;
 
 std::string NginxServer::Url(const std::string& path) const {
   return "http://127.0.0.1:" + std::to_string(port_) + path;
+}
+
+void NginxServer::ExpireRedirects() const {
+  std::ofstream(dir_ + "/expired") << "1";
 }
 
 std::string NginxServer::AccessLog() const {

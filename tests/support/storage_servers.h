@@ -51,6 +51,10 @@ class NginxServer {
   int tls_port() const { return tls_port_; }
   std::string Url(const std::string& path) const;  // path starts with '/'
   std::string AccessLog() const;
+  // As a CDN's signed URLs expire: from now on the resolve location
+  // redirects to /b/{org}/{repo}/{path} (served alike) and the first
+  // location answers 403.
+  void ExpireRedirects() const;
 
  private:
   std::string dir_;

@@ -202,6 +202,51 @@ TEST_F(HttpObjectTest,
       StatusIs(absl::StatusCode::kAborted, "'hf://org/repo@v2/model.bin'"));
 }
 
+TEST_F(HttpObjectTest, AnExpiredRedirectIsResolvedAgainWithTheToken) {
+  StorageOptions o;
+  o.http = testing::TestHttpOptions();
+  o.env = [&](absl::string_view n) -> std::optional<std::string> {
+    if (n == "HF_ENDPOINT") return nginx_->Url("");
+    if (n == "HF_TOKEN") return std::string("hf_TOPSECRET");
+    return std::nullopt;
+  };
+  auto store = ObjectStore::Create(std::move(o));
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto r = (*store)->Open("hf://org/repo/model.bin");
+  ASSERT_TRUE(r.ok()) << r.status();
+  nginx_->ExpireRedirects();
+  EXPECT_EQ(Read(**r, 2 << 20, 64), blob_.substr(2 << 20, 64));
+  // The open (302, 206), the refused read (403), the resolve again (302,
+  // 206) and the read from /b/.
+  EXPECT_EQ((*r)->stats().requests, 2u + 1u + 2u + 1u);
+  const std::string log = nginx_->AccessLog();
+  EXPECT_THAT(log, HasSubstr(absl::StrCat(nginx_->cdn_port(),
+                                          " /b/org/repo/model.bin \"-\"")));
+  EXPECT_THAT(log,
+              Not(HasSubstr(absl::StrCat(nginx_->cdn_port(),
+                                         " /b/org/repo/model.bin \"Bearer"))));
+}
+
+TEST_F(HttpObjectTest, AnExpiredRedirectToOtherBytesIsAborted) {
+  StorageOptions o;
+  o.http = testing::TestHttpOptions();
+  o.env = [&](absl::string_view n) -> std::optional<std::string> {
+    if (n == "HF_ENDPOINT") return nginx_->Url("");
+    if (n == "HF_HOME") return data_ + "/no-hf-home";
+    return std::nullopt;
+  };
+  auto store = ObjectStore::Create(std::move(o));
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto r = (*store)->Open("hf://org/repo/model.bin");
+  ASSERT_TRUE(r.ok()) << r.status();
+  testing::WriteObject(data_ + "/org/repo/model.bin",
+                       testing::SeededBytes(kBlobBytes, 5), 10);
+  nginx_->ExpireRedirects();
+  std::string out(8, '\0');
+  EXPECT_THAT((*r)->ReadAt(2 << 20, 8, out.data()),
+              StatusIs(absl::StatusCode::kAborted, "resolved again"));
+}
+
 TEST_F(HttpObjectTest, HttpsNeedsTheCaThatSslCertFileNames) {
   testing::NginxServer tls(data_, /*tls=*/true);
   const std::string url =

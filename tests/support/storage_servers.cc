@@ -181,7 +181,9 @@ NginxServer::NginxServer(const std::string& data_dir, bool tls)
     c << "}\n";
     c.close();
     process_ = std::make_unique<ChildProcess>(
-        std::vector<std::string>{NginxPath(), "-p", dir_, "-c", conf}, log);
+        std::vector<std::string>{NginxPath(), "-p", dir_, "-e",
+                                 dir_ + "/error.log", "-c", conf},
+        log);
     if (WaitForPort(port_) && WaitForPort(cdn_port_, "127.0.0.2") &&
         (!tls || WaitForPort(tls_port_))) {
       return;

@@ -5,7 +5,6 @@
 #ifndef TENSORMORPH_CORE_IO_OBJECT_READER_H_
 #define TENSORMORPH_CORE_IO_OBJECT_READER_H_
 
-#include <atomic>
 #include <cstdint>
 #include <string>
 

@@ -388,6 +388,24 @@ TEST_F(FaultyHttpTest, NoProxyNamesHostsThatBypassIt) {
   EXPECT_EQ(proxy_->Requests(), 0);
 }
 
+TEST_F(FaultyHttpTest, ParallelRangesOfALargeReadRetryTheirOwnDrops) {
+  StorageOptions o;
+  o.http = testing::TestHttpOptions();
+  o.cache = BlockCacheOptions{};
+  o.cache->block_bytes = 256 << 10;
+  o.cache->direct_read_bytes = 1 << 20;
+  o.cache->parallel_fetches = 4;
+  auto store = ObjectStore::Create(std::move(o));
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto r = (*store)->Open(proxy_->Url("/blob.bin"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  proxy_->Inject("drop=2");
+  EXPECT_EQ(Read(**r, 100, kBlobBytes - 200),
+            blob_.substr(100, kBlobBytes - 200));
+  EXPECT_EQ((*r)->stats().requests, 1u + 4u + 2u);
+  EXPECT_EQ((*r)->stats().retries, 2u);
+}
+
 TEST_F(FaultyHttpTest, NothingListeningIsUnavailableAfterRetries) {
   const int port = testing::FreeLoopbackPort();
   auto r = OpenUrl(absl::StrCat("http://127.0.0.1:", port, "/x.bin"));

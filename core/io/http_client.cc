@@ -7,6 +7,7 @@
 #include <random>
 #include <thread>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -205,11 +206,12 @@ void HttpClient::ReleaseHandle(void* handle) const {
   curl_easy_cleanup(h);
 }
 
-absl::StatusOr<HttpResponse> HttpClient::Once(const HttpRequest& request,
-                                              const std::string& url, bool sign,
-                                              TransferCounters* counters,
-                                              bool* retryable) const {
+absl::StatusOr<HttpResponse> HttpClient::Once(
+    const HttpRequest& request, const std::string& url, bool sign,
+    TransferCounters* counters, bool* retryable,
+    std::chrono::milliseconds* retry_after) const {
   *retryable = false;
+  *retry_after = std::chrono::milliseconds(0);
   const std::string display =
       request.display.empty() ? RedactUrl(request.url) : request.display;
   CURL* h = static_cast<CURL*>(AcquireHandle());
@@ -296,6 +298,14 @@ absl::StatusOr<HttpResponse> HttpClient::Once(const HttpRequest& request,
     return std::move(t.response);
   }
   *retryable = IsRetryableStatus(status);
+  // Delta-seconds only; an HTTP-date is left to the backoff.
+  uint32_t seconds = 0;
+  const std::string& after = t.response.Header("retry-after");
+  if (*retryable && !after.empty() && after.size() <= 6 &&
+      absl::c_all_of(after, absl::ascii_isdigit) &&
+      absl::SimpleAtoi(after, &seconds)) {
+    *retry_after = std::chrono::seconds(seconds);
+  }
   return HttpStatusToStatus(status, display, t.response.body);
 }
 
@@ -304,6 +314,7 @@ absl::StatusOr<HttpResponse> HttpClient::WithRetries(
     TransferCounters* counters) const {
   thread_local std::minstd_rand jitter(std::random_device{}());
   absl::Status last;
+  std::chrono::milliseconds asked(0);  // the last answer's Retry-After
   const int attempts = std::max(1, options_.max_attempts);
   for (int attempt = 1; attempt <= attempts; ++attempt) {
     if (attempt > 1) {
@@ -314,11 +325,17 @@ absl::StatusOr<HttpResponse> HttpClient::WithRetries(
       const int64_t ms = wait.count();
       const int64_t off =
           ms > 1 ? static_cast<int64_t>(jitter() % (ms / 2 + 1)) : 0;
-      std::this_thread::sleep_for(std::chrono::milliseconds(ms - off));
+      std::chrono::milliseconds pause(ms - off);
+      pause = std::max(pause, std::min(asked, options_.max_backoff));
+      if (options_.sleep) {
+        options_.sleep(pause);
+      } else {
+        std::this_thread::sleep_for(pause);
+      }
     }
     bool retryable = false;
     absl::StatusOr<HttpResponse> r =
-        Once(request, url, sign, counters, &retryable);
+        Once(request, url, sign, counters, &retryable, &asked);
     if (r.ok() || !retryable) return r;
     last = r.status();
   }

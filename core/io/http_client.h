@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -28,8 +29,12 @@ struct HttpOptions {
   // Backoff before retry n (n = 1, 2, ...): initial_backoff * 2^(n-1),
   // capped at max_backoff, with up to 50% random jitter subtracted so that
   // clients that failed together do not retry together.
+  // A 429 or 5xx's Retry-After (in seconds) lengthens the wait before the
+  // next attempt, up to max_backoff.
   std::chrono::milliseconds initial_backoff{100};
   std::chrono::milliseconds max_backoff{5000};
+  // How a wait is waited (tests record them instead); empty: sleep.
+  std::function<void(std::chrono::milliseconds)> sleep;
   std::chrono::milliseconds connect_timeout{10000};
   // A transfer that receives nothing for this long is a timeout (retried).
   std::chrono::milliseconds stall_timeout{30000};
@@ -136,11 +141,11 @@ class HttpClient {
   void* AcquireHandle() const;
   void ReleaseHandle(void* handle) const;
   // One attempt at one URL; `retryable` says whether a failure may be tried
-  // again.
-  absl::StatusOr<HttpResponse> Once(const HttpRequest& request,
-                                    const std::string& url, bool sign,
-                                    TransferCounters* counters,
-                                    bool* retryable) const;
+  // again, `retry_after` what the server asked to wait (0: nothing).
+  absl::StatusOr<HttpResponse> Once(
+      const HttpRequest& request, const std::string& url, bool sign,
+      TransferCounters* counters, bool* retryable,
+      std::chrono::milliseconds* retry_after) const;
   absl::StatusOr<HttpResponse> WithRetries(const HttpRequest& request,
                                            const std::string& url, bool sign,
                                            TransferCounters* counters) const;

@@ -12,6 +12,7 @@ does not (its authentication.js leaves V4 unchecked; GET ignores If-Match).
 
 Prints "PORT <n>" once it listens on 127.0.0.1 (a free port). Control:
   GET /__fault?status=503&count=N   the next N requests are answered 503
+                  [&retry_after=S]  with Retry-After: S
   GET /__fault?drop=N               the next N send half their body, then close
   GET /__fault?delay_ms=M&count=N   the next N wait M ms before answering
   GET /__fault?short=N              the next N send one byte less than their
@@ -34,7 +35,7 @@ import time
 import urllib.parse
 
 LOCK = threading.Lock()
-FAULTS = {"status": 0, "status_code": 503, "drop": 0, "delay": 0,
+FAULTS = {"status": 0, "status_code": 503, "retry_after": None, "drop": 0, "delay": 0,
           "delay_ms": 0, "short": 0, "ignore_range": 0}
 STATS = {"requests": 0, "auth": []}
 ARGS = None
@@ -122,6 +123,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 count = int(q.get("count", "1"))
                 if "status" in q:
                     FAULTS["status"], FAULTS["status_code"] = count, int(q["status"])
+                    FAULTS["retry_after"] = q.get("retry_after")
                 if "delay_ms" in q:
                     FAULTS["delay"], FAULTS["delay_ms"] = count, int(q["delay_ms"])
                 for name in ("drop", "short", "ignore_range"):
@@ -142,7 +144,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 return self.reply(403, s3_error(problem),
                                   [("Content-Type", "application/xml")])
         if take("status"):
-            return self.reply(FAULTS["status_code"], b"injected")
+            after = FAULTS["retry_after"]
+            return self.reply(FAULTS["status_code"], b"injected",
+                              [("Retry-After", after)] if after else [])
         if take("delay"):
             time.sleep(FAULTS["delay_ms"] / 1000.0)
         headers = {k: v for k, v in self.headers.items()

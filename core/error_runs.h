@@ -106,11 +106,6 @@ class PlainFloatErrors {
   Fields fields_;
 };
 
-// The largest of errors[k] for k < n that are not NaN (errors in steps:
-// >= 0 or +inf; -inf when every one is NaN), and whether any is NaN: an
-// ErrorGrid's row, whose NaN elements are errors kept in double. In vectors
-// at `simd` >= kAvx2: a maximum is the same in any order.
-
 }  // namespace tensormorph
 
 #endif  // TENSORMORPH_CORE_ERROR_RUNS_H_

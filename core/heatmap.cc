@@ -357,8 +357,7 @@ void CellsFromGrid(const ErrorGrid& g, bool locate, Heatmap* h) {
         columns.FoldDoubles(g.f64.get() + at, ncols, simd);
       } else if (columns.FoldFloats(g.f32.get() + at, ncols, simd)) {
         for (int64_t c = 0; c < ncols; ++c) {
-          if (g.f32[at + c] != g.f32[at + c])
-            columns.FoldOne(c, g.others.at(at + c));
+          if (g.f32[at + c] != g.f32[at + c]) columns.FoldOne(c, g.At(at + c));
         }
       }
     }

@@ -123,11 +123,12 @@ int main(int argc, char** argv) {
                  "recently used evicted first; capped at the reply limit")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--error-grids-bytes", options.limits.error_grids_bytes,
-                 "bytes of error heatmaps' grids kept (8 per element of a "
-                 "tensor's view), so that zooming and panning one reduces "
-                 "its cells instead of decoding again; the least recently "
-                 "used evicted first; 0 = none")
+  app.add_option(
+         "--error-grids-bytes", options.limits.error_grids_bytes,
+         "bytes of error heatmaps' grids kept (4 per element of an "
+         "F16/BF16 view, else 8), so that zooming and panning one reduces "
+         "its cells instead of decoding again; the least recently "
+         "used evicted first; 0 = none")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--max-call-seconds", options.limits.max_call_seconds,

@@ -81,9 +81,9 @@ struct ServiceLimits {
   // their serialized events), the least recently used evicted first.
   int64_t diff_reports_kept = 32;
   int64_t diff_reports_bytes = int64_t{64} << 20;
-  // GetHeatmap in error mode: the bytes of the error grids kept (8 per
-  // element of a tensor's view; ComputeErrorGrid), the least recently used
-  // evicted first, so that zooming and panning one error heatmap reduces
+  // GetHeatmap in error mode: the bytes of the error grids kept (4 per
+  // element of an F16/BF16 view, else 8; ComputeErrorGrid), the least recently
+  // used evicted first, so that zooming and panning one error heatmap reduces
   // cells from its grid instead of decoding both tensors again. 0 = none.
   int64_t error_grids_bytes = int64_t{512} << 20;
 };

@@ -438,9 +438,8 @@ TEST(HeatmapReferenceTest, EveryModeAndRegionIsTheStraightforwardReduction) {
           if (mode == HeatmapMode::kErrorSteps) {
             // From a grid of the view's errors (computed at each SIMD
             // level): the same bits, and the same located elements.
-            HeatmapOptions located_o = o;
-            located_o.locate = true;
-            auto located = ComputeHeatmap(*t, r, located_o);
+            // (o.locate is on here, from the located check above.)
+            auto located = ComputeHeatmap(*t, r, o);
             ASSERT_TRUE(located.ok()) << what << ": " << located.status();
             for (DecodeSimd level : {DecodeSimd::kScalar, DecodeSimd::kAvx2,
                                      DecodeSimd::kAvx512}) {
@@ -452,6 +451,7 @@ TEST(HeatmapReferenceTest, EveryModeAndRegionIsTheStraightforwardReduction) {
               CapDecodeSimdForTesting(DecodeSimd::kAvx512);
               ASSERT_TRUE(grid.ok()) << at << ": " << grid.status();
               HeatmapOptions from = o;
+              from.locate = false;
               from.errors = &*grid;
               auto cells = ComputeHeatmap(*t, r, from);
               ASSERT_TRUE(cells.ok()) << at << ": " << cells.status();

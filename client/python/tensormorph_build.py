@@ -87,10 +87,17 @@ def generate_stubs(proto_dir: Path, out_dir: Path) -> List[Path]:
     return [v1 / "tensormorph_pb2.py", grpc_py]
 
 
+# Package data shipped beside the .py files: py.typed marks the package as
+# typed (PEP 561), so mypy and pyright read its hints.
+PACKAGE_DATA = ("py.typed",)
+
+
 def package_sources() -> List[Path]:
-    """The package's own .py files, relative to client/python."""
-    return sorted(p.relative_to(HERE) for p in (HERE / NAME).rglob("*.py")
-                  if "__pycache__" not in p.parts)
+    """The package's own .py files and PACKAGE_DATA, relative to
+    client/python."""
+    files = [p for p in (HERE / NAME).rglob("*.py") if "__pycache__" not in p.parts]
+    files += [HERE / NAME / d for d in PACKAGE_DATA]
+    return sorted(p.relative_to(HERE) for p in files)
 
 
 def stage(proto_dir: Path, out: Path) -> None:
@@ -147,7 +154,9 @@ def build_wheel(wheel_directory: str, config_settings: Optional[Dict] = None,
     with tempfile.TemporaryDirectory() as tmp:
         stage(default_proto_dir(), Path(tmp))
         files: Dict[str, bytes] = {}
-        for p in sorted(Path(tmp).rglob("*.py")):
+        staged = list(Path(tmp).rglob("*.py"))
+        staged += [Path(tmp) / NAME / d for d in PACKAGE_DATA]
+        for p in sorted(staged):
             files[p.relative_to(tmp).as_posix()] = p.read_bytes()
     files[f"{_dist_info()}/METADATA"] = _METADATA.encode()
     files[f"{_dist_info()}/WHEEL"] = _WHEEL.encode()

@@ -18,7 +18,7 @@ from typing import Any, Callable, List, Optional
 
 import grpc
 
-from ._client import _MAX_MESSAGE, Client, Error, PathLike, _check_timeout
+from ._client import Client, Error, PathLike, _check_timeout, channel_options
 
 
 def find_tensormorphd() -> str:
@@ -43,9 +43,7 @@ class LocalClient(Client):
 
     def __init__(self, process: "subprocess.Popen[str]", address: str, path_base: str,
                  socket_dir: Optional[str] = None, timeout: Optional[float] = None) -> None:
-        channel = grpc.insecure_channel(
-            address, options=[("grpc.max_receive_message_length", _MAX_MESSAGE),
-                              ("grpc.max_send_message_length", _MAX_MESSAGE)])
+        channel = grpc.insecure_channel(address, options=channel_options())
         super().__init__(channel, path_base=path_base, timeout=timeout)
         self.process = process
         self.address = address

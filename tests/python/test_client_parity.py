@@ -166,6 +166,55 @@ class DeadlineTest(unittest.TestCase):
                 c.server_info(timeout=-1)
 
 
+def field(number: int, value: bytes) -> bytes:
+    """A length-delimited protobuf field (values here are < 128 bytes)."""
+    assert len(value) < 128
+    return bytes([number << 3 | 2, len(value)]) + value
+
+
+def status_with_error_info(reason: str, metadata: Dict[str, str]) -> bytes:
+    """A serialized google.rpc.Status holding an ErrorInfo, as a server puts
+    it in the grpc-status-details-bin trailer."""
+    info = field(1, reason.encode()) + field(2, b"tensormorph.dev")
+    for k, v in metadata.items():
+        info += field(3, field(1, k.encode()) + field(2, v.encode()))
+    any_msg = field(1, b"type.googleapis.com/google.rpc.ErrorInfo") + field(2, info)
+    return bytes([0x08, 5]) + field(2, b"not found") + field(3, any_msg)
+
+
+class ErrorDetailsTest(unittest.TestCase):
+    def test_an_error_info_in_the_status_becomes_details_and_reason(self) -> None:
+        import grpc
+        blob = status_with_error_info("TENSOR_NOT_FOUND", {"tensor": "w"})
+
+        def handler(request: bytes, context: Any) -> bytes:
+            context.set_trailing_metadata([("grpc-status-details-bin", blob)])
+            context.abort(grpc.StatusCode.NOT_FOUND, "not found")
+
+        server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=1))
+        server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(
+            "tensormorph.v1.Tensormorph", {"GetServerInfo": grpc.unary_unary_rpc_method_handler(
+                handler)})])
+        port = server.add_insecure_port("127.0.0.1:0")
+        server.start()
+        try:
+            with tm.connect(f"127.0.0.1:{port}") as c:
+                with self.assertRaises(tm.Error) as cm:
+                    c.server_info(timeout=30)
+        finally:
+            server.stop(None)
+        e = cm.exception
+        self.assertEqual((e.code, e.reason), ("NOT_FOUND", "TENSOR_NOT_FOUND"))
+        self.assertEqual(e.details, {"reason": "TENSOR_NOT_FOUND", "domain": "tensormorph.dev",
+                                     "metadata": {"tensor": "w"}})
+        self.assertEqual(pickle.loads(pickle.dumps(e)).reason, "TENSOR_NOT_FOUND")
+
+    def test_a_status_that_does_not_parse_gives_no_details(self) -> None:
+        from tensormorph._client import _status_details
+        self.assertEqual(_status_details(b"\x1a\x7f"), {})
+        self.assertEqual(_status_details(b""), {})
+
+
 class PicklableErrorTest(unittest.TestCase):
     def test_an_error_survives_pickle_with_code_message_and_details(self) -> None:
         e = tm.Error("NOT_FOUND", "tensor 'x' not found", {"reason": "TENSOR_NOT_FOUND"})

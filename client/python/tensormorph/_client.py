@@ -42,8 +42,9 @@ ProgressCallback = Callable[[Dict[str, Any]], None]
 class Error(Exception):
     """A failed call: `code` is the gRPC code's name ("NOT_FOUND",
     "DEADLINE_EXCEEDED", "UNAVAILABLE", ...), `message` the server's message
-    and `details` a dict of machine-readable details (empty when the server
-    sent none).
+    and `details` a dict of machine-readable details: from a
+    google.rpc.ErrorInfo in the status, "reason" (e.g. "TENSOR_NOT_FOUND"),
+    "domain" and "metadata"; empty when the server sent none.
 
     Errors pickle with all three, so an error raised in a
     `concurrent.futures.ProcessPoolExecutor` or `multiprocessing.Pool`
@@ -56,6 +57,11 @@ class Error(Exception):
         self.message = message
         self.details: Dict[str, Any] = dict(details or {})
 
+    @property
+    def reason(self) -> Optional[str]:
+        """The ErrorInfo reason, if the server sent one."""
+        return self.details.get("reason")
+
     def __reduce__(self) -> Tuple[Any, ...]:
         # Exception's default rebuilds from self.args, the one formatted
         # string, which is not this constructor's signature.
@@ -65,7 +71,64 @@ class Error(Exception):
 def _error(e: grpc.RpcError) -> Error:
     code = e.code() if hasattr(e, "code") else None
     details = e.details() if hasattr(e, "details") else str(e)
-    return Error(code.name if code is not None else "UNKNOWN", details or "")
+    trailers = e.trailing_metadata() if hasattr(e, "trailing_metadata") else None
+    status = next((v for k, v in (trailers or ()) if k == "grpc-status-details-bin"), None)
+    return Error(code.name if code is not None else "UNKNOWN", details or "",
+                 _status_details(status) if isinstance(status, bytes) else None)
+
+
+_ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo"
+
+
+def _fields(b: bytes) -> Iterator[Tuple[int, Union[int, bytes]]]:
+    """A serialized message's (field number, value) pairs: varints as int,
+    length-delimited fields as bytes; fixed-width fields skipped."""
+    i, n = 0, len(b)
+    while i < n:
+        key, i = _varint(b, i)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, i = _varint(b, i)
+            yield number, value
+        elif wire == 2:
+            size, i = _varint(b, i)
+            if size > n - i:
+                raise Error("INTERNAL", "a field runs past its message")
+            yield number, b[i:i + size]
+            i += size
+        elif wire in (1, 5):
+            i += 8 if wire == 1 else 4
+        else:
+            raise Error("INTERNAL", f"wire type {wire} of field {number}")
+
+
+def _status_details(status: bytes) -> Dict[str, Any]:
+    """The machine-readable part of a google.rpc.Status (the trailer
+    grpc-status-details-bin): from its google.rpc.ErrorInfo, "reason",
+    "domain" and "metadata" (a dict). Read with a small wire-format walk,
+    as googleapis-common-protos is not a dependency; a trailer that does
+    not parse gives no details rather than hiding the error."""
+    out: Dict[str, Any] = {}
+    try:
+        for number, any_msg in _fields(status):
+            if number != 3 or not isinstance(any_msg, bytes):
+                continue  # google.rpc.Status.details: repeated Any
+            parts = {k: v for k, v in _fields(any_msg) if isinstance(v, bytes)}
+            if parts.get(1, b"").decode() != _ERROR_INFO_TYPE:
+                continue
+            metadata: Dict[str, str] = {}
+            for k, v in _fields(parts.get(2, b"")):
+                if k == 1 and isinstance(v, bytes):
+                    out["reason"] = v.decode()
+                elif k == 2 and isinstance(v, bytes):
+                    out["domain"] = v.decode()
+                elif k == 3 and isinstance(v, bytes):
+                    entry = {ek: ev for ek, ev in _fields(v) if isinstance(ev, bytes)}
+                    metadata[entry.get(1, b"").decode()] = entry.get(2, b"").decode()
+            out["metadata"] = metadata
+    except (Error, UnicodeDecodeError):
+        return {}
+    return out
 
 
 def _fspath(p: PathLike) -> str:

@@ -404,6 +404,25 @@ class PackageTest(unittest.TestCase):
     def test_the_package_says_it_is_typed(self) -> None:
         self.assertTrue((Path(tm.__file__).parent / "py.typed").is_file())
 
+    def test_the_public_api_type_checks(self) -> None:
+        try:
+            import mypy  # noqa: F401  (Debian: python3-mypy)
+        except ImportError:
+            self.skipTest("mypy is not installed (apt-get install python3-mypy)")
+        pkg = Path(tm.__file__).parent
+        with tempfile.TemporaryDirectory(prefix="tm-mypy-") as tmp:
+            config = Path(tmp) / "mypy.ini"
+            # The generated stubs are protoc's, checked by no one here.
+            config.write_text("[mypy]\nignore_missing_imports = True\n"
+                              "[mypy-tensormorph.v1.*]\nignore_errors = True\n")
+            r = subprocess.run([sys.executable, "-m", "mypy", "--config-file", str(config),
+                                "--cache-dir", os.path.join(tmp, "cache"),
+                                *(str(pkg / f) for f in ("__init__.py", "_client.py",
+                                                         "_local.py", "_tensor.py"))],
+                               cwd=pkg.parent, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+        self.assertEqual(r.returncode, 0, r.stdout)
+
     def test_a_local_server_dies_with_its_killed_parent(self) -> None:
         script = ("import sys, time, tensormorph as tm\n"
                   "c = tm.local(sys.argv[1])\n"

@@ -22,6 +22,7 @@ from .v1 import tensormorph_pb2_grpc as pb_grpc
 
 if TYPE_CHECKING:
     from ._router import RoutedClient
+    from ._tensor import Tensor
 
 # Replies are at most Limits.max_reply_bytes (64 MiB by default).
 _MAX_MESSAGE = 256 * 1024 * 1024
@@ -463,6 +464,7 @@ class Client:
             raise Error("INTERNAL", "ReadSlice ended without a header")
         if pos != header.total_bytes or elements != header.num_elements:
             raise Error("INTERNAL", f"ReadSlice ended after {pos} of {header.total_bytes} bytes")
+        assert buf is not None  # a header allocates it
         shape = tuple(header.shape)
         if not raw:
             return buf.view("<f4").reshape(shape)

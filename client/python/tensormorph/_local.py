@@ -119,12 +119,13 @@ def local(root: PathLike = "/", tensormorphd: Optional[PathLike] = None,
     `timeout` is the calls' deadline, as connect()'s."""
     _check_timeout(timeout)
     exe = os.fspath(tensormorphd) if tensormorphd is not None else find_tensormorphd()
-    socket_dir: Optional[str] = tempfile.mkdtemp(prefix="tensormorph-")  # mode 0700
-    sock = os.path.join(socket_dir, "tensormorphd.sock")
+    made = tempfile.mkdtemp(prefix="tensormorph-")  # mode 0700
+    socket_dir: Optional[str] = made
+    sock = os.path.join(made, "tensormorphd.sock")
     if len(sock) < 100:  # sun_path holds 108 bytes
         listen = f"unix:{sock}"
     else:
-        shutil.rmtree(socket_dir, ignore_errors=True)
+        shutil.rmtree(made, ignore_errors=True)
         socket_dir, listen = None, "127.0.0.1:0"
     cmd = [exe, "--root", os.path.abspath(root), "--listen", listen,
            "--log-level", "warn", *(extra_args or [])]

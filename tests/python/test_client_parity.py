@@ -215,6 +215,48 @@ class ErrorDetailsTest(unittest.TestCase):
         self.assertEqual(_status_details(b""), {})
 
 
+def openssl(*args: str) -> None:
+    subprocess.run(["openssl", *args], check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+
+
+def issue(d: Path, name: str, extensions: str) -> None:
+    """d/name.pem and d/name.key, signed by d/ca.pem."""
+    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+            "-keyout", str(d / f"{name}.key"), "-out", str(d / f"{name}.csr"),
+            "-subj", f"/CN={name}")
+    (d / f"{name}.ext").write_text(extensions + "\n")
+    openssl("x509", "-req", "-in", str(d / f"{name}.csr"), "-CA", str(d / "ca.pem"),
+            "-CAkey", str(d / "ca.key"), "-CAcreateserial", "-days", "1",
+            "-out", str(d / f"{name}.pem"), "-extfile", str(d / f"{name}.ext"))
+
+
+class MutualTlsTest(unittest.TestCase):
+    def test_a_client_certificate_is_presented_and_required(self) -> None:
+        with tempfile.TemporaryDirectory(prefix="tm-mtls-") as tmp:
+            d = Path(tmp)
+            openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+                    "-nodes", "-keyout", str(d / "ca.key"), "-out", str(d / "ca.pem"),
+                    "-subj", "/CN=tensormorph test CA", "-days", "1")
+            issue(d, "server", "subjectAltName=DNS:localhost,IP:127.0.0.1")
+            issue(d, "client", "extendedKeyUsage=clientAuth")
+            server = LiveServer(TENSORMORPHD, ROOT, [
+                "--tls-cert", str(d / "server.pem"), "--tls-key", str(d / "server.key"),
+                "--tls-client-ca", str(d / "ca.pem")])
+            try:
+                with tm.connect(server.address, tls_ca=d / "ca.pem", tls_cert=d / "client.pem",
+                                tls_key=d / "client.key") as c:
+                    self.assertEqual(c.info(Q8, Q8_TENSOR).dtype, "Q8_0")
+                with tm.connect(server.address, tls_ca=d / "ca.pem") as c:
+                    with self.assertRaises(tm.Error) as cm:
+                        c.server_info(timeout=10)
+                    self.assertEqual(cm.exception.code, "UNAVAILABLE")
+            finally:
+                server.stop()
+            with self.assertRaises(ValueError):
+                tm.connect(server.address, tls_cert=d / "client.pem")
+
+
 class PicklableErrorTest(unittest.TestCase):
     def test_an_error_survives_pickle_with_code_message_and_details(self) -> None:
         e = tm.Error("NOT_FOUND", "tensor 'x' not found", {"reason": "TENSOR_NOT_FOUND"})

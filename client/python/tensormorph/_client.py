@@ -619,10 +619,14 @@ class Client:
 
 def connect(address: str, token: Optional[str] = None,
             tls_ca: Optional[PathLike] = None,
-            timeout: Optional[float] = None) -> "Union[Client, RoutedClient]":
+            timeout: Optional[float] = None, tls_cert: Optional[PathLike] = None,
+            tls_key: Optional[PathLike] = None) -> "Union[Client, RoutedClient]":
     """A client of the tensormorphd at "host:port". `token` is sent as
     "authorization: Bearer <token>"; `tls_ca` (a PEM file) makes the channel
-    TLS, verifying the server against that CA.
+    TLS, verifying the server against that CA. `tls_cert` and `tls_key`
+    (PEM files, both or neither) are this client's certificate and key for
+    mutual TLS (a server started with --tls-client-ca); without `tls_ca`
+    the server is then verified against the system's roots.
 
     `timeout` (seconds) is the deadline of every call, which each call's
     own `timeout=` overrides. None: as the C++ client, unary calls get
@@ -647,16 +651,34 @@ def connect(address: str, token: Optional[str] = None,
     # A malformed address is the caller's to fix: INVALID_ARGUMENT naming
     # it, before gRPC would dial it (UNKNOWN, and C-core's log, for "").
     check_server_list(address)
+    _check_client_cert(tls_cert, tls_key)
     if is_endpoint_list(address):
         endpoints = resolve_endpoints(address)
         if not endpoints:
             raise Error("UNAVAILABLE", f"server list '{address}' resolves to no address")
         if len(endpoints) > 1 or has_dns_name(address):
+            if tls_cert is not None:
+                raise Error("INVALID_ARGUMENT", "a client certificate (mutual TLS) needs one "
+                            f"server, not the list '{address}'")
             return RoutedClient(endpoints, token=token,
                                 tls_ca=_fspath(tls_ca) if tls_ca is not None else None,
                                 targets=address)
-        return dial(endpoints[0], token=token, tls_ca=tls_ca, timeout=timeout)
-    return dial(address, token=token, tls_ca=tls_ca, timeout=timeout)
+        return dial(endpoints[0], token=token, tls_ca=tls_ca, timeout=timeout,
+                    tls_cert=tls_cert, tls_key=tls_key)
+    return dial(address, token=token, tls_ca=tls_ca, timeout=timeout, tls_cert=tls_cert,
+                tls_key=tls_key)
+
+
+def _check_client_cert(tls_cert: Optional[PathLike], tls_key: Optional[PathLike]) -> None:
+    if (tls_cert is None) != (tls_key is None):
+        raise ValueError("tls_cert and tls_key go together (mutual TLS): give both or neither")
+
+
+def _read_pem(path: Optional[PathLike]) -> Optional[bytes]:
+    if path is None:
+        return None
+    with open(path, "rb") as f:
+        return f.read()
 
 
 def channel_options() -> List[Tuple[str, int]]:
@@ -675,21 +697,27 @@ def channel_options() -> List[Tuple[str, int]]:
             ("grpc.http2.max_pings_without_data", 0)]
 
 
-def channel(address: str, tls_ca: Optional[PathLike] = None) -> grpc.Channel:
-    """A gRPC channel to exactly one target, TLS verified against `tls_ca`
-    (a PEM file) when given, with the message size limits replies need."""
+def channel(address: str, tls_ca: Optional[PathLike] = None,
+            tls_cert: Optional[PathLike] = None,
+            tls_key: Optional[PathLike] = None) -> grpc.Channel:
+    """A gRPC channel to exactly one target with channel_options(): TLS
+    verified against `tls_ca` (a PEM file) when given, presenting
+    `tls_cert`/`tls_key` when given (mutual TLS)."""
     options = channel_options()
-    if tls_ca is not None:
-        with open(tls_ca, "rb") as f:
-            creds = grpc.ssl_channel_credentials(root_certificates=f.read())
+    _check_client_cert(tls_cert, tls_key)
+    if tls_ca is not None or tls_cert is not None:
+        creds = grpc.ssl_channel_credentials(root_certificates=_read_pem(tls_ca),
+                                             private_key=_read_pem(tls_key),
+                                             certificate_chain=_read_pem(tls_cert))
         return grpc.secure_channel(address, creds, options=options)
     return grpc.insecure_channel(address, options=options)
 
 
 def dial(address: str, token: Optional[str] = None, tls_ca: Optional[PathLike] = None,
-         timeout: Optional[float] = None) -> Client:
+         timeout: Optional[float] = None, tls_cert: Optional[PathLike] = None,
+         tls_key: Optional[PathLike] = None) -> Client:
     """A Client of exactly one gRPC target, as connect() gives for one
     "host:port"."""
     _check_timeout(timeout)
-    return Client(channel(address, tls_ca), token=token, timeout=timeout)
+    return Client(channel(address, tls_ca, tls_cert, tls_key), token=token, timeout=timeout)
 

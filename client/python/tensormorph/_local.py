@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import atexit
 import ctypes
-import ctypes.util
 import os
 import re
 import shutil
@@ -86,8 +85,7 @@ def _die_with_parent() -> Optional[Callable[[], None]]:
     if threading.current_thread() is not threading.main_thread():
         return None
     try:
-        prctl = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6",
-                            use_errno=True).prctl
+        prctl = ctypes.CDLL(None, use_errno=True).prctl  # libc, already loaded
     except (OSError, AttributeError):
         return None
     prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,

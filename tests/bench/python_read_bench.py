@@ -5,7 +5,9 @@ loopback, and times, alternating:
   - `tensormorph --server H read big.safetensors big -o /dev/null`
     (process start and connection included: what a user types);
   - `tm.connect(H).read("big.safetensors", "big")` in this process
-    (connection included), and `c.tensor(...)[:]`.
+    (connection included), and `c.tensor(...)[:]`;
+  - grpcio's bare ReadSlice stream on the client's channel, each reply
+    taken as bytes and dropped: the ceiling of any Python client on it.
 Each figure is the best of three runs in a round, the median of three
 rounds; the machine is shared, so read the ratio (Python's GB/s over the
 CLI's; issue 33 asks for >= 0.8).
@@ -30,6 +32,7 @@ from typing import Callable, List
 import numpy as np
 
 import tensormorph as tm
+import tensormorph.v1.tensormorph_pb2  # noqa: F401  (tm.v1 below)
 
 BYTES = 256 << 20
 ROUNDS, RUNS = 3, 3
@@ -90,12 +93,20 @@ def main() -> int:
                     a = c.tensor("big.safetensors", "big")[:]
                     assert a.nbytes == BYTES
 
+            def bare_stream() -> None:
+                with tm.connect(address) as c:
+                    stream = c._raw_streams["ReadSlice"]
+                    req = tm.v1.tensormorph_pb2.ReadSliceRequest(
+                        checkpoint="big.safetensors", tensor="big")
+                    assert sum(len(m) for m in stream(req)) > BYTES
+
             python_read()  # warm the page cache and the server's open
-            rounds: dict = {"cli": [], "read": [], "index": []}
+            rounds: dict = {"cli": [], "read": [], "index": [], "bare": []}
             for _ in range(ROUNDS):
                 rounds["cli"].append(best_of(cli))
                 rounds["read"].append(best_of(python_read))
                 rounds["index"].append(best_of(python_index))
+                rounds["bare"].append(best_of(bare_stream))
         finally:
             server.terminate()
             server.wait()
@@ -106,6 +117,8 @@ def main() -> int:
           f"ratio {gbs['read'] / gbs['cli']:.2f}x")
     print(f"  tm Client.tensor(...)[:]        {gbs['index']:.2f} GB/s  "
           f"ratio {gbs['index'] / gbs['cli']:.2f}x")
+    print(f"  grpcio bare stream (no copy)    {gbs['bare']:.2f} GB/s  "
+          f"ratio {gbs['bare'] / gbs['cli']:.2f}x")
     return 0
 
 

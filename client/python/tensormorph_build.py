@@ -55,7 +55,9 @@ def default_proto_dir() -> Path:
 
 
 def generate_stubs(proto_dir: Path, out_dir: Path) -> List[Path]:
-    """Writes tensormorph/v1/tensormorph_pb2{,_grpc}.py under out_dir.
+    """Writes tensormorph/v1/tensormorph_pb2{,_grpc}.py under out_dir, and
+    tensormorph_pb2.pyi: the messages' types, for type checkers (the
+    package is typed, py.typed).
 
     The grpc module's import of the messages is rewritten to be
     package-relative, so the package works wherever it is put.
@@ -66,6 +68,7 @@ def generate_stubs(proto_dir: Path, out_dir: Path) -> List[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     subprocess.run([
         _tool("PROTOC", "protoc"), f"-I{proto_dir}", f"--python_out={out_dir}",
+        f"--pyi_out={out_dir}",
         f"--grpc_python_out={out_dir}",
         f"--plugin=protoc-gen-grpc_python="
         f"{_tool('GRPC_PYTHON_PLUGIN', 'grpc_python_plugin')}", str(proto)
@@ -84,13 +87,20 @@ def generate_stubs(proto_dir: Path, out_dir: Path) -> List[Path]:
                    lambda m: '"""' + m.group(1).replace("\\", "\\\\") + '"""',
                    fixed, flags=re.S)
     grpc_py.write_text(fixed)
-    return [v1 / "tensormorph_pb2.py", grpc_py]
+    return [v1 / "tensormorph_pb2.py", v1 / "tensormorph_pb2.pyi", grpc_py]
+
+
+# Package data shipped beside the .py files: py.typed marks the package as
+# typed (PEP 561), so mypy and pyright read its hints.
+PACKAGE_DATA = ("py.typed",)
 
 
 def package_sources() -> List[Path]:
-    """The package's own .py files, relative to client/python."""
-    return sorted(p.relative_to(HERE) for p in (HERE / NAME).rglob("*.py")
-                  if "__pycache__" not in p.parts)
+    """The package's own .py files and PACKAGE_DATA, relative to
+    client/python."""
+    files = [p for p in (HERE / NAME).rglob("*.py") if "__pycache__" not in p.parts]
+    files += [HERE / NAME / d for d in PACKAGE_DATA]
+    return sorted(p.relative_to(HERE) for p in files)
 
 
 def stage(proto_dir: Path, out: Path) -> None:
@@ -147,7 +157,9 @@ def build_wheel(wheel_directory: str, config_settings: Optional[Dict] = None,
     with tempfile.TemporaryDirectory() as tmp:
         stage(default_proto_dir(), Path(tmp))
         files: Dict[str, bytes] = {}
-        for p in sorted(Path(tmp).rglob("*.py")):
+        staged = list(Path(tmp).rglob("*.py")) + list(Path(tmp).rglob("*.pyi"))
+        staged += [Path(tmp) / NAME / d for d in PACKAGE_DATA]
+        for p in sorted(staged):
             files[p.relative_to(tmp).as_posix()] = p.read_bytes()
     files[f"{_dist_info()}/METADATA"] = _METADATA.encode()
     files[f"{_dist_info()}/WHEEL"] = _WHEEL.encode()

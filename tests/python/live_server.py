@@ -1,6 +1,8 @@
 """A real tensormorphd on a free loopback port, for the Python client's tests."""
 
+import os
 import re
+import signal
 import subprocess
 from typing import Sequence
 
@@ -8,7 +10,8 @@ from typing import Sequence
 class LiveServer:
     """Starts `tensormorphd --root ROOT --listen 127.0.0.1:0 [ARGS...]` and
     reads its port from the line it prints; `stop()` ends it, `kill()`
-    crashes it (SIGKILL)."""
+    crashes it (SIGKILL), `pause()` stops it (SIGSTOP: the port still
+    accepts connections, nothing answers) until `resume()`."""
 
     def __init__(self, tensormorphd: str, root: str, args: Sequence[str] = ()) -> None:
         self._process = subprocess.Popen(
@@ -21,6 +24,17 @@ class LiveServer:
             raise RuntimeError(f"tensormorphd did not start: it said {line!r}")
         self.port = int(m.group(2))
         self.address = f"127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
+    def pause(self) -> None:
+        os.kill(self._process.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self._process.poll() is None:
+            os.kill(self._process.pid, signal.SIGCONT)
 
     def kill(self) -> None:
         self._process.kill()

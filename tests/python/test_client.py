@@ -279,8 +279,9 @@ class PipInstallTest(unittest.TestCase):
                                cwd=SOURCE_DIR, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
             self.assertEqual(r.returncode, 0, r.stdout)
-            script = ("import hashlib, sys, tensormorph as tm\n"
+            script = ("import hashlib, pathlib, sys, tensormorph as tm\n"
                       "assert 'site-packages' in tm.__file__, tm.__file__\n"
+                      "assert (pathlib.Path(tm.__file__).parent / 'py.typed').is_file()\n"
                       "c = tm.connect(sys.argv[1])\n"
                       f"print(hashlib.sha256(c.read({Q8!r}, {Q8_TENSOR!r}).tobytes()).hexdigest())\n")
             r = subprocess.run([str(venv / "bin" / "python"), "-c", script, ADDRESS], cwd=tmp,

@@ -5,22 +5,34 @@
     c = tm.connect("a:7431,b:7431")  # several (or "dns:///name:7431"), each
                                      # call sent to one holding its data
     c = tm.local()                # a private tensormorphd for local files
+    c = tm.connect("gpu-box:7431", timeout=10)  # every call's deadline (s)
+    c = tm.connect("gpu-box:7431", tls_ca="ca.pem", tls_cert="me.pem", tls_key="me.key")
     c.checkpoints("/models")      # ListCheckpoints
     c.tensors("model.gguf")       # [TensorInfo(name, shape, dtype, encoding, parts)]
     a = c.read("model.gguf", "blk.0.attn_q.weight", slice="0:4, ::2")  # float32
+    t = c.tensor("model.gguf", "blk.0.attn_q.weight")  # lazy; t.shape, len(t)
+    a = t[3:7, ::-2]              # numpy basic indexing, float32 numpy
     raw = c.read("model.gguf", "blk.0.attn_q.weight", raw=True)  # RawArray (uint8)
     c.scalars("model.gguf", "blk.0.attn_q.weight", [(3, 100), (0, 0)])
-    for r in c.diff("quant.gguf", "source/", fail_on=["sqnr_db<25"]): ...
+    for r in c.diff("quant.gguf", "source/", fail_on=["sqnr_db<25"],
+                    progress=print): ...
+    c.check("model.gguf", progress=print)  # {"findings", "hashes", "summary"}
+    c.arch("model.gguf"); c.info("model.gguf"); c.info("model.gguf", "blk.0.attn_q.weight")
     c.stats("model.gguf", "blk.0.attn_q.weight")
-    c.heatmap("model.gguf", "blk.0.attn_q.weight", mode="group")
+    c.heatmap("model.gguf", "blk.0.attn_q.weight", mode="group")  # the CLI's --mode names
 
-Failed calls raise tm.Error with .code ("NOT_FOUND", ...) and .message.
+Paths may be str or pathlib.Path. Every call takes timeout= (seconds).
+Failed calls raise tm.Error with .code ("NOT_FOUND", "DEADLINE_EXCEEDED",
+...), .message and .details; errors pickle (ProcessPoolExecutor workers).
 """
 
-from ._client import Client, Error, RawArray, StoredPart, TensorInfo, connect, to_dict
+from ._client import (DEFAULT_UNARY_TIMEOUT, Client, Error, RawArray, StoredPart, TensorInfo,
+                      connect, to_dict)
 from ._local import LocalClient, find_tensormorphd, local
 from ._router import RoutedClient, resolve_endpoints
+from ._tensor import Tensor
 
-__all__ = ["Client", "Error", "LocalClient", "RawArray", "RoutedClient", "StoredPart",
-           "TensorInfo", "connect", "find_tensormorphd", "local", "resolve_endpoints", "to_dict"]
+__all__ = ["DEFAULT_UNARY_TIMEOUT", "Client", "Error", "LocalClient", "RawArray",
+           "RoutedClient", "StoredPart", "Tensor", "TensorInfo", "connect",
+           "find_tensormorphd", "local", "resolve_endpoints", "to_dict"]
 __version__ = "0.1.0"

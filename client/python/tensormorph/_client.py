@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from dataclasses import dataclass, field
-from typing import (TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional, Sequence,
-                    Tuple, Union)
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Optional,
+                    Sequence, Tuple, Union)
 
 import grpc
 import numpy as np
@@ -21,25 +22,123 @@ from .v1 import tensormorph_pb2_grpc as pb_grpc
 
 if TYPE_CHECKING:
     from ._router import RoutedClient
+    from ._tensor import Tensor
 
 # Replies are at most Limits.max_reply_bytes (64 MiB by default).
 _MAX_MESSAGE = 256 * 1024 * 1024
 
+#: Seconds a unary call may take when neither the client nor the call sets a
+#: timeout: client/client.h's kDefaultUnaryTimeout. A reply that takes longer
+#: is a server in trouble, and a script must not wait for it forever.
+#: Streams (reads, listings, diffs, checks) get no default deadline, as in
+#: C++: a diff of 400 GB takes time.
+DEFAULT_UNARY_TIMEOUT = 60.0
+
+#: A path as the calls take it: str or any os.PathLike (pathlib.Path).
+PathLike = Union[str, "os.PathLike[str]"]
+#: A call's progress callback: called with each progress event as a dict.
+ProgressCallback = Callable[[Dict[str, Any]], None]
+
 
 class Error(Exception):
-    """A failed call: `code` is the gRPC code's name ("NOT_FOUND", ...),
-    `message` the server's message."""
+    """A failed call: `code` is the gRPC code's name ("NOT_FOUND",
+    "DEADLINE_EXCEEDED", "UNAVAILABLE", ...), `message` the server's message
+    and `details` a dict of machine-readable details: from a
+    google.rpc.ErrorInfo in the status, "reason" (e.g. "TENSOR_NOT_FOUND"),
+    "domain" and "metadata"; empty when the server sent none.
 
-    def __init__(self, code: str, message: str) -> None:
+    Errors pickle with all three, so an error raised in a
+    `concurrent.futures.ProcessPoolExecutor` or `multiprocessing.Pool`
+    worker arrives in the parent as the same error."""
+
+    def __init__(self, code: str, message: str,
+                 details: Optional[Dict[str, Any]] = None) -> None:
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
+        self.details: Dict[str, Any] = dict(details or {})
+
+    @property
+    def reason(self) -> Optional[str]:
+        """The ErrorInfo reason, if the server sent one."""
+        return self.details.get("reason")
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        # Exception's default rebuilds from self.args, the one formatted
+        # string, which is not this constructor's signature.
+        return (self.__class__, (self.code, self.message, self.details))
 
 
 def _error(e: grpc.RpcError) -> Error:
     code = e.code() if hasattr(e, "code") else None
     details = e.details() if hasattr(e, "details") else str(e)
-    return Error(code.name if code is not None else "UNKNOWN", details or "")
+    trailers = e.trailing_metadata() if hasattr(e, "trailing_metadata") else None
+    status = next((v for k, v in (trailers or ()) if k == "grpc-status-details-bin"), None)
+    return Error(code.name if code is not None else "UNKNOWN", details or "",
+                 _status_details(status) if isinstance(status, bytes) else None)
+
+
+_ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo"
+
+
+def _fields(b: bytes) -> Iterator[Tuple[int, Union[int, bytes]]]:
+    """A serialized message's (field number, value) pairs: varints as int,
+    length-delimited fields as bytes; fixed-width fields skipped."""
+    i, n = 0, len(b)
+    while i < n:
+        key, i = _varint(b, i)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, i = _varint(b, i)
+            yield number, value
+        elif wire == 2:
+            size, i = _varint(b, i)
+            if size > n - i:
+                raise Error("INTERNAL", "a field runs past its message")
+            yield number, b[i:i + size]
+            i += size
+        elif wire in (1, 5):
+            i += 8 if wire == 1 else 4
+        else:
+            raise Error("INTERNAL", f"wire type {wire} of field {number}")
+
+
+def _status_details(status: bytes) -> Dict[str, Any]:
+    """The machine-readable part of a google.rpc.Status (the trailer
+    grpc-status-details-bin): from its google.rpc.ErrorInfo, "reason",
+    "domain" and "metadata" (a dict). Read with a small wire-format walk,
+    as googleapis-common-protos is not a dependency; a trailer that does
+    not parse gives no details rather than hiding the error."""
+    out: Dict[str, Any] = {}
+    try:
+        for number, any_msg in _fields(status):
+            if number != 3 or not isinstance(any_msg, bytes):
+                continue  # google.rpc.Status.details: repeated Any
+            parts = {k: v for k, v in _fields(any_msg) if isinstance(v, bytes)}
+            if parts.get(1, b"").decode() != _ERROR_INFO_TYPE:
+                continue
+            metadata: Dict[str, str] = {}
+            for k, v in _fields(parts.get(2, b"")):
+                if k == 1 and isinstance(v, bytes):
+                    out["reason"] = v.decode()
+                elif k == 2 and isinstance(v, bytes):
+                    out["domain"] = v.decode()
+                elif k == 3 and isinstance(v, bytes):
+                    entry = {ek: ev for ek, ev in _fields(v) if isinstance(ev, bytes)}
+                    metadata[entry.get(1, b"").decode()] = entry.get(2, b"").decode()
+            out["metadata"] = metadata
+    except (Error, UnicodeDecodeError):
+        return {}
+    return out
+
+
+def _fspath(p: PathLike) -> str:
+    return os.fspath(p)
+
+
+def _check_timeout(timeout: Optional[float]) -> None:
+    if timeout is not None and not timeout > 0:
+        raise ValueError(f"timeout {timeout!r}: expected seconds > 0, math.inf or None")
 
 
 def to_dict(msg: Any) -> Dict[str, Any]:
@@ -107,6 +206,59 @@ class TensorInfo:
             num_elements=t.num_elements, stored_bytes=t.stored_bytes)
 
 
+def _varint(b: bytes, i: int) -> Tuple[int, int]:
+    value = shift = 0
+    while True:
+        if i >= len(b) or shift > 63:
+            raise Error("INTERNAL", "ReadSlice reply: a varint runs past its message")
+        c = b[i]
+        i += 1
+        value |= (c & 0x7F) << shift
+        shift += 7
+        if c < 0x80:
+            return value, i
+
+
+class _SliceChunkView:
+    """Where a serialized SliceChunk's fields are, without copying its data:
+    header (the serialized SliceHeader, or None), element_offset,
+    element_count, and the data's start and size in the message. Unknown
+    fields are skipped as the wire format says; a message that does not
+    parse is INTERNAL."""
+
+    __slots__ = ("header", "element_offset", "element_count", "data_start", "data_size")
+
+    def __init__(self, b: bytes) -> None:
+        self.header: Optional[bytes] = None
+        self.element_offset = self.element_count = self.data_start = self.data_size = 0
+        i, n = 0, len(b)
+        while i < n:
+            key, i = _varint(b, i)
+            field_number, wire = key >> 3, key & 7
+            if wire == 0:
+                value, i = _varint(b, i)
+                if field_number == 2:
+                    self.element_offset = value
+                elif field_number == 3:
+                    self.element_count = value
+            elif wire == 2:
+                size, i = _varint(b, i)
+                if size > n - i:
+                    raise Error("INTERNAL", "ReadSlice reply: a field runs past its message")
+                if field_number == 1:
+                    self.header = b[i:i + size]
+                elif field_number == 4:
+                    self.data_start, self.data_size = i, size
+                i += size
+            elif wire in (1, 5):
+                i += 8 if wire == 1 else 4
+                if i > n:
+                    raise Error("INTERNAL", "ReadSlice reply: a field runs past its message")
+            else:
+                raise Error("INTERNAL", f"ReadSlice reply: wire type {wire} of field "
+                            f"{field_number}")
+
+
 class RawArray(np.ndarray):
     """Stored bytes (numpy.uint8) of a raw read. `stored_dtype` names the
     stored dtype ("Q8_0", "BF16", ...) and `stored_shape` the result's shape
@@ -120,11 +272,14 @@ class RawArray(np.ndarray):
         self.stored_shape = getattr(obj, "stored_shape", ())
 
 
+# The names `tensormorph heatmap --mode` takes.
 _HEATMAP_MODES = {
-    "mean": pb.HEATMAP_MODE_MEAN, "absmax": pb.HEATMAP_MODE_ABSMAX,
+    "value": pb.HEATMAP_MODE_MEAN, "absmax": pb.HEATMAP_MODE_ABSMAX,
     "error": pb.HEATMAP_MODE_ERROR, "group": pb.HEATMAP_MODE_GROUP,
     "zeros": pb.HEATMAP_MODE_ZEROS,
 }
+# Names this client took before it used the CLI's: old name -> CLI's name.
+_OLD_HEATMAP_MODES = {"mean": "value"}
 
 
 class Client:
@@ -136,30 +291,50 @@ class Client:
 
     def __init__(self, channel: grpc.Channel, token: Optional[str] = None,
                  path_base: Optional[str] = None, timeout: Optional[float] = None) -> None:
-        """`timeout` (seconds) is every call's deadline; None: none."""
+        """`timeout` (seconds) is every call's deadline; None: C++'s
+        defaults (DEFAULT_UNARY_TIMEOUT for unary calls, none for streams);
+        math.inf: none at all."""
+        _check_timeout(timeout)
         self._channel = channel
         self._stub = pb_grpc.TensormorphStub(channel)
+        self._raw_streams = {"ReadSlice": channel.unary_stream(
+            "/tensormorph.v1.Tensormorph/ReadSlice",
+            request_serializer=pb.ReadSliceRequest.SerializeToString,
+            response_deserializer=None)}
         self._metadata = [("authorization", f"Bearer {token}")] if token else None
         self._path_base = path_base
         self._timeout = timeout
 
     # -- plumbing -----------------------------------------------------------
 
-    def _path(self, p: str) -> str:
+    def _path(self, p: PathLike) -> str:
+        p = _fspath(p)
         if self._path_base is not None and p and not os.path.isabs(p):
             return os.path.join(self._path_base, p)
         return p
 
-    def _unary(self, method: str, request: Any) -> Any:
+    def _deadline(self, timeout: Optional[float], stream: bool) -> Optional[float]:
+        """The seconds gRPC is given for a call: the call's timeout, else
+        the client's, else C++'s default; None for no deadline."""
+        _check_timeout(timeout)
+        t = timeout if timeout is not None else self._timeout
+        if t is None:
+            return None if stream else DEFAULT_UNARY_TIMEOUT
+        return None if math.isinf(t) else t
+
+    def _unary(self, method: str, request: Any, timeout: Optional[float] = None) -> Any:
         try:
             return getattr(self._stub, method)(request, metadata=self._metadata,
-                                               timeout=self._timeout)
+                                               timeout=self._deadline(timeout, False))
         except grpc.RpcError as e:
             raise _error(e) from None
 
-    def _stream(self, method: str, request: Any) -> Iterator[Any]:
-        call = getattr(self._stub, method)(request, metadata=self._metadata,
-                                           timeout=self._timeout)
+    def _stream(self, method: str, request: Any, timeout: Optional[float] = None,
+                raw: bool = False) -> Iterator[Any]:
+        """The call's replies as messages, or with `raw` as their
+        serialized bytes."""
+        stub = self._raw_streams[method] if raw else getattr(self._stub, method)
+        call = stub(request, metadata=self._metadata, timeout=self._deadline(timeout, True))
         try:
             yield from call
         except grpc.RpcError as e:
@@ -178,17 +353,40 @@ class Client:
         self.close()
 
     # -- calls --------------------------------------------------------------
+    # Every call takes `timeout` (seconds; None: the client's, see __init__)
+    # and paths as str or pathlib.Path.
 
-    def server_info(self) -> Dict[str, Any]:
+    def server_info(self, timeout: Optional[float] = None) -> Dict[str, Any]:
         """GetServerInfo: version, roots, limits and counters."""
-        return to_dict(self._unary("GetServerInfo", pb.GetServerInfoRequest()))
+        return to_dict(self._unary("GetServerInfo", pb.GetServerInfoRequest(), timeout))
 
-    def checkpoint(self, ckpt: str) -> Dict[str, Any]:
+    def checkpoint(self, ckpt: PathLike, timeout: Optional[float] = None) -> Dict[str, Any]:
         """GetCheckpoint: format, files, sizes and metadata of a checkpoint."""
         return to_dict(self._unary("GetCheckpoint",
-                                   pb.GetCheckpointRequest(checkpoint=self._path(ckpt))))
+                                   pb.GetCheckpointRequest(checkpoint=self._path(ckpt)),
+                                   timeout))
 
-    def checkpoints(self, root: str = "", max_depth: Optional[int] = None) -> List[Dict[str, Any]]:
+    def info(self, ckpt: PathLike, tensor: Optional[str] = None, part: bool = False,
+             timeout: Optional[float] = None) -> Union[Dict[str, Any], TensorInfo]:
+        """As `tensormorph info`: without `tensor`, the checkpoint
+        (GetCheckpoint, as checkpoint()); with it, that one tensor
+        (GetTensor) as a TensorInfo with its stored parts."""
+        if tensor is None:
+            return self.checkpoint(ckpt, timeout=timeout)
+        rep = self._unary("GetTensor", pb.GetTensorRequest(
+            checkpoint=self._path(ckpt), tensor=tensor, part=part), timeout)
+        return TensorInfo.from_proto(rep.tensor)
+
+    def arch(self, ckpt: PathLike, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """GetArchitecture, as `tensormorph arch`: {"root": the module tree
+        (nested dicts: name, path, params, bytes, tensors, scheme,
+        scheme_params, boundary, children), "boundaries": how many nodes
+        start a new quantization scheme}."""
+        return to_dict(self._unary("GetArchitecture", pb.GetArchitectureRequest(
+            checkpoint=self._path(ckpt)), timeout))
+
+    def checkpoints(self, root: PathLike = "", max_depth: Optional[int] = None,
+                    timeout: Optional[float] = None) -> List[Dict[str, Any]]:
         """ListCheckpoints under `root` (every page): dicts with path, format,
         file_count, total_bytes, stored_tensor_count, modified_unix_seconds."""
         out: List[Dict[str, Any]] = []
@@ -198,7 +396,7 @@ class Client:
             if max_depth is not None:
                 req.max_depth = max_depth
             token = ""
-            for e in self._stream("ListCheckpoints", req):
+            for e in self._stream("ListCheckpoints", req, timeout):
                 if e.path:
                     d = to_dict(e)
                     d.pop("next_page_token")
@@ -207,49 +405,66 @@ class Client:
             if not token:
                 return out
 
-    def tensors(self, ckpt: str, filter: str = "", parts: bool = False) -> List[TensorInfo]:
+    def tensors(self, ckpt: PathLike, filter: str = "", parts: bool = False,
+                timeout: Optional[float] = None) -> List[TensorInfo]:
         """ListTensors: the checkpoint's tensors sorted by name, optionally
         those matching the glob `filter`; with `parts`, the stored tensors."""
         req = pb.ListTensorsRequest(checkpoint=self._path(ckpt), filter=filter, parts=parts)
-        out = [TensorInfo.from_proto(t) for t in self._stream("ListTensors", req)]
-        return out
+        return [TensorInfo.from_proto(t) for t in self._stream("ListTensors", req, timeout)]
 
-    def read(self, ckpt: str, tensor: str, slice: Optional[str] = None,
-             raw: bool = False, part: bool = False, max_chunk_bytes: int = 0) -> np.ndarray:
+    def tensor(self, ckpt: PathLike, name: str, part: bool = False,
+               timeout: Optional[float] = None) -> "Tensor":
+        """A lazy handle of one tensor that indexes like a numpy array:
+        `c.tensor(ckpt, name)[3:7, ::2]` reads only the rows and columns it
+        needs and returns float32 numpy, by numpy's basic indexing rules
+        (see tensormorph.Tensor). Nothing is read until it is indexed or
+        its shape asked for; `timeout` applies to each of its calls."""
+        from ._tensor import Tensor
+        return Tensor(self, self._path(ckpt), name, part=part, timeout=timeout)
+
+    def read(self, ckpt: PathLike, tensor: str, slice: Optional[str] = None,
+             raw: bool = False, part: bool = False, max_chunk_bytes: int = 0,
+             timeout: Optional[float] = None) -> np.ndarray:
         """ReadSlice: a numpy-syntax slice ("0:4, ::2"; None = all) of a
         tensor as float32, or with `raw` its stored bytes as a `RawArray`
         (uint8 with `stored_dtype`). The stream is written into one buffer
         allocated from the header's total_bytes, chunk by chunk (of at most
-        `max_chunk_bytes`; 0 = the server's limit, 1 MiB by default)."""
+        `max_chunk_bytes`; 0 = the server's limit, 1 MiB by default).
+        For numpy indexing (`[3:7, ::2]`), see tensor()."""
         req = pb.ReadSliceRequest(
             checkpoint=self._path(ckpt), tensor=tensor, slice=slice or "",
             mode=pb.OUTPUT_MODE_RAW if raw else pb.OUTPUT_MODE_FLOAT32, part=part,
             max_chunk_bytes=max_chunk_bytes)
         buf: Optional[np.ndarray] = None
-        view: Optional[memoryview] = None
         header = None
         pos = 0
         elements = 0
-        for chunk in self._stream("ReadSlice", req):
+        # Each reply arrives as its serialized bytes and is copied once, by
+        # numpy, from where its data field lies into the result: parsing
+        # it into a SliceChunk would copy every MiB once more (a 256 MiB
+        # read went at 0.4 GB/s that way, at 0.9 this way).
+        for message in self._stream("ReadSlice", req, timeout, raw=True):
+            chunk = _SliceChunkView(message)
             if header is None:
-                if not chunk.HasField("header"):
+                if chunk.header is None:
                     raise Error("INTERNAL", "ReadSlice's first message has no header")
-                header = chunk.header
+                header = pb.SliceHeader.FromString(chunk.header)
                 buf = np.empty(header.total_bytes, dtype=np.uint8)
-                view = memoryview(buf)
             if chunk.element_offset != elements:
                 raise Error("INTERNAL", f"ReadSlice chunk at element {chunk.element_offset}, "
                             f"expected {elements}")
-            n = len(chunk.data)
+            n = chunk.data_size
             if pos + n > header.total_bytes:
                 raise Error("INTERNAL", f"ReadSlice sent more than its {header.total_bytes} bytes")
-            view[pos:pos + n] = chunk.data
+            if n:
+                buf[pos:pos + n] = np.frombuffer(message, np.uint8, n, chunk.data_start)
             pos += n
             elements += chunk.element_count
         if header is None:
             raise Error("INTERNAL", "ReadSlice ended without a header")
         if pos != header.total_bytes or elements != header.num_elements:
             raise Error("INTERNAL", f"ReadSlice ended after {pos} of {header.total_bytes} bytes")
+        assert buf is not None  # a header allocates it
         shape = tuple(header.shape)
         if not raw:
             return buf.view("<f4").reshape(shape)
@@ -263,10 +478,11 @@ class Client:
         out.stored_shape = shape
         return out
 
-    def scalars(self, ckpt: str, tensor: str,
+    def scalars(self, ckpt: PathLike, tensor: str,
                 indices: Iterable[Union[Sequence[int], int]],
-                part: bool = False, reference: str = "",
-                reference_tensor: str = "") -> List[Dict[str, Any]]:
+                part: bool = False, reference: PathLike = "",
+                reference_tensor: str = "",
+                timeout: Optional[float] = None) -> List[Dict[str, Any]]:
         """InspectScalars: per index (a coordinate tuple, or an int as a flat
         index; tuples' results come first) a dict with index, raw_code,
         scale, zero_point, offset, group, level, step, value, params, ...;
@@ -284,31 +500,73 @@ class Client:
             checkpoint=self._path(ckpt), tensor=tensor, coords=coords,
             flat_indices=flat, part=part,
             reference=self._path(reference) if reference else "",
-            reference_tensor=reference_tensor))
+            reference_tensor=reference_tensor), timeout)
         return [to_dict(s) for s in rep.scalars]
 
-    def diff(self, quant: str, source: str, filter: Optional[str] = None,
+    def diff(self, quant: PathLike, source: PathLike, filter: Optional[str] = None,
              fail_on: Optional[Sequence[str]] = None, top_k: Optional[int] = None,
-             worst_groups: Optional[int] = None) -> Iterator[Dict[str, Any]]:
+             worst_groups: Optional[int] = None,
+             progress: Optional[ProgressCallback] = None,
+             timeout: Optional[float] = None) -> Iterator[Dict[str, Any]]:
         """QuantDiff: yields one dict per tensor (TensorDiffReport's fields,
         "event": "tensor") as each finishes, then the summary ("event":
-        "summary"). `fail_on` gates look like "sqnr_db<25"."""
+        "summary"). `fail_on` gates look like "sqnr_db<25". `progress`, if
+        given, is called with each progress event (DiffProgress's fields:
+        tensors_done, tensors_total, bytes_done, bytes_total,
+        elapsed_seconds), at least once a second while the diff runs."""
         req = pb.QuantDiffRequest(checkpoint=self._path(quant), reference=self._path(source),
                                   filter=filter or "", fail_on=list(fail_on or []))
         if top_k is not None:
             req.top_k = top_k
         if worst_groups is not None:
             req.worst_groups = worst_groups
-        for ev in self._stream("QuantDiff", req):
+        for ev in self._stream("QuantDiff", req, timeout):
             kind = ev.WhichOneof("event")
             if kind == "tensor":
                 yield {"event": "tensor", **to_dict(ev.tensor)}
             elif kind == "summary":
                 yield {"event": "summary", **to_dict(ev.summary)}
+            elif kind == "progress" and progress is not None:
+                progress(to_dict(ev.progress))
 
-    def stats(self, ckpt: str, tensor: str, bins: int = 0,
-              range: Optional[Tuple[float, float]] = None, reference: str = "",
-              reference_tensor: str = "", group: Optional[int] = None) -> Dict[str, Any]:
+    def check(self, ckpt: PathLike, fail_level: str = "error", hashes: bool = False,
+              manifest: Optional[str] = None, source: PathLike = "",
+              progress: Optional[ProgressCallback] = None,
+              timeout: Optional[float] = None) -> Dict[str, Any]:
+        """CheckCheckpoint, as `tensormorph check`: {"findings": [dicts with
+        rule, severity, tensor, file, expected, actual, hint, count,
+        worst_group], "hashes": [per stored tensor, with `hashes`],
+        "summary": {errors, warnings, infos, rules, failed, ...}}.
+        `fail_level` ("info", "warning", "error") sets summary["failed"];
+        `manifest` is a manifest's JSON text to verify the bytes against;
+        `source` a full-precision checkpoint to hold the quantized tensors
+        to. `progress` is called with each progress event (CheckProgress's
+        fields)."""
+        levels = {"info": pb.CHECK_SEVERITY_INFO, "warning": pb.CHECK_SEVERITY_WARNING,
+                  "error": pb.CHECK_SEVERITY_ERROR}
+        if fail_level not in levels:
+            raise ValueError(f"fail_level {fail_level!r}: expected one of {sorted(levels)}")
+        req = pb.CheckCheckpointRequest(checkpoint=self._path(ckpt),
+                                        fail_level=levels[fail_level], hashes=hashes,
+                                        verify_manifest=manifest or "",
+                                        source=self._path(source) if source else "")
+        out: Dict[str, Any] = {"findings": [], "hashes": [], "summary": None}
+        for ev in self._stream("CheckCheckpoint", req, timeout):
+            kind = ev.WhichOneof("event")
+            if kind == "finding":
+                out["findings"].append(to_dict(ev.finding))
+            elif kind == "hash":
+                out["hashes"].append(to_dict(ev.hash))
+            elif kind == "summary":
+                out["summary"] = to_dict(ev.summary)
+            elif kind == "progress" and progress is not None:
+                progress(to_dict(ev.progress))
+        return out
+
+    def stats(self, ckpt: PathLike, tensor: str, bins: int = 0,
+              range: Optional[Tuple[float, float]] = None, reference: PathLike = "",
+              reference_tensor: str = "", group: Optional[int] = None,
+              timeout: Optional[float] = None) -> Dict[str, Any]:
         """ComputeStats: moments, zeros, a histogram and level usage; the
         histogram, code_histogram and levels are numpy arrays."""
         req = pb.ComputeStatsRequest(checkpoint=self._path(ckpt), tensor=tensor, bins=bins,
@@ -318,20 +576,28 @@ class Client:
             req.range_min, req.range_max = range
         if group is not None:
             req.group = group
-        d = to_dict(self._unary("ComputeStats", req))
+        d = to_dict(self._unary("ComputeStats", req, timeout))
         d["histogram"] = np.asarray(d["histogram"], dtype=np.int64)
         d["code_histogram"] = np.asarray(d["code_histogram"], dtype=np.int64)
         d["levels"] = np.asarray(d["levels"], dtype=np.float64)
         return d
 
-    def heatmap(self, ckpt: str, tensor: str, mode: str = "group", width: int = 256,
-                height: int = 256, leading: Sequence[int] = (), reference: str = "",
+    def heatmap(self, ckpt: PathLike, tensor: str, mode: str = "group", width: int = 256,
+                height: int = 256, leading: Sequence[int] = (), reference: PathLike = "",
                 reference_tensor: str = "",
-                region: Optional[Tuple[int, int, int, int]] = None) -> Dict[str, Any]:
-        """GetHeatmap: `cells` (height x width float64: the mode's reduction,
-        mode one of mean, absmax, error, group, zeros) and `groups` (height x
-        width int64 group ids, -1 without groups), with the edges and range.
+                region: Optional[Tuple[int, int, int, int]] = None,
+                timeout: Optional[float] = None) -> Dict[str, Any]:
+        """GetHeatmap: `cells` (height x width float64: the mode's reduction)
+        and `groups` (height x width int64 group ids, -1 without groups),
+        with the edges and range. `mode` is one of `tensormorph heatmap
+        --mode`'s: value (a cell's mean), absmax, error (needs `reference`),
+        group, zeros; "mean" still works and warns (DeprecationWarning).
         `region` is (row_begin, row_end, col_begin, col_end)."""
+        if mode in _OLD_HEATMAP_MODES:
+            new = _OLD_HEATMAP_MODES[mode]
+            warnings.warn(f"heatmap mode {mode!r} is now {new!r}, as the CLI names it",
+                          DeprecationWarning, stacklevel=2)
+            mode = new
         if mode not in _HEATMAP_MODES:
             raise ValueError(f"mode {mode!r}: expected one of {sorted(_HEATMAP_MODES)}")
         req = pb.GetHeatmapRequest(checkpoint=self._path(ckpt), tensor=tensor,
@@ -340,7 +606,7 @@ class Client:
                                    reference_tensor=reference_tensor)
         if region is not None:
             req.row_begin, req.row_end, req.col_begin, req.col_end = region
-        d = to_dict(self._unary("GetHeatmap", req))
+        d = to_dict(self._unary("GetHeatmap", req, timeout))
         hw = (d["height"], d["width"])
         d["cells"] = np.asarray(d.pop("values"), dtype=np.float64).reshape(hw)
         d["groups"] = np.asarray(d["groups"], dtype=np.int64).reshape(hw)
@@ -352,10 +618,22 @@ class Client:
 
 
 def connect(address: str, token: Optional[str] = None,
-            tls_ca: Optional[str] = None) -> "Union[Client, RoutedClient]":
+            tls_ca: Optional[PathLike] = None,
+            timeout: Optional[float] = None, tls_cert: Optional[PathLike] = None,
+            tls_key: Optional[PathLike] = None) -> "Union[Client, RoutedClient]":
     """A client of the tensormorphd at "host:port". `token` is sent as
     "authorization: Bearer <token>"; `tls_ca` (a PEM file) makes the channel
-    TLS, verifying the server against that CA.
+    TLS, verifying the server against that CA. `tls_cert` and `tls_key`
+    (PEM files, both or neither) are this client's certificate and key for
+    mutual TLS (a server started with --tls-client-ca); without `tls_ca`
+    the server is then verified against the system's roots.
+
+    `timeout` (seconds) is the deadline of every call, which each call's
+    own `timeout=` overrides. None: as the C++ client, unary calls get
+    DEFAULT_UNARY_TIMEOUT (60 s) and streams (read, tensors, diff, check)
+    none; math.inf: no deadline. A call past its deadline raises tm.Error
+    DEADLINE_EXCEEDED; to a server that is down, UNAVAILABLE at once.
+    (A RoutedClient, below, keeps its own per-call defaults.)
 
     Several servers, "a:7431,b:7431" or "dns:///name:7431" (every address
     the name resolves to, as a headless Service's does), give a
@@ -373,29 +651,73 @@ def connect(address: str, token: Optional[str] = None,
     # A malformed address is the caller's to fix: INVALID_ARGUMENT naming
     # it, before gRPC would dial it (UNKNOWN, and C-core's log, for "").
     check_server_list(address)
+    _check_client_cert(tls_cert, tls_key)
     if is_endpoint_list(address):
         endpoints = resolve_endpoints(address)
         if not endpoints:
             raise Error("UNAVAILABLE", f"server list '{address}' resolves to no address")
         if len(endpoints) > 1 or has_dns_name(address):
-            return RoutedClient(endpoints, token=token, tls_ca=tls_ca, targets=address)
-        return dial(endpoints[0], token=token, tls_ca=tls_ca)
-    return dial(address, token=token, tls_ca=tls_ca)
+            if tls_cert is not None:
+                raise Error("INVALID_ARGUMENT", "a client certificate (mutual TLS) needs one "
+                            f"server, not the list '{address}'")
+            return RoutedClient(endpoints, token=token,
+                                tls_ca=_fspath(tls_ca) if tls_ca is not None else None,
+                                targets=address)
+        return dial(endpoints[0], token=token, tls_ca=tls_ca, timeout=timeout,
+                    tls_cert=tls_cert, tls_key=tls_key)
+    return dial(address, token=token, tls_ca=tls_ca, timeout=timeout, tls_cert=tls_cert,
+                tls_key=tls_key)
 
 
-def channel(address: str, tls_ca: Optional[str] = None) -> grpc.Channel:
-    """A gRPC channel to exactly one target, TLS verified against `tls_ca`
-    (a PEM file) when given, with the message size limits replies need."""
-    options = [("grpc.max_receive_message_length", _MAX_MESSAGE),
-               ("grpc.max_send_message_length", _MAX_MESSAGE)]
-    if tls_ca is not None:
-        with open(tls_ca, "rb") as f:
-            creds = grpc.ssl_channel_credentials(root_certificates=f.read())
+def _check_client_cert(tls_cert: Optional[PathLike], tls_key: Optional[PathLike]) -> None:
+    if (tls_cert is None) != (tls_key is None):
+        raise ValueError("tls_cert and tls_key go together (mutual TLS): give both or neither")
+
+
+def _read_pem(path: Optional[PathLike]) -> Optional[bytes]:
+    if path is None:
+        return None
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def channel_options() -> List[Tuple[str, int]]:
+    """The C++ client's channel arguments (client/client.cc says why each):
+    the message size limits replies need; a fixed 16 MiB stream window
+    without gRPC's BDP probe, whose pings kept the window small on loopback
+    and halved a large read; keepalive pings during calls, so that a
+    stream to a peer that died without closing ends in about 80 s instead
+    of never (60 s respects the server's 10 s minimum ping interval)."""
+    return [("grpc.max_receive_message_length", _MAX_MESSAGE),
+            ("grpc.max_send_message_length", _MAX_MESSAGE),
+            ("grpc.http2.bdp_probe", 0),
+            ("grpc.http2.lookahead_bytes", 16 << 20),
+            ("grpc.keepalive_time_ms", 60_000),
+            ("grpc.keepalive_timeout_ms", 20_000),
+            ("grpc.http2.max_pings_without_data", 0)]
+
+
+def channel(address: str, tls_ca: Optional[PathLike] = None,
+            tls_cert: Optional[PathLike] = None,
+            tls_key: Optional[PathLike] = None) -> grpc.Channel:
+    """A gRPC channel to exactly one target with channel_options(): TLS
+    verified against `tls_ca` (a PEM file) when given, presenting
+    `tls_cert`/`tls_key` when given (mutual TLS)."""
+    options = channel_options()
+    _check_client_cert(tls_cert, tls_key)
+    if tls_ca is not None or tls_cert is not None:
+        creds = grpc.ssl_channel_credentials(root_certificates=_read_pem(tls_ca),
+                                             private_key=_read_pem(tls_key),
+                                             certificate_chain=_read_pem(tls_cert))
         return grpc.secure_channel(address, creds, options=options)
     return grpc.insecure_channel(address, options=options)
 
 
-def dial(address: str, token: Optional[str] = None, tls_ca: Optional[str] = None) -> Client:
+def dial(address: str, token: Optional[str] = None, tls_ca: Optional[PathLike] = None,
+         timeout: Optional[float] = None, tls_cert: Optional[PathLike] = None,
+         tls_key: Optional[PathLike] = None) -> Client:
     """A Client of exactly one gRPC target, as connect() gives for one
     "host:port"."""
-    return Client(channel(address, tls_ca), token=token)
+    _check_timeout(timeout)
+    return Client(channel(address, tls_ca, tls_cert, tls_key), token=token, timeout=timeout)
+

@@ -219,7 +219,7 @@ namespace {
 
 TEST(CheckReadmeTest, ListsEveryRuleWithItsSeverity) {
   const std::string readme = testing::ReadFileBytes(
-      std::string(TENSORMORPH_SOURCE_DIR) + "/README.md");
+      std::string(TENSORMORPH_SOURCE_DIR) + "/docs/check.md");
   for (const CheckRule& r : CheckRules()) {
     EXPECT_THAT(readme, HasSubstr(absl::StrCat("| `", r.id, "` | ",
                                                SeverityName(r.severity), " |")))

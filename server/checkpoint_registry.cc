@@ -65,6 +65,24 @@ bool CheckpointRegistry::Unchanged(const Checkpoint& c,
   return true;
 }
 
+bool CheckpointRegistry::RemoteUnchanged(const Checkpoint& c) const {
+  const CheckpointFiles files(sandbox_.access(), sandbox_.remote());
+  for (const Checkpoint::File& f : c.files()) {
+    auto now = files.Identity(f.path);
+    if (!now.ok() || !(*now == f.mapping->identity())) return false;
+  }
+  for (const Checkpoint::ReadFile& f : c.read_files()) {
+    auto now = files.Identity(f.path);
+    if (now.ok() != f.identity.has_value()) return false;  // came or went
+    if (now.ok() && !(*now == *f.identity)) return false;
+  }
+  if (!c.directory().empty()) {
+    auto names = ListCheckpointNames(c.directory(), files);
+    if (!names.ok() || *names != c.directory_names()) return false;
+  }
+  return true;
+}
+
 absl::StatusOr<std::shared_ptr<const Checkpoint>> CheckpointRegistry::Acquire(
     absl::string_view requested) {
   // Opening is where untrusted bytes are parsed: an exception there ends this
@@ -87,18 +105,27 @@ CheckpointRegistry::AcquireUnfenced(absl::string_view requested,
   auto resolved = sandbox_.ResolveAndStat(requested);
   if (!resolved.ok()) return resolved.status();
   const std::string* path = &resolved->path;
+  const bool remote = RemoteFiles::IsUrl(*path);
+  const absl::Time now = absl::Now();
   std::shared_ptr<const Checkpoint> cached;
+  bool recently_checked = false;
   {
     absl::MutexLock lock(&mu_);
     auto it = entries_.find(*path);
-    if (it != entries_.end()) cached = it->second.checkpoint;
+    if (it != entries_.end()) {
+      cached = it->second.checkpoint;
+      recently_checked = now - it->second.checked < kRemoteRecheck;
+    }
   }
   // The stats run off the lock: a slow file system delays this call only.
-  if (cached != nullptr && Unchanged(*cached, *resolved)) {
+  if (cached != nullptr &&
+      (remote ? recently_checked || RemoteUnchanged(*cached)
+              : Unchanged(*cached, *resolved))) {
     absl::MutexLock lock(&mu_);
     auto it = entries_.find(*path);
     if (it != entries_.end() && it->second.checkpoint == cached) {
       lru_.splice(lru_.begin(), lru_, it->second.lru);
+      if (remote && !recently_checked) it->second.checked = now;
     }
     return cached;
   }
@@ -109,10 +136,11 @@ CheckpointRegistry::AcquireUnfenced(absl::string_view requested,
   auto it = entries_.find(*path);
   if (it != entries_.end()) {
     it->second.checkpoint = *opened;
+    it->second.checked = now;
     lru_.splice(lru_.begin(), lru_, it->second.lru);
   } else {
     lru_.push_front(*path);
-    entries_.emplace(*path, Entry{*opened, lru_.begin()});
+    entries_.emplace(*path, Entry{*opened, lru_.begin(), now});
   }
   while (entries_.size() > max_open_) {
     entries_.erase(lru_.back());
@@ -137,7 +165,9 @@ absl::StatusOr<std::shared_ptr<const Checkpoint>> CheckpointRegistry::OpenOnce(
   // them differ next time, so its failure is not reused. The stats run off
   // the lock.
   std::vector<std::pair<std::string, FileIdentity>> inputs =
-      InputsOf(resolved, *sandbox_.access());
+      RemoteFiles::IsUrl(path)
+          ? std::vector<std::pair<std::string, FileIdentity>>()
+          : InputsOf(resolved, *sandbox_.access());
   std::shared_ptr<Opening> opening;
   bool mine = false;
   {
@@ -183,8 +213,10 @@ absl::StatusOr<std::shared_ptr<const Checkpoint>> CheckpointRegistry::OpenOnce(
     opening->finished = true;
     parked.swap(opening->parked);
     const absl::Status& s = opening->result.status();
-    if (absl::IsDataLoss(s) || absl::IsUnimplemented(s) ||
-        absl::IsInvalidArgument(s)) {
+    // (Not for URLs: their identities cannot be taken without a request.)
+    if (!RemoteFiles::IsUrl(path) &&
+        (absl::IsDataLoss(s) || absl::IsUnimplemented(s) ||
+         absl::IsInvalidArgument(s))) {
       // What is wrong with the files themselves; other failures (a race, a
       // permission) may pass by themselves.
       if (failed_.size() >= kMaxRememberedFailures) failed_.clear();

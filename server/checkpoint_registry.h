@@ -125,7 +125,16 @@ class CheckpointRegistry {
   struct Entry {
     std::shared_ptr<const Checkpoint> checkpoint;
     std::list<std::string>::iterator lru;
+    absl::Time checked;  // remote checkpoints: when last found unchanged
   };
+  // A remote checkpoint's reads are conditional on each object's version at
+  // open, so a cached open never mixes versions; a replaced object fails
+  // the read that meets it (ABORTED), and is noticed here at most this long
+  // after the last check, which costs a request per file.
+  static constexpr absl::Duration kRemoteRecheck = absl::Seconds(10);
+  // Unchanged for a checkpoint opened from URLs: each object's version, the
+  // read files' presence and versions, and the directory's names.
+  bool RemoteUnchanged(const Checkpoint& c) const;
   // Whether every file of `c` is still the one it mapped. `resolved` is
   // the checkpoint's path as the sandbox just resolved and stat'ed it: the
   // file at that path (a single-file checkpoint's one file) is judged by

@@ -76,8 +76,22 @@ int main(int argc, char** argv) {
   app.add_option("--root", options.roots,
                  "directory whose checkpoints may be served (repeatable); "
                  "paths are resolved through '..' and symlinks and must stay "
-                 "inside a root")
+                 "inside a root. A storage URL prefix is a remote root: "
+                 "s3://bucket/prefix/, https://host/dir/, hf://org/repo/ "
+                 "(docs/storage.md: credentials from AWS_* and HF_TOKEN)")
       ->required();
+  app.add_option("--remote-ram-bytes", options.remote_ram_bytes,
+                 "RAM that bytes fetched from remote roots may hold at once; "
+                 "past it the oldest are dropped and fetched again if read")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{64} << 20, uint64_t{1} << 50));
+  app.add_option("--cache-dir", options.cache_dir,
+                 "keep blocks fetched from remote roots on disk here too, "
+                 "across restarts (a directory only this server's user may "
+                 "write); unset: none");
+  app.add_option("--cache-bytes", options.cache_bytes,
+                 "disk the --cache-dir blocks may take")
+      ->capture_default_str();
   app.add_option("--log-level", log_level,
                  "trace, debug, info, warn, error, off")
       ->capture_default_str();

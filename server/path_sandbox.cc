@@ -10,9 +10,11 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/io/object_url.h"
 
 namespace tensormorph {
 namespace {
@@ -59,13 +61,29 @@ std::string WorkingDirectory() {
 }  // namespace
 
 absl::StatusOr<PathSandbox> PathSandbox::Create(
-    const std::vector<std::string>& roots) {
+    const std::vector<std::string>& roots,
+    std::shared_ptr<const RemoteFiles> remote) {
   if (roots.empty()) {
     return absl::InvalidArgumentError(
         "no --root given: name at least one directory to serve");
   }
   PathSandbox s;
+  s.remote_ = std::move(remote);
   for (const std::string& r : roots) {
+    if (RemoteFiles::IsUrl(r)) {
+      if (absl::StatusOr<ObjectUrl> url = ParseObjectUrl(r); !url.ok()) {
+        return url.status();
+      }
+      if (s.remote_ == nullptr) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("root '", RedactUrl(r),
+                         "' is a storage URL, and remote storage "
+                         "is not enabled here"));
+      }
+      s.remote_roots_.push_back(absl::EndsWith(r, "/") ? r
+                                                       : absl::StrCat(r, "/"));
+      continue;
+    }
     auto real = r.empty() ? absl::NotFoundError("empty") : RealPath(r);
     struct stat st;
     if (!real.ok() || ::stat(real->c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
@@ -78,14 +96,22 @@ absl::StatusOr<PathSandbox> PathSandbox::Create(
   }
   std::vector<std::string> resolved;
   for (const Root& r : s.roots_) resolved.push_back(r.resolved);
+  if (resolved.empty()) {
+    // Remote roots only: Resolve admits no local path, so nothing is ever
+    // opened through this.
+    s.access_ = FileAccess::Anywhere();
+    return s;
+  }
   auto access = FileAccess::Beneath(resolved);
   if (!access.ok()) return access.status();
   s.access_ = *std::move(access);
   return s;
 }
 
-PathSandbox PathSandbox::Unrestricted(const std::string& base_dir) {
+PathSandbox PathSandbox::Unrestricted(
+    const std::string& base_dir, std::shared_ptr<const RemoteFiles> remote) {
   PathSandbox s;
+  s.remote_ = std::move(remote);
   s.unrestricted_ = true;
   s.base_dir_ = base_dir;
   s.roots_ = {Root{"/", "/"}};
@@ -100,11 +126,71 @@ std::vector<std::string> PathSandbox::roots() const {
 }
 
 std::string PathSandbox::DescribeRoots() const {
-  return absl::StrJoin(roots_, ", ", [](std::string* out, const Root& r) {
-    absl::StrAppend(out, r.given);
-    if (r.resolved != r.given)
-      absl::StrAppend(out, " (resolved: ", r.resolved, ")");
-  });
+  std::string out =
+      absl::StrJoin(roots_, ", ", [](std::string* out, const Root& r) {
+        absl::StrAppend(out, r.given);
+        if (r.resolved != r.given)
+          absl::StrAppend(out, " (resolved: ", r.resolved, ")");
+      });
+  for (const std::string& r : remote_roots_) {
+    absl::StrAppend(&out, out.empty() ? "" : ", ", RedactUrl(r));
+  }
+  return out;
+}
+
+namespace {
+
+// A URL path segment "." or ".." (which HTTP servers and S3 keys treat
+// differently): a request holding one is refused rather than interpreted.
+bool HasDotSegment(absl::string_view url) {
+  const size_t scheme = url.find("://");
+  absl::string_view path =
+      scheme == absl::string_view::npos ? url : url.substr(scheme + 3);
+  for (absl::string_view seg : absl::StrSplit(path, '/')) {
+    if (seg == "." || seg == "..") return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+absl::StatusOr<PathSandbox::Resolved> PathSandbox::ResolveUrl(
+    absl::string_view url) const {
+  if (remote_ == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint '", RedactUrl(url),
+                     "' is a storage URL, and remote storage is not enabled "
+                     "here"));
+  }
+  bool inside = unrestricted_;
+  for (const std::string& root : remote_roots_) {
+    inside =
+        inside || absl::StartsWith(url, root) || absl::StrCat(url, "/") == root;
+  }
+  if (!inside || HasDotSegment(url)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "checkpoint '", RedactUrl(url), "' is outside the server's roots (",
+        DescribeRoots(), ")"));
+  }
+  absl::StatusOr<struct stat> st = remote_->Stat(std::string(url));
+  if (!st.ok()) return st.status();
+  return Resolved{std::string(url), *st};
+}
+
+absl::StatusOr<PathSandbox::Resolved> PathSandbox::ResolveBeneathRemoteRoots(
+    absl::string_view requested) const {
+  if (HasDotSegment(requested)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "checkpoint '", requested, "' holds a '.' or '..' segment"));
+  }
+  for (const std::string& root : remote_roots_) {
+    absl::StatusOr<Resolved> r = ResolveUrl(absl::StrCat(root, requested));
+    if (r.ok() || !absl::IsNotFound(r.status())) return r;
+  }
+  return absl::NotFoundError(absl::StrCat("checkpoint '", requested,
+                                          "' not found under the server's "
+                                          "roots (",
+                                          DescribeRoots(), ")"));
 }
 
 bool PathSandbox::Inside(const std::string& path, bool given_too) const {
@@ -160,6 +246,7 @@ absl::StatusOr<PathSandbox::Resolved> PathSandbox::ResolveAndStat(
         "checkpoint path '", absl::CHexEscape(requested.substr(0, 256)),
         "' holds a NUL byte or is longer than PATH_MAX (", PATH_MAX, ")"));
   }
+  if (RemoteFiles::IsUrl(requested)) return ResolveUrl(requested);
   std::vector<std::string> candidates;
   if (requested.front() == '/') {
     candidates.push_back(std::string(requested));
@@ -205,6 +292,9 @@ absl::StatusOr<PathSandbox::Resolved> PathSandbox::ResolveAndStat(
           "' is not a regular file or directory (a device, FIFO or socket)"));
     }
     return out;
+  }
+  if (!remote_roots_.empty() && requested.front() != '/') {
+    return ResolveBeneathRemoteRoots(requested);
   }
   if (!any_inside) {
     return absl::PermissionDeniedError(absl::StrCat(

@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/io/file_access.h"
+#include "core/io/remote_files.h"
 
 namespace tensormorph {
 
@@ -30,15 +31,23 @@ class PathSandbox {
   };
 
   // Roots must be existing directories; relative ones are taken against the
-  // working directory.
+  // working directory. A root that is a storage URL (s3://bucket/prefix/,
+  // https://host/dir/, hf://org/repo/) is a remote root, served through
+  // `remote` as a directory is: a URL request must lie beneath one (no `.`
+  // or `..` segments), and a relative path not found beneath a local root
+  // is looked for beneath each remote one.
   // Errors: INVALID_ARGUMENT naming a root that is missing or not a
   // directory, or when no root is given, or when the kernel cannot resolve
-  // beneath a directory (no openat2).
+  // beneath a directory (no openat2); a remote root without `remote`.
   static absl::StatusOr<PathSandbox> Create(
-      const std::vector<std::string>& roots);
+      const std::vector<std::string>& roots,
+      std::shared_ptr<const RemoteFiles> remote = nullptr);
 
-  // Any local path, relative ones against `base_dir` (embedded mode).
-  static PathSandbox Unrestricted(const std::string& base_dir);
+  // Any local path, relative ones against `base_dir` (embedded mode), and
+  // any URL through `remote` (null: none).
+  static PathSandbox Unrestricted(
+      const std::string& base_dir,
+      std::shared_ptr<const RemoteFiles> remote = nullptr);
 
   // Resolves `requested` (relative to a root, or absolute under either
   // spelling of one) to a canonical path inside a resolved root, following
@@ -70,6 +79,8 @@ class PathSandbox {
   bool unrestricted() const { return unrestricted_; }
   // What every file of a checkpoint served from here is opened through.
   const std::shared_ptr<const FileAccess>& access() const { return access_; }
+  // What URLs are opened through (null when none may be).
+  const std::shared_ptr<const RemoteFiles>& remote() const { return remote_; }
 
  private:
   PathSandbox() = default;
@@ -80,9 +91,17 @@ class PathSandbox {
   // root it lies in (either spelling), which access() opens beneath; empty
   // when it lies in none.
   std::string InResolvedSpelling(const std::string& path) const;
+  // A URL request: beneath a remote root (or any, unrestricted), stat'ed.
+  absl::StatusOr<Resolved> ResolveUrl(absl::string_view url) const;
+  // A relative request beneath each remote root in turn; NOT_FOUND when
+  // none holds it.
+  absl::StatusOr<Resolved> ResolveBeneathRemoteRoots(
+      absl::string_view requested) const;
 
   std::vector<Root> roots_;
+  std::vector<std::string> remote_roots_;  // each ending in '/'
   std::shared_ptr<const FileAccess> access_;
+  std::shared_ptr<const RemoteFiles> remote_;
   bool unrestricted_ = false;
   std::string base_dir_;
 };

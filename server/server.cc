@@ -10,8 +10,10 @@
 #include <sstream>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/io/fault_guard.h"
+#include "core/io/remote_files.h"
 #include "proto/request_limits.h"
 #include "server/auth_interceptor.h"
 #include "server/call_log.h"
@@ -65,6 +67,30 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
   return grpc::SslServerCredentials(ssl);
 }
 
+// Remote storage for roots that are URLs (any URL when unrestricted); null
+// when no root is one.
+absl::StatusOr<std::shared_ptr<const RemoteFiles>> RemoteStorage(
+    const ServerOptions& o) {
+  RemoteFilesOptions r;
+  for (const std::string& root : o.roots) {
+    if (!RemoteFiles::IsUrl(root)) continue;
+    r.roots.push_back(absl::EndsWith(root, "/") ? root
+                                                : absl::StrCat(root, "/"));
+  }
+  if (r.roots.empty() && !o.unrestricted) return nullptr;
+  r.budget_bytes = o.remote_ram_bytes;
+  if (!o.cache_dir.empty()) {
+    BlockCacheOptions cache;
+    cache.disk_dir = o.cache_dir;
+    cache.disk_bytes = o.cache_bytes;
+    // Fetched bytes live in the mirrors' RAM budget; the block cache's own
+    // RAM tier only passes blocks to and from the disk.
+    cache.ram_bytes = cache.block_bytes * 64;
+    r.storage.cache = cache;
+  }
+  return RemoteFiles::Create(std::move(r));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TensormorphServer>> TensormorphServer::Build(
@@ -77,9 +103,13 @@ absl::StatusOr<std::unique_ptr<TensormorphServer>> TensormorphServer::Build(
         "max connection age must be 0 (never) to ", kMaxConnectionAgeSeconds,
         " seconds, got ", options.max_connection_age_seconds));
   }
+  absl::StatusOr<std::shared_ptr<const RemoteFiles>> remote =
+      RemoteStorage(options);
+  if (!remote.ok()) return remote.status();
   absl::StatusOr<PathSandbox> sandbox =
-      options.unrestricted ? PathSandbox::Unrestricted(WorkingDirectory())
-                           : PathSandbox::Create(options.roots);
+      options.unrestricted
+          ? PathSandbox::Unrestricted(WorkingDirectory(), *remote)
+          : PathSandbox::Create(options.roots, *remote);
   if (!sandbox.ok()) return sandbox.status();
   const int workers =
       options.workers > 0
@@ -94,7 +124,9 @@ absl::StatusOr<std::unique_ptr<TensormorphServer>> TensormorphServer::Build(
   std::unique_ptr<TensormorphServer> s(new TensormorphServer());
   s->state_ = std::make_shared<ServiceState>(
       *std::move(sandbox), options.max_open_checkpoints, workers,
-      options.limits, OpenOptions{options.partial_shards});
+      options.limits,
+      OpenOptions{.allow_absent_shards = options.partial_shards,
+                  .remote = *remote});
   if (!options.token_file.empty()) {
     if (absl::Status t = s->state_->tokens.Load(options.token_file); !t.ok())
       return t;

@@ -23,9 +23,16 @@ inline constexpr int64_t kMaxConnectionAgeSeconds = 2'147'483;
 struct ServerOptions {
   std::string listen = "127.0.0.1:7431";  // host:port; port 0 picks one
   std::vector<std::string> roots;
-  // Serve any local path, relative ones against the working directory
-  // (embedded mode only).
+  // Serve any local path, relative ones against the working directory, and
+  // any storage URL (embedded mode only).
   bool unrestricted = false;
+  // Checkpoints in remote storage (roots that are URLs; any URL when
+  // unrestricted): the RAM their fetched bytes may hold at once
+  // (MirrorBudget), and an optional disk cache of fetched blocks that
+  // outlives the process (BlockCache's disk tier), capped at cache_bytes.
+  uint64_t remote_ram_bytes = uint64_t{1} << 30;
+  std::string cache_dir;
+  uint64_t cache_bytes = uint64_t{10} << 30;
   size_t max_open_checkpoints = 64;
   // Open sharded safetensors checkpoints with the shards present, listing
   // the others as absent (OpenOptions::allow_absent_shards): a server

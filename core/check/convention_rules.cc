@@ -140,7 +140,7 @@ absl::StatusOr<std::optional<conventions::QuantConfig>> ReadQuantConfig(
                                          : nullptr;
     if (slot == nullptr) continue;
     TM_ASSIGN_OR_RETURN(std::string text,
-                        ReadWholeFile(f.path, kMaxConfigBytes, ckpt.access()));
+                        ckpt.storage().ReadWhole(f.path, kMaxConfigBytes));
     absl::StatusOr<nlohmann::json> json =
         ParseStrictJson(text, absl::StrCat("config '", f.path, "'"));
     // Not JSON: a lenient open reported it (config-key); read as absent.

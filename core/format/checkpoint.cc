@@ -18,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/format/checkpoint_files.h"
 #include "core/format/gguf_reader.h"
 #include "core/format/json_header.h"
 #include "core/format/safetensors_reader.h"
@@ -76,16 +77,19 @@ bool DecidesWhatOpens(absl::string_view name) {
 // Regular files directly inside `dir`, sorted by name.
 // Errors: NOT_FOUND (cannot list); PERMISSION_DENIED (a name that decides
 // what opens leads out of the roots).
-absl::StatusOr<std::vector<std::string>> ListFiles(const std::string& dir,
-                                                   const FileAccess& access) {
-  absl::StatusOr<std::vector<std::string>> all = access.ListDirectory(dir);
+absl::StatusOr<std::vector<std::string>> ListFiles(
+    const std::string& dir, const CheckpointFiles& files) {
+  absl::StatusOr<std::vector<std::string>> all = files.ListDirectory(dir);
   if (!all.ok()) {
     return absl::NotFoundError(absl::StrCat("cannot list directory '", dir,
                                             "': ", all.status().message()));
   }
+  std::vector<std::string> paths;
+  for (const std::string& name : *all) paths.push_back(Join(dir, name));
+  files.Prefetch(paths);
   std::vector<std::string> names;
   for (std::string& name : *all) {
-    absl::StatusOr<struct stat> st = access.Stat(Join(dir, name));
+    absl::StatusOr<struct stat> st = files.Stat(Join(dir, name));
     // A name that decides what opens (a shard, the index, a config) and
     // leads out of the roots refuses the open: serving the rest as though
     // it were absent would answer for another checkpoint.
@@ -166,9 +170,11 @@ absl::string_view FormatName(CheckpointFormat format) {
   return format == CheckpointFormat::kGguf ? "gguf" : "safetensors";
 }
 
-absl::StatusOr<std::vector<std::string>> ListCheckpointNames(
-    const std::string& dir, const FileAccess& access) {
-  absl::StatusOr<std::vector<std::string>> all = access.ListDirectory(dir);
+namespace {
+
+// The names of `all` (a listing of `dir`) that decide what opens, sorted.
+absl::StatusOr<std::vector<std::string>> NamesThatDecide(
+    const std::string& dir, absl::StatusOr<std::vector<std::string>> all) {
   if (!all.ok()) {
     return absl::NotFoundError(absl::StrCat("cannot list directory '", dir,
                                             "': ", all.status().message()));
@@ -182,6 +188,18 @@ absl::StatusOr<std::vector<std::string>> ListCheckpointNames(
   }
   std::sort(names.begin(), names.end());
   return names;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> ListCheckpointNames(
+    const std::string& dir, const CheckpointFiles& files) {
+  return NamesThatDecide(dir, files.ListDirectory(dir));
+}
+
+absl::StatusOr<std::vector<std::string>> ListCheckpointNames(
+    const std::string& dir, const FileAccess& access) {
+  return NamesThatDecide(dir, access.ListDirectory(dir));
 }
 
 // A fault while reading `path` at open: the file shrank under its mapping.
@@ -218,10 +236,15 @@ absl::StatusOr<T> ParseGuarded(const std::string& path, const Parse& parse) {
 class CheckpointBuilder {
  public:
   CheckpointBuilder(std::string path, const OpenOptions& options)
-      : ckpt_(new Checkpoint()), options_(options) {
+      : ckpt_(new Checkpoint()),
+        options_(options),
+        files_(
+            options.access != nullptr ? options.access : FileAccess::Anywhere(),
+            options.remote) {
     ckpt_->path_ = std::move(path);
     ckpt_->access_ =
         options.access != nullptr ? options.access : FileAccess::Anywhere();
+    ckpt_->remote_ = options.remote;
   }
 
   absl::StatusOr<std::shared_ptr<const Checkpoint>> OpenPath();
@@ -235,7 +258,7 @@ class CheckpointBuilder {
   absl::Status AddGguf(const std::string& p, Mapping m = nullptr);
   absl::StatusOr<int> AddFile(const std::string& p, Mapping* m) {
     if (*m == nullptr) {
-      TM_ASSIGN_OR_RETURN(*m, MappedFile::Open(p, access()));
+      TM_ASSIGN_OR_RETURN(*m, files_.Map(p));
     }
     ckpt_->files_.push_back({p, *m});
     return static_cast<int>(ckpt_->files_.size()) - 1;
@@ -261,11 +284,10 @@ class CheckpointBuilder {
   // Checkpoint's members).
   void WithholdAbsentModules();
 
-  // Every file is opened, listed and stat'ed through this (OpenOptions).
-  const FileAccess& access() const { return *ckpt_->access_; }
-
   std::unique_ptr<Checkpoint> ckpt_;
   const OpenOptions options_;
+  // Every file is opened, listed and stat'ed through this (OpenOptions).
+  const CheckpointFiles files_;
   // Lenient: positions in stored_ of tensors a shard holds where the index
   // does not place them (shard-tensor-unindexed); of a name stored twice,
   // Finish keeps the copy the index places.
@@ -275,7 +297,7 @@ class CheckpointBuilder {
 absl::Status CheckpointBuilder::AddSafetensors(const std::string& p,
                                                Mapping m) {
   if (m == nullptr) {
-    TM_ASSIGN_OR_RETURN(m, MappedFile::Open(p, access()));
+    TM_ASSIGN_OR_RETURN(m, files_.Map(p));
   }
   TM_ASSIGN_OR_RETURN(SafetensorsHeader h,
                       ParseGuarded<SafetensorsHeader>(
@@ -363,7 +385,7 @@ absl::Status CheckpointBuilder::OpenGgufSet(const std::string& p, Mapping m) {
   if (!split) return AddGguf(p, std::move(m));
   for (int i = 1; i <= split->count; ++i) {
     const std::string part = Join(dir, SplitFileName(*split, i));
-    absl::StatusOr<struct stat> present = access().Stat(part);
+    absl::StatusOr<struct stat> present = files_.Stat(part);
     if (!present.ok() && !absl::IsNotFound(present.status())) {
       return present.status();
     }
@@ -381,10 +403,10 @@ absl::Status CheckpointBuilder::OpenSafetensorsIndex(
     const std::string& index_path) {
   // Read, not mapped: an index truncated while it is parsed is a status.
   TM_ASSIGN_OR_RETURN(const FileIdentity index_identity,
-                      StatFile(index_path, access()));
+                      files_.Identity(index_path));
   ckpt_->read_files_.push_back({index_path, index_identity});
   TM_ASSIGN_OR_RETURN(const std::string text,
-                      ReadWholeFile(index_path, kMaxIndexBytes, access()));
+                      files_.ReadWhole(index_path, kMaxIndexBytes));
   const std::string what = absl::StrCat("index '", index_path, "'");
   // shard file name -> tensors the index places there (views of the
   // document's keys)
@@ -398,10 +420,15 @@ absl::Status CheckpointBuilder::OpenSafetensorsIndex(
         std::string(s.message()));
   }
   const std::string dir = Dirname(index_path);
+  {
+    std::vector<std::string> paths;
+    for (const auto& entry : shards) paths.push_back(Join(dir, entry.first));
+    files_.Prefetch(paths);  // remote shards: opened at once, not in turn
+  }
   for (auto it = shards.begin(); it != shards.end();) {
     const auto& [name, tensors] = *it;
     const std::string shard_path = Join(dir, name);
-    absl::StatusOr<struct stat> present = access().Stat(shard_path);
+    absl::StatusOr<struct stat> present = files_.Stat(shard_path);
     if (present.ok()) {
       ++it;
       continue;
@@ -458,7 +485,7 @@ absl::Status CheckpointBuilder::OpenSafetensorsIndex(
     for (size_t i; (i = next.fetch_add(1)) < parsed.size();) {
       Shard& sh = parsed[i];
       const std::string path = Join(dir, *sh.name);
-      auto m = MappedFile::Open(path, access());
+      auto m = files_.Map(path);
       if (!m.ok()) {
         sh.header = m.status();
         continue;
@@ -569,7 +596,7 @@ absl::Status CheckpointBuilder::OpenSafetensorsIndex(
 }
 
 absl::Status CheckpointBuilder::OpenFile(const std::string& p) {
-  TM_ASSIGN_OR_RETURN(auto m, MappedFile::Open(p, access()));
+  TM_ASSIGN_OR_RETURN(auto m, files_.Map(p));
   // Sniffing reads the mapping too: under the guard, like every parse.
   const auto bytes = m->bytes();
   bool gguf = false, index = false, safetensors = false;
@@ -597,7 +624,7 @@ absl::Status CheckpointBuilder::OpenFile(const std::string& p) {
 }
 
 absl::Status CheckpointBuilder::AddSafetensorsFiles(const std::string& dir) {
-  TM_ASSIGN_OR_RETURN(std::vector<std::string> names, ListFiles(dir, access()));
+  TM_ASSIGN_OR_RETURN(std::vector<std::string> names, ListFiles(dir, files_));
   absl::Status first_error;
   bool added = false;
   auto corrupt = [&](const std::string& path, absl::string_view why) {
@@ -625,7 +652,7 @@ absl::Status CheckpointBuilder::AddSafetensorsFiles(const std::string& dir) {
     // A name a loader would try that is no regular file (a dangling
     // symlink, a loop, a directory, a FIFO): never opened, reported.
     TM_ASSIGN_OR_RETURN(std::vector<std::string> all,
-                        ListCheckpointNames(dir, access()));
+                        ListCheckpointNames(dir, files_));
     for (const std::string& n : all) {
       if (!absl::EndsWith(n, ".safetensors") ||
           std::binary_search(names.begin(), names.end(), n)) {
@@ -671,8 +698,8 @@ absl::Status CheckpointBuilder::OpenShardsPastIndex(
 absl::Status CheckpointBuilder::OpenDirectory(const std::string& dir) {
   ckpt_->directory_ = dir;
   TM_ASSIGN_OR_RETURN(ckpt_->directory_names_,
-                      ListCheckpointNames(dir, access()));
-  TM_ASSIGN_OR_RETURN(std::vector<std::string> names, ListFiles(dir, access()));
+                      ListCheckpointNames(dir, files_));
+  TM_ASSIGN_OR_RETURN(std::vector<std::string> names, ListFiles(dir, files_));
   if (std::find(names.begin(), names.end(), kIndexName) != names.end()) {
     return OpenSafetensorsIndex(Join(dir, kIndexName));
   }
@@ -716,14 +743,15 @@ absl::Status CheckpointBuilder::OpenDirectory(const std::string& dir) {
 // roots is refused (PERMISSION_DENIED), never read, so none of its values
 // can reach an error message.
 absl::StatusOr<std::optional<nlohmann::json>> ReadConfig(
-    const std::string& dir, absl::string_view name, const FileAccess& access) {
+    const std::string& dir, absl::string_view name,
+    const CheckpointFiles& files) {
   const std::string path = Join(dir, name);
-  absl::StatusOr<struct stat> st = access.Stat(path);
+  absl::StatusOr<struct stat> st = files.Stat(path);
   if (!st.ok() && absl::IsNotFound(st.status())) return std::nullopt;
   if (!st.ok()) return st.status();
   if (!S_ISREG(st->st_mode)) return std::nullopt;
   TM_ASSIGN_OR_RETURN(const std::string text,
-                      ReadWholeFile(path, kMaxConfigBytes, access));
+                      files.ReadWhole(path, kMaxConfigBytes));
   return ParseStrictJson(text, absl::StrCat("config '", path, "'"));
 }
 
@@ -815,12 +843,12 @@ absl::Status CheckpointBuilder::Finish() {
               });
     c.conventions_ = {"ggml"};
   } else {
-    absl::StatusOr<struct stat> st = access().Stat(c.path_);
+    absl::StatusOr<struct stat> st = files_.Stat(c.path_);
     const std::string dir =
         st.ok() && S_ISDIR(st->st_mode) ? c.path_ : Dirname(c.files_[0].path);
     for (absl::string_view name : kConfigNames) {
       const std::string path = Join(dir, name);
-      absl::StatusOr<FileIdentity> id = StatFile(path, access());
+      absl::StatusOr<FileIdentity> id = files_.Identity(path);
       c.read_files_.push_back(
           {path, id.ok() ? std::optional<FileIdentity>(*id) : std::nullopt});
     }
@@ -829,7 +857,7 @@ absl::Status CheckpointBuilder::Finish() {
     auto read = [&](absl::string_view name,
                     std::optional<nlohmann::json>* out) -> absl::Status {
       absl::StatusOr<std::optional<nlohmann::json>> json =
-          ReadConfig(dir, name, access());
+          ReadConfig(dir, name, files_);
       if (json.ok()) {
         *out = *std::move(json);
         return absl::OkStatus();
@@ -957,7 +985,7 @@ void CheckpointBuilder::BuildParts() {
 absl::StatusOr<std::shared_ptr<const Checkpoint>>
 CheckpointBuilder::OpenPath() {
   const std::string& p = ckpt_->path_;
-  absl::StatusOr<struct stat> st = access().Stat(p);
+  absl::StatusOr<struct stat> st = files_.Stat(p);
   if (!st.ok() && absl::IsNotFound(st.status())) {
     return absl::NotFoundError(
         absl::StrCat("no such file or directory: '", p, "'"));
@@ -996,6 +1024,9 @@ const Checkpoint::AbsentFile* Checkpoint::AbsentFileFor(
 absl::Status Checkpoint::CheckFileUnchanged(size_t index,
                                             absl::string_view what) const {
   const File& f = files_[index];
+  // Every fetch of a remote file's bytes is conditional on its version at
+  // open: a replaced object fails the read itself (ABORTED).
+  if (f.mapping->remote()) return absl::OkStatus();
   const FileIdentity& was = f.mapping->identity();
   absl::StatusOr<FileIdentity> now = StatFile(f.path, *access_);
   if (now.ok() && *now == was) return absl::OkStatus();
@@ -1017,6 +1048,7 @@ absl::Status Checkpoint::CheckFileUnchanged(size_t index,
 }
 
 absl::Status Checkpoint::CheckFileNoWriters(size_t index) const {
+  if (files_[index].mapping->remote()) return absl::OkStatus();  // no writers
   return tensormorph::CheckNoWriters(*access_, files_[index].path);
 }
 

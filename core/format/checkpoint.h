@@ -11,9 +11,11 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/format/checkpoint_files.h"
 #include "core/format/gguf_metadata.h"
 #include "core/format/stored_tensor.h"
 #include "core/io/mapped_file.h"
+#include "core/io/remote_files.h"
 #include "core/quant/resolve_problem.h"
 #include "core/tensor.h"
 
@@ -32,6 +34,9 @@ inline absl::StatusOr<std::vector<std::string>> ListCheckpointNames(
     const std::string& dir) {
   return ListCheckpointNames(dir, *FileAccess::Anywhere());
 }
+// The same for a directory that may be a URL.
+absl::StatusOr<std::vector<std::string>> ListCheckpointNames(
+    const std::string& dir, const CheckpointFiles& files);
 
 // One metadata entry for display: safetensors `__metadata__` (type
 // "string") or a GGUF key/value.
@@ -80,6 +85,10 @@ struct OpenOptions {
   // passes its roots: FileAccess::Beneath); null: anywhere. The checkpoint
   // keeps it (access()) for later checks of its files.
   std::shared_ptr<const FileAccess> access = nullptr;
+  // Where paths that are storage URLs (https://, s3://, hf://) are opened:
+  // their files are mirrored (remote_mirror.h), fetched as read. Null: URLs
+  // are refused with INVALID_ARGUMENT.
+  std::shared_ptr<const RemoteFiles> remote = nullptr;
 };
 
 // Thread safety: immutable after Open; every method is safe to call from
@@ -161,6 +170,9 @@ class Checkpoint {
   // Where the files were opened (OpenOptions::access); later looks at them
   // go through it too.
   const FileAccess& access() const { return *access_; }
+  // The same with remote storage (OpenOptions::remote): what a later read of
+  // a file beside the checkpoint (a config) goes through, URL or path.
+  CheckpointFiles storage() const { return CheckpointFiles(access_, remote_); }
 
   // Whether each file `t` is read from is still the file mapped: the same
   // device, inode, size, mtime and ctime. ctime cannot be set back from user
@@ -239,6 +251,7 @@ class Checkpoint {
 
   std::string path_;
   std::shared_ptr<const FileAccess> access_;
+  std::shared_ptr<const RemoteFiles> remote_;
   CheckpointFormat format_ = CheckpointFormat::kSafetensors;
   std::vector<File> files_;
   std::vector<StoredTensor> stored_;

@@ -4,11 +4,14 @@
 #include <signal.h>
 
 #include <mutex>
+#include <utility>
 
 namespace tensormorph {
 namespace {
 
 thread_local sigjmp_buf* g_guard = nullptr;
+// EndGuardedRead's status, taken by the GuardedRead it ends.
+thread_local absl::Status* g_failure = nullptr;
 
 void OnSigbus(int sig, siginfo_t*, void*) {
   if (g_guard != nullptr) siglongjmp(*g_guard, 1);
@@ -33,8 +36,14 @@ void InstallMappedFileFaultHandler() {
 absl::Status GuardedRead(const std::function<absl::Status()>& read) {
   sigjmp_buf jump;
   sigjmp_buf* const outer = g_guard;
-  if (sigsetjmp(jump, 1) != 0) {
+  if (const int how = sigsetjmp(jump, 1); how != 0) {
     g_guard = outer;
+    if (how == 2) {
+      absl::Status failure = std::move(*g_failure);
+      delete g_failure;
+      g_failure = nullptr;
+      return failure;
+    }
     return absl::FailedPreconditionError(
         "a checkpoint file shrank or was replaced while being read (SIGBUS on "
         "its mapping); "
@@ -44,6 +53,12 @@ absl::Status GuardedRead(const std::function<absl::Status()>& read) {
   absl::Status s = read();
   g_guard = outer;
   return s;
+}
+
+void EndGuardedRead(absl::Status* failure) {
+  if (g_guard == nullptr) return;  // the caller aborts: nothing to free
+  g_failure = failure;
+  siglongjmp(*g_guard, 2);
 }
 
 }  // namespace tensormorph

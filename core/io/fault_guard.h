@@ -18,7 +18,15 @@ void InstallMappedFileFaultHandler();
 // REQUIRES: `read` holds no resources that need destructors across the
 // faulting access (a fault unwinds with siglongjmp): pass preallocated
 // buffers in, keep it to the decode call itself.
+// Reads of a remote mirror's bytes (remote_mirror.h) fetch them as they
+// fault; when a fetch fails, the read ends with the fetch's status instead
+// (ABORTED: the object was replaced; UNAVAILABLE, PERMISSION_DENIED...).
 absl::Status GuardedRead(const std::function<absl::Status()>& read);
+
+// demand_paging.cc: ends the GuardedRead running on this thread with
+// `*failure` (taking ownership). Returns only when this thread runs no
+// GuardedRead (the caller then aborts).
+void EndGuardedRead(absl::Status* failure);
 
 }  // namespace tensormorph
 

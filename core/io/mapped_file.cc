@@ -7,10 +7,13 @@
 
 #include <cerrno>
 #include <cstring>
+#include <functional>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/io/errno_status.h"
+#include "core/io/remote_mirror.h"
 
 namespace tensormorph {
 namespace {
@@ -118,8 +121,25 @@ absl::StatusOr<std::shared_ptr<const MappedFile>> MappedFile::Open(
       new MappedFile(path, data, size, IdentityOf(st)));
 }
 
+std::shared_ptr<const MappedFile> MappedFile::FromMirror(
+    std::string path, std::shared_ptr<const RemoteMirror> mirror) {
+  const absl::Span<const uint8_t> bytes = mirror->bytes();
+  FileIdentity identity;
+  identity.size = mirror->size();
+  // The version (ETag or Last-Modified), as a number two opens of the same
+  // version agree on: what a cache compares to notice a replaced object.
+  identity.inode = std::hash<std::string>()(
+      mirror->reader().identity().CacheKey(mirror->reader().display()));
+  std::shared_ptr<MappedFile> m(
+      new MappedFile(std::move(path), bytes.data(), bytes.size(), identity));
+  m->mirror_ = std::move(mirror);
+  return m;
+}
+
 MappedFile::~MappedFile() {
-  if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (data_ != nullptr && mirror_ == nullptr) {
+    ::munmap(const_cast<uint8_t*>(data_), size_);
+  }
 }
 
 }  // namespace tensormorph

@@ -15,6 +15,8 @@
 
 namespace tensormorph {
 
+class RemoteMirror;
+
 // Identity of a file on disk, used to notice that a path now names other
 // bytes (== compares everything; SameBytes only what a write changes). The
 // status-change time also moves on chmod, chown and link: a cached file
@@ -82,6 +84,14 @@ class MappedFile {
     return Open(path, *FileAccess::Anywhere());
   }
 
+  // A remote object's mirror (remote_mirror.h) as a mapping, named `path`
+  // (the URL as given, which the mirror's reader prints redacted): bytes()
+  // fetch what they touch. identity() holds the object's size, and a hash
+  // of its version (ETag or Last-Modified) as `inode`; device and times are
+  // 0. Reads are conditional on that version (remote()).
+  static std::shared_ptr<const MappedFile> FromMirror(
+      std::string path, std::shared_ptr<const RemoteMirror> mirror);
+
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
@@ -90,6 +100,11 @@ class MappedFile {
   absl::Span<const uint8_t> bytes() const { return {data_, size_}; }
   uint64_t size() const { return size_; }
   const FileIdentity& identity() const { return identity_; }
+  // Mirrored from remote storage: no stat can tell its version, and every
+  // fetch of its bytes is conditional on the version taken at open, so a
+  // replaced object fails reads (ABORTED) instead of mixing versions.
+  bool remote() const { return mirror_ != nullptr; }
+  const RemoteMirror* mirror() const { return mirror_.get(); }
 
  private:
   MappedFile(std::string path, const uint8_t* data, uint64_t size,
@@ -100,6 +115,7 @@ class MappedFile {
   const uint8_t* data_;
   uint64_t size_;
   FileIdentity identity_;
+  std::shared_ptr<const RemoteMirror> mirror_;  // owns the bytes when set
 };
 
 }  // namespace tensormorph

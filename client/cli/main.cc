@@ -18,8 +18,8 @@
 #include "client/cli/output_file.h"
 #include "client/endpoint_set.h"
 #include "core/util/utf8.h"
-#include "process/stream_heap.h"
 #include "proto/request_limits.h"
+#include "server/stream_heap.h"
 
 namespace {
 

@@ -12,7 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/io/fault_guard.h"
-#include "proto/request_limits.h"
+#include "core/request_limits.h"
 #include "server/auth_interceptor.h"
 #include "server/call_log.h"
 #include "server/call_metrics_interceptor.h"

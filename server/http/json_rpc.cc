@@ -8,7 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "proto/request_limits.h"
+#include "core/request_limits.h"
 #include "proto/status_mapping.h"
 #include "server/gateway_metadata.h"
 #include "server/http/json_print.h"

@@ -1,4 +1,4 @@
-#include "proto/diff_merge.h"
+#include "client/cli/diff_merge.h"
 
 #include <algorithm>
 #include <map>
@@ -6,8 +6,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "proto/diff_partition.h"
-#include "proto/diff_summary.h"
+#include "client/diff_parts_proto.h"
+#include "core/diff_parts/partition.h"
 
 namespace tensormorph {
 namespace {

@@ -1,4 +1,4 @@
-#include "proto/diff_fingerprint.h"
+#include "core/diff_parts/fingerprint.h"
 
 #include <vector>
 
@@ -55,19 +55,17 @@ uint64_t Fnv1a64(absl::string_view bytes, uint64_t hash) {
   return hash;
 }
 
-std::string DiffPlanFingerprint(const v1::QuantDiffRequest& request,
-                                int32_t top_k, int32_t worst_groups,
-                                int32_t count,
+std::string DiffPlanFingerprint(const DiffPlanKey& key,
                                 absl::Span<const DiffPlanItem> plan) {
   Feed f;
-  f.Str(PathSpelling(request.checkpoint()));
-  f.Str(PathSpelling(request.reference()));
-  f.Str(request.filter());
-  f.Int(top_k);
-  f.Int(worst_groups);
-  f.Int(request.fail_on_size());
-  for (const std::string& gate : request.fail_on()) f.Str(gate);
-  f.Int(count);
+  f.Str(PathSpelling(key.checkpoint));
+  f.Str(PathSpelling(key.reference));
+  f.Str(key.filter);
+  f.Int(key.top_k);
+  f.Int(key.worst_groups);
+  f.Int(static_cast<int64_t>(key.fail_on.size()));
+  for (const std::string& gate : key.fail_on) f.Str(gate);
+  f.Int(key.count);
   f.Int(static_cast<int64_t>(plan.size()));
   for (const DiffPlanItem& item : plan) {
     f.Str(item.name);

@@ -1,4 +1,4 @@
-#include "proto/diff_partition.h"
+#include "core/diff_parts/partition.h"
 
 #include <algorithm>
 #include <map>
@@ -20,14 +20,7 @@ struct Unit {
 
 }  // namespace
 
-bool HasDiffPart(const v1::QuantDiffRequest& request) {
-  return request.has_part() && request.part().count() > 0;
-}
-
-absl::Status CheckDiffPart(const v1::QuantDiffRequest& request) {
-  if (!request.has_part()) return absl::OkStatus();
-  const int32_t index = request.part().index();
-  const int32_t count = request.part().count();
+absl::Status CheckDiffPart(int32_t count, int32_t index) {
   if (count == 0) {
     if (index == 0) return absl::OkStatus();
     return absl::InvalidArgumentError(absl::StrCat(

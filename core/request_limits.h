@@ -3,8 +3,8 @@
 // max_reply_bytes) and the clients that check a request before sending it
 // (so that a user hears the same limit, named, from both). Limits an operator
 // can configure live in server/service.h (ServiceLimits) instead.
-#ifndef TENSORMORPH_PROTO_REQUEST_LIMITS_H_
-#define TENSORMORPH_PROTO_REQUEST_LIMITS_H_
+#ifndef TENSORMORPH_CORE_REQUEST_LIMITS_H_
+#define TENSORMORPH_CORE_REQUEST_LIMITS_H_
 
 #include <cstdint>
 
@@ -32,4 +32,4 @@ inline constexpr int32_t kMaxDiffWorstGroups = 10'000;
 
 }  // namespace tensormorph
 
-#endif  // TENSORMORPH_PROTO_REQUEST_LIMITS_H_
+#endif  // TENSORMORPH_CORE_REQUEST_LIMITS_H_

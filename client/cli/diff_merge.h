@@ -2,9 +2,9 @@
 // result one run of the whole diff gives. Exact, not approximate: a part
 // never splits a tensor, so every TensorDiffReport is final as sent, and the
 // summary is rebuilt from the parts by the single run's rules
-// (proto/diff_summary.h).
-#ifndef TENSORMORPH_PROTO_DIFF_MERGE_H_
-#define TENSORMORPH_PROTO_DIFF_MERGE_H_
+// (core/diff_parts/ranked_lists.h).
+#ifndef TENSORMORPH_CLIENT_CLI_DIFF_MERGE_H_
+#define TENSORMORPH_CLIENT_CLI_DIFF_MERGE_H_
 
 #include <optional>
 #include <string>
@@ -55,4 +55,4 @@ absl::StatusOr<MergedDiff> MergeDiffParts(std::vector<DiffPartEvents> parts);
 
 }  // namespace tensormorph
 
-#endif  // TENSORMORPH_PROTO_DIFF_MERGE_H_
+#endif  // TENSORMORPH_CLIENT_CLI_DIFF_MERGE_H_

@@ -1,9 +1,10 @@
 // The split of a diff plan into parts (QuantDiffRequest.part): which pair
 // each of N parts compares. A pure function of the plan, so that every part
 // of a batch diff, on whatever machine, and a client routing pairs to
-// servers compute the same split.
-#ifndef TENSORMORPH_PROTO_DIFF_PARTITION_H_
-#define TENSORMORPH_PROTO_DIFF_PARTITION_H_
+// servers compute the same split. Plain structs, no messages: the server
+// and the clients read a request's part at their own edge.
+#ifndef TENSORMORPH_CORE_DIFF_PARTS_PARTITION_H_
+#define TENSORMORPH_CORE_DIFF_PARTS_PARTITION_H_
 
 #include <cstdint>
 #include <string>
@@ -12,7 +13,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "tensormorph/v1/tensormorph.pb.h"
 
 namespace tensormorph {
 
@@ -35,13 +35,11 @@ struct DiffPlanItem {
   int64_t bytes = 0;
 };
 
-// Checks QuantDiffRequest.part: unset, or count 0 with index 0 (the whole
-// diff), or 1 <= count <= kMaxDiffParts with 0 <= index < count.
+// Checks QuantDiffRequest.part's `count` and `index` (0 and 0 when the
+// part is unset): count 0 with index 0 (the whole diff), or
+// 1 <= count <= kMaxDiffParts with 0 <= index < count.
 // Errors: INVALID_ARGUMENT naming the field, the rule and the value given.
-absl::Status CheckDiffPart(const v1::QuantDiffRequest& request);
-
-// True when `request` asks for a part (part.count > 0).
-bool HasDiffPart(const v1::QuantDiffRequest& request);
+absl::Status CheckDiffPart(int32_t count, int32_t index);
 
 // The part (0 .. count-1) of each item of `plan`, in plan order.
 //
@@ -64,4 +62,4 @@ absl::StatusOr<std::vector<int32_t>> PartitionDiffPlan(
 
 }  // namespace tensormorph
 
-#endif  // TENSORMORPH_PROTO_DIFF_PARTITION_H_
+#endif  // TENSORMORPH_CORE_DIFF_PARTS_PARTITION_H_

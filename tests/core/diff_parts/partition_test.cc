@@ -2,7 +2,7 @@
 // a batch diff, on any machine, computes alike; every pair in exactly one
 // part; balanced by bytes within the stated bound; a shard file's tensors
 // kept together while that costs no balance.
-#include "proto/diff_partition.h"
+#include "core/diff_parts/partition.h"
 
 #include <algorithm>
 #include <map>
@@ -177,12 +177,8 @@ TEST(DiffPartitionTest, RefusesACountOutOfRangeAndNegativeBytes) {
 
 TEST(DiffPartitionTest, CheckDiffPartNamesTheFieldTheRuleAndTheValue) {
   auto check = [](int32_t index, int32_t count) {
-    v1::QuantDiffRequest req;
-    req.mutable_part()->set_index(index);
-    req.mutable_part()->set_count(count);
-    return CheckDiffPart(req);
+    return CheckDiffPart(count, index);
   };
-  EXPECT_TRUE(CheckDiffPart(v1::QuantDiffRequest()).ok());
   EXPECT_TRUE(check(0, 0).ok());
   EXPECT_TRUE(check(2, 3).ok());
   EXPECT_TRUE(check(65535, 65536).ok());

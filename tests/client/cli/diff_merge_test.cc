@@ -1,7 +1,7 @@
 // Merging the parts of a diff: the whole diff's summary rebuilt from the
 // parts, and every way the parts can fail to be one whole plan refused by
 // name.
-#include "proto/diff_merge.h"
+#include "client/cli/diff_merge.h"
 
 #include <string>
 #include <vector>

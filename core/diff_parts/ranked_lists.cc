@@ -1,12 +1,11 @@
-#include "proto/diff_summary.h"
+#include "core/diff_parts/ranked_lists.h"
 
 #include <algorithm>
 #include <cmath>
 
 namespace tensormorph {
 
-void SetRankedLists(std::vector<DiffSummaryEntry> entries,
-                    v1::DiffSummary* summary) {
+RankedLists RankDiffEntries(std::vector<DiffSummaryEntry> entries) {
   // A strict weak order even with NaNs: NaN first, then by value, then name.
   auto worse = [](const DiffSummaryEntry& a, const DiffSummaryEntry& b) {
     const bool an = std::isnan(a.max_err_steps);
@@ -18,15 +17,13 @@ void SetRankedLists(std::vector<DiffSummaryEntry> entries,
   };
   const size_t n = std::min(kDiffWorstTensors, entries.size());
   std::partial_sort(entries.begin(), entries.begin() + n, entries.end(), worse);
-  summary->clear_worst_tensors();
-  for (size_t i = 0; i < n; ++i) summary->add_worst_tensors(entries[i].name);
-  std::vector<std::string> flagged;
+  RankedLists out;
+  for (size_t i = 0; i < n; ++i) out.worst_tensors.push_back(entries[i].name);
   for (DiffSummaryEntry& e : entries) {
-    if (e.flagged) flagged.push_back(std::move(e.name));
+    if (e.flagged) out.flagged.push_back(std::move(e.name));
   }
-  std::sort(flagged.begin(), flagged.end());
-  summary->clear_flagged();
-  for (std::string& name : flagged) summary->add_flagged(std::move(name));
+  std::sort(out.flagged.begin(), out.flagged.end());
+  return out;
 }
 
 }  // namespace tensormorph

@@ -1,6 +1,6 @@
 // The plan fingerprint: FNV-1a 64 as published, and a different value for
 // a change of anything that makes two plans' parts not merge.
-#include "proto/diff_fingerprint.h"
+#include "core/diff_parts/fingerprint.h"
 
 #include <functional>
 #include <string>
@@ -20,19 +20,16 @@ TEST(DiffFingerprintTest, Fnv1a64MatchesThePublishedVectors) {
 }
 
 struct Plan {
-  v1::QuantDiffRequest req;
-  int32_t top_k = 10, worst_groups = 5, count = 3;
+  DiffPlanKey key = {.top_k = 10, .worst_groups = 5, .count = 3};
   std::vector<DiffPlanItem> items = {{"a.weight", "a.weight", {4, 8}, "f", 1},
                                      {"b.weight", "b.weight", {8}, "f", 2}};
-  std::string Fingerprint() const {
-    return DiffPlanFingerprint(req, top_k, worst_groups, count, items);
-  }
+  std::string Fingerprint() const { return DiffPlanFingerprint(key, items); }
 };
 
 TEST(DiffFingerprintTest, SixteenHexDigitsStableForTheSamePlan) {
   Plan p;
-  p.req.set_checkpoint("q");
-  p.req.set_reference("s");
+  p.key.checkpoint = std::string("q");
+  p.key.reference = std::string("s");
   const std::string f = p.Fingerprint();
   EXPECT_EQ(f.size(), 16u);
   EXPECT_EQ(f.find_first_not_of("0123456789abcdef"), std::string::npos);
@@ -45,41 +42,41 @@ TEST(DiffFingerprintTest, SixteenHexDigitsStableForTheSamePlan) {
 
 TEST(DiffFingerprintTest, OnePathSpelledTwoWaysIsOnePlan) {
   Plan p;
-  p.req.set_checkpoint("models/q");
-  p.req.set_reference("/srv/s");
+  p.key.checkpoint = std::string("models/q");
+  p.key.reference = std::string("/srv/s");
   const std::string f = p.Fingerprint();
   for (const char* q : {"models/q/", "./models/q", "models//q", "models/./q"}) {
     Plan other = p;
-    other.req.set_checkpoint(q);
+    other.key.checkpoint = q;
     EXPECT_EQ(other.Fingerprint(), f) << q;
   }
   Plan other = p;
-  other.req.set_reference("/srv//s/");
+  other.key.reference = std::string("/srv//s/");
   EXPECT_EQ(other.Fingerprint(), f);
   // Relative and absolute stay apart (no file system to resolve them), as
   // do paths through "..".
   other = p;
-  other.req.set_reference("srv/s");
+  other.key.reference = std::string("srv/s");
   EXPECT_NE(other.Fingerprint(), f);
   other = p;
-  other.req.set_checkpoint("models/x/../q");
+  other.key.checkpoint = std::string("models/x/../q");
   EXPECT_NE(other.Fingerprint(), f);
 }
 
 TEST(DiffFingerprintTest, EveryPartOfThePlanChangesIt) {
   Plan base;
-  base.req.set_checkpoint("q");
-  base.req.set_reference("s");
+  base.key.checkpoint = std::string("q");
+  base.key.reference = std::string("s");
   const std::string f = base.Fingerprint();
   const std::vector<std::pair<const char*, std::function<void(Plan&)>>>
       changes = {
-          {"checkpoint", [](Plan& p) { p.req.set_checkpoint("q2"); }},
-          {"reference", [](Plan& p) { p.req.set_reference("s2"); }},
-          {"filter", [](Plan& p) { p.req.set_filter("*"); }},
-          {"top_k", [](Plan& p) { p.top_k = 11; }},
-          {"worst_groups", [](Plan& p) { p.worst_groups = 0; }},
-          {"fail_on", [](Plan& p) { p.req.add_fail_on("sqnr_db<20"); }},
-          {"count", [](Plan& p) { p.count = 4; }},
+          {"checkpoint", [](Plan& p) { p.key.checkpoint = std::string("q2"); }},
+          {"reference", [](Plan& p) { p.key.reference = std::string("s2"); }},
+          {"filter", [](Plan& p) { p.key.filter = std::string("*"); }},
+          {"top_k", [](Plan& p) { p.key.top_k = 11; }},
+          {"worst_groups", [](Plan& p) { p.key.worst_groups = 0; }},
+          {"fail_on", [](Plan& p) { p.key.fail_on.push_back("sqnr_db<20"); }},
+          {"count", [](Plan& p) { p.key.count = 4; }},
           {"a name", [](Plan& p) { p.items[1].name = "c.weight"; }},
           {"a reference name",
            [](Plan& p) { p.items[1].reference_name = "c.weight"; }},
@@ -94,8 +91,8 @@ TEST(DiffFingerprintTest, EveryPartOfThePlanChangesIt) {
           // Length prefixes: moving a byte between fields is a new plan.
           {"field boundaries",
            [](Plan& p) {
-             p.req.set_checkpoint("qs");
-             p.req.set_reference("");
+             p.key.checkpoint = std::string("qs");
+             p.key.reference = std::string("");
            }},
       };
   for (const auto& [what, change] : changes) {

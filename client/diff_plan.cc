@@ -9,7 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "proto/diff_fingerprint.h"
+#include "client/diff_parts_proto.h"
 
 namespace tensormorph {
 namespace {

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "proto/diff_partition.h"
+#include "core/diff_parts/partition.h"
 #include "tensormorph/v1/tensormorph.pb.h"
 
 namespace tensormorph {

@@ -18,9 +18,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "client/diff_parts_proto.h"
 #include "client/diff_plan.h"
-#include "proto/diff_partition.h"
-#include "proto/diff_summary.h"
 
 namespace tensormorph {
 

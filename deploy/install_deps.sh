@@ -3,7 +3,8 @@
 # Used by deploy/quickstart.sh, tests/run.sh and deploy/Dockerfile; safe to
 # run repeatedly.
 #   deploy/install_deps.sh           what building and serving need
-#   deploy/install_deps.sh --tests   and what the tests need besides: the web
+#   deploy/install_deps.sh --tests   and what the tests need besides: GoogleTest
+#                                    and Google Benchmark; the web
 #                                    inspector's browser tests drive Debian's
 #                                    chromium through chromedriver (Selenium);
 #                                    the deploy tests render deploy/k8s with
@@ -23,8 +24,6 @@ PACKAGES=(
   libxxhash-dev  # tensormorph check --manifest: per-tensor content hashes (XXH3-64)
   libcpp-httplib-dev libssl-dev zlib1g-dev  # tensormorphd --http-listen (HTTPS, gzip)
   libcurl4-openssl-dev  # core/io's remote storage: HTTP(S) ranges, S3 (SigV4), the Hub
-  libgtest-dev libgmock-dev libbenchmark-dev
-  openssl  # the TLS tests make a throwaway CA
   curl     # the quick start shows the HTTP port answering
   # the Python client (client/python) and its tests: stubs from protoc and
   # grpc_python_plugin, run on Debian's grpcio, protobuf and numpy; the
@@ -33,6 +32,9 @@ PACKAGES=(
 )
 case "${1:-}" in
   --tests)
+    # GoogleTest and Google Benchmark (without them CMake leaves tests/ out)
+    PACKAGES+=(libgtest-dev libgmock-dev libbenchmark-dev)
+    PACKAGES+=(openssl)  # the TLS tests make a throwaway CA
     PACKAGES+=(chromium chromium-driver python3-selenium python3 python3-yaml)
     # the storage tests serve ranges, redirects and replaced objects with
     # Debian's nginx, run as the test's own user (tests/core/io)

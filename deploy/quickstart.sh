@@ -18,7 +18,7 @@ deploy/build.sh --target tensormorph --target tensormorphd --target tensormorph-
 
 demo=build/demo
 rm -rf "$demo"
-build/tests/tensormorph-make-demo "$demo"
+build/deploy/demo/tensormorph-make-demo "$demo"
 
 log=$(mktemp)
 build/server/tensormorphd --root "$demo" --listen 127.0.0.1:0 \

@@ -20,7 +20,7 @@ namespace tensormorph {
 struct CallPeer {
   // The transport's address, always: gRPC's peer ("ipv4:10.0.0.7:51234");
   // for a call the HTTP gateway makes over the in-process channel, its HTTP
-  // client's socket ("http:10.0.0.7:51234"; proto/gateway_metadata.h says
+  // client's socket ("http:10.0.0.7:51234"; server/gateway_metadata.h says
   // why only an in-process caller can say so).
   std::string address;
   // The client a trusted proxy (SetTrustedProxies) forwarded for, from its

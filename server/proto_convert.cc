@@ -1,6 +1,7 @@
 #include "server/proto_convert.h"
 
 #include <string>
+#include <utility>
 
 #include "absl/strings/string_view.h"
 #include "core/compat.h"
@@ -163,6 +164,32 @@ void FillScalar(const ScalarInfo& s, v1::ScalarInspection* out) {
     p->set_name(std::string(s.params[i].name));
     p->set_value(s.params[i].value);
   }
+}
+
+DiffPlanKey DiffPlanKeyOf(const v1::QuantDiffRequest& request, int32_t top_k,
+                          int32_t worst_groups, int32_t count) {
+  DiffPlanKey key;
+  key.checkpoint = request.checkpoint();
+  key.reference = request.reference();
+  key.filter = request.filter();
+  key.fail_on.assign(request.fail_on().begin(), request.fail_on().end());
+  key.top_k = top_k;
+  key.worst_groups = worst_groups;
+  key.count = count;
+  return key;
+}
+
+DiffSummaryEntry DiffSummaryEntryOf(const v1::TensorDiffReport& report) {
+  return {report.name(), report.max_err_steps(), report.flagged()};
+}
+
+void FillRankedLists(RankedLists lists, v1::DiffSummary* out) {
+  out->clear_worst_tensors();
+  for (std::string& name : lists.worst_tensors) {
+    out->add_worst_tensors(std::move(name));
+  }
+  out->clear_flagged();
+  for (std::string& name : lists.flagged) out->add_flagged(std::move(name));
 }
 
 }  // namespace tensormorph

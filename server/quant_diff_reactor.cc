@@ -22,12 +22,12 @@
 #include "core/diff/gate.h"
 #include "core/diff/pairing.h"
 #include "core/diff/tensor_diff.h"
+#include "core/diff_parts/fingerprint.h"
+#include "core/diff_parts/partition.h"
+#include "core/diff_parts/ranked_lists.h"
 #include "core/format/stored_tensor.h"
 #include "core/io/read_ahead.h"
-#include "proto/diff_fingerprint.h"
-#include "proto/diff_partition.h"
-#include "proto/diff_summary.h"
-#include "proto/request_limits.h"
+#include "core/request_limits.h"
 #include "proto/status_mapping.h"
 #include "server/call_log.h"
 #include "server/diff_report_store.h"
@@ -240,7 +240,8 @@ class QuantDiffReactor final
     TM_RETURN_IF_ERROR(CheckLimit("worst_groups", req_->worst_groups(),
                                   "max_worst_groups",
                                   state_->limits.max_worst_groups));
-    TM_RETURN_IF_ERROR(CheckDiffPart(*req_));
+    TM_RETURN_IF_ERROR(
+        CheckDiffPart(req_->part().count(), req_->part().index()));
     if (absl::Status admit = state_->TryAdmitStream(peer_); !admit.ok())
       return admit;
     admitted_ = true;
@@ -336,7 +337,7 @@ class QuantDiffReactor final
       plan_source_bytes += ref_bytes;
       plan.push_back(std::move(item));
     }
-    if (!HasDiffPart(*req_)) {
+    if (req_->part().count() <= 0) {  // the whole diff
       for (size_t i = 0; i < plan.size(); ++i) todo_.push_back(i);
       bytes_total_ = plan_source_bytes;
       return absl::OkStatus();
@@ -354,8 +355,10 @@ class QuantDiffReactor final
     part_.set_plan_tensors(static_cast<int64_t>(plan.size()));
     part_.set_plan_source_bytes(plan_source_bytes);
     part_.set_part_source_bytes(bytes_total_);
-    part_.set_plan_fingerprint(DiffPlanFingerprint(
-        *req_, options_.top_k, options_.worst_groups, want.count(), plan));
+    part_.set_plan_fingerprint(
+        DiffPlanFingerprint(DiffPlanKeyOf(*req_, options_.top_k,
+                                          options_.worst_groups, want.count()),
+                            plan));
     *part_.mutable_fail_on() = req_->fail_on();
     part_.set_checkpoint(req_->checkpoint());
     part_.set_reference(req_->reference());
@@ -467,7 +470,7 @@ class QuantDiffReactor final
       r->set_flagged(true);
       r->add_flag_reasons(std::move(reason));
     }
-    entries_.push_back(EntryOf(*r));
+    entries_.push_back(DiffSummaryEntryOf(*r));
     not_nearest_ += d.not_nearest;
     clipped_ += d.clipped;
     zeroed_groups_ += d.zeroed_groups;
@@ -513,7 +516,7 @@ class QuantDiffReactor final
     for (const auto& n : pairing_.only_in_ref) s->add_only_in_reference(n);
     for (const auto& n : pairing_.shape_mismatches) s->add_shape_mismatches(n);
     for (const auto& n : pairing_.empty) s->add_skipped_empty(n);
-    SetRankedLists(std::move(entries_), s);
+    FillRankedLists(RankDiffEntries(std::move(entries_)), s);
     s->set_not_nearest(not_nearest_);
     s->set_clipped(clipped_);
     s->set_zeroed_groups(zeroed_groups_);
@@ -521,7 +524,7 @@ class QuantDiffReactor final
     // Sorted: workers finish in any order, the summary must not.
     std::sort(undecodable_.begin(), undecodable_.end());
     for (std::string& u : undecodable_) s->add_undecodable(std::move(u));
-    if (HasDiffPart(*req_)) *s->mutable_part() = part_;
+    if (req_->part().count() > 0) *s->mutable_part() = part_;
     s->set_wall_seconds(absl::ToDoubleSeconds(absl::Now() - start_));
     s->set_bytes_read(bytes_done_.load());
     CollectLocked(e);
@@ -548,7 +551,7 @@ class QuantDiffReactor final
   void KeepReportLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!prepared_) return;  // refused before the diff began: nothing kept
     const bool scoped = !req_->filter().empty() || !req_->tensors().empty() ||
-                        HasDiffPart(*req_);
+                        req_->part().count() > 0;
     if (status_.ok()) {
       kept_.set_state(scoped ? v1::DIFF_REPORT_PARTIAL
                              : v1::DIFF_REPORT_COMPLETE);

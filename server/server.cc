@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/io/fault_guard.h"
 #include "core/io/remote_files.h"
-#include "proto/request_limits.h"
+#include "core/request_limits.h"
 #include "server/auth_interceptor.h"
 #include "server/call_log.h"
 #include "server/call_metrics_interceptor.h"

@@ -15,10 +15,9 @@
 #include "absl/strings/string_view.h"
 #include "core/error_grid.h"
 #include "core/format/checkpoint.h"
+#include "core/request_limits.h"
 #include "core/util/status_macros.h"
 #include "google/protobuf/message.h"
-#include "process/stream_heap.h"
-#include "proto/request_limits.h"
 #include "proto/status_mapping.h"
 #include "server/arena_allocator.h"
 #include "server/auth.h"
@@ -31,6 +30,7 @@
 #include "server/kept_results.h"
 #include "server/metrics.h"
 #include "server/peer_ledger.h"
+#include "server/stream_heap.h"
 #include "server/stream_watchdog.h"
 #include "server/worker_pool.h"
 #include "tensormorph/v1/tensormorph.grpc.pb.h"
@@ -65,7 +65,7 @@ struct ServiceLimits {
   // would still not fit (a tensor of extreme rank) is refused the same way
   // instead of failing in the transport.
   int64_t max_reply_bytes = int64_t{64} << 20;
-  // Fixed, so the CLI checks them too (proto/request_limits.h).
+  // Fixed, so the CLI checks them too (core/request_limits.h).
   int64_t max_top_k = kMaxDiffTopK;  // worst elements per diff report
   int64_t max_worst_groups = kMaxDiffWorstGroups;
   int64_t max_bins = kMaxHistogramBins;        // histogram bins of ComputeStats

@@ -7,7 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/cli/format.h"
-#include "proto/diff_partition.h"
+#include "core/diff_parts/partition.h"
 
 namespace tensormorph {
 namespace {

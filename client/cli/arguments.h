@@ -65,7 +65,7 @@ absl::StatusOr<std::pair<int, int>> ParseSize(absl::string_view text, int max,
 absl::StatusOr<std::pair<int64_t, int64_t>> ParseRange(absl::string_view text);
 
 // "i/N", diff --part: part i of N, decimal integers with 0 <= i < N and
-// 1 <= N <= kMaxDiffParts (proto/diff_partition.h).
+// 1 <= N <= kMaxDiffParts (core/diff_parts/partition.h).
 // Errors: INVALID_ARGUMENT naming the text and the rule.
 absl::StatusOr<std::pair<int32_t, int32_t>> ParseDiffPart(
     absl::string_view text);

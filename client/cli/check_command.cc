@@ -64,8 +64,7 @@ std::string CheckHelpFooter() {
   }
   absl::StrAppend(
       &out,
-      "(README.md, \"Checking a checkpoint\": each rule's failure and "
-      "threshold.)\n"
+      "(docs/check.md: each rule's failure and threshold.)\n"
       "Examples:\n"
       "  tensormorph check llama-70b-gptq/\n"
       "  tensormorph check model/ --json --fail-level warning > "

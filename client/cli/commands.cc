@@ -18,7 +18,7 @@
 #include "client/cli/arguments.h"
 #include "client/cli/format.h"
 #include "client/cli/output_file.h"
-#include "client/render/npy.h"
+#include "render/npy.h"
 
 namespace tensormorph {
 namespace {

@@ -1,6 +1,6 @@
 // tensormorph diff-merge PART...: the files that `tensormorph diff --part i/N
 // --json` wrote, put back together into what one run of the whole diff
-// prints (proto/diff_merge.h), and gated as `diff --fail-on` gates.
+// prints (client/cli/diff_merge.h), and gated as `diff --fail-on` gates.
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -13,12 +13,12 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "client/cli/commands.h"
+#include "client/cli/diff_merge.h"
 #include "client/cli/format.h"
 #include "client/cli/output_file.h"
+#include "client/diff_parts_proto.h"
 #include "core/diff/gate.h"
 #include "google/protobuf/util/json_util.h"
-#include "proto/diff_merge.h"
-#include "proto/diff_summary.h"
 
 namespace tensormorph {
 namespace {

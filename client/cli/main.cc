@@ -17,9 +17,9 @@
 #include "client/cli/commands.h"
 #include "client/cli/output_file.h"
 #include "client/endpoint_set.h"
+#include "core/request_limits.h"
 #include "core/util/utf8.h"
-#include "process/stream_heap.h"
-#include "proto/request_limits.h"
+#include "server/stream_heap.h"
 
 namespace {
 

@@ -12,7 +12,7 @@
 #include "client/cli/commands.h"
 #include "client/cli/format.h"
 #include "client/cli/output_file.h"
-#include "client/render/heatmap_render.h"
+#include "render/heatmap_render.h"
 
 namespace tensormorph {
 namespace {

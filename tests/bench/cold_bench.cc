@@ -32,8 +32,8 @@
 
 #include "client/client.h"
 #include "core/io/read_ahead.h"
-#include "process/stream_heap.h"
 #include "server/server.h"
+#include "server/stream_heap.h"
 #include "tests/bench/bench_data.h"
 #include "tests/support/loopback_server.h"
 

@@ -27,9 +27,9 @@
 #include <vector>
 
 #include "client/client.h"
-#include "process/stream_heap.h"
 #include "server/nonblocking_log.h"
 #include "server/server.h"
+#include "server/stream_heap.h"
 #include "tests/bench/bench_data.h"
 #include "tests/support/loopback_server.h"
 #include "tests/support/safetensors_writer.h"

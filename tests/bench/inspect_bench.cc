@@ -18,9 +18,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/client.h"
-#include "process/stream_heap.h"
 #include "server/nonblocking_log.h"
 #include "server/server.h"
+#include "server/stream_heap.h"
 #include "tests/support/gguf_writer.h"
 #include "tests/support/loopback_server.h"
 #include "tests/support/quantize.h"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds and runs every benchmark; each prints its figure beside a baseline
-# measured in the same run (see README, Performance). About 5 minutes.
+# measured in the same run (see docs/performance.md). About 5 minutes.
 #   tests/bench/run.sh                 everything
 #   tests/bench/run.sh decode stream   only those programs
 #   TENSORMORPH_BENCH_GB=4 tests/bench/run.sh diff

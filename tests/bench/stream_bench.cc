@@ -13,8 +13,8 @@
 
 #include "client/client.h"
 #include "grpcpp/grpcpp.h"
-#include "process/stream_heap.h"
 #include "server/server.h"
+#include "server/stream_heap.h"
 #include "tests/support/loopback_server.h"
 #include "tests/support/safetensors_writer.h"
 #include "tests/support/test_paths.h"

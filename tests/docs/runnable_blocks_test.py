@@ -18,7 +18,7 @@ The convention (also stated in docs/README.md):
 Each block runs in a fresh directory laid out as the repository is after
 `deploy/quickstart.sh`: `build/demo` (a fresh copy of the demo model written
 by tensormorph-make-demo), `build/client/cli/tensormorph`,
-`build/server/tensormorphd` and `build/tests/tensormorph-make-demo`; the
+`build/server/tensormorphd` and `build/deploy/demo/tensormorph-make-demo`; the
 directories of the two binaries are on PATH. One tensormorphd serves another
 copy of the demo for the whole run on ports the kernel picks: in a block's
 text, `127.0.0.1:7431` (gRPC) and `127.0.0.1:8080` (HTTP) are replaced by
@@ -222,7 +222,7 @@ def main():
 
     bins = {"client/cli/tensormorph": os.path.abspath(args.cli),
             "server/tensormorphd": os.path.abspath(args.server),
-            "tests/tensormorph-make-demo": os.path.abspath(args.make_demo)}
+            "deploy/demo/tensormorph-make-demo": os.path.abspath(args.make_demo)}
     with tempfile.TemporaryDirectory(prefix="tm-docs-") as tmp:
         master = os.path.join(tmp, "demo")
         subprocess.run([args.make_demo, master], check=True, stdout=subprocess.DEVNULL)

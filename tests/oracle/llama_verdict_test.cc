@@ -188,7 +188,7 @@ TEST_P(LlamaVerdictTest, EveryTensorWithinItsFormatsBound) {
   DiffWorkspace workspace;
   int64_t zeroed_groups = 0, not_nearest_chosen = 0;
   // Per ggml type: the largest error in steps and the clipped elements
-  // (the README's figures per family).
+  // (docs/formats.md's figures per family).
   std::map<std::string, std::pair<double, int64_t>> per_scheme;
   for (const TensorPair& p : pairing->pairs) {
     auto d = DiffTensor(*p.quant, *p.ref, DiffOptions(), p.row_map, nullptr, {},

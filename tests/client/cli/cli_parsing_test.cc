@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "core/request_limits.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "proto/request_limits.h"
 #include "tests/support/loopback_server.h"
 #include "tests/support/npy_reader.h"
 #include "tests/support/process.h"

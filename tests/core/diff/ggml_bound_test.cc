@@ -94,7 +94,8 @@ TEST_P(GgmlBoundTest, GgmlsOwnQuantizerStaysWithinTheBound) {
   SCOPED_TRACE(::testing::Message()
                << DTypeName(GetParam()) << ": max_err_steps " << d.max_err_steps
                << ", bound " << d.bound_steps << " (" << d.bound_family << ")");
-  // The figures the README quotes per family (--gtest_output=xml shows them).
+  // The figures docs/formats.md quotes per family (--gtest_output=xml shows
+  // them).
   RecordProperty("max_err_steps", absl::StrFormat("%.4f", d.max_err_steps));
   RecordProperty("bound_steps", absl::StrFormat("%.4f", d.bound_steps));
   RecordProperty("zeroed_groups", static_cast<int>(d.zeroed_groups));

@@ -1,0 +1,787 @@
+#include "server/http/http_gateway.h"
+
+#include <httplib.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "proto/status_mapping.h"
+#include "render/heatmap_render.h"
+#include "render/npy.h"
+#include "server/http/disconnect_watch.h"
+#include "server/http/http_body.h"
+#include "server/http/http_query.h"
+#include "server/http/http_status.h"
+#include "server/http/json_rpc.h"
+#include "server/http/request_guard.h"
+#include "server/http/web_assets.h"
+
+namespace tensormorph {
+namespace {
+
+// The largest request body. A request is at most kMaxRequestBytes (4 MiB)
+// as protobuf, the server's receive limit, and its JSON a few times that; a
+// body past this could not become a request the server takes.
+constexpr size_t kMaxBodyBytes = 16 << 20;
+// A request body must arrive within this, however it trickles in, so that
+// slow senders cannot keep the serving threads.
+constexpr absl::Duration kBodyDeadline = absl::Seconds(20);
+
+// JSON named with its charset: a type cpp-httplib does not compress (see
+// http_body.h), for bodies too small to gain from it.
+constexpr char kSmallJson[] = "application/json; charset=utf-8";
+
+void SendError(httplib::Response& res, const absl::Status& status) {
+  res.status = HttpStatusOf(status.code());
+  res.set_content(ErrorJson(status), kSmallJson);
+}
+
+// The body, read here rather than by cpp-httplib, so that a slow sender is
+// cut off at kBodyDeadline, not held for as long as it trickles.
+absl::StatusOr<std::string> ReadBody(const httplib::ContentReader& content) {
+  std::string body;
+  const absl::Time deadline = absl::Now() + kBodyDeadline;
+  bool late = false, large = false;
+  const bool read = content([&](const char* data, size_t n) {
+    late = absl::Now() > deadline;
+    large = body.size() + n > kMaxBodyBytes;
+    if (late || large) return false;
+    body.append(data, n);
+    return true;
+  });
+  if (large) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the request body is past the ", kMaxBodyBytes >> 20, " MiB allowed"));
+  }
+  if (late) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("the request body did not arrive within ",
+                     absl::ToInt64Seconds(kBodyDeadline), " seconds"));
+  }
+  if (!read) {
+    // cpp-httplib refuses a Content-Length past the limit without reading.
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the request body could not be read whole: past the ",
+                     kMaxBodyBytes >> 20, " MiB allowed, or cut short"));
+  }
+  return body;
+}
+
+// Who sent `req`, for the service's log; `sent` (when given) learns whether
+// a call carried it (CallOrigin::sent).
+CallOrigin OriginOf(const httplib::Request& req, bool* sent = nullptr) {
+  return {req.get_header_value("Authorization"),
+          absl::StrCat(req.remote_addr, ":", req.remote_port),
+          req.get_header_value("X-Forwarded-For"),
+          absl::StrCat(req.method, " ", req.path),
+          sent,
+          nullptr};
+}
+
+// A name fit for Content-Disposition: letters, digits, '.', '-' and '_'.
+std::string FileNameOf(absl::string_view tensor, absl::string_view ext) {
+  std::string name;
+  for (const char c : tensor) {
+    name.push_back(absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
+                           c == '.' || c == '-' || c == '_'
+                       ? c
+                       : '_');
+  }
+  if (name.empty()) name = "tensor";
+  return absl::StrCat(name.substr(0, 200), ext);
+}
+
+// A page file's path: what the compiled-in table could hold, and nothing a
+// directory walk could abuse in development mode.
+bool IsAssetPath(absl::string_view path) {
+  if (path.empty() || path[0] != '/' || absl::StrContains(path, "..") ||
+      absl::StrContains(path, "//")) {
+    return false;
+  }
+  for (const char c : path) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '/' &&
+        c != '.' && c != '-' && c != '_') {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+class HttpGateway::Impl {
+ public:
+  Impl(HttpGatewayOptions options, std::shared_ptr<grpc::Channel> channel)
+      : options_(std::move(options)), rpc_(std::move(channel)) {}
+
+  absl::Status Bind(int* port, std::string* url);
+  void BeginDrain() { draining_.store(true); }
+  bool WaitIdle(absl::Duration timeout);
+  void CancelAll();
+  bool Stop(absl::Duration timeout);
+
+ private:
+  // A response still being sent: its call is cancelled when the gateway
+  // stops, so that Stop does not wait on a client that reads slowly.
+  struct Sending {
+    std::function<void()> cancel;
+  };
+  void Track(Sending* s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    sending_.insert(s);
+  }
+  void Untrack(Sending* s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    sending_.erase(s);
+  }
+
+  void Routes();
+  void Rpc(const httplib::Request& req, httplib::Response& res,
+           const httplib::ContentReader& content);
+  void Stream(const std::string& method, const std::string& body,
+              const httplib::Request& req, httplib::Response& res);
+  // An API request's Authorization, checked before its body is read (so
+  // that no unauthenticated client makes the server hold 16 MiB bodies) by
+  // the service's own interceptor, through a GetServerInfo call that
+  // carries it. Answers the refusal and returns false.
+  bool Authorized(const httplib::Request& req, httplib::Response& res) const;
+  void Npy(const httplib::Request& req, httplib::Response& res);
+  void HeatmapPng(const httplib::Request& req, httplib::Response& res);
+  void Asset(const httplib::Request& req, httplib::Response& res);
+  bool AllowedOrigin(const httplib::Request& req) const;
+  // Answers `status` (as `http_status`, 0 = the code's own) for a request
+  // the gateway refuses itself, and tells options_.on_refused once.
+  void Refuse(const httplib::Request& req, httplib::Response& res,
+              const absl::Status& status, int http_status = 0,
+              absl::string_view reason = "") const;
+  // The checks of every request before routing (request_guard.h): Handled
+  // when it was refused.
+  httplib::Server::HandlerResponse Guard(const httplib::Request& req,
+                                         httplib::Response& res) const;
+  // CORS headers for an allowed origin (set once per response).
+  void Cors(const httplib::Request& req, httplib::Response& res) const;
+
+  const HttpGatewayOptions options_;
+  const JsonRpc rpc_;
+  // Cancels the unary calls of clients that left (a page leaving a view
+  // aborts its fetch, which closes the connection).
+  DisconnectWatch watch_;
+  int bound_port_ = -1;                   // the HTTP port, once bound
+  std::unique_ptr<HostAllowList> hosts_;  // set by Bind
+  std::unique_ptr<httplib::Server> http_;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable idle_;
+  std::set<Sending*> sending_;
+  int in_flight_ = 0;  // /v1 requests between routing and their last byte
+  bool stopped_ = false;
+  std::atomic<bool> draining_{false};
+  std::atomic<bool> serving_done_{false};
+};
+
+absl::Status HttpGateway::Impl::Bind(int* port, std::string* url) {
+  const size_t colon = options_.listen.rfind(':');
+  int64_t wanted = -1;
+  if (colon == std::string::npos ||
+      !absl::SimpleAtoi(options_.listen.substr(colon + 1), &wanted) ||
+      wanted < 0 || wanted > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--http-listen is '", options_.listen,
+                     "'; expected HOST:PORT with a port in [0, 65535]"));
+  }
+  std::string host = options_.listen.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);  // [::1]:8080
+  }
+  hosts_ = std::make_unique<HostAllowList>(host, options_.allow_hosts);
+  const bool tls = !options_.tls_cert.empty() || !options_.tls_key.empty();
+  if (tls) {
+    if (options_.tls_cert.empty() || options_.tls_key.empty()) {
+      return absl::InvalidArgumentError(
+          "HTTPS needs both a certificate (--tls-cert) and its key "
+          "(--tls-key)");
+    }
+    auto ssl = std::make_unique<httplib::SSLServer>(
+        options_.tls_cert.c_str(), options_.tls_key.c_str(),
+        options_.tls_client_ca.empty() ? nullptr
+                                       : options_.tls_client_ca.c_str());
+    if (!ssl->is_valid()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cannot load the HTTPS certificate '", options_.tls_cert,
+          "' with key '", options_.tls_key, "'",
+          options_.tls_client_ca.empty()
+              ? ""
+              : absl::StrCat(" and client CA '", options_.tls_client_ca, "'"),
+          ": not readable PEM, or a key that does not match"));
+    }
+    http_ = std::move(ssl);
+  } else {
+    http_ = std::make_unique<httplib::Server>();
+  }
+  const int threads = std::max(options_.threads, 2);
+  http_->new_task_queue = [threads] {
+    return new httplib::ThreadPool(threads);
+  };
+  http_->set_payload_max_length(kMaxBodyBytes);
+  // Headers and body go out in separate writes: with Nagle's algorithm on,
+  // the body waited for the client's delayed ACK, 40 ms per response.
+  http_->set_tcp_nodelay(true);
+  // A client that takes no data for this long is dropped, and its call
+  // cancelled with it.
+  http_->set_write_timeout(30, 0);
+  Routes();
+  int bound = -1;
+  if (wanted == 0) {
+    bound = http_->bind_to_any_port(host);
+  } else if (http_->bind_to_port(host, static_cast<int>(wanted))) {
+    bound = static_cast<int>(wanted);
+  }
+  if (bound <= 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen for HTTP on ", options_.listen,
+                     " (address in use, or not an address of this machine)"));
+  }
+  *port = bound;
+  bound_port_ = bound;
+  const std::string shown =
+      absl::StrContains(host, ':') ? absl::StrCat("[", host, "]") : host;
+  *url = absl::StrCat(tls ? "https" : "http", "://", shown, ":", bound, "/");
+  thread_ = std::thread([this] {
+    http_->listen_after_bind();
+    serving_done_.store(true);
+  });
+  return absl::OkStatus();
+}
+
+bool HttpGateway::Impl::WaitIdle(absl::Duration timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return idle_.wait_for(lock, absl::ToChronoMilliseconds(timeout),
+                        [this] { return in_flight_ == 0; });
+}
+
+void HttpGateway::Impl::CancelAll() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Sending* s : sending_) s->cancel();
+}
+
+bool HttpGateway::Impl::Stop(absl::Duration timeout) {
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stopped_) {
+      stopped_ = first = true;
+      for (Sending* s : sending_) s->cancel();
+    }
+  }
+  if (first && http_ != nullptr) http_->stop();
+  // cpp-httplib joins its serving threads as it stops; one held by a client
+  // (a body trickling in, a full socket) can hold it for its timeouts, so
+  // wait a bounded time when asked to, and say so.
+  const absl::Time deadline = absl::Now() + timeout;
+  while (thread_.joinable() && !serving_done_.load() &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  if (thread_.joinable() && !serving_done_.load()) return false;
+  if (thread_.joinable()) thread_.join();
+  return true;
+}
+
+bool HttpGateway::Impl::AllowedOrigin(const httplib::Request& req) const {
+  if (options_.allow_origin.empty() || !req.has_header("Origin")) return false;
+  return options_.allow_origin == "*" ||
+         req.get_header_value("Origin") == options_.allow_origin;
+}
+
+void HttpGateway::Impl::Cors(const httplib::Request& req,
+                             httplib::Response& res) const {
+  if (!AllowedOrigin(req)) return;
+  res.set_header(
+      "Access-Control-Allow-Origin",
+      options_.allow_origin == "*" ? "*" : req.get_header_value("Origin"));
+  res.set_header("Access-Control-Expose-Headers", "Content-Disposition");
+  res.set_header("Vary", "Origin");
+}
+
+void HttpGateway::Impl::Refuse(const httplib::Request& req,
+                               httplib::Response& res,
+                               const absl::Status& status, int http_status,
+                               absl::string_view reason) const {
+  SendError(res, status);
+  if (http_status != 0) res.status = http_status;
+  if (!options_.on_refused) return;
+  options_.on_refused({absl::StrCat(req.remote_addr, ":", req.remote_port),
+                       req.get_header_value("X-Forwarded-For"), req.method,
+                       req.path, status.code(), res.status, std::string(reason),
+                       std::string(status.message())});
+}
+
+httplib::Server::HandlerResponse HttpGateway::Impl::Guard(
+    const httplib::Request& req, httplib::Response& res) const {
+  if (absl::Status framing = CheckFraming(req.headers); !framing.ok()) {
+    Refuse(req, res, framing, 400, "framing");
+    // The body was not read, and how long it is cannot be told: the
+    // connection ends, so nothing of it is taken for a next request.
+    EndConnectionAfter(res);
+    return httplib::Server::HandlerResponse::Handled;
+  }
+  // /healthz tells only serving or draining, and orchestrators probe it by
+  // a pod's address, which no list of names holds.
+  if (req.path != "/healthz" && !hosts_->Allows(req)) {
+    Refuse(req, res,
+           absl::PermissionDeniedError(
+               "the Host header does not name this server; add the name "
+               "with tensormorphd --http-allow-host"),
+           421, "host");
+    EndConnectionAfter(res);  // its body is not read
+    return httplib::Server::HandlerResponse::Handled;
+  }
+  return httplib::Server::HandlerResponse::Unhandled;
+}
+
+bool HttpGateway::Impl::Authorized(const httplib::Request& req,
+                                   httplib::Response& res) const {
+  if (!options_.check_authorization_first) return true;
+  grpc::ClientContext context;
+  v1::GetServerInfoResponse ignored;
+  absl::Status s = ApplyOrigin(OriginOf(req), &context);
+  if (!s.ok()) {
+    Refuse(req, res, s);
+    EndConnectionAfter(res);  // its body is not read
+    return false;
+  }
+  s = FromGrpcStatus(rpc_.stub().GetServerInfo(
+      &context, v1::GetServerInfoRequest(), &ignored));
+  if (s.code() != absl::StatusCode::kUnauthenticated &&
+      s.code() != absl::StatusCode::kPermissionDenied) {
+    return true;  // anything else is the call's own to answer
+  }
+  // The service refused the call, and logged and counted it.
+  SendError(res, s);
+  EndConnectionAfter(res);  // its body is not read
+  return false;
+}
+
+void HttpGateway::Impl::Routes() {
+  http_->set_pre_routing_handler(
+      [this](const httplib::Request& req, httplib::Response& res) {
+        if (!absl::StartsWith(req.path, "/v1/")) return Guard(req, res);
+        // cpp-httplib cuts any answer to a request's Range, errors and
+        // streams included; no /v1 answer can be cut (the .npy refuses a
+        // Range itself). The Request is cpp-httplib's own mutable object,
+        // handed over as const.
+        const_cast<httplib::Request&>(req).ranges.clear();
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          ++in_flight_;  // until the logger sees its last byte go
+        }
+        if (Guard(req, res) == httplib::Server::HandlerResponse::Handled) {
+          return httplib::Server::HandlerResponse::Handled;
+        }
+        if (draining_.load() && req.method != "OPTIONS") {
+          Refuse(req, res,
+                 absl::UnavailableError("the server is draining (shutting "
+                                        "down); retry on another replica"),
+                 0, "draining");
+          EndConnectionAfter(res);
+          return httplib::Server::HandlerResponse::Handled;
+        }
+        if (req.method != "OPTIONS" && !Authorized(req, res)) {
+          return httplib::Server::HandlerResponse::Handled;
+        }
+        return httplib::Server::HandlerResponse::Unhandled;
+      });
+  // cpp-httplib calls its logger once a response has been written (or has
+  // failed to be): where a /v1 request stops being in flight.
+  http_->set_logger(
+      [this](const httplib::Request& req, const httplib::Response& res) {
+        if (!absl::StartsWith(req.path, "/v1/")) return;
+        spdlog::debug("HTTP {} {} -> {}", req.method, req.path, res.status);
+        std::lock_guard<std::mutex> lock(mu_);
+        if (--in_flight_ == 0) idle_.notify_all();
+      });
+  http_->set_post_routing_handler(
+      [this](const httplib::Request& req, httplib::Response& res) {
+        res.set_header("X-Content-Type-Options", "nosniff");
+        res.set_header("Referrer-Policy", "no-referrer");
+        Cors(req, res);
+        AddFrameHeaders(res);
+      });
+  // Unmatched routes, oversized bodies and httplib's own refusals answer in
+  // the API's error shape too.
+  http_->set_error_handler(httplib::Server::HandlerWithResponse(
+      [this](const httplib::Request& req, httplib::Response& res) {
+        // A body of ours (SendBody and EndConnectionAfter send theirs
+        // through a provider): not cpp-httplib's refusal.
+        if (!res.body.empty() || res.content_provider_)
+          return httplib::Server::HandlerResponse::Unhandled;
+        absl::Status s = absl::NotFoundError(
+            absl::StrCat("no such endpoint: ", req.method, " ", req.path));
+        absl::string_view reason = "bad_request";
+        if (res.status == 413) {
+          reason = "limit";
+          s = absl::ResourceExhaustedError(
+              absl::StrCat("the request body is past the ", kMaxBodyBytes >> 20,
+                           " MiB allowed"));
+        } else if (res.status == 400) {
+          s = absl::InvalidArgumentError("a malformed HTTP request");
+        } else if (res.status == 414) {
+          s = absl::InvalidArgumentError(
+              "the URL is past the 8 KiB allowed; send the request as JSON "
+              "to POST /v1/<Method> instead");
+        } else if (res.status != 404) {
+          s = absl::UnknownError(absl::StrCat("HTTP ", res.status));
+        }
+        // cpp-httplib's own refusals, and requests no route takes.
+        Refuse(req, res, s, res.status, reason);
+        return httplib::Server::HandlerResponse::Handled;
+      }));
+
+  http_->Options(
+      R"(/.*)", [this](const httplib::Request& req, httplib::Response& res) {
+        if (!AllowedOrigin(req)) {
+          Refuse(req, res,
+                 absl::PermissionDeniedError(
+                     "cross-origin calls are not allowed from this origin "
+                     "(tensormorphd --http-allow-origin)"));
+          return;
+        }
+        res.set_header("Access-Control-Allow-Methods", "GET, POST");
+        res.set_header("Access-Control-Allow-Headers",
+                       "Authorization, Content-Type");
+        res.set_header("Access-Control-Max-Age", "600");
+        res.status = 204;
+      });
+  http_->Get(
+      "/healthz", [this](const httplib::Request& req, httplib::Response& res) {
+        const bool serving = !options_.serving || options_.serving();
+        res.status = serving ? 200 : 503;
+        SendBody(req, res, serving ? "ok\n" : "draining\n", "text/plain");
+      });
+  http_->Get(
+      "/metrics", [this](const httplib::Request& req, httplib::Response& res) {
+        if (!options_.metrics) {
+          SendError(res, absl::NotFoundError("this gateway has no metrics"));
+          return;
+        }
+        SendBody(req, res, options_.metrics(),
+                 "text/plain; version=0.0.4; charset=utf-8");
+      });
+  http_->Get("/v1/tensor.npy",
+             [this](const httplib::Request& req, httplib::Response& res) {
+               Npy(req, res);
+             });
+  http_->Get("/v1/heatmap.png",
+             [this](const httplib::Request& req, httplib::Response& res) {
+               HeatmapPng(req, res);
+             });
+  http_->Post(R"(/v1/([A-Za-z]+))",
+              [this](const httplib::Request& req, httplib::Response& res,
+                     const httplib::ContentReader& content) {
+                Rpc(req, res, content);
+              });
+  http_->Get(R"(/v1/.*)",
+             [this](const httplib::Request& req, httplib::Response& res) {
+               res.set_header("Allow", "POST");
+               Refuse(req, res,
+                      absl::UnimplementedError(absl::StrCat(
+                          req.path, " takes POST with the request as JSON")),
+                      405, "bad_request");
+             });
+  http_->Get(R"(/.*)", [this](const httplib::Request& req,
+                              httplib::Response& res) { Asset(req, res); });
+}
+
+void HttpGateway::Impl::Rpc(const httplib::Request& req, httplib::Response& res,
+                            const httplib::ContentReader& content) {
+  const std::string method = req.matches[1];
+  // A browser sends a cross-origin application/json POST only after a
+  // preflight, which only --http-allow-origin answers; a form or a
+  // text/plain POST from another site is refused here.
+  const std::string type = req.get_header_value("Content-Type");
+  const absl::string_view media = absl::StripAsciiWhitespace(
+      absl::string_view(type).substr(0, std::min(type.find(';'), type.size())));
+  if (!absl::EqualsIgnoreCase(media, "application/json")) {
+    Refuse(req, res,
+           absl::InvalidArgumentError(absl::StrCat(
+               "POST /v1/", method, " needs Content-Type: application/json",
+               type.empty() ? "" : absl::StrCat(", not ", type))),
+           415, "bad_request");
+    return;
+  }
+  absl::StatusOr<bool> streaming = rpc_.IsServerStreaming(method);
+  if (!streaming.ok()) {
+    return Refuse(req, res, streaming.status(), 0, "unimplemented");
+  }
+  absl::StatusOr<std::string> body = ReadBody(content);
+  if (!body.ok()) {
+    Refuse(req, res, body.status(), 0, "limit");
+    EndConnectionAfter(res);  // the rest is not read
+    return;
+  }
+  if (*streaming) return Stream(method, *body, req, res);
+  bool sent = false;
+  CallOrigin origin = OriginOf(req, &sent);
+  origin.watch = [this, &req](grpc::ClientContext* context) {
+    return watch_.Watch(
+        {req.local_addr, req.remote_addr, req.local_port, req.remote_port},
+        context);
+  };
+  absl::StatusOr<std::string> reply = rpc_.Unary(method, *body, origin);
+  if (!reply.ok()) {
+    // Before the call: the body is no request. After it: the service's.
+    if (!sent) return Refuse(req, res, reply.status());
+    return SendError(res, reply.status());
+  }
+  SendBody(req, res, *std::move(reply), "application/json");
+}
+
+void HttpGateway::Impl::Stream(const std::string& method,
+                               const std::string& body,
+                               const httplib::Request& req,
+                               httplib::Response& res) {
+  bool sent = false;
+  absl::StatusOr<std::unique_ptr<JsonStream>> started =
+      rpc_.Stream(method, body, OriginOf(req, &sent));
+  if (!started.ok()) {
+    if (!sent) return Refuse(req, res, started.status());
+    return SendError(res, started.status());
+  }
+  struct State : Sending {
+    std::unique_ptr<JsonStream> stream;
+    std::string line;
+    bool finished = false;
+  };
+  auto state = std::make_shared<State>();
+  state->stream = *std::move(started);
+  // The first message, or the status, decides the HTTP status: a call that
+  // fails at once answers 404 or 400, not 200 and an error line.
+  std::string json;
+  if (!state->stream->Next(&json)) {
+    const absl::Status s = state->stream->Finish();
+    if (!s.ok()) return SendError(res, s);
+    res.set_content("", "application/x-ndjson");
+    return;
+  }
+  state->line = absl::StrCat("{\"result\":", json, "}\n");
+  JsonStream* stream = state->stream.get();
+  state->cancel = [stream] { stream->Cancel(); };
+  Track(state.get());
+  res.set_chunked_content_provider(
+      "application/x-ndjson",
+      [state](size_t, httplib::DataSink& sink) {
+        if (!sink.write(state->line.data(), state->line.size())) {
+          state->stream->Cancel();
+          return false;
+        }
+        std::string next;
+        if (state->stream->Next(&next)) {
+          state->line = absl::StrCat("{\"result\":", next, "}\n");
+          return true;
+        }
+        state->finished = true;
+        const absl::Status s = state->stream->Finish();
+        if (!s.ok()) {
+          const std::string error =
+              absl::StrCat("{\"error\":", ErrorJson(s), "}\n");
+          sink.write(error.data(), error.size());
+        }
+        sink.done();
+        return true;
+      },
+      [this, state](bool) {
+        if (!state->finished) {
+          state->stream->Cancel();
+          (void)state->stream->Finish();
+          state->finished = true;
+        }
+        Untrack(state.get());
+      });
+}
+
+void HttpGateway::Impl::Npy(const httplib::Request& req,
+                            httplib::Response& res) {
+  // A stream cannot start mid-way: a resumed download would get the start
+  // again under a 206, so ranges are refused, not ignored.
+  res.set_header("Accept-Ranges", "none");
+  if (req.has_header("Range")) {
+    Refuse(req, res,
+           absl::InvalidArgumentError(
+               "/v1/tensor.npy cannot send a byte range; download it whole, "
+               "or name a part of the tensor with ?slice="),
+           416);
+    return;
+  }
+  absl::StatusOr<v1::ReadSliceRequest> request = ReadSliceFromQuery(req.params);
+  if (!request.ok()) return Refuse(req, res, request.status());
+  struct State : Sending {
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReader<v1::SliceChunk>> reader;
+    v1::SliceChunk chunk;
+    int64_t left = 0;  // data bytes still to send
+    size_t sent = 0;   // bytes written, the header included
+    bool finished = false;
+  };
+  auto state = std::make_shared<State>();
+  if (absl::Status s = ApplyOrigin(OriginOf(req), &state->context); !s.ok()) {
+    return Refuse(req, res, s);
+  }
+  state->reader = rpc_.stub().ReadSlice(&state->context, *request);
+  if (!state->reader->Read(&state->chunk)) {
+    absl::Status s = FromGrpcStatus(state->reader->Finish());
+    if (s.ok()) s = absl::InternalError("ReadSlice ended without a header");
+    return SendError(res, s);
+  }
+  const v1::SliceHeader& h = state->chunk.header();
+  const std::vector<int64_t> shape(h.shape().begin(), h.shape().end());
+  const NpyLayout layout = NpyLayoutFor(h.dtype(), shape, h.total_bytes());
+  const std::string header = NpyHeader(layout.descr, layout.shape);
+  state->left = h.total_bytes();
+  state->cancel = [ctx = &state->context] { ctx->TryCancel(); };
+  Track(state.get());
+  res.set_header("Content-Disposition",
+                 absl::StrCat("attachment; filename=\"",
+                              FileNameOf(request->tensor(), ".npy"), "\""));
+  // With the length known up front, a download that ends short is an error
+  // the client sees, not a silently shorter array.
+  res.set_content_provider(
+      header.size() + static_cast<size_t>(h.total_bytes()),
+      "application/octet-stream",
+      [state, header](size_t offset, size_t, httplib::DataSink& sink) {
+        // The bytes go out in order from the first; a request for any
+        // other offset is not this stream's to answer.
+        if (offset != state->sent) return false;
+        if (state->sent == 0) {
+          if (!sink.write(header.data(), header.size())) return false;
+          state->sent += header.size();
+        }
+        const std::string& data = state->chunk.data();
+        if (static_cast<int64_t>(data.size()) > state->left) return false;
+        if (!data.empty() && !sink.write(data.data(), data.size())) {
+          return false;
+        }
+        state->sent += data.size();
+        state->left -= static_cast<int64_t>(data.size());
+        if (state->left == 0) return true;  // httplib ends at the length
+        // Ends short (the call failed, or sent less than its header said):
+        // returning false drops the connection mid-body.
+        return static_cast<bool>(state->reader->Read(&state->chunk));
+      },
+      [this, state](bool) {
+        if (!state->finished) {
+          state->finished = true;
+          // Every byte sent: the call's status is on its way, and cancelling
+          // now would end a whole download as CANCELLED. Else the client
+          // went away, or the call failed: end it now.
+          if (state->left > 0) state->context.TryCancel();
+          while (state->reader->Read(&state->chunk)) {
+          }
+          const absl::Status s = FromGrpcStatus(state->reader->Finish());
+          if (!s.ok() && state->left > 0) {
+            spdlog::warn("GET /v1/tensor.npy ended {} bytes short: {}",
+                         state->left, s.ToString());
+          }
+        }
+        Untrack(state.get());
+      });
+}
+
+void HttpGateway::Impl::HeatmapPng(const httplib::Request& req,
+                                   httplib::Response& res) {
+  absl::StatusOr<v1::GetHeatmapRequest> request = HeatmapFromQuery(req.params);
+  if (!request.ok()) return Refuse(req, res, request.status());
+  grpc::ClientContext context;
+  if (absl::Status s = ApplyOrigin(OriginOf(req), &context); !s.ok()) {
+    return Refuse(req, res, s);
+  }
+  v1::GetHeatmapResponse heatmap;
+  // As for POST calls (Rpc): a client that leaves cancels the heatmap.
+  const std::shared_ptr<void> watching = watch_.Watch(
+      {"", req.remote_addr, req.local_port > 0 ? req.local_port : bound_port_,
+       req.remote_port},
+      &context);
+  const grpc::Status s = rpc_.stub().GetHeatmap(&context, *request, &heatmap);
+  if (!s.ok()) return SendError(res, FromGrpcStatus(s));
+  const std::string mode = req.has_param("mode") ? req.get_param_value("mode")
+                                                 : std::string("value");
+  const Image image =
+      RenderHeatmap(heatmap, absl::StrCat(heatmap.tensor(), "  ", mode),
+                    StyleFor(request->mode()));
+  absl::StatusOr<std::string> png = image.EncodePng();
+  if (!png.ok()) return SendError(res, png.status());
+  res.set_header("Cache-Control", "no-store");
+  SendBody(req, res, *std::move(png), "image/png");
+}
+
+void HttpGateway::Impl::Asset(const httplib::Request& req,
+                              httplib::Response& res) {
+  const std::string path = req.path == "/" ? "/index.html" : req.path;
+  if (!IsAssetPath(path)) {
+    return SendError(
+        res, absl::NotFoundError(absl::StrCat("no such page: ", req.path)));
+  }
+  if (absl::EndsWith(path, ".html")) {
+    // Names shown on the page come from files; a name that smuggles markup
+    // in still cannot run a script from anywhere but this server.
+    res.set_header("Content-Security-Policy",
+                   "default-src 'self'; img-src 'self' data: blob:; "
+                   "style-src 'self' 'unsafe-inline'; object-src 'none'; "
+                   "base-uri 'none'");
+  }
+  res.set_header("Cache-Control", "no-cache");
+  if (!options_.assets_dir.empty()) {
+    std::ifstream in(options_.assets_dir + path, std::ios::binary);
+    std::ostringstream data;
+    if (in && (data << in.rdbuf())) {
+      SendBody(req, res, data.str(), ContentTypeOf(path));
+      return;
+    }
+  }
+  const WebAsset* asset = FindWebAsset(path);
+  if (asset == nullptr) {
+    return SendError(
+        res, absl::NotFoundError(absl::StrCat("no such page: ", req.path)));
+  }
+  SendBody(req, res,
+           std::string(reinterpret_cast<const char*>(asset->data), asset->size),
+           ContentTypeOf(path));
+}
+
+HttpGateway::HttpGateway(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+HttpGateway::~HttpGateway() { Stop(); }
+
+void HttpGateway::BeginDrain() { impl_->BeginDrain(); }
+bool HttpGateway::WaitIdle(absl::Duration timeout) {
+  return impl_->WaitIdle(timeout);
+}
+void HttpGateway::CancelAll() { impl_->CancelAll(); }
+
+absl::StatusOr<std::unique_ptr<HttpGateway>> HttpGateway::Start(
+    HttpGatewayOptions options, std::shared_ptr<grpc::Channel> channel) {
+  auto impl = std::make_unique<Impl>(std::move(options), std::move(channel));
+  int port = 0;
+  std::string url;
+  if (absl::Status s = impl->Bind(&port, &url); !s.ok()) return s;
+  std::unique_ptr<HttpGateway> gateway(new HttpGateway(std::move(impl)));
+  gateway->port_ = port;
+  gateway->url_ = url;
+  return gateway;
+}
+
+bool HttpGateway::Stop(absl::Duration timeout) { return impl_->Stop(timeout); }
+
+}  // namespace tensormorph

@@ -1,0 +1,154 @@
+// Merging the parts of a diff: the whole diff's summary rebuilt from the
+// parts, and every way the parts can fail to be one whole plan refused by
+// name.
+#include "client/cli/diff_merge.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tensormorph {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+v1::TensorDiffReport Report(const std::string& name, double steps,
+                            bool flagged = false) {
+  v1::TensorDiffReport r;
+  r.set_name(name);
+  r.set_max_err_steps(steps);
+  r.set_flagged(flagged);
+  return r;
+}
+
+// Part `index` of `count` of plan "p1" holding `reports`.
+DiffPartEvents Part(int index, int count,
+                    std::vector<v1::TensorDiffReport> reports,
+                    int64_t plan_tensors) {
+  DiffPartEvents p;
+  p.label = absl::StrCat("part-", index, ".jsonl");
+  v1::DiffSummary s;
+  s.set_pairing(v1::DIFF_PAIRING_BY_NAME);
+  s.add_only_in_reference("orphan");
+  s.set_tensors_compared(static_cast<int64_t>(reports.size()));
+  s.set_bytes_read(100 * static_cast<int64_t>(reports.size()));
+  s.set_wall_seconds(1.0 + index);
+  v1::DiffPartInfo* info = s.mutable_part();
+  info->set_index(index);
+  info->set_count(count);
+  info->set_plan_tensors(plan_tensors);
+  info->set_plan_fingerprint("00000000000000p1");
+  info->add_fail_on("max_err_steps>0.5");
+  info->set_checkpoint("quant");
+  info->set_reference("source");
+  p.reports = std::move(reports);
+  p.summary = s;
+  return p;
+}
+
+std::vector<DiffPartEvents> ThreeParts() {
+  std::vector<DiffPartEvents> parts;
+  parts.push_back(Part(0, 3, {Report("c", 0.2), Report("a", 0.6, true)}, 4));
+  parts.push_back(Part(1, 3, {Report("b", 0.4)}, 4));
+  parts.push_back(Part(2, 3, {Report("d", 0.1)}, 4));
+  return parts;
+}
+
+TEST(DiffMergeTest, RebuildsTheWholeSummaryFromThePartsInAnyOrder) {
+  std::vector<DiffPartEvents> parts = ThreeParts();
+  std::swap(parts[0], parts[2]);
+  auto m = MergeDiffParts(std::move(parts));
+  ASSERT_TRUE(m.ok()) << m.status();
+  std::vector<std::string> names;
+  for (const auto& r : m->reports) names.push_back(r.name());
+  EXPECT_THAT(names, ElementsAre("a", "b", "c", "d"));
+  EXPECT_EQ(m->summary.tensors_compared(), 4);
+  EXPECT_EQ(m->summary.bytes_read(), 400);
+  EXPECT_EQ(m->summary.wall_seconds(), 3.0);  // the slowest part's
+  EXPECT_THAT(m->summary.worst_tensors(), ElementsAre("a", "b", "c", "d"));
+  EXPECT_THAT(m->summary.flagged(), ElementsAre("a"));
+  EXPECT_THAT(m->summary.only_in_reference(), ElementsAre("orphan"));
+  EXPECT_FALSE(m->summary.has_part());
+  EXPECT_THAT(m->fail_on, ElementsAre("max_err_steps>0.5"));
+  EXPECT_EQ(m->checkpoint, "quant");
+  EXPECT_EQ(m->reference, "source");
+}
+
+TEST(DiffMergeTest, RefusesPartsThatAreNotOneWholePlan) {
+  struct Case {
+    const char* what;
+    std::function<void(std::vector<DiffPartEvents>&)> change;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"no summary", [](auto& p) { p[1].summary.reset(); },
+       "part-1.jsonl: no summary line: was it written by `tensormorph diff "
+       "--part i/N --json`?"},
+      {"no part info", [](auto& p) { p[1].summary->clear_part(); },
+       "part-1.jsonl: the summary has no part info"},
+      {"a part count no split has",
+       [](auto& p) { p[1].summary->mutable_part()->set_count(2147483647); },
+       "part-1.jsonl: part 1/2147483647 is no part: want 0 <= index < count "
+       "<= 65536"},
+      {"an index past the count",
+       [](auto& p) { p[2].summary->mutable_part()->set_index(7); },
+       "part-2.jsonl: part 7/3 is no part"},
+      {"a negative size", [](auto& p) { p[0].summary->set_bytes_read(-1); },
+       "part-0.jsonl: a negative count or size"},
+      {"source bytes that do not add up (an edited part)",
+       [](auto& p) {
+         for (auto& part : p) {
+           part.summary->mutable_part()->set_plan_source_bytes(10);
+           part.summary->mutable_part()->set_part_source_bytes(3);
+         }
+       },
+       "the parts' source bytes add up to 9 but their plan has 10"},
+      {"truncated", [](auto& p) { p[0].reports.pop_back(); },
+       "part-0.jsonl: the summary of part 0/3 says 2 tensors compared but "
+       "the file holds 1 tensor reports"},
+      {"another plan",
+       [](auto& p) {
+         p[2].summary->mutable_part()->set_plan_fingerprint("00000000000000p2");
+       },
+       "parts of different plans: part-0.jsonl is part 0/3 of plan "
+       "00000000000000p1, part-2.jsonl part 2/3 of plan 00000000000000p2"},
+      {"another count",
+       [](auto& p) { p[2].summary->mutable_part()->set_count(4); },
+       "part-2.jsonl part 2/4"},
+      {"twice",
+       [](auto& p) {
+         p[2] = p[1];
+         p[2].label = "copy.jsonl";
+       },
+       "part 1/3 is in both part-1.jsonl and copy.jsonl"},
+      {"missing", [](auto& p) { p.erase(p.begin() + 1); },
+       "parts 1/3 missing; have 0/3 (part-0.jsonl), 2/3 (part-2.jsonl)"},
+      {"lists disagree",
+       [](auto& p) { p[2].summary->add_only_in_checkpoint("x"); },
+       "the parts disagree on the pairing: only_in_checkpoint of "
+       "part-2.jsonl (part 2/3) differs from that of part-0.jsonl"},
+      {"a tensor twice", [](auto& p) { p[2].reports[0].set_name("b"); },
+       "tensor 'b' is reported in both part-1.jsonl and part-2.jsonl"},
+      {"short of the plan",
+       [](auto& p) {
+         for (auto& part : p) part.summary->mutable_part()->set_plan_tensors(5);
+       },
+       "the parts compared 4 tensors but their plan has 5"},
+  };
+  for (const Case& c : cases) {
+    std::vector<DiffPartEvents> parts = ThreeParts();
+    c.change(parts);
+    auto m = MergeDiffParts(std::move(parts));
+    EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument) << c.what;
+    EXPECT_THAT(m.status().message(), HasSubstr(c.message)) << c.what;
+  }
+  EXPECT_THAT(MergeDiffParts({}).status().message(),
+              HasSubstr("no parts to merge"));
+}
+
+}  // namespace
+}  // namespace tensormorph

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "client/embedded/embedded_client.h"
 #include "client/endpoint_set.h"
 
 namespace tensormorph {
@@ -122,7 +123,7 @@ int RunChosenCommand(const std::vector<std::unique_ptr<Command>>& commands,
     }
   }
   absl::StatusOr<std::unique_ptr<Client>> client =
-      g.server.empty() ? Client::Embedded(copts)
+      g.server.empty() ? EmbeddedClient(copts)
                        : Client::Connect(g.server, copts);
   if (!client.ok()) return ReportFailure(client.status());
   return chosen->Run({g, copts, client->get()});

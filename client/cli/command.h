@@ -1,8 +1,9 @@
 // A subcommand of `tensormorph`, as main sees it: a Register function in the
 // command's own file adds the subcommand with its options and help to the
 // app (app.cc lists them, in --help's order), and when it is the one the
-// user chose, main checks it and runs it. Adding a command is its file and
-// one line in app.cc's table.
+// user chose, main checks it and runs it. Adding a command is its own file,
+// its Register declaration below and one line in app.cc's table; main and
+// the other commands do not change.
 #ifndef TENSORMORPH_CLIENT_CLI_COMMAND_H_
 #define TENSORMORPH_CLIENT_CLI_COMMAND_H_
 

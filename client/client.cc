@@ -215,26 +215,6 @@ absl::Duration Client::Prepare(grpc::ClientContext* ctx, bool stream) const {
   return timeout;
 }
 
-template <typename Request, typename Reply>
-absl::Status Client::Unary(const grpc::internal::RpcMethod& method,
-                           const Request& request, Reply* reply) {
-  grpc::ClientContext ctx;
-  const absl::Duration deadline = Prepare(&ctx, /*stream=*/false);
-  grpc::ByteBuffer buffer;
-  grpc::Status s = grpc::internal::BlockingUnaryCall<Request, grpc::ByteBuffer>(
-      channel_.get(), method, &ctx, request, &buffer);
-  if (!s.ok()) return CallFailed(method, deadline, s);
-  return ParseReply(method, &buffer, -1, reply);
-}
-
-template <typename Reply, typename Request>
-absl::StatusOr<Reply> Client::UnaryReply(
-    const grpc::internal::RpcMethod& method, const Request& request) {
-  Reply reply;
-  if (absl::Status s = Unary(method, request, &reply); !s.ok()) return s;
-  return reply;
-}
-
 void CallCanceller::Cancel() {
   std::lock_guard<std::mutex> lock(mu_);
   cancelled_ = true;
@@ -253,14 +233,52 @@ void CallCanceller::Detach() {
   ctx_ = nullptr;
 }
 
+struct Client::Calls {
+  template <typename Request, typename Reply>
+  static absl::Status Unary(Client& c, const grpc::internal::RpcMethod& method,
+                            const Request& request, Reply* reply);
+  // The same, the reply returned: what most methods are, in one line.
+  template <typename Reply, typename Request>
+  static absl::StatusOr<Reply> UnaryReply(
+      Client& c, const grpc::internal::RpcMethod& method,
+      const Request& request);
+  template <typename Request, typename Reply>
+  static absl::Status Stream(Client& c, const grpc::internal::RpcMethod& method,
+                             const Request& request,
+                             const std::function<bool(const Reply&)>& on_reply,
+                             absl::string_view cancelled,
+                             CallCanceller* canceller = nullptr);
+};
+
 template <typename Request, typename Reply>
-absl::Status Client::Stream(const grpc::internal::RpcMethod& method,
-                            const Request& request,
-                            const std::function<bool(const Reply&)>& on_reply,
-                            absl::string_view cancelled,
-                            CallCanceller* canceller) {
+absl::Status Client::Calls::Unary(Client& c,
+                                  const grpc::internal::RpcMethod& method,
+                                  const Request& request, Reply* reply) {
   grpc::ClientContext ctx;
-  const absl::Duration deadline = Prepare(&ctx, /*stream=*/true);
+  const absl::Duration deadline = c.Prepare(&ctx, /*stream=*/false);
+  grpc::ByteBuffer buffer;
+  grpc::Status s = grpc::internal::BlockingUnaryCall<Request, grpc::ByteBuffer>(
+      c.channel_.get(), method, &ctx, request, &buffer);
+  if (!s.ok()) return CallFailed(method, deadline, s);
+  return ParseReply(method, &buffer, -1, reply);
+}
+
+template <typename Reply, typename Request>
+absl::StatusOr<Reply> Client::Calls::UnaryReply(
+    Client& c, const grpc::internal::RpcMethod& method,
+    const Request& request) {
+  Reply reply;
+  if (absl::Status s = Unary(c, method, request, &reply); !s.ok()) return s;
+  return reply;
+}
+
+template <typename Request, typename Reply>
+absl::Status Client::Calls::Stream(
+    Client& c, const grpc::internal::RpcMethod& method, const Request& request,
+    const std::function<bool(const Reply&)>& on_reply,
+    absl::string_view cancelled, CallCanceller* canceller) {
+  grpc::ClientContext ctx;
+  const absl::Duration deadline = c.Prepare(&ctx, /*stream=*/true);
   // Detached before ctx goes, whichever way the call ends.
   struct Attached {
     CallCanceller* c;
@@ -271,7 +289,7 @@ absl::Status Client::Stream(const grpc::internal::RpcMethod& method,
   if (canceller != nullptr) canceller->Attach(&ctx);
   std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
       grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
-          channel_.get(), method, &ctx, request));
+          c.channel_.get(), method, &ctx, request));
   // Ends the call before the stream ends. Finish() alone would wait for a
   // status gRPC delivers only once every queued message has been read.
   auto abandon = [&] {
@@ -300,8 +318,8 @@ absl::Status Client::Stream(const grpc::internal::RpcMethod& method,
 
 absl::StatusOr<v1::GetServerInfoResponse> Client::GetServerInfo() {
   if (router_) return router_->GetServerInfo();
-  return UnaryReply<v1::GetServerInfoResponse>(methods_->get_server_info,
-                                               v1::GetServerInfoRequest());
+  return Calls::UnaryReply<v1::GetServerInfoResponse>(
+      *this, methods_->get_server_info, v1::GetServerInfoRequest());
 }
 
 absl::StatusOr<v1::GetCheckpointResponse> Client::GetCheckpoint(
@@ -309,7 +327,8 @@ absl::StatusOr<v1::GetCheckpointResponse> Client::GetCheckpoint(
   if (router_) return router_->GetCheckpoint(checkpoint);
   v1::GetCheckpointRequest req;
   req.set_checkpoint(checkpoint);
-  return UnaryReply<v1::GetCheckpointResponse>(methods_->get_checkpoint, req);
+  return Calls::UnaryReply<v1::GetCheckpointResponse>(
+      *this, methods_->get_checkpoint, req);
 }
 
 absl::StatusOr<v1::TensorInfo> Client::GetTensor(const std::string& checkpoint,
@@ -321,7 +340,8 @@ absl::StatusOr<v1::TensorInfo> Client::GetTensor(const std::string& checkpoint,
   req.set_tensor(tensor);
   req.set_part(part);
   v1::GetTensorResponse resp;
-  if (absl::Status s = Unary(methods_->get_tensor, req, &resp); !s.ok()) {
+  if (absl::Status s = Calls::Unary(*this, methods_->get_tensor, req, &resp);
+      !s.ok()) {
     return s;
   }
   return std::move(*resp.mutable_tensor());
@@ -332,8 +352,8 @@ absl::Status Client::ListTensors(
     const std::function<void(const v1::TensorInfo&)>& on_tensor) {
   if (router_) return router_->ListTensors(request, on_tensor);
   int64_t received = 0, promised = 0;
-  absl::Status s = Stream<v1::ListTensorsRequest, v1::TensorInfo>(
-      methods_->list_tensors, request,
+  absl::Status s = Calls::Stream<v1::ListTensorsRequest, v1::TensorInfo>(
+      *this, methods_->list_tensors, request,
       [&](const v1::TensorInfo& t) {
         ++received;
         promised = std::max(promised, t.list_count());
@@ -367,8 +387,8 @@ absl::Status Client::ReadSlice(
     const v1::ReadSliceRequest& request,
     const std::function<bool(const v1::SliceChunk&)>& on_chunk) {
   if (router_) return router_->ReadSlice(request, on_chunk);
-  return Stream<v1::ReadSliceRequest, v1::SliceChunk>(
-      methods_->read_slice, request, on_chunk,
+  return Calls::Stream<v1::ReadSliceRequest, v1::SliceChunk>(
+      *this, methods_->read_slice, request, on_chunk,
       "slice read cancelled by the caller");
 }
 
@@ -502,9 +522,9 @@ absl::Status Client::QuantDiff(
     const std::function<bool(const v1::QuantDiffEvent&)>& on_event,
     CallCanceller* cancel) {
   if (router_) return router_->QuantDiff(request, on_event);
-  return Stream<v1::QuantDiffRequest, v1::QuantDiffEvent>(
-      methods_->quant_diff, request, on_event, "diff cancelled by the caller",
-      cancel);
+  return Calls::Stream<v1::QuantDiffRequest, v1::QuantDiffEvent>(
+      *this, methods_->quant_diff, request, on_event,
+      "diff cancelled by the caller", cancel);
 }
 
 absl::Status Client::CheckCheckpoint(
@@ -516,20 +536,22 @@ absl::Status Client::CheckCheckpoint(
   static constexpr char kName[] = "/tensormorph.v1.Tensormorph/CheckCheckpoint";
   const grpc::internal::RpcMethod method(
       kName, grpc::internal::RpcMethod::SERVER_STREAMING, channel_);
-  return Stream<v1::CheckCheckpointRequest, v1::CheckEvent>(
-      method, request, on_event, "check cancelled by the caller");
+  return Calls::Stream<v1::CheckCheckpointRequest, v1::CheckEvent>(
+      *this, method, request, on_event, "check cancelled by the caller");
 }
 
 absl::StatusOr<v1::ComputeStatsResponse> Client::ComputeStats(
     const v1::ComputeStatsRequest& request) {
   if (router_) return router_->ComputeStats(request);
-  return UnaryReply<v1::ComputeStatsResponse>(methods_->compute_stats, request);
+  return Calls::UnaryReply<v1::ComputeStatsResponse>(
+      *this, methods_->compute_stats, request);
 }
 
 absl::StatusOr<v1::GetHeatmapResponse> Client::GetHeatmap(
     const v1::GetHeatmapRequest& request) {
   if (router_) return router_->GetHeatmap(request);
-  return UnaryReply<v1::GetHeatmapResponse>(methods_->get_heatmap, request);
+  return Calls::UnaryReply<v1::GetHeatmapResponse>(*this, methods_->get_heatmap,
+                                                   request);
 }
 
 absl::StatusOr<v1::GetArchitectureResponse> Client::GetArchitecture(
@@ -537,8 +559,8 @@ absl::StatusOr<v1::GetArchitectureResponse> Client::GetArchitecture(
   if (router_) return router_->GetArchitecture(checkpoint);
   v1::GetArchitectureRequest req;
   req.set_checkpoint(checkpoint);
-  return UnaryReply<v1::GetArchitectureResponse>(methods_->get_architecture,
-                                                 req);
+  return Calls::UnaryReply<v1::GetArchitectureResponse>(
+      *this, methods_->get_architecture, req);
 }
 
 absl::StatusOr<v1::InspectScalarsResponse> Client::InspectScalars(
@@ -550,22 +572,22 @@ absl::StatusOr<v1::InspectScalarsResponse> Client::InspectScalars(
     }
     return out;
   }
-  return UnaryReply<v1::InspectScalarsResponse>(methods_->inspect_scalars,
-                                                request);
+  return Calls::UnaryReply<v1::InspectScalarsResponse>(
+      *this, methods_->inspect_scalars, request);
 }
 
 absl::Status Client::InspectScalars(const v1::InspectScalarsRequest& request,
                                     v1::InspectScalarsResponse* response) {
   if (router_) return router_->InspectScalars(request, response);
-  return Unary(methods_->inspect_scalars, request, response);
+  return Calls::Unary(*this, methods_->inspect_scalars, request, response);
 }
 
 absl::Status Client::ListCheckpoints(
     const v1::ListCheckpointsRequest& request,
     const std::function<bool(const v1::CheckpointEntry&)>& on_entry) {
   if (router_) return router_->ListCheckpoints(request, on_entry);
-  return Stream<v1::ListCheckpointsRequest, v1::CheckpointEntry>(
-      methods_->list_checkpoints, request, on_entry,
+  return Calls::Stream<v1::ListCheckpointsRequest, v1::CheckpointEntry>(
+      *this, methods_->list_checkpoints, request, on_entry,
       "checkpoint listing cancelled by the caller");
 }
 

@@ -62,7 +62,7 @@ struct SliceData {
   }
 };
 
-// Slices read in the caller's own process: Client::Embedded's service
+// Slices read in the caller's own process: EmbeddedClient's service
 // hands its chunks straight to the caller (client/embedded/), with no
 // serialization and no channel between them. Same header, bytes and errors
 // as the ReadSlice RPC of that service.
@@ -126,12 +126,6 @@ class Client {
   // does not resolve.
   static absl::StatusOr<std::unique_ptr<Client>> Connect(
       const std::string& target, const ClientOptions& options = {});
-
-  // The same service run in-process over an in-process channel, serving
-  // local paths (relative to the working directory). Defined in the
-  // tensormorph_client_embedded library, which links the server.
-  static absl::StatusOr<std::unique_ptr<Client>> Embedded(
-      const ClientOptions& options = {});
 
   // `keepalive` is held for the client's lifetime (an embedded server);
   // `local_slices`, when given, serves ReadSliceStreaming and ReadSliceAll
@@ -244,21 +238,12 @@ class Client {
   // Sets the token and the deadline; returns the deadline set (infinite for
   // none), for messages.
   absl::Duration Prepare(grpc::ClientContext* ctx, bool stream) const;
-  // Replies arrive as bytes and are parsed here, so a reply that does not
-  // parse is told apart from the end of a stream (see the class comment).
-  template <typename Request, typename Reply>
-  absl::Status Unary(const grpc::internal::RpcMethod& method,
-                     const Request& request, Reply* reply);
-  // The same, the reply returned: what most methods are, in one line.
-  template <typename Reply, typename Request>
-  absl::StatusOr<Reply> UnaryReply(const grpc::internal::RpcMethod& method,
-                                   const Request& request);
-  template <typename Request, typename Reply>
-  absl::Status Stream(const grpc::internal::RpcMethod& method,
-                      const Request& request,
-                      const std::function<bool(const Reply&)>& on_reply,
-                      absl::string_view cancelled,
-                      CallCanceller* canceller = nullptr);
+  // The unary and streaming calls over Methods, defined in client.cc: the
+  // call plumbing they use is gRPC's internal API, which this installed
+  // header does not show. Replies arrive as bytes and are parsed there, so a
+  // reply that does not parse is told apart from the end of a stream (see the
+  // class comment).
+  struct Calls;
 
   explicit Client(std::shared_ptr<Router> router);
 

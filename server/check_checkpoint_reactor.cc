@@ -20,6 +20,7 @@
 #include "server/call_log.h"
 #include "server/exception_fence.h"
 #include "server/service.h"
+#include "server/stream_reactor.h"
 
 namespace tensormorph {
 namespace {
@@ -55,98 +56,34 @@ absl::StatusOr<Severity> FromProto(v1::CheckSeverity s) {
 }
 
 class CheckCheckpointReactor final
-    : public grpc::ServerWriteReactor<v1::CheckEvent> {
+    : public QueuedStreamReactor<v1::CheckEvent> {
  public:
   CheckCheckpointReactor(std::shared_ptr<ServiceState> state,
                          grpc::CallbackServerContext* ctx,
                          const v1::CheckCheckpointRequest* req)
-      : state_(std::move(state)),
-        ctx_(ctx),
+      : QueuedStreamReactor(std::move(state), ctx, "CheckCheckpoint",
+                            req->checkpoint(), "", kMaxQueuedEvents),
         req_(req),
-        log_("CheckCheckpoint", ctx, req->checkpoint(), ""),
-        peer_(SharePeer(*ctx)),
         start_(absl::Now()) {
-    state_->StreamStarted();
-    watch_ = state_->watchdog.Add(
-        [this](const absl::Status& why) { Interrupt(ToGrpcStatus(why)); },
-        [this](const absl::Status& why) { CancelNow(ToGrpcStatus(why)); });
     {
       absl::MutexLock lock(&mu_);
       running_ = true;
     }
-    state_->pool.Submit([this] { Start(); });
-  }
-
-  void OnWriteDone(bool ok) override {
-    state_->watchdog.WriteDone(watch_);
-    absl::MutexLock lock(&mu_);
-    FencedLocked([&] {
-      mu_.AssertHeld();
-      writing_ = false;
-      if (!ok) {
-        cancelled_.store(true);
-        if (status_.ok())
-          status_ = grpc::Status(grpc::CANCELLED, "client went away");
-      } else {
-        queue_.pop_front();
-      }
-      PumpLocked();
-    });
-  }
-
-  void OnCancel() override {
-    cancelled_.store(true);
-    absl::MutexLock lock(&mu_);
-    FencedLocked([&] {
-      mu_.AssertHeld();
-      if (status_.ok()) status_ = grpc::Status(grpc::CANCELLED, "cancelled");
-      PumpLocked();
-    });
-  }
-
-  void OnDone() override {
-    state_->watchdog.Remove(watch_);
-    // Finish is called under mu_; wait for that caller to unlock.
-    { absl::MutexLock lock(&mu_); }
-    Fenced(log_.site(), [&] {
-      ReleaseSlots();
-      state_->StreamEnded(cancelled_.load(), /*holds_slot=*/false);
-    }).IgnoreError();
-    delete this;
+    Launch([this] { Start(); });
   }
 
  private:
-  template <typename F>
-  void FencedLocked(F&& f) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (absl::Status s = Fenced(log_.site(), f); !s.ok()) {
-      if (status_.ok()) status_ = ToGrpcStatus(s);
-      cancelled_.store(true);
-      PumpLocked();
-    }
+  // Over once the check task has ended, with its summary queued unless
+  // the call failed.
+  bool WorkOverLocked(bool failed) override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !running_ && (failed || summarized_);
   }
-
-  void ReleaseSlots() {
-    if (admitted_) state_->ReleaseStream(peer_);
-    if (counted_) state_->active_diffs.fetch_sub(1);
-    admitted_ = counted_ = false;
+  absl::Status VetLocked(const v1::CheckEvent& e) override {
+    absl::Status fits = CheckReplySize(e, state_->limits);
+    if (!fits.ok()) cancelled_.store(true);
+    return fits;
   }
-
-  void Interrupt(const grpc::Status& status) {
-    cancelled_.store(true);
-    absl::MutexLock lock(&mu_);
-    if (status_.ok()) status_ = status;
-    PumpLocked();
-  }
-
-  void CancelNow(const grpc::Status& status) {
-    cancelled_.store(true);
-    {
-      absl::MutexLock lock(&mu_);
-      if (finished_) return;
-      if (status_.ok()) status_ = status;
-    }
-    ctx_->TryCancel();
-  }
+  int64_t FinishingLocked() override { return progress_.bytes_done; }
 
   // On the pool's stream lane: what refuses a call (a bad request, no slot
   // free) answers at once instead of queueing behind the background lane's
@@ -173,7 +110,7 @@ class CheckCheckpointReactor final
       PumpLocked();
       return;
     }
-    FencedLocked([&] {
+    FencedLocked(log_.site(), [&] {
       mu_.AssertHeld();
       EnqueueProgressLocked();
       v1::CheckEvent e;
@@ -209,17 +146,7 @@ class CheckCheckpointReactor final
       TM_ASSIGN_OR_RETURN(options_.verify,
                           ParseManifest(req_->verify_manifest()));
     }
-    TM_RETURN_IF_ERROR(state_->TryAdmitStream(peer_));
-    admitted_ = true;
-    if (state_->active_diffs.fetch_add(1) >=
-        state_->limits.max_concurrent_diffs) {
-      state_->active_diffs.fetch_sub(1);
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "limit max_concurrent_diffs (", state_->limits.max_concurrent_diffs,
-          ") reached (a check counts as a diff); retry later"));
-    }
-    counted_ = true;
-    return absl::OkStatus();
+    return AdmitAsDiff(" (a check counts as a diff)");
   }
 
   absl::StatusOr<CheckSummary> Check() {
@@ -254,10 +181,10 @@ class CheckCheckpointReactor final
       const int64_t now = absl::ToUnixMillis(absl::Now());
       if (now - last_progress_ms_ < 500) return;
       last_progress_ms_ = now;
-      Enqueue([&](v1::CheckEvent*) { return false; });
+      Queue([&](v1::CheckEvent*) { return false; });
     };
     auto on_finding = [&](const Finding& f) {
-      Enqueue([&](v1::CheckEvent* e) {
+      Queue([&](v1::CheckEvent* e) {
         v1::CheckFinding* o = e->mutable_finding();
         o->set_rule(f.rule);
         o->set_severity(ToProto(f.severity));
@@ -272,7 +199,7 @@ class CheckCheckpointReactor final
       });
     };
     auto on_hash = [&](const ManifestEntry& h) {
-      Enqueue([&](v1::CheckEvent* e) {
+      Queue([&](v1::CheckEvent* e) {
         v1::CheckTensorHash* o = e->mutable_hash();
         o->set_name(h.name);
         o->set_file(h.file);
@@ -310,7 +237,7 @@ class CheckCheckpointReactor final
   // Queues the event `fill` makes (a progress event when it returns
   // false), first waiting while the queue is full and the call goes on.
   template <typename Fill>
-  void Enqueue(Fill fill) {
+  void Queue(Fill fill) {
     v1::CheckEvent e;
     if (!fill(&e)) {
       v1::CheckProgress* p = e.mutable_progress();
@@ -320,15 +247,7 @@ class CheckCheckpointReactor final
       p->set_bytes_total(progress_.bytes_total);
       p->set_elapsed_seconds(absl::ToDoubleSeconds(absl::Now() - start_));
     }
-    absl::MutexLock lock(&mu_);
-    auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return queue_.size() < kMaxQueuedEvents || cancelled_.load() ||
-             !status_.ok();
-    };
-    mu_.Await(absl::Condition(&room));
-    if (cancelled_.load() || !status_.ok()) return;
-    queue_.push_back(std::move(e));
-    PumpLocked();
+    Enqueue(std::move(e));
   }
 
   void EnqueueProgressLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -342,57 +261,15 @@ class CheckCheckpointReactor final
     queue_.push_back(std::move(e));
   }
 
-  // Starts the next write, or finishes once the check is over and nothing
-  // waits.
-  void PumpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (writing_ || finished_) return;
-    if (status_.ok() && !queue_.empty()) {
-      if (absl::Status fits = CheckReplySize(queue_.front(), state_->limits);
-          !fits.ok()) {
-        status_ = ToGrpcStatus(fits);
-        cancelled_.store(true);
-      }
-    }
-    const bool failed = !status_.ok();
-    if (!failed && !queue_.empty()) {
-      writing_ = true;
-      state_->metrics.chunks_sent.fetch_add(1);
-      state_->watchdog.WriteStarted(watch_);
-      StartWrite(&queue_.front());
-      return;
-    }
-    if (!running_ && (failed || summarized_)) {
-      finished_ = true;
-      log_.Finish(status_, progress_.bytes_done);
-      ReleaseSlots();
-      Finish(status_);
-    }
-  }
-
-  std::shared_ptr<ServiceState> state_;
-  grpc::CallbackServerContext* ctx_;
   const v1::CheckCheckpointRequest* req_;
-  StreamWatchdog::Watch* watch_ = nullptr;
-  CallLog log_;
-  const std::string peer_;  // PeerHost: whose stream slot
   const absl::Time start_;
-  // Set by the check task, read by PumpLocked once running_ is false.
-  bool admitted_ = false;
-  bool counted_ = false;
   CheckOptions options_;
   std::shared_ptr<const Checkpoint> ckpt_;
   std::shared_ptr<const Checkpoint> source_;  // --source, when given
   CheckProgress progress_;  // the task's; read under mu_ after it ends
   int64_t last_progress_ms_ = 0;
-  std::atomic<bool> cancelled_{false};
-
-  absl::Mutex mu_;
-  std::deque<v1::CheckEvent> queue_ ABSL_GUARDED_BY(mu_);
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool summarized_ ABSL_GUARDED_BY(mu_) = false;
   bool running_ ABSL_GUARDED_BY(mu_) = false;
-  grpc::Status status_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include "server/call_log.h"
 #include "server/exception_fence.h"
 #include "server/service.h"
+#include "server/stream_reactor.h"
 
 namespace tensormorph {
 namespace {
@@ -31,96 +32,25 @@ namespace {
 constexpr size_t kMaxQueuedEvents = 256;
 
 class ComputeSparsityReactor final
-    : public grpc::ServerWriteReactor<v1::TensorSparsity> {
+    : public QueuedStreamReactor<v1::TensorSparsity> {
  public:
   ComputeSparsityReactor(std::shared_ptr<ServiceState> state,
                          grpc::CallbackServerContext* ctx,
                          const v1::ComputeSparsityRequest* req)
-      : state_(std::move(state)),
-        ctx_(ctx),
-        req_(req),
-        log_("ComputeSparsity", ctx, req->checkpoint(), req->filter()),
-        peer_(SharePeer(*ctx)) {
-    state_->StreamStarted();
-    watch_ = state_->watchdog.Add(
-        [this](const absl::Status& why) { Interrupt(ToGrpcStatus(why)); },
-        [this](const absl::Status& why) { CancelNow(ToGrpcStatus(why)); });
+      : QueuedStreamReactor(std::move(state), ctx, "ComputeSparsity",
+                            req->checkpoint(), req->filter(), kMaxQueuedEvents),
+        req_(req) {
     {
       absl::MutexLock lock(&mu_);
       running_ = true;
     }
-    state_->pool.Submit([this] { Start(); });
-  }
-
-  void OnWriteDone(bool ok) override {
-    state_->watchdog.WriteDone(watch_);
-    absl::MutexLock lock(&mu_);
-    FencedLocked([&] {
-      mu_.AssertHeld();
-      writing_ = false;
-      if (!ok) {
-        cancelled_.store(true);
-        if (status_.ok())
-          status_ = grpc::Status(grpc::CANCELLED, "client went away");
-      } else {
-        queue_.pop_front();
-      }
-      PumpLocked();
-    });
-  }
-
-  void OnCancel() override {
-    cancelled_.store(true);
-    absl::MutexLock lock(&mu_);
-    FencedLocked([&] {
-      mu_.AssertHeld();
-      if (status_.ok()) status_ = grpc::Status(grpc::CANCELLED, "cancelled");
-      PumpLocked();
-    });
-  }
-
-  void OnDone() override {
-    state_->watchdog.Remove(watch_);
-    // Finish is called under mu_; wait for that caller to unlock.
-    { absl::MutexLock lock(&mu_); }
-    Fenced(log_.site(), [&] {
-      ReleaseSlots();
-      state_->StreamEnded(cancelled_.load(), /*holds_slot=*/false);
-    }).IgnoreError();
-    delete this;
+    Launch([this] { Start(); });
   }
 
  private:
-  template <typename F>
-  void FencedLocked(F&& f) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (absl::Status s = Fenced(log_.site(), f); !s.ok()) {
-      if (status_.ok()) status_ = ToGrpcStatus(s);
-      cancelled_.store(true);
-      PumpLocked();
-    }
-  }
-
-  void ReleaseSlots() {
-    if (admitted_) state_->ReleaseStream(peer_);
-    if (counted_) state_->active_diffs.fetch_sub(1);
-    admitted_ = counted_ = false;
-  }
-
-  void Interrupt(const grpc::Status& status) {
-    cancelled_.store(true);
-    absl::MutexLock lock(&mu_);
-    if (status_.ok()) status_ = status;
-    PumpLocked();
-  }
-
-  void CancelNow(const grpc::Status& status) {
-    cancelled_.store(true);
-    {
-      absl::MutexLock lock(&mu_);
-      if (finished_) return;
-      if (status_.ok()) status_ = status;
-    }
-    ctx_->TryCancel();
+  // Over once the walk has ended: its last event is its last tensor's.
+  bool WorkOverLocked(bool) override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !running_;
   }
 
   // On the pool's stream lane: what refuses a call (a bad request, an
@@ -168,17 +98,7 @@ class ComputeSparsityReactor final
           "filter '", req_->filter(), "' matches none of the ",
           ckpt_->tensors().size(), " tensors of '", req_->checkpoint(), "'"));
     }
-    TM_RETURN_IF_ERROR(state_->TryAdmitStream(peer_));
-    admitted_ = true;
-    if (state_->active_diffs.fetch_add(1) >=
-        state_->limits.max_concurrent_diffs) {
-      state_->active_diffs.fetch_sub(1);
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "limit max_concurrent_diffs (", state_->limits.max_concurrent_diffs,
-          ") reached (a sparsity pass counts as a diff); retry later"));
-    }
-    counted_ = true;
-    return absl::OkStatus();
+    return AdmitAsDiff(" (a sparsity pass counts as a diff)");
   }
 
   // One tensor's counts, its reference resolved as ComputeStats resolves
@@ -224,60 +144,18 @@ class ComputeSparsityReactor final
       TM_ASSIGN_OR_RETURN(v1::TensorSparsity e, Count(*t));
       e.set_tensors_done(++done);
       e.set_tensors_total(total);
-      absl::MutexLock lock(&mu_);
-      auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return queue_.size() < kMaxQueuedEvents || cancelled_.load() ||
-               !status_.ok();
-      };
-      mu_.Await(absl::Condition(&room));
-      if (cancelled_.load() || !status_.ok()) return absl::OkStatus();
-      queue_.push_back(std::move(e));
-      PumpLocked();
+      if (!Enqueue(std::move(e))) return absl::OkStatus();  // the call ended
     }
     return absl::OkStatus();
   }
 
-  // Starts the next write, or finishes once the walk is over and nothing
-  // waits.
-  void PumpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (writing_ || finished_) return;
-    const bool failed = !status_.ok();
-    if (!failed && !queue_.empty()) {
-      writing_ = true;
-      state_->metrics.chunks_sent.fetch_add(1);
-      state_->watchdog.WriteStarted(watch_);
-      StartWrite(&queue_.front());
-      return;
-    }
-    if (!running_) {
-      finished_ = true;
-      log_.Finish(status_, 0);
-      ReleaseSlots();
-      Finish(status_);
-    }
-  }
-
-  std::shared_ptr<ServiceState> state_;
-  grpc::CallbackServerContext* ctx_;
   const v1::ComputeSparsityRequest* req_;
-  StreamWatchdog::Watch* watch_ = nullptr;
-  CallLog log_;
-  const std::string peer_;  // PeerHost: whose stream slot
-  // Set by Admit, read by the walk and by PumpLocked once running_ is false.
-  bool admitted_ = false;
-  bool counted_ = false;
+  // Set by Admit, read by the walk.
   std::shared_ptr<const Checkpoint> ckpt_;
   std::shared_ptr<const Checkpoint> ref_;      // the reference, when named
   std::optional<ReferenceResolver> resolver_;  // with ref_: its name rules
   std::vector<const LogicalTensor*> tensors_;
-  std::atomic<bool> cancelled_{false};
-
-  absl::Mutex mu_;
-  std::deque<v1::TensorSparsity> queue_ ABSL_GUARDED_BY(mu_);
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool running_ ABSL_GUARDED_BY(mu_) = false;
-  grpc::Status status_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace

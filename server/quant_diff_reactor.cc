@@ -13,6 +13,7 @@
 #include <atomic>
 #include <deque>
 #include <filesystem>
+#include <limits>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
@@ -34,6 +35,7 @@
 #include "server/exception_fence.h"
 #include "server/proto_convert.h"
 #include "server/service.h"
+#include "server/stream_reactor.h"
 
 namespace tensormorph {
 namespace {
@@ -91,22 +93,16 @@ void FillReport(const TensorDiff& d, v1::TensorDiffReport* r) {
   }
 }
 
-class QuantDiffReactor final
-    : public grpc::ServerWriteReactor<v1::QuantDiffEvent> {
+class QuantDiffReactor final : public QueuedStreamReactor<v1::QuantDiffEvent> {
  public:
   QuantDiffReactor(std::shared_ptr<ServiceState> state,
                    grpc::CallbackServerContext* ctx,
                    const v1::QuantDiffRequest* req)
-      : state_(std::move(state)),
-        ctx_(ctx),
+      : QueuedStreamReactor(std::move(state), ctx, "QuantDiff",
+                            req->checkpoint(), req->reference(),
+                            std::numeric_limits<size_t>::max()),
         req_(req),
-        log_("QuantDiff", ctx, req->checkpoint(), req->reference()),
-        peer_(SharePeer(*ctx)),
         start_(absl::Now()) {
-    state_->StreamStarted();
-    watch_ = state_->watchdog.Add(
-        [this](const absl::Status& why) { Interrupt(ToGrpcStatus(why)); },
-        [this](const absl::Status& why) { CancelNow(ToGrpcStatus(why)); });
     {
       absl::MutexLock lock(&mu_);
       ++running_;
@@ -114,96 +110,31 @@ class QuantDiffReactor final
     // Prepare refuses at once (a bad request, no slot free: a router then
     // tries another replica), so it runs in the stream lane, never queued
     // behind the background lane's long work; the tensors run there.
-    state_->pool.Submit([this] { Begin(); });
-  }
-
-  void OnWriteDone(bool ok) override {
-    state_->watchdog.WriteDone(watch_);
-    absl::MutexLock lock(&mu_);
-    FencedLocked(log_.site(), [&] {
-      mu_.AssertHeld();
-      writing_ = false;
-      if (!ok) {
-        cancelled_.store(true);
-        if (status_.ok())
-          status_ = grpc::Status(grpc::CANCELLED, "client went away");
-      } else {
-        queue_.pop_front();
-      }
-      PumpLocked();
-    });
-  }
-
-  void OnCancel() override {
-    cancelled_.store(true);
-    absl::MutexLock lock(&mu_);
-    FencedLocked(log_.site(), [&] {
-      mu_.AssertHeld();
-      if (status_.ok()) status_ = grpc::Status(grpc::CANCELLED, "cancelled");
-      PumpLocked();
-    });
-  }
-
-  void OnDone() override {
-    // First: no watchdog callback runs after this, and none is running.
-    state_->watchdog.Remove(watch_);
-    // Finish is called under mu_ (PumpLocked), and gRPC may run OnDone on
-    // another thread before that caller has unlocked: wait for it, so the
-    // mutex is not destroyed held (a diff refused in Prepare hung its
-    // worker spinning on the freed mutex).
-    { absl::MutexLock lock(&mu_); }
-    Fenced(log_.site(), [&] {
-      ReleaseSlots();  // a call that never finished (cancelled first)
-      state_->StreamEnded(cancelled_.load(), /*holds_slot=*/false);
-    }).IgnoreError();
-    delete this;
+    Launch([this] { Begin(); });
   }
 
  private:
-  // Runs `f` under mu_; an exception from it fails the call (exception
-  // fence). Every task's `running_` slot is given back before anything that
-  // can throw runs here, so the call still finishes once the others end.
-  template <typename F>
-  void FencedLocked(const FenceSite& site, F&& f)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (absl::Status s = Fenced(site, f); !s.ok()) FailLocked(s);
+  // Over once no task runs, with the summary queued unless the call failed.
+  bool WorkOverLocked(bool failed) override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return running_ == 0 && (failed || summarized_);
   }
-
-  // Gives back the stream and diff slots this call holds, once.
-  void ReleaseSlots() {
-    if (admitted_) state_->ReleaseStream(peer_);
-    if (counted_diff_) state_->active_diffs.fetch_sub(1);
-    admitted_ = counted_diff_ = false;
-  }
-
-  // Ends the call with `s` once nothing runs (stops the other tasks).
-  void FailLocked(const absl::Status& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (status_.ok()) status_ = ToGrpcStatus(s);
-    cancelled_.store(true);
-    PumpLocked();
-  }
-
-  // The watchdog's soft stop: the tasks stop at their next chunk, and the
-  // call ends with `status` once they have and no write is in flight.
-  void Interrupt(const grpc::Status& status) {
-    cancelled_.store(true);
-    absl::MutexLock lock(&mu_);
-    if (status_.ok()) status_ = status;
-    PumpLocked();
-  }
-
-  // The watchdog's hard stop, for a write the client does not take: the
-  // call is cancelled (its write then completes, failed). The status is the
-  // log's.
-  void CancelNow(const grpc::Status& status) {
-    cancelled_.store(true);
-    {
-      absl::MutexLock lock(&mu_);
-      if (finished_) return;
-      if (status_.ok()) status_ = status;
+  // The summary, once every tensor is done.
+  void BeforeWriteLocked() override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (running_ == 0 && next_ == todo_.size() && !summarized_) {
+      summarized_ = true;
+      EnqueueSummaryLocked();
     }
-    // OnDone cannot run before this returns: it waits for this callback.
-    ctx_->TryCancel();
+  }
+  // Within the limits every report fits; one of extreme rank may not.
+  absl::Status VetLocked(const v1::QuantDiffEvent& e) override {
+    return CheckReplySize(e, state_->limits);
+  }
+  bool CountsAsChunk(const v1::QuantDiffEvent& e) const override {
+    return e.has_tensor();
+  }
+  int64_t FinishingLocked() override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    KeepReportLocked();
+    return bytes_done_.load();
   }
 
   void Begin() {
@@ -242,17 +173,7 @@ class QuantDiffReactor final
                                   state_->limits.max_worst_groups));
     TM_RETURN_IF_ERROR(
         CheckDiffPart(req_->part().count(), req_->part().index()));
-    if (absl::Status admit = state_->TryAdmitStream(peer_); !admit.ok())
-      return admit;
-    admitted_ = true;
-    if (state_->active_diffs.fetch_add(1) >=
-        state_->limits.max_concurrent_diffs) {
-      state_->active_diffs.fetch_sub(1);
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "limit max_concurrent_diffs (", state_->limits.max_concurrent_diffs,
-          ") reached; retry later"));
-    }
-    counted_diff_ = true;
+    TM_RETURN_IF_ERROR(AdmitAsDiff(""));
     auto quant = state_->registry.Acquire(req_->checkpoint());
     if (!quant.ok()) return quant.status();
     auto ref = state_->registry.Acquire(req_->reference());
@@ -573,48 +494,7 @@ class QuantDiffReactor final
                               std::move(kept_));
   }
 
-  // Starts the next write, or finishes once nothing runs and nothing waits.
-  void PumpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (writing_ || finished_) return;
-    if (status_.ok() && !queue_.empty()) {
-      // Within the limits every report fits; one of extreme rank may not.
-      if (absl::Status fits = CheckReplySize(queue_.front(), state_->limits);
-          !fits.ok()) {
-        status_ = ToGrpcStatus(fits);
-      }
-    }
-    const bool failed = !status_.ok();
-    if (!failed && running_ == 0 && next_ == todo_.size() && !summarized_) {
-      summarized_ = true;
-      EnqueueSummaryLocked();
-    }
-    if (!failed && !queue_.empty()) {
-      writing_ = true;
-      if (queue_.front().has_tensor()) state_->metrics.chunks_sent.fetch_add(1);
-      state_->watchdog.WriteStarted(watch_);
-      StartWrite(&queue_.front());
-      return;
-    }
-    if (running_ == 0 && (failed || summarized_)) {
-      finished_ = true;
-      log_.Finish(status_, bytes_done_.load());
-      KeepReportLocked();
-      // The slots go back before the client hears the end: a script's next
-      // diff must not find them still taken by this one.
-      ReleaseSlots();
-      Finish(status_);
-    }
-  }
-
-  std::shared_ptr<ServiceState> state_;
-  grpc::CallbackServerContext* ctx_;
   const v1::QuantDiffRequest* req_;
-  StreamWatchdog::Watch* watch_ = nullptr;
-  // Slots held: set in Prepare, cleared under mu_ by ReleaseSlots.
-  bool admitted_ = false;      // a stream slot
-  bool counted_diff_ = false;  // a max_concurrent_diffs slot
-  CallLog log_;
-  const std::string peer_;  // PeerHost: whose stream slot
   const absl::Time start_;
   std::shared_ptr<const Checkpoint> quant_, ref_;
   Pairing pairing_;
@@ -627,12 +507,6 @@ class QuantDiffReactor final
   int64_t bytes_total_ = 0;
   std::atomic<int64_t> bytes_done_{0};
   std::atomic<int64_t> last_progress_ms_{0};
-  std::atomic<bool> cancelled_{false};
-
-  absl::Mutex mu_;
-  std::deque<v1::QuantDiffEvent> queue_ ABSL_GUARDED_BY(mu_);
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool summarized_ ABSL_GUARDED_BY(mu_) = false;
   int running_ ABSL_GUARDED_BY(mu_) = 0;
   // One per tensor in flight, handed from tensor to tensor (their buffers
@@ -646,7 +520,6 @@ class QuantDiffReactor final
   int64_t zeroed_groups_ ABSL_GUARDED_BY(mu_) = 0;
   double max_excess_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::string> undecodable_ ABSL_GUARDED_BY(mu_);
-  grpc::Status status_ ABSL_GUARDED_BY(mu_);
   std::vector<DiffSummaryEntry> entries_ ABSL_GUARDED_BY(mu_);
   // The report for GetDiffReport: collected while keep_ (set once the call
   // is prepared, cleared when it grew past the store's budget).

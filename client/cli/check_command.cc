@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "client/cli/command.h"
 #include "client/cli/format.h"
 #include "client/cli/output_file.h"
 #include "core/check/manifest.h"
@@ -199,6 +200,62 @@ int RunCheck(Client& client, const GlobalOptions& g, const CheckOptionsCli& o) {
     return kExitThreshold;
   }
   return kExitOk;
+}
+
+namespace {
+
+class CheckCommand : public Command {
+ public:
+  explicit CheckCommand(CLI::App& app)
+      : Command(app.add_subcommand(
+            "check",
+            "validate a checkpoint before serving it: index and companions, "
+            "config keys, NaN/Inf, broken scales and groups, convention "
+            "mismatches, duplicate tensors, integrity against a manifest, "
+            "errors against a source")) {
+    CLI::App& cmd = *this->app();
+    cmd.add_option("checkpoint", o_.checkpoint, "checkpoint file or directory")
+        ->required();
+    cmd.add_option("--fail-level", o_.fail_level,
+                   "exit 3 when a finding is at or above this severity")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"error", "warning", "info"}));
+    cmd.add_option("--manifest", o_.manifest,
+                   std::string("write every stored tensor's content hash "
+                               "(XXH3-64) to this JSON file") +
+                       kOutputGuarantee)
+        ->check(OutputPathValidator());
+    cmd.add_option(
+        "--verify", o_.verify,
+        "check the stored bytes against a manifest --manifest wrote: every "
+        "tensor that differs, is missing or is extra is an error");
+    cmd.add_option(
+        "--source", o_.source,
+        "also diff every quantized tensor against this full-precision source "
+        "and hold it to the scheme's default gates (source-err-steps, "
+        "source-sqnr)");
+    cmd.footer(CheckHelpFooter());
+  }
+  absl::Status CheckOutputs() const override {
+    constexpr auto kCheckpoint = CommandInput::Kind::kCheckpoint;
+    return CheckOutputIsNoInput(
+        "--manifest", o_.manifest,
+        {{kCheckpoint, o_.checkpoint, "checkpoint"},
+         {kCheckpoint, o_.source, "--source checkpoint"},
+         {CommandInput::Kind::kFile, o_.verify, "--verify manifest"}});
+  }
+  int Run(const CommandContext& c) override {
+    return RunCheck(*c.client, c.global, o_);
+  }
+
+ private:
+  CheckOptionsCli o_;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> RegisterCheck(CLI::App& app) {
+  return std::make_unique<CheckCommand>(app);
 }
 
 }  // namespace tensormorph

@@ -16,6 +16,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "client/cli/arguments.h"
+#include "client/cli/command.h"
 #include "client/cli/format.h"
 #include "client/cli/output_file.h"
 #include "render/npy.h"
@@ -523,6 +524,181 @@ int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o) {
     }
   }
   return kExitOk;
+}
+
+namespace {
+
+class LsCommand : public Command {
+ public:
+  explicit LsCommand(CLI::App& app)
+      : Command(app.add_subcommand(
+            "ls",
+            "list the logical tensors of a checkpoint, or the checkpoints "
+            "under a directory")) {
+    CLI::App& cmd = *this->app();
+    cmd.add_option(
+        "checkpoint", o_.checkpoint,
+        "checkpoint file or directory; a directory that is not a checkpoint, "
+        "or none, lists the checkpoints under it (none: under the server's "
+        "roots, or embedded the current directory)");
+    cmd.add_option("--filter", o_.filter,
+                   "glob on tensor names, e.g. 'blk.0.*'");
+    cmd.add_option("--depth", o_.depth,
+                   "listing checkpoints: levels of subdirectories searched")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 16));
+    cmd.footer(
+        "Examples:\n  tensormorph ls model.gguf --filter 'blk.0.*'\n"
+        "  tensormorph --server host:7000 ls\n"
+        "Listing checkpoints prints PATH FORMAT FILES SIZE TENSORS MODIFIED "
+        "(TENSORS: stored tensors, '-' when the headers are too big to count "
+        "cheaply; MODIFIED in UTC).");
+    cmd.add_flag("--compat", o_.compat,
+                 "per encoding, which inference backends ship kernels for it");
+  }
+  int Run(const CommandContext& c) override {
+    return RunLs(*c.client, c.global, o_);
+  }
+
+ private:
+  LsOptions o_;
+};
+
+class InfoCommand : public Command {
+ public:
+  explicit InfoCommand(CLI::App& app)
+      : Command(app.add_subcommand(
+            "info", "describe a checkpoint, or one tensor of it in full")) {
+    CLI::App& cmd = *this->app();
+    cmd.add_option("checkpoint", o_.checkpoint, "checkpoint file or directory")
+        ->required();
+    cmd.add_option("tensor", o_.tensor, "tensor name (optional)");
+    cmd.add_flag("--part", o_.part, kPartHelp);
+    cmd.footer(
+        "Examples:\n  tensormorph info model.gguf\n"
+        "  tensormorph info model.gguf blk.0.ffn_down.weight");
+  }
+  absl::Status Finish() override {
+    EscapeTensorName(&o_.tensor);
+    return absl::OkStatus();
+  }
+  int Run(const CommandContext& c) override {
+    return RunInfo(*c.client, c.global, o_);
+  }
+
+ private:
+  InfoOptions o_;
+};
+
+class ReadCommand : public Command {
+ public:
+  explicit ReadCommand(CLI::App& app)
+      : Command(app.add_subcommand(
+            "read",
+            "read a (sliced) tensor: a numpy-like preview, or a .npy file")) {
+    CLI::App& cmd = *this->app();
+    cmd.add_option("checkpoint", o_.checkpoint, "checkpoint file or directory")
+        ->required();
+    cmd.add_option("tensor", o_.tensor, "tensor name")->required();
+    cmd.add_option("--slice", o_.slice,
+                   "numpy slice per dimension, e.g. '0:4, ::2' or '..., -1'");
+    cmd.add_flag("--raw", o_.raw,
+                 "the stored values instead of dequantized float32 (whole "
+                 "blocks only for block types)");
+    cmd.add_option("-o,--output", o_.output,
+                   std::string("write a .npy file numpy.load reads (raw block "
+                               "types: uint8, [rows, bytes per row])") +
+                       kOutputGuarantee)
+        ->check(OutputPathValidator());
+    cmd.add_flag("--part", o_.part, kPartHelp);
+    cmd.footer(
+        "Examples:\n  tensormorph read model.gguf blk.0.attn_q.weight --slice "
+        "'0, :8'\n"
+        "  tensormorph read model.gguf blk.0.attn_q.weight -o q.npy");
+  }
+  absl::Status CheckOutputs() const override {
+    return CheckOutputIsNoInput(
+        "-o", o_.output,
+        {{CommandInput::Kind::kCheckpoint, o_.checkpoint, "checkpoint"}});
+  }
+  absl::Status Finish() override {
+    EscapeTensorName(&o_.tensor);
+    return absl::OkStatus();
+  }
+  int Run(const CommandContext& c) override {
+    return RunRead(*c.client, c.global, o_);
+  }
+
+ private:
+  ReadOptions o_;
+};
+
+class ScalarCommand : public Command {
+ public:
+  explicit ScalarCommand(CLI::App& app)
+      : Command(app.add_subcommand("scalar",
+                                   "the Scalar Inspector: raw code, scale, "
+                                   "zero-point, group, step and value")) {
+    CLI::App& cmd = *this->app();
+    cmd.add_option("checkpoint", o_.checkpoint, "checkpoint file or directory")
+        ->required();
+    cmd.add_option("tensor", o_.tensor, "tensor name")->required();
+    cmd.add_option("index", o_.indices,
+                   "one or more indices, one per argument, each with exactly "
+                   "the tensor's rank of comma-separated coordinates "
+                   "(negative counts from the end), e.g. 3,17; a rank-0 "
+                   "tensor's one element is ()");
+    cmd.add_option(
+        "--indices-file", o_.indices_file,
+        "more indices, one per line as on the command line, after those "
+        "given as arguments; '-' reads standard input; blank lines and "
+        "'#' comments are skipped");
+    cmd.add_flag("--part", o_.part, kPartHelp);
+    CLI::Option* ref = cmd.add_option(
+        "--ref", o_.reference,
+        "the full-precision source checkpoint: also show each element's "
+        "source value (the source element the diff compares it with: a "
+        "GGUF's Hugging Face tensor, Q/K rows through llama.cpp's RoPE "
+        "permutation), the signed error (value - source) and the error in "
+        "steps (|error| over the step on the source's side, as the error "
+        "heatmap measures it; about 0.5 where values round to nearest, the "
+        "diff gives each format's own bound)");
+    cmd.add_option("--ref-tensor", o_.reference_tensor,
+                   "the tensor in --ref (default: found as diff pairs)")
+        ->needs(ref);
+    cmd.footer(
+        "Examples:\n  tensormorph scalar model.gguf blk.0.ffn_down.weight "
+        "3,17 0,0\n"
+        "  tensormorph scalar model.gguf blk.0.attn_q.weight 5,0 --ref "
+        "source/\n"
+        "  seq 0 9 | sed 's/$/,0/' | tensormorph scalar model.gguf "
+        "blk.0.ffn_down.weight --indices-file -");
+  }
+  absl::Status Finish() override {
+    EscapeTensorName(&o_.tensor);
+    return absl::OkStatus();
+  }
+  int Run(const CommandContext& c) override {
+    return RunScalar(*c.client, c.global, o_);
+  }
+
+ private:
+  ScalarOptions o_;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> RegisterLs(CLI::App& app) {
+  return std::make_unique<LsCommand>(app);
+}
+std::unique_ptr<Command> RegisterInfo(CLI::App& app) {
+  return std::make_unique<InfoCommand>(app);
+}
+std::unique_ptr<Command> RegisterRead(CLI::App& app) {
+  return std::make_unique<ReadCommand>(app);
+}
+std::unique_ptr<Command> RegisterScalar(CLI::App& app) {
+  return std::make_unique<ScalarCommand>(app);
 }
 
 }  // namespace tensormorph

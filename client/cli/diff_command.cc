@@ -7,14 +7,20 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <memory>
+#include <string>
+#include <tuple>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "client/cli/arguments.h"
+#include "client/cli/command.h"
 #include "client/cli/commands.h"
 #include "client/cli/format.h"
 #include "core/diff/gate.h"
+#include "core/request_limits.h"
 
 namespace tensormorph {
 namespace {
@@ -234,6 +240,80 @@ int PrintDiffResult(const GlobalOptions& g, DiffResult r, std::ostream& out) {
     return kExitGaps;
   }
   return kExitOk;
+}
+
+namespace {
+
+class DiffCommand : public Command {
+ public:
+  explicit DiffCommand(CLI::App& app)
+      : Command(app.add_subcommand(
+            "diff",
+            "quantization diff: a quantized checkpoint against its "
+            "full-precision source, with error in units of the local "
+            "quantization step")) {
+    CLI::App& cmd = *this->app();
+    cmd.add_option("quantized", o_.quant, "the quantized checkpoint")
+        ->required();
+    cmd.add_option("reference", o_.reference, "its full-precision source")
+        ->required();
+    cmd.add_option("--filter", o_.filter,
+                   "glob on the quantized tensors' names");
+    cmd.add_option("--top", o_.top_k,
+                   "worst elements reported per tensor (0 = none)")
+        ->capture_default_str()
+        ->check(CLI::Range(0, kMaxDiffTopK));
+    cmd.add_option(
+        "--fail-on", o_.fail_on,
+        "exit 3 when any tensor trips METRIC OP NUMBER (repeatable), e.g. "
+        "'max_excess_steps>0', 'not_nearest>0' or 'sqnr_db<25'");
+    cmd.add_option("--part", part_,
+                   "only part i of N (from 0): a share of the tensors, "
+                   "balanced by bytes, one shard file's together where "
+                   "balance allows; the same split on every machine. Merge "
+                   "the parts' --json output with diff-merge")
+        ->check(ParsedBy(
+            [](const std::string& text) { return ParseDiffPart(text); },
+            "i/N"));
+    cmd.footer(
+        "Error in steps is |x - x_hat| / the gap between quantization levels. "
+        "Each format states\n"
+        "its bound (BOUND): 0.5 for round-to-nearest, a little more where "
+        "the scale is stored\n"
+        "as f16 (Q8_0, Q4_x, Q5_x), a designed clip for Q4_0/Q5_0, K-quants "
+        "and IQ4.\n"
+        "CLIPPED counts sources outside their group's range (by design or "
+        "not); NOT NEAREST\n"
+        "those inside it with another level closer; EXCESS is how far the "
+        "worst lies beyond\n"
+        "the bound; zero-scale groups are counted apart (ZEROED).\n"
+        "Examples:\n  tensormorph diff model-q4_k.gguf hf-source/ --filter "
+        "'blk.0.*'\n"
+        "  tensormorph diff quant/ source/ --json --fail-on "
+        "'max_excess_steps>0' --fail-on 'sqnr_db<25'\n"
+        "  tensormorph diff quant/ source/ --part 1/3 --json > part-1.jsonl   "
+        "(see diff-merge)");
+  }
+  absl::Status Finish() override {
+    if (part_.empty()) return absl::OkStatus();
+    auto part = ParseDiffPart(part_);  // checked by CLI11 already
+    if (!part.ok()) return part.status();
+    std::tie(o_.part_index, o_.part_count) = *part;
+    return absl::OkStatus();
+  }
+  int Run(const CommandContext& c) override {
+    return RunDiff(*c.client, c.global, o_);
+  }
+
+ private:
+  DiffOptionsCli o_;
+  std::string part_;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> RegisterDiff(CLI::App& app) {
+  return std::make_unique<DiffCommand>(app);
 }
 
 }  // namespace tensormorph

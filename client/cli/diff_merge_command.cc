@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "client/cli/command.h"
 #include "client/cli/commands.h"
 #include "client/cli/diff_merge.h"
 #include "client/cli/format.h"
@@ -221,6 +222,76 @@ int RunDiffMerge(const GlobalOptions& g, const DiffMergeOptionsCli& o) {
     if (!written.ok()) return ReportFailure(written);
   }
   return code;
+}
+
+namespace {
+
+class DiffMergeCommand : public Command {
+ public:
+  explicit DiffMergeCommand(CLI::App& app)
+      : Command(app.add_subcommand(
+                    "diff-merge",
+                    "put the parts of a diff (diff --part i/N --json) back "
+                    "together: the report one run of the whole diff gives, "
+                    "number for number"),
+                Needs::kNothing) {
+    CLI::App& cmd = *this->app();
+    cmd.add_option("parts", o_.parts,
+                   "the part files, one per part, in any order")
+        ->required();
+    cmd.add_option(
+           "--fail-on", o_.fail_on,
+           "gate the merged reports again, replacing the parts' gates: exit 3 "
+           "when any tensor trips METRIC OP NUMBER (repeatable); without it "
+           "the gates the parts ran with hold")
+        // One gate per --fail-on: part files after it stay part files.
+        ->allow_extra_args(false);
+    cmd.add_option("-o,--output", o_.output,
+                   std::string("write what stdout would show (the table, or "
+                               "with --json the lines) to this file") +
+                       kOutputGuarantee)
+        ->check(OutputPathValidator());
+    cmd.footer(
+        "A diff in 3 parts (say the pods of a Kubernetes Indexed Job), then "
+        "merged:\n"
+        "  for i in 0 1 2; do\n"
+        "    tensormorph diff quant/ source/ --part $i/3 --json > "
+        "part-$i.jsonl\n"
+        "  done\n"
+        "  tensormorph diff-merge part-*.jsonl --fail-on 'max_excess_steps>0'\n"
+        "Every tensor is diffed whole by exactly one part, so the merge prints "
+        "what one run prints\n"
+        "(wall time: the slowest part's), as a table or with --json as lines "
+        "sorted by tensor name,\n"
+        "then the summary. No server is asked. Exit codes as diff: 0, or 3 "
+        "when a gate trips;\n"
+        "1 when the files are not one whole plan, naming them: a part missing "
+        "or given twice,\n"
+        "parts of different plans (checkpoints, filter, gates, --top or N), a "
+        "file cut short\n"
+        "(no summary, or fewer reports than it counts), a tensor reported "
+        "twice.");
+  }
+  absl::Status CheckOutputs() const override {
+    std::vector<CommandInput> parts;
+    for (const std::string& part : o_.parts) {
+      parts.push_back({CommandInput::Kind::kFile, part, "part file"});
+    }
+    return CheckOutputIsNoInput("-o", o_.output, parts);
+  }
+  // Reads the part files only: no server.
+  int Run(const CommandContext& c) override {
+    return RunDiffMerge(c.global, o_);
+  }
+
+ private:
+  DiffMergeOptionsCli o_;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> RegisterDiffMerge(CLI::App& app) {
+  return std::make_unique<DiffMergeCommand>(app);
 }
 
 }  // namespace tensormorph

@@ -27,6 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "client/cli/command.h"
 #include "client/cli/commands.h"
 #include "client/cli/format.h"
 #include "client/endpoint_set.h"
@@ -260,6 +261,46 @@ int RunHealth(const GlobalOptions& g, const ClientOptions& copts,
                Check(RemoteChannel(target, copts).get(), copts, o.service));
   }
   return all_serving ? kExitOk : kExitCallFailed;
+}
+
+namespace {
+
+class HealthCommand : public Command {
+ public:
+  explicit HealthCommand(CLI::App& app)
+      : Command(app.add_subcommand(
+                    "health",
+                    "ask a server's gRPC health service "
+                    "(grpc.health.v1.Health/Check) whether it is SERVING"),
+                Needs::kChannel) {
+    CLI::App& cmd = *this->app();
+    cmd.add_option("--service", o_.service,
+                   "the service to ask about (default: the whole "
+                   "server)");
+    cmd.footer(
+        "Exit 0 when SERVING; 2 when the server answers another status "
+        "(named on stderr), cannot be reached, or does not answer within the "
+        "deadline (5 s unless --timeout says otherwise). Health checks need "
+        "no token. "
+        "Several servers, --server a:7431,b:7431, are asked one by one; "
+        "without --server the embedded server is asked.\n"
+        "Examples:\n  tensormorph health --server 127.0.0.1:7431\n"
+        "  tensormorph --server dns:///tensormorph:7431 health --json");
+  }
+  // Its own channel: a health check needs no Client, and embedded it asks
+  // the in-process server itself (it parses the --server list itself too).
+  int Run(const CommandContext& c) override {
+    return RunHealth(c.global, c.client_options, o_);
+  }
+
+ private:
+  HealthOptions o_;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> RegisterHealth(CLI::App& app) {
+  return std::make_unique<HealthCommand>(app);
 }
 
 }  // namespace tensormorph

@@ -3,12 +3,15 @@
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <string>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "client/cli/arguments.h"
+#include "client/cli/command.h"
 #include "client/cli/commands.h"
 #include "client/cli/format.h"
 #include "client/cli/output_file.h"
@@ -298,6 +301,194 @@ int RunArch(Client& client, const GlobalOptions& g, const ArchOptionsCli& o) {
               << " (\u25c6)\n";
   }
   return kExitOk;
+}
+
+namespace {
+
+class StatsCommand : public Command {
+ public:
+  explicit StatsCommand(CLI::App& app)
+      : Command(app.add_subcommand("stats",
+                                   "statistics, a histogram and level usage "
+                                   "(codes, values at the end levels) of a "
+                                   "tensor")) {
+    CLI::App& cmd = *this->app();
+    cmd.add_option("checkpoint", o_.checkpoint, "checkpoint file or directory")
+        ->required();
+    cmd.add_option("tensor", o_.tensor, "tensor name")->required();
+    cmd.add_option("--bins", o_.bins, "histogram bins")
+        ->capture_default_str()
+        ->check(CLI::Range(1, kMaxHistogramBins));
+    CLI::Option* ref = cmd.add_option(
+        "--ref", o_.reference,
+        "the full-precision source: splits zeros into pruned and induced");
+    cmd.add_option("--ref-tensor", o_.reference_tensor,
+                   "the tensor in --ref (default: found as diff pairs)")
+        ->needs(ref);
+    group_option_ = cmd.add_option(
+        "--group", group_,
+        "only this quantization group (an id as 'scalar' shows it), and list "
+        "its representable levels");
+    cmd.footer(
+        "Example:\n  tensormorph stats model.gguf blk.0.attn_q.weight --bins "
+        "16\n"
+        "  tensormorph stats model.gguf blk.0.attn_q.weight --group 3");
+  }
+  absl::Status Finish() override {
+    EscapeTensorName(&o_.tensor);
+    if (group_option_->count() > 0) o_.group = group_;
+    return absl::OkStatus();
+  }
+  int Run(const CommandContext& c) override {
+    return RunStats(*c.client, c.global, o_);
+  }
+
+ private:
+  StatsOptionsCli o_;
+  int64_t group_ = 0;
+  CLI::Option* group_option_ = nullptr;
+};
+
+class HeatmapCommand : public Command {
+ public:
+  explicit HeatmapCommand(CLI::App& app)
+      : Command(app.add_subcommand("heatmap",
+                                   "a tensor as a picture: values, absmax, "
+                                   "error in steps, or quantization groups")) {
+    CLI::App& cmd = *this->app();
+    cmd.add_option("checkpoint", o_.checkpoint, "checkpoint file or directory")
+        ->required();
+    cmd.add_option("tensor", o_.tensor, "tensor name")->required();
+    cmd.add_option("--mode", o_.mode,
+                   "value (a cell's mean; also 'mean'), absmax, error (needs "
+                   "--ref), group, or zeros (the fraction exactly 0; with "
+                   "--ref, induced red and pruned blue)")
+        ->capture_default_str()
+        ->check(CLI::IsMember(
+            {"value", "mean", "absmax", "error", "group", "zeros"}));
+    CLI::Option* ref = cmd.add_option("--ref", o_.reference,
+                                      "the full-precision source (error mode)");
+    cmd.add_option("--ref-tensor", o_.reference_tensor,
+                   "the tensor in --ref (default: found as diff pairs)")
+        ->needs(ref);
+    AddRegionOptions(cmd);
+    cmd.add_option("-o,--output", o_.output,
+                   std::string("write a PNG") + kOutputGuarantee)
+        ->check(OutputPathValidator());
+    cmd.add_flag("--term", o_.term, "draw with 24-bit colour in the terminal");
+    cmd.footer(
+        "Group mode colours neighbouring groups apart (no lines).\nExamples:\n"
+        "  tensormorph heatmap model.gguf blk.0.attn_q.weight --mode group -o "
+        "q.png\n"
+        "  tensormorph heatmap q.gguf blk.0.attn_q.weight --mode error --ref "
+        "src.gguf --term\n"
+        "  tensormorph heatmap q.gguf blk.0.attn_q.weight --mode zeros --rows "
+        "0:256 --cols 0:512 -o z.png");
+  }
+  absl::Status CheckOutputs() const override {
+    constexpr auto kCheckpoint = CommandInput::Kind::kCheckpoint;
+    return CheckOutputIsNoInput(
+        "-o", o_.output,
+        {{kCheckpoint, o_.checkpoint, "checkpoint"},
+         {kCheckpoint, o_.reference, "--ref checkpoint"}});
+  }
+  absl::Status Finish() override;
+  int Run(const CommandContext& c) override {
+    return RunHeatmap(*c.client, c.global, o_);
+  }
+
+ private:
+  // --size, --index, --rows and --cols: which cells of which view.
+  void AddRegionOptions(CLI::App& cmd);
+
+  HeatmapOptionsCli o_;
+  std::string size_ = "128x64";
+  std::string rows_, cols_;
+};
+
+void HeatmapCommand::AddRegionOptions(CLI::App& cmd) {
+  cmd.add_option("--size", size_,
+                 "cells WxH, each 1 to " + std::to_string(kMaxHeatmapSide) +
+                     ", at most " + std::to_string(kMaxHeatmapCells) +
+                     " in all (fewer when the tensor is smaller)")
+      ->capture_default_str()
+      ->check(ParsedBy(
+          [](const std::string& text) {
+            return ParseSize(text, kMaxHeatmapSide, kMaxHeatmapCells);
+          },
+          "WxH"));
+  cmd.add_option("--index", o_.leading,
+                 "for rank > 2, one index per leading dimension (negative "
+                 "counts from the end), comma-separated or repeated, e.g. "
+                 "--index 0,3 for a rank-4 tensor")
+      ->delimiter(',')
+      ->allow_extra_args(false);
+  const CLI::Validator range_check =
+      ParsedBy([](const std::string& text) { return ParseRange(text); }, "A:B");
+  cmd.add_option("--rows", rows_,
+                 "only view rows [A, B) (zoom; either end may be left out)")
+      ->check(range_check);
+  cmd.add_option("--cols", cols_,
+                 "only view columns [A, B) (zoom; either end may be left "
+                 "out)")
+      ->check(range_check);
+}
+
+absl::Status HeatmapCommand::Finish() {
+  if (o_.mode == "error" && o_.reference.empty()) {
+    return absl::InvalidArgumentError(
+        "--mode error measures against a reference: give it with --ref");
+  }
+  EscapeTensorName(&o_.tensor);
+  // Checked by CLI11 already; the server names a region outside the view.
+  auto wh = ParseSize(size_, kMaxHeatmapSide, kMaxHeatmapCells);
+  if (!wh.ok()) return wh.status();
+  std::tie(o_.width, o_.height) = *wh;
+  if (!rows_.empty()) {
+    auto r = ParseRange(rows_);
+    if (!r.ok()) return r.status();
+    std::tie(o_.row_begin, o_.row_end) = *r;
+  }
+  if (!cols_.empty()) {
+    auto r = ParseRange(cols_);
+    if (!r.ok()) return r.status();
+    std::tie(o_.col_begin, o_.col_end) = *r;
+  }
+  return absl::OkStatus();
+}
+
+class ArchCommand : public Command {
+ public:
+  explicit ArchCommand(CLI::App& app)
+      : Command(app.add_subcommand("arch",
+                                   "the module tree, with a mark wherever the "
+                                   "dtype or quantization scheme changes")) {
+    CLI::App& cmd = *this->app();
+    cmd.add_option("checkpoint", o_.checkpoint, "checkpoint file or directory")
+        ->required();
+    cmd.add_flag("--dot", o_.dot, "Graphviz output");
+    cmd.footer(
+        "Examples:\n  tensormorph arch model.gguf\n  tensormorph arch model/ "
+        "--dot | dot -Tpng > arch.png");
+  }
+  int Run(const CommandContext& c) override {
+    return RunArch(*c.client, c.global, o_);
+  }
+
+ private:
+  ArchOptionsCli o_;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> RegisterStats(CLI::App& app) {
+  return std::make_unique<StatsCommand>(app);
+}
+std::unique_ptr<Command> RegisterHeatmap(CLI::App& app) {
+  return std::make_unique<HeatmapCommand>(app);
+}
+std::unique_ptr<Command> RegisterArch(CLI::App& app) {
+  return std::make_unique<ArchCommand>(app);
 }
 
 }  // namespace tensormorph

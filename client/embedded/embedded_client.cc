@@ -1,11 +1,13 @@
-// Client::Embedded: the real service, in-process, with no port.
+// EmbeddedClient: the real service, in-process, with no port.
+#include "client/embedded/embedded_client.h"
+
 #include "client/client.h"
 #include "client/embedded/local_slice_reader.h"
 #include "server/server.h"
 
 namespace tensormorph {
 
-absl::StatusOr<std::unique_ptr<Client>> Client::Embedded(
+absl::StatusOr<std::unique_ptr<Client>> EmbeddedClient(
     const ClientOptions& options) {
   ServerOptions server_options;
   server_options.unrestricted = true;

@@ -1,4 +1,4 @@
-// EmbeddedSliceReader: Client::Embedded's slices, read straight from the
+// EmbeddedSliceReader: EmbeddedClient's slices, read straight from the
 // in-process service's SliceSource (server/slice_source.h) into the
 // caller's callbacks: the same checks, fault guard, header and bytes as the
 // ReadSlice RPC, without serializing each chunk, queueing it in the

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/client.h"
+#include "client/embedded/embedded_client.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/util/json_util.h"
@@ -47,8 +48,8 @@ class ApiV1Test : public ::testing::TestWithParam<bool> {
     cli_ = nullptr;
   }
   void SetUp() override {
-    auto c = remote() ? Client::Connect(cli_->server().address())
-                      : Client::Embedded();
+    auto c =
+        remote() ? Client::Connect(cli_->server().address()) : EmbeddedClient();
     ASSERT_TRUE(c.ok()) << c.status();
     client_ = *std::move(c);
   }

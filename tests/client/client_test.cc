@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "client/embedded/embedded_client.h"
 #include "core/format/checkpoint.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -54,7 +55,7 @@ class ClientTest : public ::testing::TestWithParam<Mode> {
 
   void SetUp() override {
     auto c = GetParam() == Mode::kRemote ? Client::Connect(server_->address())
-                                         : Client::Embedded();
+                                         : EmbeddedClient();
     ASSERT_TRUE(c.ok()) << c.status();
     client_ = *std::move(c);
   }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "client/client.h"
+#include "client/embedded/embedded_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/process.h"
@@ -39,7 +40,7 @@ class ReadSlicePiecesTest : public ::testing::TestWithParam<bool> {
 
   void SetUp() override {
     auto c =
-        GetParam() ? Client::Connect(server_->address()) : Client::Embedded();
+        GetParam() ? Client::Connect(server_->address()) : EmbeddedClient();
     ASSERT_TRUE(c.ok()) << c.status();
     client_ = *std::move(c);
   }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "client/client.h"
+#include "client/embedded/embedded_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -44,7 +45,7 @@ class ReplyLimitsTest : public ::testing::TestWithParam<bool> {
   }
   void SetUp() override {
     auto c = GetParam() ? Client::Connect(cli_->server().address())
-                        : Client::Embedded();
+                        : EmbeddedClient();
     ASSERT_TRUE(c.ok()) << c.status();
     client_ = *std::move(c);
   }

@@ -1,6 +1,6 @@
 // libFuzzer target: the whole service, as a client meets it. Each input is
 // written to disk as a checkpoint and taken through the real service
-// in-process (Client::Embedded): open, list, architecture, inspect a few
+// in-process (EmbeddedClient): open, list, architecture, inspect a few
 // elements, read a few, stats. Every reply is serialized and parsed back,
 // and every string in it must be valid UTF-8, since a message protobuf
 // cannot serialize is a call that fails or hangs on the wire.
@@ -26,6 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "client/client.h"
+#include "client/embedded/embedded_client.h"
 #include "core/util/utf8.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/io/coded_stream.h"
@@ -109,7 +110,7 @@ tensormorph::Client& TheClient() {
   static tensormorph::Client* client = [] {
     tensormorph::ClientOptions options;
     options.timeout = absl::Seconds(20);
-    auto c = tensormorph::Client::Embedded(options);
+    auto c = tensormorph::EmbeddedClient(options);
     if (!c.ok()) Finding("embedded service: " + c.status().ToString());
     return c->release();
   }();

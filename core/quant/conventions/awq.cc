@@ -6,9 +6,9 @@
 //   x[n, k] = scales(g, n) * (q(k, n) - z(g, n)),  g = k / G
 #include <climits>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/quant/conventions/context.h"
+#include "core/quant/conventions/resolver_steps.h"
 #include "core/util/status_macros.h"
 
 namespace tensormorph::conventions {
@@ -26,13 +26,12 @@ absl::Status ResolveOne(Context& ctx, const std::string& prefix, int64_t g,
   const StoredTensor* qw = packed->qweight;
   const StoredTensor* qz = packed->qzeros;
   const StoredTensor* sc = packed->scales;
-  AffineParams p;
-  int64_t in, out;
+  if (qw->shape[1] > INT64_MAX / 8) return Mismatch(kName, "qweight too wide");
+  // GEMM stores [in, out/8], GEMV [out, in/8].
+  const int64_t in = gemv ? qw->shape[1] * 8 : qw->shape[0];
+  const int64_t out = gemv ? qw->shape[0] : qw->shape[1] * 8;
+  AffineParams p = GroupedAlongIn(*packed, out, in, g);
   if (!gemv) {
-    in = qw->shape[0];
-    if (qw->shape[1] > INT64_MAX / 8)
-      return Mismatch(kName, "qweight too wide");
-    out = qw->shape[1] * 8;
     const int64_t groups = CeilDiv(in, g);
     if (auto s = ExpectShape(kName, sc, {groups, out},
                              absl::StrCat("group size ", g, " over in=", in));
@@ -64,10 +63,6 @@ absl::Status ResolveOne(Context& ctx, const std::string& prefix, int64_t g,
                .slot_of = kGemmSlots};
     p.scale = {.tensor = sc, .rows = out, .cols = groups, .transposed = true};
   } else {
-    out = qw->shape[0];
-    if (qw->shape[1] > INT64_MAX / 8)
-      return Mismatch(kName, "qweight too wide");
-    in = qw->shape[1] * 8;
     const int64_t groups = CeilDiv(in, g);
     if (sc->shape[0] != out || sc->shape[1] < groups) {
       return Mismatch(
@@ -95,37 +90,21 @@ absl::Status ResolveOne(Context& ctx, const std::string& prefix, int64_t g,
                .stored_cols = qz->shape[1]};
     p.scale = {.tensor = sc, .rows = out, .cols = sc->shape[1]};
   }
-  p.shape = {out, in};
-  p.rows = out;
-  p.cols = in;
-  p.groups = AffineParams::Groups::kGroup;
-  p.group_size = g;
   p.has_zero = zero_point;
-  p.parts = {qw, qz, sc};
-  EncodingInfo& info = p.info;
-  info.convention = gemv ? "awq-gemv" : "awq-gemm";
-  info.scheme = zero_point ? "int4 asymmetric" : "int4 symmetric";
-  info.bits = 4;
-  info.quantized = true;
-  info.symmetric = !zero_point;
-  info.group_size = g;
-  info.block_elems = g;
-  info.axis = "in";
-  info.granularity = absl::StrCat("group ", g, " along in");
+  p.info = GroupedIntInfo(gemv ? "awq-gemv" : "awq-gemm", 4, !zero_point, g,
+                          /*act_order=*/false);
   return ctx.Add(kName, weight, std::move(p));
 }
 
 }  // namespace
 
 absl::Status ResolveAwq(Context& ctx, const AwqConfig& config) {
-  for (const StoredTensor& t : ctx.stored()) {
-    if (!absl::EndsWith(t.name, "qweight")) continue;
-    const std::string prefix = t.name.substr(0, t.name.size() - 7);
-    TM_RETURN_IF_ERROR(ctx.Tolerate(ResolveOne(ctx, prefix, config.group_size,
-                                               config.gemv, config.zero_point),
-                                    prefix + "weight"));
-  }
-  return absl::OkStatus();
+  return ResolveEach(
+      ctx, {"qweight"}, "weight",
+      [&](const StoredTensor&, const std::string& prefix, absl::string_view) {
+        return ResolveOne(ctx, prefix, config.group_size, config.gemv,
+                          config.zero_point);
+      });
 }
 
 }  // namespace tensormorph::conventions

@@ -7,9 +7,9 @@
 //   x = quant_map[code] * absmax[block]
 #include <climits>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/quant/conventions/context.h"
+#include "core/quant/conventions/resolver_steps.h"
 #include "core/util/checked_math.h"
 #include "core/util/status_macros.h"
 
@@ -117,17 +117,14 @@ absl::Status ResolveOne(Context& ctx, const StoredTensor* state,
 }  // namespace
 
 absl::Status ResolveBitsandbytes(Context& ctx) {
-  for (const StoredTensor& t : ctx.stored()) {
-    for (const std::string type : {"nf4", "fp4"}) {
-      const std::string suffix = ".quant_state.bitsandbytes__" + type;
-      if (!absl::EndsWith(t.name, suffix)) continue;
-      const std::string weight =
-          t.name.substr(0, t.name.size() - suffix.size());
-      TM_RETURN_IF_ERROR(
-          ctx.Tolerate(ResolveOne(ctx, &t, weight, type), weight));
-    }
-  }
-  return absl::OkStatus();
+  constexpr absl::string_view kNf4 = ".quant_state.bitsandbytes__nf4";
+  constexpr absl::string_view kFp4 = ".quant_state.bitsandbytes__fp4";
+  return ResolveEach(ctx, {kNf4, kFp4}, "",
+                     [&](const StoredTensor& state, const std::string& weight,
+                         absl::string_view suffix) {
+                       return ResolveOne(ctx, &state, weight,
+                                         suffix == kNf4 ? "nf4" : "fp4");
+                     });
 }
 
 }  // namespace tensormorph::conventions

@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <climits>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/quant/conventions/context.h"
+#include "core/quant/conventions/resolver_steps.h"
 #include "core/util/status_macros.h"
 
 namespace tensormorph::conventions {
@@ -55,10 +55,7 @@ absl::Status ResolveOne(Context& ctx, const std::string& prefix,
       !s.ok()) {
     return s;
   }
-  AffineParams p;
-  p.shape = {out, in};
-  p.rows = out;
-  p.cols = in;
+  AffineParams p = GroupedAlongIn(*packed, out, in, g);
   p.codes = {.tensor = qw,
              .kind = IntMatrix::Kind::kPackedAlongRows,
              .bits = bits,
@@ -66,8 +63,6 @@ absl::Status ResolveOne(Context& ctx, const std::string& prefix,
              .cols = in,
              .transposed = true,
              .stored_cols = out};
-  p.groups = AffineParams::Groups::kGroup;
-  p.group_size = g;
   p.scale = {.tensor = sc, .rows = out, .cols = groups, .transposed = true};
   p.has_zero = true;
   p.zeros = {.tensor = qz,
@@ -81,7 +76,6 @@ absl::Status ResolveOne(Context& ctx, const std::string& prefix,
     p.zero_add = 1;
     p.zero_mask = (1u << bits) - 1;
   }
-  p.parts = {qw, qz, sc};
   bool act_order = desc_act;
   TM_ASSIGN_OR_RETURN(
       const StoredTensor* gi,
@@ -106,31 +100,18 @@ absl::Status ResolveOne(Context& ctx, const std::string& prefix,
     return Mismatch(kName, absl::StrCat("desc_act is set but '", prefix,
                                         "g_idx' is missing"));
   }
-  EncodingInfo& info = p.info;
-  info.convention = v1 ? "gptq" : "gptq_v2";
-  info.scheme = absl::StrCat("int", bits, sym ? " symmetric" : " asymmetric");
-  info.bits = bits;
-  info.quantized = true;
-  info.symmetric = sym;
-  info.group_size = g;
-  info.block_elems = g;
-  info.act_order = act_order;
-  info.axis = "in";
-  info.granularity =
-      absl::StrCat("group ", g, " along in", act_order ? ", act-order" : "");
+  p.info = GroupedIntInfo(v1 ? "gptq" : "gptq_v2", bits, sym, g, act_order);
   return ctx.Add(kName, weight, std::move(p));
 }
 
 }  // namespace
 
 absl::Status ResolveGptq(Context& ctx, const GptqConfig& config) {
-  for (const StoredTensor& t : ctx.stored()) {
-    if (!absl::EndsWith(t.name, "qweight")) continue;
-    const std::string prefix = t.name.substr(0, t.name.size() - 7);
-    TM_RETURN_IF_ERROR(
-        ctx.Tolerate(ResolveOne(ctx, prefix, config), prefix + "weight"));
-  }
-  return absl::OkStatus();
+  return ResolveEach(
+      ctx, {"qweight"}, "weight",
+      [&](const StoredTensor&, const std::string& prefix, absl::string_view) {
+        return ResolveOne(ctx, prefix, config);
+      });
 }
 
 }  // namespace tensormorph::conventions

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/client.h"
+#include "client/embedded/embedded_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -271,8 +272,7 @@ TEST_P(DiffCliTest, CliAndRawRequestFlagTheSameTensorsWithTheSameReasons) {
   }
 
   absl::StatusOr<std::unique_ptr<Client>> client =
-      GetParam() ? Client::Connect(cli->server().address())
-                 : Client::Embedded();
+      GetParam() ? Client::Connect(cli->server().address()) : EmbeddedClient();
   ASSERT_TRUE(client.ok()) << client.status();
   v1::QuantDiffRequest req;
   req.set_checkpoint(quant);
@@ -323,8 +323,7 @@ TEST_P(DiffCliTest, ABadGateIsAUsageErrorAndInvalidArgumentOnTheWire) {
   EXPECT_TRUE(r.out.empty()) << r.out;
 
   absl::StatusOr<std::unique_ptr<Client>> client =
-      GetParam() ? Client::Connect(cli->server().address())
-                 : Client::Embedded();
+      GetParam() ? Client::Connect(cli->server().address()) : EmbeddedClient();
   ASSERT_TRUE(client.ok()) << client.status();
   v1::QuantDiffRequest req;
   req.set_checkpoint(quant);

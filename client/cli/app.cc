@@ -1,0 +1,132 @@
+#include "client/cli/app.h"
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "client/embedded/embedded_client.h"
+#include "client/endpoint_set.h"
+
+namespace tensormorph {
+
+const char kAppDescription[] =
+    "tensormorph: look inside quantized model checkpoints (safetensors, "
+    "sharded or not, and GGUF).\n\n"
+    "Without --server the CLI opens local files itself (embedded mode); with "
+    "--server HOST:PORT (or $TENSORMORPH_SERVER) it asks a tensormorphd, and "
+    "checkpoint paths are as that server sees them: relative to one of its "
+    "roots or absolute inside one. --server a:7431,b:7431 (or a "
+    "dns:///name:port that resolves to several addresses, as a headless "
+    "Service's name does) asks each server which checkpoints and shard files "
+    "it holds and routes every call to one that holds the data: a checkpoint "
+    "whose shards are spread over servers run with --partial-shards reads as "
+    "one.\n\n"
+    "Exit codes: 0 success, 1 usage error (diff-merge: part files that do "
+    "not make one whole plan), 2 the call failed (or ran past --timeout), "
+    "3 a diff or diff-merge --fail-on condition tripped, or a check found "
+    "something at or above --fail-level.";
+
+void RegisterGlobalOptions(CLI::App& app, GlobalOptions& g) {
+  app.fallthrough();  // global options may follow the command too
+  app.require_subcommand(1);
+  app.set_version_flag("--version",
+                       std::string("tensormorph ") + TENSORMORPH_VERSION);
+  app.add_option("--server", g.server,
+                 "tensormorphd address HOST:PORT, or several separated by "
+                 "commas, each HOST:PORT or dns:///NAME:PORT (every address "
+                 "the name resolves to); calls go to the server holding the "
+                 "data (default $TENSORMORPH_SERVER, which takes the same "
+                 "list; unset = embedded)")
+      ->envname("TENSORMORPH_SERVER");
+  app.add_option(
+         "--token-file", g.token_file,
+         "file with the bearer token for a server started with --token-file "
+         "(default $TENSORMORPH_TOKEN_FILE)")
+      ->envname("TENSORMORPH_TOKEN_FILE");
+  app.add_option("--tls-ca", g.tls_ca,
+                 "CA certificate (PEM) that signed the server's");
+  app.add_option("--tls-cert", g.tls_cert,
+                 "client certificate (PEM), for mutual TLS");
+  app.add_option("--tls-key", g.tls_key,
+                 "client private key (PEM), for mutual TLS");
+  app.add_option("--timeout", g.timeout_seconds,
+                 "deadline of each call in SECONDS (default: 60 for calls with "
+                 "one reply; none for the streams of ls, read and diff); 0 = "
+                 "no deadline")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--json", g.json,
+               "machine-readable output: protobuf's JSON mapping, one object "
+               "(one per line for streams)");
+}
+
+std::vector<std::unique_ptr<Command>> RegisterCommands(CLI::App& app) {
+  std::vector<std::unique_ptr<Command>> commands;
+  for (auto* add : {RegisterLs, RegisterInfo, RegisterRead, RegisterScalar,
+                    RegisterStats, RegisterHeatmap, RegisterArch, RegisterDiff,
+                    RegisterDiffMerge, RegisterHealth, RegisterCheck}) {
+    commands.push_back(add(app));
+  }
+  return commands;
+}
+
+absl::Status ReadClientOptions(const GlobalOptions& g, ClientOptions* out) {
+  if (g.timeout_seconds) {
+    out->timeout = *g.timeout_seconds == 0 ? absl::InfiniteDuration()
+                                           : absl::Seconds(*g.timeout_seconds);
+  }
+  for (const auto& [path, text] :
+       {std::pair{&g.token_file, &out->token},
+        std::pair{&g.tls_ca, &out->tls_root_ca},
+        std::pair{&g.tls_cert, &out->tls_client_cert},
+        std::pair{&g.tls_key, &out->tls_client_key}}) {
+    if (path->empty()) continue;
+    std::ifstream in(*path);
+    if (!in) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot read '", *path, "'"));
+    }
+    std::stringstream ss;
+    ss << in.rdbuf();
+    *text = ss.str();
+  }
+  // A token file holds the token on its first line.
+  out->token = out->token.substr(0, out->token.find_first_of("\r\n"));
+  return absl::OkStatus();
+}
+
+int RunChosenCommand(const std::vector<std::unique_ptr<Command>>& commands,
+                     const GlobalOptions& g) {
+  Command* chosen = nullptr;
+  for (const std::unique_ptr<Command>& c : commands) {
+    if (c->chosen()) chosen = c.get();
+  }
+  if (chosen == nullptr) return kExitUsage;
+  if (absl::Status s = chosen->CheckOutputs(); !s.ok()) {
+    return ReportUsage(g, s);
+  }
+  if (absl::Status s = chosen->Finish(); !s.ok()) return ReportUsage(s);
+  ClientOptions copts;
+  if (chosen->needs() == Command::Needs::kNothing) {
+    return chosen->Run({g, copts});
+  }
+  if (absl::Status s = ReadClientOptions(g, &copts); !s.ok()) {
+    return ReportUsage(s);
+  }
+  if (chosen->needs() == Command::Needs::kChannel) {
+    return chosen->Run({g, copts});
+  }
+  // A malformed --server is the user's to fix (exit 1), not a failed call.
+  if (!g.server.empty()) {
+    if (absl::Status s = CheckServerList(g.server); !s.ok()) {
+      return ReportUsage(s);
+    }
+  }
+  absl::StatusOr<std::unique_ptr<Client>> client =
+      g.server.empty() ? EmbeddedClient(copts)
+                       : Client::Connect(g.server, copts);
+  if (!client.ok()) return ReportFailure(client.status());
+  return chosen->Run({g, copts, client->get()});
+}
+
+}  // namespace tensormorph

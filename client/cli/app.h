@@ -1,0 +1,44 @@
+// The tensormorph program around its commands (command.h): the description
+// and global options --help shows, the table of commands in --help's order,
+// and the steps from a parsed command line to the chosen command's exit
+// code.
+#ifndef TENSORMORPH_CLIENT_CLI_APP_H_
+#define TENSORMORPH_CLIENT_CLI_APP_H_
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "client/cli/command.h"
+#include "client/cli/commands.h"
+#include "client/client.h"
+
+namespace tensormorph {
+
+// The top-level --help text: what the program is, and its exit codes.
+extern const char kAppDescription[];
+
+// --server, --token-file, the TLS files, --timeout, --json and --version,
+// bound to `g` (which must outlive the parse).
+void RegisterGlobalOptions(CLI::App& app, GlobalOptions& g);
+
+// Every command, registered on `app` in the order --help lists them.
+std::vector<std::unique_ptr<Command>> RegisterCommands(CLI::App& app);
+
+// The client options of `g`: --timeout, and the token (its first line) and
+// TLS files read.
+// Errors: INVALID_ARGUMENT "cannot read 'PATH'" for a file that cannot be
+// read (a usage error).
+absl::Status ReadClientOptions(const GlobalOptions& g, ClientOptions* out);
+
+// After a successful parse: refuses outputs that are inputs (usage, --json
+// aware), finishes the chosen command's options (usage), makes what it
+// needs (client options, then a client: a malformed --server is usage, a
+// client that cannot be made a failed call) and runs it.
+int RunChosenCommand(const std::vector<std::unique_ptr<Command>>& commands,
+                     const GlobalOptions& g);
+
+}  // namespace tensormorph
+
+#endif  // TENSORMORPH_CLIENT_CLI_APP_H_

@@ -1,0 +1,83 @@
+// Every command's --help lists every option and positional it takes, with
+// the global options on the top-level --help: the commands register their
+// own options (client/cli/command.h), and this holds the whole set to what
+// users and scripts rely on.
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/process.h"
+
+namespace tensormorph {
+namespace {
+
+using ::tensormorph::testing::CliPath;
+using ::tensormorph::testing::CommandResult;
+using ::tensormorph::testing::RunCommand;
+using ::testing::HasSubstr;
+
+struct CommandHelp {
+  std::string command;
+  std::vector<std::string> lists;  // options and positionals, as --help shows
+};
+
+const std::vector<CommandHelp>& EveryCommand() {
+  static const auto* commands = new std::vector<CommandHelp>{
+      {"ls", {"checkpoint", "--filter", "--depth", "--compat"}},
+      {"info", {"checkpoint", "tensor", "--part"}},
+      {"read",
+       {"checkpoint", "tensor", "--slice", "--raw", "-o,--output", "--part"}},
+      {"scalar",
+       {"checkpoint", "tensor", "index", "--indices-file", "--part", "--ref",
+        "--ref-tensor"}},
+      {"stats",
+       {"checkpoint", "tensor", "--bins", "--ref", "--ref-tensor", "--group"}},
+      {"heatmap",
+       {"checkpoint", "tensor", "--mode", "--ref", "--ref-tensor", "--size",
+        "--index", "--rows", "--cols", "-o,--output", "--term"}},
+      {"arch", {"checkpoint", "--dot"}},
+      {"diff",
+       {"quantized", "reference", "--filter", "--top", "--fail-on", "--part"}},
+      {"diff-merge", {"parts", "--fail-on", "-o,--output"}},
+      {"health", {"--service"}},
+      {"check",
+       {"checkpoint", "--fail-level", "--manifest", "--verify", "--source"}},
+  };
+  return *commands;
+}
+
+TEST(CliHelpTest, EveryCommandListsItsOptions) {
+  for (const CommandHelp& c : EveryCommand()) {
+    CommandResult r = RunCommand({CliPath(), c.command, "--help"});
+    EXPECT_EQ(r.exit_code, 0) << c.command << ": " << r.err;
+    for (const std::string& option : c.lists) {
+      EXPECT_THAT(r.out, HasSubstr("  " + option + " ")) << c.command;
+    }
+  }
+}
+
+TEST(CliHelpTest, TopLevelListsEveryCommandAndTheGlobalOptions) {
+  CommandResult r = RunCommand({CliPath(), "--help"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const CommandHelp& c : EveryCommand()) {
+    EXPECT_THAT(r.out, HasSubstr("  " + c.command + " "));
+  }
+  for (const char* option :
+       {"--server", "--token-file", "--tls-ca", "--tls-cert", "--tls-key",
+        "--timeout", "--json", "--version"}) {
+    EXPECT_THAT(r.out, HasSubstr(option));
+  }
+  EXPECT_THAT(r.out, HasSubstr("Exit codes"));
+}
+
+// Global options may follow the command, and a command's help is reached
+// that way too.
+TEST(CliHelpTest, GlobalOptionsAfterTheCommand) {
+  CommandResult r = RunCommand({CliPath(), "health", "--json", "--help"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("--service"));
+}
+
+}  // namespace
+}  // namespace tensormorph

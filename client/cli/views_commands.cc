@@ -15,6 +15,7 @@
 #include "client/cli/commands.h"
 #include "client/cli/format.h"
 #include "client/cli/output_file.h"
+#include "core/request_limits.h"
 #include "render/heatmap_render.h"
 
 namespace tensormorph {

@@ -5,7 +5,9 @@
 #include <queue>
 #include <tuple>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace tensormorph {
 namespace {
@@ -24,8 +26,34 @@ bool HasDiffPart(const v1::QuantDiffRequest& request) {
   return request.has_part() && request.part().count() > 0;
 }
 
+absl::Status CheckDiffRunId(absl::string_view run_id) {
+  if (run_id.size() > kMaxDiffRunIdLength) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("part.run_id must be at most ", kMaxDiffRunIdLength,
+                     " characters, got ", run_id.size()));
+  }
+  for (size_t i = 0; i < run_id.size(); ++i) {
+    const char c = run_id[i];
+    if (absl::ascii_isalnum(c) || c == '.' || c == '_' || c == ':' ||
+        c == '-') {
+      continue;
+    }
+    // The offending character, not the id: the rest may not be printable.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "part.run_id may hold only A-Z a-z 0-9 . _ : -, got ",
+        absl::ascii_isgraph(c)
+            ? absl::StrCat("'", std::string(1, c), "'")
+            : absl::StrFormat("byte 0x%02x", static_cast<unsigned char>(c)),
+        " at offset ", i));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckDiffPart(const v1::QuantDiffRequest& request) {
   if (!request.has_part()) return absl::OkStatus();
+  if (absl::Status s = CheckDiffRunId(request.part().run_id()); !s.ok()) {
+    return s;
+  }
   const int32_t index = request.part().index();
   const int32_t count = request.part().count();
   if (count == 0) {

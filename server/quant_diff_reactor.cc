@@ -359,6 +359,7 @@ class QuantDiffReactor final
     *part_.mutable_fail_on() = req_->fail_on();
     part_.set_checkpoint(req_->checkpoint());
     part_.set_reference(req_->reference());
+    part_.set_run_id(want.run_id());
     return absl::OkStatus();
   }
 

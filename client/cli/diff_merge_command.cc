@@ -148,6 +148,22 @@ std::optional<double> ReportMetric(const v1::TensorDiffReport& r,
   }
 }
 
+// A refused merge: exit kExitUsage (bad input), the message on stderr and,
+// with --json, one line on stdout as ReportUsage writes it plus the
+// refusal's reason (proto/diff_merge.h) when it has one, for a script that
+// tells "parts of different runs" from "a part still missing".
+int ReportRefusedMerge(const GlobalOptions& g, const absl::Status& status) {
+  const std::string reason = DiffMergeReason(status);
+  if (g.json) {
+    std::cout << "{\"error\":{\"code\":"
+              << JsonString(absl::StatusCodeToString(status.code()));
+    if (!reason.empty()) std::cout << ",\"reason\":" << JsonString(reason);
+    std::cout << ",\"message\":" << JsonString(status.message()) << "}}"
+              << std::endl;
+  }
+  return ReportUsage(status);
+}
+
 }  // namespace
 
 int RunDiffMerge(const GlobalOptions& g, const DiffMergeOptionsCli& o) {
@@ -180,7 +196,7 @@ int RunDiffMerge(const GlobalOptions& g, const DiffMergeOptionsCli& o) {
     parts.push_back(*std::move(part));
   }
   auto merged = MergeDiffParts(std::move(parts));
-  if (!merged.ok()) return ReportUsage(merged.status());
+  if (!merged.ok()) return ReportRefusedMerge(g, merged.status());
 
   DiffResult r{merged->checkpoint, merged->reference, merged->fail_on,
                std::move(merged->reports), std::move(merged->summary)};

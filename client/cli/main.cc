@@ -19,6 +19,7 @@
 #include "client/endpoint_set.h"
 #include "core/util/utf8.h"
 #include "process/stream_heap.h"
+#include "proto/diff_partition.h"
 #include "proto/request_limits.h"
 
 namespace {
@@ -412,6 +413,20 @@ int main(int argc, char** argv) {
             return p.ok() ? std::string() : std::string(p.status().message());
           },
           "i/N"));
+  diff_cmd
+      ->add_option(
+          "--run-id", diff.run_id,
+          "with --part: the batch run the part belongs to, written into it "
+          "so that diff-merge refuses parts of different runs; every part "
+          "of a run gives the same (a Kubernetes Job's uid, a CI run "
+          "number). Unset: a fingerprint of the two checkpoints' files "
+          "(names and sizes), the same for every part")
+      ->envname("TENSORMORPH_RUN_ID")
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            return std::string(CheckDiffRunId(text).message());
+          },
+          "ID"));
   diff_cmd->footer(
       "Error in steps is |x - x_hat| / the gap between quantization levels. "
       "Each format states\n"

@@ -170,6 +170,13 @@ int main(int argc, char** argv) {
                  "re-resolve and new replicas get calls (0 = never)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, tensormorph::kMaxConnectionAgeSeconds));
+  app.add_option("--max-connection-age-grace",
+                 options.max_connection_age_grace_seconds,
+                 "seconds a recycled connection's calls in flight may run on "
+                 "before it is closed under them (0 = no limit: each runs to "
+                 "its end, which --max-call-seconds bounds)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, tensormorph::kMaxConnectionAgeSeconds));
   app.add_option(
       "--token-file", options.token_file,
       "bearer tokens, one per line: calls, server reflection included, need "

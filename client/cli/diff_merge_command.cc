@@ -148,7 +148,8 @@ std::optional<double> ReportMetric(const v1::TensorDiffReport& r,
   }
 }
 
-// A refused merge: exit kExitUsage (bad input), the message on stderr and,
+// A refused merge (a part file unreadable, or parts that are not one run of
+// one plan): exit kExitUsage (bad input), the message on stderr and,
 // with --json, one line on stdout as ReportUsage writes it plus the
 // refusal's reason (proto/diff_merge.h) when it has one, for a script that
 // tells "parts of different runs" from "a part still missing".
@@ -192,7 +193,7 @@ int RunDiffMerge(const GlobalOptions& g, const DiffMergeOptionsCli& o) {
   std::vector<DiffPartEvents> parts;
   for (const std::string& path : o.parts) {
     auto part = ReadPartFile(path);
-    if (!part.ok()) return ReportUsage(part.status());
+    if (!part.ok()) return ReportRefusedMerge(g, part.status());
     parts.push_back(*std::move(part));
   }
   auto merged = MergeDiffParts(std::move(parts));

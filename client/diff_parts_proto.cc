@@ -5,6 +5,9 @@
 namespace tensormorph {
 
 absl::Status CheckDiffPart(const v1::QuantDiffRequest& request) {
+  if (absl::Status s = CheckDiffRunId(request.part().run_id()); !s.ok()) {
+    return s;
+  }
   return CheckDiffPart(request.part().count(), request.part().index());
 }
 

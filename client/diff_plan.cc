@@ -251,6 +251,7 @@ absl::StatusOr<DiffSelection> SelectDiffPart(
   *info.mutable_fail_on() = request.fail_on();
   info.set_checkpoint(request.checkpoint());
   info.set_reference(request.reference());
+  info.set_run_id(want.run_id());
   return out;
 }
 

@@ -193,6 +193,13 @@ void AddLimitOptions(CLI::App& app, tensormorph::ServerOptions& o) {
                  "re-resolve and new replicas get calls (0 = never)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, tensormorph::kMaxConnectionAgeSeconds));
+  app.add_option("--max-connection-age-grace",
+                 o.max_connection_age_grace_seconds,
+                 "seconds a recycled connection's calls in flight may run on "
+                 "before it is closed under them (0 = no limit: each runs to "
+                 "its end, which --max-call-seconds bounds)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, tensormorph::kMaxConnectionAgeSeconds));
 }
 
 // Tokens, TLS, the log's format and whom it believes, the HTTP port's

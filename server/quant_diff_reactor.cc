@@ -171,6 +171,7 @@ class QuantDiffReactor final : public QueuedStreamReactor<v1::QuantDiffEvent> {
     TM_RETURN_IF_ERROR(CheckLimit("worst_groups", req_->worst_groups(),
                                   "max_worst_groups",
                                   state_->limits.max_worst_groups));
+    TM_RETURN_IF_ERROR(CheckDiffRunId(req_->part().run_id()));
     TM_RETURN_IF_ERROR(
         CheckDiffPart(req_->part().count(), req_->part().index()));
     TM_RETURN_IF_ERROR(AdmitAsDiff(""));
@@ -283,6 +284,7 @@ class QuantDiffReactor final : public QueuedStreamReactor<v1::QuantDiffEvent> {
     *part_.mutable_fail_on() = req_->fail_on();
     part_.set_checkpoint(req_->checkpoint());
     part_.set_reference(req_->reference());
+    part_.set_run_id(want.run_id());
     return absl::OkStatus();
   }
 

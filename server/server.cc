@@ -7,6 +7,7 @@
 #include <atomic>
 #include <climits>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "absl/status/status.h"
@@ -103,6 +104,13 @@ absl::StatusOr<std::unique_ptr<TensormorphServer>> TensormorphServer::Build(
         "max connection age must be 0 (never) to ", kMaxConnectionAgeSeconds,
         " seconds, got ", options.max_connection_age_seconds));
   }
+  if (options.max_connection_age_grace_seconds < 0 ||
+      options.max_connection_age_grace_seconds > kMaxConnectionAgeSeconds) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max connection age grace must be 0 (no limit) to ",
+                     kMaxConnectionAgeSeconds, " seconds, got ",
+                     options.max_connection_age_grace_seconds));
+  }
   absl::StatusOr<std::shared_ptr<const RemoteFiles>> remote =
       RemoteStorage(options);
   if (!remote.ok()) return remote.status();
@@ -152,7 +160,12 @@ absl::StatusOr<std::unique_ptr<TensormorphServer>> TensormorphServer::Build(
     builder.AddChannelArgument(
         GRPC_ARG_MAX_CONNECTION_AGE_MS,
         static_cast<int>(options.max_connection_age_seconds * 1000));
-    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, 600'000);
+    // INT_MAX is gRPC's "no limit".
+    builder.AddChannelArgument(
+        GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+        options.max_connection_age_grace_seconds > 0
+            ? static_cast<int>(options.max_connection_age_grace_seconds * 1000)
+            : std::numeric_limits<int>::max());
   }
   // Every reply is checked against max_reply_bytes before it is sent
   // (CheckReplySize), so this cap is never what refuses one.

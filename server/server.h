@@ -46,6 +46,13 @@ struct ServerOptions {
   // 0 = never; at most kMaxConnectionAgeSeconds (gRPC takes milliseconds
   // in an int).
   int64_t max_connection_age_seconds = 3600;
+  // How long a recycled connection's calls in flight may run on after its
+  // GOAWAY before the connection is closed under them; 0 = no limit
+  // (gRPC's INT_MAX), at most kMaxConnectionAgeSeconds. No limit by
+  // default: every stream is bounded by limits.max_call_seconds already, and
+  // a finite grace shorter than that cuts a call the server admitted (a
+  // diff part then fails on every retry).
+  int64_t max_connection_age_grace_seconds = 0;
   int workers = 0;  // 0 = one per core
   ServiceLimits limits;
   // The call log (issue 28): peers whose X-Forwarded-For is believed
@@ -59,7 +66,7 @@ class TensormorphServer {
  public:
   // Listens on options.listen with health checking and reflection.
   // Errors: INVALID_ARGUMENT (bad roots, a trusted proxy that is no CIDR,
-  // a max connection age past kMaxConnectionAgeSeconds); UNAVAILABLE
+  // a max connection age or grace past kMaxConnectionAgeSeconds); UNAVAILABLE
   // (cannot bind).
   static absl::StatusOr<std::unique_ptr<TensormorphServer>> Start(
       const ServerOptions& options);

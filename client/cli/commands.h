@@ -115,6 +115,9 @@ struct DiffOptionsCli {
   std::vector<std::string> fail_on;
   // --part i/N: only part `part_index` of `part_count` (0 = the whole diff).
   int32_t part_index = 0, part_count = 0;
+  // --run-id (or $TENSORMORPH_RUN_ID): the batch run a part belongs to
+  // (DiffPart.run_id); empty: derived from the inputs (InputsRunId).
+  std::string run_id;
 };
 int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o);
 

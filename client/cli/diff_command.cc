@@ -20,6 +20,8 @@
 #include "client/cli/commands.h"
 #include "client/cli/format.h"
 #include "core/diff/gate.h"
+#include "core/diff_parts/fingerprint.h"
+#include "core/diff_parts/partition.h"
 #include "core/request_limits.h"
 
 namespace tensormorph {
@@ -39,6 +41,31 @@ std::vector<std::string> TrippedGates(const v1::TensorDiffReport& r,
     }
   }
   return tripped;
+}
+
+// The run id of a part given no --run-id: 'inputs-' and 16 hex digits of
+// FNV-1a 64 over both checkpoints as named, and each one's files (name and
+// size) and total bytes as the server opened them. Every part of one batch
+// computes the same; so do two batches over files of the same names and
+// sizes (give --run-id to tell those apart: the overlays give the Job's uid).
+absl::StatusOr<std::string> InputsRunId(Client& client,
+                                        const DiffOptionsCli& o) {
+  uint64_t hash = kFnv1a64Basis;
+  auto feed = [&hash](absl::string_view s) {
+    hash = Fnv1a64(absl::StrCat(s.size(), ":"), hash);
+    hash = Fnv1a64(s, hash);
+  };
+  for (const std::string* path : {&o.quant, &o.reference}) {
+    auto info = client.GetCheckpoint(*path);
+    if (!info.ok()) return info.status();
+    feed(*path);
+    feed(absl::StrCat(info->files_size(), " files, ", info->total_bytes()));
+    for (const v1::FileInfo& f : info->files()) {
+      feed(f.path());
+      feed(absl::StrCat(f.size_bytes()));
+    }
+  }
+  return absl::StrFormat("inputs-%016x", hash);
 }
 
 }  // namespace
@@ -65,6 +92,13 @@ int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o) {
   if (o.part_count > 0) {
     req.mutable_part()->set_index(o.part_index);
     req.mutable_part()->set_count(o.part_count);
+    std::string run_id = o.run_id;
+    if (run_id.empty()) {
+      auto derived = InputsRunId(client, o);
+      if (!derived.ok()) return ReportFailure(derived.status());
+      run_id = *std::move(derived);
+    }
+    req.mutable_part()->set_run_id(std::move(run_id));
   }
   const bool bar = !g.json && ::isatty(2);
   DiffResult result{o.quant, o.reference, gates, {}, {}};
@@ -275,6 +309,19 @@ class DiffCommand : public Command {
         ->check(ParsedBy(
             [](const std::string& text) { return ParseDiffPart(text); },
             "i/N"));
+    cmd.add_option(
+           "--run-id", o_.run_id,
+           "with --part: the batch run the part belongs to, written into it "
+           "so that diff-merge refuses parts of different runs; every part "
+           "of a run gives the same (a Kubernetes Job's uid, a CI run "
+           "number). Unset: a fingerprint of the two checkpoints' files "
+           "(names and sizes), the same for every part")
+        ->envname("TENSORMORPH_RUN_ID")
+        ->check(CLI::Validator(
+            [](std::string& text) {
+              return std::string(CheckDiffRunId(text).message());
+            },
+            "ID"));
     cmd.footer(
         "Error in steps is |x - x_hat| / the gap between quantization levels. "
         "Each format states\n"

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <map>
+#include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "client/diff_parts_proto.h"
@@ -38,7 +40,22 @@ const char* FirstDifferentList(const v1::DiffSummary& a,
   return nullptr;
 }
 
+std::string RunText(const v1::DiffPartInfo& p) {
+  return p.run_id().empty() ? "(none)" : absl::StrCat("'", p.run_id(), "'");
+}
+
+absl::Status Refusal(absl::string_view reason, std::string message) {
+  absl::Status s = absl::InvalidArgumentError(std::move(message));
+  s.SetPayload(kDiffMergeReasonPayload, absl::Cord(reason));
+  return s;
+}
+
 }  // namespace
+
+std::string DiffMergeReason(const absl::Status& status) {
+  auto reason = status.GetPayload(kDiffMergeReasonPayload);
+  return reason.has_value() ? std::string(*reason) : std::string();
+}
 
 absl::StatusOr<MergedDiff> MergeDiffParts(std::vector<DiffPartEvents> parts) {
   if (parts.empty()) {
@@ -84,17 +101,35 @@ absl::StatusOr<MergedDiff> MergeDiffParts(std::vector<DiffPartEvents> parts) {
           " tensor reports (truncated or edited?)"));
     }
   }
-  // One plan, each part once, none missing.
+  // One run: last night's part of the same plan has the same fingerprint
+  // and other numbers.
   const v1::DiffPartInfo& first = parts[0].summary->part();
+  for (const DiffPartEvents& p : parts) {
+    const v1::DiffPartInfo& info = p.summary->part();
+    if (info.run_id() != first.run_id()) {
+      return Refusal(
+          kDiffPartsOfDifferentRuns,
+          absl::StrCat("parts of different runs: ", parts[0].label, " is part ",
+                       PartText(first), " of run ", RunText(first), ", ",
+                       p.label, " part ", PartText(info), " of run ",
+                       RunText(info),
+                       " (merge the parts of one run; a part rerun takes its "
+                       "run's --run-id)"));
+    }
+  }
+  // One plan, each part once, none missing.
   for (const DiffPartEvents& p : parts) {
     const v1::DiffPartInfo& info = p.summary->part();
     if (info.count() != first.count() ||
         info.plan_fingerprint() != first.plan_fingerprint()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "parts of different plans: ", parts[0].label, " is part ",
-          PartText(first), " of plan ", first.plan_fingerprint(), ", ", p.label,
-          " part ", PartText(info), " of plan ", info.plan_fingerprint(),
-          " (another checkpoint, filter, gate, --top or part count)"));
+      return Refusal(
+          kDiffPartsOfDifferentPlans,
+          absl::StrCat(
+              "parts of different plans: ", parts[0].label, " is part ",
+              PartText(first), " of plan ", first.plan_fingerprint(), ", ",
+              p.label, " part ", PartText(info), " of plan ",
+              info.plan_fingerprint(),
+              " (another checkpoint, filter, gate, --top or part count)"));
     }
   }
   std::map<int32_t, const DiffPartEvents*> by_index;
@@ -102,9 +137,9 @@ absl::StatusOr<MergedDiff> MergeDiffParts(std::vector<DiffPartEvents> parts) {
     const v1::DiffPartInfo& info = p.summary->part();
     auto [it, added] = by_index.emplace(info.index(), &p);
     if (!added) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("part ", PartText(info), " is in both ",
-                       it->second->label, " and ", p.label));
+      return Refusal(kDiffPartsIncomplete,
+                     absl::StrCat("part ", PartText(info), " is in both ",
+                                  it->second->label, " and ", p.label));
     }
   }
   if (by_index.size() != static_cast<size_t>(first.count())) {
@@ -116,9 +151,9 @@ absl::StatusOr<MergedDiff> MergeDiffParts(std::vector<DiffPartEvents> parts) {
     for (const auto& [i, p] : by_index) {
       have.push_back(absl::StrCat(i, "/", first.count(), " (", p->label, ")"));
     }
-    return absl::InvalidArgumentError(
-        absl::StrCat("parts ", absl::StrJoin(missing, ", "), " missing; have ",
-                     absl::StrJoin(have, ", ")));
+    return Refusal(kDiffPartsIncomplete,
+                   absl::StrCat("parts ", absl::StrJoin(missing, ", "),
+                                " missing; have ", absl::StrJoin(have, ", ")));
   }
   // Every part saw the same pairing of the whole plan.
   const DiffPartEvents& zero = *by_index.begin()->second;
@@ -136,6 +171,7 @@ absl::StatusOr<MergedDiff> MergeDiffParts(std::vector<DiffPartEvents> parts) {
   out.fail_on.assign(first.fail_on().begin(), first.fail_on().end());
   out.checkpoint = first.checkpoint();
   out.reference = first.reference();
+  out.run_id = first.run_id();
   int64_t compared = 0, bytes = 0, part_bytes = 0;
   double wall = 0;
   std::map<std::string, const DiffPartEvents*> seen;

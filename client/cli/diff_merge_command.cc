@@ -149,6 +149,23 @@ std::optional<double> ReportMetric(const v1::TensorDiffReport& r,
   }
 }
 
+// A refused merge (a part file unreadable, or parts that are not one run of
+// one plan): exit kExitUsage (bad input), the message on stderr and,
+// with --json, one line on stdout as ReportUsage writes it plus the
+// refusal's reason (proto/diff_merge.h) when it has one, for a script that
+// tells "parts of different runs" from "a part still missing".
+int ReportRefusedMerge(const GlobalOptions& g, const absl::Status& status) {
+  const std::string reason = DiffMergeReason(status);
+  if (g.json) {
+    std::cout << "{\"error\":{\"code\":"
+              << JsonString(absl::StatusCodeToString(status.code()));
+    if (!reason.empty()) std::cout << ",\"reason\":" << JsonString(reason);
+    std::cout << ",\"message\":" << JsonString(status.message()) << "}}"
+              << std::endl;
+  }
+  return ReportUsage(status);
+}
+
 }  // namespace
 
 int RunDiffMerge(const GlobalOptions& g, const DiffMergeOptionsCli& o) {
@@ -177,11 +194,11 @@ int RunDiffMerge(const GlobalOptions& g, const DiffMergeOptionsCli& o) {
   std::vector<DiffPartEvents> parts;
   for (const std::string& path : o.parts) {
     auto part = ReadPartFile(path);
-    if (!part.ok()) return ReportUsage(part.status());
+    if (!part.ok()) return ReportRefusedMerge(g, part.status());
     parts.push_back(*std::move(part));
   }
   auto merged = MergeDiffParts(std::move(parts));
-  if (!merged.ok()) return ReportUsage(merged.status());
+  if (!merged.ok()) return ReportRefusedMerge(g, merged.status());
 
   DiffResult r{merged->checkpoint, merged->reference, merged->fail_on,
                std::move(merged->reports), std::move(merged->summary)};

@@ -5,7 +5,9 @@
 #include <queue>
 #include <tuple>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace tensormorph {
 namespace {
@@ -19,6 +21,29 @@ struct Unit {
 };
 
 }  // namespace
+
+absl::Status CheckDiffRunId(absl::string_view run_id) {
+  if (run_id.size() > kMaxDiffRunIdLength) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("part.run_id must be at most ", kMaxDiffRunIdLength,
+                     " characters, got ", run_id.size()));
+  }
+  for (size_t i = 0; i < run_id.size(); ++i) {
+    const char c = run_id[i];
+    if (absl::ascii_isalnum(c) || c == '.' || c == '_' || c == ':' ||
+        c == '-') {
+      continue;
+    }
+    // The offending character, not the id: the rest may not be printable.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "part.run_id may hold only A-Z a-z 0-9 . _ : -, got ",
+        absl::ascii_isgraph(c)
+            ? absl::StrCat("'", std::string(1, c), "'")
+            : absl::StrFormat("byte 0x%02x", static_cast<unsigned char>(c)),
+        " at offset ", i));
+  }
+  return absl::OkStatus();
+}
 
 absl::Status CheckDiffPart(int32_t count, int32_t index) {
   if (count == 0) {

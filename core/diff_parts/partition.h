@@ -12,12 +12,17 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
 namespace tensormorph {
 
 // DiffPart.count: at most this many parts.
 inline constexpr int32_t kMaxDiffParts = 65536;
+// DiffPart.run_id: at most this many characters, each of A-Z a-z 0-9 . _ :
+// - (a Kubernetes uid, a CI run number, a timestamp), so that it can be
+// named in messages and file names as it is.
+inline constexpr size_t kMaxDiffRunIdLength = 128;
 
 // One pair of a diff plan, in plan order (the quantized checkpoint's order).
 struct DiffPlanItem {
@@ -40,6 +45,12 @@ struct DiffPlanItem {
 // 1 <= count <= kMaxDiffParts with 0 <= index < count.
 // Errors: INVALID_ARGUMENT naming the field, the rule and the value given.
 absl::Status CheckDiffPart(int32_t count, int32_t index);
+
+// Checks a run id (DiffPart.run_id): at most kMaxDiffRunIdLength characters
+// of A-Z a-z 0-9 . _ : -; empty is none.
+// Errors: INVALID_ARGUMENT naming the rule (the id itself only when it is
+// short and printable: it may be anything a client sent).
+absl::Status CheckDiffRunId(absl::string_view run_id);
 
 // The part (0 .. count-1) of each item of `plan`, in plan order.
 //

@@ -169,14 +169,15 @@ def project_version():
 
 class RunningServer:
     """tensormorphd run with `args` (a deployment's own command line, its
-    listen port swapped for 0 and its roots for an empty directory), so the
-    test learns the server accepts that exact command line; `address` is
-    where it listens."""
+    listen port swapped for 0, its roots for an empty directory, its token
+    file and cache directory for ones of its own), so the test learns the
+    server accepts that exact command line; `address` is where it listens."""
 
     def __init__(self, args):
         self.root = tempfile.mkdtemp(prefix="tm-deploy-")
+        self.scratch = tempfile.mkdtemp(prefix="tm-deploy-scratch-")
         self.process = subprocess.Popen(
-            [TENSORMORPHD] + localized(args, self.root) +
+            [TENSORMORPHD] + localized(args, self.root, self.scratch) +
             ["--log-level", "error"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.process.stdout.readline()
@@ -192,19 +193,27 @@ class RunningServer:
         self.process.terminate()
         _, err = self.process.communicate(timeout=30)
         shutil.rmtree(self.root, ignore_errors=True)
+        shutil.rmtree(self.scratch, ignore_errors=True)
         return err
 
 
-def localized(args, root):
-    """`args` with every --listen/--http-listen on a free loopback port and
-    every --root at `root`."""
+def localized(args, root, scratch):
+    """`args` with every --listen/--http-listen on a free loopback port,
+    every --root at `root`, and --token-file (a Secret's mount in a pod) and
+    --cache-dir (a pod's volume) in `scratch`."""
+    tokens = os.path.join(scratch, "tokens")
+    with open(tokens, "w", encoding="utf-8") as f:
+        f.write("deploy-test-token\n")
+    cache = os.path.join(scratch, "cache")
+    os.makedirs(cache, exist_ok=True)
     out = []
     i = 0
     while i < len(args):
         a = args[i]
         name = a.split("=", 1)[0]
         swap = {"--listen": "127.0.0.1:0", "--http-listen": "127.0.0.1:0",
-                "--root": root}.get(name)
+                "--root": root, "--token-file": tokens,
+                "--cache-dir": cache}.get(name)
         if swap is None:
             out.append(a)
         elif "=" in a:

@@ -164,6 +164,30 @@ TEST_F(QuantDiffPartsTest, TheFingerprintNamesThePlan) {
   EXPECT_EQ(fingerprint(top), base);
 }
 
+TEST_F(QuantDiffPartsTest, ThePartCarriesItsRunIdWhichIsNoPartOfThePlan) {
+  v1::QuantDiffRequest night1 = Part(1, 3);
+  night1.mutable_part()->set_run_id("night-1");
+  v1::QuantDiffRequest night2 = Part(1, 3);
+  night2.mutable_part()->set_run_id("night-2");
+  const DiffRun a = Diff(night1);
+  const DiffRun b = Diff(night2);
+  ASSERT_TRUE(a.status.ok()) << a.status;
+  ASSERT_TRUE(b.status.ok()) << b.status;
+  EXPECT_EQ(a.summary.part().run_id(), "night-1");
+  EXPECT_EQ(b.summary.part().run_id(), "night-2");
+  // The same plan: only the run id tells the two nights' parts apart.
+  EXPECT_EQ(a.summary.part().plan_fingerprint(),
+            b.summary.part().plan_fingerprint());
+  v1::QuantDiffRequest bad = Part(0, 3);
+  bad.mutable_part()->set_run_id("night/1");
+  const DiffRun refused = Diff(bad);
+  EXPECT_THAT(refused.status,
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "part.run_id may hold only A-Z a-z 0-9 . _ : -, got "
+                       "'/' at offset 5"));
+  EXPECT_EQ(refused.events, 0);
+}
+
 TEST_F(QuantDiffPartsTest, ABadPartIsRefusedNamingTheFieldBeforeAnyWork) {
   const struct {
     int32_t index, count;

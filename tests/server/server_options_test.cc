@@ -43,5 +43,28 @@ TEST(ServerOptionsTest, TheLibraryRefusesItToo) {
   EXPECT_TRUE(TensormorphServer::StartInProcess(options).ok());
 }
 
+TEST(ServerOptionsTest, AGracePastGrpcsIntIsRefusedAndZeroIsNoLimit) {
+  const auto r =
+      RunCommand({TensormorphdPath(), "--root", MakeTempDir(), "--listen",
+                  "127.0.0.1:0", "--max-connection-age-grace", "2592000"});
+  EXPECT_NE(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("--max-connection-age-grace: Value 2592000 "
+                               "not in range 0 to 2147483"));
+  ServerOptions options;
+  options.roots = {MakeTempDir()};
+  options.listen = "127.0.0.1:0";
+  options.max_connection_age_grace_seconds = -1;
+  EXPECT_THAT(TensormorphServer::StartInProcess(options).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "max connection age grace must be 0 (no limit) to "
+                       "2147483 seconds, got -1"));
+  // No limit (the default) and the largest finite grace both start.
+  options.max_connection_age_grace_seconds = 0;
+  EXPECT_TRUE(TensormorphServer::StartInProcess(options).ok());
+  options.max_connection_age_grace_seconds = kMaxConnectionAgeSeconds;
+  EXPECT_TRUE(TensormorphServer::StartInProcess(options).ok());
+  EXPECT_EQ(ServerOptions().max_connection_age_grace_seconds, 0);
+}
+
 }  // namespace
 }  // namespace tensormorph

@@ -324,7 +324,14 @@ TEST_F(DiffMergeCliTest, PartFilesThatAreNotOneWholePlanAreRefusedByName) {
                                             : std::vector<std::string>{});
       EXPECT_EQ(r.exit_code, 1) << r.err;
       EXPECT_THAT(r.err, HasSubstr(c.message));
-      EXPECT_TRUE(r.out.empty()) << r.out;
+      // --json: one error line on stdout, as every command's usage errors.
+      if (json) {
+        EXPECT_THAT(r.out, HasSubstr("{\"error\":{\"code\":"
+                                     "\"INVALID_ARGUMENT\""));
+        EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+      } else {
+        EXPECT_TRUE(r.out.empty()) << r.out;
+      }
     }
   }
   // A line that is no event names the file and line.
@@ -339,6 +346,76 @@ TEST_F(DiffMergeCliTest, PartFilesThatAreNotOneWholePlanAreRefusedByName) {
                                testing::ReadFileBytes(f[0]));
   r = Merge({with_progress, f[1], f[2]});
   EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+// The run id each part of `files` carries (DiffPartInfo.run_id).
+std::vector<std::string> RunIds(const std::vector<std::string>& files) {
+  std::vector<std::string> ids;
+  for (const std::string& f : files) {
+    const Events e = ParseDiffJson(testing::ReadFileBytes(f));
+    EXPECT_EQ(e.summaries.size(), 1u) << f;
+    if (!e.summaries.empty()) ids.push_back(e.summaries[0].part().run_id());
+  }
+  return ids;
+}
+
+TEST_F(DiffMergeCliTest, PartsOfTwoRunsAreRefusedNamingBothRunsAndFiles) {
+  // Night 1 and night 2 over the same checkpoint: the same plan, so only
+  // the run id tells last night's part 2 from tonight's.
+  const std::vector<std::string> night1 =
+      RunParts(3, {"--run-id", "night-1"}, "n1-");
+  const std::vector<std::string> night2 =
+      RunParts(3, {"--run-id", "night-2"}, "n2-");
+  EXPECT_EQ(RunIds(night1),
+            std::vector<std::string>({"night-1", "night-1", "night-1"}));
+  const CommandResult mixed =
+      Merge({night2[0], night2[1], night1[2]}, {"--json"});
+  EXPECT_EQ(mixed.exit_code, 1) << mixed.err;
+  EXPECT_THAT(mixed.out,
+              HasSubstr("\"reason\":\"DIFF_PARTS_OF_DIFFERENT_RUNS\""));
+  EXPECT_THAT(mixed.err, HasSubstr("parts of different runs: " + night2[0] +
+                                   " is part 0/3 of run 'night-2', " +
+                                   night1[2] + " part 2/3 of run 'night-1'"));
+  // One run's parts merge into the single run, as without run ids.
+  const CommandResult merged = Merge(night2, {"--json"});
+  ASSERT_EQ(merged.exit_code, 0) << merged.err;
+  ExpectSameDiff(ParseDiffJson(merged.out), ParseDiffJson(Diff({}).out));
+}
+
+TEST_F(DiffMergeCliTest, TheRunIdDefaultsToTheEnvironmentThenTheInputs) {
+  // $TENSORMORPH_RUN_ID: what the overlays set from the Job's uid.
+  std::vector<std::string> from_env;
+  for (int i = 0; i < 2; ++i) {
+    CommandResult r = RunCommand(
+        {CliPath(), "--server", server->address(), "--json", "diff",
+         ckpt->quant, ckpt->reference, "--part", absl::StrCat(i, "/2")},
+        {"TENSORMORPH_RUN_ID=3f2b9c1e-77aa-4c1d"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    from_env.push_back(absl::StrCat(dir_, "/env-", i, ".jsonl"));
+    WriteFile(from_env.back(), r.out);
+  }
+  EXPECT_EQ(RunIds(from_env), std::vector<std::string>({"3f2b9c1e-77aa-4c1d",
+                                                        "3f2b9c1e-77aa-4c1d"}));
+  // Neither: every part derives the same id from the two checkpoints.
+  const std::vector<std::string> derived = RunIds(RunParts(3, {}));
+  ASSERT_EQ(derived.size(), 3u);
+  EXPECT_THAT(derived[0], ::testing::MatchesRegex("inputs-[0-9a-f]{16}"));
+  EXPECT_EQ(derived[1], derived[0]);
+  EXPECT_EQ(derived[2], derived[0]);
+  // A filtered diff of the same checkpoints is another plan, not another
+  // run: the id is the inputs'.
+  EXPECT_EQ(RunIds(RunParts(2, {"--filter", "model.layers.*"}, "f-"))[0],
+            derived[0]);
+}
+
+TEST_F(DiffMergeCliTest, ARunIdOutsideItsCharactersIsAUsageError) {
+  for (const char* bad : {"a/b", "night 1", "x;rm"}) {
+    CommandResult r = Cli({"diff", ckpt->quant, ckpt->reference, "--part",
+                           "0/2", "--run-id", bad});
+    EXPECT_EQ(r.exit_code, 1) << bad;
+    EXPECT_THAT(r.err, HasSubstr("--run-id")) << bad;
+    EXPECT_THAT(r.err, HasSubstr("may hold only A-Z a-z 0-9 . _ : -")) << bad;
+  }
 }
 
 TEST_F(DiffMergeCliTest, HelpTeachesTheThreePartRun) {

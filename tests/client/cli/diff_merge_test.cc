@@ -150,5 +150,82 @@ TEST(DiffMergeTest, RefusesPartsThatAreNotOneWholePlan) {
               HasSubstr("no parts to merge"));
 }
 
+std::vector<DiffPartEvents> ThreePartsOfRun(const std::string& run_id) {
+  std::vector<DiffPartEvents> parts = ThreeParts();
+  for (DiffPartEvents& p : parts) p.summary->mutable_part()->set_run_id(run_id);
+  return parts;
+}
+
+TEST(DiffMergeTest, MergesThePartsOfOneRunAsBefore) {
+  auto unnamed = MergeDiffParts(ThreeParts());
+  auto named = MergeDiffParts(ThreePartsOfRun("night-2"));
+  ASSERT_TRUE(unnamed.ok()) << unnamed.status();
+  ASSERT_TRUE(named.ok()) << named.status();
+  EXPECT_EQ(named->run_id, "night-2");
+  EXPECT_EQ(unnamed->run_id, "");
+  EXPECT_EQ(named->summary.SerializeAsString(),
+            unnamed->summary.SerializeAsString());
+  ASSERT_EQ(named->reports.size(), unnamed->reports.size());
+  for (size_t i = 0; i < named->reports.size(); ++i) {
+    EXPECT_EQ(named->reports[i].SerializeAsString(),
+              unnamed->reports[i].SerializeAsString());
+  }
+}
+
+TEST(DiffMergeTest, RefusesPartsOfDifferentRunsNamingBothRunsAndFiles) {
+  // Last night's part 2 left beside tonight's 0 and 1: the same plan (same
+  // names, shapes, fingerprint), other numbers.
+  std::vector<DiffPartEvents> parts = ThreePartsOfRun("night-2");
+  parts[2].summary->mutable_part()->set_run_id("night-1");
+  parts[2].label = "old/part-2.jsonl";
+  auto m = MergeDiffParts(std::move(parts));
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(DiffMergeReason(m.status()), kDiffPartsOfDifferentRuns);
+  EXPECT_THAT(m.status().message(),
+              HasSubstr("parts of different runs: part-0.jsonl is part 0/3 "
+                        "of run 'night-2', old/part-2.jsonl part 2/3 of run "
+                        "'night-1'"));
+}
+
+TEST(DiffMergeTest, APartOfNoRunIsARunOfItsOwn) {
+  // A part written before run ids (or by hand without one) does not join a
+  // named run.
+  std::vector<DiffPartEvents> parts = ThreePartsOfRun("night-2");
+  parts[0].summary->mutable_part()->clear_run_id();
+  auto m = MergeDiffParts(std::move(parts));
+  EXPECT_EQ(DiffMergeReason(m.status()), kDiffPartsOfDifferentRuns);
+  EXPECT_THAT(m.status().message(),
+              HasSubstr("part-0.jsonl is part 0/3 of run (none), "
+                        "part-1.jsonl part 1/3 of run 'night-2'"));
+}
+
+TEST(DiffMergeTest, ARunMismatchIsNamedBeforeAPlanMismatch) {
+  std::vector<DiffPartEvents> parts = ThreePartsOfRun("night-2");
+  parts[1].summary->mutable_part()->set_run_id("night-1");
+  parts[1].summary->mutable_part()->set_plan_fingerprint("00000000000000p2");
+  EXPECT_EQ(DiffMergeReason(MergeDiffParts(std::move(parts)).status()),
+            kDiffPartsOfDifferentRuns);
+}
+
+TEST(DiffMergeTest, RefusalsOfAnIncompleteOrForeignSetCarryTheirReason) {
+  std::vector<DiffPartEvents> missing = ThreeParts();
+  missing.pop_back();
+  EXPECT_EQ(DiffMergeReason(MergeDiffParts(std::move(missing)).status()),
+            kDiffPartsIncomplete);
+  std::vector<DiffPartEvents> twice = ThreeParts();
+  twice[2] = twice[1];
+  EXPECT_EQ(DiffMergeReason(MergeDiffParts(std::move(twice)).status()),
+            kDiffPartsIncomplete);
+  std::vector<DiffPartEvents> other_plan = ThreeParts();
+  other_plan[1].summary->mutable_part()->set_plan_fingerprint(
+      "0000000000000p2");
+  EXPECT_EQ(DiffMergeReason(MergeDiffParts(std::move(other_plan)).status()),
+            kDiffPartsOfDifferentPlans);
+  // A refusal without a reason of its own has none.
+  std::vector<DiffPartEvents> truncated = ThreeParts();
+  truncated[0].reports.pop_back();
+  EXPECT_EQ(DiffMergeReason(MergeDiffParts(std::move(truncated)).status()), "");
+}
+
 }  // namespace
 }  // namespace tensormorph

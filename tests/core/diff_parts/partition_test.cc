@@ -195,5 +195,27 @@ TEST(DiffPartitionTest, CheckDiffPartNamesTheFieldTheRuleAndTheValue) {
             "1");
 }
 
+TEST(DiffPartitionTest, CheckDiffRunIdHoldsItsCharactersAndLength) {
+  auto check = [](const std::string& run_id) {
+    return CheckDiffRunId(run_id);
+  };
+  EXPECT_TRUE(check("").ok());                                      // none
+  EXPECT_TRUE(check("3f2b9c1e-77aa-4c1d-9d7e-0c5b2f1e8a90").ok());  // a uid
+  EXPECT_TRUE(check("nightly.2026-12-03T02:00").ok());
+  EXPECT_TRUE(check(std::string(kMaxDiffRunIdLength, 'a')).ok());
+  EXPECT_EQ(check(std::string(kMaxDiffRunIdLength + 1, 'a')).message(),
+            "part.run_id must be at most 128 characters, got 129");
+  EXPECT_EQ(check("night 2").message(),
+            "part.run_id may hold only A-Z a-z 0-9 . _ : -, got byte 0x20 at "
+            "offset 5");
+  EXPECT_EQ(check("a/b").message(),
+            "part.run_id may hold only A-Z a-z 0-9 . _ : -, got '/' at "
+            "offset 1");
+  EXPECT_EQ(check(std::string("x\xff\n")).message(),
+            "part.run_id may hold only A-Z a-z 0-9 . _ : -, got byte 0xff at "
+            "offset 1");
+  EXPECT_EQ(CheckDiffRunId("a\nb").code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace tensormorph

@@ -138,10 +138,14 @@ int ListCheckpointsUnder(Client& client, const GlobalOptions& g,
   std::vector<std::vector<std::string>> rows = {
       {"PATH", "FORMAT", "FILES", "SIZE", "STORED TENSORS", "MODIFIED"}};
   int64_t count = 0, bytes = 0;
+  bool itself = false;  // the directory is a safetensors checkpoint
   absl::Status s =
       client.ListAllCheckpoints(req, [&](const v1::CheckpointEntry& e) {
         ++count;
         bytes += e.total_bytes();
+        itself |= !directory.empty() &&
+                  absl::StripSuffix(e.path(), "/") ==
+                      absl::StripSuffix(absl::string_view(directory), "/");
         if (g.json) {
           v1::CheckpointEntry shown = e;
           shown.clear_next_page_token();  // the client followed it
@@ -161,6 +165,12 @@ int ListCheckpointsUnder(Client& client, const GlobalOptions& g,
   if (!g.json) {
     std::cout << Table(rows);
     std::cout << Count(count, "checkpoint") << ", " << BytesText(bytes) << "\n";
+    if (itself && count > 1) {
+      std::cout << directory
+                << " itself opens as its .safetensors files; its tensors: "
+                   "tensormorph ls "
+                << directory << " --filter '*'\n";
+    }
   }
   return kExitOk;
 }
@@ -169,38 +179,79 @@ int ListCheckpointsUnder(Client& client, const GlobalOptions& g,
 
 namespace {
 
-// Whether `path` names a directory to browse rather than one checkpoint: it
-// does unless its listing is one checkpoint that is the directory itself (a
-// safetensors directory) or lies directly in it (a lone GGUF). A file, or a
-// path the listing refuses, is left to ListTensors to open or explain.
-bool IsDirectoryToBrowse(Client& client, const std::string& path, int depth) {
-  v1::ListCheckpointsRequest probe;
-  probe.set_directory(path);
-  probe.set_max_depth(depth);
-  probe.set_page_size(2);
+// What a short listing of `path` says of it: the first checkpoints under
+// it (at most two), and whether more follow. A file, or a path the listing
+// refuses, is not `listed`: ListTensors and GetCheckpoint open or explain it.
+struct DirectoryProbe {
+  bool listed = false;
   std::vector<std::string> found;
   bool more = false;
+  // The first checkpoint is the directory itself (a safetensors directory),
+  // which the listing puts before what lies beside its shards.
+  bool itself = false;
+};
+
+DirectoryProbe ProbeDirectory(Client& client, const std::string& path,
+                              int depth) {
+  v1::ListCheckpointsRequest req;
+  req.set_directory(path);
+  req.set_max_depth(depth);
+  req.set_page_size(2);
+  DirectoryProbe p;
   const absl::Status s =
-      client.ListCheckpoints(probe, [&](const v1::CheckpointEntry& e) {
-        if (!e.path().empty()) found.push_back(e.path());
-        more |= !e.next_page_token().empty();
+      client.ListCheckpoints(req, [&](const v1::CheckpointEntry& e) {
+        if (!e.path().empty()) p.found.push_back(e.path());
+        p.more |= !e.next_page_token().empty();
         return true;
       });
-  if (!s.ok()) return false;
-  if (found.size() != 1 || more) return true;
+  p.listed = s.ok();
+  p.itself =
+      !p.found.empty() && absl::StripSuffix(p.found[0], "/") ==
+                              absl::StripSuffix(absl::string_view(path), "/");
+  return p;
+}
+
+// Whether `path` names a directory to browse rather than one checkpoint: it
+// does unless its listing is one checkpoint that is the directory itself (a
+// safetensors directory) or lies directly in it (a lone GGUF). A
+// safetensors directory with more beside its shards (GGUF files, checkpoints
+// in subdirectories) is browsed, itself the first entry, unless `filtered`
+// (ls --filter) asks for its tensors.
+bool IsDirectoryToBrowse(const DirectoryProbe& p, const std::string& path,
+                         bool filtered) {
+  if (!p.listed) return false;
+  if (p.itself && filtered) return false;
+  if (p.found.size() != 1 || p.more) return true;
+  if (p.itself) return false;
   const std::string dir(absl::StripSuffix(path, "/"));
-  const std::string entry(absl::StripSuffix(found[0], "/"));
-  if (entry == dir) return false;
+  const std::string entry(absl::StripSuffix(p.found[0], "/"));
   const absl::string_view rest =
       absl::StripPrefix(absl::string_view(entry), dir + "/");
   return rest.size() == entry.size() || absl::StrContains(rest, '/');
+}
+
+// A directory opens as its safetensors files alone: what else lies beside
+// them only a listing shows, so `info` says that there is more.
+void PrintMoreBeside(Client& client, const std::string& path,
+                     const v1::GetCheckpointResponse& info) {
+  if (info.format() != v1::CHECKPOINT_FORMAT_SAFETENSORS ||
+      absl::EndsWith(path, ".safetensors") || absl::EndsWith(path, ".json")) {
+    return;  // not a directory: no listing to ask
+  }
+  const DirectoryProbe p = ProbeDirectory(client, path, LsOptions().depth);
+  if (p.itself && (p.found.size() > 1 || p.more)) {
+    std::cout << "beside it   more checkpoints in this directory: "
+                 "tensormorph ls "
+              << path << "\n";
+  }
 }
 
 }  // namespace
 
 int RunLs(Client& client, const GlobalOptions& g, const LsOptions& o) {
   if (o.checkpoint.empty() ||
-      IsDirectoryToBrowse(client, o.checkpoint, o.depth)) {
+      IsDirectoryToBrowse(ProbeDirectory(client, o.checkpoint, o.depth),
+                          o.checkpoint, !o.filter.empty())) {
     return ListCheckpointsUnder(client, g, o.checkpoint, o.depth);
   }
   v1::ListTensorsRequest req;
@@ -299,6 +350,7 @@ int RunInfo(Client& client, const GlobalOptions& g, const InfoOptions& o) {
       std::cout << "  " << file << m.key() << " (" << m.type() << ") = " << v
                 << "\n";
     }
+    PrintMoreBeside(client, o.checkpoint, *info);
     return kExitOk;
   }
   auto found = client.GetTensor(o.checkpoint, o.tensor, o.part);

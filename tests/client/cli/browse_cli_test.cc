@@ -13,6 +13,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/support/checkpoint_tree.h"
 #include "tests/support/process.h"
+#include "tests/support/safetensors_writer.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
@@ -131,6 +132,48 @@ TEST_P(BrowseCliTest, LsOfADirectoryWithALoneGgufAndMoreBelowListsThemAll) {
   r = Run({"ls", P(lone)});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, AllOf(HasSubstr("NAME"), HasSubstr("tensors, ")));
+}
+
+// A safetensors directory with a GGUF and a subdirectory beside its shard:
+// `ls` of it lists the directory first, then what is beside it (text and
+// --json); --filter lists the directory's own tensors; `info` describes the
+// safetensors checkpoint and says there is more beside it.
+TEST_P(BrowseCliTest, LsOfASafetensorsDirectoryWithMoreBesideItListsThemAll) {
+  const std::string dir = remote() ? "st_mixed_remote" : "st_mixed_embedded";
+  const std::string abs = tree->root + "/" + dir;
+  std::filesystem::create_directories(abs + "/sub");
+  ::tensormorph::testing::WriteFile(
+      abs + "/a.safetensors",
+      ::tensormorph::testing::BuildSafetensors(
+          {{"w", "F32", {2}, ::tensormorph::testing::Bytes<float>({1, 2})}}));
+  std::filesystem::copy_file(::tensormorph::testing::Fixture("gguf/Q8_0.gguf"),
+                             abs + "/b.gguf");
+  std::filesystem::copy_file(::tensormorph::testing::Fixture("gguf/Q4_K.gguf"),
+                             abs + "/sub/c.gguf");
+  const std::vector<std::string> all = {P(dir), P(dir + "/b.gguf"),
+                                        P(dir + "/sub/c.gguf")};
+  CommandResult r = Run({"ls", P(dir), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(Paths(r.out), ElementsAreArray(all));
+  r = Run({"ls", P(dir)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out,
+              AllOf(HasSubstr("safetensors"), HasSubstr("gguf"),
+                    HasSubstr(P(dir + "/sub/c.gguf")),
+                    HasSubstr("3 checkpoints"), HasSubstr("--filter '*'")));
+  // The directory alone is the safetensors checkpoint.
+  r = Run({"ls", P(dir), "--filter", "*", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["name"], "w");
+  r = Run({"info", P(dir)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, AllOf(HasSubstr("safetensors"), HasSubstr("a.safetensors"),
+                           ::testing::Not(HasSubstr("b.gguf")),
+                           HasSubstr("beside it")));
+  // ...and a directory of shards alone says nothing of the kind.
+  r = Run({"info", P("models/sharded")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("beside it")));
 }
 
 TEST_P(BrowseCliTest, LsOfAMissingPathFailsNamingIt) {

@@ -169,7 +169,7 @@ int ListCheckpointsUnder(Client& client, const GlobalOptions& g,
       std::cout << directory
                 << " itself opens as its .safetensors files; its tensors: "
                    "tensormorph ls "
-                << directory << " --filter '*'\n";
+                << directory << "\n";
     }
   }
   return kExitOk;
@@ -212,22 +212,27 @@ DirectoryProbe ProbeDirectory(Client& client, const std::string& path,
 }
 
 // Whether `path` names a directory to browse rather than one checkpoint: it
-// does unless its listing is one checkpoint that is the directory itself (a
-// safetensors directory) or lies directly in it (a lone GGUF). A
-// safetensors directory with more beside its shards (GGUF files, checkpoints
-// in subdirectories) is browsed, itself the first entry, unless `filtered`
-// (ls --filter) asks for its tensors.
-bool IsDirectoryToBrowse(const DirectoryProbe& p, const std::string& path,
-                         bool filtered) {
-  if (!p.listed) return false;
-  if (p.itself && filtered) return false;
+// does unless its listing starts with the directory itself (a safetensors
+// directory, whatever lies beside its shards: `ls --checkpoints` lists
+// that) or is one checkpoint directly in it (a lone GGUF).
+bool IsDirectoryToBrowse(const DirectoryProbe& p, const std::string& path) {
+  if (!p.listed || p.itself) return false;
   if (p.found.size() != 1 || p.more) return true;
-  if (p.itself) return false;
   const std::string dir(absl::StripSuffix(path, "/"));
   const std::string entry(absl::StripSuffix(p.found[0], "/"));
   const absl::string_view rest =
       absl::StripPrefix(absl::string_view(entry), dir + "/");
   return rest.size() == entry.size() || absl::StrContains(rest, '/');
+}
+
+// The line `ls` and `info` end with when a safetensors directory holds more
+// checkpoints than itself, which only a listing shows.
+void PrintMoreBeside(const DirectoryProbe& p, const std::string& path,
+                     absl::string_view label) {
+  if (p.itself && (p.found.size() > 1 || p.more)) {
+    std::cout << label << "more checkpoints in this directory: tensormorph ls "
+              << path << " --checkpoints\n";
+  }
 }
 
 // A directory opens as its safetensors files alone: what else lies beside
@@ -238,20 +243,18 @@ void PrintMoreBeside(Client& client, const std::string& path,
       absl::EndsWith(path, ".safetensors") || absl::EndsWith(path, ".json")) {
     return;  // not a directory: no listing to ask
   }
-  const DirectoryProbe p = ProbeDirectory(client, path, LsOptions().depth);
-  if (p.itself && (p.found.size() > 1 || p.more)) {
-    std::cout << "beside it   more checkpoints in this directory: "
-                 "tensormorph ls "
-              << path << "\n";
-  }
+  PrintMoreBeside(ProbeDirectory(client, path, LsOptions().depth), path,
+                  "beside it   ");
 }
 
 }  // namespace
 
 int RunLs(Client& client, const GlobalOptions& g, const LsOptions& o) {
-  if (o.checkpoint.empty() ||
-      IsDirectoryToBrowse(ProbeDirectory(client, o.checkpoint, o.depth),
-                          o.checkpoint, !o.filter.empty())) {
+  if (o.checkpoint.empty() || o.checkpoints) {
+    return ListCheckpointsUnder(client, g, o.checkpoint, o.depth);
+  }
+  const DirectoryProbe probe = ProbeDirectory(client, o.checkpoint, o.depth);
+  if (IsDirectoryToBrowse(probe, o.checkpoint)) {
     return ListCheckpointsUnder(client, g, o.checkpoint, o.depth);
   }
   v1::ListTensorsRequest req;
@@ -291,6 +294,7 @@ int RunLs(Client& client, const GlobalOptions& g, const LsOptions& o) {
   if (!g.json) {
     std::cout << Table(rows);
     std::cout << Count(count, "tensor") << ", " << BytesText(bytes) << "\n";
+    PrintMoreBeside(probe, o.checkpoint, "");
     if (o.compat) {
       for (const auto& [scheme, t] : compat) {
         std::cout << "\n" << scheme << "\n";
@@ -315,8 +319,9 @@ int RunInfo(Client& client, const GlobalOptions& g, const InfoOptions& o) {
               << info->stored_tensor_count() << " stored\n"
               << "size        " << BytesText(info->total_bytes()) << "\n"
               << "conventions " << absl::StrJoin(info->conventions(), ", ")
-              << "\n"
-              << "files\n";
+              << "\n";
+    PrintMoreBeside(client, o.checkpoint, *info);
+    std::cout << "files\n";
     for (const auto& f : info->files()) {
       std::cout << "  " << f.path() << "  " << BytesText(f.size_bytes())
                 << "\n";
@@ -350,7 +355,6 @@ int RunInfo(Client& client, const GlobalOptions& g, const InfoOptions& o) {
       std::cout << "  " << file << m.key() << " (" << m.type() << ") = " << v
                 << "\n";
     }
-    PrintMoreBeside(client, o.checkpoint, *info);
     return kExitOk;
   }
   auto found = client.GetTensor(o.checkpoint, o.tensor, o.part);

@@ -146,12 +146,13 @@ int main(int argc, char** argv) {
       "directory");
   ls_cmd->add_option(
       "checkpoint", ls.checkpoint,
-      "checkpoint file or directory; a directory that is not one "
-      "checkpoint, or none, lists the checkpoints under it (none: under the "
-      "server's roots, or embedded the current directory): a safetensors "
-      "directory with GGUF files or checkpoints in subdirectories beside "
-      "its shards lists itself first, then them (--filter lists its "
-      "tensors)");
+      "checkpoint file or directory; a directory that is not a checkpoint, "
+      "or none, lists the checkpoints under it (none: under the server's "
+      "roots, or embedded the current directory)");
+  ls_cmd->add_flag("--checkpoints", ls.checkpoints,
+                   "list the checkpoints under the directory even when it is "
+                   "one: a safetensors directory, then the GGUF files and "
+                   "subdirectory checkpoints beside its shards");
   ls_cmd->add_option("--filter", ls.filter,
                      "glob on tensor names, e.g. 'blk.0.*'");
   ls_cmd

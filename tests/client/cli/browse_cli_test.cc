@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -135,10 +136,11 @@ TEST_P(BrowseCliTest, LsOfADirectoryWithALoneGgufAndMoreBelowListsThemAll) {
 }
 
 // A safetensors directory with a GGUF and a subdirectory beside its shard:
-// `ls` of it lists the directory first, then what is beside it (text and
-// --json); --filter lists the directory's own tensors; `info` describes the
+// `ls` of it lists its tensors as before and says there is more;
+// `ls --checkpoints` lists the directory first, then what is beside it
+// (text and --json), as listing the parent does; `info` describes the
 // safetensors checkpoint and says there is more beside it.
-TEST_P(BrowseCliTest, LsOfASafetensorsDirectoryWithMoreBesideItListsThemAll) {
+TEST_P(BrowseCliTest, ASafetensorsDirectoryWithMoreBesideItListsThemAll) {
   const std::string dir = remote() ? "st_mixed_remote" : "st_mixed_embedded";
   const std::string abs = tree->root + "/" + dir;
   std::filesystem::create_directories(abs + "/sub");
@@ -152,19 +154,32 @@ TEST_P(BrowseCliTest, LsOfASafetensorsDirectoryWithMoreBesideItListsThemAll) {
                              abs + "/sub/c.gguf");
   const std::vector<std::string> all = {P(dir), P(dir + "/b.gguf"),
                                         P(dir + "/sub/c.gguf")};
-  CommandResult r = Run({"ls", P(dir), "--json"});
+  CommandResult r = Run({"ls", P(dir), "--checkpoints", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(Paths(r.out), ElementsAreArray(all));
-  r = Run({"ls", P(dir)});
+  r = Run({"ls", P(dir), "--checkpoints"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out,
-              AllOf(HasSubstr("safetensors"), HasSubstr("gguf"),
-                    HasSubstr(P(dir + "/sub/c.gguf")),
-                    HasSubstr("3 checkpoints"), HasSubstr("--filter '*'")));
+  EXPECT_THAT(r.out, AllOf(HasSubstr("safetensors"), HasSubstr("gguf"),
+                           HasSubstr(P(dir + "/sub/c.gguf")),
+                           HasSubstr("3 checkpoints"),
+                           HasSubstr("its tensors: tensormorph ls")));
+  // Listing the parent shows them too, in order.
+  r = remote() ? Run({"ls", "--json"}) : Run({"ls", tree->root, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> under_parent;
+  for (const std::string& p : Paths(r.out)) {
+    if (absl::StartsWith(p, P(dir))) under_parent.push_back(p);
+  }
+  EXPECT_THAT(under_parent, ElementsAreArray(all));
   // The directory alone is the safetensors checkpoint.
-  r = Run({"ls", P(dir), "--filter", "*", "--json"});
+  r = Run({"ls", P(dir), "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["name"], "w");
+  r = Run({"ls", P(dir)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, AllOf(HasSubstr("1 tensor"),
+                           HasSubstr("more checkpoints in this directory"),
+                           HasSubstr("--checkpoints")));
   r = Run({"info", P(dir)});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, AllOf(HasSubstr("safetensors"), HasSubstr("a.safetensors"),
@@ -174,6 +189,9 @@ TEST_P(BrowseCliTest, LsOfASafetensorsDirectoryWithMoreBesideItListsThemAll) {
   r = Run({"info", P("models/sharded")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, ::testing::Not(HasSubstr("beside it")));
+  r = Run({"ls", P("models/sharded")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("more checkpoints")));
 }
 
 TEST_P(BrowseCliTest, LsOfAMissingPathFailsNamingIt) {

@@ -57,7 +57,8 @@ def write_big(path: str) -> None:
 def cpu_seconds() -> float:
     """This process's CPU time and that of its finished children (the CLI
     runs; the server is not waited for until the end)."""
-    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 

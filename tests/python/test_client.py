@@ -248,7 +248,8 @@ class MixedDirectoryListingTest(unittest.TestCase):
             self.assertEqual([e["format"] for e in listed],
                              ["CHECKPOINT_FORMAT_SAFETENSORS", "CHECKPOINT_FORMAT_GGUF",
                               "CHECKPOINT_FORMAT_GGUF"])
-            out = subprocess.run([CLI, "--server", self.server.address, "--json", "ls", "mixed", "--checkpoints"],
+            out = subprocess.run([CLI, "--server", self.server.address, "--json", "ls", "mixed",
+                                  "--checkpoints"],
                                  check=True, stdout=subprocess.PIPE, text=True).stdout
             shown = [json.loads(l) for l in out.splitlines() if l.strip()]
             for e in shown:

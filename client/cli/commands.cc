@@ -139,10 +139,14 @@ int ListCheckpointsUnder(Client& client, const GlobalOptions& g,
   std::vector<std::vector<std::string>> rows = {
       {"PATH", "FORMAT", "FILES", "SIZE", "STORED TENSORS", "MODIFIED"}};
   int64_t count = 0, bytes = 0;
+  bool itself = false;  // the directory is a safetensors checkpoint
   absl::Status s =
       client.ListAllCheckpoints(req, [&](const v1::CheckpointEntry& e) {
         ++count;
         bytes += e.total_bytes();
+        itself |= !directory.empty() &&
+                  absl::StripSuffix(e.path(), "/") ==
+                      absl::StripSuffix(absl::string_view(directory), "/");
         if (g.json) {
           v1::CheckpointEntry shown = e;
           shown.clear_next_page_token();  // the client followed it
@@ -162,6 +166,12 @@ int ListCheckpointsUnder(Client& client, const GlobalOptions& g,
   if (!g.json) {
     std::cout << Table(rows);
     std::cout << Count(count, "checkpoint") << ", " << BytesText(bytes) << "\n";
+    if (itself && count > 1) {
+      std::cout << directory
+                << " itself opens as its .safetensors files; its tensors: "
+                   "tensormorph ls "
+                << directory << "\n";
+    }
   }
   return kExitOk;
 }
@@ -170,38 +180,82 @@ int ListCheckpointsUnder(Client& client, const GlobalOptions& g,
 
 namespace {
 
-// Whether `path` names a directory to browse rather than one checkpoint: it
-// does unless its listing is one checkpoint that is the directory itself (a
-// safetensors directory) or lies directly in it (a lone GGUF). A file, or a
-// path the listing refuses, is left to ListTensors to open or explain.
-bool IsDirectoryToBrowse(Client& client, const std::string& path, int depth) {
-  v1::ListCheckpointsRequest probe;
-  probe.set_directory(path);
-  probe.set_max_depth(depth);
-  probe.set_page_size(2);
+// What a short listing of `path` says of it: the first checkpoints under
+// it (at most two), and whether more follow. A file, or a path the listing
+// refuses, is not `listed`: ListTensors and GetCheckpoint open or explain it.
+struct DirectoryProbe {
+  bool listed = false;
   std::vector<std::string> found;
   bool more = false;
+  // The first checkpoint is the directory itself (a safetensors directory),
+  // which the listing puts before what lies beside its shards.
+  bool itself = false;
+};
+
+DirectoryProbe ProbeDirectory(Client& client, const std::string& path,
+                              int depth) {
+  v1::ListCheckpointsRequest req;
+  req.set_directory(path);
+  req.set_max_depth(depth);
+  req.set_page_size(2);
+  DirectoryProbe p;
   const absl::Status s =
-      client.ListCheckpoints(probe, [&](const v1::CheckpointEntry& e) {
-        if (!e.path().empty()) found.push_back(e.path());
-        more |= !e.next_page_token().empty();
+      client.ListCheckpoints(req, [&](const v1::CheckpointEntry& e) {
+        if (!e.path().empty()) p.found.push_back(e.path());
+        p.more |= !e.next_page_token().empty();
         return true;
       });
-  if (!s.ok()) return false;
-  if (found.size() != 1 || more) return true;
+  p.listed = s.ok();
+  p.itself =
+      !p.found.empty() && absl::StripSuffix(p.found[0], "/") ==
+                              absl::StripSuffix(absl::string_view(path), "/");
+  return p;
+}
+
+// Whether `path` names a directory to browse rather than one checkpoint: it
+// does unless its listing starts with the directory itself (a safetensors
+// directory, whatever lies beside its shards: `ls --checkpoints` lists
+// that) or is one checkpoint directly in it (a lone GGUF).
+bool IsDirectoryToBrowse(const DirectoryProbe& p, const std::string& path) {
+  if (!p.listed || p.itself) return false;
+  if (p.found.size() != 1 || p.more) return true;
   const std::string dir(absl::StripSuffix(path, "/"));
-  const std::string entry(absl::StripSuffix(found[0], "/"));
-  if (entry == dir) return false;
+  const std::string entry(absl::StripSuffix(p.found[0], "/"));
   const absl::string_view rest =
       absl::StripPrefix(absl::string_view(entry), dir + "/");
   return rest.size() == entry.size() || absl::StrContains(rest, '/');
 }
 
+// The line `ls` and `info` end with when a safetensors directory holds more
+// checkpoints than itself, which only a listing shows.
+void PrintMoreBeside(const DirectoryProbe& p, const std::string& path,
+                     absl::string_view label) {
+  if (p.itself && (p.found.size() > 1 || p.more)) {
+    std::cout << label << "more checkpoints in this directory: tensormorph ls "
+              << path << " --checkpoints\n";
+  }
+}
+
+// A directory opens as its safetensors files alone: what else lies beside
+// them only a listing shows, so `info` says that there is more.
+void PrintMoreBeside(Client& client, const std::string& path,
+                     const v1::GetCheckpointResponse& info) {
+  if (info.format() != v1::CHECKPOINT_FORMAT_SAFETENSORS ||
+      absl::EndsWith(path, ".safetensors") || absl::EndsWith(path, ".json")) {
+    return;  // not a directory: no listing to ask
+  }
+  PrintMoreBeside(ProbeDirectory(client, path, LsOptions().depth), path,
+                  "beside it   ");
+}
+
 }  // namespace
 
 int RunLs(Client& client, const GlobalOptions& g, const LsOptions& o) {
-  if (o.checkpoint.empty() ||
-      IsDirectoryToBrowse(client, o.checkpoint, o.depth)) {
+  if (o.checkpoint.empty() || o.checkpoints) {
+    return ListCheckpointsUnder(client, g, o.checkpoint, o.depth);
+  }
+  const DirectoryProbe probe = ProbeDirectory(client, o.checkpoint, o.depth);
+  if (IsDirectoryToBrowse(probe, o.checkpoint)) {
     return ListCheckpointsUnder(client, g, o.checkpoint, o.depth);
   }
   v1::ListTensorsRequest req;
@@ -241,6 +295,7 @@ int RunLs(Client& client, const GlobalOptions& g, const LsOptions& o) {
   if (!g.json) {
     std::cout << Table(rows);
     std::cout << Count(count, "tensor") << ", " << BytesText(bytes) << "\n";
+    PrintMoreBeside(probe, o.checkpoint, "");
     if (o.compat) {
       for (const auto& [scheme, t] : compat) {
         std::cout << "\n" << scheme << "\n";
@@ -265,8 +320,9 @@ int RunInfo(Client& client, const GlobalOptions& g, const InfoOptions& o) {
               << info->stored_tensor_count() << " stored\n"
               << "size        " << BytesText(info->total_bytes()) << "\n"
               << "conventions " << absl::StrJoin(info->conventions(), ", ")
-              << "\n"
-              << "files\n";
+              << "\n";
+    PrintMoreBeside(client, o.checkpoint, *info);
+    std::cout << "files\n";
     for (const auto& f : info->files()) {
       std::cout << "  " << f.path() << "  " << BytesText(f.size_bytes())
                 << "\n";
@@ -541,6 +597,10 @@ class LsCommand : public Command {
         "checkpoint file or directory; a directory that is not a checkpoint, "
         "or none, lists the checkpoints under it (none: under the server's "
         "roots, or embedded the current directory)");
+    cmd.add_flag("--checkpoints", o_.checkpoints,
+                 "list the checkpoints under the directory even when it is "
+                 "one: a safetensors directory, then the GGUF files and "
+                 "subdirectory checkpoints beside its shards");
     cmd.add_option("--filter", o_.filter,
                    "glob on tensor names, e.g. 'blk.0.*'");
     cmd.add_option("--depth", o_.depth,

@@ -63,6 +63,9 @@ struct LsOptions {
   std::string filter;
   bool compat = false;
   int depth = 4;  // listing checkpoints: subdirectory levels searched
+  // List the checkpoints under the path even when it is one checkpoint
+  // itself (a safetensors directory with more beside its shards).
+  bool checkpoints = false;
 };
 int RunLs(Client& client, const GlobalOptions& g, const LsOptions& o);
 

@@ -99,11 +99,11 @@ class Checkpoint {
   //  - a safetensors or GGUF file (detected by its magic bytes, not its name);
   //  - one split of a split GGUF (`name-00001-of-00003.gguf`): all splits open;
   //  - `model.safetensors.index.json`, or a directory holding it: the shards
-  //    named by its weight_map, which must agree with the shards' headers;
-  //  - a directory of safetensors files, or of one GGUF (or one split set).
-  // Opening maps the files and parses headers only.
-  // With options.allow_absent_shards, an index may name shards that do not
-  // exist (see absent_files()).
+  //    its weight_map names, which must agree with their headers; or a
+  //    directory of safetensors files (the .gguf files and subdirectories
+  //    beside them are not in it: ScanCheckpoints lists those apart), or of
+  //    one GGUF (or one split set). Opening maps files, parses headers only.
+  // With allow_absent_shards, an index may name absent shards (absent_files()).
   // Errors: NOT_FOUND (no such path, or no checkpoint in a directory; with
   // allow_absent_shards, an index none of whose shards exist, naming it);
   // INVALID_ARGUMENT (not a regular file or directory; an ambiguous

@@ -25,6 +25,9 @@ namespace tensormorph {
 namespace {
 
 constexpr absl::string_view kIndexName = "model.safetensors.index.json";
+// The position of the scanned directory itself: no path components, so
+// before everything in it and after nothing (ScanOrderLess).
+constexpr absl::string_view kItself = "/";
 // Headers and indices read for a tensor count; past this, "not known".
 constexpr int64_t kMaxCountedHeaderBytes = 1 << 20;
 
@@ -184,9 +187,15 @@ class Scanner {
     out_.found.push_back(std::move(f));
     if (out_.found.size() > std::max<size_t>(o_.max_found, 1)) {
       out_.found.pop_back();
-      out_.resume_after = out_.found.back().path;
+      out_.resume_after = ResumePosition(out_.found.back().path);
       stopped_ = true;
     }
+  }
+
+  // The scanned directory itself is spelled kItself as a position: an
+  // empty one means "from the start".
+  static std::string ResumePosition(const std::string& rel) {
+    return rel.empty() ? std::string(kItself) : rel;
   }
 
   absl::Status Visit(const std::string& abs, const std::string& rel,
@@ -204,7 +213,9 @@ class Scanner {
     std::sort(names.begin(), names.end());
 
     // A safetensors directory is one checkpoint, as Checkpoint::Open(dir)
-    // opens it.
+    // opens it, listed before what is in it: the GGUF files and
+    // subdirectories beside its shards are checkpoints of their own, which
+    // opening the directory never reaches, so only the listing shows them.
     const bool index =
         std::binary_search(names.begin(), names.end(), kIndexName);
     std::vector<std::string> shards;
@@ -213,8 +224,7 @@ class Scanner {
     }
     if (index || !shards.empty()) {
       if (After(rel)) Found(DirectoryCheckpoint(abs, rel, index, shards));
-      position_ = rel;
-      return absl::OkStatus();
+      position_ = ResumePosition(rel);
     }
     // A directory one level past max_depth is looked at only to see
     // whether it is a checkpoint itself.

@@ -19,8 +19,10 @@ namespace tensormorph {
 
 // One checkpoint found. A checkpoint is a directory holding
 // model.safetensors.index.json or .safetensors files (what
-// Checkpoint::Open(dir) opens; not searched further), or a .gguf file (a
-// split set once, as its first split).
+// Checkpoint::Open(dir) opens), or a .gguf file (a split set once, as its
+// first split). A safetensors directory is searched further like any other:
+// the .gguf files and subdirectories beside its shards are listed after it,
+// each a checkpoint of its own.
 struct FoundCheckpoint {
   // Below the scanned directory, '/'-separated; empty for the scanned
   // directory itself.
@@ -44,7 +46,8 @@ struct CheckpointScanOptions {
   // Checkpoints found before the scan stops (at least 1).
   size_t max_found = 100;
   // Resume: only what comes after this path (as FoundCheckpoint::path, in
-  // scan order) is found. Empty: from the start.
+  // scan order; "/" for the scanned directory itself, a safetensors
+  // checkpoint with more in it) is found. Empty: from the start.
   std::string after;
   // Whether a symlink's target (its realpath) may be followed; unset: all.
   std::function<bool(const std::string& canonical)> allowed;

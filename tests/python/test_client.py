@@ -17,6 +17,7 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -215,6 +216,50 @@ class ConnectedClientTest(unittest.TestCase):
         with self.assertRaises(tm.Error) as cm:
             self.c.read(Q8, Q8_TENSOR, slice="0:4, 0:4, 0:4")
         self.assertEqual(cm.exception.code, "INVALID_ARGUMENT")
+
+
+class MixedDirectoryListingTest(unittest.TestCase):
+    """A safetensors directory with a GGUF and a checkpoint in a
+    subdirectory beside its shard: checkpoints() lists the directory, then
+    what is beside it, as the CLI's `ls`; the directory itself opens as its
+    safetensors alone."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.root = tempfile.mkdtemp(prefix="tm-py-mixed-", dir=_tmp.name)
+        mixed = os.path.join(cls.root, "mixed")
+        os.makedirs(os.path.join(mixed, "sub"))
+        shutil.copy(os.path.join(DEMO, "source", "model.safetensors"), mixed)
+        shutil.copy(os.path.join(DEMO, Q8), os.path.join(mixed, "b.gguf"))
+        shutil.copy(os.path.join(DEMO, Q8), os.path.join(mixed, "sub", "c.gguf"))
+        cls.server = LiveServer(TENSORMORPHD, cls.root)
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.server.stop()
+
+    def test_checkpoints_list_the_directory_then_what_is_beside_it(self) -> None:
+        want = ["mixed", "mixed/b.gguf", "mixed/sub/c.gguf"]
+        with tm.connect(self.server.address) as c:
+            for root in ("", "mixed", Path("mixed")):
+                with self.subTest(root=root):
+                    self.assertEqual([e["path"] for e in c.checkpoints(root)], want)
+            listed = c.checkpoints("mixed")
+            self.assertEqual([e["format"] for e in listed],
+                             ["CHECKPOINT_FORMAT_SAFETENSORS", "CHECKPOINT_FORMAT_GGUF",
+                              "CHECKPOINT_FORMAT_GGUF"])
+            out = subprocess.run([CLI, "--server", self.server.address, "--json", "ls", "mixed",
+                                  "--checkpoints"],
+                                 check=True, stdout=subprocess.PIPE, text=True).stdout
+            shown = [json.loads(l) for l in out.splitlines() if l.strip()]
+            for e in shown:
+                e.pop("nextPageToken", None)  # the CLI followed the pages
+            assert_same(self, shown, listed)
+            # The directory is its safetensors checkpoint, as before.
+            self.assertEqual(c.checkpoint("mixed")["format"], "CHECKPOINT_FORMAT_SAFETENSORS")
+            self.assertEqual([t.name for t in c.tensors("mixed")],
+                             [t.name for t in c.tensors("mixed/model.safetensors")])
+            self.assertEqual(c.checkpoint("mixed/sub/c.gguf")["format"], "CHECKPOINT_FORMAT_GGUF")
 
 
 class LocalServerTest(unittest.TestCase):

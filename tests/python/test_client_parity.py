@@ -44,6 +44,9 @@ F32_TENSOR = "w"
 F32_SHAPE = (7, 9, 6)
 F32_2D_TENSOR = "m"
 F32_2D_SHAPE = (5, 11)
+BIG_FILE = "big.safetensors"
+BIG_TENSOR = "big"
+BIG_SHAPE = (1024, 3000)  # 11.7 MiB: a dozen chunks of 1 MiB
 
 _tmp: tempfile.TemporaryDirectory
 ROOT: str
@@ -80,6 +83,8 @@ def setUpModule() -> None:
     OFFSETS = write_f32_safetensors(os.path.join(ROOT, F32_FILE), {
         F32_TENSOR: rng.standard_normal(F32_SHAPE, dtype=np.float32),
         F32_2D_TENSOR: rng.standard_normal(F32_2D_SHAPE, dtype=np.float32)})
+    OFFSETS.update(write_f32_safetensors(os.path.join(ROOT, BIG_FILE), {
+        BIG_TENSOR: rng.standard_normal(BIG_SHAPE, dtype=np.float32)}))
     _server = LiveServer(TENSORMORPHD, ROOT)
     ADDRESS = _server.address
 
@@ -153,6 +158,33 @@ class DeadlineTest(unittest.TestCase):
         finally:
             fresh.resume()
             fresh.stop()
+
+    def test_ctrl_c_ends_a_read_that_waits_on_a_paused_server(self) -> None:
+        # Streams are taken by the thread that iterates them
+        # (channel_options): a wait in grpcio's poll still yields to signals.
+        self.server.pause()
+        script = ("import tensormorph as tm, sys\n"
+                  f"c = tm.connect({self.server.address!r})\n"
+                  "print('reading', flush=True)\n"
+                  "try:\n"
+                  f"    c.read({Q8!r}, {Q8_TENSOR!r})\n"
+                  "except KeyboardInterrupt:\n"
+                  "    print('interrupted', flush=True)\n")
+        p = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                             env=dict(os.environ))
+        try:
+            assert p.stdout is not None
+            self.assertEqual(p.stdout.readline().strip(), "reading")
+            time.sleep(1)
+            start = time.monotonic()
+            p.send_signal(signal.SIGINT)
+            out, _ = p.communicate(timeout=10)
+            self.assertLess(time.monotonic() - start, 5)
+            self.assertEqual(out.strip(), "interrupted")
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
 
     def test_local_takes_a_timeout_and_a_path(self) -> None:
         with tm.local(Path(ROOT), timeout=30) as c:
@@ -372,6 +404,46 @@ class NumpyIndexingTest(unittest.TestCase):
         with self.assertRaises(tm.Error) as cm:
             t.shape
         self.assertEqual(cm.exception.code, "NOT_FOUND")
+
+
+class LargeReadTest(unittest.TestCase):
+    """A read of many chunks, whatever its chunk size, slice or thread,
+    is numpy's memmap of the file, bit for bit."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.c = tm.connect(ADDRESS)
+        cls.want = np.memmap(os.path.join(ROOT, BIG_FILE), dtype="<f4", mode="r",
+                             offset=OFFSETS[BIG_TENSOR], shape=BIG_SHAPE)
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.c.close()
+
+    def assert_same_bits(self, got: np.ndarray, want: np.ndarray) -> None:
+        self.assertEqual((got.shape, got.dtype), (want.shape, np.dtype(np.float32)))
+        self.assertEqual(got.tobytes(), np.ascontiguousarray(want).tobytes())
+
+    def test_a_whole_read_is_the_memmap(self) -> None:
+        whole = self.c.read(BIG_FILE, BIG_TENSOR)
+        self.assert_same_bits(whole, self.want)
+        self.assert_same_bits(self.c.read(BIG_FILE, BIG_TENSOR, max_chunk_bytes=40_000), self.want)
+        raw = self.c.read(BIG_FILE, BIG_TENSOR, raw=True)
+        self.assertEqual(raw.tobytes(), np.ascontiguousarray(self.want).tobytes())
+
+    def test_slices_and_indexing_are_the_memmaps(self) -> None:
+        t = self.c.tensor(BIG_FILE, BIG_TENSOR)
+        for key in (np.s_[3:1000:7, 5:], np.s_[::-3], np.s_[100:900, 2999], np.s_[..., 1:-1:2]):
+            with self.subTest(key=key):
+                self.assert_same_bits(np.asarray(t[key]), self.want[key])
+        self.assert_same_bits(self.c.read(BIG_FILE, BIG_TENSOR, slice="17:1000:3, 10:2900"),
+                              self.want[17:1000:3, 10:2900])
+
+    def test_reads_from_several_threads_at_once_are_the_memmap(self) -> None:
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            got = list(pool.map(lambda _: self.c.read(BIG_FILE, BIG_TENSOR), range(4)))
+        for a in got:
+            self.assert_same_bits(a, self.want)
 
 
 class ParityCallsTest(unittest.TestCase):

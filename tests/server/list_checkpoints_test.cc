@@ -8,12 +8,15 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/checkpoint_tree.h"
+#include "tests/support/gguf_writer.h"
 #include "tests/support/loopback_server.h"
+#include "tests/support/safetensors_writer.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
@@ -26,6 +29,15 @@ using ::tensormorph::testing::MakeCheckpointTree;
 using ::tensormorph::testing::StartLoopbackServer;
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
+
+std::vector<std::string> AllPathsOf(Client& client,
+                                    v1::ListCheckpointsRequest req) {
+  std::vector<std::string> paths;
+  absl::Status s = client.ListAllCheckpoints(
+      req, [&](const v1::CheckpointEntry& e) { paths.push_back(e.path()); });
+  EXPECT_TRUE(s.ok()) << s;
+  return paths;
+}
 
 class ListCheckpointsTest : public ::testing::Test {
  protected:
@@ -269,6 +281,111 @@ TEST(ListCheckpointsRootsTest, UnderSeveralRootsAShadowedPathIsAbsolute) {
   for (const std::string& p : paths) {
     EXPECT_TRUE(s.client->GetCheckpoint(p).ok()) << p;
   }
+}
+
+// A safetensors directory with more beside its shards:
+//   root/mixed/a.safetensors                 the directory's checkpoint
+//   root/mixed/b.gguf                        a GGUF beside it
+//   root/mixed/empty/                        no checkpoint: not listed
+//   root/mixed/s-0000{1,2}-of-00002.gguf     a split set beside it
+//   root/mixed/sub/c.safetensors             a safetensors subdirectory
+//   root/mixed/sub2/e.gguf                   a GGUF in a subdirectory
+class MixedDirectoryTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    root = new std::string(::tensormorph::testing::MakeTempDir());
+    const fs::path mixed = fs::path(*root) / "mixed";
+    fs::create_directories(mixed / "empty");
+    fs::create_directories(mixed / "sub");
+    fs::create_directories(mixed / "sub2");
+    using ::tensormorph::testing::Bytes;
+    using ::tensormorph::testing::WriteFile;
+    WriteFile((mixed / "a.safetensors").string(),
+              ::tensormorph::testing::BuildSafetensors(
+                  {{"w", "F32", {2}, Bytes(std::vector<float>{1, 2})}}));
+    WriteFile((mixed / "sub/c.safetensors").string(),
+              ::tensormorph::testing::BuildSafetensors(
+                  {{"v", "F32", {1}, Bytes(std::vector<float>{3})}}));
+    fs::copy_file(::tensormorph::testing::Fixture("gguf/Q4_0.gguf"),
+                  mixed / "b.gguf");
+    fs::copy_file(::tensormorph::testing::Fixture("gguf/Q8_0.gguf"),
+                  mixed / "sub2/e.gguf");
+    for (int i = 0; i < 2; ++i) {
+      ::tensormorph::testing::GgufSpec g;
+      g.kv.push_back({"general.architecture",
+                      ::tensormorph::testing::GgufString("llama")});
+      g.kv.push_back({"split.no", ::tensormorph::testing::GgufU16(
+                                      static_cast<uint16_t>(i))});
+      g.kv.push_back({"split.count", ::tensormorph::testing::GgufU16(2)});
+      g.tensors.push_back(
+          {absl::StrCat("t", i), {4}, 0, std::string(16, '\0')});
+      WriteFile(
+          absl::StrCat(mixed.string(), "/s-0000", i + 1, "-of-00002.gguf"),
+          ::tensormorph::testing::BuildGguf(g));
+    }
+    server = new LoopbackServer(StartLoopbackServer({*root}));
+  }
+  static void TearDownTestSuite() {
+    delete server;
+    delete root;
+  }
+
+  static std::string* root;
+  static LoopbackServer* server;
+};
+std::string* MixedDirectoryTest::root = nullptr;
+LoopbackServer* MixedDirectoryTest::server = nullptr;
+
+TEST_F(MixedDirectoryTest, ListsTheDirectoryThenEverythingBesideItsShards) {
+  const std::vector<std::string> expected = {"mixed", "mixed/b.gguf",
+                                             "mixed/s-00001-of-00002.gguf",
+                                             "mixed/sub", "mixed/sub2/e.gguf"};
+  v1::ListCheckpointsRequest req;
+  EXPECT_THAT(AllPathsOf(*server->client, req), ElementsAreArray(expected));
+  req.set_directory("mixed");
+  EXPECT_THAT(AllPathsOf(*server->client, req), ElementsAreArray(expected));
+  // Pages of one pass through the directory's contents exactly once.
+  req.set_page_size(1);
+  EXPECT_THAT(AllPathsOf(*server->client, req), ElementsAreArray(expected));
+}
+
+TEST_F(MixedDirectoryTest, TheDirectoryOpensAsItsSafetensorsAlone) {
+  std::vector<v1::CheckpointEntry> entries;
+  v1::ListCheckpointsRequest req;
+  req.set_directory("mixed");
+  ASSERT_TRUE(
+      server->client
+          ->ListAllCheckpoints(
+              req, [&](const v1::CheckpointEntry& e) { entries.push_back(e); })
+          .ok());
+  ASSERT_EQ(entries.size(), 5u);
+  const std::vector<v1::CheckpointFormat> formats = {
+      v1::CHECKPOINT_FORMAT_SAFETENSORS, v1::CHECKPOINT_FORMAT_GGUF,
+      v1::CHECKPOINT_FORMAT_GGUF, v1::CHECKPOINT_FORMAT_SAFETENSORS,
+      v1::CHECKPOINT_FORMAT_GGUF};
+  const std::vector<int64_t> files = {1, 1, 2, 1, 1};
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const v1::CheckpointEntry& e = entries[i];
+    SCOPED_TRACE(e.path());
+    EXPECT_EQ(e.format(), formats[i]);
+    EXPECT_EQ(e.file_count(), files[i]);
+    auto info = server->client->GetCheckpoint(e.path());
+    ASSERT_TRUE(info.ok()) << info.status();
+    EXPECT_EQ(info->format(), e.format());
+    EXPECT_EQ(info->files_size(), e.file_count());
+    EXPECT_EQ(info->total_bytes(), e.total_bytes());
+    EXPECT_EQ(info->stored_tensor_count(), e.stored_tensor_count());
+  }
+}
+
+TEST_F(MixedDirectoryTest, DepthCountsFromTheListedDirectory) {
+  v1::ListCheckpointsRequest req;
+  req.set_max_depth(0);  // mixed/ is looked at only as a checkpoint
+  EXPECT_THAT(AllPathsOf(*server->client, req), ElementsAreArray({"mixed"}));
+  req.set_directory("mixed");  // sub/ is; sub2/ only holds one
+  EXPECT_THAT(AllPathsOf(*server->client, req),
+              ElementsAreArray({"mixed", "mixed/b.gguf",
+                                "mixed/s-00001-of-00002.gguf", "mixed/sub"}));
 }
 
 }  // namespace

@@ -31,6 +31,9 @@ scales' layout, absmax colours on the legend's ramp, the distribution as
 `tensormorph stats` and the diff against the writer's source as
 `tensormorph diff` (screenshots i30_*.png); --only-formats runs that part
 alone.
+Browse lists a safetensors directory, then the GGUF and the subdirectory
+beside its shard (screenshot browse_mixed.png); --only-browse runs that
+part alone.
 A screenshot of every view is saved under SCREENSHOTS (PNG, named per view).
 
 MODELS must hold the demo (tests/support/demo_checkpoint.h); with
@@ -786,6 +789,44 @@ def test_sparsity_and_errors(page):
     page.shot('error')
 
 
+def test_browse_mixed(driver, server_bin, models, assets, shots):
+    """Issue 33 point 6: a safetensors directory with a GGUF and a
+    subdirectory beside its shard lists all three, the directory first
+    (under the roots and with dir=), and clicking the directory opens its
+    safetensors."""
+    print('browse: a safetensors directory with more beside it')
+    root = tempfile.mkdtemp(prefix='tm-web-mixed-')
+    server = None
+    try:
+        mixed = os.path.join(root, 'mixed')
+        os.makedirs(os.path.join(mixed, 'sub'))
+        shutil.copy(os.path.join(models, 'source', 'model.safetensors'), mixed)
+        shutil.copy(os.path.join(models, CHECKPOINT), os.path.join(mixed, 'b.gguf'))
+        shutil.copy(os.path.join(models, SOURCE), os.path.join(mixed, 'sub', 'c.gguf'))
+        server = Server(server_bin, root, assets)
+        page = Page(driver, server.url, shots)
+        want = ['mixed', 'mixed/b.gguf', 'mixed/sub/c.gguf']
+        for query in ('', '?dir=mixed'):
+            page.open(query)
+            page.wait(lambda: len(page.css('tr[data-checkpoint]')) == len(want),
+                      f'{len(want)} rows in the checkpoint list ({query or "every root"})')
+            rows = page.css('tr[data-checkpoint]')
+            names = [e.get_attribute('data-checkpoint') for e in rows]
+            check(names == want, f'browse {query or "every root"} lists {names}, expected {want}')
+            formats = [r.find_elements(By.CSS_SELECTOR, 'td')[1].text for r in rows]
+            check(formats == ['safetensors', 'gguf', 'gguf'], f'browse shows formats {formats}')
+            page.no_error('browse of a mixed directory')
+        page.shot('browse_mixed')
+        page.css('tr[data-checkpoint="mixed"]')[0].click()
+        page.one('.tree-row[data-path="model"]', 'the safetensors module tree of mixed')
+        check(page.query().get('checkpoint') == 'mixed', f'the click opened {page.query()}')
+        page.no_error('the mixed directory opened')
+    finally:
+        if server:
+            server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def test_token(server_bin, models, assets, shots):
     print('token')
     with tempfile.NamedTemporaryFile('w', prefix='token-', delete=False) as f:
@@ -1472,6 +1513,25 @@ def run_formats_only(a):
     return 0
 
 
+def run_browse_only(a):
+    if not os.path.exists(os.path.join(a.models, CHECKPOINT)):
+        subprocess.run([a.make_demo, a.models], check=True, stdout=subprocess.DEVNULL)
+    driver = None
+    try:
+        driver = start_browser()
+        test_browse_mixed(driver, a.tensormorphd, os.path.abspath(a.models), a.assets, a.screenshots)
+    except Failure as e:
+        print(f'FAIL: {e}', file=sys.stderr)
+        if driver:
+            driver.save_screenshot(os.path.join(a.screenshots, 'failure.png'))
+        return 1
+    finally:
+        if driver:
+            driver.quit()
+    print('PASS: browse lists a safetensors directory and what is beside it')
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('tensormorphd')
@@ -1482,10 +1542,14 @@ def main():
     ap.add_argument('--assets')
     ap.add_argument('--fixtures', help='the shared fixtures (default $TENSORMORPH_FIXTURES or ../shared/fixtures)')
     ap.add_argument('--only-formats', action='store_true', help='only the walk over issue 30\'s formats')
+    ap.add_argument('--only-browse', action='store_true',
+                    help='only the browse list of a safetensors directory with more beside it')
     a = ap.parse_args()
     os.makedirs(a.screenshots, exist_ok=True)
     if a.only_formats:
         return run_formats_only(a)
+    if a.only_browse:
+        return run_browse_only(a)
     if not os.path.exists(os.path.join(a.models, CHECKPOINT)):
         if not a.make_demo:
             print(f'FAIL: {a.models} holds no {CHECKPOINT} (give --make-demo to write the demo)', file=sys.stderr)
@@ -1510,6 +1574,7 @@ def main():
         test_colours(driver, a.tensormorphd, a.tensormorph, models, a.assets, a.screenshots)
         test_non_finite(driver, a.tensormorphd, fixtures_dir(a.fixtures), a.assets, a.screenshots)
         test_formats(driver, a.tensormorphd, a.tensormorph, a.assets, a.screenshots)
+        test_browse_mixed(driver, a.tensormorphd, models, a.assets, a.screenshots)
         driver.quit()
         driver = None
         test_token(a.tensormorphd, models, a.assets, a.screenshots)

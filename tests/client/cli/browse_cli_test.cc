@@ -8,11 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/checkpoint_tree.h"
 #include "tests/support/process.h"
+#include "tests/support/safetensors_writer.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
@@ -131,6 +133,65 @@ TEST_P(BrowseCliTest, LsOfADirectoryWithALoneGgufAndMoreBelowListsThemAll) {
   r = Run({"ls", P(lone)});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, AllOf(HasSubstr("NAME"), HasSubstr("tensors, ")));
+}
+
+// A safetensors directory with a GGUF and a subdirectory beside its shard:
+// `ls` of it lists its tensors as before and says there is more;
+// `ls --checkpoints` lists the directory first, then what is beside it
+// (text and --json), as listing the parent does; `info` describes the
+// safetensors checkpoint and says there is more beside it.
+TEST_P(BrowseCliTest, ASafetensorsDirectoryWithMoreBesideItListsThemAll) {
+  const std::string dir = remote() ? "st_mixed_remote" : "st_mixed_embedded";
+  const std::string abs = tree->root + "/" + dir;
+  std::filesystem::create_directories(abs + "/sub");
+  ::tensormorph::testing::WriteFile(
+      abs + "/a.safetensors",
+      ::tensormorph::testing::BuildSafetensors(
+          {{"w", "F32", {2}, ::tensormorph::testing::Bytes<float>({1, 2})}}));
+  std::filesystem::copy_file(::tensormorph::testing::Fixture("gguf/Q8_0.gguf"),
+                             abs + "/b.gguf");
+  std::filesystem::copy_file(::tensormorph::testing::Fixture("gguf/Q4_K.gguf"),
+                             abs + "/sub/c.gguf");
+  const std::vector<std::string> all = {P(dir), P(dir + "/b.gguf"),
+                                        P(dir + "/sub/c.gguf")};
+  CommandResult r = Run({"ls", P(dir), "--checkpoints", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(Paths(r.out), ElementsAreArray(all));
+  r = Run({"ls", P(dir), "--checkpoints"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, AllOf(HasSubstr("safetensors"), HasSubstr("gguf"),
+                           HasSubstr(P(dir + "/sub/c.gguf")),
+                           HasSubstr("3 checkpoints"),
+                           HasSubstr("its tensors: tensormorph ls")));
+  // Listing the parent shows them too, in order.
+  r = remote() ? Run({"ls", "--json"}) : Run({"ls", tree->root, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> under_parent;
+  for (const std::string& p : Paths(r.out)) {
+    if (absl::StartsWith(p, P(dir))) under_parent.push_back(p);
+  }
+  EXPECT_THAT(under_parent, ElementsAreArray(all));
+  // The directory alone is the safetensors checkpoint.
+  r = Run({"ls", P(dir), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["name"], "w");
+  r = Run({"ls", P(dir)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, AllOf(HasSubstr("1 tensor"),
+                           HasSubstr("more checkpoints in this directory"),
+                           HasSubstr("--checkpoints")));
+  r = Run({"info", P(dir)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, AllOf(HasSubstr("safetensors"), HasSubstr("a.safetensors"),
+                           ::testing::Not(HasSubstr("b.gguf")),
+                           HasSubstr("beside it")));
+  // ...and a directory of shards alone says nothing of the kind.
+  r = Run({"info", P("models/sharded")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("beside it")));
+  r = Run({"ls", P("models/sharded")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("more checkpoints")));
 }
 
 TEST_P(BrowseCliTest, LsOfAMissingPathFailsNamingIt) {

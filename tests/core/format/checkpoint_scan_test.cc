@@ -3,12 +3,15 @@
 #include "core/format/checkpoint_scan.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/checkpoint_tree.h"
+#include "tests/support/safetensors_writer.h"
+#include "tests/support/test_paths.h"
 
 namespace tensormorph {
 namespace {
@@ -50,6 +53,45 @@ TEST(CheckpointScanTest, EveryScanLimitResumesToTheSameListing) {
   o.max_found = 1;
   EXPECT_THAT(ScanAll(tree.root, o, &calls), ElementsAreArray(tree.expected));
   EXPECT_EQ(calls, static_cast<int>(tree.expected.size()));
+}
+
+// A safetensors directory is found before what lies beside its shards,
+// which is found too; every bound resumes past the directory itself.
+TEST(CheckpointScanTest, ASafetensorsDirectoryIsFollowedByWhatIsBesideIt) {
+  namespace fs = std::filesystem;
+  const fs::path dir = testing::MakeTempDir();
+  fs::create_directories(dir / "sub");
+  fs::create_directories(dir / "empty");
+  const std::string st = testing::BuildSafetensors(
+      {{"w", "F32", {2}, testing::Bytes<float>({1, 2})}});
+  testing::WriteFile((dir / "a.safetensors").string(), st);
+  testing::WriteFile((dir / "sub/c.safetensors").string(), st);
+  fs::copy_file(testing::Fixture("gguf/Q4_0.gguf"), dir / "b.gguf");
+  fs::copy_file(testing::Fixture("gguf/Q8_0.gguf"), dir / "sub/d.gguf");
+  const std::vector<std::string> expected = {"", "b.gguf", "sub", "sub/d.gguf"};
+  int calls = 0;
+  CheckpointScanOptions o;
+  EXPECT_THAT(ScanAll(dir.string(), o, &calls), ElementsAreArray(expected));
+  for (int64_t scanned : {1, 2, 3}) {
+    SCOPED_TRACE(scanned);
+    o.max_scanned = scanned;
+    EXPECT_THAT(ScanAll(dir.string(), o, &calls), ElementsAreArray(expected));
+  }
+  o.max_scanned = 100'000;
+  o.max_found = 1;
+  EXPECT_THAT(ScanAll(dir.string(), o, &calls), ElementsAreArray(expected));
+  EXPECT_EQ(calls, 4);
+  // The directory itself is what the scan found first: its shards alone.
+  auto scan = ScanCheckpoints(dir.string(), {});
+  ASSERT_TRUE(scan.ok()) << scan.status();
+  EXPECT_EQ(scan->found[0].format, CheckpointFormat::kSafetensors);
+  EXPECT_EQ(scan->found[0].file_count, 1);
+  EXPECT_EQ(scan->found[0].stored_tensor_count, 1);
+  // Depth 0: what is directly in it, sub/ only as a checkpoint itself.
+  o.max_found = 100;
+  o.max_depth = 0;
+  EXPECT_THAT(ScanAll(dir.string(), o, &calls),
+              ElementsAreArray({"", "b.gguf", "sub"}));
 }
 
 TEST(CheckpointScanTest, ASplitSetWithoutItsFirstSplitListsWhatIsThere) {

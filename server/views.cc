@@ -9,6 +9,7 @@
 #include "core/error_grid.h"
 #include "core/heatmap.h"
 #include "core/stats.h"
+#include "core/util/error_reason.h"
 #include "proto/request_limits.h"
 #include "proto/status_mapping.h"
 #include "server/call_log.h"
@@ -242,9 +243,11 @@ grpc::ServerUnaryReactor* TensormorphService::GetHeatmap(
             o.mode = HeatmapMode::kMean;
             break;
           default:
-            return absl::InvalidArgumentError(
-                absl::StrCat("heatmap mode ", static_cast<int>(req->mode()),
-                             " is not one of HeatmapMode's values (0..5)"));
+            return WithReason(
+                absl::InvalidArgumentError(
+                    absl::StrCat("heatmap mode ", static_cast<int>(req->mode()),
+                                 " is not one of HeatmapMode's values (0..5)")),
+                ErrorReason::kEnumValueInvalid, {{"field", "mode"}});
         }
         // Checked against the view in core, which knows its rows and cols.
         o.row_begin = req->row_begin();

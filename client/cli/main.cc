@@ -531,6 +531,7 @@ int main(int argc, char** argv) {
     const int code = app.exit(e);
     return code == 0 ? kExitOk : kExitUsage;
   }
+  ReportErrorsAsJson(g.json);
   if (absl::Status s =
           RefuseOutputsThatAreInputs(app, read, heat, check, merge);
       !s.ok()) {

@@ -5,6 +5,8 @@
 
 #include <mutex>
 
+#include "core/util/error_reason.h"
+
 namespace tensormorph {
 namespace {
 
@@ -35,10 +37,12 @@ absl::Status GuardedRead(const std::function<absl::Status()>& read) {
   sigjmp_buf* const outer = g_guard;
   if (sigsetjmp(jump, 1) != 0) {
     g_guard = outer;
-    return absl::FailedPreconditionError(
-        "a checkpoint file shrank or was replaced while being read (SIGBUS on "
-        "its mapping); "
-        "the next call reopens it");
+    // Which file is not known here (the mapping's owner names it).
+    return WithReason(absl::FailedPreconditionError(
+                          "a checkpoint file shrank or was replaced while "
+                          "being read (SIGBUS on its mapping); "
+                          "the next call reopens it"),
+                      ErrorReason::kFileChanged);
   }
   g_guard = &jump;
   absl::Status s = read();

@@ -70,6 +70,13 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
     google::rpc::ErrorInfo info;
     if (!any.UnpackTo(&info)) continue;
     ErrorMetadata metadata(info.metadata().begin(), info.metadata().end());
+    // The code's generic reason is left implicit (ReasonNameOf gives it), so
+    // a status restored from the wire equals one made on this side with the
+    // same code and message.
+    if (metadata.empty() &&
+        info.reason() == InfoOf(GenericReason(out.code())).name) {
+      return out;
+    }
     // A map's order is not kept on the wire: sort for a stable reading.
     std::sort(metadata.begin(), metadata.end());
     return WithReasonName(std::move(out), info.reason(), std::move(metadata));

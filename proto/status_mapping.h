@@ -22,7 +22,9 @@ namespace tensormorph {
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
 // FromGrpcStatus: the code and message, and the ErrorInfo's reason and
-// metadata attached again as the reason payload; a status without details
+// metadata attached again as the reason payload (the code's generic reason
+// without metadata is left implicit, so the status equals one made here
+// with that code and message); a status without details
 // (a peer that sends none, a refusal made before the handler ran) gets its
 // code's generic reason, so ReasonNameOf is the same on both sides.
 absl::Status FromGrpcStatus(const grpc::Status& status);

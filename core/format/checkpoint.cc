@@ -139,20 +139,30 @@ absl::Status ReadWeightMap(
     absl::string_view text, absl::string_view what, nlohmann::json* index,
     std::map<std::string, absl::flat_hash_set<absl::string_view>>* shards) {
   TM_ASSIGN_OR_RETURN(*index, ParseStrictJson(text, what));
+  // DATA_LOSS INDEX_INVALID, naming the index and the rule it breaks.
+  auto invalid = [&](absl::string_view rule, std::string message) {
+    return WithReason(
+        absl::DataLossError(message), ErrorReason::kIndexInvalid,
+        {{"file", std::string(what)}, {"rule", std::string(rule)}});
+  };
   if (!index->is_object() || !index->contains("weight_map") ||
       !(*index)["weight_map"].is_object()) {
-    return absl::DataLossError(
-        absl::StrCat(what, ": expected an object with a 'weight_map' object"));
+    return invalid("weight-map-object",
+                   absl::StrCat(what,
+                                ": expected an object with a "
+                                "'weight_map' object"));
   }
   for (const auto& [tensor, shard] : (*index)["weight_map"].items()) {
     if (!shard.is_string()) {
-      return absl::DataLossError(absl::StrCat(what, ": weight_map['", tensor,
-                                              "'] must be a file name string"));
+      return invalid("weight-map-file-name",
+                     absl::StrCat(what, ": weight_map['", tensor,
+                                  "'] must be a file name string"));
     }
     const std::string& name = shard.get_ref<const std::string&>();
     if (name.empty() || name.find('/') != std::string::npos || name == "." ||
         name == "..") {
-      return absl::DataLossError(
+      return invalid(
+          "weight-map-file-name",
           absl::StrCat(what, ": weight_map['", tensor, "'] = '", name,
                        "' is not a plain file name in the index's directory"));
     }

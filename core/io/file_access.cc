@@ -161,7 +161,7 @@ absl::StatusOr<UniqueFd> FileAccess::OpenBeneath(const Root& root,
             "'", path, "' leads out of the server's root '", root.path,
             "' (through a symlink or '..'): symlinks may not lead out of a "
             "root")),
-        ErrorReason::kOutsideRoots, {{"path", path}});
+        ErrorReason::kOutsideRoots, {{"path", std::string(path)}});
   };
   if (errno == ELOOP) return leads_out();  // a magic link, or a loop
   if (errno != EXDEV) return ErrnoStatus(errno, "open", path);

@@ -65,7 +65,8 @@ class Error(Exception):
         reason, or the code's generic one when none came (a refusal made
         before the server's handler ran, a transport error), as the C++
         client's ErrorReasonOf. Branch on this, not on the message."""
-        return self.details.get("reason") or _GENERIC_REASONS.get(self.code, "UNKNOWN")
+        sent = self.details.get("reason")
+        return str(sent) if sent else _GENERIC_REASONS.get(self.code, "UNKNOWN")
 
     @property
     def metadata(self) -> Dict[str, str]:

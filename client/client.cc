@@ -14,6 +14,7 @@
 #include "client/message_prefetcher.h"
 #include "client/received_chunk.h"
 #include "client/router.h"
+#include "core/util/error_reason.h"
 #include "proto/status_mapping.h"
 
 namespace tensormorph {
@@ -139,6 +140,15 @@ absl::Status CallFailed(const grpc::internal::RpcMethod& method,
 }
 
 }  // namespace
+
+std::string ErrorReasonOf(const absl::Status& status) {
+  return ReasonNameOf(status);
+}
+
+std::map<std::string, std::string> ErrorMetadataOf(const absl::Status& status) {
+  const ErrorMetadata metadata = ReasonMetadataOf(status);
+  return {metadata.begin(), metadata.end()};
+}
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(
     const std::string& target, const ClientOptions& options) {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -23,6 +24,18 @@
 namespace tensormorph {
 
 class Router;  // client/router.h: several servers behind one Client
+
+// The machine-readable reason of an error a Client call returned: the
+// google.rpc.ErrorInfo reason the server sent ("TENSOR_NOT_FOUND",
+// "LIMIT_EXCEEDED", ...; docs/errors.md lists every one with its code), or,
+// when none came (a refusal before the server's handler ran, a broken
+// transport, a client-side error), its code's generic reason
+// ("UNAUTHENTICATED", "UNAVAILABLE", "REQUEST_INVALID", ...). "" for OK.
+// Branch on this, never on the message.
+std::string ErrorReasonOf(const absl::Status& status);
+// That ErrorInfo's metadata ("limit" -> "max_slice_bytes", "file" -> ...;
+// the keys of each reason in docs/errors.md); empty when none came.
+std::map<std::string, std::string> ErrorMetadataOf(const absl::Status& status);
 
 // Unary calls that outlast this fail with DEADLINE_EXCEEDED unless
 // ClientOptions::timeout says otherwise: a reply that takes longer is a

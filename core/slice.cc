@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/format/stored_tensor.h"
+#include "core/util/error_reason.h"
 
 namespace tensormorph {
 namespace {
@@ -17,14 +18,20 @@ namespace {
 // span; bounds the scratch buffer.
 constexpr int64_t kMaxSpan = 1 << 16;
 
+// INVALID_ARGUMENT SLICE_INVALID: the expression, not the tensor, is wrong.
+absl::Status SliceInvalid(absl::string_view message) {
+  return WithReason(absl::InvalidArgumentError(message),
+                    ErrorReason::kSliceInvalid);
+}
+
 absl::StatusOr<std::optional<int64_t>> ParseBound(absl::string_view part,
                                                   absl::string_view item) {
   part = absl::StripAsciiWhitespace(part);
   if (part.empty()) return std::optional<int64_t>();
   int64_t v;
   if (!absl::SimpleAtoi(part, &v)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "slice item '", item, "': '", part, "' is not an integer"));
+    return SliceInvalid(absl::StrCat("slice item '", item, "': '", part,
+                                     "' is not an integer"));
   }
   return std::optional<int64_t>(v);
 }
@@ -40,7 +47,7 @@ absl::StatusOr<std::vector<SliceItem>> ParseSlice(absl::string_view text) {
     SliceItem s;
     if (item == "...") {
       if (seen_ellipsis) {
-        return absl::InvalidArgumentError("slice has more than one '...'");
+        return SliceInvalid("slice has more than one '...'");
       }
       seen_ellipsis = true;
       s.kind = SliceItem::Kind::kEllipsis;
@@ -49,15 +56,15 @@ absl::StatusOr<std::vector<SliceItem>> ParseSlice(absl::string_view text) {
     }
     std::vector<absl::string_view> parts = absl::StrSplit(item, ':');
     if (parts.size() > 3) {
-      return absl::InvalidArgumentError(
+      return SliceInvalid(
           absl::StrCat("slice item '", item, "' has more than three parts"));
     }
     if (parts.size() == 1) {
       auto v = ParseBound(parts[0], item);
       if (!v.ok()) return v.status();
       if (!v->has_value()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "slice item ", items.size(), " is empty (use ':' for all)"));
+        return SliceInvalid(absl::StrCat("slice item ", items.size(),
+                                         " is empty (use ':' for all)"));
       }
       s.kind = SliceItem::Kind::kIndex;
       s.index = **v;
@@ -71,11 +78,11 @@ absl::StatusOr<std::vector<SliceItem>> ParseSlice(absl::string_view text) {
       *fields[i] = *v;
     }
     if (s.step.has_value() && *s.step == 0) {
-      return absl::InvalidArgumentError(
+      return SliceInvalid(
           absl::StrCat("slice item '", item, "': step must not be 0"));
     }
     if (s.step.has_value() && *s.step == std::numeric_limits<int64_t>::min()) {
-      return absl::InvalidArgumentError(
+      return SliceInvalid(
           absl::StrCat("slice item '", item, "': step is out of range"));
     }
     items.push_back(s);
@@ -91,9 +98,9 @@ absl::StatusOr<ResolvedSlice> ResolveSlice(absl::Span<const SliceItem> items,
     if (it.kind != SliceItem::Kind::kEllipsis) ++explicit_dims;
   }
   if (explicit_dims > rank) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("slice has ", explicit_dims,
-                     " indices but the tensor has ", rank, " dimensions"));
+    return SliceInvalid(absl::StrCat("slice has ", explicit_dims,
+                                     " indices but the tensor has ", rank,
+                                     " dimensions"));
   }
   // Expand "..." (or the implicit trailing one) into full ranges.
   std::vector<SliceItem> full;
@@ -115,9 +122,12 @@ absl::StatusOr<ResolvedSlice> ResolveSlice(absl::Span<const SliceItem> items,
     if (it.kind == SliceItem::Kind::kIndex) {
       const int64_t i = it.index < 0 ? it.index + n : it.index;
       if (i < 0 || i >= n) {
-        return absl::OutOfRangeError(
-            absl::StrCat("index ", it.index, " is out of range for dimension ",
-                         d, " of size ", n));
+        return WithReason(
+            absl::OutOfRangeError(absl::StrCat(
+                "index ", it.index, " is out of range for dimension ", d,
+                " of size ", n)),
+            ErrorReason::kSliceOutOfRange,
+            {{"dimension", absl::StrCat(d)}, {"size", absl::StrCat(n)}});
       }
       r = {i, 1, 1, false};
     } else {

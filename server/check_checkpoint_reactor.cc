@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "core/check/check.h"
+#include "core/util/error_reason.h"
 #include "proto/status_mapping.h"
 #include "server/call_log.h"
 #include "server/exception_fence.h"
@@ -49,9 +50,11 @@ absl::StatusOr<Severity> FromProto(v1::CheckSeverity s) {
     case v1::CHECK_SEVERITY_INFO:
       return Severity::kInfo;
     default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("fail_level ", static_cast<int>(s),
-                       " is not a CheckSeverity (INFO, WARNING or ERROR)"));
+      return WithReason(
+          absl::InvalidArgumentError(
+              absl::StrCat("fail_level ", static_cast<int>(s),
+                           " is not a CheckSeverity (INFO, WARNING or ERROR)")),
+          ErrorReason::kEnumValueInvalid, {{"field", "fail_level"}});
   }
 }
 

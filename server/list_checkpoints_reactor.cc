@@ -10,6 +10,7 @@
 // so a client that stops reading does not keep the slot.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <atomic>
 #include <string>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "core/format/checkpoint_scan.h"
+#include "core/util/error_reason.h"
 #include "core/util/utf8.h"
 #include "proto/status_mapping.h"
 #include "server/call_log.h"
@@ -52,10 +54,12 @@ absl::StatusOr<Position> DecodeToken(const std::string& token) {
   if (token.empty()) return p;
   std::string text;
   auto bad = [&] {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "page_token '", EscapeUtf8(token.substr(0, 64)),
-        "' is not a token ListCheckpoints gave: pass a next_page_token as "
-        "it came, with the same directory"));
+    return WithReason(
+        absl::InvalidArgumentError(absl::StrCat(
+            "page_token '", EscapeUtf8(token.substr(0, 64)),
+            "' is not a token ListCheckpoints gave: pass a next_page_token as "
+            "it came, with the same directory")),
+        ErrorReason::kPageTokenInvalid);
   };
   if (!absl::WebSafeBase64Unescape(token, &text)) return bad();
   std::vector<std::string> parts =
@@ -92,8 +96,9 @@ absl::StatusOr<std::vector<Target>> Targets(const PathSandbox& sandbox,
       // The sandbox speaks of checkpoints; here it is a directory.
       absl::string_view message = canonical.status().message();
       absl::ConsumePrefix(&message, "checkpoint ");
-      return absl::Status(canonical.status().code(),
-                          absl::StrCat("directory ", message));
+      return CopyReason(canonical.status(),
+                        absl::Status(canonical.status().code(),
+                                     absl::StrCat("directory ", message)));
     }
     absl::StatusOr<struct stat> st = sandbox.access()->Stat(*canonical);
     if (!st.ok() || !S_ISDIR(st->st_mode)) {
@@ -174,19 +179,24 @@ class ListCheckpointsReactor final
         req_.has_max_depth() ? req_.max_depth() : kDefaultListDepth;
     TM_RETURN_IF_ERROR(CheckLimit("max_depth", depth, "max_list_depth",
                                   state_->limits.max_list_depth));
-    TM_RETURN_IF_ERROR(CheckLimit("page_size", req_.page_size(),
-                                  "max_list_page_size",
-                                  state_->limits.max_list_page_size));
-    const size_t page =
-        req_.page_size() == 0 ? kDefaultPageSize : req_.page_size();
+    // AIP-158: a page_size past the cap is lowered to it, not refused.
+    if (req_.page_size() < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("page_size must be >= 0, got ", req_.page_size()));
+    }
+    const size_t page = static_cast<size_t>(std::min<int64_t>(
+        req_.page_size() == 0 ? kDefaultPageSize : req_.page_size(),
+        state_->limits.max_list_page_size));
     TM_ASSIGN_OR_RETURN(Position from, DecodeToken(req_.page_token()));
     const PathSandbox& sandbox = state_->registry.sandbox();
     TM_ASSIGN_OR_RETURN(std::vector<Target> targets,
                         Targets(sandbox, req_.directory()));
     if (from.root >= targets.size()) {
-      return absl::InvalidArgumentError(
-          "page_token does not fit this directory: pass it with the "
-          "directory of the call that gave it");
+      return WithReason(
+          absl::InvalidArgumentError(
+              "page_token does not fit this directory: pass it with the "
+              "directory of the call that gave it"),
+          ErrorReason::kPageTokenInvalid);
     }
     std::optional<Position> next;
     for (size_t i = from.root; i < targets.size() && !next; ++i) {
@@ -210,10 +220,9 @@ class ListCheckpointsReactor final
         next = Position{i + 1, ""};
       }
     }
-    if (next) {
-      if (entries_.empty()) entries_.emplace_back();  // only the token
-      entries_.back().set_next_page_token(EncodeToken(*next));
-    }
+    // The token is the page's own last message, never on a checkpoint's
+    // entry (ListCheckpointsRequest says why).
+    if (next) entries_.emplace_back().set_next_page_token(EncodeToken(*next));
     return absl::OkStatus();
   }
 

@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "core/io/object_url.h"
+#include "core/util/error_reason.h"
 
 namespace tensormorph {
 namespace {
@@ -221,9 +222,10 @@ std::string PathSandbox::InResolvedSpelling(const std::string& path) const {
 
 absl::Status PathSandbox::CheckInside(const std::string& canonical) const {
   if (Inside(canonical, /*given_too=*/false)) return absl::OkStatus();
-  return absl::PermissionDeniedError(
-      absl::StrCat("'", canonical, "' is outside the server's roots (",
-                   DescribeRoots(), ")"));
+  return WithReason(absl::PermissionDeniedError(absl::StrCat(
+                        "'", canonical, "' is outside the server's roots (",
+                        DescribeRoots(), ")")),
+                    ErrorReason::kOutsideRoots, {{"path", canonical}});
 }
 
 absl::StatusOr<std::string> PathSandbox::Resolve(
@@ -268,10 +270,12 @@ absl::StatusOr<PathSandbox::Resolved> PathSandbox::ResolveAndStat(
     absl::StatusOr<UniqueFd> fd = access_->Open(beneath, O_PATH);
     if (absl::IsNotFound(fd.status())) continue;
     if (!fd.ok()) {
-      return absl::Status(
-          fd.status().code(),
-          absl::StrCat("checkpoint '", requested, "': ", fd.status().message(),
-                       " (roots: ", DescribeRoots(), ")"));
+      return CopyReason(
+          fd.status(),
+          absl::Status(fd.status().code(),
+                       absl::StrCat("checkpoint '", requested,
+                                    "': ", fd.status().message(),
+                                    " (roots: ", DescribeRoots(), ")")));
     }
     Resolved out;
     if (::fstat(fd->get(), &out.st) != 0) continue;
@@ -282,9 +286,12 @@ absl::StatusOr<PathSandbox::Resolved> PathSandbox::ResolveAndStat(
     out.path = *std::move(real);
     if (!Inside(out.path, /*given_too=*/false)) {
       // The root directory itself was moved since the server started.
-      return absl::PermissionDeniedError(absl::StrCat(
-          "checkpoint '", requested, "' resolves outside the server's roots (",
-          DescribeRoots(), "): was a root moved?"));
+      return WithReason(absl::PermissionDeniedError(absl::StrCat(
+                            "checkpoint '", requested,
+                            "' resolves outside the server's roots (",
+                            DescribeRoots(), "): was a root moved?")),
+                        ErrorReason::kOutsideRoots,
+                        {{"path", std::string(requested)}});
     }
     if (!S_ISREG(out.st.st_mode) && !S_ISDIR(out.st.st_mode)) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -297,15 +304,20 @@ absl::StatusOr<PathSandbox::Resolved> PathSandbox::ResolveAndStat(
     return ResolveBeneathRemoteRoots(requested);
   }
   if (!any_inside) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "checkpoint '", requested, "' is outside the server's roots (",
-        DescribeRoots(), ")"));
+    return WithReason(
+        absl::PermissionDeniedError(absl::StrCat(
+            "checkpoint '", requested, "' is outside the server's roots (",
+            DescribeRoots(), ")")),
+        ErrorReason::kOutsideRoots, {{"path", std::string(requested)}});
   }
-  return absl::NotFoundError(absl::StrCat(
-      "checkpoint '", requested, "' not found",
-      unrestricted_
-          ? std::string()
-          : absl::StrCat(" under the server's roots (", DescribeRoots(), ")")));
+  return WithReason(
+      absl::NotFoundError(absl::StrCat(
+          "checkpoint '", requested, "' not found",
+          unrestricted_ ? std::string()
+                        : absl::StrCat(" under the server's roots (",
+                                       DescribeRoots(), ")"))),
+      ErrorReason::kCheckpointNotFound,
+      {{"checkpoint", std::string(requested)}});
 }
 
 }  // namespace tensormorph

@@ -12,6 +12,7 @@
 #include "core/diff/row_map.h"
 #include "core/error_steps.h"
 #include "core/io/fault_guard.h"
+#include "core/util/error_reason.h"
 #include "core/util/status_macros.h"
 #include "core/util/utf8.h"
 #include "proto/status_mapping.h"
@@ -97,9 +98,12 @@ absl::Status CheckIndex(absl::Span<const int64_t> shape, size_t which,
     int64_t c = coords[d];
     if (c < 0) c += shape[d];
     if (c < 0 || c >= shape[d]) {
-      return absl::OutOfRangeError(absl::StrCat(
-          "index ", which, ": coordinate ", coords[d],
-          " is out of range for dimension ", d, " of size ", shape[d]));
+      return WithReason(
+          absl::OutOfRangeError(absl::StrCat(
+              "index ", which, ": coordinate ", coords[d],
+              " is out of range for dimension ", d, " of size ", shape[d])),
+          ErrorReason::kIndexOutOfRange,
+          {{"dimension", absl::StrCat(d)}, {"size", absl::StrCat(shape[d])}});
     }
     coords[d] = c;
     *flat = *flat * shape[d] + c;
@@ -116,8 +120,10 @@ absl::Status CheckLimit(absl::string_view what, int64_t value,
     return absl::InvalidArgumentError(
         absl::StrCat(what, " must be >= 0, got ", value));
   }
-  return absl::ResourceExhaustedError(absl::StrCat(
-      what, " ", value, " is outside the limit ", limit, " (0 to ", max, ")"));
+  return LimitExceededError(
+      absl::StrCat(what, " ", value, " is outside the limit ", limit, " (0 to ",
+                   max, ")"),
+      limit, max, value);
 }
 
 absl::Status CheckReplySize(const google::protobuf::Message& reply,
@@ -126,9 +132,11 @@ absl::Status CheckReplySize(const google::protobuf::Message& reply,
   if (bytes <= static_cast<size_t>(limits.max_reply_bytes)) {
     return absl::OkStatus();
   }
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "the reply would be ", bytes, " bytes, over the limit max_reply_bytes (",
-      limits.max_reply_bytes, "); ask for less per call"));
+  return LimitExceededError(
+      absl::StrCat("the reply would be ", bytes,
+                   " bytes, over the limit max_reply_bytes (",
+                   limits.max_reply_bytes, "); ask for less per call"),
+      "max_reply_bytes", limits.max_reply_bytes, static_cast<int64_t>(bytes));
 }
 
 namespace {
@@ -149,16 +157,21 @@ absl::Status ServiceState::StreamLimitReached(PeerLedger::Refusal refusal,
                                               absl::string_view peer) {
   if (refusal == PeerLedger::Refusal::kPeer) {
     refused_streams_per_peer.fetch_add(1);
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "limit max_streams_per_peer (", limits.max_streams_per_peer,
-        ") reached: this client (", EscapeUtf8(peer),
-        ") holds that many streams; end one (read it to the end or cancel "
-        "it) before starting another"));
+    return LimitExceededError(
+        absl::StrCat("limit max_streams_per_peer (",
+                     limits.max_streams_per_peer, ") reached: this client (",
+                     EscapeUtf8(peer),
+                     ") holds that many streams; end one (read it to the end "
+                     "or cancel it) before starting another"),
+        "max_streams_per_peer", limits.max_streams_per_peer,
+        limits.max_streams_per_peer + 1);
   }
   refused_streams_total.fetch_add(1);
-  return absl::ResourceExhaustedError(
+  return LimitExceededError(
       absl::StrCat("limit max_concurrent_streams (",
-                   limits.max_concurrent_streams, ") reached; retry later"));
+                   limits.max_concurrent_streams, ") reached; retry later"),
+      "max_concurrent_streams", limits.max_concurrent_streams,
+      limits.max_concurrent_streams + 1);
 }
 
 absl::Status ServiceState::CheckReplyBudget(absl::string_view peer) {
@@ -167,22 +180,26 @@ absl::Status ServiceState::CheckReplyBudget(absl::string_view peer) {
       return absl::OkStatus();
     case PeerLedger::Refusal::kPeer:
       refused_reply_bytes_per_peer.fetch_add(1);
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "limit max_reply_bytes_per_peer (",
-          ByteCount(limits.max_reply_bytes_per_peer),
-          ") reached: ", ByteCount(reply_bytes.held_by(peer)),
-          " of replies to this client (", EscapeUtf8(peer),
-          ") are not yet read; read the replies in flight before asking for "
-          "more"));
+      return LimitExceededError(
+          absl::StrCat("limit max_reply_bytes_per_peer (",
+                       ByteCount(limits.max_reply_bytes_per_peer),
+                       ") reached: ", ByteCount(reply_bytes.held_by(peer)),
+                       " of replies to this client (", EscapeUtf8(peer),
+                       ") are not yet read; read the replies in flight before "
+                       "asking for more"),
+          "max_reply_bytes_per_peer", limits.max_reply_bytes_per_peer,
+          reply_bytes.held_by(peer));
     case PeerLedger::Refusal::kTotal:
       break;
   }
   refused_reply_bytes_total.fetch_add(1);
-  return absl::ResourceExhaustedError(
+  return LimitExceededError(
       absl::StrCat("limit max_reply_bytes_in_flight (",
                    ByteCount(limits.max_reply_bytes_in_flight),
                    ") reached: ", ByteCount(reply_bytes.total()),
-                   " of replies to all clients are not yet sent; retry later"));
+                   " of replies to all clients are not yet sent; retry later"),
+      "max_reply_bytes_in_flight", limits.max_reply_bytes_in_flight,
+      reply_bytes.total());
 }
 
 absl::Status ServiceState::HoldReply(absl::string_view peer, int64_t bytes) {
@@ -191,19 +208,25 @@ absl::Status ServiceState::HoldReply(absl::string_view peer, int64_t bytes) {
   if (refusal == PeerLedger::Refusal::kNone) return absl::OkStatus();
   if (refusal == PeerLedger::Refusal::kPeer) {
     refused_reply_bytes_per_peer.fetch_add(1);
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "limit max_reply_bytes_per_peer (",
-        ByteCount(limits.max_reply_bytes_per_peer), "): a reply of ",
-        ByteCount(bytes), " would join ", ByteCount(reply_bytes.held_by(peer)),
-        " of replies to this client (", EscapeUtf8(peer),
-        ") not yet read; read those before asking for more"));
+    return LimitExceededError(
+        absl::StrCat("limit max_reply_bytes_per_peer (",
+                     ByteCount(limits.max_reply_bytes_per_peer),
+                     "): a reply of ", ByteCount(bytes), " would join ",
+                     ByteCount(reply_bytes.held_by(peer)),
+                     " of replies to this client (", EscapeUtf8(peer),
+                     ") not yet read; read those before asking for more"),
+        "max_reply_bytes_per_peer", limits.max_reply_bytes_per_peer,
+        reply_bytes.held_by(peer) + bytes);
   }
   refused_reply_bytes_total.fetch_add(1);
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "limit max_reply_bytes_in_flight (",
-      ByteCount(limits.max_reply_bytes_in_flight), "): a reply of ",
-      ByteCount(bytes), " would join ", ByteCount(reply_bytes.total()),
-      " of replies to all clients not yet sent; retry later"));
+  return LimitExceededError(
+      absl::StrCat("limit max_reply_bytes_in_flight (",
+                   ByteCount(limits.max_reply_bytes_in_flight),
+                   "): a reply of ", ByteCount(bytes), " would join ",
+                   ByteCount(reply_bytes.total()),
+                   " of replies to all clients not yet sent; retry later"),
+      "max_reply_bytes_in_flight", limits.max_reply_bytes_in_flight,
+      reply_bytes.total() + bytes);
 }
 
 absl::Status BudgetedUnaryReactor::Hold(
@@ -273,6 +296,14 @@ size_t EditDistance(absl::string_view a, absl::string_view b, size_t bound) {
   return row[b.size()];
 }
 
+// NOT_FOUND TENSOR_NOT_FOUND {checkpoint, tensor} with `message`.
+absl::Status TensorNotFound(absl::string_view checkpoint,
+                            absl::string_view tensor, std::string message) {
+  return WithReason(absl::NotFoundError(message), ErrorReason::kTensorNotFound,
+                    {{"checkpoint", std::string(checkpoint)},
+                     {"tensor", std::string(tensor)}});
+}
+
 // " did you mean 'a', 'b' or 'c'?", or "" with no near name.
 std::string DidYouMean(absl::string_view name,
                        const std::vector<absl::string_view>& candidates) {
@@ -324,21 +355,25 @@ absl::StatusOr<const LogicalTensor*> FindTensorOrError(
     // A logical tensor withheld although its stored tensor of that name is
     // here: its module's other piece (a scale) is in the absent shard.
     const bool half_here = !part && ckpt.FindPart(tensor_name) != nullptr;
-    return absl::NotFoundError(absl::StrCat(
-        part ? "stored tensor '" : "tensor '", tensor_name, "' of checkpoint '",
-        checkpoint_name,
-        half_here ? "' is built with stored tensors of its module in shard '"
-                  : "' is in shard '",
-        EscapeUtf8(slash == std::string::npos
-                       ? absl::string_view(f->path)
-                       : absl::string_view(f->path).substr(slash + 1)),
-        "', which this server does not hold (partial checkpoint: it serves ",
-        ckpt.files().size(), " of the index's ",
-        ckpt.files().size() + ckpt.absent_files().size(),
-        " shard files; give the client every server, --server a,b,c)",
-        half_here ? "; its stored part of that name alone is read with "
-                    "part=true (--part)"
-                  : ""));
+    return TensorNotFound(
+        checkpoint_name, tensor_name,
+        absl::StrCat(
+            part ? "stored tensor '" : "tensor '", tensor_name,
+            "' of checkpoint '", checkpoint_name,
+            half_here
+                ? "' is built with stored tensors of its module in shard '"
+                : "' is in shard '",
+            EscapeUtf8(slash == std::string::npos
+                           ? absl::string_view(f->path)
+                           : absl::string_view(f->path).substr(slash + 1)),
+            "', which this server does not hold (partial checkpoint: it "
+            "serves ",
+            ckpt.files().size(), " of the index's ",
+            ckpt.files().size() + ckpt.absent_files().size(),
+            " shard files; give the client every server, --server a,b,c)",
+            half_here ? "; its stored part of that name alone is read with "
+                        "part=true (--part)"
+                      : ""));
   }
   // The names the lookup would have taken: stored parts, and with no
   // `part` the logical tensors too (duplicates collapse in NearestNames).
@@ -348,13 +383,16 @@ absl::StatusOr<const LogicalTensor*> FindTensorOrError(
   }
   for (const LogicalTensor* p : ckpt.parts()) names.push_back(p->name);
   if (part) {
-    return absl::NotFoundError(absl::StrCat(
-        "stored tensor '", tensor_name, "' not found in checkpoint '",
-        checkpoint_name, "' (", ckpt.stored_tensors().size(),
-        " stored tensors; `tensormorph ls` lists them under STORED AS)",
-        DidYouMean(tensor_name, names)));
+    return TensorNotFound(
+        checkpoint_name, tensor_name,
+        absl::StrCat(
+            "stored tensor '", tensor_name, "' not found in checkpoint '",
+            checkpoint_name, "' (", ckpt.stored_tensors().size(),
+            " stored tensors; `tensormorph ls` lists them under STORED AS)",
+            DidYouMean(tensor_name, names)));
   }
-  return absl::NotFoundError(
+  return TensorNotFound(
+      checkpoint_name, tensor_name,
       absl::StrCat("tensor '", tensor_name, "' not found in checkpoint '",
                    checkpoint_name, "' (", ckpt.tensors().size(),
                    " tensors; list them with `tensormorph ls`)",
@@ -688,9 +726,11 @@ absl::Status TensormorphService::InspectIn(const Checkpoint& ckpt,
       (rank > 0 ? req->coords_size() / static_cast<int64_t>(rank) : 0) +
       req->flat_indices_size();
   if (n > state_->limits.max_scalars_per_call) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        n, " scalars requested but the limit max_scalars_per_call is ",
-        state_->limits.max_scalars_per_call));
+    return LimitExceededError(
+        absl::StrCat(
+            n, " scalars requested but the limit max_scalars_per_call is ",
+            state_->limits.max_scalars_per_call),
+        "max_scalars_per_call", state_->limits.max_scalars_per_call, n);
   }
   if ((*t)->num_elements == 0 && n > 0) {
     return absl::OutOfRangeError(absl::StrCat(
@@ -717,9 +757,13 @@ absl::Status TensormorphService::InspectIn(const Checkpoint& ckpt,
     } else {
       flats[i] = req->flat_indices(static_cast<int>(i - nc));
       if (flats[i] < 0 || flats[i] >= (*t)->num_elements) {
-        return absl::OutOfRangeError(absl::StrCat(
-            "index ", i, ": flat index ", flats[i], " is out of range for ",
-            (*t)->num_elements, " elements"));
+        return WithReason(
+            absl::OutOfRangeError(absl::StrCat(
+                "index ", i, ": flat index ", flats[i], " is out of range for ",
+                (*t)->num_elements, " elements")),
+            ErrorReason::kIndexOutOfRange,
+            {{"dimension", "flat"},
+             {"size", absl::StrCat((*t)->num_elements)}});
       }
     }
   }

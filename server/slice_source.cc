@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/io/fault_guard.h"
 #include "core/io/mapped_file.h"
+#include "core/util/error_reason.h"
 #include "core/util/status_macros.h"
 
 namespace tensormorph {
@@ -21,9 +22,11 @@ absl::Status CheckReadSliceRequest(const v1::ReadSliceRequest& req) {
       absl::StrAppend(&valid, i > 0 ? ", " : "", modes->value(i)->number(),
                       " (", modes->value(i)->name(), ")");
     }
-    return absl::InvalidArgumentError(
-        absl::StrCat("ReadSliceRequest.mode ", static_cast<int>(req.mode()),
-                     " is not an OutputMode; valid: ", valid));
+    return WithReason(
+        absl::InvalidArgumentError(
+            absl::StrCat("ReadSliceRequest.mode ", static_cast<int>(req.mode()),
+                         " is not an OutputMode; valid: ", valid)),
+        ErrorReason::kEnumValueInvalid, {{"field", "mode"}});
   }
   if (req.max_chunk_bytes() < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -82,10 +85,12 @@ absl::StatusOr<std::unique_ptr<SliceSource>> SliceSource::Open(
     src->per_chunk_ = std::max<int64_t>(1, max_bytes / 4);
   }
   if (h.total_bytes() > state.limits.max_slice_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the slice is ", h.total_bytes(),
-        " bytes, over the limit max_slice_bytes (",
-        state.limits.max_slice_bytes, "): read it in smaller slices"));
+    return LimitExceededError(
+        absl::StrCat("the slice is ", h.total_bytes(),
+                     " bytes, over the limit max_slice_bytes (",
+                     state.limits.max_slice_bytes,
+                     "): read it in smaller slices"),
+        "max_slice_bytes", state.limits.max_slice_bytes, h.total_bytes());
   }
   return src;
 }

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "core/util/error_reason.h"
 
 namespace tensormorph {
 namespace {
@@ -80,15 +81,20 @@ int StreamWatchdog::CancelAll(const absl::Status& why) {
 }
 
 absl::Status StreamWatchdog::CallLimitStatus() const {
-  return absl::ResourceExhaustedError(
+  return LimitExceededError(
       absl::StrCat("the call ran past the limit max_call_seconds (",
-                   absl::ToDoubleSeconds(max_call_), ")"));
+                   absl::ToDoubleSeconds(max_call_), ")"),
+      "max_call_seconds", absl::ToInt64Seconds(max_call_),
+      absl::ToInt64Seconds(max_call_) + 1);
 }
 
 absl::Status StreamWatchdog::IdleLimitStatus() const {
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "the client took no data for ", absl::ToDoubleSeconds(max_idle_write_),
-      " seconds, the limit max_idle_write_seconds"));
+  return LimitExceededError(
+      absl::StrCat("the client took no data for ",
+                   absl::ToDoubleSeconds(max_idle_write_),
+                   " seconds, the limit max_idle_write_seconds"),
+      "max_idle_write_seconds", absl::ToInt64Seconds(max_idle_write_),
+      absl::ToInt64Seconds(max_idle_write_));
 }
 
 void StreamWatchdog::RunAfter(absl::Duration delay, std::function<void()> fn) {

@@ -10,6 +10,7 @@
 #include "core/heatmap.h"
 #include "core/request_limits.h"
 #include "core/stats.h"
+#include "core/util/error_reason.h"
 #include "proto/status_mapping.h"
 #include "server/call_log.h"
 #include "server/proto_convert.h"
@@ -242,9 +243,11 @@ grpc::ServerUnaryReactor* TensormorphService::GetHeatmap(
             o.mode = HeatmapMode::kMean;
             break;
           default:
-            return absl::InvalidArgumentError(
-                absl::StrCat("heatmap mode ", static_cast<int>(req->mode()),
-                             " is not one of HeatmapMode's values (0..5)"));
+            return WithReason(
+                absl::InvalidArgumentError(
+                    absl::StrCat("heatmap mode ", static_cast<int>(req->mode()),
+                                 " is not one of HeatmapMode's values (0..5)")),
+                ErrorReason::kEnumValueInvalid, {{"field", "mode"}});
         }
         // Checked against the view in core, which knows its rows and cols.
         o.row_begin = req->row_begin();

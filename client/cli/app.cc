@@ -102,6 +102,7 @@ int RunChosenCommand(const std::vector<std::unique_ptr<Command>>& commands,
     if (c->chosen()) chosen = c.get();
   }
   if (chosen == nullptr) return kExitUsage;
+  ReportErrorsAsJson(g.json);
   if (absl::Status s = chosen->CheckOutputs(); !s.ok()) {
     return ReportUsage(g, s);
   }

@@ -95,9 +95,33 @@ void PrintCompat(const v1::TensorInfo& t) {
   std::cout << Table(rows);
 }
 
-int ReportFailure(const absl::Status& status) {
-  std::fprintf(stderr, "tensormorph: %s: %s\n",
+namespace {
+// Set once by main from --json (ReportErrorsAsJson), before any command runs.
+bool g_json_errors = false;
+}  // namespace
+
+void ReportErrorsAsJson(bool on) { g_json_errors = on; }
+
+std::string ErrorJsonObject(const absl::Status& status) {
+  std::string metadata;
+  for (const auto& [key, value] : ErrorMetadataOf(status)) {
+    absl::StrAppend(&metadata, metadata.empty() ? "" : ",", JsonString(key),
+                    ":", JsonString(value));
+  }
+  return absl::StrCat(
+      "{\"code\":", JsonString(absl::StatusCodeToString(status.code())),
+      ",\"reason\":", JsonString(ErrorReasonOf(status)),
+      ",\"message\":", JsonString(status.message()), ",\"metadata\":{",
+      metadata, "}}");
+}
+
+int ReportFailure(const absl::Status& status, bool json_line) {
+  if (g_json_errors && json_line) {
+    std::cout << "{\"error\":" << ErrorJsonObject(status) << "}" << std::endl;
+  }
+  std::fprintf(stderr, "tensormorph: %s [%s]: %s\n",
                absl::StatusCodeToString(status.code()).c_str(),
+               ErrorReasonOf(status).c_str(),
                std::string(status.message()).c_str());
   const std::string hint = Hint(status);
   if (!hint.empty()) std::fprintf(stderr, "hint: %s\n", hint.c_str());
@@ -112,10 +136,7 @@ int ReportUsage(const absl::Status& status) {
 
 int ReportUsage(const GlobalOptions& g, const absl::Status& status) {
   if (g.json) {
-    std::cout << "{\"error\":{\"code\":"
-              << JsonString(absl::StatusCodeToString(status.code()))
-              << ",\"message\":" << JsonString(status.message()) << "}}"
-              << std::endl;
+    std::cout << "{\"error\":" << ErrorJsonObject(status) << "}" << std::endl;
   }
   return ReportUsage(status);
 }

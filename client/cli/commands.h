@@ -34,15 +34,23 @@ struct GlobalOptions {
   std::optional<double> timeout_seconds;
 };
 
-// Prints "tensormorph: CODE: message" (and a hint where one helps) and
-// returns kExitCallFailed.
-int ReportFailure(const absl::Status& status);
+// Prints "tensormorph: CODE [REASON]: message" (and a hint where one helps)
+// and returns kExitCallFailed; after ReportErrorsAsJson(true) (--json) also
+// one line {"error":ErrorJsonObject(status)} on stdout, unless json_line is
+// false (a command that printed the error in its own --json line).
+int ReportFailure(const absl::Status& status, bool json_line = true);
+// main's --json, for ReportFailure: call once before any command runs.
+void ReportErrorsAsJson(bool on);
+// {"code":"NOT_FOUND","reason":"TENSOR_NOT_FOUND","message":"...",
+//  "metadata":{"checkpoint":"...","tensor":"..."}}: an error as --json
+// prints it (the reason as Client's ErrorReasonOf, docs/errors.md).
+std::string ErrorJsonObject(const absl::Status& status);
 
 // Prints "tensormorph: message" and returns kExitUsage: for arguments the
 // CLI can tell are wrong before or without a call.
 int ReportUsage(const absl::Status& status);
 // As above; with --json also one line on stdout in the shape `health --json`
-// reports a failure in, {"error":{"code":"INVALID_ARGUMENT","message":...}},
+// reports a failure in, {"error":ErrorJsonObject(status)},
 // for scripts that parse stdout only.
 int ReportUsage(const GlobalOptions& g, const absl::Status& status);
 

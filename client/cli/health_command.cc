@@ -31,6 +31,7 @@
 #include "client/cli/commands.h"
 #include "client/cli/format.h"
 #include "client/endpoint_set.h"
+#include "core/util/error_reason.h"
 #include "proto/status_mapping.h"
 #include "server/server.h"
 
@@ -199,19 +200,19 @@ bool Report(const GlobalOptions& g, const HealthOptions& o,
                      ",\"service\":", JsonString(o.service), ",\"status\":",
                      JsonString(status.ok() ? StatusName(*status) : "UNKNOWN"));
     if (!status.ok()) {
-      absl::StrAppend(
-          &line, ",\"error\":{\"code\":",
-          JsonString(absl::StatusCodeToString(status.status().code())),
-          ",\"message\":", JsonString(status.status().message()), "}");
+      absl::StrAppend(&line, ",\"error\":", ErrorJsonObject(status.status()));
     }
     std::cout << line << "}\n";
   } else if (status.ok()) {
     std::cout << where << ": " << StatusName(*status) << "\n";
   }
   if (!status.ok()) {
-    ReportFailure(absl::Status(status.status().code(),
-                               absl::StrCat("health check of ", where, ": ",
-                                            status.status().message())));
+    ReportFailure(
+        CopyReason(status.status(),
+                   absl::Status(status.status().code(),
+                                absl::StrCat("health check of ", where, ": ",
+                                             status.status().message()))),
+        /*json_line=*/false);
     return false;
   }
   if (*status != kServing) {

@@ -5,19 +5,41 @@
 // lowerCamelCase names, int64 as strings, enums by name). Streaming calls
 // hand each message to a callback as its NDJSON line arrives, so a diff's
 // progress shows live. Failures reject with an ApiError carrying the gRPC
-// code name, the message and the HTTP status.
+// code name, the machine-readable reason (docs/errors.md) and its metadata,
+// the message and the HTTP status. Error bodies are grpc-gateway's:
+// {"code": <google.rpc.Code number>, "message", "details": [ErrorInfo]}.
 
 const TOKEN_KEY = 'tensormorph.token';
 
 export class ApiError extends Error {
-  constructor(code, message, status) {
+  constructor(code, message, status, reason = '', metadata = {}) {
     super(message);
     this.code = code;
     this.status = status;
+    this.reason = reason || code;
+    this.metadata = metadata;
   }
   toString() {
-    return `${this.code}: ${this.message}`;
+    return `${this.code} [${this.reason}]: ${this.message}`;
   }
+}
+
+const CODE_NAMES = ['OK', 'CANCELLED', 'UNKNOWN', 'INVALID_ARGUMENT', 'DEADLINE_EXCEEDED', 'NOT_FOUND',
+  'ALREADY_EXISTS', 'PERMISSION_DENIED', 'RESOURCE_EXHAUSTED', 'FAILED_PRECONDITION', 'ABORTED',
+  'OUT_OF_RANGE', 'UNIMPLEMENTED', 'INTERNAL', 'UNAVAILABLE', 'DATA_LOSS', 'UNAUTHENTICATED'];
+// A google.rpc.Code number's name ("NOT_FOUND" for 5).
+export function grpcCodeName(code) {
+  if (typeof code === 'string') return code;
+  return CODE_NAMES[code] || `CODE_${code}`;
+}
+
+const ERROR_INFO = 'type.googleapis.com/google.rpc.ErrorInfo';
+
+// An ApiError from a grpc-gateway error body (a whole response's, or a
+// stream's {"error": ...} line).
+function errorOfBody(body, status) {
+  const info = (Array.isArray(body.details) ? body.details : []).find((d) => d && d['@type'] === ERROR_INFO) || {};
+  return new ApiError(grpcCodeName(body.code ?? 2), body.message || '', status, info.reason || '', info.metadata || {});
 }
 
 // The token prompt: one at a time, whatever number of calls wait on it.
@@ -70,9 +92,8 @@ async function errorFrom(response) {
     const text = await response.text();
     try {
       const body = JSON.parse(text);
-      if (body && typeof body === 'object') {
-        code = body.code || code;
-        message = body.message || message;
+      if (body && typeof body === 'object' && 'code' in body) {
+        return errorOfBody(body, response.status);
       }
     } catch (_) {
       // Not the gateway's JSON (a proxy's page, say): its text, briefly.
@@ -145,7 +166,7 @@ export async function stream(method, request, onMessage, { signal } = {}) {
       throw new ApiError('INTERNAL', `a stream line is not JSON: ${line.slice(0, 200)}`, 200);
     }
     if (obj.error) {
-      throw new ApiError(obj.error.code || 'UNKNOWN', obj.error.message || '', 200);
+      throw errorOfBody(obj.error, 200);
     }
     if ('result' in obj) onMessage(obj.result);
   };

@@ -37,9 +37,11 @@ export function showError(err) {
   if (err && err.name === 'AbortError') return;
   console.error(err);
   const code = err && err.code ? err.code : 'ERROR';
+  const reason = err && err.reason ? err.reason : code;
   const message = err && err.message ? err.message : String(err);
   clear(banner).append(
     el('span', { class: 'code', 'data-field': 'error_code' }, code),
+    el('span', { class: 'reason', 'data-field': 'error_reason', title: 'the error\'s reason (docs/errors.md)' }, reason),
     el('span', { class: 'message', 'data-field': 'error_message' }, ...suggestions(code, message)),
     el('button', { class: 'dismiss', title: 'Dismiss', onclick: clearError }, '×'));
   banner.hidden = false;

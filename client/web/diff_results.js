@@ -67,7 +67,7 @@ export function restoreDiff(checkpoint, reference, filter, { signal } = {}) {
     }
     lastDiff.state = STATES[r.state] || 'failed';
     lastDiff.planned = api.num(r.tensorsPlanned);
-    lastDiff.error = r.code ? { code: grpcCodeName(r.code), message: r.message || '' } : null;
+    lastDiff.error = r.code ? { code: api.grpcCodeName(r.code), message: r.message || '' } : null;
     lastDiff.restored = { ageSeconds: api.num(r.ageSeconds) };
     diffChanged();
     return lastDiff.state;
@@ -79,13 +79,6 @@ export function restoreDiff(checkpoint, reference, filter, { signal } = {}) {
   });
   pending = { key, promise };
   return promise;
-}
-
-const CODE_NAMES = ['OK', 'CANCELLED', 'UNKNOWN', 'INVALID_ARGUMENT', 'DEADLINE_EXCEEDED', 'NOT_FOUND',
-  'ALREADY_EXISTS', 'PERMISSION_DENIED', 'RESOURCE_EXHAUSTED', 'FAILED_PRECONDITION', 'ABORTED',
-  'OUT_OF_RANGE', 'UNIMPLEMENTED', 'INTERNAL', 'UNAVAILABLE', 'DATA_LOSS', 'UNAUTHENTICATED'];
-function grpcCodeName(code) {
-  return CODE_NAMES[code] || `CODE_${code}`;
 }
 
 function compared() {

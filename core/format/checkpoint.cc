@@ -26,6 +26,7 @@
 #include "core/io/writer_probe.h"
 #include "core/quant/convention_resolver.h"
 #include "core/quant/stored_encoding.h"
+#include "core/util/error_reason.h"
 #include "core/util/status_macros.h"
 
 #if defined(__has_feature)
@@ -142,20 +143,30 @@ absl::Status ReadWeightMap(
     absl::string_view text, absl::string_view what, nlohmann::json* index,
     std::map<std::string, absl::flat_hash_set<absl::string_view>>* shards) {
   TM_ASSIGN_OR_RETURN(*index, ParseStrictJson(text, what));
+  // DATA_LOSS INDEX_INVALID, naming the index and the rule it breaks.
+  auto invalid = [&](absl::string_view rule, std::string message) {
+    return WithReason(
+        absl::DataLossError(message), ErrorReason::kIndexInvalid,
+        {{"file", std::string(what)}, {"rule", std::string(rule)}});
+  };
   if (!index->is_object() || !index->contains("weight_map") ||
       !(*index)["weight_map"].is_object()) {
-    return absl::DataLossError(
-        absl::StrCat(what, ": expected an object with a 'weight_map' object"));
+    return invalid("weight-map-object",
+                   absl::StrCat(what,
+                                ": expected an object with a "
+                                "'weight_map' object"));
   }
   for (const auto& [tensor, shard] : (*index)["weight_map"].items()) {
     if (!shard.is_string()) {
-      return absl::DataLossError(absl::StrCat(what, ": weight_map['", tensor,
-                                              "'] must be a file name string"));
+      return invalid("weight-map-file-name",
+                     absl::StrCat(what, ": weight_map['", tensor,
+                                  "'] must be a file name string"));
     }
     const std::string& name = shard.get_ref<const std::string&>();
     if (name.empty() || name.find('/') != std::string::npos || name == "." ||
         name == "..") {
-      return absl::DataLossError(
+      return invalid(
+          "weight-map-file-name",
           absl::StrCat(what, ": weight_map['", tensor, "'] = '", name,
                        "' is not a plain file name in the index's directory"));
     }
@@ -205,9 +216,10 @@ absl::StatusOr<std::vector<std::string>> ListCheckpointNames(
 // A fault while reading `path` at open: the file shrank under its mapping.
 static absl::Status ChangedWhileOpened(const std::string& path,
                                        const absl::Status& fault) {
-  return absl::FailedPreconditionError(
-      absl::StrCat("'", path, "' changed while it was opened (",
-                   fault.message(), "); try again"));
+  return WithReason(absl::FailedPreconditionError(absl::StrCat(
+                        "'", path, "' changed while it was opened (",
+                        fault.message(), "); try again")),
+                    ErrorReason::kFileChanged, {{"file", path}});
 }
 
 // Parses a header under the fault guard: a file shrunk between its mapping
@@ -669,8 +681,9 @@ absl::Status CheckpointBuilder::AddSafetensorsFiles(const std::string& dir) {
   }
   if (added) return absl::OkStatus();
   if (!first_error.ok()) return first_error;  // nothing left to check
-  return absl::NotFoundError(
-      absl::StrCat("directory '", dir, "' holds no .safetensors file"));
+  return WithReason(absl::NotFoundError(absl::StrCat(
+                        "directory '", dir, "' holds no .safetensors file")),
+                    ErrorReason::kCheckpointNotFound, {{"checkpoint", dir}});
 }
 
 absl::Status CheckpointBuilder::OpenShardsPastIndex(
@@ -690,9 +703,10 @@ absl::Status CheckpointBuilder::OpenShardsPastIndex(
   absl::Status s = AddSafetensorsFiles(Dirname(index_path));
   if (s.ok()) return s;
   // Nothing to check: the refusal says why the index was passed over too.
-  return absl::Status(s.code(),
-                      absl::StrCat("index '", index_path, "': ", actual,
-                                   "; and without it: ", s.message()));
+  return CopyReason(
+      s,
+      absl::Status(s.code(), absl::StrCat("index '", index_path, "': ", actual,
+                                          "; and without it: ", s.message())));
 }
 
 absl::Status CheckpointBuilder::OpenDirectory(const std::string& dir) {
@@ -733,8 +747,10 @@ absl::Status CheckpointBuilder::OpenDirectory(const std::string& dir) {
         "directory '", dir, "' holds ", gguf.size(),
         " GGUF files that are not one split set: name the file to open"));
   }
-  return absl::NotFoundError(absl::StrCat(
-      "directory '", dir, "' holds no .safetensors, .gguf or ", kIndexName));
+  return WithReason(absl::NotFoundError(absl::StrCat(
+                        "directory '", dir,
+                        "' holds no .safetensors, .gguf or ", kIndexName)),
+                    ErrorReason::kCheckpointNotFound, {{"checkpoint", dir}});
 }
 
 // Reads an optional JSON config beside the checkpoint (nullopt when absent).
@@ -889,9 +905,11 @@ absl::Status CheckpointBuilder::Finish() {
     }
     if (!resolved_or.ok()) {
       // The resolver names the config file and key; say whose it is.
-      return absl::Status(resolved_or.status().code(),
-                          absl::StrCat("checkpoint '", c.path_,
-                                       "': ", resolved_or.status().message()));
+      return CopyReason(
+          resolved_or.status(),
+          absl::Status(resolved_or.status().code(),
+                       absl::StrCat("checkpoint '", c.path_,
+                                    "': ", resolved_or.status().message())));
     }
     ResolvedTensors resolved = *std::move(resolved_or);
     c.tensors_ = std::move(resolved.tensors);
@@ -987,8 +1005,9 @@ CheckpointBuilder::OpenPath() {
   const std::string& p = ckpt_->path_;
   absl::StatusOr<struct stat> st = files_.Stat(p);
   if (!st.ok() && absl::IsNotFound(st.status())) {
-    return absl::NotFoundError(
-        absl::StrCat("no such file or directory: '", p, "'"));
+    return WithReason(absl::NotFoundError(
+                          absl::StrCat("no such file or directory: '", p, "'")),
+                      ErrorReason::kCheckpointNotFound, {{"checkpoint", p}});
   }
   if (!st.ok()) return st.status();
   if (S_ISDIR(st->st_mode)) {
@@ -1042,9 +1061,11 @@ absl::Status Checkpoint::CheckFileUnchanged(size_t index,
         absl::StrCat("rewritten: mtime ", was.mtime_ns, " -> ", now->mtime_ns,
                      " ns, ctime ", was.ctime_ns, " -> ", now->ctime_ns, " ns");
   }
-  return absl::AbortedError(absl::StrCat(
-      "file '", f.path, "' changed during the read of ", what, " (", change,
-      "): the result may mix old and new bytes; read it again"));
+  return WithReason(
+      absl::AbortedError(absl::StrCat(
+          "file '", f.path, "' changed during the read of ", what, " (", change,
+          "): the result may mix old and new bytes; read it again")),
+      ErrorReason::kFileChangedDuringRead, {{"file", f.path}});
 }
 
 absl::Status Checkpoint::CheckFileNoWriters(size_t index) const {

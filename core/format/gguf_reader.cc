@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/io/byte_reader.h"
 #include "core/util/checked_math.h"
+#include "core/util/error_reason.h"
 #include "core/util/utf8.h"
 
 namespace tensormorph {
@@ -26,14 +27,19 @@ class GgufParser {
   absl::StatusOr<GgufFile> Parse();
 
  private:
-  absl::Status Corrupt(absl::string_view msg) const {
-    return absl::DataLossError(absl::StrCat("file '", label_, "': ", msg));
+  // DATA_LOSS HEADER_INVALID: the rule is the header's (a truncated read
+  // says "truncated"; the message says which field).
+  absl::Status Corrupt(absl::string_view msg,
+                       absl::string_view rule = "gguf-header") const {
+    return HeaderInvalidError(absl::StrCat("file '", label_, "': ", msg),
+                              label_, rule);
   }
   // A read that ran out of bytes.
   absl::Status Truncated(absl::string_view what, uint64_t need) const {
-    return Corrupt(absl::StrCat("truncated: ", what, " needs ", need,
-                                " bytes at offset ", r_.offset(), " but ",
-                                r_.remaining(), " remain"));
+    return Corrupt(
+        absl::StrCat("truncated: ", what, " needs ", need, " bytes at offset ",
+                     r_.offset(), " but ", r_.remaining(), " remain"),
+        "truncated");
   }
   template <typename T>
   absl::Status ReadField(absl::string_view what, T* out) {

@@ -8,6 +8,7 @@
 #include "core/format/json_header.h"
 #include "core/format/safetensors_fast_header.h"
 #include "core/util/checked_math.h"
+#include "core/util/error_reason.h"
 #include "core/util/status_macros.h"
 #include "core/util/utf8.h"
 
@@ -22,8 +23,9 @@ bool IsSpace(uint8_t c) {
 
 absl::Status Corrupt(absl::string_view file, absl::string_view msg) {
   // A file name is any bytes; the message is bound for protobuf.
-  return absl::DataLossError(
-      absl::StrCat("file '", EscapeUtf8(file), "': ", msg));
+  return HeaderInvalidError(
+      absl::StrCat("file '", EscapeUtf8(file), "': ", msg), file,
+      "safetensors-header");
 }
 
 // Reads a JSON integer in [0, kMaxSafetensorsExtent].
@@ -70,9 +72,10 @@ absl::StatusOr<Entry> ParseEntry(absl::string_view file,
   const std::string& dtype_name = dt.get_ref<const std::string&>();
   auto dtype = DTypeFromSafetensorsName(dtype_name);
   if (!dtype) {
-    return absl::UnimplementedError(absl::StrCat("file '", file, "': ", where(),
-                                                 ": dtype '", dtype_name,
-                                                 "' is not supported"));
+    return WithReason(absl::UnimplementedError(absl::StrCat(
+                          "file '", file, "': ", where(), ": dtype '",
+                          dtype_name, "' is not supported")),
+                      ErrorReason::kUnsupportedDtype, {{"dtype", dtype_name}});
   }
   const json& shape = info["shape"];
   if (!shape.is_array()) {

@@ -6,6 +6,8 @@
 #include <mutex>
 #include <utility>
 
+#include "core/util/error_reason.h"
+
 namespace tensormorph {
 namespace {
 
@@ -44,10 +46,12 @@ absl::Status GuardedRead(const std::function<absl::Status()>& read) {
       g_failure = nullptr;
       return failure;
     }
-    return absl::FailedPreconditionError(
-        "a checkpoint file shrank or was replaced while being read (SIGBUS on "
-        "its mapping); "
-        "the next call reopens it");
+    // Which file is not known here (the mapping's owner names it).
+    return WithReason(absl::FailedPreconditionError(
+                          "a checkpoint file shrank or was replaced while "
+                          "being read (SIGBUS on its mapping); "
+                          "the next call reopens it"),
+                      ErrorReason::kFileChanged);
   }
   g_guard = &jump;
   absl::Status s = read();

@@ -15,6 +15,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "core/io/errno_status.h"
+#include "core/util/error_reason.h"
 
 namespace tensormorph {
 namespace {
@@ -155,9 +156,12 @@ absl::StatusOr<UniqueFd> FileAccess::OpenBeneath(const Root& root,
                       RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS));
   if (fd.valid()) return fd;
   auto leads_out = [&] {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "'", path, "' leads out of the server's root '", root.path,
-        "' (through a symlink or '..'): symlinks may not lead out of a root"));
+    return WithReason(
+        absl::PermissionDeniedError(absl::StrCat(
+            "'", path, "' leads out of the server's root '", root.path,
+            "' (through a symlink or '..'): symlinks may not lead out of a "
+            "root")),
+        ErrorReason::kOutsideRoots, {{"path", std::string(path)}});
   };
   if (errno == ELOOP) return leads_out();  // a magic link, or a loop
   if (errno != EXDEV) return ErrnoStatus(errno, "open", path);

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/util/error_reason.h"
+
 namespace tensormorph {
 
 int HttpStatusOf(absl::StatusCode code) {
@@ -37,9 +39,18 @@ int HttpStatusOf(absl::StatusCode code) {
 }
 
 std::string ErrorJson(const absl::Status& status) {
+  nlohmann::json metadata = nlohmann::json::object();
+  for (const auto& [key, value] : ReasonMetadataOf(status)) {
+    metadata[key] = value;
+  }
   const nlohmann::json body = {
-      {"code", absl::StatusCodeToString(status.code())},
-      {"message", std::string(status.message())}};
+      {"code", static_cast<int>(status.code())},
+      {"message", std::string(status.message())},
+      {"details", nlohmann::json::array(
+                      {{{"@type", "type.googleapis.com/google.rpc.ErrorInfo"},
+                        {"reason", ReasonNameOf(status)},
+                        {"domain", std::string(kErrorDomain)},
+                        {"metadata", std::move(metadata)}}})}};
   // A message quotes names out of files, which need not be UTF-8: replace
   // rather than throw.
   return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);

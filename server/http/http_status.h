@@ -16,8 +16,13 @@ namespace tensormorph {
 // 503, DEADLINE_EXCEEDED 504, ...; OK is 200.
 int HttpStatusOf(absl::StatusCode code);
 
-// {"code": "NOT_FOUND", "message": "..."}: the code's name and the message
-// (invalid UTF-8 in it replaced, so the body is always valid JSON).
+// grpc-gateway's error body (its google.rpc.Status as JSON):
+//   {"code": 5, "message": "...", "details": [{"@type":
+//    "type.googleapis.com/google.rpc.ErrorInfo", "reason": "TENSOR_NOT_FOUND",
+//    "domain": "tensormorph.dev", "metadata": {"tensor": "..."}}]}
+// code is the google.rpc.Code number; the reason is the status's attached
+// one or its code's generic one (core/util/error_reason.h), so there is
+// always one. Invalid UTF-8 is replaced, so the body is always valid JSON.
 std::string ErrorJson(const absl::Status& status);
 
 }  // namespace tensormorph

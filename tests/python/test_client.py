@@ -217,6 +217,39 @@ class ConnectedClientTest(unittest.TestCase):
             self.c.read(Q8, Q8_TENSOR, slice="0:4, 0:4, 0:4")
         self.assertEqual(cm.exception.code, "INVALID_ARGUMENT")
 
+    def test_errors_carry_the_servers_reason_and_metadata(self) -> None:
+        with self.assertRaises(tm.Error) as cm:
+            self.c.read(Q8, "blk.0.no_such.weight")
+        self.assertEqual(cm.exception.reason, "TENSOR_NOT_FOUND")
+        self.assertEqual(cm.exception.details["domain"], "tensormorph.dev")
+        self.assertEqual(cm.exception.metadata,
+                         {"checkpoint": Q8, "tensor": "blk.0.no_such.weight"})
+        with self.assertRaises(tm.Error) as cm:
+            self.c.tensors("no-such-checkpoint.gguf")
+        self.assertEqual(cm.exception.reason, "CHECKPOINT_NOT_FOUND")
+        with self.assertRaises(tm.Error) as cm:
+            self.c.read(Q8, Q8_TENSOR, slice="0:4, 0:4, 0:4")
+        self.assertEqual(cm.exception.reason, "SLICE_INVALID")
+        with self.assertRaises(tm.Error) as cm:
+            self.c.read(Q8, Q8_TENSOR, slice="0:4, 99999")
+        self.assertEqual(cm.exception.reason, "SLICE_OUT_OF_RANGE")
+        self.assertEqual(cm.exception.metadata["dimension"], "1")
+        with self.assertRaises(tm.Error) as cm:
+            self.c.info("../../etc")
+        self.assertEqual(cm.exception.reason, "OUTSIDE_ROOTS")
+
+    def test_the_reason_survives_a_pickle(self) -> None:
+        import pickle
+        with self.assertRaises(tm.Error) as cm:
+            self.c.read(Q8, "blk.0.no_such.weight")
+        back = pickle.loads(pickle.dumps(cm.exception))
+        self.assertEqual(back.reason, "TENSOR_NOT_FOUND")
+        self.assertEqual(back.metadata, cm.exception.metadata)
+
+    def test_an_error_without_details_gets_its_codes_generic_reason(self) -> None:
+        self.assertEqual(tm.Error("UNAUTHENTICATED", "no token").reason, "UNAUTHENTICATED")
+        self.assertEqual(tm.Error("INVALID_ARGUMENT", "bad").reason, "REQUEST_INVALID")
+
 
 class MixedDirectoryListingTest(unittest.TestCase):
     """A safetensors directory with a GGUF and a checkpoint in a

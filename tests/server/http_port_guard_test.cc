@@ -53,9 +53,14 @@ std::string SmallRoot() {
   return *dir;
 }
 
-std::string CodeOf(const RawResponse& r) {
+// The reason of grpc-gateway's error body (details[0], an ErrorInfo).
+std::string ReasonOf(const RawResponse& r) {
   const Json j = Json::parse(r.body, nullptr, /*allow_exceptions=*/false);
-  return j.is_object() ? j.value("code", "") : "";
+  if (!j.is_object() || !j.contains("details") || !j["details"].is_array() ||
+      j["details"].empty() || !j["details"][0].is_object()) {
+    return "";
+  }
+  return j["details"][0].value("reason", "");
 }
 
 std::string Header(const RawResponse& r, const std::string& name) {
@@ -97,7 +102,7 @@ TEST_F(HttpPortGuardTest, AForeignHostIsRefusedOnEveryEndpoint) {
           std::string("localhost.rebound.example")}) {
       const RawResponse r = RawGet(port(), path, host);
       EXPECT_EQ(r.status, 421) << path << " Host: " << host;
-      EXPECT_EQ(CodeOf(r), "PERMISSION_DENIED") << r.body;
+      EXPECT_EQ(ReasonOf(r), "PERMISSION_DENIED") << r.body;
     }
   }
   const auto post = RawHttpExchange(
@@ -179,7 +184,7 @@ TEST_F(HttpPortGuardTest, AmbiguousFramingIsRefusedAndNothingIsSmuggled) {
                      /*keep_alive=*/true));
     ASSERT_EQ(replies.size(), 1u) << framing;
     EXPECT_EQ(replies[0].status, 400) << framing;
-    EXPECT_EQ(CodeOf(replies[0]), "INVALID_ARGUMENT") << framing;
+    EXPECT_EQ(ReasonOf(replies[0]), "REQUEST_INVALID") << framing;
   }
   // One framing, either way, is taken.
   for (const auto& [framing, body] :
@@ -276,7 +281,7 @@ TEST(DrainTest, HealthTurnsNotServingAndNewCallsAreRefusedOnBothPorts) {
   const RawResponse http =
       RawGet(s.http_port(), "/v1/tensor.npy?checkpoint=m.safetensors&tensor=w");
   EXPECT_EQ(http.status, 503);
-  EXPECT_EQ(CodeOf(http), "UNAVAILABLE");
+  EXPECT_EQ(ReasonOf(http), "UNAVAILABLE");
   EXPECT_EQ(RawGet(s.http_port(), "/healthz").status, 503);
   // What was in flight finishes whole, on both ports.
   EXPECT_EQ(held.ReadToEnd(), length);

@@ -1,8 +1,14 @@
-// StatusIs(code, substring): the one matcher for an absl::Status or
-// absl::StatusOr<T> with that code and a message containing `substring`
-// (the project's errors name what failed; tests check the name).
-//   EXPECT_THAT(client->GetCheckpoint("x"),
-//               StatusIs(absl::StatusCode::kNotFound, "'x' not found"));
+// The status matchers, written once, for an absl::Status or
+// absl::StatusOr<T>:
+//  - HasReason(reason): the error carries that machine-readable reason
+//    (core/util/error_reason.h; attached, or its code's generic one) and the
+//    code the reason table gives it. Which error happened is asserted this
+//    way:
+//      EXPECT_THAT(client->GetTensor("m.gguf", "x"),
+//                  HasReason(ErrorReason::kTensorNotFound));
+//  - StatusIs(code, substring): that code and a message containing
+//    `substring`: only where the message itself is the contract (it names
+//    the file, never names the token, ...).
 #ifndef TENSORMORPH_TESTS_SUPPORT_STATUS_MATCHERS_H_
 #define TENSORMORPH_TESTS_SUPPORT_STATUS_MATCHERS_H_
 
@@ -10,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/util/error_reason.h"
 #include "gmock/gmock.h"
 
 namespace tensormorph::testing {
@@ -30,6 +37,18 @@ MATCHER_P2(StatusIs, code, substring,
   *result_listener << "which is " << s;
   return s.code() == code &&
          s.message().find(std::string(substring)) != absl::string_view::npos;
+}
+
+MATCHER_P(HasReason, reason,
+          std::string(negation ? "hasn't " : "has ") + "reason " +
+              std::string(::tensormorph::InfoOf(reason).name) + " (" +
+              absl::StatusCodeToString(::tensormorph::InfoOf(reason).code) +
+              ")") {
+  const absl::Status& s = status_matchers_internal::StatusOf(arg);
+  *result_listener << "which is " << s << " with reason "
+                   << ::tensormorph::ReasonNameOf(s);
+  return s.code() == ::tensormorph::InfoOf(reason).code &&
+         ::tensormorph::IsReason(s, reason);
 }
 
 }  // namespace tensormorph::testing

@@ -786,6 +786,8 @@ def test_sparsity_and_errors(page):
     page.wait(lambda: page.banner(), 'the error banner')
     code = page.one('#banner [data-field="error_code"]').text
     check(code == 'NOT_FOUND', f'error code {code}, expected NOT_FOUND')
+    reason = page.one('#banner [data-field="error_reason"]').text
+    check(reason == 'TENSOR_NOT_FOUND', f'error reason {reason}, expected TENSOR_NOT_FOUND')
     page.shot('error')
 
 

@@ -59,14 +59,38 @@ class Error(Exception):
         self.details: Dict[str, Any] = dict(details or {})
 
     @property
-    def reason(self) -> Optional[str]:
-        """The ErrorInfo reason, if the server sent one."""
-        return self.details.get("reason")
+    def reason(self) -> str:
+        """The machine-readable reason ("TENSOR_NOT_FOUND", "LIMIT_EXCEEDED",
+        ...; docs/errors.md lists them): the server's google.rpc.ErrorInfo
+        reason, or the code's generic one when none came (a refusal made
+        before the server's handler ran, a transport error), as the C++
+        client's ErrorReasonOf. Branch on this, not on the message."""
+        sent = self.details.get("reason")
+        return str(sent) if sent else _GENERIC_REASONS.get(self.code, "UNKNOWN")
+
+    @property
+    def metadata(self) -> Dict[str, str]:
+        """The ErrorInfo's metadata ({"limit": "max_slice_bytes", ...})."""
+        return dict(self.details.get("metadata") or {})
 
     def __reduce__(self) -> Tuple[Any, ...]:
         # Exception's default rebuilds from self.args, the one formatted
         # string, which is not this constructor's signature.
         return (self.__class__, (self.code, self.message, self.details))
+
+
+#: Each code's generic reason: core/util/error_reason.cc's table (the
+#: reasons marked generic), for errors that carry no ErrorInfo.
+_GENERIC_REASONS: Dict[str, str] = {
+    "CANCELLED": "CANCELLED", "UNKNOWN": "UNKNOWN",
+    "INVALID_ARGUMENT": "REQUEST_INVALID", "DEADLINE_EXCEEDED": "DEADLINE_EXCEEDED",
+    "NOT_FOUND": "NOT_FOUND", "ALREADY_EXISTS": "ALREADY_EXISTS",
+    "PERMISSION_DENIED": "PERMISSION_DENIED", "RESOURCE_EXHAUSTED": "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION": "FAILED_PRECONDITION", "ABORTED": "ABORTED",
+    "OUT_OF_RANGE": "OUT_OF_RANGE", "UNIMPLEMENTED": "UNIMPLEMENTED",
+    "INTERNAL": "INTERNAL", "UNAVAILABLE": "UNAVAILABLE", "DATA_LOSS": "DATA_LOSS",
+    "UNAUTHENTICATED": "UNAUTHENTICATED",
+}
 
 
 def _error(e: grpc.RpcError) -> Error:

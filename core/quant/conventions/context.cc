@@ -9,6 +9,7 @@
 #include "core/quant/codec.h"
 #include "core/quant/float_formats.h"
 #include "core/util/checked_math.h"
+#include "core/util/error_reason.h"
 #include "core/util/status_macros.h"
 
 namespace tensormorph::conventions {
@@ -131,7 +132,10 @@ void Context::AddEncoded(const std::string& name, std::vector<int64_t> shape,
 }
 
 absl::Status Mismatch(absl::string_view convention, absl::string_view message) {
-  return absl::DataLossError(absl::StrCat(convention, ": ", message));
+  return WithReason(
+      absl::DataLossError(absl::StrCat(convention, ": ", message)),
+      ErrorReason::kConventionMismatch,
+      {{"convention", std::string(convention)}});
 }
 
 absl::Status ExpectDType(absl::string_view convention, const StoredTensor* t,

@@ -177,6 +177,31 @@ TEST_P(CliTest, FailedCallsExitTwoWithTheStatusOnStderr) {
   EXPECT_EQ(Run({"ls", Gguf("Q4_K")}).exit_code, 0);
 }
 
+// The reason is in the error line, and with --json also on stdout as one
+// {"error": {code, reason, message, metadata}} line; the exit code is the
+// same.
+TEST_P(CliTest, FailedCallsSayTheirReasonAndJsonCarriesIt) {
+  CommandResult nf = Run({"read", Gguf("Q4_K"), "no.such"});
+  EXPECT_EQ(nf.exit_code, 2);
+  EXPECT_THAT(nf.err, HasSubstr("NOT_FOUND [TENSOR_NOT_FOUND]"));
+  CommandResult js = Run({"--json", "read", Gguf("Q4_K"), "no.such"});
+  EXPECT_EQ(js.exit_code, 2);
+  const nlohmann::json line = nlohmann::json::parse(js.out, nullptr, false);
+  ASSERT_TRUE(line.is_object()) << js.out;
+  const nlohmann::json& error = line["error"];
+  EXPECT_EQ(error["code"], "NOT_FOUND");
+  EXPECT_EQ(error["reason"], "TENSOR_NOT_FOUND");
+  EXPECT_EQ(error["metadata"]["tensor"], "no.such");
+  EXPECT_THAT(error["message"].get<std::string>(), HasSubstr("no.such"));
+  if (!remote()) return;  // embedded, every path is the user's own
+  CommandResult outside = Run({"--json", "info", "/etc/passwd"});
+  EXPECT_EQ(outside.exit_code, 2);
+  EXPECT_EQ(
+      nlohmann::json::parse(outside.out, nullptr, false)["error"]["reason"],
+      "OUTSIDE_ROOTS")
+      << outside.out << outside.err;
+}
+
 TEST_P(CliTest, UsageErrorsExitOne) {
   EXPECT_EQ(Run({"read"}).exit_code, 1);
   EXPECT_EQ(Run({"frobnicate"}).exit_code, 1);

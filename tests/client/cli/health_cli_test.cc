@@ -90,7 +90,8 @@ TEST(HealthCli, AnUnreachablePortExitsTwoNamingTheEndpointAndUnavailable) {
   CommandResult r = Cli({"health", "--server", dead});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.out, "");
-  EXPECT_THAT(r.err, HasSubstr("UNAVAILABLE: health check of " + dead + ":"));
+  EXPECT_THAT(r.err, HasSubstr("UNAVAILABLE [UNAVAILABLE]: health check of " +
+                               dead + ":"));
   EXPECT_THAT(r.err, HasSubstr("is tensormorphd running there?"));
 }
 
@@ -129,8 +130,10 @@ TEST(HealthCli, AServerThatNeverAnswersFailsAtTheDeadline) {
   CommandResult r =
       Cli({"--timeout", "0.5", "health", "--server", hung.address()});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.err, HasSubstr("DEADLINE_EXCEEDED: health check of " +
-                               hung.address() + ": no answer within 500ms"));
+  EXPECT_THAT(
+      r.err,
+      HasSubstr("DEADLINE_EXCEEDED [DEADLINE_EXCEEDED]: health check of " +
+                hung.address() + ": no answer within 500ms"));
 }
 
 TEST(HealthCli, HealthNeedsNoTokenOnAServerThatRequiresOne) {

@@ -165,7 +165,9 @@ TEST_P(StoredPartsCliTest, PartNamesNoStoredTensorHasAreNotFound) {
       Fixture(std::string("safetensors/") + std::get<0>(GetParam()));
   CommandResult r = Run({"read", dir, "no.such.part", "--part"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.err, HasSubstr("NOT_FOUND: stored tensor 'no.such.part'"));
+  EXPECT_THAT(
+      r.err,
+      HasSubstr("NOT_FOUND [TENSOR_NOT_FOUND]: stored tensor 'no.such.part'"));
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryConventionFixtureBothModes, StoredPartsCliTest,

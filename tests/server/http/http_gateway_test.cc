@@ -27,6 +27,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
 #include "client/client.h"
+#include "core/util/error_reason.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/http/web_assets.h"
@@ -96,6 +97,38 @@ std::string RawExchange(int port, const std::string& request) {
   }
   ::close(fd);
   return reply;
+}
+
+// The reason table's entry of a reason's name.
+const ErrorReasonInfo& InfoNamed(absl::string_view name) {
+  for (const ErrorReasonInfo& info : ErrorReasonTable()) {
+    if (info.name == name) return info;
+  }
+  ADD_FAILURE() << "no reason " << name;
+  return ErrorReasonTable()[0];
+}
+
+// grpc-gateway's error body: {"code": <google.rpc.Code>, "message",
+// "details": [one google.rpc.ErrorInfo]}, checked whole.
+void ExpectErrorBody(const std::string& text, absl::string_view reason) {
+  const Json body = Json::parse(text, nullptr, false);
+  ASSERT_TRUE(body.is_object()) << text;
+  EXPECT_EQ(body.size(), 3u) << text;
+  ASSERT_TRUE(body.contains("code") && body["code"].is_number_integer())
+      << text;
+  EXPECT_EQ(body["code"].get<int>(), static_cast<int>(InfoNamed(reason).code))
+      << text;
+  EXPECT_TRUE(body.contains("message") && body["message"].is_string()) << text;
+  ASSERT_TRUE(body.contains("details") && body["details"].is_array() &&
+              body["details"].size() == 1)
+      << text;
+  const Json& info = body["details"][0];
+  EXPECT_EQ(info.value("@type", ""),
+            "type.googleapis.com/google.rpc.ErrorInfo");
+  EXPECT_EQ(info.value("reason", ""), reason) << text;
+  EXPECT_EQ(info.value("domain", ""), "tensormorph.dev");
+  EXPECT_TRUE(info.contains("metadata") && info["metadata"].is_object())
+      << text;
 }
 
 class HttpGatewayTest : public ::testing::Test {
@@ -292,8 +325,7 @@ TEST_F(HttpGatewayTest, NpyRefusesByteRangesRatherThanSendingTheStartAgain) {
       Http().Get(path.c_str(), {httplib::make_range_header({{200, 299}})});
   ASSERT_TRUE(part);
   EXPECT_EQ(part->status, 416) << part->body.substr(0, 100);
-  EXPECT_EQ(Json::parse(part->body, nullptr, false).value("code", ""),
-            "INVALID_ARGUMENT");
+  ExpectErrorBody(part->body, "REQUEST_INVALID");
 }
 
 TEST_F(HttpGatewayTest, TheHeatmapPngIsAPngOfTheRequestedRegion) {
@@ -311,41 +343,71 @@ TEST_F(HttpGatewayTest, TheHeatmapPngIsAPngOfTheRequestedRegion) {
 struct Refusal {
   std::string name, method, path, body, content_type;
   int status;
-  std::string code, message;
+  std::string reason, message;
 };
 
-// Every refusal carries grpc-gateway's HTTP status for its code and the
-// {"code", "message"} body, and names what is wrong.
+// A grpc-gateway client reads the reason and its facts from the body, and
+// gets them the same from a stream's error line.
+TEST_F(HttpGatewayTest, AnErrorBodyCarriesTheReasonAndItsMetadata) {
+  httplib::Result r =
+      Post("GetTensor", Json{{"checkpoint", kQ8}, {"tensor", "nope"}}.dump());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  ExpectErrorBody(r->body, "TENSOR_NOT_FOUND");
+  EXPECT_EQ(Json::parse(r->body)["details"][0]["metadata"],
+            (Json{{"checkpoint", kQ8}, {"tensor", "nope"}}));
+
+  httplib::Result slice = Post(
+      "ReadSlice",
+      Json{{"checkpoint", kQ8}, {"tensor", kQ8Tensor}, {"slice", "0:1,9999"}}
+          .dump());
+  ASSERT_TRUE(slice);
+  EXPECT_EQ(slice->status, 400);
+  ExpectErrorBody(slice->body, "SLICE_OUT_OF_RANGE");
+  EXPECT_EQ(Json::parse(slice->body)["details"][0]["metadata"]["dimension"],
+            "1");
+}
+
+// AIP-158: a page_size past the cap is lowered, not refused.
+TEST_F(HttpGatewayTest, APageSizePastTheCapListsRatherThanRefuses) {
+  httplib::Result r = Post("ListCheckpoints", R"({"pageSize": 5000})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_THAT(r->body, HasSubstr("\"result\""));
+}
+
+// Every refusal carries grpc-gateway's HTTP status for its code and its
+// error body with the reason, and names what is wrong.
 TEST_F(HttpGatewayTest, RefusalsCarryTheirHttpStatusAndCode) {
   const std::string q =
       std::string("/v1/heatmap.png?checkpoint=") + kQ8 + "&tensor=" + kQ8Tensor;
   const std::vector<Refusal> refusals = {
       {"missing tensor", "POST", "/v1/GetTensor",
        Json{{"checkpoint", kQ8}, {"tensor", "nope"}}.dump(), "application/json",
-       404, "NOT_FOUND", "'nope'"},
+       404, "TENSOR_NOT_FOUND", "'nope'"},
       {"missing checkpoint, streaming", "POST", "/v1/ListTensors",
-       R"({"checkpoint": "none.gguf"})", "application/json", 404, "NOT_FOUND",
-       "none.gguf"},
+       R"({"checkpoint": "none.gguf"})", "application/json", 404,
+       "CHECKPOINT_NOT_FOUND", "none.gguf"},
       {"body not JSON", "POST", "/v1/GetTensor",
-       "{checkpoint:", "application/json", 400, "INVALID_ARGUMENT",
+       "{checkpoint:", "application/json", 400, "REQUEST_INVALID",
        "tensormorph.v1.GetTensorRequest"},
       {"unknown field", "POST", "/v1/GetTensor",
        R"({"checkpoint": "x", "tensr": "y"})", "application/json", 400,
-       "INVALID_ARGUMENT", "tensr"},
+       "REQUEST_INVALID", "tensr"},
       {"field of the wrong type", "POST", "/v1/GetHeatmap",
        R"({"checkpoint": "x", "width": "wide"})", "application/json", 400,
-       "INVALID_ARGUMENT", "width"},
+       "REQUEST_INVALID", "width"},
       {"int32 out of range", "POST", "/v1/GetHeatmap",
        R"({"checkpoint": "x", "width": 4294967296})", "application/json", 400,
-       "INVALID_ARGUMENT", "width"},
+       "REQUEST_INVALID", "width"},
       {"unknown method", "POST", "/v1/DeleteEverything", "{}",
        "application/json", 404, "NOT_FOUND", "GetServerInfo"},
       {"no JSON content type", "POST", "/v1/GetServerInfo", "{}", "text/plain",
-       415, "INVALID_ARGUMENT", "application/json"},
+       415, "REQUEST_INVALID", "application/json"},
       {"GET of a method", "GET", "/v1/GetServerInfo", "", "", 405,
        "UNIMPLEMENTED", "POST"},
       {"a JSON-like content type", "POST", "/v1/GetServerInfo", "{}",
-       "application/jsonp", 415, "INVALID_ARGUMENT", "application/json"},
+       "application/jsonp", 415, "REQUEST_INVALID", "application/json"},
       {"a request past 4 MiB as protobuf", "POST", "/v1/GetTensor",
        Json{{"checkpoint", std::string(5 << 20, 'x')}}.dump(),
        "application/json", 429, "RESOURCE_EXHAUSTED", "4 MiB a server takes"},
@@ -354,30 +416,30 @@ TEST_F(HttpGatewayTest, RefusalsCarryTheirHttpStatusAndCode) {
        "RESOURCE_EXHAUSTED", "16 MiB"},
       {"path outside the roots", "POST", "/v1/GetCheckpoint",
        R"({"checkpoint": "../../../../etc/passwd"})", "application/json", 403,
-       "PERMISSION_DENIED", "outside"},
+       "OUTSIDE_ROOTS", "outside"},
       {"heatmap past the side limit", "GET", q + "&width=5000", "", "", 429,
-       "RESOURCE_EXHAUSTED", "4096"},
+       "LIMIT_EXCEEDED", "4096"},
       {"unknown query parameter", "GET", q + "&colour=red", "", "", 400,
-       "INVALID_ARGUMENT", "'colour'"},
+       "REQUEST_INVALID", "'colour'"},
       {"parameter given twice", "GET", q + "&mode=group&mode=value", "", "",
-       400, "INVALID_ARGUMENT", "2 times"},
-      {"bad mode", "GET", q + "&mode=rainbow", "", "", 400, "INVALID_ARGUMENT",
+       400, "REQUEST_INVALID", "2 times"},
+      {"bad mode", "GET", q + "&mode=rainbow", "", "", 400, "REQUEST_INVALID",
        "rainbow"},
-      {"bad integer", "GET", q + "&width=12abc", "", "", 400,
-       "INVALID_ARGUMENT", "'width'"},
-      {"bad range", "GET", q + "&rows=3", "", "", 400, "INVALID_ARGUMENT",
+      {"bad integer", "GET", q + "&width=12abc", "", "", 400, "REQUEST_INVALID",
+       "'width'"},
+      {"bad range", "GET", q + "&rows=3", "", "", 400, "REQUEST_INVALID",
        "BEGIN:END"},
-      {"not UTF-8", "GET", q + "&ref=%ff", "", "", 400, "INVALID_ARGUMENT",
+      {"not UTF-8", "GET", q + "&ref=%ff", "", "", 400, "REQUEST_INVALID",
        "UTF-8"},
       {"npy without a tensor", "GET",
        std::string("/v1/tensor.npy?checkpoint=") + kQ8, "", "", 400,
-       "INVALID_ARGUMENT", "'tensor' is required"},
+       "REQUEST_INVALID", "'tensor' is required"},
       {"npy of a missing tensor", "GET",
        std::string("/v1/tensor.npy?checkpoint=") + kQ8 + "&tensor=nope", "", "",
-       404, "NOT_FOUND", "nope"},
+       404, "TENSOR_NOT_FOUND", "nope"},
       {"npy raw flag not a flag", "GET",
        std::string("/v1/tensor.npy?checkpoint=") + kQ8 + "&tensor=x&raw=yes",
-       "", "", 400, "INVALID_ARGUMENT", "'raw'"},
+       "", "", 400, "REQUEST_INVALID", "'raw'"},
       {"no such page", "GET", "/../../etc/passwd", "", "", 404, "NOT_FOUND",
        ""},
   };
@@ -389,11 +451,9 @@ TEST_F(HttpGatewayTest, RefusalsCarryTheirHttpStatusAndCode) {
                                            : c.Get(f.path.c_str());
     ASSERT_TRUE(r) << httplib::to_string(r.error());
     EXPECT_EQ(r->status, f.status) << r->body;
-    const Json body = Json::parse(r->body, nullptr, false);
-    ASSERT_TRUE(body.is_object()) << r->body;
-    EXPECT_EQ(body.value("code", ""), f.code) << r->body;
-    EXPECT_THAT(body.value("message", ""), HasSubstr(f.message));
-    EXPECT_EQ(body.size(), 2u) << r->body;
+    ExpectErrorBody(r->body, f.reason);
+    EXPECT_THAT(Json::parse(r->body, nullptr, false).value("message", ""),
+                HasSubstr(f.message));
   }
 }
 
@@ -408,7 +468,7 @@ TEST_F(HttpGatewayTest, ASymlinkOutOfTheRootIsRefusedAsPermissionDenied) {
              "application/json");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 403) << r->body;
-  EXPECT_EQ(Json::parse(r->body).value("code", ""), "PERMISSION_DENIED");
+  ExpectErrorBody(r->body, "OUTSIDE_ROOTS");
 }
 
 TEST_F(HttpGatewayTest,
@@ -551,7 +611,7 @@ TEST(HttpGatewayAuthTest, ApiCallsNeedTheBearerTokenAndThePageDoesNot) {
         c.Post("/v1/GetServerInfo", bad, "{}", "application/json");
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, 401) << r->body;
-    EXPECT_EQ(Json::parse(r->body).value("code", ""), "UNAUTHENTICATED");
+    ExpectErrorBody(r->body, "UNAUTHENTICATED");
     httplib::Result n = c.Get(npy.c_str(), bad);
     ASSERT_TRUE(n);
     EXPECT_EQ(n->status, 401) << n->body;
@@ -774,7 +834,7 @@ TEST(HttpGatewayDrainTest,
   httplib::Result fresh = c.Post("/v1/GetServerInfo", "{}", "application/json");
   ASSERT_TRUE(fresh);
   EXPECT_EQ(fresh->status, 503);
-  EXPECT_EQ(Json::parse(fresh->body).value("code", ""), "UNAVAILABLE");
+  ExpectErrorBody(fresh->body, "UNAVAILABLE");
   release.Notify();
   download.join();
   EXPECT_EQ(status, 200);

@@ -37,8 +37,14 @@ LAYERS = {
          "nlohmann/", "curl/", "xxhash.h"],
         "the diff-in-parts rules server and clients share: Abseil only, "
         "so the client library can link them"),
+    "core/util/": (
+        [],
+        ["grpc", "grpcpp/", "google/protobuf/", "tensormorph/v1/", "spdlog/",
+         "nlohmann/", "curl/", "xxhash.h"],
+        "error reasons and UTF-8: Abseil only, so the proto runtime and the "
+        "client library can link them (target tensormorph_util)"),
     "proto/": (
-        ["tensormorph/v1/"], ["spdlog/", "nlohmann/"],
+        ["tensormorph/v1/", "core/util/"], ["spdlog/", "nlohmann/"],
         "the schema, its generated code and its small runtime "
         "(status_mapping)"),
     "render/": (
@@ -48,15 +54,15 @@ LAYERS = {
         ["core/", "proto/", "tensormorph/v1/"], [],
         "the service: proto and core, never a client or the HTTP port"),
     "server/http/": (
-        ["server/gateway_metadata.h", "core/request_limits.h", "render/",
-         "proto/", "tensormorph/v1/"], [],
+        ["server/gateway_metadata.h", "core/request_limits.h", "core/util/",
+         "render/", "proto/", "tensormorph/v1/"], [],
         "the HTTP port: a client of the service over its in-process "
         "channel, so no server internals but the metadata keys it sets"),
     "server/main.cc": (
         ["server/", "core/", "proto/", "tensormorph/v1/"], [],
         "tensormorphd's entry point wires the service and the HTTP port"),
     "client/": (
-        ["proto/", "tensormorph/v1/", "core/diff_parts/"],
+        ["proto/", "tensormorph/v1/", "core/diff_parts/", "core/util/"],
         ["spdlog/", "nlohmann/", "httplib.h", "png.h"],
         "the client library: the generated stubs and core's shared diff "
         "rules only, so a dashboard that links it pulls in no server or "
@@ -98,6 +104,7 @@ GENERATED = ("tensormorph/v1/",)
 TARGETS = {
     "tensormorph_core": "core/",
     "tensormorph_diff_parts": "core/diff_parts/",
+    "tensormorph_util": "core/util/",
     "tensormorph_proto": "proto/",
     "tensormorph_render": "render/",
     "tensormorph_server": "server/",

@@ -99,9 +99,9 @@ struct RouterOptions {
 // endpoint one request naming its pairs (QuantDiffRequest.tensors), all at
 // once, and passes every TensorDiffReport on as it arrives, with progress
 // summed over the endpoints (at most two a second) and a summary of its
-// own, built by the server's rules (core/diff_parts/ranked_lists.h). A GGUF against a
-// non-GGUF source is paired by translated names on a server only: it needs
-// an endpoint holding both whole.
+// own, built by the server's rules (core/diff_parts/ranked_lists.h). A GGUF
+// against a non-GGUF source is paired by translated names on a server only: it
+// needs an endpoint holding both whole.
 //
 // CheckCheckpoint: on an endpoint holding the checkpoint whole
 // (round-robin); a checkpoint split across endpoints cannot be checked.

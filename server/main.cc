@@ -14,13 +14,13 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "server/http/http_gateway.h"
-#include "server/stream_heap.h"
 #include "server/call_log.h"
+#include "server/http/http_gateway.h"
 #include "server/log_line.h"
 #include "server/nonblocking_log.h"
 #include "server/prometheus.h"
 #include "server/server.h"
+#include "server/stream_heap.h"
 
 namespace {
 

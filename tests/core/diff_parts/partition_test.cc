@@ -196,9 +196,7 @@ TEST(DiffPartitionTest, CheckDiffPartNamesTheFieldTheRuleAndTheValue) {
 }
 
 TEST(DiffPartitionTest, CheckDiffRunIdHoldsItsCharactersAndLength) {
-  auto check = [](const std::string& run_id) {
-    return CheckDiffRunId(run_id);
-  };
+  auto check = [](const std::string& run_id) { return CheckDiffRunId(run_id); };
   EXPECT_TRUE(check("").ok());                                      // none
   EXPECT_TRUE(check("3f2b9c1e-77aa-4c1d-9d7e-0c5b2f1e8a90").ok());  // a uid
   EXPECT_TRUE(check("nightly.2026-12-03T02:00").ok());

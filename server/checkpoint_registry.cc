@@ -25,7 +25,8 @@ CheckpointRegistry::CheckpointRegistry(PathSandbox sandbox, size_t max_open,
                                        OpenOptions open)
     : sandbox_(std::move(sandbox)),
       max_open_(std::max<size_t>(1, max_open)),
-      open_options_(WithAccess(std::move(open), sandbox_.access())) {}
+      open_options_(WithAccess(std::move(open), sandbox_.access())),
+      watch_(ChangeWatch::Create()) {}
 
 CheckpointRegistry::ParkingScope::ParkingScope(CheckpointRegistry& registry)
     : registry_(registry), outer_(current_parking) {
@@ -62,6 +63,55 @@ bool CheckpointRegistry::Unchanged(const Checkpoint& c,
     auto names = ListCheckpointNames(c.directory(), c.access());
     if (!names.ok() || *names != c.directory_names()) return false;
   }
+  return true;
+}
+
+std::vector<std::string> CheckpointRegistry::DirectoriesOf(
+    const Checkpoint& c) {
+  std::vector<std::string> dirs;
+  auto add = [&](absl::string_view dir) {
+    if (dir.empty()) return;
+    for (const std::string& d : dirs) {
+      if (d == dir) return;
+    }
+    dirs.emplace_back(dir);
+  };
+  auto parent = [](const std::string& path) {
+    const size_t slash = path.rfind('/');
+    return slash == std::string::npos ? absl::string_view()
+           : slash == 0               ? absl::string_view("/")
+                        : absl::string_view(path).substr(0, slash);
+  };
+  for (const Checkpoint::File& f : c.files()) add(parent(f.path));
+  for (const Checkpoint::ReadFile& f : c.read_files()) add(parent(f.path));
+  add(c.directory());
+  return dirs;
+}
+
+bool CheckpointRegistry::LocalUnchanged(
+    const Checkpoint& c, const PathSandbox::Resolved& resolved,
+    absl::Time checked,
+    const std::shared_ptr<const ChangeWatch::Watched>& watched, absl::Time now,
+    std::shared_ptr<const ChangeWatch::Watched>* rearmed) {
+  if (watched != nullptr && now - checked < kLocalRecheck &&
+      !watch_->Changed(*watched)) {
+    // The path's own stat came with its resolution: a single-file
+    // checkpoint replaced by another file is seen even when its directory
+    // is a mount point's that queues no events.
+    for (const Checkpoint::File& f : c.files()) {
+      if (f.path != resolved.path) continue;
+      auto now_id = IdentityFromStat(f.path, resolved.st);
+      if (!now_id.ok() || !(*now_id == f.mapping->identity())) return false;
+    }
+    return true;
+  }
+  // Watched from before the stats: whatever changes after them queues an
+  // event this watch sees.
+  full_checks_.fetch_add(1, std::memory_order_relaxed);
+  std::shared_ptr<const ChangeWatch::Watched> fresh;
+  if (watch_ != nullptr) fresh = watch_->Watch(DirectoriesOf(c));
+  if (!Unchanged(c, resolved)) return false;
+  *rearmed = std::move(fresh);
   return true;
 }
 
@@ -108,39 +158,58 @@ CheckpointRegistry::AcquireUnfenced(absl::string_view requested,
   const bool remote = RemoteFiles::IsUrl(*path);
   const absl::Time now = absl::Now();
   std::shared_ptr<const Checkpoint> cached;
-  bool recently_checked = false;
+  absl::Time checked;
+  std::shared_ptr<const ChangeWatch::Watched> watched;
   {
     absl::MutexLock lock(&mu_);
     auto it = entries_.find(*path);
     if (it != entries_.end()) {
       cached = it->second.checkpoint;
-      recently_checked = now - it->second.checked < kRemoteRecheck;
+      checked = it->second.checked;
+      watched = it->second.watched;
     }
   }
   // The stats run off the lock: a slow file system delays this call only.
+  std::shared_ptr<const ChangeWatch::Watched> rearmed;
+  const bool recently_checked = remote && now - checked < kRemoteRecheck;
   if (cached != nullptr &&
       (remote ? recently_checked || RemoteUnchanged(*cached)
-              : Unchanged(*cached, *resolved))) {
+              : LocalUnchanged(*cached, *resolved, checked, watched, now,
+                               &rearmed))) {
     absl::MutexLock lock(&mu_);
     auto it = entries_.find(*path);
     if (it != entries_.end() && it->second.checkpoint == cached) {
       lru_.splice(lru_.begin(), lru_, it->second.lru);
       if (remote && !recently_checked) it->second.checked = now;
+      if (rearmed != nullptr) {
+        it->second.checked = now;
+        it->second.watched = std::move(rearmed);
+      }
     }
     return cached;
   }
   if (!may_open) return nullptr;
   auto opened = OpenOnce(*resolved);
   if (!opened.ok()) return opened.status();
+  // The open stat'ed its files before reading them; a watch taken now and a
+  // check that they are still those files leave no gap a change could fall
+  // into. (Failing the check just leaves the next call a full one.)
+  std::shared_ptr<const ChangeWatch::Watched> armed;
+  if (!remote && watch_ != nullptr) {
+    armed = watch_->Watch(DirectoriesOf(**opened));
+    if (armed != nullptr && !Unchanged(**opened, *resolved)) armed = nullptr;
+  }
   absl::MutexLock lock(&mu_);
   auto it = entries_.find(*path);
   if (it != entries_.end()) {
     it->second.checkpoint = *opened;
     it->second.checked = now;
+    it->second.watched = std::move(armed);
     lru_.splice(lru_.begin(), lru_, it->second.lru);
   } else {
     lru_.push_front(*path);
-    entries_.emplace(*path, Entry{*opened, lru_.begin(), now});
+    entries_.emplace(*path,
+                     Entry{*opened, lru_.begin(), now, std::move(armed)});
   }
   while (entries_.size() > max_open_) {
     entries_.erase(lru_.back());
@@ -318,6 +387,10 @@ uint64_t CheckpointRegistry::mapped_bytes() const {
     }
   }
   return total;
+}
+
+int64_t CheckpointRegistry::full_checks() const {
+  return full_checks_.load(std::memory_order_relaxed);
 }
 
 int64_t CheckpointRegistry::opens() const {

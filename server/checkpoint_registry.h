@@ -2,6 +2,7 @@
 #ifndef TENSORMORPH_SERVER_CHECKPOINT_REGISTRY_H_
 #define TENSORMORPH_SERVER_CHECKPOINT_REGISTRY_H_
 
+#include <atomic>
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -15,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "core/format/checkpoint.h"
+#include "server/change_watch.h"
 #include "server/path_sandbox.h"
 
 namespace tensormorph {
@@ -26,8 +28,15 @@ namespace tensormorph {
 // vanished, or the checkpoint names in its directory. Past `max_open` the
 // least recently used one is closed, never refused (calls that still hold
 // it keep it alive until they finish).
-// Cost: each Acquire stats every file once (and reads a directory
-// checkpoint's listing once), outside the registry's lock.
+// Cost: an Acquire of a local checkpoint reads the server's inotify queue
+// (ChangeWatch: one non-blocking read) and stats nothing more than the
+// sandbox's resolution of its path while no event touched the directories
+// of its files; after an event, and at least every kLocalRecheck whatever
+// the events say (file systems that queue none), it stats every file once
+// (and reads a directory checkpoint's listing once), outside the lock.
+// Without inotify, every Acquire stats every file. Mixed bytes are never
+// served either way: each reply checks the files it read at its end
+// (Checkpoint::CheckUnchanged).
 // Every file is opened through the sandbox's FileAccess (beneath a root's
 // fd). Calls that ask for a checkpoint being opened wait for that open
 // instead of parsing it again; an open that failed for what the files hold
@@ -119,14 +128,24 @@ class CheckpointRegistry {
   int64_t failed_opens_reused() const;
   // Times a call parked to wait for another call's open (ParkingScope).
   int64_t parked_calls() const;
+  // Times a cached local checkpoint was checked in full (every file
+  // stat'ed) rather than by the inotify shortcut.
+  int64_t full_checks() const;
   const PathSandbox& sandbox() const { return sandbox_; }
 
  private:
   struct Entry {
     std::shared_ptr<const Checkpoint> checkpoint;
     std::list<std::string>::iterator lru;
-    absl::Time checked;  // remote checkpoints: when last found unchanged
+    absl::Time checked;  // when last found unchanged by a full check
+    // Local checkpoints: the directories of its files, watched since just
+    // before that check (null: no shortcut, check in full).
+    std::shared_ptr<const ChangeWatch::Watched> watched;
   };
+  // A local checkpoint with no event since its last full check is checked
+  // in full again once this is past: the backstop for file systems that
+  // queue no events (network mounts) and writes through shared mappings.
+  static constexpr absl::Duration kLocalRecheck = absl::Seconds(1);
   // A remote checkpoint's reads are conditional on each object's version at
   // open, so a cached open never mixes versions; a replaced object fails
   // the read that meets it (ABORTED), and is noticed here at most this long
@@ -141,6 +160,18 @@ class CheckpointRegistry {
   // that stat instead of a second one.
   static bool Unchanged(const Checkpoint& c,
                         const PathSandbox::Resolved& resolved);
+  // Whether a cached local checkpoint is still the one on disk: the
+  // shortcut (no event, checked recently, the resolved path's own stat
+  // agrees), else a full Unchanged; a full check that passes re-arms
+  // `entry_watched` (the watch taken before it), so that an event between
+  // the check and the next call is never lost.
+  bool LocalUnchanged(
+      const Checkpoint& c, const PathSandbox::Resolved& resolved,
+      absl::Time checked,
+      const std::shared_ptr<const ChangeWatch::Watched>& watched,
+      absl::Time now, std::shared_ptr<const ChangeWatch::Watched>* rearmed);
+  // The directories holding `c`'s files, read files and listing, each once.
+  static std::vector<std::string> DirectoriesOf(const Checkpoint& c);
   // Null (OK) when !may_open and the checkpoint would have to be opened.
   absl::StatusOr<std::shared_ptr<const Checkpoint>> AcquireUnfenced(
       absl::string_view requested, bool may_open);
@@ -173,12 +204,14 @@ class CheckpointRegistry {
   const PathSandbox sandbox_;
   const size_t max_open_;
   const OpenOptions open_options_;
+  const std::shared_ptr<ChangeWatch> watch_;  // null: no inotify
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
   std::list<std::string> lru_ ABSL_GUARDED_BY(mu_);  // front = most recent
   int64_t opens_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t failed_opens_reused_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t parked_calls_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<int64_t> full_checks_{0};
   absl::flat_hash_map<std::string, std::shared_ptr<Opening>> opening_
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, Failure> failed_ ABSL_GUARDED_BY(mu_);

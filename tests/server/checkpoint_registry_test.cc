@@ -7,6 +7,9 @@
 
 #include <filesystem>
 
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/safetensors_writer.h"
@@ -130,6 +133,99 @@ TEST_F(CheckpointRegistryTest, NoticesAFileReplacedByASymlinkOut) {
   EXPECT_EQ(reg.AcquireIfOpen("a.safetensors"), nullptr);
   EXPECT_EQ(reg.Acquire("a.safetensors").status().code(),
             absl::StatusCode::kPermissionDenied);
+}
+
+// A sharded checkpoint: three shards and their index in one directory.
+class ShardedRegistryTest : public CheckpointRegistryTest {
+ protected:
+  void SetUp() override {
+    CheckpointRegistryTest::SetUp();
+    dir_ = root_ + "/sharded";
+    fs::create_directory(dir_);
+    for (int i = 0; i < 3; ++i) {
+      WriteFile(Shard(i),
+                BuildSafetensors({{absl::StrCat("t", i), "I8", {2}, "ab"}}));
+    }
+    WriteFile(dir_ + "/model.safetensors.index.json",
+              R"({"weight_map": {"t0": "s0.safetensors",)"
+              R"( "t1": "s1.safetensors", "t2": "s2.safetensors"}})");
+  }
+  std::string Shard(int i) const {
+    return absl::StrCat(dir_, "/s", i, ".safetensors");
+  }
+  std::string dir_;
+};
+
+TEST_F(ShardedRegistryTest, CallsOnAnUnchangedCheckpointStatNoShard) {
+  // Issue 35 point 6: no event in its directory, no full check (a stat of
+  // every shard) but the backstop's, at most one a second.
+  auto reg = Make(4);
+  const absl::Time start = absl::Now();
+  auto first = reg.Acquire("sharded");
+  ASSERT_TRUE(first.ok()) << first.status();
+  for (int i = 0; i < 200; ++i) {
+    auto again = reg.Acquire("sharded");
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(again->get(), first->get());
+  }
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  EXPECT_LE(reg.full_checks(), static_cast<int64_t>(seconds) + 1);
+  EXPECT_EQ(reg.opens(), 1);
+}
+
+TEST_F(ShardedRegistryTest, AShardRewrittenInPlaceIsSeenByTheNextCall) {
+  auto reg = Make(4);
+  auto before = reg.Acquire("sharded");
+  ASSERT_TRUE(before.ok());
+  // Same inode, other size: no sleep, no backstop; the event tells.
+  WriteFile(Shard(1), BuildSafetensors({{"t1", "I8", {3}, "xyz"}}));
+  EXPECT_EQ(reg.AcquireIfOpen("sharded"), nullptr);
+  auto after = reg.Acquire("sharded");
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ((*after)->FindTensor("t1")->shape, std::vector<int64_t>{3});
+  EXPECT_EQ(reg.opens(), 2);
+}
+
+TEST_F(ShardedRegistryTest, AShardReplacedByRenameIsSeenByTheNextCall) {
+  auto reg = Make(4);
+  ASSERT_TRUE(reg.Acquire("sharded").ok());
+  WriteFile(dir_ + "/new.tmp", BuildSafetensors({{"t2", "I8", {4}, "wxyz"}}));
+  fs::rename(dir_ + "/new.tmp", Shard(2));
+  auto after = reg.Acquire("sharded");
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ((*after)->FindTensor("t2")->shape, std::vector<int64_t>{4});
+}
+
+TEST_F(ShardedRegistryTest, AChmodIsSeenByTheNextCall) {
+  // ctime changes: the reopen checks access again.
+  auto reg = Make(4);
+  auto before = reg.Acquire("sharded");
+  ASSERT_TRUE(before.ok());
+  fs::permissions(Shard(0), fs::perms::owner_read | fs::perms::owner_write);
+  EXPECT_EQ(reg.AcquireIfOpen("sharded"), nullptr);
+}
+
+TEST_F(ShardedRegistryTest, AConfigFileAppearingIsSeenByTheNextCall) {
+  auto reg = Make(4);
+  ASSERT_TRUE(reg.Acquire("sharded").ok());
+  WriteFile(dir_ + "/config.json", "{}");
+  EXPECT_EQ(reg.AcquireIfOpen("sharded"), nullptr);
+}
+
+TEST_F(ShardedRegistryTest, AnUnrelatedFileInTheDirectoryCostsOneFullCheck) {
+  // An event is not a change: the full check finds the shards unchanged,
+  // keeps the open and re-arms the shortcut.
+  auto reg = Make(4);
+  auto first = reg.Acquire("sharded");
+  ASSERT_TRUE(first.ok());
+  const int64_t checks = reg.full_checks();
+  WriteFile(dir_ + "/notes.txt", "not a checkpoint file");
+  for (int i = 0; i < 50; ++i) {
+    EXPECT_EQ(reg.AcquireIfOpen("sharded"), *first);
+  }
+  EXPECT_GE(reg.full_checks(), checks + 1);
+  EXPECT_LE(reg.full_checks(), checks + 3);  // one, plus the backstop's
+  EXPECT_EQ(reg.opens(), 1);
 }
 
 TEST_F(CheckpointRegistryTest, ClosesTheLeastRecentlyUsedPastTheLimit) {

@@ -72,6 +72,9 @@ from selenium.webdriver.support.ui import WebDriverWait
 CHECKPOINT = 'model-q4_k_m.gguf'
 SOURCE = 'model-f32.gguf'
 TENSOR = 'blk.0.attn_q.weight'
+# An instrumented (ASan) server decodes several times slower; the CMake file
+# sets TENSORMORPH_TEST_WAIT_SCALE for those builds so waits stretch with it.
+WAIT_SCALE = float(os.environ.get('TENSORMORPH_TEST_WAIT_SCALE', '1'))
 WAIT = 30
 
 
@@ -156,6 +159,7 @@ class Page:
         self.d.get(self.base + query)
 
     def wait(self, fn, what, timeout=WAIT):
+        timeout *= WAIT_SCALE
         try:
             return WebDriverWait(self.d, timeout, poll_frequency=0.1).until(lambda d: fn())
         except TimeoutException:

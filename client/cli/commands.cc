@@ -19,6 +19,7 @@
 #include "client/cli/command.h"
 #include "client/cli/format.h"
 #include "client/cli/output_file.h"
+#include "client/cli/preview_read.h"
 #include "render/npy.h"
 
 namespace tensormorph {
@@ -487,7 +488,22 @@ int RunRead(Client& client, const GlobalOptions& g, const ReadOptions& o) {
     }
     return kExitOk;
   }
-  // The preview prints a whole (small) array.
+  if (o.slice.empty()) {
+    // A preview of a whole tensor reads only the items it prints: a 1 GiB
+    // tensor costs a few small reads, not 1 GiB.
+    auto preview = ReadPreview(client, req);
+    if (!preview.ok()) return ReportFailure(preview.status());
+    if (preview->dtype != "F32") {
+      std::cout << preview->dtype << ShapeText(preview->shape) << ": "
+                << BytesText(preview->total_bytes)
+                << " of stored bytes; write them with -o FILE.npy\n";
+      return kExitOk;
+    }
+    std::cout << ShownArrayPreview(preview->shown, preview->plan) << "\n"
+              << "shape " << ShapeText(preview->shape) << ", float32\n";
+    return kExitOk;
+  }
+  // A slice's preview prints the slice the user named, read whole.
   auto data = client.ReadSliceAll(req);
   if (!data.ok()) return ReportFailure(data.status());
   if (data->dtype != "F32") {

@@ -1,5 +1,6 @@
 #include "client/cli/format.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -57,63 +58,96 @@ std::string Table(const std::vector<std::vector<std::string>>& rows) {
   return out;
 }
 
+PreviewPlan PlanPreview(absl::Span<const int64_t> shape, int edge) {
+  PreviewPlan plan;
+  for (int64_t n : shape) {
+    const bool elided = n > 2 * int64_t{edge} + 1;
+    plan.shown_shape.push_back(elided ? 2 * int64_t{edge} : n);
+    plan.elided.push_back(elided);
+  }
+  return plan;
+}
+
 namespace {
 
-// Formats the values a preview will show, to find one column width.
-size_t ShownWidth(absl::Span<const float> data, absl::Span<const int64_t> shape,
-                  size_t dim, int64_t offset, int edge) {
-  if (shape.empty()) return NumberText(data[0]).size();
+// The row-major stride of `dim` in an array of `shape`.
+int64_t Stride(absl::Span<const int64_t> shape, size_t dim) {
   int64_t stride = 1;
   for (size_t d = dim + 1; d < shape.size(); ++d) stride *= shape[d];
-  const int64_t n = shape[dim];
+  return stride;
+}
+
+// The width of the widest value shown, so that columns line up.
+size_t ShownWidth(absl::Span<const float> shown) {
   size_t w = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    if (n > 2 * edge + 1 && i == edge) i = n - edge;
-    w = std::max(
-        w, dim + 1 == shape.size()
-               ? NumberText(data[offset + i]).size()
-               : ShownWidth(data, shape, dim + 1, offset + i * stride, edge));
-  }
+  for (float v : shown) w = std::max(w, NumberText(v).size());
   return w;
 }
 
-void Preview(absl::Span<const float> data, absl::Span<const int64_t> shape,
-             size_t dim, int64_t offset, int edge, size_t width,
-             std::string* out) {
-  int64_t stride = 1;
-  for (size_t d = dim + 1; d < shape.size(); ++d) stride *= shape[d];
-  const int64_t n = shape[dim];
-  const bool innermost = dim + 1 == shape.size();
+void Preview(absl::Span<const float> shown, const PreviewPlan& plan, size_t dim,
+             int64_t offset, int edge, size_t width, std::string* out) {
+  const int64_t stride = Stride(plan.shown_shape, dim);
+  const int64_t n = plan.shown_shape[dim];
+  const bool innermost = dim + 1 == plan.shown_shape.size();
   const std::string sep = innermost ? ", " : ",\n" + std::string(dim + 1, ' ');
   *out += "[";
   for (int64_t i = 0; i < n; ++i) {
     if (i > 0) *out += sep;
-    if (n > 2 * edge + 1 && i == edge) {
+    if (plan.elided[dim] && i == edge) {
       *out += "...";
       *out += sep;
-      i = n - edge;
     }
     if (innermost) {
       *out += absl::StrFormat("%*s", static_cast<int>(width),
-                              NumberText(data[offset + i]));
+                              NumberText(shown[offset + i]));
     } else {
-      Preview(data, shape, dim + 1, offset + i * stride, edge, width, out);
+      Preview(shown, plan, dim + 1, offset + i * stride, edge, width, out);
     }
   }
   *out += "]";
 }
 
+// Copies the elements `plan` shows of the whole array `data` of `shape`,
+// row-major over plan.shown_shape.
+void GatherShown(absl::Span<const float> data, absl::Span<const int64_t> shape,
+                 const PreviewPlan& plan, size_t dim, int64_t offset, int edge,
+                 std::vector<float>* shown) {
+  const int64_t stride = Stride(shape, dim);
+  for (int64_t i = 0; i < plan.shown_shape[dim]; ++i) {
+    const int64_t at =
+        plan.elided[dim] && i >= edge ? shape[dim] - 2 * int64_t{edge} + i : i;
+    if (dim + 1 == shape.size()) {
+      shown->push_back(data[offset + at]);
+    } else {
+      GatherShown(data, shape, plan, dim + 1, offset + at * stride, edge,
+                  shown);
+    }
+  }
+}
+
 }  // namespace
+
+std::string ShownArrayPreview(absl::Span<const float> shown,
+                              const PreviewPlan& plan, int edge) {
+  for (int64_t d : plan.shown_shape) {
+    if (d == 0) return "[]";
+  }
+  if (plan.shown_shape.empty()) return NumberText(shown[0]);
+  std::string out;
+  Preview(shown, plan, 0, 0, edge, ShownWidth(shown), &out);
+  return out;
+}
 
 std::string ArrayPreview(absl::Span<const float> data,
                          absl::Span<const int64_t> shape, int edge) {
+  const PreviewPlan plan = PlanPreview(shape, edge);
+  std::vector<float> shown;
   for (int64_t d : shape) {
     if (d == 0) return "[]";
   }
   if (shape.empty()) return NumberText(data[0]);
-  std::string out;
-  Preview(data, shape, 0, 0, edge, ShownWidth(data, shape, 0, 0, edge), &out);
-  return out;
+  GatherShown(data, shape, plan, 0, 0, edge, &shown);
+  return ShownArrayPreview(shown, plan, edge);
 }
 
 std::string ToJson(const google::protobuf::Message& message) {

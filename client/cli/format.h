@@ -37,6 +37,21 @@ std::string NumberText(double v);
 // Left-aligned columns separated by two spaces; the first row is the header.
 std::string Table(const std::vector<std::vector<std::string>>& rows);
 
+// What a preview shows of an array: per dimension, every index when the
+// dimension is at most 2*edge+1 long, else its first and last `edge`
+// (elided: "..." between them).
+struct PreviewPlan {
+  std::vector<int64_t> shown_shape;  // per dimension: n, or 2*edge
+  std::vector<bool> elided;
+};
+PreviewPlan PlanPreview(absl::Span<const int64_t> shape, int edge = 3);
+
+// numpy-like nested brackets of the elements `plan` shows (row-major over
+// plan.shown_shape), so that a preview needs only those: what
+// ArrayPreview prints of the whole array.
+std::string ShownArrayPreview(absl::Span<const float> shown,
+                              const PreviewPlan& plan, int edge = 3);
+
 // numpy-like nested brackets; dimensions longer than 2*edge+1 show `edge`
 // items at each end around "...".
 std::string ArrayPreview(absl::Span<const float> data,

@@ -6,12 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "core/format/checkpoint.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/npy_reader.h"
 #include "tests/support/process.h"
+#include "tests/support/safetensors_writer.h"
 #include "tests/support/same_bits.h"
 #include "tests/support/test_paths.h"
 
@@ -239,6 +241,59 @@ TEST(CliRemoteTest, ServerFromTheEnvironmentAndSandboxErrors) {
   EXPECT_EQ(down.exit_code, 2);
   EXPECT_THAT(down.err, HasSubstr("UNAVAILABLE"));
   EXPECT_EQ(server.Stop(), 0);  // SIGTERM: a clean exit
+}
+
+// `read` without --slice or -o previews a tensor by its corners: every
+// long dimension's first and last three items, read as slices of their
+// own, so a 1 GiB tensor's preview costs kilobytes. The preview equals the
+// one printed from the whole array (`--slice :` reads it whole), for 1, 2
+// and 3 long dimensions and short ones between them.
+TEST(CliPreviewTest, APreviewOfCornersEqualsThePreviewOfTheWholeArray) {
+  const std::string dir = MakeTempDir();
+  std::vector<testing::StTensor> tensors;
+  for (const std::vector<int64_t>& shape :
+       std::vector<std::vector<int64_t>>{{100}, {9, 8}, {5, 12}, {9, 4, 10}}) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    std::vector<float> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(i) * 0.5f - 7;
+    tensors.push_back({absl::StrCat("t", shape.size(), "_", shape[0]), "F32",
+                       shape, testing::Bytes(v)});
+  }
+  testing::WriteFile(dir + "/m.safetensors",
+                     testing::BuildSafetensors(tensors));
+  CliModes modes({dir});
+  for (bool remote : {false, true}) {
+    for (const testing::StTensor& t : tensors) {
+      SCOPED_TRACE(t.name);
+      CommandResult corners =
+          modes.Run(remote, {"read", dir + "/m.safetensors", t.name});
+      CommandResult whole = modes.Run(
+          remote, {"read", dir + "/m.safetensors", t.name, "--slice", ":"});
+      ASSERT_EQ(corners.exit_code, 0) << corners.err;
+      EXPECT_EQ(corners.out, whole.out);
+      EXPECT_THAT(corners.out, HasSubstr("..."));
+    }
+  }
+}
+
+TEST(CliPreviewTest, APreviewReadsNoMoreThanItPrints) {
+  // A server whose one ReadSlice may return 1 KiB: the whole 4 KiB tensor
+  // is refused, its preview is not.
+  ServerProcess server({FixturesDir()}, {"--max-slice-bytes", "1024"});
+  const std::string q4k = Fixture("gguf/Q4_K.gguf");
+  CommandResult whole =
+      RunCommand({CliPath(), "--server", server.address(), "read", q4k,
+                  "blk.0.ffn_down.weight", "--slice", ":"});
+  EXPECT_EQ(whole.exit_code, 2);
+  EXPECT_THAT(whole.err, HasSubstr("[LIMIT_EXCEEDED]"));
+  CommandResult preview = RunCommand({CliPath(), "--server", server.address(),
+                                      "read", q4k, "blk.0.ffn_down.weight"});
+  ASSERT_EQ(preview.exit_code, 0) << preview.err;
+  CommandResult embedded =
+      RunCommand({CliPath(), "read", q4k, "blk.0.ffn_down.weight"});
+  EXPECT_EQ(preview.out, embedded.out);
+  EXPECT_THAT(preview.out, HasSubstr("shape [4, 256], float32"));
 }
 
 // `tensormorphd --root /models` where /models is a symlink (/models ->

@@ -7,6 +7,8 @@
 // Rows: the layer as ObjectStore opens a URL (block cache on: a read this
 // long goes straight to nginx in parallel ranges), and one HttpObjectReader
 // read of the whole range (a single stream, as a cache-less reader does).
+// And the header-only listing of 280 shards behind 20 ms of latency per
+// request, against the serial bound.
 //   build/tests/bench/storage_bench
 #include <benchmark/benchmark.h>
 #include <curl/curl.h>
@@ -14,13 +16,18 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 
+#include "core/format/checkpoint.h"
 #include "core/io/http_object.h"
 #include "core/io/object_store.h"
+#include "core/io/remote_files.h"
+#include "tests/support/many_shards.h"
 #include "tests/support/process.h"
 #include "tests/support/storage_servers.h"
 #include "tests/support/test_paths.h"
@@ -174,6 +181,63 @@ void BM_HttpObjectSingleRange(benchmark::State& state) {
   }
   Report(state, total);
 }
+
+// Issue 32: the header-only listing of a 280-shard checkpoint through a
+// proxy that delays every request by 20 ms, against the serial bound (its
+// requests one after another, each paying the delay): opening reads the
+// index, then each shard's length and header in parallel (bounded), so it
+// costs a few round trips, not one per shard.
+void BM_List280ShardsWith20msLatency(benchmark::State& state) {
+  constexpr int kShards = 280;
+  constexpr double kDelaySeconds = 0.020;
+  static const std::string dir = [] {
+    std::string d = testing::MakeTempDir() + "/big";
+    std::filesystem::create_directories(d);
+    testing::WriteManyShards(d, kShards);
+    return d;
+  }();
+  static testing::NginxServer nginx(
+      std::filesystem::path(dir).parent_path().string());
+  static testing::FaultProxy proxy(nginx.port());
+  proxy.Inject("delay_ms=20&count=100000000");
+  int requests = 0;
+  double total = 0;
+  for (auto _ : state) {
+    RemoteFilesOptions o;
+    o.storage.env = [](absl::string_view) -> std::optional<std::string> {
+      return std::nullopt;
+    };
+    auto remote = RemoteFiles::Create(std::move(o));  // no cache between runs
+    if (!remote.ok()) {
+      state.SkipWithError("RemoteFiles::Create failed");
+      return;
+    }
+    OpenOptions open;
+    open.remote = *remote;
+    const int before = proxy.Requests();
+    const auto start = std::chrono::steady_clock::now();
+    auto c = Checkpoint::Open(proxy.Url("/big/"), open);
+    const double s = Seconds(start);
+    if (!c.ok() || (*c)->stored_tensors().size() != 3u * kShards) {
+      state.SkipWithError("the listing failed");
+      return;
+    }
+    requests = proxy.Requests() - before;
+    total += s;
+    state.SetIterationTime(s);
+  }
+  const double mean = total / static_cast<double>(state.iterations());
+  const double serial = requests * kDelaySeconds;
+  state.counters["shards"] = kShards;
+  state.counters["requests"] = requests;
+  state.counters["serial_bound_s"] = serial;
+  state.counters["seconds"] = mean;
+  state.counters["vs_serial_bound"] = mean / serial;
+}
+BENCHMARK(BM_List280ShardsWith20msLatency)
+    ->UseManualTime()
+    ->Iterations(3)
+    ->Unit(benchmark::kMillisecond);
 
 BENCHMARK(BM_LibcurlSingleGet)
     ->UseManualTime()

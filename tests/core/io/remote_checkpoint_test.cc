@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "tests/core/io/storage_test_data.h"
 #include "tests/support/gguf_writer.h"
+#include "tests/support/many_shards.h"
 #include "tests/support/safetensors_writer.h"
 #include "tests/support/sharded_checkpoint.h"
 #include "tests/support/status_matchers.h"
@@ -145,31 +146,10 @@ TEST_F(RemoteCheckpointTest, ASplitGgufByUrlOpensEverySplit) {
   ExpectSameValues(**remote, **local);
 }
 
-// 280 shards of a few tensors each, and their index.
-void WriteManyShards(const std::string& dir, int shards) {
-  std::string weight_map;
-  for (int s = 0; s < shards; ++s) {
-    const std::string file =
-        absl::StrFormat("model-%05d-of-%05d.safetensors", s + 1, shards);
-    std::vector<testing::StTensor> tensors;
-    for (int k = 0; k < 3; ++k) {
-      const std::string name = absl::StrCat("layers.", s, ".w", k);
-      std::vector<float> v(1024, static_cast<float>(s + k));
-      tensors.push_back({name, "F32", {32, 32}, testing::Bytes(v)});
-      absl::StrAppend(&weight_map, weight_map.empty() ? "" : ",", "\"", name,
-                      "\":\"", file, "\"");
-    }
-    testing::WriteFile(dir + "/" + file, testing::BuildSafetensors(tensors));
-  }
-  testing::WriteFile(
-      dir + "/model.safetensors.index.json",
-      absl::StrCat("{\"metadata\":{},\"weight_map\":{", weight_map, "}}"));
-}
-
 TEST_F(RemoteCheckpointTest, Opening280ShardsCostsAtMostTwoRequestsEach) {
   constexpr int kShards = 280;
   fs::create_directories(data_ + "/big");
-  WriteManyShards(data_ + "/big", kShards);
+  testing::WriteManyShards(data_ + "/big", kShards);
   Serve();
   auto remote = OpenRemote(nginx_->Url("/big/"), Remote());
   ASSERT_TRUE(remote.ok()) << remote.status();

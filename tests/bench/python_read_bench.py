@@ -71,14 +71,23 @@ def cpu_seconds() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def timed(run: Callable[[], None], cpu: List[float],
+def process_cpu_seconds(pid: int) -> float:
+    """A running process's CPU time so far (utime + stime, /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def timed(run: Callable[[], None], cpu: List[float], server_cpu: List[float], server: int,
           after: Callable[[], None] = lambda: None) -> float:
     """The wall time of one run; appends the client's CPU seconds to
-    `cpu`; `after` runs after it, untimed."""
-    c0, t0 = cpu_seconds(), time.perf_counter()
+    `cpu` and the server's (process `server`) to `server_cpu`; `after`
+    runs after it, untimed."""
+    c0, s0, t0 = cpu_seconds(), process_cpu_seconds(server), time.perf_counter()
     run()
     wall = time.perf_counter() - t0
     cpu.append(cpu_seconds() - c0)
+    server_cpu.append(process_cpu_seconds(server) - s0)
     after()
     return wall
 
@@ -144,33 +153,35 @@ def main() -> int:
                     "index": python_index, "bare": bare_stream, "fresh": fresh_array}
             rounds: dict = {k: [] for k in runs}
             cpu: dict = {k: [] for k in runs}
+            server_cpu: dict = {k: [] for k in runs}
             order = list(runs)
-            shuffle = random.Random(33).shuffle
+            shuffle = random.Random().shuffle  # a new order each run, too
             for _ in range(args.rounds):
                 shuffle(order)
                 for k in order:
                     run = runs[k]
-                    rounds[k].append(timed(run, cpu[k], lambda: os.path.exists(npy)
-                                           and os.unlink(npy)))
+                    rounds[k].append(timed(run, cpu[k], server_cpu[k], server.pid,
+                                           lambda: os.path.exists(npy) and os.unlink(npy)))
         finally:
             server.terminate()
             server.wait()
-    report(rounds, cpu, args.rounds, (load_before, os.getloadavg()[0]))
+    report(rounds, cpu, server_cpu, args.rounds, (load_before, os.getloadavg()[0]))
     return 0
 
 
-def report(rounds: Dict[str, List[float]], cpu: Dict[str, List[float]], n: int,
-           load: Tuple[float, float]) -> None:
+def report(rounds: Dict[str, List[float]], cpu: Dict[str, List[float]],
+           server_cpu: Dict[str, List[float]], n: int, load: Tuple[float, float]) -> None:
     """Prints GB/s (median round), the per-round ratios to both CLI runs
-    (median and quartiles) and the client's CPU seconds per GB (median
-    run, and the least: the path's own cost, with the least of a busy
-    machine's steal in it), then the verdict on issue 33's ratio and how
-    far the client's CPU is above its floor: grpcio's bare stream plus a
-    fresh array, with nothing copied into it."""
+    (median and quartiles), the client's CPU seconds per GB (median run,
+    and the least: the path's own cost, with the least of a busy machine's
+    steal in it) and the server's (median run); then the verdict on issue
+    33's ratio and how far the client's CPU is above its floor: grpcio's
+    bare stream plus a fresh array, with nothing copied into it."""
     gb = BYTES / 1e9
     gbs = {k: gb / statistics.median(v) for k, v in rounds.items()}
     cpu_gb = {k: statistics.median(v) / gb for k, v in cpu.items()}
     cpu_min = {k: min(v) / gb for k, v in cpu.items()}
+    server_gb = {k: statistics.median(v) / gb for k, v in server_cpu.items()}
 
     def ratios(k: str, base: str) -> List[float]:
         return [b / a for a, b in zip(rounds[k], rounds[base])]
@@ -183,14 +194,15 @@ def report(rounds: Dict[str, List[float]], cpu: Dict[str, List[float]], n: int,
     print(f"256 MiB F32 over loopback, {n} rounds, load average {load[0]:.1f} -> "
           f"{load[1]:.1f}; ratios per round: median (quartiles)")
     print(f"  {'':32s} {'GB/s':>6s}  {'x /dev/null':>19s}  {'x tmpfs':>19s}  "
-          f"{'CPU s/GB (least)':>16s}")
+          f"{'CPU s/GB (least)':>16s}  {'server':>6s}")
     rows = [("cli", "tensormorph read -o /dev/null"),
             ("cli_memory", "tensormorph read -o tmpfs.npy"),
             ("read", "tm Client.read"), ("index", "tm Client.tensor(...)[:]"),
             ("bare", "grpcio bare stream (no array)")]
     for k, label in rows:
         print(f"  {label:32s} {gbs[k]:6.2f}  {ratio(k, 'cli'):>19s}  "
-              f"{ratio(k, 'cli_memory'):>19s}  {cpu_gb[k]:8.2f} ({cpu_min[k]:.2f})")
+              f"{ratio(k, 'cli_memory'):>19s}  {cpu_gb[k]:8.2f} ({cpu_min[k]:.2f})  "
+              f"{server_gb[k]:6.2f}")
     print(f"  {'a fresh 256 MiB array, written':32s} {gbs['fresh']:6.2f}  {'':19s}  {'':19s}  "
           f"{cpu_gb['fresh']:8.2f} ({cpu_min['fresh']:.2f})")
     floor = cpu_min["bare"] + cpu_min["fresh"]

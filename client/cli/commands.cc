@@ -517,23 +517,32 @@ int RunRead(Client& client, const GlobalOptions& g, const ReadOptions& o) {
   return kExitOk;
 }
 
-int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o) {
-  v1::InspectScalarsRequest req;
-  req.set_checkpoint(o.checkpoint);
-  req.set_tensor(o.tensor);
-  req.set_part(o.part);
-  req.set_reference(o.reference);
-  req.set_reference_tensor(o.reference_tensor);
+namespace {
+
+// Indices per InspectScalars call of `scalar` (the server's default
+// --max-scalars-per-call is 100,000).
+constexpr size_t kScalarBatch = 10'000;
+
+// The indices `scalar` was given, each checked against the tensor's rank,
+// in order: the arguments, then --indices-file's lines.
+struct ScalarIndices {
+  std::vector<std::vector<int64_t>> indices;
+};
+
+// Errors: INVALID_ARGUMENT (a usage error) naming the index and where it
+// came from; those of LookupTensor otherwise.
+absl::StatusOr<ScalarIndices> CollectIndices(const ScalarOptions& o,
+                                             const v1::TensorInfo& t) {
+  ScalarIndices out;
   // Each argument is one index of exactly the tensor's rank: checked here,
   // since the request carries the coordinates concatenated and "0 1 2 3"
   // would otherwise read as two indices of a matrix.
-  std::vector<std::vector<int64_t>> indices;
   std::vector<std::string> texts = o.indices;          // as messages quote them
   std::vector<std::string> origins(o.indices.size());  // "" = an argument
   for (const std::string& text : o.indices) {
     auto index = ParseIndex(text);
-    if (!index.ok()) return ReportUsage(index.status());
-    indices.push_back(*std::move(index));
+    if (!index.ok()) return index.status();
+    out.indices.push_back(*std::move(index));
   }
   if (!o.indices_file.empty()) {
     const bool stdin_file = o.indices_file == "-";
@@ -544,45 +553,35 @@ int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o) {
     if (!stdin_file) {
       file.open(o.indices_file);
       if (!file) {
-        return ReportUsage(
-            absl::InvalidArgumentError(absl::StrCat("cannot read ", name)));
+        return absl::InvalidArgumentError(absl::StrCat("cannot read ", name));
       }
     }
     auto lines = ReadIndexLines(name, stdin_file ? std::cin : file);
-    if (!lines.ok()) return ReportUsage(lines.status());
+    if (!lines.ok()) return lines.status();
     for (IndexLine& l : *lines) {
       texts.push_back(l.text);
       origins.push_back(absl::StrCat(name, " line ", l.line));
-      indices.push_back(std::move(l.index));
+      out.indices.push_back(std::move(l.index));
     }
   }
-  if (indices.empty()) {
-    return ReportUsage(absl::InvalidArgumentError(
-        "no index given: name one or more as arguments (e.g. 3,17) or "
-        "with --indices-file"));
-  }
-  auto t = LookupTensor(client, o.checkpoint, o.tensor, o.part);
-  if (!t.ok()) return ReportFailure(t.status());
-  for (size_t i = 0; i < indices.size(); ++i) {
-    absl::Status s = CheckIndexRank(texts[i], indices[i], o.tensor, t->shape(),
-                                    origins[i].empty() ? o.indices.size() : 1);
+  for (size_t i = 0; i < out.indices.size(); ++i) {
+    absl::Status s =
+        CheckIndexRank(texts[i], out.indices[i], o.tensor, t.shape(),
+                       origins[i].empty() ? o.indices.size() : 1);
     if (!s.ok() && !origins[i].empty()) {
       s = absl::InvalidArgumentError(
           absl::StrCat(origins[i], ": ", s.message()));
     }
-    if (!s.ok()) return ReportUsage(s);
-    for (int64_t c : indices[i]) req.add_coords(c);
-    if (indices[i].empty()) req.add_flat_indices(0);  // rank 0: "()"
+    if (!s.ok()) return s;
   }
-  auto resp = client.InspectScalars(req);
-  if (!resp.ok()) return ReportFailure(resp.status());
-  if (g.json) {
-    std::cout << ToJson(*resp) << "\n";
-    return kExitOk;
-  }
-  const v1::Encoding& e = resp->encoding();
-  for (const v1::ScalarInspection& s : resp->scalars()) {
-    std::cout << o.tensor << ShapeText(s.index()) << "  (" << e.scheme() << ", "
+  return out;
+}
+
+void PrintScalarText(const std::string& tensor,
+                     const v1::InspectScalarsResponse& resp) {
+  const v1::Encoding& e = resp.encoding();
+  for (const v1::ScalarInspection& s : resp.scalars()) {
+    std::cout << tensor << ShapeText(s.index()) << "  (" << e.scheme() << ", "
               << e.granularity() << ")\n";
     std::cout << "  raw code    " << CodeText(s) << "\n";
     if (s.block() >= 0) {
@@ -608,14 +607,69 @@ int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o) {
     if (s.has_source()) {
       const v1::SourceScalar& src = s.source();
       std::cout << "  source      " << NumberText(src.value()) << "   ("
-                << resp->reference_tensor() << ShapeText(src.index())
-                << (resp->reference_rows_mapped() ? ", rows mapped" : "")
+                << resp.reference_tensor() << ShapeText(src.index())
+                << (resp.reference_rows_mapped() ? ", rows mapped" : "")
                 << ")\n"
                 << "  error       " << NumberText(src.error())
                 << " (value - source), " << NumberText(src.error_steps())
                 << " steps\n";
     }
   }
+}
+
+}  // namespace
+
+int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o) {
+  // Syntax first, so that a malformed index is a usage error before any call.
+  for (const std::string& text : o.indices) {
+    if (auto index = ParseIndex(text); !index.ok()) {
+      return ReportUsage(index.status());
+    }
+  }
+  if (o.indices.empty() && o.indices_file.empty()) {
+    return ReportUsage(absl::InvalidArgumentError(
+        "no index given: name one or more as arguments (e.g. 3,17) or "
+        "with --indices-file"));
+  }
+  auto t = LookupTensor(client, o.checkpoint, o.tensor, o.part);
+  if (!t.ok()) return ReportFailure(t.status());
+  auto collected = CollectIndices(o, *t);
+  if (!collected.ok()) return ReportUsage(collected.status());
+  const std::vector<std::vector<int64_t>>& indices = collected->indices;
+  if (indices.empty()) {
+    return ReportUsage(absl::InvalidArgumentError(
+        "no index given: name one or more as arguments (e.g. 3,17) or "
+        "with --indices-file"));
+  }
+  // In calls of kScalarBatch indices, each reply printed before the next
+  // call: 100,000 scalars cost a batch of memory, and their output starts
+  // at once.
+  ScalarsJsonWriter json(std::cout);
+  for (size_t from = 0; from < indices.size(); from += kScalarBatch) {
+    v1::InspectScalarsRequest req;
+    req.set_checkpoint(o.checkpoint);
+    req.set_tensor(o.tensor);
+    req.set_part(o.part);
+    req.set_reference(o.reference);
+    req.set_reference_tensor(o.reference_tensor);
+    const size_t to = std::min(indices.size(), from + kScalarBatch);
+    for (size_t i = from; i < to; ++i) {
+      for (int64_t c : indices[i]) req.add_coords(c);
+      if (indices[i].empty()) req.add_flat_indices(0);  // rank 0: "()"
+    }
+    auto resp = client.InspectScalars(req);
+    if (!resp.ok()) {
+      // What was printed stays a prefix: a JSON document left unclosed (a
+      // consumer's parse fails), text ending at the last whole scalar.
+      return ReportFailure(resp.status());
+    }
+    if (g.json) {
+      json.Add(*std::move(resp));
+    } else {
+      PrintScalarText(o.tensor, *resp);
+    }
+  }
+  if (g.json) json.Finish();
   return kExitOk;
 }
 

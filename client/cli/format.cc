@@ -13,6 +13,7 @@
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/type_resolver_util.h"
+#include "proto/json_print.h"
 
 namespace tensormorph {
 
@@ -175,6 +176,37 @@ std::string ToJson(const google::protobuf::Message& message) {
       &out, options);
   return out;
 }
+
+void ScalarsJsonWriter::Add(v1::InspectScalarsResponse response) {
+  google::protobuf::RepeatedPtrField<v1::ScalarInspection> scalars;
+  scalars.Swap(response.mutable_scalars());
+  if (first_) {
+    first_ = false;
+    // The reply without its scalars prints `"scalars":[]` once, in its
+    // place among the other fields; the scalars go between its brackets.
+    const std::string rest = ToJson(response);
+    static constexpr absl::string_view kEmpty = "\"scalars\":[]";
+    const size_t at = absl::string_view(rest).find(kEmpty);
+    const size_t close = at == std::string::npos
+                             ? rest.size() - 1  // not protobuf's mapping
+                             : at + kEmpty.size() - 1;
+    out_ << absl::string_view(rest).substr(0, close);
+    tail_ = rest.substr(close);
+  }
+  std::string buffer;
+  for (const v1::ScalarInspection& s : scalars) {
+    if (any_scalar_) buffer += ',';
+    any_scalar_ = true;
+    AppendMessageJson(s, &buffer);
+    if (buffer.size() >= (1 << 20)) {
+      out_ << buffer;
+      buffer.clear();
+    }
+  }
+  out_ << buffer;
+}
+
+void ScalarsJsonWriter::Finish() { out_ << tail_ << "\n"; }
 
 namespace {
 std::string Unknown(int value) { return absl::StrCat("unknown (", value, ")"); }

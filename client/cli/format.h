@@ -3,6 +3,7 @@
 #define TENSORMORPH_CLIENT_CLI_FORMAT_H_
 
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,27 @@ std::string ArrayPreview(absl::Span<const float> data,
 // protobuf's JSON mapping on one line, with default-valued fields printed
 // and map entries sorted by key (the same message, the same text).
 std::string ToJson(const google::protobuf::Message& message);
+
+// Writes InspectScalars replies to one query as the JSON of one reply
+// holding all their scalars, in order, and a newline: what ToJson prints
+// for that reply, written a reply at a time, the scalars one at a time
+// (proto/json_print, which prints what protobuf prints). 100,000 scalars
+// are never held as one JSON string (protobuf's printer built one from a
+// copy of the whole reply: 940 MB and 18 s).
+class ScalarsJsonWriter {
+ public:
+  explicit ScalarsJsonWriter(std::ostream& out) : out_(out) {}
+  // The first reply's fields other than its scalars are the document's.
+  void Add(v1::InspectScalarsResponse response);
+  // Closes the document. REQUIRES: Add was called.
+  void Finish();
+
+ private:
+  std::ostream& out_;
+  std::string tail_;  // what follows the scalars' array, once known
+  bool first_ = true;
+  bool any_scalar_ = false;
+};
 
 // The API's enums as people read them (the words before API v1 put on the
 // wire): "safetensors", "row-major", "not supported", "by name", "GGUF ->

@@ -11,7 +11,7 @@
 #include "core/request_limits.h"
 #include "proto/status_mapping.h"
 #include "server/gateway_metadata.h"
-#include "server/http/json_print.h"
+#include "proto/json_print.h"
 
 namespace tensormorph {
 namespace {

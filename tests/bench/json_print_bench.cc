@@ -12,7 +12,7 @@
 #include <random>
 #include <string>
 
-#include "server/http/json_print.h"
+#include "proto/json_print.h"
 #include "tensormorph/v1/tensormorph.pb.h"
 
 namespace tensormorph {

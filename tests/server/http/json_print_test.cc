@@ -3,7 +3,7 @@
 // protobuf prints in hash order and we sort): for random messages of every
 // type in tensormorph.proto and of a type holding every proto3 field kind,
 // and rule by rule by hand.
-#include "server/http/json_print.h"
+#include "proto/json_print.h"
 
 #include <google/protobuf/descriptor.pb.h>
 #include <google/protobuf/dynamic_message.h>

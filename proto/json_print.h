@@ -34,8 +34,8 @@
 // messages and well-known types (google.protobuf.*, which have their own
 // JSON forms), also when nested.
 // Thread safety: a pure function.
-#ifndef TENSORMORPH_SERVER_HTTP_JSON_PRINT_H_
-#define TENSORMORPH_SERVER_HTTP_JSON_PRINT_H_
+#ifndef TENSORMORPH_PROTO_JSON_PRINT_H_
+#define TENSORMORPH_PROTO_JSON_PRINT_H_
 
 #include <google/protobuf/message.h>
 
@@ -52,4 +52,4 @@ std::string PrintMessageJson(const google::protobuf::Message& message);
 
 }  // namespace tensormorph
 
-#endif  // TENSORMORPH_SERVER_HTTP_JSON_PRINT_H_
+#endif  // TENSORMORPH_PROTO_JSON_PRINT_H_

@@ -1,4 +1,4 @@
-#include "server/http/json_print.h"
+#include "proto/json_print.h"
 
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/util/json_util.h>

@@ -54,7 +54,12 @@ absl::StatusOr<std::vector<std::string>> CheckpointFiles::ListDirectory(
   std::vector<std::string> names =
       local.ok() ? *std::move(local) : std::vector<std::string>();
   if (backed.ok()) {
-    names.insert(names.end(), backed->begin(), backed->end());
+    for (std::string& name : *backed) {
+      // An object key may hold such a segment; as a local name it would
+      // step out of the directory.
+      if (name.empty() || name == "." || name == "..") continue;
+      names.push_back(std::move(name));
+    }
   }
   std::sort(names.begin(), names.end());
   names.erase(std::unique(names.begin(), names.end()), names.end());

@@ -15,6 +15,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "server/path_sandbox.h"
+#include "tests/support/gguf_writer.h"
 #include "tests/support/process.h"
 #include "tests/support/quantize.h"
 #include "tests/support/safetensors_writer.h"
@@ -274,6 +275,39 @@ TEST_F(BackingTest, TheLocalCopyIsReadAndTheStoreIsNotAskedForIt) {
   ASSERT_TRUE(want.ok()) << want.status();
   EXPECT_EQ(norm->bytes, want->bytes);
   ExpectSameTensors(*b, *w, "m");
+}
+
+// A split GGUF whose first split is on the disk and the others in the store.
+TEST_F(BackingTest, ASplitGgufPartlyOnTheDiskOpensEverySplit) {
+  const std::string whole = MakeTempDir();
+  fs::create_directories(whole + "/g");
+  for (int i = 0; i < 3; ++i) {
+    testing::GgufSpec spec;
+    spec.kv.push_back({"general.architecture", testing::GgufString("llama")});
+    spec.kv.push_back({"split.no", testing::GgufU16(static_cast<uint16_t>(i))});
+    spec.kv.push_back({"split.count", testing::GgufU16(3)});
+    std::vector<float> v(256);
+    for (size_t k = 0; k < v.size(); ++k) v[k] = 0.25f * k - i;
+    spec.tensors.push_back(
+        {absl::StrCat("t", i), {16, 16}, 0, testing::Bytes(v)});
+    WriteFile(absl::StrCat(whole, "/g/m-0000", i + 1, "-of-00003.gguf"),
+              testing::BuildGguf(spec));
+  }
+  Upload(whole + "/g", "ckpts/g/");
+  const std::string local = MakeTempDir();
+  fs::create_directories(local + "/g");
+  fs::copy_file(whole + "/g/m-00001-of-00003.gguf",
+                local + "/g/m-00001-of-00003.gguf");
+
+  ServerProcess whole_server({whole});
+  ServerProcess backed_server({local}, Backed(local, "ckpts/"));
+  auto w = Connect(whole_server);
+  auto b = Connect(backed_server);
+  ASSERT_TRUE(w && b);
+  auto info = b->GetCheckpoint("g/m-00001-of-00003.gguf");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->files_size(), 3);
+  ExpectSameTensors(*b, *w, "g/m-00001-of-00003.gguf");
 }
 
 TEST_F(BackingTest, AShardInNeitherIsNotFoundNamingItsUrlNeverTheSecret) {

@@ -157,23 +157,6 @@ class CheckCheckpointReactor final
     // problems are findings.
     TM_ASSIGN_OR_RETURN(ckpt_,
                         state_->registry.AcquireForCheck(req_->checkpoint()));
-    // A server run with --partial-shards holds some shards only: a check of
-    // what it holds would say "clean" of tensors it never saw. (Without
-    // it, an absent shard is a shard-missing finding.)
-    if (state_->registry.open_options().allow_absent_shards &&
-        !ckpt_->absent_files().empty()) {
-      std::vector<std::string> absent;
-      for (const Checkpoint::AbsentFile& f : ckpt_->absent_files()) {
-        absent.push_back(
-            absl::StrCat("'", std::filesystem::path(f.path).filename().string(),
-                         "' (", f.tensor_count, " tensors)"));
-      }
-      return absl::FailedPreconditionError(absl::StrCat(
-          "check of '", req_->checkpoint(),
-          "' needs every shard, and this server (--partial-shards) lacks ",
-          absent.size(), ": ", absl::StrJoin(absent, ", "),
-          "; run it where the checkpoint is whole"));
-    }
     if (!req_->source().empty()) {
       // The source is served as any checkpoint is: strictly, in the roots.
       TM_ASSIGN_OR_RETURN(source_, state_->registry.Acquire(req_->source()));

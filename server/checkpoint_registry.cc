@@ -14,8 +14,9 @@ namespace {
 // The ParkingScope open on this thread, innermost first.
 thread_local CheckpointRegistry::ParkingScope* current_parking = nullptr;
 
-OpenOptions WithAccess(OpenOptions o, std::shared_ptr<const FileAccess> a) {
-  o.access = std::move(a);
+OpenOptions WithSandbox(OpenOptions o, const PathSandbox& sandbox) {
+  o.access = sandbox.access();
+  o.backings = sandbox.backings();
   return o;
 }
 
@@ -25,7 +26,7 @@ CheckpointRegistry::CheckpointRegistry(PathSandbox sandbox, size_t max_open,
                                        OpenOptions open)
     : sandbox_(std::move(sandbox)),
       max_open_(std::max<size_t>(1, max_open)),
-      open_options_(WithAccess(std::move(open), sandbox_.access())),
+      open_options_(WithSandbox(std::move(open), sandbox_)),
       watch_(ChangeWatch::Create()) {}
 
 CheckpointRegistry::ParkingScope::ParkingScope(CheckpointRegistry& registry)
@@ -116,7 +117,8 @@ bool CheckpointRegistry::LocalUnchanged(
 }
 
 bool CheckpointRegistry::RemoteUnchanged(const Checkpoint& c) const {
-  const CheckpointFiles files(sandbox_.access(), sandbox_.remote());
+  const CheckpointFiles files(sandbox_.access(), sandbox_.remote(),
+                              sandbox_.backings());
   for (const Checkpoint::File& f : c.files()) {
     auto now = files.Identity(f.path);
     if (!now.ok() || !(*now == f.mapping->identity())) return false;
@@ -155,7 +157,9 @@ CheckpointRegistry::AcquireUnfenced(absl::string_view requested,
   auto resolved = sandbox_.ResolveAndStat(requested);
   if (!resolved.ok()) return resolved.status();
   const std::string* path = &resolved->path;
-  const bool remote = RemoteFiles::IsUrl(*path);
+  // A checkpoint beneath a backed root is checked as a remote one: its
+  // files may come from the backing at any check.
+  const bool remote = RemoteFiles::IsUrl(*path) || sandbox_.Backed(*path);
   const absl::Time now = absl::Now();
   std::shared_ptr<const Checkpoint> cached;
   absl::Time checked;
@@ -233,10 +237,10 @@ absl::StatusOr<std::shared_ptr<const Checkpoint>> CheckpointRegistry::OpenOnce(
   // The inputs are taken before any open: a file changed during one makes
   // them differ next time, so its failure is not reused. The stats run off
   // the lock.
+  const bool remote = RemoteFiles::IsUrl(path) || sandbox_.Backed(path);
   std::vector<std::pair<std::string, FileIdentity>> inputs =
-      RemoteFiles::IsUrl(path)
-          ? std::vector<std::pair<std::string, FileIdentity>>()
-          : InputsOf(resolved, *sandbox_.access());
+      remote ? std::vector<std::pair<std::string, FileIdentity>>()
+             : InputsOf(resolved, *sandbox_.access());
   std::shared_ptr<Opening> opening;
   bool mine = false;
   {
@@ -283,9 +287,8 @@ absl::StatusOr<std::shared_ptr<const Checkpoint>> CheckpointRegistry::OpenOnce(
     parked.swap(opening->parked);
     const absl::Status& s = opening->result.status();
     // (Not for URLs: their identities cannot be taken without a request.)
-    if (!RemoteFiles::IsUrl(path) &&
-        (absl::IsDataLoss(s) || absl::IsUnimplemented(s) ||
-         absl::IsInvalidArgument(s))) {
+    if (!remote && (absl::IsDataLoss(s) || absl::IsUnimplemented(s) ||
+                    absl::IsInvalidArgument(s))) {
       // What is wrong with the files themselves; other failures (a race, a
       // permission) may pass by themselves.
       if (failed_.size() >= kMaxRememberedFailures) failed_.clear();

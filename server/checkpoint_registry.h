@@ -52,8 +52,10 @@ class CheckpointRegistry {
   struct Opening;  // an open in progress, below
 
  public:
-  // Checkpoints open with `open` (tensormorphd --partial-shards sets
-  // allow_absent_shards).
+  // Checkpoints open with `open`, beneath the sandbox's roots and with its
+  // backings (OpenOptions::access, ::backings: set here). A checkpoint
+  // beneath a backed root is rechecked as a remote one is (at most every
+  // kRemoteRecheck), since any of its files may be read from the backing.
   CheckpointRegistry(PathSandbox sandbox, size_t max_open,
                      OpenOptions open = {});
 

@@ -100,7 +100,10 @@ absl::StatusOr<std::vector<Target>> Targets(const PathSandbox& sandbox,
                         absl::Status(canonical.status().code(),
                                      absl::StrCat("directory ", message)));
     }
-    absl::StatusOr<struct stat> st = sandbox.access()->Stat(*canonical);
+    // (A directory only in a backing is one too.)
+    absl::StatusOr<struct stat> st =
+        CheckpointFiles(sandbox.access(), sandbox.remote(), sandbox.backings())
+            .Stat(*canonical);
     if (!st.ok() || !S_ISDIR(st->st_mode)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "'", directory,
@@ -206,6 +209,8 @@ class ListCheckpointsReactor final
       o.max_found = page - entries_.size();
       o.after = i == from.root ? from.after : "";
       o.access = sandbox.access();
+      o.remote = sandbox.remote();
+      o.backings = sandbox.backings();
       o.allowed = [&sandbox](const std::string& canonical) {
         return sandbox.CheckInside(canonical).ok();
       };

@@ -54,6 +54,7 @@ struct Flags {
   std::string log_level = "info";
   std::string log_format = "text";
   double grace_seconds = 10;
+  bool partial_shards = false;  // refused: --backing replaced it
 };
 
 constexpr char kDescription[] =
@@ -106,14 +107,19 @@ void AddServingOptions(CLI::App& app, Flags& f) {
                  "checkpoints kept open; past it the least recently used is "
                  "closed (calls holding it finish first), never refused")
       ->capture_default_str();
-  app.add_flag(
-      "--partial-shards", f.o.partial_shards,
-      "serve a sharded safetensors checkpoint whose index names shard files "
-      "this machine lacks, with the shards it holds (GetCheckpoint lists the "
-      "others as absent_files; a call for a tensor in one is NOT_FOUND naming "
-      "its shard): for a StatefulSet pod holding some of a checkpoint's "
-      "shards, reached by clients given every server (--server a,b,c). "
-      "Off: a missing shard is DATA_LOSS");
+  app.add_option(
+      "--backing", f.o.backings,
+      "ROOT=URL: read the files of checkpoints under --root ROOT that this "
+      "disk lacks (shards, splits, configs) from the storage URL prefix URL "
+      "(s3://bucket/prefix/, https://host/dir/, hf://org/repo/), at their "
+      "path relative to ROOT; files on the disk are read from it. One per "
+      "root (repeatable); listings show what either holds "
+      "(docs/storage.md)");
+  // Kept to say what replaced it: a server started with it would otherwise
+  // fail on an unknown flag without a word on what to do.
+  app.add_flag("--partial-shards", f.partial_shards,
+               "removed: use --backing ROOT=URL (a server reads the shards "
+               "it lacks from the backing)");
   app.add_option("--workers", f.o.workers,
                  "threads decoding and reading for interactive calls and "
                  "streams (0 = one per core); diffs and checks get workers - "
@@ -420,6 +426,13 @@ int main(int argc, char** argv) {
   AddLimitOptions(app, f.o);
   AddSecurityOptions(app, f);
   CLI11_PARSE(app, argc, argv);
+  if (f.partial_shards) {
+    std::fprintf(stderr,
+                 "tensormorphd: --partial-shards is gone: a server now reads "
+                 "the shards its disk lacks from a backing, --backing "
+                 "ROOT=URL (docs/storage.md)\n");
+    return 1;
+  }
   SetUpLogging(f);
   const sigset_t signals = BlockSignals();
 

@@ -7,8 +7,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <optional>
+#include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -59,11 +62,102 @@ std::string WorkingDirectory() {
   return ::getcwd(buf, sizeof(buf)) != nullptr ? std::string(buf) : "/";
 }
 
+// "ROOT=URL" split at the first '=' that a URL's "scheme://" follows (a
+// root path may hold '=', and so may a URL after its scheme), else at the
+// last '=' (what follows is then no URL, which the caller says).
+absl::StatusOr<std::pair<std::string, std::string>> SplitBacking(
+    const std::string& spec) {
+  size_t eq = std::string::npos;
+  for (size_t i = spec.find('='); i != std::string::npos;
+       i = spec.find('=', i + 1)) {
+    size_t k = i + 1;
+    while (k < spec.size() &&
+           (absl::ascii_isalnum(static_cast<unsigned char>(spec[k])) ||
+            spec[k] == '+' || spec[k] == '.' || spec[k] == '-')) {
+      ++k;
+    }
+    if (k > i + 1 && spec.compare(k, 3, "://") == 0) {
+      eq = i;
+      break;
+    }
+  }
+  if (eq == std::string::npos) eq = spec.rfind('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "backing '", RedactUrl(spec),
+        "': expected ROOT=URL, a --root directory and the storage URL "
+        "prefix that backs it (/data/ckpts=s3://bucket/prefix/)"));
+  }
+  return std::make_pair(spec.substr(0, eq), spec.substr(eq + 1));
+}
+
 }  // namespace
+
+absl::StatusOr<std::vector<std::string>> PathSandbox::BackingPrefixes(
+    const std::vector<std::string>& backings) {
+  std::vector<std::string> out;
+  for (const std::string& spec : backings) {
+    absl::StatusOr<std::pair<std::string, std::string>> b = SplitBacking(spec);
+    if (!b.ok()) return b.status();
+    if (!RemoteFiles::IsUrl(b->second)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "backing of '", b->first, "': '", b->second,
+          "' is no storage URL (s3://bucket/prefix/, https://host/dir/, "
+          "hf://org/repo/)"));
+    }
+    out.push_back(absl::EndsWith(b->second, "/")
+                      ? b->second
+                      : absl::StrCat(b->second, "/"));
+  }
+  return out;
+}
+
+absl::Status PathSandbox::SetBackings(
+    const std::vector<std::string>& backings) {
+  if (backings.empty()) return absl::OkStatus();
+  if (remote_ == nullptr) {
+    return absl::InvalidArgumentError(
+        "a backing is read through remote storage, which is not enabled here");
+  }
+  std::vector<RootBacking> parsed;
+  for (const std::string& spec : backings) {
+    absl::StatusOr<std::pair<std::string, std::string>> b = SplitBacking(spec);
+    if (!b.ok()) return b.status();
+    const auto& [root, url] = *b;
+    if (RemoteFiles::IsUrl(root)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "backing of '", RedactUrl(root),
+          "': a remote root is read from its URL already; only a local --root "
+          "directory may be backed"));
+    }
+    const std::string given = Normalize(
+        root.front() == '/' ? root : JoinPath(WorkingDirectory(), root));
+    const absl::StatusOr<std::string> real = RealPath(root);
+    const Root* match = nullptr;
+    for (const Root& r : roots_) {
+      if (r.given == given || r.resolved == given ||
+          (real.ok() && r.resolved == *real)) {
+        match = &r;
+      }
+    }
+    if (match == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "backing of '", root, "': it is not a --root (roots: ",
+          DescribeRoots(), "); back a directory the server serves"));
+    }
+    parsed.push_back(RootBacking{match->resolved, url});
+  }
+  absl::StatusOr<std::shared_ptr<const RootBackings>> made =
+      RootBackings::Create(std::move(parsed));
+  if (!made.ok()) return made.status();
+  backings_ = *std::move(made);
+  return absl::OkStatus();
+}
 
 absl::StatusOr<PathSandbox> PathSandbox::Create(
     const std::vector<std::string>& roots,
-    std::shared_ptr<const RemoteFiles> remote) {
+    std::shared_ptr<const RemoteFiles> remote,
+    const std::vector<std::string>& backings) {
   if (roots.empty()) {
     return absl::InvalidArgumentError(
         "no --root given: name at least one directory to serve");
@@ -95,6 +189,7 @@ absl::StatusOr<PathSandbox> PathSandbox::Create(
         Normalize(r.front() == '/' ? r : JoinPath(WorkingDirectory(), r));
     s.roots_.push_back(Root{given, *real});
   }
+  if (absl::Status b = s.SetBackings(backings); !b.ok()) return b;
   std::vector<std::string> resolved;
   for (const Root& r : s.roots_) resolved.push_back(r.resolved);
   if (resolved.empty()) {
@@ -194,6 +289,18 @@ absl::StatusOr<PathSandbox::Resolved> PathSandbox::ResolveBeneathRemoteRoots(
                                           DescribeRoots(), ")"));
 }
 
+absl::StatusOr<PathSandbox::Resolved> PathSandbox::ResolveInBacking(
+    const std::string& beneath) const {
+  std::optional<std::string> url =
+      backings_ == nullptr ? std::nullopt : backings_->UrlOf(beneath);
+  if (!url) {
+    return absl::NotFoundError(absl::StrCat("'", beneath, "' is not backed"));
+  }
+  absl::StatusOr<struct stat> st = remote_->Stat(*url);
+  if (!st.ok()) return st.status();
+  return Resolved{beneath, *st};
+}
+
 bool PathSandbox::Inside(const std::string& path, bool given_too) const {
   if (unrestricted_) return true;
   for (const Root& root : roots_) {
@@ -260,6 +367,9 @@ absl::StatusOr<PathSandbox::Resolved> PathSandbox::ResolveAndStat(
     }
   }
   bool any_inside = false;
+  // Candidates the disk lacks beneath a backed root: looked for in the
+  // backing once no root's disk holds the request (local files win).
+  std::vector<std::string> backed;
   for (const std::string& candidate : candidates) {
     // Lexically inside either spelling of a root admits the request to the
     // disk; what opens beneath the root's fd is what is served.
@@ -268,7 +378,10 @@ absl::StatusOr<PathSandbox::Resolved> PathSandbox::ResolveAndStat(
     if (beneath.empty()) continue;
     any_inside = true;
     absl::StatusOr<UniqueFd> fd = access_->Open(beneath, O_PATH);
-    if (absl::IsNotFound(fd.status())) continue;
+    if (absl::IsNotFound(fd.status())) {
+      if (Backed(beneath)) backed.push_back(beneath);
+      continue;
+    }
     if (!fd.ok()) {
       return CopyReason(
           fd.status(),
@@ -299,6 +412,10 @@ absl::StatusOr<PathSandbox::Resolved> PathSandbox::ResolveAndStat(
           "' is not a regular file or directory (a device, FIFO or socket)"));
     }
     return out;
+  }
+  for (const std::string& b : backed) {
+    absl::StatusOr<Resolved> r = ResolveInBacking(b);
+    if (r.ok() || !absl::IsNotFound(r.status())) return r;
   }
   if (!remote_roots_.empty() && requested.front() != '/') {
     return ResolveBeneathRemoteRoots(requested);

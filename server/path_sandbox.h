@@ -11,6 +11,7 @@
 #include "absl/strings/string_view.h"
 #include "core/io/file_access.h"
 #include "core/io/remote_files.h"
+#include "core/io/root_backing.h"
 
 namespace tensormorph {
 
@@ -36,12 +37,29 @@ class PathSandbox {
   // `remote` as a directory is: a URL request must lie beneath one (no `.`
   // or `..` segments), and a relative path not found beneath a local root
   // is looked for beneath each remote one.
+  //
+  // `backings` are "ROOT=URL" (tensormorphd --backing): the local root ROOT,
+  // spelled as in `roots` (either spelling of it), is backed by the storage
+  // URL prefix URL (root_backing.h). A request beneath it that the disk
+  // lacks resolves, spelled as a local path, to what the backing holds at
+  // the path relative to the root; the checkpoint's files are then each read
+  // from the disk when there, else from the backing (OpenOptions::backings).
   // Errors: INVALID_ARGUMENT naming a root that is missing or not a
   // directory, or when no root is given, or when the kernel cannot resolve
-  // beneath a directory (no openat2); a remote root without `remote`.
+  // beneath a directory (no openat2); a remote root without `remote`; a
+  // backing not of the form ROOT=URL, of a root not given (or a remote
+  // one), whose URL RootBackings::Create refuses, or a second one of a
+  // root; backings without `remote`.
   static absl::StatusOr<PathSandbox> Create(
       const std::vector<std::string>& roots,
-      std::shared_ptr<const RemoteFiles> remote = nullptr);
+      std::shared_ptr<const RemoteFiles> remote = nullptr,
+      const std::vector<std::string>& backings = {});
+
+  // The URL prefix of each "ROOT=URL" backing, ending in '/', for
+  // RemoteFilesOptions::roots (the prefixes RemoteFiles may open).
+  // Errors: INVALID_ARGUMENT for one not of the form ROOT=URL.
+  static absl::StatusOr<std::vector<std::string>> BackingPrefixes(
+      const std::vector<std::string>& backings);
 
   // Any local path, relative ones against `base_dir` (embedded mode), and
   // any URL through `remote` (null: none).
@@ -81,6 +99,15 @@ class PathSandbox {
   const std::shared_ptr<const FileAccess>& access() const { return access_; }
   // What URLs are opened through (null when none may be).
   const std::shared_ptr<const RemoteFiles>& remote() const { return remote_; }
+  // The backed roots, in their resolved spellings (null when none).
+  const std::shared_ptr<const RootBackings>& backings() const {
+    return backings_;
+  }
+  // Whether a file of a checkpoint at `path` (as Resolve gives it) may be
+  // read from a backing: it lies beneath a backed root.
+  bool Backed(const std::string& path) const {
+    return backings_ != nullptr && backings_->UrlOf(path).has_value();
+  }
 
  private:
   PathSandbox() = default;
@@ -97,11 +124,18 @@ class PathSandbox {
   // none holds it.
   absl::StatusOr<Resolved> ResolveBeneathRemoteRoots(
       absl::string_view requested) const;
+  // `beneath` (a local path the disk lacks) as its backing holds it, keeping
+  // the local spelling; NOT_FOUND when it is backed by none, or the backing
+  // lacks it too.
+  absl::StatusOr<Resolved> ResolveInBacking(const std::string& beneath) const;
+  // Parses `backings` (ROOT=URL) against roots_ into backings_.
+  absl::Status SetBackings(const std::vector<std::string>& backings);
 
   std::vector<Root> roots_;
   std::vector<std::string> remote_roots_;  // each ending in '/'
   std::shared_ptr<const FileAccess> access_;
   std::shared_ptr<const RemoteFiles> remote_;
+  std::shared_ptr<const RootBackings> backings_;
   bool unrestricted_ = false;
   std::string base_dir_;
 };

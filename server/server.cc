@@ -68,8 +68,8 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
   return grpc::SslServerCredentials(ssl);
 }
 
-// Remote storage for roots that are URLs (any URL when unrestricted); null
-// when no root is one.
+// Remote storage for roots that are URLs and for the backings of local
+// roots (any URL when unrestricted); null when there are none.
 absl::StatusOr<std::shared_ptr<const RemoteFiles>> RemoteStorage(
     const ServerOptions& o) {
   RemoteFilesOptions r;
@@ -78,6 +78,11 @@ absl::StatusOr<std::shared_ptr<const RemoteFiles>> RemoteStorage(
     r.roots.push_back(absl::EndsWith(root, "/") ? root
                                                 : absl::StrCat(root, "/"));
   }
+  // A backing's prefix is opened as a remote root's is.
+  absl::StatusOr<std::vector<std::string>> backed =
+      PathSandbox::BackingPrefixes(o.backings);
+  if (!backed.ok()) return backed.status();
+  r.roots.insert(r.roots.end(), backed->begin(), backed->end());
   if (r.roots.empty() && !o.unrestricted) return nullptr;
   r.budget_bytes = o.remote_ram_bytes;
   if (!o.cache_dir.empty()) {
@@ -111,13 +116,17 @@ absl::StatusOr<std::unique_ptr<TensormorphServer>> TensormorphServer::Build(
                      kMaxConnectionAgeSeconds, " seconds, got ",
                      options.max_connection_age_grace_seconds));
   }
+  if (options.unrestricted && !options.backings.empty()) {
+    return absl::InvalidArgumentError(
+        "backings are for a server's roots; an unrestricted server has none");
+  }
   absl::StatusOr<std::shared_ptr<const RemoteFiles>> remote =
       RemoteStorage(options);
   if (!remote.ok()) return remote.status();
   absl::StatusOr<PathSandbox> sandbox =
       options.unrestricted
           ? PathSandbox::Unrestricted(WorkingDirectory(), *remote)
-          : PathSandbox::Create(options.roots, *remote);
+          : PathSandbox::Create(options.roots, *remote, options.backings);
   if (!sandbox.ok()) return sandbox.status();
   const int workers =
       options.workers > 0
@@ -132,9 +141,7 @@ absl::StatusOr<std::unique_ptr<TensormorphServer>> TensormorphServer::Build(
   std::unique_ptr<TensormorphServer> s(new TensormorphServer());
   s->state_ = std::make_shared<ServiceState>(
       *std::move(sandbox), options.max_open_checkpoints, workers,
-      options.limits,
-      OpenOptions{.allow_absent_shards = options.partial_shards,
-                  .remote = *remote});
+      options.limits, OpenOptions{.remote = *remote});
   if (!options.token_file.empty()) {
     if (absl::Status t = s->state_->tokens.Load(options.token_file); !t.ok())
       return t;

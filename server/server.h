@@ -34,10 +34,10 @@ struct ServerOptions {
   std::string cache_dir;
   uint64_t cache_bytes = uint64_t{10} << 30;
   size_t max_open_checkpoints = 64;
-  // Open sharded safetensors checkpoints with the shards present, listing
-  // the others as absent (OpenOptions::allow_absent_shards): a server
-  // holding some of a checkpoint's shards.
-  bool partial_shards = false;
+  // "ROOT=URL": local root ROOT (one of `roots`) backed by the storage URL
+  // prefix URL; a file beneath it the disk lacks is read from the prefix
+  // (PathSandbox::Create, root_backing.h). One per root.
+  std::vector<std::string> backings;
   // Bearer tokens (a file, one per line); empty = no authentication.
   std::string token_file;
   // TLS: server certificate and key (PEM); with a client CA, clients must
@@ -65,7 +65,8 @@ struct ServerOptions {
 class TensormorphServer {
  public:
   // Listens on options.listen with health checking and reflection.
-  // Errors: INVALID_ARGUMENT (bad roots, a trusted proxy that is no CIDR,
+  // Errors: INVALID_ARGUMENT (bad roots or backings, a trusted proxy that
+  // is no CIDR,
   // a max connection age or grace past kMaxConnectionAgeSeconds); UNAVAILABLE
   // (cannot bind).
   static absl::StatusOr<std::unique_ptr<TensormorphServer>> Start(

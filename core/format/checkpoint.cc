@@ -252,11 +252,12 @@ class CheckpointBuilder {
         options_(options),
         files_(
             options.access != nullptr ? options.access : FileAccess::Anywhere(),
-            options.remote) {
+            options.remote, options.backings) {
     ckpt_->path_ = std::move(path);
     ckpt_->access_ =
         options.access != nullptr ? options.access : FileAccess::Anywhere();
     ckpt_->remote_ = options.remote;
+    ckpt_->backings_ = options.backings;
   }
 
   absl::StatusOr<std::shared_ptr<const Checkpoint>> OpenPath();
@@ -447,6 +448,16 @@ absl::Status CheckpointBuilder::OpenSafetensorsIndex(
     }
     // Refused (a symlink out of the roots), not absent: say so.
     if (!absl::IsNotFound(present.status())) return present.status();
+    if (files_.BackingOf(shard_path).has_value() && !options_.lenient) {
+      // Absent from the disk and its backing: the store's NOT_FOUND names
+      // the URL it asked for.
+      return CopyReason(
+          present.status(),
+          absl::NotFoundError(absl::StrCat(
+              what, ": weight_map names shard '", name, "' for ",
+              tensors.size(), " tensors, and neither '", shard_path,
+              "' nor its backing holds it: ", present.status().message())));
+    }
     if (!options_.allow_absent_shards && !options_.lenient) {
       return absl::DataLossError(absl::StrCat(
           what, ": weight_map names shard '", name, "' for ", tensors.size(),

@@ -89,6 +89,13 @@ struct OpenOptions {
   // their files are mirrored (remote_mirror.h), fetched as read. Null: URLs
   // are refused with INVALID_ARGUMENT.
   std::shared_ptr<const RemoteFiles> remote = nullptr;
+  // Local roots backed by storage URL prefixes (root_backing.h): a file of
+  // the checkpoint beneath one that the disk lacks (a shard the index
+  // names, a split, a config) is read from its backing URL through
+  // `remote`, as a URL's file is; present files are read from the disk.
+  // An index shard that neither holds is NOT_FOUND naming the URL. Null:
+  // none.
+  std::shared_ptr<const RootBackings> backings = nullptr;
 };
 
 // Thread safety: immutable after Open; every method is safe to call from
@@ -170,9 +177,12 @@ class Checkpoint {
   // Where the files were opened (OpenOptions::access); later looks at them
   // go through it too.
   const FileAccess& access() const { return *access_; }
-  // The same with remote storage (OpenOptions::remote): what a later read of
-  // a file beside the checkpoint (a config) goes through, URL or path.
-  CheckpointFiles storage() const { return CheckpointFiles(access_, remote_); }
+  // The same with remote storage and backings (OpenOptions::remote,
+  // ::backings): what a later read of a file beside the checkpoint (a
+  // config) goes through, URL or path.
+  CheckpointFiles storage() const {
+    return CheckpointFiles(access_, remote_, backings_);
+  }
 
   // Whether each file `t` is read from is still the file mapped: the same
   // device, inode, size, mtime and ctime. ctime cannot be set back from user
@@ -252,6 +262,7 @@ class Checkpoint {
   std::string path_;
   std::shared_ptr<const FileAccess> access_;
   std::shared_ptr<const RemoteFiles> remote_;
+  std::shared_ptr<const RootBackings> backings_;
   CheckpointFormat format_ = CheckpointFormat::kSafetensors;
   std::vector<File> files_;
   std::vector<StoredTensor> stored_;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <set>
 #include <utility>
@@ -47,24 +48,53 @@ bool IsPathPrefix(absl::string_view prefix, absl::string_view path) {
          path[prefix.size()] == '/';
 }
 
-// The bytes [offset, offset + n) of `path`, or nullopt when they cannot all
-// be read.
-std::optional<std::string> ReadAt(const FileAccess& access,
-                                  const std::string& path, int64_t offset,
-                                  int64_t n) {
-  absl::StatusOr<UniqueFd> opened = access.Open(path, O_RDONLY | O_NONBLOCK);
-  if (!opened.ok()) return std::nullopt;
-  const int fd = opened->get();
-  std::string out(static_cast<size_t>(n), '\0');
-  int64_t done = 0;
-  while (done < n) {
-    const ssize_t r = ::pread(fd, out.data() + done, n - done, offset + done);
-    if (r <= 0) break;
-    done += r;
+// Reads what a listing looks at: through the FileAccess, or, for a file
+// beneath a backed root that the disk lacks, from its backing URL.
+struct ScanFiles {
+  const FileAccess& access;
+  const CheckpointFiles& files;
+
+  // The bytes [offset, offset + n) of `path`, or nullopt when they cannot
+  // all be read.
+  std::optional<std::string> ReadAt(const std::string& path, int64_t offset,
+                                    int64_t n) const {
+    absl::StatusOr<UniqueFd> opened = access.Open(path, O_RDONLY | O_NONBLOCK);
+    if (!opened.ok()) return ReadBacked(path, offset, n, opened.status());
+    const int fd = opened->get();
+    std::string out(static_cast<size_t>(n), '\0');
+    int64_t done = 0;
+    while (done < n) {
+      const ssize_t r = ::pread(fd, out.data() + done, n - done, offset + done);
+      if (r <= 0) break;
+      done += r;
+    }
+    if (done != n) return std::nullopt;
+    return out;
   }
-  if (done != n) return std::nullopt;
-  return out;
-}
+
+  // From the reader, not the mirror's mapping: no fault to guard, and the
+  // first 64 KiB (a header, an index) came with the open.
+  std::optional<std::string> ReadBacked(const std::string& path, int64_t offset,
+                                        int64_t n,
+                                        const absl::Status& local) const {
+    if (!absl::IsNotFound(local) || !files.BackingOf(path)) return std::nullopt;
+    absl::StatusOr<std::shared_ptr<const MappedFile>> m = files.Map(path);
+    if (!m.ok() || !(*m)->remote() || offset < 0 || n < 0 ||
+        static_cast<uint64_t>(offset) + static_cast<uint64_t>(n) >
+            (*m)->size()) {
+      return std::nullopt;
+    }
+    std::string out(static_cast<size_t>(n), '\0');
+    if (!(*m)->mirror()
+             ->reader()
+             .ReadAt(static_cast<uint64_t>(offset), static_cast<uint64_t>(n),
+                     out.data())
+             .ok()) {
+      return std::nullopt;
+    }
+    return out;
+  }
+};
 
 uint64_t LittleEndian(absl::string_view bytes) {
   uint64_t v = 0;
@@ -75,9 +105,9 @@ uint64_t LittleEndian(absl::string_view bytes) {
 }
 
 // A GGUF (v2, v3) header's tensor count.
-std::optional<int64_t> GgufTensorCount(const FileAccess& access,
+std::optional<int64_t> GgufTensorCount(const ScanFiles& access,
                                        const std::string& path) {
-  auto head = ReadAt(access, path, 0, 16);
+  auto head = access.ReadAt(path, 0, 16);
   if (!head || head->compare(0, 4, "GGUF") != 0) return std::nullopt;
   const uint64_t version = LittleEndian(absl::string_view(*head).substr(4, 4));
   if (version < 2) return std::nullopt;
@@ -87,15 +117,15 @@ std::optional<int64_t> GgufTensorCount(const FileAccess& access,
 }
 
 // The entries of a small safetensors header, `__metadata__` aside.
-std::optional<int64_t> SafetensorsTensorCount(const FileAccess& access,
+std::optional<int64_t> SafetensorsTensorCount(const ScanFiles& access,
                                               const std::string& path) {
-  auto prefix = ReadAt(access, path, 0, 8);
+  auto prefix = access.ReadAt(path, 0, 8);
   if (!prefix) return std::nullopt;
   const uint64_t n = LittleEndian(*prefix);
   if (n == 0 || n > static_cast<uint64_t>(kMaxCountedHeaderBytes)) {
     return std::nullopt;
   }
-  auto header = ReadAt(access, path, 8, static_cast<int64_t>(n));
+  auto header = access.ReadAt(path, 8, static_cast<int64_t>(n));
   if (!header) return std::nullopt;
   auto json = ParseStrictJson(*header, path);
   if (!json.ok() || !json->is_object()) return std::nullopt;
@@ -104,10 +134,10 @@ std::optional<int64_t> SafetensorsTensorCount(const FileAccess& access,
 }
 
 // The tensors a small index places.
-std::optional<int64_t> IndexTensorCount(const FileAccess& access,
+std::optional<int64_t> IndexTensorCount(const ScanFiles& access,
                                         const std::string& path, int64_t size) {
   if (size > kMaxCountedHeaderBytes) return std::nullopt;
-  auto text = ReadAt(access, path, 0, size);
+  auto text = access.ReadAt(path, 0, size);
   if (!text) return std::nullopt;
   auto json = ParseStrictJson(*text, path);
   if (!json.ok() || !json->is_object()) return std::nullopt;
@@ -153,10 +183,13 @@ class Scanner {
   explicit Scanner(const CheckpointScanOptions& o)
       : o_(o),
         access_(o.access != nullptr ? *o.access : *FileAccess::Anywhere()),
+        files_(o.access != nullptr ? o.access : FileAccess::Anywhere(),
+               o.remote, o.backings),
+        reader_{access_, files_},
         position_(o.after) {}
 
   absl::Status Run(const std::string& dir) {
-    absl::StatusOr<struct stat> top = access_.Stat(dir);
+    absl::StatusOr<struct stat> top = files_.Stat(dir);
     if (!top.ok() && !absl::IsNotFound(top.status())) return top.status();
     if (!top.ok()) {
       return absl::NotFoundError(absl::StrCat("'", dir, "' does not exist"));
@@ -200,8 +233,8 @@ class Scanner {
 
   absl::Status Visit(const std::string& abs, const std::string& rel,
                      int depth) {
-    absl::StatusOr<std::vector<std::string>> listed =
-        access_.ListDirectory(abs);
+    // Beneath a backed root: what the disk or the backing holds.
+    absl::StatusOr<std::vector<std::string>> listed = files_.ListDirectory(abs);
     if (!listed.ok()) {
       if (rel.empty()) {
         return absl::NotFoundError(
@@ -211,6 +244,13 @@ class Scanner {
     }
     std::vector<std::string> names = *std::move(listed);
     std::sort(names.begin(), names.end());
+    const bool backed = files_.BackingOf(abs).has_value();
+    if (backed) {
+      // The backing's entries are stat'ed by requests: at once, not in turn.
+      std::vector<std::string> paths;
+      for (const std::string& n : names) paths.push_back(Join(abs, n));
+      files_.Prefetch(paths);
+    }
 
     // A safetensors directory is one checkpoint, as Checkpoint::Open(dir)
     // opens it, listed before what is in it: the GGUF files and
@@ -247,8 +287,16 @@ class Scanner {
       }
       const std::string path = Join(abs, name);
       struct stat st;
-      if (::lstat(path.c_str(), &st) != 0) continue;
-      if (!S_ISLNK(st.st_mode)) {
+      bool in_backing = false;
+      if (::lstat(path.c_str(), &st) != 0) {
+        // Only in the backing (an object store has no symlinks, nor loops).
+        absl::StatusOr<struct stat> got = backed && errno == ENOENT
+                                              ? files_.Stat(path)
+                                              : absl::NotFoundError("");
+        if (!got.ok()) continue;
+        st = *got;
+        in_backing = true;
+      } else if (!S_ISLNK(st.st_mode)) {
         // Again through the access: a directory on the way swapped for a
         // symlink since must not show what lies outside the roots.
         absl::StatusOr<struct stat> got = access_.Stat(path);
@@ -272,7 +320,9 @@ class Scanner {
       }
       if (S_ISDIR(st.st_mode)) {
         if (depth > o_.max_depth) continue;
-        if (!visited_.insert({st.st_dev, st.st_ino}).second) continue;
+        if (!in_backing && !visited_.insert({st.st_dev, st.st_ino}).second) {
+          continue;
+        }
         if (absl::Status s = Visit(path, child, depth + 1); !s.ok()) return s;
         continue;
       }
@@ -283,7 +333,7 @@ class Scanner {
       if (split && split->index != 1) {
         // Listed as its first split; without one, each split is listed, and
         // opening it says which split is missing.
-        if (access_.Stat(Join(abs, SplitFileName(*split, 1))).ok()) {
+        if (files_.Stat(Join(abs, SplitFileName(*split, 1))).ok()) {
           continue;
         }
         split.reset();
@@ -302,7 +352,7 @@ class Scanner {
     std::optional<int64_t> count = 0;
     for (const std::string& n : shards) {
       const std::string p = Join(abs, n);
-      absl::StatusOr<struct stat> got = access_.Stat(p);
+      absl::StatusOr<struct stat> got = files_.Stat(p);
       if (!got.ok() || !S_ISREG(got->st_mode)) continue;
       const struct stat& st = *got;
       ++f.file_count;
@@ -310,7 +360,7 @@ class Scanner {
       f.modified_unix_seconds =
           std::max<int64_t>(f.modified_unix_seconds, st.st_mtime);
       if (!index && count) {
-        auto n_tensors = SafetensorsTensorCount(access_, p);
+        auto n_tensors = SafetensorsTensorCount(reader_, p);
         count = n_tensors ? std::optional<int64_t>(*count + *n_tensors)
                           : std::nullopt;
       }
@@ -318,10 +368,10 @@ class Scanner {
     if (index) {
       const std::string p = Join(abs, kIndexName);
       count = std::nullopt;
-      if (absl::StatusOr<struct stat> st = access_.Stat(p); st.ok()) {
+      if (absl::StatusOr<struct stat> st = files_.Stat(p); st.ok()) {
         f.modified_unix_seconds =
             std::max<int64_t>(f.modified_unix_seconds, st->st_mtime);
-        count = IndexTensorCount(access_, p, st->st_size);
+        count = IndexTensorCount(reader_, p, st->st_size);
       }
     }
     f.stored_tensor_count = count;
@@ -345,7 +395,7 @@ class Scanner {
       const std::string p = Join(abs, n);
       struct stat st = first;
       if (n != name) {
-        absl::StatusOr<struct stat> got = access_.Stat(p);
+        absl::StatusOr<struct stat> got = files_.Stat(p);
         if (!got.ok()) {
           count = std::nullopt;  // a missing split: the open will say which
           continue;
@@ -357,7 +407,7 @@ class Scanner {
       f.modified_unix_seconds =
           std::max<int64_t>(f.modified_unix_seconds, st.st_mtime);
       if (count) {
-        auto n_tensors = GgufTensorCount(access_, p);
+        auto n_tensors = GgufTensorCount(reader_, p);
         count = n_tensors ? std::optional<int64_t>(*count + *n_tensors)
                           : std::nullopt;
       }
@@ -368,6 +418,8 @@ class Scanner {
 
   const CheckpointScanOptions& o_;
   const FileAccess& access_;
+  const CheckpointFiles files_;
+  const ScanFiles reader_;
   std::string top_;  // realpath of the scanned directory
   std::set<std::pair<dev_t, ino_t>> visited_;
   int64_t scanned_ = 0;

@@ -54,6 +54,14 @@ struct CheckpointScanOptions {
   // What every directory is listed and every file stat'ed and read through
   // (a server passes its roots': FileAccess::Beneath); null: anywhere.
   std::shared_ptr<const FileAccess> access = nullptr;
+  // Local roots backed by storage URL prefixes, read through `remote`
+  // (OpenOptions::backings): beneath one, a directory lists what the disk
+  // or the backing holds, each name once, and a checkpoint partly on each
+  // is one entry. The backing's names cost requests: an S3 listing per
+  // directory, an open per file looked at (at once, 16 at a time). Null:
+  // the disk only.
+  std::shared_ptr<const RemoteFiles> remote = nullptr;
+  std::shared_ptr<const RootBackings> backings = nullptr;
 };
 
 struct CheckpointScan {

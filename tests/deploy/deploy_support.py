@@ -199,8 +199,9 @@ class RunningServer:
 
 def localized(args, root, scratch):
     """`args` with every --listen/--http-listen on a free loopback port,
-    every --root at `root`, and --token-file (a Secret's mount in a pod) and
-    --cache-dir (a pod's volume) in `scratch`."""
+    every --root at `root` (and every --backing ROOT=URL backing `root`
+    instead), and --token-file (a Secret's mount in a pod) and --cache-dir
+    (a pod's volume) in `scratch`."""
     tokens = os.path.join(scratch, "tokens")
     with open(tokens, "w", encoding="utf-8") as f:
         f.write("deploy-test-token\n")
@@ -211,6 +212,13 @@ def localized(args, root, scratch):
     while i < len(args):
         a = args[i]
         name = a.split("=", 1)[0]
+        if name == "--backing":
+            value = a.split("=", 1)[1] if a.startswith("--backing=") else (
+                args[i + 1] if i + 1 < len(args) else "")
+            url = value[value.index("=") + 1:] if "=" in value else value
+            out += ["--backing", f"{root}={url}"]
+            i += 1 if a.startswith("--backing=") else 2
+            continue
         swap = {"--listen": "127.0.0.1:0", "--http-listen": "127.0.0.1:0",
                 "--root": root, "--token-file": tokens,
                 "--cache-dir": cache}.get(name)

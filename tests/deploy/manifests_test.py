@@ -329,18 +329,42 @@ class Manifests(unittest.TestCase):
             self.shards["spec"].get("updateStrategy", {}).get(
                 "rollingUpdate", {}).get("maxUnavailable", 1), 1)
 
-    def test_shard_pods_serve_their_own_volume_with_partial_shards(self):
+    def test_shard_pods_serve_their_own_volume_backed_by_the_store(self):
         spec = self.shards["spec"]
         service = find(self.rendered["shard-affine"], "Service",
                        spec["serviceName"])[0]
         self.assertEqual(service["spec"]["clusterIP"], "None")
         container, args = server_container(self.shards)
-        self.assertIn("--partial-shards", args)
+        self.assertNotIn("--partial-shards", args)  # refused: --backing
         templates = {t["metadata"]["name"] for t in spec["volumeClaimTemplates"]}
         mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
-        for root in ds.flag_values(args, "--root"):
+        roots = ds.flag_values(args, "--root")
+        for root in roots:
             self.assertIn(mounts[root]["name"], templates,
                           f"--root {root} is not on the pod's own volume")
+        # Every root is backed by an object-store prefix, once.
+        backings = [b.split("=", 1) for b in ds.flag_values(args, "--backing")]
+        self.assertEqual(sorted(r for r, _ in backings), sorted(roots))
+        for _, url in backings:
+            self.assertRegex(url, r"^s3://[a-z0-9.-]+/.+")
+        # Credentials from the Secret, as the object-store overlay takes them.
+        env = {e["name"]: e for e in container["env"]}
+        for var, key in (("AWS_ACCESS_KEY_ID", "access-key-id"),
+                         ("AWS_SECRET_ACCESS_KEY", "secret-access-key")):
+            self.assertNotIn("value", env[var], var)
+            self.assertEqual(env[var]["valueFrom"]["secretKeyRef"],
+                             {"name": "tensormorph-s3", "key": key})
+        for e in container["env"]:
+            if "SECRET" in e["name"] or "TOKEN" in e["name"]:
+                self.assertNotIn("value", e, e["name"])
+        # Fetched blocks on a cache volume larger than its cap.
+        cache = ds.flag_values(args, "--cache-dir")
+        self.assertEqual(len(cache), 1)
+        mount, volume = mount_of(container, pod_spec(self.shards), cache[0])
+        self.assertFalse(mount.get("readOnly", False))
+        m = re.fullmatch(r"(\d+)Gi", volume["emptyDir"]["sizeLimit"])
+        self.assertIsNotNone(m)
+        self.assertGreater(int(m.group(1)) << 30, int_flag(args, "--cache-bytes"))
 
     def test_drain_fits_in_the_termination_grace(self):
         for workload in self.servers:
@@ -635,7 +659,9 @@ class Manifests(unittest.TestCase):
             for policy in self.policies_for(overlay, workload):
                 c = pod_spec(workload)["containers"][0]
                 args = c.get("args", [])
-                roots = ds.flag_values(args, "--root")
+                roots = ds.flag_values(args, "--root") + [
+                    b.split("=", 1)[-1]
+                    for b in ds.flag_values(args, "--backing")]
                 allowed = {53}
                 if any(r.startswith("s3://") or r.startswith("https://")
                        for r in roots):

@@ -26,8 +26,8 @@ while [ $# -gt 0 ]; do
   shift
 done
 
-# Warnings are errors here, so CI (.ci/run calls tests/run.sh) keeps the build
-# clean.
+# Warnings are errors in the Release build, so CI (.ci/run calls
+# tests/run.sh) keeps the build clean.
 if [ "$sanitize" = 1 ]; then
   build_dir=build-asan
   # Line tables only (-g1): sanitizer reports keep file:line, and the objects
@@ -35,7 +35,10 @@ if [ "$sanitize" = 1 ]; then
   # -O1, as the sanitizers' own documentation advises: the instrumented
   # suite runs several times faster than at -O0 (it is most of CI's time),
   # and reports keep their frames (-fno-omit-frame-pointer, CMakeLists.txt).
-  cmake_args=(-DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-g1 -O1" -DTENSORMORPH_SANITIZE=ON -DTENSORMORPH_WERROR=ON)
+  # Warnings are errors in the Release build only: GCC's flow warnings see
+  # through the sanitizers' instrumentation and report libstdc++ itself, and
+  # the Release build already holds this tree to every warning.
+  cmake_args=(-DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-g1 -O1" -DTENSORMORPH_SANITIZE=ON -DTENSORMORPH_WERROR=OFF)
 else
   build_dir=build
   cmake_args=(-DCMAKE_BUILD_TYPE=Release -DTENSORMORPH_WERROR=ON)

@@ -34,8 +34,18 @@ std::string Hint(const absl::Status& s) {
       return "raise the deadline with --timeout SECONDS (0 = none); calls "
              "with one reply default to 60 s, `health` to 5 s.";
     case absl::StatusCode::kPermissionDenied:
-      return "the server only serves paths under its --root directories "
-             "(see `tensormorph info` of a path inside one).";
+      if (ErrorReasonOf(s) == "OUTSIDE_ROOTS") {
+        return "the server only serves paths under its --root directories "
+               "(see `tensormorph info` of a path inside one).";
+      }
+      if (absl::StrContains(s.message(), "://")) {
+        // The object store or the Hub refused the request's credentials.
+        return "the storage refused the credentials of whoever reads it "
+               "(tensormorphd, or this CLI without --server): check "
+               "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), "
+               "HF_TOKEN, or the presigned URL's expiry.";
+      }
+      return "";
     default:
       return "";
   }

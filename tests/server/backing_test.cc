@@ -2,6 +2,9 @@
 // checkpoint's files reads the rest from an object store (npm's s3rver, behind
 // the tests' fault proxy, which counts requests and enforces If-Match), and
 // answers every call as a server holding everything does.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -327,6 +330,47 @@ TEST_F(BackingTest, AShardInNeitherIsNotFoundNamingItsUrlNeverTheSecret) {
                           std::string("s3://models/ckpts/m/") + kShards[2]));
   EXPECT_THAT(s, HasReason(ErrorReason::kNotFound));
   EXPECT_THAT(std::string(s.message()), Not(HasSubstr(kSecret)));
+}
+
+// A wrong secret, through a proxy that checks every SigV4 signature: the
+// CLI's call ends PERMISSION_DENIED naming the object, and neither the
+// reply, the CLI's output nor the server's log (at info, every call's
+// line) holds the secret or a signature.
+TEST_F(BackingTest, AWrongSecretIsPermissionDeniedAndNeverInAMessageOrLog) {
+  const std::string whole = MakeTempDir();
+  WriteStraddlingCheckpoint(whole + "/m");
+  Upload(whole + "/m", "ckpts/m/");
+  testing::FaultProxy checking(
+      s3_->port(), {"--sigv4-key", "S3RVER", "--sigv4-secret", kSecret});
+  constexpr char kWrong[] = "WRONG-secret-value-42";
+  ::setenv("AWS_ENDPOINT_URL", checking.Url("").c_str(), 1);
+  ::setenv("AWS_SECRET_ACCESS_KEY", kWrong, 1);
+  const std::string log = MakeTempDir() + "/server.log";
+  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  ASSERT_GE(fd, 0);
+  const std::string local = MakeTempDir();
+  {
+    ServerProcess server(
+        {local},
+        {"--backing", local + "=s3://models/ckpts/", "--log-level", "info"},
+        fd);
+    CommandResult r = RunCommand(
+        {testing::CliPath(), "--server", server.address(), "info", "m"});
+    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+    EXPECT_THAT(r.err, HasSubstr("[PERMISSION_DENIED]"));
+    EXPECT_THAT(r.err, HasSubstr("'s3://models/ckpts/m'"));
+    EXPECT_THAT(r.err, HasSubstr("AWS_SECRET_ACCESS_KEY"));  // the hint
+    for (const std::string& text : {r.out, r.err}) {
+      EXPECT_THAT(text, Not(HasSubstr(kWrong)));
+      EXPECT_THAT(text, Not(HasSubstr("Signature=")));
+    }
+    EXPECT_EQ(server.Stop(), 0);
+  }
+  ::close(fd);
+  const std::string logged = ReadFileBytes(log);
+  EXPECT_THAT(logged, HasSubstr("PERMISSION_DENIED"));
+  EXPECT_THAT(logged, Not(HasSubstr(kWrong)));
+  EXPECT_THAT(logged, Not(HasSubstr("Signature=")));
 }
 
 TEST_F(BackingTest, ACheckReadsEveryShard) {

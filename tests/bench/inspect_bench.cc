@@ -94,6 +94,16 @@ Fixture& Get() {
   return *f;
 }
 
+// One call's time in microseconds; a failed call aborts the benchmark.
+template <typename Call>
+double MicrosOf(Call call) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (!call()) std::abort();
+  return std::chrono::duration<double, std::micro>(
+             std::chrono::steady_clock::now() - t0)
+      .count();
+}
+
 // Times `call` kCalls times; reports p50 and p99 in microseconds.
 template <typename Call>
 std::pair<double, double> Latencies(Call call) {
@@ -186,16 +196,9 @@ void BM_Latency(benchmark::State& state) {
     std::vector<double> ping, one;
     ping.reserve(kCalls);
     one.reserve(kCalls);
-    auto time = [](auto call) {
-      const auto t0 = std::chrono::steady_clock::now();
-      if (!call()) std::abort();
-      return std::chrono::duration<double, std::micro>(
-                 std::chrono::steady_clock::now() - t0)
-          .count();
-    };
     for (int i = 0; i < kCalls; ++i) {
-      ping.push_back(time([&] { return f.client->GetServerInfo().ok(); }));
-      one.push_back(time([&] { return InspectOne(*f.client, rng); }));
+      ping.push_back(MicrosOf([&] { return f.client->GetServerInfo().ok(); }));
+      one.push_back(MicrosOf([&] { return InspectOne(*f.client, rng); }));
     }
     std::atomic<bool> stop{false};
     std::atomic<int64_t> streamed{0};
@@ -208,10 +211,10 @@ void BM_Latency(benchmark::State& state) {
     const int64_t streamed_before = streamed.load();
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < kCalls; ++i) {
-      loaded.push_back(time([&] { return InspectOne(*f.client, rng); }));
+      loaded.push_back(MicrosOf([&] { return InspectOne(*f.client, rng); }));
       if (i % 4 == 0) {
         loaded_ping.push_back(
-            time([&] { return f.client->GetServerInfo().ok(); }));
+            MicrosOf([&] { return f.client->GetServerInfo().ok(); }));
       }
     }
     const double loaded_seconds =
@@ -290,16 +293,9 @@ void BM_ShardedLatency(benchmark::State& state) {
       if (!inspect("sharded") || !inspect("one.safetensors")) std::abort();
     }
     std::vector<double> sharded, one;
-    auto time = [](auto call) {
-      const auto t0 = std::chrono::steady_clock::now();
-      if (!call()) std::abort();
-      return std::chrono::duration<double, std::micro>(
-                 std::chrono::steady_clock::now() - t0)
-          .count();
-    };
     for (int i = 0; i < kCalls; ++i) {
-      sharded.push_back(time([&] { return inspect("sharded"); }));
-      one.push_back(time([&] { return inspect("one.safetensors"); }));
+      sharded.push_back(MicrosOf([&] { return inspect("sharded"); }));
+      one.push_back(MicrosOf([&] { return inspect("one.safetensors"); }));
     }
     std::sort(sharded.begin(), sharded.end());
     std::sort(one.begin(), one.end());

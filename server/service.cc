@@ -1,7 +1,5 @@
 #include "server/service.h"
 
-#include <fnmatch.h>
-
 #include <algorithm>
 #include <vector>
 
@@ -17,6 +15,7 @@
 #include "core/util/utf8.h"
 #include "proto/status_mapping.h"
 #include "server/call_log.h"
+#include "server/list_tensors_page.h"
 #include "server/proto_convert.h"
 #include "server/reference_lookup.h"
 #include "server/wire_check.h"
@@ -495,37 +494,7 @@ grpc::ServerWriteReactor<v1::TensorInfo>* TensormorphService::ListTensors(
     }
     auto ckpt = state_->registry.Acquire(req->checkpoint());
     if (!ckpt.ok()) return ckpt.status();
-    std::vector<v1::TensorInfo> out;
-    std::vector<const LogicalTensor*> listed;
-    if (req->parts()) {
-      listed = (*ckpt)->parts();
-      std::sort(listed.begin(), listed.end(),
-                [](const LogicalTensor* a, const LogicalTensor* b) {
-                  return a->name < b->name;
-                });
-    } else {
-      for (const LogicalTensor& t : (*ckpt)->tensors()) listed.push_back(&t);
-    }
-    for (const LogicalTensor* tp : listed) {
-      const LogicalTensor& t = *tp;
-      if (!req->filter().empty() &&
-          ::fnmatch(req->filter().c_str(), t.name.c_str(), 0) != 0) {
-        continue;
-      }
-      v1::TensorInfo& info = out.emplace_back();
-      FillTensorInfo(**ckpt, t, &info);
-      // gRPC would send an entry the client cannot parse, and the client
-      // would take it for the stream's end: refuse the whole list instead.
-      if (absl::Status wire = CheckWireSafe(info); !wire.ok()) {
-        return absl::InternalError(absl::StrCat(
-            "ListTensors of '", req->checkpoint(), "': the entry for tensor '",
-            EscapeUtf8(t.name), "' cannot be sent: ", wire.message()));
-      }
-    }
-    for (v1::TensorInfo& info : out) {
-      info.set_list_count(static_cast<int64_t>(out.size()));
-    }
-    return out;
+    return ListTensorsPage(**ckpt, *req, state_->limits.max_list_page_size);
   };
   return FencedStream<v1::TensorInfo>(
       *state_, ctx, {"ListTensors", req->checkpoint()}, [&] {

@@ -1,11 +1,11 @@
-// The skeleton of the server's queued streams (CheckCheckpoint, QuantDiff,
-// ComputeSparsity, ListCheckpoints): work runs on the worker pool and queues
-// events; the events go out one write at a time, in order; cancellation (the
-// client's, or the watchdog's soft and hard stops, stream_watchdog.h) makes the
-// work stop at its next step; the call finishes exactly once, when the work is
-// over and no write is in flight, giving its stream and diff slots back
-// before the client hears the end; an exception anywhere fails the call
-// (exception_fence.h) instead of the process.
+// The skeleton of every server stream (CheckCheckpoint, QuantDiff,
+// ComputeSparsity, ListCheckpoints, ListTensors, ReadSlice): work runs on the
+// worker pool and queues events; the events go out one write at a time, in
+// order; cancellation (the client's, or the watchdog's soft and hard stops,
+// stream_watchdog.h) makes the work stop at its next step; the call finishes
+// exactly once, when the work is over and no write is in flight, giving its
+// stream and diff slots back before the client hears the end; an exception
+// anywhere fails the call (exception_fence.h) instead of the process.
 //
 // A stream derives from QueuedStreamReactor<Event>, counts its running
 // tasks itself (under mu_), submits its first task with Launch, queues

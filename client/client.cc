@@ -358,27 +358,44 @@ absl::StatusOr<v1::TensorInfo> Client::GetTensor(const std::string& checkpoint,
 }
 
 absl::Status Client::ListTensors(
-    const v1::ListTensorsRequest& request,
+    const v1::ListTensorsRequest& first,
     const std::function<void(const v1::TensorInfo&)>& on_tensor) {
-  if (router_) return router_->ListTensors(request, on_tensor);
-  int64_t received = 0, promised = 0;
-  absl::Status s = Calls::Stream<v1::ListTensorsRequest, v1::TensorInfo>(
-      *this, methods_->list_tensors, request,
-      [&](const v1::TensorInfo& t) {
-        ++received;
-        promised = std::max(promised, t.list_count());
-        on_tensor(t);
-        return true;
-      },
-      "");
-  if (!s.ok()) return s;
-  // INTERNAL, not DATA_LOSS: the file is fine, the stream is not.
-  if (received < promised) {
-    return absl::InternalError(absl::StrCat(
-        "ListTensors of '", request.checkpoint(), "': the stream ended after ",
-        received, " of the ", promised, " tensors the server promised"));
+  if (router_) return router_->ListTensors(first, on_tensor);
+  // Every page from first.page_token on (one, unless page_size is set).
+  v1::ListTensorsRequest request = first;
+  while (true) {
+    int64_t received = 0, promised = 0;
+    std::string next;
+    absl::Status s = Calls::Stream<v1::ListTensorsRequest, v1::TensorInfo>(
+        *this, methods_->list_tensors, request,
+        [&](const v1::TensorInfo& t) {
+          if (!t.next_page_token().empty()) {
+            next = t.next_page_token();  // the page's last message
+            return true;
+          }
+          ++received;
+          promised = std::max(promised, t.list_count());
+          on_tensor(t);
+          return true;
+        },
+        "");
+    if (!s.ok()) return s;
+    // INTERNAL, not DATA_LOSS: the file is fine, the stream is not.
+    if (received < promised) {
+      return absl::InternalError(
+          absl::StrCat("ListTensors of '", request.checkpoint(),
+                       "': the stream ended after ", received, " of the ",
+                       promised, " tensors the server promised"));
+    }
+    if (next.empty()) return absl::OkStatus();
+    // A server that hands back the token it was given would loop forever.
+    if (next == request.page_token()) {
+      return absl::InternalError(
+          "ListTensors: the server gave back the page_token it was asked "
+          "for, so the listing would never end");
+    }
+    request.set_page_token(next);
   }
-  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<v1::TensorInfo>> Client::ListTensors(

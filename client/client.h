@@ -158,8 +158,10 @@ class Client {
                                            const std::string& tensor,
                                            bool part = false);
 
-  // Calls `on_tensor` for each tensor as it arrives; checks that as many
-  // arrive as the server promised (TensorInfo.list_count).
+  // Calls `on_tensor` for each tensor as it arrives, every page from
+  // request.page_token on (one call unless page_size is set; the messages
+  // that carry only a token are not passed on); checks that each page
+  // brings as many as the server promised (TensorInfo.list_count).
   absl::Status ListTensors(
       const v1::ListTensorsRequest& request,
       const std::function<void(const v1::TensorInfo&)>& on_tensor);

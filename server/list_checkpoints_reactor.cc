@@ -7,7 +7,8 @@
 //
 // The call takes one of max_concurrent_streams slots for its whole life and
 // is watched like every stream (max_call_seconds, max_idle_write_seconds),
-// so a client that stops reading does not keep the slot.
+// so a client that stops reading does not keep the slot: the queued
+// stream's skeleton (stream_reactor.h), its one task the scan.
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -28,6 +29,7 @@
 #include "server/call_log.h"
 #include "server/proto_convert.h"
 #include "server/service.h"
+#include "server/stream_reactor.h"
 
 namespace tensormorph {
 namespace {
@@ -129,55 +131,55 @@ absl::StatusOr<std::vector<Target>> Targets(const PathSandbox& sandbox,
 }
 
 class ListCheckpointsReactor final
-    : public grpc::ServerWriteReactor<v1::CheckpointEntry> {
+    : public QueuedStreamReactor<v1::CheckpointEntry> {
  public:
   ListCheckpointsReactor(std::shared_ptr<ServiceState> state,
                          grpc::CallbackServerContext* ctx,
                          const v1::ListCheckpointsRequest* req)
-      : state_(std::move(state)),
-        ctx_(ctx),
-        req_(*req),
-        log_("ListCheckpoints", ctx, req_.directory(), ""),
-        peer_(SharePeer(*ctx)) {
-    state_->StreamStarted();
-    watch_ = state_->watchdog.Add(
-        [this](const absl::Status&) { ctx_->TryCancel(); },
-        [this](const absl::Status&) { ctx_->TryCancel(); });
-    state_->pool.Submit([this] {
-      absl::Status s = Fenced(log_.site(), [&] { return Build(); });
-      if (!s.ok()) {
-        Done(ToGrpcStatus(s));
-        return;
-      }
-      Next();
-    });
-  }
-
-  void OnWriteDone(bool ok) override {
-    state_->watchdog.WriteDone(watch_);
-    if (!ok) {
-      Done(grpc::Status(grpc::CANCELLED, "client went away"));
-      return;
+      : QueuedStreamReactor(std::move(state), ctx, "ListCheckpoints",
+                            req->directory(), "", kNoQueueBound),
+        req_(*req) {
+    {
+      absl::MutexLock lock(&mu_);
+      running_ = true;
     }
-    if (absl::Status s = Fenced(log_.site(), [&] { Next(); }); !s.ok()) {
-      Done(ToGrpcStatus(s));
-    }
-  }
-
-  void OnCancel() override { cancelled_.store(true); }
-
-  void OnDone() override {
-    state_->watchdog.Remove(watch_);
-    Fenced(log_.site(), [&] {
-      state_->StreamEnded(cancelled_.load(), admitted_, peer_);
-    }).IgnoreError();
-    delete this;
+    Launch([this] { Run(); });
   }
 
  private:
+  // The page is built whole before its first write (a page is at most
+  // max_list_page_size entries), so nothing waits for room in the queue.
+  static constexpr size_t kNoQueueBound = SIZE_MAX;
+
+  // Over once the page is built: its entries are all queued then.
+  bool WorkOverLocked(bool) override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !running_;
+  }
+  // Entries are not chunks: chunks_sent counts data messages, as before.
+  bool CountsAsChunk(const v1::CheckpointEntry&) const override {
+    return false;
+  }
+
+  // On the pool's stream lane: the scan, then the page queued at once.
+  void Run() {
+    const absl::Status built = Fenced(log_.site(), [&] { return Build(); });
+    absl::MutexLock lock(&mu_);
+    running_ = false;
+    if (!built.ok()) {
+      // A refusal, not a cancellation (FailLocked would count it as one).
+      if (status_.ok()) status_ = ToGrpcStatus(built);
+      PumpLocked();
+      return;
+    }
+    if (!cancelled_.load()) {
+      for (v1::CheckpointEntry& e : entries_) queue_.push_back(std::move(e));
+    }
+    entries_.clear();
+    PumpLocked();
+  }
+
   absl::Status Build() {
-    TM_RETURN_IF_ERROR(state_->TryAdmitStream(peer_));
-    admitted_ = true;
+    TM_RETURN_IF_ERROR(AdmitAsStream());
     const int64_t depth =
         req_.has_max_depth() ? req_.max_depth() : kDefaultListDepth;
     TM_RETURN_IF_ERROR(CheckLimit("max_depth", depth, "max_list_depth",
@@ -258,36 +260,10 @@ class ListCheckpointsReactor final
     e.set_modified_unix_seconds(f.modified_unix_seconds);
   }
 
-  void Next() {
-    if (next_ == entries_.size()) {
-      Done(grpc::Status::OK);
-      return;
-    }
-    state_->watchdog.WriteStarted(watch_);
-    StartWrite(&entries_[next_++]);
-  }
-
-  void Done(const grpc::Status& status) {
-    if (finished_.exchange(true)) return;
-    log_.Finish(status, 0);
-    // The slot goes back before the client hears the end (see
-    // ReadSliceReactor::FinishStream).
-    if (admitted_) state_->ReleaseStream(peer_);
-    admitted_ = false;
-    Finish(status);
-  }
-
-  std::shared_ptr<ServiceState> state_;
-  grpc::CallbackServerContext* ctx_;
   const v1::ListCheckpointsRequest req_;
-  CallLog log_;
-  const std::string peer_;  // PeerHost: whose stream slot
-  StreamWatchdog::Watch* watch_ = nullptr;
+  // The page, built by the task before it is queued.
   std::vector<v1::CheckpointEntry> entries_;
-  size_t next_ = 0;
-  bool admitted_ = false;  // set on the pool before the first write
-  std::atomic<bool> cancelled_{false};
-  std::atomic<bool> finished_{false};
+  bool running_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace

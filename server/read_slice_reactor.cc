@@ -2,7 +2,10 @@
 // flight (one write in flight, one message ready), so the socket does not
 // wait for a pool hop; cancellation and deadlines stop the work at the next
 // chunk boundary, and the watchdog (stream_watchdog.h) ends a call past
-// max_call_seconds or stalled past max_idle_write_seconds.
+// max_call_seconds or stalled past max_idle_write_seconds. The writes,
+// stops and the one finish are the queued stream's skeleton's
+// (stream_reactor.h); the producer is its one task, asked for the next
+// chunk as each write starts (BeforeWriteLocked).
 //
 // Every chunk's data, raw or decoded, is read out of the mapping under the
 // fault guard into the message's own buffer (SliceSource, slice_source.h,
@@ -12,16 +15,15 @@
 // every other call on it. The method is registered raw (grpc::ByteBuffer)
 // so that the buffer goes out as it is, after a small serialized prefix,
 // without a serialization copy. Before the last chunk, the files read must
-// still be the ones the stream began with, or the call ends
-// FAILED_PRECONDITION: what it sent may mix old and new bytes.
+// still be the ones the stream began with, or the call ends ABORTED
+// (FILE_CHANGED_DURING_READ, as core/io's remote reads end for a replaced
+// object): what it sent may mix old and new bytes.
 #include <grpcpp/support/proto_buffer_reader.h>
 #include <grpcpp/support/proto_buffer_writer.h>
 
-#include <algorithm>
-#include <atomic>
-#include <optional>
+#include <deque>
+#include <memory>
 #include <string>
-#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -32,6 +34,7 @@
 #include "server/call_log.h"
 #include "server/service.h"
 #include "server/slice_source.h"
+#include "server/stream_reactor.h"
 
 namespace tensormorph {
 namespace {
@@ -58,105 +61,72 @@ v1::ReadSliceRequest ParseRequest(const grpc::ByteBuffer& bytes, bool* ok) {
   return req;
 }
 
-class ReadSliceReactor final
-    : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+class ReadSliceReactor final : public QueuedStreamReactor<grpc::ByteBuffer> {
  public:
   ReadSliceReactor(std::shared_ptr<ServiceState> state,
-                   grpc::CallbackServerContext* ctx,
-                   const grpc::ByteBuffer* request)
-      : state_(std::move(state)),
-        ctx_(ctx),
-        req_(ParseRequest(*request, &parsed_)),
-        log_("ReadSlice", ctx, req_.checkpoint(), req_.tensor()),
-        peer_(SharePeer(*ctx)) {
-    state_->StreamStarted();
-    watch_ = state_->watchdog.Add(
-        [this](const absl::Status& why) { Interrupt(ToGrpcStatus(why)); },
-        [this](const absl::Status& why) { CancelNow(ToGrpcStatus(why)); });
-    producing_ = true;
-    state_->pool.Submit([this] { Begin(); });
-  }
-
-  // The next message goes out at once if it is ready; its successor is then
-  // produced while it is written.
-  void OnWriteDone(bool ok) override {
-    state_->watchdog.WriteDone(watch_);
-    bool producing = false;  // claimed the producer and not yet handed over
-    if (absl::Status s =
-            Fenced(log_.site(), [&] { WriteDone(ok, &producing); });
-        !s.ok()) {
-      Stop(ToGrpcStatus(s), producing);
+                   grpc::CallbackServerContext* ctx, v1::ReadSliceRequest req,
+                   bool parsed)
+      : QueuedStreamReactor(std::move(state), ctx, "ReadSlice",
+                            req.checkpoint(), req.tensor(), kMessagesHeld),
+        parsed_(parsed),
+        req_(std::move(req)) {
+    {
+      absl::MutexLock lock(&mu_);
+      producing_ = true;
     }
-  }
-
-  void OnCancel() override { cancelled_.store(true); }
-
-  void OnDone() override {
-    // First: no watchdog callback runs after this, and none is running.
-    state_->watchdog.Remove(watch_);
-    Fenced(log_.site(), [&] {
-      // Chunks built and never written (dropped at a stop).
-      state_->reply_bytes.Give(peer_, held_bytes_);
-      state_->StreamEnded(cancelled_.load(), admitted_, peer_);
-    }).IgnoreError();
-    delete this;
+    Launch([this] { Begin(); });
   }
 
  private:
-  void WriteDone(bool ok, bool* producing) {
-    bool start = false, produce = false;
-    std::optional<grpc::Status> finish;
-    {
-      absl::MutexLock lock(&mu_);
-      writing_ = false;
-      // Sent, or never to be: its buffer is gRPC's to free either way.
-      state_->reply_bytes.Give(peer_, out_bytes_);
-      held_bytes_ -= out_bytes_;
-      if (!ok) {
-        if (!stop_) stop_ = grpc::Status(grpc::CANCELLED, "client went away");
-        ready_.reset();
-      } else {
-        state_->metrics.chunks_sent.fetch_add(1);
-        state_->metrics.bytes_sent.fetch_add(out_bytes_);
-        bytes_ += out_bytes_;
-        if (ready_ && !stop_) {
-          out_ = std::move(*ready_);
-          out_bytes_ = ready_bytes_;
-          ready_.reset();
-          writing_ = start = true;
-        } else if (all_produced_ && !producing_ && !stop_) {
-          stop_ = grpc::Status::OK;
-        }
-        if (!all_produced_ && !producing_ && !stop_) {
-          producing_ = produce = true;
-        }
-      }
-      finish = FinishIfIdleLocked();
-    }
-    *producing = produce;
-    if (start) Write();
-    if (produce) state_->pool.Submit([this] { Produce(); });
-    *producing = false;
-    if (finish) FinishStream(*finish);
+  // One message in flight and one ready: the socket never waits for a pool
+  // hop, and a stream holds at most two chunks of its peer's reply budget.
+  static constexpr size_t kMessagesHeld = 2;
+
+  // Over when no producer runs and, unless the call failed, every chunk
+  // has been produced (and, the queue being empty, written).
+  bool WorkOverLocked(bool failed) override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !producing_ && (failed || all_produced_);
   }
 
-  // Ends the call. Its slot goes back before the client hears the end (not
-  // at OnDone, which gRPC runs after): a client reading one stream after
-  // another must not find its slots still held by those it finished.
-  void FinishStream(const grpc::Status& status) {
-    if (admitted_) state_->ReleaseStream(peer_);
-    admitted_ = false;
-    Finish(status);
+  // The next write is about to start: its successor is produced meanwhile
+  // (the producer is one ahead of the write, never more).
+  void BeforeWriteLocked() override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (producing_ || all_produced_ || queue_.size() >= kMessagesHeld) return;
+    // Marked after the submit (which may throw): the task reads producing_
+    // only under mu_, held here.
+    state_->pool.Submit([this] { Produce(); });
+    producing_ = true;
+  }
+
+  // Counted when sent (chunks_sent, bytes_sent), in WrittenLocked.
+  bool CountsAsChunk(const grpc::ByteBuffer&) const override { return false; }
+
+  void WrittenLocked(const grpc::ByteBuffer&, bool ok) override
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const int64_t bytes = sizes_.front();
+    sizes_.pop_front();
+    // Sent, or never to be: its buffer is gRPC's to free either way.
+    state_->reply_bytes.Give(peer_, bytes);
+    if (!ok) return;
+    state_->metrics.chunks_sent.fetch_add(1);
+    state_->metrics.bytes_sent.fetch_add(bytes);
+    bytes_ += bytes;
+  }
+
+  int64_t FinishingLocked() override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    // Chunks built and never written (a stop dropped them).
+    for (const int64_t bytes : sizes_) state_->reply_bytes.Give(peer_, bytes);
+    sizes_.clear();
+    return bytes_;
   }
 
   absl::Status Prepare() {
     if (!parsed_) return absl::InvalidArgumentError("unparsable request");
     // Checked before a slot is taken, as SliceSource::Open checks it again.
     TM_RETURN_IF_ERROR(CheckReadSliceRequest(req_));
-    if (!admitted_) {  // a resumed Begin holds its slot already
-      if (absl::Status admit = state_->TryAdmitStream(peer_); !admit.ok())
-        return admit;
-      admitted_ = true;
+    if (!slot_taken_) {  // a resumed Begin holds its slot already
+      TM_RETURN_IF_ERROR(AdmitAsStream());
+      slot_taken_ = true;
     }
     auto source = SliceSource::Open(*state_, req_);
     if (!source.ok()) return source.status();
@@ -178,31 +148,36 @@ class ReadSliceReactor final
       return;
     }
     if (!s.ok()) {
-      Stop(ToGrpcStatus(s));
+      Stop(s);
       return;
     }
     Produce();
   }
 
-  // On the pool, one at a time (producing_): builds the next message, then
-  // starts its write if none is in flight, or leaves it ready for
-  // OnWriteDone.
+  // On the pool, one at a time (producing_): builds the next message and
+  // queues it; the skeleton writes it when no write is in flight, and asks
+  // for its successor then (BeforeWriteLocked).
   void Produce() {
-    bool producing = true;  // holds the producer and has not handed it over
-    if (absl::Status s = Fenced(log_.site(), [&] { ProduceOne(&producing); });
+    bool holds = true;  // the producer, not yet given back
+    if (absl::Status s =
+            Fenced(log_.site(), [&] { return ProduceOne(&holds); });
         !s.ok()) {
-      Stop(ToGrpcStatus(s), producing);
+      Stop(s, holds);
     }
   }
 
-  void ProduceOne(bool* producing) {
-    if (cancelled_.load()) {
-      Stop(grpc::Status(grpc::CANCELLED, "cancelled"));
-      return;
-    }
-    if (StopAsked()) {
-      Stop(grpc::Status::OK);  // keeps the status already chosen
-      return;
+  // Builds and queues one message; `*holds` is cleared once the producer
+  // is given back (a successor may then run: an exception past that point
+  // must not give it back again).
+  absl::Status ProduceOne(bool* holds) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (cancelled_.load() || !status_.ok()) {
+        producing_ = false;
+        *holds = false;
+        PumpLocked();  // keeps the status already chosen
+        return absl::OkStatus();
+      }
     }
     if (source_->next_offset() > 0) chunk_.clear_header();
     const int64_t n = source_->next_count();
@@ -216,138 +191,49 @@ class ReadSliceReactor final
     // aligned for the decoders' stores.
     float* buffer = new float[(data_bytes + 3) / 4];
     grpc::Slice data(buffer, data_bytes, &DeleteFloats, buffer);
-    if (absl::Status s = source_->ReadNext(reinterpret_cast<uint8_t*>(buffer));
-        !s.ok()) {
-      Stop(ToGrpcStatus(s));
-      return;
-    }
+    TM_RETURN_IF_ERROR(source_->ReadNext(reinterpret_cast<uint8_t*>(buffer)));
     std::string prefix = chunk_.SerializeAsString();
     AppendDataFieldHeader(data_bytes, &prefix);
     grpc::Slice slices[2] = {grpc::Slice(prefix), std::move(data)};
-    grpc::ByteBuffer message(slices, 2);
     const int64_t message_bytes = static_cast<int64_t>(data_bytes);
-    bool start = false, produce = false;
-    std::optional<grpc::Status> finish;
-    {
-      absl::MutexLock lock(&mu_);
-      producing_ = false;
-      all_produced_ = source_->done();
-      if (!stop_) {
-        // Counted against the peer's reply budget until written: new calls
-        // see it; this admitted stream goes on (one write in flight, one
-        // ready, so it holds at most two chunks).
-        state_->reply_bytes.Take(peer_, message_bytes);
-        held_bytes_ += message_bytes;
-        if (!writing_) {
-          out_ = std::move(message);
-          out_bytes_ = message_bytes;
-          writing_ = start = true;
-          // Its successor is produced while it is written.
-          if (!all_produced_) producing_ = produce = true;
-        } else {
-          ready_ = std::move(message);
-          ready_bytes_ = message_bytes;
-        }
-      }
-      finish = FinishIfIdleLocked();
-    }
-    *producing = produce;  // a successor, not yet submitted
-    if (start) Write();
-    if (produce) state_->pool.Submit([this] { Produce(); });
-    *producing = false;
-    if (finish) FinishStream(*finish);
-  }
-
-  // Starts the write of out_. REQUIRES: writing_ was just set.
-  void Write() {
-    state_->watchdog.WriteStarted(watch_);
-    StartWrite(&out_);
-  }
-
-  bool StopAsked() {
     absl::MutexLock lock(&mu_);
-    return stop_.has_value();
-  }
-
-  // The watchdog's soft stop: no new write starts; the one in flight, if
-  // any, ends the call when it completes.
-  void Interrupt(const grpc::Status& status) {
-    std::optional<grpc::Status> finish;
-    {
-      absl::MutexLock lock(&mu_);
-      if (!stop_) stop_ = status;
-      ready_.reset();
-      finish = FinishIfIdleLocked();
+    producing_ = false;
+    *holds = false;
+    all_produced_ = source_->done();
+    if (status_.ok()) {
+      // Counted against the peer's reply budget until written: new calls
+      // see it; this admitted stream goes on (it holds at most
+      // kMessagesHeld chunks).
+      state_->reply_bytes.Take(peer_, message_bytes);
+      sizes_.push_back(message_bytes);
+      queue_.emplace_back(slices, 2);
     }
-    if (finish) FinishStream(*finish);
+    PumpLocked();
+    return absl::OkStatus();
   }
 
-  // The watchdog's hard stop: a write the client does not take never
-  // completes, so the call is cancelled (the write then completes, failed,
-  // and OnWriteDone finishes the call). The status is the log's.
-  void CancelNow(const grpc::Status& status) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (finished_) return;
-      if (!stop_) stop_ = status;
-      ready_.reset();
-    }
-    // OnDone cannot run before this returns: it waits for this callback.
-    ctx_->TryCancel();
-  }
-
-  // The producer's way out: ends the call with `status` (unless it ended
+  // The producer's way out: ends the call with `s` (unless it has a status
   // already) once no write is in flight. `release_producer`: the caller
-  // holds the producer (producing_) and gives it up; false only for a fenced
-  // exception that came after the producer was handed over.
-  void Stop(const grpc::Status& status, bool release_producer = true) {
-    std::optional<grpc::Status> finish;
-    {
-      absl::MutexLock lock(&mu_);
-      if (release_producer) producing_ = false;
-      if (!stop_) stop_ = status;
-      ready_.reset();
-      finish = FinishIfIdleLocked();
-    }
-    if (finish) FinishStream(*finish);
+  // holds the producer and gives it up; false only for a fenced exception
+  // that came after the producer was handed over.
+  void Stop(const absl::Status& s, bool release_producer = true) {
+    absl::MutexLock lock(&mu_);
+    if (release_producer) producing_ = false;
+    if (status_.ok()) status_ = ToGrpcStatus(s);
+    PumpLocked();
   }
 
-  // The status to Finish with, exactly once: when the call is to stop and
-  // neither a write nor a producer is outstanding (either may still touch
-  // this reactor, which OnDone deletes).
-  std::optional<grpc::Status> FinishIfIdleLocked()
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (!stop_ || writing_ || producing_ || finished_) return std::nullopt;
-    finished_ = true;
-    log_.Finish(*stop_, bytes_);
-    return *stop_;
-  }
-
-  std::shared_ptr<ServiceState> state_;
-  grpc::CallbackServerContext* ctx_;
-  bool parsed_ = false;
+  const bool parsed_;
   const v1::ReadSliceRequest req_;
-  CallLog log_;
-  StreamWatchdog::Watch* watch_ = nullptr;
-  const std::string peer_;  // PeerHost: whose slot and reply budget
-  bool admitted_ = false;   // holds a stream slot (set in Prepare)
+  bool slot_taken_ = false;  // Prepare took the stream slot (once)
   // The producer's own (one producer at a time):
   std::unique_ptr<SliceSource> source_;  // set by Prepare
   v1::SliceChunk chunk_;  // header and offsets (the data goes as a slice)
-  std::atomic<bool> cancelled_{false};
-  absl::Mutex mu_;
-  grpc::ByteBuffer out_;                        // the message in flight
-  int64_t out_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // its data bytes
-  std::optional<grpc::ByteBuffer> ready_ ABSL_GUARDED_BY(mu_);  // the next
-  int64_t ready_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Data bytes of each message queued, in queue_'s order.
+  std::deque<int64_t> sizes_ ABSL_GUARDED_BY(mu_);
   int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;  // data bytes written
-  // Of out_ and ready_, what is counted in state_->reply_bytes.
-  int64_t held_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool producing_ ABSL_GUARDED_BY(mu_) = false;
   bool all_produced_ ABSL_GUARDED_BY(mu_) = false;
-  std::optional<grpc::Status> stop_ ABSL_GUARDED_BY(mu_);
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace
@@ -355,7 +241,10 @@ class ReadSliceReactor final
 grpc::ServerWriteReactor<grpc::ByteBuffer>* NewReadSliceReactor(
     std::shared_ptr<ServiceState> state, grpc::CallbackServerContext* ctx,
     const grpc::ByteBuffer* req) {
-  return new ReadSliceReactor(std::move(state), ctx, req);
+  bool parsed = false;
+  v1::ReadSliceRequest parsed_req = ParseRequest(*req, &parsed);
+  return new ReadSliceReactor(std::move(state), ctx, std::move(parsed_req),
+                              parsed);
 }
 
 }  // namespace tensormorph

@@ -1,7 +1,5 @@
 #include "server/service.h"
 
-#include <fnmatch.h>
-
 #include <algorithm>
 #include <vector>
 
@@ -17,6 +15,7 @@
 #include "core/util/utf8.h"
 #include "proto/status_mapping.h"
 #include "server/call_log.h"
+#include "server/list_tensors_reactor.h"
 #include "server/proto_convert.h"
 #include "server/reference_lookup.h"
 #include "server/wire_check.h"
@@ -27,69 +26,6 @@ namespace {
 // The project's version, from CMakeLists.txt's project() (the one place it
 // is written down).
 constexpr char kVersion[] = TENSORMORPH_VERSION;
-
-// Streams a list of messages built on the pool, one write in flight.
-// Counted as a stream from start to OnDone like the others (Counters,
-// WaitForIdle, the heap given back after the last stream).
-template <typename Message>
-class ListWriter final : public grpc::ServerWriteReactor<Message> {
- public:
-  using Builder = std::function<absl::StatusOr<std::vector<Message>>()>;
-
-  ListWriter(ServiceState& state, CallLog log, Builder build)
-      : state_(state), log_(std::move(log)) {
-    state.StreamStarted();
-    state.pool.Submit([this, build = std::move(build)] {
-      auto built = Fenced(log_.site(), build);
-      if (!built.ok()) {
-        Done(ToGrpcStatus(built.status()));
-        return;
-      }
-      messages_ = *std::move(built);
-      Next();
-    });
-  }
-
-  void OnWriteDone(bool ok) override {
-    if (!ok) {
-      cancelled_.store(true);
-      Done(grpc::Status(grpc::CANCELLED, "client went away"));
-      return;
-    }
-    if (absl::Status s = Fenced(log_.site(), [&] { Next(); }); !s.ok()) {
-      Done(ToGrpcStatus(s));
-    }
-  }
-  void OnCancel() override { cancelled_.store(true); }
-  void OnDone() override {
-    Fenced(log_.site(), [&] {
-      state_.StreamEnded(cancelled_.load(), /*holds_slot=*/false);
-    }).IgnoreError();
-    delete this;
-  }
-
- private:
-  void Next() {
-    if (next_ == messages_.size()) {
-      Done(grpc::Status::OK);
-      return;
-    }
-    this->StartWrite(&messages_[next_++]);
-  }
-  void Done(const grpc::Status& status) {
-    if (finished_) return;  // a fenced exception after Finish
-    finished_ = true;
-    log_.Finish(status, 0);
-    this->Finish(status);
-  }
-
-  ServiceState& state_;
-  CallLog log_;
-  std::vector<Message> messages_;
-  size_t next_ = 0;
-  bool finished_ = false;
-  std::atomic<bool> cancelled_{false};  // OnCancel runs on another thread
-};
 
 absl::Status CheckIndex(absl::Span<const int64_t> shape, size_t which,
                         std::vector<int64_t>& coords, int64_t* flat) {
@@ -487,53 +423,9 @@ grpc::ServerUnaryReactor* TensormorphService::GetTensor(
 
 grpc::ServerWriteReactor<v1::TensorInfo>* TensormorphService::ListTensors(
     grpc::CallbackServerContext* ctx, const v1::ListTensorsRequest* req) {
-  auto build = [this, ctx,
-                req]() -> absl::StatusOr<std::vector<v1::TensorInfo>> {
-    if (absl::Status admit = state_->AdmitStream(SharePeer(*ctx));
-        !admit.ok()) {
-      return admit;
-    }
-    auto ckpt = state_->registry.Acquire(req->checkpoint());
-    if (!ckpt.ok()) return ckpt.status();
-    std::vector<v1::TensorInfo> out;
-    std::vector<const LogicalTensor*> listed;
-    if (req->parts()) {
-      listed = (*ckpt)->parts();
-      std::sort(listed.begin(), listed.end(),
-                [](const LogicalTensor* a, const LogicalTensor* b) {
-                  return a->name < b->name;
-                });
-    } else {
-      for (const LogicalTensor& t : (*ckpt)->tensors()) listed.push_back(&t);
-    }
-    for (const LogicalTensor* tp : listed) {
-      const LogicalTensor& t = *tp;
-      if (!req->filter().empty() &&
-          ::fnmatch(req->filter().c_str(), t.name.c_str(), 0) != 0) {
-        continue;
-      }
-      v1::TensorInfo& info = out.emplace_back();
-      FillTensorInfo(**ckpt, t, &info);
-      // gRPC would send an entry the client cannot parse, and the client
-      // would take it for the stream's end: refuse the whole list instead.
-      if (absl::Status wire = CheckWireSafe(info); !wire.ok()) {
-        return absl::InternalError(absl::StrCat(
-            "ListTensors of '", req->checkpoint(), "': the entry for tensor '",
-            EscapeUtf8(t.name), "' cannot be sent: ", wire.message()));
-      }
-    }
-    for (v1::TensorInfo& info : out) {
-      info.set_list_count(static_cast<int64_t>(out.size()));
-    }
-    return out;
-  };
   return FencedStream<v1::TensorInfo>(
-      *state_, ctx, {"ListTensors", req->checkpoint()}, [&] {
-        return new ListWriter<v1::TensorInfo>(
-            *state_,
-            CallLog("ListTensors", ctx, req->checkpoint(), req->filter()),
-            std::move(build));
-      });
+      *state_, ctx, {"ListTensors", req->checkpoint()},
+      [&] { return NewListTensorsReactor(state_, ctx, req); });
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* TensormorphService::ReadSlice(

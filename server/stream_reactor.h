@@ -1,11 +1,11 @@
-// The skeleton of the server's queued streams (CheckCheckpoint, QuantDiff,
-// ComputeSparsity): work runs on the worker pool and queues events; the
-// events go out one write at a time, in order; cancellation (the client's,
-// or the watchdog's soft and hard stops, stream_watchdog.h) makes the work
-// stop at its next step; the call finishes exactly once, when the work is
-// over and no write is in flight, giving its stream and diff slots back
-// before the client hears the end; an exception anywhere fails the call
-// (exception_fence.h) instead of the process.
+// The skeleton of every server stream (CheckCheckpoint, QuantDiff,
+// ComputeSparsity, ListCheckpoints, ListTensors, ReadSlice): work runs on the
+// worker pool and queues events; the events go out one write at a time, in
+// order; cancellation (the client's, or the watchdog's soft and hard stops,
+// stream_watchdog.h) makes the work stop at its next step; the call finishes
+// exactly once, when the work is over and no write is in flight, giving its
+// stream and diff slots back before the client hears the end; an exception
+// anywhere fails the call (exception_fence.h) instead of the process.
 //
 // A stream derives from QueuedStreamReactor<Event>, counts its running
 // tasks itself (under mu_), submits its first task with Launch, queues
@@ -42,6 +42,7 @@ class QueuedStreamReactor : public grpc::ServerWriteReactor<Event> {
     FencedLocked(log_.site(), [&] {
       mu_.AssertHeld();
       writing_ = false;
+      WrittenLocked(queue_.front(), ok);
       if (!ok) {
         cancelled_.store(true);
         if (status_.ok()) {
@@ -117,22 +118,33 @@ class QueuedStreamReactor : public grpc::ServerWriteReactor<Event> {
   // Whether the next event may go out (a reply size limit); an error fails
   // the call.
   virtual absl::Status VetLocked(const Event&) { return absl::OkStatus(); }
-  // Whether an event counts in the chunks_sent metric.
+  // Whether an event counts in the chunks_sent metric (when its write
+  // starts).
   virtual bool CountsAsChunk(const Event&) const { return true; }
+  // Once per write, as it completes, `ok` whether it was sent; the event is
+  // still at the queue's front (dropped after, when sent). A stream that
+  // accounts for what it sends (or produces ahead, ReadSlice) does it here.
+  virtual void WrittenLocked(const Event&, bool ok) {}
   // Once, as the call finishes: what the call leaves behind; returns the
   // bytes the log reports.
   virtual int64_t FinishingLocked() { return 0; }
 
-  // Takes a stream slot for the peer, and with `counts_as_diff` a
-  // max_concurrent_diffs slot, both given back once (ReleaseSlots).
-  // `what` explains the limit in its message (" (a check counts as a
-  // diff)" or empty).
-  // Errors: TryAdmitStream's; RESOURCE_EXHAUSTED at max_concurrent_diffs.
-  absl::Status AdmitAsDiff(absl::string_view what) {
+  // Takes a stream slot for the peer, given back once (ReleaseSlots).
+  // Errors: TryAdmitStream's.
+  absl::Status AdmitAsStream() {
     if (absl::Status admit = state_->TryAdmitStream(peer_); !admit.ok()) {
       return admit;
     }
     admitted_ = true;
+    return absl::OkStatus();
+  }
+
+  // Takes a stream slot for the peer and a max_concurrent_diffs slot, both
+  // given back once (ReleaseSlots). `what` explains the limit in its
+  // message (" (a check counts as a diff)" or empty).
+  // Errors: TryAdmitStream's; RESOURCE_EXHAUSTED at max_concurrent_diffs.
+  absl::Status AdmitAsDiff(absl::string_view what) {
+    if (absl::Status admit = AdmitAsStream(); !admit.ok()) return admit;
     if (state_->active_diffs.fetch_add(1) >=
         state_->limits.max_concurrent_diffs) {
       state_->active_diffs.fetch_sub(1);

@@ -123,6 +123,17 @@ class ConnectedClientTest(unittest.TestCase):
         self.assertEqual((q.shape, q.dtype, q.encoding["convention"]), ((256, 256), "Q8_0", "ggml"))
         self.assertEqual(q.parts[0].dtype, "Q8_0")
 
+    def test_tensors_in_pages_are_the_whole_list(self) -> None:
+        for flt, parts in [("", False), ("blk.0.*", False), ("", True)]:
+            with self.subTest(filter=flt, parts=parts):
+                whole = self.c.tensors(Q8, filter=flt, parts=parts)
+                self.assertGreater(len(whole), 3)
+                for size in (1, 3):
+                    paged = self.c.tensors(Q8, filter=flt, parts=parts, page_size=size)
+                    self.assertEqual([t.name for t in paged], [t.name for t in whole])
+                    self.assertEqual([(t.shape, t.dtype) for t in paged],
+                                     [(t.shape, t.dtype) for t in whole])
+
     def test_read_float_is_bit_exact_to_the_cli(self) -> None:
         for ckpt, tensor, sl in [(Q8, Q8_TENSOR, None), (Q8, Q8_TENSOR, "0:4, ::2"),
                                  ("int8", "model.layers.0.self_attn.q_proj.weight", None),

@@ -433,11 +433,24 @@ class Client:
                 return out
 
     def tensors(self, ckpt: PathLike, filter: str = "", parts: bool = False,
-                timeout: Optional[float] = None) -> List[TensorInfo]:
+                timeout: Optional[float] = None, page_size: int = 0) -> List[TensorInfo]:
         """ListTensors: the checkpoint's tensors sorted by name, optionally
-        those matching the glob `filter`; with `parts`, the stored tensors."""
-        req = pb.ListTensorsRequest(checkpoint=self._path(ckpt), filter=filter, parts=parts)
-        return [TensorInfo.from_proto(t) for t in self._stream("ListTensors", req, timeout)]
+        those matching the glob `filter`; with `parts`, the stored tensors.
+        Every page: `page_size` (0: the whole list in one call) bounds each
+        call, and the pages' tokens are followed to the end."""
+        out: List[TensorInfo] = []
+        token = ""
+        while True:
+            req = pb.ListTensorsRequest(checkpoint=self._path(ckpt), filter=filter,
+                                        parts=parts, page_size=page_size, page_token=token)
+            token = ""
+            for t in self._stream("ListTensors", req, timeout):
+                if t.next_page_token:  # the page's last message: only the token
+                    token = t.next_page_token
+                else:
+                    out.append(TensorInfo.from_proto(t))
+            if not token:
+                return out
 
     def tensor(self, ckpt: PathLike, name: str, part: bool = False,
                timeout: Optional[float] = None) -> "Tensor":

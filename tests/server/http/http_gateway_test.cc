@@ -376,6 +376,63 @@ TEST_F(HttpGatewayTest, APageSizePastTheCapListsRatherThanRefuses) {
   EXPECT_THAT(r->body, HasSubstr("\"result\""));
 }
 
+// ListTensors' pages over HTTP: pageSize and pageToken pass through, each
+// page's last line carries only the token, and the pages concatenate to the
+// whole list; a token for another filter is refused with its reason.
+TEST_F(HttpGatewayTest, ListTensorsPagesConcatenateToTheWholeList) {
+  // The tensors of one reply's lines, and the token its last line carries.
+  auto lines_of = [](const std::string& body, std::string* token) {
+    std::vector<Json> tensors;
+    for (absl::string_view line :
+         absl::StrSplit(body, '\n', absl::SkipEmpty())) {
+      Json t = Json::parse(line)["result"];
+      if (!t.value("nextPageToken", "").empty()) {
+        *token = t["nextPageToken"];
+        EXPECT_EQ(t.value("name", ""), "") << line;
+        continue;
+      }
+      t.erase("listCount");  // the page's own count
+      tensors.push_back(std::move(t));
+    }
+    return tensors;
+  };
+  const Json request = {{"checkpoint", kQ8}, {"filter", "blk.*"}};
+  httplib::Result whole = Post("ListTensors", request.dump());
+  ASSERT_TRUE(whole);
+  ASSERT_EQ(whole->status, 200) << whole->body;
+  std::string none;
+  const std::vector<Json> want = lines_of(whole->body, &none);
+  EXPECT_EQ(none, "");
+  ASSERT_GT(want.size(), 3u);
+
+  std::vector<Json> paged;
+  std::string token, first_token;
+  int pages = 0;
+  do {
+    Json page = request;
+    page["pageSize"] = 3;
+    if (!token.empty()) page["pageToken"] = token;
+    token.clear();
+    httplib::Result r = Post("ListTensors", page.dump());
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    std::vector<Json> tensors = lines_of(r->body, &token);
+    EXPECT_LE(tensors.size(), 3u);
+    paged.insert(paged.end(), tensors.begin(), tensors.end());
+    if (first_token.empty()) first_token = token;
+    ASSERT_LT(++pages, 100);
+  } while (!token.empty());
+  EXPECT_EQ(paged, want);
+  EXPECT_GT(pages, 1);
+
+  Json other = {
+      {"checkpoint", kQ8}, {"filter", "blk.0.*"}, {"pageToken", first_token}};
+  httplib::Result refused = Post("ListTensors", other.dump());
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 400);
+  ExpectErrorBody(refused->body, "PAGE_TOKEN_INVALID");
+}
+
 // Every refusal carries grpc-gateway's HTTP status for its code and its
 // error body with the reason, and names what is wrong.
 TEST_F(HttpGatewayTest, RefusalsCarryTheirHttpStatusAndCode) {

@@ -126,9 +126,9 @@ class CallCanceller {
 // comma-separated, each "host:port" or "dns:///name:port". The client then
 // keeps one gRPC channel per entry (a dns:/// entry's channel spreads its
 // calls over every address the name resolves to with gRPC's round_robin,
-// and gRPC resolves the name again as addresses come and go) and does what
-// a standard gRPC client does, nothing more: no placement, no routing by
-// data, no merging of replies.
+// and gRPC resolves it again when a connection fails or is closed, as at a
+// server's --max-connection-age) and does what a standard gRPC client does,
+// nothing more: no placement, no routing by data, no merging of replies.
 //  - Spreading: each call goes to the next entry in turn, from a random
 //    first one per Client (so that fresh CLI processes spread too).
 //  - Failover: a call that fails UNAVAILABLE before any reply reached the

@@ -6,14 +6,16 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <random>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "client/endpoint_set.h"
 #include "client/message_prefetcher.h"
 #include "client/received_chunk.h"
-#include "client/router.h"
 #include "core/util/error_reason.h"
 #include "proto/status_mapping.h"
 
@@ -23,37 +25,52 @@ namespace tensormorph {
 // not parse as the end of a stream (Read() returning false, as at the end) or
 // as UNIMPLEMENTED "No message returned" for a unary call. So replies are
 // received as grpc::ByteBuffer through the same factories the generated
-// code calls, and parsed in ParseReply.
-struct Client::Methods {
+// code calls, and parsed in ParseReply. The methods are registered on the
+// channel once, here.
+struct Client::Backend {
   using RpcMethod = grpc::internal::RpcMethod;
-  explicit Methods(const std::shared_ptr<grpc::Channel>& c)
-      : get_server_info("/tensormorph.v1.Tensormorph/GetServerInfo",
-                        RpcMethod::NORMAL_RPC, c),
+  Backend(std::string a, std::shared_ptr<grpc::Channel> c)
+      : address(std::move(a)),
+        channel(std::move(c)),
+        get_server_info("/tensormorph.v1.Tensormorph/GetServerInfo",
+                        RpcMethod::NORMAL_RPC, channel),
         get_checkpoint("/tensormorph.v1.Tensormorph/GetCheckpoint",
-                       RpcMethod::NORMAL_RPC, c),
+                       RpcMethod::NORMAL_RPC, channel),
         get_tensor("/tensormorph.v1.Tensormorph/GetTensor",
-                   RpcMethod::NORMAL_RPC, c),
+                   RpcMethod::NORMAL_RPC, channel),
         list_tensors("/tensormorph.v1.Tensormorph/ListTensors",
-                     RpcMethod::SERVER_STREAMING, c),
+                     RpcMethod::SERVER_STREAMING, channel),
         read_slice("/tensormorph.v1.Tensormorph/ReadSlice",
-                   RpcMethod::SERVER_STREAMING, c),
+                   RpcMethod::SERVER_STREAMING, channel),
         inspect_scalars("/tensormorph.v1.Tensormorph/InspectScalars",
-                        RpcMethod::NORMAL_RPC, c),
+                        RpcMethod::NORMAL_RPC, channel),
         quant_diff("/tensormorph.v1.Tensormorph/QuantDiff",
-                   RpcMethod::SERVER_STREAMING, c),
+                   RpcMethod::SERVER_STREAMING, channel),
         compute_stats("/tensormorph.v1.Tensormorph/ComputeStats",
-                      RpcMethod::NORMAL_RPC, c),
+                      RpcMethod::NORMAL_RPC, channel),
         get_heatmap("/tensormorph.v1.Tensormorph/GetHeatmap",
-                    RpcMethod::NORMAL_RPC, c),
+                    RpcMethod::NORMAL_RPC, channel),
         get_architecture("/tensormorph.v1.Tensormorph/GetArchitecture",
-                         RpcMethod::NORMAL_RPC, c),
+                         RpcMethod::NORMAL_RPC, channel),
         list_checkpoints("/tensormorph.v1.Tensormorph/ListCheckpoints",
-                         RpcMethod::SERVER_STREAMING, c) {}
+                         RpcMethod::SERVER_STREAMING, channel),
+        check_checkpoint("/tensormorph.v1.Tensormorph/CheckCheckpoint",
+                         RpcMethod::SERVER_STREAMING, channel) {}
 
+  // The list entry as written ("127.0.0.1:7431", "dns:///name:7431"); ""
+  // for a channel handed to the constructor.
+  std::string address;
+  std::shared_ptr<grpc::Channel> channel;
   RpcMethod get_server_info, get_checkpoint, get_tensor, list_tensors,
       read_slice, inspect_scalars, quant_diff, compute_stats, get_heatmap,
-      get_architecture;
-  RpcMethod list_checkpoints;
+      get_architecture, list_checkpoints, check_checkpoint;
+};
+
+struct Client::Attempt {
+  // A reply reached the caller's callback: the call must not be repeated.
+  bool delivered = false;
+  // The peer gRPC reports for the call ("ipv4:127.0.0.1:7431"), when known.
+  std::string peer;
 };
 
 namespace {
@@ -150,24 +167,10 @@ std::map<std::string, std::string> ErrorMetadataOf(const absl::Status& status) {
   return {metadata.begin(), metadata.end()};
 }
 
-absl::StatusOr<std::unique_ptr<Client>> Client::Connect(
-    const std::string& target, const ClientOptions& options) {
-  if (absl::Status s = CheckServerList(target); !s.ok()) return s;
-  if (IsEndpointList(target)) {
-    auto endpoints = ResolveEndpoints(target);
-    if (!endpoints.ok()) return endpoints.status();
-    if (endpoints->empty()) {
-      return absl::UnavailableError(
-          absl::StrCat("server list '", target, "' resolves to no address"));
-    }
-    // A dns:/// name may resolve to other pods later: the router follows
-    // it (client/router.h) even while it resolves to one.
-    if (endpoints->size() > 1 || HasDnsName(target)) {
-      return std::unique_ptr<Client>(
-          new Client(Router::Create(target, *std::move(endpoints), options)));
-    }
-    return Connect(endpoints->front(), options);
-  }
+namespace {
+
+// The channel arguments of every connected Client.
+grpc::ChannelArguments ChannelArgs() {
   grpc::ChannelArguments args;
   // A tensormorphd's replies are at most its Limits.max_reply_bytes, 64 MiB
   // by default; the cap keeps a misbehaving server from exhausting memory.
@@ -188,29 +191,118 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 60'000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20'000);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
-  std::shared_ptr<grpc::ChannelCredentials> creds =
-      grpc::InsecureChannelCredentials();
-  if (!options.tls_root_ca.empty() || !options.tls_client_cert.empty()) {
-    grpc::SslCredentialsOptions ssl;
-    ssl.pem_root_certs = options.tls_root_ca;
-    ssl.pem_cert_chain = options.tls_client_cert;
-    ssl.pem_private_key = options.tls_client_key;
-    creds = grpc::SslCredentials(ssl);
+  return args;
+}
+
+std::shared_ptr<grpc::ChannelCredentials> Credentials(
+    const ClientOptions& options) {
+  if (options.tls_root_ca.empty() && options.tls_client_cert.empty()) {
+    return grpc::InsecureChannelCredentials();
   }
-  auto channel = grpc::CreateCustomChannel(target, creds, args);
-  return std::make_unique<Client>(std::move(channel), options);
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = options.tls_root_ca;
+  ssl.pem_cert_chain = options.tls_client_cert;
+  ssl.pem_private_key = options.tls_client_key;
+  return grpc::SslCredentials(ssl);
+}
+
+// gRPC's own round_robin over every address a dns:/// name resolves to:
+// gRPC re-resolves the name when a connection fails or goes away, so the
+// channel follows pods that come and go; pick_first would send every call
+// to the first address.
+constexpr char kRoundRobinConfig[] =
+    R"({"loadBalancingConfig":[{"round_robin":{}}]})";
+
+// `s` with `message`, its payloads (the reason) kept.
+absl::Status Renamed(const absl::Status& s, absl::string_view message) {
+  absl::Status out(s.code(), message);
+  s.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) {
+    out.SetPayload(url, payload);
+  });
+  return out;
+}
+
+// Failures that depend on which server a call went to.
+bool NamesItsServer(const absl::Status& s) {
+  return s.code() == absl::StatusCode::kUnavailable ||
+         s.code() == absl::StatusCode::kDeadlineExceeded;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(
+    const std::string& target, const ClientOptions& options) {
+  if (absl::Status s = CheckServerList(target); !s.ok()) return s;
+  std::vector<std::string> entries = {target};
+  if (IsEndpointList(target)) {
+    auto listed = ServerListEntries(target);
+    if (!listed.ok()) return listed.status();
+    entries = *std::move(listed);
+  }
+  const std::shared_ptr<grpc::ChannelCredentials> creds = Credentials(options);
+  std::vector<std::shared_ptr<const Backend>> backends;
+  for (const std::string& entry : entries) {
+    grpc::ChannelArguments args = ChannelArgs();
+    if (HasDnsName(entry)) args.SetServiceConfigJSON(kRoundRobinConfig);
+    backends.push_back(std::make_shared<const Backend>(
+        entry, grpc::CreateCustomChannel(entry, creds, args)));
+  }
+  const bool retry_on_same = entries.size() == 1 && HasDnsName(entries[0]);
+  return std::unique_ptr<Client>(
+      new Client(std::move(backends), retry_on_same, options));
 }
 
 Client::Client(std::shared_ptr<grpc::Channel> channel, ClientOptions options,
                std::shared_ptr<void> keepalive,
                std::shared_ptr<LocalSliceReader> local_slices)
-    : channel_(std::move(channel)),
-      methods_(std::make_shared<const Methods>(channel_)),
+    : backends_{std::make_shared<const Backend>("", std::move(channel))},
       options_(options),
       keepalive_(std::move(keepalive)),
       local_slices_(std::move(local_slices)) {}
 
-Client::Client(std::shared_ptr<Router> router) : router_(std::move(router)) {}
+Client::Client(std::vector<std::shared_ptr<const Backend>> backends,
+               bool retry_on_same, ClientOptions options)
+    : backends_(std::move(backends)),
+      retry_on_same_(retry_on_same),
+      // A random first server: each CLI run is a fresh process, and they
+      // would all start on the first one.
+      next_(std::random_device()()),
+      options_(options) {}
+
+absl::Status Client::WithFailover(
+    const std::function<absl::Status(const Backend&, Attempt&)>& call) {
+  const size_t n = backends_.size();
+  if (n == 1 && !retry_on_same_) {
+    Attempt attempt;
+    return call(*backends_[0], attempt);
+  }
+  // "127.0.0.1:7432", or the address a dns:/// name led to.
+  auto name = [](const Backend& b, const Attempt& a) {
+    const absl::string_view peer = absl::StripPrefix(
+        absl::StripPrefix(absl::string_view(a.peer), "ipv4:"), "ipv6:");
+    if (!absl::StartsWith(b.address, "dns:") || peer.empty() ||
+        peer == b.address) {
+      return b.address;
+    }
+    return absl::StrCat(peer, " (", b.address, ")");
+  };
+  const size_t i = next_.fetch_add(1) % n;
+  const Backend& first = *backends_[i];
+  Attempt a;
+  const absl::Status s = call(first, a);
+  if (!NamesItsServer(s)) return s;
+  if (s.code() != absl::StatusCode::kUnavailable || a.delivered) {
+    return Renamed(s,
+                   absl::StrCat("server ", name(first, a), ": ", s.message()));
+  }
+  const Backend& second = *backends_[(i + 1) % n];
+  Attempt b;
+  const absl::Status again = call(second, b);
+  if (!NamesItsServer(again)) return again;
+  return Renamed(again, absl::StrCat("server ", name(second, b), ": ",
+                                     again.message(), " (tried after server ",
+                                     name(first, a), ": ", s.message(), ")"));
+}
 
 absl::Duration Client::Prepare(grpc::ClientContext* ctx, bool stream) const {
   if (!options_.token.empty())
@@ -244,39 +336,54 @@ void CallCanceller::Detach() {
 }
 
 struct Client::Calls {
+  using Method = grpc::internal::RpcMethod Backend::*;
   template <typename Request, typename Reply>
-  static absl::Status Unary(Client& c, const grpc::internal::RpcMethod& method,
-                            const Request& request, Reply* reply);
+  static absl::Status Unary(Client& c, Method method, const Request& request,
+                            Reply* reply);
   // The same, the reply returned: what most methods are, in one line.
   template <typename Reply, typename Request>
-  static absl::StatusOr<Reply> UnaryReply(
-      Client& c, const grpc::internal::RpcMethod& method,
-      const Request& request);
+  static absl::StatusOr<Reply> UnaryReply(Client& c, Method method,
+                                          const Request& request);
+  // A server stream; `on_reply` returning false cancels it.
   template <typename Request, typename Reply>
-  static absl::Status Stream(Client& c, const grpc::internal::RpcMethod& method,
-                             const Request& request,
+  static absl::Status Stream(Client& c, Method method, const Request& request,
                              const std::function<bool(const Reply&)>& on_reply,
                              absl::string_view cancelled,
                              CallCanceller* canceller = nullptr);
+  // One attempt of Stream on `b`.
+  template <typename Request, typename Reply>
+  static absl::Status StreamOn(
+      Client& c, const Backend& b, Attempt& attempt, Method method,
+      const Request& request, const std::function<bool(const Reply&)>& on_reply,
+      absl::string_view cancelled, CallCanceller* canceller);
+  // One attempt of ReadSlicePieces on `b`.
+  static absl::Status ReadPiecesOn(
+      Client& c, const Backend& b, Attempt& attempt,
+      const v1::ReadSliceRequest& request,
+      const std::function<bool(const v1::SliceHeader&)>& on_header,
+      const std::function<bool(absl::Span<const absl::string_view>)>&
+          on_pieces);
 };
 
 template <typename Request, typename Reply>
-absl::Status Client::Calls::Unary(Client& c,
-                                  const grpc::internal::RpcMethod& method,
+absl::Status Client::Calls::Unary(Client& c, Method method,
                                   const Request& request, Reply* reply) {
-  grpc::ClientContext ctx;
-  const absl::Duration deadline = c.Prepare(&ctx, /*stream=*/false);
-  grpc::ByteBuffer buffer;
-  grpc::Status s = grpc::internal::BlockingUnaryCall<Request, grpc::ByteBuffer>(
-      c.channel_.get(), method, &ctx, request, &buffer);
-  if (!s.ok()) return CallFailed(method, deadline, s);
-  return ParseReply(method, &buffer, -1, reply);
+  return c.WithFailover([&](const Backend& b, Attempt& attempt) {
+    grpc::ClientContext ctx;
+    const absl::Duration deadline = c.Prepare(&ctx, /*stream=*/false);
+    grpc::ByteBuffer buffer;
+    grpc::Status s =
+        grpc::internal::BlockingUnaryCall<Request, grpc::ByteBuffer>(
+            b.channel.get(), b.*method, &ctx, request, &buffer);
+    attempt.peer = ctx.peer();
+    if (!s.ok()) return CallFailed(b.*method, deadline, s);
+    return ParseReply(b.*method, &buffer, -1, reply);
+  });
 }
 
 template <typename Reply, typename Request>
-absl::StatusOr<Reply> Client::Calls::UnaryReply(
-    Client& c, const grpc::internal::RpcMethod& method,
-    const Request& request) {
+absl::StatusOr<Reply> Client::Calls::UnaryReply(Client& c, Method method,
+                                                const Request& request) {
   Reply reply;
   if (absl::Status s = Unary(c, method, request, &reply); !s.ok()) return s;
   return reply;
@@ -284,9 +391,21 @@ absl::StatusOr<Reply> Client::Calls::UnaryReply(
 
 template <typename Request, typename Reply>
 absl::Status Client::Calls::Stream(
-    Client& c, const grpc::internal::RpcMethod& method, const Request& request,
+    Client& c, Method method, const Request& request,
     const std::function<bool(const Reply&)>& on_reply,
     absl::string_view cancelled, CallCanceller* canceller) {
+  return c.WithFailover([&](const Backend& b, Attempt& attempt) {
+    return StreamOn<Request, Reply>(c, b, attempt, method, request, on_reply,
+                                    cancelled, canceller);
+  });
+}
+
+template <typename Request, typename Reply>
+absl::Status Client::Calls::StreamOn(
+    Client& c, const Backend& b, Attempt& attempt, Method method,
+    const Request& request, const std::function<bool(const Reply&)>& on_reply,
+    absl::string_view cancelled, CallCanceller* canceller) {
+  const grpc::internal::RpcMethod& rpc = b.*method;
   grpc::ClientContext ctx;
   const absl::Duration deadline = c.Prepare(&ctx, /*stream=*/true);
   // Detached before ctx goes, whichever way the call ends.
@@ -299,7 +418,7 @@ absl::Status Client::Calls::Stream(
   if (canceller != nullptr) canceller->Attach(&ctx);
   std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
       grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
-          c.channel_.get(), method, &ctx, request));
+          b.channel.get(), rpc, &ctx, request));
   // Ends the call before the stream ends. Finish() alone would wait for a
   // status gRPC delivers only once every queued message has been read.
   auto abandon = [&] {
@@ -312,45 +431,44 @@ absl::Status Client::Calls::Stream(
   grpc::ByteBuffer buffer;
   Reply reply;
   for (int64_t i = 0; reader->Read(&buffer); ++i) {
-    if (absl::Status s = ParseReply(method, &buffer, i, &reply); !s.ok()) {
+    if (absl::Status s = ParseReply(rpc, &buffer, i, &reply); !s.ok()) {
       abandon();
       return s;
     }
+    attempt.delivered = true;
     if (!on_reply(reply)) {
       abandon();
       return absl::CancelledError(cancelled);
     }
   }
   grpc::Status s = reader->Finish();
-  if (!s.ok()) return CallFailed(method, deadline, s);
+  attempt.peer = ctx.peer();
+  if (!s.ok()) return CallFailed(rpc, deadline, s);
   return absl::OkStatus();
 }
 
 absl::StatusOr<v1::GetServerInfoResponse> Client::GetServerInfo() {
-  if (router_) return router_->GetServerInfo();
   return Calls::UnaryReply<v1::GetServerInfoResponse>(
-      *this, methods_->get_server_info, v1::GetServerInfoRequest());
+      *this, &Backend::get_server_info, v1::GetServerInfoRequest());
 }
 
 absl::StatusOr<v1::GetCheckpointResponse> Client::GetCheckpoint(
     const std::string& checkpoint) {
-  if (router_) return router_->GetCheckpoint(checkpoint);
   v1::GetCheckpointRequest req;
   req.set_checkpoint(checkpoint);
   return Calls::UnaryReply<v1::GetCheckpointResponse>(
-      *this, methods_->get_checkpoint, req);
+      *this, &Backend::get_checkpoint, req);
 }
 
 absl::StatusOr<v1::TensorInfo> Client::GetTensor(const std::string& checkpoint,
                                                  const std::string& tensor,
                                                  bool part) {
-  if (router_) return router_->GetTensor(checkpoint, tensor, part);
   v1::GetTensorRequest req;
   req.set_checkpoint(checkpoint);
   req.set_tensor(tensor);
   req.set_part(part);
   v1::GetTensorResponse resp;
-  if (absl::Status s = Calls::Unary(*this, methods_->get_tensor, req, &resp);
+  if (absl::Status s = Calls::Unary(*this, &Backend::get_tensor, req, &resp);
       !s.ok()) {
     return s;
   }
@@ -360,14 +478,13 @@ absl::StatusOr<v1::TensorInfo> Client::GetTensor(const std::string& checkpoint,
 absl::Status Client::ListTensors(
     const v1::ListTensorsRequest& first,
     const std::function<void(const v1::TensorInfo&)>& on_tensor) {
-  if (router_) return router_->ListTensors(first, on_tensor);
   // Every page from first.page_token on (one, unless page_size is set).
   v1::ListTensorsRequest request = first;
   while (true) {
     int64_t received = 0, promised = 0;
     std::string next;
     absl::Status s = Calls::Stream<v1::ListTensorsRequest, v1::TensorInfo>(
-        *this, methods_->list_tensors, request,
+        *this, &Backend::list_tensors, request,
         [&](const v1::TensorInfo& t) {
           if (!t.next_page_token().empty()) {
             next = t.next_page_token();  // the page's last message
@@ -413,9 +530,8 @@ absl::StatusOr<std::vector<v1::TensorInfo>> Client::ListTensors(
 absl::Status Client::ReadSlice(
     const v1::ReadSliceRequest& request,
     const std::function<bool(const v1::SliceChunk&)>& on_chunk) {
-  if (router_) return router_->ReadSlice(request, on_chunk);
   return Calls::Stream<v1::ReadSliceRequest, v1::SliceChunk>(
-      *this, methods_->read_slice, request, on_chunk,
+      *this, &Backend::read_slice, request, on_chunk,
       "slice read cancelled by the caller");
 }
 
@@ -436,40 +552,35 @@ absl::Status Client::ReadSlicePieces(
     const v1::ReadSliceRequest& request,
     const std::function<bool(const v1::SliceHeader&)>& on_header,
     const std::function<bool(absl::Span<const absl::string_view>)>& on_pieces) {
-  constexpr absl::string_view kCancelled = "slice read cancelled by the caller";
   if (local_slices_) {
     const absl::Duration timeout =
         options_.timeout.value_or(absl::InfiniteDuration());
     return local_slices_->Read(request, absl::Now() + timeout, on_header,
                                on_pieces);
   }
-  ChunkOrder order;
-  if (router_) {
-    absl::Status protocol = absl::OkStatus();
-    absl::Status s = ReadSlice(request, [&](const v1::SliceChunk& c) {
-      protocol = order.CheckHeader(c);
-      if (!protocol.ok()) return false;
-      if (c.has_header() && !on_header(c.header())) return false;
-      protocol = order.CheckOffset(c);
-      if (!protocol.ok()) return false;
-      const absl::string_view data = c.data();
-      return data.empty() || on_pieces({&data, 1});
-    });
-    if (!protocol.ok()) return protocol;
-    if (!s.ok()) return s;
-    return order.End();
-  }
-  const grpc::internal::RpcMethod& method = methods_->read_slice;
+  return WithFailover([&](const Backend& b, Attempt& attempt) {
+    return Calls::ReadPiecesOn(*this, b, attempt, request, on_header,
+                               on_pieces);
+  });
+}
+
+absl::Status Client::Calls::ReadPiecesOn(
+    Client& c, const Backend& b, Attempt& attempt,
+    const v1::ReadSliceRequest& request,
+    const std::function<bool(const v1::SliceHeader&)>& on_header,
+    const std::function<bool(absl::Span<const absl::string_view>)>& on_pieces) {
+  constexpr absl::string_view kCancelled = "slice read cancelled by the caller";
+  const grpc::internal::RpcMethod& method = b.read_slice;
   grpc::ClientContext ctx;
-  const absl::Duration deadline = Prepare(&ctx, /*stream=*/true);
+  const absl::Duration deadline = c.Prepare(&ctx, /*stream=*/true);
   std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
       grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
-          channel_.get(), method, &ctx, request));
+          b.channel.get(), method, &ctx, request));
   std::optional<MessagePrefetcher> prefetch;  // for a long slice
-  auto next = [&](grpc::ByteBuffer* b) {
-    return prefetch ? prefetch->Next(b) : reader->Read(b);
+  auto next = [&](grpc::ByteBuffer* buffer) {
+    return prefetch ? prefetch->Next(buffer) : reader->Read(buffer);
   };
-  // Ends the call before the stream ends (see Stream).
+  // Ends the call before the stream ends (see StreamOn).
   auto abandon = [&] {
     if (prefetch) prefetch->Stop();
     ctx.TryCancel();
@@ -478,6 +589,7 @@ absl::Status Client::ReadSlicePieces(
     }
     reader->Finish();
   };
+  ChunkOrder order;
   grpc::ByteBuffer buffer;
   ReceivedChunk chunk;
   std::vector<absl::string_view> pieces;
@@ -488,21 +600,22 @@ absl::Status Client::ReadSlicePieces(
       return UnparsableReply(method, i, size,
                              v1::SliceChunk::descriptor()->full_name());
     }
-    const v1::SliceChunk& c = chunk.fields();
-    if (absl::Status s = order.CheckHeader(c); !s.ok()) {
+    const v1::SliceChunk& ch = chunk.fields();
+    if (absl::Status s = order.CheckHeader(ch); !s.ok()) {
       abandon();
       return s;
     }
-    if (c.has_header()) {
-      if (!on_header(c.header())) {
+    if (ch.has_header()) {
+      attempt.delivered = true;
+      if (!on_header(ch.header())) {
         abandon();
         return absl::CancelledError(kCancelled);
       }
-      if (c.header().total_bytes() > kPrefetchAfterBytes) {
+      if (ch.header().total_bytes() > kPrefetchAfterBytes) {
         prefetch.emplace(reader.get(), &ctx, kPrefetchDepth);
       }
     }
-    if (absl::Status s = order.CheckOffset(c); !s.ok()) {
+    if (absl::Status s = order.CheckOffset(ch); !s.ok()) {
       abandon();
       return s;
     }
@@ -514,6 +627,7 @@ absl::Status Client::ReadSlicePieces(
   }
   if (prefetch) prefetch->Stop();  // the stream ended: joins its thread
   grpc::Status s = reader->Finish();
+  attempt.peer = ctx.peer();
   if (!s.ok()) return CallFailed(method, deadline, s);
   return order.End();
 }
@@ -548,73 +662,55 @@ absl::Status Client::QuantDiff(
     const v1::QuantDiffRequest& request,
     const std::function<bool(const v1::QuantDiffEvent&)>& on_event,
     CallCanceller* cancel) {
-  if (router_) return router_->QuantDiff(request, on_event);
   return Calls::Stream<v1::QuantDiffRequest, v1::QuantDiffEvent>(
-      *this, methods_->quant_diff, request, on_event,
+      *this, &Backend::quant_diff, request, on_event,
       "diff cancelled by the caller", cancel);
 }
 
 absl::Status Client::CheckCheckpoint(
     const v1::CheckCheckpointRequest& request,
     const std::function<bool(const v1::CheckEvent&)>& on_event) {
-  if (router_) return router_->CheckCheckpoint(request, on_event);
-  // Registered on the channel here rather than in Methods: gRPC keeps one
-  // registration per method name and channel, so a second call reuses it.
-  static constexpr char kName[] = "/tensormorph.v1.Tensormorph/CheckCheckpoint";
-  const grpc::internal::RpcMethod method(
-      kName, grpc::internal::RpcMethod::SERVER_STREAMING, channel_);
   return Calls::Stream<v1::CheckCheckpointRequest, v1::CheckEvent>(
-      *this, method, request, on_event, "check cancelled by the caller");
+      *this, &Backend::check_checkpoint, request, on_event,
+      "check cancelled by the caller");
 }
 
 absl::StatusOr<v1::ComputeStatsResponse> Client::ComputeStats(
     const v1::ComputeStatsRequest& request) {
-  if (router_) return router_->ComputeStats(request);
   return Calls::UnaryReply<v1::ComputeStatsResponse>(
-      *this, methods_->compute_stats, request);
+      *this, &Backend::compute_stats, request);
 }
 
 absl::StatusOr<v1::GetHeatmapResponse> Client::GetHeatmap(
     const v1::GetHeatmapRequest& request) {
-  if (router_) return router_->GetHeatmap(request);
-  return Calls::UnaryReply<v1::GetHeatmapResponse>(*this, methods_->get_heatmap,
+  return Calls::UnaryReply<v1::GetHeatmapResponse>(*this, &Backend::get_heatmap,
                                                    request);
 }
 
 absl::StatusOr<v1::GetArchitectureResponse> Client::GetArchitecture(
     const std::string& checkpoint) {
-  if (router_) return router_->GetArchitecture(checkpoint);
   v1::GetArchitectureRequest req;
   req.set_checkpoint(checkpoint);
   return Calls::UnaryReply<v1::GetArchitectureResponse>(
-      *this, methods_->get_architecture, req);
+      *this, &Backend::get_architecture, req);
 }
 
 absl::StatusOr<v1::InspectScalarsResponse> Client::InspectScalars(
     const v1::InspectScalarsRequest& request) {
-  if (router_) {
-    v1::InspectScalarsResponse out;
-    if (absl::Status s = router_->InspectScalars(request, &out); !s.ok()) {
-      return s;
-    }
-    return out;
-  }
   return Calls::UnaryReply<v1::InspectScalarsResponse>(
-      *this, methods_->inspect_scalars, request);
+      *this, &Backend::inspect_scalars, request);
 }
 
 absl::Status Client::InspectScalars(const v1::InspectScalarsRequest& request,
                                     v1::InspectScalarsResponse* response) {
-  if (router_) return router_->InspectScalars(request, response);
-  return Calls::Unary(*this, methods_->inspect_scalars, request, response);
+  return Calls::Unary(*this, &Backend::inspect_scalars, request, response);
 }
 
 absl::Status Client::ListCheckpoints(
     const v1::ListCheckpointsRequest& request,
     const std::function<bool(const v1::CheckpointEntry&)>& on_entry) {
-  if (router_) return router_->ListCheckpoints(request, on_entry);
   return Calls::Stream<v1::ListCheckpointsRequest, v1::CheckpointEntry>(
-      *this, methods_->list_checkpoints, request, on_entry,
+      *this, &Backend::list_checkpoints, request, on_entry,
       "checkpoint listing cancelled by the caller");
 }
 

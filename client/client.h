@@ -6,6 +6,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -22,8 +23,6 @@
 #include "tensormorph/v1/tensormorph.grpc.pb.h"
 
 namespace tensormorph {
-
-class Router;  // client/router.h: several servers behind one Client
 
 // The machine-readable reason of an error a Client call returned: the
 // google.rpc.ErrorInfo reason the server sent ("TENSOR_NOT_FOUND",
@@ -113,30 +112,44 @@ class CallCanceller {
 // Thread safety: a Client may be used from many threads at once.
 // Errors: every method returns the server's status (see tensormorph.proto),
 // or UNAVAILABLE when the server cannot be reached, and never hangs past its
-// deadline:
+// deadline (a call retried on another server, below, gets a deadline of its
+// own for the second attempt):
 //  - DEADLINE_EXCEEDED naming the call and its deadline;
 //  - INTERNAL when a reply cannot be parsed (the call is then cancelled:
 //    gRPC would otherwise take the bad reply for the end of a stream, and
 //    either drop it silently or wait forever for a status it delivers only
 //    after the messages still queued are read), or when ListTensors ends
 //    after fewer tensors than it promised.
+//
+// Several servers: a target may list equivalent servers (each serving every
+// checkpoint it is asked for: servers find their own bytes, docs/server.md),
+// comma-separated, each "host:port" or "dns:///name:port". The client then
+// keeps one gRPC channel per entry (a dns:/// entry's channel spreads its
+// calls over every address the name resolves to with gRPC's round_robin,
+// and gRPC resolves it again when a connection fails or is closed, as at a
+// server's --max-connection-age) and does what a standard gRPC client does,
+// nothing more: no placement, no routing by data, no merging of replies.
+//  - Spreading: each call goes to the next entry in turn, from a random
+//    first one per Client (so that fresh CLI processes spread too).
+//  - Failover: a call that fails UNAVAILABLE before any reply reached the
+//    caller (a server down, restarting, refusing connections) is tried once
+//    more, on the next entry (a lone dns:/// entry: on its channel again,
+//    whose round_robin picks an address that is up). Once a reply was
+//    handed to a callback the call is never repeated: its failure is
+//    returned.
+//  - Naming: an UNAVAILABLE or DEADLINE_EXCEEDED of a client of several
+//    servers starts "server ADDRESS: " (the address the call went to), and
+//    after a failover names the first server's error too; its reason is
+//    the server's (or the code's generic one).
 class Client {
  public:
-  // Connects to a tensormorphd at `target` ("host:port"). The connection is
-  // made lazily; the first call reports UNAVAILABLE if nothing listens.
-  // `target` may also list several servers, comma-separated, each
-  // "host:port" or "dns:///name:port" (every address the name resolves to
-  // now, as a headless Service's name resolves to every pod): each call then
-  // goes to a server holding its data, and replies spread over servers (a
-  // checkpoint whose shards are on servers run with --partial-shards) are
-  // merged as one server would give them; see client/router.h for the
-  // rules and the UNAVAILABLE naming unreachable servers. A list of plain
-  // entries naming one address is that one server; a list with a dns:///
-  // name is routed even while it resolves to one address, so that the
-  // client finds new pods when the name is resolved again (router.h).
+  // Connects to a tensormorphd at `target`: "host:port", any other gRPC
+  // target ("unix:/path", "ipv4:a:1"), or a list of equivalent servers as
+  // above ("a:7431,b:7431", "dns:///tensormorph:7431"). Connections are made
+  // lazily; the first call reports UNAVAILABLE if nothing listens (or a
+  // dns:/// name does not resolve).
   // Errors: INVALID_ARGUMENT for an empty target or a list entry that is
-  // empty or not host:port, naming it; UNAVAILABLE for a dns:/// name that
-  // does not resolve.
+  // empty or not host:port, naming it (client/endpoint_set.h).
   static absl::StatusOr<std::unique_ptr<Client>> Connect(
       const std::string& target, const ClientOptions& options = {});
 
@@ -227,14 +240,10 @@ class Client {
 
   // Calls `on_event` for each progress, tensor and summary event; returning
   // false cancels the diff (the call then returns CANCELLED).
-  // With several servers, `on_event` may run on other threads than the
-  // caller's, one call at a time; it must not throw (an exception is caught
-  // and the diff fails INTERNAL).
   absl::Status QuantDiff(
       const v1::QuantDiffRequest& request,
       const std::function<bool(const v1::QuantDiffEvent&)>& on_event);
-  // The same, ended from another thread by `cancel` (one server only: the
-  // router's sub-diffs; a Client of several servers ignores it).
+  // The same, ended from another thread by `cancel`.
   absl::Status QuantDiff(
       const v1::QuantDiffRequest& request,
       const std::function<bool(const v1::QuantDiffEvent&)>& on_event,
@@ -248,27 +257,37 @@ class Client {
       const std::function<bool(const v1::CheckEvent&)>& on_event);
 
  private:
-  struct Methods;  // the service's methods, registered on the channel once
+  // One server of the target (an entry of its list): its address as
+  // written and a channel with the service's methods registered on it.
+  struct Backend;
+  // What one attempt of a call tells the failover (client.cc).
+  struct Attempt;
 
   // Sets the token and the deadline; returns the deadline set (infinite for
   // none), for messages.
   absl::Duration Prepare(grpc::ClientContext* ctx, bool stream) const;
-  // The unary and streaming calls over Methods, defined in client.cc: the
+  // The unary and streaming calls over a Backend, defined in client.cc: the
   // call plumbing they use is gRPC's internal API, which this installed
   // header does not show. Replies arrive as bytes and are parsed there, so a
   // reply that does not parse is told apart from the end of a stream (see the
   // class comment).
   struct Calls;
 
-  explicit Client(std::shared_ptr<Router> router);
+  Client(std::vector<std::shared_ptr<const Backend>> backends,
+         bool retry_on_same, ClientOptions options);
 
-  std::shared_ptr<grpc::Channel> channel_;
-  std::shared_ptr<const Methods> methods_;
+  // Runs `call` on a backend, then on another as the class comment's
+  // failover says; the status names the server as it says.
+  absl::Status WithFailover(
+      const std::function<absl::Status(const Backend&, Attempt&)>& call);
+
+  std::vector<std::shared_ptr<const Backend>> backends_;  // never empty
+  // A lone dns:/// entry: a failover retries on its channel.
+  bool retry_on_same_ = false;
+  std::atomic<uint64_t> next_{0};  // the backend of the next call
   ClientOptions options_;
   std::shared_ptr<void> keepalive_;
   std::shared_ptr<LocalSliceReader> local_slices_;
-  // Set when several servers were given: every call is the router's.
-  std::shared_ptr<Router> router_;
 };
 
 }  // namespace tensormorph

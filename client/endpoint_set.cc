@@ -62,8 +62,9 @@ absl::Status Resolve(absl::string_view entry, absl::string_view what,
   return absl::OkStatus();
 }
 
-// The endpoints of `targets` (ResolveEndpoints), or with no `resolve` only
-// the syntax checked (CheckServerList), dns:/// names left unresolved.
+// The endpoints of `targets` (ResolveEndpoints), or with no `resolve` its
+// entries as written (ServerListEntries), dns:/// names checked, not
+// resolved.
 absl::StatusOr<std::vector<std::string>> ParseEndpoints(
     absl::string_view targets, const Resolver* resolve) {
   std::vector<std::string> out;
@@ -86,6 +87,7 @@ absl::StatusOr<std::vector<std::string>> ParseEndpoints(
             !s.ok()) {
           return s;
         }
+        out.emplace_back(entry);
         continue;
       }
       if (absl::Status s = Resolve(entry, what, *resolve, &out); !s.ok())
@@ -174,6 +176,11 @@ bool HasDnsName(absl::string_view targets) {
     }
   }
   return false;
+}
+
+absl::StatusOr<std::vector<std::string>> ServerListEntries(
+    absl::string_view targets) {
+  return ParseEndpoints(targets, /*resolve=*/nullptr);
 }
 
 absl::StatusOr<std::vector<std::string>> ResolveEndpoints(

@@ -1,5 +1,7 @@
 // The servers a Client is given: `--server a:7431,b:7431,dns:///name:7431`
-// parsed into one address per endpoint.
+// parsed into its entries (what Client::Connect dials, one channel each), or
+// resolved into one address per server (what `health` and `ls` ask one by
+// one).
 #ifndef TENSORMORPH_CLIENT_ENDPOINT_SET_H_
 #define TENSORMORPH_CLIENT_ENDPOINT_SET_H_
 
@@ -13,8 +15,8 @@
 namespace tensormorph {
 
 // The addresses ("a.b.c.d:port", "[v6]:port") `host` resolves to now, for
-// `port`; an error's message says why it does not resolve. A Router re-asks
-// it as pods come and go; tests give one whose answer they change.
+// `port`; an error's message says why it does not resolve. Tests give one
+// of their own.
 using Resolver = std::function<absl::StatusOr<std::vector<std::string>>(
     const std::string& host, const std::string& port)>;
 
@@ -23,7 +25,7 @@ absl::StatusOr<std::vector<std::string>> ResolveWithGetaddrinfo(
     const std::string& host, const std::string& port);
 
 // Whether an entry of `targets` is a dns:/// name: its addresses may change,
-// so the endpoints are resolved again from time to time.
+// so a Client leaves resolving it to gRPC (round_robin over them all).
 bool HasDnsName(absl::string_view targets);
 
 // Whether `targets` names more than one plain target: a comma-separated
@@ -46,6 +48,13 @@ bool IsEndpointList(absl::string_view targets);
 absl::StatusOr<std::vector<std::string>> ResolveEndpoints(
     absl::string_view targets,
     const Resolver& resolver = ResolveWithGetaddrinfo);
+
+// The entries of a comma-separated list as written (spaces around them
+// trimmed), each once, in the order given: "host:port" and
+// "dns:///name:port" alike, nothing resolved.
+// Errors: INVALID_ARGUMENT as ResolveEndpoints'.
+absl::StatusOr<std::vector<std::string>> ServerListEntries(
+    absl::string_view targets);
 
 // The syntax of a --server value, checked before anything is dialed or
 // resolved, so that a malformed one is a usage error: ResolveEndpoints'

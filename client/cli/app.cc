@@ -18,10 +18,11 @@ const char kAppDescription[] =
     "checkpoint paths are as that server sees them: relative to one of its "
     "roots or absolute inside one. --server a:7431,b:7431 (or a "
     "dns:///name:port that resolves to several addresses, as a headless "
-    "Service's name does) asks each server which checkpoints and shard files "
-    "it holds and routes every call to one that holds the data: a checkpoint "
-    "whose shards are spread over servers run with --partial-shards reads as "
-    "one.\n\n"
+    "Service's name does) names equivalent servers, each serving every "
+    "checkpoint (servers fetch the bytes they lack themselves): each call "
+    "goes to one of them in turn, and one that fails UNAVAILABLE before any "
+    "reply is tried once on the next; `ls` of checkpoints asks every server "
+    "and names the unreachable ones.\n\n"
     "Exit codes: 0 success, 1 usage error (diff-merge: part files that do "
     "not make one whole plan), 2 the call failed (or ran past --timeout), "
     "3 a diff or diff-merge --fail-on condition tripped, or a check found "
@@ -33,11 +34,12 @@ void RegisterGlobalOptions(CLI::App& app, GlobalOptions& g) {
   app.set_version_flag("--version",
                        std::string("tensormorph ") + TENSORMORPH_VERSION);
   app.add_option("--server", g.server,
-                 "tensormorphd address HOST:PORT, or several separated by "
-                 "commas, each HOST:PORT or dns:///NAME:PORT (every address "
-                 "the name resolves to); calls go to the server holding the "
-                 "data (default $TENSORMORPH_SERVER, which takes the same "
-                 "list; unset = embedded)")
+                 "tensormorphd address HOST:PORT, or several equivalent "
+                 "servers separated by commas, each HOST:PORT or "
+                 "dns:///NAME:PORT (every address the name resolves to): "
+                 "calls take turns, and fail over once to the next server "
+                 "when one is unreachable (default $TENSORMORPH_SERVER, "
+                 "which takes the same list; unset = embedded)")
       ->envname("TENSORMORPH_SERVER");
   app.add_option(
          "--token-file", g.token_file,

@@ -20,6 +20,8 @@
 #include "client/cli/format.h"
 #include "client/cli/output_file.h"
 #include "client/cli/preview_read.h"
+#include "client/cli/servers_listing.h"
+#include "client/endpoint_set.h"
 #include "render/npy.h"
 
 namespace tensormorph {
@@ -161,9 +163,30 @@ absl::StatusOr<v1::TensorInfo> LookupTensor(Client& client,
 
 namespace {
 
+// The servers of a list that a listing could not reach: one stderr line
+// each, and with --json one last stdout line {"unreachable":[{"server":...,
+// "error":{...}}]} (an empty list when every server answered).
+void ReportUnreachable(const GlobalOptions& g,
+                       const std::vector<UnreachableServer>& unreachable) {
+  std::vector<std::string> json;
+  for (const UnreachableServer& u : unreachable) {
+    std::fprintf(stderr, "tensormorph: server %s unreachable, not listed: %s\n",
+                 u.server.c_str(), std::string(u.status.message()).c_str());
+    json.push_back(absl::StrCat("{\"server\":", JsonString(u.server),
+                                ",\"error\":", ErrorJsonObject(u.status), "}"));
+  }
+  if (g.json) {
+    std::cout << "{\"unreachable\":[" << absl::StrJoin(json, ",") << "]}\n";
+  }
+}
+
 // The checkpoints under `directory` (empty: the roots, or embedded the
-// working directory), every page.
+// working directory), every page. Over a server list, every server's
+// (servers_listing.h): the unreachable ones are named on stderr and, with
+// --json, in a last line {"unreachable":[...]}; the listing fails only when
+// none answered.
 int ListCheckpointsUnder(Client& client, const GlobalOptions& g,
+                         const ClientOptions& copts,
                          const std::string& directory, int depth) {
   v1::ListCheckpointsRequest req;
   req.set_directory(directory);
@@ -172,28 +195,41 @@ int ListCheckpointsUnder(Client& client, const GlobalOptions& g,
       {"PATH", "FORMAT", "FILES", "SIZE", "STORED TENSORS", "MODIFIED"}};
   int64_t count = 0, bytes = 0;
   bool itself = false;  // the directory is a safetensors checkpoint
-  absl::Status s =
-      client.ListAllCheckpoints(req, [&](const v1::CheckpointEntry& e) {
-        ++count;
-        bytes += e.total_bytes();
-        itself |= !directory.empty() &&
-                  absl::StripSuffix(e.path(), "/") ==
-                      absl::StripSuffix(absl::string_view(directory), "/");
-        if (g.json) {
-          v1::CheckpointEntry shown = e;
-          shown.clear_next_page_token();  // the client followed it
-          std::cout << ToJson(shown) << "\n";
-          return;
-        }
-        rows.push_back(
-            {e.path(), FormatText(e.format()), absl::StrCat(e.file_count()),
-             BytesText(e.total_bytes()),
-             e.has_stored_tensor_count() ? absl::StrCat(e.stored_tensor_count())
-                                         : "-",
-             absl::FormatTime("%Y-%m-%d %H:%M",
-                              absl::FromUnixSeconds(e.modified_unix_seconds()),
-                              absl::UTCTimeZone())});
-      });
+  auto print = [&](const v1::CheckpointEntry& e) {
+    ++count;
+    bytes += e.total_bytes();
+    itself |= !directory.empty() &&
+              absl::StripSuffix(e.path(), "/") ==
+                  absl::StripSuffix(absl::string_view(directory), "/");
+    if (g.json) {
+      v1::CheckpointEntry shown = e;
+      shown.clear_next_page_token();  // the client followed it
+      std::cout << ToJson(shown) << "\n";
+      return;
+    }
+    rows.push_back(
+        {e.path(), FormatText(e.format()), absl::StrCat(e.file_count()),
+         BytesText(e.total_bytes()),
+         e.has_stored_tensor_count() ? absl::StrCat(e.stored_tensor_count())
+                                     : "-",
+         absl::FormatTime("%Y-%m-%d %H:%M",
+                          absl::FromUnixSeconds(e.modified_unix_seconds()),
+                          absl::UTCTimeZone())});
+  };
+  const bool each_server = !g.server.empty() && IsEndpointList(g.server);
+  absl::Status s = absl::OkStatus();
+  std::vector<UnreachableServer> unreachable;
+  if (each_server) {
+    auto listing = ListCheckpointsOfServers(g.server, copts, req);
+    s = listing.status();
+    if (listing.ok()) {
+      for (const v1::CheckpointEntry& e : listing->entries) print(e);
+      unreachable = std::move(listing->unreachable);
+    }
+  } else {
+    s = client.ListAllCheckpoints(req, print);
+  }
+  if (s.ok() && each_server) ReportUnreachable(g, unreachable);
   if (!s.ok()) return ReportFailure(s);
   if (!g.json) {
     std::cout << Table(rows);
@@ -282,13 +318,14 @@ void PrintMoreBeside(Client& client, const std::string& path,
 
 }  // namespace
 
-int RunLs(Client& client, const GlobalOptions& g, const LsOptions& o) {
+int RunLs(Client& client, const GlobalOptions& g, const ClientOptions& copts,
+          const LsOptions& o) {
   if (o.checkpoint.empty() || o.checkpoints) {
-    return ListCheckpointsUnder(client, g, o.checkpoint, o.depth);
+    return ListCheckpointsUnder(client, g, copts, o.checkpoint, o.depth);
   }
   const DirectoryProbe probe = ProbeDirectory(client, o.checkpoint, o.depth);
   if (IsDirectoryToBrowse(probe, o.checkpoint)) {
-    return ListCheckpointsUnder(client, g, o.checkpoint, o.depth);
+    return ListCheckpointsUnder(client, g, copts, o.checkpoint, o.depth);
   }
   v1::ListTensorsRequest req;
   req.set_checkpoint(o.checkpoint);
@@ -713,12 +750,16 @@ class LsCommand : public Command {
         "  tensormorph --server host:7000 ls\n"
         "Listing checkpoints prints PATH FORMAT FILES SIZE TENSORS MODIFIED "
         "(TENSORS: stored tensors, '-' when the headers are too big to count "
-        "cheaply; MODIFIED in UTC).");
+        "cheaply; MODIFIED in UTC).\n"
+        "Over a server list (--server a:7431,b:7431) a listing of checkpoints "
+        "asks every server and lists each path once: exit 0 when at least "
+        "one answered, the others named on stderr (with --json, in a last "
+        "line {\"unreachable\":[...]}); 2 when none did.");
     cmd.add_flag("--compat", o_.compat,
                  "per encoding, which inference backends ship kernels for it");
   }
   int Run(const CommandContext& c) override {
-    return RunLs(*c.client, c.global, o_);
+    return RunLs(*c.client, c.global, c.client_options, o_);
   }
 
  private:

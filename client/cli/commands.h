@@ -75,7 +75,11 @@ struct LsOptions {
   // itself (a safetensors directory with more beside its shards).
   bool checkpoints = false;
 };
-int RunLs(Client& client, const GlobalOptions& g, const LsOptions& o);
+// Over a --server list, a listing of checkpoints asks every server and names
+// the unreachable ones (servers_listing.h): exit 0 when at least one
+// answered.
+int RunLs(Client& client, const GlobalOptions& g, const ClientOptions& copts,
+          const LsOptions& o);
 
 struct InfoOptions {
   std::string checkpoint;

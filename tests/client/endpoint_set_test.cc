@@ -30,7 +30,7 @@ TEST(EndpointSetTest, DnsNameResolvesToEveryAddress) {
   EXPECT_THAT(*e, Contains("127.0.0.1:7431"));
 }
 
-// The resolver is a seam: a Router re-asks it, and tests answer for it.
+// The resolver is a seam: tests answer for it.
 TEST(EndpointSetTest, DnsNamesGoToTheResolverGiven) {
   auto e = ResolveEndpoints(
       "a:1, dns:///pods:2",
@@ -98,6 +98,17 @@ TEST(EndpointSetTest, AnEntryWithoutAPortIsNamed) {
   // Other gRPC targets, one alone, pass as they always dialed.
   EXPECT_TRUE(CheckServerList("unix:/tmp/tm.sock").ok());
   EXPECT_TRUE(CheckServerList("gpu:7431").ok());
+}
+
+// What Client::Connect dials, one channel each: the entries as written,
+// dns:/// names left to gRPC's resolver.
+TEST(EndpointSetTest, EntriesAreKeptAsWrittenOnceNothingResolved) {
+  auto e = ServerListEntries(" b:2, dns:///no-such-host.invalid:1,b:2 ,a:1");
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_THAT(*e, ElementsAre("b:2", "dns:///no-such-host.invalid:1", "a:1"));
+  EXPECT_THAT(ServerListEntries("a:1,dns:///pods"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "entry 2 'pods' has no port"));
 }
 
 }  // namespace

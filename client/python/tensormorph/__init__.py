@@ -2,8 +2,9 @@
 
     import tensormorph as tm
     c = tm.connect("gpu-box:7431", token=None, tls_ca=None)  # a remote server
-    c = tm.connect("a:7431,b:7431")  # several (or "dns:///name:7431"), each
-                                     # call sent to one holding its data
+    c = tm.connect("a:7431,b:7431")  # several equivalent servers (or
+                                     # "dns:///name:7431"): calls take turns
+                                     # and fail over once
     c = tm.local()                # a private tensormorphd for local files
     c = tm.connect("gpu-box:7431", timeout=10)  # every call's deadline (s)
     c = tm.connect("gpu-box:7431", tls_ca="ca.pem", tls_cert="me.pem", tls_key="me.key")
@@ -28,11 +29,11 @@ Failed calls raise tm.Error with .code ("NOT_FOUND", "DEADLINE_EXCEEDED",
 
 from ._client import (DEFAULT_UNARY_TIMEOUT, Client, Error, RawArray, StoredPart, TensorInfo,
                       connect, to_dict)
+from ._endpoints import resolve_endpoints
 from ._local import LocalClient, find_tensormorphd, local
-from ._router import RoutedClient, resolve_endpoints
 from ._tensor import Tensor
 
 __all__ = ["DEFAULT_UNARY_TIMEOUT", "Client", "Error", "LocalClient", "RawArray",
-           "RoutedClient", "StoredPart", "Tensor", "TensorInfo", "connect",
+           "StoredPart", "Tensor", "TensorInfo", "connect",
            "find_tensormorphd", "local", "resolve_endpoints", "to_dict"]
 __version__ = "0.1.0"

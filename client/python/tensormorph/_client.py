@@ -1,14 +1,19 @@
-"""The client: one gRPC channel to a tensormorphd, answers as Python values.
+"""The client: gRPC channels to a tensormorphd (or to several equivalent
+ones), answers as Python values.
 
 Thin on purpose: each method is one call of proto/tensormorph/v1's service,
 its reply turned into dataclasses, dicts and numpy arrays. Dict keys are the
 proto's field names (snake_case); enums are their names; int64 are ints.
+Several servers are what a standard gRPC client does with them, as the C++
+client (client/client.h): calls take turns, and fail over once.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
+import random
 import warnings
 from dataclasses import dataclass, field
 from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Optional,
@@ -21,7 +26,6 @@ from .v1 import tensormorph_pb2 as pb
 from .v1 import tensormorph_pb2_grpc as pb_grpc
 
 if TYPE_CHECKING:
-    from ._router import RoutedClient
     from ._tensor import Tensor
 
 # Replies are at most Limits.max_reply_bytes (64 MiB by default).
@@ -306,25 +310,58 @@ _HEATMAP_MODES = {
 _OLD_HEATMAP_MODES = {"mean": "value"}
 
 
-class Client:
-    """A connection to one tensormorphd. Use `connect()` or `local()`.
+class _Backend:
+    """One server of a client's target: its address as written (a list's
+    entry; "" for a channel handed to Client), its channel and the stubs."""
 
-    Checkpoint paths are as the server sees them: relative to one of its
-    roots, or absolute inside one. A client from `local()` makes relative
-    paths absolute against the current directory first."""
+    __slots__ = ("address", "channel", "stub", "raw_streams")
 
-    def __init__(self, channel: grpc.Channel, token: Optional[str] = None,
-                 path_base: Optional[str] = None, timeout: Optional[float] = None) -> None:
-        """`timeout` (seconds) is every call's deadline; None: C++'s
-        defaults (DEFAULT_UNARY_TIMEOUT for unary calls, none for streams);
-        math.inf: none at all."""
-        _check_timeout(timeout)
-        self._channel = channel
-        self._stub = pb_grpc.TensormorphStub(channel)
-        self._raw_streams = {"ReadSlice": channel.unary_stream(
+    def __init__(self, address: str, channel: grpc.Channel) -> None:
+        self.address = address
+        self.channel = channel
+        self.stub = pb_grpc.TensormorphStub(channel)
+        self.raw_streams = {"ReadSlice": channel.unary_stream(
             "/tensormorph.v1.Tensormorph/ReadSlice",
             request_serializer=pb.ReadSliceRequest.SerializeToString,
             response_deserializer=None)}
+
+
+# Failures that depend on which server a call went to: named after it.
+_NAMED_CODES = ("UNAVAILABLE", "DEADLINE_EXCEEDED")
+
+
+class Client:
+    """A connection to a tensormorphd, or to several equivalent ones. Use
+    `connect()` or `local()`.
+
+    Checkpoint paths are as the server sees them: relative to one of its
+    roots, or absolute inside one. A client from `local()` makes relative
+    paths absolute against the current directory first.
+
+    Several servers (connect("a:7431,b:7431")): a channel per entry (a
+    dns:/// entry's spread over its addresses by gRPC's round_robin); each
+    call goes to the next entry in turn, from a random first one; a call
+    that fails UNAVAILABLE before any reply reached the caller is tried once
+    more on the next entry (a lone dns:/// entry: on its channel again);
+    UNAVAILABLE and DEADLINE_EXCEEDED messages then start "server ADDRESS: ".
+    Nothing is placed, routed by data or merged: the servers are equivalent
+    (they fetch the bytes they lack themselves)."""
+
+    def __init__(self, channel: grpc.Channel, token: Optional[str] = None,
+                 path_base: Optional[str] = None, timeout: Optional[float] = None,
+                 address: str = "",
+                 others: Sequence[Tuple[str, grpc.Channel]] = ()) -> None:
+        """`timeout` (seconds) is every call's deadline; None: C++'s
+        defaults (DEFAULT_UNARY_TIMEOUT for unary calls, none for streams);
+        math.inf: none at all. `address` names `channel`'s server in
+        messages; `others` are more servers, (address, channel) each."""
+        _check_timeout(timeout)
+        self._channel = channel
+        self._backends = [_Backend(address, channel)] + [_Backend(a, c) for a, c in others]
+        self._retry_on_same = not others and address.startswith("dns:///")
+        # A random first server: each process would otherwise start at the
+        # first. (next() of a count is atomic under the GIL.)
+        self._turn = itertools.count(random.randrange(len(self._backends)))
         self._metadata = [("authorization", f"Bearer {token}")] if token else None
         self._path_base = path_base
         self._timeout = timeout
@@ -346,29 +383,69 @@ class Client:
             return None if stream else DEFAULT_UNARY_TIMEOUT
         return None if math.isinf(t) else t
 
+    def _attempts(self) -> List[_Backend]:
+        """The servers a call may try, in order: one, or with several (or a
+        dns:/// name) a first one in turn and the one to fail over to."""
+        n = len(self._backends)
+        if n == 1 and not self._retry_on_same:
+            return self._backends
+        i = next(self._turn) % n
+        return [self._backends[i], self._backends[(i + 1) % n]]
+
+    def _named(self, err: Error, b: _Backend,
+               before: Optional[Tuple[_Backend, Error]] = None) -> Error:
+        """`err` of a call to `b`, its message naming `b` (and the server
+        tried before it) when the client has several."""
+        if (len(self._backends) == 1 and not self._retry_on_same) or \
+                err.code not in _NAMED_CODES:
+            return err
+        message = f"server {b.address}: {err.message}"
+        if before is not None:
+            message += f" (tried after server {before[0].address}: {before[1].message})"
+        return Error(err.code, message, err.details)
+
     def _unary(self, method: str, request: Any, timeout: Optional[float] = None) -> Any:
-        try:
-            return getattr(self._stub, method)(request, metadata=self._metadata,
+        attempts = self._attempts()
+        before: Optional[Tuple[_Backend, Error]] = None
+        for k, b in enumerate(attempts):
+            try:
+                return getattr(b.stub, method)(request, metadata=self._metadata,
                                                timeout=self._deadline(timeout, False))
-        except grpc.RpcError as e:
-            raise _error(e) from None
+            except grpc.RpcError as e:
+                err = _error(e)
+            if k + 1 == len(attempts) or err.code != "UNAVAILABLE":
+                raise self._named(err, b, before) from None
+            before = (b, err)
+        raise AssertionError("unreachable")  # the loop returns or raises
 
     def _stream(self, method: str, request: Any, timeout: Optional[float] = None,
                 raw: bool = False) -> Iterator[Any]:
         """The call's replies as messages, or with `raw` as their
-        serialized bytes."""
-        stub = self._raw_streams[method] if raw else getattr(self._stub, method)
-        call = stub(request, metadata=self._metadata, timeout=self._deadline(timeout, True))
-        try:
-            yield from call
-        except grpc.RpcError as e:
-            raise _error(e) from None
-        finally:
-            call.cancel()
+        serialized bytes. Tried on the next server only while no reply has
+        been yielded."""
+        attempts = self._attempts()
+        before: Optional[Tuple[_Backend, Error]] = None
+        delivered = False
+        for k, b in enumerate(attempts):
+            stub = b.raw_streams[method] if raw else getattr(b.stub, method)
+            call = stub(request, metadata=self._metadata, timeout=self._deadline(timeout, True))
+            try:
+                for reply in call:
+                    delivered = True
+                    yield reply
+                return
+            except grpc.RpcError as e:
+                err = _error(e)
+            finally:
+                call.cancel()
+            if delivered or k + 1 == len(attempts) or err.code != "UNAVAILABLE":
+                raise self._named(err, b, before) from None
+            before = (b, err)
 
     def close(self) -> None:
-        """Closes the channel."""
-        self._channel.close()
+        """Closes the channels."""
+        for b in self._backends:
+            b.channel.close()
 
     def __enter__(self) -> "Client":
         return self
@@ -660,7 +737,7 @@ class Client:
 def connect(address: str, token: Optional[str] = None,
             tls_ca: Optional[PathLike] = None,
             timeout: Optional[float] = None, tls_cert: Optional[PathLike] = None,
-            tls_key: Optional[PathLike] = None) -> "Union[Client, RoutedClient]":
+            tls_key: Optional[PathLike] = None) -> Client:
     """A client of the tensormorphd at "host:port". `token` is sent as
     "authorization: Bearer <token>"; `tls_ca` (a PEM file) makes the channel
     TLS, verifying the server against that CA. `tls_cert` and `tls_key`
@@ -673,40 +750,26 @@ def connect(address: str, token: Optional[str] = None,
     DEFAULT_UNARY_TIMEOUT (60 s) and streams (read, tensors, diff, check)
     none; math.inf: no deadline. A call past its deadline raises tm.Error
     DEADLINE_EXCEEDED; to a server that is down, UNAVAILABLE at once.
-    (A RoutedClient, below, keeps its own per-call defaults.)
 
-    Several servers, "a:7431,b:7431" or "dns:///name:7431" (every address
-    the name resolves to, as a headless Service's does), give a
-    `RoutedClient` with the same calls: each checkpoint is found on the
-    servers holding it (whole, or some shard files each) and every call goes
-    to one that holds its data (see _router.py). A bad list, an empty
+    Several equivalent servers, "a:7431,b:7431" or "dns:///name:7431" (every
+    address the name resolves to, as a headless Service's, resolved by
+    gRPC), give one Client whose calls take turns over them and fail over
+    once when a server is unreachable (see Client). A bad list, an empty
     address or one without a port raises tm.Error INVALID_ARGUMENT naming
-    the entry; a dns:/// name that does not resolve, UNAVAILABLE.
+    the entry; a dns:/// name that does not resolve fails the first call
+    UNAVAILABLE."""
+    from ._endpoints import check_server_list, is_endpoint_list, server_list_entries
 
-    A dns:/// name always gives a RoutedClient, even while it resolves to
-    one address: it resolves the name again as pods come and go. A list of
-    plain addresses that comes to one ("a:1, a:1") is a plain Client."""
-    from ._router import (RoutedClient, check_server_list, has_dns_name, is_endpoint_list,
-                          resolve_endpoints)
     # A malformed address is the caller's to fix: INVALID_ARGUMENT naming
     # it, before gRPC would dial it (UNKNOWN, and C-core's log, for "").
     check_server_list(address)
     _check_client_cert(tls_cert, tls_key)
-    if is_endpoint_list(address):
-        endpoints = resolve_endpoints(address)
-        if not endpoints:
-            raise Error("UNAVAILABLE", f"server list '{address}' resolves to no address")
-        if len(endpoints) > 1 or has_dns_name(address):
-            if tls_cert is not None:
-                raise Error("INVALID_ARGUMENT", "a client certificate (mutual TLS) needs one "
-                            f"server, not the list '{address}'")
-            return RoutedClient(endpoints, token=token,
-                                tls_ca=_fspath(tls_ca) if tls_ca is not None else None,
-                                targets=address)
-        return dial(endpoints[0], token=token, tls_ca=tls_ca, timeout=timeout,
-                    tls_cert=tls_cert, tls_key=tls_key)
-    return dial(address, token=token, tls_ca=tls_ca, timeout=timeout, tls_cert=tls_cert,
-                tls_key=tls_key)
+    _check_timeout(timeout)
+    entries = server_list_entries(address) if is_endpoint_list(address) else [address]
+    channels = [(e, channel(e, tls_ca, tls_cert, tls_key, round_robin=e.startswith("dns:///")))
+                for e in entries]
+    return Client(channels[0][1], token=token, timeout=timeout, address=channels[0][0],
+                  others=channels[1:])
 
 
 def _check_client_cert(tls_cert: Optional[PathLike], tls_key: Optional[PathLike]) -> None:
@@ -749,13 +812,22 @@ def channel_options() -> List[Tuple[str, int]]:
 _SINGLE_THREADED_STREAMS = "SingleThreadedUnaryStream"
 
 
+# gRPC's round_robin over every address a dns:/// name resolves to (gRPC
+# resolves it again as connections fail or go): pick_first would send every
+# call to the first address.
+_ROUND_ROBIN = '{"loadBalancingConfig":[{"round_robin":{}}]}'
+
+
 def channel(address: str, tls_ca: Optional[PathLike] = None,
             tls_cert: Optional[PathLike] = None,
-            tls_key: Optional[PathLike] = None) -> grpc.Channel:
+            tls_key: Optional[PathLike] = None, round_robin: bool = False) -> grpc.Channel:
     """A gRPC channel to exactly one target with channel_options(): TLS
     verified against `tls_ca` (a PEM file) when given, presenting
-    `tls_cert`/`tls_key` when given (mutual TLS)."""
-    options = channel_options()
+    `tls_cert`/`tls_key` when given (mutual TLS); with `round_robin`, calls
+    spread over every address the target resolves to."""
+    options: List[Tuple[str, Any]] = list(channel_options())
+    if round_robin:
+        options.append(("grpc.service_config", _ROUND_ROBIN))
     _check_client_cert(tls_cert, tls_key)
     if tls_ca is not None or tls_cert is not None:
         creds = grpc.ssl_channel_credentials(root_certificates=_read_pem(tls_ca),

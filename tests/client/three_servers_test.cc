@@ -1,0 +1,417 @@
+// Three tensormorphd behind one client target, each serving the same object
+// store prefix (--root s3://models/ckpts/, its own --cache-dir): a module
+// whose weight and scale sit in different shards reads bit for bit as from
+// one server on a local copy, a diff equals that server's diff, a server
+// killed mid-diff is named and the next calls fail over, and `ls` names the
+// server that is down. The client is a plain gRPC client: no placement, no
+// merging (client/client.h).
+#include <signal.h>
+#include <sys/types.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "client/client.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/diff_events.h"
+#include "tests/support/process.h"
+#include "tests/support/sharded_diff_checkpoint.h"
+#include "tests/support/status_matchers.h"
+#include "tests/support/storage_servers.h"
+#include "tests/support/test_paths.h"
+
+namespace tensormorph {
+namespace {
+
+namespace fs = std::filesystem;
+using ::tensormorph::testing::CliPath;
+using ::tensormorph::testing::CommandResult;
+using ::tensormorph::testing::DiffEvents;
+using ::tensormorph::testing::ExpectSameDiff;
+using ::tensormorph::testing::HasReason;
+using ::tensormorph::testing::ParseDiffJson;
+using ::tensormorph::testing::RunCommand;
+using ::tensormorph::testing::ServerProcess;
+using ::tensormorph::testing::StatusIs;
+using ::testing::HasSubstr;
+
+constexpr char kBucket[] = "models";
+constexpr char kRoot[] = "s3://models/ckpts/";
+// fp8_block_sharded: down_proj's FP8 weight in shard 1, its
+// weight_scale_inv in shard 2.
+constexpr char kStraddling[] = "model.layers.0.mlp.down_proj.weight";
+
+// The checkpoints, on disk: fp8/ (the straddling module), fp8-source/ (its
+// BF16 source), quant/ and source/ (WriteShardedDiffCheckpoint).
+std::string WriteTree() {
+  const std::string dir = testing::MakeTempDir();
+  const std::string fp8 = testing::Fixture("safetensors/fp8_block_sharded");
+  fs::create_directories(dir + "/fp8");
+  for (const char* name : {"config.json", "model.safetensors.index.json",
+                           "model-00001-of-00002.safetensors",
+                           "model-00002-of-00002.safetensors"}) {
+    fs::copy_file(fp8 + "/" + name, dir + "/fp8/" + name);
+  }
+  fs::create_directories(dir + "/fp8-source");
+  fs::copy_file(fp8 + "/source/model.safetensors",
+                dir + "/fp8-source/model.safetensors");
+  const testing::ShardedDiffCheckpoint diff =
+      testing::WriteShardedDiffCheckpoint();
+  fs::copy(diff.root, dir, fs::copy_options::recursive);
+  return dir;
+}
+
+// Every file of `dir` uploaded as kRoot's key of the same relative path.
+void Upload(const testing::S3rverServer& s3, const std::string& dir) {
+  for (const auto& f : fs::recursive_directory_iterator(dir)) {
+    if (!f.is_regular_file()) continue;
+    s3.Put("ckpts/" + fs::relative(f.path(), dir).string(),
+           testing::ReadFileBytes(f.path().string()));
+  }
+}
+
+std::unique_ptr<Client> Connect(const std::string& target) {
+  auto c = Client::Connect(target);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? *std::move(c) : nullptr;
+}
+
+v1::Counters CountersOf(const std::string& address) {
+  auto info = Connect(address)->GetServerInfo();
+  EXPECT_TRUE(info.ok()) << info.status();
+  return info.ok() ? info->counters() : v1::Counters();
+}
+
+DiffEvents Diff(Client& c, const std::string& quant, const std::string& ref) {
+  v1::QuantDiffRequest req;
+  req.set_checkpoint(quant);
+  req.set_reference(ref);
+  DiffEvents out;
+  out.status = c.QuantDiff(req, [&](const v1::QuantDiffEvent& e) {
+    if (e.has_tensor()) out.reports.push_back(e.tensor());
+    if (e.has_progress()) out.progress.push_back(e.progress());
+    if (e.has_summary()) out.summaries.push_back(e.summary());
+    return true;
+  });
+  return out;
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  return absl::StrSplit(text, '\n', absl::SkipEmpty());
+}
+
+// One s3rver (behind the tests' fault proxy, which can delay its answers),
+// a tensormorphd on the local copy, and the servers on the object store.
+class ThreeServersTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const std::string js = testing::S3rverPath();
+    if (js.empty() || !fs::exists(js)) return;
+    local_ = new std::string(WriteTree());
+    s3_ = new testing::S3rverServer(js, kBucket);
+    Upload(*s3_, *local_);
+    proxy_ = new testing::FaultProxy(s3_->port());
+    // The servers read these at start (docs/storage.md): s3rver's own key,
+    // through the proxy.
+    setenv("AWS_ENDPOINT_URL", proxy_->Url("").c_str(), 1);
+    setenv("AWS_ACCESS_KEY_ID", "S3RVER", 1);
+    setenv("AWS_SECRET_ACCESS_KEY", "S3RVER", 1);
+    setenv("AWS_REGION", "us-east-1", 1);
+    single_ = new ServerProcess({*local_});
+    three_ = new std::vector<std::unique_ptr<ServerProcess>>(StartThree());
+  }
+  static void TearDownTestSuite() {
+    delete three_;
+    delete single_;
+    delete proxy_;
+    delete s3_;
+    delete local_;
+    three_ = nullptr;
+  }
+  void SetUp() override {
+    if (three_ == nullptr) {
+      GTEST_SKIP() << "s3rver is not fetched (tests/io/fetch_s3rver.sh BUILD)";
+    }
+  }
+
+  static std::vector<std::unique_ptr<ServerProcess>> StartThree() {
+    std::vector<std::unique_ptr<ServerProcess>> out;
+    for (int i = 0; i < 3; ++i) {
+      out.push_back(std::make_unique<ServerProcess>(
+          std::vector<std::string>{kRoot},
+          std::vector<std::string>{"--cache-dir", testing::MakeTempDir()}));
+    }
+    return out;
+  }
+  static std::vector<std::string> Addresses(
+      const std::vector<std::unique_ptr<ServerProcess>>& servers) {
+    std::vector<std::string> out;
+    for (const auto& s : servers) out.push_back(s->address());
+    return out;
+  }
+  // "127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3": a channel each.
+  static std::string Target(
+      const std::vector<std::unique_ptr<ServerProcess>>& servers) {
+    return absl::StrJoin(Addresses(servers), ",");
+  }
+
+  static std::string* local_;
+  static testing::S3rverServer* s3_;
+  static testing::FaultProxy* proxy_;
+  static ServerProcess* single_;
+  static std::vector<std::unique_ptr<ServerProcess>>* three_;
+};
+
+std::string* ThreeServersTest::local_ = nullptr;
+testing::S3rverServer* ThreeServersTest::s3_ = nullptr;
+testing::FaultProxy* ThreeServersTest::proxy_ = nullptr;
+ServerProcess* ThreeServersTest::single_ = nullptr;
+std::vector<std::unique_ptr<ServerProcess>>* ThreeServersTest::three_ = nullptr;
+
+TEST_F(ThreeServersTest, TheStraddlingModuleReadsBitForBitAsOneLocalServer) {
+  auto three = Connect(Target(*three_));
+  auto single = Connect(single_->address());
+  auto listed = single->ListTensors("fp8");
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  auto through = three->ListTensors("fp8");
+  ASSERT_TRUE(through.ok()) << through.status();
+  ASSERT_EQ(through->size(), listed->size());
+  std::set<std::string> names;
+  for (size_t i = 0; i < listed->size(); ++i) {
+    EXPECT_EQ((*through)[i].SerializeAsString(),
+              (*listed)[i].SerializeAsString())
+        << (*listed)[i].name();
+    names.insert((*listed)[i].name());
+  }
+  ASSERT_TRUE(names.count(kStraddling));
+  for (const std::string& name : names) {
+    for (const v1::OutputMode mode :
+         {v1::OUTPUT_MODE_UNSPECIFIED, v1::OUTPUT_MODE_RAW}) {
+      v1::ReadSliceRequest req;
+      req.set_checkpoint("fp8");
+      req.set_tensor(name);
+      req.set_mode(mode);
+      auto want = single->ReadSliceAll(req);
+      auto got = three->ReadSliceAll(req);
+      ASSERT_EQ(got.status(), want.status()) << name;
+      if (!want.ok()) continue;  // a raw read the encoding has no form for
+      EXPECT_EQ(got->shape, want->shape) << name;
+      EXPECT_EQ(got->dtype, want->dtype) << name;
+      EXPECT_TRUE(got->bytes == want->bytes) << name << " differs";
+    }
+  }
+  // Scaled, not the FP8 codes: the fixture's dequantized values.
+  v1::ReadSliceRequest req;
+  req.set_checkpoint("fp8");
+  req.set_tensor(kStraddling);
+  auto got = three->ReadSliceAll(req);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(got->bytes == testing::ReadFileBytes(testing::Fixture(
+                                "safetensors/fp8_block_sharded/expected/" +
+                                std::string(kStraddling) + ".f32")));
+  // The calls took turns: every server of the three answered some.
+  for (const std::string& a : Addresses(*three_)) {
+    EXPECT_GT(CountersOf(a).streams_started(), 0) << a;
+  }
+}
+
+TEST_F(ThreeServersTest, CallsTakeTurnsOverTheServers) {
+  auto three = Connect(Target(*three_));
+  std::vector<int64_t> before;
+  for (const std::string& a : Addresses(*three_)) {
+    before.push_back(CountersOf(a).calls());
+  }
+  for (int i = 0; i < 9; ++i) {
+    ASSERT_TRUE(three->GetTensor("fp8", kStraddling).ok());
+  }
+  // Three each (and GetServerInfo counts itself once).
+  for (size_t i = 0; i < before.size(); ++i) {
+    EXPECT_EQ(CountersOf((*three_)[i]->address()).calls() - before[i] - 1, 3);
+  }
+}
+
+TEST_F(ThreeServersTest, ADiffThroughTheThreeIsTheSingleServers) {
+  auto three = Connect(Target(*three_));
+  auto single = Connect(single_->address());
+  for (const auto& [quant, ref] :
+       {std::pair{"quant", "source"}, std::pair{"fp8", "fp8-source"}}) {
+    SCOPED_TRACE(quant);
+    const DiffEvents want = Diff(*single, quant, ref);
+    ASSERT_TRUE(want.status.ok()) << want.status;
+    ASSERT_FALSE(want.reports.empty());
+    ExpectSameDiff(Diff(*three, quant, ref), want);
+  }
+  // The CLI, given the list, prints the single server's diff.
+  const CommandResult got = RunCommand({CliPath(), "--server", Target(*three_),
+                                        "diff", "quant", "source", "--json"});
+  const CommandResult want =
+      RunCommand({CliPath(), "--server", single_->address(), "diff", "quant",
+                  "source", "--json"});
+  ASSERT_EQ(got.exit_code, want.exit_code) << got.err;
+  ExpectSameDiff(ParseDiffJson(got.out), ParseDiffJson(want.out));
+}
+
+// Its own three servers, caches cold but for the checkpoints' headers: the
+// diff's reads of the source's tensors (past the 64 KiB an open fetches)
+// are held up by the proxy, so the server answering is killed while the
+// diff runs, after its first event reached the caller.
+TEST_F(ThreeServersTest, AServerKilledMidDiffIsNamedAndTheNextCallsFailOver) {
+  for (const auto& f : fs::directory_iterator(*local_ + "/source")) {
+    if (f.path().extension() == ".safetensors") {
+      ASSERT_GT(f.file_size(), 64u << 10) << "no read left to hold up";
+    }
+  }
+  std::vector<std::unique_ptr<ServerProcess>> servers = StartThree();
+  const std::vector<std::string> addresses = Addresses(servers);
+  for (const std::string& a : addresses) {
+    auto c = Connect(a);
+    ASSERT_TRUE(c->GetCheckpoint("quant").ok());
+    ASSERT_TRUE(c->GetCheckpoint("source").ok());
+  }
+  const DiffEvents want = Diff(*Connect(single_->address()), "quant", "source");
+  ASSERT_TRUE(want.status.ok()) << want.status;
+
+  auto client = Connect(Target(servers));
+  // Every request held up from here: the diff's server cannot finish before
+  // the test has read its first event and killed it.
+  const int requests_before = proxy_->Requests();
+  proxy_->Inject("delay_ms=1000&count=1000");
+  std::string killed;
+  int events = 0;
+  v1::QuantDiffRequest req;
+  req.set_checkpoint("quant");
+  req.set_reference("source");
+  const absl::Status s = client->QuantDiff(req, [&](const v1::QuantDiffEvent&) {
+    ++events;
+    if (!killed.empty()) return true;
+    for (size_t i = 0; i < servers.size(); ++i) {
+      if (CountersOf(addresses[i]).active_streams() > 0) {
+        killed = addresses[i];
+        kill(servers[i]->pid(), SIGKILL);
+        servers[i]->WaitForExit();
+      }
+    }
+    return true;
+  });
+  proxy_->Inject("delay_ms=0&count=0");
+  ASSERT_FALSE(killed.empty())
+      << "no server had the diff's stream; " << events << " events, "
+      << proxy_->Requests() - requests_before << " requests to S3";
+  EXPECT_THAT(s, HasReason(ErrorReason::kUnavailable));
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kUnavailable,
+                          absl::StrCat("server ", killed, ": ")));
+
+  // Three calls in a row start once at each server, the dead one too:
+  // that one fails over to the next.
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(client->GetCheckpoint("quant").ok()) << i;
+  }
+  for (int i = 0; i < 3; ++i) {
+    SCOPED_TRACE(i);
+    ExpectSameDiff(Diff(*client, "quant", "source"), want);
+  }
+}
+
+// `ls` over a list asks every server (three on one local root here: a
+// tensormorphd on an s3:// root refuses ListCheckpoints' second page today,
+// PAGE_TOKEN_INVALID, a server matter): what the reachable ones hold is
+// listed once, the one down is named, and none answering is a failed call.
+TEST_F(ThreeServersTest, LsListsWhatTheReachableServersHoldAndNamesTheOthers) {
+  std::vector<std::unique_ptr<ServerProcess>> servers;
+  for (int i = 0; i < 3; ++i) {
+    servers.push_back(
+        std::make_unique<ServerProcess>(std::vector<std::string>{*local_}));
+  }
+  const std::vector<std::string> addresses = Addresses(servers);
+  const std::string target = Target(servers);
+  const std::string down = addresses[1];
+  servers[1]->Stop();
+  const CommandResult ls =
+      RunCommand({CliPath(), "--server", target, "ls", "--json"});
+  EXPECT_EQ(ls.exit_code, 0) << ls.err;
+  EXPECT_THAT(ls.err, HasSubstr("server " + down + " unreachable"));
+  const std::vector<std::string> lines = Lines(ls.out);
+  ASSERT_FALSE(lines.empty());
+  EXPECT_THAT(lines.back(),
+              HasSubstr(absl::StrCat("{\"unreachable\":[{\"server\":\"", down,
+                                     "\",\"error\":{\"code\":"
+                                     "\"UNAVAILABLE\",\"reason\":"
+                                     "\"UNAVAILABLE\"")));
+  const CommandResult alone =
+      RunCommand({CliPath(), "--server", single_->address(), "ls", "--json"});
+  ASSERT_EQ(alone.exit_code, 0) << alone.err;
+  // Each path once, as one server lists them.
+  EXPECT_EQ(std::vector<std::string>(lines.begin(), lines.end() - 1),
+            Lines(alone.out));
+  // Every server up: the last line names none.
+  const CommandResult one_each =
+      RunCommand({CliPath(), "--server", addresses[0] + "," + addresses[2],
+                  "ls", "--json"});
+  EXPECT_EQ(one_each.exit_code, 0) << one_each.err;
+  EXPECT_EQ(Lines(one_each.out).back(), "{\"unreachable\":[]}");
+
+  servers[0]->Stop();
+  servers[2]->Stop();
+  const CommandResult none = RunCommand({CliPath(), "--server", target, "ls"});
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_THAT(none.err, HasSubstr("UNAVAILABLE [UNAVAILABLE]"));
+  for (const std::string& a : addresses) EXPECT_THAT(none.err, HasSubstr(a));
+}
+
+// What the router's tests held that still means something for a thin
+// client: the list's syntax, and dns:/// names resolved by gRPC.
+TEST(ServerListTest, AMalformedListIsInvalidArgumentNamingTheEntry) {
+  for (const auto& [target, named] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"127.0.0.1:1,,127.0.0.1:2", "entry 2 is empty"},
+           {"127.0.0.1:1,b", "entry 2 'b' has no port"},
+           {"127.0.0.1", "entry 1 '127.0.0.1' has no port"},
+           {"127.0.0.1:1,b:99999", "entry 2 'b:99999' is not host:port"},
+           {"a:1,dns://8.8.8.8/x:1", "entry 2 'dns://8.8.8.8/x:1'"},
+           {" ", "empty server address"}}) {
+    EXPECT_THAT(Client::Connect(target),
+                HasReason(ErrorReason::kRequestInvalid))
+        << target;
+    EXPECT_THAT(Client::Connect(target),
+                StatusIs(absl::StatusCode::kInvalidArgument, named))
+        << target;
+  }
+}
+
+TEST(ServerListTest, ADnsNameReachesEveryAddressItResolvesTo) {
+  const std::string root = testing::MakeTempDir();
+  fs::copy(testing::Fixture("safetensors/fp8_block_sharded"), root + "/fp8",
+           fs::copy_options::recursive);
+  ServerProcess server({root});
+  // localhost resolves to ::1 too, where nothing listens: round_robin keeps
+  // to the address that answers.
+  auto c = Connect(absl::StrCat("dns:///localhost:", server.port()));
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_TRUE(c->GetTensor("fp8", kStraddling).ok());
+  }
+  // A name that does not resolve fails the call, UNAVAILABLE naming it.
+  auto nowhere = Connect("dns:///no-such-host.invalid:7431");
+  EXPECT_THAT(nowhere->GetServerInfo(),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       "server dns:///no-such-host.invalid:7431"));
+}
+
+TEST(ServerListTest, BothServersDownNamesEach) {
+  const int a = testing::FreeLoopbackPort(), b = testing::FreeLoopbackPort();
+  auto c = Connect(absl::StrCat("127.0.0.1:", a, ",127.0.0.1:", b));
+  const absl::Status s = c->GetServerInfo().status();
+  EXPECT_THAT(s, HasReason(ErrorReason::kUnavailable));
+  EXPECT_THAT(std::string(s.message()), HasSubstr(absl::StrCat(":", a)));
+  EXPECT_THAT(std::string(s.message()), HasSubstr(absl::StrCat(":", b)));
+}
+
+}  // namespace
+}  // namespace tensormorph

@@ -5,6 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/util/error_reason.h"
 
 namespace tensormorph {
 
@@ -27,9 +28,12 @@ absl::StatusOr<RawSliceReader> RawSliceReader::Create(
   }
   if (parts[0]->dtype == DType::kGgmlUnknown) {
     // No block size: which bytes hold which elements is unknown.
-    return absl::UnimplementedError(absl::StrCat(
-        "tensor '", tensor.name, "' is stored as ", StoredDTypeName(*parts[0]),
-        ": raw output needs a known block size"));
+    return WithReason(absl::UnimplementedError(absl::StrCat(
+                          "tensor '", tensor.name, "' is stored as ",
+                          StoredDTypeName(*parts[0]),
+                          ": raw output needs a known block size")),
+                      ErrorReason::kUnsupportedDtype,
+                      {{"dtype", StoredDTypeName(*parts[0])}});
   }
   RawSliceReader r;
   r.stored_ = parts[0];

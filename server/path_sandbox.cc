@@ -264,9 +264,11 @@ absl::StatusOr<PathSandbox::Resolved> PathSandbox::ResolveUrl(
         inside || absl::StartsWith(url, root) || absl::StrCat(url, "/") == root;
   }
   if (!inside || HasDotSegment(url)) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "checkpoint '", RedactUrl(url), "' is outside the server's roots (",
-        DescribeRoots(), ")"));
+    return WithReason(
+        absl::PermissionDeniedError(absl::StrCat(
+            "checkpoint '", RedactUrl(url), "' is outside the server's roots (",
+            DescribeRoots(), ")")),
+        ErrorReason::kOutsideRoots, {{"path", RedactUrl(url)}});
   }
   absl::StatusOr<struct stat> st = remote_->Stat(std::string(url));
   if (!st.ok()) return st.status();
@@ -276,8 +278,10 @@ absl::StatusOr<PathSandbox::Resolved> PathSandbox::ResolveUrl(
 absl::StatusOr<PathSandbox::Resolved> PathSandbox::ResolveBeneathRemoteRoots(
     absl::string_view requested) const {
   if (HasDotSegment(requested)) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "checkpoint '", requested, "' holds a '.' or '..' segment"));
+    return WithReason(
+        absl::PermissionDeniedError(absl::StrCat(
+            "checkpoint '", requested, "' holds a '.' or '..' segment")),
+        ErrorReason::kOutsideRoots, {{"path", std::string(requested)}});
   }
   for (const std::string& root : remote_roots_) {
     absl::StatusOr<Resolved> r = ResolveUrl(absl::StrCat(root, requested));

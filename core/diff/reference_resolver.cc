@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/util/error_reason.h"
 #include "core/util/utf8.h"
 
 namespace tensormorph {
@@ -155,10 +156,13 @@ absl::StatusOr<ResolvedReference> ReferenceResolver::Resolve(
   if (!ref_name.empty()) {
     out.tensor = ref_->FindTensor(ref_name);
     if (out.tensor == nullptr) {
-      return absl::NotFoundError(
-          absl::StrCat("reference tensor '", ref_name, "' not found in '",
-                       ref_label, "' (", ref_->tensors().size(),
-                       " tensors; list them with `tensormorph ls`)"));
+      return WithReason(absl::NotFoundError(absl::StrCat(
+                            "reference tensor '", ref_name, "' not found in '",
+                            ref_label, "' (", ref_->tensors().size(),
+                            " tensors; list them with `tensormorph ls`)")),
+                        ErrorReason::kTensorNotFound,
+                        {{"checkpoint", std::string(ref_label)},
+                         {"tensor", std::string(ref_name)}});
     }
   } else {
     out.tensor = Find(quant);

@@ -133,6 +133,15 @@ bool LooksLikeSafetensorsIndex(absl::Span<const uint8_t> bytes) {
   return true;
 }
 
+// DATA_LOSS INDEX_INVALID: the index `file` and its shards break `rule` (the
+// check's rule name where it has one).
+absl::Status IndexInvalid(absl::string_view file, absl::string_view rule,
+                          std::string message) {
+  return WithReason(absl::DataLossError(std::move(message)),
+                    ErrorReason::kIndexInvalid,
+                    {{"file", std::string(file)}, {"rule", std::string(rule)}});
+}
+
 // Parses a safetensors index into `index` and, from it, `shards`: shard file
 // name -> the tensors the weight_map places there (views of `index`'s keys,
 // valid while it lives). DATA_LOSS naming `what` and the rule broken: not
@@ -145,9 +154,7 @@ absl::Status ReadWeightMap(
   TM_ASSIGN_OR_RETURN(*index, ParseStrictJson(text, what));
   // DATA_LOSS INDEX_INVALID, naming the index and the rule it breaks.
   auto invalid = [&](absl::string_view rule, std::string message) {
-    return WithReason(
-        absl::DataLossError(message), ErrorReason::kIndexInvalid,
-        {{"file", std::string(what)}, {"rule", std::string(rule)}});
+    return IndexInvalid(what, rule, std::move(message));
   };
   if (!index->is_object() || !index->contains("weight_map") ||
       !(*index)["weight_map"].is_object()) {
@@ -403,9 +410,10 @@ absl::Status CheckpointBuilder::OpenGgufSet(const std::string& p, Mapping m) {
       return present.status();
     }
     if (!present.ok()) {
-      return absl::DataLossError(absl::StrCat("split GGUF '", p, "': split ", i,
-                                              " of ", split->count, " ('", part,
-                                              "') is missing"));
+      return IndexInvalid(
+          p, "split-missing",
+          absl::StrCat("split GGUF '", p, "': split ", i, " of ", split->count,
+                       " ('", part, "') is missing"));
     }
     TM_RETURN_IF_ERROR(AddGguf(part));
   }
@@ -459,9 +467,11 @@ absl::Status CheckpointBuilder::OpenSafetensorsIndex(
               "' nor its backing holds it: ", present.status().message())));
     }
     if (!options_.allow_absent_shards && !options_.lenient) {
-      return absl::DataLossError(absl::StrCat(
-          what, ": weight_map names shard '", name, "' for ", tensors.size(),
-          " tensors but '", shard_path, "' does not exist"));
+      return IndexInvalid(
+          index_path, "shard-missing",
+          absl::StrCat(what, ": weight_map names shard '", name, "' for ",
+                       tensors.size(), " tensors but '", shard_path,
+                       "' does not exist"));
     }
     if (!options_.allow_absent_shards) {
       std::vector<absl::string_view> some(tensors.begin(), tensors.end());
@@ -566,7 +576,8 @@ absl::Status CheckpointBuilder::OpenSafetensorsIndex(
       const std::string& t = ckpt_->stored_[i].name;
       if (!tensors.contains(t)) {
         if (!options_.lenient) {
-          return absl::DataLossError(
+          return IndexInvalid(
+              index_path, "shard-tensor-unindexed",
               absl::StrCat(what, ": shard '", name, "' holds tensor '", t,
                            "' which the weight_map does not place there"));
         }
@@ -595,7 +606,8 @@ absl::Status CheckpointBuilder::OpenSafetensorsIndex(
     for (absl::string_view t : tensors) {
       if (present.contains(t)) continue;
       if (!options_.lenient) {
-        return absl::DataLossError(
+        return IndexInvalid(
+            index_path, "index-tensor-missing",
             absl::StrCat(what, ": weight_map places tensor '", t,
                          "' in shard '", name, "' but the shard lacks it"));
       }
@@ -638,10 +650,12 @@ absl::Status CheckpointBuilder::OpenFile(const std::string& p) {
   // that does not gets the precise rule it broke.
   absl::Status s = AddSafetensors(p, m);
   if (!s.ok() && !safetensors) {
-    return absl::Status(
-        s.code(), absl::StrCat(s.message(),
-                               " (the file has no GGUF magic either, so it was "
-                               "read as safetensors)"));
+    // The safetensors rule's reason stays: the message only says more.
+    return CopyReason(
+        s, absl::Status(s.code(),
+                        absl::StrCat(s.message(),
+                                     " (the file has no GGUF magic either, so "
+                                     "it was read as safetensors)")));
   }
   return s;
 }

@@ -116,7 +116,10 @@ absl::Status ReadHeaderDocument(
     std::vector<Entry>* entries) {
   auto parsed =
       ParseStrictJson(text, absl::StrCat("file '", label, "': header"));
-  if (!parsed.ok()) return parsed.status();
+  if (!parsed.ok()) {
+    return HeaderInvalidError(parsed.status().message(), label,
+                              "safetensors-header");
+  }
   const json& root = *parsed;
   for (const auto& [key, value] : root.items()) {
     if (key == "__metadata__") {

@@ -142,8 +142,10 @@ absl::StatusOr<UniqueFd> FileAccess::Open(absl::string_view path,
   std::string relative;
   const Root* root = p.front() == '/' ? RootOf(p, &relative) : nullptr;
   if (root == nullptr) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("'", path, "' is not beneath any of the server's roots"));
+    return WithReason(
+        absl::PermissionDeniedError(absl::StrCat(
+            "'", path, "' is not beneath any of the server's roots")),
+        ErrorReason::kOutsideRoots, {{"path", std::string(path)}});
   }
   return OpenBeneath(*root, relative, path, flags);
 }

@@ -15,6 +15,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "core/io/object_url.h"
+#include "core/util/error_reason.h"
 
 namespace tensormorph {
 namespace {
@@ -164,8 +165,10 @@ absl::Status HttpStatusToStatus(long status, absl::string_view display,
     case 410:
       return absl::NotFoundError(what);
     case 412:
-      return absl::AbortedError(
-          absl::StrCat(what, ": the object changed since it was opened"));
+      return WithReason(absl::AbortedError(absl::StrCat(
+                            what, ": the object changed since it was opened")),
+                        ErrorReason::kFileChangedDuringRead,
+                        {{"file", std::string(display)}});
     default:
       if (IsRetryableStatus(status)) return absl::UnavailableError(what);
       return absl::FailedPreconditionError(what);

@@ -10,6 +10,7 @@
 #include "absl/strings/strip.h"
 #include "core/io/object_url.h"
 #include "core/util/checked_math.h"
+#include "core/util/error_reason.h"
 
 namespace tensormorph {
 namespace {
@@ -41,6 +42,16 @@ std::string IdentityEtag(const HttpResponse& r) {
 
 absl::Status DataLoss(absl::string_view display, absl::string_view what) {
   return absl::DataLossError(absl::StrCat("GET '", display, "': ", what));
+}
+
+// The object is not the one opened: a reader discards what it read and
+// opens it again, as for a local file that changed during a read.
+absl::Status ObjectChanged(absl::string_view display, absl::string_view how) {
+  return WithReason(
+      absl::AbortedError(absl::StrCat(
+          "GET '", display, "': the object changed since it was opened (", how,
+          ")")),
+      ErrorReason::kFileChangedDuringRead, {{"file", std::string(display)}});
 }
 
 }  // namespace
@@ -212,14 +223,13 @@ absl::Status HttpObjectReader::CheckAnswer(const Target& target,
   const uint64_t end = offset + length - 1;
   const std::string& etag = r.Header("etag");
   if (!target.if_match.empty() && !etag.empty() && etag != target.if_match) {
-    return absl::AbortedError(absl::StrCat(
-        "GET '", display, "': the object changed since it was opened (ETag ",
-        target.if_match, " then ", etag, ")"));
+    return ObjectChanged(
+        display, absl::StrCat("ETag ", target.if_match, " then ", etag));
   }
   if (r.status == 416) {
-    return absl::AbortedError(absl::StrCat(
-        "GET '", display, "': the object changed since it was opened (bytes ",
-        offset, "-", end, " of its ", size(), " are no longer there)"));
+    return ObjectChanged(
+        display, absl::StrCat("bytes ", offset, "-", end, " of its ", size(),
+                              " are no longer there"));
   }
   if (r.status == 200) {
     if (offset == 0 && r.body_bytes == length) return absl::OkStatus();
@@ -238,9 +248,7 @@ absl::Status HttpObjectReader::CheckAnswer(const Target& target,
                                           r.Header("content-range"), "'"));
   }
   if (total != kUnknown && total != size()) {
-    return absl::AbortedError(absl::StrCat(
-        "GET '", display, "': the object changed since it was opened (", size(),
-        " bytes then ", total, ")"));
+    return ObjectChanged(display, absl::StrCat(size(), " bytes then ", total));
   }
   if (first != offset || last != end) {
     return DataLoss(display, absl::StrCat("asked bytes ", offset, "-", end,
@@ -272,12 +280,12 @@ absl::Status HttpObjectReader::Reresolve(const Target& failed) const {
       // The server of the bytes must name them as before too.
       (failed.if_match.empty() || again->target.if_match == failed.if_match);
   if (!same) {
-    return absl::AbortedError(absl::StrCat(
-        "GET '", source_.display,
-        "': the object changed since it was opened (resolved again: ", was.size,
-        " bytes, validator ", was.etag.empty() ? was.last_modified : was.etag,
-        ", then ", now.size, " bytes, ",
-        now.etag.empty() ? now.last_modified : now.etag, ")"));
+    return ObjectChanged(
+        source_.display,
+        absl::StrCat("resolved again: ", was.size, " bytes, validator ",
+                     was.etag.empty() ? was.last_modified : was.etag, ", then ",
+                     now.size, " bytes, ",
+                     now.etag.empty() ? now.last_modified : now.etag));
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (target_.url == failed.url) target_ = std::move(again->target);

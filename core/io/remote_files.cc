@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/io/object_url.h"
+#include "core/util/error_reason.h"
 
 namespace tensormorph {
 namespace {
@@ -69,8 +70,10 @@ absl::Status RemoteFiles::CheckBeneathRoots(absl::string_view url) const {
     }
     if (WithSlash(url) == root) return absl::OkStatus();  // the root itself
   }
-  return absl::PermissionDeniedError(absl::StrCat(
-      "'", RedactUrl(url), "' lies beneath none of the server's roots"));
+  return WithReason(
+      absl::PermissionDeniedError(absl::StrCat(
+          "'", RedactUrl(url), "' lies beneath none of the server's roots")),
+      ErrorReason::kOutsideRoots, {{"path", RedactUrl(url)}});
 }
 
 absl::StatusOr<struct stat> RemoteFiles::Stat(absl::string_view url) const {

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/util/error_reason.h"
 
 namespace tensormorph {
 namespace {
@@ -11,8 +12,10 @@ namespace {
 constexpr int kMaxBlockElems = 256;
 
 absl::Status NoDecoder(DType dtype) {
-  return absl::UnimplementedError(
-      absl::StrCat("dtype ", DTypeName(dtype), " cannot be decoded"));
+  return WithReason(absl::UnimplementedError(absl::StrCat(
+                        "dtype ", DTypeName(dtype), " cannot be decoded")),
+                    ErrorReason::kUnsupportedDtype,
+                    {{"dtype", std::string(DTypeName(dtype))}});
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "core/quant/codec.h"
 #include "core/quant/raw_codes.h"
 #include "core/quant/sub_block_runs.h"
+#include "core/util/error_reason.h"
 
 namespace tensormorph {
 namespace {
@@ -174,9 +175,12 @@ class StoredEncoding final : public Encoding {
 
  private:
   absl::Status UnknownType() const {
-    return absl::UnimplementedError(absl::StrCat(
-        "tensor '", tensor_.name, "' is stored as ", StoredDTypeName(tensor_),
-        ", which Tensormorph does not decode (its block size is unknown)"));
+    return WithReason(
+        absl::UnimplementedError(absl::StrCat(
+            "tensor '", tensor_.name, "' is stored as ",
+            StoredDTypeName(tensor_),
+            ", which Tensormorph does not decode (its block size is unknown)")),
+        ErrorReason::kUnsupportedDtype, {{"dtype", StoredDTypeName(tensor_)}});
   }
 
   const StoredTensor& tensor_;

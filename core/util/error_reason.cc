@@ -49,8 +49,8 @@ constexpr ErrorReasonInfo kTable[] = {
      "file"},
     {ErrorReason::kFileChangedDuringRead, "FILE_CHANGED_DURING_READ",
      Code::kAborted, false,
-     "a file's identity changed between the start and end of a read: discard "
-     "the data and read again",
+     "a file's (or remote object's) identity changed between the start and "
+     "end of a read: discard the data and read again",
      "file"},
     {ErrorReason::kUnsupportedDtype, "UNSUPPORTED_DTYPE", Code::kUnimplemented,
      false, "a dtype Tensormorph does not decode", "dtype"},

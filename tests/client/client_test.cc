@@ -17,12 +17,17 @@
 #include "tests/support/process.h"
 #include "tests/support/safetensors_writer.h"
 #include "tests/support/same_bits.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
 namespace {
 
+using ::tensormorph::testing::HasMetadata;
+using ::tensormorph::testing::HasReason;
+using ::tensormorph::testing::MessageNames;
 using ::tensormorph::testing::SameBits;
+using ::testing::AllOf;
 
 using ::tensormorph::testing::Fixture;
 using ::tensormorph::testing::FixturesDir;
@@ -30,7 +35,6 @@ using ::tensormorph::testing::MakeTempDir;
 using ::tensormorph::testing::ReadF32File;
 using ::tensormorph::testing::ServerProcess;
 using ::tensormorph::testing::WriteFile;
-using ::testing::HasSubstr;
 
 namespace fs = std::filesystem;
 
@@ -138,8 +142,8 @@ TEST_P(ClientTest, RawModeReturnsStoredBlocks) {
       std::string(reinterpret_cast<const char*>(st->data.data()) + 144, 288));
   r.set_slice(":, 0:100");
   auto split = client_->ReadSliceAll(r);
-  EXPECT_EQ(split.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(split.status().message()), HasSubstr("whole blocks"));
+  EXPECT_THAT(split, AllOf(HasReason(ErrorReason::kRequestInvalid),
+                           MessageNames("Q4_K"), MessageNames("256")));
 }
 
 TEST_P(ClientTest, InspectMatchesCoreForQ4KQ8AndBf16) {
@@ -232,27 +236,24 @@ TEST_P(ClientTest, ListsAndDescribes) {
 
 TEST_P(ClientTest, BadRequestsGetPreciseStatusesAndServingContinues) {
   auto missing = client_->GetCheckpoint(Fixture("gguf/NOPE.gguf"));
-  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(missing, HasReason(ErrorReason::kCheckpointNotFound));
   auto no_tensor = client_->ReadSliceAll(Read(Gguf("Q8_0"), "no.such.tensor"));
-  EXPECT_EQ(no_tensor.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(std::string(no_tensor.status().message()),
-              HasSubstr("no.such.tensor"));
+  EXPECT_THAT(no_tensor, AllOf(HasReason(ErrorReason::kTensorNotFound),
+                               HasMetadata("tensor", "no.such.tensor")));
   auto oor =
       client_->ReadSliceAll(Read(Gguf("Q8_0"), "blk.0.attn_q.weight", "4"));
-  EXPECT_EQ(oor.status().code(), absl::StatusCode::kOutOfRange);
-  EXPECT_THAT(std::string(oor.status().message()), HasSubstr("dimension 0"));
+  EXPECT_THAT(oor, AllOf(HasReason(ErrorReason::kSliceOutOfRange),
+                         HasMetadata("dimension", "0")));
   v1::InspectScalarsRequest req;
   req.set_checkpoint(Gguf("Q8_0"));
   req.set_tensor("blk.0.attn_q.weight");
   req.add_coords(0);
   req.add_coords(256);
-  EXPECT_EQ(client_->InspectScalars(req).status().code(),
-            absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(client_->InspectScalars(req),
+              HasReason(ErrorReason::kIndexOutOfRange));
   auto corrupt = client_->GetCheckpoint(*scratch_ + "/corrupt.gguf");
-  EXPECT_EQ(corrupt.status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(std::string(corrupt.status().message()),
-              ::testing::AllOf(HasSubstr("corrupt.gguf"),
-                               HasSubstr("but the file is")));
+  EXPECT_THAT(corrupt, AllOf(HasReason(ErrorReason::kHeaderInvalid),
+                             MessageNames("corrupt.gguf")));
   // Everything else still works.
   EXPECT_TRUE(
       client_->ReadSliceAll(Read(Gguf("Q8_0"), "blk.0.attn_q.weight")).ok());

@@ -14,6 +14,7 @@
 #include "tests/support/demo_checkpoint.h"
 #include "tests/support/process.h"
 #include "tests/support/safetensors_writer.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
@@ -21,7 +22,9 @@ namespace {
 
 using ::tensormorph::testing::CliModes;
 using ::tensormorph::testing::CommandResult;
-using ::testing::HasSubstr;
+using ::tensormorph::testing::HasMetadata;
+using ::tensormorph::testing::HasReason;
+using ::testing::AllOf;
 
 // The demo's Q4_K tensor of 256 x 256 and its BF16 source.
 constexpr char kTensor[] = "blk.0.attn_q.weight";
@@ -103,8 +106,8 @@ TEST_P(ReplyLimitsTest, AsManyScalarsAsTheLimitAllowsComeBackInOneReply) {
 
   req.add_flat_indices(0);  // one past it
   auto over = client_->InspectScalars(req);
-  EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(over.status().message(), HasSubstr("max_scalars_per_call"));
+  EXPECT_THAT(over, AllOf(HasReason(ErrorReason::kLimitExceeded),
+                          HasMetadata("limit", "max_scalars_per_call")));
 }
 
 TEST_P(ReplyLimitsTest, ADiffWithTwentyThousandWorstElementsArrivesWhole) {
@@ -170,8 +173,8 @@ TEST_P(ReplyLimitsTest, RequestsPastALimitAreRefusedNamingIt) {
   diff.set_top_k(static_cast<int32_t>(l.max_top_k() + 1));
   absl::Status s =
       client_->QuantDiff(diff, [](const v1::QuantDiffEvent&) { return true; });
-  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(s.message(), HasSubstr("max_top_k"));
+  EXPECT_THAT(s, AllOf(HasReason(ErrorReason::kLimitExceeded),
+                       HasMetadata("limit", "max_top_k")));
 
   v1::GetHeatmapRequest heat;
   heat.set_checkpoint(Quant());
@@ -179,20 +182,21 @@ TEST_P(ReplyLimitsTest, RequestsPastALimitAreRefusedNamingIt) {
   heat.set_width(4096);
   heat.set_height(4096);
   auto h = client_->GetHeatmap(heat);
-  EXPECT_EQ(h.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(h.status().message(), HasSubstr("max_heatmap_cells"));
+  EXPECT_THAT(h, AllOf(HasReason(ErrorReason::kLimitExceeded),
+                       HasMetadata("limit", "max_heatmap_cells")));
   heat.set_width(static_cast<int32_t>(l.max_heatmap_side() + 1));
   heat.set_height(1);
   h = client_->GetHeatmap(heat);
-  EXPECT_THAT(h.status().message(), HasSubstr("max_heatmap_side"));
+  EXPECT_THAT(h, AllOf(HasReason(ErrorReason::kLimitExceeded),
+                       HasMetadata("limit", "max_heatmap_side")));
 
   v1::ComputeStatsRequest stats;
   stats.set_checkpoint(Quant());
   stats.set_tensor(kTensor);
   stats.set_bins(static_cast<int32_t>(l.max_bins() + 1));
   auto st = client_->ComputeStats(stats);
-  EXPECT_EQ(st.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(st.status().message(), HasSubstr("max_bins"));
+  EXPECT_THAT(st, AllOf(HasReason(ErrorReason::kLimitExceeded),
+                        HasMetadata("limit", "max_bins")));
   stats.set_bins(-5);
   st = client_->ComputeStats(stats);
   EXPECT_EQ(st.status().code(), absl::StatusCode::kInvalidArgument);

@@ -219,11 +219,11 @@ class ConnectedClientTest(unittest.TestCase):
     def test_errors_carry_their_code(self) -> None:
         with self.assertRaises(tm.Error) as cm:
             self.c.read(Q8, "blk.0.no_such.weight")
-        self.assertEqual(cm.exception.code, "NOT_FOUND")
-        self.assertIn("blk.0.no_such.weight", cm.exception.message)
+        self.assertEqual((cm.exception.code, cm.exception.reason), ("NOT_FOUND", "TENSOR_NOT_FOUND"))
+        self.assertEqual(cm.exception.metadata["tensor"], "blk.0.no_such.weight")
         with self.assertRaises(tm.Error) as cm:
             self.c.tensors("no-such-checkpoint.gguf")
-        self.assertEqual(cm.exception.code, "NOT_FOUND")
+        self.assertEqual((cm.exception.code, cm.exception.reason), ("NOT_FOUND", "CHECKPOINT_NOT_FOUND"))
         with self.assertRaises(tm.Error) as cm:
             self.c.read(Q8, Q8_TENSOR, slice="0:4, 0:4, 0:4")
         self.assertEqual(cm.exception.code, "INVALID_ARGUMENT")

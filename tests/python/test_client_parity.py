@@ -304,8 +304,8 @@ class PicklableErrorTest(unittest.TestCase):
             future = pool.submit(read_missing_tensor, ADDRESS)
             with self.assertRaises(tm.Error) as cm:
                 future.result(timeout=120)
-        self.assertEqual(cm.exception.code, "NOT_FOUND")
-        self.assertIn("blk.0.no_such.weight", cm.exception.message)
+        self.assertEqual(cm.exception.reason, "TENSOR_NOT_FOUND")
+        self.assertEqual(cm.exception.metadata["tensor"], "blk.0.no_such.weight")
 
     def test_a_multiprocessing_pool_does_not_hang(self) -> None:
         with multiprocessing.get_context("spawn").Pool(1) as pool:

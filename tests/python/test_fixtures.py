@@ -162,8 +162,8 @@ class GgufFixturesTest(unittest.TestCase):
             for raw in (False, True):
                 with self.subTest(raw=raw), self.assertRaises(tm.Error) as cm:
                     c.read(str(path), "blk.0.attn_q.weight", raw=raw)
-                self.assertEqual(cm.exception.code, "UNIMPLEMENTED", cm.exception.message)
-                self.assertIn("ggml type 200", cm.exception.message)
+                self.assertEqual(cm.exception.reason, "UNSUPPORTED_DTYPE", cm.exception.message)
+                self.assertIn("ggml type 200", cm.exception.metadata["dtype"])
 
 
 class SafetensorsFixturesTest(unittest.TestCase):

@@ -15,7 +15,9 @@
 namespace tensormorph {
 namespace {
 
-using ::tensormorph::testing::StatusIs;
+using ::tensormorph::testing::HasReason;
+using ::tensormorph::testing::MessageNames;
+using ::testing::AllOf;
 
 // A file open for writing, closed when the test's scope ends.
 class OpenFile {
@@ -65,30 +67,31 @@ TEST(NpyFileWriterTest, AShortOrLongStreamIsRefused) {
     NpyFileWriter w(f.fd(), dir + "/short.npy");
     ASSERT_TRUE(w.Begin("F32", {4}, 16).ok());
     ASSERT_TRUE(w.Append(std::string(8, '\0')).ok());
-    EXPECT_THAT(w.Finish(),
-                StatusIs(absl::StatusCode::kDataLoss, "8 bytes short"));
+    EXPECT_THAT(w.Finish(), AllOf(HasReason(ErrorReason::kDataLoss),
+                                  MessageNames("8 bytes")));
   }
   {
     OpenFile f(dir + "/long.npy");
     NpyFileWriter w(f.fd(), dir + "/long.npy");
     ASSERT_TRUE(w.Begin("F32", {1}, 4).ok());
     EXPECT_THAT(w.Append(std::string(8, '\0')),
-                StatusIs(absl::StatusCode::kOutOfRange, "8 bytes where 4"));
-    EXPECT_THAT(w.Finish(), StatusIs(absl::StatusCode::kDataLoss, ""));
+                AllOf(HasReason(ErrorReason::kOutOfRange), MessageNames("8"),
+                      MessageNames("4")));
+    EXPECT_THAT(w.Finish(), HasReason(ErrorReason::kDataLoss));
   }
 }
 
 TEST(NpyFileWriterTest, DataBeforeItsHeaderIsRefused) {
   OpenFile f("/dev/null");
   NpyFileWriter w(f.fd(), "/dev/null");
-  EXPECT_THAT(w.Append("abcd"),
-              StatusIs(absl::StatusCode::kFailedPrecondition, "before"));
+  EXPECT_THAT(w.Append("abcd"), HasReason(ErrorReason::kFailedPrecondition));
 }
 
 TEST(NpyFileWriterTest, AFileThatCannotTakeTheBytesNamesItsPath) {
   NpyFileWriter w(-1, "x.npy");  // a closed fd: EBADF
   EXPECT_THAT(w.Begin("F32", {1}, 4),
-              StatusIs(absl::StatusCode::kFailedPrecondition, "'x.npy'"));
+              AllOf(HasReason(ErrorReason::kFailedPrecondition),
+                    MessageNames("'x.npy'")));
 }
 
 }  // namespace

@@ -20,9 +20,11 @@ namespace tensormorph {
 namespace {
 
 using ::tensormorph::testing::DemoDir;
+using ::tensormorph::testing::HasReason;
 using ::tensormorph::testing::LoopbackServer;
+using ::tensormorph::testing::MessageNames;
 using ::tensormorph::testing::StartLoopbackServer;
-using ::tensormorph::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 class ComputeSparsityTest : public ::testing::Test {
@@ -124,16 +126,17 @@ TEST_F(ComputeSparsityTest, WithoutAReferenceDecodedZerosOnly) {
 }
 
 TEST_F(ComputeSparsityTest, RefusalsNameTheirReason) {
-  EXPECT_THAT(
-      Sparsity(Request("", "")),
-      StatusIs(absl::StatusCode::kInvalidArgument, "needs a checkpoint"));
+  EXPECT_THAT(Sparsity(Request("", "")),
+              HasReason(ErrorReason::kRequestInvalid));
   EXPECT_THAT(Sparsity(Request("no-such.gguf", "")),
-              StatusIs(absl::StatusCode::kNotFound, "no-such.gguf"));
+              AllOf(HasReason(ErrorReason::kCheckpointNotFound),
+                    MessageNames("no-such.gguf")));
   EXPECT_THAT(Sparsity(Request("model-q8_0.gguf", "no-such-source")),
-              StatusIs(absl::StatusCode::kNotFound, "no-such-source"));
+              AllOf(HasReason(ErrorReason::kCheckpointNotFound),
+                    MessageNames("no-such-source")));
   EXPECT_THAT(Sparsity(Request("model-q8_0.gguf", "", "nothing.*")),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "filter 'nothing.*' matches none"));
+              AllOf(HasReason(ErrorReason::kRequestInvalid),
+                    MessageNames("'nothing.*'")));
 }
 
 }  // namespace

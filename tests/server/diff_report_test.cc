@@ -19,6 +19,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "proto/status_mapping.h"
 #include "server/diff_report_store.h"
 #include "tests/support/loopback_server.h"
 #include "tests/support/safetensors_writer.h"
@@ -30,10 +31,13 @@ namespace tensormorph {
 namespace {
 
 using ::google::protobuf::util::MessageDifferencer;
+using ::tensormorph::testing::HasReason;
 using ::tensormorph::testing::LoopbackServer;
+using ::tensormorph::testing::MessageNames;
+using ::tensormorph::testing::MessageOmits;
 using ::tensormorph::testing::ShardedDiffCheckpoint;
 using ::tensormorph::testing::StartLoopbackServer;
-using ::tensormorph::testing::StatusIs;
+using ::testing::AllOf;
 
 struct Report {
   grpc::Status status;
@@ -114,9 +118,7 @@ TEST_F(DiffReportTest, KeptReportIsTheStreamsEventsMarkedComplete) {
 
 TEST_F(DiffReportTest, NoneKeptIsNotFound) {
   Report r = Kept(Request());
-  EXPECT_EQ(r.status.error_code(), grpc::NOT_FOUND);
-  EXPECT_THAT(r.status.error_message(),
-              ::testing::HasSubstr("no diff report kept"));
+  EXPECT_THAT(FromGrpcStatus(r.status), HasReason(ErrorReason::kNotFound));
 }
 
 TEST_F(DiffReportTest, ADifferentFilterIsADifferentReport) {
@@ -164,12 +166,13 @@ TEST_F(DiffReportTest, AChangedFileOfEitherSideDropsTheReport) {
   ::tensormorph::testing::WriteFile(
       config, ::tensormorph::testing::ReadFileBytes(config) + "\n");
   Report stale = Kept(Request());
-  EXPECT_EQ(stale.status.error_code(), grpc::NOT_FOUND);
-  EXPECT_THAT(stale.status.error_message(),
-              ::testing::HasSubstr("source/config.json' changed"));
-  // Dropped, not merely hidden.
-  EXPECT_THAT(Kept(Request()).status.error_message(),
-              ::testing::HasSubstr("no diff report kept"));
+  EXPECT_THAT(FromGrpcStatus(stale.status),
+              AllOf(HasReason(ErrorReason::kNotFound),
+                    MessageNames("source/config.json")));
+  // Dropped, not merely hidden: no longer named as changed.
+  EXPECT_THAT(FromGrpcStatus(Kept(Request()).status),
+              AllOf(HasReason(ErrorReason::kNotFound),
+                    MessageOmits("source/config.json")));
 
   Diff(Request());
   ASSERT_TRUE(Kept(Request()).status.ok());
@@ -178,9 +181,9 @@ TEST_F(DiffReportTest, AChangedFileOfEitherSideDropsTheReport) {
   struct timespec times[2] = {{0, UTIME_OMIT}, {1'000'000'000, 0}};
   ASSERT_EQ(::utimensat(AT_FDCWD, shard.c_str(), times, 0), 0);
   stale = Kept(Request());
-  EXPECT_EQ(stale.status.error_code(), grpc::NOT_FOUND);
-  EXPECT_THAT(stale.status.error_message(),
-              ::testing::HasSubstr("model-00002-of-00004.safetensors"));
+  EXPECT_THAT(FromGrpcStatus(stale.status),
+              AllOf(HasReason(ErrorReason::kNotFound),
+                    MessageNames("model-00002-of-00004.safetensors")));
 }
 
 // Big tensors whose bytes are holes: each takes long enough to diff that a
@@ -235,7 +238,7 @@ TEST_F(DiffReportTest, ACancelledDiffIsKeptMarkedCancelled) {
       server_.client->QuantDiff(req, [&](const v1::QuantDiffEvent& e) {
         return !e.has_tensor() || ++reports < 1;  // cancel at the first
       });
-  EXPECT_THAT(s, StatusIs(absl::StatusCode::kCancelled, ""));
+  EXPECT_THAT(s, HasReason(ErrorReason::kCancelled));
   // The server ends the call once its running tensors stop.
   Report r;
   for (int i = 0; i < 200; ++i) {
@@ -273,7 +276,7 @@ TEST(DiffReportStoreTest, EvictsTheLeastRecentlyUsedPastItsEntries) {
   EXPECT_EQ(store.evictions(), 1);
   EXPECT_TRUE(store.Find("a", Inputs()).ok());
   EXPECT_THAT(store.Find("b", Inputs()).status(),
-              StatusIs(absl::StatusCode::kNotFound, "no diff report kept"));
+              HasReason(ErrorReason::kNotFound));
   EXPECT_TRUE(store.Find("c", Inputs()).ok());
 }
 
@@ -300,7 +303,7 @@ TEST(DiffReportStoreTest, OtherInputsDropTheReport) {
   DiffInputs changed = Inputs();
   changed[0].second->mtime_ns += 1;
   EXPECT_THAT(store.Find("a", changed).status(),
-              StatusIs(absl::StatusCode::kNotFound, "'a' changed"));
+              AllOf(HasReason(ErrorReason::kNotFound), MessageNames("'a'")));
   EXPECT_EQ(store.size(), 0u);
 }
 

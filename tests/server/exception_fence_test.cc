@@ -21,6 +21,7 @@
 #include "tests/support/loopback_server.h"
 #include "tests/support/process.h"
 #include "tests/support/safetensors_writer.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
@@ -29,7 +30,9 @@ namespace {
 using ::tensormorph::testing::BuildSafetensors;
 using ::tensormorph::testing::CliPath;
 using ::tensormorph::testing::CommandResult;
+using ::tensormorph::testing::HasReason;
 using ::tensormorph::testing::MakeTempDir;
+using ::tensormorph::testing::MessageNames;
 using ::tensormorph::testing::RunCommand;
 using ::tensormorph::testing::ServerProcess;
 using ::tensormorph::testing::WriteFile;
@@ -56,28 +59,23 @@ TEST(FencedTest, AnExceptionBecomesInternalNamingTheCallCheckpointAndTensor) {
       {"GetCheckpoint", "m/ckpt", "l.weight"}, []() -> absl::StatusOr<int64_t> {
         return nlohmann::json::parse(R"(["a"])")[0].get<int64_t>();
       });
-  ASSERT_EQ(v.status().code(), absl::StatusCode::kInternal);
-  EXPECT_THAT(std::string(v.status().message()),
-              AllOf(HasSubstr("GetCheckpoint"),
-                    HasSubstr("(checkpoint 'm/ckpt', tensor 'l.weight')"),
-                    HasSubstr("type_error"),
-                    HasSubstr("type must be number, but is string"),
-                    HasSubstr("keeps serving")));
+  EXPECT_THAT(v, AllOf(HasReason(ErrorReason::kInternal),
+                       MessageNames("GetCheckpoint"), MessageNames("'m/ckpt'"),
+                       MessageNames("'l.weight'"), MessageNames("type_error")));
 }
 
 TEST(FencedTest, EveryKindOfExceptionIsCaught) {
   auto runtime =
       Fenced({"A"}, []() -> absl::Status { throw std::runtime_error("boom"); });
-  EXPECT_EQ(runtime.code(), absl::StatusCode::kInternal);
-  EXPECT_THAT(std::string(runtime.message()),
-              AllOf(HasSubstr("std::runtime_error"), HasSubstr("boom")));
+  EXPECT_THAT(runtime,
+              AllOf(HasReason(ErrorReason::kInternal),
+                    MessageNames("std::runtime_error"), MessageNames("boom")));
   auto alloc = Fenced({"B"}, [] { throw std::bad_alloc(); });
-  EXPECT_EQ(alloc.code(), absl::StatusCode::kInternal);
-  EXPECT_THAT(std::string(alloc.message()), HasSubstr("std::bad_alloc"));
+  EXPECT_THAT(alloc, AllOf(HasReason(ErrorReason::kInternal),
+                           MessageNames("std::bad_alloc")));
   auto odd = Fenced({"C"}, [] { throw 42; });  // not a std::exception
-  EXPECT_EQ(odd.code(), absl::StatusCode::kInternal);
-  EXPECT_THAT(std::string(odd.message()),
-              AllOf(HasSubstr("int"), HasSubstr("not a std::exception")));
+  EXPECT_THAT(odd,
+              AllOf(HasReason(ErrorReason::kInternal), MessageNames("int")));
 }
 
 TEST(WorkerPoolFenceTest, ATaskThatThrowsLeavesTheWorkerServing) {
@@ -171,7 +169,7 @@ TEST(ExceptionFenceServerTest, AWrongTypedConfigEndsItsCallsAndNoOneElses) {
     auto info = client.GetCheckpoint("bad");
     EXPECT_THAT(info.status().code(), EndsInternalOrDataLoss())
         << info.status();
-    EXPECT_THAT(std::string(info.status().message()), HasSubstr("bad"));
+    EXPECT_THAT(info, MessageNames("bad"));
     EXPECT_THAT(client.ListTensors("bad").status().code(),
                 EndsInternalOrDataLoss());
     EXPECT_THAT(client.GetArchitecture("bad").status().code(),

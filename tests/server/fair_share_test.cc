@@ -41,15 +41,17 @@ namespace tensormorph {
 namespace {
 
 using ::tensormorph::testing::BuildSafetensors;
+using ::tensormorph::testing::HasMetadata;
+using ::tensormorph::testing::HasReason;
 using ::tensormorph::testing::MakeTempDir;
 using ::tensormorph::testing::ParsePrometheusText;
 using ::tensormorph::testing::ProcStatusKb;
 using ::tensormorph::testing::PrometheusScrape;
 using ::tensormorph::testing::ServerProcess;
 using ::tensormorph::testing::StalledReader;
-using ::tensormorph::testing::StatusIs;
 using ::tensormorph::testing::WriteFile;
 using ::tensormorph::testing::WriteSparseSafetensors;
+using ::testing::AllOf;
 
 constexpr int64_t kMiB = int64_t{1} << 20;
 
@@ -141,12 +143,13 @@ TEST_F(StreamsPerPeerTest, APeerAtItsCapIsRefusedWhileAnotherPeerGetsAStream) {
   // A fourth connection from the same host: refused, naming the cap.
   std::unique_ptr<Client> same_host = ClientFrom("127.0.0.1", server_->port());
   EXPECT_THAT(ReadSmall(*same_host),
-              StatusIs(absl::StatusCode::kResourceExhausted,
-                       "max_streams_per_peer (3)"));
+              AllOf(HasReason(ErrorReason::kLimitExceeded),
+                    HasMetadata("limit", "max_streams_per_peer"),
+                    HasMetadata("limit_value", "3")));
   // A listing counts against the same cap.
-  EXPECT_THAT(
-      same_host->ListTensors("small.safetensors").status(),
-      StatusIs(absl::StatusCode::kResourceExhausted, "max_streams_per_peer"));
+  EXPECT_THAT(same_host->ListTensors("small.safetensors").status(),
+              AllOf(HasReason(ErrorReason::kLimitExceeded),
+                    HasMetadata("limit", "max_streams_per_peer")));
   // Unary calls are not streams: still served.
   EXPECT_TRUE(same_host->GetCheckpoint("small.safetensors").ok());
 

@@ -28,11 +28,10 @@ namespace {
 using ::tensormorph::testing::BuildSafetensors;
 using ::tensormorph::testing::HasReason;
 using ::tensormorph::testing::MakeTempDir;
+using ::tensormorph::testing::MessageNames;
 using ::tensormorph::testing::WriteFile;
 using ::tensormorph::testing::WriteSparseSafetensors;
-using ::testing::Contains;
-using ::testing::HasSubstr;
-using ::testing::Pair;
+using ::testing::AllOf;
 
 class FileChangeTest : public ::testing::Test {
  protected:
@@ -71,7 +70,6 @@ void ExpectTruncationEndedTheCall(const absl::Status& s) {
     return;
   }
   EXPECT_THAT(s, HasReason(ErrorReason::kFileChanged));
-  EXPECT_NE(std::string(s.message()).find("SIGBUS"), std::string::npos) << s;
 }
 
 // Float32 chunks are decoded from the mapping and raw chunks of a strided
@@ -195,9 +193,8 @@ TEST_F(FileChangeTest, PausedReaderAcrossAnInPlaceRewriteDoesNotEndOk) {
       }
       return true;
     });
-    EXPECT_THAT(s, HasReason(ErrorReason::kFileChangedDuringRead));
-    EXPECT_THAT(ErrorMetadataOf(s),
-                Contains(Pair("file", HasSubstr("m.safetensors"))));
+    EXPECT_THAT(s, AllOf(HasReason(ErrorReason::kFileChangedDuringRead),
+                         MessageNames("m.safetensors")));
     // The server lives, and the next read sees the new file whole.
     auto info = client_->GetCheckpoint("m.safetensors");
     EXPECT_TRUE(info.ok()) << info.status();

@@ -17,6 +17,7 @@
 #include "tests/support/fixture_copy.h"
 #include "tests/support/loopback_server.h"
 #include "tests/support/safetensors_writer.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
@@ -25,6 +26,9 @@ namespace {
 using ::tensormorph::testing::BuildSafetensors;
 using ::tensormorph::testing::CopyFixtureInto;
 using ::tensormorph::testing::Fixture;
+using ::tensormorph::testing::HasMetadata;
+using ::tensormorph::testing::HasReason;
+using ::tensormorph::testing::MessageNames;
 using ::tensormorph::testing::ReadJson;
 using ::tensormorph::testing::WriteFile;
 using ::tensormorph::testing::WriteJson;
@@ -93,11 +97,11 @@ class HostileConfigTest : public ::testing::Test {
     SCOPED_TRACE(name);
     auto info = client_->GetCheckpoint(name);
     ASSERT_FALSE(info.ok()) << "opened a hostile config";
-    EXPECT_EQ(info.status().code(), absl::StatusCode::kDataLoss)
-        << info.status();
-    EXPECT_THAT(std::string(info.status().message()),
-                AllOf(HasSubstr("config.json: " + key_path + ": expected"),
-                      HasSubstr(got)));
+    // The file and key at fault, and the value found there.
+    EXPECT_THAT(info, AllOf(HasReason(ErrorReason::kHeaderInvalid),
+                            HasMetadata("rule", "config-key"),
+                            MessageNames("config.json: " + key_path + ":"),
+                            MessageNames(got)));
     // Every call on it answers the same, and the server keeps serving.
     auto tensors = client_->ListTensors(name);
     EXPECT_EQ(tensors.status().code(), absl::StatusCode::kDataLoss);

@@ -24,7 +24,10 @@
 namespace tensormorph {
 namespace {
 
-using ::tensormorph::testing::StatusIs;
+using ::tensormorph::testing::HasMetadata;
+using ::tensormorph::testing::HasReason;
+using ::tensormorph::testing::MessageNames;
+using ::testing::AllOf;
 
 constexpr int64_t kHidden = 256, kHeads = 4;  // the demo's attention
 
@@ -185,18 +188,20 @@ TEST_F(InspectReferenceTest, RefTensorNamesTheReferenceTheRulesWouldFind) {
 TEST_F(InspectReferenceTest,
        UnpairableReferencesAreRefusedWithPreciseStatuses) {
   EXPECT_THAT(InspectColumn("blk.0.attn_q.weight", 0, "no-such-dir"),
-              StatusIs(absl::StatusCode::kNotFound, "no-such-dir"));
+              AllOf(HasReason(ErrorReason::kCheckpointNotFound),
+                    MessageNames("no-such-dir")));
   EXPECT_THAT(InspectColumn("blk.0.attn_q.weight", 0, "unrelated.safetensors"),
-              StatusIs(absl::StatusCode::kNotFound,
-                       "model.layers.0.self_attn.q_proj.weight"));
+              AllOf(HasReason(ErrorReason::kNotFound),
+                    MessageNames("'model.layers.0.self_attn.q_proj.weight'")));
   EXPECT_THAT(InspectColumn("blk.0.attn_q.weight", 0, "source", "nope.weight"),
-              StatusIs(absl::StatusCode::kNotFound, "nope.weight"));
+              AllOf(HasReason(ErrorReason::kTensorNotFound),
+                    HasMetadata("tensor", "nope.weight")));
   EXPECT_THAT(InspectColumn("blk.0.attn_q.weight", 0, "source",
                             "model.layers.0.mlp.up_proj.weight"),
-              StatusIs(absl::StatusCode::kInvalidArgument, "[512, 256]"));
-  EXPECT_THAT(
-      InspectColumn("blk.0.attn_q.weight", 0, "", "x"),
-      StatusIs(absl::StatusCode::kInvalidArgument, "without a reference"));
+              AllOf(HasReason(ErrorReason::kRequestInvalid),
+                    MessageNames("[512, 256]")));
+  EXPECT_THAT(InspectColumn("blk.0.attn_q.weight", 0, "", "x"),
+              HasReason(ErrorReason::kRequestInvalid));
 }
 
 // The source tensor's own histogram over the same range and bins is the

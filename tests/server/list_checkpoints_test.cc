@@ -28,9 +28,10 @@ using ::tensormorph::testing::CheckpointTree;
 using ::tensormorph::testing::HasReason;
 using ::tensormorph::testing::LoopbackServer;
 using ::tensormorph::testing::MakeCheckpointTree;
+using ::tensormorph::testing::MessageNames;
 using ::tensormorph::testing::StartLoopbackServer;
+using ::testing::AllOf;
 using ::testing::ElementsAreArray;
-using ::testing::HasSubstr;
 
 std::vector<std::string> AllPathsOf(Client& client,
                                     v1::ListCheckpointsRequest req) {
@@ -208,7 +209,7 @@ TEST_F(ListCheckpointsTest, ADirectoryOutsideTheRootsIsPermissionDenied) {
     req.set_directory(dir);
     auto page = Page(req);
     ASSERT_THAT(page, HasReason(ErrorReason::kOutsideRoots));
-    EXPECT_THAT(page.status().message(), HasSubstr("directory '" + dir + "'"));
+    EXPECT_THAT(page, MessageNames("directory '" + dir + "'"));
   }
 }
 
@@ -216,8 +217,8 @@ TEST_F(ListCheckpointsTest, RefusalsNameTheirReason) {
   v1::ListCheckpointsRequest req;
   req.set_directory("Q4_K.gguf");
   auto page = Page(req);
-  EXPECT_EQ(page.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(page.status().message(), HasSubstr("not a directory"));
+  EXPECT_THAT(page, AllOf(HasReason(ErrorReason::kRequestInvalid),
+                          MessageNames("Q4_K.gguf")));
 
   req.set_directory("no/such/dir");
   EXPECT_THAT(Page(req), HasReason(ErrorReason::kCheckpointNotFound));

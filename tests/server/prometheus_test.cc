@@ -30,14 +30,16 @@ namespace {
 
 using ::tensormorph::testing::BuildSafetensors;
 using ::tensormorph::testing::Bytes;
+using ::tensormorph::testing::HasMetadata;
+using ::tensormorph::testing::HasReason;
 using ::tensormorph::testing::MakeTempDir;
 using ::tensormorph::testing::ParsePrometheusText;
 using ::tensormorph::testing::PrometheusLabels;
 using ::tensormorph::testing::PrometheusScrape;
 using ::tensormorph::testing::StartLoopbackServer;
-using ::tensormorph::testing::StatusIs;
 using ::tensormorph::testing::WriteFile;
 using ::tensormorph::testing::WriteSparseSafetensors;
+using ::testing::AllOf;
 using ::testing::Optional;
 
 // A directory with m.safetensors: "w", F32 [64, 64] (16 KiB of data).
@@ -97,11 +99,13 @@ TEST(PrometheusTest, CountsEachCallByMethodAndTheStatusItsClientSaw) {
   EXPECT_TRUE(lb.client->GetCheckpoint("m.safetensors").ok());
   EXPECT_TRUE(lb.client->GetCheckpoint("m.safetensors").ok());
   EXPECT_THAT(lb.client->GetCheckpoint("missing.safetensors"),
-              StatusIs(absl::StatusCode::kNotFound, "missing.safetensors"));
+              AllOf(HasReason(ErrorReason::kCheckpointNotFound),
+                    HasMetadata("checkpoint", "missing.safetensors")));
   EXPECT_THAT(lb.client->GetTensor("m.safetensors", ""),
-              StatusIs(absl::StatusCode::kInvalidArgument, ""));
+              HasReason(ErrorReason::kRequestInvalid));
   EXPECT_THAT(lb.client->GetTensor("m.safetensors", "nope"),
-              StatusIs(absl::StatusCode::kNotFound, "nope"));
+              AllOf(HasReason(ErrorReason::kTensorNotFound),
+                    HasMetadata("tensor", "nope")));
 
   const PrometheusScrape s =
       ScrapeWhen(state, [](const auto& s) { return AllCalls(s) >= 5; });
@@ -219,7 +223,7 @@ TEST(PrometheusTest, CountsCallsTheAuthInterceptorRefused) {
   auto anonymous = Client::Connect(address, {});
   ASSERT_TRUE(anonymous.ok());
   EXPECT_THAT((*anonymous)->GetCheckpoint("m.safetensors"),
-              StatusIs(absl::StatusCode::kUnauthenticated, ""));
+              HasReason(ErrorReason::kUnauthenticated));
   ClientOptions with_token;
   with_token.token = "secret-one";
   auto allowed = Client::Connect(address, with_token);
@@ -254,7 +258,7 @@ TEST(PrometheusTest, CountsAStreamItsClientCancelledAsCancelled) {
                            [](const v1::SliceChunk&) {
                              return false;  // cancel after the first chunk
                            }),
-      StatusIs(absl::StatusCode::kCancelled, ""));
+      HasReason(ErrorReason::kCancelled));
 
   const PrometheusScrape s = ScrapeWhen(
       lb.server->state(), [](const auto& s) { return AllCalls(s) >= 1; });
@@ -279,7 +283,7 @@ TEST(PrometheusTest, CountsAStreamPastItsDeadlineAsDeadlineExceeded) {
                                      absl::SleepFor(absl::Milliseconds(50));
                                      return true;
                                    }),
-              StatusIs(absl::StatusCode::kDeadlineExceeded, ""));
+              HasReason(ErrorReason::kDeadlineExceeded));
 
   const PrometheusScrape s = ScrapeWhen(
       lb.server->state(), [](const auto& s) { return AllCalls(s) >= 1; });

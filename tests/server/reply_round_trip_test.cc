@@ -21,6 +21,7 @@
 #include "tests/support/hostile_corpus.h"
 #include "tests/support/loopback_server.h"
 #include "tests/support/safetensors_writer.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
@@ -34,10 +35,12 @@ using ::tensormorph::testing::FixturesDir;
 using ::tensormorph::testing::GgufArray;
 using ::tensormorph::testing::GgufSpec;
 using ::tensormorph::testing::GgufString;
+using ::tensormorph::testing::HasReason;
 using ::tensormorph::testing::HostileCorpus;
 using ::tensormorph::testing::MakeTempDir;
+using ::tensormorph::testing::MessageNames;
 using ::tensormorph::testing::WriteFile;
-using ::testing::HasSubstr;
+using ::testing::AllOf;
 
 // Independent of server/wire_check: the test's own walk over the fields.
 void ExpectUtf8Strings(const Message& m, const std::string& path) {
@@ -193,9 +196,9 @@ TEST(WireCheckTest, NamesTheFieldThatIsNotUtf8) {
   t.add_parts()->set_name("fine");
   t.add_parts()->set_name("b\xE3");
   absl::Status s = CheckWireSafe(t);
-  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("'parts[1].name'"));
-  EXPECT_THAT(std::string(s.message()), HasSubstr("b\\xE3"));
+  EXPECT_THAT(s,
+              AllOf(HasReason(ErrorReason::kInternal),
+                    MessageNames("'parts[1].name'"), MessageNames("b\\xE3")));
   t.mutable_parts(1)->set_name("b");
   EXPECT_TRUE(CheckWireSafe(t).ok());
   // bytes fields may hold anything.

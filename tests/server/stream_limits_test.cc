@@ -7,20 +7,25 @@
 #include <vector>
 
 #include "client/client.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/server.h"
 #include "tests/support/safetensors_writer.h"
 #include "tests/support/stalled_reader.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
 namespace {
 
 using ::tensormorph::testing::BuildSafetensors;
+using ::tensormorph::testing::HasMetadata;
+using ::tensormorph::testing::HasReason;
 using ::tensormorph::testing::MakeTempDir;
 using ::tensormorph::testing::StalledReader;
 using ::tensormorph::testing::WriteFile;
 using ::tensormorph::testing::WriteSparseSafetensors;
+using ::testing::AllOf;
 
 class StreamLimitsTest : public ::testing::Test {
  protected:
@@ -80,9 +85,8 @@ TEST_F(StreamLimitsTest, StalledReadersAreCutAtTheCallLimitAndFreeTheirSlots) {
   ASSERT_FALSE(a->ended() || b->ended());
   // Both slots are held while the readers stall...
   const absl::Status refused = ReadSmall(*client_);
-  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
-  EXPECT_NE(std::string(refused.message()).find("max_concurrent_streams"),
-            std::string::npos);
+  EXPECT_THAT(refused, AllOf(HasReason(ErrorReason::kLimitExceeded),
+                             HasMetadata("limit", "max_concurrent_streams")));
   // ...until the watchdog ends them: the call limit, then the grace for the
   // pending write (about 2 s; 20 s is the test's own bound).
   EXPECT_TRUE(server_->state().metrics.WaitForIdle(absl::Seconds(20)));
@@ -125,10 +129,8 @@ TEST_F(StreamLimitsTest, AReaderPastTheCallLimitGetsResourceExhausted) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
     return true;
   });
-  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
-  EXPECT_NE(std::string(s.message()).find("max_call_seconds"),
-            std::string::npos)
-      << s;
+  EXPECT_THAT(s, AllOf(HasReason(ErrorReason::kLimitExceeded),
+                       HasMetadata("limit", "max_call_seconds")));
   EXPECT_TRUE(ReadSmall(*client_).ok());
 }
 

@@ -6,9 +6,16 @@
 //    way:
 //      EXPECT_THAT(client->GetTensor("m.gguf", "x"),
 //                  HasReason(ErrorReason::kTensorNotFound));
+//  - HasMetadata(key, value): the reason's metadata (ErrorInfo.metadata)
+//    holds `key` = `value`: which tensor, limit or file, as a client reads
+//    it.
+//  - MessageNames(value) / MessageOmits(value): the message contains (never
+//    contains) `value`. For a value the message must name for a person (the
+//    file, field, line, expected and actual numbers) or must not leak (a
+//    secret, a credential): never for its English prose.
 //  - StatusIs(code, substring): that code and a message containing
-//    `substring`: only where the message itself is the contract (it names
-//    the file, never names the token, ...).
+//    `substring`; left for code that has no reason to match on (a test of
+//    the matchers, a status made by a test's own helper).
 #ifndef TENSORMORPH_TESTS_SUPPORT_STATUS_MATCHERS_H_
 #define TENSORMORPH_TESTS_SUPPORT_STATUS_MATCHERS_H_
 
@@ -49,6 +56,39 @@ MATCHER_P(HasReason, reason,
                    << ::tensormorph::ReasonNameOf(s);
   return s.code() == ::tensormorph::InfoOf(reason).code &&
          ::tensormorph::IsReason(s, reason);
+}
+
+MATCHER_P2(HasMetadata, key, value,
+           std::string(negation ? "hasn't " : "has ") + "reason metadata " +
+               std::string(key) + "=" + std::string(value)) {
+  const absl::Status& s = status_matchers_internal::StatusOf(arg);
+  *result_listener << "which is " << s;
+  for (const auto& [k, v] : ::tensormorph::ReasonMetadataOf(s)) {
+    if (k == std::string(key)) {
+      *result_listener << " with " << k << "=" << v;
+      return v == std::string(value);
+    }
+  }
+  *result_listener << " without that key";
+  return false;
+}
+
+MATCHER_P(MessageNames, value,
+          std::string(negation ? "doesn't name " : "names ") + "'" +
+              std::string(value) + "' in its message") {
+  const absl::Status& s = status_matchers_internal::StatusOf(arg);
+  *result_listener << "which is " << s;
+  return !s.ok() &&
+         s.message().find(std::string(value)) != absl::string_view::npos;
+}
+
+MATCHER_P(MessageOmits, value,
+          std::string(negation ? "contains " : "never contains ") + "'" +
+              std::string(value) + "' in its message") {
+  const absl::Status& s = status_matchers_internal::StatusOf(arg);
+  *result_listener << "which is " << s;
+  return !s.ok() &&
+         s.message().find(std::string(value)) == absl::string_view::npos;
 }
 
 }  // namespace tensormorph::testing

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/quant/conventions/context.h"
 #include "core/quant/int8_rowwise_encoding.h"
+#include "core/util/error_reason.h"
 #include "core/util/status_macros.h"
 
 namespace tensormorph::conventions {
@@ -57,9 +58,12 @@ absl::Status ResolveOne(Context& ctx, const StoredTensor* scb,
                                           f.size(), " values, not one"));
     }
     if (f[0] != 0) {
-      return absl::UnimplementedError(absl::StrCat(
-          kName, ": '", format->name, "' is ", f[0], " (", FormatName(f[0]),
-          "); only the row layout (0) is supported"));
+      return WithReason(
+          absl::UnimplementedError(absl::StrCat(
+              kName, ": '", format->name, "' is ", f[0], " (", FormatName(f[0]),
+              "); only the row layout (0) is supported")),
+          ErrorReason::kUnsupportedConvention,
+          {{"convention", std::string(kName)}});
     }
     p.parts.push_back(format);
   }

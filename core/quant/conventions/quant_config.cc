@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/format/json_header.h"
+#include "core/util/error_reason.h"
 #include "core/util/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -89,9 +90,9 @@ class Reader {
 
   absl::Status Bad(const Node& n, absl::string_view expected) const {
     Note(n, expected, Describe(*n.v));
-    return absl::DataLossError(absl::StrCat(file_, ": ", n.path, ": expected ",
-                                            expected, ", got ",
-                                            Describe(*n.v)));
+    return HeaderInvalidError(absl::StrCat(file_, ": ", n.path, ": expected ",
+                                           expected, ", got ", Describe(*n.v)),
+                              file_, "config-key");
   }
   absl::Status Unsupported(const Node& n, absl::string_view what) const {
     Note(n, absl::StrCat("a supported value (", what, ")"),
@@ -102,9 +103,10 @@ class Reader {
 
   absl::Status Missing(const Node& n, absl::string_view expected) const {
     Note(n, expected, "the key is missing");
-    return absl::DataLossError(absl::StrCat(file_, ": ", n.path, ": expected ",
-                                            expected,
-                                            ", but the key is missing"));
+    return HeaderInvalidError(
+        absl::StrCat(file_, ": ", n.path, ": expected ", expected,
+                     ", but the key is missing"),
+        file_, "config-key");
   }
 
   bool lenient() const { return sink_ != nullptr; }
@@ -758,9 +760,10 @@ absl::StatusOr<QuantConfig> Parse(const QuantConfigs& files,
                              "an object", Describe(*top.v)});
         return out;
       }
-      return absl::DataLossError(
+      return HeaderInvalidError(
           absl::StrCat("config.json: expected an object at the top level, got ",
-                       Describe(*top.v)));
+                       Describe(*top.v)),
+          "config.json", "config-key");
     }
     Node qc = top.Key("quantization_config");
     if (const Node mlx = top.Key("quantization"); IsMlx(mlx, qc)) {
@@ -819,8 +822,10 @@ absl::StatusOr<QuantConfig> Parse(const QuantConfigs& files,
                            "an object", Describe(*q.v)});
       return out;
     }
-    return absl::DataLossError(absl::StrCat(
-        file, ": expected an object at the top level, got ", Describe(*q.v)));
+    return HeaderInvalidError(
+        absl::StrCat(file, ": expected an object at the top level, got ",
+                     Describe(*q.v)),
+        file, "config-key");
   }
   const Node method_key = q.Key("quant_method");
   auto method =

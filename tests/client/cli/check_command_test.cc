@@ -29,6 +29,7 @@ using ::tensormorph::testing::CliModes;
 using ::tensormorph::testing::CommandResult;
 using ::tensormorph::testing::Fixture;
 using ::tensormorph::testing::FixturesDir;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 CliModes* cli = nullptr;
@@ -163,16 +164,15 @@ TEST_P(CheckCliTest, ManifestRoundTripsAndAOneByteChangeIsNamed) {
   testing::WriteFile(manifest, R"({"format": "tensormorph-manifest"})");
   CommandResult bad = Run({"check", copy, "--verify", manifest});
   EXPECT_EQ(bad.exit_code, 1);
-  EXPECT_THAT(bad.err, HasSubstr(".version: missing"));
+  EXPECT_THAT(bad.err, HasSubstr(".version"));
 
   // A manifest that cannot be written is a usage error before the check
   // runs (it was a failed call, "is tensormorphd running there?", after).
   CommandResult nowhere =
       Run({"check", original, "--manifest", "/nonexistent/dir/m.json"});
   EXPECT_EQ(nowhere.exit_code, 1);
-  EXPECT_THAT(nowhere.err,
-              HasSubstr("--manifest: cannot write '/nonexistent/dir/m.json': "
-                        "No such file or directory"));
+  EXPECT_THAT(nowhere.err, AllOf(HasSubstr("--manifest"),
+                                 HasSubstr("'/nonexistent/dir/m.json'")));
 }
 
 TEST_P(CheckCliTest, FixturesAndTheDemoCheckWithoutErrors) {

@@ -11,25 +11,30 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/cli_error.h"
 #include "tests/support/npy_reader.h"
 #include "tests/support/process.h"
 #include "tests/support/safetensors_writer.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
 namespace {
 
+using ::tensormorph::testing::CliErrorOf;
 using ::tensormorph::testing::CliModes;
 using ::tensormorph::testing::CliPath;
 using ::tensormorph::testing::CommandResult;
 using ::tensormorph::testing::Fixture;
 using ::tensormorph::testing::FixturesDir;
+using ::tensormorph::testing::HasReason;
 using ::tensormorph::testing::MakeTempDir;
+using ::tensormorph::testing::MessageNames;
 using ::tensormorph::testing::ReadF32File;
 using ::tensormorph::testing::ReadNpy;
 using ::tensormorph::testing::RunCommand;
 using ::tensormorph::testing::ServerProcess;
-using ::testing::HasSubstr;
+using ::testing::AllOf;
 
 namespace fs = std::filesystem;
 
@@ -136,8 +141,10 @@ TEST(CliConventionErrorTest,
   CommandResult bad =
       RunCommand({CliPath(), "--server", s.address(), "ls", "broken"});
   EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_THAT(bad.err, HasSubstr("DATA_LOSS"));
-  EXPECT_THAT(bad.err, HasSubstr("'l.scales' is F16[3,64]"));
+  // The part at fault and its dtype and shape.
+  EXPECT_THAT(CliErrorOf(bad.err),
+              AllOf(HasReason(ErrorReason::kConventionMismatch),
+                    MessageNames("'l.scales'"), MessageNames("F16[3,64]")));
   CommandResult good = RunCommand({CliPath(), "--server", s.address(), "ls",
                                    Fixture("safetensors/gptq_4bit_g32")});
   EXPECT_EQ(good.exit_code, 0) << good.err;

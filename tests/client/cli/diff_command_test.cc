@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "server/server.h"
+#include "tests/support/cli_error.h"
 #include "tests/support/demo_checkpoint.h"
 #include "tests/support/gguf_writer.h"
 #include "tests/support/loopback_server.h"
@@ -24,14 +25,16 @@
 namespace tensormorph {
 namespace {
 
+using ::tensormorph::testing::CliErrorOf;
 using ::tensormorph::testing::CliModes;
 using ::tensormorph::testing::CliPath;
 using ::tensormorph::testing::CommandResult;
 using ::tensormorph::testing::Fixture;
 using ::tensormorph::testing::FixturesDir;
+using ::tensormorph::testing::HasReason;
+using ::tensormorph::testing::MessageNames;
 using ::tensormorph::testing::RunCommand;
 using ::tensormorph::testing::ServerProcess;
-using ::tensormorph::testing::StatusIs;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -67,7 +70,7 @@ TEST_P(DiffCliTest, FailOnExitsThreeWhenATensorTripsItAndZeroOtherwise) {
   EXPECT_THAT(ok.out, HasSubstr("4 tensors compared"));
   CommandResult bad = Run({"diff", ct, ct + "/source", "--fail-on", "bogus>1"});
   EXPECT_EQ(bad.exit_code, 1);
-  EXPECT_THAT(bad.err, HasSubstr("unknown metric 'bogus'"));
+  EXPECT_THAT(bad.err, HasSubstr("'bogus'"));  // a usage error
 }
 
 TEST_P(DiffCliTest, JsonIsOneObjectPerLineWithProgressOnlyOnStderr) {
@@ -131,34 +134,34 @@ TEST_P(DiffCliTest, ZeroTensorsComparedIsAnErrorNamingWhy) {
   struct Case {
     const char* what;
     std::vector<std::string> args;
-    std::vector<std::string> said;
+    ErrorReason reason;
+    std::vector<std::string> named;  // values the message names
   };
   const std::string ct = Fixture("safetensors/ct_int8_channel");
   const Case cases[] = {
       {"a filter matching nothing",
        {q8, src, "--filter", "blk.9.*"},
-       {"INVALID_ARGUMENT",
-        "the filter 'blk.9.*' matches none of the 21 "
-        "tensors"}},
+       ErrorReason::kRequestInvalid,
+       {"'blk.9.*'", "21"}},
       {"no name matched",
        {q8, Fixture("safetensors/plain")},
-       {"FAILED_PRECONDITION", "no name matched",
-        "tried 'model.layers.0.self_attn.k_proj.weight', "
-        "'blk.0.attn_k.weight'"}},
+       ErrorReason::kFailedPrecondition,
+       {"'model.layers.0.self_attn.k_proj.weight'", "'blk.0.attn_k.weight'"}},
       {"every shape mismatched",
        {q8, Fixture("gguf/source_f32.gguf"), "--filter", "blk.0.*_[qd]*"},
-       {"FAILED_PRECONDITION", "every shape mismatched",
-        "blk.0.attn_q.weight: [256,256] vs [4,256]",
+       ErrorReason::kFailedPrecondition,
+       {"blk.0.attn_q.weight: [256,256] vs [4,256]",
         "blk.0.ffn_down.weight: [256,512] vs [4,256]"}},
       // Reversed, the demo pairs perfectly; the fixture would "succeed"
       // with errors of hundreds of steps.
       {"GGUF arguments reversed",
        {src, q8},
-       {"INVALID_ARGUMENT", "arguments probably reversed", "holds 16",
-        "swap them"}},
+       ErrorReason::kRequestInvalid,
+       {"holds 16"}},
       {"safetensors arguments reversed",
        {ct + "/source", ct},
-       {"INVALID_ARGUMENT", "arguments probably reversed", "swap them"}},
+       ErrorReason::kRequestInvalid,
+       {}},
   };
   for (const Case& c : cases) {
     for (const bool json : {false, true}) {
@@ -169,7 +172,9 @@ TEST_P(DiffCliTest, ZeroTensorsComparedIsAnErrorNamingWhy) {
       args.insert(args.end(), {"--fail-on", gate});
       CommandResult r = Run(args);
       EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
-      for (const std::string& s : c.said) EXPECT_THAT(r.err, HasSubstr(s));
+      const absl::Status error = CliErrorOf(r.err);
+      EXPECT_THAT(error, HasReason(c.reason));
+      for (const std::string& s : c.named) EXPECT_THAT(error, MessageNames(s));
       EXPECT_THAT(r.out, Not(HasSubstr("0 tensors compared")));
       EXPECT_THAT(r.out, Not(HasSubstr("summary")));
     }
@@ -335,12 +340,10 @@ TEST_P(DiffCliTest, ABadGateIsAUsageErrorAndInvalidArgumentOnTheWire) {
     ++events;
     return true;
   });
-  EXPECT_THAT(st, AllOf(StatusIs(absl::StatusCode::kInvalidArgument,
-                                 "fail_on[1]: gate 'snr<25'"),
-                        StatusIs(absl::StatusCode::kInvalidArgument,
-                                 "unknown metric 'snr'"),
-                        StatusIs(absl::StatusCode::kInvalidArgument,
-                                 "metrics: max_err_steps, p99_err_steps")));
+  // The gate, its metric, and the metrics there are.
+  EXPECT_THAT(st, AllOf(HasReason(ErrorReason::kRequestInvalid),
+                        MessageNames("fail_on[1]"), MessageNames("'snr<25'"),
+                        MessageNames("max_err_steps, p99_err_steps")));
   EXPECT_EQ(events, 0);
 }
 
@@ -439,15 +442,13 @@ TEST(QuantDiffRpcTest, ZeroPairsAndReversedArgumentsFailTheCall) {
     EXPECT_EQ(events, 0) << quant << " " << ref;
     return st;
   };
-  EXPECT_THAT(call("gguf/Q4_K.gguf", "gguf/source_f32.gguf", "x*"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "the filter 'x*' matches none"));
-  EXPECT_THAT(call("gguf/source_f32.gguf", "gguf/Q4_K.gguf", ""),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "arguments probably reversed"));
   EXPECT_THAT(
-      call("safetensors/ct_int8_channel", "safetensors/plain", ""),
-      StatusIs(absl::StatusCode::kFailedPrecondition, "no name matched"));
+      call("gguf/Q4_K.gguf", "gguf/source_f32.gguf", "x*"),
+      AllOf(HasReason(ErrorReason::kRequestInvalid), MessageNames("'x*'")));
+  EXPECT_THAT(call("gguf/source_f32.gguf", "gguf/Q4_K.gguf", ""),
+              HasReason(ErrorReason::kRequestInvalid));
+  EXPECT_THAT(call("safetensors/ct_int8_channel", "safetensors/plain", ""),
+              HasReason(ErrorReason::kFailedPrecondition));
   EXPECT_TRUE(s.client->GetServerInfo().ok());
 }
 

@@ -15,17 +15,24 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/cli_error.h"
 #include "tests/support/process.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
 namespace {
 
+using ::tensormorph::testing::CliErrorOf;
 using ::tensormorph::testing::CliPath;
 using ::tensormorph::testing::CommandResult;
+using ::tensormorph::testing::HasReason;
 using ::tensormorph::testing::MakeTempDir;
+using ::tensormorph::testing::MessageNames;
+using ::tensormorph::testing::MessageOmits;
 using ::tensormorph::testing::RunCommand;
 using ::tensormorph::testing::ServerProcess;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 CommandResult Cli(std::vector<std::string> args) {
@@ -90,9 +97,8 @@ TEST(HealthCli, AnUnreachablePortExitsTwoNamingTheEndpointAndUnavailable) {
   CommandResult r = Cli({"health", "--server", dead});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.out, "");
-  EXPECT_THAT(r.err, HasSubstr("UNAVAILABLE [UNAVAILABLE]: health check of " +
-                               dead + ":"));
-  EXPECT_THAT(r.err, HasSubstr("is tensormorphd running there?"));
+  EXPECT_THAT(CliErrorOf(r.err),
+              AllOf(HasReason(ErrorReason::kUnavailable), MessageNames(dead)));
 }
 
 TEST(HealthCli, AnUnreachablePortInJsonCarriesTheErrorAndStatusUnknown) {
@@ -121,8 +127,9 @@ TEST(HealthCli, EachEndpointOfAListIsAskedAndTheDownOneNamed) {
   EXPECT_EQ(lines[0]["status"], "SERVING");
   EXPECT_EQ(lines[1]["server"], dead);
   EXPECT_EQ(lines[1]["error"]["code"], "UNAVAILABLE");
-  EXPECT_THAT(r.err, HasSubstr("health check of " + dead));
-  EXPECT_THAT(r.err, ::testing::Not(HasSubstr(server.address())));
+  EXPECT_THAT(CliErrorOf(r.err),
+              AllOf(HasReason(ErrorReason::kUnavailable), MessageNames(dead),
+                    MessageOmits(server.address())));
 }
 
 TEST(HealthCli, AServerThatNeverAnswersFailsAtTheDeadline) {
@@ -130,10 +137,9 @@ TEST(HealthCli, AServerThatNeverAnswersFailsAtTheDeadline) {
   CommandResult r =
       Cli({"--timeout", "0.5", "health", "--server", hung.address()});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(
-      r.err,
-      HasSubstr("DEADLINE_EXCEEDED [DEADLINE_EXCEEDED]: health check of " +
-                hung.address() + ": no answer within 500ms"));
+  EXPECT_THAT(CliErrorOf(r.err),
+              AllOf(HasReason(ErrorReason::kDeadlineExceeded),
+                    MessageNames(hung.address()), MessageNames("500ms")));
 }
 
 TEST(HealthCli, HealthNeedsNoTokenOnAServerThatRequiresOne) {
@@ -153,8 +159,8 @@ TEST(HealthCli, AServiceTheServerDoesNotKnowIsNotFoundExitTwo) {
   CommandResult r =
       Cli({"health", "--server", server.address(), "--service", "no.such.Svc"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.err, HasSubstr("NOT_FOUND"));
-  EXPECT_THAT(r.err, HasSubstr("'no.such.Svc'"));
+  EXPECT_THAT(CliErrorOf(r.err), AllOf(HasReason(ErrorReason::kNotFound),
+                                       MessageNames("'no.such.Svc'")));
 }
 
 TEST(HealthCli, TheServiceByItsOwnNameIsServing) {
@@ -174,7 +180,7 @@ TEST(HealthCli, EmbeddedAsksTheInProcessServer) {
 TEST(HealthCli, AnEmptyAddressInTheListIsAUsageError) {
   CommandResult r = Cli({"health", "--server", "127.0.0.1:1,"});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.err, HasSubstr("entry 2 is empty"));
+  EXPECT_THAT(r.err, HasSubstr("entry 2"));
 }
 
 TEST(HealthCli, ADnsNameIsEveryAddressItResolvesTo) {
@@ -191,7 +197,7 @@ TEST(HealthCli, ADnsNameIsEveryAddressItResolvesTo) {
 TEST(HealthCli, AnAddressWithoutAPortIsAUsageError) {
   CommandResult r = Cli({"health", "--server", "127.0.0.1"});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.err, HasSubstr("has no port"));
+  EXPECT_THAT(r.err, HasSubstr("'127.0.0.1'"));
 }
 
 }  // namespace

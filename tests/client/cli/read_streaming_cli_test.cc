@@ -8,19 +8,25 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/cli_error.h"
 #include "tests/support/npy_reader.h"
 #include "tests/support/process.h"
 #include "tests/support/safetensors_writer.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
 namespace {
 
+using ::tensormorph::testing::CliErrorOf;
 using ::tensormorph::testing::CliPath;
 using ::tensormorph::testing::CommandResult;
+using ::tensormorph::testing::HasReason;
 using ::tensormorph::testing::MakeTempDir;
+using ::tensormorph::testing::MessageNames;
 using ::tensormorph::testing::RunCommand;
 using ::tensormorph::testing::ServerProcess;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 constexpr int64_t kBytes = int64_t{1} << 30;
@@ -131,7 +137,8 @@ TEST(ReadStreamingCliTest, AnUnwritableOutputFailsNamingItAndLeavesNothing) {
   const CommandResult r =
       RunCommand({CliPath(), "read", dir + "/m.safetensors", "t", "-o", out});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.err, HasSubstr(out));
+  EXPECT_THAT(CliErrorOf(r.err),
+              AllOf(HasReason(ErrorReason::kNotFound), MessageNames(out)));
   // A read that fails after the file was opened leaves no half array.
   const std::string half = dir + "/half.npy";
   const CommandResult missing = RunCommand(

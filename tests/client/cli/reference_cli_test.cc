@@ -15,16 +15,21 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/cli_error.h"
 #include "tests/support/demo_checkpoint.h"
 #include "tests/support/process.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
 namespace {
 
+using ::tensormorph::testing::CliErrorOf;
 using ::tensormorph::testing::CliPath;
 using ::tensormorph::testing::CommandResult;
+using ::tensormorph::testing::HasReason;
 using ::tensormorph::testing::MakeTempDir;
+using ::tensormorph::testing::MessageNames;
 using ::tensormorph::testing::RunCommand;
 using ::tensormorph::testing::ServerProcess;
 using ::tensormorph::testing::WriteDemoCheckpoints;
@@ -198,8 +203,9 @@ TEST_P(ReferenceCliTest, RefTensorNamesTheReference) {
       Run({"stats", "model.gguf", "blk.0.attn_q.weight", "--ref", "source/",
            "--ref-tensor", "nope.weight"});
   EXPECT_EQ(missing.exit_code, 2);
-  EXPECT_THAT(missing.err, AllOf(HasSubstr("NOT_FOUND"),
-                                 HasSubstr("reference tensor 'nope.weight'")));
+  EXPECT_THAT(CliErrorOf(missing.err),
+              AllOf(HasReason(ErrorReason::kTensorNotFound),
+                    MessageNames("'nope.weight'")));
   // A shape mismatch names both tensors and both shapes.
   CommandResult shapes =
       Run({"heatmap", "model.gguf", "blk.0.ffn_down.weight", "--mode", "error",
@@ -207,11 +213,11 @@ TEST_P(ReferenceCliTest, RefTensorNamesTheReference) {
            "model.layers.0.mlp.up_proj.weight"});
   EXPECT_EQ(shapes.exit_code, 2);
   EXPECT_THAT(
-      shapes.err,
-      AllOf(HasSubstr("INVALID_ARGUMENT"),
-            HasSubstr("'model.layers.0.mlp.up_proj.weight'"),
-            HasSubstr("[512, 256]"), HasSubstr("'blk.0.ffn_down.weight'"),
-            HasSubstr("[256, 512]")));
+      CliErrorOf(shapes.err),
+      AllOf(HasReason(ErrorReason::kRequestInvalid),
+            MessageNames("'model.layers.0.mlp.up_proj.weight'"),
+            MessageNames("[512, 256]"), MessageNames("'blk.0.ffn_down.weight'"),
+            MessageNames("[256, 512]")));
   // --ref-tensor without --ref is a usage error.
   CommandResult usage = Run({"stats", "model.gguf", "blk.0.attn_q.weight",
                              "--ref-tensor", "x.weight"});

@@ -9,10 +9,12 @@
 #include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/cli_error.h"
 #include "tests/support/gguf_writer.h"
 #include "tests/support/process.h"
 #include "tests/support/safetensors_writer.h"
 #include "tests/support/sharded_checkpoint.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/storage_servers.h"
 #include "tests/support/test_paths.h"
 
@@ -20,10 +22,11 @@ namespace tensormorph {
 namespace {
 
 namespace fs = std::filesystem;
+using ::tensormorph::testing::CliErrorOf;
 using ::tensormorph::testing::CliPath;
 using ::tensormorph::testing::CommandResult;
+using ::tensormorph::testing::HasReason;
 using ::tensormorph::testing::RunCommand;
-using ::testing::HasSubstr;
 
 constexpr char kDown[] = "model.layers.0.mlp.down_proj.weight";
 constexpr char kNorm[] = "model.layers.0.input_layernorm.weight";
@@ -153,7 +156,7 @@ TEST_F(RemoteStorageCliTest, AServerWhoseRootIsAUrlServesAsALocalRoot) {
   const CommandResult outside = RunCommand(
       {CliPath(), "--server", by_url.address(), "ls", "gptq/../split/"});
   EXPECT_EQ(outside.exit_code, 2);
-  EXPECT_THAT(outside.err, HasSubstr("PERMISSION_DENIED"));
+  EXPECT_THAT(CliErrorOf(outside.err), HasReason(ErrorReason::kOutsideRoots));
 }
 
 }  // namespace

@@ -14,12 +14,15 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 
 namespace tensormorph {
 namespace {
 
+using ::tensormorph::testing::HasReason;
+using ::tensormorph::testing::MessageNames;
+using ::testing::AllOf;
 using ::testing::Each;
-using ::testing::HasSubstr;
 
 std::vector<DiffPlanItem> RandomPlan(std::mt19937_64& rng, int items,
                                      int files) {
@@ -166,13 +169,15 @@ TEST(DiffPartitionTest, OnePartHoldsEverything) {
 
 TEST(DiffPartitionTest, RefusesACountOutOfRangeAndNegativeBytes) {
   const std::vector<DiffPlanItem> plan = {{"a", "a", {}, "f", 5}};
-  EXPECT_THAT(PartitionDiffPlan(plan, 0).status().message(),
-              HasSubstr("part count must be 1 to 65536, got 0"));
+  EXPECT_THAT(PartitionDiffPlan(plan, 0),
+              AllOf(HasReason(ErrorReason::kRequestInvalid),
+                    MessageNames("1 to 65536"), MessageNames("got 0")));
   EXPECT_FALSE(PartitionDiffPlan(plan, kMaxDiffParts + 1).ok());
   EXPECT_TRUE(PartitionDiffPlan(plan, kMaxDiffParts).ok());
   const std::vector<DiffPlanItem> bad = {{"a", "a", {}, "f", -1}};
-  EXPECT_THAT(PartitionDiffPlan(bad, 2).status().message(),
-              HasSubstr("'a' has -1 bytes"));
+  EXPECT_THAT(PartitionDiffPlan(bad, 2),
+              AllOf(HasReason(ErrorReason::kRequestInvalid),
+                    MessageNames("'a'"), MessageNames("-1 bytes")));
 }
 
 TEST(DiffPartitionTest, CheckDiffPartNamesTheFieldTheRuleAndTheValue) {
@@ -182,17 +187,18 @@ TEST(DiffPartitionTest, CheckDiffPartNamesTheFieldTheRuleAndTheValue) {
   EXPECT_TRUE(check(0, 0).ok());
   EXPECT_TRUE(check(2, 3).ok());
   EXPECT_TRUE(check(65535, 65536).ok());
-  EXPECT_EQ(check(3, 3).message(),
-            "part.index must be 0 to 2 (part.count is 3), got 3");
-  EXPECT_EQ(check(-1, 3).message(),
-            "part.index must be 0 to 2 (part.count is 3), got -1");
-  EXPECT_EQ(check(0, 65537).message(),
-            "part.count must be 1 to 65536 (or 0 for the whole diff), got "
-            "65537");
-  EXPECT_EQ(check(0, -2).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(check(1, 0).message(),
-            "part.index must be 0 when part.count is 0 (the whole diff), got "
-            "1");
+  // The field, its valid range and the value got.
+  auto refused = [](absl::string_view field, absl::string_view range,
+                    absl::string_view got) {
+    return AllOf(HasReason(ErrorReason::kRequestInvalid), MessageNames(field),
+                 MessageNames(range), MessageNames(got));
+  };
+  EXPECT_THAT(check(3, 3), refused("part.index", "0 to 2", "got 3"));
+  EXPECT_THAT(check(-1, 3), refused("part.index", "0 to 2", "got -1"));
+  EXPECT_THAT(check(0, 65537),
+              refused("part.count", "1 to 65536", "got 65537"));
+  EXPECT_THAT(check(0, -2), HasReason(ErrorReason::kRequestInvalid));
+  EXPECT_THAT(check(1, 0), refused("part.index", "must be 0", "got 1"));
 }
 
 TEST(DiffPartitionTest, CheckDiffRunIdHoldsItsCharactersAndLength) {
@@ -201,18 +207,20 @@ TEST(DiffPartitionTest, CheckDiffRunIdHoldsItsCharactersAndLength) {
   EXPECT_TRUE(check("3f2b9c1e-77aa-4c1d-9d7e-0c5b2f1e8a90").ok());  // a uid
   EXPECT_TRUE(check("nightly.2026-12-03T02:00").ok());
   EXPECT_TRUE(check(std::string(kMaxDiffRunIdLength, 'a')).ok());
-  EXPECT_EQ(check(std::string(kMaxDiffRunIdLength + 1, 'a')).message(),
-            "part.run_id must be at most 128 characters, got 129");
-  EXPECT_EQ(check("night 2").message(),
-            "part.run_id may hold only A-Z a-z 0-9 . _ : -, got byte 0x20 at "
-            "offset 5");
-  EXPECT_EQ(check("a/b").message(),
-            "part.run_id may hold only A-Z a-z 0-9 . _ : -, got '/' at "
-            "offset 1");
-  EXPECT_EQ(check(std::string("x\xff\n")).message(),
-            "part.run_id may hold only A-Z a-z 0-9 . _ : -, got byte 0xff at "
-            "offset 1");
-  EXPECT_EQ(CheckDiffRunId("a\nb").code(), absl::StatusCode::kInvalidArgument);
+  // The field, the limit or the characters allowed, and what was got where.
+  auto refused = [](absl::string_view rule, absl::string_view got) {
+    return AllOf(HasReason(ErrorReason::kRequestInvalid),
+                 MessageNames("part.run_id"), MessageNames(rule),
+                 MessageNames(got));
+  };
+  EXPECT_THAT(check(std::string(kMaxDiffRunIdLength + 1, 'a')),
+              refused("128", "got 129"));
+  EXPECT_THAT(check("night 2"),
+              refused("A-Z a-z 0-9 . _ : -", "byte 0x20 at offset 5"));
+  EXPECT_THAT(check("a/b"), refused("A-Z a-z 0-9 . _ : -", "'/' at offset 1"));
+  EXPECT_THAT(check(std::string("x\xff\n")),
+              refused("A-Z a-z 0-9 . _ : -", "byte 0xff at offset 1"));
+  EXPECT_THAT(CheckDiffRunId("a\nb"), HasReason(ErrorReason::kRequestInvalid));
 }
 
 }  // namespace

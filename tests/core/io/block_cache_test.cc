@@ -17,6 +17,8 @@
 namespace tensormorph {
 namespace {
 
+using ::tensormorph::testing::HasReason;
+
 constexpr uint64_t kBlock = 64 << 10;
 constexpr uint64_t kObjectBytes = 64 * kBlock;  // 4 MiB
 
@@ -202,14 +204,13 @@ TEST_F(BlockCacheTest, AReplacedObjectNeverMeetsTheOldBlocks) {
   EXPECT_EQ(r->stats().cache_misses, 1u);
   std::string out(10, '\0');
   EXPECT_THAT(old_reader->ReadAt(8 * kBlock, 10, out.data()),
-              testing::StatusIs(absl::StatusCode::kAborted, "changed"));
+              HasReason(ErrorReason::kFileChangedDuringRead));
 }
 
 TEST_F(BlockCacheTest, RefusesNonsenseOptions) {
   options_.block_bytes = 0;
-  EXPECT_THAT(
-      BlockCache::Create(options_),
-      testing::StatusIs(absl::StatusCode::kInvalidArgument, "block size 0"));
+  EXPECT_THAT(BlockCache::Create(options_),
+              HasReason(ErrorReason::kRequestInvalid));
 }
 
 }  // namespace

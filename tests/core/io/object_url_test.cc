@@ -8,8 +8,9 @@
 namespace tensormorph {
 namespace {
 
-using ::tensormorph::testing::StatusIs;
-constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
+using ::tensormorph::testing::HasReason;
+using ::tensormorph::testing::MessageNames;
+using ::tensormorph::testing::MessageOmits;
 
 TEST(ObjectUrlTest, PlainPathIsLocal) {
   absl::StatusOr<ObjectUrl> u = ParseObjectUrl("models/llama/model.gguf");
@@ -23,7 +24,8 @@ TEST(ObjectUrlTest, FileUrlIsLocalAndAbsolute) {
   ASSERT_TRUE(u.ok()) << u.status();
   EXPECT_EQ(u->scheme, UrlScheme::kLocal);
   EXPECT_EQ(u->path, "/m/a.safetensors");
-  EXPECT_THAT(ParseObjectUrl("file://m/a"), StatusIs(kInvalid, "absolute"));
+  EXPECT_THAT(ParseObjectUrl("file://m/a"),
+              HasReason(ErrorReason::kRequestInvalid));
 }
 
 TEST(ObjectUrlTest, HttpsKeepsTheUrlAndDisplaysItWithoutQuery) {
@@ -43,32 +45,33 @@ TEST(ObjectUrlTest, SchemeIsCaseInsensitive) {
 }
 
 TEST(ObjectUrlTest, RefusesHttpWithoutHost) {
-  EXPECT_THAT(ParseObjectUrl("http:///x"), StatusIs(kInvalid, "no host"));
+  EXPECT_THAT(ParseObjectUrl("http:///x"),
+              HasReason(ErrorReason::kRequestInvalid));
 }
 
 TEST(ObjectUrlTest, RefusesCredentialsInHttpUrlWithoutEchoingThem) {
   absl::StatusOr<ObjectUrl> u = ParseObjectUrl("https://me:hunter2@h/x");
-  EXPECT_THAT(u, StatusIs(kInvalid, "credentials in the URL are refused"));
-  EXPECT_THAT(std::string(u.status().message()),
-              ::testing::Not(::testing::HasSubstr("hunter2")));
+  EXPECT_THAT(u, ::testing::AllOf(HasReason(ErrorReason::kRequestInvalid),
+                                  MessageOmits("hunter2")));
 }
 
 TEST(ObjectUrlTest, RefusesWhitespace) {
   EXPECT_THAT(ParseObjectUrl("https://h/a b"),
-              StatusIs(kInvalid, "whitespace"));
+              HasReason(ErrorReason::kRequestInvalid));
 }
 
 TEST(ObjectUrlTest, RefusesControlBytesAndEmpty) {
-  EXPECT_THAT(ParseObjectUrl(""), StatusIs(kInvalid, "empty"));
+  EXPECT_THAT(ParseObjectUrl(""), HasReason(ErrorReason::kRequestInvalid));
   EXPECT_THAT(ParseObjectUrl(std::string("a\0b", 3)),
-              StatusIs(kInvalid, "control byte"));
+              HasReason(ErrorReason::kRequestInvalid));
   EXPECT_THAT(ParseObjectUrl("https://h/a\nb"),
-              StatusIs(kInvalid, "control byte"));
+              HasReason(ErrorReason::kRequestInvalid));
 }
 
 TEST(ObjectUrlTest, RefusesUnknownScheme) {
   EXPECT_THAT(ParseObjectUrl("ftp://h/x"),
-              StatusIs(kInvalid, "unsupported scheme 'ftp'"));
+              ::testing::AllOf(HasReason(ErrorReason::kRequestInvalid),
+                               MessageNames("'ftp'")));
 }
 
 TEST(ObjectUrlTest, S3BucketAndKey) {
@@ -88,13 +91,14 @@ TEST(ObjectUrlTest, S3BucketAlone) {
 TEST(ObjectUrlTest, RefusesS3BucketNames) {
   for (const char* bad : {"s3://ab/x", "s3://Upper/x", "s3://-lead/x",
                           "s3://trail-/x", "s3://under_score/x", "s3:///x"}) {
-    EXPECT_THAT(ParseObjectUrl(bad), StatusIs(kInvalid, "bucket")) << bad;
+    EXPECT_THAT(ParseObjectUrl(bad), HasReason(ErrorReason::kRequestInvalid))
+        << bad;
   }
 }
 
 TEST(ObjectUrlTest, RefusesS3QueryString) {
   EXPECT_THAT(ParseObjectUrl("s3://bucket/k?versionId=1"),
-              StatusIs(kInvalid, "no query string"));
+              HasReason(ErrorReason::kRequestInvalid));
 }
 
 TEST(ObjectUrlTest, HfWithDefaultRevision) {
@@ -116,25 +120,26 @@ TEST(ObjectUrlTest, HfWithRevisionAndNestedPath) {
 }
 
 TEST(ObjectUrlTest, RefusesHfWithoutRepo) {
-  EXPECT_THAT(ParseObjectUrl("hf://org"), StatusIs(kInvalid, "org/repo"));
+  EXPECT_THAT(ParseObjectUrl("hf://org"),
+              HasReason(ErrorReason::kRequestInvalid));
 }
 
 TEST(ObjectUrlTest, RefusesHfNames) {
   EXPECT_THAT(ParseObjectUrl("hf://../repo/x"),
-              StatusIs(kInvalid, "org and repo"));
+              HasReason(ErrorReason::kRequestInvalid));
   EXPECT_THAT(ParseObjectUrl("hf://org/re po/x"),
-              StatusIs(kInvalid, "org and repo"));
+              HasReason(ErrorReason::kRequestInvalid));
 }
 
 TEST(ObjectUrlTest, RefusesHfEmptyRevision) {
   EXPECT_THAT(ParseObjectUrl("hf://org/repo@/x"),
-              StatusIs(kInvalid, "revision"));
+              HasReason(ErrorReason::kRequestInvalid));
 }
 
 TEST(ObjectUrlTest, RefusesHfPathSegments) {
   for (const char* bad : {"hf://o/r/a//b", "hf://o/r/../x", "hf://o/r/./x",
                           "hf://o/r/a\\b", "hf://o/r/a?b", "hf://o/r/a#b"}) {
-    EXPECT_THAT(ParseObjectUrl(bad), StatusIs(kInvalid, "path in a repository"))
+    EXPECT_THAT(ParseObjectUrl(bad), HasReason(ErrorReason::kRequestInvalid))
         << bad;
   }
 }

@@ -18,9 +18,10 @@
 namespace tensormorph {
 namespace {
 
-using ::tensormorph::testing::StatusIs;
-using ::testing::HasSubstr;
-using ::testing::Not;
+using ::tensormorph::testing::HasReason;
+using ::tensormorph::testing::MessageNames;
+using ::tensormorph::testing::MessageOmits;
+using ::testing::AllOf;
 
 EnvLookup FakeEnv(std::map<std::string, std::string> vars) {
   return [vars = std::move(vars)](
@@ -58,43 +59,41 @@ region=us-east-2
 TEST(IniFileTest, RefusesKeyOutsideSectionNamingLineNotContent) {
   absl::StatusOr<IniSections> s =
       ParseIni("creds", "aws_secret_access_key = s3cr3t\n");
-  EXPECT_THAT(s,
-              StatusIs(absl::StatusCode::kInvalidArgument, "'creds' line 1"));
-  EXPECT_THAT(std::string(s.status().message()), Not(HasSubstr("s3cr3t")));
+  EXPECT_THAT(s, HasReason(ErrorReason::kRequestInvalid));
+  EXPECT_THAT(s, AllOf(MessageNames("'creds' line 1"), MessageOmits("s3cr3t")));
 }
 
 TEST(IniFileTest, RefusesUnclosedHeader) {
   EXPECT_THAT(ParseIni("f", "[default\n"),
-              StatusIs(absl::StatusCode::kInvalidArgument, "without ']'"));
+              HasReason(ErrorReason::kRequestInvalid));
 }
 
 TEST(IniFileTest, RefusesTextAfterHeaderAndEmptyName) {
   EXPECT_THAT(ParseIni("f", "[a] b\n"),
-              StatusIs(absl::StatusCode::kInvalidArgument, "after a section"));
-  EXPECT_THAT(ParseIni("f", "[ ]\n"),
-              StatusIs(absl::StatusCode::kInvalidArgument, "empty section"));
+              HasReason(ErrorReason::kRequestInvalid));
+  EXPECT_THAT(ParseIni("f", "[ ]\n"), HasReason(ErrorReason::kRequestInvalid));
 }
 
 TEST(IniFileTest, RefusesLineThatIsNothing) {
-  EXPECT_THAT(ParseIni("f", "[a]\njunk\n"),
-              StatusIs(absl::StatusCode::kInvalidArgument, "line 2: neither"));
+  EXPECT_THAT(
+      ParseIni("f", "[a]\njunk\n"),
+      AllOf(HasReason(ErrorReason::kRequestInvalid), MessageNames("line 2")));
 }
 
 TEST(IniFileTest, RefusesEmptyKeyNulAndSize) {
   EXPECT_THAT(ParseIni("f", "[a]\n = v\n"),
-              StatusIs(absl::StatusCode::kInvalidArgument, "empty key"));
+              HasReason(ErrorReason::kRequestInvalid));
   EXPECT_THAT(ParseIni("f", std::string("[a]\nk=\0v\n", 9)),
-              StatusIs(absl::StatusCode::kInvalidArgument, "NUL"));
+              HasReason(ErrorReason::kRequestInvalid));
   EXPECT_THAT(ParseIni("f", std::string(kMaxIniBytes + 1, '#')),
-              StatusIs(absl::StatusCode::kInvalidArgument, "more than"));
+              HasReason(ErrorReason::kRequestInvalid));
 }
 
 TEST(IniFileTest, RefusesTooManySections) {
   std::string text;
   for (size_t i = 0; i <= kMaxIniSections; ++i)
     text += "[s" + std::to_string(i) + "]\n";
-  EXPECT_THAT(ParseIni("f", text),
-              StatusIs(absl::StatusCode::kInvalidArgument, "sections"));
+  EXPECT_THAT(ParseIni("f", text), HasReason(ErrorReason::kRequestInvalid));
 }
 
 // --- XML ---
@@ -113,49 +112,37 @@ TEST(XmlDocumentTest, ParsesElementsTextEntitiesAndCdata) {
 
 TEST(XmlDocumentTest, RefusesDoctype) {
   EXPECT_THAT(ParseXml("<!DOCTYPE a [<!ENTITY x \"y\">]><a>&x;</a>"),
-              StatusIs(absl::StatusCode::kDataLoss, "DOCTYPE"));
+              HasReason(ErrorReason::kDataLoss));
 }
 
 TEST(XmlDocumentTest, RefusesUnknownEntityAndBadReferences) {
-  EXPECT_THAT(ParseXml("<a>&x;</a>"),
-              StatusIs(absl::StatusCode::kDataLoss, "unknown entity"));
-  EXPECT_THAT(ParseXml("<a>&#0;</a>"),
-              StatusIs(absl::StatusCode::kDataLoss, "scalar"));
-  EXPECT_THAT(ParseXml("<a>&#xD800;</a>"),
-              StatusIs(absl::StatusCode::kDataLoss, "scalar"));
-  EXPECT_THAT(ParseXml("<a>&#x110000;</a>"),
-              StatusIs(absl::StatusCode::kDataLoss, "scalar"));
-  EXPECT_THAT(ParseXml("<a>&amp</a>"),
-              StatusIs(absl::StatusCode::kDataLoss, "unterminated"));
+  EXPECT_THAT(ParseXml("<a>&x;</a>"), HasReason(ErrorReason::kDataLoss));
+  EXPECT_THAT(ParseXml("<a>&#0;</a>"), HasReason(ErrorReason::kDataLoss));
+  EXPECT_THAT(ParseXml("<a>&#xD800;</a>"), HasReason(ErrorReason::kDataLoss));
+  EXPECT_THAT(ParseXml("<a>&#x110000;</a>"), HasReason(ErrorReason::kDataLoss));
+  EXPECT_THAT(ParseXml("<a>&amp</a>"), HasReason(ErrorReason::kDataLoss));
 }
 
 TEST(XmlDocumentTest, RefusesMismatchedAndUnclosed) {
-  EXPECT_THAT(ParseXml("<a><b></a>"),
-              StatusIs(absl::StatusCode::kDataLoss, "</a> closes <b>"));
-  EXPECT_THAT(ParseXml("<a>"),
-              StatusIs(absl::StatusCode::kDataLoss, "not closed"));
+  EXPECT_THAT(ParseXml("<a><b></a>"), HasReason(ErrorReason::kDataLoss));
+  EXPECT_THAT(ParseXml("<a>"), HasReason(ErrorReason::kDataLoss));
 }
 
 TEST(XmlDocumentTest, RefusesDepthBeyondLimit) {
   std::string deep;
   for (int i = 0; i <= kMaxXmlDepth; ++i) deep += "<a>";
-  EXPECT_THAT(ParseXml(deep),
-              StatusIs(absl::StatusCode::kDataLoss, "deeper than"));
+  EXPECT_THAT(ParseXml(deep), HasReason(ErrorReason::kDataLoss));
 }
 
 TEST(XmlDocumentTest, RefusesTrailingContentAndNoRoot) {
-  EXPECT_THAT(ParseXml("<a/><b/>"),
-              StatusIs(absl::StatusCode::kDataLoss, "after the root"));
-  EXPECT_THAT(ParseXml("  "), StatusIs(absl::StatusCode::kDataLoss, "no root"));
+  EXPECT_THAT(ParseXml("<a/><b/>"), HasReason(ErrorReason::kDataLoss));
+  EXPECT_THAT(ParseXml("  "), HasReason(ErrorReason::kDataLoss));
 }
 
 TEST(XmlDocumentTest, RefusesMalformedAttributes) {
-  EXPECT_THAT(ParseXml("<a x=1/>"),
-              StatusIs(absl::StatusCode::kDataLoss, "unquoted"));
-  EXPECT_THAT(ParseXml("<a x/>"),
-              StatusIs(absl::StatusCode::kDataLoss, "without '='"));
-  EXPECT_THAT(ParseXml("<a x='<'/>"),
-              StatusIs(absl::StatusCode::kDataLoss, "'<'"));
+  EXPECT_THAT(ParseXml("<a x=1/>"), HasReason(ErrorReason::kDataLoss));
+  EXPECT_THAT(ParseXml("<a x/>"), HasReason(ErrorReason::kDataLoss));
+  EXPECT_THAT(ParseXml("<a x='<'/>"), HasReason(ErrorReason::kDataLoss));
 }
 
 // --- ListObjectsV2 ---
@@ -185,14 +172,14 @@ TEST(ListObjectsV2Test, ParsesContentsAndContinuation) {
 
 TEST(ListObjectsV2Test, RefusesWrongRoot) {
   EXPECT_THAT(ParseListObjectsV2("s3://b/", "<Error><Code>X</Code></Error>"),
-              StatusIs(absl::StatusCode::kDataLoss, "root element <Error>"));
+              HasReason(ErrorReason::kDataLoss));
 }
 
 TEST(ListObjectsV2Test, RefusesContentsWithoutKeyOrWithBadSize) {
   EXPECT_THAT(ParseListObjectsV2("s3://b/",
                                  "<ListBucketResult><Contents><Size>1</Size></"
                                  "Contents></ListBucketResult>"),
-              StatusIs(absl::StatusCode::kDataLoss, "without a Key"));
+              HasReason(ErrorReason::kDataLoss));
   for (const char* size :
        {"-1", "1e3", "", "18446744073709551616", "123456789012345678901"}) {
     EXPECT_THAT(
@@ -200,7 +187,7 @@ TEST(ListObjectsV2Test, RefusesContentsWithoutKeyOrWithBadSize) {
             "s3://b/",
             std::string("<ListBucketResult><Contents><Key>k</Key><Size>") +
                 size + "</Size></Contents></ListBucketResult>"),
-        StatusIs(absl::StatusCode::kDataLoss, "Size is no decimal"))
+        HasReason(ErrorReason::kDataLoss))
         << size;
   }
 }
@@ -210,11 +197,11 @@ TEST(ListObjectsV2Test, RefusesTruncatedWithoutToken) {
       ParseListObjectsV2("s3://b/",
                          "<ListBucketResult><IsTruncated>true</IsTruncated></"
                          "ListBucketResult>"),
-      StatusIs(absl::StatusCode::kDataLoss, "without a NextContinuationToken"));
+      HasReason(ErrorReason::kDataLoss));
   EXPECT_THAT(ParseListObjectsV2("s3://b/",
                                  "<ListBucketResult><IsTruncated>yes</"
                                  "IsTruncated></ListBucketResult>"),
-              StatusIs(absl::StatusCode::kDataLoss, "neither true nor false"));
+              HasReason(ErrorReason::kDataLoss));
 }
 
 // --- Content-Range ---
@@ -287,17 +274,15 @@ TEST(AwsConfigTest, RefusesUnknownNamedProfile) {
   EXPECT_THAT(
       LoadAwsSettings(
           FakeEnv({{"HOME", testing::MakeTempDir()}, {"AWS_PROFILE", "nope"}})),
-      StatusIs(absl::StatusCode::kInvalidArgument, "AWS_PROFILE 'nope'"));
+      AllOf(HasReason(ErrorReason::kRequestInvalid), MessageNames("'nope'")));
 }
 
 TEST(AwsConfigTest, RefusesKeyWithoutSecretNamingNoValue) {
   absl::StatusOr<AwsSettings> s =
       LoadAwsSettings(FakeEnv({{"HOME", testing::MakeTempDir()},
                                {"AWS_ACCESS_KEY_ID", "AKIASECRETISH"}}));
-  EXPECT_THAT(s,
-              StatusIs(absl::StatusCode::kInvalidArgument, "without a secret"));
-  EXPECT_THAT(std::string(s.status().message()),
-              Not(HasSubstr("AKIASECRETISH")));
+  EXPECT_THAT(s, AllOf(HasReason(ErrorReason::kRequestInvalid),
+                       MessageOmits("AKIASECRETISH")));
 }
 
 TEST(AwsConfigTest, RefusesMalformedFileWithoutEchoingIt) {
@@ -306,18 +291,19 @@ TEST(AwsConfigTest, RefusesMalformedFileWithoutEchoingIt) {
   absl::StatusOr<AwsSettings> s = LoadAwsSettings(
       FakeEnv({{"HOME", home},
                {"AWS_SHARED_CREDENTIALS_FILE", home + "/credentials"}}));
-  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument, "line 1"));
-  EXPECT_THAT(std::string(s.status().message()), Not(HasSubstr("leaked")));
+  EXPECT_THAT(s, AllOf(HasReason(ErrorReason::kRequestInvalid),
+                       MessageNames("line 1"), MessageOmits("leaked")));
 }
 
 TEST(AwsConfigTest, RefusesBadRegionAndEndpoint) {
   const std::string home = testing::MakeTempDir();
   EXPECT_THAT(
       LoadAwsSettings(FakeEnv({{"HOME", home}, {"AWS_REGION", "US_EAST"}})),
-      StatusIs(absl::StatusCode::kInvalidArgument, "region"));
+      AllOf(HasReason(ErrorReason::kRequestInvalid),
+            MessageNames("'US_EAST'")));
   EXPECT_THAT(LoadAwsSettings(
                   FakeEnv({{"HOME", home}, {"AWS_ENDPOINT_URL", "ftp://x"}})),
-              StatusIs(absl::StatusCode::kInvalidArgument, "endpoint"));
+              HasReason(ErrorReason::kRequestInvalid));
 }
 
 // --- Hub settings ---
@@ -341,7 +327,8 @@ TEST(HubSettingsTest, TokenFromEnvironmentThenFile) {
 TEST(HubSettingsTest, RefusesBadEndpoint) {
   EXPECT_THAT(LoadHubSettings(FakeEnv({{"HF_ENDPOINT", "https://u:p@h"},
                                        {"HF_HOME", testing::MakeTempDir()}})),
-              StatusIs(absl::StatusCode::kInvalidArgument, "HF_ENDPOINT"));
+              AllOf(HasReason(ErrorReason::kRequestInvalid),
+                    MessageNames("HF_ENDPOINT"), MessageOmits("u:p")));
 }
 
 TEST(HubSettingsTest, ResolveUrlAndTokenOrigin) {

@@ -8,7 +8,9 @@
 namespace tensormorph {
 namespace {
 
-using ::tensormorph::testing::StatusIs;
+using ::tensormorph::testing::HasReason;
+using ::tensormorph::testing::MessageNames;
+using ::testing::AllOf;
 
 TEST(HttpQueryTest, HeatmapRegionsTakeEitherBoundOrBoth) {
   absl::StatusOr<v1::GetHeatmapRequest> r =
@@ -52,7 +54,7 @@ TEST(HttpQueryTest, HeatmapModesAreTheCliNames) {
 
 TEST(HttpQueryTest, ValuesOutOfTheirTypeAreRefusedNamingTheParameter) {
   const QueryParams base = {{"checkpoint", "m"}, {"tensor", "t"}};
-  for (const auto& [name, value, message] :
+  for (const auto& [name, value, named] :
        std::vector<std::tuple<std::string, std::string, std::string>>{
            {"width", "0", "'width'"},
            {"width", "+5", "'width'"},
@@ -69,8 +71,9 @@ TEST(HttpQueryTest, ValuesOutOfTheirTypeAreRefusedNamingTheParameter) {
     QueryParams q = base;
     q.erase(name);
     q.insert({name, value});
-    EXPECT_THAT(HeatmapFromQuery(q).status(),
-                StatusIs(absl::StatusCode::kInvalidArgument, message))
+    EXPECT_THAT(
+        HeatmapFromQuery(q).status(),
+        AllOf(HasReason(ErrorReason::kRequestInvalid), MessageNames(named)))
         << name << "=" << value.substr(0, 20);
   }
 }
@@ -89,7 +92,7 @@ TEST(HttpQueryTest, NpyFlagsAreZeroOneTrueOrFalse) {
   EXPECT_THAT(
       ReadSliceFromQuery({{"checkpoint", "m"}, {"tensor", "t"}, {"raw", "2"}})
           .status(),
-      StatusIs(absl::StatusCode::kInvalidArgument, "'raw'"));
+      AllOf(HasReason(ErrorReason::kRequestInvalid), MessageNames("'raw'")));
 }
 
 }  // namespace

@@ -127,6 +127,11 @@ absl::StatusOr<std::vector<Target>> Targets(const PathSandbox& sandbox,
     TM_ASSIGN_OR_RETURN(std::string canonical, sandbox.Resolve(root));
     out.push_back({canonical, "", root});
   }
+  // A server whose roots are storage URLs lists them too (their paths
+  // relative to the URL root, as the other calls take them).
+  for (const std::string& url : sandbox.remote_roots()) {
+    out.push_back({url, "", url});
+  }
   return out;
 }
 

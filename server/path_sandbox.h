@@ -90,8 +90,11 @@ class PathSandbox {
   // Errors: PERMISSION_DENIED.
   absl::Status CheckInside(const std::string& canonical) const;
 
-  // The roots as given (what users type and see).
+  // The roots as given (what users type and see): the local ones.
   std::vector<std::string> roots() const;
+  // The storage URL roots (--root s3://...), each ending in '/', after the
+  // local ones in ListCheckpoints' order.
+  const std::vector<std::string>& remote_roots() const { return remote_roots_; }
   // "given (resolved: real), ...": the form errors and logs show.
   std::string DescribeRoots() const;
   bool unrestricted() const { return unrestricted_; }

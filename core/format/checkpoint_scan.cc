@@ -21,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "core/format/json_header.h"
+#include "core/io/remote_files.h"
 
 namespace tensormorph {
 namespace {
@@ -244,7 +245,10 @@ class Scanner {
     }
     std::vector<std::string> names = *std::move(listed);
     std::sort(names.begin(), names.end());
-    const bool backed = files_.BackingOf(abs).has_value();
+    // Entries answered by requests, not the disk: beneath a backed root, or
+    // beneath a storage URL root (--root s3://...).
+    const bool url = RemoteFiles::IsUrl(abs);
+    const bool backed = url || files_.BackingOf(abs).has_value();
     if (backed) {
       // The backing's entries are stat'ed by requests: at once, not in turn.
       std::vector<std::string> paths;
@@ -288,9 +292,9 @@ class Scanner {
       const std::string path = Join(abs, name);
       struct stat st;
       bool in_backing = false;
-      if (::lstat(path.c_str(), &st) != 0) {
+      if (url || ::lstat(path.c_str(), &st) != 0) {
         // Only in the backing (an object store has no symlinks, nor loops).
-        absl::StatusOr<struct stat> got = backed && errno == ENOENT
+        absl::StatusOr<struct stat> got = url || (backed && errno == ENOENT)
                                               ? files_.Stat(path)
                                               : absl::NotFoundError("");
         if (!got.ok()) continue;

@@ -112,9 +112,9 @@ TEST(EndpointSetTest, EntriesAreKeptAsWrittenOnceNothingResolved) {
   auto e = ServerListEntries(" b:2, dns:///no-such-host.invalid:1,b:2 ,a:1");
   ASSERT_TRUE(e.ok()) << e.status();
   EXPECT_THAT(*e, ElementsAre("b:2", "dns:///no-such-host.invalid:1", "a:1"));
-  EXPECT_THAT(ServerListEntries("a:1,dns:///pods"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "entry 2 'pods' has no port"));
+  EXPECT_THAT(ServerListEntries("a:1,dns:///pods").status(),
+              AllOf(HasReason(ErrorReason::kRequestInvalid),
+                    MessageNames("entry 2 'pods'")));
 }
 
 }  // namespace

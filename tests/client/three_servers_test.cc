@@ -21,6 +21,7 @@
 #include "client/client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/support/diff_events.h"
 #include "tests/support/process.h"
 #include "tests/support/sharded_diff_checkpoint.h"
@@ -324,12 +325,22 @@ TEST_F(ThreeServersTest, AServerKilledMidDiffIsNamedAndTheNextCallsFailOver) {
 // tensormorphd on an s3:// root refuses ListCheckpoints' second page today,
 // PAGE_TOKEN_INVALID, a server matter): what the reachable ones hold is
 // listed once, the one down is named, and none answering is a failed call.
-TEST_F(ThreeServersTest, LsListsWhatTheReachableServersHoldAndNamesTheOthers) {
-  std::vector<std::unique_ptr<ServerProcess>> servers;
-  for (int i = 0; i < 3; ++i) {
-    servers.push_back(
-        std::make_unique<ServerProcess>(std::vector<std::string>{*local_}));
+// The paths of `ls --json`'s checkpoint lines (its last line, the
+// unreachable servers, excluded when `has_unreachable_line`).
+std::vector<std::string> ListedPaths(const std::string& out,
+                                     bool has_unreachable_line) {
+  std::vector<std::string> lines = Lines(out);
+  if (has_unreachable_line && !lines.empty()) lines.pop_back();
+  std::vector<std::string> paths;
+  for (const std::string& l : lines) {
+    paths.push_back(nlohmann::json::parse(l).at("path").get<std::string>());
   }
+  return paths;
+}
+
+TEST_F(ThreeServersTest, LsListsWhatTheReachableServersHoldAndNamesTheOthers) {
+  // Servers of their own (this test stops them), on the object store.
+  std::vector<std::unique_ptr<ServerProcess>> servers = StartThree();
   const std::vector<std::string> addresses = Addresses(servers);
   const std::string target = Target(servers);
   const std::string down = addresses[1];
@@ -348,9 +359,19 @@ TEST_F(ThreeServersTest, LsListsWhatTheReachableServersHoldAndNamesTheOthers) {
   const CommandResult alone =
       RunCommand({CliPath(), "--server", single_->address(), "ls", "--json"});
   ASSERT_EQ(alone.exit_code, 0) << alone.err;
-  // Each path once, as one server lists them.
-  EXPECT_EQ(std::vector<std::string>(lines.begin(), lines.end() - 1),
-            Lines(alone.out));
+  // Each path once, as one server of a local copy lists them (the object
+  // store's modification times are its own).
+  EXPECT_EQ(ListedPaths(ls.out, true), ListedPaths(alone.out, false));
+  EXPECT_FALSE(ListedPaths(alone.out, false).empty());
+  // A directory of the store lists as the same directory on a disk.
+  const CommandResult dir = RunCommand(
+      {CliPath(), "--server", target, "ls", "fp8", "--checkpoints", "--json"});
+  const CommandResult dir_alone =
+      RunCommand({CliPath(), "--server", single_->address(), "ls", "fp8",
+                  "--checkpoints", "--json"});
+  ASSERT_EQ(dir.exit_code, 0) << dir.err;
+  ASSERT_EQ(dir_alone.exit_code, 0) << dir_alone.err;
+  EXPECT_EQ(ListedPaths(dir.out, true), ListedPaths(dir_alone.out, false));
   // Every server up: the last line names none.
   const CommandResult one_each =
       RunCommand({CliPath(), "--server", addresses[0] + "," + addresses[2],

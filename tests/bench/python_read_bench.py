@@ -140,7 +140,7 @@ def main() -> int:
 
             def bare_stream() -> None:
                 with tm.connect(address) as c:
-                    stream = c._raw_streams["ReadSlice"]
+                    stream = c._backends[0].raw_streams["ReadSlice"]
                     req = tm.v1.tensormorph_pb2.ReadSliceRequest(
                         checkpoint="big.safetensors", tensor="big")
                     assert sum(len(m) for m in stream(req)) > BYTES

@@ -4,6 +4,7 @@ import os
 import re
 import signal
 import subprocess
+import time
 from typing import Sequence
 
 
@@ -30,7 +31,24 @@ class LiveServer:
         return self._process.pid
 
     def pause(self) -> None:
+        """SIGSTOP, returning once every thread of the server is stopped: the
+        signal is delivered asynchronously, and a call made in between could
+        still be answered."""
         os.kill(self._process.pid, signal.SIGSTOP)
+        task_dir = f"/proc/{self._process.pid}/task"
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            states = []
+            for tid in os.listdir(task_dir):
+                try:
+                    with open(f"{task_dir}/{tid}/stat") as f:
+                        states.append(f.read().rsplit(")", 1)[1].split()[0])
+                except OSError:
+                    continue  # a thread that ended meanwhile
+            if states and all(s in ("T", "t") for s in states):
+                return
+            time.sleep(0.001)
+        raise AssertionError(f"tensormorphd {self._process.pid} did not stop")
 
     def resume(self) -> None:
         if self._process.poll() is None:

@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "tests/support/gguf_writer.h"
 #include "tests/support/safetensors_writer.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
@@ -21,10 +22,12 @@ using ::tensormorph::testing::Fixture;
 using ::tensormorph::testing::GgufSpec;
 using ::tensormorph::testing::GgufString;
 using ::tensormorph::testing::GgufU16;
+using ::tensormorph::testing::HasMetadata;
+using ::tensormorph::testing::HasReason;
 using ::tensormorph::testing::MakeTempDir;
+using ::tensormorph::testing::MessageNames;
 using ::tensormorph::testing::WriteFile;
 using ::testing::AllOf;
-using ::testing::HasSubstr;
 
 namespace fs = std::filesystem;
 
@@ -64,20 +67,18 @@ TEST(CheckpointTest, WeightMapNamingAMissingShardIsDataLoss) {
   const std::string dir = WriteShards(
       R"({"weight_map": {"x": "a.safetensors", "y": "c.safetensors"}})");
   const absl::Status s = Checkpoint::Open(dir).status();
-  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
-  EXPECT_THAT(
-      std::string(s.message()),
-      AllOf(HasSubstr("shard 'c.safetensors'"), HasSubstr("does not exist")));
+  EXPECT_THAT(s, AllOf(HasReason(ErrorReason::kIndexInvalid),
+                       HasMetadata("rule", "shard-missing"),
+                       MessageNames("'c.safetensors'")));
 }
 
 TEST(CheckpointTest, WeightMapNamingAMissingTensorIsDataLoss) {
   const std::string dir = WriteShards(
       R"({"weight_map": {"x": "a.safetensors", "y": "b.safetensors", "z": "b.safetensors"}})");
   const absl::Status s = Checkpoint::Open(dir).status();
-  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
-  EXPECT_THAT(std::string(s.message()),
-              AllOf(HasSubstr("tensor 'z'"), HasSubstr("'b.safetensors'"),
-                    HasSubstr("lacks it")));
+  EXPECT_THAT(s, AllOf(HasReason(ErrorReason::kIndexInvalid),
+                       HasMetadata("rule", "index-tensor-missing"),
+                       MessageNames("'z'"), MessageNames("'b.safetensors'")));
 }
 
 TEST(CheckpointTest, ShardTensorMissingFromWeightMapIsDataLoss) {
@@ -88,7 +89,8 @@ TEST(CheckpointTest, ShardTensorMissingFromWeightMapIsDataLoss) {
   const std::string dir2 = WriteShards(
       R"({"weight_map": {"x": "a.safetensors", "y": "a.safetensors"}})");
   const absl::Status s = Checkpoint::Open(dir2).status();
-  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_THAT(s, AllOf(HasReason(ErrorReason::kIndexInvalid),
+                       HasMetadata("rule", "index-tensor-missing")));
   EXPECT_TRUE(Checkpoint::Open(dir).ok());
 }
 
@@ -96,8 +98,8 @@ TEST(CheckpointTest, WeightMapCannotEscapeItsDirectory) {
   const std::string dir =
       WriteShards(R"({"weight_map": {"x": "../a.safetensors"}})");
   const absl::Status s = Checkpoint::Open(dir).status();
-  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
-  EXPECT_THAT(std::string(s.message()), HasSubstr("not a plain file name"));
+  EXPECT_THAT(s, AllOf(HasReason(ErrorReason::kIndexInvalid),
+                       HasMetadata("rule", "weight-map-file-name")));
 }
 
 TEST(CheckpointTest, DirectoryOfSafetensorsFilesWithoutIndex) {
@@ -118,10 +120,9 @@ TEST(CheckpointTest, SameTensorInTwoFilesIsDataLoss) {
   WriteFile(dir + "/two.safetensors",
             BuildSafetensors({{"x", "I8", {1}, "c"}}));
   const absl::Status s = Checkpoint::Open(dir).status();
-  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
-  EXPECT_THAT(std::string(s.message()),
-              AllOf(HasSubstr("tensor 'x'"), HasSubstr("one.safetensors"),
-                    HasSubstr("two.safetensors")));
+  EXPECT_THAT(s, AllOf(HasReason(ErrorReason::kDataLoss), MessageNames("'x'"),
+                       MessageNames("one.safetensors"),
+                       MessageNames("two.safetensors")));
 }
 
 TEST(CheckpointTest, DetectsFormatByMagicNotByName) {
@@ -162,25 +163,26 @@ TEST(CheckpointTest, MissingSplitIsDataLoss) {
   WriteFile(dir + "/m-00001-of-00002.gguf", BuildGguf(Split(0, 2, "a")));
   const absl::Status s =
       Checkpoint::Open(dir + "/m-00001-of-00002.gguf").status();
-  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
-  EXPECT_THAT(std::string(s.message()),
-              AllOf(HasSubstr("split 2 of 2"),
-                    HasSubstr("m-00002-of-00002.gguf"), HasSubstr("missing")));
+  EXPECT_THAT(s, AllOf(HasReason(ErrorReason::kIndexInvalid),
+                       HasMetadata("rule", "split-missing"),
+                       MessageNames("split 2 of 2"),
+                       MessageNames("m-00002-of-00002.gguf")));
 }
 
 TEST(CheckpointTest, MissingPathIsNotFound) {
-  EXPECT_EQ(Checkpoint::Open("/nonexistent/x.gguf").status().code(),
-            absl::StatusCode::kNotFound);
-  EXPECT_EQ(Checkpoint::Open(MakeTempDir()).status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_THAT(Checkpoint::Open("/nonexistent/x.gguf"),
+              HasReason(ErrorReason::kCheckpointNotFound));
+  EXPECT_THAT(Checkpoint::Open(MakeTempDir()),
+              HasReason(ErrorReason::kCheckpointNotFound));
 }
 
 TEST(CheckpointTest, FileThatIsNeitherFormatIsDataLoss) {
   const std::string path = MakeTempDir() + "/notes.txt";
   WriteFile(path, "hello, this is not a checkpoint");
   const absl::Status s = Checkpoint::Open(path).status();
-  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
-  EXPECT_THAT(std::string(s.message()), HasSubstr("no GGUF magic"));
+  // Read as safetensors, it breaks that format's rule.
+  EXPECT_THAT(s, AllOf(HasReason(ErrorReason::kHeaderInvalid),
+                       HasMetadata("rule", "safetensors-header")));
 }
 
 }  // namespace

@@ -9,9 +9,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/request_limits.h"
+#include "proto/json_print.h"
 #include "proto/status_mapping.h"
 #include "server/gateway_metadata.h"
-#include "proto/json_print.h"
 
 namespace tensormorph {
 namespace {

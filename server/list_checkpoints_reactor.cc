@@ -8,7 +8,7 @@
 // The call takes one of max_concurrent_streams slots for its whole life and
 // is watched like every stream (max_call_seconds, max_idle_write_seconds),
 // so a client that stops reading does not keep the slot: the queued
-// stream's skeleton (stream_reactor.h), its one task the scan.
+// stream's skeleton (whole_page_reactor.h), its one task the scan.
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -29,7 +29,7 @@
 #include "server/call_log.h"
 #include "server/proto_convert.h"
 #include "server/service.h"
-#include "server/stream_reactor.h"
+#include "server/whole_page_reactor.h"
 
 namespace tensormorph {
 namespace {
@@ -136,51 +136,22 @@ absl::StatusOr<std::vector<Target>> Targets(const PathSandbox& sandbox,
 }
 
 class ListCheckpointsReactor final
-    : public QueuedStreamReactor<v1::CheckpointEntry> {
+    : public WholePageReactor<v1::CheckpointEntry> {
  public:
   ListCheckpointsReactor(std::shared_ptr<ServiceState> state,
                          grpc::CallbackServerContext* ctx,
                          const v1::ListCheckpointsRequest* req)
-      : QueuedStreamReactor(std::move(state), ctx, "ListCheckpoints",
-                            req->directory(), "", kNoQueueBound),
+      : WholePageReactor(std::move(state), ctx, "ListCheckpoints",
+                         req->directory(), ""),
         req_(*req) {
-    {
-      absl::MutexLock lock(&mu_);
-      running_ = true;
-    }
-    Launch([this] { Run(); });
+    Start();
   }
 
  private:
-  // The page is built whole before its first write (a page is at most
-  // max_list_page_size entries), so nothing waits for room in the queue.
-  static constexpr size_t kNoQueueBound = SIZE_MAX;
-
-  // Over once the page is built: its entries are all queued then.
-  bool WorkOverLocked(bool) override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !running_;
-  }
-  // Entries are not chunks: chunks_sent counts data messages, as before.
-  bool CountsAsChunk(const v1::CheckpointEntry&) const override {
-    return false;
-  }
-
-  // On the pool's stream lane: the scan, then the page queued at once.
-  void Run() {
-    const absl::Status built = Fenced(log_.site(), [&] { return Build(); });
-    absl::MutexLock lock(&mu_);
-    running_ = false;
-    if (!built.ok()) {
-      // A refusal, not a cancellation (FailLocked would count it as one).
-      if (status_.ok()) status_ = ToGrpcStatus(built);
-      PumpLocked();
-      return;
-    }
-    if (!cancelled_.load()) {
-      for (v1::CheckpointEntry& e : entries_) queue_.push_back(std::move(e));
-    }
-    entries_.clear();
-    PumpLocked();
+  // On the pool's stream lane: the scan, whose entries are the page.
+  absl::StatusOr<std::vector<v1::CheckpointEntry>> BuildPage() override {
+    TM_RETURN_IF_ERROR(Build());
+    return std::move(entries_);
   }
 
   absl::Status Build() {
@@ -268,7 +239,6 @@ class ListCheckpointsReactor final
   const v1::ListCheckpointsRequest req_;
   // The page, built by the task before it is queued.
   std::vector<v1::CheckpointEntry> entries_;
-  bool running_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace

@@ -1,5 +1,6 @@
 // The skeleton of every server stream (CheckCheckpoint, QuantDiff,
-// ComputeSparsity, ListCheckpoints, ListTensors, ReadSlice): work runs on the
+// ComputeSparsity, ReadSlice; ListCheckpoints and ListTensors through
+// whole_page_reactor.h): work runs on the
 // worker pool and queues events; the events go out one write at a time, in
 // order; cancellation (the client's, or the watchdog's soft and hard stops,
 // stream_watchdog.h) makes the work stop at its next step; the call finishes

@@ -352,9 +352,10 @@ class CheckpointBuilder {
   absl::Status OpenGgufSet(const std::string& p, Mapping m);
   absl::Status OpenSafetensorsIndex(const std::string& index_path);
   // Of the shards `shards` names (for the index at `index_path`, `what` in
-  // messages), removes those absent here and records them absent (a missing
-  // one fails a strict open unless absent shards are allowed; one a backing
-  // lacks fails a strict open). NOT_FOUND when none is left.
+  // messages), removes those absent here and records them absent. Fails on
+  // a shard refused (outside the roots); strict, on one its backing lacks
+  // (the store's reason) and, unless absent shards are allowed, on one
+  // missing (INDEX_INVALID shard-missing). NOT_FOUND when none is left.
   absl::Status SetAsideAbsentShards(const std::string& index_path,
                                     absl::string_view what,
                                     ShardTensors* shards);

@@ -41,6 +41,116 @@ v1::CheckSeverity SeverityProto(const std::string& level) {
   return v1::CHECK_SEVERITY_ERROR;
 }
 
+// Puts the manifest at `path` (--verify) into `req`. INVALID_ARGUMENT (a
+// usage error) when it cannot be read or does not parse: parsed here too,
+// so a broken manifest is a usage error naming the field, not a failed call.
+absl::Status SetVerifyManifest(const std::string& path,
+                               v1::CheckCheckpointRequest* req) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--verify: cannot read '", path, "'"));
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (auto m = ParseManifest(ss.str()); !m.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--verify '", path, "': ", m.status().message()));
+  }
+  req->set_verify_manifest(ss.str());
+  return absl::OkStatus();
+}
+
+// What a check's stream brought, as RunCheck prints it.
+struct CheckStream {
+  std::vector<v1::CheckFinding> findings;  // kept for people, not --json
+  std::vector<ManifestEntry> hashes;
+  v1::CheckSummary summary;
+  bool summarized = false;
+};
+
+// Runs the check `req`, printing its events as they come under --json (and
+// a progress bar on a terminal otherwise), keeping the rest in `out`.
+absl::Status StreamCheck(Client& client, const GlobalOptions& g,
+                         const v1::CheckCheckpointRequest& req,
+                         CheckStream* out) {
+  const bool bar = !g.json && ::isatty(2);
+  absl::Status s = client.CheckCheckpoint(req, [&](const v1::CheckEvent& e) {
+    if (e.has_progress()) {
+      if (g.json) {
+        std::cerr << ToJson(e) << "\n";
+      } else if (bar) {
+        DrawProgressBar(e.progress());
+      }
+    } else if (e.has_finding()) {
+      if (g.json) {
+        std::cout << ToJson(e) << std::endl;
+      } else {
+        out->findings.push_back(e.finding());
+      }
+    } else if (e.has_hash()) {
+      const v1::CheckTensorHash& h = e.hash();
+      out->hashes.push_back({h.name(), h.file(), h.offset(), h.size(),
+                             h.dtype(),
+                             std::strtoull(h.xxh3_64().c_str(), nullptr, 16)});
+    } else if (e.has_summary()) {
+      out->summary = e.summary();
+      out->summarized = true;
+      if (g.json) std::cout << ToJson(e) << std::endl;
+    }
+    return true;
+  });
+  if (bar) ClearProgressBar();
+  return s;
+}
+
+// Prints `findings` grouped by rule, in the summary's (the README's) order.
+void PrintFindingsByRule(const v1::CheckSummary& summary,
+                         const std::vector<v1::CheckFinding>& findings) {
+  std::map<std::string, std::vector<const v1::CheckFinding*>> by_rule;
+  for (const v1::CheckFinding& f : findings) by_rule[f.rule()].push_back(&f);
+  for (const v1::CheckRuleTally& r : summary.rules()) {
+    std::cout << SeverityText(r.severity()) << " " << r.rule() << ": "
+              << Count(r.findings(), "finding");
+    if (r.findings() > 1 && !r.worst_tensor().empty()) {
+      std::cout << ", worst " << r.worst_tensor();
+      if (r.has_worst_group())
+        std::cout << " (group " << r.worst_group() << ")";
+    }
+    std::cout << "\n";
+    for (const v1::CheckFinding* f : by_rule[r.rule()]) {
+      std::cout << "  " << (f->tensor().empty() ? "(checkpoint)" : f->tensor());
+      if (!f->file().empty()) std::cout << "  [" << f->file() << "]";
+      std::cout << "\n    expected: " << f->expected()
+                << "\n    actual:   " << f->actual()
+                << "\n    hint:     " << f->hint() << "\n";
+    }
+  }
+}
+
+// Prints the summary line for people, and where the manifest of `hashes`
+// went when one was asked for.
+void PrintCheckSummary(const v1::CheckSummary& summary,
+                       const CheckOptionsCli& o, size_t hashes) {
+  const double gbps = summary.wall_seconds() > 0
+                          ? summary.bytes_read() / 1e9 / summary.wall_seconds()
+                          : 0;
+  std::cout << (summary.rules().empty() ? "" : "\n")
+            << Count(summary.tensors_checked(), "tensor") << " checked ("
+            << Count(summary.stored_tensors(), "stored tensor") << ", "
+            << BytesText(summary.bytes_read()) << " in "
+            << absl::StrFormat("%.2f s, %.2f GB/s", summary.wall_seconds(),
+                               gbps)
+            << "): " << Count(summary.errors(), "error") << ", "
+            << Count(summary.warnings(), "warning") << ", "
+            << Count(summary.infos(), "info") << "\n";
+  if (!o.manifest.empty()) {
+    std::cout << "manifest of "
+              << Count(static_cast<int64_t>(hashes), "stored tensor")
+              << " written to " << o.manifest << "\n";
+  }
+}
+
 }  // namespace
 
 std::string CheckHelpFooter() {
@@ -83,20 +193,9 @@ int RunCheck(Client& client, const GlobalOptions& g, const CheckOptionsCli& o) {
   req.set_hashes(!o.manifest.empty());
   req.set_source(o.source);
   if (!o.verify.empty()) {
-    std::ifstream in(o.verify, std::ios::binary);
-    if (!in) {
-      return ReportUsage(absl::InvalidArgumentError(
-          absl::StrCat("--verify: cannot read '", o.verify, "'")));
+    if (absl::Status s = SetVerifyManifest(o.verify, &req); !s.ok()) {
+      return ReportUsage(s);
     }
-    std::stringstream ss;
-    ss << in.rdbuf();
-    // Parsed here too, so a broken manifest is a usage error naming the
-    // field, not a failed call.
-    if (auto m = ParseManifest(ss.str()); !m.ok()) {
-      return ReportUsage(absl::InvalidArgumentError(
-          absl::StrCat("--verify '", o.verify, "': ", m.status().message())));
-    }
-    req.set_verify_manifest(ss.str());
   }
   // Opened before the check runs: a path that cannot be written is a usage
   // error now, not a failure after the whole checkpoint was read. Written
@@ -110,43 +209,16 @@ int RunCheck(Client& client, const GlobalOptions& g, const CheckOptionsCli& o) {
     }
     manifest_out = *std::move(file);
   }
-  const bool bar = !g.json && ::isatty(2);
-  std::vector<v1::CheckFinding> findings;
-  std::vector<ManifestEntry> hashes;
-  v1::CheckSummary summary;
-  bool summarized = false;
-  absl::Status s = client.CheckCheckpoint(req, [&](const v1::CheckEvent& e) {
-    if (e.has_progress()) {
-      if (g.json) {
-        std::cerr << ToJson(e) << "\n";
-      } else if (bar) {
-        DrawProgressBar(e.progress());
-      }
-    } else if (e.has_finding()) {
-      if (g.json) {
-        std::cout << ToJson(e) << std::endl;
-      } else {
-        findings.push_back(e.finding());
-      }
-    } else if (e.has_hash()) {
-      const v1::CheckTensorHash& h = e.hash();
-      hashes.push_back({h.name(), h.file(), h.offset(), h.size(), h.dtype(),
-                        std::strtoull(h.xxh3_64().c_str(), nullptr, 16)});
-    } else if (e.has_summary()) {
-      summary = e.summary();
-      summarized = true;
-      if (g.json) std::cout << ToJson(e) << std::endl;
-    }
-    return true;
-  });
-  if (bar) ClearProgressBar();
-  if (!s.ok()) return ReportFailure(s);
-  if (!summarized) {
+  CheckStream run;
+  if (absl::Status s = StreamCheck(client, g, req, &run); !s.ok()) {
+    return ReportFailure(s);
+  }
+  if (!run.summarized) {
     return ReportFailure(absl::InternalError(
         "the check ended without a summary: nothing can be said to pass"));
   }
   if (manifest_out != nullptr) {
-    absl::Status written = manifest_out->Write(ManifestJson(hashes));
+    absl::Status written = manifest_out->Write(ManifestJson(run.hashes));
     if (written.ok()) written = manifest_out->Commit();
     if (!written.ok()) {
       return ReportFailure(absl::Status(
@@ -154,47 +226,10 @@ int RunCheck(Client& client, const GlobalOptions& g, const CheckOptionsCli& o) {
     }
   }
   if (!g.json) {
-    // Grouped by rule, in the summary's (the README's) order.
-    std::map<std::string, std::vector<const v1::CheckFinding*>> by_rule;
-    for (const v1::CheckFinding& f : findings) by_rule[f.rule()].push_back(&f);
-    for (const v1::CheckRuleTally& r : summary.rules()) {
-      std::cout << SeverityText(r.severity()) << " " << r.rule() << ": "
-                << Count(r.findings(), "finding");
-      if (r.findings() > 1 && !r.worst_tensor().empty()) {
-        std::cout << ", worst " << r.worst_tensor();
-        if (r.has_worst_group())
-          std::cout << " (group " << r.worst_group() << ")";
-      }
-      std::cout << "\n";
-      for (const v1::CheckFinding* f : by_rule[r.rule()]) {
-        std::cout << "  "
-                  << (f->tensor().empty() ? "(checkpoint)" : f->tensor());
-        if (!f->file().empty()) std::cout << "  [" << f->file() << "]";
-        std::cout << "\n    expected: " << f->expected()
-                  << "\n    actual:   " << f->actual()
-                  << "\n    hint:     " << f->hint() << "\n";
-      }
-    }
-    const double gbps =
-        summary.wall_seconds() > 0
-            ? summary.bytes_read() / 1e9 / summary.wall_seconds()
-            : 0;
-    std::cout << (summary.rules().empty() ? "" : "\n")
-              << Count(summary.tensors_checked(), "tensor") << " checked ("
-              << Count(summary.stored_tensors(), "stored tensor") << ", "
-              << BytesText(summary.bytes_read()) << " in "
-              << absl::StrFormat("%.2f s, %.2f GB/s", summary.wall_seconds(),
-                                 gbps)
-              << "): " << Count(summary.errors(), "error") << ", "
-              << Count(summary.warnings(), "warning") << ", "
-              << Count(summary.infos(), "info") << "\n";
-    if (!o.manifest.empty()) {
-      std::cout << "manifest of "
-                << Count(static_cast<int64_t>(hashes.size()), "stored tensor")
-                << " written to " << o.manifest << "\n";
-    }
+    PrintFindingsByRule(run.summary, run.findings);
+    PrintCheckSummary(run.summary, o, run.hashes.size());
   }
-  if (summary.failed()) {
+  if (run.summary.failed()) {
     std::fprintf(stderr, "tensormorph: check failed: findings at or above %s\n",
                  o.fail_level.c_str());
     return kExitThreshold;

@@ -140,124 +140,130 @@ int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o) {
   return PrintDiffResult(g, std::move(result));
 }
 
-int PrintDiffResult(const GlobalOptions& g, DiffResult r, std::ostream& out) {
-  const std::vector<std::string>& gates = r.gates;
-  std::vector<v1::TensorDiffReport>& reports = r.reports;
-  const v1::DiffSummary& summary = r.summary;
-  if (!g.json) {
-    std::sort(reports.begin(), reports.end(), [](const auto& a, const auto& b) {
-      return a.max_err_steps() != b.max_err_steps()
-                 ? a.max_err_steps() > b.max_err_steps()
-                 : a.name() < b.name();
-    });
-    std::vector<std::vector<std::string>> rows = {
-        {"TENSOR", "SCHEME", "MAX ERR", "BOUND", "EXCESS", "NOT NEAREST",
-         "CLIPPED", "ZEROED", "P99", "SQNR dB", "COSINE", "INDUCED 0",
-         "PRUNED 0"}};
-    // With gates, which of them each tensor tripped.
-    if (!gates.empty()) rows[0].push_back("FAIL-ON");
-    for (const auto& t : reports) {
-      rows.push_back(
-          {t.name(), t.scheme(), absl::StrFormat("%.4f", t.max_err_steps()),
-           absl::StrFormat("%.4f", t.bound_steps()),
-           absl::StrFormat("%.4f", t.max_excess_steps()),
-           // Chosen codes (GPTQ): not nearest is information, in brackets.
-           t.nearest_codes() ? absl::StrCat(t.not_nearest())
-                             : absl::StrCat("(", t.not_nearest(), ")"),
-           absl::StrCat(t.clipped()), absl::StrCat(t.zeroed_groups()),
-           absl::StrFormat("%.4f", t.p99_err_steps()),
-           absl::StrFormat("%.2f", t.sqnr_db()),
-           absl::StrFormat("%.6f", t.cosine()), absl::StrCat(t.induced_zeros()),
-           absl::StrCat(t.source_zeros())});
-      if (!gates.empty()) {
-        const std::vector<std::string> tripped = TrippedGates(t, gates);
-        rows.back().push_back(tripped.empty() ? "-"
-                                              : absl::StrJoin(tripped, ", "));
-      }
-    }
-    out << "error in units of the local quantization step; BOUND: the most "
-           "a correct quantizer of the format reaches (0.5, more where the "
-           "stored scale was rounded to f16), EXCESS: the worst beyond it\n"
-        << Table(rows);
-    if (!reports.empty() && !reports[0].worst().empty()) {
-      const auto& t = reports[0];
-      out << "\nworst elements of " << t.name() << ":\n";
-      std::vector<std::vector<std::string>> w = {{"INDEX", "SOURCE", "DECODED",
-                                                  "ERR STEPS", "CODE", "SCALE",
-                                                  "ZERO", "GROUP"}};
-      for (const auto& e : t.worst()) {
-        w.push_back(
-            {ShapeText(e.index()), NumberText(e.source()),
-             NumberText(e.decoded()), absl::StrFormat("%.4f", e.err_steps()),
-             absl::StrCat(e.quant().raw_code()), NumberText(e.quant().scale()),
-             NumberText(e.quant().zero_point()),
-             absl::StrCat(e.quant().group())});
-      }
-      out << Table(w);
-    }
-    const double gbps =
-        summary.wall_seconds() > 0
-            ? summary.bytes_read() / 1e9 / summary.wall_seconds()
-            : 0;
-    out << "\n"
-        << Count(summary.tensors_compared(), "tensor") << " compared ("
-        << PairingText(summary) << "), " << BytesText(summary.bytes_read())
-        << " of source in "
-        << absl::StrFormat("%.2f s (%.2f GB/s)", summary.wall_seconds(), gbps)
-        << "\n";
-    if (summary.has_part()) {
-      const v1::DiffPartInfo& p = summary.part();
-      out << "part " << p.index() << "/" << p.count() << " of plan "
-          << p.plan_fingerprint() << ": " << summary.tensors_compared()
-          << " of " << Count(p.plan_tensors(), "tensor") << ", "
-          << BytesText(p.part_source_bytes()) << " of "
-          << BytesText(p.plan_source_bytes())
-          << " of source; `tensormorph diff-merge` puts the parts' "
-             "--json output together\n";
-    }
-    if (summary.skipped_empty_size() > 0) {
-      out << "skipped, empty (a zero dimension, nothing to compare): "
-          << absl::StrJoin(summary.skipped_empty(), ", ") << "\n";
-    }
-    if (summary.only_in_checkpoint_size() > 0) {
-      out << "only in " << r.quant << ": "
-          << absl::StrJoin(summary.only_in_checkpoint(), ", ") << "\n";
-    }
-    if (summary.only_in_reference_size() > 0) {
-      out << "only in " << r.reference << ": "
-          << absl::StrJoin(summary.only_in_reference(), ", ") << "\n";
-    }
-    if (summary.undecodable_size() > 0) {
-      out << "not compared, cannot decode (" << summary.undecodable_size()
-          << "):\n";
-      for (const std::string& u : summary.undecodable()) {
-        out << "  " << u << "\n";
-      }
-    }
-    if (summary.clipped() > 0) {
-      out << "clipped: " << summary.clipped()
-          << " elements outside their group's range"
-          << (summary.max_excess_steps() > 0
-                  ? ""
-                  : " (no more than the formats clip by design)")
-          << "\n";
-    }
-    if (summary.not_nearest() + summary.zeroed_groups() > 0 ||
-        summary.max_excess_steps() > 0) {
-      out << "beyond the bound: " << summary.not_nearest() << " not nearest; "
-          << summary.zeroed_groups() << " zeroed groups; max excess "
-          << absl::StrFormat("%.4f", summary.max_excess_steps()) << " steps\n";
-    }
-    if (summary.shape_mismatches_size() > 0) {
-      out << "shape mismatches: "
-          << absl::StrJoin(summary.shape_mismatches(), "; ") << "\n";
-    }
+namespace {
+
+// The table of `reports` (worst first) with the gates each tripped, then
+// the worst elements of the first.
+void PrintDiffTable(const std::vector<v1::TensorDiffReport>& reports,
+                    const std::vector<std::string>& gates, std::ostream& out) {
+  std::vector<std::vector<std::string>> rows = {
+      {"TENSOR", "SCHEME", "MAX ERR", "BOUND", "EXCESS", "NOT NEAREST",
+       "CLIPPED", "ZEROED", "P99", "SQNR dB", "COSINE", "INDUCED 0",
+       "PRUNED 0"}};
+  // With gates, which of them each tensor tripped.
+  if (!gates.empty()) rows[0].push_back("FAIL-ON");
+  for (const auto& t : reports) {
+    rows.push_back(
+        {t.name(), t.scheme(), absl::StrFormat("%.4f", t.max_err_steps()),
+         absl::StrFormat("%.4f", t.bound_steps()),
+         absl::StrFormat("%.4f", t.max_excess_steps()),
+         // Chosen codes (GPTQ): not nearest is information, in brackets.
+         t.nearest_codes() ? absl::StrCat(t.not_nearest())
+                           : absl::StrCat("(", t.not_nearest(), ")"),
+         absl::StrCat(t.clipped()), absl::StrCat(t.zeroed_groups()),
+         absl::StrFormat("%.4f", t.p99_err_steps()),
+         absl::StrFormat("%.2f", t.sqnr_db()),
+         absl::StrFormat("%.6f", t.cosine()), absl::StrCat(t.induced_zeros()),
+         absl::StrCat(t.source_zeros())});
     if (!gates.empty()) {
-      out << "--fail-on: " << summary.flagged_size() << " of " << reports.size()
-          << " tensors flagged" << (summary.flagged().empty() ? "" : ": ")
-          << absl::StrJoin(summary.flagged(), ", ") << "\n";
+      const std::vector<std::string> tripped = TrippedGates(t, gates);
+      rows.back().push_back(tripped.empty() ? "-"
+                                            : absl::StrJoin(tripped, ", "));
     }
   }
+  out << "error in units of the local quantization step; BOUND: the most "
+         "a correct quantizer of the format reaches (0.5, more where the "
+         "stored scale was rounded to f16), EXCESS: the worst beyond it\n"
+      << Table(rows);
+  if (!reports.empty() && !reports[0].worst().empty()) {
+    const auto& t = reports[0];
+    out << "\nworst elements of " << t.name() << ":\n";
+    std::vector<std::vector<std::string>> w = {{"INDEX", "SOURCE", "DECODED",
+                                                "ERR STEPS", "CODE", "SCALE",
+                                                "ZERO", "GROUP"}};
+    for (const auto& e : t.worst()) {
+      w.push_back(
+          {ShapeText(e.index()), NumberText(e.source()),
+           NumberText(e.decoded()), absl::StrFormat("%.4f", e.err_steps()),
+           absl::StrCat(e.quant().raw_code()), NumberText(e.quant().scale()),
+           NumberText(e.quant().zero_point()),
+           absl::StrCat(e.quant().group())});
+    }
+    out << Table(w);
+  }
+}
+
+// The lines under the table: totals, the part, what was not compared, what
+// went beyond the bound, and the gates' tally.
+void PrintDiffSummary(const DiffResult& r, std::ostream& out) {
+  const v1::DiffSummary& summary = r.summary;
+  const double gbps = summary.wall_seconds() > 0
+                          ? summary.bytes_read() / 1e9 / summary.wall_seconds()
+                          : 0;
+  out << "\n"
+      << Count(summary.tensors_compared(), "tensor") << " compared ("
+      << PairingText(summary) << "), " << BytesText(summary.bytes_read())
+      << " of source in "
+      << absl::StrFormat("%.2f s (%.2f GB/s)", summary.wall_seconds(), gbps)
+      << "\n";
+  if (summary.has_part()) {
+    const v1::DiffPartInfo& p = summary.part();
+    out << "part " << p.index() << "/" << p.count() << " of plan "
+        << p.plan_fingerprint() << ": " << summary.tensors_compared() << " of "
+        << Count(p.plan_tensors(), "tensor") << ", "
+        << BytesText(p.part_source_bytes()) << " of "
+        << BytesText(p.plan_source_bytes())
+        << " of source; `tensormorph diff-merge` puts the parts' "
+           "--json output together\n";
+  }
+  if (summary.skipped_empty_size() > 0) {
+    out << "skipped, empty (a zero dimension, nothing to compare): "
+        << absl::StrJoin(summary.skipped_empty(), ", ") << "\n";
+  }
+  if (summary.only_in_checkpoint_size() > 0) {
+    out << "only in " << r.quant << ": "
+        << absl::StrJoin(summary.only_in_checkpoint(), ", ") << "\n";
+  }
+  if (summary.only_in_reference_size() > 0) {
+    out << "only in " << r.reference << ": "
+        << absl::StrJoin(summary.only_in_reference(), ", ") << "\n";
+  }
+  if (summary.undecodable_size() > 0) {
+    out << "not compared, cannot decode (" << summary.undecodable_size()
+        << "):\n";
+    for (const std::string& u : summary.undecodable()) {
+      out << "  " << u << "\n";
+    }
+  }
+  if (summary.clipped() > 0) {
+    out << "clipped: " << summary.clipped()
+        << " elements outside their group's range"
+        << (summary.max_excess_steps() > 0
+                ? ""
+                : " (no more than the formats clip by design)")
+        << "\n";
+  }
+  if (summary.not_nearest() + summary.zeroed_groups() > 0 ||
+      summary.max_excess_steps() > 0) {
+    out << "beyond the bound: " << summary.not_nearest() << " not nearest; "
+        << summary.zeroed_groups() << " zeroed groups; max excess "
+        << absl::StrFormat("%.4f", summary.max_excess_steps()) << " steps\n";
+  }
+  if (summary.shape_mismatches_size() > 0) {
+    out << "shape mismatches: "
+        << absl::StrJoin(summary.shape_mismatches(), "; ") << "\n";
+  }
+  if (!r.gates.empty()) {
+    out << "--fail-on: " << summary.flagged_size() << " of " << r.reports.size()
+        << " tensors flagged" << (summary.flagged().empty() ? "" : ": ")
+        << absl::StrJoin(summary.flagged(), ", ") << "\n";
+  }
+}
+
+// The exit code of a diff that ran: kExitThreshold when a gate tripped
+// (each reason on stderr), kExitGaps when tensors could not be decoded.
+int DiffExitCode(const v1::DiffSummary& summary,
+                 const std::vector<v1::TensorDiffReport>& reports) {
   if (!summary.flagged().empty()) {
     std::fprintf(stderr, "tensormorph: --fail-on tripped by %d tensor(s):\n",
                  summary.flagged_size());
@@ -274,6 +280,22 @@ int PrintDiffResult(const GlobalOptions& g, DiffResult r, std::ostream& out) {
     return kExitGaps;
   }
   return kExitOk;
+}
+
+}  // namespace
+
+int PrintDiffResult(const GlobalOptions& g, DiffResult r, std::ostream& out) {
+  if (!g.json) {
+    std::sort(r.reports.begin(), r.reports.end(),
+              [](const auto& a, const auto& b) {
+                return a.max_err_steps() != b.max_err_steps()
+                           ? a.max_err_steps() > b.max_err_steps()
+                           : a.name() < b.name();
+              });
+    PrintDiffTable(r.reports, r.gates, out);
+    PrintDiffSummary(r, out);
+  }
+  return DiffExitCode(r.summary, r.reports);
 }
 
 namespace {

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "client/diff_parts_proto.h"
 #include "core/diff_parts/partition.h"
+#include "core/util/status_macros.h"
 
 namespace tensormorph {
 namespace {
@@ -50,59 +51,50 @@ absl::Status Refusal(absl::string_view reason, std::string message) {
   return s;
 }
 
-}  // namespace
-
-std::string DiffMergeReason(const absl::Status& status) {
-  auto reason = status.GetPayload(kDiffMergeReasonPayload);
-  return reason.has_value() ? std::string(*reason) : std::string();
+// Part `p` on its own: closed by a summary with its part info, holding
+// every report the summary counts, its numbers those of a part.
+absl::Status CheckPart(const DiffPartEvents& p) {
+  if (!p.summary.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        p.label,
+        ": no summary line: was it written by `tensormorph diff --part "
+        "i/N --json`? (a part cut short has none)"));
+  }
+  if (!p.summary->has_part()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        p.label,
+        ": the summary has no part info: was it written by `tensormorph "
+        "diff --part i/N --json`? (that of a whole diff has none)"));
+  }
+  // The numbers that size what follows, checked before they are used: a
+  // part file is text anyone may have edited.
+  const v1::DiffPartInfo& info = p.summary->part();
+  if (info.count() < 1 || info.count() > kMaxDiffParts || info.index() < 0 ||
+      info.index() >= info.count()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        p.label, ": part ", info.index(), "/", info.count(),
+        " is no part: want 0 <= index < count <= ", kMaxDiffParts));
+  }
+  if (info.plan_tensors() < 0 || info.plan_source_bytes() < 0 ||
+      info.part_source_bytes() < 0 || p.summary->tensors_compared() < 0 ||
+      p.summary->bytes_read() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        p.label, ": a negative count or size in the summary of part ",
+        PartText(info), " (edited?)"));
+  }
+  if (p.summary->tensors_compared() != static_cast<int64_t>(p.reports.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        p.label, ": the summary of part ", PartText(p.summary->part()),
+        " says ", p.summary->tensors_compared(),
+        " tensors compared but the file holds ", p.reports.size(),
+        " tensor reports (truncated or edited?)"));
+  }
+  return absl::OkStatus();
 }
 
-absl::StatusOr<MergedDiff> MergeDiffParts(std::vector<DiffPartEvents> parts) {
-  if (parts.empty()) {
-    return absl::InvalidArgumentError("no parts to merge");
-  }
-  // Each part on its own: closed by a summary with its part info, and
-  // holding every report the summary counts.
-  for (const DiffPartEvents& p : parts) {
-    if (!p.summary.has_value()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          p.label,
-          ": no summary line: was it written by `tensormorph diff --part "
-          "i/N --json`? (a part cut short has none)"));
-    }
-    if (!p.summary->has_part()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          p.label,
-          ": the summary has no part info: was it written by `tensormorph "
-          "diff --part i/N --json`? (that of a whole diff has none)"));
-    }
-    // The numbers that size what follows, checked before they are used: a
-    // part file is text anyone may have edited.
-    const v1::DiffPartInfo& info = p.summary->part();
-    if (info.count() < 1 || info.count() > kMaxDiffParts || info.index() < 0 ||
-        info.index() >= info.count()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          p.label, ": part ", info.index(), "/", info.count(),
-          " is no part: want 0 <= index < count <= ", kMaxDiffParts));
-    }
-    if (info.plan_tensors() < 0 || info.plan_source_bytes() < 0 ||
-        info.part_source_bytes() < 0 || p.summary->tensors_compared() < 0 ||
-        p.summary->bytes_read() < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          p.label, ": a negative count or size in the summary of part ",
-          PartText(info), " (edited?)"));
-    }
-    if (p.summary->tensors_compared() !=
-        static_cast<int64_t>(p.reports.size())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          p.label, ": the summary of part ", PartText(p.summary->part()),
-          " says ", p.summary->tensors_compared(),
-          " tensors compared but the file holds ", p.reports.size(),
-          " tensor reports (truncated or edited?)"));
-    }
-  }
-  // One run: last night's part of the same plan has the same fingerprint
-  // and other numbers.
+// `parts` (each checked by CheckPart) are of one run: last night's part of
+// the same plan has the same fingerprint and other numbers.
+absl::Status CheckOneRun(const std::vector<DiffPartEvents>& parts) {
   const v1::DiffPartInfo& first = parts[0].summary->part();
   for (const DiffPartEvents& p : parts) {
     const v1::DiffPartInfo& info = p.summary->part();
@@ -117,7 +109,12 @@ absl::StatusOr<MergedDiff> MergeDiffParts(std::vector<DiffPartEvents> parts) {
                        "run's --run-id)"));
     }
   }
-  // One plan, each part once, none missing.
+  return absl::OkStatus();
+}
+
+// `parts` (each checked by CheckPart) are of one plan.
+absl::Status CheckOnePlan(const std::vector<DiffPartEvents>& parts) {
+  const v1::DiffPartInfo& first = parts[0].summary->part();
   for (const DiffPartEvents& p : parts) {
     const v1::DiffPartInfo& info = p.summary->part();
     if (info.count() != first.count() ||
@@ -132,7 +129,16 @@ absl::StatusOr<MergedDiff> MergeDiffParts(std::vector<DiffPartEvents> parts) {
               " (another checkpoint, filter, gate, --top or part count)"));
     }
   }
-  std::map<int32_t, const DiffPartEvents*> by_index;
+  return absl::OkStatus();
+}
+
+using PartsByIndex = std::map<int32_t, const DiffPartEvents*>;
+
+// `parts` (of one plan of `count` parts) by index: each part once, none
+// missing, else kDiffPartsIncomplete.
+absl::StatusOr<PartsByIndex> EachPartOnce(
+    const std::vector<DiffPartEvents>& parts, int32_t count) {
+  PartsByIndex by_index;
   for (const DiffPartEvents& p : parts) {
     const v1::DiffPartInfo& info = p.summary->part();
     auto [it, added] = by_index.emplace(info.index(), &p);
@@ -142,20 +148,23 @@ absl::StatusOr<MergedDiff> MergeDiffParts(std::vector<DiffPartEvents> parts) {
                                   it->second->label, " and ", p.label));
     }
   }
-  if (by_index.size() != static_cast<size_t>(first.count())) {
+  if (by_index.size() != static_cast<size_t>(count)) {
     std::vector<std::string> missing, have;
-    for (int32_t i = 0; i < first.count(); ++i) {
-      if (!by_index.contains(i))
-        missing.push_back(absl::StrCat(i, "/", first.count()));
+    for (int32_t i = 0; i < count; ++i) {
+      if (!by_index.contains(i)) missing.push_back(absl::StrCat(i, "/", count));
     }
     for (const auto& [i, p] : by_index) {
-      have.push_back(absl::StrCat(i, "/", first.count(), " (", p->label, ")"));
+      have.push_back(absl::StrCat(i, "/", count, " (", p->label, ")"));
     }
     return Refusal(kDiffPartsIncomplete,
                    absl::StrCat("parts ", absl::StrJoin(missing, ", "),
                                 " missing; have ", absl::StrJoin(have, ", ")));
   }
-  // Every part saw the same pairing of the whole plan.
+  return by_index;
+}
+
+// Every part saw the same pairing of the whole plan as part 0.
+absl::Status CheckSamePairing(const PartsByIndex& by_index) {
   const DiffPartEvents& zero = *by_index.begin()->second;
   for (const auto& [i, p] : by_index) {
     if (const char* list = FirstDifferentList(*zero.summary, *p->summary)) {
@@ -165,78 +174,120 @@ absl::StatusOr<MergedDiff> MergeDiffParts(std::vector<DiffPartEvents> parts) {
           zero.label, " (part ", PartText(zero.summary->part()), ")"));
     }
   }
+  return absl::OkStatus();
+}
+
+// What the parts add up to, as they are taken in index order.
+struct PartTotals {
+  int64_t compared = 0, bytes = 0, part_bytes = 0;
+  double wall = 0;
+  std::map<std::string, const DiffPartEvents*> seen;  // tensor -> its part
+  std::vector<DiffSummaryEntry> entries;
+  std::vector<std::string> undecodable;
+};
+
+// Adds part `p` to `totals` and its reports and excess totals to `out`.
+// Errors: sums that overflow, a tensor reported twice.
+absl::Status AddPart(const DiffPartEvents* p, PartTotals* totals,
+                     MergedDiff* out) {
+  if (__builtin_add_overflow(totals->compared, p->summary->tensors_compared(),
+                             &totals->compared) ||
+      __builtin_add_overflow(totals->bytes, p->summary->bytes_read(),
+                             &totals->bytes) ||
+      __builtin_add_overflow(totals->part_bytes,
+                             p->summary->part().part_source_bytes(),
+                             &totals->part_bytes)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(p->label, ": tensors_compared or bytes overflow the sum"));
+  }
+  totals->wall = std::max(totals->wall, p->summary->wall_seconds());
+  // The excess totals and the tensors no part could decode, as one run
+  // gives them.
+  const v1::DiffSummary& ps = *p->summary;
+  out->summary.set_not_nearest(out->summary.not_nearest() + ps.not_nearest());
+  out->summary.set_clipped(out->summary.clipped() + ps.clipped());
+  out->summary.set_zeroed_groups(out->summary.zeroed_groups() +
+                                 ps.zeroed_groups());
+  out->summary.set_max_excess_steps(
+      std::max(out->summary.max_excess_steps(), ps.max_excess_steps()));
+  for (const std::string& u : ps.undecodable()) {
+    totals->undecodable.push_back(u);
+  }
+  for (const v1::TensorDiffReport& r : p->reports) {
+    auto [it, added] = totals->seen.emplace(r.name(), p);
+    if (!added) {
+      return absl::InvalidArgumentError(
+          it->second == p
+              ? absl::StrCat("tensor '", r.name(), "' is reported twice in ",
+                             p->label)
+              : absl::StrCat("tensor '", r.name(), "' is reported in both ",
+                             it->second->label, " and ", p->label));
+    }
+    out->reports.push_back(r);
+    totals->entries.push_back(EntryOf(r));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string DiffMergeReason(const absl::Status& status) {
+  auto reason = status.GetPayload(kDiffMergeReasonPayload);
+  return reason.has_value() ? std::string(*reason) : std::string();
+}
+
+absl::StatusOr<MergedDiff> MergeDiffParts(std::vector<DiffPartEvents> parts) {
+  if (parts.empty()) {
+    return absl::InvalidArgumentError("no parts to merge");
+  }
+  for (const DiffPartEvents& p : parts) TM_RETURN_IF_ERROR(CheckPart(p));
+  TM_RETURN_IF_ERROR(CheckOneRun(parts));
+  TM_RETURN_IF_ERROR(CheckOnePlan(parts));
+  const v1::DiffPartInfo& first = parts[0].summary->part();
+  TM_ASSIGN_OR_RETURN(const PartsByIndex by_index,
+                      EachPartOnce(parts, first.count()));
+  TM_RETURN_IF_ERROR(CheckSamePairing(by_index));
   MergedDiff out;
-  out.summary = *zero.summary;
+  out.summary = *by_index.begin()->second->summary;
   out.summary.clear_part();
   out.fail_on.assign(first.fail_on().begin(), first.fail_on().end());
   out.checkpoint = first.checkpoint();
   out.reference = first.reference();
   out.run_id = first.run_id();
-  int64_t compared = 0, bytes = 0, part_bytes = 0;
-  double wall = 0;
-  std::map<std::string, const DiffPartEvents*> seen;
-  std::vector<DiffSummaryEntry> entries;
-  std::vector<std::string> undecodable;
+  PartTotals totals;
   for (const auto& [i, p] : by_index) {
-    if (__builtin_add_overflow(compared, p->summary->tensors_compared(),
-                               &compared) ||
-        __builtin_add_overflow(bytes, p->summary->bytes_read(), &bytes) ||
-        __builtin_add_overflow(
-            part_bytes, p->summary->part().part_source_bytes(), &part_bytes)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          p->label, ": tensors_compared or bytes overflow the sum"));
-    }
-    wall = std::max(wall, p->summary->wall_seconds());
-    // The excess totals and the tensors no part could decode, as one run
-    // gives them.
-    const v1::DiffSummary& ps = *p->summary;
-    out.summary.set_not_nearest(out.summary.not_nearest() + ps.not_nearest());
-    out.summary.set_clipped(out.summary.clipped() + ps.clipped());
-    out.summary.set_zeroed_groups(out.summary.zeroed_groups() +
-                                  ps.zeroed_groups());
-    out.summary.set_max_excess_steps(
-        std::max(out.summary.max_excess_steps(), ps.max_excess_steps()));
-    for (const std::string& u : ps.undecodable()) undecodable.push_back(u);
-    for (const v1::TensorDiffReport& r : p->reports) {
-      auto [it, added] = seen.emplace(r.name(), p);
-      if (!added) {
-        return absl::InvalidArgumentError(
-            it->second == p
-                ? absl::StrCat("tensor '", r.name(), "' is reported twice in ",
-                               p->label)
-                : absl::StrCat("tensor '", r.name(), "' is reported in both ",
-                               it->second->label, " and ", p->label));
-      }
-      out.reports.push_back(r);
-      entries.push_back(EntryOf(r));
-    }
+    TM_RETURN_IF_ERROR(AddPart(p, &totals, &out));
   }
   // A tensor that cannot be decoded is planned, not compared.
-  const int64_t planned = compared + static_cast<int64_t>(undecodable.size());
+  const int64_t planned =
+      totals.compared + static_cast<int64_t>(totals.undecodable.size());
   if (planned != first.plan_tensors()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the parts compared ", compared, " tensors but their plan has ",
-        first.plan_tensors(),
-        undecodable.empty() ? ""
-                            : absl::StrCat(" (", undecodable.size(),
-                                           " more could not be decoded)")));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the parts compared ", totals.compared,
+                     " tensors but their plan has ", first.plan_tensors(),
+                     totals.undecodable.empty()
+                         ? ""
+                         : absl::StrCat(" (", totals.undecodable.size(),
+                                        " more could not be decoded)")));
   }
-  std::sort(undecodable.begin(), undecodable.end());
-  for (std::string& u : undecodable) out.summary.add_undecodable(std::move(u));
+  std::sort(totals.undecodable.begin(), totals.undecodable.end());
+  for (std::string& u : totals.undecodable) {
+    out.summary.add_undecodable(std::move(u));
+  }
   // Each part read its share of the plan's source, no more and no less.
-  if (part_bytes != first.plan_source_bytes()) {
+  if (totals.part_bytes != first.plan_source_bytes()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "the parts' source bytes add up to ", part_bytes,
+        "the parts' source bytes add up to ", totals.part_bytes,
         " but their plan has ", first.plan_source_bytes(), " (edited?)"));
   }
   std::sort(out.reports.begin(), out.reports.end(),
             [](const v1::TensorDiffReport& a, const v1::TensorDiffReport& b) {
               return a.name() < b.name();
             });
-  out.summary.set_tensors_compared(compared);
-  out.summary.set_bytes_read(bytes);
-  out.summary.set_wall_seconds(wall);
-  SetRankedLists(std::move(entries), &out.summary);
+  out.summary.set_tensors_compared(totals.compared);
+  out.summary.set_bytes_read(totals.bytes);
+  out.summary.set_wall_seconds(totals.wall);
+  SetRankedLists(std::move(totals.entries), &out.summary);
   return out;
 }
 

@@ -71,6 +71,164 @@ TM_AVX2 void MarkQ8_0(const uint8_t* blocks, int64_t nb, uint8_t* ordinary) {
   }
 }
 
+// Inlined into the kernels that call it (same target): a step of a kernel,
+// not a call per sub-block.
+#define TM_AVX2_STEP TM_AVX2 inline __attribute__((always_inline))
+
+// A Q4_K block's eight sub-blocks as MarkQ4_K reads them: their parameters
+// and run ranges by sub-block, and per-sub-block bit masks of which rules
+// apply (bit `sub`).
+struct Q4KSubBlocks {
+  alignas(32) float d1s[8], m1s[8], los[8], his[8];
+  int usable_mask;  // the run's range is finite and not a point
+  int fast_mask;    // the rules read from the codes alone (see MarkQ4_K)
+  int end0_mask;    // T[0] is on an end level and not zero
+  int end15_mask;   // T[15] is on an end level and not zero
+};
+
+// The sub-blocks of the Q4_K block at `b`, as the decoder and
+// GetSubBlockRuns compute them.
+TM_AVX2_STEP void ReadQ4KSubBlocks(const uint8_t* b, Q4KSubBlocks* out) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256 f16 = _mm256_set1_ps(kF16);
+  const __m256 zero = _mm256_setzero_ps();
+  const __m256d neg = _mm256_set1_pd(-0.0), fifteen_d = _mm256_set1_pd(15.0);
+  const __m256d zero_d = _mm256_setzero_pd();
+  const __m256 inf = _mm256_set1_ps(INFINITY), fifteen = _mm256_set1_ps(15.0f);
+  const float d = LoadF16(b);
+  const float dmin = LoadF16(b + 2);
+  // The eight sub-blocks' parameters, as the decoder computes them.
+  for (int sub = 0; sub < 8; ++sub) {
+    uint8_t sc, m;
+    ScaleMinK4(sub, b + 4, &sc, &m);
+    out->d1s[sub] = d * sc;
+    out->m1s[sub] = dmin * m;
+  }
+  const __m256 vd1 = _mm256_load_ps(out->d1s), vm1 = _mm256_load_ps(out->m1s);
+  // Their runs' ranges, as GetSubBlockRuns computes them: in double,
+  // scale * level + offset, offset = -m1; std::min(a, b) is b < a ? b : a.
+  __m128 range[2][2];
+  for (int k = 0; k < 2; ++k) {
+    const __m256d scale = _mm256_cvtps_pd(
+        k == 0 ? _mm256_castps256_ps128(vd1) : _mm256_extractf128_ps(vd1, 1));
+    const __m256d offset =
+        _mm256_xor_pd(_mm256_cvtps_pd(k == 0 ? _mm256_castps256_ps128(vm1)
+                                             : _mm256_extractf128_ps(vm1, 1)),
+                      neg);
+    const __m256d ra = _mm256_add_pd(_mm256_mul_pd(scale, zero_d), offset);
+    const __m256d rb = _mm256_add_pd(_mm256_mul_pd(scale, fifteen_d), offset);
+    range[0][k] = _mm256_cvtpd_ps(_mm256_min_pd(rb, ra));
+    range[1][k] = _mm256_cvtpd_ps(_mm256_max_pd(rb, ra));
+  }
+  const __m256 lo = _mm256_set_m128(range[0][1], range[0][0]);
+  const __m256 hi = _mm256_set_m128(range[1][1], range[1][0]);
+  _mm256_store_ps(out->los, lo);
+  _mm256_store_ps(out->his, hi);
+  const __m256 usable = _mm256_and_ps(
+      _mm256_and_ps(
+          _mm256_cmp_ps(_mm256_and_ps(lo, abs_mask), inf, _CMP_LT_OQ),
+          _mm256_cmp_ps(_mm256_and_ps(hi, abs_mask), inf, _CMP_LT_OQ)),
+      _mm256_cmp_ps(lo, hi, _CMP_NEQ_UQ));
+  const __m256 t0 = _mm256_sub_ps(_mm256_mul_ps(vd1, zero), vm1);
+  const __m256 t15 = _mm256_sub_ps(_mm256_mul_ps(vd1, fifteen), vm1);
+  const __m256 top =
+      _mm256_max_ps(_mm256_and_ps(t0, abs_mask), _mm256_and_ps(t15, abs_mask));
+  // top * 2^-22 is exact from 2^-104 up.
+  const __m256 fast = _mm256_and_ps(
+      _mm256_and_ps(usable,
+                    _mm256_cmp_ps(_mm256_and_ps(vd1, abs_mask),
+                                  _mm256_mul_ps(top, _mm256_set1_ps(0x1p-22f)),
+                                  _CMP_GT_OQ)),
+      _mm256_and_ps(_mm256_cmp_ps(top, _mm256_set1_ps(0x1p-100f), _CMP_GE_OQ),
+                    _mm256_cmp_ps(top, f16, _CMP_LE_OQ)));
+  // A level on an end level and not zero (the lambda would lose the
+  // target attribute): for t0, then t15.
+  __m256 on_end[2];
+  for (int k = 0; k < 2; ++k) {
+    const __m256 t = k == 0 ? t0 : t15;
+    on_end[k] =
+        _mm256_andnot_ps(_mm256_cmp_ps(t, zero, _CMP_EQ_OQ),
+                         _mm256_or_ps(_mm256_cmp_ps(t, lo, _CMP_EQ_OQ),
+                                      _mm256_cmp_ps(t, hi, _CMP_EQ_OQ)));
+  }
+  out->usable_mask = _mm256_movemask_ps(usable);
+  out->fast_mask = _mm256_movemask_ps(fast);
+  out->end0_mask = _mm256_movemask_ps(on_end[0]);
+  out->end15_mask = _mm256_movemask_ps(on_end[1]);
+}
+
+// Whether a usable sub-block of the fast kind is ordinary, from its 32
+// codes `c` (first `first_code`) alone: a value differs where a code does,
+// and the end levels hold the codes 0 (`end0`) and 15 (`end15`).
+TM_AVX2_STEP bool Q4KOrdinaryFromCodes(__m256i c, int first_code, bool end0,
+                                       bool end15) {
+  const __m256i nibble = _mm256_set1_epi8(0x0f);
+  const __m256i zero_code = _mm256_setzero_si256();
+  const bool differ =
+      _mm256_movemask_epi8(_mm256_cmpeq_epi8(
+          c, _mm256_set1_epi8(static_cast<char>(first_code)))) != -1;
+  int ends = 0;
+  if (end0) {
+    ends += __builtin_popcount(static_cast<unsigned>(
+        _mm256_movemask_epi8(_mm256_cmpeq_epi8(c, zero_code))));
+  }
+  if (end15) {
+    ends += __builtin_popcount(static_cast<unsigned>(
+        _mm256_movemask_epi8(_mm256_cmpeq_epi8(c, nibble))));
+  }
+  return differ && 4 * ends <= 32;
+}
+
+// Whether usable sub-block `sub` of `p` is ordinary, from its 32 codes `c`
+// (first `first_code`) looked up in a table of its 16 levels' flags
+// (special, differs from the first value's level, on an end level and not
+// zero), the levels computed as the decoder computes them.
+TM_AVX2_STEP bool Q4KOrdinaryFromLevels(const Q4KSubBlocks& p, int sub,
+                                        __m256i c, int first_code) {
+  const __m256 codes_lo = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256 codes_hi = _mm256_setr_ps(8, 9, 10, 11, 12, 13, 14, 15);
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256 f16 = _mm256_set1_ps(kF16);
+  const __m256 zero = _mm256_setzero_ps();
+  const __m256i one = _mm256_set1_epi32(1), two = _mm256_set1_epi32(2),
+                four = _mm256_set1_epi32(4);
+  const __m256i bit0 = _mm256_set1_epi8(1), bit1 = _mm256_set1_epi8(2);
+  const float d1 = p.d1s[sub], m1 = p.m1s[sub];
+  const float lo1 = p.los[sub], hi1 = p.his[sub];
+  const float first = d1 * static_cast<float>(first_code) - m1;
+  const __m256 vd = _mm256_set1_ps(d1), vm = _mm256_set1_ps(m1);
+  const __m256 vf = _mm256_set1_ps(first);
+  const __m256 vl = _mm256_set1_ps(lo1), vh = _mm256_set1_ps(hi1);
+  __m256i flags[2];
+  for (int k = 0; k < 2; ++k) {
+    const __m256 t =
+        _mm256_sub_ps(_mm256_mul_ps(vd, k == 0 ? codes_lo : codes_hi), vm);
+    const __m256 s =
+        _mm256_cmp_ps(_mm256_and_ps(t, abs_mask), f16, _CMP_NLE_UQ);
+    const __m256 df = _mm256_cmp_ps(t, vf, _CMP_NEQ_UQ);
+    const __m256 e =
+        _mm256_andnot_ps(_mm256_cmp_ps(t, zero, _CMP_EQ_OQ),
+                         _mm256_or_ps(_mm256_cmp_ps(t, vl, _CMP_EQ_OQ),
+                                      _mm256_cmp_ps(t, vh, _CMP_EQ_OQ)));
+    flags[k] = _mm256_or_si256(
+        _mm256_or_si256(_mm256_and_si256(_mm256_castps_si256(s), one),
+                        _mm256_and_si256(_mm256_castps_si256(df), two)),
+        _mm256_and_si256(_mm256_castps_si256(e), four));
+  }
+  // Levels 0..15 as 16 bytes, in both lanes for the lookup.
+  const __m256i perm =
+      _mm256_permute4x64_epi64(_mm256_packs_epi32(flags[0], flags[1]), 0xd8);
+  const __m128i table = _mm_packs_epi16(_mm256_castsi256_si128(perm),
+                                        _mm256_extracti128_si256(perm, 1));
+  const __m256i f = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(table), c);
+  const bool special = !_mm256_testz_si256(f, bit0);
+  const bool differ = !_mm256_testz_si256(f, bit1);
+  // Bit 2 of each byte to its bit 7.
+  const int ends = __builtin_popcount(
+      static_cast<unsigned>(_mm256_movemask_epi8(_mm256_slli_epi16(f, 5))));
+  return !special && differ && 4 * ends <= 32;
+}
+
 // Q4_K: fp16 d and dmin, 12 bytes of packed 6-bit scales and mins, then
 // four 32-byte rows of nibbles (low nibbles sub-block 2j, high 2j + 1).
 // A sub-block's levels T[c] = d1 * c - m1 rise (or fall) with c. Where the
@@ -84,82 +242,11 @@ TM_AVX2 void MarkQ8_0(const uint8_t* blocks, int64_t nb, uint8_t* ordinary) {
 // level and not zero) packed into a byte table, and the codes looked up in
 // it 32 at a time.
 TM_AVX2 void MarkQ4_K(const uint8_t* blocks, int64_t nb, uint8_t* ordinary) {
-  const __m256 codes_lo = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m256 codes_hi = _mm256_setr_ps(8, 9, 10, 11, 12, 13, 14, 15);
-  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-  const __m256 f16 = _mm256_set1_ps(kF16);
-  const __m256 zero = _mm256_setzero_ps();
   const __m256i nibble = _mm256_set1_epi8(0x0f);
-  const __m256i zero_code = _mm256_setzero_si256();
-  const __m256i one = _mm256_set1_epi32(1), two = _mm256_set1_epi32(2),
-                four = _mm256_set1_epi32(4);
-  const __m256i bit0 = _mm256_set1_epi8(1), bit1 = _mm256_set1_epi8(2);
-  const __m256d neg = _mm256_set1_pd(-0.0), fifteen_d = _mm256_set1_pd(15.0);
-  const __m256d zero_d = _mm256_setzero_pd();
-  const __m256 inf = _mm256_set1_ps(INFINITY), fifteen = _mm256_set1_ps(15.0f);
-  alignas(32) float d1s[8], m1s[8], los[8], his[8];
+  Q4KSubBlocks p;
   for (int64_t i = 0; i < nb; ++i) {
     const uint8_t* b = blocks + 144 * i;
-    const float d = LoadF16(b);
-    const float dmin = LoadF16(b + 2);
-    // The eight sub-blocks' parameters, as the decoder computes them.
-    for (int sub = 0; sub < 8; ++sub) {
-      uint8_t sc, m;
-      ScaleMinK4(sub, b + 4, &sc, &m);
-      d1s[sub] = d * sc;
-      m1s[sub] = dmin * m;
-    }
-    const __m256 vd1 = _mm256_load_ps(d1s), vm1 = _mm256_load_ps(m1s);
-    // Their runs' ranges, as GetSubBlockRuns computes them: in double,
-    // scale * level + offset, offset = -m1; std::min(a, b) is b < a ? b : a.
-    __m128 range[2][2];
-    for (int k = 0; k < 2; ++k) {
-      const __m256d scale = _mm256_cvtps_pd(
-          k == 0 ? _mm256_castps256_ps128(vd1) : _mm256_extractf128_ps(vd1, 1));
-      const __m256d offset =
-          _mm256_xor_pd(_mm256_cvtps_pd(k == 0 ? _mm256_castps256_ps128(vm1)
-                                               : _mm256_extractf128_ps(vm1, 1)),
-                        neg);
-      const __m256d ra = _mm256_add_pd(_mm256_mul_pd(scale, zero_d), offset);
-      const __m256d rb = _mm256_add_pd(_mm256_mul_pd(scale, fifteen_d), offset);
-      range[0][k] = _mm256_cvtpd_ps(_mm256_min_pd(rb, ra));
-      range[1][k] = _mm256_cvtpd_ps(_mm256_max_pd(rb, ra));
-    }
-    const __m256 lo = _mm256_set_m128(range[0][1], range[0][0]);
-    const __m256 hi = _mm256_set_m128(range[1][1], range[1][0]);
-    _mm256_store_ps(los, lo);
-    _mm256_store_ps(his, hi);
-    const __m256 usable = _mm256_and_ps(
-        _mm256_and_ps(
-            _mm256_cmp_ps(_mm256_and_ps(lo, abs_mask), inf, _CMP_LT_OQ),
-            _mm256_cmp_ps(_mm256_and_ps(hi, abs_mask), inf, _CMP_LT_OQ)),
-        _mm256_cmp_ps(lo, hi, _CMP_NEQ_UQ));
-    const __m256 t0 = _mm256_sub_ps(_mm256_mul_ps(vd1, zero), vm1);
-    const __m256 t15 = _mm256_sub_ps(_mm256_mul_ps(vd1, fifteen), vm1);
-    const __m256 top = _mm256_max_ps(_mm256_and_ps(t0, abs_mask),
-                                     _mm256_and_ps(t15, abs_mask));
-    // top * 2^-22 is exact from 2^-104 up.
-    const __m256 fast = _mm256_and_ps(
-        _mm256_and_ps(
-            usable, _mm256_cmp_ps(_mm256_and_ps(vd1, abs_mask),
-                                  _mm256_mul_ps(top, _mm256_set1_ps(0x1p-22f)),
-                                  _CMP_GT_OQ)),
-        _mm256_and_ps(_mm256_cmp_ps(top, _mm256_set1_ps(0x1p-100f), _CMP_GE_OQ),
-                      _mm256_cmp_ps(top, f16, _CMP_LE_OQ)));
-    // A level on an end level and not zero (the lambda would lose the
-    // target attribute): for t0, then t15.
-    __m256 on_end[2];
-    for (int k = 0; k < 2; ++k) {
-      const __m256 t = k == 0 ? t0 : t15;
-      on_end[k] =
-          _mm256_andnot_ps(_mm256_cmp_ps(t, zero, _CMP_EQ_OQ),
-                           _mm256_or_ps(_mm256_cmp_ps(t, lo, _CMP_EQ_OQ),
-                                        _mm256_cmp_ps(t, hi, _CMP_EQ_OQ)));
-    }
-    const int usable_mask = _mm256_movemask_ps(usable);
-    const int fast_mask = _mm256_movemask_ps(fast);
-    const int end0_mask = _mm256_movemask_ps(on_end[0]);
-    const int end15_mask = _mm256_movemask_ps(on_end[1]);
+    ReadQ4KSubBlocks(b, &p);
     for (int j = 0; j < 4; ++j) {
       const __m256i q =
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16 + 32 * j));
@@ -170,62 +257,15 @@ TM_AVX2 void MarkQ4_K(const uint8_t* blocks, int64_t nb, uint8_t* ordinary) {
       for (int h = 0; h < 2; ++h) {
         const int sub = 2 * j + h;
         uint8_t& mark = ordinary[8 * i + sub];
-        if (((usable_mask >> sub) & 1) == 0) {
+        if (((p.usable_mask >> sub) & 1) == 0) {
           mark = 0;
-          continue;
+        } else if ((p.fast_mask >> sub) & 1) {
+          mark = Q4KOrdinaryFromCodes(codes[h], first_code[h],
+                                      (p.end0_mask >> sub) & 1,
+                                      (p.end15_mask >> sub) & 1);
+        } else {
+          mark = Q4KOrdinaryFromLevels(p, sub, codes[h], first_code[h]);
         }
-        const __m256i c = codes[h];
-        if ((fast_mask >> sub) & 1) {
-          const bool differ =
-              _mm256_movemask_epi8(_mm256_cmpeq_epi8(
-                  c, _mm256_set1_epi8(static_cast<char>(first_code[h])))) != -1;
-          int ends = 0;
-          if ((end0_mask >> sub) & 1) {
-            ends += __builtin_popcount(static_cast<unsigned>(
-                _mm256_movemask_epi8(_mm256_cmpeq_epi8(c, zero_code))));
-          }
-          if ((end15_mask >> sub) & 1) {
-            ends += __builtin_popcount(static_cast<unsigned>(
-                _mm256_movemask_epi8(_mm256_cmpeq_epi8(c, nibble))));
-          }
-          mark = differ && 4 * ends <= 32;
-          continue;
-        }
-        const float d1 = d1s[sub], m1 = m1s[sub];
-        const float lo1 = los[sub], hi1 = his[sub];
-        const float first = d1 * static_cast<float>(first_code[h]) - m1;
-        const __m256 vd = _mm256_set1_ps(d1), vm = _mm256_set1_ps(m1);
-        const __m256 vf = _mm256_set1_ps(first);
-        const __m256 vl = _mm256_set1_ps(lo1), vh = _mm256_set1_ps(hi1);
-        __m256i flags[2];
-        for (int k = 0; k < 2; ++k) {
-          const __m256 t = _mm256_sub_ps(
-              _mm256_mul_ps(vd, k == 0 ? codes_lo : codes_hi), vm);
-          const __m256 s =
-              _mm256_cmp_ps(_mm256_and_ps(t, abs_mask), f16, _CMP_NLE_UQ);
-          const __m256 df = _mm256_cmp_ps(t, vf, _CMP_NEQ_UQ);
-          const __m256 e =
-              _mm256_andnot_ps(_mm256_cmp_ps(t, zero, _CMP_EQ_OQ),
-                               _mm256_or_ps(_mm256_cmp_ps(t, vl, _CMP_EQ_OQ),
-                                            _mm256_cmp_ps(t, vh, _CMP_EQ_OQ)));
-          flags[k] = _mm256_or_si256(
-              _mm256_or_si256(_mm256_and_si256(_mm256_castps_si256(s), one),
-                              _mm256_and_si256(_mm256_castps_si256(df), two)),
-              _mm256_and_si256(_mm256_castps_si256(e), four));
-        }
-        // Levels 0..15 as 16 bytes, in both lanes for the lookup.
-        const __m256i p = _mm256_permute4x64_epi64(
-            _mm256_packs_epi32(flags[0], flags[1]), 0xd8);
-        const __m128i table = _mm_packs_epi16(_mm256_castsi256_si128(p),
-                                              _mm256_extracti128_si256(p, 1));
-        const __m256i f =
-            _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(table), c);
-        const bool special = !_mm256_testz_si256(f, bit0);
-        const bool differ = !_mm256_testz_si256(f, bit1);
-        // Bit 2 of each byte to its bit 7.
-        const int ends = __builtin_popcount(static_cast<unsigned>(
-            _mm256_movemask_epi8(_mm256_slli_epi16(f, 5))));
-        mark = !special && differ && 4 * ends <= 32;
       }
     }
   }

@@ -97,6 +97,70 @@ RuleText TextOf(absl::string_view rule) {
           "see the message; its values were not checked"};
 }
 
+// The scheme of `targets` (one per scheme, when there are several) whose
+// targets match `module` first, as the resolver chooses; 0 when none does.
+size_t ChosenScheme(const std::vector<conventions::Targets>& targets,
+                    const std::string& module) {
+  for (size_t i = 0; i < targets.size(); ++i) {
+    if (targets[i].Match(module)) return i;
+  }
+  return 0;
+}
+
+// Whether compressed weights stored as `codes` (`packed` when a
+// weight_packed, else nullptr) are what scheme `s`'s format writes; `want`
+// says what that is. A format not decoded passes (unresolved-tensor's).
+bool CodesAsFormatWrites(const CtScheme& s, const StoredTensor* packed,
+                         const StoredTensor& codes, std::string* want) {
+  switch (s.format) {
+    case CtFormat::kPackQuantized:
+      *want = "I32 weight_packed (pack-quantized)";
+      return packed != nullptr && codes.dtype == DType::kI32;
+    case CtFormat::kNvfp4PackQuantized:
+    case CtFormat::kMxfp4PackQuantized:
+      *want = absl::StrCat("U8 weight_packed (", s.format_name, ")");
+      return packed != nullptr && codes.dtype == DType::kU8;
+    case CtFormat::kIntQuantized:
+    case CtFormat::kNaiveQuantized:
+    case CtFormat::kFloatQuantized:
+      if (s.type == CtType::kFloat) {
+        *want = absl::StrCat("FP8 weight codes (", s.format_name,
+                             ", type "
+                             "float)");
+        return packed == nullptr && IsFp8(codes.dtype);
+      }
+      if (s.symmetric && s.bits <= 8) {
+        // Symmetric integer codes are signed: U8 codes read as signed
+        // would be off by 2^(bits-1)... or by nothing, silently.
+        *want = absl::StrCat("I8 weight codes (", s.format_name, ", int",
+                             s.bits, " symmetric: signed codes)");
+        return packed == nullptr && codes.dtype == DType::kI8;
+      }
+      *want = absl::StrCat("integer weight codes (", s.format_name, ")");
+      return packed == nullptr && IsInt(codes.dtype);
+    case CtFormat::kOther:
+      break;  // not decoded: unresolved-tensor says so
+  }
+  return true;
+}
+
+// Appends to `out` the finding of `rule` that `tally` holds, if any: its
+// first module's, with the count of modules and the config file named.
+void EmitTally(const Tally& tally, absl::string_view rule,
+               const std::string& config_file, std::string hint,
+               std::vector<Finding>* out) {
+  if (tally.count == 0) return;
+  Finding f = Make(rule);
+  f.tensor = tally.first.tensor;
+  f.file = tally.first.file.empty() ? config_file : tally.first.file;
+  f.expected = tally.first.expected;
+  f.actual = absl::StrCat(tally.first.actual, " (", tally.count,
+                          " module(s) so; the config is '", config_file, "')");
+  f.hint = std::move(hint);
+  f.count = tally.count;
+  out->push_back(std::move(f));
+}
+
 }  // namespace
 
 std::string ModuleOfTensor(const std::string& name) {
@@ -126,14 +190,7 @@ void CheckCompressedTensorsStorage(const Checkpoint& ckpt,
     if (!absl::EndsWith(t.name, "weight_scale")) continue;
     const std::string prefix = t.name.substr(0, t.name.size() - 12);
     const std::string module = ModuleOfTensor(prefix + "weight");
-    size_t chosen = 0;  // as the resolver chooses
-    for (size_t i = 0; i < targets.size(); ++i) {
-      if (targets[i].Match(module)) {
-        chosen = i;
-        break;
-      }
-    }
-    const CtScheme& s = schemes[chosen];
+    const CtScheme& s = schemes[ChosenScheme(targets, module)];
     const StoredTensor* packed = ckpt.FindStored(prefix + "weight_packed");
     const StoredTensor* weight = ckpt.FindStored(prefix + "weight");
     const StoredTensor* codes = packed != nullptr ? packed : weight;
@@ -174,67 +231,23 @@ void CheckCompressedTensorsStorage(const Checkpoint& ckpt,
     }
     // Compressed: the codes must be what the format writes.
     std::string want;
-    bool ok = true;
-    switch (s.format) {
-      case CtFormat::kPackQuantized:
-        want = "I32 weight_packed (pack-quantized)";
-        ok = packed != nullptr && codes->dtype == DType::kI32;
-        break;
-      case CtFormat::kNvfp4PackQuantized:
-      case CtFormat::kMxfp4PackQuantized:
-        want = absl::StrCat("U8 weight_packed (", s.format_name, ")");
-        ok = packed != nullptr && codes->dtype == DType::kU8;
-        break;
-      case CtFormat::kIntQuantized:
-      case CtFormat::kNaiveQuantized:
-      case CtFormat::kFloatQuantized:
-        if (s.type == CtType::kFloat) {
-          want = absl::StrCat("FP8 weight codes (", s.format_name,
-                              ", type "
-                              "float)");
-          ok = packed == nullptr && IsFp8(codes->dtype);
-        } else if (s.symmetric && s.bits <= 8) {
-          // Symmetric integer codes are signed: U8 codes read as signed
-          // would be off by 2^(bits-1)... or by nothing, silently.
-          want = absl::StrCat("I8 weight codes (", s.format_name, ", int",
-                              s.bits, " symmetric: signed codes)");
-          ok = packed == nullptr && codes->dtype == DType::kI8;
-        } else {
-          want = absl::StrCat("integer weight codes (", s.format_name, ")");
-          ok = packed == nullptr && IsInt(codes->dtype);
-        }
-        break;
-      case CtFormat::kOther:
-        break;  // not decoded: unresolved-tensor says so
-    }
-    if (!ok) {
+    if (!CodesAsFormatWrites(s, packed, *codes, &want)) {
       note(&format_tally,
            absl::StrCat("format \"", s.format_name, "\" (config group '",
                         s.group, "'): ", want),
            stored);
     }
   }
-  auto emit = [&](Tally& tally, absl::string_view rule, std::string hint) {
-    if (tally.count == 0) return;
-    Finding f = Make(rule);
-    f.tensor = tally.first.tensor;
-    f.file = tally.first.file.empty() ? config_file : tally.first.file;
-    f.expected = tally.first.expected;
-    f.actual =
-        absl::StrCat(tally.first.actual, " (", tally.count,
-                     " module(s) so; the config is '", config_file, "')");
-    f.hint = std::move(hint);
-    f.count = tally.count;
-    out->push_back(std::move(f));
-  };
-  emit(status_tally, "quantization-status",
-       "set quantization_status to what was saved (\"compressed\" for "
-       "stored codes), or save the model again compressed; a runtime "
-       "trusting the config decodes it wrong");
-  emit(format_tally, "quantization-format",
-       "set the config group's format (and type / symmetric) to how the "
-       "weights were written, or re-export them; read as the config says "
-       "every value is wrong");
+  EmitTally(status_tally, "quantization-status", config_file,
+            "set quantization_status to what was saved (\"compressed\" for "
+            "stored codes), or save the model again compressed; a runtime "
+            "trusting the config decodes it wrong",
+            out);
+  EmitTally(format_tally, "quantization-format", config_file,
+            "set the config group's format (and type / symmetric) to how the "
+            "weights were written, or re-export them; read as the config says "
+            "every value is wrong",
+            out);
 }
 
 void ReportOpenProblems(const Checkpoint& ckpt,

@@ -142,15 +142,19 @@ absl::Status IndexInvalid(absl::string_view file, absl::string_view rule,
                     {{"file", std::string(file)}, {"rule", std::string(rule)}});
 }
 
+// The tensors an index places in one shard (views of the index's keys).
+using TensorNames = absl::flat_hash_set<absl::string_view>;
+// Shard file name -> the tensors the index places there, in name order.
+using ShardTensors = std::map<std::string, TensorNames>;
+
 // Parses a safetensors index into `index` and, from it, `shards`: shard file
 // name -> the tensors the weight_map places there (views of `index`'s keys,
 // valid while it lives). DATA_LOSS naming `what` and the rule broken: not
 // JSON, not an object with a 'weight_map' object, an entry that is not a
 // string, or one that is not a plain file name (a hostile index must not
 // reach outside its directory).
-absl::Status ReadWeightMap(
-    absl::string_view text, absl::string_view what, nlohmann::json* index,
-    std::map<std::string, absl::flat_hash_set<absl::string_view>>* shards) {
+absl::Status ReadWeightMap(absl::string_view text, absl::string_view what,
+                           nlohmann::json* index, ShardTensors* shards) {
   TM_ASSIGN_OR_RETURN(*index, ParseStrictJson(text, what));
   // DATA_LOSS INDEX_INVALID, naming the index and the rule it breaks.
   auto invalid = [&](absl::string_view rule, std::string message) {
@@ -251,6 +255,68 @@ absl::StatusOr<T> ParseGuarded(const std::string& path, const Parse& parse) {
   return *std::move(out);
 }
 
+namespace {
+
+// One shard an index names: its mapping and parsed header, or the status
+// that stopped either.
+struct ParsedShard {
+  const std::string* name;
+  std::shared_ptr<const MappedFile> m;
+  absl::StatusOr<SafetensorsHeader> header = absl::UnknownError("unparsed");
+};
+
+// Maps and parses the shards `shards` names (in `dir`) on a few threads: they
+// are independent, and headers of thousands of tensors are most of an open's
+// time. The result is in `shards`' name order, so errors and layout do not
+// depend on timing; its names point into `shards`' keys.
+std::vector<ParsedShard> ParseShards(const CheckpointFiles& files,
+                                     const std::string& dir,
+                                     const ShardTensors& shards) {
+  std::vector<ParsedShard> parsed;
+  for (const auto& entry : shards) parsed.push_back({&entry.first, nullptr});
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < parsed.size();) {
+      ParsedShard& sh = parsed[i];
+      const std::string path = Join(dir, *sh.name);
+      auto m = files.Map(path);
+      if (!m.ok()) {
+        sh.header = m.status();
+        continue;
+      }
+      sh.m = *std::move(m);
+      sh.header = ParseGuarded<SafetensorsHeader>(
+          path, [&] { return ParseSafetensors(sh.m->bytes(), path); });
+    }
+  };
+  const size_t threads = std::min<size_t>(
+      {parsed.size(), std::max(1u, std::thread::hardware_concurrency()), 4});
+  std::vector<std::thread> helpers;
+  for (size_t t = 1; t < threads; ++t) helpers.emplace_back(work);
+  work();
+  for (std::thread& t : helpers) t.join();
+  return parsed;
+}
+
+// A shard as its index places it, for the checks that hold one to the other.
+struct ShardPlace {
+  const std::string& index_path;
+  absl::string_view what;      // "index '<index_path>'", as messages name it
+  const std::string& name;     // as the weight_map names it
+  std::string path;            // `name` in the index's directory
+  const TensorNames& tensors;  // the tensors the weight_map places there
+};
+
+// The first of `tensors` in name order ("" when none): the tensor a problem
+// with the whole shard names.
+std::string FirstTensor(const TensorNames& tensors) {
+  std::vector<absl::string_view> some(tensors.begin(), tensors.end());
+  std::sort(some.begin(), some.end());
+  return some.empty() ? "" : std::string(some.front());
+}
+
+}  // namespace
+
 // Assembles a Checkpoint from files; keeps Open() readable.
 class CheckpointBuilder {
  public:
@@ -285,6 +351,30 @@ class CheckpointBuilder {
   }
   absl::Status OpenGgufSet(const std::string& p, Mapping m);
   absl::Status OpenSafetensorsIndex(const std::string& index_path);
+  // Of the shards `shards` names (for the index at `index_path`, `what` in
+  // messages), removes those absent here and records them absent. Fails on
+  // a shard refused (outside the roots); strict, on one its backing lacks
+  // (the store's reason) and, unless absent shards are allowed, on one
+  // missing (INDEX_INVALID shard-missing). NOT_FOUND when none is left.
+  absl::Status SetAsideAbsentShards(const std::string& index_path,
+                                    absl::string_view what,
+                                    ShardTensors* shards);
+  // Records the shard at `path` absent, and with it `tensors`.
+  void MarkShardAbsent(const std::string& path, const TensorNames& tensors);
+  // Adds a parsed shard `sh` and holds it to the index (`tensors` are those
+  // the index places there). Lenient: a shard that failed to parse is
+  // shard-corrupt and absent, and a mismatch is a problem, not an error.
+  absl::Status AddIndexedShard(const std::string& index_path,
+                               absl::string_view what,
+                               const TensorNames& tensors, ParsedShard& sh);
+  // The tensors stored from position `first` on (a shard's) that the index
+  // does not place there: INDEX_INVALID shard-tensor-unindexed, or (lenient)
+  // problems and unindexed_.
+  absl::Status CheckUnindexedTensors(const ShardPlace& shard, size_t first);
+  // The tensors the index places in the shard stored from position `first`
+  // on that it lacks: INDEX_INVALID index-tensor-missing, or (lenient)
+  // problems in name order.
+  absl::Status CheckLackingTensors(const ShardPlace& shard, size_t first);
   absl::Status OpenGgufSet(const std::string& p);
   absl::Status OpenDirectory(const std::string& dir);
   // Every .safetensors file in `dir`, in name order. Lenient: a file that
@@ -298,7 +388,23 @@ class CheckpointBuilder {
                                    absl::string_view expected,
                                    const std::string& actual);
   absl::Status OpenFile(const std::string& p);
+  // Indexes what was opened: names, logical tensors (by convention, from the
+  // configs beside safetensors) and parts.
   absl::Status Finish();
+  // A name stored twice fails a strict open (DATA_LOSS). Lenient: one copy
+  // stays, the copy the index places where there is one, else the first; the
+  // other is a duplicate-name problem and goes from stored_.
+  absl::Status DropDuplicateNames();
+  // GGUF: each stored tensor is a logical tensor of convention ggml, in name
+  // order.
+  void ResolveGgufTensors();
+  // Safetensors: the configs beside the checkpoint read (and watched), and
+  // the stored tensors resolved by convention (withheld modules aside).
+  absl::Status ResolveSafetensorsTensors();
+  // Reads config `name` in `dir` into `out` (nullopt when absent). Lenient:
+  // one that fails to read is a config-key problem and reads as absent.
+  absl::Status ReadConfigInto(const std::string& dir, absl::string_view name,
+                              std::optional<nlohmann::json>* out);
   void BuildParts();
   // Partial opens: fills absent_modules_ and resolved_from_ (see
   // Checkpoint's members).
@@ -431,7 +537,7 @@ absl::Status CheckpointBuilder::OpenSafetensorsIndex(
   const std::string what = absl::StrCat("index '", index_path, "'");
   // shard file name -> tensors the index places there (views of the
   // document's keys)
-  std::map<std::string, absl::flat_hash_set<absl::string_view>> shards;
+  ShardTensors shards;
   nlohmann::json index;
   if (absl::Status s = ReadWeightMap(text, what, &index, &shards); !s.ok()) {
     if (!options_.lenient) return s;
@@ -446,7 +552,26 @@ absl::Status CheckpointBuilder::OpenSafetensorsIndex(
     for (const auto& entry : shards) paths.push_back(Join(dir, entry.first));
     files_.Prefetch(paths);  // remote shards: opened at once, not in turn
   }
-  for (auto it = shards.begin(); it != shards.end();) {
+  TM_RETURN_IF_ERROR(SetAsideAbsentShards(index_path, what, &shards));
+  std::vector<ParsedShard> parsed = ParseShards(files_, dir, shards);
+  size_t total = ckpt_->stored_.size();
+  for (const ParsedShard& sh : parsed) {
+    if (sh.header.ok()) total += sh.header->tensors.size();
+  }
+  ckpt_->stored_.reserve(total);
+  for (ParsedShard& sh : parsed) {
+    // `parsed` was built from `shards`' keys: the name is always there.
+    TM_RETURN_IF_ERROR(
+        AddIndexedShard(index_path, what, shards.find(*sh.name)->second, sh));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckpointBuilder::SetAsideAbsentShards(
+    const std::string& index_path, absl::string_view what,
+    ShardTensors* shards) {
+  const std::string dir = Dirname(index_path);
+  for (auto it = shards->begin(); it != shards->end();) {
     const auto& [name, tensors] = *it;
     const std::string shard_path = Join(dir, name);
     absl::StatusOr<struct stat> present = files_.Stat(shard_path);
@@ -474,11 +599,9 @@ absl::Status CheckpointBuilder::OpenSafetensorsIndex(
                        "' does not exist"));
     }
     if (!options_.allow_absent_shards) {
-      std::vector<absl::string_view> some(tensors.begin(), tensors.end());
-      std::sort(some.begin(), some.end());
       ckpt_->problems_.push_back(
           {.rule = "shard-missing",
-           .tensor = some.empty() ? "" : std::string(some.front()),
+           .tensor = FirstTensor(tensors),
            .message = "",
            .file = index_path,
            .key = "",
@@ -489,143 +612,116 @@ absl::Status CheckpointBuilder::OpenSafetensorsIndex(
     }
     // Absent, not a DATA_LOSS: another server holds it. Should it appear,
     // the cache must reopen (a read file that came).
-    const size_t absent = ckpt_->absent_files_.size();
-    ckpt_->absent_files_.push_back(
-        {shard_path, static_cast<int64_t>(tensors.size())});
     ckpt_->read_files_.push_back({shard_path, std::nullopt});
-    for (absl::string_view t : tensors) {
-      ckpt_->absent_tensors_.emplace(std::string(t), absent);
-    }
-    it = shards.erase(it);
+    MarkShardAbsent(shard_path, tensors);
+    it = shards->erase(it);
   }
-  if (shards.empty() && !ckpt_->absent_files_.empty()) {
+  if (shards->empty() && !ckpt_->absent_files_.empty()) {
     return absl::NotFoundError(
         absl::StrCat(what, ": none of the ", ckpt_->absent_files_.size(),
                      " shard files its weight_map names exists here"));
   }
-  // Map and parse the shards on a few threads: they are independent, and
-  // headers of thousands of tensors are most of an open's time. Results are
-  // then taken in name order, so errors and layout do not depend on timing.
-  struct Shard {
-    const std::string* name;
-    Mapping m;
-    absl::StatusOr<SafetensorsHeader> header = absl::UnknownError("unparsed");
-  };
-  std::vector<Shard> parsed;
-  for (const auto& entry : shards) parsed.push_back({&entry.first, nullptr});
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < parsed.size();) {
-      Shard& sh = parsed[i];
-      const std::string path = Join(dir, *sh.name);
-      auto m = files_.Map(path);
-      if (!m.ok()) {
-        sh.header = m.status();
-        continue;
-      }
-      sh.m = *std::move(m);
-      sh.header = ParseGuarded<SafetensorsHeader>(
-          path, [&] { return ParseSafetensors(sh.m->bytes(), path); });
-    }
-  };
-  const size_t threads = std::min<size_t>(
-      {parsed.size(), std::max(1u, std::thread::hardware_concurrency()), 4});
-  std::vector<std::thread> helpers;
-  for (size_t t = 1; t < threads; ++t) helpers.emplace_back(work);
-  work();
-  for (std::thread& t : helpers) t.join();
+  return absl::OkStatus();
+}
 
-  size_t total = ckpt_->stored_.size();
-  for (const Shard& sh : parsed) {
-    if (sh.header.ok()) total += sh.header->tensors.size();
+void CheckpointBuilder::MarkShardAbsent(const std::string& path,
+                                        const TensorNames& tensors) {
+  const size_t absent = ckpt_->absent_files_.size();
+  ckpt_->absent_files_.push_back({path, static_cast<int64_t>(tensors.size())});
+  for (absl::string_view t : tensors) {
+    ckpt_->absent_tensors_.emplace(std::string(t), absent);
   }
-  ckpt_->stored_.reserve(total);
-  for (Shard& sh : parsed) {
-    const std::string& name = *sh.name;
-    // `parsed` was built from `shards`' keys: the name is always there.
-    const absl::flat_hash_set<absl::string_view>& tensors =
-        shards.find(name)->second;
-    const std::string shard_path = Join(dir, name);
-    if (!sh.header.ok()) {
-      if (!options_.lenient) return sh.header.status();
-      // Its tensors are as good as missing; the other shards are checked.
-      std::vector<absl::string_view> some(tensors.begin(), tensors.end());
-      std::sort(some.begin(), some.end());
-      ckpt_->problems_.push_back(
-          {.rule = "shard-corrupt",
-           .tensor = some.empty() ? "" : std::string(some.front()),
-           .message = "",
-           .file = shard_path,
-           .key = "",
-           .expected =
-               absl::StrCat("a safetensors file holding the ", tensors.size(),
-                            " tensors the weight_map places there"),
-           .actual = std::string(sh.header.status().message())});
-      const size_t absent = ckpt_->absent_files_.size();
-      ckpt_->absent_files_.push_back(
-          {shard_path, static_cast<int64_t>(tensors.size())});
-      for (absl::string_view t : tensors) {
-        ckpt_->absent_tensors_.emplace(std::string(t), absent);
-      }
-      continue;
+}
+
+absl::Status CheckpointBuilder::AddIndexedShard(const std::string& index_path,
+                                                absl::string_view what,
+                                                const TensorNames& tensors,
+                                                ParsedShard& sh) {
+  const ShardPlace shard{index_path, what, *sh.name,
+                         Join(Dirname(index_path), *sh.name), tensors};
+  if (!sh.header.ok()) {
+    if (!options_.lenient) return sh.header.status();
+    // Its tensors are as good as missing; the other shards are checked.
+    ckpt_->problems_.push_back(
+        {.rule = "shard-corrupt",
+         .tensor = FirstTensor(tensors),
+         .message = "",
+         .file = shard.path,
+         .key = "",
+         .expected =
+             absl::StrCat("a safetensors file holding the ", tensors.size(),
+                          " tensors the weight_map places there"),
+         .actual = std::string(sh.header.status().message())});
+    MarkShardAbsent(shard.path, tensors);
+    return absl::OkStatus();
+  }
+  const size_t before = ckpt_->stored_.size();
+  TM_RETURN_IF_ERROR(
+      AddParsedSafetensors(shard.path, std::move(sh.m), *std::move(sh.header)));
+  TM_RETURN_IF_ERROR(CheckUnindexedTensors(shard, before));
+  return CheckLackingTensors(shard, before);
+}
+
+absl::Status CheckpointBuilder::CheckUnindexedTensors(const ShardPlace& shard,
+                                                      size_t first) {
+  for (size_t i = first; i < ckpt_->stored_.size(); ++i) {
+    const std::string& t = ckpt_->stored_[i].name;
+    if (shard.tensors.contains(t)) continue;
+    if (!options_.lenient) {
+      return IndexInvalid(
+          shard.index_path, "shard-tensor-unindexed",
+          absl::StrCat(shard.what, ": shard '", shard.name, "' holds tensor '",
+                       t, "' which the weight_map does not place there"));
     }
-    const size_t before = ckpt_->stored_.size();
-    TM_RETURN_IF_ERROR(AddParsedSafetensors(shard_path, std::move(sh.m),
-                                            *std::move(sh.header)));
-    for (size_t i = before; i < ckpt_->stored_.size(); ++i) {
-      const std::string& t = ckpt_->stored_[i].name;
-      if (!tensors.contains(t)) {
-        if (!options_.lenient) {
-          return IndexInvalid(
-              index_path, "shard-tensor-unindexed",
-              absl::StrCat(what, ": shard '", name, "' holds tensor '", t,
-                           "' which the weight_map does not place there"));
-        }
-        unindexed_.insert(i);
-        ckpt_->problems_.push_back(
-            {.rule = "shard-tensor-unindexed",
-             .tensor = t,
-             .message = "",
-             .file = shard_path,
-             .key = "",
-             .expected = absl::StrCat("weight_map of '", index_path,
-                                      "' places '", t, "' in '", name, "'"),
-             .actual = "the weight_map does not place it there"});
-      }
+    unindexed_.insert(i);
+    ckpt_->problems_.push_back(
+        {.rule = "shard-tensor-unindexed",
+         .tensor = t,
+         .message = "",
+         .file = shard.path,
+         .key = "",
+         .expected = absl::StrCat("weight_map of '", shard.index_path,
+                                  "' places '", t, "' in '", shard.name, "'"),
+         .actual = "the weight_map does not place it there"});
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckpointBuilder::CheckLackingTensors(const ShardPlace& shard,
+                                                    size_t first) {
+  // Every tensor of the shard is placed there, once (a header has no
+  // duplicate keys): the index places no more iff the counts agree.
+  if (!options_.lenient &&
+      ckpt_->stored_.size() - first == shard.tensors.size()) {
+    return absl::OkStatus();
+  }
+  absl::flat_hash_set<absl::string_view> present;
+  for (size_t i = first; i < ckpt_->stored_.size(); ++i) {
+    present.insert(ckpt_->stored_[i].name);
+  }
+  std::vector<absl::string_view> lacking;
+  for (absl::string_view t : shard.tensors) {
+    if (present.contains(t)) continue;
+    if (!options_.lenient) {
+      return IndexInvalid(
+          shard.index_path, "index-tensor-missing",
+          absl::StrCat(shard.what, ": weight_map places tensor '", t,
+                       "' in shard '", shard.name, "' but the shard lacks it"));
     }
-    // Every tensor of the shard is placed there, once (a header has no
-    // duplicate keys): the index places no more iff the counts agree.
-    if (!options_.lenient && ckpt_->stored_.size() - before == tensors.size()) {
-      continue;
-    }
-    absl::flat_hash_set<absl::string_view> present;
-    for (size_t i = before; i < ckpt_->stored_.size(); ++i) {
-      present.insert(ckpt_->stored_[i].name);
-    }
-    std::vector<absl::string_view> lacking;
-    for (absl::string_view t : tensors) {
-      if (present.contains(t)) continue;
-      if (!options_.lenient) {
-        return IndexInvalid(
-            index_path, "index-tensor-missing",
-            absl::StrCat(what, ": weight_map places tensor '", t,
-                         "' in shard '", name, "' but the shard lacks it"));
-      }
-      lacking.push_back(t);
-    }
-    std::sort(lacking.begin(), lacking.end());  // not in hash order
-    for (absl::string_view t : lacking) {
-      ckpt_->problems_.push_back(
-          {.rule = "index-tensor-missing",
-           .tensor = std::string(t),
-           .message = "",
-           .file = shard_path,
-           .key = "",
-           .expected = absl::StrCat("'", t, "' in shard '", name,
-                                    "', where the weight_map of '", index_path,
-                                    "' places it"),
-           .actual = "the shard lacks it"});
-    }
+    lacking.push_back(t);
+  }
+  std::sort(lacking.begin(), lacking.end());  // not in hash order
+  for (absl::string_view t : lacking) {
+    ckpt_->problems_.push_back(
+        {.rule = "index-tensor-missing",
+         .tensor = std::string(t),
+         .message = "",
+         .file = shard.path,
+         .key = "",
+         .expected = absl::StrCat("'", t, "' in shard '", shard.name,
+                                  "', where the weight_map of '",
+                                  shard.index_path, "' places it"),
+         .actual = "the shard lacks it"});
   }
   return absl::OkStatus();
 }
@@ -824,12 +920,8 @@ void KeepConfigFiles(const QuantConfigs& configs,
 
 }  // namespace
 
-absl::Status CheckpointBuilder::Finish() {
+absl::Status CheckpointBuilder::DropDuplicateNames() {
   Checkpoint& c = *ckpt_;
-  // A name stored twice fails a strict open. Lenient: one copy stays, the
-  // copy the index places where there is one, else the first; the other is
-  // a problem and goes. The index of names is built after, over the kept
-  // tensors where they end up (its keys view their names).
   std::vector<bool> drop(c.stored_.size(), false);
   {
     absl::flat_hash_map<absl::string_view, size_t> first;
@@ -869,78 +961,101 @@ absl::Status CheckpointBuilder::Finish() {
     ++kept;
   }
   c.stored_.resize(kept);
+  return absl::OkStatus();
+}
+
+void CheckpointBuilder::ResolveGgufTensors() {
+  Checkpoint& c = *ckpt_;
+  c.tensors_.reserve(c.stored_.size());
+  for (const StoredTensor& t : c.stored_) {
+    c.tensors_.push_back(LogicalTensor{t.name, t.shape, t.num_elements,
+                                       MakeStoredEncoding(t, "ggml")});
+  }
+  std::sort(c.tensors_.begin(), c.tensors_.end(),
+            [](const LogicalTensor& a, const LogicalTensor& b) {
+              return a.name < b.name;
+            });
+  c.conventions_ = {"ggml"};
+}
+
+absl::Status CheckpointBuilder::ReadConfigInto(
+    const std::string& dir, absl::string_view name,
+    std::optional<nlohmann::json>* out) {
+  absl::StatusOr<std::optional<nlohmann::json>> json =
+      ReadConfig(dir, name, files_);
+  if (json.ok()) {
+    *out = *std::move(json);
+    return absl::OkStatus();
+  }
+  if (!options_.lenient) return json.status();
+  // Read as though absent: its problem is the finding.
+  ckpt_->problems_.push_back({.rule = "config-key",
+                              .tensor = "",
+                              .message = std::string(json.status().message()),
+                              .file = Join(dir, name),
+                              .key = "(the whole file)",
+                              .expected = "a JSON document",
+                              .actual = std::string(json.status().message())});
+  return absl::OkStatus();
+}
+
+absl::Status CheckpointBuilder::ResolveSafetensorsTensors() {
+  Checkpoint& c = *ckpt_;
+  absl::StatusOr<struct stat> st = files_.Stat(c.path_);
+  const std::string dir =
+      st.ok() && S_ISDIR(st->st_mode) ? c.path_ : Dirname(c.files_[0].path);
+  for (absl::string_view name : kConfigNames) {
+    const std::string path = Join(dir, name);
+    absl::StatusOr<FileIdentity> id = files_.Identity(path);
+    c.read_files_.push_back(
+        {path, id.ok() ? std::optional<FileIdentity>(*id) : std::nullopt});
+  }
+  WithholdAbsentModules();
+  QuantConfigs configs;
+  TM_RETURN_IF_ERROR(ReadConfigInto(dir, "config.json", &configs.config));
+  TM_RETURN_IF_ERROR(
+      ReadConfigInto(dir, "quantize_config.json", &configs.quantize_config));
+  TM_RETURN_IF_ERROR(
+      ReadConfigInto(dir, "quant_config.json", &configs.quant_config));
+  TM_RETURN_IF_ERROR(
+      ReadConfigInto(dir, "hf_quant_config.json", &configs.hf_quant_config));
+  KeepConfigFiles(configs, &c.config_files_);
+  std::vector<ResolveProblem> problems;
+  absl::StatusOr<ResolvedTensors> resolved_or =
+      ResolveConventions(c.absent_files_.empty() ? c.stored_ : c.resolved_from_,
+                         configs, options_.lenient ? &problems : nullptr);
+  for (ResolveProblem& p : problems) {
+    // The parser names config files by base name: say where.
+    if (!p.file.empty()) p.file = Join(dir, p.file);
+    c.problems_.push_back(std::move(p));
+  }
+  if (!resolved_or.ok()) {
+    // The resolver names the config file and key; say whose it is.
+    return CopyReason(
+        resolved_or.status(),
+        absl::Status(resolved_or.status().code(),
+                     absl::StrCat("checkpoint '", c.path_,
+                                  "': ", resolved_or.status().message())));
+  }
+  ResolvedTensors resolved = *std::move(resolved_or);
+  c.tensors_ = std::move(resolved.tensors);
+  c.conventions_ = std::move(resolved.conventions);
+  c.notes_ = std::move(resolved.notes);
+  c.quant_config_ = std::move(resolved.config);
+  return absl::OkStatus();
+}
+
+absl::Status CheckpointBuilder::Finish() {
+  Checkpoint& c = *ckpt_;
+  TM_RETURN_IF_ERROR(DropDuplicateNames());
+  // Built over the kept tensors where they end up: its keys view their names.
   for (size_t i = 0; i < c.stored_.size(); ++i) {
     c.stored_index_.emplace(c.stored_[i].name, i);
   }
   if (c.format_ == CheckpointFormat::kGguf) {
-    c.tensors_.reserve(c.stored_.size());
-    for (const StoredTensor& t : c.stored_) {
-      c.tensors_.push_back(LogicalTensor{t.name, t.shape, t.num_elements,
-                                         MakeStoredEncoding(t, "ggml")});
-    }
-    std::sort(c.tensors_.begin(), c.tensors_.end(),
-              [](const LogicalTensor& a, const LogicalTensor& b) {
-                return a.name < b.name;
-              });
-    c.conventions_ = {"ggml"};
+    ResolveGgufTensors();
   } else {
-    absl::StatusOr<struct stat> st = files_.Stat(c.path_);
-    const std::string dir =
-        st.ok() && S_ISDIR(st->st_mode) ? c.path_ : Dirname(c.files_[0].path);
-    for (absl::string_view name : kConfigNames) {
-      const std::string path = Join(dir, name);
-      absl::StatusOr<FileIdentity> id = files_.Identity(path);
-      c.read_files_.push_back(
-          {path, id.ok() ? std::optional<FileIdentity>(*id) : std::nullopt});
-    }
-    WithholdAbsentModules();
-    QuantConfigs configs;
-    auto read = [&](absl::string_view name,
-                    std::optional<nlohmann::json>* out) -> absl::Status {
-      absl::StatusOr<std::optional<nlohmann::json>> json =
-          ReadConfig(dir, name, files_);
-      if (json.ok()) {
-        *out = *std::move(json);
-        return absl::OkStatus();
-      }
-      if (!options_.lenient) return json.status();
-      // Read as though absent: its problem is the finding.
-      c.problems_.push_back({.rule = "config-key",
-                             .tensor = "",
-                             .message = std::string(json.status().message()),
-                             .file = Join(dir, name),
-                             .key = "(the whole file)",
-                             .expected = "a JSON document",
-                             .actual = std::string(json.status().message())});
-      return absl::OkStatus();
-    };
-    TM_RETURN_IF_ERROR(read("config.json", &configs.config));
-    TM_RETURN_IF_ERROR(read("quantize_config.json", &configs.quantize_config));
-    TM_RETURN_IF_ERROR(read("quant_config.json", &configs.quant_config));
-    TM_RETURN_IF_ERROR(read("hf_quant_config.json", &configs.hf_quant_config));
-    KeepConfigFiles(configs, &c.config_files_);
-    std::vector<ResolveProblem> problems;
-    absl::StatusOr<ResolvedTensors> resolved_or = ResolveConventions(
-        c.absent_files_.empty() ? c.stored_ : c.resolved_from_, configs,
-        options_.lenient ? &problems : nullptr);
-    for (ResolveProblem& p : problems) {
-      // The parser names config files by base name: say where.
-      if (!p.file.empty()) p.file = Join(dir, p.file);
-      c.problems_.push_back(std::move(p));
-    }
-    if (!resolved_or.ok()) {
-      // The resolver names the config file and key; say whose it is.
-      return CopyReason(
-          resolved_or.status(),
-          absl::Status(resolved_or.status().code(),
-                       absl::StrCat("checkpoint '", c.path_,
-                                    "': ", resolved_or.status().message())));
-    }
-    ResolvedTensors resolved = *std::move(resolved_or);
-    c.tensors_ = std::move(resolved.tensors);
-    c.conventions_ = std::move(resolved.conventions);
-    c.notes_ = std::move(resolved.notes);
-    c.quant_config_ = std::move(resolved.config);
+    TM_RETURN_IF_ERROR(ResolveSafetensorsTensors());
   }
   for (size_t i = 0; i < c.tensors_.size(); ++i) {
     c.tensor_index_.emplace(c.tensors_[i].name, i);

@@ -157,11 +157,11 @@ TEST_P(StoredPartsCliTest, EveryPartReadsRawAsTheFileStoresIt) {
     EXPECT_THAT(CliErrorOf(raw.err), HasReason(ErrorReason::kUnimplemented));
     for (const auto& [part, of] : owner) {
       if (of == name) {
-        EXPECT_THAT(raw.err, HasSubstr("'" + part + "'"));
+        EXPECT_THAT(CliErrorOf(raw.err), MessageNames("'" + part + "'"));
       }
     }
     if (parts.count(name)) {
-      EXPECT_THAT(raw.err, HasSubstr("--part"));
+      EXPECT_THAT(CliErrorOf(raw.err), MessageNames("--part"));
     }
   }
 }

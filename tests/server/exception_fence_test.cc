@@ -40,7 +40,6 @@ using ::tensormorph::testing::ServerProcess;
 using ::tensormorph::testing::WriteFile;
 using ::testing::AllOf;
 using ::testing::AnyOf;
-using ::testing::HasSubstr;
 
 TEST(FencedTest, ReturnsWhatTheWorkReturns) {
   EXPECT_TRUE(Fenced({"Call"}, [] { return absl::OkStatus(); }).ok());

@@ -18,7 +18,6 @@ using ::tensormorph::testing::HasReason;
 using ::tensormorph::testing::MessageNames;
 using ::testing::AllOf;
 using ::testing::ElementsAre;
-using ::testing::HasSubstr;
 
 v1::TensorDiffReport Report(const std::string& name, double steps,
                             bool flagged = false) {

@@ -38,7 +38,6 @@ using ::tensormorph::testing::MessageNames;
 using ::tensormorph::testing::ReadFileBytes;
 using ::tensormorph::testing::ReadNpy;
 using ::testing::AllOf;
-using ::testing::HasSubstr;
 
 const char* const kFixtures[] = {
     "gptq_4bit_g32",     "gptq_4bit_g32_actorder", "awq_4bit_g32",

@@ -24,7 +24,6 @@ using ::tensormorph::testing::HasReason;
 using ::tensormorph::testing::MessageNames;
 using ::tensormorph::testing::ReadFileBytes;
 using ::tensormorph::testing::WriterOutput;
-using ::testing::AllOf;
 using Json = nlohmann::json;
 
 constexpr char kUp[] = "model.layers.0.mlp.up_proj";  // 8-bit, group 64

@@ -1,5 +1,8 @@
 #include "client/cli/arguments.h"
 
+#include <string>
+#include <utility>
+
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -8,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "client/cli/format.h"
 #include "core/diff_parts/partition.h"
+#include "core/util/error_reason.h"
 
 namespace tensormorph {
 namespace {
@@ -101,6 +105,15 @@ absl::Status CheckIndexRank(absl::string_view text,
   return absl::InvalidArgumentError(msg);
 }
 
+namespace {
+// INVALID_ARGUMENT SLICE_INVALID, as the server's parser (core/slice.cc)
+// reports the same slice.
+absl::Status SliceInvalid(std::string message) {
+  return WithReason(absl::InvalidArgumentError(std::move(message)),
+                    ErrorReason::kSliceInvalid);
+}
+}  // namespace
+
 absl::StatusOr<size_t> SliceDimensions(absl::string_view text) {
   if (absl::StripAsciiWhitespace(text).empty()) return 0;
   size_t dims = 0, items = 0;
@@ -110,7 +123,7 @@ absl::StatusOr<size_t> SliceDimensions(absl::string_view text) {
     const absl::string_view item = absl::StripAsciiWhitespace(raw);
     if (item == "...") {
       if (ellipsis) {
-        return absl::InvalidArgumentError(
+        return SliceInvalid(
             absl::StrCat("slice '", text, "' has more than one '...'"));
       }
       ellipsis = true;
@@ -118,12 +131,12 @@ absl::StatusOr<size_t> SliceDimensions(absl::string_view text) {
     }
     std::vector<absl::string_view> parts = absl::StrSplit(item, ':');
     if (parts.size() > 3) {
-      return absl::InvalidArgumentError(
+      return SliceInvalid(
           absl::StrCat("slice item '", item,
                        "' has more than three parts (start:stop:step)"));
     }
     if (parts.size() == 1 && item.empty()) {
-      return absl::InvalidArgumentError(
+      return SliceInvalid(
           absl::StrCat("slice '", text, "': item ", items,
                        " is empty (use ':' for all of a dimension)"));
     }
@@ -132,11 +145,11 @@ absl::StatusOr<size_t> SliceDimensions(absl::string_view text) {
       int64_t v;
       if (p.empty()) continue;
       if (!ParseInt(p, &v)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "slice item '", item, "': '", p, "' is not an integer"));
+        return SliceInvalid(absl::StrCat("slice item '", item, "': '", p,
+                                         "' is not an integer"));
       }
       if (i == 2 && v == 0) {
-        return absl::InvalidArgumentError(
+        return SliceInvalid(
             absl::StrCat("slice item '", item, "': step must not be 0"));
       }
     }

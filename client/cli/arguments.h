@@ -51,7 +51,7 @@ absl::Status CheckIndexRank(absl::string_view text,
 // The number of dimensions a numpy slice ("0:4, ::2, -1, ...") indexes: every
 // item but "...". The same grammar the server parses (core/slice.h), checked
 // here so that a malformed slice is a usage error like a malformed index.
-// Errors: INVALID_ARGUMENT naming the item.
+// Errors: INVALID_ARGUMENT SLICE_INVALID naming the item.
 absl::StatusOr<size_t> SliceDimensions(absl::string_view text);
 
 // "WxH", both decimal integers in [1, max], with W * H <= max_cells.

@@ -22,6 +22,7 @@
 #include "client/cli/preview_read.h"
 #include "client/cli/servers_listing.h"
 #include "client/endpoint_set.h"
+#include "core/util/error_reason.h"
 #include "render/npy.h"
 
 namespace tensormorph {
@@ -128,22 +129,29 @@ std::string ErrorJsonObject(const absl::Status& status) {
       metadata, "}}");
 }
 
-int ReportFailure(const absl::Status& status, bool json_line) {
-  if (g_json_errors && json_line) {
-    std::cout << "{\"error\":" << ErrorJsonObject(status) << "}" << std::endl;
-  }
+namespace {
+// The one stderr error line of failed calls and usage errors alike, so a
+// script reads the code and reason of either the same way.
+void PrintErrorLine(const absl::Status& status) {
   std::fprintf(stderr, "tensormorph: %s [%s]: %s\n",
                absl::StatusCodeToString(status.code()).c_str(),
                ErrorReasonOf(status).c_str(),
                std::string(status.message()).c_str());
+}
+}  // namespace
+
+int ReportFailure(const absl::Status& status, bool json_line) {
+  if (g_json_errors && json_line) {
+    std::cout << "{\"error\":" << ErrorJsonObject(status) << "}" << std::endl;
+  }
+  PrintErrorLine(status);
   const std::string hint = Hint(status);
   if (!hint.empty()) std::fprintf(stderr, "hint: %s\n", hint.c_str());
   return kExitCallFailed;
 }
 
 int ReportUsage(const absl::Status& status) {
-  std::fprintf(stderr, "tensormorph: %s\n",
-               std::string(status.message()).c_str());
+  PrintErrorLine(status);
   return kExitUsage;
 }
 
@@ -471,10 +479,12 @@ int RunRead(Client& client, const GlobalOptions& g, const ReadOptions& o) {
     auto t = LookupTensor(client, o.checkpoint, o.tensor, o.part);
     if (!t.ok()) return ReportFailure(t.status());
     if (*dims > static_cast<size_t>(t->shape_size())) {
-      return ReportUsage(absl::InvalidArgumentError(absl::StrCat(
-          "slice '", o.slice, "' indexes ", Count(*dims, "dimension"),
-          " but tensor '", o.tensor, "' has rank ", t->shape_size(), " (shape ",
-          ShapeText(t->shape()), ")")));
+      return ReportUsage(WithReason(
+          absl::InvalidArgumentError(absl::StrCat(
+              "slice '", o.slice, "' indexes ", Count(*dims, "dimension"),
+              " but tensor '", o.tensor, "' has rank ", t->shape_size(),
+              " (shape ", ShapeText(t->shape()), ")")),
+          ErrorReason::kSliceInvalid));
     }
   }
   v1::ReadSliceRequest req;

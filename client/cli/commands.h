@@ -46,8 +46,12 @@ void ReportErrorsAsJson(bool on);
 // prints it (the reason as Client's ErrorReasonOf, docs/errors.md).
 std::string ErrorJsonObject(const absl::Status& status);
 
-// Prints "tensormorph: message" and returns kExitUsage: for arguments the
-// CLI can tell are wrong before or without a call.
+// Prints "tensormorph: CODE [REASON]: message", the line ReportFailure
+// prints (no hint), and returns kExitUsage: for arguments the CLI can tell
+// are wrong before or without a call. A status made here carries no reason
+// and reads as its code's generic one (INVALID_ARGUMENT: REQUEST_INVALID);
+// one from a parser keeps the parser's (SLICE_INVALID, ...). The exit code,
+// not the reason, tells a usage error from a refused call.
 int ReportUsage(const absl::Status& status);
 // As above; with --json also one line on stdout in the shape `health --json`
 // reports a failure in, {"error":ErrorJsonObject(status)},

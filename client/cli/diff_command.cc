@@ -23,6 +23,7 @@
 #include "core/diff_parts/fingerprint.h"
 #include "core/diff_parts/partition.h"
 #include "core/request_limits.h"
+#include "core/util/error_reason.h"
 
 namespace tensormorph {
 namespace {
@@ -77,9 +78,10 @@ int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o) {
   std::vector<std::string> gates;
   for (const std::string& text : o.fail_on) {
     if (auto f = ParseDiffGate(text); !f.ok()) {
-      std::fprintf(stderr, "tensormorph: --fail-on: %s\n",
-                   std::string(f.status().message()).c_str());
-      return kExitUsage;
+      return ReportUsage(CopyReason(
+          f.status(),
+          absl::Status(f.status().code(),
+                       absl::StrCat("--fail-on: ", f.status().message()))));
     }
     gates.push_back(text);
   }

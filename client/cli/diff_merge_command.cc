@@ -19,6 +19,7 @@
 #include "client/cli/output_file.h"
 #include "client/diff_parts_proto.h"
 #include "core/diff/gate.h"
+#include "core/util/error_reason.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace tensormorph {
@@ -150,20 +151,12 @@ std::optional<double> ReportMetric(const v1::TensorDiffReport& r,
 }
 
 // A refused merge (a part file unreadable, or parts that are not one run of
-// one plan): exit kExitUsage (bad input), the message on stderr and,
-// with --json, one line on stdout as ReportUsage writes it plus the
-// refusal's reason (proto/diff_merge.h) when it has one, for a script that
-// tells "parts of different runs" from "a part still missing".
+// one plan): exit kExitUsage (bad input), reported as ReportUsage reports
+// any usage error, with the refusal's reason (diff_merge.h) in place of the
+// generic one when it has one, for a script that tells "parts of different
+// runs" from "a part still missing".
 int ReportRefusedMerge(const GlobalOptions& g, const absl::Status& status) {
-  const std::string reason = DiffMergeReason(status);
-  if (g.json) {
-    std::cout << "{\"error\":{\"code\":"
-              << JsonString(absl::StatusCodeToString(status.code()));
-    if (!reason.empty()) std::cout << ",\"reason\":" << JsonString(reason);
-    std::cout << ",\"message\":" << JsonString(status.message()) << "}}"
-              << std::endl;
-  }
-  return ReportUsage(status);
+  return ReportUsage(g, WithReasonName(status, DiffMergeReason(status)));
 }
 
 }  // namespace
@@ -173,9 +166,10 @@ int RunDiffMerge(const GlobalOptions& g, const DiffMergeOptionsCli& o) {
   for (const std::string& text : o.fail_on) {
     auto gate = ParseDiffGate(text);
     if (!gate.ok()) {
-      std::fprintf(stderr, "tensormorph: --fail-on: %s\n",
-                   std::string(gate.status().message()).c_str());
-      return kExitUsage;
+      return ReportUsage(CopyReason(
+          gate.status(),
+          absl::Status(gate.status().code(),
+                       absl::StrCat("--fail-on: ", gate.status().message()))));
     }
     gates.push_back(*std::move(gate));
   }

@@ -4,9 +4,12 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <cstdlib>
 
+#include "absl/status/status.h"
 #include "client/cli/app.h"
+#include "client/cli/commands.h"
 #include "server/stream_heap.h"
 
 int main(int argc, char** argv) {
@@ -26,8 +29,13 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? kExitOk : kExitUsage;
+    // --help and --version print their text and succeed; a malformed
+    // command line is a usage error, reported as every other one is
+    // (commands.h: ReportUsage; docs/errors.md).
+    if (e.get_exit_code() == 0) return app.exit(e) == 0 ? kExitOk : kExitUsage;
+    ReportUsage(absl::InvalidArgumentError(e.what()));
+    std::fprintf(stderr, "Run with --help for more information.\n");
+    return kExitUsage;
   }
   return RunChosenCommand(commands, g);
 }

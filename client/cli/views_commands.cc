@@ -241,10 +241,8 @@ int RunHeatmap(Client& client, const GlobalOptions& g,
   } else if (o.mode == "zeros") {
     req.set_mode(v1::HEATMAP_MODE_ZEROS);
   } else {
-    std::fprintf(
-        stderr,
-        "tensormorph: --mode must be value, absmax, error, group or zeros\n");
-    return kExitUsage;
+    return ReportUsage(absl::InvalidArgumentError(
+        "--mode must be value, absmax, error, group or zeros"));
   }
   auto h = client.GetHeatmap(req);
   if (!h.ok()) return ReportFailure(h.status());

@@ -149,17 +149,22 @@ using ShardTensors = std::map<std::string, TensorNames>;
 
 // Parses a safetensors index into `index` and, from it, `shards`: shard file
 // name -> the tensors the weight_map places there (views of `index`'s keys,
-// valid while it lives). DATA_LOSS naming `what` and the rule broken: not
-// JSON, not an object with a 'weight_map' object, an entry that is not a
-// string, or one that is not a plain file name (a hostile index must not
-// reach outside its directory).
-absl::Status ReadWeightMap(absl::string_view text, absl::string_view what,
-                           nlohmann::json* index, ShardTensors* shards) {
-  TM_ASSIGN_OR_RETURN(*index, ParseStrictJson(text, what));
-  // DATA_LOSS INDEX_INVALID, naming the index and the rule it breaks.
+// valid while it lives). DATA_LOSS INDEX_INVALID naming `what` (the index
+// file `file`, which the metadata holds) and the rule broken: not JSON, not
+// an object with a 'weight_map' object, an entry that is not a string, or
+// one that is not a plain file name (a hostile index must not reach outside
+// its directory).
+absl::Status ReadWeightMap(absl::string_view text, absl::string_view file,
+                           absl::string_view what, nlohmann::json* index,
+                           ShardTensors* shards) {
   auto invalid = [&](absl::string_view rule, std::string message) {
-    return IndexInvalid(what, rule, std::move(message));
+    return IndexInvalid(file, rule, std::move(message));
   };
+  absl::StatusOr<nlohmann::json> parsed = ParseStrictJson(text, what);
+  if (!parsed.ok()) {
+    return invalid("json", std::string(parsed.status().message()));
+  }
+  *index = *std::move(parsed);
   if (!index->is_object() || !index->contains("weight_map") ||
       !(*index)["weight_map"].is_object()) {
     return invalid("weight-map-object",
@@ -539,7 +544,8 @@ absl::Status CheckpointBuilder::OpenSafetensorsIndex(
   // document's keys)
   ShardTensors shards;
   nlohmann::json index;
-  if (absl::Status s = ReadWeightMap(text, what, &index, &shards); !s.ok()) {
+  if (absl::Status s = ReadWeightMap(text, index_path, what, &index, &shards);
+      !s.ok()) {
     if (!options_.lenient) return s;
     return OpenShardsPastIndex(
         index_path,

@@ -18,12 +18,14 @@
 #include "client/client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/cli_error.h"
 #include "tests/support/process.h"
 #include "tests/support/status_matchers.h"
 
 namespace tensormorph {
 namespace {
 
+using ::tensormorph::testing::CliErrorOf;
 using ::tensormorph::testing::CliPath;
 using ::tensormorph::testing::CommandResult;
 using ::tensormorph::testing::HasReason;
@@ -197,11 +199,15 @@ TEST(MisbehavingServerTest, TheCliTimesOutWithExit2NamingTheCallAndFlag) {
                                   "--timeout", "0.5", cmd, "x.gguf"});
     EXPECT_LT(absl::Now() - start, absl::Seconds(10));
     EXPECT_EQ(r.exit_code, kExitCallFailed) << r.err;
-    // The error line names the call and the flag that sets its deadline.
+    // The error line names the call, and the hint line after it the flag
+    // that sets its deadline.
     EXPECT_THAT(
-        r.err, AllOf(HasSubstr("DEADLINE_EXCEEDED [DEADLINE_EXCEEDED]"),
-                     HasSubstr(cmd == "info" ? "GetCheckpoint" : "ListTensors"),
-                     HasSubstr("--timeout")));
+        CliErrorOf(r.err),
+        AllOf(HasReason(ErrorReason::kDeadlineExceeded),
+              MessageNames(cmd == "info" ? "GetCheckpoint" : "ListTensors")));
+    const size_t hint = r.err.find("\nhint: ");
+    ASSERT_NE(hint, std::string::npos) << r.err;
+    EXPECT_THAT(r.err.substr(hint), HasSubstr("--timeout"));
   }
 }
 
@@ -211,7 +217,7 @@ TEST(MisbehavingServerTest, TheCliReportsAnUnparseableListWithExit2) {
   CommandResult r = RunCommand(
       {CliPath(), "--server", s.address(), "--timeout", "20", "ls", "x.gguf"});
   EXPECT_EQ(r.exit_code, kExitCallFailed) << r.out;
-  EXPECT_THAT(r.err, HasSubstr("INTERNAL [INTERNAL]"));
+  EXPECT_THAT(CliErrorOf(r.err), HasReason(ErrorReason::kInternal));
 }
 
 }  // namespace

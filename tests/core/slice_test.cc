@@ -8,6 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/safetensors_writer.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
@@ -15,9 +16,12 @@ namespace {
 
 using ::tensormorph::testing::BuildSafetensors;
 using ::tensormorph::testing::Bytes;
+using ::tensormorph::testing::HasMetadata;
+using ::tensormorph::testing::HasReason;
 using ::tensormorph::testing::MakeTempDir;
+using ::tensormorph::testing::MessageNames;
 using ::tensormorph::testing::WriteFile;
-using ::testing::HasSubstr;
+using ::testing::AllOf;
 
 absl::StatusOr<ResolvedSlice> Resolve(const std::string& text,
                                       const std::vector<int64_t>& shape) {
@@ -89,10 +93,12 @@ TEST(SliceTest, IntegerIndexDropsTheDimension) {
 
 TEST(SliceTest, IndexOutOfRangeNamesTheDimension) {
   auto r = Resolve(":, 7", {3, 5});
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kOutOfRange);
-  EXPECT_THAT(std::string(r.status().message()),
-              HasSubstr("index 7 is out of range for dimension 1 of size 5"));
-  EXPECT_EQ(Resolve("-4", {3}).status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(r, AllOf(HasReason(ErrorReason::kSliceOutOfRange),
+                       HasMetadata("dimension", "1"), HasMetadata("size", "5"),
+                       MessageNames("index 7")));
+  EXPECT_THAT(Resolve("-4", {3}),
+              AllOf(HasReason(ErrorReason::kSliceOutOfRange),
+                    HasMetadata("dimension", "0"), HasMetadata("size", "3")));
 }
 
 TEST(SliceTest, TooManyIndicesIsInvalid) {

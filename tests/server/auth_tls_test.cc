@@ -14,6 +14,7 @@
 #include "client/client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/cli_error.h"
 #include "tests/support/process.h"
 #include "tests/support/reflection_call.h"
 #include "tests/support/safetensors_writer.h"
@@ -25,6 +26,7 @@ namespace tensormorph {
 namespace {
 
 using ::tensormorph::testing::BuildSafetensors;
+using ::tensormorph::testing::CliErrorOf;
 using ::tensormorph::testing::CliPath;
 using ::tensormorph::testing::CommandResult;
 using ::tensormorph::testing::HasMetadata;
@@ -144,7 +146,7 @@ TEST(AuthTest, BearerTokensRightWrongMissingAndReloaded) {
   CommandResult none =
       RunCommand({CliPath(), "--server", s.address(), "ls", "m.safetensors"});
   EXPECT_EQ(none.exit_code, 2);
-  EXPECT_THAT(none.err, HasSubstr("UNAUTHENTICATED"));
+  EXPECT_THAT(CliErrorOf(none.err), HasReason(ErrorReason::kUnauthenticated));
 }
 
 // Reflection describes the whole API: with tokens on it needs one like every

@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "server/worker_pool.h"
+#include "tests/support/cli_error.h"
 #include "tests/support/loopback_server.h"
 #include "tests/support/process.h"
 #include "tests/support/safetensors_writer.h"
@@ -28,6 +29,7 @@ namespace tensormorph {
 namespace {
 
 using ::tensormorph::testing::BuildSafetensors;
+using ::tensormorph::testing::CliErrorOf;
 using ::tensormorph::testing::CliPath;
 using ::tensormorph::testing::CommandResult;
 using ::tensormorph::testing::HasReason;
@@ -38,7 +40,6 @@ using ::tensormorph::testing::ServerProcess;
 using ::tensormorph::testing::WriteFile;
 using ::testing::AllOf;
 using ::testing::AnyOf;
-using ::testing::HasSubstr;
 
 TEST(FencedTest, ReturnsWhatTheWorkReturns) {
   EXPECT_TRUE(Fenced({"Call"}, [] { return absl::OkStatus(); }).ok());
@@ -211,7 +212,8 @@ TEST(ExceptionFenceServerTest, TheDaemonOutlivesAWrongTypedConfig) {
     CommandResult bad =
         RunCommand({CliPath(), "--server", server.address(), "ls", "bad"});
     EXPECT_EQ(bad.exit_code, 2);
-    EXPECT_THAT(bad.err, AnyOf(HasSubstr("INTERNAL"), HasSubstr("DATA_LOSS")));
+    EXPECT_THAT(CliErrorOf(bad.err).code(), EndsInternalOrDataLoss())
+        << bad.err;
   }
   CommandResult good = RunCommand(
       {CliPath(), "--server", server.address(), "ls", "good.safetensors"});
@@ -221,8 +223,8 @@ TEST(ExceptionFenceServerTest, TheDaemonOutlivesAWrongTypedConfig) {
   // an abort (exit 134).
   CommandResult embedded = RunCommand({CliPath(), "ls", root + "/bad"});
   EXPECT_EQ(embedded.exit_code, 2) << embedded.err;
-  EXPECT_THAT(embedded.err,
-              AnyOf(HasSubstr("INTERNAL"), HasSubstr("DATA_LOSS")));
+  EXPECT_THAT(CliErrorOf(embedded.err).code(), EndsInternalOrDataLoss())
+      << embedded.err;
 }
 
 }  // namespace

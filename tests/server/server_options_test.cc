@@ -28,8 +28,11 @@ TEST(ServerOptionsTest, AConnectionAgePastGrpcsIntIsRefusedAtStart) {
       RunCommand({TensormorphdPath(), "--root", MakeTempDir(), "--listen",
                   "127.0.0.1:0", "--max-connection-age", "2592000"});
   EXPECT_NE(r.exit_code, 0) << r.err;  // CLI11 usage error
-  EXPECT_THAT(r.err, HasSubstr("--max-connection-age: Value 2592000 not in "
-                               "range 0 to 2147483"));
+  // tensormorphd's start-up refusal is a line for a person (no status to
+  // carry a reason): it names the flag, the value and the range's end.
+  for (const char* named : {"--max-connection-age", "2592000", "2147483"}) {
+    EXPECT_THAT(r.err, HasSubstr(named));
+  }
   EXPECT_THAT(r.out, ::testing::Not(HasSubstr("listening")));
 }
 
@@ -50,8 +53,10 @@ TEST(ServerOptionsTest, AGracePastGrpcsIntIsRefusedAndZeroIsNoLimit) {
       RunCommand({TensormorphdPath(), "--root", MakeTempDir(), "--listen",
                   "127.0.0.1:0", "--max-connection-age-grace", "2592000"});
   EXPECT_NE(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.err, HasSubstr("--max-connection-age-grace: Value 2592000 "
-                               "not in range 0 to 2147483"));
+  for (const char* named :
+       {"--max-connection-age-grace", "2592000", "2147483"}) {
+    EXPECT_THAT(r.err, HasSubstr(named));
+  }
   ServerOptions options;
   options.roots = {MakeTempDir()};
   options.listen = "127.0.0.1:0";

@@ -4,9 +4,9 @@
 // (tests/support/status_matchers.h) assert on the CLI as on the client
 // library:
 //   EXPECT_THAT(CliErrorOf(r.err), HasReason(ErrorReason::kTensorNotFound));
-// The line carries no metadata; CliJsonErrorOf reads --json's error object
-// ({"error": {code, reason, message, metadata}} on stdout), which usage
-// errors (exit 1, no reason on stderr) print too. Output without an error
+// Usage errors (exit 1) print the same line. The line carries no metadata;
+// CliJsonErrorOf reads --json's error object ({"error": {code, reason,
+// message, metadata}} on stdout). Output without an error
 // reads as UNKNOWN with the reason NO_ERROR_LINE, which no reason matcher
 // accepts; its message is the whole output.
 #ifndef TENSORMORPH_TESTS_SUPPORT_CLI_ERROR_H_

@@ -60,6 +60,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/quant/conventions/context.h"
 #include "core/util/checked_math.h"
+#include "core/util/error_reason.h"
 #include "core/util/status_macros.h"
 
 namespace tensormorph::conventions {
@@ -454,9 +455,11 @@ absl::Status ResolveModelOpt(Context& ctx, const ModelOptConfig& config) {
     if (!ctx.Has(l.module + ".weight")) {
       TM_RETURN_IF_ERROR(ctx.Tolerate(
           WithRule(
-              absl::DataLossError(absl::StrCat(
-                  config.file, ": ", l.key_path, ": names module '", l.module,
-                  "' but the checkpoint has no '", l.module, ".weight'")),
+              HeaderInvalidError(absl::StrCat(config.file, ": ", l.key_path,
+                                              ": names module '", l.module,
+                                              "' but the checkpoint has no '",
+                                              l.module, ".weight'"),
+                                 config.file, "config-key"),
               "config-key"),
           l.module));
     }

@@ -239,28 +239,36 @@ TEST_P(BrowseCliTest, AMalformedIndicesLineIsAUsageErrorNamingTheLine) {
   CommandResult r = Run({"scalar", P("Q4_K.gguf"), "blk.0.attn_q.weight",
                          "--indices-file", file});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.err, AllOf(HasSubstr("line 3"), HasSubstr("'1,,2'")));
+  EXPECT_THAT(CliErrorOf(r.err),
+              AllOf(HasReason(ErrorReason::kRequestInvalid),
+                    MessageNames("line 3"), MessageNames("'1,,2'")));
   std::ofstream(file) << "0,0\n7\n";  // a rank the tensor does not have
   r = Run({"scalar", P("Q4_K.gguf"), "blk.0.attn_q.weight", "--indices-file",
            file});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.err, AllOf(HasSubstr("line 2"), HasSubstr("rank 2")));
+  EXPECT_THAT(CliErrorOf(r.err),
+              AllOf(HasReason(ErrorReason::kRequestInvalid),
+                    MessageNames("line 2"), MessageNames("rank 2")));
   r = Run({"scalar", P("Q4_K.gguf"), "blk.0.attn_q.weight", "--indices-file",
            file + ".missing"});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.err, HasSubstr(file + ".missing"));
+  EXPECT_THAT(CliErrorOf(r.err), AllOf(HasReason(ErrorReason::kRequestInvalid),
+                                       MessageNames(file + ".missing")));
   r = Run({"scalar", P("Q4_K.gguf"), "blk.0.attn_q.weight"});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.err, HasSubstr("--indices-file"));
+  EXPECT_THAT(CliErrorOf(r.err), AllOf(HasReason(ErrorReason::kRequestInvalid),
+                                       MessageNames("--indices-file")));
 }
 
 TEST_P(BrowseCliTest, AnUnknownHeatmapModeIsAUsageErrorListingTheChoices) {
   CommandResult r = Run(
       {"heatmap", P("Q4_K.gguf"), "blk.0.attn_q.weight", "--mode", "sparse"});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(
-      r.err, AllOf(HasSubstr("--mode"), HasSubstr("value"), HasSubstr("absmax"),
-                   HasSubstr("error"), HasSubstr("group"), HasSubstr("zeros")));
+  EXPECT_THAT(CliErrorOf(r.err), HasReason(ErrorReason::kRequestInvalid));
+  for (const char* named :
+       {"--mode", "value", "absmax", "error", "group", "zeros"}) {
+    EXPECT_THAT(CliErrorOf(r.err), MessageNames(named));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(RemoteAndEmbedded, BrowseCliTest, ::testing::Bool(),
@@ -292,7 +300,7 @@ TEST(BrowseCliEnvTest, ServerAndTokenFileComeFromTheEnvironment) {
   EXPECT_THAT(Paths(r.out), ElementsAreArray(t.expected));
   r = RunCommand({CliPath(), "ls"}, {env_server});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.err, HasSubstr("UNAUTHENTICATED"));
+  EXPECT_THAT(CliErrorOf(r.err), HasReason(ErrorReason::kUnauthenticated));
   // A flag beats the environment.
   r = RunCommand({CliPath(), "--token-file", dir + "/token", "ls"},
                  {env_server, "TENSORMORPH_TOKEN_FILE=" + dir + "/none"});

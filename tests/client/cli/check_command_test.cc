@@ -15,9 +15,11 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/check_cases.h"
+#include "tests/support/cli_error.h"
 #include "tests/support/demo_checkpoint.h"
 #include "tests/support/process.h"
 #include "tests/support/safetensors_writer.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
@@ -25,10 +27,13 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::tensormorph::testing::CheckCase;
+using ::tensormorph::testing::CliErrorOf;
 using ::tensormorph::testing::CliModes;
 using ::tensormorph::testing::CommandResult;
 using ::tensormorph::testing::Fixture;
 using ::tensormorph::testing::FixturesDir;
+using ::tensormorph::testing::HasReason;
+using ::tensormorph::testing::MessageNames;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
@@ -164,15 +169,19 @@ TEST_P(CheckCliTest, ManifestRoundTripsAndAOneByteChangeIsNamed) {
   testing::WriteFile(manifest, R"({"format": "tensormorph-manifest"})");
   CommandResult bad = Run({"check", copy, "--verify", manifest});
   EXPECT_EQ(bad.exit_code, 1);
-  EXPECT_THAT(bad.err, HasSubstr(".version"));
+  EXPECT_THAT(
+      CliErrorOf(bad.err),
+      AllOf(HasReason(ErrorReason::kRequestInvalid), MessageNames(".version")));
 
   // A manifest that cannot be written is a usage error before the check
   // runs (it was a failed call, "is tensormorphd running there?", after).
   CommandResult nowhere =
       Run({"check", original, "--manifest", "/nonexistent/dir/m.json"});
   EXPECT_EQ(nowhere.exit_code, 1);
-  EXPECT_THAT(nowhere.err, AllOf(HasSubstr("--manifest"),
-                                 HasSubstr("'/nonexistent/dir/m.json'")));
+  EXPECT_THAT(
+      CliErrorOf(nowhere.err),
+      AllOf(HasReason(ErrorReason::kRequestInvalid), MessageNames("--manifest"),
+            MessageNames("'/nonexistent/dir/m.json'")));
 }
 
 TEST_P(CheckCliTest, FixturesAndTheDemoCheckWithoutErrors) {

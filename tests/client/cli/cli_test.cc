@@ -23,6 +23,8 @@ namespace tensormorph {
 namespace {
 
 using ::tensormorph::testing::CliErrorOf;
+using ::tensormorph::testing::CliJsonErrorOf;
+using ::tensormorph::testing::HasMetadata;
 using ::tensormorph::testing::HasReason;
 using ::tensormorph::testing::MessageNames;
 using ::tensormorph::testing::SameBits;
@@ -191,7 +193,7 @@ TEST_P(CliTest, FailedCallsExitTwoWithTheStatusOnStderr) {
 TEST_P(CliTest, FailedCallsSayTheirReasonAndJsonCarriesIt) {
   CommandResult nf = Run({"read", Gguf("Q4_K"), "no.such"});
   EXPECT_EQ(nf.exit_code, 2);
-  EXPECT_THAT(nf.err, HasSubstr("NOT_FOUND [TENSOR_NOT_FOUND]"));
+  EXPECT_THAT(CliErrorOf(nf.err), HasReason(ErrorReason::kTensorNotFound));
   CommandResult js = Run({"--json", "read", Gguf("Q4_K"), "no.such"});
   EXPECT_EQ(js.exit_code, 2);
   const nlohmann::json line = nlohmann::json::parse(js.out, nullptr, false);
@@ -200,7 +202,9 @@ TEST_P(CliTest, FailedCallsSayTheirReasonAndJsonCarriesIt) {
   EXPECT_EQ(error["code"], "NOT_FOUND");
   EXPECT_EQ(error["reason"], "TENSOR_NOT_FOUND");
   EXPECT_EQ(error["metadata"]["tensor"], "no.such");
-  EXPECT_THAT(error["message"].get<std::string>(), HasSubstr("no.such"));
+  EXPECT_THAT(CliJsonErrorOf(js.out),
+              AllOf(HasReason(ErrorReason::kTensorNotFound),
+                    HasMetadata("tensor", "no.such"), MessageNames("no.such")));
   if (!remote()) return;  // embedded, every path is the user's own
   CommandResult outside = Run({"--json", "info", "/etc/passwd"});
   EXPECT_EQ(outside.exit_code, 2);
@@ -210,13 +214,23 @@ TEST_P(CliTest, FailedCallsSayTheirReasonAndJsonCarriesIt) {
       << outside.out << outside.err;
 }
 
+// A usage error's line reads as a failed call's: INVALID_ARGUMENT with its
+// reason, the exit code telling the two apart.
 TEST_P(CliTest, UsageErrorsExitOne) {
-  EXPECT_EQ(Run({"read"}).exit_code, 1);
-  EXPECT_EQ(Run({"frobnicate"}).exit_code, 1);
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"read"}, {"frobnicate"}}) {
+    CommandResult r = Run(args);
+    EXPECT_EQ(r.exit_code, 1) << args[0];
+    EXPECT_THAT(CliErrorOf(r.err), HasReason(ErrorReason::kRequestInvalid))
+        << args[0];
+  }
   CommandResult bad =
       Run({"scalar", Gguf("Q4_K"), "blk.0.attn_q.weight", "1,x"});
   EXPECT_EQ(bad.exit_code, 1);
-  EXPECT_THAT(bad.err, HasSubstr("'x'"));  // a usage error names the word
+  // A usage error names the word it could not read.
+  EXPECT_THAT(
+      CliErrorOf(bad.err),
+      AllOf(HasReason(ErrorReason::kRequestInvalid), MessageNames("'x'")));
 }
 
 TEST_P(CliTest, EveryCommandHasHelpWithAnExample) {
@@ -292,7 +306,7 @@ TEST(CliPreviewTest, APreviewReadsNoMoreThanItPrints) {
       RunCommand({CliPath(), "--server", server.address(), "read", q4k,
                   "blk.0.ffn_down.weight", "--slice", ":"});
   EXPECT_EQ(whole.exit_code, 2);
-  EXPECT_THAT(whole.err, HasSubstr("[LIMIT_EXCEEDED]"));
+  EXPECT_THAT(CliErrorOf(whole.err), HasReason(ErrorReason::kLimitExceeded));
   CommandResult preview = RunCommand({CliPath(), "--server", server.address(),
                                       "read", q4k, "blk.0.ffn_down.weight"});
   ASSERT_EQ(preview.exit_code, 0) << preview.err;

@@ -70,7 +70,9 @@ TEST_P(DiffCliTest, FailOnExitsThreeWhenATensorTripsItAndZeroOtherwise) {
   EXPECT_THAT(ok.out, HasSubstr("4 tensors compared"));
   CommandResult bad = Run({"diff", ct, ct + "/source", "--fail-on", "bogus>1"});
   EXPECT_EQ(bad.exit_code, 1);
-  EXPECT_THAT(bad.err, HasSubstr("'bogus'"));  // a usage error
+  EXPECT_THAT(
+      CliErrorOf(bad.err),
+      AllOf(HasReason(ErrorReason::kRequestInvalid), MessageNames("'bogus'")));
 }
 
 TEST_P(DiffCliTest, JsonIsOneObjectPerLineWithProgressOnlyOnStderr) {
@@ -323,8 +325,10 @@ TEST_P(DiffCliTest, ABadGateIsAUsageErrorAndInvalidArgumentOnTheWire) {
   CommandResult r = Run({"diff", quant, ref, "--fail-on", "max_err_steps>0.5",
                          "--fail-on", "sqnr_db<<25"});
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_THAT(r.err, AllOf(HasSubstr("--fail-on: gate 'sqnr_db<<25'"),
-                           HasSubstr("metrics: max_err_steps")));
+  EXPECT_THAT(
+      CliErrorOf(r.err),
+      AllOf(HasReason(ErrorReason::kRequestInvalid), MessageNames("--fail-on"),
+            MessageNames("'sqnr_db<<25'"), MessageNames("max_err_steps")));
   EXPECT_TRUE(r.out.empty()) << r.out;
 
   absl::StatusOr<std::unique_ptr<Client>> client =

@@ -15,28 +15,37 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "client/cli/diff_merge.h"
+#include "core/util/error_reason.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tensormorph/v1/tensormorph.pb.h"
+#include "tests/support/cli_error.h"
 #include "tests/support/diff_events.h"
 #include "tests/support/process.h"
 #include "tests/support/safetensors_writer.h"
 #include "tests/support/sharded_diff_checkpoint.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
 namespace {
 
+using ::tensormorph::testing::CliErrorOf;
+using ::tensormorph::testing::CliJsonErrorOf;
 using ::tensormorph::testing::CliPath;
 using ::tensormorph::testing::CommandResult;
 using ::tensormorph::testing::ExpectSameDiff;
+using ::tensormorph::testing::HasReason;
 using ::tensormorph::testing::MakeTempDir;
+using ::tensormorph::testing::MessageNames;
 using ::tensormorph::testing::ParseDiffJson;
 using ::tensormorph::testing::PrintDiffJson;
 using ::tensormorph::testing::RunCommand;
 using ::tensormorph::testing::ServerProcess;
 using ::tensormorph::testing::ShardedDiffCheckpoint;
 using ::tensormorph::testing::WriteFile;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -193,7 +202,9 @@ TEST_F(DiffMergeCliTest, GatesTripAsInTheSingleRunWithTheSameExitCodes) {
   const CommandResult bad =
       Merge(RunParts(1, {}, "bad-"), {"--fail-on", "sqnr<<1"});
   EXPECT_EQ(bad.exit_code, 1);
-  EXPECT_THAT(bad.err, HasSubstr("--fail-on: gate 'sqnr<<1'"));
+  EXPECT_THAT(CliErrorOf(bad.err),
+              AllOf(HasReason(ErrorReason::kRequestInvalid),
+                    MessageNames("--fail-on"), MessageNames("'sqnr<<1'")));
 }
 
 TEST_F(DiffMergeCliTest, TheMergedTableIsTheSingleRunsTable) {
@@ -232,12 +243,15 @@ TEST_F(DiffMergeCliTest, ABadPartArgumentIsAUsageError) {
     CommandResult r =
         Cli({"diff", ckpt->quant, ckpt->reference, "--part", bad});
     EXPECT_EQ(r.exit_code, 1) << bad;
-    EXPECT_THAT(r.err, HasSubstr("--part")) << bad;
+    EXPECT_THAT(
+        CliErrorOf(r.err),
+        AllOf(HasReason(ErrorReason::kRequestInvalid), MessageNames("--part")))
+        << bad;
     EXPECT_TRUE(r.out.empty()) << bad;
   }
   CommandResult r =
       Cli({"diff", ckpt->quant, ckpt->reference, "--part", "3/3"});
-  EXPECT_THAT(r.err, HasSubstr("i must be 0 to 2"));
+  EXPECT_THAT(CliErrorOf(r.err), MessageNames("0 to 2"));
 }
 
 TEST_F(DiffMergeCliTest, PartFilesThatAreNotOneWholePlanAreRefusedByName) {
@@ -276,46 +290,49 @@ TEST_F(DiffMergeCliTest, PartFilesThatAreNotOneWholePlanAreRefusedByName) {
     e.summaries[0].set_tensors_compared(e.summaries[0].tensors_compared() + 1);
   });
   const std::string dup_name = p0.reports.front().name();
+  // Each refusal's reason (diff_merge.h's, else the generic one) and the
+  // files, parts and names its message must point the user at.
+  const std::string kIncomplete(kDiffPartsIncomplete);
+  const std::string kOtherPlan(kDiffPartsOfDifferentPlans);
+  const std::string kGeneric = "REQUEST_INVALID";
   const struct {
     const char* what;
     std::vector<std::string> files;
-    std::string message;
+    std::string reason;
+    std::vector<std::string> named;
   } cases[] = {
-      {"no summary",
-       {f[0], cut, f[2]},
-       cut + ": no summary line: was it written by `tensormorph diff --part "
-             "i/N --json`?"},
-      {"a whole run's file",
-       {f[0], whole_file, f[2]},
-       whole_file + ": the summary has no part info"},
+      {"no summary", {f[0], cut, f[2]}, kGeneric, {cut, "--part i/N --json"}},
+      {"a whole run's file", {f[0], whole_file, f[2]}, kGeneric, {whole_file}},
       {"a part twice",
        {f[0], f[1], f[2], again},
-       "part 1/3 is in both " + f[1] + " and " + again},
+       kIncomplete,
+       {"1/3", f[1], again}},
       {"parts missing",
        {f[0], f[1]},
-       "parts 2/3 missing; have 0/3 (" + f[0] + "), 1/3 (" + f[1] + ")"},
-      {"two missing",
-       {f[1]},
-       "parts 0/3, 2/3 missing; have 1/3 (" + f[1] + ")"},
+       kIncomplete,
+       {"2/3", "0/3 (" + f[0] + ")", "1/3 (" + f[1] + ")"}},
+      {"two missing", {f[1]}, kIncomplete, {"0/3, 2/3", "1/3 (" + f[1] + ")"}},
       {"another plan",
        {f[0], f[1], other[2]},
-       "parts of different plans: " + f[0] + " is part 0/3 of plan "},
+       kOtherPlan,
+       {f[0], "0/3", other[2]}},
       {"another part count",
        {f[0], f[1], RunParts(4, {}, "four-")[2]},
-       "parts of different plans: "},
+       kOtherPlan,
+       {}},
       {"pairing lists that disagree",
        {f[0], f[1], lists},
-       "the parts disagree on the pairing: only_in_reference of " + lists +
-           " (part 2/3) differs from that of " + f[0] + " (part 0/3)"},
+       kGeneric,
+       {"only_in_reference", lists + " (part 2/3)", f[0] + " (part 0/3)"}},
       {"a tensor twice",
        {f[0], f[1], dup},
-       "tensor '" + dup_name + "' is reported in both " + f[0] + " and " + dup},
-      {"a truncated file",
-       {f[0], lost, f[2]},
-       lost + ": the summary of part 1/3 says "},
+       kGeneric,
+       {"'" + dup_name + "'", f[0], dup}},
+      {"a truncated file", {f[0], lost, f[2]}, kGeneric, {lost, "1/3"}},
       {"no such file",
        {f[0], f[1], dir_ + "/nope.jsonl"},
-       "cannot read part file '" + dir_ + "/nope.jsonl'"},
+       kGeneric,
+       {"'" + dir_ + "/nope.jsonl'"}},
   };
   for (const auto& c : cases) {
     for (const bool json : {false, true}) {
@@ -323,11 +340,18 @@ TEST_F(DiffMergeCliTest, PartFilesThatAreNotOneWholePlanAreRefusedByName) {
       CommandResult r = Merge(c.files, json ? std::vector<std::string>{"--json"}
                                             : std::vector<std::string>{});
       EXPECT_EQ(r.exit_code, 1) << r.err;
-      EXPECT_THAT(r.err, HasSubstr(c.message));
-      // --json: one error line on stdout, as every command's usage errors.
+      const absl::Status error = CliErrorOf(r.err);
+      EXPECT_EQ(error.code(), absl::StatusCode::kInvalidArgument) << error;
+      EXPECT_EQ(ReasonNameOf(error), c.reason) << error;
+      for (const std::string& value : c.named) {
+        EXPECT_THAT(error, MessageNames(value));
+      }
+      // --json: one error line on stdout, as every command's usage errors,
+      // with the same code and reason.
       if (json) {
-        EXPECT_THAT(r.out, HasSubstr("{\"error\":{\"code\":"
-                                     "\"INVALID_ARGUMENT\""));
+        const absl::Status line = CliJsonErrorOf(r.out);
+        EXPECT_EQ(line.code(), absl::StatusCode::kInvalidArgument) << r.out;
+        EXPECT_EQ(ReasonNameOf(line), c.reason) << r.out;
         EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
       } else {
         EXPECT_TRUE(r.out.empty()) << r.out;
@@ -339,7 +363,8 @@ TEST_F(DiffMergeCliTest, PartFilesThatAreNotOneWholePlanAreRefusedByName) {
   WriteFile(junk, testing::ReadFileBytes(f[0]) + "not json\n");
   CommandResult r = Merge({junk, f[1], f[2]});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.err, HasSubstr(junk + " line "));
+  EXPECT_THAT(CliErrorOf(r.err), AllOf(HasReason(ErrorReason::kRequestInvalid),
+                                       MessageNames(junk + " line ")));
   // Progress lines in a part file (stderr sent along) are skipped.
   const std::string with_progress = absl::StrCat(dir_, "/progress.jsonl");
   WriteFile(with_progress, "{\"progress\":{\"tensorsDone\":\"0\"}}\n" +
@@ -371,11 +396,13 @@ TEST_F(DiffMergeCliTest, PartsOfTwoRunsAreRefusedNamingBothRunsAndFiles) {
   const CommandResult mixed =
       Merge({night2[0], night2[1], night1[2]}, {"--json"});
   EXPECT_EQ(mixed.exit_code, 1) << mixed.err;
-  EXPECT_THAT(mixed.out,
-              HasSubstr("\"reason\":\"DIFF_PARTS_OF_DIFFERENT_RUNS\""));
-  EXPECT_THAT(mixed.err, HasSubstr("parts of different runs: " + night2[0] +
-                                   " is part 0/3 of run 'night-2', " +
-                                   night1[2] + " part 2/3 of run 'night-1'"));
+  EXPECT_EQ(ReasonNameOf(CliJsonErrorOf(mixed.out)), kDiffPartsOfDifferentRuns);
+  const absl::Status error = CliErrorOf(mixed.err);
+  EXPECT_EQ(ReasonNameOf(error), kDiffPartsOfDifferentRuns) << error;
+  for (const std::string& named : std::vector<std::string>{
+           night2[0], "0/3", "'night-2'", night1[2], "2/3", "'night-1'"}) {
+    EXPECT_THAT(error, MessageNames(named));
+  }
   // One run's parts merge into the single run, as without run ids.
   const CommandResult merged = Merge(night2, {"--json"});
   ASSERT_EQ(merged.exit_code, 0) << merged.err;
@@ -413,8 +440,11 @@ TEST_F(DiffMergeCliTest, ARunIdOutsideItsCharactersIsAUsageError) {
     CommandResult r = Cli({"diff", ckpt->quant, ckpt->reference, "--part",
                            "0/2", "--run-id", bad});
     EXPECT_EQ(r.exit_code, 1) << bad;
-    EXPECT_THAT(r.err, HasSubstr("--run-id")) << bad;
-    EXPECT_THAT(r.err, HasSubstr("may hold only A-Z a-z 0-9 . _ : -")) << bad;
+    EXPECT_THAT(
+        CliErrorOf(r.err),
+        AllOf(HasReason(ErrorReason::kRequestInvalid), MessageNames("--run-id"),
+              MessageNames("A-Z a-z 0-9 . _ : -")))
+        << bad;
   }
 }
 
@@ -464,7 +494,9 @@ TEST(DiffMergeTextTest, TheMergedLinesAreTheSingleRunsLinesByteForByte) {
 TEST(DiffMergeTextTest, AnEndlessLineIsRefusedNotHeld) {
   const CommandResult r = RunCommand({CliPath(), "diff-merge", "/dev/zero"});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.err, HasSubstr("/dev/zero line 1: a line longer than 256 MiB"));
+  EXPECT_THAT(CliErrorOf(r.err),
+              AllOf(HasReason(ErrorReason::kRequestInvalid),
+                    MessageNames("/dev/zero line 1"), MessageNames("256 MiB")));
 }
 
 }  // namespace

@@ -151,7 +151,7 @@ TEST(HealthCli, HealthNeedsNoTokenOnAServerThatRequiresOne) {
   // The same server refuses a call that is not a health check.
   CommandResult ls = Cli({"--server", server.address(), "ls"});
   EXPECT_EQ(ls.exit_code, 2);
-  EXPECT_THAT(ls.err, HasSubstr("UNAUTHENTICATED"));
+  EXPECT_THAT(CliErrorOf(ls.err), HasReason(ErrorReason::kUnauthenticated));
 }
 
 TEST(HealthCli, AServiceTheServerDoesNotKnowIsNotFoundExitTwo) {
@@ -180,7 +180,8 @@ TEST(HealthCli, EmbeddedAsksTheInProcessServer) {
 TEST(HealthCli, AnEmptyAddressInTheListIsAUsageError) {
   CommandResult r = Cli({"health", "--server", "127.0.0.1:1,"});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.err, HasSubstr("entry 2"));
+  EXPECT_THAT(CliErrorOf(r.err), AllOf(HasReason(ErrorReason::kRequestInvalid),
+                                       MessageNames("entry 2")));
 }
 
 TEST(HealthCli, ADnsNameIsEveryAddressItResolvesTo) {
@@ -197,7 +198,8 @@ TEST(HealthCli, ADnsNameIsEveryAddressItResolvesTo) {
 TEST(HealthCli, AnAddressWithoutAPortIsAUsageError) {
   CommandResult r = Cli({"health", "--server", "127.0.0.1"});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.err, HasSubstr("'127.0.0.1'"));
+  EXPECT_THAT(CliErrorOf(r.err), AllOf(HasReason(ErrorReason::kRequestInvalid),
+                                       MessageNames("'127.0.0.1'")));
 }
 
 }  // namespace

@@ -270,7 +270,9 @@ TEST_P(ReferenceCliTest, ScalarWithARefShowsTheSourceElementTheDiffPairs) {
       Run({"scalar", "model.gguf", "blk.0.attn_q.weight", "1,7", "--ref",
            "source/", "--ref-tensor", "nope.weight"});
   EXPECT_EQ(missing.exit_code, 2);
-  EXPECT_THAT(missing.err, HasSubstr("NOT_FOUND"));
+  EXPECT_THAT(CliErrorOf(missing.err),
+              AllOf(HasReason(ErrorReason::kTensorNotFound),
+                    MessageNames("'nope.weight'")));
   CommandResult usage = Run({"scalar", "model.gguf", "blk.0.attn_q.weight",
                              "1,7", "--ref-tensor", "x.weight"});
   EXPECT_EQ(usage.exit_code, 1) << usage.err;

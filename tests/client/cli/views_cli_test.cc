@@ -251,7 +251,9 @@ TEST_P(ViewsCliTest, HeatmapRegionZoomsAndAnOutsideRegionIsRefused) {
   CommandResult bad = Run({"heatmap", Fixture("gguf/Q4_K.gguf"),
                            "blk.0.attn_q.weight", "--cols", "5:5"});
   EXPECT_EQ(bad.exit_code, 1);
-  EXPECT_THAT(bad.err, HasSubstr("'5:5'"));
+  EXPECT_THAT(
+      CliErrorOf(bad.err),
+      AllOf(HasReason(ErrorReason::kRequestInvalid), MessageNames("'5:5'")));
 }
 
 TEST_P(ViewsCliTest, HeatmapZerosModeAloneAndAgainstAReference) {
@@ -361,7 +363,9 @@ TEST_P(ViewsCliTest, HeatmapMisuseIsAUsageErrorAndAnUnwritablePngSaysWhy) {
   CommandResult noref = Run({"heatmap", Fixture("gguf/Q4_K.gguf"),
                              "blk.0.attn_q.weight", "--mode", "error"});
   EXPECT_EQ(noref.exit_code, 1);
-  EXPECT_THAT(noref.err, HasSubstr("--ref"));
+  EXPECT_THAT(
+      CliErrorOf(noref.err),
+      AllOf(HasReason(ErrorReason::kRequestInvalid), MessageNames("--ref")));
   CommandResult png =
       Run({"heatmap", Fixture("gguf/Q4_K.gguf"), "blk.0.attn_q.weight", "-o",
            "/nonexistent-dir/x.png"});

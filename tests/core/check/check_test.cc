@@ -26,7 +26,11 @@
 namespace tensormorph {
 namespace {
 
+using ::testing::AllOf;
+using testing::HasMetadata;
+using testing::HasReason;
 using ::testing::HasSubstr;
+using testing::MessageNames;
 using testing::StatusIs;
 using ::testing::UnorderedElementsAreArray;
 namespace fs = std::filesystem;
@@ -265,9 +269,10 @@ TEST(CheckCheckpointTest, NamesThatAreNoRegularFileAreFindings) {
   testing::WriteJson(bare + "/model.safetensors.index.json", {1, 2});
   testing::WriteFile(bare + "/a.safetensors", "not safetensors");
   auto opened = Checkpoint::Open(bare, {.lenient = true});
-  EXPECT_THAT(opened, StatusIs(absl::StatusCode::kDataLoss,
-                               "expected an object with a 'weight_map'"));
-  EXPECT_THAT(opened, StatusIs(absl::StatusCode::kDataLoss, "a.safetensors"));
+  // The shard's reason: the error that ended the open.
+  EXPECT_THAT(opened, AllOf(HasReason(ErrorReason::kHeaderInvalid),
+                            MessageNames("'weight_map'"),
+                            MessageNames("a.safetensors")));
 }
 
 TEST(CheckCheckpointTest, HostileIndexesAndConfigsArePreciseErrorsOrFindings) {
@@ -285,7 +290,8 @@ TEST(CheckCheckpointTest, HostileIndexesAndConfigsArePreciseErrorsOrFindings) {
     testing::WriteFile(dir + index, text.substr(0, text.size() / 2));
     EXPECT_THAT(
         Checkpoint::Open(dir),
-        StatusIs(absl::StatusCode::kDataLoss, "model.safetensors.index.json"));
+        AllOf(HasReason(ErrorReason::kIndexInvalid),
+              HasMetadata("file", dir + index), HasMetadata("rule", "json")));
     CheckRun run = CheckPath(dir);
     ASSERT_TRUE(Rules(run).contains("index-corrupt"));
     for (const Finding& f : run.findings) {
@@ -304,9 +310,8 @@ TEST(CheckCheckpointTest, HostileIndexesAndConfigsArePreciseErrorsOrFindings) {
     j["weight_map"]["model.norm.weight"] = "../../etc/passwd";
     testing::WriteJson(dir + index, j);
     EXPECT_THAT(Checkpoint::Open(dir),
-                StatusIs(absl::StatusCode::kDataLoss,
-                         "is not a plain file name in the index's "
-                         "directory"));
+                AllOf(HasReason(ErrorReason::kIndexInvalid),
+                      MessageNames("../../etc/passwd")));
     auto lenient = Checkpoint::Open(dir, {.lenient = true});
     ASSERT_TRUE(lenient.ok()) << lenient.status();
     ASSERT_FALSE((*lenient)->problems().empty());
@@ -324,7 +329,8 @@ TEST(CheckCheckpointTest, HostileIndexesAndConfigsArePreciseErrorsOrFindings) {
     testing::WriteFile(dir + "/a.safetensors", "not a safetensors file");
     testing::WriteFile(dir + "/b.safetensors", std::string(3, '\0'));
     EXPECT_THAT(Checkpoint::Open(dir, {.lenient = true}),
-                StatusIs(absl::StatusCode::kDataLoss, "a.safetensors"));
+                AllOf(HasReason(ErrorReason::kHeaderInvalid),
+                      MessageNames("a.safetensors")));
   }
   {
     // A config that is not JSON, and one whose quantization_config is a
@@ -563,7 +569,7 @@ TEST(CheckCheckpointTest, ProgressReachesTheTotalAndCancellationStops) {
 
   std::atomic<bool> cancelled{true};
   EXPECT_THAT(CheckCheckpoint(**ckpt, {}, &cancelled, nullptr, nullptr),
-              StatusIs(absl::StatusCode::kCancelled, "cancelled"));
+              HasReason(ErrorReason::kCancelled));
 }
 
 TEST(CheckCheckpointTest,

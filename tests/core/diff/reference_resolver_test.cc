@@ -20,6 +20,7 @@
 #include "tests/support/gguf_writer.h"
 #include "tests/support/quantize.h"
 #include "tests/support/safetensors_writer.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
@@ -31,11 +32,13 @@ using ::tensormorph::testing::DemoDir;
 using ::tensormorph::testing::GgufSpec;
 using ::tensormorph::testing::GgufString;
 using ::tensormorph::testing::GgufU32;
+using ::tensormorph::testing::HasMetadata;
+using ::tensormorph::testing::HasReason;
 using ::tensormorph::testing::MakeTempDir;
+using ::tensormorph::testing::MessageNames;
 using ::tensormorph::testing::ToF32Bytes;
 using ::tensormorph::testing::WriteFile;
 using ::testing::AllOf;
-using ::testing::HasSubstr;
 
 std::shared_ptr<const Checkpoint> Open(const std::string& path) {
   auto c = Checkpoint::Open(path);
@@ -123,22 +126,20 @@ TEST_F(ReferenceResolverTest, AnExplicitReferenceNameIsUsedAndKeepsTheRowMap) {
   ASSERT_TRUE(other.ok()) << other.status();
   EXPECT_EQ(other->tensor->name, "model.layers.1.self_attn.q_proj.weight");
   auto missing = r.Resolve(Q8("blk.0.attn_q.weight"), "nope.weight", "source/");
-  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(missing.status().message(),
-              AllOf(HasSubstr("reference tensor 'nope.weight'"),
-                    HasSubstr("'source/'")));
+  EXPECT_THAT(missing, AllOf(HasReason(ErrorReason::kTensorNotFound),
+                             HasMetadata("checkpoint", "source/"),
+                             HasMetadata("tensor", "nope.weight")));
 }
 
 TEST_F(ReferenceResolverTest, AShapeMismatchNamesBothTensorsAndBothShapes) {
   const ReferenceResolver r(*q8_, *source_);
   auto s = r.Resolve(Q8("blk.0.ffn_down.weight"),
                      "model.layers.0.mlp.up_proj.weight", "source/");
-  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(
-      s.status().message(),
-      AllOf(HasSubstr("'model.layers.0.mlp.up_proj.weight'"),
-            HasSubstr("[512, 256]"), HasSubstr("'blk.0.ffn_down.weight'"),
-            HasSubstr("[256, 512]")));
+  EXPECT_THAT(s, AllOf(HasReason(ErrorReason::kRequestInvalid),
+                       MessageNames("'model.layers.0.mlp.up_proj.weight'"),
+                       MessageNames("[512, 256]"),
+                       MessageNames("'blk.0.ffn_down.weight'"),
+                       MessageNames("[256, 512]")));
 }
 
 TEST_F(ReferenceResolverTest, BothGgufPairByNameWithRowsAsTheyAre) {
@@ -179,20 +180,18 @@ class ReferenceResolverErrorsTest : public ::testing::Test {
 TEST_F(ReferenceResolverErrorsTest, NotFoundNamesEveryNameTriedAndTheOverride) {
   const ReferenceResolver r(*quant_, *ref_);
   auto v = r.Resolve(*quant_->FindTensor("blk.0.attn_v.weight"), "", "src/");
-  EXPECT_EQ(v.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(v.status().message(),
-              AllOf(HasSubstr("'model.layers.0.self_attn.v_proj.weight' and "
-                              "'blk.0.attn_v.weight'"),
-                    HasSubstr("'src/'"), HasSubstr("--ref-tensor")));
+  EXPECT_THAT(v, AllOf(HasReason(ErrorReason::kNotFound),
+                       MessageNames("'model.layers.0.self_attn.v_proj.weight'"),
+                       MessageNames("'blk.0.attn_v.weight'"),
+                       MessageNames("'src/'"), MessageNames("--ref-tensor")));
 }
 
 TEST_F(ReferenceResolverErrorsTest, HeadsThatDoNotDivideTheRowsAreRefused) {
   const ReferenceResolver r(*quant_, *ref_);
   auto q = r.Resolve(*quant_->FindTensor("blk.0.attn_q.weight"), "", "src/");
-  EXPECT_EQ(q.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(q.status().message(),
-              AllOf(HasSubstr("8 rows do not divide into 3 heads"),
-                    HasSubstr("llama.attention.head_count")));
+  EXPECT_THAT(q, AllOf(HasReason(ErrorReason::kRequestInvalid),
+                       MessageNames("8 rows"), MessageNames("3 heads"),
+                       MessageNames("llama.attention.head_count")));
   // The diff's pairing applies the same rule.
   EXPECT_EQ(PairTensors(*quant_, *ref_).status().code(),
             absl::StatusCode::kInvalidArgument);
@@ -267,8 +266,9 @@ TEST_F(ReferenceResolverTest, ViewsRefuseARowMapThatDoesNotFitTheTensor) {
   HeatmapOptions ho;
   ho.mode = HeatmapMode::kErrorSteps;
   ho.ref_rows = RowMap(256, 256);  // row 256 of 256
-  EXPECT_THAT(ComputeHeatmap(q, ref, ho).status().message(),
-              HasSubstr("outside the 256 rows"));
+  EXPECT_THAT(
+      ComputeHeatmap(q, ref, ho),
+      AllOf(HasReason(ErrorReason::kRequestInvalid), MessageNames("256 rows")));
 }
 
 // CheckPairing: a diff that would pass vacuously, or measure nonsense, is
@@ -278,10 +278,8 @@ TEST_F(ReferenceResolverTest, ReversedArgumentsAreRefusedEvenWhenTheyPair) {
   ASSERT_TRUE(p.ok());
   absl::Status s =
       CheckPairing(*p, *source_, *q8_, "", "source/", "model-q8_0.gguf");
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), AllOf(HasSubstr("arguments probably reversed"),
-                                 HasSubstr("'source/'"), HasSubstr("holds 16"),
-                                 HasSubstr("swap")));
+  EXPECT_THAT(s, AllOf(HasReason(ErrorReason::kRequestInvalid),
+                       MessageNames("'source/'"), MessageNames("16")));
   // Unquantized against unquantized is a fair diff (F32 GGUF vs source).
   auto f = PairTensors(*f32_, *source_);
   ASSERT_TRUE(f.ok());
@@ -292,9 +290,8 @@ TEST_F(ReferenceResolverTest, AFilterMatchingNothingIsRefusedNamingIt) {
   auto p = PairTensors(*q8_, *source_, "blk.9.*");
   ASSERT_TRUE(p.ok());
   absl::Status s = CheckPairing(*p, *q8_, *source_, "blk.9.*", "q8", "src");
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(),
-              AllOf(HasSubstr("filter 'blk.9.*' matches none of the 21")));
+  EXPECT_THAT(s, AllOf(HasReason(ErrorReason::kRequestInvalid),
+                       MessageNames("'blk.9.*'"), MessageNames("21")));
 }
 
 TEST_F(ReferenceResolverErrorsTest, NoNameMatchedSaysWhichNamesWereTried) {
@@ -304,11 +301,10 @@ TEST_F(ReferenceResolverErrorsTest, NoNameMatchedSaysWhichNamesWereTried) {
   ASSERT_TRUE(p.ok());
   absl::Status names =
       CheckPairing(*p, *quant_, *ref_, "blk.0.attn_v*", "q.gguf", "src");
-  EXPECT_EQ(names.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(
-      names.message(),
-      AllOf(HasSubstr("no name matched"), HasSubstr("'blk.0.attn_v*'"),
-            HasSubstr("tried 'model.layers.0.self_attn.v_proj.weight'")));
+  EXPECT_THAT(names,
+              AllOf(HasReason(ErrorReason::kFailedPrecondition),
+                    MessageNames("'blk.0.attn_v*'"),
+                    MessageNames("'model.layers.0.self_attn.v_proj.weight'")));
 }
 
 TEST_F(ReferenceResolverTest, EveryShapeMismatchedIsRefusedListingThem) {
@@ -321,11 +317,10 @@ TEST_F(ReferenceResolverTest, EveryShapeMismatchedIsRefusedListingThem) {
   ASSERT_TRUE(p.ok());
   ASSERT_EQ(p->shape_mismatches.size(), 2u);
   absl::Status s = CheckPairing(*p, *q8_, *ref, glob, "q8", "f32");
-  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(s.message(),
-              AllOf(HasSubstr("every shape mismatched"),
-                    HasSubstr("blk.0.attn_q.weight: [256,256] vs [4,256]"),
-                    HasSubstr("blk.0.ffn_down.weight: [256,512] vs [4,256]")));
+  EXPECT_THAT(
+      s, AllOf(HasReason(ErrorReason::kFailedPrecondition),
+               MessageNames("blk.0.attn_q.weight: [256,256] vs [4,256]"),
+               MessageNames("blk.0.ffn_down.weight: [256,512] vs [4,256]")));
 }
 
 }  // namespace

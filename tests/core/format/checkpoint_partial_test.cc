@@ -8,6 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/sharded_checkpoint.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
@@ -15,7 +16,10 @@ namespace {
 
 using ::tensormorph::testing::CopyShards;
 using ::tensormorph::testing::Fixture;
+using ::tensormorph::testing::HasMetadata;
+using ::tensormorph::testing::HasReason;
 using ::tensormorph::testing::MakeTempDir;
+using ::tensormorph::testing::MessageNames;
 using ::tensormorph::testing::ShardedCheckpoint;
 using ::tensormorph::testing::WriteShardedGptq;
 using ::testing::AllOf;
@@ -106,19 +110,20 @@ TEST(CheckpointPartialTest, EveryShardAbsentIsNotFoundNamingTheIndex) {
   const std::string dir = MakeTempDir() + "/m";
   CopyShards(Sharded(), {}, dir);
   const absl::Status s = Checkpoint::Open(dir, kPartial).status();
-  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
-  EXPECT_THAT(std::string(s.message()),
-              AllOf(HasSubstr(dir + "/model.safetensors.index.json"),
-                    HasSubstr("none of the 3 shard files")));
+  EXPECT_THAT(s, AllOf(HasReason(ErrorReason::kNotFound),
+                       MessageNames(dir + "/model.safetensors.index.json"),
+                       MessageNames("3 shard files")));
 }
 
 TEST(CheckpointPartialTest, WithoutTheOptionAnAbsentShardIsStillDataLoss) {
   const std::string dir = MakeTempDir() + "/m";
   CopyShards(Sharded(), {Sharded().shards[0], Sharded().shards[2]}, dir);
   const absl::Status s = Checkpoint::Open(dir).status();
-  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
-  EXPECT_THAT(std::string(s.message()), AllOf(HasSubstr(Sharded().shards[1]),
-                                              HasSubstr("does not exist")));
+  EXPECT_THAT(s,
+              AllOf(HasReason(ErrorReason::kIndexInvalid),
+                    HasMetadata("file", dir + "/model.safetensors.index.json"),
+                    HasMetadata("rule", "shard-missing"),
+                    MessageNames(Sharded().shards[1])));
 }
 
 TEST(CheckpointPartialTest, APresentShardThatDisagreesWithTheIndexIsDataLoss) {
@@ -129,8 +134,9 @@ TEST(CheckpointPartialTest, APresentShardThatDisagreesWithTheIndexIsDataLoss) {
                 dir + "/" + Sharded().shards[0],
                 fs::copy_options::overwrite_existing);
   const absl::Status s = Checkpoint::Open(dir, kPartial).status();
-  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
-  EXPECT_THAT(std::string(s.message()), HasSubstr("weight_map"));
+  EXPECT_THAT(s, AllOf(HasReason(ErrorReason::kIndexInvalid),
+                       HasMetadata("rule", "shard-tensor-unindexed"),
+                       MessageNames(Sharded().shards[0])));
 }
 
 TEST(CheckpointPartialTest, WholeCheckpointOpensAsWithoutTheOption) {

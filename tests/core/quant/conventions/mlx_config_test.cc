@@ -13,16 +13,17 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/python_writer.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
 namespace {
 
 using ::tensormorph::testing::CopyDir;
+using ::tensormorph::testing::HasReason;
+using ::tensormorph::testing::MessageNames;
 using ::tensormorph::testing::ReadFileBytes;
 using ::tensormorph::testing::WriterOutput;
-using ::testing::AllOf;
-using ::testing::HasSubstr;
 using Json = nlohmann::json;
 
 constexpr char kUp[] = "model.layers.0.mlp.up_proj";  // 8-bit, group 64
@@ -54,12 +55,15 @@ std::map<std::string, std::vector<uint32_t>> DecodeAll(const Checkpoint& c) {
   return out;
 }
 
-void ExpectDataLoss(const Json& config, const std::vector<std::string>& parts) {
+// Opening with `config` fails with `reason` (a DATA_LOSS one), the message
+// naming each of `named`: the key path, the value got, the tensor.
+void ExpectDataLoss(const Json& config, ErrorReason reason,
+                    const std::vector<std::string>& named) {
   auto c = OpenWith(config);
   ASSERT_FALSE(c.ok());
-  EXPECT_EQ(c.status().code(), absl::StatusCode::kDataLoss) << c.status();
-  for (const std::string& p : parts) {
-    EXPECT_THAT(std::string(c.status().message()), HasSubstr(p));
+  EXPECT_THAT(c, HasReason(reason));
+  for (const std::string& value : named) {
+    EXPECT_THAT(c, MessageNames(value));
   }
 }
 
@@ -67,52 +71,57 @@ TEST(MlxConfigTest, BitsMlxDoesNotHaveAreDataLossNamingTheKey) {
   for (const Json& bits : {Json(7), Json(1), Json(16)}) {
     Json c = Config();
     c["quantization"]["bits"] = bits;
-    ExpectDataLoss(c, {"config.json: quantization.bits: expected 2, 3, 4, 5, "
-                       "6 or 8 (affine bits), got integer " +
-                       bits.dump()});
+    ExpectDataLoss(
+        c, ErrorReason::kHeaderInvalid,
+        {"quantization.bits", "2, 3, 4, 5, 6 or 8", "integer " + bits.dump()});
   }
 }
 
 TEST(MlxConfigTest, WrongTypesAreDataLossNamingTheKey) {
   Json c = Config();
   c["quantization"]["bits"] = "4";
-  ExpectDataLoss(c, {"quantization.bits: expected an integer in [1, 1024], "
-                     "got string \"4\""});
+  ExpectDataLoss(c, ErrorReason::kHeaderInvalid,
+                 {"quantization.bits", "[1, 1024]", "string \"4\""});
   c = Config();
   c["quantization"]["group_size"] = 64.0;
-  ExpectDataLoss(
-      c, {"quantization.group_size: expected an integer", "got number 64.0"});
+  ExpectDataLoss(c, ErrorReason::kHeaderInvalid,
+                 {"quantization.group_size", "number 64.0"});
   c = Config();
   c["quantization"]["mode"] = 4;
-  ExpectDataLoss(c, {"quantization.mode: expected a string, got integer 4"});
+  ExpectDataLoss(c, ErrorReason::kHeaderInvalid,
+                 {"quantization.mode", "integer 4"});
   c = Config();
   c["quantization"] = Json::array();
-  ExpectDataLoss(c, {"config.json: quantization: expected an object"});
+  ExpectDataLoss(c, ErrorReason::kHeaderInvalid,
+                 {"config.json: quantization: "});
 }
 
 TEST(MlxConfigTest, AbsurdGroupSizesAndUnknownModesAreDataLoss) {
   Json c = Config();
   c["quantization"]["group_size"] = 48;
-  ExpectDataLoss(c, {"quantization.group_size: expected 32, 64 or 128 "
-                     "(affine group size), got integer 48"});
+  ExpectDataLoss(c, ErrorReason::kHeaderInvalid,
+                 {"quantization.group_size", "32, 64 or 128", "integer 48"});
   c = Config();
   c["quantization"]["group_size"] = int64_t{1} << 40;
-  ExpectDataLoss(c, {"quantization.group_size: expected an integer in "});
+  ExpectDataLoss(c, ErrorReason::kHeaderInvalid, {"quantization.group_size"});
   c = Config();
   c["quantization"]["mode"] = "int4";
-  ExpectDataLoss(c, {"quantization.mode: expected one of \"affine\", "
-                     "\"mxfp4\", \"mxfp8\", \"nvfp4\", got string \"int4\""});
+  ExpectDataLoss(
+      c, ErrorReason::kHeaderInvalid,
+      {"quantization.mode", "\"affine\", \"mxfp4\", \"mxfp8\", \"nvfp4\"",
+       "string \"int4\""});
   c = Config();
   c["quantization"]["model.layers.1.self_attn.v_proj"]["group_size"] = 32;
-  ExpectDataLoss(c, {"quantization.model.layers.1.self_attn.v_proj.group_size"
-                     ": expected 16 (nvfp4 group size), got integer 32"});
+  ExpectDataLoss(c, ErrorReason::kHeaderInvalid,
+                 {"quantization.model.layers.1.self_attn.v_proj.group_size",
+                  "16", "integer 32"});
 }
 
 TEST(MlxConfigTest, PerModuleEntriesAreCheckedByTheirPath) {
   Json c = Config();
   c["quantization"][kUp]["bits"] = 9;
-  ExpectDataLoss(
-      c, {std::string("quantization.") + kUp + ".bits: expected 2, 3, 4"});
+  ExpectDataLoss(c, ErrorReason::kHeaderInvalid,
+                 {std::string("quantization.") + kUp + ".bits"});
 }
 
 TEST(MlxConfigTest, ConfigContradictingTheTensorsIsDataLoss) {
@@ -120,16 +129,19 @@ TEST(MlxConfigTest, ConfigContradictingTheTensorsIsDataLoss) {
   // groups of 64 of only 128.
   Json c = Config();
   c["quantization"][kUp]["bits"] = 4;
-  ExpectDataLoss(c, {"MLX", std::string(kUp) + ".scales"});
+  ExpectDataLoss(c, ErrorReason::kConventionMismatch,
+                 {std::string(kUp) + ".scales"});
   // A module the config leaves unquantized whose scales are stored.
   c = Config();
   c["quantization"][kUp] = false;
-  ExpectDataLoss(c, {"quantization." + std::string(kUp) + " is false",
-                     std::string(kUp) + ".scales"});
+  ExpectDataLoss(
+      c, ErrorReason::kConventionMismatch,
+      {"quantization." + std::string(kUp), std::string(kUp) + ".scales"});
   // A float mode over affine tensors: float scales where codes belong.
   c = Config();
   c["quantization"][kUp] = {{"mode", "mxfp8"}};
-  ExpectDataLoss(c, {std::string(kUp) + ".scales' is F16 but must be U8"});
+  ExpectDataLoss(c, ErrorReason::kConventionMismatch,
+                 {std::string(kUp) + ".scales' is F16", "U8"});
 }
 
 TEST(MlxConfigTest, AcceptedSpellingsDecodeAsTheWrittenModel) {

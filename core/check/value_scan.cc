@@ -137,6 +137,7 @@ class ValueScan {
   void PlanPiece();
   absl::Status PlanWholeGroups();
   void PlanBlocks();
+  void PlanFloat16();
 
   // Whether whole groups may be marked instead of counted: not while
   // dead-levels still needs every value.
@@ -194,6 +195,10 @@ class ValueScan {
   // the tensor once the encoding answers UNIMPLEMENTED.
   bool by_codes_ = false;
   const float* stored_f32_ = nullptr;
+  // A plain F16 or BF16 tensor: its codes in element order, and the
+  // magnitude code from which a value is one NaN/Inf/fp16 would count.
+  const uint8_t* stored16_ = nullptr;
+  uint16_t special16_ = 0;
 
   // Buffers.
   std::vector<float> values_;
@@ -231,7 +236,28 @@ absl::Status ValueScan::Plan() {
   by_codes_ = runs_cheap_ && !block_scales_ && group_elems_ > 1 &&
               info_.bits >= 1 && info_.bits <= 8 && HasAffineMarks();
   stored_f32_ = quantized_ ? nullptr : enc_.StoredF32();
+  PlanFloat16();
   return absl::OkStatus();
+}
+
+// A plain F16 or BF16 tensor (every element a float code and nothing else:
+// PlainFloatSteps) is read from its codes: a piece none of whose codes is
+// special holds nothing the value rules count, and is not decoded; the
+// rare piece that has one is decoded and counted as any other, so that the
+// findings say the same.
+void ValueScan::PlanFloat16() {
+  if (quantized_ || parts_.size() != 1 || enc_.PlainFloatSteps() == nullptr ||
+      parts_[0]->data.size() / 2 < static_cast<uint64_t>(n_)) {
+    return;
+  }
+  if (parts_[0]->dtype == DType::kF16) {
+    special16_ = kF16SpecialLimit;  // no F16 is past fp16
+  } else if (parts_[0]->dtype == DType::kBF16) {
+    special16_ = check_f16_ ? kBF16SpecialLimit : uint16_t{0x7f80};
+  } else {
+    return;
+  }
+  stored16_ = parts_[0]->data.data();
 }
 
 // dead-levels: integer grids of at most 8 bits (L levels), judged with
@@ -334,6 +360,12 @@ absl::Status ValueScan::Scan(const std::atomic<bool>* cancelled,
         TM_RETURN_IF_ERROR(GuardedRead([&] { return PassByCodes(first); }));
         passed = true;
       }
+    }
+    if (!passed && stored16_ != nullptr) {
+      TM_RETURN_IF_ERROR(GuardedRead([&] {
+        passed = !AnyFloat16Special(stored16_ + 2 * first, m, special16_);
+        return absl::OkStatus();
+      }));
     }
     if (!passed) {
       TM_RETURN_IF_ERROR(GuardedRead([&] { return ReadPiece(first, m); }));

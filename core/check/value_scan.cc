@@ -145,6 +145,7 @@ class ValueScan {
 
   // One piece [first, first + m) by each of the three ways to pass it.
   absl::Status PassByBlocks(int64_t first, int64_t m);
+  void MarkBlocksAhead(int64_t first, int64_t m);
   absl::Status PassByCodes(int64_t first);
   absl::Status ReadPiece(int64_t first, int64_t m);
   absl::Status PassDecoded(int64_t first, int64_t m);
@@ -382,9 +383,7 @@ absl::Status ValueScan::Scan(const std::atomic<bool>* cancelled,
 absl::Status ValueScan::PassByBlocks(int64_t first, int64_t m) {
   const int64_t subs = m / 32;
   ordinary_.resize(static_cast<size_t>(subs) + 8);
-  MarkOrdinaryBlocks(blocks_->dtype,
-                     blocks_->data.data() + first / block_elems_ * block_bytes_,
-                     m / block_elems_, ordinary_.data());
+  MarkBlocksAhead(first, m);
   // Past the end: never eight marked in a row.
   std::memset(ordinary_.data() + subs, 0, 8);
   for (int64_t s = 0; s < subs;) {
@@ -407,6 +406,27 @@ absl::Status ValueScan::PassByBlocks(int64_t first, int64_t m) {
   }
   CloseUntouched();
   return absl::OkStatus();
+}
+
+// MarkOrdinaryBlocks over the piece's blocks a run at a time, the next run's
+// cache lines asked for first: the marks read a block's bytes once and
+// little else, and without the prefetch waited on memory for most of
+// their time (the hardware prefetcher did not keep ahead of them).
+void ValueScan::MarkBlocksAhead(int64_t first, int64_t m) {
+  constexpr int64_t kRun = 64;  // blocks: 2-9 KiB
+  const uint8_t* base =
+      blocks_->data.data() + first / block_elems_ * block_bytes_;
+  const int64_t nb = m / block_elems_, subs_per_block = block_elems_ / 32;
+  for (int64_t b = 0; b < nb; b += kRun) {
+    const int64_t ahead = std::clamp<int64_t>(nb - b - kRun, 0, kRun);
+    const uint8_t* next = base + (b + kRun) * block_bytes_;
+    for (int64_t o = 0; o < ahead * block_bytes_; o += 64) {
+      __builtin_prefetch(next + o);
+    }
+    MarkOrdinaryBlocks(blocks_->dtype, base + b * block_bytes_,
+                       std::min(kRun, nb - b),
+                       ordinary_.data() + b * subs_per_block);
+  }
 }
 
 // One piece by its affine codes (affine_): whole groups marked from their

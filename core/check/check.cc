@@ -267,7 +267,7 @@ absl::Status Checker::CheckValues(const LogicalTensor& t) {
   } else if (!scanned.ok()) {
     return scanned;
   }
-  if (hashes_) TM_RETURN_IF_ERROR(hashes_->End());
+  if (hashes_) TM_RETURN_IF_ERROR(hashes_->End(cancelled_));
   TM_RETURN_IF_ERROR(
       ScanStoredScales(ckpt_, t, cancelled_, &scanned_scales_, &found_));
   values_done_ += bytes - reported;

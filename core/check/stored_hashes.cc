@@ -62,15 +62,24 @@ absl::Status StoredHashes::Begin(const LogicalTensor& t) {
   return absl::OkStatus();
 }
 
-absl::Status StoredHashes::HashTo(Open& o, uint64_t to) {
+absl::Status StoredHashes::HashTo(Open& o, uint64_t to,
+                                  const std::atomic<bool>* cancelled) {
+  // An undecodable tensor's bytes are hashed at End in one go: in pieces,
+  // so that a cancelled check stops within one.
+  constexpr uint64_t kPiece = uint64_t{16} << 20;
   const StoredTensor& t = ckpt_.stored_tensors()[o.index];
   to = std::min<uint64_t>(to, t.data.size());
-  if (to <= o.at) return absl::OkStatus();
-  TM_RETURN_IF_ERROR(GuardedRead([&] {
-    XXH3_64bits_update(o.state, t.data.data() + o.at, to - o.at);
-    return absl::OkStatus();
-  }));
-  o.at = to;
+  while (o.at < to) {
+    if (cancelled != nullptr && cancelled->load()) {
+      return absl::CancelledError("cancelled");
+    }
+    const uint64_t n = std::min(kPiece, to - o.at);
+    TM_RETURN_IF_ERROR(GuardedRead([&] {
+      XXH3_64bits_update(o.state, t.data.data() + o.at, n);
+      return absl::OkStatus();
+    }));
+    o.at += n;
+  }
   return absl::OkStatus();
 }
 
@@ -87,10 +96,12 @@ void StoredHashes::Advance(int64_t done, int64_t total) {
   }
 }
 
-absl::Status StoredHashes::End() {
+absl::Status StoredHashes::End(const std::atomic<bool>* cancelled) {
   absl::Status s = fault_;
   for (Open& o : open_) {
-    if (s.ok()) s = HashTo(o, ckpt_.stored_tensors()[o.index].data.size());
+    if (s.ok()) {
+      s = HashTo(o, ckpt_.stored_tensors()[o.index].data.size(), cancelled);
+    }
     if (s.ok()) {
       entries_[o.index].hash = XXH3_64bits_digest(o.state);
       hashed_[o.index] = true;
@@ -105,7 +116,7 @@ absl::Status StoredHashes::End() {
 absl::StatusOr<std::vector<ManifestEntry>> StoredHashes::Finish(
     const std::atomic<bool>* cancelled,
     const std::function<void(int64_t)>& on_bytes) {
-  TM_RETURN_IF_ERROR(End());
+  TM_RETURN_IF_ERROR(End(cancelled));
   const std::vector<StoredTensor>& all = ckpt_.stored_tensors();
   for (size_t i = 0; i < all.size(); ++i) {
     if (hashed_[i]) continue;

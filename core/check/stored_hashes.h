@@ -51,9 +51,10 @@ class StoredHashes {
   void Advance(int64_t done, int64_t total);
   // Hashes the rest of the parts Begin started (all of them when the value
   // pass stopped early: an undecodable tensor's bytes are still hashed) and
-  // takes their digests.
-  // Errors: those of GuardedRead (a file that shrank under the read).
-  absl::Status End();
+  // takes their digests, polling `cancelled` between 16 MiB pieces.
+  // Errors: CANCELLED; those of GuardedRead (a file that shrank under the
+  // read).
+  absl::Status End(const std::atomic<bool>* cancelled = nullptr);
 
   // Hashes every stored tensor no value pass hashed (HashStoredTensor,
   // `on_bytes` told of each piece) and returns every stored tensor's entry
@@ -68,8 +69,10 @@ class StoredHashes {
 
   // The index of `p` in ckpt.stored_tensors(), or -1.
   int64_t IndexOf(const StoredTensor* p) const;
-  // Hashes open_[k] up to `to` bytes.
-  absl::Status HashTo(Open& o, uint64_t to);
+  // Hashes `o` up to `to` bytes, in pieces of at most 16 MiB between which
+  // `cancelled` is polled.
+  absl::Status HashTo(Open& o, uint64_t to,
+                      const std::atomic<bool>* cancelled = nullptr);
 
   const Checkpoint& ckpt_;
   std::vector<ManifestEntry> entries_;       // in stored order

@@ -2,6 +2,7 @@
 // separate pass's (HashStoredTensor), byte for byte: on every format, on
 // tensors that span pieces and end in a partial one, on sharded
 // checkpoints, on tensors the value pass does not decode, and with --verify.
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 
@@ -16,6 +17,7 @@
 #include "tests/support/quantize.h"
 #include "tests/support/safetensors_writer.h"
 #include "tests/support/sharded_checkpoint.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
@@ -139,6 +141,20 @@ TEST(FusedManifestTest, PartsAdvancedUnevenlyHashAsAWhole) {
   ASSERT_TRUE(entries.ok()) << entries.status();
   EXPECT_EQ(leftover, 0);
   EXPECT_EQ(ManifestJson(*entries), SeparateManifest(c));
+}
+
+// What End still has to hash (an undecodable tensor's bytes, all of them)
+// stops at a cancel.
+TEST(FusedManifestTest, EndStopsWhenCancelled) {
+  auto ckpt = Checkpoint::Open(WriteEveryFormatGguf());
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  StoredHashes hashes(**ckpt);
+  const LogicalTensor& t = (*ckpt)->tensors()[0];
+  hashes.Claim(t);
+  ASSERT_TRUE(hashes.Begin(t).ok());
+  std::atomic<bool> cancelled{true};
+  EXPECT_THAT(hashes.End(&cancelled),
+              testing::StatusIs(absl::StatusCode::kCancelled, "cancelled"));
 }
 
 // A one-byte change in the middle of a tensor many pieces long is caught

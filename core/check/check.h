@@ -40,9 +40,9 @@ struct CheckOptions {
 struct CheckProgress {
   int64_t tensors_done = 0, tensors_total = 0;  // logical tensors decoded
   // Progress through the checkpoint's stored bytes, each counted once:
-  // bytes_total is their sum. When every stored byte is hashed, a byte
-  // counts half when hashed and half when the values it holds are checked
-  // (the two passes over it); otherwise the value pass alone moves it.
+  // bytes_total is their sum. The value pass moves them (hashing, when every
+  // stored byte is hashed, the bytes it reads as it reads them); the bytes
+  // it does not read move when they are hashed after it.
   int64_t bytes_done = 0, bytes_total = 0;
 };
 
@@ -69,22 +69,23 @@ struct CheckSummary {
   // duplicate rule.
   int64_t stored_tensors = 0;
   // The checkpoint's stored bytes, each counted once: what the check went
-  // through (the value pass reads every logical tensor's parts, the hash
-  // pass when asked for every stored tensor).
+  // through (the value pass reads every logical tensor's parts, hashing
+  // them when asked for; every other stored tensor is then hashed).
   int64_t bytes_read = 0;
 };
 
-// Checks `ckpt`: the convention rules, the integrity rules (duplicate-tensor;
-// with options.hashes, options.verify or on_hash a content hash of every
-// stored tensor, passed to on_hash and compared against options.verify:
-// manifest-mismatch), then the value and scale rules over every logical
-// tensor in order. Each finding goes to on_finding as soon as it is known;
-// on_progress after each piece of work (callers throttle). Memory stays
-// bounded by a piece of values and the hashes of the stored tensors,
-// whatever the checkpoint's size. Callbacks run on the calling thread.
-// A tensor that cannot be decoded is an undecodable-tensor finding, not an
-// error of the call.
-// With options.source, last, the diff against the source.
+// Checks `ckpt`: the convention rules, the integrity rules (duplicate-tensor)
+// and the value and scale rules over every logical tensor in order. With
+// options.hashes, options.verify or on_hash, a content hash of every stored
+// tensor is taken in the value pass that reads its bytes (stored_hashes.h;
+// the rest after it), and the integrity rules run after the values: the
+// hashes go to on_hash in ckpt.stored_tensors() order and are compared
+// against options.verify (manifest-mismatch). Each finding goes to on_finding
+// as soon as it is known; on_progress after each piece of work (callers
+// throttle). Memory stays bounded by a piece of values and the hashes of the
+// stored tensors, whatever the checkpoint's size. Callbacks run on the calling
+// thread. A tensor that cannot be decoded is an undecodable-tensor finding, not
+// an error of the call. With options.source, last, the diff against the source.
 // Errors: CANCELLED; those of GuardedRead (a file that shrank under the
 // read) and of reading the configs again (ReadQuantConfig); with a source,
 // those of CheckAgainstSource (a source with nothing to compare).

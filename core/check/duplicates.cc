@@ -1,7 +1,5 @@
 #include "core/check/duplicates.h"
 
-#include <xxhash.h>
-
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -9,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/check/rules.h"
+#include "core/check/xxh3.h"
 #include "core/io/fault_guard.h"
 #include "core/util/status_macros.h"
 

@@ -1,7 +1,5 @@
 #include "core/check/manifest.h"
 
-#include <xxhash.h>
-
 #include <algorithm>
 #include <map>
 
@@ -9,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/check/xxh3.h"
 #include "core/format/json_header.h"
 #include "core/io/fault_guard.h"
 #include "core/util/status_macros.h"
@@ -86,16 +85,21 @@ absl::StatusOr<uint64_t> ParseHashHex(absl::string_view where,
 
 std::string HashHex(uint64_t hash) { return absl::StrFormat("%016x", hash); }
 
-absl::StatusOr<ManifestEntry> HashStoredTensor(
-    const Checkpoint& ckpt, const StoredTensor& t,
-    const std::atomic<bool>* cancelled,
-    const std::function<void(int64_t)>& on_bytes) {
+ManifestEntry ManifestEntryOf(const Checkpoint& ckpt, const StoredTensor& t) {
   ManifestEntry e;
   e.name = t.name;
   e.file = BaseName(ckpt.files()[t.file_index].path);
   e.offset = t.offset;
   e.size = t.nbytes;
   e.dtype = std::string(DTypeName(t.dtype));
+  return e;
+}
+
+absl::StatusOr<ManifestEntry> HashStoredTensor(
+    const Checkpoint& ckpt, const StoredTensor& t,
+    const std::atomic<bool>* cancelled,
+    const std::function<void(int64_t)>& on_bytes) {
+  ManifestEntry e = ManifestEntryOf(ckpt, t);
   XXH3_state_t* state = XXH3_createState();
   if (state == nullptr) return absl::ResourceExhaustedError("XXH3 state");
   XXH3_64bits_reset(state);

@@ -40,7 +40,13 @@ struct ManifestEntry {
   uint64_t hash = 0;
 };
 
-// XXH3-64 of `t`'s stored bytes, read in pieces so that `cancelled` is
+// `t`'s entry but for its hash (0): name, file's base name, offset, size,
+// dtype.
+ManifestEntry ManifestEntryOf(const Checkpoint& ckpt, const StoredTensor& t);
+
+// XXH3-64 of `t`'s stored bytes in a pass of their own: the reference the
+// hashes a check takes in its value pass (stored_hashes.h) are held to. Read
+// in pieces so that `cancelled` is
 // polled and `on_bytes(n)` told of every piece.
 // Errors: CANCELLED; FAILED_PRECONDITION / DATA_LOSS when the mapping faults
 // (the file shrank under the read; see GuardedRead).

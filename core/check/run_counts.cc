@@ -265,9 +265,50 @@ TM_AVX2 void MarkOrdinaryAvx2(const float* v, const QuantRun* runs, int64_t n,
                   _mm256_movemask_ps(differ) != 0 && 4 * ends <= len;
   }
 }
+
+// Sixteen codes a step: |code| >= limit as a signed 16-bit compare (the
+// magnitudes are below 0x8000).
+TM_AVX2 bool AnyFloat16SpecialAvx2(const uint8_t* codes, int64_t n,
+                                   uint16_t limit) {
+  const __m256i mag = _mm256_set1_epi16(0x7fff);
+  const __m256i below = _mm256_set1_epi16(static_cast<int16_t>(limit - 1));
+  __m256i any = _mm256_setzero_si256();
+  int64_t k = 0;
+  for (; k + 64 <= n; k += 64) {
+    const __m256i* p = reinterpret_cast<const __m256i*>(codes + 2 * k);
+    const __m256i m0 = _mm256_and_si256(_mm256_loadu_si256(p), mag);
+    const __m256i m1 = _mm256_and_si256(_mm256_loadu_si256(p + 1), mag);
+    const __m256i m2 = _mm256_and_si256(_mm256_loadu_si256(p + 2), mag);
+    const __m256i m3 = _mm256_and_si256(_mm256_loadu_si256(p + 3), mag);
+    const __m256i top =
+        _mm256_max_epi16(_mm256_max_epi16(m0, m1), _mm256_max_epi16(m2, m3));
+    any = _mm256_or_si256(any, _mm256_cmpgt_epi16(top, below));
+  }
+  return !_mm256_testz_si256(any, any) ||
+         AnyFloat16SpecialScalar(codes + 2 * k, n - k, limit);
+}
 #endif
 
 }  // namespace
+
+bool AnyFloat16SpecialScalar(const uint8_t* codes, int64_t n, uint16_t limit) {
+  bool any = false;
+  for (int64_t k = 0; k < n; ++k) {
+    const uint16_t c =
+        static_cast<uint16_t>(codes[2 * k] | codes[2 * k + 1] << 8);
+    any |= (c & 0x7fff) >= limit;
+  }
+  return any;
+}
+
+bool AnyFloat16Special(const uint8_t* codes, int64_t n, uint16_t limit) {
+#if defined(TM_RUN_COUNTS_SIMD)
+  if (SimdFlag().load(std::memory_order_relaxed)) {
+    return AnyFloat16SpecialAvx2(codes, n, limit);
+  }
+#endif
+  return AnyFloat16SpecialScalar(codes, n, limit);
+}
 
 void MarkOrdinaryRuns(const float* v, const QuantRun* runs, int64_t n,
                       int64_t len, uint8_t* ordinary) {

@@ -42,8 +42,21 @@ RunCounts CountRunScalar(const float* v, int64_t n, float first, float lo,
 // values are checked for.
 RunCounts CountSpecials(const float* v, int64_t n);
 
-// Whether CountRun and CountSpecials take the AVX2 pass on this CPU; false
-// makes them take the scalar one (tests compare the two).
+// Whether any of n 16-bit float codes at `codes` (F16 or BF16 bits, little
+// endian, any alignment) has a magnitude code (its low 15 bits) of at least
+// `limit`: with F16's 0x7c00 a NaN or Inf, with BF16's 0x4780 a NaN, an Inf
+// or a finite value past 65504. What CountSpecials of their decoded values
+// would count anything for, read from the stored bytes without decoding
+// them (a plain F16 or BF16 tensor: value_scan.h).
+bool AnyFloat16Special(const uint8_t* codes, int64_t n, uint16_t limit);
+inline constexpr uint16_t kF16SpecialLimit = 0x7c00;   // Inf, NaN
+inline constexpr uint16_t kBF16SpecialLimit = 0x4780;  // 65536 and past
+
+// The same, one code at a time: the reference AnyFloat16Special is held to.
+bool AnyFloat16SpecialScalar(const uint8_t* codes, int64_t n, uint16_t limit);
+
+// Whether CountRun, CountSpecials and AnyFloat16Special take the AVX2 pass on
+// this CPU; false makes them take the scalar one (tests compare the two).
 bool RunCountsSimd();
 void SetRunCountsSimd(bool on);
 

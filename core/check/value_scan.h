@@ -6,7 +6,9 @@
 // codes never use (dead-levels). Groups no
 // value rule can fire on are only counted: marked from their decoded values
 // (run_counts.h), or for ggml Q8_0 and Q4_K from their blocks' bytes without
-// decoding (block_marks.h); every other group is counted value by value.
+// decoding (block_marks.h); every other group is counted value by value. A
+// plain F16 or BF16 tensor is read from its codes, and a piece is decoded
+// only when one of them is special (run_counts.h).
 #ifndef TENSORMORPH_CORE_CHECK_VALUE_SCAN_H_
 #define TENSORMORPH_CORE_CHECK_VALUE_SCAN_H_
 

@@ -5,7 +5,8 @@
 // >= 0.5x the speed of decoding (vs_decode). One checkpoint per format, each
 // two 4096 x 4096 tensors from the same gaussian values: GGUF F32, F16,
 // BF16, Q8_0, Q4_K, and a safetensors GPTQ int4 layer (group 128).
-// BM_Check/F/0 is `check`, BM_Check/F/1 `check --manifest` (hash pass too).
+// BM_Check/F/0 is `check`, BM_Check/F/1 `check --manifest` (every stored
+// byte hashed too, in the value pass).
 //   build/tests/bench/check_bench
 //   TENSORMORPH_CHECK_BENCH_ITERATIONS=40 perf record -g
 //   build/tests/bench/check_bench --benchmark_filter=BM_Check/4/0
@@ -128,8 +129,9 @@ void BM_DecodePass(benchmark::State& state) {
   Report(state, format, best);
 }
 
-// The integrity pass alone: XXH3 of every stored tensor (what check
-// --manifest or --verify does before the values).
+// XXH3 of every stored tensor in a pass of its own (HashStoredTensor, the
+// reference the value pass's hashes are held to; check --manifest ran it
+// before the values until it hashed in the value pass).
 void BM_HashPass(benchmark::State& state) {
   Data& d = GetData();
   const std::string format = kFormats[state.range(0)];
@@ -149,8 +151,9 @@ void BM_HashPass(benchmark::State& state) {
 }
 
 // The whole check as `tensormorph check` runs it: without --manifest or
-// --verify (range(1) == 0), duplicates from sampled fingerprints and no hash
-// pass; with --manifest (range(1) == 1), every stored byte hashed as well.
+// --verify (range(1) == 0), duplicates from sampled fingerprints and no
+// hashes; with --manifest (range(1) == 1), every stored byte hashed in the
+// value pass as well.
 void BM_Check(benchmark::State& state) {
   Data& d = GetData();
   const std::string format = kFormats[state.range(0)];

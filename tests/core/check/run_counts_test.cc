@@ -1,6 +1,7 @@
-// CountRun and CountSpecials: the AVX2 pass counts exactly what the scalar
-// reference counts, on ordinary values and on runs holding NaN, Inf, values
-// past fp16, signed zeros and values on the end levels.
+// CountRun, CountSpecials and AnyFloat16Special: the AVX2 pass counts
+// exactly what the scalar reference counts, on ordinary values and on runs
+// holding NaN, Inf, values past fp16, signed zeros and values on the end
+// levels.
 #include "core/check/run_counts.h"
 
 #include <gtest/gtest.h>
@@ -98,6 +99,40 @@ TEST(CountSpecials, AgreesWithTheScalarPassOnNanInfAndOverF16) {
       EXPECT_EQ(a.nan, b.nan) << n << " " << special;
       EXPECT_EQ(a.inf, b.inf) << n << " " << special;
       EXPECT_EQ(a.over, b.over) << n << " " << special;
+    }
+  }
+}
+
+// One special code planted at every position of codes of every length up
+// to 200 (the vector steps and the tail), and the codes just below each
+// limit: what the decoded values' CountSpecials would count anything for.
+TEST(AnyFloat16Special, FindsEveryPlantedSpecialCodeAsTheScalarPassDoes) {
+  SimdOn simd;
+  struct Kind {
+    uint16_t limit, special, largest_ordinary;
+  };
+  const std::vector<Kind> kinds = {
+      {kF16SpecialLimit, 0x7c00, 0x7bff},    // F16 +Inf, 65504
+      {kF16SpecialLimit, 0xfe00, 0xfbff},    // F16 NaN, -65504
+      {kBF16SpecialLimit, 0x4780, 0x477f},   // BF16 65536, 65280
+      {kBF16SpecialLimit, 0xff80, 0xc77f},   // BF16 -Inf, -65280
+      {kBF16SpecialLimit, 0x7fc1, 0x3f80}};  // BF16 NaN, 1.0
+  for (const Kind& k : kinds) {
+    for (int64_t n = 0; n <= 200; ++n) {
+      std::vector<uint8_t> codes(static_cast<size_t>(2 * n));
+      for (int64_t i = 0; i < n; ++i) {
+        codes[2 * i] = k.largest_ordinary & 0xff;
+        codes[2 * i + 1] = k.largest_ordinary >> 8;
+      }
+      EXPECT_FALSE(AnyFloat16Special(codes.data(), n, k.limit));
+      EXPECT_FALSE(AnyFloat16SpecialScalar(codes.data(), n, k.limit));
+      for (int64_t at = 0; at < n; ++at) {
+        std::vector<uint8_t> c = codes;
+        c[2 * at] = k.special & 0xff;
+        c[2 * at + 1] = k.special >> 8;
+        EXPECT_TRUE(AnyFloat16Special(c.data(), n, k.limit)) << n << " " << at;
+        EXPECT_TRUE(AnyFloat16SpecialScalar(c.data(), n, k.limit));
+      }
     }
   }
 }

@@ -627,7 +627,8 @@ class PackageTest(unittest.TestCase):
             r = subprocess.run([sys.executable, "-m", "mypy", "--config-file", str(config),
                                 "--cache-dir", os.path.join(tmp, "cache"),
                                 *(str(pkg / f) for f in ("__init__.py", "_client.py",
-                                                         "_local.py", "_tensor.py"))],
+                                                         "_local.py", "_tensor.py",
+                                                         "_native_read.py"))],
                                cwd=pkg.parent, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
         self.assertEqual(r.returncode, 0, r.stdout)

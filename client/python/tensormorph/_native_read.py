@@ -12,6 +12,7 @@ grpcio, with the same results and errors. `Client.read_path` says which.
 
 from __future__ import annotations
 
+import importlib
 import math
 import threading
 from dataclasses import dataclass
@@ -22,11 +23,11 @@ import numpy as np
 from ._client import Error
 from .v1 import tensormorph_pb2 as pb
 
+_native: Any = None  # the module, when it imports
+_IMPORT_ERROR: Optional[ImportError] = None
 try:
-    from . import _native  # type: ignore[attr-defined]
-    _IMPORT_ERROR: Optional[ImportError] = None
+    _native = importlib.import_module("._native", __package__)
 except ImportError as e:  # a pure-Python install
-    _native = None
     _IMPORT_ERROR = e
 
 #: google.rpc.ErrorInfo.domain of the server's reasons

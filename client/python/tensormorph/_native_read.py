@@ -74,7 +74,10 @@ def _error(e: Exception) -> Error:
 class NativeReads:
     """The C++ clients of one Python Client, made on first use: one per
     deadline a read asks for (the C++ client's deadline is its option; in
-    practice one, the Client's). gRPC shares their connections."""
+    practice one, the Client's), the _MAX_READERS last used kept (a read
+    in flight keeps its own alive)."""
+
+    _MAX_READERS = 4
 
     def __init__(self, settings: NativeSettings) -> None:
         require()
@@ -85,7 +88,7 @@ class NativeReads:
     def _reader(self, deadline: Optional[float]) -> Any:
         key = math.inf if deadline is None else float(deadline)
         with self._lock:
-            reader = self._readers.get(key)
+            reader = self._readers.pop(key, None)
             if reader is None:
                 s = self._settings
                 try:
@@ -93,7 +96,9 @@ class NativeReads:
                                              s.tls_key, key)
                 except _native.CallError as e:
                     raise _error(e) from None
-                self._readers[key] = reader
+                while len(self._readers) >= self._MAX_READERS:
+                    del self._readers[next(iter(self._readers))]  # the least recent
+            self._readers[key] = reader  # the most recent last
             return reader
 
     def read(self, request: "pb.ReadSliceRequest",

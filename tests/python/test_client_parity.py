@@ -30,7 +30,7 @@ from typing import Any, Dict, List, Tuple
 import numpy as np
 
 import tensormorph as tm
-from live_server import LiveServer
+from live_server import NATIVE_BUILT, READ_PATHS, LiveServer
 
 TENSORMORPHD = os.environ["TENSORMORPH_TENSORMORPHD"]
 CLI = os.environ["TENSORMORPH_CLI"]
@@ -131,7 +131,7 @@ class DeadlineTest(unittest.TestCase):
         self.assertEqual(tm.DEFAULT_UNARY_TIMEOUT, float(m.group(1)))
 
     def test_a_call_to_a_stopped_server_fails_within_its_deadline(self) -> None:
-        c = tm.connect(self.server.address, native=True)
+        c = tm.connect(self.server.address, native=NATIVE_BUILT)
         g = tm.connect(self.server.address, native=False)
         self.assertEqual(len(c.tensors(Q8)), 21)
         self.assertEqual(c.read(Q8, Q8_TENSOR).shape, g.read(Q8, Q8_TENSOR).shape)
@@ -145,7 +145,7 @@ class DeadlineTest(unittest.TestCase):
 
     def test_a_call_to_a_paused_server_ends_at_its_deadline(self) -> None:
         # SIGSTOP: the kernel still accepts the connection, nothing answers.
-        c = tm.connect(self.server.address, native=True)
+        c = tm.connect(self.server.address, native=NATIVE_BUILT)
         g = tm.connect(self.server.address, native=False)
         self.server.pause()
         for call in (lambda: c.server_info(timeout=2), lambda: c.read(Q8, Q8_TENSOR, timeout=2),
@@ -158,7 +158,7 @@ class DeadlineTest(unittest.TestCase):
     def test_connects_timeout_is_every_calls_deadline(self) -> None:
         fresh = LiveServer(TENSORMORPHD, ROOT)
         try:
-            c = tm.connect(fresh.address, timeout=1.5, native=True)
+            c = tm.connect(fresh.address, timeout=1.5, native=NATIVE_BUILT)
             g = tm.connect(fresh.address, timeout=1.5, native=False)
             fresh.pause()
             self.assert_fails_within(lambda: c.checkpoint(Q8), ("DEADLINE_EXCEEDED",), 10)
@@ -175,7 +175,7 @@ class DeadlineTest(unittest.TestCase):
         # cancels the call; grpcio's streams are taken by the thread that
         # iterates them (channel_options), whose poll yields to signals.
         self.server.pause()
-        for native in (True, False):
+        for native in READ_PATHS:
             with self.subTest(native=native):
                 self.assert_ctrl_c_ends_a_read(native)
 
@@ -293,7 +293,7 @@ class MutualTlsTest(unittest.TestCase):
                 "--tls-cert", str(d / "server.pem"), "--tls-key", str(d / "server.key"),
                 "--tls-client-ca", str(d / "ca.pem")])
             try:
-                for native in (True, False):
+                for native in READ_PATHS:
                     with tm.connect(server.address, tls_ca=d / "ca.pem",
                                     tls_cert=d / "client.pem", tls_key=d / "client.key",
                                     native=native) as c:
@@ -319,7 +319,7 @@ class TokenTest(unittest.TestCase):
             tokens.write_text("s3cret\n")
             server = LiveServer(TENSORMORPHD, ROOT, ["--token-file", str(tokens)])
             try:
-                for native in (True, False):
+                for native in READ_PATHS:
                     with self.subTest(native=native):
                         with tm.connect(server.address, token="s3cret", native=native) as c:
                             self.assertEqual(c.read(Q8, Q8_TENSOR).shape, (256, 256))
@@ -385,7 +385,7 @@ def random_index(rng: random.Random, shape: Tuple[int, ...]) -> Any:
 
 
 class NumpyIndexingTest(unittest.TestCase):
-    NATIVE = True
+    NATIVE = NATIVE_BUILT
 
     @classmethod
     def setUpClass(cls) -> None:
@@ -458,7 +458,7 @@ class LargeReadTest(unittest.TestCase):
     """A read of many chunks, whatever its chunk size, slice or thread,
     is numpy's memmap of the file, bit for bit."""
 
-    NATIVE = True
+    NATIVE = NATIVE_BUILT
 
     @classmethod
     def setUpClass(cls) -> None:
@@ -518,7 +518,7 @@ class InterruptedReadTest(unittest.TestCase):
         cls.tmp.cleanup()
 
     def test_a_signal_50_ms_into_a_read_raises_keyboard_interrupt(self) -> None:
-        for native in (True, False):
+        for native in READ_PATHS:
             with self.subTest(native=native), \
                     tm.connect(self.server.address, native=native) as c:
                 self.assertEqual(c.read("huge.safetensors", "huge", slice="0:2").shape,

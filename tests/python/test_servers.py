@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import List
 
 import tensormorph as tm
-from live_server import LiveServer
+from live_server import NATIVE_BUILT, READ_PATHS, LiveServer
 
 TENSORMORPHD = os.environ["TENSORMORPH_TENSORMORPHD"]
 FIXTURES = Path(os.environ.get("TENSORMORPH_FIXTURES_DIR",
@@ -81,7 +81,7 @@ class ServersTest(unittest.TestCase):
             self.assertEqual(calls(b) - b0 - 1, 5)
 
     def test_reads_are_the_single_servers_bit_for_bit(self) -> None:
-        for native in (True, False):
+        for native in READ_PATHS:
             with tm.connect(self.target, native=native) as c, \
                     tm.connect(self.servers[0].address, native=False) as one:
                 for _ in range(2):  # once on each server
@@ -94,7 +94,7 @@ class ServersTest(unittest.TestCase):
 
     def test_a_server_down_is_failed_over_for_calls_and_streams(self) -> None:
         self.servers[1].kill()
-        for native in (True, False):
+        for native in READ_PATHS:
             with tm.connect(self.target, native=native) as c:
                 for _ in range(4):  # twice starting at the dead one
                     self.assertEqual(len(c.checkpoint(CKPT)["files"]), 2)
@@ -104,7 +104,8 @@ class ServersTest(unittest.TestCase):
     def test_every_server_down_is_unavailable_naming_each(self) -> None:
         ports = [free_port(), free_port()]
         target = ",".join(f"127.0.0.1:{p}" for p in ports)
-        with tm.connect(target, native=True) as c, tm.connect(target, native=False) as g:
+        with tm.connect(target, native=NATIVE_BUILT) as c, \
+                tm.connect(target, native=False) as g:
             for call in (lambda: c.checkpoint(CKPT), lambda: c.tensors(CKPT),
                          lambda: c.read(CKPT, STRADDLING), lambda: g.read(CKPT, STRADDLING)):
                 with self.assertRaises(tm.Error) as e:
@@ -116,7 +117,7 @@ class ServersTest(unittest.TestCase):
     def test_a_dns_name_reaches_the_server(self) -> None:
         # localhost resolves to ::1 too, where nothing listens: round_robin
         # keeps to the address that answers.
-        for native in (True, False):
+        for native in READ_PATHS:
             with tm.connect(f"dns:///localhost:{self.servers[0].port}", native=native) as c:
                 for _ in range(3):
                     self.assertEqual(c.read(CKPT, STRADDLING).shape, (200, 300))

@@ -62,12 +62,18 @@ PyObject* RaiseCallError(const absl::Status& status) {
     }
     Py_DECREF(v);
   }
+  // A message quotes names out of files: not always UTF-8.
+  PyObject* message = PyUnicode_DecodeUTF8(status.message().data(),
+                                           status.message().size(), "replace");
+  if (message == nullptr) {
+    Py_DECREF(metadata);
+    return nullptr;
+  }
   const std::string code = absl::StatusCodeToString(status.code());
   const std::string reason = ErrorReasonOf(status);
   const bool attached = !AttachedReasonOf(status).empty();
   PyObject* args = Py_BuildValue(
-      "(s#s#s#NO)", code.data(), static_cast<Py_ssize_t>(code.size()),
-      status.message().data(), static_cast<Py_ssize_t>(status.message().size()),
+      "(s#Ns#NO)", code.data(), static_cast<Py_ssize_t>(code.size()), message,
       reason.data(), static_cast<Py_ssize_t>(reason.size()), metadata,
       attached ? Py_True : Py_False);
   if (args != nullptr) {
@@ -77,8 +83,10 @@ PyObject* RaiseCallError(const absl::Status& status) {
   return nullptr;
 }
 
+// _native.Reader: one C++ Client (made by connect(), placed in the object).
 struct ReaderObject {
-  PyObject_HEAD std::unique_ptr<Client> client;
+  PyObject ob_base;  // PyObject_HEAD
+  std::unique_ptr<Client> client;
 };
 
 void ReaderDealloc(PyObject* self) {

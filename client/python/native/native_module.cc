@@ -216,9 +216,10 @@ PyType_Slot kReaderSlots[] = {
     {Py_tp_methods, kReaderMethods},
     {Py_tp_doc, const_cast<char*>("A C++ tensormorph::Client for reads.")},
     {0, nullptr}};
-// No tp_new: Readers come from connect().
-PyType_Spec kReaderSpec = {"tensormorph._native.Reader", sizeof(ReaderObject),
-                           0, Py_TPFLAGS_DEFAULT, kReaderSlots};
+// Readers come from connect() only: Reader() would hold no Client.
+PyType_Spec kReaderSpec = {
+    "tensormorph._native.Reader", sizeof(ReaderObject), 0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION, kReaderSlots};
 
 PyObject* Connect(PyObject* /*module*/, PyObject* args) {
   const char* target;

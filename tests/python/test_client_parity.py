@@ -541,6 +541,37 @@ class InterruptedReadTest(unittest.TestCase):
                 self.assertTrue(c.server_info()["version"])
 
 
+class ForkTest(unittest.TestCase):
+    @unittest.skipUnless(NATIVE_BUILT, "the build did not make tensormorph._native")
+    def test_a_forked_child_reads_through_grpcio_and_the_parent_reads_on(self) -> None:
+        # A child shares the parent's C++ connections' sockets and has none
+        # of its gRPC threads: it must neither hang nor disturb the parent.
+        script = ("import os, sys, tensormorph as tm\n"
+                  "c = tm.connect(sys.argv[1])\n"
+                  f"want = c.read({Q8!r}, {Q8_TENSOR!r}).tobytes()\n"
+                  "print('parent', c.read_path, flush=True)\n"
+                  "pid = os.fork()\n"
+                  "if pid == 0:\n"
+                  "    for cc in (c, tm.connect(sys.argv[1])):\n"
+                  "        try:\n"
+                  f"            ok = cc.read({Q8!r}, {Q8_TENSOR!r}, timeout=20).tobytes() == want\n"
+                  "            print('child', cc.read_path, ok, flush=True)\n"
+                  "        except tm.Error as e:  # grpcio's own limits after a fork\n"
+                  "            print('child', cc.read_path, e.code, flush=True)\n"
+                  "    os._exit(0)\n"
+                  "os.waitpid(pid, 0)\n"
+                  f"print('parent', c.read({Q8!r}, {Q8_TENSOR!r}).tobytes() == want, flush=True)\n")
+        r = subprocess.run([sys.executable, "-c", script, ADDRESS], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stdout)
+        lines = [l.split() for l in r.stdout.splitlines() if l.startswith(("parent", "child"))]
+        self.assertEqual(lines[0], ["parent", "native"])
+        self.assertEqual([l[:2] for l in lines[1:3]], [["child", "grpcio"]] * 2, r.stdout)
+        for l in lines[1:3]:
+            self.assertIn(l[2], ("True", "UNAVAILABLE"), r.stdout)
+        self.assertEqual(lines[3], ["parent", "True"])
+
+
 class ParityCallsTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls) -> None:

@@ -20,6 +20,7 @@
 // it cancels the call), propagate as they are.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <unistd.h>
 
 #include <memory>
 #include <string>
@@ -87,13 +88,19 @@ PyObject* RaiseCallError(const absl::Status& status) {
 struct ReaderObject {
   PyObject ob_base;  // PyObject_HEAD
   std::unique_ptr<Client> client;
+  // The process that made it. A fork()ed child shares its connections'
+  // sockets and has none of gRPC's threads: using the client there would
+  // corrupt the parent's streams, destroying it could wait forever.
+  pid_t owner;
 };
 
 void ReaderDealloc(PyObject* self) {
   auto* r = reinterpret_cast<ReaderObject*>(self);
   std::unique_ptr<Client> client = std::move(r->client);
   r->client.~unique_ptr<Client>();
-  {
+  if (getpid() != r->owner) {
+    (void)client.release();  // a fork()ed child's copy: left alone
+  } else {
     GilReleased unlocked;
     client.reset();  // closes its channels: may block
   }
@@ -178,7 +185,13 @@ PyObject* ReaderRead(PyObject* self, PyObject* args) {
     PyErr_SetString(PyExc_ValueError, "not a serialized ReadSliceRequest");
     return nullptr;
   }
-  Client* client = reinterpret_cast<ReaderObject*>(self)->client.get();
+  auto* reader = reinterpret_cast<ReaderObject*>(self);
+  if (getpid() != reader->owner) {
+    PyErr_SetString(PyExc_RuntimeError,
+                    "a Reader cannot be used in a fork()ed child");
+    return nullptr;
+  }
+  Client* client = reader->client.get();
   std::unique_ptr<SliceIntoBuffer> read = SliceIntoBuffer::Start(
       client, std::move(request),
       [&dest](const v1::SliceHeader& h, absl::Span<char>* out) {
@@ -246,6 +259,7 @@ PyObject* Connect(PyObject* /*module*/, PyObject* args) {
   auto* r = PyObject_New(ReaderObject, g_reader_type);
   if (r == nullptr) return nullptr;
   new (&r->client) std::unique_ptr<Client>(std::move(*client));
+  r->owner = getpid();
   return reinterpret_cast<PyObject*>(r);
 }
 

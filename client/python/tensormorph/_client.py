@@ -383,8 +383,10 @@ class Client:
     def read_path(self) -> str:
         """How read() and tensor(...)[...] receive a slice: "native" (the
         C++ client, tensormorph._native: one copy, the GIL released) or
-        "grpcio". Same results and errors either way."""
-        return "native" if self._native is not None else "grpcio"
+        "grpcio". Same results and errors either way. A fork()ed child of a
+        process that read natively reads through grpcio."""
+        from ._native_read import available
+        return "native" if self._native is not None and available() else "grpcio"
 
     def __repr__(self) -> str:
         addresses = ",".join(b.address for b in self._backends) or "a channel"
@@ -580,7 +582,8 @@ class Client:
             checkpoint=self._path(ckpt), tensor=tensor, slice=slice or "",
             mode=pb.OUTPUT_MODE_RAW if raw else pb.OUTPUT_MODE_FLOAT32, part=part,
             max_chunk_bytes=max_chunk_bytes)
-        if self._native is not None:
+        if self.read_path == "native":
+            assert self._native is not None
             header, buf = self._native.read(req, self._deadline(timeout, True))
         else:
             header, buf = self._read_grpcio(req, timeout)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import os
 import threading
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
@@ -35,9 +36,17 @@ except ImportError as e:  # a pure-Python install
 _ERROR_DOMAIN = "tensormorph.dev"
 
 
+#: The process whose gRPC (the system's libgrpc, not grpcio's) the module
+#: started, with its first C++ client. A fork()ed child has none of its
+#: threads: a C++ client made there waits forever, and the parent's share
+#: their sockets. Children read through grpcio, as a pure-Python install.
+_grpc_pid: Optional[int] = None
+
+
 def available() -> bool:
-    """True when tensormorph._native imports."""
-    return _native is not None
+    """True when tensormorph._native imports and can be used in this
+    process (not a fork()ed child of one that used it)."""
+    return _native is not None and _grpc_pid in (None, os.getpid())
 
 
 def require() -> None:
@@ -86,6 +95,7 @@ class NativeReads:
         self._lock = threading.Lock()
 
     def _reader(self, deadline: Optional[float]) -> Any:
+        global _grpc_pid
         key = math.inf if deadline is None else float(deadline)
         with self._lock:
             reader = self._readers.pop(key, None)
@@ -96,6 +106,7 @@ class NativeReads:
                                              s.tls_key, key)
                 except _native.CallError as e:
                     raise _error(e) from None
+                _grpc_pid = _grpc_pid or os.getpid()
                 while len(self._readers) >= self._MAX_READERS:
                     del self._readers[next(iter(self._readers))]  # the least recent
             self._readers[key] = reader  # the most recent last

@@ -15,7 +15,8 @@
 // Errors raise _native.CallError(code, message, reason, metadata,
 // attached): the absl code's name ("NOT_FOUND"), the message, the reason
 // (ErrorReasonOf), its metadata (a dict) and whether the server attached
-// the reason (else it is the code's generic one). An exception alloc
+// the reason (else it is the code's generic one); _native.ERROR_DOMAIN is
+// the domain of the server's reasons. An exception alloc
 // raises, and KeyboardInterrupt (checked every 50 ms while the read runs;
 // it cancels the call), propagate as they are.
 #define PY_SSIZE_T_CLEAN
@@ -289,9 +290,12 @@ PyMODINIT_FUNC PyInit__native() {
       PyType_FromSpec(&tensormorph::kReaderSpec));
   tensormorph::g_call_error =
       PyErr_NewException("tensormorph._native.CallError", nullptr, nullptr);
+  // ErrorInfo.domain of the server's reasons, for CallError's details.
+  const std::string domain(tensormorph::kErrorDomain);
   if (tensormorph::g_reader_type == nullptr ||
       tensormorph::g_call_error == nullptr ||
       PyModule_AddObjectRef(m, "CallError", tensormorph::g_call_error) < 0 ||
+      PyModule_AddStringConstant(m, "ERROR_DOMAIN", domain.c_str()) < 0 ||
       PyModule_AddObjectRef(
           m, "Reader",
           reinterpret_cast<PyObject*>(tensormorph::g_reader_type)) < 0) {

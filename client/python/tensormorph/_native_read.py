@@ -31,11 +31,6 @@ try:
 except ImportError as e:  # a pure-Python install
     _IMPORT_ERROR = e
 
-#: google.rpc.ErrorInfo.domain of the server's reasons
-#: (core/util/error_reason.h's kErrorDomain).
-_ERROR_DOMAIN = "tensormorph.dev"
-
-
 #: The process whose gRPC (the system's libgrpc, not grpcio's) the module
 #: started, with its first C++ client. A fork()ed child has none of its
 #: threads: a C++ client made there waits forever, and the parent's share
@@ -75,7 +70,7 @@ def _error(e: Exception) -> Error:
     code's generic reason is left to Error.reason, as gRPC's C++ client
     does not tell it apart from no reason at all."""
     code, message, reason, metadata, attached = e.args
-    details: Dict[str, Any] = ({"reason": reason, "domain": _ERROR_DOMAIN,
+    details: Dict[str, Any] = ({"reason": reason, "domain": _native.ERROR_DOMAIN,
                                 "metadata": dict(metadata)} if attached else {})
     return Error(code, message, details)
 

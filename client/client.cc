@@ -361,8 +361,8 @@ struct Client::Calls {
       Client& c, const Backend& b, Attempt& attempt,
       const v1::ReadSliceRequest& request,
       const std::function<bool(const v1::SliceHeader&)>& on_header,
-      const std::function<bool(absl::Span<const absl::string_view>)>&
-          on_pieces);
+      const std::function<bool(absl::Span<const absl::string_view>)>& on_pieces,
+      CallCanceller* canceller);
 };
 
 template <typename Request, typename Reply>
@@ -552,6 +552,14 @@ absl::Status Client::ReadSlicePieces(
     const v1::ReadSliceRequest& request,
     const std::function<bool(const v1::SliceHeader&)>& on_header,
     const std::function<bool(absl::Span<const absl::string_view>)>& on_pieces) {
+  return ReadSlicePieces(request, on_header, on_pieces, nullptr);
+}
+
+absl::Status Client::ReadSlicePieces(
+    const v1::ReadSliceRequest& request,
+    const std::function<bool(const v1::SliceHeader&)>& on_header,
+    const std::function<bool(absl::Span<const absl::string_view>)>& on_pieces,
+    CallCanceller* cancel) {
   if (local_slices_) {
     const absl::Duration timeout =
         options_.timeout.value_or(absl::InfiniteDuration());
@@ -559,8 +567,8 @@ absl::Status Client::ReadSlicePieces(
                                on_pieces);
   }
   return WithFailover([&](const Backend& b, Attempt& attempt) {
-    return Calls::ReadPiecesOn(*this, b, attempt, request, on_header,
-                               on_pieces);
+    return Calls::ReadPiecesOn(*this, b, attempt, request, on_header, on_pieces,
+                               cancel);
   });
 }
 
@@ -568,11 +576,20 @@ absl::Status Client::Calls::ReadPiecesOn(
     Client& c, const Backend& b, Attempt& attempt,
     const v1::ReadSliceRequest& request,
     const std::function<bool(const v1::SliceHeader&)>& on_header,
-    const std::function<bool(absl::Span<const absl::string_view>)>& on_pieces) {
+    const std::function<bool(absl::Span<const absl::string_view>)>& on_pieces,
+    CallCanceller* canceller) {
   constexpr absl::string_view kCancelled = "slice read cancelled by the caller";
   const grpc::internal::RpcMethod& method = b.read_slice;
   grpc::ClientContext ctx;
   const absl::Duration deadline = c.Prepare(&ctx, /*stream=*/true);
+  // Detached before ctx goes, whichever way the call ends (see StreamOn).
+  struct Attached {
+    CallCanceller* c;
+    ~Attached() {
+      if (c != nullptr) c->Detach();
+    }
+  } attached{canceller};
+  if (canceller != nullptr) canceller->Attach(&ctx);
   std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
       grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
           b.channel.get(), method, &ctx, request));

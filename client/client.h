@@ -202,6 +202,15 @@ class Client {
       const std::function<bool(const v1::SliceHeader&)>& on_header,
       const std::function<bool(absl::Span<const absl::string_view>)>&
           on_pieces);
+  // The same, ended from another thread by `cancel` (CANCELLED), even while
+  // no chunk arrives: a caller that must stay interruptible (the Python
+  // module's Ctrl-C) cannot wait for a callback. A client with
+  // `local_slices` ignores `cancel`.
+  absl::Status ReadSlicePieces(
+      const v1::ReadSliceRequest& request,
+      const std::function<bool(const v1::SliceHeader&)>& on_header,
+      const std::function<bool(absl::Span<const absl::string_view>)>& on_pieces,
+      CallCanceller* cancel);
   // The same with `on_data` called once per piece, in order.
   absl::Status ReadSliceStreaming(
       const v1::ReadSliceRequest& request,

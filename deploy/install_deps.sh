@@ -27,8 +27,10 @@ PACKAGES=(
   curl     # the quick start shows the HTTP port answering
   # the Python client (client/python) and its tests: stubs from protoc and
   # grpc_python_plugin, run on Debian's grpcio, protobuf and numpy; the
-  # dashboard example (quant_report.py) draws its charts with matplotlib
+  # dashboard example (quant_report.py) draws its charts with matplotlib;
+  # its compiled read (tensormorph._native) needs Python's headers
   python3 python3-grpcio python3-protobuf python3-numpy python3-venv python3-pytest python3-matplotlib
+  python3-dev
 )
 case "${1:-}" in
   --tests)

@@ -1,10 +1,20 @@
 // Client::ReadSlicePieces, remote (pieces of the received messages, a long
 // slice received on a second thread) and embedded (chunks straight from the
 // in-process service): the bytes of the stored tensor, one call per chunk,
-// and a caller that stops mid-way ends the read at once.
+// and a caller that stops mid-way, or cancels from another thread, ends the
+// read at once.
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "client/client.h"
 #include "client/embedded/embedded_client.h"
 #include "gmock/gmock.h"
@@ -120,6 +130,64 @@ TEST_P(ReadSlicePiecesTest, StoppingMidWayCancelsAndTheClientReadsOn) {
       Whole(v1::OUTPUT_MODE_RAW), [](const v1::SliceHeader&) { return false; },
       [](absl::Span<const absl::string_view>) { return true; });
   EXPECT_EQ(header_stop.code(), absl::StatusCode::kCancelled);
+  auto all = client_->ReadSliceAll(Whole(v1::OUTPUT_MODE_RAW));
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_TRUE(all->bytes == *values_);
+}
+
+// True once every thread of `pid` is stopped (SIGSTOP is delivered
+// asynchronously: a call made meanwhile could still be answered).
+bool EveryThreadStopped(pid_t pid) {
+  const std::string tasks = absl::StrCat("/proc/", pid, "/task");
+  for (int i = 0; i < 10000; ++i) {
+    bool all = true;
+    for (const auto& t : std::filesystem::directory_iterator(tasks)) {
+      std::ifstream f(t.path() / "stat");
+      std::string stat((std::istreambuf_iterator<char>(f)), {});
+      const size_t paren = stat.rfind(')');
+      if (paren != std::string::npos && paren + 2 < stat.size() &&
+          stat[paren + 2] != 'T' && stat[paren + 2] != 't') {
+        all = false;
+      }
+    }
+    if (all) return true;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return false;
+}
+
+TEST_P(ReadSlicePiecesTest, ACancellerEndsAReadThatWaitsFromAnotherThread) {
+  if (!GetParam()) GTEST_SKIP() << "an embedded read ignores the canceller";
+  // The server stopped (SIGSTOP: its port accepts, nothing answers): no
+  // callback runs to return false, and no deadline is set.
+  ASSERT_TRUE(client_->GetServerInfo().ok());  // connected
+  ASSERT_EQ(kill(server_->pid(), SIGSTOP), 0);
+  struct Resume {
+    pid_t pid;
+    ~Resume() { kill(pid, SIGCONT); }  // however the test ends
+  } resume{server_->pid()};
+  ASSERT_TRUE(EveryThreadStopped(server_->pid()));
+  CallCanceller cancel;
+  std::thread canceller([&] {
+    absl::SleepFor(absl::Milliseconds(200));
+    cancel.Cancel();
+  });
+  const absl::Time start = absl::Now();
+  absl::Status s = client_->ReadSlicePieces(
+      Whole(v1::OUTPUT_MODE_RAW), [](const v1::SliceHeader&) { return true; },
+      [](absl::Span<const absl::string_view>) { return true; }, &cancel);
+  canceller.join();
+  ASSERT_EQ(kill(server_->pid(), SIGCONT), 0);
+  EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));
+  // One cancelled before the read starts ends at once.
+  CallCanceller before;
+  before.Cancel();
+  absl::Status early = client_->ReadSlicePieces(
+      Whole(v1::OUTPUT_MODE_RAW), [](const v1::SliceHeader&) { return true; },
+      [](absl::Span<const absl::string_view>) { return true; }, &before);
+  EXPECT_EQ(early.code(), absl::StatusCode::kCancelled) << early;
+  // The server, resumed, serves the client as before.
   auto all = client_->ReadSliceAll(Whole(v1::OUTPUT_MODE_RAW));
   ASSERT_TRUE(all.ok()) << all.status();
   EXPECT_TRUE(all->bytes == *values_);

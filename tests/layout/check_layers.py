@@ -67,6 +67,11 @@ LAYERS = {
         "the client library: the generated stubs and core's shared diff "
         "rules only, so a dashboard that links it pulls in no server or "
         "numerics"),
+    "client/python/": (
+        ["client/", "proto/", "tensormorph/v1/", "core/util/"],
+        ["spdlog/", "nlohmann/", "httplib.h", "png.h"],
+        "the Python package's compiled read (tensormorph._native): the "
+        "client library and its error reasons, nothing of the server"),
     "client/embedded/": (
         ["client/", "server/", "core/", "proto/", "tensormorph/v1/"], [],
         "Client::Embedded(): the service in-process behind a Client"),
@@ -112,6 +117,7 @@ TARGETS = {
     "tensormorphd": "server/main.cc",
     "tensormorph_client": "client/",
     "tensormorph_client_embedded": "client/embedded/",
+    "tensormorph_python_native": "client/python/",
     "tensormorph_cli_lib": "client/cli/",
     "tensormorph": "client/cli/main.cc",
     "tensormorph_fixture_writers": "deploy/demo/",

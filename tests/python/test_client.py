@@ -28,7 +28,7 @@ from typing import Any, List
 import numpy as np
 
 import tensormorph as tm
-from live_server import LiveServer
+from live_server import NATIVE_BUILT, READ_PATHS, LiveServer
 
 TENSORMORPHD = os.environ["TENSORMORPH_TENSORMORPHD"]
 CLI = os.environ["TENSORMORPH_CLI"]
@@ -107,11 +107,6 @@ class ConnectedClientTest(unittest.TestCase):
     def tearDown(self) -> None:
         self.c.close()
 
-    def cli_npy(self, *args: str) -> np.ndarray:
-        out = os.path.join(_tmp.name, "cli.npy")
-        cli("read", *args, "-o", out)
-        return np.load(out)
-
     def test_lists_checkpoints_and_tensors(self) -> None:
         paths = [e["path"] for e in self.c.checkpoints("")]
         self.assertIn(Q8, paths)
@@ -133,35 +128,6 @@ class ConnectedClientTest(unittest.TestCase):
                     self.assertEqual([t.name for t in paged], [t.name for t in whole])
                     self.assertEqual([(t.shape, t.dtype) for t in paged],
                                      [(t.shape, t.dtype) for t in whole])
-
-    def test_read_float_is_bit_exact_to_the_cli(self) -> None:
-        for ckpt, tensor, sl in [(Q8, Q8_TENSOR, None), (Q8, Q8_TENSOR, "0:4, ::2"),
-                                 ("int8", "model.layers.0.self_attn.q_proj.weight", None),
-                                 ("source", "model.layers.0.mlp.down_proj.weight", "-1")]:
-            with self.subTest(ckpt=ckpt, tensor=tensor, slice=sl):
-                a = self.c.read(ckpt, tensor, slice=sl)
-                want = self.cli_npy(ckpt, tensor, *(["--slice", sl] if sl else []))
-                self.assertEqual(a.dtype, np.float32)
-                self.assertEqual(a.shape, want.shape)
-                self.assertEqual(a.tobytes(), want.astype("<f4").tobytes())
-
-    def test_read_assembles_many_chunks_in_order(self) -> None:
-        whole = self.c.read(Q8, Q8_TENSOR)
-        small = self.c.read(Q8, Q8_TENSOR, max_chunk_bytes=4096)  # 64 chunks
-        self.assertEqual(small.tobytes(), whole.tobytes())
-        raw = self.c.read(Q8, Q8_TENSOR, raw=True, max_chunk_bytes=34 * 8)
-        self.assertEqual(raw.tobytes(), self.c.read(Q8, Q8_TENSOR, raw=True).tobytes())
-
-    def test_read_raw_is_the_stored_bytes_as_the_cli_writes_them(self) -> None:
-        for ckpt, tensor, dtype in [(Q8, Q8_TENSOR, "Q8_0"),
-                                    ("source", "model.layers.0.mlp.down_proj.weight", "BF16")]:
-            with self.subTest(ckpt=ckpt, tensor=tensor):
-                r = self.c.read(ckpt, tensor, raw=True)
-                want = self.cli_npy(ckpt, tensor, "--raw")
-                self.assertEqual(r.dtype, np.uint8)
-                self.assertEqual(r.stored_dtype, dtype)
-                self.assertEqual(r.tobytes(), want.tobytes())
-                self.assertEqual(r.nbytes, want.nbytes)
 
     def test_scalars_equal_the_clis(self) -> None:
         mine = self.c.scalars(Q8, Q8_TENSOR, [(3, 100), (0, 0), (-1, -1)])
@@ -216,6 +182,58 @@ class ConnectedClientTest(unittest.TestCase):
         e = self.c.heatmap(Q8, Q8_TENSOR, mode="error", reference="source", width=16, height=16)
         self.assertTrue(np.all(e["cells"] >= 0))
 
+    def test_an_error_without_details_gets_its_codes_generic_reason(self) -> None:
+        self.assertEqual(tm.Error("UNAUTHENTICATED", "no token").reason, "UNAUTHENTICATED")
+        self.assertEqual(tm.Error("INVALID_ARGUMENT", "bad").reason, "REQUEST_INVALID")
+
+
+class ReadTest(unittest.TestCase):
+    """read() and its errors, through the C++ client (tensormorph._native,
+    required where the build made it: live_server.NATIVE_BUILT)."""
+
+    NATIVE = NATIVE_BUILT
+
+    def setUp(self) -> None:
+        self.c = tm.connect(ADDRESS, native=self.NATIVE)
+        self.assertEqual(self.c.read_path, "native" if self.NATIVE else "grpcio")
+
+    def tearDown(self) -> None:
+        self.c.close()
+
+    def cli_npy(self, *args: str) -> np.ndarray:
+        out = os.path.join(_tmp.name, "cli.npy")
+        cli("read", *args, "-o", out)
+        return np.load(out)
+
+    def test_read_float_is_bit_exact_to_the_cli(self) -> None:
+        for ckpt, tensor, sl in [(Q8, Q8_TENSOR, None), (Q8, Q8_TENSOR, "0:4, ::2"),
+                                 ("int8", "model.layers.0.self_attn.q_proj.weight", None),
+                                 ("source", "model.layers.0.mlp.down_proj.weight", "-1")]:
+            with self.subTest(ckpt=ckpt, tensor=tensor, slice=sl):
+                a = self.c.read(ckpt, tensor, slice=sl)
+                want = self.cli_npy(ckpt, tensor, *(["--slice", sl] if sl else []))
+                self.assertEqual(a.dtype, np.float32)
+                self.assertEqual(a.shape, want.shape)
+                self.assertEqual(a.tobytes(), want.astype("<f4").tobytes())
+
+    def test_read_assembles_many_chunks_in_order(self) -> None:
+        whole = self.c.read(Q8, Q8_TENSOR)
+        small = self.c.read(Q8, Q8_TENSOR, max_chunk_bytes=4096)  # 64 chunks
+        self.assertEqual(small.tobytes(), whole.tobytes())
+        raw = self.c.read(Q8, Q8_TENSOR, raw=True, max_chunk_bytes=34 * 8)
+        self.assertEqual(raw.tobytes(), self.c.read(Q8, Q8_TENSOR, raw=True).tobytes())
+
+    def test_read_raw_is_the_stored_bytes_as_the_cli_writes_them(self) -> None:
+        for ckpt, tensor, dtype in [(Q8, Q8_TENSOR, "Q8_0"),
+                                    ("source", "model.layers.0.mlp.down_proj.weight", "BF16")]:
+            with self.subTest(ckpt=ckpt, tensor=tensor):
+                r = self.c.read(ckpt, tensor, raw=True)
+                want = self.cli_npy(ckpt, tensor, "--raw")
+                self.assertEqual(r.dtype, np.uint8)
+                self.assertEqual(r.stored_dtype, dtype)
+                self.assertEqual(r.tobytes(), want.tobytes())
+                self.assertEqual(r.nbytes, want.nbytes)
+
     def test_errors_carry_their_code(self) -> None:
         with self.assertRaises(tm.Error) as cm:
             self.c.read(Q8, "blk.0.no_such.weight")
@@ -257,9 +275,11 @@ class ConnectedClientTest(unittest.TestCase):
         self.assertEqual(back.reason, "TENSOR_NOT_FOUND")
         self.assertEqual(back.metadata, cm.exception.metadata)
 
-    def test_an_error_without_details_gets_its_codes_generic_reason(self) -> None:
-        self.assertEqual(tm.Error("UNAUTHENTICATED", "no token").reason, "UNAUTHENTICATED")
-        self.assertEqual(tm.Error("INVALID_ARGUMENT", "bad").reason, "REQUEST_INVALID")
+
+class ReadThroughGrpcioTest(ReadTest):
+    """The same through grpcio, the path of a pure-Python install."""
+
+    NATIVE = False
 
 
 class MixedDirectoryListingTest(unittest.TestCase):
@@ -313,6 +333,7 @@ class LocalServerTest(unittest.TestCase):
         os.chdir(DEMO)
         try:
             with tm.local() as c:
+                self.assertEqual(c.read_path, "native" if NATIVE_BUILT else "grpcio")
                 a = c.read(Q8, Q8_TENSOR)  # relative to the working directory
                 pid = c.process.pid
                 self.assertIsNone(c.process.poll())
@@ -328,7 +349,6 @@ class LocalServerTest(unittest.TestCase):
         self.assertFalse(os.path.exists(sock))
         with self.assertRaises(ProcessLookupError):
             os.kill(pid, 0)
-
 
     def test_local_server_stops_at_exit_without_close(self) -> None:
         script = ("import tensormorph as tm\n"
@@ -372,6 +392,7 @@ class PipInstallTest(unittest.TestCase):
                       "assert 'site-packages' in tm.__file__, tm.__file__\n"
                       "assert (pathlib.Path(tm.__file__).parent / 'py.typed').is_file()\n"
                       "c = tm.connect(sys.argv[1])\n"
+                      "assert c.read_path == 'grpcio', c  # no compiled module\n"
                       f"print(hashlib.sha256(c.read({Q8!r}, {Q8_TENSOR!r}).tobytes()).hexdigest())\n")
             r = subprocess.run([str(venv / "bin" / "python"), "-c", script, ADDRESS], cwd=tmp,
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -404,7 +425,6 @@ class QuantReportExampleTest(unittest.TestCase):
         with tm.connect(ADDRESS) as c:
             for t in c.tensors(Q8):
                 self.assertIn(t.name, page)
-
 
     def test_refuses_to_write_onto_its_input_and_leaves_it_whole(self) -> None:
         # A private server on local files (no --server): -o naming the

@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 import warnings
@@ -29,7 +30,7 @@ from typing import Any, Dict, List, Tuple
 import numpy as np
 
 import tensormorph as tm
-from live_server import LiveServer
+from live_server import NATIVE_BUILT, READ_PATHS, LiveServer
 
 TENSORMORPHD = os.environ["TENSORMORPH_TENSORMORPHD"]
 CLI = os.environ["TENSORMORPH_CLI"]
@@ -130,41 +131,57 @@ class DeadlineTest(unittest.TestCase):
         self.assertEqual(tm.DEFAULT_UNARY_TIMEOUT, float(m.group(1)))
 
     def test_a_call_to_a_stopped_server_fails_within_its_deadline(self) -> None:
-        c = tm.connect(self.server.address)
+        c = tm.connect(self.server.address, native=NATIVE_BUILT)
+        g = tm.connect(self.server.address, native=False)
         self.assertEqual(len(c.tensors(Q8)), 21)
+        self.assertEqual(c.read(Q8, Q8_TENSOR).shape, g.read(Q8, Q8_TENSOR).shape)
         self.server.kill()
         for call in (lambda: c.server_info(timeout=2), lambda: c.tensors(Q8, timeout=2),
-                     lambda: c.read(Q8, Q8_TENSOR, timeout=2)):
+                     lambda: c.read(Q8, Q8_TENSOR, timeout=2),
+                     lambda: g.read(Q8, Q8_TENSOR, timeout=2)):
             self.assert_fails_within(call, ("DEADLINE_EXCEEDED", "UNAVAILABLE"), 10)
         c.close()
+        g.close()
 
     def test_a_call_to_a_paused_server_ends_at_its_deadline(self) -> None:
         # SIGSTOP: the kernel still accepts the connection, nothing answers.
-        c = tm.connect(self.server.address)
+        c = tm.connect(self.server.address, native=NATIVE_BUILT)
+        g = tm.connect(self.server.address, native=False)
         self.server.pause()
         for call in (lambda: c.server_info(timeout=2), lambda: c.read(Q8, Q8_TENSOR, timeout=2),
+                     lambda: g.read(Q8, Q8_TENSOR, timeout=2),
                      lambda: list(c.diff(Q8, "source", timeout=2))):
             self.assert_fails_within(call, ("DEADLINE_EXCEEDED",), 10)
         c.close()
+        g.close()
 
     def test_connects_timeout_is_every_calls_deadline(self) -> None:
         fresh = LiveServer(TENSORMORPHD, ROOT)
         try:
-            c = tm.connect(fresh.address, timeout=1.5)
+            c = tm.connect(fresh.address, timeout=1.5, native=NATIVE_BUILT)
+            g = tm.connect(fresh.address, timeout=1.5, native=False)
             fresh.pause()
             self.assert_fails_within(lambda: c.checkpoint(Q8), ("DEADLINE_EXCEEDED",), 10)
             self.assert_fails_within(lambda: c.read(Q8, Q8_TENSOR), ("DEADLINE_EXCEEDED",), 10)
+            self.assert_fails_within(lambda: g.read(Q8, Q8_TENSOR), ("DEADLINE_EXCEEDED",), 10)
             c.close()
+            g.close()
         finally:
             fresh.resume()
             fresh.stop()
 
     def test_ctrl_c_ends_a_read_that_waits_on_a_paused_server(self) -> None:
-        # Streams are taken by the thread that iterates them
-        # (channel_options): a wait in grpcio's poll still yields to signals.
+        # Natively the waiting thread checks for signals every 50 ms and
+        # cancels the call; grpcio's streams are taken by the thread that
+        # iterates them (channel_options), whose poll yields to signals.
         self.server.pause()
+        for native in READ_PATHS:
+            with self.subTest(native=native):
+                self.assert_ctrl_c_ends_a_read(native)
+
+    def assert_ctrl_c_ends_a_read(self, native: bool) -> None:
         script = ("import tensormorph as tm, sys\n"
-                  f"c = tm.connect({self.server.address!r})\n"
+                  f"c = tm.connect({self.server.address!r}, native={native})\n"
                   "print('reading', flush=True)\n"
                   "try:\n"
                   f"    c.read({Q8!r}, {Q8_TENSOR!r})\n"
@@ -276,17 +293,42 @@ class MutualTlsTest(unittest.TestCase):
                 "--tls-cert", str(d / "server.pem"), "--tls-key", str(d / "server.key"),
                 "--tls-client-ca", str(d / "ca.pem")])
             try:
-                with tm.connect(server.address, tls_ca=d / "ca.pem", tls_cert=d / "client.pem",
-                                tls_key=d / "client.key") as c:
-                    self.assertEqual(c.info(Q8, Q8_TENSOR).dtype, "Q8_0")
-                with tm.connect(server.address, tls_ca=d / "ca.pem") as c:
-                    with self.assertRaises(tm.Error) as cm:
-                        c.server_info(timeout=10)
-                    self.assertEqual(cm.exception.code, "UNAVAILABLE")
+                for native in READ_PATHS:
+                    with tm.connect(server.address, tls_ca=d / "ca.pem",
+                                    tls_cert=d / "client.pem", tls_key=d / "client.key",
+                                    native=native) as c:
+                        self.assertEqual(c.info(Q8, Q8_TENSOR).dtype, "Q8_0")
+                        self.assertEqual(c.read(Q8, Q8_TENSOR).shape, (256, 256))
+                    with tm.connect(server.address, tls_ca=d / "ca.pem", native=native) as c:
+                        with self.assertRaises(tm.Error) as cm:
+                            c.server_info(timeout=10)
+                        self.assertEqual(cm.exception.code, "UNAVAILABLE")
+                        with self.assertRaises(tm.Error) as cm:
+                            c.read(Q8, Q8_TENSOR, timeout=10)
+                        self.assertEqual(cm.exception.reason, "UNAVAILABLE")
             finally:
                 server.stop()
             with self.assertRaises(ValueError):
                 tm.connect(server.address, tls_cert=d / "client.pem")
+
+
+class TokenTest(unittest.TestCase):
+    def test_reads_send_the_token_on_both_paths(self) -> None:
+        with tempfile.TemporaryDirectory(prefix="tm-token-") as tmp:
+            tokens = Path(tmp) / "tokens"
+            tokens.write_text("s3cret\n")
+            server = LiveServer(TENSORMORPHD, ROOT, ["--token-file", str(tokens)])
+            try:
+                for native in READ_PATHS:
+                    with self.subTest(native=native):
+                        with tm.connect(server.address, token="s3cret", native=native) as c:
+                            self.assertEqual(c.read(Q8, Q8_TENSOR).shape, (256, 256))
+                        with tm.connect(server.address, token="wrong", native=native) as c:
+                            with self.assertRaises(tm.Error) as cm:
+                                c.read(Q8, Q8_TENSOR)
+                            self.assertEqual(cm.exception.reason, "UNAUTHENTICATED")
+            finally:
+                server.stop()
 
 
 class PicklableErrorTest(unittest.TestCase):
@@ -343,9 +385,11 @@ def random_index(rng: random.Random, shape: Tuple[int, ...]) -> Any:
 
 
 class NumpyIndexingTest(unittest.TestCase):
+    NATIVE = NATIVE_BUILT
+
     @classmethod
     def setUpClass(cls) -> None:
-        cls.c = tm.connect(ADDRESS)
+        cls.c = tm.connect(ADDRESS, native=cls.NATIVE)
         path = os.path.join(ROOT, F32_FILE)
         cls.w = np.memmap(path, dtype="<f4", mode="r", offset=OFFSETS[F32_TENSOR],
                           shape=F32_SHAPE)
@@ -406,13 +450,19 @@ class NumpyIndexingTest(unittest.TestCase):
         self.assertEqual(cm.exception.code, "NOT_FOUND")
 
 
+class NumpyIndexingThroughGrpcioTest(NumpyIndexingTest):
+    NATIVE = False
+
+
 class LargeReadTest(unittest.TestCase):
     """A read of many chunks, whatever its chunk size, slice or thread,
     is numpy's memmap of the file, bit for bit."""
 
+    NATIVE = NATIVE_BUILT
+
     @classmethod
     def setUpClass(cls) -> None:
-        cls.c = tm.connect(ADDRESS)
+        cls.c = tm.connect(ADDRESS, native=cls.NATIVE)
         cls.want = np.memmap(os.path.join(ROOT, BIG_FILE), dtype="<f4", mode="r",
                              offset=OFFSETS[BIG_TENSOR], shape=BIG_SHAPE)
 
@@ -444,6 +494,82 @@ class LargeReadTest(unittest.TestCase):
             got = list(pool.map(lambda _: self.c.read(BIG_FILE, BIG_TENSOR), range(4)))
         for a in got:
             self.assert_same_bits(a, self.want)
+
+
+class LargeReadThroughGrpcioTest(LargeReadTest):
+    NATIVE = False
+
+
+class InterruptedReadTest(unittest.TestCase):
+    """Ctrl-C in the middle of a large read: KeyboardInterrupt, the call
+    cancelled, and the client and server as usable as before."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.tmp = tempfile.TemporaryDirectory(prefix="tm-py-interrupt-")
+        shape = (8192, 4096)  # 128 MiB: seconds in chunks of 64 KiB
+        write_f32_safetensors(os.path.join(cls.tmp.name, "huge.safetensors"),
+                              {"huge": np.ones(shape, dtype=np.float32)})
+        cls.server = LiveServer(TENSORMORPHD, cls.tmp.name)
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.server.stop()
+        cls.tmp.cleanup()
+
+    def test_a_signal_50_ms_into_a_read_raises_keyboard_interrupt(self) -> None:
+        for native in READ_PATHS:
+            with self.subTest(native=native), \
+                    tm.connect(self.server.address, native=native) as c:
+                self.assertEqual(c.read("huge.safetensors", "huge", slice="0:2").shape,
+                                 (2, 4096))
+                main = threading.main_thread().ident
+                assert main is not None
+                timer = threading.Timer(0.05, signal.pthread_kill, (main, signal.SIGINT))
+                start = time.monotonic()
+                timer.start()
+                try:
+                    with self.assertRaises(KeyboardInterrupt):
+                        c.read("huge.safetensors", "huge", max_chunk_bytes=64 << 10)
+                finally:
+                    timer.join()
+                # The signal's 50 ms, then at most a 50 ms check (native)
+                # or grpcio's 200 ms poll: far less than the whole read.
+                self.assertLess(time.monotonic() - start, 5)
+                a = c.read("huge.safetensors", "huge", slice="8191, 4000:")
+                self.assertEqual(a.tolist(), [1.0] * 96)
+                self.assertTrue(c.server_info()["version"])
+
+
+class ForkTest(unittest.TestCase):
+    @unittest.skipUnless(NATIVE_BUILT, "the build did not make tensormorph._native")
+    def test_a_forked_child_reads_through_grpcio_and_the_parent_reads_on(self) -> None:
+        # A child shares the parent's C++ connections' sockets and has none
+        # of its gRPC threads: it must neither hang nor disturb the parent.
+        script = ("import os, sys, tensormorph as tm\n"
+                  "c = tm.connect(sys.argv[1])\n"
+                  f"want = c.read({Q8!r}, {Q8_TENSOR!r}).tobytes()\n"
+                  "print('parent', c.read_path, flush=True)\n"
+                  "pid = os.fork()\n"
+                  "if pid == 0:\n"
+                  "    for cc in (c, tm.connect(sys.argv[1])):\n"
+                  "        try:\n"
+                  f"            ok = cc.read({Q8!r}, {Q8_TENSOR!r}, timeout=20).tobytes() == want\n"
+                  "            print('child', cc.read_path, ok, flush=True)\n"
+                  "        except tm.Error as e:  # grpcio's own limits after a fork\n"
+                  "            print('child', cc.read_path, e.code, flush=True)\n"
+                  "    os._exit(0)\n"
+                  "os.waitpid(pid, 0)\n"
+                  f"print('parent', c.read({Q8!r}, {Q8_TENSOR!r}).tobytes() == want, flush=True)\n")
+        r = subprocess.run([sys.executable, "-c", script, ADDRESS], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stdout)
+        lines = [l.split() for l in r.stdout.splitlines() if l.startswith(("parent", "child"))]
+        self.assertEqual(lines[0], ["parent", "native"])
+        self.assertEqual([l[:2] for l in lines[1:3]], [["child", "grpcio"]] * 2, r.stdout)
+        for l in lines[1:3]:
+            self.assertIn(l[2], ("True", "UNAVAILABLE"), r.stdout)
+        self.assertEqual(lines[3], ["parent", "True"])
 
 
 class ParityCallsTest(unittest.TestCase):
@@ -532,7 +658,8 @@ class PackageTest(unittest.TestCase):
             r = subprocess.run([sys.executable, "-m", "mypy", "--config-file", str(config),
                                 "--cache-dir", os.path.join(tmp, "cache"),
                                 *(str(pkg / f) for f in ("__init__.py", "_client.py",
-                                                         "_local.py", "_tensor.py"))],
+                                                         "_local.py", "_tensor.py",
+                                                         "_native_read.py"))],
                                cwd=pkg.parent, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
         self.assertEqual(r.returncode, 0, r.stdout)

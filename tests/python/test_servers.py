@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import List
 
 import tensormorph as tm
-from live_server import LiveServer
+from live_server import NATIVE_BUILT, READ_PATHS, LiveServer
 
 TENSORMORPHD = os.environ["TENSORMORPH_TENSORMORPHD"]
 FIXTURES = Path(os.environ.get("TENSORMORPH_FIXTURES_DIR",
@@ -81,27 +81,33 @@ class ServersTest(unittest.TestCase):
             self.assertEqual(calls(b) - b0 - 1, 5)
 
     def test_reads_are_the_single_servers_bit_for_bit(self) -> None:
-        with tm.connect(self.target) as c, tm.connect(self.servers[0].address) as one:
-            for _ in range(2):  # once on each server
-                # Scaled values, and the FP8 codes of its stored part.
-                for raw in (False, True):
-                    want = one.read(CKPT, STRADDLING, part=raw, raw=raw)
-                    got = c.read(CKPT, STRADDLING, part=raw, raw=raw)
-                    self.assertEqual((got.dtype, got.shape), (want.dtype, want.shape))
-                    self.assertEqual(got.tobytes(), want.tobytes())
+        for native in READ_PATHS:
+            with tm.connect(self.target, native=native) as c, \
+                    tm.connect(self.servers[0].address, native=False) as one:
+                for _ in range(2):  # once on each server
+                    # Scaled values, and the FP8 codes of its stored part.
+                    for raw in (False, True):
+                        want = one.read(CKPT, STRADDLING, part=raw, raw=raw)
+                        got = c.read(CKPT, STRADDLING, part=raw, raw=raw)
+                        self.assertEqual((got.dtype, got.shape), (want.dtype, want.shape))
+                        self.assertEqual(got.tobytes(), want.tobytes())
 
     def test_a_server_down_is_failed_over_for_calls_and_streams(self) -> None:
         self.servers[1].kill()
-        with tm.connect(self.target) as c:
-            for _ in range(4):  # twice starting at the dead one
-                self.assertEqual(len(c.checkpoint(CKPT)["files"]), 2)
-                self.assertTrue(c.tensors(CKPT))
-                self.assertEqual(c.read(CKPT, STRADDLING).dtype.name, "float32")
+        for native in READ_PATHS:
+            with tm.connect(self.target, native=native) as c:
+                for _ in range(4):  # twice starting at the dead one
+                    self.assertEqual(len(c.checkpoint(CKPT)["files"]), 2)
+                    self.assertTrue(c.tensors(CKPT))
+                    self.assertEqual(c.read(CKPT, STRADDLING).dtype.name, "float32")
 
     def test_every_server_down_is_unavailable_naming_each(self) -> None:
         ports = [free_port(), free_port()]
-        with tm.connect(",".join(f"127.0.0.1:{p}" for p in ports)) as c:
-            for call in (lambda: c.checkpoint(CKPT), lambda: c.tensors(CKPT)):
+        target = ",".join(f"127.0.0.1:{p}" for p in ports)
+        with tm.connect(target, native=NATIVE_BUILT) as c, \
+                tm.connect(target, native=False) as g:
+            for call in (lambda: c.checkpoint(CKPT), lambda: c.tensors(CKPT),
+                         lambda: c.read(CKPT, STRADDLING), lambda: g.read(CKPT, STRADDLING)):
                 with self.assertRaises(tm.Error) as e:
                     call()
                 self.assertEqual(e.exception.reason, "UNAVAILABLE")
@@ -112,9 +118,10 @@ class ServersTest(unittest.TestCase):
     def test_a_dns_name_reaches_the_server(self) -> None:
         # localhost resolves to ::1 too, where nothing listens: round_robin
         # keeps to the address that answers.
-        with tm.connect(f"dns:///localhost:{self.servers[0].port}") as c:
-            for _ in range(3):
-                self.assertEqual(c.read(CKPT, STRADDLING).shape, (200, 300))
+        for native in READ_PATHS:
+            with tm.connect(f"dns:///localhost:{self.servers[0].port}", native=native) as c:
+                for _ in range(3):
+                    self.assertEqual(c.read(CKPT, STRADDLING).shape, (200, 300))
         with tm.connect("dns:///no-such-host.invalid:7431") as c:
             with self.assertRaises(tm.Error) as e:
                 c.server_info()

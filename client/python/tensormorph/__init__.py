@@ -8,6 +8,8 @@
     c = tm.local()                # a private tensormorphd for local files
     c = tm.connect("gpu-box:7431", timeout=10)  # every call's deadline (s)
     c = tm.connect("gpu-box:7431", tls_ca="ca.pem", tls_cert="me.pem", tls_key="me.key")
+    c.read_path                   # "native": reads through tensormorph._native (the C++
+                                  # client) when built; "grpcio" else, or with native=False
     c.checkpoints("/models")      # ListCheckpoints
     c.tensors("model.gguf")       # [TensorInfo(name, shape, dtype, encoding, parts)]
     a = c.read("model.gguf", "blk.0.attn_q.weight", slice="0:4, ::2")  # float32

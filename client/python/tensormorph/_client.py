@@ -26,6 +26,7 @@ from .v1 import tensormorph_pb2 as pb
 from .v1 import tensormorph_pb2_grpc as pb_grpc
 
 if TYPE_CHECKING:
+    from ._native_read import NativeReads, NativeSettings
     from ._tensor import Tensor
 
 # Replies are at most Limits.max_reply_bytes (64 MiB by default).
@@ -49,7 +50,9 @@ class Error(Exception):
     "DEADLINE_EXCEEDED", "UNAVAILABLE", ...), `message` the server's message
     and `details` a dict of machine-readable details: from a
     google.rpc.ErrorInfo in the status, "reason" (e.g. "TENSOR_NOT_FOUND"),
-    "domain" and "metadata"; empty when the server sent none.
+    "domain" and "metadata"; empty when the server sent none (and on the
+    native read path when the reason is its code's generic one: `reason`
+    and `metadata` are the same on both read paths).
 
     Errors pickle with all three, so an error raised in a
     `concurrent.futures.ProcessPoolExecutor` or `multiprocessing.Pool`
@@ -365,6 +368,29 @@ class Client:
         self._metadata = [("authorization", f"Bearer {token}")] if token else None
         self._path_base = path_base
         self._timeout = timeout
+        self._native: Optional["NativeReads"] = None
+
+    def _read_natively(self, settings: "NativeSettings", native: Optional[bool]) -> None:
+        """Reads through the C++ client from `settings` (the ones this
+        client's channels were made from): with `native` None when
+        tensormorph._native imports, True always (ImportError without it),
+        False never. connect(), dial() and local() call it."""
+        from ._native_read import NativeReads, available
+        if native or (native is None and available()):
+            self._native = NativeReads(settings)
+
+    @property
+    def read_path(self) -> str:
+        """How read() and tensor(...)[...] receive a slice: "native" (the
+        C++ client, tensormorph._native: one copy, the GIL released) or
+        "grpcio". Same results and errors either way. A fork()ed child of a
+        process that read natively reads through grpcio."""
+        from ._native_read import available
+        return "native" if self._native is not None and available() else "grpcio"
+
+    def __repr__(self) -> str:
+        addresses = ",".join(b.address for b in self._backends) or "a channel"
+        return f"<tensormorph.Client of {addresses}, reads: {self.read_path}>"
 
     # -- plumbing -----------------------------------------------------------
 
@@ -446,6 +472,8 @@ class Client:
         """Closes the channels."""
         for b in self._backends:
             b.channel.close()
+        if self._native is not None:
+            self._native.close()
 
     def __enter__(self) -> "Client":
         return self
@@ -546,12 +574,35 @@ class Client:
         tensor as float32, or with `raw` its stored bytes as a `RawArray`
         (uint8 with `stored_dtype`). The stream is written into one buffer
         allocated from the header's total_bytes, chunk by chunk (of at most
-        `max_chunk_bytes`; 0 = the server's limit, 1 MiB by default).
+        `max_chunk_bytes`; 0 = the server's limit, 1 MiB by default), by
+        the C++ client with the GIL released, or by grpcio (`read_path`
+        says which). Ctrl-C ends a read (KeyboardInterrupt) on either.
         For numpy indexing (`[3:7, ::2]`), see tensor()."""
         req = pb.ReadSliceRequest(
             checkpoint=self._path(ckpt), tensor=tensor, slice=slice or "",
             mode=pb.OUTPUT_MODE_RAW if raw else pb.OUTPUT_MODE_FLOAT32, part=part,
             max_chunk_bytes=max_chunk_bytes)
+        if self.read_path == "native":
+            assert self._native is not None
+            header, buf = self._native.read(req, self._deadline(timeout, True))
+        else:
+            header, buf = self._read_grpcio(req, timeout)
+        shape = tuple(header.shape)
+        if not raw:
+            return buf.view("<f4").reshape(shape)
+        rows = math.prod(shape[:-1]) if shape else 1
+        if shape and rows and header.total_bytes % rows == 0:
+            arr = buf.reshape(shape[:-1] + (header.total_bytes // rows,))
+        else:
+            arr = buf
+        out = arr.view(RawArray)
+        out.stored_dtype = header.dtype
+        out.stored_shape = shape
+        return out
+
+    def _read_grpcio(self, req: "pb.ReadSliceRequest",
+                     timeout: Optional[float]) -> Tuple["pb.SliceHeader", np.ndarray]:
+        """read()'s slice through grpcio: its header and bytes."""
         buf: Optional[np.ndarray] = None
         header = None
         pos = 0
@@ -582,18 +633,7 @@ class Client:
         if pos != header.total_bytes or elements != header.num_elements:
             raise Error("INTERNAL", f"ReadSlice ended after {pos} of {header.total_bytes} bytes")
         assert buf is not None  # a header allocates it
-        shape = tuple(header.shape)
-        if not raw:
-            return buf.view("<f4").reshape(shape)
-        rows = math.prod(shape[:-1]) if shape else 1
-        if shape and rows and header.total_bytes % rows == 0:
-            arr = buf.reshape(shape[:-1] + (header.total_bytes // rows,))
-        else:
-            arr = buf
-        out = arr.view(RawArray)
-        out.stored_dtype = header.dtype
-        out.stored_shape = shape
-        return out
+        return header, buf
 
     def scalars(self, ckpt: PathLike, tensor: str,
                 indices: Iterable[Union[Sequence[int], int]],
@@ -737,7 +777,7 @@ class Client:
 def connect(address: str, token: Optional[str] = None,
             tls_ca: Optional[PathLike] = None,
             timeout: Optional[float] = None, tls_cert: Optional[PathLike] = None,
-            tls_key: Optional[PathLike] = None) -> Client:
+            tls_key: Optional[PathLike] = None, native: Optional[bool] = None) -> Client:
     """A client of the tensormorphd at "host:port". `token` is sent as
     "authorization: Bearer <token>"; `tls_ca` (a PEM file) makes the channel
     TLS, verifying the server against that CA. `tls_cert` and `tls_key`
@@ -757,7 +797,11 @@ def connect(address: str, token: Optional[str] = None,
     once when a server is unreachable (see Client). A bad list, an empty
     address or one without a port raises tm.Error INVALID_ARGUMENT naming
     the entry; a dns:/// name that does not resolve fails the first call
-    UNAVAILABLE."""
+    UNAVAILABLE.
+
+    `native`: reads (read(), tensor(...)[...]) go through the C++ client
+    (tensormorph._native) when it imports (None), always (True; ImportError
+    without it), or through grpcio (False); see Client.read_path."""
     from ._endpoints import check_server_list, is_endpoint_list, server_list_entries
 
     # A malformed address is the caller's to fix: INVALID_ARGUMENT naming
@@ -768,8 +812,19 @@ def connect(address: str, token: Optional[str] = None,
     entries = server_list_entries(address) if is_endpoint_list(address) else [address]
     channels = [(e, channel(e, tls_ca, tls_cert, tls_key, round_robin=e.startswith("dns:///")))
                 for e in entries]
-    return Client(channels[0][1], token=token, timeout=timeout, address=channels[0][0],
-                  others=channels[1:])
+    c = Client(channels[0][1], token=token, timeout=timeout, address=channels[0][0],
+               others=channels[1:])
+    c._read_natively(native_settings(address, token, tls_ca, tls_cert, tls_key), native)
+    return c
+
+
+def native_settings(address: str, token: Optional[str] = None,
+                    tls_ca: Optional[PathLike] = None, tls_cert: Optional[PathLike] = None,
+                    tls_key: Optional[PathLike] = None) -> "NativeSettings":
+    """The C++ client's settings for the same target and credentials."""
+    from ._native_read import NativeSettings
+    return NativeSettings(address, token or "", _read_pem(tls_ca) or b"",
+                          _read_pem(tls_cert) or b"", _read_pem(tls_key) or b"")
 
 
 def _check_client_cert(tls_cert: Optional[PathLike], tls_key: Optional[PathLike]) -> None:
@@ -839,9 +894,11 @@ def channel(address: str, tls_ca: Optional[PathLike] = None,
 
 def dial(address: str, token: Optional[str] = None, tls_ca: Optional[PathLike] = None,
          timeout: Optional[float] = None, tls_cert: Optional[PathLike] = None,
-         tls_key: Optional[PathLike] = None) -> Client:
+         tls_key: Optional[PathLike] = None, native: Optional[bool] = None) -> Client:
     """A Client of exactly one gRPC target, as connect() gives for one
     "host:port"."""
     _check_timeout(timeout)
-    return Client(channel(address, tls_ca, tls_cert, tls_key), token=token, timeout=timeout)
+    c = Client(channel(address, tls_ca, tls_cert, tls_key), token=token, timeout=timeout)
+    c._read_natively(native_settings(address, token, tls_ca, tls_cert, tls_key), native)
+    return c
 

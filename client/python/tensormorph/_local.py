@@ -17,7 +17,8 @@ from typing import Any, Callable, List, Optional
 
 import grpc
 
-from ._client import Client, Error, PathLike, _check_timeout, channel_options
+from ._client import (Client, Error, PathLike, _check_timeout, channel_options,
+                      native_settings)
 
 
 def find_tensormorphd() -> str:
@@ -43,7 +44,7 @@ class LocalClient(Client):
     def __init__(self, process: "subprocess.Popen[str]", address: str, path_base: str,
                  socket_dir: Optional[str] = None, timeout: Optional[float] = None) -> None:
         channel = grpc.insecure_channel(address, options=channel_options())
-        super().__init__(channel, path_base=path_base, timeout=timeout)
+        super().__init__(channel, path_base=path_base, timeout=timeout, address=address)
         self.process = process
         self.address = address
         self._socket_dir = socket_dir
@@ -103,7 +104,7 @@ def _die_with_parent() -> Optional[Callable[[], None]]:
 
 def local(root: PathLike = "/", tensormorphd: Optional[PathLike] = None,
           extra_args: Optional[List[str]] = None,
-          timeout: Optional[float] = None) -> LocalClient:
+          timeout: Optional[float] = None, native: Optional[bool] = None) -> LocalClient:
     """Starts a private tensormorphd serving `root` (default "/", so any
     local file) and returns a client of it. It listens on a unix socket in a
     fresh directory only this user can enter (a server of "/" must not be
@@ -114,7 +115,8 @@ def local(root: PathLike = "/", tensormorphd: Optional[PathLike] = None,
     without exiting (killed; its SIGTERM from PR_SET_PDEATHSIG), unless
     local() was called from a thread other than the main one (then only at
     close() or exit: the kernel ties the signal to the thread).
-    `timeout` is the calls' deadline, as connect()'s."""
+    `timeout` is the calls' deadline and `native` the read path, as
+    connect()'s."""
     _check_timeout(timeout)
     exe = os.fspath(tensormorphd) if tensormorphd is not None else find_tensormorphd()
     made = tempfile.mkdtemp(prefix="tensormorph-")  # mode 0700
@@ -144,5 +146,7 @@ def local(root: PathLike = "/", tensormorphd: Optional[PathLike] = None,
         raise Error("UNAVAILABLE", f"{exe} did not start (said {line.strip()!r}, "
                     f"exit code {p.returncode})")
     address = listen if socket_dir is not None else f"{m.group(1)}:{m.group(2)}"
-    return LocalClient(p, address, path_base=os.getcwd(), socket_dir=socket_dir,
-                       timeout=timeout)
+    c = LocalClient(p, address, path_base=os.getcwd(), socket_dir=socket_dir,
+                    timeout=timeout)
+    c._read_natively(native_settings(address), native)
+    return c

@@ -128,11 +128,13 @@ class QuantDiffReactor final : public QueuedStreamReactor<v1::QuantDiffEvent> {
     int split = -1;
     int index = 0;
   };
-  // The parts of a split tensor as they come in; the first error.
+  // The parts of a split tensor as they come in; the first error; the
+  // percentile floor its parts share (DiffTensorPart).
   struct Split {
     std::vector<DiffPart> parts;
     int remaining = 0;
     absl::Status error;
+    std::atomic<double> floor{0};
   };
 
   // Over once no task runs, with the summary queued unless the call failed.
@@ -364,7 +366,12 @@ class QuantDiffReactor final : public QueuedStreamReactor<v1::QuantDiffEvent> {
     }
     const TensorPair& p = pairing_.pairs[task.pair];
     const FenceSite site{"QuantDiff", req_->checkpoint(), p.quant->name};
-    auto part = Fenced(site, [&] { return DiffPairPart(p, task); });
+    std::atomic<double>* floor;
+    {
+      absl::MutexLock lock(&mu_);
+      floor = &splits_[task.split]->floor;  // lives as long as the call
+    }
+    auto part = Fenced(site, [&] { return DiffPairPart(p, task, floor); });
     std::vector<DiffPart> parts;
     {
       absl::MutexLock lock(&mu_);
@@ -500,7 +507,8 @@ class QuantDiffReactor final : public QueuedStreamReactor<v1::QuantDiffEvent> {
         });
   }
 
-  absl::StatusOr<DiffPart> DiffPairPart(const TensorPair& p, const Task& t) {
+  absl::StatusOr<DiffPart> DiffPairPart(const TensorPair& p, const Task& t,
+                                        std::atomic<double>* floor) {
     return WithProgress<DiffPart>(
         p, t.begin, t.end,
         [&](const std::function<void(int64_t)>& on_progress,

@@ -48,6 +48,14 @@ class PercentileTracker {
   }
   bool exact() const { return exact_; }
 
+  // Exact mode: a floor shared with the trackers of the tensor's other
+  // parts. Each raises it to its own and drops what is at or below it: a
+  // part whose floor it is kept at least keep_ values at or above it, so
+  // the values dropped elsewhere can be no percentile of the whole either.
+  // Without it each part keeps its own keep_ largest (twice the work of a
+  // tensor diffed whole, for two parts).
+  void ShareFloor(std::atomic<double>* shared) { shared_ = shared; }
+
   // The state a part hands to the merge: the kept values (exact) or the
   // histogram, moved out (the tracker is spent).
   void ExportTo(DiffPart* part) {
@@ -84,6 +92,9 @@ class PercentileTracker {
         max = std::max(max, v[i]);
       }
       return max;
+    }
+    if (shared_ != nullptr) {
+      floor_ = std::max(floor_, shared_->load(std::memory_order_relaxed));
     }
     const size_t room = static_cast<size_t>(count_ + m + 8);
     if (top_.size() < room) top_.resize(std::max(room, 2 * top_.size()));
@@ -135,12 +146,18 @@ class PercentileTracker {
   void Trim() {
     if (count_ <= keep_) return;
     HistogramTrim();
-    if (count_ <= keep_ + keep_ / 2 + 1024) return;
-    std::nth_element(top_.begin(), top_.begin() + (keep_ - 1),
-                     top_.begin() + count_, std::greater<double>());
-    count_ = keep_;
-    ranked_end_ = count_;
-    floor_ = top_[keep_ - 1];
+    if (count_ > keep_ + keep_ / 2 + 1024) {
+      std::nth_element(top_.begin(), top_.begin() + (keep_ - 1),
+                       top_.begin() + count_, std::greater<double>());
+      count_ = keep_;
+      ranked_end_ = count_;
+      floor_ = top_[keep_ - 1];
+    }
+    if (shared_ == nullptr) return;
+    double seen = shared_->load(std::memory_order_relaxed);
+    while (seen < floor_ && !shared_->compare_exchange_weak(
+                                seen, floor_, std::memory_order_relaxed)) {
+    }
   }
   void HistogramTrim() {
     constexpr int kBits = 12;
@@ -202,6 +219,7 @@ class PercentileTracker {
   int64_t keep_;
   bool exact_;
   double floor_ = 0;  // exact mode: values at or below are not needed
+  std::atomic<double>* shared_ = nullptr;  // ShareFloor's
   std::vector<double>& top_;
   int64_t count_ = 0;  // exact mode: top_[0, count_) are kept
   // top_[0, ranked_end_) hold the ranked_end_ largest kept values, and
@@ -327,6 +345,9 @@ class PartRunner {
 
   absl::Status Run(const std::atomic<bool>* cancelled,
                    const std::function<void(int64_t)>& on_progress);
+  void ShareFloor(std::atomic<double>* shared) {
+    if (shared != nullptr) pct_.ShareFloor(shared);
+  }
 
  private:
   absl::Status Chunk(int64_t first, int64_t m);
@@ -707,7 +728,8 @@ absl::StatusOr<DiffPart> DiffTensorPart(
     const LogicalTensor& quant, const LogicalTensor& ref,
     const DiffOptions& options, int64_t begin, int64_t end,
     const RowMap& row_map, const std::atomic<bool>* cancelled,
-    const std::function<void(int64_t)>& on_progress, DiffWorkspace* workspace) {
+    const std::function<void(int64_t)>& on_progress, DiffWorkspace* workspace,
+    std::atomic<double>* shared_floor) {
   std::optional<DiffWorkspace> local;
   DiffWorkspace::Buffers& buf =
       (workspace != nullptr ? *workspace : local.emplace()).buffers();
@@ -716,6 +738,7 @@ absl::StatusOr<DiffPart> DiffTensorPart(
   part.begin = begin;
   part.end = end;
   PartRunner runner(quant, ref, options, row_map, buf, &part);
+  runner.ShareFloor(shared_floor);
   TM_RETURN_IF_ERROR(runner.Run(cancelled, on_progress));
   // The group table goes with the part (DiffTensor hands its storage back
   // to the workspace after the merge).

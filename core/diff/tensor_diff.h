@@ -158,6 +158,10 @@ bool DiffSplits(const LogicalTensor& quant, const LogicalTensor& ref,
 
 // Elements [begin, end) of the diff of `quant` against `ref`, as DiffTensor
 // computes them. `on_progress(elements done of the part)` after each chunk.
+// Parts of one tensor diffed at the same time may share `shared_floor`
+// (starting at 0): the value below which no error can be a percentile of
+// the whole, raised by each, so that each keeps fewer candidates; the merge
+// is the same.
 // REQUIRES: as DiffTensor; 0 <= begin <= end <= the element count; begin
 // and end multiples of options.segment_elements or end the element count;
 // a part other than the whole tensor only where DiffSplits.
@@ -167,7 +171,8 @@ absl::StatusOr<DiffPart> DiffTensorPart(
     const DiffOptions& options, int64_t begin, int64_t end,
     const RowMap& row_map = {}, const std::atomic<bool>* cancelled = nullptr,
     const std::function<void(int64_t)>& on_progress = {},
-    DiffWorkspace* workspace = nullptr);
+    DiffWorkspace* workspace = nullptr,
+    std::atomic<double>* shared_floor = nullptr);
 
 // The report of parts that cover the tensor in order (each from
 // DiffTensorPart with the same options and row map): segments' sums added

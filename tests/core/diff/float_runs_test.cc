@@ -6,6 +6,7 @@
 // boundaries merges to the very bits of the whole diff.
 #include "core/diff/float_runs.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -271,7 +272,10 @@ TEST(FloatRunsTest, PartsAtSegmentBoundariesMergeToTheWholeDiff) {
     const LogicalTensor& q = *p.quant->FindTensor(f.dtype);
     const LogicalTensor& r = *p.ref->FindTensor(f.dtype);
     ASSERT_TRUE(DiffSplits(q, r, {}));
-    for (int64_t limit : {int64_t{1} << 22, int64_t{100}}) {  // exact, hist
+    // Exact percentiles (the 601 largest of 60,000 kept: the floor rises
+    // many times),
+    // and a histogram.
+    for (int64_t limit : {int64_t{1} << 22, int64_t{100}}) {
       SCOPED_TRACE(::testing::Message() << f.dtype << " limit " << limit);
       DiffOptions o;
       o.top_k = 25;
@@ -284,15 +288,22 @@ TEST(FloatRunsTest, PartsAtSegmentBoundariesMergeToTheWholeDiff) {
       for (std::vector<int64_t> cuts : {std::vector<int64_t>{0, n},
                                         {0, 4096, n},
                                         {0, 8192, 12288, 40960, n}}) {
-        std::vector<DiffPart> parts;
-        for (size_t k = 0; k + 1 < cuts.size(); ++k) {
-          auto part = DiffTensorPart(q, r, o, cuts[k], cuts[k + 1]);
-          ASSERT_TRUE(part.ok()) << part.status();
-          parts.push_back(*std::move(part));
+        // Alone, and sharing the percentile floor (the later parts then
+        // keep fewer candidates).
+        for (bool share : {false, true}) {
+          std::atomic<double> floor{0};
+          std::vector<DiffPart> parts;
+          for (size_t k = 0; k + 1 < cuts.size(); ++k) {
+            auto part =
+                DiffTensorPart(q, r, o, cuts[k], cuts[k + 1], {}, nullptr, {},
+                               nullptr, share ? &floor : nullptr);
+            ASSERT_TRUE(part.ok()) << part.status();
+            parts.push_back(*std::move(part));
+          }
+          auto merged = MergeDiffParts(q, r, o, {}, std::move(parts));
+          ASSERT_TRUE(merged.ok()) << merged.status();
+          ExpectSameReport(*merged, *whole);
         }
-        auto merged = MergeDiffParts(q, r, o, {}, std::move(parts));
-        ASSERT_TRUE(merged.ok()) << merged.status();
-        ExpectSameReport(*merged, *whole);
       }
     }
   }

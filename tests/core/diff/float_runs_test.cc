@@ -153,6 +153,30 @@ TEST(FloatRunsTest, EveryKeysRunHasTheStepsAndRangeInspectGives) {
   }
 }
 
+// F32's table is built from a few mantissas of each key (not every code, as
+// for the narrower formats): any bit pattern's steps are its key's.
+TEST(FloatRunsTest, AnyF32BitPatternHasItsKeysSteps) {
+  const std::string dir = testing::MakeTempDir();
+  std::mt19937 rng(9);
+  std::vector<uint32_t> bits(200000);
+  for (uint32_t& b : bits) b = static_cast<uint32_t>(rng());
+  testing::WriteFile(dir + "/f32.safetensors",
+                     testing::BuildSafetensors(
+                         {{"t", "F32", {200, 1000}, testing::Bytes(bits)}}));
+  auto c = Checkpoint::Open(dir + "/f32.safetensors");
+  ASSERT_TRUE(c.ok());
+  const LogicalTensor& t = *(*c)->FindTensor("t");
+  auto runs = FloatRuns::For(*t.encoding, t.encoding->Bound(), 0, false);
+  ASSERT_NE(runs, nullptr);
+  for (int64_t i = 0; i < t.num_elements; ++i) {
+    ScalarInfo s;
+    ASSERT_TRUE(t.encoding->Inspect(i, &s).ok());
+    const QuantRun& r = runs->run(FloatRuns::KeyOf(s.value));
+    ASSERT_TRUE(SameBits(r.step_below, s.step_below)) << std::hex << bits[i];
+    ASSERT_TRUE(SameBits(r.step_above, s.step_above)) << std::hex << bits[i];
+  }
+}
+
 TEST(FloatRunsTest, QuantizedEncodingsHaveNoFloatRuns) {
   const std::string dir = testing::Fixture("gguf/Q4_K.gguf");
   auto q = Checkpoint::Open(dir);

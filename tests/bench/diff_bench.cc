@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -501,11 +502,51 @@ BENCHMARK(BM_FloatDiffCore)
     ->Iterations(3)
     ->UseRealTime();
 
+// CPU ticks (user + system) of each of this process's threads, by thread id.
+std::map<int, int64_t> ThreadTicks() {
+  std::map<int, int64_t> ticks;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::FILE* f = std::fopen((e.path() / "stat").c_str(), "r");
+    if (f == nullptr) continue;
+    char buf[1024];
+    const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+    std::fclose(f);
+    buf[n] = '\0';
+    // Fields 14 and 15 (utime, stime) follow the parenthesized name.
+    const char* at = std::strrchr(buf, ')');
+    long long utime = 0, stime = 0;
+    if (at != nullptr &&
+        std::sscanf(at + 2,
+                    "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lld %lld",
+                    &utime, &stime) == 2) {
+      ticks[std::stoi(e.path().filename().string())] = utime + stime;
+    }
+  }
+  return ticks;
+}
+
+// How many threads did at least a quarter of the work between two
+// snapshots: the workers a call kept busy.
+int BusyThreads(const std::map<int, int64_t>& before,
+                const std::map<int, int64_t>& after) {
+  int64_t total = 0;
+  std::vector<int64_t> used;
+  for (const auto& [tid, t] : after) {
+    const auto b = before.find(tid);
+    used.push_back(t - (b == before.end() ? 0 : b->second));
+    total += used.back();
+  }
+  int busy = 0;
+  for (int64_t u : used) busy += total > 0 && 4 * u >= total;
+  return busy;
+}
+
 // One big F16 tensor (a quarter of the source, 62 M elements) over QuantDiff
 // with one and two background workers (a server of n workers has n - 1):
 // split within the tensor, two workers take about half the wall time
 // (vs_1_worker, the target: near 2 on an idle two-core machine) for about
-// the same CPU.
+// the same CPU; busy_threads counts the threads that did a quarter or more
+// of the call's CPU (1 with one worker, 2 when the split uses both).
 void BM_FloatDiffRpcOneTensor(benchmark::State& state) {
   static double one_worker = 0;
   Data& d = GetData();
@@ -517,15 +558,19 @@ void BM_FloatDiffRpcOneTensor(benchmark::State& state) {
   req.set_checkpoint("big_f16.gguf");
   req.set_reference("big_source.gguf");
   double seconds = 1e30, cpu = 1e30;
+  int busy = 0;
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
     const double c0 = CpuSeconds();
+    const std::map<int, int64_t> ticks = ThreadTicks();
     absl::Status s = loopback.client->QuantDiff(
         req, [&](const v1::QuantDiffEvent&) { return true; });
     if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
+    busy = BusyThreads(ticks, ThreadTicks());
     seconds = std::min(seconds, Seconds(t0));
     cpu = std::min(cpu, CpuSeconds() - c0);
   }
+  state.counters["busy_threads"] = busy;
   if (background == 1) one_worker = seconds;
   const double elements = d.source_bytes / 4.0 / 4;  // a quarter
   state.counters["M_el_per_s"] = elements / 1e6 / seconds;

@@ -2,6 +2,10 @@
 // (at most background_threads() tasks at a time, all diffs and checks
 // together, so interactive calls always find a worker), events queued and
 // written one at a time; cancellation stops every task at its next chunk.
+// A tensor whose diff splits (DiffSplits: a plain float quantized side) is
+// diffed in as many parts as there are background workers, at segment
+// boundaries, and its parts merged exactly (MergeDiffParts) when the last
+// is done: one big tensor keeps every worker busy.
 // With QuantDiffRequest.part the whole plan is paired (metadata only) and
 // split by PartitionDiffPlan; only this part's pairs are read and diffed.
 // The watchdog (stream_watchdog.h) ends a call past max_call_seconds, or
@@ -13,7 +17,9 @@
 #include <atomic>
 #include <deque>
 #include <filesystem>
+#include <functional>
 #include <limits>
+#include <memory>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
@@ -114,13 +120,30 @@ class QuantDiffReactor final : public QueuedStreamReactor<v1::QuantDiffEvent> {
   }
 
  private:
+  // A tensor's share of the work: the whole pair (split < 0), or part
+  // `index` of splits_[split], elements [begin, end).
+  struct Task {
+    size_t pair;
+    int64_t begin = 0, end = 0;
+    int split = -1;
+    int index = 0;
+  };
+  // The parts of a split tensor as they come in; the first error; the
+  // percentile floor its parts share (DiffTensorPart).
+  struct Split {
+    std::vector<DiffPart> parts;
+    int remaining = 0;
+    absl::Status error;
+    std::atomic<double> floor{0};
+  };
+
   // Over once no task runs, with the summary queued unless the call failed.
   bool WorkOverLocked(bool failed) override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return running_ == 0 && (failed || summarized_);
   }
   // The summary, once every tensor is done.
   void BeforeWriteLocked() override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (running_ == 0 && next_ == todo_.size() && !summarized_) {
+    if (running_ == 0 && next_ == tasks_.size() && !summarized_) {
       summarized_ = true;
       EnqueueSummaryLocked();
     }
@@ -149,7 +172,7 @@ class QuantDiffReactor final : public QueuedStreamReactor<v1::QuantDiffEvent> {
     FencedLocked(log_.site(), [&] {
       mu_.AssertHeld();
       const int parallel = state_->pool.background_threads();
-      for (int i = 0; i < parallel && next_ < todo_.size(); ++i)
+      for (int i = 0; i < parallel && next_ < tasks_.size(); ++i)
         StartNextLocked();
       PumpLocked();
     });
@@ -196,6 +219,7 @@ class QuantDiffReactor final : public QueuedStreamReactor<v1::QuantDiffEvent> {
     options_.top_k = req_->has_top_k() ? req_->top_k() : 10;
     options_.worst_groups = req_->has_worst_groups() ? req_->worst_groups() : 5;
     TM_RETURN_IF_ERROR(PlanPart());
+    PlanTasks();
     absl::MutexLock lock(&mu_);
     prepared_ = true;
     keep_ = state_->diff_reports.Fits(0);
@@ -296,11 +320,89 @@ class QuantDiffReactor final : public QueuedStreamReactor<v1::QuantDiffEvent> {
     return n;
   }
 
+  // The tasks for todo_, in its order: a tensor whole, or a split one's
+  // parts, as many as the background workers (fewer for a tensor of fewer
+  // segments), each a run of whole segments.
+  void PlanTasks() {
+    std::vector<std::unique_ptr<Split>> splits;
+    const int64_t workers = state_->pool.background_threads();
+    const int64_t segment = std::max<int64_t>(1, options_.segment_elements);
+    for (size_t i : todo_) {
+      const TensorPair& p = pairing_.pairs[i];
+      const int64_t n = p.quant->num_elements;
+      const int64_t segments = (n + segment - 1) / segment;
+      const int64_t k = std::min(workers, segments);
+      if (k < 2 || !DiffSplits(*p.quant, *p.ref, p.row_map)) {
+        tasks_.push_back({i, 0, n, -1, 0});
+        continue;
+      }
+      auto split = std::make_unique<Split>();
+      split->parts.resize(static_cast<size_t>(k));
+      split->remaining = static_cast<int>(k);
+      splits.push_back(std::move(split));
+      const int index = static_cast<int>(splits.size()) - 1;
+      for (int64_t j = 0; j < k; ++j) {
+        const int64_t begin = segments * j / k * segment;
+        const int64_t end = std::min(n, segments * (j + 1) / k * segment);
+        tasks_.push_back({i, begin, end, index, static_cast<int>(j)});
+      }
+    }
+    absl::MutexLock lock(&mu_);
+    splits_ = std::move(splits);
+  }
+
   void StartNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    const size_t i = todo_[next_];
-    state_->pool.SubmitBackground([this, i] { RunPair(i); });
+    const size_t t = next_;
+    state_->pool.SubmitBackground([this, t] { RunTask(t); });
     ++next_;  // counted once submitted: a failed Submit leaves no slot
     ++running_;
+  }
+
+  void RunTask(size_t t) {
+    const Task& task = tasks_[t];  // fixed since Prepare
+    if (task.split < 0) {
+      RunPair(task.pair);
+      return;
+    }
+    const TensorPair& p = pairing_.pairs[task.pair];
+    const FenceSite site{"QuantDiff", req_->checkpoint(), p.quant->name};
+    std::atomic<double>* floor;
+    {
+      absl::MutexLock lock(&mu_);
+      floor = &splits_[task.split]->floor;  // lives as long as the call
+    }
+    auto part = Fenced(site, [&] { return DiffPairPart(p, task, floor); });
+    std::vector<DiffPart> parts;
+    {
+      absl::MutexLock lock(&mu_);
+      Split& split = *splits_[task.split];
+      if (!part.ok() && split.error.ok()) {
+        split.error = part.status();
+        // Only a tensor that cannot decode waits for its other parts (it is
+        // a gap the summary lists); any other failure ends the call.
+        if (!absl::IsUnimplemented(part.status())) FailLocked(part.status());
+      } else if (part.ok()) {
+        split.parts[task.index] = *std::move(part);
+      }
+      if (--split.remaining > 0 || !split.error.ok()) {
+        if (split.remaining == 0 && absl::IsUnimplemented(split.error)) {
+          FinishPairLocked(p, split.error);  // gives this task's count back
+          return;
+        }
+        --running_;
+        if (!cancelled_.load() && next_ < tasks_.size()) StartNextLocked();
+        PumpLocked();
+        return;
+      }
+      parts = std::move(split.parts);
+    }
+    // The last part: the merge (a few inspected elements) off the lock.
+    auto diff = Fenced(site, [&] {
+      return MergeDiffParts(*p.quant, *p.ref, options_, p.row_map,
+                            std::move(parts));
+    });
+    absl::MutexLock lock(&mu_);
+    FinishPairLocked(p, std::move(diff));
   }
 
   void RunPair(size_t i) {
@@ -308,6 +410,13 @@ class QuantDiffReactor final : public QueuedStreamReactor<v1::QuantDiffEvent> {
     auto diff = Fenced({"QuantDiff", req_->checkpoint(), p.quant->name},
                        [&] { return DiffPair(p); });
     absl::MutexLock lock(&mu_);
+    FinishPairLocked(p, std::move(diff));
+  }
+
+  // A tensor's report, or its failure, once its task (or its last part)
+  // is done: gives back the task's running count.
+  void FinishPairLocked(const TensorPair& p, absl::StatusOr<TensorDiff> diff)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     --running_;
     if (absl::IsUnimplemented(diff.status())) {
       // A tensor Tensormorph cannot decode (its dtype) is a gap the summary
@@ -315,7 +424,7 @@ class QuantDiffReactor final : public QueuedStreamReactor<v1::QuantDiffEvent> {
       undecodable_.push_back(absl::StrCat(p.quant->name, ": ",
                                           p.quant->encoding->info().scheme,
                                           ": ", diff.status().message()));
-      if (!cancelled_.load() && next_ < todo_.size()) StartNextLocked();
+      if (!cancelled_.load() && next_ < tasks_.size()) StartNextLocked();
       PumpLocked();
       return;
     }
@@ -338,24 +447,29 @@ class QuantDiffReactor final : public QueuedStreamReactor<v1::QuantDiffEvent> {
     return out;
   }
 
-  absl::StatusOr<TensorDiff> DiffPair(const TensorPair& p) {
+  // Runs `diff(on_progress, workspace)` over elements [begin, end) of the
+  // pair: the files checked for writers before the first read and for
+  // changes after the last (a report must not mix old and new bytes), their
+  // next bytes read ahead from a cold file while it works (read_ahead.h),
+  // progress counted in source bytes, a workspace lent from the call's.
+  template <typename Result, typename Diff>
+  absl::StatusOr<Result> WithProgress(const TensorPair& p, int64_t begin,
+                                      int64_t end, const Diff& diff) {
     // Before the first read: see Checkpoint::CheckNoWriters.
     TM_RETURN_IF_ERROR(quant_->CheckNoWriters(*p.quant));
     TM_RETURN_IF_ERROR(ref_->CheckNoWriters(*p.ref));
     const int64_t ref_bytes = SourceBytes(p);
     const int64_t n = std::max<int64_t>(1, p.quant->num_elements);
-    // DiffTensor walks both tensors front to back: keep their next bytes
-    // coming in from a cold file while it works (read_ahead.h). It reports
-    // each chunk done; the next is taken to be as long.
+    // The diff reports each chunk done; the next is taken to be as long.
     ElementReadAhead quant_ahead(PartBytes(*p.quant), p.quant->num_elements);
     ElementReadAhead ref_ahead(PartBytes(*p.ref), p.ref->num_elements);
     constexpr int64_t kFirstChunk = int64_t{1} << 20;
-    quant_ahead.Reading(0, kFirstChunk);
-    ref_ahead.Reading(0, kFirstChunk);
+    quant_ahead.Reading(begin, std::min(kFirstChunk, end - begin));
+    ref_ahead.Reading(begin, std::min(kFirstChunk, end - begin));
     int64_t reported = 0, last_done = 0;
     auto on_progress = [&](int64_t done) {
-      quant_ahead.Reading(done, done - last_done);
-      ref_ahead.Reading(done, done - last_done);
+      quant_ahead.Reading(begin + done, done - last_done);
+      ref_ahead.Reading(begin + done, done - last_done);
       last_done = done;
       const int64_t bytes = ref_bytes * done / n;
       bytes_done_.fetch_add(bytes - reported);
@@ -371,17 +485,37 @@ class QuantDiffReactor final : public QueuedStreamReactor<v1::QuantDiffEvent> {
       }
     }
     if (workspace == nullptr) workspace = std::make_unique<DiffWorkspace>();
-    auto diff = DiffTensor(*p.quant, *p.ref, options_, p.row_map, &cancelled_,
-                           on_progress, workspace.get());
+    absl::StatusOr<Result> result = diff(on_progress, workspace.get());
     {
       absl::MutexLock lock(&mu_);
       workspaces_.push_back(std::move(workspace));
     }
-    if (!diff.ok()) return diff;
-    // After the last read of both: a report must not mix old and new bytes.
+    if (!result.ok()) return result;
+    // After the last read of both.
     TM_RETURN_IF_ERROR(quant_->CheckUnchanged(*p.quant));
     TM_RETURN_IF_ERROR(ref_->CheckUnchanged(*p.ref));
-    return diff;
+    return result;
+  }
+
+  absl::StatusOr<TensorDiff> DiffPair(const TensorPair& p) {
+    return WithProgress<TensorDiff>(
+        p, 0, p.quant->num_elements,
+        [&](const std::function<void(int64_t)>& on_progress,
+            DiffWorkspace* workspace) {
+          return DiffTensor(*p.quant, *p.ref, options_, p.row_map, &cancelled_,
+                            on_progress, workspace);
+        });
+  }
+
+  absl::StatusOr<DiffPart> DiffPairPart(const TensorPair& p, const Task& t,
+                                        std::atomic<double>* floor) {
+    return WithProgress<DiffPart>(
+        p, t.begin, t.end,
+        [&](const std::function<void(int64_t)>& on_progress,
+            DiffWorkspace* workspace) {
+          return DiffTensorPart(*p.quant, *p.ref, options_, t.begin, t.end,
+                                p.row_map, &cancelled_, on_progress, workspace);
+        });
   }
 
   void ReportLocked(const TensorDiff& d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -400,7 +534,7 @@ class QuantDiffReactor final : public QueuedStreamReactor<v1::QuantDiffEvent> {
     max_excess_ = std::max(max_excess_, d.max_excess_steps);
     CollectLocked(e);
     queue_.push_back(std::move(e));
-    if (!cancelled_.load() && next_ < todo_.size()) StartNextLocked();
+    if (!cancelled_.load() && next_ < tasks_.size()) StartNextLocked();
     PumpLocked();
   }
 
@@ -504,6 +638,8 @@ class QuantDiffReactor final : public QueuedStreamReactor<v1::QuantDiffEvent> {
   // Prepare), and with a part its DiffPartInfo.
   std::vector<size_t> todo_;
   v1::DiffPartInfo part_;
+  std::vector<Task> tasks_;  // set in Prepare, in todo_'s order
+  std::vector<std::unique_ptr<Split>> splits_ ABSL_GUARDED_BY(mu_);
   std::vector<DiffGate> gates_;  // the request's fail_on, set in Prepare
   DiffOptions options_;
   int64_t bytes_total_ = 0;

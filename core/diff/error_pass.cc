@@ -3,73 +3,16 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/diff/error_element.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
 namespace tensormorph {
 
-namespace {
-
-// The four partial sums of AccumulateErrors' contract.
-struct Partials {
-  double sq[4] = {}, ab[4] = {}, xx[4] = {}, hh[4] = {}, xh[4] = {};
-};
-
-// Element i of a run: its error in steps, counts and maxima into `s`, and
-// its sums into lane `lane` of `p`, or straight into `s` when lane < 0.
-// The bound arithmetic is spelled as the fast paths compute it, operation
-// for operation.
-inline double AddElement(const float* values, const QuantRun& e,
-                         const RunLimits& l, const float* x, int64_t i,
-                         int64_t first, int lane, Partials* p,
-                         double* err_steps, ErrorSums* s) {
-  const double xs = x[i];
-  const double xq = values[i];
-  const double err = std::fabs(xs - xq);
-  const double v = l.zeroed ? 0.0 : ErrorInSteps(xs, values[i], e);
-  err_steps[i] = v;
-  if (lane >= 0) {
-    p->sq[lane] += err * err;
-    p->ab[lane] += err;
-    p->xx[lane] += xs * xs;
-    p->hh[lane] += xq * xq;
-    p->xh[lane] += xs * xq;
-  } else {
-    s->sum_sq_err += err * err;
-    s->sum_abs_err += err;
-    s->sum_xx += xs * xs;
-    s->sum_hh += xq * xq;
-    s->sum_xh += xs * xq;
-  }
-  if (err > s->max_abs_err) {
-    s->max_abs_err = err;
-    s->max_abs_err_index = first + i;
-  }
-  s->source_zeros += xs == 0;
-  s->decoded_zeros += xq == 0;
-  s->induced_zeros += (xq == 0) & (xs != 0);
-  if (l.zeroed) {
-    ++s->zeroed_elements;
-    return v;
-  }
-  if (v > s->max_err_steps) s->max_err_steps = v;
-  s->above_half_step += v > 0.5;
-  const auto [excess, clip] = ExcessOf(xs, xq, v, e, l);
-  const bool beyond = excess > 0;
-  s->clipped += clip;
-  s->clipped_beyond_bound += beyond & clip;
-  s->not_nearest += beyond & !clip;
-  if (beyond & !clip && excess > s->max_excess_not_nearest) {
-    s->max_excess_not_nearest = excess;
-  }
-  if (beyond & clip && excess > s->max_excess_clipped) {
-    s->max_excess_clipped = excess;
-  }
-  return v;
-}
-
-}  // namespace
+using error_pass_internal::AddElement;
+using error_pass_internal::Partials;
 
 void AccumulateErrorsScalar(const float* values, const QuantRun* runs,
                             size_t num_runs, const float* x, int64_t first,
@@ -127,117 +70,200 @@ __attribute__((target("avx2"))) inline int64_t Sum(__m256i v) {
   return lane[0] + lane[1] + lane[2] + lane[3];
 }
 
+// The running state of AccumulateErrorsAvx2: four-wide partials (element k
+// of a run into partial k % 4), maxima and counts.
+struct State256 {
+  __m256d sq, ab, xx, hh, xh;
+  __m256d max_abs, max_steps, max_nn, max_clip;
+  __m256i max_idx;
+  __m256i above, clipped, clipped_beyond, src_zeros, dec_zeros, induced,
+      not_nearest;
+};
+
+// One run's parameters in registers, and its group's running sum and
+// maximum.
+struct Run256 {
+  __m256d below, above_step, hi, lo, below_ok, above_ok, live;
+  __m256d inv_below, inv_above, bound, slack, slack_rel, origin;
+  __m256d range_min, range_max, extra_below, extra_above;
+  __m256d group_sum, group_max;
+};
+
+__attribute__((target("avx2"))) Run256 Run256Of(const QuantRun& run,
+                                                const RunLimits& l) {
+  const __m256d zero = _mm256_setzero_pd();
+  Run256 r;
+  r.below = _mm256_set1_pd(run.step_below);
+  r.above_step = _mm256_set1_pd(run.step_above);
+  r.hi = _mm256_set1_pd(l.clip_hi);
+  r.lo = _mm256_set1_pd(l.clip_lo);
+  r.below_ok = _mm256_cmp_pd(r.below, zero, _CMP_GT_OQ);
+  r.above_ok = _mm256_cmp_pd(r.above_step, zero, _CMP_GT_OQ);
+  r.live = l.zeroed ? zero : _mm256_castsi256_pd(_mm256_set1_epi64x(-1));
+  r.inv_below = _mm256_set1_pd(l.inv_below);
+  r.inv_above = _mm256_set1_pd(l.inv_above);
+  r.bound = _mm256_set1_pd(run.bound);
+  r.slack = _mm256_set1_pd(run.slack);
+  r.slack_rel = _mm256_set1_pd(run.slack_rel);
+  r.origin = _mm256_set1_pd(run.origin);
+  r.range_min = _mm256_set1_pd(run.range_min);
+  r.range_max = _mm256_set1_pd(run.range_max);
+  r.extra_below = _mm256_set1_pd(run.extra_below);
+  r.extra_above = _mm256_set1_pd(run.extra_above);
+  r.group_sum = zero;
+  r.group_max = zero;
+  return r;
+}
+
+// Elements [i, i + 4) of a run, `idx` their flat indices. Every comparison
+// is ordered (false on NaN) like the scalar code's, so the two agree on NaN
+// sources too.
+__attribute__((target("avx2"), always_inline)) inline void Step256(
+    const float* values, const float* x, int64_t i, __m256i idx,
+    double* err_steps, Run256& r, State256& st) {
+  const __m256d zero = _mm256_setzero_pd();
+  const __m256d sign = _mm256_set1_pd(-0.0);
+  const __m256d xs = _mm256_cvtps_pd(_mm_loadu_ps(x + i));
+  const __m256d xq = _mm256_cvtps_pd(_mm_loadu_ps(values + i));
+  const __m256d err = _mm256_andnot_pd(sign, _mm256_sub_pd(xs, xq));
+  const __m256d up = _mm256_cmp_pd(xs, xq, _CMP_GT_OQ);
+  const __m256d step = _mm256_blendv_pd(r.below, r.above_step, up);
+  const __m256d step_ok = _mm256_blendv_pd(r.below_ok, r.above_ok, up);
+  __m256d v = _mm256_blendv_pd(_mm256_set1_pd(__builtin_inf()),
+                               _mm256_div_pd(err, step), step_ok);
+  v = _mm256_blendv_pd(v, zero, _mm256_cmp_pd(err, zero, _CMP_EQ_OQ));
+  v = _mm256_and_pd(v, r.live);
+  _mm256_storeu_pd(err_steps + i, v);
+  r.group_sum = _mm256_add_pd(r.group_sum, v);
+  // v > max ? v : max, as std::max(max, v): a NaN is passed over.
+  r.group_max = _mm256_max_pd(v, r.group_max);
+
+  st.sq = _mm256_add_pd(st.sq, _mm256_mul_pd(err, err));
+  st.ab = _mm256_add_pd(st.ab, err);
+  st.xx = _mm256_add_pd(st.xx, _mm256_mul_pd(xs, xs));
+  st.hh = _mm256_add_pd(st.hh, _mm256_mul_pd(xq, xq));
+  st.xh = _mm256_add_pd(st.xh, _mm256_mul_pd(xs, xq));
+
+  const __m256d new_max = _mm256_cmp_pd(err, st.max_abs, _CMP_GT_OQ);
+  st.max_abs = _mm256_blendv_pd(st.max_abs, err, new_max);
+  st.max_idx = _mm256_castpd_si256(_mm256_blendv_pd(
+      _mm256_castsi256_pd(st.max_idx), _mm256_castsi256_pd(idx), new_max));
+  st.max_steps = _mm256_blendv_pd(st.max_steps, v,
+                                  _mm256_cmp_pd(v, st.max_steps, _CMP_GT_OQ));
+
+  st.above = Count(st.above, _mm256_cmp_pd(v, _mm256_set1_pd(0.5), _CMP_GT_OQ));
+  // The bound, as AddElement spells it.
+  const __m256d inv = _mm256_blendv_pd(r.inv_below, r.inv_above, up);
+  __m256d extra =
+      _mm256_and_pd(r.extra_below, _mm256_cmp_pd(xs, r.range_min, _CMP_LT_OQ));
+  extra = _mm256_blendv_pd(extra, r.extra_above,
+                           _mm256_cmp_pd(xs, r.range_max, _CMP_GT_OQ));
+  const __m256d dist = _mm256_andnot_pd(sign, _mm256_sub_pd(xq, r.origin));
+  const __m256d allowed = _mm256_add_pd(
+      _mm256_add_pd(
+          r.bound,
+          _mm256_mul_pd(
+              _mm256_add_pd(r.slack, _mm256_mul_pd(r.slack_rel, dist)), inv)),
+      extra);
+  const __m256d excess = _mm256_sub_pd(v, allowed);
+  const __m256d clip =
+      _mm256_and_pd(r.live, _mm256_or_pd(_mm256_cmp_pd(xs, r.hi, _CMP_GT_OQ),
+                                         _mm256_cmp_pd(xs, r.lo, _CMP_LT_OQ)));
+  const __m256d beyond =
+      _mm256_and_pd(r.live, _mm256_cmp_pd(excess, zero, _CMP_GT_OQ));
+  const __m256d nn = _mm256_andnot_pd(clip, beyond);
+  st.clipped = Count(st.clipped, clip);
+  st.clipped_beyond = Count(st.clipped_beyond, _mm256_and_pd(clip, beyond));
+  st.not_nearest = Count(st.not_nearest, nn);
+  st.max_nn = _mm256_max_pd(_mm256_and_pd(excess, nn), st.max_nn);
+  st.max_clip = _mm256_max_pd(
+      _mm256_and_pd(excess, _mm256_and_pd(clip, beyond)), st.max_clip);
+  const __m256d sz = _mm256_cmp_pd(xs, zero, _CMP_EQ_OQ);
+  const __m256d dz = _mm256_cmp_pd(xq, zero, _CMP_EQ_OQ);
+  st.src_zeros = Count(st.src_zeros, sz);
+  st.dec_zeros = Count(st.dec_zeros, dz);
+  st.induced = Count(st.induced, _mm256_andnot_pd(sz, dz));
+}
+
+// The state's partials, counts and maxima into `s`.
+__attribute__((target("avx2"))) void FinishAvx2(const State256& st,
+                                                ErrorSums* s) {
+  s->sum_sq_err += Sum(st.sq);
+  s->sum_abs_err += Sum(st.ab);
+  s->sum_xx += Sum(st.xx);
+  s->sum_hh += Sum(st.hh);
+  s->sum_xh += Sum(st.xh);
+  s->above_half_step += Sum(st.above);
+  s->clipped += Sum(st.clipped);
+  s->clipped_beyond_bound += Sum(st.clipped_beyond);
+  s->not_nearest += Sum(st.not_nearest);
+  s->source_zeros += Sum(st.src_zeros);
+  s->decoded_zeros += Sum(st.dec_zeros);
+  s->induced_zeros += Sum(st.induced);
+  // Each lane kept its first maximum above the old one, the scalar tails
+  // theirs; of equal maxima the earliest element wins, as in element order.
+  alignas(32) double lane_max[4];
+  alignas(32) int64_t lane_idx[4];
+  _mm256_store_pd(lane_max, st.max_abs);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lane_idx), st.max_idx);
+  for (int k = 0; k < 4; ++k) {
+    if (lane_idx[k] < 0) continue;
+    if (lane_max[k] > s->max_abs_err ||
+        (lane_max[k] == s->max_abs_err && lane_idx[k] < s->max_abs_err_index)) {
+      s->max_abs_err = lane_max[k];
+      s->max_abs_err_index = lane_idx[k];
+    }
+  }
+  _mm256_store_pd(lane_max, st.max_steps);
+  for (double v : lane_max) {
+    if (v > s->max_err_steps) s->max_err_steps = v;
+  }
+  // Excesses kept are positive and never NaN: their maximum does not depend
+  // on the order it is taken in.
+  _mm256_store_pd(lane_max, st.max_nn);
+  for (double v : lane_max) {
+    s->max_excess_not_nearest = std::max(s->max_excess_not_nearest, v);
+  }
+  _mm256_store_pd(lane_max, st.max_clip);
+  for (double v : lane_max) {
+    s->max_excess_clipped = std::max(s->max_excess_clipped, v);
+  }
+}
+
+}  // namespace
+
+namespace error_pass_internal {
+
 // Four elements of a run at a time, its parameters in registers; a run's
-// last few elements go through the scalar code. Every comparison is ordered
-// (false on NaN) like the scalar code's, so the two agree on NaN sources too.
+// last few elements go through the scalar code.
 __attribute__((target("avx2"))) void AccumulateErrorsAvx2(
     const float* values, const QuantRun* runs, size_t num_runs, const float* x,
     int64_t first, double* err_steps, ErrorSums* s, GroupAcc* groups) {
-  const __m256d zero = _mm256_setzero_pd();
-  const __m256d half = _mm256_set1_pd(0.5);
-  const __m256d inf = _mm256_set1_pd(__builtin_inf());
-  const __m256d sign = _mm256_set1_pd(-0.0);
-  __m256d sq = zero, ab = zero, xx = zero, hh = zero, xh = zero;
-  __m256d max_abs = _mm256_set1_pd(s->max_abs_err);
-  __m256i max_idx = _mm256_set1_epi64x(-1);
-  __m256d max_steps = _mm256_set1_pd(s->max_err_steps);
-  __m256d max_nn = _mm256_set1_pd(s->max_excess_not_nearest);
-  __m256d max_clip = _mm256_set1_pd(s->max_excess_clipped);
-  __m256i above = _mm256_setzero_si256(), clipped = above,
-          clipped_beyond = above, src_zeros = above, dec_zeros = above,
-          induced = above, not_nearest = above;
+  State256 st;
+  st.sq = st.ab = st.xx = st.hh = st.xh = _mm256_setzero_pd();
+  st.max_abs = _mm256_set1_pd(s->max_abs_err);
+  st.max_idx = _mm256_set1_epi64x(-1);
+  st.max_steps = _mm256_set1_pd(s->max_err_steps);
+  st.max_nn = _mm256_set1_pd(s->max_excess_not_nearest);
+  st.max_clip = _mm256_set1_pd(s->max_excess_clipped);
+  st.above = st.clipped = st.clipped_beyond = st.src_zeros = st.dec_zeros =
+      st.induced = st.not_nearest = _mm256_setzero_si256();
   const __m256i four = _mm256_set1_epi64x(4);
   int64_t i = 0;
-  for (size_t r = 0; r < num_runs; ++r) {
-    const QuantRun& run = runs[r];
+  for (size_t n = 0; n < num_runs; ++n) {
+    const QuantRun& run = runs[n];
     const RunLimits l = LimitsOf(run);
     const int64_t start = i, end = i + run.count;
-    const __m256d below = _mm256_set1_pd(run.step_below);
-    const __m256d above_step = _mm256_set1_pd(run.step_above);
-    const __m256d hi = _mm256_set1_pd(l.clip_hi);
-    const __m256d lo = _mm256_set1_pd(l.clip_lo);
-    const __m256d below_ok = _mm256_cmp_pd(below, zero, _CMP_GT_OQ);
-    const __m256d above_ok = _mm256_cmp_pd(above_step, zero, _CMP_GT_OQ);
-    const __m256d live =
-        l.zeroed ? zero : _mm256_castsi256_pd(_mm256_set1_epi64x(-1));
-    const __m256d inv_below = _mm256_set1_pd(l.inv_below);
-    const __m256d inv_above = _mm256_set1_pd(l.inv_above);
-    const __m256d bound = _mm256_set1_pd(run.bound);
-    const __m256d slack = _mm256_set1_pd(run.slack);
-    const __m256d slack_rel = _mm256_set1_pd(run.slack_rel);
-    const __m256d origin = _mm256_set1_pd(run.origin);
-    const __m256d range_min = _mm256_set1_pd(run.range_min);
-    const __m256d range_max = _mm256_set1_pd(run.range_max);
-    const __m256d extra_below = _mm256_set1_pd(run.extra_below);
-    const __m256d extra_above = _mm256_set1_pd(run.extra_above);
+    Run256 r = Run256Of(run, l);
     __m256i idx = _mm256_add_epi64(_mm256_set1_epi64x(first + i),
                                    _mm256_set_epi64x(3, 2, 1, 0));
-    __m256d group_sum = zero, group_max = zero;
     for (; i + 4 <= end; i += 4, idx = _mm256_add_epi64(idx, four)) {
-      const __m256d xs = _mm256_cvtps_pd(_mm_loadu_ps(x + i));
-      const __m256d xq = _mm256_cvtps_pd(_mm_loadu_ps(values + i));
-      const __m256d err = _mm256_andnot_pd(sign, _mm256_sub_pd(xs, xq));
-      const __m256d up = _mm256_cmp_pd(xs, xq, _CMP_GT_OQ);
-      const __m256d step = _mm256_blendv_pd(below, above_step, up);
-      const __m256d step_ok = _mm256_blendv_pd(below_ok, above_ok, up);
-      __m256d v = _mm256_blendv_pd(inf, _mm256_div_pd(err, step), step_ok);
-      v = _mm256_blendv_pd(v, zero, _mm256_cmp_pd(err, zero, _CMP_EQ_OQ));
-      v = _mm256_and_pd(v, live);
-      _mm256_storeu_pd(err_steps + i, v);
-      group_sum = _mm256_add_pd(group_sum, v);
-      // v > max ? v : max, as std::max(max, v): a NaN is passed over.
-      group_max = _mm256_max_pd(v, group_max);
-
-      sq = _mm256_add_pd(sq, _mm256_mul_pd(err, err));
-      ab = _mm256_add_pd(ab, err);
-      xx = _mm256_add_pd(xx, _mm256_mul_pd(xs, xs));
-      hh = _mm256_add_pd(hh, _mm256_mul_pd(xq, xq));
-      xh = _mm256_add_pd(xh, _mm256_mul_pd(xs, xq));
-
-      const __m256d new_max = _mm256_cmp_pd(err, max_abs, _CMP_GT_OQ);
-      max_abs = _mm256_blendv_pd(max_abs, err, new_max);
-      max_idx = _mm256_castpd_si256(_mm256_blendv_pd(
-          _mm256_castsi256_pd(max_idx), _mm256_castsi256_pd(idx), new_max));
-      max_steps = _mm256_blendv_pd(max_steps, v,
-                                   _mm256_cmp_pd(v, max_steps, _CMP_GT_OQ));
-
-      above = Count(above, _mm256_cmp_pd(v, half, _CMP_GT_OQ));
-      // The bound, as AddElement spells it.
-      const __m256d inv = _mm256_blendv_pd(inv_below, inv_above, up);
-      __m256d extra =
-          _mm256_and_pd(extra_below, _mm256_cmp_pd(xs, range_min, _CMP_LT_OQ));
-      extra = _mm256_blendv_pd(extra, extra_above,
-                               _mm256_cmp_pd(xs, range_max, _CMP_GT_OQ));
-      const __m256d dist = _mm256_andnot_pd(sign, _mm256_sub_pd(xq, origin));
-      const __m256d allowed = _mm256_add_pd(
-          _mm256_add_pd(
-              bound,
-              _mm256_mul_pd(
-                  _mm256_add_pd(slack, _mm256_mul_pd(slack_rel, dist)), inv)),
-          extra);
-      const __m256d excess = _mm256_sub_pd(v, allowed);
-      const __m256d clip =
-          _mm256_and_pd(live, _mm256_or_pd(_mm256_cmp_pd(xs, hi, _CMP_GT_OQ),
-                                           _mm256_cmp_pd(xs, lo, _CMP_LT_OQ)));
-      const __m256d beyond =
-          _mm256_and_pd(live, _mm256_cmp_pd(excess, zero, _CMP_GT_OQ));
-      const __m256d nn = _mm256_andnot_pd(clip, beyond);
-      clipped = Count(clipped, clip);
-      clipped_beyond = Count(clipped_beyond, _mm256_and_pd(clip, beyond));
-      not_nearest = Count(not_nearest, nn);
-      max_nn = _mm256_max_pd(_mm256_and_pd(excess, nn), max_nn);
-      max_clip = _mm256_max_pd(
-          _mm256_and_pd(excess, _mm256_and_pd(clip, beyond)), max_clip);
-      const __m256d sz = _mm256_cmp_pd(xs, zero, _CMP_EQ_OQ);
-      const __m256d dz = _mm256_cmp_pd(xq, zero, _CMP_EQ_OQ);
-      src_zeros = Count(src_zeros, sz);
-      dec_zeros = Count(dec_zeros, dz);
-      induced = Count(induced, _mm256_andnot_pd(sz, dz));
+      Step256(values, x, i, idx, err_steps, r, st);
     }
     if (l.zeroed) s->zeroed_elements += i - start;
     alignas(32) double gs[4], gm[4];
-    _mm256_store_pd(gs, group_sum);
-    _mm256_store_pd(gm, group_max);
+    _mm256_store_pd(gs, r.group_sum);
+    _mm256_store_pd(gm, r.group_max);
     Partials unused;
     for (; i < end; ++i) {
       const double v =
@@ -254,48 +280,12 @@ __attribute__((target("avx2"))) void AccumulateErrorsAvx2(
       a.count += static_cast<uint32_t>(run.count);
     }
   }
-
-  s->sum_sq_err += Sum(sq);
-  s->sum_abs_err += Sum(ab);
-  s->sum_xx += Sum(xx);
-  s->sum_hh += Sum(hh);
-  s->sum_xh += Sum(xh);
-  s->above_half_step += Sum(above);
-  s->clipped += Sum(clipped);
-  s->clipped_beyond_bound += Sum(clipped_beyond);
-  s->not_nearest += Sum(not_nearest);
-  s->source_zeros += Sum(src_zeros);
-  s->decoded_zeros += Sum(dec_zeros);
-  s->induced_zeros += Sum(induced);
-  // Each lane kept its first maximum above the old one, the scalar tails
-  // theirs; of equal maxima the earliest element wins, as in element order.
-  alignas(32) double lane_max[4];
-  alignas(32) int64_t lane_idx[4];
-  _mm256_store_pd(lane_max, max_abs);
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lane_idx), max_idx);
-  for (int k = 0; k < 4; ++k) {
-    if (lane_idx[k] < 0) continue;
-    if (lane_max[k] > s->max_abs_err ||
-        (lane_max[k] == s->max_abs_err && lane_idx[k] < s->max_abs_err_index)) {
-      s->max_abs_err = lane_max[k];
-      s->max_abs_err_index = lane_idx[k];
-    }
-  }
-  _mm256_store_pd(lane_max, max_steps);
-  for (double v : lane_max) {
-    if (v > s->max_err_steps) s->max_err_steps = v;
-  }
-  // Excesses kept are positive and never NaN: their maximum does not depend
-  // on the order it is taken in.
-  _mm256_store_pd(lane_max, max_nn);
-  for (double v : lane_max) {
-    s->max_excess_not_nearest = std::max(s->max_excess_not_nearest, v);
-  }
-  _mm256_store_pd(lane_max, max_clip);
-  for (double v : lane_max) {
-    s->max_excess_clipped = std::max(s->max_excess_clipped, v);
-  }
+  FinishAvx2(st, s);
 }
+
+}  // namespace error_pass_internal
+
+namespace {
 
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_pd(), which
 // -Wmaybe-uninitialized reports inside the intrinsics' header.
@@ -602,8 +592,8 @@ void AccumulateErrors(const float* values, const QuantRun* runs,
     return;
   }
   if (HaveAvx2()) {
-    AccumulateErrorsAvx2(values, runs, num_runs, x, first, err_steps, sums,
-                         groups);
+    error_pass_internal::AccumulateErrorsAvx2(values, runs, num_runs, x, first,
+                                              err_steps, sums, groups);
     return;
   }
 #endif

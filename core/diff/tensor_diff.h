@@ -10,9 +10,11 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/diff/error_pass.h"
 #include "core/diff/row_map.h"
 #include "core/quant/scalar_info.h"
 #include "core/tensor.h"
@@ -30,6 +32,12 @@ struct DiffOptions {
   // Elements decoded at a time: small enough that a chunk's working set
   // (about 50 bytes an element) stays in the L2 cache.
   int64_t chunk_elements = int64_t{1} << 13;
+  // Elements whose sums start from zero and are then added to the tensor's
+  // in order (a segment): a tensor diffed in parts (DiffTensorPart) split
+  // at multiples of it gives the very bits of one diffed whole. A multiple
+  // of chunk_elements keeps the chunks of a segment whole. Without a row
+  // map only (with one the tensor is one segment).
+  int64_t segment_elements = int64_t{1} << 20;
 };
 
 struct WorstElement {
@@ -121,6 +129,63 @@ class DiffWorkspace {
   std::unique_ptr<Buffers> buffers_;
 };
 
+// The diff of elements [begin, end) of a tensor, for MergeDiffParts: what
+// the report needs of them, kept exactly (sums per segment, the values that
+// can still be a percentile, the worst candidates). Its fields are the
+// merge's business; callers move parts around and count their elements.
+struct DiffPart {
+  int64_t begin = 0, end = 0;
+  std::vector<ErrorSums> segments;  // each from zero, in order
+  double bound_steps = 0;
+  int64_t zeroed_ungrouped = 0;        // zero-step runs of no group
+  std::vector<int64_t> zeroed_groups;  // ids, sorted, each once
+  std::vector<double> kept;            // exact percentiles: the candidates
+  std::vector<int64_t> hist;           // or the histogram
+  bool percentiles_exact = true;
+  std::vector<std::pair<double, int64_t>> worst;  // (err_steps, flat)
+  int64_t max_excess_flat = -1;  // the first element beyond by max_excess
+  double max_excess = 0, max_excess_err_steps = 0;
+  bool groups_tracked = true;
+  std::vector<GroupAcc> groups;
+};
+
+// Whether a diff of `quant` against `ref` splits into parts: a plain float
+// quantized side (core/diff/float_runs.h: no groups, each element's run
+// looked up by value) without a row map. Split parts then merge to the
+// very bits of DiffTensor.
+bool DiffSplits(const LogicalTensor& quant, const LogicalTensor& ref,
+                const RowMap& row_map);
+
+// Elements [begin, end) of the diff of `quant` against `ref`, as DiffTensor
+// computes them. `on_progress(elements done of the part)` after each chunk.
+// Parts of one tensor diffed at the same time may share `shared_floor`
+// (starting at 0): the value below which no error can be a percentile of
+// the whole, raised by each, so that each keeps fewer candidates; the merge
+// is the same.
+// REQUIRES: as DiffTensor; 0 <= begin <= end <= the element count; begin
+// and end multiples of options.segment_elements or end the element count;
+// a part other than the whole tensor only where DiffSplits.
+// Errors: as DiffTensor.
+absl::StatusOr<DiffPart> DiffTensorPart(
+    const LogicalTensor& quant, const LogicalTensor& ref,
+    const DiffOptions& options, int64_t begin, int64_t end,
+    const RowMap& row_map = {}, const std::atomic<bool>* cancelled = nullptr,
+    const std::function<void(int64_t)>& on_progress = {},
+    DiffWorkspace* workspace = nullptr,
+    std::atomic<double>* shared_floor = nullptr);
+
+// The report of parts that cover the tensor in order (each from
+// DiffTensorPart with the same options and row map): segments' sums added
+// in order, percentiles and worst elements from every part's candidates,
+// the worst elements then inspected.
+// Errors: INVALID_ARGUMENT (parts that do not cover the tensor in order),
+// or as Inspect.
+absl::StatusOr<TensorDiff> MergeDiffParts(const LogicalTensor& quant,
+                                          const LogicalTensor& ref,
+                                          const DiffOptions& options,
+                                          const RowMap& row_map,
+                                          std::vector<DiffPart> parts);
+
 // Diffs `quant` against `ref`.
 // REQUIRES: equal element counts and shapes (checked by the caller's
 // pairing); both checkpoints stay open during the call.
@@ -128,7 +193,9 @@ class DiffWorkspace {
 // polled between chunks.
 // `workspace` (may be null) lends its buffers for the call.
 // An empty tensor (a zero dimension) gives count 0, zero errors and no
-// worst elements (PairTensors skips empty tensors before this).
+// worst elements (PairTensors skips empty tensors before this). Elements
+// whose error in steps is NaN (a NaN source) are never among the worst.
+// DiffTensorPart over the whole tensor, merged.
 // Errors: UNIMPLEMENTED (an encoding that cannot decode); CANCELLED;
 // INVALID_ARGUMENT (a row map that fails CheckRowMap).
 absl::StatusOr<TensorDiff> DiffTensor(

@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "core/diff/error_element.h"
 #include "gtest/gtest.h"
 #include "tests/support/same_bits.h"
 
@@ -95,69 +96,86 @@ Input RandomInput(int64_t n, uint32_t seed) {
   return in;
 }
 
+using AccumulateFn = void (*)(const float*, const QuantRun*, size_t,
+                              const float*, int64_t, double*, ErrorSums*,
+                              GroupAcc*);
+
+// The dispatched path, and the AVX2 one where the CPU has it (the dispatch
+// takes AVX-512 where it can).
+std::vector<AccumulateFn> FastPaths() {
+  std::vector<AccumulateFn> fns = {&AccumulateErrors};
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx2")) {
+    fns.push_back(&error_pass_internal::AccumulateErrorsAvx2);
+  }
+#endif
+  return fns;
+}
+
 TEST(ErrorPassTest, FastPathAgreesWithTheScalarReference) {
-  for (int64_t n : {0, 1, 3, 4, 5, 31, 1000, 4099}) {
-    for (uint32_t seed : {1u, 2u, 3u}) {
-      SCOPED_TRACE(::testing::Message() << "n=" << n << " seed=" << seed);
-      const Input in = RandomInput(n, seed);
-      std::vector<double> es_ref(n), es_fast(n);
-      ErrorSums ref, fast;
-      int64_t num_groups = 0;
-      for (const QuantRun& r : in.runs)
-        num_groups = std::max(num_groups, r.group + 1);
-      std::vector<GroupAcc> groups_ref(num_groups), groups_fast(num_groups);
-      // Two calls each, so state carried between chunks is covered too.
-      const size_t half_runs = in.runs.size() / 2;
-      int64_t half = 0;
-      for (size_t r = 0; r < half_runs; ++r) half += in.runs[r].count;
-      const size_t rest = in.runs.size() - half_runs;
-      AccumulateErrorsScalar(in.values.data(), in.runs.data(), half_runs,
-                             in.x.data(), 100, es_ref.data(), &ref,
-                             groups_ref.data());
-      AccumulateErrorsScalar(in.values.data() + half,
-                             in.runs.data() + half_runs, rest,
-                             in.x.data() + half, 100 + half,
-                             es_ref.data() + half, &ref, groups_ref.data());
-      AccumulateErrors(in.values.data(), in.runs.data(), half_runs, in.x.data(),
-                       100, es_fast.data(), &fast, groups_fast.data());
-      AccumulateErrors(in.values.data() + half, in.runs.data() + half_runs,
-                       rest, in.x.data() + half, 100 + half,
-                       es_fast.data() + half, &fast, groups_fast.data());
-      for (int64_t i = 0; i < n; ++i) {
-        ASSERT_TRUE(SameBits(es_ref[i], es_fast[i]))
-            << "element " << i << ": " << es_ref[i] << " vs " << es_fast[i];
-      }
-      EXPECT_EQ(fast.max_abs_err, ref.max_abs_err);
-      EXPECT_EQ(fast.max_abs_err_index, ref.max_abs_err_index);
-      EXPECT_EQ(fast.max_err_steps, ref.max_err_steps);
-      EXPECT_EQ(fast.above_half_step, ref.above_half_step);
-      EXPECT_EQ(fast.clipped, ref.clipped);
-      EXPECT_EQ(fast.clipped_beyond_bound, ref.clipped_beyond_bound);
-      EXPECT_EQ(fast.not_nearest, ref.not_nearest);
-      EXPECT_EQ(fast.zeroed_elements, ref.zeroed_elements);
-      EXPECT_TRUE(
-          SameBits(fast.max_excess_not_nearest, ref.max_excess_not_nearest));
-      EXPECT_TRUE(SameBits(fast.max_excess_clipped, ref.max_excess_clipped));
-      EXPECT_EQ(fast.source_zeros, ref.source_zeros);
-      EXPECT_EQ(fast.decoded_zeros, ref.decoded_zeros);
-      EXPECT_EQ(fast.induced_zeros, ref.induced_zeros);
-      // Sums: the same partial sums in the same order, so the same bits
-      // (NaN sources make them NaN in both).
-      EXPECT_TRUE(SameBits(fast.sum_sq_err, ref.sum_sq_err));
-      EXPECT_TRUE(SameBits(fast.sum_abs_err, ref.sum_abs_err));
-      EXPECT_TRUE(SameBits(fast.sum_xx, ref.sum_xx));
-      EXPECT_TRUE(SameBits(fast.sum_hh, ref.sum_hh));
-      EXPECT_TRUE(SameBits(fast.sum_xh, ref.sum_xh));
-      ASSERT_EQ(groups_fast.size(), groups_ref.size());
-      for (size_t g = 0; g < groups_ref.size(); ++g) {
-        ASSERT_TRUE(SameBits(groups_fast[g].sum, groups_ref[g].sum))
-            << "group " << g;
-        ASSERT_TRUE(SameBits(groups_fast[g].max, groups_ref[g].max))
-            << "group " << g;
-        ASSERT_EQ(groups_fast[g].count, groups_ref[g].count) << "group " << g;
+  for (AccumulateFn fast_fn : FastPaths())
+    for (int64_t n : {0, 1, 3, 4, 5, 31, 1000, 4099}) {
+      for (uint32_t seed : {1u, 2u, 3u}) {
+        SCOPED_TRACE(::testing::Message() << "n=" << n << " seed=" << seed);
+        const Input in = RandomInput(n, seed);
+        std::vector<double> es_ref(n), es_fast(n);
+        ErrorSums ref, fast;
+        int64_t num_groups = 0;
+        for (const QuantRun& r : in.runs)
+          num_groups = std::max(num_groups, r.group + 1);
+        std::vector<GroupAcc> groups_ref(num_groups), groups_fast(num_groups);
+        // Two calls each, so state carried between chunks is covered too.
+        const size_t half_runs = in.runs.size() / 2;
+        int64_t half = 0;
+        for (size_t r = 0; r < half_runs; ++r) half += in.runs[r].count;
+        const size_t rest = in.runs.size() - half_runs;
+        AccumulateErrorsScalar(in.values.data(), in.runs.data(), half_runs,
+                               in.x.data(), 100, es_ref.data(), &ref,
+                               groups_ref.data());
+        AccumulateErrorsScalar(in.values.data() + half,
+                               in.runs.data() + half_runs, rest,
+                               in.x.data() + half, 100 + half,
+                               es_ref.data() + half, &ref, groups_ref.data());
+        fast_fn(in.values.data(), in.runs.data(), half_runs, in.x.data(), 100,
+                es_fast.data(), &fast, groups_fast.data());
+        fast_fn(in.values.data() + half, in.runs.data() + half_runs, rest,
+                in.x.data() + half, 100 + half, es_fast.data() + half, &fast,
+                groups_fast.data());
+        for (int64_t i = 0; i < n; ++i) {
+          ASSERT_TRUE(SameBits(es_ref[i], es_fast[i]))
+              << "element " << i << ": " << es_ref[i] << " vs " << es_fast[i];
+        }
+        EXPECT_EQ(fast.max_abs_err, ref.max_abs_err);
+        EXPECT_EQ(fast.max_abs_err_index, ref.max_abs_err_index);
+        EXPECT_EQ(fast.max_err_steps, ref.max_err_steps);
+        EXPECT_EQ(fast.above_half_step, ref.above_half_step);
+        EXPECT_EQ(fast.clipped, ref.clipped);
+        EXPECT_EQ(fast.clipped_beyond_bound, ref.clipped_beyond_bound);
+        EXPECT_EQ(fast.not_nearest, ref.not_nearest);
+        EXPECT_EQ(fast.zeroed_elements, ref.zeroed_elements);
+        EXPECT_TRUE(
+            SameBits(fast.max_excess_not_nearest, ref.max_excess_not_nearest));
+        EXPECT_TRUE(SameBits(fast.max_excess_clipped, ref.max_excess_clipped));
+        EXPECT_EQ(fast.source_zeros, ref.source_zeros);
+        EXPECT_EQ(fast.decoded_zeros, ref.decoded_zeros);
+        EXPECT_EQ(fast.induced_zeros, ref.induced_zeros);
+        // Sums: the same partial sums in the same order, so the same bits
+        // (NaN sources make them NaN in both).
+        EXPECT_TRUE(SameBits(fast.sum_sq_err, ref.sum_sq_err));
+        EXPECT_TRUE(SameBits(fast.sum_abs_err, ref.sum_abs_err));
+        EXPECT_TRUE(SameBits(fast.sum_xx, ref.sum_xx));
+        EXPECT_TRUE(SameBits(fast.sum_hh, ref.sum_hh));
+        EXPECT_TRUE(SameBits(fast.sum_xh, ref.sum_xh));
+        ASSERT_EQ(groups_fast.size(), groups_ref.size());
+        for (size_t g = 0; g < groups_ref.size(); ++g) {
+          ASSERT_TRUE(SameBits(groups_fast[g].sum, groups_ref[g].sum))
+              << "group " << g;
+          ASSERT_TRUE(SameBits(groups_fast[g].max, groups_ref[g].max))
+              << "group " << g;
+          ASSERT_EQ(groups_fast[g].count, groups_ref[g].count) << "group " << g;
+        }
       }
     }
-  }
 }
 
 // The group sums follow the documented order: four partials per run, the

@@ -1,9 +1,10 @@
 // DiffTensor against a plain scalar reference, bit for bit: every reported
 // field, on random data (Q8_0, Q4_K) and a convention fixture (GPTQ with
-// act-order, AWQ), at the default chunk size and an awkward one. The
-// reference walks element by element with Inspect's steps and ranges; it
-// takes from DecodeRuns only where runs begin, because the documented
-// summation order (AccumulateErrors) is per run.
+// act-order, AWQ) and plain floats (F16, BF16, F32 quantized sides), at the
+// default chunk size and an awkward one. The reference walks element by
+// element with Inspect's steps and ranges; it takes from DecodeRuns only
+// where runs begin, because the documented summation order (AccumulateErrors)
+// is per run, or per chunk for a plain float (AccumulateFloatErrors).
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -41,6 +42,8 @@ TensorDiff Reference(const LogicalTensor& quant, const LogicalTensor& ref,
   ErrorSums s;
   std::vector<double> steps(n);
   std::vector<GroupAcc> groups;
+  // A plain float's chunk is one run for the sums.
+  const bool plain = !quant.encoding->info().quantized;
   for (int64_t first = 0; first < n; first += o.chunk_elements) {
     const int64_t m = std::min(o.chunk_elements, n - first);
     std::vector<QuantRun> runs;
@@ -54,13 +57,14 @@ TensorDiff Reference(const LogicalTensor& quant, const LogicalTensor& ref,
         WidenForSourceRounding(SourceRoundingRel(ref.encoding->info()),
                                ref.encoding->info().scheme == "F16", &run);
       }
-      const int64_t body = run.count - run.count % 4;
+      const int64_t body = plain ? m - m % 4 : run.count - run.count % 4;
       // Clipping is judged against the run's bound, and a zeroed group
       // (both steps 0) is left out of the step metrics (error_pass.h).
       const RunLimits lim = LimitsOf(run);
       double gs[4] = {}, gm[4] = {};
       int64_t group = -1;
-      for (int64_t k = 0; k < run.count; ++k, ++i) {
+      for (int64_t j = 0; j < run.count; ++j, ++i) {
+        const int64_t k = plain ? i - first : j;
         ScalarInfo si;
         EXPECT_TRUE(quant.encoding->Inspect(i, &si).ok());
         group = GroupIdOf(si);
@@ -146,13 +150,15 @@ TensorDiff Reference(const LogicalTensor& quant, const LogicalTensor& ref,
   };
   d.p99_err_steps = pct(0.99);
   d.p999_err_steps = pct(0.999);
-  // The k worst: larger error first, then the earlier element.
-  std::vector<Element> all(n);
-  for (int64_t i = 0; i < n; ++i) all[i] = {steps[i], i};
+  // The k worst: larger error first, then the earlier element; NaN never.
+  std::vector<Element> all;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isnan(steps[i])) all.push_back({steps[i], i});
+  }
   std::stable_sort(
       all.begin(), all.end(),
       [](const Element& a, const Element& b) { return a.v > b.v; });
-  for (int64_t k = 0; k < std::min<int64_t>(o.top_k, n); ++k) {
+  for (int64_t k = 0; k < std::min<int64_t>(o.top_k, all.size()); ++k) {
     WorstElement w;
     w.flat_index = all[k].flat;
     w.err_steps = all[k].v;
@@ -287,6 +293,37 @@ TEST(ConventionReferenceTest, EveryFieldMatchesTheScalarReferenceBitForBit) {
     ASSERT_TRUE(q.ok() && r.ok());
     CheckPairs(**q, **r);
   }
+}
+
+// Plain float quantized sides: each element the nearest float of its source,
+// but every 31st one a level off (not nearest) and every 97th source zero.
+TEST(PlainFloatReferenceTest, EveryFieldMatchesTheScalarReferenceBitForBit) {
+  const std::string dir = testing::MakeTempDir();
+  constexpr int64_t kCols = 1000, kRows = 150;
+  const std::vector<float> v = RandomWeights(kCols * kRows, 11);
+  std::vector<uint16_t> f16(v.size()), bf16(v.size());
+  std::vector<float> f32(v.size()), source(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    const bool off = i % 31 == 0;
+    f16[i] = testing::F32ToF16Bits(v[i]) + (off ? 1 : 0);
+    bf16[i] = testing::F32ToBF16Bits(v[i]) + (off ? 1 : 0);
+    f32[i] = off ? std::nextafter(v[i], 1.0f) : v[i];
+    source[i] = v[i];
+  }
+  std::vector<testing::StTensor> q = {
+      {"f16", "F16", {kRows, kCols}, testing::Bytes(f16)},
+      {"bf16", "BF16", {kRows, kCols}, testing::Bytes(bf16)},
+      {"f32", "F32", {kRows, kCols}, testing::Bytes(f32)}};
+  std::vector<testing::StTensor> r;
+  for (const char* name : {"f16", "bf16", "f32"}) {
+    r.push_back({name, "F32", {kRows, kCols}, testing::Bytes(source)});
+  }
+  testing::WriteFile(dir + "/quant.safetensors", testing::BuildSafetensors(q));
+  testing::WriteFile(dir + "/source.safetensors", testing::BuildSafetensors(r));
+  auto qc = Checkpoint::Open(dir + "/quant.safetensors");
+  auto rc = Checkpoint::Open(dir + "/source.safetensors");
+  ASSERT_TRUE(qc.ok() && rc.ok());
+  CheckPairs(**qc, **rc);
 }
 
 }  // namespace

@@ -1,0 +1,462 @@
+#include "core/diff/float_runs.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+
+#include "core/diff/error_element.h"
+#include "core/quant/codec.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace tensormorph {
+
+using error_pass_internal::AddElement;
+using error_pass_internal::Partials;
+
+namespace {
+
+// A format's steps by key, from InspectElement, and its range.
+struct KeySteps {
+  double below[FloatRuns::kKeys], above[FloatRuns::kKeys];
+  double range_min = 0, range_max = 0;
+  bool usable = false;  // every code agreed with its key, no zero steps
+};
+
+bool SameBits(double a, double b) {
+  return std::bit_cast<uint64_t>(a) == std::bit_cast<uint64_t>(b) ||
+         (std::isnan(a) && std::isnan(b));
+}
+
+// Adds one code's inspection to `k`; false when it disagrees with an
+// earlier code of its key or with the format's range, or has zero steps.
+bool AddCode(DType dtype, const uint8_t* bytes, size_t n, KeySteps* k,
+             bool* seen) {
+  ScalarInfo s;
+  if (!InspectElement(dtype, absl::MakeConstSpan(bytes, n), 0, &s).ok()) {
+    return false;
+  }
+  if (s.step_below == 0 && s.step_above == 0) return false;
+  const uint32_t key = FloatRuns::KeyOf(s.value);
+  const bool first_code = !seen[FloatRuns::kKeys];
+  if (first_code) {
+    k->range_min = s.range_min;
+    k->range_max = s.range_max;
+    seen[FloatRuns::kKeys] = true;
+  } else if (!SameBits(k->range_min, s.range_min) ||
+             !SameBits(k->range_max, s.range_max)) {
+    return false;
+  }
+  if (!seen[key]) {
+    seen[key] = true;
+    k->below[key] = s.step_below;
+    k->above[key] = s.step_above;
+    return true;
+  }
+  return SameBits(k->below[key], s.step_below) &&
+         SameBits(k->above[key], s.step_above);
+}
+
+// Every code of an 8- or 16-bit format; for F32, every key's extreme and
+// middle mantissas (its steps are nextafter's, a function of the exponent,
+// sign and the power-of-two case alone). Keys no code reaches keep NaN
+// steps (no decoded value has them).
+KeySteps* BuildKeySteps(DType dtype) {
+  auto* k = new KeySteps;
+  std::fill(k->below, k->below + FloatRuns::kKeys, std::nan(""));
+  std::fill(k->above, k->above + FloatRuns::kKeys, std::nan(""));
+  bool seen[FloatRuns::kKeys + 1] = {};  // the last: the range is set
+  bool ok = true;
+  if (dtype == DType::kF32) {
+    for (uint32_t top = 0; top < 512 && ok; ++top) {
+      for (uint32_t mant : {0u, 1u, 2u, 0x400000u, 0x7FFFFEu, 0x7FFFFFu}) {
+        const uint32_t bits = top << 23 | mant;
+        uint8_t b[4];
+        std::memcpy(b, &bits, 4);
+        ok = ok && AddCode(dtype, b, 4, k, seen);
+      }
+    }
+  } else {
+    const uint32_t codes =
+        dtype == DType::kF16 || dtype == DType::kBF16 ? 65536 : 256;
+    const size_t n = codes == 65536 ? 2 : 1;
+    for (uint32_t c = 0; c < codes && ok; ++c) {
+      const uint8_t b[2] = {static_cast<uint8_t>(c & 0xff),
+                            static_cast<uint8_t>(c >> 8)};
+      ok = AddCode(dtype, b, n, k, seen);
+    }
+  }
+  k->usable = ok;
+  return k;  // lives as long as the process
+}
+
+const KeySteps* KeyStepsOf(DType dtype) {
+  static const KeySteps* const f32 = BuildKeySteps(DType::kF32);
+  static const KeySteps* const f16 = BuildKeySteps(DType::kF16);
+  static const KeySteps* const bf16 = BuildKeySteps(DType::kBF16);
+  static const KeySteps* const e4m3 = BuildKeySteps(DType::kF8E4M3);
+  static const KeySteps* const e5m2 = BuildKeySteps(DType::kF8E5M2);
+  const KeySteps* k = nullptr;
+  switch (dtype) {
+    case DType::kF32:
+      k = f32;
+      break;
+    case DType::kF16:
+      k = f16;
+      break;
+    case DType::kBF16:
+      k = bf16;
+      break;
+    case DType::kF8E4M3:
+      k = e4m3;
+      break;
+    case DType::kF8E5M2:
+      k = e5m2;
+      break;
+    default:
+      return nullptr;
+  }
+  return k->usable ? k : nullptr;
+}
+
+// The plain float formats by their scheme name, as stored tensors give it.
+std::optional<DType> PlainFloatDType(const EncodingInfo& info) {
+  if (info.quantized || info.block_elems != 1) return std::nullopt;
+  if (info.convention != "ggml" && info.convention != "safetensors" &&
+      !info.convention.empty()) {
+    return std::nullopt;
+  }
+  constexpr struct {
+    const char* name;
+    DType dtype;
+  } kFormats[] = {{"F32", DType::kF32},
+                  {"F16", DType::kF16},
+                  {"BF16", DType::kBF16},
+                  {"F8_E4M3", DType::kF8E4M3},
+                  {"F8_E5M2", DType::kF8E5M2}};
+  for (const auto& f : kFormats) {
+    if (info.scheme == f.name) return f.dtype;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::unique_ptr<FloatRuns> FloatRuns::For(const Encoding& quant,
+                                          const RoundingBound& bound,
+                                          double source_rel, bool source_f16) {
+  const std::optional<DType> dtype = PlainFloatDType(quant.info());
+  if (!dtype.has_value()) return nullptr;
+  // A term per group (a stored scale's rounding, an offset, clipping ends)
+  // is not a function of the key.
+  if (bound.scale_f16 || bound.scale_rel != 0 || bound.offset_f16 ||
+      bound.clip != RoundingBound::Clip::kNone) {
+    return nullptr;
+  }
+  const KeySteps* k = KeyStepsOf(*dtype);
+  if (k == nullptr) return nullptr;
+  std::unique_ptr<FloatRuns> t(new FloatRuns);
+  t->Fill(k->below, k->above, k->range_min, k->range_max, bound,
+          bound.float_codes ? source_rel : 0, source_f16);
+  return t;
+}
+
+void FloatRuns::Fill(const double* below, const double* above, double range_min,
+                     double range_max, const RoundingBound& bound,
+                     double source_rel, bool source_f16) {
+  runs_.resize(kKeys);
+  limits_.resize(kKeys);
+  interior_.resize(kKeys);
+  Columns& c = columns_;
+  c.step.resize(2 * kKeys);
+  c.inv.resize(2 * kKeys);
+  c.slack.resize(kKeys);
+  c.hi.resize(kKeys);
+  c.lo.resize(kKeys);
+  c.interior.resize(kKeys);
+  for (int key = 0; key < kKeys; ++key) {
+    QuantRun& r = runs_[key];
+    r = {1, -1, below[key], above[key], range_min, range_max};
+    ApplyBound(bound, &r);  // as DiffTensor bounds each run
+    WidenForSourceRounding(source_rel, source_f16, &r);
+    limits_[key] = LimitsOf(r);
+    interior_[key] = InteriorBoundSteps(r);
+    c.step[2 * key] = r.step_below;
+    c.step[2 * key + 1] = r.step_above;
+    c.inv[2 * key] = limits_[key].inv_below;
+    c.inv[2 * key + 1] = limits_[key].inv_above;
+    c.slack[key] = r.slack;
+    c.hi[key] = limits_[key].clip_hi;
+    c.lo[key] = limits_[key].clip_lo;
+    c.interior[key] = interior_[key];
+  }
+  // What every key shares (For refuses bounds where these vary).
+  c.bound = runs_[0].bound;
+  c.slack_rel = runs_[0].slack_rel;
+  c.origin = runs_[0].origin;
+}
+
+void AccumulateFloatErrorsScalar(const float* values, const float* x, int64_t m,
+                                 int64_t first, const FloatRuns& t,
+                                 double* err_steps, ErrorSums* s,
+                                 double* bound_steps) {
+  Partials p;
+  const int64_t body = m - m % 4;
+  double interior = *bound_steps;
+  for (int64_t i = 0; i < m; ++i) {
+    const uint32_t key = FloatRuns::KeyOf(values[i]);
+    const int lane = i < body ? static_cast<int>(i % 4) : -1;
+    AddElement(values, t.run(key), t.limits(key), x, i, first, lane, &p,
+               err_steps, s);
+    interior = std::max(interior, t.interior(key));
+  }
+  *bound_steps = interior;
+  s->sum_sq_err += (p.sq[0] + p.sq[1]) + (p.sq[2] + p.sq[3]);
+  s->sum_abs_err += (p.ab[0] + p.ab[1]) + (p.ab[2] + p.ab[3]);
+  s->sum_xx += (p.xx[0] + p.xx[1]) + (p.xx[2] + p.xx[3]);
+  s->sum_hh += (p.hh[0] + p.hh[1]) + (p.hh[2] + p.hh[3]);
+  s->sum_xh += (p.xh[0] + p.xh[1]) + (p.xh[2] + p.xh[3]);
+}
+
+int64_t FindFloatExcess(const float* values, const float* x,
+                        const double* err_steps, int64_t m, const FloatRuns& t,
+                        double excess, bool nearest_codes) {
+  for (int64_t i = 0; i < m; ++i) {
+    const uint32_t key = FloatRuns::KeyOf(values[i]);
+    const ElementExcess e =
+        ExcessOf(x[i], values[i], err_steps[i], t.run(key), t.limits(key));
+    if (e.excess == excess && (e.clipped || nearest_codes)) return i;
+  }
+  return 0;
+}
+
+#if defined(__x86_64__)
+namespace {
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+// The running state of the AVX-512 float pass: four-wide partials (element
+// k into partial k % 4), eight-wide maxima and counts.
+struct FloatState {
+  __m256d sq, ab, xx, hh, xh;
+  __m512d max_abs, max_steps, max_nn, max_clip, interior;
+  __m512i max_idx;
+  int64_t above = 0, clipped = 0, clipped_beyond = 0, not_nearest = 0,
+          src_zeros = 0, dec_zeros = 0, induced = 0;
+};
+
+// Sums of elements [i, i + 8) (kFull) or [i, i + 4) into the partials.
+template <bool kFull>
+__attribute__((target("avx512f,avx512vl"), always_inline)) inline void
+AddMoments(__m512d err, __m512d xs, __m512d xq, FloatState& st) {
+  const __m512d t_sq = _mm512_mul_pd(err, err);
+  const __m512d t_xx = _mm512_mul_pd(xs, xs);
+  const __m512d t_hh = _mm512_mul_pd(xq, xq);
+  const __m512d t_xh = _mm512_mul_pd(xs, xq);
+  st.sq = _mm256_add_pd(st.sq, _mm512_castpd512_pd256(t_sq));
+  st.ab = _mm256_add_pd(st.ab, _mm512_castpd512_pd256(err));
+  st.xx = _mm256_add_pd(st.xx, _mm512_castpd512_pd256(t_xx));
+  st.hh = _mm256_add_pd(st.hh, _mm512_castpd512_pd256(t_hh));
+  st.xh = _mm256_add_pd(st.xh, _mm512_castpd512_pd256(t_xh));
+  if constexpr (kFull) {
+    st.sq = _mm256_add_pd(st.sq, _mm512_extractf64x4_pd(t_sq, 1));
+    st.ab = _mm256_add_pd(st.ab, _mm512_extractf64x4_pd(err, 1));
+    st.xx = _mm256_add_pd(st.xx, _mm512_extractf64x4_pd(t_xx, 1));
+    st.hh = _mm256_add_pd(st.hh, _mm512_extractf64x4_pd(t_hh, 1));
+    st.xh = _mm256_add_pd(st.xh, _mm512_extractf64x4_pd(t_xh, 1));
+  }
+}
+
+// Elements [i, i + 8) (kFull) or [i, i + 4), their runs gathered by key:
+// AddElement's operations lane by lane; the upper lanes of a half step read
+// as zeros and are masked out of every count, maximum and store.
+template <bool kFull>
+__attribute__((target("avx512f,avx512vl"), always_inline)) inline void
+FloatStep(const float* values, const float* x, int64_t i, int64_t first,
+          const FloatRuns::Columns& c, double* err_steps, FloatState& st) {
+  constexpr __mmask8 lanes = kFull ? 0xFF : 0x0F;
+  const __m512d zero = _mm512_setzero_pd();
+  const __m256 qf = kFull ? _mm256_loadu_ps(values + i)
+                          : _mm256_zextps128_ps256(_mm_loadu_ps(values + i));
+  const __m512d xq = _mm512_cvtps_pd(qf);
+  const __m512d xs =
+      kFull ? _mm512_cvtps_pd(_mm256_loadu_ps(x + i))
+            : _mm512_zextpd256_pd512(_mm256_cvtps_pd(_mm_loadu_ps(x + i)));
+  const __m256i bits = _mm256_castps_si256(qf);
+  const __m256i pow2 = _mm256_maskz_set1_epi32(
+      _mm256_testn_epi32_mask(bits, _mm256_set1_epi32(0x7fffff)), 1);
+  const __m256i key =
+      _mm256_or_si256(_mm256_slli_epi32(_mm256_srli_epi32(bits, 23), 1), pow2);
+  const __m512d err = _mm512_abs_pd(_mm512_sub_pd(xs, xq));
+  const __mmask8 up = _mm512_cmp_pd_mask(xs, xq, _CMP_GT_OQ);
+  const __m256i side =
+      _mm256_mask_add_epi32(_mm256_add_epi32(key, key), up,
+                            _mm256_add_epi32(key, key), _mm256_set1_epi32(1));
+  const __m512d step = _mm512_i32gather_pd(side, c.step.data(), 8);
+  const __m512d inv = _mm512_i32gather_pd(side, c.inv.data(), 8);
+  const __mmask8 ok = _mm512_cmp_pd_mask(step, zero, _CMP_GT_OQ);
+  __m512d v = _mm512_mask_blend_pd(ok, _mm512_set1_pd(__builtin_inf()),
+                                   _mm512_div_pd(err, step));
+  v = _mm512_mask_blend_pd(_mm512_cmp_pd_mask(err, zero, _CMP_EQ_OQ), v, zero);
+  if constexpr (kFull) {
+    _mm512_storeu_pd(err_steps + i, v);
+  } else {
+    _mm512_mask_storeu_pd(err_steps + i, lanes, v);
+  }
+  AddMoments<kFull>(err, xs, xq, st);
+  const __m512i idx = _mm512_add_epi64(
+      _mm512_set1_epi64(first + i), _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0));
+  const __mmask8 new_max =
+      _mm512_cmp_pd_mask(err, st.max_abs, _CMP_GT_OQ) & lanes;
+  st.max_abs = _mm512_mask_blend_pd(new_max, st.max_abs, err);
+  st.max_idx = _mm512_mask_blend_epi64(new_max, st.max_idx, idx);
+  st.max_steps = _mm512_mask_max_pd(st.max_steps, lanes, v, st.max_steps);
+  st.above += __builtin_popcount(
+      _mm512_cmp_pd_mask(v, _mm512_set1_pd(0.5), _CMP_GT_OQ) & lanes);
+  st.interior = _mm512_mask_max_pd(
+      st.interior, lanes, _mm512_i32gather_pd(key, c.interior.data(), 8),
+      st.interior);
+  // The bound, as ExcessOf spells it (no extra: For takes no clipping ends).
+  const __m512d slack = _mm512_i32gather_pd(key, c.slack.data(), 8);
+  const __m512d dist =
+      _mm512_abs_pd(_mm512_sub_pd(xq, _mm512_set1_pd(c.origin)));
+  const __m512d allowed = _mm512_add_pd(
+      _mm512_add_pd(
+          _mm512_set1_pd(c.bound),
+          _mm512_mul_pd(
+              _mm512_add_pd(slack,
+                            _mm512_mul_pd(_mm512_set1_pd(c.slack_rel), dist)),
+              inv)),
+      zero);
+  const __m512d excess = _mm512_sub_pd(v, allowed);
+  const __mmask8 clip =
+      (_mm512_cmp_pd_mask(xs, _mm512_i32gather_pd(key, c.hi.data(), 8),
+                          _CMP_GT_OQ) |
+       _mm512_cmp_pd_mask(xs, _mm512_i32gather_pd(key, c.lo.data(), 8),
+                          _CMP_LT_OQ)) &
+      lanes;
+  const __mmask8 beyond = _mm512_cmp_pd_mask(excess, zero, _CMP_GT_OQ) & lanes;
+  const __mmask8 nn = beyond & static_cast<__mmask8>(~clip);
+  st.clipped += __builtin_popcount(clip);
+  st.clipped_beyond += __builtin_popcount(clip & beyond);
+  st.not_nearest += __builtin_popcount(nn);
+  st.max_nn = _mm512_max_pd(_mm512_maskz_mov_pd(nn, excess), st.max_nn);
+  st.max_clip =
+      _mm512_max_pd(_mm512_maskz_mov_pd(clip & beyond, excess), st.max_clip);
+  const __mmask8 sz = _mm512_cmp_pd_mask(xs, zero, _CMP_EQ_OQ) & lanes;
+  const __mmask8 dz = _mm512_cmp_pd_mask(xq, zero, _CMP_EQ_OQ) & lanes;
+  st.src_zeros += __builtin_popcount(sz);
+  st.dec_zeros += __builtin_popcount(dz);
+  st.induced += __builtin_popcount(dz & ~sz & 0xFF);
+}
+
+// The state's partials, counts and maxima into `s`: the maxima of equal
+// value keep the earliest element, as in element order.
+__attribute__((target("avx512f,avx512vl"))) void FinishFloat(
+    const FloatState& st, ErrorSums* s, double* bound_steps) {
+  alignas(32) double lane4[4];
+  const __m256d* partials[5] = {&st.sq, &st.ab, &st.xx, &st.hh, &st.xh};
+  double* totals[5] = {&s->sum_sq_err, &s->sum_abs_err, &s->sum_xx, &s->sum_hh,
+                       &s->sum_xh};
+  for (int t = 0; t < 5; ++t) {
+    _mm256_store_pd(lane4, *partials[t]);
+    *totals[t] += (lane4[0] + lane4[1]) + (lane4[2] + lane4[3]);
+  }
+  s->above_half_step += st.above;
+  s->clipped += st.clipped;
+  s->clipped_beyond_bound += st.clipped_beyond;
+  s->not_nearest += st.not_nearest;
+  s->source_zeros += st.src_zeros;
+  s->decoded_zeros += st.dec_zeros;
+  s->induced_zeros += st.induced;
+  alignas(64) double lane_max[8];
+  alignas(64) int64_t lane_idx[8];
+  _mm512_store_pd(lane_max, st.max_abs);
+  _mm512_store_si512(lane_idx, st.max_idx);
+  for (int k = 0; k < 8; ++k) {
+    if (lane_idx[k] < 0) continue;
+    if (lane_max[k] > s->max_abs_err ||
+        (lane_max[k] == s->max_abs_err && lane_idx[k] < s->max_abs_err_index)) {
+      s->max_abs_err = lane_max[k];
+      s->max_abs_err_index = lane_idx[k];
+    }
+  }
+  _mm512_store_pd(lane_max, st.max_steps);
+  for (double v : lane_max) {
+    if (v > s->max_err_steps) s->max_err_steps = v;
+  }
+  // Excesses kept and interior bounds are never NaN nor below zero: their
+  // maxima do not depend on the order they are taken in.
+  s->max_excess_not_nearest =
+      std::max(s->max_excess_not_nearest, _mm512_reduce_max_pd(st.max_nn));
+  s->max_excess_clipped =
+      std::max(s->max_excess_clipped, _mm512_reduce_max_pd(st.max_clip));
+  *bound_steps = std::max(*bound_steps, _mm512_reduce_max_pd(st.interior));
+}
+
+// Eight elements at a time through the body, then four, then the last
+// m % 4 through the scalar statement: AccumulateFloatErrorsScalar's bits.
+__attribute__((target("avx512f,avx512vl"))) void AccumulateFloatErrorsAvx512(
+    const float* values, const float* x, int64_t m, int64_t first,
+    const FloatRuns& t, double* err_steps, ErrorSums* s, double* bound_steps) {
+  FloatState st;
+  st.sq = st.ab = st.xx = st.hh = st.xh = _mm256_setzero_pd();
+  st.max_abs = _mm512_set1_pd(s->max_abs_err);
+  st.max_idx = _mm512_set1_epi64(-1);
+  st.max_steps = _mm512_set1_pd(s->max_err_steps);
+  st.max_nn = _mm512_set1_pd(s->max_excess_not_nearest);
+  st.max_clip = _mm512_set1_pd(s->max_excess_clipped);
+  st.interior = _mm512_set1_pd(*bound_steps);
+  const FloatRuns::Columns& c = t.columns();
+  const int64_t body = m - m % 4;
+  int64_t i = 0;
+  for (; i + 8 <= body; i += 8) {
+    FloatStep<true>(values, x, i, first, c, err_steps, st);
+  }
+  if (i < body) {
+    FloatStep<false>(values, x, i, first, c, err_steps, st);
+    i += 4;
+  }
+  Partials unused;
+  double interior = *bound_steps;
+  for (; i < m; ++i) {
+    const uint32_t key = FloatRuns::KeyOf(values[i]);
+    AddElement(values, t.run(key), t.limits(key), x, i, first, -1, &unused,
+               err_steps, s);
+    interior = std::max(interior, t.interior(key));
+  }
+  *bound_steps = interior;
+  FinishFloat(st, s, bound_steps);
+}
+
+#pragma GCC diagnostic pop
+
+bool HaveAvx512() {
+  static const bool have =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+  return have;
+}
+
+}  // namespace
+#endif
+
+void AccumulateFloatErrors(const float* values, const float* x, int64_t m,
+                           int64_t first, const FloatRuns& t, double* err_steps,
+                           ErrorSums* sums, double* bound_steps) {
+#if defined(__x86_64__)
+  if (HaveAvx512()) {
+    AccumulateFloatErrorsAvx512(values, x, m, first, t, err_steps, sums,
+                                bound_steps);
+    return;
+  }
+#endif
+  AccumulateFloatErrorsScalar(values, x, m, first, t, err_steps, sums,
+                              bound_steps);
+}
+
+}  // namespace tensormorph

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <optional>
 
 #if defined(__x86_64__)
@@ -370,13 +371,19 @@ void CellsFromGrid(const ErrorGrid& g, bool locate, Heatmap* h) {
   }
 }
 
-}  // namespace
+// The region a heatmap covers, resolved from its options: view rows
+// [row_begin, row_end) and columns [col_begin, col_end) of the view that
+// starts at flat element `base`.
+struct Region {
+  int64_t base = 0;
+  int64_t row_begin = 0, row_end = 0, col_begin = 0, col_end = 0;
+  int64_t ncols() const { return col_end - col_begin; }
+};
 
-absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
-                                       const LogicalTensor* ref,
-                                       const HeatmapOptions& o) {
-  const size_t rank = t.shape.size();
-  if (rank == 0)
+// The options' combinations no mode takes (heatmap.h's errors).
+absl::Status CheckModeOptions(const LogicalTensor& t, const LogicalTensor* ref,
+                              const HeatmapOptions& o) {
+  if (t.shape.empty())
     return absl::InvalidArgumentError("a rank-0 tensor has no 2-D view");
   if (o.mode == HeatmapMode::kErrorSteps && ref == nullptr) {
     return absl::InvalidArgumentError("error mode needs a reference (--ref)");
@@ -392,16 +399,382 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
         absl::StrCat("an error grid serves error mode, not mode ",
                      static_cast<int>(o.mode)));
   }
-  if (absl::Status s = CheckReference(t, ref, o.ref_rows); !s.ok()) return s;
+  return CheckReference(t, ref, o.ref_rows);
+}
+
+// Resolves the region on a non-empty tensor (h->rows and h->cols set), checks
+// an error grid against its view, and lays out the cells: edges, and values,
+// groups, pruned and cell_element at their starting values.
+absl::StatusOr<Region> LayOutCells(const LogicalTensor& t,
+                                   const HeatmapOptions& o, Heatmap* h) {
+  Region g;
+  g.row_begin = o.row_begin;
+  g.col_begin = o.col_begin;
+  g.row_end = o.row_end;
+  g.col_end = o.col_end;
+  TM_RETURN_IF_ERROR(
+      ResolveRange("rows", g.row_begin, &g.row_end, h->rows, *h));
+  TM_RETURN_IF_ERROR(
+      ResolveRange("cols", g.col_begin, &g.col_end, h->cols, *h));
+  const int64_t nrows = g.row_end - g.row_begin, ncols = g.ncols();
+  TM_ASSIGN_OR_RETURN(const View2D view, ViewOf(t, o.leading));
+  g.base = view.base;
+  if (o.errors != nullptr &&
+      (o.errors->view.base != g.base || o.errors->view.rows != h->rows ||
+       o.errors->view.cols != h->cols ||
+       (o.errors->f32 == nullptr && o.errors->f64 == nullptr))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the error grid is of another view (", o.errors->view.rows,
+                     " x ", o.errors->view.cols, " from element ",
+                     o.errors->view.base, ") than the heatmap's (", h->rows,
+                     " x ", h->cols, " from element ", g.base, ")"));
+  }
+  h->height = static_cast<int>(std::clamp<int64_t>(o.height, 1, nrows));
+  h->width = static_cast<int>(std::clamp<int64_t>(o.width, 1, ncols));
+  for (int i = 0; i <= h->height; ++i)
+    h->row_edges.push_back(Edge(g.row_begin, nrows, h->height, i));
+  for (int j = 0; j <= h->width; ++j)
+    h->col_edges.push_back(Edge(g.col_begin, ncols, h->width, j));
+  const size_t cells = static_cast<size_t>(h->width) * h->height;
+  const bool sums =
+      o.mode == HeatmapMode::kMean || o.mode == HeatmapMode::kZeros;
+  h->values.assign(cells,
+                   sums ? 0.0 : -std::numeric_limits<double>::infinity());
+  h->groups.assign(cells, -1);
+  if (o.locate) h->cell_element.assign(cells, -1);
+  return g;
+}
+
+// Each cell's group, from its first element: ids alone, a band of cells
+// per call (Inspect would decompose a million scalars to read one field of
+// each).
+absl::Status CellGroups(const LogicalTensor& t, int64_t base, Heatmap* h) {
+  std::vector<int64_t> firsts(static_cast<size_t>(h->width));
+  for (int i = 0; i < h->height; ++i) {
+    for (int j = 0; j < h->width; ++j)
+      firsts[j] = base + h->row_edges[i] * h->cols + h->col_edges[j];
+    int64_t* const out = h->groups.data() + static_cast<size_t>(i) * h->width;
+    TM_RETURN_IF_ERROR(GuardedRead(
+        [&]() -> absl::Status { return t.encoding->GroupIds(firsts, out); }));
+  }
+  return absl::OkStatus();
+}
+
+// The decoded values of this thread's heatmaps, kept from call to call
+// (at most kBatchElements floats, 1 MiB) rather than allocated, zeroed and
+// returned to the kernel by every call. Not zeroed: a pass reads only what
+// it decoded.
+float* DecodeScratch(size_t n) {
+  thread_local std::unique_ptr<float[]> buf;
+  thread_local size_t size = 0;
+  if (size < n) {
+    buf.reset(new float[n]);
+    size = n;
+  }
+  return buf.get();
+}
+
+// One decode of the region, batch by batch of rows, each batch folded into
+// every band of cells (the rows of one row of cells) it meets: the values
+// alone, or with their steps for error mode; the reference where it is
+// compared. Where the region spans whole rows, a batch is up to
+// kBatchElements of them whatever the bands: short bands share a read
+// (layouts that pack codes down columns and group them by rows, GPTQ's,
+// decode a group's tile once rather than once per band, and every format
+// pays one call per quarter million elements), and a tall band spans reads,
+// its state kept between them (the mean's lanes, absmax's column maxima,
+// plain floats' column errors). Else a row at a time.
+class RegionPass {
+ public:
+  RegionPass(const LogicalTensor& t, const LogicalTensor* ref,
+             const HeatmapOptions& o, const Region& g, Heatmap* h);
+  absl::Status Run();
+
+ private:
+  absl::Status Read(int64_t r, int64_t nb);
+  void StartBand();
+  absl::Status FoldRows(int64_t r, int64_t k0, int64_t nk);
+  void FoldRow(int64_t r, int64_t k);
+  void EndBand();
+  double* Out(std::vector<double>& cells) const {
+    return cells.data() + static_cast<size_t>(band_) * h_.width;
+  }
+
+  const LogicalTensor& t_;
+  const LogicalTensor* const ref_;
+  const HeatmapOptions& o_;
+  const Region g_;
+  Heatmap& h_;
+  const DecodeSimd simd_ = ActiveDecodeSimd();
+  const bool mean_, absmax_, error_, zeros_, with_ref_;
+  // Plain floats' steps come from their values (a table lookup), rather
+  // than from inspecting each element: the F16 error heatmap's cost was
+  // nearly all that inspection.
+  const FloatStepTable* const float_steps_;
+  const bool detailed_;
+  std::optional<PlainFloatErrors> plain_;
+  // A float32 source of plain floats' errors, without a row map, is read
+  // where it is mapped rather than copied (a third of the F16 error
+  // heatmap's time was that copy).
+  const float* ref_in_place_ = nullptr;
+  bool column_errors_ = false;  // plain floats' errors by columns
+  int64_t batch_rows_ = 1;
+  int band_ = 0;  // the band being folded
+  std::vector<ElementQuant> q_;
+  float* v_ = nullptr;  // DecodeScratch, unless detailed_
+  std::vector<float> x_;
+  // Column runs of the cells, relative to the region's first column.
+  std::vector<int64_t> run_;
+  // The mean's partial sums of one band of cells (heatmap.h's lanes),
+  // absmax's column maxima (ColumnMax) and plain floats' column errors
+  // (PlainFloatErrors::FoldColumns), where a band takes several batches.
+  std::vector<double> lanes_;
+  std::vector<uint32_t> colmax_;
+  ErrorColumns colerr_;
+};
+
+RegionPass::RegionPass(const LogicalTensor& t, const LogicalTensor* ref,
+                       const HeatmapOptions& o, const Region& g, Heatmap* h)
+    : t_(t),
+      ref_(ref),
+      o_(o),
+      g_(g),
+      h_(*h),
+      mean_(o.mode == HeatmapMode::kMean),
+      absmax_(o.mode == HeatmapMode::kAbsmax),
+      error_(o.mode == HeatmapMode::kErrorSteps),
+      zeros_(o.mode == HeatmapMode::kZeros),
+      with_ref_(ref != nullptr && (error_ || zeros_)),
+      float_steps_(error_ ? t.encoding->PlainFloatSteps() : nullptr),
+      detailed_(error_ && float_steps_ == nullptr) {
+  if (float_steps_ != nullptr) plain_.emplace(*float_steps_, simd_);
+  if (plain_ && !o.locate && o.ref_rows.empty())
+    ref_in_place_ = ref->encoding->StoredF32();
+  column_errors_ = plain_.has_value() && !o.locate;
+  const int64_t ncols = g.ncols();
+  if (ncols == h->cols) {
+    batch_rows_ = std::min(g.row_end - g.row_begin,
+                           std::max<int64_t>(1, kBatchElements / ncols));
+  }
+  const size_t buf = static_cast<size_t>(batch_rows_ * ncols);
+  q_.resize(detailed_ ? buf : 0);
+  if (!detailed_) v_ = DecodeScratch(buf);
+  x_.resize(with_ref_ && ref_in_place_ == nullptr ? buf : 0);
+  run_.resize(static_cast<size_t>(h->width) + 1);
+  for (int j = 0; j <= h->width; ++j) run_[j] = h->col_edges[j] - g.col_begin;
+  lanes_.resize(mean_ ? static_cast<size_t>(h->width) * kLanes : 0);
+  colmax_.resize(absmax_ ? static_cast<size_t>(ncols) : 0);
+}
+
+absl::Status RegionPass::Run() {
+  band_ = 0;
+  for (int64_t r = g_.row_begin, nb = 0; r < g_.row_end; r += nb) {
+    if (o_.cancelled && o_.cancelled()) {
+      return absl::CancelledError(
+          absl::StrCat("heatmap of '", t_.name, "' cancelled at band ", band_,
+                       " of ", h_.height, " (row ", r, ")"));
+    }
+    nb = std::min(batch_rows_, g_.row_end - r);
+    TM_RETURN_IF_ERROR(Read(r, nb));
+    while (band_ < h_.height && h_.row_edges[band_] < r + nb) {
+      const int64_t top = h_.row_edges[band_], bottom = h_.row_edges[band_ + 1];
+      const int64_t lo = std::max(r, top), hi = std::min(r + nb, bottom);
+      if (lo == top) StartBand();
+      TM_RETURN_IF_ERROR(FoldRows(r, lo - r, hi - lo));
+      if (hi < bottom) break;  // the band goes on in the next batch
+      EndBand();
+      ++band_;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Decodes view rows [r, r + nb) of the region (whole rows when nb > 1).
+absl::Status RegionPass::Read(int64_t r, int64_t nb) {
+  const int64_t first = g_.base + r * h_.cols + g_.col_begin;
+  const int64_t count = nb * g_.ncols();
+  return GuardedRead([&]() -> absl::Status {
+    TM_RETURN_IF_ERROR(
+        detailed_ ? t_.encoding->DecodeDetailed(first, count, q_.data())
+                  : t_.encoding->Decode(first, count, v_));
+    return with_ref_ && ref_in_place_ == nullptr
+               ? DecodeMappedRows(*ref_, o_.ref_rows, first, count, x_.data())
+               : absl::OkStatus();
+  });
+}
+
+void RegionPass::StartBand() {
+  std::fill(colmax_.begin(), colmax_.end(), 0u);
+  if (column_errors_) colerr_.Reset(g_.ncols());
+}
+
+// Rows [k0, k0 + nk) of the batch that starts at view row r, all in the
+// current band.
+absl::Status RegionPass::FoldRows(int64_t r, int64_t k0, int64_t nk) {
+  const int64_t ncols = g_.ncols();
+  if (mean_) {
+    const LaneEnds ends{r + k0 == h_.row_edges[band_],
+                        r + k0 + nk == h_.row_edges[band_ + 1]};
+    AccumulateLanes(v_ + k0 * ncols, ncols, nk, run_, simd_, ends,
+                    lanes_.data(), Out(h_.values));
+    return absl::OkStatus();
+  }
+  if (column_errors_) {
+    // Row k of the batch: the source where it is mapped (read under
+    // GuardedRead, as a decode is), or as decoded into x.
+    return GuardedRead([&]() -> absl::Status {
+      for (int64_t k = k0; k < k0 + nk; ++k) {
+        const float* const xr =
+            ref_in_place_ != nullptr
+                ? ref_in_place_ + g_.base + (r + k) * h_.cols + g_.col_begin
+                : x_.data() + k * ncols;
+        plain_->FoldColumns(xr, v_ + k * ncols, ncols, &colerr_);
+      }
+      return absl::OkStatus();
+    });
+  }
+  for (int64_t k = k0; k < k0 + nk; ++k) FoldRow(r, k);
+  return absl::OkStatus();
+}
+
+// Row k of the batch that starts at view row r, per mode: each cell's run
+// folded into its cell in the order the elements come.
+void RegionPass::FoldRow(int64_t r, int64_t k) {
+  const size_t at = static_cast<size_t>(k * g_.ncols());
+  const float* const vr = v_ == nullptr ? nullptr : v_ + at;
+  const ElementQuant* const qr = q_.empty() ? nullptr : q_.data() + at;
+  const float* const xr = x_.empty() ? nullptr : x_.data() + at;
+  double* const row_out = Out(h_.values);
+  const int width = h_.width;
+  if (o_.locate) {
+    int64_t* const row_element =
+        h_.cell_element.data() + static_cast<size_t>(band_) * width;
+    // The row's flat index at the region's first column.
+    const int64_t index0 = g_.base + (r + k) * h_.cols + g_.col_begin;
+    for (int j = 0; j < width; ++j) {
+      const int64_t b = run_[j], e = run_[j + 1];
+      if (absmax_) {
+        LocateRow(
+            b, e, index0, [vr](int64_t c) { return std::fabs(double{vr[c]}); },
+            row_out + j, row_element + j);
+      } else if (float_steps_ != nullptr) {
+        LocateRow(
+            b, e, index0,
+            [&](int64_t c) {
+              return PlainFloatErrorSteps(xr[c], vr[c], *float_steps_);
+            },
+            row_out + j, row_element + j);
+      } else {
+        LocateRow(
+            b, e, index0, [&](int64_t c) { return ErrorSteps(xr[c], qr[c]); },
+            row_out + j, row_element + j);
+      }
+    }
+    return;
+  }
+  if (absmax_) {  // the cells at the band's end
+    ColumnMax(vr, g_.ncols(), simd_, colmax_.data());
+  } else if (error_) {
+    // Plain floats come by columns (FoldRows); these are inspected.
+    for (int j = 0; j < width; ++j) {
+      MaxKeepingNaN m{row_out[j]};
+      for (int64_t c = run_[j]; c < run_[j + 1]; ++c)
+        m.Add(ErrorSteps(xr[c], qr[c]));
+      row_out[j] = m.Result();
+    }
+  } else if (zeros_) {
+    double* const row_pruned = h_.pruned.empty() ? nullptr : Out(h_.pruned);
+    for (int j = 0; j < width; ++j) {
+      // Counts below 2^53 are exact in double, so counting in integers and
+      // adding once gives the same sum.
+      int64_t made = 0, pruned = 0;
+      for (int64_t c = run_[j]; c < run_[j + 1]; ++c) {
+        if (vr[c] != 0) continue;
+        if (!with_ref_ || xr[c] != 0) {
+          ++made;
+        } else {
+          ++pruned;
+        }
+      }
+      row_out[j] += static_cast<double>(made);
+      if (row_pruned != nullptr) row_pruned[j] += static_cast<double>(pruned);
+    }
+  }
+}
+
+// The band's cells from the state its rows left: column errors and column
+// maxima.
+void RegionPass::EndBand() {
+  double* const row_out = Out(h_.values);
+  if (column_errors_) {
+    for (int j = 0; j < h_.width; ++j) {
+      MaxKeepingNaN m{row_out[j]};
+      colerr_.FoldInto(run_[j], run_[j + 1], &m);
+      row_out[j] = m.Result();
+    }
+  }
+  if (absmax_ && !o_.locate) {
+    for (int j = 0; j < h_.width; ++j) {
+      uint32_t m = 0;
+      for (int64_t c = run_[j]; c < run_[j + 1]; ++c)
+        m = std::max(m, colmax_[c]);
+      row_out[j] = static_cast<double>(std::bit_cast<float>(m));
+    }
+  }
+}
+
+// Sums into means and fractions, group ids into group mode's values, one
+// NaN for every NaN cell, and the finite range.
+void FinishCells(HeatmapMode mode, Heatmap* h) {
+  const bool sums = mode == HeatmapMode::kMean || mode == HeatmapMode::kZeros;
+  for (int i = 0; i < h->height; ++i) {
+    for (int j = 0; j < h->width; ++j) {
+      const size_t k = static_cast<size_t>(i) * h->width + j;
+      // A cell holds at most max_heatmap_cells-th of the region, but the
+      // region can be large: the count in double, as the mean's sum is.
+      const double count =
+          static_cast<double>(h->row_edges[i + 1] - h->row_edges[i]) *
+          static_cast<double>(h->col_edges[j + 1] - h->col_edges[j]);
+      if (sums) h->values[k] /= count;
+      if (!h->pruned.empty()) h->pruned[k] /= count;
+      if (mode == HeatmapMode::kGroup)
+        h->values[k] = static_cast<double>(h->groups[k]);
+      // One NaN for every NaN cell: payloads and signs (x86's default NaN
+      // is negative) depend on which operand carried it.
+      if (std::isnan(h->values[k]))
+        h->values[k] = std::numeric_limits<double>::quiet_NaN();
+    }
+  }
+  // The finite range, chosen as std::minmax_element chooses among equals
+  // (the first smallest, the last largest: +0 and -0 keep their bits).
+  bool any_finite = false;
+  for (const double v : h->values) {
+    if (!std::isfinite(v)) continue;
+    if (!any_finite) {
+      h->min = h->max = v;
+      any_finite = true;
+      continue;
+    }
+    if (v < h->min) h->min = v;
+    if (!(v < h->max)) h->max = v;
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
+                                       const LogicalTensor* ref,
+                                       const HeatmapOptions& o) {
+  TM_RETURN_IF_ERROR(CheckModeOptions(t, ref, o));
+  const size_t rank = t.shape.size();
   Heatmap h;
   h.cols = t.shape.back();
   h.rows = rank >= 2 ? t.shape[rank - 2] : 1;
-  const bool whole =
-      o.row_begin == 0 && o.row_end == 0 && o.col_begin == 0 && o.col_end == 0;
   if (t.num_elements == 0) {
     // An empty tensor (a zero dimension): a view of no cells, rather than
     // cells that cover nothing (and minima of -inf).
-    if (!whole) {
+    if (o.row_begin != 0 || o.row_end != 0 || o.col_begin != 0 ||
+        o.col_end != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "tensor '", t.name, "' is empty (a view of ", h.rows, " rows x ",
           h.cols, " cols), so it has no region rows [", o.row_begin, ", ",
@@ -412,272 +785,17 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
     h.col_edges = {0};
     return h;
   }
-  int64_t row_end = o.row_end, col_end = o.col_end;
-  TM_RETURN_IF_ERROR(ResolveRange("rows", o.row_begin, &row_end, h.rows, h));
-  TM_RETURN_IF_ERROR(ResolveRange("cols", o.col_begin, &col_end, h.cols, h));
-  const int64_t nrows = row_end - o.row_begin, ncols = col_end - o.col_begin;
-  TM_ASSIGN_OR_RETURN(const View2D view, ViewOf(t, o.leading));
-  const int64_t base = view.base;  // flat offset of the view
-  if (o.errors != nullptr &&
-      (o.errors->view.base != base || o.errors->view.rows != h.rows ||
-       o.errors->view.cols != h.cols ||
-       (o.errors->f32 == nullptr && o.errors->f64 == nullptr))) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the error grid is of another view (", o.errors->view.rows,
-                     " x ", o.errors->view.cols, " from element ",
-                     o.errors->view.base, ") than the heatmap's (", h.rows,
-                     " x ", h.cols, " from element ", base, ")"));
-  }
-  h.height = static_cast<int>(std::clamp<int64_t>(o.height, 1, nrows));
-  h.width = static_cast<int>(std::clamp<int64_t>(o.width, 1, ncols));
-  for (int i = 0; i <= h.height; ++i)
-    h.row_edges.push_back(Edge(o.row_begin, nrows, h.height, i));
-  for (int j = 0; j <= h.width; ++j)
-    h.col_edges.push_back(Edge(o.col_begin, ncols, h.width, j));
-  const size_t cells = static_cast<size_t>(h.width) * h.height;
-  const bool zeros = o.mode == HeatmapMode::kZeros;
-  h.values.assign(cells, o.mode == HeatmapMode::kMean || zeros
-                             ? 0.0
-                             : -std::numeric_limits<double>::infinity());
-  h.groups.assign(cells, -1);
-  if (zeros && ref != nullptr) h.pruned.assign(cells, 0.0);
-  if (o.locate) h.cell_element.assign(cells, -1);
-
-  // Each cell's group, from its first element: ids alone, in one batch
-  // (Inspect would decompose a million scalars to read one field of each).
-  std::vector<int64_t> firsts(cells);
-  for (int i = 0; i < h.height; ++i) {
-    for (int j = 0; j < h.width; ++j) {
-      firsts[static_cast<size_t>(i) * h.width + j] =
-          base + h.row_edges[i] * h.cols + h.col_edges[j];
-    }
-  }
-  absl::Status grouped = GuardedRead([&]() -> absl::Status {
-    return t.encoding->GroupIds(firsts, h.groups.data());
-  });
-  if (!grouped.ok()) return grouped;
-
-  // One decode of the region: the values alone, or with their steps for
-  // error mode; the reference where it is compared. Where the region spans
-  // whole rows, several rows of a cell's band come in one read (layouts
-  // that pack codes down columns, GPTQ's, then use each cache line once
-  // rather than once per row: 5x faster there); else a row at a time.
-  const bool error = o.mode == HeatmapMode::kErrorSteps;
-  const bool with_ref = ref != nullptr && (error || zeros);
-  // Plain floats' steps come from their values (a table lookup), rather
-  // than from inspecting each element: the F16 error heatmap's cost was
-  // nearly all that inspection.
-  const FloatStepTable* const float_steps =
-      error ? t.encoding->PlainFloatSteps() : nullptr;
-  const bool detailed = error && float_steps == nullptr;
-  std::optional<PlainFloatErrors> plain;
-  if (float_steps != nullptr) plain.emplace(*float_steps, ActiveDecodeSimd());
-  // A float32 source of plain floats' errors, without a row map, is read
-  // where it is mapped rather than copied (a third of the F16 error
-  // heatmap's time was that copy).
-  const float* const ref_in_place = plain && !o.locate && o.ref_rows.empty()
-                                        ? ref->encoding->StoredF32()
-                                        : nullptr;
-  int64_t band = 1;  // the most rows a cell spans
-  for (int i = 0; i < h.height; ++i)
-    band = std::max(band, h.row_edges[i + 1] - h.row_edges[i]);
-  const int64_t batch_rows =
-      ncols == h.cols
-          ? std::min(band, std::max<int64_t>(1, kBatchElements / ncols))
-          : 1;
-  const size_t buf = static_cast<size_t>(batch_rows * ncols);
-  std::vector<ElementQuant> q(detailed ? buf : 0);
-  std::vector<float> v(detailed ? 0 : buf);
-  std::vector<float> x(with_ref && ref_in_place == nullptr ? buf : 0);
-  // Column runs of the cells, relative to the region's first column.
-  std::vector<int64_t> run(static_cast<size_t>(h.width) + 1);
-  for (int j = 0; j <= h.width; ++j) run[j] = h.col_edges[j] - o.col_begin;
-  // The mean's partial sums of one band of cells (heatmap.h's lanes), where
-  // a band takes more than one batch of rows.
-  const bool mean = o.mode == HeatmapMode::kMean;
-  const DecodeSimd simd = ActiveDecodeSimd();
-  std::vector<double> lanes(mean ? static_cast<size_t>(h.width) * kLanes : 0);
-  // Absmax's column maxima of one band (ColumnMax).
-  const bool absmax = o.mode == HeatmapMode::kAbsmax;
-  std::vector<uint32_t> colmax(absmax ? static_cast<size_t>(ncols) : 0);
-  // Plain floats' errors the same way (PlainFloatErrors::FoldColumns).
-  const bool column_errors = plain.has_value() && !o.locate;
-  ErrorColumns colerr;
+  TM_ASSIGN_OR_RETURN(const Region g, LayOutCells(t, o, &h));
+  if (o.mode == HeatmapMode::kZeros && ref != nullptr)
+    h.pruned.assign(h.values.size(), 0.0);
+  TM_RETURN_IF_ERROR(CellGroups(t, g.base, &h));
   if (o.errors != nullptr) {
     CellsFromGrid(*o.errors, o.locate, &h);
   } else if (o.mode != HeatmapMode::kGroup) {
-    for (int i = 0; i < h.height; ++i) {
-      double* const row_out =
-          h.values.data() + static_cast<size_t>(i) * h.width;
-      double* const row_pruned =
-          h.pruned.empty() ? nullptr
-                           : h.pruned.data() + static_cast<size_t>(i) * h.width;
-      std::fill(colmax.begin(), colmax.end(), 0u);
-      if (column_errors) colerr.Reset(ncols);
-      int64_t* const row_element =
-          h.cell_element.empty()
-              ? nullptr
-              : h.cell_element.data() + static_cast<size_t>(i) * h.width;
-      for (int64_t r = h.row_edges[i], nb = 0; r < h.row_edges[i + 1];
-           r += nb) {
-        if (o.cancelled && o.cancelled()) {
-          return absl::CancelledError(
-              absl::StrCat("heatmap of '", t.name, "' cancelled at band ", i,
-                           " of ", h.height, " (row ", r, ")"));
-        }
-        nb = std::min(batch_rows, h.row_edges[i + 1] - r);
-        const int64_t first = base + r * h.cols + o.col_begin;
-        const int64_t count = nb * ncols;  // whole rows when nb > 1
-        absl::Status read = GuardedRead([&]() -> absl::Status {
-          TM_RETURN_IF_ERROR(
-              detailed ? t.encoding->DecodeDetailed(first, count, q.data())
-                       : t.encoding->Decode(first, count, v.data()));
-          return with_ref && ref_in_place == nullptr
-                     ? DecodeMappedRows(*ref, o.ref_rows, first, count,
-                                        x.data())
-                     : absl::OkStatus();
-        });
-        if (!read.ok()) return read;
-        if (mean) {
-          const LaneEnds ends{r == h.row_edges[i],
-                              r + nb == h.row_edges[i + 1]};
-          AccumulateLanes(v.data(), ncols, nb, run, simd, ends, lanes.data(),
-                          row_out);
-          continue;
-        }
-        if (column_errors) {
-          // Row k of the batch: the source where it is mapped (h.cols
-          // after row k - 1; read under GuardedRead, as a decode is), or
-          // as decoded into x.
-          TM_RETURN_IF_ERROR(GuardedRead([&]() -> absl::Status {
-            for (int64_t k = 0; k < nb; ++k) {
-              const float* const xr = ref_in_place != nullptr
-                                          ? ref_in_place + first + k * h.cols
-                                          : x.data() + k * ncols;
-              plain->FoldColumns(xr, v.data() + k * ncols, ncols, &colerr);
-            }
-            return absl::OkStatus();
-          }));
-          continue;
-        }
-        for (int64_t k = 0; k < nb; ++k) {
-          const size_t at = static_cast<size_t>(k * ncols);
-          const float* const vr = v.empty() ? nullptr : v.data() + at;
-          const ElementQuant* const qr = q.empty() ? nullptr : q.data() + at;
-          const float* const xr = x.empty() ? nullptr : x.data() + at;
-          if (row_element != nullptr) {
-            // The row's flat index at the region's first column.
-            const int64_t index0 = base + (r + k) * h.cols + o.col_begin;
-            for (int j = 0; j < h.width; ++j) {
-              if (absmax) {
-                LocateRow(
-                    run[j], run[j + 1], index0,
-                    [vr](int64_t c) { return std::fabs(double{vr[c]}); },
-                    row_out + j, row_element + j);
-              } else if (float_steps != nullptr) {
-                LocateRow(
-                    run[j], run[j + 1], index0,
-                    [&](int64_t c) {
-                      return PlainFloatErrorSteps(xr[c], vr[c], *float_steps);
-                    },
-                    row_out + j, row_element + j);
-              } else {
-                LocateRow(
-                    run[j], run[j + 1], index0,
-                    [&](int64_t c) { return ErrorSteps(xr[c], qr[c]); },
-                    row_out + j, row_element + j);
-              }
-            }
-            continue;
-          }
-          // Per mode, each cell's run folded into a local accumulator in the
-          // order the elements come.
-          switch (o.mode) {
-            case HeatmapMode::kMean:  // above, a band at a time
-              break;
-            case HeatmapMode::kAbsmax:  // the cells at the band's end
-              ColumnMax(vr, ncols, simd, colmax.data());
-              break;
-            case HeatmapMode::kErrorSteps:
-              // Plain floats come by columns (above); these are inspected.
-              for (int j = 0; j < h.width; ++j) {
-                MaxKeepingNaN m{row_out[j]};
-                for (int64_t c = run[j]; c < run[j + 1]; ++c)
-                  m.Add(ErrorSteps(xr[c], qr[c]));
-                row_out[j] = m.Result();
-              }
-              break;
-            case HeatmapMode::kZeros:
-              for (int j = 0; j < h.width; ++j) {
-                // Counts below 2^53 are exact in double, so counting in
-                // integers and adding once gives the same sum.
-                int64_t made = 0, pruned = 0;
-                for (int64_t c = run[j]; c < run[j + 1]; ++c) {
-                  if (vr[c] != 0) continue;
-                  if (!with_ref || xr[c] != 0) {
-                    ++made;
-                  } else {
-                    ++pruned;
-                  }
-                }
-                row_out[j] += static_cast<double>(made);
-                if (row_pruned != nullptr)
-                  row_pruned[j] += static_cast<double>(pruned);
-              }
-              break;
-            case HeatmapMode::kGroup:
-              break;
-          }
-        }
-      }
-      if (column_errors) {
-        for (int j = 0; j < h.width; ++j) {
-          MaxKeepingNaN m{row_out[j]};
-          colerr.FoldInto(run[j], run[j + 1], &m);
-          row_out[j] = m.Result();
-        }
-      }
-      if (absmax && row_element == nullptr) {
-        for (int j = 0; j < h.width; ++j) {
-          uint32_t m = 0;
-          for (int64_t c = run[j]; c < run[j + 1]; ++c)
-            m = std::max(m, colmax[c]);
-          row_out[j] = static_cast<double>(std::bit_cast<float>(m));
-        }
-      }
-    }
+    RegionPass pass(t, ref, o, g, &h);
+    TM_RETURN_IF_ERROR(pass.Run());
   }
-  for (int i = 0; i < h.height; ++i) {
-    for (int j = 0; j < h.width; ++j) {
-      const size_t k = static_cast<size_t>(i) * h.width + j;
-      // A cell holds at most max_heatmap_cells-th of the region, but the
-      // region can be large: the count in double, as the mean's sum is.
-      const double count =
-          static_cast<double>(h.row_edges[i + 1] - h.row_edges[i]) *
-          static_cast<double>(h.col_edges[j + 1] - h.col_edges[j]);
-      if (o.mode == HeatmapMode::kMean || zeros) h.values[k] /= count;
-      if (!h.pruned.empty()) h.pruned[k] /= count;
-      if (o.mode == HeatmapMode::kGroup)
-        h.values[k] = static_cast<double>(h.groups[k]);
-      // One NaN for every NaN cell: payloads and signs (x86's default NaN
-      // is negative) depend on which operand carried it.
-      if (std::isnan(h.values[k]))
-        h.values[k] = std::numeric_limits<double>::quiet_NaN();
-    }
-  }
-  // The finite range, chosen as std::minmax_element chooses among equals
-  // (the first smallest, the last largest: +0 and -0 keep their bits).
-  bool any_finite = false;
-  for (const double v : h.values) {
-    if (!std::isfinite(v)) continue;
-    if (!any_finite) {
-      h.min = h.max = v;
-      any_finite = true;
-      continue;
-    }
-    if (v < h.min) h.min = v;
-    if (!(v < h.max)) h.max = v;
-  }
+  FinishCells(o.mode, &h);
   return h;
 }
 

@@ -40,8 +40,12 @@ std::vector<uint8_t> GroupBoundaries(const Heatmap& h) {
 
 namespace {
 
-// Elements a batched read of whole rows decodes at once (1 MiB of floats).
-constexpr int64_t kBatchElements = int64_t{1} << 18;
+// Elements a batched read of whole rows decodes at once (256 KiB of
+// floats): the mean's lanes read a batch back down its columns, and from a
+// quarter of a MiB they did so faster than from a whole one (perf, Q4_K
+// 4096 x 4096: lanes 1.64 ms against 1.83, the decode no slower), while a
+// batch still holds several of GPTQ's packed rows of codes.
+constexpr int64_t kBatchElements = int64_t{1} << 16;
 
 // Edge i of n parts of [begin, begin + len): begin + floor(i * len / n),
 // spelled so that no product exceeds len or n * n (len may be near 2^63).
@@ -226,6 +230,101 @@ __attribute__((target("avx2,fma"))) void CellPairLanesAvx2(
 #endif
 
 #if defined(__x86_64__)
+// GCC 12's AVX-512 conversions and extracts pass _mm512_undefined_*(), a
+// self-initialised variable that -W(maybe-)uninitialized reports inside the
+// intrinsics' header (as decode_simd.cc notes).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
+// The columns one call of CellBlockAvx512 covers: 128 / W cells of W.
+constexpr int kBlockColumns = 128;
+
+// 128 / W neighbouring cells of W columns each (W 16, 32 or 64: a row of
+// every cell in whole sixteens), their lanes in 2 * 128 / W vectors of
+// eight (cell c's lanes 0-7 and 8-15) that stay in registers down the
+// band's rows. Each row is one run of 128 floats, read in order, where the
+// pair kernels above read 16 rows apart cell by cell; and one call covers
+// a band's rows for eight cells of 16 where the pairs pay a call per two.
+// The additions are the scalar statement's: the eight floats at column
+// offset 8i of the run are cell 8i / W's offsets 8i % W onward, whose lane
+// is their offset mod 16, so they go to vector 2 (8i / W) + i % 2, and a
+// lane's elements come row by row, left to right. `lanes` and `sums` are
+// the first cell's (as CellLanesScalar's), the others' following.
+template <int W>
+__attribute__((target("avx512f"))) void CellBlockAvx512(
+    const float* v, int64_t stride, int64_t nrows, LaneEnds ends, double* lanes,
+    double* sums) {
+  constexpr int kCells = kBlockColumns / W;
+  __m512d a[2 * kCells];
+  for (int c = 0; c < 2 * kCells; ++c) {
+    a[c] = ends.first ? _mm512_setzero_pd() : _mm512_loadu_pd(lanes + 8 * c);
+  }
+  const __m512d one = _mm512_set1_pd(1.0);
+  for (int64_t r = 0; r < nrows; ++r) {
+    const float* const p = v + r * stride;
+#pragma GCC unroll 16
+    for (int i = 0; i < kBlockColumns / 8; ++i) {
+      // acc + x rounded once, on the multiply-add units (AddOnFma).
+      const int k = 2 * (8 * i / W) + i % 2;
+      a[k] = _mm512_fmadd_pd(_mm512_cvtps_pd(_mm256_loadu_ps(p + 8 * i)), one,
+                             a[k]);
+    }
+  }
+  for (int c = 0; c < kCells; ++c) {
+    if (!ends.last) {
+      _mm512_storeu_pd(lanes + 16 * c, a[2 * c]);
+      _mm512_storeu_pd(lanes + 16 * c + 8, a[2 * c + 1]);
+      continue;
+    }
+    // SumOfLanes' tree, addition for addition: p[k] + p[k + 8]; its halves
+    // added, q[k] + q[k + 4]; then r[k] + r[k + 2]; then the two.
+    const __m512d s = _mm512_add_pd(a[2 * c], a[2 * c + 1]);
+    const __m256d q =
+        _mm256_add_pd(_mm512_castpd512_pd256(s), _mm512_extractf64x4_pd(s, 1));
+    const __m128d h =
+        _mm_add_pd(_mm256_castpd256_pd128(q), _mm256_extractf128_pd(q, 1));
+    sums[c] = _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
+  }
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+// Cells j.. of AccumulateLanes through CellBlockAvx512 when the next
+// 128 / w of them all span w columns, w one of its widths: how many cells
+// it took, or 0.
+int CellBlockLanes(const float* v, int64_t stride, int64_t nrows,
+                   const std::vector<int64_t>& run, size_t j, LaneEnds ends,
+                   double* lanes, double* sums) {
+  const int64_t w = run[j + 1] - run[j];
+  if (w != 16 && w != 32 && w != 64) return 0;
+  const size_t cells = static_cast<size_t>(kBlockColumns / w);
+  if (j + cells >= run.size()) return 0;
+  for (size_t c = j + 1; c < j + cells; ++c) {
+    if (run[c + 1] - run[c] != w) return 0;
+  }
+  const float* const p = v + run[j];
+  double* const l = lanes + j * kLanes;
+  switch (w) {
+    case 16:
+      CellBlockAvx512<16>(p, stride, nrows, ends, l, sums + j);
+      break;
+    case 32:
+      CellBlockAvx512<32>(p, stride, nrows, ends, l, sums + j);
+      break;
+    default:
+      CellBlockAvx512<64>(p, stride, nrows, ends, l, sums + j);
+      break;
+  }
+  return static_cast<int>(cells);
+}
+#endif
+
+#if defined(__x86_64__)
 bool HasFma() {
   static const bool has = __builtin_cpu_supports("fma");
   return has;
@@ -245,6 +344,14 @@ void AccumulateLanes(const float* v, int64_t stride, int64_t nrows,
     const int64_t w = run[j + 1] - run[j];
     double* const l = lanes + j * kLanes;
 #if defined(__x86_64__)
+    if (simd >= DecodeSimd::kAvx512) {
+      const int took =
+          CellBlockLanes(v, stride, nrows, run, j, ends, lanes, sums);
+      if (took > 0) {
+        j += took - 1;
+        continue;
+      }
+    }
     if (simd >= DecodeSimd::kAvx2 && HasFma()) {
       if (j + 1 < width && run[j + 2] - run[j + 1] == w) {
         CellPairLanesAvx2(p, stride, nrows, w, ends, l, sums + j);
@@ -461,7 +568,7 @@ absl::Status CellGroups(const LogicalTensor& t, int64_t base, Heatmap* h) {
 }
 
 // The decoded values of this thread's heatmaps, kept from call to call
-// (at most kBatchElements floats, 1 MiB) rather than allocated, zeroed and
+// (at most kBatchElements floats) rather than allocated, zeroed and
 // returned to the kernel by every call. Not zeroed: a pass reads only what
 // it decoded.
 float* DecodeScratch(size_t n) {
@@ -481,7 +588,7 @@ float* DecodeScratch(size_t n) {
 // kBatchElements of them whatever the bands: short bands share a read
 // (layouts that pack codes down columns and group them by rows, GPTQ's,
 // decode a group's tile once rather than once per band, and every format
-// pays one call per quarter million elements), and a tall band spans reads,
+// pays one call per batch), and a tall band spans reads,
 // its state kept between them (the mean's lanes, absmax's column maxima,
 // plain floats' column errors). Else a row at a time.
 class RegionPass {

@@ -396,14 +396,52 @@ __attribute__((target("avx2"))) void ColumnMaxAvx2(const float* v, int64_t n,
 }
 #endif
 
-void ColumnMax(const float* v, int64_t n, DecodeSimd simd, uint32_t* colmax) {
+#if defined(__x86_64__)
+// `nrows` rows of `n` columns (`stride` floats apart) into colmax, 64
+// columns at a time down all the rows: their maxima stay in registers, so
+// colmax is loaded and stored once per batch of rows rather than per row
+// (the store per eight elements bounded absmax at 0.4x a Q4_K decode).
+__attribute__((target("avx2"))) void ColumnMaxRowsAvx2(const float* v,
+                                                       int64_t stride,
+                                                       int64_t nrows, int64_t n,
+                                                       uint32_t* colmax) {
+  constexpr int kVectors = 8;  // 64 columns
+  const __m256i mask = _mm256_set1_epi32(0x7fffffff);
+  int64_t c = 0;
+  for (; c + 8 * kVectors <= n; c += 8 * kVectors) {
+    __m256i m[kVectors];
+    for (int i = 0; i < kVectors; ++i) {
+      m[i] =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(colmax + c) + i);
+    }
+    for (int64_t r = 0; r < nrows; ++r) {
+      const __m256i* const p =
+          reinterpret_cast<const __m256i*>(v + r * stride + c);
+      for (int i = 0; i < kVectors; ++i) {
+        m[i] = _mm256_max_epu32(
+            m[i], _mm256_and_si256(_mm256_loadu_si256(p + i), mask));
+      }
+    }
+    for (int i = 0; i < kVectors; ++i)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(colmax + c) + i, m[i]);
+  }
+  if (c == n) return;
+  for (int64_t r = 0; r < nrows; ++r)
+    ColumnMaxAvx2(v + r * stride + c, n - c, colmax + c);
+}
+#endif
+
+// ColumnMax of each of `nrows` rows (`stride` floats apart).
+void ColumnMaxRows(const float* v, int64_t stride, int64_t nrows, int64_t n,
+                   DecodeSimd simd, uint32_t* colmax) {
 #if defined(__x86_64__)
   if (simd >= DecodeSimd::kAvx2) {
-    ColumnMaxAvx2(v, n, colmax);
+    ColumnMaxRowsAvx2(v, stride, nrows, n, colmax);
     return;
   }
 #endif
-  ColumnMaxScalar(v, n, colmax);
+  for (int64_t r = 0; r < nrows; ++r)
+    ColumnMaxScalar(v + r * stride, n, colmax);
 }
 
 // One element's error in steps (see Heatmap::values): the definition every
@@ -633,7 +671,7 @@ class RegionPass {
   // Column runs of the cells, relative to the region's first column.
   std::vector<int64_t> run_;
   // The mean's partial sums of one band of cells (heatmap.h's lanes),
-  // absmax's column maxima (ColumnMax) and plain floats' column errors
+  // absmax's column maxima (ColumnMaxRows) and plain floats' column errors
   // (PlainFloatErrors::FoldColumns), where a band takes several batches.
   std::vector<double> lanes_;
   std::vector<uint32_t> colmax_;
@@ -740,6 +778,10 @@ absl::Status RegionPass::FoldRows(int64_t r, int64_t k0, int64_t nk) {
       return absl::OkStatus();
     });
   }
+  if (absmax_ && !o_.locate) {  // the cells at the band's end
+    ColumnMaxRows(v_ + k0 * ncols, ncols, nk, ncols, simd_, colmax_.data());
+    return absl::OkStatus();
+  }
   for (int64_t k = k0; k < k0 + nk; ++k) FoldRow(r, k);
   return absl::OkStatus();
 }
@@ -779,9 +821,7 @@ void RegionPass::FoldRow(int64_t r, int64_t k) {
     }
     return;
   }
-  if (absmax_) {  // the cells at the band's end
-    ColumnMax(vr, g_.ncols(), simd_, colmax_.data());
-  } else if (error_) {
+  if (error_) {
     // Plain floats come by columns (FoldRows); these are inspected.
     for (int j = 0; j < width; ++j) {
       MaxKeepingNaN m{row_out[j]};

@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "core/error_runs.h"
 #include "core/error_steps.h"
 #include "core/io/fault_guard.h"
@@ -590,17 +591,27 @@ absl::StatusOr<Region> LayOutCells(const LogicalTensor& t,
   return g;
 }
 
-// Each cell's group, from its first element: ids alone, a band of cells
-// per call (Inspect would decompose a million scalars to read one field of
-// each).
+// Each cell's group, from its first element: ids alone (Inspect would
+// decompose a million scalars to read one field of each), up to 16 Ki cells
+// a call: each GuardedRead saves the signal mask (a system call), and a
+// million firsts at once would be 8 MB to allocate.
 absl::Status CellGroups(const LogicalTensor& t, int64_t base, Heatmap* h) {
-  std::vector<int64_t> firsts(static_cast<size_t>(h->width));
-  for (int i = 0; i < h->height; ++i) {
-    for (int j = 0; j < h->width; ++j)
-      firsts[j] = base + h->row_edges[i] * h->cols + h->col_edges[j];
-    int64_t* const out = h->groups.data() + static_cast<size_t>(i) * h->width;
+  constexpr size_t kChunk = size_t{1} << 14;
+  const size_t cells = h->groups.size();
+  std::vector<int64_t> firsts(std::min(cells, kChunk));
+  for (size_t k0 = 0; k0 < cells; k0 += kChunk) {
+    const size_t n = std::min(kChunk, cells - k0);
+    // Cell k0's band and column, then on cell by cell.
+    int64_t i = static_cast<int64_t>(k0 / h->width);
+    int64_t j = static_cast<int64_t>(k0 % h->width);
+    for (size_t k = 0; k < n; ++k) {
+      firsts[k] = base + h->row_edges[i] * h->cols + h->col_edges[j];
+      if (++j == h->width) j = 0, ++i;
+    }
+    const absl::Span<const int64_t> span(firsts.data(), n);
+    int64_t* const out = h->groups.data() + k0;
     TM_RETURN_IF_ERROR(GuardedRead(
-        [&]() -> absl::Status { return t.encoding->GroupIds(firsts, out); }));
+        [&]() -> absl::Status { return t.encoding->GroupIds(span, out); }));
   }
   return absl::OkStatus();
 }
@@ -874,22 +885,35 @@ void RegionPass::EndBand() {
 // NaN for every NaN cell, and the finite range.
 void FinishCells(HeatmapMode mode, Heatmap* h) {
   const bool sums = mode == HeatmapMode::kMean || mode == HeatmapMode::kZeros;
+  // A cell holds at most max_heatmap_cells-th of the region, but the region
+  // can be large: the count in double, as the mean's sum is, the product of
+  // the cell's rows and columns (exact below 2^53).
+  std::vector<double> widths(static_cast<size_t>(h->width));
+  for (int j = 0; j < h->width; ++j)
+    widths[j] = static_cast<double>(h->col_edges[j + 1] - h->col_edges[j]);
   for (int i = 0; i < h->height; ++i) {
+    const double rows =
+        static_cast<double>(h->row_edges[i + 1] - h->row_edges[i]);
+    double* const v = h->values.data() + static_cast<size_t>(i) * h->width;
+    double* const p = h->pruned.empty() ? nullptr
+                                        : h->pruned.data() +
+                                              static_cast<size_t>(i) * h->width;
+    const int64_t* const g =
+        h->groups.data() + static_cast<size_t>(i) * h->width;
+    // Loops of one statement each, so that they run in vectors.
+    if (sums) {
+      for (int j = 0; j < h->width; ++j) v[j] /= rows * widths[j];
+    }
+    if (p != nullptr) {
+      for (int j = 0; j < h->width; ++j) p[j] /= rows * widths[j];
+    }
+    if (mode == HeatmapMode::kGroup) {
+      for (int j = 0; j < h->width; ++j) v[j] = static_cast<double>(g[j]);
+    }
+    // One NaN for every NaN cell: payloads and signs (x86's default NaN is
+    // negative) depend on which operand carried it.
     for (int j = 0; j < h->width; ++j) {
-      const size_t k = static_cast<size_t>(i) * h->width + j;
-      // A cell holds at most max_heatmap_cells-th of the region, but the
-      // region can be large: the count in double, as the mean's sum is.
-      const double count =
-          static_cast<double>(h->row_edges[i + 1] - h->row_edges[i]) *
-          static_cast<double>(h->col_edges[j + 1] - h->col_edges[j]);
-      if (sums) h->values[k] /= count;
-      if (!h->pruned.empty()) h->pruned[k] /= count;
-      if (mode == HeatmapMode::kGroup)
-        h->values[k] = static_cast<double>(h->groups[k]);
-      // One NaN for every NaN cell: payloads and signs (x86's default NaN
-      // is negative) depend on which operand carried it.
-      if (std::isnan(h->values[k]))
-        h->values[k] = std::numeric_limits<double>::quiet_NaN();
+      v[j] = v[j] != v[j] ? std::numeric_limits<double>::quiet_NaN() : v[j];
     }
   }
   // The finite range, chosen as std::minmax_element chooses among equals

@@ -254,9 +254,20 @@ constexpr int kBlockColumns = 128;
 // is their offset mod 16, so they go to vector 2 (8i / W) + i % 2, and a
 // lane's elements come row by row, left to right. `lanes` and `sums` are
 // the first cell's (as CellLanesScalar's), the others' following.
-template <int W>
-__attribute__((target("avx512f"))) void CellBlockAvx512(
-    const float* v, int64_t stride, int64_t nrows, LaneEnds ends, double* lanes,
+// Eight elements as floats: float32 as stored, or F16 codes converted
+// exactly (as DecodeF16Simd converts them).
+__attribute__((target("avx512f,f16c"), always_inline)) inline __m256
+EightFloats(const float* p) {
+  return _mm256_loadu_ps(p);
+}
+__attribute__((target("avx512f,f16c"), always_inline)) inline __m256
+EightFloats(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+template <int W, typename T>
+__attribute__((target("avx512f,f16c"))) void CellBlockAvx512(
+    const T* v, int64_t stride, int64_t nrows, LaneEnds ends, double* lanes,
     double* sums) {
   constexpr int kCells = kBlockColumns / W;
   __m512d a[2 * kCells];
@@ -265,13 +276,13 @@ __attribute__((target("avx512f"))) void CellBlockAvx512(
   }
   const __m512d one = _mm512_set1_pd(1.0);
   for (int64_t r = 0; r < nrows; ++r) {
-    const float* const p = v + r * stride;
+    const T* const p = v + r * stride;
 #pragma GCC unroll 16
     for (int i = 0; i < kBlockColumns / 8; ++i) {
       // acc + x rounded once, on the multiply-add units (AddOnFma).
       const int k = 2 * (8 * i / W) + i % 2;
-      a[k] = _mm512_fmadd_pd(_mm512_cvtps_pd(_mm256_loadu_ps(p + 8 * i)), one,
-                             a[k]);
+      a[k] =
+          _mm512_fmadd_pd(_mm512_cvtps_pd(EightFloats(p + 8 * i)), one, a[k]);
     }
   }
   for (int c = 0; c < kCells; ++c) {
@@ -291,14 +302,11 @@ __attribute__((target("avx512f"))) void CellBlockAvx512(
   }
 }
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-
 // Cells j.. of AccumulateLanes through CellBlockAvx512 when the next
 // 128 / w of them all span w columns, w one of its widths: how many cells
 // it took, or 0.
-int CellBlockLanes(const float* v, int64_t stride, int64_t nrows,
+template <typename T>
+int CellBlockLanes(const T* v, int64_t stride, int64_t nrows,
                    const std::vector<int64_t>& run, size_t j, LaneEnds ends,
                    double* lanes, double* sums) {
   const int64_t w = run[j + 1] - run[j];
@@ -308,21 +316,51 @@ int CellBlockLanes(const float* v, int64_t stride, int64_t nrows,
   for (size_t c = j + 1; c < j + cells; ++c) {
     if (run[c + 1] - run[c] != w) return 0;
   }
-  const float* const p = v + run[j];
+  const T* const p = v + run[j];
   double* const l = lanes + j * kLanes;
   switch (w) {
     case 16:
-      CellBlockAvx512<16>(p, stride, nrows, ends, l, sums + j);
+      CellBlockAvx512<16, T>(p, stride, nrows, ends, l, sums + j);
       break;
     case 32:
-      CellBlockAvx512<32>(p, stride, nrows, ends, l, sums + j);
+      CellBlockAvx512<32, T>(p, stride, nrows, ends, l, sums + j);
       break;
     default:
-      CellBlockAvx512<64>(p, stride, nrows, ends, l, sums + j);
+      CellBlockAvx512<64, T>(p, stride, nrows, ends, l, sums + j);
       break;
   }
   return static_cast<int>(cells);
 }
+
+// Whether CellBlockLanes takes every cell of `run`: all of one width it
+// handles, in whole blocks.
+bool AllInBlocks(const std::vector<int64_t>& run) {
+  const int64_t w = run[1] - run[0];
+  const size_t width = run.size() - 1;
+  if ((w != 16 && w != 32 && w != 64) ||
+      width % static_cast<size_t>(kBlockColumns / w) != 0) {
+    return false;
+  }
+  for (size_t j = 1; j < width; ++j) {
+    if (run[j + 1] - run[j] != w) return false;
+  }
+  return true;
+}
+
+// AccumulateLanes for F16 codes read where they are stored, `stride`
+// codes apart: no float32 staging buffer and no decode pass before the
+// lanes, the conversion to float being the lanes' own. REQUIRES:
+// AllInBlocks(run) and AVX-512.
+void AccumulateLanesF16(const uint16_t* v, int64_t stride, int64_t nrows,
+                        const std::vector<int64_t>& run, LaneEnds ends,
+                        double* lanes, double* sums) {
+  for (size_t j = 0; j + 1 < run.size();)
+    j += CellBlockLanes(v, stride, nrows, run, j, ends, lanes, sums);
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 #endif
 
 #if defined(__x86_64__)
@@ -673,6 +711,9 @@ class RegionPass {
   // where it is mapped rather than copied (a third of the F16 error
   // heatmap's time was that copy).
   const float* ref_in_place_ = nullptr;
+  // F16 codes where they are stored, for the mean's lanes to read without
+  // a decode (AccumulateLanesF16); nullptr otherwise.
+  const uint16_t* f16_in_place_ = nullptr;
   bool column_errors_ = false;  // plain floats' errors by columns
   int64_t batch_rows_ = 1;
   int band_ = 0;  // the band being folded
@@ -712,12 +753,16 @@ RegionPass::RegionPass(const LogicalTensor& t, const LogicalTensor* ref,
     batch_rows_ = std::min(g.row_end - g.row_begin,
                            std::max<int64_t>(1, kBatchElements / ncols));
   }
-  const size_t buf = static_cast<size_t>(batch_rows_ * ncols);
-  q_.resize(detailed_ ? buf : 0);
-  if (!detailed_) v_ = DecodeScratch(buf);
-  x_.resize(with_ref_ && ref_in_place_ == nullptr ? buf : 0);
   run_.resize(static_cast<size_t>(h->width) + 1);
   for (int j = 0; j <= h->width; ++j) run_[j] = h->col_edges[j] - g.col_begin;
+#if defined(__x86_64__)
+  if (mean_ && simd_ >= DecodeSimd::kAvx512 && AllInBlocks(run_))
+    f16_in_place_ = t.encoding->StoredF16();
+#endif
+  const size_t buf = static_cast<size_t>(batch_rows_ * ncols);
+  q_.resize(detailed_ ? buf : 0);
+  if (!detailed_ && f16_in_place_ == nullptr) v_ = DecodeScratch(buf);
+  x_.resize(with_ref_ && ref_in_place_ == nullptr ? buf : 0);
   lanes_.resize(mean_ ? static_cast<size_t>(h->width) * kLanes : 0);
   colmax_.resize(absmax_ ? static_cast<size_t>(ncols) : 0);
 }
@@ -747,6 +792,7 @@ absl::Status RegionPass::Run() {
 
 // Decodes view rows [r, r + nb) of the region (whole rows when nb > 1).
 absl::Status RegionPass::Read(int64_t r, int64_t nb) {
+  if (f16_in_place_ != nullptr) return absl::OkStatus();  // read by FoldRows
   const int64_t first = g_.base + r * h_.cols + g_.col_begin;
   const int64_t count = nb * g_.ncols();
   return GuardedRead([&]() -> absl::Status {
@@ -771,6 +817,17 @@ absl::Status RegionPass::FoldRows(int64_t r, int64_t k0, int64_t nk) {
   if (mean_) {
     const LaneEnds ends{r + k0 == h_.row_edges[band_],
                         r + k0 + nk == h_.row_edges[band_ + 1]};
+#if defined(__x86_64__)
+    if (f16_in_place_ != nullptr) {
+      const uint16_t* const rows =
+          f16_in_place_ + g_.base + (r + k0) * h_.cols + g_.col_begin;
+      return GuardedRead([&]() -> absl::Status {
+        AccumulateLanesF16(rows, h_.cols, nk, run_, ends, lanes_.data(),
+                           Out(h_.values));
+        return absl::OkStatus();
+      });
+    }
+#endif
     AccumulateLanes(v_ + k0 * ncols, ncols, nk, run_, simd_, ends,
                     lanes_.data(), Out(h_.values));
     return absl::OkStatus();

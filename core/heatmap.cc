@@ -18,6 +18,7 @@
 #include "core/error_steps.h"
 #include "core/io/fault_guard.h"
 #include "core/quant/decode_simd.h"
+#include "core/quant/float_formats.h"
 #include "core/quant/float_steps.h"
 #include "core/util/lane_sum.h"
 #include "core/util/status_macros.h"
@@ -483,6 +484,44 @@ void ColumnMaxRows(const float* v, int64_t stride, int64_t nrows, int64_t n,
     ColumnMaxScalar(v + r * stride, n, colmax);
 }
 
+#if defined(__x86_64__)
+// ColumnMaxRows of F16 codes read where they are stored: |x|'s half bits
+// (sign cleared) order as |x| does, as a float's do, so each column's
+// largest half bits are its largest |x|, +inf or a NaN; converted to float
+// once per cell at the band's end (F16ToF32), never per element.
+__attribute__((target("avx2"))) void ColumnMaxRowsF16Avx2(const uint16_t* v,
+                                                          int64_t stride,
+                                                          int64_t nrows,
+                                                          int64_t n,
+                                                          uint16_t* colmax) {
+  constexpr int kVectors = 4;  // 64 columns
+  const __m256i mask = _mm256_set1_epi16(0x7fff);
+  int64_t c = 0;
+  for (; c + 16 * kVectors <= n; c += 16 * kVectors) {
+    __m256i m[kVectors];
+    for (int i = 0; i < kVectors; ++i) {
+      m[i] =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(colmax + c) + i);
+    }
+    for (int64_t r = 0; r < nrows; ++r) {
+      const __m256i* const p =
+          reinterpret_cast<const __m256i*>(v + r * stride + c);
+      for (int i = 0; i < kVectors; ++i) {
+        m[i] = _mm256_max_epu16(
+            m[i], _mm256_and_si256(_mm256_loadu_si256(p + i), mask));
+      }
+    }
+    for (int i = 0; i < kVectors; ++i)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(colmax + c) + i, m[i]);
+  }
+  for (int64_t r = 0; r < nrows; ++r) {
+    for (int64_t k = c; k < n; ++k) {
+      colmax[k] = std::max<uint16_t>(colmax[k], v[r * stride + k] & 0x7fff);
+    }
+  }
+}
+#endif
+
 // One element's error in steps (see Heatmap::values): the definition every
 // view shares (core/error_steps.h).
 inline double ErrorSteps(float source, const ElementQuant& q) {
@@ -727,6 +766,7 @@ class RegionPass {
   // (PlainFloatErrors::FoldColumns), where a band takes several batches.
   std::vector<double> lanes_;
   std::vector<uint32_t> colmax_;
+  std::vector<uint16_t> colmax16_;  // the same of F16 codes in place
   ErrorColumns colerr_;
 };
 
@@ -756,15 +796,19 @@ RegionPass::RegionPass(const LogicalTensor& t, const LogicalTensor* ref,
   run_.resize(static_cast<size_t>(h->width) + 1);
   for (int j = 0; j <= h->width; ++j) run_[j] = h->col_edges[j] - g.col_begin;
 #if defined(__x86_64__)
-  if (mean_ && simd_ >= DecodeSimd::kAvx512 && AllInBlocks(run_))
+  if ((mean_ && simd_ >= DecodeSimd::kAvx512 && AllInBlocks(run_)) ||
+      (absmax_ && !o.locate && simd_ >= DecodeSimd::kAvx2)) {
     f16_in_place_ = t.encoding->StoredF16();
+  }
 #endif
   const size_t buf = static_cast<size_t>(batch_rows_ * ncols);
   q_.resize(detailed_ ? buf : 0);
   if (!detailed_ && f16_in_place_ == nullptr) v_ = DecodeScratch(buf);
   x_.resize(with_ref_ && ref_in_place_ == nullptr ? buf : 0);
   lanes_.resize(mean_ ? static_cast<size_t>(h->width) * kLanes : 0);
-  colmax_.resize(absmax_ ? static_cast<size_t>(ncols) : 0);
+  const bool f16_max = absmax_ && f16_in_place_ != nullptr;
+  colmax_.resize(absmax_ && !f16_max ? static_cast<size_t>(ncols) : 0);
+  colmax16_.resize(f16_max ? static_cast<size_t>(ncols) : 0);
 }
 
 absl::Status RegionPass::Run() {
@@ -807,6 +851,7 @@ absl::Status RegionPass::Read(int64_t r, int64_t nb) {
 
 void RegionPass::StartBand() {
   std::fill(colmax_.begin(), colmax_.end(), 0u);
+  std::fill(colmax16_.begin(), colmax16_.end(), uint16_t{0});
   if (column_errors_) colerr_.Reset(g_.ncols());
 }
 
@@ -846,6 +891,16 @@ absl::Status RegionPass::FoldRows(int64_t r, int64_t k0, int64_t nk) {
       return absl::OkStatus();
     });
   }
+#if defined(__x86_64__)
+  if (absmax_ && f16_in_place_ != nullptr) {  // the cells at the band's end
+    const uint16_t* const rows =
+        f16_in_place_ + g_.base + (r + k0) * h_.cols + g_.col_begin;
+    return GuardedRead([&]() -> absl::Status {
+      ColumnMaxRowsF16Avx2(rows, h_.cols, nk, ncols, colmax16_.data());
+      return absl::OkStatus();
+    });
+  }
+#endif
   if (absmax_ && !o_.locate) {  // the cells at the band's end
     ColumnMaxRows(v_ + k0 * ncols, ncols, nk, ncols, simd_, colmax_.data());
     return absl::OkStatus();
@@ -927,6 +982,15 @@ void RegionPass::EndBand() {
       colerr_.FoldInto(run_[j], run_[j + 1], &m);
       row_out[j] = m.Result();
     }
+  }
+  if (!colmax16_.empty()) {
+    for (int j = 0; j < h_.width; ++j) {
+      uint16_t m = 0;
+      for (int64_t c = run_[j]; c < run_[j + 1]; ++c)
+        m = std::max(m, colmax16_[c]);
+      row_out[j] = static_cast<double>(F16ToF32(m));
+    }
+    return;
   }
   if (absmax_ && !o_.locate) {
     for (int j = 0; j < h_.width; ++j) {

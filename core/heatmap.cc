@@ -244,17 +244,6 @@ __attribute__((target("avx2,fma"))) void CellPairLanesAvx2(
 // The columns one call of CellBlockAvx512 covers: 128 / W cells of W.
 constexpr int kBlockColumns = 128;
 
-// 128 / W neighbouring cells of W columns each (W 16, 32 or 64: a row of
-// every cell in whole sixteens), their lanes in 2 * 128 / W vectors of
-// eight (cell c's lanes 0-7 and 8-15) that stay in registers down the
-// band's rows. Each row is one run of 128 floats, read in order, where the
-// pair kernels above read 16 rows apart cell by cell; and one call covers
-// a band's rows for eight cells of 16 where the pairs pay a call per two.
-// The additions are the scalar statement's: the eight floats at column
-// offset 8i of the run are cell 8i / W's offsets 8i % W onward, whose lane
-// is their offset mod 16, so they go to vector 2 (8i / W) + i % 2, and a
-// lane's elements come row by row, left to right. `lanes` and `sums` are
-// the first cell's (as CellLanesScalar's), the others' following.
 // Eight elements as floats: float32 as stored, or F16 codes converted
 // exactly (as DecodeF16Simd converts them).
 __attribute__((target("avx512f,f16c"), always_inline)) inline __m256
@@ -266,6 +255,17 @@ EightFloats(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
+// 128 / W neighbouring cells of W columns each (W 16, 32 or 64: a row of
+// every cell in whole sixteens), their lanes in 2 * 128 / W vectors of
+// eight (cell c's lanes 0-7 and 8-15) that stay in registers down the
+// band's rows. Each row is one run of 128 elements, read in order, where the
+// pair kernels above read 16 rows apart cell by cell; and one call covers
+// a band's rows for eight cells of 16 where the pairs pay a call per two.
+// The additions are the scalar statement's: the eight floats at column
+// offset 8i of the run are cell 8i / W's offsets 8i % W onward, whose lane
+// is their offset mod 16, so they go to vector 2 (8i / W) + i % 2, and a
+// lane's elements come row by row, left to right. `lanes` and `sums` are
+// the first cell's (as CellLanesScalar's), the others' following.
 template <int W, typename T>
 __attribute__((target("avx512f,f16c"))) void CellBlockAvx512(
     const T* v, int64_t stride, int64_t nrows, LaneEnds ends, double* lanes,
@@ -471,7 +471,8 @@ __attribute__((target("avx2"))) void ColumnMaxRowsAvx2(const float* v,
 }
 #endif
 
-// ColumnMax of each of `nrows` rows (`stride` floats apart).
+// ColumnMaxScalar of each of `nrows` rows (`stride` floats apart), in
+// vectors where the CPU has AVX2.
 void ColumnMaxRows(const float* v, int64_t stride, int64_t nrows, int64_t n,
                    DecodeSimd simd, uint32_t* colmax) {
 #if defined(__x86_64__)

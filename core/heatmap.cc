@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <optional>
 
 #if defined(__x86_64__)
@@ -12,10 +13,12 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "core/error_runs.h"
 #include "core/error_steps.h"
 #include "core/io/fault_guard.h"
 #include "core/quant/decode_simd.h"
+#include "core/quant/float_formats.h"
 #include "core/quant/float_steps.h"
 #include "core/util/lane_sum.h"
 #include "core/util/status_macros.h"
@@ -39,8 +42,12 @@ std::vector<uint8_t> GroupBoundaries(const Heatmap& h) {
 
 namespace {
 
-// Elements a batched read of whole rows decodes at once (1 MiB of floats).
-constexpr int64_t kBatchElements = int64_t{1} << 18;
+// Elements a batched read of whole rows decodes at once (256 KiB of
+// floats): the mean's lanes read a batch back down its columns, and from a
+// quarter of a MiB they did so faster than from a whole one (perf, Q4_K
+// 4096 x 4096: lanes 1.64 ms against 1.83, the decode no slower), while a
+// batch still holds several of GPTQ's packed rows of codes.
+constexpr int64_t kBatchElements = int64_t{1} << 16;
 
 // Edge i of n parts of [begin, begin + len): begin + floor(i * len / n),
 // spelled so that no product exceeds len or n * n (len may be near 2^63).
@@ -225,6 +232,139 @@ __attribute__((target("avx2,fma"))) void CellPairLanesAvx2(
 #endif
 
 #if defined(__x86_64__)
+// GCC 12's AVX-512 conversions and extracts pass _mm512_undefined_*(), a
+// self-initialised variable that -W(maybe-)uninitialized reports inside the
+// intrinsics' header (as decode_simd.cc notes).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
+// The columns one call of CellBlockAvx512 covers: 128 / W cells of W.
+constexpr int kBlockColumns = 128;
+
+// Eight elements as floats: float32 as stored, or F16 codes converted
+// exactly (as DecodeF16Simd converts them).
+__attribute__((target("avx512f,f16c"), always_inline)) inline __m256
+EightFloats(const float* p) {
+  return _mm256_loadu_ps(p);
+}
+__attribute__((target("avx512f,f16c"), always_inline)) inline __m256
+EightFloats(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// 128 / W neighbouring cells of W columns each (W 16, 32 or 64: a row of
+// every cell in whole sixteens), their lanes in 2 * 128 / W vectors of
+// eight (cell c's lanes 0-7 and 8-15) that stay in registers down the
+// band's rows. Each row is one run of 128 elements, read in order, where the
+// pair kernels above read 16 rows apart cell by cell; and one call covers
+// a band's rows for eight cells of 16 where the pairs pay a call per two.
+// The additions are the scalar statement's: the eight floats at column
+// offset 8i of the run are cell 8i / W's offsets 8i % W onward, whose lane
+// is their offset mod 16, so they go to vector 2 (8i / W) + i % 2, and a
+// lane's elements come row by row, left to right. `lanes` and `sums` are
+// the first cell's (as CellLanesScalar's), the others' following.
+template <int W, typename T>
+__attribute__((target("avx512f,f16c"))) void CellBlockAvx512(
+    const T* v, int64_t stride, int64_t nrows, LaneEnds ends, double* lanes,
+    double* sums) {
+  constexpr int kCells = kBlockColumns / W;
+  __m512d a[2 * kCells];
+  for (int c = 0; c < 2 * kCells; ++c) {
+    a[c] = ends.first ? _mm512_setzero_pd() : _mm512_loadu_pd(lanes + 8 * c);
+  }
+  const __m512d one = _mm512_set1_pd(1.0);
+  for (int64_t r = 0; r < nrows; ++r) {
+    const T* const p = v + r * stride;
+#pragma GCC unroll 16
+    for (int i = 0; i < kBlockColumns / 8; ++i) {
+      // acc + x rounded once, on the multiply-add units (AddOnFma).
+      const int k = 2 * (8 * i / W) + i % 2;
+      a[k] =
+          _mm512_fmadd_pd(_mm512_cvtps_pd(EightFloats(p + 8 * i)), one, a[k]);
+    }
+  }
+  for (int c = 0; c < kCells; ++c) {
+    if (!ends.last) {
+      _mm512_storeu_pd(lanes + 16 * c, a[2 * c]);
+      _mm512_storeu_pd(lanes + 16 * c + 8, a[2 * c + 1]);
+      continue;
+    }
+    // SumOfLanes' tree, addition for addition: p[k] + p[k + 8]; its halves
+    // added, q[k] + q[k + 4]; then r[k] + r[k + 2]; then the two.
+    const __m512d s = _mm512_add_pd(a[2 * c], a[2 * c + 1]);
+    const __m256d q =
+        _mm256_add_pd(_mm512_castpd512_pd256(s), _mm512_extractf64x4_pd(s, 1));
+    const __m128d h =
+        _mm_add_pd(_mm256_castpd256_pd128(q), _mm256_extractf128_pd(q, 1));
+    sums[c] = _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
+  }
+}
+
+// Cells j.. of AccumulateLanes through CellBlockAvx512 when the next
+// 128 / w of them all span w columns, w one of its widths: how many cells
+// it took, or 0.
+template <typename T>
+int CellBlockLanes(const T* v, int64_t stride, int64_t nrows,
+                   const std::vector<int64_t>& run, size_t j, LaneEnds ends,
+                   double* lanes, double* sums) {
+  const int64_t w = run[j + 1] - run[j];
+  if (w != 16 && w != 32 && w != 64) return 0;
+  const size_t cells = static_cast<size_t>(kBlockColumns / w);
+  if (j + cells >= run.size()) return 0;
+  for (size_t c = j + 1; c < j + cells; ++c) {
+    if (run[c + 1] - run[c] != w) return 0;
+  }
+  const T* const p = v + run[j];
+  double* const l = lanes + j * kLanes;
+  switch (w) {
+    case 16:
+      CellBlockAvx512<16, T>(p, stride, nrows, ends, l, sums + j);
+      break;
+    case 32:
+      CellBlockAvx512<32, T>(p, stride, nrows, ends, l, sums + j);
+      break;
+    default:
+      CellBlockAvx512<64, T>(p, stride, nrows, ends, l, sums + j);
+      break;
+  }
+  return static_cast<int>(cells);
+}
+
+// Whether CellBlockLanes takes every cell of `run`: all of one width it
+// handles, in whole blocks.
+bool AllInBlocks(const std::vector<int64_t>& run) {
+  const int64_t w = run[1] - run[0];
+  const size_t width = run.size() - 1;
+  if ((w != 16 && w != 32 && w != 64) ||
+      width % static_cast<size_t>(kBlockColumns / w) != 0) {
+    return false;
+  }
+  for (size_t j = 1; j < width; ++j) {
+    if (run[j + 1] - run[j] != w) return false;
+  }
+  return true;
+}
+
+// AccumulateLanes for F16 codes read where they are stored, `stride`
+// codes apart: no float32 staging buffer and no decode pass before the
+// lanes, the conversion to float being the lanes' own. REQUIRES:
+// AllInBlocks(run) and AVX-512.
+void AccumulateLanesF16(const uint16_t* v, int64_t stride, int64_t nrows,
+                        const std::vector<int64_t>& run, LaneEnds ends,
+                        double* lanes, double* sums) {
+  for (size_t j = 0; j + 1 < run.size();)
+    j += CellBlockLanes(v, stride, nrows, run, j, ends, lanes, sums);
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#endif
+
+#if defined(__x86_64__)
 bool HasFma() {
   static const bool has = __builtin_cpu_supports("fma");
   return has;
@@ -244,6 +384,14 @@ void AccumulateLanes(const float* v, int64_t stride, int64_t nrows,
     const int64_t w = run[j + 1] - run[j];
     double* const l = lanes + j * kLanes;
 #if defined(__x86_64__)
+    if (simd >= DecodeSimd::kAvx512) {
+      const int took =
+          CellBlockLanes(v, stride, nrows, run, j, ends, lanes, sums);
+      if (took > 0) {
+        j += took - 1;
+        continue;
+      }
+    }
     if (simd >= DecodeSimd::kAvx2 && HasFma()) {
       if (j + 1 < width && run[j + 2] - run[j + 1] == w) {
         CellPairLanesAvx2(p, stride, nrows, w, ends, l, sums + j);
@@ -288,15 +436,92 @@ __attribute__((target("avx2"))) void ColumnMaxAvx2(const float* v, int64_t n,
 }
 #endif
 
-void ColumnMax(const float* v, int64_t n, DecodeSimd simd, uint32_t* colmax) {
+#if defined(__x86_64__)
+// `nrows` rows of `n` columns (`stride` floats apart) into colmax, 64
+// columns at a time down all the rows: their maxima stay in registers, so
+// colmax is loaded and stored once per batch of rows rather than per row
+// (the store per eight elements bounded absmax at 0.4x a Q4_K decode).
+__attribute__((target("avx2"))) void ColumnMaxRowsAvx2(const float* v,
+                                                       int64_t stride,
+                                                       int64_t nrows, int64_t n,
+                                                       uint32_t* colmax) {
+  constexpr int kVectors = 8;  // 64 columns
+  const __m256i mask = _mm256_set1_epi32(0x7fffffff);
+  int64_t c = 0;
+  for (; c + 8 * kVectors <= n; c += 8 * kVectors) {
+    __m256i m[kVectors];
+    for (int i = 0; i < kVectors; ++i) {
+      m[i] =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(colmax + c) + i);
+    }
+    for (int64_t r = 0; r < nrows; ++r) {
+      const __m256i* const p =
+          reinterpret_cast<const __m256i*>(v + r * stride + c);
+      for (int i = 0; i < kVectors; ++i) {
+        m[i] = _mm256_max_epu32(
+            m[i], _mm256_and_si256(_mm256_loadu_si256(p + i), mask));
+      }
+    }
+    for (int i = 0; i < kVectors; ++i)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(colmax + c) + i, m[i]);
+  }
+  if (c == n) return;
+  for (int64_t r = 0; r < nrows; ++r)
+    ColumnMaxAvx2(v + r * stride + c, n - c, colmax + c);
+}
+#endif
+
+// ColumnMaxScalar of each of `nrows` rows (`stride` floats apart), in
+// vectors where the CPU has AVX2.
+void ColumnMaxRows(const float* v, int64_t stride, int64_t nrows, int64_t n,
+                   DecodeSimd simd, uint32_t* colmax) {
 #if defined(__x86_64__)
   if (simd >= DecodeSimd::kAvx2) {
-    ColumnMaxAvx2(v, n, colmax);
+    ColumnMaxRowsAvx2(v, stride, nrows, n, colmax);
     return;
   }
 #endif
-  ColumnMaxScalar(v, n, colmax);
+  for (int64_t r = 0; r < nrows; ++r)
+    ColumnMaxScalar(v + r * stride, n, colmax);
 }
+
+#if defined(__x86_64__)
+// ColumnMaxRows of F16 codes read where they are stored: |x|'s half bits
+// (sign cleared) order as |x| does, as a float's do, so each column's
+// largest half bits are its largest |x|, +inf or a NaN; converted to float
+// once per cell at the band's end (F16ToF32), never per element.
+__attribute__((target("avx2"))) void ColumnMaxRowsF16Avx2(const uint16_t* v,
+                                                          int64_t stride,
+                                                          int64_t nrows,
+                                                          int64_t n,
+                                                          uint16_t* colmax) {
+  constexpr int kVectors = 4;  // 64 columns
+  const __m256i mask = _mm256_set1_epi16(0x7fff);
+  int64_t c = 0;
+  for (; c + 16 * kVectors <= n; c += 16 * kVectors) {
+    __m256i m[kVectors];
+    for (int i = 0; i < kVectors; ++i) {
+      m[i] =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(colmax + c) + i);
+    }
+    for (int64_t r = 0; r < nrows; ++r) {
+      const __m256i* const p =
+          reinterpret_cast<const __m256i*>(v + r * stride + c);
+      for (int i = 0; i < kVectors; ++i) {
+        m[i] = _mm256_max_epu16(
+            m[i], _mm256_and_si256(_mm256_loadu_si256(p + i), mask));
+      }
+    }
+    for (int i = 0; i < kVectors; ++i)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(colmax + c) + i, m[i]);
+  }
+  for (int64_t r = 0; r < nrows; ++r) {
+    for (int64_t k = c; k < n; ++k) {
+      colmax[k] = std::max<uint16_t>(colmax[k], v[r * stride + k] & 0x7fff);
+    }
+  }
+}
+#endif
 
 // One element's error in steps (see Heatmap::values): the definition every
 // view shares (core/error_steps.h).
@@ -370,13 +595,19 @@ void CellsFromGrid(const ErrorGrid& g, bool locate, Heatmap* h) {
   }
 }
 
-}  // namespace
+// The region a heatmap covers, resolved from its options: view rows
+// [row_begin, row_end) and columns [col_begin, col_end) of the view that
+// starts at flat element `base`.
+struct Region {
+  int64_t base = 0;
+  int64_t row_begin = 0, row_end = 0, col_begin = 0, col_end = 0;
+  int64_t ncols() const { return col_end - col_begin; }
+};
 
-absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
-                                       const LogicalTensor* ref,
-                                       const HeatmapOptions& o) {
-  const size_t rank = t.shape.size();
-  if (rank == 0)
+// The options' combinations no mode takes (heatmap.h's errors).
+absl::Status CheckModeOptions(const LogicalTensor& t, const LogicalTensor* ref,
+                              const HeatmapOptions& o) {
+  if (t.shape.empty())
     return absl::InvalidArgumentError("a rank-0 tensor has no 2-D view");
   if (o.mode == HeatmapMode::kErrorSteps && ref == nullptr) {
     return absl::InvalidArgumentError("error mode needs a reference (--ref)");
@@ -392,16 +623,451 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
         absl::StrCat("an error grid serves error mode, not mode ",
                      static_cast<int>(o.mode)));
   }
-  if (absl::Status s = CheckReference(t, ref, o.ref_rows); !s.ok()) return s;
+  return CheckReference(t, ref, o.ref_rows);
+}
+
+// Resolves the region on a non-empty tensor (h->rows and h->cols set), checks
+// an error grid against its view, and lays out the cells: edges, and values,
+// groups, pruned and cell_element at their starting values.
+absl::StatusOr<Region> LayOutCells(const LogicalTensor& t,
+                                   const HeatmapOptions& o, Heatmap* h) {
+  Region g;
+  g.row_begin = o.row_begin;
+  g.col_begin = o.col_begin;
+  g.row_end = o.row_end;
+  g.col_end = o.col_end;
+  TM_RETURN_IF_ERROR(
+      ResolveRange("rows", g.row_begin, &g.row_end, h->rows, *h));
+  TM_RETURN_IF_ERROR(
+      ResolveRange("cols", g.col_begin, &g.col_end, h->cols, *h));
+  const int64_t nrows = g.row_end - g.row_begin, ncols = g.ncols();
+  TM_ASSIGN_OR_RETURN(const View2D view, ViewOf(t, o.leading));
+  g.base = view.base;
+  if (o.errors != nullptr &&
+      (o.errors->view.base != g.base || o.errors->view.rows != h->rows ||
+       o.errors->view.cols != h->cols ||
+       (o.errors->f32 == nullptr && o.errors->f64 == nullptr))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the error grid is of another view (", o.errors->view.rows,
+                     " x ", o.errors->view.cols, " from element ",
+                     o.errors->view.base, ") than the heatmap's (", h->rows,
+                     " x ", h->cols, " from element ", g.base, ")"));
+  }
+  h->height = static_cast<int>(std::clamp<int64_t>(o.height, 1, nrows));
+  h->width = static_cast<int>(std::clamp<int64_t>(o.width, 1, ncols));
+  for (int i = 0; i <= h->height; ++i)
+    h->row_edges.push_back(Edge(g.row_begin, nrows, h->height, i));
+  for (int j = 0; j <= h->width; ++j)
+    h->col_edges.push_back(Edge(g.col_begin, ncols, h->width, j));
+  const size_t cells = static_cast<size_t>(h->width) * h->height;
+  const bool sums =
+      o.mode == HeatmapMode::kMean || o.mode == HeatmapMode::kZeros;
+  h->values.assign(cells,
+                   sums ? 0.0 : -std::numeric_limits<double>::infinity());
+  h->groups.assign(cells, -1);
+  if (o.locate) h->cell_element.assign(cells, -1);
+  return g;
+}
+
+// Each cell's group, from its first element: ids alone (Inspect would
+// decompose a million scalars to read one field of each), up to 16 Ki cells
+// a call: each GuardedRead saves the signal mask (a system call), and a
+// million firsts at once would be 8 MB to allocate.
+absl::Status CellGroups(const LogicalTensor& t, int64_t base, Heatmap* h) {
+  constexpr size_t kChunk = size_t{1} << 14;
+  const size_t cells = h->groups.size();
+  std::vector<int64_t> firsts(std::min(cells, kChunk));
+  for (size_t k0 = 0; k0 < cells; k0 += kChunk) {
+    const size_t n = std::min(kChunk, cells - k0);
+    // Cell k0's band and column, then on cell by cell.
+    int64_t i = static_cast<int64_t>(k0 / h->width);
+    int64_t j = static_cast<int64_t>(k0 % h->width);
+    for (size_t k = 0; k < n; ++k) {
+      firsts[k] = base + h->row_edges[i] * h->cols + h->col_edges[j];
+      if (++j == h->width) j = 0, ++i;
+    }
+    const absl::Span<const int64_t> span(firsts.data(), n);
+    int64_t* const out = h->groups.data() + k0;
+    TM_RETURN_IF_ERROR(GuardedRead(
+        [&]() -> absl::Status { return t.encoding->GroupIds(span, out); }));
+  }
+  return absl::OkStatus();
+}
+
+// The decoded values of this thread's heatmaps, kept from call to call
+// (at most kBatchElements floats) rather than allocated, zeroed and
+// returned to the kernel by every call. Not zeroed: a pass reads only what
+// it decoded.
+float* DecodeScratch(size_t n) {
+  thread_local std::unique_ptr<float[]> buf;
+  thread_local size_t size = 0;
+  if (size < n) {
+    buf.reset(new float[n]);
+    size = n;
+  }
+  return buf.get();
+}
+
+// One decode of the region, batch by batch of rows, each batch folded into
+// every band of cells (the rows of one row of cells) it meets: the values
+// alone, or with their steps for error mode; the reference where it is
+// compared. Where the region spans whole rows, a batch is up to
+// kBatchElements of them whatever the bands: short bands share a read
+// (layouts that pack codes down columns and group them by rows, GPTQ's,
+// decode a group's tile once rather than once per band, and every format
+// pays one call per batch), and a tall band spans reads,
+// its state kept between them (the mean's lanes, absmax's column maxima,
+// plain floats' column errors). Else a row at a time.
+class RegionPass {
+ public:
+  RegionPass(const LogicalTensor& t, const LogicalTensor* ref,
+             const HeatmapOptions& o, const Region& g, Heatmap* h);
+  absl::Status Run();
+
+ private:
+  absl::Status Read(int64_t r, int64_t nb);
+  void StartBand();
+  absl::Status FoldRows(int64_t r, int64_t k0, int64_t nk);
+  void FoldRow(int64_t r, int64_t k);
+  void EndBand();
+  double* Out(std::vector<double>& cells) const {
+    return cells.data() + static_cast<size_t>(band_) * h_.width;
+  }
+
+  const LogicalTensor& t_;
+  const LogicalTensor* const ref_;
+  const HeatmapOptions& o_;
+  const Region g_;
+  Heatmap& h_;
+  const DecodeSimd simd_ = ActiveDecodeSimd();
+  const bool mean_, absmax_, error_, zeros_, with_ref_;
+  // Plain floats' steps come from their values (a table lookup), rather
+  // than from inspecting each element: the F16 error heatmap's cost was
+  // nearly all that inspection.
+  const FloatStepTable* const float_steps_;
+  const bool detailed_;
+  std::optional<PlainFloatErrors> plain_;
+  // A float32 source of plain floats' errors, without a row map, is read
+  // where it is mapped rather than copied (a third of the F16 error
+  // heatmap's time was that copy).
+  const float* ref_in_place_ = nullptr;
+  // F16 codes where they are stored, for the mean's lanes to read without
+  // a decode (AccumulateLanesF16); nullptr otherwise.
+  const uint16_t* f16_in_place_ = nullptr;
+  bool column_errors_ = false;  // plain floats' errors by columns
+  int64_t batch_rows_ = 1;
+  int band_ = 0;  // the band being folded
+  std::vector<ElementQuant> q_;
+  float* v_ = nullptr;  // DecodeScratch, unless detailed_
+  std::vector<float> x_;
+  // Column runs of the cells, relative to the region's first column.
+  std::vector<int64_t> run_;
+  // The mean's partial sums of one band of cells (heatmap.h's lanes),
+  // absmax's column maxima (ColumnMaxRows) and plain floats' column errors
+  // (PlainFloatErrors::FoldColumns), where a band takes several batches.
+  std::vector<double> lanes_;
+  std::vector<uint32_t> colmax_;
+  std::vector<uint16_t> colmax16_;  // the same of F16 codes in place
+  ErrorColumns colerr_;
+};
+
+RegionPass::RegionPass(const LogicalTensor& t, const LogicalTensor* ref,
+                       const HeatmapOptions& o, const Region& g, Heatmap* h)
+    : t_(t),
+      ref_(ref),
+      o_(o),
+      g_(g),
+      h_(*h),
+      mean_(o.mode == HeatmapMode::kMean),
+      absmax_(o.mode == HeatmapMode::kAbsmax),
+      error_(o.mode == HeatmapMode::kErrorSteps),
+      zeros_(o.mode == HeatmapMode::kZeros),
+      with_ref_(ref != nullptr && (error_ || zeros_)),
+      float_steps_(error_ ? t.encoding->PlainFloatSteps() : nullptr),
+      detailed_(error_ && float_steps_ == nullptr) {
+  if (float_steps_ != nullptr) plain_.emplace(*float_steps_, simd_);
+  if (plain_ && !o.locate && o.ref_rows.empty())
+    ref_in_place_ = ref->encoding->StoredF32();
+  column_errors_ = plain_.has_value() && !o.locate;
+  const int64_t ncols = g.ncols();
+  if (ncols == h->cols) {
+    batch_rows_ = std::min(g.row_end - g.row_begin,
+                           std::max<int64_t>(1, kBatchElements / ncols));
+  }
+  run_.resize(static_cast<size_t>(h->width) + 1);
+  for (int j = 0; j <= h->width; ++j) run_[j] = h->col_edges[j] - g.col_begin;
+#if defined(__x86_64__)
+  if ((mean_ && simd_ >= DecodeSimd::kAvx512 && AllInBlocks(run_)) ||
+      (absmax_ && !o.locate && simd_ >= DecodeSimd::kAvx2)) {
+    f16_in_place_ = t.encoding->StoredF16();
+  }
+#endif
+  const size_t buf = static_cast<size_t>(batch_rows_ * ncols);
+  q_.resize(detailed_ ? buf : 0);
+  if (!detailed_ && f16_in_place_ == nullptr) v_ = DecodeScratch(buf);
+  x_.resize(with_ref_ && ref_in_place_ == nullptr ? buf : 0);
+  lanes_.resize(mean_ ? static_cast<size_t>(h->width) * kLanes : 0);
+  const bool f16_max = absmax_ && f16_in_place_ != nullptr;
+  colmax_.resize(absmax_ && !f16_max ? static_cast<size_t>(ncols) : 0);
+  colmax16_.resize(f16_max ? static_cast<size_t>(ncols) : 0);
+}
+
+absl::Status RegionPass::Run() {
+  band_ = 0;
+  for (int64_t r = g_.row_begin, nb = 0; r < g_.row_end; r += nb) {
+    if (o_.cancelled && o_.cancelled()) {
+      return absl::CancelledError(
+          absl::StrCat("heatmap of '", t_.name, "' cancelled at band ", band_,
+                       " of ", h_.height, " (row ", r, ")"));
+    }
+    nb = std::min(batch_rows_, g_.row_end - r);
+    TM_RETURN_IF_ERROR(Read(r, nb));
+    while (band_ < h_.height && h_.row_edges[band_] < r + nb) {
+      const int64_t top = h_.row_edges[band_], bottom = h_.row_edges[band_ + 1];
+      const int64_t lo = std::max(r, top), hi = std::min(r + nb, bottom);
+      if (lo == top) StartBand();
+      TM_RETURN_IF_ERROR(FoldRows(r, lo - r, hi - lo));
+      if (hi < bottom) break;  // the band goes on in the next batch
+      EndBand();
+      ++band_;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Decodes view rows [r, r + nb) of the region (whole rows when nb > 1).
+absl::Status RegionPass::Read(int64_t r, int64_t nb) {
+  if (f16_in_place_ != nullptr) return absl::OkStatus();  // read by FoldRows
+  const int64_t first = g_.base + r * h_.cols + g_.col_begin;
+  const int64_t count = nb * g_.ncols();
+  return GuardedRead([&]() -> absl::Status {
+    TM_RETURN_IF_ERROR(
+        detailed_ ? t_.encoding->DecodeDetailed(first, count, q_.data())
+                  : t_.encoding->Decode(first, count, v_));
+    return with_ref_ && ref_in_place_ == nullptr
+               ? DecodeMappedRows(*ref_, o_.ref_rows, first, count, x_.data())
+               : absl::OkStatus();
+  });
+}
+
+void RegionPass::StartBand() {
+  std::fill(colmax_.begin(), colmax_.end(), 0u);
+  std::fill(colmax16_.begin(), colmax16_.end(), uint16_t{0});
+  if (column_errors_) colerr_.Reset(g_.ncols());
+}
+
+// Rows [k0, k0 + nk) of the batch that starts at view row r, all in the
+// current band.
+absl::Status RegionPass::FoldRows(int64_t r, int64_t k0, int64_t nk) {
+  const int64_t ncols = g_.ncols();
+  if (mean_) {
+    const LaneEnds ends{r + k0 == h_.row_edges[band_],
+                        r + k0 + nk == h_.row_edges[band_ + 1]};
+#if defined(__x86_64__)
+    if (f16_in_place_ != nullptr) {
+      const uint16_t* const rows =
+          f16_in_place_ + g_.base + (r + k0) * h_.cols + g_.col_begin;
+      return GuardedRead([&]() -> absl::Status {
+        AccumulateLanesF16(rows, h_.cols, nk, run_, ends, lanes_.data(),
+                           Out(h_.values));
+        return absl::OkStatus();
+      });
+    }
+#endif
+    AccumulateLanes(v_ + k0 * ncols, ncols, nk, run_, simd_, ends,
+                    lanes_.data(), Out(h_.values));
+    return absl::OkStatus();
+  }
+  if (column_errors_) {
+    // Row k of the batch: the source where it is mapped (read under
+    // GuardedRead, as a decode is), or as decoded into x.
+    return GuardedRead([&]() -> absl::Status {
+      for (int64_t k = k0; k < k0 + nk; ++k) {
+        const float* const xr =
+            ref_in_place_ != nullptr
+                ? ref_in_place_ + g_.base + (r + k) * h_.cols + g_.col_begin
+                : x_.data() + k * ncols;
+        plain_->FoldColumns(xr, v_ + k * ncols, ncols, &colerr_);
+      }
+      return absl::OkStatus();
+    });
+  }
+#if defined(__x86_64__)
+  if (absmax_ && f16_in_place_ != nullptr) {  // the cells at the band's end
+    const uint16_t* const rows =
+        f16_in_place_ + g_.base + (r + k0) * h_.cols + g_.col_begin;
+    return GuardedRead([&]() -> absl::Status {
+      ColumnMaxRowsF16Avx2(rows, h_.cols, nk, ncols, colmax16_.data());
+      return absl::OkStatus();
+    });
+  }
+#endif
+  if (absmax_ && !o_.locate) {  // the cells at the band's end
+    ColumnMaxRows(v_ + k0 * ncols, ncols, nk, ncols, simd_, colmax_.data());
+    return absl::OkStatus();
+  }
+  for (int64_t k = k0; k < k0 + nk; ++k) FoldRow(r, k);
+  return absl::OkStatus();
+}
+
+// Row k of the batch that starts at view row r, per mode: each cell's run
+// folded into its cell in the order the elements come.
+void RegionPass::FoldRow(int64_t r, int64_t k) {
+  const size_t at = static_cast<size_t>(k * g_.ncols());
+  const float* const vr = v_ == nullptr ? nullptr : v_ + at;
+  const ElementQuant* const qr = q_.empty() ? nullptr : q_.data() + at;
+  const float* const xr = x_.empty() ? nullptr : x_.data() + at;
+  double* const row_out = Out(h_.values);
+  const int width = h_.width;
+  if (o_.locate) {
+    int64_t* const row_element =
+        h_.cell_element.data() + static_cast<size_t>(band_) * width;
+    // The row's flat index at the region's first column.
+    const int64_t index0 = g_.base + (r + k) * h_.cols + g_.col_begin;
+    for (int j = 0; j < width; ++j) {
+      const int64_t b = run_[j], e = run_[j + 1];
+      if (absmax_) {
+        LocateRow(
+            b, e, index0, [vr](int64_t c) { return std::fabs(double{vr[c]}); },
+            row_out + j, row_element + j);
+      } else if (float_steps_ != nullptr) {
+        LocateRow(
+            b, e, index0,
+            [&](int64_t c) {
+              return PlainFloatErrorSteps(xr[c], vr[c], *float_steps_);
+            },
+            row_out + j, row_element + j);
+      } else {
+        LocateRow(
+            b, e, index0, [&](int64_t c) { return ErrorSteps(xr[c], qr[c]); },
+            row_out + j, row_element + j);
+      }
+    }
+    return;
+  }
+  if (error_) {
+    // Plain floats come by columns (FoldRows); these are inspected.
+    for (int j = 0; j < width; ++j) {
+      MaxKeepingNaN m{row_out[j]};
+      for (int64_t c = run_[j]; c < run_[j + 1]; ++c)
+        m.Add(ErrorSteps(xr[c], qr[c]));
+      row_out[j] = m.Result();
+    }
+  } else if (zeros_) {
+    double* const row_pruned = h_.pruned.empty() ? nullptr : Out(h_.pruned);
+    for (int j = 0; j < width; ++j) {
+      // Counts below 2^53 are exact in double, so counting in integers and
+      // adding once gives the same sum.
+      int64_t made = 0, pruned = 0;
+      for (int64_t c = run_[j]; c < run_[j + 1]; ++c) {
+        if (vr[c] != 0) continue;
+        if (!with_ref_ || xr[c] != 0) {
+          ++made;
+        } else {
+          ++pruned;
+        }
+      }
+      row_out[j] += static_cast<double>(made);
+      if (row_pruned != nullptr) row_pruned[j] += static_cast<double>(pruned);
+    }
+  }
+}
+
+// The band's cells from the state its rows left: column errors and column
+// maxima.
+void RegionPass::EndBand() {
+  double* const row_out = Out(h_.values);
+  if (column_errors_) {
+    for (int j = 0; j < h_.width; ++j) {
+      MaxKeepingNaN m{row_out[j]};
+      colerr_.FoldInto(run_[j], run_[j + 1], &m);
+      row_out[j] = m.Result();
+    }
+  }
+  if (!colmax16_.empty()) {
+    for (int j = 0; j < h_.width; ++j) {
+      uint16_t m = 0;
+      for (int64_t c = run_[j]; c < run_[j + 1]; ++c)
+        m = std::max(m, colmax16_[c]);
+      row_out[j] = static_cast<double>(F16ToF32(m));
+    }
+    return;
+  }
+  if (absmax_ && !o_.locate) {
+    for (int j = 0; j < h_.width; ++j) {
+      uint32_t m = 0;
+      for (int64_t c = run_[j]; c < run_[j + 1]; ++c)
+        m = std::max(m, colmax_[c]);
+      row_out[j] = static_cast<double>(std::bit_cast<float>(m));
+    }
+  }
+}
+
+// Sums into means and fractions, group ids into group mode's values, one
+// NaN for every NaN cell, and the finite range.
+void FinishCells(HeatmapMode mode, Heatmap* h) {
+  const bool sums = mode == HeatmapMode::kMean || mode == HeatmapMode::kZeros;
+  // A cell holds at most max_heatmap_cells-th of the region, but the region
+  // can be large: the count in double, as the mean's sum is, the product of
+  // the cell's rows and columns (exact below 2^53).
+  std::vector<double> widths(static_cast<size_t>(h->width));
+  for (int j = 0; j < h->width; ++j)
+    widths[j] = static_cast<double>(h->col_edges[j + 1] - h->col_edges[j]);
+  for (int i = 0; i < h->height; ++i) {
+    const double rows =
+        static_cast<double>(h->row_edges[i + 1] - h->row_edges[i]);
+    double* const v = h->values.data() + static_cast<size_t>(i) * h->width;
+    double* const p = h->pruned.empty() ? nullptr
+                                        : h->pruned.data() +
+                                              static_cast<size_t>(i) * h->width;
+    const int64_t* const g =
+        h->groups.data() + static_cast<size_t>(i) * h->width;
+    // Loops of one statement each, so that they run in vectors.
+    if (sums) {
+      for (int j = 0; j < h->width; ++j) v[j] /= rows * widths[j];
+    }
+    if (p != nullptr) {
+      for (int j = 0; j < h->width; ++j) p[j] /= rows * widths[j];
+    }
+    if (mode == HeatmapMode::kGroup) {
+      for (int j = 0; j < h->width; ++j) v[j] = static_cast<double>(g[j]);
+    }
+    // One NaN for every NaN cell: payloads and signs (x86's default NaN is
+    // negative) depend on which operand carried it.
+    for (int j = 0; j < h->width; ++j) {
+      v[j] = v[j] != v[j] ? std::numeric_limits<double>::quiet_NaN() : v[j];
+    }
+  }
+  // The finite range, chosen as std::minmax_element chooses among equals
+  // (the first smallest, the last largest: +0 and -0 keep their bits).
+  bool any_finite = false;
+  for (const double v : h->values) {
+    if (!std::isfinite(v)) continue;
+    if (!any_finite) {
+      h->min = h->max = v;
+      any_finite = true;
+      continue;
+    }
+    if (v < h->min) h->min = v;
+    if (!(v < h->max)) h->max = v;
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
+                                       const LogicalTensor* ref,
+                                       const HeatmapOptions& o) {
+  TM_RETURN_IF_ERROR(CheckModeOptions(t, ref, o));
+  const size_t rank = t.shape.size();
   Heatmap h;
   h.cols = t.shape.back();
   h.rows = rank >= 2 ? t.shape[rank - 2] : 1;
-  const bool whole =
-      o.row_begin == 0 && o.row_end == 0 && o.col_begin == 0 && o.col_end == 0;
   if (t.num_elements == 0) {
     // An empty tensor (a zero dimension): a view of no cells, rather than
     // cells that cover nothing (and minima of -inf).
-    if (!whole) {
+    if (o.row_begin != 0 || o.row_end != 0 || o.col_begin != 0 ||
+        o.col_end != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "tensor '", t.name, "' is empty (a view of ", h.rows, " rows x ",
           h.cols, " cols), so it has no region rows [", o.row_begin, ", ",
@@ -412,272 +1078,17 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
     h.col_edges = {0};
     return h;
   }
-  int64_t row_end = o.row_end, col_end = o.col_end;
-  TM_RETURN_IF_ERROR(ResolveRange("rows", o.row_begin, &row_end, h.rows, h));
-  TM_RETURN_IF_ERROR(ResolveRange("cols", o.col_begin, &col_end, h.cols, h));
-  const int64_t nrows = row_end - o.row_begin, ncols = col_end - o.col_begin;
-  TM_ASSIGN_OR_RETURN(const View2D view, ViewOf(t, o.leading));
-  const int64_t base = view.base;  // flat offset of the view
-  if (o.errors != nullptr &&
-      (o.errors->view.base != base || o.errors->view.rows != h.rows ||
-       o.errors->view.cols != h.cols ||
-       (o.errors->f32 == nullptr && o.errors->f64 == nullptr))) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the error grid is of another view (", o.errors->view.rows,
-                     " x ", o.errors->view.cols, " from element ",
-                     o.errors->view.base, ") than the heatmap's (", h.rows,
-                     " x ", h.cols, " from element ", base, ")"));
-  }
-  h.height = static_cast<int>(std::clamp<int64_t>(o.height, 1, nrows));
-  h.width = static_cast<int>(std::clamp<int64_t>(o.width, 1, ncols));
-  for (int i = 0; i <= h.height; ++i)
-    h.row_edges.push_back(Edge(o.row_begin, nrows, h.height, i));
-  for (int j = 0; j <= h.width; ++j)
-    h.col_edges.push_back(Edge(o.col_begin, ncols, h.width, j));
-  const size_t cells = static_cast<size_t>(h.width) * h.height;
-  const bool zeros = o.mode == HeatmapMode::kZeros;
-  h.values.assign(cells, o.mode == HeatmapMode::kMean || zeros
-                             ? 0.0
-                             : -std::numeric_limits<double>::infinity());
-  h.groups.assign(cells, -1);
-  if (zeros && ref != nullptr) h.pruned.assign(cells, 0.0);
-  if (o.locate) h.cell_element.assign(cells, -1);
-
-  // Each cell's group, from its first element: ids alone, in one batch
-  // (Inspect would decompose a million scalars to read one field of each).
-  std::vector<int64_t> firsts(cells);
-  for (int i = 0; i < h.height; ++i) {
-    for (int j = 0; j < h.width; ++j) {
-      firsts[static_cast<size_t>(i) * h.width + j] =
-          base + h.row_edges[i] * h.cols + h.col_edges[j];
-    }
-  }
-  absl::Status grouped = GuardedRead([&]() -> absl::Status {
-    return t.encoding->GroupIds(firsts, h.groups.data());
-  });
-  if (!grouped.ok()) return grouped;
-
-  // One decode of the region: the values alone, or with their steps for
-  // error mode; the reference where it is compared. Where the region spans
-  // whole rows, several rows of a cell's band come in one read (layouts
-  // that pack codes down columns, GPTQ's, then use each cache line once
-  // rather than once per row: 5x faster there); else a row at a time.
-  const bool error = o.mode == HeatmapMode::kErrorSteps;
-  const bool with_ref = ref != nullptr && (error || zeros);
-  // Plain floats' steps come from their values (a table lookup), rather
-  // than from inspecting each element: the F16 error heatmap's cost was
-  // nearly all that inspection.
-  const FloatStepTable* const float_steps =
-      error ? t.encoding->PlainFloatSteps() : nullptr;
-  const bool detailed = error && float_steps == nullptr;
-  std::optional<PlainFloatErrors> plain;
-  if (float_steps != nullptr) plain.emplace(*float_steps, ActiveDecodeSimd());
-  // A float32 source of plain floats' errors, without a row map, is read
-  // where it is mapped rather than copied (a third of the F16 error
-  // heatmap's time was that copy).
-  const float* const ref_in_place = plain && !o.locate && o.ref_rows.empty()
-                                        ? ref->encoding->StoredF32()
-                                        : nullptr;
-  int64_t band = 1;  // the most rows a cell spans
-  for (int i = 0; i < h.height; ++i)
-    band = std::max(band, h.row_edges[i + 1] - h.row_edges[i]);
-  const int64_t batch_rows =
-      ncols == h.cols
-          ? std::min(band, std::max<int64_t>(1, kBatchElements / ncols))
-          : 1;
-  const size_t buf = static_cast<size_t>(batch_rows * ncols);
-  std::vector<ElementQuant> q(detailed ? buf : 0);
-  std::vector<float> v(detailed ? 0 : buf);
-  std::vector<float> x(with_ref && ref_in_place == nullptr ? buf : 0);
-  // Column runs of the cells, relative to the region's first column.
-  std::vector<int64_t> run(static_cast<size_t>(h.width) + 1);
-  for (int j = 0; j <= h.width; ++j) run[j] = h.col_edges[j] - o.col_begin;
-  // The mean's partial sums of one band of cells (heatmap.h's lanes), where
-  // a band takes more than one batch of rows.
-  const bool mean = o.mode == HeatmapMode::kMean;
-  const DecodeSimd simd = ActiveDecodeSimd();
-  std::vector<double> lanes(mean ? static_cast<size_t>(h.width) * kLanes : 0);
-  // Absmax's column maxima of one band (ColumnMax).
-  const bool absmax = o.mode == HeatmapMode::kAbsmax;
-  std::vector<uint32_t> colmax(absmax ? static_cast<size_t>(ncols) : 0);
-  // Plain floats' errors the same way (PlainFloatErrors::FoldColumns).
-  const bool column_errors = plain.has_value() && !o.locate;
-  ErrorColumns colerr;
+  TM_ASSIGN_OR_RETURN(const Region g, LayOutCells(t, o, &h));
+  if (o.mode == HeatmapMode::kZeros && ref != nullptr)
+    h.pruned.assign(h.values.size(), 0.0);
+  TM_RETURN_IF_ERROR(CellGroups(t, g.base, &h));
   if (o.errors != nullptr) {
     CellsFromGrid(*o.errors, o.locate, &h);
   } else if (o.mode != HeatmapMode::kGroup) {
-    for (int i = 0; i < h.height; ++i) {
-      double* const row_out =
-          h.values.data() + static_cast<size_t>(i) * h.width;
-      double* const row_pruned =
-          h.pruned.empty() ? nullptr
-                           : h.pruned.data() + static_cast<size_t>(i) * h.width;
-      std::fill(colmax.begin(), colmax.end(), 0u);
-      if (column_errors) colerr.Reset(ncols);
-      int64_t* const row_element =
-          h.cell_element.empty()
-              ? nullptr
-              : h.cell_element.data() + static_cast<size_t>(i) * h.width;
-      for (int64_t r = h.row_edges[i], nb = 0; r < h.row_edges[i + 1];
-           r += nb) {
-        if (o.cancelled && o.cancelled()) {
-          return absl::CancelledError(
-              absl::StrCat("heatmap of '", t.name, "' cancelled at band ", i,
-                           " of ", h.height, " (row ", r, ")"));
-        }
-        nb = std::min(batch_rows, h.row_edges[i + 1] - r);
-        const int64_t first = base + r * h.cols + o.col_begin;
-        const int64_t count = nb * ncols;  // whole rows when nb > 1
-        absl::Status read = GuardedRead([&]() -> absl::Status {
-          TM_RETURN_IF_ERROR(
-              detailed ? t.encoding->DecodeDetailed(first, count, q.data())
-                       : t.encoding->Decode(first, count, v.data()));
-          return with_ref && ref_in_place == nullptr
-                     ? DecodeMappedRows(*ref, o.ref_rows, first, count,
-                                        x.data())
-                     : absl::OkStatus();
-        });
-        if (!read.ok()) return read;
-        if (mean) {
-          const LaneEnds ends{r == h.row_edges[i],
-                              r + nb == h.row_edges[i + 1]};
-          AccumulateLanes(v.data(), ncols, nb, run, simd, ends, lanes.data(),
-                          row_out);
-          continue;
-        }
-        if (column_errors) {
-          // Row k of the batch: the source where it is mapped (h.cols
-          // after row k - 1; read under GuardedRead, as a decode is), or
-          // as decoded into x.
-          TM_RETURN_IF_ERROR(GuardedRead([&]() -> absl::Status {
-            for (int64_t k = 0; k < nb; ++k) {
-              const float* const xr = ref_in_place != nullptr
-                                          ? ref_in_place + first + k * h.cols
-                                          : x.data() + k * ncols;
-              plain->FoldColumns(xr, v.data() + k * ncols, ncols, &colerr);
-            }
-            return absl::OkStatus();
-          }));
-          continue;
-        }
-        for (int64_t k = 0; k < nb; ++k) {
-          const size_t at = static_cast<size_t>(k * ncols);
-          const float* const vr = v.empty() ? nullptr : v.data() + at;
-          const ElementQuant* const qr = q.empty() ? nullptr : q.data() + at;
-          const float* const xr = x.empty() ? nullptr : x.data() + at;
-          if (row_element != nullptr) {
-            // The row's flat index at the region's first column.
-            const int64_t index0 = base + (r + k) * h.cols + o.col_begin;
-            for (int j = 0; j < h.width; ++j) {
-              if (absmax) {
-                LocateRow(
-                    run[j], run[j + 1], index0,
-                    [vr](int64_t c) { return std::fabs(double{vr[c]}); },
-                    row_out + j, row_element + j);
-              } else if (float_steps != nullptr) {
-                LocateRow(
-                    run[j], run[j + 1], index0,
-                    [&](int64_t c) {
-                      return PlainFloatErrorSteps(xr[c], vr[c], *float_steps);
-                    },
-                    row_out + j, row_element + j);
-              } else {
-                LocateRow(
-                    run[j], run[j + 1], index0,
-                    [&](int64_t c) { return ErrorSteps(xr[c], qr[c]); },
-                    row_out + j, row_element + j);
-              }
-            }
-            continue;
-          }
-          // Per mode, each cell's run folded into a local accumulator in the
-          // order the elements come.
-          switch (o.mode) {
-            case HeatmapMode::kMean:  // above, a band at a time
-              break;
-            case HeatmapMode::kAbsmax:  // the cells at the band's end
-              ColumnMax(vr, ncols, simd, colmax.data());
-              break;
-            case HeatmapMode::kErrorSteps:
-              // Plain floats come by columns (above); these are inspected.
-              for (int j = 0; j < h.width; ++j) {
-                MaxKeepingNaN m{row_out[j]};
-                for (int64_t c = run[j]; c < run[j + 1]; ++c)
-                  m.Add(ErrorSteps(xr[c], qr[c]));
-                row_out[j] = m.Result();
-              }
-              break;
-            case HeatmapMode::kZeros:
-              for (int j = 0; j < h.width; ++j) {
-                // Counts below 2^53 are exact in double, so counting in
-                // integers and adding once gives the same sum.
-                int64_t made = 0, pruned = 0;
-                for (int64_t c = run[j]; c < run[j + 1]; ++c) {
-                  if (vr[c] != 0) continue;
-                  if (!with_ref || xr[c] != 0) {
-                    ++made;
-                  } else {
-                    ++pruned;
-                  }
-                }
-                row_out[j] += static_cast<double>(made);
-                if (row_pruned != nullptr)
-                  row_pruned[j] += static_cast<double>(pruned);
-              }
-              break;
-            case HeatmapMode::kGroup:
-              break;
-          }
-        }
-      }
-      if (column_errors) {
-        for (int j = 0; j < h.width; ++j) {
-          MaxKeepingNaN m{row_out[j]};
-          colerr.FoldInto(run[j], run[j + 1], &m);
-          row_out[j] = m.Result();
-        }
-      }
-      if (absmax && row_element == nullptr) {
-        for (int j = 0; j < h.width; ++j) {
-          uint32_t m = 0;
-          for (int64_t c = run[j]; c < run[j + 1]; ++c)
-            m = std::max(m, colmax[c]);
-          row_out[j] = static_cast<double>(std::bit_cast<float>(m));
-        }
-      }
-    }
+    RegionPass pass(t, ref, o, g, &h);
+    TM_RETURN_IF_ERROR(pass.Run());
   }
-  for (int i = 0; i < h.height; ++i) {
-    for (int j = 0; j < h.width; ++j) {
-      const size_t k = static_cast<size_t>(i) * h.width + j;
-      // A cell holds at most max_heatmap_cells-th of the region, but the
-      // region can be large: the count in double, as the mean's sum is.
-      const double count =
-          static_cast<double>(h.row_edges[i + 1] - h.row_edges[i]) *
-          static_cast<double>(h.col_edges[j + 1] - h.col_edges[j]);
-      if (o.mode == HeatmapMode::kMean || zeros) h.values[k] /= count;
-      if (!h.pruned.empty()) h.pruned[k] /= count;
-      if (o.mode == HeatmapMode::kGroup)
-        h.values[k] = static_cast<double>(h.groups[k]);
-      // One NaN for every NaN cell: payloads and signs (x86's default NaN
-      // is negative) depend on which operand carried it.
-      if (std::isnan(h.values[k]))
-        h.values[k] = std::numeric_limits<double>::quiet_NaN();
-    }
-  }
-  // The finite range, chosen as std::minmax_element chooses among equals
-  // (the first smallest, the last largest: +0 and -0 keep their bits).
-  bool any_finite = false;
-  for (const double v : h.values) {
-    if (!std::isfinite(v)) continue;
-    if (!any_finite) {
-      h.min = h.max = v;
-      any_finite = true;
-      continue;
-    }
-    if (v < h.min) h.min = v;
-    if (!(v < h.max)) h.max = v;
-  }
+  FinishCells(o.mode, &h);
   return h;
 }
 

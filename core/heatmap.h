@@ -114,7 +114,9 @@ std::vector<uint8_t> GroupBoundaries(const Heatmap& h);
 // no cells: width = height = 0, no values, min = max = 0.
 // Cost: one decode of the region's elements (error mode: with their steps,
 // from Encoding::PlainFloatSteps for F16 and BF16, else DecodeDetailed; or
-// none, from HeatmapOptions::errors),
+// none, from HeatmapOptions::errors; F16's absmax, and F16's mean where
+// cells are 16, 32 or 64 columns wide, read Encoding::StoredF16's codes
+// rather than decode them, on CPUs with AVX2 and AVX-512 respectively),
 // plus one Encoding::GroupIds id per cell for its group; group mode decodes
 // nothing.
 // Errors: INVALID_ARGUMENT (rank 0; a leading index outside -size..size-1,

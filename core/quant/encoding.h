@@ -137,6 +137,10 @@ class Encoding {
   // aligned, so that Decode would only copy them: a pass can read them in
   // place (inside GuardedRead, as Decode would be). nullptr otherwise.
   virtual const float* StoredF32() const { return nullptr; }
+  // The same for elements stored as IEEE half precision (F16) codes: what
+  // a pass that widens them itself (the heatmap's mean) reads in place
+  // rather than through Decode's float32 copy. nullptr otherwise.
+  virtual const uint16_t* StoredF16() const { return nullptr; }
 
   // Where every element is a plain float code (F16, BF16) with no other
   // parameter, so that DecodeDetailed's steps are FloatStepTable::Of of

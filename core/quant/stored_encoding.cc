@@ -121,6 +121,15 @@ class StoredEncoding final : public Encoding {
     return reinterpret_cast<const float*>(tensor_.data.data());
   }
 
+  const uint16_t* StoredF16() const override {
+    if (tensor_.dtype != DType::kF16 ||
+        reinterpret_cast<uintptr_t>(tensor_.data.data()) % alignof(uint16_t) !=
+            0) {
+      return nullptr;
+    }
+    return reinterpret_cast<const uint16_t*>(tensor_.data.data());
+  }
+
   const FloatStepTable* PlainFloatSteps() const override {
     return FloatStepTable::For(tensor_.dtype);
   }

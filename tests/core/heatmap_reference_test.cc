@@ -46,13 +46,13 @@ using ::tensormorph::testing::WriteFile;
 // [16, 256] tensors ("a", and "b" as its reference) of magnitudes 2^-40 to
 // 2^40, either sign, a tenth exact zeros: sums that round at nearly every
 // step, differently in any other order.
-std::string WriteWildGguf() {
+std::string WriteWildGguf(int64_t rows = 16) {
   std::mt19937 rng(17);
   std::uniform_int_distribution<int> exponent(-40, 40), tenth(0, 9);
   std::uniform_real_distribution<float> mantissa(1.0f, 2.0f);
   auto values = [&] {
-    std::string data(16 * 256 * sizeof(float), '\0');
-    for (size_t k = 0; k < 16 * 256; ++k) {
+    std::string data(rows * 256 * sizeof(float), '\0');
+    for (size_t k = 0; k < static_cast<size_t>(rows) * 256; ++k) {
       const float f =
           tenth(rng) == 0
               ? 0.0f
@@ -63,9 +63,10 @@ std::string WriteWildGguf() {
   };
   GgufSpec s;
   s.kv.push_back({"general.architecture", GgufString("llama")});
-  s.tensors.push_back({"a.weight", {256, 16}, 0, values()});
-  s.tensors.push_back({"b.weight", {256, 16}, 0, values()});
-  const std::string path = MakeTempDir() + "/wild.gguf";
+  s.tensors.push_back({"a.weight", {256, rows}, 0, values()});
+  s.tensors.push_back({"b.weight", {256, rows}, 0, values()});
+  const std::string path =
+      MakeTempDir() + "/wild" + std::to_string(rows) + ".gguf";
   WriteFile(path, BuildGguf(s));
   return path;
 }
@@ -363,6 +364,14 @@ TEST(HeatmapReferenceTest, EveryModeAndRegionIsTheStraightforwardReduction) {
       {11, 3, 0, 0, 1, 0},
       {9, 2, 0, 0, 0, 0},
       {3, 2, 0, 0, 0, 0},
+      // Cells of 16, 32 and 64 columns on the 256-column sources, eight,
+      // four and two abreast (the mean's AVX-512 blocks of 128 columns),
+      // and a region whose first eight cells of 16 make a block and whose
+      // last seven do not.
+      {16, 3, 0, 0, 0, 0},
+      {8, 2, 0, 0, 0, 0},
+      {4, 2, 0, 0, 0, 0},
+      {15, 2, 1, 0, 16, 0},
   };
   int compared = 0, located_count = 0, from_grid = 0;
   // Cells of the specials source: NaN, +inf, -inf, finite (each must occur,
@@ -480,10 +489,74 @@ TEST(HeatmapReferenceTest, EveryModeAndRegionIsTheStraightforwardReduction) {
       }
     }
   }
-  EXPECT_EQ(compared, 14 * 14 * 9);
-  EXPECT_EQ(located_count, 14 * 14 * 3);
-  EXPECT_EQ(from_grid, 14 * 14);
+  EXPECT_EQ(compared, 14 * 18 * 9);
+  EXPECT_EQ(located_count, 14 * 18 * 3);
+  EXPECT_EQ(from_grid, 14 * 18);
   for (int k = 0; k < 4; ++k) EXPECT_GT(kinds[k], 0) << "kind " << k;
+}
+
+// A view taller than one decoded batch of rows (the heatmap reads whole
+// rows a batch at a time, a quarter of a million elements or fewer): bands
+// of cells that a batch boundary cuts, keeping their lanes, column maxima
+// and counts across it, and batches that hold several bands, are the same
+// reduction at every SIMD level.
+TEST(HeatmapReferenceTest,
+     BandsAcrossDecodeBatchesAreTheStraightforwardReduction) {
+  const std::string tall = WriteWildGguf(1100);  // 281,600 elements
+  auto ckpt = Checkpoint::Open(tall);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  const LogicalTensor* t = (*ckpt)->FindTensor("a.weight");
+  const LogicalTensor* x = (*ckpt)->FindTensor("b.weight");
+  ASSERT_NE(t, nullptr);
+  ASSERT_NE(x, nullptr);
+  struct Shape {
+    int width, height;
+    int64_t row_begin, row_end, col_begin, col_end;
+  };
+  const std::vector<Shape> shapes = {
+      {16, 1, 0, 0, 0, 0},      // one band of every row
+      {16, 3, 0, 0, 0, 0},      // bands of 366 and 367 rows
+      {13, 300, 0, 0, 0, 0},    // bands of 3 and 4 rows, many a batch
+      {7, 5, 5, 1090, 0, 0},    // whole rows from row 5
+      {9, 4, 2, 1099, 3, 250},  // not whole rows: a row at a time
+  };
+  int compared = 0;
+  for (const Shape& shape : shapes) {
+    for (HeatmapMode mode : {HeatmapMode::kMean, HeatmapMode::kAbsmax,
+                             HeatmapMode::kErrorSteps, HeatmapMode::kZeros}) {
+      HeatmapOptions o;
+      o.mode = mode;
+      o.width = shape.width;
+      o.height = shape.height;
+      o.row_begin = shape.row_begin;
+      o.row_end = shape.row_end;
+      o.col_begin = shape.col_begin;
+      o.col_end = shape.col_end;
+      const LogicalTensor* r =
+          mode == HeatmapMode::kErrorSteps || mode == HeatmapMode::kZeros
+              ? x
+              : nullptr;
+      for (DecodeSimd level :
+           {DecodeSimd::kScalar, DecodeSimd::kAvx2, DecodeSimd::kAvx512}) {
+        if (level > SupportedDecodeSimd()) break;
+        const std::string at =
+            "mode " + std::to_string(static_cast<int>(mode)) + " " +
+            std::to_string(shape.width) + "x" + std::to_string(shape.height) +
+            " rows from " + std::to_string(shape.row_begin) + " simd " +
+            std::to_string(static_cast<int>(level));
+        CapDecodeSimdForTesting(level);
+        auto got = ComputeHeatmap(*t, r, o);
+        CapDecodeSimdForTesting(DecodeSimd::kAvx512);
+        ASSERT_TRUE(got.ok()) << at << ": " << got.status();
+        const Heatmap want = Reference(*t, r, mode, *got);
+        ExpectSameBits(got->values, want.values, at + " values");
+        ExpectSameBits(got->pruned, want.pruned, at + " pruned");
+        EXPECT_EQ(got->groups, want.groups) << at;
+        ++compared;
+      }
+    }
+  }
+  EXPECT_GE(compared, 5 * 4);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -650,249 +651,342 @@ absl::Status CheckStatsRequest(const LogicalTensor& t, const LogicalTensor* ref,
   return absl::OkStatus();
 }
 
-absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& t,
-                                         const LogicalTensor* ref,
-                                         const StatsOptions& o) {
-  if (absl::Status s = CheckStatsRequest(t, ref, o); !s.ok()) return s;
-  TensorStats st;
-  const int64_t n = t.num_elements;
-  const bool one_group = o.group.has_value();
-  const int64_t want = o.group.value_or(-1);
-  const int64_t chunk = std::max<int64_t>(1, o.chunk_elements);
-  const size_t buf =
-      static_cast<size_t>(std::min(chunk, std::max<int64_t>(n, 1)));
-  const EncodingInfo& info = t.encoding->info();
-  st.has_levels = info.quantized && info.bits <= 8;
-  st.code_bits = info.bits;
-  if (st.has_levels) st.code_histogram.assign(size_t{1} << info.bits, 0);
-  st.has_reference = ref != nullptr;
-  // In place only where every value is folded at once (no group asked),
-  // so that each read of them can be guarded as a whole.
-  ChunkReader reader(t, st.has_levels, buf, !o.group.has_value());
-  if (absl::Status s = GuardedRead([&] { return reader.Init(); }); !s.ok())
-    return s;
-  std::vector<float> x(ref != nullptr ? buf : 0);
-  std::vector<uint8_t> codes(st.has_levels ? buf : 0);
-  CodeCounter code_counter;
-  GroupSet groups(n), at_end_level(n);
+namespace {
 
-  Moments mo;
+// One ComputeStats call, in its steps: FirstPass (everything but the
+// histogram, whose range it may find), Summarize (the statistics of the
+// first pass, and the Inspects they need), HistogramPass. The state the
+// steps share lives here rather than in one long function.
+class StatsPass {
+ public:
+  StatsPass(const LogicalTensor& t, const LogicalTensor* ref,
+            const StatsOptions& o);
+
+  // REQUIRES: CheckStatsRequest(t, ref, o) is OK; called once.
+  // Errors: as ComputeStats (past CheckStatsRequest's).
+  absl::Status Run();
+  TensorStats& stats() { return st_; }
+
+ private:
+  absl::Status CancelledAt(int64_t first, const char* pass) const;
+  // Reads chunk [first, first + m) for the first pass: values and runs,
+  // codes (and the first code with its top bit set), the reference.
+  absl::Status ReadFirst(int64_t first, int64_t m);
+  // The chunk's runs: group bookkeeping, end levels, and with a group asked
+  // for, that group's moments and codes.
+  void FoldRuns(int64_t first);
+  absl::Status FirstPass();
+  absl::Status Summarize();
+  // Reads chunk [first, first + m) for the histogram pass.
+  absl::Status ReadSecond(int64_t first, int64_t m, bool values_done);
+  void AddReference(int64_t m);
+  absl::Status AddValues(int64_t m, bool exact);
+  absl::Status HistogramPass();
+
+  void Fold(const float* values, const float* refs, int64_t count,
+            int64_t start) {
+    FoldMoments(values, refs, count, start, avx2_, &mo_,
+                use_fine_ ? fine_.counts() : nullptr);
+  }
+  const float* RefsAt(int64_t k) {
+    return ref_ != nullptr ? x_.data() + k : nullptr;
+  }
+
+  const LogicalTensor& t_;
+  const LogicalTensor* ref_;
+  const StatsOptions& o_;
+  const int64_t n_;
+  const bool one_group_;
+  const int64_t want_;
+  const int64_t chunk_;
+  TensorStats st_;
+  ChunkReader reader_;
+  std::vector<float> x_;
+  std::vector<uint8_t> codes_;
+  CodeCounter code_counter_;
+  GroupSet groups_, at_end_level_;
+  Moments mo_;
   // Small tensors take two plain passes: 2^16 buckets would cost more than
   // their second pass.
-  const bool use_fine = n >= kFineMinElements;
-  FineHistogram fine(use_fine);
-  const bool avx2 = ActiveDecodeSimd() >= DecodeSimd::kAvx2;
-  auto fold = [&](const float* values, const float* refs, int64_t count,
-                  int64_t start) {
-    FoldMoments(values, refs, count, start, avx2, &mo,
-                use_fine ? fine.counts() : nullptr);
-  };
-  int64_t counted = 0;       // elements of the group (all: n)
-  int64_t max_group = -1;    // the last group id seen, to name the range
-  int64_t level_index = -1;  // an element whose group's levels are listed
-  bool many_groups = false;  // no group asked and elements in several
-  int64_t only_group = -1;
+  const bool use_fine_;
+  FineHistogram fine_;
+  const bool avx2_;
+  int64_t counted_ = 0;       // elements of the group (all: n)
+  int64_t max_group_ = -1;    // the last group id seen, to name the range
+  int64_t level_index_ = -1;  // an element whose group's levels are listed
+  bool many_groups_ = false;  // no group asked and elements in several
+  int64_t only_group_ = -1;
   // The first element whose code has its top bit set: its ScalarInfo::code
   // tells whether the format reads codes as signed.
-  int64_t top_code_at = -1;
-  const uint8_t top_bit = static_cast<uint8_t>(
-      st.has_levels && info.bits >= 1 ? 1u << (info.bits - 1) : 0u);
-  // Pass 1: everything but the histogram (whose range may depend on it).
-  for (int64_t first = 0; first < n; first += chunk) {
-    if (o.cancelled && o.cancelled()) {
-      return absl::CancelledError(absl::StrCat("statistics of '", t.name,
-                                               "' cancelled at element ", first,
-                                               " of ", n, " (first pass)"));
-    }
-    const int64_t m = std::min(chunk, n - first);
-    absl::Status read = GuardedRead([&]() -> absl::Status {
-      if (absl::Status s = reader.Read(first, m); !s.ok()) return s;
-      if (st.has_levels) {
-        if (absl::Status s = t.encoding->RawCodes(first, m, codes.data());
-            !s.ok())
-          return s;
-        if (top_code_at < 0 && top_bit != 0) {
-          for (int64_t k = 0; k < m; ++k) {
-            if ((codes[k] & top_bit) != 0) {
-              top_code_at = first + k;
-              break;
-            }
+  int64_t top_code_at_ = -1;
+  uint8_t top_bit_ = 0;
+};
+
+size_t BufferElements(const LogicalTensor& t, const StatsOptions& o) {
+  const int64_t chunk = std::max<int64_t>(1, o.chunk_elements);
+  return static_cast<size_t>(
+      std::min(chunk, std::max<int64_t>(t.num_elements, 1)));
+}
+
+bool HasLevels(const EncodingInfo& info) {
+  return info.quantized && info.bits <= 8;
+}
+
+StatsPass::StatsPass(const LogicalTensor& t, const LogicalTensor* ref,
+                     const StatsOptions& o)
+    : t_(t),
+      ref_(ref),
+      o_(o),
+      n_(t.num_elements),
+      one_group_(o.group.has_value()),
+      want_(o.group.value_or(-1)),
+      chunk_(std::max<int64_t>(1, o.chunk_elements)),
+      // In place only where every value is folded at once (no group
+      // asked), so that each read of them can be guarded as a whole.
+      reader_(t, HasLevels(t.encoding->info()), BufferElements(t, o),
+              !o.group.has_value()),
+      x_(ref != nullptr ? BufferElements(t, o) : 0),
+      codes_(HasLevels(t.encoding->info()) ? BufferElements(t, o) : 0),
+      groups_(t.num_elements),
+      at_end_level_(t.num_elements),
+      use_fine_(t.num_elements >= kFineMinElements),
+      fine_(use_fine_),
+      avx2_(ActiveDecodeSimd() >= DecodeSimd::kAvx2) {
+  const EncodingInfo& info = t.encoding->info();
+  st_.has_levels = HasLevels(info);
+  st_.code_bits = info.bits;
+  if (st_.has_levels) st_.code_histogram.assign(size_t{1} << info.bits, 0);
+  st_.has_reference = ref != nullptr;
+  top_bit_ = static_cast<uint8_t>(
+      st_.has_levels && info.bits >= 1 ? 1u << (info.bits - 1) : 0u);
+}
+
+absl::Status StatsPass::Run() {
+  TM_RETURN_IF_ERROR(GuardedRead([&] { return reader_.Init(); }));
+  TM_RETURN_IF_ERROR(FirstPass());
+  TM_RETURN_IF_ERROR(Summarize());
+  return HistogramPass();
+}
+
+absl::Status StatsPass::CancelledAt(int64_t first, const char* pass) const {
+  if (!o_.cancelled || !o_.cancelled()) return absl::OkStatus();
+  return absl::CancelledError(absl::StrCat("statistics of '", t_.name,
+                                           "' cancelled at element ", first,
+                                           " of ", n_, " (", pass, ")"));
+}
+
+absl::Status StatsPass::ReadFirst(int64_t first, int64_t m) {
+  return GuardedRead([&]() -> absl::Status {
+    TM_RETURN_IF_ERROR(reader_.Read(first, m));
+    if (st_.has_levels) {
+      TM_RETURN_IF_ERROR(t_.encoding->RawCodes(first, m, codes_.data()));
+      if (top_code_at_ < 0 && top_bit_ != 0) {
+        for (int64_t k = 0; k < m; ++k) {
+          if ((codes_[k] & top_bit_) != 0) {
+            top_code_at_ = first + k;
+            break;
           }
         }
       }
-      return ref != nullptr
-                 ? DecodeMappedRows(*ref, o.ref_rows, first, m, x.data())
-                 : absl::OkStatus();
-    });
-    if (!read.ok()) return read;
-    const float* v = reader.values();
-    int64_t i = 0;
-    for (const QuantRun& r : reader.runs()) {
-      const int64_t k = i;
-      i += r.count;
-      max_group = std::max(max_group, r.group);
-      if (one_group && r.group != want) continue;
-      counted += r.count;
-      if (level_index < 0) {
-        level_index = first + k;
-        only_group = r.group;
-      } else if (r.group != only_group) {
-        many_groups = true;
-      }
-      // Without a group asked for, every run is counted: the chunk's
-      // elements are folded at once below.
-      if (one_group) {
-        fold(v + k, ref != nullptr ? x.data() + k : nullptr, r.count,
-             first + k);
-        if (st.has_levels) code_counter.Add(codes.data() + k, r.count);
-      }
-      if (st.has_levels && r.group >= 0) {
-        const EndLevelCounts ends = CountAtEndLevels(v + k, r.count, r);
-        st.at_lowest_level += ends.low;
-        st.at_highest_level += ends.high;
-        if (ends.finite > 0) groups.Insert(r.group);
-        if (ends.low + ends.high > 0) at_end_level.Insert(r.group);
-      }
     }
-    if (!one_group) {
-      if (reader.in_place()) {
-        // The mapping itself: under the guard, as Decode would read it
-        // (FoldMoments allocates nothing).
-        absl::Status s = GuardedRead([&] {
-          fold(v, ref != nullptr ? x.data() : nullptr, m, first);
-          return absl::OkStatus();
-        });
-        if (!s.ok()) return s;
-      } else {
-        fold(v, ref != nullptr ? x.data() : nullptr, m, first);
-      }
-      if (st.has_levels) code_counter.Add(codes.data(), m);
+    return ref_ != nullptr
+               ? DecodeMappedRows(*ref_, o_.ref_rows, first, m, x_.data())
+               : absl::OkStatus();
+  });
+}
+
+void StatsPass::FoldRuns(int64_t first) {
+  const float* v = reader_.values();
+  int64_t i = 0;
+  for (const QuantRun& r : reader_.runs()) {
+    const int64_t k = i;
+    i += r.count;
+    max_group_ = std::max(max_group_, r.group);
+    if (one_group_ && r.group != want_) continue;
+    counted_ += r.count;
+    if (level_index_ < 0) {
+      level_index_ = first + k;
+      only_group_ = r.group;
+    } else if (r.group != only_group_) {
+      many_groups_ = true;
+    }
+    // Without a group asked for, every run is counted: the chunk's
+    // elements are folded at once (FirstPass).
+    if (one_group_) {
+      Fold(v + k, RefsAt(k), r.count, first + k);
+      if (st_.has_levels) code_counter_.Add(codes_.data() + k, r.count);
+    }
+    if (st_.has_levels && r.group >= 0) {
+      const EndLevelCounts ends = CountAtEndLevels(v + k, r.count, r);
+      st_.at_lowest_level += ends.low;
+      st_.at_highest_level += ends.high;
+      if (ends.finite > 0) groups_.Insert(r.group);
+      if (ends.low + ends.high > 0) at_end_level_.Insert(r.group);
     }
   }
-  if (one_group && counted == 0) {
+}
+
+absl::Status StatsPass::FirstPass() {
+  for (int64_t first = 0; first < n_; first += chunk_) {
+    TM_RETURN_IF_ERROR(CancelledAt(first, "first pass"));
+    const int64_t m = std::min(chunk_, n_ - first);
+    TM_RETURN_IF_ERROR(ReadFirst(first, m));
+    FoldRuns(first);
+    if (one_group_) continue;
+    const float* v = reader_.values();
+    if (reader_.in_place()) {
+      // The mapping itself: under the guard, as Decode would read it
+      // (FoldMoments allocates nothing).
+      TM_RETURN_IF_ERROR(GuardedRead([&] {
+        Fold(v, RefsAt(0), m, first);
+        return absl::OkStatus();
+      }));
+    } else {
+      Fold(v, RefsAt(0), m, first);
+    }
+    if (st_.has_levels) code_counter_.Add(codes_.data(), m);
+  }
+  if (one_group_ && counted_ == 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("group ", want, " is past the last group of tensor '",
-                     t.name, "', which has groups 0..", max_group));
+        absl::StrCat("group ", want_, " is past the last group of tensor '",
+                     t_.name, "', which has groups 0..", max_group_));
   }
-  st.count = counted;
-  st.nan_count = mo.nan;
-  st.inf_count = mo.inf;
-  st.zeros = mo.zeros;
-  st.pruned_zeros = mo.pruned;
-  st.induced_zeros = mo.zeros_with_ref - mo.pruned;
-  if (st.has_levels) code_counter.AddTo(&st.code_histogram);
-  if (top_code_at >= 0) {
+  return absl::OkStatus();
+}
+
+absl::Status StatsPass::Summarize() {
+  st_.count = counted_;
+  st_.nan_count = mo_.nan;
+  st_.inf_count = mo_.inf;
+  st_.zeros = mo_.zeros;
+  st_.pruned_zeros = mo_.pruned;
+  st_.induced_zeros = mo_.zeros_with_ref - mo_.pruned;
+  if (st_.has_levels) code_counter_.AddTo(&st_.code_histogram);
+  if (top_code_at_ >= 0) {
     ScalarInfo s;
-    if (absl::Status e =
-            GuardedRead([&] { return t.encoding->Inspect(top_code_at, &s); });
-        !e.ok()) {
-      return e;
-    }
-    st.codes_signed = s.code < 0;
+    TM_RETURN_IF_ERROR(
+        GuardedRead([&] { return t_.encoding->Inspect(top_code_at_, &s); }));
+    st_.codes_signed = s.code < 0;
   }
-  if (level_index >= 0 && !many_groups) {
+  if (level_index_ >= 0 && !many_groups_) {
     ScalarInfo s;
-    if (absl::Status e =
-            GuardedRead([&] { return t.encoding->Inspect(level_index, &s); });
-        !e.ok()) {
-      return e;
-    }
-    st.levels = GroupLevels(s);
+    TM_RETURN_IF_ERROR(
+        GuardedRead([&] { return t_.encoding->Inspect(level_index_, &s); }));
+    st_.levels = GroupLevels(s);
   }
-  const int64_t finite = counted - st.nan_count - st.inf_count;
+  const int64_t finite = counted_ - st_.nan_count - st_.inf_count;
   if (finite > 0) {
     // A min or max of zero is the first zero in index order, as the
     // element-order comparison keeps it (+0 and -0 compare equal).
-    const double lo = mo.lo == 0 ? mo.first_zero : mo.lo;
-    const double hi = mo.hi == 0 ? mo.first_zero : mo.hi;
-    st.min = lo;
-    st.max = hi;
-    st.mean = SumOfLanes(mo.sum) / finite;
-    st.std = std::sqrt(
-        std::max(0.0, SumOfLanes(mo.sum_sq) / finite - st.mean * st.mean));
-    st.absmax = std::max(std::fabs(lo), std::fabs(hi));
+    const double lo = mo_.lo == 0 ? mo_.first_zero : mo_.lo;
+    const double hi = mo_.hi == 0 ? mo_.first_zero : mo_.hi;
+    st_.min = lo;
+    st_.max = hi;
+    st_.mean = SumOfLanes(mo_.sum) / finite;
+    st_.std = std::sqrt(
+        std::max(0.0, SumOfLanes(mo_.sum_sq) / finite - st_.mean * st_.mean));
+    st_.absmax = std::max(std::fabs(lo), std::fabs(hi));
   }
-  st.sparsity = counted > 0 ? static_cast<double>(st.zeros) / counted : 0;
-  st.groups = groups.size();
-  st.groups_at_end_level = at_end_level.size();
-  for (int64_t c : st.code_histogram) st.levels_used += c > 0;
+  st_.sparsity = counted_ > 0 ? static_cast<double>(st_.zeros) / counted_ : 0;
+  st_.groups = groups_.size();
+  st_.groups_at_end_level = at_end_level_.size();
+  for (int64_t c : st_.code_histogram) st_.levels_used += c > 0;
+  return absl::OkStatus();
+}
 
-  // Pass 2: the histogram over [hist_min, hist_max].
-  st.hist_min = o.range_min.value_or(st.min);
-  st.hist_max = o.range_max.value_or(st.max);
-  const int bins = std::max(1, o.bins);
-  st.histogram.assign(bins, 0);
-  const Binner binner(st.hist_min, st.hist_max, bins);
+absl::Status StatsPass::ReadSecond(int64_t first, int64_t m, bool values_done) {
+  // One group: the values come with their groups, to pick the group's.
+  return GuardedRead([&]() -> absl::Status {
+    if (one_group_) {
+      TM_RETURN_IF_ERROR(reader_.Read(first, m));
+    } else if (!values_done) {
+      TM_RETURN_IF_ERROR(reader_.ReadValues(first, m));
+    }
+    return ref_ != nullptr
+               ? DecodeMappedRows(*ref_, o_.ref_rows, first, m, x_.data())
+               : absl::OkStatus();
+  });
+}
+
+void StatsPass::AddReference(int64_t m) {
+  const Binner binner(st_.hist_min, st_.hist_max,
+                      static_cast<int>(st_.histogram.size()));
+  if (!one_group_) {
+    binner.Add(x_.data(), m, st_.reference_histogram.data());
+    return;
+  }
+  int64_t i = 0;
+  for (const QuantRun& r : reader_.runs()) {
+    if (r.group == want_) {
+      binner.Add(x_.data() + i, r.count, st_.reference_histogram.data());
+    }
+    i += r.count;
+  }
+}
+
+absl::Status StatsPass::AddValues(int64_t m, bool exact) {
+  const Binner binner(st_.hist_min, st_.hist_max,
+                      static_cast<int>(st_.histogram.size()));
+  const float* v = reader_.values();
+  auto add = [&](const float* values, int64_t count) {
+    if (exact) {
+      fine_.AddCut(binner, values, count, avx2_, st_.histogram.data());
+    } else {
+      binner.Add(values, count, st_.histogram.data());
+    }
+  };
+  if (!one_group_) {
+    if (!reader_.in_place()) {
+      add(v, m);
+      return absl::OkStatus();
+    }
+    // In place: under the guard (binning allocates nothing).
+    return GuardedRead([&] {
+      add(v, m);
+      return absl::OkStatus();
+    });
+  }
+  int64_t i = 0;
+  for (const QuantRun& r : reader_.runs()) {
+    if (r.group == want_) add(v + i, r.count);
+    i += r.count;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StatsPass::HistogramPass() {
+  st_.hist_min = o_.range_min.value_or(st_.min);
+  st_.hist_max = o_.range_max.value_or(st_.max);
+  const int bins = std::max(1, o_.bins);
+  st_.histogram.assign(bins, 0);
+  const Binner binner(st_.hist_min, st_.hist_max, bins);
   // Buckets inside one bin are counted already; the rest (or, for a range
   // of no finite positive width, every value) are binned one by one.
-  const bool exact = use_fine && binner.Exact();
-  const bool values_done = exact && !fine.Resolve(binner, st.histogram.data());
+  const bool exact = use_fine_ && binner.Exact();
+  const bool values_done =
+      exact && !fine_.Resolve(binner, st_.histogram.data());
   // The source's values, binned alike, need the pass whatever the buckets.
-  if (ref != nullptr) st.reference_histogram.assign(bins, 0);
-  if (values_done && ref == nullptr) return st;
-  for (int64_t first = 0; first < n; first += chunk) {
-    if (o.cancelled && o.cancelled()) {
-      return absl::CancelledError(absl::StrCat("statistics of '", t.name,
-                                               "' cancelled at element ", first,
-                                               " of ", n, " (histogram pass)"));
-    }
-    const int64_t m = std::min(chunk, n - first);
-    // One group: the values come with their groups, to pick the group's.
-    if (absl::Status s = GuardedRead([&]() -> absl::Status {
-          if (one_group) {
-            TM_RETURN_IF_ERROR(reader.Read(first, m));
-          } else if (!values_done) {
-            TM_RETURN_IF_ERROR(reader.ReadValues(first, m));
-          }
-          return ref != nullptr
-                     ? DecodeMappedRows(*ref, o.ref_rows, first, m, x.data())
-                     : absl::OkStatus();
-        });
-        !s.ok()) {
-      return s;
-    }
-    if (ref != nullptr) {
-      if (!one_group) {
-        binner.Add(x.data(), m, st.reference_histogram.data());
-      } else {
-        int64_t i = 0;
-        for (const QuantRun& r : reader.runs()) {
-          if (r.group == want) {
-            binner.Add(x.data() + i, r.count, st.reference_histogram.data());
-          }
-          i += r.count;
-        }
-      }
-      if (values_done) continue;
-    }
-    const float* v = reader.values();
-    auto add = [&](const float* values, int64_t count) {
-      if (exact) {
-        fine.AddCut(binner, values, count, avx2, st.histogram.data());
-      } else {
-        binner.Add(values, count, st.histogram.data());
-      }
-    };
-    if (!one_group) {
-      if (reader.in_place()) {
-        // In place: under the guard (binning allocates nothing).
-        absl::Status s = GuardedRead([&] {
-          add(v, m);
-          return absl::OkStatus();
-        });
-        if (!s.ok()) return s;
-      } else {
-        add(v, m);
-      }
-      continue;
-    }
-    int64_t i = 0;
-    for (const QuantRun& r : reader.runs()) {
-      if (r.group == want) add(v + i, r.count);
-      i += r.count;
-    }
+  if (ref_ != nullptr) st_.reference_histogram.assign(bins, 0);
+  if (values_done && ref_ == nullptr) return absl::OkStatus();
+  for (int64_t first = 0; first < n_; first += chunk_) {
+    TM_RETURN_IF_ERROR(CancelledAt(first, "histogram pass"));
+    const int64_t m = std::min(chunk_, n_ - first);
+    TM_RETURN_IF_ERROR(ReadSecond(first, m, values_done));
+    if (ref_ != nullptr) AddReference(m);
+    if (!values_done) TM_RETURN_IF_ERROR(AddValues(m, exact));
   }
-  return st;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& t,
+                                         const LogicalTensor* ref,
+                                         const StatsOptions& o) {
+  TM_RETURN_IF_ERROR(CheckStatsRequest(t, ref, o));
+  StatsPass pass(t, ref, o);
+  TM_RETURN_IF_ERROR(pass.Run());
+  return std::move(pass.stats());
 }
 
 }  // namespace tensormorph

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <random>
 #include <string>
@@ -467,6 +468,112 @@ TEST(StatsReferenceTest, FixtureFormatsMatchTheElementwisePass) {
             o.group.value_or(-1), r != nullptr ? " with ref" : ""));
         ExpectSameAsReference(*t, r, o);
       }
+    }
+  }
+}
+
+// Sets the fp16 at `at` of each listed block of `bytes` (blocks of
+// `block_bytes`) to `half`: a block's scale made NaN, infinite or zero.
+void SetBlockHalf(std::string* bytes, size_t block_bytes, size_t at,
+                  std::initializer_list<size_t> blocks, uint16_t half) {
+  for (size_t b : blocks)
+    std::memcpy(bytes->data() + b * block_bytes + at, &half, 2);
+}
+
+// Sets bytes [from, to) of each listed block to `value`: every code of the
+// block (or of part of it) equal.
+void SetBlockBytes(std::string* bytes, size_t block_bytes, size_t from,
+                   size_t to, std::initializer_list<size_t> blocks,
+                   uint8_t value) {
+  for (size_t b : blocks) {
+    std::memset(bytes->data() + b * block_bytes + from, value, to - from);
+  }
+}
+
+// Groups a statistic from codes would get wrong if it trusted the codes
+// alone: scales that are NaN (every value NaN), +Inf (values +-Inf, and NaN
+// where the code is 0), zero (every code decodes to 0, so every element sits
+// on both end levels), blocks whose codes are all equal (one level used; for
+// Q8_0 all -128, the signed end), in the first and last block and in blocks a
+// chunk of 777 or 1000 elements straddles. 140 rows of 512: past the size
+// where pass 1 buckets values; and a one-dimensional F16 and BF16 of 2^17 + 7
+// elements (a tail past the last full lane block), with every code pattern
+// once among gaussians (every NaN payload, both infinities, subnormals).
+std::string WriteAdversarialGguf() {
+  constexpr int64_t kRows = 140, kCols = 512;
+  const size_t n = static_cast<size_t>(kRows * kCols);
+  std::vector<float> plain = WildValues(n, 17, false);
+  for (float& f : plain) f = std::isfinite(f) && std::fabs(f) < 4 ? f : 0.25f;
+  const size_t last32 = n / 32 - 1, last256 = n / 256 - 1;
+  std::string q8 = testing::QuantizeQ8_0(plain);
+  SetBlockHalf(&q8, 34, 0, {0, 24, 1500}, 0x7e00);             // NaN
+  SetBlockHalf(&q8, 34, 0, {1, 31, 1700}, 0x7c00);             // +Inf
+  SetBlockHalf(&q8, 34, 0, {2, 48, last32}, 0x0000);           // zero
+  SetBlockHalf(&q8, 34, 0, {3}, 0x8000);                       // -0
+  SetBlockBytes(&q8, 34, 2, 34, {4, 62, 2000}, 0x80);          // all -128
+  SetBlockBytes(&q8, 34, 2, 34, {5, 2001, last32 - 1}, 0x07);  // all 7
+  std::string q4 = testing::QuantizeQ4_0(plain);
+  SetBlockHalf(&q4, 18, 0, {0, 24, 1500}, 0x7e00);
+  SetBlockHalf(&q4, 18, 0, {1, 31, 1700}, 0xfc00);  // -Inf
+  SetBlockHalf(&q4, 18, 0, {2, 48, last32}, 0x0000);
+  SetBlockBytes(&q4, 18, 2, 18, {4, 62, 2000}, 0x88);  // code 8: zero
+  SetBlockBytes(&q4, 18, 2, 18, {5, 2001, last32 - 1}, 0xff);
+  std::string q4k = testing::QuantizeQ4_K(plain);
+  SetBlockHalf(&q4k, 144, 0, {0, 40}, 0x7e00);  // d NaN
+  SetBlockHalf(&q4k, 144, 2, {1, 41}, 0x7c00);  // dmin +Inf
+  SetBlockHalf(&q4k, 144, 0, {2, last256}, 0);  // d zero: every level -m
+  SetBlockHalf(&q4k, 144, 2, {2, 3}, 0);        // and dmin zero too
+  SetBlockBytes(&q4k, 144, 16, 144, {4, 100}, 0x00);
+  SetBlockBytes(&q4k, 144, 16, 80, {5, last256 - 1}, 0xff);
+  std::string q6k = testing::QuantizeQ6_K(plain);
+  SetBlockHalf(&q6k, 210, 208, {0, 40}, 0x7e00);
+  SetBlockHalf(&q6k, 210, 208, {1, last256}, 0x7c00);
+  SetBlockHalf(&q6k, 210, 208, {2, 41}, 0);
+  SetBlockBytes(&q6k, 210, 0, 192, {4, 100}, 0x00);  // every code -32
+  GgufSpec s;
+  s.kv.push_back({"general.architecture", GgufString("llama")});
+  s.tensors.push_back({"q8_0", {kCols, kRows}, 8, q8});
+  s.tensors.push_back({"q4_0", {kCols, kRows}, 2, q4});
+  s.tensors.push_back({"q4_k", {kCols, kRows}, 12, q4k});
+  s.tensors.push_back({"q6_k", {kCols, kRows}, 14, q6k});
+  constexpr int64_t kTail = (int64_t{1} << 17) + 7;
+  std::vector<float> g = testing::Gaussian(kTail, 23, 0.5f);
+  std::string f16(kTail * 2, '\0'), bf16(kTail * 2, '\0');
+  for (int64_t i = 0; i < kTail; ++i) {
+    // Every 16-bit pattern once, at the even indices, between gaussians.
+    const bool pattern = i % 2 == 0 && i < (int64_t{1} << 17);
+    const auto code = static_cast<uint16_t>(i / 2);
+    const uint16_t f = pattern ? code : testing::F32ToF16Bits(g[i]);
+    const uint16_t b = pattern ? code : testing::F32ToBF16Bits(g[i]);
+    std::memcpy(f16.data() + 2 * i, &f, 2);
+    std::memcpy(bf16.data() + 2 * i, &b, 2);
+  }
+  s.tensors.push_back({"f16", {kTail}, 1, f16});
+  s.tensors.push_back({"bf16", {kTail}, 30, bf16});
+  const std::string path = MakeTempDir() + "/adversarial.gguf";
+  WriteFile(path, BuildGguf(s));
+  return path;
+}
+
+TEST(StatsReferenceTest, AdversarialGroupsMatchTheElementwisePass) {
+  auto ckpt = Checkpoint::Open(WriteAdversarialGguf());
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  for (const char* name : {"q8_0", "q4_0", "q4_k", "q6_k", "f16", "bf16"}) {
+    const LogicalTensor* t = (*ckpt)->FindTensor(name);
+    ASSERT_NE(t, nullptr) << name;
+    const int64_t groups = GroupCount(*t);
+    std::vector<StatsOptions> sets = OptionSets(*t, groups);
+    // The groups with a NaN, infinite and zero scale themselves.
+    for (int64_t g : {int64_t{1}, int64_t{2}, int64_t{4}}) {
+      if (g >= groups) continue;
+      StatsOptions o;
+      o.group = g;
+      sets.push_back(o);
+    }
+    for (const StatsOptions& o : sets) {
+      SCOPED_TRACE(absl::StrCat(name, " chunk ", o.chunk_elements, " bins ",
+                                o.bins, " group ", o.group.value_or(-1)));
+      ExpectSameAsReference(*t, nullptr, o);
     }
   }
 }

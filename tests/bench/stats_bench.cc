@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <string>
@@ -96,7 +97,8 @@ Data& GetData() {
   return *d;
 }
 
-const char* const kFormats[] = {"q4_k", "q8_0", "f32", "f16", "gptq_int4"};
+const char* const kFormats[] = {"q4_k", "q8_0",      "f32",
+                                "f16",  "gptq_int4", "bf16"};
 
 using ::tensormorph::bench::DecodePass;
 using ::tensormorph::bench::ThreadSeconds;
@@ -369,7 +371,7 @@ void BM_HeatmapErrorVsValue(benchmark::State& state) {
 }
 
 void Args(benchmark::internal::Benchmark* b, bool pair) {
-  for (int f = 0; f < 5; ++f) {
+  for (int f = 0; f < static_cast<int>(std::size(kFormats)); ++f) {
     if (pair) {
       b->Args({f, 0})->Args({f, 1});
     } else {

@@ -452,7 +452,17 @@ class ChunkReader {
   // then be under GuardedRead (in_place() says so).
   ChunkReader(const LogicalTensor& t, bool ranges, size_t capacity,
               bool in_place)
-      : t_(t), ranges_(ranges), allow_in_place_(in_place), v_(capacity) {}
+      : t_(t),
+        ranges_(ranges),
+        allow_in_place_(in_place),
+        capacity_(capacity) {}
+
+  // After Init, outside the fault guard (it allocates): the buffer values
+  // are decoded into, unless they are read in place (then never touched:
+  // no megabyte of fresh pages zeroed for nothing).
+  void AllocateBuffer() {
+    if (stored_ == nullptr) v_.resize(capacity_);
+  }
 
   // REQUIRES: the tensor is not empty. Errors: as GroupIds.
   absl::Status Init() {
@@ -508,6 +518,7 @@ class ChunkReader {
   const LogicalTensor& t_;
   bool ranges_;
   bool allow_in_place_;
+  size_t capacity_;
   bool plain_ = false;
   const float* stored_ = nullptr;  // the elements in place, or nullptr
   const float* at_ = nullptr;      // the values of the last read
@@ -948,6 +959,7 @@ StatsPass::StatsPass(const LogicalTensor& t, const LogicalTensor* ref,
 
 absl::Status StatsPass::Run() {
   TM_RETURN_IF_ERROR(GuardedRead([&] { return reader_.Init(); }));
+  reader_.AllocateBuffer();
   TM_RETURN_IF_ERROR(FirstPass());
   TM_RETURN_IF_ERROR(Summarize());
   return HistogramPass();

@@ -5,6 +5,7 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -574,6 +575,47 @@ class Binner {
 
 constexpr int64_t kFineMinElements = int64_t{1} << 16;
 
+// The bin of every float by its top 16 bits where that bucket lies inside
+// one bin (Binner::Uniform, for an Exact() binner), found once per
+// histogram: a reference's values, which pass 1 does not bucket, are then
+// binned in pass 2 by a lookup and an increment each, with Bin itself only
+// for values of the few buckets an edge cuts. Binner::Add's division and
+// floor per value made a reference cost more than the tensor's own stats.
+// Bins are Binner::Add's exactly (Bin is monotonic).
+class BucketBins {
+ public:
+  // REQUIRES: binner.Exact().
+  explicit BucketBins(const Binner& binner)
+      : binner_(binner), bin_(size_t{1} << 16) {
+    for (uint32_t p = 0; p < bin_.size(); ++p) {
+      if ((p & 0x7fff) >= 0x7f80) {  // infinities and NaN: never binned
+        bin_[p] = kSkip;
+        continue;
+      }
+      const uint32_t low = p << 16, high = low | 0xffff;
+      const float a = std::bit_cast<float>(p & 0x8000 ? high : low);
+      const float b = std::bit_cast<float>(p & 0x8000 ? low : high);
+      int bin = 0;
+      bin_[p] = binner.Uniform(a, b, &bin) ? bin : kCut;
+    }
+  }
+  void Add(const float* v, int64_t n, int64_t* hist) const {
+    for (int64_t i = 0; i < n; ++i) {
+      const int32_t b = bin_[std::bit_cast<uint32_t>(v[i]) >> 16];
+      if (b >= 0) {
+        ++hist[b];
+      } else if (b == kCut) {
+        ++hist[binner_.Bin(v[i])];
+      }
+    }
+  }
+
+ private:
+  static constexpr int32_t kCut = -1, kSkip = -2;
+  const Binner& binner_;
+  std::vector<int32_t> bin_;
+};
+
 #if defined(__x86_64__)
 // A test in float arithmetic that a value's 16-bit bucket (FineHistogram)
 // may hold a bin edge: t = (x - min) / width estimated at both ends of the
@@ -848,7 +890,9 @@ class StatsPass {
   absl::Status Summarize();
   // Reads chunk [first, first + m) for the histogram pass.
   absl::Status ReadSecond(int64_t first, int64_t m, bool values_done);
-  void AddReference(int64_t m);
+  // Bins the reference's values of the chunk (those of options.group
+  // with one): through `buckets` where given, else Binner::Add.
+  void AddReference(const Binner& binner, const BucketBins* buckets, int64_t m);
   absl::Status AddValues(int64_t m, bool exact);
   absl::Status HistogramPass();
 
@@ -1106,18 +1150,23 @@ absl::Status StatsPass::ReadSecond(int64_t first, int64_t m, bool values_done) {
   });
 }
 
-void StatsPass::AddReference(int64_t m) {
-  const Binner binner(st_.hist_min, st_.hist_max,
-                      static_cast<int>(st_.histogram.size()));
+void StatsPass::AddReference(const Binner& binner, const BucketBins* buckets,
+                             int64_t m) {
+  int64_t* hist = st_.reference_histogram.data();
+  auto add = [&](const float* x, int64_t count) {
+    if (buckets != nullptr) {
+      buckets->Add(x, count, hist);
+    } else {
+      binner.Add(x, count, hist);
+    }
+  };
   if (!one_group_) {
-    binner.Add(x_.data(), m, st_.reference_histogram.data());
+    add(x_.data(), m);
     return;
   }
   int64_t i = 0;
   for (const QuantRun& r : reader_.runs()) {
-    if (r.group == want_) {
-      binner.Add(x_.data() + i, r.count, st_.reference_histogram.data());
-    }
+    if (r.group == want_) add(x_.data() + i, r.count);
     i += r.count;
   }
 }
@@ -1169,11 +1218,17 @@ absl::Status StatsPass::HistogramPass() {
   // The source's values, binned alike, need the pass whatever the buckets.
   if (ref_ != nullptr) st_.reference_histogram.assign(bins, 0);
   if (values_done && ref_ == nullptr) return absl::OkStatus();
+  std::optional<BucketBins> ref_buckets;
+  if (ref_ != nullptr && n_ >= kFineMinElements && binner.Exact()) {
+    ref_buckets.emplace(binner);
+  }
   for (int64_t first = 0; first < n_; first += chunk_) {
     TM_RETURN_IF_ERROR(CancelledAt(first, "histogram pass"));
     const int64_t m = std::min(chunk_, n_ - first);
     TM_RETURN_IF_ERROR(ReadSecond(first, m, values_done));
-    if (ref_ != nullptr) AddReference(m);
+    if (ref_ != nullptr) {
+      AddReference(binner, ref_buckets ? &*ref_buckets : nullptr, m);
+    }
     if (!values_done) TM_RETURN_IF_ERROR(AddValues(m, exact));
   }
   return absl::OkStatus();

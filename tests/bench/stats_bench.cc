@@ -1,8 +1,9 @@
 // ComputeStats and ComputeHeatmap throughput (best of 5, in thread CPU
 // time), each beside a plain decode pass of the same tensor measured in the
 // same run (the ratio is the figure: issue 20 asks >= 0.5x). A 4096 x 4096
-// tensor in Q4_K, Q8_0, F32, F16 (one GGUF, all quantized from the same
-// gaussian values, whose F32 copy is the reference) and GPTQ int4 (group 128).
+// tensor in Q4_K, Q8_0, F32, F16, BF16 (one GGUF, all quantized from the
+// same gaussian values, whose F32 copy is the reference) and GPTQ int4
+// (group 128).
 //   build/tests/bench/stats_bench
 //   TENSORMORPH_STATS_BENCH_FILE=/dev/shm/s.gguf build/tests/bench/stats_bench
 //     (also keeps the GGUF there, for `tensormorph stats` end to end)

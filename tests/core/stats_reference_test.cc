@@ -10,7 +10,9 @@
 // signed zeros and magnitudes whose sums round at every step; with a
 // reference (its values binned alike: reference_histogram), with
 // options.group, with a histogram range that clamps, with chunks that end
-// inside groups.
+// inside groups; and on adversarial groups (NaN, infinite and zero scales,
+// groups of one code, every F16/BF16 code), where a statistic taken from
+// codes rather than values could go wrong.
 #include <atomic>
 #include <bit>
 #include <cmath>
@@ -32,6 +34,7 @@
 #include "core/stats.h"
 #include "core/util/status_macros.h"
 #include "gtest/gtest.h"
+#include "tests/support/fixture_copy.h"
 #include "tests/support/gguf_writer.h"
 #include "tests/support/quantize.h"
 #include "tests/support/safetensors_writer.h"
@@ -561,6 +564,12 @@ TEST(StatsReferenceTest, AdversarialGroupsMatchTheElementwisePass) {
   for (const char* name : {"q8_0", "q4_0", "q4_k", "q6_k", "f16", "bf16"}) {
     const LogicalTensor* t = (*ckpt)->FindTensor(name);
     ASSERT_NE(t, nullptr) << name;
+    // The edits took: NaN and infinite values (a NaN or infinite scale,
+    // or, for F16 and BF16, their codes).
+    auto whole = ComputeStats(*t, nullptr, StatsOptions());
+    ASSERT_TRUE(whole.ok()) << whole.status();
+    EXPECT_GT(whole->nan_count, 0) << name;
+    EXPECT_GT(whole->inf_count, 0) << name;
     const int64_t groups = GroupCount(*t);
     std::vector<StatsOptions> sets = OptionSets(*t, groups);
     // The groups with a NaN, infinite and zero scale themselves.
@@ -572,6 +581,81 @@ TEST(StatsReferenceTest, AdversarialGroupsMatchTheElementwisePass) {
     }
     for (const StatsOptions& o : sets) {
       SCOPED_TRACE(absl::StrCat(name, " chunk ", o.chunk_elements, " bins ",
+                                o.bins, " group ", o.group.value_or(-1)));
+      ExpectSameAsReference(*t, nullptr, o);
+    }
+  }
+}
+
+// Sets entry `i` of an F16 tensor's data to `half`.
+void SetHalf(testing::StTensor* t, size_t i, uint16_t half) {
+  std::memcpy(t->data.data() + 2 * i, &half, 2);
+}
+
+// Sets entry `i` of an I32 tensor's data to `word`.
+void SetWord(testing::StTensor* t, size_t i, uint32_t word) {
+  std::memcpy(t->data.data() + 4 * i, &word, 4);
+}
+
+// The GPTQ and AWQ fixtures with adversarial groups: scales NaN, +Inf,
+// -Inf, zero and -0, and groups whose codes are all 0, all 8 or all 15
+// (GPTQ: qweight [in / 8, out], eight rows of words a group of 32 inputs;
+// AWQ: qweight [in, out / 8], a word eight outputs of one input).
+std::string WriteAdversarialConvention(const std::string& fixture) {
+  const std::string dir = MakeTempDir();
+  testing::CopyFixtureInto(fixture, dir);
+  const bool gptq = fixture.starts_with("gptq");
+  testing::EditSafetensors(
+      dir + "/model.safetensors", [&](std::vector<testing::StTensor>& ts) {
+        for (testing::StTensor& t : ts) {
+          if (t.name.ends_with("q_proj.scales")) {  // F16 [4, 64]
+            SetHalf(&t, 0, 0x7e00);
+            SetHalf(&t, 1, 0x7c00);
+            SetHalf(&t, 2, 0x0000);
+            SetHalf(&t, 64 + 5, 0xfc00);
+            SetHalf(&t, 3 * 64 + 63, 0x8000);
+          } else if (t.name.ends_with("q_proj.qweight")) {
+            if (gptq) {  // I32 [16, 64]
+              for (size_t row = 0; row < 4; ++row) {
+                SetWord(&t, row * 64 + 3, 0x88888888u);
+                SetWord(&t, row * 64 + 4, 0x00000000u);
+                SetWord(&t, (12 + row) * 64 + 63, 0xffffffffu);
+              }
+            } else {  // I32 [128, 8]
+              for (size_t row = 0; row < 32; ++row) {
+                SetWord(&t, row * 8, 0x00000000u);
+                SetWord(&t, (96 + row) * 8 + 7, 0xffffffffu);
+              }
+            }
+          }
+        }
+      });
+  return dir;
+}
+
+TEST(StatsReferenceTest, AdversarialConventionGroupsMatchTheElementwisePass) {
+  for (const char* fixture : {"gptq_4bit_g32", "awq_4bit_g32"}) {
+    auto ckpt = Checkpoint::Open(WriteAdversarialConvention(fixture));
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+    const LogicalTensor* t =
+        (*ckpt)->FindTensor("model.layers.0.self_attn.q_proj.weight");
+    ASSERT_NE(t, nullptr) << fixture;
+    const int64_t groups = GroupCount(*t);
+    ASSERT_GT(groups, 4) << fixture;
+    // The edits took: NaN and infinite values, zeros, one level in a group.
+    auto whole = ComputeStats(*t, nullptr, StatsOptions());
+    ASSERT_TRUE(whole.ok()) << whole.status();
+    EXPECT_GT(whole->nan_count, 0) << fixture;
+    EXPECT_GT(whole->inf_count, 0) << fixture;
+    EXPECT_GT(whole->zeros, 0) << fixture;
+    std::vector<StatsOptions> sets = OptionSets(*t, groups);
+    for (int64_t g : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}}) {
+      StatsOptions o;
+      o.group = g;
+      sets.push_back(o);
+    }
+    for (const StatsOptions& o : sets) {
+      SCOPED_TRACE(absl::StrCat(fixture, " chunk ", o.chunk_elements, " bins ",
                                 o.bins, " group ", o.group.value_or(-1)));
       ExpectSameAsReference(*t, nullptr, o);
     }

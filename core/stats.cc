@@ -5,6 +5,9 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <string>
+#include <utility>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -15,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/io/fault_guard.h"
 #include "core/quant/decode_simd.h"
+#include "core/quant/float_formats.h"
 #include "core/quant/levels.h"
 #include "core/util/lane_sum.h"
 #include "core/util/status_macros.h"
@@ -80,19 +84,34 @@ void FoldMomentsScalar(const float* v, const float* x, int64_t n, int64_t start,
 }
 
 #if defined(__x86_64__)
+// Asks for the cache line 2 KiB past `p`, which may lie past the data (a
+// prefetch never faults). The passes below read float32 in place, from the
+// file's mapping: without it, their loads waited on memory (three quarters
+// of the fold's time in `perf annotate` on the load's first use; F32 stats
+// 232 -> 658 M elements/s here), the hardware prefetcher not keeping ahead.
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) inline void PrefetchAhead(const float* p) {
+  _mm_prefetch(
+      reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(p) + 2048),
+      _MM_HINT_T0);
+}
+#endif
+
 // FoldMomentsScalar over `blocks` blocks of kLanes elements, the first at a
 // global index that is a multiple of kLanes: lanes 0-3, 4-7, 8-11 and
 // 12-15 in four vectors of doubles per sum, each lane's additions in index
 // order, rounded once each as the scalar ones are. Min and max per float
-// lane (NaN and infinities replaced by the bound that cannot win), counts
-// in 32-bit lanes added out every 2^24 blocks.
-__attribute__((target("avx2"))) void FoldBlocksAvx2(const float* v,
-                                                    const float* x,
-                                                    int64_t blocks,
-                                                    Moments* m) {
+// lane (NaN and infinities replaced by the bound that cannot win); the
+// counts by popcounts of compare masks into general registers, which
+// leaves the sixteen vector registers to the sums, the bounds and the
+// constants: with the counts in vectors too, the sums were spilled to the
+// stack and each addition waited on a store and a reload.
+__attribute__((target("avx2,popcnt"))) void FoldBlocksAvx2(const float* v,
+                                                           const float* x,
+                                                           int64_t blocks,
+                                                           Moments* m) {
   const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
   const __m256i inf_bits = _mm256_set1_epi32(0x7f800000);
-  const __m256i zero_i = _mm256_setzero_si256();
   const __m256 pos_inf = _mm256_set1_ps(std::numeric_limits<float>::infinity());
   const __m256 neg_inf =
       _mm256_set1_ps(-std::numeric_limits<float>::infinity());
@@ -102,52 +121,46 @@ __attribute__((target("avx2"))) void FoldBlocksAvx2(const float* v,
     q[k] = _mm256_loadu_pd(m->sum_sq + 4 * k);
   }
   __m256 lo = _mm256_set1_ps(m->lo), hi = _mm256_set1_ps(m->hi);
-  for (int64_t done = 0; done < blocks;) {
-    const int64_t end = std::min(blocks, done + (int64_t{1} << 24));
-    __m256i nan = zero_i, inf = zero_i, zeros = zero_i, pruned = zero_i;
-    for (; done < end; ++done) {
-      const float* b = v + done * kLanes;
-      for (int h = 0; h < 2; ++h) {
-        const __m256 f = _mm256_loadu_ps(b + 8 * h);
-        const __m256i mag = _mm256_and_si256(_mm256_castps_si256(f), abs_mask);
-        const __m256i fin = _mm256_cmpgt_epi32(inf_bits, mag);
-        const __m256i zero = _mm256_cmpeq_epi32(mag, zero_i);
-        nan = _mm256_sub_epi32(nan, _mm256_cmpgt_epi32(mag, inf_bits));
-        inf = _mm256_sub_epi32(inf, _mm256_cmpeq_epi32(mag, inf_bits));
-        zeros = _mm256_sub_epi32(zeros, zero);
-        if (x != nullptr) {
-          const __m256 xz =
-              _mm256_cmp_ps(_mm256_loadu_ps(x + done * kLanes + 8 * h),
-                            _mm256_setzero_ps(), _CMP_EQ_OQ);
-          pruned = _mm256_sub_epi32(
-              pruned, _mm256_and_si256(zero, _mm256_castps_si256(xz)));
-        }
-        const __m256 finf = _mm256_castsi256_ps(fin);
-        lo = _mm256_min_ps(_mm256_blendv_ps(pos_inf, f, finf), lo);
-        hi = _mm256_max_ps(_mm256_blendv_ps(neg_inf, f, finf), hi);
-        const __m256 fz = _mm256_and_ps(f, finf);  // non-finite: +0.0
-        const __m256d d0 = _mm256_cvtps_pd(_mm256_castps256_ps128(fz));
-        const __m256d d1 = _mm256_cvtps_pd(_mm256_extractf128_ps(fz, 1));
-        s[2 * h] = _mm256_add_pd(s[2 * h], d0);
-        s[2 * h + 1] = _mm256_add_pd(s[2 * h + 1], d1);
-        q[2 * h] = _mm256_add_pd(q[2 * h], _mm256_mul_pd(d0, d0));
-        q[2 * h + 1] = _mm256_add_pd(q[2 * h + 1], _mm256_mul_pd(d1, d1));
-      }
-    }
-    alignas(32) int32_t c[4][8];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(c[0]), nan);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(c[1]), inf);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(c[2]), zeros);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(c[3]), pruned);
-    for (int k = 0; k < 8; ++k) {
-      m->nan += c[0][k];
-      m->inf += c[1][k];
-      m->zeros += c[2][k];
+  int64_t nan = 0, inf = 0, zeros = 0, pruned = 0;
+  for (int64_t done = 0; done < blocks; ++done) {
+    const float* b = v + done * kLanes;
+    PrefetchAhead(b);
+    for (int h = 0; h < 2; ++h) {
+      const __m256 f = _mm256_loadu_ps(b + 8 * h);
+      const __m256i mag = _mm256_and_si256(_mm256_castps_si256(f), abs_mask);
+      const __m256i fin = _mm256_cmpgt_epi32(inf_bits, mag);
+      const unsigned zero =
+          static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(
+              _mm256_cmpeq_epi32(mag, _mm256_setzero_si256()))));
+      nan += std::popcount(static_cast<unsigned>(_mm256_movemask_ps(
+          _mm256_castsi256_ps(_mm256_cmpgt_epi32(mag, inf_bits)))));
+      inf += std::popcount(static_cast<unsigned>(_mm256_movemask_ps(
+          _mm256_castsi256_ps(_mm256_cmpeq_epi32(mag, inf_bits)))));
+      zeros += std::popcount(zero);
       if (x != nullptr) {
-        m->zeros_with_ref += c[2][k];
-        m->pruned += c[3][k];
+        const unsigned xz = static_cast<unsigned>(_mm256_movemask_ps(
+            _mm256_cmp_ps(_mm256_loadu_ps(x + done * kLanes + 8 * h),
+                          _mm256_setzero_ps(), _CMP_EQ_OQ)));
+        pruned += std::popcount(zero & xz);
       }
+      const __m256 finf = _mm256_castsi256_ps(fin);
+      lo = _mm256_min_ps(_mm256_blendv_ps(pos_inf, f, finf), lo);
+      hi = _mm256_max_ps(_mm256_blendv_ps(neg_inf, f, finf), hi);
+      const __m256 fz = _mm256_and_ps(f, finf);  // non-finite: +0.0
+      const __m256d d0 = _mm256_cvtps_pd(_mm256_castps256_ps128(fz));
+      const __m256d d1 = _mm256_cvtps_pd(_mm256_extractf128_ps(fz, 1));
+      s[2 * h] = _mm256_add_pd(s[2 * h], d0);
+      s[2 * h + 1] = _mm256_add_pd(s[2 * h + 1], d1);
+      q[2 * h] = _mm256_add_pd(q[2 * h], _mm256_mul_pd(d0, d0));
+      q[2 * h + 1] = _mm256_add_pd(q[2 * h + 1], _mm256_mul_pd(d1, d1));
     }
+  }
+  m->nan += nan;
+  m->inf += inf;
+  m->zeros += zeros;
+  if (x != nullptr) {
+    m->zeros_with_ref += zeros;
+    m->pruned += pruned;
   }
   for (int k = 0; k < 4; ++k) {
     _mm256_storeu_pd(m->sum + 4 * k, s[k]);
@@ -171,12 +184,43 @@ void CountFine(const float* v, int64_t n, int64_t* fine) {
   for (int64_t j = 0; j < n; ++j) ++fine[std::bit_cast<uint32_t>(v[j]) >> 16];
 }
 
+// How pass 1 keys a value's fine bucket. kTop16: its float32 top 16 bits
+// (CountFine; for BF16 that is its code). kF16: the float16 code of a value
+// that is one (plain F16: Decode's values are float16 values exactly, so
+// the conversion back is exact), through F16C.
+enum class FineKey { kTop16, kF16 };
+
+#if defined(__x86_64__)
+// CountFine by float16 code: eight conversions at a time, each exact (the
+// value is a float16's), NaN to some NaN code (which the histogram skips).
+__attribute__((target("avx2,f16c"))) void CountF16CodesAvx2(const float* v,
+                                                            int64_t n,
+                                                            int64_t* fine) {
+  alignas(16) uint16_t h[8];
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    _mm_store_si128(reinterpret_cast<__m128i*>(h),
+                    _mm256_cvtps_ph(_mm256_loadu_ps(v + j), _MM_FROUND_NO_EXC));
+    ++fine[h[0]];
+    ++fine[h[1]];
+    ++fine[h[2]];
+    ++fine[h[3]];
+    ++fine[h[4]];
+    ++fine[h[5]];
+    ++fine[h[6]];
+    ++fine[h[7]];
+  }
+  for (; j < n; ++j) ++fine[_cvtss_sh(v[j], _MM_FROUND_NO_EXC)];
+}
+#endif
+
 // Folds v[0, n) (global indices start..start + n - 1) into `m`, in pieces
 // that stay in the L1 cache for the fine count beside: the vector path
 // where `avx2`, from the first index at a lane-0 boundary, with the scalar
 // path before and after; the same bits either way.
 void FoldMoments(const float* v, const float* x, int64_t n, int64_t start,
-                 bool avx2, Moments* m, int64_t* fine) {
+                 bool avx2, Moments* m, int64_t* fine,
+                 FineKey key = FineKey::kTop16) {
   const int64_t zeros_before = m->zeros;
   constexpr int64_t kPiece = 4096;
   for (int64_t p = 0; p < n; p += kPiece) {
@@ -195,7 +239,14 @@ void FoldMoments(const float* v, const float* x, int64_t n, int64_t start,
 #endif
     FoldMomentsScalar(pv + j, px != nullptr ? px + j : nullptr, len - j,
                       start + p + j, m);
-    if (fine != nullptr) CountFine(pv, len, fine);
+    if (fine == nullptr) continue;
+#if defined(__x86_64__)
+    if (key == FineKey::kF16) {
+      CountF16CodesAvx2(pv, len, fine);
+      continue;
+    }
+#endif
+    CountFine(pv, len, fine);
   }
   if (!m->have_zero && m->zeros > zeros_before) {
     for (int64_t j = 0; j < n; ++j) {
@@ -225,8 +276,8 @@ float AsFloatOrNaN(double d) {
 // As `finite && double(v) == range` for each element, in float compares
 // and integer sums that vectorize (no element equals a NaN bound, and a
 // non-finite one equals no finite bound).
-EndLevelCounts CountAtEndLevels(const float* v, int64_t n, const QuantRun& r) {
-  const float lo = AsFloatOrNaN(r.range_min), hi = AsFloatOrNaN(r.range_max);
+EndLevelCounts CountAtEndLevelsScalar(const float* v, int64_t n, float lo,
+                                      float hi) {
   int64_t finite = 0, low = 0, high = 0;
   for (int64_t i = 0; i < n; ++i) {
     const float f = v[i];
@@ -239,12 +290,107 @@ EndLevelCounts CountAtEndLevels(const float* v, int64_t n, const QuantRun& r) {
   return {finite, low, high};
 }
 
+#if defined(__x86_64__)
+// CountAtEndLevelsScalar eight values at a time: the same float compares
+// (ordered: a NaN equals nothing), counted by popcounts of their masks.
+// A run is a group of 32 or so: the SSE2 loop the compiler made of the
+// scalar one (64-bit sums) was a third of the first pass's own time.
+__attribute__((target("avx2,popcnt"))) EndLevelCounts CountAtEndLevelsAvx2(
+    const float* v, int64_t n, float lo, float hi) {
+  const __m256 low_level = _mm256_set1_ps(lo), high_level = _mm256_set1_ps(hi);
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
+  const __m256i inf_bits = _mm256_set1_epi32(0x7f800000);
+  int64_t finite = 0, low = 0, high = 0;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 f = _mm256_loadu_ps(v + i);
+    const __m256i mag = _mm256_and_si256(_mm256_castps_si256(f), abs_mask);
+    const unsigned fin = static_cast<unsigned>(_mm256_movemask_ps(
+        _mm256_castsi256_ps(_mm256_cmpgt_epi32(inf_bits, mag))));
+    const unsigned at_low = static_cast<unsigned>(
+        _mm256_movemask_ps(_mm256_cmp_ps(f, low_level, _CMP_EQ_OQ)));
+    const unsigned at_high = static_cast<unsigned>(
+        _mm256_movemask_ps(_mm256_cmp_ps(f, high_level, _CMP_EQ_OQ)));
+    finite += std::popcount(fin);
+    low += std::popcount(at_low);
+    high += std::popcount(at_high & ~at_low);
+  }
+  const EndLevelCounts tail = CountAtEndLevelsScalar(v + i, n - i, lo, hi);
+  return {finite + tail.finite, low + tail.low, high + tail.high};
+}
+#endif
+
+// As `finite && double(v) == range` for each element of the run, the
+// vector path where `avx2`; the same counts either way.
+EndLevelCounts CountAtEndLevels(const float* v, int64_t n, const QuantRun& r,
+                                bool avx2) {
+  const float lo = AsFloatOrNaN(r.range_min), hi = AsFloatOrNaN(r.range_max);
+#if defined(__x86_64__)
+  if (avx2) return CountAtEndLevelsAvx2(v, n, lo, hi);
+#endif
+  (void)avx2;
+  return CountAtEndLevelsScalar(v, n, lo, hi);
+}
+
+#if defined(__x86_64__)
+// Adds the count of each code k < 16 among c[0, n) (n a multiple of 32) to
+// counts[k]; returns how many it counted. 32 codes at a time, one compare
+// and one subtract per level into byte counters (eight levels at a time,
+// to stay in registers), summed out (psadbw) before a byte could wrap:
+// about a third of an increment's cost per code, where one increment per
+// code was half of what the first pass did beside its moments.
+__attribute__((target("avx2"))) int64_t CountNibblesAvx2(const uint8_t* c,
+                                                         int64_t n,
+                                                         int64_t* counts) {
+  int64_t total = 0;
+  for (int half = 0; half < 2; ++half) {
+    for (int64_t i = 0; i < n;) {
+      const int64_t end = std::min(n, i + 255 * 32);
+      __m256i acc[8];
+      for (__m256i& a : acc) a = _mm256_setzero_si256();
+      for (; i < end; i += 32) {
+        const __m256i x =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + i));
+        for (int k = 0; k < 8; ++k) {
+          const __m256i eq = _mm256_cmpeq_epi8(
+              x, _mm256_set1_epi8(static_cast<char>(8 * half + k)));
+          acc[k] = _mm256_sub_epi8(acc[k], eq);
+        }
+      }
+      for (int k = 0; k < 8; ++k) {
+        alignas(32) uint64_t lanes[4];
+        _mm256_store_si256(reinterpret_cast<__m256i*>(lanes),
+                           _mm256_sad_epu8(acc[k], _mm256_setzero_si256()));
+        const int64_t sum =
+            static_cast<int64_t>(lanes[0] + lanes[1] + lanes[2] + lanes[3]);
+        counts[8 * half + k] += sum;
+        total += sum;
+      }
+    }
+  }
+  return total;
+}
+#endif
+
 // A histogram of 8-bit codes, in four interleaved copies so that a run of
 // equal codes does not wait on its own increments.
 class CodeCounter {
  public:
-  void Add(const uint8_t* c, int64_t n) {
+  // `nibbles`: the codes are of 4 bits or fewer and the CPU has AVX2: codes
+  // 0..15 are counted by vector compares (CountNibblesAvx2), any other one
+  // by the loop below; the same counts either way.
+  void Add(const uint8_t* c, int64_t n, bool nibbles) {
     int64_t i = 0;
+#if defined(__x86_64__)
+    if (nibbles) {
+      i = n - n % 32;
+      const int64_t counted = CountNibblesAvx2(c, i, h_[1]);
+      if (counted != i) {
+        for (int64_t k = 0; k < i; ++k) h_[0][c[k]] += c[k] >= 16;
+      }
+    }
+#endif
+    (void)nibbles;
     for (; i + 4 <= n; i += 4) {
       ++h_[0][c[i]];
       ++h_[1][c[i + 1]];
@@ -307,7 +453,17 @@ class ChunkReader {
   // then be under GuardedRead (in_place() says so).
   ChunkReader(const LogicalTensor& t, bool ranges, size_t capacity,
               bool in_place)
-      : t_(t), ranges_(ranges), allow_in_place_(in_place), v_(capacity) {}
+      : t_(t),
+        ranges_(ranges),
+        allow_in_place_(in_place),
+        capacity_(capacity) {}
+
+  // After Init, outside the fault guard (it allocates): the buffer values
+  // are decoded into, unless they are read in place (then never touched:
+  // no megabyte of fresh pages zeroed for nothing).
+  void AllocateBuffer() {
+    if (stored_ == nullptr) v_.resize(capacity_);
+  }
 
   // REQUIRES: the tensor is not empty. Errors: as GroupIds.
   absl::Status Init() {
@@ -363,6 +519,7 @@ class ChunkReader {
   const LogicalTensor& t_;
   bool ranges_;
   bool allow_in_place_;
+  size_t capacity_;
   bool plain_ = false;
   const float* stored_ = nullptr;  // the elements in place, or nullptr
   const float* at_ = nullptr;      // the values of the last read
@@ -418,6 +575,47 @@ class Binner {
 
 constexpr int64_t kFineMinElements = int64_t{1} << 16;
 
+// The bin of every float by its top 16 bits where that bucket lies inside
+// one bin (Binner::Uniform, for an Exact() binner), found once per
+// histogram: a reference's values, which pass 1 does not bucket, are then
+// binned in pass 2 by a lookup and an increment each, with Bin itself only
+// for values of the few buckets an edge cuts. Binner::Add's division and
+// floor per value made a reference cost more than the tensor's own stats.
+// Bins are Binner::Add's exactly (Bin is monotonic).
+class BucketBins {
+ public:
+  // REQUIRES: binner.Exact().
+  explicit BucketBins(const Binner& binner)
+      : binner_(binner), bin_(size_t{1} << 16) {
+    for (uint32_t p = 0; p < bin_.size(); ++p) {
+      if ((p & 0x7fff) >= 0x7f80) {  // infinities and NaN: never binned
+        bin_[p] = kSkip;
+        continue;
+      }
+      const uint32_t low = p << 16, high = low | 0xffff;
+      const float a = std::bit_cast<float>(p & 0x8000 ? high : low);
+      const float b = std::bit_cast<float>(p & 0x8000 ? low : high);
+      int bin = 0;
+      bin_[p] = binner.Uniform(a, b, &bin) ? bin : kCut;
+    }
+  }
+  void Add(const float* v, int64_t n, int64_t* hist) const {
+    for (int64_t i = 0; i < n; ++i) {
+      const int32_t b = bin_[std::bit_cast<uint32_t>(v[i]) >> 16];
+      if (b >= 0) {
+        ++hist[b];
+      } else if (b == kCut) {
+        ++hist[binner_.Bin(v[i])];
+      }
+    }
+  }
+
+ private:
+  static constexpr int32_t kCut = -1, kSkip = -2;
+  const Binner& binner_;
+  std::vector<int32_t> bin_;
+};
+
 #if defined(__x86_64__)
 // A test in float arithmetic that a value's 16-bit bucket (FineHistogram)
 // may hold a bin edge: t = (x - min) / width estimated at both ends of the
@@ -472,6 +670,7 @@ __attribute__((target("avx2"))) int64_t NearEdgesAvx2(const EdgeFilter& e,
   const __m256 rel = _mm256_set1_ps(0x1p-18f), abs = _mm256_set1_ps(0x1p-20f);
   int64_t m = 0;
   for (int64_t i = 0; i < n; i += 8) {
+    PrefetchAhead(v + i);
     const __m256i lo_bits = _mm256_and_si256(
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + i)), high_bits);
     const __m256 lo = _mm256_castsi256_ps(lo_bits);
@@ -512,6 +711,19 @@ class FineHistogram {
   static constexpr size_t kBuckets = size_t{1} << 16;
   explicit FineHistogram(bool used) : count_(used ? kBuckets : 0, 0) {}
   int64_t* counts() { return count_.data(); }
+
+  // Where every bucket holds one value, the bucket being that value's
+  // code (BF16 keyed by kTop16, F16 by kF16): bins each populated finite
+  // code whole, as Binner::Add would bin each of its values. No edge cuts
+  // a code, so the histogram is done without a second look at a value.
+  void AddCodes(FineKey key, const Binner& binner, int64_t* hist) const {
+    for (uint32_t p = 0; p < kBuckets; ++p) {
+      if (count_[p] == 0) continue;
+      const float v = key == FineKey::kF16 ? F16ToF32(static_cast<uint16_t>(p))
+                                           : std::bit_cast<float>(p << 16);
+      if (std::isfinite(v)) hist[binner.Bin(v)] += count_[p];
+    }
+  }
 
   // Adds every bucket inside one bin to `hist`, and marks the others as
   // needing pass 2. Returns whether any populated bucket was marked.
@@ -650,249 +862,387 @@ absl::Status CheckStatsRequest(const LogicalTensor& t, const LogicalTensor* ref,
   return absl::OkStatus();
 }
 
-absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& t,
-                                         const LogicalTensor* ref,
-                                         const StatsOptions& o) {
-  if (absl::Status s = CheckStatsRequest(t, ref, o); !s.ok()) return s;
-  TensorStats st;
-  const int64_t n = t.num_elements;
-  const bool one_group = o.group.has_value();
-  const int64_t want = o.group.value_or(-1);
-  const int64_t chunk = std::max<int64_t>(1, o.chunk_elements);
-  const size_t buf =
-      static_cast<size_t>(std::min(chunk, std::max<int64_t>(n, 1)));
-  const EncodingInfo& info = t.encoding->info();
-  st.has_levels = info.quantized && info.bits <= 8;
-  st.code_bits = info.bits;
-  if (st.has_levels) st.code_histogram.assign(size_t{1} << info.bits, 0);
-  st.has_reference = ref != nullptr;
-  // In place only where every value is folded at once (no group asked),
-  // so that each read of them can be guarded as a whole.
-  ChunkReader reader(t, st.has_levels, buf, !o.group.has_value());
-  if (absl::Status s = GuardedRead([&] { return reader.Init(); }); !s.ok())
-    return s;
-  std::vector<float> x(ref != nullptr ? buf : 0);
-  std::vector<uint8_t> codes(st.has_levels ? buf : 0);
-  CodeCounter code_counter;
-  GroupSet groups(n), at_end_level(n);
+namespace {
 
-  Moments mo;
+// One ComputeStats call, in its steps: FirstPass (everything but the
+// histogram, whose range it may find), Summarize (the statistics of the
+// first pass, and the Inspects they need), HistogramPass. The state the
+// steps share lives here rather than in one long function.
+class StatsPass {
+ public:
+  StatsPass(const LogicalTensor& t, const LogicalTensor* ref,
+            const StatsOptions& o);
+
+  // REQUIRES: CheckStatsRequest(t, ref, o) is OK; called once.
+  // Errors: as ComputeStats (past CheckStatsRequest's).
+  absl::Status Run();
+  TensorStats& stats() { return st_; }
+
+ private:
+  absl::Status CancelledAt(int64_t first, const char* pass) const;
+  // Reads chunk [first, first + m) for the first pass: values and runs,
+  // codes (and the first code with its top bit set), the reference.
+  absl::Status ReadFirst(int64_t first, int64_t m);
+  // The chunk's runs: group bookkeeping, end levels, and with a group asked
+  // for, that group's moments and codes.
+  void FoldRuns(int64_t first);
+  absl::Status FirstPass();
+  absl::Status Summarize();
+  // Reads chunk [first, first + m) for the histogram pass.
+  absl::Status ReadSecond(int64_t first, int64_t m, bool values_done);
+  // Bins the reference's values of the chunk (those of options.group
+  // with one): through `buckets` where given, else Binner::Add.
+  void AddReference(const Binner& binner, const BucketBins* buckets, int64_t m);
+  absl::Status AddValues(int64_t m, bool exact);
+  absl::Status HistogramPass();
+
+  void Fold(const float* values, const float* refs, int64_t count,
+            int64_t start) {
+    FoldMoments(values, refs, count, start, avx2_, &mo_,
+                use_fine_ ? fine_.counts() : nullptr, fine_key_);
+  }
+  const float* RefsAt(int64_t k) {
+    return ref_ != nullptr ? x_.data() + k : nullptr;
+  }
+
+  const LogicalTensor& t_;
+  const LogicalTensor* ref_;
+  const StatsOptions& o_;
+  const int64_t n_;
+  const bool one_group_;
+  const int64_t want_;
+  const int64_t chunk_;
+  TensorStats st_;
+  ChunkReader reader_;
+  std::vector<float> x_;
+  std::vector<uint8_t> codes_;
+  CodeCounter code_counter_;
+  GroupSet groups_, at_end_level_;
+  Moments mo_;
   // Small tensors take two plain passes: 2^16 buckets would cost more than
   // their second pass.
-  const bool use_fine = n >= kFineMinElements;
-  FineHistogram fine(use_fine);
-  const bool avx2 = ActiveDecodeSimd() >= DecodeSimd::kAvx2;
-  auto fold = [&](const float* values, const float* refs, int64_t count,
-                  int64_t start) {
-    FoldMoments(values, refs, count, start, avx2, &mo,
-                use_fine ? fine.counts() : nullptr);
-  };
-  int64_t counted = 0;       // elements of the group (all: n)
-  int64_t max_group = -1;    // the last group id seen, to name the range
-  int64_t level_index = -1;  // an element whose group's levels are listed
-  bool many_groups = false;  // no group asked and elements in several
-  int64_t only_group = -1;
+  const bool use_fine_;
+  FineHistogram fine_;
+  const bool avx2_;
+  // Plain F16 or BF16 (FineCodes): fine_ counts codes, one value each.
+  FineKey fine_key_ = FineKey::kTop16;
+  bool fine_codes_ = false;
+  // Codes of 4 bits or fewer, counted in vectors (CodeCounter::Add).
+  bool nibbles_ = false;
+  int64_t counted_ = 0;       // elements of the group (all: n)
+  int64_t max_group_ = -1;    // the last group id seen, to name the range
+  int64_t level_index_ = -1;  // an element whose group's levels are listed
+  bool many_groups_ = false;  // no group asked and elements in several
+  int64_t only_group_ = -1;
   // The first element whose code has its top bit set: its ScalarInfo::code
   // tells whether the format reads codes as signed.
-  int64_t top_code_at = -1;
-  const uint8_t top_bit = static_cast<uint8_t>(
-      st.has_levels && info.bits >= 1 ? 1u << (info.bits - 1) : 0u);
-  // Pass 1: everything but the histogram (whose range may depend on it).
-  for (int64_t first = 0; first < n; first += chunk) {
-    if (o.cancelled && o.cancelled()) {
-      return absl::CancelledError(absl::StrCat("statistics of '", t.name,
-                                               "' cancelled at element ", first,
-                                               " of ", n, " (first pass)"));
-    }
-    const int64_t m = std::min(chunk, n - first);
-    absl::Status read = GuardedRead([&]() -> absl::Status {
-      if (absl::Status s = reader.Read(first, m); !s.ok()) return s;
-      if (st.has_levels) {
-        if (absl::Status s = t.encoding->RawCodes(first, m, codes.data());
-            !s.ok())
-          return s;
-        if (top_code_at < 0 && top_bit != 0) {
-          for (int64_t k = 0; k < m; ++k) {
-            if ((codes[k] & top_bit) != 0) {
-              top_code_at = first + k;
-              break;
-            }
+  int64_t top_code_at_ = -1;
+  uint8_t top_bit_ = 0;
+};
+
+// Whether `t`'s values are plain float16 or bfloat16 codes (every element
+// a code of the format, no other parameter: PlainFloatSteps), and so can be
+// counted by code, 65,536 buckets of one value each; and the key that
+// counts them. F16 needs F16C (the AVX2 path) to turn values back into
+// codes at speed; without it, the buckets of float32 top bits as for F32.
+void FineCodes(const LogicalTensor& t, bool avx2, FineKey* key, bool* codes) {
+  *key = FineKey::kTop16;
+  *codes = false;
+  if (t.encoding->PlainFloatSteps() == nullptr) return;
+  const std::string& scheme = t.encoding->info().scheme;
+  if (scheme == "BF16") {
+    *codes = true;
+#if defined(__x86_64__)
+  } else if (scheme == "F16" && avx2 && __builtin_cpu_supports("f16c")) {
+    *key = FineKey::kF16;
+    *codes = true;
+#endif
+  }
+}
+
+size_t BufferElements(const LogicalTensor& t, const StatsOptions& o) {
+  const int64_t chunk = std::max<int64_t>(1, o.chunk_elements);
+  return static_cast<size_t>(
+      std::min(chunk, std::max<int64_t>(t.num_elements, 1)));
+}
+
+bool HasLevels(const EncodingInfo& info) {
+  return info.quantized && info.bits <= 8;
+}
+
+StatsPass::StatsPass(const LogicalTensor& t, const LogicalTensor* ref,
+                     const StatsOptions& o)
+    : t_(t),
+      ref_(ref),
+      o_(o),
+      n_(t.num_elements),
+      one_group_(o.group.has_value()),
+      want_(o.group.value_or(-1)),
+      chunk_(std::max<int64_t>(1, o.chunk_elements)),
+      // In place only where every value is folded at once (no group
+      // asked), so that each read of them can be guarded as a whole.
+      reader_(t, HasLevels(t.encoding->info()), BufferElements(t, o),
+              !o.group.has_value()),
+      x_(ref != nullptr ? BufferElements(t, o) : 0),
+      codes_(HasLevels(t.encoding->info()) ? BufferElements(t, o) : 0),
+      groups_(t.num_elements),
+      at_end_level_(t.num_elements),
+      use_fine_(t.num_elements >= kFineMinElements),
+      fine_(use_fine_),
+      avx2_(ActiveDecodeSimd() >= DecodeSimd::kAvx2) {
+  const EncodingInfo& info = t.encoding->info();
+  st_.has_levels = HasLevels(info);
+  st_.code_bits = info.bits;
+  if (st_.has_levels) st_.code_histogram.assign(size_t{1} << info.bits, 0);
+  st_.has_reference = ref != nullptr;
+  top_bit_ = static_cast<uint8_t>(
+      st_.has_levels && info.bits >= 1 ? 1u << (info.bits - 1) : 0u);
+  FineCodes(t, avx2_, &fine_key_, &fine_codes_);
+  nibbles_ = avx2_ && st_.has_levels && info.bits <= 4;
+}
+
+absl::Status StatsPass::Run() {
+  TM_RETURN_IF_ERROR(GuardedRead([&] { return reader_.Init(); }));
+  reader_.AllocateBuffer();
+  TM_RETURN_IF_ERROR(FirstPass());
+  TM_RETURN_IF_ERROR(Summarize());
+  return HistogramPass();
+}
+
+absl::Status StatsPass::CancelledAt(int64_t first, const char* pass) const {
+  if (!o_.cancelled || !o_.cancelled()) return absl::OkStatus();
+  return absl::CancelledError(absl::StrCat("statistics of '", t_.name,
+                                           "' cancelled at element ", first,
+                                           " of ", n_, " (", pass, ")"));
+}
+
+absl::Status StatsPass::ReadFirst(int64_t first, int64_t m) {
+  return GuardedRead([&]() -> absl::Status {
+    TM_RETURN_IF_ERROR(reader_.Read(first, m));
+    if (st_.has_levels) {
+      TM_RETURN_IF_ERROR(t_.encoding->RawCodes(first, m, codes_.data()));
+      if (top_code_at_ < 0 && top_bit_ != 0) {
+        for (int64_t k = 0; k < m; ++k) {
+          if ((codes_[k] & top_bit_) != 0) {
+            top_code_at_ = first + k;
+            break;
           }
         }
       }
-      return ref != nullptr
-                 ? DecodeMappedRows(*ref, o.ref_rows, first, m, x.data())
-                 : absl::OkStatus();
-    });
-    if (!read.ok()) return read;
-    const float* v = reader.values();
-    int64_t i = 0;
-    for (const QuantRun& r : reader.runs()) {
-      const int64_t k = i;
-      i += r.count;
-      max_group = std::max(max_group, r.group);
-      if (one_group && r.group != want) continue;
-      counted += r.count;
-      if (level_index < 0) {
-        level_index = first + k;
-        only_group = r.group;
-      } else if (r.group != only_group) {
-        many_groups = true;
-      }
-      // Without a group asked for, every run is counted: the chunk's
-      // elements are folded at once below.
-      if (one_group) {
-        fold(v + k, ref != nullptr ? x.data() + k : nullptr, r.count,
-             first + k);
-        if (st.has_levels) code_counter.Add(codes.data() + k, r.count);
-      }
-      if (st.has_levels && r.group >= 0) {
-        const EndLevelCounts ends = CountAtEndLevels(v + k, r.count, r);
-        st.at_lowest_level += ends.low;
-        st.at_highest_level += ends.high;
-        if (ends.finite > 0) groups.Insert(r.group);
-        if (ends.low + ends.high > 0) at_end_level.Insert(r.group);
-      }
     }
-    if (!one_group) {
-      if (reader.in_place()) {
-        // The mapping itself: under the guard, as Decode would read it
-        // (FoldMoments allocates nothing).
-        absl::Status s = GuardedRead([&] {
-          fold(v, ref != nullptr ? x.data() : nullptr, m, first);
-          return absl::OkStatus();
-        });
-        if (!s.ok()) return s;
-      } else {
-        fold(v, ref != nullptr ? x.data() : nullptr, m, first);
-      }
-      if (st.has_levels) code_counter.Add(codes.data(), m);
+    return ref_ != nullptr
+               ? DecodeMappedRows(*ref_, o_.ref_rows, first, m, x_.data())
+               : absl::OkStatus();
+  });
+}
+
+void StatsPass::FoldRuns(int64_t first) {
+  const float* v = reader_.values();
+  int64_t i = 0;
+  for (const QuantRun& r : reader_.runs()) {
+    const int64_t k = i;
+    i += r.count;
+    max_group_ = std::max(max_group_, r.group);
+    if (one_group_ && r.group != want_) continue;
+    counted_ += r.count;
+    if (level_index_ < 0) {
+      level_index_ = first + k;
+      only_group_ = r.group;
+    } else if (r.group != only_group_) {
+      many_groups_ = true;
+    }
+    // Without a group asked for, every run is counted: the chunk's
+    // elements are folded at once (FirstPass).
+    if (one_group_) {
+      Fold(v + k, RefsAt(k), r.count, first + k);
+      if (st_.has_levels)
+        code_counter_.Add(codes_.data() + k, r.count, nibbles_);
+    }
+    if (st_.has_levels && r.group >= 0) {
+      const EndLevelCounts ends = CountAtEndLevels(v + k, r.count, r, avx2_);
+      st_.at_lowest_level += ends.low;
+      st_.at_highest_level += ends.high;
+      if (ends.finite > 0) groups_.Insert(r.group);
+      if (ends.low + ends.high > 0) at_end_level_.Insert(r.group);
     }
   }
-  if (one_group && counted == 0) {
+}
+
+absl::Status StatsPass::FirstPass() {
+  for (int64_t first = 0; first < n_; first += chunk_) {
+    TM_RETURN_IF_ERROR(CancelledAt(first, "first pass"));
+    const int64_t m = std::min(chunk_, n_ - first);
+    TM_RETURN_IF_ERROR(ReadFirst(first, m));
+    FoldRuns(first);
+    if (one_group_) continue;
+    const float* v = reader_.values();
+    if (reader_.in_place()) {
+      // The mapping itself: under the guard, as Decode would read it
+      // (FoldMoments allocates nothing).
+      TM_RETURN_IF_ERROR(GuardedRead([&] {
+        Fold(v, RefsAt(0), m, first);
+        return absl::OkStatus();
+      }));
+    } else {
+      Fold(v, RefsAt(0), m, first);
+    }
+    if (st_.has_levels) code_counter_.Add(codes_.data(), m, nibbles_);
+  }
+  if (one_group_ && counted_ == 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("group ", want, " is past the last group of tensor '",
-                     t.name, "', which has groups 0..", max_group));
+        absl::StrCat("group ", want_, " is past the last group of tensor '",
+                     t_.name, "', which has groups 0..", max_group_));
   }
-  st.count = counted;
-  st.nan_count = mo.nan;
-  st.inf_count = mo.inf;
-  st.zeros = mo.zeros;
-  st.pruned_zeros = mo.pruned;
-  st.induced_zeros = mo.zeros_with_ref - mo.pruned;
-  if (st.has_levels) code_counter.AddTo(&st.code_histogram);
-  if (top_code_at >= 0) {
+  return absl::OkStatus();
+}
+
+absl::Status StatsPass::Summarize() {
+  st_.count = counted_;
+  st_.nan_count = mo_.nan;
+  st_.inf_count = mo_.inf;
+  st_.zeros = mo_.zeros;
+  st_.pruned_zeros = mo_.pruned;
+  st_.induced_zeros = mo_.zeros_with_ref - mo_.pruned;
+  if (st_.has_levels) code_counter_.AddTo(&st_.code_histogram);
+  if (top_code_at_ >= 0) {
     ScalarInfo s;
-    if (absl::Status e =
-            GuardedRead([&] { return t.encoding->Inspect(top_code_at, &s); });
-        !e.ok()) {
-      return e;
-    }
-    st.codes_signed = s.code < 0;
+    TM_RETURN_IF_ERROR(
+        GuardedRead([&] { return t_.encoding->Inspect(top_code_at_, &s); }));
+    st_.codes_signed = s.code < 0;
   }
-  if (level_index >= 0 && !many_groups) {
+  if (level_index_ >= 0 && !many_groups_) {
     ScalarInfo s;
-    if (absl::Status e =
-            GuardedRead([&] { return t.encoding->Inspect(level_index, &s); });
-        !e.ok()) {
-      return e;
-    }
-    st.levels = GroupLevels(s);
+    TM_RETURN_IF_ERROR(
+        GuardedRead([&] { return t_.encoding->Inspect(level_index_, &s); }));
+    st_.levels = GroupLevels(s);
   }
-  const int64_t finite = counted - st.nan_count - st.inf_count;
+  const int64_t finite = counted_ - st_.nan_count - st_.inf_count;
   if (finite > 0) {
     // A min or max of zero is the first zero in index order, as the
     // element-order comparison keeps it (+0 and -0 compare equal).
-    const double lo = mo.lo == 0 ? mo.first_zero : mo.lo;
-    const double hi = mo.hi == 0 ? mo.first_zero : mo.hi;
-    st.min = lo;
-    st.max = hi;
-    st.mean = SumOfLanes(mo.sum) / finite;
-    st.std = std::sqrt(
-        std::max(0.0, SumOfLanes(mo.sum_sq) / finite - st.mean * st.mean));
-    st.absmax = std::max(std::fabs(lo), std::fabs(hi));
+    const double lo = mo_.lo == 0 ? mo_.first_zero : mo_.lo;
+    const double hi = mo_.hi == 0 ? mo_.first_zero : mo_.hi;
+    st_.min = lo;
+    st_.max = hi;
+    st_.mean = SumOfLanes(mo_.sum) / finite;
+    st_.std = std::sqrt(
+        std::max(0.0, SumOfLanes(mo_.sum_sq) / finite - st_.mean * st_.mean));
+    st_.absmax = std::max(std::fabs(lo), std::fabs(hi));
   }
-  st.sparsity = counted > 0 ? static_cast<double>(st.zeros) / counted : 0;
-  st.groups = groups.size();
-  st.groups_at_end_level = at_end_level.size();
-  for (int64_t c : st.code_histogram) st.levels_used += c > 0;
+  st_.sparsity = counted_ > 0 ? static_cast<double>(st_.zeros) / counted_ : 0;
+  st_.groups = groups_.size();
+  st_.groups_at_end_level = at_end_level_.size();
+  for (int64_t c : st_.code_histogram) st_.levels_used += c > 0;
+  return absl::OkStatus();
+}
 
-  // Pass 2: the histogram over [hist_min, hist_max].
-  st.hist_min = o.range_min.value_or(st.min);
-  st.hist_max = o.range_max.value_or(st.max);
-  const int bins = std::max(1, o.bins);
-  st.histogram.assign(bins, 0);
-  const Binner binner(st.hist_min, st.hist_max, bins);
-  // Buckets inside one bin are counted already; the rest (or, for a range
-  // of no finite positive width, every value) are binned one by one.
-  const bool exact = use_fine && binner.Exact();
-  const bool values_done = exact && !fine.Resolve(binner, st.histogram.data());
-  // The source's values, binned alike, need the pass whatever the buckets.
-  if (ref != nullptr) st.reference_histogram.assign(bins, 0);
-  if (values_done && ref == nullptr) return st;
-  for (int64_t first = 0; first < n; first += chunk) {
-    if (o.cancelled && o.cancelled()) {
-      return absl::CancelledError(absl::StrCat("statistics of '", t.name,
-                                               "' cancelled at element ", first,
-                                               " of ", n, " (histogram pass)"));
+absl::Status StatsPass::ReadSecond(int64_t first, int64_t m, bool values_done) {
+  // One group: the values come with their groups, to pick the group's.
+  return GuardedRead([&]() -> absl::Status {
+    if (one_group_) {
+      TM_RETURN_IF_ERROR(reader_.Read(first, m));
+    } else if (!values_done) {
+      TM_RETURN_IF_ERROR(reader_.ReadValues(first, m));
     }
-    const int64_t m = std::min(chunk, n - first);
-    // One group: the values come with their groups, to pick the group's.
-    if (absl::Status s = GuardedRead([&]() -> absl::Status {
-          if (one_group) {
-            TM_RETURN_IF_ERROR(reader.Read(first, m));
-          } else if (!values_done) {
-            TM_RETURN_IF_ERROR(reader.ReadValues(first, m));
-          }
-          return ref != nullptr
-                     ? DecodeMappedRows(*ref, o.ref_rows, first, m, x.data())
-                     : absl::OkStatus();
-        });
-        !s.ok()) {
-      return s;
+    return ref_ != nullptr
+               ? DecodeMappedRows(*ref_, o_.ref_rows, first, m, x_.data())
+               : absl::OkStatus();
+  });
+}
+
+void StatsPass::AddReference(const Binner& binner, const BucketBins* buckets,
+                             int64_t m) {
+  int64_t* hist = st_.reference_histogram.data();
+  auto add = [&](const float* x, int64_t count) {
+    if (buckets != nullptr) {
+      buckets->Add(x, count, hist);
+    } else {
+      binner.Add(x, count, hist);
     }
-    if (ref != nullptr) {
-      if (!one_group) {
-        binner.Add(x.data(), m, st.reference_histogram.data());
-      } else {
-        int64_t i = 0;
-        for (const QuantRun& r : reader.runs()) {
-          if (r.group == want) {
-            binner.Add(x.data() + i, r.count, st.reference_histogram.data());
-          }
-          i += r.count;
-        }
-      }
-      if (values_done) continue;
-    }
-    const float* v = reader.values();
-    auto add = [&](const float* values, int64_t count) {
-      if (exact) {
-        fine.AddCut(binner, values, count, avx2, st.histogram.data());
-      } else {
-        binner.Add(values, count, st.histogram.data());
-      }
-    };
-    if (!one_group) {
-      if (reader.in_place()) {
-        // In place: under the guard (binning allocates nothing).
-        absl::Status s = GuardedRead([&] {
-          add(v, m);
-          return absl::OkStatus();
-        });
-        if (!s.ok()) return s;
-      } else {
-        add(v, m);
-      }
-      continue;
-    }
-    int64_t i = 0;
-    for (const QuantRun& r : reader.runs()) {
-      if (r.group == want) add(v + i, r.count);
-      i += r.count;
-    }
+  };
+  if (!one_group_) {
+    add(x_.data(), m);
+    return;
   }
-  return st;
+  int64_t i = 0;
+  for (const QuantRun& r : reader_.runs()) {
+    if (r.group == want_) add(x_.data() + i, r.count);
+    i += r.count;
+  }
+}
+
+absl::Status StatsPass::AddValues(int64_t m, bool exact) {
+  const Binner binner(st_.hist_min, st_.hist_max,
+                      static_cast<int>(st_.histogram.size()));
+  const float* v = reader_.values();
+  auto add = [&](const float* values, int64_t count) {
+    if (exact) {
+      fine_.AddCut(binner, values, count, avx2_, st_.histogram.data());
+    } else {
+      binner.Add(values, count, st_.histogram.data());
+    }
+  };
+  if (!one_group_) {
+    if (!reader_.in_place()) {
+      add(v, m);
+      return absl::OkStatus();
+    }
+    // In place: under the guard (binning allocates nothing).
+    return GuardedRead([&] {
+      add(v, m);
+      return absl::OkStatus();
+    });
+  }
+  int64_t i = 0;
+  for (const QuantRun& r : reader_.runs()) {
+    if (r.group == want_) add(v + i, r.count);
+    i += r.count;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StatsPass::HistogramPass() {
+  st_.hist_min = o_.range_min.value_or(st_.min);
+  st_.hist_max = o_.range_max.value_or(st_.max);
+  const int bins = std::max(1, o_.bins);
+  st_.histogram.assign(bins, 0);
+  const Binner binner(st_.hist_min, st_.hist_max, bins);
+  // Codes are binned whole. Else buckets inside one bin are counted
+  // already; the rest (or, for a range of no finite positive width, every
+  // value) are binned one by one.
+  const bool codes_done = use_fine_ && fine_codes_;
+  if (codes_done) fine_.AddCodes(fine_key_, binner, st_.histogram.data());
+  const bool exact = !codes_done && use_fine_ && binner.Exact();
+  const bool values_done =
+      codes_done || (exact && !fine_.Resolve(binner, st_.histogram.data()));
+  // The source's values, binned alike, need the pass whatever the buckets.
+  if (ref_ != nullptr) st_.reference_histogram.assign(bins, 0);
+  if (values_done && ref_ == nullptr) return absl::OkStatus();
+  std::optional<BucketBins> ref_buckets;
+  if (ref_ != nullptr && n_ >= kFineMinElements && binner.Exact()) {
+    ref_buckets.emplace(binner);
+  }
+  for (int64_t first = 0; first < n_; first += chunk_) {
+    TM_RETURN_IF_ERROR(CancelledAt(first, "histogram pass"));
+    const int64_t m = std::min(chunk_, n_ - first);
+    TM_RETURN_IF_ERROR(ReadSecond(first, m, values_done));
+    if (ref_ != nullptr) {
+      AddReference(binner, ref_buckets ? &*ref_buckets : nullptr, m);
+    }
+    if (!values_done) TM_RETURN_IF_ERROR(AddValues(m, exact));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& t,
+                                         const LogicalTensor* ref,
+                                         const StatsOptions& o) {
+  TM_RETURN_IF_ERROR(CheckStatsRequest(t, ref, o));
+  StatsPass pass(t, ref, o);
+  TM_RETURN_IF_ERROR(pass.Run());
+  return std::move(pass.stats());
 }
 
 }  // namespace tensormorph

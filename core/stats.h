@@ -87,6 +87,11 @@ absl::Status CheckStatsRequest(const LogicalTensor& t, const LogicalTensor* ref,
 // elements on, the first pass also counts values by their top 16 bits: buckets
 // inside one bin go to it whole, and the second pass (a decode) bins only the
 // values of buckets a bin edge cuts, skipped when no populated bucket is cut.
+// Plain F16 and BF16 (Encoding::PlainFloatSteps) are counted by their 16-bit
+// code instead, 65,536 buckets of one value each (F16 through F16C, on the
+// AVX2 path): each code is binned once and the second pass is skipped (it
+// still runs for a reference's histogram). Every result is the per-value
+// pass's, bit for bit (tests/core/stats_reference_test.cc).
 //
 // The order of the sums (a contract: every result is the same bits on every
 // machine, chunk size and SIMD level). The mean and std come from the sum

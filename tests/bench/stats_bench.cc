@@ -1,8 +1,9 @@
 // ComputeStats and ComputeHeatmap throughput (best of 5, in thread CPU
 // time), each beside a plain decode pass of the same tensor measured in the
 // same run (the ratio is the figure: issue 20 asks >= 0.5x). A 4096 x 4096
-// tensor in Q4_K, Q8_0, F32, F16 (one GGUF, all quantized from the same
-// gaussian values, whose F32 copy is the reference) and GPTQ int4 (group 128).
+// tensor in Q4_K, Q8_0, F32, F16, BF16 (one GGUF, all quantized from the
+// same gaussian values, whose F32 copy is the reference) and GPTQ int4
+// (group 128).
 //   build/tests/bench/stats_bench
 //   TENSORMORPH_STATS_BENCH_FILE=/dev/shm/s.gguf build/tests/bench/stats_bench
 //     (also keeps the GGUF there, for `tensormorph stats` end to end)
@@ -22,6 +23,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <string>
@@ -96,7 +98,8 @@ Data& GetData() {
   return *d;
 }
 
-const char* const kFormats[] = {"q4_k", "q8_0", "f32", "f16", "gptq_int4"};
+const char* const kFormats[] = {"q4_k", "q8_0",      "f32",
+                                "f16",  "gptq_int4", "bf16"};
 
 using ::tensormorph::bench::DecodePass;
 using ::tensormorph::bench::ThreadSeconds;
@@ -372,7 +375,7 @@ void BM_HeatmapErrorVsValue(benchmark::State& state) {
 }
 
 void Args(benchmark::internal::Benchmark* b, bool pair) {
-  for (int f = 0; f < 5; ++f) {
+  for (int f = 0; f < static_cast<int>(std::size(kFormats)); ++f) {
     if (pair) {
       b->Args({f, 0})->Args({f, 1});
     } else {

@@ -10,12 +10,15 @@
 // signed zeros and magnitudes whose sums round at every step; with a
 // reference (its values binned alike: reference_histogram), with
 // options.group, with a histogram range that clamps, with chunks that end
-// inside groups.
+// inside groups; and on adversarial groups (NaN, infinite and zero scales,
+// groups of one code, every F16/BF16 code), where a statistic taken from
+// codes rather than values could go wrong.
 #include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <random>
 #include <string>
@@ -31,6 +34,7 @@
 #include "core/stats.h"
 #include "core/util/status_macros.h"
 #include "gtest/gtest.h"
+#include "tests/support/fixture_copy.h"
 #include "tests/support/gguf_writer.h"
 #include "tests/support/quantize.h"
 #include "tests/support/safetensors_writer.h"
@@ -467,6 +471,193 @@ TEST(StatsReferenceTest, FixtureFormatsMatchTheElementwisePass) {
             o.group.value_or(-1), r != nullptr ? " with ref" : ""));
         ExpectSameAsReference(*t, r, o);
       }
+    }
+  }
+}
+
+// Sets the fp16 at `at` of each listed block of `bytes` (blocks of
+// `block_bytes`) to `half`: a block's scale made NaN, infinite or zero.
+void SetBlockHalf(std::string* bytes, size_t block_bytes, size_t at,
+                  std::initializer_list<size_t> blocks, uint16_t half) {
+  for (size_t b : blocks)
+    std::memcpy(bytes->data() + b * block_bytes + at, &half, 2);
+}
+
+// Sets bytes [from, to) of each listed block to `value`: every code of the
+// block (or of part of it) equal.
+void SetBlockBytes(std::string* bytes, size_t block_bytes, size_t from,
+                   size_t to, std::initializer_list<size_t> blocks,
+                   uint8_t value) {
+  for (size_t b : blocks) {
+    std::memset(bytes->data() + b * block_bytes + from, value, to - from);
+  }
+}
+
+// Groups a statistic from codes would get wrong if it trusted the codes
+// alone: scales that are NaN (every value NaN), +Inf (values +-Inf, and NaN
+// where the code is 0), zero (every code decodes to 0, so every element sits
+// on both end levels), blocks whose codes are all equal (one level used; for
+// Q8_0 all -128, the signed end), in the first and last block and in blocks a
+// chunk of 777 or 1000 elements straddles. 140 rows of 512: past the size
+// where pass 1 buckets values; and a one-dimensional F16 and BF16 of 2^17 + 7
+// elements (a tail past the last full lane block), with every code pattern
+// once among gaussians (every NaN payload, both infinities, subnormals).
+std::string WriteAdversarialGguf() {
+  constexpr int64_t kRows = 140, kCols = 512;
+  const size_t n = static_cast<size_t>(kRows * kCols);
+  std::vector<float> plain = WildValues(n, 17, false);
+  for (float& f : plain) f = std::isfinite(f) && std::fabs(f) < 4 ? f : 0.25f;
+  const size_t last32 = n / 32 - 1, last256 = n / 256 - 1;
+  std::string q8 = testing::QuantizeQ8_0(plain);
+  SetBlockHalf(&q8, 34, 0, {0, 24, 1500}, 0x7e00);             // NaN
+  SetBlockHalf(&q8, 34, 0, {1, 31, 1700}, 0x7c00);             // +Inf
+  SetBlockHalf(&q8, 34, 0, {2, 48, last32}, 0x0000);           // zero
+  SetBlockHalf(&q8, 34, 0, {3}, 0x8000);                       // -0
+  SetBlockBytes(&q8, 34, 2, 34, {4, 62, 2000}, 0x80);          // all -128
+  SetBlockBytes(&q8, 34, 2, 34, {5, 2001, last32 - 1}, 0x07);  // all 7
+  std::string q4 = testing::QuantizeQ4_0(plain);
+  SetBlockHalf(&q4, 18, 0, {0, 24, 1500}, 0x7e00);
+  SetBlockHalf(&q4, 18, 0, {1, 31, 1700}, 0xfc00);  // -Inf
+  SetBlockHalf(&q4, 18, 0, {2, 48, last32}, 0x0000);
+  SetBlockBytes(&q4, 18, 2, 18, {4, 62, 2000}, 0x88);  // code 8: zero
+  SetBlockBytes(&q4, 18, 2, 18, {5, 2001, last32 - 1}, 0xff);
+  std::string q4k = testing::QuantizeQ4_K(plain);
+  SetBlockHalf(&q4k, 144, 0, {0, 40}, 0x7e00);  // d NaN
+  SetBlockHalf(&q4k, 144, 2, {1, 41}, 0x7c00);  // dmin +Inf
+  SetBlockHalf(&q4k, 144, 0, {2, last256}, 0);  // d zero: every level -m
+  SetBlockHalf(&q4k, 144, 2, {2, 3}, 0);        // and dmin zero too
+  SetBlockBytes(&q4k, 144, 16, 144, {4, 100}, 0x00);
+  SetBlockBytes(&q4k, 144, 16, 80, {5, last256 - 1}, 0xff);
+  std::string q6k = testing::QuantizeQ6_K(plain);
+  SetBlockHalf(&q6k, 210, 208, {0, 40}, 0x7e00);
+  SetBlockHalf(&q6k, 210, 208, {1, last256}, 0x7c00);
+  SetBlockHalf(&q6k, 210, 208, {2, 41}, 0);
+  SetBlockBytes(&q6k, 210, 0, 192, {4, 100}, 0x00);  // every code -32
+  GgufSpec s;
+  s.kv.push_back({"general.architecture", GgufString("llama")});
+  s.tensors.push_back({"q8_0", {kCols, kRows}, 8, q8});
+  s.tensors.push_back({"q4_0", {kCols, kRows}, 2, q4});
+  s.tensors.push_back({"q4_k", {kCols, kRows}, 12, q4k});
+  s.tensors.push_back({"q6_k", {kCols, kRows}, 14, q6k});
+  constexpr int64_t kTail = (int64_t{1} << 17) + 7;
+  std::vector<float> g = testing::Gaussian(kTail, 23, 0.5f);
+  std::string f16(kTail * 2, '\0'), bf16(kTail * 2, '\0');
+  for (int64_t i = 0; i < kTail; ++i) {
+    // Every 16-bit pattern once, at the even indices, between gaussians.
+    const bool pattern = i % 2 == 0 && i < (int64_t{1} << 17);
+    const auto code = static_cast<uint16_t>(i / 2);
+    const uint16_t f = pattern ? code : testing::F32ToF16Bits(g[i]);
+    const uint16_t b = pattern ? code : testing::F32ToBF16Bits(g[i]);
+    std::memcpy(f16.data() + 2 * i, &f, 2);
+    std::memcpy(bf16.data() + 2 * i, &b, 2);
+  }
+  s.tensors.push_back({"f16", {kTail}, 1, f16});
+  s.tensors.push_back({"bf16", {kTail}, 30, bf16});
+  const std::string path = MakeTempDir() + "/adversarial.gguf";
+  WriteFile(path, BuildGguf(s));
+  return path;
+}
+
+TEST(StatsReferenceTest, AdversarialGroupsMatchTheElementwisePass) {
+  auto ckpt = Checkpoint::Open(WriteAdversarialGguf());
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  for (const char* name : {"q8_0", "q4_0", "q4_k", "q6_k", "f16", "bf16"}) {
+    const LogicalTensor* t = (*ckpt)->FindTensor(name);
+    ASSERT_NE(t, nullptr) << name;
+    // The edits took: NaN and infinite values (a NaN or infinite scale,
+    // or, for F16 and BF16, their codes).
+    auto whole = ComputeStats(*t, nullptr, StatsOptions());
+    ASSERT_TRUE(whole.ok()) << whole.status();
+    EXPECT_GT(whole->nan_count, 0) << name;
+    EXPECT_GT(whole->inf_count, 0) << name;
+    const int64_t groups = GroupCount(*t);
+    std::vector<StatsOptions> sets = OptionSets(*t, groups);
+    // The groups with a NaN, infinite and zero scale themselves.
+    for (int64_t g : {int64_t{1}, int64_t{2}, int64_t{4}}) {
+      if (g >= groups) continue;
+      StatsOptions o;
+      o.group = g;
+      sets.push_back(o);
+    }
+    for (const StatsOptions& o : sets) {
+      SCOPED_TRACE(absl::StrCat(name, " chunk ", o.chunk_elements, " bins ",
+                                o.bins, " group ", o.group.value_or(-1)));
+      ExpectSameAsReference(*t, nullptr, o);
+    }
+  }
+}
+
+// Sets entry `i` of an F16 tensor's data to `half`.
+void SetHalf(testing::StTensor* t, size_t i, uint16_t half) {
+  std::memcpy(t->data.data() + 2 * i, &half, 2);
+}
+
+// Sets entry `i` of an I32 tensor's data to `word`.
+void SetWord(testing::StTensor* t, size_t i, uint32_t word) {
+  std::memcpy(t->data.data() + 4 * i, &word, 4);
+}
+
+// The GPTQ and AWQ fixtures with adversarial groups: scales NaN, +Inf,
+// -Inf, zero and -0, and groups whose codes are all 0, all 8 or all 15
+// (GPTQ: qweight [in / 8, out], eight rows of words a group of 32 inputs;
+// AWQ: qweight [in, out / 8], a word eight outputs of one input).
+std::string WriteAdversarialConvention(const std::string& fixture) {
+  const std::string dir = MakeTempDir();
+  testing::CopyFixtureInto(fixture, dir);
+  const bool gptq = fixture.starts_with("gptq");
+  testing::EditSafetensors(
+      dir + "/model.safetensors", [&](std::vector<testing::StTensor>& ts) {
+        for (testing::StTensor& t : ts) {
+          if (t.name.ends_with("q_proj.scales")) {  // F16 [4, 64]
+            SetHalf(&t, 0, 0x7e00);
+            SetHalf(&t, 1, 0x7c00);
+            SetHalf(&t, 2, 0x0000);
+            SetHalf(&t, 64 + 5, 0xfc00);
+            SetHalf(&t, 3 * 64 + 63, 0x8000);
+          } else if (t.name.ends_with("q_proj.qweight")) {
+            if (gptq) {  // I32 [16, 64]
+              for (size_t row = 0; row < 4; ++row) {
+                SetWord(&t, row * 64 + 3, 0x88888888u);
+                SetWord(&t, row * 64 + 4, 0x00000000u);
+                SetWord(&t, (12 + row) * 64 + 63, 0xffffffffu);
+              }
+            } else {  // I32 [128, 8]
+              for (size_t row = 0; row < 32; ++row) {
+                SetWord(&t, row * 8, 0x00000000u);
+                SetWord(&t, (96 + row) * 8 + 7, 0xffffffffu);
+              }
+            }
+          }
+        }
+      });
+  return dir;
+}
+
+TEST(StatsReferenceTest, AdversarialConventionGroupsMatchTheElementwisePass) {
+  for (const char* fixture : {"gptq_4bit_g32", "awq_4bit_g32"}) {
+    auto ckpt = Checkpoint::Open(WriteAdversarialConvention(fixture));
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+    const LogicalTensor* t =
+        (*ckpt)->FindTensor("model.layers.0.self_attn.q_proj.weight");
+    ASSERT_NE(t, nullptr) << fixture;
+    const int64_t groups = GroupCount(*t);
+    ASSERT_GT(groups, 4) << fixture;
+    // The edits took: NaN and infinite values, zeros, one level in a group.
+    auto whole = ComputeStats(*t, nullptr, StatsOptions());
+    ASSERT_TRUE(whole.ok()) << whole.status();
+    EXPECT_GT(whole->nan_count, 0) << fixture;
+    EXPECT_GT(whole->inf_count, 0) << fixture;
+    EXPECT_GT(whole->zeros, 0) << fixture;
+    std::vector<StatsOptions> sets = OptionSets(*t, groups);
+    for (int64_t g : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}}) {
+      StatsOptions o;
+      o.group = g;
+      sets.push_back(o);
+    }
+    for (const StatsOptions& o : sets) {
+      SCOPED_TRACE(absl::StrCat(fixture, " chunk ", o.chunk_elements, " bins ",
+                                o.bins, " group ", o.group.value_or(-1)));
+      ExpectSameAsReference(*t, nullptr, o);
     }
   }
 }

@@ -22,6 +22,7 @@
 #include "render/heatmap_render.h"
 #include "render/npy.h"
 #include "server/http/disconnect_watch.h"
+#include "server/http/heatmap_cells.h"
 #include "server/http/http_body.h"
 #include "server/http/http_query.h"
 #include "server/http/http_status.h"
@@ -170,6 +171,10 @@ class HttpGateway::Impl {
            const httplib::ContentReader& content);
   void Stream(const std::string& method, const std::string& body,
               const httplib::Request& req, httplib::Response& res);
+  // POST /v1/GetHeatmap answered in the binary form (heatmap_cells.h);
+  // origin.sent is set.
+  void HeatmapCells(const std::string& body, const CallOrigin& origin,
+                    const httplib::Request& req, httplib::Response& res);
   // An API request's Authorization, checked before its body is read (so
   // that no unauthenticated client makes the server hold 16 MiB bodies) by
   // the service's own interceptor, through a GetServerInfo call that
@@ -564,6 +569,14 @@ void HttpGateway::Impl::Rpc(const httplib::Request& req, httplib::Response& res,
         {req.local_addr, req.remote_addr, req.local_port, req.remote_port},
         context);
   };
+  if (method == "GetHeatmap") {
+    // The two forms of one resource: a cache must not hand one for the
+    // other.
+    res.set_header("Vary", "Accept");
+    if (AcceptsHeatmapCells(req.get_header_value("Accept"))) {
+      return HeatmapCells(*body, origin, req, res);
+    }
+  }
   absl::StatusOr<std::string> reply = rpc_.Unary(method, *body, origin);
   if (!reply.ok()) {
     // Before the call: the body is no request. After it: the service's.
@@ -571,6 +584,24 @@ void HttpGateway::Impl::Rpc(const httplib::Request& req, httplib::Response& res,
     return SendError(res, reply.status());
   }
   SendBody(req, res, *std::move(reply), "application/json");
+}
+
+void HttpGateway::Impl::HeatmapCells(const std::string& body,
+                                     const CallOrigin& origin,
+                                     const httplib::Request& req,
+                                     httplib::Response& res) {
+  v1::HeatmapMode mode = v1::HEATMAP_MODE_UNSPECIFIED;
+  absl::StatusOr<v1::GetHeatmapResponse> reply =
+      rpc_.GetHeatmap(body, origin, &mode);
+  if (!reply.ok()) {
+    // Before the call: the body is no request. After it: the service's.
+    if (!*origin.sent) return Refuse(req, res, reply.status());
+    return SendError(res, reply.status());
+  }
+  // Not compressed (SendBody compresses text only): gzip shrinks floats
+  // little, at tens of ms for a million cells.
+  SendBody(req, res, HeatmapCellsBody(*std::move(reply), mode),
+           kHeatmapCellsType);
 }
 
 void HttpGateway::Impl::Stream(const std::string& method,

@@ -87,6 +87,12 @@ class JsonRpc {
   absl::StatusOr<std::string> Unary(absl::string_view method,
                                     absl::string_view body,
                                     const CallOrigin& origin) const;
+  // GetHeatmap as Unary calls it, its response as the message (for the
+  // binary form, heatmap_cells.h); `*mode` learns the request's mode, which
+  // the response does not hold. Errors as Unary's.
+  absl::StatusOr<v1::GetHeatmapResponse> GetHeatmap(
+      absl::string_view body, const CallOrigin& origin,
+      v1::HeatmapMode* mode) const;
   // A server-streaming call, started; errors as Unary's, except the call's
   // own, which come through the stream.
   absl::StatusOr<std::unique_ptr<JsonStream>> Stream(

@@ -28,6 +28,7 @@
 #include "server/http/http_status.h"
 #include "server/http/json_rpc.h"
 #include "server/http/request_guard.h"
+#include "server/http/slice_chunk_view.h"
 #include "server/http/web_assets.h"
 
 namespace tensormorph {
@@ -682,25 +683,39 @@ void HttpGateway::Impl::Npy(const httplib::Request& req,
   }
   absl::StatusOr<v1::ReadSliceRequest> request = ReadSliceFromQuery(req.params);
   if (!request.ok()) return Refuse(req, res, request.status());
+  // The messages are read unparsed and their data written from where the
+  // in-process channel hands it over (slice_chunk_view.h): no copy of the
+  // tensor's bytes between the service's buffer and the socket.
   struct State : Sending {
     grpc::ClientContext context;
-    std::unique_ptr<grpc::ClientReader<v1::SliceChunk>> reader;
-    v1::SliceChunk chunk;
+    std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader;
+    grpc::ByteBuffer message;
+    SliceChunkView chunk;
     int64_t left = 0;  // data bytes still to send
     size_t sent = 0;   // bytes written, the header included
     bool finished = false;
+    // The next message, viewed; false at the end, or on a malformed one
+    // (which cancels the call).
+    bool Next() {
+      if (!reader->Read(&message)) return false;
+      const absl::Status s = chunk.Parse(message);
+      if (s.ok()) return true;
+      spdlog::error("GET /v1/tensor.npy: {}", s.ToString());
+      context.TryCancel();
+      return false;
+    }
   };
   auto state = std::make_shared<State>();
   if (absl::Status s = ApplyOrigin(OriginOf(req), &state->context); !s.ok()) {
     return Refuse(req, res, s);
   }
-  state->reader = rpc_.stub().ReadSlice(&state->context, *request);
-  if (!state->reader->Read(&state->chunk)) {
+  state->reader = rpc_.ReadSliceBytes(&state->context, *request);
+  if (!state->Next()) {
     absl::Status s = FromGrpcStatus(state->reader->Finish());
     if (s.ok()) s = absl::InternalError("ReadSlice ended without a header");
     return SendError(res, s);
   }
-  const v1::SliceHeader& h = state->chunk.header();
+  const v1::SliceHeader& h = state->chunk.fields().header();
   const std::vector<int64_t> shape(h.shape().begin(), h.shape().end());
   const NpyLayout layout = NpyLayoutFor(h.dtype(), shape, h.total_bytes());
   const std::string header = NpyHeader(layout.descr, layout.shape);
@@ -723,17 +738,17 @@ void HttpGateway::Impl::Npy(const httplib::Request& req,
           if (!sink.write(header.data(), header.size())) return false;
           state->sent += header.size();
         }
-        const std::string& data = state->chunk.data();
-        if (static_cast<int64_t>(data.size()) > state->left) return false;
-        if (!data.empty() && !sink.write(data.data(), data.size())) {
-          return false;
+        const size_t n = state->chunk.data_size();
+        if (static_cast<int64_t>(n) > state->left) return false;
+        for (const absl::string_view piece : state->chunk.data()) {
+          if (!sink.write(piece.data(), piece.size())) return false;
         }
-        state->sent += data.size();
-        state->left -= static_cast<int64_t>(data.size());
+        state->sent += n;
+        state->left -= static_cast<int64_t>(n);
         if (state->left == 0) return true;  // httplib ends at the length
         // Ends short (the call failed, or sent less than its header said):
         // returning false drops the connection mid-body.
-        return static_cast<bool>(state->reader->Read(&state->chunk));
+        return state->Next();
       },
       [this, state](bool) {
         if (!state->finished) {
@@ -742,7 +757,7 @@ void HttpGateway::Impl::Npy(const httplib::Request& req,
           // now would end a whole download as CANCELLED. Else the client
           // went away, or the call failed: end it now.
           if (state->left > 0) state->context.TryCancel();
-          while (state->reader->Read(&state->chunk)) {
+          while (state->reader->Read(&state->message)) {
           }
           const absl::Status s = FromGrpcStatus(state->reader->Finish());
           if (!s.ok() && state->left > 0) {

@@ -165,7 +165,10 @@ std::string MessageToJson(const google::protobuf::Message& message) {
 }
 
 JsonRpc::JsonRpc(std::shared_ptr<grpc::Channel> channel)
-    : stub_(v1::Tensormorph::NewStub(std::move(channel))) {
+    : channel_(std::move(channel)),
+      stub_(v1::Tensormorph::NewStub(channel_)),
+      read_slice_("/tensormorph.v1.Tensormorph/ReadSlice",
+                  grpc::internal::RpcMethod::SERVER_STREAMING, channel_) {
   const auto unary = [this](const char* name, auto fn) {
     methods_.push_back({name, Entry{UnaryCall(name, fn), nullptr}});
   };
@@ -223,6 +226,14 @@ absl::StatusOr<std::string> JsonRpc::Unary(absl::string_view method,
         absl::StrCat(method, " is a server-streaming method"));
   }
   return (*entry)->unary(*stub_, body, origin);
+}
+
+std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> JsonRpc::ReadSliceBytes(
+    grpc::ClientContext* context, const v1::ReadSliceRequest& req) const {
+  // What the generated Stub::ReadSlice does, with another message type.
+  return std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>>(
+      grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
+          channel_.get(), read_slice_, context, req));
 }
 
 absl::StatusOr<v1::GetHeatmapResponse> JsonRpc::GetHeatmap(

@@ -101,6 +101,12 @@ class JsonRpc {
 
   v1::Tensormorph::Stub& stub() const { return *stub_; }
 
+  // ReadSlice with its messages as they arrive, unparsed (SliceChunkView
+  // reads them without copying their data): the generated stub's call, on
+  // the same channel, with grpc::ByteBuffer for the message type.
+  std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> ReadSliceBytes(
+      grpc::ClientContext* context, const v1::ReadSliceRequest& req) const;
+
  private:
   using Stub = v1::Tensormorph::Stub;
   struct Entry {
@@ -113,7 +119,9 @@ class JsonRpc {
   };
   absl::StatusOr<const Entry*> Find(absl::string_view method) const;
 
+  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<Stub> stub_;
+  const grpc::internal::RpcMethod read_slice_;
   std::vector<std::pair<std::string, Entry>> methods_;
 };
 

@@ -1,10 +1,11 @@
 #include "server/http/heatmap_cells.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <cstring>
 #include <limits>
-#include <utility>
+#include <string>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -32,8 +33,11 @@ CellArray Pack(const char* field, const char* dtype,
                const google::protobuf::RepeatedField<From>& from) {
   CellArray a{field, dtype, from.size(), std::string()};
   a.bytes.resize(from.size() * sizeof(To));
-  To* out = reinterpret_cast<To*>(a.bytes.data());
-  for (int i = 0; i < from.size(); ++i) out[i] = static_cast<To>(from[i]);
+  char* out = a.bytes.data();
+  for (int i = 0; i < from.size(); ++i, out += sizeof(To)) {
+    const To v = static_cast<To>(from[i]);
+    std::memcpy(out, &v, sizeof(To));  // a store; the bytes need no alignment
+  }
   return a;
 }
 

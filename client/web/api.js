@@ -125,10 +125,12 @@ export async function authorizedFetch(url, init = {}) {
   }
 }
 
-function post(method, request, signal) {
+function post(method, request, signal, accept) {
+  const h = { 'Content-Type': 'application/json' };
+  if (accept) h.Accept = accept;
   return authorizedFetch(`v1/${method}`, {
     method: 'POST',
-    headers: { 'Content-Type': 'application/json' },
+    headers: h,
     body: JSON.stringify(request || {}),
     signal,
   });
@@ -139,6 +141,32 @@ export async function call(method, request, { signal } = {}) {
   const response = await post(method, request, signal);
   if (!response.ok) throw await errorFrom(response);
   return response.json();
+}
+
+const TYPED = { '<f4': Float32Array, '<f8': Float64Array, '<i4': Int32Array };
+
+// GetHeatmap in the gateway's binary form (docs/http.md): the response as
+// `call` gives it, except that its per-cell arrays (values, groups, pruned,
+// cellElement) are typed arrays viewing the body in place, not JSON numbers
+// to parse: a million cells arrive in a few MB, not 26.
+export async function heatmap(request, { signal } = {}) {
+  const response = await post('GetHeatmap', request, signal, 'application/octet-stream');
+  if (!response.ok) throw await errorFrom(response);
+  const body = await response.arrayBuffer();
+  const bad = (what) => new ApiError('INTERNAL', `the binary heatmap reply ${what}`, response.status);
+  if (body.byteLength < 4) throw bad('is too short');
+  const n = new DataView(body).getUint32(0, true);
+  if (4 + n > body.byteLength) throw bad('is shorter than its JSON');
+  const head = JSON.parse(new TextDecoder().decode(new Uint8Array(body, 4, n)));
+  const message = head.message;
+  const start = 4 + n;
+  for (const a of head.arrays) {
+    const Typed = TYPED[a.dtype];
+    if (!Typed) throw bad(`holds an array of unknown dtype ${a.dtype}`);
+    if (start + a.offset + a.count * Typed.BYTES_PER_ELEMENT > body.byteLength) throw bad(`cuts ${a.field} short`);
+    message[a.field] = new Typed(body, start + a.offset, a.count);
+  }
+  return message;
 }
 
 const SLICE_MS = 25;
@@ -233,5 +261,6 @@ export function num(x) {
 }
 
 export function nums(xs) {
+  if (ArrayBuffer.isView(xs)) return xs;  // a typed array: numbers already
   return (xs || []).map(num);
 }

@@ -22,11 +22,13 @@
 #include "render/heatmap_render.h"
 #include "render/npy.h"
 #include "server/http/disconnect_watch.h"
+#include "server/http/heatmap_cells.h"
 #include "server/http/http_body.h"
 #include "server/http/http_query.h"
 #include "server/http/http_status.h"
 #include "server/http/json_rpc.h"
 #include "server/http/request_guard.h"
+#include "server/http/slice_chunk_view.h"
 #include "server/http/web_assets.h"
 
 namespace tensormorph {
@@ -148,11 +150,32 @@ class HttpGateway::Impl {
     sending_.erase(s);
   }
 
+  // Registers the handlers below with cpp-httplib.
   void Routes();
+  // Before routing: the guard (request_guard.h) for every request; for /v1
+  // ones also the in-flight count, draining and the Authorization check.
+  httplib::Server::HandlerResponse PreRoute(const httplib::Request& req,
+                                            httplib::Response& res);
+  // A response written (or failed): a /v1 request is no longer in flight.
+  void Logged(const httplib::Request& req, const httplib::Response& res);
+  // cpp-httplib's own refusals and unrouted requests, in the API's error
+  // shape; Unhandled for a response that has a body of ours.
+  httplib::Server::HandlerResponse HttpError(const httplib::Request& req,
+                                             httplib::Response& res) const;
+  // OPTIONS: a CORS preflight, answered for the allowed origin only.
+  void Preflight(const httplib::Request& req, httplib::Response& res) const;
+  void Healthz(const httplib::Request& req, httplib::Response& res) const;
+  void Metrics(const httplib::Request& req, httplib::Response& res) const;
+  // GET /v1/<Method>: 405, the API takes POST.
+  void NotPost(const httplib::Request& req, httplib::Response& res) const;
   void Rpc(const httplib::Request& req, httplib::Response& res,
            const httplib::ContentReader& content);
   void Stream(const std::string& method, const std::string& body,
               const httplib::Request& req, httplib::Response& res);
+  // POST /v1/GetHeatmap answered in the binary form (heatmap_cells.h);
+  // origin.sent is set.
+  void HeatmapCells(const std::string& body, const CallOrigin& origin,
+                    const httplib::Request& req, httplib::Response& res);
   // An API request's Authorization, checked before its body is read (so
   // that no unauthenticated client makes the server hold 16 MiB bodies) by
   // the service's own interceptor, through a GetServerInfo call that
@@ -375,134 +398,141 @@ bool HttpGateway::Impl::Authorized(const httplib::Request& req,
   return false;
 }
 
+httplib::Server::HandlerResponse HttpGateway::Impl::PreRoute(
+    const httplib::Request& req, httplib::Response& res) {
+  if (!absl::StartsWith(req.path, "/v1/")) return Guard(req, res);
+  // cpp-httplib cuts any answer to a request's Range, errors and streams
+  // included; no /v1 answer can be cut (the .npy refuses a Range itself).
+  // The Request is cpp-httplib's own mutable object, handed over as const.
+  const_cast<httplib::Request&>(req).ranges.clear();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++in_flight_;  // until the logger sees its last byte go
+  }
+  if (Guard(req, res) == httplib::Server::HandlerResponse::Handled) {
+    return httplib::Server::HandlerResponse::Handled;
+  }
+  if (draining_.load() && req.method != "OPTIONS") {
+    Refuse(req, res,
+           absl::UnavailableError("the server is draining (shutting "
+                                  "down); retry on another replica"),
+           0, "draining");
+    EndConnectionAfter(res);
+    return httplib::Server::HandlerResponse::Handled;
+  }
+  if (req.method != "OPTIONS" && !Authorized(req, res)) {
+    return httplib::Server::HandlerResponse::Handled;
+  }
+  return httplib::Server::HandlerResponse::Unhandled;
+}
+
+void HttpGateway::Impl::Logged(const httplib::Request& req,
+                               const httplib::Response& res) {
+  if (!absl::StartsWith(req.path, "/v1/")) return;
+  spdlog::debug("HTTP {} {} -> {}", req.method, req.path, res.status);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (--in_flight_ == 0) idle_.notify_all();
+}
+
+httplib::Server::HandlerResponse HttpGateway::Impl::HttpError(
+    const httplib::Request& req, httplib::Response& res) const {
+  // A body of ours (SendBody and EndConnectionAfter send theirs through a
+  // provider): not cpp-httplib's refusal.
+  if (!res.body.empty() || res.content_provider_)
+    return httplib::Server::HandlerResponse::Unhandled;
+  absl::Status s = absl::NotFoundError(
+      absl::StrCat("no such endpoint: ", req.method, " ", req.path));
+  absl::string_view reason = "bad_request";
+  if (res.status == 413) {
+    reason = "limit";
+    s = absl::ResourceExhaustedError(absl::StrCat(
+        "the request body is past the ", kMaxBodyBytes >> 20, " MiB allowed"));
+  } else if (res.status == 400) {
+    s = absl::InvalidArgumentError("a malformed HTTP request");
+  } else if (res.status == 414) {
+    s = absl::InvalidArgumentError(
+        "the URL is past the 8 KiB allowed; send the request as JSON "
+        "to POST /v1/<Method> instead");
+  } else if (res.status != 404) {
+    s = absl::UnknownError(absl::StrCat("HTTP ", res.status));
+  }
+  // cpp-httplib's own refusals, and requests no route takes.
+  Refuse(req, res, s, res.status, reason);
+  return httplib::Server::HandlerResponse::Handled;
+}
+
+void HttpGateway::Impl::Preflight(const httplib::Request& req,
+                                  httplib::Response& res) const {
+  if (!AllowedOrigin(req)) {
+    Refuse(req, res,
+           absl::PermissionDeniedError(
+               "cross-origin calls are not allowed from this origin "
+               "(tensormorphd --http-allow-origin)"));
+    return;
+  }
+  res.set_header("Access-Control-Allow-Methods", "GET, POST");
+  res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+  res.set_header("Access-Control-Max-Age", "600");
+  res.status = 204;
+}
+
+void HttpGateway::Impl::Healthz(const httplib::Request& req,
+                                httplib::Response& res) const {
+  const bool serving = !options_.serving || options_.serving();
+  res.status = serving ? 200 : 503;
+  SendBody(req, res, serving ? "ok\n" : "draining\n", "text/plain");
+}
+
+void HttpGateway::Impl::Metrics(const httplib::Request& req,
+                                httplib::Response& res) const {
+  if (!options_.metrics) {
+    SendError(res, absl::NotFoundError("this gateway has no metrics"));
+    return;
+  }
+  SendBody(req, res, options_.metrics(),
+           "text/plain; version=0.0.4; charset=utf-8");
+}
+
+void HttpGateway::Impl::NotPost(const httplib::Request& req,
+                                httplib::Response& res) const {
+  res.set_header("Allow", "POST");
+  Refuse(req, res,
+         absl::UnimplementedError(
+             absl::StrCat(req.path, " takes POST with the request as JSON")),
+         405, "bad_request");
+}
+
 void HttpGateway::Impl::Routes() {
+  using Req = const httplib::Request&;
+  using Res = httplib::Response&;
   http_->set_pre_routing_handler(
-      [this](const httplib::Request& req, httplib::Response& res) {
-        if (!absl::StartsWith(req.path, "/v1/")) return Guard(req, res);
-        // cpp-httplib cuts any answer to a request's Range, errors and
-        // streams included; no /v1 answer can be cut (the .npy refuses a
-        // Range itself). The Request is cpp-httplib's own mutable object,
-        // handed over as const.
-        const_cast<httplib::Request&>(req).ranges.clear();
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          ++in_flight_;  // until the logger sees its last byte go
-        }
-        if (Guard(req, res) == httplib::Server::HandlerResponse::Handled) {
-          return httplib::Server::HandlerResponse::Handled;
-        }
-        if (draining_.load() && req.method != "OPTIONS") {
-          Refuse(req, res,
-                 absl::UnavailableError("the server is draining (shutting "
-                                        "down); retry on another replica"),
-                 0, "draining");
-          EndConnectionAfter(res);
-          return httplib::Server::HandlerResponse::Handled;
-        }
-        if (req.method != "OPTIONS" && !Authorized(req, res)) {
-          return httplib::Server::HandlerResponse::Handled;
-        }
-        return httplib::Server::HandlerResponse::Unhandled;
-      });
+      [this](Req req, Res res) { return PreRoute(req, res); });
   // cpp-httplib calls its logger once a response has been written (or has
   // failed to be): where a /v1 request stops being in flight.
   http_->set_logger(
-      [this](const httplib::Request& req, const httplib::Response& res) {
-        if (!absl::StartsWith(req.path, "/v1/")) return;
-        spdlog::debug("HTTP {} {} -> {}", req.method, req.path, res.status);
-        std::lock_guard<std::mutex> lock(mu_);
-        if (--in_flight_ == 0) idle_.notify_all();
-      });
-  http_->set_post_routing_handler(
-      [this](const httplib::Request& req, httplib::Response& res) {
-        res.set_header("X-Content-Type-Options", "nosniff");
-        res.set_header("Referrer-Policy", "no-referrer");
-        Cors(req, res);
-        AddFrameHeaders(res);
-      });
+      [this](Req req, const httplib::Response& res) { Logged(req, res); });
+  http_->set_post_routing_handler([this](Req req, Res res) {
+    res.set_header("X-Content-Type-Options", "nosniff");
+    res.set_header("Referrer-Policy", "no-referrer");
+    Cors(req, res);
+    AddFrameHeaders(res);
+  });
   // Unmatched routes, oversized bodies and httplib's own refusals answer in
   // the API's error shape too.
   http_->set_error_handler(httplib::Server::HandlerWithResponse(
-      [this](const httplib::Request& req, httplib::Response& res) {
-        // A body of ours (SendBody and EndConnectionAfter send theirs
-        // through a provider): not cpp-httplib's refusal.
-        if (!res.body.empty() || res.content_provider_)
-          return httplib::Server::HandlerResponse::Unhandled;
-        absl::Status s = absl::NotFoundError(
-            absl::StrCat("no such endpoint: ", req.method, " ", req.path));
-        absl::string_view reason = "bad_request";
-        if (res.status == 413) {
-          reason = "limit";
-          s = absl::ResourceExhaustedError(
-              absl::StrCat("the request body is past the ", kMaxBodyBytes >> 20,
-                           " MiB allowed"));
-        } else if (res.status == 400) {
-          s = absl::InvalidArgumentError("a malformed HTTP request");
-        } else if (res.status == 414) {
-          s = absl::InvalidArgumentError(
-              "the URL is past the 8 KiB allowed; send the request as JSON "
-              "to POST /v1/<Method> instead");
-        } else if (res.status != 404) {
-          s = absl::UnknownError(absl::StrCat("HTTP ", res.status));
-        }
-        // cpp-httplib's own refusals, and requests no route takes.
-        Refuse(req, res, s, res.status, reason);
-        return httplib::Server::HandlerResponse::Handled;
-      }));
-
-  http_->Options(
-      R"(/.*)", [this](const httplib::Request& req, httplib::Response& res) {
-        if (!AllowedOrigin(req)) {
-          Refuse(req, res,
-                 absl::PermissionDeniedError(
-                     "cross-origin calls are not allowed from this origin "
-                     "(tensormorphd --http-allow-origin)"));
-          return;
-        }
-        res.set_header("Access-Control-Allow-Methods", "GET, POST");
-        res.set_header("Access-Control-Allow-Headers",
-                       "Authorization, Content-Type");
-        res.set_header("Access-Control-Max-Age", "600");
-        res.status = 204;
-      });
-  http_->Get(
-      "/healthz", [this](const httplib::Request& req, httplib::Response& res) {
-        const bool serving = !options_.serving || options_.serving();
-        res.status = serving ? 200 : 503;
-        SendBody(req, res, serving ? "ok\n" : "draining\n", "text/plain");
-      });
-  http_->Get(
-      "/metrics", [this](const httplib::Request& req, httplib::Response& res) {
-        if (!options_.metrics) {
-          SendError(res, absl::NotFoundError("this gateway has no metrics"));
-          return;
-        }
-        SendBody(req, res, options_.metrics(),
-                 "text/plain; version=0.0.4; charset=utf-8");
-      });
-  http_->Get("/v1/tensor.npy",
-             [this](const httplib::Request& req, httplib::Response& res) {
-               Npy(req, res);
-             });
+      [this](Req req, Res res) { return HttpError(req, res); }));
+  http_->Options(R"(/.*)", [this](Req req, Res res) { Preflight(req, res); });
+  http_->Get("/healthz", [this](Req req, Res res) { Healthz(req, res); });
+  http_->Get("/metrics", [this](Req req, Res res) { Metrics(req, res); });
+  http_->Get("/v1/tensor.npy", [this](Req req, Res res) { Npy(req, res); });
   http_->Get("/v1/heatmap.png",
-             [this](const httplib::Request& req, httplib::Response& res) {
-               HeatmapPng(req, res);
-             });
+             [this](Req req, Res res) { HeatmapPng(req, res); });
   http_->Post(R"(/v1/([A-Za-z]+))",
-              [this](const httplib::Request& req, httplib::Response& res,
-                     const httplib::ContentReader& content) {
+              [this](Req req, Res res, const httplib::ContentReader& content) {
                 Rpc(req, res, content);
               });
-  http_->Get(R"(/v1/.*)",
-             [this](const httplib::Request& req, httplib::Response& res) {
-               res.set_header("Allow", "POST");
-               Refuse(req, res,
-                      absl::UnimplementedError(absl::StrCat(
-                          req.path, " takes POST with the request as JSON")),
-                      405, "bad_request");
-             });
-  http_->Get(R"(/.*)", [this](const httplib::Request& req,
-                              httplib::Response& res) { Asset(req, res); });
+  http_->Get(R"(/v1/.*)", [this](Req req, Res res) { NotPost(req, res); });
+  http_->Get(R"(/.*)", [this](Req req, Res res) { Asset(req, res); });
 }
 
 void HttpGateway::Impl::Rpc(const httplib::Request& req, httplib::Response& res,
@@ -540,6 +570,14 @@ void HttpGateway::Impl::Rpc(const httplib::Request& req, httplib::Response& res,
         {req.local_addr, req.remote_addr, req.local_port, req.remote_port},
         context);
   };
+  if (method == "GetHeatmap") {
+    // The two forms of one resource: a cache must not hand one for the
+    // other.
+    res.set_header("Vary", "Accept");
+    if (AcceptsHeatmapCells(req.get_header_value("Accept"))) {
+      return HeatmapCells(*body, origin, req, res);
+    }
+  }
   absl::StatusOr<std::string> reply = rpc_.Unary(method, *body, origin);
   if (!reply.ok()) {
     // Before the call: the body is no request. After it: the service's.
@@ -547,6 +585,24 @@ void HttpGateway::Impl::Rpc(const httplib::Request& req, httplib::Response& res,
     return SendError(res, reply.status());
   }
   SendBody(req, res, *std::move(reply), "application/json");
+}
+
+void HttpGateway::Impl::HeatmapCells(const std::string& body,
+                                     const CallOrigin& origin,
+                                     const httplib::Request& req,
+                                     httplib::Response& res) {
+  v1::HeatmapMode mode = v1::HEATMAP_MODE_UNSPECIFIED;
+  absl::StatusOr<v1::GetHeatmapResponse> reply =
+      rpc_.GetHeatmap(body, origin, &mode);
+  if (!reply.ok()) {
+    // Before the call: the body is no request. After it: the service's.
+    if (!*origin.sent) return Refuse(req, res, reply.status());
+    return SendError(res, reply.status());
+  }
+  // Not compressed (SendBody compresses text only): gzip shrinks floats
+  // little, at tens of ms for a million cells.
+  SendBody(req, res, HeatmapCellsBody(*std::move(reply), mode),
+           kHeatmapCellsType);
 }
 
 void HttpGateway::Impl::Stream(const std::string& method,
@@ -627,25 +683,39 @@ void HttpGateway::Impl::Npy(const httplib::Request& req,
   }
   absl::StatusOr<v1::ReadSliceRequest> request = ReadSliceFromQuery(req.params);
   if (!request.ok()) return Refuse(req, res, request.status());
+  // The messages are read unparsed and their data written from where the
+  // in-process channel hands it over (slice_chunk_view.h): no copy of the
+  // tensor's bytes between the service's buffer and the socket.
   struct State : Sending {
     grpc::ClientContext context;
-    std::unique_ptr<grpc::ClientReader<v1::SliceChunk>> reader;
-    v1::SliceChunk chunk;
+    std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader;
+    grpc::ByteBuffer message;
+    SliceChunkView chunk;
     int64_t left = 0;  // data bytes still to send
     size_t sent = 0;   // bytes written, the header included
     bool finished = false;
+    // The next message, viewed; false at the end, or on a malformed one
+    // (which cancels the call).
+    bool Next() {
+      if (!reader->Read(&message)) return false;
+      const absl::Status s = chunk.Parse(message);
+      if (s.ok()) return true;
+      spdlog::error("GET /v1/tensor.npy: {}", s.ToString());
+      context.TryCancel();
+      return false;
+    }
   };
   auto state = std::make_shared<State>();
   if (absl::Status s = ApplyOrigin(OriginOf(req), &state->context); !s.ok()) {
     return Refuse(req, res, s);
   }
-  state->reader = rpc_.stub().ReadSlice(&state->context, *request);
-  if (!state->reader->Read(&state->chunk)) {
+  state->reader = rpc_.ReadSliceBytes(&state->context, *request);
+  if (!state->Next()) {
     absl::Status s = FromGrpcStatus(state->reader->Finish());
     if (s.ok()) s = absl::InternalError("ReadSlice ended without a header");
     return SendError(res, s);
   }
-  const v1::SliceHeader& h = state->chunk.header();
+  const v1::SliceHeader& h = state->chunk.fields().header();
   const std::vector<int64_t> shape(h.shape().begin(), h.shape().end());
   const NpyLayout layout = NpyLayoutFor(h.dtype(), shape, h.total_bytes());
   const std::string header = NpyHeader(layout.descr, layout.shape);
@@ -668,17 +738,17 @@ void HttpGateway::Impl::Npy(const httplib::Request& req,
           if (!sink.write(header.data(), header.size())) return false;
           state->sent += header.size();
         }
-        const std::string& data = state->chunk.data();
-        if (static_cast<int64_t>(data.size()) > state->left) return false;
-        if (!data.empty() && !sink.write(data.data(), data.size())) {
-          return false;
+        const size_t n = state->chunk.data_size();
+        if (static_cast<int64_t>(n) > state->left) return false;
+        for (const absl::string_view piece : state->chunk.data()) {
+          if (!sink.write(piece.data(), piece.size())) return false;
         }
-        state->sent += data.size();
-        state->left -= static_cast<int64_t>(data.size());
+        state->sent += n;
+        state->left -= static_cast<int64_t>(n);
         if (state->left == 0) return true;  // httplib ends at the length
         // Ends short (the call failed, or sent less than its header said):
         // returning false drops the connection mid-body.
-        return static_cast<bool>(state->reader->Read(&state->chunk));
+        return state->Next();
       },
       [this, state](bool) {
         if (!state->finished) {
@@ -687,7 +757,7 @@ void HttpGateway::Impl::Npy(const httplib::Request& req,
           // now would end a whole download as CANCELLED. Else the client
           // went away, or the call failed: end it now.
           if (state->left > 0) state->context.TryCancel();
-          while (state->reader->Read(&state->chunk)) {
+          while (state->reader->Read(&state->message)) {
           }
           const absl::Status s = FromGrpcStatus(state->reader->Finish());
           if (!s.ok() && state->left > 0) {

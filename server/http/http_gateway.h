@@ -13,8 +13,13 @@
 //                          {"result": <message>} per line, flushed as
 //                          produced; a failure after the first line ends the
 //                          stream with {"error": {"code", "message"}}.
+//                          GetHeatmap with Accept: application/octet-stream
+//                          answers its cells as little-endian arrays
+//                          (heatmap_cells.h), which the page reads.
 //   GET  /v1/tensor.npy    ?checkpoint&tensor[&slice][&raw=1][&part=1]
-//                          streamed with a Content-Length, never held whole
+//                          streamed with a Content-Length, never held whole,
+//                          its bytes written from the service's own buffers
+//                          (slice_chunk_view.h)
 //   GET  /v1/heatmap.png   ?checkpoint&tensor[&mode][&ref][&width&height]
 //                          [&rows=A:B&cols=C:D] (see http_query.h)
 //   GET  /metrics          Prometheus text (HttpGatewayOptions::metrics)

@@ -75,21 +75,35 @@ class TypedStream : public JsonStream {
   Resp message_;
 };
 
+// A unary call with its request in JSON: the response as the message.
+template <class Req, class Resp>
+absl::StatusOr<Resp> CallWithJson(
+    Stub& stub, const char* name,
+    grpc::Status (Stub::*fn)(grpc::ClientContext*, const Req&, Resp*),
+    absl::string_view body, const CallOrigin& origin,
+    const std::function<void(const Req&)>& parsed = nullptr) {
+  absl::StatusOr<Req> req = ParseRequest<Req>(body, name);
+  if (!req.ok()) return req.status();
+  if (parsed) parsed(*req);
+  grpc::ClientContext context;
+  if (absl::Status s = ApplyOrigin(origin, &context); !s.ok()) return s;
+  Resp resp;
+  const std::shared_ptr<void> watching =
+      origin.watch ? origin.watch(&context) : nullptr;
+  const grpc::Status s = (stub.*fn)(&context, *req, &resp);
+  if (!s.ok()) return FromGrpcStatus(s);
+  return resp;
+}
+
 template <class Req, class Resp>
 auto UnaryCall(const char* name, grpc::Status (Stub::*fn)(grpc::ClientContext*,
                                                           const Req&, Resp*)) {
   return [name, fn](Stub& stub, absl::string_view body,
                     const CallOrigin& origin) -> absl::StatusOr<std::string> {
-    absl::StatusOr<Req> req = ParseRequest<Req>(body, name);
-    if (!req.ok()) return req.status();
-    grpc::ClientContext context;
-    if (absl::Status s = ApplyOrigin(origin, &context); !s.ok()) return s;
-    Resp resp;
-    const std::shared_ptr<void> watching =
-        origin.watch ? origin.watch(&context) : nullptr;
-    const grpc::Status s = (stub.*fn)(&context, *req, &resp);
-    if (!s.ok()) return FromGrpcStatus(s);
-    return MessageToJson(resp);
+    absl::StatusOr<Resp> resp =
+        CallWithJson<Req, Resp>(stub, name, fn, body, origin);
+    if (!resp.ok()) return resp.status();
+    return MessageToJson(*resp);
   };
 }
 
@@ -151,7 +165,10 @@ std::string MessageToJson(const google::protobuf::Message& message) {
 }
 
 JsonRpc::JsonRpc(std::shared_ptr<grpc::Channel> channel)
-    : stub_(v1::Tensormorph::NewStub(std::move(channel))) {
+    : channel_(std::move(channel)),
+      stub_(v1::Tensormorph::NewStub(channel_)),
+      read_slice_("/tensormorph.v1.Tensormorph/ReadSlice",
+                  grpc::internal::RpcMethod::SERVER_STREAMING, channel_) {
   const auto unary = [this](const char* name, auto fn) {
     methods_.push_back({name, Entry{UnaryCall(name, fn), nullptr}});
   };
@@ -209,6 +226,22 @@ absl::StatusOr<std::string> JsonRpc::Unary(absl::string_view method,
         absl::StrCat(method, " is a server-streaming method"));
   }
   return (*entry)->unary(*stub_, body, origin);
+}
+
+std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> JsonRpc::ReadSliceBytes(
+    grpc::ClientContext* context, const v1::ReadSliceRequest& req) const {
+  // What the generated Stub::ReadSlice does, with another message type.
+  return std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>>(
+      grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
+          channel_.get(), read_slice_, context, req));
+}
+
+absl::StatusOr<v1::GetHeatmapResponse> JsonRpc::GetHeatmap(
+    absl::string_view body, const CallOrigin& origin,
+    v1::HeatmapMode* mode) const {
+  return CallWithJson<v1::GetHeatmapRequest, v1::GetHeatmapResponse>(
+      *stub_, "GetHeatmap", &Stub::GetHeatmap, body, origin,
+      [mode](const v1::GetHeatmapRequest& req) { *mode = req.mode(); });
 }
 
 absl::StatusOr<std::unique_ptr<JsonStream>> JsonRpc::Stream(

@@ -87,6 +87,12 @@ class JsonRpc {
   absl::StatusOr<std::string> Unary(absl::string_view method,
                                     absl::string_view body,
                                     const CallOrigin& origin) const;
+  // GetHeatmap as Unary calls it, its response as the message (for the
+  // binary form, heatmap_cells.h); `*mode` learns the request's mode, which
+  // the response does not hold. Errors as Unary's.
+  absl::StatusOr<v1::GetHeatmapResponse> GetHeatmap(
+      absl::string_view body, const CallOrigin& origin,
+      v1::HeatmapMode* mode) const;
   // A server-streaming call, started; errors as Unary's, except the call's
   // own, which come through the stream.
   absl::StatusOr<std::unique_ptr<JsonStream>> Stream(
@@ -94,6 +100,12 @@ class JsonRpc {
       const CallOrigin& origin) const;
 
   v1::Tensormorph::Stub& stub() const { return *stub_; }
+
+  // ReadSlice with its messages as they arrive, unparsed (SliceChunkView
+  // reads them without copying their data): the generated stub's call, on
+  // the same channel, with grpc::ByteBuffer for the message type.
+  std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> ReadSliceBytes(
+      grpc::ClientContext* context, const v1::ReadSliceRequest& req) const;
 
  private:
   using Stub = v1::Tensormorph::Stub;
@@ -107,7 +119,9 @@ class JsonRpc {
   };
   absl::StatusOr<const Entry*> Find(absl::string_view method) const;
 
+  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<Stub> stub_;
+  const grpc::internal::RpcMethod read_slice_;
   std::vector<std::pair<std::string, Entry>> methods_;
 };
 

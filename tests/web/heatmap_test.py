@@ -130,6 +130,14 @@ def test_click_lands_on_the_cause(page, cli, root):
     it.check(float(steps['values'][0]) > 70, f'the planted element is {steps["values"][0]} steps off, not ~80')
     page.shot('i31_heatmap_click')
     print('  zoom to element from the inspector')
+    # Every GetHeatmap the page makes from here, as (Accept, Content-Type):
+    # its cells come in the binary form (docs/http.md), not as JSON.
+    page.d.execute_script(
+        "window.tmHeatmapReplies = []; const f = window.fetch;"
+        "window.fetch = (url, init) => f(url, init).then((r) => {"
+        " if (String(url).endsWith('v1/GetHeatmap')) window.tmHeatmapReplies.push("
+        "  [(init && init.headers && init.headers.Accept) || '', r.headers.get('Content-Type')]);"
+        " return r; });")
     page.one('.inspector .zoom-link', 'the inspector\'s Zoom to element').click()
     page.wait(lambda: page.query().get('region'), 'a region in the URL')
     region = page.query()['region']
@@ -139,6 +147,9 @@ def test_click_lands_on_the_cause(page, cli, root):
         "const h = document.querySelector('.heatmap'); return h && h.dataset.edges;") == region,
         f'the heatmap redrawn zoomed to {region}')
     page.wait(lambda: crosshair(page) == f'{r},{c}', 'the crosshair in the zoomed view')
+    replies = page.d.execute_script('return window.tmHeatmapReplies;')
+    binary = ['application/octet-stream', 'application/octet-stream']
+    it.check(binary in replies, f'the zoomed heatmap was not asked for and sent in the binary form: {replies}')
     page.shot('i31_heatmap_zoom', settle=1.0)
 
 

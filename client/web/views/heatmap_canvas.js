@@ -486,7 +486,7 @@ export function createHeatmap(opts) {
     if (opts.ref) body.reference = opts.ref;
     if (opts.ref && opts.refTensor) body.referenceTensor = opts.refTensor;
     const t0 = performance.now();
-    api.call('GetHeatmap', body, { signal: controller.signal }).then((resp) => {
+    api.heatmap(body, { signal: controller.signal }).then((resp) => {
       if (my !== seq || destroyed) return;  // a newer request is on its way
       const d = {
         width: resp.width,

@@ -16,6 +16,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -326,6 +328,204 @@ TEST_F(HttpGatewayTest, NpyRefusesByteRangesRatherThanSendingTheStartAgain) {
   ASSERT_TRUE(part);
   EXPECT_EQ(part->status, 416) << part->body.substr(0, 100);
   ExpectErrorBody(part->body, "REQUEST_INVALID");
+}
+
+// The binary heatmap form (docs/http.md), read back as a page reads it:
+// the JSON head and each listed array, as doubles.
+struct CellsBody {
+  Json head;
+  std::map<std::string, std::string> dtype;
+  std::map<std::string, std::vector<double>> arrays;
+};
+
+template <class T>
+std::vector<double> ArrayAt(const std::string& body, size_t at, size_t count) {
+  std::vector<T> typed(count);
+  std::memcpy(typed.data(), body.data() + at, count * sizeof(T));
+  return std::vector<double>(typed.begin(), typed.end());
+}
+
+::testing::AssertionResult ReadCells(const std::string& body, CellsBody* out) {
+  if (body.size() < 4) return ::testing::AssertionFailure() << "too short";
+  uint32_t n = 0;
+  for (int i = 0; i < 4; ++i) {
+    n |= static_cast<uint32_t>(static_cast<uint8_t>(body[i])) << (8 * i);
+  }
+  if ((4 + n) % 8 != 0 || 4 + n > body.size()) {
+    return ::testing::AssertionFailure() << "a JSON head of " << n << " bytes";
+  }
+  out->head = Json::parse(body.substr(4, n), nullptr, false);
+  if (!out->head.is_object()) return ::testing::AssertionFailure() << "head";
+  for (const Json& a : out->head["arrays"]) {
+    const std::string field = a["field"], dtype = a["dtype"];
+    const size_t offset = a["offset"], count = a["count"];
+    const size_t width = dtype == "<f8" ? 8 : 4;
+    if (offset % 8 != 0 || 4 + n + offset + count * width > body.size()) {
+      return ::testing::AssertionFailure() << field << " lies outside";
+    }
+    const size_t at = 4 + n + offset;
+    out->dtype[field] = dtype;
+    out->arrays[field] = dtype == "<f8"   ? ArrayAt<double>(body, at, count)
+                         : dtype == "<f4" ? ArrayAt<float>(body, at, count)
+                                          : ArrayAt<int32_t>(body, at, count);
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Doubles equal, NaN equal to NaN.
+bool SameDoubles(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!(a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i])))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+template <class Repeated>
+std::vector<double> AsDoubles(const Repeated& r, bool to_float = false) {
+  std::vector<double> out;
+  for (const auto x : r) {
+    out.push_back(to_float ? static_cast<double>(static_cast<float>(x))
+                           : static_cast<double>(x));
+  }
+  return out;
+}
+
+// With Accept: application/octet-stream, GetHeatmap answers the gRPC reply
+// cell for cell: its small fields as JSON, its per-cell arrays as
+// little-endian arrays in the dtypes docs/http.md gives (values rounded to
+// float32 only where each cell reduces several elements).
+TEST_F(HttpGatewayTest, TheBinaryHeatmapIsTheGrpcReplyCellForCell) {
+  auto client = Client::Connect(server_->address());
+  ASSERT_TRUE(client.ok());
+  struct Case {
+    const char* name;
+    Json request;
+    const char* values_dtype;
+  };
+  Json base = {{"checkpoint", kQ8}, {"tensor", kQ8Tensor}};
+  const auto with = [&](Json extra) {
+    Json r = base;
+    r.update(extra);
+    return r;
+  };
+  const Case cases[] = {
+      {"means of 4 x 4 elements",
+       with({{"mode", "HEATMAP_MODE_MEAN"}, {"width", 64}, {"height", 64}}),
+       "<f4"},
+      {"group ids",
+       with({{"mode", "HEATMAP_MODE_GROUP"}, {"width", 64}, {"height", 64}}),
+       "<f8"},
+      {"single elements",
+       with({{"mode", "HEATMAP_MODE_ABSMAX"},
+             {"width", 8},
+             {"height", 8},
+             {"rowBegin", 3},
+             {"rowEnd", 11},
+             {"colBegin", 5},
+             {"colEnd", 13}}),
+       "<f8"},
+      {"errors located",
+       with({{"mode", "HEATMAP_MODE_ERROR"},
+             {"reference", "source"},
+             {"width", 32},
+             {"height", 32},
+             {"locate", true}}),
+       "<f4"},
+      {"zeros against a source",
+       with({{"mode", "HEATMAP_MODE_ZEROS"},
+             {"reference", "source"},
+             {"width", 32},
+             {"height", 32}}),
+       "<f4"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    httplib::Result r = Http().Post(
+        "/v1/GetHeatmap", {{"Accept", "text/html, application/octet-stream"}},
+        c.request.dump(), "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body.substr(0, 300);
+    EXPECT_EQ(r->get_header_value("Content-Type"), "application/octet-stream");
+    EXPECT_THAT(r->get_header_value("Vary"), HasSubstr("Accept"));
+    CellsBody cells;
+    ASSERT_TRUE(ReadCells(r->body, &cells));
+    ASSERT_TRUE(ParsesAs(cells.head["message"].dump(),
+                         v1::GetHeatmapResponse::descriptor()));
+
+    v1::GetHeatmapRequest req;
+    ASSERT_TRUE(
+        google::protobuf::util::JsonStringToMessage(c.request.dump(), &req)
+            .ok());
+    absl::StatusOr<v1::GetHeatmapResponse> grpc = (*client)->GetHeatmap(req);
+    ASSERT_TRUE(grpc.ok()) << grpc.status();
+    v1::GetHeatmapResponse small = *grpc;
+    small.clear_values();
+    small.clear_groups();
+    small.clear_pruned();
+    small.clear_cell_element();
+    v1::GetHeatmapResponse head;
+    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(
+                    cells.head["message"].dump(), &head)
+                    .ok());
+    EXPECT_EQ(head.SerializeAsString(), small.SerializeAsString());
+
+    EXPECT_EQ(cells.dtype["values"], c.values_dtype);
+    EXPECT_TRUE(SameDoubles(
+        cells.arrays["values"],
+        AsDoubles(grpc->values(), std::string(c.values_dtype) == "<f4")));
+    EXPECT_EQ(cells.dtype["groups"], "<i4");
+    EXPECT_TRUE(SameDoubles(cells.arrays["groups"], AsDoubles(grpc->groups())));
+    EXPECT_EQ(cells.arrays.count("pruned"), grpc->pruned_size() > 0 ? 1u : 0u);
+    if (grpc->pruned_size() > 0) {
+      EXPECT_EQ(cells.dtype["pruned"], "<f4");
+      EXPECT_TRUE(
+          SameDoubles(cells.arrays["pruned"], AsDoubles(grpc->pruned(), true)));
+    }
+    EXPECT_EQ(cells.arrays.count("cellElement"),
+              grpc->cell_element_size() > 0 ? 1u : 0u);
+    if (grpc->cell_element_size() > 0) {
+      EXPECT_EQ(cells.dtype["cellElement"], "<f8");
+      EXPECT_TRUE(SameDoubles(cells.arrays["cellElement"],
+                              AsDoubles(grpc->cell_element())));
+    }
+  }
+}
+
+// Only a client that names the binary form gets it: */* and no Accept
+// header get JSON, as before it existed.
+TEST_F(HttpGatewayTest, OtherClientsOfGetHeatmapStillGetJson) {
+  const std::string body = Requests().at("GetHeatmap").dump();
+  for (const char* accept : {"", "*/*", "application/json"}) {
+    SCOPED_TRACE(accept);
+    httplib::Headers headers;
+    if (*accept) headers.emplace("Accept", accept);
+    httplib::Result r =
+        Http().Post("/v1/GetHeatmap", headers, body, "application/json");
+    ASSERT_TRUE(r && r->status == 200);
+    EXPECT_EQ(r->get_header_value("Content-Type"), "application/json");
+    EXPECT_TRUE(ParsesAs(r->body, v1::GetHeatmapResponse::descriptor()));
+  }
+}
+
+// A refusal in the binary form is the API's JSON error body all the same.
+TEST_F(HttpGatewayTest, ABinaryHeatmapRefusalIsTheJsonErrorBody) {
+  Json request = Requests().at("GetHeatmap");
+  request["tensor"] = "nope";
+  httplib::Result r =
+      Http().Post("/v1/GetHeatmap", {{"Accept", "application/octet-stream"}},
+                  request.dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  ExpectErrorBody(r->body, "TENSOR_NOT_FOUND");
+  request["tensor"] = 7;  // not a string: refused before the call
+  r = Http().Post("/v1/GetHeatmap", {{"Accept", "application/octet-stream"}},
+                  request.dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  ExpectErrorBody(r->body, "REQUEST_INVALID");
 }
 
 TEST_F(HttpGatewayTest, TheHeatmapPngIsAPngOfTheRequestedRegion) {

@@ -20,6 +20,7 @@
 #include "core/quant/decode_simd.h"
 #include "core/quant/float_formats.h"
 #include "core/quant/float_steps.h"
+#include "core/util/error_reason.h"
 #include "core/util/lane_sum.h"
 #include "core/util/status_macros.h"
 #include "core/view_2d.h"
@@ -63,12 +64,12 @@ absl::Status ResolveRange(const char* what, int64_t begin, int64_t* end,
   const int64_t asked_end = *end;
   if (*end == 0) *end = size;
   if (begin < 0 || asked_end < 0 || begin >= *end || *end > size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("heatmap region ", what, " [", begin, ", ", asked_end,
-                     asked_end == 0 ? " (= to the end)" : "",
-                     ") must be non-empty and inside the view's ", h.rows,
-                     " rows x ", h.cols, " cols (", what, " 0..", size,
-                     "; an end of 0 means ", size, ")"));
+    return RequestFieldError(
+        what, absl::StrCat("heatmap region ", what, " [", begin, ", ",
+                           asked_end, asked_end == 0 ? " (= to the end)" : "",
+                           ") must be non-empty and inside the view's ", h.rows,
+                           " rows x ", h.cols, " cols (", what, " 0..", size,
+                           "; an end of 0 means ", size, ")"));
   }
   return absl::OkStatus();
 }
@@ -608,20 +609,23 @@ struct Region {
 absl::Status CheckModeOptions(const LogicalTensor& t, const LogicalTensor* ref,
                               const HeatmapOptions& o) {
   if (t.shape.empty())
-    return absl::InvalidArgumentError("a rank-0 tensor has no 2-D view");
+    return RequestFieldError("tensor", "a rank-0 tensor has no 2-D view");
   if (o.mode == HeatmapMode::kErrorSteps && ref == nullptr) {
-    return absl::InvalidArgumentError("error mode needs a reference (--ref)");
+    return RequestFieldError("ref", "error mode needs a reference (--ref)");
   }
   if (o.locate && o.mode != HeatmapMode::kErrorSteps &&
       o.mode != HeatmapMode::kAbsmax) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "locating each cell's element needs error or absmax mode, not mode ",
-        static_cast<int>(o.mode)));
+    return RequestFieldError(
+        "locate",
+        absl::StrCat(
+            "locating each cell's element needs error or absmax mode, not "
+            "mode ",
+            static_cast<int>(o.mode)));
   }
   if (o.errors != nullptr && o.mode != HeatmapMode::kErrorSteps) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("an error grid serves error mode, not mode ",
-                     static_cast<int>(o.mode)));
+    return RequestFieldError(
+        "mode", absl::StrCat("an error grid serves error mode, not mode ",
+                             static_cast<int>(o.mode)));
   }
   return CheckReference(t, ref, o.ref_rows);
 }
@@ -647,7 +651,8 @@ absl::StatusOr<Region> LayOutCells(const LogicalTensor& t,
       (o.errors->view.base != g.base || o.errors->view.rows != h->rows ||
        o.errors->view.cols != h->cols ||
        (o.errors->f32 == nullptr && o.errors->f64 == nullptr))) {
-    return absl::InvalidArgumentError(
+    return RequestFieldError(
+        "errors",
         absl::StrCat("the error grid is of another view (", o.errors->view.rows,
                      " x ", o.errors->view.cols, " from element ",
                      o.errors->view.base, ") than the heatmap's (", h->rows,
@@ -1068,10 +1073,12 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
     // cells that cover nothing (and minima of -inf).
     if (o.row_begin != 0 || o.row_end != 0 || o.col_begin != 0 ||
         o.col_end != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tensor '", t.name, "' is empty (a view of ", h.rows, " rows x ",
-          h.cols, " cols), so it has no region rows [", o.row_begin, ", ",
-          o.row_end, ") x cols [", o.col_begin, ", ", o.col_end, ")"));
+      return RequestFieldError(
+          "region",
+          absl::StrCat("tensor '", t.name, "' is empty (a view of ", h.rows,
+                       " rows x ", h.cols, " cols), so it has no region rows [",
+                       o.row_begin, ", ", o.row_end, ") x cols [", o.col_begin,
+                       ", ", o.col_end, ")"));
     }
     h.width = h.height = 0;
     h.row_edges = {0};

@@ -20,6 +20,7 @@
 #include "core/quant/decode_simd.h"
 #include "core/quant/float_formats.h"
 #include "core/quant/levels.h"
+#include "core/util/error_reason.h"
 #include "core/util/lane_sum.h"
 #include "core/util/status_macros.h"
 
@@ -826,9 +827,10 @@ absl::Status CheckStatsRequest(const LogicalTensor& t, const LogicalTensor* ref,
   const int64_t want = o.group.value_or(-1);
   if (one_group) {
     if (want < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "group ", want, " of tensor '", t.name,
-          "' is negative; group ids count from 0 (ScalarInspection.group)"));
+      return RequestFieldError(
+          "group", absl::StrCat("group ", want, " of tensor '", t.name,
+                                "' is negative; group ids count from 0 "
+                                "(ScalarInspection.group)"));
     }
     ScalarInfo first;
     if (n > 0) {
@@ -839,10 +841,12 @@ absl::Status CheckStatsRequest(const LogicalTensor& t, const LogicalTensor* ref,
       }
     }
     if (first.group < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tensor '", t.name, "' (", t.encoding->info().scheme,
-          n == 0 ? ", empty" : "",
-          ") has no quantization groups, so it has no group ", want));
+      return RequestFieldError(
+          "group",
+          absl::StrCat("tensor '", t.name, "' (", t.encoding->info().scheme,
+                       n == 0 ? ", empty" : "",
+                       ") has no quantization groups, so it has no group ",
+                       want));
     }
     // Ids are dense in row-major order of the group grid, so the last
     // element is in the last group, except where act-order's g_idx
@@ -854,7 +858,8 @@ absl::Status CheckStatsRequest(const LogicalTensor& t, const LogicalTensor* ref,
       return s;
     }
     if (!t.encoding->info().act_order && want > last.group) {
-      return absl::InvalidArgumentError(
+      return RequestFieldError(
+          "group",
           absl::StrCat("group ", want, " is past the last group of tensor '",
                        t.name, "', which has groups 0..", last.group));
     }
@@ -1089,7 +1094,8 @@ absl::Status StatsPass::FirstPass() {
     if (st_.has_levels) code_counter_.Add(codes_.data(), m, nibbles_);
   }
   if (one_group_ && counted_ == 0) {
-    return absl::InvalidArgumentError(
+    return RequestFieldError(
+        "group",
         absl::StrCat("group ", want_, " is past the last group of tensor '",
                      t_.name, "', which has groups 0..", max_group_));
   }

@@ -2,6 +2,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/util/error_reason.h"
 
 namespace tensormorph {
 
@@ -19,10 +20,12 @@ absl::StatusOr<View2D> ViewOf(const LogicalTensor& t,
     // shape[d] > 0 here (the tensor is not empty): no overflow either way.
     const int64_t i = asked < 0 ? asked + t.shape[d] : asked;
     if (i < 0 || i >= t.shape[d]) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "leading index ", asked, " is out of range for dimension ", d,
-          " of size ", t.shape[d], " (valid: ", -t.shape[d], "..",
-          t.shape[d] - 1, ", negative counting from the end)"));
+      return RequestFieldError(
+          "leading",
+          absl::StrCat("leading index ", asked,
+                       " is out of range for dimension ", d, " of size ",
+                       t.shape[d], " (valid: ", -t.shape[d], "..",
+                       t.shape[d] - 1, ", negative counting from the end)"));
     }
     v.base = v.base * t.shape[d] + i;
   }

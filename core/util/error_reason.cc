@@ -66,7 +66,10 @@ constexpr ErrorReasonInfo kTable[] = {
      "a request enum field holds a number that is not one of its values",
      "field"},
     {ErrorReason::kRequestInvalid, "REQUEST_INVALID", Code::kInvalidArgument,
-     true, "a malformed request (any other INVALID_ARGUMENT)", ""},
+     true,
+     "a malformed request (any other INVALID_ARGUMENT); where one option is "
+     "refused (statistics and heatmaps), field names it",
+     "field"},
     {ErrorReason::kNotFound, "NOT_FOUND", Code::kNotFound, true,
      "something else named does not exist", ""},
     {ErrorReason::kPermissionDenied, "PERMISSION_DENIED",
@@ -222,6 +225,13 @@ absl::Status HeaderInvalidError(absl::string_view message,
                                 absl::string_view rule) {
   return WithReason(absl::DataLossError(message), ErrorReason::kHeaderInvalid,
                     {{"file", std::string(file)}, {"rule", std::string(rule)}});
+}
+
+absl::Status RequestFieldError(absl::string_view field,
+                               absl::string_view message) {
+  return WithReason(absl::InvalidArgumentError(message),
+                    ErrorReason::kRequestInvalid,
+                    {{"field", std::string(field)}});
 }
 
 }  // namespace tensormorph

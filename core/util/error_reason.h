@@ -127,6 +127,11 @@ absl::Status LimitExceededError(absl::string_view message,
 // DATA_LOSS HEADER_INVALID {file, rule}: a file breaks a format rule.
 absl::Status HeaderInvalidError(absl::string_view message,
                                 absl::string_view file, absl::string_view rule);
+// INVALID_ARGUMENT REQUEST_INVALID {field}: a request's option is refused;
+// `field` names it (e.g. "group", "rows", "mode") so that a client can say
+// which one without reading the message.
+absl::Status RequestFieldError(absl::string_view field,
+                               absl::string_view message);
 
 }  // namespace tensormorph
 

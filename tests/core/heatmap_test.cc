@@ -26,8 +26,11 @@ namespace tensormorph {
 namespace {
 
 using ::tensormorph::testing::Fixture;
+using ::tensormorph::testing::HasMetadata;
+using ::tensormorph::testing::HasReason;
+using ::tensormorph::testing::MessageNames;
 using ::tensormorph::testing::ReadF32File;
-using ::tensormorph::testing::StatusIs;
+using ::testing::AllOf;
 
 // A real encoding that records which element ranges were decoded (a fake in
 // the sense of the house style: it forwards to the real decoder).
@@ -142,22 +145,25 @@ TEST(HeatmapRegionTest, RefusesARegionOutsideEmptyOrNegative) {
   const LogicalTensor* t = (*ckpt)->FindTensor("blk.0.attn_q.weight");
   struct Case {
     int64_t rb, re, cb, ce;
-    const char* says;
+    const char* field;  // the refused one
+    const char* range;  // as the message names it
   };
-  for (const Case& c :
-       {Case{0, 5, 0, 0, "rows [0, 5)"}, Case{0, 0, 0, 257, "cols [0, 257)"},
-        Case{3, 3, 0, 0, "rows [3, 3)"}, Case{0, 0, 100, 50, "cols [100, 50)"},
-        Case{-1, 0, 0, 0, "rows [-1, 0"}, Case{0, -2, 0, 0, "rows [0, -2)"},
-        Case{4, 0, 0, 0, "rows [4, 0 (= to the end))"}}) {
+  for (const Case& c : {Case{0, 5, 0, 0, "rows", "[0, 5)"},
+                        Case{0, 0, 0, 257, "cols", "[0, 257)"},
+                        Case{3, 3, 0, 0, "rows", "[3, 3)"},
+                        Case{0, 0, 100, 50, "cols", "[100, 50)"},
+                        Case{-1, 0, 0, 0, "rows", "[-1, 0"},
+                        Case{0, -2, 0, 0, "rows", "[0, -2)"},
+                        Case{4, 0, 0, 0, "rows", "[4, 0"}}) {
     HeatmapOptions o;
     o.row_begin = c.rb;
     o.row_end = c.re;
     o.col_begin = c.cb;
     o.col_end = c.ce;
     auto h = ComputeHeatmap(*t, nullptr, o);
-    EXPECT_THAT(h, StatusIs(absl::StatusCode::kInvalidArgument, c.says));
-    EXPECT_THAT(
-        h, StatusIs(absl::StatusCode::kInvalidArgument, "4 rows x 256 cols"));
+    EXPECT_THAT(h, AllOf(HasReason(ErrorReason::kRequestInvalid),
+                         HasMetadata("field", c.field), MessageNames(c.range),
+                         MessageNames("4 rows x 256 cols")));
   }
 }
 
@@ -244,9 +250,9 @@ TEST(HeatmapZerosTest, AnEmptyTensorHasNoCellsAndNoRegion) {
   EXPECT_EQ(h->height, 0);
   EXPECT_TRUE(h->values.empty());
   o.col_end = 8;
-  EXPECT_THAT(
-      ComputeHeatmap(empty, nullptr, o),
-      StatusIs(absl::StatusCode::kInvalidArgument, "tensor 'empty' is empty"));
+  EXPECT_THAT(ComputeHeatmap(empty, nullptr, o),
+              AllOf(HasReason(ErrorReason::kRequestInvalid),
+                    HasMetadata("field", "region"), MessageNames("'empty'")));
 }
 
 // f16_special: [0, -0, 1, -2.5, 65504, the largest and the smallest
@@ -384,10 +390,9 @@ TEST(HeatmapLeadingTest, NegativeIndicesCountFromTheEnd) {
   EXPECT_NE(last->values, first->values);
   for (int64_t bad : {int64_t{2}, int64_t{-3}, INT64_MIN}) {
     EXPECT_THAT(at(bad),
-                StatusIs(absl::StatusCode::kInvalidArgument,
-                         absl::StrCat("leading index ", bad,
-                                      " is out of range for dimension 0 of "
-                                      "size 2 (valid: -2..1")));
+                AllOf(HasReason(ErrorReason::kRequestInvalid),
+                      HasMetadata("field", "leading"),
+                      MessageNames(absl::StrCat(bad)), MessageNames("-2..1")));
   }
 }
 
@@ -402,8 +407,8 @@ TEST(HeatmapLocateTest, OnlyErrorAndAbsmaxModesLocateTheirCellsElement) {
     o.mode = mode;
     o.locate = true;
     EXPECT_THAT(ComputeHeatmap(*t, nullptr, o),
-                StatusIs(absl::StatusCode::kInvalidArgument,
-                         "needs error or absmax mode"));
+                AllOf(HasReason(ErrorReason::kRequestInvalid),
+                      HasMetadata("field", "locate")));
   }
   HeatmapOptions o;
   o.mode = HeatmapMode::kAbsmax;
@@ -440,8 +445,9 @@ TEST(HeatmapCancelTest, ACancelledHeatmapStopsAtItsNextBatchWithCancelled) {
   HeatmapOptions o;
   o.col_begin = 1;  // not whole rows: a batch per row, 4 rows, 4 polls
   o.cancelled = [&polls] { return ++polls == 2; };
-  EXPECT_THAT(ComputeHeatmap(*t, nullptr, o),
-              StatusIs(absl::StatusCode::kCancelled, "cancelled at band 1"));
+  EXPECT_THAT(
+      ComputeHeatmap(*t, nullptr, o),
+      AllOf(HasReason(ErrorReason::kCancelled), MessageNames("band 1")));
   EXPECT_EQ(polls, 2);  // nothing after the cancellation was decoded
   o.cancelled = [] { return false; };
   EXPECT_TRUE(ComputeHeatmap(*t, nullptr, o).ok());
@@ -496,13 +502,13 @@ TEST(ErrorGridTest, AGridOfAnotherViewOrModeIsRefused) {
   o.mode = HeatmapMode::kErrorSteps;
   o.errors = &*other;
   EXPECT_THAT(ComputeHeatmap(*t, x, o),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "error grid is of another view"));
+              AllOf(HasReason(ErrorReason::kRequestInvalid),
+                    HasMetadata("field", "errors")));
   o.errors = &*grid;
   o.mode = HeatmapMode::kAbsmax;
   EXPECT_THAT(ComputeHeatmap(*t, x, o),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "an error grid serves error mode"));
+              AllOf(HasReason(ErrorReason::kRequestInvalid),
+                    HasMetadata("field", "mode")));
 }
 
 TEST(ErrorGridTest, ACancelledGridStopsAtItsNextBatch) {
@@ -515,7 +521,7 @@ TEST(ErrorGridTest, ACancelledGridStopsAtItsNextBatch) {
   ErrorGridOptions o;
   o.cancelled = [] { return true; };
   EXPECT_THAT(ComputeErrorGrid(*t, *x, o),
-              StatusIs(absl::StatusCode::kCancelled, "cancelled at row 0"));
+              AllOf(HasReason(ErrorReason::kCancelled), MessageNames("row 0")));
 }
 
 TEST(FloatStepTableTest, HalfFormatsHaveATableAndOthersInspect) {

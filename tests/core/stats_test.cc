@@ -34,8 +34,12 @@ using ::tensormorph::testing::BuildGguf;
 using ::tensormorph::testing::Fixture;
 using ::tensormorph::testing::GgufSpec;
 using ::tensormorph::testing::GgufString;
+using ::tensormorph::testing::HasMetadata;
+using ::tensormorph::testing::HasReason;
 using ::tensormorph::testing::MakeTempDir;
+using ::tensormorph::testing::MessageNames;
 using ::tensormorph::testing::StatusIs;
+using ::testing::AllOf;
 
 struct Case {
   const char* fixture;
@@ -150,10 +154,11 @@ TEST(StatsGroupTest, RefusesAGroupPastTheLastNegativeOrOfAPlainTensor) {
   const LogicalTensor* t = (*q)->FindTensor("blk.0.attn_q.weight");
   StatsOptions o;
   o.group = 32;  // 1024 elements in blocks of 32: groups 0..31
-  EXPECT_THAT(ComputeStats(*t, nullptr, o),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "group 32 is past the last group of tensor "
-                       "'blk.0.attn_q.weight', which has groups 0..31"));
+  EXPECT_THAT(
+      ComputeStats(*t, nullptr, o),
+      AllOf(HasReason(ErrorReason::kRequestInvalid),
+            HasMetadata("field", "group"), MessageNames("32"),
+            MessageNames("'blk.0.attn_q.weight'"), MessageNames("0..31")));
   // Act-order: the range is found by the pass over the values.
   auto act = Checkpoint::Open(Fixture("safetensors/gptq_4bit_g32_actorder"));
   ASSERT_TRUE(act.ok());
@@ -161,23 +166,25 @@ TEST(StatsGroupTest, RefusesAGroupPastTheLastNegativeOrOfAPlainTensor) {
   EXPECT_THAT(ComputeStats(
                   *(*act)->FindTensor("model.layers.0.self_attn.q_proj.weight"),
                   nullptr, o),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "group 1000 is past the last group"));
+              AllOf(HasReason(ErrorReason::kRequestInvalid),
+                    HasMetadata("field", "group"), MessageNames("1000")));
   o.group = -1;
   EXPECT_THAT(ComputeStats(*t, nullptr, o),
-              StatusIs(absl::StatusCode::kInvalidArgument, "group -1"));
+              AllOf(HasReason(ErrorReason::kRequestInvalid),
+                    HasMetadata("field", "group"), MessageNames("-1")));
   auto f = Checkpoint::Open(Fixture("gguf/F32.gguf"));
   ASSERT_TRUE(f.ok());
   o.group = 0;
   EXPECT_THAT(
       ComputeStats(*(*f)->FindTensor("blk.0.attn_q.weight"), nullptr, o),
-      StatusIs(absl::StatusCode::kInvalidArgument,
-               "has no quantization groups, so it has no group 0"));
+      AllOf(HasReason(ErrorReason::kRequestInvalid),
+            HasMetadata("field", "group")));
   LogicalTensor empty = *t;
   empty.shape = {0, 32};
   empty.num_elements = 0;
   EXPECT_THAT(ComputeStats(empty, nullptr, o),
-              StatusIs(absl::StatusCode::kInvalidArgument, "empty"));
+              AllOf(HasReason(ErrorReason::kRequestInvalid),
+                    HasMetadata("field", "group"), MessageNames("empty")));
 }
 
 // A GGUF holding `v` as the F32 tensor "t" of one row.
@@ -443,8 +450,9 @@ TEST(StatsCancelTest, ACancelledPassStopsAtItsNextChunkWithCancelled) {
   o.chunk_elements = 256;  // a poll per row
   o.cancelled = [&polls] { return ++polls == 3; };
   EXPECT_THAT(ComputeStats(*t, nullptr, o),
-              ::tensormorph::testing::StatusIs(absl::StatusCode::kCancelled,
-                                               "cancelled at element 512"));
+              ::testing::AllOf(
+                  ::tensormorph::testing::HasReason(ErrorReason::kCancelled),
+                  ::tensormorph::testing::MessageNames("element 512")));
   EXPECT_EQ(polls, 3);  // nothing after the cancellation was decoded
   o.cancelled = [] { return false; };
   EXPECT_TRUE(ComputeStats(*t, nullptr, o).ok());

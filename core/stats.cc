@@ -958,7 +958,7 @@ void FineCodes(const LogicalTensor& t, bool avx2, FineKey* key, bool* codes) {
   if (scheme == "BF16") {
     *codes = true;
 #if defined(__x86_64__)
-  } else if (scheme == "F16" && avx2 && __builtin_cpu_supports("f16c")) {
+  } else if (scheme == "F16" && avx2) {  // the decode level kAvx2 has F16C
     *key = FineKey::kF16;
     *codes = true;
 #endif

@@ -22,6 +22,7 @@ class StrictDomBuilder : public JsonSaxTypes {
   explicit StrictDomBuilder(json* out)
       : dom_(*out, /*allow_exceptions=*/false) {}
   std::string error;  // empty when the text passed
+  JsonRefusal refusal = JsonRefusal::kSyntax;
 
   bool null() { return dom_.null(); }
   bool boolean(bool v) { return dom_.boolean(v); }
@@ -43,6 +44,7 @@ class StrictDomBuilder : public JsonSaxTypes {
   bool key(string_t& k) {
     if (!keys_[depth_ - 1].insert(k).second) {
       error = absl::StrCat("duplicate key '", k, "'");
+      refusal = JsonRefusal::kDuplicateKey;
       return false;
     }
     return dom_.key(k);
@@ -73,6 +75,7 @@ class StrictDomBuilder : public JsonSaxTypes {
   bool Deeper() {
     if (++depth_ > kMaxJsonDepth) {
       error = absl::StrCat("nesting deeper than ", kMaxJsonDepth, " levels");
+      refusal = JsonRefusal::kTooDeep;
       return false;
     }
     return true;
@@ -85,11 +88,13 @@ class StrictDomBuilder : public JsonSaxTypes {
 }  // namespace
 
 absl::StatusOr<nlohmann::json> ParseStrictJson(absl::string_view text,
-                                               absl::string_view what) {
+                                               absl::string_view what,
+                                               JsonRefusal* refusal) {
   json doc;
   StrictDomBuilder builder(&doc);
   if (!json::sax_parse(text.begin(), text.end(), &builder) ||
       !builder.error.empty()) {
+    if (refusal != nullptr) *refusal = builder.refusal;
     return absl::DataLossError(absl::StrCat(
         what, ": ", builder.error.empty() ? "invalid JSON" : builder.error));
   }

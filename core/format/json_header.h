@@ -19,13 +19,23 @@ struct JsonSaxTypes {
   using binary_t = nlohmann::json::binary_t;
 };
 
+// Which of ParseStrictJson's rules a refused text broke, for a caller that
+// names the rule in its error's metadata (the message already says it).
+enum class JsonRefusal {
+  kSyntax,        // not JSON (strings that are not UTF-8 included)
+  kDuplicateKey,  // an object holds a key twice
+  kTooDeep,       // nesting deeper than kMaxJsonDepth
+};
+
 // Parses `text` as one JSON value, rejecting what nlohmann accepts silently:
 // duplicate keys in an object and nesting deeper than kMaxJsonDepth. Strings
 // must be valid UTF-8. `what` names the document in messages ("file
 // 'model.safetensors': header").
-// Errors: DATA_LOSS naming the rule and the byte position.
+// Errors: DATA_LOSS naming the rule and the byte position; the rule is also
+// written to *refusal when it is not null.
 absl::StatusOr<nlohmann::json> ParseStrictJson(absl::string_view text,
-                                               absl::string_view what);
+                                               absl::string_view what,
+                                               JsonRefusal* refusal = nullptr);
 
 }  // namespace tensormorph
 

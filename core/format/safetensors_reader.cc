@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/format/header_rule.h"
 #include "core/format/json_header.h"
 #include "core/format/safetensors_fast_header.h"
 #include "core/util/checked_math.h"
@@ -21,11 +24,19 @@ bool IsSpace(uint8_t c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
-absl::Status Corrupt(absl::string_view file, absl::string_view msg) {
+// DATA_LOSS HEADER_INVALID naming the rule broken; `extra` is the metadata
+// beyond file and rule (header_rule.h).
+absl::Status Corrupt(absl::string_view file, HeaderRule rule,
+                     absl::string_view msg, ErrorMetadata extra = {}) {
   // A file name is any bytes; the message is bound for protobuf.
-  return HeaderInvalidError(
-      absl::StrCat("file '", EscapeUtf8(file), "': ", msg), file,
-      "safetensors-header");
+  return HeaderRuleError(rule,
+                         absl::StrCat("file '", EscapeUtf8(file), "': ", msg),
+                         file, std::move(extra));
+}
+
+// What a refusal about one tensor adds to file and rule.
+ErrorMetadata TensorMetadata(const std::string& name) {
+  return {{"tensor", name}};
 }
 
 // Reads a JSON integer in [0, kMaxSafetensorsExtent].
@@ -48,26 +59,31 @@ absl::StatusOr<Entry> ParseEntry(absl::string_view file,
   // Messages are built only on the error paths: an open parses thousands.
   const auto where = [&name] { return absl::StrCat("tensor '", name, "'"); };
   if (name.empty() || name.size() > kMaxTensorNameBytes) {
-    return Corrupt(file,
+    return Corrupt(file, HeaderRule::kNameLength,
                    absl::StrCat("tensor name length ", name.size(),
                                 " is outside [1, ", kMaxTensorNameBytes, "]"));
   }
   if (!info.is_object()) {
-    return Corrupt(file, absl::StrCat(where(),
-                                      ": expected an object with "
-                                      "dtype, shape and data_offsets, "
-                                      "got ",
-                                      info.type_name()));
+    return Corrupt(file, HeaderRule::kEntry,
+                   absl::StrCat(where(),
+                                ": expected an object with "
+                                "dtype, shape and data_offsets, got ",
+                                info.type_name()),
+                   TensorMetadata(name));
   }
   for (const char* field : {"dtype", "shape", "data_offsets"}) {
     if (!info.contains(field)) {
-      return Corrupt(file, absl::StrCat(where(), ": missing '", field, "'"));
+      return Corrupt(file, HeaderRule::kEntry,
+                     absl::StrCat(where(), ": missing '", field, "'"),
+                     TensorMetadata(name));
     }
   }
   const json& dt = info["dtype"];
   if (!dt.is_string()) {
-    return Corrupt(file, absl::StrCat(where(), ": dtype must be a string, got ",
-                                      dt.type_name()));
+    return Corrupt(
+        file, HeaderRule::kDtype,
+        absl::StrCat(where(), ": dtype must be a string, got ", dt.type_name()),
+        TensorMetadata(name));
   }
   const std::string& dtype_name = dt.get_ref<const std::string&>();
   auto dtype = DTypeFromSafetensorsName(dtype_name);
@@ -79,13 +95,16 @@ absl::StatusOr<Entry> ParseEntry(absl::string_view file,
   }
   const json& shape = info["shape"];
   if (!shape.is_array()) {
-    return Corrupt(file, absl::StrCat(where(), ": shape must be an array, got ",
-                                      shape.type_name()));
+    return Corrupt(file, HeaderRule::kShape,
+                   absl::StrCat(where(), ": shape must be an array, got ",
+                                shape.type_name()),
+                   TensorMetadata(name));
   }
   if (shape.size() > kMaxTensorRank) {
-    return Corrupt(file,
+    return Corrupt(file, HeaderRule::kRank,
                    absl::StrCat(where(), ": rank ", shape.size(),
-                                " exceeds the limit of ", kMaxTensorRank));
+                                " exceeds the limit of ", kMaxTensorRank),
+                   TensorMetadata(name));
   }
   Entry e;
   e.tensor.name = name;
@@ -94,16 +113,20 @@ absl::StatusOr<Entry> ParseEntry(absl::string_view file,
     uint64_t d;
     if (!ReadExtent(shape[i], &d)) {
       return Corrupt(
-          file, absl::StrCat(where(), ": shape[", i, "] = ", shape[i].dump(),
-                             " is not an integer in [0, 2^48]"));
+          file, HeaderRule::kShape,
+          absl::StrCat(where(), ": shape[", i, "] = ", shape[i].dump(),
+                       " is not an integer in [0, 2^48]"),
+          TensorMetadata(name));
     }
     e.tensor.shape.push_back(static_cast<int64_t>(d));
   }
   const json& offs = info["data_offsets"];
   if (!offs.is_array() || offs.size() != 2 || !ReadExtent(offs[0], &e.begin) ||
       !ReadExtent(offs[1], &e.end)) {
-    return Corrupt(file, absl::StrCat(where(), ": data_offsets = ", offs.dump(),
-                                      " is not two integers in [0, 2^48]"));
+    return Corrupt(file, HeaderRule::kDataOffsets,
+                   absl::StrCat(where(), ": data_offsets = ", offs.dump(),
+                                " is not two integers in [0, 2^48]"),
+                   TensorMetadata(name));
   }
   return e;
 }
@@ -114,25 +137,35 @@ absl::Status ReadHeaderDocument(
     absl::string_view text, absl::string_view label,
     std::vector<std::pair<std::string, std::string>>* metadata,
     std::vector<Entry>* entries) {
-  auto parsed =
-      ParseStrictJson(text, absl::StrCat("file '", label, "': header"));
+  JsonRefusal refusal = JsonRefusal::kSyntax;
+  auto parsed = ParseStrictJson(
+      text, absl::StrCat("file '", label, "': header"), &refusal);
   if (!parsed.ok()) {
-    return HeaderInvalidError(parsed.status().message(), label,
-                              "safetensors-header");
+    // Bytes that are not UTF-8 anywhere in the header are that rule, even
+    // where the JSON broke first (the parser checks only strings).
+    const HeaderRule rule =
+        !IsValidUtf8(text)                      ? HeaderRule::kHeaderUtf8
+        : refusal == JsonRefusal::kDuplicateKey ? HeaderRule::kDuplicateKey
+        : refusal == JsonRefusal::kTooDeep      ? HeaderRule::kHeaderDepth
+                                                : HeaderRule::kHeaderJson;
+    return HeaderRuleError(rule, parsed.status().message(), label);
   }
   const json& root = *parsed;
   for (const auto& [key, value] : root.items()) {
     if (key == "__metadata__") {
       if (!value.is_object()) {
-        return Corrupt(label, absl::StrCat("__metadata__ must be an object of "
-                                           "strings, got ",
-                                           value.type_name()));
+        return Corrupt(label, HeaderRule::kMetadata,
+                       absl::StrCat("__metadata__ must be an object of "
+                                    "strings, got ",
+                                    value.type_name()));
       }
       for (const auto& [mk, mv] : value.items()) {
         if (!mv.is_string()) {
           return Corrupt(
-              label, absl::StrCat("__metadata__['", mk,
-                                  "'] must be a string, got ", mv.type_name()));
+              label, HeaderRule::kMetadata,
+              absl::StrCat("__metadata__['", mk, "'] must be a string, got ",
+                           mv.type_name()),
+              {{"key", mk}});
         }
         metadata->emplace_back(mk, mv.get<std::string>());
       }
@@ -164,19 +197,24 @@ absl::StatusOr<SafetensorsHeader> CheckLayout(absl::Span<const uint8_t> file,
     const auto desc = [&t] { return DescribeStored(t.dtype, t.shape); };
     if (e.begin != expected_begin) {
       return Corrupt(
-          label,
+          label, HeaderRule::kOffset,
           absl::StrCat("tensor '", t.name, "': data_offsets start at ", e.begin,
                        " but expected ", expected_begin, " (end of ",
                        previous == nullptr
                            ? "the start of the data"
                            : absl::StrCat("tensor '", *previous, "'"),
                        "): offsets must be contiguous, without ",
-                       e.begin < expected_begin ? "overlaps" : "gaps"));
+                       e.begin < expected_begin ? "overlaps" : "gaps"),
+          {{"tensor", t.name},
+           {"expected", absl::StrCat(expected_begin)},
+           {"actual", absl::StrCat(e.begin)}});
     }
     if (e.end < e.begin) {
       return Corrupt(
-          label, absl::StrCat("tensor '", t.name, "': data_offsets [", e.begin,
-                              ",", e.end, ") end before they begin"));
+          label, HeaderRule::kOffsetOrder,
+          absl::StrCat("tensor '", t.name, "': data_offsets [", e.begin, ",",
+                       e.end, ") end before they begin"),
+          TensorMetadata(t.name));
     }
     auto count = CheckedProduct(t.shape);
     const DTypeInfo& info = GetDTypeInfo(t.dtype);
@@ -186,23 +224,29 @@ absl::StatusOr<SafetensorsHeader> CheckLayout(absl::Span<const uint8_t> file,
                                   static_cast<uint64_t>(info.block_bytes) * 8);
     }
     if (!bits) {
-      return Corrupt(label, absl::StrCat("tensor '", t.name, "': ", desc(),
-                                         " overflows 64-bit size arithmetic"));
+      return Corrupt(label, HeaderRule::kSizeOverflow,
+                     absl::StrCat("tensor '", t.name, "': ", desc(),
+                                  " overflows 64-bit size arithmetic"),
+                     TensorMetadata(t.name));
     }
     if (*count % info.block_elems != 0) {
-      return Corrupt(
-          label, absl::StrCat("tensor '", t.name, "': ", desc(), " is ", *count,
-                              " elements of ", info.code_bits,
-                              " bits, which does not end on a byte"));
+      return Corrupt(label, HeaderRule::kBlockSize,
+                     absl::StrCat("tensor '", t.name, "': ", desc(), " is ",
+                                  *count, " elements of ", info.code_bits,
+                                  " bits, which does not end on a byte"),
+                     TensorMetadata(t.name));
     }
     const uint64_t size = static_cast<uint64_t>(*count / info.block_elems) *
                           static_cast<uint64_t>(info.block_bytes);
     if (e.end - e.begin != size) {
       return Corrupt(
-          label,
+          label, HeaderRule::kDataSize,
           absl::StrCat("tensor '", t.name, "': data_offsets [", e.begin, ",",
                        e.end, ") hold ", e.end - e.begin, " bytes but ", desc(),
-                       " needs ", size, " bytes"));
+                       " needs ", size, " bytes"),
+          {{"tensor", t.name},
+           {"expected", absl::StrCat(size)},
+           {"actual", absl::StrCat(e.end - e.begin)}});
     }
     t.num_elements = *count;
     t.offset = h.data_start + e.begin;
@@ -213,11 +257,13 @@ absl::StatusOr<SafetensorsHeader> CheckLayout(absl::Span<const uint8_t> file,
   const uint64_t data_bytes = file.size() - h.data_start;
   if (expected_begin != data_bytes) {
     return Corrupt(
-        label,
+        label, HeaderRule::kDataEnd,
         absl::StrCat("tensors end at data offset ", expected_begin,
                      " but the file holds ", data_bytes,
                      " data bytes after the header (8 + ", n,
-                     " + data must equal the file size ", file.size(), ")"));
+                     " + data must equal the file size ", file.size(), ")"),
+        {{"expected", absl::StrCat(data_bytes)},
+         {"actual", absl::StrCat(expected_begin)}});
   }
   for (Entry& e : entries) {
     e.tensor.data = file.subspan(e.tensor.offset, e.tensor.nbytes);
@@ -243,27 +289,30 @@ bool LooksLikeSafetensors(absl::Span<const uint8_t> file) {
 absl::StatusOr<SafetensorsHeader> ParseSafetensors(
     absl::Span<const uint8_t> file, absl::string_view label) {
   if (file.size() < 8) {
-    return Corrupt(label, absl::StrCat("file is ", file.size(),
-                                       " bytes, shorter than the 8-byte "
-                                       "header length"));
+    return Corrupt(label, HeaderRule::kHeaderLength,
+                   absl::StrCat("file is ", file.size(),
+                                " bytes, shorter than the 8-byte "
+                                "header length"));
   }
   uint64_t n;
   std::memcpy(&n, file.data(), 8);
   if (n > kMaxSafetensorsHeaderBytes) {
-    return Corrupt(label,
+    return Corrupt(label, HeaderRule::kHeaderLimit,
                    absl::StrCat("header length ", n, " exceeds the limit of ",
                                 kMaxSafetensorsHeaderBytes, " bytes"));
   }
   if (n > file.size() - 8) {
     return Corrupt(
-        label, absl::StrCat("header length ", n, " but only ", file.size() - 8,
-                            " bytes follow the length field"));
+        label, HeaderRule::kHeaderLength,
+        absl::StrCat("header length ", n, " but only ", file.size() - 8,
+                     " bytes follow the length field"));
   }
   absl::string_view text(reinterpret_cast<const char*>(file.data() + 8), n);
   size_t first = 0;
   while (first < text.size() && IsSpace(text[first])) ++first;
   if (first == text.size() || text[first] != '{') {
-    return Corrupt(label, "header must be a JSON object starting with '{'");
+    return Corrupt(label, HeaderRule::kHeaderObject,
+                   "header must be a JSON object starting with '{'");
   }
   SafetensorsHeader h;
   h.header_bytes = n;

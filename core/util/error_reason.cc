@@ -23,8 +23,9 @@ constexpr ErrorReasonInfo kTable[] = {
     {ErrorReason::kOutsideRoots, "OUTSIDE_ROOTS", Code::kPermissionDenied,
      false, "a path resolves outside the server's roots", "path"},
     {ErrorReason::kHeaderInvalid, "HEADER_INVALID", Code::kDataLoss, false,
-     "a file breaks a rule of its format (header, metadata, offsets)",
-     "file, rule"},
+     "a file breaks a rule of its format (header, metadata, offsets); rule "
+     "names which (the table below)",
+     "file, rule, tensor, key, expected, actual"},
     {ErrorReason::kIndexInvalid, "INDEX_INVALID", Code::kDataLoss, false,
      "a sharded checkpoint's index (model.safetensors.index.json) or split "
      "set breaks a rule",

@@ -12,7 +12,7 @@ namespace tensormorph::testing {
 struct HostileFile {
   std::string name;   // file name, with the format's extension
   std::string bytes;  // the whole file
-  std::string rule;   // a phrase the refusal must contain
+  std::string rule;   // the refusal's `rule` (core/format/header_rule.h)
 };
 
 // The attack classes: counts and lengths near 2^64, dimension counts and
@@ -22,8 +22,8 @@ struct HostileFile {
 std::vector<HostileFile> HostileCorpus();
 
 // A valid GGUF file and a valid safetensors file, and every truncation of
-// each before its data section (one file per cut; the rule is "truncated"
-// or the format's own phrase for a short file).
+// each before its data section (one file per cut; the rule is "truncated",
+// or the rule of a count, length or range the rest cannot hold).
 std::string ValidGgufBytes(uint64_t* header_end);
 std::string ValidSafetensorsBytes(uint64_t* header_end);
 

@@ -15,8 +15,8 @@
 #include "absl/time/clock.h"
 #include "client/endpoint_set.h"
 #include "client/message_prefetcher.h"
-#include "client/received_chunk.h"
 #include "core/util/error_reason.h"
+#include "proto/received_chunk.h"
 #include "proto/status_mapping.h"
 
 namespace tensormorph {

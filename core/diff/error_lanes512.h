@@ -5,10 +5,13 @@
 // core/diff; x86-64 only, and only for code compiled with AVX-512F.
 //
 // Contract, as AccumulateErrors states it for the scalar reference:
-// - Sums: element k of a pass (counted from the pass's first vector element)
-//   goes to partial k % 4; an eight-wide step adds its low half, then its
-//   high half, so partial k % 4 still receives its elements in order. The
-//   fold adds (p0 + p1) + (p2 + p3) to the totals.
+// - Sums: element k of the vectors' stretch (a run's body, count - count % 4
+//   elements, for the runs' pass; all but the last m % 4 elements for the
+//   floats') goes to partial k % 4, the partials kept across the call; an
+//   eight-wide step adds its low half, then its high half, so partial k % 4
+//   still receives its elements in order. The fold adds (p0 + p1) +
+//   (p2 + p3) to the totals. The elements past the stretch are the scalar
+//   statement's (AddElement), straight into ErrorSums.
 // - Maxima of |error|: each lane keeps its first maximum above the start;
 //   the fold takes the largest, and of equal ones the earliest element
 //   (lowest index), as element order would. Lanes that never took one hold

@@ -15,8 +15,8 @@
 #include "absl/time/clock.h"
 #include "client/endpoint_set.h"
 #include "client/message_prefetcher.h"
-#include "client/received_chunk.h"
 #include "core/util/error_reason.h"
+#include "proto/received_chunk.h"
 #include "proto/status_mapping.h"
 
 namespace tensormorph {
@@ -337,6 +337,7 @@ void CallCanceller::Detach() {
 
 struct Client::Calls {
   using Method = grpc::internal::RpcMethod Backend::*;
+  class RawStream;
   template <typename Request, typename Reply>
   static absl::Status Unary(Client& c, Method method, const Request& request,
                             Reply* reply);
@@ -363,6 +364,58 @@ struct Client::Calls {
       const std::function<bool(const v1::SliceHeader&)>& on_header,
       const std::function<bool(absl::Span<const absl::string_view>)>& on_pieces,
       CallCanceller* canceller);
+};
+
+// One attempt's server stream, its replies read as raw messages: the context
+// the client prepares (metadata, deadline), attached to `canceller` (when
+// not null) for the whole call, and its reader. Both streaming calls start
+// and end their attempts through it.
+class Client::Calls::RawStream {
+ public:
+  template <typename Request>
+  RawStream(const Client& c, const Backend& b,
+            const grpc::internal::RpcMethod& rpc, const Request& request,
+            CallCanceller* canceller)
+      : rpc_(rpc), canceller_(canceller) {
+    deadline_ = c.Prepare(&ctx_, /*stream=*/true);
+    if (canceller_ != nullptr) canceller_->Attach(&ctx_);
+    reader_.reset(grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
+        b.channel.get(), rpc, &ctx_, request));
+  }
+  RawStream(const RawStream&) = delete;
+  RawStream& operator=(const RawStream&) = delete;
+  // Detached before the context goes, whichever way the call ends.
+  ~RawStream() {
+    if (canceller_ != nullptr) canceller_->Detach();
+  }
+
+  grpc::ClientContext* context() { return &ctx_; }
+  grpc::ClientReader<grpc::ByteBuffer>* reader() { return reader_.get(); }
+
+  // Ends the call before the stream ends. Finish() alone would wait for a
+  // status gRPC delivers only once every queued message has been read.
+  void Abandon() {
+    ctx_.TryCancel();
+    grpc::ByteBuffer rest;
+    while (reader_->Read(&rest)) {
+    }
+    reader_->Finish();
+  }
+
+  // After the last message: the call's status, and its peer into `attempt`.
+  absl::Status Finish(Attempt& attempt) {
+    const grpc::Status s = reader_->Finish();
+    attempt.peer = ctx_.peer();
+    if (!s.ok()) return CallFailed(rpc_, deadline_, s);
+    return absl::OkStatus();
+  }
+
+ private:
+  const grpc::internal::RpcMethod& rpc_;
+  CallCanceller* const canceller_;
+  grpc::ClientContext ctx_;  // before the reader, which ends first
+  absl::Duration deadline_;
+  std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader_;
 };
 
 template <typename Request, typename Reply>
@@ -406,45 +459,21 @@ absl::Status Client::Calls::StreamOn(
     const Request& request, const std::function<bool(const Reply&)>& on_reply,
     absl::string_view cancelled, CallCanceller* canceller) {
   const grpc::internal::RpcMethod& rpc = b.*method;
-  grpc::ClientContext ctx;
-  const absl::Duration deadline = c.Prepare(&ctx, /*stream=*/true);
-  // Detached before ctx goes, whichever way the call ends.
-  struct Attached {
-    CallCanceller* c;
-    ~Attached() {
-      if (c != nullptr) c->Detach();
-    }
-  } attached{canceller};
-  if (canceller != nullptr) canceller->Attach(&ctx);
-  std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
-      grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
-          b.channel.get(), rpc, &ctx, request));
-  // Ends the call before the stream ends. Finish() alone would wait for a
-  // status gRPC delivers only once every queued message has been read.
-  auto abandon = [&] {
-    ctx.TryCancel();
-    grpc::ByteBuffer rest;
-    while (reader->Read(&rest)) {
-    }
-    reader->Finish();
-  };
+  RawStream stream(c, b, rpc, request, canceller);
   grpc::ByteBuffer buffer;
   Reply reply;
-  for (int64_t i = 0; reader->Read(&buffer); ++i) {
+  for (int64_t i = 0; stream.reader()->Read(&buffer); ++i) {
     if (absl::Status s = ParseReply(rpc, &buffer, i, &reply); !s.ok()) {
-      abandon();
+      stream.Abandon();
       return s;
     }
     attempt.delivered = true;
     if (!on_reply(reply)) {
-      abandon();
+      stream.Abandon();
       return absl::CancelledError(cancelled);
     }
   }
-  grpc::Status s = reader->Finish();
-  attempt.peer = ctx.peer();
-  if (!s.ok()) return CallFailed(rpc, deadline, s);
-  return absl::OkStatus();
+  return stream.Finish(attempt);
 }
 
 absl::StatusOr<v1::GetServerInfoResponse> Client::GetServerInfo() {
@@ -580,31 +609,14 @@ absl::Status Client::Calls::ReadPiecesOn(
     CallCanceller* canceller) {
   constexpr absl::string_view kCancelled = "slice read cancelled by the caller";
   const grpc::internal::RpcMethod& method = b.read_slice;
-  grpc::ClientContext ctx;
-  const absl::Duration deadline = c.Prepare(&ctx, /*stream=*/true);
-  // Detached before ctx goes, whichever way the call ends (see StreamOn).
-  struct Attached {
-    CallCanceller* c;
-    ~Attached() {
-      if (c != nullptr) c->Detach();
-    }
-  } attached{canceller};
-  if (canceller != nullptr) canceller->Attach(&ctx);
-  std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
-      grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
-          b.channel.get(), method, &ctx, request));
+  RawStream stream(c, b, method, request, canceller);
   std::optional<MessagePrefetcher> prefetch;  // for a long slice
   auto next = [&](grpc::ByteBuffer* buffer) {
-    return prefetch ? prefetch->Next(buffer) : reader->Read(buffer);
+    return prefetch ? prefetch->Next(buffer) : stream.reader()->Read(buffer);
   };
-  // Ends the call before the stream ends (see StreamOn).
   auto abandon = [&] {
     if (prefetch) prefetch->Stop();
-    ctx.TryCancel();
-    grpc::ByteBuffer rest;
-    while (reader->Read(&rest)) {
-    }
-    reader->Finish();
+    stream.Abandon();
   };
   ChunkOrder order;
   grpc::ByteBuffer buffer;
@@ -629,7 +641,7 @@ absl::Status Client::Calls::ReadPiecesOn(
         return absl::CancelledError(kCancelled);
       }
       if (ch.header().total_bytes() > kPrefetchAfterBytes) {
-        prefetch.emplace(reader.get(), &ctx, kPrefetchDepth);
+        prefetch.emplace(stream.reader(), stream.context(), kPrefetchDepth);
       }
     }
     if (absl::Status s = order.CheckOffset(ch); !s.ok()) {
@@ -643,9 +655,7 @@ absl::Status Client::Calls::ReadPiecesOn(
     }
   }
   if (prefetch) prefetch->Stop();  // the stream ended: joins its thread
-  grpc::Status s = reader->Finish();
-  attempt.peer = ctx.peer();
-  if (!s.ok()) return CallFailed(method, deadline, s);
+  if (absl::Status s = stream.Finish(attempt); !s.ok()) return s;
   return order.End();
 }
 

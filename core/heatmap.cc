@@ -6,6 +6,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <type_traits>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -438,18 +439,35 @@ __attribute__((target("avx2"))) void ColumnMaxAvx2(const float* v, int64_t n,
 #endif
 
 #if defined(__x86_64__)
-// `nrows` rows of `n` columns (`stride` floats apart) into colmax, 64
-// columns at a time down all the rows: their maxima stay in registers, so
-// colmax is loaded and stored once per batch of rows rather than per row
-// (the store per eight elements bounded absmax at 0.4x a Q4_K decode).
-__attribute__((target("avx2"))) void ColumnMaxRowsAvx2(const float* v,
-                                                       int64_t stride,
-                                                       int64_t nrows, int64_t n,
-                                                       uint32_t* colmax) {
-  constexpr int kVectors = 8;  // 64 columns
-  const __m256i mask = _mm256_set1_epi32(0x7fffffff);
+// The larger of two vectors of codes, lane by lane, unsigned: float32 bits
+// (eight to a vector) or F16 codes (sixteen).
+template <typename Code>
+__attribute__((target("avx2"), always_inline)) inline __m256i MaxCodes(
+    __m256i a, __m256i b) {
+  if constexpr (sizeof(Code) == 4) {
+    return _mm256_max_epu32(a, b);
+  } else {
+    return _mm256_max_epu16(a, b);
+  }
+}
+
+// `nrows` rows of `n` columns (`stride` elements apart) into colmax, with
+// their sign bits cleared: floats as their bits (colmax of uint32_t) or F16
+// codes (of uint16_t). 64 columns at a time down all the rows: their maxima
+// stay in registers, so colmax is loaded and stored once per batch of rows
+// rather than per row (the store per eight elements bounded absmax at 0.4x a
+// Q4_K decode). The last n % 64 columns go row by row.
+template <typename In, typename Code>
+__attribute__((target("avx2"))) void ColumnMaxRowsOf(const In* v,
+                                                     int64_t stride,
+                                                     int64_t nrows, int64_t n,
+                                                     Code* colmax) {
+  static_assert(sizeof(In) == sizeof(Code));
+  constexpr int kVectors = 64 * sizeof(Code) / 32;
+  const __m256i mask = sizeof(Code) == 4 ? _mm256_set1_epi32(0x7fffffff)
+                                         : _mm256_set1_epi16(0x7fff);
   int64_t c = 0;
-  for (; c + 8 * kVectors <= n; c += 8 * kVectors) {
+  for (; c + 64 <= n; c += 64) {
     __m256i m[kVectors];
     for (int i = 0; i < kVectors; ++i) {
       m[i] =
@@ -459,7 +477,7 @@ __attribute__((target("avx2"))) void ColumnMaxRowsAvx2(const float* v,
       const __m256i* const p =
           reinterpret_cast<const __m256i*>(v + r * stride + c);
       for (int i = 0; i < kVectors; ++i) {
-        m[i] = _mm256_max_epu32(
+        m[i] = MaxCodes<Code>(
             m[i], _mm256_and_si256(_mm256_loadu_si256(p + i), mask));
       }
     }
@@ -467,8 +485,15 @@ __attribute__((target("avx2"))) void ColumnMaxRowsAvx2(const float* v,
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(colmax + c) + i, m[i]);
   }
   if (c == n) return;
-  for (int64_t r = 0; r < nrows; ++r)
-    ColumnMaxAvx2(v + r * stride + c, n - c, colmax + c);
+  for (int64_t r = 0; r < nrows; ++r) {
+    if constexpr (std::is_same_v<In, float>) {
+      ColumnMaxAvx2(v + r * stride + c, n - c, colmax + c);
+    } else {
+      for (int64_t k = c; k < n; ++k) {
+        colmax[k] = std::max<uint16_t>(colmax[k], v[r * stride + k] & 0x7fff);
+      }
+    }
+  }
 }
 #endif
 
@@ -478,7 +503,7 @@ void ColumnMaxRows(const float* v, int64_t stride, int64_t nrows, int64_t n,
                    DecodeSimd simd, uint32_t* colmax) {
 #if defined(__x86_64__)
   if (simd >= DecodeSimd::kAvx2) {
-    ColumnMaxRowsAvx2(v, stride, nrows, n, colmax);
+    ColumnMaxRowsOf(v, stride, nrows, n, colmax);
     return;
   }
 #endif
@@ -491,36 +516,9 @@ void ColumnMaxRows(const float* v, int64_t stride, int64_t nrows, int64_t n,
 // (sign cleared) order as |x| does, as a float's do, so each column's
 // largest half bits are its largest |x|, +inf or a NaN; converted to float
 // once per cell at the band's end (F16ToF32), never per element.
-__attribute__((target("avx2"))) void ColumnMaxRowsF16Avx2(const uint16_t* v,
-                                                          int64_t stride,
-                                                          int64_t nrows,
-                                                          int64_t n,
-                                                          uint16_t* colmax) {
-  constexpr int kVectors = 4;  // 64 columns
-  const __m256i mask = _mm256_set1_epi16(0x7fff);
-  int64_t c = 0;
-  for (; c + 16 * kVectors <= n; c += 16 * kVectors) {
-    __m256i m[kVectors];
-    for (int i = 0; i < kVectors; ++i) {
-      m[i] =
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(colmax + c) + i);
-    }
-    for (int64_t r = 0; r < nrows; ++r) {
-      const __m256i* const p =
-          reinterpret_cast<const __m256i*>(v + r * stride + c);
-      for (int i = 0; i < kVectors; ++i) {
-        m[i] = _mm256_max_epu16(
-            m[i], _mm256_and_si256(_mm256_loadu_si256(p + i), mask));
-      }
-    }
-    for (int i = 0; i < kVectors; ++i)
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(colmax + c) + i, m[i]);
-  }
-  for (int64_t r = 0; r < nrows; ++r) {
-    for (int64_t k = c; k < n; ++k) {
-      colmax[k] = std::max<uint16_t>(colmax[k], v[r * stride + k] & 0x7fff);
-    }
-  }
+void ColumnMaxRowsF16Avx2(const uint16_t* v, int64_t stride, int64_t nrows,
+                          int64_t n, uint16_t* colmax) {
+  ColumnMaxRowsOf(v, stride, nrows, n, colmax);
 }
 #endif
 

@@ -70,6 +70,26 @@ inline double AddElement(const float* values, const QuantRun& e,
   return v;
 }
 
+// The maxima a vector path kept per lane, `lanes` of them, into `s`: of
+// |error| the largest, and of equal ones the earliest element (each lane
+// kept its first maximum above the old one; lane_idx[k] < 0 when lane k took
+// none), as element order would; of the error in steps the largest, NaN
+// passed over as AddElement passes it over.
+inline void FoldLaneMaxima(const double* lane_abs, const int64_t* lane_idx,
+                           const double* lane_steps, int lanes, ErrorSums* s) {
+  for (int k = 0; k < lanes; ++k) {
+    if (lane_idx[k] < 0) continue;
+    if (lane_abs[k] > s->max_abs_err ||
+        (lane_abs[k] == s->max_abs_err && lane_idx[k] < s->max_abs_err_index)) {
+      s->max_abs_err = lane_abs[k];
+      s->max_abs_err_index = lane_idx[k];
+    }
+  }
+  for (int k = 0; k < lanes; ++k) {
+    if (lane_steps[k] > s->max_err_steps) s->max_err_steps = lane_steps[k];
+  }
+}
+
 #if defined(__x86_64__)
 // The AVX2 path (error_pass.cc), named so that tests hold it to the scalar
 // reference on machines that dispatch to AVX-512.

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/diff/error_element.h"
+#include "core/diff/error_lanes512.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -12,6 +13,7 @@
 namespace tensormorph {
 
 using error_pass_internal::AddElement;
+using error_pass_internal::FoldLaneMaxima;
 using error_pass_internal::Partials;
 
 void AccumulateErrorsScalar(const float* values, const QuantRun* runs,
@@ -200,24 +202,12 @@ __attribute__((target("avx2"))) void FinishAvx2(const State256& st,
   s->source_zeros += Sum(st.src_zeros);
   s->decoded_zeros += Sum(st.dec_zeros);
   s->induced_zeros += Sum(st.induced);
-  // Each lane kept its first maximum above the old one, the scalar tails
-  // theirs; of equal maxima the earliest element wins, as in element order.
-  alignas(32) double lane_max[4];
+  alignas(32) double lane_max[4], lane_steps[4];
   alignas(32) int64_t lane_idx[4];
   _mm256_store_pd(lane_max, st.max_abs);
   _mm256_store_si256(reinterpret_cast<__m256i*>(lane_idx), st.max_idx);
-  for (int k = 0; k < 4; ++k) {
-    if (lane_idx[k] < 0) continue;
-    if (lane_max[k] > s->max_abs_err ||
-        (lane_max[k] == s->max_abs_err && lane_idx[k] < s->max_abs_err_index)) {
-      s->max_abs_err = lane_max[k];
-      s->max_abs_err_index = lane_idx[k];
-    }
-  }
-  _mm256_store_pd(lane_max, st.max_steps);
-  for (double v : lane_max) {
-    if (v > s->max_err_steps) s->max_err_steps = v;
-  }
+  _mm256_store_pd(lane_steps, st.max_steps);
+  FoldLaneMaxima(lane_max, lane_idx, lane_steps, 4, s);
   // Excesses kept are positive and never NaN: their maximum does not depend
   // on the order it is taken in.
   _mm256_store_pd(lane_max, st.max_nn);
@@ -288,18 +278,13 @@ __attribute__((target("avx2"))) void AccumulateErrorsAvx2(
 namespace {
 
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_pd(), which
-// -Wmaybe-uninitialized reports inside the intrinsics' header.
+// -Wmaybe-uninitialized reports inside the intrinsics' header (clang knows
+// no such warning, and would warn about the pragma).
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
-// The running state of AccumulateErrorsAvx512.
-struct State512 {
-  __m256d sq, ab, xx, hh, xh;  // four-wide partials, as AccumulateErrorsAvx2's
-  __m512d max_abs, max_steps, max_nn, max_clip;
-  __m512i max_idx;
-  int64_t above = 0, clipped = 0, clipped_beyond = 0, not_nearest = 0,
-          src_zeros = 0, dec_zeros = 0, induced = 0;
-};
+#endif
 
 // One run's parameters and its group's running sum and maximum.
 struct Run512 {
@@ -313,13 +298,13 @@ struct Run512 {
 };
 
 // Elements [i, i + 8) (kFull) or [i, i + 4): the upper lanes then read as
-// zeros and are masked out of every count, maximum and store. An eight-wide
-// term adds its low half, then its high half, into the four-wide partials:
-// element k of the run still goes to partial k % 4, in order.
+// zeros and are masked out of every count, maximum and store. The group sum
+// takes an eight-wide term's low half, then its high half, as the moments
+// do (error_lanes512.h): element k of the run still goes to partial k % 4.
 template <bool kFull>
 __attribute__((target("avx512f"), always_inline)) inline void Step512(
     const float* values, const float* x, int64_t i, int64_t first,
-    double* err_steps, Run512& r, State512& st) {
+    double* err_steps, Run512& r, error_pass_internal::Lanes512& st) {
   constexpr __mmask8 lanes = kFull ? 0xFF : 0x0F;
   const __m512d zero = _mm512_setzero_pd();
   __m512d xs, xq;
@@ -338,23 +323,10 @@ __attribute__((target("avx512f"), always_inline)) inline void Step512(
                                    _mm512_div_pd(err, step));
   v = _mm512_mask_blend_pd(_mm512_cmp_pd_mask(err, zero, _CMP_EQ_OQ), v, zero);
   v = _mm512_maskz_mov_pd(r.live, v);
-  const __m512d t_sq = _mm512_mul_pd(err, err);
-  const __m512d t_xx = _mm512_mul_pd(xs, xs);
-  const __m512d t_hh = _mm512_mul_pd(xq, xq);
-  const __m512d t_xh = _mm512_mul_pd(xs, xq);
-  st.sq = _mm256_add_pd(st.sq, _mm512_castpd512_pd256(t_sq));
-  st.ab = _mm256_add_pd(st.ab, _mm512_castpd512_pd256(err));
-  st.xx = _mm256_add_pd(st.xx, _mm512_castpd512_pd256(t_xx));
-  st.hh = _mm256_add_pd(st.hh, _mm512_castpd512_pd256(t_hh));
-  st.xh = _mm256_add_pd(st.xh, _mm512_castpd512_pd256(t_xh));
+  error_pass_internal::AddMoments<kFull>(err, xs, xq, st);
   r.group_sum = _mm256_add_pd(r.group_sum, _mm512_castpd512_pd256(v));
   if constexpr (kFull) {
     _mm512_storeu_pd(err_steps + i, v);
-    st.sq = _mm256_add_pd(st.sq, _mm512_extractf64x4_pd(t_sq, 1));
-    st.ab = _mm256_add_pd(st.ab, _mm512_extractf64x4_pd(err, 1));
-    st.xx = _mm256_add_pd(st.xx, _mm512_extractf64x4_pd(t_xx, 1));
-    st.hh = _mm256_add_pd(st.hh, _mm512_extractf64x4_pd(t_hh, 1));
-    st.xh = _mm256_add_pd(st.xh, _mm512_extractf64x4_pd(t_xh, 1));
     r.group_sum = _mm256_add_pd(r.group_sum, _mm512_extractf64x4_pd(v, 1));
   } else {
     _mm512_mask_storeu_pd(err_steps + i, lanes, v);
@@ -365,15 +337,7 @@ __attribute__((target("avx512f"), always_inline)) inline void Step512(
   // chain. The upper lanes of a half step are zeros, which change no
   // maximum of errors (never below zero).
   r.group_max = _mm512_max_pd(v, r.group_max);
-  const __m512i idx = _mm512_add_epi64(
-      _mm512_set1_epi64(first + i), _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0));
-  const __mmask8 new_max =
-      _mm512_cmp_pd_mask(err, st.max_abs, _CMP_GT_OQ) & lanes;
-  st.max_abs = _mm512_mask_blend_pd(new_max, st.max_abs, err);
-  st.max_idx = _mm512_mask_blend_epi64(new_max, st.max_idx, idx);
-  st.max_steps = _mm512_mask_max_pd(st.max_steps, lanes, v, st.max_steps);
-  st.above += __builtin_popcount(
-      _mm512_cmp_pd_mask(v, _mm512_set1_pd(0.5), _CMP_GT_OQ) & lanes);
+  error_pass_internal::AddMaxima<kFull>(err, v, first + i, st);
   // The bound, as AddElement spells it.
   const __m512d inv = _mm512_mask_blend_pd(up, r.inv_below, r.inv_above);
   __m512d extra = _mm512_maskz_mov_pd(
@@ -393,18 +357,7 @@ __attribute__((target("avx512f"), always_inline)) inline void Step512(
                         lanes & r.live;
   const __mmask8 beyond =
       _mm512_cmp_pd_mask(excess, zero, _CMP_GT_OQ) & lanes & r.live;
-  const __mmask8 nn = beyond & static_cast<__mmask8>(~clip);
-  st.clipped += __builtin_popcount(clip);
-  st.clipped_beyond += __builtin_popcount(clip & beyond);
-  st.not_nearest += __builtin_popcount(nn);
-  st.max_nn = _mm512_max_pd(_mm512_maskz_mov_pd(nn, excess), st.max_nn);
-  st.max_clip =
-      _mm512_max_pd(_mm512_maskz_mov_pd(clip & beyond, excess), st.max_clip);
-  const __mmask8 sz = _mm512_cmp_pd_mask(xs, zero, _CMP_EQ_OQ) & lanes;
-  const __mmask8 dz = _mm512_cmp_pd_mask(xq, zero, _CMP_EQ_OQ) & lanes;
-  st.src_zeros += __builtin_popcount(sz);
-  st.dec_zeros += __builtin_popcount(dz);
-  st.induced += __builtin_popcount(dz & ~sz & 0xFF);
+  error_pass_internal::AddVerdicts<kFull>(xs, xq, excess, clip, beyond, st);
 }
 
 // Eight elements at a time where a run's body (all but its last count % 4)
@@ -412,13 +365,7 @@ __attribute__((target("avx512f"), always_inline)) inline void Step512(
 __attribute__((target("avx512f"))) void AccumulateErrorsAvx512(
     const float* values, const QuantRun* runs, size_t num_runs, const float* x,
     int64_t first, double* err_steps, ErrorSums* s, GroupAcc* groups) {
-  State512 st;
-  st.sq = st.ab = st.xx = st.hh = st.xh = _mm256_setzero_pd();
-  st.max_abs = _mm512_set1_pd(s->max_abs_err);
-  st.max_idx = _mm512_set1_epi64(-1);
-  st.max_steps = _mm512_set1_pd(s->max_err_steps);
-  st.max_nn = _mm512_set1_pd(s->max_excess_not_nearest);
-  st.max_clip = _mm512_set1_pd(s->max_excess_clipped);
+  error_pass_internal::Lanes512 st = error_pass_internal::StartLanes512(*s);
   int64_t i = 0;
   for (size_t n = 0; n < num_runs; ++n) {
     const QuantRun& run = runs[n];
@@ -472,57 +419,23 @@ __attribute__((target("avx512f"))) void AccumulateErrorsAvx512(
       a.count += static_cast<uint32_t>(run.count);
     }
   }
-
-  alignas(32) double lane4[4];
-  __m256d* partials[5] = {&st.sq, &st.ab, &st.xx, &st.hh, &st.xh};
-  double* totals[5] = {&s->sum_sq_err, &s->sum_abs_err, &s->sum_xx, &s->sum_hh,
-                       &s->sum_xh};
-  for (int t = 0; t < 5; ++t) {
-    _mm256_store_pd(lane4, *partials[t]);
-    *totals[t] += (lane4[0] + lane4[1]) + (lane4[2] + lane4[3]);
-  }
-  s->above_half_step += st.above;
-  s->clipped += st.clipped;
-  s->clipped_beyond_bound += st.clipped_beyond;
-  s->not_nearest += st.not_nearest;
-  s->source_zeros += st.src_zeros;
-  s->decoded_zeros += st.dec_zeros;
-  s->induced_zeros += st.induced;
-  // Each lane kept its first maximum above the old one, the scalar tails
-  // theirs; of equal maxima the earliest element wins, as in element order.
-  alignas(64) double lane_max[8];
-  alignas(64) int64_t lane_idx[8];
-  _mm512_store_pd(lane_max, st.max_abs);
-  _mm512_store_si512(lane_idx, st.max_idx);
-  for (int k = 0; k < 8; ++k) {
-    if (lane_idx[k] < 0) continue;
-    if (lane_max[k] > s->max_abs_err ||
-        (lane_max[k] == s->max_abs_err && lane_idx[k] < s->max_abs_err_index)) {
-      s->max_abs_err = lane_max[k];
-      s->max_abs_err_index = lane_idx[k];
-    }
-  }
-  _mm512_store_pd(lane_max, st.max_steps);
-  for (double v : lane_max) {
-    if (v > s->max_err_steps) s->max_err_steps = v;
-  }
-  // Excesses kept are positive and never NaN: order does not matter.
-  s->max_excess_not_nearest =
-      std::max(s->max_excess_not_nearest, _mm512_reduce_max_pd(st.max_nn));
-  s->max_excess_clipped =
-      std::max(s->max_excess_clipped, _mm512_reduce_max_pd(st.max_clip));
+  error_pass_internal::FoldLanes512(st, s);
 }
 
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 bool HaveAvx2() {
   static const bool have = __builtin_cpu_supports("avx2");
   return have;
 }
 
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 // Eight at a time: compressed within a register, then one whole store
 // (a compressing store to memory is microcoded and slow on AMD Zen 4).
 __attribute__((target("avx512f"))) int64_t KeepAboveAvx512(
@@ -550,7 +463,9 @@ __attribute__((target("avx512f"))) int64_t KeepAboveAvx512(
   return k;
 }
 
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 bool HaveAvx512() {
   static const bool have = __builtin_cpu_supports("avx512f");

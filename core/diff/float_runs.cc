@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/diff/error_element.h"
+#include "core/diff/error_lanes512.h"
 #include "core/quant/codec.h"
 
 #if defined(__x86_64__)
@@ -236,41 +237,21 @@ int64_t FindFloatExcess(const float* values, const float* x,
 #if defined(__x86_64__)
 namespace {
 
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_pd(), which
+// -Wmaybe-uninitialized reports inside the intrinsics' header (clang knows
+// no such warning, and would warn about the pragma).
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 
-// The running state of the AVX-512 float pass: four-wide partials (element
-// k into partial k % 4), eight-wide maxima and counts.
+// The running state of the AVX-512 float pass: the runs' pass's, and the
+// largest interior bound (in steps) of the keys met.
 struct FloatState {
-  __m256d sq, ab, xx, hh, xh;
-  __m512d max_abs, max_steps, max_nn, max_clip, interior;
-  __m512i max_idx;
-  int64_t above = 0, clipped = 0, clipped_beyond = 0, not_nearest = 0,
-          src_zeros = 0, dec_zeros = 0, induced = 0;
+  error_pass_internal::Lanes512 lanes;
+  __m512d interior;
 };
-
-// Sums of elements [i, i + 8) (kFull) or [i, i + 4) into the partials.
-template <bool kFull>
-__attribute__((target("avx512f,avx512vl"), always_inline)) inline void
-AddMoments(__m512d err, __m512d xs, __m512d xq, FloatState& st) {
-  const __m512d t_sq = _mm512_mul_pd(err, err);
-  const __m512d t_xx = _mm512_mul_pd(xs, xs);
-  const __m512d t_hh = _mm512_mul_pd(xq, xq);
-  const __m512d t_xh = _mm512_mul_pd(xs, xq);
-  st.sq = _mm256_add_pd(st.sq, _mm512_castpd512_pd256(t_sq));
-  st.ab = _mm256_add_pd(st.ab, _mm512_castpd512_pd256(err));
-  st.xx = _mm256_add_pd(st.xx, _mm512_castpd512_pd256(t_xx));
-  st.hh = _mm256_add_pd(st.hh, _mm512_castpd512_pd256(t_hh));
-  st.xh = _mm256_add_pd(st.xh, _mm512_castpd512_pd256(t_xh));
-  if constexpr (kFull) {
-    st.sq = _mm256_add_pd(st.sq, _mm512_extractf64x4_pd(t_sq, 1));
-    st.ab = _mm256_add_pd(st.ab, _mm512_extractf64x4_pd(err, 1));
-    st.xx = _mm256_add_pd(st.xx, _mm512_extractf64x4_pd(t_xx, 1));
-    st.hh = _mm256_add_pd(st.hh, _mm512_extractf64x4_pd(t_hh, 1));
-    st.xh = _mm256_add_pd(st.xh, _mm512_extractf64x4_pd(t_xh, 1));
-  }
-}
 
 // Elements [i, i + 8) (kFull) or [i, i + 4), their runs gathered by key:
 // AddElement's operations lane by lane; the upper lanes of a half step read
@@ -308,16 +289,8 @@ FloatStep(const float* values, const float* x, int64_t i, int64_t first,
   } else {
     _mm512_mask_storeu_pd(err_steps + i, lanes, v);
   }
-  AddMoments<kFull>(err, xs, xq, st);
-  const __m512i idx = _mm512_add_epi64(
-      _mm512_set1_epi64(first + i), _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0));
-  const __mmask8 new_max =
-      _mm512_cmp_pd_mask(err, st.max_abs, _CMP_GT_OQ) & lanes;
-  st.max_abs = _mm512_mask_blend_pd(new_max, st.max_abs, err);
-  st.max_idx = _mm512_mask_blend_epi64(new_max, st.max_idx, idx);
-  st.max_steps = _mm512_mask_max_pd(st.max_steps, lanes, v, st.max_steps);
-  st.above += __builtin_popcount(
-      _mm512_cmp_pd_mask(v, _mm512_set1_pd(0.5), _CMP_GT_OQ) & lanes);
+  error_pass_internal::AddMoments<kFull>(err, xs, xq, st.lanes);
+  error_pass_internal::AddMaxima<kFull>(err, v, first + i, st.lanes);
   st.interior = _mm512_mask_max_pd(
       st.interior, lanes, _mm512_i32gather_pd(key, c.interior.data(), 8),
       st.interior);
@@ -341,62 +314,8 @@ FloatStep(const float* values, const float* x, int64_t i, int64_t first,
                           _CMP_LT_OQ)) &
       lanes;
   const __mmask8 beyond = _mm512_cmp_pd_mask(excess, zero, _CMP_GT_OQ) & lanes;
-  const __mmask8 nn = beyond & static_cast<__mmask8>(~clip);
-  st.clipped += __builtin_popcount(clip);
-  st.clipped_beyond += __builtin_popcount(clip & beyond);
-  st.not_nearest += __builtin_popcount(nn);
-  st.max_nn = _mm512_max_pd(_mm512_maskz_mov_pd(nn, excess), st.max_nn);
-  st.max_clip =
-      _mm512_max_pd(_mm512_maskz_mov_pd(clip & beyond, excess), st.max_clip);
-  const __mmask8 sz = _mm512_cmp_pd_mask(xs, zero, _CMP_EQ_OQ) & lanes;
-  const __mmask8 dz = _mm512_cmp_pd_mask(xq, zero, _CMP_EQ_OQ) & lanes;
-  st.src_zeros += __builtin_popcount(sz);
-  st.dec_zeros += __builtin_popcount(dz);
-  st.induced += __builtin_popcount(dz & ~sz & 0xFF);
-}
-
-// The state's partials, counts and maxima into `s`: the maxima of equal
-// value keep the earliest element, as in element order.
-__attribute__((target("avx512f,avx512vl"))) void FinishFloat(
-    const FloatState& st, ErrorSums* s, double* bound_steps) {
-  alignas(32) double lane4[4];
-  const __m256d* partials[5] = {&st.sq, &st.ab, &st.xx, &st.hh, &st.xh};
-  double* totals[5] = {&s->sum_sq_err, &s->sum_abs_err, &s->sum_xx, &s->sum_hh,
-                       &s->sum_xh};
-  for (int t = 0; t < 5; ++t) {
-    _mm256_store_pd(lane4, *partials[t]);
-    *totals[t] += (lane4[0] + lane4[1]) + (lane4[2] + lane4[3]);
-  }
-  s->above_half_step += st.above;
-  s->clipped += st.clipped;
-  s->clipped_beyond_bound += st.clipped_beyond;
-  s->not_nearest += st.not_nearest;
-  s->source_zeros += st.src_zeros;
-  s->decoded_zeros += st.dec_zeros;
-  s->induced_zeros += st.induced;
-  alignas(64) double lane_max[8];
-  alignas(64) int64_t lane_idx[8];
-  _mm512_store_pd(lane_max, st.max_abs);
-  _mm512_store_si512(lane_idx, st.max_idx);
-  for (int k = 0; k < 8; ++k) {
-    if (lane_idx[k] < 0) continue;
-    if (lane_max[k] > s->max_abs_err ||
-        (lane_max[k] == s->max_abs_err && lane_idx[k] < s->max_abs_err_index)) {
-      s->max_abs_err = lane_max[k];
-      s->max_abs_err_index = lane_idx[k];
-    }
-  }
-  _mm512_store_pd(lane_max, st.max_steps);
-  for (double v : lane_max) {
-    if (v > s->max_err_steps) s->max_err_steps = v;
-  }
-  // Excesses kept and interior bounds are never NaN nor below zero: their
-  // maxima do not depend on the order they are taken in.
-  s->max_excess_not_nearest =
-      std::max(s->max_excess_not_nearest, _mm512_reduce_max_pd(st.max_nn));
-  s->max_excess_clipped =
-      std::max(s->max_excess_clipped, _mm512_reduce_max_pd(st.max_clip));
-  *bound_steps = std::max(*bound_steps, _mm512_reduce_max_pd(st.interior));
+  error_pass_internal::AddVerdicts<kFull>(xs, xq, excess, clip, beyond,
+                                          st.lanes);
 }
 
 // Eight elements at a time through the body, then four, then the last
@@ -405,12 +324,7 @@ __attribute__((target("avx512f,avx512vl"))) void AccumulateFloatErrorsAvx512(
     const float* values, const float* x, int64_t m, int64_t first,
     const FloatRuns& t, double* err_steps, ErrorSums* s, double* bound_steps) {
   FloatState st;
-  st.sq = st.ab = st.xx = st.hh = st.xh = _mm256_setzero_pd();
-  st.max_abs = _mm512_set1_pd(s->max_abs_err);
-  st.max_idx = _mm512_set1_epi64(-1);
-  st.max_steps = _mm512_set1_pd(s->max_err_steps);
-  st.max_nn = _mm512_set1_pd(s->max_excess_not_nearest);
-  st.max_clip = _mm512_set1_pd(s->max_excess_clipped);
+  st.lanes = error_pass_internal::StartLanes512(*s);
   st.interior = _mm512_set1_pd(*bound_steps);
   const FloatRuns::Columns& c = t.columns();
   const int64_t body = m - m % 4;
@@ -430,11 +344,15 @@ __attribute__((target("avx512f,avx512vl"))) void AccumulateFloatErrorsAvx512(
                err_steps, s);
     interior = std::max(interior, t.interior(key));
   }
-  *bound_steps = interior;
-  FinishFloat(st, s, bound_steps);
+  error_pass_internal::FoldLanes512(st.lanes, s);
+  // Interior bounds are never NaN nor below zero: their maximum does not
+  // depend on the order it is taken in.
+  *bound_steps = std::max(interior, _mm512_reduce_max_pd(st.interior));
 }
 
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 bool HaveAvx512() {
   static const bool have =

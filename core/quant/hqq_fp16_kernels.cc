@@ -17,7 +17,7 @@ namespace {
 // GCC 12's AVX-512 conversions pass _mm512_undefined_*(), which
 // -W(maybe-)uninitialized reports inside the intrinsics' header (as
 // decode_simd.cc notes).
-#if !defined(__clang__)
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -74,7 +74,7 @@ TM_AVX512FP16 void ColumnsFp16(const HqqCodes& codes, int64_t n,
   }
 }
 
-#if !defined(__clang__)
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
 

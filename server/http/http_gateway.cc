@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "proto/received_chunk.h"
 #include "proto/status_mapping.h"
 #include "render/heatmap_render.h"
 #include "render/npy.h"
@@ -28,7 +29,6 @@
 #include "server/http/http_status.h"
 #include "server/http/json_rpc.h"
 #include "server/http/request_guard.h"
-#include "server/http/slice_chunk_view.h"
 #include "server/http/web_assets.h"
 
 namespace tensormorph {
@@ -684,23 +684,30 @@ void HttpGateway::Impl::Npy(const httplib::Request& req,
   absl::StatusOr<v1::ReadSliceRequest> request = ReadSliceFromQuery(req.params);
   if (!request.ok()) return Refuse(req, res, request.status());
   // The messages are read unparsed and their data written from where the
-  // in-process channel hands it over (slice_chunk_view.h): no copy of the
-  // tensor's bytes between the service's buffer and the socket.
+  // in-process channel hands it over (proto/received_chunk.h): no copy of
+  // the tensor's bytes between the service's buffer and the socket.
   struct State : Sending {
     grpc::ClientContext context;
     std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader;
     grpc::ByteBuffer message;
-    SliceChunkView chunk;
-    int64_t left = 0;  // data bytes still to send
-    size_t sent = 0;   // bytes written, the header included
+    ReceivedChunk chunk;
+    std::vector<absl::string_view> data;  // chunk's, as pieces
+    int64_t left = 0;                     // data bytes still to send
+    size_t sent = 0;                      // bytes written, the header included
     bool finished = false;
     // The next message, viewed; false at the end, or on a malformed one
     // (which cancels the call).
     bool Next() {
       if (!reader->Read(&message)) return false;
-      const absl::Status s = chunk.Parse(message);
-      if (s.ok()) return true;
-      spdlog::error("GET /v1/tensor.npy: {}", s.ToString());
+      const size_t size = message.Length();
+      if (chunk.Parse(&message)) {
+        chunk.DataPieces(&data);
+        return true;
+      }
+      spdlog::error(
+          "GET /v1/tensor.npy: a ReadSlice message ({} bytes) does not parse "
+          "as a SliceChunk",
+          size);
       context.TryCancel();
       return false;
     }
@@ -740,7 +747,7 @@ void HttpGateway::Impl::Npy(const httplib::Request& req,
         }
         const size_t n = state->chunk.data_size();
         if (static_cast<int64_t>(n) > state->left) return false;
-        for (const absl::string_view piece : state->chunk.data()) {
+        for (const absl::string_view piece : state->data) {
           if (!sink.write(piece.data(), piece.size())) return false;
         }
         state->sent += n;

@@ -19,7 +19,7 @@
 //   GET  /v1/tensor.npy    ?checkpoint&tensor[&slice][&raw=1][&part=1]
 //                          streamed with a Content-Length, never held whole,
 //                          its bytes written from the service's own buffers
-//                          (slice_chunk_view.h)
+//                          (proto/received_chunk.h)
 //   GET  /v1/heatmap.png   ?checkpoint&tensor[&mode][&ref][&width&height]
 //                          [&rows=A:B&cols=C:D] (see http_query.h)
 //   GET  /metrics          Prometheus text (HttpGatewayOptions::metrics)

@@ -101,7 +101,7 @@ class JsonRpc {
 
   v1::Tensormorph::Stub& stub() const { return *stub_; }
 
-  // ReadSlice with its messages as they arrive, unparsed (SliceChunkView
+  // ReadSlice with its messages as they arrive, unparsed (ReceivedChunk
   // reads them without copying their data): the generated stub's call, on
   // the same channel, with grpc::ByteBuffer for the message type.
   std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> ReadSliceBytes(

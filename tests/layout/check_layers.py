@@ -46,7 +46,7 @@ LAYERS = {
     "proto/": (
         ["tensormorph/v1/", "core/util/"], ["spdlog/", "nlohmann/"],
         "the schema, its generated code and its small runtime "
-        "(status_mapping, json_print)"),
+        "(status_mapping, json_print, received_chunk)"),
     "render/": (
         ["proto/", "tensormorph/v1/"], ["spdlog/", "grpcpp/"],
         "pictures and files made from replies: proto and libpng only"),

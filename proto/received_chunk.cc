@@ -1,4 +1,4 @@
-#include "client/received_chunk.h"
+#include "proto/received_chunk.h"
 
 #include <grpcpp/support/proto_buffer_reader.h>
 
@@ -106,6 +106,7 @@ bool ReceivedChunk::Parse(grpc::ByteBuffer* buffer) {
   owned_data_.clear();
   owned_ = false;
   data_slice_ = data_offset_ = data_size_ = 0;
+  if (!buffer->Valid()) return true;  // the empty message, cleared above
   if (!buffer->Dump(&slices_).ok()) return false;
   Cursor at(slices_);
   bool whole = false;  // left to the parser, whole (see the header)

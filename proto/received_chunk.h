@@ -1,9 +1,12 @@
 // ReceivedChunk: a ReadSlice reply as gRPC received it, its small fields
 // parsed and its data left where it arrived. Parsing a 1 MiB chunk into a
 // v1::SliceChunk copies the data once more only to hand it on; this hands
-// on views of the received slices instead.
-#ifndef TENSORMORPH_CLIENT_RECEIVED_CHUNK_H_
-#define TENSORMORPH_CLIENT_RECEIVED_CHUNK_H_
+// on views of the received slices instead. Both readers of ReadSlice's raw
+// messages use it: the client library (Client::ReadSlicePieces) and the
+// HTTP port's .npy download, which writes the data to its socket from the
+// buffers the in-process channel handed over.
+#ifndef TENSORMORPH_PROTO_RECEIVED_CHUNK_H_
+#define TENSORMORPH_PROTO_RECEIVED_CHUNK_H_
 
 #include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/slice.h>
@@ -24,7 +27,8 @@ class ReceivedChunk {
   // what v1::SliceChunk's parser does: every field but `data` is parsed by
   // it; `data` (the last one, as proto3 keeps the last) is only located. A
   // reply with a group field, or a data field encoded other than the
-  // shortest way, is parsed whole by it (and its data copied).
+  // shortest way, is parsed whole by it (and its data copied). A buffer
+  // never filled (!Valid()) is the empty message.
   // Returns false when the bytes do not parse.
   bool Parse(grpc::ByteBuffer* buffer);
 
@@ -48,4 +52,4 @@ class ReceivedChunk {
 
 }  // namespace tensormorph
 
-#endif  // TENSORMORPH_CLIENT_RECEIVED_CHUNK_H_
+#endif  // TENSORMORPH_PROTO_RECEIVED_CHUNK_H_

@@ -1,7 +1,7 @@
 // ReceivedChunk accepts and refuses exactly what v1::SliceChunk's own parser
 // does, however the bytes are split into slices, and hands on the same data
 // without copying it.
-#include "client/received_chunk.h"
+#include "proto/received_chunk.h"
 
 #include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/slice.h>
@@ -109,6 +109,19 @@ TEST(ReceivedChunkTest, TheDataIsHandedOnWithoutACopy) {
   chunk.DataPieces(&pieces);
   ASSERT_EQ(pieces.size(), 2u);  // one per slice it spans
   EXPECT_EQ(pieces[1].data(), reinterpret_cast<const char*>(slices[1].begin()));
+}
+
+// A ByteBuffer never filled (how an empty message may be handed over) is
+// the empty chunk: no fields, no data.
+TEST(ReceivedChunkTest, ABufferNeverFilledIsTheEmptyChunk) {
+  grpc::ByteBuffer buffer;
+  ReceivedChunk chunk;
+  ASSERT_TRUE(chunk.Parse(&buffer));
+  EXPECT_EQ(chunk.data_size(), 0u);
+  EXPECT_FALSE(chunk.fields().has_header());
+  std::vector<absl::string_view> pieces;
+  chunk.DataPieces(&pieces);
+  EXPECT_TRUE(pieces.empty());
 }
 
 TEST(ReceivedChunkTest, FieldsInAnyOrderAndARepeatedDataFieldParseAsProtobuf) {

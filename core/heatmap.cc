@@ -17,6 +17,7 @@
 #include "absl/types/span.h"
 #include "core/error_runs.h"
 #include "core/error_steps.h"
+#include "core/heatmap_q4k.h"
 #include "core/io/fault_guard.h"
 #include "core/quant/decode_simd.h"
 #include "core/quant/float_formats.h"
@@ -757,6 +758,9 @@ class RegionPass {
   // F16 codes where they are stored, for the mean's lanes to read without
   // a decode (AccumulateLanesF16); nullptr otherwise.
   const uint16_t* f16_in_place_ = nullptr;
+  // Q4_K blocks where they are stored, for the mean's lanes to sum from
+  // their codes (Q4KMeanLanes); nullptr otherwise.
+  const uint8_t* q4k_in_place_ = nullptr;
   bool column_errors_ = false;  // plain floats' errors by columns
   int64_t batch_rows_ = 1;
   int band_ = 0;  // the band being folded
@@ -805,9 +809,12 @@ RegionPass::RegionPass(const LogicalTensor& t, const LogicalTensor* ref,
     f16_in_place_ = t.encoding->StoredF16();
   }
 #endif
+  if (mean_ && Q4KMeanLanesApply(simd_, g.base + g.col_begin, h->cols, run_))
+    q4k_in_place_ = StoredQ4KBlocks(t);
   const size_t buf = static_cast<size_t>(batch_rows_ * ncols);
   q_.resize(detailed_ ? buf : 0);
-  if (!detailed_ && f16_in_place_ == nullptr) v_ = DecodeScratch(buf);
+  if (!detailed_ && f16_in_place_ == nullptr && q4k_in_place_ == nullptr)
+    v_ = DecodeScratch(buf);
   x_.resize(with_ref_ && ref_in_place_ == nullptr ? buf : 0);
   lanes_.resize(mean_ ? static_cast<size_t>(h->width) * kLanes : 0);
   const bool f16_max = absmax_ && f16_in_place_ != nullptr;
@@ -840,7 +847,9 @@ absl::Status RegionPass::Run() {
 
 // Decodes view rows [r, r + nb) of the region (whole rows when nb > 1).
 absl::Status RegionPass::Read(int64_t r, int64_t nb) {
-  if (f16_in_place_ != nullptr) return absl::OkStatus();  // read by FoldRows
+  // Read by FoldRows where they are stored.
+  if (f16_in_place_ != nullptr || q4k_in_place_ != nullptr)
+    return absl::OkStatus();
   const int64_t first = g_.base + r * h_.cols + g_.col_begin;
   const int64_t count = nb * g_.ncols();
   return GuardedRead([&]() -> absl::Status {
@@ -877,6 +886,14 @@ absl::Status RegionPass::FoldRows(int64_t r, int64_t k0, int64_t nk) {
       });
     }
 #endif
+    if (q4k_in_place_ != nullptr) {
+      return GuardedRead([&]() -> absl::Status {
+        Q4KMeanLanes(q4k_in_place_, g_.base + (r + k0) * h_.cols + g_.col_begin,
+                     h_.cols, nk, run_, ends.first, ends.last, lanes_.data(),
+                     Out(h_.values));
+        return absl::OkStatus();
+      });
+    }
     AccumulateLanes(v_ + k0 * ncols, ncols, nk, run_, simd_, ends,
                     lanes_.data(), Out(h_.values));
     return absl::OkStatus();

@@ -559,5 +559,97 @@ TEST(HeatmapReferenceTest,
   EXPECT_GE(compared, 5 * 4);
 }
 
+// A [300, 512] Q4_K tensor of random blocks: every byte random, so codes,
+// scales and mins take every value and d and dmin every finite fp16 code
+// (magnitudes 2^-24 to 65504: sums that round), with some blocks given NaN,
+// infinite, zero, subnormal and largest d or dmin. The mean's lanes read
+// these blocks in place (core/heatmap_q4k.h) where cells are 16, 32 or 64
+// columns wide in whole chunks of 64 and the CPU has AVX-512.
+std::string WriteRandomQ4_KGguf() {
+  constexpr int64_t kRows = 300, kCols = 512;
+  std::mt19937 rng(53);
+  std::string data(kRows * kCols / 256 * 144, '\0');
+  for (char& c : data) c = static_cast<char>(rng() & 0xff);
+  const uint16_t planted[] = {0x7e00, 0x7c00, 0xfc00, 0x0000,
+                              0x8000, 0x0001, 0x03ff, 0x7bff};
+  for (size_t b = 0; b < data.size(); b += 144) {
+    // d and dmin finite (a NaN in one block in 16 would make nearly every
+    // cell NaN), then one block in 40 given a planted d or dmin.
+    for (int k = 0; k < 2; ++k) {
+      uint16_t h;
+      std::memcpy(&h, data.data() + b + 2 * k, 2);
+      if ((h & 0x7c00) == 0x7c00) h &= 0xbfff;
+      std::memcpy(data.data() + b + 2 * k, &h, 2);
+    }
+    if (rng() % 40 == 0) {
+      std::memcpy(data.data() + b + 2 * (rng() % 2), &planted[rng() % 8], 2);
+    }
+  }
+  GgufSpec s;
+  s.kv.push_back({"general.architecture", GgufString("llama")});
+  s.tensors.push_back({"a.weight", {kCols, kRows}, 12, data});
+  const std::string path = MakeTempDir() + "/random_q4_k.gguf";
+  WriteFile(path, BuildGguf(s));
+  return path;
+}
+
+// The mean of Q4_K summed from its blocks is the straightforward reduction
+// of the decoded values, bit for bit, at every SIMD level: cells of 16, 32
+// and 64 columns (the blocks' path), regions that start on a chunk (64
+// columns) or off one (decoded as before), bands cut by decode batches
+// (128 rows of 512) and batches of several bands.
+TEST(HeatmapReferenceTest, Q4_KMeanFromItsBlocksIsTheStraightforwardReduction) {
+  auto ckpt = Checkpoint::Open(WriteRandomQ4_KGguf());
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  const LogicalTensor* t = (*ckpt)->FindTensor("a.weight");
+  ASSERT_NE(t, nullptr);
+  struct Shape {
+    int width, height;
+    int64_t row_begin, row_end, col_begin, col_end;
+  };
+  const std::vector<Shape> shapes = {
+      {32, 300, 0, 0, 0, 0},     // 16 columns, a band per row
+      {32, 7, 0, 0, 0, 0},       // bands of 42 and 43 rows across batches
+      {16, 1, 0, 0, 0, 0},       // 32 columns, one band of every row
+      {8, 19, 0, 0, 0, 0},       // 64 columns
+      {12, 5, 3, 290, 64, 448},  // a region from a chunk: 32 columns
+      {6, 4, 1, 0, 192, 0},      // from the last chunk of a super-block
+      {20, 3, 0, 0, 16, 336},    // off a chunk: decoded
+      {24, 9, 0, 0, 0, 0},       // cells of 21 and 22: decoded
+  };
+  int compared = 0, nan_cells = 0, finite_cells = 0;
+  for (const Shape& shape : shapes) {
+    HeatmapOptions o;
+    o.width = shape.width;
+    o.height = shape.height;
+    o.row_begin = shape.row_begin;
+    o.row_end = shape.row_end;
+    o.col_begin = shape.col_begin;
+    o.col_end = shape.col_end;
+    for (DecodeSimd level :
+         {DecodeSimd::kScalar, DecodeSimd::kAvx2, DecodeSimd::kAvx512}) {
+      if (level > SupportedDecodeSimd()) break;
+      const std::string at = std::to_string(shape.width) + "x" +
+                             std::to_string(shape.height) + " from (" +
+                             std::to_string(shape.row_begin) + ", " +
+                             std::to_string(shape.col_begin) + ") simd " +
+                             std::to_string(static_cast<int>(level));
+      CapDecodeSimdForTesting(level);
+      auto got = ComputeHeatmap(*t, nullptr, o);
+      CapDecodeSimdForTesting(DecodeSimd::kAvx512);
+      ASSERT_TRUE(got.ok()) << at << ": " << got.status();
+      const Heatmap want = Reference(*t, nullptr, HeatmapMode::kMean, *got);
+      ExpectSameBits(got->values, want.values, at);
+      for (double v : got->values) (std::isnan(v) ? nan_cells : finite_cells)++;
+      ++compared;
+    }
+  }
+  EXPECT_GE(compared, 8);
+  // Random d and dmin make some cells NaN and leave others finite: both
+  // kinds were compared.
+  EXPECT_GT(nan_cells, 0);
+  EXPECT_GT(finite_cells, 0);
+}
+
 }  // namespace
 }  // namespace tensormorph

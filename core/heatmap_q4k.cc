@@ -1,0 +1,266 @@
+#include "core/heatmap_q4k.h"
+
+#include <cstring>
+#include <memory>
+#include <utility>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include "core/quant/kquant_scales_simd.h"
+#endif
+
+#include "core/dtype.h"
+#include "core/format/stored_tensor.h"
+#include "core/util/lane_sum.h"
+
+namespace tensormorph {
+namespace {
+
+constexpr int kLanes = kSumLanes;
+// Columns of one kernel call: a chunk of a super-block, the low and the
+// high nibbles of 32 bytes, two sub-blocks of 32.
+constexpr int kChunkColumns = 64;
+constexpr int64_t kQ4KElems = 256, kQ4KBytes = 144;
+
+}  // namespace
+
+const uint8_t* StoredQ4KBlocks(const LogicalTensor& t) {
+  const EncodingInfo& info = t.encoding->info();
+  if (info.convention != "ggml" || info.scheme != "Q4_K") return nullptr;
+  const std::vector<const StoredTensor*> parts = t.encoding->parts();
+  if (parts.size() != 1 || parts[0]->dtype != DType::kQ4_K ||
+      t.num_elements % kQ4KElems != 0 ||
+      parts[0]->data.size() / kQ4KBytes <
+          static_cast<uint64_t>(t.num_elements / kQ4KElems)) {
+    return nullptr;
+  }
+  return parts[0]->data.data();
+}
+
+bool Q4KMeanLanesApply(DecodeSimd simd, int64_t first, int64_t stride,
+                       const std::vector<int64_t>& run) {
+#if defined(__x86_64__)
+  if (simd < DecodeSimd::kAvx512 || first % kChunkColumns != 0 ||
+      stride % kQ4KElems != 0 || run.size() < 2) {
+    return false;
+  }
+  const int64_t w = run[1] - run[0];
+  const size_t width = run.size() - 1;
+  if ((w != 16 && w != 32 && w != 64) ||
+      width % static_cast<size_t>(kChunkColumns / w) != 0) {
+    return false;
+  }
+  for (size_t j = 1; j < width; ++j) {
+    if (run[j + 1] - run[j] != w) return false;
+  }
+  return true;
+#else
+  (void)simd, (void)first, (void)stride, (void)run;
+  return false;
+#endif
+}
+
+#if defined(__x86_64__)
+// GCC 12's AVX-512 conversions and extracts pass _mm512_undefined_*(), a
+// self-initialised variable that -W(maybe-)uninitialized reports inside the
+// intrinsics' header (as decode_simd.cc notes).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+namespace {
+
+#define TM_AVX512_STEP \
+  __attribute__((target("avx512f,avx2,f16c"), always_inline)) inline
+
+// A sub-block's 16 levels d1 * q - m1 (d1 and m1 in every lane) in float,
+// the decoder's two roundings (core is built with -ffp-contract=off),
+// widened into two vectors of doubles: levels 0-7 and 8-15.
+struct Levels {
+  __m512d lo, hi;
+};
+TM_AVX512_STEP Levels LevelsOf(__m512 d1, __m512 m1) {
+  const __m512 q =
+      _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512 t = _mm512_sub_ps(_mm512_mul_ps(d1, q), m1);
+  return {_mm512_cvtps_pd(_mm512_castps512_ps256(t)),
+          _mm512_cvtps_pd(_mm256_castpd_ps(
+              _mm512_extractf64x4_pd(_mm512_castps_pd(t), 1)))};
+}
+
+// Eight codes' levels: byte i of `word` shifted down by shift[i] leaves the
+// code in qword i's low four bits (a low nibble at 8 i, a high one at
+// 8 i + 4), and the permute reads only those bits, whatever lies above.
+TM_AVX512_STEP __m512d EightLevels(const uint8_t* bytes, __m512i shift,
+                                   const Levels& t) {
+  uint64_t word;
+  std::memcpy(&word, bytes, 8);
+  const __m512i idx = _mm512_srlv_epi64(_mm512_set1_epi64(word), shift);
+  return _mm512_permutex2var_pd(t.lo, idx, t.hi);
+}
+
+// Lanes, per cell c of a call, in a[2 c] (lanes 0-7) and a[2 c + 1] (8-15).
+// Every access to `a` below is at a constant index (the fold expressions
+// are unrolled in the source, not by the optimiser), so that GCC keeps the
+// array in registers: with the loops unrolled only late, it kept it in
+// memory and a load and a store went with every addition.
+template <int... C>
+TM_AVX512_STEP void StartLanes(bool start, const double* lanes, __m512d* a,
+                               std::integer_sequence<int, C...>) {
+  ((a[C] = start ? _mm512_setzero_pd() : _mm512_loadu_pd(lanes + 8 * C)), ...);
+}
+
+// A row's chunk: eight codes G at column offset 8 G go to vector
+// 2 (8 G / W) + G % 2, left to right (the lanes' order); G < 4 are the low
+// nibbles of bytes 8 G on (the chunk's first sub-block), the rest the high
+// nibbles of bytes 8 G - 32 on (its second).
+template <int W, int... G>
+TM_AVX512_STEP void AddChunkRow(const uint8_t* qs, __m512i low_shift,
+                                __m512i high_shift, const Levels& low,
+                                const Levels& high, __m512d* a,
+                                std::integer_sequence<int, G...>) {
+  ((a[2 * (8 * G / W) + G % 2] = _mm512_add_pd(
+        a[2 * (8 * G / W) + G % 2],
+        EightLevels(qs + 8 * G % 32, G < 4 ? low_shift : high_shift,
+                    G < 4 ? low : high))),
+   ...);
+}
+
+// Stores a cell's lanes, or combines them into *sum: SumOfLanes' tree,
+// addition for addition: p[k] + p[k + 8]; its halves added, q[k] + q[k + 4];
+// then r[k] + r[k + 2]; then the two.
+TM_AVX512_STEP void EndCell(bool finish, __m512d l0, __m512d l1, double* lanes,
+                            double* sum) {
+  if (!finish) {
+    _mm512_storeu_pd(lanes, l0);
+    _mm512_storeu_pd(lanes + 8, l1);
+    return;
+  }
+  const __m512d s = _mm512_add_pd(l0, l1);
+  const __m256d q =
+      _mm256_add_pd(_mm512_castpd512_pd256(s), _mm512_extractf64x4_pd(s, 1));
+  const __m128d h =
+      _mm_add_pd(_mm256_castpd256_pd128(q), _mm256_extractf128_pd(q, 1));
+  *sum = _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
+}
+template <int... C>
+TM_AVX512_STEP void EndLanes(bool finish, const __m512d* a, double* lanes,
+                             double* sums, std::integer_sequence<int, C...>) {
+  (EndCell(finish, a[2 * C], a[2 * C + 1], lanes + 16 * C, sums + C), ...);
+}
+
+// d1 = d * sc and m1 = dmin * m of every sub-block of `nsb` super-blocks
+// from `sb` of each of `nrows` rows `sb_stride` super-blocks apart, into
+// params (per row and super-block: d1 of sub-blocks 0-7, then m1), as the
+// decoder computes them: once per super-block rather than once per chunk
+// that reads them. d and dmin come by F16C rather than LoadF16, whose table
+// behind a static guard would put a call in the loop (a NaN's payload may
+// differ; no cell keeps one).
+__attribute__((target("avx2,f16c"))) void Q4KParams(const uint8_t* blocks,
+                                                    int64_t sb,
+                                                    int64_t sb_stride,
+                                                    int64_t nrows, int64_t nsb,
+                                                    float* params) {
+  for (int64_t r = 0; r < nrows; ++r) {
+    const uint8_t* b = blocks + (sb + r * sb_stride) * kQ4KBytes;
+    for (int64_t k = 0; k < nsb; ++k, b += kQ4KBytes, params += 16) {
+      uint32_t d_dmin;
+      std::memcpy(&d_dmin, b, 4);
+      const __m128 dd =
+          _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(d_dmin)));
+      __m256 d1, m1;
+      SubBlockParamsK4(b + 4, _mm_cvtss_f32(dd),
+                       _mm_cvtss_f32(_mm_movehdup_ps(dd)), &d1, &m1);
+      _mm256_storeu_ps(params, d1);
+      _mm256_storeu_ps(params + 8, m1);
+    }
+  }
+}
+
+// 64 / W cells of W columns: a chunk's 64 columns from element `first` of
+// each of `nrows` rows `stride` apart, their lanes in registers down the
+// rows, as heatmap.cc's CellBlockAvx512 keeps them. Each row's chunk is 32
+// bytes whose low nibbles are one sub-block's codes (columns 0-31) and high
+// nibbles the next's (32-63); their parameters are at `params` (Q4KParams'
+// of the chunk's super-block), `params_stride` floats apart row by row.
+template <int W>
+__attribute__((target("avx512f,avx2,f16c"))) void Q4KChunkLanes(
+    const uint8_t* blocks, int64_t first, int64_t stride, int64_t nrows,
+    const float* params, int64_t params_stride, bool start, bool finish,
+    double* lanes, double* sums) {
+  constexpr int kCells = kChunkColumns / W;
+  __m512d a[2 * kCells];
+  StartLanes(start, lanes, a, std::make_integer_sequence<int, 2 * kCells>());
+  const __m512i low_shift = _mm512_setr_epi64(0, 8, 16, 24, 32, 40, 48, 56);
+  const __m512i high_shift = _mm512_setr_epi64(4, 12, 20, 28, 36, 44, 52, 60);
+  const int chunk = static_cast<int>(first % kQ4KElems / kChunkColumns);
+  const uint8_t* b = blocks + first / kQ4KElems * kQ4KBytes + 16 + 32 * chunk;
+  const int64_t b_stride = stride / kQ4KElems * kQ4KBytes;
+  const float* p = params + 2 * chunk;
+  for (int64_t r = 0; r < nrows; ++r, b += b_stride, p += params_stride) {
+    const Levels low = LevelsOf(_mm512_set1_ps(p[0]), _mm512_set1_ps(p[8]));
+    const Levels high = LevelsOf(_mm512_set1_ps(p[1]), _mm512_set1_ps(p[9]));
+    AddChunkRow<W>(b, low_shift, high_shift, low, high, a,
+                   std::make_integer_sequence<int, 8>());
+  }
+  EndLanes(finish, a, lanes, sums, std::make_integer_sequence<int, kCells>());
+}
+
+// This thread's Q4KParams, kept from call to call (at most a batch's
+// super-blocks: 16 floats per 256 elements) rather than allocated by each.
+float* ParamsScratch(size_t n) {
+  thread_local std::unique_ptr<float[]> buf;
+  thread_local size_t size = 0;
+  if (size < n) {
+    buf.reset(new float[n]);
+    size = n;
+  }
+  return buf.get();
+}
+
+#undef TM_AVX512_STEP
+}  // namespace
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#endif
+
+void Q4KMeanLanes(const uint8_t* blocks, int64_t first, int64_t stride,
+                  int64_t nrows, const std::vector<int64_t>& run, bool start,
+                  bool finish, double* lanes, double* sums) {
+#if defined(__x86_64__)
+  // The super-blocks a row of the region meets, from row 0's first.
+  const int64_t offset = first % kQ4KElems;
+  const int64_t nsb = (offset + run.back() + kQ4KElems - 1) / kQ4KElems;
+  float* const params = ParamsScratch(static_cast<size_t>(nrows * nsb * 16));
+  Q4KParams(blocks, first / kQ4KElems, stride / kQ4KElems, nrows, nsb, params);
+  const int64_t w = run[1] - run[0];
+  const size_t step = static_cast<size_t>(kChunkColumns / w);
+  for (size_t j = 0; j + 1 < run.size(); j += step) {
+    double* const l = lanes + j * kLanes;
+    const int64_t at = first + run[j];
+    const float* const p = params + (offset + run[j]) / kQ4KElems * 16;
+    switch (w) {
+      case 16:
+        Q4KChunkLanes<16>(blocks, at, stride, nrows, p, nsb * 16, start, finish,
+                          l, sums + j);
+        break;
+      case 32:
+        Q4KChunkLanes<32>(blocks, at, stride, nrows, p, nsb * 16, start, finish,
+                          l, sums + j);
+        break;
+      default:
+        Q4KChunkLanes<64>(blocks, at, stride, nrows, p, nsb * 16, start, finish,
+                          l, sums + j);
+        break;
+    }
+  }
+#else
+  (void)blocks, (void)first, (void)stride, (void)nrows, (void)run, (void)start,
+      (void)finish, (void)lanes, (void)sums;
+#endif
+}
+
+}  // namespace tensormorph

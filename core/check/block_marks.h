@@ -26,8 +26,10 @@
 
 namespace tensormorph {
 
-// Whether MarkOrdinaryBlocks takes `dtype` (Q8_0, Q4_K) on this CPU (AVX2)
-// and is switched on.
+// Whether MarkOrdinaryBlocks takes `dtype` (Q8_0, Q4_K) on this CPU (AVX2
+// and F16C, as the decoders' vector level) and is switched on. At the
+// AVX-512 decode level (ActiveDecodeSimd), Q4_K's blocks are read 64 codes
+// at a time and their rules compared into mask registers: the same marks.
 bool HasBlockMarks(DType dtype);
 
 // For each 32-element sub-block s of the `nb` blocks at `blocks`:

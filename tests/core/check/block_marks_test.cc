@@ -15,6 +15,7 @@
 #include "core/check/check.h"
 #include "core/check/run_counts.h"
 #include "core/quant/codec.h"
+#include "core/quant/decode_simd.h"
 #include "core/quant/sub_block_runs.h"
 #include "gtest/gtest.h"
 #include "tests/support/fixture_copy.h"
@@ -203,14 +204,22 @@ TEST(MarkOrdinaryBlocksTest, AgreesWithTheMarksOfTheDecodedValues) {
       const std::string s =
           dtype == DType::kQ8_0 ? PlantedQ8_0(nb, seed) : PlantedQ4_K(nb, seed);
       const std::vector<uint8_t> want = Reference(dtype, s, nb);
-      std::vector<uint8_t> got(want.size(), 9);
-      MarkOrdinaryBlocks(dtype, reinterpret_cast<const uint8_t*>(s.data()), nb,
-                         got.data());
-      int64_t marked = 0;
-      for (size_t k = 0; k < want.size(); ++k) {
-        EXPECT_EQ(got[k], want[k]) << "sub-block " << k;
-        marked += want[k];
+      // At each vector level the CPU has: Q4_K's marks read 64 codes at a
+      // time with AVX-512.
+      for (DecodeSimd level : {DecodeSimd::kAvx2, DecodeSimd::kAvx512}) {
+        if (level > SupportedDecodeSimd()) break;
+        CapDecodeSimdForTesting(level);
+        std::vector<uint8_t> got(want.size(), 9);
+        MarkOrdinaryBlocks(dtype, reinterpret_cast<const uint8_t*>(s.data()),
+                           nb, got.data());
+        CapDecodeSimdForTesting(DecodeSimd::kAvx512);
+        for (size_t k = 0; k < want.size(); ++k) {
+          EXPECT_EQ(got[k], want[k])
+              << "sub-block " << k << " simd " << static_cast<int>(level);
+        }
       }
+      int64_t marked = 0;
+      for (size_t k = 0; k < want.size(); ++k) marked += want[k];
       // Both answers are common, so both were tested.
       EXPECT_GT(marked, static_cast<int64_t>(want.size()) / 4);
       EXPECT_LT(marked, static_cast<int64_t>(want.size()) * 15 / 16);
@@ -258,18 +267,26 @@ TEST(MarkOrdinaryBlocksTest, TheCheckFindsTheSameWithAndWithout) {
   SetBlockMarks(false);
   const std::vector<Finding> slow = CheckFindings(path);
   SetBlockMarks(true);
-  const std::vector<Finding> fast = CheckFindings(path);
-  ASSERT_EQ(fast.size(), slow.size());
   std::set<std::string> rules;
-  for (size_t i = 0; i < fast.size(); ++i) {
-    SCOPED_TRACE(slow[i].rule + " " + slow[i].tensor);
-    rules.insert(slow[i].rule);
-    EXPECT_EQ(fast[i].rule, slow[i].rule);
-    EXPECT_EQ(fast[i].tensor, slow[i].tensor);
-    EXPECT_EQ(fast[i].actual, slow[i].actual);
-    EXPECT_EQ(fast[i].expected, slow[i].expected);
-    EXPECT_EQ(fast[i].count, slow[i].count);
-    EXPECT_EQ(fast[i].worst_group, slow[i].worst_group);
+  // With the marks at each vector level the CPU has (Q4_K's AVX-512 kernel,
+  // and its AVX2 one).
+  for (DecodeSimd level : {DecodeSimd::kAvx2, DecodeSimd::kAvx512}) {
+    if (level > SupportedDecodeSimd()) break;
+    SCOPED_TRACE(static_cast<int>(level));
+    CapDecodeSimdForTesting(level);
+    const std::vector<Finding> fast = CheckFindings(path);
+    CapDecodeSimdForTesting(DecodeSimd::kAvx512);
+    ASSERT_EQ(fast.size(), slow.size());
+    for (size_t i = 0; i < fast.size(); ++i) {
+      SCOPED_TRACE(slow[i].rule + " " + slow[i].tensor);
+      rules.insert(slow[i].rule);
+      EXPECT_EQ(fast[i].rule, slow[i].rule);
+      EXPECT_EQ(fast[i].tensor, slow[i].tensor);
+      EXPECT_EQ(fast[i].actual, slow[i].actual);
+      EXPECT_EQ(fast[i].expected, slow[i].expected);
+      EXPECT_EQ(fast[i].count, slow[i].count);
+      EXPECT_EQ(fast[i].worst_group, slow[i].worst_group);
+    }
   }
   // The planted groups fire their rules.
   for (const char* r : {"nan-scale", "inf-scale", "zero-scale", "nan-value",

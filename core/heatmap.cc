@@ -759,7 +759,8 @@ class RegionPass {
   // a decode (AccumulateLanesF16); nullptr otherwise.
   const uint16_t* f16_in_place_ = nullptr;
   // Q4_K blocks where they are stored, for the mean's lanes to sum from
-  // their codes (Q4KMeanLanes); nullptr otherwise.
+  // their codes (Q4KMeanLanes) and absmax's column maxima to take from them
+  // (Q4KColumnMax); nullptr otherwise.
   const uint8_t* q4k_in_place_ = nullptr;
   bool column_errors_ = false;  // plain floats' errors by columns
   int64_t batch_rows_ = 1;
@@ -809,8 +810,12 @@ RegionPass::RegionPass(const LogicalTensor& t, const LogicalTensor* ref,
     f16_in_place_ = t.encoding->StoredF16();
   }
 #endif
-  if (mean_ && Q4KMeanLanesApply(simd_, g.base + g.col_begin, h->cols, run_))
+  if ((mean_ &&
+       Q4KMeanLanesApply(simd_, g.base + g.col_begin, h->cols, run_)) ||
+      (absmax_ && !o.locate &&
+       Q4KColumnMaxApply(simd_, g.base + g.col_begin, h->cols, ncols))) {
     q4k_in_place_ = StoredQ4KBlocks(t);
+  }
   const size_t buf = static_cast<size_t>(batch_rows_ * ncols);
   q_.resize(detailed_ ? buf : 0);
   if (!detailed_ && f16_in_place_ == nullptr && q4k_in_place_ == nullptr)
@@ -922,6 +927,13 @@ absl::Status RegionPass::FoldRows(int64_t r, int64_t k0, int64_t nk) {
     });
   }
 #endif
+  if (absmax_ && !o_.locate && q4k_in_place_ != nullptr) {
+    return GuardedRead([&]() -> absl::Status {
+      Q4KColumnMax(q4k_in_place_, g_.base + (r + k0) * h_.cols + g_.col_begin,
+                   h_.cols, nk, ncols, colmax_.data());
+      return absl::OkStatus();
+    });
+  }
   if (absmax_ && !o_.locate) {  // the cells at the band's end
     ColumnMaxRows(v_ + k0 * ncols, ncols, nk, ncols, simd_, colmax_.data());
     return absl::OkStatus();

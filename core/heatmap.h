@@ -117,9 +117,10 @@ std::vector<uint8_t> GroupBoundaries(const Heatmap& h);
 // none, from HeatmapOptions::errors; F16's absmax, and F16's mean where
 // cells are 16, 32 or 64 columns wide, read Encoding::StoredF16's codes
 // rather than decode them, on CPUs with AVX2 and AVX-512 respectively; so
-// does Q4_K's mean with AVX-512 where such cells start on a chunk of 64
-// columns (core/heatmap_q4k.h): its blocks' codes and sub-block parameters,
-// each element's level looked up, no float32 buffer),
+// do Q4_K's mean (where such cells start on a chunk of 64 columns) and
+// absmax (where the region starts on one) with AVX-512: its blocks' codes
+// and sub-block parameters, each element's level looked up, no float32
+// buffer; core/heatmap_q4k.h),
 // plus one Encoding::GroupIds id per cell for its group; group mode decodes
 // nothing.
 // Errors: INVALID_ARGUMENT (rank 0; a leading index outside -size..size-1,

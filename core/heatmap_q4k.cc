@@ -220,6 +220,45 @@ float* ParamsScratch(size_t n) {
   return buf.get();
 }
 
+// Q4KColumnMax over one chunk's 64 columns of `nrows` rows: their maxima in
+// four vectors down the rows. A sub-block's table is its 16 levels' |x|
+// bits (the sign cleared, so that bits order as |x| does and NaN sorts
+// above +inf, as ColumnMaxRows reads them); each 16 codes pick theirs with
+// one permute that reads an index's low four bits.
+__attribute__((target("avx512f,avx2,f16c"))) void Q4KChunkColumnMax(
+    const uint8_t* blocks, int64_t first, int64_t stride, int64_t nrows,
+    const float* params, int64_t params_stride, uint32_t* colmax) {
+  const __m512 q =
+      _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
+  __m512i m[4];
+  for (int k = 0; k < 4; ++k) m[k] = _mm512_loadu_si512(colmax + 16 * k);
+  const int chunk = static_cast<int>(first % kQ4KElems / kChunkColumns);
+  const uint8_t* b = blocks + first / kQ4KElems * kQ4KBytes + 16 + 32 * chunk;
+  const int64_t b_stride = stride / kQ4KElems * kQ4KBytes;
+  const float* p = params + 2 * chunk;
+  for (int64_t r = 0; r < nrows; ++r, b += b_stride, p += params_stride) {
+    __m512i t[2];
+    for (int h = 0; h < 2; ++h) {
+      const __m512 v = _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(p[h]), q),
+                                     _mm512_set1_ps(p[8 + h]));
+      t[h] = _mm512_and_si512(_mm512_castps_si512(v), abs_mask);
+    }
+    const __m256i codes =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
+    const __m256i high = _mm256_srli_epi16(codes, 4);
+    const __m128i idx[4] = {
+        _mm256_castsi256_si128(codes), _mm256_extracti128_si256(codes, 1),
+        _mm256_castsi256_si128(high), _mm256_extracti128_si256(high, 1)};
+    for (int k = 0; k < 4; ++k) {
+      m[k] = _mm512_max_epu32(
+          m[k],
+          _mm512_permutexvar_epi32(_mm512_cvtepu8_epi32(idx[k]), t[k / 2]));
+    }
+  }
+  for (int k = 0; k < 4; ++k) _mm512_storeu_si512(colmax + 16 * k, m[k]);
+}
+
 #undef TM_AVX512_STEP
 }  // namespace
 #if defined(__GNUC__) && !defined(__clang__)
@@ -260,6 +299,35 @@ void Q4KMeanLanes(const uint8_t* blocks, int64_t first, int64_t stride,
 #else
   (void)blocks, (void)first, (void)stride, (void)nrows, (void)run, (void)start,
       (void)finish, (void)lanes, (void)sums;
+#endif
+}
+
+bool Q4KColumnMaxApply(DecodeSimd simd, int64_t first, int64_t stride,
+                       int64_t ncols) {
+#if defined(__x86_64__)
+  return simd >= DecodeSimd::kAvx512 && first % kChunkColumns == 0 &&
+         stride % kQ4KElems == 0 && ncols % kChunkColumns == 0 && ncols > 0;
+#else
+  (void)simd, (void)first, (void)stride, (void)ncols;
+  return false;
+#endif
+}
+
+void Q4KColumnMax(const uint8_t* blocks, int64_t first, int64_t stride,
+                  int64_t nrows, int64_t ncols, uint32_t* colmax) {
+#if defined(__x86_64__)
+  const int64_t offset = first % kQ4KElems;
+  const int64_t nsb = (offset + ncols + kQ4KElems - 1) / kQ4KElems;
+  float* const params = ParamsScratch(static_cast<size_t>(nrows * nsb * 16));
+  Q4KParams(blocks, first / kQ4KElems, stride / kQ4KElems, nrows, nsb, params);
+  for (int64_t c = 0; c < ncols; c += kChunkColumns) {
+    Q4KChunkColumnMax(blocks, first + c, stride, nrows,
+                      params + (offset + c) / kQ4KElems * 16, nsb * 16,
+                      colmax + c);
+  }
+#else
+  (void)blocks, (void)first, (void)stride, (void)nrows, (void)ncols,
+      (void)colmax;
 #endif
 }
 

@@ -45,6 +45,25 @@ void Q4KMeanLanes(const uint8_t* blocks, int64_t first, int64_t stride,
                   int64_t nrows, const std::vector<int64_t>& run, bool start,
                   bool finish, double* lanes, double* sums);
 
+// Whether Q4KColumnMax takes a region at SIMD level `simd`: AVX-512, row
+// 0's first element (`first`) at a multiple of 64, rows `stride` elements
+// apart a multiple of 256, and `ncols` a multiple of 64.
+bool Q4KColumnMaxApply(DecodeSimd simd, int64_t first, int64_t stride,
+                       int64_t ncols);
+
+// The absmax heatmap's column maxima (heatmap.cc's ColumnMaxRows) from the
+// blocks: colmax[c] = max(colmax[c], bits of |x| with the sign cleared) for
+// each element x of column c of `nrows` rows (row r: elements
+// [first + r * stride, first + r * stride + ncols) of the Q4_K tensor at
+// `blocks`), each x the decoder's value, its level looked up in a table of
+// its sub-block's 16 (computed as the decoder computes them), with no
+// float32 buffer between. A NaN's payload may differ from the decoder's (d
+// and dmin by F16C); a NaN cell's value is canonical whatever it is.
+// REQUIRES: Q4KColumnMaxApply(simd, first, stride, ncols) at the active
+// level; colmax holds ncols; called inside GuardedRead.
+void Q4KColumnMax(const uint8_t* blocks, int64_t first, int64_t stride,
+                  int64_t nrows, int64_t ncols, uint32_t* colmax);
+
 }  // namespace tensormorph
 
 #endif  // TENSORMORPH_CORE_HEATMAP_Q4K_H_

@@ -593,12 +593,14 @@ std::string WriteRandomQ4_KGguf() {
   return path;
 }
 
-// The mean of Q4_K summed from its blocks is the straightforward reduction
-// of the decoded values, bit for bit, at every SIMD level: cells of 16, 32
-// and 64 columns (the blocks' path), regions that start on a chunk (64
-// columns) or off one (decoded as before), bands cut by decode batches
-// (128 rows of 512) and batches of several bands.
-TEST(HeatmapReferenceTest, Q4_KMeanFromItsBlocksIsTheStraightforwardReduction) {
+// The mean and absmax of Q4_K read from its blocks are the straightforward
+// reduction of the decoded values, bit for bit, at every SIMD level: cells
+// of 16, 32 and 64 columns (the mean's blocks path) and of any width
+// (absmax's), regions that start on a chunk (64 columns) or off one
+// (decoded as before), bands cut by decode batches (128 rows of 512) and
+// batches of several bands.
+TEST(HeatmapReferenceTest,
+     Q4_KMeanAndAbsmaxFromItsBlocksAreTheStraightforwardReduction) {
   auto ckpt = Checkpoint::Open(WriteRandomQ4_KGguf());
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
   const LogicalTensor* t = (*ckpt)->FindTensor("a.weight");
@@ -615,36 +617,41 @@ TEST(HeatmapReferenceTest, Q4_KMeanFromItsBlocksIsTheStraightforwardReduction) {
       {12, 5, 3, 290, 64, 448},  // a region from a chunk: 32 columns
       {6, 4, 1, 0, 192, 0},      // from the last chunk of a super-block
       {20, 3, 0, 0, 16, 336},    // off a chunk: decoded
-      {24, 9, 0, 0, 0, 0},       // cells of 21 and 22: decoded
+      {24, 9, 0, 0, 0, 0},       // cells of 21 and 22: the mean decoded
   };
   int compared = 0, nan_cells = 0, finite_cells = 0;
   for (const Shape& shape : shapes) {
-    HeatmapOptions o;
-    o.width = shape.width;
-    o.height = shape.height;
-    o.row_begin = shape.row_begin;
-    o.row_end = shape.row_end;
-    o.col_begin = shape.col_begin;
-    o.col_end = shape.col_end;
-    for (DecodeSimd level :
-         {DecodeSimd::kScalar, DecodeSimd::kAvx2, DecodeSimd::kAvx512}) {
-      if (level > SupportedDecodeSimd()) break;
-      const std::string at = std::to_string(shape.width) + "x" +
-                             std::to_string(shape.height) + " from (" +
-                             std::to_string(shape.row_begin) + ", " +
-                             std::to_string(shape.col_begin) + ") simd " +
-                             std::to_string(static_cast<int>(level));
-      CapDecodeSimdForTesting(level);
-      auto got = ComputeHeatmap(*t, nullptr, o);
-      CapDecodeSimdForTesting(DecodeSimd::kAvx512);
-      ASSERT_TRUE(got.ok()) << at << ": " << got.status();
-      const Heatmap want = Reference(*t, nullptr, HeatmapMode::kMean, *got);
-      ExpectSameBits(got->values, want.values, at);
-      for (double v : got->values) (std::isnan(v) ? nan_cells : finite_cells)++;
-      ++compared;
+    for (HeatmapMode mode : {HeatmapMode::kMean, HeatmapMode::kAbsmax}) {
+      HeatmapOptions o;
+      o.mode = mode;
+      o.width = shape.width;
+      o.height = shape.height;
+      o.row_begin = shape.row_begin;
+      o.row_end = shape.row_end;
+      o.col_begin = shape.col_begin;
+      o.col_end = shape.col_end;
+      for (DecodeSimd level :
+           {DecodeSimd::kScalar, DecodeSimd::kAvx2, DecodeSimd::kAvx512}) {
+        if (level > SupportedDecodeSimd()) break;
+        const std::string at =
+            "mode " + std::to_string(static_cast<int>(mode)) + " " +
+            std::to_string(shape.width) + "x" + std::to_string(shape.height) +
+            " from (" + std::to_string(shape.row_begin) + ", " +
+            std::to_string(shape.col_begin) + ") simd " +
+            std::to_string(static_cast<int>(level));
+        CapDecodeSimdForTesting(level);
+        auto got = ComputeHeatmap(*t, nullptr, o);
+        CapDecodeSimdForTesting(DecodeSimd::kAvx512);
+        ASSERT_TRUE(got.ok()) << at << ": " << got.status();
+        const Heatmap want = Reference(*t, nullptr, mode, *got);
+        ExpectSameBits(got->values, want.values, at);
+        for (double v : got->values)
+          (std::isnan(v) ? nan_cells : finite_cells)++;
+        ++compared;
+      }
     }
   }
-  EXPECT_GE(compared, 8);
+  EXPECT_GE(compared, 2 * 8);
   // Random d and dmin make some cells NaN and leave others finite: both
   // kinds were compared.
   EXPECT_GT(nan_cells, 0);

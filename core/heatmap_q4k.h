@@ -1,8 +1,9 @@
-// The heatmap's mean (core/heatmap.h's lanes) summed straight from ggml Q4_K
-// blocks: each element is looked up in a table of its sub-block's 16 levels
-// and added to its cell's lane, with no float32 buffer between a decode and
-// the lanes. Decoding a band to floats and reading it back for the lanes
-// kept the whole-tensor mean of Q4_K at 0.46x a decode pass (issue 35).
+// The heatmap's mean (core/heatmap.h's lanes) and absmax (its column
+// maxima) read straight from ggml Q4_K blocks: each element's level is looked
+// up in a table of its sub-block's 16, with no float32 buffer between a
+// decode and the reduction. Decoding a band to floats and reading it back
+// kept the whole-tensor mean and absmax of Q4_K at 0.46-0.47x a decode pass
+// (issue 35).
 #ifndef TENSORMORPH_CORE_HEATMAP_Q4K_H_
 #define TENSORMORPH_CORE_HEATMAP_Q4K_H_
 

@@ -289,11 +289,11 @@ TM_AVX2 void MarkQ4_K(const uint8_t* blocks, int64_t nb, uint8_t* ordinary) {
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
-// ReadQ4KSubBlocks with AVX-512: the eight runs' ranges in one vector of
-// doubles rather than two, and every rule's comparison straight into a mask
-// register; the same operations in the same order, so the same bits and
-// masks. (The AVX2 form was half of MarkQ4_K's time once the codes were
-// read 64 at a time.)
+// ReadQ4KSubBlocks with AVX-512: the runs' ranges from the float levels
+// (shown equal below) and every rule's comparison straight into a mask
+// register, so the same masks, and the same lo and hi wherever they are
+// read. (The AVX2 form was half of MarkQ4_K's time once the codes were read
+// 64 at a time.)
 TM_AVX512 inline __attribute__((always_inline)) void ReadQ4KSubBlocksAvx512(
     const uint8_t* b, Q4KSubBlocks* out) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
@@ -307,17 +307,23 @@ TM_AVX512 inline __attribute__((always_inline)) void ReadQ4KSubBlocksAvx512(
                    &vd1, &vm1);
   _mm256_store_ps(out->d1s, vd1);
   _mm256_store_ps(out->m1s, vm1);
-  // GetSubBlockRuns' ranges: scale * level + offset in double, offset =
-  // -m1; std::min(a, b) is b < a ? b : a.
-  const __m512d scale = _mm512_cvtps_pd(vd1);
-  const __m512d offset = _mm512_castsi512_pd(_mm512_xor_si512(
-      _mm512_castpd_si512(_mm512_cvtps_pd(vm1)), _mm512_set1_epi64(INT64_MIN)));
-  const __m512d ra =
-      _mm512_add_pd(_mm512_mul_pd(scale, _mm512_setzero_pd()), offset);
-  const __m512d rb =
-      _mm512_add_pd(_mm512_mul_pd(scale, _mm512_set1_pd(15.0)), offset);
-  const __m256 lo = _mm512_cvtpd_ps(_mm512_min_pd(rb, ra));
-  const __m256 hi = _mm512_cvtpd_ps(_mm512_max_pd(rb, ra));
+  // GetSubBlockRuns' ranges, scale * level + offset in double (offset =
+  // -m1) at levels 0 and 15 rounded to float, ordered by std::min and
+  // std::max (b < a ? b : a), are the float levels T[0] and T[15] ordered
+  // by min_ps and max_ps: d1 = d * sc and m1 = dmin * m are exact (fp16
+  // times 6 bits), so is d1 * 15 (21 bits), and a difference of two floats
+  // rounded to double and then to float is the difference rounded to float
+  // once (53 >= 2 * 24 + 2 bits); it is a multiple of 2^-24, so no rounding
+  // to float makes a non-zero value zero, and zeros keep their signs (x + -y
+  // is x - y). With d or dmin not finite both are NaN or infinite alike, and
+  // the sub-block unusable either way (a NaN's payload may differ: the slow
+  // path reads lo and hi of usable sub-blocks only). So no doubles: they
+  // were a third of these marks' work.
+  const __m256 t0 = _mm256_sub_ps(_mm256_mul_ps(vd1, zero), vm1);
+  const __m256 t15 =
+      _mm256_sub_ps(_mm256_mul_ps(vd1, _mm256_set1_ps(15.0f)), vm1);
+  const __m256 lo = _mm256_min_ps(t15, t0);
+  const __m256 hi = _mm256_max_ps(t15, t0);
   _mm256_store_ps(out->los, lo);
   _mm256_store_ps(out->his, hi);
   const __mmask8 usable = _mm256_mask_cmp_ps_mask(
@@ -325,9 +331,6 @@ TM_AVX512 inline __attribute__((always_inline)) void ReadQ4KSubBlocksAvx512(
           _mm256_cmp_ps_mask(_mm256_and_ps(lo, abs_mask), inf, _CMP_LT_OQ),
           _mm256_and_ps(hi, abs_mask), inf, _CMP_LT_OQ),
       lo, hi, _CMP_NEQ_UQ);
-  const __m256 t0 = _mm256_sub_ps(_mm256_mul_ps(vd1, zero), vm1);
-  const __m256 t15 =
-      _mm256_sub_ps(_mm256_mul_ps(vd1, _mm256_set1_ps(15.0f)), vm1);
   const __m256 top =
       _mm256_max_ps(_mm256_and_ps(t0, abs_mask), _mm256_and_ps(t15, abs_mask));
   // top * 2^-22 is exact from 2^-104 up.

@@ -227,6 +227,37 @@ TEST(MarkOrdinaryBlocksTest, AgreesWithTheMarksOfTheDecodedValues) {
   }
 }
 
+// Blocks of random bytes: d and dmin take every fp16 code, so the levels'
+// magnitudes, and those of d1 * 15 against m1, span every exponent apart
+// (the AVX-512 kernel takes the runs' ranges from the float levels rather
+// than in double); held to the decoded values' marks at each level.
+TEST(MarkOrdinaryBlocksTest, AgreesOnRandomQ4_KBlocks) {
+  if (!HasBlockMarks(DType::kQ4_K)) GTEST_SKIP() << "no AVX2";
+  constexpr int64_t kBlocks = 20000;
+  std::mt19937_64 rng(71);
+  std::string s(kBlocks * 144, '\0');
+  for (size_t k = 0; k < s.size(); k += 8) {
+    const uint64_t r = rng();
+    std::memcpy(s.data() + k, &r, 8);
+  }
+  const std::vector<uint8_t> want = Reference(DType::kQ4_K, s, kBlocks);
+  for (DecodeSimd level : {DecodeSimd::kAvx2, DecodeSimd::kAvx512}) {
+    if (level > SupportedDecodeSimd()) break;
+    CapDecodeSimdForTesting(level);
+    std::vector<uint8_t> got(want.size(), 9);
+    MarkOrdinaryBlocks(DType::kQ4_K, reinterpret_cast<const uint8_t*>(s.data()),
+                       kBlocks, got.data());
+    CapDecodeSimdForTesting(DecodeSimd::kAvx512);
+    int64_t differ = 0;
+    for (size_t k = 0; k < want.size(); ++k) differ += got[k] != want[k];
+    EXPECT_EQ(differ, 0) << "simd " << static_cast<int>(level);
+  }
+  int64_t marked = 0;
+  for (uint8_t m : want) marked += m;
+  EXPECT_GT(marked, 0);
+  EXPECT_LT(marked, static_cast<int64_t>(want.size()));
+}
+
 std::vector<Finding> CheckFindings(const std::string& path) {
   auto ckpt = Checkpoint::Open(path, {.lenient = true});
   EXPECT_TRUE(ckpt.ok()) << ckpt.status();

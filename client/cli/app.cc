@@ -66,7 +66,8 @@ std::vector<std::unique_ptr<Command>> RegisterCommands(CLI::App& app) {
   std::vector<std::unique_ptr<Command>> commands;
   for (auto* add : {RegisterLs, RegisterInfo, RegisterRead, RegisterScalar,
                     RegisterStats, RegisterHeatmap, RegisterArch, RegisterDiff,
-                    RegisterDiffMerge, RegisterHealth, RegisterCheck}) {
+                    RegisterDiffMerge, RegisterHealth, RegisterCheck,
+                    RegisterCompare}) {
     commands.push_back(add(app));
   }
   return commands;

@@ -88,9 +88,8 @@ std::vector<State> Extend(const std::vector<State>& prev,
   // option vectors of the survivors.
   std::vector<size_t> order(next.size());
   for (size_t k = 0; k < order.size(); ++k) order[k] = k;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return next[a].lex < next[b].lex;
-  });
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return next[a].lex < next[b].lex; });
   for (size_t r = 0; r < order.size(); ++r) {
     next[order[r]].lex = static_cast<int64_t>(r);
   }

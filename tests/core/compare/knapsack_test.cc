@@ -32,9 +32,8 @@ std::optional<KnapsackChoice> BruteForce(const Items& items, int64_t budget) {
       error += items[i][pick[i]].error;
     }
     // Odometer order is lexicographic: the first of equals is the least.
-    if (bytes <= budget &&
-        (!best || error < best->error ||
-         (error == best->error && bytes < best->bytes))) {
+    if (bytes <= budget && (!best || error < best->error ||
+                            (error == best->error && bytes < best->bytes))) {
       best = KnapsackChoice{pick, bytes, error};
     }
     size_t k = items.size();
@@ -108,8 +107,7 @@ TEST(KnapsackTest, EqualsBruteForceOnRealErrors) {
 
 TEST(KnapsackTest, TiesGoToFewerBytesThenTheFirstOptions) {
   // Two items of two equal options each, and a larger one with equal error.
-  const Items items = {{{10, 1.0}, {10, 1.0}, {12, 1.0}},
-                       {{5, 2.0}, {5, 2.0}}};
+  const Items items = {{{10, 1.0}, {10, 1.0}, {12, 1.0}}, {{5, 2.0}, {5, 2.0}}};
   auto c = SolveMultipleChoiceKnapsack(items, 100);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->option, (std::vector<int>{0, 0}));
@@ -140,11 +138,10 @@ TEST(KnapsackTest, RefusesItemsWithoutOptionsOrWithBadValues) {
               HasReason(ErrorReason::kRequestInvalid));
   EXPECT_THAT(SolveMultipleChoiceKnapsack({{{-1, 0.0}}}, 10).status(),
               HasReason(ErrorReason::kRequestInvalid));
-  EXPECT_THAT(
-      SolveMultipleChoiceKnapsack(
-          {{{1, std::numeric_limits<double>::quiet_NaN()}}}, 10)
-          .status(),
-      HasReason(ErrorReason::kRequestInvalid));
+  EXPECT_THAT(SolveMultipleChoiceKnapsack(
+                  {{{1, std::numeric_limits<double>::quiet_NaN()}}}, 10)
+                  .status(),
+              HasReason(ErrorReason::kRequestInvalid));
 }
 
 TEST(KnapsackTest, StopsAtTheStateLimit) {

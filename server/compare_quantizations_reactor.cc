@@ -1,17 +1,19 @@
-// CompareQuantizations: N quantizations of one source, one walk over the
-// source's tensors in name order as one task in the worker pool's
-// background lane, each tensor diffed against each quantization by
-// DiffTensor with QuantDiff's pairing and default options, so that every
-// cell equals that tensor's QuantDiff report (QuantDiff merges split parts
-// to the very bits of DiffTensor). One row event per source tensor, then
-// the summary (server/compare_summary.h). The walk waits while
-// kMaxQueuedEvents are unsent, so a slow client bounds the memory; the
+// CompareQuantizations: N quantizations of one source, each source tensor
+// diffed against each quantization by DiffTensor with QuantDiff's pairing and
+// default options, so that every cell equals that tensor's QuantDiff report
+// (QuantDiff merges split parts to the very bits of DiffTensor). The cells
+// run in parallel in the worker pool's background lane (at most
+// background_threads() at a time, each finished cell starting the next, so
+// no task waits on another); a row goes out once its cells are done and
+// every row before it has gone, so rows arrive in name order. The last
+// task makes the summary (server/compare_summary.h) off the lock. The
 // watchdog (stream_watchdog.h) ends a call past max_call_seconds or one
 // whose client took no event for max_idle_write_seconds; cancellation stops
-// the walk at its next chunk. Holds a max_concurrent_diffs slot.
+// every cell at its next chunk. Holds a max_concurrent_diffs slot.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -35,8 +37,6 @@
 
 namespace tensormorph {
 namespace {
-
-constexpr size_t kMaxQueuedEvents = 256;
 
 // The request's own rules, before any file is opened.
 absl::Status CheckCompareRequest(const v1::CompareQuantizationsRequest& req) {
@@ -81,14 +81,17 @@ class CompareReactor final : public QueuedStreamReactor<v1::CompareEvent> {
                  grpc::CallbackServerContext* ctx,
                  const v1::CompareQuantizationsRequest* req)
       : QueuedStreamReactor(std::move(state), ctx, "CompareQuantizations",
-                            req->source(), req->filter(), kMaxQueuedEvents),
+                            req->source(), req->filter(),
+                            std::numeric_limits<size_t>::max()),
         req_(req),
         start_(absl::Now()) {
     {
       absl::MutexLock lock(&mu_);
-      running_ = true;
+      ++running_;
     }
-    Launch([this] { Start(); });
+    // What refuses a call answers at once from the stream lane; the cells
+    // run in the background lane.
+    Launch([this] { Begin(); });
   }
 
  private:
@@ -97,39 +100,47 @@ class CompareReactor final : public QueuedStreamReactor<v1::CompareEvent> {
     const LogicalTensor* ref = nullptr;
     std::vector<int> pair;
   };
+  // One cell's work: row `row`, quantization `q`.
+  struct Task {
+    size_t row;
+    int q;
+  };
+  // A row as its cells come in.
+  struct Pending {
+    v1::CompareRow row;
+    int remaining = 0;
+  };
 
-  bool WorkOverLocked(bool) override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !running_;
+  bool WorkOverLocked(bool failed) override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return running_ == 0 && (failed || summarized_);
   }
 
-  // On the stream lane: what refuses a call answers at once; the walk then
-  // runs in the background lane.
-  void Start() {
-    const absl::Status admitted = Fenced(log_.site(), [&] { return Admit(); });
-    if (admitted.ok()) {
-      state_->pool.SubmitBackground([this] { Run(); });
+  void Begin() {
+    absl::Status s = Fenced(log_.site(), [&] { return Admit(); });
+    absl::MutexLock lock(&mu_);
+    --running_;
+    if (!s.ok()) {
+      if (status_.ok()) status_ = ToGrpcStatus(s);
+      PumpLocked();
       return;
     }
-    absl::MutexLock lock(&mu_);
-    running_ = false;
-    if (status_.ok()) status_ = ToGrpcStatus(admitted);
-    PumpLocked();
-  }
-
-  void Run() {
-    const absl::Status walked =
-        Fenced(log_.site(), [&]() -> absl::Status { return Walk(); });
-    absl::MutexLock lock(&mu_);
-    running_ = false;
-    if (!walked.ok() && status_.ok()) status_ = ToGrpcStatus(walked);
-    PumpLocked();
+    FencedLocked(log_.site(), [&] {
+      mu_.AssertHeld();
+      queue_.push_back(Progress());
+      const int parallel = state_->pool.background_threads();
+      for (int i = 0; i < parallel && next_ < tasks_.size(); ++i) {
+        StartNextLocked();
+      }
+      PumpLocked();
+    });
   }
 
   absl::Status Admit() {
     TM_RETURN_IF_ERROR(CheckCompareRequest(*req_));
     TM_ASSIGN_OR_RETURN(source_, state_->registry.Acquire(req_->source()));
     std::map<std::string, Row> rows;
-    for (int q = 0; q < req_->quantizations_size(); ++q) {
+    const int n = req_->quantizations_size();
+    for (int q = 0; q < n; ++q) {
       TM_ASSIGN_OR_RETURN(std::shared_ptr<const Checkpoint> quant,
                           state_->registry.Acquire(req_->quantizations(q)));
       TM_ASSIGN_OR_RETURN(Pairing pairing,
@@ -139,18 +150,98 @@ class CompareReactor final : public QueuedStreamReactor<v1::CompareEvent> {
       for (size_t i = 0; i < pairing.pairs.size(); ++i) {
         Row& row = rows[pairing.pairs[i].ref->name];
         row.ref = pairing.pairs[i].ref;
-        row.pair.resize(req_->quantizations_size(), -1);
+        row.pair.resize(n, -1);
         row.pair[q] = static_cast<int>(i);
       }
       quants_.push_back(std::move(quant));
       pairings_.push_back(std::move(pairing));
     }
-    for (auto& [name, row] : rows) rows_.push_back(std::move(row));
+    for (auto& [name, row] : rows) {
+      Pending& p = pending_.emplace_back();
+      p.row.set_reference_name(row.ref->name);
+      for (int64_t x : row.ref->shape) p.row.add_shape(x);
+      p.row.set_count(row.ref->num_elements);
+      for (int q = 0; q < n; ++q) {
+        p.row.add_cells();
+        if (row.pair[q] < 0) continue;
+        ++p.remaining;
+        tasks_.push_back({pending_.size() - 1, q});
+      }
+      rows_.push_back(std::move(row));
+    }
     return AdmitAsDiff(" (a comparison counts as a diff)");
   }
 
-  // One quantization's cell of a row, from the diff QuantDiff makes of it.
-  absl::StatusOr<v1::CompareCell> Cell(const TensorPair& p) {
+  void StartNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const size_t t = next_;
+    state_->pool.SubmitBackground([this, t] { RunTask(t); });
+    ++next_;
+    ++running_;
+  }
+
+  void RunTask(size_t t) {
+    const Task task = tasks_[t];  // fixed since Admit
+    const TensorPair& p = pairings_[task.q].pairs[rows_[task.row].pair[task.q]];
+    auto cell = Fenced(
+        {"CompareQuantizations", req_->quantizations(task.q), p.quant->name},
+        [&] { return Cell(*quants_[task.q], p); });
+    std::vector<v1::CompareRow> rows;  // all of them, for the summary
+    {
+      absl::MutexLock lock(&mu_);
+      if (!cell.ok()) {
+        --running_;
+        FailLocked(cell.status());  // one failed cell ends the call
+        return;
+      }
+      Pending& row = pending_[task.row];
+      *row.row.mutable_cells(task.q) = *std::move(cell);
+      --row.remaining;
+      SendReadyRowsLocked();
+      if (!cancelled_.load() && next_ < tasks_.size()) StartNextLocked();
+      // The last cell: this task makes the summary (the others are done).
+      const bool last = running_ == 1 && next_ == tasks_.size() &&
+                        sent_ == pending_.size() && !cancelled_.load();
+      if (last) rows = std::move(sent_rows_);
+      if (!last) {
+        --running_;
+        PumpLocked();
+        return;
+      }
+    }
+    auto summary = Fenced(
+        log_.site(), [&] { return SummarizeComparison(*req_, rows, quants_); });
+    absl::MutexLock lock(&mu_);
+    --running_;
+    if (!summary.ok()) {
+      FailLocked(summary.status());
+      return;
+    }
+    summary->set_wall_seconds(absl::ToDoubleSeconds(absl::Now() - start_));
+    v1::CompareEvent e;
+    *e.mutable_summary() = *std::move(summary);
+    queue_.push_back(std::move(e));
+    summarized_ = true;
+    PumpLocked();
+  }
+
+  // Queues, in order, the rows whose cells are all done and whose
+  // predecessors have gone, each after a progress event.
+  void SendReadyRowsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    while (sent_ < pending_.size() && pending_[sent_].remaining == 0) {
+      sent_rows_.push_back(std::move(pending_[sent_].row));
+      ++sent_;
+      queue_.push_back(Progress());
+      v1::CompareEvent e;
+      *e.mutable_row() = sent_rows_.back();
+      queue_.push_back(std::move(e));
+    }
+  }
+
+  // One quantization's cell of a row, from the diff QuantDiff makes of it:
+  // the files checked for writers before the first read and for changes
+  // after the last, as QuantDiff checks them.
+  absl::StatusOr<v1::CompareCell> Cell(const Checkpoint& quant,
+                                       const TensorPair& p) {
     v1::CompareCell cell;
     cell.set_present(true);
     cell.set_name(p.quant->name);
@@ -158,17 +249,23 @@ class CompareReactor final : public QueuedStreamReactor<v1::CompareEvent> {
     cell.set_bytes(StoredBytes(*p.quant));
     cell.set_bits_per_weight(
         BitsPerWeight(cell.bytes(), p.quant->num_elements));
-    TM_RETURN_IF_ERROR(quants_checked_->CheckNoWriters(*p.quant));
+    TM_RETURN_IF_ERROR(quant.CheckNoWriters(*p.quant));
     TM_RETURN_IF_ERROR(source_->CheckNoWriters(*p.ref));
+    std::unique_ptr<DiffWorkspace> workspace = TakeWorkspace();
     absl::StatusOr<TensorDiff> d =
         DiffTensor(*p.quant, *p.ref, DiffOptions{}, p.row_map, &cancelled_, {},
-                   &workspace_);
+                   workspace.get());
+    {
+      absl::MutexLock lock(&mu_);
+      workspaces_.push_back(std::move(workspace));
+    }
     if (absl::IsUnimplemented(d.status())) {
+      // A tensor Tensormorph cannot decode: the row's other cells stand.
       cell.set_undecodable(std::string(d.status().message()));
       return cell;
     }
     TM_RETURN_IF_ERROR(d.status());
-    TM_RETURN_IF_ERROR(quants_checked_->CheckUnchanged(*p.quant));
+    TM_RETURN_IF_ERROR(quant.CheckUnchanged(*p.quant));
     TM_RETURN_IF_ERROR(source_->CheckUnchanged(*p.ref));
     cell.set_sqnr_db(d->sqnr_db);
     cell.set_max_excess_steps(d->max_excess_steps);
@@ -179,63 +276,42 @@ class CompareReactor final : public QueuedStreamReactor<v1::CompareEvent> {
     return cell;
   }
 
-  absl::Status Walk() {
-    const int64_t total = static_cast<int64_t>(rows_.size());
-    std::vector<v1::CompareRow> sent;
-    sent.reserve(rows_.size());
-    for (const Row& row : rows_) {
-      if (cancelled_.load()) return absl::CancelledError("cancelled");
-      v1::CompareEvent e;
-      v1::CompareRow* r = e.mutable_row();
-      r->set_reference_name(row.ref->name);
-      for (int64_t x : row.ref->shape) r->add_shape(x);
-      r->set_count(row.ref->num_elements);
-      for (size_t q = 0; q < row.pair.size(); ++q) {
-        if (row.pair[q] < 0) {
-          r->add_cells();
-          continue;
-        }
-        quants_checked_ = quants_[q].get();
-        TM_ASSIGN_OR_RETURN(*r->add_cells(),
-                            Cell(pairings_[q].pairs[row.pair[q]]));
-      }
-      sent.push_back(*r);
-      ++done_;
-      if (!Enqueue(Progress(total)) || !Enqueue(std::move(e))) {
-        return absl::OkStatus();  // the call ended
-      }
-    }
-    TM_ASSIGN_OR_RETURN(v1::CompareSummary summary,
-                        SummarizeComparison(*req_, sent, quants_));
-    summary.set_wall_seconds(absl::ToDoubleSeconds(absl::Now() - start_));
-    v1::CompareEvent e;
-    *e.mutable_summary() = std::move(summary);
-    Enqueue(std::move(e));
-    return absl::OkStatus();
+  // A workspace handed from cell to cell (its buffers stay mapped).
+  std::unique_ptr<DiffWorkspace> TakeWorkspace() {
+    absl::MutexLock lock(&mu_);
+    if (workspaces_.empty()) return std::make_unique<DiffWorkspace>();
+    std::unique_ptr<DiffWorkspace> w = std::move(workspaces_.back());
+    workspaces_.pop_back();
+    return w;
   }
 
-  v1::CompareEvent Progress(int64_t total) const {
+  v1::CompareEvent Progress() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     v1::CompareEvent e;
     v1::DiffProgress* p = e.mutable_progress();
-    p->set_tensors_done(done_);
-    p->set_tensors_total(total);
+    p->set_tensors_done(static_cast<int64_t>(sent_));
+    p->set_tensors_total(static_cast<int64_t>(pending_.size()));
     p->set_elapsed_seconds(absl::ToDoubleSeconds(absl::Now() - start_));
     return e;
   }
 
   const v1::CompareQuantizationsRequest* req_;
   const absl::Time start_;
-  // Set by Admit, read by the walk.
+  // Set by Admit, fixed after.
   std::shared_ptr<const Checkpoint> source_;
   std::vector<std::shared_ptr<const Checkpoint>> quants_;
   std::vector<Pairing> pairings_;  // per quantization
   std::vector<Row> rows_;          // by source tensor name
-  // The walk's own: the quantization of the cell in work, rows done, and
-  // the diff's scratch.
-  const Checkpoint* quants_checked_ = nullptr;
-  int64_t done_ = 0;
-  DiffWorkspace workspace_;
-  bool running_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<Task> tasks_;        // in row order
+  // Rows as their cells come in (the vector itself fixed since Admit).
+  std::vector<Pending> pending_ ABSL_GUARDED_BY(mu_);
+  // The rows sent, in order: what the summary is made of (moved out by
+  // the task that makes it).
+  std::vector<v1::CompareRow> sent_rows_ ABSL_GUARDED_BY(mu_);
+  size_t sent_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t next_ ABSL_GUARDED_BY(mu_) = 0;
+  int running_ ABSL_GUARDED_BY(mu_) = 0;
+  bool summarized_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::unique_ptr<DiffWorkspace>> workspaces_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace

@@ -75,7 +75,9 @@ class CompareOracleTest : public ::testing::Test {
                       .ok())
           << q.file;
     }
-    server_ = new LoopbackServer(testing::StartLoopbackServer({*root_}));
+    // Four workers: three in the background lane, so that cells run in
+    // parallel and rows still arrive in order.
+    server_ = new LoopbackServer(testing::StartLoopbackServer({*root_}, 4));
   }
 
   static Client& client() { return *server_->client; }
@@ -131,6 +133,9 @@ TEST_F(CompareOracleTest, EveryCellEqualsThatTensorsQuantDiffReport) {
   auto got = Compare(Request(0, static_cast<int>(Files().size())));
   ASSERT_TRUE(got.ok()) << got.status();
   ASSERT_FALSE(got->rows.empty());
+  for (size_t i = 1; i < got->rows.size(); ++i) {
+    EXPECT_LT(got->rows[i - 1].reference_name(), got->rows[i].reference_name());
+  }
   for (size_t q = 0; q < Files().size(); ++q) {
     const auto reports = Diff(Files()[q].file);
     ASSERT_EQ(reports.size(), got->rows.size()) << Files()[q].file;
@@ -347,6 +352,17 @@ TEST_F(CompareOracleTest, RefusesWhatItCannotDo) {
   missing.add_quantizations("absent.gguf");
   EXPECT_THAT(Compare(missing).status(),
               HasReason(ErrorReason::kCheckpointNotFound));
+}
+
+TEST_F(CompareOracleTest, ACallItsClientCancelsEndsAndTheServerGoesOn) {
+  int rows = 0;
+  absl::Status s = client().CompareQuantizations(
+      Request(0, static_cast<int>(Files().size())),
+      [&](const v1::CompareEvent& e) { return !e.has_row() || ++rows < 2; });
+  EXPECT_THAT(s, HasReason(ErrorReason::kCancelled));
+  EXPECT_EQ(rows, 2);
+  auto again = Compare(Request(0, 2));
+  EXPECT_TRUE(again.ok()) << again.status();
 }
 
 TEST_F(CompareOracleTest, CliPrintsTheSameMixEmbedded) {

@@ -55,7 +55,10 @@ struct Client::Backend {
         list_checkpoints("/tensormorph.v1.Tensormorph/ListCheckpoints",
                          RpcMethod::SERVER_STREAMING, channel),
         check_checkpoint("/tensormorph.v1.Tensormorph/CheckCheckpoint",
-                         RpcMethod::SERVER_STREAMING, channel) {}
+                         RpcMethod::SERVER_STREAMING, channel),
+        compare_quantizations(
+            "/tensormorph.v1.Tensormorph/CompareQuantizations",
+            RpcMethod::SERVER_STREAMING, channel) {}
 
   // The list entry as written ("127.0.0.1:7431", "dns:///name:7431"); ""
   // for a channel handed to the constructor.
@@ -63,7 +66,8 @@ struct Client::Backend {
   std::shared_ptr<grpc::Channel> channel;
   RpcMethod get_server_info, get_checkpoint, get_tensor, list_tensors,
       read_slice, inspect_scalars, quant_diff, compute_stats, get_heatmap,
-      get_architecture, list_checkpoints, check_checkpoint;
+      get_architecture, list_checkpoints, check_checkpoint,
+      compare_quantizations;
 };
 
 struct Client::Attempt {
@@ -700,6 +704,14 @@ absl::Status Client::CheckCheckpoint(
   return Calls::Stream<v1::CheckCheckpointRequest, v1::CheckEvent>(
       *this, &Backend::check_checkpoint, request, on_event,
       "check cancelled by the caller");
+}
+
+absl::Status Client::CompareQuantizations(
+    const v1::CompareQuantizationsRequest& request,
+    const std::function<bool(const v1::CompareEvent&)>& on_event) {
+  return Calls::Stream<v1::CompareQuantizationsRequest, v1::CompareEvent>(
+      *this, &Backend::compare_quantizations, request, on_event,
+      "comparison cancelled by the caller");
 }
 
 absl::StatusOr<v1::ComputeStatsResponse> Client::ComputeStats(

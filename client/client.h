@@ -265,6 +265,13 @@ class Client {
       const v1::CheckCheckpointRequest& request,
       const std::function<bool(const v1::CheckEvent&)>& on_event);
 
+  // Calls `on_event` for each progress, row and summary event of
+  // CompareQuantizations; returning false cancels the comparison (the call
+  // then returns CANCELLED).
+  absl::Status CompareQuantizations(
+      const v1::CompareQuantizationsRequest& request,
+      const std::function<bool(const v1::CompareEvent&)>& on_event);
+
  private:
   // One server of the target (an entry of its list): its address as
   // written and a channel with the service's methods registered on it.

@@ -489,6 +489,15 @@ TensormorphService::ComputeSparsity(grpc::CallbackServerContext* ctx,
       [&] { return NewComputeSparsityReactor(state_, ctx, req); });
 }
 
+grpc::ServerWriteReactor<v1::CompareEvent>*
+TensormorphService::CompareQuantizations(
+    grpc::CallbackServerContext* ctx,
+    const v1::CompareQuantizationsRequest* req) {
+  return FencedStream<v1::CompareEvent>(
+      *state_, ctx, {"CompareQuantizations", req->source()},
+      [&] { return NewCompareQuantizationsReactor(state_, ctx, req); });
+}
+
 namespace {
 
 // Batches this big are inspected by two workers when both are free.

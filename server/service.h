@@ -471,6 +471,9 @@ class TensormorphService final
   grpc::ServerWriteReactor<v1::TensorSparsity>* ComputeSparsity(
       grpc::CallbackServerContext* ctx,
       const v1::ComputeSparsityRequest* req) override;
+  grpc::ServerWriteReactor<v1::CompareEvent>* CompareQuantizations(
+      grpc::CallbackServerContext* ctx,
+      const v1::CompareQuantizationsRequest* req) override;
 
   ServiceState& state() { return *state_; }
 
@@ -507,6 +510,11 @@ grpc::ServerWriteReactor<v1::CheckEvent>* NewCheckCheckpointReactor(
 grpc::ServerWriteReactor<v1::TensorSparsity>* NewComputeSparsityReactor(
     std::shared_ptr<ServiceState> state, grpc::CallbackServerContext* ctx,
     const v1::ComputeSparsityRequest* req);
+
+// Defined in compare_quantizations_reactor.cc.
+grpc::ServerWriteReactor<v1::CompareEvent>* NewCompareQuantizationsReactor(
+    std::shared_ptr<ServiceState> state, grpc::CallbackServerContext* ctx,
+    const v1::CompareQuantizationsRequest* req);
 
 // Defined in read_slice_reactor.cc.
 grpc::ServerWriteReactor<grpc::ByteBuffer>* NewReadSliceReactor(

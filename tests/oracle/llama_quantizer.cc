@@ -31,6 +31,18 @@ struct LlamaImatrixData {
   size_t size;
 };
 
+// llama.h's struct llama_model_tensor_override: tt_overrides points to an
+// array of these, ended by a null pattern. The pinned version's
+// llama-quant.cpp compiles each pattern with std::regex and matches it with
+// std::regex_search (an older llama.cpp took a std::vector of {std::string,
+// ggml_type} here instead; the compare oracle test checks that every
+// override took effect, so a layout that is not this one fails there).
+struct LlamaTensorOverride {
+  const char* pattern;
+  int32_t type;  // enum ggml_type
+};
+static_assert(sizeof(LlamaTensorOverride) == 16);
+
 // llama.h's struct llama_model_quantize_params, as the pinned version lays
 // it out (Load checks it against llama_model_quantize_default_params).
 struct LlamaQuantizeParams {
@@ -195,10 +207,10 @@ LlamaQuantizer::LlamaQuantizer(std::unique_ptr<Api> api, std::string version)
 // The library stays loaded, as ggml's does (GgmlOracle).
 LlamaQuantizer::~LlamaQuantizer() = default;
 
-absl::Status LlamaQuantizer::Quantize(const std::string& in,
-                                      const std::string& out, int ftype,
-                                      const Imatrix* imatrix,
-                                      int threads) const {
+absl::Status LlamaQuantizer::Quantize(
+    const std::string& in, const std::string& out, int ftype,
+    const Imatrix* imatrix, int threads,
+    const std::vector<LlamaTensorType>& tensor_types) const {
   LlamaQuantizeParams params = api_->default_params();
   params.nthread = threads;
   params.ftype = ftype;
@@ -209,6 +221,14 @@ absl::Status LlamaQuantizer::Quantize(const std::string& in,
     }
     entries.push_back({nullptr, nullptr, 0});
     params.imatrix = entries.data();
+  }
+  std::vector<LlamaTensorOverride> overrides;
+  if (!tensor_types.empty()) {
+    for (const LlamaTensorType& t : tensor_types) {
+      overrides.push_back({t.pattern.c_str(), t.type});
+    }
+    overrides.push_back({nullptr, 0});
+    params.tt_overrides = overrides.data();
   }
   if (api_->quantize(in.c_str(), out.c_str(), &params) != 0) {
     return absl::InternalError(

@@ -34,6 +34,14 @@ const std::vector<LlamaFtype>& LlamaFtypes();
 // channel (the tensor's ne[0]).
 using Imatrix = std::map<std::string, std::vector<float>>;
 
+// One `llama-quantize --tensor-type PATTERN=TYPE` override: every tensor
+// whose name `pattern` matches (std::regex_search, ECMAScript) is quantized
+// into ggml type `type`, the first matching override winning.
+struct LlamaTensorType {
+  std::string pattern;
+  int type = 0;  // enum ggml_type
+};
+
 // Thread safety: Quantize may be called from one thread at a time.
 class LlamaQuantizer {
  public:
@@ -51,9 +59,12 @@ class LlamaQuantizer {
   // llama_model_quantize(in -> out) into `ftype`, on `threads` threads, with
   // `imatrix` when not null. Errors: INTERNAL when llama.cpp reports a
   // failure (its reason is on stderr, where llama.cpp logs).
-  absl::Status Quantize(const std::string& in, const std::string& out,
-                        int ftype, const Imatrix* imatrix,
-                        int threads = 1) const;
+  // With `tensor_types`, those overrides, passed as llama-quantize passes
+  // its --tensor-type arguments (llama_model_quantize_params.tt_overrides).
+  absl::Status Quantize(
+      const std::string& in, const std::string& out, int ftype,
+      const Imatrix* imatrix, int threads = 1,
+      const std::vector<LlamaTensorType>& tensor_types = {}) const;
 
   // The npm package's version (package.json next to bins/), "unknown" when
   // it cannot be read: part of the cache key of QuantizeCached.

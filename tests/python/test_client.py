@@ -163,6 +163,27 @@ class ConnectedClientTest(unittest.TestCase):
         for key in ("maxErrSteps", "sqnrDb", "mse", "cosine", "aboveHalfStep"):
             assert_same(self, cli_reports[worst][key], reports[worst][snake(key)], key)
 
+    def test_compare_rows_equal_the_clis(self) -> None:
+        q4 = "model-q4_k_m.gguf"
+        got = self.c.compare("source", [Q8, q4], filter="blk.0.*", budget_bpw=6.0)
+        cli_events = cli_json_lines("compare", "source", Q8, q4, "--filter", "blk.0.*",
+                                    "--budget-bpw", "6")
+        cli_rows = [e["row"] for e in cli_events if "row" in e]
+        cli_summary = next(e["summary"] for e in cli_events if "summary" in e)
+        # One flat dict per (tensor, quantization): what pandas.DataFrame takes.
+        self.assertEqual(len(got["rows"]), 2 * len(cli_rows))
+        by_key = {(r["reference_name"], r["quantization"]): r for r in got["rows"]}
+        for row in cli_rows:
+            for q, cell in enumerate(row["cells"]):
+                mine = by_key[(row["referenceName"], q)]
+                self.assertEqual(mine["checkpoint"], [Q8, q4][q])
+                for key in ("scheme", "bytes", "bitsPerWeight", "sqnrDb", "sumSquaredError"):
+                    assert_same(self, cell[key], mine[snake(key)], key)
+        mix = got["summary"]["mix"]
+        self.assertLessEqual(mix["bytes"], mix["budget_bytes"])
+        assert_same(self, cli_summary["mix"]["sumSquaredError"], mix["sum_squared_error"])
+        self.assertEqual(len(mix["choices"]), len(cli_rows))
+
     def test_diff_gates_flag_tensors(self) -> None:
         events = list(self.c.diff(Q8, "source", filter="blk.0.*", fail_on=["sqnr_db<1000"]))
         summary = events[-1]

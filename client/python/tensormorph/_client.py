@@ -686,6 +686,43 @@ class Client:
             elif kind == "progress" and progress is not None:
                 progress(to_dict(ev.progress))
 
+    def compare(self, source: PathLike, quantizations: Sequence[PathLike],
+                filter: Optional[str] = None, budget_bpw: Optional[float] = None,
+                budget_bytes: Optional[int] = None, base: int = 0,
+                progress: Optional[ProgressCallback] = None,
+                timeout: Optional[float] = None) -> Dict[str, Any]:
+        """CompareQuantizations, as `tensormorph compare`: {"rows": one flat
+        dict per (source tensor, quantization) that holds it (reference_name,
+        shape, count, quantization: its index, checkpoint, then CompareCell's
+        fields), ready for pandas.DataFrame(rows); "summary": the
+        CompareSummary (totals, layers, and with a budget the mix)}.
+        `budget_bpw` or `budget_bytes` (one at most) asks for the mix;
+        `progress` is called with each progress event."""
+        req = pb.CompareQuantizationsRequest(
+            source=self._path(source), quantizations=[self._path(q) for q in quantizations],
+            filter=filter or "", base=base)
+        if budget_bpw is not None:
+            req.budget_bits_per_weight = budget_bpw
+        if budget_bytes is not None:
+            req.budget_bytes = budget_bytes
+        out: Dict[str, Any] = {"rows": [], "summary": None}
+        for ev in self._stream("CompareQuantizations", req, timeout):
+            kind = ev.WhichOneof("event")
+            if kind == "row":
+                for q, cell in enumerate(ev.row.cells):
+                    if not cell.present:
+                        continue
+                    out["rows"].append({
+                        "reference_name": ev.row.reference_name,
+                        "shape": list(ev.row.shape), "count": ev.row.count,
+                        "quantization": q, "checkpoint": req.quantizations[q],
+                        **to_dict(cell)})
+            elif kind == "summary":
+                out["summary"] = to_dict(ev.summary)
+            elif kind == "progress" and progress is not None:
+                progress(to_dict(ev.progress))
+        return out
+
     def check(self, ckpt: PathLike, fail_level: str = "error", hashes: bool = False,
               manifest: Optional[str] = None, source: PathLike = "",
               progress: Optional[ProgressCallback] = None,

@@ -43,6 +43,9 @@ const std::vector<CommandHelp>& EveryCommand() {
       {"health", {"--service"}},
       {"check",
        {"checkpoint", "--fail-level", "--manifest", "--verify", "--source"}},
+      {"compare",
+       {"source", "quantizations", "--filter", "--budget-bpw", "--budget-bytes",
+        "--base"}},
   };
   return *commands;
 }

@@ -190,6 +190,10 @@ const std::map<std::string, Json>& Requests() {
       {"ListCheckpoints", Json::object()},
       {"CheckCheckpoint", {{"checkpoint", kQ8}}},
       {"ComputeSparsity", {{"checkpoint", kQ8}}},
+      {"CompareQuantizations",
+       {{"source", "source"},
+        {"quantizations", {kQ8, kQ8}},
+        {"filter", "blk.0.*"}}},
   };
   return *requests;
 }

@@ -1,0 +1,213 @@
+// tensormorph compare SOURCE Q1 Q2 ...: N quantizations of one source side
+// by side (CompareQuantizations): a matrix of tensors by quantizations, the
+// totals with the dominated ones marked, per-layer dominance, and with
+// --budget-bpw / --budget-bytes the mix and llama.cpp's overrides for it.
+// Exit codes as diff's: 0, 1 usage, 2 the call failed, 4 some tensor could
+// not be decoded (its cell says why).
+#include <unistd.h>
+
+#include <cmath>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "client/cli/command.h"
+#include "client/cli/commands.h"
+#include "client/cli/format.h"
+
+namespace tensormorph {
+namespace {
+
+struct CompareOptionsCli {
+  std::string source;
+  std::vector<std::string> quantizations;
+  std::string filter;
+  std::optional<double> budget_bpw;
+  std::optional<int64_t> budget_bytes;
+  int base = 0;
+};
+
+std::string SqnrText(double db) {
+  return std::isinf(db) ? "inf" : absl::StrFormat("%.2f", db);
+}
+
+// "Q4_K 4.50 31.20": type, bits per weight, SQNR dB; "!" after a cell
+// whose worst element lies beyond the format's bound.
+std::string CellText(const v1::CompareCell& c) {
+  if (!c.present()) return "-";
+  if (!c.undecodable().empty()) return c.scheme() + " (cannot decode)";
+  return absl::StrFormat("%s %.2f %s%s", c.scheme(), c.bits_per_weight(),
+                         SqnrText(c.sqnr_db()),
+                         c.max_excess_steps() > 0 ? "!" : "");
+}
+
+void PrintMatrix(const CompareOptionsCli& o,
+                 const std::vector<v1::CompareRow>& rows, std::ostream& out) {
+  std::vector<std::vector<std::string>> table = {{"TENSOR"}};
+  for (size_t q = 0; q < o.quantizations.size(); ++q) {
+    table[0].push_back(absl::StrCat("[", q, "]"));
+  }
+  for (const v1::CompareRow& r : rows) {
+    table.push_back({r.reference_name()});
+    for (const v1::CompareCell& c : r.cells()) {
+      table.back().push_back(CellText(c));
+    }
+  }
+  out << "cells: type, bits per weight, SQNR dB (! beyond the format's "
+         "bound)\n"
+      << Table(table);
+}
+
+void PrintTotals(const CompareOptionsCli& o, const v1::CompareSummary& s,
+                 std::ostream& out) {
+  std::vector<std::vector<std::string>> table = {
+      {"", "QUANTIZATION", "TENSORS", "BYTES", "BPW", "SQNR dB",
+       "SQUARED ERROR", "DOMINATED BY"}};
+  for (int q = 0; q < s.totals_size(); ++q) {
+    const v1::CompareTotals& t = s.totals(q);
+    std::vector<std::string> by;
+    for (int d : t.dominated_by()) by.push_back(absl::StrCat("[", d, "]"));
+    table.push_back({absl::StrCat("[", q, "]"), t.checkpoint(),
+                     absl::StrCat(t.tensors()), absl::StrCat(t.bytes()),
+                     absl::StrFormat("%.4f", t.bits_per_weight()),
+                     SqnrText(t.sqnr_db()), NumberText(t.sum_squared_error()),
+                     by.empty() ? "-" : absl::StrJoin(by, " ")});
+  }
+  out << "\ntotals over the tensors every quantization holds; dominated: "
+         "another is no larger and no worse\n"
+      << Table(table);
+  for (const v1::CompareLayer& l : s.layers()) {
+    if (l.dominated().empty()) continue;
+    std::vector<std::string> marks;
+    for (int d : l.dominated()) marks.push_back(absl::StrCat("[", d, "]"));
+    out << l.layer() << ": dominated " << absl::StrJoin(marks, " ") << "\n";
+  }
+  if (s.not_shared_size() > 0) {
+    out << "not held by every quantization (left out of the totals): "
+        << absl::StrJoin(s.not_shared(), ", ") << "\n";
+  }
+}
+
+void PrintMix(const v1::CompareMix& m, std::ostream& out) {
+  out << "\nmix within " << m.budget_bytes() << " bytes: " << m.bytes()
+      << " bytes, " << absl::StrFormat("%.4f", m.bits_per_weight())
+      << " bits per weight, squared error " << NumberText(m.sum_squared_error())
+      << ", SQNR " << SqnrText(m.sqnr_db()) << " dB\n";
+  std::vector<std::vector<std::string>> table = {{"TENSOR", "FROM", "TYPE"}};
+  for (const v1::CompareChoice& c : m.choices()) {
+    table.push_back({c.reference_name(),
+                     absl::StrCat("[", c.quantization(), "]"), c.scheme()});
+  }
+  out << Table(table);
+  if (m.tensor_type_overrides_size() > 0) {
+    out << "llama.cpp: llama-quantize";
+    for (const std::string& t : m.tensor_type_overrides()) {
+      out << " --tensor-type '" << t << "'";
+    }
+    out << " SOURCE.gguf OUT.gguf " << m.base_ftype() << "\n(the base ["
+        << m.base() << "]'s ftype; predicted file size "
+        << m.predicted_file_size() << " bytes)\n";
+  }
+}
+
+int RunCompare(Client& client, const GlobalOptions& g,
+               const CompareOptionsCli& o) {
+  v1::CompareQuantizationsRequest req;
+  req.set_source(o.source);
+  for (const std::string& q : o.quantizations) req.add_quantizations(q);
+  req.set_filter(o.filter);
+  req.set_base(o.base);
+  if (o.budget_bpw) req.set_budget_bits_per_weight(*o.budget_bpw);
+  if (o.budget_bytes) req.set_budget_bytes(*o.budget_bytes);
+  const bool bar = !g.json && ::isatty(2);
+  std::vector<v1::CompareRow> rows;
+  v1::CompareSummary summary;
+  bool undecodable = false;
+  absl::Status s =
+      client.CompareQuantizations(req, [&](const v1::CompareEvent& e) {
+        if (e.has_progress()) {
+          if (g.json) {
+            std::cerr << ToJson(e) << "\n";
+          } else if (bar) {
+            DrawProgressBar(e.progress());
+          }
+          return true;
+        }
+        if (g.json) std::cout << ToJson(e) << std::endl;
+        if (e.has_row()) {
+          rows.push_back(e.row());
+          for (const v1::CompareCell& c : e.row().cells()) {
+            undecodable |= !c.undecodable().empty();
+          }
+        } else if (e.has_summary()) {
+          summary = e.summary();
+        }
+        return true;
+      });
+  if (bar) ClearProgressBar();
+  if (!s.ok()) return ReportFailure(s);
+  if (!g.json) {
+    for (size_t q = 0; q < o.quantizations.size(); ++q) {
+      std::cout << "[" << q << "] " << o.quantizations[q] << "\n";
+    }
+    PrintMatrix(o, rows, std::cout);
+    PrintTotals(o, summary, std::cout);
+    if (summary.has_mix()) PrintMix(summary.mix(), std::cout);
+  }
+  return undecodable ? kExitGaps : kExitOk;
+}
+
+class CompareCommand : public Command {
+ public:
+  explicit CompareCommand(CLI::App& app)
+      : Command(app.add_subcommand(
+            "compare",
+            "N quantizations of one source side by side: per tensor type, "
+            "bits per weight, SQNR; totals and the dominated ones; with a "
+            "budget, the per-tensor mix of least error and llama.cpp's "
+            "--tensor-type overrides for it")) {
+    CLI::App& cmd = *this->app();
+    cmd.add_option("source", o_.source, "the full-precision source")
+        ->required();
+    cmd.add_option("quantizations", o_.quantizations,
+                   "two or more quantizations of it")
+        ->required();
+    cmd.add_option("--filter", o_.filter, "glob on the quantized tensor names");
+    auto* bpw = cmd.add_option(
+        "--budget-bpw", o_.budget_bpw,
+        "pick per tensor the quantization whose tensor to use, least total "
+        "squared error within this many bits per weight");
+    auto* bytes = cmd.add_option("--budget-bytes", o_.budget_bytes,
+                                 "the same within this many stored bytes");
+    bpw->excludes(bytes);
+    cmd.add_option("--base", o_.base,
+                   "the quantization (its index) whose ftype the overrides "
+                   "are relative to")
+        ->capture_default_str();
+  }
+  absl::Status Finish() override {
+    if (o_.quantizations.size() < 2) {
+      return absl::InvalidArgumentError(
+          "compare needs two or more quantizations (for one: tensormorph "
+          "diff)");
+    }
+    return absl::OkStatus();
+  }
+  int Run(const CommandContext& c) override {
+    return RunCompare(*c.client, c.global, o_);
+  }
+
+ private:
+  CompareOptionsCli o_;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> RegisterCompare(CLI::App& app) {
+  return std::make_unique<CompareCommand>(app);
+}
+
+}  // namespace tensormorph

@@ -1,0 +1,224 @@
+#include "server/compare_summary.h"
+
+#include <cmath>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "core/compare/bits_per_weight.h"
+#include "core/compare/dominance.h"
+#include "core/compare/gguf_layout.h"
+#include "core/compare/knapsack.h"
+#include "core/compare/llama_mix.h"
+#include "core/format/stored_tensor.h"
+#include "core/util/status_macros.h"
+
+namespace tensormorph {
+namespace {
+
+// Every quantization holds the row's tensor and decodes it: the rows all
+// quantizations are compared (and mixed) over.
+bool Shared(const v1::CompareRow& row) {
+  for (const v1::CompareCell& c : row.cells()) {
+    if (!c.present() || !c.undecodable().empty()) return false;
+  }
+  return true;
+}
+
+// SQNR averaged with element counts as weights, over the tensors whose
+// SQNR is finite (an exact tensor, a norm kept in F32, adds no error and
+// would make any mean infinite); infinite when every tensor is exact.
+struct SqnrMean {
+  double weighted = 0;
+  int64_t elements = 0;
+  bool any = false;
+  void Add(double sqnr_db, int64_t count) {
+    any = true;
+    if (!std::isfinite(sqnr_db)) return;
+    weighted += sqnr_db * static_cast<double>(count);
+    elements += count;
+  }
+  double Value() const {
+    if (elements > 0) return weighted / static_cast<double>(elements);
+    return any ? std::numeric_limits<double>::infinity() : 0;
+  }
+};
+
+void FillTotals(const v1::CompareQuantizationsRequest& req,
+                const std::vector<const v1::CompareRow*>& shared,
+                const std::vector<v1::CompareRow>& rows,
+                v1::CompareSummary* out) {
+  const int n = req.quantizations_size();
+  std::vector<SizeError> points(n);
+  for (int q = 0; q < n; ++q) {
+    v1::CompareTotals* t = out->add_totals();
+    t->set_checkpoint(req.quantizations(q));
+    SqnrMean sqnr;
+    for (const v1::CompareRow* row : shared) {
+      const v1::CompareCell& c = row->cells(q);
+      t->set_tensors(t->tensors() + 1);
+      t->set_elements(t->elements() + row->count());
+      t->set_bytes(t->bytes() + c.bytes());
+      t->set_sum_squared_error(t->sum_squared_error() + c.sum_squared_error());
+      sqnr.Add(c.sqnr_db(), row->count());
+    }
+    for (const v1::CompareRow& row : rows) {
+      if (row.cells(q).present() && !Shared(row)) {
+        t->set_tensors_not_shared(t->tensors_not_shared() + 1);
+      }
+    }
+    t->set_bits_per_weight(BitsPerWeight(t->bytes(), t->elements()));
+    t->set_sqnr_db(sqnr.Value());
+    points[q] = {t->bytes(), t->sum_squared_error()};
+  }
+  const std::vector<std::vector<int>> by = DominatedBy(points);
+  for (int q = 0; q < n; ++q) {
+    for (int d : by[q]) out->mutable_totals(q)->add_dominated_by(d);
+  }
+}
+
+void FillLayers(int n, const std::vector<const v1::CompareRow*>& shared,
+                v1::CompareSummary* out) {
+  std::map<std::string, std::vector<SizeError>> layers;
+  for (const v1::CompareRow* row : shared) {
+    const std::string layer = LayerOf(row->reference_name());
+    if (layer.empty()) continue;
+    std::vector<SizeError>& points = layers[layer];
+    points.resize(n);
+    for (int q = 0; q < n; ++q) {
+      points[q].bytes += row->cells(q).bytes();
+      points[q].error += row->cells(q).sum_squared_error();
+    }
+  }
+  for (const auto& [name, points] : layers) {
+    v1::CompareLayer* l = out->add_layers();
+    l->set_layer(name);
+    const std::vector<std::vector<int>> by = DominatedBy(points);
+    for (int q = 0; q < n; ++q) {
+      l->add_bytes(points[q].bytes);
+      l->add_sum_squared_error(points[q].error);
+      if (!by[q].empty()) l->add_dominated(q);
+    }
+  }
+}
+
+int64_t BudgetBytes(const v1::CompareQuantizationsRequest& req,
+                    int64_t elements) {
+  if (req.has_budget_bytes()) return req.budget_bytes();
+  const double bytes = std::floor(req.budget_bits_per_weight() *
+                                  static_cast<double>(elements) / 8.0);
+  return bytes >= 9.2e18 ? std::numeric_limits<int64_t>::max()
+                         : static_cast<int64_t>(bytes);
+}
+
+// The llama.cpp side of the mix: overrides relative to the base, its ftype
+// and the predicted file size, when every quantization is a one-file GGUF.
+void FillLlamaMix(
+    const std::vector<std::shared_ptr<const Checkpoint>>& quantizations,
+    const std::vector<const v1::CompareRow*>& shared, v1::CompareMix* mix) {
+  std::vector<GgufLayout> layouts;
+  for (const auto& c : quantizations) {
+    std::optional<GgufLayout> layout = GgufLayoutOf(*c);
+    if (!layout.has_value()) return;
+    layouts.push_back(*std::move(layout));
+  }
+  const GgufLayout& base = layouts[mix->base()];
+  mix->set_base_ftype(base.file_type);
+  absl::flat_hash_map<std::string, int64_t> chosen_bytes;
+  for (size_t k = 0; k < shared.size(); ++k) {
+    const v1::CompareChoice& choice = mix->choices(static_cast<int>(k));
+    const v1::CompareCell& cell = shared[k]->cells(choice.quantization());
+    chosen_bytes[cell.name()] = cell.bytes();
+    const LogicalTensor* t =
+        quantizations[choice.quantization()]->FindTensor(cell.name());
+    // llama.cpp quantizes tensors of two or more dimensions only.
+    if (t != nullptr && t->shape.size() >= 2) {
+      mix->add_tensor_type_overrides(
+          LlamaTensorTypeOverride(cell.name(), cell.scheme()));
+    }
+  }
+  std::vector<int64_t> bytes;
+  for (const auto& [name, n] : base.tensors) {
+    auto it = chosen_bytes.find(name);
+    bytes.push_back(it != chosen_bytes.end() ? it->second : n);
+  }
+  absl::StatusOr<int64_t> size =
+      PredictGgufFileSize(base.data_offset, base.alignment, bytes);
+  mix->set_predicted_file_size(size.ok() ? *size : 0);
+}
+
+absl::Status FillMix(
+    const v1::CompareQuantizationsRequest& req,
+    const std::vector<std::shared_ptr<const Checkpoint>>& quantizations,
+    const std::vector<const v1::CompareRow*>& shared, v1::CompareMix* mix) {
+  const int n = req.quantizations_size();
+  std::vector<std::vector<KnapsackOption>> items;
+  int64_t elements = 0;
+  for (const v1::CompareRow* row : shared) {
+    std::vector<KnapsackOption>& options = items.emplace_back();
+    for (int q = 0; q < n; ++q) {
+      options.push_back(
+          {row->cells(q).bytes(), row->cells(q).sum_squared_error()});
+    }
+    elements += row->count();
+  }
+  const int64_t budget = BudgetBytes(req, elements);
+  TM_ASSIGN_OR_RETURN(KnapsackChoice choice,
+                      SolveMultipleChoiceKnapsack(items, budget));
+  mix->set_budget_bytes(budget);
+  mix->set_bytes(choice.bytes);
+  mix->set_bits_per_weight(BitsPerWeight(choice.bytes, elements));
+  mix->set_sum_squared_error(choice.error);
+  mix->set_base(req.base());
+  mix->set_base_ftype(-1);
+  SqnrMean sqnr;
+  for (size_t k = 0; k < shared.size(); ++k) {
+    const int q = choice.option[k];
+    const v1::CompareCell& cell = shared[k]->cells(q);
+    v1::CompareChoice* c = mix->add_choices();
+    c->set_reference_name(shared[k]->reference_name());
+    c->set_name(cell.name());
+    c->set_quantization(q);
+    c->set_scheme(cell.scheme());
+    c->set_ggml_type(-1);
+    if (const LogicalTensor* t = quantizations[q]->FindTensor(cell.name());
+        t != nullptr && quantizations[q]->format() == CheckpointFormat::kGguf &&
+        t->encoding->parts().size() == 1) {
+      c->set_ggml_type(
+          static_cast<int32_t>(t->encoding->parts()[0]->ggml_type_id));
+    }
+    sqnr.Add(cell.sqnr_db(), shared[k]->count());
+  }
+  mix->set_sqnr_db(sqnr.Value());
+  FillLlamaMix(quantizations, shared, mix);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<v1::CompareSummary> SummarizeComparison(
+    const v1::CompareQuantizationsRequest& request,
+    const std::vector<v1::CompareRow>& rows,
+    const std::vector<std::shared_ptr<const Checkpoint>>& quantizations) {
+  v1::CompareSummary out;
+  std::vector<const v1::CompareRow*> shared;
+  for (const v1::CompareRow& row : rows) {
+    if (Shared(row)) {
+      shared.push_back(&row);
+    } else {
+      out.add_not_shared(row.reference_name());
+    }
+  }
+  FillTotals(request, shared, rows, &out);
+  FillLayers(request.quantizations_size(), shared, &out);
+  if (request.budget_case() !=
+      v1::CompareQuantizationsRequest::BUDGET_NOT_SET) {
+    TM_RETURN_IF_ERROR(
+        FillMix(request, quantizations, shared, out.mutable_mix()));
+  }
+  return out;
+}
+
+}  // namespace tensormorph

@@ -1,0 +1,32 @@
+// CompareQuantizations' summary from its rows: per quantization the totals
+// over the tensors all of them hold, the dominated quantizations overall and
+// per layer, and with a budget the mix (core/compare: the knapsack, the
+// llama.cpp overrides and file size).
+#ifndef TENSORMORPH_SERVER_COMPARE_SUMMARY_H_
+#define TENSORMORPH_SERVER_COMPARE_SUMMARY_H_
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/format/checkpoint.h"
+#include "tensormorph/v1/tensormorph.pb.h"
+
+namespace tensormorph {
+
+// `rows` in the order sent (each with one cell per quantization, in the
+// request's order); `quantizations` the checkpoints opened for the request's
+// quantizations, in its order.
+// REQUIRES: the request was validated (two or more quantizations, base in
+// range, at most one budget, positive).
+// Errors: INVALID_ARGUMENT REQUEST_INVALID {field: "budget"} when no mix
+// fits the budget; RESOURCE_EXHAUSTED LIMIT_EXCEEDED when the knapsack's
+// frontier grows past its limit.
+absl::StatusOr<v1::CompareSummary> SummarizeComparison(
+    const v1::CompareQuantizationsRequest& request,
+    const std::vector<v1::CompareRow>& rows,
+    const std::vector<std::shared_ptr<const Checkpoint>>& quantizations);
+
+}  // namespace tensormorph
+
+#endif  // TENSORMORPH_SERVER_COMPARE_SUMMARY_H_

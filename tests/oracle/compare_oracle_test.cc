@@ -1,0 +1,402 @@
+// CompareQuantizations against llama.cpp itself: the test model quantized by
+// the pinned llama.cpp into eight files (two with an importance matrix),
+// compared by a real server on loopback. Every cell equals that tensor's
+// QuantDiff report; sizes equal ggml's row sizes; the dominated set is right
+// where it is known by construction; the budget's mix, applied through
+// llama_model_quantize's tensor-type overrides, gives the predicted file
+// size to the byte and, diffed again, the predicted error; the knapsack
+// agrees with trying every mix; and the CLI (embedded) prints the same mix.
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "core/compare/llama_mix.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/oracle/gguf_listing.h"
+#include "tests/oracle/llama_oracle_support.h"
+#include "tests/oracle/llama_quantizer.h"
+#include "tests/support/loopback_server.h"
+#include "tests/support/process.h"
+#include "tests/support/status_matchers.h"
+#include "tests/support/test_paths.h"
+
+namespace tensormorph {
+namespace {
+
+using ::tensormorph::testing::HasReason;
+using ::tensormorph::testing::LlamaQuantizer;
+using ::tensormorph::testing::LlamaTensorType;
+using ::tensormorph::testing::LoopbackServer;
+
+struct Quantized {
+  std::string file;  // under the server's root
+  int ftype = 0;
+  bool imatrix = false;
+};
+
+// Without an importance matrix first (the mix needs one kind), then two
+// with the test model's.
+const std::vector<Quantized>& Files() {
+  static const auto* files = new std::vector<Quantized>{
+      {"q8_0.gguf", 7},
+      {"q6_k.gguf", 18},
+      {"q5_k_m.gguf", 17},
+      {"q4_k_m.gguf", 15},
+      {"q4_0.gguf", 2},
+      {"q3_k_m.gguf", 12},
+      {"q4_k_s-imatrix.gguf", 14, true},
+      {"iq4_xs-imatrix.gguf", 30, true},
+  };
+  return *files;
+}
+constexpr int kPlainFiles = 6;
+constexpr int kBaseQ4KM = 3;
+
+class CompareOracleTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const LlamaQuantizer& quantizer = testing::SharedLlamaQuantizer();
+    auto model = testing::QuantizeTestModelCached(quantizer, {7, "Q8_0"});
+    ASSERT_TRUE(model.ok()) << model.status();
+    root_ = new std::string(testing::MakeTempDir());
+    std::filesystem::copy_file(model->f32_gguf, *root_ + "/source.gguf");
+    const testing::Imatrix imatrix = testing::TestModelImatrix();
+    for (const Quantized& q : Files()) {
+      ASSERT_TRUE(quantizer
+                      .Quantize(*root_ + "/source.gguf", *root_ + "/" + q.file,
+                                q.ftype, q.imatrix ? &imatrix : nullptr)
+                      .ok())
+          << q.file;
+    }
+    // Four workers: three in the background lane, so that cells run in
+    // parallel and rows still arrive in order.
+    server_ = new LoopbackServer(testing::StartLoopbackServer({*root_}, 4));
+  }
+
+  static Client& client() { return *server_->client; }
+
+  struct Compared {
+    std::vector<v1::CompareRow> rows;
+    v1::CompareSummary summary;
+  };
+  static absl::StatusOr<Compared> Compare(v1::CompareQuantizationsRequest req) {
+    Compared out;
+    absl::Status s =
+        client().CompareQuantizations(req, [&](const v1::CompareEvent& e) {
+          if (e.has_row()) out.rows.push_back(e.row());
+          if (e.has_summary()) out.summary = e.summary();
+          return true;
+        });
+    if (!s.ok()) return s;
+    return out;
+  }
+  static v1::CompareQuantizationsRequest Request(int first, int last) {
+    v1::CompareQuantizationsRequest req;
+    req.set_source("source.gguf");
+    for (int q = first; q < last; ++q) req.add_quantizations(Files()[q].file);
+    return req;
+  }
+
+  // QuantDiff's reports of `file` against the source, by tensor name.
+  static std::map<std::string, v1::TensorDiffReport> Diff(
+      const std::string& file) {
+    v1::QuantDiffRequest req;
+    req.set_checkpoint(file);
+    req.set_reference("source.gguf");
+    std::map<std::string, v1::TensorDiffReport> out;
+    EXPECT_TRUE(client()
+                    .QuantDiff(req,
+                               [&](const v1::QuantDiffEvent& e) {
+                                 if (e.has_tensor()) {
+                                   out[e.tensor().name()] = e.tensor();
+                                 }
+                                 return true;
+                               })
+                    .ok());
+    return out;
+  }
+
+  static std::string* root_;
+  static LoopbackServer* server_;
+};
+std::string* CompareOracleTest::root_ = nullptr;
+LoopbackServer* CompareOracleTest::server_ = nullptr;
+
+TEST_F(CompareOracleTest, EveryCellEqualsThatTensorsQuantDiffReport) {
+  auto got = Compare(Request(0, static_cast<int>(Files().size())));
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_FALSE(got->rows.empty());
+  for (size_t i = 1; i < got->rows.size(); ++i) {
+    EXPECT_LT(got->rows[i - 1].reference_name(), got->rows[i].reference_name());
+  }
+  for (size_t q = 0; q < Files().size(); ++q) {
+    const auto reports = Diff(Files()[q].file);
+    ASSERT_EQ(reports.size(), got->rows.size()) << Files()[q].file;
+    for (const v1::CompareRow& row : got->rows) {
+      const v1::CompareCell& c = row.cells(static_cast<int>(q));
+      ASSERT_TRUE(c.present()) << row.reference_name();
+      const v1::TensorDiffReport& r = reports.at(c.name());
+      EXPECT_EQ(c.scheme(), r.scheme());
+      EXPECT_EQ(c.sqnr_db(), r.sqnr_db()) << c.name();
+      EXPECT_EQ(c.max_excess_steps(), r.max_excess_steps()) << c.name();
+      EXPECT_EQ(c.clipped(), r.clipped()) << c.name();
+      EXPECT_EQ(c.zeroed_groups(), r.zeroed_groups()) << c.name();
+      EXPECT_EQ(c.mse(), r.mse()) << c.name();
+      EXPECT_EQ(c.sum_squared_error(),
+                r.mse() * static_cast<double>(r.count()));
+    }
+  }
+}
+
+TEST_F(CompareOracleTest, BytesAreGgmlsRowSizes) {
+  auto got = Compare(Request(0, static_cast<int>(Files().size())));
+  ASSERT_TRUE(got.ok()) << got.status();
+  for (size_t q = 0; q < Files().size(); ++q) {
+    auto listed = testing::ListGguf(*root_ + "/" + Files()[q].file,
+                                    testing::GgmlRowBytes);
+    ASSERT_TRUE(listed.ok()) << listed.status();
+    std::map<std::string, int64_t> bytes;
+    for (const auto& t : listed->tensors) {
+      bytes[t.name] = testing::GgmlRowBytes(t.type, t.ne[0]) *
+                      (t.ne.size() > 1 ? t.ne[1] : 1);
+    }
+    for (const v1::CompareRow& row : got->rows) {
+      const v1::CompareCell& c = row.cells(static_cast<int>(q));
+      EXPECT_EQ(c.bytes(), bytes.at(c.name())) << c.name();
+      EXPECT_EQ(c.bits_per_weight(), c.bytes() * 8.0 / row.count());
+    }
+  }
+}
+
+TEST_F(CompareOracleTest, DominatedSetOfAConstructedCase) {
+  // The source's values are all BF16 values: its BF16 file is exact at 16
+  // bits, so the F32 source itself (exact at 32) is dominated by it, and
+  // F16 (as large) is dominated by it where F16 loses anything; Q8_0 is the
+  // smallest and dominated by none.
+  const LlamaQuantizer& quantizer = testing::SharedLlamaQuantizer();
+  ASSERT_TRUE(
+      quantizer
+          .Quantize(*root_ + "/source.gguf", *root_ + "/bf16.gguf", 32, nullptr)
+          .ok());
+  ASSERT_TRUE(
+      quantizer
+          .Quantize(*root_ + "/source.gguf", *root_ + "/f16.gguf", 1, nullptr)
+          .ok());
+  v1::CompareQuantizationsRequest req;
+  req.set_source("source.gguf");
+  for (const char* q : {"source.gguf", "bf16.gguf", "f16.gguf", "q8_0.gguf"}) {
+    req.add_quantizations(q);
+  }
+  auto got = Compare(req);
+  ASSERT_TRUE(got.ok()) << got.status();
+  const auto& t = got->summary.totals();
+  ASSERT_EQ(t.size(), 4);
+  EXPECT_EQ(t[0].sum_squared_error(), 0);
+  EXPECT_EQ(t[1].sum_squared_error(), 0);
+  EXPECT_GT(t[0].bytes(), t[1].bytes());
+  EXPECT_EQ(t[1].bytes(), t[2].bytes());
+  EXPECT_GT(t[2].sum_squared_error(), 0);  // F16 rounds the smallest values
+  EXPECT_THAT(t[0].dominated_by(), ::testing::ElementsAre(1));
+  EXPECT_THAT(t[1].dominated_by(), ::testing::IsEmpty());
+  EXPECT_THAT(t[2].dominated_by(), ::testing::ElementsAre(1));
+  EXPECT_THAT(t[3].dominated_by(), ::testing::IsEmpty());
+  ASSERT_FALSE(got->summary.layers().empty());
+  for (const v1::CompareLayer& l : got->summary.layers()) {
+    EXPECT_THAT(l.dominated(), ::testing::Contains(0)) << l.layer();
+    EXPECT_THAT(l.dominated(), ::testing::Not(::testing::Contains(1)));
+  }
+}
+
+// The llama.cpp overrides of `mix`, with the ggml type of each.
+std::vector<LlamaTensorType> Overrides(const v1::CompareMix& mix) {
+  std::map<std::string, int> type_of;
+  for (const v1::CompareChoice& c : mix.choices()) {
+    type_of[LlamaTensorPattern(c.name())] = c.ggml_type();
+  }
+  std::vector<LlamaTensorType> out;
+  for (const std::string& o : mix.tensor_type_overrides()) {
+    const std::string pattern = o.substr(0, o.rfind('='));
+    out.push_back({pattern, type_of.at(pattern)});
+  }
+  return out;
+}
+
+TEST_F(CompareOracleTest, BudgetMixIsWhatLlamaCppMakesOfItsOverrides) {
+  auto plain = Compare(Request(0, kPlainFiles));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  // Halfway between the smallest quantization and the largest.
+  double least = 1e9, most = 0;
+  for (const v1::CompareTotals& t : plain->summary.totals()) {
+    least = std::min(least, t.bits_per_weight());
+    most = std::max(most, t.bits_per_weight());
+  }
+  v1::CompareQuantizationsRequest req = Request(0, kPlainFiles);
+  req.set_budget_bits_per_weight((least + most) / 2);
+  req.set_base(kBaseQ4KM);
+  auto got = Compare(req);
+  ASSERT_TRUE(got.ok()) << got.status();
+  const v1::CompareMix& mix = got->summary.mix();
+  EXPECT_LE(mix.bytes(), mix.budget_bytes());
+  EXPECT_LE(mix.bits_per_weight(), (least + most) / 2);
+  EXPECT_EQ(mix.base_ftype(), Files()[kBaseQ4KM].ftype);
+  ASSERT_GT(mix.tensor_type_overrides_size(), 0);
+  // A mix indeed: tensors from more than one quantization.
+  std::set<int> from;
+  for (const v1::CompareChoice& c : mix.choices())
+    from.insert(c.quantization());
+  EXPECT_GE(from.size(), 2u);
+  // No single quantization within the budget beats the mix.
+  for (const v1::CompareTotals& t : got->summary.totals()) {
+    if (t.bytes() <= mix.budget_bytes()) {
+      EXPECT_LE(mix.sum_squared_error(), t.sum_squared_error());
+    }
+  }
+
+  const std::string mixed = *root_ + "/mix.gguf";
+  ASSERT_TRUE(testing::SharedLlamaQuantizer()
+                  .Quantize(*root_ + "/source.gguf", mixed, mix.base_ftype(),
+                            nullptr, 1, Overrides(mix))
+                  .ok());
+  EXPECT_EQ(static_cast<int64_t>(std::filesystem::file_size(mixed)),
+            mix.predicted_file_size());
+  // Every override took effect: the file holds the types chosen.
+  auto listed = testing::ListGguf(mixed, testing::GgmlRowBytes);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  std::map<std::string, uint32_t> type_of;
+  for (const auto& t : listed->tensors) type_of[t.name] = t.type;
+  for (const v1::CompareChoice& c : mix.choices()) {
+    EXPECT_EQ(static_cast<int>(type_of.at(c.name())), c.ggml_type())
+        << c.name();
+  }
+  // Diffed again, the errors add up to the prediction (in the mix's order).
+  const auto reports = Diff("mix.gguf");
+  double error = 0;
+  for (const v1::CompareChoice& c : mix.choices()) {
+    const v1::TensorDiffReport& r = reports.at(c.name());
+    error += r.mse() * static_cast<double>(r.count());
+  }
+  EXPECT_NEAR(error, mix.sum_squared_error(), 1e-9 * mix.sum_squared_error());
+}
+
+TEST_F(CompareOracleTest, KnapsackAgreesWithTryingEveryMix) {
+  // One layer (7 matrices, 2 norms) of four quantizations: 4^9 mixes.
+  v1::CompareQuantizationsRequest req = Request(1, 5);
+  req.set_filter("blk.0.*");
+  auto all = Compare(req);
+  ASSERT_TRUE(all.ok()) << all.status();
+  const auto& rows = all->rows;
+  ASSERT_EQ(rows.size(), 9u);
+  const int n = req.quantizations_size();
+  int64_t elements = 0;
+  for (const auto& r : rows) elements += r.count();
+  for (double bpw : {4.8, 5.3, 6.0}) {
+    req.set_budget_bits_per_weight(bpw);
+    auto got = Compare(req);
+    ASSERT_TRUE(got.ok()) << got.status();
+    const v1::CompareMix& mix = got->summary.mix();
+    const int64_t budget = static_cast<int64_t>(bpw * elements / 8);
+    EXPECT_EQ(mix.budget_bytes(), budget);
+    // Every mix, in odometer (lexicographic) order: least error, then
+    // fewest bytes, then the first.
+    std::vector<int> pick(rows.size(), 0), best;
+    double best_error = std::numeric_limits<double>::infinity();
+    int64_t best_bytes = 0;
+    while (true) {
+      int64_t bytes = 0;
+      double error = 0;
+      for (size_t i = 0; i < rows.size(); ++i) {
+        bytes += rows[i].cells(pick[i]).bytes();
+        error += rows[i].cells(pick[i]).sum_squared_error();
+      }
+      if (bytes <= budget &&
+          (error < best_error || (error == best_error && bytes < best_bytes))) {
+        best = pick;
+        best_error = error;
+        best_bytes = bytes;
+      }
+      size_t k = rows.size();
+      while (k > 0 && ++pick[k - 1] == n) pick[--k] = 0;
+      if (k == 0) break;
+    }
+    ASSERT_FALSE(best.empty()) << bpw;
+    EXPECT_EQ(mix.sum_squared_error(), best_error) << bpw;
+    EXPECT_EQ(mix.bytes(), best_bytes) << bpw;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      EXPECT_EQ(mix.choices(static_cast<int>(i)).quantization(), best[i])
+          << bpw << " " << rows[i].reference_name();
+    }
+  }
+}
+
+TEST_F(CompareOracleTest, RefusesWhatItCannotDo) {
+  v1::CompareQuantizationsRequest one = Request(0, 1);
+  EXPECT_THAT(Compare(one).status(), HasReason(ErrorReason::kRequestInvalid));
+  v1::CompareQuantizationsRequest imatrix = Request(0, 2);
+  imatrix.set_imatrix("model.imatrix");
+  EXPECT_THAT(Compare(imatrix).status(),
+              HasReason(ErrorReason::kRequestInvalid));
+  v1::CompareQuantizationsRequest tiny = Request(0, 2);
+  tiny.set_budget_bytes(1000);
+  EXPECT_THAT(Compare(tiny).status(), HasReason(ErrorReason::kRequestInvalid));
+  v1::CompareQuantizationsRequest base = Request(0, 2);
+  base.set_base(2);
+  EXPECT_THAT(Compare(base).status(), HasReason(ErrorReason::kRequestInvalid));
+  v1::CompareQuantizationsRequest missing = Request(0, 2);
+  missing.add_quantizations("absent.gguf");
+  EXPECT_THAT(Compare(missing).status(),
+              HasReason(ErrorReason::kCheckpointNotFound));
+}
+
+TEST_F(CompareOracleTest, ACallItsClientCancelsEndsAndTheServerGoesOn) {
+  int rows = 0;
+  absl::Status s = client().CompareQuantizations(
+      Request(0, static_cast<int>(Files().size())),
+      [&](const v1::CompareEvent& e) { return !e.has_row() || ++rows < 2; });
+  EXPECT_THAT(s, HasReason(ErrorReason::kCancelled));
+  EXPECT_EQ(rows, 2);
+  auto again = Compare(Request(0, 2));
+  EXPECT_TRUE(again.ok()) << again.status();
+}
+
+TEST_F(CompareOracleTest, CliPrintsTheSameMixEmbedded) {
+  v1::CompareQuantizationsRequest req = Request(0, kPlainFiles);
+  req.set_budget_bits_per_weight(5.5);
+  auto got = Compare(req);
+  ASSERT_TRUE(got.ok()) << got.status();
+  std::vector<std::string> argv = {testing::CliPath(), "--json", "compare",
+                                   *root_ + "/source.gguf"};
+  for (int q = 0; q < kPlainFiles; ++q) {
+    argv.push_back(*root_ + "/" + Files()[q].file);
+  }
+  argv.push_back("--budget-bpw");
+  argv.push_back("5.5");
+  const testing::CommandResult json = testing::RunCommand(argv);
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const std::vector<std::string> lines =
+      absl::StrSplit(json.out, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), got->rows.size() + 1);
+  EXPECT_THAT(lines.back(),
+              ::testing::HasSubstr(absl::StrCat(
+                  "\"predictedFileSize\":\"",
+                  got->summary.mix().predicted_file_size(), "\"")));
+  argv.erase(argv.begin() + 1);  // the text
+  const testing::CommandResult text = testing::RunCommand(argv);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, ::testing::HasSubstr(
+                            "--tensor-type '" +
+                            got->summary.mix().tensor_type_overrides(0) + "'"));
+  EXPECT_THAT(text.out,
+              ::testing::HasSubstr(absl::StrCat(
+                  "predicted file size ",
+                  got->summary.mix().predicted_file_size(), " bytes")));
+}
+
+}  // namespace
+}  // namespace tensormorph

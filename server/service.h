@@ -471,6 +471,10 @@ class TensormorphService final
   grpc::ServerWriteReactor<v1::TensorSparsity>* ComputeSparsity(
       grpc::CallbackServerContext* ctx,
       const v1::ComputeSparsityRequest* req) override;
+  grpc::ServerUnaryReactor* GetImportanceMatrix(
+      grpc::CallbackServerContext* ctx,
+      const v1::GetImportanceMatrixRequest* req,
+      v1::GetImportanceMatrixResponse* resp) override;
 
   ServiceState& state() { return *state_; }
 

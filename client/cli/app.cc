@@ -64,9 +64,10 @@ void RegisterGlobalOptions(CLI::App& app, GlobalOptions& g) {
 
 std::vector<std::unique_ptr<Command>> RegisterCommands(CLI::App& app) {
   std::vector<std::unique_ptr<Command>> commands;
-  for (auto* add : {RegisterLs, RegisterInfo, RegisterRead, RegisterScalar,
-                    RegisterStats, RegisterHeatmap, RegisterArch, RegisterDiff,
-                    RegisterDiffMerge, RegisterHealth, RegisterCheck}) {
+  for (auto* add :
+       {RegisterLs, RegisterInfo, RegisterRead, RegisterScalar, RegisterStats,
+        RegisterHeatmap, RegisterArch, RegisterDiff, RegisterDiffMerge,
+        RegisterHealth, RegisterCheck, RegisterImatrix}) {
     commands.push_back(add(app));
   }
   return commands;

@@ -191,6 +191,7 @@ JsonRpc::JsonRpc(std::shared_ptr<grpc::Channel> channel)
   streaming("ListCheckpoints", &Stub::ListCheckpoints);
   streaming("CheckCheckpoint", &Stub::CheckCheckpoint);
   streaming("ComputeSparsity", &Stub::ComputeSparsity);
+  unary("GetImportanceMatrix", &Stub::GetImportanceMatrix);
 }
 
 std::vector<std::string> JsonRpc::MethodNames() const {

@@ -19,6 +19,9 @@ namespace tensormorph::testing {
 //   model-q4_k_m.gguf                        a Q4_K_M-like mix: Q4_K, with
 //                                            Q6_K attn_v/ffn_down/output and
 //                                            F32 norms
+//   imatrix.dat                              an importance matrix of the
+//                                            blocks' weights, llama-imatrix's
+//                                            legacy form
 // Returns false (and prints why) when a file cannot be written.
 bool WriteDemoCheckpoints(const std::string& dir);
 

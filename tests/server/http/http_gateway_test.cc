@@ -190,6 +190,7 @@ const std::map<std::string, Json>& Requests() {
       {"ListCheckpoints", Json::object()},
       {"CheckCheckpoint", {{"checkpoint", kQ8}}},
       {"ComputeSparsity", {{"checkpoint", kQ8}}},
+      {"GetImportanceMatrix", {{"path", "imatrix.dat"}}},
   };
   return *requests;
 }

@@ -24,7 +24,7 @@
 // names unique and non-empty; columns, experts >= 1; counts finite, >= 0
 // and whole; sums finite and >= 0; sizes and lengths within the file, with
 // overflow-checked arithmetic. Refusals are DATA_LOSS HEADER_INVALID {file,
-// rule}; the rules are listed in docs/imatrix.md.
+// rule}; the rules are listed in docs/errors.md.
 //
 // Thread safety: immutable after Open; safe to share.
 #ifndef TENSORMORPH_CORE_IMATRIX_IMPORTANCE_MATRIX_H_

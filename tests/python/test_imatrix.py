@@ -208,6 +208,16 @@ class ImatrixTest(unittest.TestCase):
             self.client.importance_matrix("/etc/hostname")
         self.assertEqual(caught.exception.code, "PERMISSION_DENIED")
 
+    def test_a_diff_with_an_imatrix_it_cannot_read_fails_before_any_work(self):
+        with self.assertRaises(tm.Error) as caught:
+            list(self.client.diff("q", "src", imatrix="/etc/hostname"))
+        self.assertEqual(caught.exception.reason, "OUTSIDE_ROOTS")
+        (self.root / "empty.dat").write_bytes(b"")
+        with self.assertRaises(tm.Error) as caught:
+            list(self.client.diff("q", "src", imatrix="empty.dat"))
+        self.assertEqual(caught.exception.reason, "HEADER_INVALID")
+        self.assertEqual(caught.exception.metadata.get("rule"), "truncated")
+
     def test_refuses_a_model_as_an_imatrix(self):
         good = iw.gguf_bytes(ENTRIES, 3, CHUNK_SIZE, [])
         # general.type's value, same length: a GGUF that is no imatrix.

@@ -38,11 +38,13 @@ const std::vector<CommandHelp>& EveryCommand() {
         "--index", "--rows", "--cols", "-o,--output", "--term"}},
       {"arch", {"checkpoint", "--dot"}},
       {"diff",
-       {"quantized", "reference", "--filter", "--top", "--fail-on", "--part"}},
+       {"quantized", "reference", "--filter", "--top", "--fail-on", "--part",
+        "--imatrix"}},
       {"diff-merge", {"parts", "--fail-on", "-o,--output"}},
       {"health", {"--service"}},
       {"check",
        {"checkpoint", "--fail-level", "--manifest", "--verify", "--source"}},
+      {"imatrix", {"file"}},
   };
   return *commands;
 }

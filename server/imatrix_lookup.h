@@ -20,8 +20,9 @@ namespace tensormorph {
 // stay beneath them) and read through its FileAccess. Not cached: a file
 // of a few megabytes, read once per call.
 // Errors: INVALID_ARGUMENT REQUEST_INVALID {field: `field`} for an empty
-// path; those of PathSandbox::Resolve (PERMISSION_DENIED outside the roots,
-// NOT_FOUND); those of ImportanceMatrix::Open.
+// path; those of PathSandbox::Resolve (PERMISSION_DENIED OUTSIDE_ROOTS)
+// but NOT_FOUND (generic, naming the matrix) for a file that is not
+// there; those of ImportanceMatrix::Open.
 absl::StatusOr<std::shared_ptr<const ImportanceMatrix>> OpenImportanceMatrix(
     const PathSandbox& sandbox, absl::string_view requested,
     absl::string_view field);

@@ -218,6 +218,12 @@ class ImatrixTest(unittest.TestCase):
         self.assertEqual(caught.exception.reason, "HEADER_INVALID")
         self.assertEqual(caught.exception.metadata.get("rule"), "truncated")
 
+    def test_a_missing_file_is_not_found_as_an_importance_matrix(self):
+        with self.assertRaises(tm.Error) as caught:
+            self.client.importance_matrix("no-such.imatrix")
+        self.assertEqual(caught.exception.reason, "NOT_FOUND")
+        self.assertIn("importance matrix", caught.exception.message)
+
     def test_refuses_a_model_as_an_imatrix(self):
         good = iw.gguf_bytes(ENTRIES, 3, CHUNK_SIZE, [])
         # general.type's value, same length: a GGUF that is no imatrix.

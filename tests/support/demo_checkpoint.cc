@@ -232,7 +232,11 @@ bool WriteDemoCheckpoints(const std::string& dir) {
   WriteFile(dir + "/model-q8_0.gguf", BuildGguf(gguf));
   WriteFile(dir + "/model-f32.gguf", BuildGguf(f32));
   WriteFile(dir + "/model-q4_k_m.gguf", BuildGguf(q4km));
-  WriteFile(dir + "/imatrix.dat", DemoImatrix(weights));
+  return true;
+}
+
+bool WriteDemoImatrix(const std::string& path) {
+  WriteFile(path, DemoImatrix(MakeWeights()));
   return true;
 }
 

@@ -19,11 +19,14 @@ namespace tensormorph::testing {
 //   model-q4_k_m.gguf                        a Q4_K_M-like mix: Q4_K, with
 //                                            Q6_K attn_v/ffn_down/output and
 //                                            F32 norms
-//   imatrix.dat                              an importance matrix of the
-//                                            blocks' weights, llama-imatrix's
-//                                            legacy form
 // Returns false (and prints why) when a file cannot be written.
 bool WriteDemoCheckpoints(const std::string& dir);
+
+// Writes an importance matrix of the demo's block weights to `path`, in
+// llama-imatrix's legacy .dat form (no checkpoint: the demo directory's
+// entries are all checkpoints, which tests walk, so tensormorph-make-demo
+// writes it beside them and DemoDir() does not). Aborts when it cannot.
+bool WriteDemoImatrix(const std::string& path);
 
 // The demo written once per process into a temporary directory (aborts when
 // it cannot be written): tests that only read it share one copy.

@@ -58,7 +58,9 @@ struct Client::Backend {
                          RpcMethod::SERVER_STREAMING, channel),
         compare_quantizations(
             "/tensormorph.v1.Tensormorph/CompareQuantizations",
-            RpcMethod::SERVER_STREAMING, channel) {}
+            RpcMethod::SERVER_STREAMING, channel),
+        get_importance_matrix("/tensormorph.v1.Tensormorph/GetImportanceMatrix",
+                              RpcMethod::NORMAL_RPC, channel) {}
 
   // The list entry as written ("127.0.0.1:7431", "dns:///name:7431"); ""
   // for a channel handed to the constructor.
@@ -67,7 +69,7 @@ struct Client::Backend {
   RpcMethod get_server_info, get_checkpoint, get_tensor, list_tensors,
       read_slice, inspect_scalars, quant_diff, compute_stats, get_heatmap,
       get_architecture, list_checkpoints, check_checkpoint,
-      compare_quantizations;
+      compare_quantizations, get_importance_matrix;
 };
 
 struct Client::Attempt {
@@ -491,6 +493,14 @@ absl::StatusOr<v1::GetCheckpointResponse> Client::GetCheckpoint(
   req.set_checkpoint(checkpoint);
   return Calls::UnaryReply<v1::GetCheckpointResponse>(
       *this, &Backend::get_checkpoint, req);
+}
+
+absl::StatusOr<v1::GetImportanceMatrixResponse> Client::GetImportanceMatrix(
+    const std::string& path) {
+  v1::GetImportanceMatrixRequest req;
+  req.set_path(path);
+  return Calls::UnaryReply<v1::GetImportanceMatrixResponse>(
+      *this, &Backend::get_importance_matrix, req);
 }
 
 absl::StatusOr<v1::TensorInfo> Client::GetTensor(const std::string& checkpoint,

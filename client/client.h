@@ -163,6 +163,11 @@ class Client {
   absl::StatusOr<v1::GetServerInfoResponse> GetServerInfo();
   absl::StatusOr<v1::GetCheckpointResponse> GetCheckpoint(
       const std::string& checkpoint);
+  // An importance matrix's entries (GetImportanceMatrix): `path` as a
+  // checkpoint's. Errors: the call's (DATA_LOSS HEADER_INVALID {file, rule}
+  // for a file that breaks a rule of its form).
+  absl::StatusOr<v1::GetImportanceMatrixResponse> GetImportanceMatrix(
+      const std::string& path);
 
   // One tensor by exact name: the logical tensor, or else the stored part of
   // that name; with `part`, the stored part only (see PART_NAMES in

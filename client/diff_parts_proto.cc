@@ -45,4 +45,26 @@ void SetRankedLists(std::vector<DiffSummaryEntry> entries,
   for (std::string& name : lists.flagged) summary->add_flagged(std::move(name));
 }
 
+void SetWeightedTotals(const std::vector<v1::TensorDiffReport>& reports,
+                       v1::DiffSummary* summary) {
+  std::vector<WeightedEntry> entries;
+  entries.reserve(reports.size());
+  for (const v1::TensorDiffReport& r : reports) {
+    entries.push_back({r.name(), static_cast<int>(r.imatrix_use()),
+                       r.imatrix_note(), r.weighted_sq_err(),
+                       r.weighted_source_energy()});
+  }
+  WeightedTotals t = SumWeighted(std::move(entries));
+  summary->set_imatrix_weighted(t.weighted);
+  summary->set_weighted_sq_err(t.sq_err);
+  summary->set_weighted_source_energy(t.energy);
+  summary->set_weighted_sqnr_db(t.sqnr_db);
+  summary->clear_imatrix_missing();
+  for (std::string& n : t.missing) summary->add_imatrix_missing(std::move(n));
+  summary->clear_imatrix_mismatched();
+  for (std::string& n : t.mismatched) {
+    summary->add_imatrix_mismatched(std::move(n));
+  }
+}
+
 }  // namespace tensormorph

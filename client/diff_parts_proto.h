@@ -15,6 +15,7 @@
 #include "core/diff_parts/fingerprint.h"
 #include "core/diff_parts/partition.h"
 #include "core/diff_parts/ranked_lists.h"
+#include "core/diff_parts/weighted_totals.h"
 #include "tensormorph/v1/tensormorph.pb.h"
 
 namespace tensormorph {
@@ -39,6 +40,11 @@ DiffSummaryEntry EntryOf(const v1::TensorDiffReport& r);
 // Replaces `summary`'s worst_tensors and flagged by RankDiffEntries'.
 void SetRankedLists(std::vector<DiffSummaryEntry> entries,
                     v1::DiffSummary* summary);
+
+// Replaces `summary`'s importance-weighted totals by SumWeighted's over
+// `reports` (a diff with an imatrix; the server's own are computed alike).
+void SetWeightedTotals(const std::vector<v1::TensorDiffReport>& reports,
+                       v1::DiffSummary* summary);
 
 }  // namespace tensormorph
 

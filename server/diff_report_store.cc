@@ -34,6 +34,8 @@ std::string DiffReportKey(const v1::QuantDiffRequest& req,
   AddField(&key, part
                      ? absl::StrCat(req.part().index(), "/", req.part().count())
                      : "");
+  // Only when set: the keys of diffs without one stay as they were.
+  if (!req.imatrix().empty()) AddField(&key, req.imatrix());
   return key;
 }
 

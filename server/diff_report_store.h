@@ -22,7 +22,8 @@ inline DiffInputs DiffInputsOf(const Checkpoint& quant, const Checkpoint& ref) {
 // The key of `req`'s report: both checkpoints' canonical paths (so two
 // spellings of one path find one report), the filter, the tensors as a
 // sorted set, top_k and worst_groups as the diff applies them (unset = 10
-// and 5), fail_on in order, and the part (count 0 = none). Unambiguous:
+// and 5), fail_on in order, the part (count 0 = none) and the imatrix path
+// as given, when set. Unambiguous:
 // every field is length-prefixed.
 std::string DiffReportKey(const v1::QuantDiffRequest& req,
                           const Checkpoint& quant, const Checkpoint& ref);

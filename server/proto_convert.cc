@@ -176,6 +176,7 @@ DiffPlanKey DiffPlanKeyOf(const v1::QuantDiffRequest& request, int32_t top_k,
   key.top_k = top_k;
   key.worst_groups = worst_groups;
   key.count = count;
+  key.imatrix = request.imatrix();
   return key;
 }
 
@@ -190,6 +191,28 @@ void FillRankedLists(RankedLists lists, v1::DiffSummary* out) {
   }
   out->clear_flagged();
   for (std::string& name : lists.flagged) out->add_flagged(std::move(name));
+}
+
+void FillWeightedTotals(const std::vector<v1::TensorDiffReport>& reports,
+                        v1::DiffSummary* out) {
+  std::vector<WeightedEntry> entries;
+  entries.reserve(reports.size());
+  for (const v1::TensorDiffReport& r : reports) {
+    entries.push_back({r.name(), static_cast<int>(r.imatrix_use()),
+                       r.imatrix_note(), r.weighted_sq_err(),
+                       r.weighted_source_energy()});
+  }
+  WeightedTotals t = SumWeighted(std::move(entries));
+  out->set_imatrix_weighted(t.weighted);
+  out->set_weighted_sq_err(t.sq_err);
+  out->set_weighted_source_energy(t.energy);
+  out->set_weighted_sqnr_db(t.sqnr_db);
+  out->clear_imatrix_missing();
+  for (std::string& n : t.missing) out->add_imatrix_missing(std::move(n));
+  out->clear_imatrix_mismatched();
+  for (std::string& n : t.mismatched) {
+    out->add_imatrix_mismatched(std::move(n));
+  }
 }
 
 }  // namespace tensormorph

@@ -3,10 +3,12 @@
 #define TENSORMORPH_SERVER_PROTO_CONVERT_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "core/diff_parts/fingerprint.h"
 #include "core/diff_parts/ranked_lists.h"
+#include "core/diff_parts/weighted_totals.h"
 #include "core/format/checkpoint.h"
 #include "core/quant/scalar_info.h"
 #include "core/tensor.h"
@@ -35,6 +37,10 @@ DiffPlanKey DiffPlanKeyOf(const v1::QuantDiffRequest& request, int32_t top_k,
 DiffSummaryEntry DiffSummaryEntryOf(const v1::TensorDiffReport& report);
 // Replaces out's worst_tensors and flagged.
 void FillRankedLists(RankedLists lists, v1::DiffSummary* out);
+
+// The summary's importance-weighted totals (SumWeighted) over `reports`.
+void FillWeightedTotals(const std::vector<v1::TensorDiffReport>& reports,
+                        v1::DiffSummary* out);
 
 }  // namespace tensormorph
 

@@ -39,6 +39,7 @@
 #include "server/call_log.h"
 #include "server/diff_report_store.h"
 #include "server/exception_fence.h"
+#include "server/imatrix_lookup.h"
 #include "server/proto_convert.h"
 #include "server/service.h"
 #include "server/stream_reactor.h"
@@ -79,6 +80,11 @@ void FillReport(const TensorDiff& d, v1::TensorDiffReport* r) {
   r->set_zeroed_groups(d.zeroed_groups);
   r->set_zeroed_elements(d.zeroed_elements);
   r->set_max_excess_steps(d.max_excess_steps);
+  r->set_imatrix_use(ImatrixUseToProto(d.imatrix_use));
+  r->set_imatrix_note(d.imatrix_note);
+  r->set_weighted_sq_err(d.weighted.sum_w_sq_err);
+  r->set_weighted_source_energy(d.weighted.sum_w_xx);
+  r->set_weighted_sqnr_db(d.weighted_sqnr_db);
   for (const WorstElement& w : d.worst) {
     v1::WorstElement* o = r->add_worst();
     for (int64_t x : w.index) o->add_index(x);
@@ -198,6 +204,11 @@ class QuantDiffReactor final : public QueuedStreamReactor<v1::QuantDiffEvent> {
     TM_RETURN_IF_ERROR(
         CheckDiffPart(req_->part().count(), req_->part().index()));
     TM_RETURN_IF_ERROR(AdmitAsDiff(""));
+    if (!req_->imatrix().empty()) {
+      TM_ASSIGN_OR_RETURN(options_.imatrix,
+                          OpenImportanceMatrix(state_->registry.sandbox(),
+                                               req_->imatrix(), "imatrix"));
+    }
     auto quant = state_->registry.Acquire(req_->checkpoint());
     if (!quant.ok()) return quant.status();
     auto ref = state_->registry.Acquire(req_->reference());
@@ -532,6 +543,7 @@ class QuantDiffReactor final : public QueuedStreamReactor<v1::QuantDiffEvent> {
     clipped_ += d.clipped;
     zeroed_groups_ += d.zeroed_groups;
     max_excess_ = std::max(max_excess_, d.max_excess_steps);
+    if (d.imatrix_use != ImatrixUse::kNone) weighted_.push_back(*r);
     CollectLocked(e);
     queue_.push_back(std::move(e));
     if (!cancelled_.load() && next_ < tasks_.size()) StartNextLocked();
@@ -578,6 +590,7 @@ class QuantDiffReactor final : public QueuedStreamReactor<v1::QuantDiffEvent> {
     s->set_clipped(clipped_);
     s->set_zeroed_groups(zeroed_groups_);
     s->set_max_excess_steps(max_excess_);
+    if (options_.imatrix != nullptr) FillWeightedTotals(weighted_, s);
     // Sorted: workers finish in any order, the summary must not.
     std::sort(undecodable_.begin(), undecodable_.end());
     for (std::string& u : undecodable_) s->add_undecodable(std::move(u));
@@ -654,6 +667,8 @@ class QuantDiffReactor final : public QueuedStreamReactor<v1::QuantDiffEvent> {
   int64_t done_ ABSL_GUARDED_BY(mu_) = 0;
   // The summary's totals of the reports' excess counts.
   int64_t not_nearest_ ABSL_GUARDED_BY(mu_) = 0;
+  // Reports of tensors the imatrix applied to (for the summary's totals).
+  std::vector<v1::TensorDiffReport> weighted_ ABSL_GUARDED_BY(mu_);
   int64_t clipped_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t zeroed_groups_ ABSL_GUARDED_BY(mu_) = 0;
   double max_excess_ ABSL_GUARDED_BY(mu_) = 0;

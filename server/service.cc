@@ -15,6 +15,7 @@
 #include "core/util/utf8.h"
 #include "proto/status_mapping.h"
 #include "server/call_log.h"
+#include "server/imatrix_lookup.h"
 #include "server/list_tensors_reactor.h"
 #include "server/proto_convert.h"
 #include "server/reference_lookup.h"
@@ -496,6 +497,20 @@ TensormorphService::CompareQuantizations(
   return FencedStream<v1::CompareEvent>(
       *state_, ctx, {"CompareQuantizations", req->source()},
       [&] { return NewCompareQuantizationsReactor(state_, ctx, req); });
+}
+
+grpc::ServerUnaryReactor* TensormorphService::GetImportanceMatrix(
+    grpc::CallbackServerContext* ctx, const v1::GetImportanceMatrixRequest* req,
+    v1::GetImportanceMatrixResponse* resp) {
+  return RunOnPool(
+      *state_, ctx, CallLog("GetImportanceMatrix", ctx, req->path(), ""), resp,
+      [this, req, resp]() -> absl::Status {
+        TM_ASSIGN_OR_RETURN(std::shared_ptr<const ImportanceMatrix> m,
+                            OpenImportanceMatrix(state_->registry.sandbox(),
+                                                 req->path(), "path"));
+        FillImportanceMatrix(*m, req->path(), resp);
+        return absl::OkStatus();
+      });
 }
 
 namespace {

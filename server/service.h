@@ -474,6 +474,10 @@ class TensormorphService final
   grpc::ServerWriteReactor<v1::CompareEvent>* CompareQuantizations(
       grpc::CallbackServerContext* ctx,
       const v1::CompareQuantizationsRequest* req) override;
+  grpc::ServerUnaryReactor* GetImportanceMatrix(
+      grpc::CallbackServerContext* ctx,
+      const v1::GetImportanceMatrixRequest* req,
+      v1::GetImportanceMatrixResponse* resp) override;
 
   ServiceState& state() { return *state_; }
 

@@ -79,6 +79,7 @@ std::unique_ptr<Command> RegisterDiffMerge(CLI::App& app);
 std::unique_ptr<Command> RegisterHealth(CLI::App& app);
 std::unique_ptr<Command> RegisterCheck(CLI::App& app);
 std::unique_ptr<Command> RegisterCompare(CLI::App& app);
+std::unique_ptr<Command> RegisterImatrix(CLI::App& app);
 
 // Help and checks the commands' options share.
 

@@ -137,6 +137,9 @@ struct DiffOptionsCli {
   // --run-id (or $TENSORMORPH_RUN_ID): the batch run a part belongs to
   // (DiffPart.run_id); empty: derived from the inputs (InputsRunId).
   std::string run_id;
+  // --imatrix: an importance matrix weighing each column's squared error
+  // (QuantDiffRequest.imatrix); empty: none.
+  std::string imatrix;
 };
 int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o);
 

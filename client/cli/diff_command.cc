@@ -90,6 +90,7 @@ int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o) {
   req.set_reference(o.reference);
   req.set_filter(o.filter);
   req.set_top_k(o.top_k);  // 0: none
+  req.set_imatrix(o.imatrix);
   for (const std::string& text : gates) req.add_fail_on(text);
   if (o.part_count > 0) {
     req.mutable_part()->set_index(o.part_index);
@@ -152,6 +153,12 @@ void PrintDiffTable(const std::vector<v1::TensorDiffReport>& reports,
       {"TENSOR", "SCHEME", "MAX ERR", "BOUND", "EXCESS", "NOT NEAREST",
        "CLIPPED", "ZEROED", "P99", "SQNR dB", "COSINE", "INDUCED 0",
        "PRUNED 0"}};
+  // With an imatrix, the weighted SQNR ("-" where it has no entry).
+  const bool weighted =
+      std::any_of(reports.begin(), reports.end(), [](const auto& t) {
+        return t.imatrix_use() != v1::IMATRIX_USE_UNSPECIFIED;
+      });
+  if (weighted) rows[0].push_back("W SQNR dB");
   // With gates, which of them each tensor tripped.
   if (!gates.empty()) rows[0].push_back("FAIL-ON");
   for (const auto& t : reports) {
@@ -167,6 +174,11 @@ void PrintDiffTable(const std::vector<v1::TensorDiffReport>& reports,
          absl::StrFormat("%.2f", t.sqnr_db()),
          absl::StrFormat("%.6f", t.cosine()), absl::StrCat(t.induced_zeros()),
          absl::StrCat(t.source_zeros())});
+    if (weighted) {
+      rows.back().push_back(t.imatrix_use() == v1::IMATRIX_USE_WEIGHTED
+                                ? absl::StrFormat("%.2f", t.weighted_sqnr_db())
+                                : "-");
+    }
     if (!gates.empty()) {
       const std::vector<std::string> tripped = TrippedGates(t, gates);
       rows.back().push_back(tripped.empty() ? "-"
@@ -192,6 +204,28 @@ void PrintDiffTable(const std::vector<v1::TensorDiffReport>& reports,
            absl::StrCat(e.quant().group())});
     }
     out << Table(w);
+  }
+}
+
+// With an imatrix: the weighted totals, and the tensors it did not weigh.
+void PrintWeightedSummary(const v1::DiffSummary& s, std::ostream& out) {
+  if (s.imatrix_weighted() + s.imatrix_missing_size() +
+          s.imatrix_mismatched_size() ==
+      0) {
+    return;
+  }
+  out << "imatrix: " << Count(s.imatrix_weighted(), "tensor")
+      << " weighted, weighted SQNR "
+      << absl::StrFormat("%.2f dB (weighted squared error %.6g of source %.6g)",
+                         s.weighted_sqnr_db(), s.weighted_sq_err(),
+                         s.weighted_source_energy())
+      << "\n";
+  if (s.imatrix_missing_size() > 0) {
+    out << "imatrix has no entry for: "
+        << absl::StrJoin(s.imatrix_missing(), ", ") << "\n";
+  }
+  for (const std::string& m : s.imatrix_mismatched()) {
+    out << "imatrix entry does not fit " << m << "\n";
   }
 }
 
@@ -251,6 +285,7 @@ void PrintDiffSummary(const DiffResult& r, std::ostream& out) {
         << summary.zeroed_groups() << " zeroed groups; max excess "
         << absl::StrFormat("%.4f", summary.max_excess_steps()) << " steps\n";
   }
+  PrintWeightedSummary(summary, out);
   if (summary.shape_mismatches_size() > 0) {
     out << "shape mismatches: "
         << absl::StrJoin(summary.shape_mismatches(), "; ") << "\n";
@@ -325,6 +360,10 @@ class DiffCommand : public Command {
         "--fail-on", o_.fail_on,
         "exit 3 when any tensor trips METRIC OP NUMBER (repeatable), e.g. "
         "'max_excess_steps>0', 'not_nearest>0' or 'sqnr_db<25'");
+    cmd.add_option("--imatrix", o_.imatrix,
+                   "llama.cpp importance matrix (GGUF or legacy .dat): also "
+                   "report each tensor's squared error weighted by its "
+                   "columns' importance, and its weighted SQNR");
     cmd.add_option("--part", part_,
                    "only part i of N (from 0): a share of the tensors, "
                    "balanced by bytes, one shard file's together where "

@@ -288,6 +288,14 @@ absl::StatusOr<MergedDiff> MergeDiffParts(std::vector<DiffPartEvents> parts) {
   out.summary.set_bytes_read(totals.bytes);
   out.summary.set_wall_seconds(totals.wall);
   SetRankedLists(std::move(totals.entries), &out.summary);
+  // With an imatrix every compared tensor states its use: the totals of
+  // all parts' reports, in name order as one run adds them.
+  if (std::any_of(out.reports.begin(), out.reports.end(),
+                  [](const v1::TensorDiffReport& r) {
+                    return r.imatrix_use() != v1::IMATRIX_USE_UNSPECIFIED;
+                  })) {
+    SetWeightedTotals(out.reports, &out.summary);
+  }
   return out;
 }
 

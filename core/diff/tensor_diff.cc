@@ -331,7 +331,8 @@ class PartRunner {
         part_(*part),
         bound_(quant.encoding->Bound()),
         nearest_codes_(bound_.codes == RoundingBound::Codes::kNearest),
-        pct_(quant.num_elements, options.exact_percentile_limit, &buf.top) {
+        pct_(quant.num_elements, options.exact_percentile_limit, &buf.top),
+        imatrix_(MatchImatrix(options.imatrix.get(), quant.name, quant.shape)) {
     const EncodingInfo& source_info = ref.encoding->info();
     source_rel_ = bound_.float_codes ? SourceRoundingRel(source_info) : 0;
     source_f16_ = source_info.scheme == "F16";
@@ -371,7 +372,9 @@ class PartRunner {
   bool source_f16_ = false;
   std::unique_ptr<FloatRuns> float_runs_;  // a plain float's runs, by key
   PercentileTracker pct_;
-  ErrorSums sums_;                        // the current segment's
+  ErrorSums sums_;  // the current segment's
+  const ImatrixMatch imatrix_;
+  WeightedSums weighted_;  // the current segment's, when imatrix_ weighs
   absl::flat_hash_set<int64_t> zeroed_;   // groups, once each across runs
   std::priority_queue<Candidate> worst_;  // top() is the least bad kept
   // Only an error above the least bad kept can enter: elements come in
@@ -393,6 +396,7 @@ absl::Status PartRunner::Run(const std::atomic<bool>* cancelled,
   for (int64_t seg = part_.begin; seg < part_.end; seg += c.segment) {
     const int64_t seg_end = std::min(part_.end, seg + c.segment);
     sums_ = ErrorSums();
+    weighted_ = WeightedSums();
     for (int64_t first = seg; first < seg_end; first += c.chunk) {
       if (cancelled != nullptr && cancelled->load(std::memory_order_relaxed)) {
         return absl::CancelledError("diff cancelled");
@@ -402,6 +406,9 @@ absl::Status PartRunner::Run(const std::atomic<bool>* cancelled,
       if (on_progress) on_progress(first + m - part_.begin);
     }
     part_.segments.push_back(sums_);
+    if (imatrix_.use == ImatrixUse::kWeighted) {
+      part_.weighted.push_back(weighted_);
+    }
   }
   part_.zeroed_groups.assign(zeroed_.begin(), zeroed_.end());
   std::sort(part_.zeroed_groups.begin(), part_.zeroed_groups.end());
@@ -445,6 +452,14 @@ absl::Status PartRunner::Chunk(int64_t first, int64_t m) {
   TM_RETURN_IF_ERROR(ReadChunk(first, m, in_place));
   if (float_runs_ == nullptr) TM_RETURN_IF_ERROR(BoundRuns(xs));
   TM_RETURN_IF_ERROR(Errors(first, m, xs, in_place));
+  if (imatrix_.use == ImatrixUse::kWeighted) {
+    auto weigh = [&] {
+      AccumulateWeighted(xs, buf_.values.data(), first, m, imatrix_.weights,
+                         &weighted_);
+      return absl::OkStatus();
+    };
+    TM_RETURN_IF_ERROR(in_place != nullptr ? GuardedRead(weigh) : weigh());
+  }
   // Pass 2: the errors that can still matter for percentiles and top-k.
   const double chunk_max = pct_.Add(buf_.es.data(), m);
   OfferWorst(first, m, chunk_max);
@@ -778,16 +793,27 @@ absl::StatusOr<TensorDiff> MergeParts(const LogicalTensor& quant,
   d.zeroes_groups = bound.zeroes_groups;
 
   ErrorSums sums;
+  const ImatrixMatch match =
+      MatchImatrix(options.imatrix.get(), quant.name, quant.shape);
+  d.imatrix_use = match.use;
+  d.imatrix_note = match.note;
   std::vector<double> storage;
   PercentileTracker pct(quant.num_elements, options.exact_percentile_limit,
                         &storage);
   std::vector<Candidate> top;
   for (const DiffPart& p : parts) {
     for (const ErrorSums& s : p.segments) FoldSums(s, &sums);
+    for (const WeightedSums& w : p.weighted) {
+      d.weighted.sum_w_sq_err += w.sum_w_sq_err;
+      d.weighted.sum_w_xx += w.sum_w_xx;
+    }
     pct.Absorb(p);
     for (const auto& [v, flat] : p.worst) top.push_back({v, flat});
   }
   FillFromSums(sums, quant, &d);
+  if (d.imatrix_use == ImatrixUse::kWeighted) {
+    d.weighted_sqnr_db = WeightedSqnrDb(d.weighted);
+  }
   d.percentiles_exact = pct.exact();
   d.p99_err_steps = pct.Percentile(0.99);
   d.p999_err_steps = pct.Percentile(0.999);

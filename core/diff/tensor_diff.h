@@ -16,6 +16,8 @@
 #include "absl/status/statusor.h"
 #include "core/diff/error_pass.h"
 #include "core/diff/row_map.h"
+#include "core/diff/weighted_error.h"
+#include "core/imatrix/importance_matrix.h"
 #include "core/quant/scalar_info.h"
 #include "core/tensor.h"
 
@@ -38,6 +40,9 @@ struct DiffOptions {
   // of chunk_elements keeps the chunks of a segment whole. Without a row
   // map only (with one the tensor is one segment).
   int64_t segment_elements = int64_t{1} << 20;
+  // When set, each tensor the matrix has an entry for, sized for it
+  // (MatchImatrix), also gets its importance-weighted figures.
+  std::shared_ptr<const ImportanceMatrix> imatrix;
 };
 
 struct WorstElement {
@@ -110,6 +115,12 @@ struct TensorDiff {
   std::vector<WorstGroup> worst_groups;
   bool groups_tracked = true;
   int64_t source_bytes = 0;  // bytes of the reference read
+  // With DiffOptions::imatrix: whether it weighed this tensor (and why not,
+  // in imatrix_note), and the weighted sums and SQNR (kWeighted only).
+  ImatrixUse imatrix_use = ImatrixUse::kNone;
+  std::string imatrix_note;
+  WeightedSums weighted;
+  double weighted_sqnr_db = 0;
 };
 
 // Scratch that DiffTensor keeps between calls: its group table and buffers
@@ -135,7 +146,8 @@ class DiffWorkspace {
 // merge's business; callers move parts around and count their elements.
 struct DiffPart {
   int64_t begin = 0, end = 0;
-  std::vector<ErrorSums> segments;  // each from zero, in order
+  std::vector<ErrorSums> segments;     // each from zero, in order
+  std::vector<WeightedSums> weighted;  // likewise, with an imatrix match
   double bound_steps = 0;
   int64_t zeroed_ungrouped = 0;        // zero-step runs of no group
   std::vector<int64_t> zeroed_groups;  // ids, sorted, each once

@@ -66,6 +66,8 @@ std::string DiffPlanFingerprint(const DiffPlanKey& key,
   f.Int(static_cast<int64_t>(key.fail_on.size()));
   for (const std::string& gate : key.fail_on) f.Str(gate);
   f.Int(key.count);
+  // Fed only when set, so plans without one keep their fingerprints.
+  if (!key.imatrix.empty()) f.Str(PathSpelling(key.imatrix));
   f.Int(static_cast<int64_t>(plan.size()));
   for (const DiffPlanItem& item : plan) {
     f.Str(item.name);

@@ -28,11 +28,13 @@ struct DiffPlanKey {
   int32_t worst_groups = 0;  // likewise
   std::vector<std::string> fail_on;  // in order
   int32_t count = 0;                 // the part count
+  std::string imatrix;               // as a path; empty: none
 };
 
 // 16 lower-case hex digits over, each length-prefixed so that no two
 // different plans feed the same bytes: `key`'s checkpoint and reference
-// (as paths), filter, top_k, worst_groups, fail_on in order and count, then
+// (as paths), filter, top_k, worst_groups, fail_on in order and count, the
+// imatrix's path when set, then
 // every plan item's name, reference name, shape and bytes in plan order.
 // Not the bytes' content: a checkpoint rewritten in place at the same sizes
 // between parts goes unnoticed (run a batch's parts together).

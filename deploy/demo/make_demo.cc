@@ -1,6 +1,7 @@
 // tensormorph-make-demo DIR: writes the demo checkpoints the quick start
 // tours (see tests/support/demo_checkpoint.h).
 #include <cstdio>
+#include <string>
 
 #include "tests/support/demo_checkpoint.h"
 
@@ -12,7 +13,11 @@ int main(int argc, char** argv) {
                  argv[0]);
     return 1;
   }
-  if (!tensormorph::testing::WriteDemoCheckpoints(argv[1])) {
+  // The checkpoints, and an importance matrix of their weights for `diff
+  // --imatrix` (docs/cli.md).
+  if (!tensormorph::testing::WriteDemoCheckpoints(argv[1]) ||
+      !tensormorph::testing::WriteDemoImatrix(std::string(argv[1]) +
+                                              "/imatrix.dat")) {
     std::fprintf(stderr, "cannot write the demo into %s\n", argv[1]);
     return 2;
   }

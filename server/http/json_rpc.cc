@@ -192,6 +192,7 @@ JsonRpc::JsonRpc(std::shared_ptr<grpc::Channel> channel)
   streaming("CheckCheckpoint", &Stub::CheckCheckpoint);
   streaming("ComputeSparsity", &Stub::ComputeSparsity);
   streaming("CompareQuantizations", &Stub::CompareQuantizations);
+  unary("GetImportanceMatrix", &Stub::GetImportanceMatrix);
 }
 
 std::vector<std::string> JsonRpc::MethodNames() const {

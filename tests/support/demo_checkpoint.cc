@@ -90,6 +90,37 @@ constexpr char kLlamaConfig[] = R"({
   "vocab_size": 256,
   "torch_dtype": "bfloat16")";
 
+// An importance matrix of the blocks' weights in llama-imatrix's legacy
+// .dat form (save_imatrix_legacy): per entry, sorted by name, its name,
+// ncall 4 and each column's mean square times ncall (here 0.5 to 10.5,
+// varying by column); then the chunk count and the dataset's name.
+std::string DemoImatrix(const std::vector<Weight>& weights) {
+  auto i32 = [](int32_t v) {
+    return std::string(reinterpret_cast<const char*>(&v), sizeof(v));
+  };
+  std::vector<const Weight*> blocks;
+  for (const Weight& w : weights) {
+    if (!w.is_norm && w.gguf_name.rfind("blk.", 0) == 0) blocks.push_back(&w);
+  }
+  std::sort(blocks.begin(), blocks.end(), [](const Weight* a, const Weight* b) {
+    return a->gguf_name < b->gguf_name;
+  });
+  constexpr int32_t kNcall = 4;
+  std::string out = i32(static_cast<int32_t>(blocks.size()));
+  for (const Weight* w : blocks) {
+    const int64_t cols = w->shape.back();
+    std::vector<float> values(static_cast<size_t>(cols));
+    for (int64_t j = 0; j < cols; ++j) {
+      values[j] = (0.5f + static_cast<float>((j * 37) % 11)) * kNcall;
+    }
+    out += i32(static_cast<int32_t>(w->gguf_name.size())) + w->gguf_name;
+    out += i32(kNcall) + i32(static_cast<int32_t>(cols)) + ToF32Bytes(values);
+  }
+  const std::string dataset = "demo-calibration.txt";
+  return out + i32(kNcall) + i32(static_cast<int32_t>(dataset.size())) +
+         dataset;
+}
+
 }  // namespace
 
 bool WriteDemoCheckpoints(const std::string& dir) {
@@ -201,6 +232,11 @@ bool WriteDemoCheckpoints(const std::string& dir) {
   WriteFile(dir + "/model-q8_0.gguf", BuildGguf(gguf));
   WriteFile(dir + "/model-f32.gguf", BuildGguf(f32));
   WriteFile(dir + "/model-q4_k_m.gguf", BuildGguf(q4km));
+  return true;
+}
+
+bool WriteDemoImatrix(const std::string& path) {
+  WriteFile(path, DemoImatrix(MakeWeights()));
   return true;
 }
 

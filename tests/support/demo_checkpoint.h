@@ -22,6 +22,12 @@ namespace tensormorph::testing {
 // Returns false (and prints why) when a file cannot be written.
 bool WriteDemoCheckpoints(const std::string& dir);
 
+// Writes an importance matrix of the demo's block weights to `path`, in
+// llama-imatrix's legacy .dat form (no checkpoint: the demo directory's
+// entries are all checkpoints, which tests walk, so tensormorph-make-demo
+// writes it beside them and DemoDir() does not). Aborts when it cannot.
+bool WriteDemoImatrix(const std::string& path);
+
 // The demo written once per process into a temporary directory (aborts when
 // it cannot be written): tests that only read it share one copy.
 const std::string& DemoDir();

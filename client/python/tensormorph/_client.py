@@ -664,15 +664,20 @@ class Client:
              fail_on: Optional[Sequence[str]] = None, top_k: Optional[int] = None,
              worst_groups: Optional[int] = None,
              progress: Optional[ProgressCallback] = None,
-             timeout: Optional[float] = None) -> Iterator[Dict[str, Any]]:
+             timeout: Optional[float] = None,
+             imatrix: PathLike = "") -> Iterator[Dict[str, Any]]:
         """QuantDiff: yields one dict per tensor (TensorDiffReport's fields,
         "event": "tensor") as each finishes, then the summary ("event":
         "summary"). `fail_on` gates look like "sqnr_db<25". `progress`, if
         given, is called with each progress event (DiffProgress's fields:
         tensors_done, tensors_total, bytes_done, bytes_total,
-        elapsed_seconds), at least once a second while the diff runs."""
+        elapsed_seconds), at least once a second while the diff runs.
+        `imatrix`, a llama.cpp importance matrix (GGUF or .dat), adds each
+        tensor's weighted_sq_err, weighted_source_energy and
+        weighted_sqnr_db (imatrix_use says whether it applied)."""
         req = pb.QuantDiffRequest(checkpoint=self._path(quant), reference=self._path(source),
-                                  filter=filter or "", fail_on=list(fail_on or []))
+                                  filter=filter or "", fail_on=list(fail_on or []),
+                                  imatrix=self._path(imatrix) if imatrix else "")
         if top_k is not None:
             req.top_k = top_k
         if worst_groups is not None:
@@ -722,6 +727,15 @@ class Client:
             elif kind == "progress" and progress is not None:
                 progress(to_dict(ev.progress))
         return out
+    def importance_matrix(self, path: PathLike,
+                          timeout: Optional[float] = None) -> Dict[str, Any]:
+        """GetImportanceMatrix: a llama.cpp imatrix file (GGUF or legacy
+        .dat) as a dict: form, chunk_count, chunk_size, datasets and
+        "entries" (per tensor name, columns, experts, counts, chunks,
+        experts_never_reached)."""
+        rep = self._unary("GetImportanceMatrix",
+                          pb.GetImportanceMatrixRequest(path=self._path(path)), timeout)
+        return to_dict(rep)
 
     def check(self, ckpt: PathLike, fail_level: str = "error", hashes: bool = False,
               manifest: Optional[str] = None, source: PathLike = "",

@@ -38,7 +38,8 @@ const std::vector<CommandHelp>& EveryCommand() {
         "--index", "--rows", "--cols", "-o,--output", "--term"}},
       {"arch", {"checkpoint", "--dot"}},
       {"diff",
-       {"quantized", "reference", "--filter", "--top", "--fail-on", "--part"}},
+       {"quantized", "reference", "--filter", "--top", "--fail-on", "--part",
+        "--imatrix"}},
       {"diff-merge", {"parts", "--fail-on", "-o,--output"}},
       {"health", {"--service"}},
       {"check",
@@ -46,6 +47,7 @@ const std::vector<CommandHelp>& EveryCommand() {
       {"compare",
        {"source", "quantizations", "--filter", "--budget-bpw", "--budget-bytes",
         "--base"}},
+      {"imatrix", {"file"}},
   };
   return *commands;
 }

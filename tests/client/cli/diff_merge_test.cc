@@ -3,6 +3,7 @@
 // name.
 #include "client/cli/diff_merge.h"
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,40 @@ TEST(DiffMergeTest, RebuildsTheWholeSummaryFromThePartsInAnyOrder) {
   EXPECT_THAT(m->fail_on, ElementsAre("max_err_steps>0.5"));
   EXPECT_EQ(m->checkpoint, "quant");
   EXPECT_EQ(m->reference, "source");
+}
+
+// With an imatrix: the weighted totals of every part's reports, added in
+// name order as one run adds them, and the tensors it did not weigh.
+TEST(DiffMergeTest, AddsTheWeightedSumsOfAllPartsInNameOrder) {
+  auto weighted = [](const std::string& name, int use, double se,
+                     double energy) {
+    v1::TensorDiffReport r = Report(name, 0.1);
+    r.set_imatrix_use(static_cast<v1::ImatrixUse>(use));
+    r.set_weighted_sq_err(se);
+    r.set_weighted_source_energy(energy);
+    if (use == 3) r.set_imatrix_note("30 values, needs 24");
+    return r;
+  };
+  std::vector<DiffPartEvents> parts;
+  parts.push_back(
+      Part(0, 3, {weighted("c", 1, 1, 3), weighted("a", 1, 1e16, 5)}, 5));
+  parts.push_back(Part(1, 3, {weighted("b", 2, 0, 0)}, 5));
+  parts.push_back(
+      Part(2, 3, {weighted("d", 3, 0, 0), weighted("e", 1, 1, 1)}, 5));
+  // Part 0's own totals (a and c only) must not survive the merge.
+  parts[0].summary->set_imatrix_weighted(2);
+  parts[0].summary->set_weighted_sq_err(99);
+  auto m = MergeDiffParts(std::move(parts));
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->summary.imatrix_weighted(), 3);
+  const double a = 1e16, c = 1, e = 1;
+  EXPECT_EQ(m->summary.weighted_sq_err(), (a + c) + e);
+  EXPECT_EQ(m->summary.weighted_source_energy(), 9);
+  EXPECT_DOUBLE_EQ(m->summary.weighted_sqnr_db(),
+                   10 * std::log10(9 / ((a + c) + e)));
+  EXPECT_THAT(m->summary.imatrix_missing(), ElementsAre("b"));
+  EXPECT_THAT(m->summary.imatrix_mismatched(),
+              ElementsAre("d: 30 values, needs 24"));
 }
 
 TEST(DiffMergeTest, RefusesPartsThatAreNotOneWholePlan) {

@@ -133,10 +133,23 @@ void ExpectErrorBody(const std::string& text, absl::string_view reason) {
       << text;
 }
 
+// Where the gateway's server finds the demo's importance matrix (set by
+// HttpGatewayTest's suite set-up).
+std::string& ImatrixPath() {
+  static auto* path = new std::string;
+  return *path;
+}
+
 class HttpGatewayTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    server_ = new ServerProcess({DemoDir()}, {"--http-listen", "127.0.0.1:0"});
+    // A second root holds the demo's importance matrix (the demo's own
+    // directory holds checkpoints only).
+    const std::string imatrix_root = MakeTempDir();
+    ::tensormorph::testing::WriteDemoImatrix(imatrix_root + "/imatrix.dat");
+    ImatrixPath() = imatrix_root + "/imatrix.dat";
+    server_ = new ServerProcess({DemoDir(), imatrix_root},
+                                {"--http-listen", "127.0.0.1:0"});
   }
   static void TearDownTestSuite() {
     delete server_;
@@ -153,6 +166,7 @@ class HttpGatewayTest : public ::testing::Test {
   }
   static ServerProcess* server_;
 };
+
 ServerProcess* HttpGatewayTest::server_ = nullptr;
 
 // A valid request for each method on the demo model.
@@ -194,6 +208,7 @@ const std::map<std::string, Json>& Requests() {
        {{"source", "source"},
         {"quantizations", {kQ8, kQ8}},
         {"filter", "blk.0.*"}}},
+      {"GetImportanceMatrix", {{"path", ImatrixPath()}}},
   };
   return *requests;
 }

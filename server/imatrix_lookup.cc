@@ -1,0 +1,64 @@
+#include "server/imatrix_lookup.h"
+
+#include "absl/strings/str_cat.h"
+#include "core/util/error_reason.h"
+#include "core/util/status_macros.h"
+
+namespace tensormorph {
+
+absl::StatusOr<std::shared_ptr<const ImportanceMatrix>> OpenImportanceMatrix(
+    const PathSandbox& sandbox, absl::string_view requested,
+    absl::string_view field) {
+  if (requested.empty()) {
+    return RequestFieldError(field, absl::StrCat(field,
+                                                 ": no importance matrix "
+                                                 "was named"));
+  }
+  absl::StatusOr<std::string> path = sandbox.Resolve(requested);
+  // The sandbox names what it did not find a checkpoint
+  // (CHECKPOINT_NOT_FOUND); this is no checkpoint: the generic NOT_FOUND.
+  if (absl::IsNotFound(path.status())) {
+    return absl::NotFoundError(absl::StrCat(field, ": no importance matrix '",
+                                            requested, "' under the roots"));
+  }
+  if (!path.ok()) return path.status();
+  return ImportanceMatrix::Open(*path, *sandbox.access());
+}
+
+void FillImportanceMatrix(const ImportanceMatrix& m, const std::string& path,
+                          v1::GetImportanceMatrixResponse* out) {
+  out->set_path(path);
+  out->set_form(m.form() == ImatrixForm::kGguf ? v1::IMATRIX_FORM_GGUF
+                                               : v1::IMATRIX_FORM_LEGACY);
+  out->set_chunk_count(m.chunk_count());
+  out->set_chunk_size(m.chunk_size());
+  for (const std::string& d : m.datasets()) out->add_datasets(d);
+  for (const ImatrixEntry& e : m.entries()) {
+    v1::ImatrixEntryInfo* o = out->add_entries();
+    o->set_name(e.name);
+    o->set_columns(e.columns);
+    o->set_experts(e.experts);
+    for (double c : e.counts) o->add_counts(c);
+    o->set_chunks(e.chunks);
+    if (m.form() == ImatrixForm::kGguf) {
+      for (int64_t x : e.ExpertsNeverReached()) o->add_experts_never_reached(x);
+    }
+    o->set_has_in_sum(e.has_in_sum);
+  }
+}
+
+v1::ImatrixUse ImatrixUseToProto(ImatrixUse use) {
+  switch (use) {
+    case ImatrixUse::kNone:
+      return v1::IMATRIX_USE_UNSPECIFIED;
+    case ImatrixUse::kWeighted:
+      return v1::IMATRIX_USE_WEIGHTED;
+    case ImatrixUse::kMissing:
+      return v1::IMATRIX_USE_MISSING;
+    case ImatrixUse::kMismatch:
+      return v1::IMATRIX_USE_MISMATCH;
+  }
+  return v1::IMATRIX_USE_UNSPECIFIED;
+}
+
+}  // namespace tensormorph

@@ -1,0 +1,129 @@
+// llama.cpp's quantizer given an importance matrix (TestModelImatrix, as
+// llama-quantize hands it to llama_model_quantize) and the same matrix
+// written as an imatrix file in both of llama-imatrix's forms: Tensormorph
+// reads from each file the very weights llama.cpp was given, every tensor
+// of llama.cpp's output that the matrix covers is weighted by it, and the
+// weighted error the diff reports is llama.cpp's objective computed here,
+// in long double, from ggml's own to_float.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/diff/tensor_diff.h"
+#include "core/format/checkpoint.h"
+#include "core/imatrix/importance_matrix.h"
+#include "tests/oracle/llama_oracle_support.h"
+#include "tests/oracle/llama_quantizer.h"
+#include "tests/support/gguf_writer.h"
+#include "tests/support/safetensors_writer.h"
+
+namespace tensormorph {
+namespace {
+
+using testing::Imatrix;
+
+std::string Floats(const std::vector<float>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4);
+}
+template <typename T>
+std::string Le(T v) {
+  return std::string(reinterpret_cast<const char*>(&v), sizeof(v));
+}
+
+// Counts of 1 (GGUF) and ncall 1 (.dat): llama-quantize's division leaves
+// each weight as written.
+std::string GgufImatrix(const Imatrix& m) {
+  testing::GgufSpec spec;
+  spec.kv = {{"general.type", testing::GgufString("imatrix")},
+             {"imatrix.datasets",
+              testing::GgufArray(8, {testing::GgufString("oracle")})},
+             {"imatrix.chunk_count", testing::GgufU32(1)},
+             {"imatrix.chunk_size", testing::GgufU32(512)}};
+  for (const auto& [name, w] : m) {
+    spec.tensors.push_back({name + ".in_sum2",
+                            {static_cast<int64_t>(w.size())},
+                            0,
+                            Floats(w),
+                            {},
+                            {}});
+    spec.tensors.push_back({name + ".counts", {1}, 0, Floats({1}), {}, {}});
+  }
+  return testing::BuildGguf(spec);
+}
+std::string LegacyImatrix(const Imatrix& m) {
+  std::string out = Le<int32_t>(static_cast<int32_t>(m.size()));
+  for (const auto& [name, w] : m) {
+    out += Le<int32_t>(static_cast<int32_t>(name.size())) + name;
+    out += Le<int32_t>(1) + Le<int32_t>(static_cast<int32_t>(w.size()));
+    out += Floats(w);
+  }
+  return out;
+}
+
+const testing::LlamaFtype& Q2KS() {
+  for (const testing::LlamaFtype& f : testing::LlamaFtypes()) {
+    if (f.name == "Q2_K_S") return f;
+  }
+  std::abort();
+}
+
+TEST(LlamaImatrixTest, WeightsAreLlamasAndTheWeightedErrorIsItsObjective) {
+  const Imatrix given = testing::TestModelImatrix();
+  auto q =
+      testing::QuantizeTestModelCached(testing::SharedLlamaQuantizer(), Q2KS());
+  ASSERT_TRUE(q.ok()) << q.status();
+  auto quant = Checkpoint::Open(q->gguf);
+  auto ref = Checkpoint::Open(q->f32_gguf);
+  ASSERT_TRUE(quant.ok() && ref.ok());
+  const std::string dir = ::testing::TempDir() + "/llama_imatrix";
+  std::filesystem::create_directories(dir);
+  testing::WriteFile(dir + "/imatrix.gguf", GgufImatrix(given));
+  testing::WriteFile(dir + "/imatrix.dat", LegacyImatrix(given));
+  for (const char* file : {"imatrix.gguf", "imatrix.dat"}) {
+    SCOPED_TRACE(file);
+    auto m = ImportanceMatrix::Open(dir + "/" + file, *FileAccess::Anywhere());
+    ASSERT_TRUE(m.ok()) << m.status();
+    ASSERT_EQ((*m)->entries().size(), given.size());
+    DiffOptions o;
+    o.imatrix = *m;
+    int weighted = 0;
+    for (const auto& [name, w] : given) {
+      SCOPED_TRACE(name);
+      const ImatrixEntry* e = (*m)->Find(name);
+      ASSERT_NE(e, nullptr);
+      EXPECT_EQ(e->weights, w);  // what llama_model_quantize was given
+      const LogicalTensor* qt = (*quant)->FindTensor(name);
+      const LogicalTensor* rt = (*ref)->FindTensor(name);
+      ASSERT_TRUE(qt != nullptr && rt != nullptr);
+      auto d = DiffTensor(*qt, *rt, o);
+      ASSERT_TRUE(d.ok()) << d.status();
+      ASSERT_EQ(d->imatrix_use, ImatrixUse::kWeighted) << d->imatrix_note;
+      // The objective from ggml's reading of both files' bytes.
+      const StoredTensor* qs = (*quant)->FindStored(name);
+      const StoredTensor* rs = (*ref)->FindStored(name);
+      const std::vector<float> xq =
+          testing::GgmlValues(qs->ggml_type_id, qs->data);
+      const std::vector<float> x =
+          testing::GgmlValues(rs->ggml_type_id, rs->data);
+      ASSERT_EQ(x.size(), xq.size());
+      long double se = 0, xx = 0;
+      for (size_t i = 0; i < x.size(); ++i) {
+        const long double wi = w[i % w.size()];
+        const long double err = (long double)x[i] - xq[i];
+        se += wi * err * err;
+        xx += wi * (long double)x[i] * x[i];
+      }
+      EXPECT_NEAR(d->weighted.sum_w_sq_err, (double)se, 1e-12 * (double)se);
+      EXPECT_NEAR(d->weighted.sum_w_xx, (double)xx, 1e-12 * (double)xx);
+      ++weighted;
+    }
+    EXPECT_GT(weighted, 10);
+  }
+}
+
+}  // namespace
+}  // namespace tensormorph

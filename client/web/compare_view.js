@@ -11,7 +11,8 @@
 // self-contained report. So it imports nothing, fetches nothing and carries
 // its own styles; the figures it shows are the JSON's own numbers (the
 // report's browser test reads them back from data-* attributes). Inlined in
-// a <script> element, it must never contain the text "</script".
+// a script element, it must never contain that element's end tag (a "<" then
+// "/script").
 
 const SVG = 'http://www.w3.org/2000/svg';
 const COLOURS = ['#6ea8fe', '#f28e2b', '#59a14f', '#e15759', '#b07aa1', '#edc948', '#76b7b2',

@@ -202,6 +202,7 @@ function sizeChart(doc, summary, names) {
 function layerChart(doc, summary, names) {
   const layers = (summary.layers || []).map((l) => ({
     index: Number((/(\d+)$/.exec(l.layer) || [])[1]), name: l.layer, sse: (l.sumSquaredError || []).map(num),
+    dominated: new Set((l.dominated || []).map(Number)),
   })).filter((l) => Number.isFinite(l.index)).sort((a, b) => a.index - b.index);
   const box = { width: 560, height: 340, left: 64, right: 20, top: 16, bottom: 40 };
   const svg = svgEl(doc, 'svg', { class: 'cv-layers', width: box.width, height: box.height, viewBox: `0 0 ${box.width} ${box.height}` });
@@ -225,8 +226,14 @@ function layerChart(doc, summary, names) {
       points: layers.map((l) => `${sx(l.index)},${sy(f(l.sse[q]))}`).join(' '), fill: 'none', stroke: colour, 'stroke-width': 2,
     }));
     for (const l of layers) {
-      const c = svgEl(doc, 'circle', { class: 'cv-layer-point', cx: sx(l.index), cy: sy(f(l.sse[q])), r: 3, fill: colour, 'data-layer': l.name, 'data-sse': l.sse[q] });
-      c.appendChild(svgEl(doc, 'title', {}, `${l.name} [${q}] ${shortName(summary.totals, q, names)}: ${fmtError(l.sse[q])}`));
+      // Hollow where this quantization is dominated within the layer.
+      const dominated = l.dominated.has(q);
+      const c = svgEl(doc, 'circle', {
+        class: 'cv-layer-point', cx: sx(l.index), cy: sy(f(l.sse[q])), r: dominated ? 4 : 3,
+        fill: dominated ? 'none' : colour, stroke: colour, 'stroke-width': 1.5,
+        'data-layer': l.name, 'data-sse': l.sse[q], 'data-dominated': dominated,
+      });
+      c.appendChild(svgEl(doc, 'title', {}, `${l.name} [${q}] ${shortName(summary.totals, q, names)}: ${fmtError(l.sse[q])}${dominated ? ' (dominated in this layer)' : ''}`));
       g.appendChild(c);
     }
     svg.appendChild(g);
@@ -368,7 +375,7 @@ export function renderComparison(container, events, options = {}) {
     size.appendChild(el(doc, 'h3', {}, 'Size against error (the dashed line: the frontier)'));
     size.appendChild(sizeChart(doc, summary, options.names));
     const layer = charts.appendChild(el(doc, 'div'));
-    layer.appendChild(el(doc, 'h3', {}, 'Error per layer'));
+    layer.appendChild(el(doc, 'h3', {}, 'Error per layer (hollow: dominated in that layer)'));
     layer.appendChild(layerChart(doc, summary, options.names));
     layer.appendChild(legend(doc, totals, options.names));
   }

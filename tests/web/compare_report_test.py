@@ -178,14 +178,20 @@ def check_layers(page, summary):
     print('per-layer error curves: a line per quantization at the JSON\'s errors')
     shown = page.d.execute_script(
         "return [...document.querySelectorAll('svg.cv-layers .cv-layer-line')].map(g => [Number(g.dataset.q),"
-        " [...g.querySelectorAll('.cv-layer-point')].map(c => [c.dataset.layer, c.dataset.sse])]);")
+        " [...g.querySelectorAll('.cv-layer-point')].map(c => [c.dataset.layer, c.dataset.sse, c.dataset.dominated])]);")
     it.check(len(shown) == len(summary['totals']), f'{len(shown)} layer curves for {len(summary["totals"])} quantizations')
     layers = sorted(summary['layers'], key=lambda l: int(l['layer'].rsplit('.', 1)[1]))
     for q, pts in shown:
         it.check([p[0] for p in pts] == [l['layer'] for l in layers], f'curve [{q}] runs over {[p[0] for p in pts]}')
-        for (name, sse), l in zip(pts, layers):
+        for (name, sse, dominated), l in zip(pts, layers):
             it.check(same(sse, l['sumSquaredError'][q]), f'curve [{q}] at {name}: {sse}, JSON {l["sumSquaredError"][q]}')
-    print(f'  {len(shown)} curves over {len(layers)} layers')
+            want = 'true' if q in l['dominated'] else 'false'
+            it.check(dominated == want, f'curve [{q}] at {name}: dominated={dominated}, JSON {l["dominated"]}')
+    # The planted copy is worse than the Q8_0 in blk.0 only.
+    marked = {l['layer']: l['dominated'] for l in layers}
+    it.check(2 in marked['blk.0'] and 2 not in marked.get('blk.1', []),
+             f'the planted copy is dominated per layer as {marked}, not in blk.0 only')
+    print(f'  {len(shown)} curves over {len(layers)} layers, dominated per layer {marked}')
 
 
 def column_sqnr(page, q):

@@ -25,6 +25,7 @@ const STYLE = `
 .cv table { border-collapse: collapse; font-family: ui-monospace, 'DejaVu Sans Mono', monospace; font-size: 12px; }
 .cv th, .cv td { padding: 3px 10px; border-bottom: 1px solid var(--line, #2a3242); text-align: right; white-space: nowrap; }
 .cv th:first-child, .cv td:first-child { text-align: left; }
+.cv .cv-totals th:nth-child(2), .cv .cv-totals td:nth-child(2) { text-align: left; }
 .cv th { color: var(--muted, #8a94a6); font-weight: 600; }
 .cv .cv-matrix th[data-sort] { cursor: pointer; user-select: none; }
 .cv .cv-matrix th[data-sort]:hover { color: #fff; }

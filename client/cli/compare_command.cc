@@ -1,7 +1,8 @@
 // tensormorph compare SOURCE Q1 Q2 ...: N quantizations of one source side
 // by side (CompareQuantizations): a matrix of tensors by quantizations, the
 // totals with the dominated ones marked, per-layer dominance, and with
-// --budget-bpw / --budget-bytes the mix and llama.cpp's overrides for it.
+// --budget-bpw / --budget-bytes the mix and llama.cpp's overrides for it;
+// with --html FILE also a self-contained HTML report (compare_report.h).
 // Exit codes as diff's: 0, 1 usage, 2 the call failed, 4 some tensor could
 // not be decoded (its cell says why).
 #include <unistd.h>
@@ -16,7 +17,9 @@
 #include "absl/strings/str_join.h"
 #include "client/cli/command.h"
 #include "client/cli/commands.h"
+#include "client/cli/compare_report.h"
 #include "client/cli/format.h"
+#include "client/cli/output_file.h"
 
 namespace tensormorph {
 namespace {
@@ -28,6 +31,7 @@ struct CompareOptionsCli {
   std::optional<double> budget_bpw;
   std::optional<int64_t> budget_bytes;
   int base = 0;
+  std::string html;  // --html FILE; empty = none
 };
 
 std::string SqnrText(double db) {
@@ -113,6 +117,30 @@ void PrintMix(const v1::CompareMix& m, std::ostream& out) {
   }
 }
 
+// Opened before the comparison runs: a path that cannot be written is a
+// usage error now, not after every quantization was read. Null when no
+// --html was asked for.
+absl::StatusOr<std::unique_ptr<OutputFile>> OpenReport(
+    const CompareOptionsCli& o) {
+  if (o.html.empty()) return nullptr;
+  auto file = OutputFile::Create(o.html);
+  if (!file.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--html: ", file.status().message()));
+  }
+  return file;
+}
+
+absl::Status WriteReport(OutputFile& file,
+                         const v1::CompareQuantizationsRequest& req,
+                         const std::vector<v1::CompareEvent>& events) {
+  absl::Status s = file.Write(CompareReportHtml(req, events));
+  if (s.ok()) s = file.Commit();
+  if (!s.ok())
+    return absl::Status(s.code(), absl::StrCat("--html: ", s.message()));
+  return absl::OkStatus();
+}
+
 int RunCompare(Client& client, const GlobalOptions& g,
                const CompareOptionsCli& o) {
   v1::CompareQuantizationsRequest req;
@@ -122,6 +150,9 @@ int RunCompare(Client& client, const GlobalOptions& g,
   req.set_base(o.base);
   if (o.budget_bpw) req.set_budget_bits_per_weight(*o.budget_bpw);
   if (o.budget_bytes) req.set_budget_bytes(*o.budget_bytes);
+  auto report = OpenReport(o);
+  if (!report.ok()) return ReportUsage(report.status());
+  std::vector<v1::CompareEvent> report_events;  // rows, then the summary
   const bool bar = !g.json && ::isatty(2);
   std::vector<v1::CompareRow> rows;
   v1::CompareSummary summary;
@@ -137,6 +168,7 @@ int RunCompare(Client& client, const GlobalOptions& g,
           return true;
         }
         if (g.json) std::cout << ToJson(e) << std::endl;
+        if (*report != nullptr) report_events.push_back(e);
         if (e.has_row()) {
           rows.push_back(e.row());
           for (const v1::CompareCell& c : e.row().cells()) {
@@ -149,6 +181,11 @@ int RunCompare(Client& client, const GlobalOptions& g,
       });
   if (bar) ClearProgressBar();
   if (!s.ok()) return ReportFailure(s);
+  if (*report != nullptr) {
+    if (absl::Status w = WriteReport(**report, req, report_events); !w.ok()) {
+      return ReportFailure(w);
+    }
+  }
   if (!g.json) {
     for (size_t q = 0; q < o.quantizations.size(); ++q) {
       std::cout << "[" << q << "] " << o.quantizations[q] << "\n";
@@ -187,6 +224,10 @@ class CompareCommand : public Command {
                    "the quantization (its index) whose ftype the overrides "
                    "are relative to")
         ->capture_default_str();
+    cmd.add_option("--html", o_.html,
+                   "also write a self-contained HTML report to FILE: the "
+                   "matrix, the size-versus-error chart with the frontier, "
+                   "per-layer error curves; no network requests");
   }
   absl::Status Finish() override {
     if (o_.quantizations.size() < 2) {
@@ -195,6 +236,15 @@ class CompareCommand : public Command {
           "diff)");
     }
     return absl::OkStatus();
+  }
+  absl::Status CheckOutputs() const override {
+    constexpr auto kCheckpoint = CommandInput::Kind::kCheckpoint;
+    std::vector<CommandInput> inputs = {
+        {kCheckpoint, o_.source, "source checkpoint"}};
+    for (const std::string& q : o_.quantizations) {
+      inputs.push_back({kCheckpoint, q, "quantization"});
+    }
+    return CheckOutputIsNoInput("--html", o_.html, inputs);
   }
   int Run(const CommandContext& c) override {
     return RunCompare(*c.client, c.global, o_);

@@ -10,13 +10,15 @@ import * as heatmap from './views/heatmap.js';
 import * as distribution from './views/distribution.js';
 import * as diff from './views/diff.js';
 import * as sparsity from './views/sparsity.js';
+import * as compare from './views/compare.js';
 
-const VIEWS = { browse, arch: architecture, tensor, heatmap, dist: distribution, diff, sparsity };
+const VIEWS = { browse, arch: architecture, tensor, heatmap, dist: distribution, diff, sparsity, compare };
 
 const CHECKPOINT_TABS = [
   ['arch', 'Architecture'],
   ['diff', 'Quantization diff'],
   ['sparsity', 'Sparsity'],
+  ['compare', 'Compare quantizations'],
 ];
 const TENSOR_TABS = [
   ['tensor', 'Tensor'],
@@ -110,7 +112,7 @@ function renderHeader(s) {
   nav.append(tab('browse', 'Browse', { checkpoint: s.checkpoint, tensor: null, index: null, region: null }));
   if (s.checkpoint) {
     for (const [v, label] of CHECKPOINT_TABS) {
-      if (v === 'sparsity' && s.tensor) continue;
+      if ((v === 'sparsity' || v === 'compare') && s.tensor) continue;
       nav.append(tab(v, label, { tensor: v === 'diff' || v === 'arch' ? s.tensor : null, index: null, region: null }));
     }
   }

@@ -1,11 +1,12 @@
 // The page's state is its URL: every view is a link that can be shared, and
 // back/forward walk it. Keys:
-//   checkpoint, tensor, view (browse|arch|tensor|heatmap|dist|diff|sparsity),
+//   checkpoint, tensor, view (browse|arch|tensor|heatmap|dist|diff|sparsity|compare),
 //   mode (value|absmax|error|group|zeros), ref (source checkpoint),
 //   index (coordinates "3,100"), region ("r0:r1,c0:c1" of the heatmap),
 //   leading (indices of the leading dimensions, "0,2"), group (a group id for
 //   the distribution), log (1: log counts), dir (browse), metric (architecture colouring),
-//   filter (diff glob), order (file: tables and tree as stored; default model order).
+//   filter (diff glob), order (file: tables and tree as stored; default model order),
+//   quants (compare: the quantizations of the checkpoint, comma-separated).
 
 const listeners = [];
 

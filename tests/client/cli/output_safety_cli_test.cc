@@ -208,6 +208,18 @@ TEST_P(OutputSafetyCliTest,
                  in.root + "/parts/../parts/v.json"});
 }
 
+TEST_P(OutputSafetyCliTest,
+       CompareRefusesItsSourceAndEveryQuantizationAsItsReport) {
+  const Inputs& in = *inputs;
+  for (const Misuse& m : Misuses()) {
+    // The input as the source, and as the last of the quantizations.
+    ExpectRefused(
+        {"compare", m.checkpoint, in.single, in.quant, "--html", m.output});
+    ExpectRefused(
+        {"compare", in.source, in.single, m.checkpoint, "--html", m.output});
+  }
+}
+
 TEST_P(OutputSafetyCliTest, DiffMergeRefusesItsPartFilesAsItsOutput) {
   const Inputs& in = *inputs;
   const std::string p0 = in.root + "/parts/p0.jsonl";
@@ -245,10 +257,15 @@ TEST_P(OutputSafetyCliTest, AFailedCommandLeavesThePreviousFileAndNoTemporary) {
       // Part files that are no diff.
       {{"diff-merge", dir + "/garbage.jsonl", "-o", dir + "/old.txt"},
        kExitUsage},
+      // A source that is not there: no report, the old one kept.
+      {{"compare", in.root + "/missing", in.single, in.quant, "--html",
+        dir + "/old.html"},
+       kExitCallFailed},
   };
   for (const auto& [args, code] : runs) {
     SCOPED_TRACE(::testing::PrintToString(args));
-    for (const char* name : {"old.npy", "old.png", "old.json", "old.txt"}) {
+    for (const char* name :
+         {"old.npy", "old.png", "old.json", "old.txt", "old.html"}) {
       WriteFile(dir + "/" + name, std::string("previous ") + name);
     }
     const auto before = Tree(dir);

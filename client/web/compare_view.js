@@ -1,0 +1,388 @@
+// A comparison of N quantizations of one source (CompareQuantizations, or
+// `tensormorph --json compare`: one {row} per tensor, then one {summary}),
+// drawn into a container: the matrix (tensors by quantizations, sortable by a
+// click on a header), the size-versus-error chart (bits per weight against
+// SQNR, one point per quantization, the frontier of the non-dominated drawn
+// as a line, the dominated crossed out) and per-layer error curves (layer
+// index against squared error, one line per quantization).
+//
+// One implementation for two homes: the web inspector's Compare view imports
+// it, and `tensormorph compare --html` inlines this file whole into a
+// self-contained report. So it imports nothing, fetches nothing and carries
+// its own styles; the figures it shows are the JSON's own numbers (the
+// report's browser test reads them back from data-* attributes). Inlined in
+// a script element, it must never contain that element's end tag (a "<" then
+// "/script").
+
+const SVG = 'http://www.w3.org/2000/svg';
+const COLOURS = ['#6ea8fe', '#f28e2b', '#59a14f', '#e15759', '#b07aa1', '#edc948', '#76b7b2',
+  '#ff9da7', '#9c755f', '#bab0ac'];
+
+const STYLE = `
+.cv { font: 13px/1.45 system-ui, 'DejaVu Sans', sans-serif; color: var(--text, #d8dee9); }
+.cv h3 { font-size: 12px; font-weight: 600; margin: 18px 0 8px; color: var(--muted, #8a94a6);
+  text-transform: uppercase; letter-spacing: .06em; }
+.cv table { border-collapse: collapse; font-family: ui-monospace, 'DejaVu Sans Mono', monospace; font-size: 12px; }
+.cv th, .cv td { padding: 3px 10px; border-bottom: 1px solid var(--line, #2a3242); text-align: right; white-space: nowrap; }
+.cv th:first-child, .cv td:first-child { text-align: left; }
+.cv .cv-totals th:nth-child(2), .cv .cv-totals td:nth-child(2) { text-align: left; }
+.cv th { color: var(--muted, #8a94a6); font-weight: 600; }
+.cv .cv-matrix th[data-sort] { cursor: pointer; user-select: none; }
+.cv .cv-matrix th[data-sort]:hover { color: #fff; }
+.cv .cv-matrix th.cv-sorted::after { content: ' \\25BE'; }
+.cv .cv-matrix th.cv-sorted.cv-up::after { content: ' \\25B4'; }
+.cv td.cv-cell { cursor: default; }
+.cv td.cv-cell.cv-clickable { cursor: pointer; }
+.cv td.cv-cell.cv-clickable:hover { background: var(--bg3, #1d2330); }
+.cv td.cv-cell.cv-selected { outline: 2px solid var(--accent, #6ea8fe); outline-offset: -2px; }
+.cv .cv-beyond { color: var(--bad, #e15759); }
+.cv .cv-dominated-text { color: var(--bad, #e15759); }
+.cv .cv-charts { display: flex; flex-wrap: wrap; gap: 24px; }
+.cv svg { background: var(--bg2, #161b24); border: 1px solid var(--line, #2a3242); border-radius: 6px; }
+.cv svg text { fill: var(--muted, #8a94a6); font-size: 11px; font-family: system-ui, 'DejaVu Sans', sans-serif; }
+.cv svg .cv-grid { stroke: var(--line, #2a3242); stroke-width: 1; }
+.cv svg .cv-frontier { fill: none; stroke: #d8dee9; stroke-width: 1.5; stroke-dasharray: 5 3; }
+.cv .cv-legend { display: flex; flex-wrap: wrap; gap: 12px; margin: 6px 0; font-size: 12px; }
+.cv .cv-swatch { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin-right: 4px; }
+`;
+
+function ensureStyle(doc) {
+  if (doc.getElementById('cv-style')) return;
+  const s = doc.createElement('style');
+  s.id = 'cv-style';
+  s.textContent = STYLE;
+  doc.head.appendChild(s);
+}
+
+// protobuf's JSON mapping writes infinite doubles as "Infinity" and int64
+// as strings: numbers for arithmetic.
+function num(v) {
+  if (v === undefined || v === null || v === '') return 0;
+  return typeof v === 'number' ? v : Number(v);
+}
+
+function fmt(v, digits) {
+  if (!Number.isFinite(v)) return v > 0 ? 'inf' : String(v);
+  return v.toFixed(digits);
+}
+
+function fmtError(v) {
+  if (v === 0) return '0';
+  return Math.abs(v) >= 0.01 && Math.abs(v) < 1e5 ? v.toPrecision(6) : v.toExponential(4);
+}
+
+// The events of a comparison ({row}..., {summary}) as {rows, summary};
+// progress events are skipped.
+export function parseComparison(events) {
+  const rows = [];
+  let summary = null;
+  for (const e of events) {
+    if (e.row) rows.push(e.row);
+    else if (e.summary) summary = e.summary;
+  }
+  return { rows, summary };
+}
+
+function el(doc, tag, attrs = {}, text) {
+  const e = doc.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+function svgEl(doc, tag, attrs = {}, text) {
+  const e = doc.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v));
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+// Round tick values covering [lo, hi], about n of them.
+function ticks(lo, hi, n, minStep = 0) {
+  if (!(hi > lo)) return [lo];
+  const raw = Math.max((hi - lo) / n, minStep);
+  const mag = Math.pow(10, Math.floor(Math.log10(raw)));
+  const step = [1, 2, 5, 10].map((m) => m * mag).find((s) => s >= raw);
+  const out = [];
+  for (let t = Math.ceil(lo / step) * step; t <= hi + step * 1e-9; t += step) out.push(+t.toPrecision(12));
+  return out;
+}
+
+// A plot frame: scales from data ranges (padded), the grid and axis labels.
+// labels: x, y (axis titles), xTick (a tick's text), yMinStep (the least
+// y tick step: 1 on a log scale, so ticks fall on decades).
+function frame(doc, svg, box, xr, yr, labels, yFormat = (v) => String(v)) {
+  const pad = (r) => {
+    const span = r[1] - r[0] || Math.abs(r[0]) || 1;
+    return [r[0] - span * 0.08, r[1] + span * 0.08];
+  };
+  const [x0, x1] = pad(xr);
+  const [y0, y1] = pad(yr);
+  const sx = (v) => box.left + ((v - x0) / (x1 - x0)) * (box.width - box.left - box.right);
+  const sy = (v) => box.height - box.bottom - ((v - y0) / (y1 - y0)) * (box.height - box.top - box.bottom);
+  for (const t of ticks(x0, x1, 6)) {
+    svg.appendChild(svgEl(doc, 'line', { class: 'cv-grid', x1: sx(t), x2: sx(t), y1: box.top, y2: box.height - box.bottom }));
+    svg.appendChild(svgEl(doc, 'text', { x: sx(t), y: box.height - box.bottom + 14, 'text-anchor': 'middle' }, labels.xTick(t)));
+  }
+  for (const t of ticks(y0, y1, 5, labels.yMinStep || 0)) {
+    svg.appendChild(svgEl(doc, 'line', { class: 'cv-grid', x1: box.left, x2: box.width - box.right, y1: sy(t), y2: sy(t) }));
+    svg.appendChild(svgEl(doc, 'text', { x: box.left - 6, y: sy(t) + 4, 'text-anchor': 'end' }, yFormat(t)));
+  }
+  svg.appendChild(svgEl(doc, 'text', { x: (box.left + box.width - box.right) / 2, y: box.height - 6, 'text-anchor': 'middle' }, labels.x));
+  svg.appendChild(svgEl(doc, 'text', {
+    x: 14, y: (box.top + box.height - box.bottom) / 2, 'text-anchor': 'middle',
+    transform: `rotate(-90 14 ${(box.top + box.height - box.bottom) / 2})`,
+  }, labels.y));
+  return { sx, sy };
+}
+
+function nameOf(totals, q, names) {
+  return (names && names[q]) || (totals[q] && totals[q].checkpoint) || `[${q}]`;
+}
+
+// The last part of a path, for labels where room is short ("a/b/q.gguf"
+// labels as "q.gguf"; a directory "hf/gptq/" as "gptq").
+function shortName(totals, q, names) {
+  const parts = nameOf(totals, q, names).split('/').filter((p) => p);
+  return parts.length ? parts[parts.length - 1] : nameOf(totals, q, names);
+}
+
+// A tick label: three significant digits, no trailing zeros.
+function fmtTickValue(v) {
+  return String(+v.toPrecision(3));
+}
+
+// The size-versus-error chart: a point per quantization at (total bits per
+// weight, total SQNR); the non-dominated joined by the frontier line in
+// order of size, the dominated drawn hollow with a cross.
+function sizeChart(doc, summary, names) {
+  const totals = summary.totals || [];
+  const pts = totals.map((t, q) => ({
+    q, bpw: num(t.bitsPerWeight), sqnr: num(t.sqnrDb), sse: num(t.sumSquaredError),
+    dominated: (t.dominatedBy || []).length > 0,
+  }));
+  const box = { width: 560, height: 340, left: 56, right: 20, top: 16, bottom: 40 };
+  const svg = svgEl(doc, 'svg', { class: 'cv-chart', width: box.width, height: box.height, viewBox: `0 0 ${box.width} ${box.height}` });
+  const finite = pts.filter((p) => Number.isFinite(p.sqnr));
+  if (!finite.length) return svg;
+  const xr = [Math.min(...finite.map((p) => p.bpw)), Math.max(...finite.map((p) => p.bpw))];
+  const yr = [Math.min(...finite.map((p) => p.sqnr)), Math.max(...finite.map((p) => p.sqnr))];
+  const { sx, sy } = frame(doc, svg, box, xr, yr, { x: 'bits per weight', y: 'SQNR dB (higher is better)', xTick: (t) => String(t) });
+  const front = finite.filter((p) => !p.dominated).sort((a, b) => a.bpw - b.bpw);
+  svg.appendChild(svgEl(doc, 'polyline', { class: 'cv-frontier', points: front.map((p) => `${sx(p.bpw)},${sy(p.sqnr)}`).join(' ') }));
+  const used = [];
+  for (const p of finite) {
+    const colour = COLOURS[p.q % COLOURS.length];
+    const g = svgEl(doc, 'g', {
+      class: 'cv-point' + (p.dominated ? ' cv-dominated' : ''), 'data-q': p.q, 'data-bpw': p.bpw,
+      'data-sqnr': p.sqnr, 'data-sse': p.sse, 'data-dominated': p.dominated,
+    });
+    const x = sx(p.bpw);
+    const y = sy(p.sqnr);
+    g.appendChild(svgEl(doc, 'circle', { cx: x, cy: y, r: 6, fill: p.dominated ? 'none' : colour, stroke: colour, 'stroke-width': 2 }));
+    if (p.dominated) {
+      g.appendChild(svgEl(doc, 'path', { d: `M${x - 5},${y - 5}L${x + 5},${y + 5}M${x - 5},${y + 5}L${x + 5},${y - 5}`, stroke: colour, 'stroke-width': 1.5 }));
+    }
+    const label = `[${p.q}] ${shortName(summary.totals, p.q, names)}${p.dominated ? ' (dominated)' : ''}`;
+    // Right of the point, or left of it in the chart's right half; below
+    // when another label already sits there (a close pair of points).
+    const right = x > box.width * 0.6;
+    let ly = y - 8;
+    while (used.some(([ux, uy]) => Math.abs(ux - x) < 120 && Math.abs(uy - ly) < 13)) ly += 14;
+    used.push([x, ly]);
+    g.appendChild(svgEl(doc, 'text', { x: right ? x - 9 : x + 9, y: ly, 'text-anchor': right ? 'end' : 'start' }, label));
+    g.appendChild(svgEl(doc, 'title', {}, `${label}: ${fmt(p.bpw, 4)} bits per weight, SQNR ${fmt(p.sqnr, 2)} dB, squared error ${fmtError(p.sse)}`));
+    svg.appendChild(g);
+  }
+  return svg;
+}
+
+// Per-layer error curves: layer index (the number ending the layer's name)
+// against its summed squared error, one line per quantization, on a log
+// scale when every error is positive (quantizations differ by decades).
+function layerChart(doc, summary, names) {
+  const layers = (summary.layers || []).map((l) => ({
+    index: Number((/(\d+)$/.exec(l.layer) || [])[1]), name: l.layer, sse: (l.sumSquaredError || []).map(num),
+    dominated: new Set((l.dominated || []).map(Number)),
+  })).filter((l) => Number.isFinite(l.index)).sort((a, b) => a.index - b.index);
+  const box = { width: 560, height: 340, left: 64, right: 20, top: 16, bottom: 40 };
+  const svg = svgEl(doc, 'svg', { class: 'cv-layers', width: box.width, height: box.height, viewBox: `0 0 ${box.width} ${box.height}` });
+  if (!layers.length) return svg;
+  const all = layers.flatMap((l) => l.sse);
+  const log = all.every((v) => v > 0);
+  const f = log ? Math.log10 : (v) => v;
+  const ys = all.map(f);
+  const xr = [layers[0].index, layers[layers.length - 1].index];
+  const { sx, sy } = frame(doc, svg, box, xr, [Math.min(...ys), Math.max(...ys)],
+    {
+      x: 'layer', y: log ? 'squared error (log)' : 'squared error', xTick: (t) => (Number.isInteger(t) ? String(t) : ''),
+      yMinStep: log ? 1 : 0,
+    },
+    log ? (t) => fmtTickValue(Math.pow(10, t)) : fmtTickValue);
+  const nq = (summary.totals || []).length;
+  for (let q = 0; q < nq; q++) {
+    const colour = COLOURS[q % COLOURS.length];
+    const g = svgEl(doc, 'g', { class: 'cv-layer-line', 'data-q': q });
+    g.appendChild(svgEl(doc, 'polyline', {
+      points: layers.map((l) => `${sx(l.index)},${sy(f(l.sse[q]))}`).join(' '), fill: 'none', stroke: colour, 'stroke-width': 2,
+    }));
+    for (const l of layers) {
+      // Hollow where this quantization is dominated within the layer.
+      const dominated = l.dominated.has(q);
+      const c = svgEl(doc, 'circle', {
+        class: 'cv-layer-point', cx: sx(l.index), cy: sy(f(l.sse[q])), r: dominated ? 4 : 3,
+        fill: dominated ? 'none' : colour, stroke: colour, 'stroke-width': 1.5,
+        'data-layer': l.name, 'data-sse': l.sse[q], 'data-dominated': dominated,
+      });
+      c.appendChild(svgEl(doc, 'title', {}, `${l.name} [${q}] ${shortName(summary.totals, q, names)}: ${fmtError(l.sse[q])}${dominated ? ' (dominated in this layer)' : ''}`));
+      g.appendChild(c);
+    }
+    svg.appendChild(g);
+  }
+  return svg;
+}
+
+function legend(doc, totals, names) {
+  const div = el(doc, 'div', { class: 'cv-legend' });
+  totals.forEach((t, q) => {
+    const item = el(doc, 'span', { class: 'cv-legend-item', 'data-q': q });
+    item.appendChild(el(doc, 'span', { class: 'cv-swatch', style: `background:${COLOURS[q % COLOURS.length]}` }));
+    item.appendChild(doc.createTextNode(`[${q}] ${shortName(totals, q, names)}`));
+    div.appendChild(item);
+  });
+  return div;
+}
+
+function cellText(c) {
+  if (!c.present) return '-';
+  if (c.undecodable) return `${c.scheme} (cannot decode)`;
+  return `${c.scheme} ${fmt(num(c.bitsPerWeight), 2)} ${fmt(num(c.sqnrDb), 2)}${num(c.maxExcessSteps) > 0 ? '!' : ''}`;
+}
+
+// The sort key of a row for column `key`: the name, or a quantization's
+// SQNR (absent cells last whichever the direction).
+function sortRows(rows, key, up) {
+  const order = rows.map((r, i) => i);
+  const value = (i) => {
+    if (key === 'name') return rows[i].referenceName;
+    const c = (rows[i].cells || [])[key];
+    return c && c.present && !c.undecodable ? num(c.sqnrDb) : null;
+  };
+  order.sort((a, b) => {
+    const va = value(a);
+    const vb = value(b);
+    if (va === null || vb === null) return (va === null) - (vb === null) || a - b;
+    // Names in code-unit order, as the rows arrive (not the locale's,
+    // which puts output_norm before output.weight).
+    const d = typeof va === 'string' ? (va < vb ? -1 : va > vb ? 1 : 0) : va - vb;
+    return (up ? d : -d) || a - b;
+  });
+  return order;
+}
+
+function matrix(doc, rows, totals, names, onCell) {
+  const table = el(doc, 'table', { class: 'cv-matrix' });
+  const head = el(doc, 'tr');
+  const nameTh = el(doc, 'th', { 'data-sort': 'name', class: 'cv-sorted cv-up' }, 'tensor');
+  head.appendChild(nameTh);
+  for (let q = 0; q < totals.length; q++) {
+    head.appendChild(el(doc, 'th', { 'data-sort': q, title: `${nameOf(totals, q, names)}: sort by its SQNR` }, `[${q}] ${shortName(totals, q, names)}`));
+  }
+  table.appendChild(el(doc, 'thead')).appendChild(head);
+  const body = table.appendChild(el(doc, 'tbody'));
+  const trs = rows.map((r, i) => {
+    const tr = el(doc, 'tr', { 'data-tensor': r.referenceName, 'data-row': i });
+    tr.appendChild(el(doc, 'td', {}, r.referenceName));
+    (r.cells || []).forEach((c, q) => {
+      const td = el(doc, 'td', {
+        class: 'cv-cell' + (onCell && c.present && !c.undecodable ? ' cv-clickable' : ''), 'data-q': q,
+        'data-scheme': c.scheme || '', 'data-bpw': num(c.bitsPerWeight), 'data-sqnr': num(c.sqnrDb),
+        'data-present': !!c.present,
+      }, cellText(c));
+      if (num(c.maxExcessSteps) > 0) td.classList.add('cv-beyond');
+      if (onCell && c.present && !c.undecodable) {
+        td.addEventListener('click', () => {
+          for (const s of table.querySelectorAll('.cv-selected')) s.classList.remove('cv-selected');
+          td.classList.add('cv-selected');
+          onCell(r, q, c);
+        });
+      }
+      tr.appendChild(td);
+    });
+    return tr;
+  });
+  let sortKey = 'name';
+  let up = true;
+  const draw = () => {
+    for (const i of sortRows(rows, sortKey, up)) body.appendChild(trs[i]);
+  };
+  head.addEventListener('click', (ev) => {
+    const th = ev.target.closest('th[data-sort]');
+    if (!th) return;
+    const key = th.dataset.sort === 'name' ? 'name' : Number(th.dataset.sort);
+    // A first click sorts ascending: by name, or a quantization's worst
+    // (lowest SQNR) tensors first; a second click reverses.
+    up = key === sortKey ? !up : true;
+    sortKey = key;
+    for (const h of head.children) h.classList.remove('cv-sorted', 'cv-up');
+    th.classList.add('cv-sorted');
+    if (up) th.classList.add('cv-up');
+    draw();
+  });
+  draw();
+  return table;
+}
+
+function totalsTable(doc, totals, names) {
+  const table = el(doc, 'table', { class: 'cv-totals' });
+  const head = el(doc, 'tr');
+  for (const h of ['', 'quantization', 'tensors', 'bytes', 'bits per weight', 'SQNR dB', 'squared error', 'dominated by']) {
+    head.appendChild(el(doc, 'th', {}, h));
+  }
+  table.appendChild(el(doc, 'thead')).appendChild(head);
+  const body = table.appendChild(el(doc, 'tbody'));
+  totals.forEach((t, q) => {
+    const by = (t.dominatedBy || []).map((d) => `[${d}]`).join(' ');
+    const tr = el(doc, 'tr', { 'data-q': q, 'data-bytes': num(t.bytes), 'data-bpw': num(t.bitsPerWeight), 'data-sqnr': num(t.sqnrDb), 'data-sse': num(t.sumSquaredError) });
+    for (const v of [`[${q}]`, nameOf(totals, q, names), String(num(t.tensors)), String(num(t.bytes)),
+      fmt(num(t.bitsPerWeight), 4), fmt(num(t.sqnrDb), 2), fmtError(num(t.sumSquaredError)), by || '-']) {
+      tr.appendChild(el(doc, 'td', {}, v));
+    }
+    if (by) tr.lastChild.classList.add('cv-dominated-text');
+    body.appendChild(tr);
+  });
+  return table;
+}
+
+// Draws the comparison `events` into `container` (emptied first).
+// options: names (a label per quantization; default the summary's
+// checkpoint names), onCell(row, q, cell) (makes present cells clickable).
+// Returns {rows, summary}.
+export function renderComparison(container, events, options = {}) {
+  const doc = container.ownerDocument;
+  ensureStyle(doc);
+  const { rows, summary } = parseComparison(events);
+  const totals = (summary && summary.totals) || [];
+  container.textContent = '';
+  const root = container.appendChild(el(doc, 'div', { class: 'cv' }));
+  if (summary) {
+    root.appendChild(el(doc, 'h3', {}, 'Totals over the tensors every quantization holds'));
+    root.appendChild(totalsTable(doc, totals, options.names));
+    if ((summary.notShared || []).length) {
+      root.appendChild(el(doc, 'p', { class: 'cv-not-shared' }, `Not held by every quantization (left out of the totals): ${summary.notShared.join(', ')}`));
+    }
+    const charts = root.appendChild(el(doc, 'div', { class: 'cv-charts' }));
+    const size = charts.appendChild(el(doc, 'div'));
+    size.appendChild(el(doc, 'h3', {}, 'Size against error (the dashed line: the frontier)'));
+    size.appendChild(sizeChart(doc, summary, options.names));
+    const layer = charts.appendChild(el(doc, 'div'));
+    layer.appendChild(el(doc, 'h3', {}, 'Error per layer (hollow: dominated in that layer)'));
+    layer.appendChild(layerChart(doc, summary, options.names));
+    layer.appendChild(legend(doc, totals, options.names));
+  }
+  root.appendChild(el(doc, 'h3', {}, 'Per tensor: type, bits per weight, SQNR dB (! beyond the format\'s bound); click a header to sort'));
+  const nq = totals.length || Math.max(0, ...rows.map((r) => (r.cells || []).length));
+  const cols = totals.length ? totals : Array.from({ length: nq }, () => ({}));
+  root.appendChild(matrix(doc, rows, cols, options.names, options.onCell));
+  return { rows, summary };
+}

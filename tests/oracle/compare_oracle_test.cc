@@ -19,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/compare/dominance.h"
 #include "core/compare/llama_mix.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -404,6 +405,7 @@ TEST_F(CompareOracleTest, WeightedCellsEqualQuantDiffWithTheSameImatrix) {
   std::vector<double> cost(n, 0), unweighted(n, 0);
   std::vector<int64_t> weighed(n, 0);
   std::set<std::string> not_weighed;
+  std::map<std::string, std::vector<double>> layer_cost;  // per quantization
   for (int q = 0; q < n; ++q) {
     const auto reports = Diff(Files()[q].file, kPartialImatrix);
     ASSERT_EQ(reports.size(), got->rows.size()) << Files()[q].file;
@@ -418,6 +420,10 @@ TEST_F(CompareOracleTest, WeightedCellsEqualQuantDiffWithTheSameImatrix) {
       EXPECT_EQ(c.sqnr_db(), r.sqnr_db()) << c.name();  // unweighted beside
       cost[q] += WeightedCost(r);
       unweighted[q] += r.mse() * static_cast<double>(r.count());
+      if (const std::string l = LayerOf(row.reference_name()); !l.empty()) {
+        layer_cost[l].resize(n);
+        layer_cost[l][q] += WeightedCost(r);
+      }
       if (r.imatrix_use() == v1::IMATRIX_USE_WEIGHTED) {
         ++weighed[q];
       } else {
@@ -454,6 +460,26 @@ TEST_F(CompareOracleTest, WeightedCellsEqualQuantDiffWithTheSameImatrix) {
       }
     }
     EXPECT_THAT(t.dominated_by(), ::testing::ElementsAreArray(by)) << q;
+  }
+  // Per layer too: the weighted sums, and dominance on them.
+  ASSERT_EQ(static_cast<size_t>(s.layers_size()), layer_cost.size());
+  for (const v1::CompareLayer& l : s.layers()) {
+    ASSERT_EQ(l.weighted_error_size(), n) << l.layer();
+    std::vector<int> dominated;
+    for (int q = 0; q < n; ++q) {
+      EXPECT_EQ(l.weighted_error(q), layer_cost.at(l.layer())[q]) << l.layer();
+      for (int r = 0; r < n; ++r) {
+        if (r != q && l.bytes(r) <= l.bytes(q) &&
+            l.weighted_error(r) <= l.weighted_error(q) &&
+            (l.bytes(r) < l.bytes(q) ||
+             l.weighted_error(r) < l.weighted_error(q))) {
+          dominated.push_back(q);
+          break;
+        }
+      }
+    }
+    EXPECT_THAT(l.dominated(), ::testing::ElementsAreArray(dominated))
+        << l.layer();
   }
 }
 

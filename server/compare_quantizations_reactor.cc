@@ -1,6 +1,7 @@
 // CompareQuantizations: N quantizations of one source, each source tensor
 // diffed against each quantization by DiffTensor with QuantDiff's pairing and
-// default options, so that every cell equals that tensor's QuantDiff report
+// default options (and the request's imatrix, as QuantDiff's), so that every
+// cell equals that tensor's QuantDiff report
 // (QuantDiff merges split parts to the very bits of DiffTensor). The cells
 // run in parallel in the worker pool's background lane (at most
 // background_threads() at a time, each finished cell starting the next, so
@@ -32,6 +33,7 @@
 #include "server/call_log.h"
 #include "server/compare_summary.h"
 #include "server/exception_fence.h"
+#include "server/imatrix_lookup.h"
 #include "server/service.h"
 #include "server/stream_reactor.h"
 
@@ -54,10 +56,6 @@ absl::Status CheckCompareRequest(const v1::CompareQuantizationsRequest& req) {
     return RequestFieldError(
         "base", absl::StrCat("base ", req.base(), " is no index of the ",
                              req.quantizations_size(), " quantizations"));
-  }
-  if (!req.imatrix().empty()) {
-    return RequestFieldError(
-        "imatrix", "importance-weighted comparison is not supported yet");
   }
   if (req.has_budget_bits_per_weight() &&
       !(std::isfinite(req.budget_bits_per_weight()) &&
@@ -169,7 +167,13 @@ class CompareReactor final : public QueuedStreamReactor<v1::CompareEvent> {
       }
       rows_.push_back(std::move(row));
     }
-    return AdmitAsDiff(" (a comparison counts as a diff)");
+    TM_RETURN_IF_ERROR(AdmitAsDiff(" (a comparison counts as a diff)"));
+    if (!req_->imatrix().empty()) {
+      TM_ASSIGN_OR_RETURN(options_.imatrix,
+                          OpenImportanceMatrix(state_->registry.sandbox(),
+                                               req_->imatrix(), "imatrix"));
+    }
+    return absl::OkStatus();
   }
 
   void StartNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -253,7 +257,7 @@ class CompareReactor final : public QueuedStreamReactor<v1::CompareEvent> {
     TM_RETURN_IF_ERROR(source_->CheckNoWriters(*p.ref));
     std::unique_ptr<DiffWorkspace> workspace = TakeWorkspace();
     absl::StatusOr<TensorDiff> d =
-        DiffTensor(*p.quant, *p.ref, DiffOptions{}, p.row_map, &cancelled_, {},
+        DiffTensor(*p.quant, *p.ref, options_, p.row_map, &cancelled_, {},
                    workspace.get());
     {
       absl::MutexLock lock(&mu_);
@@ -273,6 +277,12 @@ class CompareReactor final : public QueuedStreamReactor<v1::CompareEvent> {
     cell.set_zeroed_groups(d->zeroed_groups);
     cell.set_mse(d->mse);
     cell.set_sum_squared_error(d->mse * static_cast<double>(d->count));
+    // QuantDiff's weighted figures, as its reports carry them.
+    cell.set_imatrix_use(ImatrixUseToProto(d->imatrix_use));
+    cell.set_imatrix_note(d->imatrix_note);
+    cell.set_weighted_error(d->weighted.sum_w_sq_err);
+    cell.set_weighted_source_energy(d->weighted.sum_w_xx);
+    cell.set_weighted_sqnr_db(d->weighted_sqnr_db);
     return cell;
   }
 
@@ -298,6 +308,8 @@ class CompareReactor final : public QueuedStreamReactor<v1::CompareEvent> {
   const absl::Time start_;
   // Set by Admit, fixed after.
   std::shared_ptr<const Checkpoint> source_;
+  // diff's default options, with the request's imatrix.
+  DiffOptions options_;
   std::vector<std::shared_ptr<const Checkpoint>> quants_;
   std::vector<Pairing> pairings_;  // per quantization
   std::vector<Row> rows_;          // by source tensor name

@@ -1,10 +1,12 @@
 #include "server/compare_summary.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "core/compare/bits_per_weight.h"
@@ -12,6 +14,7 @@
 #include "core/compare/gguf_layout.h"
 #include "core/compare/knapsack.h"
 #include "core/compare/llama_mix.h"
+#include "core/diff/weighted_error.h"
 #include "core/format/stored_tensor.h"
 #include "core/util/status_macros.h"
 
@@ -25,6 +28,18 @@ bool Shared(const v1::CompareRow& row) {
     if (!c.present() || !c.undecodable().empty()) return false;
   }
   return true;
+}
+
+bool Weighted(const v1::CompareCell& c) {
+  return c.imatrix_use() == v1::IMATRIX_USE_WEIGHTED;
+}
+
+// The error dominance and the mix minimise: with an imatrix the cell's
+// weighted error where the imatrix weighs it and its unweighted one where
+// it does not (llama.cpp quantizes such a tensor without weights, too);
+// without, the unweighted one.
+double Cost(const v1::CompareCell& c, bool weighted) {
+  return weighted && Weighted(c) ? c.weighted_error() : c.sum_squared_error();
 }
 
 // SQNR averaged with element counts as weights, over the tensors whose
@@ -46,7 +61,7 @@ struct SqnrMean {
   }
 };
 
-void FillTotals(const v1::CompareQuantizationsRequest& req,
+void FillTotals(const v1::CompareQuantizationsRequest& req, bool weighted,
                 const std::vector<const v1::CompareRow*>& shared,
                 const std::vector<v1::CompareRow>& rows,
                 v1::CompareSummary* out) {
@@ -56,6 +71,7 @@ void FillTotals(const v1::CompareQuantizationsRequest& req,
     v1::CompareTotals* t = out->add_totals();
     t->set_checkpoint(req.quantizations(q));
     SqnrMean sqnr;
+    WeightedSums sums;
     for (const v1::CompareRow* row : shared) {
       const v1::CompareCell& c = row->cells(q);
       t->set_tensors(t->tensors() + 1);
@@ -63,6 +79,16 @@ void FillTotals(const v1::CompareQuantizationsRequest& req,
       t->set_bytes(t->bytes() + c.bytes());
       t->set_sum_squared_error(t->sum_squared_error() + c.sum_squared_error());
       sqnr.Add(c.sqnr_db(), row->count());
+      if (!weighted) continue;
+      t->set_weighted_error(t->weighted_error() + Cost(c, true));
+      if (Weighted(c)) {
+        t->set_tensors_weighted(t->tensors_weighted() + 1);
+        sums.sum_w_sq_err += c.weighted_error();
+        sums.sum_w_xx += c.weighted_source_energy();
+      }
+    }
+    if (t->tensors_weighted() > 0) {
+      t->set_weighted_sqnr_db(WeightedSqnrDb(sums));
     }
     for (const v1::CompareRow& row : rows) {
       if (row.cells(q).present() && !Shared(row)) {
@@ -71,7 +97,8 @@ void FillTotals(const v1::CompareQuantizationsRequest& req,
     }
     t->set_bits_per_weight(BitsPerWeight(t->bytes(), t->elements()));
     t->set_sqnr_db(sqnr.Value());
-    points[q] = {t->bytes(), t->sum_squared_error()};
+    points[q] = {t->bytes(),
+                 weighted ? t->weighted_error() : t->sum_squared_error()};
   }
   const std::vector<std::vector<int>> by = DominatedBy(points);
   for (int q = 0; q < n; ++q) {
@@ -79,26 +106,33 @@ void FillTotals(const v1::CompareQuantizationsRequest& req,
   }
 }
 
-void FillLayers(int n, const std::vector<const v1::CompareRow*>& shared,
+void FillLayers(int n, bool weighted,
+                const std::vector<const v1::CompareRow*>& shared,
                 v1::CompareSummary* out) {
-  std::map<std::string, std::vector<SizeError>> layers;
+  // Per layer the points dominance is on, and the unweighted errors.
+  std::map<std::string, std::pair<std::vector<SizeError>, std::vector<double>>>
+      layers;
   for (const v1::CompareRow* row : shared) {
     const std::string layer = LayerOf(row->reference_name());
     if (layer.empty()) continue;
-    std::vector<SizeError>& points = layers[layer];
+    auto& [points, unweighted] = layers[layer];
     points.resize(n);
+    unweighted.resize(n);
     for (int q = 0; q < n; ++q) {
       points[q].bytes += row->cells(q).bytes();
-      points[q].error += row->cells(q).sum_squared_error();
+      points[q].error += Cost(row->cells(q), weighted);
+      unweighted[q] += row->cells(q).sum_squared_error();
     }
   }
-  for (const auto& [name, points] : layers) {
+  for (const auto& [name, layer] : layers) {
+    const auto& [points, unweighted] = layer;
     v1::CompareLayer* l = out->add_layers();
     l->set_layer(name);
     const std::vector<std::vector<int>> by = DominatedBy(points);
     for (int q = 0; q < n; ++q) {
       l->add_bytes(points[q].bytes);
-      l->add_sum_squared_error(points[q].error);
+      l->add_sum_squared_error(unweighted[q]);
+      if (weighted) l->add_weighted_error(points[q].error);
       if (!by[q].empty()) l->add_dominated(q);
     }
   }
@@ -150,7 +184,7 @@ void FillLlamaMix(
 }
 
 absl::Status FillMix(
-    const v1::CompareQuantizationsRequest& req,
+    const v1::CompareQuantizationsRequest& req, bool weighted,
     const std::vector<std::shared_ptr<const Checkpoint>>& quantizations,
     const std::vector<const v1::CompareRow*>& shared, v1::CompareMix* mix) {
   const int n = req.quantizations_size();
@@ -159,8 +193,7 @@ absl::Status FillMix(
   for (const v1::CompareRow* row : shared) {
     std::vector<KnapsackOption>& options = items.emplace_back();
     for (int q = 0; q < n; ++q) {
-      options.push_back(
-          {row->cells(q).bytes(), row->cells(q).sum_squared_error()});
+      options.push_back({row->cells(q).bytes(), Cost(row->cells(q), weighted)});
     }
     elements += row->count();
   }
@@ -170,13 +203,15 @@ absl::Status FillMix(
   mix->set_budget_bytes(budget);
   mix->set_bytes(choice.bytes);
   mix->set_bits_per_weight(BitsPerWeight(choice.bytes, elements));
-  mix->set_sum_squared_error(choice.error);
+  if (weighted) mix->set_weighted_error(choice.error);
   mix->set_base(req.base());
   mix->set_base_ftype(-1);
   SqnrMean sqnr;
+  double unweighted = 0;  // in row order, as the knapsack adds
   for (size_t k = 0; k < shared.size(); ++k) {
     const int q = choice.option[k];
     const v1::CompareCell& cell = shared[k]->cells(q);
+    unweighted += cell.sum_squared_error();
     v1::CompareChoice* c = mix->add_choices();
     c->set_reference_name(shared[k]->reference_name());
     c->set_name(cell.name());
@@ -192,6 +227,7 @@ absl::Status FillMix(
     sqnr.Add(cell.sqnr_db(), shared[k]->count());
   }
   mix->set_sqnr_db(sqnr.Value());
+  mix->set_sum_squared_error(weighted ? unweighted : choice.error);
   FillLlamaMix(quantizations, shared, mix);
   return absl::OkStatus();
 }
@@ -203,20 +239,26 @@ absl::StatusOr<v1::CompareSummary> SummarizeComparison(
     const std::vector<v1::CompareRow>& rows,
     const std::vector<std::shared_ptr<const Checkpoint>>& quantizations) {
   v1::CompareSummary out;
+  const bool weighted = !request.imatrix().empty();
+  out.set_weighted(weighted);
   std::vector<const v1::CompareRow*> shared;
   for (const v1::CompareRow& row : rows) {
-    if (Shared(row)) {
-      shared.push_back(&row);
-    } else {
+    if (!Shared(row)) {
       out.add_not_shared(row.reference_name());
+      continue;
+    }
+    shared.push_back(&row);
+    if (weighted &&
+        !std::all_of(row.cells().begin(), row.cells().end(), Weighted)) {
+      out.add_unweighted(row.reference_name());
     }
   }
-  FillTotals(request, shared, rows, &out);
-  FillLayers(request.quantizations_size(), shared, &out);
+  FillTotals(request, weighted, shared, rows, &out);
+  FillLayers(request.quantizations_size(), weighted, shared, &out);
   if (request.budget_case() !=
       v1::CompareQuantizationsRequest::BUDGET_NOT_SET) {
     TM_RETURN_IF_ERROR(
-        FillMix(request, quantizations, shared, out.mutable_mix()));
+        FillMix(request, weighted, quantizations, shared, out.mutable_mix()));
   }
   return out;
 }

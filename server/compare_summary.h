@@ -1,7 +1,9 @@
 // CompareQuantizations' summary from its rows: per quantization the totals
 // over the tensors all of them hold, the dominated quantizations overall and
 // per layer, and with a budget the mix (core/compare: the knapsack, the
-// llama.cpp overrides and file size).
+// llama.cpp overrides and file size). With the request's imatrix, dominance
+// and the mix are on the weighted error (the unweighted one where the
+// imatrix does not weigh a tensor), reported beside the unweighted.
 #ifndef TENSORMORPH_SERVER_COMPARE_SUMMARY_H_
 #define TENSORMORPH_SERVER_COMPARE_SUMMARY_H_
 

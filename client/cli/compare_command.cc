@@ -32,6 +32,7 @@ struct CompareOptionsCli {
   std::optional<int64_t> budget_bytes;
   int base = 0;
   std::string html;  // --html FILE; empty = none
+  std::string imatrix;
 };
 
 std::string SqnrText(double db) {
@@ -39,13 +40,18 @@ std::string SqnrText(double db) {
 }
 
 // "Q4_K 4.50 31.20": type, bits per weight, SQNR dB; "!" after a cell
-// whose worst element lies beyond the format's bound.
+// whose worst element lies beyond the format's bound; " w33.10", the
+// importance-weighted SQNR, where an imatrix weighed the tensor.
 std::string CellText(const v1::CompareCell& c) {
   if (!c.present()) return "-";
   if (!c.undecodable().empty()) return c.scheme() + " (cannot decode)";
-  return absl::StrFormat("%s %.2f %s%s", c.scheme(), c.bits_per_weight(),
+  std::string weighted;
+  if (c.imatrix_use() == v1::IMATRIX_USE_WEIGHTED) {
+    weighted = " w" + SqnrText(c.weighted_sqnr_db());
+  }
+  return absl::StrFormat("%s %.2f %s%s%s", c.scheme(), c.bits_per_weight(),
                          SqnrText(c.sqnr_db()),
-                         c.max_excess_steps() > 0 ? "!" : "");
+                         c.max_excess_steps() > 0 ? "!" : "", weighted);
 }
 
 void PrintMatrix(const CompareOptionsCli& o,
@@ -61,7 +67,8 @@ void PrintMatrix(const CompareOptionsCli& o,
     }
   }
   out << "cells: type, bits per weight, SQNR dB (! beyond the format's "
-         "bound)\n"
+         "bound)"
+      << (o.imatrix.empty() ? "" : ", w importance-weighted SQNR dB") << "\n"
       << Table(table);
 }
 
@@ -79,10 +86,24 @@ void PrintTotals(const CompareOptionsCli& o, const v1::CompareSummary& s,
                      absl::StrFormat("%.4f", t.bits_per_weight()),
                      SqnrText(t.sqnr_db()), NumberText(t.sum_squared_error()),
                      by.empty() ? "-" : absl::StrJoin(by, " ")});
+    if (s.weighted()) {
+      table.back().insert(
+          table.back().end() - 1,
+          {SqnrText(t.weighted_sqnr_db()), NumberText(t.weighted_error())});
+    }
+  }
+  if (s.weighted()) {
+    table[0].insert(table[0].end() - 1, {"W SQNR dB", "WEIGHTED ERROR"});
   }
   out << "\ntotals over the tensors every quantization holds; dominated: "
-         "another is no larger and no worse\n"
+         "another is no larger and no worse"
+      << (s.weighted() ? " in weighted error" : "") << "\n"
       << Table(table);
+  if (s.unweighted_size() > 0) {
+    out << "not weighted by the imatrix (their unweighted error counts in "
+           "the weighted totals and the mix): "
+        << absl::StrJoin(s.unweighted(), ", ") << "\n";
+  }
   for (const v1::CompareLayer& l : s.layers()) {
     if (l.dominated().empty()) continue;
     std::vector<std::string> marks;
@@ -95,11 +116,16 @@ void PrintTotals(const CompareOptionsCli& o, const v1::CompareSummary& s,
   }
 }
 
-void PrintMix(const v1::CompareMix& m, std::ostream& out) {
+void PrintMix(const v1::CompareMix& m, bool weighted, std::ostream& out) {
   out << "\nmix within " << m.budget_bytes() << " bytes: " << m.bytes()
       << " bytes, " << absl::StrFormat("%.4f", m.bits_per_weight())
       << " bits per weight, squared error " << NumberText(m.sum_squared_error())
-      << ", SQNR " << SqnrText(m.sqnr_db()) << " dB\n";
+      << ", SQNR " << SqnrText(m.sqnr_db()) << " dB";
+  if (weighted) {
+    out << ", weighted error " << NumberText(m.weighted_error())
+        << " (the least within the budget)";
+  }
+  out << "\n";
   std::vector<std::vector<std::string>> table = {{"TENSOR", "FROM", "TYPE"}};
   for (const v1::CompareChoice& c : m.choices()) {
     table.push_back({c.reference_name(),
@@ -153,6 +179,7 @@ int RunCompare(Client& client, const GlobalOptions& g,
   auto report = OpenReport(o);
   if (!report.ok()) return ReportUsage(report.status());
   std::vector<v1::CompareEvent> report_events;  // rows, then the summary
+  req.set_imatrix(o.imatrix);
   const bool bar = !g.json && ::isatty(2);
   std::vector<v1::CompareRow> rows;
   v1::CompareSummary summary;
@@ -192,7 +219,9 @@ int RunCompare(Client& client, const GlobalOptions& g,
     }
     PrintMatrix(o, rows, std::cout);
     PrintTotals(o, summary, std::cout);
-    if (summary.has_mix()) PrintMix(summary.mix(), std::cout);
+    if (summary.has_mix()) {
+      PrintMix(summary.mix(), summary.weighted(), std::cout);
+    }
   }
   return undecodable ? kExitGaps : kExitOk;
 }
@@ -228,6 +257,10 @@ class CompareCommand : public Command {
                    "also write a self-contained HTML report to FILE: the "
                    "matrix, the size-versus-error chart with the frontier, "
                    "per-layer error curves; no network requests");
+    cmd.add_option("--imatrix", o_.imatrix,
+                   "a llama.cpp importance matrix (GGUF or .dat): weighted "
+                   "figures beside the unweighted, dominance and the mix on "
+                   "the weighted error");
   }
   absl::Status Finish() override {
     if (o_.quantizations.size() < 2) {

@@ -6,6 +6,9 @@
 // llama_model_quantize's tensor-type overrides, gives the predicted file
 // size to the byte and, diffed again, the predicted error; the knapsack
 // agrees with trying every mix; and the CLI (embedded) prints the same mix.
+// With an importance matrix (written here, lacking one matrix's entry) the
+// weighted cells equal QuantDiff's with the same matrix, and the mix of
+// quantizations made with it is what llama.cpp makes with it.
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -16,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/compare/dominance.h"
 #include "core/compare/llama_mix.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -24,6 +28,7 @@
 #include "tests/oracle/llama_quantizer.h"
 #include "tests/support/loopback_server.h"
 #include "tests/support/process.h"
+#include "tests/support/safetensors_writer.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
@@ -59,6 +64,39 @@ const std::vector<Quantized>& Files() {
 constexpr int kPlainFiles = 6;
 constexpr int kBaseQ4KM = 3;
 
+// The test model's importance matrix but for one matrix of layer 0 (the
+// first by name), which it has no entry of: written to the server's root
+// as a GGUF imatrix and given to llama.cpp for WeightedFiles().
+struct PartialImatrix {
+  testing::Imatrix weights;
+  std::string dropped;
+};
+const PartialImatrix& Partial() {
+  static const auto* partial = [] {
+    auto* p = new PartialImatrix{testing::TestModelImatrix(), ""};
+    for (const auto& [name, w] : p->weights) {
+      if (name.rfind("blk.0.", 0) == 0) {
+        p->dropped = name;
+        break;
+      }
+    }
+    p->weights.erase(p->dropped);
+    return p;
+  }();
+  return *partial;
+}
+constexpr char kPartialImatrix[] = "partial.imatrix.gguf";
+// Quantized with Partial(): the weighted mix's choices.
+const std::vector<Quantized>& WeightedFiles() {
+  static const auto* files = new std::vector<Quantized>{
+      {"q6_k-partial.gguf", 18, true},
+      {"q4_k_m-partial.gguf", 15, true},
+      {"q3_k_m-partial.gguf", 12, true},
+  };
+  return *files;
+}
+constexpr int kWeightedBaseQ4KM = 1;
+
 class CompareOracleTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -72,6 +110,16 @@ class CompareOracleTest : public ::testing::Test {
       ASSERT_TRUE(quantizer
                       .Quantize(*root_ + "/source.gguf", *root_ + "/" + q.file,
                                 q.ftype, q.imatrix ? &imatrix : nullptr)
+                      .ok())
+          << q.file;
+    }
+    ASSERT_FALSE(Partial().dropped.empty());
+    testing::WriteFile(*root_ + "/" + kPartialImatrix,
+                       testing::GgufImatrixFile(Partial().weights));
+    for (const Quantized& q : WeightedFiles()) {
+      ASSERT_TRUE(quantizer
+                      .Quantize(*root_ + "/source.gguf", *root_ + "/" + q.file,
+                                q.ftype, &Partial().weights)
                       .ok())
           << q.file;
     }
@@ -97,19 +145,21 @@ class CompareOracleTest : public ::testing::Test {
     if (!s.ok()) return s;
     return out;
   }
-  static v1::CompareQuantizationsRequest Request(int first, int last) {
+  static v1::CompareQuantizationsRequest Request(
+      int first, int last, const std::vector<Quantized>& files = Files()) {
     v1::CompareQuantizationsRequest req;
     req.set_source("source.gguf");
-    for (int q = first; q < last; ++q) req.add_quantizations(Files()[q].file);
+    for (int q = first; q < last; ++q) req.add_quantizations(files[q].file);
     return req;
   }
 
   // QuantDiff's reports of `file` against the source, by tensor name.
   static std::map<std::string, v1::TensorDiffReport> Diff(
-      const std::string& file) {
+      const std::string& file, const std::string& imatrix = "") {
     v1::QuantDiffRequest req;
     req.set_checkpoint(file);
     req.set_reference("source.gguf");
+    req.set_imatrix(imatrix);
     std::map<std::string, v1::TensorDiffReport> out;
     EXPECT_TRUE(client()
                     .QuantDiff(req,
@@ -335,13 +385,162 @@ TEST_F(CompareOracleTest, KnapsackAgreesWithTryingEveryMix) {
   }
 }
 
+// The error a weighted comparison adds up for one tensor, from QuantDiff's
+// report with the imatrix: weighted where it weighs, unweighted elsewhere.
+double WeightedCost(const v1::TensorDiffReport& r) {
+  return r.imatrix_use() == v1::IMATRIX_USE_WEIGHTED
+             ? r.weighted_sq_err()
+             : r.mse() * static_cast<double>(r.count());
+}
+
+TEST_F(CompareOracleTest, WeightedCellsEqualQuantDiffWithTheSameImatrix) {
+  v1::CompareQuantizationsRequest req =
+      Request(0, static_cast<int>(Files().size()));
+  req.set_imatrix(kPartialImatrix);
+  auto got = Compare(req);
+  ASSERT_TRUE(got.ok()) << got.status();
+  const v1::CompareSummary& s = got->summary;
+  EXPECT_TRUE(s.weighted());
+  const int n = req.quantizations_size();
+  std::vector<double> cost(n, 0), unweighted(n, 0);
+  std::vector<int64_t> weighed(n, 0);
+  std::set<std::string> not_weighed;
+  std::map<std::string, std::vector<double>> layer_cost;  // per quantization
+  for (int q = 0; q < n; ++q) {
+    const auto reports = Diff(Files()[q].file, kPartialImatrix);
+    ASSERT_EQ(reports.size(), got->rows.size()) << Files()[q].file;
+    for (const v1::CompareRow& row : got->rows) {
+      const v1::CompareCell& c = row.cells(q);
+      const v1::TensorDiffReport& r = reports.at(c.name());
+      EXPECT_EQ(c.imatrix_use(), r.imatrix_use()) << c.name();
+      EXPECT_EQ(c.imatrix_note(), r.imatrix_note()) << c.name();
+      EXPECT_EQ(c.weighted_error(), r.weighted_sq_err()) << c.name();
+      EXPECT_EQ(c.weighted_source_energy(), r.weighted_source_energy());
+      EXPECT_EQ(c.weighted_sqnr_db(), r.weighted_sqnr_db()) << c.name();
+      EXPECT_EQ(c.sqnr_db(), r.sqnr_db()) << c.name();  // unweighted beside
+      cost[q] += WeightedCost(r);
+      unweighted[q] += r.mse() * static_cast<double>(r.count());
+      if (const std::string l = LayerOf(row.reference_name()); !l.empty()) {
+        layer_cost[l].resize(n);
+        layer_cost[l][q] += WeightedCost(r);
+      }
+      if (r.imatrix_use() == v1::IMATRIX_USE_WEIGHTED) {
+        ++weighed[q];
+      } else {
+        not_weighed.insert(row.reference_name());
+      }
+    }
+  }
+  // The dropped matrix is reported missing, as diff reports it.
+  ASSERT_TRUE(not_weighed.count(Partial().dropped));
+  for (const v1::CompareRow& row : got->rows) {
+    if (row.reference_name() != Partial().dropped) continue;
+    for (const v1::CompareCell& c : row.cells()) {
+      EXPECT_EQ(c.imatrix_use(), v1::IMATRIX_USE_MISSING);
+    }
+  }
+  EXPECT_THAT(s.unweighted(),
+              ::testing::UnorderedElementsAreArray(not_weighed));
+  ASSERT_EQ(s.totals_size(), n);
+  for (int q = 0; q < n; ++q) {
+    const v1::CompareTotals& t = s.totals(q);
+    EXPECT_EQ(t.weighted_error(), cost[q]) << q;  // both in name order
+    EXPECT_EQ(t.sum_squared_error(), unweighted[q]) << q;
+    EXPECT_EQ(t.tensors_weighted(), weighed[q]) << q;
+    EXPECT_GT(weighed[q], 10) << q;  // every matrix but the dropped one
+    // Dominance on the weighted error: another no larger and no worse, and
+    // strictly one of them.
+    std::vector<int> by;
+    for (int r = 0; r < n; ++r) {
+      const v1::CompareTotals& o = s.totals(r);
+      if (r != q && o.bytes() <= t.bytes() &&
+          o.weighted_error() <= t.weighted_error() &&
+          (o.bytes() < t.bytes() || o.weighted_error() < t.weighted_error())) {
+        by.push_back(r);
+      }
+    }
+    EXPECT_THAT(t.dominated_by(), ::testing::ElementsAreArray(by)) << q;
+  }
+  // Per layer too: the weighted sums, and dominance on them.
+  ASSERT_EQ(static_cast<size_t>(s.layers_size()), layer_cost.size());
+  for (const v1::CompareLayer& l : s.layers()) {
+    ASSERT_EQ(l.weighted_error_size(), n) << l.layer();
+    std::vector<int> dominated;
+    for (int q = 0; q < n; ++q) {
+      EXPECT_EQ(l.weighted_error(q), layer_cost.at(l.layer())[q]) << l.layer();
+      for (int r = 0; r < n; ++r) {
+        if (r != q && l.bytes(r) <= l.bytes(q) &&
+            l.weighted_error(r) <= l.weighted_error(q) &&
+            (l.bytes(r) < l.bytes(q) ||
+             l.weighted_error(r) < l.weighted_error(q))) {
+          dominated.push_back(q);
+          break;
+        }
+      }
+    }
+    EXPECT_THAT(l.dominated(), ::testing::ElementsAreArray(dominated))
+        << l.layer();
+  }
+}
+
+TEST_F(CompareOracleTest, WeightedMixIsWhatLlamaCppMakesWithTheSameImatrix) {
+  const int n = static_cast<int>(WeightedFiles().size());
+  v1::CompareQuantizationsRequest req = Request(0, n, WeightedFiles());
+  req.set_imatrix(kPartialImatrix);
+  auto whole = Compare(req);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  double least = 1e9, most = 0;
+  for (const v1::CompareTotals& t : whole->summary.totals()) {
+    least = std::min(least, t.bits_per_weight());
+    most = std::max(most, t.bits_per_weight());
+  }
+  req.set_budget_bits_per_weight((least + most) / 2);
+  req.set_base(kWeightedBaseQ4KM);
+  auto got = Compare(req);
+  ASSERT_TRUE(got.ok()) << got.status();
+  const v1::CompareMix& mix = got->summary.mix();
+  EXPECT_LE(mix.bytes(), mix.budget_bytes());
+  EXPECT_EQ(mix.base_ftype(), WeightedFiles()[kWeightedBaseQ4KM].ftype);
+  std::set<int> from;
+  for (const v1::CompareChoice& c : mix.choices()) {
+    from.insert(c.quantization());
+  }
+  EXPECT_GE(from.size(), 2u);
+  // The knapsack minimised the weighted error: no single quantization
+  // within the budget is below it.
+  for (const v1::CompareTotals& t : got->summary.totals()) {
+    if (t.bytes() <= mix.budget_bytes()) {
+      EXPECT_LE(mix.weighted_error(), t.weighted_error());
+    }
+  }
+
+  const std::string mixed = *root_ + "/mix-partial.gguf";
+  ASSERT_TRUE(testing::SharedLlamaQuantizer()
+                  .Quantize(*root_ + "/source.gguf", mixed, mix.base_ftype(),
+                            &Partial().weights, 1, Overrides(mix))
+                  .ok());
+  EXPECT_EQ(static_cast<int64_t>(std::filesystem::file_size(mixed)),
+            mix.predicted_file_size());
+  // Diffed again with the imatrix: the weighted error the mix predicted,
+  // and the unweighted one beside it.
+  const auto reports = Diff("mix-partial.gguf", kPartialImatrix);
+  double weighted = 0, error = 0;
+  for (const v1::CompareChoice& c : mix.choices()) {
+    const v1::TensorDiffReport& r = reports.at(c.name());
+    weighted += WeightedCost(r);
+    error += r.mse() * static_cast<double>(r.count());
+  }
+  EXPECT_GT(mix.weighted_error(), 0);
+  EXPECT_NEAR(weighted, mix.weighted_error(), 1e-9 * mix.weighted_error());
+  EXPECT_NEAR(error, mix.sum_squared_error(), 1e-9 * mix.sum_squared_error());
+}
+
 TEST_F(CompareOracleTest, RefusesWhatItCannotDo) {
   v1::CompareQuantizationsRequest one = Request(0, 1);
   EXPECT_THAT(Compare(one).status(), HasReason(ErrorReason::kRequestInvalid));
   v1::CompareQuantizationsRequest imatrix = Request(0, 2);
-  imatrix.set_imatrix("model.imatrix");
-  EXPECT_THAT(Compare(imatrix).status(),
-              HasReason(ErrorReason::kRequestInvalid));
+  imatrix.set_imatrix("/etc/hostname");  // refused as QuantDiff refuses it
+  EXPECT_THAT(Compare(imatrix).status(), HasReason(ErrorReason::kOutsideRoots));
   v1::CompareQuantizationsRequest tiny = Request(0, 2);
   tiny.set_budget_bytes(1000);
   EXPECT_THAT(Compare(tiny).status(), HasReason(ErrorReason::kRequestInvalid));
@@ -396,6 +595,34 @@ TEST_F(CompareOracleTest, CliPrintsTheSameMixEmbedded) {
               ::testing::HasSubstr(absl::StrCat(
                   "predicted file size ",
                   got->summary.mix().predicted_file_size(), " bytes")));
+}
+
+TEST_F(CompareOracleTest, CliPrintsTheWeightedFiguresEmbedded) {
+  const int n = static_cast<int>(WeightedFiles().size());
+  std::vector<std::string> argv = {testing::CliPath(), "--json", "compare",
+                                   *root_ + "/source.gguf"};
+  for (int q = 0; q < n; ++q) {
+    argv.push_back(*root_ + "/" + WeightedFiles()[q].file);
+  }
+  argv.insert(argv.end(), {"--imatrix", *root_ + "/" + kPartialImatrix,
+                           "--budget-bpw", "5.5"});
+  const testing::CommandResult json = testing::RunCommand(argv);
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const std::vector<std::string> lines =
+      absl::StrSplit(json.out, '\n', absl::SkipEmpty());
+  ASSERT_FALSE(lines.empty());
+  EXPECT_THAT(json.out, ::testing::HasSubstr("\"weightedSqnrDb\":"));
+  EXPECT_THAT(lines.back(), ::testing::HasSubstr("\"weighted\":true"));
+  EXPECT_THAT(lines.back(), ::testing::HasSubstr("\"unweighted\":["));
+  EXPECT_THAT(lines.back(),
+              ::testing::HasSubstr("\"" + Partial().dropped + "\""));
+  argv.erase(argv.begin() + 1);  // the text
+  const testing::CommandResult text = testing::RunCommand(argv);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, ::testing::HasSubstr("W SQNR dB"));
+  EXPECT_THAT(text.out, ::testing::HasSubstr("no worse in weighted error"));
+  EXPECT_THAT(text.out, ::testing::HasSubstr("weighted error "));
+  EXPECT_THAT(text.out, ::testing::HasSubstr(Partial().dropped));
 }
 
 }  // namespace

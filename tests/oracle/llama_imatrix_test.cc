@@ -18,51 +18,12 @@
 #include "core/imatrix/importance_matrix.h"
 #include "tests/oracle/llama_oracle_support.h"
 #include "tests/oracle/llama_quantizer.h"
-#include "tests/support/gguf_writer.h"
 #include "tests/support/safetensors_writer.h"
 
 namespace tensormorph {
 namespace {
 
 using testing::Imatrix;
-
-std::string Floats(const std::vector<float>& v) {
-  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4);
-}
-template <typename T>
-std::string Le(T v) {
-  return std::string(reinterpret_cast<const char*>(&v), sizeof(v));
-}
-
-// Counts of 1 (GGUF) and ncall 1 (.dat): llama-quantize's division leaves
-// each weight as written.
-std::string GgufImatrix(const Imatrix& m) {
-  testing::GgufSpec spec;
-  spec.kv = {{"general.type", testing::GgufString("imatrix")},
-             {"imatrix.datasets",
-              testing::GgufArray(8, {testing::GgufString("oracle")})},
-             {"imatrix.chunk_count", testing::GgufU32(1)},
-             {"imatrix.chunk_size", testing::GgufU32(512)}};
-  for (const auto& [name, w] : m) {
-    spec.tensors.push_back({name + ".in_sum2",
-                            {static_cast<int64_t>(w.size())},
-                            0,
-                            Floats(w),
-                            {},
-                            {}});
-    spec.tensors.push_back({name + ".counts", {1}, 0, Floats({1}), {}, {}});
-  }
-  return testing::BuildGguf(spec);
-}
-std::string LegacyImatrix(const Imatrix& m) {
-  std::string out = Le<int32_t>(static_cast<int32_t>(m.size()));
-  for (const auto& [name, w] : m) {
-    out += Le<int32_t>(static_cast<int32_t>(name.size())) + name;
-    out += Le<int32_t>(1) + Le<int32_t>(static_cast<int32_t>(w.size()));
-    out += Floats(w);
-  }
-  return out;
-}
 
 const testing::LlamaFtype& Q2KS() {
   for (const testing::LlamaFtype& f : testing::LlamaFtypes()) {
@@ -81,8 +42,8 @@ TEST(LlamaImatrixTest, WeightsAreLlamasAndTheWeightedErrorIsItsObjective) {
   ASSERT_TRUE(quant.ok() && ref.ok());
   const std::string dir = ::testing::TempDir() + "/llama_imatrix";
   std::filesystem::create_directories(dir);
-  testing::WriteFile(dir + "/imatrix.gguf", GgufImatrix(given));
-  testing::WriteFile(dir + "/imatrix.dat", LegacyImatrix(given));
+  testing::WriteFile(dir + "/imatrix.gguf", testing::GgufImatrixFile(given));
+  testing::WriteFile(dir + "/imatrix.dat", testing::LegacyImatrixFile(given));
   for (const char* file : {"imatrix.gguf", "imatrix.dat"}) {
     SCOPED_TRACE(file);
     auto m = ImportanceMatrix::Open(dir + "/" + file, *FileAccess::Anywhere());

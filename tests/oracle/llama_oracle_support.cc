@@ -6,6 +6,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/oracle/ggml_oracle.h"
+#include "tests/support/gguf_writer.h"
 
 namespace tensormorph::testing {
 namespace {
@@ -17,7 +18,43 @@ int64_t HfRowOf(int64_t r, int64_t rows, int64_t heads) {
   return h * hd + (j % 2) * (hd / 2) + j / 2;
 }
 
+std::string Floats(const std::vector<float>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4);
+}
+template <typename T>
+std::string Le(T v) {
+  return std::string(reinterpret_cast<const char*>(&v), sizeof(v));
+}
+
 }  // namespace
+
+std::string GgufImatrixFile(const Imatrix& m) {
+  GgufSpec spec;
+  spec.kv = {{"general.type", GgufString("imatrix")},
+             {"imatrix.datasets", GgufArray(8, {GgufString("oracle")})},
+             {"imatrix.chunk_count", GgufU32(1)},
+             {"imatrix.chunk_size", GgufU32(512)}};
+  for (const auto& [name, w] : m) {
+    spec.tensors.push_back({name + ".in_sum2",
+                            {static_cast<int64_t>(w.size())},
+                            0,
+                            Floats(w),
+                            {},
+                            {}});
+    spec.tensors.push_back({name + ".counts", {1}, 0, Floats({1}), {}, {}});
+  }
+  return BuildGguf(spec);
+}
+
+std::string LegacyImatrixFile(const Imatrix& m) {
+  std::string out = Le<int32_t>(static_cast<int32_t>(m.size()));
+  for (const auto& [name, w] : m) {
+    out += Le<int32_t>(static_cast<int32_t>(name.size())) + name;
+    out += Le<int32_t>(1) + Le<int32_t>(static_cast<int32_t>(w.size()));
+    out += Floats(w);
+  }
+  return out;
+}
 
 const LlamaQuantizer& SharedLlamaQuantizer() {
   static const LlamaQuantizer* q = [] {

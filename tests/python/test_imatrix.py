@@ -103,9 +103,14 @@ class ImatrixTest(unittest.TestCase):
         root = Path(cls.tmp.name)
         (root / "src").mkdir()
         (root / "q").mkdir()
+        (root / "q2").mkdir()
         write_safetensors(str(root / "src" / "model.safetensors"), SOURCE)
         write_safetensors(str(root / "q" / "model.safetensors"),
                           {k: v.astype(np.float16) for k, v in SOURCE.items()})
+        # A second quantization for compare: the float16 copy, less one tensor.
+        write_safetensors(str(root / "q2" / "model.safetensors"),
+                          {k: v.astype(np.float16) for k, v in SOURCE.items()
+                           if k != "blk.0.attn_k.weight"})
         (root / "imatrix.gguf").write_bytes(
             iw.gguf_bytes(ENTRIES, 3, CHUNK_SIZE, ["calib.txt", "more.txt"]))
         (root / "imatrix.dat").write_bytes(iw.legacy_bytes(ENTRIES, 3, CHUNK_SIZE, "calib.txt"))
@@ -202,6 +207,33 @@ class ImatrixTest(unittest.TestCase):
                 events = [{"event": "tensor", **e["tensor"]} if "tensor" in e else
                           e.get("summary", e) for e in lines]
                 self.check_diff(events, form)
+
+    def test_weights_a_comparison_as_numpy_says(self):
+        out = self.client.compare("src", ["q", "q2"], imatrix="imatrix.gguf")
+        cells = {(r["reference_name"], r["quantization"]): r for r in out["rows"]}
+        self.assertEqual(len(cells), 7)  # q2 lacks attn_k
+        summary = out["summary"]
+        self.assertTrue(summary["weighted"])
+        self.assertEqual(summary["not_shared"], ["blk.0.attn_k.weight"])
+        self.assertEqual(summary["unweighted"], ["blk.0.attn_q.weight"])
+        for q in [0, 1]:
+            total = []
+            for name in ["blk.0.attn_q.weight", "blk.0.ffn_up.weight",
+                         "blk.0.ffn_up_exps.weight"]:
+                c = cells[(name, q)]
+                if name == "blk.0.attn_q.weight":
+                    self.assertEqual(c["imatrix_use"], "IMATRIX_USE_MISSING")
+                    total.append(float(c["sum_squared_error"]))
+                    continue
+                self.assertEqual(c["imatrix_use"], "IMATRIX_USE_WEIGHTED", name)
+                se, xx = weighted_reference(SOURCE[name], self.expected_weights("gguf", name))
+                assert_close(self, float(c["weighted_error"]), se)
+                assert_close(self, float(c["weighted_source_energy"]), xx)
+                total.append(float(c["weighted_error"]))
+            t = summary["totals"][q]
+            self.assertEqual(int(t["tensors_weighted"]), 2)
+            # Row order: the missing tensor's unweighted error, then the two.
+            self.assertEqual(float(t["weighted_error"]), (total[0] + total[1]) + total[2])
 
     def test_refuses_a_file_outside_the_roots(self):
         with self.assertRaises(tm.Error) as caught:

@@ -695,17 +695,22 @@ class Client:
                 filter: Optional[str] = None, budget_bpw: Optional[float] = None,
                 budget_bytes: Optional[int] = None, base: int = 0,
                 progress: Optional[ProgressCallback] = None,
-                timeout: Optional[float] = None) -> Dict[str, Any]:
+                timeout: Optional[float] = None,
+                imatrix: PathLike = "") -> Dict[str, Any]:
         """CompareQuantizations, as `tensormorph compare`: {"rows": one flat
         dict per (source tensor, quantization) that holds it (reference_name,
         shape, count, quantization: its index, checkpoint, then CompareCell's
         fields), ready for pandas.DataFrame(rows); "summary": the
         CompareSummary (totals, layers, and with a budget the mix)}.
         `budget_bpw` or `budget_bytes` (one at most) asks for the mix;
-        `progress` is called with each progress event."""
+        `progress` is called with each progress event. `imatrix`, a
+        llama.cpp importance matrix, adds each cell's weighted figures
+        (imatrix_use, weighted_error, weighted_sqnr_db, as diff's) and puts
+        dominance and the mix on the weighted error (summary["weighted"])."""
         req = pb.CompareQuantizationsRequest(
             source=self._path(source), quantizations=[self._path(q) for q in quantizations],
-            filter=filter or "", base=base)
+            filter=filter or "", base=base,
+            imatrix=self._path(imatrix) if imatrix else "")
         if budget_bpw is not None:
             req.budget_bits_per_weight = budget_bpw
         if budget_bytes is not None:

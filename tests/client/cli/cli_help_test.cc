@@ -46,7 +46,7 @@ const std::vector<CommandHelp>& EveryCommand() {
        {"checkpoint", "--fail-level", "--manifest", "--verify", "--source"}},
       {"compare",
        {"source", "quantizations", "--filter", "--budget-bpw", "--budget-bytes",
-        "--base"}},
+        "--base", "--imatrix"}},
       {"imatrix", {"file"}},
   };
   return *commands;

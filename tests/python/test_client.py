@@ -184,6 +184,17 @@ class ConnectedClientTest(unittest.TestCase):
         assert_same(self, cli_summary["mix"]["sumSquaredError"], mix["sum_squared_error"])
         self.assertEqual(len(mix["choices"]), len(cli_rows))
 
+    def test_compare_refuses_one_path_and_two_budgets(self) -> None:
+        # Refused before any call: a str would be compared a character at a
+        # time, and the request's oneof would silently keep one budget.
+        with self.assertRaises(TypeError):
+            self.c.compare("source", Q8)
+        with self.assertRaises(TypeError):
+            self.c.compare("source", Path(Q8))
+        with self.assertRaises(ValueError):
+            self.c.compare("source", [Q8, "model-q4_k_m.gguf"], budget_bpw=6.0,
+                           budget_bytes=1 << 20)
+
     def test_diff_gates_flag_tensors(self) -> None:
         events = list(self.c.diff(Q8, "source", filter="blk.0.*", fail_on=["sqnr_db<1000"]))
         summary = events[-1]

@@ -165,8 +165,9 @@ class ConnectedClientTest(unittest.TestCase):
 
     def test_compare_rows_equal_the_clis(self) -> None:
         q4 = "model-q4_k_m.gguf"
-        got = self.c.compare("source", [Q8, q4], filter="blk.0.*", budget_bpw=6.0)
-        cli_events = cli_json_lines("compare", "source", Q8, q4, "--filter", "blk.0.*",
+        # The filter is on the rows: the source's (Hugging Face) names.
+        got = self.c.compare("source", [Q8, q4], filter="model.layers.0.*", budget_bpw=6.0)
+        cli_events = cli_json_lines("compare", "source", Q8, q4, "--filter", "model.layers.0.*",
                                     "--budget-bpw", "6")
         cli_rows = [e["row"] for e in cli_events if "row" in e]
         cli_summary = next(e["summary"] for e in cli_events if "summary" in e)

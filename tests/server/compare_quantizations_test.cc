@@ -336,8 +336,8 @@ TEST_F(CompareQuantizationsTest, UndecodableCellIsSaidSoAndLeftOutOfTheMix) {
               ::testing::ElementsAre("blk.0.attn_q.weight"));
   EXPECT_EQ(got->summary.mix().choices_size(), 2);
 
-  const CommandResult text =
-      Cli(false, {"q8_0.gguf", "q4_0-undecodable.gguf"}, {"--budget-bpw", "12"});
+  const CommandResult text = Cli(false, {"q8_0.gguf", "q4_0-undecodable.gguf"},
+                                 {"--budget-bpw", "12"});
   EXPECT_EQ(text.exit_code, 4) << text.err;  // some tensor cannot be decoded
   EXPECT_THAT(text.out, HasSubstr("blk.0.attn_q.weight in [1]"));
   EXPECT_THAT(text.out, Not(HasSubstr("not held by every quantization")));

@@ -11,6 +11,8 @@
 // watchdog (stream_watchdog.h) ends a call past max_call_seconds or one
 // whose client took no event for max_idle_write_seconds; cancellation stops
 // every cell at its next chunk. Holds a max_concurrent_diffs slot.
+#include <fnmatch.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -141,18 +143,31 @@ class CompareReactor final : public QueuedStreamReactor<v1::CompareEvent> {
     for (int q = 0; q < n; ++q) {
       TM_ASSIGN_OR_RETURN(std::shared_ptr<const Checkpoint> quant,
                           state_->registry.Acquire(req_->quantizations(q)));
-      TM_ASSIGN_OR_RETURN(Pairing pairing,
-                          PairTensors(*quant, *source_, req_->filter()));
-      TM_RETURN_IF_ERROR(CheckPairing(pairing, *quant, *source_, req_->filter(),
+      // The filter is on the rows, the source's names: one glob for
+      // quantizations whose own names differ (a GGUF's and a safetensors').
+      TM_ASSIGN_OR_RETURN(Pairing pairing, PairTensors(*quant, *source_));
+      TM_RETURN_IF_ERROR(CheckPairing(pairing, *quant, *source_, "",
                                       req_->quantizations(q), req_->source()));
       for (size_t i = 0; i < pairing.pairs.size(); ++i) {
-        Row& row = rows[pairing.pairs[i].ref->name];
+        const std::string& name = pairing.pairs[i].ref->name;
+        if (!req_->filter().empty() &&
+            ::fnmatch(req_->filter().c_str(), name.c_str(), 0) != 0) {
+          continue;
+        }
+        Row& row = rows[name];
         row.ref = pairing.pairs[i].ref;
         row.pair.resize(n, -1);
         row.pair[q] = static_cast<int>(i);
       }
       quants_.push_back(std::move(quant));
       pairings_.push_back(std::move(pairing));
+    }
+    if (rows.empty()) {
+      return RequestFieldError(
+          "filter", absl::StrCat("0 tensors to compare: the filter '",
+                                 req_->filter(), "' matches none of the ",
+                                 "paired tensors of the source '",
+                                 req_->source(), "' (a glob on its names)"));
     }
     for (auto& [name, row] : rows) {
       Pending& p = pending_.emplace_back();
@@ -164,6 +179,8 @@ class CompareReactor final : public QueuedStreamReactor<v1::CompareEvent> {
         if (row.pair[q] < 0) continue;
         ++p.remaining;
         tasks_.push_back({pending_.size() - 1, q});
+        const TensorPair& pair = pairings_[q].pairs[row.pair[q]];
+        bytes_total_ += StoredBytes(*pair.ref) + StoredBytes(*pair.quant);
       }
       rows_.push_back(std::move(row));
     }
@@ -199,6 +216,7 @@ class CompareReactor final : public QueuedStreamReactor<v1::CompareEvent> {
       }
       Pending& row = pending_[task.row];
       *row.row.mutable_cells(task.q) = *std::move(cell);
+      bytes_done_ += StoredBytes(*p.ref) + StoredBytes(*p.quant);
       --row.remaining;
       SendReadyRowsLocked();
       if (!cancelled_.load() && next_ < tasks_.size()) StartNextLocked();
@@ -300,6 +318,10 @@ class CompareReactor final : public QueuedStreamReactor<v1::CompareEvent> {
     v1::DiffProgress* p = e.mutable_progress();
     p->set_tensors_done(static_cast<int64_t>(sent_));
     p->set_tensors_total(static_cast<int64_t>(pending_.size()));
+    // As QuantDiff's, the bytes of the pairs: each cell's source and
+    // quantized tensors' stored bytes, counted as the cell is done.
+    p->set_bytes_done(bytes_done_);
+    p->set_bytes_total(bytes_total_);
     p->set_elapsed_seconds(absl::ToDoubleSeconds(absl::Now() - start_));
     return e;
   }
@@ -314,12 +336,14 @@ class CompareReactor final : public QueuedStreamReactor<v1::CompareEvent> {
   std::vector<Pairing> pairings_;  // per quantization
   std::vector<Row> rows_;          // by source tensor name
   std::vector<Task> tasks_;        // in row order
+  int64_t bytes_total_ = 0;        // every cell's pair's stored bytes
   // Rows as their cells come in (the vector itself fixed since Admit).
   std::vector<Pending> pending_ ABSL_GUARDED_BY(mu_);
   // The rows sent, in order: what the summary is made of (moved out by
   // the task that makes it).
   std::vector<v1::CompareRow> sent_rows_ ABSL_GUARDED_BY(mu_);
   size_t sent_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t bytes_done_ ABSL_GUARDED_BY(mu_) = 0;  // the done cells' pairs'
   size_t next_ ABSL_GUARDED_BY(mu_) = 0;
   int running_ ABSL_GUARDED_BY(mu_) = 0;
   bool summarized_ ABSL_GUARDED_BY(mu_) = false;

@@ -9,10 +9,12 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
 #include "core/compare/bits_per_weight.h"
 #include "core/compare/dominance.h"
 #include "core/compare/gguf_layout.h"
 #include "core/compare/knapsack.h"
+#include "core/compare/llama_ftype.h"
 #include "core/compare/llama_mix.h"
 #include "core/diff/weighted_error.h"
 #include "core/format/stored_tensor.h"
@@ -160,6 +162,7 @@ void FillLlamaMix(
   }
   const GgufLayout& base = layouts[mix->base()];
   mix->set_base_ftype(base.file_type);
+  mix->set_base_ftype_name(LlamaFtypeName(base.file_type));
   absl::flat_hash_map<std::string, int64_t> chosen_bytes;
   for (size_t k = 0; k < shared.size(); ++k) {
     const v1::CompareChoice& choice = mix->choices(static_cast<int>(k));
@@ -183,6 +186,23 @@ void FillLlamaMix(
   mix->set_predicted_file_size(size.ok() ? *size : 0);
 }
 
+// The bytes of the smallest mix: each item's smallest option (saturating,
+// so a sum past int64 reads as no budget being enough).
+int64_t LeastBytes(const std::vector<std::vector<KnapsackOption>>& items) {
+  int64_t least = 0;
+  for (const std::vector<KnapsackOption>& options : items) {
+    int64_t smallest = std::numeric_limits<int64_t>::max();
+    for (const KnapsackOption& o : options) {
+      smallest = std::min(smallest, o.bytes);
+    }
+    if (smallest > std::numeric_limits<int64_t>::max() - least) {
+      return std::numeric_limits<int64_t>::max();
+    }
+    least += smallest;
+  }
+  return least;
+}
+
 absl::Status FillMix(
     const v1::CompareQuantizationsRequest& req, bool weighted,
     const std::vector<std::shared_ptr<const Checkpoint>>& quantizations,
@@ -198,14 +218,23 @@ absl::Status FillMix(
     elements += row->count();
   }
   const int64_t budget = BudgetBytes(req, elements);
+  mix->set_budget_bytes(budget);
+  mix->set_base(req.base());
+  mix->set_base_ftype(-1);
+  // A budget below the smallest mix is the user's to raise: said here, so
+  // that the rows and totals measured stand (the knapsack would refuse it).
+  const int64_t least = LeastBytes(items);
+  if (least > budget) {
+    mix->set_budget_unmet(true);
+    mix->set_least_bytes(least);
+    mix->set_least_bits_per_weight(BitsPerWeight(least, elements));
+    return absl::OkStatus();
+  }
   TM_ASSIGN_OR_RETURN(KnapsackChoice choice,
                       SolveMultipleChoiceKnapsack(items, budget));
-  mix->set_budget_bytes(budget);
   mix->set_bytes(choice.bytes);
   mix->set_bits_per_weight(BitsPerWeight(choice.bytes, elements));
   if (weighted) mix->set_weighted_error(choice.error);
-  mix->set_base(req.base());
-  mix->set_base_ftype(-1);
   SqnrMean sqnr;
   double unweighted = 0;  // in row order, as the knapsack adds
   for (size_t k = 0; k < shared.size(); ++k) {
@@ -245,6 +274,12 @@ absl::StatusOr<v1::CompareSummary> SummarizeComparison(
   for (const v1::CompareRow& row : rows) {
     if (!Shared(row)) {
       out.add_not_shared(row.reference_name());
+      for (int q = 0; q < row.cells_size(); ++q) {
+        if (!row.cells(q).undecodable().empty()) {
+          out.add_undecodable(
+              absl::StrCat(row.reference_name(), " in [", q, "]"));
+        }
+      }
       continue;
     }
     shared.push_back(&row);
@@ -259,6 +294,7 @@ absl::StatusOr<v1::CompareSummary> SummarizeComparison(
       v1::CompareQuantizationsRequest::BUDGET_NOT_SET) {
     TM_RETURN_IF_ERROR(
         FillMix(request, weighted, quantizations, shared, out.mutable_mix()));
+    *out.mutable_mix()->mutable_left_out() = out.not_shared();
   }
   return out;
 }

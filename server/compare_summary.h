@@ -21,9 +21,10 @@ namespace tensormorph {
 // quantizations, in its order.
 // REQUIRES: the request was validated (two or more quantizations, base in
 // range, at most one budget, positive).
-// Errors: INVALID_ARGUMENT REQUEST_INVALID {field: "budget"} when no mix
-// fits the budget; RESOURCE_EXHAUSTED LIMIT_EXCEEDED when the knapsack's
-// frontier grows past its limit.
+// A budget no mix fits is no error: the mix says so (budget_unmet, with
+// the least bytes there is) and the rest of the summary stands.
+// Errors: RESOURCE_EXHAUSTED LIMIT_EXCEEDED when the knapsack's frontier
+// grows past its limit.
 absl::StatusOr<v1::CompareSummary> SummarizeComparison(
     const v1::CompareQuantizationsRequest& request,
     const std::vector<v1::CompareRow>& rows,

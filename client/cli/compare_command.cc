@@ -7,11 +7,16 @@
 // not be decoded (its cell says why).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <iostream>
+#include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -20,6 +25,7 @@
 #include "client/cli/compare_report.h"
 #include "client/cli/format.h"
 #include "client/cli/output_file.h"
+#include "core/util/error_reason.h"
 
 namespace tensormorph {
 namespace {
@@ -29,6 +35,7 @@ struct CompareOptionsCli {
   std::vector<std::string> quantizations;
   std::string filter;
   std::optional<double> budget_bpw;
+  std::optional<std::string> budget_bytes_text;  // parsed by CheckOptions
   std::optional<int64_t> budget_bytes;
   int base = 0;
   std::string html;  // --html FILE; empty = none
@@ -39,19 +46,22 @@ std::string SqnrText(double db) {
   return std::isinf(db) ? "inf" : absl::StrFormat("%.2f", db);
 }
 
-// "Q4_K 4.50 31.20": type, bits per weight, SQNR dB; "!" after a cell
-// whose worst element lies beyond the format's bound; " w33.10", the
-// importance-weighted SQNR, where an imatrix weighed the tensor.
-std::string CellText(const v1::CompareCell& c) {
-  if (!c.present()) return "-";
-  if (!c.undecodable().empty()) return c.scheme() + " (cannot decode)";
+// A cell's type ("Q4_K", "int8 symmetric") and the rest: "4.50 31.20",
+// bits per weight and SQNR dB; "!" after a cell whose worst element lies
+// beyond the format's bound; " w33.10", the importance-weighted SQNR, where
+// an imatrix weighed the tensor. Apart, so that the figures after types of
+// different lengths line up in a column.
+std::pair<std::string, std::string> CellText(const v1::CompareCell& c) {
+  if (!c.present()) return {"-", ""};
+  if (!c.undecodable().empty()) return {c.scheme(), "(cannot decode)"};
   std::string weighted;
   if (c.imatrix_use() == v1::IMATRIX_USE_WEIGHTED) {
     weighted = " w" + SqnrText(c.weighted_sqnr_db());
   }
-  return absl::StrFormat("%s %.2f %s%s%s", c.scheme(), c.bits_per_weight(),
-                         SqnrText(c.sqnr_db()),
-                         c.max_excess_steps() > 0 ? "!" : "", weighted);
+  return {
+      c.scheme(),
+      absl::StrFormat("%.2f %s%s%s", c.bits_per_weight(), SqnrText(c.sqnr_db()),
+                      c.max_excess_steps() > 0 ? "!" : "", weighted)};
 }
 
 void PrintMatrix(const CompareOptionsCli& o,
@@ -60,10 +70,24 @@ void PrintMatrix(const CompareOptionsCli& o,
   for (size_t q = 0; q < o.quantizations.size(); ++q) {
     table[0].push_back(absl::StrCat("[", q, "]"));
   }
+  // Each column's types padded to its widest.
+  const int n = static_cast<int>(o.quantizations.size());
+  std::vector<size_t> type_width(n, 0);
+  for (const v1::CompareRow& r : rows) {
+    for (int q = 0; q < n && q < r.cells_size(); ++q) {
+      type_width[q] =
+          std::max(type_width[q], CellText(r.cells(q)).first.size());
+    }
+  }
   for (const v1::CompareRow& r : rows) {
     table.push_back({r.reference_name()});
-    for (const v1::CompareCell& c : r.cells()) {
-      table.back().push_back(CellText(c));
+    for (int q = 0; q < r.cells_size(); ++q) {
+      auto [type, rest] = CellText(r.cells(q));
+      if (!rest.empty() && q < n) {
+        type.resize(type_width[q], ' ');
+        type += " " + rest;
+      }
+      table.back().push_back(type);
     }
   }
   out << "cells: type, bits per weight, SQNR dB (! beyond the format's "
@@ -72,8 +96,31 @@ void PrintMatrix(const CompareOptionsCli& o,
       << Table(table);
 }
 
-void PrintTotals(const CompareOptionsCli& o, const v1::CompareSummary& s,
-                 std::ostream& out) {
+// The rows left out of the totals, by why: a quantization lacks the
+// tensor, or holds it but it cannot be decoded there.
+void PrintLeftOut(const std::vector<v1::CompareRow>& rows,
+                  const v1::CompareSummary& s, std::ostream& out) {
+  std::vector<std::string> lacking;
+  for (const v1::CompareRow& r : rows) {
+    for (const v1::CompareCell& c : r.cells()) {
+      if (c.present()) continue;
+      lacking.push_back(r.reference_name());
+      break;
+    }
+  }
+  if (!lacking.empty()) {
+    out << "not held by every quantization (left out of the totals): "
+        << absl::StrJoin(lacking, ", ") << "\n";
+  }
+  if (s.undecodable_size() > 0) {
+    out << "cannot be decoded (left out of the totals): "
+        << absl::StrJoin(s.undecodable(), ", ") << "\n";
+  }
+}
+
+void PrintTotals(const CompareOptionsCli& o,
+                 const std::vector<v1::CompareRow>& rows,
+                 const v1::CompareSummary& s, std::ostream& out) {
   std::vector<std::vector<std::string>> table = {
       {"", "QUANTIZATION", "TENSORS", "BYTES", "BPW", "SQNR dB",
        "SQUARED ERROR", "DOMINATED BY"}};
@@ -110,13 +157,44 @@ void PrintTotals(const CompareOptionsCli& o, const v1::CompareSummary& s,
     for (int d : l.dominated()) marks.push_back(absl::StrCat("[", d, "]"));
     out << l.layer() << ": dominated " << absl::StrJoin(marks, " ") << "\n";
   }
-  if (s.not_shared_size() > 0) {
-    out << "not held by every quantization (left out of the totals): "
-        << absl::StrJoin(s.not_shared(), ", ") << "\n";
+  PrintLeftOut(rows, s, out);
+}
+
+// The command llama.cpp makes the mix with: the base's ftype by the name
+// llama-quantize takes, or, when the base names none it knows, FTYPE and a
+// note (a number such as -1 would be refused, or worse, taken).
+void PrintLlamaCommand(const v1::CompareMix& m, std::ostream& out) {
+  out << "llama.cpp: llama-quantize";
+  for (const std::string& t : m.tensor_type_overrides()) {
+    out << " --tensor-type '" << t << "'";
   }
+  const bool known = !m.base_ftype_name().empty();
+  out << " SOURCE.gguf OUT.gguf " << (known ? m.base_ftype_name() : "FTYPE");
+  if (known) {
+    out << "\n(the base [" << m.base() << "]'s ftype; ";
+  } else {
+    out << "\n(the base [" << m.base() << "] names no ftype llama-quantize "
+        << "takes (general.file_type "
+        << (m.base_ftype() < 0 ? std::string("absent")
+                               : absl::StrCat(m.base_ftype()))
+        << "): put for FTYPE the one it was made with; ";
+  }
+  out << "predicted file size " << m.predicted_file_size() << " bytes";
+  if (m.left_out_size() > 0) {
+    out << ", if llama.cpp keeps the base's type for the " << m.left_out_size()
+        << " tensors left out of the mix";
+  }
+  out << ")\n";
 }
 
 void PrintMix(const v1::CompareMix& m, bool weighted, std::ostream& out) {
+  if (m.budget_unmet()) {
+    out << "\nno mix: the budget of " << m.budget_bytes()
+        << " bytes is below the smallest mix, " << m.least_bytes() << " bytes ("
+        << absl::StrFormat("%.4f", m.least_bits_per_weight())
+        << " bits per weight)\n";
+    return;
+  }
   out << "\nmix within " << m.budget_bytes() << " bytes: " << m.bytes()
       << " bytes, " << absl::StrFormat("%.4f", m.bits_per_weight())
       << " bits per weight, squared error " << NumberText(m.sum_squared_error())
@@ -132,15 +210,11 @@ void PrintMix(const v1::CompareMix& m, bool weighted, std::ostream& out) {
                      absl::StrCat("[", c.quantization(), "]"), c.scheme()});
   }
   out << Table(table);
-  if (m.tensor_type_overrides_size() > 0) {
-    out << "llama.cpp: llama-quantize";
-    for (const std::string& t : m.tensor_type_overrides()) {
-      out << " --tensor-type '" << t << "'";
-    }
-    out << " SOURCE.gguf OUT.gguf " << m.base_ftype() << "\n(the base ["
-        << m.base() << "]'s ftype; predicted file size "
-        << m.predicted_file_size() << " bytes)\n";
+  if (m.left_out_size() > 0) {
+    out << "left out of the mix (no choice made; its errors leave them out): "
+        << absl::StrJoin(m.left_out(), ", ") << "\n";
   }
+  if (m.tensor_type_overrides_size() > 0) PrintLlamaCommand(m, out);
 }
 
 // Opened before the comparison runs: a path that cannot be written is a
@@ -167,8 +241,79 @@ absl::Status WriteReport(OutputFile& file,
   return absl::OkStatus();
 }
 
-int RunCompare(Client& client, const GlobalOptions& g,
-               const CompareOptionsCli& o) {
+// What the CLI can tell is wrong before any call: usage errors (exit 1,
+// REQUEST_INVALID {field: the flag}) rather than a refused call naming a
+// proto field. Fills o->budget_bytes from its text, refusing what int64
+// cannot hold (a number past it would otherwise be clamped).
+absl::Status CheckOptions(CompareOptionsCli* o) {
+  if (o->budget_bpw && !(std::isfinite(*o->budget_bpw) && *o->budget_bpw > 0)) {
+    return RequestFieldError("--budget-bpw",
+                             absl::StrCat("--budget-bpw ", *o->budget_bpw,
+                                          " is not a positive number"));
+  }
+  if (o->budget_bytes_text) {
+    int64_t bytes = 0;
+    if (!absl::SimpleAtoi(*o->budget_bytes_text, &bytes) || bytes <= 0) {
+      return RequestFieldError(
+          "--budget-bytes",
+          absl::StrCat("--budget-bytes ", *o->budget_bytes_text,
+                       " is not a positive whole number of bytes up to ",
+                       std::numeric_limits<int64_t>::max()));
+    }
+    o->budget_bytes = bytes;
+  }
+  const int n = static_cast<int>(o->quantizations.size());
+  if (o->base < 0 || o->base >= n) {
+    return RequestFieldError(
+        "--base", absl::StrCat("--base ", o->base, " is no index of the ", n,
+                               " quantizations (0 to ", n - 1, ")"));
+  }
+  return absl::OkStatus();
+}
+
+// Warns (not an error: comparing a file with itself is odd, not wrong) of
+// inputs that are one file, however spelled, where the paths are local.
+void WarnOfSameFiles(const CompareOptionsCli& o) {
+  std::vector<std::pair<std::string, std::string>> inputs = {
+      {"the source", o.source}};
+  for (size_t q = 0; q < o.quantizations.size(); ++q) {
+    inputs.push_back({absl::StrCat("[", q, "]"), o.quantizations[q]});
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    for (size_t j = i + 1; j < inputs.size(); ++j) {
+      std::error_code ec;
+      if (!std::filesystem::equivalent(inputs[i].second, inputs[j].second,
+                                       ec) ||
+          ec) {
+        continue;
+      }
+      std::cerr << "tensormorph: warning: " << inputs[j].first << " is "
+                << inputs[i].first << "'s file (" << inputs[j].second << ")\n";
+    }
+  }
+}
+
+// Warns when the source holds a quantized tensor: every figure is then an
+// error against a quantization, not against the full precision (which a
+// user may mean, so not an error). The listing is metadata only; if it
+// fails, nothing is said (the comparison itself succeeded).
+void WarnIfSourceQuantized(Client& client, const std::string& source) {
+  absl::StatusOr<std::vector<v1::TensorInfo>> tensors =
+      client.ListTensors(source);
+  if (!tensors.ok()) return;
+  for (const v1::TensorInfo& t : *tensors) {
+    if (!t.encoding().quantized()) continue;
+    std::cerr << "tensormorph: warning: the source " << source
+              << " is quantized (" << t.name() << " is "
+              << t.encoding().scheme()
+              << "): the errors are against it, not the full precision\n";
+    return;
+  }
+}
+
+int RunCompare(Client& client, const GlobalOptions& g, CompareOptionsCli o) {
+  if (absl::Status s = CheckOptions(&o); !s.ok()) return ReportUsage(g, s);
+  WarnOfSameFiles(o);
   v1::CompareQuantizationsRequest req;
   req.set_source(o.source);
   for (const std::string& q : o.quantizations) req.add_quantizations(q);
@@ -208,6 +353,7 @@ int RunCompare(Client& client, const GlobalOptions& g,
       });
   if (bar) ClearProgressBar();
   if (!s.ok()) return ReportFailure(s);
+  WarnIfSourceQuantized(client, o.source);
   if (*report != nullptr) {
     if (absl::Status w = WriteReport(**report, req, report_events); !w.ok()) {
       return ReportFailure(w);
@@ -218,10 +364,18 @@ int RunCompare(Client& client, const GlobalOptions& g,
       std::cout << "[" << q << "] " << o.quantizations[q] << "\n";
     }
     PrintMatrix(o, rows, std::cout);
-    PrintTotals(o, summary, std::cout);
+    PrintTotals(o, rows, summary, std::cout);
     if (summary.has_mix()) {
       PrintMix(summary.mix(), summary.weighted(), std::cout);
     }
+  }
+  // A budget no mix fits is a gate the user set and the data tripped: the
+  // matrix and totals stand, the mix does not.
+  if (summary.mix().budget_unmet()) {
+    std::cerr << "tensormorph: the budget of " << summary.mix().budget_bytes()
+              << " bytes is below the smallest mix, "
+              << summary.mix().least_bytes() << " bytes\n";
+    return kExitThreshold;
   }
   return undecodable ? kExitGaps : kExitOk;
 }
@@ -241,12 +395,13 @@ class CompareCommand : public Command {
     cmd.add_option("quantizations", o_.quantizations,
                    "two or more quantizations of it")
         ->required();
-    cmd.add_option("--filter", o_.filter, "glob on the quantized tensor names");
+    cmd.add_option("--filter", o_.filter,
+                   "glob on the source's tensor names (the rows)");
     auto* bpw = cmd.add_option(
         "--budget-bpw", o_.budget_bpw,
         "pick per tensor the quantization whose tensor to use, least total "
         "squared error within this many bits per weight");
-    auto* bytes = cmd.add_option("--budget-bytes", o_.budget_bytes,
+    auto* bytes = cmd.add_option("--budget-bytes", o_.budget_bytes_text,
                                  "the same within this many stored bytes");
     bpw->excludes(bytes);
     cmd.add_option("--base", o_.base,

@@ -368,8 +368,15 @@ export function renderComparison(container, events, options = {}) {
   if (summary) {
     root.appendChild(el(doc, 'h3', {}, 'Totals over the tensors every quantization holds'));
     root.appendChild(totalsTable(doc, totals, options.names));
-    if ((summary.notShared || []).length) {
-      root.appendChild(el(doc, 'p', { class: 'cv-not-shared' }, `Not held by every quantization (left out of the totals): ${summary.notShared.join(', ')}`));
+    // Left out of the totals, by why: a quantization lacks the tensor, or
+    // holds it in a type that cannot be decoded (summary.undecodable).
+    const lacking = rows.filter((r) => (r.cells || []).some((c) => !c.present))
+      .map((r) => r.referenceName);
+    if (lacking.length) {
+      root.appendChild(el(doc, 'p', { class: 'cv-not-shared' }, `Not held by every quantization (left out of the totals): ${lacking.join(', ')}`));
+    }
+    if ((summary.undecodable || []).length) {
+      root.appendChild(el(doc, 'p', { class: 'cv-not-shared' }, `Cannot be decoded (left out of the totals): ${summary.undecodable.join(', ')}`));
     }
     const charts = root.appendChild(el(doc, 'div', { class: 'cv-charts' }));
     const size = charts.appendChild(el(doc, 'div'));

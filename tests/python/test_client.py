@@ -165,8 +165,9 @@ class ConnectedClientTest(unittest.TestCase):
 
     def test_compare_rows_equal_the_clis(self) -> None:
         q4 = "model-q4_k_m.gguf"
-        got = self.c.compare("source", [Q8, q4], filter="blk.0.*", budget_bpw=6.0)
-        cli_events = cli_json_lines("compare", "source", Q8, q4, "--filter", "blk.0.*",
+        # The filter is on the rows: the source's (Hugging Face) names.
+        got = self.c.compare("source", [Q8, q4], filter="model.layers.0.*", budget_bpw=6.0)
+        cli_events = cli_json_lines("compare", "source", Q8, q4, "--filter", "model.layers.0.*",
                                     "--budget-bpw", "6")
         cli_rows = [e["row"] for e in cli_events if "row" in e]
         cli_summary = next(e["summary"] for e in cli_events if "summary" in e)
@@ -183,6 +184,17 @@ class ConnectedClientTest(unittest.TestCase):
         self.assertLessEqual(mix["bytes"], mix["budget_bytes"])
         assert_same(self, cli_summary["mix"]["sumSquaredError"], mix["sum_squared_error"])
         self.assertEqual(len(mix["choices"]), len(cli_rows))
+
+    def test_compare_refuses_one_path_and_two_budgets(self) -> None:
+        # Refused before any call: a str would be compared a character at a
+        # time, and the request's oneof would silently keep one budget.
+        with self.assertRaises(TypeError):
+            self.c.compare("source", Q8)
+        with self.assertRaises(TypeError):
+            self.c.compare("source", Path(Q8))
+        with self.assertRaises(ValueError):
+            self.c.compare("source", [Q8, "model-q4_k_m.gguf"], budget_bpw=6.0,
+                           budget_bytes=1 << 20)
 
     def test_diff_gates_flag_tensors(self) -> None:
         events = list(self.c.diff(Q8, "source", filter="blk.0.*", fail_on=["sqnr_db<1000"]))

@@ -706,7 +706,15 @@ class Client:
         `progress` is called with each progress event. `imatrix`, a
         llama.cpp importance matrix, adds each cell's weighted figures
         (imatrix_use, weighted_error, weighted_sqnr_db, as diff's) and puts
-        dominance and the mix on the weighted error (summary["weighted"])."""
+        dominance and the mix on the weighted error (summary["weighted"]).
+        Raises TypeError when `quantizations` is one path rather than a
+        sequence of them (a str would be taken a character at a time), and
+        ValueError when both budgets are given (the request holds one)."""
+        if isinstance(quantizations, (str, bytes, os.PathLike)):
+            raise TypeError("quantizations must be a sequence of paths, not one path: "
+                            f"[{quantizations!r}]")
+        if budget_bpw is not None and budget_bytes is not None:
+            raise ValueError("give budget_bpw or budget_bytes, not both")
         req = pb.CompareQuantizationsRequest(
             source=self._path(source), quantizations=[self._path(q) for q in quantizations],
             filter=filter or "", base=base,

@@ -207,7 +207,7 @@ const std::map<std::string, Json>& Requests() {
       {"CompareQuantizations",
        {{"source", "source"},
         {"quantizations", {kQ8, kQ8}},
-        {"filter", "blk.0.*"}}},
+        {"filter", "model.layers.0.*"}}},  // the source's names
       {"GetImportanceMatrix", {{"path", ImatrixPath()}}},
   };
   return *requests;

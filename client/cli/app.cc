@@ -110,7 +110,7 @@ int RunChosenCommand(const std::vector<std::unique_ptr<Command>>& commands,
   if (absl::Status s = chosen->CheckOutputs(); !s.ok()) {
     return ReportUsage(g, s);
   }
-  if (absl::Status s = chosen->Finish(); !s.ok()) return ReportUsage(s);
+  if (absl::Status s = chosen->Finish(); !s.ok()) return ReportUsage(g, s);
   ClientOptions copts;
   if (chosen->needs() == Command::Needs::kNothing) {
     return chosen->Run({g, copts});

@@ -360,10 +360,11 @@ class DiffCommand : public Command {
         "--fail-on", o_.fail_on,
         "exit 3 when any tensor trips METRIC OP NUMBER (repeatable), e.g. "
         "'max_excess_steps>0', 'not_nearest>0' or 'sqnr_db<25'");
-    cmd.add_option("--imatrix", o_.imatrix,
-                   "llama.cpp importance matrix (GGUF or legacy .dat): also "
-                   "report each tensor's squared error weighted by its "
-                   "columns' importance, and its weighted SQNR");
+    imatrix_ = cmd.add_option(
+        "--imatrix", o_.imatrix,
+        "llama.cpp importance matrix (GGUF or legacy .dat): also "
+        "report each tensor's squared error weighted by its "
+        "columns' importance, and its weighted SQNR");
     cmd.add_option("--part", part_,
                    "only part i of N (from 0): a share of the tensors, "
                    "balanced by bytes, one shard file's together where "
@@ -405,6 +406,15 @@ class DiffCommand : public Command {
         "(see diff-merge)");
   }
   absl::Status Finish() override {
+    // QuantDiffRequest.imatrix empty means none: the service cannot tell
+    // an empty path from no option, so an empty --imatrix (an unset shell
+    // variable) would diff unweighted and pass for a weighted run.
+    if (imatrix_->count() > 0 && o_.imatrix.empty()) {
+      return RequestFieldError(
+          "imatrix",
+          "--imatrix: the path is empty (leave --imatrix out for an "
+          "unweighted diff)");
+    }
     if (part_.empty()) return absl::OkStatus();
     auto part = ParseDiffPart(part_);  // checked by CLI11 already
     if (!part.ok()) return part.status();
@@ -417,6 +427,7 @@ class DiffCommand : public Command {
 
  private:
   DiffOptionsCli o_;
+  CLI::Option* imatrix_ = nullptr;
   std::string part_;
 };
 

@@ -26,11 +26,13 @@ namespace tensormorph {
 namespace {
 
 using ::tensormorph::testing::CliErrorOf;
+using ::tensormorph::testing::CliJsonErrorOf;
 using ::tensormorph::testing::CliModes;
 using ::tensormorph::testing::CliPath;
 using ::tensormorph::testing::CommandResult;
 using ::tensormorph::testing::Fixture;
 using ::tensormorph::testing::FixturesDir;
+using ::tensormorph::testing::HasMetadata;
 using ::tensormorph::testing::HasReason;
 using ::tensormorph::testing::MessageNames;
 using ::tensormorph::testing::RunCommand;
@@ -349,6 +351,30 @@ TEST_P(DiffCliTest, ABadGateIsAUsageErrorAndInvalidArgumentOnTheWire) {
                         MessageNames("fail_on[1]"), MessageNames("'snr<25'"),
                         MessageNames("max_err_steps, p99_err_steps")));
   EXPECT_EQ(events, 0);
+}
+
+// An empty --imatrix (an unset shell variable) is a usage error naming the
+// field: the request cannot carry it (an empty QuantDiffRequest.imatrix is
+// none), so the diff would run unweighted and pass for a weighted one.
+TEST_P(DiffCliTest, AnEmptyImatrixPathIsAUsageErrorNotAnUnweightedDiff) {
+  const std::string ct = Fixture("safetensors/ct_int8_channel");
+  for (const bool json : {false, true}) {
+    std::vector<std::string> args = {"diff", ct, ct + "/source", "--imatrix",
+                                     ""};
+    if (json) args.insert(args.begin(), "--json");
+    const CommandResult r = Run(args);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_THAT(CliErrorOf(r.err),
+                AllOf(HasReason(ErrorReason::kRequestInvalid),
+                      MessageNames("--imatrix")));
+    if (json) {
+      EXPECT_THAT(CliJsonErrorOf(r.out),
+                  AllOf(HasReason(ErrorReason::kRequestInvalid),
+                        HasMetadata("field", "imatrix")));
+    } else {
+      EXPECT_EQ(r.out, "");  // no table: nothing was compared
+    }
+  }
 }
 
 // A tensor Tensormorph cannot decode is a gap the report names (its type

@@ -215,11 +215,15 @@ void PrintWeightedSummary(const v1::DiffSummary& s, std::ostream& out) {
     return;
   }
   out << "imatrix: " << Count(s.imatrix_weighted(), "tensor")
-      << " weighted, weighted SQNR "
-      << absl::StrFormat("%.2f dB (weighted squared error %.6g of source %.6g)",
-                         s.weighted_sqnr_db(), s.weighted_sq_err(),
-                         s.weighted_source_energy())
-      << "\n";
+      << " weighted, weighted SQNR ";
+  if (s.imatrix_weighted() > 0) {
+    out << absl::StrFormat(
+        "%.2f dB (weighted squared error %.6g of source %.6g)",
+        s.weighted_sqnr_db(), s.weighted_sq_err(), s.weighted_source_energy());
+  } else {
+    out << "-";  // nothing weighed: the sums are 0, no figure
+  }
+  out << "\n";
   if (s.imatrix_missing_size() > 0) {
     out << "imatrix has no entry for: "
         << absl::StrJoin(s.imatrix_missing(), ", ") << "\n";
@@ -297,6 +301,22 @@ void PrintDiffSummary(const DiffResult& r, std::ostream& out) {
   }
 }
 
+// A whole diff with an importance matrix that weighed none of the compared
+// tensors: its weighted figures are all 0, which a script may read as
+// measured; most likely the matrix is another model's. A part is not
+// warned: its share may hold only tensors the matrix has no entry for.
+void WarnIfImatrixMatchedNothing(const v1::DiffSummary& s) {
+  const int unweighed = s.imatrix_missing_size() + s.imatrix_mismatched_size();
+  if (s.has_part() || s.imatrix_weighted() > 0 || unweighed == 0) return;
+  std::fprintf(stderr,
+               "tensormorph: warning: the importance matrix weighed none of "
+               "the %d compared tensors (%d without an entry of their name, "
+               "%d with one of another size): is it another model's? No "
+               "weighted figure is given\n",
+               unweighed, s.imatrix_missing_size(),
+               s.imatrix_mismatched_size());
+}
+
 // The exit code of a diff that ran: kExitThreshold when a gate tripped
 // (each reason on stderr), kExitGaps when tensors could not be decoded.
 int DiffExitCode(const v1::DiffSummary& summary,
@@ -332,6 +352,7 @@ int PrintDiffResult(const GlobalOptions& g, DiffResult r, std::ostream& out) {
     PrintDiffTable(r.reports, r.gates, out);
     PrintDiffSummary(r, out);
   }
+  WarnIfImatrixMatchedNothing(r.summary);
   return DiffExitCode(r.summary, r.reports);
 }
 

@@ -14,15 +14,11 @@ absl::StatusOr<std::shared_ptr<const ImportanceMatrix>> OpenImportanceMatrix(
                                                  ": no importance matrix "
                                                  "was named"));
   }
-  absl::StatusOr<std::string> path = sandbox.Resolve(requested);
-  // The sandbox names what it did not find a checkpoint
-  // (CHECKPOINT_NOT_FOUND); this is no checkpoint: the generic NOT_FOUND.
-  if (absl::IsNotFound(path.status())) {
-    return absl::NotFoundError(absl::StrCat(field, ": no importance matrix '",
-                                            requested, "' under the roots"));
-  }
-  if (!path.ok()) return path.status();
-  return ImportanceMatrix::Open(*path, *sandbox.access());
+  // Named as what it is, in every refusal: no checkpoint (so NOT_FOUND
+  // {path}, not CHECKPOINT_NOT_FOUND).
+  TM_ASSIGN_OR_RETURN(const std::string path,
+                      sandbox.Resolve(requested, kImportanceMatrixNoun));
+  return ImportanceMatrix::Open(path, *sandbox.access());
 }
 
 void FillImportanceMatrix(const ImportanceMatrix& m, const std::string& path,

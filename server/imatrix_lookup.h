@@ -16,13 +16,17 @@
 
 namespace tensormorph {
 
+// What the sandbox's messages call the file (PathSandbox::Resolve's noun).
+inline constexpr absl::string_view kImportanceMatrixNoun = "importance matrix";
+
 // The matrix `requested` names, resolved by `sandbox` (roots, symlinks that
 // stay beneath them) and read through its FileAccess. Not cached: a file
 // of a few megabytes, read once per call.
 // Errors: INVALID_ARGUMENT REQUEST_INVALID {field: `field`} for an empty
-// path; those of PathSandbox::Resolve (PERMISSION_DENIED OUTSIDE_ROOTS)
-// but NOT_FOUND (generic, naming the matrix) for a file that is not
-// there; those of ImportanceMatrix::Open.
+// path; those of PathSandbox::Resolve, saying "importance matrix" where a
+// checkpoint's say "checkpoint" (PERMISSION_DENIED OUTSIDE_ROOTS {path};
+// NOT_FOUND {path}, not CHECKPOINT_NOT_FOUND, for a file that is not
+// there); those of ImportanceMatrix::Open.
 absl::StatusOr<std::shared_ptr<const ImportanceMatrix>> OpenImportanceMatrix(
     const PathSandbox& sandbox, absl::string_view requested,
     absl::string_view field);

@@ -251,10 +251,10 @@ bool HasDotSegment(absl::string_view url) {
 }  // namespace
 
 absl::StatusOr<PathSandbox::Resolved> PathSandbox::ResolveUrl(
-    absl::string_view url) const {
+    absl::string_view url, absl::string_view noun) const {
   if (remote_ == nullptr) {
     return absl::InvalidArgumentError(
-        absl::StrCat("checkpoint '", RedactUrl(url),
+        absl::StrCat(noun, " '", RedactUrl(url),
                      "' is a storage URL, and remote storage is not enabled "
                      "here"));
   }
@@ -266,7 +266,7 @@ absl::StatusOr<PathSandbox::Resolved> PathSandbox::ResolveUrl(
   if (!inside || HasDotSegment(url)) {
     return WithReason(
         absl::PermissionDeniedError(absl::StrCat(
-            "checkpoint '", RedactUrl(url), "' is outside the server's roots (",
+            noun, " '", RedactUrl(url), "' is outside the server's roots (",
             DescribeRoots(), ")")),
         ErrorReason::kOutsideRoots, {{"path", RedactUrl(url)}});
   }
@@ -276,18 +276,19 @@ absl::StatusOr<PathSandbox::Resolved> PathSandbox::ResolveUrl(
 }
 
 absl::StatusOr<PathSandbox::Resolved> PathSandbox::ResolveBeneathRemoteRoots(
-    absl::string_view requested) const {
+    absl::string_view requested, absl::string_view noun) const {
   if (HasDotSegment(requested)) {
     return WithReason(
         absl::PermissionDeniedError(absl::StrCat(
-            "checkpoint '", requested, "' holds a '.' or '..' segment")),
+            noun, " '", requested, "' holds a '.' or '..' segment")),
         ErrorReason::kOutsideRoots, {{"path", std::string(requested)}});
   }
   for (const std::string& root : remote_roots_) {
-    absl::StatusOr<Resolved> r = ResolveUrl(absl::StrCat(root, requested));
+    absl::StatusOr<Resolved> r =
+        ResolveUrl(absl::StrCat(root, requested), noun);
     if (r.ok() || !absl::IsNotFound(r.status())) return r;
   }
-  return absl::NotFoundError(absl::StrCat("checkpoint '", requested,
+  return absl::NotFoundError(absl::StrCat(noun, " '", requested,
                                           "' not found under the server's "
                                           "roots (",
                                           DescribeRoots(), ")"));
@@ -339,27 +340,27 @@ absl::Status PathSandbox::CheckInside(const std::string& canonical) const {
                     ErrorReason::kOutsideRoots, {{"path", canonical}});
 }
 
-absl::StatusOr<std::string> PathSandbox::Resolve(
-    absl::string_view requested) const {
-  auto resolved = ResolveAndStat(requested);
+absl::StatusOr<std::string> PathSandbox::Resolve(absl::string_view requested,
+                                                 absl::string_view noun) const {
+  auto resolved = ResolveAndStat(requested, noun);
   if (!resolved.ok()) return resolved.status();
   return std::move(resolved->path);
 }
 
 absl::StatusOr<PathSandbox::Resolved> PathSandbox::ResolveAndStat(
-    absl::string_view requested) const {
+    absl::string_view requested, absl::string_view noun) const {
   if (requested.empty()) {
-    return absl::InvalidArgumentError("checkpoint path is empty");
+    return absl::InvalidArgumentError(absl::StrCat(noun, " path is empty"));
   }
   // The OS would cut the path at a NUL ("a/..\0/etc" names "a/.."), so the
   // checks below and the open would disagree on what it names.
   if (requested.find('\0') != absl::string_view::npos ||
       requested.size() >= PATH_MAX) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "checkpoint path '", absl::CHexEscape(requested.substr(0, 256)),
+        noun, " path '", absl::CHexEscape(requested.substr(0, 256)),
         "' holds a NUL byte or is longer than PATH_MAX (", PATH_MAX, ")"));
   }
-  if (RemoteFiles::IsUrl(requested)) return ResolveUrl(requested);
+  if (RemoteFiles::IsUrl(requested)) return ResolveUrl(requested, noun);
   std::vector<std::string> candidates;
   if (requested.front() == '/') {
     candidates.push_back(std::string(requested));
@@ -389,10 +390,10 @@ absl::StatusOr<PathSandbox::Resolved> PathSandbox::ResolveAndStat(
     if (!fd.ok()) {
       return CopyReason(
           fd.status(),
-          absl::Status(fd.status().code(),
-                       absl::StrCat("checkpoint '", requested,
-                                    "': ", fd.status().message(),
-                                    " (roots: ", DescribeRoots(), ")")));
+          absl::Status(
+              fd.status().code(),
+              absl::StrCat(noun, " '", requested, "': ", fd.status().message(),
+                           " (roots: ", DescribeRoots(), ")")));
     }
     Resolved out;
     if (::fstat(fd->get(), &out.st) != 0) continue;
@@ -403,16 +404,15 @@ absl::StatusOr<PathSandbox::Resolved> PathSandbox::ResolveAndStat(
     out.path = *std::move(real);
     if (!Inside(out.path, /*given_too=*/false)) {
       // The root directory itself was moved since the server started.
-      return WithReason(absl::PermissionDeniedError(absl::StrCat(
-                            "checkpoint '", requested,
-                            "' resolves outside the server's roots (",
-                            DescribeRoots(), "): was a root moved?")),
-                        ErrorReason::kOutsideRoots,
-                        {{"path", std::string(requested)}});
+      return WithReason(
+          absl::PermissionDeniedError(absl::StrCat(
+              noun, " '", requested, "' resolves outside the server's roots (",
+              DescribeRoots(), "): was a root moved?")),
+          ErrorReason::kOutsideRoots, {{"path", std::string(requested)}});
     }
     if (!S_ISREG(out.st.st_mode) && !S_ISDIR(out.st.st_mode)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "checkpoint '", requested,
+          noun, " '", requested,
           "' is not a regular file or directory (a device, FIFO or socket)"));
     }
     return out;
@@ -422,23 +422,28 @@ absl::StatusOr<PathSandbox::Resolved> PathSandbox::ResolveAndStat(
     if (r.ok() || !absl::IsNotFound(r.status())) return r;
   }
   if (!remote_roots_.empty() && requested.front() != '/') {
-    return ResolveBeneathRemoteRoots(requested);
+    return ResolveBeneathRemoteRoots(requested, noun);
   }
   if (!any_inside) {
     return WithReason(
         absl::PermissionDeniedError(absl::StrCat(
-            "checkpoint '", requested, "' is outside the server's roots (",
+            noun, " '", requested, "' is outside the server's roots (",
             DescribeRoots(), ")")),
         ErrorReason::kOutsideRoots, {{"path", std::string(requested)}});
   }
-  return WithReason(
-      absl::NotFoundError(absl::StrCat(
-          "checkpoint '", requested, "' not found",
-          unrestricted_ ? std::string()
-                        : absl::StrCat(" under the server's roots (",
-                                       DescribeRoots(), ")"))),
-      ErrorReason::kCheckpointNotFound,
-      {{"checkpoint", std::string(requested)}});
+  absl::Status missing = absl::NotFoundError(absl::StrCat(
+      noun, " '", requested, "' not found",
+      unrestricted_
+          ? std::string()
+          : absl::StrCat(" under the server's roots (", DescribeRoots(), ")")));
+  // Only a checkpoint's absence is CHECKPOINT_NOT_FOUND; another file is
+  // the generic NOT_FOUND naming its path.
+  if (noun == kCheckpointNoun) {
+    return WithReason(std::move(missing), ErrorReason::kCheckpointNotFound,
+                      {{"checkpoint", std::string(requested)}});
+  }
+  return WithReason(std::move(missing), ErrorReason::kNotFound,
+                    {{"path", std::string(requested)}});
 }
 
 }  // namespace tensormorph

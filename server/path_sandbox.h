@@ -26,6 +26,9 @@ namespace tensormorph {
 // Thread safety: immutable after creation.
 class PathSandbox {
  public:
+  // What a request's path names, unless the caller says otherwise.
+  static constexpr absl::string_view kCheckpointNoun = "checkpoint";
+
   struct Root {
     std::string given;     // absolute, normalised, symlinks kept
     std::string resolved;  // realpath of `given`
@@ -70,12 +73,17 @@ class PathSandbox {
   // Resolves `requested` (relative to a root, or absolute under either
   // spelling of one) to a canonical path inside a resolved root, following
   // `..` and symlinks that stay beneath the root. Only regular files and
-  // directories are served.
+  // directories are served. `noun` says in every message what the path
+  // was to name ("checkpoint", "importance matrix"), so an error about a
+  // file that is no checkpoint does not call it one.
   // Errors: INVALID_ARGUMENT (empty path, a NUL byte, longer than PATH_MAX;
-  // a device, FIFO or socket); PERMISSION_DENIED (lexically outside every
-  // root, or leading out of its root); NOT_FOUND (no such file under any
-  // root).
-  absl::StatusOr<std::string> Resolve(absl::string_view requested) const;
+  // a device, FIFO or socket); PERMISSION_DENIED OUTSIDE_ROOTS {path}
+  // (lexically outside every root, or leading out of its root); NOT_FOUND
+  // (no such file under any root): CHECKPOINT_NOT_FOUND {checkpoint} for
+  // kCheckpointNoun, else NOT_FOUND {path}.
+  absl::StatusOr<std::string> Resolve(
+      absl::string_view requested,
+      absl::string_view noun = kCheckpointNoun) const;
 
   // What Resolve found, with the stat(2) of it taken as it was resolved (a
   // caller that checks the file's identity need not stat it again).
@@ -84,7 +92,9 @@ class PathSandbox {
     struct stat st;
   };
   // As Resolve (same errors).
-  absl::StatusOr<Resolved> ResolveAndStat(absl::string_view requested) const;
+  absl::StatusOr<Resolved> ResolveAndStat(
+      absl::string_view requested,
+      absl::string_view noun = kCheckpointNoun) const;
 
   // Checks that an already-canonical path lies inside a resolved root.
   // Errors: PERMISSION_DENIED.
@@ -122,11 +132,12 @@ class PathSandbox {
   // when it lies in none.
   std::string InResolvedSpelling(const std::string& path) const;
   // A URL request: beneath a remote root (or any, unrestricted), stat'ed.
-  absl::StatusOr<Resolved> ResolveUrl(absl::string_view url) const;
+  absl::StatusOr<Resolved> ResolveUrl(absl::string_view url,
+                                      absl::string_view noun) const;
   // A relative request beneath each remote root in turn; NOT_FOUND when
   // none holds it.
   absl::StatusOr<Resolved> ResolveBeneathRemoteRoots(
-      absl::string_view requested) const;
+      absl::string_view requested, absl::string_view noun) const;
   // `beneath` (a local path the disk lacks) as its backing holds it, keeping
   // the local spelling; NOT_FOUND when it is backed by none, or the backing
   // lacks it too.

@@ -26,7 +26,8 @@ const char kAppDescription[] =
     "Exit codes: 0 success, 1 usage error (diff-merge: part files that do "
     "not make one whole plan), 2 the call failed (or ran past --timeout), "
     "3 a diff or diff-merge --fail-on condition tripped, or a check found "
-    "something at or above --fail-level.";
+    "something at or above --fail-level, 4 a diff, diff-merge or compare "
+    "compared what it could but some tensors it cannot decode (listed).";
 
 void RegisterGlobalOptions(CLI::App& app, GlobalOptions& g) {
   app.fallthrough();  // global options may follow the command too
@@ -110,7 +111,7 @@ int RunChosenCommand(const std::vector<std::unique_ptr<Command>>& commands,
   if (absl::Status s = chosen->CheckOutputs(); !s.ok()) {
     return ReportUsage(g, s);
   }
-  if (absl::Status s = chosen->Finish(); !s.ok()) return ReportUsage(s);
+  if (absl::Status s = chosen->Finish(); !s.ok()) return ReportUsage(g, s);
   ClientOptions copts;
   if (chosen->needs() == Command::Needs::kNothing) {
     return chosen->Run({g, copts});

@@ -53,7 +53,7 @@ class Command {
   virtual absl::Status CheckOutputs() const { return absl::OkStatus(); }
   // Turns what CLI11 checked into the command's options and checks them
   // against each other, before any client is made: a failure is a usage
-  // error (exit 1).
+  // error (exit 1), with --json also on stdout (its reason's metadata).
   virtual absl::Status Finish() { return absl::OkStatus(); }
   // The exit code (commands.h).
   virtual int Run(const CommandContext& context) = 0;

@@ -38,8 +38,9 @@ std::string Hint(const absl::Status& s) {
              "with one reply default to 60 s, `health` to 5 s.";
     case absl::StatusCode::kPermissionDenied:
       if (ErrorReasonOf(s) == "OUTSIDE_ROOTS") {
+        // Any path: a checkpoint, a reference, an importance matrix.
         return "the server only serves paths under its --root directories "
-               "(see `tensormorph info` of a path inside one).";
+               "(the message lists them): name a path inside one.";
       }
       if (absl::StrContains(s.message(), "://")) {
         // The object store or the Hub refused the request's credentials.

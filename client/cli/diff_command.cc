@@ -215,11 +215,15 @@ void PrintWeightedSummary(const v1::DiffSummary& s, std::ostream& out) {
     return;
   }
   out << "imatrix: " << Count(s.imatrix_weighted(), "tensor")
-      << " weighted, weighted SQNR "
-      << absl::StrFormat("%.2f dB (weighted squared error %.6g of source %.6g)",
-                         s.weighted_sqnr_db(), s.weighted_sq_err(),
-                         s.weighted_source_energy())
-      << "\n";
+      << " weighted, weighted SQNR ";
+  if (s.imatrix_weighted() > 0) {
+    out << absl::StrFormat(
+        "%.2f dB (weighted squared error %.6g of source %.6g)",
+        s.weighted_sqnr_db(), s.weighted_sq_err(), s.weighted_source_energy());
+  } else {
+    out << "-";  // nothing weighed: the sums are 0, no figure
+  }
+  out << "\n";
   if (s.imatrix_missing_size() > 0) {
     out << "imatrix has no entry for: "
         << absl::StrJoin(s.imatrix_missing(), ", ") << "\n";
@@ -297,6 +301,22 @@ void PrintDiffSummary(const DiffResult& r, std::ostream& out) {
   }
 }
 
+// A whole diff with an importance matrix that weighed none of the compared
+// tensors: its weighted figures are all 0, which a script may read as
+// measured; most likely the matrix is another model's. A part is not
+// warned: its share may hold only tensors the matrix has no entry for.
+void WarnIfImatrixMatchedNothing(const v1::DiffSummary& s) {
+  const int unweighed = s.imatrix_missing_size() + s.imatrix_mismatched_size();
+  if (s.has_part() || s.imatrix_weighted() > 0 || unweighed == 0) return;
+  std::fprintf(stderr,
+               "tensormorph: warning: the importance matrix weighed none of "
+               "the %d compared tensors (%d without an entry of their name, "
+               "%d with one of another size): is it another model's? No "
+               "weighted figure is given\n",
+               unweighed, s.imatrix_missing_size(),
+               s.imatrix_mismatched_size());
+}
+
 // The exit code of a diff that ran: kExitThreshold when a gate tripped
 // (each reason on stderr), kExitGaps when tensors could not be decoded.
 int DiffExitCode(const v1::DiffSummary& summary,
@@ -332,6 +352,7 @@ int PrintDiffResult(const GlobalOptions& g, DiffResult r, std::ostream& out) {
     PrintDiffTable(r.reports, r.gates, out);
     PrintDiffSummary(r, out);
   }
+  WarnIfImatrixMatchedNothing(r.summary);
   return DiffExitCode(r.summary, r.reports);
 }
 
@@ -360,10 +381,11 @@ class DiffCommand : public Command {
         "--fail-on", o_.fail_on,
         "exit 3 when any tensor trips METRIC OP NUMBER (repeatable), e.g. "
         "'max_excess_steps>0', 'not_nearest>0' or 'sqnr_db<25'");
-    cmd.add_option("--imatrix", o_.imatrix,
-                   "llama.cpp importance matrix (GGUF or legacy .dat): also "
-                   "report each tensor's squared error weighted by its "
-                   "columns' importance, and its weighted SQNR");
+    imatrix_ = cmd.add_option(
+        "--imatrix", o_.imatrix,
+        "llama.cpp importance matrix (GGUF or legacy .dat): also "
+        "report each tensor's squared error weighted by its "
+        "columns' importance, and its weighted SQNR");
     cmd.add_option("--part", part_,
                    "only part i of N (from 0): a share of the tensors, "
                    "balanced by bytes, one shard file's together where "
@@ -405,6 +427,15 @@ class DiffCommand : public Command {
         "(see diff-merge)");
   }
   absl::Status Finish() override {
+    // QuantDiffRequest.imatrix empty means none: the service cannot tell
+    // an empty path from no option, so an empty --imatrix (an unset shell
+    // variable) would diff unweighted and pass for a weighted run.
+    if (imatrix_->count() > 0 && o_.imatrix.empty()) {
+      return RequestFieldError(
+          "imatrix",
+          "--imatrix: the path is empty (leave --imatrix out for an "
+          "unweighted diff)");
+    }
     if (part_.empty()) return absl::OkStatus();
     auto part = ParseDiffPart(part_);  // checked by CLI11 already
     if (!part.ok()) return part.status();
@@ -417,6 +448,7 @@ class DiffCommand : public Command {
 
  private:
   DiffOptionsCli o_;
+  CLI::Option* imatrix_ = nullptr;
   std::string part_;
 };
 

@@ -177,6 +177,21 @@ absl::Status CheckSamePairing(const PartsByIndex& by_index) {
   return absl::OkStatus();
 }
 
+// The fields of `s` that are the whole plan's in every part (DiffSummary.part
+// lists them), and nothing else: every count and total of the merge is
+// added up from all parts, part 0 included, so none may start from part 0's
+// own (a copy of its summary counted its clipped elements twice).
+v1::DiffSummary PlanListsOf(const v1::DiffSummary& s) {
+  v1::DiffSummary plan;
+  plan.set_pairing(s.pairing());
+  plan.set_pairing_architecture(s.pairing_architecture());
+  *plan.mutable_only_in_checkpoint() = s.only_in_checkpoint();
+  *plan.mutable_only_in_reference() = s.only_in_reference();
+  *plan.mutable_shape_mismatches() = s.shape_mismatches();
+  *plan.mutable_skipped_empty() = s.skipped_empty();
+  return plan;
+}
+
 // What the parts add up to, as they are taken in index order.
 struct PartTotals {
   int64_t compared = 0, bytes = 0, part_bytes = 0;
@@ -248,8 +263,7 @@ absl::StatusOr<MergedDiff> MergeDiffParts(std::vector<DiffPartEvents> parts) {
                       EachPartOnce(parts, first.count()));
   TM_RETURN_IF_ERROR(CheckSamePairing(by_index));
   MergedDiff out;
-  out.summary = *by_index.begin()->second->summary;
-  out.summary.clear_part();
+  out.summary = PlanListsOf(*by_index.begin()->second->summary);
   out.fail_on.assign(first.fail_on().begin(), first.fail_on().end());
   out.checkpoint = first.checkpoint();
   out.reference = first.reference();

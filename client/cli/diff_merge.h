@@ -46,10 +46,12 @@ struct DiffPartEvents {
 
 struct MergedDiff {
   std::vector<v1::TensorDiffReport> reports;  // sorted by name
-  // The whole diff's: tensors_compared and bytes_read summed over the
-  // parts, wall_seconds their maximum (they ran side by side), the pairing
-  // lists those every part agrees on, worst_tensors and flagged by
-  // SetRankedLists over every report; no `part`.
+  // The whole diff's: tensors_compared, bytes_read and the excess totals
+  // (not_nearest, clipped, zeroed_groups; undecodable listed) summed over
+  // the parts, each part once, max_excess_steps and wall_seconds their
+  // maximum (they ran side by side), the weighted totals over every
+  // report, the pairing lists those every part agrees on, worst_tensors
+  // and flagged by SetRankedLists over every report; no `part`.
   v1::DiffSummary summary;
   // The plan's gates and checkpoints as the parts were asked for them
   // (DiffPartInfo).

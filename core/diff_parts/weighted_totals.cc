@@ -25,6 +25,7 @@ WeightedTotals SumWeighted(std::vector<WeightedEntry> entries) {
       t.mismatched.push_back(absl::StrCat(e.name, ": ", e.note));
     }
   }
+  if (t.weighted == 0) return t;  // a matrix of another model: no figure
   t.sqnr_db = t.sq_err == 0 ? std::numeric_limits<double>::infinity()
                             : 10 * std::log10(t.energy / t.sq_err);
   return t;

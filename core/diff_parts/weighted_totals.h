@@ -22,7 +22,9 @@ struct WeightedEntry {
 struct WeightedTotals {
   int64_t weighted = 0;
   double sq_err = 0, energy = 0;
-  double sqnr_db = 0;                   // +inf when sq_err is 0
+  // +inf when sq_err is 0; 0 when no tensor was weighted (no figure, as
+  // in a report whose imatrix_use is not weighted), never +inf for nothing.
+  double sqnr_db = 0;
   std::vector<std::string> missing;     // sorted
   std::vector<std::string> mismatched;  // "name: note", sorted by name
 };

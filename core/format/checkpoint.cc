@@ -746,7 +746,13 @@ absl::Status CheckpointBuilder::OpenFile(const std::string& p) {
       !s.ok()) {
     return ChangedWhileOpened(p, s);
   }
-  if (gguf) return OpenGgufSet(p, std::move(m));
+  // A file named .gguf is held to GGUF's rules whatever its first bytes:
+  // one whose magic is damaged ("GGUX") is a broken GGUF, and read as
+  // safetensors it would only break a rule it never meant to follow
+  // (header-limit), never GGUF's `magic`.
+  if (gguf || absl::EndsWithIgnoreCase(p, ".gguf")) {
+    return OpenGgufSet(p, std::move(m));
+  }
   if (index) return OpenSafetensorsIndex(p);
   // safetensors has no magic: anything else must pass its rules, and a file
   // that does not gets the precise rule it broke.

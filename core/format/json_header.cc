@@ -23,6 +23,7 @@ class StrictDomBuilder : public JsonSaxTypes {
       : dom_(*out, /*allow_exceptions=*/false) {}
   std::string error;  // empty when the text passed
   JsonRefusal refusal = JsonRefusal::kSyntax;
+  std::vector<std::string> duplicate_path;  // with kDuplicateKey
 
   bool null() { return dom_.null(); }
   bool boolean(bool v) { return dom_.boolean(v); }
@@ -37,23 +38,41 @@ class StrictDomBuilder : public JsonSaxTypes {
     if (!Deeper()) return false;
     // One set per depth, cleared for reuse: most objects are a tensor's three
     // keys, and a set allocated per object was a tenth of an open.
-    if (static_cast<size_t>(depth_) > keys_.size()) keys_.resize(depth_);
+    if (static_cast<size_t>(depth_) > keys_.size()) {
+      keys_.resize(depth_);
+      last_key_.resize(depth_);
+    }
     keys_[depth_ - 1].clear();
+    last_key_[depth_ - 1].clear();
     return dom_.start_object(n);
   }
   bool key(string_t& k) {
     if (!keys_[depth_ - 1].insert(k).second) {
       error = absl::StrCat("duplicate key '", k, "'");
       refusal = JsonRefusal::kDuplicateKey;
+      // The enclosing objects' current keys (an array between two objects
+      // leaves its level's entry empty), then the duplicate.
+      for (int d = 0; d + 1 < depth_; ++d) {
+        if (!last_key_[d].empty()) duplicate_path.push_back(last_key_[d]);
+      }
+      duplicate_path.push_back(k);
       return false;
     }
+    last_key_[depth_ - 1] = k;
     return dom_.key(k);
   }
   bool end_object() {
     --depth_;
     return dom_.end_object();
   }
-  bool start_array(std::size_t n) { return Deeper() && dom_.start_array(n); }
+  bool start_array(std::size_t n) {
+    if (!Deeper()) return false;
+    // No key at this level: a stale one would join a duplicate's path.
+    if (static_cast<size_t>(depth_) <= last_key_.size()) {
+      last_key_[depth_ - 1].clear();
+    }
+    return dom_.start_array(n);
+  }
   bool end_array() {
     --depth_;
     return dom_.end_array();
@@ -83,18 +102,22 @@ class StrictDomBuilder : public JsonSaxTypes {
   nlohmann::detail::json_sax_dom_parser<json> dom_;
   int depth_ = 0;
   std::vector<absl::flat_hash_set<std::string>> keys_;
+  std::vector<std::string> last_key_;  // per depth: the key being read
 };
 
 }  // namespace
 
-absl::StatusOr<nlohmann::json> ParseStrictJson(absl::string_view text,
-                                               absl::string_view what,
-                                               JsonRefusal* refusal) {
+absl::StatusOr<nlohmann::json> ParseStrictJson(
+    absl::string_view text, absl::string_view what, JsonRefusal* refusal,
+    std::vector<std::string>* duplicate_path) {
   json doc;
   StrictDomBuilder builder(&doc);
   if (!json::sax_parse(text.begin(), text.end(), &builder) ||
       !builder.error.empty()) {
     if (refusal != nullptr) *refusal = builder.refusal;
+    if (duplicate_path != nullptr) {
+      *duplicate_path = std::move(builder.duplicate_path);
+    }
     return absl::DataLossError(absl::StrCat(
         what, ": ", builder.error.empty() ? "invalid JSON" : builder.error));
   }

@@ -2,6 +2,9 @@
 #ifndef TENSORMORPH_CORE_FORMAT_JSON_HEADER_H_
 #define TENSORMORPH_CORE_FORMAT_JSON_HEADER_H_
 
+#include <string>
+#include <vector>
+
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
@@ -32,10 +35,14 @@ enum class JsonRefusal {
 // must be valid UTF-8. `what` names the document in messages ("file
 // 'model.safetensors': header").
 // Errors: DATA_LOSS naming the rule and the byte position; the rule is also
-// written to *refusal when it is not null.
-absl::StatusOr<nlohmann::json> ParseStrictJson(absl::string_view text,
-                                               absl::string_view what,
-                                               JsonRefusal* refusal = nullptr);
+// written to *refusal when it is not null, and for kDuplicateKey the keys
+// leading to the duplicate, outermost first, ending in it, to
+// *duplicate_path when that is not null ({"w"} for a top-level "w" given
+// twice, {"w", "dtype"} for a "dtype" given twice in "w"'s object).
+absl::StatusOr<nlohmann::json> ParseStrictJson(
+    absl::string_view text, absl::string_view what,
+    JsonRefusal* refusal = nullptr,
+    std::vector<std::string>* duplicate_path = nullptr);
 
 }  // namespace tensormorph
 

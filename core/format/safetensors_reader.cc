@@ -39,6 +39,20 @@ ErrorMetadata TensorMetadata(const std::string& name) {
   return {{"tensor", name}};
 }
 
+// What a duplicate key adds to file and rule, from its path in the header
+// (ParseStrictJson): a tensor named twice, or a key given twice in one
+// tensor's entry, names the tensor; a key twice in __metadata__ names the
+// key.
+ErrorMetadata DuplicateMetadata(const std::vector<std::string>& path) {
+  if (path.empty()) return {};
+  if (path[0] == "__metadata__") {
+    return path.size() >= 2 ? ErrorMetadata{{"key", path[1]}} : ErrorMetadata{};
+  }
+  ErrorMetadata m = TensorMetadata(path[0]);
+  if (path.size() >= 2) m.push_back({"key", path[1]});
+  return m;
+}
+
 // Reads a JSON integer in [0, kMaxSafetensorsExtent].
 bool ReadExtent(const json& v, uint64_t* out) {
   if (!v.is_number_integer()) return false;
@@ -138,8 +152,9 @@ absl::Status ReadHeaderDocument(
     std::vector<std::pair<std::string, std::string>>* metadata,
     std::vector<Entry>* entries) {
   JsonRefusal refusal = JsonRefusal::kSyntax;
+  std::vector<std::string> duplicate;
   auto parsed = ParseStrictJson(
-      text, absl::StrCat("file '", label, "': header"), &refusal);
+      text, absl::StrCat("file '", label, "': header"), &refusal, &duplicate);
   if (!parsed.ok()) {
     // Bytes that are not UTF-8 anywhere in the header are that rule, even
     // where the JSON broke first (the parser checks only strings).
@@ -148,7 +163,10 @@ absl::Status ReadHeaderDocument(
         : refusal == JsonRefusal::kDuplicateKey ? HeaderRule::kDuplicateKey
         : refusal == JsonRefusal::kTooDeep      ? HeaderRule::kHeaderDepth
                                                 : HeaderRule::kHeaderJson;
-    return HeaderRuleError(rule, parsed.status().message(), label);
+    return HeaderRuleError(rule, parsed.status().message(), label,
+                           rule == HeaderRule::kDuplicateKey
+                               ? DuplicateMetadata(duplicate)
+                               : ErrorMetadata{});
   }
   const json& root = *parsed;
   for (const auto& [key, value] : root.items()) {

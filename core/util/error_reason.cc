@@ -72,7 +72,9 @@ constexpr ErrorReasonInfo kTable[] = {
      "refused (statistics and heatmaps), field names it",
      "field"},
     {ErrorReason::kNotFound, "NOT_FOUND", Code::kNotFound, true,
-     "something else named does not exist", ""},
+     "something else named does not exist; where it is a file (an "
+     "importance matrix), path names it",
+     "path"},
     {ErrorReason::kPermissionDenied, "PERMISSION_DENIED",
      Code::kPermissionDenied, true, "a path the server may not read", ""},
     {ErrorReason::kOutOfRange, "OUT_OF_RANGE", Code::kOutOfRange, true,

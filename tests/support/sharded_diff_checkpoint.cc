@@ -52,7 +52,8 @@ void WriteSharded(const std::string& dir,
 
 }  // namespace
 
-ShardedDiffCheckpoint WriteShardedDiffCheckpoint() {
+ShardedDiffCheckpoint WriteShardedDiffCheckpoint(
+    const ShardedDiffOptions& options) {
   ShardedDiffCheckpoint c;
   c.root = MakeTempDir();
   c.quant = "quant";
@@ -91,11 +92,17 @@ ShardedDiffCheckpoint WriteShardedDiffCheckpoint() {
       float amax = 0;
       for (int64_t k = 0; k < cols; ++k)
         amax = std::max(amax, std::fabs(w[r * cols + k]));
-      const float s = RoundToBF16(amax / 127.0f);
+      float s = RoundToBF16(amax / 127.0f);
+      if (options.quantizer_faults && r == 0) s = RoundToBF16(amax / 254.0f);
+      if (options.quantizer_faults && r == 2) s = 0;
       scales[r] = s;
       for (int64_t k = 0; k < cols; ++k) {
         const long v = s != 0 ? std::lround(w[r * cols + k] / s) : 0;
         q[r * cols + k] = static_cast<char>(std::clamp<long>(v, -128, 127));
+      }
+      if (options.quantizer_faults && r == 1) {
+        char& code = q[r * cols + 1];
+        code = static_cast<char>(code >= 0 ? code - 2 : code + 2);
       }
     }
     quant[shard].push_back({name, "I8", {rows, cols}, q});

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "client/cli/commands.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/process.h"
@@ -74,6 +76,14 @@ TEST(CliHelpTest, TopLevelListsEveryCommandAndTheGlobalOptions) {
     EXPECT_THAT(r.out, HasSubstr(option));
   }
   EXPECT_THAT(r.out, HasSubstr("Exit codes"));
+  // Every code commands.h defines (kExitOk .. kExitGaps), each with what
+  // it means.
+  for (int code = kExitOk; code <= kExitGaps; ++code) {
+    EXPECT_THAT(r.out,
+                ::testing::ContainsRegex(absl::StrCat("[:,] ", code, " [a-z]")))
+        << "exit code " << code;
+  }
+  EXPECT_THAT(r.out, HasSubstr("4 a diff, diff-merge or compare"));
 }
 
 // Global options may follow the command, and a command's help is reached

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "client/client.h"
 #include "client/embedded/embedded_client.h"
 #include "gmock/gmock.h"
@@ -26,11 +27,13 @@ namespace tensormorph {
 namespace {
 
 using ::tensormorph::testing::CliErrorOf;
+using ::tensormorph::testing::CliJsonErrorOf;
 using ::tensormorph::testing::CliModes;
 using ::tensormorph::testing::CliPath;
 using ::tensormorph::testing::CommandResult;
 using ::tensormorph::testing::Fixture;
 using ::tensormorph::testing::FixturesDir;
+using ::tensormorph::testing::HasMetadata;
 using ::tensormorph::testing::HasReason;
 using ::tensormorph::testing::MessageNames;
 using ::tensormorph::testing::RunCommand;
@@ -349,6 +352,85 @@ TEST_P(DiffCliTest, ABadGateIsAUsageErrorAndInvalidArgumentOnTheWire) {
                         MessageNames("fail_on[1]"), MessageNames("'snr<25'"),
                         MessageNames("max_err_steps, p99_err_steps")));
   EXPECT_EQ(events, 0);
+}
+
+// An empty --imatrix (an unset shell variable) is a usage error naming the
+// field: the request cannot carry it (an empty QuantDiffRequest.imatrix is
+// none), so the diff would run unweighted and pass for a weighted one.
+TEST_P(DiffCliTest, AnEmptyImatrixPathIsAUsageErrorNotAnUnweightedDiff) {
+  const std::string ct = Fixture("safetensors/ct_int8_channel");
+  for (const bool json : {false, true}) {
+    std::vector<std::string> args = {"diff", ct, ct + "/source", "--imatrix",
+                                     ""};
+    if (json) args.insert(args.begin(), "--json");
+    const CommandResult r = Run(args);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_THAT(CliErrorOf(r.err),
+                AllOf(HasReason(ErrorReason::kRequestInvalid),
+                      MessageNames("--imatrix")));
+    if (json) {
+      EXPECT_THAT(CliJsonErrorOf(r.out),
+                  AllOf(HasReason(ErrorReason::kRequestInvalid),
+                        HasMetadata("field", "imatrix")));
+    } else {
+      EXPECT_EQ(r.out, "");  // no table: nothing was compared
+    }
+  }
+}
+
+// An importance matrix of another model (llama.cpp names against a Hugging
+// Face checkpoint) weighs nothing: the table gives no weighted SQNR ("-",
+// not "inf dB" over no error), stderr warns, and the summary's weighted
+// figures are 0 (no figure), as in each unweighted report. The same matrix
+// against its own model weighs, without the warning.
+TEST(DiffImatrixTest, AMatrixThatWeighsNoTensorGivesNoFigureAndAWarning) {
+  const std::string& demo = ::tensormorph::testing::DemoDir();
+  const std::string imatrix =
+      ::tensormorph::testing::MakeTempDir() + "/imatrix.dat";
+  ASSERT_TRUE(::tensormorph::testing::WriteDemoImatrix(imatrix));
+  const std::vector<std::string> foreign = {
+      "diff", demo + "/int8", demo + "/source", "--imatrix", imatrix};
+  const CommandResult text = RunCommand(
+      {CliPath(), foreign[0], foreign[1], foreign[2], foreign[3], foreign[4]});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("imatrix: 0 tensors weighted, weighted "
+                                  "SQNR -\n"));
+  EXPECT_THAT(text.out, Not(HasSubstr("weighted SQNR inf")));
+  EXPECT_THAT(text.err, AllOf(HasSubstr("warning: the importance matrix "
+                                        "weighed none of the"),
+                              HasSubstr("another model's")));
+  const CommandResult json =
+      RunCommand({CliPath(), "--json", foreign[0], foreign[1], foreign[2],
+                  foreign[3], foreign[4]});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_THAT(json.err, HasSubstr("weighed none of the"));
+  int reports = 0;
+  for (absl::string_view line :
+       absl::StrSplit(json.out, '\n', absl::SkipEmpty())) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j.contains("tensor")) {
+      ++reports;
+      EXPECT_EQ(j["tensor"]["imatrixUse"], "IMATRIX_USE_MISSING") << line;
+      EXPECT_EQ(j["tensor"].value("weightedSqnrDb", 0.0), 0.0) << line;
+    } else if (j.contains("summary")) {
+      const nlohmann::json& s = j["summary"];
+      EXPECT_EQ(s.value("imatrixWeighted", "0"), "0") << line;
+      EXPECT_EQ(s.value("weightedSqnrDb", nlohmann::json(0.0)),
+                nlohmann::json(0.0))
+          << line;
+      EXPECT_EQ(s["imatrixMissing"].size(), static_cast<size_t>(reports));
+    }
+  }
+  EXPECT_GT(reports, 0);
+  // Its own model: weighed, a figure, no warning.
+  const CommandResult own = RunCommand(
+      {CliPath(), "diff", demo + "/model-q4_k_m.gguf", demo + "/model-f32.gguf",
+       "--imatrix", imatrix, "--filter", "blk.0.*", "--top", "0"});
+  ASSERT_EQ(own.exit_code, 0) << own.err;
+  EXPECT_THAT(own.out,
+              HasSubstr("imatrix: 7 tensors weighted, weighted SQNR "));
+  EXPECT_THAT(own.out, HasSubstr(" dB (weighted squared error "));
+  EXPECT_THAT(own.err, Not(HasSubstr("warning")));
 }
 
 // A tensor Tensormorph cannot decode is a gap the report names (its type

@@ -455,6 +455,83 @@ TEST_F(DiffMergeCliTest, HelpTeachesTheThreePartRun) {
   EXPECT_THAT(r.out, HasSubstr("tensormorph diff-merge part-*.jsonl"));
 }
 
+// Every number of the merged summary is the single run's, with a broken
+// quantizer in every projection so that no total is 0 = 0 + 0: a merge that
+// started from part 0's summary counted its clipped elements twice (21789
+// for a single run's 14490), and the fault-free checkpoint hid it.
+TEST(DiffMergeTotalsTest, EveryNumberOfTheMergedSummaryIsTheSingleRuns) {
+  const ShardedDiffCheckpoint c =
+      ::tensormorph::testing::WriteShardedDiffCheckpoint(
+          {.quantizer_faults = true});
+  ServerProcess server({c.root});
+  const std::string dir = MakeTempDir();
+  auto diff = [&](std::vector<std::string> extra) {
+    std::vector<std::string> argv = {CliPath(),  "--server", server.address(),
+                                     "--json",   "diff",     c.quant,
+                                     c.reference};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return RunCommand(argv);
+  };
+  const CommandResult whole = diff({});
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  const Events w = ParseDiffJson(whole.out);
+  ASSERT_EQ(w.summaries.size(), 1u);
+  const v1::DiffSummary& single = w.summaries[0];
+  // The numbers a merge adds up; the weighted ones need an imatrix
+  // (DiffMergeTest.AddsTheWeightedSumsOfAllPartsInNameOrder).
+  const google::protobuf::Descriptor* d = v1::DiffSummary::descriptor();
+  const google::protobuf::Reflection* reflect = single.GetReflection();
+  std::vector<const google::protobuf::FieldDescriptor*> numbers;
+  for (int i = 0; i < d->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* f = d->field(i);
+    if (f->is_repeated() || f->name() == "wall_seconds" ||
+        absl::StrContains(f->name(), "weight")) {
+      continue;
+    }
+    if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_INT64) {
+      numbers.push_back(f);
+      EXPECT_GT(reflect->GetInt64(single, f), 0) << f->name();
+    } else if (f->cpp_type() ==
+               google::protobuf::FieldDescriptor::CPPTYPE_DOUBLE) {
+      numbers.push_back(f);
+      EXPECT_GT(reflect->GetDouble(single, f), 0) << f->name();
+    }
+  }
+  ASSERT_GE(numbers.size(), 6u);  // tensors_compared ... max_excess_steps
+  for (const int n : {1, 2, 3}) {
+    SCOPED_TRACE(absl::StrCat(n, " parts"));
+    std::vector<std::string> files;
+    for (int i = 0; i < n; ++i) {
+      const CommandResult part = diff({"--part", absl::StrCat(i, "/", n)});
+      ASSERT_EQ(part.exit_code, 0) << part.err;
+      // Part 0 has excess totals of its own to count (once).
+      if (i == 0) {
+        EXPECT_GT(ParseDiffJson(part.out).summaries[0].clipped(), 0);
+      }
+      files.push_back(absl::StrCat(dir, "/", n, "-part-", i, ".jsonl"));
+      WriteFile(files.back(), part.out);
+    }
+    std::vector<std::string> argv = {CliPath(), "--json", "diff-merge"};
+    argv.insert(argv.end(), files.begin(), files.end());
+    const CommandResult m = RunCommand(argv);
+    ASSERT_EQ(m.exit_code, 0) << m.err;
+    const Events merged = ParseDiffJson(m.out);
+    ASSERT_EQ(merged.summaries.size(), 1u);
+    for (const google::protobuf::FieldDescriptor* f : numbers) {
+      if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_INT64) {
+        EXPECT_EQ(reflect->GetInt64(merged.summaries[0], f),
+                  reflect->GetInt64(single, f))
+            << f->name();
+      } else {
+        EXPECT_EQ(reflect->GetDouble(merged.summaries[0], f),
+                  reflect->GetDouble(single, f))
+            << f->name();
+      }
+    }
+    ExpectSameDiff(merged, w);
+  }
+}
+
 // The tensor lines `diff-merge --json` prints are the single run's, byte
 // for byte: a float read back from a part file keeps every bit, the sign of
 // a -0 included (protobuf's JSON parser reads the token -0 as the integer

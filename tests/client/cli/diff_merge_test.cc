@@ -82,6 +82,40 @@ TEST(DiffMergeTest, RebuildsTheWholeSummaryFromThePartsInAnyOrder) {
   EXPECT_EQ(m->reference, "source");
 }
 
+// The excess totals are each part's added once: part 0's count no more than
+// the others' (its summary is no starting point), and the undecodable
+// tensors are listed once each, sorted.
+TEST(DiffMergeTest, AddsTheExcessTotalsOfEveryPartOnce) {
+  std::vector<DiffPartEvents> parts = ThreeParts();
+  for (auto& p : parts) p.summary->mutable_part()->set_plan_tensors(6);
+  const struct {
+    int64_t not_nearest, clipped, zeroed_groups;
+    double max_excess_steps;
+    std::vector<std::string> undecodable;
+  } kTotals[] = {{7299, 11, 2, 0.75, {"z: I3: no decoder"}},
+                 {7191, 13, 0, 2.5, {}},
+                 {5, 17, 3, 1.25, {"y: I3: no decoder"}}};
+  for (int i = 0; i < 3; ++i) {
+    v1::DiffSummary& s = *parts[i].summary;
+    s.set_not_nearest(kTotals[i].not_nearest);
+    s.set_clipped(kTotals[i].clipped);
+    s.set_zeroed_groups(kTotals[i].zeroed_groups);
+    s.set_max_excess_steps(kTotals[i].max_excess_steps);
+    for (const std::string& u : kTotals[i].undecodable) s.add_undecodable(u);
+  }
+  auto m = MergeDiffParts(std::move(parts));
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->summary.not_nearest(), 7299 + 7191 + 5);
+  EXPECT_EQ(m->summary.clipped(), 11 + 13 + 17);
+  EXPECT_EQ(m->summary.zeroed_groups(), 2 + 0 + 3);
+  EXPECT_EQ(m->summary.max_excess_steps(), 2.5);
+  EXPECT_THAT(m->summary.undecodable(),
+              ElementsAre("y: I3: no decoder", "z: I3: no decoder"));
+  // Without an imatrix no weighted figure appears.
+  EXPECT_EQ(m->summary.imatrix_weighted(), 0);
+  EXPECT_EQ(m->summary.weighted_sq_err(), 0);
+}
+
 // With an imatrix: the weighted totals of every part's reports, added in
 // name order as one run adds them, and the tensors it did not weigh.
 TEST(DiffMergeTest, AddsTheWeightedSumsOfAllPartsInNameOrder) {

@@ -138,7 +138,23 @@ TEST(SafetensorsReaderTest, RejectsDuplicateKeys) {
       R"({"w":{"dtype":"I8","shape":[1],"data_offsets":[0,1]},)"
       R"("w":{"dtype":"I8","shape":[1],"data_offsets":[1,2]}})";
   EXPECT_DATA_LOSS(OpenBytes(BuildSafetensorsRaw(header, "xy")),
-                   HasMetadata("rule", "duplicate-key"));
+                   HasMetadata("rule", "duplicate-key"),
+                   HasMetadata("tensor", "w"));
+  // A key twice in one tensor's entry names the tensor and the key; twice
+  // in __metadata__, the key.
+  EXPECT_DATA_LOSS(
+      OpenBytes(BuildSafetensorsRaw(
+          R"({"a":{"dtype":"I8","shape":[1],"data_offsets":[0,1]},)"
+          R"("w":{"dtype":"I8","shape":[1],"dtype":"I8","data_offsets":[1,2]}})",
+          "xy")),
+      HasMetadata("rule", "duplicate-key"), HasMetadata("tensor", "w"),
+      HasMetadata("key", "dtype"));
+  EXPECT_DATA_LOSS(
+      OpenBytes(BuildSafetensorsRaw(
+          R"({"__metadata__":{"format":"pt","format":"np"},)"
+          R"("w":{"dtype":"I8","shape":[2],"data_offsets":[0,2]}})",
+          "xy")),
+      HasMetadata("rule", "duplicate-key"), HasMetadata("key", "format"));
 }
 
 TEST(SafetensorsReaderTest, RejectsNestingBombs) {

@@ -68,8 +68,7 @@ std::vector<std::unique_ptr<Command>> RegisterCommands(CLI::App& app) {
   for (auto* add :
        {RegisterLs, RegisterInfo, RegisterRead, RegisterScalar, RegisterStats,
         RegisterHeatmap, RegisterArch, RegisterDiff, RegisterDiffMerge,
-        RegisterHealth, RegisterCheck, RegisterCompare,
-        RegisterImatrix}) {
+        RegisterHealth, RegisterCheck, RegisterCompare, RegisterImatrix}) {
     commands.push_back(add(app));
   }
   return commands;

@@ -32,7 +32,6 @@ import os
 import subprocess
 import sys
 import time
-import traceback
 
 import numpy as np
 
@@ -243,38 +242,19 @@ def main():
             return 1
         subprocess.run([a.make_demo, a.models], check=True, stdout=subprocess.DEVNULL)
     models = os.path.abspath(a.models)
-    server = None
-    driver = None
     start = time.time()
-    try:
-        server = it.Server(a.tensormorphd, models, a.assets)
-        print(f'tensormorphd http on {server.url}')
-        driver = it.start_browser()
-        page = it.Page(driver, server.url, a.screenshots)
+
+    def body(started):
+        started.server = it.Server(a.tensormorphd, models, a.assets)
+        print(f'tensormorphd http on {started.server.url}')
+        started.driver = it.start_browser()
+        page = it.Page(started.driver, started.server.url, a.screenshots)
         test_inspector(page, a.tensormorph, models)
         test_distribution(page, models)
         test_diff_worst_groups(page)
-    except it.Failure as e:
-        print(f'FAIL: {e}', file=sys.stderr)
-        if driver:
-            try:
-                for entry in driver.get_log('browser')[-20:]:
-                    print(f'  browser console: {entry["level"]} {entry["message"]}', file=sys.stderr)
-                driver.save_screenshot(os.path.join(a.screenshots, 'i31_inspector_failure.png'))
-            except Exception:  # noqa: BLE001 (the failure is what matters)
-                pass
-        return 1
-    except Exception:  # noqa: BLE001
-        traceback.print_exc()
-        return 1
-    finally:
-        if driver:
-            driver.quit()
-        if server:
-            server.stop()
-    print(f'PASS: the inspector and distribution show the GGUF\'s Hugging Face source ({time.time() - start:.1f} s)')
-    return 0
+        print(f'PASS: the inspector and distribution show the GGUF\'s Hugging Face source ({time.time() - start:.1f} s)')
 
+    return it.run_test(body, a.screenshots, 'i31_inspector_failure.png')
 
 if __name__ == '__main__':
     sys.exit(main())

@@ -27,7 +27,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 
 import inspector_test as it
 from selenium.webdriver.common.by import By
@@ -242,40 +241,22 @@ def main():
             print(f'FAIL: {a.models} holds no {CHECKPOINT} (give --make-demo to write the demo)', file=sys.stderr)
             return 1
         subprocess.run([a.make_demo, a.models], check=True, stdout=subprocess.DEVNULL)
-    root = tempfile.mkdtemp(prefix='tm-web-results-')
-    server = driver = None
     start = time.time()
-    try:
+
+    def body(started):
+        root = tempfile.mkdtemp(prefix='tm-web-results-')
+        started.cleanups.append(lambda: shutil.rmtree(root, ignore_errors=True))
         for name in (CHECKPOINT, SOURCE):
             shutil.copyfile(os.path.join(a.models, name), os.path.join(root, name))
         write_slow_diff(root)
-        server = it.Server(a.tensormorphd, root, a.assets)
-        driver = it.start_browser()
-        page = it.Page(driver, server.url, a.screenshots)
+        started.server = it.Server(a.tensormorphd, root, a.assets)
+        started.driver = it.start_browser()
+        page = it.Page(started.driver, started.server.url, a.screenshots)
         test_reload_and_link(page, a.tensormorph, root)
         test_cancel(page)
-    except it.Failure as e:
-        print(f'FAIL: {e}', file=sys.stderr)
-        if driver:
-            try:
-                for entry in driver.get_log('browser')[-20:]:
-                    print(f'  browser console: {entry["level"]} {entry["message"]}', file=sys.stderr)
-                driver.save_screenshot(os.path.join(a.screenshots, 'i31_results_failure.png'))
-            except Exception:  # noqa: BLE001 (the failure is what matters)
-                pass
-        return 1
-    except Exception:  # noqa: BLE001
-        traceback.print_exc()
-        return 1
-    finally:
-        if driver:
-            driver.quit()
-        if server:
-            server.stop()
-        shutil.rmtree(root, ignore_errors=True)
-    print(f'PASS: diff results survive a reload and a shared link ({time.time() - start:.1f} s)')
-    return 0
+        print(f'PASS: diff results survive a reload and a shared link ({time.time() - start:.1f} s)')
 
+    return it.run_test(body, a.screenshots, 'i31_results_failure.png')
 
 if __name__ == '__main__':
     sys.exit(main())

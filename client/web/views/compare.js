@@ -96,8 +96,8 @@ export function mount(host, s, ctx) {
     ctx.navigate({ quants: [...chosen].join(',') || null, imatrix: imatrix.value.trim() || null });
   } },
   el('span', { class: 'muted' }, 'Quantizations of this source, two or more:'),
-  el('button', { type: 'submit', class: 'primary', id: 'compare-run' }, 'Compare'),
-  el('label', { class: 'muted' }, 'weighted by ', imatrix));
+  el('label', { class: 'muted' }, 'weighted by ', imatrix),
+  el('button', { type: 'submit', class: 'primary', id: 'compare-run' }, 'Compare'));
   const parts = {
     status: el('div', { class: 'compare-status muted' }),
     other: el('select', { id: 'compare-other' }),

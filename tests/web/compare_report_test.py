@@ -376,6 +376,7 @@ def main():
 
     return it.run_test(body, a.screenshots, 'i34_report_failure.png')
 
+
 if __name__ == '__main__':
     time.tzset()
     sys.exit(main())

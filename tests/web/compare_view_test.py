@@ -182,5 +182,6 @@ def main():
 
     return it.run_test(body, a.screenshots, 'i34_compare_failure.png')
 
+
 if __name__ == '__main__':
     sys.exit(main())

@@ -206,5 +206,6 @@ def main():
 
     return it.run_test(body, a.screenshots, 'i31_heatmap_failure.png')
 
+
 if __name__ == '__main__':
     sys.exit(main())

@@ -26,10 +26,8 @@ llama.cpp's converter permutes them) against its BF16 Hugging Face source
 Screenshots i31_inspector_*.png. Exits non-zero naming what differed.
 """
 
-import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -227,20 +225,10 @@ def test_diff_worst_groups(page):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument('tensormorphd')
-    ap.add_argument('tensormorph')
-    ap.add_argument('models')
-    ap.add_argument('screenshots')
-    ap.add_argument('--make-demo')
-    ap.add_argument('--assets')
-    a = ap.parse_args()
+    a = it.demo_arguments(__doc__).parse_args()
     os.makedirs(a.screenshots, exist_ok=True)
-    if not os.path.exists(os.path.join(a.models, CHECKPOINT)):
-        if not a.make_demo:
-            print(f'FAIL: {a.models} holds no {CHECKPOINT} (give --make-demo to write the demo)', file=sys.stderr)
-            return 1
-        subprocess.run([a.make_demo, a.models], check=True, stdout=subprocess.DEVNULL)
+    if not it.have_demo(a, CHECKPOINT):
+        return 1
     models = os.path.abspath(a.models)
     start = time.time()
 
@@ -255,6 +243,7 @@ def main():
         print(f'PASS: the inspector and distribution show the GGUF\'s Hugging Face source ({time.time() - start:.1f} s)')
 
     return it.run_test(body, a.screenshots, 'i31_inspector_failure.png')
+
 
 if __name__ == '__main__':
     sys.exit(main())

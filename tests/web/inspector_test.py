@@ -255,6 +255,31 @@ def run_test(body, screenshots, failure_shot):
             cleanup()
 
 
+def demo_arguments(doc):
+    """The command line of a browser test on the demo: TENSORMORPHD
+    TENSORMORPH MODELS SCREENSHOTS [--make-demo BIN] [--assets DIR]."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('tensormorphd')
+    ap.add_argument('tensormorph')
+    ap.add_argument('models')
+    ap.add_argument('screenshots')
+    ap.add_argument('--make-demo')
+    ap.add_argument('--assets')
+    return ap
+
+
+def have_demo(a, checkpoint):
+    """Whether a.models holds the demo (its `checkpoint`), written by
+    a.make_demo when missing; without one to write it, says FAIL."""
+    if os.path.exists(os.path.join(a.models, checkpoint)):
+        return True
+    if not a.make_demo:
+        print(f'FAIL: {a.models} holds no {checkpoint} (give --make-demo to write the demo)', file=sys.stderr)
+        return False
+    subprocess.run([a.make_demo, a.models], check=True, stdout=subprocess.DEVNULL)
+    return True
+
+
 def run_cli(cli, *args):
     r = subprocess.run([cli, '--json', *args], capture_output=True, text=True, timeout=300)
     if r.returncode != 0:
@@ -1568,13 +1593,7 @@ def run_browse_only(a):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument('tensormorphd')
-    ap.add_argument('tensormorph')
-    ap.add_argument('models')
-    ap.add_argument('screenshots')
-    ap.add_argument('--make-demo')
-    ap.add_argument('--assets')
+    ap = demo_arguments(__doc__)
     ap.add_argument('--fixtures', help='the shared fixtures (default $TENSORMORPH_FIXTURES or ../shared/fixtures)')
     ap.add_argument('--only-formats', action='store_true', help='only the walk over issue 30\'s formats')
     ap.add_argument('--only-browse', action='store_true',
@@ -1585,11 +1604,8 @@ def main():
         return run_formats_only(a)
     if a.only_browse:
         return run_browse_only(a)
-    if not os.path.exists(os.path.join(a.models, CHECKPOINT)):
-        if not a.make_demo:
-            print(f'FAIL: {a.models} holds no {CHECKPOINT} (give --make-demo to write the demo)', file=sys.stderr)
-            return 1
-        subprocess.run([a.make_demo, a.models], check=True, stdout=subprocess.DEVNULL)
+    if not have_demo(a, CHECKPOINT):
+        return 1
     models = os.path.abspath(a.models)
 
     def body(started):
@@ -1615,6 +1631,7 @@ def main():
         print('PASS: the web inspector agrees with the CLI')
 
     return run_test(body, a.screenshots, 'failure.png')
+
 
 if __name__ == '__main__':
     sys.exit(main())

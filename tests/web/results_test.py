@@ -18,12 +18,10 @@ Screenshots i31_results_*.png under SCREENSHOTS. MODELS holds the demo
 (written there with --make-demo when missing).
 """
 
-import argparse
 import json
 import os
 import shutil
 import struct
-import subprocess
 import sys
 import tempfile
 import time
@@ -227,20 +225,10 @@ def test_cancel(page):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument('tensormorphd')
-    ap.add_argument('tensormorph')
-    ap.add_argument('models')
-    ap.add_argument('screenshots')
-    ap.add_argument('--make-demo')
-    ap.add_argument('--assets')
-    a = ap.parse_args()
+    a = it.demo_arguments(__doc__).parse_args()
     os.makedirs(a.screenshots, exist_ok=True)
-    if not os.path.exists(os.path.join(a.models, CHECKPOINT)):
-        if not a.make_demo:
-            print(f'FAIL: {a.models} holds no {CHECKPOINT} (give --make-demo to write the demo)', file=sys.stderr)
-            return 1
-        subprocess.run([a.make_demo, a.models], check=True, stdout=subprocess.DEVNULL)
+    if not it.have_demo(a, CHECKPOINT):
+        return 1
     start = time.time()
 
     def body(started):
@@ -257,6 +245,7 @@ def main():
         print(f'PASS: diff results survive a reload and a shared link ({time.time() - start:.1f} s)')
 
     return it.run_test(body, a.screenshots, 'i31_results_failure.png')
+
 
 if __name__ == '__main__':
     sys.exit(main())

@@ -6,6 +6,13 @@
 // as a line, the dominated crossed out) and per-layer error curves (layer
 // index against squared error, one line per quantization).
 //
+// A comparison made with an importance matrix (CompareSummary.weighted)
+// also shows the weighted figures beside the unweighted ones: each cell's
+// weighted SQNR (or why the matrix did not weigh it), the weighted totals,
+// and both charts on the weighted error, since that is the error the
+// server's dominance (overall and per layer) was decided on. Without one,
+// the drawing is the unweighted one alone.
+//
 // One implementation for two homes: the web inspector's Compare view imports
 // it, and `tensormorph compare --html` inlines this file whole into a
 // self-contained report. So it imports nothing, fetches nothing and carries
@@ -44,6 +51,10 @@ const STYLE = `
 .cv svg .cv-frontier { fill: none; stroke: #d8dee9; stroke-width: 1.5; stroke-dasharray: 5 3; }
 .cv .cv-legend { display: flex; flex-wrap: wrap; gap: 12px; margin: 6px 0; font-size: 12px; }
 .cv .cv-swatch { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin-right: 4px; }
+.cv .cv-w { color: #8fd19e; margin-left: 6px; }
+.cv .cv-w.cv-unweighted { color: var(--muted, #8a94a6); cursor: help; }
+.cv .cv-chart-legend { margin: 0 0 6px; font-size: 12px; color: var(--muted, #8a94a6); max-width: 560px; }
+.cv .cv-chart-legend b { color: #8fd19e; font-weight: 600; }
 `;
 
 function ensureStyle(doc) {
@@ -152,24 +163,47 @@ function fmtTickValue(v) {
   return String(+v.toPrecision(3));
 }
 
+// The error a chart's y axis shows. Unweighted: the totals' SQNR, higher
+// is better. Weighted: the weighted error the server's dominance was
+// decided on (CompareTotals.weighted_error, or CompareLayer's), lower is
+// better, on a log scale when every value is positive (quantizations differ
+// by decades). f maps a value to the axis; tick turns an axis value back
+// into a label.
+function errorAxis(values, weighted, what) {
+  if (!weighted) return { f: (v) => v, tick: fmtTickValue, label: 'SQNR dB (higher is better)', minStep: 0 };
+  const log = values.every((v) => v > 0);
+  return {
+    f: log ? Math.log10 : (v) => v, tick: log ? (t) => fmtTickValue(Math.pow(10, t)) : fmtTickValue,
+    label: `weighted ${what}${log ? ' (log)' : ''}, lower is better`, minStep: log ? 1 : 0,
+  };
+}
+
 // The size-versus-error chart: a point per quantization at (total bits per
-// weight, total SQNR); the non-dominated joined by the frontier line in
-// order of size, the dominated drawn hollow with a cross.
-function sizeChart(doc, summary, names) {
+// weight, total SQNR, or with an imatrix total weighted error); the
+// non-dominated joined by the frontier line in order of size, the dominated
+// drawn hollow with a cross.
+function sizeChart(doc, summary, names, weighted) {
   const totals = summary.totals || [];
   const pts = totals.map((t, q) => ({
     q, bpw: num(t.bitsPerWeight), sqnr: num(t.sqnrDb), sse: num(t.sumSquaredError),
-    dominated: (t.dominatedBy || []).length > 0,
+    werr: num(t.weightedError), dominated: (t.dominatedBy || []).length > 0,
   }));
+  for (const p of pts) p.y = weighted ? p.werr : p.sqnr;
   const box = { width: 560, height: 340, left: 56, right: 20, top: 16, bottom: 40 };
-  const svg = svgEl(doc, 'svg', { class: 'cv-chart', width: box.width, height: box.height, viewBox: `0 0 ${box.width} ${box.height}` });
-  const finite = pts.filter((p) => Number.isFinite(p.sqnr));
+  const svg = svgEl(doc, 'svg', {
+    class: 'cv-chart', width: box.width, height: box.height, viewBox: `0 0 ${box.width} ${box.height}`,
+    'data-error': weighted ? 'weighted' : 'sqnr',
+  });
+  const finite = pts.filter((p) => Number.isFinite(p.y));
   if (!finite.length) return svg;
+  const axis = errorAxis(finite.map((p) => p.y), weighted, 'squared error');
+  const ys = finite.map((p) => axis.f(p.y));
   const xr = [Math.min(...finite.map((p) => p.bpw)), Math.max(...finite.map((p) => p.bpw))];
-  const yr = [Math.min(...finite.map((p) => p.sqnr)), Math.max(...finite.map((p) => p.sqnr))];
-  const { sx, sy } = frame(doc, svg, box, xr, yr, { x: 'bits per weight', y: 'SQNR dB (higher is better)', xTick: (t) => String(t) });
+  const { sx, sy } = frame(doc, svg, box, xr, [Math.min(...ys), Math.max(...ys)],
+    { x: 'bits per weight', y: axis.label, xTick: (t) => String(t), yMinStep: axis.minStep },
+    weighted ? axis.tick : undefined);
   const front = finite.filter((p) => !p.dominated).sort((a, b) => a.bpw - b.bpw);
-  svg.appendChild(svgEl(doc, 'polyline', { class: 'cv-frontier', points: front.map((p) => `${sx(p.bpw)},${sy(p.sqnr)}`).join(' ') }));
+  svg.appendChild(svgEl(doc, 'polyline', { class: 'cv-frontier', points: front.map((p) => `${sx(p.bpw)},${sy(axis.f(p.y))}`).join(' ') }));
   const used = [];
   for (const p of finite) {
     const colour = COLOURS[p.q % COLOURS.length];
@@ -177,8 +211,9 @@ function sizeChart(doc, summary, names) {
       class: 'cv-point' + (p.dominated ? ' cv-dominated' : ''), 'data-q': p.q, 'data-bpw': p.bpw,
       'data-sqnr': p.sqnr, 'data-sse': p.sse, 'data-dominated': p.dominated,
     });
+    if (weighted) g.setAttribute('data-weighted-error', String(p.werr));
     const x = sx(p.bpw);
-    const y = sy(p.sqnr);
+    const y = sy(axis.f(p.y));
     g.appendChild(svgEl(doc, 'circle', { cx: x, cy: y, r: 6, fill: p.dominated ? 'none' : colour, stroke: colour, 'stroke-width': 2 }));
     if (p.dominated) {
       g.appendChild(svgEl(doc, 'path', { d: `M${x - 5},${y - 5}L${x + 5},${y + 5}M${x - 5},${y + 5}L${x + 5},${y - 5}`, stroke: colour, 'stroke-width': 1.5 }));
@@ -191,31 +226,40 @@ function sizeChart(doc, summary, names) {
     while (used.some(([ux, uy]) => Math.abs(ux - x) < 120 && Math.abs(uy - ly) < 13)) ly += 14;
     used.push([x, ly]);
     g.appendChild(svgEl(doc, 'text', { x: right ? x - 9 : x + 9, y: ly, 'text-anchor': right ? 'end' : 'start' }, label));
-    g.appendChild(svgEl(doc, 'title', {}, `${label}: ${fmt(p.bpw, 4)} bits per weight, SQNR ${fmt(p.sqnr, 2)} dB, squared error ${fmtError(p.sse)}`));
+    const figures = `${fmt(p.bpw, 4)} bits per weight, SQNR ${fmt(p.sqnr, 2)} dB, squared error ${fmtError(p.sse)}` +
+      (weighted ? `, weighted error ${fmtError(p.werr)}` : '');
+    g.appendChild(svgEl(doc, 'title', {}, `${label}: ${figures}`));
     svg.appendChild(g);
   }
   return svg;
 }
 
 // Per-layer error curves: layer index (the number ending the layer's name)
-// against its summed squared error, one line per quantization, on a log
-// scale when every error is positive (quantizations differ by decades).
-function layerChart(doc, summary, names) {
+// against its summed squared error (with an imatrix: its weighted error,
+// on which the layer's dominance was decided), one line per quantization,
+// on a log scale when every error is positive (quantizations differ by
+// decades).
+function layerChart(doc, summary, names, weighted) {
   const layers = (summary.layers || []).map((l) => ({
     index: Number((/(\d+)$/.exec(l.layer) || [])[1]), name: l.layer, sse: (l.sumSquaredError || []).map(num),
-    dominated: new Set((l.dominated || []).map(Number)),
+    werr: (l.weightedError || []).map(num), dominated: new Set((l.dominated || []).map(Number)),
   })).filter((l) => Number.isFinite(l.index)).sort((a, b) => a.index - b.index);
+  for (const l of layers) l.y = weighted ? l.werr : l.sse;
   const box = { width: 560, height: 340, left: 64, right: 20, top: 16, bottom: 40 };
-  const svg = svgEl(doc, 'svg', { class: 'cv-layers', width: box.width, height: box.height, viewBox: `0 0 ${box.width} ${box.height}` });
+  const svg = svgEl(doc, 'svg', {
+    class: 'cv-layers', width: box.width, height: box.height, viewBox: `0 0 ${box.width} ${box.height}`,
+    'data-error': weighted ? 'weighted' : 'squared',
+  });
   if (!layers.length) return svg;
-  const all = layers.flatMap((l) => l.sse);
+  const all = layers.flatMap((l) => l.y);
   const log = all.every((v) => v > 0);
   const f = log ? Math.log10 : (v) => v;
   const ys = all.map(f);
   const xr = [layers[0].index, layers[layers.length - 1].index];
+  const what = (weighted ? 'weighted ' : '') + 'squared error';
   const { sx, sy } = frame(doc, svg, box, xr, [Math.min(...ys), Math.max(...ys)],
     {
-      x: 'layer', y: log ? 'squared error (log)' : 'squared error', xTick: (t) => (Number.isInteger(t) ? String(t) : ''),
+      x: 'layer', y: log ? `${what} (log)` : what, xTick: (t) => (Number.isInteger(t) ? String(t) : ''),
       yMinStep: log ? 1 : 0,
     },
     log ? (t) => fmtTickValue(Math.pow(10, t)) : fmtTickValue);
@@ -224,17 +268,18 @@ function layerChart(doc, summary, names) {
     const colour = COLOURS[q % COLOURS.length];
     const g = svgEl(doc, 'g', { class: 'cv-layer-line', 'data-q': q });
     g.appendChild(svgEl(doc, 'polyline', {
-      points: layers.map((l) => `${sx(l.index)},${sy(f(l.sse[q]))}`).join(' '), fill: 'none', stroke: colour, 'stroke-width': 2,
+      points: layers.map((l) => `${sx(l.index)},${sy(f(l.y[q]))}`).join(' '), fill: 'none', stroke: colour, 'stroke-width': 2,
     }));
     for (const l of layers) {
       // Hollow where this quantization is dominated within the layer.
       const dominated = l.dominated.has(q);
       const c = svgEl(doc, 'circle', {
-        class: 'cv-layer-point', cx: sx(l.index), cy: sy(f(l.sse[q])), r: dominated ? 4 : 3,
+        class: 'cv-layer-point', cx: sx(l.index), cy: sy(f(l.y[q])), r: dominated ? 4 : 3,
         fill: dominated ? 'none' : colour, stroke: colour, 'stroke-width': 1.5,
         'data-layer': l.name, 'data-sse': l.sse[q], 'data-dominated': dominated,
       });
-      c.appendChild(svgEl(doc, 'title', {}, `${l.name} [${q}] ${shortName(summary.totals, q, names)}: ${fmtError(l.sse[q])}${dominated ? ' (dominated in this layer)' : ''}`));
+      if (weighted) c.setAttribute('data-weighted-error', String(l.werr[q]));
+      c.appendChild(svgEl(doc, 'title', {}, `${l.name} [${q}] ${shortName(summary.totals, q, names)}: ${weighted ? 'weighted error ' : ''}${fmtError(l.y[q])}${dominated ? ' (dominated in this layer)' : ''}`));
       g.appendChild(c);
     }
     svg.appendChild(g);
@@ -259,6 +304,27 @@ function cellText(c) {
   return `${c.scheme} ${fmt(num(c.bitsPerWeight), 2)} ${fmt(num(c.sqnrDb), 2)}${num(c.maxExcessSteps) > 0 ? '!' : ''}`;
 }
 
+// Whether the importance matrix weighed a cell (protobuf's JSON mapping may
+// leave the enum out when it is the default, UNSPECIFIED).
+function cellWeighted(c) {
+  return c.imatrixUse === 'IMATRIX_USE_WEIGHTED';
+}
+
+// With an imatrix, after a decoded cell's figures: "w" and its weighted
+// SQNR, or a muted "w -" whose tooltip says why the matrix did not weigh
+// it (its weighted figures are 0, no measurement: proto's imatrix_use).
+function weightedMark(doc, td, c) {
+  if (!c.present || c.undecodable) return;
+  if (cellWeighted(c)) {
+    td.setAttribute('data-weighted-sqnr', num(c.weightedSqnrDb));
+    td.appendChild(el(doc, 'span', { class: 'cv-w', title: 'importance-weighted SQNR dB' }, `w ${fmt(num(c.weightedSqnrDb), 2)}`));
+    return;
+  }
+  const why = `not weighted: ${c.imatrixNote || 'the importance matrix did not weigh it'}`;
+  td.setAttribute('data-imatrix-note', why);
+  td.appendChild(el(doc, 'span', { class: 'cv-w cv-unweighted', title: why }, 'w -'));
+}
+
 // The sort key of a row for column `key`: the name, or a quantization's
 // SQNR (absent cells last whichever the direction).
 function sortRows(rows, key, up) {
@@ -280,7 +346,7 @@ function sortRows(rows, key, up) {
   return order;
 }
 
-function matrix(doc, rows, totals, names, onCell) {
+function matrix(doc, rows, totals, names, onCell, weighted) {
   const table = el(doc, 'table', { class: 'cv-matrix' });
   const head = el(doc, 'tr');
   const nameTh = el(doc, 'th', { 'data-sort': 'name', class: 'cv-sorted cv-up' }, 'tensor');
@@ -300,6 +366,7 @@ function matrix(doc, rows, totals, names, onCell) {
         'data-present': !!c.present,
       }, cellText(c));
       if (num(c.maxExcessSteps) > 0) td.classList.add('cv-beyond');
+      if (weighted) weightedMark(doc, td, c);
       if (onCell && c.present && !c.undecodable) {
         td.addEventListener('click', () => {
           for (const s of table.querySelectorAll('.cv-selected')) s.classList.remove('cv-selected');
@@ -333,63 +400,117 @@ function matrix(doc, rows, totals, names, onCell) {
   return table;
 }
 
-function totalsTable(doc, totals, names) {
+// The totals' columns ([text, tooltip]); with an imatrix the weighted ones
+// ("W": importance-weighted, short as the CLI's, since checkpoint paths
+// already make the table wide) join them before "dominated by", which is
+// then on the weighted error.
+function totalsColumns(weighted) {
+  const head = ['', 'quantization', 'tensors', 'bytes', 'bits per weight', 'SQNR dB', 'squared error'].map((h) => [h]);
+  if (weighted) {
+    head.push(['W tensors', 'the tensors the importance matrix weighed'],
+      ['W SQNR dB', 'the SQNR of their importance-weighted sums'],
+      ['weighted error', 'importance-weighted squared error (unweighted where the matrix does not weigh a tensor)'],
+      ['dominated by', 'on the weighted error']);
+  } else {
+    head.push(['dominated by']);
+  }
+  return head;
+}
+
+function totalsTable(doc, totals, names, weighted) {
   const table = el(doc, 'table', { class: 'cv-totals' });
   const head = el(doc, 'tr');
-  for (const h of ['', 'quantization', 'tensors', 'bytes', 'bits per weight', 'SQNR dB', 'squared error', 'dominated by']) {
-    head.appendChild(el(doc, 'th', {}, h));
-  }
+  for (const [h, why] of totalsColumns(weighted)) head.appendChild(el(doc, 'th', why ? { title: why } : {}, h));
   table.appendChild(el(doc, 'thead')).appendChild(head);
   const body = table.appendChild(el(doc, 'tbody'));
   totals.forEach((t, q) => {
     const by = (t.dominatedBy || []).map((d) => `[${d}]`).join(' ');
     const tr = el(doc, 'tr', { 'data-q': q, 'data-bytes': num(t.bytes), 'data-bpw': num(t.bitsPerWeight), 'data-sqnr': num(t.sqnrDb), 'data-sse': num(t.sumSquaredError) });
-    for (const v of [`[${q}]`, nameOf(totals, q, names), String(num(t.tensors)), String(num(t.bytes)),
-      fmt(num(t.bitsPerWeight), 4), fmt(num(t.sqnrDb), 2), fmtError(num(t.sumSquaredError)), by || '-']) {
-      tr.appendChild(el(doc, 'td', {}, v));
+    const cells = [`[${q}]`, nameOf(totals, q, names), String(num(t.tensors)), String(num(t.bytes)),
+      fmt(num(t.bitsPerWeight), 4), fmt(num(t.sqnrDb), 2), fmtError(num(t.sumSquaredError))];
+    if (weighted) {
+      tr.setAttribute('data-tensors-weighted', num(t.tensorsWeighted));
+      tr.setAttribute('data-weighted-sqnr', num(t.weightedSqnrDb));
+      tr.setAttribute('data-weighted-error', num(t.weightedError));
+      // With no tensor weighed the weighted SQNR is no measurement.
+      cells.push(String(num(t.tensorsWeighted)), num(t.tensorsWeighted) > 0 ? fmt(num(t.weightedSqnrDb), 2) : '-',
+        fmtError(num(t.weightedError)));
     }
+    cells.push(by || '-');
+    for (const v of cells) tr.appendChild(el(doc, 'td', {}, v));
     if (by) tr.lastChild.classList.add('cv-dominated-text');
     body.appendChild(tr);
   });
   return table;
 }
 
+// Whether the comparison was made with an importance matrix: the summary
+// says so, or (rows alone, no summary yet) a cell carries an imatrix_use.
+function isWeighted(rows, summary) {
+  if (summary) return !!summary.weighted;
+  return rows.some((r) => (r.cells || []).some((c) => c.imatrixUse && c.imatrixUse !== 'IMATRIX_USE_UNSPECIFIED'));
+}
+
+// What each chart's error is, said in words above the charts: the points
+// of a weighted comparison sit at an error other than the totals' SQNR.
+function chartLegend(doc, summary) {
+  const p = el(doc, 'p', { class: 'cv-chart-legend', 'data-error': 'weighted' });
+  p.appendChild(doc.createTextNode('Both charts show the '));
+  p.appendChild(el(doc, 'b', {}, 'importance-weighted squared error'));
+  p.appendChild(doc.createTextNode(' (summed per quantization, and per layer): the error dominance was decided on.'));
+  const n = (summary.unweighted || []).length;
+  if (n) p.appendChild(doc.createTextNode(` ${n} tensor${n === 1 ? '' : 's'} the imatrix did not weigh count with their unweighted squared error.`));
+  return p;
+}
+
+// The totals, what they leave out, and the two charts.
+function summarySection(doc, root, rows, summary, options, weighted) {
+  const totals = summary.totals || [];
+  root.appendChild(el(doc, 'h3', {}, 'Totals over the tensors every quantization holds' +
+    (weighted ? ' (W: importance-weighted; dominance on the weighted error)' : '')));
+  root.appendChild(totalsTable(doc, totals, options.names, weighted));
+  // Left out of the totals, by why: a quantization lacks the tensor, or
+  // holds it in a type that cannot be decoded (summary.undecodable).
+  const lacking = rows.filter((r) => (r.cells || []).some((c) => !c.present))
+    .map((r) => r.referenceName);
+  if (lacking.length) {
+    root.appendChild(el(doc, 'p', { class: 'cv-not-shared' }, `Not held by every quantization (left out of the totals): ${lacking.join(', ')}`));
+  }
+  if ((summary.undecodable || []).length) {
+    root.appendChild(el(doc, 'p', { class: 'cv-not-shared' }, `Cannot be decoded (left out of the totals): ${summary.undecodable.join(', ')}`));
+  }
+  if (weighted && (summary.unweighted || []).length) {
+    root.appendChild(el(doc, 'p', { class: 'cv-unweighted-list' },
+      `Not weighted by the imatrix (their unweighted squared error counts in the weighted totals): ${summary.unweighted.join(', ')}`));
+  }
+  const charts = root.appendChild(el(doc, 'div', { class: 'cv-charts' }));
+  const size = charts.appendChild(el(doc, 'div'));
+  size.appendChild(el(doc, 'h3', {}, `Size against ${weighted ? 'weighted ' : ''}error (the dashed line: the frontier)`));
+  if (weighted) size.appendChild(chartLegend(doc, summary));
+  size.appendChild(sizeChart(doc, summary, options.names, weighted));
+  const layer = charts.appendChild(el(doc, 'div'));
+  layer.appendChild(el(doc, 'h3', {}, `${weighted ? 'Weighted error' : 'Error'} per layer (hollow: dominated in that layer)`));
+  layer.appendChild(layerChart(doc, summary, options.names, weighted));
+  layer.appendChild(legend(doc, totals, options.names));
+}
+
 // Draws the comparison `events` into `container` (emptied first).
 // options: names (a label per quantization; default the summary's
 // checkpoint names), onCell(row, q, cell) (makes present cells clickable).
-// Returns {rows, summary}.
+// Returns {rows, summary, weighted}.
 export function renderComparison(container, events, options = {}) {
   const doc = container.ownerDocument;
   ensureStyle(doc);
   const { rows, summary } = parseComparison(events);
   const totals = (summary && summary.totals) || [];
+  const weighted = isWeighted(rows, summary);
   container.textContent = '';
-  const root = container.appendChild(el(doc, 'div', { class: 'cv' }));
-  if (summary) {
-    root.appendChild(el(doc, 'h3', {}, 'Totals over the tensors every quantization holds'));
-    root.appendChild(totalsTable(doc, totals, options.names));
-    // Left out of the totals, by why: a quantization lacks the tensor, or
-    // holds it in a type that cannot be decoded (summary.undecodable).
-    const lacking = rows.filter((r) => (r.cells || []).some((c) => !c.present))
-      .map((r) => r.referenceName);
-    if (lacking.length) {
-      root.appendChild(el(doc, 'p', { class: 'cv-not-shared' }, `Not held by every quantization (left out of the totals): ${lacking.join(', ')}`));
-    }
-    if ((summary.undecodable || []).length) {
-      root.appendChild(el(doc, 'p', { class: 'cv-not-shared' }, `Cannot be decoded (left out of the totals): ${summary.undecodable.join(', ')}`));
-    }
-    const charts = root.appendChild(el(doc, 'div', { class: 'cv-charts' }));
-    const size = charts.appendChild(el(doc, 'div'));
-    size.appendChild(el(doc, 'h3', {}, 'Size against error (the dashed line: the frontier)'));
-    size.appendChild(sizeChart(doc, summary, options.names));
-    const layer = charts.appendChild(el(doc, 'div'));
-    layer.appendChild(el(doc, 'h3', {}, 'Error per layer (hollow: dominated in that layer)'));
-    layer.appendChild(layerChart(doc, summary, options.names));
-    layer.appendChild(legend(doc, totals, options.names));
-  }
-  root.appendChild(el(doc, 'h3', {}, 'Per tensor: type, bits per weight, SQNR dB (! beyond the format\'s bound); click a header to sort'));
+  const root = container.appendChild(el(doc, 'div', { class: 'cv', 'data-weighted': weighted }));
+  if (summary) summarySection(doc, root, rows, summary, options, weighted);
+  const mark = weighted ? '; w: importance-weighted SQNR dB (w -: not weighted, hover for why)' : '';
+  root.appendChild(el(doc, 'h3', {}, `Per tensor: type, bits per weight, SQNR dB (! beyond the format's bound)${mark}; click a header to sort`));
   const nq = totals.length || Math.max(0, ...rows.map((r) => (r.cells || []).length));
   const cols = totals.length ? totals : Array.from({ length: nq }, () => ({}));
-  root.appendChild(matrix(doc, rows, cols, options.names, options.onCell));
-  return { rows, summary };
+  root.appendChild(matrix(doc, rows, cols, options.names, options.onCell, weighted));
+  return { rows, summary, weighted };
 }

@@ -6,7 +6,8 @@
 //   leading (indices of the leading dimensions, "0,2"), group (a group id for
 //   the distribution), log (1: log counts), dir (browse), metric (architecture colouring),
 //   filter (diff glob), order (file: tables and tree as stored; default model order),
-//   quants (compare: the quantizations of the checkpoint, comma-separated).
+//   quants (compare: the quantizations of the checkpoint, comma-separated),
+//   imatrix (compare: the importance matrix weighing it).
 
 const listeners = [];
 

@@ -18,7 +18,16 @@ must:
   - sort by a click on a quantization's header (worst SQNR first, then
     reversed).
 And `--html` onto an input is refused (REQUEST_INVALID) with the input
-untouched. Screenshots i34_report_*.png under SCREENSHOTS.
+untouched.
+
+Then the same files compared with the demo's importance matrix (`--imatrix
+imatrix.dat`, which has no entry for the norms, output.weight and
+token_embd.weight): the report shows, beside the unweighted figures, each
+weighted cell's weighted SQNR and on each other cell why it is not weighted
+(its imatrixNote), the weighted totals, and both charts on the weighted
+error with a legend saying so: every figure the one of `--json compare
+--imatrix`. Without an imatrix none of that is drawn.
+Screenshots i34_report_*.png under SCREENSHOTS.
 """
 
 import argparse
@@ -29,13 +38,13 @@ import shutil
 import subprocess
 import sys
 import time
-import traceback
 
 import inspector_test as it
 
 SOURCE = 'model-f32.gguf'
 QUANTS = ['model-q8_0.gguf', 'model-q4_k_m.gguf', 'model-q8_0-planted.gguf']
 PLANTED_TENSOR = 'blk.0.ffn_up.weight'
+IMATRIX = 'imatrix.dat'  # tensormorph-make-demo's legacy-form importance matrix
 
 
 def number(v):
@@ -55,8 +64,13 @@ def make_inputs(cli, make_demo, work):
     it.plant(cli, os.path.join(work, QUANTS[0]), os.path.join(work, QUANTS[2]), PLANTED_TENSOR, (3, 5))
 
 
-def compare_json(cli, work):
-    out = it.run_cli(cli, 'compare', *[os.path.join(work, f) for f in [SOURCE] + QUANTS])
+def compare_args(work, imatrix=None):
+    args = [os.path.join(work, f) for f in [SOURCE] + QUANTS]
+    return args + ['--imatrix', os.path.join(work, imatrix)] if imatrix else args
+
+
+def compare_json(cli, work, imatrix=None):
+    out = it.run_cli(cli, 'compare', *compare_args(work, imatrix))
     events = [json.loads(line) for line in out.splitlines() if line.strip()]
     rows = [e['row'] for e in events if 'row' in e]
     summaries = [e['summary'] for e in events if 'summary' in e]
@@ -64,8 +78,8 @@ def compare_json(cli, work):
     return rows, summaries[0]
 
 
-def write_report(cli, work, path):
-    args = [cli, 'compare', *[os.path.join(work, f) for f in [SOURCE] + QUANTS], '--html', path]
+def write_report(cli, work, path, imatrix=None):
+    args = [cli, 'compare', *compare_args(work, imatrix), '--html', path]
     r = subprocess.run(args, capture_output=True, text=True, timeout=300)
     it.check(r.returncode == 0, f'{" ".join(args)} exited {r.returncode}: {r.stderr.strip()}')
     it.check(os.path.isfile(path), f'compare --html wrote no {path}')
@@ -121,12 +135,14 @@ def check_network(page, expected, when):
     it.check(not severe, f'the browser console has errors: {severe}')
 
 
-def check_matrix(page, rows):
-    print('the matrix: every cell as --json compare says')
+def check_matrix(page, rows, weighted=False):
+    print('the matrix: every cell as --json compare says' + (' (and its weighted SQNR)' if weighted else ''))
     shown = page.d.execute_script(
         "return [...document.querySelectorAll('.cv-matrix tbody tr')].map(tr => [tr.dataset.tensor,"
         " [...tr.querySelectorAll('td.cv-cell')].map(td => [td.dataset.scheme, td.dataset.bpw, td.dataset.sqnr,"
-        " td.dataset.present, td.innerText])]);")
+        " td.dataset.present, td.firstChild.textContent, td.dataset.weightedSqnr || null,"
+        " td.dataset.imatrixNote || null, (td.querySelector('.cv-w') || {}).textContent || null,"
+        " (td.querySelector('.cv-w') || {}).title || null])]);")
     it.check(len(shown) == len(rows), f'the matrix has {len(shown)} rows, the JSON {len(rows)}')
     by_name = {name: cells for name, cells in shown}
     checked = 0
@@ -134,7 +150,7 @@ def check_matrix(page, rows):
         cells = by_name.get(r['referenceName'])
         it.check(cells is not None, f'the matrix has no row {r["referenceName"]}')
         it.check(len(cells) == len(r['cells']), f'{r["referenceName"]}: {len(cells)} cells, the JSON {len(r["cells"])}')
-        for q, (c, (scheme, bpw, sqnr, present, text)) in enumerate(zip(r['cells'], cells)):
+        for q, (c, (scheme, bpw, sqnr, present, text, *w)) in enumerate(zip(r['cells'], cells)):
             where = f'{r["referenceName"]} [{q}]'
             it.check(present == ('true' if c['present'] else 'false'), f'{where}: present {present}, JSON {c["present"]}')
             it.check(scheme == c['scheme'], f'{where}: type {scheme}, JSON {c["scheme"]}')
@@ -144,47 +160,105 @@ def check_matrix(page, rows):
             want = f'{c["scheme"]} {number(c["bitsPerWeight"]):.2f} ' + ('inf' if math.isinf(sq) else f'{sq:.2f}')
             it.check(text.startswith(want), f'{where}: the cell reads {text!r}, not {want!r}')
             it.check(text.endswith('!') == (c['maxExcessSteps'] > 0), f'{where}: "!" mark {text!r} against maxExcessSteps {c["maxExcessSteps"]}')
+            check_weighted_cell(where, c, w, weighted)
             checked += 1
     planted = by_name[PLANTED_TENSOR][2][4]
     it.check(planted.endswith('!'), f'the planted tensor\'s cell reads {planted!r}, without the "!" beyond the bound')
     print(f'  {len(rows)} rows, {checked} cells equal')
 
 
+def check_weighted_cell(where, c, shown, weighted):
+    """A cell's weighted mark: none without an imatrix; with one, "w" and
+    the JSON's weightedSqnrDb where imatrixUse is WEIGHTED, else "w -"
+    whose tooltip is "not weighted: " and the JSON's imatrixNote."""
+    wsqnr, note, mark, title = shown
+    if not weighted or not c['present'] or c.get('undecodable'):
+        it.check(shown == [None] * 4, f'{where}: a comparison without an imatrix shows a weighted mark {shown}')
+        return
+    if c['imatrixUse'] == 'IMATRIX_USE_WEIGHTED':
+        it.check(wsqnr is not None and same(wsqnr, c['weightedSqnrDb']), f'{where}: weighted SQNR {wsqnr}, JSON {c["weightedSqnrDb"]}')
+        it.check(mark == f'w {number(c["weightedSqnrDb"]):.2f}', f'{where}: the weighted mark reads {mark!r}')
+        it.check(note is None, f'{where}: weighted, yet noted {note!r}')
+    else:
+        it.check(c['imatrixNote'], f'{where}: {c["imatrixUse"]} with no imatrixNote in the JSON')
+        it.check(wsqnr is None and mark == 'w -', f'{where} ({c["imatrixUse"]}): shows {mark!r} weighted SQNR {wsqnr}')
+        it.check(note == title == f'not weighted: {c["imatrixNote"]}', f'{where}: says {title!r}, the JSON {c["imatrixNote"]!r}')
+
+
 def check_chart(page, summary):
-    print('the size-versus-error chart: a point per quantization, the dominated marked, the frontier')
+    """The chart's y is the totals' SQNR, or with an imatrix their weighted
+    error (what the server's dominance was decided on): lower is better."""
+    weighted = summary.get('weighted', False)
+    print('the size-versus-error chart: a point per quantization, the dominated marked, the frontier'
+          + (' (on the weighted error)' if weighted else ''))
     totals = summary['totals']
     it.check(totals[2]['dominatedBy'] == [0], f'the planted copy is dominated by {totals[2]["dominatedBy"]}, not [0]')
     points = page.d.execute_script(
         "return [...document.querySelectorAll('svg.cv-chart .cv-point')].map(g => [Number(g.dataset.q),"
         " g.dataset.bpw, g.dataset.sqnr, g.dataset.dominated, g.querySelector('circle').getAttribute('cx'),"
-        " g.querySelector('circle').getAttribute('cy')]);")
+        " g.querySelector('circle').getAttribute('cy'), g.dataset.weightedError || null]);")
     it.check(len(points) == len(totals), f'{len(points)} chart points for {len(totals)} quantizations')
-    for q, bpw, sqnr, dominated, _, _ in points:
+    for q, bpw, sqnr, dominated, _, _, werr in points:
         t = totals[q]
         it.check(same(bpw, t['bitsPerWeight']) and same(sqnr, t['sqnrDb']),
                  f'point [{q}] at ({bpw}, {sqnr}), the JSON ({t["bitsPerWeight"]}, {t["sqnrDb"]})')
+        if weighted:
+            it.check(werr is not None and same(werr, t['weightedError']), f'point [{q}]: weighted error {werr}, JSON {t["weightedError"]}')
+        else:
+            it.check(werr is None, f'point [{q}] carries a weighted error {werr} without an imatrix')
         it.check(dominated == ('true' if t['dominatedBy'] else 'false'), f'point [{q}] dominated={dominated}, JSON {t["dominatedBy"]}')
-    # More bits and more SQNR sit further right and higher.
+    # More bits and less error sit further right and higher (SQNR) or lower
+    # (weighted error).
     pos = {p[0]: (float(p[4]), float(p[5])) for p in points}
-    it.check(pos[0][0] > pos[1][0] and pos[0][1] < pos[1][1], f'[0] (Q8_0) is not right of and above [1] (Q4_K_M): {pos}')
+    it.check(pos[0][0] > pos[1][0], f'[0] (Q8_0) is not right of [1] (Q4_K_M): {pos}')
+    if weighted:
+        it.check(pos[0][1] > pos[1][1], f'[0] (Q8_0, less weighted error) is not below [1]: {pos}')
+    else:
+        it.check(pos[0][1] < pos[1][1], f'[0] (Q8_0, more SQNR) is not above [1]: {pos}')
     frontier = page.d.execute_script("return document.querySelector('svg.cv-chart .cv-frontier').getAttribute('points');")
     vertices = [tuple(map(float, v.split(','))) for v in frontier.split()]
     want = sorted((pos[q] for q, t in enumerate(totals) if not t['dominatedBy']), key=lambda p: p[0])
     it.check(vertices == want, f'the frontier runs through {vertices}, not the non-dominated {want}')
+    check_error_legend(page, weighted)
     print(f'  {len(points)} points, dominated {[p[0] for p in points if p[3] == "true"]}, frontier of {len(vertices)}')
+
+
+def check_error_legend(page, weighted):
+    """Which error the charts show, said on the page and in the axes."""
+    shown = page.d.execute_script(
+        "return [document.querySelector('.cv').dataset.weighted, document.querySelector('svg.cv-chart').dataset.error,"
+        " document.querySelector('svg.cv-layers').dataset.error,"
+        " [...document.querySelectorAll('.cv-chart-legend')].map(p => p.innerText),"
+        " [...document.querySelectorAll('.cv-charts svg')].map(s => s.textContent)];")
+    flag, size_error, layer_error, legends, svg_text = shown
+    if weighted:
+        it.check([flag, size_error, layer_error] == ['true', 'weighted', 'weighted'],
+                 f'the charts are not on the weighted error: {shown[:3]}')
+        it.check(len(legends) == 1 and 'importance-weighted squared error' in legends[0],
+                 f'no legend says the charts show the weighted error: {legends}')
+        it.check(all('weighted squared error' in t for t in svg_text), 'an axis does not say "weighted squared error"')
+    else:
+        it.check([flag, size_error, layer_error] == ['false', 'sqnr', 'squared'], f'without an imatrix the charts are on {shown[:3]}')
+        it.check(not legends and not any('weighted' in t for t in svg_text), f'without an imatrix a chart says "weighted": {legends}')
 
 
 def check_layers(page, summary):
     print('per-layer error curves: a line per quantization at the JSON\'s errors')
     shown = page.d.execute_script(
         "return [...document.querySelectorAll('svg.cv-layers .cv-layer-line')].map(g => [Number(g.dataset.q),"
-        " [...g.querySelectorAll('.cv-layer-point')].map(c => [c.dataset.layer, c.dataset.sse, c.dataset.dominated])]);")
+        " [...g.querySelectorAll('.cv-layer-point')].map(c => [c.dataset.layer, c.dataset.sse, c.dataset.dominated,"
+        " c.dataset.weightedError || null])]);")
     it.check(len(shown) == len(summary['totals']), f'{len(shown)} layer curves for {len(summary["totals"])} quantizations')
     layers = sorted(summary['layers'], key=lambda l: int(l['layer'].rsplit('.', 1)[1]))
     for q, pts in shown:
         it.check([p[0] for p in pts] == [l['layer'] for l in layers], f'curve [{q}] runs over {[p[0] for p in pts]}')
-        for (name, sse, dominated), l in zip(pts, layers):
+        for (name, sse, dominated, werr), l in zip(pts, layers):
             it.check(same(sse, l['sumSquaredError'][q]), f'curve [{q}] at {name}: {sse}, JSON {l["sumSquaredError"][q]}')
+            if summary.get('weighted', False):
+                it.check(werr is not None and same(werr, l['weightedError'][q]),
+                         f'curve [{q}] at {name}: weighted error {werr}, JSON {l["weightedError"][q]}')
+            else:
+                it.check(werr is None, f'curve [{q}] at {name}: a weighted error {werr} without an imatrix')
             want = 'true' if q in l['dominated'] else 'false'
             it.check(dominated == want, f'curve [{q}] at {name}: dominated={dominated}, JSON {l["dominated"]}')
     # The planted copy is worse than the Q8_0 in blk.0 only.
@@ -192,6 +266,36 @@ def check_layers(page, summary):
     it.check(2 in marked['blk.0'] and 2 not in marked.get('blk.1', []),
              f'the planted copy is dominated per layer as {marked}, not in blk.0 only')
     print(f'  {len(shown)} curves over {len(layers)} layers, dominated per layer {marked}')
+
+
+def check_totals(page, summary):
+    """The totals table: with an imatrix, each quantization's tensors
+    weighted, weighted SQNR and weighted error as the JSON's, and the
+    tensors it did not weigh listed; without one, none of those."""
+    weighted = summary.get('weighted', False)
+    print('the totals' + (' and their weighted figures' if weighted else ''))
+    shown = page.d.execute_script(
+        "return [[...document.querySelectorAll('.cv-totals th')].map(th => th.innerText),"
+        " [...document.querySelectorAll('.cv-totals tbody tr')].map(tr => [tr.dataset.bytes,"
+        " tr.dataset.tensorsWeighted || null, tr.dataset.weightedSqnr || null, tr.dataset.weightedError || null]),"
+        " [...document.querySelectorAll('.cv-unweighted-list')].map(p => p.innerText)];")
+    heads, trs, unweighted = shown
+    totals = summary['totals']
+    it.check(len(trs) == len(totals), f'{len(trs)} totals rows for {len(totals)} quantizations')
+    if not weighted:
+        plain = ['', 'quantization', 'tensors', 'bytes', 'bits per weight', 'SQNR dB', 'squared error', 'dominated by']
+        it.check(heads == plain and not unweighted, f'without an imatrix the totals read {heads}, {unweighted}')
+        it.check(all(t[1:] == [None] * 3 for t in trs), f'without an imatrix the totals carry weighted figures {trs}')
+        return
+    it.check(heads[-4:] == ['W tensors', 'W SQNR dB', 'weighted error', 'dominated by'],
+             f'the weighted totals\' columns read {heads}')
+    for q, ((nbytes, tw, wsqnr, werr), t) in enumerate(zip(trs, totals)):
+        it.check(same(nbytes, t['bytes']) and same(tw, t['tensorsWeighted']) and same(wsqnr, t['weightedSqnrDb'])
+                 and same(werr, t['weightedError']),
+                 f'totals [{q}]: {nbytes} bytes, {tw} weighted, {wsqnr} dB, {werr}; the JSON {t}')
+    it.check(summary['unweighted'] and len(unweighted) == 1 and unweighted[0].endswith(', '.join(summary['unweighted'])),
+             f'the tensors not weighted read {unweighted}, the JSON {summary["unweighted"]}')
+    print(f'  {len(trs)} rows, {len(summary["unweighted"])} tensors not weighted')
 
 
 def column_sqnr(page, q):
@@ -220,6 +324,26 @@ def check_sorting(page, rows):
     print(f'  worst of [1] first: {up[0][0]} at {up[0][1]:.2f} dB')
 
 
+def open_report(page, url, shot):
+    page.d.get(url)
+    page.wait(lambda: page.css('.cv-matrix tbody tr'), 'the report\'s matrix')
+    page.shot(shot)
+    check_network(page, [url], 'opened')
+
+
+def test_weighted(cli, work, page):
+    print('compare --imatrix: the report shows the weighted figures beside the others')
+    rows, summary = compare_json(cli, work, IMATRIX)
+    it.check(summary.get('weighted') is True, f'--json compare --imatrix says weighted={summary.get("weighted")}')
+    report = os.path.join(work, 'report', 'compare-weighted.html')
+    write_report(cli, work, report, IMATRIX)
+    open_report(page, 'file://' + report, 'i34_report_weighted')
+    check_matrix(page, rows, weighted=True)
+    check_totals(page, summary)
+    check_chart(page, summary)
+    check_layers(page, summary)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('tensormorph')
@@ -229,8 +353,8 @@ def main():
     a = ap.parse_args()
     os.makedirs(a.screenshots, exist_ok=True)
     work = os.path.abspath(a.workdir)
-    driver = None
-    try:
+
+    def body(started):
         make_inputs(a.tensormorph, a.make_demo, work)
         rows, summary = compare_json(a.tensormorph, work)
         report = os.path.join(work, 'report', 'compare.html')
@@ -238,36 +362,19 @@ def main():
         write_report(a.tensormorph, work, report)
         test_refuses_an_input(a.tensormorph, work)
         print(f'report {report}: {os.path.getsize(report)} bytes')
-        driver = start_offline_browser()
-        page = it.Page(driver, '', a.screenshots)
-        url = 'file://' + report
-        driver.get(url)
-        page.wait(lambda: page.css('.cv-matrix tbody tr'), 'the report\'s matrix')
-        page.shot('i34_report_overview')
-        check_network(page, [url], 'opened')
+        started.driver = start_offline_browser()
+        page = it.Page(started.driver, '', a.screenshots)
+        open_report(page, 'file://' + report, 'i34_report_overview')
         check_matrix(page, rows)
+        check_totals(page, summary)
         check_chart(page, summary)
         check_layers(page, summary)
         check_sorting(page, rows)
         check_network(page, [], 'after the clicks')
+        test_weighted(a.tensormorph, work, page)
         print('PASS')
-        return 0
-    except it.Failure as e:
-        print(f'FAIL: {e}', file=sys.stderr)
-        if driver:
-            try:
-                for entry in driver.get_log('browser')[-20:]:
-                    print(f'  browser console: {entry["level"]} {entry["message"]}', file=sys.stderr)
-                driver.save_screenshot(os.path.join(a.screenshots, 'i34_report_failure.png'))
-            except Exception:  # noqa: BLE001 (the failure is what matters)
-                pass
-        return 1
-    except Exception:  # noqa: BLE001
-        traceback.print_exc()
-        return 1
-    finally:
-        if driver:
-            driver.quit()
+
+    return it.run_test(body, a.screenshots, 'i34_report_failure.png')
 
 
 if __name__ == '__main__':

@@ -16,7 +16,10 @@ Compare tab, lists the other checkpoints; the three are ticked and compared
   - the cursor is linked: a move over the planted element's cell on the left
     puts the crosshair on the same cell on the right, and both readouts give
     that cell's error as GetHeatmap (asked here, over HTTP) gives it: 80 and
-    more steps on the left, in alarm colour, within the bound on the right.
+    more steps on the left, in alarm colour, within the bound on the right;
+  - the demo's importance matrix typed into the form weighs the comparison
+    (imatrix in the URL and the request): the weighted cells, totals and
+    charts equal `tensormorph --json compare --imatrix` of the same files.
 Screenshots i34_compare_*.png under SCREENSHOTS.
 """
 
@@ -25,7 +28,6 @@ import json
 import os
 import re
 import sys
-import traceback
 import urllib.request
 
 import compare_report_test as report
@@ -130,6 +132,26 @@ def check_pair(page, server):
     page.shot('i34_compare_pair')
 
 
+def compare_weighted(page, cli, work):
+    print('an importance matrix typed in weighs the comparison')
+    rows, summary = report.compare_json(cli, work, report.IMATRIX)
+    page.one('#compare-imatrix').send_keys(report.IMATRIX)
+    page.one('#compare-run').click()
+    page.wait(lambda: page.css('.compare-result[data-ready="true"] .cv[data-weighted="true"] .cv-matrix tbody tr'),
+              'the weighted comparison')
+    page.no_error('the weighted comparison')
+    want = {'quants': ','.join(report.QUANTS), 'imatrix': report.IMATRIX}
+    it.check({k: page.query().get(k) for k in want} == want, f'the URL names {page.query()}')
+    # The drawing from its totals down (the form and picker are above it,
+    # the page's fixed top bar over it).
+    page.d.execute_script("document.querySelector('.compare-result .cv').scrollIntoView(); window.scrollBy(0, -70);")
+    page.shot('i34_compare_weighted')
+    report.check_matrix(page, rows, weighted=True)
+    report.check_totals(page, summary)
+    report.check_chart(page, summary)
+    report.check_layers(page, summary)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('tensormorphd')
@@ -141,40 +163,24 @@ def main():
     a = ap.parse_args()
     os.makedirs(a.screenshots, exist_ok=True)
     work = os.path.abspath(a.workdir)
-    server = None
-    driver = None
-    try:
+
+    def body(started):
         report.make_inputs(a.tensormorph, a.make_demo, work)
         rows, summary = report.compare_json(a.tensormorph, work)
-        server = it.Server(a.tensormorphd, work, a.assets)
-        print(f'tensormorphd http on {server.url}')
-        driver = it.start_browser()
-        page = it.Page(driver, server.url, a.screenshots)
+        started.server = it.Server(a.tensormorphd, work, a.assets)
+        print(f'tensormorphd http on {started.server.url}')
+        started.driver = it.start_browser()
+        page = it.Page(started.driver, started.server.url, a.screenshots)
         choose_and_compare(page)
         report.check_matrix(page, rows)
+        report.check_totals(page, summary)
         report.check_chart(page, summary)
         report.check_layers(page, summary)
-        check_pair(page, server)
+        check_pair(page, started.server)
+        compare_weighted(page, a.tensormorph, work)
         print('PASS')
-        return 0
-    except it.Failure as e:
-        print(f'FAIL: {e}', file=sys.stderr)
-        if driver:
-            try:
-                for entry in driver.get_log('browser')[-20:]:
-                    print(f'  browser console: {entry["level"]} {entry["message"]}', file=sys.stderr)
-                driver.save_screenshot(os.path.join(a.screenshots, 'i34_compare_failure.png'))
-            except Exception:  # noqa: BLE001 (the failure is what matters)
-                pass
-        return 1
-    except Exception:  # noqa: BLE001
-        traceback.print_exc()
-        return 1
-    finally:
-        if driver:
-            driver.quit()
-        if server:
-            server.stop()
+
+    return it.run_test(body, a.screenshots, 'i34_compare_failure.png')
 
 
 if __name__ == '__main__':

@@ -25,7 +25,6 @@ import struct
 import sys
 import tempfile
 import time
-import traceback
 
 import numpy as np
 
@@ -192,38 +191,20 @@ def main():
     ap.add_argument('--assets')
     a = ap.parse_args()
     os.makedirs(a.screenshots, exist_ok=True)
-    root = tempfile.mkdtemp(prefix='tm-web-heatmap-')
-    server = None
-    driver = None
-    started = time.time()
-    try:
+    started_at = time.time()
+
+    def body(started):
+        root = tempfile.mkdtemp(prefix='tm-web-heatmap-')
+        started.cleanups.append(lambda: shutil.rmtree(root, ignore_errors=True))
         write_checkpoints(root)
-        server = it.Server(a.tensormorphd, root, a.assets)
-        driver = it.start_browser()
-        page = it.Page(driver, server.url, a.screenshots)
+        started.server = it.Server(a.tensormorphd, root, a.assets)
+        started.driver = it.start_browser()
+        page = it.Page(started.driver, started.server.url, a.screenshots)
         test_click_lands_on_the_cause(page, a.tensormorph, root)
         test_leaving_frees_the_server(page)
-    except it.Failure as e:
-        print(f'FAIL: {e}', file=sys.stderr)
-        if driver:
-            try:
-                for entry in driver.get_log('browser')[-20:]:
-                    print(f'  browser console: {entry["level"]} {entry["message"]}', file=sys.stderr)
-                driver.save_screenshot(os.path.join(a.screenshots, 'i31_heatmap_failure.png'))
-            except Exception:  # noqa: BLE001
-                pass
-        return 1
-    except Exception:  # noqa: BLE001
-        traceback.print_exc()
-        return 1
-    finally:
-        if driver:
-            driver.quit()
-        if server:
-            server.stop()
-        shutil.rmtree(root, ignore_errors=True)
-    print(f'PASS: the heatmap click and cancellation ({time.time() - started:.0f} s)')
-    return 0
+        print(f'PASS: the heatmap click and cancellation ({time.time() - started_at:.0f} s)')
+
+    return it.run_test(body, a.screenshots, 'i31_heatmap_failure.png')
 
 
 if __name__ == '__main__':

@@ -26,13 +26,10 @@ llama.cpp's converter permutes them) against its BF16 Hugging Face source
 Screenshots i31_inspector_*.png. Exits non-zero naming what differed.
 """
 
-import argparse
 import json
 import os
-import subprocess
 import sys
 import time
-import traceback
 
 import numpy as np
 
@@ -228,52 +225,24 @@ def test_diff_worst_groups(page):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument('tensormorphd')
-    ap.add_argument('tensormorph')
-    ap.add_argument('models')
-    ap.add_argument('screenshots')
-    ap.add_argument('--make-demo')
-    ap.add_argument('--assets')
-    a = ap.parse_args()
+    a = it.demo_arguments(__doc__).parse_args()
     os.makedirs(a.screenshots, exist_ok=True)
-    if not os.path.exists(os.path.join(a.models, CHECKPOINT)):
-        if not a.make_demo:
-            print(f'FAIL: {a.models} holds no {CHECKPOINT} (give --make-demo to write the demo)', file=sys.stderr)
-            return 1
-        subprocess.run([a.make_demo, a.models], check=True, stdout=subprocess.DEVNULL)
+    if not it.have_demo(a, CHECKPOINT):
+        return 1
     models = os.path.abspath(a.models)
-    server = None
-    driver = None
     start = time.time()
-    try:
-        server = it.Server(a.tensormorphd, models, a.assets)
-        print(f'tensormorphd http on {server.url}')
-        driver = it.start_browser()
-        page = it.Page(driver, server.url, a.screenshots)
+
+    def body(started):
+        started.server = it.Server(a.tensormorphd, models, a.assets)
+        print(f'tensormorphd http on {started.server.url}')
+        started.driver = it.start_browser()
+        page = it.Page(started.driver, started.server.url, a.screenshots)
         test_inspector(page, a.tensormorph, models)
         test_distribution(page, models)
         test_diff_worst_groups(page)
-    except it.Failure as e:
-        print(f'FAIL: {e}', file=sys.stderr)
-        if driver:
-            try:
-                for entry in driver.get_log('browser')[-20:]:
-                    print(f'  browser console: {entry["level"]} {entry["message"]}', file=sys.stderr)
-                driver.save_screenshot(os.path.join(a.screenshots, 'i31_inspector_failure.png'))
-            except Exception:  # noqa: BLE001 (the failure is what matters)
-                pass
-        return 1
-    except Exception:  # noqa: BLE001
-        traceback.print_exc()
-        return 1
-    finally:
-        if driver:
-            driver.quit()
-        if server:
-            server.stop()
-    print(f'PASS: the inspector and distribution show the GGUF\'s Hugging Face source ({time.time() - start:.1f} s)')
-    return 0
+        print(f'PASS: the inspector and distribution show the GGUF\'s Hugging Face source ({time.time() - start:.1f} s)')
+
+    return it.run_test(body, a.screenshots, 'i31_inspector_failure.png')
 
 
 if __name__ == '__main__':

@@ -211,6 +211,75 @@ class Page:
         print(f'  screenshot {path}')
 
 
+class Started:
+    """What a browser test started, for run_test to stop whatever happens:
+    the browser (driver), the server, then the cleanups (a temporary
+    root's removal, say), last first. A test that stops one itself sets it
+    back to None."""
+
+    def __init__(self):
+        self.driver = None
+        self.server = None
+        self.cleanups = []
+
+
+def run_test(body, screenshots, failure_shot):
+    """A browser test's main: runs body(started) and returns the exit
+    status. A Failure prints FAIL, the browser console's last entries and
+    keeps a screenshot of the page (failure_shot, a file name under
+    screenshots); any other exception prints its traceback. Either way the
+    browser, the server and the cleanups are stopped."""
+    started = Started()
+    try:
+        body(started)
+        return 0
+    except Failure as e:
+        print(f'FAIL: {e}', file=sys.stderr)
+        if started.driver:
+            try:
+                for entry in started.driver.get_log('browser')[-20:]:
+                    print(f'  browser console: {entry["level"]} {entry["message"]}', file=sys.stderr)
+                started.driver.save_screenshot(os.path.join(screenshots, failure_shot))
+            except Exception:  # noqa: BLE001 (the failure is what matters)
+                pass
+        return 1
+    except Exception:  # noqa: BLE001
+        traceback.print_exc()
+        return 1
+    finally:
+        if started.driver:
+            started.driver.quit()
+        if started.server:
+            started.server.stop()
+        for cleanup in reversed(started.cleanups):
+            cleanup()
+
+
+def demo_arguments(doc):
+    """The command line of a browser test on the demo: TENSORMORPHD
+    TENSORMORPH MODELS SCREENSHOTS [--make-demo BIN] [--assets DIR]."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('tensormorphd')
+    ap.add_argument('tensormorph')
+    ap.add_argument('models')
+    ap.add_argument('screenshots')
+    ap.add_argument('--make-demo')
+    ap.add_argument('--assets')
+    return ap
+
+
+def have_demo(a, checkpoint):
+    """Whether a.models holds the demo (its `checkpoint`), written by
+    a.make_demo when missing; without one to write it, says FAIL."""
+    if os.path.exists(os.path.join(a.models, checkpoint)):
+        return True
+    if not a.make_demo:
+        print(f'FAIL: {a.models} holds no {checkpoint} (give --make-demo to write the demo)', file=sys.stderr)
+        return False
+    subprocess.run([a.make_demo, a.models], check=True, stdout=subprocess.DEVNULL)
+    return True
+
+
 def run_cli(cli, *args):
     r = subprocess.run([cli, '--json', *args], capture_output=True, text=True, timeout=300)
     if r.returncode != 0:
@@ -1503,49 +1572,28 @@ def test_formats(driver, server_bin, cli, assets, shots):
 
 
 def run_formats_only(a):
-    driver = None
-    try:
-        driver = start_browser()
-        test_formats(driver, a.tensormorphd, a.tensormorph, a.assets, a.screenshots)
-    except Failure as e:
-        print(f'FAIL: {e}', file=sys.stderr)
-        if driver:
-            driver.save_screenshot(os.path.join(a.screenshots, 'failure.png'))
-        return 1
-    finally:
-        if driver:
-            driver.quit()
-    print('PASS: the web inspector agrees with the CLI on issue 30\'s formats')
-    return 0
+    def body(started):
+        started.driver = start_browser()
+        test_formats(started.driver, a.tensormorphd, a.tensormorph, a.assets, a.screenshots)
+        print('PASS: the web inspector agrees with the CLI on issue 30\'s formats')
+
+    return run_test(body, a.screenshots, 'failure.png')
 
 
 def run_browse_only(a):
     if not os.path.exists(os.path.join(a.models, CHECKPOINT)):
         subprocess.run([a.make_demo, a.models], check=True, stdout=subprocess.DEVNULL)
-    driver = None
-    try:
-        driver = start_browser()
-        test_browse_mixed(driver, a.tensormorphd, os.path.abspath(a.models), a.assets, a.screenshots)
-    except Failure as e:
-        print(f'FAIL: {e}', file=sys.stderr)
-        if driver:
-            driver.save_screenshot(os.path.join(a.screenshots, 'failure.png'))
-        return 1
-    finally:
-        if driver:
-            driver.quit()
-    print('PASS: browse lists a safetensors directory and what is beside it')
-    return 0
+
+    def body(started):
+        started.driver = start_browser()
+        test_browse_mixed(started.driver, a.tensormorphd, os.path.abspath(a.models), a.assets, a.screenshots)
+        print('PASS: browse lists a safetensors directory and what is beside it')
+
+    return run_test(body, a.screenshots, 'failure.png')
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument('tensormorphd')
-    ap.add_argument('tensormorph')
-    ap.add_argument('models')
-    ap.add_argument('screenshots')
-    ap.add_argument('--make-demo')
-    ap.add_argument('--assets')
+    ap = demo_arguments(__doc__)
     ap.add_argument('--fixtures', help='the shared fixtures (default $TENSORMORPH_FIXTURES or ../shared/fixtures)')
     ap.add_argument('--only-formats', action='store_true', help='only the walk over issue 30\'s formats')
     ap.add_argument('--only-browse', action='store_true',
@@ -1556,54 +1604,33 @@ def main():
         return run_formats_only(a)
     if a.only_browse:
         return run_browse_only(a)
-    if not os.path.exists(os.path.join(a.models, CHECKPOINT)):
-        if not a.make_demo:
-            print(f'FAIL: {a.models} holds no {CHECKPOINT} (give --make-demo to write the demo)', file=sys.stderr)
-            return 1
-        subprocess.run([a.make_demo, a.models], check=True, stdout=subprocess.DEVNULL)
+    if not have_demo(a, CHECKPOINT):
+        return 1
     models = os.path.abspath(a.models)
-    server = None
-    driver = None
-    try:
-        server = Server(a.tensormorphd, models, a.assets)
-        print(f'tensormorphd http on {server.url}')
-        driver = start_browser()
-        page = Page(driver, server.url, a.screenshots)
+
+    def body(started):
+        started.server = Server(a.tensormorphd, models, a.assets)
+        print(f'tensormorphd http on {started.server.url}')
+        started.driver = start_browser()
+        page = Page(started.driver, started.server.url, a.screenshots)
         test_walk_and_inspect(page, a.tensormorph, models)
         test_diff(page, a.tensormorph, models)
         test_distribution_link(page, a.tensormorph, models)
         test_distribution_codes(page, a.tensormorph, models)
         test_sparsity_and_errors(page)
         test_zoomed_click(page, a.tensormorph, models)
-        server.stop()
-        server = None
-        test_colours(driver, a.tensormorphd, a.tensormorph, models, a.assets, a.screenshots)
-        test_non_finite(driver, a.tensormorphd, fixtures_dir(a.fixtures), a.assets, a.screenshots)
-        test_formats(driver, a.tensormorphd, a.tensormorph, a.assets, a.screenshots)
-        test_browse_mixed(driver, a.tensormorphd, models, a.assets, a.screenshots)
-        driver.quit()
-        driver = None
+        started.server.stop()
+        started.server = None
+        test_colours(started.driver, a.tensormorphd, a.tensormorph, models, a.assets, a.screenshots)
+        test_non_finite(started.driver, a.tensormorphd, fixtures_dir(a.fixtures), a.assets, a.screenshots)
+        test_formats(started.driver, a.tensormorphd, a.tensormorph, a.assets, a.screenshots)
+        test_browse_mixed(started.driver, a.tensormorphd, models, a.assets, a.screenshots)
+        started.driver.quit()
+        started.driver = None
         test_token(a.tensormorphd, models, a.assets, a.screenshots)
-    except Failure as e:
-        print(f'FAIL: {e}', file=sys.stderr)
-        if driver:
-            try:
-                for entry in driver.get_log('browser')[-20:]:
-                    print(f'  browser console: {entry["level"]} {entry["message"]}', file=sys.stderr)
-                driver.save_screenshot(os.path.join(a.screenshots, 'failure.png'))
-            except Exception:  # noqa: BLE001 (the failure is what matters)
-                pass
-        return 1
-    except Exception:  # noqa: BLE001
-        traceback.print_exc()
-        return 1
-    finally:
-        if driver:
-            driver.quit()
-        if server:
-            server.stop()
-    print('PASS: the web inspector agrees with the CLI')
-    return 0
+        print('PASS: the web inspector agrees with the CLI')
+
+    return run_test(body, a.screenshots, 'failure.png')
 
 
 if __name__ == '__main__':

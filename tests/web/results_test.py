@@ -18,16 +18,13 @@ Screenshots i31_results_*.png under SCREENSHOTS. MODELS holds the demo
 (written there with --make-demo when missing).
 """
 
-import argparse
 import json
 import os
 import shutil
 import struct
-import subprocess
 import sys
 import tempfile
 import time
-import traceback
 
 import inspector_test as it
 from selenium.webdriver.common.by import By
@@ -228,53 +225,26 @@ def test_cancel(page):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument('tensormorphd')
-    ap.add_argument('tensormorph')
-    ap.add_argument('models')
-    ap.add_argument('screenshots')
-    ap.add_argument('--make-demo')
-    ap.add_argument('--assets')
-    a = ap.parse_args()
+    a = it.demo_arguments(__doc__).parse_args()
     os.makedirs(a.screenshots, exist_ok=True)
-    if not os.path.exists(os.path.join(a.models, CHECKPOINT)):
-        if not a.make_demo:
-            print(f'FAIL: {a.models} holds no {CHECKPOINT} (give --make-demo to write the demo)', file=sys.stderr)
-            return 1
-        subprocess.run([a.make_demo, a.models], check=True, stdout=subprocess.DEVNULL)
-    root = tempfile.mkdtemp(prefix='tm-web-results-')
-    server = driver = None
+    if not it.have_demo(a, CHECKPOINT):
+        return 1
     start = time.time()
-    try:
+
+    def body(started):
+        root = tempfile.mkdtemp(prefix='tm-web-results-')
+        started.cleanups.append(lambda: shutil.rmtree(root, ignore_errors=True))
         for name in (CHECKPOINT, SOURCE):
             shutil.copyfile(os.path.join(a.models, name), os.path.join(root, name))
         write_slow_diff(root)
-        server = it.Server(a.tensormorphd, root, a.assets)
-        driver = it.start_browser()
-        page = it.Page(driver, server.url, a.screenshots)
+        started.server = it.Server(a.tensormorphd, root, a.assets)
+        started.driver = it.start_browser()
+        page = it.Page(started.driver, started.server.url, a.screenshots)
         test_reload_and_link(page, a.tensormorph, root)
         test_cancel(page)
-    except it.Failure as e:
-        print(f'FAIL: {e}', file=sys.stderr)
-        if driver:
-            try:
-                for entry in driver.get_log('browser')[-20:]:
-                    print(f'  browser console: {entry["level"]} {entry["message"]}', file=sys.stderr)
-                driver.save_screenshot(os.path.join(a.screenshots, 'i31_results_failure.png'))
-            except Exception:  # noqa: BLE001 (the failure is what matters)
-                pass
-        return 1
-    except Exception:  # noqa: BLE001
-        traceback.print_exc()
-        return 1
-    finally:
-        if driver:
-            driver.quit()
-        if server:
-            server.stop()
-        shutil.rmtree(root, ignore_errors=True)
-    print(f'PASS: diff results survive a reload and a shared link ({time.time() - start:.1f} s)')
-    return 0
+        print(f'PASS: diff results survive a reload and a shared link ({time.time() - start:.1f} s)')
+
+    return it.run_test(body, a.screenshots, 'i31_results_failure.png')
 
 
 if __name__ == '__main__':

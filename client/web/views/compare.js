@@ -5,15 +5,18 @@
 // compare --html` inlines). A click on a matrix cell shows that tensor's
 // error heatmap for that quantization beside another's (compare_pair.js).
 //
-// URL: view=compare&checkpoint=SOURCE&quants=A,B,C (a path with a comma in
-// it cannot be chosen here; the CLI takes any).
+// An importance matrix (a path as the server sees it, as `compare --imatrix`
+// takes) weighs the comparison: the drawing then adds the weighted figures.
+//
+// URL: view=compare&checkpoint=SOURCE&quants=A,B,C[&imatrix=FILE] (a path
+// with a comma in it cannot be chosen here; the CLI takes any).
 import * as api from '../api.js';
 import { el, clear, loading } from '../ui.js';
 import { renderComparison } from '../compare_view.js';
 import { showPair } from './compare_pair.js';
 
 export function key(s) {
-  return `${s.checkpoint}|${s.quants || ''}`;
+  return `${s.checkpoint}|${s.quants || ''}|${s.imatrix || ''}`;
 }
 
 function parseQuants(text) {
@@ -48,6 +51,7 @@ function runComparison(s, ctx, parts, signal) {
   const events = [];
   clear(parts.status).append(loading('Comparing…'));
   const request = { source: s.checkpoint, quantizations: quants };
+  if (s.imatrix) request.imatrix = s.imatrix;
   let pair = null;
   return api.stream('CompareQuantizations', request, (e) => {
     if (e.progress) {
@@ -83,11 +87,16 @@ export function mount(host, s, ctx) {
   const controller = new AbortController();
   const chosen = new Set(parseQuants(s.quants));
   const picker = el('div', { class: 'compare-picker' }, loading('Listing checkpoints…'));
+  const imatrix = el('input', {
+    type: 'text', id: 'compare-imatrix', class: 'mono', value: s.imatrix || '', size: 36,
+    placeholder: 'importance matrix (optional): imatrix.dat', title: 'an imatrix file under the roots: weighs the comparison',
+  });
   const form = el('form', { class: 'toolbar compare-form', onsubmit: (e) => {
     e.preventDefault();
-    ctx.navigate({ quants: [...chosen].join(',') || null });
+    ctx.navigate({ quants: [...chosen].join(',') || null, imatrix: imatrix.value.trim() || null });
   } },
   el('span', { class: 'muted' }, 'Quantizations of this source, two or more:'),
+  el('label', { class: 'muted' }, 'weighted by ', imatrix),
   el('button', { type: 'submit', class: 'primary', id: 'compare-run' }, 'Compare'));
   const parts = {
     status: el('div', { class: 'compare-status muted' }),

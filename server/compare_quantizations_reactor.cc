@@ -85,13 +85,9 @@ class CompareReactor final : public QueuedStreamReactor<v1::CompareEvent> {
                             std::numeric_limits<size_t>::max()),
         req_(req),
         start_(absl::Now()) {
-    {
-      absl::MutexLock lock(&mu_);
-      ++running_;
-    }
     // What refuses a call answers at once from the stream lane; the cells
     // run in the background lane.
-    Launch([this] { Begin(); });
+    LaunchCounted(&running_, [this] { Begin(); });
   }
 
  private:

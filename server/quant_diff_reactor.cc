@@ -115,14 +115,10 @@ class QuantDiffReactor final : public QueuedStreamReactor<v1::QuantDiffEvent> {
                             std::numeric_limits<size_t>::max()),
         req_(req),
         start_(absl::Now()) {
-    {
-      absl::MutexLock lock(&mu_);
-      ++running_;
-    }
     // Prepare refuses at once (a bad request, no slot free: a router then
     // tries another replica), so it runs in the stream lane, never queued
     // behind the background lane's long work; the tensors run there.
-    Launch([this] { Begin(); });
+    LaunchCounted(&running_, [this] { Begin(); });
   }
 
  private:

@@ -9,9 +9,10 @@
 // anywhere fails the call (exception_fence.h) instead of the process.
 //
 // A stream derives from QueuedStreamReactor<Event>, counts its running
-// tasks itself (under mu_), submits its first task with Launch, queues
-// events with Enqueue (waiting for room) or under mu_ with queue_ and
-// PumpLocked, and tells the skeleton through WorkOverLocked when it may end.
+// tasks itself (under mu_), submits its first task with Launch (or, when it
+// counts them in an int, LaunchCounted), queues events with Enqueue
+// (waiting for room) or under mu_ with queue_ and PumpLocked, and tells the
+// skeleton through WorkOverLocked when it may end.
 #ifndef TENSORMORPH_SERVER_STREAM_REACTOR_H_
 #define TENSORMORPH_SERVER_STREAM_REACTOR_H_
 
@@ -105,6 +106,19 @@ class QueuedStreamReactor : public grpc::ServerWriteReactor<Event> {
         [this](const absl::Status& why) { Interrupt(ToGrpcStatus(why)); },
         [this](const absl::Status& why) { CancelNow(ToGrpcStatus(why)); });
     state_->pool.Submit(std::move(first));
+  }
+
+  // Launch for a stream that counts its running tasks in `*running` (an int
+  // guarded by mu_, as QuantDiff's and CompareQuantizations'): counts
+  // `first` there, so the call cannot end before it has run, and launches
+  // it. Called once, last in the constructor.
+  template <typename F>
+  void LaunchCounted(int* running, F first) {
+    {
+      absl::MutexLock lock(&mu_);
+      ++*running;
+    }
+    Launch(std::move(first));
   }
 
   // Hooks, all under mu_.

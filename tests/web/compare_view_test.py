@@ -23,7 +23,9 @@ Compare tab, lists the other checkpoints; the three are ticked and compared
   - a budget typed in beside it asks for the mix (budget_bpw in the URL and
     budgetBitsPerWeight in the request): the mix's figures, the matrix's
     chosen cells, the chart's mix point and the llama-quantize command's
-    overrides equal `tensormorph --json compare --imatrix --budget-bpw`'s.
+    overrides equal `tensormorph --json compare --imatrix --budget-bpw`'s;
+    a budget_bpw that is no positive number is the server's to refuse
+    (REQUEST_INVALID, field budget_bits_per_weight), shown in the banner.
 Screenshots i34_compare_*.png under SCREENSHOTS.
 """
 
@@ -171,6 +173,18 @@ def compare_mix(page, cli, work):
     report.check_matrix(page, rows, weighted=True)
 
 
+def refused_budget(page):
+    print('a budget of -1 in the URL: the server refuses it, and the banner says why')
+    page.open(f'?checkpoint={report.SOURCE}&view=compare&quants={",".join(report.QUANTS)}&budget_bpw=-1')
+    page.wait(lambda: page.banner(), 'the error banner')
+    reason = page.one('#banner [data-field="error_reason"]').text
+    message = page.one('#banner [data-field="error_message"]').text
+    it.check(reason == 'REQUEST_INVALID' and 'budget_bits_per_weight' in message,
+             f'the banner reads {reason} {message!r}, not REQUEST_INVALID on budget_bits_per_weight')
+    it.check(not page.css('.compare-result .cv'), 'a refused budget still drew a comparison')
+    print(f'  {reason}: {message}')
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('tensormorphd')
@@ -198,6 +212,7 @@ def main():
         check_pair(page, started.server)
         compare_weighted(page, a.tensormorph, work)
         compare_mix(page, a.tensormorph, work)
+        refused_budget(page)
         print('PASS')
 
     return it.run_test(body, a.screenshots, 'i34_compare_failure.png')

@@ -44,7 +44,9 @@ std::string CompareReportHtml(const v1::CompareQuantizationsRequest& request,
                     HtmlText(request.quantizations(q)), "</code></li>");
   }
   // The module runs after the document is parsed, so #report and the data
-  // exist; compare_view.js has no imports, so it runs inlined as it is.
+  // exist; compare_view.js has no imports, so it runs inlined as it is. The
+  // request goes with the events: the mix's heading says the budget as the
+  // user gave it (--budget-bpw), not only as bytes.
   return absl::StrCat(
       "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
       "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src "
@@ -68,7 +70,8 @@ std::string CompareReportHtml(const v1::CompareQuantizationsRequest& request,
       "\nconst comparison = JSON.parse("
       "document.getElementById('comparison').textContent);\n"
       "renderComparison(document.getElementById('report'), "
-      "comparison.events);\n</script>\n</body>\n</html>\n");
+      "comparison.events, {request: "
+      "comparison.request});\n</script>\n</body>\n</html>\n");
 }
 
 }  // namespace tensormorph

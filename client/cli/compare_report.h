@@ -1,7 +1,8 @@
 // The self-contained HTML report of `tensormorph compare --html FILE`: one
 // file that opens in any browser, offline, and shows what the web
 // inspector's Compare view shows (the matrix, the size-versus-error chart
-// with its frontier, the per-layer error curves).
+// with its frontier, the per-layer error curves, and with a budget the mix
+// and its llama-quantize command).
 //
 // Self-contained: the comparison's JSON (what `--json compare` prints) and
 // the web page's client/web/compare_view.js, compiled into the CLI, are

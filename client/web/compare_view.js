@@ -13,6 +13,13 @@
 // server's dominance (overall and per layer) was decided on. Without one,
 // the drawing is the unweighted one alone.
 //
+// A comparison made with a budget (CompareSummary.mix) also shows the mix
+// the server chose for it, since that is the answer the user asked for:
+// its figures (bytes, bits per weight, error, the predicted file size), the
+// chosen cell of each tensor shaded in the matrix, and the llama-quantize
+// command with its --tensor-type overrides; or, when no mix fits, that the
+// budget is unmet and the least budget that would be.
+//
 // One implementation for two homes: the web inspector's Compare view imports
 // it, and `tensormorph compare --html` inlines this file whole into a
 // self-contained report. So it imports nothing, fetches nothing and carries
@@ -55,6 +62,15 @@ const STYLE = `
 .cv .cv-w.cv-unweighted { color: var(--muted, #8a94a6); cursor: help; }
 .cv .cv-chart-legend { margin: 0 0 6px; font-size: 12px; color: var(--muted, #8a94a6); max-width: 560px; }
 .cv .cv-chart-legend b { color: #8fd19e; font-weight: 600; }
+.cv td.cv-cell.cv-chosen { background: rgba(240, 192, 96, .16); box-shadow: inset 3px 0 0 #f0c060; }
+.cv .cv-chosen-key { display: inline-block; width: 10px; height: 10px; vertical-align: -1px;
+  background: rgba(240, 192, 96, .3); box-shadow: inset 3px 0 0 #f0c060; }
+.cv .cv-mix-from { margin: 6px 0; font-size: 12px; color: var(--muted, #8a94a6); }
+.cv .cv-mix-note { margin: 6px 0; font-size: 12px; color: var(--muted, #8a94a6); max-width: 1100px; }
+.cv .cv-mix-unmet { color: var(--bad, #e15759); font-weight: 600; }
+.cv pre.cv-command { font: 12px/1.5 ui-monospace, 'DejaVu Sans Mono', monospace; background: var(--bg2, #161b24);
+  border: 1px solid var(--line, #2a3242); border-radius: 6px; padding: 8px 12px; margin: 6px 0;
+  overflow-x: auto; user-select: all; max-height: 320px; }
 `;
 
 function ensureStyle(doc) {
@@ -196,9 +212,11 @@ function sizeChart(doc, summary, names, weighted) {
   });
   const finite = pts.filter((p) => Number.isFinite(p.y));
   if (!finite.length) return svg;
-  const axis = errorAxis(finite.map((p) => p.y), weighted, 'squared error');
-  const ys = finite.map((p) => axis.f(p.y));
-  const xr = [Math.min(...finite.map((p) => p.bpw)), Math.max(...finite.map((p) => p.bpw))];
+  const mix = mixPoint(summary, weighted);
+  const placed = mix ? finite.concat([mix]) : finite;
+  const axis = errorAxis(placed.map((p) => p.y), weighted, 'squared error');
+  const ys = placed.map((p) => axis.f(p.y));
+  const xr = [Math.min(...placed.map((p) => p.bpw)), Math.max(...placed.map((p) => p.bpw))];
   const { sx, sy } = frame(doc, svg, box, xr, [Math.min(...ys), Math.max(...ys)],
     { x: 'bits per weight', y: axis.label, xTick: (t) => String(t), yMinStep: axis.minStep },
     weighted ? axis.tick : undefined);
@@ -231,7 +249,29 @@ function sizeChart(doc, summary, names, weighted) {
     g.appendChild(svgEl(doc, 'title', {}, `${label}: ${figures}`));
     svg.appendChild(g);
   }
+  if (mix) drawMixPoint(doc, svg, mix, sx(mix.bpw), sy(axis.f(mix.y)), weighted);
   return svg;
+}
+
+// The budget's mix on the size chart, at its bits per weight and its
+// error (SQNR, or the weighted error it was chosen on): null without one,
+// or when no mix fits the budget.
+function mixPoint(summary, weighted) {
+  const m = summary.mix;
+  if (!m || m.budgetUnmet) return null;
+  const p = { bpw: num(m.bitsPerWeight), sqnr: num(m.sqnrDb), werr: num(m.weightedError) };
+  p.y = weighted ? p.werr : p.sqnr;
+  return Number.isFinite(p.y) && Number.isFinite(p.bpw) ? p : null;
+}
+
+function drawMixPoint(doc, svg, p, x, y, weighted) {
+  const g = svgEl(doc, 'g', { class: 'cv-mix-point', 'data-bpw': p.bpw, 'data-sqnr': p.sqnr });
+  if (weighted) g.setAttribute('data-weighted-error', String(p.werr));
+  g.appendChild(svgEl(doc, 'path', { d: `M${x},${y - 8}L${x + 8},${y}L${x},${y + 8}L${x - 8},${y}Z`, fill: '#f0c060', stroke: '#0f131a', 'stroke-width': 1 }));
+  g.appendChild(svgEl(doc, 'text', { x: x + 11, y: y + 4 }, 'the mix'));
+  g.appendChild(svgEl(doc, 'title', {}, `the mix for the budget: ${fmt(p.bpw, 4)} bits per weight, SQNR ${fmt(p.sqnr, 2)} dB` +
+    (weighted ? `, weighted error ${fmtError(p.werr)}` : '')));
+  svg.appendChild(g);
 }
 
 // Per-layer error curves: layer index (the number ending the layer's name)
@@ -346,7 +386,8 @@ function sortRows(rows, key, up) {
   return order;
 }
 
-function matrix(doc, rows, totals, names, onCell, weighted) {
+// chosen: the mix's quantization per tensor name (empty without a mix).
+function matrix(doc, rows, totals, names, onCell, weighted, chosen) {
   const table = el(doc, 'table', { class: 'cv-matrix' });
   const head = el(doc, 'tr');
   const nameTh = el(doc, 'th', { 'data-sort': 'name', class: 'cv-sorted cv-up' }, 'tensor');
@@ -367,6 +408,11 @@ function matrix(doc, rows, totals, names, onCell, weighted) {
       }, cellText(c));
       if (num(c.maxExcessSteps) > 0) td.classList.add('cv-beyond');
       if (weighted) weightedMark(doc, td, c);
+      if (chosen.get(r.referenceName) === q) {
+        td.classList.add('cv-chosen');
+        td.setAttribute('data-chosen', 'true');
+        td.title = 'the mix\'s choice for this tensor';
+      }
       if (onCell && c.present && !c.undecodable) {
         td.addEventListener('click', () => {
           for (const s of table.querySelectorAll('.cv-selected')) s.classList.remove('cv-selected');
@@ -463,6 +509,115 @@ function chartLegend(doc, summary) {
   return p;
 }
 
+// A word as a POSIX shell reads it back: single-quoted unless plain (an
+// override holds "\" and "$", which the shell would otherwise take).
+function shellWord(w) {
+  return /^[A-Za-z0-9_.\/=:,+-]+$/.test(w) ? w : `'${w.replace(/'/g, "'\\''")}'`;
+}
+
+// The command llama.cpp makes the mix with, as the CLI prints it (the
+// base's ftype by llama-quantize's name, or FTYPE when it names none), one
+// override a line so that a long list stays readable and copies whole.
+function llamaCommand(m) {
+  const lines = ['llama-quantize'];
+  for (const t of m.tensorTypeOverrides || []) lines.push(`  --tensor-type ${shellWord(t)}`);
+  lines.push(`  SOURCE.gguf OUT.gguf ${m.baseFtypeName || 'FTYPE'}`);
+  return lines.join(' \\\n');
+}
+
+// What the budget was asked as: the request's bits per weight when the
+// caller passes the request (the server applies them as budgetBytes).
+function budgetText(m, request) {
+  const bytes = `${num(m.budgetBytes)} bytes`;
+  const bpw = request && request.budgetBitsPerWeight;
+  return bpw !== undefined && bpw !== null ? `${num(bpw)} bits per weight (${bytes} as applied)` : bytes;
+}
+
+// The mix's figures, one row: what the knapsack predicts for it.
+function mixFigures(doc, m, weighted) {
+  const table = el(doc, 'table', { class: 'cv-mix-figures' });
+  const heads = ['bytes', 'bits per weight', 'SQNR dB', 'squared error'];
+  if (weighted) heads.push('weighted error');
+  heads.push('predicted file size');
+  const head = el(doc, 'tr');
+  for (const h of heads) head.appendChild(el(doc, 'th', {}, h));
+  table.appendChild(el(doc, 'thead')).appendChild(head);
+  const tr = el(doc, 'tr', {
+    'data-bytes': num(m.bytes), 'data-bpw': num(m.bitsPerWeight), 'data-sqnr': num(m.sqnrDb),
+    'data-sse': num(m.sumSquaredError), 'data-file-size': num(m.predictedFileSize),
+  });
+  const cells = [String(num(m.bytes)), fmt(num(m.bitsPerWeight), 4), fmt(num(m.sqnrDb), 2), fmtError(num(m.sumSquaredError))];
+  if (weighted) {
+    tr.setAttribute('data-weighted-error', num(m.weightedError));
+    cells.push(fmtError(num(m.weightedError)));
+  }
+  // 0 when not every quantization is a GGUF: no file to predict.
+  cells.push(num(m.predictedFileSize) > 0 ? `${num(m.predictedFileSize)} bytes` : '-');
+  for (const v of cells) tr.appendChild(el(doc, 'td', {}, v));
+  table.appendChild(el(doc, 'tbody')).appendChild(tr);
+  return table;
+}
+
+// How many of the mix's tensors each quantization gives.
+function mixSources(doc, m, totals, names) {
+  const counts = totals.map(() => 0);
+  for (const c of m.choices || []) counts[num(c.quantization)] = (counts[num(c.quantization)] || 0) + 1;
+  const p = el(doc, 'p', { class: 'cv-mix-from' });
+  p.appendChild(el(doc, 'span', { class: 'cv-chosen-key' }));
+  p.appendChild(doc.createTextNode(` ${(m.choices || []).length} tensors, shaded in the matrix below: ` +
+    counts.map((n, q) => `${n} from [${q}] ${shortName(totals, q, names)}`).join(', ')));
+  return p;
+}
+
+// The llama-quantize command (copyable: a click selects it whole) and what
+// its figures hold on, or why there is none.
+function mixCommand(doc, sec, m, totals, names) {
+  if (!(m.tensorTypeOverrides || []).length) {
+    sec.appendChild(el(doc, 'p', { class: 'cv-mix-note' },
+      'No llama-quantize command: its --tensor-type overrides are made only when every quantization is a GGUF.'));
+    return;
+  }
+  sec.appendChild(el(doc, 'h3', {}, 'llama.cpp makes it with'));
+  sec.appendChild(el(doc, 'pre', { class: 'cv-command', title: 'a click selects the whole command' }, llamaCommand(m)));
+  const base = `[${num(m.base)}] ${nameOf(totals, num(m.base), names)}`;
+  let note = m.baseFtypeName
+    ? `The overrides are relative to the base ${base}: its ftype, ${m.baseFtypeName}. `
+    : `The base ${base} names no ftype llama-quantize takes (general.file_type ${num(m.baseFtype) < 0 ? 'absent' : num(m.baseFtype)}): put for FTYPE the one it was made with. `;
+  note += `SOURCE.gguf: the full-precision GGUF. Predicted file size ${num(m.predictedFileSize)} bytes`;
+  const left = (m.leftOut || []).length;
+  note += left ? `, if llama.cpp keeps the base's type for the ${left} tensors left out of the mix.` : '.';
+  sec.appendChild(el(doc, 'p', { class: 'cv-mix-note' }, note));
+}
+
+// The mix for the request's budget (CompareSummary.mix): its figures, where
+// its tensors come from and the command that makes it; or, the budget below
+// the smallest mix (the CLI's exit 3), that plainly, with the least budget.
+function mixSection(doc, root, summary, options, weighted) {
+  const m = summary.mix;
+  const totals = summary.totals || [];
+  const sec = root.appendChild(el(doc, 'section', {
+    class: 'cv-mix', 'data-budget-bytes': num(m.budgetBytes), 'data-unmet': !!m.budgetUnmet,
+  }));
+  const least = weighted ? ', least weighted error' : ', least squared error';
+  sec.appendChild(el(doc, 'h3', {}, `Mix for the budget: ${budgetText(m, options.request)}${m.budgetUnmet ? '' : least}` +
+    (m.budgetUnmet ? '' : ' (the diamond on the size chart)')));
+  if (m.budgetUnmet) {
+    sec.appendChild(el(doc, 'p', {
+      class: 'cv-mix-unmet', 'data-least-bytes': num(m.leastBytes), 'data-least-bpw': num(m.leastBitsPerWeight),
+    }, `Budget unmet: no mix is made. The budget of ${num(m.budgetBytes)} bytes is below the smallest mix, ` +
+      `${num(m.leastBytes)} bytes (${fmt(num(m.leastBitsPerWeight), 4)} bits per weight: every shared tensor ` +
+      'from its smallest quantization). The totals, charts and matrix stand.'));
+    return;
+  }
+  sec.appendChild(mixFigures(doc, m, weighted));
+  sec.appendChild(mixSources(doc, m, totals, options.names));
+  if ((m.leftOut || []).length) {
+    sec.appendChild(el(doc, 'p', { class: 'cv-mix-note cv-mix-left-out' },
+      `Left out of the mix (no choice made; its errors leave them out): ${m.leftOut.join(', ')}`));
+  }
+  mixCommand(doc, sec, m, totals, options.names);
+}
+
 // The totals, what they leave out, and the two charts.
 function summarySection(doc, root, rows, summary, options, weighted) {
   const totals = summary.totals || [];
@@ -483,6 +638,7 @@ function summarySection(doc, root, rows, summary, options, weighted) {
     root.appendChild(el(doc, 'p', { class: 'cv-unweighted-list' },
       `Not weighted by the imatrix (their unweighted squared error counts in the weighted totals): ${summary.unweighted.join(', ')}`));
   }
+  if (summary.mix) mixSection(doc, root, summary, options, weighted);
   const charts = root.appendChild(el(doc, 'div', { class: 'cv-charts' }));
   const size = charts.appendChild(el(doc, 'div'));
   size.appendChild(el(doc, 'h3', {}, `Size against ${weighted ? 'weighted ' : ''}error (the dashed line: the frontier)`));
@@ -496,8 +652,9 @@ function summarySection(doc, root, rows, summary, options, weighted) {
 
 // Draws the comparison `events` into `container` (emptied first).
 // options: names (a label per quantization; default the summary's
-// checkpoint names), onCell(row, q, cell) (makes present cells clickable).
-// Returns {rows, summary, weighted}.
+// checkpoint names), onCell(row, q, cell) (makes present cells clickable),
+// request (the CompareQuantizationsRequest, as JSON: the mix's heading then
+// says the budget as asked). Returns {rows, summary, weighted}.
 export function renderComparison(container, events, options = {}) {
   const doc = container.ownerDocument;
   ensureStyle(doc);
@@ -507,10 +664,13 @@ export function renderComparison(container, events, options = {}) {
   container.textContent = '';
   const root = container.appendChild(el(doc, 'div', { class: 'cv', 'data-weighted': weighted }));
   if (summary) summarySection(doc, root, rows, summary, options, weighted);
-  const mark = weighted ? '; w: importance-weighted SQNR dB (w -: not weighted, hover for why)' : '';
+  const mix = summary && summary.mix && !summary.mix.budgetUnmet ? summary.mix : null;
+  const chosen = new Map(((mix && mix.choices) || []).map((c) => [c.referenceName, num(c.quantization)]));
+  const mark = (weighted ? '; w: importance-weighted SQNR dB (w -: not weighted, hover for why)' : '') +
+    (mix ? '; shaded: the mix\'s choice' : '');
   root.appendChild(el(doc, 'h3', {}, `Per tensor: type, bits per weight, SQNR dB (! beyond the format's bound)${mark}; click a header to sort`));
   const nq = totals.length || Math.max(0, ...rows.map((r) => (r.cells || []).length));
   const cols = totals.length ? totals : Array.from({ length: nq }, () => ({}));
-  root.appendChild(matrix(doc, rows, cols, options.names, options.onCell, weighted));
+  root.appendChild(matrix(doc, rows, cols, options.names, options.onCell, weighted, chosen));
   return { rows, summary, weighted };
 }

@@ -7,7 +7,8 @@
 //   the distribution), log (1: log counts), dir (browse), metric (architecture colouring),
 //   filter (diff glob), order (file: tables and tree as stored; default model order),
 //   quants (compare: the quantizations of the checkpoint, comma-separated),
-//   imatrix (compare: the importance matrix weighing it).
+//   imatrix (compare: the importance matrix weighing it),
+//   budget_bpw (compare: the bits per weight the mix is chosen within).
 
 const listeners = [];
 

@@ -27,6 +27,16 @@ weighted cell's weighted SQNR and on each other cell why it is not weighted
 (its imatrixNote), the weighted totals, and both charts on the weighted
 error with a legend saying so: every figure the one of `--json compare
 --imatrix`. Without an imatrix none of that is drawn.
+
+Then with a budget (`--imatrix imatrix.dat --budget-bpw 6`, which mixes
+the Q8_0 and the Q4_K_M): the report's "Mix for the budget" section gives
+the mix's bytes, bits per weight, SQNR, squared and weighted error and
+predicted file size, the matrix shades each tensor's chosen cell, the size
+chart has the mix's point, and the llama-quantize command holds the
+overrides: every one the `--json compare` summary's mix says. A budget
+below the smallest mix (`--budget-bpw 2`: exit 3) says "Budget unmet" and
+the least budget, and draws no choice, point or command. Without a budget
+no mix section is drawn.
 Screenshots i34_report_*.png under SCREENSHOTS.
 """
 
@@ -34,6 +44,7 @@ import argparse
 import json
 import math
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -45,6 +56,9 @@ SOURCE = 'model-f32.gguf'
 QUANTS = ['model-q8_0.gguf', 'model-q4_k_m.gguf', 'model-q8_0-planted.gguf']
 PLANTED_TENSOR = 'blk.0.ffn_up.weight'
 IMATRIX = 'imatrix.dat'  # tensormorph-make-demo's legacy-form importance matrix
+BUDGET_BPW = '6'  # between the Q4_K_M (5.18) and the Q8_0 (8.52): a real mix
+UNMET_BPW = '2'  # below the Q4_K_M, the smallest mix there is
+EXIT_BUDGET_UNMET = 3
 
 
 def number(v):
@@ -64,24 +78,28 @@ def make_inputs(cli, make_demo, work):
     it.plant(cli, os.path.join(work, QUANTS[0]), os.path.join(work, QUANTS[2]), PLANTED_TENSOR, (3, 5))
 
 
-def compare_args(work, imatrix=None):
+def compare_args(work, imatrix=None, budget=None):
     args = [os.path.join(work, f) for f in [SOURCE] + QUANTS]
-    return args + ['--imatrix', os.path.join(work, imatrix)] if imatrix else args
+    if imatrix:
+        args += ['--imatrix', os.path.join(work, imatrix)]
+    return args + ['--budget-bpw', budget] if budget else args
 
 
-def compare_json(cli, work, imatrix=None):
-    out = it.run_cli(cli, 'compare', *compare_args(work, imatrix))
-    events = [json.loads(line) for line in out.splitlines() if line.strip()]
+def compare_json(cli, work, imatrix=None, budget=None, exit_code=0):
+    args = [cli, '--json', 'compare', *compare_args(work, imatrix, budget)]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    it.check(r.returncode == exit_code, f'{" ".join(args)} exited {r.returncode}, not {exit_code}: {r.stderr.strip()}')
+    events = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
     rows = [e['row'] for e in events if 'row' in e]
     summaries = [e['summary'] for e in events if 'summary' in e]
     it.check(len(summaries) == 1, f'--json compare printed {len(summaries)} summaries')
     return rows, summaries[0]
 
 
-def write_report(cli, work, path, imatrix=None):
-    args = [cli, 'compare', *compare_args(work, imatrix), '--html', path]
+def write_report(cli, work, path, imatrix=None, budget=None, exit_code=0):
+    args = [cli, 'compare', *compare_args(work, imatrix, budget), '--html', path]
     r = subprocess.run(args, capture_output=True, text=True, timeout=300)
-    it.check(r.returncode == 0, f'{" ".join(args)} exited {r.returncode}: {r.stderr.strip()}')
+    it.check(r.returncode == exit_code, f'{" ".join(args)} exited {r.returncode}, not {exit_code}: {r.stderr.strip()}')
     it.check(os.path.isfile(path), f'compare --html wrote no {path}')
 
 
@@ -324,6 +342,119 @@ def check_sorting(page, rows):
     print(f'  worst of [1] first: {up[0][0]} at {up[0][1]:.2f} dB')
 
 
+def shown_mix(page):
+    """What the page's mix section shows: its data, the matrix's shaded
+    cells, the chart's mix point and the command's text."""
+    return page.d.execute_script(
+        "const sec = document.querySelector('.cv-mix');"
+        "const fig = document.querySelector('.cv-mix-figures tbody tr');"
+        "const unmet = document.querySelector('.cv-mix-unmet');"
+        "const point = document.querySelector('svg.cv-chart .cv-mix-point');"
+        "const pre = document.querySelector('pre.cv-command');"
+        "return {section: sec && Object.assign({}, sec.dataset), heading: sec && sec.querySelector('h3').textContent,"
+        " figures: fig && Object.assign({}, fig.dataset), unmet: unmet && [Object.assign({}, unmet.dataset), unmet.innerText],"
+        " point: point && Object.assign({}, point.dataset), command: pre && pre.textContent,"
+        " notes: [...document.querySelectorAll('.cv-mix-note')].map(p => p.innerText),"
+        " chosen: [...document.querySelectorAll('.cv-matrix td.cv-chosen')].map(td =>"
+        "   [td.closest('tr').dataset.tensor, Number(td.dataset.q), td.dataset.scheme, td.dataset.chosen])};")
+
+
+def command_words(text):
+    """The shell words of the page's command, its line continuations joined."""
+    return shlex.split(text.replace(' \\\n', ' '))
+
+
+def check_mix(page, summary, budget):
+    """The mix section, the matrix's chosen cells, the chart's mix point and
+    the llama-quantize command: each the figure --json compare's mix gives."""
+    mix = summary['mix']
+    weighted = summary.get('weighted', False)
+    print(f'the mix for --budget-bpw {budget}: figures, chosen cells, chart point and command as --json says')
+    shown = shown_mix(page)
+    it.check(shown['section'] is not None, 'a report of a comparison with a budget has no mix section')
+    it.check(shown['section'] == {'budgetBytes': mix['budgetBytes'], 'unmet': 'false'},
+             f'the mix section says {shown["section"]}, the JSON budgetBytes {mix["budgetBytes"]}')
+    it.check(f'{budget} bits per weight ({mix["budgetBytes"]} bytes as applied)' in shown['heading'],
+             f'the mix\'s heading reads {shown["heading"]!r}')
+    fig = shown['figures']
+    for key, want in (('bytes', 'bytes'), ('bpw', 'bitsPerWeight'), ('sqnr', 'sqnrDb'), ('sse', 'sumSquaredError'),
+                      ('fileSize', 'predictedFileSize')):
+        it.check(same(fig[key], mix[want]), f'the mix\'s {want} reads {fig[key]}, the JSON {mix[want]}')
+    if weighted:
+        it.check(same(fig['weightedError'], mix['weightedError']), f'the mix\'s weighted error {fig.get("weightedError")}, JSON {mix["weightedError"]}')
+    chosen = {name: (q, scheme) for name, q, scheme, _ in shown['chosen']}
+    want = {c['referenceName']: (c['quantization'], c['scheme']) for c in mix['choices']}
+    it.check(len(shown['chosen']) == len(mix['choices']) and chosen == want,
+             f'the matrix shades {shown["chosen"]}, the JSON chose {want}')
+    point = shown['point']
+    it.check(point is not None and same(point['bpw'], mix['bitsPerWeight']) and same(point['sqnr'], mix['sqnrDb']),
+             f'the chart\'s mix point is {point}, the JSON ({mix["bitsPerWeight"]}, {mix["sqnrDb"]})')
+    if weighted:
+        it.check(same(point['weightedError'], mix['weightedError']), f'the mix point\'s weighted error {point}')
+    words = command_words(shown['command'] or '')
+    overrides = [words[i + 1] for i, w in enumerate(words) if w == '--tensor-type']
+    it.check(words[:1] == ['llama-quantize'] and overrides == mix['tensorTypeOverrides'],
+             f'the command\'s overrides are {overrides}, the JSON {mix["tensorTypeOverrides"]}')
+    ftype = mix['baseFtypeName'] or 'FTYPE'
+    it.check(words[-3:] == ['SOURCE.gguf', 'OUT.gguf', ftype], f'the command ends {words[-3:]}, not with the ftype {ftype}')
+    it.check(len(words) == 4 + 2 * len(overrides), f'the command has words beyond the overrides: {words}')
+    it.check(any(f'Predicted file size {mix["predictedFileSize"]} bytes' in n for n in shown['notes']),
+             f'no note gives the predicted file size {mix["predictedFileSize"]}: {shown["notes"]}')
+    if not mix['baseFtypeName']:
+        it.check(any('put for FTYPE the one it was made with' in n for n in shown['notes']),
+                 f'the base names no ftype, and no note says what to put for FTYPE: {shown["notes"]}')
+    print(f'  {mix["bytes"]} bytes at {float(mix["bitsPerWeight"]):.4f} bits per weight, {len(chosen)} chosen cells,'
+          f' {len(overrides)} overrides')
+
+
+def check_unmet(page, summary):
+    """A budget below the smallest mix: said plainly, with the least budget,
+    and no choice, point or command drawn."""
+    mix = summary['mix']
+    print('a budget below the smallest mix: "Budget unmet" and the least budget, nothing chosen')
+    it.check(mix['budgetUnmet'] is True, f'--budget-bpw {UNMET_BPW}: the JSON says budgetUnmet {mix["budgetUnmet"]}')
+    shown = shown_mix(page)
+    it.check(shown['section'] == {'budgetBytes': mix['budgetBytes'], 'unmet': 'true'}, f'the mix section says {shown["section"]}')
+    it.check(shown['unmet'] is not None, 'the report does not say the budget is unmet')
+    data, text = shown['unmet']
+    it.check(same(data['leastBytes'], mix['leastBytes']) and same(data['leastBpw'], mix['leastBitsPerWeight']),
+             f'the least budget reads {data}, the JSON {mix["leastBytes"]} bytes, {mix["leastBitsPerWeight"]} bits per weight')
+    it.check(text.startswith('Budget unmet') and f'{mix["leastBytes"]} bytes' in text and mix['budgetBytes'] in text,
+             f'the unmet budget reads {text!r}')
+    it.check(not shown['chosen'] and shown['point'] is None and shown['command'] is None and shown['figures'] is None,
+             f'an unmet budget still draws a mix: {shown}')
+    print(f'  {text}')
+
+
+def check_no_mix(page):
+    shown = shown_mix(page)
+    it.check(shown['section'] is None and not shown['chosen'] and shown['point'] is None,
+             f'a comparison without a budget draws a mix: {shown}')
+
+
+def test_mix(cli, work, page):
+    print(f'compare --imatrix --budget-bpw {BUDGET_BPW}: the report shows the mix')
+    rows, summary = compare_json(cli, work, IMATRIX, BUDGET_BPW)
+    sources = {c['quantization'] for c in summary['mix']['choices']}
+    it.check(sources == {0, 1}, f'--budget-bpw {BUDGET_BPW} mixes from {sources}, not from [0] and [1]')
+    report = os.path.join(work, 'report', 'compare-mix.html')
+    write_report(cli, work, report, IMATRIX, BUDGET_BPW)
+    page.d.get('file://' + report)
+    page.wait(lambda: page.css('.cv-matrix tbody tr'), 'the report\'s matrix')
+    page.d.execute_script("document.querySelector('.cv-mix').scrollIntoView();")
+    page.shot('i34_report_mix')
+    check_network(page, ['file://' + report], 'with a mix')
+    check_mix(page, summary, BUDGET_BPW)
+    check_matrix(page, rows, weighted=True)
+    check_totals(page, summary)
+    print(f'compare --budget-bpw {UNMET_BPW}: exit {EXIT_BUDGET_UNMET}, and the report says the budget is unmet')
+    _, summary = compare_json(cli, work, budget=UNMET_BPW, exit_code=EXIT_BUDGET_UNMET)
+    report = os.path.join(work, 'report', 'compare-unmet.html')
+    write_report(cli, work, report, budget=UNMET_BPW, exit_code=EXIT_BUDGET_UNMET)
+    open_report(page, 'file://' + report, 'i34_report_unmet')
+    check_unmet(page, summary)
+
+
 def open_report(page, url, shot):
     page.d.get(url)
     page.wait(lambda: page.css('.cv-matrix tbody tr'), 'the report\'s matrix')
@@ -342,6 +473,7 @@ def test_weighted(cli, work, page):
     check_totals(page, summary)
     check_chart(page, summary)
     check_layers(page, summary)
+    check_no_mix(page)
 
 
 def main():
@@ -369,9 +501,11 @@ def main():
         check_totals(page, summary)
         check_chart(page, summary)
         check_layers(page, summary)
+        check_no_mix(page)
         check_sorting(page, rows)
         check_network(page, [], 'after the clicks')
         test_weighted(a.tensormorph, work, page)
+        test_mix(a.tensormorph, work, page)
         print('PASS')
 
     return it.run_test(body, a.screenshots, 'i34_report_failure.png')

@@ -19,7 +19,13 @@ Compare tab, lists the other checkpoints; the three are ticked and compared
     more steps on the left, in alarm colour, within the bound on the right;
   - the demo's importance matrix typed into the form weighs the comparison
     (imatrix in the URL and the request): the weighted cells, totals and
-    charts equal `tensormorph --json compare --imatrix` of the same files.
+    charts equal `tensormorph --json compare --imatrix` of the same files;
+  - a budget typed in beside it asks for the mix (budget_bpw in the URL and
+    budgetBitsPerWeight in the request): the mix's figures, the matrix's
+    chosen cells, the chart's mix point and the llama-quantize command's
+    overrides equal `tensormorph --json compare --imatrix --budget-bpw`'s;
+    a budget_bpw that is no positive number is the server's to refuse
+    (REQUEST_INVALID, field budget_bits_per_weight), shown in the banner.
 Screenshots i34_compare_*.png under SCREENSHOTS.
 """
 
@@ -152,6 +158,33 @@ def compare_weighted(page, cli, work):
     report.check_layers(page, summary)
 
 
+def compare_mix(page, cli, work):
+    print(f'a budget of {report.BUDGET_BPW} bits per weight typed in: the view shows the mix')
+    rows, summary = report.compare_json(cli, work, report.IMATRIX, report.BUDGET_BPW)
+    page.one('#compare-budget').send_keys(report.BUDGET_BPW)
+    page.one('#compare-run').click()
+    page.wait(lambda: page.css('.compare-result[data-ready="true"] .cv-mix'), 'the comparison with a budget')
+    page.no_error('the comparison with a budget')
+    want = {'quants': ','.join(report.QUANTS), 'imatrix': report.IMATRIX, 'budget_bpw': report.BUDGET_BPW}
+    it.check({k: page.query().get(k) for k in want} == want, f'the URL names {page.query()}')
+    page.d.execute_script("document.querySelector('.compare-result .cv-mix').scrollIntoView(); window.scrollBy(0, -70);")
+    page.shot('i34_compare_mix')
+    report.check_mix(page, summary, report.BUDGET_BPW)
+    report.check_matrix(page, rows, weighted=True)
+
+
+def refused_budget(page):
+    print('a budget of -1 in the URL: the server refuses it, and the banner says why')
+    page.open(f'?checkpoint={report.SOURCE}&view=compare&quants={",".join(report.QUANTS)}&budget_bpw=-1')
+    page.wait(lambda: page.banner(), 'the error banner')
+    reason = page.one('#banner [data-field="error_reason"]').text
+    message = page.one('#banner [data-field="error_message"]').text
+    it.check(reason == 'REQUEST_INVALID' and 'budget_bits_per_weight' in message,
+             f'the banner reads {reason} {message!r}, not REQUEST_INVALID on budget_bits_per_weight')
+    it.check(not page.css('.compare-result .cv'), 'a refused budget still drew a comparison')
+    print(f'  {reason}: {message}')
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('tensormorphd')
@@ -178,6 +211,8 @@ def main():
         report.check_layers(page, summary)
         check_pair(page, started.server)
         compare_weighted(page, a.tensormorph, work)
+        compare_mix(page, a.tensormorph, work)
+        refused_budget(page)
         print('PASS')
 
     return it.run_test(body, a.screenshots, 'i34_compare_failure.png')

@@ -7,16 +7,20 @@
 //
 // An importance matrix (a path as the server sees it, as `compare --imatrix`
 // takes) weighs the comparison: the drawing then adds the weighted figures.
+// A budget in bits per weight (as `compare --budget-bpw`) asks for the mix:
+// the drawing then shows it, its cells in the matrix and the llama-quantize
+// command, or that the budget is unmet.
 //
-// URL: view=compare&checkpoint=SOURCE&quants=A,B,C[&imatrix=FILE] (a path
-// with a comma in it cannot be chosen here; the CLI takes any).
+// URL: view=compare&checkpoint=SOURCE&quants=A,B,C[&imatrix=FILE]
+// [&budget_bpw=BPW] (a path with a comma in it cannot be chosen here; the
+// CLI takes any).
 import * as api from '../api.js';
 import { el, clear, loading } from '../ui.js';
 import { renderComparison } from '../compare_view.js';
 import { showPair } from './compare_pair.js';
 
 export function key(s) {
-  return `${s.checkpoint}|${s.quants || ''}|${s.imatrix || ''}`;
+  return `${s.checkpoint}|${s.quants || ''}|${s.imatrix || ''}|${s.budget_bpw || ''}`;
 }
 
 function parseQuants(text) {
@@ -52,6 +56,10 @@ function runComparison(s, ctx, parts, signal) {
   clear(parts.status).append(loading('Comparing…'));
   const request = { source: s.checkpoint, quantizations: quants };
   if (s.imatrix) request.imatrix = s.imatrix;
+  // As the URL has it: protobuf's JSON mapping takes a double as a string,
+  // and one that is no positive number is the server's to refuse (field
+  // budget), as the CLI's --budget-bpw is.
+  if (s.budget_bpw) request.budgetBitsPerWeight = s.budget_bpw;
   let pair = null;
   return api.stream('CompareQuantizations', request, (e) => {
     if (e.progress) {
@@ -67,6 +75,7 @@ function runComparison(s, ctx, parts, signal) {
     parts.other.append(el('option', { value: '' }, 'the first other quantization'));
     quants.forEach((q, i) => parts.other.append(el('option', { value: i }, `[${i}] ${q}`)));
     renderComparison(parts.result, events, {
+      request,
       onCell: (row, q) => {
         if (pair) pair.destroy();
         pair = showPair(parts.pair, {
@@ -91,12 +100,20 @@ export function mount(host, s, ctx) {
     type: 'text', id: 'compare-imatrix', class: 'mono', value: s.imatrix || '', size: 36,
     placeholder: 'importance matrix (optional): imatrix.dat', title: 'an imatrix file under the roots: weighs the comparison',
   });
+  const budget = el('input', {
+    type: 'number', id: 'compare-budget', class: 'mono', value: s.budget_bpw || '', min: '0', step: 'any',
+    style: 'width: 7em', placeholder: 'optional', title: 'bits per weight: the mix of least error within them, and its llama-quantize command',
+  });
   const form = el('form', { class: 'toolbar compare-form', onsubmit: (e) => {
     e.preventDefault();
-    ctx.navigate({ quants: [...chosen].join(',') || null, imatrix: imatrix.value.trim() || null });
+    ctx.navigate({
+      quants: [...chosen].join(',') || null, imatrix: imatrix.value.trim() || null,
+      budget_bpw: budget.value.trim() || null,
+    });
   } },
   el('span', { class: 'muted' }, 'Quantizations of this source, two or more:'),
   el('label', { class: 'muted' }, 'weighted by ', imatrix),
+  el('label', { class: 'muted' }, 'mix within ', budget, ' bits per weight'),
   el('button', { type: 'submit', class: 'primary', id: 'compare-run' }, 'Compare'));
   const parts = {
     status: el('div', { class: 'compare-status muted' }),

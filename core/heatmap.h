@@ -155,7 +155,10 @@ std::vector<uint8_t> GroupBoundaries(const Heatmap& h);
 // nothing. Squared-error mode decodes the region and its reference rows
 // once each (Encoding::Decode, as zeros mode does) and adds element by
 // element in plain scalar code (the contract's order leaves no room for
-// vectors across a cell's row), a few times a mean's cost.
+// vectors across a cell's row: a dependent addition per element, not
+// measured against the other modes yet). It takes no ErrorGrid
+// (HeatmapOptions::errors serves error mode only), so each zoom decodes
+// its region again.
 // Errors: INVALID_ARGUMENT (rank 0; a leading index outside -size..size-1,
 // naming it, its dimension and the range; error or squared-error mode
 // without a reference; weights in another mode than squared error, or not

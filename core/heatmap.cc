@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/types/span.h"
 #include "core/error_runs.h"
 #include "core/error_steps.h"
@@ -604,6 +605,32 @@ struct Region {
   int64_t ncols() const { return col_end - col_begin; }
 };
 
+// Weights only in squared-error mode, and sized for `t` as MatchImatrix
+// sizes them: SqErrorRow reads one run of `columns` per row, from the
+// row's expert, with no bounds of its own.
+absl::Status CheckWeights(const LogicalTensor& t, const HeatmapOptions& o) {
+  if (o.weights == nullptr) return absl::OkStatus();
+  if (o.mode != HeatmapMode::kSqError) {
+    return RequestFieldError(
+        "weights", absl::StrCat("importance weights serve squared-error mode, "
+                                "not mode ",
+                                static_cast<int>(o.mode)));
+  }
+  const std::vector<int64_t>& s = t.shape;
+  const TensorWeights& w = *o.weights;
+  const bool fits = w.weights != nullptr && (s.size() == 2 || s.size() == 3) &&
+                    w.columns == s.back() &&
+                    w.expert_elements == s[s.size() - 2] * s.back();
+  if (!fits) {
+    return RequestFieldError(
+        "weights",
+        absl::StrCat("importance weights of ", w.columns, " columns and ",
+                     w.expert_elements, " elements per expert do not fit '",
+                     t.name, "' of shape [", absl::StrJoin(s, ", "), "]"));
+  }
+  return absl::OkStatus();
+}
+
 // The options' combinations no mode takes (heatmap.h's errors).
 absl::Status CheckModeOptions(const LogicalTensor& t, const LogicalTensor* ref,
                               const HeatmapOptions& o) {
@@ -612,6 +639,11 @@ absl::Status CheckModeOptions(const LogicalTensor& t, const LogicalTensor* ref,
   if (o.mode == HeatmapMode::kErrorSteps && ref == nullptr) {
     return RequestFieldError("ref", "error mode needs a reference (--ref)");
   }
+  if (o.mode == HeatmapMode::kSqError && ref == nullptr) {
+    return RequestFieldError("ref",
+                             "squared-error mode needs a reference (--ref)");
+  }
+  TM_RETURN_IF_ERROR(CheckWeights(t, o));
   if (o.locate && o.mode != HeatmapMode::kErrorSteps &&
       o.mode != HeatmapMode::kAbsmax) {
     return RequestFieldError(
@@ -664,8 +696,9 @@ absl::StatusOr<Region> LayOutCells(const LogicalTensor& t,
   for (int j = 0; j <= h->width; ++j)
     h->col_edges.push_back(Edge(g.col_begin, ncols, h->width, j));
   const size_t cells = static_cast<size_t>(h->width) * h->height;
-  const bool sums =
-      o.mode == HeatmapMode::kMean || o.mode == HeatmapMode::kZeros;
+  const bool sums = o.mode == HeatmapMode::kMean ||
+                    o.mode == HeatmapMode::kZeros ||
+                    o.mode == HeatmapMode::kSqError;
   h->values.assign(cells,
                    sums ? 0.0 : -std::numeric_limits<double>::infinity());
   h->groups.assign(cells, -1);
@@ -733,6 +766,8 @@ class RegionPass {
   void StartBand();
   absl::Status FoldRows(int64_t r, int64_t k0, int64_t nk);
   void FoldRow(int64_t r, int64_t k);
+  void SqErrorRow(const float* xr, const float* vr, int64_t index0,
+                  double* row_out) const;
   void EndBand();
   double* Out(std::vector<double>& cells) const {
     return cells.data() + static_cast<size_t>(band_) * h_.width;
@@ -744,7 +779,7 @@ class RegionPass {
   const Region g_;
   Heatmap& h_;
   const DecodeSimd simd_ = ActiveDecodeSimd();
-  const bool mean_, absmax_, error_, zeros_, with_ref_;
+  const bool mean_, absmax_, error_, zeros_, sq_error_, with_ref_;
   // Plain floats' steps come from their values (a table lookup), rather
   // than from inspecting each element: the F16 error heatmap's cost was
   // nearly all that inspection.
@@ -790,7 +825,8 @@ RegionPass::RegionPass(const LogicalTensor& t, const LogicalTensor* ref,
       absmax_(o.mode == HeatmapMode::kAbsmax),
       error_(o.mode == HeatmapMode::kErrorSteps),
       zeros_(o.mode == HeatmapMode::kZeros),
-      with_ref_(ref != nullptr && (error_ || zeros_)),
+      sq_error_(o.mode == HeatmapMode::kSqError),
+      with_ref_(ref != nullptr && (error_ || zeros_ || sq_error_)),
       float_steps_(error_ ? t.encoding->PlainFloatSteps() : nullptr),
       detailed_(error_ && float_steps_ == nullptr) {
   if (float_steps_ != nullptr) plain_.emplace(*float_steps_, simd_);
@@ -985,6 +1021,8 @@ void RegionPass::FoldRow(int64_t r, int64_t k) {
         m.Add(ErrorSteps(xr[c], qr[c]));
       row_out[j] = m.Result();
     }
+  } else if (sq_error_) {
+    SqErrorRow(xr, vr, g_.base + (r + k) * h_.cols + g_.col_begin, row_out);
   } else if (zeros_) {
     double* const row_pruned = h_.pruned.empty() ? nullptr : Out(h_.pruned);
     for (int j = 0; j < width; ++j) {
@@ -1002,6 +1040,28 @@ void RegionPass::FoldRow(int64_t r, int64_t k) {
       row_out[j] += static_cast<double>(made);
       if (row_pruned != nullptr) row_pruned[j] += static_cast<double>(pruned);
     }
+  }
+}
+
+// One row of the region's squared errors (sources xr, decoded vr, from
+// flat index `index0`) added to its band's cells, each cell's columns left
+// to right: heatmap.h's sq-error terms, w * (x - x̂)^2 in double. The row
+// lies in one expert, so its weights are one run from its first column.
+void RegionPass::SqErrorRow(const float* xr, const float* vr, int64_t index0,
+                            double* row_out) const {
+  const TensorWeights* const w = o_.weights;
+  const float* const wr =
+      w == nullptr ? nullptr
+                   : w->weights + (index0 / w->expert_elements) * w->columns +
+                         index0 % w->columns;
+  for (int j = 0; j < h_.width; ++j) {
+    double sum = row_out[j];
+    for (int64_t c = run_[j]; c < run_[j + 1]; ++c) {
+      const double e = static_cast<double>(xr[c]) - static_cast<double>(vr[c]);
+      const double term = e * e;
+      sum += wr == nullptr ? term : static_cast<double>(wr[c]) * term;
+    }
+    row_out[j] = sum;
   }
 }
 

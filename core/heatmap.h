@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/diff/row_map.h"
+#include "core/diff/weighted_error.h"
 #include "core/error_grid.h"
 #include "core/tensor.h"
 
@@ -18,7 +19,18 @@ namespace tensormorph {
 // sign); with a reference, the fraction quantization made zero (source not
 // 0, decoded 0), and Heatmap::pruned the fraction of pruned zeros (source 0
 // and decoded 0: ComputeStats' pruned_zeros, cell by cell).
-enum class HeatmapMode { kMean, kAbsmax, kErrorSteps, kGroup, kZeros };
+// kSqError: the sum of the cell's squared errors against a reference, each
+// weighted by its column's importance with HeatmapOptions::weights (see
+// Heatmap::values): a cell's share of the diff's sum_sq_err, or of
+// llama-quantize's objective (TensorDiff's weighted_sq_err).
+enum class HeatmapMode {
+  kMean,
+  kAbsmax,
+  kErrorSteps,
+  kGroup,
+  kZeros,
+  kSqError
+};
 
 struct HeatmapOptions {
   int width = 256, height = 256;  // at most; fewer when the view is smaller
@@ -50,6 +62,12 @@ struct HeatmapOptions {
   // bits as without it, cell_element included. A server keeps grids so
   // that zooms and pans of one error heatmap do not decode it again.
   const ErrorGrid* errors = nullptr;
+  // Squared-error mode only: each element's term weighted by its column's
+  // importance (MatchImatrix's weights of this tensor: `columns` its last
+  // dimension, one set per expert of a 3-D [E, rows, K] tensor, the view at
+  // leading index e taking expert e's). Null: unweighted (every weight 1).
+  // Not owned; outlives the call.
+  const TensorWeights* weights = nullptr;
 };
 
 struct Heatmap {
@@ -85,6 +103,18 @@ struct Heatmap {
   //    else |source - decoded| / the step on the source's side, +inf when
   //    that step is not above 0 or the difference is infinite. The cell is
   //    NaN when any element's is, else the largest.
+  //  - sq-error: sum over the cell's elements of w * (x - x̂)^2, x the
+  //    reference's element and x̂ the decoded one, each converted to double,
+  //    the difference, its square, the product with w (the element's
+  //    column's importance as double, or exactly 1 unweighted) and the sum
+  //    each rounded on its own in double, starting from +0.0 and adding in
+  //    row-major order inside the cell (its rows top to bottom, each left
+  //    to right). Each term is AccumulateWeighted's (core/diff/
+  //    weighted_error.h), so at full resolution (a cell per element) the
+  //    cells of a whole view sum to the diff's weighted_sq_err, up to the
+  //    order of the additions. NaN when an element's source or decoded
+  //    value is NaN, or both are infinite of one sign (inf - inf); +inf
+  //    when a difference is infinite or a square overflows.
   //  - zeros: a fraction (NaN and inf are not zero); group: the group id;
   //    both always finite.
   // Every NaN cell is the canonical quiet NaN
@@ -122,10 +152,18 @@ std::vector<uint8_t> GroupBoundaries(const Heatmap& h);
 // and sub-block parameters, each element's level looked up, no float32
 // buffer; core/heatmap_q4k.h),
 // plus one Encoding::GroupIds id per cell for its group; group mode decodes
-// nothing.
+// nothing. Squared-error mode decodes the region and its reference rows
+// once each (Encoding::Decode, as zeros mode does) and adds element by
+// element in plain scalar code (the contract's order leaves no room for
+// vectors across a cell's row: a dependent addition per element, not
+// measured against the other modes yet). It takes no ErrorGrid
+// (HeatmapOptions::errors serves error mode only), so each zoom decodes
+// its region again.
 // Errors: INVALID_ARGUMENT (rank 0; a leading index outside -size..size-1,
-// naming it, its dimension and the range; error mode
-// without a reference; a reference of another shape, naming both; a row map
+// naming it, its dimension and the range; error or squared-error mode
+// without a reference; weights in another mode than squared error, or not
+// sized for the tensor (columns its last dimension, experts its first of
+// three); a reference of another shape, naming both; a row map
 // that fails CheckRowMap; a region negative, empty or outside the view,
 // naming it and the view's rows and columns, or any region on an empty
 // tensor; locate in a mode other than error or absmax; errors in another

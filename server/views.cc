@@ -13,6 +13,7 @@
 #include "core/util/error_reason.h"
 #include "proto/status_mapping.h"
 #include "server/call_log.h"
+#include "server/imatrix_lookup.h"
 #include "server/proto_convert.h"
 #include "server/reference_lookup.h"
 #include "server/service.h"
@@ -106,6 +107,92 @@ absl::StatusOr<std::shared_ptr<const ErrorGrid>> ErrorGridFor(
   auto kept = std::make_shared<const ErrorGrid>(std::move(grid));
   state.error_grids.Keep(key, std::move(now), kept, kept->bytes());
   return kept;
+}
+
+absl::StatusOr<HeatmapMode> HeatmapModeOf(v1::HeatmapMode mode) {
+  switch (mode) {
+    case v1::HEATMAP_MODE_ABSMAX:
+      return HeatmapMode::kAbsmax;
+    case v1::HEATMAP_MODE_ERROR:
+      return HeatmapMode::kErrorSteps;
+    case v1::HEATMAP_MODE_GROUP:
+      return HeatmapMode::kGroup;
+    case v1::HEATMAP_MODE_ZEROS:
+      return HeatmapMode::kZeros;
+    case v1::HEATMAP_MODE_SQ_ERROR:
+      return HeatmapMode::kSqError;
+    case v1::HEATMAP_MODE_UNSPECIFIED:
+    case v1::HEATMAP_MODE_MEAN:
+      return HeatmapMode::kMean;
+    default:
+      return WithReason(absl::InvalidArgumentError(absl::StrCat(
+                            "heatmap mode ", static_cast<int>(mode),
+                            " is not one of HeatmapMode's values (0..6)")),
+                        ErrorReason::kEnumValueInvalid, {{"field", "mode"}});
+  }
+}
+
+// The importance weights GetHeatmapRequest.imatrix asks for, of the
+// resolved tensor: `matrix` keeps the file's values that `weights` points
+// into. None without an imatrix, or without a reference (the heatmap
+// refuses SQ_ERROR without one, and no file need be read for that).
+// Refuses rather than draw unweighted a map that was asked weighted (the
+// proto's refusals). SQ_ERROR keeps no grid (ErrorGridFor serves ERROR
+// mode only): each request decodes its region.
+absl::Status WeighHeatmap(ServiceState& state, const v1::GetHeatmapRequest& req,
+                          const Resolved& r,
+                          std::shared_ptr<const ImportanceMatrix>* matrix,
+                          TensorWeights* weights) {
+  if (req.imatrix().empty()) return absl::OkStatus();
+  if (req.mode() != v1::HEATMAP_MODE_SQ_ERROR) {
+    const std::string& name = v1::HeatmapMode_Name(req.mode());
+    return RequestFieldError(
+        "imatrix",
+        absl::StrCat(
+            "an importance matrix weighs HEATMAP_MODE_SQ_ERROR's "
+            "squared errors, not mode ",
+            name.empty() ? absl::StrCat(static_cast<int>(req.mode())) : name));
+  }
+  if (r.ref == nullptr) return absl::OkStatus();
+  TM_ASSIGN_OR_RETURN(*matrix, OpenImportanceMatrix(state.registry.sandbox(),
+                                                    req.imatrix(), "imatrix"));
+  const ImatrixMatch m =
+      MatchImatrix(matrix->get(), r.tensor->name, r.tensor->shape);
+  if (m.use != ImatrixUse::kWeighted) {
+    return WithReason(
+        absl::FailedPreconditionError(absl::StrCat(
+            "importance matrix '", req.imatrix(), "' cannot weigh tensor '",
+            r.tensor->name, "': ", m.note)),
+        ErrorReason::kImatrixNotApplicable,
+        {{"path", req.imatrix()},
+         {"tensor", r.tensor->name},
+         {"use", m.use == ImatrixUse::kMissing ? "MISSING" : "MISMATCH"}});
+  }
+  *weights = m.weights;
+  return absl::OkStatus();
+}
+
+void FillHeatmap(const LogicalTensor& t, const Heatmap& h, bool weighted,
+                 v1::GetHeatmapResponse* resp) {
+  resp->set_tensor(t.name);
+  for (int64_t d : t.shape) resp->add_shape(d);
+  FillEncoding(t.encoding->info(), resp->mutable_encoding());
+  resp->set_rows(h.rows);
+  resp->set_cols(h.cols);
+  resp->set_width(h.width);
+  resp->set_height(h.height);
+  // A page's heatmap is a million cells: sized once and copied whole,
+  // not grown an element at a time.
+  resp->mutable_row_edges()->Assign(h.row_edges.begin(), h.row_edges.end());
+  resp->mutable_col_edges()->Assign(h.col_edges.begin(), h.col_edges.end());
+  resp->mutable_values()->Assign(h.values.begin(), h.values.end());
+  resp->mutable_groups()->Assign(h.groups.begin(), h.groups.end());
+  resp->set_min(h.min);
+  resp->set_max(h.max);
+  resp->mutable_pruned()->Assign(h.pruned.begin(), h.pruned.end());
+  resp->mutable_cell_element()->Assign(h.cell_element.begin(),
+                                       h.cell_element.end());
+  if (weighted) resp->set_imatrix_use(v1::IMATRIX_USE_WEIGHTED);
 }
 
 void FillNode(const ArchNode& n, v1::ArchNode* out, int64_t* boundaries) {
@@ -225,30 +312,7 @@ grpc::ServerUnaryReactor* TensormorphService::GetHeatmap(
             int64_t{o.width} * o.height, "max_heatmap_cells",
             limits.max_heatmap_cells));
         o.leading.assign(req->leading().begin(), req->leading().end());
-        switch (req->mode()) {
-          case v1::HEATMAP_MODE_ABSMAX:
-            o.mode = HeatmapMode::kAbsmax;
-            break;
-          case v1::HEATMAP_MODE_ERROR:
-            o.mode = HeatmapMode::kErrorSteps;
-            break;
-          case v1::HEATMAP_MODE_GROUP:
-            o.mode = HeatmapMode::kGroup;
-            break;
-          case v1::HEATMAP_MODE_ZEROS:
-            o.mode = HeatmapMode::kZeros;
-            break;
-          case v1::HEATMAP_MODE_UNSPECIFIED:
-          case v1::HEATMAP_MODE_MEAN:
-            o.mode = HeatmapMode::kMean;
-            break;
-          default:
-            return WithReason(
-                absl::InvalidArgumentError(
-                    absl::StrCat("heatmap mode ", static_cast<int>(req->mode()),
-                                 " is not one of HeatmapMode's values (0..5)")),
-                ErrorReason::kEnumValueInvalid, {{"field", "mode"}});
-        }
+        TM_ASSIGN_OR_RETURN(o.mode, HeatmapModeOf(req->mode()));
         // Checked against the view in core, which knows its rows and cols.
         o.row_begin = req->row_begin();
         o.row_end = req->row_end();
@@ -263,29 +327,14 @@ grpc::ServerUnaryReactor* TensormorphService::GetHeatmap(
         TM_ASSIGN_OR_RETURN(std::shared_ptr<const ErrorGrid> grid,
                             ErrorGridFor(*state_, *r, o));
         o.errors = grid.get();
+        std::shared_ptr<const ImportanceMatrix> matrix;
+        TensorWeights weights;
+        TM_RETURN_IF_ERROR(WeighHeatmap(*state_, *req, *r, &matrix, &weights));
+        if (matrix != nullptr) o.weights = &weights;
         auto h = ComputeHeatmap(*r->tensor, r->ref, o);
         if (!h.ok()) return h.status();
         TM_RETURN_IF_ERROR(r->CheckUnchanged());
-        resp->set_tensor(r->tensor->name);
-        for (int64_t d : r->tensor->shape) resp->add_shape(d);
-        FillEncoding(r->tensor->encoding->info(), resp->mutable_encoding());
-        resp->set_rows(h->rows);
-        resp->set_cols(h->cols);
-        resp->set_width(h->width);
-        resp->set_height(h->height);
-        // A page's heatmap is a million cells: sized once and copied whole,
-        // not grown an element at a time.
-        resp->mutable_row_edges()->Assign(h->row_edges.begin(),
-                                          h->row_edges.end());
-        resp->mutable_col_edges()->Assign(h->col_edges.begin(),
-                                          h->col_edges.end());
-        resp->mutable_values()->Assign(h->values.begin(), h->values.end());
-        resp->mutable_groups()->Assign(h->groups.begin(), h->groups.end());
-        resp->set_min(h->min);
-        resp->set_max(h->max);
-        resp->mutable_pruned()->Assign(h->pruned.begin(), h->pruned.end());
-        resp->mutable_cell_element()->Assign(h->cell_element.begin(),
-                                             h->cell_element.end());
+        FillHeatmap(*r->tensor, *h, o.weights != nullptr, resp);
         return absl::OkStatus();
       });
 }

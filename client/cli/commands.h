@@ -182,6 +182,7 @@ struct HeatmapOptionsCli {
   std::string checkpoint, tensor, reference;
   std::string reference_tensor;  // empty = found by the diff's pairing rules
   std::string mode = "value";
+  std::string imatrix;  // sq-error mode: weigh by this importance matrix
   int width = 128, height = 64;
   // For rank > 2: exactly one index per leading dimension, negative ones
   // counting from the end.

@@ -16,6 +16,7 @@
 #include "client/cli/format.h"
 #include "client/cli/output_file.h"
 #include "core/request_limits.h"
+#include "core/util/error_reason.h"
 #include "render/heatmap_render.h"
 
 namespace tensormorph {
@@ -222,6 +223,7 @@ int RunHeatmap(Client& client, const GlobalOptions& g,
   req.set_tensor(o.tensor);
   req.set_reference(o.reference);
   req.set_reference_tensor(o.reference_tensor);
+  req.set_imatrix(o.imatrix);
   req.set_width(o.width);
   req.set_height(o.height);
   for (int64_t i : *leading) req.add_leading(i);
@@ -240,9 +242,11 @@ int RunHeatmap(Client& client, const GlobalOptions& g,
     req.set_mode(v1::HEATMAP_MODE_GROUP);
   } else if (o.mode == "zeros") {
     req.set_mode(v1::HEATMAP_MODE_ZEROS);
+  } else if (o.mode == "sq-error") {
+    req.set_mode(v1::HEATMAP_MODE_SQ_ERROR);
   } else {
     return ReportUsage(absl::InvalidArgumentError(
-        "--mode must be value, absmax, error, group or zeros"));
+        "--mode must be value, absmax, error, group, zeros or sq-error"));
   }
   auto h = client.GetHeatmap(req);
   if (!h.ok()) return ReportFailure(h.status());
@@ -252,6 +256,7 @@ int RunHeatmap(Client& client, const GlobalOptions& g,
   const std::string title = absl::StrCat(
       h->tensor(), " ", ShapeText(h->shape()), " ", h->encoding().scheme(), " ",
       h->encoding().granularity(), " - ", o.mode,
+      h->imatrix_use() == v1::IMATRIX_USE_WEIGHTED ? " (imatrix-weighted)" : "",
       region && h->row_edges_size() > 0 && h->col_edges_size() > 0
           ? absl::StrCat(" rows ", h->row_edges(0), ":",
                          h->row_edges(h->row_edges_size() - 1), " cols ",
@@ -353,23 +358,32 @@ class HeatmapCommand : public Command {
   explicit HeatmapCommand(CLI::App& app)
       : Command(app.add_subcommand("heatmap",
                                    "a tensor as a picture: values, absmax, "
-                                   "error in steps, or quantization groups")) {
+                                   "error in steps, squared error, or "
+                                   "quantization groups")) {
     CLI::App& cmd = *this->app();
     cmd.add_option("checkpoint", o_.checkpoint, "checkpoint file or directory")
         ->required();
     cmd.add_option("tensor", o_.tensor, "tensor name")->required();
     cmd.add_option("--mode", o_.mode,
                    "value (a cell's mean; also 'mean'), absmax, error (needs "
-                   "--ref), group, or zeros (the fraction exactly 0; with "
-                   "--ref, induced red and pruned blue)")
+                   "--ref), group, zeros (the fraction exactly 0; with "
+                   "--ref, induced red and pruned blue), or sq-error (each "
+                   "cell's sum of squared errors against --ref; --imatrix "
+                   "weighs each column by its importance, as llama-quantize "
+                   "does)")
         ->capture_default_str()
-        ->check(CLI::IsMember(
-            {"value", "mean", "absmax", "error", "group", "zeros"}));
-    CLI::Option* ref = cmd.add_option("--ref", o_.reference,
-                                      "the full-precision source (error mode)");
+        ->check(CLI::IsMember({"value", "mean", "absmax", "error", "group",
+                               "zeros", "sq-error"}));
+    CLI::Option* ref =
+        cmd.add_option("--ref", o_.reference,
+                       "the full-precision source (error and sq-error modes)");
     cmd.add_option("--ref-tensor", o_.reference_tensor,
                    "the tensor in --ref (default: found as diff pairs)")
         ->needs(ref);
+    imatrix_ = cmd.add_option(
+        "--imatrix", o_.imatrix,
+        "sq-error mode: llama.cpp importance matrix (GGUF or legacy .dat) "
+        "weighing each element's squared error by its column's importance");
     AddRegionOptions(cmd);
     cmd.add_option("-o,--output", o_.output,
                    std::string("write a PNG") + kOutputGuarantee)
@@ -382,14 +396,17 @@ class HeatmapCommand : public Command {
         "  tensormorph heatmap q.gguf blk.0.attn_q.weight --mode error --ref "
         "src.gguf --term\n"
         "  tensormorph heatmap q.gguf blk.0.attn_q.weight --mode zeros --rows "
-        "0:256 --cols 0:512 -o z.png");
+        "0:256 --cols 0:512 -o z.png\n"
+        "  tensormorph heatmap q.gguf blk.0.ffn_down.weight --mode sq-error "
+        "--ref src.gguf --imatrix imatrix.gguf --term");
   }
   absl::Status CheckOutputs() const override {
     constexpr auto kCheckpoint = CommandInput::Kind::kCheckpoint;
     return CheckOutputIsNoInput(
         "-o", o_.output,
         {{kCheckpoint, o_.checkpoint, "checkpoint"},
-         {kCheckpoint, o_.reference, "--ref checkpoint"}});
+         {kCheckpoint, o_.reference, "--ref checkpoint"},
+         {CommandInput::Kind::kFile, o_.imatrix, "--imatrix file"}});
   }
   absl::Status Finish() override;
   int Run(const CommandContext& c) override {
@@ -401,6 +418,7 @@ class HeatmapCommand : public Command {
   void AddRegionOptions(CLI::App& cmd);
 
   HeatmapOptionsCli o_;
+  CLI::Option* imatrix_ = nullptr;
   std::string size_ = "128x64";
   std::string rows_, cols_;
 };
@@ -434,9 +452,18 @@ void HeatmapCommand::AddRegionOptions(CLI::App& cmd) {
 }
 
 absl::Status HeatmapCommand::Finish() {
-  if (o_.mode == "error" && o_.reference.empty()) {
+  if ((o_.mode == "error" || o_.mode == "sq-error") && o_.reference.empty()) {
     return absl::InvalidArgumentError(
-        "--mode error measures against a reference: give it with --ref");
+        absl::StrCat("--mode ", o_.mode,
+                     " measures against a reference: give it with --ref"));
+  }
+  // GetHeatmapRequest.imatrix empty means none: an empty --imatrix (an
+  // unset shell variable) would draw unweighted what was asked weighted.
+  if (imatrix_->count() > 0 && o_.imatrix.empty()) {
+    return RequestFieldError(
+        "imatrix",
+        "--imatrix: the path is empty (leave --imatrix out for an "
+        "unweighted map)");
   }
   EscapeTensorName(&o_.tensor);
   // Checked by CLI11 already; the server names a region outside the view.

@@ -66,6 +66,11 @@ constexpr ErrorReasonInfo kTable[] = {
      Code::kInvalidArgument, false,
      "a request enum field holds a number that is not one of its values",
      "field"},
+    {ErrorReason::kImatrixNotApplicable, "IMATRIX_NOT_APPLICABLE",
+     Code::kFailedPrecondition, false,
+     "an importance matrix asked to weigh one tensor (a heatmap's) has no "
+     "entry of its name (use MISSING) or one of another size (MISMATCH)",
+     "path, tensor, use"},
     {ErrorReason::kRequestInvalid, "REQUEST_INVALID", Code::kInvalidArgument,
      true,
      "a malformed request (any other INVALID_ARGUMENT); where one option is "

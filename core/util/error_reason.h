@@ -52,6 +52,7 @@ enum class ErrorReason {
   kUnsupportedConvention,
   kPageTokenInvalid,
   kEnumValueInvalid,
+  kImatrixNotApplicable,
   // Generic reasons: one per code, for errors that carry no specific one.
   kRequestInvalid,
   kNotFound,

@@ -70,6 +70,7 @@ std::vector<CellArray> TakeCellArrays(v1::GetHeatmapResponse& reply,
   std::vector<CellArray> arrays;
   if (reply.values_size() > 0) {
     arrays.push_back(mode == v1::HEATMAP_MODE_GROUP ||
+                             mode == v1::HEATMAP_MODE_SQ_ERROR ||
                              HasSingleElementCell(reply)
                          ? Pack<double>("values", "<f8", reply.values())
                          : Pack<float>("values", "<f4", reply.values()));

@@ -16,7 +16,8 @@
 //                the JSON (a multiple of 8, so a typed array can view it in
 //                place), `count` its elements. An empty field is not listed.
 // The dtypes, chosen per reply:
-//  - values: "<f8" in GROUP mode (group ids) and when some cell is a single
+//  - values: "<f8" in GROUP mode (group ids), in SQ_ERROR mode (shares of a
+//    sum that a reader adds up again) and when some cell is a single
 //    element (the page shows those exactly), else "<f4": a reduction over
 //    several elements rounded to float32 (7 significant digits); NaN and
 //    infinities are kept;

@@ -187,10 +187,10 @@ absl::StatusOr<v1::ReadSliceRequest> ReadSliceFromQuery(
 
 absl::StatusOr<v1::GetHeatmapRequest> HeatmapFromQuery(
     const QueryParams& params) {
-  TM_ASSIGN(q,
-            Query::Check(params, "/v1/heatmap.png",
-                         {"checkpoint", "tensor", "mode", "ref", "ref_tensor",
-                          "width", "height", "rows", "cols", "leading"}));
+  TM_ASSIGN(q, Query::Check(
+                   params, "/v1/heatmap.png",
+                   {"checkpoint", "tensor", "mode", "ref", "ref_tensor",
+                    "imatrix", "width", "height", "rows", "cols", "leading"}));
   TM_ASSIGN(checkpoint, q.Required("checkpoint"));
   TM_ASSIGN(tensor, q.Required("tensor"));
   v1::GetHeatmapRequest req;
@@ -198,20 +198,22 @@ absl::StatusOr<v1::GetHeatmapRequest> HeatmapFromQuery(
   req.set_tensor(tensor);
   const std::string mode = q.Get("mode").value_or("value");
   static const std::pair<const char*, v1::HeatmapMode> kModes[] = {
-      {"value", v1::HEATMAP_MODE_MEAN},    {"mean", v1::HEATMAP_MODE_MEAN},
-      {"absmax", v1::HEATMAP_MODE_ABSMAX}, {"error", v1::HEATMAP_MODE_ERROR},
-      {"group", v1::HEATMAP_MODE_GROUP},   {"zeros", v1::HEATMAP_MODE_ZEROS}};
+      {"value", v1::HEATMAP_MODE_MEAN},       {"mean", v1::HEATMAP_MODE_MEAN},
+      {"absmax", v1::HEATMAP_MODE_ABSMAX},    {"error", v1::HEATMAP_MODE_ERROR},
+      {"group", v1::HEATMAP_MODE_GROUP},      {"zeros", v1::HEATMAP_MODE_ZEROS},
+      {"sq-error", v1::HEATMAP_MODE_SQ_ERROR}};
   bool found = false;
   for (const auto& [name, m] : kModes) {
     if (mode == name) req.set_mode(m), found = true;
   }
   if (!found) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("query parameter 'mode' is '", mode,
-                     "'; expected value, absmax, error, group or zeros"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "query parameter 'mode' is '", mode,
+        "'; expected value, absmax, error, group, zeros or sq-error"));
   }
   req.set_reference(q.Get("ref").value_or(""));
   req.set_reference_tensor(q.Get("ref_tensor").value_or(""));
+  req.set_imatrix(q.Get("imatrix").value_or(""));
   TM_ASSIGN(width, q.Integer("width", 1, INT32_MAX));
   TM_ASSIGN(height, q.Integer("height", 1, INT32_MAX));
   if (width.has_value()) req.set_width(static_cast<int32_t>(*width));

@@ -174,7 +174,8 @@ Heatmap Reference(const LogicalTensor& t, const LogicalTensor* ref,
   Heatmap h = got;
   const size_t cells = static_cast<size_t>(h.width) * h.height;
   const bool zeros = mode == HeatmapMode::kZeros;
-  h.values.assign(cells, mode == HeatmapMode::kMean || zeros
+  const bool sq_error = mode == HeatmapMode::kSqError;
+  h.values.assign(cells, mode == HeatmapMode::kMean || zeros || sq_error
                              ? 0.0
                              : -std::numeric_limits<double>::infinity());
   h.groups.assign(cells, -1);
@@ -192,7 +193,7 @@ Heatmap Reference(const LogicalTensor& t, const LogicalTensor* ref,
   const int64_t c_begin = h.col_edges.front();
   const int64_t ncols = h.col_edges.back() - c_begin;
   const bool detailed = mode == HeatmapMode::kErrorSteps;
-  const bool with_ref = ref != nullptr && (detailed || zeros);
+  const bool with_ref = ref != nullptr && (detailed || zeros || sq_error);
   std::vector<ElementQuant> q(static_cast<size_t>(ncols));
   std::vector<float> v(static_cast<size_t>(ncols));
   std::vector<float> x(static_cast<size_t>(ncols));
@@ -252,6 +253,13 @@ Heatmap Reference(const LogicalTensor& t, const LogicalTensor* ref,
               locate(static_cast<size_t>(i) * h.width + j, steps, first + c);
               out = std::isnan(out) || std::isnan(steps) ? kNaN
                                                          : std::max(out, steps);
+              break;
+            }
+            case HeatmapMode::kSqError: {
+              // heatmap.h: (x - x̂)^2 in double, added in row-major order.
+              const double d =
+                  static_cast<double>(x[c]) - static_cast<double>(v[c]);
+              out += d * d;
               break;
             }
             case HeatmapMode::kZeros:
@@ -390,10 +398,14 @@ TEST(HeatmapReferenceTest, EveryModeAndRegionIsTheStraightforwardReduction) {
     for (const Shape& shape : shapes) {
       for (HeatmapMode mode :
            {HeatmapMode::kMean, HeatmapMode::kAbsmax, HeatmapMode::kErrorSteps,
-            HeatmapMode::kGroup, HeatmapMode::kZeros}) {
+            HeatmapMode::kGroup, HeatmapMode::kZeros, HeatmapMode::kSqError}) {
         for (const LogicalTensor* r :
              {x, static_cast<const LogicalTensor*>(nullptr)}) {
-          if (mode == HeatmapMode::kErrorSteps && r == nullptr) continue;
+          if ((mode == HeatmapMode::kErrorSteps ||
+               mode == HeatmapMode::kSqError) &&
+              r == nullptr) {
+            continue;
+          }
           HeatmapOptions o;
           o.mode = mode;
           o.width = shape.width;
@@ -489,7 +501,7 @@ TEST(HeatmapReferenceTest, EveryModeAndRegionIsTheStraightforwardReduction) {
       }
     }
   }
-  EXPECT_EQ(compared, 14 * 18 * 9);
+  EXPECT_EQ(compared, 14 * 18 * 10);
   EXPECT_EQ(located_count, 14 * 18 * 3);
   EXPECT_EQ(from_grid, 14 * 18);
   for (int k = 0; k < 4; ++k) EXPECT_GT(kinds[k], 0) << "kind " << k;
@@ -522,8 +534,9 @@ TEST(HeatmapReferenceTest,
   };
   int compared = 0;
   for (const Shape& shape : shapes) {
-    for (HeatmapMode mode : {HeatmapMode::kMean, HeatmapMode::kAbsmax,
-                             HeatmapMode::kErrorSteps, HeatmapMode::kZeros}) {
+    for (HeatmapMode mode :
+         {HeatmapMode::kMean, HeatmapMode::kAbsmax, HeatmapMode::kErrorSteps,
+          HeatmapMode::kZeros, HeatmapMode::kSqError}) {
       HeatmapOptions o;
       o.mode = mode;
       o.width = shape.width;
@@ -532,10 +545,11 @@ TEST(HeatmapReferenceTest,
       o.row_end = shape.row_end;
       o.col_begin = shape.col_begin;
       o.col_end = shape.col_end;
-      const LogicalTensor* r =
-          mode == HeatmapMode::kErrorSteps || mode == HeatmapMode::kZeros
-              ? x
-              : nullptr;
+      const LogicalTensor* r = mode == HeatmapMode::kErrorSteps ||
+                                       mode == HeatmapMode::kZeros ||
+                                       mode == HeatmapMode::kSqError
+                                   ? x
+                                   : nullptr;
       for (DecodeSimd level :
            {DecodeSimd::kScalar, DecodeSimd::kAvx2, DecodeSimd::kAvx512}) {
         if (level > SupportedDecodeSimd()) break;
@@ -556,7 +570,7 @@ TEST(HeatmapReferenceTest,
       }
     }
   }
-  EXPECT_GE(compared, 5 * 4);
+  EXPECT_GE(compared, 5 * 5);
 }
 
 // A [300, 512] Q4_K tensor of random blocks: every byte random, so codes,

@@ -624,7 +624,7 @@ class ParityCallsTest(unittest.TestCase):
     def test_heatmap_takes_the_clis_mode_names_and_warns_on_old_ones(self) -> None:
         help_text = subprocess.run([CLI, "heatmap", "--help"], stdout=subprocess.PIPE,
                                    stderr=subprocess.STDOUT, text=True).stdout
-        cli_modes = re.search(r"\{([a-z,]+)\}", help_text.replace(" ", "")).group(1).split(",")
+        cli_modes = re.search(r"\{([a-z,-]+)\}", help_text.replace(" ", "")).group(1).split(",")
         for mode in cli_modes:
             if mode == "mean":
                 continue  # the CLI's alias of value: below
@@ -632,7 +632,8 @@ class ParityCallsTest(unittest.TestCase):
                 with warnings.catch_warnings():
                     warnings.simplefilter("error")
                     h = self.c.heatmap(Q8, Q8_TENSOR, mode=mode, width=8, height=4,
-                                       reference="source" if mode == "error" else "")
+                                       reference="source" if mode in ("error", "sq-error")
+                                       else "")
                 self.assertEqual(h["cells"].shape, (4, 8))
         with self.assertWarns(DeprecationWarning):
             old = self.c.heatmap(Q8, Q8_TENSOR, mode="mean", width=8, height=4)

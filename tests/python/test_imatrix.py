@@ -1,5 +1,6 @@
 """Importance matrices (llama.cpp's imatrix, both forms) listed and used to
-weight a diff, held to an independent numpy computation.
+weight a diff and a squared-error heatmap, held to an independent numpy
+computation.
 
 tests/python/writers/imatrix_writer.py writes the files from llama-imatrix's
 definitions; a float32 source and its float16 copy (numpy rounds it, so the
@@ -234,6 +235,49 @@ class ImatrixTest(unittest.TestCase):
             self.assertEqual(int(t["tensors_weighted"]), 2)
             # Row order: the missing tensor's unweighted error, then the two.
             self.assertEqual(float(t["weighted_error"]), (total[0] + total[1]) + total[2])
+
+    def test_weights_a_heatmap_as_numpy_says(self):
+        """HEATMAP_MODE_SQ_ERROR at one cell per element: each cell is that
+        element's w * (x - x̂)^2, computed in float64 as numpy does it here,
+        bit for bit; an expert's view takes that expert's weights; and
+        coarser cells add up to the same total (to 1e-12)."""
+        for form in ["gguf", "dat"]:
+            for name in ["blk.0.ffn_up.weight", "blk.0.ffn_up_exps.weight"]:
+                x = SOURCE[name]
+                x3 = x if x.ndim == 3 else x[None]
+                w = self.expected_weights(form, name)
+                for e in range(x3.shape[0]):
+                    with self.subTest(form=form, name=name, expert=e):
+                        src = x3[e].astype(np.float64)
+                        err = src - x3[e].astype(np.float16).astype(np.float64)
+                        want = w[e].astype(np.float64)[None, :] * (err * err)
+                        rows, cols = src.shape
+                        h = self.client.heatmap("q", name, mode="sq-error", reference="src",
+                                                imatrix=f"imatrix.{form}", width=cols,
+                                                height=rows, leading=[e] if x.ndim == 3 else [])
+                        self.assertEqual(h["imatrix_use"], "IMATRIX_USE_WEIGHTED")
+                        self.assertTrue(np.array_equal(h["cells"], want))
+                        coarse = self.client.heatmap("q", name, mode="sq-error", reference="src",
+                                                     imatrix=f"imatrix.{form}", width=3, height=2,
+                                                     leading=[e] if x.ndim == 3 else [])
+                        assert_close(self, float(coarse["cells"].sum()),
+                                     math.fsum(want.ravel()))
+
+    def test_refuses_a_heatmap_it_cannot_weigh(self):
+        for name, use in [("blk.0.attn_q.weight", "MISSING"),
+                          ("blk.0.attn_k.weight", "MISMATCH")]:
+            with self.subTest(name=name):
+                with self.assertRaises(tm.Error) as caught:
+                    self.client.heatmap("q", name, mode="sq-error", reference="src",
+                                        imatrix="imatrix.gguf")
+                self.assertEqual(caught.exception.reason, "IMATRIX_NOT_APPLICABLE")
+                self.assertEqual(caught.exception.metadata.get("use"), use)
+                self.assertEqual(caught.exception.metadata.get("tensor"), name)
+        with self.assertRaises(tm.Error) as caught:
+            self.client.heatmap("q", "blk.0.ffn_up.weight", mode="error", reference="src",
+                                imatrix="imatrix.gguf")
+        self.assertEqual(caught.exception.reason, "REQUEST_INVALID")
+        self.assertEqual(caught.exception.metadata.get("field"), "imatrix")
 
     def test_refuses_a_file_outside_the_roots(self):
         with self.assertRaises(tm.Error) as caught:

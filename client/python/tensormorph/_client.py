@@ -307,7 +307,7 @@ class RawArray(np.ndarray):
 _HEATMAP_MODES = {
     "value": pb.HEATMAP_MODE_MEAN, "absmax": pb.HEATMAP_MODE_ABSMAX,
     "error": pb.HEATMAP_MODE_ERROR, "group": pb.HEATMAP_MODE_GROUP,
-    "zeros": pb.HEATMAP_MODE_ZEROS,
+    "zeros": pb.HEATMAP_MODE_ZEROS, "sq-error": pb.HEATMAP_MODE_SQ_ERROR,
 }
 # Names this client took before it used the CLI's: old name -> CLI's name.
 _OLD_HEATMAP_MODES = {"mean": "value"}
@@ -807,13 +807,17 @@ class Client:
                 height: int = 256, leading: Sequence[int] = (), reference: PathLike = "",
                 reference_tensor: str = "",
                 region: Optional[Tuple[int, int, int, int]] = None,
-                timeout: Optional[float] = None) -> Dict[str, Any]:
+                timeout: Optional[float] = None,
+                imatrix: PathLike = "") -> Dict[str, Any]:
         """GetHeatmap: `cells` (height x width float64: the mode's reduction)
         and `groups` (height x width int64 group ids, -1 without groups),
         with the edges and range. `mode` is one of `tensormorph heatmap
         --mode`'s: value (a cell's mean), absmax, error (needs `reference`),
-        group, zeros; "mean" still works and warns (DeprecationWarning).
-        `region` is (row_begin, row_end, col_begin, col_end)."""
+        group, zeros, sq-error (each cell's sum of squared errors against
+        `reference`); "mean" still works and warns (DeprecationWarning).
+        `region` is (row_begin, row_end, col_begin, col_end). `imatrix`, a
+        llama.cpp importance matrix (GGUF or .dat), weighs sq-error's terms
+        by their columns' importance (imatrix_use says it did)."""
         if mode in _OLD_HEATMAP_MODES:
             new = _OLD_HEATMAP_MODES[mode]
             warnings.warn(f"heatmap mode {mode!r} is now {new!r}, as the CLI names it",
@@ -824,7 +828,8 @@ class Client:
         req = pb.GetHeatmapRequest(checkpoint=self._path(ckpt), tensor=tensor,
                                    mode=_HEATMAP_MODES[mode], width=width, height=height,
                                    leading=list(leading), reference=self._path(reference),
-                                   reference_tensor=reference_tensor)
+                                   reference_tensor=reference_tensor,
+                                   imatrix=self._path(imatrix) if imatrix else "")
         if region is not None:
             req.row_begin, req.row_end, req.col_begin, req.col_end = region
         d = to_dict(self._unary("GetHeatmap", req, timeout))

@@ -415,7 +415,8 @@ std::vector<double> AsDoubles(const Repeated& r, bool to_float = false) {
 // With Accept: application/octet-stream, GetHeatmap answers the gRPC reply
 // cell for cell: its small fields as JSON, its per-cell arrays as
 // little-endian arrays in the dtypes docs/http.md gives (values rounded to
-// float32 only where each cell reduces several elements).
+// float32 only where each cell reduces several elements to a colour: not
+// group ids, nor squared errors, whose cells a reader adds up again).
 TEST_F(HttpGatewayTest, TheBinaryHeatmapIsTheGrpcReplyCellForCell) {
   auto client = Client::Connect(server_->address());
   ASSERT_TRUE(client.ok());
@@ -459,6 +460,12 @@ TEST_F(HttpGatewayTest, TheBinaryHeatmapIsTheGrpcReplyCellForCell) {
              {"width", 32},
              {"height", 32}}),
        "<f4"},
+      {"squared errors, shares of a sum kept whole",
+       with({{"mode", "HEATMAP_MODE_SQ_ERROR"},
+             {"reference", "source"},
+             {"width", 32},
+             {"height", 32}}),
+       "<f8"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);

@@ -37,6 +37,22 @@ TEST(HttpQueryTest, HeatmapRegionsTakeEitherBoundOrBoth) {
   EXPECT_THAT(r->leading(), ::testing::ElementsAre(1, -2));
 }
 
+TEST(HttpQueryTest, HeatmapImatrixIsTheRequestsPath) {
+  absl::StatusOr<v1::GetHeatmapRequest> r =
+      HeatmapFromQuery({{"checkpoint", "q.gguf"},
+                        {"tensor", "t"},
+                        {"mode", "sq-error"},
+                        {"ref", "src.gguf"},
+                        {"imatrix", "calib/imatrix.gguf"}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->mode(), v1::HEATMAP_MODE_SQ_ERROR);
+  EXPECT_EQ(r->imatrix(), "calib/imatrix.gguf");
+  absl::StatusOr<v1::GetHeatmapRequest> none =
+      HeatmapFromQuery({{"checkpoint", "q.gguf"}, {"tensor", "t"}});
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->imatrix(), "");
+}
+
 TEST(HttpQueryTest, HeatmapModesAreTheCliNames) {
   for (const auto& [name, mode] :
        std::vector<std::pair<std::string, v1::HeatmapMode>>{
@@ -44,7 +60,8 @@ TEST(HttpQueryTest, HeatmapModesAreTheCliNames) {
            {"absmax", v1::HEATMAP_MODE_ABSMAX},
            {"error", v1::HEATMAP_MODE_ERROR},
            {"group", v1::HEATMAP_MODE_GROUP},
-           {"zeros", v1::HEATMAP_MODE_ZEROS}}) {
+           {"zeros", v1::HEATMAP_MODE_ZEROS},
+           {"sq-error", v1::HEATMAP_MODE_SQ_ERROR}}) {
     absl::StatusOr<v1::GetHeatmapRequest> r = HeatmapFromQuery(
         {{"checkpoint", "m"}, {"tensor", "t"}, {"mode", name}});
     ASSERT_TRUE(r.ok()) << name;

@@ -72,6 +72,37 @@ absl::Status CheckCompareRequest(const v1::CompareQuantizationsRequest& req) {
         "budget_bytes",
         absl::StrCat("budget_bytes ", req.budget_bytes(), " is not positive"));
   }
+  // Set but empty: an unset shell variable rather than a wish for no
+  // matrix, which would run unweighted without a word (as diff refuses).
+  if (req.has_imatrix() && req.imatrix().empty()) {
+    return RequestFieldError(
+        "imatrix",
+        "imatrix: the path is empty (leave it unset for no importance matrix)");
+  }
+  return absl::OkStatus();
+}
+
+// A bits-per-weight budget is applied in bytes (floor of bpw x elements /
+// 8 over the mix's tensors, at most the `elements` of every row): one that
+// comes to no byte even over every row is as meaningless as budget_bytes 0,
+// and one past int64 over a single element cannot be applied as asked.
+// Both are refused as budget_bytes' are rather than rounded or clamped.
+absl::Status CheckBitsBudget(const v1::CompareQuantizationsRequest& req,
+                             int64_t elements) {
+  if (!req.has_budget_bits_per_weight()) return absl::OkStatus();
+  const double bpw = req.budget_bits_per_weight();
+  if (bpw / 8.0 >= 9.2e18) {
+    return RequestFieldError(
+        "budget_bits_per_weight",
+        absl::StrCat("budget_bits_per_weight ", bpw,
+                     " is more bytes than a budget can hold (int64)"));
+  }
+  if (std::floor(bpw * static_cast<double>(elements) / 8.0) < 1) {
+    return RequestFieldError(
+        "budget_bits_per_weight",
+        absl::StrCat("budget_bits_per_weight ", bpw, " over the ", elements,
+                     " elements compared is less than a byte"));
+  }
   return absl::OkStatus();
 }
 
@@ -165,6 +196,9 @@ class CompareReactor final : public QueuedStreamReactor<v1::CompareEvent> {
                                  "paired tensors of the source '",
                                  req_->source(), "' (a glob on its names)"));
     }
+    int64_t elements = 0;
+    for (const auto& [name, row] : rows) elements += row.ref->num_elements;
+    TM_RETURN_IF_ERROR(CheckBitsBudget(*req_, elements));
     for (auto& [name, row] : rows) {
       Pending& p = pending_.emplace_back();
       p.row.set_reference_name(row.ref->name);
@@ -226,8 +260,9 @@ class CompareReactor final : public QueuedStreamReactor<v1::CompareEvent> {
         return;
       }
     }
-    auto summary = Fenced(
-        log_.site(), [&] { return SummarizeComparison(*req_, rows, quants_); });
+    auto summary = Fenced(log_.site(), [&] {
+      return SummarizeComparison(*req_, rows, quants_, options_.imatrix.get());
+    });
     absl::MutexLock lock(&mu_);
     --running_;
     if (!summary.ok()) {

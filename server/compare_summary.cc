@@ -36,12 +36,23 @@ bool Weighted(const v1::CompareCell& c) {
   return c.imatrix_use() == v1::IMATRIX_USE_WEIGHTED;
 }
 
+// How errors are summed: with an imatrix (weighted), the factor an error it
+// does not weigh is multiplied by (UnweightedErrorFactor); without, 1.
+struct Footing {
+  bool weighted = false;
+  double unweighted_factor = 1;
+};
+
 // The error dominance and the mix minimise: with an imatrix the cell's
-// weighted error where the imatrix weighs it and its unweighted one where
-// it does not (llama.cpp quantizes such a tensor without weights, too);
+// weighted error where the imatrix weighs it, and where it does not
+// (llama.cpp quantizes such a tensor without weights) its unweighted one
+// times the matrix's mean importance, so that both kinds of term scale
+// with the matrix alike and no choice depends on its overall scale;
 // without, the unweighted one.
-double Cost(const v1::CompareCell& c, bool weighted) {
-  return weighted && Weighted(c) ? c.weighted_error() : c.sum_squared_error();
+double Cost(const v1::CompareCell& c, const Footing& f) {
+  if (!f.weighted) return c.sum_squared_error();
+  return Weighted(c) ? c.weighted_error()
+                     : f.unweighted_factor * c.sum_squared_error();
 }
 
 // SQNR averaged with element counts as weights, over the tensors whose
@@ -63,7 +74,7 @@ struct SqnrMean {
   }
 };
 
-void FillTotals(const v1::CompareQuantizationsRequest& req, bool weighted,
+void FillTotals(const v1::CompareQuantizationsRequest& req, const Footing& f,
                 const std::vector<const v1::CompareRow*>& shared,
                 const std::vector<v1::CompareRow>& rows,
                 v1::CompareSummary* out) {
@@ -81,8 +92,8 @@ void FillTotals(const v1::CompareQuantizationsRequest& req, bool weighted,
       t->set_bytes(t->bytes() + c.bytes());
       t->set_sum_squared_error(t->sum_squared_error() + c.sum_squared_error());
       sqnr.Add(c.sqnr_db(), row->count());
-      if (!weighted) continue;
-      t->set_weighted_error(t->weighted_error() + Cost(c, true));
+      if (!f.weighted) continue;
+      t->set_weighted_error(t->weighted_error() + Cost(c, f));
       if (Weighted(c)) {
         t->set_tensors_weighted(t->tensors_weighted() + 1);
         sums.sum_w_sq_err += c.weighted_error();
@@ -100,7 +111,7 @@ void FillTotals(const v1::CompareQuantizationsRequest& req, bool weighted,
     t->set_bits_per_weight(BitsPerWeight(t->bytes(), t->elements()));
     t->set_sqnr_db(sqnr.Value());
     points[q] = {t->bytes(),
-                 weighted ? t->weighted_error() : t->sum_squared_error()};
+                 f.weighted ? t->weighted_error() : t->sum_squared_error()};
   }
   const std::vector<std::vector<int>> by = DominatedBy(points);
   for (int q = 0; q < n; ++q) {
@@ -108,7 +119,7 @@ void FillTotals(const v1::CompareQuantizationsRequest& req, bool weighted,
   }
 }
 
-void FillLayers(int n, bool weighted,
+void FillLayers(int n, const Footing& f,
                 const std::vector<const v1::CompareRow*>& shared,
                 v1::CompareSummary* out) {
   // Per layer the points dominance is on, and the unweighted errors.
@@ -122,7 +133,7 @@ void FillLayers(int n, bool weighted,
     unweighted.resize(n);
     for (int q = 0; q < n; ++q) {
       points[q].bytes += row->cells(q).bytes();
-      points[q].error += Cost(row->cells(q), weighted);
+      points[q].error += Cost(row->cells(q), f);
       unweighted[q] += row->cells(q).sum_squared_error();
     }
   }
@@ -134,7 +145,7 @@ void FillLayers(int n, bool weighted,
     for (int q = 0; q < n; ++q) {
       l->add_bytes(points[q].bytes);
       l->add_sum_squared_error(unweighted[q]);
-      if (weighted) l->add_weighted_error(points[q].error);
+      if (f.weighted) l->add_weighted_error(points[q].error);
       if (!by[q].empty()) l->add_dominated(q);
     }
   }
@@ -204,7 +215,7 @@ int64_t LeastBytes(const std::vector<std::vector<KnapsackOption>>& items) {
 }
 
 absl::Status FillMix(
-    const v1::CompareQuantizationsRequest& req, bool weighted,
+    const v1::CompareQuantizationsRequest& req, const Footing& f,
     const std::vector<std::shared_ptr<const Checkpoint>>& quantizations,
     const std::vector<const v1::CompareRow*>& shared, v1::CompareMix* mix) {
   const int n = req.quantizations_size();
@@ -213,7 +224,7 @@ absl::Status FillMix(
   for (const v1::CompareRow* row : shared) {
     std::vector<KnapsackOption>& options = items.emplace_back();
     for (int q = 0; q < n; ++q) {
-      options.push_back({row->cells(q).bytes(), Cost(row->cells(q), weighted)});
+      options.push_back({row->cells(q).bytes(), Cost(row->cells(q), f)});
     }
     elements += row->count();
   }
@@ -234,7 +245,7 @@ absl::Status FillMix(
                       SolveMultipleChoiceKnapsack(items, budget));
   mix->set_bytes(choice.bytes);
   mix->set_bits_per_weight(BitsPerWeight(choice.bytes, elements));
-  if (weighted) mix->set_weighted_error(choice.error);
+  if (f.weighted) mix->set_weighted_error(choice.error);
   SqnrMean sqnr;
   double unweighted = 0;  // in row order, as the knapsack adds
   for (size_t k = 0; k < shared.size(); ++k) {
@@ -256,7 +267,7 @@ absl::Status FillMix(
     sqnr.Add(cell.sqnr_db(), shared[k]->count());
   }
   mix->set_sqnr_db(sqnr.Value());
-  mix->set_sum_squared_error(weighted ? unweighted : choice.error);
+  mix->set_sum_squared_error(f.weighted ? unweighted : choice.error);
   FillLlamaMix(quantizations, shared, mix);
   return absl::OkStatus();
 }
@@ -266,10 +277,14 @@ absl::Status FillMix(
 absl::StatusOr<v1::CompareSummary> SummarizeComparison(
     const v1::CompareQuantizationsRequest& request,
     const std::vector<v1::CompareRow>& rows,
-    const std::vector<std::shared_ptr<const Checkpoint>>& quantizations) {
+    const std::vector<std::shared_ptr<const Checkpoint>>& quantizations,
+    const ImportanceMatrix* imatrix) {
   v1::CompareSummary out;
-  const bool weighted = !request.imatrix().empty();
+  const bool weighted = imatrix != nullptr;
+  const Footing footing = {weighted,
+                           weighted ? UnweightedErrorFactor(*imatrix) : 1.0};
   out.set_weighted(weighted);
+  if (weighted) out.set_unweighted_factor(footing.unweighted_factor);
   std::vector<const v1::CompareRow*> shared;
   for (const v1::CompareRow& row : rows) {
     if (!Shared(row)) {
@@ -288,12 +303,12 @@ absl::StatusOr<v1::CompareSummary> SummarizeComparison(
       out.add_unweighted(row.reference_name());
     }
   }
-  FillTotals(request, weighted, shared, rows, &out);
-  FillLayers(request.quantizations_size(), weighted, shared, &out);
+  FillTotals(request, footing, shared, rows, &out);
+  FillLayers(request.quantizations_size(), footing, shared, &out);
   if (request.budget_case() !=
       v1::CompareQuantizationsRequest::BUDGET_NOT_SET) {
     TM_RETURN_IF_ERROR(
-        FillMix(request, weighted, quantizations, shared, out.mutable_mix()));
+        FillMix(request, footing, quantizations, shared, out.mutable_mix()));
     *out.mutable_mix()->mutable_left_out() = out.not_shared();
   }
   return out;

@@ -2,8 +2,9 @@
 // over the tensors all of them hold, the dominated quantizations overall and
 // per layer, and with a budget the mix (core/compare: the knapsack, the
 // llama.cpp overrides and file size). With the request's imatrix, dominance
-// and the mix are on the weighted error (the unweighted one where the
-// imatrix does not weigh a tensor), reported beside the unweighted.
+// and the mix are on the weighted error (where the imatrix does not weigh a
+// tensor, its unweighted error times the matrix's mean importance,
+// UnweightedErrorFactor), reported beside the unweighted.
 #ifndef TENSORMORPH_SERVER_COMPARE_SUMMARY_H_
 #define TENSORMORPH_SERVER_COMPARE_SUMMARY_H_
 
@@ -12,13 +13,15 @@
 
 #include "absl/status/statusor.h"
 #include "core/format/checkpoint.h"
+#include "core/imatrix/importance_matrix.h"
 #include "tensormorph/v1/tensormorph.pb.h"
 
 namespace tensormorph {
 
 // `rows` in the order sent (each with one cell per quantization, in the
 // request's order); `quantizations` the checkpoints opened for the request's
-// quantizations, in its order.
+// quantizations, in its order; `imatrix` the request's importance matrix
+// (null: none), which weighed the cells.
 // REQUIRES: the request was validated (two or more quantizations, base in
 // range, at most one budget, positive).
 // A budget no mix fits is no error: the mix says so (budget_unmet, with
@@ -28,7 +31,8 @@ namespace tensormorph {
 absl::StatusOr<v1::CompareSummary> SummarizeComparison(
     const v1::CompareQuantizationsRequest& request,
     const std::vector<v1::CompareRow>& rows,
-    const std::vector<std::shared_ptr<const Checkpoint>>& quantizations);
+    const std::vector<std::shared_ptr<const Checkpoint>>& quantizations,
+    const ImportanceMatrix* imatrix);
 
 }  // namespace tensormorph
 

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <iostream>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -134,9 +135,11 @@ void PrintTotals(const CompareOptionsCli& o,
                      SqnrText(t.sqnr_db()), NumberText(t.sum_squared_error()),
                      by.empty() ? "-" : absl::StrJoin(by, " ")});
     if (s.weighted()) {
+      // No tensor weighed: weighted_sqnr_db is 0 there, no measurement.
       table.back().insert(
           table.back().end() - 1,
-          {SqnrText(t.weighted_sqnr_db()), NumberText(t.weighted_error())});
+          {t.tensors_weighted() > 0 ? SqnrText(t.weighted_sqnr_db()) : "-",
+           NumberText(t.weighted_error())});
     }
   }
   if (s.weighted()) {
@@ -147,8 +150,10 @@ void PrintTotals(const CompareOptionsCli& o,
       << (s.weighted() ? " in weighted error" : "") << "\n"
       << Table(table);
   if (s.unweighted_size() > 0) {
-    out << "not weighted by the imatrix (their unweighted error counts in "
-           "the weighted totals and the mix): "
+    out << "not weighted by the imatrix (their unweighted error times the "
+           "matrix's mean importance, "
+        << NumberText(s.unweighted_factor())
+        << ", counts in the weighted totals and the mix): "
         << absl::StrJoin(s.unweighted(), ", ") << "\n";
   }
   for (const v1::CompareLayer& l : s.layers()) {
@@ -251,6 +256,13 @@ absl::Status CheckOptions(CompareOptionsCli* o) {
                              absl::StrCat("--budget-bpw ", *o->budget_bpw,
                                           " is not a positive number"));
   }
+  // Applied in bytes, bpw x elements / 8: past int64 even for one element
+  // it cannot be applied as asked (--budget-bytes refuses the same).
+  if (o->budget_bpw && *o->budget_bpw / 8.0 >= 9.2e18) {
+    return RequestFieldError(
+        "--budget-bpw", absl::StrCat("--budget-bpw ", *o->budget_bpw,
+                                     " is more bytes than a budget can hold"));
+  }
   if (o->budget_bytes_text) {
     int64_t bytes = 0;
     if (!absl::SimpleAtoi(*o->budget_bytes_text, &bytes) || bytes <= 0) {
@@ -311,6 +323,37 @@ void WarnIfSourceQuantized(Client& client, const std::string& source) {
   }
 }
 
+// Warns of each quantization the imatrix weighs in no tensor (its names
+// differ from the matrix's, say a Hugging Face checkpoint beside GGUFs): its
+// weighted figures rest on unweighted errors alone, as diff warns.
+void WarnIfWeighedNowhere(const v1::CompareSummary& s) {
+  if (!s.weighted()) return;
+  for (int q = 0; q < s.totals_size(); ++q) {
+    const v1::CompareTotals& t = s.totals(q);
+    if (t.tensors() == 0 || t.tensors_weighted() > 0) continue;
+    std::cerr << "tensormorph: warning: the imatrix weighs none of the "
+              << t.tensors() << " tensors of [" << q << "] " << t.checkpoint()
+              << " (no entry of their names, or of another size): its "
+                 "weighted error is its unweighted one times the matrix's "
+                 "mean importance\n";
+  }
+}
+
+// The server's refusal of a --budget-bpw that comes to no byte over the
+// tensors compared is the same usage error as --budget-bytes 0: exit 1,
+// naming the flag. Null for any other status.
+std::optional<absl::Status> BudgetUsageError(const absl::Status& s) {
+  if (!IsReason(s, ErrorReason::kRequestInvalid)) return std::nullopt;
+  const ErrorMetadata metadata = ReasonMetadataOf(s);
+  const std::pair<std::string, std::string> field = {"field",
+                                                     "budget_bits_per_weight"};
+  if (std::find(metadata.begin(), metadata.end(), field) == metadata.end()) {
+    return std::nullopt;
+  }
+  return RequestFieldError("--budget-bpw",
+                           absl::StrCat("--budget-bpw: ", s.message()));
+}
+
 int RunCompare(Client& client, const GlobalOptions& g, CompareOptionsCli o) {
   if (absl::Status s = CheckOptions(&o); !s.ok()) return ReportUsage(g, s);
   WarnOfSameFiles(o);
@@ -324,7 +367,7 @@ int RunCompare(Client& client, const GlobalOptions& g, CompareOptionsCli o) {
   auto report = OpenReport(o);
   if (!report.ok()) return ReportUsage(report.status());
   std::vector<v1::CompareEvent> report_events;  // rows, then the summary
-  req.set_imatrix(o.imatrix);
+  if (!o.imatrix.empty()) req.set_imatrix(o.imatrix);
   const bool bar = !g.json && ::isatty(2);
   std::vector<v1::CompareRow> rows;
   v1::CompareSummary summary;
@@ -352,8 +395,10 @@ int RunCompare(Client& client, const GlobalOptions& g, CompareOptionsCli o) {
         return true;
       });
   if (bar) ClearProgressBar();
+  if (auto usage = BudgetUsageError(s)) return ReportUsage(g, *usage);
   if (!s.ok()) return ReportFailure(s);
   WarnIfSourceQuantized(client, o.source);
+  WarnIfWeighedNowhere(summary);
   if (*report != nullptr) {
     if (absl::Status w = WriteReport(**report, req, report_events); !w.ok()) {
       return ReportFailure(w);
@@ -412,12 +457,32 @@ class CompareCommand : public Command {
                    "also write a self-contained HTML report to FILE: the "
                    "matrix, the size-versus-error chart with the frontier, "
                    "per-layer error curves; no network requests");
-    cmd.add_option("--imatrix", o_.imatrix,
-                   "a llama.cpp importance matrix (GGUF or .dat): weighted "
-                   "figures beside the unweighted, dominance and the mix on "
-                   "the weighted error");
+    imatrix_ = cmd.add_option(
+        "--imatrix", o_.imatrix,
+        "a llama.cpp importance matrix (GGUF or .dat): weighted "
+        "figures beside the unweighted, dominance and the mix on "
+        "the weighted error");
+    cmd.footer(
+        "Examples:\n"
+        "  tensormorph compare model-f32.gguf model-q8_0.gguf "
+        "model-q4_k_m.gguf\n"
+        "  tensormorph compare model-f32.gguf model-q8_0.gguf "
+        "model-q4_k_m.gguf --budget-bpw 6 --base 1\n"
+        "  tensormorph compare model-f32.gguf model-q8_0.gguf "
+        "model-q4_k_m.gguf --imatrix imatrix.dat --html compare.html\n"
+        "  tensormorph --json compare model-f32.gguf model-q8_0.gguf "
+        "model-q4_k_m.gguf --filter 'blk.0.*'");
   }
   absl::Status Finish() override {
+    // CompareQuantizationsRequest.imatrix set but empty is refused by the
+    // server; refused here first, as diff does, as the usage error it is
+    // (an unset shell variable), whether embedded or with --server.
+    if (imatrix_->count() > 0 && o_.imatrix.empty()) {
+      return RequestFieldError(
+          "imatrix",
+          "--imatrix: the path is empty (leave --imatrix out for an "
+          "unweighted comparison)");
+    }
     if (o_.quantizations.size() < 2) {
       return absl::InvalidArgumentError(
           "compare needs two or more quantizations (for one: tensormorph "
@@ -429,9 +494,12 @@ class CompareCommand : public Command {
     constexpr auto kCheckpoint = CommandInput::Kind::kCheckpoint;
     std::vector<CommandInput> inputs = {
         {kCheckpoint, o_.source, "source checkpoint"}};
-    for (const std::string& q : o_.quantizations) {
-      inputs.push_back({kCheckpoint, q, "quantization"});
+    for (size_t q = 0; q < o_.quantizations.size(); ++q) {
+      inputs.push_back({kCheckpoint, o_.quantizations[q],
+                        absl::StrCat("quantization [", q, "]")});
     }
+    // The matrix is read too: a report written over it would lose it.
+    inputs.push_back({CommandInput::Kind::kFile, o_.imatrix, "--imatrix file"});
     return CheckOutputIsNoInput("--html", o_.html, inputs);
   }
   int Run(const CommandContext& c) override {
@@ -440,6 +508,7 @@ class CompareCommand : public Command {
 
  private:
   CompareOptionsCli o_;
+  CLI::Option* imatrix_ = nullptr;
 };
 
 }  // namespace

@@ -281,23 +281,36 @@ std::string JsonString(absl::string_view text) {
   return out + "\"";
 }
 
-void DrawProgressBar(int64_t tensors_done, int64_t tensors_total,
-                     int64_t bytes_done, int64_t bytes_total,
-                     double elapsed_seconds) {
+// ESC [ K: erase from the cursor to the end of the line.
+constexpr char kEraseToEndOfLine[] = "\x1b[K";
+
+std::string ProgressBarLine(int64_t tensors_done, int64_t tensors_total,
+                            int64_t bytes_done, int64_t bytes_total,
+                            double elapsed_seconds) {
   const double frac =
       bytes_total > 0 ? static_cast<double>(bytes_done) / bytes_total : 0;
   const int width = 30, filled = static_cast<int>(frac * width);
   std::string bar(filled, '=');
   if (filled < width) bar += '>' + std::string(width - filled - 1, ' ');
-  std::fprintf(stderr, "\r[%s] %lld/%lld tensors, %s/%s, %.1f s ", bar.c_str(),
-               static_cast<long long>(tensors_done),
-               static_cast<long long>(tensors_total),
-               BytesText(bytes_done).c_str(), BytesText(bytes_total).c_str(),
-               elapsed_seconds);
+  return absl::StrFormat("\r[%s] %d/%d tensors, %s/%s, %.1f s%s", bar,
+                         tensors_done, tensors_total, BytesText(bytes_done),
+                         BytesText(bytes_total), elapsed_seconds,
+                         kEraseToEndOfLine);
+}
+
+void DrawProgressBar(int64_t tensors_done, int64_t tensors_total,
+                     int64_t bytes_done, int64_t bytes_total,
+                     double elapsed_seconds) {
+  const std::string line = ProgressBarLine(
+      tensors_done, tensors_total, bytes_done, bytes_total, elapsed_seconds);
+  std::fputs(line.c_str(), stderr);
   std::fflush(stderr);
 }
 
-void ClearProgressBar() { std::fprintf(stderr, "\r%80s\r", ""); }
+void ClearProgressBar() {
+  std::fprintf(stderr, "\r%s", kEraseToEndOfLine);
+  std::fflush(stderr);
+}
 
 namespace {
 

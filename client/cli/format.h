@@ -22,6 +22,13 @@ std::string BytesText(int64_t bytes);
 // 1.2 GB/4.0 GB, 2.5 s"), for a terminal. The template takes any progress
 // message with tensors_done/total, bytes_done/total and elapsed_seconds
 // (DiffProgress, CheckProgress).
+// The line drawn: a carriage return, the bar, and the terminal's "erase to
+// the end of the line" (ESC [ K), so that a line shorter than the one
+// before it ("9.8 s" after "10.0 s"... or fewer digits of bytes) leaves
+// none of the old characters behind.
+std::string ProgressBarLine(int64_t tensors_done, int64_t tensors_total,
+                            int64_t bytes_done, int64_t bytes_total,
+                            double elapsed_seconds);
 void DrawProgressBar(int64_t tensors_done, int64_t tensors_total,
                      int64_t bytes_done, int64_t bytes_total,
                      double elapsed_seconds);

@@ -98,17 +98,26 @@ ResolvedOutput ResolveOutput(const std::string& path) {
 // comparison alone guards.
 constexpr int kMaxFilesCompared = 100000;
 
-// Where `out` hits `input`: a description of what it is to the command
-// ("checkpoint 'm' itself"), or empty.
-std::string Hit(const ResolvedOutput& out, const CommandInput& input) {
+// Which hits a pass over the inputs looks for. Every input is asked first
+// whether the output is it itself, and only then whether the output lies
+// inside or beside one: an output that is quantization [1] and also a shard
+// beside the source is named as what the user gave it as.
+enum class HitPass { kItself, kInsideOrBeside };
+
+// Where `out` hits `input` in `pass`: a description of what it is to the
+// command ("checkpoint 'm' itself"), or empty.
+std::string Hit(const ResolvedOutput& out, const CommandInput& input,
+                HitPass pass) {
   struct stat in;
   if (input.path.empty() || ::stat(input.path.c_str(), &in) != 0) return "";
   const std::optional<std::string> real = RealPath(input.path);
   if (!real) return "";
   const std::string named = absl::StrCat(input.role, " '", input.path, "'");
-  const bool same_as_input = (out.st && SameFile(*out.st, in)) ||
-                             (!out.full.empty() && out.full == *real);
-  if (same_as_input) return absl::StrCat(named, " itself");
+  if (pass == HitPass::kItself) {
+    const bool same_as_input = (out.st && SameFile(*out.st, in)) ||
+                               (!out.full.empty() && out.full == *real);
+    return same_as_input ? absl::StrCat(named, " itself") : "";
+  }
   if (input.kind == CommandInput::Kind::kFile) return "";
 
   if (S_ISDIR(in.st_mode)) {
@@ -266,9 +275,10 @@ absl::Status CheckOutputIsNoInput(absl::string_view option,
                                   const std::vector<CommandInput>& inputs) {
   if (output.empty()) return absl::OkStatus();
   const ResolvedOutput out = ResolveOutput(output);
-  for (const CommandInput& input : inputs) {
-    const std::string hit = Hit(out, input);
-    if (!hit.empty()) {
+  for (const HitPass pass : {HitPass::kItself, HitPass::kInsideOrBeside}) {
+    for (const CommandInput& input : inputs) {
+      const std::string hit = Hit(out, input, pass);
+      if (hit.empty()) continue;
       return absl::InvalidArgumentError(
           absl::StrCat(option, " '", output, "' is an input of this command (",
                        hit, "): refusing to overwrite it; write it elsewhere"));

@@ -69,4 +69,15 @@ double WeightedSqnrDb(const WeightedSums& s) {
   return 10 * std::log10(s.sum_w_xx / s.sum_w_sq_err);
 }
 
+double UnweightedErrorFactor(const ImportanceMatrix& imatrix) {
+  double sum = 0;
+  int64_t columns = 0;
+  for (const ImatrixEntry& e : imatrix.entries()) {
+    for (float w : e.weights) sum += w;
+    columns += static_cast<int64_t>(e.weights.size());
+  }
+  if (columns == 0 || !(sum > 0)) return 1;
+  return sum / static_cast<double>(columns);
+}
+
 }  // namespace tensormorph

@@ -61,6 +61,21 @@ void AccumulateWeighted(const float* x, const float* values, int64_t first,
 // 10 log10(sum_w_xx / sum_w_sq_err); +inf when the weighted error is 0.
 double WeightedSqnrDb(const WeightedSums& s);
 
+// What a squared error the matrix does not weigh (a tensor it has no entry
+// for, or one of another size) is multiplied by to stand beside weighted
+// errors in one sum: the mean importance over every column the matrix holds
+// (each entry's weights, experts included, summed in double in entry and
+// column order). A weighted error is sum w (x - x̂)^2; an unweighted tensor
+// counted as if each column had the mean weight is that mean times its
+// squared error. Being the matrix's own mean, scaling every value of the
+// matrix scales every term of a weighted sum alike, so no comparison or
+// choice made on such sums depends on the matrix's overall scale (counting
+// the plain error, weight 1, would). It depends on the matrix alone, not on
+// which tensors or quantizations are compared, so it is one constant for
+// all of them. 1 for a matrix with no columns or a mean of 0 (every weight
+// 0: every weighted error is 0 too, and the plain errors then decide).
+double UnweightedErrorFactor(const ImportanceMatrix& imatrix);
+
 }  // namespace tensormorph
 
 #endif  // TENSORMORPH_CORE_DIFF_WEIGHTED_ERROR_H_

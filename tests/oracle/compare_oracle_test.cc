@@ -26,6 +26,7 @@
 #include "tests/oracle/gguf_listing.h"
 #include "tests/oracle/llama_oracle_support.h"
 #include "tests/oracle/llama_quantizer.h"
+#include "tests/support/demo_checkpoint.h"
 #include "tests/support/loopback_server.h"
 #include "tests/support/process.h"
 #include "tests/support/safetensors_writer.h"
@@ -385,12 +386,27 @@ TEST_F(CompareOracleTest, KnapsackAgreesWithTryingEveryMix) {
   }
 }
 
+// What an unweighted squared error is multiplied by beside weighted ones:
+// the mean of every weight the matrix holds, summed in double in name
+// order (the weights are Partial()'s as written: counts of 1).
+double MeanImportance(const testing::Imatrix& m) {
+  double sum = 0;
+  int64_t n = 0;
+  for (const auto& [name, w] : m) {
+    for (float x : w) sum += x;
+    n += static_cast<int64_t>(w.size());
+  }
+  return sum / static_cast<double>(n);
+}
+
 // The error a weighted comparison adds up for one tensor, from QuantDiff's
-// report with the imatrix: weighted where it weighs, unweighted elsewhere.
+// report with the imatrix: weighted where it weighs, elsewhere unweighted
+// times the matrix's mean importance.
 double WeightedCost(const v1::TensorDiffReport& r) {
   return r.imatrix_use() == v1::IMATRIX_USE_WEIGHTED
              ? r.weighted_sq_err()
-             : r.mse() * static_cast<double>(r.count());
+             : MeanImportance(Partial().weights) *
+                   (r.mse() * static_cast<double>(r.count()));
 }
 
 TEST_F(CompareOracleTest, WeightedCellsEqualQuantDiffWithTheSameImatrix) {
@@ -401,6 +417,7 @@ TEST_F(CompareOracleTest, WeightedCellsEqualQuantDiffWithTheSameImatrix) {
   ASSERT_TRUE(got.ok()) << got.status();
   const v1::CompareSummary& s = got->summary;
   EXPECT_TRUE(s.weighted());
+  EXPECT_EQ(s.unweighted_factor(), MeanImportance(Partial().weights));
   const int n = req.quantizations_size();
   std::vector<double> cost(n, 0), unweighted(n, 0);
   std::vector<int64_t> weighed(n, 0);
@@ -626,6 +643,30 @@ TEST_F(CompareOracleTest, CliPrintsTheWeightedFiguresEmbedded) {
   EXPECT_THAT(text.out, ::testing::HasSubstr("no worse in weighted error"));
   EXPECT_THAT(text.out, ::testing::HasSubstr("weighted error "));
   EXPECT_THAT(text.out, ::testing::HasSubstr(Partial().dropped));
+}
+
+// The demo's F32 GGUF (tensormorph-make-demo) carries the keys llama.cpp's
+// loader needs: llama-quantize makes a Q4_K_M of it, which compares beside
+// the demo's own Q8_0 (what docs/compare.md's trial does).
+TEST_F(CompareOracleTest, TheDemosF32GgufQuantizesWithLlamaCpp) {
+  const std::string demo = *root_ + "/demo";
+  ASSERT_TRUE(testing::WriteDemoCheckpoints(demo));
+  ASSERT_TRUE(testing::WriteDemoImatrix(demo + "/imatrix.dat"));
+  const LlamaQuantizer& quantizer = testing::SharedLlamaQuantizer();
+  const absl::Status made = quantizer.Quantize(
+      demo + "/model-f32.gguf", demo + "/llama-q4_k_m.gguf", 15, nullptr);
+  ASSERT_TRUE(made.ok()) << made;
+  v1::CompareQuantizationsRequest req;
+  req.set_source("demo/model-f32.gguf");
+  req.add_quantizations("demo/model-q8_0.gguf");
+  req.add_quantizations("demo/llama-q4_k_m.gguf");
+  req.set_imatrix("demo/imatrix.dat");
+  auto got = Compare(req);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->summary.not_shared_size(), 0);
+  ASSERT_EQ(got->summary.totals_size(), 2);
+  EXPECT_LT(got->summary.totals(1).bytes(), got->summary.totals(0).bytes());
+  EXPECT_GT(got->summary.totals(1).tensors_weighted(), 0);
 }
 
 }  // namespace

@@ -195,6 +195,14 @@ class ConnectedClientTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             self.c.compare("source", [Q8, "model-q4_k_m.gguf"], budget_bpw=6.0,
                            budget_bytes=1 << 20)
+        # Out of range: the client's own ValueError naming the argument, not
+        # protobuf's "Value out of range" (the trial's budget_bytes=2**70).
+        for bad in (2 ** 70, 2 ** 63, 0, -1, 1.5, True):
+            with self.assertRaisesRegex(ValueError, "^budget_bytes "):
+                self.c.compare("source", [Q8, "model-q4_k_m.gguf"], budget_bytes=bad)
+        for bad_bpw in (0.0, -2.0, math.inf, math.nan):
+            with self.assertRaisesRegex(ValueError, "^budget_bpw "):
+                self.c.compare("source", [Q8, "model-q4_k_m.gguf"], budget_bpw=bad_bpw)
 
     def test_diff_gates_flag_tensors(self) -> None:
         events = list(self.c.diff(Q8, "source", filter="blk.0.*", fail_on=["sqnr_db<1000"]))

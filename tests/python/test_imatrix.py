@@ -217,6 +217,18 @@ class ImatrixTest(unittest.TestCase):
         self.assertTrue(summary["weighted"])
         self.assertEqual(summary["not_shared"], ["blk.0.attn_k.weight"])
         self.assertEqual(summary["unweighted"], ["blk.0.attn_q.weight"])
+        # An unweighted error counts at the matrix's mean importance: every
+        # weight of every entry (never-reached experts' 1s included), summed
+        # in name order as the server sums them.
+        mean = 0.0
+        count = 0
+        for e in sorted(ENTRIES, key=lambda e: e.name):
+            for w in iw.gguf_weights(e).ravel():
+                mean += float(w)
+                count += 1
+        mean /= count
+        factor = float(summary["unweighted_factor"])
+        assert_close(self, factor, mean)
         for q in [0, 1]:
             total = []
             for name in ["blk.0.attn_q.weight", "blk.0.ffn_up.weight",
@@ -224,7 +236,7 @@ class ImatrixTest(unittest.TestCase):
                 c = cells[(name, q)]
                 if name == "blk.0.attn_q.weight":
                     self.assertEqual(c["imatrix_use"], "IMATRIX_USE_MISSING")
-                    total.append(float(c["sum_squared_error"]))
+                    total.append(factor * float(c["sum_squared_error"]))
                     continue
                 self.assertEqual(c["imatrix_use"], "IMATRIX_USE_WEIGHTED", name)
                 se, xx = weighted_reference(SOURCE[name], self.expected_weights("gguf", name))
@@ -233,7 +245,8 @@ class ImatrixTest(unittest.TestCase):
                 total.append(float(c["weighted_error"]))
             t = summary["totals"][q]
             self.assertEqual(int(t["tensors_weighted"]), 2)
-            # Row order: the missing tensor's unweighted error, then the two.
+            # Row order: the missing tensor's unweighted error times the
+            # factor, then the two.
             self.assertEqual(float(t["weighted_error"]), (total[0] + total[1]) + total[2])
 
     def test_weights_a_heatmap_as_numpy_says(self):

@@ -4,14 +4,19 @@
 // never -1); a known one gets the name llama-quantize takes. A budget below
 // the smallest mix keeps the rows and totals and says, in the mix, the least
 // there is (the CLI exits 3). Progress carries the pairs' bytes. Flags the
-// CLI can check are usage errors naming the flag.
+// CLI can check are usage errors naming the flag. A weighted comparison's
+// choices do not depend on the importance matrix's overall scale, a
+// quantization the matrix weighs nowhere is said so, and an empty
+// --imatrix is refused (issue 34).
 #include <cmath>
 #include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -69,6 +74,34 @@ std::string Model(uint32_t type, std::optional<uint32_t> file_type,
     spec.tensors[2].type_id = 200;
   }
   return testing::BuildGguf(spec);
+}
+
+// A legacy (.dat) importance matrix, as llama-imatrix writes it: per entry
+// its name, ncall 1 and the values, which are then the weights.
+std::string LegacyImatrix(
+    const std::vector<std::pair<std::string, std::vector<float>>>& entries) {
+  std::string out;
+  auto put = [&](int32_t v) {
+    out.append(reinterpret_cast<const char*>(&v), sizeof(v));
+  };
+  put(static_cast<int32_t>(entries.size()));
+  for (const auto& [name, values] : entries) {
+    put(static_cast<int32_t>(name.size()));
+    out += name;
+    put(1);
+    put(static_cast<int32_t>(values.size()));
+    out.append(reinterpret_cast<const char*>(values.data()),
+               values.size() * sizeof(float));
+  }
+  return out;
+}
+
+// Importance for blk.0.attn_q.weight's 64 columns (and none for attn_k,
+// weighed by the mean importance then), all times `scale`.
+std::string AttnQImatrix(float scale) {
+  std::vector<float> w = testing::Gaussian(64, 9);
+  for (float& x : w) x = (x * x + 0.1f) * scale;
+  return LegacyImatrix({{"blk.0.attn_q.weight", w}});
 }
 
 // A Hugging Face source (hf/) and two quantizations of it whose names
@@ -130,6 +163,17 @@ class CompareQuantizationsTest : public ::testing::Test {
     testing::WriteFile(*root_ + "/q4_0-undecodable.gguf",
                        Model(kQ4_0, 2, /*undecodable=*/true));
     WriteMixedFormats(*root_);
+    for (const auto& [name, scale] : std::vector<std::pair<std::string, float>>{
+             {"attn_q-x0.01.dat", 0.01f},
+             {"attn_q-x1.dat", 1.0f},
+             {"attn_q-x100.dat", 100.0f}}) {
+      testing::WriteFile(*root_ + "/" + name, AttnQImatrix(scale));
+    }
+    // GGUF names: the Hugging Face copy's tensors are weighed by none.
+    std::vector<float> ones(64, 1.0f);
+    testing::WriteFile(*root_ + "/gguf-names.dat",
+                       LegacyImatrix({{"blk.0.ffn_down.weight", ones},
+                                      {"blk.1.ffn_down.weight", ones}}));
     server_ = new LoopbackServer(testing::StartLoopbackServer({*root_}, 3));
   }
 
@@ -285,17 +329,194 @@ TEST_F(CompareQuantizationsTest, FlagsTheCliCanCheckAreUsageErrors) {
       {"--budget-bytes", "0"},
       {"--budget-bytes", "-5"},
       {"--budget-bytes", "99999999999999999999"},
+      {"--budget-bpw", "1e308"},   // past int64 bytes for any one element
+      {"--budget-bpw", "1e-300"},  // no byte over the tensors compared
+      {"--imatrix", ""},           // an unset shell variable, as diff's
       {"--base", "7"},
       {"--base", "-1"},
   };
   for (const auto& [flag, value] : wrong) {
     const CommandResult r =
-        Cli(true, {"q8_0.gguf", "q4_0.gguf"}, {flag + "=" + value});
+        // "=" keeps "-3" a value; an empty one is its own argument.
+        Cli(true, {"q8_0.gguf", "q4_0.gguf"},
+            value.empty() ? std::vector<std::string>{flag, value}
+                          : std::vector<std::string>{flag + "=" + value});
     EXPECT_EQ(r.exit_code, kExitUsage) << flag << " " << value << r.err;
     const absl::Status s = CliJsonErrorOf(r.out);
     EXPECT_THAT(s, HasReason(ErrorReason::kRequestInvalid)) << flag << value;
-    EXPECT_THAT(s, HasMetadata("field", flag)) << value;
+    EXPECT_THAT(s, HasMetadata("field", flag == "--imatrix" ? "imatrix" : flag))
+        << value;
   }
+}
+
+TEST_F(CompareQuantizationsTest, TheServerRefusesWhatTheCliRefuses) {
+  v1::CompareQuantizationsRequest empty = Request({"q8_0.gguf", "q4_0.gguf"});
+  empty.set_imatrix("");  // set, but empty
+  EXPECT_THAT(Compare(empty).status(), HasReason(ErrorReason::kRequestInvalid));
+  EXPECT_THAT(Compare(empty).status(), HasMetadata("field", "imatrix"));
+  for (double bpw : {1e-300, 1e308}) {
+    v1::CompareQuantizationsRequest req = Request({"q8_0.gguf", "q4_0.gguf"});
+    req.set_budget_bits_per_weight(bpw);
+    EXPECT_THAT(Compare(req).status(), HasReason(ErrorReason::kRequestInvalid))
+        << bpw;
+    EXPECT_THAT(Compare(req).status(),
+                HasMetadata("field", "budget_bits_per_weight"))
+        << bpw;
+  }
+  // Little more than a byte over the 576 elements compared: applied.
+  v1::CompareQuantizationsRequest least = Request({"q8_0.gguf", "q4_0.gguf"});
+  least.set_budget_bits_per_weight(8.5 / 576);
+  auto got = Compare(least);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->summary.mix().budget_bytes(), 1);
+}
+
+// The trial: the same matrix times 0.01, 1 and 100 gave three mixes. A
+// tensor the matrix does not weigh counts at its mean importance, so every
+// term scales with the matrix and no choice moves.
+TEST_F(CompareQuantizationsTest, ImatrixScaleChangesNoChoice) {
+  // Room for one of the two matrices in Q8_0, the other in Q4_0: which one
+  // gets Q8_0 weighs attn_q's weighted error against attn_k's unweighted.
+  const int64_t budget = 64 * 4 + 272 + 144;
+  std::vector<Compared> got;
+  for (const char* imatrix :
+       {"attn_q-x0.01.dat", "attn_q-x1.dat", "attn_q-x100.dat"}) {
+    v1::CompareQuantizationsRequest req =
+        Request({"q8_0.gguf", "q4_0.gguf", "q8_0-noftype.gguf"});
+    req.set_imatrix(imatrix);
+    req.set_budget_bytes(budget);
+    auto c = Compare(req);
+    ASSERT_TRUE(c.ok()) << imatrix << c.status();
+    EXPECT_THAT(c->summary.unweighted(),
+                ::testing::ElementsAre("blk.0.attn_k.weight",
+                                       "blk.0.attn_norm.weight"));
+    got.push_back(*std::move(c));
+  }
+  const v1::CompareSummary& one = got[1].summary;
+  ASSERT_EQ(one.mix().choices_size(), 3);
+  for (const Compared& c : {got[0], got[2]}) {
+    const v1::CompareSummary& s = c.summary;
+    // The factor is the matrix's mean: it scales with it (float weights).
+    EXPECT_NEAR(s.unweighted_factor() / one.unweighted_factor(),
+                s.totals(0).weighted_error() / one.totals(0).weighted_error(),
+                1e-5 * s.unweighted_factor() / one.unweighted_factor());
+    ASSERT_EQ(s.mix().choices_size(), one.mix().choices_size());
+    for (int k = 0; k < one.mix().choices_size(); ++k) {
+      EXPECT_EQ(s.mix().choices(k).quantization(),
+                one.mix().choices(k).quantization())
+          << one.mix().choices(k).reference_name();
+    }
+    ASSERT_EQ(s.totals_size(), one.totals_size());
+    for (int q = 0; q < one.totals_size(); ++q) {
+      EXPECT_THAT(s.totals(q).dominated_by(),
+                  ::testing::ElementsAreArray(one.totals(q).dominated_by()))
+          << q;
+    }
+    ASSERT_EQ(s.layers_size(), one.layers_size());
+    for (int l = 0; l < one.layers_size(); ++l) {
+      EXPECT_THAT(s.layers(l).dominated(),
+                  ::testing::ElementsAreArray(one.layers(l).dominated()));
+    }
+  }
+  // The factor: the mean of the 64 weights, beside attn_q's weighted error.
+  std::vector<float> w = testing::Gaussian(64, 9);
+  double mean = 0;
+  for (float x : w) mean += (x * x + 0.1f);
+  EXPECT_NEAR(one.unweighted_factor(), mean / 64, 1e-6 * mean / 64);
+  // Rows by name: attn_k and the norm unweighted, attn_q weighted.
+  const v1::CompareRow& attn_k = got[1].rows[0];
+  const v1::CompareRow& norm = got[1].rows[1];
+  const v1::CompareRow& attn_q = got[1].rows[2];
+  ASSERT_EQ(attn_q.reference_name(), "blk.0.attn_q.weight");
+  for (int q = 0; q < 3; ++q) {
+    EXPECT_DOUBLE_EQ(
+        one.totals(q).weighted_error(),
+        one.unweighted_factor() * (attn_k.cells(q).sum_squared_error() +
+                                   norm.cells(q).sum_squared_error()) +
+            attn_q.cells(q).weighted_error())
+        << q;
+  }
+  // Said in the text, with the factor.
+  const CommandResult text = Cli(false, {"q8_0.gguf", "q4_0.gguf"},
+                                 {"--imatrix", *root_ + "/attn_q-x1.dat"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  // As the CLI prints numbers (NumberText, %.6g).
+  EXPECT_THAT(text.out,
+              HasSubstr(absl::StrFormat("%.6g", one.unweighted_factor())));
+}
+
+// The trial: a Hugging Face copy beside GGUFs with a GGUF imatrix was
+// weighed nowhere, yet nothing was said and its W SQNR read 0.00.
+TEST_F(CompareQuantizationsTest, QuantizationWeighedNowhereIsSaidSo) {
+  const std::vector<std::string> argv = {CliPath(),
+                                         "compare",
+                                         *root_ + "/hf",
+                                         *root_ + "/hf-q8_0.gguf",
+                                         *root_ + "/hf-bf16",
+                                         "--imatrix",
+                                         *root_ + "/gguf-names.dat"};
+  const CommandResult text = RunCommand(argv);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.err, HasSubstr("warning: the imatrix weighs none of the 3 "
+                                  "tensors of [1]"));
+  EXPECT_THAT(text.err, Not(HasSubstr("of [0]")));
+  // The totals' row of [1]: W SQNR dB (the 8th column) is "-", not 0.00.
+  bool seen = false;
+  for (absl::string_view line : absl::StrSplit(text.out, '\n')) {
+    const std::vector<std::string> cols =
+        absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (cols.size() != 10 || cols[0] != "[1]") continue;
+    seen = true;
+    EXPECT_EQ(cols[7], "-") << line;
+  }
+  EXPECT_TRUE(seen) << text.out;
+
+  std::vector<std::string> json_argv = argv;
+  json_argv.insert(json_argv.begin() + 1, "--json");
+  const CommandResult json = RunCommand(json_argv);
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const std::vector<std::string> lines =
+      absl::StrSplit(json.out, '\n', absl::SkipEmpty());
+  const nlohmann::json summary = nlohmann::json::parse(lines.back())["summary"];
+  EXPECT_EQ(summary["totals"][0]["tensorsWeighted"], "2");
+  EXPECT_EQ(summary["totals"][1]["tensorsWeighted"], "0");
+  EXPECT_EQ(summary["unweightedFactor"], 1.0);  // every weight 1
+}
+
+// compare --help's examples run as written, on this suite's files.
+TEST_F(CompareQuantizationsTest, HelpExamplesRun) {
+  const CommandResult help = RunCommand({CliPath(), "compare", "--help"});
+  ASSERT_EQ(help.exit_code, 0);
+  const size_t at = help.out.find("Examples:\n");
+  ASSERT_NE(at, std::string::npos) << help.out;
+  const std::vector<std::pair<std::string, std::string>> files = {
+      {"model-f32.gguf", *root_ + "/source.gguf"},
+      {"model-q8_0.gguf", *root_ + "/q8_0.gguf"},
+      {"model-q4_k_m.gguf", *root_ + "/q4_0.gguf"},
+      {"imatrix.dat", *root_ + "/attn_q-x1.dat"},
+      {"compare.html", testing::MakeTempDir() + "/compare.html"}};
+  int run = 0;
+  for (absl::string_view line :
+       absl::StrSplit(help.out.substr(at), '\n', absl::SkipEmpty())) {
+    if (!absl::ConsumePrefix(&line, "  tensormorph ")) continue;
+    std::vector<std::string> argv = {CliPath()};
+    for (absl::string_view word :
+         absl::StrSplit(line, ' ', absl::SkipEmpty())) {
+      std::string arg(absl::StripPrefix(absl::StripSuffix(word, "'"), "'"));
+      for (const auto& [name, path] : files) {
+        if (arg == name) arg = path;
+      }
+      argv.push_back(arg);
+    }
+    const CommandResult r = RunCommand(argv);
+    // Ran: 0, or 3 for a budget below this tiny model's least mix (its F32
+    // norm is a third of it), a gate the data tripped, not a usage error.
+    EXPECT_THAT(r.exit_code, ::testing::AnyOf(0, kExitThreshold))
+        << line << "\n"
+        << r.err;
+    ++run;
+  }
+  EXPECT_GE(run, 3);
 }
 
 TEST_F(CompareQuantizationsTest, FilterIsOnTheSourcesNamesAcrossFormats) {

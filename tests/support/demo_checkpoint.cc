@@ -205,6 +205,16 @@ bool WriteDemoCheckpoints(const std::string& dir) {
   gguf.kv.push_back({"llama.attention.head_count", GgufU32(4)});
   gguf.kv.push_back({"llama.attention.head_count_kv", GgufU32(4)});
   GgufSpec f32 = gguf;
+  // The keys llama.cpp's loader requires of a llama model (llama-quantize
+  // reads the hyperparameters before it quantizes), with the values the
+  // tests' llama oracle model writes (tests/oracle/llama_test_model.cc), so
+  // that the F32 GGUF can be quantized with llama.cpp. In it alone: the
+  // other files' listings are what README.md and docs show.
+  f32.kv.push_back({"llama.context_length", GgufU32(2048)});
+  f32.kv.push_back({"llama.rope.freq_base", GgufF32(10000.0f)});
+  f32.kv.push_back({"llama.attention.layer_norm_rms_epsilon", GgufF32(1e-5f)});
+  f32.kv.push_back({"llama.vocab_size", GgufU32(kVocab)});
+  f32.kv.push_back({"llama.rope.dimension_count", GgufU32(kHidden / 4)});
   // Like llama.cpp's Q4_K_M: Q4_K, with attn_v, ffn_down and output in Q6_K
   // and the norms in F32.
   GgufSpec q4km = gguf;

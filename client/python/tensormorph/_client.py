@@ -172,6 +172,21 @@ def _check_timeout(timeout: Optional[float]) -> None:
         raise ValueError(f"timeout {timeout!r}: expected seconds > 0, math.inf or None")
 
 
+def _check_budgets(budget_bpw: Optional[float], budget_bytes: Optional[int]) -> None:
+    # Checked here rather than left to protobuf, whose raw errors name no
+    # argument (a budget_bytes past int64 raised "Value out of range").
+    if budget_bpw is not None and not (
+            isinstance(budget_bpw, (int, float)) and not isinstance(budget_bpw, bool)
+            and math.isfinite(budget_bpw) and budget_bpw > 0):
+        raise ValueError(f"budget_bpw {budget_bpw!r}: expected a positive finite number "
+                         "of bits per weight")
+    if budget_bytes is not None and not (
+            isinstance(budget_bytes, (int, np.integer)) and not isinstance(budget_bytes, bool)
+            and 0 < budget_bytes < 2 ** 63):
+        raise ValueError(f"budget_bytes {budget_bytes!r}: expected a whole number of bytes "
+                         "from 1 to 2**63 - 1")
+
+
 def to_dict(msg: Any) -> Dict[str, Any]:
     """A proto message as a dict: every field, by its proto name, with enums
     as names, unset `optional` fields and unset sub-messages as None."""
@@ -709,16 +724,21 @@ class Client:
         dominance and the mix on the weighted error (summary["weighted"]).
         Raises TypeError when `quantizations` is one path rather than a
         sequence of them (a str would be taken a character at a time), and
-        ValueError when both budgets are given (the request holds one)."""
+        ValueError when both budgets are given (the request holds one) or
+        one is out of range: budget_bpw not a positive finite number,
+        budget_bytes not a whole number from 1 to 2**63 - 1 (the request's
+        int64), as the CLI refuses --budget-bpw and --budget-bytes."""
         if isinstance(quantizations, (str, bytes, os.PathLike)):
             raise TypeError("quantizations must be a sequence of paths, not one path: "
                             f"[{quantizations!r}]")
         if budget_bpw is not None and budget_bytes is not None:
             raise ValueError("give budget_bpw or budget_bytes, not both")
+        _check_budgets(budget_bpw, budget_bytes)
         req = pb.CompareQuantizationsRequest(
             source=self._path(source), quantizations=[self._path(q) for q in quantizations],
-            filter=filter or "", base=base,
-            imatrix=self._path(imatrix) if imatrix else "")
+            filter=filter or "", base=base)
+        if imatrix:  # set only when given: a set but empty path is refused
+            req.imatrix = self._path(imatrix)
         if budget_bpw is not None:
             req.budget_bits_per_weight = budget_bpw
         if budget_bytes is not None:

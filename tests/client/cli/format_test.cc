@@ -88,5 +88,19 @@ TEST(PreviewTest, ThePreviewOfShownItemsIsThePreviewOfTheWholeArray) {
   EXPECT_THAT(ArrayPreview(whole, shape), ::testing::HasSubstr("..."));
 }
 
+// The trial's "22.2 s s": a bar line shorter than the one before left the
+// old characters. Each line starts at the column 0 and erases what is left
+// of the line after it.
+TEST(ProgressBarTest, EachLineErasesTheRestOfTheLine) {
+  const std::string long_line =
+      ProgressBarLine(100, 1000, 1 << 30, int64_t{1} << 40, 123.4);
+  const std::string short_line = ProgressBarLine(1, 2, 3, 4, 5);
+  for (const std::string& line : {long_line, short_line}) {
+    EXPECT_EQ(line.front(), '\r') << line;
+    EXPECT_THAT(line, ::testing::EndsWith("\x1b[K")) << line;
+  }
+  EXPECT_LT(short_line.size(), long_line.size());
+}
+
 }  // namespace
 }  // namespace tensormorph

@@ -249,5 +249,18 @@ TEST_F(OutputIsNoInputTest, AFileInputIsRefusedAndWhatIsNoInputPasses) {
   EXPECT_TRUE(Check(dir_ + "/nowhere/x.npy").ok());
 }
 
+// An output that is one input itself and lies beside another (compare's
+// quantization [0] beside its source) is named as the input it is.
+TEST_F(OutputIsNoInputTest, AnInputItselfIsNamedBeforeOneItLiesBeside) {
+  const std::string quantization = dir_ + "/single/other.gguf";
+  const absl::Status s = CheckOutputIsNoInput(
+      "--html", quantization,
+      {{Kind::kCheckpoint, dir_ + "/single/m.safetensors", "source checkpoint"},
+       {Kind::kCheckpoint, quantization, "quantization [0]"}});
+  EXPECT_THAT(s, HasReason(ErrorReason::kRequestInvalid));
+  EXPECT_THAT(s,
+              MessageNames("quantization [0] '" + quantization + "' itself"));
+}
+
 }  // namespace
 }  // namespace tensormorph

@@ -218,6 +218,14 @@ TEST_P(OutputSafetyCliTest,
     ExpectRefused(
         {"compare", in.source, in.single, m.checkpoint, "--html", m.output});
   }
+  // The importance matrix is an input too (the trial's report overwrote
+  // it); refused before it is read, so any file stands for one here.
+  const std::string imatrix = in.root + "/parts/v.json";
+  for (const std::string& out : {imatrix, in.root + "/parts/./v.json",
+                                 in.root + "/parts/../parts/v.json"}) {
+    ExpectRefused({"compare", in.source, in.single, in.quant, "--imatrix",
+                   imatrix, "--html", out});
+  }
 }
 
 TEST_P(OutputSafetyCliTest, DiffMergeRefusesItsPartFilesAsItsOutput) {

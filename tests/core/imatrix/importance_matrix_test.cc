@@ -295,6 +295,34 @@ TEST(ImportanceMatrixTest, OpenRefusesAFileOutsideTheRoots) {
       HasReason(ErrorReason::kOutsideRoots));
 }
 
+// A weighted comparison's factor for the errors the matrix does not weigh:
+// the mean of every weight it holds (experts and their never-reached 1s
+// included), which scales with the matrix.
+TEST(WeightedErrorTest, UnweightedErrorFactorIsTheMeanWeight) {
+  for (const float scale : {1.0f, 0.01f, 100.0f}) {
+    std::vector<float> a = {1, 3}, b = {2, 4, 6, 8};
+    for (float& x : a) x *= scale;
+    for (float& x : b) x *= scale;
+    auto m = ParseBytes(
+        Legacy({LegacyEntry("a", 1, a), LegacyEntry("b", 1, b)}, ""));
+    ASSERT_TRUE(m.ok()) << m.status();
+    double want = 0;
+    for (float x : a) want += x;
+    for (float x : b) want += x;
+    EXPECT_DOUBLE_EQ(UnweightedErrorFactor(**m), want / 6) << scale;
+  }
+  // A MoE entry: expert 1 never reached weighs 1 in each of its columns.
+  auto moe = ParseBytes(BuildGguf(ImatrixSpec({Moe()})));
+  ASSERT_TRUE(moe.ok()) << moe.status();
+  const double moe_sum =
+      (1 + 2 + 3 + 4) / 3.0 + 4 * 1.0 + (10 + 20 + 30 + 40) / 7.0;
+  EXPECT_NEAR(UnweightedErrorFactor(**moe), moe_sum / 12, 1e-6);
+  // Every weight 0: 1, and the plain errors decide.
+  auto zero = ParseBytes(Legacy({LegacyEntry("z", 1, {0, 0})}, ""));
+  ASSERT_TRUE(zero.ok()) << zero.status();
+  EXPECT_EQ(UnweightedErrorFactor(**zero), 1.0);
+}
+
 TEST(WeightedErrorTest, MatchesLlamaQuantizesSizeRule) {
   auto m = ParseBytes(BuildGguf(ImatrixSpec({Moe(), Dense()})));
   ASSERT_TRUE(m.ok());

@@ -535,6 +535,29 @@ class ChunkReader {
 // past the range must land in the end bin, not wrap), the same double
 // expression whatever the caller. A NaN quotient (an infinite bound) is
 // bin 0.
+#if defined(__x86_64__)
+// Binner::Bin of v[0, 16) with a positive width, four at a time in double:
+// the same subtraction, division and floor, each rounded as the scalar
+// ones; the clamp as Clamp's (a NaN quotient to bin 0, +inf to the last).
+// A pass by codes bins a run's 16 levels at once: the bucket table's
+// lookup per level, a load from 256 KiB, waited on L2 in `perf annotate`.
+__attribute__((target("avx2"))) void Bins16Avx2(const float* v, double min,
+                                                double width, int bins,
+                                                int32_t* out) {
+  const __m256d lo = _mm256_set1_pd(min), w = _mm256_set1_pd(width);
+  const __m256d top = _mm256_set1_pd(bins - 1), zero = _mm256_setzero_pd();
+  for (int k = 0; k < 16; k += 4) {
+    const __m256d q = _mm256_floor_pd(_mm256_div_pd(
+        _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(v + k)), lo), w));
+    // min(NaN, top) is top; the mask (q >= 0, false for NaN) makes it 0.
+    const __m256d c = _mm256_and_pd(_mm256_min_pd(q, top),
+                                    _mm256_cmp_pd(q, zero, _CMP_GE_OQ));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + k),
+                     _mm256_cvttpd_epi32(c));
+  }
+}
+#endif
+
 class Binner {
  public:
   Binner(double min, double max, int bins)
@@ -547,6 +570,14 @@ class Binner {
     for (int64_t i = 0; i < n; ++i) {
       if (std::isfinite(v[i])) ++hist[Bin(v[i])];
     }
+  }
+  // Bin of each of v[0, 16), in vectors where `avx2`; the same either way.
+  void Bin16(const float* v, bool avx2, int32_t* out) const {
+#if defined(__x86_64__)
+    if (avx2 && width_ > 0) return Bins16Avx2(v, min_, width_, bins_, out);
+#endif
+    (void)avx2;
+    for (int k = 0; k < 16; ++k) out[k] = Bin(v[k]);
   }
   // Whether every float in [lo, hi] (lo <= hi, both finite) has one bin,
   // and which: Bin is monotonic in v (a subtraction, a division by a
@@ -602,15 +633,13 @@ class BucketBins {
     }
   }
   void Add(const float* v, int64_t n, int64_t* hist) const {
-    for (int64_t i = 0; i < n; ++i) AddCount(v[i], 1, hist);
-  }
-  // `count` values equal to f (a group's level, counted by code).
-  void AddCount(float f, int64_t count, int64_t* hist) const {
-    const int32_t b = bin_[std::bit_cast<uint32_t>(f) >> 16];
-    if (b >= 0) {
-      hist[b] += count;
-    } else if (b == kCut) {
-      hist[binner_.Bin(f)] += count;
+    for (int64_t i = 0; i < n; ++i) {
+      const int32_t b = bin_[std::bit_cast<uint32_t>(v[i]) >> 16];
+      if (b >= 0) {
+        ++hist[b];
+      } else if (b == kCut) {
+        ++hist[binner_.Bin(v[i])];
+      }
     }
   }
 
@@ -924,8 +953,7 @@ class StatsPass {
   // fails (the per-value pass then reports any error).
   bool ReadAffine(int64_t first, int64_t m);
   // The chunk's runs as CodesPass says; false where a code is 16 or more.
-  bool AddRunsByCodes(int64_t first, const Binner& binner,
-                      const BucketBins* buckets);
+  bool AddRunsByCodes(int64_t first, const Binner& binner);
 
   void Fold(const float* values, const float* refs, int64_t count,
             int64_t start) {
@@ -1289,13 +1317,14 @@ absl::Status StatsPass::CodesPass() {
   st_.histogram.assign(bins, 0);
   if (ref_ != nullptr) st_.reference_histogram.assign(bins, 0);
   const Binner binner(st_.hist_min, st_.hist_max, bins);
-  std::optional<BucketBins> buckets;
-  if (n_ >= kFineMinElements && binner.Exact()) buckets.emplace(binner);
+  std::optional<BucketBins> buckets;  // the reference's
+  if (ref_ != nullptr && n_ >= kFineMinElements && binner.Exact()) {
+    buckets.emplace(binner);
+  }
   for (int64_t first = 0; first < n_; first += chunk_) {
     TM_RETURN_IF_ERROR(CancelledAt(first, "histogram pass"));
     const int64_t m = std::min(chunk_, n_ - first);
-    if (!ReadAffine(first, m) ||
-        !AddRunsByCodes(first, binner, buckets ? &*buckets : nullptr)) {
+    if (!ReadAffine(first, m) || !AddRunsByCodes(first, binner)) {
       codes_failed_ = true;
       return absl::OkStatus();
     }
@@ -1324,8 +1353,7 @@ bool StatsPass::ReadAffine(int64_t first, int64_t m) {
   return s.ok();
 }
 
-bool StatsPass::AddRunsByCodes(int64_t first, const Binner& binner,
-                               const BucketBins* buckets) {
+bool StatsPass::AddRunsByCodes(int64_t first, const Binner& binner) {
   int64_t* hist = st_.histogram.data();
   const uint8_t* codes = affine_.codes.data();
   const int64_t size = static_cast<int64_t>(affine_.codes.size());
@@ -1343,30 +1371,25 @@ bool StatsPass::AddRunsByCodes(int64_t first, const Binner& binner,
     }
     uint32_t count[16];
     if (!CountCodes(codes + k, r.count, size - k, avx2_, count)) return false;
-    // Each element of code c is this level, as Decode computes it; so the
-    // counts stand for the values (CountAtEndLevels and Binner per element).
-    const float scale = affine_.scale[j];
-    const int32_t bias = affine_.bias[j];
-    const float lo = AsFloatOrNaN(r.range_min), hi = AsFloatOrNaN(r.range_max);
+    for (int c = 0; c < 16; ++c) code_counts_[c] += count[c];
+    // Each element of code c is level c (ComputeAffineLevels), so the
+    // counts stand for the values: CountAtEndLevels and Binner per element.
+    AffineLevels levels;
+    ComputeAffineLevels(affine_.scale[j], affine_.bias[j], affine_.flip,
+                        AsFloatOrNaN(r.range_min), AsFloatOrNaN(r.range_max),
+                        avx2_, &levels);
+    int32_t bin[16];
+    binner.Bin16(levels.level, avx2_, bin);
     int64_t finite = 0, low = 0, high = 0;
-    for (int c = 0; c < 16; ++c) {
-      if (count[c] == 0) continue;
-      code_counts_[c] += count[c];
-      const float f =
-          scale *
-          static_cast<float>(
-              static_cast<int>(static_cast<uint8_t>(c) ^ affine_.flip) - bias);
-      if (!std::isfinite(f)) continue;
+    for (uint32_t u = levels.finite; u != 0; u &= u - 1) {
+      const int c = std::countr_zero(u);
       finite += count[c];
-      const bool at_low = f == lo;
-      low += at_low ? count[c] : 0;
-      high += !at_low && f == hi ? count[c] : 0;
-      if (buckets != nullptr) {
-        buckets->AddCount(f, count[c], hist);
-      } else {
-        hist[binner.Bin(f)] += count[c];
-      }
+      hist[bin[c]] += count[c];
     }
+    for (uint32_t u = levels.low; u != 0; u &= u - 1)
+      low += count[std::countr_zero(u)];
+    for (uint32_t u = levels.high; u != 0; u &= u - 1)
+      high += count[std::countr_zero(u)];
     if (r.group < 0) continue;
     st_.at_lowest_level += low;
     st_.at_highest_level += high;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstring>
 
 #if defined(__x86_64__)
@@ -74,7 +75,68 @@ __attribute__((target("avx2,popcnt"))) bool CountCodesAvx2(const uint8_t* c,
 }
 #endif
 
+void ComputeAffineLevelsScalar(float scale, int32_t bias, uint8_t flip,
+                               float lo, float hi, AffineLevels* out) {
+  out->finite = out->low = out->high = 0;
+  for (int k = 0; k < 16; ++k) {
+    const float f =
+        scale * static_cast<float>(
+                    static_cast<int>(static_cast<uint8_t>(k) ^ flip) - bias);
+    out->level[k] = f;
+    const bool at_low = f == lo;
+    out->finite |= (std::isfinite(f) ? 1u : 0u) << k;
+    out->low |= (at_low ? 1u : 0u) << k;
+    out->high |= (!at_low && f == hi ? 1u : 0u) << k;
+  }
+}
+
+#if defined(__x86_64__)
+// The scalar twin's float expression eight codes at a time: the integer to
+// float conversion and the product each round once, as cvtsi2ss and mulss
+// do (no contraction: -ffp-contract=off).
+__attribute__((target("avx2"))) void ComputeAffineLevelsAvx2(
+    float scale, int32_t bias, uint8_t flip, float lo, float hi,
+    AffineLevels* out) {
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
+  const __m256i inf_bits = _mm256_set1_epi32(0x7f800000);
+  const __m256 low_level = _mm256_set1_ps(lo), high_level = _mm256_set1_ps(hi);
+  uint32_t finite = 0, low = 0, high = 0;
+  for (int h = 0; h < 2; ++h) {
+    const __m256i code = _mm256_xor_si256(
+        _mm256_setr_epi32(8 * h, 8 * h + 1, 8 * h + 2, 8 * h + 3, 8 * h + 4,
+                          8 * h + 5, 8 * h + 6, 8 * h + 7),
+        _mm256_set1_epi32(flip));
+    const __m256 f = _mm256_mul_ps(
+        _mm256_set1_ps(scale),
+        _mm256_cvtepi32_ps(_mm256_sub_epi32(code, _mm256_set1_epi32(bias))));
+    _mm256_storeu_ps(out->level + 8 * h, f);
+    const __m256i mag = _mm256_and_si256(_mm256_castps_si256(f), abs_mask);
+    const uint32_t fin = static_cast<uint32_t>(_mm256_movemask_ps(
+        _mm256_castsi256_ps(_mm256_cmpgt_epi32(inf_bits, mag))));
+    const uint32_t at_low = static_cast<uint32_t>(
+        _mm256_movemask_ps(_mm256_cmp_ps(f, low_level, _CMP_EQ_OQ)));
+    const uint32_t at_high = static_cast<uint32_t>(
+        _mm256_movemask_ps(_mm256_cmp_ps(f, high_level, _CMP_EQ_OQ)));
+    finite |= fin << (8 * h);
+    low |= at_low << (8 * h);
+    high |= (at_high & ~at_low) << (8 * h);
+  }
+  out->finite = finite;
+  out->low = low;
+  out->high = high;
+}
+#endif
+
 }  // namespace
+
+void ComputeAffineLevels(float scale, int32_t bias, uint8_t flip, float lo,
+                         float hi, bool avx2, AffineLevels* out) {
+#if defined(__x86_64__)
+  if (avx2) return ComputeAffineLevelsAvx2(scale, bias, flip, lo, hi, out);
+#endif
+  (void)avx2;
+  ComputeAffineLevelsScalar(scale, bias, flip, lo, hi, out);
+}
 
 bool CountCodes(const uint8_t* c, int64_t n, int64_t readable, bool avx2,
                 uint32_t count[16]) {

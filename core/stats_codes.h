@@ -17,6 +17,20 @@ namespace tensormorph {
 bool CountCodes(const uint8_t* c, int64_t n, int64_t readable, bool avx2,
                 uint32_t count[16]);
 
+// The 16 levels of a run whose values are
+//   scale * float(int(code ^ flip) - bias)
+// (Encoding::AffineCodeRuns: Decode's float expression, so each level has
+// the bits of every element of its code), and which of them are finite
+// and equal to the run's end levels `lo` and `hi` (floats; a NaN end
+// equals none). The same bits with `avx2` (eight levels at a time) or not.
+struct AffineLevels {
+  float level[16];
+  uint32_t finite = 0, low = 0, high = 0;  // bit k: level k is so
+                                           // (high: and not low)
+};
+void ComputeAffineLevels(float scale, int32_t bias, uint8_t flip, float lo,
+                         float hi, bool avx2, AffineLevels* out);
+
 }  // namespace tensormorph
 
 #endif  // TENSORMORPH_CORE_STATS_CODES_H_

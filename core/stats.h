@@ -91,8 +91,8 @@ absl::Status CheckStatsRequest(const LogicalTensor& t, const LogicalTensor* ref,
 // code instead, 65,536 buckets of one value each (F16 through F16C, on the
 // AVX2 path): each code is binned once and the second pass is skipped (it
 // still runs for a reference's histogram). Conventions' codes of 4 bits or
-// fewer in runs of 64 or more (GPTQ, AWQ, compressed-tensors groups of 128
-// along a row; Encoding::AffineCodeRuns; no options.group): the first pass
+// fewer in runs of 32 or more (GPTQ, AWQ, compressed-tensors groups along
+// a row; Encoding::AffineCodeRuns; no options.group): the first pass
 // is the moments alone, and the second reads codes, not values: each run's
 // codes counted by value, and each level it uses (Decode's float
 // expression) binned, compared with the run's end levels and counted once

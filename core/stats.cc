@@ -16,10 +16,14 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/heatmap_q4k.h"
 #include "core/io/fault_guard.h"
+#include "core/quant/block_util.h"
 #include "core/quant/decode_simd.h"
 #include "core/quant/float_formats.h"
+#include "core/quant/kquant_scales.h"
 #include "core/quant/levels.h"
+#include "core/quant/sub_block_runs.h"
 #include "core/stats_codes.h"
 #include "core/util/error_reason.h"
 #include "core/util/lane_sum.h"
@@ -954,6 +958,14 @@ class StatsPass {
   bool ReadAffine(int64_t first, int64_t m);
   // The chunk's runs as CodesPass says; false where a code is 16 or more.
   bool AddRunsByCodes(int64_t first, const Binner& binner);
+  // One run's share, from its codes' counts and its 16 levels: the
+  // histogram (each finite level binned once), end levels, groups, code
+  // histogram. `at`: the run's first element.
+  void TallyRun(int64_t at, const QuantRun& r, const uint32_t count[16],
+                const AffineLevels& levels, const Binner& binner);
+  // CodesPass over ggml Q4_K blocks read where they are stored (q4k_):
+  // codes unpacked per block, each sub-block's levels d1 * q - m1.
+  absl::Status Q4KLevelsPass(const Binner& binner);
 
   void Fold(const float* values, const float* refs, int64_t count,
             int64_t start) {
@@ -992,6 +1004,9 @@ class StatsPass {
   bool nibbles_ = false;
   bool codes_failed_ = false;
   Encoding::AffineCodes affine_;  // CodesPass' chunk
+  // With by_codes_: the Q4_K blocks where stored (StoredQ4KBlocks), whose
+  // codes CodesPass reads itself; else nullptr (AffineCodeRuns).
+  const uint8_t* q4k_ = nullptr;
   int64_t code_counts_[16] = {};  // CodesPass' code histogram
   int64_t counted_ = 0;           // elements of the group (all: n)
   int64_t max_group_ = -1;        // the last group id seen, to name the range
@@ -1067,6 +1082,7 @@ StatsPass::StatsPass(const LogicalTensor& t, const LogicalTensor* ref,
       fine_(use_fine_ && !by_codes_),
       avx2_(ActiveDecodeSimd() >= DecodeSimd::kAvx2) {
   const EncodingInfo& info = t.encoding->info();
+  if (by_codes_) q4k_ = StoredQ4KBlocks(t);
   st_.has_levels = HasLevels(info);
   st_.code_bits = info.bits;
   if (st_.has_levels) st_.code_histogram.assign(size_t{1} << info.bits, 0);
@@ -1321,10 +1337,18 @@ absl::Status StatsPass::CodesPass() {
   if (ref_ != nullptr && n_ >= kFineMinElements && binner.Exact()) {
     buckets.emplace(binner);
   }
+  if (q4k_ != nullptr) {
+    TM_RETURN_IF_ERROR(Q4KLevelsPass(binner));
+    if (ref_ == nullptr) return absl::OkStatus();
+  }
   for (int64_t first = 0; first < n_; first += chunk_) {
     TM_RETURN_IF_ERROR(CancelledAt(first, "histogram pass"));
     const int64_t m = std::min(chunk_, n_ - first);
-    if (!ReadAffine(first, m) || !AddRunsByCodes(first, binner)) {
+    if (q4k_ != nullptr) {  // only the reference's values to read
+      TM_RETURN_IF_ERROR(GuardedRead([&] {
+        return DecodeMappedRows(*ref_, o_.ref_rows, first, m, x_.data());
+      }));
+    } else if (!ReadAffine(first, m) || !AddRunsByCodes(first, binner)) {
       codes_failed_ = true;
       return absl::OkStatus();
     }
@@ -1354,7 +1378,6 @@ bool StatsPass::ReadAffine(int64_t first, int64_t m) {
 }
 
 bool StatsPass::AddRunsByCodes(int64_t first, const Binner& binner) {
-  int64_t* hist = st_.histogram.data();
   const uint8_t* codes = affine_.codes.data();
   const int64_t size = static_cast<int64_t>(affine_.codes.size());
   int64_t i = 0;
@@ -1362,41 +1385,102 @@ bool StatsPass::AddRunsByCodes(int64_t first, const Binner& binner) {
     const QuantRun& r = affine_.runs[j];
     const int64_t k = i;
     i += r.count;
-    max_group_ = std::max(max_group_, r.group);
-    if (level_index_ < 0) {
-      level_index_ = first + k;
-      only_group_ = r.group;
-    } else if (r.group != only_group_) {
-      many_groups_ = true;
-    }
     uint32_t count[16];
     if (!CountCodes(codes + k, r.count, size - k, avx2_, count)) return false;
-    for (int c = 0; c < 16; ++c) code_counts_[c] += count[c];
-    // Each element of code c is level c (ComputeAffineLevels), so the
-    // counts stand for the values: CountAtEndLevels and Binner per element.
     AffineLevels levels;
     ComputeAffineLevels(affine_.scale[j], affine_.bias[j], affine_.flip,
                         AsFloatOrNaN(r.range_min), AsFloatOrNaN(r.range_max),
                         avx2_, &levels);
-    int32_t bin[16];
-    binner.Bin16(levels.level, avx2_, bin);
-    int64_t finite = 0, low = 0, high = 0;
-    for (uint32_t u = levels.finite; u != 0; u &= u - 1) {
-      const int c = std::countr_zero(u);
-      finite += count[c];
-      hist[bin[c]] += count[c];
-    }
-    for (uint32_t u = levels.low; u != 0; u &= u - 1)
-      low += count[std::countr_zero(u)];
-    for (uint32_t u = levels.high; u != 0; u &= u - 1)
-      high += count[std::countr_zero(u)];
-    if (r.group < 0) continue;
-    st_.at_lowest_level += low;
-    st_.at_highest_level += high;
-    if (finite > 0) groups_.Insert(r.group);
-    if (low + high > 0) at_end_level_.Insert(r.group);
+    TallyRun(first + k, r, count, levels, binner);
   }
   return true;
+}
+
+void StatsPass::TallyRun(int64_t at, const QuantRun& r,
+                         const uint32_t count[16], const AffineLevels& levels,
+                         const Binner& binner) {
+  max_group_ = std::max(max_group_, r.group);
+  if (level_index_ < 0) {
+    level_index_ = at;
+    only_group_ = r.group;
+  } else if (r.group != only_group_) {
+    many_groups_ = true;
+  }
+  for (int c = 0; c < 16; ++c) code_counts_[c] += count[c];
+  // Each element of code c is level c, so the counts stand for the
+  // values: CountAtEndLevels and Binner per element.
+  int32_t bin[16];
+  binner.Bin16(levels.level, avx2_, bin);
+  int64_t* hist = st_.histogram.data();
+  int64_t finite = 0, low = 0, high = 0;
+  for (uint32_t u = levels.finite; u != 0; u &= u - 1) {
+    const int c = std::countr_zero(u);
+    finite += count[c];
+    hist[bin[c]] += count[c];
+  }
+  for (uint32_t u = levels.low; u != 0; u &= u - 1)
+    low += count[std::countr_zero(u)];
+  for (uint32_t u = levels.high; u != 0; u &= u - 1)
+    high += count[std::countr_zero(u)];
+  if (r.group < 0) return;
+  st_.at_lowest_level += low;
+  st_.at_highest_level += high;
+  if (finite > 0) groups_.Insert(r.group);
+  if (low + high > 0) at_end_level_.Insert(r.group);
+}
+
+absl::Status StatsPass::Q4KLevelsPass(const Binner& binner) {
+  constexpr int64_t kElems = 256, kBytes = 144;
+  const SubBlockRunsFn block_runs = GetSubBlockRuns(DType::kQ4_K);
+  const int64_t blocks = n_ / kElems;
+  const int64_t per_poll = std::max<int64_t>(1, chunk_ / kElems);
+  for (int64_t b0 = 0; b0 < blocks; b0 += per_poll) {
+    TM_RETURN_IF_ERROR(CancelledAt(b0 * kElems, "histogram pass"));
+    const int64_t b1 = std::min(blocks, b0 + per_poll);
+    // The blocks are the file's mapped bytes (TallyRun allocates only in
+    // GroupSet, as the other passes under the guard do).
+    TM_RETURN_IF_ERROR(GuardedRead([&] {
+      QuantRun runs[8];
+      uint8_t codes[kElems];
+      for (int64_t b = b0; b < b1; ++b) {
+        const uint8_t* p = q4k_ + b * kBytes;
+        block_runs(p, 8 * b, runs);
+        // DecodeQ4_K's layout: 32 bytes per two sub-blocks, the low
+        // nibbles the first, the high the second.
+        for (int j = 0; j < 4; ++j) {
+          for (int l = 0; l < 32; ++l) {
+            const uint8_t q = p[16 + 32 * j + l];
+            codes[64 * j + l] = q & 0xf;
+            codes[64 * j + 32 + l] = q >> 4;
+          }
+        }
+        if (top_code_at_ < 0) {
+          for (int64_t k = 0; k < kElems; ++k) {
+            if ((codes[k] & top_bit_) != 0) {
+              top_code_at_ = b * kElems + k;
+              break;
+            }
+          }
+        }
+        const float d = LoadF16(p), dmin = LoadF16(p + 2);
+        for (int sub = 0; sub < 8; ++sub) {
+          uint8_t sc, m;
+          ScaleMinK4(sub, p + 4, &sc, &m);
+          // As DecodeQ4_K and Q45_KRuns compute them.
+          const float d1 = d * sc, m1 = dmin * m;
+          uint32_t count[16];
+          CountCodes(codes + 32 * sub, 32, kElems - 32 * sub, avx2_, count);
+          AffineLevels levels;
+          ComputeOffsetLevels(d1, m1, AsFloatOrNaN(runs[sub].range_min),
+                              AsFloatOrNaN(runs[sub].range_max), avx2_,
+                              &levels);
+          TallyRun(b * kElems + 32 * sub, runs[sub], count, levels, binner);
+        }
+      }
+      return absl::OkStatus();
+    }));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status StatsPass::HistogramPass() {
@@ -1458,7 +1542,8 @@ absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& t,
                                          const LogicalTensor* ref,
                                          const StatsOptions& o) {
   TM_RETURN_IF_ERROR(CheckStatsRequest(t, ref, o));
-  StatsPass pass(t, ref, o, RunsLongEnough(t, o));
+  StatsPass pass(t, ref, o,
+                 StoredQ4KBlocks(t) != nullptr || RunsLongEnough(t, o));
   TM_RETURN_IF_ERROR(pass.Run());
   if (!pass.codes_failed()) return std::move(pass.stats());
   StatsPass by_values(t, ref, o, /*by_codes=*/false);

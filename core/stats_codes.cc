@@ -75,14 +75,11 @@ __attribute__((target("avx2,popcnt"))) bool CountCodesAvx2(const uint8_t* c,
 }
 #endif
 
-void ComputeAffineLevelsScalar(float scale, int32_t bias, uint8_t flip,
-                               float lo, float hi, AffineLevels* out) {
+// Marks each of out->level's 16 as finite, at lo, at hi (and not lo).
+void MarkLevelsScalar(float lo, float hi, AffineLevels* out) {
   out->finite = out->low = out->high = 0;
   for (int k = 0; k < 16; ++k) {
-    const float f =
-        scale * static_cast<float>(
-                    static_cast<int>(static_cast<uint8_t>(k) ^ flip) - bias);
-    out->level[k] = f;
+    const float f = out->level[k];
     const bool at_low = f == lo;
     out->finite |= (std::isfinite(f) ? 1u : 0u) << k;
     out->low |= (at_low ? 1u : 0u) << k;
@@ -91,24 +88,33 @@ void ComputeAffineLevelsScalar(float scale, int32_t bias, uint8_t flip,
 }
 
 #if defined(__x86_64__)
-// The scalar twin's float expression eight codes at a time: the integer to
-// float conversion and the product each round once, as cvtsi2ss and mulss
-// do (no contraction: -ffp-contract=off).
-__attribute__((target("avx2"))) void ComputeAffineLevelsAvx2(
-    float scale, int32_t bias, uint8_t flip, float lo, float hi,
-    AffineLevels* out) {
+// The scalar expressions eight codes at a time: the integer to float
+// conversion, the product and the difference each round once, as cvtsi2ss,
+// mulss and subss do (no contraction: -ffp-contract=off).
+// `offset_form`: scale * float(code) - offset (`bias` and `flip` unused)
+// rather than scale * float(int(code ^ flip) - bias).
+__attribute__((target("avx2"))) void ComputeLevelsAvx2(
+    bool offset_form, float scale, int32_t bias, uint8_t flip, float offset,
+    float lo, float hi, AffineLevels* out) {
   const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
   const __m256i inf_bits = _mm256_set1_epi32(0x7f800000);
   const __m256 low_level = _mm256_set1_ps(lo), high_level = _mm256_set1_ps(hi);
   uint32_t finite = 0, low = 0, high = 0;
   for (int h = 0; h < 2; ++h) {
-    const __m256i code = _mm256_xor_si256(
+    const __m256i k =
         _mm256_setr_epi32(8 * h, 8 * h + 1, 8 * h + 2, 8 * h + 3, 8 * h + 4,
-                          8 * h + 5, 8 * h + 6, 8 * h + 7),
-        _mm256_set1_epi32(flip));
-    const __m256 f = _mm256_mul_ps(
-        _mm256_set1_ps(scale),
-        _mm256_cvtepi32_ps(_mm256_sub_epi32(code, _mm256_set1_epi32(bias))));
+                          8 * h + 5, 8 * h + 6, 8 * h + 7);
+    __m256 f;
+    if (offset_form) {
+      f = _mm256_sub_ps(
+          _mm256_mul_ps(_mm256_set1_ps(scale), _mm256_cvtepi32_ps(k)),
+          _mm256_set1_ps(offset));
+    } else {
+      const __m256i code = _mm256_xor_si256(k, _mm256_set1_epi32(flip));
+      f = _mm256_mul_ps(
+          _mm256_set1_ps(scale),
+          _mm256_cvtepi32_ps(_mm256_sub_epi32(code, _mm256_set1_epi32(bias))));
+    }
     _mm256_storeu_ps(out->level + 8 * h, f);
     const __m256i mag = _mm256_and_si256(_mm256_castps_si256(f), abs_mask);
     const uint32_t fin = static_cast<uint32_t>(_mm256_movemask_ps(
@@ -132,10 +138,26 @@ __attribute__((target("avx2"))) void ComputeAffineLevelsAvx2(
 void ComputeAffineLevels(float scale, int32_t bias, uint8_t flip, float lo,
                          float hi, bool avx2, AffineLevels* out) {
 #if defined(__x86_64__)
-  if (avx2) return ComputeAffineLevelsAvx2(scale, bias, flip, lo, hi, out);
+  if (avx2) return ComputeLevelsAvx2(false, scale, bias, flip, 0, lo, hi, out);
 #endif
   (void)avx2;
-  ComputeAffineLevelsScalar(scale, bias, flip, lo, hi, out);
+  for (int k = 0; k < 16; ++k) {
+    out->level[k] =
+        scale * static_cast<float>(
+                    static_cast<int>(static_cast<uint8_t>(k) ^ flip) - bias);
+  }
+  MarkLevelsScalar(lo, hi, out);
+}
+
+void ComputeOffsetLevels(float scale, float offset, float lo, float hi,
+                         bool avx2, AffineLevels* out) {
+#if defined(__x86_64__)
+  if (avx2) return ComputeLevelsAvx2(true, scale, 0, 0, offset, lo, hi, out);
+#endif
+  (void)avx2;
+  for (int k = 0; k < 16; ++k)
+    out->level[k] = scale * static_cast<float>(k) - offset;
+  MarkLevelsScalar(lo, hi, out);
 }
 
 bool CountCodes(const uint8_t* c, int64_t n, int64_t readable, bool avx2,

@@ -31,6 +31,12 @@ struct AffineLevels {
 void ComputeAffineLevels(float scale, int32_t bias, uint8_t flip, float lo,
                          float hi, bool avx2, AffineLevels* out);
 
+// The same for a run whose values are scale * float(code) - offset (ggml
+// Q4_K's sub-blocks: d1 * q - m1, DecodeQ4_K's expression, a product and a
+// difference each rounded once).
+void ComputeOffsetLevels(float scale, float offset, float lo, float hi,
+                         bool avx2, AffineLevels* out);
+
 }  // namespace tensormorph
 
 #endif  // TENSORMORPH_CORE_STATS_CODES_H_

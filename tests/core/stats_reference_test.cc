@@ -499,7 +499,10 @@ void SetBlockBytes(std::string* bytes, size_t block_bytes, size_t from,
 // where the code is 0), zero (every code decodes to 0, so every element sits
 // on both end levels), blocks whose codes are all equal (one level used; for
 // Q8_0 all -128, the signed end), in the first and last block and in blocks a
-// chunk of 777 or 1000 elements straddles. 140 rows of 512: past the size
+// chunk of 777 or 1000 elements straddles; for Q4_K (whose histogram comes
+// from its codes per sub-block) also a negative d (levels descending), a
+// subnormal d, and d 1 with dmin 0 (integer levels, which land on the edges
+// of integer bins). 140 rows of 512: past the size
 // where pass 1 buckets values; and a one-dimensional F16 and BF16 of 2^17 + 7
 // elements (a tail past the last full lane block), with every code pattern
 // once among gaussians (every NaN payload, both infinities, subnormals).
@@ -529,6 +532,10 @@ std::string WriteAdversarialGguf() {
   SetBlockHalf(&q4k, 144, 2, {2, 3}, 0);        // and dmin zero too
   SetBlockBytes(&q4k, 144, 16, 144, {4, 100}, 0x00);
   SetBlockBytes(&q4k, 144, 16, 80, {5, last256 - 1}, 0xff);
+  SetBlockHalf(&q4k, 144, 0, {6, 60}, 0xbc00);  // d -1: levels descending
+  SetBlockHalf(&q4k, 144, 0, {7, 61}, 0x0001);  // d the least subnormal
+  SetBlockHalf(&q4k, 144, 0, {8, 62}, 0x3c00);  // d 1 and dmin 0: integer
+  SetBlockHalf(&q4k, 144, 2, {8, 62}, 0x0000);  // levels, on integer bins
   std::string q6k = testing::QuantizeQ6_K(plain);
   SetBlockHalf(&q6k, 210, 208, {0, 40}, 0x7e00);
   SetBlockHalf(&q6k, 210, 208, {1, last256}, 0x7c00);
@@ -580,6 +587,13 @@ TEST(StatsReferenceTest, AdversarialGroupsMatchTheElementwisePass) {
       o.group = g;
       sets.push_back(o);
     }
+    // Integer bins, on which integer levels land exactly (Q4_K's blocks of
+    // d 1 and dmin 0), through the middle of the values.
+    StatsOptions edges;
+    edges.range_min = -8;
+    edges.range_max = 8;
+    edges.bins = 16;
+    sets.push_back(edges);
     for (const StatsOptions& o : sets) {
       SCOPED_TRACE(absl::StrCat(name, " chunk ", o.chunk_elements, " bins ",
                                 o.bins, " group ", o.group.value_or(-1)));

@@ -966,6 +966,10 @@ class StatsPass {
   // CodesPass over ggml Q4_K blocks read where they are stored (q4k_):
   // codes unpacked per block, each sub-block's levels d1 * q - m1.
   absl::Status Q4KLevelsPass(const Binner& binner);
+  // Sets top_code_at_ to the first element of the Q4_K block whose 128
+  // code bytes are `qs` (its first element `at`) with a code's top bit set,
+  // if any.
+  void FindTopCode(const uint8_t* qs, int64_t at);
 
   void Fold(const float* values, const float* refs, int64_t count,
             int64_t start) {
@@ -1429,6 +1433,21 @@ void StatsPass::TallyRun(int64_t at, const QuantRun& r,
   if (low + high > 0) at_end_level_.Insert(r.group);
 }
 
+void StatsPass::FindTopCode(const uint8_t* qs, int64_t at) {
+  for (int j = 0; j < 4; ++j) {
+    for (int half = 0; half < 2; ++half) {
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t code =
+            half == 0 ? qs[32 * j + l] & 0xf : qs[32 * j + l] >> 4;
+        if ((code & top_bit_) != 0) {
+          top_code_at_ = at + 64 * j + 32 * half + l;
+          return;
+        }
+      }
+    }
+  }
+}
+
 absl::Status StatsPass::Q4KLevelsPass(const Binner& binner) {
   constexpr int64_t kElems = 256, kBytes = 144;
   const SubBlockRunsFn block_runs = GetSubBlockRuns(DType::kQ4_K);
@@ -1441,40 +1460,24 @@ absl::Status StatsPass::Q4KLevelsPass(const Binner& binner) {
     // GroupSet, as the other passes under the guard do).
     TM_RETURN_IF_ERROR(GuardedRead([&] {
       QuantRun runs[8];
-      uint8_t codes[kElems];
+      uint32_t counts[8][16];
       for (int64_t b = b0; b < b1; ++b) {
         const uint8_t* p = q4k_ + b * kBytes;
         block_runs(p, 8 * b, runs);
-        // DecodeQ4_K's layout: 32 bytes per two sub-blocks, the low
-        // nibbles the first, the high the second.
-        for (int j = 0; j < 4; ++j) {
-          for (int l = 0; l < 32; ++l) {
-            const uint8_t q = p[16 + 32 * j + l];
-            codes[64 * j + l] = q & 0xf;
-            codes[64 * j + 32 + l] = q >> 4;
-          }
-        }
-        if (top_code_at_ < 0) {
-          for (int64_t k = 0; k < kElems; ++k) {
-            if ((codes[k] & top_bit_) != 0) {
-              top_code_at_ = b * kElems + k;
-              break;
-            }
-          }
-        }
+        CountQ4KBlock(p + 16, avx2_, counts);
+        if (top_code_at_ < 0) FindTopCode(p + 16, b * kElems);
         const float d = LoadF16(p), dmin = LoadF16(p + 2);
         for (int sub = 0; sub < 8; ++sub) {
           uint8_t sc, m;
           ScaleMinK4(sub, p + 4, &sc, &m);
           // As DecodeQ4_K and Q45_KRuns compute them.
           const float d1 = d * sc, m1 = dmin * m;
-          uint32_t count[16];
-          CountCodes(codes + 32 * sub, 32, kElems - 32 * sub, avx2_, count);
           AffineLevels levels;
           ComputeOffsetLevels(d1, m1, AsFloatOrNaN(runs[sub].range_min),
                               AsFloatOrNaN(runs[sub].range_max), avx2_,
                               &levels);
-          TallyRun(b * kElems + 32 * sub, runs[sub], count, levels, binner);
+          TallyRun(b * kElems + 32 * sub, runs[sub], counts[sub], levels,
+                   binner);
         }
       }
       return absl::OkStatus();

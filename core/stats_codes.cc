@@ -133,7 +133,48 @@ __attribute__((target("avx2"))) void ComputeLevelsAvx2(
 }
 #endif
 
+#if defined(__x86_64__)
+// One load a pair of sub-blocks, split into its low and high nibbles; per
+// code value a compare, a mask and a popcount for each (unpacking the
+// codes to bytes and counting each sub-block apart cost a store and a call
+// per 32 codes).
+__attribute__((target("avx2,popcnt"))) void CountQ4KBlockAvx2(
+    const uint8_t* qs, uint32_t count[8][16]) {
+  const __m256i nibble = _mm256_set1_epi8(0x0f);
+  for (int j = 0; j < 4; ++j) {
+    const __m256i x =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * j));
+    const __m256i lo = _mm256_and_si256(x, nibble);
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), nibble);
+    for (int k = 0; k < 16; ++k) {
+      const __m256i code = _mm256_set1_epi8(static_cast<char>(k));
+      count[2 * j][k] =
+          static_cast<uint32_t>(std::popcount(static_cast<uint32_t>(
+              _mm256_movemask_epi8(_mm256_cmpeq_epi8(lo, code)))));
+      count[2 * j + 1][k] =
+          static_cast<uint32_t>(std::popcount(static_cast<uint32_t>(
+              _mm256_movemask_epi8(_mm256_cmpeq_epi8(hi, code)))));
+    }
+  }
+}
+#endif
+
 }  // namespace
+
+void CountQ4KBlock(const uint8_t* qs, bool avx2, uint32_t count[8][16]) {
+#if defined(__x86_64__)
+  if (avx2) return CountQ4KBlockAvx2(qs, count);
+#endif
+  (void)avx2;
+  for (int s = 0; s < 8; ++s) std::fill(count[s], count[s] + 16, 0u);
+  for (int j = 0; j < 4; ++j) {
+    for (int l = 0; l < 32; ++l) {
+      const uint8_t q = qs[32 * j + l];
+      ++count[2 * j][q & 0xf];
+      ++count[2 * j + 1][q >> 4];
+    }
+  }
+}
 
 void ComputeAffineLevels(float scale, int32_t bias, uint8_t flip, float lo,
                          float hi, bool avx2, AffineLevels* out) {

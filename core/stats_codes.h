@@ -17,6 +17,13 @@ namespace tensormorph {
 bool CountCodes(const uint8_t* c, int64_t n, int64_t readable, bool avx2,
                 uint32_t count[16]);
 
+// The codes of each of a ggml Q4_K block's eight sub-blocks counted, from
+// its 128 code bytes `qs` (DecodeQ4_K's layout: 32 bytes a pair of
+// sub-blocks, the first's codes in the low nibbles, the second's in the
+// high): count[s][k] is the number of code k in sub-block s. With `avx2`,
+// 32 codes a compare; the same counts either way.
+void CountQ4KBlock(const uint8_t* qs, bool avx2, uint32_t count[8][16]);
+
 // The 16 levels of a run whose values are
 //   scale * float(int(code ^ flip) - bias)
 // (Encoding::AffineCodeRuns: Decode's float expression, so each level has

@@ -1456,8 +1456,10 @@ absl::Status StatsPass::Q4KLevelsPass(const Binner& binner) {
   for (int64_t b0 = 0; b0 < blocks; b0 += per_poll) {
     TM_RETURN_IF_ERROR(CancelledAt(b0 * kElems, "histogram pass"));
     const int64_t b1 = std::min(blocks, b0 + per_poll);
-    // The blocks are the file's mapped bytes (TallyRun allocates only in
-    // GroupSet, as the other passes under the guard do).
+    // The blocks are the file's mapped bytes, read in place under the
+    // guard. Nothing here holds a resource across a read of them (a fault
+    // unwinds by siglongjmp): the locals are plain arrays, and TallyRun's
+    // one allocation, GroupSet's bitmap growing, completes between reads.
     TM_RETURN_IF_ERROR(GuardedRead([&] {
       QuantRun runs[8];
       uint32_t counts[8][16];

@@ -534,11 +534,6 @@ class ChunkReader {
   std::vector<int64_t> idx_, ids_;
 };
 
-// The histogram's bin of a finite value: floor((v - min) / width), clamped
-// to the bins in double before it becomes an int (a value 2^31 bins or more
-// past the range must land in the end bin, not wrap), the same double
-// expression whatever the caller. A NaN quotient (an infinite bound) is
-// bin 0.
 #if defined(__x86_64__)
 // Binner::Bin of v[0, 16) with a positive width, four at a time in double:
 // the same subtraction, division and floor, each rounded as the scalar
@@ -562,6 +557,11 @@ __attribute__((target("avx2"))) void Bins16Avx2(const float* v, double min,
 }
 #endif
 
+// The histogram's bin of a finite value: floor((v - min) / width), clamped
+// to the bins in double before it becomes an int (a value 2^31 bins or more
+// past the range must land in the end bin, not wrap), the same double
+// expression whatever the caller. A NaN quotient (an infinite bound) is
+// bin 0.
 class Binner {
  public:
   Binner(double min, double max, int bins)
@@ -920,8 +920,9 @@ class StatsPass {
   // Errors: as ComputeStats (past CheckStatsRequest's).
   absl::Status Run();
   TensorStats& stats() { return st_; }
-  // After an OK Run: a run's values were not a function of its codes, so
-  // stats() is incomplete; a pass without `by_codes` gives the answer.
+  // After an OK Run: the encoding could not give a chunk's codes as
+  // AffineCodeRuns (or a code was 16 or more), so stats() is incomplete; a
+  // pass without `by_codes` gives the answer.
   bool codes_failed() const { return codes_failed_; }
 
  private:
@@ -945,12 +946,12 @@ class StatsPass {
   void AddReference(const Binner& binner, const BucketBins* buckets, int64_t m);
   absl::Status AddValues(int64_t m, bool exact);
   absl::Status HistogramPass();
-  // With by_codes_, pass 2, from Encoding::AffineCodeRuns (no decode):
-  // per run, its codes counted (CountCodes), and each level it uses (the
-  // run's scale and bias applied to the code, Decode's float expression)
-  // binned once with its count; the end levels, groups and code histogram
-  // from the same counts. Sets codes_failed_ (and stops) where the
-  // encoding cannot give a chunk's codes so (or a code is 16 or more).
+  // With by_codes_, pass 2, from Encoding::AffineCodeRuns or Q4_K's stored
+  // blocks (Q4KLevelsPass), decoding nothing: per run, its codes counted,
+  // and each of its 16 levels (Decode's float expression) binned once and
+  // added with its count; the end levels, groups and code histogram from
+  // the same counts (TallyRun). Sets codes_failed_ (and stops) where
+  // AffineCodeRuns cannot give a chunk's codes (or a code is 16 or more).
   absl::Status CodesPass();
   // Reads chunk [first, first + m) for CodesPass: affine_ (and the first
   // code with its top bit set), the reference. False where AffineCodeRuns
@@ -964,7 +965,8 @@ class StatsPass {
   void TallyRun(int64_t at, const QuantRun& r, const uint32_t count[16],
                 const AffineLevels& levels, const Binner& binner);
   // CodesPass over ggml Q4_K blocks read where they are stored (q4k_):
-  // codes unpacked per block, each sub-block's levels d1 * q - m1.
+  // each block's sub-blocks counted from its code bytes (CountQ4KBlock),
+  // their levels d1 * q - m1.
   absl::Status Q4KLevelsPass(const Binner& binner);
   // Sets top_code_at_ to the first element of the Q4_K block whose 128
   // code bytes are `qs` (its first element `at`) with a code's top bit set,

@@ -1,6 +1,7 @@
-// A run's 4-bit codes counted in bulk: what ComputeStats needs to take a
-// group's histogram, end levels and level usage once per level the group
-// uses rather than once per element.
+// A run's 4-bit codes counted in bulk, and its 16 levels computed as the
+// decoder computes them: what ComputeStats needs to take a group's
+// histogram, end levels and level usage once per level rather than once per
+// element.
 #ifndef TENSORMORPH_CORE_STATS_CODES_H_
 #define TENSORMORPH_CORE_STATS_CODES_H_
 

@@ -16,6 +16,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/format/stored_tensor.h"
 #include "core/heatmap_q4k.h"
 #include "core/io/fault_guard.h"
 #include "core/quant/block_util.h"
@@ -964,14 +965,17 @@ class StatsPass {
   // histogram. `at`: the run's first element.
   void TallyRun(int64_t at, const QuantRun& r, const uint32_t count[16],
                 const AffineLevels& levels, const Binner& binner);
-  // CodesPass over ggml Q4_K blocks read where they are stored (q4k_):
-  // each block's sub-blocks counted from its code bytes (CountQ4KBlock),
-  // their levels d1 * q - m1.
-  absl::Status Q4KLevelsPass(const Binner& binner);
-  // Sets top_code_at_ to the first element of the Q4_K block whose 128
-  // code bytes are `qs` (its first element `at`) with a code's top bit set,
-  // if any.
-  void FindTopCode(const uint8_t* qs, int64_t at);
+  // CodesPass over ggml Q4_K or Q4_0 blocks read where they are stored
+  // (blocks_): each block's sub-blocks counted from its code bytes
+  // (CountQ4KBlock, CountQ4_0Block), their levels as the decoder's: Q4_K
+  // d1 * q - m1, Q4_0 float(q - 8) * d.
+  absl::Status BlocksPass(const Binner& binner);
+  void TallyQ4KBlock(const uint8_t* p, int64_t b, const Binner& binner);
+  void TallyQ4_0Block(const uint8_t* p, int64_t b, const Binner& binner);
+  // Sets top_code_at_ to the first element with a code's top bit set among
+  // `pairs` pairs of `width` elements (the low nibbles of `width` bytes of
+  // `qs`, then their high nibbles), the first element `at`, if any.
+  void FindTopCode(const uint8_t* qs, int pairs, int width, int64_t at);
 
   void Fold(const float* values, const float* refs, int64_t count,
             int64_t start) {
@@ -1010,9 +1014,10 @@ class StatsPass {
   bool nibbles_ = false;
   bool codes_failed_ = false;
   Encoding::AffineCodes affine_;  // CodesPass' chunk
-  // With by_codes_: the Q4_K blocks where stored (StoredQ4KBlocks), whose
-  // codes CodesPass reads itself; else nullptr (AffineCodeRuns).
-  const uint8_t* q4k_ = nullptr;
+  // With by_codes_: the Q4_K or Q4_0 blocks where stored (StoredQ4Blocks),
+  // whose codes CodesPass reads itself; else nullptr (AffineCodeRuns).
+  const uint8_t* blocks_ = nullptr;
+  DType blocks_dtype_ = DType::kQ4_K;
   int64_t code_counts_[16] = {};  // CodesPass' code histogram
   int64_t counted_ = 0;           // elements of the group (all: n)
   int64_t max_group_ = -1;        // the last group id seen, to name the range
@@ -1062,6 +1067,24 @@ bool ByCodes(const EncodingInfo& info, const StatsOptions& o) {
   return HasLevels(info) && info.bits <= 4 && !o.group.has_value();
 }
 
+// The blocks of a ggml Q4_K or Q4_0 tensor where they are stored (one
+// stored tensor, its elements in order, whole blocks), and which type;
+// nullptr otherwise. Q4_K as StoredQ4KBlocks finds it.
+const uint8_t* StoredQ4Blocks(const LogicalTensor& t, DType* dtype) {
+  *dtype = DType::kQ4_K;
+  if (const uint8_t* q4k = StoredQ4KBlocks(t); q4k != nullptr) return q4k;
+  const EncodingInfo& info = t.encoding->info();
+  if (info.convention != "ggml" || info.scheme != "Q4_0") return nullptr;
+  const std::vector<const StoredTensor*> parts = t.encoding->parts();
+  if (parts.size() != 1 || parts[0]->dtype != DType::kQ4_0 ||
+      t.num_elements % 32 != 0 ||
+      parts[0]->data.size() / 18 < static_cast<uint64_t>(t.num_elements / 32)) {
+    return nullptr;
+  }
+  *dtype = DType::kQ4_0;
+  return parts[0]->data.data();
+}
+
 StatsPass::StatsPass(const LogicalTensor& t, const LogicalTensor* ref,
                      const StatsOptions& o, bool by_codes)
     : t_(t),
@@ -1088,7 +1111,7 @@ StatsPass::StatsPass(const LogicalTensor& t, const LogicalTensor* ref,
       fine_(use_fine_ && !by_codes_),
       avx2_(ActiveDecodeSimd() >= DecodeSimd::kAvx2) {
   const EncodingInfo& info = t.encoding->info();
-  if (by_codes_) q4k_ = StoredQ4KBlocks(t);
+  if (by_codes_) blocks_ = StoredQ4Blocks(t, &blocks_dtype_);
   st_.has_levels = HasLevels(info);
   st_.code_bits = info.bits;
   if (st_.has_levels) st_.code_histogram.assign(size_t{1} << info.bits, 0);
@@ -1343,14 +1366,14 @@ absl::Status StatsPass::CodesPass() {
   if (ref_ != nullptr && n_ >= kFineMinElements && binner.Exact()) {
     buckets.emplace(binner);
   }
-  if (q4k_ != nullptr) {
-    TM_RETURN_IF_ERROR(Q4KLevelsPass(binner));
+  if (blocks_ != nullptr) {
+    TM_RETURN_IF_ERROR(BlocksPass(binner));
     if (ref_ == nullptr) return absl::OkStatus();
   }
   for (int64_t first = 0; first < n_; first += chunk_) {
     TM_RETURN_IF_ERROR(CancelledAt(first, "histogram pass"));
     const int64_t m = std::min(chunk_, n_ - first);
-    if (q4k_ != nullptr) {  // only the reference's values to read
+    if (blocks_ != nullptr) {  // only the reference's values to read
       TM_RETURN_IF_ERROR(GuardedRead([&] {
         return DecodeMappedRows(*ref_, o_.ref_rows, first, m, x_.data());
       }));
@@ -1435,14 +1458,15 @@ void StatsPass::TallyRun(int64_t at, const QuantRun& r,
   if (low + high > 0) at_end_level_.Insert(r.group);
 }
 
-void StatsPass::FindTopCode(const uint8_t* qs, int64_t at) {
-  for (int j = 0; j < 4; ++j) {
+void StatsPass::FindTopCode(const uint8_t* qs, int pairs, int width,
+                            int64_t at) {
+  for (int j = 0; j < pairs; ++j) {
     for (int half = 0; half < 2; ++half) {
-      for (int l = 0; l < 32; ++l) {
-        const uint8_t code =
-            half == 0 ? qs[32 * j + l] & 0xf : qs[32 * j + l] >> 4;
+      for (int l = 0; l < width; ++l) {
+        const uint8_t q = qs[width * j + l];
+        const uint8_t code = half == 0 ? q & 0xf : q >> 4;
         if ((code & top_bit_) != 0) {
-          top_code_at_ = at + 64 * j + 32 * half + l;
+          top_code_at_ = at + 2 * width * j + width * half + l;
           return;
         }
       }
@@ -1450,44 +1474,65 @@ void StatsPass::FindTopCode(const uint8_t* qs, int64_t at) {
   }
 }
 
-absl::Status StatsPass::Q4KLevelsPass(const Binner& binner) {
-  constexpr int64_t kElems = 256, kBytes = 144;
-  const SubBlockRunsFn block_runs = GetSubBlockRuns(DType::kQ4_K);
-  const int64_t blocks = n_ / kElems;
-  const int64_t per_poll = std::max<int64_t>(1, chunk_ / kElems);
+absl::Status StatsPass::BlocksPass(const Binner& binner) {
+  const bool q4k = blocks_dtype_ == DType::kQ4_K;
+  const int64_t elems = q4k ? 256 : 32, bytes = q4k ? 144 : 18;
+  const int64_t blocks = n_ / elems;
+  const int64_t per_poll = std::max<int64_t>(1, chunk_ / elems);
   for (int64_t b0 = 0; b0 < blocks; b0 += per_poll) {
-    TM_RETURN_IF_ERROR(CancelledAt(b0 * kElems, "histogram pass"));
+    TM_RETURN_IF_ERROR(CancelledAt(b0 * elems, "histogram pass"));
     const int64_t b1 = std::min(blocks, b0 + per_poll);
     // The blocks are the file's mapped bytes, read in place under the
     // guard. Nothing here holds a resource across a read of them (a fault
     // unwinds by siglongjmp): the locals are plain arrays, and TallyRun's
     // one allocation, GroupSet's bitmap growing, completes between reads.
     TM_RETURN_IF_ERROR(GuardedRead([&] {
-      QuantRun runs[8];
-      uint32_t counts[8][16];
       for (int64_t b = b0; b < b1; ++b) {
-        const uint8_t* p = q4k_ + b * kBytes;
-        block_runs(p, 8 * b, runs);
-        CountQ4KBlock(p + 16, avx2_, counts);
-        if (top_code_at_ < 0) FindTopCode(p + 16, b * kElems);
-        const float d = LoadF16(p), dmin = LoadF16(p + 2);
-        for (int sub = 0; sub < 8; ++sub) {
-          uint8_t sc, m;
-          ScaleMinK4(sub, p + 4, &sc, &m);
-          // As DecodeQ4_K and Q45_KRuns compute them.
-          const float d1 = d * sc, m1 = dmin * m;
-          AffineLevels levels;
-          ComputeOffsetLevels(d1, m1, AsFloatOrNaN(runs[sub].range_min),
-                              AsFloatOrNaN(runs[sub].range_max), avx2_,
-                              &levels);
-          TallyRun(b * kElems + 32 * sub, runs[sub], counts[sub], levels,
-                   binner);
+        const uint8_t* p = blocks_ + b * bytes;
+        if (q4k) {
+          TallyQ4KBlock(p, b, binner);
+        } else {
+          TallyQ4_0Block(p, b, binner);
         }
       }
       return absl::OkStatus();
     }));
   }
   return absl::OkStatus();
+}
+
+void StatsPass::TallyQ4KBlock(const uint8_t* p, int64_t b,
+                              const Binner& binner) {
+  QuantRun runs[8];
+  uint32_t counts[8][16];
+  GetSubBlockRuns(DType::kQ4_K)(p, 8 * b, runs);
+  CountQ4KBlock(p + 16, avx2_, counts);
+  if (top_code_at_ < 0) FindTopCode(p + 16, 4, 32, b * 256);
+  const float d = LoadF16(p), dmin = LoadF16(p + 2);
+  for (int sub = 0; sub < 8; ++sub) {
+    uint8_t sc, m;
+    ScaleMinK4(sub, p + 4, &sc, &m);
+    // As DecodeQ4_K and Q45_KRuns compute them.
+    const float d1 = d * sc, m1 = dmin * m;
+    AffineLevels levels;
+    ComputeOffsetLevels(d1, m1, AsFloatOrNaN(runs[sub].range_min),
+                        AsFloatOrNaN(runs[sub].range_max), avx2_, &levels);
+    TallyRun(b * 256 + 32 * sub, runs[sub], counts[sub], levels, binner);
+  }
+}
+
+void StatsPass::TallyQ4_0Block(const uint8_t* p, int64_t b,
+                               const Binner& binner) {
+  QuantRun run;
+  uint32_t count[16];
+  GetSubBlockRuns(DType::kQ4_0)(p, b, &run);
+  CountQ4_0Block(p + 2, avx2_, count);
+  if (top_code_at_ < 0) FindTopCode(p + 2, 1, 16, b * 32);
+  // DecodeQ4_0's int(q - 8) * d: the same product as d * float(q - 8).
+  AffineLevels levels;
+  ComputeAffineLevels(LoadF16(p), 8, 0, AsFloatOrNaN(run.range_min),
+                      AsFloatOrNaN(run.range_max), avx2_, &levels);
+  TallyRun(b * 32, run, count, levels, binner);
 }
 
 absl::Status StatsPass::HistogramPass() {
@@ -1549,8 +1594,9 @@ absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& t,
                                          const LogicalTensor* ref,
                                          const StatsOptions& o) {
   TM_RETURN_IF_ERROR(CheckStatsRequest(t, ref, o));
+  DType dtype;
   StatsPass pass(t, ref, o,
-                 StoredQ4KBlocks(t) != nullptr || RunsLongEnough(t, o));
+                 StoredQ4Blocks(t, &dtype) != nullptr || RunsLongEnough(t, o));
   TM_RETURN_IF_ERROR(pass.Run());
   if (!pass.codes_failed()) return std::move(pass.stats());
   StatsPass by_values(t, ref, o, /*by_codes=*/false);

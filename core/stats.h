@@ -92,9 +92,9 @@ absl::Status CheckStatsRequest(const LogicalTensor& t, const LogicalTensor* ref,
 // AVX2 path): each code is binned once and the second pass is skipped (it
 // still runs for a reference's histogram). Conventions' codes of 4 bits or
 // fewer in runs of 32 or more (GPTQ, AWQ, compressed-tensors groups along
-// a row; Encoding::AffineCodeRuns) and ggml Q4_K stored as such, with no
-// options.group: the first pass is the moments alone, and the second reads
-// codes, not values: each run's (group's, sub-block's) codes counted by
+// a row; Encoding::AffineCodeRuns) and ggml Q4_K and Q4_0 stored as such,
+// with no options.group: the first pass is the moments alone, and the second
+// reads codes, not values: each run's (group's, sub-block's) codes counted by
 // value, and each of its 16 levels (Decode's float expression) binned,
 // compared with the run's end levels and counted once with its count. Every
 // result is the per-value pass's, bit for bit

@@ -157,9 +157,34 @@ __attribute__((target("avx2,popcnt"))) void CountQ4KBlockAvx2(
     }
   }
 }
+
+__attribute__((target("avx2,popcnt"))) void CountQ4_0BlockAvx2(
+    const uint8_t* qs, uint32_t count[16]) {
+  const __m128i nibble = _mm_set1_epi8(0x0f);
+  const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m256i codes = _mm256_set_m128i(
+      _mm_and_si128(_mm_srli_epi16(x, 4), nibble), _mm_and_si128(x, nibble));
+  for (int k = 0; k < 16; ++k) {
+    count[k] = static_cast<uint32_t>(std::popcount(
+        static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_cmpeq_epi8(
+            codes, _mm256_set1_epi8(static_cast<char>(k)))))));
+  }
+}
 #endif
 
 }  // namespace
+
+void CountQ4_0Block(const uint8_t* qs, bool avx2, uint32_t count[16]) {
+#if defined(__x86_64__)
+  if (avx2) return CountQ4_0BlockAvx2(qs, count);
+#endif
+  (void)avx2;
+  std::fill(count, count + 16, 0u);
+  for (int l = 0; l < 16; ++l) {
+    ++count[qs[l] & 0xf];
+    ++count[qs[l] >> 4];
+  }
+}
 
 void CountQ4KBlock(const uint8_t* qs, bool avx2, uint32_t count[8][16]) {
 #if defined(__x86_64__)

@@ -25,6 +25,11 @@ bool CountCodes(const uint8_t* c, int64_t n, int64_t readable, bool avx2,
 // 32 codes a compare; the same counts either way.
 void CountQ4KBlock(const uint8_t* qs, bool avx2, uint32_t count[8][16]);
 
+// The same for a ggml Q4_0 block's one sub-block of 32, from its 16 code
+// bytes `qs` (element l < 16 in the low nibble of qs[l], element 16 + l in
+// its high nibble).
+void CountQ4_0Block(const uint8_t* qs, bool avx2, uint32_t count[16]);
+
 // The 16 levels of a run whose values are
 //   scale * float(int(code ^ flip) - bias)
 // (Encoding::AffineCodeRuns: Decode's float expression, so each level has

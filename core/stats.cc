@@ -970,8 +970,11 @@ class StatsPass {
   // (CountQ4KBlock, CountQ4_0Block), their levels as the decoder's: Q4_K
   // d1 * q - m1, Q4_0 float(q - 8) * d.
   absl::Status BlocksPass(const Binner& binner);
-  void TallyQ4KBlock(const uint8_t* p, int64_t b, const Binner& binner);
-  void TallyQ4_0Block(const uint8_t* p, int64_t b, const Binner& binner);
+  // Block b at p; `runs`: GetSubBlockRuns of its type, found once.
+  void TallyQ4KBlock(const uint8_t* p, int64_t b, SubBlockRunsFn runs,
+                     const Binner& binner);
+  void TallyQ4_0Block(const uint8_t* p, int64_t b, SubBlockRunsFn runs,
+                      const Binner& binner);
   // Sets top_code_at_ to the first element with a code's top bit set among
   // `pairs` pairs of `width` elements (the low nibbles of `width` bytes of
   // `qs`, then their high nibbles), the first element `at`, if any.
@@ -1479,6 +1482,7 @@ absl::Status StatsPass::BlocksPass(const Binner& binner) {
   const int64_t elems = q4k ? 256 : 32, bytes = q4k ? 144 : 18;
   const int64_t blocks = n_ / elems;
   const int64_t per_poll = std::max<int64_t>(1, chunk_ / elems);
+  const SubBlockRunsFn runs = GetSubBlockRuns(blocks_dtype_);
   for (int64_t b0 = 0; b0 < blocks; b0 += per_poll) {
     TM_RETURN_IF_ERROR(CancelledAt(b0 * elems, "histogram pass"));
     const int64_t b1 = std::min(blocks, b0 + per_poll);
@@ -1490,9 +1494,9 @@ absl::Status StatsPass::BlocksPass(const Binner& binner) {
       for (int64_t b = b0; b < b1; ++b) {
         const uint8_t* p = blocks_ + b * bytes;
         if (q4k) {
-          TallyQ4KBlock(p, b, binner);
+          TallyQ4KBlock(p, b, runs, binner);
         } else {
-          TallyQ4_0Block(p, b, binner);
+          TallyQ4_0Block(p, b, runs, binner);
         }
       }
       return absl::OkStatus();
@@ -1502,10 +1506,10 @@ absl::Status StatsPass::BlocksPass(const Binner& binner) {
 }
 
 void StatsPass::TallyQ4KBlock(const uint8_t* p, int64_t b,
-                              const Binner& binner) {
+                              SubBlockRunsFn runs_of, const Binner& binner) {
   QuantRun runs[8];
   uint32_t counts[8][16];
-  GetSubBlockRuns(DType::kQ4_K)(p, 8 * b, runs);
+  runs_of(p, 8 * b, runs);
   CountQ4KBlock(p + 16, avx2_, counts);
   if (top_code_at_ < 0) FindTopCode(p + 16, 4, 32, b * 256);
   const float d = LoadF16(p), dmin = LoadF16(p + 2);
@@ -1522,10 +1526,10 @@ void StatsPass::TallyQ4KBlock(const uint8_t* p, int64_t b,
 }
 
 void StatsPass::TallyQ4_0Block(const uint8_t* p, int64_t b,
-                               const Binner& binner) {
+                               SubBlockRunsFn runs_of, const Binner& binner) {
   QuantRun run;
   uint32_t count[16];
-  GetSubBlockRuns(DType::kQ4_0)(p, b, &run);
+  runs_of(p, b, &run);
   CountQ4_0Block(p + 2, avx2_, count);
   if (top_code_at_ < 0) FindTopCode(p + 2, 1, 16, b * 32);
   // DecodeQ4_0's int(q - 8) * d: the same product as d * float(q - 8).

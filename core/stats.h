@@ -90,8 +90,15 @@ absl::Status CheckStatsRequest(const LogicalTensor& t, const LogicalTensor* ref,
 // Plain F16 and BF16 (Encoding::PlainFloatSteps) are counted by their 16-bit
 // code instead, 65,536 buckets of one value each (F16 through F16C, on the
 // AVX2 path): each code is binned once and the second pass is skipped (it
-// still runs for a reference's histogram). Every result is the per-value
-// pass's, bit for bit (tests/core/stats_reference_test.cc).
+// still runs for a reference's histogram). Conventions' codes of 4 bits or
+// fewer in runs of 32 or more (GPTQ, AWQ, compressed-tensors groups along
+// a row; Encoding::AffineCodeRuns) and ggml Q4_K and Q4_0 stored as such,
+// with no options.group: the first pass is the moments alone, and the second
+// reads codes, not values: each run's (group's, sub-block's) codes counted by
+// value, and each of its 16 levels (Decode's float expression) binned,
+// compared with the run's end levels and counted once with its count. Every
+// result is the per-value pass's, bit for bit
+// (tests/core/stats_reference_test.cc).
 //
 // The order of the sums (a contract: every result is the same bits on every
 // machine, chunk size and SIMD level). The mean and std come from the sum

@@ -22,6 +22,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
@@ -498,7 +499,10 @@ void SetBlockBytes(std::string* bytes, size_t block_bytes, size_t from,
 // where the code is 0), zero (every code decodes to 0, so every element sits
 // on both end levels), blocks whose codes are all equal (one level used; for
 // Q8_0 all -128, the signed end), in the first and last block and in blocks a
-// chunk of 777 or 1000 elements straddles. 140 rows of 512: past the size
+// chunk of 777 or 1000 elements straddles; for Q4_K (whose histogram comes
+// from its codes per sub-block) also a negative d (levels descending), a
+// subnormal d, and d 1 with dmin 0 (integer levels, which land on the edges
+// of integer bins). 140 rows of 512: past the size
 // where pass 1 buckets values; and a one-dimensional F16 and BF16 of 2^17 + 7
 // elements (a tail past the last full lane block), with every code pattern
 // once among gaussians (every NaN payload, both infinities, subnormals).
@@ -528,6 +532,10 @@ std::string WriteAdversarialGguf() {
   SetBlockHalf(&q4k, 144, 2, {2, 3}, 0);        // and dmin zero too
   SetBlockBytes(&q4k, 144, 16, 144, {4, 100}, 0x00);
   SetBlockBytes(&q4k, 144, 16, 80, {5, last256 - 1}, 0xff);
+  SetBlockHalf(&q4k, 144, 0, {6, 60}, 0xbc00);  // d -1: levels descending
+  SetBlockHalf(&q4k, 144, 0, {7, 61}, 0x0001);  // d the least subnormal
+  SetBlockHalf(&q4k, 144, 0, {8, 62}, 0x3c00);  // d 1 and dmin 0: integer
+  SetBlockHalf(&q4k, 144, 2, {8, 62}, 0x0000);  // levels, on integer bins
   std::string q6k = testing::QuantizeQ6_K(plain);
   SetBlockHalf(&q6k, 210, 208, {0, 40}, 0x7e00);
   SetBlockHalf(&q6k, 210, 208, {1, last256}, 0x7c00);
@@ -579,6 +587,13 @@ TEST(StatsReferenceTest, AdversarialGroupsMatchTheElementwisePass) {
       o.group = g;
       sets.push_back(o);
     }
+    // Integer bins, on which integer levels land exactly (Q4_K's blocks of
+    // d 1 and dmin 0), through the middle of the values.
+    StatsOptions edges;
+    edges.range_min = -8;
+    edges.range_max = 8;
+    edges.bins = 16;
+    sets.push_back(edges);
     for (const StatsOptions& o : sets) {
       SCOPED_TRACE(absl::StrCat(name, " chunk ", o.chunk_elements, " bins ",
                                 o.bins, " group ", o.group.value_or(-1)));
@@ -658,6 +673,152 @@ TEST(StatsReferenceTest, AdversarialConventionGroupsMatchTheElementwisePass) {
       SCOPED_TRACE(absl::StrCat(fixture, " chunk ", o.chunk_elements, " bins ",
                                 o.bins, " group ", o.group.value_or(-1)));
       ExpectSameAsReference(*t, nullptr, o);
+    }
+  }
+}
+
+// Conventions' 4-bit groups of 128 along a row, the layout whose statistics
+// are taken from codes per run (ComputeStats' CodesPass: each level a
+// group uses binned once with its count): GPTQ, AWQ and compressed-tensors,
+// [out, 512] with random codes and zero-points, and adversarial groups, each
+// a (group row, output) pair: scales NaN, +Inf, -Inf, +0, -0, negative
+// (levels descending), subnormal, and 1 (integer levels, which land on the
+// edges of a range of integer bins); groups whose codes are all 0, all 8 or
+// all 15 (every element on one end level, or one level used). `out` 160
+// puts the tensor past the size where bins come from a table of 16-bit
+// buckets (2^16 elements); 112 leaves it short of it.
+std::string WriteLongGroupConvention(const std::string& kind, int64_t out) {
+  using testing::StTensor;
+  constexpr int64_t kIn = 512, kGroup = 128, kGroups = kIn / kGroup;
+  const std::string m = "model.layers.0.mlp.down_proj";
+  std::mt19937 rng(29);
+  auto random_bytes = [&](int64_t n) {
+    std::string b(static_cast<size_t>(n), '\0');
+    for (char& c : b) c = static_cast<char>(rng());
+    return b;
+  };
+  const bool bf16 = kind == "ct";
+  // Scales [kGroups, out] (GPTQ, AWQ) or [out, kGroups] (ct).
+  std::vector<uint16_t> scales(static_cast<size_t>(kGroups * out));
+  for (uint16_t& x : scales) {
+    const float v = 0.001f + static_cast<float>(rng() % 10000) * 1e-6f;
+    x = bf16 ? testing::F32ToBF16Bits(v) : testing::F32ToF16Bits(v);
+  }
+  auto scale_at = [&](int64_t g, int64_t o) -> uint16_t& {
+    return scales[static_cast<size_t>(bf16 ? o * kGroups + g : g * out + o)];
+  };
+  // F16 and BF16 bit patterns: NaN, +Inf, -Inf, +0, -0, -1, the least
+  // subnormal, 1.
+  const uint16_t f16[] = {0x7e00, 0x7c00, 0xfc00, 0x0000,
+                          0x8000, 0xbc00, 0x0001, 0x3c00};
+  const uint16_t b16[] = {0x7fc0, 0x7f80, 0xff80, 0x0000,
+                          0x8000, 0xbf80, 0x0001, 0x3f80};
+  for (int k = 0; k < 8; ++k) {
+    scale_at(k % kGroups, 3 + 5 * k) = bf16 ? b16[k] : f16[k];
+    scale_at(kGroups - 1, out - 1 - k) = bf16 ? b16[k] : f16[k];
+  }
+  std::string codes = random_bytes(kIn * out / 2);
+  // Sets every code of group (g, o) to `code` (a nibble).
+  auto set_group = [&](int64_t g, int64_t o, uint32_t code) {
+    for (int64_t i = g * kGroup; i < (g + 1) * kGroup; ++i) {
+      // The nibble of input i, output o: GPTQ words [in / 8, out] (eight
+      // inputs a word), AWQ [in, out / 8] (eight outputs a word, an
+      // interleaved order: all eight set alike), ct [out, in / 8].
+      const int64_t word = kind == "gptq"  ? (i / 8) * out + o
+                           : kind == "awq" ? i * (out / 8) + o / 8
+                                           : o * (kIn / 8) + i / 8;
+      const int shift = kind == "awq" ? 0 : static_cast<int>(4 * (i % 8));
+      uint32_t w;
+      std::memcpy(&w, codes.data() + 4 * word, 4);
+      w = kind == "awq" ? code * 0x11111111u
+                        : (w & ~(0xfu << shift)) | (code << shift);
+      std::memcpy(codes.data() + 4 * word, &w, 4);
+    }
+  };
+  set_group(0, 40, 0);
+  set_group(1, 48, 8);
+  set_group(2, 56, 15);
+  set_group(kGroups - 1, out - 8, 15);
+  set_group(0, 3, 0);  // a NaN scale's group, one code
+  std::vector<StTensor> t;
+  std::string config;
+  if (kind == "gptq") {
+    t = {{m + ".qweight", "I32", {kIn / 8, out}, codes},
+         {m + ".qzeros",
+          "I32",
+          {kGroups, out / 8},
+          random_bytes(kGroups * out / 2)},
+         {m + ".scales", "F16", {kGroups, out}, testing::Bytes(scales)}};
+    config = R"({"quantization_config": {"bits": 4, "group_size": 128,
+      "desc_act": false, "sym": false, "quant_method": "gptq",
+      "checkpoint_format": "gptq"}})";
+  } else if (kind == "awq") {
+    t = {{m + ".qweight", "I32", {kIn, out / 8}, codes},
+         {m + ".qzeros",
+          "I32",
+          {kGroups, out / 8},
+          random_bytes(kGroups * out / 2)},
+         {m + ".scales", "F16", {kGroups, out}, testing::Bytes(scales)}};
+    config = R"({"quantization_config": {"quant_method": "awq", "bits": 4,
+      "group_size": 128, "zero_point": true, "version": "gemm"}})";
+  } else {
+    t = {{m + ".weight_packed", "I32", {out, kIn / 8}, codes},
+         {m + ".weight_scale", "BF16", {out, kGroups}, testing::Bytes(scales)},
+         {m + ".weight_shape",
+          "I32",
+          {2},
+          testing::Bytes(std::vector<int32_t>{static_cast<int32_t>(out),
+                                              static_cast<int32_t>(kIn)})}};
+    config = R"({"quantization_config": {"quant_method": "compressed-tensors",
+      "format": "pack-quantized", "quantization_status": "compressed",
+      "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
+      "num_bits": 4, "type": "int", "symmetric": true, "strategy": "group",
+      "group_size": 128}}}}})";
+  }
+  const std::string dir = MakeTempDir();
+  WriteFile(dir + "/model.safetensors", testing::BuildSafetensors(t));
+  WriteFile(dir + "/config.json", config);
+  return dir;
+}
+
+TEST(StatsReferenceTest, LongGroupConventionsMatchTheElementwisePass) {
+  for (const char* kind : {"gptq", "awq", "ct"}) {
+    for (int64_t out : {int64_t{112}, int64_t{160}}) {
+      auto ckpt = Checkpoint::Open(WriteLongGroupConvention(kind, out));
+      ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+      const LogicalTensor* t =
+          (*ckpt)->FindTensor("model.layers.0.mlp.down_proj.weight");
+      ASSERT_NE(t, nullptr) << kind;
+      // The edits took: NaN and infinite values, zeros.
+      auto whole = ComputeStats(*t, nullptr, StatsOptions());
+      ASSERT_TRUE(whole.ok()) << whole.status();
+      EXPECT_GT(whole->nan_count, 0) << kind;
+      EXPECT_GT(whole->inf_count, 0) << kind;
+      EXPECT_GT(whole->zeros, 0) << kind;
+      EXPECT_GT(whole->at_lowest_level + whole->at_highest_level, 0) << kind;
+      std::vector<StatsOptions> sets = OptionSets(*t, GroupCount(*t));
+      // Integer bins, on which a scale-1 group's levels land exactly; a
+      // range that cuts through the groups' levels (both ends clamp); one
+      // beyond every level.
+      for (auto [lo, hi, bins] :
+           {std::tuple{-8.0, 8.0, 16}, std::tuple{-0.02, 0.01, 9},
+            std::tuple{100.0, 200.0, 5}}) {
+        StatsOptions o;
+        o.range_min = lo;
+        o.range_max = hi;
+        o.bins = bins;
+        sets.push_back(o);
+      }
+      for (const StatsOptions& o : sets) {
+        for (const LogicalTensor* r :
+             {static_cast<const LogicalTensor*>(nullptr), t}) {
+          SCOPED_TRACE(absl::StrCat(kind, " out ", out, " chunk ",
+                                    o.chunk_elements, " bins ", o.bins,
+                                    " group ", o.group.value_or(-1),
+                                    r != nullptr ? " with ref" : ""));
+          ExpectSameAsReference(*t, r, o);
+        }
+      }
     }
   }
 }

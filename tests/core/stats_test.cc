@@ -399,6 +399,44 @@ TEST(StatsInPlaceTest, AFloat32FileTruncatedUnderTheMappingFailsTheCall) {
               StatusIs(absl::StatusCode::kFailedPrecondition, "SIGBUS"));
 }
 
+// Q4_K's second pass reads its blocks where they are stored (its codes per
+// sub-block, not a decode): a file cut short between the passes must fail
+// the call too, with the guard's FILE_CHANGED, not the process. The cut is
+// made from the cancellation poll, after the first pass's last chunk.
+TEST(StatsInPlaceTest, AQ4KFileTruncatedBetweenThePassesFailsTheCall) {
+  InstallMappedFileFaultHandler();
+  constexpr int64_t kElements = int64_t{1} << 20;
+  std::vector<float> v(kElements);
+  for (int64_t i = 0; i < kElements; ++i)
+    v[i] = static_cast<float>(i % 1000) / 1000 - 0.5f;
+  GgufSpec s;
+  s.kv.push_back({"general.architecture", GgufString("llama")});
+  s.tensors.push_back(
+      {"t", {4096, kElements / 4096}, 12, testing::QuantizeQ4_K(v)});
+  const std::string path = MakeTempDir() + "/cut_q4k.gguf";
+  const std::string bytes = BuildGguf(s);
+  testing::WriteFile(path, bytes);
+  auto ckpt = Checkpoint::Open(path);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  const LogicalTensor& t = *(*ckpt)->FindTensor("t");
+  ASSERT_TRUE(ComputeStats(t, nullptr, StatsOptions()).ok());
+  StatsOptions o;
+  o.chunk_elements = kElements / 4;  // four polls in the first pass
+  int polls = 0;
+  o.cancelled = [&] {
+    if (++polls == 5) {  // the second pass's first: keep an eighth
+      EXPECT_EQ(
+          ::truncate(path.c_str(), static_cast<off_t>(bytes.size() * 1 / 8)),
+          0);
+    }
+    return false;
+  };
+  EXPECT_THAT(ComputeStats(t, nullptr, o),
+              AllOf(StatusIs(absl::StatusCode::kFailedPrecondition, "SIGBUS"),
+                    HasReason(ErrorReason::kFileChanged)));
+  EXPECT_GE(polls, 5);
+}
+
 // The code histogram is by raw bits; codes_signed says how the format reads
 // them, as the Scalar Inspector's raw code does: Q8_0's int8 codes are
 // signed, Q4_0's nibbles (level = code - 8) are not.

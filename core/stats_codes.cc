@@ -1,0 +1,239 @@
+#include "core/stats_codes.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace tensormorph {
+
+namespace {
+
+bool CountCodesScalar(const uint8_t* c, int64_t n, uint32_t count[16]) {
+  std::fill(count, count + 16, 0u);
+  // Four interleaved tables: a run of equal codes does not wait on its own
+  // increments.
+  uint32_t h[4][16] = {};
+  int64_t j = 0;
+  uint8_t any = 0;
+  for (; j + 4 <= n; j += 4) {
+    any |= c[j] | c[j + 1] | c[j + 2] | c[j + 3];
+    if (any >= 16) return false;
+    ++h[0][c[j]];
+    ++h[1][c[j + 1]];
+    ++h[2][c[j + 2]];
+    ++h[3][c[j + 3]];
+  }
+  for (; j < n; ++j) {
+    if (c[j] >= 16) return false;
+    ++h[0][c[j]];
+  }
+  for (int k = 0; k < 16; ++k) count[k] = h[0][k] + h[1][k] + h[2][k] + h[3][k];
+  return true;
+}
+
+#if defined(__x86_64__)
+// 32 codes a load; per code value one compare, one mask and one popcount
+// (the 16 constants set once). A tail shorter than 32 is masked out of
+// every compare, and copied first where a load would pass `readable`.
+__attribute__((target("avx2,popcnt"))) bool CountCodesAvx2(const uint8_t* c,
+                                                           int64_t n,
+                                                           int64_t readable,
+                                                           uint32_t count[16]) {
+  __m256i code[16];
+  for (int k = 0; k < 16; ++k) code[k] = _mm256_set1_epi8(static_cast<char>(k));
+  uint32_t sum[16] = {};
+  alignas(32) uint8_t tail[32] = {};
+  for (int64_t i = 0; i < n; i += 32) {
+    const uint8_t* at = c + i;
+    uint32_t valid = ~0u;
+    if (n - i < 32) {
+      valid = (uint32_t{1} << (n - i)) - 1;
+      if (readable - i < 32) {
+        std::memcpy(tail, at, static_cast<size_t>(n - i));
+        at = tail;
+      }
+    }
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at));
+    for (int k = 0; k < 16; ++k) {
+      const uint32_t m = static_cast<uint32_t>(_mm256_movemask_epi8(
+                             _mm256_cmpeq_epi8(x, code[k]))) &
+                         valid;
+      sum[k] += static_cast<uint32_t>(std::popcount(m));
+    }
+  }
+  int64_t total = 0;
+  for (int k = 0; k < 16; ++k) {
+    count[k] = sum[k];
+    total += sum[k];
+  }
+  return total == n;
+}
+#endif
+
+// Marks each of out->level's 16 as finite, at lo, at hi (and not lo).
+void MarkLevelsScalar(float lo, float hi, AffineLevels* out) {
+  out->finite = out->low = out->high = 0;
+  for (int k = 0; k < 16; ++k) {
+    const float f = out->level[k];
+    const bool at_low = f == lo;
+    out->finite |= (std::isfinite(f) ? 1u : 0u) << k;
+    out->low |= (at_low ? 1u : 0u) << k;
+    out->high |= (!at_low && f == hi ? 1u : 0u) << k;
+  }
+}
+
+#if defined(__x86_64__)
+// The scalar expressions eight codes at a time: the integer to float
+// conversion, the product and the difference each round once, as cvtsi2ss,
+// mulss and subss do (no contraction: -ffp-contract=off).
+// `offset_form`: scale * float(code) - offset (`bias` and `flip` unused)
+// rather than scale * float(int(code ^ flip) - bias).
+__attribute__((target("avx2"))) void ComputeLevelsAvx2(
+    bool offset_form, float scale, int32_t bias, uint8_t flip, float offset,
+    float lo, float hi, AffineLevels* out) {
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
+  const __m256i inf_bits = _mm256_set1_epi32(0x7f800000);
+  const __m256 low_level = _mm256_set1_ps(lo), high_level = _mm256_set1_ps(hi);
+  uint32_t finite = 0, low = 0, high = 0;
+  for (int h = 0; h < 2; ++h) {
+    const __m256i k =
+        _mm256_setr_epi32(8 * h, 8 * h + 1, 8 * h + 2, 8 * h + 3, 8 * h + 4,
+                          8 * h + 5, 8 * h + 6, 8 * h + 7);
+    __m256 f;
+    if (offset_form) {
+      f = _mm256_sub_ps(
+          _mm256_mul_ps(_mm256_set1_ps(scale), _mm256_cvtepi32_ps(k)),
+          _mm256_set1_ps(offset));
+    } else {
+      const __m256i code = _mm256_xor_si256(k, _mm256_set1_epi32(flip));
+      f = _mm256_mul_ps(
+          _mm256_set1_ps(scale),
+          _mm256_cvtepi32_ps(_mm256_sub_epi32(code, _mm256_set1_epi32(bias))));
+    }
+    _mm256_storeu_ps(out->level + 8 * h, f);
+    const __m256i mag = _mm256_and_si256(_mm256_castps_si256(f), abs_mask);
+    const uint32_t fin = static_cast<uint32_t>(_mm256_movemask_ps(
+        _mm256_castsi256_ps(_mm256_cmpgt_epi32(inf_bits, mag))));
+    const uint32_t at_low = static_cast<uint32_t>(
+        _mm256_movemask_ps(_mm256_cmp_ps(f, low_level, _CMP_EQ_OQ)));
+    const uint32_t at_high = static_cast<uint32_t>(
+        _mm256_movemask_ps(_mm256_cmp_ps(f, high_level, _CMP_EQ_OQ)));
+    finite |= fin << (8 * h);
+    low |= at_low << (8 * h);
+    high |= (at_high & ~at_low) << (8 * h);
+  }
+  out->finite = finite;
+  out->low = low;
+  out->high = high;
+}
+#endif
+
+#if defined(__x86_64__)
+// One load a pair of sub-blocks, split into its low and high nibbles; per
+// code value a compare, a mask and a popcount for each (unpacking the
+// codes to bytes and counting each sub-block apart cost a store and a call
+// per 32 codes).
+__attribute__((target("avx2,popcnt"))) void CountQ4KBlockAvx2(
+    const uint8_t* qs, uint32_t count[8][16]) {
+  const __m256i nibble = _mm256_set1_epi8(0x0f);
+  for (int j = 0; j < 4; ++j) {
+    const __m256i x =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * j));
+    const __m256i lo = _mm256_and_si256(x, nibble);
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), nibble);
+    for (int k = 0; k < 16; ++k) {
+      const __m256i code = _mm256_set1_epi8(static_cast<char>(k));
+      count[2 * j][k] =
+          static_cast<uint32_t>(std::popcount(static_cast<uint32_t>(
+              _mm256_movemask_epi8(_mm256_cmpeq_epi8(lo, code)))));
+      count[2 * j + 1][k] =
+          static_cast<uint32_t>(std::popcount(static_cast<uint32_t>(
+              _mm256_movemask_epi8(_mm256_cmpeq_epi8(hi, code)))));
+    }
+  }
+}
+
+__attribute__((target("avx2,popcnt"))) void CountQ4_0BlockAvx2(
+    const uint8_t* qs, uint32_t count[16]) {
+  const __m128i nibble = _mm_set1_epi8(0x0f);
+  const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m256i codes = _mm256_set_m128i(
+      _mm_and_si128(_mm_srli_epi16(x, 4), nibble), _mm_and_si128(x, nibble));
+  for (int k = 0; k < 16; ++k) {
+    count[k] = static_cast<uint32_t>(std::popcount(
+        static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_cmpeq_epi8(
+            codes, _mm256_set1_epi8(static_cast<char>(k)))))));
+  }
+}
+#endif
+
+}  // namespace
+
+void CountQ4_0Block(const uint8_t* qs, bool avx2, uint32_t count[16]) {
+#if defined(__x86_64__)
+  if (avx2) return CountQ4_0BlockAvx2(qs, count);
+#endif
+  (void)avx2;
+  std::fill(count, count + 16, 0u);
+  for (int l = 0; l < 16; ++l) {
+    ++count[qs[l] & 0xf];
+    ++count[qs[l] >> 4];
+  }
+}
+
+void CountQ4KBlock(const uint8_t* qs, bool avx2, uint32_t count[8][16]) {
+#if defined(__x86_64__)
+  if (avx2) return CountQ4KBlockAvx2(qs, count);
+#endif
+  (void)avx2;
+  for (int s = 0; s < 8; ++s) std::fill(count[s], count[s] + 16, 0u);
+  for (int j = 0; j < 4; ++j) {
+    for (int l = 0; l < 32; ++l) {
+      const uint8_t q = qs[32 * j + l];
+      ++count[2 * j][q & 0xf];
+      ++count[2 * j + 1][q >> 4];
+    }
+  }
+}
+
+void ComputeAffineLevels(float scale, int32_t bias, uint8_t flip, float lo,
+                         float hi, bool avx2, AffineLevels* out) {
+#if defined(__x86_64__)
+  if (avx2) return ComputeLevelsAvx2(false, scale, bias, flip, 0, lo, hi, out);
+#endif
+  (void)avx2;
+  for (int k = 0; k < 16; ++k) {
+    out->level[k] =
+        scale * static_cast<float>(
+                    static_cast<int>(static_cast<uint8_t>(k) ^ flip) - bias);
+  }
+  MarkLevelsScalar(lo, hi, out);
+}
+
+void ComputeOffsetLevels(float scale, float offset, float lo, float hi,
+                         bool avx2, AffineLevels* out) {
+#if defined(__x86_64__)
+  if (avx2) return ComputeLevelsAvx2(true, scale, 0, 0, offset, lo, hi, out);
+#endif
+  (void)avx2;
+  for (int k = 0; k < 16; ++k)
+    out->level[k] = scale * static_cast<float>(k) - offset;
+  MarkLevelsScalar(lo, hi, out);
+}
+
+bool CountCodes(const uint8_t* c, int64_t n, int64_t readable, bool avx2,
+                uint32_t count[16]) {
+#if defined(__x86_64__)
+  if (avx2) return CountCodesAvx2(c, n, readable, count);
+#endif
+  (void)avx2;
+  (void)readable;
+  return CountCodesScalar(c, n, count);
+}
+
+}  // namespace tensormorph

@@ -1,0 +1,55 @@
+// A run's 4-bit codes counted in bulk, and its 16 levels computed as the
+// decoder computes them: what ComputeStats needs to take a group's
+// histogram, end levels and level usage once per level rather than once per
+// element.
+#ifndef TENSORMORPH_CORE_STATS_CODES_H_
+#define TENSORMORPH_CORE_STATS_CODES_H_
+
+#include <cstdint>
+
+namespace tensormorph {
+
+// Sets count[k] to the number of codes k among c[0, n) (n < 2^31), for k <
+// 16. Returns false when a code is 16 or more (then `count` is
+// unspecified). `readable`: bytes readable from c (>= n): with `avx2` (the
+// caller's CPU has it), 32 codes at a time by vector compares, which read
+// whole 32-byte loads where they fit in it and copy the tail otherwise; the
+// same counts either way.
+bool CountCodes(const uint8_t* c, int64_t n, int64_t readable, bool avx2,
+                uint32_t count[16]);
+
+// The codes of each of a ggml Q4_K block's eight sub-blocks counted, from
+// its 128 code bytes `qs` (DecodeQ4_K's layout: 32 bytes a pair of
+// sub-blocks, the first's codes in the low nibbles, the second's in the
+// high): count[s][k] is the number of code k in sub-block s. With `avx2`,
+// 32 codes a compare; the same counts either way.
+void CountQ4KBlock(const uint8_t* qs, bool avx2, uint32_t count[8][16]);
+
+// The same for a ggml Q4_0 block's one sub-block of 32, from its 16 code
+// bytes `qs` (element l < 16 in the low nibble of qs[l], element 16 + l in
+// its high nibble).
+void CountQ4_0Block(const uint8_t* qs, bool avx2, uint32_t count[16]);
+
+// The 16 levels of a run whose values are
+//   scale * float(int(code ^ flip) - bias)
+// (Encoding::AffineCodeRuns: Decode's float expression, so each level has
+// the bits of every element of its code), and which of them are finite
+// and equal to the run's end levels `lo` and `hi` (floats; a NaN end
+// equals none). The same bits with `avx2` (eight levels at a time) or not.
+struct AffineLevels {
+  float level[16];
+  uint32_t finite = 0, low = 0, high = 0;  // bit k: level k is so
+                                           // (high: and not low)
+};
+void ComputeAffineLevels(float scale, int32_t bias, uint8_t flip, float lo,
+                         float hi, bool avx2, AffineLevels* out);
+
+// The same for a run whose values are scale * float(code) - offset (ggml
+// Q4_K's sub-blocks: d1 * q - m1, DecodeQ4_K's expression, a product and a
+// difference each rounded once).
+void ComputeOffsetLevels(float scale, float offset, float lo, float hi,
+                         bool avx2, AffineLevels* out);
+
+}  // namespace tensormorph
+
+#endif  // TENSORMORPH_CORE_STATS_CODES_H_

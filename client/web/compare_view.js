@@ -497,6 +497,14 @@ function isWeighted(rows, summary) {
   return rows.some((r) => (r.cells || []).some((c) => c.imatrixUse && c.imatrixUse !== 'IMATRIX_USE_UNSPECIFIED'));
 }
 
+// The factor a tensor the imatrix does not weigh counts its squared error
+// by (CompareSummary.unweighted_factor), so that the matrix's overall scale
+// changes no choice.
+function unweightedFactorText(summary) {
+  const f = Number(summary.unweightedFactor);
+  return Number.isFinite(f) ? f.toPrecision(6) : String(summary.unweightedFactor ?? '?');
+}
+
 // What each chart's error is, said in words above the charts: the points
 // of a weighted comparison sit at an error other than the totals' SQNR.
 function chartLegend(doc, summary) {
@@ -505,7 +513,7 @@ function chartLegend(doc, summary) {
   p.appendChild(el(doc, 'b', {}, 'importance-weighted squared error'));
   p.appendChild(doc.createTextNode(' (summed per quantization, and per layer): the error dominance was decided on.'));
   const n = (summary.unweighted || []).length;
-  if (n) p.appendChild(doc.createTextNode(` ${n} tensor${n === 1 ? '' : 's'} the imatrix did not weigh count with their unweighted squared error.`));
+  if (n) p.appendChild(doc.createTextNode(` ${n} tensor${n === 1 ? '' : 's'} the imatrix did not weigh count with their squared error × ${unweightedFactorText(summary)} (the matrix's mean importance).`));
   return p;
 }
 
@@ -636,7 +644,7 @@ function summarySection(doc, root, rows, summary, options, weighted) {
   }
   if (weighted && (summary.unweighted || []).length) {
     root.appendChild(el(doc, 'p', { class: 'cv-unweighted-list' },
-      `Not weighted by the imatrix (their unweighted squared error counts in the weighted totals): ${summary.unweighted.join(', ')}`));
+      `Not weighted by the imatrix (their squared error × ${unweightedFactorText(summary)}, the matrix's mean importance, counts in the weighted totals): ${summary.unweighted.join(', ')}`));
   }
   if (summary.mix) mixSection(doc, root, summary, options, weighted);
   const charts = root.appendChild(el(doc, 'div', { class: 'cv-charts' }));

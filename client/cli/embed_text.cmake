@@ -4,7 +4,9 @@
 # server/http/embed_assets.cmake compiles the page into the gateway).
 # Run with: cmake -DOUTPUT=... -DINPUT=... -DNAME=... -P embed_text.cmake
 file(READ "${INPUT}" hex HEX)
-string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," bytes "${hex}")
+# Character literals, not integers: a UTF-8 byte above 0x7f written as an
+# int would be a narrowing conversion to char.
+string(REGEX REPLACE "([0-9a-f][0-9a-f])" "'\\\\x\\1'," bytes "${hex}")
 file(SIZE "${INPUT}" size)
 file(WRITE "${OUTPUT}.tmp"
 "// Generated from ${INPUT} by client/cli/embed_text.cmake; do not edit.

@@ -26,12 +26,12 @@
 namespace tensormorph {
 namespace {
 
-using ::testing::AllOf;
-using ::testing::HasSubstr;
 using ::tensormorph::testing::HasMetadata;
 using ::tensormorph::testing::HasReason;
 using ::tensormorph::testing::LlamaQuantizer;
 using ::tensormorph::testing::LoopbackServer;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
 
 constexpr char kQuant[] = "q4_k_s-imatrix.gguf";
 constexpr char kImatrix[] = "model.imatrix.gguf";
@@ -53,8 +53,8 @@ class HeatmapImatrixOracleTest : public ::testing::Test {
                           std::filesystem::copy_options::recursive);
     const testing::Imatrix imatrix = testing::TestModelImatrix();
     ASSERT_TRUE(quantizer
-                    .Quantize(*root_ + "/source.gguf",
-                              *root_ + "/" + kQuant, 14, &imatrix)
+                    .Quantize(*root_ + "/source.gguf", *root_ + "/" + kQuant,
+                              14, &imatrix)
                     .ok());
     testing::WriteFile(*root_ + "/" + kImatrix,
                        testing::GgufImatrixFile(imatrix));
@@ -67,6 +67,13 @@ class HeatmapImatrixOracleTest : public ::testing::Test {
     testing::WriteFile(*root_ + "/" + kResized,
                        testing::GgufImatrixFile(resized));
     server_ = new LoopbackServer(testing::StartLoopbackServer({*root_}, 2));
+  }
+
+  // The server ends before the process does: a handler still finishing its
+  // last call (its log line) must not meet the statics exit destroys.
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
   }
 
   static Client& client() { return *server_->client; }
@@ -168,11 +175,11 @@ TEST_F(HeatmapImatrixOracleTest, RefusesWhatItCannotWeighOrMeasure) {
   // No entry of the tensor: refused, not drawn unweighted.
   v1::GetHeatmapRequest partial = req;
   partial.set_imatrix(kPartial);
-  EXPECT_THAT(client().GetHeatmap(partial).status(),
-              AllOf(HasReason(ErrorReason::kImatrixNotApplicable),
-                    HasMetadata("tensor", kDropped),
-                    HasMetadata("use", "MISSING"),
-                    HasMetadata("path", kPartial)));
+  EXPECT_THAT(
+      client().GetHeatmap(partial).status(),
+      AllOf(HasReason(ErrorReason::kImatrixNotApplicable),
+            HasMetadata("tensor", kDropped), HasMetadata("use", "MISSING"),
+            HasMetadata("path", kPartial)));
   // An entry of another size.
   v1::GetHeatmapRequest resized = req;
   resized.set_tensor(kResizedName);
@@ -189,11 +196,17 @@ TEST_F(HeatmapImatrixOracleTest, RefusesWhatItCannotWeighOrMeasure) {
 }
 
 TEST_F(HeatmapImatrixOracleTest, CliDrawsTheWeightedMapEmbedded) {
-  const std::vector<std::string> args = {
-      "heatmap",   *root_ + "/" + kQuant,       "blk.0.ffn_down.weight",
-      "--mode",    "sq-error",                  "--ref",
-      *root_ + "/source.gguf", "--imatrix",     *root_ + "/" + kImatrix,
-      "--size",    "16x8"};
+  const std::vector<std::string> args = {"heatmap",
+                                         *root_ + "/" + kQuant,
+                                         "blk.0.ffn_down.weight",
+                                         "--mode",
+                                         "sq-error",
+                                         "--ref",
+                                         *root_ + "/source.gguf",
+                                         "--imatrix",
+                                         *root_ + "/" + kImatrix,
+                                         "--size",
+                                         "16x8"};
   std::vector<std::string> argv = {testing::CliPath()};
   argv.insert(argv.end(), args.begin(), args.end());
   const testing::CommandResult text = testing::RunCommand(argv);
@@ -204,9 +217,9 @@ TEST_F(HeatmapImatrixOracleTest, CliDrawsTheWeightedMapEmbedded) {
   ASSERT_EQ(json.exit_code, 0) << json.err;
   EXPECT_THAT(json.out, HasSubstr("\"imatrixUse\":\"IMATRIX_USE_WEIGHTED\""));
   // Without a reference: a usage error before any call.
-  const testing::CommandResult no_ref = testing::RunCommand(
-      {testing::CliPath(), "heatmap", *root_ + "/" + kQuant,
-       "blk.0.ffn_down.weight", "--mode", "sq-error"});
+  const testing::CommandResult no_ref =
+      testing::RunCommand({testing::CliPath(), "heatmap", *root_ + "/" + kQuant,
+                           "blk.0.ffn_down.weight", "--mode", "sq-error"});
   EXPECT_EQ(no_ref.exit_code, 1) << no_ref.err;
   EXPECT_THAT(no_ref.err, HasSubstr("--ref"));
 }

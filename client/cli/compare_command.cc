@@ -167,9 +167,13 @@ void PrintTotals(const CompareOptionsCli& o,
 
 // The command llama.cpp makes the mix with: the base's ftype by the name
 // llama-quantize takes, or, when the base names none it knows, FTYPE and a
-// note (a number such as -1 would be refused, or worse, taken).
-void PrintLlamaCommand(const v1::CompareMix& m, std::ostream& out) {
+// note (a number such as -1 would be refused, or worse, taken). A weighted
+// mix names IMATRIX: the predicted error holds only when llama.cpp
+// quantizes with the matrix the comparison weighed by.
+void PrintLlamaCommand(const v1::CompareMix& m, bool weighted,
+                       std::ostream& out) {
   out << "llama.cpp: llama-quantize";
+  if (weighted) out << " --imatrix IMATRIX";
   for (const std::string& t : m.tensor_type_overrides()) {
     out << " --tensor-type '" << t << "'";
   }
@@ -184,6 +188,7 @@ void PrintLlamaCommand(const v1::CompareMix& m, std::ostream& out) {
                                : absl::StrCat(m.base_ftype()))
         << "): put for FTYPE the one it was made with; ";
   }
+  if (weighted) out << "IMATRIX: the importance matrix given to --imatrix; ";
   out << "predicted file size " << m.predicted_file_size() << " bytes";
   if (m.left_out_size() > 0) {
     out << ", if llama.cpp keeps the base's type for the " << m.left_out_size()
@@ -219,7 +224,7 @@ void PrintMix(const v1::CompareMix& m, bool weighted, std::ostream& out) {
     out << "left out of the mix (no choice made; its errors leave them out): "
         << absl::StrJoin(m.left_out(), ", ") << "\n";
   }
-  if (m.tensor_type_overrides_size() > 0) PrintLlamaCommand(m, out);
+  if (m.tensor_type_overrides_size() > 0) PrintLlamaCommand(m, weighted, out);
 }
 
 // Opened before the comparison runs: a path that cannot be written is a

@@ -525,9 +525,12 @@ function shellWord(w) {
 
 // The command llama.cpp makes the mix with, as the CLI prints it (the
 // base's ftype by llama-quantize's name, or FTYPE when it names none), one
-// override a line so that a long list stays readable and copies whole.
-function llamaCommand(m) {
+// override a line so that a long list stays readable and copies whole. A
+// weighted mix names IMATRIX: its predicted error holds only when llama.cpp
+// quantizes with the matrix the comparison weighed by.
+function llamaCommand(m, weighted) {
   const lines = ['llama-quantize'];
+  if (weighted) lines.push('  --imatrix IMATRIX');
   for (const t of m.tensorTypeOverrides || []) lines.push(`  --tensor-type ${shellWord(t)}`);
   lines.push(`  SOURCE.gguf OUT.gguf ${m.baseFtypeName || 'FTYPE'}`);
   return lines.join(' \\\n');
@@ -579,18 +582,19 @@ function mixSources(doc, m, totals, names) {
 
 // The llama-quantize command (copyable: a click selects it whole) and what
 // its figures hold on, or why there is none.
-function mixCommand(doc, sec, m, totals, names) {
+function mixCommand(doc, sec, m, totals, names, weighted) {
   if (!(m.tensorTypeOverrides || []).length) {
     sec.appendChild(el(doc, 'p', { class: 'cv-mix-note' },
       'No llama-quantize command: its --tensor-type overrides are made only when every quantization is a GGUF.'));
     return;
   }
   sec.appendChild(el(doc, 'h3', {}, 'llama.cpp makes it with'));
-  sec.appendChild(el(doc, 'pre', { class: 'cv-command', title: 'a click selects the whole command' }, llamaCommand(m)));
+  sec.appendChild(el(doc, 'pre', { class: 'cv-command', title: 'a click selects the whole command' }, llamaCommand(m, weighted)));
   const base = `[${num(m.base)}] ${nameOf(totals, num(m.base), names)}`;
   let note = m.baseFtypeName
     ? `The overrides are relative to the base ${base}: its ftype, ${m.baseFtypeName}. `
     : `The base ${base} names no ftype llama-quantize takes (general.file_type ${num(m.baseFtype) < 0 ? 'absent' : num(m.baseFtype)}): put for FTYPE the one it was made with. `;
+  if (weighted) note += 'IMATRIX: the importance matrix this comparison was weighed by. ';
   note += `SOURCE.gguf: the full-precision GGUF. Predicted file size ${num(m.predictedFileSize)} bytes`;
   const left = (m.leftOut || []).length;
   note += left ? `, if llama.cpp keeps the base's type for the ${left} tensors left out of the mix.` : '.';
@@ -623,7 +627,7 @@ function mixSection(doc, root, summary, options, weighted) {
     sec.appendChild(el(doc, 'p', { class: 'cv-mix-note cv-mix-left-out' },
       `Left out of the mix (no choice made; its errors leave them out): ${m.leftOut.join(', ')}`));
   }
-  mixCommand(doc, sec, m, totals, options.names);
+  mixCommand(doc, sec, m, totals, options.names, weighted);
 }
 
 // The totals, what they leave out, and the two charts.

@@ -397,7 +397,9 @@ def check_mix(page, summary, budget):
              f'the command\'s overrides are {overrides}, the JSON {mix["tensorTypeOverrides"]}')
     ftype = mix['baseFtypeName'] or 'FTYPE'
     it.check(words[-3:] == ['SOURCE.gguf', 'OUT.gguf', ftype], f'the command ends {words[-3:]}, not with the ftype {ftype}')
-    it.check(len(words) == 4 + 2 * len(overrides), f'the command has words beyond the overrides: {words}')
+    imatrix = ['--imatrix', 'IMATRIX'] if weighted else []
+    it.check(words[1:1 + len(imatrix)] == imatrix, f'the command begins {words[:3]}: a weighted mix holds with its matrix only')
+    it.check(len(words) == 4 + len(imatrix) + 2 * len(overrides), f'the command has words beyond the overrides: {words}')
     it.check(any(f'Predicted file size {mix["predictedFileSize"]} bytes' in n for n in shown['notes']),
              f'no note gives the predicted file size {mix["predictedFileSize"]}: {shown["notes"]}')
     if not mix['baseFtypeName']:

@@ -2,10 +2,13 @@
 
 #include <cstdio>
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -581,6 +584,14 @@ namespace {
 // --max-scalars-per-call is 100,000).
 constexpr size_t kScalarBatch = 10'000;
 
+// One InspectScalars call's reply, on an arena of its own.
+struct ScalarBatch {
+  std::unique_ptr<google::protobuf::Arena> arena =
+      std::make_unique<google::protobuf::Arena>();
+  v1::InspectScalarsResponse* reply = nullptr;  // on `arena`
+  absl::Status status;
+};
+
 // The indices `scalar` was given, each checked against the tensor's rank,
 // in order: the arguments, then --indices-file's lines.
 struct ScalarIndices {
@@ -700,10 +711,12 @@ int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o) {
         "with --indices-file"));
   }
   // In calls of kScalarBatch indices, each reply printed before the next
-  // call: 100,000 scalars cost a batch of memory, and their output starts
-  // at once.
-  ScalarsJsonWriter json(std::cout);
-  for (size_t from = 0; from < indices.size(); from += kScalarBatch) {
+  // is read: 100,000 scalars cost a batch of memory, and their output
+  // starts at once. The next call is in flight while a reply prints, so the
+  // server's work and this process's printing overlap, and each reply is
+  // parsed on an arena of its own (nothing allocated or freed per scalar).
+  auto call = [&](size_t from) {
+    ScalarBatch b;
     v1::InspectScalarsRequest req;
     req.set_checkpoint(o.checkpoint);
     req.set_tensor(o.tensor);
@@ -715,16 +728,36 @@ int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o) {
       for (int64_t c : indices[i]) req.add_coords(c);
       if (indices[i].empty()) req.add_flat_indices(0);  // rank 0: "()"
     }
-    auto resp = client.InspectScalars(req);
-    if (!resp.ok()) {
+    b.reply = google::protobuf::Arena::CreateMessage<v1::InspectScalarsResponse>(
+        b.arena.get());
+    b.status = client.InspectScalars(req, b.reply);
+    return b;
+  };
+  // A call on a thread of its own; where none can be had (the system's
+  // limit), run when its reply is wanted.
+  auto start = [&](size_t from) {
+    try {
+      return std::async(std::launch::async, call, from);
+    } catch (const std::system_error&) {
+      return std::async(std::launch::deferred, call, from);
+    }
+  };
+  ScalarsJsonWriter json(std::cout);
+  std::future<ScalarBatch> next = start(0);
+  for (size_t from = 0; from < indices.size(); from += kScalarBatch) {
+    ScalarBatch b = next.get();
+    if (b.status.ok() && from + kScalarBatch < indices.size()) {
+      next = start(from + kScalarBatch);
+    }
+    if (!b.status.ok()) {
       // What was printed stays a prefix: a JSON document left unclosed (a
       // consumer's parse fails), text ending at the last whole scalar.
-      return ReportFailure(resp.status());
+      return ReportFailure(b.status);
     }
     if (g.json) {
-      json.Add(*std::move(resp));
+      json.Add(*b.reply);
     } else {
-      PrintScalarText(o.tensor, *resp);
+      PrintScalarText(o.tensor, *b.reply);
     }
   }
   if (g.json) json.Finish();

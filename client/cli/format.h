@@ -79,7 +79,7 @@ class ScalarsJsonWriter {
  public:
   explicit ScalarsJsonWriter(std::ostream& out) : out_(out) {}
   // The first reply's fields other than its scalars are the document's.
-  void Add(v1::InspectScalarsResponse response);
+  void Add(const v1::InspectScalarsResponse& response);
   // Closes the document. REQUIRES: Add was called.
   void Finish();
 

@@ -6,7 +6,9 @@
 // prints every figure and its ratio in one row:
 //   build/tests/bench/inspect_bench --benchmark_filter=Latency
 // BM_ShardedLatency: a 280-shard checkpoint against one file of the same
-// tensors.
+// tensors. BM_ScalarCliEndToEnd: `tensormorph --json scalar` of 100,000
+// indices as a user runs it, and a terminal preview of a 1 GiB tensor,
+// beside the binary calls they make.
 #include <benchmark/benchmark.h>
 #include <grpcpp/grpcpp.h>
 
@@ -16,6 +18,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -26,6 +29,7 @@
 #include "server/stream_heap.h"
 #include "tests/support/gguf_writer.h"
 #include "tests/support/loopback_server.h"
+#include "tests/support/process.h"
 #include "tests/support/quantize.h"
 #include "tests/support/safetensors_writer.h"
 #include "tests/support/test_paths.h"
@@ -47,6 +51,7 @@ constexpr int kCalls = 4000;
 constexpr int64_t kStreamBytes = int64_t{1} << 30;  // the concurrent stream
 
 struct Fixture {
+  std::string dir;  // the served root: m.gguf, big.safetensors
   testing::LoopbackServer loopback;
   Client* client = nullptr;
   // A second connection (its own subchannel, not shared with `client`'s)
@@ -60,6 +65,7 @@ Fixture& Get() {
     using namespace ::tensormorph::testing;
     auto* f = new Fixture;
     const std::string dir = MakeTempDir();
+    f->dir = dir;
     std::vector<float> v(static_cast<size_t>(kRows * kCols));
     std::mt19937 rng(3);
     std::normal_distribution<float> g(0, 0.02f);
@@ -359,6 +365,110 @@ BENCHMARK(BM_InspectBatchesOf10000ByValue)
     ->Unit(benchmark::kMillisecond)
     ->MinTime(2)
     ->UseRealTime();
+
+// Issue 35 point 4, as a user meets it: `tensormorph --server H --json
+// scalar m.gguf w --indices-file F` of 100,000 random indices (a process,
+// its start, connection, calls and the JSON it prints, read through a pipe
+// by this process) against the binary calls it makes: the same indices in
+// InspectScalars calls of 10,000 from this process (the CLI's batch),
+// replies parsed, nothing printed. The target: <= 2x, and a peak RSS under
+// 100 MB. Also the same command as text, and `tensormorph --server H read
+// big.safetensors big` (a terminal preview of a 1 GiB F32 tensor: it reads
+// only what it prints) beside `tensormorph --server H info` of the same
+// file (one process, one connection, one call). Best of three each.
+constexpr int kCliScalars = 100'000;
+
+void BM_ScalarCliEndToEnd(benchmark::State& state) {
+  Fixture& f = Get();
+  std::mt19937_64 rng(9);
+  std::vector<int64_t> flat(kCliScalars);
+  std::string lines;
+  for (int64_t& i : flat) {
+    i = static_cast<int64_t>(rng() % (kRows * kCols));
+    absl::StrAppend(&lines, i / kCols, ",", i % kCols, "\n");
+  }
+  const std::string file = f.dir + "/indices.txt";
+  testing::WriteFile(file, lines);
+  auto best_of_three = [](auto run) {
+    double best = -1;
+    for (int k = 0; k < 3; ++k) {
+      const double s = run();
+      if (s < 0) return -1.0;
+      if (best < 0 || s < best) best = s;
+    }
+    return best;
+  };
+  auto binary_calls = [&] {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int from = 0; from < kCliScalars; from += 10'000) {
+      v1::InspectScalarsRequest r;
+      r.set_checkpoint("m.gguf");
+      r.set_tensor("w");
+      for (int i = from; i < from + 10'000; ++i) {
+        r.add_coords(flat[i] / kCols);
+        r.add_coords(flat[i] % kCols);
+      }
+      google::protobuf::Arena arena;
+      auto* resp =
+          google::protobuf::Arena::CreateMessage<v1::InspectScalarsResponse>(
+              &arena);
+      if (!f.client->InspectScalars(r, resp).ok() ||
+          resp->scalars_size() != 10'000) {
+        return -1.0;
+      }
+    }
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                         t0)
+        .count();
+  };
+  int64_t rss_kb = 0;
+  auto cli = [&](std::vector<std::string> args, int64_t* peak) {
+    args.insert(args.begin(), {testing::CliPath(), "--server",
+                               f.loopback.address});
+    const auto t0 = std::chrono::steady_clock::now();
+    const testing::CommandResult r = testing::RunCommand(args);
+    const double s = std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - t0)
+                         .count();
+    if (r.exit_code != 0) {
+      std::fprintf(stderr, "tensormorph failed (%d): %s\n", r.exit_code,
+                   r.err.c_str());
+      return -1.0;
+    }
+    if (peak != nullptr) *peak = std::max(*peak, r.max_rss_kb);
+    return s;
+  };
+  const std::vector<std::string> json = {"--json", "scalar", "m.gguf", "w",
+                                         "--indices-file", file};
+  const std::vector<std::string> text = {"scalar", "m.gguf", "w",
+                                         "--indices-file", file};
+  int64_t preview_rss_kb = 0;
+  for (auto _ : state) {
+    const double base = best_of_three(binary_calls);
+    const double js = best_of_three([&] { return cli(json, &rss_kb); });
+    const double tx = best_of_three([&] { return cli(text, nullptr); });
+    const double preview = best_of_three([&] {
+      return cli({"read", "big.safetensors", "big"}, &preview_rss_kb);
+    });
+    const double info =
+        best_of_three([&] { return cli({"info", "big.safetensors"}, nullptr); });
+    if (base < 0 || js < 0 || tx < 0 || preview < 0 || info < 0) {
+      state.SkipWithError("a call or command failed (see above)");
+      break;
+    }
+    state.counters["binary_calls_s"] = base;
+    state.counters["json_cli_s"] = js;
+    state.counters["json_x_binary"] = js / base;
+    state.counters["json_peak_RSS_MB"] = static_cast<double>(rss_kb) / 1024;
+    state.counters["text_cli_s"] = tx;
+    state.counters["text_x_binary"] = tx / base;
+    state.counters["preview_1GiB_ms"] = preview * 1e3;
+    state.counters["preview_x_info"] = preview / info;
+    state.counters["preview_peak_RSS_MB"] =
+        static_cast<double>(preview_rss_kb) / 1024;
+  }
+}
+BENCHMARK(BM_ScalarCliEndToEnd)->Iterations(1)->UseRealTime();
 
 }  // namespace
 }  // namespace tensormorph

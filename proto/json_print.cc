@@ -292,14 +292,18 @@ class Printer {
   explicit Printer(std::string* out) : out_(out) {}
 
   void PrintMessage(const Message& message) {
+    // Once per message, passed to each value: GetDescriptor() and
+    // GetReflection() are virtual calls that check the descriptors are
+    // assigned (a once-flag behind a thread-local), which asked per value
+    // were a tenth of printing a scalar's reply.
     const Descriptor* type = message.GetDescriptor();
-    if (!CoveredHere(type)) {
+    if (!Covered(type)) {
       AppendByProtobuf(message, out_);
       return;
     }
     const Reflection* reflection = message.GetReflection();
     out_->push_back('{');
-    first_ = true;
+    bool first = true;
     // Fields protobuf's printer lays out in advance, in declaration order:
     // all but scalar members of oneofs; singular message fields only when
     // set.
@@ -316,7 +320,7 @@ class Printer {
           !reflection->HasField(message, field)) {
         continue;
       }
-      PrintField(message, field);
+      PrintField(message, *reflection, field, &first);
     }
     // Then the scalar members of oneofs (proto3 `optional` fields among
     // them) that are set, in field-number order: protobuf's printer meets
@@ -325,29 +329,42 @@ class Printer {
               [](const FieldDescriptor* a, const FieldDescriptor* b) {
                 return a->number() < b->number();
               });
-    for (const FieldDescriptor* field : late) PrintField(message, field);
+    for (const FieldDescriptor* field : late) {
+      PrintField(message, *reflection, field, &first);
+    }
     out_->push_back('}');
   }
 
  private:
-  void PrintField(const Message& message, const FieldDescriptor* field) {
-    if (!first_) out_->push_back(',');
-    first_ = false;
+  // CoveredHere of `type`, remembered for the last type asked (a reply's
+  // thousands of scalars are of one type).
+  bool Covered(const Descriptor* type) {
+    if (type != covered_type_) {
+      covered_type_ = type;
+      covered_ = CoveredHere(type);
+    }
+    return covered_;
+  }
+
+  void PrintField(const Message& message, const Reflection& r,
+                  const FieldDescriptor* field, bool* first) {
+    if (!*first) out_->push_back(',');
+    *first = false;
     out_->push_back('"');
     out_->append(field->json_name());  // lowerCamelCase: nothing to escape
     out_->append("\":");
     if (field->is_map()) {
       PrintMap(message, field);
     } else if (field->is_repeated()) {
-      const int size = message.GetReflection()->FieldSize(message, field);
+      const int size = r.FieldSize(message, field);
       out_->push_back('[');
       for (int i = 0; i < size; ++i) {
         if (i > 0) out_->push_back(',');
-        PrintValue(message, field, i);
+        PrintValue(message, r, field, i);
       }
       out_->push_back(']');
     } else {
-      PrintValue(message, field, -1);
+      PrintValue(message, r, field, -1);
     }
   }
 
@@ -371,7 +388,7 @@ class Printer {
       if (i > 0) out_->push_back(',');
       PrintKey(*entries[i], key);
       out_->push_back(':');
-      PrintValue(*entries[i], value, -1);
+      PrintValue(*entries[i], *entries[i]->GetReflection(), value, -1);
     }
     out_->push_back('}');
   }
@@ -417,9 +434,9 @@ class Printer {
 
   // Element `index` of a repeated field, or a singular field's value when
   // index < 0.
-  void PrintValue(const Message& message, const FieldDescriptor* field,
-                  int index) {
-    const Reflection* r = message.GetReflection();
+  void PrintValue(const Message& message, const Reflection& reflection,
+                  const FieldDescriptor* field, int index) {
+    const Reflection* r = &reflection;
     const bool rep = index >= 0;
     switch (field->cpp_type()) {
       case FieldDescriptor::CPPTYPE_INT32:
@@ -478,13 +495,14 @@ class Printer {
       case FieldDescriptor::CPPTYPE_MESSAGE: {
         const Message& sub = rep ? r->GetRepeatedMessage(message, field, index)
                                  : r->GetMessage(message, field);
-        return Printer(out_).PrintMessage(sub);
+        return PrintMessage(sub);
       }
     }
   }
 
   std::string* out_;
-  bool first_ = true;  // no field printed yet in this printer's object
+  const Descriptor* covered_type_ = nullptr;
+  bool covered_ = false;
 };
 
 }  // namespace

@@ -197,6 +197,31 @@ void CountFine(const float* v, int64_t n, int64_t* fine) {
 // the conversion back is exact), through F16C.
 enum class FineKey { kTop16, kF16 };
 
+// The value of code `c` (< 2^16) counted under `key` where every bucket is
+// one value (plain F16 by kF16, BF16 by kTop16).
+float CodeValue(FineKey key, uint32_t c) {
+  return key == FineKey::kF16 ? F16ToF32(static_cast<uint16_t>(c))
+                              : std::bit_cast<float>(c << 16);
+}
+
+// The sums of the mean and std of plain F16 and BF16 (stats.h): over the
+// finite codes in ascending order, count times value and count times the
+// value's square, each product and each addition rounded on its own.
+void CodeOrderSums(FineKey key, const int64_t* count, double* sum,
+                   double* sum_sq) {
+  double s = 0, q = 0;
+  for (uint32_t c = 0; c < (uint32_t{1} << 16); ++c) {
+    if (count[c] == 0) continue;
+    const double v = CodeValue(key, c);
+    if (!std::isfinite(v)) continue;
+    const double n = static_cast<double>(count[c]);
+    s += n * v;
+    q += n * (v * v);
+  }
+  *sum = s;
+  *sum_sq = q;
+}
+
 #if defined(__x86_64__)
 // CountFine by float16 code: eight conversions at a time, each exact (the
 // value is a float16's), NaN to some NaN code (which the histogram skips).
@@ -220,6 +245,30 @@ __attribute__((target("avx2,f16c"))) void CountF16CodesAvx2(const float* v,
   for (; j < n; ++j) ++fine[_cvtss_sh(v[j], _MM_FROUND_NO_EXC)];
 }
 #endif
+
+// The float16 code of `f`, a value Decode made of one (exactly a float16
+// value): its bits moved back, the inverse of the widening; any NaN to a
+// NaN code (which the fold counts as NaN, whatever its payload).
+uint16_t F16CodeOf(float f) {
+  const uint32_t bits = std::bit_cast<uint32_t>(f);
+  const auto sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
+  const uint32_t e = (bits >> 23) & 0xffu, mant = bits & 0x7fffffu;
+  if (e == 0xff) {
+    return static_cast<uint16_t>(sign | 0x7c00u | (mant >> 13) | (mant != 0));
+  }
+  if (e == 0) return sign;  // zero: no float16 value is a float32 subnormal
+  if (e >= 113) {  // a normal float16: exponent e - 127 + 15 >= 1
+    return static_cast<uint16_t>(sign | ((e - 112) << 10) | (mant >> 13));
+  }
+  // A float16 subnormal, k * 2^-24 = (2^23 + mant) * 2^(e - 150).
+  return static_cast<uint16_t>(sign | ((0x800000u | mant) >> (126 - e)));
+}
+
+// CountF16CodesAvx2's counts without F16C: the same codes (a finite value's
+// conversion is exact either way; NaN to some NaN code).
+void CountF16Codes(const float* v, int64_t n, int64_t* fine) {
+  for (int64_t j = 0; j < n; ++j) ++fine[F16CodeOf(v[j])];
+}
 
 // Folds v[0, n) (global indices start..start + n - 1) into `m`, in pieces
 // that stay in the L1 cache for the fine count beside: the vector path
@@ -247,12 +296,16 @@ void FoldMoments(const float* v, const float* x, int64_t n, int64_t start,
     FoldMomentsScalar(pv + j, px != nullptr ? px + j : nullptr, len - j,
                       start + p + j, m);
     if (fine == nullptr) continue;
-#if defined(__x86_64__)
     if (key == FineKey::kF16) {
-      CountF16CodesAvx2(pv, len, fine);
+#if defined(__x86_64__)
+      if (avx2) {
+        CountF16CodesAvx2(pv, len, fine);
+        continue;
+      }
+#endif
+      CountF16Codes(pv, len, fine);
       continue;
     }
-#endif
     CountFine(pv, len, fine);
   }
   if (!m->have_zero && m->zeros > zeros_before) {
@@ -757,8 +810,7 @@ class FineHistogram {
   void AddCodes(FineKey key, const Binner& binner, int64_t* hist) const {
     for (uint32_t p = 0; p < kBuckets; ++p) {
       if (count_[p] == 0) continue;
-      const float v = key == FineKey::kF16 ? F16ToF32(static_cast<uint16_t>(p))
-                                           : std::bit_cast<float>(p << 16);
+      const float v = CodeValue(key, p);
       if (std::isfinite(v)) hist[binner.Bin(v)] += count_[p];
     }
   }
@@ -937,6 +989,14 @@ class StatsPass {
   absl::Status FirstPass();
   // With by_codes_: pass 1 is the moments alone (values, no runs or codes).
   absl::Status MomentsPass();
+  // Plain F16 and BF16 without a reference: pass 1 counts codes and nothing
+  // else (fine_); the specials, zeros and bounds are then read off the
+  // counts (CodeSpecials), the moments too (SummarizeMoments).
+  absl::Status CodeCountPass();
+  // mo_'s counts of NaN, infinities and zeros, its bounds and first zero,
+  // from fine_'s code counts; a zero bound of both signs present takes the
+  // first zero's, found by reading values up to it.
+  absl::Status CodeSpecials();
   // Everything but the level usage (SummarizeLevels).
   void SummarizeMoments();
   absl::Status SummarizeLevels();
@@ -1003,6 +1063,9 @@ class StatsPass {
   CodeCounter code_counter_;
   GroupSet groups_, at_end_level_;
   Moments mo_;
+  // Plain F16 or BF16 (FineCodes): fine_ counts codes, one value each.
+  FineKey fine_key_ = FineKey::kTop16;
+  const bool fine_codes_;
   // Small tensors take two plain passes: 2^16 buckets would cost more than
   // their second pass.
   const bool use_fine_;
@@ -1010,9 +1073,6 @@ class StatsPass {
   const bool by_codes_;
   FineHistogram fine_;
   const bool avx2_;
-  // Plain F16 or BF16 (FineCodes): fine_ counts codes, one value each.
-  FineKey fine_key_ = FineKey::kTop16;
-  bool fine_codes_ = false;
   // Codes of 4 bits or fewer, counted in vectors (CodeCounter::Add).
   bool nibbles_ = false;
   bool codes_failed_ = false;
@@ -1034,23 +1094,15 @@ class StatsPass {
 };
 
 // Whether `t`'s values are plain float16 or bfloat16 codes (every element
-// a code of the format, no other parameter: PlainFloatSteps), and so can be
-// counted by code, 65,536 buckets of one value each; and the key that
-// counts them. F16 needs F16C (the AVX2 path) to turn values back into
-// codes at speed; without it, the buckets of float32 top bits as for F32.
-void FineCodes(const LogicalTensor& t, bool avx2, FineKey* key, bool* codes) {
+// a code of the format, no other parameter: PlainFloatSteps), counted by
+// code, 65,536 buckets of one value each, whose moments are then the code
+// order's (stats.h); and the key that counts them.
+bool FineCodes(const LogicalTensor& t, FineKey* key) {
   *key = FineKey::kTop16;
-  *codes = false;
-  if (t.encoding->PlainFloatSteps() == nullptr) return;
+  if (t.encoding->PlainFloatSteps() == nullptr) return false;
   const std::string& scheme = t.encoding->info().scheme;
-  if (scheme == "BF16") {
-    *codes = true;
-#if defined(__x86_64__)
-  } else if (scheme == "F16" && avx2) {  // the decode level kAvx2 has F16C
-    *key = FineKey::kF16;
-    *codes = true;
-#endif
-  }
+  if (scheme == "F16") *key = FineKey::kF16;
+  return scheme == "F16" || scheme == "BF16";
 }
 
 size_t BufferElements(const LogicalTensor& t, const StatsOptions& o) {
@@ -1109,7 +1161,10 @@ StatsPass::StatsPass(const LogicalTensor& t, const LogicalTensor* ref,
                  : 0),
       groups_(t.num_elements),
       at_end_level_(t.num_elements),
-      use_fine_(t.num_elements >= kFineMinElements),
+      // Plain F16 and BF16 count codes at every size: their moments come
+      // from the counts (SummarizeCodes).
+      fine_codes_(FineCodes(t, &fine_key_)),
+      use_fine_(t.num_elements >= kFineMinElements || fine_codes_),
       by_codes_(by_codes && ByCodes(t.encoding->info(), o)),
       fine_(use_fine_ && !by_codes_),
       avx2_(ActiveDecodeSimd() >= DecodeSimd::kAvx2) {
@@ -1121,7 +1176,6 @@ StatsPass::StatsPass(const LogicalTensor& t, const LogicalTensor* ref,
   st_.has_reference = ref != nullptr;
   top_bit_ = static_cast<uint8_t>(
       st_.has_levels && info.bits >= 1 ? 1u << (info.bits - 1) : 0u);
-  FineCodes(t, avx2_, &fine_key_, &fine_codes_);
   nibbles_ = avx2_ && st_.has_levels && info.bits <= 4;
 }
 
@@ -1134,7 +1188,10 @@ absl::Status StatsPass::Run() {
     TM_RETURN_IF_ERROR(CodesPass());
     return codes_failed_ ? absl::OkStatus() : SummarizeLevels();
   }
-  TM_RETURN_IF_ERROR(FirstPass());
+  // Plain F16 and BF16 without a reference need nothing of pass 1 but
+  // their codes' counts.
+  TM_RETURN_IF_ERROR(fine_codes_ && ref_ == nullptr ? CodeCountPass()
+                                                    : FirstPass());
   TM_RETURN_IF_ERROR(SummarizeLevels());
   SummarizeMoments();
   return HistogramPass();
@@ -1244,6 +1301,84 @@ absl::Status StatsPass::MomentsPass() {
   return absl::OkStatus();
 }
 
+absl::Status StatsPass::CodeCountPass() {
+  // Codes stored as such are counted where they lie, under the fault
+  // guard (a BF16 code is its value's kTop16 key); else values are decoded
+  // and keyed back to their codes (exactly).
+  const uint16_t* stored = fine_key_ == FineKey::kF16
+                               ? t_.encoding->StoredF16()
+                               : t_.encoding->StoredBF16();
+  int64_t* fine = fine_.counts();
+  for (int64_t first = 0; first < n_; first += chunk_) {
+    TM_RETURN_IF_ERROR(CancelledAt(first, "first pass"));
+    const int64_t m = std::min(chunk_, n_ - first);
+    if (stored != nullptr) {
+      TM_RETURN_IF_ERROR(GuardedRead([&] {
+        const uint16_t* c = stored + first;
+        for (int64_t j = 0; j < m; ++j) ++fine[c[j]];
+        return absl::OkStatus();
+      }));
+      continue;
+    }
+    TM_RETURN_IF_ERROR(
+        GuardedRead([&] { return reader_.ReadValues(first, m); }));
+    const float* v = reader_.values();
+    if (fine_key_ == FineKey::kTop16) {
+      CountFine(v, m, fine);
+#if defined(__x86_64__)
+    } else if (avx2_) {
+      CountF16CodesAvx2(v, m, fine);
+#endif
+    } else {
+      CountF16Codes(v, m, fine);
+    }
+  }
+  // What FoldRuns records of a plain tensor's one run a chunk.
+  counted_ = n_;
+  if (n_ > 0) level_index_ = 0;
+  return CodeSpecials();
+}
+
+absl::Status StatsPass::CodeSpecials() {
+  const int64_t* count = fine_.counts();
+  for (uint32_t c = 0; c < FineHistogram::kBuckets; ++c) {
+    if (count[c] == 0) continue;
+    const float v = CodeValue(fine_key_, c);
+    if (std::isnan(v)) {
+      mo_.nan += count[c];
+    } else if (std::isinf(v)) {
+      mo_.inf += count[c];
+    } else {
+      mo_.zeros += v == 0 ? count[c] : 0;
+      mo_.lo = std::min(mo_.lo, v);
+      mo_.hi = std::max(mo_.hi, v);
+    }
+  }
+  const bool positive = count[0] > 0, negative = count[0x8000] > 0;
+  if (!(positive || negative) || (mo_.lo != 0 && mo_.hi != 0)) {
+    return absl::OkStatus();
+  }
+  mo_.have_zero = true;
+  mo_.first_zero = negative && !positive ? -0.0f : 0.0f;
+  if (!(positive && negative)) return absl::OkStatus();
+  // Both signs: the first in index order (a bound of zero keeps it).
+  for (int64_t first = 0; first < n_; first += chunk_) {
+    const int64_t m = std::min(chunk_, n_ - first);
+    int64_t at = -1;
+    TM_RETURN_IF_ERROR(GuardedRead([&]() -> absl::Status {
+      TM_RETURN_IF_ERROR(reader_.ReadValues(first, m));
+      const float* v = reader_.values();
+      for (int64_t j = 0; j < m && at < 0; ++j) {
+        if ((std::bit_cast<uint32_t>(v[j]) & 0x7fffffffu) == 0) at = j;
+      }
+      if (at >= 0) mo_.first_zero = reader_.values()[at];
+      return absl::OkStatus();
+    }));
+    if (at >= 0) break;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status StatsPass::SummarizeLevels() {
   if (st_.has_levels && by_codes_) {
     const size_t mask = st_.code_histogram.size() - 1;
@@ -1285,9 +1420,10 @@ void StatsPass::SummarizeMoments() {
     const double hi = mo_.hi == 0 ? mo_.first_zero : mo_.hi;
     st_.min = lo;
     st_.max = hi;
-    st_.mean = SumOfLanes(mo_.sum) / finite;
-    st_.std = std::sqrt(
-        std::max(0.0, SumOfLanes(mo_.sum_sq) / finite - st_.mean * st_.mean));
+    double sum = SumOfLanes(mo_.sum), sum_sq = SumOfLanes(mo_.sum_sq);
+    if (fine_codes_) CodeOrderSums(fine_key_, fine_.counts(), &sum, &sum_sq);
+    st_.mean = sum / finite;
+    st_.std = std::sqrt(std::max(0.0, sum_sq / finite - st_.mean * st_.mean));
     st_.absmax = std::max(std::fabs(lo), std::fabs(hi));
   }
   st_.sparsity = counted_ > 0 ? static_cast<double>(st_.zeros) / counted_ : 0;

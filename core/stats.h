@@ -88,8 +88,10 @@ absl::Status CheckStatsRequest(const LogicalTensor& t, const LogicalTensor* ref,
 // inside one bin go to it whole, and the second pass (a decode) bins only the
 // values of buckets a bin edge cuts, skipped when no populated bucket is cut.
 // Plain F16 and BF16 (Encoding::PlainFloatSteps) are counted by their 16-bit
-// code instead, 65,536 buckets of one value each (F16 through F16C, on the
-// AVX2 path): each code is binned once and the second pass is skipped (it
+// code instead, at every size, 65,536 buckets of one value each (F16 read
+// where it is stored, or keyed back from its values): without a reference
+// that count is all pass 1 does, the specials, zeros, bounds and moments
+// read off it; each code is binned once and the second pass is skipped (it
 // still runs for a reference's histogram). Conventions' codes of 4 bits or
 // fewer in runs of 32 or more (GPTQ, AWQ, compressed-tensors groups along
 // a row; Encoding::AffineCodeRuns) and ggml Q4_K and Q4_0 stored as such,
@@ -115,9 +117,17 @@ absl::Status CheckStatsRequest(const LogicalTensor& t, const LogicalTensor* ref,
 // 4 G elements/s), are no less accurate (each partial sum is shorter), and
 // stay deterministic because the lane depends on the index alone. min and max
 // are exact; a min or max of zero has the sign of the first zero in index
-// order (+0 and -0 compare equal). A finite value more than the histogram's
-// range away, however far, lands in the end bin on its side (the bin index
-// is clamped in double before it becomes an integer).
+// order (+0 and -0 compare equal). Plain F16 and BF16 instead sum their
+// codes' counts (the order is the codes', not the elements'): over the
+// finite codes in ascending order (as unsigned 16-bit integers), sum +=
+// double(count) * value and sum_sq += double(count) * (value * value),
+// each product and addition rounded on its own, from +0.0. Why: the counts
+// are what their histogram needs anyway, so the pass reads each element
+// once, for one increment, and no element is ever converted or summed; the
+// sum has 65,536 terms at most, whatever the tensor's size (and rounds less
+// than the lanes do). A finite value more than the histogram's range away,
+// however far, lands in the end bin on its side (the bin index is clamped
+// in double before it becomes an integer).
 //
 // `ref`, when given, is compared element by element through
 // options.ref_rows. An empty tensor (a zero dimension) has count 0 and

@@ -141,6 +141,8 @@ class Encoding {
   // a pass that widens them itself (the heatmap's mean) reads in place
   // rather than through Decode's float32 copy. nullptr otherwise.
   virtual const uint16_t* StoredF16() const { return nullptr; }
+  // The same for bfloat16 (BF16) codes: what ComputeStats counts by code.
+  virtual const uint16_t* StoredBF16() const { return nullptr; }
 
   // Where every element is a plain float code (F16, BF16) with no other
   // parameter, so that DecodeDetailed's steps are FloatStepTable::Of of

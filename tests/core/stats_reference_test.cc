@@ -20,9 +20,11 @@
 #include <cstring>
 #include <initializer_list>
 #include <limits>
+#include <map>
 #include <random>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
@@ -85,8 +87,13 @@ absl::StatusOr<TensorStats> ReferenceStats(const LogicalTensor& t,
   if (st.has_levels) st.code_histogram.assign(size_t{1} << info.bits, 0);
   st.has_reference = ref != nullptr;
 
-  // The partial sums of stats.h: element i in sum[i % 16].
+  // The partial sums of stats.h: element i in sum[i % 16]; for plain F16
+  // and BF16, each finite value's count by its 16-bit code instead (the
+  // value, the count), summed in ascending code order.
   double sum[16] = {}, sum_sq[16] = {};
+  const bool float_codes = t.encoding->PlainFloatSteps() != nullptr &&
+                           (info.scheme == "F16" || info.scheme == "BF16");
+  std::map<uint16_t, std::pair<double, int64_t>> by_code;
   double lo = std::numeric_limits<double>::infinity(), hi = -lo;
   absl::flat_hash_set<int64_t> groups, saturated;
   int64_t counted = 0;       // elements of the group (all: n)
@@ -130,6 +137,15 @@ absl::StatusOr<TensorStats> ReferenceStats(const LogicalTensor& t,
       const int64_t lane = (first + i) % 16;
       sum[lane] += v;
       sum_sq[lane] += v * v;
+      if (float_codes) {
+        const float f = q[i].value;
+        const uint16_t code =
+            info.scheme == "F16"
+                ? testing::F32ToF16Bits(f)  // exact: f is a float16 value
+                : static_cast<uint16_t>(std::bit_cast<uint32_t>(f) >> 16);
+        by_code[code].first = v;
+        ++by_code[code].second;
+      }
       lo = std::min(lo, v);
       hi = std::max(hi, v);
       if (v == 0) {
@@ -178,9 +194,17 @@ absl::StatusOr<TensorStats> ReferenceStats(const LogicalTensor& t,
   if (finite > 0) {
     st.min = lo;
     st.max = hi;
-    st.mean = SumOfLanes(sum) / finite;
-    st.std = std::sqrt(
-        std::max(0.0, SumOfLanes(sum_sq) / finite - st.mean * st.mean));
+    double s = SumOfLanes(sum), s2 = SumOfLanes(sum_sq);
+    if (float_codes) {
+      s = s2 = 0;
+      for (const auto& [code, value_count] : by_code) {
+        const auto& [value, count] = value_count;
+        s += static_cast<double>(count) * value;
+        s2 += static_cast<double>(count) * (value * value);
+      }
+    }
+    st.mean = s / finite;
+    st.std = std::sqrt(std::max(0.0, s2 / finite - st.mean * st.mean));
     st.absmax = std::max(std::fabs(lo), std::fabs(hi));
   }
   st.sparsity = counted > 0 ? static_cast<double>(st.zeros) / counted : 0;
@@ -821,6 +845,74 @@ TEST(StatsReferenceTest, LongGroupConventionsMatchTheElementwisePass) {
       }
     }
   }
+}
+
+// Plain F16 and BF16 take their moments from their codes' counts
+// (stats.h's code order) at every size and wherever they lie: F16 stored
+// at an odd offset (a safetensors tensor after one byte, so not read in
+// place but decoded and keyed back), small tensors (under the 2^16 elements
+// where other dtypes start counting buckets), and tensors whose minimum is
+// a zero of both signs (the sign of the first in index order: -0 first in
+// "neg_first", +0 first in "pos_first").
+TEST(StatsReferenceTest, FloatCodesMatchTheElementwisePassWhereverStored) {
+  constexpr int64_t kLong = (int64_t{1} << 16) + 3, kShort = 999;
+  std::vector<float> g = testing::Gaussian(kLong, 31, 0.5f);
+  auto f16_of = [&](int64_t n, bool non_negative, uint16_t zero0,
+                    uint16_t zero1) {
+    std::string bytes(2 * n, '\0');
+    for (int64_t i = 0; i < n; ++i) {
+      const float f = non_negative ? std::fabs(g[i]) : g[i];
+      uint16_t h = testing::F32ToF16Bits(f);
+      if (i == 5) h = zero0;
+      if (i % 97 == 11) h = zero1;
+      if (i == 17) h = 0x7e01;  // a NaN
+      if (i == 18) h = 0xfc00;  // -inf, counted apart from the bounds
+      std::memcpy(bytes.data() + 2 * i, &h, 2);
+    }
+    return bytes;
+  };
+  auto bf16_of = [&](int64_t n) {
+    std::string bytes(2 * n, '\0');
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t b = testing::F32ToBF16Bits(std::fabs(g[i]));
+      if (i == 3) b = 0x8000;
+      if (i % 89 == 7) b = 0x0000;
+      std::memcpy(bytes.data() + 2 * i, &b, 2);
+    }
+    return bytes;
+  };
+  const std::string dir = MakeTempDir();
+  WriteFile(dir + "/model.safetensors",
+            testing::BuildSafetensors({
+                {"pad", "U8", {1}, std::string(1, '\x01')},
+                {"odd", "F16", {kLong}, f16_of(kLong, false, 0, 0x8000)},
+                {"neg_first", "F16", {kLong}, f16_of(kLong, true, 0x8000, 0)},
+                {"pos_first", "F16", {kLong}, f16_of(kLong, true, 0, 0x8000)},
+                {"short", "F16", {kShort}, f16_of(kShort, false, 0x8000, 0)},
+                {"bf16", "BF16", {kLong}, bf16_of(kLong)},
+            }));
+  auto ckpt = Checkpoint::Open(dir + "/model.safetensors");
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  for (const char* name : {"odd", "neg_first", "pos_first", "short", "bf16"}) {
+    const LogicalTensor* t = (*ckpt)->FindTensor(name);
+    ASSERT_NE(t, nullptr) << name;
+    for (const LogicalTensor* r :
+         {static_cast<const LogicalTensor*>(nullptr), t}) {
+      for (int64_t chunk : {int64_t{1} << 18, int64_t{1000}}) {
+        StatsOptions o;
+        o.chunk_elements = chunk;
+        SCOPED_TRACE(absl::StrCat(name, " chunk ", chunk,
+                                  r != nullptr ? " with ref" : ""));
+        ExpectSameAsReference(*t, r, o);
+      }
+    }
+  }
+  // The zero bounds took the first zero's sign.
+  auto neg = ComputeStats(*(*ckpt)->FindTensor("neg_first"), nullptr, {});
+  auto pos = ComputeStats(*(*ckpt)->FindTensor("pos_first"), nullptr, {});
+  ASSERT_TRUE(neg.ok() && pos.ok());
+  EXPECT_TRUE(std::signbit(neg->min));
+  EXPECT_FALSE(std::signbit(pos->min));
 }
 
 // Refusals come out the same: a group past the last, a negative one, a

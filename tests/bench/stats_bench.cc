@@ -29,8 +29,8 @@
 #include <cstring>
 #include <iterator>
 #include <map>
-#include <random>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 

@@ -809,9 +809,9 @@ class RegionPass {
   // Column runs of the cells, relative to the region's first column.
   std::vector<int64_t> run_;
   // The mean's and squared errors' partial sums of one band of cells
-  // (heatmap.h's lanes),
-  // absmax's column maxima (ColumnMaxRows) and plain floats' column errors
-  // (PlainFloatErrors::FoldColumns), where a band takes several batches.
+  // (heatmap.h's lanes), absmax's column maxima (ColumnMaxRows) and plain
+  // floats' column errors (PlainFloatErrors::FoldColumns), where a band
+  // takes several batches.
   std::vector<double> lanes_;
   std::vector<uint32_t> colmax_;
   std::vector<uint16_t> colmax16_;  // the same of F16 codes in place

@@ -161,9 +161,10 @@ std::vector<uint8_t> GroupBoundaries(const Heatmap& h);
 // and reads a float32 reference where it is stored (Encoding::StoredF32,
 // without ref_rows; else it decodes the reference rows), adding a row at a
 // time into its lanes in AVX2 or AVX-512 vectors
-// (core/heatmap_sq_error.h): measured at 0.55-0.65x a decode pass of the
-// tensor plus one of its reference (tests/bench/stats_bench's
-// BM_HeatmapSqError). It takes no ErrorGrid (HeatmapOptions::errors serves
+// (core/heatmap_sq_error.h): 0.6-0.9x a decode pass of the tensor plus
+// one of its reference, Q4_K, Q8_0, F16 and BF16 of 4096 x 4096 at 256 x
+// 256 cells (tests/bench/stats_bench's BM_HeatmapSqError; 0.35-0.50x in
+// element order). It takes no ErrorGrid (HeatmapOptions::errors serves
 // error mode only), so each zoom decodes its region again.
 // Errors: INVALID_ARGUMENT (rank 0; a leading index outside -size..size-1,
 // naming it, its dimension and the range; error or squared-error mode

@@ -1,9 +1,10 @@
 // The heatmap bit for bit against the straightforward reduction it
 // replaces for speed: each cell's group from Inspect of its first element,
 // and every element folded into its cell one at a time, in double, in
-// row-major order; the mean's sum in the 16 lanes of heatmap.h's contract
-// (the element at column offset k of its cell into partial sum k % 16,
-// combined by the fixed tree), held at every SIMD level the CPU has
+// row-major order; the mean's and squared errors' sums in the 16 lanes of
+// heatmap.h's contract (the element at column offset k of its cell into
+// partial sum k % 16, combined by the fixed tree), held at every SIMD level
+// the CPU has
 // (CapDecodeSimdForTesting), so the vector kernels and the scalar one give
 // the same bits. Every mode, with and without a reference, on ggml types
 // and conventions, over the whole view and over regions whose cells differ
@@ -197,7 +198,7 @@ Heatmap Reference(const LogicalTensor& t, const LogicalTensor* ref,
   std::vector<ElementQuant> q(static_cast<size_t>(ncols));
   std::vector<float> v(static_cast<size_t>(ncols));
   std::vector<float> x(static_cast<size_t>(ncols));
-  // The mean's 16 partial sums of each cell.
+  // The mean's (or squared errors') 16 partial sums of each cell.
   std::vector<double> lanes(cells * 16, 0.0);
   // Each cell's located element (heatmap.h's cell_element), chosen the
   // plain way: elements in row-major order, the first NaN kept, else the
@@ -256,10 +257,11 @@ Heatmap Reference(const LogicalTensor& t, const LogicalTensor* ref,
               break;
             }
             case HeatmapMode::kSqError: {
-              // heatmap.h: (x - x̂)^2 in double, added in row-major order.
+              // heatmap.h: (x - x̂)^2 in double, into the mean's lanes.
               const double d =
                   static_cast<double>(x[c]) - static_cast<double>(v[c]);
-              out += d * d;
+              lanes[(static_cast<size_t>(i) * h.width + j) * 16 +
+                    (c + c_begin - h.col_edges[j]) % 16] += d * d;
               break;
             }
             case HeatmapMode::kZeros:
@@ -283,7 +285,7 @@ Heatmap Reference(const LogicalTensor& t, const LogicalTensor* ref,
       const double count =
           static_cast<double>(h.row_edges[i + 1] - h.row_edges[i]) *
           static_cast<double>(h.col_edges[j + 1] - h.col_edges[j]);
-      if (mode == HeatmapMode::kMean)
+      if (mode == HeatmapMode::kMean || sq_error)
         h.values[k] = SumOfLanes(lanes.data() + k * 16);
       if (mode == HeatmapMode::kMean || zeros) h.values[k] /= count;
       if (!h.pruned.empty()) h.pruned[k] /= count;

@@ -19,6 +19,7 @@
 #include "core/error_runs.h"
 #include "core/error_steps.h"
 #include "core/heatmap_q4k.h"
+#include "core/heatmap_q8.h"
 #include "core/heatmap_sq_error.h"
 #include "core/io/fault_guard.h"
 #include "core/quant/decode_simd.h"
@@ -797,6 +798,8 @@ class RegionPass {
   // their codes (Q4KMeanLanes) and absmax's column maxima to take from them
   // (Q4KColumnMax); nullptr otherwise.
   const uint8_t* q4k_in_place_ = nullptr;
+  // Q8_0 blocks where they are stored, the same (Q8MeanLanes, Q8ColumnMax).
+  const uint8_t* q8_in_place_ = nullptr;
   bool column_errors_ = false;  // plain floats' errors by columns
   int64_t batch_rows_ = 1;
   int band_ = 0;  // the band being folded
@@ -856,10 +859,17 @@ RegionPass::RegionPass(const LogicalTensor& t, const LogicalTensor* ref,
        Q4KColumnMaxApply(simd_, g.base + g.col_begin, h->cols, ncols))) {
     q4k_in_place_ = StoredQ4KBlocks(t);
   }
+  if ((mean_ && Q8MeanLanesApply(simd_, g.base + g.col_begin, h->cols, run_)) ||
+      (absmax_ && !o.locate &&
+       Q8ColumnMaxApply(simd_, g.base + g.col_begin, h->cols, ncols))) {
+    q8_in_place_ = StoredQ8Blocks(t);
+  }
   const size_t buf = static_cast<size_t>(batch_rows_ * ncols);
   q_.resize(detailed_ ? buf : 0);
-  if (!detailed_ && f16_in_place_ == nullptr && q4k_in_place_ == nullptr)
+  if (!detailed_ && f16_in_place_ == nullptr && q4k_in_place_ == nullptr &&
+      q8_in_place_ == nullptr) {
     v_ = DecodeScratch(buf);
+  }
   x_.resize(with_ref_ && ref_in_place_ == nullptr ? buf : 0);
   lanes_.resize(mean_ || sq_error_ ? static_cast<size_t>(h->width) * kLanes
                                    : 0);
@@ -904,8 +914,10 @@ absl::Status RegionPass::Run() {
 // Decodes view rows [r, r + nb) of the region (whole rows when nb > 1).
 absl::Status RegionPass::Read(int64_t r, int64_t nb) {
   // Read by FoldRows where they are stored.
-  if (f16_in_place_ != nullptr || q4k_in_place_ != nullptr)
+  if (f16_in_place_ != nullptr || q4k_in_place_ != nullptr ||
+      q8_in_place_ != nullptr) {
     return absl::OkStatus();
+  }
   const int64_t first = g_.base + r * h_.cols + g_.col_begin;
   const int64_t count = nb * g_.ncols();
   return GuardedRead([&]() -> absl::Status {
@@ -951,6 +963,14 @@ absl::Status RegionPass::FoldRows(int64_t r, int64_t k0, int64_t nk) {
         return absl::OkStatus();
       });
     }
+    if (q8_in_place_ != nullptr) {
+      return GuardedRead([&]() -> absl::Status {
+        Q8MeanLanes(q8_in_place_, g_.base + (r + k0) * h_.cols + g_.col_begin,
+                    h_.cols, nk, run_, ends.first, ends.last, lanes_.data(),
+                    Out(h_.values));
+        return absl::OkStatus();
+      });
+    }
     AccumulateLanes(v_ + k0 * ncols, ncols, nk, run_, simd_, ends,
                     lanes_.data(), Out(h_.values));
     return absl::OkStatus();
@@ -983,6 +1003,13 @@ absl::Status RegionPass::FoldRows(int64_t r, int64_t k0, int64_t nk) {
     return GuardedRead([&]() -> absl::Status {
       Q4KColumnMax(q4k_in_place_, g_.base + (r + k0) * h_.cols + g_.col_begin,
                    h_.cols, nk, ncols, colmax_.data());
+      return absl::OkStatus();
+    });
+  }
+  if (absmax_ && !o_.locate && q8_in_place_ != nullptr) {
+    return GuardedRead([&]() -> absl::Status {
+      Q8ColumnMax(q8_in_place_, g_.base + (r + k0) * h_.cols + g_.col_begin,
+                  h_.cols, nk, ncols, colmax_.data());
       return absl::OkStatus();
     });
   }

@@ -155,7 +155,9 @@ std::vector<uint8_t> GroupBoundaries(const Heatmap& h);
 // do Q4_K's mean (where such cells start on a chunk of 64 columns) and
 // absmax (where the region starts on one) with AVX-512: its blocks' codes
 // and sub-block parameters, each element's level looked up, no float32
-// buffer; core/heatmap_q4k.h),
+// buffer; core/heatmap_q4k.h; and Q8_0's, where cells of those widths are
+// in whole chunks of 64 columns and the region starts on a block: each code
+// times its block's d; core/heatmap_q8.h),
 // plus one Encoding::GroupIds id per cell for its group; group mode decodes
 // nothing. Squared-error mode decodes the region once (Encoding::Decode)
 // and reads a float32 reference where it is stored (Encoding::StoredF32,

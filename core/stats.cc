@@ -1014,12 +1014,20 @@ class StatsPass {
   // counts (TallyRun). Sets codes_failed_ (and stops) where CodeLevelRuns
   // cannot give a chunk's codes (or a code is 16 or more).
   absl::Status CodesPass();
-  // Reads chunk [first, first + m) for CodesPass: level_codes_ (and the
-  // first code with its top bit set), the reference. False where
-  // CodeLevelRuns fails (the per-value pass then reports any error).
+  // Reads chunk [first, first + m) for CodesPass: its codes and runs, as
+  // AffineCodeRuns gives them where the encoding can (affine_), else with
+  // their runs' levels as CodeLevelRuns gives them (level_codes_); the
+  // first code with its top bit set; the reference. False where neither
+  // can (the per-value pass then reports any error).
   bool ReadCodeLevels(int64_t first, int64_t m);
   // The chunk's runs as CodesPass says; false where a code is 16 or more.
   bool AddRunsByCodes(int64_t first, const Binner& binner);
+  // The same for `codes` in `runs`, run j's levels and marks from
+  // levels_of(j, lo, hi, AffineLevels*), lo and hi its end levels.
+  template <typename LevelsOf>
+  bool AddRuns(int64_t first, const std::vector<uint8_t>& codes,
+               const std::vector<QuantRun>& runs, const Binner& binner,
+               LevelsOf levels_of);
   // One run's share, from its codes' counts and its 16 levels: the
   // histogram (each finite level binned once), end levels, groups, code
   // histogram. `at`: the run's first element.
@@ -1076,7 +1084,13 @@ class StatsPass {
   // Codes of 4 bits or fewer, counted in vectors (CodeCounter::Add).
   bool nibbles_ = false;
   bool codes_failed_ = false;
-  Encoding::LevelCodes level_codes_;  // CodesPass' chunk
+  // CodesPass' chunk: integer codes as AffineCodeRuns gives them (their
+  // levels computed with their marks, in registers: through CodeLevelRuns'
+  // table GPTQ g128 measured 686-689 M elements/s against 710-718), until
+  // the encoding answers UNIMPLEMENTED; then from CodeLevelRuns.
+  bool affine_form_ = true;
+  Encoding::AffineCodes affine_;
+  Encoding::LevelCodes level_codes_;
   // With by_codes_: the Q4_K or Q4_0 blocks where stored (StoredQ4Blocks),
   // whose codes CodesPass reads itself; else nullptr (CodeLevelRuns).
   const uint8_t* blocks_ = nullptr;
@@ -1154,7 +1168,7 @@ StatsPass::StatsPass(const LogicalTensor& t, const LogicalTensor* ref,
       reader_(t, HasLevels(t.encoding->info()), BufferElements(t, o),
               !o.group.has_value()),
       x_(ref != nullptr ? BufferElements(t, o) : 0),
-      // CodesPass reads its codes with their runs (level_codes_).
+      // CodesPass reads its codes with their runs (ReadCodeLevels).
       codes_(HasLevels(t.encoding->info()) &&
                      !(by_codes && ByCodes(t.encoding->info(), o))
                  ? BufferElements(t, o)
@@ -1529,10 +1543,19 @@ absl::Status StatsPass::CodesPass() {
 
 bool StatsPass::ReadCodeLevels(int64_t first, int64_t m) {
   const absl::Status s = GuardedRead([&]() -> absl::Status {
-    TM_RETURN_IF_ERROR(t_.encoding->CodeLevelRuns(first, m, &level_codes_));
+    if (affine_form_) {
+      const absl::Status a = t_.encoding->AffineCodeRuns(first, m, &affine_);
+      if (a.code() != absl::StatusCode::kUnimplemented) TM_RETURN_IF_ERROR(a);
+      affine_form_ = a.ok();
+    }
+    if (!affine_form_) {
+      TM_RETURN_IF_ERROR(t_.encoding->CodeLevelRuns(first, m, &level_codes_));
+    }
+    const uint8_t* codes =
+        affine_form_ ? affine_.codes.data() : level_codes_.codes.data();
     if (top_code_at_ < 0 && top_bit_ != 0) {
       for (int64_t k = 0; k < m; ++k) {
-        if ((level_codes_.codes[k] & top_bit_) != 0) {
+        if ((codes[k] & top_bit_) != 0) {
           top_code_at_ = first + k;
           break;
         }
@@ -1546,19 +1569,37 @@ bool StatsPass::ReadCodeLevels(int64_t first, int64_t m) {
 }
 
 bool StatsPass::AddRunsByCodes(int64_t first, const Binner& binner) {
-  const uint8_t* codes = level_codes_.codes.data();
-  const int64_t size = static_cast<int64_t>(level_codes_.codes.size());
-  const float* level = level_codes_.level.data();
+  if (affine_form_) {
+    const Encoding::AffineCodes& a = affine_;
+    return AddRuns(first, a.codes, a.runs, binner,
+                   [&](size_t j, float lo, float hi, AffineLevels* levels) {
+                     ComputeAffineLevels(a.scale[j], a.bias[j], a.flip, lo, hi,
+                                         avx2_, levels);
+                   });
+  }
+  const Encoding::LevelCodes& l = level_codes_;
+  return AddRuns(first, l.codes, l.runs, binner,
+                 [&](size_t j, float lo, float hi, AffineLevels* levels) {
+                   MarkLevels(l.level.data() + 16 * j, lo, hi, avx2_, levels);
+                 });
+}
+
+template <typename LevelsOf>
+bool StatsPass::AddRuns(int64_t first, const std::vector<uint8_t>& codes,
+                        const std::vector<QuantRun>& runs, const Binner& binner,
+                        LevelsOf levels_of) {
+  const int64_t size = static_cast<int64_t>(codes.size());
   int64_t i = 0;
-  for (const QuantRun& r : level_codes_.runs) {
+  for (size_t j = 0; j < runs.size(); ++j) {
+    const QuantRun& r = runs[j];
     const int64_t k = i;
     i += r.count;
     uint32_t count[16];
-    if (!CountCodes(codes + k, r.count, size - k, avx2_, count)) return false;
+    if (!CountCodes(codes.data() + k, r.count, size - k, avx2_, count)) {
+      return false;
+    }
     AffineLevels levels;
-    MarkLevels(level, AsFloatOrNaN(r.range_min), AsFloatOrNaN(r.range_max),
-               avx2_, &levels);
-    level += 16;
+    levels_of(j, AsFloatOrNaN(r.range_min), AsFloatOrNaN(r.range_max), &levels);
     TallyRun(first + k, r, count, levels, binner);
   }
   return true;
@@ -1714,8 +1755,8 @@ absl::Status StatsPass::HistogramPass() {
 // per run and per level a run uses, so it wants runs long beside their 16
 // levels: 32 or more on average. Measured: GPTQ int4 in groups of 32 by
 // codes 312-318 M elements/s against 226-229 by value, groups of 128
-// 613-675 against 333-343. (Shorter runs are not measured; ggml's blocks, not of that
-// form, read by DecodeRuns with each level checked against its elements
+// 613-675 against 333-343. (Shorter runs are not measured; ggml's blocks, not
+// of that form, read by DecodeRuns with each level checked against its elements
 // took Q4_K from 403 to 231.)
 bool RunsLongEnough(const LogicalTensor& t, const StatsOptions& o) {
   constexpr int64_t kMinMeanRun = 32;

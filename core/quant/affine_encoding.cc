@@ -521,17 +521,15 @@ class AffineEncoding final : public Encoding {
     const int64_t lo =
         p_.signed_codes ? -(int64_t{1} << (p_.codes.bits - 1)) : 0;
     const int64_t hi = lo + (int64_t{1} << p_.codes.bits) - 1;
-    const double a =
-        p_.table.empty()
-            ? static_cast<double>(scale) * (lo - p_.code_offset - zero)
-            : static_cast<double>(scale) * lo_level_;
-    const double b =
-        p_.table.empty()
-            ? static_cast<double>(scale) * (hi - p_.code_offset - zero)
-            : static_cast<double>(scale) * hi_level_;
+    const double a = p_.table.empty() ? static_cast<double>(scale) *
+                                            (lo - p_.code_offset - zero)
+                                      : static_cast<double>(scale) * lo_level_;
+    const double b = p_.table.empty() ? static_cast<double>(scale) *
+                                            (hi - p_.code_offset - zero)
+                                      : static_cast<double>(scale) * hi_level_;
     const double step = std::fabs(static_cast<double>(scale));
-    return {len, GroupIndex(gr, gc), step, step, std::min(a, b),
-            std::max(a, b)};
+    return {len,  GroupIndex(gr, gc), step,
+            step, std::min(a, b),     std::max(a, b)};
   }
 
   // [first, first + count) a tile at a time as Decode reads it: its codes
@@ -568,8 +566,7 @@ class AffineEncoding final : public Encoding {
           const int64_t len = RunOfGroup(c0 + k, row_flat + k, gc, n - k);
           const size_t g = static_cast<size_t>((gr - groups.gr0) * groups.ngc +
                                                gc - groups.gc0);
-          visit(RunOf(len, gr, gc, groups.scale[g], groups.zero[g]), groups,
-                g);
+          visit(RunOf(len, gr, gc, groups.scale[g], groups.zero[g]), groups, g);
           k += len;
         }
       }

@@ -308,15 +308,14 @@ class MlxEncoding final : public Encoding {
   // How many of the next `left` elements of a row, from column c, share
   // c's group.
   int64_t RunLength(int64_t c, int64_t left) const {
-    return std::min({left, (c / p_.group_size + 1) * p_.group_size - c,
-                     p_.cols - c});
+    return std::min(
+        {left, (c / p_.group_size + 1) * p_.group_size - c, p_.cols - c});
   }
 
   // DecodeRuns' run of `len` elements of row r's group g, of scale `s` and
   // bias `b`: the range its codes span as they decode; affine, the step.
   // (A float mode's steps depend on the code: CodebookRuns has them.)
-  QuantRun GroupRun(int64_t len, int64_t r, int64_t g, float s,
-                    float b) const {
+  QuantRun GroupRun(int64_t len, int64_t r, int64_t g, float s, float b) const {
     double lo = 0, hi = 0;
     if (p_.mode == Mode::kAffine) {
       lo = Value(0, s, b);
@@ -325,8 +324,8 @@ class MlxEncoding final : public Encoding {
       lo = static_cast<double>(s) * lo_level_;
       hi = static_cast<double>(s) * hi_level_;
     }
-    return {len, r * groups_ + g, std::fabs(s), std::fabs(s),
-            std::min(lo, hi), std::max(lo, hi)};
+    return {len,          r * groups_ + g,  std::fabs(s),
+            std::fabs(s), std::min(lo, hi), std::max(lo, hi)};
   }
 
   float ScaleOf(int64_t r, int64_t g) const {

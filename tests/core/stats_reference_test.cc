@@ -514,10 +514,9 @@ TEST(StatsReferenceTest, FixtureFormatsMatchTheElementwisePass) {
     for (const StatsOptions& o : OptionSets(*t, groups)) {
       for (const LogicalTensor* r :
            {static_cast<const LogicalTensor*>(nullptr), t}) {
-        SCOPED_TRACE(absl::StrCat(path, " ", name, " chunk ", o.chunk_elements,
-                                  " bins ", o.bins, " group ",
-                                  o.group.value_or(-1),
-                                  r != nullptr ? " with ref" : ""));
+        SCOPED_TRACE(absl::StrCat(
+            path, " ", name, " chunk ", o.chunk_elements, " bins ", o.bins,
+            " group ", o.group.value_or(-1), r != nullptr ? " with ref" : ""));
         ExpectSameAsReference(*t, r, o);
       }
     }
@@ -1005,10 +1004,9 @@ void SetBytes(testing::StTensor* t, size_t from, size_t to, uint8_t byte) {
 
 // A copy of checkpoint directory `dir` with `edit` applied to its
 // model.safetensors.
-std::string EditedCopy(
-    const std::string& dir,
-    const std::function<void(const std::string& name, testing::StTensor&)>&
-        edit) {
+std::string EditedCopy(const std::string& dir,
+                       const std::function<void(const std::string& name,
+                                                testing::StTensor&)>& edit) {
   const std::string copy = testing::CopyDir(dir);
   testing::EditSafetensors(copy + "/model.safetensors",
                            [&](std::vector<testing::StTensor>& ts) {
@@ -1041,15 +1039,15 @@ TEST(StatsReferenceTest, AdversarialLevelTablesMatchTheElementwisePass) {
       {EditedCopy(Fixture("safetensors/bnb_nf4"),
                   [&](const std::string& name, testing::StTensor& t) {
                     if (name.ends_with("q_proj.weight.absmax")) {
-                      const float v[] = {nan, inf,  -inf, 0.0f, -0.0f,
-                                         1.0f, -1.0f, 1e-45f};
+                      const float v[] = {nan,   inf,  -inf,  0.0f,
+                                         -0.0f, 1.0f, -1.0f, 1e-45f};
                       for (size_t k = 0; k < 8; ++k) SetAt(&t, k, v[k]);
                       SetAt(&t, 127, nan);
                     } else if (name.ends_with("q_proj.weight")) {
                       SetBytes(&t, 8 * 32, 9 * 32, 0x00);
                       SetBytes(&t, 9 * 32, 10 * 32, 0xff);
                       SetBytes(&t, 10 * 32, 11 * 32, 0x77);  // NF4's 0
-                      SetBytes(&t, 5 * 32, 6 * 32, 0xf0);  // scale 1: +-1
+                      SetBytes(&t, 5 * 32, 6 * 32, 0xf0);    // scale 1: +-1
                     }
                   }),
        {l0 + "self_attn.q_proj.weight"}});
@@ -1074,34 +1072,34 @@ TEST(StatsReferenceTest, AdversarialLevelTablesMatchTheElementwisePass) {
   // q_proj [4, 64] (scales U8 [4, 2], 8 words a row).
   const uint16_t b16_nan = 0x7fc0, b16_inf = 0x7f80, b16_one = 0x3f80;
   cases.push_back(
-      {EditedCopy(
-           testing::WriterOutput("mlx_writer.py") + "/model",
-           [&](const std::string& name, testing::StTensor& t) {
-             if (name == l0 + "self_attn.q_proj.scales" ||
-                 name == l0 + "self_attn.k_proj.scales") {
-               const uint16_t v[] = {b16_nan, b16_inf, 0xff80, 0x0000,
-                                     0x8000,  b16_one, 0x3a80, 0xbf80};
-               for (size_t k = 0; k < 8; ++k) SetAt(&t, k, v[k]);
-             } else if (name == l0 + "self_attn.q_proj.biases" ||
-                        name == l0 + "self_attn.k_proj.biases") {
-               SetAt(&t, 3, uint16_t{0x3f00});  // -0 scale: every code 0.5
-               SetAt(&t, 5, uint16_t{0x0000});  // integer levels
-               SetAt(&t, 6, b16_one);           // 1 + q / 1024, in bf16
-               if (name.ends_with("q_proj.biases")) {
-                 SetAt(&t, 9, b16_nan);
-                 SetAt(&t, 15, b16_inf);
-               }
-             } else if (name == l0 + "self_attn.q_proj.weight") {
-               SetBytes(&t, 4 * 64, 4 * 64 + 32, 0xff);       // all 15
-               SetBytes(&t, 4 * 64 + 32, 5 * 64, 0x00);       // all 0
-               SetBytes(&t, 5 * 64, 5 * 64 + 32, 0x88);       // all 8
-             } else if (name == l1 + "self_attn.q_proj.scales") {
-               const uint8_t e[] = {255, 254, 127, 0};
-               for (size_t k = 0; k < 4; ++k) SetAt(&t, k, e[k]);
-             } else if (name == l1 + "self_attn.q_proj.weight") {
-               SetBytes(&t, 16, 32, 0x77);  // group 1, scale 2^127: inf
-             }
-           }),
+      {EditedCopy(testing::WriterOutput("mlx_writer.py") + "/model",
+                  [&](const std::string& name, testing::StTensor& t) {
+                    if (name == l0 + "self_attn.q_proj.scales" ||
+                        name == l0 + "self_attn.k_proj.scales") {
+                      const uint16_t v[] = {b16_nan, b16_inf, 0xff80, 0x0000,
+                                            0x8000,  b16_one, 0x3a80, 0xbf80};
+                      for (size_t k = 0; k < 8; ++k) SetAt(&t, k, v[k]);
+                    } else if (name == l0 + "self_attn.q_proj.biases" ||
+                               name == l0 + "self_attn.k_proj.biases") {
+                      SetAt(&t, 3,
+                            uint16_t{0x3f00});  // -0 scale: every code 0.5
+                      SetAt(&t, 5, uint16_t{0x0000});  // integer levels
+                      SetAt(&t, 6, b16_one);           // 1 + q / 1024, in bf16
+                      if (name.ends_with("q_proj.biases")) {
+                        SetAt(&t, 9, b16_nan);
+                        SetAt(&t, 15, b16_inf);
+                      }
+                    } else if (name == l0 + "self_attn.q_proj.weight") {
+                      SetBytes(&t, 4 * 64, 4 * 64 + 32, 0xff);  // all 15
+                      SetBytes(&t, 4 * 64 + 32, 5 * 64, 0x00);  // all 0
+                      SetBytes(&t, 5 * 64, 5 * 64 + 32, 0x88);  // all 8
+                    } else if (name == l1 + "self_attn.q_proj.scales") {
+                      const uint8_t e[] = {255, 254, 127, 0};
+                      for (size_t k = 0; k < 4; ++k) SetAt(&t, k, e[k]);
+                    } else if (name == l1 + "self_attn.q_proj.weight") {
+                      SetBytes(&t, 16, 32, 0x77);  // group 1, scale 2^127: inf
+                    }
+                  }),
        {l0 + "self_attn.q_proj.weight", l0 + "self_attn.k_proj.weight",
         l1 + "self_attn.q_proj.weight"}});
   // HQQ 4-bit g64 axis 1, F16: q_proj [32, 128], scale and zero [64, 1],
@@ -1111,9 +1109,9 @@ TEST(StatsReferenceTest, AdversarialLevelTablesMatchTheElementwisePass) {
       {EditedCopy(testing::WriterOutput("hqq.py") + "/hqq_4bit_g64",
                   [&](const std::string& name, testing::StTensor& t) {
                     if (name == l0 + "self_attn.q_proj.scale") {
-                      const uint16_t v[] = {0x7e00, 0x7c00, 0xfc00, 0x0000,
-                                            0x8000, 0x3c00, 0x3c00, 0xbc00,
-                                            0x0001};
+                      const uint16_t v[] = {0x7e00, 0x7c00, 0xfc00,
+                                            0x0000, 0x8000, 0x3c00,
+                                            0x3c00, 0xbc00, 0x0001};
                       for (size_t k = 0; k < 9; ++k) SetAt(&t, k, v[k]);
                       SetAt(&t, 63, uint16_t{0x7e00});
                     } else if (name == l0 + "self_attn.q_proj.zero") {
@@ -1160,9 +1158,8 @@ TEST(StatsReferenceTest, AdversarialLevelTablesMatchTheElementwisePass) {
       for (const StatsOptions& o : sets) {
         for (const LogicalTensor* r :
              {static_cast<const LogicalTensor*>(nullptr), t}) {
-          SCOPED_TRACE(absl::StrCat(name, " chunk ", o.chunk_elements,
-                                    " bins ", o.bins, " group ",
-                                    o.group.value_or(-1),
+          SCOPED_TRACE(absl::StrCat(name, " chunk ", o.chunk_elements, " bins ",
+                                    o.bins, " group ", o.group.value_or(-1),
                                     r != nullptr ? " with ref" : ""));
           ExpectSameAsReference(*t, r, o);
         }

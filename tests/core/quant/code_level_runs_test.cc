@@ -50,8 +50,8 @@ void ExpectLevelsAreDecodes(const LogicalTensor& t, int64_t first,
     for (int64_t i = at; i < at + r.count; ++i) {
       ASSERT_LT(got.codes[i], 16) << "element " << i;
       ASSERT_TRUE(SameBits(got.level[16 * k + got.codes[i]], values[i]))
-          << "element " << i << " (code " << int{got.codes[i]} << ", run "
-          << k << ")";
+          << "element " << i << " (code " << int{got.codes[i]} << ", run " << k
+          << ")";
       ASSERT_EQ(r.group, run_of[i]->group) << "element " << i;
       ASSERT_TRUE(SameBits(r.range_min, run_of[i]->range_min)) << i;
       ASSERT_TRUE(SameBits(r.range_max, run_of[i]->range_max)) << i;
@@ -119,8 +119,8 @@ std::vector<Case> Cases() {
   cases.push_back(
       {testing::WriterOutput("mlx_writer.py") + "/model", "model.safetensors"});
   for (const char* name : {"hqq_4bit_g64", "hqq_mixed_bits"}) {
-    cases.push_back({testing::WriterOutput("hqq.py") + "/" + name,
-                     "model.safetensors"});
+    cases.push_back(
+        {testing::WriterOutput("hqq.py") + "/" + name, "model.safetensors"});
   }
   return cases;
 }

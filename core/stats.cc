@@ -1755,9 +1755,12 @@ absl::Status StatsPass::HistogramPass() {
 // per run and per level a run uses, so it wants runs long beside their 16
 // levels: 32 or more on average. Measured: GPTQ int4 in groups of 32 by
 // codes 312-318 M elements/s against 226-229 by value, groups of 128
-// 613-675 against 333-343. (Shorter runs are not measured; ggml's blocks, not
-// of that form, read by DecodeRuns with each level checked against its elements
-// took Q4_K from 403 to 231.)
+// 613-675 against 333-343; NF4 (blocks of 64) 580-609 against 38-48 (a
+// codebook's DecodeRuns is a run per element), MLX int4 g64 568-609
+// against 457-467, gpt-oss MXFP4 (groups of 32) 403-414 against 32-46.
+// (Shorter runs are not measured; ggml's blocks, not of that form, read by
+// DecodeRuns with each level checked against its elements took Q4_K from
+// 403 to 231.)
 bool RunsLongEnough(const LogicalTensor& t, const StatsOptions& o) {
   constexpr int64_t kMinMeanRun = 32;
   if (!ByCodes(t.encoding->info(), o) || t.num_elements == 0) return false;

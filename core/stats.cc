@@ -974,7 +974,7 @@ class StatsPass {
   absl::Status Run();
   TensorStats& stats() { return st_; }
   // After an OK Run: the encoding could not give a chunk's codes as
-  // AffineCodeRuns (or a code was 16 or more), so stats() is incomplete; a
+  // CodeLevelRuns (or a code was 16 or more), so stats() is incomplete; a
   // pass without `by_codes` gives the answer.
   bool codes_failed() const { return codes_failed_; }
 
@@ -1007,19 +1007,27 @@ class StatsPass {
   void AddReference(const Binner& binner, const BucketBins* buckets, int64_t m);
   absl::Status AddValues(int64_t m, bool exact);
   absl::Status HistogramPass();
-  // With by_codes_, pass 2, from Encoding::AffineCodeRuns or Q4_K's stored
+  // With by_codes_, pass 2, from Encoding::CodeLevelRuns or Q4_K's stored
   // blocks (Q4KLevelsPass), decoding nothing: per run, its codes counted,
-  // and each of its 16 levels (Decode's float expression) binned once and
-  // added with its count; the end levels, groups and code histogram from
-  // the same counts (TallyRun). Sets codes_failed_ (and stops) where
-  // AffineCodeRuns cannot give a chunk's codes (or a code is 16 or more).
+  // and each of its 16 levels (Decode's values) binned once and added with
+  // its count; the end levels, groups and code histogram from the same
+  // counts (TallyRun). Sets codes_failed_ (and stops) where CodeLevelRuns
+  // cannot give a chunk's codes (or a code is 16 or more).
   absl::Status CodesPass();
-  // Reads chunk [first, first + m) for CodesPass: affine_ (and the first
-  // code with its top bit set), the reference. False where AffineCodeRuns
-  // fails (the per-value pass then reports any error).
-  bool ReadAffine(int64_t first, int64_t m);
+  // Reads chunk [first, first + m) for CodesPass: its codes and runs, as
+  // AffineCodeRuns gives them where the encoding can (affine_), else with
+  // their runs' levels as CodeLevelRuns gives them (level_codes_); the
+  // first code with its top bit set; the reference. False where neither
+  // can (the per-value pass then reports any error).
+  bool ReadCodeLevels(int64_t first, int64_t m);
   // The chunk's runs as CodesPass says; false where a code is 16 or more.
   bool AddRunsByCodes(int64_t first, const Binner& binner);
+  // The same for `codes` in `runs`, run j's levels and marks from
+  // levels_of(j, lo, hi, AffineLevels*), lo and hi its end levels.
+  template <typename LevelsOf>
+  bool AddRuns(int64_t first, const std::vector<uint8_t>& codes,
+               const std::vector<QuantRun>& runs, const Binner& binner,
+               LevelsOf levels_of);
   // One run's share, from its codes' counts and its 16 levels: the
   // histogram (each finite level binned once), end levels, groups, code
   // histogram. `at`: the run's first element.
@@ -1076,9 +1084,15 @@ class StatsPass {
   // Codes of 4 bits or fewer, counted in vectors (CodeCounter::Add).
   bool nibbles_ = false;
   bool codes_failed_ = false;
-  Encoding::AffineCodes affine_;  // CodesPass' chunk
+  // CodesPass' chunk: integer codes as AffineCodeRuns gives them (their
+  // levels computed with their marks, in registers: through CodeLevelRuns'
+  // table GPTQ g128 measured 686-689 M elements/s against 710-718), until
+  // the encoding answers UNIMPLEMENTED; then from CodeLevelRuns.
+  bool affine_form_ = true;
+  Encoding::AffineCodes affine_;
+  Encoding::LevelCodes level_codes_;
   // With by_codes_: the Q4_K or Q4_0 blocks where stored (StoredQ4Blocks),
-  // whose codes CodesPass reads itself; else nullptr (AffineCodeRuns).
+  // whose codes CodesPass reads itself; else nullptr (CodeLevelRuns).
   const uint8_t* blocks_ = nullptr;
   DType blocks_dtype_ = DType::kQ4_K;
   int64_t code_counts_[16] = {};  // CodesPass' code histogram
@@ -1154,7 +1168,7 @@ StatsPass::StatsPass(const LogicalTensor& t, const LogicalTensor* ref,
       reader_(t, HasLevels(t.encoding->info()), BufferElements(t, o),
               !o.group.has_value()),
       x_(ref != nullptr ? BufferElements(t, o) : 0),
-      // CodesPass reads its codes with their runs (affine_).
+      // CodesPass reads its codes with their runs (ReadCodeLevels).
       codes_(HasLevels(t.encoding->info()) &&
                      !(by_codes && ByCodes(t.encoding->info(), o))
                  ? BufferElements(t, o)
@@ -1516,7 +1530,7 @@ absl::Status StatsPass::CodesPass() {
       TM_RETURN_IF_ERROR(GuardedRead([&] {
         return DecodeMappedRows(*ref_, o_.ref_rows, first, m, x_.data());
       }));
-    } else if (!ReadAffine(first, m) || !AddRunsByCodes(first, binner)) {
+    } else if (!ReadCodeLevels(first, m) || !AddRunsByCodes(first, binner)) {
       codes_failed_ = true;
       return absl::OkStatus();
     }
@@ -1527,12 +1541,21 @@ absl::Status StatsPass::CodesPass() {
   return absl::OkStatus();
 }
 
-bool StatsPass::ReadAffine(int64_t first, int64_t m) {
+bool StatsPass::ReadCodeLevels(int64_t first, int64_t m) {
   const absl::Status s = GuardedRead([&]() -> absl::Status {
-    TM_RETURN_IF_ERROR(t_.encoding->AffineCodeRuns(first, m, &affine_));
+    if (affine_form_) {
+      const absl::Status a = t_.encoding->AffineCodeRuns(first, m, &affine_);
+      if (a.code() != absl::StatusCode::kUnimplemented) TM_RETURN_IF_ERROR(a);
+      affine_form_ = a.ok();
+    }
+    if (!affine_form_) {
+      TM_RETURN_IF_ERROR(t_.encoding->CodeLevelRuns(first, m, &level_codes_));
+    }
+    const uint8_t* codes =
+        affine_form_ ? affine_.codes.data() : level_codes_.codes.data();
     if (top_code_at_ < 0 && top_bit_ != 0) {
       for (int64_t k = 0; k < m; ++k) {
-        if ((affine_.codes[k] & top_bit_) != 0) {
+        if ((codes[k] & top_bit_) != 0) {
           top_code_at_ = first + k;
           break;
         }
@@ -1546,19 +1569,37 @@ bool StatsPass::ReadAffine(int64_t first, int64_t m) {
 }
 
 bool StatsPass::AddRunsByCodes(int64_t first, const Binner& binner) {
-  const uint8_t* codes = affine_.codes.data();
-  const int64_t size = static_cast<int64_t>(affine_.codes.size());
+  if (affine_form_) {
+    const Encoding::AffineCodes& a = affine_;
+    return AddRuns(first, a.codes, a.runs, binner,
+                   [&](size_t j, float lo, float hi, AffineLevels* levels) {
+                     ComputeAffineLevels(a.scale[j], a.bias[j], a.flip, lo, hi,
+                                         avx2_, levels);
+                   });
+  }
+  const Encoding::LevelCodes& l = level_codes_;
+  return AddRuns(first, l.codes, l.runs, binner,
+                 [&](size_t j, float lo, float hi, AffineLevels* levels) {
+                   MarkLevels(l.level.data() + 16 * j, lo, hi, avx2_, levels);
+                 });
+}
+
+template <typename LevelsOf>
+bool StatsPass::AddRuns(int64_t first, const std::vector<uint8_t>& codes,
+                        const std::vector<QuantRun>& runs, const Binner& binner,
+                        LevelsOf levels_of) {
+  const int64_t size = static_cast<int64_t>(codes.size());
   int64_t i = 0;
-  for (size_t j = 0; j < affine_.runs.size(); ++j) {
-    const QuantRun& r = affine_.runs[j];
+  for (size_t j = 0; j < runs.size(); ++j) {
+    const QuantRun& r = runs[j];
     const int64_t k = i;
     i += r.count;
     uint32_t count[16];
-    if (!CountCodes(codes + k, r.count, size - k, avx2_, count)) return false;
+    if (!CountCodes(codes.data() + k, r.count, size - k, avx2_, count)) {
+      return false;
+    }
     AffineLevels levels;
-    ComputeAffineLevels(affine_.scale[j], affine_.bias[j], affine_.flip,
-                        AsFloatOrNaN(r.range_min), AsFloatOrNaN(r.range_max),
-                        avx2_, &levels);
+    levels_of(j, AsFloatOrNaN(r.range_min), AsFloatOrNaN(r.range_max), &levels);
     TallyRun(first + k, r, count, levels, binner);
   }
   return true;
@@ -1709,23 +1750,34 @@ absl::Status StatsPass::HistogramPass() {
 }
 
 // Whether CodesPass applies to `t` and pays: it reads codes through
-// Encoding::AffineCodeRuns (conventions' integer codes), which the first
-// 8192 elements must take, and its work is per run and per level a run
-// uses, so it wants runs long beside their 16 levels: 32 or more on
-// average. Measured: GPTQ int4 in groups of 32 by codes 312-318 M
-// elements/s against 226-229 by value, groups of 128 613-675 against
-// 333-343. (Shorter runs are not measured; ggml's blocks, not of that
-// form, read by DecodeRuns with each level checked against its elements
-// took Q4_K from 403 to 231.)
+// Encoding::CodeLevelRuns (conventions' groups: integer codes, codebooks,
+// MLX and HQQ), which the first 8192 elements must take, and its work is
+// per run and per level a run uses, so it wants runs long beside their 16
+// levels: 32 or more on average. Measured: GPTQ int4 in groups of 32 by
+// codes 312-318 M elements/s against 226-229 by value, groups of 128
+// 613-675 against 333-343; NF4 (blocks of 64) 580-609 against 38-48 (a
+// codebook's DecodeRuns is a run per element), MLX int4 g64 568-609
+// against 457-467, gpt-oss MXFP4 (groups of 32) 403-414 against 32-46.
+// (Shorter runs are not measured; ggml's blocks, not of that form, read by
+// DecodeRuns with each level checked against its elements took Q4_K from
+// 403 to 231.)
 bool RunsLongEnough(const LogicalTensor& t, const StatsOptions& o) {
   constexpr int64_t kMinMeanRun = 32;
   if (!ByCodes(t.encoding->info(), o) || t.num_elements == 0) return false;
   const int64_t m = std::min<int64_t>(t.num_elements, 8192);
-  Encoding::AffineCodes probe;
+  Encoding::LevelCodes probe;
   const absl::Status s =
-      GuardedRead([&] { return t.encoding->AffineCodeRuns(0, m, &probe); });
+      GuardedRead([&] { return t.encoding->CodeLevelRuns(0, m, &probe); });
   return s.ok() && !probe.runs.empty() &&
          m >= kMinMeanRun * static_cast<int64_t>(probe.runs.size());
+}
+
+// Which pass ComputeStats takes (StatsPathForTesting).
+StatsPath PathOf(const LogicalTensor& t, const StatsOptions& o) {
+  DType dtype;
+  if (ByCodes(t.encoding->info(), o) && StoredQ4Blocks(t, &dtype) != nullptr)
+    return StatsPath::kStoredBlocks;
+  return RunsLongEnough(t, o) ? StatsPath::kCodeRuns : StatsPath::kValues;
 }
 
 }  // namespace
@@ -1734,14 +1786,16 @@ absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& t,
                                          const LogicalTensor* ref,
                                          const StatsOptions& o) {
   TM_RETURN_IF_ERROR(CheckStatsRequest(t, ref, o));
-  DType dtype;
-  StatsPass pass(t, ref, o,
-                 StoredQ4Blocks(t, &dtype) != nullptr || RunsLongEnough(t, o));
+  StatsPass pass(t, ref, o, PathOf(t, o) != StatsPath::kValues);
   TM_RETURN_IF_ERROR(pass.Run());
   if (!pass.codes_failed()) return std::move(pass.stats());
   StatsPass by_values(t, ref, o, /*by_codes=*/false);
   TM_RETURN_IF_ERROR(by_values.Run());
   return std::move(by_values.stats());
+}
+
+StatsPath StatsPathForTesting(const LogicalTensor& t, const StatsOptions& o) {
+  return PathOf(t, o);
 }
 
 }  // namespace tensormorph

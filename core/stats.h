@@ -93,12 +93,14 @@ absl::Status CheckStatsRequest(const LogicalTensor& t, const LogicalTensor* ref,
 // that count is all pass 1 does, the specials, zeros, bounds and moments
 // read off it; each code is binned once and the second pass is skipped (it
 // still runs for a reference's histogram). Conventions' codes of 4 bits or
-// fewer in runs of 32 or more (GPTQ, AWQ, compressed-tensors groups along
-// a row; Encoding::AffineCodeRuns) and ggml Q4_K and Q4_0 stored as such,
-// with no options.group: the first pass is the moments alone, and the second
-// reads codes, not values: each run's (group's, sub-block's) codes counted by
-// value, and each of its 16 levels (Decode's float expression) binned,
-// compared with the run's end levels and counted once with its count. Every
+// fewer in runs of 32 or more (groups along a row or flat: GPTQ, AWQ,
+// compressed-tensors, bitsandbytes NF4/FP4, gpt-oss MXFP4, MLX int2-int4 and
+// mxfp4, HQQ axis 1; Encoding::CodeLevelRuns) and ggml Q4_K and Q4_0 stored
+// as such, with no options.group: the first pass is the moments alone, and
+// the second reads codes, not values: each run's (group's, sub-block's)
+// codes counted by value, and each of its 16 levels (Decode's value of the
+// code) binned, compared with the run's end levels and counted once with
+// its count. Every
 // result is the per-value pass's, bit for bit
 // (tests/core/stats_reference_test.cc).
 //
@@ -140,6 +142,14 @@ absl::Status CheckStatsRequest(const LogicalTensor& t, const LogicalTensor* ref,
 absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& tensor,
                                          const LogicalTensor* ref,
                                          const StatsOptions& options);
+
+// Which pass ComputeStats takes for `tensor` under `options`: element by
+// element, from codes per run (Encoding::CodeLevelRuns), or from codes per
+// ggml sub-block read where stored. For tests, that a format goes by codes
+// where it should (nothing depends on it: every path gives the same bits).
+enum class StatsPath { kValues, kCodeRuns, kStoredBlocks };
+StatsPath StatsPathForTesting(const LogicalTensor& tensor,
+                              const StatsOptions& options);
 
 }  // namespace tensormorph
 

@@ -50,6 +50,12 @@ void ComputeAffineLevels(float scale, int32_t bias, uint8_t flip, float lo,
 void ComputeOffsetLevels(float scale, float offset, float lo, float hi,
                          bool avx2, AffineLevels* out);
 
+// The same for a run whose 16 levels are given (Encoding::CodeLevelRuns:
+// each Decode's value of its code, whatever the expression): copied into
+// out->level, and marked as ComputeAffineLevels marks its own.
+void MarkLevels(const float level[16], float lo, float hi, bool avx2,
+                AffineLevels* out);
+
 }  // namespace tensormorph
 
 #endif  // TENSORMORPH_CORE_STATS_CODES_H_

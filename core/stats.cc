@@ -270,6 +270,23 @@ void CountF16Codes(const float* v, int64_t n, int64_t* fine) {
   for (int64_t j = 0; j < n; ++j) ++fine[F16CodeOf(v[j])];
 }
 
+// Counts v[0, n) into `fine` by `key`: CountFine, or the float16 codes
+// (through F16C where `avx2`; the same counts either way).
+void CountByKey(const float* v, int64_t n, FineKey key, bool avx2,
+                int64_t* fine) {
+  if (key == FineKey::kTop16) {
+    CountFine(v, n, fine);
+    return;
+  }
+#if defined(__x86_64__)
+  if (avx2) {
+    CountF16CodesAvx2(v, n, fine);
+    return;
+  }
+#endif
+  CountF16Codes(v, n, fine);
+}
+
 // Folds v[0, n) (global indices start..start + n - 1) into `m`, in pieces
 // that stay in the L1 cache for the fine count beside: the vector path
 // where `avx2`, from the first index at a lane-0 boundary, with the scalar
@@ -295,18 +312,7 @@ void FoldMoments(const float* v, const float* x, int64_t n, int64_t start,
 #endif
     FoldMomentsScalar(pv + j, px != nullptr ? px + j : nullptr, len - j,
                       start + p + j, m);
-    if (fine == nullptr) continue;
-    if (key == FineKey::kF16) {
-#if defined(__x86_64__)
-      if (avx2) {
-        CountF16CodesAvx2(pv, len, fine);
-        continue;
-      }
-#endif
-      CountF16Codes(pv, len, fine);
-      continue;
-    }
-    CountFine(pv, len, fine);
+    if (fine != nullptr) CountByKey(pv, len, key, avx2, fine);
   }
   if (!m->have_zero && m->zeros > zeros_before) {
     for (int64_t j = 0; j < n; ++j) {
@@ -1075,7 +1081,8 @@ class StatsPass {
   FineKey fine_key_ = FineKey::kTop16;
   const bool fine_codes_;
   // Small tensors take two plain passes: 2^16 buckets would cost more than
-  // their second pass.
+  // their second pass. Plain F16 and BF16 count codes at every size (their
+  // moments are the counts').
   const bool use_fine_;
   // Codes of 4 bits or fewer, no group asked: CodesPass. fine_ unused.
   const bool by_codes_;
@@ -1336,16 +1343,7 @@ absl::Status StatsPass::CodeCountPass() {
     }
     TM_RETURN_IF_ERROR(
         GuardedRead([&] { return reader_.ReadValues(first, m); }));
-    const float* v = reader_.values();
-    if (fine_key_ == FineKey::kTop16) {
-      CountFine(v, m, fine);
-#if defined(__x86_64__)
-    } else if (avx2_) {
-      CountF16CodesAvx2(v, m, fine);
-#endif
-    } else {
-      CountF16Codes(v, m, fine);
-    }
+    CountByKey(reader_.values(), m, fine_key_, avx2_, fine);
   }
   // What FoldRuns records of a plain tensor's one run a chunk.
   counted_ = n_;
@@ -1377,6 +1375,7 @@ absl::Status StatsPass::CodeSpecials() {
   if (!(positive && negative)) return absl::OkStatus();
   // Both signs: the first in index order (a bound of zero keeps it).
   for (int64_t first = 0; first < n_; first += chunk_) {
+    TM_RETURN_IF_ERROR(CancelledAt(first, "first pass"));
     const int64_t m = std::min(chunk_, n_ - first);
     int64_t at = -1;
     TM_RETURN_IF_ERROR(GuardedRead([&]() -> absl::Status {

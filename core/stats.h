@@ -88,8 +88,8 @@ absl::Status CheckStatsRequest(const LogicalTensor& t, const LogicalTensor* ref,
 // inside one bin go to it whole, and the second pass (a decode) bins only the
 // values of buckets a bin edge cuts, skipped when no populated bucket is cut.
 // Plain F16 and BF16 (Encoding::PlainFloatSteps) are counted by their 16-bit
-// code instead, at every size, 65,536 buckets of one value each (F16 read
-// where it is stored, or keyed back from its values): without a reference
+// code instead, at every size, 65,536 buckets of one value each (read where
+// they are stored, or keyed back from their values): without a reference
 // that count is all pass 1 does, the specials, zeros, bounds and moments
 // read off it; each code is binned once and the second pass is skipped (it
 // still runs for a reference's histogram). Conventions' codes of 4 bits or

@@ -924,12 +924,13 @@ TEST(StatsReferenceTest, LongGroupConventionsMatchTheElementwisePass) {
 }
 
 // Plain F16 and BF16 take their moments from their codes' counts
-// (stats.h's code order) at every size and wherever they lie: F16 stored
-// at an odd offset (a safetensors tensor after one byte, so not read in
-// place but decoded and keyed back), small tensors (under the 2^16 elements
-// where other dtypes start counting buckets), and tensors whose minimum is
-// a zero of both signs (the sign of the first in index order: -0 first in
-// "neg_first", +0 first in "pos_first").
+// (stats.h's code order) at every size and wherever they lie: here stored
+// at odd offsets (every tensor after a one-byte "pad", so none is read in
+// place: each is decoded and keyed back; the codes read in place are
+// AdversarialGroups' GGUF F16 and BF16), small tensors (under the 2^16
+// elements where other dtypes start counting buckets), and tensors whose
+// minimum is a zero of both signs (the sign of the first in index order:
+// -0 first in "neg_first", +0 first in "pos_first").
 TEST(StatsReferenceTest, FloatCodesMatchTheElementwisePassWhereverStored) {
   constexpr int64_t kLong = (int64_t{1} << 16) + 3, kShort = 999;
   std::vector<float> g = testing::Gaussian(kLong, 31, 0.5f);

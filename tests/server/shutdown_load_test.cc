@@ -13,8 +13,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <string>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 

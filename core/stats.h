@@ -92,8 +92,9 @@ absl::Status CheckStatsRequest(const LogicalTensor& t, const LogicalTensor* ref,
 // AVX2 path): each code is binned once and the second pass is skipped (it
 // still runs for a reference's histogram). Conventions' codes of 4 bits or
 // fewer in runs of 32 or more (GPTQ, AWQ, compressed-tensors groups along
-// a row; Encoding::AffineCodeRuns) and ggml Q4_K and Q4_0 stored as such,
-// with no options.group: the first pass is the moments alone, and the second
+// a row; Encoding::AffineCodeRuns) and ggml Q4_0, Q4_1, Q4_K, IQ4_NL,
+// IQ4_XS and MXFP4 stored as such (core/stats_code_blocks.h), with no
+// options.group: the first pass is the moments alone, and the second
 // reads codes, not values: each run's (group's, sub-block's) codes counted by
 // value, and each of its 16 levels (Decode's float expression) binned,
 // compared with the run's end levels and counted once with its count. Every
@@ -130,6 +131,14 @@ absl::Status CheckStatsRequest(const LogicalTensor& t, const LogicalTensor* ref,
 absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& tensor,
                                          const LogicalTensor* ref,
                                          const StatsOptions& options);
+
+// Which pass ComputeStats takes for `tensor` under `options`: element by
+// element, from codes per run (Encoding::AffineCodeRuns), or from codes per
+// ggml sub-block read where stored. For tests, that a type goes by codes
+// where it should (nothing depends on it: every path gives the same bits).
+enum class StatsPath { kValues, kCodeRuns, kStoredBlocks };
+StatsPath StatsPathForTesting(const LogicalTensor& tensor,
+                              const StatsOptions& options);
 
 }  // namespace tensormorph
 

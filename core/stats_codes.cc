@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -88,14 +89,20 @@ void MarkLevelsScalar(float lo, float hi, AffineLevels* out) {
 }
 
 #if defined(__x86_64__)
+// Which of the decoders' level expressions ComputeLevelsAvx2 computes.
+enum class LevelForm {
+  kAffine,  // scale * float(int(code ^ flip) - bias)
+  kOffset,  // scale * float(code) - offset
+  kTable,   // scale * float(table[code])
+};
+
 // The scalar expressions eight codes at a time: the integer to float
 // conversion, the product and the difference each round once, as cvtsi2ss,
-// mulss and subss do (no contraction: -ffp-contract=off).
-// `offset_form`: scale * float(code) - offset (`bias` and `flip` unused)
-// rather than scale * float(int(code ^ flip) - bias).
+// mulss and subss do (no contraction: -ffp-contract=off). Parameters a form
+// does not use are ignored.
 __attribute__((target("avx2"))) void ComputeLevelsAvx2(
-    bool offset_form, float scale, int32_t bias, uint8_t flip, float offset,
-    float lo, float hi, AffineLevels* out) {
+    LevelForm form, float scale, int32_t bias, uint8_t flip, float offset,
+    const int8_t* table, float lo, float hi, AffineLevels* out) {
   const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
   const __m256i inf_bits = _mm256_set1_epi32(0x7f800000);
   const __m256 low_level = _mm256_set1_ps(lo), high_level = _mm256_set1_ps(hi);
@@ -105,10 +112,14 @@ __attribute__((target("avx2"))) void ComputeLevelsAvx2(
         _mm256_setr_epi32(8 * h, 8 * h + 1, 8 * h + 2, 8 * h + 3, 8 * h + 4,
                           8 * h + 5, 8 * h + 6, 8 * h + 7);
     __m256 f;
-    if (offset_form) {
+    if (form == LevelForm::kOffset) {
       f = _mm256_sub_ps(
           _mm256_mul_ps(_mm256_set1_ps(scale), _mm256_cvtepi32_ps(k)),
           _mm256_set1_ps(offset));
+    } else if (form == LevelForm::kTable) {
+      const __m256i entry = _mm256_cvtepi8_epi32(
+          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(table + 8 * h)));
+      f = _mm256_mul_ps(_mm256_set1_ps(scale), _mm256_cvtepi32_ps(entry));
     } else {
       const __m256i code = _mm256_xor_si256(k, _mm256_set1_epi32(flip));
       f = _mm256_mul_ps(
@@ -204,7 +215,10 @@ void CountQ4KBlock(const uint8_t* qs, bool avx2, uint32_t count[8][16]) {
 void ComputeAffineLevels(float scale, int32_t bias, uint8_t flip, float lo,
                          float hi, bool avx2, AffineLevels* out) {
 #if defined(__x86_64__)
-  if (avx2) return ComputeLevelsAvx2(false, scale, bias, flip, 0, lo, hi, out);
+  if (avx2) {
+    return ComputeLevelsAvx2(LevelForm::kAffine, scale, bias, flip, 0,
+                             nullptr, lo, hi, out);
+  }
 #endif
   (void)avx2;
   for (int k = 0; k < 16; ++k) {
@@ -218,12 +232,36 @@ void ComputeAffineLevels(float scale, int32_t bias, uint8_t flip, float lo,
 void ComputeOffsetLevels(float scale, float offset, float lo, float hi,
                          bool avx2, AffineLevels* out) {
 #if defined(__x86_64__)
-  if (avx2) return ComputeLevelsAvx2(true, scale, 0, 0, offset, lo, hi, out);
+  if (avx2) {
+    return ComputeLevelsAvx2(LevelForm::kOffset, scale, 0, 0, offset, nullptr,
+                             lo, hi, out);
+  }
 #endif
   (void)avx2;
   for (int k = 0; k < 16; ++k)
     out->level[k] = scale * static_cast<float>(k) - offset;
   MarkLevelsScalar(lo, hi, out);
+}
+
+void ComputeTableLevels(float scale, const int8_t table[16], float lo,
+                        float hi, bool avx2, AffineLevels* out) {
+#if defined(__x86_64__)
+  if (avx2) {
+    return ComputeLevelsAvx2(LevelForm::kTable, scale, 0, 0, 0, table, lo, hi,
+                             out);
+  }
+#endif
+  (void)avx2;
+  for (int k = 0; k < 16; ++k)
+    out->level[k] = scale * static_cast<float>(table[k]);
+  MarkLevelsScalar(lo, hi, out);
+}
+
+float AsFloatOrNaN(double d) {
+  const float f = static_cast<float>(d);
+  return std::isfinite(d) && static_cast<double>(f) == d
+             ? f
+             : std::numeric_limits<float>::quiet_NaN();
 }
 
 bool CountCodes(const uint8_t* c, int64_t n, int64_t readable, bool avx2,

@@ -50,6 +50,18 @@ void ComputeAffineLevels(float scale, int32_t bias, uint8_t flip, float lo,
 void ComputeOffsetLevels(float scale, float offset, float lo, float hi,
                          bool avx2, AffineLevels* out);
 
+// The same for a run whose values are scale * float(table[code]) (ggml's
+// codebook blocks: IQ4_NL and IQ4_XS d * kvalues_iq4nl[q], MXFP4 the halved
+// E8M0 scale times the doubled E2M1 codebook; one product, rounded once).
+void ComputeTableLevels(float scale, const int8_t table[16], float lo,
+                        float hi, bool avx2, AffineLevels* out);
+
+// The float equal to `d`, or NaN (equal to nothing) where no finite float
+// is: a float compares equal to a double only when it is that value. What a
+// run's end levels (QuantRun::range_min/max, doubles) become for the float
+// compares of the levels above.
+float AsFloatOrNaN(double d);
+
 }  // namespace tensormorph
 
 #endif  // TENSORMORPH_CORE_STATS_CODES_H_

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/quant/block_util.h"
+#include "core/quant/float_formats.h"
 #include "core/quant/kquant_scales.h"
 
 namespace tensormorph {
@@ -33,6 +34,12 @@ void Q4_0Runs(const uint8_t* p, int64_t group, QuantRun* out) {
   UniformRun(32, group, LoadF16(p), -8, 7, 0, out);
 }
 
+// Q4_1: an f16 scale d and offset m, and 32 nibbles, d * code + m
+// (InspectQ4_1).
+void Q4_1Runs(const uint8_t* p, int64_t group, QuantRun* out) {
+  UniformRun(32, group, LoadF16(p), 0, 15, LoadF16(p + 2), out);
+}
+
 // Q4_K and Q5_K: f16 d and dmin, then 6-bit scales and mins of eight
 // sub-blocks of 32 (InspectQ45_K).
 template <int kMaxLevel>
@@ -49,7 +56,56 @@ void Q45_KRuns(const uint8_t* p, int64_t group, QuantRun* out) {
   }
 }
 
+// FillCodebookSteps' range, into a run: scale times the codebook's least
+// and greatest level, in double, in its order.
+inline void CodebookRange(int64_t count, int64_t group, double scale,
+                          double level_min, double level_max, QuantRun* r) {
+  r->count = count;
+  r->group = group;
+  r->range_min = std::min(scale * level_min, scale * level_max);
+  r->range_max = std::max(scale * level_min, scale * level_max);
+}
+
+// IQ4_NL: an f16 d, levels kvalues_iq4nl, -127 to 113 (InspectIq4Nl).
+void Iq4NlRanges(const uint8_t* p, int64_t group, QuantRun* out) {
+  CodebookRange(32, group, LoadF16(p), -127, 113, out);
+}
+
+// IQ4_XS: an f16 d, the 6-bit scales of eight sub-blocks of 32 (low four
+// bits in scales_l at byte 4, high two in scales_h at byte 2), each
+// sub-block's scale d * (ls - 32) in float (InspectIq4Xs).
+void Iq4XsRanges(const uint8_t* p, int64_t group, QuantRun* out) {
+  const float d = LoadF16(p);
+  uint16_t scales_h;
+  std::memcpy(&scales_h, p + 2, 2);
+  for (int ib = 0; ib < 8; ++ib) {
+    const int ls = ((p[4 + ib / 2] >> 4 * (ib % 2)) & 0xf) |
+                   (((scales_h >> 2 * ib) & 3) << 4);
+    const float dl = d * (ls - 32);
+    CodebookRange(32, group + ib, dl, -127, 113, out + ib);
+  }
+}
+
+// MXFP4: an E8M0 scale byte; the true scale (twice ggml's halved one)
+// times E2M1's levels, -6 to 6 (InspectMxfp4's FillFp4).
+void Mxfp4Ranges(const uint8_t* p, int64_t group, QuantRun* out) {
+  CodebookRange(32, group, 2.0 * E8M0ToF32Half(p[0]), -6, 6, out);
+}
+
 }  // namespace
+
+SubBlockRunsFn GetSubBlockRanges(DType dtype) {
+  switch (dtype) {
+    case DType::kIQ4_NL:
+      return Iq4NlRanges;
+    case DType::kIQ4_XS:
+      return Iq4XsRanges;
+    case DType::kMXFP4:
+      return Mxfp4Ranges;
+    default:
+      return GetSubBlockRuns(dtype);
+  }
+}
 
 SubBlockRunsFn GetSubBlockRuns(DType dtype) {
   switch (dtype) {
@@ -57,6 +113,8 @@ SubBlockRunsFn GetSubBlockRuns(DType dtype) {
       return Q8_0Runs;
     case DType::kQ4_0:
       return Q4_0Runs;
+    case DType::kQ4_1:
+      return Q4_1Runs;
     case DType::kQ4_K:
       return Q45_KRuns<15>;
     case DType::kQ5_K:

@@ -1456,7 +1456,7 @@ void StatsPass::TallyBlock(const uint8_t* p, int64_t b, const Binner& binner) {
   type.levels(p, runs, avx2_, levels);
   const int64_t first = b * type.elements;
   if (top_code_at_ < 0) {
-    const int e = FirstHighCode(type, p);
+    const int e = type.first_high_code(p);
     if (e >= 0) top_code_at_ = first + e;
   }
   const int64_t sub_elems = type.elements / subs;

@@ -31,6 +31,11 @@ void CountIq4Xs(const uint8_t* p, bool avx2, uint32_t count[][16]) {
   for (int s = 0; s < 8; ++s) CountQ4_0Block(p + 8 + 16 * s, avx2, count[s]);
 }
 
+// TQ2_0: one run of 256 2-bit codes in 64 bytes, then d.
+void CountTq2_0(const uint8_t* p, bool avx2, uint32_t count[][16]) {
+  CountTq2_0Block(p, avx2, count[0]);
+}
+
 // ---- Levels, each as its decoder's float expression ------------------------
 
 // DecodeQ4_K: d1 * q - m1, with d1 = d * sc and m1 = dmin * m.
@@ -90,21 +95,63 @@ void LevelsMxfp4(const uint8_t* p, const QuantRun* runs, bool avx2,
                      HighLevel(runs[0]), avx2, out);
 }
 
+// DecodeTq2_0: float(q - 1) * d, the same product as d * float(q - 1).
+void LevelsTq2_0(const uint8_t* p, const QuantRun* runs, bool avx2,
+                 AffineLevels* out) {
+  ComputeAffineLevels(LoadF16(p + 64), 1, 0, LowLevel(runs[0]),
+                      HighLevel(runs[0]), avx2, out);
+}
+
+// ---- The first code with its top bit set -----------------------------------
+
+// 4-bit codes in kPairs pairs of kWidth bytes from byte kAt, each pair's
+// low nibbles the elements before its high nibbles.
+template <int kAt, int kPairs, int kWidth>
+int FirstHighNibble(const uint8_t* p) {
+  const uint8_t* qs = p + kAt;
+  for (int j = 0; j < kPairs; ++j) {
+    for (int half = 0; half < 2; ++half) {
+      for (int l = 0; l < kWidth; ++l) {
+        const uint8_t q = qs[kWidth * j + l];
+        if (((half == 0 ? q & 0xf : q >> 4) & 8) != 0) {
+          return 2 * kWidth * j + kWidth * half + l;
+        }
+      }
+    }
+  }
+  return -1;
+}
+
+// TQ2_0: element e is bits 2 * ((e % 128) / 32) of byte (e / 128) * 32 +
+// e % 32 (InspectTq2_0).
+int FirstHighTq2_0(const uint8_t* p) {
+  for (int e = 0; e < 256; ++e) {
+    const uint8_t q = p[(e / 128) * 32 + e % 32] >> (2 * ((e % 128) / 32));
+    if ((q & 2) != 0) return e;
+  }
+  return -1;
+}
+
 std::vector<CodeBlockType> MakeRows() {
-  // dtype, elements, bytes, sub-blocks, codes at, pairs, width.
   auto row = [](DType dtype, int64_t elements, int64_t bytes, int subs,
-                int at, int pairs, int width, auto count, auto levels) {
-    return CodeBlockType{dtype,  elements, bytes, subs,
-                         at,     pairs,    width, GetSubBlockRanges(dtype),
-                         count,  levels};
+                auto count, auto levels, auto first_high) {
+    return CodeBlockType{dtype, elements, bytes, subs, GetSubBlockRanges(dtype),
+                         count, levels, first_high};
   };
   return {
-      row(DType::kQ4_K, 256, 144, 8, 16, 4, 32, CountQ4K, LevelsQ4K),
-      row(DType::kQ4_0, 32, 18, 1, 2, 1, 16, Count32<2>, LevelsQ4_0),
-      row(DType::kQ4_1, 32, 20, 1, 4, 1, 16, Count32<4>, LevelsQ4_1),
-      row(DType::kIQ4_NL, 32, 18, 1, 2, 1, 16, Count32<2>, LevelsIq4Nl),
-      row(DType::kIQ4_XS, 256, 136, 8, 8, 8, 16, CountIq4Xs, LevelsIq4Xs),
-      row(DType::kMXFP4, 32, 17, 1, 1, 1, 16, Count32<1>, LevelsMxfp4),
+      row(DType::kQ4_K, 256, 144, 8, CountQ4K, LevelsQ4K,
+          FirstHighNibble<16, 4, 32>),
+      row(DType::kQ4_0, 32, 18, 1, Count32<2>, LevelsQ4_0,
+          FirstHighNibble<2, 1, 16>),
+      row(DType::kQ4_1, 32, 20, 1, Count32<4>, LevelsQ4_1,
+          FirstHighNibble<4, 1, 16>),
+      row(DType::kIQ4_NL, 32, 18, 1, Count32<2>, LevelsIq4Nl,
+          FirstHighNibble<2, 1, 16>),
+      row(DType::kIQ4_XS, 256, 136, 8, CountIq4Xs, LevelsIq4Xs,
+          FirstHighNibble<8, 8, 16>),
+      row(DType::kMXFP4, 32, 17, 1, Count32<1>, LevelsMxfp4,
+          FirstHighNibble<1, 1, 16>),
+      row(DType::kTQ2_0, 256, 66, 1, CountTq2_0, LevelsTq2_0, FirstHighTq2_0),
   };
 }
 
@@ -134,22 +181,6 @@ const CodeBlockType* StoredCodeBlocks(const LogicalTensor& t,
     return &type;
   }
   return nullptr;
-}
-
-int FirstHighCode(const CodeBlockType& type, const uint8_t* block) {
-  const uint8_t* qs = block + type.codes_at;
-  const int w = type.code_width;
-  for (int j = 0; j < type.code_pairs; ++j) {
-    for (int half = 0; half < 2; ++half) {
-      for (int l = 0; l < w; ++l) {
-        const uint8_t q = qs[w * j + l];
-        if (((half == 0 ? q & 0xf : q >> 4) & 8) != 0) {
-          return 2 * w * j + w * half + l;
-        }
-      }
-    }
-  }
-  return -1;
 }
 
 }  // namespace tensormorph

@@ -23,10 +23,6 @@ struct CodeBlockType {
   DType dtype;
   int64_t elements, bytes;  // of a block
   int sub_blocks;           // of elements / sub_blocks each, in order
-  // Where the 4-bit codes are: `code_pairs` pairs of `code_width` bytes
-  // from byte `codes_at`, each pair's low nibbles the elements before its
-  // high nibbles (FirstHighCode's layout).
-  int codes_at, code_pairs, code_width;
   // Each sub-block's run: count, group (the first given), end levels
   // (GetSubBlockRanges).
   SubBlockRunsFn runs;
@@ -37,18 +33,19 @@ struct CodeBlockType {
   // against its run's end levels (ComputeAffineLevels and friends).
   void (*levels)(const uint8_t* block, const QuantRun* runs, bool avx2,
                  AffineLevels* levels);
+  // The index within the block of its first element whose code has its
+  // top bit set (8 of a 4-bit code, 2 of a 2-bit one), or -1 where none
+  // has: where StatsPass asks Inspect whether codes read as signed.
+  int (*first_high_code)(const uint8_t* block);
 };
 
 // The row of `t`'s type and, in *blocks, its blocks where they are stored:
 // a ggml tensor of one stored tensor, its elements in order, whole blocks
-// of a type with a row (Q4_0, Q4_1, Q4_K, IQ4_NL, IQ4_XS, MXFP4). nullptr
+// of a type with a row (Q4_0, Q4_1, Q4_K, IQ4_NL, IQ4_XS, MXFP4, TQ2_0).
+// nullptr
 // otherwise.
 const CodeBlockType* StoredCodeBlocks(const LogicalTensor& t,
                                       const uint8_t** blocks);
-
-// The index within the block at `block` of its first element whose code is
-// 8 or more (the top bit of 4), or -1 where there is none.
-int FirstHighCode(const CodeBlockType& type, const uint8_t* block);
 
 }  // namespace tensormorph
 

@@ -30,6 +30,11 @@ void CountQ4KBlock(const uint8_t* qs, bool avx2, uint32_t count[8][16]);
 // its high nibble).
 void CountQ4_0Block(const uint8_t* qs, bool avx2, uint32_t count[16]);
 
+// The same for a ggml TQ2_0 block's one run of 256 2-bit codes, from its
+// 64 code bytes `qs` (element e in bits 2 * ((e % 128) / 32) of byte
+// (e / 128) * 32 + e % 32); count[k] is 0 for k >= 4.
+void CountTq2_0Block(const uint8_t* qs, bool avx2, uint32_t count[16]);
+
 // The 16 levels of a run whose values are
 //   scale * float(int(code ^ flip) - bias)
 // (Encoding::AffineCodeRuns: Decode's float expression, so each level has

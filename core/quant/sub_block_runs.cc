@@ -40,6 +40,12 @@ void Q4_1Runs(const uint8_t* p, int64_t group, QuantRun* out) {
   UniformRun(32, group, LoadF16(p), 0, 15, LoadF16(p + 2), out);
 }
 
+// TQ2_0: 256 2-bit codes, then an f16 scale; code - 1, three levels
+// (InspectTq2_0's FillTernary).
+void Tq2_0Runs(const uint8_t* p, int64_t group, QuantRun* out) {
+  UniformRun(256, group, LoadF16(p + 64), -1, 1, 0, out);
+}
+
 // Q4_K and Q5_K: f16 d and dmin, then 6-bit scales and mins of eight
 // sub-blocks of 32 (InspectQ45_K).
 template <int kMaxLevel>
@@ -115,6 +121,8 @@ SubBlockRunsFn GetSubBlockRuns(DType dtype) {
       return Q4_0Runs;
     case DType::kQ4_1:
       return Q4_1Runs;
+    case DType::kTQ2_0:
+      return Tq2_0Runs;
     case DType::kQ4_K:
       return Q45_KRuns<15>;
     case DType::kQ5_K:

@@ -536,7 +536,8 @@ std::string RandomBlocks(size_t blocks, size_t block_bytes,
 // of integer bins). The same for the other types read by codes (random
 // blocks): Q4_1 (d at byte 0, m at 2), IQ4_NL (d), IQ4_XS (d; ls 33 with
 // d 1 gives integer levels) and MXFP4 (E8M0 scale byte: 0 and 1 subnormal,
-// 255 levels past float's range, 128 integer levels). 140 rows of 512: past
+// 255 levels past float's range, 128 integer levels) and TQ2_0 (d at byte
+// 64; code 3 is 2 d, past the range -d..d). 140 rows of 512: past
 // the size
 // where pass 1 buckets values; and a one-dimensional F16 and BF16 of 2^17 + 7
 // elements (a tail past the last full lane block), with every code pattern
@@ -624,8 +625,19 @@ std::string WriteAdversarialGguf() {
   SetBlockBytes(&mx, 17, 1, 17, {4, 62, 2000}, 0x88);  // all code 8: +0
   SetBlockBytes(&mx, 17, 1, 17, {5, 2001, last32 - 1}, 0xff);
   SetBlockBytes(&mx, 17, 0, 1, {8, 63}, 128);  // 1: integer levels
+  std::string tq = RandomBlocks(blocks256, 66, {64}, 0.05f, 47);
+  SetBlockHalf(&tq, 66, 64, {0, 40}, 0x7e00);
+  SetBlockHalf(&tq, 66, 64, {1, 41}, 0xfc00);
+  SetBlockHalf(&tq, 66, 64, {2, last256}, 0x0000);
+  SetBlockHalf(&tq, 66, 64, {3}, 0x8000);
+  SetBlockBytes(&tq, 66, 0, 64, {4, 100}, 0x55);  // all code 1: zero
+  SetBlockBytes(&tq, 66, 0, 32, {5, last256 - 1}, 0xff);
+  SetBlockHalf(&tq, 66, 64, {6, 60}, 0xbc00);
+  SetBlockHalf(&tq, 66, 64, {7, 61}, 0x0001);
+  SetBlockHalf(&tq, 66, 64, {8, 62}, 0x3c00);  // d 1: levels -1, 0, 1, 2
   GgufSpec s;
   s.kv.push_back({"general.architecture", GgufString("llama")});
+  s.tensors.push_back({"tq2_0", {kCols, kRows}, 35, tq});
   s.tensors.push_back({"q4_1", {kCols, kRows}, 3, q41});
   s.tensors.push_back({"iq4_nl", {kCols, kRows}, 20, nl});
   s.tensors.push_back({"iq4_xs", {kCols, kRows}, 23, xs});
@@ -657,9 +669,9 @@ TEST(StatsReferenceTest, AdversarialGroupsMatchTheElementwisePass) {
   auto ckpt = Checkpoint::Open(WriteAdversarialGguf());
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
   const absl::flat_hash_set<std::string> by_blocks = {
-      "q4_0", "q4_1", "q4_k", "iq4_nl", "iq4_xs", "mxfp4"};
+      "q4_0", "q4_1", "q4_k", "iq4_nl", "iq4_xs", "mxfp4", "tq2_0"};
   for (const char* name : {"q8_0", "q4_0", "q4_1", "q4_k", "q6_k", "iq4_nl",
-                           "iq4_xs", "mxfp4", "f16", "bf16"}) {
+                           "iq4_xs", "mxfp4", "tq2_0", "f16", "bf16"}) {
     const LogicalTensor* t = (*ckpt)->FindTensor(name);
     ASSERT_NE(t, nullptr) << name;
     EXPECT_EQ(StatsPathForTesting(*t, StatsOptions()) ==

@@ -936,10 +936,10 @@ class StatsPass {
   void AddReference(const Binner& binner, const BucketBins* buckets, int64_t m);
   absl::Status AddValues(int64_t m, bool exact);
   absl::Status HistogramPass();
-  // With by_codes_, pass 2, from Encoding::AffineCodeRuns or Q4_K's stored
-  // blocks (Q4KLevelsPass), decoding nothing: per run, its codes counted,
-  // and each of its 16 levels (Decode's float expression) binned once and
-  // added with its count; the end levels, groups and code histogram from
+  // With by_codes_, pass 2, from Encoding::AffineCodeRuns or a ggml
+  // tensor's stored blocks (BlocksPass), decoding nothing: per run, its codes
+  // counted, and each of its 16 levels (Decode's float expression) binned once
+  // and added with its count; the end levels, groups and code histogram from
   // the same counts (TallyRun). Sets codes_failed_ (and stops) where
   // AffineCodeRuns cannot give a chunk's codes (or a code is 16 or more).
   absl::Status CodesPass();
@@ -959,6 +959,9 @@ class StatsPass {
   // bytes, their levels as the decoder's (TallyBlock).
   absl::Status BlocksPass(const Binner& binner);
   // Block b at p: its sub-blocks' runs, counts and levels, each tallied.
+  // kSubs: blocks_type_->sub_blocks (the arrays sized to it: zeroing eight
+  // runs' worth for Q4_0's one cost a tenth of its pass).
+  template <int kSubs>
   void TallyBlock(const uint8_t* p, int64_t b, const Binner& binner);
 
   void Fold(const float* values, const float* refs, int64_t count,
@@ -1428,6 +1431,7 @@ absl::Status StatsPass::BlocksPass(const Binner& binner) {
   const int64_t elems = blocks_type_->elements, bytes = blocks_type_->bytes;
   const int64_t blocks = n_ / elems;
   const int64_t per_poll = std::max<int64_t>(1, chunk_ / elems);
+  const bool one_sub = blocks_type_->sub_blocks == 1;
   for (int64_t b0 = 0; b0 < blocks; b0 += per_poll) {
     TM_RETURN_IF_ERROR(CancelledAt(b0 * elems, "histogram pass"));
     const int64_t b1 = std::min(blocks, b0 + per_poll);
@@ -1437,7 +1441,11 @@ absl::Status StatsPass::BlocksPass(const Binner& binner) {
     // one allocation, GroupSet's bitmap growing, completes between reads.
     TM_RETURN_IF_ERROR(GuardedRead([&] {
       for (int64_t b = b0; b < b1; ++b) {
-        TallyBlock(blocks_ + b * bytes, b, binner);
+        if (one_sub) {
+          TallyBlock<1>(blocks_ + b * bytes, b, binner);
+        } else {
+          TallyBlock<kMaxCodeSubBlocks>(blocks_ + b * bytes, b, binner);
+        }
       }
       return absl::OkStatus();
     }));
@@ -1445,12 +1453,13 @@ absl::Status StatsPass::BlocksPass(const Binner& binner) {
   return absl::OkStatus();
 }
 
+template <int kSubs>
 void StatsPass::TallyBlock(const uint8_t* p, int64_t b, const Binner& binner) {
   const CodeBlockType& type = *blocks_type_;
-  const int subs = type.sub_blocks;
-  QuantRun runs[kMaxCodeSubBlocks];
-  uint32_t counts[kMaxCodeSubBlocks][16];
-  AffineLevels levels[kMaxCodeSubBlocks];
+  const int subs = kSubs == 1 ? 1 : type.sub_blocks;  // <= kSubs
+  QuantRun runs[kSubs];
+  uint32_t counts[kSubs][16];
+  AffineLevels levels[kSubs];
   type.runs(p, b * subs, runs);
   type.count(p, avx2_, counts);
   type.levels(p, runs, avx2_, levels);

@@ -93,8 +93,8 @@ absl::Status CheckStatsRequest(const LogicalTensor& t, const LogicalTensor* ref,
 // still runs for a reference's histogram). Conventions' codes of 4 bits or
 // fewer in runs of 32 or more (GPTQ, AWQ, compressed-tensors groups along
 // a row; Encoding::AffineCodeRuns) and ggml Q4_0, Q4_1, Q4_K, IQ4_NL,
-// IQ4_XS and MXFP4 stored as such (core/stats_code_blocks.h), with no
-// options.group: the first pass is the moments alone, and the second
+// IQ4_XS, MXFP4 and TQ2_0 stored as such (core/stats_code_blocks.h), with
+// no options.group: the first pass is the moments alone, and the second
 // reads codes, not values: each run's (group's, sub-block's) codes counted by
 // value, and each of its 16 levels (Decode's float expression) binned,
 // compared with the run's end levels and counted once with its count. Every

@@ -1,10 +1,12 @@
 #include "core/stats_code_blocks.h"
 
+#include <cassert>
 #include <cstring>
 #include <vector>
 
 #include "core/format/stored_tensor.h"
 #include "core/quant/block_util.h"
+#include "core/quant/codec.h"
 #include "core/quant/float_formats.h"
 #include "core/quant/kquant_scales.h"
 
@@ -46,8 +48,8 @@ void LevelsQ4K(const uint8_t* p, const QuantRun* runs, bool avx2,
     uint8_t sc, m;
     ScaleMinK4(sub, p + 4, &sc, &m);
     const float d1 = d * sc, m1 = dmin * m;
-    ComputeOffsetLevels(d1, m1, LowLevel(runs[sub]), HighLevel(runs[sub]),
-                        avx2, out + sub);
+    ComputeOffsetLevels(d1, m1, LowLevel(runs[sub]), HighLevel(runs[sub]), avx2,
+                        out + sub);
   }
 }
 
@@ -133,26 +135,33 @@ int FirstHighTq2_0(const uint8_t* p) {
 }
 
 std::vector<CodeBlockType> MakeRows() {
-  auto row = [](DType dtype, int64_t elements, int64_t bytes, int subs,
-                auto count, auto levels, auto first_high) {
-    return CodeBlockType{dtype, elements, bytes, subs, GetSubBlockRanges(dtype),
-                         count, levels, first_high};
+  // A type's block size and sub-blocks are the codec's; the functions say
+  // the rest.
+  auto row = [](DType dtype, auto count, auto levels, auto first_high) {
+    const DTypeInfo& info = GetDTypeInfo(dtype);
+    return CodeBlockType{dtype,
+                         info.block_elems,
+                         info.block_bytes,
+                         SubBlocksPerBlock(dtype),
+                         GetSubBlockRanges(dtype),
+                         count,
+                         levels,
+                         first_high};
   };
-  return {
-      row(DType::kQ4_K, 256, 144, 8, CountQ4K, LevelsQ4K,
-          FirstHighNibble<16, 4, 32>),
-      row(DType::kQ4_0, 32, 18, 1, Count32<2>, LevelsQ4_0,
-          FirstHighNibble<2, 1, 16>),
-      row(DType::kQ4_1, 32, 20, 1, Count32<4>, LevelsQ4_1,
-          FirstHighNibble<4, 1, 16>),
-      row(DType::kIQ4_NL, 32, 18, 1, Count32<2>, LevelsIq4Nl,
-          FirstHighNibble<2, 1, 16>),
-      row(DType::kIQ4_XS, 256, 136, 8, CountIq4Xs, LevelsIq4Xs,
-          FirstHighNibble<8, 8, 16>),
-      row(DType::kMXFP4, 32, 17, 1, Count32<1>, LevelsMxfp4,
-          FirstHighNibble<1, 1, 16>),
-      row(DType::kTQ2_0, 256, 66, 1, CountTq2_0, LevelsTq2_0, FirstHighTq2_0),
+  std::vector<CodeBlockType> rows = {
+      row(DType::kQ4_K, CountQ4K, LevelsQ4K, FirstHighNibble<16, 4, 32>),
+      row(DType::kQ4_0, Count32<2>, LevelsQ4_0, FirstHighNibble<2, 1, 16>),
+      row(DType::kQ4_1, Count32<4>, LevelsQ4_1, FirstHighNibble<4, 1, 16>),
+      row(DType::kIQ4_NL, Count32<2>, LevelsIq4Nl, FirstHighNibble<2, 1, 16>),
+      row(DType::kIQ4_XS, CountIq4Xs, LevelsIq4Xs, FirstHighNibble<8, 8, 16>),
+      row(DType::kMXFP4, Count32<1>, LevelsMxfp4, FirstHighNibble<1, 1, 16>),
+      row(DType::kTQ2_0, CountTq2_0, LevelsTq2_0, FirstHighTq2_0),
   };
+  for (const CodeBlockType& r : rows) {
+    assert(r.sub_blocks <= kMaxCodeSubBlocks && r.runs != nullptr);
+    (void)r;
+  }
+  return rows;
 }
 
 const std::vector<CodeBlockType>& Rows() {

@@ -21,8 +21,9 @@ inline constexpr int kMaxCodeSubBlocks = 8;
 
 struct CodeBlockType {
   DType dtype;
-  int64_t elements, bytes;  // of a block
+  int64_t elements, bytes;  // of a block (GetDTypeInfo's)
   int sub_blocks;           // of elements / sub_blocks each, in order
+                            // (SubBlocksPerBlock)
   // Each sub-block's run: count, group (the first given), end levels
   // (GetSubBlockRanges).
   SubBlockRunsFn runs;
@@ -42,8 +43,7 @@ struct CodeBlockType {
 // The row of `t`'s type and, in *blocks, its blocks where they are stored:
 // a ggml tensor of one stored tensor, its elements in order, whole blocks
 // of a type with a row (Q4_0, Q4_1, Q4_K, IQ4_NL, IQ4_XS, MXFP4, TQ2_0).
-// nullptr
-// otherwise.
+// nullptr otherwise.
 const CodeBlockType* StoredCodeBlocks(const LogicalTensor& t,
                                       const uint8_t** blocks);
 

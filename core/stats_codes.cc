@@ -189,7 +189,8 @@ __attribute__((target("avx2,popcnt"))) void CountTq2_0BlockAvx2(
   const __m256i three = _mm256_set1_epi8(3);
   uint32_t sum[4] = {};
   for (int j = 0; j < 2; ++j) {
-    __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * j));
+    __m256i x =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * j));
     for (int l = 0; l < 4; ++l) {
       const __m256i c = _mm256_and_si256(x, three);
       for (int k = 0; k < 4; ++k) {
@@ -249,8 +250,8 @@ void ComputeAffineLevels(float scale, int32_t bias, uint8_t flip, float lo,
                          float hi, bool avx2, AffineLevels* out) {
 #if defined(__x86_64__)
   if (avx2) {
-    return ComputeLevelsAvx2(LevelForm::kAffine, scale, bias, flip, 0,
-                             nullptr, lo, hi, out);
+    return ComputeLevelsAvx2(LevelForm::kAffine, scale, bias, flip, 0, nullptr,
+                             lo, hi, out);
   }
 #endif
   (void)avx2;
@@ -276,8 +277,8 @@ void ComputeOffsetLevels(float scale, float offset, float lo, float hi,
   MarkLevelsScalar(lo, hi, out);
 }
 
-void ComputeTableLevels(float scale, const int8_t table[16], float lo,
-                        float hi, bool avx2, AffineLevels* out) {
+void ComputeTableLevels(float scale, const int8_t table[16], float lo, float hi,
+                        bool avx2, AffineLevels* out) {
 #if defined(__x86_64__)
   if (avx2) {
     return ComputeLevelsAvx2(LevelForm::kTable, scale, 0, 0, 0, table, lo, hi,

@@ -1,5 +1,5 @@
-// A run's 4-bit codes counted in bulk, and its 16 levels computed as the
-// decoder computes them: what ComputeStats needs to take a group's
+// A run's codes (4 bits or fewer) counted in bulk, and its 16 levels computed
+// as the decoder computes them: what ComputeStats needs to take a group's
 // histogram, end levels and level usage once per level rather than once per
 // element.
 #ifndef TENSORMORPH_CORE_STATS_CODES_H_
@@ -58,8 +58,8 @@ void ComputeOffsetLevels(float scale, float offset, float lo, float hi,
 // The same for a run whose values are scale * float(table[code]) (ggml's
 // codebook blocks: IQ4_NL and IQ4_XS d * kvalues_iq4nl[q], MXFP4 the halved
 // E8M0 scale times the doubled E2M1 codebook; one product, rounded once).
-void ComputeTableLevels(float scale, const int8_t table[16], float lo,
-                        float hi, bool avx2, AffineLevels* out);
+void ComputeTableLevels(float scale, const int8_t table[16], float lo, float hi,
+                        bool avx2, AffineLevels* out);
 
 // The float equal to `d`, or NaN (equal to nothing) where no finite float
 // is: a float compares equal to a double only when it is that value. What a

@@ -513,8 +513,8 @@ std::string RandomBlocks(size_t blocks, size_t block_bytes,
   std::mt19937_64 rng(seed);
   std::string out(blocks * block_bytes, '\0');
   for (char& c : out) c = static_cast<char>(rng());
-  const std::vector<float> g = testing::Gaussian(blocks * halves.size(), seed,
-                                                 scale);
+  const std::vector<float> g =
+      testing::Gaussian(blocks * halves.size(), seed, scale);
   size_t k = 0;
   for (size_t b = 0; b < blocks; ++b) {
     for (size_t at : halves) {
@@ -579,15 +579,15 @@ std::string WriteAdversarialGguf() {
   SetBlockBytes(&q6k, 210, 0, 192, {4, 100}, 0x00);  // every code -32
   const size_t blocks32 = n / 32, blocks256 = n / 256;
   std::string q41 = RandomBlocks(blocks32, 20, {0, 2}, 0.05f, 31);
-  SetBlockHalf(&q41, 20, 0, {0, 24, 1500}, 0x7e00);       // d NaN
-  SetBlockHalf(&q41, 20, 2, {1, 31, 1700}, 0x7c00);       // m +Inf
-  SetBlockHalf(&q41, 20, 0, {2, 48, last32}, 0x0000);     // d zero: all m
-  SetBlockHalf(&q41, 20, 2, {2, 3}, 0x0000);              // and m zero
-  SetBlockHalf(&q41, 20, 0, {3}, 0x8000);                 // d -0
-  SetBlockBytes(&q41, 20, 4, 20, {4, 62, 2000}, 0x00);     // all code 0
+  SetBlockHalf(&q41, 20, 0, {0, 24, 1500}, 0x7e00);     // d NaN
+  SetBlockHalf(&q41, 20, 2, {1, 31, 1700}, 0x7c00);     // m +Inf
+  SetBlockHalf(&q41, 20, 0, {2, 48, last32}, 0x0000);   // d zero: all m
+  SetBlockHalf(&q41, 20, 2, {2, 3}, 0x0000);            // and m zero
+  SetBlockHalf(&q41, 20, 0, {3}, 0x8000);               // d -0
+  SetBlockBytes(&q41, 20, 4, 20, {4, 62, 2000}, 0x00);  // all code 0
   SetBlockBytes(&q41, 20, 4, 20, {5, 2001, last32 - 1}, 0xff);
-  SetBlockHalf(&q41, 20, 0, {6, 60}, 0xbc00);  // d -1: levels descending
-  SetBlockHalf(&q41, 20, 0, {7, 61}, 0x0001);  // d the least subnormal
+  SetBlockHalf(&q41, 20, 0, {6, 60}, 0xbc00);      // d -1: levels descending
+  SetBlockHalf(&q41, 20, 0, {7, 61}, 0x0001);      // d the least subnormal
   SetBlockHalf(&q41, 20, 0, {8, 63, 64}, 0x3c00);  // d 1, m 0 and -8:
   SetBlockHalf(&q41, 20, 2, {8, 63}, 0x0000);      // integer levels, on
   SetBlockHalf(&q41, 20, 2, {64}, 0xc800);         // integer bins
@@ -610,11 +610,11 @@ std::string WriteAdversarialGguf() {
   SetBlockBytes(&xs, 136, 8, 72, {5, last256 - 1}, 0xff);
   SetBlockHalf(&xs, 136, 0, {6, 60}, 0xbc00);
   SetBlockHalf(&xs, 136, 0, {7, 61}, 0x0001);
-  SetBlockHalf(&xs, 136, 0, {8, 62}, 0x3c00);      // d 1 and every ls 33
-  SetBlockHalf(&xs, 136, 2, {8, 62}, 0xaaaa);      // (high bits 2, low 1):
-  SetBlockBytes(&xs, 136, 4, 8, {8, 62}, 0x11);    // integer levels
-  SetBlockBytes(&xs, 136, 4, 8, {9}, 0x00);        // ls 0 and 32:
-  SetBlockHalf(&xs, 136, 2, {9}, 0x8888);          // dl -32 d and 0
+  SetBlockHalf(&xs, 136, 0, {8, 62}, 0x3c00);    // d 1 and every ls 33
+  SetBlockHalf(&xs, 136, 2, {8, 62}, 0xaaaa);    // (high bits 2, low 1):
+  SetBlockBytes(&xs, 136, 4, 8, {8, 62}, 0x11);  // integer levels
+  SetBlockBytes(&xs, 136, 4, 8, {9}, 0x00);      // ls 0 and 32:
+  SetBlockHalf(&xs, 136, 2, {9}, 0x8888);        // dl -32 d and 0
   std::string mx = RandomBlocks(blocks32, 17, {}, 0, 43);
   for (size_t b = 0; b < blocks32; ++b)  // scales 2^-8 .. 2^3
     mx[b * 17] = static_cast<char>(120 + static_cast<uint8_t>(mx[b * 17]) % 12);
@@ -674,9 +674,9 @@ TEST(StatsReferenceTest, AdversarialGroupsMatchTheElementwisePass) {
                            "iq4_xs", "mxfp4", "tq2_0", "f16", "bf16"}) {
     const LogicalTensor* t = (*ckpt)->FindTensor(name);
     ASSERT_NE(t, nullptr) << name;
-    EXPECT_EQ(StatsPathForTesting(*t, StatsOptions()) ==
-                  StatsPath::kStoredBlocks,
-              by_blocks.contains(name))
+    EXPECT_EQ(
+        StatsPathForTesting(*t, StatsOptions()) == StatsPath::kStoredBlocks,
+        by_blocks.contains(name))
         << name;
     // The edits took: NaN and infinite values (a NaN or infinite scale,
     // or, for F16 and BF16, their codes; MXFP4's scales have no NaN).

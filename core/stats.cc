@@ -959,8 +959,8 @@ class StatsPass {
   // bytes, their levels as the decoder's (TallyBlock).
   absl::Status BlocksPass(const Binner& binner);
   // Block b at p: its sub-blocks' runs, counts and levels, each tallied.
-  // kSubs: blocks_type_->sub_blocks (the arrays sized to it: zeroing eight
-  // runs' worth for Q4_0's one cost a tenth of its pass).
+  // kSubs: blocks_type_->sub_blocks or more (the arrays sized to it:
+  // zeroing eight runs' worth for Q4_0's one cost a tenth of its pass).
   template <int kSubs>
   void TallyBlock(const uint8_t* p, int64_t b, const Binner& binner);
 
@@ -1431,7 +1431,7 @@ absl::Status StatsPass::BlocksPass(const Binner& binner) {
   const int64_t elems = blocks_type_->elements, bytes = blocks_type_->bytes;
   const int64_t blocks = n_ / elems;
   const int64_t per_poll = std::max<int64_t>(1, chunk_ / elems);
-  const bool one_sub = blocks_type_->sub_blocks == 1;
+  const int subs = blocks_type_->sub_blocks;
   for (int64_t b0 = 0; b0 < blocks; b0 += per_poll) {
     TM_RETURN_IF_ERROR(CancelledAt(b0 * elems, "histogram pass"));
     const int64_t b1 = std::min(blocks, b0 + per_poll);
@@ -1441,8 +1441,10 @@ absl::Status StatsPass::BlocksPass(const Binner& binner) {
     // one allocation, GroupSet's bitmap growing, completes between reads.
     TM_RETURN_IF_ERROR(GuardedRead([&] {
       for (int64_t b = b0; b < b1; ++b) {
-        if (one_sub) {
+        if (subs == 1) {
           TallyBlock<1>(blocks_ + b * bytes, b, binner);
+        } else if (subs <= 8) {
+          TallyBlock<8>(blocks_ + b * bytes, b, binner);
         } else {
           TallyBlock<kMaxCodeSubBlocks>(blocks_ + b * bytes, b, binner);
         }

@@ -38,6 +38,11 @@ void CountTq2_0(const uint8_t* p, bool avx2, uint32_t count[][16]) {
   CountTq2_0Block(p, avx2, count[0]);
 }
 
+// Q2_K: sixteen sub-blocks of 16 2-bit codes in 64 bytes from byte 16.
+void CountQ2K(const uint8_t* p, bool avx2, uint32_t count[][16]) {
+  CountQ2KBlock(p + 16, avx2, count);
+}
+
 // ---- Levels, each as its decoder's float expression ------------------------
 
 // DecodeQ4_K: d1 * q - m1, with d1 = d * sc and m1 = dmin * m.
@@ -104,6 +109,19 @@ void LevelsTq2_0(const uint8_t* p, const QuantRun* runs, bool avx2,
                       HighLevel(runs[0]), avx2, out);
 }
 
+// DecodeQ2_K: dl * q - ml, with dl = d * (sc & 15) and ml = dmin * (sc >>
+// 4) of sub-block s's scale byte sc (d and dmin after the codes).
+void LevelsQ2K(const uint8_t* p, const QuantRun* runs, bool avx2,
+               AffineLevels* out) {
+  const float d = LoadF16(p + 80), min = LoadF16(p + 82);
+  for (int sub = 0; sub < 16; ++sub) {
+    const uint8_t sc = p[sub];
+    const float dl = d * (sc & 0xF), ml = min * (sc >> 4);
+    ComputeOffsetLevels(dl, ml, LowLevel(runs[sub]), HighLevel(runs[sub]), avx2,
+                        out + sub);
+  }
+}
+
 // ---- The first code with its top bit set -----------------------------------
 
 // 4-bit codes in kPairs pairs of kWidth bytes from byte kAt, each pair's
@@ -124,11 +142,14 @@ int FirstHighNibble(const uint8_t* p) {
   return -1;
 }
 
-// TQ2_0: element e is bits 2 * ((e % 128) / 32) of byte (e / 128) * 32 +
-// e % 32 (InspectTq2_0).
-int FirstHighTq2_0(const uint8_t* p) {
+// 2-bit codes in 64 bytes from byte kAt: element e is bits
+// 2 * ((e % 128) / 32) of byte (e / 128) * 32 + e % 32 (InspectTq2_0,
+// InspectQ2_K).
+template <int kAt>
+int FirstHighCrumb(const uint8_t* p) {
+  const uint8_t* qs = p + kAt;
   for (int e = 0; e < 256; ++e) {
-    const uint8_t q = p[(e / 128) * 32 + e % 32] >> (2 * ((e % 128) / 32));
+    const uint8_t q = qs[(e / 128) * 32 + e % 32] >> (2 * ((e % 128) / 32));
     if ((q & 2) != 0) return e;
   }
   return -1;
@@ -155,7 +176,8 @@ std::vector<CodeBlockType> MakeRows() {
       row(DType::kIQ4_NL, Count32<2>, LevelsIq4Nl, FirstHighNibble<2, 1, 16>),
       row(DType::kIQ4_XS, CountIq4Xs, LevelsIq4Xs, FirstHighNibble<8, 8, 16>),
       row(DType::kMXFP4, Count32<1>, LevelsMxfp4, FirstHighNibble<1, 1, 16>),
-      row(DType::kTQ2_0, CountTq2_0, LevelsTq2_0, FirstHighTq2_0),
+      row(DType::kTQ2_0, CountTq2_0, LevelsTq2_0, FirstHighCrumb<0>),
+      row(DType::kQ2_K, CountQ2K, LevelsQ2K, FirstHighCrumb<16>),
   };
   for (const CodeBlockType& r : rows) {
     assert(r.sub_blocks <= kMaxCodeSubBlocks && r.runs != nullptr);

@@ -17,7 +17,7 @@
 namespace tensormorph {
 
 // The most sub-blocks a row's block has.
-inline constexpr int kMaxCodeSubBlocks = 8;
+inline constexpr int kMaxCodeSubBlocks = 16;
 
 struct CodeBlockType {
   DType dtype;
@@ -42,7 +42,8 @@ struct CodeBlockType {
 
 // The row of `t`'s type and, in *blocks, its blocks where they are stored:
 // a ggml tensor of one stored tensor, its elements in order, whole blocks
-// of a type with a row (Q4_0, Q4_1, Q4_K, IQ4_NL, IQ4_XS, MXFP4, TQ2_0).
+// of a type with a row (Q4_0, Q4_1, Q4_K, IQ4_NL, IQ4_XS, MXFP4, TQ2_0,
+// Q2_K).
 // nullptr otherwise.
 const CodeBlockType* StoredCodeBlocks(const LogicalTensor& t,
                                       const uint8_t** blocks);

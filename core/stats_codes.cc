@@ -204,9 +204,52 @@ __attribute__((target("avx2,popcnt"))) void CountTq2_0BlockAvx2(
   std::fill(count, count + 16, 0u);
   for (int k = 0; k < 4; ++k) count[k] = sum[k];
 }
+
+// One load a half block; per 2-bit plane and code value a compare, a mask
+// and two popcounts (the plane's two sub-blocks are the load's two 16-byte
+// halves).
+__attribute__((target("avx2,popcnt"))) void CountQ2KBlockAvx2(
+    const uint8_t* qs, uint32_t count[16][16]) {
+  const __m256i three = _mm256_set1_epi8(3);
+  for (int h = 0; h < 2; ++h) {
+    __m256i x =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * h));
+    for (int j = 0; j < 4; ++j) {
+      const __m256i c = _mm256_and_si256(x, three);
+      uint32_t* lo = count[8 * h + 2 * j];
+      uint32_t* hi = count[8 * h + 2 * j + 1];
+      for (int k = 0; k < 4; ++k) {
+        const uint32_t m = static_cast<uint32_t>(_mm256_movemask_epi8(
+            _mm256_cmpeq_epi8(c, _mm256_set1_epi8(static_cast<char>(k)))));
+        lo[k] = static_cast<uint32_t>(std::popcount(m & 0xffffu));
+        hi[k] = static_cast<uint32_t>(std::popcount(m >> 16));
+      }
+      std::fill(lo + 4, lo + 16, 0u);
+      std::fill(hi + 4, hi + 16, 0u);
+      x = _mm256_srli_epi16(x, 2);
+    }
+  }
+}
 #endif
 
 }  // namespace
+
+void CountQ2KBlock(const uint8_t* qs, bool avx2, uint32_t count[16][16]) {
+#if defined(__x86_64__)
+  if (avx2) return CountQ2KBlockAvx2(qs, count);
+#endif
+  (void)avx2;
+  for (int s = 0; s < 16; ++s) std::fill(count[s], count[s] + 16, 0u);
+  for (int h = 0; h < 2; ++h) {
+    for (int g = 0; g < 2; ++g) {
+      for (int l = 0; l < 16; ++l) {
+        const uint8_t q = qs[32 * h + 16 * g + l];
+        for (int j = 0; j < 4; ++j)
+          ++count[8 * h + 2 * j + g][(q >> 2 * j) & 3];
+      }
+    }
+  }
+}
 
 void CountTq2_0Block(const uint8_t* qs, bool avx2, uint32_t count[16]) {
 #if defined(__x86_64__)

@@ -35,6 +35,12 @@ void CountQ4_0Block(const uint8_t* qs, bool avx2, uint32_t count[16]);
 // (e / 128) * 32 + e % 32); count[k] is 0 for k >= 4.
 void CountTq2_0Block(const uint8_t* qs, bool avx2, uint32_t count[16]);
 
+// The same for a ggml Q2_K block's sixteen sub-blocks of 16, from its 64
+// code bytes `qs` (DecodeQ2_K's layout: sub-block 8 * h + 2 * j + g is
+// bits 2 * j of bytes 32 * h + 16 * g + [0, 16)): count[s][k], 0 for
+// k >= 4.
+void CountQ2KBlock(const uint8_t* qs, bool avx2, uint32_t count[16][16]);
+
 // The 16 levels of a run whose values are
 //   scale * float(int(code ^ flip) - bias)
 // (Encoding::AffineCodeRuns: Decode's float expression, so each level has

@@ -46,6 +46,17 @@ void Tq2_0Runs(const uint8_t* p, int64_t group, QuantRun* out) {
   UniformRun(256, group, LoadF16(p + 64), -1, 1, 0, out);
 }
 
+// Q2_K: sixteen sub-blocks of 16, each scale byte's low four bits a
+// multiple of d and its high four of dmin (d and dmin after the codes):
+// dl * code - ml, codes 0..3 (InspectQ2_K).
+void Q2_KRuns(const uint8_t* p, int64_t group, QuantRun* out) {
+  const float d = LoadF16(p + 80), min = LoadF16(p + 82);
+  for (int sub = 0; sub < 16; ++sub) {
+    const float dl = d * (p[sub] & 0xF), ml = min * (p[sub] >> 4);
+    UniformRun(16, group + sub, dl, 0, 3, -static_cast<double>(ml), out + sub);
+  }
+}
+
 // Q4_K and Q5_K: f16 d and dmin, then 6-bit scales and mins of eight
 // sub-blocks of 32 (InspectQ45_K).
 template <int kMaxLevel>
@@ -123,6 +134,8 @@ SubBlockRunsFn GetSubBlockRuns(DType dtype) {
       return Q4_1Runs;
     case DType::kTQ2_0:
       return Tq2_0Runs;
+    case DType::kQ2_K:
+      return Q2_KRuns;
     case DType::kQ4_K:
       return Q45_KRuns<15>;
     case DType::kQ5_K:

@@ -446,7 +446,7 @@ TEST(StatsReferenceTest, FixtureFormatsMatchTheElementwisePass) {
       {"gguf/Q5_0.gguf", "blk.0.attn_q.weight"},
       {"gguf/Q5_1.gguf", "blk.0.attn_q.weight"},
       {"gguf/Q8_0.gguf", "blk.0.attn_q.weight"},
-      {"gguf/Q2_K.gguf", "blk.0.attn_q.weight"},
+      {"gguf/Q2_K.gguf", "blk.0.attn_q.weight", kBlocks},
       {"gguf/Q3_K.gguf", "blk.0.attn_q.weight"},
       {"gguf/Q4_K.gguf", "blk.0.ffn_down.weight", kBlocks},
       {"gguf/Q5_K.gguf", "blk.0.attn_q.weight"},
@@ -537,7 +537,8 @@ std::string RandomBlocks(size_t blocks, size_t block_bytes,
 // blocks): Q4_1 (d at byte 0, m at 2), IQ4_NL (d), IQ4_XS (d; ls 33 with
 // d 1 gives integer levels) and MXFP4 (E8M0 scale byte: 0 and 1 subnormal,
 // 255 levels past float's range, 128 integer levels) and TQ2_0 (d at byte
-// 64; code 3 is 2 d, past the range -d..d). 140 rows of 512: past
+// 64; code 3 is 2 d, past the range -d..d) and Q2_K (d at byte 80, dmin at
+// 82; scale bytes 0x01 with d 1 give integer levels). 140 rows of 512: past
 // the size
 // where pass 1 buckets values; and a one-dimensional F16 and BF16 of 2^17 + 7
 // elements (a tail past the last full lane block), with every code pattern
@@ -635,8 +636,23 @@ std::string WriteAdversarialGguf() {
   SetBlockHalf(&tq, 66, 64, {6, 60}, 0xbc00);
   SetBlockHalf(&tq, 66, 64, {7, 61}, 0x0001);
   SetBlockHalf(&tq, 66, 64, {8, 62}, 0x3c00);  // d 1: levels -1, 0, 1, 2
+  std::string q2k = RandomBlocks(blocks256, 84, {80, 82}, 0.01f, 53);
+  SetBlockHalf(&q2k, 84, 80, {0, 40}, 0x7e00);       // d NaN
+  SetBlockHalf(&q2k, 84, 82, {1, 41}, 0x7c00);       // dmin +Inf
+  SetBlockHalf(&q2k, 84, 80, {2, last256}, 0x0000);  // d zero: levels -ml
+  SetBlockHalf(&q2k, 84, 82, {2, 3}, 0x0000);        // and dmin zero
+  SetBlockHalf(&q2k, 84, 80, {3}, 0x8000);
+  SetBlockBytes(&q2k, 84, 16, 80, {4, 100}, 0x00);
+  SetBlockBytes(&q2k, 84, 16, 48, {5, last256 - 1}, 0xff);
+  SetBlockHalf(&q2k, 84, 80, {6, 60}, 0xbc00);
+  SetBlockHalf(&q2k, 84, 80, {7, 61}, 0x0001);
+  SetBlockHalf(&q2k, 84, 80, {8, 62}, 0x3c00);    // d 1, dmin 1, sc 1:
+  SetBlockHalf(&q2k, 84, 82, {8, 62}, 0x3c00);    // levels 0..3, and with
+  SetBlockBytes(&q2k, 84, 0, 8, {8, 62}, 0x01);   // m 8 -8..-5, on
+  SetBlockBytes(&q2k, 84, 8, 16, {8, 62}, 0x81);  // integer bins
   GgufSpec s;
   s.kv.push_back({"general.architecture", GgufString("llama")});
+  s.tensors.push_back({"q2_k", {kCols, kRows}, 10, q2k});
   s.tensors.push_back({"tq2_0", {kCols, kRows}, 35, tq});
   s.tensors.push_back({"q4_1", {kCols, kRows}, 3, q41});
   s.tensors.push_back({"iq4_nl", {kCols, kRows}, 20, nl});
@@ -669,9 +685,9 @@ TEST(StatsReferenceTest, AdversarialGroupsMatchTheElementwisePass) {
   auto ckpt = Checkpoint::Open(WriteAdversarialGguf());
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
   const absl::flat_hash_set<std::string> by_blocks = {
-      "q4_0", "q4_1", "q4_k", "iq4_nl", "iq4_xs", "mxfp4", "tq2_0"};
+      "q4_0", "q4_1", "q4_k", "iq4_nl", "iq4_xs", "mxfp4", "tq2_0", "q2_k"};
   for (const char* name : {"q8_0", "q4_0", "q4_1", "q4_k", "q6_k", "iq4_nl",
-                           "iq4_xs", "mxfp4", "tq2_0", "f16", "bf16"}) {
+                           "iq4_xs", "mxfp4", "tq2_0", "q2_k", "f16", "bf16"}) {
     const LogicalTensor* t = (*ckpt)->FindTensor(name);
     ASSERT_NE(t, nullptr) << name;
     EXPECT_EQ(

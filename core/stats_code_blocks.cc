@@ -43,6 +43,12 @@ void CountQ2K(const uint8_t* p, bool avx2, uint32_t count[][16]) {
   CountQ2KBlock(p + 16, avx2, count);
 }
 
+// Q3_K: sixteen sub-blocks of 16 3-bit codes, the hmask bits (32 bytes
+// from byte 0) above the qs bits (64 from byte 32).
+void CountQ3K(const uint8_t* p, bool avx2, uint32_t count[][16]) {
+  CountQ3KBlock(p, p + 32, avx2, count);
+}
+
 // ---- Levels, each as its decoder's float expression ------------------------
 
 // DecodeQ4_K: d1 * q - m1, with d1 = d * sc and m1 = dmin * m.
@@ -122,6 +128,22 @@ void LevelsQ2K(const uint8_t* p, const QuantRun* runs, bool avx2,
   }
 }
 
+// DecodeQ3_K: dl * (low - (high ? 0 : 4)), the integer code - 4, with dl
+// = d * (scale - 32) of the sub-block's unpacked 6-bit scale (scales at
+// byte 96, d at 108): the same product as ComputeAffineLevels' dl *
+// float(code - 4).
+void LevelsQ3K(const uint8_t* p, const QuantRun* runs, bool avx2,
+               AffineLevels* out) {
+  const float d = LoadF16(p + 108);
+  int8_t scales[16];
+  UnpackQ3Scales(p + 96, scales);
+  for (int sub = 0; sub < 16; ++sub) {
+    const float dl = d * (scales[sub] - 32);
+    ComputeAffineLevels(dl, 4, 0, LowLevel(runs[sub]), HighLevel(runs[sub]),
+                        avx2, out + sub);
+  }
+}
+
 // ---- The first code with its top bit set -----------------------------------
 
 // 4-bit codes in kPairs pairs of kWidth bytes from byte kAt, each pair's
@@ -155,6 +177,15 @@ int FirstHighCrumb(const uint8_t* p) {
   return -1;
 }
 
+// Q3_K: a code's top bit is its hmask bit, bit (e / 128) * 4 + (e % 128)
+// / 32 of hmask[e % 32] (InspectQ3_K).
+int FirstHighQ3K(const uint8_t* p) {
+  for (int e = 0; e < 256; ++e) {
+    if (((p[e % 32] >> ((e / 128) * 4 + (e % 128) / 32)) & 1) != 0) return e;
+  }
+  return -1;
+}
+
 std::vector<CodeBlockType> MakeRows() {
   // A type's block size and sub-blocks are the codec's; the functions say
   // the rest.
@@ -178,6 +209,7 @@ std::vector<CodeBlockType> MakeRows() {
       row(DType::kMXFP4, Count32<1>, LevelsMxfp4, FirstHighNibble<1, 1, 16>),
       row(DType::kTQ2_0, CountTq2_0, LevelsTq2_0, FirstHighCrumb<0>),
       row(DType::kQ2_K, CountQ2K, LevelsQ2K, FirstHighCrumb<16>),
+      row(DType::kQ3_K, CountQ3K, LevelsQ3K, FirstHighQ3K),
   };
   for (const CodeBlockType& r : rows) {
     assert(r.sub_blocks <= kMaxCodeSubBlocks && r.runs != nullptr);

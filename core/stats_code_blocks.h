@@ -35,15 +35,15 @@ struct CodeBlockType {
   void (*levels)(const uint8_t* block, const QuantRun* runs, bool avx2,
                  AffineLevels* levels);
   // The index within the block of its first element whose code has its
-  // top bit set (8 of a 4-bit code, 2 of a 2-bit one), or -1 where none
-  // has: where StatsPass asks Inspect whether codes read as signed.
+  // top bit set (8 of a 4-bit code, 4 of a 3-bit, 2 of a 2-bit), or -1 where
+  // none has: where StatsPass asks Inspect whether codes read as signed.
   int (*first_high_code)(const uint8_t* block);
 };
 
 // The row of `t`'s type and, in *blocks, its blocks where they are stored:
 // a ggml tensor of one stored tensor, its elements in order, whole blocks
 // of a type with a row (Q4_0, Q4_1, Q4_K, IQ4_NL, IQ4_XS, MXFP4, TQ2_0,
-// Q2_K).
+// Q2_K, Q3_K).
 // nullptr otherwise.
 const CodeBlockType* StoredCodeBlocks(const LogicalTensor& t,
                                       const uint8_t** blocks);

@@ -230,9 +230,61 @@ __attribute__((target("avx2,popcnt"))) void CountQ2KBlockAvx2(
     }
   }
 }
+
+// As CountQ2KBlockAvx2, each plane's codes given their hmask bit (bit
+// h * 4 + j of the same 32 bytes) as bit 2: eight code values a plane.
+__attribute__((target("avx2,popcnt"))) void CountQ3KBlockAvx2(
+    const uint8_t* hmask, const uint8_t* qs, uint32_t count[16][16]) {
+  const __m256i three = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
+  const __m256i hm =
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hmask));
+  for (int h = 0; h < 2; ++h) {
+    const __m256i x =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * h));
+    for (int j = 0; j < 4; ++j) {
+      const int bit = 4 * h + j;  // of hmask, moved to bit 2
+      const __m256i high =
+          bit >= 2 ? _mm256_srl_epi16(hm, _mm_cvtsi32_si128(bit - 2))
+                   : _mm256_sll_epi16(hm, _mm_cvtsi32_si128(2 - bit));
+      const __m256i c = _mm256_or_si256(
+          _mm256_and_si256(_mm256_srl_epi16(x, _mm_cvtsi32_si128(2 * j)),
+                           three),
+          _mm256_and_si256(high, four));
+      uint32_t* lo = count[8 * h + 2 * j];
+      uint32_t* hi = count[8 * h + 2 * j + 1];
+      for (int k = 0; k < 8; ++k) {
+        const uint32_t m = static_cast<uint32_t>(_mm256_movemask_epi8(
+            _mm256_cmpeq_epi8(c, _mm256_set1_epi8(static_cast<char>(k)))));
+        lo[k] = static_cast<uint32_t>(std::popcount(m & 0xffffu));
+        hi[k] = static_cast<uint32_t>(std::popcount(m >> 16));
+      }
+      std::fill(lo + 8, lo + 16, 0u);
+      std::fill(hi + 8, hi + 16, 0u);
+    }
+  }
+}
 #endif
 
 }  // namespace
+
+void CountQ3KBlock(const uint8_t* hmask, const uint8_t* qs, bool avx2,
+                   uint32_t count[16][16]) {
+#if defined(__x86_64__)
+  if (avx2) return CountQ3KBlockAvx2(hmask, qs, count);
+#endif
+  (void)avx2;
+  for (int s = 0; s < 16; ++s) std::fill(count[s], count[s] + 16, 0u);
+  for (int h = 0; h < 2; ++h) {
+    for (int w = 0; w < 32; ++w) {
+      const uint8_t q = qs[32 * h + w];
+      for (int j = 0; j < 4; ++j) {
+        const int code =
+            ((q >> 2 * j) & 3) | (((hmask[w] >> (4 * h + j)) & 1) << 2);
+        ++count[8 * h + 2 * j + w / 16][code];
+      }
+    }
+  }
+}
 
 void CountQ2KBlock(const uint8_t* qs, bool avx2, uint32_t count[16][16]) {
 #if defined(__x86_64__)

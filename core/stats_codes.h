@@ -41,6 +41,14 @@ void CountTq2_0Block(const uint8_t* qs, bool avx2, uint32_t count[16]);
 // k >= 4.
 void CountQ2KBlock(const uint8_t* qs, bool avx2, uint32_t count[16][16]);
 
+// The same for a ggml Q3_K block's sixteen sub-blocks of 16, from its 32
+// hmask bytes `hmask` and 64 code bytes `qs` (DecodeQ3_K's layout: the
+// code of element l of sub-block 8 * h + 2 * j + g, w = 16 * g + l, is
+// bits 2 * j of qs[32 * h + w] with bit h * 4 + j of hmask[w] above them):
+// count[s][k], 0 for k >= 8.
+void CountQ3KBlock(const uint8_t* hmask, const uint8_t* qs, bool avx2,
+                   uint32_t count[16][16]);
+
 // The 16 levels of a run whose values are
 //   scale * float(int(code ^ flip) - bias)
 // (Encoding::AffineCodeRuns: Decode's float expression, so each level has

@@ -57,6 +57,19 @@ void Q2_KRuns(const uint8_t* p, int64_t group, QuantRun* out) {
   }
 }
 
+// Q3_K: sixteen sub-blocks of 16, each a 6-bit scale (unpacked from the
+// 12 bytes at 96) less 32 times d (at 108): dl * (code - 4), codes 0..7
+// (InspectQ3_K).
+void Q3_KRuns(const uint8_t* p, int64_t group, QuantRun* out) {
+  const float d = LoadF16(p + 108);
+  int8_t scales[16];
+  UnpackQ3Scales(p + 96, scales);
+  for (int sub = 0; sub < 16; ++sub) {
+    const float dl = d * (scales[sub] - 32);
+    UniformRun(16, group + sub, dl, -4, 3, 0, out + sub);
+  }
+}
+
 // Q4_K and Q5_K: f16 d and dmin, then 6-bit scales and mins of eight
 // sub-blocks of 32 (InspectQ45_K).
 template <int kMaxLevel>
@@ -136,6 +149,8 @@ SubBlockRunsFn GetSubBlockRuns(DType dtype) {
       return Tq2_0Runs;
     case DType::kQ2_K:
       return Q2_KRuns;
+    case DType::kQ3_K:
+      return Q3_KRuns;
     case DType::kQ4_K:
       return Q45_KRuns<15>;
     case DType::kQ5_K:

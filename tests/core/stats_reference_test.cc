@@ -447,7 +447,7 @@ TEST(StatsReferenceTest, FixtureFormatsMatchTheElementwisePass) {
       {"gguf/Q5_1.gguf", "blk.0.attn_q.weight"},
       {"gguf/Q8_0.gguf", "blk.0.attn_q.weight"},
       {"gguf/Q2_K.gguf", "blk.0.attn_q.weight", kBlocks},
-      {"gguf/Q3_K.gguf", "blk.0.attn_q.weight"},
+      {"gguf/Q3_K.gguf", "blk.0.attn_q.weight", kBlocks},
       {"gguf/Q4_K.gguf", "blk.0.ffn_down.weight", kBlocks},
       {"gguf/Q5_K.gguf", "blk.0.attn_q.weight"},
       {"gguf/Q6_K.gguf", "blk.0.attn_q.weight"},
@@ -538,7 +538,8 @@ std::string RandomBlocks(size_t blocks, size_t block_bytes,
 // d 1 gives integer levels) and MXFP4 (E8M0 scale byte: 0 and 1 subnormal,
 // 255 levels past float's range, 128 integer levels) and TQ2_0 (d at byte
 // 64; code 3 is 2 d, past the range -d..d) and Q2_K (d at byte 80, dmin at
-// 82; scale bytes 0x01 with d 1 give integer levels). 140 rows of 512: past
+// 82; scale bytes 0x01 with d 1 give integer levels) and Q3_K (d at 108;
+// hmask 0 and codes 0: every element -4 dl). 140 rows of 512: past
 // the size
 // where pass 1 buckets values; and a one-dimensional F16 and BF16 of 2^17 + 7
 // elements (a tail past the last full lane block), with every code pattern
@@ -650,8 +651,19 @@ std::string WriteAdversarialGguf() {
   SetBlockHalf(&q2k, 84, 82, {8, 62}, 0x3c00);    // levels 0..3, and with
   SetBlockBytes(&q2k, 84, 0, 8, {8, 62}, 0x01);   // m 8 -8..-5, on
   SetBlockBytes(&q2k, 84, 8, 16, {8, 62}, 0x81);  // integer bins
+  std::string q3k = RandomBlocks(blocks256, 110, {108}, 0.002f, 59);
+  SetBlockHalf(&q3k, 110, 108, {0, 40}, 0x7e00);
+  SetBlockHalf(&q3k, 110, 108, {1, 41}, 0x7c00);
+  SetBlockHalf(&q3k, 110, 108, {2, last256}, 0x0000);
+  SetBlockHalf(&q3k, 110, 108, {3}, 0x8000);
+  SetBlockBytes(&q3k, 110, 0, 96, {4, 100}, 0x00);  // every code 0: -4 dl
+  SetBlockBytes(&q3k, 110, 0, 96, {5, last256 - 1}, 0xff);
+  SetBlockHalf(&q3k, 110, 108, {6, 60}, 0xbc00);
+  SetBlockHalf(&q3k, 110, 108, {7, 61}, 0x0001);
+  SetBlockHalf(&q3k, 110, 108, {8, 62}, 0x3c00);  // d 1
   GgufSpec s;
   s.kv.push_back({"general.architecture", GgufString("llama")});
+  s.tensors.push_back({"q3_k", {kCols, kRows}, 11, q3k});
   s.tensors.push_back({"q2_k", {kCols, kRows}, 10, q2k});
   s.tensors.push_back({"tq2_0", {kCols, kRows}, 35, tq});
   s.tensors.push_back({"q4_1", {kCols, kRows}, 3, q41});
@@ -685,9 +697,11 @@ TEST(StatsReferenceTest, AdversarialGroupsMatchTheElementwisePass) {
   auto ckpt = Checkpoint::Open(WriteAdversarialGguf());
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
   const absl::flat_hash_set<std::string> by_blocks = {
-      "q4_0", "q4_1", "q4_k", "iq4_nl", "iq4_xs", "mxfp4", "tq2_0", "q2_k"};
-  for (const char* name : {"q8_0", "q4_0", "q4_1", "q4_k", "q6_k", "iq4_nl",
-                           "iq4_xs", "mxfp4", "tq2_0", "q2_k", "f16", "bf16"}) {
+      "q4_0",  "q4_1",  "q4_k", "iq4_nl", "iq4_xs",
+      "mxfp4", "tq2_0", "q2_k", "q3_k"};
+  for (const char* name :
+       {"q8_0", "q4_0", "q4_1", "q4_k", "q6_k", "iq4_nl", "iq4_xs", "mxfp4",
+        "tq2_0", "q2_k", "q3_k", "f16", "bf16"}) {
     const LogicalTensor* t = (*ckpt)->FindTensor(name);
     ASSERT_NE(t, nullptr) << name;
     EXPECT_EQ(

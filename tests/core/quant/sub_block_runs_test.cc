@@ -18,8 +18,9 @@ using ::tensormorph::testing::SameBits;
 // step, range and group its run says; on random blocks (random scales
 // included: subnormal, infinite and NaN f16 scales too).
 TEST(SubBlockRunsTest, AgreesWithInspectElementOnRandomBlocks) {
-  for (DType dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ4_K,
-                      DType::kQ5_K, DType::kTQ2_0, DType::kQ2_K}) {
+  for (DType dtype :
+       {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ4_K, DType::kQ5_K,
+        DType::kTQ2_0, DType::kQ2_K, DType::kQ3_K}) {
     SCOPED_TRACE(std::string(GetDTypeInfo(dtype).name));
     const SubBlockRunsFn fn = GetSubBlockRuns(dtype);
     ASSERT_NE(fn, nullptr);

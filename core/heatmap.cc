@@ -19,6 +19,8 @@
 #include "core/error_runs.h"
 #include "core/error_steps.h"
 #include "core/heatmap_q4k.h"
+#include "core/heatmap_q8.h"
+#include "core/heatmap_sq_error.h"
 #include "core/io/fault_guard.h"
 #include "core/quant/decode_simd.h"
 #include "core/quant/float_formats.h"
@@ -606,8 +608,8 @@ struct Region {
 };
 
 // Weights only in squared-error mode, and sized for `t` as MatchImatrix
-// sizes them: SqErrorRow reads one run of `columns` per row, from the
-// row's expert, with no bounds of its own.
+// sizes them: RegionPass copies the region's columns of its expert's run
+// of `columns`, with no bounds of its own.
 absl::Status CheckWeights(const LogicalTensor& t, const HeatmapOptions& o) {
   if (o.weights == nullptr) return absl::OkStatus();
   if (o.mode != HeatmapMode::kSqError) {
@@ -766,8 +768,7 @@ class RegionPass {
   void StartBand();
   absl::Status FoldRows(int64_t r, int64_t k0, int64_t nk);
   void FoldRow(int64_t r, int64_t k);
-  void SqErrorRow(const float* xr, const float* vr, int64_t index0,
-                  double* row_out) const;
+  const float* SourceRow(int64_t r, int64_t k) const;
   void EndBand();
   double* Out(std::vector<double>& cells) const {
     return cells.data() + static_cast<size_t>(band_) * h_.width;
@@ -786,9 +787,9 @@ class RegionPass {
   const FloatStepTable* const float_steps_;
   const bool detailed_;
   std::optional<PlainFloatErrors> plain_;
-  // A float32 source of plain floats' errors, without a row map, is read
-  // where it is mapped rather than copied (a third of the F16 error
-  // heatmap's time was that copy).
+  // A float32 source of plain floats' errors or of squared errors, without
+  // a row map, is read where it is mapped rather than copied (a third of the
+  // F16 error heatmap's time was that copy).
   const float* ref_in_place_ = nullptr;
   // F16 codes where they are stored, for the mean's lanes to read without
   // a decode (AccumulateLanesF16); nullptr otherwise.
@@ -797,17 +798,23 @@ class RegionPass {
   // their codes (Q4KMeanLanes) and absmax's column maxima to take from them
   // (Q4KColumnMax); nullptr otherwise.
   const uint8_t* q4k_in_place_ = nullptr;
+  // Q8_0 blocks where they are stored, the same (Q8MeanLanes, Q8ColumnMax).
+  const uint8_t* q8_in_place_ = nullptr;
   bool column_errors_ = false;  // plain floats' errors by columns
   int64_t batch_rows_ = 1;
   int band_ = 0;  // the band being folded
   std::vector<ElementQuant> q_;
   float* v_ = nullptr;  // DecodeScratch, unless detailed_
   std::vector<float> x_;
+  // Squared-error mode: the importance of each column of the region, as
+  // double (1 unweighted), for AddSqErrorRow.
+  std::vector<double> weights_;
   // Column runs of the cells, relative to the region's first column.
   std::vector<int64_t> run_;
-  // The mean's partial sums of one band of cells (heatmap.h's lanes),
-  // absmax's column maxima (ColumnMaxRows) and plain floats' column errors
-  // (PlainFloatErrors::FoldColumns), where a band takes several batches.
+  // The mean's and squared errors' partial sums of one band of cells
+  // (heatmap.h's lanes), absmax's column maxima (ColumnMaxRows) and plain
+  // floats' column errors (PlainFloatErrors::FoldColumns), where a band
+  // takes several batches.
   std::vector<double> lanes_;
   std::vector<uint32_t> colmax_;
   std::vector<uint16_t> colmax16_;  // the same of F16 codes in place
@@ -830,7 +837,7 @@ RegionPass::RegionPass(const LogicalTensor& t, const LogicalTensor* ref,
       float_steps_(error_ ? t.encoding->PlainFloatSteps() : nullptr),
       detailed_(error_ && float_steps_ == nullptr) {
   if (float_steps_ != nullptr) plain_.emplace(*float_steps_, simd_);
-  if (plain_ && !o.locate && o.ref_rows.empty())
+  if (((plain_ && !o.locate) || sq_error_) && o.ref_rows.empty())
     ref_in_place_ = ref->encoding->StoredF32();
   column_errors_ = plain_.has_value() && !o.locate;
   const int64_t ncols = g.ncols();
@@ -852,12 +859,30 @@ RegionPass::RegionPass(const LogicalTensor& t, const LogicalTensor* ref,
        Q4KColumnMaxApply(simd_, g.base + g.col_begin, h->cols, ncols))) {
     q4k_in_place_ = StoredQ4KBlocks(t);
   }
+  if ((mean_ && Q8MeanLanesApply(simd_, g.base + g.col_begin, h->cols, run_)) ||
+      (absmax_ && !o.locate &&
+       Q8ColumnMaxApply(simd_, g.base + g.col_begin, h->cols, ncols))) {
+    q8_in_place_ = StoredQ8Blocks(t);
+  }
   const size_t buf = static_cast<size_t>(batch_rows_ * ncols);
   q_.resize(detailed_ ? buf : 0);
-  if (!detailed_ && f16_in_place_ == nullptr && q4k_in_place_ == nullptr)
+  if (!detailed_ && f16_in_place_ == nullptr && q4k_in_place_ == nullptr &&
+      q8_in_place_ == nullptr) {
     v_ = DecodeScratch(buf);
+  }
   x_.resize(with_ref_ && ref_in_place_ == nullptr ? buf : 0);
-  lanes_.resize(mean_ ? static_cast<size_t>(h->width) * kLanes : 0);
+  lanes_.resize(mean_ || sq_error_ ? static_cast<size_t>(h->width) * kLanes
+                                   : 0);
+  if (sq_error_) {
+    // The region lies in one view, so in one expert's weights.
+    const TensorWeights* const w = o.weights;
+    weights_.assign(static_cast<size_t>(ncols), 1.0);
+    if (w != nullptr) {
+      const float* const row =
+          w->weights + (g.base / w->expert_elements) * w->columns + g.col_begin;
+      std::copy(row, row + ncols, weights_.begin());
+    }
+  }
   const bool f16_max = absmax_ && f16_in_place_ != nullptr;
   colmax_.resize(absmax_ && !f16_max ? static_cast<size_t>(ncols) : 0);
   colmax16_.resize(f16_max ? static_cast<size_t>(ncols) : 0);
@@ -889,8 +914,10 @@ absl::Status RegionPass::Run() {
 // Decodes view rows [r, r + nb) of the region (whole rows when nb > 1).
 absl::Status RegionPass::Read(int64_t r, int64_t nb) {
   // Read by FoldRows where they are stored.
-  if (f16_in_place_ != nullptr || q4k_in_place_ != nullptr)
+  if (f16_in_place_ != nullptr || q4k_in_place_ != nullptr ||
+      q8_in_place_ != nullptr) {
     return absl::OkStatus();
+  }
   const int64_t first = g_.base + r * h_.cols + g_.col_begin;
   const int64_t count = nb * g_.ncols();
   return GuardedRead([&]() -> absl::Status {
@@ -904,6 +931,7 @@ absl::Status RegionPass::Read(int64_t r, int64_t nb) {
 }
 
 void RegionPass::StartBand() {
+  if (sq_error_) std::fill(lanes_.begin(), lanes_.end(), 0.0);
   std::fill(colmax_.begin(), colmax_.end(), 0u);
   std::fill(colmax16_.begin(), colmax16_.end(), uint16_t{0});
   if (column_errors_) colerr_.Reset(g_.ncols());
@@ -935,20 +963,28 @@ absl::Status RegionPass::FoldRows(int64_t r, int64_t k0, int64_t nk) {
         return absl::OkStatus();
       });
     }
+    if (q8_in_place_ != nullptr) {
+      return GuardedRead([&]() -> absl::Status {
+        Q8MeanLanes(q8_in_place_, g_.base + (r + k0) * h_.cols + g_.col_begin,
+                    h_.cols, nk, run_, ends.first, ends.last, lanes_.data(),
+                    Out(h_.values));
+        return absl::OkStatus();
+      });
+    }
     AccumulateLanes(v_ + k0 * ncols, ncols, nk, run_, simd_, ends,
                     lanes_.data(), Out(h_.values));
     return absl::OkStatus();
   }
-  if (column_errors_) {
-    // Row k of the batch: the source where it is mapped (read under
-    // GuardedRead, as a decode is), or as decoded into x.
+  if (column_errors_ || sq_error_) {
+    // Under GuardedRead: the source may be read where it is mapped.
     return GuardedRead([&]() -> absl::Status {
       for (int64_t k = k0; k < k0 + nk; ++k) {
-        const float* const xr =
-            ref_in_place_ != nullptr
-                ? ref_in_place_ + g_.base + (r + k) * h_.cols + g_.col_begin
-                : x_.data() + k * ncols;
-        plain_->FoldColumns(xr, v_ + k * ncols, ncols, &colerr_);
+        if (sq_error_) {
+          AddSqErrorRow(SourceRow(r, k), v_ + k * ncols, weights_.data(), run_,
+                        simd_, lanes_.data());
+        } else {
+          plain_->FoldColumns(SourceRow(r, k), v_ + k * ncols, ncols, &colerr_);
+        }
       }
       return absl::OkStatus();
     });
@@ -970,12 +1006,27 @@ absl::Status RegionPass::FoldRows(int64_t r, int64_t k0, int64_t nk) {
       return absl::OkStatus();
     });
   }
+  if (absmax_ && !o_.locate && q8_in_place_ != nullptr) {
+    return GuardedRead([&]() -> absl::Status {
+      Q8ColumnMax(q8_in_place_, g_.base + (r + k0) * h_.cols + g_.col_begin,
+                  h_.cols, nk, ncols, colmax_.data());
+      return absl::OkStatus();
+    });
+  }
   if (absmax_ && !o_.locate) {  // the cells at the band's end
     ColumnMaxRows(v_ + k0 * ncols, ncols, nk, ncols, simd_, colmax_.data());
     return absl::OkStatus();
   }
   for (int64_t k = k0; k < k0 + nk; ++k) FoldRow(r, k);
   return absl::OkStatus();
+}
+
+// The source of row k of the batch that starts at view row r: where it is
+// mapped (read under GuardedRead, as a decode is), or as decoded into x.
+const float* RegionPass::SourceRow(int64_t r, int64_t k) const {
+  return ref_in_place_ != nullptr
+             ? ref_in_place_ + g_.base + (r + k) * h_.cols + g_.col_begin
+             : x_.data() + k * g_.ncols();
 }
 
 // Row k of the batch that starts at view row r, per mode: each cell's run
@@ -1021,8 +1072,6 @@ void RegionPass::FoldRow(int64_t r, int64_t k) {
         m.Add(ErrorSteps(xr[c], qr[c]));
       row_out[j] = m.Result();
     }
-  } else if (sq_error_) {
-    SqErrorRow(xr, vr, g_.base + (r + k) * h_.cols + g_.col_begin, row_out);
   } else if (zeros_) {
     double* const row_pruned = h_.pruned.empty() ? nullptr : Out(h_.pruned);
     for (int j = 0; j < width; ++j) {
@@ -1043,32 +1092,15 @@ void RegionPass::FoldRow(int64_t r, int64_t k) {
   }
 }
 
-// One row of the region's squared errors (sources xr, decoded vr, from
-// flat index `index0`) added to its band's cells, each cell's columns left
-// to right: heatmap.h's sq-error terms, w * (x - x̂)^2 in double. The row
-// lies in one expert, so its weights are one run from its first column.
-void RegionPass::SqErrorRow(const float* xr, const float* vr, int64_t index0,
-                            double* row_out) const {
-  const TensorWeights* const w = o_.weights;
-  const float* const wr =
-      w == nullptr ? nullptr
-                   : w->weights + (index0 / w->expert_elements) * w->columns +
-                         index0 % w->columns;
-  for (int j = 0; j < h_.width; ++j) {
-    double sum = row_out[j];
-    for (int64_t c = run_[j]; c < run_[j + 1]; ++c) {
-      const double e = static_cast<double>(xr[c]) - static_cast<double>(vr[c]);
-      const double term = e * e;
-      sum += wr == nullptr ? term : static_cast<double>(wr[c]) * term;
-    }
-    row_out[j] = sum;
-  }
-}
-
-// The band's cells from the state its rows left: column errors and column
-// maxima.
+// The band's cells from the state its rows left: squared errors' lanes,
+// column errors and column maxima.
 void RegionPass::EndBand() {
   double* const row_out = Out(h_.values);
+  if (sq_error_) {
+    for (int j = 0; j < h_.width; ++j)
+      row_out[j] = SumOfLanes(lanes_.data() + static_cast<size_t>(j) * kLanes);
+    return;
+  }
   if (column_errors_) {
     for (int j = 0; j < h_.width; ++j) {
       MaxKeepingNaN m{row_out[j]};

@@ -105,16 +105,21 @@ struct Heatmap {
   //    NaN when any element's is, else the largest.
   //  - sq-error: sum over the cell's elements of w * (x - x̂)^2, x the
   //    reference's element and x̂ the decoded one, each converted to double,
-  //    the difference, its square, the product with w (the element's
-  //    column's importance as double, or exactly 1 unweighted) and the sum
-  //    each rounded on its own in double, starting from +0.0 and adding in
-  //    row-major order inside the cell (its rows top to bottom, each left
-  //    to right). Each term is AccumulateWeighted's (core/diff/
-  //    weighted_error.h), so at full resolution (a cell per element) the
-  //    cells of a whole view sum to the diff's weighted_sq_err, up to the
-  //    order of the additions. NaN when an element's source or decoded
-  //    value is NaN, or both are infinite of one sign (inf - inf); +inf
-  //    when a difference is infinite or a square overflows.
+  //    the difference, its square and the product with w (the element's
+  //    column's importance as double, or exactly 1 unweighted) each rounded
+  //    on its own in double. The terms are summed in the mean's order, a
+  //    contract too: the term at column offset k inside its cell into
+  //    partial sum k % 16, each partial sum's additions in row-major order
+  //    from +0.0, every addition rounded on its own, then the same fixed
+  //    tree. Why: one sum in element order per cell, a dependent addition
+  //    per element, kept this mode at a third of a decode of the tensor and
+  //    of its reference; the lanes fill vectors across a row. Each term is
+  //    AccumulateWeighted's (core/diff/weighted_error.h), so at full
+  //    resolution (a cell per element: its term, exactly) the cells of a
+  //    whole view sum to the diff's weighted_sq_err, up to the order of the
+  //    additions. NaN when an element's source or decoded value is NaN, or
+  //    both are infinite of one sign (inf - inf); +inf when a difference is
+  //    infinite or a square overflows.
   //  - zeros: a fraction (NaN and inf are not zero); group: the group id;
   //    both always finite.
   // Every NaN cell is the canonical quiet NaN
@@ -150,15 +155,19 @@ std::vector<uint8_t> GroupBoundaries(const Heatmap& h);
 // do Q4_K's mean (where such cells start on a chunk of 64 columns) and
 // absmax (where the region starts on one) with AVX-512: its blocks' codes
 // and sub-block parameters, each element's level looked up, no float32
-// buffer; core/heatmap_q4k.h),
+// buffer; core/heatmap_q4k.h; and Q8_0's, where cells of those widths are
+// in whole chunks of 64 columns and the region starts on a block: each code
+// times its block's d; core/heatmap_q8.h),
 // plus one Encoding::GroupIds id per cell for its group; group mode decodes
-// nothing. Squared-error mode decodes the region and its reference rows
-// once each (Encoding::Decode, as zeros mode does) and adds element by
-// element in plain scalar code (the contract's order leaves no room for
-// vectors across a cell's row: a dependent addition per element, not
-// measured against the other modes yet). It takes no ErrorGrid
-// (HeatmapOptions::errors serves error mode only), so each zoom decodes
-// its region again.
+// nothing. Squared-error mode decodes the region once (Encoding::Decode)
+// and reads a float32 reference where it is stored (Encoding::StoredF32,
+// without ref_rows; else it decodes the reference rows), adding a row at a
+// time into its lanes in AVX2 or AVX-512 vectors
+// (core/heatmap_sq_error.h): 0.6-0.9x a decode pass of the tensor plus
+// one of its reference, Q4_K, Q8_0, F16 and BF16 of 4096 x 4096 at 256 x
+// 256 cells (tests/bench/stats_bench's BM_HeatmapSqError; 0.35-0.50x in
+// element order). It takes no ErrorGrid (HeatmapOptions::errors serves
+// error mode only), so each zoom decodes its region again.
 // Errors: INVALID_ARGUMENT (rank 0; a leading index outside -size..size-1,
 // naming it, its dimension and the range; error or squared-error mode
 // without a reference; weights in another mode than squared error, or not

@@ -195,6 +195,31 @@ void CountFine(const float* v, int64_t n, int64_t* fine) {
 // the conversion back is exact), through F16C.
 enum class FineKey { kTop16, kF16 };
 
+// The value of code `c` (< 2^16) counted under `key` where every bucket is
+// one value (plain F16 by kF16, BF16 by kTop16).
+float CodeValue(FineKey key, uint32_t c) {
+  return key == FineKey::kF16 ? F16ToF32(static_cast<uint16_t>(c))
+                              : std::bit_cast<float>(c << 16);
+}
+
+// The sums of the mean and std of plain F16 and BF16 (stats.h): over the
+// finite codes in ascending order, count times value and count times the
+// value's square, each product and each addition rounded on its own.
+void CodeOrderSums(FineKey key, const int64_t* count, double* sum,
+                   double* sum_sq) {
+  double s = 0, q = 0;
+  for (uint32_t c = 0; c < (uint32_t{1} << 16); ++c) {
+    if (count[c] == 0) continue;
+    const double v = CodeValue(key, c);
+    if (!std::isfinite(v)) continue;
+    const double n = static_cast<double>(count[c]);
+    s += n * v;
+    q += n * (v * v);
+  }
+  *sum = s;
+  *sum_sq = q;
+}
+
 #if defined(__x86_64__)
 // CountFine by float16 code: eight conversions at a time, each exact (the
 // value is a float16's), NaN to some NaN code (which the histogram skips).
@@ -218,6 +243,30 @@ __attribute__((target("avx2,f16c"))) void CountF16CodesAvx2(const float* v,
   for (; j < n; ++j) ++fine[_cvtss_sh(v[j], _MM_FROUND_NO_EXC)];
 }
 #endif
+
+// The float16 code of `f`, a value Decode made of one (exactly a float16
+// value): its bits moved back, the inverse of the widening; any NaN to a
+// NaN code (which the fold counts as NaN, whatever its payload).
+uint16_t F16CodeOf(float f) {
+  const uint32_t bits = std::bit_cast<uint32_t>(f);
+  const auto sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
+  const uint32_t e = (bits >> 23) & 0xffu, mant = bits & 0x7fffffu;
+  if (e == 0xff) {
+    return static_cast<uint16_t>(sign | 0x7c00u | (mant >> 13) | (mant != 0));
+  }
+  if (e == 0) return sign;  // zero: no float16 value is a float32 subnormal
+  if (e >= 113) {  // a normal float16: exponent e - 127 + 15 >= 1
+    return static_cast<uint16_t>(sign | ((e - 112) << 10) | (mant >> 13));
+  }
+  // A float16 subnormal, k * 2^-24 = (2^23 + mant) * 2^(e - 150).
+  return static_cast<uint16_t>(sign | ((0x800000u | mant) >> (126 - e)));
+}
+
+// CountF16CodesAvx2's counts without F16C: the same codes (a finite value's
+// conversion is exact either way; NaN to some NaN code).
+void CountF16Codes(const float* v, int64_t n, int64_t* fine) {
+  for (int64_t j = 0; j < n; ++j) ++fine[F16CodeOf(v[j])];
+}
 
 // Folds v[0, n) (global indices start..start + n - 1) into `m`, in pieces
 // that stay in the L1 cache for the fine count beside: the vector path
@@ -245,12 +294,16 @@ void FoldMoments(const float* v, const float* x, int64_t n, int64_t start,
     FoldMomentsScalar(pv + j, px != nullptr ? px + j : nullptr, len - j,
                       start + p + j, m);
     if (fine == nullptr) continue;
-#if defined(__x86_64__)
     if (key == FineKey::kF16) {
-      CountF16CodesAvx2(pv, len, fine);
+#if defined(__x86_64__)
+      if (avx2) {
+        CountF16CodesAvx2(pv, len, fine);
+        continue;
+      }
+#endif
+      CountF16Codes(pv, len, fine);
       continue;
     }
-#endif
     CountFine(pv, len, fine);
   }
   if (!m->have_zero && m->zeros > zeros_before) {
@@ -746,8 +799,7 @@ class FineHistogram {
   void AddCodes(FineKey key, const Binner& binner, int64_t* hist) const {
     for (uint32_t p = 0; p < kBuckets; ++p) {
       if (count_[p] == 0) continue;
-      const float v = key == FineKey::kF16 ? F16ToF32(static_cast<uint16_t>(p))
-                                           : std::bit_cast<float>(p << 16);
+      const float v = CodeValue(key, p);
       if (std::isfinite(v)) hist[binner.Bin(v)] += count_[p];
     }
   }
@@ -911,7 +963,7 @@ class StatsPass {
   absl::Status Run();
   TensorStats& stats() { return st_; }
   // After an OK Run: the encoding could not give a chunk's codes as
-  // AffineCodeRuns (or a code was 16 or more), so stats() is incomplete; a
+  // CodeLevelRuns (or a code was 16 or more), so stats() is incomplete; a
   // pass without `by_codes` gives the answer.
   bool codes_failed() const { return codes_failed_; }
 
@@ -926,6 +978,14 @@ class StatsPass {
   absl::Status FirstPass();
   // With by_codes_: pass 1 is the moments alone (values, no runs or codes).
   absl::Status MomentsPass();
+  // Plain F16 and BF16 without a reference: pass 1 counts codes and nothing
+  // else (fine_); the specials, zeros and bounds are then read off the
+  // counts (CodeSpecials), the moments too (SummarizeMoments).
+  absl::Status CodeCountPass();
+  // mo_'s counts of NaN, infinities and zeros, its bounds and first zero,
+  // from fine_'s code counts; a zero bound of both signs present takes the
+  // first zero's, found by reading values up to it.
+  absl::Status CodeSpecials();
   // Everything but the level usage (SummarizeLevels).
   void SummarizeMoments();
   absl::Status SummarizeLevels();
@@ -936,19 +996,27 @@ class StatsPass {
   void AddReference(const Binner& binner, const BucketBins* buckets, int64_t m);
   absl::Status AddValues(int64_t m, bool exact);
   absl::Status HistogramPass();
-  // With by_codes_, pass 2, from Encoding::AffineCodeRuns or a ggml
-  // tensor's stored blocks (BlocksPass), decoding nothing: per run, its codes
-  // counted, and each of its 16 levels (Decode's float expression) binned once
-  // and added with its count; the end levels, groups and code histogram from
-  // the same counts (TallyRun). Sets codes_failed_ (and stops) where
-  // AffineCodeRuns cannot give a chunk's codes (or a code is 16 or more).
+  // With by_codes_, pass 2, from Encoding::CodeLevelRuns or a ggml
+  // tensor's stored blocks (BlocksPass), decoding nothing: per run, its
+  // codes counted, and each of its 16 levels (Decode's values) binned once
+  // and added with its count; the end levels, groups and code histogram
+  // from the same counts (TallyRun). Sets codes_failed_ (and stops) where
+  // CodeLevelRuns cannot give a chunk's codes (or a code is 16 or more).
   absl::Status CodesPass();
-  // Reads chunk [first, first + m) for CodesPass: affine_ (and the first
-  // code with its top bit set), the reference. False where AffineCodeRuns
-  // fails (the per-value pass then reports any error).
-  bool ReadAffine(int64_t first, int64_t m);
+  // Reads chunk [first, first + m) for CodesPass: its codes and runs, as
+  // AffineCodeRuns gives them where the encoding can (affine_), else with
+  // their runs' levels as CodeLevelRuns gives them (level_codes_); the
+  // first code with its top bit set; the reference. False where neither
+  // can (the per-value pass then reports any error).
+  bool ReadCodeLevels(int64_t first, int64_t m);
   // The chunk's runs as CodesPass says; false where a code is 16 or more.
   bool AddRunsByCodes(int64_t first, const Binner& binner);
+  // The same for `codes` in `runs`, run j's levels and marks from
+  // levels_of(j, lo, hi, AffineLevels*), lo and hi its end levels.
+  template <typename LevelsOf>
+  bool AddRuns(int64_t first, const std::vector<uint8_t>& codes,
+               const std::vector<QuantRun>& runs, const Binner& binner,
+               LevelsOf levels_of);
   // One run's share, from its codes' counts and its 16 levels: the
   // histogram (each finite level binned once), end levels, groups, code
   // histogram. `at`: the run's first element.
@@ -987,6 +1055,9 @@ class StatsPass {
   CodeCounter code_counter_;
   GroupSet groups_, at_end_level_;
   Moments mo_;
+  // Plain F16 or BF16 (FineCodes): fine_ counts codes, one value each.
+  FineKey fine_key_ = FineKey::kTop16;
+  const bool fine_codes_;
   // Small tensors take two plain passes: 2^16 buckets would cost more than
   // their second pass.
   const bool use_fine_;
@@ -994,15 +1065,18 @@ class StatsPass {
   const bool by_codes_;
   FineHistogram fine_;
   const bool avx2_;
-  // Plain F16 or BF16 (FineCodes): fine_ counts codes, one value each.
-  FineKey fine_key_ = FineKey::kTop16;
-  bool fine_codes_ = false;
   // Codes of 4 bits or fewer, counted in vectors (CodeCounter::Add).
   bool nibbles_ = false;
   bool codes_failed_ = false;
-  Encoding::AffineCodes affine_;  // CodesPass' chunk
+  // CodesPass' chunk: integer codes as AffineCodeRuns gives them (their
+  // levels computed with their marks, in registers: through CodeLevelRuns'
+  // table GPTQ g128 measured 686-689 M elements/s against 710-718), until
+  // the encoding answers UNIMPLEMENTED; then from CodeLevelRuns.
+  bool affine_form_ = true;
+  Encoding::AffineCodes affine_;
+  Encoding::LevelCodes level_codes_;
   // With by_codes_: a ggml tensor's blocks where stored (StoredCodeBlocks),
-  // whose codes CodesPass reads itself; else nullptr (AffineCodeRuns).
+  // whose codes CodesPass reads itself; else nullptr (CodeLevelRuns).
   const uint8_t* blocks_ = nullptr;
   const CodeBlockType* blocks_type_ = nullptr;
   int64_t code_counts_[16] = {};  // CodesPass' code histogram
@@ -1018,23 +1092,15 @@ class StatsPass {
 };
 
 // Whether `t`'s values are plain float16 or bfloat16 codes (every element
-// a code of the format, no other parameter: PlainFloatSteps), and so can be
-// counted by code, 65,536 buckets of one value each; and the key that
-// counts them. F16 needs F16C (the AVX2 path) to turn values back into
-// codes at speed; without it, the buckets of float32 top bits as for F32.
-void FineCodes(const LogicalTensor& t, bool avx2, FineKey* key, bool* codes) {
+// a code of the format, no other parameter: PlainFloatSteps), counted by
+// code, 65,536 buckets of one value each, whose moments are then the code
+// order's (stats.h); and the key that counts them.
+bool FineCodes(const LogicalTensor& t, FineKey* key) {
   *key = FineKey::kTop16;
-  *codes = false;
-  if (t.encoding->PlainFloatSteps() == nullptr) return;
+  if (t.encoding->PlainFloatSteps() == nullptr) return false;
   const std::string& scheme = t.encoding->info().scheme;
-  if (scheme == "BF16") {
-    *codes = true;
-#if defined(__x86_64__)
-  } else if (scheme == "F16" && avx2) {  // the decode level kAvx2 has F16C
-    *key = FineKey::kF16;
-    *codes = true;
-#endif
-  }
+  if (scheme == "F16") *key = FineKey::kF16;
+  return scheme == "F16" || scheme == "BF16";
 }
 
 size_t BufferElements(const LogicalTensor& t, const StatsOptions& o) {
@@ -1068,14 +1134,17 @@ StatsPass::StatsPass(const LogicalTensor& t, const LogicalTensor* ref,
       reader_(t, HasLevels(t.encoding->info()), BufferElements(t, o),
               !o.group.has_value()),
       x_(ref != nullptr ? BufferElements(t, o) : 0),
-      // CodesPass reads its codes with their runs (affine_).
+      // CodesPass reads its codes with their runs (ReadCodeLevels).
       codes_(HasLevels(t.encoding->info()) &&
                      !(by_codes && ByCodes(t.encoding->info(), o))
                  ? BufferElements(t, o)
                  : 0),
       groups_(t.num_elements),
       at_end_level_(t.num_elements),
-      use_fine_(t.num_elements >= kFineMinElements),
+      // Plain F16 and BF16 count codes at every size: their moments come
+      // from the counts (SummarizeCodes).
+      fine_codes_(FineCodes(t, &fine_key_)),
+      use_fine_(t.num_elements >= kFineMinElements || fine_codes_),
       by_codes_(by_codes && ByCodes(t.encoding->info(), o)),
       fine_(use_fine_ && !by_codes_),
       avx2_(ActiveDecodeSimd() >= DecodeSimd::kAvx2) {
@@ -1087,7 +1156,6 @@ StatsPass::StatsPass(const LogicalTensor& t, const LogicalTensor* ref,
   st_.has_reference = ref != nullptr;
   top_bit_ = static_cast<uint8_t>(
       st_.has_levels && info.bits >= 1 ? 1u << (info.bits - 1) : 0u);
-  FineCodes(t, avx2_, &fine_key_, &fine_codes_);
   nibbles_ = avx2_ && st_.has_levels && info.bits <= 4;
 }
 
@@ -1100,7 +1168,10 @@ absl::Status StatsPass::Run() {
     TM_RETURN_IF_ERROR(CodesPass());
     return codes_failed_ ? absl::OkStatus() : SummarizeLevels();
   }
-  TM_RETURN_IF_ERROR(FirstPass());
+  // Plain F16 and BF16 without a reference need nothing of pass 1 but
+  // their codes' counts.
+  TM_RETURN_IF_ERROR(fine_codes_ && ref_ == nullptr ? CodeCountPass()
+                                                    : FirstPass());
   TM_RETURN_IF_ERROR(SummarizeLevels());
   SummarizeMoments();
   return HistogramPass();
@@ -1210,6 +1281,84 @@ absl::Status StatsPass::MomentsPass() {
   return absl::OkStatus();
 }
 
+absl::Status StatsPass::CodeCountPass() {
+  // Codes stored as such are counted where they lie, under the fault
+  // guard (a BF16 code is its value's kTop16 key); else values are decoded
+  // and keyed back to their codes (exactly).
+  const uint16_t* stored = fine_key_ == FineKey::kF16
+                               ? t_.encoding->StoredF16()
+                               : t_.encoding->StoredBF16();
+  int64_t* fine = fine_.counts();
+  for (int64_t first = 0; first < n_; first += chunk_) {
+    TM_RETURN_IF_ERROR(CancelledAt(first, "first pass"));
+    const int64_t m = std::min(chunk_, n_ - first);
+    if (stored != nullptr) {
+      TM_RETURN_IF_ERROR(GuardedRead([&] {
+        const uint16_t* c = stored + first;
+        for (int64_t j = 0; j < m; ++j) ++fine[c[j]];
+        return absl::OkStatus();
+      }));
+      continue;
+    }
+    TM_RETURN_IF_ERROR(
+        GuardedRead([&] { return reader_.ReadValues(first, m); }));
+    const float* v = reader_.values();
+    if (fine_key_ == FineKey::kTop16) {
+      CountFine(v, m, fine);
+#if defined(__x86_64__)
+    } else if (avx2_) {
+      CountF16CodesAvx2(v, m, fine);
+#endif
+    } else {
+      CountF16Codes(v, m, fine);
+    }
+  }
+  // What FoldRuns records of a plain tensor's one run a chunk.
+  counted_ = n_;
+  if (n_ > 0) level_index_ = 0;
+  return CodeSpecials();
+}
+
+absl::Status StatsPass::CodeSpecials() {
+  const int64_t* count = fine_.counts();
+  for (uint32_t c = 0; c < FineHistogram::kBuckets; ++c) {
+    if (count[c] == 0) continue;
+    const float v = CodeValue(fine_key_, c);
+    if (std::isnan(v)) {
+      mo_.nan += count[c];
+    } else if (std::isinf(v)) {
+      mo_.inf += count[c];
+    } else {
+      mo_.zeros += v == 0 ? count[c] : 0;
+      mo_.lo = std::min(mo_.lo, v);
+      mo_.hi = std::max(mo_.hi, v);
+    }
+  }
+  const bool positive = count[0] > 0, negative = count[0x8000] > 0;
+  if (!(positive || negative) || (mo_.lo != 0 && mo_.hi != 0)) {
+    return absl::OkStatus();
+  }
+  mo_.have_zero = true;
+  mo_.first_zero = negative && !positive ? -0.0f : 0.0f;
+  if (!(positive && negative)) return absl::OkStatus();
+  // Both signs: the first in index order (a bound of zero keeps it).
+  for (int64_t first = 0; first < n_; first += chunk_) {
+    const int64_t m = std::min(chunk_, n_ - first);
+    int64_t at = -1;
+    TM_RETURN_IF_ERROR(GuardedRead([&]() -> absl::Status {
+      TM_RETURN_IF_ERROR(reader_.ReadValues(first, m));
+      const float* v = reader_.values();
+      for (int64_t j = 0; j < m && at < 0; ++j) {
+        if ((std::bit_cast<uint32_t>(v[j]) & 0x7fffffffu) == 0) at = j;
+      }
+      if (at >= 0) mo_.first_zero = reader_.values()[at];
+      return absl::OkStatus();
+    }));
+    if (at >= 0) break;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status StatsPass::SummarizeLevels() {
   if (st_.has_levels && by_codes_) {
     const size_t mask = st_.code_histogram.size() - 1;
@@ -1251,9 +1400,10 @@ void StatsPass::SummarizeMoments() {
     const double hi = mo_.hi == 0 ? mo_.first_zero : mo_.hi;
     st_.min = lo;
     st_.max = hi;
-    st_.mean = SumOfLanes(mo_.sum) / finite;
-    st_.std = std::sqrt(
-        std::max(0.0, SumOfLanes(mo_.sum_sq) / finite - st_.mean * st_.mean));
+    double sum = SumOfLanes(mo_.sum), sum_sq = SumOfLanes(mo_.sum_sq);
+    if (fine_codes_) CodeOrderSums(fine_key_, fine_.counts(), &sum, &sum_sq);
+    st_.mean = sum / finite;
+    st_.std = std::sqrt(std::max(0.0, sum_sq / finite - st_.mean * st_.mean));
     st_.absmax = std::max(std::fabs(lo), std::fabs(hi));
   }
   st_.sparsity = counted_ > 0 ? static_cast<double>(st_.zeros) / counted_ : 0;
@@ -1346,7 +1496,7 @@ absl::Status StatsPass::CodesPass() {
       TM_RETURN_IF_ERROR(GuardedRead([&] {
         return DecodeMappedRows(*ref_, o_.ref_rows, first, m, x_.data());
       }));
-    } else if (!ReadAffine(first, m) || !AddRunsByCodes(first, binner)) {
+    } else if (!ReadCodeLevels(first, m) || !AddRunsByCodes(first, binner)) {
       codes_failed_ = true;
       return absl::OkStatus();
     }
@@ -1357,12 +1507,21 @@ absl::Status StatsPass::CodesPass() {
   return absl::OkStatus();
 }
 
-bool StatsPass::ReadAffine(int64_t first, int64_t m) {
+bool StatsPass::ReadCodeLevels(int64_t first, int64_t m) {
   const absl::Status s = GuardedRead([&]() -> absl::Status {
-    TM_RETURN_IF_ERROR(t_.encoding->AffineCodeRuns(first, m, &affine_));
+    if (affine_form_) {
+      const absl::Status a = t_.encoding->AffineCodeRuns(first, m, &affine_);
+      if (a.code() != absl::StatusCode::kUnimplemented) TM_RETURN_IF_ERROR(a);
+      affine_form_ = a.ok();
+    }
+    if (!affine_form_) {
+      TM_RETURN_IF_ERROR(t_.encoding->CodeLevelRuns(first, m, &level_codes_));
+    }
+    const uint8_t* codes =
+        affine_form_ ? affine_.codes.data() : level_codes_.codes.data();
     if (top_code_at_ < 0 && top_bit_ != 0) {
       for (int64_t k = 0; k < m; ++k) {
-        if ((affine_.codes[k] & top_bit_) != 0) {
+        if ((codes[k] & top_bit_) != 0) {
           top_code_at_ = first + k;
           break;
         }
@@ -1376,19 +1535,37 @@ bool StatsPass::ReadAffine(int64_t first, int64_t m) {
 }
 
 bool StatsPass::AddRunsByCodes(int64_t first, const Binner& binner) {
-  const uint8_t* codes = affine_.codes.data();
-  const int64_t size = static_cast<int64_t>(affine_.codes.size());
+  if (affine_form_) {
+    const Encoding::AffineCodes& a = affine_;
+    return AddRuns(first, a.codes, a.runs, binner,
+                   [&](size_t j, float lo, float hi, AffineLevels* levels) {
+                     ComputeAffineLevels(a.scale[j], a.bias[j], a.flip, lo, hi,
+                                         avx2_, levels);
+                   });
+  }
+  const Encoding::LevelCodes& l = level_codes_;
+  return AddRuns(first, l.codes, l.runs, binner,
+                 [&](size_t j, float lo, float hi, AffineLevels* levels) {
+                   MarkLevels(l.level.data() + 16 * j, lo, hi, avx2_, levels);
+                 });
+}
+
+template <typename LevelsOf>
+bool StatsPass::AddRuns(int64_t first, const std::vector<uint8_t>& codes,
+                        const std::vector<QuantRun>& runs, const Binner& binner,
+                        LevelsOf levels_of) {
+  const int64_t size = static_cast<int64_t>(codes.size());
   int64_t i = 0;
-  for (size_t j = 0; j < affine_.runs.size(); ++j) {
-    const QuantRun& r = affine_.runs[j];
+  for (size_t j = 0; j < runs.size(); ++j) {
+    const QuantRun& r = runs[j];
     const int64_t k = i;
     i += r.count;
     uint32_t count[16];
-    if (!CountCodes(codes + k, r.count, size - k, avx2_, count)) return false;
+    if (!CountCodes(codes.data() + k, r.count, size - k, avx2_, count)) {
+      return false;
+    }
     AffineLevels levels;
-    ComputeAffineLevels(affine_.scale[j], affine_.bias[j], affine_.flip,
-                        AsFloatOrNaN(r.range_min), AsFloatOrNaN(r.range_max),
-                        avx2_, &levels);
+    levels_of(j, AsFloatOrNaN(r.range_min), AsFloatOrNaN(r.range_max), &levels);
     TallyRun(first + k, r, count, levels, binner);
   }
   return true;
@@ -1510,26 +1687,29 @@ absl::Status StatsPass::HistogramPass() {
 }
 
 // Whether CodesPass applies to `t` and pays: it reads codes through
-// Encoding::AffineCodeRuns (conventions' integer codes), which the first
-// 8192 elements must take, and its work is per run and per level a run
-// uses, so it wants runs long beside their 16 levels: 32 or more on
-// average. Measured: GPTQ int4 in groups of 32 by codes 312-318 M
-// elements/s against 226-229 by value, groups of 128 613-675 against
-// 333-343. (Shorter runs are not measured; ggml's blocks, not of that
-// form, read by DecodeRuns with each level checked against its elements
-// took Q4_K from 403 to 231.)
+// Encoding::CodeLevelRuns (conventions' groups: integer codes, codebooks,
+// MLX and HQQ), which the first 8192 elements must take, and its work is
+// per run and per level a run uses, so it wants runs long beside their 16
+// levels: 32 or more on average. Measured: GPTQ int4 in groups of 32 by
+// codes 312-318 M elements/s against 226-229 by value, groups of 128
+// 613-675 against 333-343; NF4 (blocks of 64) 580-609 against 38-48 (a
+// codebook's DecodeRuns is a run per element), MLX int4 g64 568-609
+// against 457-467, gpt-oss MXFP4 (groups of 32) 403-414 against 32-46.
+// (Shorter runs are not measured; ggml's blocks, not of that form, read by
+// DecodeRuns with each level checked against its elements took Q4_K from
+// 403 to 231.)
 bool RunsLongEnough(const LogicalTensor& t, const StatsOptions& o) {
   constexpr int64_t kMinMeanRun = 32;
   if (!ByCodes(t.encoding->info(), o) || t.num_elements == 0) return false;
   const int64_t m = std::min<int64_t>(t.num_elements, 8192);
-  Encoding::AffineCodes probe;
+  Encoding::LevelCodes probe;
   const absl::Status s =
-      GuardedRead([&] { return t.encoding->AffineCodeRuns(0, m, &probe); });
+      GuardedRead([&] { return t.encoding->CodeLevelRuns(0, m, &probe); });
   return s.ok() && !probe.runs.empty() &&
          m >= kMinMeanRun * static_cast<int64_t>(probe.runs.size());
 }
 
-// ComputeStats' choice.
+// Which pass ComputeStats takes (StatsPathForTesting).
 StatsPath PathOf(const LogicalTensor& t, const StatsOptions& o) {
   const uint8_t* blocks;
   if (ByCodes(t.encoding->info(), o) && StoredCodeBlocks(t, &blocks) != nullptr)

@@ -88,17 +88,20 @@ absl::Status CheckStatsRequest(const LogicalTensor& t, const LogicalTensor* ref,
 // inside one bin go to it whole, and the second pass (a decode) bins only the
 // values of buckets a bin edge cuts, skipped when no populated bucket is cut.
 // Plain F16 and BF16 (Encoding::PlainFloatSteps) are counted by their 16-bit
-// code instead, 65,536 buckets of one value each (F16 through F16C, on the
-// AVX2 path): each code is binned once and the second pass is skipped (it
+// code instead, at every size, 65,536 buckets of one value each (F16 read
+// where it is stored, or keyed back from its values): without a reference
+// that count is all pass 1 does, the specials, zeros, bounds and moments
+// read off it; each code is binned once and the second pass is skipped (it
 // still runs for a reference's histogram). Conventions' codes of 4 bits or
-// fewer in runs of 32 or more (GPTQ, AWQ, compressed-tensors groups along
-// a row; Encoding::AffineCodeRuns) and ggml Q4_0, Q4_1, Q4_K, IQ4_NL,
-// IQ4_XS, MXFP4 and TQ2_0 stored as such (core/stats_code_blocks.h), with
-// no options.group: the first pass is the moments alone, and the second
-// reads codes, not values: each run's (group's, sub-block's) codes counted by
-// value, and each of its 16 levels (Decode's float expression) binned,
-// compared with the run's end levels and counted once with its count. Every
-// result is the per-value pass's, bit for bit
+// fewer in runs of 32 or more (groups along a row or flat: GPTQ, AWQ,
+// compressed-tensors, bitsandbytes NF4/FP4, gpt-oss MXFP4, MLX int2-int4 and
+// mxfp4, HQQ axis 1; Encoding::CodeLevelRuns) and ggml Q4_0, Q4_1, Q4_K,
+// IQ4_NL, IQ4_XS, MXFP4, TQ2_0, Q2_K and Q3_K stored as such
+// (core/stats_code_blocks.h), with no options.group: the first pass is the
+// moments alone, and the second reads codes, not values: each run's (group's,
+// sub-block's) codes counted by value, and each of its 16 levels (Decode's
+// value of the code) binned, compared with the run's end levels and counted
+// once with its count. Every result is the per-value pass's, bit for bit
 // (tests/core/stats_reference_test.cc).
 //
 // The order of the sums (a contract: every result is the same bits on every
@@ -116,9 +119,17 @@ absl::Status CheckStatsRequest(const LogicalTensor& t, const LogicalTensor* ref,
 // 4 G elements/s), are no less accurate (each partial sum is shorter), and
 // stay deterministic because the lane depends on the index alone. min and max
 // are exact; a min or max of zero has the sign of the first zero in index
-// order (+0 and -0 compare equal). A finite value more than the histogram's
-// range away, however far, lands in the end bin on its side (the bin index
-// is clamped in double before it becomes an integer).
+// order (+0 and -0 compare equal). Plain F16 and BF16 instead sum their
+// codes' counts (the order is the codes', not the elements'): over the
+// finite codes in ascending order (as unsigned 16-bit integers), sum +=
+// double(count) * value and sum_sq += double(count) * (value * value),
+// each product and addition rounded on its own, from +0.0. Why: the counts
+// are what their histogram needs anyway, so the pass reads each element
+// once, for one increment, and no element is ever converted or summed; the
+// sum has 65,536 terms at most, whatever the tensor's size (and rounds less
+// than the lanes do). A finite value more than the histogram's range away,
+// however far, lands in the end bin on its side (the bin index is clamped
+// in double before it becomes an integer).
 //
 // `ref`, when given, is compared element by element through
 // options.ref_rows. An empty tensor (a zero dimension) has count 0 and
@@ -133,8 +144,8 @@ absl::StatusOr<TensorStats> ComputeStats(const LogicalTensor& tensor,
                                          const StatsOptions& options);
 
 // Which pass ComputeStats takes for `tensor` under `options`: element by
-// element, from codes per run (Encoding::AffineCodeRuns), or from codes per
-// ggml sub-block read where stored. For tests, that a type goes by codes
+// element, from codes per run (Encoding::CodeLevelRuns), or from codes per
+// ggml sub-block read where stored. For tests, that a format goes by codes
 // where it should (nothing depends on it: every path gives the same bits).
 enum class StatsPath { kValues, kCodeRuns, kStoredBlocks };
 StatsPath StatsPathForTesting(const LogicalTensor& tensor,

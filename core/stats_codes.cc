@@ -403,4 +403,45 @@ bool CountCodes(const uint8_t* c, int64_t n, int64_t readable, bool avx2,
   return CountCodesScalar(c, n, count);
 }
 
+namespace {
+
+#if defined(__x86_64__)
+// MarkLevelsScalar's compares eight levels at a time.
+__attribute__((target("avx2"))) void MarkLevelsAvx2(float lo, float hi,
+                                                    AffineLevels* out) {
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
+  const __m256i inf_bits = _mm256_set1_epi32(0x7f800000);
+  const __m256 low_level = _mm256_set1_ps(lo), high_level = _mm256_set1_ps(hi);
+  uint32_t finite = 0, low = 0, high = 0;
+  for (int h = 0; h < 2; ++h) {
+    const __m256 f = _mm256_loadu_ps(out->level + 8 * h);
+    const __m256i mag = _mm256_and_si256(_mm256_castps_si256(f), abs_mask);
+    const uint32_t fin = static_cast<uint32_t>(_mm256_movemask_ps(
+        _mm256_castsi256_ps(_mm256_cmpgt_epi32(inf_bits, mag))));
+    const uint32_t at_low = static_cast<uint32_t>(
+        _mm256_movemask_ps(_mm256_cmp_ps(f, low_level, _CMP_EQ_OQ)));
+    const uint32_t at_high = static_cast<uint32_t>(
+        _mm256_movemask_ps(_mm256_cmp_ps(f, high_level, _CMP_EQ_OQ)));
+    finite |= fin << (8 * h);
+    low |= at_low << (8 * h);
+    high |= (at_high & ~at_low) << (8 * h);
+  }
+  out->finite = finite;
+  out->low = low;
+  out->high = high;
+}
+#endif
+
+}  // namespace
+
+void MarkLevels(const float level[16], float lo, float hi, bool avx2,
+                AffineLevels* out) {
+  std::memcpy(out->level, level, sizeof(out->level));
+#if defined(__x86_64__)
+  if (avx2) return MarkLevelsAvx2(lo, hi, out);
+#endif
+  (void)avx2;
+  MarkLevelsScalar(lo, hi, out);
+}
+
 }  // namespace tensormorph

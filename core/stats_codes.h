@@ -81,6 +81,12 @@ void ComputeTableLevels(float scale, const int8_t table[16], float lo, float hi,
 // compares of the levels above.
 float AsFloatOrNaN(double d);
 
+// The same for a run whose 16 levels are given (Encoding::CodeLevelRuns:
+// each Decode's value of its code, whatever the expression): copied into
+// out->level, and marked as ComputeAffineLevels marks its own.
+void MarkLevels(const float level[16], float lo, float hi, bool avx2,
+                AffineLevels* out);
+
 }  // namespace tensormorph
 
 #endif  // TENSORMORPH_CORE_STATS_CODES_H_

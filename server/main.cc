@@ -260,8 +260,8 @@ void SetUpLogging(const Flags& f) {
                                 : tensormorph::LogFormat::kText);
 }
 
-// Blocks SIGINT, SIGTERM and SIGHUP in every thread (gRPC's included, so
-// before any starts): main takes them with sigwait.
+// Blocks SIGINT, SIGTERM and SIGHUP in every thread (the log's and gRPC's
+// included, so before any starts): main takes them with sigwait.
 sigset_t BlockSignals() {
   sigset_t signals;
   sigemptyset(&signals);
@@ -433,8 +433,11 @@ int main(int argc, char** argv) {
                  "ROOT=URL (docs/storage.md)\n");
     return 1;
   }
-  SetUpLogging(f);
+  // Before the log's writer thread starts (SetUpLogging): a thread that
+  // does not block them takes SIGTERM whenever main is not in sigwait, and
+  // its default action ends the process (exit 143) with no drain.
   const sigset_t signals = BlockSignals();
+  SetUpLogging(f);
 
   auto server = tensormorph::TensormorphServer::Start(f.o);
   if (!server.ok()) {

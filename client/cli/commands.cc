@@ -728,8 +728,9 @@ int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o) {
       for (int64_t c : indices[i]) req.add_coords(c);
       if (indices[i].empty()) req.add_flat_indices(0);  // rank 0: "()"
     }
-    b.reply = google::protobuf::Arena::CreateMessage<v1::InspectScalarsResponse>(
-        b.arena.get());
+    b.reply =
+        google::protobuf::Arena::CreateMessage<v1::InspectScalarsResponse>(
+            b.arena.get());
     b.status = client.InspectScalars(req, b.reply);
     return b;
   };

@@ -226,9 +226,6 @@ class AffineEncoding final : public Encoding {
                           std::vector<QuantRun>* runs) const override {
     if (absl::Status s = Decode(first, count, values); !s.ok()) return s;
     runs->clear();
-    const int64_t lo =
-        p_.signed_codes ? -(int64_t{1} << (p_.codes.bits - 1)) : 0;
-    const int64_t hi = lo + (int64_t{1} << p_.codes.bits) - 1;
     for (int64_t i = 0; i < count;) {
       const int64_t flat = first + i;
       const int64_t r = flat / p_.cols, c = flat % p_.cols;
@@ -237,18 +234,8 @@ class AffineEncoding final : public Encoding {
       const int64_t len =
           RunOfGroup(c, flat, gc, std::min(count - i, p_.cols - c));
       const float scale = ScaleOf(gr, gc);
-      const int64_t zero = ZeroOf(gr, gc);
-      const double a =
-          p_.table.empty()
-              ? static_cast<double>(scale) * (lo - p_.code_offset - zero)
-              : static_cast<double>(scale) * lo_level_;
-      const double b =
-          p_.table.empty()
-              ? static_cast<double>(scale) * (hi - p_.code_offset - zero)
-              : static_cast<double>(scale) * hi_level_;
       const double step = std::fabs(static_cast<double>(scale));
-      QuantRun run{len,  GroupIndex(gr, gc), step,
-                   step, std::min(a, b),     std::max(a, b)};
+      QuantRun run = RunOf(len, gr, gc, scale, ZeroOf(gr, gc));
       if (p_.table.empty() && column_scale_.empty()) {
         runs->push_back(run);
       } else {
@@ -355,59 +342,57 @@ class AffineEncoding final : public Encoding {
         !column_scale_.empty()) {
       return Encoding::AffineCodeRuns(first, count, out);
     }
-    out->flip =
-        p_.signed_codes ? static_cast<uint8_t>(1u << (p_.codes.bits - 1)) : 0;
+    out->flip = Flip();
     out->codes.resize(static_cast<size_t>(count));
     out->runs.clear();
     out->scale.clear();
     out->bias.clear();
-    const int64_t lo =
-        p_.signed_codes ? -(int64_t{1} << (p_.codes.bits - 1)) : 0;
-    const int64_t hi = lo + (int64_t{1} << p_.codes.bits) - 1;
-    thread_local TileGroups groups;
-    thread_local std::vector<uint8_t> tile;
-    uint8_t* dst = out->codes.data();
-    while (count > 0) {
-      const Tile t = NextTile(first, count);
-      const int64_t r = t.r, nr = t.nr, c0 = t.c0, n = t.n;
-      // Unpacked as Decode unpacks them, then copied out row by row.
-      const int64_t stride = PaddedStride(nr, n);
-      tile.resize(static_cast<size_t>(nr * stride));
-      p_.codes.GetTile(r, nr, c0, n, tile.data(), stride);
-      for (int64_t i = 0; i < nr; ++i) {
-        std::memcpy(dst + i * n, tile.data() + i * stride,
-                    static_cast<size_t>(n));
-      }
-      FetchGroups(r, nr, c0, n, first, &groups);
-      Runs regular;
-      if (!groups.bias_fits || !RegularRuns(c0, n, first, &regular)) {
-        return Encoding::AffineCodeRuns(first, count, out);
-      }
-      for (int64_t i = 0; i < nr; ++i) {
-        const int64_t row_flat = first + i * n;
-        for (int64_t k = 0; k < n;) {
-          int64_t gr = 0, gc = 0;
-          GroupOf(r + i, c0 + k, row_flat + k, &gr, &gc);
-          const int64_t len = RunOfGroup(c0 + k, row_flat + k, gc, n - k);
-          const size_t g = static_cast<size_t>((gr - groups.gr0) * groups.ngc +
-                                               gc - groups.gc0);
-          const float scale = groups.scale[g];
-          const int64_t zero = groups.zero[g];
-          const double a =
-              static_cast<double>(scale) * (lo - p_.code_offset - zero);
-          const double b =
-              static_cast<double>(scale) * (hi - p_.code_offset - zero);
-          const double step = std::fabs(static_cast<double>(scale));
-          out->runs.push_back({len, GroupIndex(gr, gc), step, step,
-                               std::min(a, b), std::max(a, b)});
-          out->scale.push_back(scale);
+    const bool regular = WalkCodeRuns(
+        first, count, out->codes.data(),
+        [&](const QuantRun& run, const TileGroups& groups, size_t g) {
+          out->runs.push_back(run);
+          out->scale.push_back(groups.scale[g]);
           out->bias.push_back(groups.bias[g]);
-          k += len;
-        }
-      }
-      dst += nr * n;
-      first += nr * n;
-      count -= nr * n;
+        });
+    return regular ? absl::OkStatus()
+                   : Encoding::AffineCodeRuns(first, count, out);
+  }
+
+  // Integer codes of 4 bits or fewer, or 4-bit codes of a 16-level
+  // codebook (NF4, FP4, MXFP4, NVFP4): walked as AffineCodeRuns, then every
+  // run's 16 levels decoded at once by Decode's own kernel, from codes
+  // 0..15 a run and the runs' scales (and biases).
+  absl::Status CodeLevelRuns(int64_t first, int64_t count,
+                             LevelCodes* out) const override {
+    const bool table16 = p_.table.size() == 16;
+    if (!tiled_ || p_.codes.bits > 4 || (!p_.table.empty() && !table16) ||
+        !column_scale_.empty()) {
+      return Encoding::CodeLevelRuns(first, count, out);
+    }
+    thread_local std::vector<float> scale;
+    thread_local std::vector<int32_t> bias;
+    out->codes.resize(static_cast<size_t>(count));
+    out->runs.clear();
+    scale.clear();
+    bias.clear();
+    const bool regular = WalkCodeRuns(
+        first, count, out->codes.data(),
+        [&](const QuantRun& run, const TileGroups& groups, size_t g) {
+          out->runs.push_back(run);
+          scale.push_back(groups.scale[g]);
+          bias.push_back(groups.bias[g]);
+        });
+    if (!regular) return Encoding::CodeLevelRuns(first, count, out);
+    const int64_t n = 16 * static_cast<int64_t>(out->runs.size());
+    out->level.resize(static_cast<size_t>(n));
+    const uint8_t* codes = SixteenCodesRepeated(n);
+    const Runs runs{.run = 16, .skip = 0};
+    if (table16) {
+      DecodeTableRuns(codes, n, runs, p_.table.data(), 16, codebook_,
+                      scale.data(), out->level.data());
+    } else {
+      DecodeAffineRuns(codes, n, runs, Flip(), bias.data(), scale.data(),
+                       out->level.data());
     }
     return absl::OkStatus();
   }
@@ -520,6 +505,76 @@ class AffineEncoding final : public Encoding {
   // power of two apart would share L1 sets, so they are padded.
   static int64_t PaddedStride(int64_t nr, int64_t n) {
     return nr > 1 ? n + 64 : n;
+  }
+
+  // The xor that sign-extends two's-complement codes for the kernels.
+  uint8_t Flip() const {
+    return p_.signed_codes ? static_cast<uint8_t>(1u << (p_.codes.bits - 1))
+                           : 0;
+  }
+
+  // DecodeRuns' run of `len` elements of group (gr, gc): the group's step
+  // and the range its codes span (codebooks: their lowest and highest
+  // level).
+  QuantRun RunOf(int64_t len, int64_t gr, int64_t gc, float scale,
+                 int64_t zero) const {
+    const int64_t lo =
+        p_.signed_codes ? -(int64_t{1} << (p_.codes.bits - 1)) : 0;
+    const int64_t hi = lo + (int64_t{1} << p_.codes.bits) - 1;
+    const double a = p_.table.empty() ? static_cast<double>(scale) *
+                                            (lo - p_.code_offset - zero)
+                                      : static_cast<double>(scale) * lo_level_;
+    const double b = p_.table.empty() ? static_cast<double>(scale) *
+                                            (hi - p_.code_offset - zero)
+                                      : static_cast<double>(scale) * hi_level_;
+    const double step = std::fabs(static_cast<double>(scale));
+    return {len,  GroupIndex(gr, gc), step,
+            step, std::min(a, b),     std::max(a, b)};
+  }
+
+  // [first, first + count) a tile at a time as Decode reads it: its codes
+  // unpacked into `codes` as Decode unpacks them, and visit(run, groups, g)
+  // for each run as DecodeRuns walks them, `g` its group's index into the
+  // tile's `groups`. False (part way, perhaps) where the groups are not in
+  // regular runs (act-order) or a bias exceeds 32 bits.
+  template <typename Visit>
+  bool WalkCodeRuns(int64_t first, int64_t count, uint8_t* codes,
+                    Visit visit) const {
+    thread_local TileGroups groups;
+    thread_local std::vector<uint8_t> tile;
+    while (count > 0) {
+      const Tile t = NextTile(first, count);
+      const int64_t r = t.r, nr = t.nr, c0 = t.c0, n = t.n;
+      // Unpacked as Decode unpacks them, then copied out row by row.
+      const int64_t stride = PaddedStride(nr, n);
+      tile.resize(static_cast<size_t>(nr * stride));
+      p_.codes.GetTile(r, nr, c0, n, tile.data(), stride);
+      for (int64_t i = 0; i < nr; ++i) {
+        std::memcpy(codes + i * n, tile.data() + i * stride,
+                    static_cast<size_t>(n));
+      }
+      FetchGroups(r, nr, c0, n, first, &groups);
+      Runs regular;
+      if (!groups.bias_fits || !RegularRuns(c0, n, first, &regular)) {
+        return false;
+      }
+      for (int64_t i = 0; i < nr; ++i) {
+        const int64_t row_flat = first + i * n;
+        for (int64_t k = 0; k < n;) {
+          int64_t gr = 0, gc = 0;
+          GroupOf(r + i, c0 + k, row_flat + k, &gr, &gc);
+          const int64_t len = RunOfGroup(c0 + k, row_flat + k, gc, n - k);
+          const size_t g = static_cast<size_t>((gr - groups.gr0) * groups.ngc +
+                                               gc - groups.gc0);
+          visit(RunOf(len, gr, gc, groups.scale[g], groups.zero[g]), groups, g);
+          k += len;
+        }
+      }
+      codes += nr * n;
+      first += nr * n;
+      count -= nr * n;
+    }
+    return true;
   }
 
   // Scales and zero-points of the groups [gr0, gr0 + ngr) x [gc0, gc0 + ngc)
@@ -639,8 +694,7 @@ class AffineEncoding final : public Encoding {
                               column_scale_.data() + c0, out);
       return true;
     }
-    const uint8_t flip =
-        p_.signed_codes ? static_cast<uint8_t>(1u << (p_.codes.bits - 1)) : 0;
+    const uint8_t flip = Flip();
     DecodeAffineColumnRuns(code, n, runs, flip, &g.bias[k], &g.scale[k],
                            column_scale_.data() + c0, out);
     return true;
@@ -685,8 +739,7 @@ class AffineEncoding final : public Encoding {
 
   void DecodeRow(int64_t r, int64_t c0, int64_t n, int64_t flat,
                  const uint8_t* code, const TileGroups& g, float* out) const {
-    const uint8_t flip =
-        p_.signed_codes ? static_cast<uint8_t>(1u << (p_.codes.bits - 1)) : 0;
+    const uint8_t flip = Flip();
     auto index = [&](int64_t gr, int64_t gc) {
       return static_cast<size_t>((gr - g.gr0) * g.ngc + gc - g.gc0);
     };

@@ -1,6 +1,7 @@
 #include "core/quant/affine_kernels.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "core/quant/decode_simd.h"
 
@@ -399,6 +400,14 @@ void DecodeTableRuns(const uint8_t* codes, int64_t n, Runs runs,
   (void)table_size;
   (void)book;
   DecodeTableRunsScalar(codes, n, runs, table, scale, out);
+}
+
+const uint8_t* SixteenCodesRepeated(int64_t n) {
+  thread_local std::vector<uint8_t> codes;
+  for (size_t k = codes.size(); k < static_cast<size_t>(n); ++k) {
+    codes.push_back(static_cast<uint8_t>(k % 16));
+  }
+  return codes.data();
 }
 
 }  // namespace tensormorph

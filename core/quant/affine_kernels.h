@@ -51,6 +51,11 @@ bool DecodeNibbleTableRuns(const uint8_t* packed, int64_t n, Runs runs,
                            bool high_first, const float* table,
                            const float* scale, float* out);
 
+// Codes 0, 1, ..., 15, 0, 1, ... (n of them), valid until the thread's next
+// call: a run of 16 a group that the kernels above decode to every level of
+// the group (Encoding::CodeLevelRuns).
+const uint8_t* SixteenCodesRepeated(int64_t n);
+
 }  // namespace tensormorph
 
 #endif  // TENSORMORPH_CORE_QUANT_AFFINE_KERNELS_H_

@@ -16,6 +16,10 @@ absl::Status Encoding::AffineCodeRuns(int64_t, int64_t, AffineCodes*) const {
   return absl::UnimplementedError("not codes times a per-run scale");
 }
 
+absl::Status Encoding::CodeLevelRuns(int64_t, int64_t, LevelCodes*) const {
+  return absl::UnimplementedError("no codes with a level table per run");
+}
+
 absl::Status Encoding::RawCodes(int64_t first, int64_t count,
                                 uint8_t* out) const {
   ScalarInfo s;

@@ -141,6 +141,8 @@ class Encoding {
   // a pass that widens them itself (the heatmap's mean) reads in place
   // rather than through Decode's float32 copy. nullptr otherwise.
   virtual const uint16_t* StoredF16() const { return nullptr; }
+  // The same for bfloat16 (BF16) codes: what ComputeStats counts by code.
+  virtual const uint16_t* StoredBF16() const { return nullptr; }
 
   // Where every element is a plain float code (F16, BF16) with no other
   // parameter, so that DecodeDetailed's steps are FloatStepTable::Of of
@@ -171,6 +173,29 @@ class Encoding {
   };
   virtual absl::Status AffineCodeRuns(int64_t first, int64_t count,
                                       AffineCodes* out) const;
+
+  // Elements [first, first + count) as codes below 16 and, per run, the
+  // value Decode gives each code in it: level[16 * k + c] has the bits of
+  // Decode's value of every element of runs[k] whose code is c (computed
+  // by the expression Decode computes, whatever its form: an integer
+  // level, a codebook, roundings to a narrower dtype). One code byte per
+  // element; `runs` cover the elements in order, each with the count,
+  // group and range_min / range_max DecodeRuns gives its elements (their
+  // steps unspecified). Levels of codes the encoding cannot produce are
+  // unspecified. What a pass that judges groups by their codes needs,
+  // without decoding them: a run of n elements has 16 values, not n.
+  // REQUIRES: as Decode.
+  // Errors: UNIMPLEMENTED where codes are wider than 4 bits or runs do not
+  // share their codes' values (the default; act-order groups, per-column
+  // factors), found before or part way through: `out` is then
+  // unspecified, and the caller decodes instead.
+  struct LevelCodes {
+    std::vector<uint8_t> codes;
+    std::vector<QuantRun> runs;
+    std::vector<float> level;  // 16 per run
+  };
+  virtual absl::Status CodeLevelRuns(int64_t first, int64_t count,
+                                     LevelCodes* out) const;
 
   // ElementQuant of elements [first, first + count): DecodeRuns, spelled
   // out per element.

@@ -95,6 +95,49 @@ class HqqEncoding final : public Encoding {
     return absl::OkStatus();
   }
 
+  // Axis 1 with codes of 4 bits or fewer: a run per group (G consecutive
+  // elements), its codes read as Decode reads them, its levels those
+  // Decode's table path computes (HqqGroupValues, from the scales and zeros
+  // as Decode loads them); the run's range as Inspect gives it.
+  absl::Status CodeLevelRuns(int64_t first, int64_t count,
+                             LevelCodes* out) const override {
+    if (p_.axis != 1 || p_.bits > 4) {
+      return Encoding::CodeLevelRuns(first, count, out);
+    }
+    out->codes.resize(static_cast<size_t>(count));
+    out->runs.clear();
+    out->level.clear();
+    const int64_t g_size = p_.group_size;
+    float s[kBatch], z[kBatch];
+    for (int64_t at = first, end = first + count; at < end;) {
+      const int64_t g0 = at / g_size;
+      const int64_t groups = std::min(kBatch, (end - 1) / g_size - g0 + 1);
+      TM_RETURN_IF_ERROR(LoadParams(g0, groups, s, z));
+      for (int64_t k = 0; k < groups; ++k) {
+        const int64_t g = g0 + k, c = at - g * g_size;
+        const int64_t n = std::min(end - at, g_size - c);
+        const int64_t j = g / step_, pr = g % step_;
+        const HqqCodes codes{
+            .data = p_.w_q->data.data() + (pr * cols_ + c) * word_,
+            .word_bytes = static_cast<int>(word_),
+            .shift = ShiftOf(p_.bits, j),
+            .bits = p_.bits};
+        uint8_t* dst = out->codes.data() + (at - first);
+        for (int64_t i = 0; i < n; ++i) {
+          dst[i] = static_cast<uint8_t>(HqqCodeAt(codes, i));
+        }
+        const size_t l = out->level.size();
+        out->level.resize(l + 16);
+        float* level = out->level.data() + l;
+        HqqGroupValues(s[k], z[k], p_.bits, p_.compute, level);
+        const double lo = level[0], hi = level[mask_];
+        out->runs.push_back({n, g, 0, 0, std::min(lo, hi), std::max(lo, hi)});
+        at += n;
+      }
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status Inspect(int64_t flat, ScalarInfo* s) const override {
     const int64_t g = GroupOf(flat);
     double scale = 0, zero = 0;

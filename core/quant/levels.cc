@@ -23,7 +23,11 @@ std::vector<double> GroupLevels(const ScalarInfo& s) {
     case ScalarInfo::Grid::kNone:
       return out;
     case ScalarInfo::Grid::kUniform: {
-      if (!(s.grid_min <= s.grid_max) ||
+      // Infinite bounds (a zero-point of +-Inf, HQQ's float zero) pass
+      // the compare and make the difference NaN: no level of them is
+      // finite, and counting up to infinity never ends.
+      if (!std::isfinite(s.grid_min) || !std::isfinite(s.grid_max) ||
+          !(s.grid_min <= s.grid_max) ||
           s.grid_max - s.grid_min >= double{1 << kMaxListedLevelBits}) {
         return out;
       }

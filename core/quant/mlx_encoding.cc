@@ -190,18 +190,52 @@ class MlxEncoding final : public Encoding {
     TM_RETURN_IF_ERROR(Decode(first, count, values));
     runs->clear();
     if (p_.mode != Mode::kAffine) return CodebookRuns(first, count, runs);
-    const uint32_t top = (1u << p_.bits) - 1;
     for (int64_t i = 0; i < count;) {
       const int64_t flat = first + i;
       const int64_t r = flat / p_.cols, c = flat % p_.cols;
       const int64_t g = c / p_.group_size;
-      const int64_t len =
-          std::min({count - i, (g + 1) * p_.group_size - c, p_.cols - c});
-      const float s = ScaleOf(r, g), b = BiasOf(r, g);
-      const double lo = Value(0, s, b), hi = Value(top, s, b);
-      runs->push_back({len, r * groups_ + g, std::fabs(s), std::fabs(s),
-                       std::min(lo, hi), std::max(lo, hi)});
+      const int64_t len = RunLength(c, count - i);
+      runs->push_back(GroupRun(len, r, g, ScaleOf(r, g), BiasOf(r, g)));
       i += len;
+    }
+    return absl::OkStatus();
+  }
+
+  // Codes of 4 bits or fewer (affine int2 to int4, mxfp4, nvfp4): the codes
+  // as RawCodes unpacks them, a run per group segment of a row, and every
+  // run's 16 levels decoded at once by Decode's kernels from codes 0..15 a
+  // run, taken as 4-bit codes (a code's value does not depend on the
+  // width its kernel is told).
+  absl::Status CodeLevelRuns(int64_t first, int64_t count,
+                             LevelCodes* out) const override {
+    if (p_.bits > 4) return Encoding::CodeLevelRuns(first, count, out);
+    out->codes.resize(static_cast<size_t>(count));
+    TM_RETURN_IF_ERROR(RawCodes(first, count, out->codes.data()));
+    out->runs.clear();
+    thread_local std::vector<float> scales, biases;
+    scales.clear();
+    biases.clear();
+    for (int64_t i = 0; i < count;) {
+      const int64_t flat = first + i;
+      const int64_t r = flat / p_.cols, c = flat % p_.cols;
+      const int64_t g = c / p_.group_size;
+      const int64_t len = RunLength(c, count - i);
+      const float s = ScaleOf(r, g), b = BiasOf(r, g);
+      out->runs.push_back(GroupRun(len, r, g, s, b));
+      scales.push_back(s);
+      biases.push_back(b);
+      i += len;
+    }
+    const int64_t n = 16 * static_cast<int64_t>(out->runs.size());
+    out->level.resize(static_cast<size_t>(n));
+    const uint8_t* codes = SixteenCodesRepeated(n);
+    const Runs runs{.run = 16, .skip = 0};
+    if (p_.mode == Mode::kAffine) {
+      MlxAffineDecode(codes, n, runs, scales.data(), biases.data(), dtype_, 4,
+                      out->level.data());
+    } else {
+      MlxFloatDecode(codes, n, runs, table_, 4, scales.data(),
+                     out->level.data());
     }
     return absl::OkStatus();
   }
@@ -216,13 +250,13 @@ class MlxEncoding final : public Encoding {
     for (int64_t i = 0; i < count; ++i) {
       const int64_t r = (first + i) / p_.cols, c = (first + i) % p_.cols;
       const int64_t g = c / p_.group_size;
-      const double scale = ScaleOf(r, g), step = std::fabs(scale);
+      const float scale = ScaleOf(r, g);
+      const double step = std::fabs(static_cast<double>(scale));
       const auto& gap = gaps_[codes[i]];
-      const double a = scale * lo_level_, b = scale * hi_level_;
-      runs->push_back({1, r * groups_ + g,
-                       step * (scale < 0 ? gap.second : gap.first),
-                       step * (scale < 0 ? gap.first : gap.second),
-                       std::min(a, b), std::max(a, b)});
+      QuantRun run = GroupRun(1, r, g, scale, 0);
+      run.step_below = step * (scale < 0 ? gap.second : gap.first);
+      run.step_above = step * (scale < 0 ? gap.first : gap.second);
+      runs->push_back(run);
     }
     return absl::OkStatus();
   }
@@ -269,6 +303,29 @@ class MlxEncoding final : public Encoding {
   float Value(uint32_t code, float s, float b) const {
     return p_.mode == Mode::kAffine ? MlxAffineValue(code, s, b, dtype_)
                                     : MlxFloatValue(table_[code], s);
+  }
+
+  // How many of the next `left` elements of a row, from column c, share
+  // c's group.
+  int64_t RunLength(int64_t c, int64_t left) const {
+    return std::min(
+        {left, (c / p_.group_size + 1) * p_.group_size - c, p_.cols - c});
+  }
+
+  // DecodeRuns' run of `len` elements of row r's group g, of scale `s` and
+  // bias `b`: the range its codes span as they decode; affine, the step.
+  // (A float mode's steps depend on the code: CodebookRuns has them.)
+  QuantRun GroupRun(int64_t len, int64_t r, int64_t g, float s, float b) const {
+    double lo = 0, hi = 0;
+    if (p_.mode == Mode::kAffine) {
+      lo = Value(0, s, b);
+      hi = Value((1u << p_.bits) - 1, s, b);
+    } else {
+      lo = static_cast<double>(s) * lo_level_;
+      hi = static_cast<double>(s) * hi_level_;
+    }
+    return {len,          r * groups_ + g,  std::fabs(s),
+            std::fabs(s), std::min(lo, hi), std::max(lo, hi)};
   }
 
   float ScaleOf(int64_t r, int64_t g) const {

@@ -121,8 +121,14 @@ class StoredEncoding final : public Encoding {
     return reinterpret_cast<const float*>(tensor_.data.data());
   }
 
-  const uint16_t* StoredF16() const override {
-    if (tensor_.dtype != DType::kF16 ||
+  const uint16_t* StoredF16() const override { return Stored16(DType::kF16); }
+  const uint16_t* StoredBF16() const override {
+    return Stored16(DType::kBF16);
+  }
+
+  // The 16-bit codes where the tensor is of `dtype` and they are aligned.
+  const uint16_t* Stored16(DType dtype) const {
+    if (tensor_.dtype != dtype ||
         reinterpret_cast<uintptr_t>(tensor_.data.data()) % alignof(uint16_t) !=
             0) {
       return nullptr;

@@ -450,8 +450,8 @@ void BM_ScalarCliEndToEnd(benchmark::State& state) {
     const double preview = best_of_three([&] {
       return cli({"read", "big.safetensors", "big"}, &preview_rss_kb);
     });
-    const double info =
-        best_of_three([&] { return cli({"info", "big.safetensors"}, nullptr); });
+    const double info = best_of_three(
+        [&] { return cli({"info", "big.safetensors"}, nullptr); });
     if (base < 0 || js < 0 || tx < 0 || preview < 0 || info < 0) {
       state.SkipWithError("a call or command failed (see above)");
       break;

@@ -1,9 +1,10 @@
 // The heatmap bit for bit against the straightforward reduction it
 // replaces for speed: each cell's group from Inspect of its first element,
 // and every element folded into its cell one at a time, in double, in
-// row-major order; the mean's sum in the 16 lanes of heatmap.h's contract
-// (the element at column offset k of its cell into partial sum k % 16,
-// combined by the fixed tree), held at every SIMD level the CPU has
+// row-major order; the mean's and squared errors' sums in the 16 lanes of
+// heatmap.h's contract (the element at column offset k of its cell into
+// partial sum k % 16, combined by the fixed tree), held at every SIMD level
+// the CPU has
 // (CapDecodeSimdForTesting), so the vector kernels and the scalar one give
 // the same bits. Every mode, with and without a reference, on ggml types
 // and conventions, over the whole view and over regions whose cells differ
@@ -197,7 +198,7 @@ Heatmap Reference(const LogicalTensor& t, const LogicalTensor* ref,
   std::vector<ElementQuant> q(static_cast<size_t>(ncols));
   std::vector<float> v(static_cast<size_t>(ncols));
   std::vector<float> x(static_cast<size_t>(ncols));
-  // The mean's 16 partial sums of each cell.
+  // The mean's (or squared errors') 16 partial sums of each cell.
   std::vector<double> lanes(cells * 16, 0.0);
   // Each cell's located element (heatmap.h's cell_element), chosen the
   // plain way: elements in row-major order, the first NaN kept, else the
@@ -256,10 +257,11 @@ Heatmap Reference(const LogicalTensor& t, const LogicalTensor* ref,
               break;
             }
             case HeatmapMode::kSqError: {
-              // heatmap.h: (x - x̂)^2 in double, added in row-major order.
+              // heatmap.h: (x - x̂)^2 in double, into the mean's lanes.
               const double d =
                   static_cast<double>(x[c]) - static_cast<double>(v[c]);
-              out += d * d;
+              lanes[(static_cast<size_t>(i) * h.width + j) * 16 +
+                    (c + c_begin - h.col_edges[j]) % 16] += d * d;
               break;
             }
             case HeatmapMode::kZeros:
@@ -283,7 +285,7 @@ Heatmap Reference(const LogicalTensor& t, const LogicalTensor* ref,
       const double count =
           static_cast<double>(h.row_edges[i + 1] - h.row_edges[i]) *
           static_cast<double>(h.col_edges[j + 1] - h.col_edges[j]);
-      if (mode == HeatmapMode::kMean)
+      if (mode == HeatmapMode::kMean || sq_error)
         h.values[k] = SumOfLanes(lanes.data() + k * 16);
       if (mode == HeatmapMode::kMean || zeros) h.values[k] /= count;
       if (!h.pruned.empty()) h.pruned[k] /= count;
@@ -607,34 +609,20 @@ std::string WriteRandomQ4_KGguf() {
   return path;
 }
 
-// The mean and absmax of Q4_K read from its blocks are the straightforward
-// reduction of the decoded values, bit for bit, at every SIMD level: cells
-// of 16, 32 and 64 columns (the mean's blocks path) and of any width
-// (absmax's), regions that start on a chunk (64 columns) or off one
-// (decoded as before), bands cut by decode batches (128 rows of 512) and
-// batches of several bands.
-TEST(HeatmapReferenceTest,
-     Q4_KMeanAndAbsmaxFromItsBlocksAreTheStraightforwardReduction) {
-  auto ckpt = Checkpoint::Open(WriteRandomQ4_KGguf());
-  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
-  const LogicalTensor* t = (*ckpt)->FindTensor("a.weight");
-  ASSERT_NE(t, nullptr);
-  struct Shape {
-    int width, height;
-    int64_t row_begin, row_end, col_begin, col_end;
-  };
-  const std::vector<Shape> shapes = {
-      {32, 300, 0, 0, 0, 0},     // 16 columns, a band per row
-      {32, 7, 0, 0, 0, 0},       // bands of 42 and 43 rows across batches
-      {16, 1, 0, 0, 0, 0},       // 32 columns, one band of every row
-      {8, 19, 0, 0, 0, 0},       // 64 columns
-      {12, 5, 3, 290, 64, 448},  // a region from a chunk: 32 columns
-      {6, 4, 1, 0, 192, 0},      // from the last chunk of a super-block
-      {20, 3, 0, 0, 16, 336},    // off a chunk: decoded
-      {24, 9, 0, 0, 0, 0},       // cells of 21 and 22: the mean decoded
-  };
-  int compared = 0, nan_cells = 0, finite_cells = 0;
-  for (const Shape& shape : shapes) {
+// A region of cells for the blocks paths' tests.
+struct BlocksShape {
+  int width, height;
+  int64_t row_begin, row_end, col_begin, col_end;
+};
+
+// The mean and absmax heatmaps of `t` over each of `shapes`, at every SIMD
+// level, against the straightforward reduction of the decoded values, bit
+// for bit. Counts the NaN and finite cells compared.
+void ExpectMeanAndAbsmaxAreTheReduction(const LogicalTensor& t,
+                                        const std::vector<BlocksShape>& shapes,
+                                        int* nan_cells, int* finite_cells) {
+  int compared = 0;
+  for (const BlocksShape& shape : shapes) {
     for (HeatmapMode mode : {HeatmapMode::kMean, HeatmapMode::kAbsmax}) {
       HeatmapOptions o;
       o.mode = mode;
@@ -654,20 +642,108 @@ TEST(HeatmapReferenceTest,
             std::to_string(shape.col_begin) + ") simd " +
             std::to_string(static_cast<int>(level));
         CapDecodeSimdForTesting(level);
-        auto got = ComputeHeatmap(*t, nullptr, o);
+        auto got = ComputeHeatmap(t, nullptr, o);
         CapDecodeSimdForTesting(DecodeSimd::kAvx512);
         ASSERT_TRUE(got.ok()) << at << ": " << got.status();
-        const Heatmap want = Reference(*t, nullptr, mode, *got);
+        const Heatmap want = Reference(t, nullptr, mode, *got);
         ExpectSameBits(got->values, want.values, at);
         for (double v : got->values)
-          (std::isnan(v) ? nan_cells : finite_cells)++;
+          (std::isnan(v) ? *nan_cells : *finite_cells)++;
         ++compared;
       }
     }
   }
-  EXPECT_GE(compared, 2 * 8);
+  EXPECT_GE(compared, 2 * static_cast<int>(shapes.size()));
+}
+
+// The mean and absmax of Q4_K read from its blocks are the straightforward
+// reduction of the decoded values, bit for bit, at every SIMD level: cells
+// of 16, 32 and 64 columns (the mean's blocks path) and of any width
+// (absmax's), regions that start on a chunk (64 columns) or off one
+// (decoded as before), bands cut by decode batches (128 rows of 512) and
+// batches of several bands.
+TEST(HeatmapReferenceTest,
+     Q4_KMeanAndAbsmaxFromItsBlocksAreTheStraightforwardReduction) {
+  auto ckpt = Checkpoint::Open(WriteRandomQ4_KGguf());
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  const LogicalTensor* t = (*ckpt)->FindTensor("a.weight");
+  ASSERT_NE(t, nullptr);
+  int nan_cells = 0, finite_cells = 0;
+  ExpectMeanAndAbsmaxAreTheReduction(
+      *t,
+      {
+          {32, 300, 0, 0, 0, 0},     // 16 columns, a band per row
+          {32, 7, 0, 0, 0, 0},       // bands of 42 and 43 rows across batches
+          {16, 1, 0, 0, 0, 0},       // 32 columns, one band of every row
+          {8, 19, 0, 0, 0, 0},       // 64 columns
+          {12, 5, 3, 290, 64, 448},  // a region from a chunk: 32 columns
+          {6, 4, 1, 0, 192, 0},      // from the last chunk of a super-block
+          {20, 3, 0, 0, 16, 336},    // off a chunk: decoded
+          {24, 9, 0, 0, 0, 0},       // cells of 21 and 22: the mean decoded
+      },
+      &nan_cells, &finite_cells);
   // Random d and dmin make some cells NaN and leave others finite: both
   // kinds were compared.
+  EXPECT_GT(nan_cells, 0);
+  EXPECT_GT(finite_cells, 0);
+}
+
+// A [300, 512] Q8_0 tensor of random blocks: every code random, d every
+// finite fp16 code (magnitudes 2^-24 to 65504: sums that round), with one
+// block in 40 given NaN, infinite, zero, -0, subnormal or largest d, and
+// one in 30 all codes -128 (the one code whose magnitude is not a positive
+// int8's). The mean's lanes and absmax's maxima read these blocks in place
+// (core/heatmap_q8.h) with AVX-512.
+std::string WriteRandomQ8_0Gguf() {
+  constexpr int64_t kRows = 300, kCols = 512;
+  std::mt19937 rng(59);
+  std::string data(kRows * kCols / 32 * 34, '\0');
+  for (char& c : data) c = static_cast<char>(rng() & 0xff);
+  const uint16_t planted[] = {0x7e00, 0x7c00, 0xfc00, 0x0000,
+                              0x8000, 0x0001, 0x03ff, 0x7bff};
+  for (size_t b = 0; b < data.size(); b += 34) {
+    uint16_t h;
+    std::memcpy(&h, data.data() + b, 2);
+    if ((h & 0x7c00) == 0x7c00) h &= 0xbfff;  // finite, as in Q4_K's
+    if (rng() % 40 == 0) h = planted[rng() % 8];
+    std::memcpy(data.data() + b, &h, 2);
+    if (rng() % 30 == 0) std::memset(data.data() + b + 2, 0x80, 32);
+  }
+  GgufSpec s;
+  s.kv.push_back({"general.architecture", GgufString("llama")});
+  s.tensors.push_back({"a.weight", {kCols, kRows}, 8, data});
+  const std::string path = MakeTempDir() + "/random_q8_0.gguf";
+  WriteFile(path, BuildGguf(s));
+  return path;
+}
+
+// The same of Q8_0: cells of 16, 32 and 64 columns in chunks of 64 (the
+// mean's blocks path), regions from a block (32 columns) that is not a
+// chunk's first, from a block in a row's middle and rows down, off a
+// block (decoded as before), and cells of uneven width (absmax's blocks
+// path, the mean decoded).
+TEST(HeatmapReferenceTest,
+     Q8_0MeanAndAbsmaxFromItsBlocksAreTheStraightforwardReduction) {
+  auto ckpt = Checkpoint::Open(WriteRandomQ8_0Gguf());
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  const LogicalTensor* t = (*ckpt)->FindTensor("a.weight");
+  ASSERT_NE(t, nullptr);
+  int nan_cells = 0, finite_cells = 0;
+  ExpectMeanAndAbsmaxAreTheReduction(
+      *t,
+      {
+          {32, 300, 0, 0, 0, 0},     // 16 columns, a band per row
+          {32, 7, 0, 0, 0, 0},       // bands of 42 and 43 rows across batches
+          {16, 1, 0, 0, 0, 0},       // 32 columns, one band of every row
+          {8, 19, 0, 0, 0, 0},       // 64 columns
+          {4, 6, 0, 0, 32, 288},     // 64 columns from a chunk's second block
+          {12, 5, 3, 290, 96, 480},  // 32 columns from row 3
+          {4, 2, 7, 11, 448, 512},   // 16 columns, a row's last two blocks
+          {20, 3, 0, 0, 16, 336},    // off a block: decoded
+          {24, 9, 0, 0, 0, 0},       // cells of 21 and 22: the mean decoded
+          {3, 3, 0, 0, 32, 0},       // 160 columns: the mean decoded
+      },
+      &nan_cells, &finite_cells);
   EXPECT_GT(nan_cells, 0);
   EXPECT_GT(finite_cells, 0);
 }

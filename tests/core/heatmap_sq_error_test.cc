@@ -1,14 +1,18 @@
 // The squared-error heatmap (HeatmapMode::kSqError): each cell is the sum of
-// its elements' w * (x - x̂)^2 in double, row-major inside the cell, held bit
-// for bit to a plain loop over the test's own values (sources, the float16
-// codes it wrote, and the matrix's weights); unweighted is weights of 1; a
-// 3-D MoE tensor's view at leading index e takes expert e's weights; and a
-// full-resolution map adds up to what the weighted diff (DiffTensor) gives.
+// its elements' w * (x - x̂)^2 in double, in heatmap.h's 16 lanes (the term
+// at column offset k of its cell into partial sum k % 16, each lane in
+// row-major order, then the fixed tree), held bit for bit to a plain loop
+// over the test's own values (sources, the float16 codes it wrote, and the
+// matrix's weights) at every SIMD level, NaN and infinities included;
+// unweighted is weights of 1; a 3-D MoE tensor's view at leading index e
+// takes expert e's weights; and a full-resolution map adds up to what the
+// weighted diff (DiffTensor) gives.
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,6 +22,8 @@
 #include "core/format/checkpoint.h"
 #include "core/heatmap.h"
 #include "core/imatrix/importance_matrix.h"
+#include "core/quant/decode_simd.h"
+#include "core/quant/float_formats.h"
 #include "core/util/error_reason.h"
 #include "gtest/gtest.h"
 #include "tests/support/quantize.h"
@@ -44,6 +50,9 @@ std::string Le(T v) {
 // float16 holds exactly for |x| < 64, so the test knows every decoded value
 // without decoding (x̂ = q). Written as an F32 and an F16 safetensors file of
 // one tensor `name`, with a legacy imatrix entry of `experts` * K values.
+// With `specials`, one element in 89 of x is NaN, +inf, -inf, or a value
+// float16 rounds to an infinity (1e6, -7e5): terms of NaN (inf - inf
+// included) and of +inf.
 struct Case {
   std::string name;
   std::vector<int64_t> shape;
@@ -56,17 +65,26 @@ struct Case {
 };
 
 std::unique_ptr<Case> MakeCase(const std::string& dir, const std::string& name,
-                               std::vector<int64_t> shape, uint64_t seed) {
+                               std::vector<int64_t> shape, uint64_t seed,
+                               bool specials = false) {
   auto c = std::make_unique<Case>();
   c->name = name;
   c->shape = shape;
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   c->x = testing::Gaussian(static_cast<size_t>(n), seed, 3.0f);
+  if (specials) {
+    const float planted[] = {std::numeric_limits<float>::quiet_NaN(),
+                             std::numeric_limits<float>::infinity(),
+                             -std::numeric_limits<float>::infinity(), 1e6f,
+                             -7e5f};
+    for (size_t i = 5; i < c->x.size(); i += 89) c->x[i] = planted[i % 5];
+  }
   std::string f16;
   for (float v : c->x) {
-    c->q.push_back(std::round(v * 16.0f) / 16.0f);
-    f16 += Le<uint16_t>(testing::F32ToF16Bits(c->q.back()));
+    const uint16_t code = testing::F32ToF16Bits(std::round(v * 16.0f) / 16.0f);
+    c->q.push_back(F16ToF32(code));
+    f16 += Le<uint16_t>(code);
   }
   std::filesystem::create_directories(dir + "/src");
   std::filesystem::create_directories(dir + "/q");
@@ -110,22 +128,30 @@ std::string TempDir(const std::string& leaf) {
 }
 
 // The cell [r0, r1) x [c0, c1) of expert `e`'s view, as heatmap.h states
-// it: from +0.0, rows top to bottom, each left to right, every operation in
-// double rounded on its own; w = 1 when `weighted` is false.
+// it: each term w * (x - x̂)^2 into lane (col - c0) % 16, each lane from
+// +0.0 in row-major order (rows top to bottom, each left to right), then
+// the lanes (0+8) ... (7+15), those as (0+4) ... (3+7), then (0+2), (1+3),
+// then the two; every operation in double rounded on its own; w = 1 when
+// `weighted` is false; a NaN cell the canonical quiet NaN.
 double PlainCell(const Case& c, int64_t e, int64_t r0, int64_t r1, int64_t c0,
                  int64_t c1, bool weighted) {
   const int64_t k = c.shape.back(), rows = c.shape[c.shape.size() - 2];
-  double sum = 0.0;
+  double l[16] = {};
   for (int64_t r = r0; r < r1; ++r) {
     for (int64_t col = c0; col < c1; ++col) {
       const size_t i = static_cast<size_t>((e * rows + r) * k + col);
       const double d =
           static_cast<double>(c.x[i]) - static_cast<double>(c.q[i]);
       const double term = d * d;
-      sum += weighted ? static_cast<double>(c.w[e * k + col]) * term : term;
+      l[(col - c0) % 16] +=
+          weighted ? static_cast<double>(c.w[e * k + col]) * term : term;
     }
   }
-  return sum;
+  double a[8], b[4];
+  for (int t = 0; t < 8; ++t) a[t] = l[t] + l[t + 8];
+  for (int t = 0; t < 4; ++t) b[t] = a[t] + a[t + 4];
+  const double sum = (b[0] + b[2]) + (b[1] + b[3]);
+  return std::isnan(sum) ? std::numeric_limits<double>::quiet_NaN() : sum;
 }
 
 // Every cell of `h` against PlainCell, bit for bit.
@@ -137,8 +163,9 @@ void ExpectPlainCells(const Case& c, int64_t e, const Heatmap& h,
       const double want =
           PlainCell(c, e, h.row_edges[i], h.row_edges[i + 1], h.col_edges[j],
                     h.col_edges[j + 1], weighted);
-      EXPECT_EQ(h.values[static_cast<size_t>(i) * h.width + j], want)
-          << "cell (" << i << ", " << j << ")";
+      const double got = h.values[static_cast<size_t>(i) * h.width + j];
+      EXPECT_EQ(std::bit_cast<uint64_t>(got), std::bit_cast<uint64_t>(want))
+          << "cell (" << i << ", " << j << "): " << got << " vs " << want;
     }
   }
 }
@@ -167,6 +194,69 @@ TEST(HeatmapSqErrorTest, EachCellIsItsElementsWeightedSquaredErrors) {
   EXPECT_EQ(region->col_edges.back(), 64);
   ExpectPlainCells(*c, 0, *region, true);
   EXPECT_GT(region->max, region->min);
+}
+
+// Cells of every width against the lanes (narrower than 16, 16 and 17, wide
+// ones that wrap them with remainders 1 to 15, a multiple of 16), over the
+// view and over regions, weighted and not, at every SIMD level this CPU has
+// (CapDecodeSimdForTesting: the scalar statement, AVX2's vectors of four,
+// AVX-512's of eight with masked tails), on sources with NaN and
+// infinities: the same bits at each.
+TEST(HeatmapSqErrorTest, EverySimdLevelAddsInTheLanesOrder) {
+  auto c = MakeCase(TempDir("levels"), "blk.0.ffn_down.weight", {29, 203}, 17,
+                    /*specials=*/true);
+  const ImatrixMatch m = MatchImatrix(c->matrix.get(), c->name, c->shape);
+  ASSERT_EQ(m.use, ImatrixUse::kWeighted);
+  struct Shape {
+    int width, height;
+    int64_t row_begin, row_end, col_begin, col_end;
+  };
+  const std::vector<Shape> shapes = {
+      {203, 29, 0, 0, 0, 0},   // one element per cell
+      {12, 4, 0, 0, 0, 0},     // 16 and 17 columns
+      {5, 3, 0, 0, 0, 0},      // 40 and 41
+      {3, 2, 0, 0, 0, 0},      // 67 and 68
+      {1, 1, 0, 0, 0, 0},      // 203: 12 sixteens and 11
+      {2, 7, 0, 0, 11, 0},     // 96: six sixteens
+      {13, 5, 2, 27, 7, 190},  // a region: 14 and 15
+      {4, 3, 1, 28, 3, 200},   // a region: 49 and 50
+  };
+  int64_t nan_cells = 0, inf_cells = 0, finite_cells = 0;
+  for (const Shape& shape : shapes) {
+    for (bool weighted : {false, true}) {
+      HeatmapOptions o;
+      o.mode = HeatmapMode::kSqError;
+      o.weights = weighted ? &m.weights : nullptr;
+      o.width = shape.width;
+      o.height = shape.height;
+      o.row_begin = shape.row_begin;
+      o.row_end = shape.row_end;
+      o.col_begin = shape.col_begin;
+      o.col_end = shape.col_end;
+      for (DecodeSimd level :
+           {DecodeSimd::kScalar, DecodeSimd::kAvx2, DecodeSimd::kAvx512}) {
+        if (level > SupportedDecodeSimd()) break;
+        SCOPED_TRACE(::testing::Message()
+                     << shape.width << "x" << shape.height << " from ("
+                     << shape.row_begin << ", " << shape.col_begin << ")"
+                     << (weighted ? " weighted" : "") << " simd "
+                     << static_cast<int>(level));
+        CapDecodeSimdForTesting(level);
+        auto h = ComputeHeatmap(*c->tensor, c->ref, o);
+        CapDecodeSimdForTesting(DecodeSimd::kAvx512);
+        ASSERT_TRUE(h.ok()) << h.status();
+        ExpectPlainCells(*c, 0, *h, weighted);
+        for (double v : h->values)
+          ++(std::isnan(v)   ? nan_cells
+             : std::isinf(v) ? inf_cells
+                             : finite_cells);
+      }
+    }
+  }
+  // NaN, +inf and finite cells all met (squares are never negative).
+  EXPECT_GT(nan_cells, 0);
+  EXPECT_GT(inf_cells, 0);
+  EXPECT_GT(finite_cells, 0);
 }
 
 TEST(HeatmapSqErrorTest, UnweightedIsWeightsOfOne) {

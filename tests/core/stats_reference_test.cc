@@ -18,11 +18,14 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <initializer_list>
 #include <limits>
+#include <map>
 #include <random>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
@@ -37,6 +40,7 @@
 #include "gtest/gtest.h"
 #include "tests/support/fixture_copy.h"
 #include "tests/support/gguf_writer.h"
+#include "tests/support/python_writer.h"
 #include "tests/support/quantize.h"
 #include "tests/support/safetensors_writer.h"
 #include "tests/support/same_bits.h"
@@ -85,8 +89,13 @@ absl::StatusOr<TensorStats> ReferenceStats(const LogicalTensor& t,
   if (st.has_levels) st.code_histogram.assign(size_t{1} << info.bits, 0);
   st.has_reference = ref != nullptr;
 
-  // The partial sums of stats.h: element i in sum[i % 16].
+  // The partial sums of stats.h: element i in sum[i % 16]; for plain F16
+  // and BF16, each finite value's count by its 16-bit code instead (the
+  // value, the count), summed in ascending code order.
   double sum[16] = {}, sum_sq[16] = {};
+  const bool float_codes = t.encoding->PlainFloatSteps() != nullptr &&
+                           (info.scheme == "F16" || info.scheme == "BF16");
+  std::map<uint16_t, std::pair<double, int64_t>> by_code;
   double lo = std::numeric_limits<double>::infinity(), hi = -lo;
   absl::flat_hash_set<int64_t> groups, saturated;
   int64_t counted = 0;       // elements of the group (all: n)
@@ -130,6 +139,15 @@ absl::StatusOr<TensorStats> ReferenceStats(const LogicalTensor& t,
       const int64_t lane = (first + i) % 16;
       sum[lane] += v;
       sum_sq[lane] += v * v;
+      if (float_codes) {
+        const float f = q[i].value;
+        const uint16_t code =
+            info.scheme == "F16"
+                ? testing::F32ToF16Bits(f)  // exact: f is a float16 value
+                : static_cast<uint16_t>(std::bit_cast<uint32_t>(f) >> 16);
+        by_code[code].first = v;
+        ++by_code[code].second;
+      }
       lo = std::min(lo, v);
       hi = std::max(hi, v);
       if (v == 0) {
@@ -178,9 +196,17 @@ absl::StatusOr<TensorStats> ReferenceStats(const LogicalTensor& t,
   if (finite > 0) {
     st.min = lo;
     st.max = hi;
-    st.mean = SumOfLanes(sum) / finite;
-    st.std = std::sqrt(
-        std::max(0.0, SumOfLanes(sum_sq) / finite - st.mean * st.mean));
+    double s = SumOfLanes(sum), s2 = SumOfLanes(sum_sq);
+    if (float_codes) {
+      s = s2 = 0;
+      for (const auto& [code, value_count] : by_code) {
+        const auto& [value, count] = value_count;
+        s += static_cast<double>(count) * value;
+        s2 += static_cast<double>(count) * (value * value);
+      }
+    }
+    st.mean = s / finite;
+    st.std = std::sqrt(std::max(0.0, s2 / finite - st.mean * st.mean));
     st.absmax = std::max(std::fabs(lo), std::fabs(hi));
   }
   st.sparsity = counted > 0 ? static_cast<double>(st.zeros) / counted : 0;
@@ -427,6 +453,14 @@ TEST(StatsReferenceTest, RandomGgufTensorsMatchTheElementwisePass) {
   }
 }
 
+// The numpy writers' MLX model and HQQ checkpoints (tests/python/writers).
+std::vector<std::string> WriterModels() {
+  const std::string hqq = testing::WriterOutput("hqq.py");
+  return {testing::WriterOutput("mlx_writer.py") + "/model",
+          hqq + "/hqq_4bit_g64", hqq + "/hqq_mixed_bits",
+          hqq + "/hqq_axis0_bf16"};
+}
+
 // The fixtures' formats: every ggml type and convention the suite carries,
 // with each option set (their own tensor as the reference: every zero
 // pruned).
@@ -434,54 +468,150 @@ TEST(StatsReferenceTest, FixtureFormatsMatchTheElementwisePass) {
   struct Case {
     const char* fixture;
     const char* tensor;
-    // The pass ComputeStats takes with default options: the ggml types of
-    // 16 levels a sub-block go by codes, read where stored.
-    StatsPath path = StatsPath::kValues;
   };
-  constexpr StatsPath kBlocks = StatsPath::kStoredBlocks;
-  constexpr StatsPath kRuns = StatsPath::kCodeRuns;
   const Case cases[] = {
-      {"gguf/Q4_0.gguf", "blk.0.attn_q.weight", kBlocks},
-      {"gguf/Q4_1.gguf", "blk.0.attn_q.weight", kBlocks},
+      {"gguf/Q4_0.gguf", "blk.0.attn_q.weight"},
+      {"gguf/Q4_1.gguf", "blk.0.attn_q.weight"},
       {"gguf/Q5_0.gguf", "blk.0.attn_q.weight"},
       {"gguf/Q5_1.gguf", "blk.0.attn_q.weight"},
       {"gguf/Q8_0.gguf", "blk.0.attn_q.weight"},
-      {"gguf/Q2_K.gguf", "blk.0.attn_q.weight", kBlocks},
-      {"gguf/Q3_K.gguf", "blk.0.attn_q.weight", kBlocks},
-      {"gguf/Q4_K.gguf", "blk.0.ffn_down.weight", kBlocks},
+      {"gguf/Q2_K.gguf", "blk.0.attn_q.weight"},
+      {"gguf/Q3_K.gguf", "blk.0.attn_q.weight"},
+      {"gguf/Q4_K.gguf", "blk.0.ffn_down.weight"},
       {"gguf/Q5_K.gguf", "blk.0.attn_q.weight"},
       {"gguf/Q6_K.gguf", "blk.0.attn_q.weight"},
-      {"gguf/IQ4_NL.gguf", "blk.0.attn_q.weight", kBlocks},
-      {"gguf/IQ4_XS.gguf", "blk.0.attn_q.weight", kBlocks},
-      {"gguf/MXFP4.gguf", "blk.0.attn_q.weight", kBlocks},
+      {"gguf/IQ4_NL.gguf", "blk.0.attn_q.weight"},
+      {"gguf/IQ4_XS.gguf", "blk.0.attn_q.weight"},
+      {"gguf/MXFP4.gguf", "blk.0.attn_q.weight"},
       {"gguf/NVFP4.gguf", "blk.0.attn_q.weight"},
       {"gguf/TQ1_0.gguf", "blk.0.attn_q.weight"},
-      {"safetensors/gptq_4bit_g32", "model.layers.0.self_attn.q_proj.weight",
-       kRuns},
+      {"safetensors/gptq_4bit_g32", "model.layers.0.self_attn.q_proj.weight"},
       {"safetensors/gptq_4bit_g32_actorder",
        "model.layers.0.self_attn.q_proj.weight"},
-      {"safetensors/awq_4bit_g32", "model.layers.0.self_attn.q_proj.weight",
-       kRuns},
-      {"safetensors/ct_w4a16_group", "model.layers.0.self_attn.q_proj.weight",
-       kRuns},
+      {"safetensors/awq_4bit_g32", "model.layers.0.self_attn.q_proj.weight"},
+      {"safetensors/ct_w4a16_group", "model.layers.0.self_attn.q_proj.weight"},
       {"safetensors/fp8_block_sharded", "model.layers.0.mlp.down_proj.weight"},
+      {"safetensors/bnb_nf4", "model.layers.0.self_attn.q_proj.weight"},
+      {"safetensors/mxfp4_gptoss", "model.layers.0.mlp.experts.down_proj"},
   };
-  for (const Case& c : cases) {
-    auto ckpt = Checkpoint::Open(Fixture(c.fixture));
+  std::vector<std::pair<std::string, std::string>> tensors;
+  for (const Case& c : cases) tensors.push_back({Fixture(c.fixture), c.tensor});
+  // The numpy writers' MLX (every mode, bits and group size) and HQQ
+  // (axis 1 and 0, 1 to 8 bits) models: every quantized tensor.
+  for (const std::string& dir : WriterModels()) {
+    auto ckpt = Checkpoint::Open(dir);
     ASSERT_TRUE(ckpt.ok()) << ckpt.status();
-    const LogicalTensor* t = (*ckpt)->FindTensor(c.tensor);
-    ASSERT_NE(t, nullptr) << c.fixture;
-    EXPECT_EQ(StatsPathForTesting(*t, StatsOptions()), c.path) << c.fixture;
+    for (const LogicalTensor& t : (*ckpt)->tensors()) {
+      if (t.encoding->info().quantized) tensors.push_back({dir, t.name});
+    }
+  }
+  for (const auto& [path, name] : tensors) {
+    auto ckpt = Checkpoint::Open(path);
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+    const LogicalTensor* t = (*ckpt)->FindTensor(name);
+    ASSERT_NE(t, nullptr) << path << " " << name;
     const int64_t groups = GroupCount(*t);
     for (const StatsOptions& o : OptionSets(*t, groups)) {
       for (const LogicalTensor* r :
            {static_cast<const LogicalTensor*>(nullptr), t}) {
         SCOPED_TRACE(absl::StrCat(
-            c.fixture, " chunk ", o.chunk_elements, " bins ", o.bins, " group ",
-            o.group.value_or(-1), r != nullptr ? " with ref" : ""));
+            path, " ", name, " chunk ", o.chunk_elements, " bins ", o.bins,
+            " group ", o.group.value_or(-1), r != nullptr ? " with ref" : ""));
         ExpectSameAsReference(*t, r, o);
       }
     }
+  }
+}
+
+// The conventions whose groups of 32 or more have 16 levels or fewer take
+// the pass by codes (Encoding::CodeLevelRuns), and only those: not
+// act-order groups, NVFP4's groups of 16, codes wider than 4 bits, HQQ's
+// axis 0 (a group a column), nor one group asked for.
+TEST(StatsReferenceTest, ConventionGroupsOf32OrMoreGoByCodes) {
+  const std::string mlx = testing::WriterOutput("mlx_writer.py") + "/model";
+  const std::string hqq = testing::WriterOutput("hqq.py");
+  const std::string l0 = "model.layers.0.", l1 = "model.layers.1.";
+  const struct {
+    std::string path, tensor;
+    StatsPath path_taken;
+  } cases[] = {
+      {Fixture("safetensors/gptq_4bit_g32"), l0 + "self_attn.q_proj.weight",
+       StatsPath::kCodeRuns},
+      {Fixture("safetensors/awq_4bit_g32"), l0 + "self_attn.q_proj.weight",
+       StatsPath::kCodeRuns},
+      {Fixture("safetensors/ct_w4a16_group"), l0 + "self_attn.q_proj.weight",
+       StatsPath::kCodeRuns},
+      {Fixture("safetensors/bnb_nf4"), l0 + "self_attn.q_proj.weight",
+       StatsPath::kCodeRuns},
+      {Fixture("safetensors/mxfp4_gptoss"), l0 + "mlp.experts.down_proj",
+       StatsPath::kCodeRuns},
+      {mlx, l0 + "self_attn.q_proj.weight", StatsPath::kCodeRuns},  // int4
+      {mlx, l0 + "self_attn.k_proj.weight", StatsPath::kCodeRuns},  // int2
+      {mlx, l0 + "self_attn.v_proj.weight", StatsPath::kCodeRuns},  // int3
+      {mlx, l1 + "self_attn.q_proj.weight", StatsPath::kCodeRuns},  // mxfp4
+      {hqq + "/hqq_4bit_g64", l0 + "self_attn.q_proj.weight",
+       StatsPath::kCodeRuns},
+      {hqq + "/hqq_mixed_bits", l0 + "self_attn.o_proj.weight",  // 1-bit
+       StatsPath::kCodeRuns},
+      {Fixture("safetensors/gptq_4bit_g32_actorder"),
+       l0 + "self_attn.q_proj.weight", StatsPath::kValues},
+      {mlx, l1 + "self_attn.v_proj.weight", StatsPath::kValues},  // nvfp4
+      {mlx, l0 + "mlp.up_proj.weight", StatsPath::kValues},       // int8
+      {hqq + "/hqq_axis0_bf16", l0 + "mlp.down_proj.weight",
+       StatsPath::kValues},
+      {hqq + "/hqq_mixed_bits", l0 + "mlp.up_proj.weight",  // 8-bit
+       StatsPath::kValues},
+  };
+  for (const auto& c : cases) {
+    auto ckpt = Checkpoint::Open(c.path);
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+    const LogicalTensor* t = (*ckpt)->FindTensor(c.tensor);
+    ASSERT_NE(t, nullptr) << c.path << " " << c.tensor;
+    EXPECT_EQ(StatsPathForTesting(*t, StatsOptions()), c.path_taken)
+        << c.path << " " << c.tensor;
+    StatsOptions one_group;
+    one_group.group = 0;
+    EXPECT_EQ(StatsPathForTesting(*t, one_group), StatsPath::kValues)
+        << c.path << " " << c.tensor;
+  }
+}
+
+// The ggml types whose sub-blocks hold 16 levels or fewer take the pass by
+// codes from their stored blocks (core/stats_code_blocks.h), and only
+// those: not Q5_0/Q5_1/Q5_K (32 levels), Q6_K, Q8_0, NVFP4 (sub-blocks of
+// 16 with their own scales) nor TQ1_0 (base-3 packing), nor one group asked
+// for.
+TEST(StatsReferenceTest, GgmlBlocksOf16LevelsOrFewerGoByCodes) {
+  const struct {
+    const char* fixture;
+    StatsPath path_taken;
+  } cases[] = {
+      {"gguf/Q4_0.gguf", StatsPath::kStoredBlocks},
+      {"gguf/Q4_1.gguf", StatsPath::kStoredBlocks},
+      {"gguf/Q2_K.gguf", StatsPath::kStoredBlocks},
+      {"gguf/Q3_K.gguf", StatsPath::kStoredBlocks},
+      {"gguf/IQ4_NL.gguf", StatsPath::kStoredBlocks},
+      {"gguf/IQ4_XS.gguf", StatsPath::kStoredBlocks},
+      {"gguf/MXFP4.gguf", StatsPath::kStoredBlocks},
+      {"gguf/Q5_0.gguf", StatsPath::kValues},
+      {"gguf/Q5_1.gguf", StatsPath::kValues},
+      {"gguf/Q8_0.gguf", StatsPath::kValues},
+      {"gguf/Q5_K.gguf", StatsPath::kValues},
+      {"gguf/Q6_K.gguf", StatsPath::kValues},
+      {"gguf/NVFP4.gguf", StatsPath::kValues},
+      {"gguf/TQ1_0.gguf", StatsPath::kValues},
+  };
+  for (const auto& c : cases) {
+    auto ckpt = Checkpoint::Open(Fixture(c.fixture));
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+    const LogicalTensor* t = (*ckpt)->FindTensor("blk.0.attn_q.weight");
+    ASSERT_NE(t, nullptr) << c.fixture;
+    EXPECT_EQ(StatsPathForTesting(*t, StatsOptions()), c.path_taken)
+        << c.fixture;
+    StatsOptions one_group;
+    one_group.group = 0;
+    EXPECT_EQ(StatsPathForTesting(*t, one_group), StatsPath::kValues)
+        << c.fixture;
   }
 }
 
@@ -958,6 +1088,251 @@ TEST(StatsReferenceTest, LongGroupConventionsMatchTheElementwisePass) {
           SCOPED_TRACE(absl::StrCat(kind, " out ", out, " chunk ",
                                     o.chunk_elements, " bins ", o.bins,
                                     " group ", o.group.value_or(-1),
+                                    r != nullptr ? " with ref" : ""));
+          ExpectSameAsReference(*t, r, o);
+        }
+      }
+    }
+  }
+}
+
+// Plain F16 and BF16 take their moments from their codes' counts
+// (stats.h's code order) at every size and wherever they lie: F16 stored
+// at an odd offset (a safetensors tensor after one byte, so not read in
+// place but decoded and keyed back), small tensors (under the 2^16 elements
+// where other dtypes start counting buckets), and tensors whose minimum is
+// a zero of both signs (the sign of the first in index order: -0 first in
+// "neg_first", +0 first in "pos_first").
+TEST(StatsReferenceTest, FloatCodesMatchTheElementwisePassWhereverStored) {
+  constexpr int64_t kLong = (int64_t{1} << 16) + 3, kShort = 999;
+  std::vector<float> g = testing::Gaussian(kLong, 31, 0.5f);
+  auto f16_of = [&](int64_t n, bool non_negative, uint16_t zero0,
+                    uint16_t zero1) {
+    std::string bytes(2 * n, '\0');
+    for (int64_t i = 0; i < n; ++i) {
+      const float f = non_negative ? std::fabs(g[i]) : g[i];
+      uint16_t h = testing::F32ToF16Bits(f);
+      if (i == 5) h = zero0;
+      if (i % 97 == 11) h = zero1;
+      if (i == 17) h = 0x7e01;  // a NaN
+      if (i == 18) h = 0xfc00;  // -inf, counted apart from the bounds
+      std::memcpy(bytes.data() + 2 * i, &h, 2);
+    }
+    return bytes;
+  };
+  auto bf16_of = [&](int64_t n) {
+    std::string bytes(2 * n, '\0');
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t b = testing::F32ToBF16Bits(std::fabs(g[i]));
+      if (i == 3) b = 0x8000;
+      if (i % 89 == 7) b = 0x0000;
+      std::memcpy(bytes.data() + 2 * i, &b, 2);
+    }
+    return bytes;
+  };
+  const std::string dir = MakeTempDir();
+  WriteFile(dir + "/model.safetensors",
+            testing::BuildSafetensors({
+                {"pad", "U8", {1}, std::string(1, '\x01')},
+                {"odd", "F16", {kLong}, f16_of(kLong, false, 0, 0x8000)},
+                {"neg_first", "F16", {kLong}, f16_of(kLong, true, 0x8000, 0)},
+                {"pos_first", "F16", {kLong}, f16_of(kLong, true, 0, 0x8000)},
+                {"short", "F16", {kShort}, f16_of(kShort, false, 0x8000, 0)},
+                {"bf16", "BF16", {kLong}, bf16_of(kLong)},
+            }));
+  auto ckpt = Checkpoint::Open(dir + "/model.safetensors");
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  for (const char* name : {"odd", "neg_first", "pos_first", "short", "bf16"}) {
+    const LogicalTensor* t = (*ckpt)->FindTensor(name);
+    ASSERT_NE(t, nullptr) << name;
+    for (const LogicalTensor* r :
+         {static_cast<const LogicalTensor*>(nullptr), t}) {
+      for (int64_t chunk : {int64_t{1} << 18, int64_t{1000}}) {
+        StatsOptions o;
+        o.chunk_elements = chunk;
+        SCOPED_TRACE(absl::StrCat(name, " chunk ", chunk,
+                                  r != nullptr ? " with ref" : ""));
+        ExpectSameAsReference(*t, r, o);
+      }
+    }
+  }
+  // The zero bounds took the first zero's sign.
+  auto neg = ComputeStats(*(*ckpt)->FindTensor("neg_first"), nullptr, {});
+  auto pos = ComputeStats(*(*ckpt)->FindTensor("pos_first"), nullptr, {});
+  ASSERT_TRUE(neg.ok() && pos.ok());
+  EXPECT_TRUE(std::signbit(neg->min));
+  EXPECT_FALSE(std::signbit(pos->min));
+}
+
+// Sets entry `i` of a tensor's data, an element of sizeof(T) bytes.
+template <typename T>
+void SetAt(testing::StTensor* t, size_t i, T value) {
+  std::memcpy(t->data.data() + sizeof(T) * i, &value, sizeof(T));
+}
+
+// Sets bytes [from, to) of a tensor's data to `byte`: codes all equal.
+void SetBytes(testing::StTensor* t, size_t from, size_t to, uint8_t byte) {
+  std::memset(t->data.data() + from, byte, to - from);
+}
+
+// A copy of checkpoint directory `dir` with `edit` applied to its
+// model.safetensors.
+std::string EditedCopy(const std::string& dir,
+                       const std::function<void(const std::string& name,
+                                                testing::StTensor&)>& edit) {
+  const std::string copy = testing::CopyDir(dir);
+  testing::EditSafetensors(copy + "/model.safetensors",
+                           [&](std::vector<testing::StTensor>& ts) {
+                             for (testing::StTensor& t : ts) edit(t.name, t);
+                           });
+  return copy;
+}
+
+// The formats whose levels are not scale * (code - bias), taken by codes
+// from each run's level table (Encoding::CodeLevelRuns), with groups that
+// table could get wrong: scales NaN, +Inf, -Inf, +0, -0, negative (levels
+// descending), the least subnormal, and 1 (levels on the integer edges of
+// a range of integer bins: NF4's -1, 0 and 1, E2M1's halves, MLX's and
+// HQQ's integers); groups whose codes are all equal; levels that round
+// together in bfloat16 (MLX int4: scale 2^-10 on bias 1) or float16 (HQQ:
+// zero 60000, where every code - zero rounds to -60000); E8M0 255 (NaN)
+// and 254 (2^127, whose largest levels overflow to infinity); NaN and
+// infinite biases and zeros.
+TEST(StatsReferenceTest, AdversarialLevelTablesMatchTheElementwisePass) {
+  const std::string l0 = "model.layers.0.", l1 = "model.layers.1.";
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  struct Edited {
+    std::string dir;
+    std::vector<std::string> tensors;
+  };
+  std::vector<Edited> cases;
+  // bitsandbytes NF4: absmax F32 [128], codes U8 [4096] (32 bytes a block).
+  cases.push_back(
+      {EditedCopy(Fixture("safetensors/bnb_nf4"),
+                  [&](const std::string& name, testing::StTensor& t) {
+                    if (name.ends_with("q_proj.weight.absmax")) {
+                      const float v[] = {nan,   inf,  -inf,  0.0f,
+                                         -0.0f, 1.0f, -1.0f, 1e-45f};
+                      for (size_t k = 0; k < 8; ++k) SetAt(&t, k, v[k]);
+                      SetAt(&t, 127, nan);
+                    } else if (name.ends_with("q_proj.weight")) {
+                      SetBytes(&t, 8 * 32, 9 * 32, 0x00);
+                      SetBytes(&t, 9 * 32, 10 * 32, 0xff);
+                      SetBytes(&t, 10 * 32, 11 * 32, 0x77);  // NF4's 0
+                      SetBytes(&t, 5 * 32, 6 * 32, 0xf0);    // scale 1: +-1
+                    }
+                  }),
+       {l0 + "self_attn.q_proj.weight"}});
+  // gpt-oss MXFP4: scales U8 [256] (E8M0), blocks 16 bytes a group of 32.
+  cases.push_back(
+      {EditedCopy(Fixture("safetensors/mxfp4_gptoss"),
+                  [&](const std::string& name, testing::StTensor& t) {
+                    if (name.ends_with("down_proj_scales")) {
+                      const uint8_t e[] = {255, 0, 127, 254, 1};
+                      for (size_t k = 0; k < 5; ++k) SetAt(&t, k, e[k]);
+                      SetAt(&t, 255, uint8_t{255});
+                    } else if (name.ends_with("down_proj_blocks")) {
+                      SetBytes(&t, 3 * 16, 4 * 16, 0x77);  // 6 * 2^127: inf
+                      SetBytes(&t, 5 * 16, 6 * 16, 0x88);  // -0
+                      SetBytes(&t, 6 * 16, 7 * 16, 0xff);  // -6
+                      SetBytes(&t, 7 * 16, 8 * 16, 0x00);
+                    }
+                  }),
+       {l0 + "mlp.experts.down_proj"}});
+  // MLX: int4 g64 BF16 q_proj [8, 128] (scales and biases [8, 2], 16 words
+  // a row), int2 g32 BF16 k_proj [4, 64] ([4, 2]), mxfp4 g32 layer 1
+  // q_proj [4, 64] (scales U8 [4, 2], 8 words a row).
+  const uint16_t b16_nan = 0x7fc0, b16_inf = 0x7f80, b16_one = 0x3f80;
+  cases.push_back(
+      {EditedCopy(testing::WriterOutput("mlx_writer.py") + "/model",
+                  [&](const std::string& name, testing::StTensor& t) {
+                    if (name == l0 + "self_attn.q_proj.scales" ||
+                        name == l0 + "self_attn.k_proj.scales") {
+                      const uint16_t v[] = {b16_nan, b16_inf, 0xff80, 0x0000,
+                                            0x8000,  b16_one, 0x3a80, 0xbf80};
+                      for (size_t k = 0; k < 8; ++k) SetAt(&t, k, v[k]);
+                    } else if (name == l0 + "self_attn.q_proj.biases" ||
+                               name == l0 + "self_attn.k_proj.biases") {
+                      SetAt(&t, 3,
+                            uint16_t{0x3f00});  // -0 scale: every code 0.5
+                      SetAt(&t, 5, uint16_t{0x0000});  // integer levels
+                      SetAt(&t, 6, b16_one);           // 1 + q / 1024, in bf16
+                      if (name.ends_with("q_proj.biases")) {
+                        SetAt(&t, 9, b16_nan);
+                        SetAt(&t, 15, b16_inf);
+                      }
+                    } else if (name == l0 + "self_attn.q_proj.weight") {
+                      SetBytes(&t, 4 * 64, 4 * 64 + 32, 0xff);  // all 15
+                      SetBytes(&t, 4 * 64 + 32, 5 * 64, 0x00);  // all 0
+                      SetBytes(&t, 5 * 64, 5 * 64 + 32, 0x88);  // all 8
+                    } else if (name == l1 + "self_attn.q_proj.scales") {
+                      const uint8_t e[] = {255, 254, 127, 0};
+                      for (size_t k = 0; k < 4; ++k) SetAt(&t, k, e[k]);
+                    } else if (name == l1 + "self_attn.q_proj.weight") {
+                      SetBytes(&t, 16, 32, 0x77);  // group 1, scale 2^127: inf
+                    }
+                  }),
+       {l0 + "self_attn.q_proj.weight", l0 + "self_attn.k_proj.weight",
+        l1 + "self_attn.q_proj.weight"}});
+  // HQQ 4-bit g64 axis 1, F16: q_proj [32, 128], scale and zero [64, 1],
+  // W_q U8 [32, 64] (packed row r: group r's codes in the high nibbles,
+  // group r + 32's in the low).
+  cases.push_back(
+      {EditedCopy(testing::WriterOutput("hqq.py") + "/hqq_4bit_g64",
+                  [&](const std::string& name, testing::StTensor& t) {
+                    if (name == l0 + "self_attn.q_proj.scale") {
+                      const uint16_t v[] = {0x7e00, 0x7c00, 0xfc00,
+                                            0x0000, 0x8000, 0x3c00,
+                                            0x3c00, 0xbc00, 0x0001};
+                      for (size_t k = 0; k < 9; ++k) SetAt(&t, k, v[k]);
+                      SetAt(&t, 63, uint16_t{0x7e00});
+                    } else if (name == l0 + "self_attn.q_proj.zero") {
+                      SetAt(&t, 5, uint16_t{0x0000});   // integer levels
+                      SetAt(&t, 6, uint16_t{0x7b53});   // 60000
+                      SetAt(&t, 10, uint16_t{0x7e00});  // NaN
+                      SetAt(&t, 11, uint16_t{0xfc00});  // -Inf
+                    } else if (name == l0 + "self_attn.q_proj.W_q") {
+                      SetBytes(&t, 12 * 64, 13 * 64, 0x00);
+                      SetBytes(&t, 13 * 64, 14 * 64, 0xff);
+                      SetBytes(&t, 14 * 64, 15 * 64, 0x5a);
+                    }
+                  }),
+       {l0 + "self_attn.q_proj.weight"}});
+  for (const Edited& c : cases) {
+    auto ckpt = Checkpoint::Open(c.dir);
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+    for (const std::string& name : c.tensors) {
+      const LogicalTensor* t = (*ckpt)->FindTensor(name);
+      ASSERT_NE(t, nullptr) << name;
+      ASSERT_EQ(StatsPathForTesting(*t, StatsOptions()), StatsPath::kCodeRuns)
+          << name;
+      // The edits took: NaN and infinite values.
+      auto whole = ComputeStats(*t, nullptr, StatsOptions());
+      ASSERT_TRUE(whole.ok()) << whole.status();
+      EXPECT_GT(whole->nan_count, 0) << name;
+      EXPECT_GT(whole->inf_count, 0) << name;
+      const int64_t groups = GroupCount(*t);
+      std::vector<StatsOptions> sets = OptionSets(*t, groups);
+      for (int64_t g = 0; g < std::min<int64_t>(groups, 16); ++g) {
+        StatsOptions o;
+        o.group = g;
+        sets.push_back(o);
+      }
+      for (auto [lo, hi, bins] :
+           {std::tuple{-8.0, 8.0, 16}, std::tuple{-1.0, 1.0, 8},
+            std::tuple{0.5, 1.5, 4}, std::tuple{-6.0, 6.0, 24}}) {
+        StatsOptions o;
+        o.range_min = lo;
+        o.range_max = hi;
+        o.bins = bins;
+        sets.push_back(o);
+      }
+      for (const StatsOptions& o : sets) {
+        for (const LogicalTensor* r :
+             {static_cast<const LogicalTensor*>(nullptr), t}) {
+          SCOPED_TRACE(absl::StrCat(name, " chunk ", o.chunk_elements, " bins ",
+                                    o.bins, " group ", o.group.value_or(-1),
                                     r != nullptr ? " with ref" : ""));
           ExpectSameAsReference(*t, r, o);
         }

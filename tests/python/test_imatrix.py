@@ -84,6 +84,25 @@ def weighted_reference(x, w_per_expert):
     return math.fsum(np.concatenate(se)), math.fsum(np.concatenate(xx))
 
 
+def lanes_cells(terms, row_edges, col_edges):
+    """Each cell's sum of `terms` as GetHeatmapResponse.values states
+    SQ_ERROR's: the term at column offset k inside its cell into partial sum
+    k % 16, each partial sum in row-major order from 0, then p[k] + p[k + 8],
+    those as q[k] + q[k + 4], then r[k] + r[k + 2], then the two; every
+    addition in float64, one at a time (Python floats)."""
+    out = np.empty((len(row_edges) - 1, len(col_edges) - 1))
+    for i in range(len(row_edges) - 1):
+        for j in range(len(col_edges) - 1):
+            p = [0.0] * 16
+            for r in range(row_edges[i], row_edges[i + 1]):
+                for c in range(col_edges[j], col_edges[j + 1]):
+                    p[(c - col_edges[j]) % 16] += float(terms[r, c])
+            q = [p[k] + p[k + 8] for k in range(8)]
+            r4 = [q[k] + q[k + 4] for k in range(4)]
+            out[i, j] = (r4[0] + r4[2]) + (r4[1] + r4[3])
+    return out
+
+
 def snake(v):
     if isinstance(v, dict):
         return {re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), k): snake(x)
@@ -252,8 +271,10 @@ class ImatrixTest(unittest.TestCase):
     def test_weights_a_heatmap_as_numpy_says(self):
         """HEATMAP_MODE_SQ_ERROR at one cell per element: each cell is that
         element's w * (x - x̂)^2, computed in float64 as numpy does it here,
-        bit for bit; an expert's view takes that expert's weights; and
-        coarser cells add up to the same total (to 1e-12)."""
+        bit for bit; an expert's view takes that expert's weights; coarser
+        cells (narrower than the 16 lanes, and wider, wrapping them) are
+        those terms summed in the lanes' order, bit for bit, and add up to
+        the same total (to 1e-12)."""
         for form in ["gguf", "dat"]:
             for name in ["blk.0.ffn_up.weight", "blk.0.ffn_up_exps.weight"]:
                 x = SOURCE[name]
@@ -270,11 +291,16 @@ class ImatrixTest(unittest.TestCase):
                                                 height=rows, leading=[e] if x.ndim == 3 else [])
                         self.assertEqual(h["imatrix_use"], "IMATRIX_USE_WEIGHTED")
                         self.assertTrue(np.array_equal(h["cells"], want))
-                        coarse = self.client.heatmap("q", name, mode="sq-error", reference="src",
-                                                     imatrix=f"imatrix.{form}", width=3, height=2,
-                                                     leading=[e] if x.ndim == 3 else [])
-                        assert_close(self, float(coarse["cells"].sum()),
-                                     math.fsum(want.ravel()))
+                        for width, height in [(3, 2), (2, 3), (1, 1)]:
+                            coarse = self.client.heatmap(
+                                "q", name, mode="sq-error", reference="src",
+                                imatrix=f"imatrix.{form}", width=width, height=height,
+                                leading=[e] if x.ndim == 3 else [])
+                            lanes = lanes_cells(want, coarse["row_edges"], coarse["col_edges"])
+                            self.assertTrue(np.array_equal(coarse["cells"], lanes),
+                                            (width, height, coarse["cells"], lanes))
+                            assert_close(self, float(coarse["cells"].sum()),
+                                         math.fsum(want.ravel()))
 
     def test_refuses_a_heatmap_it_cannot_weigh(self):
         for name, use in [("blk.0.attn_q.weight", "MISSING"),

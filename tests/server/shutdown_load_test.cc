@@ -11,7 +11,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <string>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -76,6 +78,37 @@ absl::Status StreamThroughSigterm(const std::string& grace,
   reader.join();
   EXPECT_EQ(s.Stop(), 0);
   return result;
+}
+
+// Every thread of a serving tensormorphd blocks SIGHUP, SIGINT and SIGTERM
+// (main takes them with sigwait): a thread that did not would take a
+// SIGTERM sent while main is not waiting for one, and its default action
+// would end the process (exit 143) without a drain. The log's writer
+// thread, started before the signals were blocked, once did so (a SIGTERM
+// during the exit's last milliseconds ended a drained server with 143).
+TEST(ShutdownTest, EveryThreadBlocksTheStopSignals) {
+  ServerProcess s({Root()}, {"--http-listen", "127.0.0.1:0"});
+  auto c = *Client::Connect(s.address());
+  ASSERT_TRUE(c->GetServerInfo().ok());  // gRPC's threads have started
+  constexpr uint64_t kStop = (uint64_t{1} << (SIGHUP - 1)) |
+                             (uint64_t{1} << (SIGINT - 1)) |
+                             (uint64_t{1} << (SIGTERM - 1));
+  int threads = 0;
+  const std::string tasks = "/proc/" + std::to_string(s.pid()) + "/task";
+  for (const auto& task : std::filesystem::directory_iterator(tasks)) {
+    // Main itself, waiting in sigwait, has them unblocked while it waits:
+    // that is how sigwait takes them.
+    if (task.path().filename() == std::to_string(s.pid())) continue;
+    std::ifstream status(task.path() / "status");
+    std::string line;
+    while (std::getline(status, line)) {
+      if (!line.starts_with("SigBlk:")) continue;
+      const uint64_t blocked = std::stoull(line.substr(7), nullptr, 16);
+      EXPECT_EQ(blocked & kStop, kStop) << task.path() << " " << line;
+      ++threads;
+    }
+  }
+  EXPECT_GT(threads, 1);  // the log's writer, gRPC's, the HTTP port's
 }
 
 TEST(ShutdownTest, SigtermDrainsInFlightStreamsThenExitsZero) {

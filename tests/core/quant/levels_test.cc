@@ -54,5 +54,14 @@ TEST(GroupLevelsTest, PlainAndTooWideGridsListNothing) {
   EXPECT_EQ(GroupLevels(sixteen).size(), 65536u);
 }
 
+// HQQ's zero-point is a float: -Inf makes both ends of the grid +Inf.
+TEST(GroupLevelsTest, InfiniteGridBoundsListNothing) {
+  for (double zero : {INFINITY, -INFINITY}) {
+    ScalarInfo s;
+    FillUniformSteps(1, -zero, 15 - zero, 0, &s);
+    EXPECT_TRUE(GroupLevels(s).empty()) << zero;
+  }
+}
+
 }  // namespace
 }  // namespace tensormorph

@@ -1,0 +1,267 @@
+#include "core/heatmap_q8.h"
+
+#include <cstring>
+#include <utility>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "core/dtype.h"
+#include "core/format/stored_tensor.h"
+#include "core/quant/float_formats.h"
+#include "core/util/lane_sum.h"
+
+namespace tensormorph {
+namespace {
+
+constexpr int kLanes = kSumLanes;
+// Columns of one mean kernel call: two blocks, so that cells of 64 columns
+// still keep two vectors of lanes each down the rows.
+constexpr int kChunkColumns = 64;
+constexpr int64_t kQ8Elems = 32, kQ8Bytes = 34;
+
+#if defined(__x86_64__)
+// The kernels convert int64 codes to double (AVX512DQ), which the decoders'
+// AVX-512 level (F, BW, VL) does not promise, though every CPU with it has
+// DQ too.
+bool Avx512At(DecodeSimd simd) {
+  static const bool dq = __builtin_cpu_supports("avx512dq");
+  return simd >= DecodeSimd::kAvx512 && dq;
+}
+#endif
+
+}  // namespace
+
+const uint8_t* StoredQ8Blocks(const LogicalTensor& t) {
+  const EncodingInfo& info = t.encoding->info();
+  if (info.convention != "ggml" || info.scheme != "Q8_0") return nullptr;
+  const std::vector<const StoredTensor*> parts = t.encoding->parts();
+  if (parts.size() != 1 || parts[0]->dtype != DType::kQ8_0 ||
+      t.num_elements % kQ8Elems != 0 ||
+      parts[0]->data.size() / kQ8Bytes <
+          static_cast<uint64_t>(t.num_elements / kQ8Elems)) {
+    return nullptr;
+  }
+  return parts[0]->data.data();
+}
+
+bool Q8MeanLanesApply(DecodeSimd simd, int64_t first, int64_t stride,
+                      const std::vector<int64_t>& run) {
+#if defined(__x86_64__)
+  if (!Avx512At(simd) || first % kQ8Elems != 0 || stride % kQ8Elems != 0 ||
+      run.size() < 2) {
+    return false;
+  }
+  const int64_t w = run[1] - run[0];
+  const size_t width = run.size() - 1;
+  if ((w != 16 && w != 32 && w != 64) ||
+      width % static_cast<size_t>(kChunkColumns / w) != 0) {
+    return false;
+  }
+  for (size_t j = 1; j < width; ++j) {
+    if (run[j + 1] - run[j] != w) return false;
+  }
+  return true;
+#else
+  (void)simd, (void)first, (void)stride, (void)run;
+  return false;
+#endif
+}
+
+bool Q8ColumnMaxApply(DecodeSimd simd, int64_t first, int64_t stride,
+                      int64_t ncols) {
+#if defined(__x86_64__)
+  return Avx512At(simd) && first % kQ8Elems == 0 && stride % kQ8Elems == 0 &&
+         ncols % kQ8Elems == 0 && ncols > 0;
+#else
+  (void)simd, (void)first, (void)stride, (void)ncols;
+  return false;
+#endif
+}
+
+#if defined(__x86_64__)
+// GCC 12's AVX-512 conversions and extracts pass _mm512_undefined_*(), a
+// self-initialised variable that -W(maybe-)uninitialized reports inside the
+// intrinsics' header (as decode_simd.cc notes).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+namespace {
+
+#define TM_AVX512_STEP \
+  __attribute__((target("avx512f,avx512dq,avx2"), always_inline)) inline
+
+// A block's d as the decoder converts it, from `table` (F16Table, LoadF16's
+// own: a NaN keeps its payload), broadcast: loads only, where F16C's
+// conversion would take the two vector ports the codes' conversions and
+// the additions share (the bound).
+TM_AVX512_STEP __m512 BlockD(const uint8_t* block, const float* table) {
+  uint16_t h;
+  std::memcpy(&h, block, 2);
+  return _mm512_set1_ps(table[h]);
+}
+
+// Lanes, per cell c of a call, in a[2 c] (lanes 0-7) and a[2 c + 1] (8-15).
+// Every access to `a` is at a constant index (the fold expressions are
+// unrolled in the source), so that GCC keeps the array in registers, as
+// heatmap_q4k.cc found.
+template <int... C>
+TM_AVX512_STEP void StartLanes(bool start, const double* lanes, __m512d* a,
+                               std::integer_sequence<int, C...>) {
+  ((a[C] = start ? _mm512_setzero_pd() : _mm512_loadu_pd(lanes + 8 * C)), ...);
+}
+
+// Eight codes as doubles, exactly. They widen to int64 and convert in place
+// (an instruction on each of the two vector ports) rather than to int32
+// and across lanes to double (two, one of them on the port the widening
+// takes too).
+TM_AVX512_STEP __m512d EightCodes(const uint8_t* q) {
+  return _mm512_cvtepi64_pd(_mm512_cvtepi8_epi64(
+      _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q))));
+}
+
+// A row's chunk: the eight codes G at column offset 8 G (block G / 4, its
+// codes from 8 (G % 4)) go to vector 2 (8 G / W) + G % 2, left to right
+// (the lanes' order). q * d is exact in double (see Q8MeanLanes), so the
+// multiply-add rounds lane + x once, as the contract's addition does.
+template <int W, int... G>
+TM_AVX512_STEP void AddChunkRow(const uint8_t* qs, __m512d d0, __m512d d1,
+                                __m512d* a, std::integer_sequence<int, G...>) {
+  ((a[2 * (8 * G / W) + G % 2] =
+        _mm512_fmadd_pd(EightCodes(qs + G / 4 * kQ8Bytes + 8 * (G % 4)),
+                        G < 4 ? d0 : d1, a[2 * (8 * G / W) + G % 2])),
+   ...);
+}
+
+// Stores a cell's lanes, or combines them into *sum: SumOfLanes' tree,
+// addition for addition: p[k] + p[k + 8]; its halves added, q[k] + q[k + 4];
+// then r[k] + r[k + 2]; then the two.
+TM_AVX512_STEP void EndCell(bool finish, __m512d l0, __m512d l1, double* lanes,
+                            double* sum) {
+  if (!finish) {
+    _mm512_storeu_pd(lanes, l0);
+    _mm512_storeu_pd(lanes + 8, l1);
+    return;
+  }
+  const __m512d s = _mm512_add_pd(l0, l1);
+  const __m256d q =
+      _mm256_add_pd(_mm512_castpd512_pd256(s), _mm512_extractf64x4_pd(s, 1));
+  const __m128d h =
+      _mm_add_pd(_mm256_castpd256_pd128(q), _mm256_extractf128_pd(q, 1));
+  *sum = _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
+}
+template <int... C>
+TM_AVX512_STEP void EndLanes(bool finish, const __m512d* a, double* lanes,
+                             double* sums, std::integer_sequence<int, C...>) {
+  (EndCell(finish, a[2 * C], a[2 * C + 1], lanes + 16 * C, sums + C), ...);
+}
+
+// 64 / W cells of W columns: a chunk's two blocks from element `first` of
+// each of `nrows` rows `stride` apart, their lanes in registers down the
+// rows, as heatmap.cc's CellBlockAvx512 keeps them.
+template <int W>
+__attribute__((target("avx512f,avx512dq,avx2"))) void Q8ChunkLanes(
+    const uint8_t* blocks, int64_t first, int64_t stride, int64_t nrows,
+    const float* table, bool start, bool finish, double* lanes, double* sums) {
+  constexpr int kCells = kChunkColumns / W;
+  __m512d a[2 * kCells];
+  StartLanes(start, lanes, a, std::make_integer_sequence<int, 2 * kCells>());
+  const uint8_t* b = blocks + first / kQ8Elems * kQ8Bytes;
+  const int64_t b_stride = stride / kQ8Elems * kQ8Bytes;
+  for (int64_t r = 0; r < nrows; ++r, b += b_stride) {
+    const __m512d d0 =
+        _mm512_cvtps_pd(_mm512_castps512_ps256(BlockD(b, table)));
+    const __m512d d1 =
+        _mm512_cvtps_pd(_mm512_castps512_ps256(BlockD(b + kQ8Bytes, table)));
+    AddChunkRow<W>(b + 2, d0, d1, a, std::make_integer_sequence<int, 8>());
+  }
+  EndLanes(finish, a, lanes, sums, std::make_integer_sequence<int, kCells>());
+}
+
+// Q8ColumnMax over one block's 32 columns of `nrows` rows: their maxima in
+// two vectors down the rows. |x|'s bits (the sign cleared, so that bits
+// order as |x| does and NaN sorts above +inf, as ColumnMaxRows reads them)
+// of the decoder's float(q) * d.
+__attribute__((target("avx512f,avx512dq,avx2"))) void Q8BlockColumnMax(
+    const uint8_t* b, int64_t b_stride, int64_t nrows, const float* table,
+    uint32_t* colmax) {
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
+  __m512i m0 = _mm512_loadu_si512(colmax);
+  __m512i m1 = _mm512_loadu_si512(colmax + 16);
+  for (int64_t r = 0; r < nrows; ++r, b += b_stride) {
+    const __m512 s = BlockD(b, table);
+    const __m512 x0 = _mm512_mul_ps(
+        _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2)))),
+        s);
+    const __m512 x1 = _mm512_mul_ps(
+        _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 18)))),
+        s);
+    m0 = _mm512_max_epu32(m0,
+                          _mm512_and_si512(_mm512_castps_si512(x0), abs_mask));
+    m1 = _mm512_max_epu32(m1,
+                          _mm512_and_si512(_mm512_castps_si512(x1), abs_mask));
+  }
+  _mm512_storeu_si512(colmax, m0);
+  _mm512_storeu_si512(colmax + 16, m1);
+}
+
+#undef TM_AVX512_STEP
+}  // namespace
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#endif
+
+void Q8MeanLanes(const uint8_t* blocks, int64_t first, int64_t stride,
+                 int64_t nrows, const std::vector<int64_t>& run, bool start,
+                 bool finish, double* lanes, double* sums) {
+#if defined(__x86_64__)
+  const float* const table = F16Table();
+  const int64_t w = run[1] - run[0];
+  const size_t step = static_cast<size_t>(kChunkColumns / w);
+  for (size_t j = 0; j + 1 < run.size(); j += step) {
+    double* const l = lanes + j * kLanes;
+    const int64_t at = first + run[j];
+    switch (w) {
+      case 16:
+        Q8ChunkLanes<16>(blocks, at, stride, nrows, table, start, finish, l,
+                         sums + j);
+        break;
+      case 32:
+        Q8ChunkLanes<32>(blocks, at, stride, nrows, table, start, finish, l,
+                         sums + j);
+        break;
+      default:
+        Q8ChunkLanes<64>(blocks, at, stride, nrows, table, start, finish, l,
+                         sums + j);
+        break;
+    }
+  }
+#else
+  (void)blocks, (void)first, (void)stride, (void)nrows, (void)run, (void)start,
+      (void)finish, (void)lanes, (void)sums;
+#endif
+}
+
+void Q8ColumnMax(const uint8_t* blocks, int64_t first, int64_t stride,
+                 int64_t nrows, int64_t ncols, uint32_t* colmax) {
+#if defined(__x86_64__)
+  const float* const table = F16Table();
+  const uint8_t* const b = blocks + first / kQ8Elems * kQ8Bytes;
+  const int64_t b_stride = stride / kQ8Elems * kQ8Bytes;
+  for (int64_t c = 0; c < ncols; c += kQ8Elems) {
+    Q8BlockColumnMax(b + c / kQ8Elems * kQ8Bytes, b_stride, nrows, table,
+                     colmax + c);
+  }
+#else
+  (void)blocks, (void)first, (void)stride, (void)nrows, (void)ncols,
+      (void)colmax;
+#endif
+}
+
+}  // namespace tensormorph

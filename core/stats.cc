@@ -17,14 +17,12 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/format/stored_tensor.h"
-#include "core/heatmap_q4k.h"
 #include "core/io/fault_guard.h"
 #include "core/quant/block_util.h"
 #include "core/quant/decode_simd.h"
 #include "core/quant/float_formats.h"
-#include "core/quant/kquant_scales.h"
 #include "core/quant/levels.h"
-#include "core/quant/sub_block_runs.h"
+#include "core/stats_code_blocks.h"
 #include "core/stats_codes.h"
 #include "core/util/error_reason.h"
 #include "core/util/lane_sum.h"
@@ -329,15 +327,6 @@ void FoldMoments(const float* v, const float* x, int64_t n, int64_t start,
 struct EndLevelCounts {
   int64_t finite = 0, low = 0, high = 0;  // high: on range_max, not range_min
 };
-
-// The float equal to `d`, or NaN (equal to nothing) where no finite float
-// is: a float compares equal to a double only when it is that value.
-float AsFloatOrNaN(double d) {
-  const float f = static_cast<float>(d);
-  return std::isfinite(d) && static_cast<double>(f) == d
-             ? f
-             : std::numeric_limits<float>::quiet_NaN();
-}
 
 // As `finite && double(v) == range` for each element, in float compares
 // and integer sums that vectorize (no element equals a NaN bound, and a
@@ -1013,12 +1002,12 @@ class StatsPass {
   void AddReference(const Binner& binner, const BucketBins* buckets, int64_t m);
   absl::Status AddValues(int64_t m, bool exact);
   absl::Status HistogramPass();
-  // With by_codes_, pass 2, from Encoding::CodeLevelRuns or Q4_K's stored
-  // blocks (Q4KLevelsPass), decoding nothing: per run, its codes counted,
-  // and each of its 16 levels (Decode's values) binned once and added with
-  // its count; the end levels, groups and code histogram from the same
-  // counts (TallyRun). Sets codes_failed_ (and stops) where CodeLevelRuns
-  // cannot give a chunk's codes (or a code is 16 or more).
+  // With by_codes_, pass 2, from Encoding::CodeLevelRuns or a ggml
+  // tensor's stored blocks (BlocksPass), decoding nothing: per run, its
+  // codes counted, and each of its 16 levels (Decode's values) binned once
+  // and added with its count; the end levels, groups and code histogram
+  // from the same counts (TallyRun). Sets codes_failed_ (and stops) where
+  // CodeLevelRuns cannot give a chunk's codes (or a code is 16 or more).
   absl::Status CodesPass();
   // Reads chunk [first, first + m) for CodesPass: its codes and runs, as
   // AffineCodeRuns gives them where the encoding can (affine_), else with
@@ -1039,20 +1028,15 @@ class StatsPass {
   // histogram. `at`: the run's first element.
   void TallyRun(int64_t at, const QuantRun& r, const uint32_t count[16],
                 const AffineLevels& levels, const Binner& binner);
-  // CodesPass over ggml Q4_K or Q4_0 blocks read where they are stored
-  // (blocks_): each block's sub-blocks counted from its code bytes
-  // (CountQ4KBlock, CountQ4_0Block), their levels as the decoder's: Q4_K
-  // d1 * q - m1, Q4_0 float(q - 8) * d.
+  // CodesPass over ggml blocks read where they are stored (blocks_, of
+  // blocks_type_'s row): each block's sub-blocks counted from its code
+  // bytes, their levels as the decoder's (TallyBlock).
   absl::Status BlocksPass(const Binner& binner);
-  // Block b at p; `runs`: GetSubBlockRuns of its type, found once.
-  void TallyQ4KBlock(const uint8_t* p, int64_t b, SubBlockRunsFn runs,
-                     const Binner& binner);
-  void TallyQ4_0Block(const uint8_t* p, int64_t b, SubBlockRunsFn runs,
-                      const Binner& binner);
-  // Sets top_code_at_ to the first element with a code's top bit set among
-  // `pairs` pairs of `width` elements (the low nibbles of `width` bytes of
-  // `qs`, then their high nibbles), the first element `at`, if any.
-  void FindTopCode(const uint8_t* qs, int pairs, int width, int64_t at);
+  // Block b at p: its sub-blocks' runs, counts and levels, each tallied.
+  // kSubs: blocks_type_->sub_blocks or more (the arrays sized to it:
+  // zeroing eight runs' worth for Q4_0's one cost a tenth of its pass).
+  template <int kSubs>
+  void TallyBlock(const uint8_t* p, int64_t b, const Binner& binner);
 
   void Fold(const float* values, const float* refs, int64_t count,
             int64_t start) {
@@ -1098,10 +1082,10 @@ class StatsPass {
   bool affine_form_ = true;
   Encoding::AffineCodes affine_;
   Encoding::LevelCodes level_codes_;
-  // With by_codes_: the Q4_K or Q4_0 blocks where stored (StoredQ4Blocks),
+  // With by_codes_: a ggml tensor's blocks where stored (StoredCodeBlocks),
   // whose codes CodesPass reads itself; else nullptr (CodeLevelRuns).
   const uint8_t* blocks_ = nullptr;
-  DType blocks_dtype_ = DType::kQ4_K;
+  const CodeBlockType* blocks_type_ = nullptr;
   int64_t code_counts_[16] = {};  // CodesPass' code histogram
   int64_t counted_ = 0;           // elements of the group (all: n)
   int64_t max_group_ = -1;        // the last group id seen, to name the range
@@ -1143,24 +1127,6 @@ bool ByCodes(const EncodingInfo& info, const StatsOptions& o) {
   return HasLevels(info) && info.bits <= 4 && !o.group.has_value();
 }
 
-// The blocks of a ggml Q4_K or Q4_0 tensor where they are stored (one
-// stored tensor, its elements in order, whole blocks), and which type;
-// nullptr otherwise. Q4_K as StoredQ4KBlocks finds it.
-const uint8_t* StoredQ4Blocks(const LogicalTensor& t, DType* dtype) {
-  *dtype = DType::kQ4_K;
-  if (const uint8_t* q4k = StoredQ4KBlocks(t); q4k != nullptr) return q4k;
-  const EncodingInfo& info = t.encoding->info();
-  if (info.convention != "ggml" || info.scheme != "Q4_0") return nullptr;
-  const std::vector<const StoredTensor*> parts = t.encoding->parts();
-  if (parts.size() != 1 || parts[0]->dtype != DType::kQ4_0 ||
-      t.num_elements % 32 != 0 ||
-      parts[0]->data.size() / 18 < static_cast<uint64_t>(t.num_elements / 32)) {
-    return nullptr;
-  }
-  *dtype = DType::kQ4_0;
-  return parts[0]->data.data();
-}
-
 StatsPass::StatsPass(const LogicalTensor& t, const LogicalTensor* ref,
                      const StatsOptions& o, bool by_codes)
     : t_(t),
@@ -1190,7 +1156,7 @@ StatsPass::StatsPass(const LogicalTensor& t, const LogicalTensor* ref,
       fine_(use_fine_ && !by_codes_),
       avx2_(ActiveDecodeSimd() >= DecodeSimd::kAvx2) {
   const EncodingInfo& info = t.encoding->info();
-  if (by_codes_) blocks_ = StoredQ4Blocks(t, &blocks_dtype_);
+  if (by_codes_) blocks_type_ = StoredCodeBlocks(t, &blocks_);
   st_.has_levels = HasLevels(info);
   st_.code_bits = info.bits;
   if (st_.has_levels) st_.code_histogram.assign(size_t{1} << info.bits, 0);
@@ -1637,28 +1603,11 @@ void StatsPass::TallyRun(int64_t at, const QuantRun& r,
   if (low + high > 0) at_end_level_.Insert(r.group);
 }
 
-void StatsPass::FindTopCode(const uint8_t* qs, int pairs, int width,
-                            int64_t at) {
-  for (int j = 0; j < pairs; ++j) {
-    for (int half = 0; half < 2; ++half) {
-      for (int l = 0; l < width; ++l) {
-        const uint8_t q = qs[width * j + l];
-        const uint8_t code = half == 0 ? q & 0xf : q >> 4;
-        if ((code & top_bit_) != 0) {
-          top_code_at_ = at + 2 * width * j + width * half + l;
-          return;
-        }
-      }
-    }
-  }
-}
-
 absl::Status StatsPass::BlocksPass(const Binner& binner) {
-  const bool q4k = blocks_dtype_ == DType::kQ4_K;
-  const int64_t elems = q4k ? 256 : 32, bytes = q4k ? 144 : 18;
+  const int64_t elems = blocks_type_->elements, bytes = blocks_type_->bytes;
   const int64_t blocks = n_ / elems;
   const int64_t per_poll = std::max<int64_t>(1, chunk_ / elems);
-  const SubBlockRunsFn runs = GetSubBlockRuns(blocks_dtype_);
+  const int subs = blocks_type_->sub_blocks;
   for (int64_t b0 = 0; b0 < blocks; b0 += per_poll) {
     TM_RETURN_IF_ERROR(CancelledAt(b0 * elems, "histogram pass"));
     const int64_t b1 = std::min(blocks, b0 + per_poll);
@@ -1668,11 +1617,12 @@ absl::Status StatsPass::BlocksPass(const Binner& binner) {
     // one allocation, GroupSet's bitmap growing, completes between reads.
     TM_RETURN_IF_ERROR(GuardedRead([&] {
       for (int64_t b = b0; b < b1; ++b) {
-        const uint8_t* p = blocks_ + b * bytes;
-        if (q4k) {
-          TallyQ4KBlock(p, b, runs, binner);
+        if (subs == 1) {
+          TallyBlock<1>(blocks_ + b * bytes, b, binner);
+        } else if (subs <= 8) {
+          TallyBlock<8>(blocks_ + b * bytes, b, binner);
         } else {
-          TallyQ4_0Block(p, b, runs, binner);
+          TallyBlock<kMaxCodeSubBlocks>(blocks_ + b * bytes, b, binner);
         }
       }
       return absl::OkStatus();
@@ -1681,38 +1631,25 @@ absl::Status StatsPass::BlocksPass(const Binner& binner) {
   return absl::OkStatus();
 }
 
-void StatsPass::TallyQ4KBlock(const uint8_t* p, int64_t b,
-                              SubBlockRunsFn runs_of, const Binner& binner) {
-  QuantRun runs[8];
-  uint32_t counts[8][16];
-  runs_of(p, 8 * b, runs);
-  CountQ4KBlock(p + 16, avx2_, counts);
-  if (top_code_at_ < 0) FindTopCode(p + 16, 4, 32, b * 256);
-  const float d = LoadF16(p), dmin = LoadF16(p + 2);
-  for (int sub = 0; sub < 8; ++sub) {
-    uint8_t sc, m;
-    ScaleMinK4(sub, p + 4, &sc, &m);
-    // As DecodeQ4_K and Q45_KRuns compute them.
-    const float d1 = d * sc, m1 = dmin * m;
-    AffineLevels levels;
-    ComputeOffsetLevels(d1, m1, AsFloatOrNaN(runs[sub].range_min),
-                        AsFloatOrNaN(runs[sub].range_max), avx2_, &levels);
-    TallyRun(b * 256 + 32 * sub, runs[sub], counts[sub], levels, binner);
+template <int kSubs>
+void StatsPass::TallyBlock(const uint8_t* p, int64_t b, const Binner& binner) {
+  const CodeBlockType& type = *blocks_type_;
+  const int subs = kSubs == 1 ? 1 : type.sub_blocks;  // <= kSubs
+  QuantRun runs[kSubs];
+  uint32_t counts[kSubs][16];
+  AffineLevels levels[kSubs];
+  type.runs(p, b * subs, runs);
+  type.count(p, avx2_, counts);
+  type.levels(p, runs, avx2_, levels);
+  const int64_t first = b * type.elements;
+  if (top_code_at_ < 0) {
+    const int e = type.first_high_code(p);
+    if (e >= 0) top_code_at_ = first + e;
   }
-}
-
-void StatsPass::TallyQ4_0Block(const uint8_t* p, int64_t b,
-                               SubBlockRunsFn runs_of, const Binner& binner) {
-  QuantRun run;
-  uint32_t count[16];
-  runs_of(p, b, &run);
-  CountQ4_0Block(p + 2, avx2_, count);
-  if (top_code_at_ < 0) FindTopCode(p + 2, 1, 16, b * 32);
-  // DecodeQ4_0's int(q - 8) * d: the same product as d * float(q - 8).
-  AffineLevels levels;
-  ComputeAffineLevels(LoadF16(p), 8, 0, AsFloatOrNaN(run.range_min),
-                      AsFloatOrNaN(run.range_max), avx2_, &levels);
-  TallyRun(b * 32, run, count, levels, binner);
+  const int64_t sub_elems = type.elements / subs;
+  for (int s = 0; s < subs; ++s) {
+    TallyRun(first + s * sub_elems, runs[s], counts[s], levels[s], binner);
+  }
 }
 
 absl::Status StatsPass::HistogramPass() {
@@ -1773,8 +1710,8 @@ bool RunsLongEnough(const LogicalTensor& t, const StatsOptions& o) {
 
 // Which pass ComputeStats takes (StatsPathForTesting).
 StatsPath PathOf(const LogicalTensor& t, const StatsOptions& o) {
-  DType dtype;
-  if (ByCodes(t.encoding->info(), o) && StoredQ4Blocks(t, &dtype) != nullptr)
+  const uint8_t* blocks;
+  if (ByCodes(t.encoding->info(), o) && StoredCodeBlocks(t, &blocks) != nullptr)
     return StatsPath::kStoredBlocks;
   return RunsLongEnough(t, o) ? StatsPath::kCodeRuns : StatsPath::kValues;
 }

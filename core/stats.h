@@ -95,13 +95,13 @@ absl::Status CheckStatsRequest(const LogicalTensor& t, const LogicalTensor* ref,
 // still runs for a reference's histogram). Conventions' codes of 4 bits or
 // fewer in runs of 32 or more (groups along a row or flat: GPTQ, AWQ,
 // compressed-tensors, bitsandbytes NF4/FP4, gpt-oss MXFP4, MLX int2-int4 and
-// mxfp4, HQQ axis 1; Encoding::CodeLevelRuns) and ggml Q4_K and Q4_0 stored
-// as such, with no options.group: the first pass is the moments alone, and
-// the second reads codes, not values: each run's (group's, sub-block's)
-// codes counted by value, and each of its 16 levels (Decode's value of the
-// code) binned, compared with the run's end levels and counted once with
-// its count. Every
-// result is the per-value pass's, bit for bit
+// mxfp4, HQQ axis 1; Encoding::CodeLevelRuns) and ggml Q4_0, Q4_1, Q4_K,
+// IQ4_NL, IQ4_XS, MXFP4, TQ2_0, Q2_K and Q3_K stored as such
+// (core/stats_code_blocks.h), with no options.group: the first pass is the
+// moments alone, and the second reads codes, not values: each run's (group's,
+// sub-block's) codes counted by value, and each of its 16 levels (Decode's
+// value of the code) binned, compared with the run's end levels and counted
+// once with its count. Every result is the per-value pass's, bit for bit
 // (tests/core/stats_reference_test.cc).
 //
 // The order of the sums (a contract: every result is the same bits on every

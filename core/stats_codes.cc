@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -88,14 +89,20 @@ void MarkLevelsScalar(float lo, float hi, AffineLevels* out) {
 }
 
 #if defined(__x86_64__)
+// Which of the decoders' level expressions ComputeLevelsAvx2 computes.
+enum class LevelForm {
+  kAffine,  // scale * float(int(code ^ flip) - bias)
+  kOffset,  // scale * float(code) - offset
+  kTable,   // scale * float(table[code])
+};
+
 // The scalar expressions eight codes at a time: the integer to float
 // conversion, the product and the difference each round once, as cvtsi2ss,
-// mulss and subss do (no contraction: -ffp-contract=off).
-// `offset_form`: scale * float(code) - offset (`bias` and `flip` unused)
-// rather than scale * float(int(code ^ flip) - bias).
+// mulss and subss do (no contraction: -ffp-contract=off). Parameters a form
+// does not use are ignored.
 __attribute__((target("avx2"))) void ComputeLevelsAvx2(
-    bool offset_form, float scale, int32_t bias, uint8_t flip, float offset,
-    float lo, float hi, AffineLevels* out) {
+    LevelForm form, float scale, int32_t bias, uint8_t flip, float offset,
+    const int8_t* table, float lo, float hi, AffineLevels* out) {
   const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
   const __m256i inf_bits = _mm256_set1_epi32(0x7f800000);
   const __m256 low_level = _mm256_set1_ps(lo), high_level = _mm256_set1_ps(hi);
@@ -105,10 +112,14 @@ __attribute__((target("avx2"))) void ComputeLevelsAvx2(
         _mm256_setr_epi32(8 * h, 8 * h + 1, 8 * h + 2, 8 * h + 3, 8 * h + 4,
                           8 * h + 5, 8 * h + 6, 8 * h + 7);
     __m256 f;
-    if (offset_form) {
+    if (form == LevelForm::kOffset) {
       f = _mm256_sub_ps(
           _mm256_mul_ps(_mm256_set1_ps(scale), _mm256_cvtepi32_ps(k)),
           _mm256_set1_ps(offset));
+    } else if (form == LevelForm::kTable) {
+      const __m256i entry = _mm256_cvtepi8_epi32(
+          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(table + 8 * h)));
+      f = _mm256_mul_ps(_mm256_set1_ps(scale), _mm256_cvtepi32_ps(entry));
     } else {
       const __m256i code = _mm256_xor_si256(k, _mm256_set1_epi32(flip));
       f = _mm256_mul_ps(
@@ -170,9 +181,138 @@ __attribute__((target("avx2,popcnt"))) void CountQ4_0BlockAvx2(
             codes, _mm256_set1_epi8(static_cast<char>(k)))))));
   }
 }
+
+// Two loads of 32 bytes, each the four 2-bit fields of every byte in turn;
+// per field and code value a compare, a mask and a popcount.
+__attribute__((target("avx2,popcnt"))) void CountTq2_0BlockAvx2(
+    const uint8_t* qs, uint32_t count[16]) {
+  const __m256i three = _mm256_set1_epi8(3);
+  uint32_t sum[4] = {};
+  for (int j = 0; j < 2; ++j) {
+    __m256i x =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * j));
+    for (int l = 0; l < 4; ++l) {
+      const __m256i c = _mm256_and_si256(x, three);
+      for (int k = 0; k < 4; ++k) {
+        sum[k] += static_cast<uint32_t>(std::popcount(
+            static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_cmpeq_epi8(
+                c, _mm256_set1_epi8(static_cast<char>(k)))))));
+      }
+      x = _mm256_srli_epi16(x, 2);
+    }
+  }
+  std::fill(count, count + 16, 0u);
+  for (int k = 0; k < 4; ++k) count[k] = sum[k];
+}
+
+// One load a half block; per 2-bit plane and code value a compare, a mask
+// and two popcounts (the plane's two sub-blocks are the load's two 16-byte
+// halves).
+__attribute__((target("avx2,popcnt"))) void CountQ2KBlockAvx2(
+    const uint8_t* qs, uint32_t count[16][16]) {
+  const __m256i three = _mm256_set1_epi8(3);
+  for (int h = 0; h < 2; ++h) {
+    __m256i x =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * h));
+    for (int j = 0; j < 4; ++j) {
+      const __m256i c = _mm256_and_si256(x, three);
+      uint32_t* lo = count[8 * h + 2 * j];
+      uint32_t* hi = count[8 * h + 2 * j + 1];
+      for (int k = 0; k < 4; ++k) {
+        const uint32_t m = static_cast<uint32_t>(_mm256_movemask_epi8(
+            _mm256_cmpeq_epi8(c, _mm256_set1_epi8(static_cast<char>(k)))));
+        lo[k] = static_cast<uint32_t>(std::popcount(m & 0xffffu));
+        hi[k] = static_cast<uint32_t>(std::popcount(m >> 16));
+      }
+      std::fill(lo + 4, lo + 16, 0u);
+      std::fill(hi + 4, hi + 16, 0u);
+      x = _mm256_srli_epi16(x, 2);
+    }
+  }
+}
+
+// As CountQ2KBlockAvx2, each plane's codes given their hmask bit (bit
+// h * 4 + j of the same 32 bytes) as bit 2: eight code values a plane.
+__attribute__((target("avx2,popcnt"))) void CountQ3KBlockAvx2(
+    const uint8_t* hmask, const uint8_t* qs, uint32_t count[16][16]) {
+  const __m256i three = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
+  const __m256i hm =
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hmask));
+  for (int h = 0; h < 2; ++h) {
+    const __m256i x =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * h));
+    for (int j = 0; j < 4; ++j) {
+      const int bit = 4 * h + j;  // of hmask, moved to bit 2
+      const __m256i high =
+          bit >= 2 ? _mm256_srl_epi16(hm, _mm_cvtsi32_si128(bit - 2))
+                   : _mm256_sll_epi16(hm, _mm_cvtsi32_si128(2 - bit));
+      const __m256i c = _mm256_or_si256(
+          _mm256_and_si256(_mm256_srl_epi16(x, _mm_cvtsi32_si128(2 * j)),
+                           three),
+          _mm256_and_si256(high, four));
+      uint32_t* lo = count[8 * h + 2 * j];
+      uint32_t* hi = count[8 * h + 2 * j + 1];
+      for (int k = 0; k < 8; ++k) {
+        const uint32_t m = static_cast<uint32_t>(_mm256_movemask_epi8(
+            _mm256_cmpeq_epi8(c, _mm256_set1_epi8(static_cast<char>(k)))));
+        lo[k] = static_cast<uint32_t>(std::popcount(m & 0xffffu));
+        hi[k] = static_cast<uint32_t>(std::popcount(m >> 16));
+      }
+      std::fill(lo + 8, lo + 16, 0u);
+      std::fill(hi + 8, hi + 16, 0u);
+    }
+  }
+}
 #endif
 
 }  // namespace
+
+void CountQ3KBlock(const uint8_t* hmask, const uint8_t* qs, bool avx2,
+                   uint32_t count[16][16]) {
+#if defined(__x86_64__)
+  if (avx2) return CountQ3KBlockAvx2(hmask, qs, count);
+#endif
+  (void)avx2;
+  for (int s = 0; s < 16; ++s) std::fill(count[s], count[s] + 16, 0u);
+  for (int h = 0; h < 2; ++h) {
+    for (int w = 0; w < 32; ++w) {
+      const uint8_t q = qs[32 * h + w];
+      for (int j = 0; j < 4; ++j) {
+        const int code =
+            ((q >> 2 * j) & 3) | (((hmask[w] >> (4 * h + j)) & 1) << 2);
+        ++count[8 * h + 2 * j + w / 16][code];
+      }
+    }
+  }
+}
+
+void CountQ2KBlock(const uint8_t* qs, bool avx2, uint32_t count[16][16]) {
+#if defined(__x86_64__)
+  if (avx2) return CountQ2KBlockAvx2(qs, count);
+#endif
+  (void)avx2;
+  for (int s = 0; s < 16; ++s) std::fill(count[s], count[s] + 16, 0u);
+  for (int h = 0; h < 2; ++h) {
+    for (int g = 0; g < 2; ++g) {
+      for (int l = 0; l < 16; ++l) {
+        const uint8_t q = qs[32 * h + 16 * g + l];
+        for (int j = 0; j < 4; ++j)
+          ++count[8 * h + 2 * j + g][(q >> 2 * j) & 3];
+      }
+    }
+  }
+}
+
+void CountTq2_0Block(const uint8_t* qs, bool avx2, uint32_t count[16]) {
+#if defined(__x86_64__)
+  if (avx2) return CountTq2_0BlockAvx2(qs, count);
+#endif
+  (void)avx2;
+  std::fill(count, count + 16, 0u);
+  for (int b = 0; b < 64; ++b) {
+    for (int l = 0; l < 4; ++l) ++count[(qs[b] >> (2 * l)) & 3];
+  }
+}
 
 void CountQ4_0Block(const uint8_t* qs, bool avx2, uint32_t count[16]) {
 #if defined(__x86_64__)
@@ -204,7 +344,10 @@ void CountQ4KBlock(const uint8_t* qs, bool avx2, uint32_t count[8][16]) {
 void ComputeAffineLevels(float scale, int32_t bias, uint8_t flip, float lo,
                          float hi, bool avx2, AffineLevels* out) {
 #if defined(__x86_64__)
-  if (avx2) return ComputeLevelsAvx2(false, scale, bias, flip, 0, lo, hi, out);
+  if (avx2) {
+    return ComputeLevelsAvx2(LevelForm::kAffine, scale, bias, flip, 0, nullptr,
+                             lo, hi, out);
+  }
 #endif
   (void)avx2;
   for (int k = 0; k < 16; ++k) {
@@ -218,12 +361,36 @@ void ComputeAffineLevels(float scale, int32_t bias, uint8_t flip, float lo,
 void ComputeOffsetLevels(float scale, float offset, float lo, float hi,
                          bool avx2, AffineLevels* out) {
 #if defined(__x86_64__)
-  if (avx2) return ComputeLevelsAvx2(true, scale, 0, 0, offset, lo, hi, out);
+  if (avx2) {
+    return ComputeLevelsAvx2(LevelForm::kOffset, scale, 0, 0, offset, nullptr,
+                             lo, hi, out);
+  }
 #endif
   (void)avx2;
   for (int k = 0; k < 16; ++k)
     out->level[k] = scale * static_cast<float>(k) - offset;
   MarkLevelsScalar(lo, hi, out);
+}
+
+void ComputeTableLevels(float scale, const int8_t table[16], float lo, float hi,
+                        bool avx2, AffineLevels* out) {
+#if defined(__x86_64__)
+  if (avx2) {
+    return ComputeLevelsAvx2(LevelForm::kTable, scale, 0, 0, 0, table, lo, hi,
+                             out);
+  }
+#endif
+  (void)avx2;
+  for (int k = 0; k < 16; ++k)
+    out->level[k] = scale * static_cast<float>(table[k]);
+  MarkLevelsScalar(lo, hi, out);
+}
+
+float AsFloatOrNaN(double d) {
+  const float f = static_cast<float>(d);
+  return std::isfinite(d) && static_cast<double>(f) == d
+             ? f
+             : std::numeric_limits<float>::quiet_NaN();
 }
 
 bool CountCodes(const uint8_t* c, int64_t n, int64_t readable, bool avx2,

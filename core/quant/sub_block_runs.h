@@ -24,6 +24,15 @@ using SubBlockRunsFn = void (*)(const uint8_t* block, int64_t first_group,
 // inspects one element per sub-block instead).
 SubBlockRunsFn GetSubBlockRuns(DType dtype);
 
+// The same signature, filling each run's count, group and range only (its
+// steps left 0): GetSubBlockRuns' function where there is one, else, for
+// the codebook types IQ4_NL, IQ4_XS and MXFP4 (whose steps differ from
+// level to level, so that DecodeRuns inspects them element by element), the
+// range InspectElement reports for every element of the sub-block, the
+// scale times the codebook's least and greatest level. nullptr for others.
+// What ComputeStats' pass from codes needs of a sub-block.
+SubBlockRunsFn GetSubBlockRanges(DType dtype);
+
 }  // namespace tensormorph
 
 #endif  // TENSORMORPH_CORE_QUANT_SUB_BLOCK_RUNS_H_

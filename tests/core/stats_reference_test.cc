@@ -576,6 +576,45 @@ TEST(StatsReferenceTest, ConventionGroupsOf32OrMoreGoByCodes) {
   }
 }
 
+// The ggml types whose sub-blocks hold 16 levels or fewer take the pass by
+// codes from their stored blocks (core/stats_code_blocks.h), and only
+// those: not Q5_0/Q5_1/Q5_K (32 levels), Q6_K, Q8_0, NVFP4 (sub-blocks of
+// 16 with their own scales) nor TQ1_0 (base-3 packing), nor one group asked
+// for.
+TEST(StatsReferenceTest, GgmlBlocksOf16LevelsOrFewerGoByCodes) {
+  const struct {
+    const char* fixture;
+    StatsPath path_taken;
+  } cases[] = {
+      {"gguf/Q4_0.gguf", StatsPath::kStoredBlocks},
+      {"gguf/Q4_1.gguf", StatsPath::kStoredBlocks},
+      {"gguf/Q2_K.gguf", StatsPath::kStoredBlocks},
+      {"gguf/Q3_K.gguf", StatsPath::kStoredBlocks},
+      {"gguf/IQ4_NL.gguf", StatsPath::kStoredBlocks},
+      {"gguf/IQ4_XS.gguf", StatsPath::kStoredBlocks},
+      {"gguf/MXFP4.gguf", StatsPath::kStoredBlocks},
+      {"gguf/Q5_0.gguf", StatsPath::kValues},
+      {"gguf/Q5_1.gguf", StatsPath::kValues},
+      {"gguf/Q8_0.gguf", StatsPath::kValues},
+      {"gguf/Q5_K.gguf", StatsPath::kValues},
+      {"gguf/Q6_K.gguf", StatsPath::kValues},
+      {"gguf/NVFP4.gguf", StatsPath::kValues},
+      {"gguf/TQ1_0.gguf", StatsPath::kValues},
+  };
+  for (const auto& c : cases) {
+    auto ckpt = Checkpoint::Open(Fixture(c.fixture));
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+    const LogicalTensor* t = (*ckpt)->FindTensor("blk.0.attn_q.weight");
+    ASSERT_NE(t, nullptr) << c.fixture;
+    EXPECT_EQ(StatsPathForTesting(*t, StatsOptions()), c.path_taken)
+        << c.fixture;
+    StatsOptions one_group;
+    one_group.group = 0;
+    EXPECT_EQ(StatsPathForTesting(*t, one_group), StatsPath::kValues)
+        << c.fixture;
+  }
+}
+
 // Sets the fp16 at `at` of each listed block of `bytes` (blocks of
 // `block_bytes`) to `half`: a block's scale made NaN, infinite or zero.
 void SetBlockHalf(std::string* bytes, size_t block_bytes, size_t at,
@@ -594,6 +633,28 @@ void SetBlockBytes(std::string* bytes, size_t block_bytes, size_t from,
   }
 }
 
+// `blocks` ggml blocks of `block_bytes` random bytes (every byte pattern is
+// a valid Q4_1, IQ4_NL, IQ4_XS or MXFP4 block), each f16 at the offsets
+// `halves` set to a gaussian of standard deviation `scale`, so that the
+// scales are ordinary until the edits below.
+std::string RandomBlocks(size_t blocks, size_t block_bytes,
+                         std::initializer_list<size_t> halves, float scale,
+                         uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::string out(blocks * block_bytes, '\0');
+  for (char& c : out) c = static_cast<char>(rng());
+  const std::vector<float> g =
+      testing::Gaussian(blocks * halves.size(), seed, scale);
+  size_t k = 0;
+  for (size_t b = 0; b < blocks; ++b) {
+    for (size_t at : halves) {
+      const uint16_t h = testing::F32ToF16Bits(g[k++]);
+      std::memcpy(out.data() + b * block_bytes + at, &h, 2);
+    }
+  }
+  return out;
+}
+
 // Groups a statistic from codes would get wrong if it trusted the codes
 // alone: scales that are NaN (every value NaN), +Inf (values +-Inf, and NaN
 // where the code is 0), zero (every code decodes to 0, so every element sits
@@ -602,7 +663,14 @@ void SetBlockBytes(std::string* bytes, size_t block_bytes, size_t from,
 // chunk of 777 or 1000 elements straddles; for Q4_K (whose histogram comes
 // from its codes per sub-block) also a negative d (levels descending), a
 // subnormal d, and d 1 with dmin 0 (integer levels, which land on the edges
-// of integer bins). 140 rows of 512: past the size
+// of integer bins). The same for the other types read by codes (random
+// blocks): Q4_1 (d at byte 0, m at 2), IQ4_NL (d), IQ4_XS (d; ls 33 with
+// d 1 gives integer levels) and MXFP4 (E8M0 scale byte: 0 and 1 subnormal,
+// 255 levels past float's range, 128 integer levels) and TQ2_0 (d at byte
+// 64; code 3 is 2 d, past the range -d..d) and Q2_K (d at byte 80, dmin at
+// 82; scale bytes 0x01 with d 1 give integer levels) and Q3_K (d at 108;
+// hmask 0 and codes 0: every element -4 dl). 140 rows of 512: past
+// the size
 // where pass 1 buckets values; and a one-dimensional F16 and BF16 of 2^17 + 7
 // elements (a tail past the last full lane block), with every code pattern
 // once among gaussians (every NaN payload, both infinities, subnormals).
@@ -641,8 +709,97 @@ std::string WriteAdversarialGguf() {
   SetBlockHalf(&q6k, 210, 208, {1, last256}, 0x7c00);
   SetBlockHalf(&q6k, 210, 208, {2, 41}, 0);
   SetBlockBytes(&q6k, 210, 0, 192, {4, 100}, 0x00);  // every code -32
+  const size_t blocks32 = n / 32, blocks256 = n / 256;
+  std::string q41 = RandomBlocks(blocks32, 20, {0, 2}, 0.05f, 31);
+  SetBlockHalf(&q41, 20, 0, {0, 24, 1500}, 0x7e00);     // d NaN
+  SetBlockHalf(&q41, 20, 2, {1, 31, 1700}, 0x7c00);     // m +Inf
+  SetBlockHalf(&q41, 20, 0, {2, 48, last32}, 0x0000);   // d zero: all m
+  SetBlockHalf(&q41, 20, 2, {2, 3}, 0x0000);            // and m zero
+  SetBlockHalf(&q41, 20, 0, {3}, 0x8000);               // d -0
+  SetBlockBytes(&q41, 20, 4, 20, {4, 62, 2000}, 0x00);  // all code 0
+  SetBlockBytes(&q41, 20, 4, 20, {5, 2001, last32 - 1}, 0xff);
+  SetBlockHalf(&q41, 20, 0, {6, 60}, 0xbc00);      // d -1: levels descending
+  SetBlockHalf(&q41, 20, 0, {7, 61}, 0x0001);      // d the least subnormal
+  SetBlockHalf(&q41, 20, 0, {8, 63, 64}, 0x3c00);  // d 1, m 0 and -8:
+  SetBlockHalf(&q41, 20, 2, {8, 63}, 0x0000);      // integer levels, on
+  SetBlockHalf(&q41, 20, 2, {64}, 0xc800);         // integer bins
+  std::string nl = RandomBlocks(blocks32, 18, {0}, 0.02f, 37);
+  SetBlockHalf(&nl, 18, 0, {0, 24, 1500}, 0x7e00);
+  SetBlockHalf(&nl, 18, 0, {1, 31, 1700}, 0xfc00);  // -Inf
+  SetBlockHalf(&nl, 18, 0, {2, 48, last32}, 0x0000);
+  SetBlockHalf(&nl, 18, 0, {3}, 0x8000);
+  SetBlockBytes(&nl, 18, 2, 18, {4, 62, 2000}, 0x88);  // all level 1
+  SetBlockBytes(&nl, 18, 2, 18, {5, 2001, last32 - 1}, 0xff);
+  SetBlockHalf(&nl, 18, 0, {6, 60}, 0xbc00);
+  SetBlockHalf(&nl, 18, 0, {7, 61}, 0x0001);
+  SetBlockHalf(&nl, 18, 0, {8, 63}, 0x3c00);  // d 1: levels -127..113
+  std::string xs = RandomBlocks(blocks256, 136, {0}, 0.01f, 41);
+  SetBlockHalf(&xs, 136, 0, {0, 40}, 0x7e00);
+  SetBlockHalf(&xs, 136, 0, {1, 41}, 0x7c00);
+  SetBlockHalf(&xs, 136, 0, {2, last256}, 0x0000);
+  SetBlockHalf(&xs, 136, 0, {3}, 0x8000);
+  SetBlockBytes(&xs, 136, 8, 136, {4, 100}, 0x00);
+  SetBlockBytes(&xs, 136, 8, 72, {5, last256 - 1}, 0xff);
+  SetBlockHalf(&xs, 136, 0, {6, 60}, 0xbc00);
+  SetBlockHalf(&xs, 136, 0, {7, 61}, 0x0001);
+  SetBlockHalf(&xs, 136, 0, {8, 62}, 0x3c00);    // d 1 and every ls 33
+  SetBlockHalf(&xs, 136, 2, {8, 62}, 0xaaaa);    // (high bits 2, low 1):
+  SetBlockBytes(&xs, 136, 4, 8, {8, 62}, 0x11);  // integer levels
+  SetBlockBytes(&xs, 136, 4, 8, {9}, 0x00);      // ls 0 and 32:
+  SetBlockHalf(&xs, 136, 2, {9}, 0x8888);        // dl -32 d and 0
+  std::string mx = RandomBlocks(blocks32, 17, {}, 0, 43);
+  for (size_t b = 0; b < blocks32; ++b)  // scales 2^-8 .. 2^3
+    mx[b * 17] = static_cast<char>(120 + static_cast<uint8_t>(mx[b * 17]) % 12);
+  SetBlockBytes(&mx, 17, 0, 1, {0, 24, 1500}, 0);      // subnormal 2^-128
+  SetBlockBytes(&mx, 17, 0, 1, {1, 31}, 1);            // 2^-127
+  SetBlockBytes(&mx, 17, 0, 1, {2, 48, last32}, 255);  // 12 * 2^127: Inf
+  SetBlockBytes(&mx, 17, 0, 1, {3}, 254);
+  SetBlockBytes(&mx, 17, 1, 17, {4, 62, 2000}, 0x88);  // all code 8: +0
+  SetBlockBytes(&mx, 17, 1, 17, {5, 2001, last32 - 1}, 0xff);
+  SetBlockBytes(&mx, 17, 0, 1, {8, 63}, 128);  // 1: integer levels
+  std::string tq = RandomBlocks(blocks256, 66, {64}, 0.05f, 47);
+  SetBlockHalf(&tq, 66, 64, {0, 40}, 0x7e00);
+  SetBlockHalf(&tq, 66, 64, {1, 41}, 0xfc00);
+  SetBlockHalf(&tq, 66, 64, {2, last256}, 0x0000);
+  SetBlockHalf(&tq, 66, 64, {3}, 0x8000);
+  SetBlockBytes(&tq, 66, 0, 64, {4, 100}, 0x55);  // all code 1: zero
+  SetBlockBytes(&tq, 66, 0, 32, {5, last256 - 1}, 0xff);
+  SetBlockHalf(&tq, 66, 64, {6, 60}, 0xbc00);
+  SetBlockHalf(&tq, 66, 64, {7, 61}, 0x0001);
+  SetBlockHalf(&tq, 66, 64, {8, 62}, 0x3c00);  // d 1: levels -1, 0, 1, 2
+  std::string q2k = RandomBlocks(blocks256, 84, {80, 82}, 0.01f, 53);
+  SetBlockHalf(&q2k, 84, 80, {0, 40}, 0x7e00);       // d NaN
+  SetBlockHalf(&q2k, 84, 82, {1, 41}, 0x7c00);       // dmin +Inf
+  SetBlockHalf(&q2k, 84, 80, {2, last256}, 0x0000);  // d zero: levels -ml
+  SetBlockHalf(&q2k, 84, 82, {2, 3}, 0x0000);        // and dmin zero
+  SetBlockHalf(&q2k, 84, 80, {3}, 0x8000);
+  SetBlockBytes(&q2k, 84, 16, 80, {4, 100}, 0x00);
+  SetBlockBytes(&q2k, 84, 16, 48, {5, last256 - 1}, 0xff);
+  SetBlockHalf(&q2k, 84, 80, {6, 60}, 0xbc00);
+  SetBlockHalf(&q2k, 84, 80, {7, 61}, 0x0001);
+  SetBlockHalf(&q2k, 84, 80, {8, 62}, 0x3c00);    // d 1, dmin 1, sc 1:
+  SetBlockHalf(&q2k, 84, 82, {8, 62}, 0x3c00);    // levels 0..3, and with
+  SetBlockBytes(&q2k, 84, 0, 8, {8, 62}, 0x01);   // m 8 -8..-5, on
+  SetBlockBytes(&q2k, 84, 8, 16, {8, 62}, 0x81);  // integer bins
+  std::string q3k = RandomBlocks(blocks256, 110, {108}, 0.002f, 59);
+  SetBlockHalf(&q3k, 110, 108, {0, 40}, 0x7e00);
+  SetBlockHalf(&q3k, 110, 108, {1, 41}, 0x7c00);
+  SetBlockHalf(&q3k, 110, 108, {2, last256}, 0x0000);
+  SetBlockHalf(&q3k, 110, 108, {3}, 0x8000);
+  SetBlockBytes(&q3k, 110, 0, 96, {4, 100}, 0x00);  // every code 0: -4 dl
+  SetBlockBytes(&q3k, 110, 0, 96, {5, last256 - 1}, 0xff);
+  SetBlockHalf(&q3k, 110, 108, {6, 60}, 0xbc00);
+  SetBlockHalf(&q3k, 110, 108, {7, 61}, 0x0001);
+  SetBlockHalf(&q3k, 110, 108, {8, 62}, 0x3c00);  // d 1
   GgufSpec s;
   s.kv.push_back({"general.architecture", GgufString("llama")});
+  s.tensors.push_back({"q3_k", {kCols, kRows}, 11, q3k});
+  s.tensors.push_back({"q2_k", {kCols, kRows}, 10, q2k});
+  s.tensors.push_back({"tq2_0", {kCols, kRows}, 35, tq});
+  s.tensors.push_back({"q4_1", {kCols, kRows}, 3, q41});
+  s.tensors.push_back({"iq4_nl", {kCols, kRows}, 20, nl});
+  s.tensors.push_back({"iq4_xs", {kCols, kRows}, 23, xs});
+  s.tensors.push_back({"mxfp4", {kCols, kRows}, 39, mx});
   s.tensors.push_back({"q8_0", {kCols, kRows}, 8, q8});
   s.tensors.push_back({"q4_0", {kCols, kRows}, 2, q4});
   s.tensors.push_back({"q4_k", {kCols, kRows}, 12, q4k});
@@ -669,14 +826,25 @@ std::string WriteAdversarialGguf() {
 TEST(StatsReferenceTest, AdversarialGroupsMatchTheElementwisePass) {
   auto ckpt = Checkpoint::Open(WriteAdversarialGguf());
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
-  for (const char* name : {"q8_0", "q4_0", "q4_k", "q6_k", "f16", "bf16"}) {
+  const absl::flat_hash_set<std::string> by_blocks = {
+      "q4_0",  "q4_1",  "q4_k", "iq4_nl", "iq4_xs",
+      "mxfp4", "tq2_0", "q2_k", "q3_k"};
+  for (const char* name :
+       {"q8_0", "q4_0", "q4_1", "q4_k", "q6_k", "iq4_nl", "iq4_xs", "mxfp4",
+        "tq2_0", "q2_k", "q3_k", "f16", "bf16"}) {
     const LogicalTensor* t = (*ckpt)->FindTensor(name);
     ASSERT_NE(t, nullptr) << name;
+    EXPECT_EQ(
+        StatsPathForTesting(*t, StatsOptions()) == StatsPath::kStoredBlocks,
+        by_blocks.contains(name))
+        << name;
     // The edits took: NaN and infinite values (a NaN or infinite scale,
-    // or, for F16 and BF16, their codes).
+    // or, for F16 and BF16, their codes; MXFP4's scales have no NaN).
     auto whole = ComputeStats(*t, nullptr, StatsOptions());
     ASSERT_TRUE(whole.ok()) << whole.status();
-    EXPECT_GT(whole->nan_count, 0) << name;
+    if (std::string(name) != "mxfp4") {
+      EXPECT_GT(whole->nan_count, 0) << name;
+    }
     EXPECT_GT(whole->inf_count, 0) << name;
     const int64_t groups = GroupCount(*t);
     std::vector<StatsOptions> sets = OptionSets(*t, groups);
@@ -693,6 +861,11 @@ TEST(StatsReferenceTest, AdversarialGroupsMatchTheElementwisePass) {
     edges.range_min = -8;
     edges.range_max = 8;
     edges.bins = 16;
+    sets.push_back(edges);
+    // The same for IQ4_NL's integer levels -127..113 at d 1.
+    edges.range_min = -128;
+    edges.range_max = 128;
+    edges.bins = 256;
     sets.push_back(edges);
     for (const StatsOptions& o : sets) {
       SCOPED_TRACE(absl::StrCat(name, " chunk ", o.chunk_elements, " bins ",

@@ -220,6 +220,52 @@ TEST_P(BrowseCliTest, IndicesFileAddsItsLinesAfterTheArguments) {
   EXPECT_EQ(j["scalars"][2]["flatIndex"], "768");
 }
 
+// More indices than one call takes (10,000 a call, the next in flight
+// while one prints) come out as one reply, in the order given; a call that
+// fails part way leaves what was printed, exits 2 and says why.
+TEST_P(BrowseCliTest, IndicesInSeveralCallsPrintAsOneReplyInOrder) {
+  constexpr int kIndices = 25'001;  // three calls, the last of one index
+  const std::string file = MakeTempDir() + "/indices.txt";
+  {
+    std::ofstream out(file);
+    for (int i = 0; i < kIndices; ++i) {
+      out << i % 4 << "," << (i * 7) % 256 << "\n";
+    }
+  }
+  CommandResult r = Run({"--json", "scalar", P("Q4_K.gguf"),
+                         "blk.0.attn_q.weight", "--indices-file", file});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["scalars"].size(), static_cast<size_t>(kIndices));
+  for (int i = 0; i < kIndices; i += 997) {
+    EXPECT_EQ(j["scalars"][i]["flatIndex"],
+              std::to_string((i % 4) * 256 + (i * 7) % 256))
+        << "scalar " << i;
+  }
+  EXPECT_EQ(j["scalars"][kIndices - 1]["flatIndex"],
+            std::to_string(((kIndices - 1) % 4) * 256 +
+                           ((kIndices - 1) * 7) % 256));
+  // Index 15,000 (the second call's) out of range: the first call's
+  // scalars printed, the document left open, exit 2 with the reason.
+  {
+    std::ofstream out(file);
+    for (int i = 0; i < kIndices; ++i) {
+      out << (i == 15'000 ? 9 : i % 4) << "," << (i * 7) % 256 << "\n";
+    }
+  }
+  r = Run({"--json", "scalar", P("Q4_K.gguf"), "blk.0.attn_q.weight",
+           "--indices-file", file});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(CliErrorOf(r.err), HasReason(ErrorReason::kIndexOutOfRange));
+  EXPECT_FALSE(nlohmann::json::accept(r.out));
+  size_t printed = 0;
+  for (size_t at = r.out.find("\"flatIndex\""); at != std::string::npos;
+       at = r.out.find("\"flatIndex\"", at + 1)) {
+    ++printed;
+  }
+  EXPECT_EQ(printed, 10'000u);  // the first call's, and only those
+}
+
 TEST_P(BrowseCliTest, IndicesFileDashReadsStandardInput) {
   const std::string server =
       remote() ? "--server " + cli->server().address() + " " : "";

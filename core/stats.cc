@@ -202,17 +202,24 @@ float CodeValue(FineKey key, uint32_t c) {
                               : std::bit_cast<float>(c << 16);
 }
 
+// A code present among a plain F16 or BF16 tensor's elements, and how many
+// times.
+struct CodeCount {
+  uint32_t code;
+  int64_t count;
+};
+
 // The sums of the mean and std of plain F16 and BF16 (stats.h): over the
-// finite codes in ascending order, count times value and count times the
-// value's square, each product and each addition rounded on its own.
-void CodeOrderSums(FineKey key, const int64_t* count, double* sum,
-                   double* sum_sq) {
+// finite codes in ascending order (`present`), count times value and count
+// times the value's square, each product and each addition rounded on its
+// own.
+void CodeOrderSums(FineKey key, const std::vector<CodeCount>& present,
+                   double* sum, double* sum_sq) {
   double s = 0, q = 0;
-  for (uint32_t c = 0; c < (uint32_t{1} << 16); ++c) {
-    if (count[c] == 0) continue;
-    const double v = CodeValue(key, c);
+  for (const CodeCount& c : present) {
+    const double v = CodeValue(key, c.code);
     if (!std::isfinite(v)) continue;
-    const double n = static_cast<double>(count[c]);
+    const double n = static_cast<double>(c.count);
     s += n * v;
     q += n * (v * v);
   }
@@ -786,6 +793,31 @@ __attribute__((target("avx2"))) int64_t NearEdgesAvx2(const EdgeFilter& e,
 }
 #endif
 
+// Sorts 16-bit codes ascending: by their low byte, then stably by their high
+// byte (two counting passes; std::sort of a norm's 4,096 codes cost ten
+// times the rest of its statistics).
+void SortCodes(std::vector<uint16_t>* codes) {
+  std::vector<uint16_t> other(codes->size());
+  for (int shift : {0, 8}) {
+    size_t start[257] = {};
+    for (uint16_t c : *codes) ++start[((c >> shift) & 0xff) + 1];
+    for (int b = 0; b < 256; ++b) start[b + 1] += start[b];
+    for (uint16_t c : *codes) other[start[(c >> shift) & 0xff]++] = c;
+    codes->swap(other);
+  }
+}
+
+// Bins each finite code of `present` whole, as Binner::Add would bin each
+// of its values: no edge cuts a code, so the histogram is done without a
+// look at a value.
+void AddCodes(FineKey key, const std::vector<CodeCount>& present,
+              const Binner& binner, int64_t* hist) {
+  for (const CodeCount& c : present) {
+    const float v = CodeValue(key, c.code);
+    if (std::isfinite(v)) hist[binner.Bin(v)] += c.count;
+  }
+}
+
 // Values counted by their top 16 bits (sign, exponent and 7 bits of
 // mantissa) in pass 1, so that the histogram needs no second look at a
 // value whose bucket lies inside one bin: pass 1 cannot bin them itself
@@ -797,18 +829,6 @@ class FineHistogram {
   static constexpr size_t kBuckets = size_t{1} << 16;
   explicit FineHistogram(bool used) : count_(used ? kBuckets : 0, 0) {}
   int64_t* counts() { return count_.data(); }
-
-  // Where every bucket holds one value, the bucket being that value's
-  // code (BF16 keyed by kTop16, F16 by kF16): bins each populated finite
-  // code whole, as Binner::Add would bin each of its values. No edge cuts
-  // a code, so the histogram is done without a second look at a value.
-  void AddCodes(FineKey key, const Binner& binner, int64_t* hist) const {
-    for (uint32_t p = 0; p < kBuckets; ++p) {
-      if (count_[p] == 0) continue;
-      const float v = CodeValue(key, p);
-      if (std::isfinite(v)) hist[binner.Bin(v)] += count_[p];
-    }
-  }
 
   // Adds every bucket inside one bin to `hist`, and marks the others as
   // needing pass 2. Returns whether any populated bucket was marked.
@@ -988,9 +1008,17 @@ class StatsPass {
   // else (fine_); the specials, zeros and bounds are then read off the
   // counts (CodeSpecials), the moments too (SummarizeMoments).
   absl::Status CodeCountPass();
+  // The codes of chunk [first, first + m) of a plain F16 or BF16 tensor
+  // given to `add(codes, n)` (uint16_t codes): where they are stored, under
+  // the fault guard (a BF16 code is its value's kTop16 key), or keyed back
+  // from decoded values (exactly).
+  template <typename Add>
+  absl::Status ForCodes(int64_t first, int64_t m, Add add);
+  // present_ from fine_'s table.
+  void PresentFromTable();
   // mo_'s counts of NaN, infinities and zeros, its bounds and first zero,
-  // from fine_'s code counts; a zero bound of both signs present takes the
-  // first zero's, found by reading values up to it.
+  // from present_; a zero bound of both signs present takes the first
+  // zero's, found by reading values up to it.
   absl::Status CodeSpecials();
   // Everything but the level usage (SummarizeLevels).
   void SummarizeMoments();
@@ -1064,6 +1092,11 @@ class StatsPass {
   // Plain F16 or BF16 (FineCodes): fine_ counts codes, one value each.
   FineKey fine_key_ = FineKey::kTop16;
   const bool fine_codes_;
+  // Their codes present and the counts, ascending (PresentFromTable; or,
+  // under kFineMinElements without a reference, the codes sorted: no
+  // table of 2^16 counts to clear and scan three times for a norm's few
+  // thousand elements).
+  std::vector<CodeCount> present_;
   // Small tensors take two plain passes: 2^16 buckets would cost more than
   // their second pass. Plain F16 and BF16 count codes at every size (their
   // moments are the counts').
@@ -1151,7 +1184,8 @@ StatsPass::StatsPass(const LogicalTensor& t, const LogicalTensor* ref,
       // Plain F16 and BF16 count codes at every size: their moments come
       // from the counts (SummarizeCodes).
       fine_codes_(FineCodes(t, &fine_key_)),
-      use_fine_(t.num_elements >= kFineMinElements || fine_codes_),
+      use_fine_(t.num_elements >= kFineMinElements ||
+                (fine_codes_ && ref != nullptr)),
       by_codes_(by_codes && ByCodes(t.encoding->info(), o)),
       fine_(use_fine_ && !by_codes_),
       avx2_(ActiveDecodeSimd() >= DecodeSimd::kAvx2) {
@@ -1177,8 +1211,12 @@ absl::Status StatsPass::Run() {
   }
   // Plain F16 and BF16 without a reference need nothing of pass 1 but
   // their codes' counts.
-  TM_RETURN_IF_ERROR(fine_codes_ && ref_ == nullptr ? CodeCountPass()
-                                                    : FirstPass());
+  if (fine_codes_ && ref_ == nullptr) {
+    TM_RETURN_IF_ERROR(CodeCountPass());
+  } else {
+    TM_RETURN_IF_ERROR(FirstPass());
+    if (fine_codes_) PresentFromTable();  // FoldMoments counted them
+  }
   TM_RETURN_IF_ERROR(SummarizeLevels());
   SummarizeMoments();
   return HistogramPass();
@@ -1288,28 +1326,62 @@ absl::Status StatsPass::MomentsPass() {
   return absl::OkStatus();
 }
 
-absl::Status StatsPass::CodeCountPass() {
-  // Codes stored as such are counted where they lie, under the fault
-  // guard (a BF16 code is its value's kTop16 key); else values are decoded
-  // and keyed back to their codes (exactly).
+template <typename Add>
+absl::Status StatsPass::ForCodes(int64_t first, int64_t m, Add add) {
   const uint16_t* stored = fine_key_ == FineKey::kF16
                                ? t_.encoding->StoredF16()
                                : t_.encoding->StoredBF16();
-  int64_t* fine = fine_.counts();
-  for (int64_t first = 0; first < n_; first += chunk_) {
-    TM_RETURN_IF_ERROR(CancelledAt(first, "first pass"));
-    const int64_t m = std::min(chunk_, n_ - first);
-    if (stored != nullptr) {
-      TM_RETURN_IF_ERROR(GuardedRead([&] {
-        const uint16_t* c = stored + first;
-        for (int64_t j = 0; j < m; ++j) ++fine[c[j]];
-        return absl::OkStatus();
-      }));
-      continue;
+  if (stored != nullptr) {
+    return GuardedRead([&] {
+      add(stored + first, m);
+      return absl::OkStatus();
+    });
+  }
+  TM_RETURN_IF_ERROR(GuardedRead([&] { return reader_.ReadValues(first, m); }));
+  const float* v = reader_.values();
+  uint16_t keys[1024];
+  for (int64_t j = 0; j < m; j += 1024) {
+    const int64_t len = std::min<int64_t>(1024, m - j);
+    for (int64_t k = 0; k < len; ++k) {
+      keys[k] = fine_key_ == FineKey::kF16
+                    ? F16CodeOf(v[j + k])
+                    : static_cast<uint16_t>(std::bit_cast<uint32_t>(v[j + k]) >>
+                                            16);
     }
-    TM_RETURN_IF_ERROR(
-        GuardedRead([&] { return reader_.ReadValues(first, m); }));
-    CountByKey(reader_.values(), m, fine_key_, avx2_, fine);
+    add(keys, len);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StatsPass::CodeCountPass() {
+  if (use_fine_) {
+    int64_t* fine = fine_.counts();
+    for (int64_t first = 0; first < n_; first += chunk_) {
+      TM_RETURN_IF_ERROR(CancelledAt(first, "first pass"));
+      const int64_t m = std::min(chunk_, n_ - first);
+      TM_RETURN_IF_ERROR(ForCodes(first, m, [&](const uint16_t* c, int64_t n) {
+        for (int64_t j = 0; j < n; ++j) ++fine[c[j]];
+      }));
+    }
+    PresentFromTable();
+  } else {
+    // Under kFineMinElements (one chunk or a few): the codes sorted.
+    std::vector<uint16_t> codes;
+    codes.reserve(static_cast<size_t>(n_));
+    for (int64_t first = 0; first < n_; first += chunk_) {
+      TM_RETURN_IF_ERROR(CancelledAt(first, "first pass"));
+      const int64_t m = std::min(chunk_, n_ - first);
+      TM_RETURN_IF_ERROR(ForCodes(first, m, [&](const uint16_t* c, int64_t n) {
+        codes.insert(codes.end(), c, c + n);
+      }));
+    }
+    SortCodes(&codes);
+    for (size_t i = 0; i < codes.size();) {
+      size_t j = i;
+      while (j < codes.size() && codes[j] == codes[i]) ++j;
+      present_.push_back({codes[i], static_cast<int64_t>(j - i)});
+      i = j;
+    }
   }
   // What FoldRuns records of a plain tensor's one run a chunk.
   counted_ = n_;
@@ -1317,22 +1389,29 @@ absl::Status StatsPass::CodeCountPass() {
   return CodeSpecials();
 }
 
-absl::Status StatsPass::CodeSpecials() {
+void StatsPass::PresentFromTable() {
   const int64_t* count = fine_.counts();
   for (uint32_t c = 0; c < FineHistogram::kBuckets; ++c) {
-    if (count[c] == 0) continue;
-    const float v = CodeValue(fine_key_, c);
+    if (count[c] != 0) present_.push_back({c, count[c]});
+  }
+}
+
+absl::Status StatsPass::CodeSpecials() {
+  bool positive = false, negative = false;  // +0 and -0 present
+  for (const CodeCount& c : present_) {
+    const float v = CodeValue(fine_key_, c.code);
     if (std::isnan(v)) {
-      mo_.nan += count[c];
+      mo_.nan += c.count;
     } else if (std::isinf(v)) {
-      mo_.inf += count[c];
+      mo_.inf += c.count;
     } else {
-      mo_.zeros += v == 0 ? count[c] : 0;
+      mo_.zeros += v == 0 ? c.count : 0;
       mo_.lo = std::min(mo_.lo, v);
       mo_.hi = std::max(mo_.hi, v);
+      positive |= c.code == 0;
+      negative |= c.code == 0x8000;
     }
   }
-  const bool positive = count[0] > 0, negative = count[0x8000] > 0;
   if (!(positive || negative) || (mo_.lo != 0 && mo_.hi != 0)) {
     return absl::OkStatus();
   }
@@ -1400,7 +1479,7 @@ void StatsPass::SummarizeMoments() {
     st_.min = lo;
     st_.max = hi;
     double sum = SumOfLanes(mo_.sum), sum_sq = SumOfLanes(mo_.sum_sq);
-    if (fine_codes_) CodeOrderSums(fine_key_, fine_.counts(), &sum, &sum_sq);
+    if (fine_codes_) CodeOrderSums(fine_key_, present_, &sum, &sum_sq);
     st_.mean = sum / finite;
     st_.std = std::sqrt(std::max(0.0, sum_sq / finite - st_.mean * st_.mean));
     st_.absmax = std::max(std::fabs(lo), std::fabs(hi));
@@ -1661,8 +1740,8 @@ absl::Status StatsPass::HistogramPass() {
   // Codes are binned whole. Else buckets inside one bin are counted
   // already; the rest (or, for a range of no finite positive width, every
   // value) are binned one by one.
-  const bool codes_done = use_fine_ && fine_codes_;
-  if (codes_done) fine_.AddCodes(fine_key_, binner, st_.histogram.data());
+  const bool codes_done = fine_codes_;
+  if (codes_done) AddCodes(fine_key_, present_, binner, st_.histogram.data());
   const bool exact = !codes_done && use_fine_ && binner.Exact();
   const bool values_done =
       codes_done || (exact && !fine_.Resolve(binner, st_.histogram.data()));

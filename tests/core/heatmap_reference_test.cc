@@ -669,19 +669,6 @@ TEST(HeatmapReferenceTest,
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
   const LogicalTensor* t = (*ckpt)->FindTensor("a.weight");
   ASSERT_NE(t, nullptr);
-  // The blocks path is taken (where the CPU has it), not only its answer
-  // checked: a whole row of 512 columns in cells of 16, and its maxima.
-  ASSERT_NE(StoredQ8Blocks(*t), nullptr);
-#if defined(__x86_64__)
-  if (SupportedDecodeSimd() >= DecodeSimd::kAvx512 &&
-      __builtin_cpu_supports("avx512dq")) {
-    std::vector<int64_t> run;
-    for (int64_t c = 0; c <= 512; c += 16) run.push_back(c);
-    EXPECT_TRUE(Q8MeanLanesApply(DecodeSimd::kAvx512, 0, 512, run));
-    EXPECT_TRUE(Q8ColumnMaxApply(DecodeSimd::kAvx512, 0, 512, 512));
-    EXPECT_FALSE(Q8MeanLanesApply(DecodeSimd::kAvx2, 0, 512, run));
-  }
-#endif
   int nan_cells = 0, finite_cells = 0;
   ExpectMeanAndAbsmaxAreTheReduction(
       *t,
@@ -742,6 +729,19 @@ TEST(HeatmapReferenceTest,
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
   const LogicalTensor* t = (*ckpt)->FindTensor("a.weight");
   ASSERT_NE(t, nullptr);
+  // The blocks path is taken (where the CPU has it), not only its answer
+  // checked: a whole row of 512 columns in cells of 16, and its maxima.
+  ASSERT_NE(StoredQ8Blocks(*t), nullptr);
+#if defined(__x86_64__)
+  if (SupportedDecodeSimd() >= DecodeSimd::kAvx512 &&
+      __builtin_cpu_supports("avx512dq")) {
+    std::vector<int64_t> run;
+    for (int64_t c = 0; c <= 512; c += 16) run.push_back(c);
+    EXPECT_TRUE(Q8MeanLanesApply(DecodeSimd::kAvx512, 0, 512, run));
+    EXPECT_TRUE(Q8ColumnMaxApply(DecodeSimd::kAvx512, 0, 512, 512));
+    EXPECT_FALSE(Q8MeanLanesApply(DecodeSimd::kAvx2, 0, 512, run));
+  }
+#endif
   int nan_cells = 0, finite_cells = 0;
   ExpectMeanAndAbsmaxAreTheReduction(
       *t,

@@ -237,6 +237,12 @@ __attribute__((target("avx2,fma"))) void CellPairLanesAvx2(
 }
 #endif
 
+// A stored bfloat16 code, as a type of its own so that the lanes' kernels
+// widen it as bfloat16 (EightFloats), not as float16.
+struct BF16Code {
+  uint16_t bits;
+};
+
 #if defined(__x86_64__)
 // GCC 12's AVX-512 conversions and extracts pass _mm512_undefined_*(), a
 // self-initialised variable that -W(maybe-)uninitialized reports inside the
@@ -259,6 +265,14 @@ EightFloats(const float* p) {
 __attribute__((target("avx512f,f16c"), always_inline)) inline __m256
 EightFloats(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+// BF16 codes widened as the decoder widens them: the code in a float's top
+// 16 bits.
+__attribute__((target("avx512f,f16c"), always_inline)) inline __m256
+EightFloats(const BF16Code* p) {
+  const __m128i codes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(
+      _mm256_slli_epi32(_mm256_cvtepu16_epi32(codes), 16));
 }
 
 // 128 / W neighbouring cells of W columns each (W 16, 32 or 64: a row of
@@ -354,13 +368,14 @@ bool AllInBlocks(const std::vector<int64_t>& run) {
   return true;
 }
 
-// AccumulateLanes for F16 codes read where they are stored, `stride`
-// codes apart: no float32 staging buffer and no decode pass before the
-// lanes, the conversion to float being the lanes' own. REQUIRES:
-// AllInBlocks(run) and AVX-512.
-void AccumulateLanesF16(const uint16_t* v, int64_t stride, int64_t nrows,
-                        const std::vector<int64_t>& run, LaneEnds ends,
-                        double* lanes, double* sums) {
+// AccumulateLanes for F16 (uint16_t) or BF16 (BF16Code) codes read where
+// they are stored, `stride` codes apart: no float32 staging buffer and no
+// decode pass before the lanes, the conversion to float being the lanes'
+// own. REQUIRES: AllInBlocks(run) and AVX-512.
+template <typename Code>
+void AccumulateLanesCodes(const Code* v, int64_t stride, int64_t nrows,
+                          const std::vector<int64_t>& run, LaneEnds ends,
+                          double* lanes, double* sums) {
   for (size_t j = 0; j + 1 < run.size();)
     j += CellBlockLanes(v, stride, nrows, run, j, ends, lanes, sums);
 }
@@ -794,6 +809,8 @@ class RegionPass {
   // F16 codes where they are stored, for the mean's lanes to read without
   // a decode (AccumulateLanesF16); nullptr otherwise.
   const uint16_t* f16_in_place_ = nullptr;
+  // The same for the mean of BF16 codes (EightFloats widens them).
+  const BF16Code* bf16_in_place_ = nullptr;
   // Q4_K blocks where they are stored, for the mean's lanes to sum from
   // their codes (Q4KMeanLanes) and absmax's column maxima to take from them
   // (Q4KColumnMax); nullptr otherwise.
@@ -852,6 +869,10 @@ RegionPass::RegionPass(const LogicalTensor& t, const LogicalTensor* ref,
       (absmax_ && !o.locate && simd_ >= DecodeSimd::kAvx2)) {
     f16_in_place_ = t.encoding->StoredF16();
   }
+  if (mean_ && simd_ >= DecodeSimd::kAvx512 && AllInBlocks(run_)) {
+    bf16_in_place_ =
+        reinterpret_cast<const BF16Code*>(t.encoding->StoredBF16());
+  }
 #endif
   if ((mean_ &&
        Q4KMeanLanesApply(simd_, g.base + g.col_begin, h->cols, run_)) ||
@@ -866,8 +887,8 @@ RegionPass::RegionPass(const LogicalTensor& t, const LogicalTensor* ref,
   }
   const size_t buf = static_cast<size_t>(batch_rows_ * ncols);
   q_.resize(detailed_ ? buf : 0);
-  if (!detailed_ && f16_in_place_ == nullptr && q4k_in_place_ == nullptr &&
-      q8_in_place_ == nullptr) {
+  if (!detailed_ && f16_in_place_ == nullptr && bf16_in_place_ == nullptr &&
+      q4k_in_place_ == nullptr && q8_in_place_ == nullptr) {
     v_ = DecodeScratch(buf);
   }
   x_.resize(with_ref_ && ref_in_place_ == nullptr ? buf : 0);
@@ -914,8 +935,8 @@ absl::Status RegionPass::Run() {
 // Decodes view rows [r, r + nb) of the region (whole rows when nb > 1).
 absl::Status RegionPass::Read(int64_t r, int64_t nb) {
   // Read by FoldRows where they are stored.
-  if (f16_in_place_ != nullptr || q4k_in_place_ != nullptr ||
-      q8_in_place_ != nullptr) {
+  if (f16_in_place_ != nullptr || bf16_in_place_ != nullptr ||
+      q4k_in_place_ != nullptr || q8_in_place_ != nullptr) {
     return absl::OkStatus();
   }
   const int64_t first = g_.base + r * h_.cols + g_.col_begin;
@@ -945,12 +966,18 @@ absl::Status RegionPass::FoldRows(int64_t r, int64_t k0, int64_t nk) {
     const LaneEnds ends{r + k0 == h_.row_edges[band_],
                         r + k0 + nk == h_.row_edges[band_ + 1]};
 #if defined(__x86_64__)
+    const int64_t at = g_.base + (r + k0) * h_.cols + g_.col_begin;
     if (f16_in_place_ != nullptr) {
-      const uint16_t* const rows =
-          f16_in_place_ + g_.base + (r + k0) * h_.cols + g_.col_begin;
       return GuardedRead([&]() -> absl::Status {
-        AccumulateLanesF16(rows, h_.cols, nk, run_, ends, lanes_.data(),
-                           Out(h_.values));
+        AccumulateLanesCodes(f16_in_place_ + at, h_.cols, nk, run_, ends,
+                             lanes_.data(), Out(h_.values));
+        return absl::OkStatus();
+      });
+    }
+    if (bf16_in_place_ != nullptr) {
+      return GuardedRead([&]() -> absl::Status {
+        AccumulateLanesCodes(bf16_in_place_ + at, h_.cols, nk, run_, ends,
+                             lanes_.data(), Out(h_.values));
         return absl::OkStatus();
       });
     }

@@ -149,9 +149,10 @@ std::vector<uint8_t> GroupBoundaries(const Heatmap& h);
 // no cells: width = height = 0, no values, min = max = 0.
 // Cost: one decode of the region's elements (error mode: with their steps,
 // from Encoding::PlainFloatSteps for F16 and BF16, else DecodeDetailed; or
-// none, from HeatmapOptions::errors; F16's absmax, and F16's mean where
-// cells are 16, 32 or 64 columns wide, read Encoding::StoredF16's codes
-// rather than decode them, on CPUs with AVX2 and AVX-512 respectively; so
+// none, from HeatmapOptions::errors; F16's absmax, and F16's and BF16's
+// mean where cells are 16, 32 or 64 columns wide, read Encoding::StoredF16's
+// (StoredBF16's) codes rather than decode them, on CPUs with AVX2 and
+// AVX-512 respectively; so
 // do Q4_K's mean (where such cells start on a chunk of 64 columns) and
 // absmax (where the region starts on one) with AVX-512: its blocks' codes
 // and sub-block parameters, each element's level looked up, no float32

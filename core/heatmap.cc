@@ -18,6 +18,7 @@
 #include "absl/types/span.h"
 #include "core/error_runs.h"
 #include "core/error_steps.h"
+#include "core/heatmap_lanes.h"
 #include "core/heatmap_q4k.h"
 #include "core/heatmap_q8.h"
 #include "core/heatmap_sq_error.h"
@@ -306,21 +307,8 @@ __attribute__((target("avx512f,f16c"))) void CellBlockAvx512(
           _mm512_fmadd_pd(_mm512_cvtps_pd(EightFloats(p + 8 * i)), one, a[k]);
     }
   }
-  for (int c = 0; c < kCells; ++c) {
-    if (!ends.last) {
-      _mm512_storeu_pd(lanes + 16 * c, a[2 * c]);
-      _mm512_storeu_pd(lanes + 16 * c + 8, a[2 * c + 1]);
-      continue;
-    }
-    // SumOfLanes' tree, addition for addition: p[k] + p[k + 8]; its halves
-    // added, q[k] + q[k + 4]; then r[k] + r[k + 2]; then the two.
-    const __m512d s = _mm512_add_pd(a[2 * c], a[2 * c + 1]);
-    const __m256d q =
-        _mm256_add_pd(_mm512_castpd512_pd256(s), _mm512_extractf64x4_pd(s, 1));
-    const __m128d h =
-        _mm_add_pd(_mm256_castpd256_pd128(q), _mm256_extractf128_pd(q, 1));
-    sums[c] = _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
-  }
+  ::tensormorph::EndLanes(ends.last, a, lanes, sums,
+           std::make_integer_sequence<int, kCells>());
 }
 
 // Cells j.. of AccumulateLanes through CellBlockAvx512 when the next
@@ -356,16 +344,7 @@ int CellBlockLanes(const T* v, int64_t stride, int64_t nrows,
 // Whether CellBlockLanes takes every cell of `run`: all of one width it
 // handles, in whole blocks.
 bool AllInBlocks(const std::vector<int64_t>& run) {
-  const int64_t w = run[1] - run[0];
-  const size_t width = run.size() - 1;
-  if ((w != 16 && w != 32 && w != 64) ||
-      width % static_cast<size_t>(kBlockColumns / w) != 0) {
-    return false;
-  }
-  for (size_t j = 1; j < width; ++j) {
-    if (run[j + 1] - run[j] != w) return false;
-  }
-  return true;
+  return CellsInWholeChunks(run, kBlockColumns);
 }
 
 // AccumulateLanes for F16 (uint16_t) or BF16 (BF16Code) codes read where

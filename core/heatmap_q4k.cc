@@ -12,6 +12,7 @@
 
 #include "core/dtype.h"
 #include "core/format/stored_tensor.h"
+#include "core/heatmap_lanes.h"
 #include "core/util/lane_sum.h"
 
 namespace tensormorph {
@@ -41,20 +42,8 @@ const uint8_t* StoredQ4KBlocks(const LogicalTensor& t) {
 bool Q4KMeanLanesApply(DecodeSimd simd, int64_t first, int64_t stride,
                        const std::vector<int64_t>& run) {
 #if defined(__x86_64__)
-  if (simd < DecodeSimd::kAvx512 || first % kChunkColumns != 0 ||
-      stride % kQ4KElems != 0 || run.size() < 2) {
-    return false;
-  }
-  const int64_t w = run[1] - run[0];
-  const size_t width = run.size() - 1;
-  if ((w != 16 && w != 32 && w != 64) ||
-      width % static_cast<size_t>(kChunkColumns / w) != 0) {
-    return false;
-  }
-  for (size_t j = 1; j < width; ++j) {
-    if (run[j + 1] - run[j] != w) return false;
-  }
-  return true;
+  return simd >= DecodeSimd::kAvx512 && first % kChunkColumns == 0 &&
+         stride % kQ4KElems == 0 && CellsInWholeChunks(run, kChunkColumns);
 #else
   (void)simd, (void)first, (void)stride, (void)run;
   return false;
@@ -101,17 +90,6 @@ TM_AVX512_STEP __m512d EightLevels(const uint8_t* bytes, __m512i shift,
   return _mm512_permutex2var_pd(t.lo, idx, t.hi);
 }
 
-// Lanes, per cell c of a call, in a[2 c] (lanes 0-7) and a[2 c + 1] (8-15).
-// Every access to `a` below is at a constant index (the fold expressions
-// are unrolled in the source, not by the optimiser), so that GCC keeps the
-// array in registers: with the loops unrolled only late, it kept it in
-// memory and a load and a store went with every addition.
-template <int... C>
-TM_AVX512_STEP void StartLanes(bool start, const double* lanes, __m512d* a,
-                               std::integer_sequence<int, C...>) {
-  ((a[C] = start ? _mm512_setzero_pd() : _mm512_loadu_pd(lanes + 8 * C)), ...);
-}
-
 // A row's chunk: eight codes G at column offset 8 G go to vector
 // 2 (8 G / W) + G % 2, left to right (the lanes' order); G < 4 are the low
 // nibbles of bytes 8 G on (the chunk's first sub-block), the rest the high
@@ -126,29 +104,6 @@ TM_AVX512_STEP void AddChunkRow(const uint8_t* qs, __m512i low_shift,
         EightLevels(qs + 8 * G % 32, G < 4 ? low_shift : high_shift,
                     G < 4 ? low : high))),
    ...);
-}
-
-// Stores a cell's lanes, or combines them into *sum: SumOfLanes' tree,
-// addition for addition: p[k] + p[k + 8]; its halves added, q[k] + q[k + 4];
-// then r[k] + r[k + 2]; then the two.
-TM_AVX512_STEP void EndCell(bool finish, __m512d l0, __m512d l1, double* lanes,
-                            double* sum) {
-  if (!finish) {
-    _mm512_storeu_pd(lanes, l0);
-    _mm512_storeu_pd(lanes + 8, l1);
-    return;
-  }
-  const __m512d s = _mm512_add_pd(l0, l1);
-  const __m256d q =
-      _mm256_add_pd(_mm512_castpd512_pd256(s), _mm512_extractf64x4_pd(s, 1));
-  const __m128d h =
-      _mm_add_pd(_mm256_castpd256_pd128(q), _mm256_extractf128_pd(q, 1));
-  *sum = _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
-}
-template <int... C>
-TM_AVX512_STEP void EndLanes(bool finish, const __m512d* a, double* lanes,
-                             double* sums, std::integer_sequence<int, C...>) {
-  (EndCell(finish, a[2 * C], a[2 * C + 1], lanes + 16 * C, sums + C), ...);
 }
 
 // d1 = d * sc and m1 = dmin * m of every sub-block of `nsb` super-blocks

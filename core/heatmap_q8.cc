@@ -9,6 +9,7 @@
 
 #include "core/dtype.h"
 #include "core/format/stored_tensor.h"
+#include "core/heatmap_lanes.h"
 #include "core/quant/float_formats.h"
 #include "core/util/lane_sum.h"
 
@@ -49,20 +50,8 @@ const uint8_t* StoredQ8Blocks(const LogicalTensor& t) {
 bool Q8MeanLanesApply(DecodeSimd simd, int64_t first, int64_t stride,
                       const std::vector<int64_t>& run) {
 #if defined(__x86_64__)
-  if (!Avx512At(simd) || first % kQ8Elems != 0 || stride % kQ8Elems != 0 ||
-      run.size() < 2) {
-    return false;
-  }
-  const int64_t w = run[1] - run[0];
-  const size_t width = run.size() - 1;
-  if ((w != 16 && w != 32 && w != 64) ||
-      width % static_cast<size_t>(kChunkColumns / w) != 0) {
-    return false;
-  }
-  for (size_t j = 1; j < width; ++j) {
-    if (run[j + 1] - run[j] != w) return false;
-  }
-  return true;
+  return Avx512At(simd) && first % kQ8Elems == 0 && stride % kQ8Elems == 0 &&
+         CellsInWholeChunks(run, kChunkColumns);
 #else
   (void)simd, (void)first, (void)stride, (void)run;
   return false;
@@ -104,16 +93,6 @@ TM_AVX512_STEP __m512 BlockD(const uint8_t* block, const float* table) {
   return _mm512_set1_ps(table[h]);
 }
 
-// Lanes, per cell c of a call, in a[2 c] (lanes 0-7) and a[2 c + 1] (8-15).
-// Every access to `a` is at a constant index (the fold expressions are
-// unrolled in the source), so that GCC keeps the array in registers, as
-// heatmap_q4k.cc found.
-template <int... C>
-TM_AVX512_STEP void StartLanes(bool start, const double* lanes, __m512d* a,
-                               std::integer_sequence<int, C...>) {
-  ((a[C] = start ? _mm512_setzero_pd() : _mm512_loadu_pd(lanes + 8 * C)), ...);
-}
-
 // Eight codes as doubles, exactly. They widen to int64 and convert in place
 // (an instruction on each of the two vector ports) rather than to int32
 // and across lanes to double (two, one of them on the port the widening
@@ -134,29 +113,6 @@ TM_AVX512_STEP void AddChunkRow(const uint8_t* qs, __m512d d0, __m512d d1,
         _mm512_fmadd_pd(EightCodes(qs + G / 4 * kQ8Bytes + 8 * (G % 4)),
                         G < 4 ? d0 : d1, a[2 * (8 * G / W) + G % 2])),
    ...);
-}
-
-// Stores a cell's lanes, or combines them into *sum: SumOfLanes' tree,
-// addition for addition: p[k] + p[k + 8]; its halves added, q[k] + q[k + 4];
-// then r[k] + r[k + 2]; then the two.
-TM_AVX512_STEP void EndCell(bool finish, __m512d l0, __m512d l1, double* lanes,
-                            double* sum) {
-  if (!finish) {
-    _mm512_storeu_pd(lanes, l0);
-    _mm512_storeu_pd(lanes + 8, l1);
-    return;
-  }
-  const __m512d s = _mm512_add_pd(l0, l1);
-  const __m256d q =
-      _mm256_add_pd(_mm512_castpd512_pd256(s), _mm512_extractf64x4_pd(s, 1));
-  const __m128d h =
-      _mm_add_pd(_mm256_castpd256_pd128(q), _mm256_extractf128_pd(q, 1));
-  *sum = _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
-}
-template <int... C>
-TM_AVX512_STEP void EndLanes(bool finish, const __m512d* a, double* lanes,
-                             double* sums, std::integer_sequence<int, C...>) {
-  (EndCell(finish, a[2 * C], a[2 * C + 1], lanes + 16 * C, sums + C), ...);
 }
 
 // 64 / W cells of W columns: a chunk's two blocks from element `first` of

@@ -89,6 +89,31 @@ void MarkLevelsScalar(float lo, float hi, AffineLevels* out) {
 }
 
 #if defined(__x86_64__)
+// MarkLevelsScalar's compares eight levels at a time.
+__attribute__((target("avx2"))) void MarkLevelsAvx2(float lo, float hi,
+                                                    AffineLevels* out) {
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
+  const __m256i inf_bits = _mm256_set1_epi32(0x7f800000);
+  const __m256 low_level = _mm256_set1_ps(lo), high_level = _mm256_set1_ps(hi);
+  uint32_t finite = 0, low = 0, high = 0;
+  for (int h = 0; h < 2; ++h) {
+    const __m256 f = _mm256_loadu_ps(out->level + 8 * h);
+    const __m256i mag = _mm256_and_si256(_mm256_castps_si256(f), abs_mask);
+    const uint32_t fin = static_cast<uint32_t>(_mm256_movemask_ps(
+        _mm256_castsi256_ps(_mm256_cmpgt_epi32(inf_bits, mag))));
+    const uint32_t at_low = static_cast<uint32_t>(
+        _mm256_movemask_ps(_mm256_cmp_ps(f, low_level, _CMP_EQ_OQ)));
+    const uint32_t at_high = static_cast<uint32_t>(
+        _mm256_movemask_ps(_mm256_cmp_ps(f, high_level, _CMP_EQ_OQ)));
+    finite |= fin << (8 * h);
+    low |= at_low << (8 * h);
+    high |= (at_high & ~at_low) << (8 * h);
+  }
+  out->finite = finite;
+  out->low = low;
+  out->high = high;
+}
+
 // Which of the decoders' level expressions ComputeLevelsAvx2 computes.
 enum class LevelForm {
   kAffine,  // scale * float(int(code ^ flip) - bias)
@@ -103,10 +128,6 @@ enum class LevelForm {
 __attribute__((target("avx2"))) void ComputeLevelsAvx2(
     LevelForm form, float scale, int32_t bias, uint8_t flip, float offset,
     const int8_t* table, float lo, float hi, AffineLevels* out) {
-  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
-  const __m256i inf_bits = _mm256_set1_epi32(0x7f800000);
-  const __m256 low_level = _mm256_set1_ps(lo), high_level = _mm256_set1_ps(hi);
-  uint32_t finite = 0, low = 0, high = 0;
   for (int h = 0; h < 2; ++h) {
     const __m256i k =
         _mm256_setr_epi32(8 * h, 8 * h + 1, 8 * h + 2, 8 * h + 3, 8 * h + 4,
@@ -127,20 +148,8 @@ __attribute__((target("avx2"))) void ComputeLevelsAvx2(
           _mm256_cvtepi32_ps(_mm256_sub_epi32(code, _mm256_set1_epi32(bias))));
     }
     _mm256_storeu_ps(out->level + 8 * h, f);
-    const __m256i mag = _mm256_and_si256(_mm256_castps_si256(f), abs_mask);
-    const uint32_t fin = static_cast<uint32_t>(_mm256_movemask_ps(
-        _mm256_castsi256_ps(_mm256_cmpgt_epi32(inf_bits, mag))));
-    const uint32_t at_low = static_cast<uint32_t>(
-        _mm256_movemask_ps(_mm256_cmp_ps(f, low_level, _CMP_EQ_OQ)));
-    const uint32_t at_high = static_cast<uint32_t>(
-        _mm256_movemask_ps(_mm256_cmp_ps(f, high_level, _CMP_EQ_OQ)));
-    finite |= fin << (8 * h);
-    low |= at_low << (8 * h);
-    high |= (at_high & ~at_low) << (8 * h);
   }
-  out->finite = finite;
-  out->low = low;
-  out->high = high;
+  MarkLevelsAvx2(lo, hi, out);
 }
 #endif
 
@@ -402,37 +411,6 @@ bool CountCodes(const uint8_t* c, int64_t n, int64_t readable, bool avx2,
   (void)readable;
   return CountCodesScalar(c, n, count);
 }
-
-namespace {
-
-#if defined(__x86_64__)
-// MarkLevelsScalar's compares eight levels at a time.
-__attribute__((target("avx2"))) void MarkLevelsAvx2(float lo, float hi,
-                                                    AffineLevels* out) {
-  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
-  const __m256i inf_bits = _mm256_set1_epi32(0x7f800000);
-  const __m256 low_level = _mm256_set1_ps(lo), high_level = _mm256_set1_ps(hi);
-  uint32_t finite = 0, low = 0, high = 0;
-  for (int h = 0; h < 2; ++h) {
-    const __m256 f = _mm256_loadu_ps(out->level + 8 * h);
-    const __m256i mag = _mm256_and_si256(_mm256_castps_si256(f), abs_mask);
-    const uint32_t fin = static_cast<uint32_t>(_mm256_movemask_ps(
-        _mm256_castsi256_ps(_mm256_cmpgt_epi32(inf_bits, mag))));
-    const uint32_t at_low = static_cast<uint32_t>(
-        _mm256_movemask_ps(_mm256_cmp_ps(f, low_level, _CMP_EQ_OQ)));
-    const uint32_t at_high = static_cast<uint32_t>(
-        _mm256_movemask_ps(_mm256_cmp_ps(f, high_level, _CMP_EQ_OQ)));
-    finite |= fin << (8 * h);
-    low |= at_low << (8 * h);
-    high |= (at_high & ~at_low) << (8 * h);
-  }
-  out->finite = finite;
-  out->low = low;
-  out->high = high;
-}
-#endif
-
-}  // namespace
 
 void MarkLevels(const float level[16], float lo, float hi, bool avx2,
                 AffineLevels* out) {

@@ -90,12 +90,8 @@ void LevelsIq4Nl(const uint8_t* p, const QuantRun* runs, bool avx2,
 void LevelsIq4Xs(const uint8_t* p, const QuantRun* runs, bool avx2,
                  AffineLevels* out) {
   const float d = LoadF16(p);
-  uint16_t scales_h;
-  std::memcpy(&scales_h, p + 2, 2);
   for (int ib = 0; ib < 8; ++ib) {
-    const int ls = ((p[4 + ib / 2] >> 4 * (ib % 2)) & 0xf) |
-                   (((scales_h >> 2 * ib) & 3) << 4);
-    const float dl = d * (ls - 32);
+    const float dl = d * (Iq4XsSubScale(p, ib) - 32);
     ComputeTableLevels(dl, kIq4NlValues, LowLevel(runs[ib]),
                        HighLevel(runs[ib]), avx2, out + ib);
   }

@@ -27,6 +27,17 @@ inline float LoadF16(const uint8_t* p) {
   return F16ToF32Fast(h);
 }
 
+// IQ4_XS's 6-bit scale of sub-block ib (< 8) of the block at `p`: its low
+// four bits from scales_l (byte 4 on, two a byte), its high two from
+// scales_h (bytes 2-3), as ggml's dequantize_row_iq4_xs assembles them; the
+// sub-block's scale is then d * (ls - 32) in float.
+inline int Iq4XsSubScale(const uint8_t* p, int ib) {
+  uint16_t scales_h;
+  std::memcpy(&scales_h, p + 2, 2);
+  return ((p[4 + ib / 2] >> 4 * (ib % 2)) & 0xf) |
+         (((scales_h >> 2 * ib) & 3) << 4);
+}
+
 // Fills step and range for a uniform grid: value = scale * level + offset
 // with integer levels in [level_min, level_max].
 inline void FillUniformSteps(double scale, double level_min, double level_max,

@@ -106,12 +106,8 @@ void Iq4NlRanges(const uint8_t* p, int64_t group, QuantRun* out) {
 // sub-block's scale d * (ls - 32) in float (InspectIq4Xs).
 void Iq4XsRanges(const uint8_t* p, int64_t group, QuantRun* out) {
   const float d = LoadF16(p);
-  uint16_t scales_h;
-  std::memcpy(&scales_h, p + 2, 2);
   for (int ib = 0; ib < 8; ++ib) {
-    const int ls = ((p[4 + ib / 2] >> 4 * (ib % 2)) & 0xf) |
-                   (((scales_h >> 2 * ib) & 3) << 4);
-    const float dl = d * (ls - 32);
+    const float dl = d * (Iq4XsSubScale(p, ib) - 32);
     CodebookRange(32, group + ib, dl, -127, 113, out + ib);
   }
 }

@@ -308,7 +308,7 @@ __attribute__((target("avx512f,f16c"))) void CellBlockAvx512(
     }
   }
   ::tensormorph::EndLanes(ends.last, a, lanes, sums,
-           std::make_integer_sequence<int, kCells>());
+                          std::make_integer_sequence<int, kCells>());
 }
 
 // Cells j.. of AccumulateLanes through CellBlockAvx512 when the next

@@ -21,8 +21,7 @@ namespace tensormorph {
 // is of one width 16, 32 or 64 and they fill whole chunks of `chunk`
 // columns (a multiple of 64): a kernel of `chunk` columns then takes
 // chunk / width cells a call.
-inline bool CellsInWholeChunks(const std::vector<int64_t>& run,
-                               int64_t chunk) {
+inline bool CellsInWholeChunks(const std::vector<int64_t>& run, int64_t chunk) {
   if (run.size() < 2) return false;
   const int64_t w = run[1] - run[0];
   const size_t width = run.size() - 1;

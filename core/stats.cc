@@ -262,7 +262,7 @@ uint16_t F16CodeOf(float f) {
     return static_cast<uint16_t>(sign | 0x7c00u | (mant >> 13) | (mant != 0));
   }
   if (e == 0) return sign;  // zero: no float16 value is a float32 subnormal
-  if (e >= 113) {  // a normal float16: exponent e - 127 + 15 >= 1
+  if (e >= 113) {           // a normal float16: exponent e - 127 + 15 >= 1
     return static_cast<uint16_t>(sign | ((e - 112) << 10) | (mant >> 13));
   }
   // A float16 subnormal, k * 2^-24 = (2^23 + mant) * 2^(e - 150).
@@ -1343,10 +1343,10 @@ absl::Status StatsPass::ForCodes(int64_t first, int64_t m, Add add) {
   for (int64_t j = 0; j < m; j += 1024) {
     const int64_t len = std::min<int64_t>(1024, m - j);
     for (int64_t k = 0; k < len; ++k) {
-      keys[k] = fine_key_ == FineKey::kF16
-                    ? F16CodeOf(v[j + k])
-                    : static_cast<uint16_t>(std::bit_cast<uint32_t>(v[j + k]) >>
-                                            16);
+      keys[k] =
+          fine_key_ == FineKey::kF16
+              ? F16CodeOf(v[j + k])
+              : static_cast<uint16_t>(std::bit_cast<uint32_t>(v[j + k]) >> 16);
     }
     add(keys, len);
   }

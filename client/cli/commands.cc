@@ -712,9 +712,10 @@ int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o) {
   }
   // In calls of kScalarBatch indices, each reply printed before the next
   // is read: 100,000 scalars cost two batches of memory (the one printing,
-  // the one arriving), and their output starts at once. The next call is in flight while a reply prints, so the
-  // server's work and this process's printing overlap, and each reply is
-  // parsed on an arena of its own (nothing allocated or freed per scalar).
+  // the one arriving), and their output starts at once. The next call is in
+  // flight while a reply prints, so the server's work and this process's
+  // printing overlap, and each reply is parsed on an arena of its own (nothing
+  // allocated or freed per scalar).
   auto call = [&](size_t from) {
     ScalarBatch b;
     v1::InspectScalarsRequest req;

@@ -122,9 +122,7 @@ class StoredEncoding final : public Encoding {
   }
 
   const uint16_t* StoredF16() const override { return Stored16(DType::kF16); }
-  const uint16_t* StoredBF16() const override {
-    return Stored16(DType::kBF16);
-  }
+  const uint16_t* StoredBF16() const override { return Stored16(DType::kBF16); }
 
   // The 16-bit codes where the tensor is of `dtype` and they are aligned.
   const uint16_t* Stored16(DType dtype) const {

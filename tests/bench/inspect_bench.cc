@@ -417,19 +417,18 @@ void BM_ScalarCliEndToEnd(benchmark::State& state) {
         return -1.0;
       }
     }
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                         t0)
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
         .count();
   };
   int64_t rss_kb = 0;
   auto cli = [&](std::vector<std::string> args, int64_t* peak) {
-    args.insert(args.begin(), {testing::CliPath(), "--server",
-                               f.loopback.address});
+    args.insert(args.begin(),
+                {testing::CliPath(), "--server", f.loopback.address});
     const auto t0 = std::chrono::steady_clock::now();
     const testing::CommandResult r = testing::RunCommand(args);
-    const double s = std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - t0)
-                         .count();
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
     if (r.exit_code != 0) {
       std::fprintf(stderr, "tensormorph failed (%d): %s\n", r.exit_code,
                    r.err.c_str());
@@ -438,8 +437,8 @@ void BM_ScalarCliEndToEnd(benchmark::State& state) {
     if (peak != nullptr) *peak = std::max(*peak, r.max_rss_kb);
     return s;
   };
-  const std::vector<std::string> json = {"--json", "scalar", "m.gguf", "w",
-                                         "--indices-file", file};
+  const std::vector<std::string> json = {"--json", "scalar",         "m.gguf",
+                                         "w",      "--indices-file", file};
   const std::vector<std::string> text = {"scalar", "m.gguf", "w",
                                          "--indices-file", file};
   int64_t preview_rss_kb = 0;
@@ -450,8 +449,9 @@ void BM_ScalarCliEndToEnd(benchmark::State& state) {
     const double preview = best_of_three([&] {
       return cli({"read", "big.safetensors", "big"}, &preview_rss_kb);
     });
-    const double info = best_of_three(
-        [&] { return cli({"info", "big.safetensors"}, nullptr); });
+    const double info = best_of_three([&] {
+      return cli({"info", "big.safetensors"}, nullptr);
+    });
     if (base < 0 || js < 0 || tx < 0 || preview < 0 || info < 0) {
       state.SkipWithError("a call or command failed (see above)");
       break;

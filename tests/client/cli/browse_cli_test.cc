@@ -242,9 +242,9 @@ TEST_P(BrowseCliTest, IndicesInSeveralCallsPrintAsOneReplyInOrder) {
               std::to_string((i % 4) * 256 + (i * 7) % 256))
         << "scalar " << i;
   }
-  EXPECT_EQ(j["scalars"][kIndices - 1]["flatIndex"],
-            std::to_string(((kIndices - 1) % 4) * 256 +
-                           ((kIndices - 1) * 7) % 256));
+  EXPECT_EQ(
+      j["scalars"][kIndices - 1]["flatIndex"],
+      std::to_string(((kIndices - 1) % 4) * 256 + ((kIndices - 1) * 7) % 256));
   // Index 15,000 (the second call's) out of range: the first call's
   // scalars printed, the document left open, exit 2 with the reason.
   {

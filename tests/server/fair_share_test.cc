@@ -223,9 +223,19 @@ TEST_F(StreamsPerPeerTest, MetricsShowEachLaneAndTheRefusalsByLimit) {
   ASSERT_FALSE(ReadSmall(*same_host).ok());
   ASSERT_TRUE(same_host->GetCheckpoint("small.safetensors").ok());
 
-  absl::StatusOr<PrometheusScrape> s =
-      ParsePrometheusText(PrometheusText(server_->state()));
-  ASSERT_TRUE(s.ok()) << s.status();
+  // The stalled streams' chunks count as in flight from when a worker has
+  // read them until gRPC reports them written; between one chunk's
+  // completion and the next chunk's read (a worker's turn, slow under load)
+  // the gauge may read 0. Once a client's window is full, a write stays in
+  // flight for good: scraped until then.
+  absl::StatusOr<PrometheusScrape> s;
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  do {
+    s = ParsePrometheusText(PrometheusText(server_->state()));
+    ASSERT_TRUE(s.ok()) << s.status();
+    if (s->Value("tensormorph_reply_bytes_in_flight").value_or(0) > 0) break;
+    absl::SleepFor(absl::Milliseconds(10));
+  } while (absl::Now() < deadline);
   for (const char* lane : {"unary", "stream", "background"}) {
     EXPECT_TRUE(s->Value("tensormorph_worker_queue_depth", {{"lane", lane}})
                     .has_value())

@@ -4,10 +4,15 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <limits>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace tensormorph {
@@ -49,63 +54,183 @@ void AppendQuotedInteger(T value, std::string* out) {
   out->push_back('"');
 }
 
-// printf's %.<precision>g of a number given by its significant digits
-// (without trailing zeros, as %g drops them) and decimal exponent.
-void AppendG(bool negative, std::string_view digits, int exponent,
-             int precision, std::string* out) {
-  if (negative) out->push_back('-');
+// Writes printf's %.<precision>g of a number given by its significant
+// digits (without trailing zeros, as %g drops them) and decimal exponent at
+// `p`; returns the end. At most 24 characters ("-d.dddddddddddddddde-308").
+char* WriteG(bool negative, std::string_view digits, int exponent,
+             int precision, char* p) {
+  const auto put = [&p](std::string_view text) {
+    std::memcpy(p, text.data(), text.size());
+    p += text.size();
+  };
+  if (negative) *p++ = '-';
   const int n = static_cast<int>(digits.size());
   if (exponent < -4 || exponent >= precision) {  // d.ddde±XX
-    out->push_back(digits[0]);
+    *p++ = digits[0];
     if (n > 1) {
-      out->push_back('.');
-      out->append(digits.substr(1));
+      *p++ = '.';
+      put(digits.substr(1));
     }
-    out->push_back('e');
-    out->push_back(exponent < 0 ? '-' : '+');
+    *p++ = 'e';
+    *p++ = exponent < 0 ? '-' : '+';
     const int e = exponent < 0 ? -exponent : exponent;
-    if (e < 10) out->push_back('0');
-    char buf[4];
-    out->append(buf, std::to_chars(buf, buf + sizeof buf, e).ptr);
-  } else if (exponent < 0) {  // 0.000ddd
-    out->append("0.");
-    out->append(-exponent - 1, '0');
-    out->append(digits);
-  } else {  // ddd000 or ddd.ddd
-    const int whole = exponent + 1;
-    if (n <= whole) {
-      out->append(digits);
-      out->append(whole - n, '0');
-    } else {
-      out->append(digits.substr(0, whole));
-      out->push_back('.');
-      out->append(digits.substr(whole));
-    }
+    if (e < 10) *p++ = '0';
+    return std::to_chars(p, p + 3, e).ptr;
   }
+  if (exponent < 0) {  // 0.000ddd
+    put("0.");
+    std::memset(p, '0', -exponent - 1);
+    p += -exponent - 1;
+    put(digits);
+    return p;
+  }
+  const int whole = exponent + 1;  // ddd000 or ddd.ddd
+  if (n <= whole) {
+    put(digits);
+    std::memset(p, '0', whole - n);
+    return p + (whole - n);
+  }
+  put(digits.substr(0, whole));
+  *p++ = '.';
+  put(digits.substr(whole));
+  return p;
+}
+
+using Uint128 = unsigned __int128;
+
+// 10^k for k <= 31, the largest power ExactG multiplies by.
+constexpr auto kPow10 = [] {
+  std::array<Uint128, 32> p{};
+  p[0] = 1;
+  for (size_t i = 1; i < p.size(); ++i) p[i] = p[i - 1] * 10;
+  return p;
+}();
+
+// A positive finite number as m * 2^-shift, m the full significand (the
+// implicit bit set): value * 10^k is then m * 10^k / 2^shift, whose
+// quotient and remainder are a shift and a mask of one 128-bit product.
+struct Binary {
+  uint64_t m;
+  int shift;
+  int log2;    // floor(log2(value))
+  bool min_m;  // m is a power of two: the gap below is half the gap above
+};
+
+// value * 10^k = q + r / 2^shift, exactly. REQUIRES: m * 10^k fits in 128
+// bits, 0 < shift < 128.
+struct Scaled {
+  Uint128 q, r;
+};
+Scaled Scale(const Binary& b, int k) {
+  const Uint128 n = static_cast<Uint128>(b.m) * kPow10[k];
+  return {n >> b.shift, n & ((static_cast<Uint128>(1) << b.shift) - 1)};
+}
+
+enum class Exact { kWritten, kDoesNotReadBack, kOutOfRange };
+
+// Writes printf's %.<precision>g of `value` (normal, finite, nonzero) when
+// `only_if_read_back` is false; with it true, only if those digits read back
+// to `value` (strtod or strtof: to nearest, ties to even). Computed exactly:
+// the decimal exponent from the binary one, then the digits of value * 10^k
+// rounded to the nearest integer, ties to even, as glibc's printf rounds
+// them, at *out, and advances it. Writes nothing where the product would
+// not fit in 128 bits (magnitudes below about 1e-6 or from 2^52 up for a
+// double: the caller asks to_chars) or the digits do not read back.
+template <class T>
+Exact ExactG(T value, int precision, bool only_if_read_back, char** out) {
+  constexpr bool kDouble = sizeof(T) == sizeof(double);
+  using Bits = std::conditional_t<kDouble, uint64_t, uint32_t>;
+  constexpr int kFraction = std::numeric_limits<T>::digits - 1;  // 52, 23
+  constexpr int kBias = std::numeric_limits<T>::max_exponent - 1;
+  // m < 2^53 (2^24): 10^k below 2^75 (2^104) keeps m * 10^k in 128 bits.
+  constexpr int kMaxK = kDouble ? 22 : 31;
+  const Bits bits = std::bit_cast<Bits>(value);
+  const int biased = static_cast<int>(bits >> kFraction) & (2 * kBias + 1);
+  const Bits fraction = bits & ((Bits{1} << kFraction) - 1);
+  const Binary b{fraction | (Bits{1} << kFraction), kBias + kFraction - biased,
+                 biased - kBias, fraction == 0};
+  if (b.shift <= 0 || b.shift > 120) return Exact::kOutOfRange;
+  // floor(log10(value)) is floor(log2 * log10(2)) or one more.
+  int exponent = (b.log2 * 78913) >> 18;  // 78913 / 2^18 ~ log10(2)
+  int k = precision - 1 - (exponent + 1);
+  if (k < 0 || k + 1 > kMaxK) return Exact::kOutOfRange;
+  Scaled s = Scale(b, k);
+  if (s.q >= kPow10[precision - 1]) {
+    ++exponent;
+  } else {
+    s = Scale(b, ++k);
+  }
+  // (Held, not assumed: the digits before rounding are `precision` long.)
+  if (s.q < kPow10[precision - 1] || s.q >= kPow10[precision]) {
+    return Exact::kOutOfRange;
+  }
+  // Rounded to nearest, ties to even; d is the distance to the digits in
+  // units of 2^-shift * 10^-k, in which value's ulp is 10^k.
+  const Uint128 one = static_cast<Uint128>(1) << b.shift;
+  const Uint128 half = one >> 1;
+  const bool up = s.r > half || (s.r == half && (s.q & 1) != 0);
+  const Uint128 q = s.q + (up ? 1 : 0);
+  if (only_if_read_back) {
+    const Uint128 d = up ? one - s.r : s.r;
+    const bool even = (b.m & 1) == 0;
+    // Below a power of two the neighbour is half as far.
+    const bool reads_back =
+        b.min_m && !up && d != 0
+            ? 4 * d <= kPow10[k]  // a tie goes to value: its m is even
+            : 2 * d < kPow10[k] || (2 * d == kPow10[k] && even);
+    if (!reads_back) return Exact::kDoesNotReadBack;
+  }
+  char digits[24];
+  char* end;
+  if (q == kPow10[precision]) {  // 9.99..95 rounded up to 10.0..0
+    ++exponent;
+    digits[0] = '1';
+    end = digits + 1;
+  } else {
+    end =
+        std::to_chars(digits, digits + sizeof digits, static_cast<uint64_t>(q))
+            .ptr;
+    while (end[-1] == '0') --end;  // %g drops trailing zeros
+  }
+  *out = WriteG(std::signbit(value), std::string_view(digits, end - digits),
+                exponent, precision, *out);
+  return Exact::kWritten;
 }
 
 // protobuf's SimpleDtoa / SimpleFtoa: printf's %.15g if it reads back to
 // the double, else %.17g (%.6g and %.9g for a float, and %.9g for every
 // subnormal float: protobuf reads back with strtof, which reports ERANGE).
-// printf is slow, so this starts from the shortest digits D that read back
-// (std::to_chars, exact): with at most 15 of them, %.15g prints D (%.15g's
-// rounding lands within half an ulp of the value, where D is the only
-// number of 15 digits); with exactly 17, %.17g prints D (the closest number
-// of 17 digits reads back, and none shorter does). With 16, %.15g cannot
-// read back and %.17g is computed as such. Subnormals take protobuf's way.
+// printf is slow, so normal numbers of moderate magnitude (most of what
+// replies carry) take ExactG's integer arithmetic for both. The rest start
+// from the shortest digits D that read back (std::to_chars, exact): with at
+// most 15 of them, %.15g prints D (%.15g's rounding lands within half an
+// ulp of the value, where D is the only number of 15 digits); with exactly
+// 17, %.17g prints D (the closest number of 17 digits reads back, and none
+// shorter does). With 16, %.15g cannot read back and %.17g is computed as
+// such. Subnormals take protobuf's way. Writes at `out`, returns the end.
 template <class T>
-void AppendFloating(T value, std::string* out) {
-  if (std::isnan(value)) {
-    out->append("\"NaN\"");
-    return;
-  }
+char* WriteFloating(T value, char* out) {
+  const auto put = [&out](std::string_view text) {
+    std::memcpy(out, text.data(), text.size());
+    return out + text.size();
+  };
+  if (std::isnan(value)) return put("\"NaN\"");
   if (std::isinf(value)) {
-    out->append(value > 0 ? "\"Infinity\"" : "\"-Infinity\"");
-    return;
+    return put(value > 0 ? "\"Infinity\"" : "\"-Infinity\"");
   }
   constexpr bool kDouble = sizeof(T) == sizeof(double);
   constexpr int kShort = kDouble ? 15 : 6;  // DBL_DIG, FLT_DIG
   constexpr int kLong = kDouble ? 17 : 9;   // digits that always read back
+  if (value == 0) return put(std::signbit(value) ? "-0" : "0");
+  // Most numbers, exactly in integers; to_chars for the rest.
+  if (std::fpclassify(value) == FP_NORMAL) {
+    const Exact short_g = ExactG(value, kShort, true, &out);
+    if (short_g == Exact::kWritten) return out;
+    if (short_g == Exact::kDoesNotReadBack &&
+        ExactG(value, kLong, false, &out) == Exact::kWritten) {
+      return out;
+    }
+  }
   char buf[48];
   // (Normal numbers only: a subnormal's ulp is too wide for the argument.)
   const bool subnormal = std::fpclassify(value) == FP_SUBNORMAL;
@@ -125,9 +250,8 @@ void AppendFloating(T value, std::string* out) {
     int exponent = 0;
     std::from_chars(e + 1 + (e[1] == '+'), end, exponent);
     if (n <= kShort || n == kLong) {
-      AppendG(negative, std::string_view(digits, n), exponent,
-              n <= kShort ? kShort : kLong, out);
-      return;
+      return WriteG(negative, std::string_view(digits, n), exponent,
+                    n <= kShort ? kShort : kLong, out);
     }
   }
   if (kDouble && subnormal) {  // as protobuf does it
@@ -137,13 +261,18 @@ void AppendFloating(T value, std::string* out) {
     T parsed;
     if (std::from_chars(buf, end, parsed).ec == std::errc() &&
         parsed == value) {
-      out->append(buf, end - buf);
-      return;
+      return put(std::string_view(buf, end - buf));
     }
   }
-  out->append(buf, std::to_chars(buf, buf + sizeof buf, value,
-                                 std::chars_format::general, kLong)
-                       .ptr);
+  return std::to_chars(out, out + kMaxJsonNumberChars, value,
+                       std::chars_format::general, kLong)
+      .ptr;
+}
+
+template <class T>
+void AppendFloating(T value, std::string* out) {
+  char buf[kMaxJsonNumberChars];
+  out->append(buf, WriteFloating(value, buf));
 }
 
 void AppendBase64(std::string_view bytes, std::string* out) {
@@ -509,6 +638,18 @@ class Printer {
 
 void AppendMessageJson(const Message& message, std::string* out) {
   Printer(out).PrintMessage(message);
+}
+
+char* WriteJsonDouble(double value, char* out) {
+  return WriteFloating(value, out);
+}
+
+char* WriteJsonFloat(float value, char* out) {
+  return WriteFloating(value, out);
+}
+
+void AppendJsonString(std::string_view text, std::string* out) {
+  AppendString(text, out);
 }
 
 std::string PrintMessageJson(const Message& message) {

@@ -39,7 +39,9 @@
 
 #include <google/protobuf/message.h>
 
+#include <cstddef>
 #include <string>
+#include <string_view>
 
 namespace tensormorph {
 
@@ -49,6 +51,15 @@ void AppendMessageJson(const google::protobuf::Message& message,
 
 // `message` as JSON.
 std::string PrintMessageJson(const google::protobuf::Message& message);
+
+// The pieces, for printers of one message type written by hand (the CLI's
+// scalar replies), held to the same output: a double's or a float's value
+// written at `out` (returning the end; at most kMaxJsonNumberChars
+// characters), and a string's appended.
+inline constexpr size_t kMaxJsonNumberChars = 32;
+char* WriteJsonDouble(double value, char* out);
+char* WriteJsonFloat(float value, char* out);
+void AppendJsonString(std::string_view text, std::string* out);
 
 }  // namespace tensormorph
 

@@ -17,8 +17,11 @@
 
 #include <algorithm>
 #include <bit>
+#include <cerrno>
 #include <cfloat>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <memory>
 #include <random>
@@ -660,6 +663,69 @@ TEST(JsonPrintTest, DoublesAcrossTheRangePrintAsProtobuf) {
     r.add_levels(std::isnan(d) ? 1.0 : d);
   }
   EXPECT_EQ(PrintMessageJson(r), ProtobufJson(r));
+}
+
+// protobuf's SimpleDtoa and SimpleFtoa as protobuf 3.21 writes them: printf
+// and strtod, the specification the printer's integer arithmetic follows.
+std::string PrintfDouble(double d) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.15g", d);
+  if (std::strtod(buf, nullptr) != d)
+    std::snprintf(buf, sizeof buf, "%.17g", d);
+  return buf;
+}
+std::string PrintfFloat(float f) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g", f);
+  errno = 0;
+  const float back = std::strtof(buf, nullptr);
+  if (errno != 0 || back != f) std::snprintf(buf, sizeof buf, "%.9g", f);
+  return buf;
+}
+
+// Where the digits are computed in 128-bit integers (normal numbers from
+// about 1e-8 to 2^52): floats widened as replies carry them, any bits,
+// powers of two (whose neighbour below is half as far) and their
+// neighbours, powers of ten, and ties at the 15th and 17th digit.
+TEST(JsonPrintTest, DoublesInTheIntegerPathPrintAsPrintfPrintsThem) {
+  std::mt19937_64 rng(17);
+  std::vector<double> values;
+  for (int e = -60; e <= 60; ++e) {
+    for (double d : {std::ldexp(1.0, e), std::pow(10.0, e / 4)}) {
+      values.push_back(d);
+      values.push_back(std::nextafter(d, INFINITY));
+      values.push_back(std::nextafter(d, 0.0));
+    }
+  }
+  for (int i = 0; i < 300000; ++i) {
+    const int exponent = static_cast<int>(rng() % 90) - 30;  // 2^-30..2^59
+    const uint64_t fraction = rng() & ((uint64_t{1} << 52) - 1);
+    values.push_back(
+        std::bit_cast<double>((uint64_t(exponent + 1023) << 52) | fraction));
+    values.push_back(
+        static_cast<double>(std::ldexp(static_cast<float>(rng() % (1u << 24)),
+                                       static_cast<int>(rng() % 60) - 50)));
+    // 16 digits and a quarter: a tie for the 17th; 14 and a half: the 15th.
+    values.push_back(static_cast<double>((rng() >> 14) | (uint64_t{1} << 49)) +
+                     0.25 * static_cast<double>(rng() % 4));
+    values.push_back(static_cast<double>(rng() % 100000000000000) + 0.5);
+  }
+  for (double d : values) {
+    for (double v : {d, -d}) {
+      char out[kMaxJsonNumberChars];
+      char* end = WriteJsonDouble(v, out);
+      ASSERT_EQ(std::string(out, end), PrintfDouble(v)) << std::hexfloat << v;
+    }
+  }
+}
+
+TEST(JsonPrintTest, FloatsInTheIntegerPathPrintAsPrintfPrintsThem) {
+  for (uint64_t bits = 0x00800000; bits < 0x7f800000; bits += 1021) {
+    const float f = std::bit_cast<float>(static_cast<uint32_t>(bits));
+    char out[kMaxJsonNumberChars];
+    char* end = WriteJsonFloat(f, out);
+    ASSERT_EQ(std::string(out, end), PrintfFloat(f)) << std::hexfloat << f;
+  }
 }
 
 TEST(JsonPrintTest, FloatsAtEveryExponentPrintAsProtobuf) {

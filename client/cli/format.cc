@@ -8,12 +8,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "client/cli/scalar_json.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/type_resolver_util.h"
-#include "proto/json_print.h"
 
 namespace tensormorph {
 
@@ -195,17 +195,18 @@ void ScalarsJsonWriter::Add(const v1::InspectScalarsResponse& response) {
     out_ << absl::string_view(rest).substr(0, close);
     tail_ = rest.substr(close);
   }
-  std::string buffer;
+  // Into a buffer kept from reply to reply: its pages are faulted in once.
+  buffer_.clear();
   for (const v1::ScalarInspection& s : response.scalars()) {
-    if (any_scalar_) buffer += ',';
+    if (any_scalar_) buffer_.push_back(',');
     any_scalar_ = true;
-    AppendMessageJson(s, &buffer);
-    if (buffer.size() >= (1 << 20)) {
-      out_ << buffer;
-      buffer.clear();
+    AppendScalarJson(s, &buffer_);
+    if (buffer_.size() >= (1 << 20)) {
+      out_ << buffer_;
+      buffer_.clear();
     }
   }
-  out_ << buffer;
+  out_ << buffer_;
 }
 
 void ScalarsJsonWriter::Finish() { out_ << tail_ << "\n"; }

@@ -72,7 +72,7 @@ std::string ToJson(const google::protobuf::Message& message);
 // Writes InspectScalars replies to one query as the JSON of one reply
 // holding all their scalars, in order, and a newline: what ToJson prints
 // for that reply, written a reply at a time, the scalars one at a time
-// (proto/json_print, which prints what protobuf prints). 100,000 scalars
+// (client/cli/scalar_json, which prints what protobuf prints). 100,000 scalars
 // are never held as one JSON string (protobuf's printer built one from a
 // copy of the whole reply: 940 MB and 18 s).
 class ScalarsJsonWriter {
@@ -86,6 +86,7 @@ class ScalarsJsonWriter {
  private:
   std::ostream& out_;
   std::string tail_;  // what follows the scalars' array, once known
+  std::string buffer_;  // up to 1 MiB of JSON, written when full
   bool first_ = true;
   bool any_scalar_ = false;
 };

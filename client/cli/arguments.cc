@@ -1,5 +1,7 @@
 #include "client/cli/arguments.h"
 
+#include <algorithm>
+#include <iterator>
 #include <string>
 #include <utility>
 
@@ -40,6 +42,7 @@ absl::StatusOr<std::vector<int64_t>> ParseIndex(absl::string_view text) {
         "' is empty: give one integer per dimension, comma-separated, e.g. "
         "3,17 (a rank-0 tensor's one element is ())"));
   }
+  index.reserve(std::count(t.begin(), t.end(), ',') + 1);
   for (absl::string_view raw : absl::StrSplit(t, ',')) {
     const absl::string_view c = absl::StripAsciiWhitespace(raw);
     int64_t v;
@@ -60,9 +63,14 @@ absl::StatusOr<std::vector<int64_t>> ParseIndex(absl::string_view text) {
 absl::StatusOr<std::vector<IndexLine>> ReadIndexLines(absl::string_view name,
                                                       std::istream& in) {
   std::vector<IndexLine> out;
-  std::string raw;
-  for (int line = 1; std::getline(in, raw); ++line) {
-    absl::string_view text = raw;
+  // Read whole, then split: 100,000 lines cost a getline and a copy each
+  // otherwise, a tenth of `scalar`'s time.
+  std::string all(std::istreambuf_iterator<char>(in), {});
+  absl::string_view rest = all;
+  for (int line = 1; !rest.empty(); ++line) {
+    const size_t eol = std::min(rest.find('\n'), rest.size());
+    absl::string_view text = rest.substr(0, eol);
+    rest.remove_prefix(std::min(eol + 1, rest.size()));
     text = text.substr(0, text.find('#'));
     text = absl::StripAsciiWhitespace(text);
     if (text.empty()) continue;

@@ -581,8 +581,10 @@ int RunRead(Client& client, const GlobalOptions& g, const ReadOptions& o) {
 namespace {
 
 // Indices per InspectScalars call of `scalar` (the server's default
-// --max-scalars-per-call is 100,000).
+// --max-scalars-per-call is 100,000); the first call asks for fewer, so
+// that printing starts after a short call rather than a long one.
 constexpr size_t kScalarBatch = 10'000;
+constexpr size_t kFirstScalarBatch = 1'000;
 
 // One InspectScalars call's reply, on an arena of its own.
 struct ScalarBatch {
@@ -606,11 +608,12 @@ absl::StatusOr<ScalarIndices> CollectIndices(const ScalarOptions& o,
   // Each argument is one index of exactly the tensor's rank: checked here,
   // since the request carries the coordinates concatenated and "0 1 2 3"
   // would otherwise read as two indices of a matrix.
-  std::vector<std::string> texts = o.indices;          // as messages quote them
-  std::vector<std::string> origins(o.indices.size());  // "" = an argument
   for (const std::string& text : o.indices) {
     auto index = ParseIndex(text);
     if (!index.ok()) return index.status();
+    absl::Status s =
+        CheckIndexRank(text, *index, o.tensor, t.shape(), o.indices.size());
+    if (!s.ok()) return s;
     out.indices.push_back(*std::move(index));
   }
   if (!o.indices_file.empty()) {
@@ -628,20 +631,13 @@ absl::StatusOr<ScalarIndices> CollectIndices(const ScalarOptions& o,
     auto lines = ReadIndexLines(name, stdin_file ? std::cin : file);
     if (!lines.ok()) return lines.status();
     for (IndexLine& l : *lines) {
-      texts.push_back(l.text);
-      origins.push_back(absl::StrCat(name, " line ", l.line));
+      absl::Status s = CheckIndexRank(l.text, l.index, o.tensor, t.shape(), 1);
+      if (!s.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(name, " line ", l.line, ": ", s.message()));
+      }
       out.indices.push_back(std::move(l.index));
     }
-  }
-  for (size_t i = 0; i < out.indices.size(); ++i) {
-    absl::Status s =
-        CheckIndexRank(texts[i], out.indices[i], o.tensor, t.shape(),
-                       origins[i].empty() ? o.indices.size() : 1);
-    if (!s.ok() && !origins[i].empty()) {
-      s = absl::InvalidArgumentError(
-          absl::StrCat(origins[i], ": ", s.message()));
-    }
-    if (!s.ok()) return s;
   }
   return out;
 }
@@ -710,12 +706,16 @@ int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o) {
         "no index given: name one or more as arguments (e.g. 3,17) or "
         "with --indices-file"));
   }
-  // In calls of kScalarBatch indices, each reply printed before the next
-  // is read: 100,000 scalars cost two batches of memory (the one printing,
-  // the one arriving), and their output starts at once. The next call is in
-  // flight while a reply prints, so the server's work and this process's
-  // printing overlap, and each reply is parsed on an arena of its own (nothing
-  // allocated or freed per scalar).
+  // In calls of kScalarBatch indices (the first kFirstScalarBatch), each
+  // reply printed as it comes: 100,000 scalars cost two batches of memory
+  // (the one printing, the one arriving), and their output starts at once.
+  // The next call is in flight while a reply prints, so
+  // the server's work and this process's printing overlap, and each reply is
+  // parsed on an arena of its own (nothing allocated or freed per scalar).
+  auto batch_end = [&](size_t from) {
+    return std::min(indices.size(),
+                    from + (from == 0 ? kFirstScalarBatch : kScalarBatch));
+  };
   auto call = [&](size_t from) {
     ScalarBatch b;
     v1::InspectScalarsRequest req;
@@ -724,7 +724,7 @@ int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o) {
     req.set_part(o.part);
     req.set_reference(o.reference);
     req.set_reference_tensor(o.reference_tensor);
-    const size_t to = std::min(indices.size(), from + kScalarBatch);
+    const size_t to = batch_end(from);
     for (size_t i = from; i < to; ++i) {
       for (int64_t c : indices[i]) req.add_coords(c);
       if (indices[i].empty()) req.add_flat_indices(0);  // rank 0: "()"
@@ -746,10 +746,10 @@ int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o) {
   };
   ScalarsJsonWriter json(std::cout);
   std::future<ScalarBatch> next = start(0);
-  for (size_t from = 0; from < indices.size(); from += kScalarBatch) {
+  for (size_t from = 0; from < indices.size(); from = batch_end(from)) {
     ScalarBatch b = next.get();
-    if (b.status.ok() && from + kScalarBatch < indices.size()) {
-      next = start(from + kScalarBatch);
+    if (b.status.ok() && batch_end(from) < indices.size()) {
+      next = start(batch_end(from));
     }
     if (!b.status.ok()) {
       // What was printed stays a prefix: a JSON document left unclosed (a

@@ -642,42 +642,50 @@ absl::StatusOr<ScalarIndices> CollectIndices(const ScalarOptions& o,
   return out;
 }
 
-void PrintScalarText(const std::string& tensor,
-                     const v1::InspectScalarsResponse& resp) {
+// The text of a reply's scalars, appended to `out` (written a reply at a
+// time: through std::cout a piece at a time, printing was a fifth of the
+// command's time).
+void AppendScalarText(const std::string& tensor,
+                      const v1::InspectScalarsResponse& resp,
+                      std::string* out) {
   const v1::Encoding& e = resp.encoding();
+  const std::string heading =
+      absl::StrCat("  (", e.scheme(), ", ", e.granularity(), ")\n");
   for (const v1::ScalarInspection& s : resp.scalars()) {
-    std::cout << tensor << ShapeText(s.index()) << "  (" << e.scheme() << ", "
-              << e.granularity() << ")\n";
-    std::cout << "  raw code    " << CodeText(s) << "\n";
+    absl::StrAppend(out, tensor, ShapeText(s.index()), heading,
+                    "  raw code    ", CodeText(s), "\n");
     if (s.block() >= 0) {
-      std::cout << "  block       " << s.block();
-      if (s.sub_block() >= 0) std::cout << ", sub-block " << s.sub_block();
-      std::cout << "\n";
+      absl::StrAppend(out, "  block       ", s.block());
+      if (s.sub_block() >= 0)
+        absl::StrAppend(out, ", sub-block ", s.sub_block());
+      out->push_back('\n');
     }
-    if (s.group() >= 0) std::cout << "  group       " << s.group() << "\n";
-    if (s.has_codeword())
-      std::cout << "  grid        " << CodewordText(s.codeword()) << "\n";
-    if (s.params_size() > 0)
-      std::cout << "  params      " << ParamsText(s) << "\n";
-    std::cout << "  scale       " << NumberText(s.scale()) << "   zero-point "
-              << NumberText(s.zero_point()) << "   offset "
-              << NumberText(s.offset()) << "\n"
-              << "  level       " << NumberText(s.level()) << "\n"
-              << "  step        " << NumberText(s.step()) << " (below "
-              << NumberText(s.step_below()) << ", above "
-              << NumberText(s.step_above()) << ")\n"
-              << "  range       [" << NumberText(s.range_min()) << ", "
-              << NumberText(s.range_max()) << "]\n"
-              << "  value       " << NumberText(s.value()) << "\n";
+    if (s.group() >= 0) absl::StrAppend(out, "  group       ", s.group(), "\n");
+    if (s.has_codeword()) {
+      absl::StrAppend(out, "  grid        ", CodewordText(s.codeword()), "\n");
+    }
+    if (s.params_size() > 0) {
+      absl::StrAppend(out, "  params      ", ParamsText(s), "\n");
+    }
+    absl::StrAppend(out, "  scale       ", NumberText(s.scale()),
+                    "   zero-point ", NumberText(s.zero_point()), "   offset ",
+                    NumberText(s.offset()), "\n");
+    absl::StrAppend(out, "  level       ", NumberText(s.level()), "\n",
+                    "  step        ", NumberText(s.step()), " (below ",
+                    NumberText(s.step_below()), ", above ",
+                    NumberText(s.step_above()), ")\n");
+    absl::StrAppend(out, "  range       [", NumberText(s.range_min()), ", ",
+                    NumberText(s.range_max()), "]\n", "  value       ",
+                    NumberText(s.value()), "\n");
     if (s.has_source()) {
       const v1::SourceScalar& src = s.source();
-      std::cout << "  source      " << NumberText(src.value()) << "   ("
-                << resp.reference_tensor() << ShapeText(src.index())
-                << (resp.reference_rows_mapped() ? ", rows mapped" : "")
-                << ")\n"
-                << "  error       " << NumberText(src.error())
-                << " (value - source), " << NumberText(src.error_steps())
-                << " steps\n";
+      absl::StrAppend(out, "  source      ", NumberText(src.value()), "   (",
+                      resp.reference_tensor(), ShapeText(src.index()),
+                      resp.reference_rows_mapped() ? ", rows mapped" : "",
+                      ")\n");
+      absl::StrAppend(out, "  error       ", NumberText(src.error()),
+                      " (value - source), ", NumberText(src.error_steps()),
+                      " steps\n");
     }
   }
 }
@@ -745,6 +753,7 @@ int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o) {
     }
   };
   ScalarsJsonWriter json(std::cout);
+  std::string text;  // a reply's text, kept from reply to reply
   std::future<ScalarBatch> next = start(0);
   for (size_t from = 0; from < indices.size(); from = batch_end(from)) {
     ScalarBatch b = next.get();
@@ -759,7 +768,9 @@ int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o) {
     if (g.json) {
       json.Add(*b.reply);
     } else {
-      PrintScalarText(o.tensor, *b.reply);
+      text.clear();
+      AppendScalarText(o.tensor, *b.reply, &text);
+      std::cout << text;
     }
   }
   if (g.json) json.Finish();

@@ -1,6 +1,7 @@
 #include "client/cli/format.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 
@@ -36,7 +37,11 @@ std::string BytesText(int64_t bytes) {
 std::string NumberText(double v) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return absl::StrFormat("%.6g", v);
+  // printf's %.6g (the standard defines to_chars' so), without printf.
+  char buf[32];
+  return std::string(buf, std::to_chars(buf, buf + sizeof buf, v,
+                                        std::chars_format::general, 6)
+                              .ptr);
 }
 
 std::string Table(const std::vector<std::vector<std::string>>& rows) {

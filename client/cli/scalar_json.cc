@@ -23,6 +23,8 @@ class Writer {
 
   template <size_t N>
   void Key(const char (&key)[N]) {
+    // Room for the key, then a value of up to kMaxJsonNumberChars and its
+    // quotes.
     static_assert(N - 1 <= kRoom - kMaxJsonNumberChars - 2);
     Room();
     std::memcpy(p_, key, N - 1);
@@ -51,9 +53,12 @@ class Writer {
   void Double(double v) {
     uint64_t bits;
     std::memcpy(&bits, &v, sizeof bits);
+    // (Whole texts copied, a constant size: a copy of a variable few bytes
+    // was a string instruction that cost as much as the formatting saved.
+    // The room a Key leaves covers them.)
     for (const Memo& m : memo_) {
       if (m.size > 0 && m.bits == bits) {
-        std::memcpy(p_, m.text, m.size);
+        std::memcpy(p_, m.text, sizeof m.text);
         p_ += m.size;
         return;
       }
@@ -63,7 +68,7 @@ class Writer {
     Memo& m = memo_[next_++ % kMemo];
     m.bits = bits;
     m.size = static_cast<uint8_t>(p_ - start);
-    std::memcpy(m.text, start, m.size);
+    std::memcpy(m.text, start, sizeof m.text);
   }
 
   void Float(float v) { p_ = WriteJsonFloat(v, p_); }
@@ -119,7 +124,7 @@ class Writer {
   };
   static constexpr int kMemo = 4;
   std::string* out_;
-  char buf_[1024];
+  char buf_[1024] = {};  // defined bytes: Double copies whole texts
   char* p_ = buf_;
   Memo memo_[kMemo];
   unsigned next_ = 0;

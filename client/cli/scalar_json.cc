@@ -78,24 +78,18 @@ class Writer {
     AppendJsonString(v, out_);
   }
 
-  template <class List>
-  void QuotedList(const List& list) {
-    *p_++ = '[';
-    for (int i = 0; i < list.size(); ++i) {
-      Room();
-      if (i > 0) *p_++ = ',';
-      Quoted(list.Get(i));
-    }
-    *p_++ = ']';
-  }
-
+  // A repeated integer field; 64-bit ones quoted.
   template <class List>
   void IntList(const List& list) {
     *p_++ = '[';
     for (int i = 0; i < list.size(); ++i) {
       Room();
       if (i > 0) *p_++ = ',';
-      Int(list.Get(i));
+      if constexpr (sizeof(list.Get(i)) == 8) {
+        Quoted(list.Get(i));
+      } else {
+        Int(list.Get(i));
+      }
     }
     *p_++ = ']';
   }
@@ -152,7 +146,7 @@ void AppendCodeword(const v1::GridCodeword& c, Writer& w) {
 
 void AppendSource(const v1::SourceScalar& s, Writer& w) {
   w.Key("{\"index\":");
-  w.QuotedList(s.index());
+  w.IntList(s.index());
   w.Key(",\"flatIndex\":");
   w.Quoted(s.flat_index());
   w.Key(",\"value\":");
@@ -169,7 +163,7 @@ void AppendSource(const v1::SourceScalar& s, Writer& w) {
 void AppendScalarJson(const v1::ScalarInspection& s, std::string* out) {
   Writer w(out);
   w.Key("{\"index\":");
-  w.QuotedList(s.index());
+  w.IntList(s.index());
   w.Key(",\"flatIndex\":");
   w.Quoted(s.flat_index());
   w.Key(",\"rawCode\":");

@@ -656,8 +656,9 @@ void AppendScalarText(const std::string& tensor,
                     "  raw code    ", CodeText(s), "\n");
     if (s.block() >= 0) {
       absl::StrAppend(out, "  block       ", s.block());
-      if (s.sub_block() >= 0)
+      if (s.sub_block() >= 0) {
         absl::StrAppend(out, ", sub-block ", s.sub_block());
+      }
       out->push_back('\n');
     }
     if (s.group() >= 0) absl::StrAppend(out, "  group       ", s.group(), "\n");
@@ -717,9 +718,9 @@ int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o) {
   // In calls of kScalarBatch indices (the first kFirstScalarBatch), each
   // reply printed as it comes: 100,000 scalars cost two batches of memory
   // (the one printing, the one arriving), and their output starts at once.
-  // The next call is in flight while a reply prints, so
-  // the server's work and this process's printing overlap, and each reply is
-  // parsed on an arena of its own (nothing allocated or freed per scalar).
+  // The next call is in flight while a reply prints, so the server's work
+  // and this process's printing overlap, and each reply is parsed on an
+  // arena of its own (nothing allocated or freed per scalar).
   auto batch_end = [&](size_t from) {
     return std::min(indices.size(),
                     from + (from == 0 ? kFirstScalarBatch : kScalarBatch));

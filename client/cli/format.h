@@ -85,7 +85,7 @@ class ScalarsJsonWriter {
 
  private:
   std::ostream& out_;
-  std::string tail_;  // what follows the scalars' array, once known
+  std::string tail_;    // what follows the scalars' array, once known
   std::string buffer_;  // up to 1 MiB of JSON, written when full
   bool first_ = true;
   bool any_scalar_ = false;

@@ -335,13 +335,23 @@ Drained Drain(tensormorph::TensormorphServer& server,
   bool http_stopped = true;
   std::thread drain([&] {
     const absl::Time end = absl::Now() + absl::Seconds(grace_seconds);
-    if (gateway != nullptr) {
-      // HTTP requests are calls on the server's in-process channel, which
-      // the server's shutdown ends at once: they drain first, within the
-      // grace, while new ones are answered 503.
-      while (!gateway->WaitIdle(absl::Milliseconds(50)) && !hurry.load() &&
-             absl::Now() < end) {
-      }
+    // HTTP requests are calls on the server's in-process channel, which the
+    // server's shutdown ends at once: they drain first, within the grace,
+    // while new ones are answered 503.
+    // So do the gRPC streams, before gRPC's shutdown sends its GOAWAY. After
+    // a GOAWAY gRPC closes a connection the moment its last stream ends,
+    // with the client's window updates still arriving: the close resets the
+    // connection, and the client's kernel drops the stream's tail that its
+    // gRPC had not read yet. A GOAWAY sent once the streams have ended is
+    // followed by a PING, which the client answers only after reading all
+    // that came before it. Meanwhile new calls are refused UNAVAILABLE with
+    // the drain's reason (auth_interceptor.h), and health says NOT_SERVING.
+    auto idle = [&] {
+      return (gateway == nullptr ||
+              gateway->WaitIdle(absl::Milliseconds(50))) &&
+             server.state().watchdog.WaitIdle(absl::Milliseconds(50));
+    };
+    while (!idle() && !hurry.load() && absl::Now() < end) {
     }
     server.Shutdown(std::max(end - absl::Now(), absl::ZeroDuration()));
     server.Wait();

@@ -80,6 +80,12 @@ int StreamWatchdog::CancelAll(const absl::Status& why) {
   return n;
 }
 
+bool StreamWatchdog::WaitIdle(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto idle = [this] { return watches_.empty(); };
+  return mu_.AwaitWithTimeout(absl::Condition(&idle), timeout);
+}
+
 absl::Status StreamWatchdog::CallLimitStatus() const {
   return LimitExceededError(
       absl::StrCat("the call ran past the limit max_call_seconds (",

@@ -54,6 +54,9 @@ class StreamWatchdog {
   // Cancels every call watched now (a second signal during the drain).
   // Returns how many.
   int CancelAll(const absl::Status& why);
+  // Waits up to `timeout` for every watch to be removed (no stream left
+  // running). True when none is left.
+  bool WaitIdle(absl::Duration timeout);
 
   // Runs `fn` on the watchdog's thread at its first tick after `delay`
   // (the tick is at most 250 ms): for brief work that must wait until gRPC

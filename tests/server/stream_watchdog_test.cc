@@ -1,6 +1,7 @@
 // StreamWatchdog::RunAfter: work deferred onto the watchdog's thread runs
 // once, not before its delay, and work still pending when the watchdog goes
-// is dropped, never run on a half-destroyed owner.
+// is dropped, never run on a half-destroyed owner. WaitIdle: what a drain
+// waits on before gRPC's shutdown.
 #include "server/stream_watchdog.h"
 
 #include <atomic>
@@ -43,6 +44,26 @@ TEST(StreamWatchdogTest, WorkPendingWhenTheWatchdogGoesIsDropped) {
     watchdog.RunAfter(absl::Hours(1), [&] { ran.store(true); });
   }
   EXPECT_FALSE(ran.load());
+}
+
+TEST(StreamWatchdogTest, WaitIdleReturnsWhenTheLastStreamIsRemoved) {
+  StreamWatchdog watchdog(absl::Seconds(10), absl::Seconds(1));
+  EXPECT_TRUE(watchdog.WaitIdle(absl::ZeroDuration()));
+  auto none = [](const absl::Status&) {};
+  StreamWatchdog::Watch* a = watchdog.Add(none, none);
+  StreamWatchdog::Watch* b = watchdog.Add(none, none);
+  EXPECT_FALSE(watchdog.WaitIdle(absl::Milliseconds(20)));
+  watchdog.Remove(a);
+  EXPECT_FALSE(watchdog.WaitIdle(absl::Milliseconds(20)));
+  // A waiter is woken by the removal, not by its timeout.
+  std::thread last([&] {
+    absl::SleepFor(absl::Milliseconds(50));
+    watchdog.Remove(b);
+  });
+  const absl::Time asked = absl::Now();
+  EXPECT_TRUE(watchdog.WaitIdle(absl::Seconds(60)));
+  EXPECT_LT(absl::Now() - asked, absl::Seconds(30));
+  last.join();
 }
 
 }  // namespace

@@ -126,22 +126,60 @@ Scaled Scale(const Binary& b, int k) {
   return {n >> b.shift, n & ((static_cast<Uint128>(1) << b.shift) - 1)};
 }
 
-enum class Exact { kWritten, kDoesNotReadBack, kOutOfRange };
+// "00" to "99".
+constexpr auto kDigitPairs = [] {
+  std::array<char, 200> p{};
+  for (int i = 0; i < 100; ++i) {
+    p[2 * i] = static_cast<char>('0' + i / 10);
+    p[2 * i + 1] = static_cast<char>('0' + i % 10);
+  }
+  return p;
+}();
 
-// Writes printf's %.<precision>g of `value` (normal, finite, nonzero) when
-// `only_if_read_back` is false; with it true, only if those digits read back
-// to `value` (strtod or strtof: to nearest, ties to even). Computed exactly:
-// the decimal exponent from the binary one, then the digits of value * 10^k
-// rounded to the nearest integer, ties to even, as glibc's printf rounds
-// them, at *out, and advances it. Writes nothing where the product would
-// not fit in 128 bits (magnitudes below about 1e-6 or from 2^52 up for a
-// double: the caller asks to_chars) or the digits do not read back.
+// Two decimal digits at a time, `digits` of x (zero-padded) ending at
+// `end`.
+template <int kDigits>
+void PutDigits(uint32_t x, char* end) {
+  for (int left = kDigits; left >= 2; left -= 2) {
+    end -= 2;
+    std::memcpy(end, &kDigitPairs[2 * (x % 100)], 2);
+    x /= 100;
+  }
+  if constexpr (kDigits % 2 == 1) *--end = static_cast<char>('0' + x);
+}
+
+// kN decimal digits of v < 10^kN, kN <= 18, zero-padded, at `out`; returns
+// the end. Two halves of 32 bits, each unrolled: shorter chains of
+// dependent divisions than to_chars' one, which was a third of the cost of
+// writing a number.
+template <int kN>
+char* WriteDigits(uint64_t v, char* out) {
+  constexpr int kLow = kN < 9 ? kN : 9;
+  PutDigits<kLow>(static_cast<uint32_t>(v % 1'000'000'000), out + kN);
+  PutDigits<kN - kLow>(static_cast<uint32_t>(v / 1'000'000'000),
+                       out + kN - kLow);
+  return out + kN;
+}
+
+// Writes protobuf's choice for `value` (normal, finite, nonzero): printf's
+// %.<kShort>g when those digits read back to `value` (strtod or strtof: to
+// nearest, ties to even), else %.<kLong>g, at *out, advancing it; true when
+// written. Computed exactly from one product: the decimal exponent from the
+// binary one, then value * 10^k for kLong digits, quotient and remainder;
+// the kShort digits are that quotient over 10^(kLong - kShort), rounded with
+// the exact remainder. Both round to nearest, ties to even, as glibc's
+// printf does. Writes nothing (false) where the product would not fit in
+// 128 bits: magnitudes below about 1e-5 or from 2^52 up for a double (the
+// caller asks to_chars).
 template <class T>
-Exact ExactG(T value, int precision, bool only_if_read_back, char** out) {
+bool ExactShortOrLong(T value, char** out) {
   constexpr bool kDouble = sizeof(T) == sizeof(double);
   using Bits = std::conditional_t<kDouble, uint64_t, uint32_t>;
   constexpr int kFraction = std::numeric_limits<T>::digits - 1;  // 52, 23
   constexpr int kBias = std::numeric_limits<T>::max_exponent - 1;
+  constexpr int kShort = kDouble ? 15 : 6;  // DBL_DIG, FLT_DIG
+  constexpr int kLong = kDouble ? 17 : 9;   // digits that always read back
+  constexpr Uint128 kDrop = kPow10[kLong - kShort];  // 100, 1000
   // m < 2^53 (2^24): 10^k below 2^75 (2^104) keeps m * 10^k in 128 bits.
   constexpr int kMaxK = kDouble ? 22 : 31;
   const Bits bits = std::bit_cast<Bits>(value);
@@ -149,36 +187,48 @@ Exact ExactG(T value, int precision, bool only_if_read_back, char** out) {
   const Bits fraction = bits & ((Bits{1} << kFraction) - 1);
   const Binary b{fraction | (Bits{1} << kFraction), kBias + kFraction - biased,
                  biased - kBias, fraction == 0};
-  if (b.shift <= 0 || b.shift > 120) return Exact::kOutOfRange;
+  // 4 * kDrop * 2^shift, the largest the read-back test forms, below 2^128.
+  if (b.shift <= 0 || b.shift > 115) return false;
   // floor(log10(value)) is floor(log2 * log10(2)) or one more.
   int exponent = (b.log2 * 78913) >> 18;  // 78913 / 2^18 ~ log10(2)
-  int k = precision - 1 - (exponent + 1);
-  if (k < 0 || k + 1 > kMaxK) return Exact::kOutOfRange;
+  int k = kLong - 1 - (exponent + 1);
+  if (k < 0 || k + 1 > kMaxK) return false;
   Scaled s = Scale(b, k);
-  if (s.q >= kPow10[precision - 1]) {
+  if (s.q >= kPow10[kLong - 1]) {
     ++exponent;
   } else {
     s = Scale(b, ++k);
   }
-  // (Held, not assumed: the digits before rounding are `precision` long.)
-  if (s.q < kPow10[precision - 1] || s.q >= kPow10[precision]) {
-    return Exact::kOutOfRange;
-  }
-  // Rounded to nearest, ties to even; d is the distance to the digits in
-  // units of 2^-shift * 10^-k, in which value's ulp is 10^k.
+  // (Held, not assumed: the digits before rounding are kLong long.)
+  if (s.q < kPow10[kLong - 1] || s.q >= kPow10[kLong]) return false;
   const Uint128 one = static_cast<Uint128>(1) << b.shift;
-  const Uint128 half = one >> 1;
-  const bool up = s.r > half || (s.r == half && (s.q & 1) != 0);
-  const Uint128 q = s.q + (up ? 1 : 0);
-  if (only_if_read_back) {
-    const Uint128 d = up ? one - s.r : s.r;
-    const bool even = (b.m & 1) == 0;
-    // Below a power of two the neighbour is half as far.
-    const bool reads_back =
-        b.min_m && !up && d != 0
-            ? 4 * d <= kPow10[k]  // a tie goes to value: its m is even
-            : 2 * d < kPow10[k] || (2 * d == kPow10[k] && even);
-    if (!reads_back) return Exact::kDoesNotReadBack;
+  // The short digits: value * 10^(k - kLong + kShort) is short_q plus
+  // rem / (kDrop * one). Distances are in units of 1 / one at 10^k's scale,
+  // in which value's ulp is 10^k.
+  const uint64_t long_q = static_cast<uint64_t>(s.q);  // < 10^kLong
+  const uint64_t short_q = long_q / static_cast<uint64_t>(kDrop);
+  const Uint128 rem =
+      static_cast<Uint128>(long_q % static_cast<uint64_t>(kDrop)) << b.shift |
+      s.r;
+  const Uint128 unit = kDrop << b.shift, half = unit >> 1;
+  const bool up = rem > half || (rem == half && (short_q & 1) != 0);
+  const Uint128 d = up ? unit - rem : rem;
+  const bool even = (b.m & 1) == 0;
+  // Below a power of two the neighbour is half as far.
+  const bool reads_back =
+      b.min_m && !up && d != 0
+          ? 4 * d <= kPow10[k]  // a tie goes to value: its m is even
+          : 2 * d < kPow10[k] || (2 * d == kPow10[k] && even);
+  uint64_t q;
+  int precision;
+  if (reads_back) {
+    q = short_q + (up ? 1 : 0);
+    precision = kShort;
+  } else {
+    const bool long_up =
+        s.r > (one >> 1) || (s.r == (one >> 1) && (long_q & 1) != 0);
+    q = long_q + (long_up ? 1 : 0);
+    precision = kLong;
   }
   char digits[24];
   char* end;
@@ -187,21 +237,21 @@ Exact ExactG(T value, int precision, bool only_if_read_back, char** out) {
     digits[0] = '1';
     end = digits + 1;
   } else {
-    end =
-        std::to_chars(digits, digits + sizeof digits, static_cast<uint64_t>(q))
-            .ptr;
+    end = reads_back ? WriteDigits<kShort>(q, digits)
+                     : WriteDigits<kLong>(q, digits);
     while (end[-1] == '0') --end;  // %g drops trailing zeros
   }
   *out = WriteG(std::signbit(value), std::string_view(digits, end - digits),
                 exponent, precision, *out);
-  return Exact::kWritten;
+  return true;
 }
 
 // protobuf's SimpleDtoa / SimpleFtoa: printf's %.15g if it reads back to
 // the double, else %.17g (%.6g and %.9g for a float, and %.9g for every
 // subnormal float: protobuf reads back with strtof, which reports ERANGE).
-// printf is slow, so normal numbers of moderate magnitude (most of what
-// replies carry) take ExactG's integer arithmetic for both. The rest start
+// printf is slow, so whole numbers print as integers and other normal
+// numbers of moderate magnitude (most of what replies carry) take
+// ExactShortOrLong's integer arithmetic for both. The rest start
 // from the shortest digits D that read back (std::to_chars, exact): with at
 // most 15 of them, %.15g prints D (%.15g's rounding lands within half an
 // ulp of the value, where D is the only number of 15 digits); with exactly
@@ -222,14 +272,17 @@ char* WriteFloating(T value, char* out) {
   constexpr int kShort = kDouble ? 15 : 6;  // DBL_DIG, FLT_DIG
   constexpr int kLong = kDouble ? 17 : 9;   // digits that always read back
   if (value == 0) return put(std::signbit(value) ? "-0" : "0");
+  // Whole numbers of at most kShort digits print as integers under %g, and
+  // read back (scales and levels in replies often are).
+  constexpr T kWholeLimit = kDouble ? 1e15 : 1e6;
+  if (std::fabs(value) < kWholeLimit && value == std::trunc(value)) {
+    return std::to_chars(out, out + kMaxJsonNumberChars,
+                         static_cast<int64_t>(value))
+        .ptr;
+  }
   // Most numbers, exactly in integers; to_chars for the rest.
-  if (std::fpclassify(value) == FP_NORMAL) {
-    const Exact short_g = ExactG(value, kShort, true, &out);
-    if (short_g == Exact::kWritten) return out;
-    if (short_g == Exact::kDoesNotReadBack &&
-        ExactG(value, kLong, false, &out) == Exact::kWritten) {
-      return out;
-    }
+  if (std::fpclassify(value) == FP_NORMAL && ExactShortOrLong(value, &out)) {
+    return out;
   }
   char buf[48];
   // (Normal numbers only: a subnormal's ulp is too wide for the argument.)

@@ -683,10 +683,11 @@ std::string PrintfFloat(float f) {
   return buf;
 }
 
-// Where the digits are computed in 128-bit integers (normal numbers from
-// about 1e-8 to 2^52): floats widened as replies carry them, any bits,
-// powers of two (whose neighbour below is half as far) and their
-// neighbours, powers of ten, and ties at the 15th and 17th digit.
+// Where the digits are computed in 128-bit integers (whole numbers below
+// 10^15, other normal numbers from about 1e-5 to 2^52): floats widened as
+// replies carry them, any bits, powers of two (whose neighbour below is
+// half as far) and their neighbours, powers of ten, and ties at the 15th
+// and 17th digit.
 TEST(JsonPrintTest, DoublesInTheIntegerPathPrintAsPrintfPrintsThem) {
   std::mt19937_64 rng(17);
   std::vector<double> values;
@@ -709,6 +710,9 @@ TEST(JsonPrintTest, DoublesInTheIntegerPathPrintAsPrintfPrintsThem) {
     values.push_back(static_cast<double>((rng() >> 14) | (uint64_t{1} << 49)) +
                      0.25 * static_cast<double>(rng() % 4));
     values.push_back(static_cast<double>(rng() % 100000000000000) + 0.5);
+    // Whole numbers on both sides of 10^15, where %g turns to exponents.
+    values.push_back(static_cast<double>(rng() % 2000000000000000));
+    values.push_back(static_cast<double>(rng() % 100000));
   }
   for (double d : values) {
     for (double v : {d, -d}) {
@@ -725,6 +729,14 @@ TEST(JsonPrintTest, FloatsInTheIntegerPathPrintAsPrintfPrintsThem) {
     char out[kMaxJsonNumberChars];
     char* end = WriteJsonFloat(f, out);
     ASSERT_EQ(std::string(out, end), PrintfFloat(f)) << std::hexfloat << f;
+  }
+  // Whole numbers on both sides of 10^6, where %g turns to exponents.
+  for (int i = 1; i < 1'100'000; i += 7) {
+    for (float f : {static_cast<float>(i), -static_cast<float>(i)}) {
+      char out[kMaxJsonNumberChars];
+      char* end = WriteJsonFloat(f, out);
+      ASSERT_EQ(std::string(out, end), PrintfFloat(f)) << f;
+    }
   }
 }
 

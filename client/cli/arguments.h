@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
@@ -24,20 +25,23 @@ namespace tensormorph {
 // Errors: INVALID_ARGUMENT naming the argument: empty, an empty coordinate
 // ("3,,17"), or a coordinate that is not a 64-bit integer.
 absl::StatusOr<std::vector<int64_t>> ParseIndex(absl::string_view text);
+// As ParseIndex, into `index` (cleared first), whose memory is reused.
+absl::Status ParseIndexInto(absl::string_view text,
+                            std::vector<int64_t>* index);
 
-// One index read from an --indices-file line.
-struct IndexLine {
-  std::string text;  // the index as written, comment and spaces stripped
-  int line = 0;      // 1-based
-  std::vector<int64_t> index;
-};
+// Receives each index of an --indices-file in order: its 1-based line, its
+// text as written (comment and spaces stripped) and its coordinates, valid
+// during the call. An error stops the reading and is returned as is.
+using IndexLineVisitor = absl::FunctionRef<absl::Status(
+    int line, absl::string_view text, absl::Span<const int64_t> index)>;
 
 // The indices of an --indices-file (`name` is how messages call it): one
 // per line, written as ParseIndex takes them; blank lines and everything
-// from a '#' on are skipped.
-// Errors: INVALID_ARGUMENT naming the file, the line number and the fault.
-absl::StatusOr<std::vector<IndexLine>> ReadIndexLines(absl::string_view name,
-                                                      std::istream& in);
+// from a '#' on are skipped. Nothing is allocated per line.
+// Errors: INVALID_ARGUMENT naming the file, the line number and the fault;
+// `visit`'s.
+absl::Status ReadIndexLines(absl::string_view name, std::istream& in,
+                            IndexLineVisitor visit);
 
 // Checks that `index` (as typed: `text`) has exactly the rank of `tensor`.
 // Errors: INVALID_ARGUMENT naming the tensor's rank and shape and what was

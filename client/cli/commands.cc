@@ -597,7 +597,9 @@ struct ScalarBatch {
 // The indices `scalar` was given, each checked against the tensor's rank,
 // in order: the arguments, then --indices-file's lines.
 struct ScalarIndices {
-  std::vector<std::vector<int64_t>> indices;
+  size_t rank = 0;   // the tensor's: every index has as many coordinates
+  size_t count = 0;  // indices
+  std::vector<int64_t> coords;  // count * rank, an index's after another's
 };
 
 // Errors: INVALID_ARGUMENT (a usage error) naming the index and where it
@@ -605,6 +607,11 @@ struct ScalarIndices {
 absl::StatusOr<ScalarIndices> CollectIndices(const ScalarOptions& o,
                                              const v1::TensorInfo& t) {
   ScalarIndices out;
+  out.rank = static_cast<size_t>(t.shape_size());
+  auto add = [&out](absl::Span<const int64_t> index) {
+    out.coords.insert(out.coords.end(), index.begin(), index.end());
+    ++out.count;
+  };
   // Each argument is one index of exactly the tensor's rank: checked here,
   // since the request carries the coordinates concatenated and "0 1 2 3"
   // would otherwise read as two indices of a matrix.
@@ -614,7 +621,7 @@ absl::StatusOr<ScalarIndices> CollectIndices(const ScalarOptions& o,
     absl::Status s =
         CheckIndexRank(text, *index, o.tensor, t.shape(), o.indices.size());
     if (!s.ok()) return s;
-    out.indices.push_back(*std::move(index));
+    add(*index);
   }
   if (!o.indices_file.empty()) {
     const bool stdin_file = o.indices_file == "-";
@@ -628,16 +635,18 @@ absl::StatusOr<ScalarIndices> CollectIndices(const ScalarOptions& o,
         return absl::InvalidArgumentError(absl::StrCat("cannot read ", name));
       }
     }
-    auto lines = ReadIndexLines(name, stdin_file ? std::cin : file);
-    if (!lines.ok()) return lines.status();
-    for (IndexLine& l : *lines) {
-      absl::Status s = CheckIndexRank(l.text, l.index, o.tensor, t.shape(), 1);
-      if (!s.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(name, " line ", l.line, ": ", s.message()));
-      }
-      out.indices.push_back(std::move(l.index));
-    }
+    absl::Status read = ReadIndexLines(
+        name, stdin_file ? std::cin : file,
+        [&](int line, absl::string_view text, absl::Span<const int64_t> index) {
+          absl::Status s = CheckIndexRank(text, index, o.tensor, t.shape(), 1);
+          if (!s.ok()) {
+            return absl::InvalidArgumentError(
+                absl::StrCat(name, " line ", line, ": ", s.message()));
+          }
+          add(index);
+          return absl::OkStatus();
+        });
+    if (!read.ok()) return read;
   }
   return out;
 }
@@ -709,8 +718,8 @@ int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o) {
   if (!t.ok()) return ReportFailure(t.status());
   auto collected = CollectIndices(o, *t);
   if (!collected.ok()) return ReportUsage(collected.status());
-  const std::vector<std::vector<int64_t>>& indices = collected->indices;
-  if (indices.empty()) {
+  const ScalarIndices& indices = *collected;
+  if (indices.count == 0) {
     return ReportUsage(absl::InvalidArgumentError(
         "no index given: name one or more as arguments (e.g. 3,17) or "
         "with --indices-file"));
@@ -722,7 +731,7 @@ int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o) {
   // and this process's printing overlap, and each reply is parsed on an
   // arena of its own (nothing allocated or freed per scalar).
   auto batch_end = [&](size_t from) {
-    return std::min(indices.size(),
+    return std::min(indices.count,
                     from + (from == 0 ? kFirstScalarBatch : kScalarBatch));
   };
   auto call = [&](size_t from) {
@@ -734,9 +743,10 @@ int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o) {
     req.set_reference(o.reference);
     req.set_reference_tensor(o.reference_tensor);
     const size_t to = batch_end(from);
-    for (size_t i = from; i < to; ++i) {
-      for (int64_t c : indices[i]) req.add_coords(c);
-      if (indices[i].empty()) req.add_flat_indices(0);  // rank 0: "()"
+    req.mutable_coords()->Add(indices.coords.begin() + from * indices.rank,
+                              indices.coords.begin() + to * indices.rank);
+    if (indices.rank == 0) {  // "()", each
+      for (size_t i = from; i < to; ++i) req.add_flat_indices(0);
     }
     b.reply =
         google::protobuf::Arena::CreateMessage<v1::InspectScalarsResponse>(
@@ -756,9 +766,9 @@ int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o) {
   ScalarsJsonWriter json(std::cout);
   std::string text;  // a reply's text, kept from reply to reply
   std::future<ScalarBatch> next = start(0);
-  for (size_t from = 0; from < indices.size(); from = batch_end(from)) {
+  for (size_t from = 0; from < indices.count; from = batch_end(from)) {
     ScalarBatch b = next.get();
-    if (b.status.ok() && batch_end(from) < indices.size()) {
+    if (b.status.ok() && batch_end(from) < indices.count) {
       next = start(batch_end(from));
     }
     if (!b.status.ok()) {

@@ -49,31 +49,42 @@ class Writer {
 
   // A scalar's doubles repeat (scale, step and both neighbouring steps are
   // one number for an affine format; offset and range_min another): the
-  // last few written are kept by their bits.
+  // last few written are remembered by their bits and where their text is
+  // in the buffer (until it is flushed).
   void Double(double v) {
     uint64_t bits;
     std::memcpy(&bits, &v, sizeof bits);
-    // (Whole texts copied, a constant size: a copy of a variable few bytes
-    // was a string instruction that cost as much as the formatting saved.
-    // The room a Key leaves covers them.)
     for (const Memo& m : memo_) {
       if (m.size > 0 && m.bits == bits) {
-        std::memcpy(p_, m.text, sizeof m.text);
+        // Whole texts copied, a constant size, through a copy of its own
+        // (the two may overlap): a copy of a variable few bytes was a string
+        // instruction that cost as much as the formatting saved. The room a
+        // Key leaves covers them, and so it did where the text was written.
+        char text[kMaxJsonNumberChars];
+        std::memcpy(text, m.at, sizeof text);
+        std::memcpy(p_, text, sizeof text);
         p_ += m.size;
         return;
       }
     }
     char* start = p_;
     p_ = WriteJsonDouble(v, p_);
-    Memo& m = memo_[next_++ % kMemo];
-    m.bits = bits;
-    m.size = static_cast<uint8_t>(p_ - start);
-    std::memcpy(m.text, start, sizeof m.text);
+    memo_[next_++ % kMemo] = {bits, start, static_cast<uint8_t>(p_ - start)};
   }
 
   void Float(float v) { p_ = WriteJsonFloat(v, p_); }
 
+  // Short names that need no escapes (parameter names) go straight into
+  // the buffer; the rest through the escaping printer.
   void String(std::string_view v) {
+    if (v.size() <= kShortString && PrintsAsItself(v)) {
+      if (static_cast<size_t>(buf_ + sizeof buf_ - p_) < v.size() + 2) Flush();
+      *p_++ = '"';
+      std::memcpy(p_, v.data(), v.size());
+      p_ += v.size();
+      *p_++ = '"';
+      return;
+    }
     Flush();
     AppendJsonString(v, out_);
   }
@@ -95,8 +106,22 @@ class Writer {
   }
 
  private:
+  // Whether `v` is its own JSON text between quotes: printable ASCII other
+  // than what protobuf's printer escapes (quotes, backslashes, < and >).
+  static bool PrintsAsItself(std::string_view v) {
+    for (const char c : v) {
+      if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' ||
+          c == '>') {
+        return false;
+      }
+    }
+    return true;
+  }
+
   // Room for a key and a value, or a list item, and a closing bracket.
   static constexpr size_t kRoom = 64;
+  // The longest string written in place.
+  static constexpr size_t kShortString = 32;
 
   void Room() {
     if (static_cast<size_t>(buf_ + sizeof buf_ - p_) < kRoom) Flush();
@@ -104,6 +129,7 @@ class Writer {
   void Flush() {
     out_->append(buf_, p_);
     p_ = buf_;
+    for (Memo& m : memo_) m.size = 0;  // their text is gone
   }
   template <size_t N>
   void Put(const char (&text)[N]) {
@@ -113,12 +139,15 @@ class Writer {
 
   struct Memo {
     uint64_t bits = 0;
-    uint8_t size = 0;  // 0: empty
-    char text[kMaxJsonNumberChars];
+    const char* at = nullptr;  // in buf_
+    uint8_t size = 0;          // 0: empty
   };
   static constexpr int kMemo = 4;
   std::string* out_;
-  char buf_[1024] = {};  // defined bytes: Double copies whole texts
+  // Not cleared (a Writer is made per scalar): a remembered number's copy
+  // reads past its text into bytes it then overwrites or leaves beyond p_,
+  // which are never appended.
+  char buf_[1024];
   char* p_ = buf_;
   Memo memo_[kMemo];
   unsigned next_ = 0;

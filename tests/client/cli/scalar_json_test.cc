@@ -43,8 +43,13 @@ double RandomDouble(std::mt19937_64& rng) {
   }
 }
 
+// Names to escape, and plain ones around the length the printer writes
+// in place (a long one flushes its buffer, and what it remembered).
 std::string RandomName(std::mt19937_64& rng) {
   const std::vector<std::string> names = {"d",
+                                          std::string(32, 'x'),
+                                          std::string(33, 'y'),
+                                          std::string(1500, 'z'),
                                           "dmin",
                                           "scale",
                                           "",

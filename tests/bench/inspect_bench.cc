@@ -464,6 +464,7 @@ void BM_ScalarCliEndToEnd(benchmark::State& state) {
     state.counters["text_x_binary"] = tx / base;
     state.counters["preview_1GiB_ms"] = preview * 1e3;
     state.counters["preview_x_info"] = preview / info;
+    state.counters["info_ms"] = info * 1e3;
     state.counters["preview_peak_RSS_MB"] =
         static_cast<double>(preview_rss_kb) / 1024;
   }

@@ -1,6 +1,7 @@
 #include "client/cli/commands.h"
 
 #include <cstdio>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -603,15 +604,18 @@ struct ScalarIndices {
   std::vector<int64_t> coords;  // count * rank, an index's after another's
 };
 
+// Reads the indices into *out (empty), calling `added` after each.
 // Errors: INVALID_ARGUMENT (a usage error) naming the index and where it
-// came from; those of LookupTensor otherwise.
-absl::StatusOr<ScalarIndices> CollectIndices(const ScalarOptions& o,
-                                             const v1::TensorInfo& t) {
-  ScalarIndices out;
+// came from.
+absl::Status CollectIndices(const ScalarOptions& o, const v1::TensorInfo& t,
+                            ScalarIndices* indices,
+                            absl::FunctionRef<void()> added) {
+  ScalarIndices& out = *indices;
   out.rank = static_cast<size_t>(t.shape_size());
-  auto add = [&out](absl::Span<const int64_t> index) {
+  auto add = [&out, added](absl::Span<const int64_t> index) {
     out.coords.insert(out.coords.end(), index.begin(), index.end());
     ++out.count;
+    added();
   };
   // Each argument is one index of exactly the tensor's rank: checked here,
   // since the request carries the coordinates concatenated and "0 1 2 3"
@@ -654,8 +658,76 @@ absl::StatusOr<ScalarIndices> CollectIndices(const ScalarOptions& o,
         });
     if (!read.ok()) return read;
   }
-  return out;
+  return absl::OkStatus();
 }
+
+// The InspectScalars calls of `scalar`, in order: kScalarBatch indices each
+// (the first kFirstScalarBatch), each request built on the caller's thread
+// from the indices read so far, each call on a thread of its own (where
+// none can be had, made when its reply is wanted) and its reply parsed
+// there, on an arena of its own (nothing allocated or freed per scalar).
+// Thread safety: one caller's thread.
+class ScalarCalls {
+ public:
+  ScalarCalls(Client& client, const ScalarOptions& o,
+              const ScalarIndices& indices)
+      : client_(client), o_(o), indices_(indices) {}
+
+  // Starts the next calls while fewer than `ahead` are in flight, each once
+  // its indices are read (all of them: `all_read`, the last batch short).
+  void Start(size_t ahead, bool all_read) {
+    while (in_flight_.size() < ahead && next_ < indices_.count) {
+      const size_t size = next_ == 0 ? kFirstScalarBatch : kScalarBatch;
+      if (!all_read && indices_.count < next_ + size) return;
+      const size_t to = std::min(indices_.count, next_ + size);
+      auto call = [&client = client_, req = Request(next_, to)] {
+        ScalarBatch b;
+        b.reply =
+            google::protobuf::Arena::CreateMessage<v1::InspectScalarsResponse>(
+                b.arena.get());
+        b.status = client.InspectScalars(req, b.reply);
+        return b;
+      };
+      try {
+        in_flight_.push_back(std::async(std::launch::async, std::move(call)));
+      } catch (const std::system_error&) {
+        in_flight_.push_back(
+            std::async(std::launch::deferred, std::move(call)));
+      }
+      next_ = to;
+    }
+  }
+  bool pending() const { return !in_flight_.empty(); }
+  // The next reply in order. REQUIRES: pending().
+  ScalarBatch Next() {
+    ScalarBatch b = in_flight_.front().get();
+    in_flight_.pop_front();
+    return b;
+  }
+
+ private:
+  v1::InspectScalarsRequest Request(size_t from, size_t to) const {
+    v1::InspectScalarsRequest req;
+    req.set_checkpoint(o_.checkpoint);
+    req.set_tensor(o_.tensor);
+    req.set_part(o_.part);
+    req.set_reference(o_.reference);
+    req.set_reference_tensor(o_.reference_tensor);
+    const auto coords = indices_.coords.begin();
+    req.mutable_coords()->Add(coords + from * indices_.rank,
+                              coords + to * indices_.rank);
+    if (indices_.rank == 0) {  // "()", each
+      for (size_t i = from; i < to; ++i) req.add_flat_indices(0);
+    }
+    return req;
+  }
+
+  Client& client_;
+  const ScalarOptions& o_;
+  const ScalarIndices& indices_;
+  size_t next_ = 0;  // the first index not yet asked for
+  std::deque<std::future<ScalarBatch>> in_flight_;
+};
 
 // The text of a reply's scalars, appended to `out` (written a reply at a
 // time: through std::cout a piece at a time, printing was a fifth of the
@@ -722,66 +794,33 @@ int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o) {
   }
   auto t = LookupTensor(client, o.checkpoint, o.tensor, o.part);
   if (!t.ok()) return ReportFailure(t.status());
-  auto collected = CollectIndices(o, *t);
-  if (!collected.ok()) return ReportUsage(collected.status());
-  const ScalarIndices& indices = *collected;
+  // Each reply is printed as it comes, the next call in flight meanwhile, so
+  // the server's work and this process's printing overlap; 100,000 scalars
+  // cost two batches of memory, and their output starts at once. The first
+  // two calls go out while the rest of an --indices-file is read: a call
+  // only reads, and a bad line further on still ends the command as a
+  // usage error with nothing printed.
+  ScalarIndices indices;
+  ScalarCalls calls(client, o, indices);
+  absl::Status collected =
+      CollectIndices(o, *t, &indices, [&calls] { calls.Start(2, false); });
+  if (!collected.ok()) return ReportUsage(collected);
   if (indices.count == 0) {
     return ReportUsage(absl::InvalidArgumentError(
         "no index given: name one or more as arguments (e.g. 3,17) or "
         "with --indices-file"));
   }
-  // In calls of kScalarBatch indices (the first kFirstScalarBatch), each
-  // reply printed as it comes: 100,000 scalars cost two batches of memory
-  // (the one printing, the one arriving), and their output starts at once.
-  // The next call is in flight while a reply prints, so the server's work
-  // and this process's printing overlap, and each reply is parsed on an
-  // arena of its own (nothing allocated or freed per scalar).
-  auto batch_end = [&](size_t from) {
-    return std::min(indices.count,
-                    from + (from == 0 ? kFirstScalarBatch : kScalarBatch));
-  };
-  auto call = [&](size_t from) {
-    ScalarBatch b;
-    v1::InspectScalarsRequest req;
-    req.set_checkpoint(o.checkpoint);
-    req.set_tensor(o.tensor);
-    req.set_part(o.part);
-    req.set_reference(o.reference);
-    req.set_reference_tensor(o.reference_tensor);
-    const size_t to = batch_end(from);
-    req.mutable_coords()->Add(indices.coords.begin() + from * indices.rank,
-                              indices.coords.begin() + to * indices.rank);
-    if (indices.rank == 0) {  // "()", each
-      for (size_t i = from; i < to; ++i) req.add_flat_indices(0);
-    }
-    b.reply =
-        google::protobuf::Arena::CreateMessage<v1::InspectScalarsResponse>(
-            b.arena.get());
-    b.status = client.InspectScalars(req, b.reply);
-    return b;
-  };
-  // A call on a thread of its own; where none can be had (the system's
-  // limit), run when its reply is wanted.
-  auto start = [&](size_t from) {
-    try {
-      return std::async(std::launch::async, call, from);
-    } catch (const std::system_error&) {
-      return std::async(std::launch::deferred, call, from);
-    }
-  };
   ScalarsJsonWriter json(std::cout);
   std::string text;  // a reply's text, kept from reply to reply
-  std::future<ScalarBatch> next = start(0);
-  for (size_t from = 0; from < indices.count; from = batch_end(from)) {
-    ScalarBatch b = next.get();
-    if (b.status.ok() && batch_end(from) < indices.count) {
-      next = start(batch_end(from));
-    }
+  calls.Start(1, true);
+  while (calls.pending()) {
+    ScalarBatch b = calls.Next();
     if (!b.status.ok()) {
       // What was printed stays a prefix: a JSON document left unclosed (a
       // consumer's parse fails), text ending at the last whole scalar.
       return ReportFailure(b.status);
     }
+    calls.Start(1, true);
     if (g.json) {
       json.Add(*b.reply);
     } else {

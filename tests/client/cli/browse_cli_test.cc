@@ -267,6 +267,23 @@ TEST_P(BrowseCliTest, IndicesInSeveralCallsPrintAsOneReplyInOrder) {
   EXPECT_EQ(printed, 11'000u);  // the first two calls', and only those
 }
 
+// The first calls go out while the file is still read; a bad line after
+// them is still a usage error with nothing printed.
+TEST_P(BrowseCliTest, ABadLineAfterTheFirstCallsPrintsNothing) {
+  const std::string file = MakeTempDir() + "/indices.txt";
+  {
+    std::ofstream out(file);
+    for (int i = 0; i < 25'000; ++i) out << i % 4 << "," << i % 256 << "\n";
+    out << "1,,2\n";
+  }
+  CommandResult r = Run({"--json", "scalar", P("Q4_K.gguf"),
+                         "blk.0.attn_q.weight", "--indices-file", file});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(CliErrorOf(r.err), AllOf(HasReason(ErrorReason::kRequestInvalid),
+                                       MessageNames("line 25001")));
+  EXPECT_EQ(r.out, "");
+}
+
 TEST_P(BrowseCliTest, IndicesFileDashReadsStandardInput) {
   const std::string server =
       remote() ? "--server " + cli->server().address() + " " : "";

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "core/quant/block_util.h"
 #include "core/quant/float_formats.h"
 #include "core/quant/kquant_scales.h"
 
@@ -529,13 +530,9 @@ TM_AVX2 void Iq4XsAvx2(const uint8_t* src, int64_t nb, float* out) {
   const __m128i book = Book(kIq4NlValues);
   for (int64_t i = 0; i < nb; ++i, src += 136) {
     const float d = Half(src);
-    const uint16_t scales_h = Load16(src + 2);
-    const uint8_t* scales_l = src + 4;
     const uint8_t* qs = src + 8;
     for (int ib = 0; ib < 8; ++ib, qs += 16, out += 32) {
-      const int ls = ((scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) |
-                     (((scales_h >> 2 * ib) & 3) << 4);
-      const float dl = d * (ls - 32);
+      const float dl = d * (Iq4XsSubScale(src, ib) - 32);
       Codebook32(qs, book, _mm256_set1_ps(dl), out);
     }
   }

@@ -112,19 +112,15 @@ ScalarInfo InspectIq4Nl(const uint8_t* p, int i) {
   return s;
 }
 
-inline int Iq4XsScale(const BlockIq4Xs& x, int ib) {
-  return ((x.scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) |
-         (((x.scales_h >> 2 * ib) & 3) << 4);
-}
-
 TM_MULTIVERSION void DecodeIq4XsScalar(const uint8_t* src, int64_t nb,
                                        float* y) {
   for (int64_t i = 0; i < nb; ++i) {
-    const auto x = LoadBlock<BlockIq4Xs>(src + i * sizeof(BlockIq4Xs));
+    const uint8_t* block = src + i * sizeof(BlockIq4Xs);
+    const auto x = LoadBlock<BlockIq4Xs>(block);
     const uint8_t* qs = x.qs;
     const float d = F16ToF32Fast(x.d);
     for (int ib = 0; ib < kQKK / 32; ++ib) {
-      const int ls = Iq4XsScale(x, ib);
+      const int ls = Iq4XsSubScale(block, ib);
       const float dl = d * (ls - 32);
       for (int j = 0; j < 16; ++j) {
         y[j + 0] = dl * kIq4NlValues[qs[j] & 0xf];
@@ -144,7 +140,7 @@ ScalarInfo InspectIq4Xs(const uint8_t* p, int e) {
   const auto x = LoadBlock<BlockIq4Xs>(p);
   const int ib = e / 32;
   const float d = F16ToF32Fast(x.d);
-  const int ls = Iq4XsScale(x, ib);
+  const int ls = Iq4XsSubScale(p, ib);
   const float dl = d * (ls - 32);
   ScalarInfo s;
   s.sub_block = ib;

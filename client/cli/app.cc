@@ -1,10 +1,10 @@
 #include "client/cli/app.h"
 
-#include <fstream>
-#include <sstream>
 #include <string>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "client/cli/arguments.h"
 #include "client/embedded/embedded_client.h"
 #include "client/endpoint_set.h"
 
@@ -79,20 +79,15 @@ absl::Status ReadClientOptions(const GlobalOptions& g, ClientOptions* out) {
     out->timeout = *g.timeout_seconds == 0 ? absl::InfiniteDuration()
                                            : absl::Seconds(*g.timeout_seconds);
   }
-  for (const auto& [path, text] :
-       {std::pair{&g.token_file, &out->token},
-        std::pair{&g.tls_ca, &out->tls_root_ca},
-        std::pair{&g.tls_cert, &out->tls_client_cert},
-        std::pair{&g.tls_key, &out->tls_client_key}}) {
+  for (const auto& [option, path, text] :
+       {std::tuple{"--token-file", &g.token_file, &out->token},
+        std::tuple{"--tls-ca", &g.tls_ca, &out->tls_root_ca},
+        std::tuple{"--tls-cert", &g.tls_cert, &out->tls_client_cert},
+        std::tuple{"--tls-key", &g.tls_key, &out->tls_client_key}}) {
     if (path->empty()) continue;
-    std::ifstream in(*path);
-    if (!in) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("cannot read '", *path, "'"));
-    }
-    std::stringstream ss;
-    ss << in.rdbuf();
-    *text = ss.str();
+    absl::StatusOr<std::string> read = ReadOptionFile(option, *path);
+    if (!read.ok()) return read.status();
+    *text = *std::move(read);
   }
   // A token file holds the token on its first line.
   out->token = out->token.substr(0, out->token.find_first_of("\r\n"));

@@ -7,14 +7,13 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "client/cli/arguments.h"
 #include "client/cli/command.h"
 #include "client/cli/format.h"
 #include "client/cli/output_file.h"
@@ -46,18 +45,13 @@ v1::CheckSeverity SeverityProto(const std::string& level) {
 // so a broken manifest is a usage error naming the field, not a failed call.
 absl::Status SetVerifyManifest(const std::string& path,
                                v1::CheckCheckpointRequest* req) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--verify: cannot read '", path, "'"));
-  }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (auto m = ParseManifest(ss.str()); !m.ok()) {
+  absl::StatusOr<std::string> text = ReadOptionFile("--verify", path);
+  if (!text.ok()) return text.status();
+  if (auto m = ParseManifest(*text); !m.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--verify '", path, "': ", m.status().message()));
   }
-  req->set_verify_manifest(ss.str());
+  req->set_verify_manifest(*std::move(text));
   return absl::OkStatus();
 }
 

@@ -634,19 +634,31 @@ absl::Status CollectIndices(const ScalarOptions& o, const v1::TensorInfo& t,
         stdin_file ? std::string("--indices-file - (stdin)")
                    : absl::StrCat("--indices-file '", o.indices_file, "'");
     std::ifstream file;
+    size_t bytes = 0;  // a regular file's size; 0: unknown (a pipe)
     if (!stdin_file) {
+      // (A directory opens, and fails only when read.)
+      std::error_code error;
+      const auto status = std::filesystem::status(o.indices_file, error);
+      if (!error && std::filesystem::is_directory(status)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("cannot read ", name, ": it is a directory"));
+      }
+      if (!error && std::filesystem::is_regular_file(status)) {
+        bytes = static_cast<size_t>(
+            std::filesystem::file_size(o.indices_file, error));
+        if (error) bytes = 0;
+      }
       file.open(o.indices_file);
       if (!file) {
         return absl::InvalidArgumentError(absl::StrCat("cannot read ", name));
       }
       // Every coordinate takes two bytes at least ("7," or "7\n"): room for
       // all, reserved (untouched pages cost nothing) rather than regrown.
-      std::error_code error;
-      const uintmax_t bytes = std::filesystem::file_size(o.indices_file, error);
-      if (!error) out.coords.reserve(out.coords.size() + bytes / 2 + 1);
+      out.coords.reserve(out.coords.size() +
+                         std::min(bytes / 2 + 1, size_t{1} << 24));
     }
     absl::Status read = ReadIndexLines(
-        name, stdin_file ? std::cin : file,
+        name, stdin_file ? std::cin : file, bytes,
         [&](int line, absl::string_view text, absl::Span<const int64_t> index) {
           absl::Status s = CheckIndexRank(text, index, o.tensor, t.shape(), 1);
           if (!s.ok()) {

@@ -284,6 +284,25 @@ TEST_P(BrowseCliTest, ABadLineAfterTheFirstCallsPrintsNothing) {
   EXPECT_EQ(r.out, "");
 }
 
+// What is not a file of indices is a usage error, before any read of it.
+TEST_P(BrowseCliTest, AnIndicesFileThatIsADirectoryOrOverAGibIsAUsageError) {
+  const std::string dir = MakeTempDir();
+  CommandResult r = Run(
+      {"scalar", P("Q4_K.gguf"), "blk.0.attn_q.weight", "--indices-file", dir});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(CliErrorOf(r.err), AllOf(HasReason(ErrorReason::kRequestInvalid),
+                                       MessageNames("directory")));
+  // A sparse file: its size is the rule, not its bytes.
+  const std::string big = dir + "/indices.txt";
+  std::ofstream(big).close();
+  std::filesystem::resize_file(big, (std::uintmax_t{1} << 30) + 1);
+  r = Run(
+      {"scalar", P("Q4_K.gguf"), "blk.0.attn_q.weight", "--indices-file", big});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(CliErrorOf(r.err), AllOf(HasReason(ErrorReason::kRequestInvalid),
+                                       MessageNames("1 GiB")));
+}
+
 TEST_P(BrowseCliTest, IndicesFileDashReadsStandardInput) {
   const std::string server =
       remote() ? "--server " + cli->server().address() + " " : "";
@@ -369,6 +388,14 @@ TEST(BrowseCliEnvTest, ServerAndTokenFileComeFromTheEnvironment) {
   r = RunCommand({CliPath(), "--token-file", dir + "/token", "ls"},
                  {env_server, "TENSORMORPH_TOKEN_FILE=" + dir + "/none"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
+  // A directory is no token (it was read as an empty one), nor a CA.
+  for (const char* option : {"--token-file", "--tls-ca"}) {
+    r = RunCommand({CliPath(), option, dir, "ls"}, {env_server});
+    EXPECT_EQ(r.exit_code, 1) << option;
+    EXPECT_THAT(CliErrorOf(r.err),
+                AllOf(HasReason(ErrorReason::kRequestInvalid),
+                      MessageNames(option), MessageNames("directory")));
+  }
 }
 
 }  // namespace

@@ -173,6 +173,14 @@ TEST_P(CheckCliTest, ManifestRoundTripsAndAOneByteChangeIsNamed) {
       CliErrorOf(bad.err),
       AllOf(HasReason(ErrorReason::kRequestInvalid), MessageNames(".version")));
 
+  // A directory where the manifest should be is one too (it opens, and
+  // fails only when read).
+  CommandResult dir = Run({"check", copy, "--verify", copy});
+  EXPECT_EQ(dir.exit_code, 1);
+  EXPECT_THAT(CliErrorOf(dir.err),
+              AllOf(HasReason(ErrorReason::kRequestInvalid),
+                    MessageNames("--verify"), MessageNames("directory")));
+
   // A manifest that cannot be written is a usage error before the check
   // runs (it was a failed call, "is tensormorphd running there?", after).
   CommandResult nowhere =

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <climits>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -29,14 +30,27 @@ std::string WorkingDirectory() {
   return ::getcwd(buf, sizeof(buf)) != nullptr ? std::string(buf) : "/";
 }
 
+// A PEM file's text. Refused here, naming the file: gRPC reports a
+// directory (read as nothing) or a file without a PEM block only as a
+// failure to listen.
 absl::StatusOr<std::string> ReadPem(const std::string& path, const char* what) {
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " '", path, "' is a directory, not a file"));
+  }
   std::ifstream in(path);
   if (!in)
     return absl::InvalidArgumentError(
         absl::StrCat("cannot read ", what, " '", path, "'"));
   std::stringstream ss;
   ss << in.rdbuf();
-  return ss.str();
+  std::string text = ss.str();
+  if (text.find("-----BEGIN ") == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " '", path, "' holds no PEM block (-----BEGIN ...)"));
+  }
+  return text;
 }
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(

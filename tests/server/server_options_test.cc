@@ -2,11 +2,13 @@
 // take is refused at start, never turned into a server that listens and
 // accepts nothing.
 #include <string>
+#include <utility>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/server.h"
 #include "tests/support/process.h"
+#include "tests/support/safetensors_writer.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
@@ -70,6 +72,23 @@ TEST(ServerOptionsTest, AGracePastGrpcsIntIsRefusedAndZeroIsNoLimit) {
   options.max_connection_age_grace_seconds = kMaxConnectionAgeSeconds;
   EXPECT_TRUE(TensormorphServer::StartInProcess(options).ok());
   EXPECT_EQ(ServerOptions().max_connection_age_grace_seconds, 0);
+}
+
+TEST(ServerOptionsTest, ATlsFileThatIsNoPemIsRefusedNamingIt) {
+  // Both used to end as "cannot listen ...: is the port free?".
+  const std::string dir = MakeTempDir();
+  const std::string empty = dir + "/empty.pem";
+  testing::WriteFile(empty, "");
+  for (const auto& [cert, named] :
+       {std::pair{dir, "is a directory"}, std::pair{empty, "no PEM block"}}) {
+    const auto r =
+        RunCommand({TensormorphdPath(), "--root", MakeTempDir(), "--listen",
+                    "127.0.0.1:0", "--tls-cert", cert, "--tls-key", cert});
+    EXPECT_NE(r.exit_code, 0) << r.err;
+    EXPECT_THAT(r.err, AllOf(HasSubstr("TLS certificate '" + cert + "'"),
+                             HasSubstr(named)));
+    EXPECT_THAT(r.out, ::testing::Not(HasSubstr("listening")));
+  }
 }
 
 }  // namespace

@@ -6,10 +6,8 @@
 
 #include <atomic>
 #include <climits>
-#include <filesystem>
-#include <fstream>
 #include <limits>
-#include <sstream>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
@@ -17,6 +15,7 @@
 #include "core/io/fault_guard.h"
 #include "core/io/remote_files.h"
 #include "core/request_limits.h"
+#include "core/util/read_whole.h"
 #include "server/auth_interceptor.h"
 #include "server/call_log.h"
 #include "server/call_metrics_interceptor.h"
@@ -30,25 +29,20 @@ std::string WorkingDirectory() {
   return ::getcwd(buf, sizeof(buf)) != nullptr ? std::string(buf) : "/";
 }
 
+// Far more than a certificate chain or a key holds.
+constexpr size_t kMaxPemFileBytes = size_t{1} << 20;
+
 // A PEM file's text. Refused here, naming the file: gRPC reports a
 // directory (read as nothing) or a file without a PEM block only as a
 // failure to listen.
 absl::StatusOr<std::string> ReadPem(const std::string& path, const char* what) {
-  std::error_code error;
-  if (std::filesystem::is_directory(path, error)) {
+  const std::string name = absl::StrCat(what, " '", path, "'");
+  absl::StatusOr<std::string> text =
+      ReadWholeFile(path, name, kMaxPemFileBytes);
+  if (!text.ok()) return text.status();
+  if (!absl::StrContains(*text, "-----BEGIN ")) {
     return absl::InvalidArgumentError(
-        absl::StrCat(what, " '", path, "' is a directory, not a file"));
-  }
-  std::ifstream in(path);
-  if (!in)
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot read ", what, " '", path, "'"));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string text = ss.str();
-  if (text.find("-----BEGIN ") == std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, " '", path, "' holds no PEM block (-----BEGIN ...)"));
+        absl::StrCat(name, " holds no PEM block (-----BEGIN ...)"));
   }
   return text;
 }

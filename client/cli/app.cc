@@ -3,6 +3,7 @@
 #include <string>
 #include <tuple>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/cli/arguments.h"
 #include "client/embedded/embedded_client.h"
@@ -87,6 +88,12 @@ absl::Status ReadClientOptions(const GlobalOptions& g, ClientOptions* out) {
     if (path->empty()) continue;
     absl::StatusOr<std::string> read = ReadOptionFile(option, *path);
     if (!read.ok()) return read.status();
+    // A certificate or key without a PEM block would fail only as a
+    // connection that never comes up.
+    if (text != &out->token && !absl::StrContains(*read, "-----BEGIN ")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(option, " '", *path, "' holds no PEM block"));
+    }
     *text = *std::move(read);
   }
   // A token file holds the token on its first line.

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <filesystem>
-#include <fstream>
 #include <string>
 #include <utility>
 
@@ -15,6 +13,7 @@
 #include "client/cli/format.h"
 #include "core/diff_parts/partition.h"
 #include "core/util/error_reason.h"
+#include "core/util/read_whole.h"
 
 namespace tensormorph {
 namespace {
@@ -66,65 +65,26 @@ absl::Status ParseIndexInto(absl::string_view text,
 
 absl::StatusOr<std::string> ReadOptionFile(absl::string_view option,
                                            const std::string& path) {
-  std::error_code error;
-  if (std::filesystem::is_directory(path, error)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(option, ": '", path, "' is a directory, not a file"));
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(option, ": cannot read '", path, "'"));
-  }
-  std::string text;
-  char block[1 << 16];
-  while (in.read(block, sizeof block) || in.gcount() > 0) {
-    text.append(block, static_cast<size_t>(in.gcount()));
-  }
-  if (in.bad()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(option, ": cannot read '", path, "' to its end"));
-  }
-  return text;
+  return ReadWholeFile(path, absl::StrCat(option, " '", path, "'"),
+                       kMaxOptionFileBytes);
 }
 
-absl::Status ReadIndexLines(absl::string_view name, std::istream& in,
-                            size_t size_hint, IndexLineVisitor visit) {
-  // Read whole, in blocks (a character at a time, 100,000 lines took a
-  // tenth of `scalar`'s time), then split. Sized once where the size is
-  // known: a string doubling over fresh pages faulted a third of the time.
-  const auto too_big = [name] {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, " holds more than ", kMaxIndexFileBytes >> 30,
-                     " GiB: split it, and run `scalar` on each part"));
-  };
-  if (size_hint > kMaxIndexFileBytes) return too_big();
-  std::string all;
-  all.reserve(size_hint);
-  char block[1 << 16];
-  // (read() turns the stream buffer's read errors into badbit.)
-  while (in.read(block, sizeof block) || in.gcount() > 0) {
-    all.append(block, static_cast<size_t>(in.gcount()));
-    if (all.size() > kMaxIndexFileBytes) return too_big();
-  }
-  if (in.bad()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot read ", name, " to its end"));
-  }
+absl::Status ReadIndexLines(absl::string_view name, absl::string_view text,
+                            IndexLineVisitor visit) {
   std::vector<int64_t> index;
-  absl::string_view rest = all;
+  absl::string_view rest = text;
   for (int line = 1; !rest.empty(); ++line) {
     const size_t eol = std::min(rest.find('\n'), rest.size());
-    absl::string_view text = rest.substr(0, eol);
+    absl::string_view written = rest.substr(0, eol);
     rest.remove_prefix(std::min(eol + 1, rest.size()));
-    text = text.substr(0, text.find('#'));
-    text = absl::StripAsciiWhitespace(text);
-    if (text.empty()) continue;
-    if (absl::Status s = ParseIndexInto(text, &index); !s.ok()) {
+    written = written.substr(0, written.find('#'));
+    written = absl::StripAsciiWhitespace(written);
+    if (written.empty()) continue;
+    if (absl::Status s = ParseIndexInto(written, &index); !s.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat(name, " line ", line, ": ", s.message()));
     }
-    if (absl::Status s = visit(line, text, index); !s.ok()) return s;
+    if (absl::Status s = visit(line, written, index); !s.ok()) return s;
   }
   return absl::OkStatus();
 }

@@ -8,7 +8,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <istream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,26 +35,28 @@ absl::Status ParseIndexInto(absl::string_view text,
 using IndexLineVisitor = absl::FunctionRef<absl::Status(
     int line, absl::string_view text, absl::Span<const int64_t> index)>;
 
+// The most a file named by an option may hold (a token, a certificate, a
+// manifest of --verify): past it an error, not memory exhausted.
+inline constexpr size_t kMaxOptionFileBytes = size_t{64} << 20;
+
 // The whole of a file an option names (`option`: how messages call it,
-// e.g. "--token-file"), as bytes.
+// e.g. "--token-file"), as bytes (core/util/read_whole.h).
 // Errors: INVALID_ARGUMENT naming the option and the path: missing,
-// unreadable, or a directory (which opens, and fails only when read).
+// unreadable, a directory, or over kMaxOptionFileBytes.
 absl::StatusOr<std::string> ReadOptionFile(absl::string_view option,
                                            const std::string& path);
 
-// The most an --indices-file may hold: about 100 million indices, a
-// thousand calls' worth; past it an error rather than memory exhausted.
-inline constexpr size_t kMaxIndexFileBytes = size_t{1} << 30;
+// The most an --indices-file may hold: about 25 million indices, 2,500
+// calls' worth; past it an error rather than memory exhausted.
+inline constexpr size_t kMaxIndexFileBytes = size_t{256} << 20;
 
-// The indices of an --indices-file (`name` is how messages call it): one
-// per line, written as ParseIndex takes them; blank lines and everything
-// from a '#' on are skipped. Nothing is allocated per line. `size_hint`:
-// the file's size where known (0: unknown), read into one allocation.
-// Errors: INVALID_ARGUMENT naming the file: unreadable, over
-// kMaxIndexFileBytes, or the line number and the fault of a line;
-// `visit`'s.
-absl::Status ReadIndexLines(absl::string_view name, std::istream& in,
-                            size_t size_hint, IndexLineVisitor visit);
+// The indices in `text`, an --indices-file's (`name` is how messages call
+// it): one per line, written as ParseIndex takes them; blank lines and
+// everything from a '#' on are skipped. Nothing is allocated per line.
+// Errors: INVALID_ARGUMENT naming the file, the line number and the fault
+// of a line; `visit`'s.
+absl::Status ReadIndexLines(absl::string_view name, absl::string_view text,
+                            IndexLineVisitor visit);
 
 // Checks that `index` (as typed: `text`) has exactly the rank of `tensor`.
 // Errors: INVALID_ARGUMENT naming the tensor's rank and shape and what was

@@ -2,8 +2,6 @@
 
 #include <cstdio>
 #include <deque>
-#include <filesystem>
-#include <fstream>
 #include <future>
 #include <iostream>
 #include <map>
@@ -28,6 +26,7 @@
 #include "client/cli/servers_listing.h"
 #include "client/endpoint_set.h"
 #include "core/util/error_reason.h"
+#include "core/util/read_whole.h"
 #include "render/npy.h"
 
 namespace tensormorph {
@@ -633,32 +632,16 @@ absl::Status CollectIndices(const ScalarOptions& o, const v1::TensorInfo& t,
     const std::string name =
         stdin_file ? std::string("--indices-file - (stdin)")
                    : absl::StrCat("--indices-file '", o.indices_file, "'");
-    std::ifstream file;
-    size_t bytes = 0;  // a regular file's size; 0: unknown (a pipe)
-    if (!stdin_file) {
-      // (A directory opens, and fails only when read.)
-      std::error_code error;
-      const auto status = std::filesystem::status(o.indices_file, error);
-      if (!error && std::filesystem::is_directory(status)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("cannot read ", name, ": it is a directory"));
-      }
-      if (!error && std::filesystem::is_regular_file(status)) {
-        bytes = static_cast<size_t>(
-            std::filesystem::file_size(o.indices_file, error));
-        if (error) bytes = 0;
-      }
-      file.open(o.indices_file);
-      if (!file) {
-        return absl::InvalidArgumentError(absl::StrCat("cannot read ", name));
-      }
-      // Every coordinate takes two bytes at least ("7," or "7\n"): room for
-      // all, reserved (untouched pages cost nothing) rather than regrown.
-      out.coords.reserve(out.coords.size() +
-                         std::min(bytes / 2 + 1, size_t{1} << 24));
-    }
+    absl::StatusOr<std::string> text =
+        stdin_file ? ReadWhole(std::cin, name, kMaxIndexFileBytes)
+                   : ReadWholeFile(o.indices_file, name, kMaxIndexFileBytes);
+    if (!text.ok()) return text.status();
+    // Every coordinate takes two bytes at least ("7," or "7\n"): room for
+    // all (up to 16 M), reserved rather than regrown over fresh pages.
+    out.coords.reserve(out.coords.size() +
+                       std::min(text->size() / 2 + 1, size_t{1} << 24));
     absl::Status read = ReadIndexLines(
-        name, stdin_file ? std::cin : file, bytes,
+        name, *text,
         [&](int line, absl::string_view text, absl::Span<const int64_t> index) {
           absl::Status s = CheckIndexRank(text, index, o.tensor, t.shape(), 1);
           if (!s.ok()) {

@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <new>
 
 #include "absl/status/status.h"
 #include "client/cli/app.h"
@@ -37,5 +38,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "Run with --help for more information.\n");
     return kExitUsage;
   }
-  return RunChosenCommand(commands, g);
+  try {
+    return RunChosenCommand(commands, g);
+  } catch (const std::bad_alloc&) {
+    // Memory ran out (inputs are bounded, but a small machine may still
+    // run short): an error like any other rather than an abort.
+    return ReportFailure(absl::ResourceExhaustedError(
+        "out of memory: ask for less at once (fewer indices, a smaller "
+        "slice) or run where there is more"));
+  }
 }

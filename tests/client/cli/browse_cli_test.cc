@@ -267,7 +267,7 @@ TEST_P(BrowseCliTest, IndicesInSeveralCallsPrintAsOneReplyInOrder) {
   EXPECT_EQ(printed, 11'000u);  // the first two calls', and only those
 }
 
-// The first calls go out while the file is still read; a bad line after
+// The first calls go out while the file is still parsed; a bad line after
 // them is still a usage error with nothing printed.
 TEST_P(BrowseCliTest, ABadLineAfterTheFirstCallsPrintsNothing) {
   const std::string file = MakeTempDir() + "/indices.txt";
@@ -285,7 +285,7 @@ TEST_P(BrowseCliTest, ABadLineAfterTheFirstCallsPrintsNothing) {
 }
 
 // What is not a file of indices is a usage error, before any read of it.
-TEST_P(BrowseCliTest, AnIndicesFileThatIsADirectoryOrOverAGibIsAUsageError) {
+TEST_P(BrowseCliTest, AnIndicesFileThatIsADirectoryOrTooBigIsAUsageError) {
   const std::string dir = MakeTempDir();
   CommandResult r = Run(
       {"scalar", P("Q4_K.gguf"), "blk.0.attn_q.weight", "--indices-file", dir});
@@ -295,12 +295,12 @@ TEST_P(BrowseCliTest, AnIndicesFileThatIsADirectoryOrOverAGibIsAUsageError) {
   // A sparse file: its size is the rule, not its bytes.
   const std::string big = dir + "/indices.txt";
   std::ofstream(big).close();
-  std::filesystem::resize_file(big, (std::uintmax_t{1} << 30) + 1);
+  std::filesystem::resize_file(big, (std::uintmax_t{256} << 20) + 1);
   r = Run(
       {"scalar", P("Q4_K.gguf"), "blk.0.attn_q.weight", "--indices-file", big});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(CliErrorOf(r.err), AllOf(HasReason(ErrorReason::kRequestInvalid),
-                                       MessageNames("1 GiB")));
+                                       MessageNames("256 MiB")));
 }
 
 TEST_P(BrowseCliTest, IndicesFileDashReadsStandardInput) {

@@ -683,8 +683,11 @@ class ScalarCalls {
         b.status = client.InspectScalars(req, b.reply);
         return b;
       };
+      // (A copy for the thread: std::async moves what it is given into its
+      // state before it makes the thread, so a moved call would be empty in
+      // the fallback.)
       try {
-        in_flight_.push_back(std::async(std::launch::async, std::move(call)));
+        in_flight_.push_back(std::async(std::launch::async, call));
       } catch (const std::system_error&) {
         in_flight_.push_back(
             std::async(std::launch::deferred, std::move(call)));
@@ -792,9 +795,10 @@ int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o) {
   // Each reply is printed as it comes, the next call in flight meanwhile, so
   // the server's work and this process's printing overlap; 100,000 scalars
   // cost two batches of memory, and their output starts at once. The first
-  // two calls go out while the rest of an --indices-file is read: a call
-  // only reads, and a bad line further on still ends the command as a
-  // usage error with nothing printed.
+  // two calls go out while the rest of an --indices-file is parsed and
+  // checked: a call only reads, and a bad line further on still ends the
+  // command as a usage error with nothing printed (once the calls under way
+  // have ended, within their deadline).
   ScalarIndices indices;
   ScalarCalls calls(client, o, indices);
   absl::Status collected =

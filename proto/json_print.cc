@@ -98,7 +98,7 @@ char* WriteG(bool negative, std::string_view digits, int exponent,
 
 using Uint128 = unsigned __int128;
 
-// 10^k for k <= 31, the largest power ExactG multiplies by.
+// 10^k for k <= 31, the largest power ExactShortOrLong multiplies by.
 constexpr auto kPow10 = [] {
   std::array<Uint128, 32> p{};
   p[0] = 1;
@@ -169,8 +169,8 @@ char* WriteDigits(uint64_t v, char* out) {
 // the kShort digits are that quotient over 10^(kLong - kShort), rounded with
 // the exact remainder. Both round to nearest, ties to even, as glibc's
 // printf does. Writes nothing (false) where the product would not fit in
-// 128 bits: magnitudes below about 1e-5 or from 2^52 up for a double (the
-// caller asks to_chars).
+// 128 bits: magnitudes below about 2e-6 or from 2^52 up for a double, below
+// about 1e-23 or from 2^23 up for a float (the caller asks to_chars).
 template <class T>
 bool ExactShortOrLong(T value, char** out) {
   constexpr bool kDouble = sizeof(T) == sizeof(double);
@@ -703,6 +703,14 @@ char* WriteJsonFloat(float value, char* out) {
 
 void AppendJsonString(std::string_view text, std::string* out) {
   AppendString(text, out);
+}
+
+bool JsonStringIsVerbatim(std::string_view text) {
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x80 || EscapesAscii(u)) return false;
+  }
+  return true;
 }
 
 std::string PrintMessageJson(const Message& message) {

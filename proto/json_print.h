@@ -60,6 +60,9 @@ inline constexpr size_t kMaxJsonNumberChars = 32;
 char* WriteJsonDouble(double value, char* out);
 char* WriteJsonFloat(float value, char* out);
 void AppendJsonString(std::string_view text, std::string* out);
+// Whether AppendJsonString writes `text` as itself between quotes: printable
+// ASCII that protobuf's printer does not escape.
+bool JsonStringIsVerbatim(std::string_view text);
 
 }  // namespace tensormorph
 

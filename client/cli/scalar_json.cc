@@ -77,7 +77,7 @@ class Writer {
   // Short names that need no escapes (parameter names) go straight into
   // the buffer; the rest through the escaping printer.
   void String(std::string_view v) {
-    if (v.size() <= kShortString && PrintsAsItself(v)) {
+    if (v.size() <= kShortString && JsonStringIsVerbatim(v)) {
       if (static_cast<size_t>(buf_ + sizeof buf_ - p_) < v.size() + 2) Flush();
       *p_++ = '"';
       std::memcpy(p_, v.data(), v.size());
@@ -106,18 +106,6 @@ class Writer {
   }
 
  private:
-  // Whether `v` is its own JSON text between quotes: printable ASCII other
-  // than what protobuf's printer escapes (quotes, backslashes, < and >).
-  static bool PrintsAsItself(std::string_view v) {
-    for (const char c : v) {
-      if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' ||
-          c == '>') {
-        return false;
-      }
-    }
-    return true;
-  }
-
   // Room for a key and a value, or a list item, and a closing bracket.
   static constexpr size_t kRoom = 64;
   // The longest string written in place.

@@ -684,7 +684,7 @@ std::string PrintfFloat(float f) {
 }
 
 // Where the digits are computed in 128-bit integers (whole numbers below
-// 10^15, other normal numbers from about 1e-5 to 2^52): floats widened as
+// 10^15, other normal numbers from about 2e-6 to 2^52): floats widened as
 // replies carry them, any bits, powers of two (whose neighbour below is
 // half as far) and their neighbours, powers of ten, and ties at the 15th
 // and 17th digit.

@@ -966,7 +966,7 @@ class ScalarCommand : public Command {
         "--indices-file", o_.indices_file,
         "more indices, one per line as on the command line, after those "
         "given as arguments; '-' reads standard input; blank lines and "
-        "'#' comments are skipped");
+        "'#' comments are skipped; at most 256 MiB (about 25 million)");
     cmd.add_flag("--part", o_.part, kPartHelp);
     CLI::Option* ref = cmd.add_option(
         "--ref", o_.reference,

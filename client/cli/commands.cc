@@ -642,8 +642,10 @@ absl::Status CollectIndices(const ScalarOptions& o, const v1::TensorInfo& t,
                        std::min(text->size() / 2 + 1, size_t{1} << 24));
     absl::Status read = ReadIndexLines(
         name, *text,
-        [&](int line, absl::string_view text, absl::Span<const int64_t> index) {
-          absl::Status s = CheckIndexRank(text, index, o.tensor, t.shape(), 1);
+        [&](int line, absl::string_view written,
+            absl::Span<const int64_t> index) {
+          absl::Status s =
+              CheckIndexRank(written, index, o.tensor, t.shape(), 1);
           if (!s.ok()) {
             return absl::InvalidArgumentError(
                 absl::StrCat(name, " line ", line, ": ", s.message()));

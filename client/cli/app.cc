@@ -80,17 +80,17 @@ absl::Status ReadClientOptions(const GlobalOptions& g, ClientOptions* out) {
     out->timeout = *g.timeout_seconds == 0 ? absl::InfiniteDuration()
                                            : absl::Seconds(*g.timeout_seconds);
   }
-  for (const auto& [option, path, text] :
-       {std::tuple{"--token-file", &g.token_file, &out->token},
-        std::tuple{"--tls-ca", &g.tls_ca, &out->tls_root_ca},
-        std::tuple{"--tls-cert", &g.tls_cert, &out->tls_client_cert},
-        std::tuple{"--tls-key", &g.tls_key, &out->tls_client_key}}) {
+  // A certificate or key without a PEM block would fail only as a
+  // connection that never comes up.
+  for (const auto& [option, path, text, pem] :
+       {std::tuple{"--token-file", &g.token_file, &out->token, false},
+        std::tuple{"--tls-ca", &g.tls_ca, &out->tls_root_ca, true},
+        std::tuple{"--tls-cert", &g.tls_cert, &out->tls_client_cert, true},
+        std::tuple{"--tls-key", &g.tls_key, &out->tls_client_key, true}}) {
     if (path->empty()) continue;
     absl::StatusOr<std::string> read = ReadOptionFile(option, *path);
     if (!read.ok()) return read.status();
-    // A certificate or key without a PEM block would fail only as a
-    // connection that never comes up.
-    if (text != &out->token && !absl::StrContains(*read, "-----BEGIN ")) {
+    if (pem && !absl::StrContains(*read, "-----BEGIN ")) {
       return absl::InvalidArgumentError(
           absl::StrCat(option, " '", *path, "' holds no PEM block"));
     }

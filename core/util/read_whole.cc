@@ -1,8 +1,8 @@
 #include "core/util/read_whole.h"
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <cstdint>
 #include <system_error>
 #include <utility>
 
@@ -63,7 +63,9 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path,
     if (!error) size = static_cast<size_t>(bytes);
   }
   std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat("cannot read ", name));
+  if (!in) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot read ", name));
+  }
   return ReadWhole(in, name, limit, size);
 }
 

@@ -26,8 +26,7 @@ absl::StatusOr<std::string> ReadWhole(std::istream& in, absl::string_view name,
 // Errors: INVALID_ARGUMENT naming `name`: a directory (which opens, and
 // fails only when read), missing or unreadable, over `limit`.
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path,
-                                          absl::string_view name,
-                                          size_t limit);
+                                          absl::string_view name, size_t limit);
 
 }  // namespace tensormorph
 

@@ -206,6 +206,21 @@ void UseLogFormat(LogFormat format) {
 
 LogFormat CurrentLogFormat() { return g_format.load(); }
 
+namespace {
+
+// A supplied string as logged: whole up to kMaxLoggedValueBytes, else its
+// first bytes to there (cut before a UTF-8 continuation byte, so no
+// character is split into escapes) and how many more there were.
+std::string LoggedValue(absl::string_view value) {
+  if (value.size() <= kMaxLoggedValueBytes) return EscapeLogValue(value);
+  size_t cut = kMaxLoggedValueBytes;
+  while (cut > 0 && (static_cast<uint8_t>(value[cut]) & 0xc0) == 0x80) --cut;
+  return absl::StrCat(EscapeLogValue(value.substr(0, cut)), "...(",
+                      value.size() - cut, " more bytes)");
+}
+
+}  // namespace
+
 void LogFields(spdlog::level::level_enum level, absl::string_view event,
                absl::Span<const LogField> fields) {
   spdlog::logger* logger = spdlog::default_logger_raw();
@@ -220,8 +235,10 @@ void LogFields(spdlog::level::level_enum level, absl::string_view event,
       line.push_back(':');
       if (f.kind == LogField::kToken && IsJsonNumber(f.value)) {
         absl::StrAppend(&line, f.value);
-      } else {
+      } else if (f.kind == LogField::kToken) {
         AppendJsonString(&line, EscapeLogValue(f.value));
+      } else {
+        AppendJsonString(&line, LoggedValue(f.value));
       }
     }
   } else {
@@ -231,7 +248,7 @@ void LogFields(spdlog::level::level_enum level, absl::string_view event,
       if (f.kind == LogField::kToken) {
         line.append(EscapeLogValue(f.value));
       } else {
-        absl::StrAppend(&line, "\"", EscapeLogValue(f.value), "\"");
+        absl::StrAppend(&line, "\"", LoggedValue(f.value), "\"");
       }
     }
   }

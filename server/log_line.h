@@ -45,6 +45,12 @@ absl::StatusOr<LogFormat> ParseLogFormat(absl::string_view name);
 void UseLogFormat(LogFormat format);
 LogFormat CurrentLogFormat();
 
+// The most bytes of one supplied string (LogField::kString) a line holds:
+// past it the value is cut, and the line says how many bytes more it had. A
+// client may send a 4 MiB tensor name, and every call would log it whole:
+// behind a stalled log reader, the queue of lines grew to gigabytes.
+inline constexpr size_t kMaxLoggedValueBytes = 1024;
+
 // One field of a structured line.
 struct LogField {
   enum Kind {

@@ -164,6 +164,11 @@ absl::StatusOr<std::unique_ptr<TensormorphServer>> TensormorphServer::Build(
     if (!creds.ok()) return creds.status();
     builder.AddListeningPort(options.listen, *creds, &s->port_);
   }
+  // gRPC sets SO_REUSEPORT by default: a second tensormorphd started on
+  // the same --listen (say, without --token-file) then bound beside the
+  // first and the kernel split the connections between them. One server
+  // per address: the second fails as the port is taken.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   // Keepalive enforcement: clients may ping every 10 s at most; idle peers
   // are probed; connections are recycled after max_connection_age.
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 60'000);

@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -262,6 +263,14 @@ absl::Status HttpGateway::Impl::Bind(int* port, std::string* url) {
   // Headers and body go out in separate writes: with Nagle's algorithm on,
   // the body waited for the client's delayed ACK, 40 ms per response.
   http_->set_tcp_nodelay(true);
+  // cpp-httplib's default sets SO_REUSEPORT, with which a second server on
+  // the same --http-listen bound beside this one and took half its
+  // connections, past this one's token check. SO_REUSEADDR alone still lets
+  // a restart bind while old connections are in TIME_WAIT.
+  http_->set_socket_options([](socket_t sock) {
+    const int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   // A client that takes no data for this long is dropped, and its call
   // cancelled with it.
   http_->set_write_timeout(30, 0);

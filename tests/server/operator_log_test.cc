@@ -204,6 +204,18 @@ TEST(OperatorLogTest, ANameWithNewlineQuoteAndEscIsOneEscapedLine) {
   EXPECT_EQ(LinesOf(lines, "GetTensor", "tensor=\"w\" status=OK").size(), 1u);
 }
 
+TEST(OperatorLogTest, ALongSuppliedNameIsCutInTheLineWithItsLengthSaid) {
+  LoggedServer s({});
+  const std::string name(4'000'000, 'n');
+  EXPECT_EQ(s.GetTensor(name).error_code(), grpc::NOT_FOUND);
+  const auto calls = LinesOf(s.StopAndReadLog(), "GetTensor");
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_THAT(calls[0],
+              HasSubstr("tensor=\"" + std::string(kMaxLoggedValueBytes, 'n') +
+                        "...(3998976 more bytes)\""));
+  EXPECT_LT(calls[0].size(), 4 * kMaxLoggedValueBytes);
+}
+
 TEST(OperatorLogTest, JsonLinesAreObjectsWithUtcTimesAndTheCallsFields) {
   LoggedServer s({"--log-format", "json"});
   EXPECT_EQ(s.GetTensor(kForgingName).error_code(), grpc::NOT_FOUND);

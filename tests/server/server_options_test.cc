@@ -19,6 +19,7 @@ using ::tensormorph::testing::HasReason;
 using ::tensormorph::testing::MakeTempDir;
 using ::tensormorph::testing::MessageNames;
 using ::tensormorph::testing::RunCommand;
+using ::tensormorph::testing::ServerProcess;
 using ::tensormorph::testing::TensormorphdPath;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
@@ -89,6 +90,27 @@ TEST(ServerOptionsTest, ATlsFileThatIsNoPemIsRefusedNamingIt) {
                              HasSubstr(named)));
     EXPECT_THAT(r.out, ::testing::Not(HasSubstr("listening")));
   }
+}
+
+TEST(ServerOptionsTest, ASecondServerOnTakenPortsFailsInsteadOfSharingThem) {
+  // With SO_REUSEPORT (gRPC's and cpp-httplib's default), a second server,
+  // say one started without --token-file, bound beside the first and the
+  // kernel gave it half the connections. `timeout` ends a second server
+  // that starts anyway, failing the test instead of hanging it.
+  ServerProcess first({MakeTempDir()}, {"--http-listen", "127.0.0.1:0"});
+  const auto grpc_taken =
+      RunCommand({"/usr/bin/timeout", "20", TensormorphdPath(), "--root",
+                  MakeTempDir(), "--listen", first.address()});
+  EXPECT_NE(grpc_taken.exit_code, 0);
+  EXPECT_NE(grpc_taken.exit_code, 124) << "the second server started";
+  EXPECT_THAT(grpc_taken.err, HasSubstr("cannot listen"));
+  const auto http_taken =
+      RunCommand({"/usr/bin/timeout", "20", TensormorphdPath(), "--root",
+                  MakeTempDir(), "--listen", "127.0.0.1:0", "--http-listen",
+                  "127.0.0.1:" + std::to_string(first.http_port())});
+  EXPECT_NE(http_taken.exit_code, 0);
+  EXPECT_NE(http_taken.exit_code, 124) << "the second server started";
+  EXPECT_THAT(http_taken.err, HasSubstr("cannot listen for HTTP"));
 }
 
 }  // namespace

@@ -105,15 +105,25 @@ uint64_t LittleEndian(absl::string_view bytes) {
   return v;
 }
 
-// A GGUF (v2, v3) header's tensor count.
+// A GGUF (v2, v3) header's tensor count, where the file of `size` bytes
+// can hold that many: past the 24 bytes of the header, each tensor's info
+// takes 24 at least (name length, rank, type, offset). A count no file of
+// its size could hold (a header cut short or corrupt) is unknown, not
+// listed as if the file held it.
 std::optional<int64_t> GgufTensorCount(const ScanFiles& access,
-                                       const std::string& path) {
+                                       const std::string& path, int64_t size) {
+  constexpr int64_t kHeaderBytes = 24, kMinInfoBytes = 24;
   auto head = access.ReadAt(path, 0, 16);
-  if (!head || head->compare(0, 4, "GGUF") != 0) return std::nullopt;
+  if (!head || head->size() < 16 || head->compare(0, 4, "GGUF") != 0) {
+    return std::nullopt;
+  }
   const uint64_t version = LittleEndian(absl::string_view(*head).substr(4, 4));
-  if (version < 2) return std::nullopt;
+  if (version != 2 && version != 3) return std::nullopt;
   const uint64_t count = LittleEndian(absl::string_view(*head).substr(8, 8));
-  if (count > static_cast<uint64_t>(INT64_MAX)) return std::nullopt;
+  if (size < kHeaderBytes ||
+      count > static_cast<uint64_t>((size - kHeaderBytes) / kMinInfoBytes)) {
+    return std::nullopt;
+  }
   return static_cast<int64_t>(count);
 }
 
@@ -267,7 +277,13 @@ class Scanner {
       if (absl::EndsWith(n, ".safetensors")) shards.push_back(n);
     }
     if (index || !shards.empty()) {
-      if (After(rel)) Found(DirectoryCheckpoint(abs, rel, index, shards));
+      // Without an index, a directory none of whose shards this server can
+      // read (each a link out of the root, a FIFO, a device) holds nothing
+      // that would open: listed, it showed 0 files from 1970.
+      if (After(rel)) {
+        FoundCheckpoint f = DirectoryCheckpoint(abs, rel, index, shards);
+        if (index || f.file_count > 0) Found(std::move(f));
+      }
       position_ = ResumePosition(rel);
     }
     // A directory one level past max_depth is looked at only to see
@@ -411,7 +427,7 @@ class Scanner {
       f.modified_unix_seconds =
           std::max<int64_t>(f.modified_unix_seconds, st.st_mtime);
       if (count) {
-        auto n_tensors = GgufTensorCount(reader_, p);
+        auto n_tensors = GgufTensorCount(reader_, p, st.st_size);
         count = n_tensors ? std::optional<int64_t>(*count + *n_tensors)
                           : std::nullopt;
       }

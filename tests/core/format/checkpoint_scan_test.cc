@@ -2,8 +2,12 @@
 // where it stopped, so any bound reassembles the same listing exactly once.
 #include "core/format/checkpoint_scan.h"
 
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -104,6 +108,50 @@ TEST(CheckpointScanTest, ASplitSetWithoutItsFirstSplitListsWhatIsThere) {
   EXPECT_EQ(scan->found[0].path, "m-00002-of-00002.gguf");
   EXPECT_EQ(scan->found[0].file_count, 1);
   EXPECT_EQ(scan->found[0].stored_tensor_count, 1);
+}
+
+// Headers a file of its size cannot hold give no count, not the header's:
+// a listing showed 4611686018427387904 tensors for a corrupt GGUF, and 1
+// for one cut short inside its first tensor's info.
+TEST(CheckpointScanTest, AGgufCountItsFileCannotHoldIsUnknown) {
+  const std::string dir = testing::MakeTempDir();
+  const auto header = [](uint32_t version, uint64_t count) {
+    std::string h = "GGUF";
+    for (int i = 0; i < 4; ++i)
+      h.push_back(static_cast<char>(version >> (8 * i)));
+    for (int i = 0; i < 8; ++i)
+      h.push_back(static_cast<char>(count >> (8 * i)));
+    for (int i = 0; i < 8; ++i) h.push_back('\0');  // no metadata
+    return h;
+  };
+  testing::WriteFile(dir + "/huge.gguf",
+                     header(3, uint64_t{1} << 62) + std::string(64, '\0'));
+  testing::WriteFile(dir + "/cut.gguf", header(3, 1) + std::string(16, '\0'));
+  testing::WriteFile(dir + "/v4.gguf", header(4, 1) + std::string(64, '\0'));
+  testing::WriteFile(dir + "/fits.gguf", header(3, 2) + std::string(48, '\0'));
+  auto scan = ScanCheckpoints(dir, {});
+  ASSERT_TRUE(scan.ok()) << scan.status();
+  std::map<std::string, std::optional<int64_t>> counts;
+  for (const FoundCheckpoint& f : scan->found) {
+    counts[f.path] = f.stored_tensor_count;
+  }
+  EXPECT_EQ(counts.at("huge.gguf"), std::nullopt);
+  EXPECT_EQ(counts.at("cut.gguf"), std::nullopt);
+  EXPECT_EQ(counts.at("v4.gguf"), std::nullopt);
+  EXPECT_EQ(counts.at("fits.gguf"), 2);
+}
+
+// A directory of shards none of which is a file it can read (a link to a
+// FIFO here) and no index is no checkpoint: it listed as 0 files from 1970.
+TEST(CheckpointScanTest, ShardsThatAreNoFilesMakeNoCheckpoint) {
+  const std::string dir = testing::MakeTempDir();
+  std::filesystem::create_directories(dir + "/odd");
+  ASSERT_EQ(::mkfifo((dir + "/fifo").c_str(), 0600), 0);
+  std::filesystem::create_symlink(dir + "/fifo",
+                                  dir + "/odd/model.safetensors");
+  auto scan = ScanCheckpoints(dir, {});
+  ASSERT_TRUE(scan.ok()) << scan.status();
+  for (const FoundCheckpoint& f : scan->found) EXPECT_NE(f.path, "odd");
 }
 
 TEST(CheckpointScanTest, OrderComparesPathComponents) {

@@ -20,6 +20,26 @@ std::string ShortPath(const Checkpoint& ckpt, const std::string& path) {
                         : absl::string_view(path).substr(slash + 1));
 }
 
+// The identity (stat's device and inode) of a file on a local disk.
+void SetIdentity(const struct stat& st, v1::FileIdentity* out) {
+  out->set_device(static_cast<uint64_t>(st.st_dev));
+  out->set_inode(static_cast<uint64_t>(st.st_ino));
+}
+
+// The directory holding the checkpoint's first file, by identity, where the
+// files are on a local disk (GetCheckpointResponse.directory). Looked at
+// through the checkpoint's access, as its files were: beneath the roots.
+void FillDirectoryIdentity(const Checkpoint& ckpt,
+                           v1::GetCheckpointResponse* out) {
+  if (ckpt.files().empty() || ckpt.files()[0].mapping->remote()) return;
+  const std::string& path = ckpt.files()[0].path;
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return;
+  const absl::StatusOr<struct stat> st =
+      ckpt.access().Stat(slash == 0 ? "/" : path.substr(0, slash));
+  if (st.ok()) SetIdentity(*st, out->mutable_directory());
+}
+
 }  // namespace
 
 v1::CheckpointFormat ToProto(CheckpointFormat format) {
@@ -46,7 +66,12 @@ void FillCheckpointInfo(const Checkpoint& ckpt,
     v1::FileInfo* fi = out->add_files();
     fi->set_path(ShortPath(ckpt, f.path));
     fi->set_size_bytes(static_cast<int64_t>(f.mapping->size()));
+    if (!f.mapping->remote()) {
+      fi->mutable_identity()->set_device(f.mapping->identity().device);
+      fi->mutable_identity()->set_inode(f.mapping->identity().inode);
+    }
   }
+  FillDirectoryIdentity(ckpt, out);
   out->set_tensor_count(static_cast<int64_t>(ckpt.tensors().size()));
   out->set_stored_tensor_count(
       static_cast<int64_t>(ckpt.stored_tensors().size()));

@@ -1,9 +1,11 @@
 #include "client/cli/app.h"
 
+#include <cmath>
 #include <string>
 #include <tuple>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "client/cli/arguments.h"
 #include "client/embedded/embedded_client.h"
@@ -42,7 +44,18 @@ void RegisterGlobalOptions(CLI::App& app, GlobalOptions& g) {
                  "calls take turns, and fail over once to the next server "
                  "when one is unreachable (default $TENSORMORPH_SERVER, "
                  "which takes the same list; unset = embedded)")
-      ->envname("TENSORMORPH_SERVER");
+      ->envname("TENSORMORPH_SERVER")
+      // Given but empty (a script's unset variable) is a mistake, not a
+      // request for embedded mode: local files would be read instead.
+      ->check(CLI::Validator(
+          [](std::string& address) {
+            return address.empty()
+                       ? std::string(
+                             "an empty address: name HOST:PORT, or leave "
+                             "--server out to open local files")
+                       : std::string();
+          },
+          "HOST:PORT"));
   app.add_option(
          "--token-file", g.token_file,
          "file with the bearer token for a server started with --token-file "
@@ -58,7 +71,17 @@ void RegisterGlobalOptions(CLI::App& app, GlobalOptions& g) {
                  "deadline of each call in SECONDS (default: 60 for calls with "
                  "one reply; none for the streams of ls, read and diff); 0 = "
                  "no deadline")
-      ->check(CLI::NonNegativeNumber);
+      // CLI11's NonNegativeNumber named its range's end, all 309 digits
+      // of the largest double.
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            double v = 0;
+            return absl::SimpleAtod(text, &v) && v >= 0 && std::isfinite(v)
+                       ? std::string()
+                       : std::string("not a number of seconds >= 0: '") + text +
+                             "'";
+          },
+          "SECONDS"));
   app.add_flag("--json", g.json,
                "machine-readable output: protobuf's JSON mapping, one object "
                "(one per line for streams)");
@@ -109,7 +132,10 @@ int RunChosenCommand(const std::vector<std::unique_ptr<Command>>& commands,
   }
   if (chosen == nullptr) return kExitUsage;
   ReportErrorsAsJson(g.json);
-  if (absl::Status s = chosen->CheckOutputs(); !s.ok()) {
+  const GuardedOutput output = chosen->Output();
+  if (absl::Status s =
+          CheckOutputIsNoInput(output.option, output.output, output.inputs);
+      !s.ok()) {
     return ReportUsage(g, s);
   }
   if (absl::Status s = chosen->Finish(); !s.ok()) return ReportUsage(g, s);
@@ -133,6 +159,12 @@ int RunChosenCommand(const std::vector<std::unique_ptr<Command>>& commands,
       g.server.empty() ? EmbeddedClient(copts)
                        : Client::Connect(g.server, copts);
   if (!client.ok()) return ReportFailure(client.status());
+  if (!g.server.empty()) {
+    if (absl::Status s = CheckOutputIsNoServerInput(output, **client);
+        !s.ok()) {
+      return ReportUsage(g, s);
+    }
+  }
   return chosen->Run({g, copts, client->get()});
 }
 

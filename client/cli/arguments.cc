@@ -114,6 +114,27 @@ absl::Status CheckIndexRank(absl::string_view text,
   return absl::InvalidArgumentError(msg);
 }
 
+absl::Status CheckIndexInShape(absl::string_view where, absl::string_view text,
+                               absl::Span<const int64_t> index,
+                               absl::Span<const int64_t> shape) {
+  // An empty tensor has no index at all: the server's refusal says so.
+  for (const int64_t size : shape) {
+    if (size == 0) return absl::OkStatus();
+  }
+  for (size_t d = 0; d < index.size() && d < shape.size(); ++d) {
+    const int64_t c = index[d];
+    if (c >= -shape[d] && c < shape[d]) continue;
+    return WithReason(
+        absl::OutOfRangeError(
+            absl::StrCat(where, ": index '", text, "': coordinate ", c,
+                         " is out of range for dimension ", d, " of size ",
+                         shape[d], " (", -shape[d], " .. ", shape[d] - 1, ")")),
+        ErrorReason::kIndexOutOfRange,
+        {{"dimension", absl::StrCat(d)}, {"size", absl::StrCat(shape[d])}});
+  }
+  return absl::OkStatus();
+}
+
 namespace {
 // INVALID_ARGUMENT SLICE_INVALID, as the server's parser (core/slice.cc)
 // reports the same slice.

@@ -67,6 +67,19 @@ absl::Status CheckIndexRank(absl::string_view text,
                             absl::string_view tensor,
                             absl::Span<const int64_t> shape, size_t arguments);
 
+// Checks that each coordinate of `index` (of the tensor's rank) lies in
+// -size..size-1 of its dimension, as InspectScalars takes them (negative
+// ones count from the end), so that a bad index anywhere in a long list is
+// found before any scalar is printed, and named where the user wrote it:
+// `where` ("--indices-file 'f' line 20001", "argument 3").
+// A tensor with a zero dimension passes: it has no index, and the server's
+// refusal says that, naming the tensor and its shape.
+// Errors: OUT_OF_RANGE INDEX_OUT_OF_RANGE {dimension, size}, as the
+// server's for the same index.
+absl::Status CheckIndexInShape(absl::string_view where, absl::string_view text,
+                               absl::Span<const int64_t> index,
+                               absl::Span<const int64_t> shape);
+
 // The number of dimensions a numpy slice ("0:4, ::2, -1, ...") indexes: every
 // item but "...". The same grammar the server parses (core/slice.h), checked
 // here so that a malformed slice is a usage error like a malformed index.

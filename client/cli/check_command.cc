@@ -265,13 +265,13 @@ class CheckCommand : public Command {
         "source-sqnr)");
     cmd.footer(CheckHelpFooter());
   }
-  absl::Status CheckOutputs() const override {
+  GuardedOutput Output() const override {
     constexpr auto kCheckpoint = CommandInput::Kind::kCheckpoint;
-    return CheckOutputIsNoInput(
-        "--manifest", o_.manifest,
-        {{kCheckpoint, o_.checkpoint, "checkpoint"},
-         {kCheckpoint, o_.source, "--source checkpoint"},
-         {CommandInput::Kind::kFile, o_.verify, "--verify manifest"}});
+    return {"--manifest",
+            o_.manifest,
+            {{kCheckpoint, o_.checkpoint, "checkpoint"},
+             {kCheckpoint, o_.source, "--source checkpoint"},
+             {CommandInput::Kind::kFile, o_.verify, "--verify manifest"}}};
   }
   int Run(const CommandContext& c) override {
     return RunCheck(*c.client, c.global, o_);

@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "client/cli/commands.h"
+#include "client/cli/output_file.h"
 #include "client/client.h"
 
 namespace tensormorph {
@@ -47,10 +48,11 @@ class Command {
   bool chosen() const { return app_->parsed(); }
   Needs needs() const { return needs_; }
 
-  // Refuses, before any work, an output that is or lies inside one of the
-  // command's inputs (output_file.h). main reports it as a usage error,
-  // with --json also on stdout.
-  virtual absl::Status CheckOutputs() const { return absl::OkStatus(); }
+  // The file the command writes and what it reads, which main holds apart
+  // before any work (output_file.h: CheckOutputIsNoInput, and with --server
+  // CheckOutputIsNoServerInput once connected), reporting a refusal as a
+  // usage error, with --json also on stdout. None by default.
+  virtual GuardedOutput Output() const { return {}; }
   // Turns what CLI11 checked into the command's options and checks them
   // against each other, before any client is made: a failure is a usage
   // error (exit 1), with --json also on stdout (its reason's metadata).

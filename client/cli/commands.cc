@@ -138,10 +138,9 @@ namespace {
 // The one stderr error line of failed calls and usage errors alike, so a
 // script reads the code and reason of either the same way.
 void PrintErrorLine(const absl::Status& status) {
-  std::fprintf(stderr, "tensormorph: %s [%s]: %s\n",
-               absl::StatusCodeToString(status.code()).c_str(),
-               ErrorReasonOf(status).c_str(),
-               std::string(status.message()).c_str());
+  std::cerr << "tensormorph: " << absl::StatusCodeToString(status.code())
+            << " [" << ErrorReasonOf(status) << "]: " << status.message()
+            << '\n';
 }
 }  // namespace
 
@@ -151,17 +150,22 @@ int ReportFailure(const absl::Status& status, bool json_line) {
   }
   PrintErrorLine(status);
   const std::string hint = Hint(status);
-  if (!hint.empty()) std::fprintf(stderr, "hint: %s\n", hint.c_str());
+  if (!hint.empty()) std::cerr << "hint: " << hint << '\n';
   return kExitCallFailed;
 }
 
 int ReportUsage(const absl::Status& status) {
+  if (g_json_errors) {
+    std::cout << "{\"error\":" << ErrorJsonObject(status) << "}" << std::endl;
+  }
   PrintErrorLine(status);
   return kExitUsage;
 }
 
 int ReportUsage(const GlobalOptions& g, const absl::Status& status) {
-  if (g.json) {
+  // Before main's ReportErrorsAsJson (a usage error found first thing),
+  // --json is the caller's to tell.
+  if (g.json && !g_json_errors) {
     std::cout << "{\"error\":" << ErrorJsonObject(status) << "}" << std::endl;
   }
   return ReportUsage(status);
@@ -183,8 +187,8 @@ void ReportUnreachable(const GlobalOptions& g,
                        const std::vector<UnreachableServer>& unreachable) {
   std::vector<std::string> json;
   for (const UnreachableServer& u : unreachable) {
-    std::fprintf(stderr, "tensormorph: server %s unreachable, not listed: %s\n",
-                 u.server.c_str(), std::string(u.status.message()).c_str());
+    std::cerr << "tensormorph: server " << u.server
+              << " unreachable, not listed: " << u.status.message() << '\n';
     json.push_back(absl::StrCat("{\"server\":", JsonString(u.server),
                                 ",\"error\":", ErrorJsonObject(u.status), "}"));
   }
@@ -333,11 +337,24 @@ void PrintMoreBeside(Client& client, const std::string& path,
 
 int RunLs(Client& client, const GlobalOptions& g, const ClientOptions& copts,
           const LsOptions& o) {
+  // --filter and --compat are of a checkpoint's tensors: a listing of
+  // checkpoints went on without them, as if they had matched everything.
+  const auto tensor_options_unused = [&o] {
+    return ReportUsage(absl::InvalidArgumentError(absl::StrCat(
+        o.compat ? "--compat" : "--filter",
+        " applies to one checkpoint's tensors, and '", o.checkpoint,
+        "' lists checkpoints: name one of them (tensormorph ls ",
+        o.checkpoint.empty() ? "" : absl::StrCat(o.checkpoint, "/"),
+        "CHECKPOINT ...)")));
+  };
+  const bool tensor_options = !o.filter.empty() || o.compat;
   if (o.checkpoint.empty() || o.checkpoints) {
+    if (tensor_options) return tensor_options_unused();
     return ListCheckpointsUnder(client, g, copts, o.checkpoint, o.depth);
   }
   const DirectoryProbe probe = ProbeDirectory(client, o.checkpoint, o.depth);
   if (IsDirectoryToBrowse(probe, o.checkpoint)) {
+    if (tensor_options) return tensor_options_unused();
     return ListCheckpointsUnder(client, g, copts, o.checkpoint, o.depth);
   }
   v1::ListTensorsRequest req;
@@ -619,11 +636,15 @@ absl::Status CollectIndices(const ScalarOptions& o, const v1::TensorInfo& t,
   // Each argument is one index of exactly the tensor's rank: checked here,
   // since the request carries the coordinates concatenated and "0 1 2 3"
   // would otherwise read as two indices of a matrix.
-  for (const std::string& text : o.indices) {
+  for (size_t a = 0; a < o.indices.size(); ++a) {
+    const std::string& text = o.indices[a];
     auto index = ParseIndex(text);
     if (!index.ok()) return index.status();
     absl::Status s =
         CheckIndexRank(text, *index, o.tensor, t.shape(), o.indices.size());
+    if (!s.ok()) return s;
+    s = CheckIndexInShape(absl::StrCat("index argument ", a + 1), text, *index,
+                          t.shape());
     if (!s.ok()) return s;
     add(*index);
   }
@@ -650,6 +671,9 @@ absl::Status CollectIndices(const ScalarOptions& o, const v1::TensorInfo& t,
             return absl::InvalidArgumentError(
                 absl::StrCat(name, " line ", line, ": ", s.message()));
           }
+          s = CheckIndexInShape(absl::StrCat(name, " line ", line), written,
+                                index, t.shape());
+          if (!s.ok()) return s;
           add(index);
           return absl::OkStatus();
         });
@@ -805,6 +829,9 @@ int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o) {
   ScalarCalls calls(client, o, indices);
   absl::Status collected =
       CollectIndices(o, *t, &indices, [&calls] { calls.Start(2, false); });
+  // An index past the tensor's shape fails as the server would fail it
+  // (exit 2, INDEX_OUT_OF_RANGE), before anything is printed.
+  if (absl::IsOutOfRange(collected)) return ReportFailure(collected);
   if (!collected.ok()) return ReportUsage(collected);
   if (indices.count == 0) {
     return ReportUsage(absl::InvalidArgumentError(
@@ -813,14 +840,18 @@ int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o) {
   }
   ScalarsJsonWriter json(std::cout);
   std::string text;  // a reply's text, kept from reply to reply
+  bool printed_any = false;
   calls.Start(1, true);
   while (calls.pending()) {
     ScalarBatch b = calls.Next();
     if (!b.status.ok()) {
       // What was printed stays a prefix: a JSON document left unclosed (a
-      // consumer's parse fails), text ending at the last whole scalar.
+      // consumer's parse fails), text ending at the last whole scalar; the
+      // error's own JSON on a line of its own after it.
+      if (g.json && printed_any) std::cout << '\n';
       return ReportFailure(b.status);
     }
+    printed_any = true;
     calls.Start(1, true);
     if (g.json) {
       json.Add(*b.reply);
@@ -932,10 +963,10 @@ class ReadCommand : public Command {
         "'0, :8'\n"
         "  tensormorph read model.gguf blk.0.attn_q.weight -o q.npy");
   }
-  absl::Status CheckOutputs() const override {
-    return CheckOutputIsNoInput(
-        "-o", o_.output,
-        {{CommandInput::Kind::kCheckpoint, o_.checkpoint, "checkpoint"}});
+  GuardedOutput Output() const override {
+    return {"-o",
+            o_.output,
+            {{CommandInput::Kind::kCheckpoint, o_.checkpoint, "checkpoint"}}};
   }
   absl::Status Finish() override {
     EscapeTensorName(&o_.tensor);

@@ -51,11 +51,13 @@ std::string ErrorJsonObject(const absl::Status& status);
 // are wrong before or without a call. A status made here carries no reason
 // and reads as its code's generic one (INVALID_ARGUMENT: REQUEST_INVALID);
 // one from a parser keeps the parser's (SLICE_INVALID, ...). The exit code,
-// not the reason, tells a usage error from a refused call.
+// not the reason, tells a usage error from a refused call. After
+// ReportErrorsAsJson(true) (--json) also one line on stdout in the shape
+// ReportFailure's is, {"error":ErrorJsonObject(status)}, for scripts that
+// parse stdout only: every usage error found once a command runs.
 int ReportUsage(const absl::Status& status);
-// As above; with --json also one line on stdout in the shape `health --json`
-// reports a failure in, {"error":ErrorJsonObject(status)},
-// for scripts that parse stdout only.
+// As above, with --json taken from `g`: for the usage errors main finds
+// before ReportErrorsAsJson.
 int ReportUsage(const GlobalOptions& g, const absl::Status& status);
 
 // The TensorInfo of `tensor` in `checkpoint` (its shape, to check indices

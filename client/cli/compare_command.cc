@@ -495,7 +495,7 @@ class CompareCommand : public Command {
     }
     return absl::OkStatus();
   }
-  absl::Status CheckOutputs() const override {
+  GuardedOutput Output() const override {
     constexpr auto kCheckpoint = CommandInput::Kind::kCheckpoint;
     std::vector<CommandInput> inputs = {
         {kCheckpoint, o_.source, "source checkpoint"}};
@@ -505,7 +505,7 @@ class CompareCommand : public Command {
     }
     // The matrix is read too: a report written over it would lose it.
     inputs.push_back({CommandInput::Kind::kFile, o_.imatrix, "--imatrix file"});
-    return CheckOutputIsNoInput("--html", o_.html, inputs);
+    return {"--html", o_.html, inputs};
   }
   int Run(const CommandContext& c) override {
     return RunCompare(*c.client, c.global, o_);

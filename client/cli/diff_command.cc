@@ -326,7 +326,7 @@ int DiffExitCode(const v1::DiffSummary& summary,
                  summary.flagged_size());
     for (const auto& t : reports) {
       for (const std::string& reason : t.flag_reasons())
-        std::fprintf(stderr, "  %s: %s\n", t.name().c_str(), reason.c_str());
+        std::cerr << "  " << t.name() << ": " << reason << '\n';
     }
     return kExitThreshold;
   }

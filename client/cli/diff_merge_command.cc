@@ -283,12 +283,12 @@ class DiffMergeCommand : public Command {
         "(no summary, or fewer reports than it counts), a tensor reported "
         "twice.");
   }
-  absl::Status CheckOutputs() const override {
+  GuardedOutput Output() const override {
     std::vector<CommandInput> parts;
     for (const std::string& part : o_.parts) {
       parts.push_back({CommandInput::Kind::kFile, part, "part file"});
     }
-    return CheckOutputIsNoInput("-o", o_.output, parts);
+    return {"-o", o_.output, parts};
   }
   // Reads the part files only: no server.
   int Run(const CommandContext& c) override {

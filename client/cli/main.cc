@@ -11,11 +11,13 @@
 #include "absl/status/status.h"
 #include "client/cli/app.h"
 #include "client/cli/commands.h"
+#include "client/cli/terminal_text.h"
 #include "server/stream_heap.h"
 
 int main(int argc, char** argv) {
   using namespace tensormorph;  // NOLINT: a program's main.
   KeepStreamBuffersOnHeap();
+  FilterTerminalControls();
   // The embedded server logs like tensormorphd does, to stderr and only when
   // asked ($TENSORMORPH_LOG_LEVEL): the CLI reports failures itself.
   spdlog::set_default_logger(spdlog::stderr_color_mt("tensormorph"));

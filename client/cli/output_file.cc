@@ -287,6 +287,47 @@ absl::Status CheckOutputIsNoInput(absl::string_view option,
   return absl::OkStatus();
 }
 
+absl::Status CheckOutputIsNoServerInput(const GuardedOutput& guarded,
+                                        Client& client) {
+  if (guarded.output.empty()) return absl::OkStatus();
+  const ResolvedOutput out = ResolveOutput(guarded.output);
+  // The output's directory as the write will find it (a link at the
+  // output is followed to the file it names).
+  struct stat dir;
+  const auto [out_dir, out_name] = SplitPath(out.full);
+  const bool have_dir = !out.full.empty() && ::stat(out_dir.c_str(), &dir) == 0;
+  const auto same = [](const v1::FileIdentity& id, const struct stat& st) {
+    return id.inode() != 0 && id.device() == static_cast<uint64_t>(st.st_dev) &&
+           id.inode() == static_cast<uint64_t>(st.st_ino);
+  };
+  for (const CommandInput& input : guarded.inputs) {
+    if (input.kind != CommandInput::Kind::kCheckpoint || input.path.empty()) {
+      continue;
+    }
+    absl::StatusOr<v1::GetCheckpointResponse> ckpt =
+        client.GetCheckpoint(input.path);
+    if (!ckpt.ok()) continue;
+    std::string hit;
+    for (const v1::FileInfo& f : ckpt->files()) {
+      if (out.st && same(f.identity(), *out.st)) {
+        hit = absl::StrCat("its file '", f.path(), "'");
+      }
+    }
+    const std::string role = CompanionRole(out_name);
+    if (hit.empty() && have_dir && !role.empty() && ckpt->has_directory() &&
+        same(ckpt->directory(), dir)) {
+      hit = absl::StrCat(role, " beside its files");
+    }
+    if (hit.empty()) continue;
+    return absl::InvalidArgumentError(absl::StrCat(
+        guarded.option, " '", guarded.output, "' is an input of this command (",
+        hit, ": ", input.role, " '", input.path,
+        "' as the server reads it): refusing to overwrite it; write it "
+        "elsewhere"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<OutputFile>> OutputFile::Create(
     const std::string& path) {
   std::string target = path;

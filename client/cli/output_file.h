@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "client/client.h"
 
 namespace tensormorph {
 
@@ -53,6 +54,27 @@ struct CommandInput {
 absl::Status CheckOutputIsNoInput(absl::string_view option,
                                   const std::string& output,
                                   const std::vector<CommandInput>& inputs);
+
+// A command's output and its inputs, as the two checks take them.
+struct GuardedOutput {
+  std::string option;  // "-o", "--manifest"
+  std::string output;  // empty: none asked for
+  std::vector<CommandInput> inputs;
+};
+
+// With --server, the same refusal against the files the server reads, for
+// the common case of a client on the server's machine (checkpoint paths are
+// the server's, beneath its roots, so CheckOutputIsNoInput cannot resolve
+// them): GetCheckpoint of each checkpoint input tells its files' and their
+// directory's device and inode, and `output` is refused when it is one of
+// those files, or would be a shard, config or index beside them
+// (CommandInput::kCheckpoint's companions). On another machine no identity
+// matches. A checkpoint the call cannot open, or in remote storage, is
+// skipped: the command reports its own error.
+// Errors: INVALID_ARGUMENT as CheckOutputIsNoInput's, saying the input is
+// the server's.
+absl::Status CheckOutputIsNoServerInput(const GuardedOutput& guarded,
+                                        Client& client);
 
 // A file written whole or not at all. Create() makes a temporary file in the
 // target's directory (same filesystem, so the rename is atomic), named

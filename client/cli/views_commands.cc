@@ -15,6 +15,7 @@
 #include "client/cli/commands.h"
 #include "client/cli/format.h"
 #include "client/cli/output_file.h"
+#include "client/cli/terminal_text.h"
 #include "core/request_limits.h"
 #include "core/util/error_reason.h"
 #include "render/heatmap_render.h"
@@ -268,7 +269,10 @@ int RunHeatmap(Client& client, const GlobalOptions& g,
   } else if (h->width() == 0 || h->height() == 0) {
     std::cout << title << "\nempty tensor (a zero dimension): no cells\n";
   } else if (o.term || o.output.empty()) {
-    std::cout << RenderHeatmapTerminal(*h, title, style);
+    // Its colours are terminal controls of ours: around the filter, with
+    // the title's controls (a name's) escaped here instead.
+    UnfilteredStdout() << RenderHeatmapTerminal(
+        *h, EscapeTerminalControls(title), style);
   }
   if (png != nullptr) {
     absl::StatusOr<std::string> bytes =
@@ -400,13 +404,13 @@ class HeatmapCommand : public Command {
         "  tensormorph heatmap q.gguf blk.0.ffn_down.weight --mode sq-error "
         "--ref src.gguf --imatrix imatrix.gguf --term");
   }
-  absl::Status CheckOutputs() const override {
+  GuardedOutput Output() const override {
     constexpr auto kCheckpoint = CommandInput::Kind::kCheckpoint;
-    return CheckOutputIsNoInput(
-        "-o", o_.output,
-        {{kCheckpoint, o_.checkpoint, "checkpoint"},
-         {kCheckpoint, o_.reference, "--ref checkpoint"},
-         {CommandInput::Kind::kFile, o_.imatrix, "--imatrix file"}});
+    return {"-o",
+            o_.output,
+            {{kCheckpoint, o_.checkpoint, "checkpoint"},
+             {kCheckpoint, o_.reference, "--ref checkpoint"},
+             {CommandInput::Kind::kFile, o_.imatrix, "--imatrix file"}}};
   }
   absl::Status Finish() override;
   int Run(const CommandContext& c) override {

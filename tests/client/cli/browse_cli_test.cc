@@ -108,6 +108,24 @@ TEST_P(BrowseCliTest, LsOfADirectoryThatIsNotACheckpointListsItsCheckpoints) {
                                               P("deep/d1/d2/d3/x.gguf")}));
 }
 
+// --filter and --compat select a checkpoint's tensors: given with a
+// directory of checkpoints they are a usage error, not ignored.
+TEST_P(BrowseCliTest, TensorOptionsOnAListingOfCheckpointsAreAUsageError) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"ls", P("deep"), "--filter", "x*"},
+        {"ls", P("deep"), "--compat"},
+        {"ls", P("models/sharded"), "--checkpoints", "--filter", "x*"}}) {
+    SCOPED_TRACE(::testing::PrintToString(args));
+    const CommandResult r = Run(args);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_THAT(CliErrorOf(r.err),
+                AllOf(HasReason(ErrorReason::kRequestInvalid),
+                      MessageNames(args.back() == "--compat" ? "--compat"
+                                                             : "--filter")));
+    EXPECT_EQ(r.out, "");
+  }
+}
+
 TEST_P(BrowseCliTest, LsOfACheckpointDirectoryListsItsTensorsAsBefore) {
   CommandResult r = Run({"ls", P("models/sharded")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -221,8 +239,8 @@ TEST_P(BrowseCliTest, IndicesFileAddsItsLinesAfterTheArguments) {
 }
 
 // More indices than one call takes (10,000 a call, the next in flight
-// while one prints) come out as one reply, in the order given; a call that
-// fails part way leaves what was printed, exits 2 and says why.
+// while one prints) come out as one reply, in the order given; an index out
+// of range anywhere fails the command before anything is printed.
 TEST_P(BrowseCliTest, IndicesInSeveralCallsPrintAsOneReplyInOrder) {
   // Calls of 1,000, 10,000, 10,000 and the last of one index.
   constexpr int kIndices = 21'001;
@@ -246,8 +264,10 @@ TEST_P(BrowseCliTest, IndicesInSeveralCallsPrintAsOneReplyInOrder) {
   EXPECT_EQ(
       j["scalars"][kIndices - 1]["flatIndex"],
       std::to_string(((kIndices - 1) % 4) * 256 + ((kIndices - 1) * 7) % 256));
-  // Index 15,000 (the third call's) out of range: the first two calls'
-  // scalars printed, the document left open, exit 2 with the reason.
+  // Index 15,000 (the third call's) out of range: found before any call
+  // prints, named by its line (a trial's message counted within its call,
+  // "index 4000", after 11,000 scalars of an unclosed document), exit 2 as
+  // the server's refusal of it, and with --json only the error's line.
   {
     std::ofstream out(file);
     for (int i = 0; i < kIndices; ++i) {
@@ -257,18 +277,35 @@ TEST_P(BrowseCliTest, IndicesInSeveralCallsPrintAsOneReplyInOrder) {
   r = Run({"--json", "scalar", P("Q4_K.gguf"), "blk.0.attn_q.weight",
            "--indices-file", file});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(CliErrorOf(r.err), HasReason(ErrorReason::kIndexOutOfRange));
-  EXPECT_FALSE(nlohmann::json::accept(r.out));
-  size_t printed = 0;
-  for (size_t at = r.out.find("\"flatIndex\""); at != std::string::npos;
-       at = r.out.find("\"flatIndex\"", at + 1)) {
-    ++printed;
+  EXPECT_THAT(CliErrorOf(r.err),
+              AllOf(HasReason(ErrorReason::kIndexOutOfRange),
+                    MessageNames("line 15001"), MessageNames("9,")));
+  ASSERT_TRUE(nlohmann::json::accept(r.out)) << r.out.substr(0, 200);
+  EXPECT_EQ(nlohmann::json::parse(r.out)["error"]["reason"],
+            "INDEX_OUT_OF_RANGE");
+}
+
+// A usage error found once the tensor's shape is known (after a call) is
+// reported with --json on stdout too, as every other usage error is.
+TEST_P(BrowseCliTest, WithJsonAUsageErrorFoundAfterACallIsAnErrorLine) {
+  const std::vector<std::vector<std::string>> misuses = {
+      {"scalar", P("Q4_K.gguf"), "blk.0.attn_q.weight", "1"},  // rank 2
+      {"read", P("Q4_K.gguf"), "blk.0.attn_q.weight", "--slice", "0,0,0"},
+      {"heatmap", P("Q4_K.gguf"), "blk.0.attn_q.weight", "--index", "0"},
+  };
+  for (std::vector<std::string> args : misuses) {
+    SCOPED_TRACE(::testing::PrintToString(args));
+    args.insert(args.begin(), "--json");
+    const CommandResult r = Run(args);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    ASSERT_TRUE(nlohmann::json::accept(r.out)) << "stdout: " << r.out;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["error"]["code"],
+              "INVALID_ARGUMENT");
   }
-  EXPECT_EQ(printed, 11'000u);  // the first two calls', and only those
 }
 
 // The first calls go out while the file is still parsed; a bad line after
-// them is still a usage error with nothing printed.
+// them is still a usage error with no scalar printed.
 TEST_P(BrowseCliTest, ABadLineAfterTheFirstCallsPrintsNothing) {
   const std::string file = MakeTempDir() + "/indices.txt";
   {
@@ -281,7 +318,9 @@ TEST_P(BrowseCliTest, ABadLineAfterTheFirstCallsPrintsNothing) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(CliErrorOf(r.err), AllOf(HasReason(ErrorReason::kRequestInvalid),
                                        MessageNames("line 25001")));
-  EXPECT_EQ(r.out, "");
+  // No scalar: stdout is the error's line alone.
+  ASSERT_TRUE(nlohmann::json::accept(r.out)) << r.out.substr(0, 200);
+  EXPECT_EQ(nlohmann::json::parse(r.out)["error"]["reason"], "REQUEST_INVALID");
 }
 
 // What is not a file of indices is a usage error, before any read of it.

@@ -228,6 +228,40 @@ TEST_P(OutputSafetyCliTest,
   }
 }
 
+// With --server, checkpoint paths are the server's: relative to its root
+// they name nothing here, so the refusal rests on the files' and their
+// directory's identities that GetCheckpoint reports (a trial's `read
+// victim.gguf T -o /srv/root/victim.gguf` overwrote the served file).
+TEST_P(OutputSafetyCliTest, WithServerPathsEveryServedInputIsStillRefused) {
+  if (!GetParam()) GTEST_SKIP() << "checkpoint paths relative to a server root";
+  const Inputs& in = *inputs;
+  const std::string shard1 = "quant/model-00001-of-00004.safetensors";
+  ASSERT_FALSE(fs::exists("single/m.safetensors"));  // not resolvable here
+  const std::vector<Misuse> misuses = {
+      {"single/m.safetensors", "w", in.single},
+      {"single/m.safetensors", "w", in.links + "/soft"},
+      {"single/m.safetensors", "w", in.root + "/single/config.json"},
+      {"single/m.safetensors", "w", in.root + "/single/quantize_config.json"},
+      {shard1, in.tensor, in.quant + "/model.safetensors.index.json"},
+      {shard1, in.tensor, in.quant + "/model-00003-of-00004.safetensors"},
+      {"quant", in.tensor, in.quant + "/model-00002-of-00004.safetensors"},
+      {"quant", in.tensor, in.links + "/hard"},
+  };
+  for (const Misuse& m : misuses) {
+    ExpectRefused({"read", m.checkpoint, m.tensor, "-o", m.output});
+    ExpectRefused({"heatmap", m.checkpoint, m.tensor, "-o", m.output});
+    ExpectRefused({"check", m.checkpoint, "--manifest", m.output});
+  }
+  ExpectRefused({"heatmap", "quant", in.tensor, "--mode", "error", "--ref",
+                 "source", "-o", in.source + "/config.json"});
+  // Beside the served files, a name no reader opens is an output like any.
+  const std::string beside = in.root + "/single/w.npy";
+  CommandResult r = Run({"read", "single/m.safetensors", "w", "-o", beside});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(beside));
+  fs::remove(beside);
+}
+
 TEST_P(OutputSafetyCliTest, DiffMergeRefusesItsPartFilesAsItsOutput) {
   const Inputs& in = *inputs;
   const std::string p0 = in.root + "/parts/p0.jsonl";

@@ -1,0 +1,134 @@
+#include "client/cli/terminal_text.h"
+
+#include <iostream>
+#include <streambuf>
+
+namespace tensormorph {
+namespace {
+
+bool IsC0OrDel(unsigned char b) {
+  return (b < 0x20 && b != '\n' && b != '\t') || b == 0x7f;
+}
+
+void AppendHex(unsigned char b, std::string* out) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  const char escape[4] = {'\\', 'x', kHex[b >> 4], kHex[b & 15]};
+  out->append(escape, 4);
+}
+
+// Escapes what passes through it on its way to `out`, holding nothing but
+// a lead byte C2 whose next byte decides whether the pair is a C1 control.
+// Nothing buffered otherwise: writes around it (Unfiltered*) stay in order
+// once it is flushed.
+class EscapingBuf : public std::streambuf {
+ public:
+  explicit EscapingBuf(std::streambuf* out) : out_(out) {}
+  std::streambuf* out() const { return out_; }
+
+ protected:
+  int_type overflow(int_type c) override {
+    if (traits_type::eq_int_type(c, traits_type::eof())) {
+      return sync() == 0 ? traits_type::not_eof(c) : traits_type::eof();
+    }
+    const char ch = traits_type::to_char_type(c);
+    return Put(&ch, 1) ? c : traits_type::eof();
+  }
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    return Put(s, n) ? n : 0;
+  }
+  int sync() override {
+    if (pending_lead_) {
+      pending_lead_ = false;
+      if (out_->sputc('\xC2') == traits_type::eof()) return -1;
+    }
+    return out_->pubsync();
+  }
+
+ private:
+  bool Write(const char* s, std::streamsize n) {
+    return n == 0 || out_->sputn(s, n) == n;
+  }
+  bool Put(const char* s, std::streamsize n) {
+    std::string escaped;
+    std::streamsize run = 0;  // start of the bytes passed on unchanged
+    for (std::streamsize i = 0; i < n; ++i) {
+      const auto b = static_cast<unsigned char>(s[i]);
+      if (pending_lead_) {
+        pending_lead_ = false;
+        escaped.clear();
+        if (b >= 0x80 && b <= 0x9f) {
+          AppendHex(0xc2, &escaped);
+          AppendHex(b, &escaped);
+          if (!Write(escaped.data(), 4 + 4)) return false;
+          run = i + 1;
+          continue;
+        }
+        if (!Write("\xC2", 1)) return false;
+      }
+      if (b == 0xc2) {
+        if (!Write(s + run, i - run)) return false;
+        pending_lead_ = true;
+        run = i + 1;
+      } else if (IsC0OrDel(b)) {
+        if (!Write(s + run, i - run)) return false;
+        escaped.clear();
+        AppendHex(b, &escaped);
+        if (!Write(escaped.data(), 4)) return false;
+        run = i + 1;
+      }
+    }
+    return Write(s + run, n - run);
+  }
+
+  std::streambuf* out_;
+  bool pending_lead_ = false;
+};
+
+EscapingBuf* g_stdout_filter = nullptr;
+EscapingBuf* g_stderr_filter = nullptr;
+
+}  // namespace
+
+std::string EscapeTerminalControls(absl::string_view text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto b = static_cast<unsigned char>(text[i]);
+    const bool c1 = b == 0xc2 && i + 1 < text.size() &&
+                    static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+                    static_cast<unsigned char>(text[i + 1]) <= 0x9f;
+    if (c1) {
+      AppendHex(b, &out);
+      AppendHex(static_cast<unsigned char>(text[++i]), &out);
+    } else if (IsC0OrDel(b)) {
+      AppendHex(b, &out);
+    } else {
+      out.push_back(text[i]);
+    }
+  }
+  return out;
+}
+
+void FilterTerminalControls() {
+  if (g_stdout_filter != nullptr) return;
+  // Never freed: the streams write through them until the process ends.
+  g_stdout_filter = new EscapingBuf(std::cout.rdbuf());
+  g_stderr_filter = new EscapingBuf(std::cerr.rdbuf());
+  std::cout.rdbuf(g_stdout_filter);
+  std::cerr.rdbuf(g_stderr_filter);
+}
+
+std::ostream& UnfilteredStdout() {
+  if (g_stdout_filter == nullptr) return std::cout;
+  static std::ostream* raw = new std::ostream(g_stdout_filter->out());
+  std::cout.flush();
+  return *raw;
+}
+
+std::ostream& UnfilteredStderr() {
+  if (g_stderr_filter == nullptr) return std::cerr;
+  static std::ostream* raw = new std::ostream(g_stderr_filter->out());
+  std::cerr.flush();
+  return *raw;
+}
+
+}  // namespace tensormorph

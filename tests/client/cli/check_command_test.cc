@@ -138,6 +138,33 @@ TEST_P(CheckCliTest, PeopleSeeFindingsGroupedByRule) {
   }
 }
 
+TEST_P(CheckCliTest, ARuleIsHeadedAndSummarizedByItsWorstFinding) {
+  // The GPTQ fixture against its source: one source-err-steps error
+  // (down_proj clips beyond the bound) then one info (q_proj's chosen
+  // codes). The heading and the summary's tally say error, as the totals
+  // and the exit code do.
+  const std::string fixture = Fixture("safetensors/gptq_4bit_g32");
+  const std::vector<std::string> args = {"check", fixture, "--source",
+                                         fixture + "/source"};
+  CommandResult text = Run(args);
+  EXPECT_EQ(text.exit_code, 3) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("error source-err-steps: 2 findings, worst "
+                                  "model.layers.0.mlp.down_proj.weight"));
+  EXPECT_THAT(text.out, HasSubstr("1 error, 0 warnings, 1 info"));
+
+  std::vector<std::string> json_args = args;
+  json_args.push_back("--json");
+  CommandResult json = Run(json_args);
+  EXPECT_EQ(json.exit_code, 3) << json.err;
+  std::vector<nlohmann::json> lines = JsonLines(json.out);
+  ASSERT_FALSE(lines.empty());
+  const nlohmann::json& summary = lines.back()["summary"];
+  ASSERT_EQ(summary["rules"].size(), 1u) << summary.dump();
+  EXPECT_EQ(summary["rules"][0]["rule"], "source-err-steps");
+  EXPECT_EQ(summary["rules"][0]["severity"], "CHECK_SEVERITY_ERROR");
+  EXPECT_EQ(summary["errors"], "1");
+}
+
 TEST_P(CheckCliTest, ManifestRoundTripsAndAOneByteChangeIsNamed) {
   const std::string original = testing::WriteCleanCheckCheckpoint();
   const std::string manifest = testing::MakeTempDir() + "/m.json";

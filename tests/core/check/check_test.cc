@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <limits>
 #include <set>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -432,6 +434,34 @@ TEST(CheckCheckpointTest, FailLevelDecidesWhatFails) {
     EXPECT_EQ(run.summary.rules[0].rule, "duplicate-tensor");
     EXPECT_EQ(run.summary.rules[0].worst_tensor, "a");
   }
+}
+
+TEST(CheckCheckpointTest, ARuleTalliesAsTheWorstOfItsFindings) {
+  // Against its source, the GPTQ fixture's down_proj clips beyond the bound
+  // (an error) and its q_proj only chooses codes other than the nearest
+  // (information, GPTQ does so on purpose): one rule, two severities, the
+  // error reported first. The rule's tally is an error, as the totals and
+  // the failed check say, whatever order its findings came in.
+  const std::string fixture = testing::Fixture("safetensors/gptq_4bit_g32");
+  auto source = Checkpoint::Open(fixture + "/source");
+  ASSERT_TRUE(source.ok()) << source.status();
+  CheckRun run = CheckPath(fixture, {.source = source->get()});
+  std::vector<std::pair<std::string, Severity>> found;
+  for (const Finding& f : run.findings) {
+    if (f.rule == "source-err-steps") found.emplace_back(f.tensor, f.severity);
+  }
+  EXPECT_EQ(found,
+            (std::vector<std::pair<std::string, Severity>>{
+                {"model.layers.0.mlp.down_proj.weight", Severity::kError},
+                {"model.layers.0.self_attn.q_proj.weight", Severity::kInfo}}));
+  ASSERT_EQ(run.summary.rules.size(), 1u);
+  const RuleTally& tally = run.summary.rules[0];
+  EXPECT_EQ(tally.rule, "source-err-steps");
+  EXPECT_EQ(SeverityName(tally.severity), "error");
+  EXPECT_EQ(tally.findings, 2);
+  EXPECT_EQ(run.summary.errors, 1);
+  EXPECT_EQ(run.summary.infos, 1);
+  EXPECT_TRUE(run.summary.failed);
 }
 
 TEST(CheckCheckpointTest, AnFp16SaturatedScaleIsFoundOnTheScaleAndTheValues) {

@@ -34,6 +34,7 @@ using ::tensormorph::testing::Fixture;
 using ::tensormorph::testing::FixturesDir;
 using ::tensormorph::testing::HasReason;
 using ::tensormorph::testing::MessageNames;
+using ::tensormorph::testing::StatusIs;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
@@ -163,6 +164,49 @@ TEST_P(CheckCliTest, ARuleIsHeadedAndSummarizedByItsWorstFinding) {
   EXPECT_EQ(summary["rules"][0]["rule"], "source-err-steps");
   EXPECT_EQ(summary["rules"][0]["severity"], "CHECK_SEVERITY_ERROR");
   EXPECT_EQ(summary["errors"], "1");
+}
+
+TEST_P(CheckCliTest, CorruptFilesAreFindingsUnlessNoneOpens) {
+  // What a script can rely on, with or without an index: exit 2 and
+  // DATA_LOSS when no .safetensors file opens (nothing to check), exit 3
+  // and a shard-corrupt finding per corrupt file when one does.
+  auto truncated_copy = [](const std::string& from, const std::string& to) {
+    const std::string bytes = testing::ReadFileBytes(from);
+    testing::WriteFile(to, bytes.substr(0, bytes.size() - 4));
+  };
+  const std::string gptq =
+      Fixture("safetensors/gptq_4bit_g32") + "/model.safetensors";
+  // Fresh directories beside the cases', inside the server's roots.
+  const std::string single = testing::MakeTempDir();
+  const std::string two = testing::MakeTempDir();
+  const std::string sharded = testing::MakeTempDir();
+  truncated_copy(gptq, single + "/model.safetensors");
+  fs::copy_file(gptq, two + "/a.safetensors");
+  truncated_copy(gptq, two + "/b.safetensors");
+  // An index whose every shard is cut short: no file opens either.
+  const std::string shards = Fixture("safetensors/fp8_block_sharded");
+  fs::copy_file(shards + "/model.safetensors.index.json",
+                sharded + "/model.safetensors.index.json");
+  for (const char* n : {"/model-00001-of-00002.safetensors",
+                        "/model-00002-of-00002.safetensors"}) {
+    truncated_copy(shards + n, sharded + n);
+  }
+
+  for (const std::string& d : {single, sharded}) {
+    SCOPED_TRACE(d);
+    CommandResult r = Run({"check", d});
+    EXPECT_EQ(r.exit_code, 2) << r.out;
+    EXPECT_THAT(CliErrorOf(r.err),
+                AllOf(StatusIs(absl::StatusCode::kDataLoss, ""),
+                      HasReason(ErrorReason::kHeaderInvalid),
+                      MessageNames(".safetensors")));
+  }
+  CommandResult r = Run({"check", two});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("error shard-corrupt: 1 finding\n"));
+  EXPECT_THAT(r.out, HasSubstr("[" + two + "/b.safetensors]"));
+  // a.safetensors's stored tensors, each its own (no config came along).
+  EXPECT_THAT(r.out, HasSubstr("8 tensors checked (8 stored tensors"));
 }
 
 TEST_P(CheckCliTest, ManifestRoundTripsAndAOneByteChangeIsNamed) {

@@ -372,6 +372,77 @@ TEST(CheckCheckpointTest, HostileIndexesAndConfigsArePreciseErrorsOrFindings) {
   }
 }
 
+TEST(CheckCheckpointTest, CorruptFilesAreFindingsUnlessNoneOpens) {
+  // One rule, with or without an index, for scripts reading the exit code:
+  // a checkpoint none of whose .safetensors files opens cannot be checked,
+  // and its open fails naming the file and the rule it broke (DATA_LOSS,
+  // the CLI's exit 2); while one opens, each corrupt file is a
+  // shard-corrupt finding (exit 3) and the others are checked.
+  auto cut = [](const std::string& path) {
+    const std::string bytes = testing::ReadFileBytes(path);
+    testing::WriteFile(path, bytes.substr(0, bytes.size() - 4));
+  };
+  const std::string kFirst = "/model-00001-of-00002.safetensors";
+  const std::string kSecond = "/model-00002-of-00002.safetensors";
+  {
+    // A single-file checkpoint whose file is cut short.
+    const std::string dir = testing::MakeTempDir();
+    testing::CopyFixtureInto("gptq_4bit_g32", dir);
+    cut(dir + "/model.safetensors");
+    EXPECT_THAT(Checkpoint::Open(dir, {.lenient = true}),
+                AllOf(StatusIs(absl::StatusCode::kDataLoss, ""),
+                      HasReason(ErrorReason::kHeaderInvalid),
+                      MessageNames(dir + "/model.safetensors")));
+  }
+  {
+    // A sharded one whose every shard is cut short: its index opens, yet
+    // there is nothing to check either.
+    const std::string dir = testing::MakeTempDir();
+    testing::CopyFixtureInto("fp8_block_sharded", dir);
+    cut(dir + kFirst);
+    cut(dir + kSecond);
+    EXPECT_THAT(Checkpoint::Open(dir, {.lenient = true}),
+                AllOf(StatusIs(absl::StatusCode::kDataLoss, ""),
+                      HasReason(ErrorReason::kHeaderInvalid),
+                      MessageNames("no shard its weight_map names opens"),
+                      MessageNames(dir + kFirst)));
+  }
+  {
+    // The same with the second shard whole: a finding on the first (which
+    // holds down_proj's weight), and the second's o_proj and norm checked.
+    const std::string dir = testing::MakeTempDir();
+    testing::CopyFixtureInto("fp8_block_sharded", dir);
+    cut(dir + kFirst);
+    CheckRun run = CheckPath(dir);
+    EXPECT_EQ(Rules(run), std::set<std::string>{"shard-corrupt"});
+    ASSERT_EQ(run.findings.size(), 1u);
+    EXPECT_EQ(run.findings[0].tensor, "model.layers.0.mlp.down_proj.weight");
+    EXPECT_EQ(run.findings[0].file, dir + kFirst);
+    EXPECT_THAT(run.findings[0].actual,
+                HasSubstr("data bytes after the header"));
+    EXPECT_EQ(run.summary.tensors_checked, 2);
+    EXPECT_TRUE(run.summary.failed);
+  }
+  {
+    // Two files and no index, one cut short: the same.
+    const std::string dir = testing::MakeTempDir();
+    std::vector<float> v(64, 0.25f), w(64, 0.5f);
+    testing::WriteFile(
+        dir + "/a.safetensors",
+        testing::BuildSafetensors({{"x", "F32", {2, 32}, testing::Bytes(v)}}));
+    testing::WriteFile(
+        dir + "/b.safetensors",
+        testing::BuildSafetensors({{"y", "F32", {2, 32}, testing::Bytes(w)}}));
+    cut(dir + "/b.safetensors");
+    CheckRun run = CheckPath(dir);
+    EXPECT_EQ(Rules(run), std::set<std::string>{"shard-corrupt"});
+    ASSERT_EQ(run.findings.size(), 1u);
+    EXPECT_EQ(run.findings[0].file, dir + "/b.safetensors");
+    EXPECT_EQ(run.summary.tensors_checked, 1);
+    EXPECT_TRUE(run.summary.failed);
+  }
+}
+
 TEST(CheckCheckpointTest, GptqCompanionsMissingOrOrphanedAreFoundInTheFiles) {
   const std::string dir = testing::MakeTempDir();
   testing::CopyFixtureInto("gptq_4bit_g32", dir);

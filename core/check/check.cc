@@ -120,7 +120,11 @@ void Checker::Report() {
     if (f.severity >= options_.fail_level) summary_.failed = true;
     RuleTally& t = tallies_[f.rule];
     t.rule = f.rule;
-    t.severity = f.severity;
+    // A rule's findings can differ in severity (source-err-steps is info
+    // for a quantizer that chooses its codes): the tally, which people and
+    // scripts read as the rule's verdict, takes the worst of them.
+    t.severity =
+        t.findings == 0 ? f.severity : std::max(t.severity, f.severity);
     ++t.findings;
     t.count += f.count;
     if (f.count > t.worst_count || t.worst_tensor.empty()) {

@@ -50,6 +50,8 @@ struct CheckProgress {
 // finding with the largest count (its tensor and group).
 struct RuleTally {
   std::string rule;
+  // The worst of its findings' severities: one rule's findings may differ
+  // (source-err-steps), and one error among infos must read as an error.
   Severity severity = Severity::kError;
   int64_t findings = 0;
   int64_t count = 0;

@@ -355,6 +355,9 @@ class CheckpointBuilder {
     return static_cast<int>(ckpt_->files_.size()) - 1;
   }
   absl::Status OpenGgufSet(const std::string& p, Mapping m);
+  // Opens the shards the index at `index_path` names. Lenient: a shard that
+  // fails its rules is shard-corrupt (AddIndexedShard) unless none opens:
+  // then nothing is left to check, and the first one's error fails the open.
   absl::Status OpenSafetensorsIndex(const std::string& index_path);
   // Of the shards `shards` names (for the index at `index_path`, `what` in
   // messages), removes those absent here and records them absent. Fails on
@@ -560,6 +563,23 @@ absl::Status CheckpointBuilder::OpenSafetensorsIndex(
   }
   TM_RETURN_IF_ERROR(SetAsideAbsentShards(index_path, what, &shards));
   std::vector<ParsedShard> parsed = ParseShards(files_, dir, shards);
+  if (options_.lenient && !parsed.empty() &&
+      std::none_of(parsed.begin(), parsed.end(),
+                   [](const ParsedShard& sh) { return sh.header.ok(); })) {
+    // Nothing to check: fail as a directory of corrupt files without an
+    // index does, so that whether a check runs never depends on the index.
+    const absl::Status& first = parsed.front().header.status();
+    const size_t absent = ckpt_->absent_files_.size();
+    return CopyReason(
+        first, absl::Status(
+                   first.code(),
+                   absl::StrCat(
+                       what, ": no shard its weight_map names opens (",
+                       parsed.size(), " corrupt",
+                       absent > 0 ? absl::StrCat(", ", absent, " absent") : "",
+                       "), so there is nothing to check; the first: ",
+                       first.message())));
+  }
   size_t total = ckpt_->stored_.size();
   for (const ParsedShard& sh : parsed) {
     if (sh.header.ok()) total += sh.header->tensors.size();

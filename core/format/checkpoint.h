@@ -71,15 +71,16 @@ struct OpenOptions {
   // convention cannot be resolved (ResolveConventions) too, that tensor's
   // stored tensors staying tensors of their own. A shard that fails its
   // rules (shard-corrupt) has its tensors treated as missing, and the other
-  // shards open (all of them corrupt: an open with no tensors); an index
-  // that is not JSON, not an object with a weight_map, names a file outside
-  // its directory, or is no readable regular file (index-corrupt) is set
-  // aside and the directory's .safetensors files open as though it were
-  // absent, each one that fails its rules or is no regular file a
-  // shard-corrupt (none opening: an error naming the index's problem too);
-  // a tensor name stored in two files (duplicate-name) keeps the copy the
-  // index places, else its first. Everything read is still bounds-checked.
-  // Never for serving: values of a lenient open may be incomplete.
+  // shards open (none opening: nothing to check, so an error, the first
+  // one's, as without an index); an index that is not JSON, not an object
+  // with a weight_map, names a file outside its directory, or is no
+  // readable regular file (index-corrupt) is set aside and the directory's
+  // .safetensors files open as though it were absent, each one that fails
+  // its rules or is no regular file a shard-corrupt (none opening: an error
+  // naming the index's problem too); a tensor name stored in two files
+  // (duplicate-name) keeps the copy the index places, else its first.
+  // Everything read is still bounds-checked. Never for serving: values of
+  // a lenient open may be incomplete.
   bool lenient = false;
   // Where the checkpoint's files are opened, listed and stat'ed (a server
   // passes its roots: FileAccess::Beneath); null: anywhere. The checkpoint
@@ -115,7 +116,8 @@ class Checkpoint {
   // allow_absent_shards, an index none of whose shards exist, naming it);
   // INVALID_ARGUMENT (not a regular file or directory; an ambiguous
   // directory); DATA_LOSS (a corrupt file, index or split set, naming the
-  // file and the rule; a shard the index names and the disk lacks, unless
+  // file and the rule; lenient, only a GGUF or safetensors none of whose
+  // files opens; a shard the index names and the disk lacks, unless
   // allowed); UNIMPLEMENTED (an unsupported dtype or version).
   static absl::StatusOr<std::shared_ptr<const Checkpoint>> Open(
       const std::string& path, const OpenOptions& options = {});

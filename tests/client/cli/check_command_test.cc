@@ -34,6 +34,7 @@ using ::tensormorph::testing::Fixture;
 using ::tensormorph::testing::FixturesDir;
 using ::tensormorph::testing::HasReason;
 using ::tensormorph::testing::MessageNames;
+using ::tensormorph::testing::StatusIs;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
@@ -136,6 +137,76 @@ TEST_P(CheckCliTest, PeopleSeeFindingsGroupedByRule) {
     EXPECT_THAT(r.out, HasSubstr("2 tensors checked (3 stored tensors"));
     EXPECT_THAT(r.out, HasSubstr("0 errors, 2 warnings, 0 infos"));
   }
+}
+
+TEST_P(CheckCliTest, ARuleIsHeadedAndSummarizedByItsWorstFinding) {
+  // The GPTQ fixture against its source: one source-err-steps error
+  // (down_proj clips beyond the bound) then one info (q_proj's chosen
+  // codes). The heading and the summary's tally say error, as the totals
+  // and the exit code do.
+  const std::string fixture = Fixture("safetensors/gptq_4bit_g32");
+  const std::vector<std::string> args = {"check", fixture, "--source",
+                                         fixture + "/source"};
+  CommandResult text = Run(args);
+  EXPECT_EQ(text.exit_code, 3) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("error source-err-steps: 2 findings, worst "
+                                  "model.layers.0.mlp.down_proj.weight"));
+  EXPECT_THAT(text.out, HasSubstr("1 error, 0 warnings, 1 info"));
+
+  std::vector<std::string> json_args = args;
+  json_args.push_back("--json");
+  CommandResult json = Run(json_args);
+  EXPECT_EQ(json.exit_code, 3) << json.err;
+  std::vector<nlohmann::json> lines = JsonLines(json.out);
+  ASSERT_FALSE(lines.empty());
+  const nlohmann::json& summary = lines.back()["summary"];
+  ASSERT_EQ(summary["rules"].size(), 1u) << summary.dump();
+  EXPECT_EQ(summary["rules"][0]["rule"], "source-err-steps");
+  EXPECT_EQ(summary["rules"][0]["severity"], "CHECK_SEVERITY_ERROR");
+  EXPECT_EQ(summary["errors"], "1");
+}
+
+TEST_P(CheckCliTest, CorruptFilesAreFindingsUnlessNoneOpens) {
+  // What a script can rely on, with or without an index: exit 2 and
+  // DATA_LOSS when no .safetensors file opens (nothing to check), exit 3
+  // and a shard-corrupt finding per corrupt file when one does.
+  auto truncated_copy = [](const std::string& from, const std::string& to) {
+    const std::string bytes = testing::ReadFileBytes(from);
+    testing::WriteFile(to, bytes.substr(0, bytes.size() - 4));
+  };
+  const std::string gptq =
+      Fixture("safetensors/gptq_4bit_g32") + "/model.safetensors";
+  // Fresh directories beside the cases', inside the server's roots.
+  const std::string single = testing::MakeTempDir();
+  const std::string two = testing::MakeTempDir();
+  const std::string sharded = testing::MakeTempDir();
+  truncated_copy(gptq, single + "/model.safetensors");
+  fs::copy_file(gptq, two + "/a.safetensors");
+  truncated_copy(gptq, two + "/b.safetensors");
+  // An index whose every shard is cut short: no file opens either.
+  const std::string shards = Fixture("safetensors/fp8_block_sharded");
+  fs::copy_file(shards + "/model.safetensors.index.json",
+                sharded + "/model.safetensors.index.json");
+  for (const char* n : {"/model-00001-of-00002.safetensors",
+                        "/model-00002-of-00002.safetensors"}) {
+    truncated_copy(shards + n, sharded + n);
+  }
+
+  for (const std::string& d : {single, sharded}) {
+    SCOPED_TRACE(d);
+    CommandResult r = Run({"check", d});
+    EXPECT_EQ(r.exit_code, 2) << r.out;
+    EXPECT_THAT(CliErrorOf(r.err),
+                AllOf(StatusIs(absl::StatusCode::kDataLoss, ""),
+                      HasReason(ErrorReason::kHeaderInvalid),
+                      MessageNames(".safetensors")));
+  }
+  CommandResult r = Run({"check", two});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("error shard-corrupt: 1 finding\n"));
+  EXPECT_THAT(r.out, HasSubstr("[" + two + "/b.safetensors]"));
+  // a.safetensors's stored tensors, each its own (no config came along).
+  EXPECT_THAT(r.out, HasSubstr("8 tensors checked (8 stored tensors"));
 }
 
 TEST_P(CheckCliTest, ManifestRoundTripsAndAOneByteChangeIsNamed) {

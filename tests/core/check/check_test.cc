@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <limits>
 #include <set>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -370,6 +372,77 @@ TEST(CheckCheckpointTest, HostileIndexesAndConfigsArePreciseErrorsOrFindings) {
   }
 }
 
+TEST(CheckCheckpointTest, CorruptFilesAreFindingsUnlessNoneOpens) {
+  // One rule, with or without an index, for scripts reading the exit code:
+  // a checkpoint none of whose .safetensors files opens cannot be checked,
+  // and its open fails naming the file and the rule it broke (DATA_LOSS,
+  // the CLI's exit 2); while one opens, each corrupt file is a
+  // shard-corrupt finding (exit 3) and the others are checked.
+  auto cut = [](const std::string& path) {
+    const std::string bytes = testing::ReadFileBytes(path);
+    testing::WriteFile(path, bytes.substr(0, bytes.size() - 4));
+  };
+  const std::string kFirst = "/model-00001-of-00002.safetensors";
+  const std::string kSecond = "/model-00002-of-00002.safetensors";
+  {
+    // A single-file checkpoint whose file is cut short.
+    const std::string dir = testing::MakeTempDir();
+    testing::CopyFixtureInto("gptq_4bit_g32", dir);
+    cut(dir + "/model.safetensors");
+    EXPECT_THAT(Checkpoint::Open(dir, {.lenient = true}),
+                AllOf(StatusIs(absl::StatusCode::kDataLoss, ""),
+                      HasReason(ErrorReason::kHeaderInvalid),
+                      MessageNames(dir + "/model.safetensors")));
+  }
+  {
+    // A sharded one whose every shard is cut short: its index opens, yet
+    // there is nothing to check either.
+    const std::string dir = testing::MakeTempDir();
+    testing::CopyFixtureInto("fp8_block_sharded", dir);
+    cut(dir + kFirst);
+    cut(dir + kSecond);
+    EXPECT_THAT(Checkpoint::Open(dir, {.lenient = true}),
+                AllOf(StatusIs(absl::StatusCode::kDataLoss, ""),
+                      HasReason(ErrorReason::kHeaderInvalid),
+                      MessageNames("no shard its weight_map names opens"),
+                      MessageNames(dir + kFirst)));
+  }
+  {
+    // The same with the second shard whole: a finding on the first (which
+    // holds down_proj's weight), and the second's o_proj and norm checked.
+    const std::string dir = testing::MakeTempDir();
+    testing::CopyFixtureInto("fp8_block_sharded", dir);
+    cut(dir + kFirst);
+    CheckRun run = CheckPath(dir);
+    EXPECT_EQ(Rules(run), std::set<std::string>{"shard-corrupt"});
+    ASSERT_EQ(run.findings.size(), 1u);
+    EXPECT_EQ(run.findings[0].tensor, "model.layers.0.mlp.down_proj.weight");
+    EXPECT_EQ(run.findings[0].file, dir + kFirst);
+    EXPECT_THAT(run.findings[0].actual,
+                HasSubstr("data bytes after the header"));
+    EXPECT_EQ(run.summary.tensors_checked, 2);
+    EXPECT_TRUE(run.summary.failed);
+  }
+  {
+    // Two files and no index, one cut short: the same.
+    const std::string dir = testing::MakeTempDir();
+    std::vector<float> v(64, 0.25f), w(64, 0.5f);
+    testing::WriteFile(
+        dir + "/a.safetensors",
+        testing::BuildSafetensors({{"x", "F32", {2, 32}, testing::Bytes(v)}}));
+    testing::WriteFile(
+        dir + "/b.safetensors",
+        testing::BuildSafetensors({{"y", "F32", {2, 32}, testing::Bytes(w)}}));
+    cut(dir + "/b.safetensors");
+    CheckRun run = CheckPath(dir);
+    EXPECT_EQ(Rules(run), std::set<std::string>{"shard-corrupt"});
+    ASSERT_EQ(run.findings.size(), 1u);
+    EXPECT_EQ(run.findings[0].file, dir + "/b.safetensors");
+    EXPECT_EQ(run.summary.tensors_checked, 1);
+    EXPECT_TRUE(run.summary.failed);
+  }
+}
+
 TEST(CheckCheckpointTest, GptqCompanionsMissingOrOrphanedAreFoundInTheFiles) {
   const std::string dir = testing::MakeTempDir();
   testing::CopyFixtureInto("gptq_4bit_g32", dir);
@@ -432,6 +505,34 @@ TEST(CheckCheckpointTest, FailLevelDecidesWhatFails) {
     EXPECT_EQ(run.summary.rules[0].rule, "duplicate-tensor");
     EXPECT_EQ(run.summary.rules[0].worst_tensor, "a");
   }
+}
+
+TEST(CheckCheckpointTest, ARuleTalliesAsTheWorstOfItsFindings) {
+  // Against its source, the GPTQ fixture's down_proj clips beyond the bound
+  // (an error) and its q_proj only chooses codes other than the nearest
+  // (information, GPTQ does so on purpose): one rule, two severities, the
+  // error reported first. The rule's tally is an error, as the totals and
+  // the failed check say, whatever order its findings came in.
+  const std::string fixture = testing::Fixture("safetensors/gptq_4bit_g32");
+  auto source = Checkpoint::Open(fixture + "/source");
+  ASSERT_TRUE(source.ok()) << source.status();
+  CheckRun run = CheckPath(fixture, {.source = source->get()});
+  std::vector<std::pair<std::string, Severity>> found;
+  for (const Finding& f : run.findings) {
+    if (f.rule == "source-err-steps") found.emplace_back(f.tensor, f.severity);
+  }
+  EXPECT_EQ(found,
+            (std::vector<std::pair<std::string, Severity>>{
+                {"model.layers.0.mlp.down_proj.weight", Severity::kError},
+                {"model.layers.0.self_attn.q_proj.weight", Severity::kInfo}}));
+  ASSERT_EQ(run.summary.rules.size(), 1u);
+  const RuleTally& tally = run.summary.rules[0];
+  EXPECT_EQ(tally.rule, "source-err-steps");
+  EXPECT_EQ(SeverityName(tally.severity), "error");
+  EXPECT_EQ(tally.findings, 2);
+  EXPECT_EQ(run.summary.errors, 1);
+  EXPECT_EQ(run.summary.infos, 1);
+  EXPECT_TRUE(run.summary.failed);
 }
 
 TEST(CheckCheckpointTest, AnFp16SaturatedScaleIsFoundOnTheScaleAndTheValues) {

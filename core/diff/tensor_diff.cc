@@ -255,6 +255,16 @@ double JudgedExcess(const ErrorSums& s, bool nearest_codes) {
                   nearest_codes ? s.max_excess_not_nearest : 0.0);
 }
 
+// The bound of a float grid's run (`values` its decoded values): at its own
+// levels, whose steps it has, not at its range's end (rounding_bound.h).
+double FloatGridBoundSteps(const QuantRun& run, const float* values) {
+  double bound = 0;
+  for (int64_t k = 0; k < run.count; ++k) {
+    bound = std::max(bound, LevelBoundSteps(run, values[k]));
+  }
+  return bound;
+}
+
 // The offset of the first element of a chunk (its runs, decoded values,
 // sources and errors in steps) whose judged excess is `excess`, as the error
 // pass computed it; 0 if none is (it never happens: ExcessOf is that pass's
@@ -485,11 +495,15 @@ absl::Status PartRunner::ReadChunk(int64_t first, int64_t m,
 // stored scale is zero while their source is not.
 absl::Status PartRunner::BoundRuns(const float* xs) {
   std::vector<QuantRun>& runs = buf_.runs;
+  const float* values = buf_.values.data();
   for (size_t r = 0, at = 0; r < runs.size(); at += runs[r++].count) {
     QuantRun& run = runs[r];
     ApplyBound(bound_, &run);
     WidenForSourceRounding(source_rel_, source_f16_, &run);
-    part_.bound_steps = std::max(part_.bound_steps, InteriorBoundSteps(run));
+    part_.bound_steps =
+        std::max(part_.bound_steps, bound_.float_codes
+                                        ? FloatGridBoundSteps(run, values + at)
+                                        : InteriorBoundSteps(run));
     if (run.step_below != 0 || run.step_above != 0) continue;
     const float* src = xs + at;
     bool nonzero = false;

@@ -269,7 +269,7 @@ void ApplyBound(const RoundingBound& b, QuantRun* r) {
   const double mag = std::max(std::fabs(r->range_min), std::fabs(r->range_max));
   const double step = std::max(r->step_below, r->step_above);
   r->bound = 0.5;
-  r->slack = b.float_slack * mag;
+  r->slack = b.float_codes ? 0 : b.float_slack * mag;
   r->slack_rel = 0;
   r->origin = 0;
   double u = 0;  // the stored scale's relative rounding
@@ -291,6 +291,14 @@ void ApplyBound(const RoundingBound& b, QuantRun* r) {
   if (b.offset_f16) {
     r->origin = r->range_min;
     r->slack += HalfUlpF16(r->range_min);
+  }
+  // On a float grid x / s and s * level round relative to the element:
+  // 2^-20 of the largest level is 0.22 of e4m3's finest step, and e5m2's is
+  // infinite. The bound takes the source a step beyond its level, as
+  // WidenForSourceRounding does.
+  if (b.float_codes) {
+    r->slack_rel += b.float_slack;
+    r->bound += b.float_slack;
   }
   r->extra_below = r->extra_above = 0;
   // A source one level past the end, aimed with the unrounded scale.
@@ -323,20 +331,26 @@ double SourceRoundingRel(const EncodingInfo& source) {
 
 void WidenForSourceRounding(double rel, bool f16, QuantRun* r) {
   if (rel == 0) return;
-  // |x| <= |x^ - origin| + |origin| + |x - x^|, and |x - x^| is within a
-  // step or two where the bound matters: the error pass scales slack_rel by
-  // |x^ - origin|, the rest goes to the constant slack.
-  const double step = std::max(r->step_below, r->step_above);
+  // |x| <= |x^ - origin| + |origin| + |x - x^|: the error pass scales
+  // slack_rel by |x^ - origin|, |origin| goes to the constant slack, and
+  // |x - x^| of an element within its bound is under a step towards x, so
+  // its share is under rel steps (not a slack in real units: divided by a
+  // float grid's finer step below a power of two, it would count twice).
   r->slack_rel += rel;
-  r->slack += rel * (std::fabs(r->origin) + 2 * step) + (f16 ? 0x1p-25 : 0);
+  r->bound += rel;
+  r->slack += rel * std::fabs(r->origin) + (f16 ? 0x1p-25 : 0);
 }
 
 double InteriorBoundSteps(const QuantRun& r) {
-  const double step = std::min(r.step_below, r.step_above);
-  if (!(step > 0)) return 0;
   const double far = std::max(std::fabs(r.range_max - r.origin),
                               std::fabs(r.range_min - r.origin));
-  return r.bound + (r.slack + r.slack_rel * far) / step;
+  return LevelBoundSteps(r, r.origin + far);
+}
+
+double LevelBoundSteps(const QuantRun& r, double level) {
+  const double step = std::min(r.step_below, r.step_above);
+  if (!(step > 0)) return 0;
+  return r.bound + (r.slack + r.slack_rel * std::fabs(level - r.origin)) / step;
 }
 
 }  // namespace tensormorph

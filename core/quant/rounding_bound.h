@@ -71,6 +71,21 @@ struct RoundingBound {
   // checkpoint quantized from float32 and released beside its bf16 source
   // is within. Integer grids do not: with 127 levels the same rounding is
   // half a step at the top, and would hide a code one level off.
+  // On a float grid a step is a fixed fraction of its level, so every term
+  // that grows with the value (float_slack: x / s and s * level round
+  // relative to the element; the source's rounding) is taken at the
+  // element's own level, never at the range's end: that paired e4m3's finest
+  // step (2^-9, a subnormal's) with its largest level (448) and reported a
+  // bf16 source's 2^-8 as 896 steps (e5m2's ends are infinite). Per element
+  //   0.5 + (r + f) * (|level| / step towards the source + 1)
+  // with r the source's relative rounding (0 float32, 2^-11 f16, 2^-8 bf16)
+  // and f float_slack: |level| / step is at most 16 for e4m3 (8 for e5m2),
+  // at a power of two seen from below, so r adds at most 1/16 of a step
+  // there; the 1 is the source lying up to a step beyond its level. So 0.5
+  // against float32 (float arithmetic aside), 0.5 + 17 * 2^-8 = 0.566 for
+  // e4m3 against bf16 (0.535 e5m2), 0.508 against f16, whose subnormals
+  // (below 2^-14) round by a fixed 2^-25: more where a small scale puts
+  // levels finer than that.
   bool float_codes = false;
   std::string family;  // a short name for reports: "nearest, f16 scale", ...
 };
@@ -99,12 +114,20 @@ void ApplyBound(const RoundingBound& b, QuantRun* run);
 double SourceRoundingRel(const EncodingInfo& source);
 
 // Widens the run's bound by a source rounding of `rel` (SourceRoundingRel)
-// of each source's magnitude, and f16's subnormal half-ulp when `f16`.
+// of each source's magnitude, and f16's subnormal half-ulp when `f16`: on a
+// float grid, where the diff widens (see float_codes).
 void WidenForSourceRounding(double rel, bool f16, QuantRun* run);
 
 // The bound, in steps, of the run's worst-placed level inside its range
-// (what a report calls the bound used); 0 for a zero-step run.
+// (what a report calls the bound used); 0 for a zero-step run. For uniform
+// levels that is the range's end at the finer step; on a float grid (a run
+// of one element, its steps the gaps around its own level) it is that
+// level's: LevelBoundSteps(run, its decoded value).
 double InteriorBoundSteps(const QuantRun& run);
+
+// The bound, in steps, of the run's level `level` at the finer of the run's
+// steps; 0 for a zero-step run.
+double LevelBoundSteps(const QuantRun& run, double level);
 
 }  // namespace tensormorph
 

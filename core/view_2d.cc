@@ -11,6 +11,17 @@ absl::StatusOr<View2D> ViewOf(const LogicalTensor& t,
   const size_t rank = t.shape.size();
   if (rank == 0)
     return absl::InvalidArgumentError("a rank-0 tensor has no 2-D view");
+  // An index for a dimension the tensor does not have was ignored, and the
+  // view drawn as if it were not there: a request for a view that does not
+  // exist is refused, whatever the tensor holds.
+  const size_t lead = rank >= 2 ? rank - 2 : 0;
+  if (leading.size() > lead) {
+    return RequestFieldError(
+        "leading",
+        absl::StrCat(leading.size(), " leading indices for a rank-", rank,
+                     " tensor, which has ", lead, " leading dimension",
+                     lead == 1 ? "" : "s", " (all but its last two)"));
+  }
   View2D v;
   v.cols = t.shape.back();
   v.rows = rank >= 2 ? t.shape[rank - 2] : 1;

@@ -71,6 +71,12 @@ constexpr ErrorReasonInfo kTable[] = {
      "an importance matrix asked to weigh one tensor (a heatmap's) has no "
      "entry of its name (use MISSING) or one of another size (MISMATCH)",
      "path, tensor, use"},
+    {ErrorReason::kHttpFramingInvalid, "HTTP_FRAMING_INVALID",
+     Code::kInvalidArgument, false,
+     "an HTTP request whose body cannot be told apart from what follows it, "
+     "or cannot be read (a malformed chunked body, one shorter than its "
+     "Content-Length); rule names which (HTTP framing rules, below)",
+     "rule"},
     {ErrorReason::kRequestInvalid, "REQUEST_INVALID", Code::kInvalidArgument,
      true,
      "a malformed request (any other INVALID_ARGUMENT); where one option is "

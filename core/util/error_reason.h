@@ -53,6 +53,7 @@ enum class ErrorReason {
   kPageTokenInvalid,
   kEnumValueInvalid,
   kImatrixNotApplicable,
+  kHttpFramingInvalid,
   // Generic reasons: one per code, for errors that carry no specific one.
   kRequestInvalid,
   kNotFound,

@@ -14,11 +14,13 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "core/util/error_reason.h"
 #include "proto/received_chunk.h"
 #include "proto/status_mapping.h"
 #include "render/heatmap_render.h"
@@ -39,6 +41,13 @@ namespace {
 // as protobuf, the server's receive limit, and its JSON a few times that; a
 // body past this could not become a request the server takes.
 constexpr size_t kMaxBodyBytes = 16 << 20;
+// A body declared past kMaxBodyBytes but within this is read and dropped
+// before the 413 goes out (cpp-httplib's own skip, which its read timeout
+// bounds per read): a connection closed on unread bytes is reset, and a
+// client still writing (Python's http.client) then sees a broken pipe, not
+// the answer. Past it the 413 goes out unread: no client sends that much to
+// a limit of 16 MiB by mistake.
+constexpr uint64_t kMaxDrainBytes = 64 << 20;
 // A request body must arrive within this, however it trickles in, so that
 // slow senders cannot keep the serving threads.
 constexpr absl::Duration kBodyDeadline = absl::Seconds(20);
@@ -52,9 +61,41 @@ void SendError(httplib::Response& res, const absl::Status& status) {
   res.set_content(ErrorJson(status), kSmallJson);
 }
 
+// A body past kMaxBodyBytes: 413 (Rpc), not 429, which tells a client to
+// come back later with the same request. `asked` is the length declared, or
+// what had come when the body was cut off.
+absl::Status BodyTooLarge(absl::string_view asked) {
+  return WithReason(absl::ResourceExhaustedError(absl::StrCat(
+                        "the request body is past the ", kMaxBodyBytes >> 20,
+                        " MiB allowed (", asked, " bytes)")),
+                    ErrorReason::kLimitExceeded,
+                    {{"limit", "max_request_body_bytes"},
+                     {"limit_value", absl::StrCat(kMaxBodyBytes)},
+                     {"asked", std::string(asked)}});
+}
+
 // The body, read here rather than by cpp-httplib, so that a slow sender is
-// cut off at kBodyDeadline, not held for as long as it trickles.
-absl::StatusOr<std::string> ReadBody(const httplib::ContentReader& content) {
+// cut off at kBodyDeadline, not held for as long as it trickles. `res` is
+// where cpp-httplib says why it stopped reading. CheckFraming has passed:
+// one Content-Length of digits, or Transfer-Encoding: chunked, or neither.
+absl::StatusOr<std::string> ReadBody(const httplib::Request& req,
+                                     const httplib::Response& res,
+                                     const httplib::ContentReader& content) {
+  const bool chunked = req.has_header("Transfer-Encoding");
+  const std::string length = req.get_header_value("Content-Length");
+  if (!chunked && !req.has_header("Content-Length")) {
+    // A request without either has no body (RFC 9112 6.3); cpp-httplib
+    // would read to the connection's end, holding a thread until its read
+    // timeout.
+    return std::string();
+  }
+  uint64_t declared = 0;
+  if (!chunked &&
+      (!absl::SimpleAtoi(absl::StripAsciiWhitespace(length), &declared) ||
+       declared > kMaxDrainBytes)) {
+    // cpp-httplib would read and drop all that was declared, however much.
+    return BodyTooLarge(absl::StripAsciiWhitespace(length));
+  }
   std::string body;
   const absl::Time deadline = absl::Now() + kBodyDeadline;
   bool late = false, large = false;
@@ -65,22 +106,46 @@ absl::StatusOr<std::string> ReadBody(const httplib::ContentReader& content) {
     body.append(data, n);
     return true;
   });
-  if (large) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the request body is past the ", kMaxBodyBytes >> 20, " MiB allowed"));
-  }
+  if (large) return BodyTooLarge(absl::StrCat("over ", kMaxBodyBytes));
   if (late) {
     return absl::DeadlineExceededError(
         absl::StrCat("the request body did not arrive within ",
                      absl::ToInt64Seconds(kBodyDeadline), " seconds"));
   }
-  if (!read) {
-    // cpp-httplib refuses a Content-Length past the limit without reading.
-    return absl::ResourceExhaustedError(
-        absl::StrCat("the request body could not be read whole: past the ",
-                     kMaxBodyBytes >> 20, " MiB allowed, or cut short"));
+  if (read) return body;
+  // Declared past kMaxBodyBytes: cpp-httplib read and dropped it.
+  if (res.status == 413) return BodyTooLarge(absl::StrCat(declared));
+  // cpp-httplib stopped: 415 or 500 before reading (a Content-Encoding it
+  // cannot decode), else 400 (the bytes broke the framing, or stopped).
+  if (res.status == 415 || res.status == 500) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the request's Content-Encoding '",
+                     absl::CHexEscape(req.get_header_value("Content-Encoding")),
+                     "' is not one this server decodes"));
   }
-  return body;
+  const std::string encoded =
+      req.has_header("Content-Encoding")
+          ? absl::StrCat(
+                ", or its Content-Encoding '",
+                absl::CHexEscape(req.get_header_value("Content-Encoding")),
+                "' did not decode")
+          : "";
+  if (chunked) {
+    // cpp-httplib 0.11 reads no trailer fields: a legal one after the last
+    // chunk is refused with the malformed.
+    return FramingError(
+        "chunked-body",
+        absl::StrCat("the chunked request body does not parse: a chunk size "
+                     "that is not hexadecimal or is past 2^64, a chunk not "
+                     "followed by CRLF, trailer fields after the last chunk "
+                     "(this server reads none), or it ended early",
+                     encoded));
+  }
+  return FramingError(
+      "body-short",
+      absl::StrCat("the request body ended (or stalled past the read "
+                   "timeout) before its Content-Length of ",
+                   declared, " bytes", encoded));
 }
 
 // Who sent `req`, for the service's log; `sent` (when given) learns whether
@@ -565,9 +630,14 @@ void HttpGateway::Impl::Rpc(const httplib::Request& req, httplib::Response& res,
   if (!streaming.ok()) {
     return Refuse(req, res, streaming.status(), 0, "unimplemented");
   }
-  absl::StatusOr<std::string> body = ReadBody(content);
+  absl::StatusOr<std::string> body = ReadBody(req, res, content);
   if (!body.ok()) {
-    Refuse(req, res, body.status(), 0, "limit");
+    const bool limit = IsReason(body.status(), ErrorReason::kLimitExceeded);
+    Refuse(req, res, body.status(), limit ? 413 : 0,
+           limit ? "limit"
+           : IsReason(body.status(), ErrorReason::kHttpFramingInvalid)
+               ? "framing"
+               : "bad_request");
     EndConnectionAfter(res);  // the rest is not read
     return;
   }

@@ -3,12 +3,15 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/request_limits.h"
+#include "core/util/error_reason.h"
 #include "proto/json_print.h"
 #include "proto/status_mapping.h"
 #include "server/gateway_metadata.h"
@@ -21,11 +24,120 @@ using Stub = v1::Tensormorph::Stub;
 // Metadata values travel as HTTP/2 header values: printable ASCII only.
 constexpr size_t kMaxAuthorizationBytes = 8 << 10;
 
+// Finds a field a JSON body gives twice, which protobuf's JSON parser
+// (3.21) takes the last of: {"checkpoint":"a","checkpoint":"b"} asked for
+// b, while a proxy or a log that read the first saw a. A field of a known
+// message counts once under both its names ("row_begin" and "rowBegin");
+// any other object's keys (a map's) are compared as written. Anything else
+// wrong with the body is left to protobuf's parser, which names it.
+class RepeatedFieldFinder final : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  explicit RepeatedFieldFinder(const google::protobuf::Descriptor* root)
+      : next_(root) {}
+
+  // The repeated field's path ("diff.checkpoint"), once parsing stopped
+  // at it; empty when none is.
+  const std::string& repeated() const { return repeated_; }
+
+  bool start_object(std::size_t) override { return Open(false); }
+  bool end_object() override { return Close(); }
+  bool start_array(std::size_t) override { return Open(true); }
+  bool end_array() override { return Close(); }
+  bool key(string_t& key) override {
+    Frame& f = frames_.back();
+    const google::protobuf::FieldDescriptor* field = FieldOf(f.type, key);
+    f.key = field != nullptr ? field->name() : key;
+    if (!f.seen
+             .insert(field != nullptr ? absl::StrCat("#", field->number())
+                                      : absl::StrCat("=", key))
+             .second) {
+      repeated_ = absl::StrCat(f.prefix, f.key);
+      return false;
+    }
+    next_ =
+        field != nullptr && !field->is_map() ? field->message_type() : nullptr;
+    return true;
+  }
+  bool null() override { return Value(); }
+  bool boolean(bool) override { return Value(); }
+  bool number_integer(number_integer_t) override { return Value(); }
+  bool number_unsigned(number_unsigned_t) override { return Value(); }
+  bool number_float(number_float_t, const string_t&) override {
+    return Value();
+  }
+  bool string(string_t&) override { return Value(); }
+  bool binary(binary_t&) override { return Value(); }
+  bool parse_error(std::size_t, const std::string&,
+                   const nlohmann::detail::exception&) override {
+    return false;
+  }
+
+ private:
+  struct Frame {
+    bool array = false;
+    // The object's message, or an array's elements'; null: not a message.
+    const google::protobuf::Descriptor* type = nullptr;
+    std::string prefix;  // the path to it, "diff." (arrays add nothing)
+    std::string key;     // an object's last key
+    absl::flat_hash_set<std::string> seen;  // an object's fields
+  };
+
+  static const google::protobuf::FieldDescriptor* FieldOf(
+      const google::protobuf::Descriptor* type, const std::string& key) {
+    if (type == nullptr) return nullptr;
+    for (int i = 0; i < type->field_count(); ++i) {
+      const google::protobuf::FieldDescriptor* f = type->field(i);
+      if (f->name() == key || f->json_name() == key) return f;
+    }
+    return nullptr;
+  }
+  bool Open(bool array) {
+    // Deeper than protobuf's parser takes (it refuses past 100 levels):
+    // stop, rather than hold a frame for each of millions of '['.
+    if (frames_.size() >= kMaxDepth) return false;
+    Frame f;
+    f.array = array;
+    if (frames_.empty()) {
+      f.type = next_;
+    } else {
+      const Frame& up = frames_.back();
+      f.type = up.array ? up.type : next_;
+      f.prefix = up.array ? up.prefix : absl::StrCat(up.prefix, up.key, ".");
+    }
+    next_ = nullptr;
+    frames_.push_back(std::move(f));
+    return true;
+  }
+  bool Close() {
+    frames_.pop_back();
+    return true;
+  }
+  bool Value() {
+    next_ = nullptr;
+    return true;
+  }
+
+  static constexpr size_t kMaxDepth = 100;
+  const google::protobuf::Descriptor* next_;  // the next object's message
+  std::vector<Frame> frames_;
+  std::string repeated_;
+};
+
 template <class Req>
 absl::StatusOr<Req> ParseRequest(absl::string_view body,
                                  absl::string_view method) {
   Req req;
   if (absl::StripAsciiWhitespace(body).empty()) return req;
+  RepeatedFieldFinder finder(Req::descriptor());
+  nlohmann::json::sax_parse(body.begin(), body.end(), &finder);
+  if (!finder.repeated().empty()) {
+    return RequestFieldError(
+        finder.repeated(),
+        absl::StrCat("the body of ", method, " gives the field '",
+                     finder.repeated(),
+                     "' twice (a key repeated, or both of its names); give "
+                     "it once"));
+  }
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = false;  // a misspelt field is an error
   const auto s = google::protobuf::util::JsonStringToMessage(

@@ -5,8 +5,10 @@
 #include <memory>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/util/error_reason.h"
 
 namespace tensormorph {
 namespace {
@@ -62,16 +64,34 @@ bool HostAllowList::Allows(const httplib::Request& req) const {
   return any_ || names_.contains(NameOf(req.get_header_value("Host")));
 }
 
+absl::Status FramingError(absl::string_view rule, absl::string_view message) {
+  return WithReason(absl::InvalidArgumentError(message),
+                    ErrorReason::kHttpFramingInvalid,
+                    {{"rule", std::string(rule)}});
+}
+
 absl::Status CheckFraming(const httplib::Headers& headers) {
+  for (const auto& [name, value] : headers) {
+    if (name.find_first_of(" \t") != std::string::npos) {
+      return FramingError(
+          "header-name",
+          absl::StrCat("the request's header name '",
+                       absl::CHexEscape(absl::string_view(name).substr(0, 64)),
+                       "' holds whitespace (before its colon?); a header name "
+                       "is one word"));
+    }
+  }
   const size_t lengths = CountHeader(headers, "Content-Length");
   const size_t encodings = CountHeader(headers, "Transfer-Encoding");
   if (lengths > 0 && encodings > 0) {
-    return absl::InvalidArgumentError(
+    return FramingError(
+        "length-and-encoding",
         "the request has both Content-Length and Transfer-Encoding; send "
         "one");
   }
   if (lengths > 1 || encodings > 1) {
-    return absl::InvalidArgumentError(
+    return FramingError(
+        "repeated-header",
         absl::StrCat("the request has ", lengths > 1 ? lengths : encodings, " ",
                      lengths > 1 ? "Content-Length" : "Transfer-Encoding",
                      " headers; send one"));
@@ -80,7 +100,8 @@ absl::Status CheckFraming(const httplib::Headers& headers) {
     const auto it = headers.find("Transfer-Encoding");
     if (!absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(it->second),
                                 "chunked")) {
-      return absl::InvalidArgumentError(
+      return FramingError(
+          "transfer-encoding",
           "the request's Transfer-Encoding is not 'chunked', the one this "
           "server reads");
     }
@@ -88,7 +109,8 @@ absl::Status CheckFraming(const httplib::Headers& headers) {
   if (lengths == 1) {
     const auto it = headers.find("Content-Length");
     if (!AllDigits(absl::StripAsciiWhitespace(it->second))) {
-      return absl::InvalidArgumentError(
+      return FramingError(
+          "content-length",
           "the request's Content-Length is not a decimal number");
     }
   }

@@ -46,12 +46,20 @@ class HostAllowList {
   bool any_ = false;
 };
 
-// INVALID_ARGUMENT, naming the headers, when the body's length is not
-// told one way: Transfer-Encoding together with Content-Length; a
-// Transfer-Encoding other than exactly "chunked" (cpp-httplib would read
-// "gzip, chunked" by its Content-Length, or to the connection's end); two
-// Transfer-Encoding or two Content-Length headers (even equal ones); a
-// Content-Length that is not a decimal number.
+// INVALID_ARGUMENT HTTP_FRAMING_INVALID with metadata rule: a request whose
+// body cannot be told apart from what follows it, or cannot be read.
+// docs/errors.md lists the rules.
+absl::Status FramingError(absl::string_view rule, absl::string_view message);
+
+// HTTP_FRAMING_INVALID (FramingError), naming the headers, when the body's
+// length is not told one way: a header name with whitespace in it
+// ("Transfer-Encoding : chunked", which cpp-httplib keeps as another name
+// and a proxy may read as Transfer-Encoding; RFC 9112 5.1 has it refused);
+// Transfer-Encoding together with Content-Length; a Transfer-Encoding other
+// than exactly "chunked" (cpp-httplib would read "gzip, chunked" by its
+// Content-Length, or to the connection's end); two Transfer-Encoding or two
+// Content-Length headers (even equal ones); a Content-Length that is not a
+// decimal number.
 absl::Status CheckFraming(const httplib::Headers& headers);
 
 // Ends the connection once `res` (its body set) is sent, with Connection:

@@ -396,6 +396,34 @@ TEST(HeatmapLeadingTest, NegativeIndicesCountFromTheEnd) {
   }
 }
 
+// An index for a dimension the tensor does not have was ignored, and the
+// heatmap drawn as if the request had not named it.
+TEST(HeatmapLeadingTest, MoreIndicesThanLeadingDimensionsAreRefused) {
+  auto plain = Checkpoint::Open(Fixture("safetensors/plain"));
+  auto q4k = Checkpoint::Open(Fixture("gguf/Q4_K.gguf"));
+  ASSERT_TRUE(plain.ok() && q4k.ok());
+  const LogicalTensor* rank3 = (*plain)->FindTensor("bf16_3d");
+  const LogicalTensor* rank2 = (*q4k)->FindTensor("blk.0.attn_q.weight");
+  ASSERT_TRUE(rank3 != nullptr && rank2 != nullptr);
+  ASSERT_EQ(rank3->shape.size(), 3u);
+  ASSERT_EQ(rank2->shape.size(), 2u);
+  for (const auto& [t, leading] :
+       std::vector<std::pair<const LogicalTensor*, std::vector<int64_t>>>{
+           {rank2, {99}},
+           {rank2, {0}},
+           {rank2, std::vector<int64_t>(100000, 0)},
+           {rank3, {0, 0}},
+           {rank3, {1, 99}}}) {
+    HeatmapOptions o;
+    o.leading = leading;
+    EXPECT_THAT(ComputeHeatmap(*t, nullptr, o),
+                AllOf(HasReason(ErrorReason::kRequestInvalid),
+                      HasMetadata("field", "leading"),
+                      MessageNames(absl::StrCat(leading.size(), " leading"))))
+        << t->name << " with " << leading.size() << " indices";
+  }
+}
+
 TEST(HeatmapLocateTest, OnlyErrorAndAbsmaxModesLocateTheirCellsElement) {
   auto ckpt = Checkpoint::Open(Fixture("gguf/Q4_K.gguf"));
   ASSERT_TRUE(ckpt.ok());

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "client/client.h"
 #include "gmock/gmock.h"
@@ -134,6 +135,24 @@ TEST_F(ErrorReasonsTest, ALimitNamesItselfItsValueAndWhatWasAsked) {
   EXPECT_THAT(metadata, Contains(Pair("limit", "max_heatmap_side")));
   EXPECT_THAT(metadata, Contains(Pair("asked", "5000")));
   EXPECT_TRUE(metadata.contains("limit_value"));
+}
+
+// GetHeatmapRequest.leading: an index for a dimension the tensor does not
+// have was ignored, and the rank-2 view drawn.
+TEST_F(ErrorReasonsTest, LeadingIndicesATensorDoesNotHaveAreRequestInvalid) {
+  for (const std::vector<int64_t>& leading :
+       {std::vector<int64_t>{99}, std::vector<int64_t>(100000, 0)}) {
+    v1::GetHeatmapRequest req;
+    req.set_checkpoint(kQ8);
+    req.set_tensor(kQ8Tensor);  // rank 2: no leading dimension
+    for (int64_t i : leading) req.add_leading(i);
+    const auto r = client().GetHeatmap(req);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument)
+        << r.status();
+    EXPECT_THAT(r, HasReason(ErrorReason::kRequestInvalid));
+    EXPECT_THAT(ErrorMetadataOf(r.status()),
+                Contains(Pair("field", "leading")));
+  }
 }
 
 TEST_F(ErrorReasonsTest, ARequestEnumNumberThatIsNoValueIsEnumValueInvalid) {

@@ -12,6 +12,8 @@
 #include <future>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -165,36 +167,99 @@ TEST_F(HttpPortGuardTest, EveryResponseForbidsFraming) {
               HasSubstr("default-src 'self'"));
 }
 
+// The metadata value `key` of grpc-gateway's error body.
+std::string MetadataOf(const RawResponse& r, const std::string& key) {
+  const Json j = Json::parse(r.body, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("details") || !j["details"].is_array() ||
+      j["details"].empty() || !j["details"][0].is_object() ||
+      !j["details"][0].contains("metadata") ||
+      !j["details"][0]["metadata"].is_object()) {
+    return "";
+  }
+  return j["details"][0]["metadata"].value(key, "");
+}
+
 TEST_F(HttpPortGuardTest, AmbiguousFramingIsRefusedAndNothingIsSmuggled) {
   // The body, read by its chunked framing, ends at once; read by its
   // length, it would be 4 bytes and the rest a second request.
   const std::string smuggled =
       "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
-  for (const std::string& framing :
-       {std::string("Content-Length: 4\r\nTransfer-Encoding: chunked\r\n"),
-        std::string("Transfer-Encoding: chunked\r\nContent-Length: 4\r\n"),
-        std::string("Content-Length: 5\r\nContent-Length: 5\r\n"),
-        std::string("Content-Length: 5\r\nContent-Length: 60\r\n"),
-        std::string("Transfer-Encoding: gzip, chunked\r\n"),
-        std::string("Transfer-Encoding: chunked\r\n"
-                    "Transfer-Encoding: chunked\r\n"),
-        std::string("Content-Length: +5\r\n")}) {
+  for (const auto& [framing, rule] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"Content-Length: 4\r\nTransfer-Encoding: chunked\r\n",
+            "length-and-encoding"},
+           {"Transfer-Encoding: chunked\r\nContent-Length: 4\r\n",
+            "length-and-encoding"},
+           {"Content-Length: 5\r\nContent-Length: 5\r\n", "repeated-header"},
+           {"Content-Length: 5\r\nContent-Length: 60\r\n", "repeated-header"},
+           {"Transfer-Encoding: gzip, chunked\r\n", "transfer-encoding"},
+           {"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n",
+            "repeated-header"},
+           {"Content-Length: +5\r\n", "content-length"},
+           // A proxy may take it for Transfer-Encoding; cpp-httplib does not.
+           {"Transfer-Encoding : chunked\r\n", "header-name"}}) {
     const auto replies = RawHttpExchange(
         port(), Post("127.0.0.1", framing, "0\r\n\r\n" + smuggled,
                      /*keep_alive=*/true));
     ASSERT_EQ(replies.size(), 1u) << framing;
     EXPECT_EQ(replies[0].status, 400) << framing;
-    EXPECT_EQ(ReasonOf(replies[0]), "REQUEST_INVALID") << framing;
+    EXPECT_EQ(ReasonOf(replies[0]), "HTTP_FRAMING_INVALID") << framing;
+    EXPECT_EQ(MetadataOf(replies[0], "rule"), rule) << framing;
   }
-  // One framing, either way, is taken.
+  // One framing, either way, is taken; no framing at all is no body (RFC
+  // 9112 6.3), not a body read to the connection's end.
   for (const auto& [framing, body] :
        std::vector<std::pair<std::string, std::string>>{
            {"Content-Length: 2\r\n", "{}"},
-           {"Transfer-Encoding: chunked\r\n", "2\r\n{}\r\n0\r\n\r\n"}}) {
+           {"Transfer-Encoding: chunked\r\n", "2\r\n{}\r\n0\r\n\r\n"},
+           {"Transfer-Encoding: chunked\r\n", "2;x=y\r\n{}\r\n0\r\n\r\n"},
+           {"", ""}}) {
     const auto replies =
         RawHttpExchange(port(), Post("127.0.0.1", framing, body));
     ASSERT_EQ(replies.size(), 1u) << framing;
     EXPECT_EQ(replies[0].status, 200) << framing << replies[0].body;
+  }
+}
+
+// A body that breaks its framing is a malformed request (400, with the rule
+// it broke), and one declared past the limit is too large (413; past
+// 64 MiB refused unread, as here): neither is 429, which tells a client to retry
+// later.
+TEST_F(HttpPortGuardTest, ABrokenBodyIs400AndADeclaredLengthPastTheLimit413) {
+  const std::string chunked = "Transfer-Encoding: chunked\r\n";
+  for (const auto& [name, framing, body, rule] : std::vector<
+           std::tuple<std::string, std::string, std::string, std::string>>{
+           {"chunk size not hex", chunked, "zz\r\n{}\r\n0\r\n\r\n",
+            "chunked-body"},
+           {"chunk size past 2^64", chunked,
+            "ffffffffffffffffff\r\n{}\r\n0\r\n\r\n", "chunked-body"},
+           // Legal HTTP/1.1 that cpp-httplib 0.11 does not read.
+           {"trailer field", chunked, "2\r\n{}\r\n0\r\nX-T: 1\r\n\r\n",
+            "chunked-body"},
+           // Answered once the server's read timeout (5 s) passes.
+           {"body shorter than its length", "Content-Length: 50\r\n", "{}",
+            "body-short"}}) {
+    SCOPED_TRACE(name);
+    const auto replies =
+        RawHttpExchange(port(), Post("127.0.0.1", framing, body,
+                                     /*keep_alive=*/true));
+    ASSERT_EQ(replies.size(), 1u);
+    EXPECT_EQ(replies[0].status, 400) << replies[0].body;
+    EXPECT_EQ(ReasonOf(replies[0]), "HTTP_FRAMING_INVALID") << replies[0].body;
+    EXPECT_EQ(MetadataOf(replies[0], "rule"), rule) << replies[0].body;
+  }
+  for (const std::string& length :
+       {std::string("67108865"), std::string("18446744073709551616"),
+        std::string("99999999999999999999999")}) {
+    SCOPED_TRACE(length);
+    const auto replies = RawHttpExchange(
+        port(), Post("127.0.0.1", "Content-Length: " + length + "\r\n", "{}",
+                     /*keep_alive=*/true));
+    ASSERT_EQ(replies.size(), 1u);
+    EXPECT_EQ(replies[0].status, 413) << replies[0].body;
+    EXPECT_EQ(ReasonOf(replies[0]), "LIMIT_EXCEEDED") << replies[0].body;
+    EXPECT_EQ(MetadataOf(replies[0], "asked"), length);
+    EXPECT_EQ(MetadataOf(replies[0], "limit_value"), "16777216");
   }
 }
 

@@ -96,7 +96,10 @@ export function mount(host, s, ctx) {
       put(host, title, el('div', { class: 'placeholder' }, `An empty tensor (a zero dimension in ${fmtShape(shape)}): nothing to draw.`));
       return;
     }
-    const leading = parseIndex(s.leading) || new Array(v.lead).fill(0);
+    // One index per leading dimension: a link's leading= may be another
+    // tensor's, and the server refuses indices a tensor has no dimension for.
+    const asked = parseIndex(s.leading) || [];
+    const leading = Array.from({ length: v.lead }, (_, i) => asked[i] ?? 0);
     const leadInputs = leading.map((x, i) => el('input', {
       type: 'number', class: 'narrow', min: 0, max: shape[i] - 1, value: x, 'data-leading': i,
       onchange: (e) => {

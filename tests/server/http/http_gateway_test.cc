@@ -23,9 +23,11 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
 #include "client/client.h"
@@ -595,6 +597,43 @@ TEST_F(HttpGatewayTest, AnErrorBodyCarriesTheReasonAndItsMetadata) {
             "1");
 }
 
+// Protobuf's JSON parser takes the last of a field given twice, so
+// {"checkpoint": A, "checkpoint": B} was a call on B that a proxy or a log
+// reading the first key took for one on A. The body is parsed strictly: a
+// field given twice, under one name or both of its names, is refused
+// naming it, nested ones by their path; one value twice in a list is not.
+TEST_F(HttpGatewayTest, AFieldGivenTwiceIsRefusedNamingIt) {
+  for (const auto& [method, body, field] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"GetCheckpoint",
+            absl::StrCat(R"({"checkpoint": ")", kQ8,
+                         R"(", "checkpoint": "none.gguf"})"),
+            "checkpoint"},
+           {"GetHeatmap",
+            absl::StrCat(R"({"checkpoint": ")", kQ8, R"(", "tensor": ")",
+                         kQ8Tensor, R"(", "row_begin": 1, "rowBegin": 2})"),
+            "row_begin"},
+           {"GetDiffReport",
+            absl::StrCat(R"({"diff": {"checkpoint": ")", kQ8,
+                         R"(", "reference": "source", "reference": "x"}})"),
+            "diff.reference"}}) {
+    SCOPED_TRACE(body);
+    httplib::Result r = Post(method, body);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << r->body;
+    ExpectErrorBody(r->body, "REQUEST_INVALID");
+    const Json error = Json::parse(r->body, nullptr, false);
+    EXPECT_EQ(error["details"][0]["metadata"].value("field", ""), field);
+    EXPECT_THAT(error.value("message", ""), HasSubstr("'" + field + "'"));
+  }
+  httplib::Result list = Post(
+      "InspectScalars",
+      Json{{"checkpoint", kQ8}, {"tensor", kQ8Tensor}, {"flatIndices", {1, 1}}}
+          .dump());
+  ASSERT_TRUE(list);
+  EXPECT_EQ(list->status, 200) << list->body;
+}
+
 // AIP-158: a page_size past the cap is lowered, not refused.
 TEST_F(HttpGatewayTest, APageSizePastTheCapListsRatherThanRefuses) {
   httplib::Result r = Post("ListCheckpoints", R"({"pageSize": 5000})");
@@ -696,8 +735,8 @@ TEST_F(HttpGatewayTest, RefusalsCarryTheirHttpStatusAndCode) {
        Json{{"checkpoint", std::string(5 << 20, 'x')}}.dump(),
        "application/json", 429, "RESOURCE_EXHAUSTED", "4 MiB"},
       {"a body past 16 MiB", "POST", "/v1/GetServerInfo",
-       std::string((16 << 20) + 1, ' '), "application/json", 429,
-       "RESOURCE_EXHAUSTED", "16 MiB"},
+       std::string((16 << 20) + 1, ' '), "application/json", 413,
+       "LIMIT_EXCEEDED", "16 MiB"},
       {"path outside the roots", "POST", "/v1/GetCheckpoint",
        R"({"checkpoint": "../../../../etc/passwd"})", "application/json", 403,
        "OUTSIDE_ROOTS", "etc/passwd"},

@@ -232,8 +232,9 @@ TEST_P(OutputSafetyCliTest,
 // they name nothing here, so the refusal rests on the files' and their
 // directory's identities that GetCheckpoint reports (a trial's `read
 // victim.gguf T -o /srv/root/victim.gguf` overwrote the served file).
-TEST_P(OutputSafetyCliTest, WithServerPathsEveryServedInputIsStillRefused) {
-  if (!GetParam()) GTEST_SKIP() << "checkpoint paths relative to a server root";
+class OutputSafetyServerPathsTest : public OutputSafetyCliTest {};
+
+TEST_P(OutputSafetyServerPathsTest, EveryServedInputIsStillRefused) {
   const Inputs& in = *inputs;
   const std::string shard1 = "quant/model-00001-of-00004.safetensors";
   ASSERT_FALSE(fs::exists("single/m.safetensors"));  // not resolvable here
@@ -359,6 +360,9 @@ INSTANTIATE_TEST_SUITE_P(EmbeddedAndRemote, OutputSafetyCliTest,
                          ::testing::Bool(), [](const auto& info) {
                            return info.param ? "Remote" : "Embedded";
                          });
+// Paths relative to the server's root mean nothing embedded: remote only.
+INSTANTIATE_TEST_SUITE_P(Remote, OutputSafetyServerPathsTest,
+                         ::testing::Values(true));
 
 // ---- Ctrl-C in the middle of a write ----
 

@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <iostream>
 #include <new>
 
 #include "absl/status/status.h"
@@ -17,7 +18,7 @@
 int main(int argc, char** argv) {
   using namespace tensormorph;  // NOLINT: a program's main.
   KeepStreamBuffersOnHeap();
-  FilterTerminalControls();
+  FilterTerminalControls(std::cerr);
   // The embedded server logs like tensormorphd does, to stderr and only when
   // asked ($TENSORMORPH_LOG_LEVEL): the CLI reports failures itself.
   spdlog::set_default_logger(spdlog::stderr_color_mt("tensormorph"));
@@ -40,6 +41,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "Run with --help for more information.\n");
     return kExitUsage;
   }
+  if (!g.json) FilterTerminalControls(std::cout);
   try {
     return RunChosenCommand(commands, g);
   } catch (const std::bad_alloc&) {

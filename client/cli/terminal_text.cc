@@ -1,14 +1,28 @@
 #include "client/cli/terminal_text.h"
 
+#include <array>
 #include <iostream>
 #include <streambuf>
 
 namespace tensormorph {
 namespace {
 
-bool IsC0OrDel(unsigned char b) {
+constexpr bool IsC0OrDel(unsigned char b) {
   return (b < 0x20 && b != '\n' && b != '\t') || b == 0x7f;
 }
+
+// The bytes the filter looks at twice: controls, and C2 (a C1 control's
+// lead byte). A table, so that the scan past the rest is a load and a
+// test a byte: text output runs to tens of megabytes (scalar of 100,000
+// indices).
+constexpr std::array<bool, 256> AttentionTable() {
+  std::array<bool, 256> t{};
+  for (int b = 0; b < 256; ++b) {
+    t[b] = IsC0OrDel(static_cast<unsigned char>(b)) || b == 0xc2;
+  }
+  return t;
+}
+constexpr std::array<bool, 256> kAttention = AttentionTable();
 
 void AppendHex(unsigned char b, std::string* out) {
   static constexpr char kHex[] = "0123456789ABCDEF";
@@ -52,6 +66,10 @@ class EscapingBuf : public std::streambuf {
     std::string escaped;
     std::streamsize run = 0;  // start of the bytes passed on unchanged
     for (std::streamsize i = 0; i < n; ++i) {
+      if (!pending_lead_) {
+        while (i < n && !kAttention[static_cast<unsigned char>(s[i])]) ++i;
+        if (i == n) break;
+      }
       const auto b = static_cast<unsigned char>(s[i]);
       if (pending_lead_) {
         pending_lead_ = false;
@@ -108,13 +126,14 @@ std::string EscapeTerminalControls(absl::string_view text) {
   return out;
 }
 
-void FilterTerminalControls() {
-  if (g_stdout_filter != nullptr) return;
-  // Never freed: the streams write through them until the process ends.
-  g_stdout_filter = new EscapingBuf(std::cout.rdbuf());
-  g_stderr_filter = new EscapingBuf(std::cerr.rdbuf());
-  std::cout.rdbuf(g_stdout_filter);
-  std::cerr.rdbuf(g_stderr_filter);
+void FilterTerminalControls(std::ostream& stream) {
+  EscapingBuf** filter = &stream == &std::cout   ? &g_stdout_filter
+                         : &stream == &std::cerr ? &g_stderr_filter
+                                                 : nullptr;
+  if (filter == nullptr || *filter != nullptr) return;
+  // Never freed: the stream writes through it until the process ends.
+  *filter = new EscapingBuf(stream.rdbuf());
+  stream.rdbuf(*filter);
 }
 
 std::ostream& UnfilteredStdout() {

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <iostream>
+#include <sstream>
 #include <streambuf>
 
 namespace tensormorph {
@@ -108,22 +109,12 @@ EscapingBuf* g_stderr_filter = nullptr;
 }  // namespace
 
 std::string EscapeTerminalControls(absl::string_view text) {
-  std::string out;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const auto b = static_cast<unsigned char>(text[i]);
-    const bool c1 = b == 0xc2 && i + 1 < text.size() &&
-                    static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
-                    static_cast<unsigned char>(text[i + 1]) <= 0x9f;
-    if (c1) {
-      AppendHex(b, &out);
-      AppendHex(static_cast<unsigned char>(text[++i]), &out);
-    } else if (IsC0OrDel(b)) {
-      AppendHex(b, &out);
-    } else {
-      out.push_back(text[i]);
-    }
-  }
-  return out;
+  // Through the filter itself, so that the two never disagree.
+  std::ostringstream out;
+  EscapingBuf filter(out.rdbuf());
+  filter.sputn(text.data(), static_cast<std::streamsize>(text.size()));
+  filter.pubsync();  // a last lone C2 byte
+  return out.str();
 }
 
 void FilterTerminalControls(std::ostream& stream) {

@@ -223,8 +223,8 @@ TEST_F(HttpPortGuardTest, AmbiguousFramingIsRefusedAndNothingIsSmuggled) {
 
 // A body that breaks its framing is a malformed request (400, with the rule
 // it broke), and one declared past the limit is too large (413; past
-// 64 MiB refused unread, as here): neither is 429, which tells a client to retry
-// later.
+// 64 MiB refused unread, as here): neither is 429, which tells a client to
+// retry later.
 TEST_F(HttpPortGuardTest, ABrokenBodyIs400AndADeclaredLengthPastTheLimit413) {
   const std::string chunked = "Transfer-Encoding: chunked\r\n";
   for (const auto& [name, framing, body, rule] : std::vector<

@@ -53,6 +53,8 @@ void AddPeer(std::vector<LogField>& fields, const CallPeer& peer) {
 
 }  // namespace
 
+bool IsTrustedProxy(absl::string_view address) { return Trusted(address); }
+
 void SetTrustedProxies(TrustedProxies proxies) {
   g_trusted.store(new TrustedProxies(std::move(proxies)),
                   std::memory_order_release);

@@ -36,6 +36,9 @@ struct CallPeer {
 // before the server serves.
 void SetTrustedProxies(TrustedProxies proxies);
 
+// True when `address` ("10.0.0.7", "::1") is one of those proxies.
+bool IsTrustedProxy(absl::string_view address);
+
 // True for a gRPC peer that is this process's in-process channel (gRPC
 // names it "unknown" in 1.51, "inproc..." elsewhere); network peers always
 // have an address family ("ipv4:", "ipv6:", "unix:").

@@ -78,6 +78,14 @@ void AddServingOptions(CLI::App& app, Flags& f) {
   app.add_option("--http-allow-origin", f.http.allow_origin,
                  "let pages from this origin (https://dash.example:3000, or "
                  "*) call the HTTP API from a browser (CORS); unset: none");
+  app.add_option("--http-connections-per-peer", f.http.connections_per_peer,
+                 "of the HTTP port's 64 serving threads, how many one client "
+                 "address (an IPv6 /64) may hold at once, idle kept-alive "
+                 "connections included; its further connections wait their "
+                 "turn (up to 16 times as many, then 429), so one client "
+                 "cannot starve the others. A --trusted-proxy has no limit")
+      ->default_val(16)
+      ->check(CLI::Range(1, 64));
   app.add_option("--http-assets", f.http.assets_dir,
                  "serve the inspector's files from this directory (client/web) "
                  "instead of the copy compiled in, for working on the page");
@@ -285,6 +293,9 @@ absl::StatusOr<std::unique_ptr<tensormorph::HttpGateway>> StartGateway(
   http.tls_client_ca = f.o.tls_client_ca;
   http.serving = [&serving] { return serving.load(); };
   http.check_authorization_first = !f.o.token_file.empty();
+  http.unshared_peer = [](const std::string& address) {
+    return tensormorph::IsTrustedProxy(address);
+  };
   http.metrics = [state = &server.state()] {
     return tensormorph::PrometheusText(*state);
   };

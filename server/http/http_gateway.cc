@@ -31,6 +31,7 @@
 #include "server/http/http_query.h"
 #include "server/http/http_status.h"
 #include "server/http/json_rpc.h"
+#include "server/http/peer_fair_server.h"
 #include "server/http/request_guard.h"
 #include "server/http/web_assets.h"
 
@@ -196,6 +197,8 @@ class HttpGateway::Impl {
       : options_(std::move(options)), rpc_(std::move(channel)) {}
 
   absl::Status Bind(int* port, std::string* url);
+  // The share of the serving threads each client address gets.
+  PeerFairOptions FairOptions() const;
   void BeginDrain() { draining_.store(true); }
   bool WaitIdle(absl::Duration timeout);
   void CancelAll();
@@ -281,6 +284,24 @@ class HttpGateway::Impl {
   std::atomic<bool> serving_done_{false};
 };
 
+PeerFairOptions HttpGateway::Impl::FairOptions() const {
+  const int threads = std::max(options_.threads, 2);
+  PeerFairOptions fair;
+  fair.share = options_.connections_per_peer > 0
+                   ? std::min(options_.connections_per_peer, threads)
+                   : std::max(threads / 4, 1);
+  fair.waiting = std::max(64, 16 * fair.share);
+  fair.unshared = options_.unshared_peer;
+  if (options_.on_refused) {
+    fair.on_refused = [report = options_.on_refused](
+                          const std::string& peer, const std::string& message) {
+      report({peer, "", "", "", absl::StatusCode::kResourceExhausted, 429,
+              "connections", message});
+    };
+  }
+  return fair;
+}
+
 absl::Status HttpGateway::Impl::Bind(int* port, std::string* url) {
   const size_t colon = options_.listen.rfind(':');
   int64_t wanted = -1;
@@ -297,14 +318,15 @@ absl::Status HttpGateway::Impl::Bind(int* port, std::string* url) {
   }
   hosts_ = std::make_unique<HostAllowList>(host, options_.allow_hosts);
   const bool tls = !options_.tls_cert.empty() || !options_.tls_key.empty();
+  std::function<void()> widen_backlog;
   if (tls) {
     if (options_.tls_cert.empty() || options_.tls_key.empty()) {
       return absl::InvalidArgumentError(
           "HTTPS needs both a certificate (--tls-cert) and its key "
           "(--tls-key)");
     }
-    auto ssl = std::make_unique<httplib::SSLServer>(
-        options_.tls_cert.c_str(), options_.tls_key.c_str(),
+    auto ssl = std::make_unique<PeerFairServer<httplib::SSLServer>>(
+        FairOptions(), options_.tls_cert.c_str(), options_.tls_key.c_str(),
         options_.tls_client_ca.empty() ? nullptr
                                        : options_.tls_client_ca.c_str());
     if (!ssl->is_valid()) {
@@ -316,9 +338,13 @@ absl::Status HttpGateway::Impl::Bind(int* port, std::string* url) {
               : absl::StrCat(" and client CA '", options_.tls_client_ca, "'"),
           ": not readable PEM, or a key that does not match"));
     }
+    widen_backlog = [server = ssl.get()] { server->WidenBacklog(); };
     http_ = std::move(ssl);
   } else {
-    http_ = std::make_unique<httplib::Server>();
+    auto plain =
+        std::make_unique<PeerFairServer<httplib::Server>>(FairOptions());
+    widen_backlog = [server = plain.get()] { server->WidenBacklog(); };
+    http_ = std::move(plain);
   }
   const int threads = std::max(options_.threads, 2);
   http_->new_task_queue = [threads] {
@@ -351,6 +377,7 @@ absl::Status HttpGateway::Impl::Bind(int* port, std::string* url) {
         absl::StrCat("cannot listen for HTTP on ", options_.listen,
                      " (address in use, or not an address of this machine)"));
   }
+  widen_backlog();
   *port = bound;
   bound_port_ = bound;
   const std::string shown =

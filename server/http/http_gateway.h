@@ -59,8 +59,9 @@ struct HttpRefusal {
   std::string path;           // as sent: the client's bytes
   absl::StatusCode code;      // of the JSON error answered
   int http_status;
-  // "host", "framing" or "draining" where the code alone does not say
-  // why; else empty.
+  // "host", "framing", "draining" or "connections" (a connection refused
+  // before its request was read: method and path are empty) where the code
+  // alone does not say why; else empty.
   std::string reason;
   std::string message;
 };
@@ -79,6 +80,14 @@ struct HttpGatewayOptions {
   // Threads serving HTTP connections; a streaming response, and a client
   // idling on a kept-alive connection, holds one.
   int threads = 64;
+  // Of those, how many one client address (an IPv6 /64) may hold at once;
+  // its further connections wait their turn, up to 16 times as many (at
+  // least 64), and past that are answered 429 (peer_fair_server.h).
+  // 0 = threads / 4.
+  int connections_per_peer = 0;
+  // Addresses served without that share: a proxy whose connections are
+  // many clients' (tensormorphd's --trusted-proxy). Unset = none.
+  std::function<bool(const std::string& address)> unshared_peer;
   // Check each /v1 request's Authorization before reading its body (set when
   // the service has tokens): the service's interceptor judges it, through a
   // GetServerInfo call that carries it, so an unauthenticated client cannot

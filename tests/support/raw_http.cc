@@ -14,11 +14,8 @@
 #include "absl/strings/strip.h"
 
 namespace tensormorph::testing {
-namespace {
 
-// A connection to 127.0.0.1:`port` from address `from` (another loopback
-// address is another peer to the server).
-int Connect(int port, const std::string& from = "127.0.0.1") {
+int RawConnect(int port, const std::string& from) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in local{};
   local.sin_family = AF_INET;
@@ -39,6 +36,8 @@ int Connect(int port, const std::string& from = "127.0.0.1") {
   }
   return fd;
 }
+
+namespace {
 
 bool SendAll(int fd, const std::string& bytes) {
   return ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
@@ -66,7 +65,7 @@ RawResponse ParseHead(absl::string_view head) {
 
 std::vector<RawResponse> RawHttpExchange(int port, const std::string& request) {
   std::vector<RawResponse> out;
-  const int fd = Connect(port);
+  const int fd = RawConnect(port);
   if (fd < 0) return out;
   std::string data;
   if (SendAll(fd, request)) {
@@ -106,7 +105,7 @@ RawResponse RawGet(int port, const std::string& path, const std::string& host) {
 
 HeldResponse::HeldResponse(int port, const std::string& request,
                            const std::string& from) {
-  fd_ = Connect(port, from);
+  fd_ = RawConnect(port, from);
   if (fd_ < 0 || !SendAll(fd_, request)) return;
   std::string data;
   char c;

@@ -17,6 +17,11 @@ struct RawResponse {
   std::string body;  // what followed the headers (chunked bodies raw)
 };
 
+// A socket connected to 127.0.0.1:`port` from loopback address `from`
+// (127.0.0.2 is another peer to the server), with a 10 s receive timeout;
+// -1 when it cannot connect.
+int RawConnect(int port, const std::string& from = "127.0.0.1");
+
 // Writes `request` to 127.0.0.1:`port` and reads until the server closes
 // the connection (or 10 s pass); every response that came, in order.
 std::vector<RawResponse> RawHttpExchange(int port, const std::string& request);

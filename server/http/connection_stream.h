@@ -1,0 +1,78 @@
+// A connection's bytes as cpp-httplib's request processing reads and writes
+// them (httplib::Stream), over a plain socket or a TLS session on one: the
+// gateway serves its connections itself (peer_fair_server.h), and Debian's
+// cpp-httplib, a compiled library, keeps its own streams out of its header.
+//
+// Semantics are httplib's SocketStream's and SSLSocketStream's: a read or a
+// write waits for the socket at most its timeout and then fails (-1); a
+// write also fails once the peer has closed its end, so a response to a
+// client that went away stops at its next write.
+#ifndef TENSORMORPH_SERVER_HTTP_CONNECTION_STREAM_H_
+#define TENSORMORPH_SERVER_HTTP_CONNECTION_STREAM_H_
+
+#include <httplib.h>
+#include <openssl/ssl.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace tensormorph {
+
+struct StreamTimeouts {
+  std::chrono::milliseconds read{5000}, write{5000};
+};
+
+// True when `fd` turns readable (data, or the peer's close) within
+// `timeout`; false on timeout or error. Retries on EINTR.
+bool WaitReadable(int fd, std::chrono::milliseconds timeout);
+
+// A plain TCP connection. Reads go through a 4 KiB buffer, as httplib's do:
+// its request parser reads a line a few bytes at a time.
+class PlainStream final : public httplib::Stream {
+ public:
+  PlainStream(int fd, StreamTimeouts timeouts);
+
+  // Bytes of the next request already read (a pipelined request), or the
+  // socket readable within `timeout`.
+  bool RequestWaiting(std::chrono::milliseconds timeout) const;
+
+  bool is_readable() const override;
+  bool is_writable() const override;
+  ssize_t read(char* ptr, size_t size) override;
+  ssize_t write(const char* ptr, size_t size) override;
+  void get_remote_ip_and_port(std::string& ip, int& port) const override;
+  void get_local_ip_and_port(std::string& ip, int& port) const override;
+  socket_t socket() const override { return fd_; }
+
+ private:
+  const int fd_;
+  const StreamTimeouts timeouts_;
+  std::vector<char> buffer_;
+  size_t begin_ = 0, end_ = 0;  // unread bytes of buffer_
+};
+
+// A TLS session (an accepted SSL on a blocking socket) on `fd`.
+class TlsStream final : public httplib::Stream {
+ public:
+  TlsStream(int fd, SSL* ssl, StreamTimeouts timeouts);
+
+  bool RequestWaiting(std::chrono::milliseconds timeout) const;
+
+  bool is_readable() const override;
+  bool is_writable() const override;
+  ssize_t read(char* ptr, size_t size) override;
+  ssize_t write(const char* ptr, size_t size) override;
+  void get_remote_ip_and_port(std::string& ip, int& port) const override;
+  void get_local_ip_and_port(std::string& ip, int& port) const override;
+  socket_t socket() const override { return fd_; }
+
+ private:
+  const int fd_;
+  SSL* const ssl_;
+  const StreamTimeouts timeouts_;
+};
+
+}  // namespace tensormorph
+
+#endif  // TENSORMORPH_SERVER_HTTP_CONNECTION_STREAM_H_

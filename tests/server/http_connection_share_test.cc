@@ -1,0 +1,228 @@
+// tensormorphd's HTTP port shares its serving threads between client
+// addresses: a client that holds connections open (sending a request a line
+// a second and never ending it, over TCP or TLS) waits for its own turn,
+// and a bystander from another address is answered meanwhile. Without the
+// share those connections held every one of the 64 threads for as long as
+// they trickled, and the bystander was never answered.
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+#include "tests/support/process.h"
+#include "tests/support/raw_http.h"
+#include "tests/support/test_ca.h"
+#include "tests/support/test_paths.h"
+
+namespace tensormorph {
+namespace {
+
+using ::tensormorph::testing::HeldResponse;
+using ::tensormorph::testing::MakeTempDir;
+using ::tensormorph::testing::RawConnect;
+using ::tensormorph::testing::ServerProcess;
+using ::tensormorph::testing::TestCaFile;
+using Json = nlohmann::json;
+
+// More connections than the port has threads (64): one share of 2, a
+// waiting line of 64 (16 shares, at least 64), and 6 past it.
+constexpr int kShare = 2;
+constexpr int kFlood = 72;
+constexpr int kAdmitted = kShare + 64;
+
+// Connections from 127.0.0.1 that send `first` and then `each` once a second
+// until stopped, never finishing a request.
+class Trickle {
+ public:
+  Trickle(int port, const std::string& first, const std::string& each) {
+    for (int i = 0; i < kFlood; ++i) {
+      const int fd = RawConnect(port);
+      if (fd >= 0) {
+        (void)::send(fd, first.data(), first.size(), MSG_NOSIGNAL);
+      }
+      fds_.push_back(fd);
+    }
+    sender_ = std::thread([this, each] {
+      while (!stop_.load()) {
+        for (const int fd : fds_) {
+          if (fd >= 0) (void)::send(fd, each.data(), each.size(), MSG_NOSIGNAL);
+        }
+        for (int i = 0; i < 10 && !stop_.load(); ++i) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+      }
+    });
+  }
+  ~Trickle() {
+    Stop();
+    for (const int fd : fds_) {
+      if (fd >= 0) ::close(fd);
+    }
+  }
+  void Stop() {
+    stop_.store(true);
+    if (sender_.joinable()) sender_.join();
+  }
+  int opened() const {
+    int n = 0;
+    for (const int fd : fds_) n += fd >= 0;
+    return n;
+  }
+  // Indices of the connections the server has ended (closed or reset),
+  // with what each received; waits up to 5 s for `expected` of them.
+  std::vector<std::pair<int, std::string>> Ended(int expected) {
+    for (int round = 0; round < 50; ++round) {
+      int ended = 0;
+      for (size_t i = 0; i < fds_.size(); ++i) ended += Drain(i);
+      if (ended >= expected) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    std::vector<std::pair<int, std::string>> out;
+    for (size_t i = 0; i < fds_.size(); ++i) {
+      if (ended_[i]) out.emplace_back(static_cast<int>(i), received_[i]);
+    }
+    return out;
+  }
+  // Closes every connection but `keep`.
+  void CloseAllBut(int keep) {
+    for (size_t i = 0; i < fds_.size(); ++i) {
+      if (static_cast<int>(i) != keep && fds_[i] >= 0) {
+        ::close(fds_[i]);
+        fds_[i] = -1;
+      }
+    }
+  }
+  int fd(int i) const { return fds_[i]; }
+
+ private:
+  // Reads what connection `i` has received; true once the server ended it.
+  bool Drain(size_t i) {
+    if (fds_[i] < 0 || ended_[i]) return ended_[i];
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::recv(fds_[i], buf, sizeof buf, MSG_DONTWAIT)) > 0) {
+      received_[i].append(buf, static_cast<size_t>(n));
+    }
+    ended_[i] = n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+    return ended_[i];
+  }
+
+  std::vector<int> fds_;
+  std::vector<std::string> received_ = std::vector<std::string>(kFlood);
+  std::vector<bool> ended_ = std::vector<bool>(kFlood, false);
+  std::atomic<bool> stop_{false};
+  std::thread sender_;
+};
+
+std::string Root() {
+  static const std::string* dir = new std::string(MakeTempDir());
+  return *dir;
+}
+
+std::string Body(const std::string& response) {
+  const size_t end = response.find("\r\n\r\n");
+  return end == std::string::npos ? "" : response.substr(end + 4);
+}
+
+TEST(HttpConnectionShareTest,
+     ATricklingClientWaitsItsTurnAndABystanderIsAnswered) {
+  ServerProcess server({Root()}, {"--http-listen", "127.0.0.1:0",
+                                  "--http-connections-per-peer", "2"});
+  Trickle flood(server.http_port(),
+                "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n", "X-a: b\r\n");
+  ASSERT_EQ(flood.opened(), kFlood);
+
+  for (const std::string& request :
+       {std::string("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                    "Connection: close\r\n\r\n"),
+        std::string("POST /v1/GetServerInfo HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                    "Content-Type: application/json\r\nContent-Length: 2\r\n"
+                    "Connection: close\r\n\r\n{}")}) {
+    HeldResponse bystander(server.http_port(), request, "127.0.0.2");
+    EXPECT_EQ(bystander.head().status, 200) << request;
+  }
+
+  // Past the waiting line, a connection is answered 429 at once and closed;
+  // those within it are all still open: none was dropped to make room.
+  const auto ended = flood.Ended(kFlood - kAdmitted);
+  ASSERT_EQ(static_cast<int>(ended.size()), kFlood - kAdmitted);
+  std::vector<bool> refused(kFlood, false);
+  for (const auto& [index, response] : ended) {
+    refused[index] = true;
+    EXPECT_TRUE(absl::StartsWith(response, "HTTP/1.1 429 ")) << response;
+    const Json error = Json::parse(Body(response), nullptr, false);
+    ASSERT_TRUE(error.is_object()) << response;
+    EXPECT_EQ(error["details"][0]["reason"], "LIMIT_EXCEEDED");
+    EXPECT_EQ(error["details"][0]["metadata"]["limit"],
+              "http_connections_per_peer");
+  }
+
+  // A waiting connection is served in its turn: when the client's others
+  // end, the last one admitted finishes its request and is answered.
+  int last = kFlood - 1;
+  while (last >= 0 && refused[last]) --last;
+  ASSERT_GE(last, kShare);
+  flood.Stop();
+  flood.CloseAllBut(last);
+  const std::string end = "\r\n";
+  ASSERT_EQ(::send(flood.fd(last), end.data(), end.size(), MSG_NOSIGNAL), 2);
+  char buf[256] = {};
+  const ssize_t n = ::recv(flood.fd(last), buf, sizeof buf - 1, 0);
+  ASSERT_GT(n, 0) << "the waiting connection was never served";
+  EXPECT_TRUE(absl::StartsWith(buf, "HTTP/1.1 200 ")) << buf;
+}
+
+// GET /healthz over TLS from `from`; the status line, or "" when none came.
+std::string TlsHealthz(int port, const std::string& from) {
+  const int fd = RawConnect(port, from);
+  if (fd < 0) return "";
+  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+  SSL_CTX_load_verify_locations(ctx, TestCaFile("ca.pem").c_str(), nullptr);
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+  SSL* ssl = SSL_new(ctx);
+  SSL_set_fd(ssl, fd);
+  SSL_set_tlsext_host_name(ssl, "localhost");
+  SSL_set1_host(ssl, "localhost");
+  std::string status;
+  const std::string request =
+      "GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+  if (SSL_connect(ssl) == 1 &&
+      SSL_write(ssl, request.data(), static_cast<int>(request.size())) > 0) {
+    char buf[512] = {};
+    const int n = SSL_read(ssl, buf, sizeof buf - 1);
+    if (n > 0)
+      status = std::string(buf, n).substr(0, std::string(buf).find("\r\n"));
+  }
+  SSL_free(ssl);
+  SSL_CTX_free(ctx);
+  ::close(fd);
+  return status;
+}
+
+TEST(HttpConnectionShareTest, ATricklingTlsHandshakeLeavesABystanderServed) {
+  ServerProcess server(
+      {Root()}, {"--http-listen", "127.0.0.1:0", "--http-connections-per-peer",
+                 "2", "--tls-cert", TestCaFile("server.pem"), "--tls-key",
+                 TestCaFile("server.key")});
+  // A handshake record's header announcing 512 bytes, then a byte a second.
+  Trickle flood(server.http_port(), std::string("\x16\x03\x01\x02\x00", 5),
+                std::string(1, '\x01'));
+  ASSERT_EQ(flood.opened(), kFlood);
+  EXPECT_EQ(TlsHealthz(server.http_port(), "127.0.0.2"), "HTTP/1.1 200 OK");
+  // Past the waiting line, connections are closed before any handshake.
+  EXPECT_EQ(static_cast<int>(flood.Ended(kFlood - kAdmitted).size()),
+            kFlood - kAdmitted);
+}
+
+}  // namespace
+}  // namespace tensormorph

@@ -62,7 +62,7 @@ import traceback
 from urllib.parse import parse_qs, urlparse
 
 from selenium import webdriver
-from selenium.common.exceptions import TimeoutException
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
@@ -173,6 +173,16 @@ class Page:
 
     def one(self, selector, what=None):
         return self.wait(lambda: (self.css(selector) or [None])[0], what or selector)
+
+    def text(self, selector, what=None):
+        """The non-empty text of the first element matching `selector`, found
+        again when a repaint replaced the element between finding and reading."""
+        def read():
+            try:
+                return ''.join(e.text for e in self.css(selector)[:1])
+            except StaleElementReferenceException:
+                return ''
+        return self.wait(read, what or selector)
 
     def banner(self):
         b = self.css('#banner')
@@ -774,9 +784,9 @@ def test_diff(page, cli, models):
     check(top in worst_names,
           f'the diff view shows {top} first (sorted by max error in steps), tensormorph diff says {sorted(worst_names)} '
           f'({worst_value} steps)')
-    progress = page.one('[data-field="progress"]').text
+    progress = page.text('[data-field="progress"]')
     check(f'{len(reports)} of {len(reports)} tensors' in progress, f'the progress line says {progress!r} at the end')
-    summary_worst = page.one('[data-field="worst_tensor"]').text
+    summary_worst = page.text('[data-field="worst_tensor"]')
     check(summary_worst in worst_names, f'the summary names {summary_worst} worst, the CLI {sorted(worst_names)}')
     page.shot('diff')
 

@@ -13,7 +13,7 @@
 #include "server/auth_interceptor.h"
 #include "server/gateway_metadata.h"
 #include "server/log_line.h"
-#include "server/peer_ledger.h"
+#include "core/util/peer_ledger.h"
 #include "server/refusals.h"
 
 namespace tensormorph {

@@ -293,6 +293,8 @@ absl::StatusOr<std::unique_ptr<tensormorph::HttpGateway>> StartGateway(
   http.tls_client_ca = f.o.tls_client_ca;
   http.serving = [&serving] { return serving.load(); };
   http.check_authorization_first = !f.o.token_file.empty();
+  http.max_reply_bytes_per_peer = f.o.limits.max_reply_bytes_per_peer;
+  http.max_reply_bytes_in_flight = f.o.limits.max_reply_bytes_in_flight;
   http.unshared_peer = [](const std::string& address) {
     return tensormorph::IsTrustedProxy(address);
   };

@@ -29,7 +29,7 @@
 #include "server/exception_fence.h"
 #include "server/kept_results.h"
 #include "server/metrics.h"
-#include "server/peer_ledger.h"
+#include "core/util/peer_ledger.h"
 #include "server/stream_heap.h"
 #include "server/stream_watchdog.h"
 #include "server/worker_pool.h"

@@ -1,4 +1,4 @@
-#include "server/peer_ledger.h"
+#include "core/util/peer_ledger.h"
 
 #include "absl/strings/ascii.h"
 

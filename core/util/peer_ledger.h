@@ -2,8 +2,8 @@
 // per peer and in all, each with its cap, so that one client cannot take
 // what the others need: a peer past its cap is refused while the others
 // still get theirs.
-#ifndef TENSORMORPH_SERVER_PEER_LEDGER_H_
-#define TENSORMORPH_SERVER_PEER_LEDGER_H_
+#ifndef TENSORMORPH_CORE_UTIL_PEER_LEDGER_H_
+#define TENSORMORPH_CORE_UTIL_PEER_LEDGER_H_
 
 #include <cstdint>
 #include <string>
@@ -70,4 +70,4 @@ class PeerLedger {
 
 }  // namespace tensormorph
 
-#endif  // TENSORMORPH_SERVER_PEER_LEDGER_H_
+#endif  // TENSORMORPH_CORE_UTIL_PEER_LEDGER_H_

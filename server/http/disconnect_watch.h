@@ -3,10 +3,10 @@
 // answer instead of leaving it to finish work nobody reads.
 //
 // cpp-httplib 0.11 (Debian's) neither offers Request::is_connection_closed
-// nor hands a handler its socket, so the socket is found among the
-// process's own by the request's two endpoints (its local and remote
-// address and port, a TCP connection's identity). While the handler runs
-// httplib keeps that socket open, so it cannot be another connection's.
+// nor hands a handler its socket; the gateway serves its connections itself
+// (peer_fair_server.h), and a handler finds its own with
+// ServedConnectionSocket. While the handler runs that socket stays open, so
+// it cannot be another connection's.
 #ifndef TENSORMORPH_SERVER_HTTP_DISCONNECT_WATCH_H_
 #define TENSORMORPH_SERVER_HTTP_DISCONNECT_WATCH_H_
 
@@ -18,21 +18,9 @@
 #include <list>
 #include <memory>
 #include <mutex>
-#include <string>
 #include <thread>
 
 namespace tensormorph {
-
-// The endpoints of an HTTP request's connection, as httplib reports them
-// (numeric host, port); an empty local_addr matches any local address.
-struct ConnectionEnds {
-  std::string local_addr, remote_addr;
-  int local_port = -1, remote_port = -1;
-};
-
-// The descriptor of this process's TCP socket with those ends, or -1.
-// Cost: a getsockname and getpeername per open descriptor.
-int FindConnectionSocket(const ConnectionEnds& ends);
 
 // True when the peer of socket `fd` has closed or reset the connection
 // (readable with no bytes, hang-up or error); data still unread from it
@@ -41,27 +29,24 @@ bool PeerClosed(int fd);
 
 // One thread that checks the watched connections every `period` and
 // cancels (ClientContext::TryCancel) the call of each whose client left.
-// A call shorter than one period costs nothing but its registration; its
-// socket is looked for on its first check.
+// A call shorter than one period costs nothing but its registration.
 // Thread safety: Watch from any thread; the handle may be dropped on any.
 class DisconnectWatch {
  public:
   explicit DisconnectWatch(int period_ms = 50);
   ~DisconnectWatch();  // stops the thread; no handle may outlive it
 
-  // Watches `ends` until the returned handle is dropped (drop it before
-  // `context` dies, once the call is over).
-  std::shared_ptr<void> Watch(const ConnectionEnds& ends,
-                              grpc::ClientContext* context);
+  // Watches socket `fd` until the returned handle is dropped (drop it before
+  // `context` dies, once the call is over). A negative fd is not watched.
+  std::shared_ptr<void> Watch(int fd, grpc::ClientContext* context);
 
   // Calls cancelled because their client left, since start.
   int64_t cancelled() const { return cancelled_.load(); }
 
  private:
   struct Entry {
-    ConnectionEnds ends;
+    int fd;
     grpc::ClientContext* context;
-    int fd = -2;  // -2: not looked for yet; -1: not found
     bool done = false;
   };
   void Run();

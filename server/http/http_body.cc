@@ -45,7 +45,8 @@ std::string Gzip(const std::string& data, int level) {
 }
 
 void SendBody(const httplib::Request& req, httplib::Response& res,
-              std::string body, const std::string& content_type) {
+              std::string body, const std::string& content_type,
+              std::shared_ptr<void> hold) {
   if (body.empty()) {
     res.set_content("", content_type);  // nothing to compress
     return;
@@ -65,7 +66,8 @@ void SendBody(const httplib::Request& req, httplib::Response& res,
   auto shared = std::make_shared<std::string>(std::move(body));
   res.set_content_provider(
       shared->size(), content_type,
-      [shared](size_t offset, size_t length, httplib::DataSink& sink) {
+      [shared, hold = std::move(hold)](size_t offset, size_t length,
+                                       httplib::DataSink& sink) {
         return sink.write(shared->data() + offset, length);
       });
 }

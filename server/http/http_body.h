@@ -7,6 +7,7 @@
 
 #include <httplib.h>
 
+#include <memory>
 #include <string>
 
 namespace tensormorph {
@@ -20,8 +21,10 @@ inline constexpr size_t kMinGzipBytes = 8 << 10;
 // and the body has at least kMinGzipBytes, it goes gzip-compressed at zlib's
 // level 1 (JSON of numbers shrinks about 3x at hundreds of MB/s; a higher
 // level buys little more) with Content-Encoding: gzip.
+// `hold` is kept until the body is written (or the response dropped).
 void SendBody(const httplib::Request& req, httplib::Response& res,
-              std::string body, const std::string& content_type);
+              std::string body, const std::string& content_type,
+              std::shared_ptr<void> hold = nullptr);
 
 // `data` gzip-compressed at `level` (zlib's 1..9); empty if zlib fails.
 std::string Gzip(const std::string& data, int level);

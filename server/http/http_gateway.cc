@@ -21,6 +21,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "core/util/error_reason.h"
+#include "core/util/peer_ledger.h"
 #include "proto/received_chunk.h"
 #include "proto/status_mapping.h"
 #include "render/heatmap_render.h"
@@ -194,7 +195,10 @@ bool IsAssetPath(absl::string_view path) {
 class HttpGateway::Impl {
  public:
   Impl(HttpGatewayOptions options, std::shared_ptr<grpc::Channel> channel)
-      : options_(std::move(options)), rpc_(std::move(channel)) {}
+      : options_(std::move(options)),
+        rpc_(std::move(channel)),
+        held_(options_.max_reply_bytes_in_flight,
+              options_.max_reply_bytes_per_peer) {}
 
   absl::Status Bind(int* port, std::string* url);
   // The share of the serving threads each client address gets.
@@ -254,6 +258,11 @@ class HttpGateway::Impl {
   void HeatmapPng(const httplib::Request& req, httplib::Response& res);
   void Asset(const httplib::Request& req, httplib::Response& res);
   bool AllowedOrigin(const httplib::Request& req) const;
+  // Answers `body`, a reply the gateway holds whole until it is written,
+  // counted against the client address's share of held reply bytes (held_);
+  // past it, answers 429 LIMIT_EXCEEDED instead.
+  void SendHeld(const httplib::Request& req, httplib::Response& res,
+                std::string body, const std::string& content_type);
   // Answers `status` (as `http_status`, 0 = the code's own) for a request
   // the gateway refuses itself, and tells options_.on_refused once.
   void Refuse(const httplib::Request& req, httplib::Response& res,
@@ -271,7 +280,9 @@ class HttpGateway::Impl {
   // Cancels the unary calls of clients that left (a page leaving a view
   // aborts its fetch, which closes the connection).
   DisconnectWatch watch_;
-  int bound_port_ = -1;                   // the HTTP port, once bound
+  // Bytes of reply bodies built and not yet written, per client address
+  // (PeerShareKey) and in all: what a client that stops reading can hold.
+  PeerLedger held_;
   std::unique_ptr<HostAllowList> hosts_;  // set by Bind
   std::unique_ptr<httplib::Server> http_;
   std::thread thread_;
@@ -295,8 +306,8 @@ PeerFairOptions HttpGateway::Impl::FairOptions() const {
   if (options_.on_refused) {
     fair.on_refused = [report = options_.on_refused](
                           const std::string& peer, const std::string& message) {
-      report({peer, "", "", "", absl::StatusCode::kResourceExhausted, 429,
-              "connections", message});
+      report({peer, "", "", "", absl::StatusCode::kResourceExhausted, 429, "",
+              message});
     };
   }
   return fair;
@@ -379,7 +390,6 @@ absl::Status HttpGateway::Impl::Bind(int* port, std::string* url) {
   }
   widen_backlog();
   *port = bound;
-  bound_port_ = bound;
   const std::string shown =
       absl::StrContains(host, ':') ? absl::StrCat("[", host, "]") : host;
   *url = absl::StrCat(tls ? "https" : "http", "://", shown, ":", bound, "/");
@@ -438,6 +448,45 @@ void HttpGateway::Impl::Cors(const httplib::Request& req,
       options_.allow_origin == "*" ? "*" : req.get_header_value("Origin"));
   res.set_header("Access-Control-Expose-Headers", "Content-Disposition");
   res.set_header("Vary", "Origin");
+}
+
+void HttpGateway::Impl::SendHeld(const httplib::Request& req,
+                                 httplib::Response& res, std::string body,
+                                 const std::string& content_type) {
+  const std::string key = ServedPeerKey();
+  const auto bytes = static_cast<int64_t>(body.size());
+  // One reply larger than the share still goes when the client holds
+  // nothing else, as on the gRPC side.
+  switch (held_.TryTake(key, bytes, /*one_always=*/true)) {
+    case PeerLedger::Refusal::kNone: {
+      std::shared_ptr<void> hold(
+          nullptr, [this, key, bytes](void*) { held_.Give(key, bytes); });
+      return SendBody(req, res, std::move(body), content_type, std::move(hold));
+    }
+    case PeerLedger::Refusal::kPeer:
+      return Refuse(
+          req, res,
+          LimitExceededError(
+              absl::StrCat("limit max_reply_bytes_per_peer (", held_.peer_cap(),
+                           " bytes) reached: ", held_.held_by(key),
+                           " bytes of HTTP replies to this client address are "
+                           "not yet read; read them before asking for more"),
+              "max_reply_bytes_per_peer", held_.peer_cap(),
+              held_.held_by(key) + bytes),
+          0, "");
+    case PeerLedger::Refusal::kTotal:
+      return Refuse(
+          req, res,
+          LimitExceededError(
+              absl::StrCat("limit max_reply_bytes_in_flight (",
+                           held_.total_cap(),
+                           " bytes) reached: ", held_.total(),
+                           " bytes of HTTP replies to all clients are not yet "
+                           "sent; retry later"),
+              "max_reply_bytes_in_flight", held_.total_cap(),
+              held_.total() + bytes),
+          0, "");
+  }
 }
 
 void HttpGateway::Impl::Refuse(const httplib::Request& req,
@@ -671,10 +720,9 @@ void HttpGateway::Impl::Rpc(const httplib::Request& req, httplib::Response& res,
   if (*streaming) return Stream(method, *body, req, res);
   bool sent = false;
   CallOrigin origin = OriginOf(req, &sent);
-  origin.watch = [this, &req](grpc::ClientContext* context) {
-    return watch_.Watch(
-        {req.local_addr, req.remote_addr, req.local_port, req.remote_port},
-        context);
+  origin.watch = [this,
+                  fd = ServedConnectionSocket()](grpc::ClientContext* context) {
+    return watch_.Watch(fd, context);
   };
   if (method == "GetHeatmap") {
     // The two forms of one resource: a cache must not hand one for the
@@ -690,7 +738,7 @@ void HttpGateway::Impl::Rpc(const httplib::Request& req, httplib::Response& res,
     if (!sent) return Refuse(req, res, reply.status());
     return SendError(res, reply.status());
   }
-  SendBody(req, res, *std::move(reply), "application/json");
+  SendHeld(req, res, *std::move(reply), "application/json");
 }
 
 void HttpGateway::Impl::HeatmapCells(const std::string& body,
@@ -707,7 +755,7 @@ void HttpGateway::Impl::HeatmapCells(const std::string& body,
   }
   // Not compressed (SendBody compresses text only): gzip shrinks floats
   // little, at tens of ms for a million cells.
-  SendBody(req, res, HeatmapCellsBody(*std::move(reply), mode),
+  SendHeld(req, res, HeatmapCellsBody(*std::move(reply), mode),
            kHeatmapCellsType);
 }
 
@@ -892,10 +940,8 @@ void HttpGateway::Impl::HeatmapPng(const httplib::Request& req,
   }
   v1::GetHeatmapResponse heatmap;
   // As for POST calls (Rpc): a client that leaves cancels the heatmap.
-  const std::shared_ptr<void> watching = watch_.Watch(
-      {"", req.remote_addr, req.local_port > 0 ? req.local_port : bound_port_,
-       req.remote_port},
-      &context);
+  const std::shared_ptr<void> watching =
+      watch_.Watch(ServedConnectionSocket(), &context);
   const grpc::Status s = rpc_.stub().GetHeatmap(&context, *request, &heatmap);
   if (!s.ok()) return SendError(res, FromGrpcStatus(s));
   const std::string mode = req.has_param("mode") ? req.get_param_value("mode")
@@ -906,7 +952,7 @@ void HttpGateway::Impl::HeatmapPng(const httplib::Request& req,
   absl::StatusOr<std::string> png = image.EncodePng();
   if (!png.ok()) return SendError(res, png.status());
   res.set_header("Cache-Control", "no-store");
-  SendBody(req, res, *std::move(png), "image/png");
+  SendHeld(req, res, *std::move(png), "image/png");
 }
 
 void HttpGateway::Impl::Asset(const httplib::Request& req,

@@ -59,9 +59,9 @@ struct HttpRefusal {
   std::string path;           // as sent: the client's bytes
   absl::StatusCode code;      // of the JSON error answered
   int http_status;
-  // "host", "framing", "draining" or "connections" (a connection refused
-  // before its request was read: method and path are empty) where the code
-  // alone does not say why; else empty.
+  // "host", "framing" or "draining" where the code alone does not say
+  // why; else empty. A connection refused before its request was read
+  // (peer_fair_server.h) has an empty method and path.
   std::string reason;
   std::string message;
 };
@@ -85,6 +85,12 @@ struct HttpGatewayOptions {
   // least 64), and past that are answered 429 (peer_fair_server.h).
   // 0 = threads / 4.
   int connections_per_peer = 0;
+  // Bytes of reply bodies (JSON, heatmap cells, PNG) the port may hold
+  // built and not yet written, to one client address and to all; past
+  // either a request is answered 429 LIMIT_EXCEEDED (a reply alone larger
+  // still goes to a client holding nothing). tensormorphd passes its
+  // --max-reply-bytes-per-peer and --max-reply-bytes-in-flight. <= 0 = none.
+  int64_t max_reply_bytes_per_peer = 0, max_reply_bytes_in_flight = 0;
   // Addresses served without that share: a proxy whose connections are
   // many clients' (tensormorphd's --trusted-proxy). Unset = none.
   std::function<bool(const std::string& address)> unshared_peer;

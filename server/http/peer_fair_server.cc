@@ -17,6 +17,9 @@ namespace {
 
 using std::chrono::milliseconds;
 
+// The socket whose request this thread serves (ServedConnectionSocket).
+thread_local int served_socket = -1;
+
 // How often a connection waiting for its next request looks whether the
 // server is stopping, so that a stop does not wait out the keep-alive.
 constexpr milliseconds kStopCheck{200};
@@ -39,6 +42,19 @@ void PeerOf(int fd, sockaddr_storage* address, std::string* host,
 }
 
 }  // namespace
+
+int ServedConnectionSocket() { return served_socket; }
+
+std::string ServedPeerKey() {
+  sockaddr_storage address{};
+  socklen_t len = sizeof address;
+  if (served_socket < 0 ||
+      ::getpeername(served_socket, reinterpret_cast<sockaddr*>(&address),
+                    &len) != 0) {
+    return "";
+  }
+  return PeerShareKey(address);
+}
 
 template <class Base>
 void PeerFairServer<Base>::WidenBacklog() {
@@ -83,9 +99,11 @@ void PeerFairServer<Base>::ServeRequests(Stream& stream, SSL* ssl) {
     }
     if (!waiting) break;
     bool closed = false;
+    served_socket = stream.socket();
     served =
         this->process_request(stream, /*close_connection=*/left == 1, closed,
                               [ssl](httplib::Request& req) { req.ssl = ssl; });
+    served_socket = -1;
     if (!served || closed) break;
   }
   if constexpr (std::is_same_v<Base, httplib::SSLServer>) {

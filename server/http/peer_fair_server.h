@@ -37,6 +37,12 @@ struct PeerFairOptions {
       on_refused;
 };
 
+// The socket of the connection whose request this thread is serving (in a
+// handler a PeerFairServer runs), or -1 on any other thread.
+int ServedConnectionSocket();
+// The share key (PeerShareKey) of that connection's client, "" elsewhere.
+std::string ServedPeerKey();
+
 // Base: httplib::Server or httplib::SSLServer (both instantiated in the .cc).
 template <class Base>
 class PeerFairServer final : public Base {

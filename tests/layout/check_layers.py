@@ -110,6 +110,7 @@ TARGETS = {
     "tensormorph_core": "core/",
     "tensormorph_diff_parts": "core/diff_parts/",
     "tensormorph_util": "core/util/",
+    "tensormorph_peer_ledger": "core/util/",
     "tensormorph_proto": "proto/",
     "tensormorph_render": "render/",
     "tensormorph_server": "server/",

@@ -1,9 +1,10 @@
-// tensormorphd's HTTP port shares its serving threads between client
-// addresses: a client that holds connections open (sending a request a line
-// a second and never ending it, over TCP or TLS) waits for its own turn,
-// and a bystander from another address is answered meanwhile. Without the
-// share those connections held every one of the 64 threads for as long as
-// they trickled, and the bystander was never answered.
+// tensormorphd's HTTP port shares what one client can hold between client
+// addresses. Its serving threads: a client that holds connections open
+// (sending a request a line a second and never ending it, over TCP or TLS)
+// waits for its own turn, and a bystander from another address is answered
+// meanwhile; without the share those connections held every one of the 64
+// threads for as long as they trickled. Its memory: replies a client does
+// not read count against its --max-reply-bytes-per-peer, as on gRPC.
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <sys/socket.h>
@@ -21,17 +22,23 @@
 #include "gtest/gtest.h"
 #include "tests/support/process.h"
 #include "tests/support/raw_http.h"
+#include "tests/support/safetensors_writer.h"
 #include "tests/support/test_ca.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
 namespace {
 
+using ::tensormorph::testing::BuildSafetensors;
+using ::tensormorph::testing::Bytes;
 using ::tensormorph::testing::HeldResponse;
 using ::tensormorph::testing::MakeTempDir;
 using ::tensormorph::testing::RawConnect;
+using ::tensormorph::testing::RawHttpExchange;
+using ::tensormorph::testing::RawResponse;
 using ::tensormorph::testing::ServerProcess;
 using ::tensormorph::testing::TestCaFile;
+using ::tensormorph::testing::WriteFile;
 using Json = nlohmann::json;
 
 // More connections than the port has threads (64): one share of 2, a
@@ -222,6 +229,52 @@ TEST(HttpConnectionShareTest, ATricklingTlsHandshakeLeavesABystanderServed) {
   // Past the waiting line, connections are closed before any handshake.
   EXPECT_EQ(static_cast<int>(flood.Ended(kFlood - kAdmitted).size()),
             kFlood - kAdmitted);
+}
+
+// A heatmap of 2048 x 1024 cells as JSON: about 30 MB, far more than the
+// socket buffers take, so the server holds most of it until it is read.
+std::string BigHeatmapRequest() {
+  const std::string body =
+      R"({"checkpoint":"big.safetensors","tensor":"w","width":1024,)"
+      R"("height":2048})";
+  return "POST /v1/GetHeatmap HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+         "Content-Type: application/json\r\nConnection: close\r\n"
+         "Content-Length: " +
+         std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+TEST(HttpReplyShareTest, RepliesAClientDoesNotReadCountAgainstItsShare) {
+  const std::string dir = MakeTempDir();
+  std::vector<float> values(2048 * 1024);
+  for (size_t i = 0; i < values.size(); ++i) {
+    values[i] = static_cast<float>(i % 9973) * 1.0001e-3f - 4.9f;
+  }
+  WriteFile(dir + "/big.safetensors",
+            BuildSafetensors({{"w", "F32", {2048, 1024}, Bytes(values)}}));
+  ServerProcess server({dir}, {"--http-listen", "127.0.0.1:0",
+                               "--max-reply-bytes-per-peer", "1MiB"});
+  // The first reply goes whatever its size (the client holds nothing else);
+  // its head is read, the rest left unread.
+  HeldResponse unread(server.http_port(), BigHeatmapRequest());
+  ASSERT_EQ(unread.head().status, 200);
+  // While it is held, the same client's next reply is refused...
+  const std::vector<RawResponse> refused =
+      RawHttpExchange(server.http_port(), BigHeatmapRequest());
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_EQ(refused[0].status, 429);
+  const Json error = Json::parse(refused[0].body, nullptr, false);
+  ASSERT_TRUE(error.is_object()) << refused[0].body;
+  EXPECT_EQ(error["details"][0]["reason"], "LIMIT_EXCEEDED");
+  EXPECT_EQ(error["details"][0]["metadata"]["limit"],
+            "max_reply_bytes_per_peer");
+  // ... and another client's is not.
+  HeldResponse bystander(server.http_port(), BigHeatmapRequest(), "127.0.0.2");
+  EXPECT_EQ(bystander.head().status, 200);
+  EXPECT_GT(bystander.ReadToEnd(), size_t{1} << 20);
+  // Once the client has read it, its share is free again.
+  EXPECT_GT(unread.ReadToEnd(), size_t{1} << 20);
+  HeldResponse again(server.http_port(), BigHeatmapRequest());
+  EXPECT_EQ(again.head().status, 200);
 }
 
 }  // namespace

@@ -2,7 +2,7 @@
 // refusal says which cap, what is given back can be taken again, and a
 // peer holding nothing is forgotten. PeerHost: one peer per host, whatever
 // the port.
-#include "server/peer_ledger.h"
+#include "core/util/peer_ledger.h"
 
 #include "gtest/gtest.h"
 

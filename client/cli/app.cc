@@ -1,12 +1,15 @@
 #include "client/cli/app.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "client/cli/arguments.h"
 #include "client/embedded/embedded_client.h"
 #include "client/endpoint_set.h"
@@ -122,6 +125,51 @@ absl::Status ReadClientOptions(const GlobalOptions& g, ClientOptions* out) {
   // A token file holds the token on its first line.
   out->token = out->token.substr(0, out->token.find_first_of("\r\n"));
   return absl::OkStatus();
+}
+
+namespace {
+
+// Levenshtein distance, capped: only "is it a typo away" matters.
+size_t EditDistance(absl::string_view a, absl::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1,
+                         diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+std::string ParseErrorMessage(CLI::App& app, const CLI::ParseError& e) {
+  if (!app.get_subcommands().empty()) return e.what();
+  std::string word;
+  for (const std::string& arg : app.remaining()) {
+    if (!arg.empty() && arg[0] != '-') {
+      word = arg;
+      break;
+    }
+  }
+  if (word.empty()) return e.what();
+  std::vector<std::string> names;
+  std::string closest;
+  size_t best = 3;  // at most two edits away
+  for (const CLI::App* c : app.get_subcommands({})) {
+    names.push_back(c->get_name());
+    const size_t d = EditDistance(word, c->get_name());
+    if (d < best) best = d, closest = c->get_name();
+  }
+  return absl::StrCat(
+      "'", word, "' is not a command",
+      closest.empty() ? "" : absl::StrCat(" (did you mean '", closest, "'?)"),
+      "; the commands are ", absl::StrJoin(names, ", "));
 }
 
 int RunChosenCommand(const std::vector<std::unique_ptr<Command>>& commands,

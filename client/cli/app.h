@@ -26,6 +26,12 @@ void RegisterGlobalOptions(CLI::App& app, GlobalOptions& g);
 // Every command, registered on `app` in the order --help lists them.
 std::vector<std::unique_ptr<Command>> RegisterCommands(CLI::App& app);
 
+// What a failed parse tells the user: CLI11's message, except for a word
+// where a command belongs that is none ("tensormorph lss"), which CLI11
+// reports as "A subcommand is required": that names the word, the closest
+// command when one is a typo away, and the commands there are.
+std::string ParseErrorMessage(CLI::App& app, const CLI::ParseError& e);
+
 // The client options of `g`: --timeout, and the token (its first line) and
 // TLS files read.
 // Errors: INVALID_ARGUMENT "cannot read 'PATH'" for a file that cannot be

@@ -4,7 +4,6 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
-#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <new>
@@ -37,8 +36,9 @@ int main(int argc, char** argv) {
     // command line is a usage error, reported as every other one is
     // (commands.h: ReportUsage; docs/errors.md).
     if (e.get_exit_code() == 0) return app.exit(e) == 0 ? kExitOk : kExitUsage;
-    ReportUsage(absl::InvalidArgumentError(e.what()));
-    std::fprintf(stderr, "Run with --help for more information.\n");
+    ReportErrorsAsJson(g.json);  // when --json came before the error
+    ReportUsage(absl::InvalidArgumentError(ParseErrorMessage(app, e)));
+    std::cerr << "Run with --help for more information.\n";
     return kExitUsage;
   }
   if (!g.json) FilterTerminalControls(std::cout);

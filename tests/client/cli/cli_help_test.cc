@@ -2,6 +2,7 @@
 // the global options on the top-level --help: the commands register their
 // own options (client/cli/command.h), and this holds the whole set to what
 // users and scripts rely on.
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -92,6 +93,23 @@ TEST(CliHelpTest, GlobalOptionsAfterTheCommand) {
   CommandResult r = RunCommand({CliPath(), "health", "--json", "--help"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("--service"));
+}
+
+// A word where a command belongs that is none is named, with the command a
+// typo away when there is one and the list of commands; a usage error (exit
+// 1), on stdout too with --json.
+TEST(CliHelpTest, AnUnknownCommandIsNamedWithTheClosestOne) {
+  CommandResult r = RunCommand({CliPath(), "lss", "models/"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("'lss' is not a command (did you mean 'ls'?)"));
+  EXPECT_THAT(r.err, HasSubstr("the commands are ls, info, read"));
+  r = RunCommand({CliPath(), "--json", "frobnicate"});
+  EXPECT_EQ(r.exit_code, 1);
+  const nlohmann::json line = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(line.is_object()) << r.out;
+  EXPECT_EQ(line["error"]["reason"], "REQUEST_INVALID");
+  EXPECT_THAT(line["error"]["message"].get<std::string>(),
+              HasSubstr("'frobnicate' is not a command;"));
 }
 
 }  // namespace

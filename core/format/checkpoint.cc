@@ -167,10 +167,17 @@ absl::Status ReadWeightMap(absl::string_view text, absl::string_view file,
   *index = *std::move(parsed);
   if (!index->is_object() || !index->contains("weight_map") ||
       !(*index)["weight_map"].is_object()) {
-    return invalid("weight-map-object",
-                   absl::StrCat(what,
-                                ": expected an object with a "
-                                "'weight_map' object"));
+    // A JSON file that is no index at all (a config.json named by
+    // mistake) says what to name instead.
+    const bool no_map = !index->is_object() || !index->contains("weight_map");
+    return invalid(
+        "weight-map-object",
+        absl::StrCat(what, ": expected an object with a 'weight_map' object",
+                     no_map ? " (this JSON has none: it is no safetensors "
+                              "index such as model.safetensors.index.json; "
+                              "to open a checkpoint, name its directory, its "
+                              "index, or a .safetensors or .gguf file)"
+                            : ""));
   }
   for (const auto& [tensor, shard] : (*index)["weight_map"].items()) {
     if (!shard.is_string()) {

@@ -6,6 +6,7 @@
 #include <string>
 #include <tuple>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -336,7 +337,17 @@ class StatsCommand : public Command {
     group_option_ = cmd.add_option(
         "--group", group_,
         "only this quantization group (an id as 'scalar' shows it), and list "
-        "its representable levels");
+        "its representable levels")
+        ->check(ParsedBy(
+            [](const std::string& text) -> absl::StatusOr<int64_t> {
+              int64_t id = 0;
+              if (!absl::SimpleAtoi(text, &id) || id < 0) {
+                return absl::InvalidArgumentError(absl::StrCat(
+                    "not a group id (an integer >= 0): '", text, "'"));
+              }
+              return id;
+            },
+            "ID"));
     cmd.footer(
         "Example:\n  tensormorph stats model.gguf blk.0.attn_q.weight --bins "
         "16\n"

@@ -173,6 +173,12 @@ TEST_P(CliParsingTest, NumericOptionsAreCheckedAgainstTheServersLimits) {
   EXPECT_EQ(nlohmann::json::parse(defaulted.out)["histogram"].size(), 32u)
       << "the documented default";
 
+  // A group id is checked before the call, not refused by it (exit 2).
+  for (const char* group : {"-1", "1.5", "x"}) {
+    ExpectUsageError({"stats", Q4K(), q, "--group", group},
+                     ErrorReason::kRequestInvalid, {"--group", group});
+  }
+
   for (const char* top : {"-1", "100001"}) {
     ExpectUsageError({"diff", Q4K(), Fixture("gguf/F32.gguf"), "--top", top},
                      ErrorReason::kRequestInvalid,

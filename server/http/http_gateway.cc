@@ -709,7 +709,10 @@ void HttpGateway::Impl::Rpc(const httplib::Request& req, httplib::Response& res,
   absl::StatusOr<std::string> body = ReadBody(req, res, content);
   if (!body.ok()) {
     const bool limit = IsReason(body.status(), ErrorReason::kLimitExceeded);
-    Refuse(req, res, body.status(), limit ? 413 : 0,
+    // A body cut off at its deadline is the client's slowness (408 Request
+    // Timeout), not an upstream's (DEADLINE_EXCEEDED's own 504).
+    const bool late = absl::IsDeadlineExceeded(body.status());
+    Refuse(req, res, body.status(), limit ? 413 : late ? 408 : 0,
            limit ? "limit"
            : IsReason(body.status(), ErrorReason::kHttpFramingInvalid)
                ? "framing"

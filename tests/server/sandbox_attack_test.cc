@@ -243,9 +243,14 @@ class FileRewriteTest : public SandboxAttackTest {
   void SetUp() override {
     SandboxAttackTest::SetUp();
     path_ = root_ + "/big.safetensors";
+    WriteTensor(kElems);
+  }
+  // big.safetensors as one F32 tensor "w" of `elems` ones.
+  void WriteTensor(int elems) {
+    elems_ = elems;
     const std::string file =
-        BuildSafetensors({{"w", "F32", {kElems}, Floats(kElems, 1.0f)}});
-    data_offset_ = static_cast<off_t>(file.size()) - kElems * 4;
+        BuildSafetensors({{"w", "F32", {elems}, Floats(elems, 1.0f)}});
+    data_offset_ = static_cast<off_t>(file.size()) - int64_t{elems} * 4;
     WriteFile(path_, file);
   }
   // Rewrites every value in place with `v` in one write (so the file holds
@@ -256,7 +261,7 @@ class FileRewriteTest : public SandboxAttackTest {
     ASSERT_EQ(::stat(path_.c_str(), &before), 0);
     const int fd = ::open(path_.c_str(), O_WRONLY);
     ASSERT_GE(fd, 0);
-    const std::string all = Floats(kElems, v);
+    const std::string all = Floats(elems_, v);
     ASSERT_EQ(::pwrite(fd, all.data(), all.size(), data_offset_),
               static_cast<ssize_t>(all.size()));
     const struct timespec times[2] = {before.st_atim, before.st_mtim};
@@ -264,10 +269,15 @@ class FileRewriteTest : public SandboxAttackTest {
     ::close(fd);
   }
   std::string path_;
+  int elems_ = 0;
   off_t data_offset_ = 0;
 };
 
 TEST_F(FileRewriteTest, ARewriteThatRestoresTheMtimeEndsTheStreamAborted) {
+  // More than gRPC's flow-control window lets the server send ahead of a
+  // client that has read two chunks: with 4 MiB a loaded machine saw the
+  // whole stream sent, and OK, before the rewrite.
+  WriteTensor(1 << 23);
   v1::ReadSliceRequest r;
   r.set_checkpoint("big.safetensors");
   r.set_tensor("w");
@@ -283,7 +293,7 @@ TEST_F(FileRewriteTest, ARewriteThatRestoresTheMtimeEndsTheStreamAborted) {
   auto again = client_->ReadSliceAll(r);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->floats()[0], 2.0f);
-  EXPECT_EQ(again->floats()[kElems - 1], 2.0f);
+  EXPECT_EQ(again->floats()[elems_ - 1], 2.0f);
 }
 
 // A writer flips the tensor between all-1 and all-2 in place, restoring the

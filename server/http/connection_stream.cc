@@ -1,5 +1,6 @@
 #include "server/http/connection_stream.h"
 
+#include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -73,19 +74,60 @@ bool WaitReadable(int fd, milliseconds timeout) {
   return WaitFor(fd, POLLIN, timeout);
 }
 
+bool AcceptTlsWithin(int fd, SSL* ssl, milliseconds within) {
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) return false;
+  const Clock::time_point deadline = Clock::now() + within;
+  bool accepted = false;
+  while (true) {
+    const int r = SSL_accept(ssl);
+    if (r == 1) {
+      accepted = true;
+      break;
+    }
+    const int error = SSL_get_error(ssl, r);
+    const auto left =
+        std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0 ||
+        (error != SSL_ERROR_WANT_READ && error != SSL_ERROR_WANT_WRITE) ||
+        !WaitFor(fd, error == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, left)) {
+      break;
+    }
+  }
+  ::fcntl(fd, F_SETFL, flags);
+  return accepted;
+}
+
+milliseconds ConnectionStream::ReadWait() const {
+  if (deadline_ == Clock::time_point::max()) return timeouts_.read;
+  const auto left =
+      std::chrono::duration_cast<milliseconds>(deadline_ - Clock::now());
+  return std::clamp(left, milliseconds(0), timeouts_.read);
+}
+
+bool ConnectionStream::is_writable() const {
+  return WaitFor(fd_, POLLOUT, timeouts_.write) && PeerOpen(fd_);
+}
+
+void ConnectionStream::get_remote_ip_and_port(std::string& ip,
+                                              int& port) const {
+  Endpoint(fd_, /*remote=*/true, ip, port);
+}
+
+void ConnectionStream::get_local_ip_and_port(std::string& ip, int& port) const {
+  Endpoint(fd_, /*remote=*/false, ip, port);
+}
+
 PlainStream::PlainStream(int fd, StreamTimeouts timeouts)
-    : fd_(fd), timeouts_(timeouts), buffer_(kReadBuffer) {}
+    : ConnectionStream(fd, timeouts), buffer_(kReadBuffer) {}
 
 bool PlainStream::RequestWaiting(milliseconds timeout) const {
   return begin_ < end_ || WaitReadable(fd_, timeout);
 }
 
 bool PlainStream::is_readable() const {
-  return WaitReadable(fd_, timeouts_.read);
-}
-
-bool PlainStream::is_writable() const {
-  return WaitFor(fd_, POLLOUT, timeouts_.write) && PeerOpen(fd_);
+  // Past the deadline, what has come can still be read.
+  return WaitReadable(fd_, ReadWait());
 }
 
 ssize_t PlainStream::read(char* ptr, size_t size) {
@@ -118,27 +160,15 @@ ssize_t PlainStream::write(const char* ptr, size_t size) {
   return n;
 }
 
-void PlainStream::get_remote_ip_and_port(std::string& ip, int& port) const {
-  Endpoint(fd_, /*remote=*/true, ip, port);
-}
-
-void PlainStream::get_local_ip_and_port(std::string& ip, int& port) const {
-  Endpoint(fd_, /*remote=*/false, ip, port);
-}
-
 TlsStream::TlsStream(int fd, SSL* ssl, StreamTimeouts timeouts)
-    : fd_(fd), ssl_(ssl), timeouts_(timeouts) {}
+    : ConnectionStream(fd, timeouts), ssl_(ssl) {}
 
 bool TlsStream::RequestWaiting(milliseconds timeout) const {
   return SSL_pending(ssl_) > 0 || WaitReadable(fd_, timeout);
 }
 
 bool TlsStream::is_readable() const {
-  return SSL_pending(ssl_) > 0 || WaitReadable(fd_, timeouts_.read);
-}
-
-bool TlsStream::is_writable() const {
-  return WaitFor(fd_, POLLOUT, timeouts_.write) && PeerOpen(fd_);
+  return SSL_pending(ssl_) > 0 || WaitReadable(fd_, ReadWait());
 }
 
 ssize_t TlsStream::read(char* ptr, size_t size) {
@@ -159,14 +189,6 @@ ssize_t TlsStream::write(const char* ptr, size_t size) {
   const int n =
       SSL_write(ssl_, ptr, static_cast<int>(std::min<size_t>(size, INT_MAX)));
   return n > 0 ? n : -1;
-}
-
-void TlsStream::get_remote_ip_and_port(std::string& ip, int& port) const {
-  Endpoint(fd_, /*remote=*/true, ip, port);
-}
-
-void TlsStream::get_local_ip_and_port(std::string& ip, int& port) const {
-  Endpoint(fd_, /*remote=*/false, ip, port);
 }
 
 }  // namespace tensormorph

@@ -23,54 +23,81 @@ struct StreamTimeouts {
   std::chrono::milliseconds read{5000}, write{5000};
 };
 
+// What the two streams share: the socket, its timeouts, and a deadline
+// for reads: a request must arrive whole (head and body) by it, however its
+// bytes trickle (each read's own timeout alone would let a byte every few
+// seconds hold the connection for good). Past it, a read takes what has
+// come and waits for nothing more.
+class ConnectionStream : public httplib::Stream {
+ public:
+  ConnectionStream(int fd, StreamTimeouts timeouts)
+      : fd_(fd), timeouts_(timeouts) {}
+  // max() (the default): none.
+  void SetReadDeadline(std::chrono::steady_clock::time_point deadline) {
+    deadline_ = deadline;
+  }
+
+  bool is_writable() const override;
+  void get_remote_ip_and_port(std::string& ip, int& port) const override;
+  void get_local_ip_and_port(std::string& ip, int& port) const override;
+  socket_t socket() const override { return fd_; }
+
+ protected:
+  // The read timeout cut to what is left before the deadline (0 past it).
+  std::chrono::milliseconds ReadWait() const;
+
+  const int fd_;
+  const StreamTimeouts timeouts_;
+
+ private:
+  std::chrono::steady_clock::time_point deadline_ =
+      std::chrono::steady_clock::time_point::max();
+};
+
 // True when `fd` turns readable (data, or the peer's close) within
 // `timeout`; false on timeout or error. Retries on EINTR.
 bool WaitReadable(int fd, std::chrono::milliseconds timeout);
 
+// SSL_accept on `ssl` (set to `fd`) within `within` of now, however the
+// client's handshake bytes trickle; false when it fails or takes longer.
+// `fd` is left blocking, as it was.
+bool AcceptTlsWithin(int fd, SSL* ssl, std::chrono::milliseconds within);
+
 // A plain TCP connection. Reads go through a 4 KiB buffer, as httplib's do:
 // its request parser reads a line a few bytes at a time.
-class PlainStream final : public httplib::Stream {
+class PlainStream final : public ConnectionStream {
  public:
   PlainStream(int fd, StreamTimeouts timeouts);
 
   // Bytes of the next request already read (a pipelined request), or the
   // socket readable within `timeout`.
   bool RequestWaiting(std::chrono::milliseconds timeout) const;
+  // Bytes already read from the socket and not yet taken: they would be
+  // lost with this stream.
+  bool Buffered() const { return begin_ < end_; }
 
   bool is_readable() const override;
-  bool is_writable() const override;
   ssize_t read(char* ptr, size_t size) override;
   ssize_t write(const char* ptr, size_t size) override;
-  void get_remote_ip_and_port(std::string& ip, int& port) const override;
-  void get_local_ip_and_port(std::string& ip, int& port) const override;
-  socket_t socket() const override { return fd_; }
 
  private:
-  const int fd_;
-  const StreamTimeouts timeouts_;
   std::vector<char> buffer_;
   size_t begin_ = 0, end_ = 0;  // unread bytes of buffer_
 };
 
 // A TLS session (an accepted SSL on a blocking socket) on `fd`.
-class TlsStream final : public httplib::Stream {
+class TlsStream final : public ConnectionStream {
  public:
   TlsStream(int fd, SSL* ssl, StreamTimeouts timeouts);
 
   bool RequestWaiting(std::chrono::milliseconds timeout) const;
 
   bool is_readable() const override;
-  bool is_writable() const override;
   ssize_t read(char* ptr, size_t size) override;
   ssize_t write(const char* ptr, size_t size) override;
-  void get_remote_ip_and_port(std::string& ip, int& port) const override;
-  void get_local_ip_and_port(std::string& ip, int& port) const override;
-  socket_t socket() const override { return fd_; }
 
  private:
-  const int fd_;
   SSL* const ssl_;
-  const StreamTimeouts timeouts_;
 };
 
 }  // namespace tensormorph

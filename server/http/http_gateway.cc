@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <atomic>
@@ -76,6 +77,26 @@ absl::Status BodyTooLarge(absl::string_view asked) {
                      {"asked", std::string(asked)}});
 }
 
+// For the request this serving thread answers, reset after each response:
+// PreRoute ran (cpp-httplib parsed the request), and ReadBody read its body
+// whole. A request answered without either leaves bytes on the connection
+// that are no request of its client's (a body, or the rest of a malformed
+// head): the connection ends after the response, or those bytes would be
+// taken for the next request (request smuggling).
+thread_local bool request_routed = false;
+thread_local bool request_body_read = false;
+
+// True when `req` declares a body: Transfer-Encoding, or a Content-Length
+// other than 0 (CheckFraming has refused every other framing).
+bool DeclaresBody(const httplib::Request& req) {
+  uint64_t length = 0;
+  return req.has_header("Transfer-Encoding") ||
+         (absl::SimpleAtoi(absl::StripAsciiWhitespace(
+                               req.get_header_value("Content-Length")),
+                           &length) &&
+          length > 0);
+}
+
 // The body, read here rather than by cpp-httplib, so that a slow sender is
 // cut off at kBodyDeadline, not held for as long as it trickles. `res` is
 // where cpp-httplib says why it stopped reading. CheckFraming has passed:
@@ -114,7 +135,10 @@ absl::StatusOr<std::string> ReadBody(const httplib::Request& req,
         absl::StrCat("the request body did not arrive within ",
                      absl::ToInt64Seconds(kBodyDeadline), " seconds"));
   }
-  if (read) return body;
+  if (read) {
+    request_body_read = true;
+    return body;
+  }
   // Declared past kMaxBodyBytes: cpp-httplib read and dropped it.
   if (res.status == 413) return BodyTooLarge(absl::StrCat(declared));
   // cpp-httplib stopped: 415 or 500 before reading (a Content-Encoding it
@@ -298,6 +322,16 @@ class HttpGateway::Impl {
 PeerFairOptions HttpGateway::Impl::FairOptions() const {
   const int threads = std::max(options_.threads, 2);
   PeerFairOptions fair;
+  fair.threads = threads;
+  // A quarter of the process's descriptors at most: the rest are the gRPC
+  // port's, the files' and the log's.
+  rlimit files{};
+  const int64_t descriptors =
+      ::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY
+          ? static_cast<int64_t>(files.rlim_cur)
+          : int64_t{65536};
+  fair.max_connections =
+      static_cast<int>(std::clamp<int64_t>(descriptors / 4, 64, 16384));
   fair.share = options_.connections_per_peer > 0
                    ? std::min(options_.connections_per_peer, threads)
                    : std::max(threads / 4, 1);
@@ -357,10 +391,6 @@ absl::Status HttpGateway::Impl::Bind(int* port, std::string* url) {
     widen_backlog = [server = plain.get()] { server->WidenBacklog(); };
     http_ = std::move(plain);
   }
-  const int threads = std::max(options_.threads, 2);
-  http_->new_task_queue = [threads] {
-    return new httplib::ThreadPool(threads);
-  };
   http_->set_payload_max_length(kMaxBodyBytes);
   // Headers and body go out in separate writes: with Nagle's algorithm on,
   // the body waited for the client's delayed ACK, 40 ms per response.
@@ -550,6 +580,7 @@ bool HttpGateway::Impl::Authorized(const httplib::Request& req,
 
 httplib::Server::HandlerResponse HttpGateway::Impl::PreRoute(
     const httplib::Request& req, httplib::Response& res) {
+  request_routed = true;
   if (!absl::StartsWith(req.path, "/v1/")) return Guard(req, res);
   // cpp-httplib cuts any answer to a request's Range, errors and streams
   // included; no /v1 answer can be cut (the .npy refuses a Range itself).
@@ -666,6 +697,11 @@ void HttpGateway::Impl::Routes() {
     res.set_header("Referrer-Policy", "no-referrer");
     Cors(req, res);
     AddFrameHeaders(res);
+    if (!request_routed ||
+        (DeclaresBody(req) && !request_body_read && req.body.empty())) {
+      EndConnectionAfter(res);
+    }
+    request_routed = request_body_read = false;
   });
   // Unmatched routes, oversized bodies and httplib's own refusals answer in
   // the API's error shape too.
@@ -712,7 +748,10 @@ void HttpGateway::Impl::Rpc(const httplib::Request& req, httplib::Response& res,
     // A body cut off at its deadline is the client's slowness (408 Request
     // Timeout), not an upstream's (DEADLINE_EXCEEDED's own 504).
     const bool late = absl::IsDeadlineExceeded(body.status());
-    Refuse(req, res, body.status(), limit ? 413 : late ? 408 : 0,
+    Refuse(req, res, body.status(),
+           limit  ? 413
+           : late ? 408
+                  : 0,
            limit ? "limit"
            : IsReason(body.status(), ErrorReason::kHttpFramingInvalid)
                ? "framing"

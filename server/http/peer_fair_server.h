@@ -1,32 +1,55 @@
-// cpp-httplib's server (plain or TLS) whose connections are served in each
-// client's share of the threads (peer_queue.h), each connection waiting for
-// its next request in one poll rather than httplib's loop of 10 ms waits.
+// cpp-httplib's server (plain or TLS) that admits its connections itself:
+// each client address holds a share of the serving threads, a connection
+// holds a thread only once its request's bytes come, and a request must
+// arrive whole within kRequestArrival.
 //
 // httplib's accept loop stays: it accepts, sets the socket's timeouts and
-// queues the connection for a thread, which calls process_and_close_socket,
-// overridden here. That thread asks the PeerQueue first: a connection within
-// its client's share is served; one beyond waits in its client's line,
-// served by the thread that ends one of that client's connections; one past
-// the line is answered 429 (RESOURCE_EXHAUSTED LIMIT_EXCEEDED, limit
-// "http_connections_per_peer") and closed, without reading its request. The
-// requests themselves go to httplib's own routing (Server::process_request),
+// hands the connection to its task queue, which is ours (AdmittingQueue in
+// the .cc): it calls process_and_close_socket, overridden here, at once on
+// the accept thread, where the connection is admitted without blocking:
+//   - past max_connections held in all, or past its address's share and
+//     waiting line (peer_queue.h): answered 429 (RESOURCE_EXHAUSTED
+//     LIMIT_EXCEEDED, limit "http_connections" or
+//     "http_connections_per_peer"; TLS: closed before any handshake);
+//   - beyond its address's share: it waits in that address's line;
+//   - else parked (connection_parking.h) until its whole request has come
+//     (request_arrival.h; a TLS one: its ClientHello), then queued for a
+//     serving thread (first come, first served), and parked again between
+//     requests. A connection that sends nothing within the keep-alive
+//     timeout, or not its whole request within kRequestArrival of its
+//     first bytes, is closed.
+// When a connection ends, the next in its address's line is parked in its
+// place. The requests go to httplib's own routing (Server::process_request),
 // so every handler, limit and header check is unchanged.
 #ifndef TENSORMORPH_SERVER_HTTP_PEER_FAIR_SERVER_H_
 #define TENSORMORPH_SERVER_HTTP_PEER_FAIR_SERVER_H_
 
 #include <httplib.h>
 
+#include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
+#include "server/http/connection_parking.h"
 #include "server/http/peer_queue.h"
 
 namespace tensormorph {
 
+// How long a request (head and body, or a TLS handshake's first record)
+// may take to arrive from its first byte. The rest of a TLS handshake,
+// once its first record has come, has the read timeout.
+inline constexpr std::chrono::seconds kRequestArrival{20};
+
 struct PeerFairOptions {
+  int threads = 64;   // serving threads
   int share = 16;     // connections one client address has served at once
   int waiting = 256;  // and has waiting beyond them; past that, 429
+  // Connections held in all (parked, waiting, served); past it, 429: each
+  // holds a descriptor, which the gRPC port and the files need too.
+  int max_connections = 4096;
   // Addresses ("10.0.0.7", "::1") served without a share: a proxy the
   // operator trusts, whose connections are many clients'. Empty = none.
   std::function<bool(const std::string& address)> unshared;
@@ -42,6 +65,9 @@ struct PeerFairOptions {
 int ServedConnectionSocket();
 // The share key (PeerShareKey) of that connection's client, "" elsewhere.
 std::string ServedPeerKey();
+// Ends the connection this thread serves once the response is written
+// (its request's body was not read: what follows is no request).
+void CloseConnectionAfterResponse();
 
 // Base: httplib::Server or httplib::SSLServer (both instantiated in the .cc).
 template <class Base>
@@ -51,7 +77,9 @@ class PeerFairServer final : public Base {
   explicit PeerFairServer(PeerFairOptions options, Args&&... args)
       : Base(std::forward<Args>(args)...),
         options_(std::move(options)),
-        queue_(std::make_unique<PeerQueue>(options_.share, options_.waiting)) {}
+        queue_(std::make_unique<PeerQueue>(options_.share, options_.waiting)) {
+    this->new_task_queue = [this] { return NewTaskQueue(); };
+  }
 
   // Lets pending connections queue in the kernel as a busy server's should:
   // httplib listens with a backlog of 5, past which a burst's connections
@@ -59,15 +87,36 @@ class PeerFairServer final : public Base {
   void WidenBacklog();
 
  private:
+  class AdmittingQueue;
+  httplib::TaskQueue* NewTaskQueue();
+  // On the accept thread (AdmittingQueue::enqueue): admits, parks, lines up
+  // or refuses `sock`; never blocks.
   bool process_and_close_socket(socket_t sock) override;
-  // One connection's requests, then its close.
-  void Serve(int fd);
+  // A parked connection's request came (or its time ran out with part of
+  // it come: `late`): a serving thread takes it.
+  void Ready(int fd, const std::string& key, bool late);
+  // A connection of `key` ended (served, or expired while parked): the next
+  // in its line is parked in its place.
+  void Finish(const std::string& key);
+  void Close(int fd);
+  // Parks `fd` (admitted, of `key`) until its request comes; false after
+  // the parking stopped.
+  bool Park(int fd, const std::string& key);
+  // A connection's requests on a serving thread, then its close; or true,
+  // with `fd` left open, when a plain connection is to wait for its next
+  // request parked.
+  bool Serve(int fd, bool late);
   template <class Stream>
-  void ServeRequests(Stream& stream, SSL* ssl);
-  void Refuse(int fd, const std::string& peer);
+  bool ServeRequests(Stream& stream, SSL* ssl, bool late);
+  bool AcceptTls(int fd, SSL* ssl);
+  void Refuse(int fd, const std::string& peer, bool per_peer);
 
   const PeerFairOptions options_;
   std::unique_ptr<PeerQueue> queue_;
+  // Set while httplib's listen loop runs (its task queue's lifetime).
+  std::atomic<httplib::TaskQueue*> pool_{nullptr};
+  std::atomic<ConnectionParking*> parking_{nullptr};
+  std::atomic<int> held_{0};  // connections admitted and not yet closed
   std::mutex refusal_mu_;
   std::chrono::steady_clock::time_point last_refusal_logged_{};
 };

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/util/error_reason.h"
+#include "server/http/peer_fair_server.h"
 
 namespace tensormorph {
 namespace {
@@ -119,19 +120,7 @@ absl::Status CheckFraming(const httplib::Headers& headers) {
 
 void EndConnectionAfter(httplib::Response& res) {
   res.set_header("Connection", "close");
-  auto body = std::make_shared<std::string>(std::move(res.body));
-  res.body.clear();
-  const std::string type = res.get_header_value("Content-Type");
-  res.headers.erase("Content-Type");  // set again with the provider
-  res.set_content_provider(
-      body->size(), type.c_str(),
-      [body](size_t offset, size_t length, httplib::DataSink& sink) {
-        if (offset < body->size()) {
-          sink.write(body->data() + offset,
-                     std::min(length, body->size() - offset));
-        }
-        return false;  // every byte is out: the connection ends here
-      });
+  CloseConnectionAfterResponse();
 }
 
 void AddFrameHeaders(httplib::Response& res) {

@@ -62,11 +62,11 @@ absl::Status FramingError(absl::string_view rule, absl::string_view message);
 // decimal number.
 absl::Status CheckFraming(const httplib::Headers& headers);
 
-// Ends the connection once `res` (its body set) is sent, with Connection:
-// close. For a request whose body was not read: whatever of it follows must
-// never be taken for a next request. cpp-httplib 0.11 keeps the connection
-// open whatever the response's Connection header says; a response whose
-// content provider fails after its last byte is the one it closes after.
+// Ends the connection once `res` is sent, with Connection: close. For a
+// request whose body was not read: whatever of it follows must never be
+// taken for a next request. (cpp-httplib 0.11 keeps a connection open
+// whatever the response's Connection header says; the gateway's own
+// connection loop ends it, peer_fair_server.h.)
 void EndConnectionAfter(httplib::Response& res);
 
 // X-Frame-Options: DENY, and frame-ancestors 'none' added to the response's

@@ -5,14 +5,17 @@
 // meanwhile; without the share those connections held every one of the 64
 // threads for as long as they trickled. Its memory: replies a client does
 // not read count against its --max-reply-bytes-per-peer, as on gRPC.
+#include <grpcpp/grpcpp.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -20,6 +23,7 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "tensormorph/v1/tensormorph.grpc.pb.h"
 #include "tests/support/process.h"
 #include "tests/support/raw_http.h"
 #include "tests/support/safetensors_writer.h"
@@ -47,13 +51,15 @@ constexpr int kShare = 2;
 constexpr int kFlood = 72;
 constexpr int kAdmitted = kShare + 64;
 
-// Connections from 127.0.0.1 that send `first` and then `each` once a second
-// until stopped, never finishing a request.
+// kFlood connections that send `first` and then `each` once a second until
+// stopped, never finishing a request; from 127.0.0.1, or in turn from each
+// address of `from`.
 class Trickle {
  public:
-  Trickle(int port, const std::string& first, const std::string& each) {
+  Trickle(int port, const std::string& first, const std::string& each,
+          const std::vector<std::string>& from = {"127.0.0.1"}) {
     for (int i = 0; i < kFlood; ++i) {
-      const int fd = RawConnect(port);
+      const int fd = RawConnect(port, from[i % from.size()]);
       if (fd >= 0) {
         (void)::send(fd, first.data(), first.size(), MSG_NOSIGNAL);
       }
@@ -187,6 +193,76 @@ TEST(HttpConnectionShareTest,
   const ssize_t n = ::recv(flood.fd(last), buf, sizeof buf - 1, 0);
   ASSERT_GT(n, 0) << "the waiting connection was never served";
   EXPECT_TRUE(absl::StartsWith(buf, "HTTP/1.1 200 ")) << buf;
+}
+
+// Connections hold no serving thread while their requests have not come
+// whole: from five addresses, more of them than there are threads, silent,
+// or trickling a request's head or body a line or byte a second; a
+// bystander is answered while every one is still open (none had to time
+// out to make room).
+TEST(HttpConnectionShareTest, UnfinishedRequestsFromManyAddressesHoldNoThread) {
+  ServerProcess server({Root()}, {"--http-listen", "127.0.0.1:0"});
+  for (const auto& [first, each] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"", ""},
+           {"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n", "X-a: b\r\n"},
+           {"POST /v1/GetServerInfo HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            "Content-Type: application/json\r\nContent-Length: 1000000\r\n"
+            "\r\n",
+            " "}}) {
+    Trickle flood(
+        server.http_port(), first, each,
+        {"127.0.1.1", "127.0.1.2", "127.0.1.3", "127.0.1.4", "127.0.1.5"});
+    ASSERT_EQ(flood.opened(), kFlood);
+    HeldResponse bystander(server.http_port(),
+                           "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                           "Connection: close\r\n\r\n",
+                           "127.0.0.2");
+    EXPECT_EQ(bystander.head().status, 200) << first;
+    EXPECT_EQ(flood.Ended(0).size(), 0u) << first;
+  }
+}
+
+// The port holds a quarter of the process's descriptors in connections at
+// most: past that a connection is answered 429 at once, and the gRPC port,
+// which needs descriptors too, still accepts.
+TEST(HttpConnectionShareTest,
+     ConnectionsPastTheProcessShareOfDescriptorsAre429) {
+  // The server inherits 256 descriptors (64 for HTTP connections); this
+  // process keeps its own.
+  rlimit own{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &own), 0);
+  rlimit low = own;
+  low.rlim_cur = 256;
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::unique_ptr<ServerProcess> server;
+  server = std::make_unique<ServerProcess>(
+      std::vector<std::string>{Root()},
+      std::vector<std::string>{"--http-listen", "127.0.0.1:0"});
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &own), 0);
+  std::vector<std::string> addresses;
+  for (int i = 1; i <= 36; ++i)
+    addresses.push_back("127.0.2." + std::to_string(i));
+  Trickle flood(server->http_port(), "", "", addresses);
+  ASSERT_EQ(flood.opened(), kFlood);
+  const auto ended = flood.Ended(kFlood - 64);
+  ASSERT_EQ(static_cast<int>(ended.size()), kFlood - 64);
+  for (const auto& [index, response] : ended) {
+    EXPECT_TRUE(absl::StartsWith(response, "HTTP/1.1 429 ")) << response;
+    const Json error = Json::parse(Body(response), nullptr, false);
+    ASSERT_TRUE(error.is_object()) << response;
+    EXPECT_EQ(error["details"][0]["metadata"]["limit"], "http_connections");
+  }
+  auto channel =
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(server->port()),
+                          grpc::InsecureChannelCredentials());
+  auto stub = v1::Tensormorph::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(10));
+  v1::GetServerInfoRequest request;
+  v1::GetServerInfoResponse reply;
+  EXPECT_TRUE(stub->GetServerInfo(&context, request, &reply).ok());
 }
 
 // GET /healthz over TLS from `from`; the status line, or "" when none came.

@@ -221,6 +221,37 @@ TEST_F(HttpPortGuardTest, AmbiguousFramingIsRefusedAndNothingIsSmuggled) {
   }
 }
 
+// A request answered without its body read (refused before it, or by a
+// route that takes none) ends its connection: the body's bytes are never
+// taken for a next request, whatever they hold.
+TEST_F(HttpPortGuardTest, AnAnswerThatLeavesTheBodyUnreadEndsTheConnection) {
+  const std::string smuggled =
+      "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  const std::string length =
+      "Content-Length: " + std::to_string(smuggled.size()) + "\r\n";
+  for (const auto& [head, status] : std::vector<std::pair<std::string, int>>{
+           // The wrong Content-Type: refused before the body.
+           {"POST /v1/GetServerInfo HTTP/1.1\r\nContent-Type: text/plain\r\n",
+            415},
+           // No such method: refused before the body.
+           {"POST /v1/NoSuchMethod HTTP/1.1\r\nContent-Type: "
+            "application/json\r\n",
+            404},
+           // Routes that take no body.
+           {"GET /v1/GetServerInfo HTTP/1.1\r\n", 405},
+           {"GET /healthz HTTP/1.1\r\n", 200},
+           {"OPTIONS /v1/GetServerInfo HTTP/1.1\r\n", 403}}) {
+    const auto replies = RawHttpExchange(
+        port(), head + "Host: 127.0.0.1\r\n" + length + "\r\n" + smuggled);
+    ASSERT_EQ(replies.size(), 1u) << head << "answered what its body held";
+    EXPECT_EQ(replies[0].status, status) << head;
+  }
+  // A head cpp-httplib cannot parse ends its connection too.
+  const auto replies =
+      RawHttpExchange(port(), "GET / HTTP/1.1 extra\r\n\r\n" + smuggled);
+  EXPECT_EQ(replies.size(), 1u);
+}
+
 // A body that breaks its framing is a malformed request (400, with the rule
 // it broke), and one declared past the limit is too large (413; past
 // 64 MiB refused unread, as here): neither is 429, which tells a client to

@@ -19,30 +19,38 @@ Arrival RequestArrival(absl::string_view buffered) {
   if (blank == absl::string_view::npos) return Arrival::kIncomplete;
   const size_t head_end = blank + 4;
   const absl::string_view body = buffered.substr(head_end);
-  // The first Content-Length or Transfer-Encoding line (CheckFraming
-  // refuses two, and both, once the thread reads the head).
+  // The framing headers (CheckFraming refuses two of one, and both, once
+  // the thread reads the head).
+  bool chunked = false, expect = false;
+  absl::string_view length_text;
   for (absl::string_view line :
        absl::StrSplit(buffered.substr(0, blank), "\r\n")) {
     const size_t colon = line.find(':');
     if (colon == absl::string_view::npos) continue;
     const absl::string_view name = line.substr(0, colon);
-    if (absl::EqualsIgnoreCase(name, "Transfer-Encoding")) {
-      // Chunked: its last chunk (a false find inside the data only hands
-      // it on early; a body past the bytes looked at, once they are full).
-      return absl::StrContains(body, "0\r\n\r\n") ? Arrival::kReady
-                                                  : Arrival::kIncomplete;
+    if (absl::EqualsIgnoreCase(name, "Expect")) expect = true;
+    if (absl::EqualsIgnoreCase(name, "Transfer-Encoding")) chunked = true;
+    if (absl::EqualsIgnoreCase(name, "Content-Length") && length_text.empty()) {
+      length_text = absl::StripAsciiWhitespace(line.substr(colon + 1));
     }
-    if (!absl::EqualsIgnoreCase(name, "Content-Length")) continue;
-    uint64_t length = 0;
-    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(line.substr(colon + 1)),
-                          &length)) {
-      return Arrival::kReady;  // the thread refuses it
-    }
-    // A body longer than the bytes looked at is handed on once they are
-    // full (above): a thread then reads the rest at the client's speed.
-    return body.size() >= length ? Arrival::kReady : Arrival::kIncomplete;
   }
-  return Arrival::kReady;
+  // The client sends its body only once told to go on (100 Continue),
+  // which the thread does.
+  if (expect) return Arrival::kReady;
+  if (chunked) {
+    // Its last chunk (a false find inside the data only hands it on early;
+    // a body past the bytes looked at is handed on once they are full).
+    return absl::StrContains(body, "0\r\n\r\n") ? Arrival::kReady
+                                                : Arrival::kIncomplete;
+  }
+  if (length_text.empty()) return Arrival::kReady;  // no body
+  uint64_t length = 0;
+  if (!absl::SimpleAtoi(length_text, &length)) {
+    return Arrival::kReady;  // the thread refuses it
+  }
+  // A body longer than the bytes looked at is handed on once they are full
+  // (above): a thread then reads the rest at the client's speed.
+  return body.size() >= length ? Arrival::kReady : Arrival::kIncomplete;
 }
 
 Arrival TlsHelloArrival(absl::string_view buffered) {

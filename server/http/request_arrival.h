@@ -24,7 +24,9 @@ enum class Arrival {
 // head is complete (a blank line) and its body has come: Content-Length
 // bytes of it, or a chunked body's last chunk. Ready too when `buffered`
 // is kArrivalPeekBytes long (a longer head or body: the thread reads the
-// rest, under its deadline), or the head's length is no number.
+// rest, under its deadline), the head's length is no number, or the head
+// has an Expect (100-continue: its client waits to be told to send the
+// body).
 Arrival RequestArrival(absl::string_view buffered);
 
 // For a TLS connection: its first record (a ClientHello) whole, by the

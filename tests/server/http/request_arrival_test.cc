@@ -22,6 +22,10 @@ TEST(RequestArrivalTest, ABodyIsWaitedForToItsLength) {
       "POST /v1/GetServerInfo HTTP/1.1\r\ncontent-length: 5\r\n\r\n";
   EXPECT_EQ(RequestArrival(head + "{}"), Arrival::kIncomplete);
   EXPECT_EQ(RequestArrival(head + "{   }"), Arrival::kReady);
+  // A client that asks to be told to go on sends no body until it is.
+  EXPECT_EQ(RequestArrival("POST / HTTP/1.1\r\nContent-Length: 5\r\n"
+                           "Expect: 100-continue\r\n\r\n"),
+            Arrival::kReady);
   // A length that is no number is the serving thread's to refuse.
   EXPECT_EQ(RequestArrival("POST / HTTP/1.1\r\nContent-Length: x\r\n\r\n"),
             Arrival::kReady);

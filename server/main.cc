@@ -82,7 +82,7 @@ void AddServingOptions(CLI::App& app, Flags& f) {
                  "of the HTTP port's 64 serving threads, how many one client "
                  "address (an IPv6 /64) may hold at once, idle kept-alive "
                  "connections included; its further connections wait their "
-                 "turn (up to 16 times as many, then 429), so one client "
+                 "turn (up to twice as many, then 429), so one client "
                  "cannot starve the others. A --trusted-proxy has no limit")
       ->default_val(16)
       ->check(CLI::Range(1, 64));

@@ -335,7 +335,9 @@ PeerFairOptions HttpGateway::Impl::FairOptions() const {
   fair.share = options_.connections_per_peer > 0
                    ? std::min(options_.connections_per_peer, threads)
                    : std::max(threads / 4, 1);
-  fair.waiting = std::max(64, 16 * fair.share);
+  // A short line: its connections hold descriptors, with no deadline
+  // until they reach the parking.
+  fair.waiting = std::max(16, 2 * fair.share);
   fair.unshared = options_.unshared_peer;
   if (options_.on_refused) {
     fair.on_refused = [report = options_.on_refused](
@@ -383,6 +385,12 @@ absl::Status HttpGateway::Impl::Bind(int* port, std::string* url) {
               : absl::StrCat(" and client CA '", options_.tls_client_ca, "'"),
           ": not readable PEM, or a key that does not match"));
     }
+    // A context that verifies clients needs a session id context for a
+    // client to resume its session: without one OpenSSL answered every
+    // resumption (curl's, a browser's) with an internal-error alert.
+    static constexpr unsigned char kSessionContext[] = "tensormorphd-http";
+    SSL_CTX_set_session_id_context(ssl->ssl_context(), kSessionContext,
+                                   sizeof kSessionContext - 1);
     widen_backlog = [server = ssl.get()] { server->WidenBacklog(); };
     http_ = std::move(ssl);
   } else {

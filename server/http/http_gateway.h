@@ -81,8 +81,8 @@ struct HttpGatewayOptions {
   // idling on a kept-alive connection, holds one.
   int threads = 64;
   // Of those, how many one client address (an IPv6 /64) may hold at once;
-  // its further connections wait their turn, up to 16 times as many (at
-  // least 64), and past that are answered 429 (peer_fair_server.h).
+  // its further connections wait their turn, up to twice as many (at
+  // least 16), and past that are answered 429 (peer_fair_server.h).
   // 0 = threads / 4.
   int connections_per_peer = 0;
   // Bytes of reply bodies (JSON, heatmap cells, PNG) the port may hold

@@ -38,10 +38,11 @@ Arrival RequestArrival(absl::string_view buffered) {
   // which the thread does.
   if (expect) return Arrival::kReady;
   if (chunked) {
-    // Its last chunk (a false find inside the data only hands it on early;
-    // a body past the bytes looked at is handed on once they are full).
-    return absl::StrContains(body, "0\r\n\r\n") ? Arrival::kReady
-                                                : Arrival::kIncomplete;
+    // Its end: the blank line after the last chunk (with or without an
+    // extension or trailers). A false find inside the data only hands it
+    // on early; a body past the bytes looked at, once they are full.
+    return absl::StrContains(body, "\r\n\r\n") ? Arrival::kReady
+                                               : Arrival::kIncomplete;
   }
   if (length_text.empty()) return Arrival::kReady;  // no body
   uint64_t length = 0;

@@ -46,10 +46,10 @@ using ::tensormorph::testing::WriteFile;
 using Json = nlohmann::json;
 
 // More connections than the port has threads (64): one share of 2, a
-// waiting line of 64 (16 shares, at least 64), and 6 past it.
+// waiting line of 16 (two shares, at least 16), and 54 past it.
 constexpr int kShare = 2;
 constexpr int kFlood = 72;
-constexpr int kAdmitted = kShare + 64;
+constexpr int kAdmitted = kShare + 16;
 
 // kFlood connections that send `first` and then `each` once a second until
 // stopped, never finishing a request; from 127.0.0.1, or in turn from each

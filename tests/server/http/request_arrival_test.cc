@@ -36,6 +36,10 @@ TEST(RequestArrivalTest, AChunkedBodyIsWaitedForToItsLastChunk) {
       "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n";
   EXPECT_EQ(RequestArrival(head + "2\r\n{}\r\n"), Arrival::kIncomplete);
   EXPECT_EQ(RequestArrival(head + "2\r\n{}\r\n0\r\n\r\n"), Arrival::kReady);
+  // A last chunk with an extension, or trailers after it.
+  EXPECT_EQ(RequestArrival(head + "2\r\n{}\r\n0;x=1\r\n\r\n"), Arrival::kReady);
+  EXPECT_EQ(RequestArrival(head + "2\r\n{}\r\n0\r\nX-T: 1\r\n\r\n"),
+            Arrival::kReady);
 }
 
 TEST(RequestArrivalTest, WhatFillsTheBytesLookedAtIsReady) {

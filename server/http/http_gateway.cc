@@ -338,6 +338,10 @@ PeerFairOptions HttpGateway::Impl::FairOptions() const {
   // A short line: its connections hold descriptors, with no deadline
   // until they reach the parking.
   fair.waiting = std::max(16, 2 * fair.share);
+  // An eighth of the threads (but never below a browser's six connections
+  // to a host): eight addresses' requests, however slowly they come after
+  // their first 16 KiB, leave the rest to others.
+  fair.threads_per_peer = std::max(6, threads / 8);
   fair.unshared = options_.unshared_peer;
   if (options_.on_refused) {
     fair.on_refused = [report = options_.on_refused](

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <type_traits>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/util/error_reason.h"
 #include "server/http/connection_stream.h"
@@ -23,6 +24,9 @@ using Clock = std::chrono::steady_clock;
 // and whether it is to end after the response (CloseConnectionAfterResponse).
 thread_local int served_socket = -1;
 thread_local bool close_after_response = false;
+
+// The share key prefix of a trusted proxy's connections: no thread cap.
+constexpr absl::string_view kUnsharedKey = "proxy ";
 
 // How often a connection waiting for its next request looks whether the
 // server is stopping, so that a stop does not wait out the keep-alive.
@@ -125,8 +129,11 @@ bool PeerFairServer<Base>::process_and_close_socket(socket_t sock) {
     Refuse(sock, peer, /*per_peer=*/false);
     return false;
   }
-  const std::string key = PeerShareKey(address);
   const bool unshared = options_.unshared && options_.unshared(host);
+  // A trusted proxy's connections are counted apart from its neighbours'
+  // (an IPv6 /64's), under a key that says it is one.
+  const std::string key =
+      unshared ? absl::StrCat(kUnsharedKey, host) : PeerShareKey(address);
   switch (queue_->Arrive(key, sock, unshared)) {
     case PeerQueue::Verdict::kWait:
       return true;  // parked when a connection of `key` ends
@@ -170,13 +177,46 @@ void PeerFairServer<Base>::Ready(int fd, const std::string& key, bool late) {
     Finish(key);
     return;
   }
-  pool->enqueue([this, fd, key, late] {
+  {
+    std::lock_guard<std::mutex> lock(threads_mu_);
+    PeerThreads& peer = peer_threads_[key];
+    if (peer.serving >= options_.threads_per_peer &&
+        !absl::StartsWith(key, kUnsharedKey)) {
+      peer.ready.emplace_back(fd, late);
+      return;
+    }
+    ++peer.serving;
+  }
+  Dispatch(pool, fd, key, late);
+}
+
+template <class Base>
+void PeerFairServer<Base>::Dispatch(httplib::TaskQueue* pool, int fd,
+                                    const std::string& key, bool late) {
+  pool->enqueue([this, pool, fd, key, late] {
     // A kept-alive connection waits for its next request parked again.
     if (Serve(fd, late)) {
-      if (Park(fd, key)) return;
-      Close(fd);  // stopping
+      if (!Park(fd, key)) {
+        Close(fd);  // stopping
+        Finish(key);
+      }
+    } else {
+      Finish(key);
     }
-    Finish(key);
+    // The thread passes to the key's next request that has come.
+    std::pair<int, bool> next{-1, false};
+    {
+      std::lock_guard<std::mutex> lock(threads_mu_);
+      auto it = peer_threads_.find(key);
+      if (it == peer_threads_.end()) return;
+      if (it->second.ready.empty()) {
+        if (--it->second.serving <= 0) peer_threads_.erase(it);
+        return;
+      }
+      next = it->second.ready.front();
+      it->second.ready.pop_front();
+    }
+    Dispatch(pool, next.first, key, next.second);
   });
 }
 

@@ -28,11 +28,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "server/http/connection_parking.h"
 #include "server/http/peer_queue.h"
 
@@ -50,6 +53,10 @@ struct PeerFairOptions {
   // Connections held in all (parked, waiting, served); past it, 429: each
   // holds a descriptor, which the gRPC port and the files need too.
   int max_connections = 4096;
+  // Serving threads one client address has at once; its further requests
+  // that have come wait, holding none, for one of them (a browser keeps at
+  // most six connections to a host, so a page is never held back).
+  int threads_per_peer = 8;
   // Addresses ("10.0.0.7", "::1") served without a share: a proxy the
   // operator trusts, whose connections are many clients'. Empty = none.
   std::function<bool(const std::string& address)> unshared;
@@ -93,8 +100,12 @@ class PeerFairServer final : public Base {
   // or refuses `sock`; never blocks.
   bool process_and_close_socket(socket_t sock) override;
   // A parked connection's request came (or its time ran out with part of
-  // it come: `late`): a serving thread takes it.
+  // it come: `late`): a serving thread takes it, or it waits for one of
+  // its key's threads_per_peer.
   void Ready(int fd, const std::string& key, bool late);
+  // Serves it on a thread of `pool`; then the key's next waiting request.
+  void Dispatch(httplib::TaskQueue* pool, int fd, const std::string& key,
+                bool late);
   // A connection of `key` ended (served, or expired while parked): the next
   // in its line is parked in its place.
   void Finish(const std::string& key);
@@ -117,6 +128,14 @@ class PeerFairServer final : public Base {
   std::atomic<httplib::TaskQueue*> pool_{nullptr};
   std::atomic<ConnectionParking*> parking_{nullptr};
   std::atomic<int> held_{0};  // connections admitted and not yet closed
+  // Per share key: requests on serving threads, and those come and waiting
+  // for one (fd, late).
+  struct PeerThreads {
+    int serving = 0;
+    std::deque<std::pair<int, bool>> ready;
+  };
+  std::mutex threads_mu_;
+  absl::flat_hash_map<std::string, PeerThreads> peer_threads_;
   std::mutex refusal_mu_;
   std::chrono::steady_clock::time_point last_refusal_logged_{};
 };

@@ -116,6 +116,15 @@ class Trickle {
     }
   }
   int fd(int i) const { return fds_[i]; }
+  // How many connections have received bytes starting with `prefix`.
+  int Received(const std::string& prefix) {
+    int n = 0;
+    for (size_t i = 0; i < fds_.size(); ++i) {
+      Drain(i);
+      n += absl::StartsWith(received_[i], prefix);
+    }
+    return n;
+  }
 
  private:
   // Reads what connection `i` has received; true once the server ended it.
@@ -196,10 +205,11 @@ TEST(HttpConnectionShareTest,
 }
 
 // Connections hold no serving thread while their requests have not come
-// whole: from five addresses, more of them than there are threads, silent,
-// or trickling a request's head or body a line or byte a second; a
-// bystander is answered while every one is still open (none had to time
-// out to make room).
+// whole, and one address no more than an eighth of the threads: from five
+// addresses, more connections than there are threads, silent, or trickling
+// a request's head or body a line or byte a second; a bystander is
+// answered while every one is still open (none had to time out to make
+// room).
 TEST(HttpConnectionShareTest, UnfinishedRequestsFromManyAddressesHoldNoThread) {
   ServerProcess server({Root()}, {"--http-listen", "127.0.0.1:0"});
   for (const auto& [first, each] :
@@ -209,6 +219,13 @@ TEST(HttpConnectionShareTest, UnfinishedRequestsFromManyAddressesHoldNoThread) {
            {"POST /v1/GetServerInfo HTTP/1.1\r\nHost: 127.0.0.1\r\n"
             "Content-Type: application/json\r\nContent-Length: 1000000\r\n"
             "\r\n",
+            " "},
+           // Handed to a thread at its head (its client waits for 100
+           // Continue), then trickled: each address holds only its eighth
+           // of the threads.
+           {"POST /v1/GetServerInfo HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            "Content-Type: application/json\r\nExpect: 100-continue\r\n"
+            "Content-Length: 1000000\r\n\r\n",
             " "}}) {
     Trickle flood(
         server.http_port(), first, each,
@@ -220,6 +237,8 @@ TEST(HttpConnectionShareTest, UnfinishedRequestsFromManyAddressesHoldNoThread) {
                            "127.0.0.2");
     EXPECT_EQ(bystander.head().status, 200) << first;
     EXPECT_EQ(flood.Ended(0).size(), 0u) << first;
+    // Those on threads were told to go on: at most each address's eighth.
+    EXPECT_LE(flood.Received("HTTP/1.1 100 Continue"), 5 * 8) << first;
   }
 }
 

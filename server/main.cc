@@ -79,13 +79,14 @@ void AddServingOptions(CLI::App& app, Flags& f) {
                  "let pages from this origin (https://dash.example:3000, or "
                  "*) call the HTTP API from a browser (CORS); unset: none");
   app.add_option("--http-connections-per-peer", f.http.connections_per_peer,
-                 "of the HTTP port's 64 serving threads, how many one client "
-                 "address (an IPv6 /64) may hold at once, idle kept-alive "
-                 "connections included; its further connections wait their "
-                 "turn (up to twice as many, then 429), so one client "
-                 "cannot starve the others. A --trusted-proxy has no limit")
+                 "connections one client address (an IPv6 /64) may have open "
+                 "on the HTTP port at once, idle kept-alive ones included "
+                 "(its requests get at most 8 of the 64 serving threads); "
+                 "its further connections wait their turn (up to twice as "
+                 "many, then 429), so one client cannot starve the others. "
+                 "A --trusted-proxy has no limit")
       ->default_val(16)
-      ->check(CLI::Range(1, 64));
+      ->check(CLI::Range(1, 4096));
   app.add_option("--http-assets", f.http.assets_dir,
                  "serve the inspector's files from this directory (client/web) "
                  "instead of the copy compiled in, for working on the page");

@@ -332,9 +332,10 @@ PeerFairOptions HttpGateway::Impl::FairOptions() const {
           : int64_t{65536};
   fair.max_connections =
       static_cast<int>(std::clamp<int64_t>(descriptors / 4, 64, 16384));
-  fair.share = options_.connections_per_peer > 0
-                   ? std::min(options_.connections_per_peer, threads)
-                   : std::max(threads / 4, 1);
+  fair.share =
+      options_.connections_per_peer > 0
+          ? std::min(options_.connections_per_peer, fair.max_connections)
+          : std::max(threads / 4, 1);
   // A short line: its connections hold descriptors, with no deadline
   // until they reach the parking.
   fair.waiting = std::max(16, 2 * fair.share);

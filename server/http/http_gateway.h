@@ -77,13 +77,13 @@ struct HttpGatewayOptions {
   // Development: serve the page's files from this directory (client/web)
   // instead of the compiled-in copy, so an edit shows on reload.
   std::string assets_dir;
-  // Threads serving HTTP connections; a streaming response, and a client
-  // idling on a kept-alive connection, holds one.
+  // Threads serving HTTP requests; a request holds one from when it has
+  // come whole until its response is written (a streaming one: to its
+  // end). One client address has at most an eighth of them (at least 6).
   int threads = 64;
-  // Of those, how many one client address (an IPv6 /64) may hold at once;
-  // its further connections wait their turn, up to twice as many (at
-  // least 16), and past that are answered 429 (peer_fair_server.h).
-  // 0 = threads / 4.
+  // Connections one client address (an IPv6 /64) may have open at once;
+  // its further ones wait their turn, up to twice as many (at least 16),
+  // and past that are answered 429 (peer_fair_server.h). 0 = threads / 4.
   int connections_per_peer = 0;
   // Bytes of reply bodies (JSON, heatmap cells, PNG) the port may hold
   // built and not yet written, to one client address and to all; past

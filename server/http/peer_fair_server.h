@@ -1,7 +1,7 @@
 // cpp-httplib's server (plain or TLS) that admits its connections itself:
-// each client address holds a share of the serving threads, a connection
-// holds a thread only once its request's bytes come, and a request must
-// arrive whole within kRequestArrival.
+// each client address has a share of the connections and of the serving
+// threads, a connection holds a thread only once its request has come,
+// and a request must arrive whole within kRequestArrival.
 //
 // httplib's accept loop stays: it accepts, sets the socket's timeouts and
 // hands the connection to its task queue, which is ours (AdmittingQueue in
@@ -14,10 +14,10 @@
 //   - beyond its address's share: it waits in that address's line;
 //   - else parked (connection_parking.h) until its whole request has come
 //     (request_arrival.h; a TLS one: its ClientHello), then queued for a
-//     serving thread (first come, first served), and parked again between
-//     requests. A connection that sends nothing within the keep-alive
-//     timeout, or not its whole request within kRequestArrival of its
-//     first bytes, is closed.
+//     serving thread (first come, first served; at most threads_per_peer
+//     of one address at once), and parked again between requests. A connection
+//     that sends nothing within the keep-alive timeout, or not its whole
+//     request within kRequestArrival of its first bytes, is closed.
 // When a connection ends, the next in its address's line is parked in its
 // place. The requests go to httplib's own routing (Server::process_request),
 // so every handler, limit and header check is unchanged.
@@ -47,9 +47,9 @@ namespace tensormorph {
 inline constexpr std::chrono::seconds kRequestArrival{20};
 
 struct PeerFairOptions {
-  int threads = 64;   // serving threads
-  int share = 16;     // connections one client address has served at once
-  int waiting = 256;  // and has waiting beyond them; past that, 429
+  int threads = 64;  // serving threads
+  int share = 16;    // connections one client address has open at once
+  int waiting = 32;  // and has waiting beyond them; past that, 429
   // Connections held in all (parked, waiting, served); past it, 429: each
   // holds a descriptor, which the gRPC port and the files need too.
   int max_connections = 4096;

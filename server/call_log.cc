@@ -10,10 +10,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/util/peer_ledger.h"
 #include "server/auth_interceptor.h"
 #include "server/gateway_metadata.h"
 #include "server/log_line.h"
-#include "core/util/peer_ledger.h"
 #include "server/refusals.h"
 
 namespace tensormorph {

@@ -46,8 +46,8 @@ bool IsInProcessPeer(absl::string_view grpc_peer);
 
 CallPeer PeerOf(const grpc::ServerContextBase& ctx);
 
-// The peer whose fair share a call spends (core/util/peer_ledger.h): the client a
-// trusted proxy forwarded for (the first address of its X-Forwarded-For),
+// The peer whose fair share a call spends (core/util/peer_ledger.h): the client
+// a trusted proxy forwarded for (the first address of its X-Forwarded-For),
 // else the connection's host without its port; for the HTTP gateway's
 // calls, the HTTP client's, so users of the web page do not share one
 // in-process peer.

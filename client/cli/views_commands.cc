@@ -334,20 +334,21 @@ class StatsCommand : public Command {
     cmd.add_option("--ref-tensor", o_.reference_tensor,
                    "the tensor in --ref (default: found as diff pairs)")
         ->needs(ref);
+    const CLI::Validator group_id = ParsedBy(
+        [](const std::string& text) -> absl::StatusOr<int64_t> {
+          int64_t id = 0;
+          if (!absl::SimpleAtoi(text, &id) || id < 0) {
+            return absl::InvalidArgumentError(
+                absl::StrCat("not a group id (an integer >= 0): '", text, "'"));
+          }
+          return id;
+        },
+        "ID");
     group_option_ = cmd.add_option(
         "--group", group_,
         "only this quantization group (an id as 'scalar' shows it), and list "
-        "its representable levels")
-        ->check(ParsedBy(
-            [](const std::string& text) -> absl::StatusOr<int64_t> {
-              int64_t id = 0;
-              if (!absl::SimpleAtoi(text, &id) || id < 0) {
-                return absl::InvalidArgumentError(absl::StrCat(
-                    "not a group id (an integer >= 0): '", text, "'"));
-              }
-              return id;
-            },
-            "ID"));
+        "its representable levels");
+    group_option_->check(group_id);
     cmd.footer(
         "Example:\n  tensormorph stats model.gguf blk.0.attn_q.weight --bins "
         "16\n"

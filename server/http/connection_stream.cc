@@ -45,21 +45,9 @@ void Endpoint(int fd, bool remote, std::string& ip, int& port) {
   sockaddr_storage a{};
   socklen_t len = sizeof a;
   auto* sa = reinterpret_cast<sockaddr*>(&a);
-  if ((remote ? ::getpeername(fd, sa, &len) : ::getsockname(fd, sa, &len)) !=
+  if ((remote ? ::getpeername(fd, sa, &len) : ::getsockname(fd, sa, &len)) ==
       0) {
-    return;
-  }
-  if (a.ss_family == AF_INET) {
-    port = ntohs(reinterpret_cast<const sockaddr_in*>(&a)->sin_port);
-  } else if (a.ss_family == AF_INET6) {
-    port = ntohs(reinterpret_cast<const sockaddr_in6*>(&a)->sin6_port);
-  } else {
-    return;
-  }
-  char host[NI_MAXHOST];
-  if (::getnameinfo(sa, len, host, sizeof host, nullptr, 0, NI_NUMERICHOST) ==
-      0) {
-    ip = host;
+    NumericEndpoint(a, len, ip, port);
   }
 }
 
@@ -69,6 +57,22 @@ constexpr size_t kReadBuffer = 4096;
 constexpr int kTlsReadRetries = 64;
 
 }  // namespace
+
+void NumericEndpoint(const sockaddr_storage& address, socklen_t len,
+                     std::string& ip, int& port) {
+  if (address.ss_family == AF_INET) {
+    port = ntohs(reinterpret_cast<const sockaddr_in*>(&address)->sin_port);
+  } else if (address.ss_family == AF_INET6) {
+    port = ntohs(reinterpret_cast<const sockaddr_in6*>(&address)->sin6_port);
+  } else {
+    return;
+  }
+  char host[NI_MAXHOST];
+  if (::getnameinfo(reinterpret_cast<const sockaddr*>(&address), len, host,
+                    sizeof host, nullptr, 0, NI_NUMERICHOST) == 0) {
+    ip = host;
+  }
+}
 
 bool WaitReadable(int fd, milliseconds timeout) {
   return WaitFor(fd, POLLIN, timeout);

@@ -12,6 +12,7 @@
 
 #include <httplib.h>
 #include <openssl/ssl.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <string>
@@ -53,6 +54,11 @@ class ConnectionStream : public httplib::Stream {
   std::chrono::steady_clock::time_point deadline_ =
       std::chrono::steady_clock::time_point::max();
 };
+
+// The numeric host ("10.0.0.7", "::1") and port of `address`, as httplib
+// reports a request's; left as they are for other families.
+void NumericEndpoint(const sockaddr_storage& address, socklen_t len,
+                     std::string& ip, int& port);
 
 // True when `fd` turns readable (data, or the peer's close) within
 // `timeout`; false on timeout or error. Retries on EINTR.

@@ -39,14 +39,14 @@ milliseconds Millis(time_t sec, time_t usec) {
 // The peer's numeric address and "ADDRESS:PORT".
 void PeerOf(int fd, sockaddr_storage* address, std::string* host,
             std::string* peer) {
-  PlainStream probe(fd, StreamTimeouts{});
-  int port = -1;
-  probe.get_remote_ip_and_port(*host, port);
-  *peer = absl::StrCat(*host, ":", port);
   socklen_t len = sizeof *address;
-  if (::getpeername(fd, reinterpret_cast<sockaddr*>(address), &len) != 0) {
+  int port = -1;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(address), &len) == 0) {
+    NumericEndpoint(*address, len, *host, port);
+  } else {
     address->ss_family = AF_UNSPEC;
   }
+  *peer = absl::StrCat(*host, ":", port);
 }
 
 }  // namespace

@@ -1,12 +1,11 @@
-// Which HTTP connections get a serving thread: each client address holds at
-// most its share of the gateway's threads at once, and its further
-// connections wait their turn in a line of their own.
+// Which HTTP connections are let in: each client address has at most its
+// share open at once, and its further connections wait their turn in a
+// line of their own.
 //
-// Why: cpp-httplib gives every accepted connection a thread until it ends,
-// idle or not (a kept-alive browser tab, a body trickling in). Without a
-// share, 300 silent connections from one address held all 64 threads and a
-// bystander's /healthz waited 14.5 s; a byte a second would hold them for
-// good. With it, one client can delay only its own connections.
+// Why: without a share, 300 connections from one address held everything
+// the port had for them (first its threads, and descriptors always) and a
+// bystander's /healthz waited 14.5 s. With it, one client can delay only
+// its own connections.
 #ifndef TENSORMORPH_SERVER_HTTP_PEER_QUEUE_H_
 #define TENSORMORPH_SERVER_HTTP_PEER_QUEUE_H_
 

@@ -69,7 +69,8 @@ Arrival TlsHelloArrival(absl::string_view buffered) {
 }
 
 Arrival SocketRequestArrival(int fd, bool tls) {
-  std::string buffer(kArrivalPeekBytes, '\0');
+  // One buffer per thread (the parking's): looked at on every arrival.
+  thread_local std::string buffer(kArrivalPeekBytes, '\0');
   ssize_t n;
   do {
     n = ::recv(fd, buffer.data(), buffer.size(), MSG_PEEK | MSG_DONTWAIT);

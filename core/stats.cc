@@ -22,6 +22,7 @@
 #include "core/quant/decode_simd.h"
 #include "core/quant/float_formats.h"
 #include "core/quant/levels.h"
+#include "core/stats_bins.h"
 #include "core/stats_code_blocks.h"
 #include "core/stats_codes.h"
 #include "core/util/error_reason.h"
@@ -179,12 +180,82 @@ __attribute__((target("avx2,popcnt"))) void FoldBlocksAvx2(const float* v,
     m->hi = m->hi < u[k] ? u[k] : m->hi;
   }
 }
+// FoldBlocksAvx2 sixteen lanes a step: lanes 0-7 and 8-15 in one vector
+// of doubles each per sum, the same additions in the same order (so the
+// same bits); the classes of each element as mask registers, counted by
+// popcounts. Half the instructions of the AVX2 path, whose F32 fold was a
+// third of that format's statistics.
+// GCC 12 warns of its own AVX-512 intrinsics' undefined operands (as
+// decode_simd.cc notes).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,popcnt"))) void
+FoldBlocksAvx512(const float* v, const float* x, int64_t blocks, Moments* m) {
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
+  const __m512i inf_bits = _mm512_set1_epi32(0x7f800000);
+  __m512d s0 = _mm512_loadu_pd(m->sum), s1 = _mm512_loadu_pd(m->sum + 8);
+  __m512d q0 = _mm512_loadu_pd(m->sum_sq), q1 = _mm512_loadu_pd(m->sum_sq + 8);
+  __m512 lo = _mm512_set1_ps(m->lo), hi = _mm512_set1_ps(m->hi);
+  int64_t nan = 0, inf = 0, zeros = 0, pruned = 0;
+  for (int64_t done = 0; done < blocks; ++done) {
+    const float* b = v + done * kLanes;
+    PrefetchAhead(b);
+    const __m512 f = _mm512_loadu_ps(b);
+    const __m512i mag = _mm512_and_si512(_mm512_castps_si512(f), abs_mask);
+    const __mmask16 fin = _mm512_cmplt_epi32_mask(mag, inf_bits);
+    const __mmask16 zero = _mm512_cmpeq_epi32_mask(mag, _mm512_setzero_si512());
+    nan += std::popcount(
+        static_cast<unsigned>(_mm512_cmpgt_epi32_mask(mag, inf_bits)));
+    inf += std::popcount(
+        static_cast<unsigned>(_mm512_cmpeq_epi32_mask(mag, inf_bits)));
+    zeros += std::popcount(static_cast<unsigned>(zero));
+    if (x != nullptr) {
+      const __mmask16 xz = _mm512_cmp_ps_mask(
+          _mm512_loadu_ps(x + done * kLanes), _mm512_setzero_ps(), _CMP_EQ_OQ);
+      pruned += std::popcount(static_cast<unsigned>(zero & xz));
+    }
+    // min(f, lo) keeps lo on ties, as FoldBlocksAvx2's min(blend, lo) does.
+    lo = _mm512_mask_min_ps(lo, fin, f, lo);
+    hi = _mm512_mask_max_ps(hi, fin, f, hi);
+    const __m512 fz = _mm512_maskz_mov_ps(fin, f);  // non-finite: +0.0
+    const __m512d d0 = _mm512_cvtps_pd(_mm512_castps512_ps256(fz));
+    const __m512d d1 = _mm512_cvtps_pd(
+        _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(fz), 1)));
+    s0 = _mm512_add_pd(s0, d0);
+    s1 = _mm512_add_pd(s1, d1);
+    q0 = _mm512_add_pd(q0, _mm512_mul_pd(d0, d0));
+    q1 = _mm512_add_pd(q1, _mm512_mul_pd(d1, d1));
+  }
+  m->nan += nan;
+  m->inf += inf;
+  m->zeros += zeros;
+  if (x != nullptr) {
+    m->zeros_with_ref += zeros;
+    m->pruned += pruned;
+  }
+  _mm512_storeu_pd(m->sum, s0);
+  _mm512_storeu_pd(m->sum + 8, s1);
+  _mm512_storeu_pd(m->sum_sq, q0);
+  _mm512_storeu_pd(m->sum_sq + 8, q1);
+  alignas(64) float l[16], u[16];
+  _mm512_store_ps(l, lo);
+  _mm512_store_ps(u, hi);
+  for (int k = 0; k < 16; ++k) {
+    m->lo = l[k] < m->lo ? l[k] : m->lo;
+    m->hi = m->hi < u[k] ? u[k] : m->hi;
+  }
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 #endif
 
-// Values of v[0, n) counted by their top 16 bits (FineHistogram), the
-// non-finite ones too, in buckets of their own (an exponent of all ones)
-// that FineHistogram ignores: no test per element, one load and one
-// increment.
+// Values of v[0, n) counted by their top 16 bits (FineHistogram: a BF16
+// value's code), the non-finite ones too: no test per element, one load
+// and one increment.
 void CountFine(const float* v, int64_t n, int64_t* fine) {
   for (int64_t j = 0; j < n; ++j) ++fine[std::bit_cast<uint32_t>(v[j]) >> 16];
 }
@@ -293,12 +364,13 @@ void CountByKey(const float* v, int64_t n, FineKey key, bool avx2,
 }
 
 // Folds v[0, n) (global indices start..start + n - 1) into `m`, in pieces
-// that stay in the L1 cache for the fine count beside: the vector path
-// where `avx2`, from the first index at a lane-0 boundary, with the scalar
-// path before and after; the same bits either way.
+// that stay in the L1 cache for the fine count beside: the vector path of
+// `simd`, from the first index at a lane-0 boundary, with the scalar path
+// before and after; the same bits at every level.
 void FoldMoments(const float* v, const float* x, int64_t n, int64_t start,
-                 bool avx2, Moments* m, int64_t* fine,
+                 DecodeSimd simd, Moments* m, int64_t* fine,
                  FineKey key = FineKey::kTop16) {
+  const bool avx2 = simd >= DecodeSimd::kAvx2;
   const int64_t zeros_before = m->zeros;
   constexpr int64_t kPiece = 4096;
   for (int64_t p = 0; p < n; p += kPiece) {
@@ -311,7 +383,11 @@ void FoldMoments(const float* v, const float* x, int64_t n, int64_t start,
       j = std::min(len, (-(start + p)) & (kLanes - 1));
       FoldMomentsScalar(pv, px, j, start + p, m);
       const int64_t blocks = (len - j) / kLanes;
-      FoldBlocksAvx2(pv + j, px != nullptr ? px + j : nullptr, blocks, m);
+      if (simd >= DecodeSimd::kAvx512) {
+        FoldBlocksAvx512(pv + j, px != nullptr ? px + j : nullptr, blocks, m);
+      } else {
+        FoldBlocksAvx2(pv + j, px != nullptr ? px + j : nullptr, blocks, m);
+      }
       j += blocks * kLanes;
     }
 #endif
@@ -590,208 +666,7 @@ class ChunkReader {
   std::vector<int64_t> idx_, ids_;
 };
 
-#if defined(__x86_64__)
-// Binner::Bin of v[0, 16) with a positive width, four at a time in double:
-// the same subtraction, division and floor, each rounded as the scalar
-// ones; the clamp as Clamp's (a NaN quotient to bin 0, +inf to the last).
-// A pass by codes bins a run's 16 levels at once: the bucket table's
-// lookup per level, a load from 256 KiB, waited on L2 in `perf annotate`.
-__attribute__((target("avx2"))) void Bins16Avx2(const float* v, double min,
-                                                double width, int bins,
-                                                int32_t* out) {
-  const __m256d lo = _mm256_set1_pd(min), w = _mm256_set1_pd(width);
-  const __m256d top = _mm256_set1_pd(bins - 1), zero = _mm256_setzero_pd();
-  for (int k = 0; k < 16; k += 4) {
-    const __m256d q = _mm256_floor_pd(_mm256_div_pd(
-        _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(v + k)), lo), w));
-    // min(NaN, top) is top; the mask (q >= 0, false for NaN) makes it 0.
-    const __m256d c = _mm256_and_pd(_mm256_min_pd(q, top),
-                                    _mm256_cmp_pd(q, zero, _CMP_GE_OQ));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + k),
-                     _mm256_cvttpd_epi32(c));
-  }
-}
-#endif
-
-// The histogram's bin of a finite value: floor((v - min) / width), clamped
-// to the bins in double before it becomes an int (a value 2^31 bins or more
-// past the range must land in the end bin, not wrap), the same double
-// expression whatever the caller. A NaN quotient (an infinite bound) is
-// bin 0.
-class Binner {
- public:
-  Binner(double min, double max, int bins)
-      : min_(min), width_((max - min) / bins), bins_(bins) {}
-  int Bin(float v) const {
-    if (!(width_ > 0)) return 0;
-    return Clamp(std::floor((v - min_) / width_));
-  }
-  void Add(const float* v, int64_t n, int64_t* hist) const {
-    for (int64_t i = 0; i < n; ++i) {
-      if (std::isfinite(v[i])) ++hist[Bin(v[i])];
-    }
-  }
-  // Bin of each of v[0, 16), in vectors where `avx2`; the same either way.
-  void Bin16(const float* v, bool avx2, int32_t* out) const {
-#if defined(__x86_64__)
-    if (avx2 && width_ > 0) return Bins16Avx2(v, min_, width_, bins_, out);
-#endif
-    (void)avx2;
-    for (int k = 0; k < 16; ++k) out[k] = Bin(v[k]);
-  }
-  // Whether every float in [lo, hi] (lo <= hi, both finite) has one bin,
-  // and which: Bin is monotonic in v (a subtraction, a division by a
-  // positive width, a floor and a clamp, each monotonic). Only for a finite
-  // min and a finite positive width (Exact()).
-  bool Uniform(float lo, float hi, int* bin) const {
-    const int a = Clamp(std::floor((lo - min_) / width_));
-    const int b = Clamp(std::floor((hi - min_) / width_));
-    if (a != b) return false;
-    *bin = a;
-    return true;
-  }
-  double min() const { return min_; }
-  double width() const { return width_; }
-  bool Exact() const {
-    return std::isfinite(min_) && width_ > 0 && std::isfinite(width_);
-  }
-
- private:
-  int Clamp(double q) const {
-    const double top = bins_ - 1;
-    return q >= 0 ? static_cast<int>(q <= top ? q : top) : 0;
-  }
-
-  double min_, width_;
-  int bins_;
-};
-
 constexpr int64_t kFineMinElements = int64_t{1} << 16;
-
-// The bin of every float by its top 16 bits where that bucket lies inside
-// one bin (Binner::Uniform, for an Exact() binner), found once per
-// histogram: a reference's values, which pass 1 does not bucket, are then
-// binned in pass 2 by a lookup and an increment each, with Bin itself only
-// for values of the few buckets an edge cuts. Binner::Add's division and
-// floor per value made a reference cost more than the tensor's own stats.
-// Bins are Binner::Add's exactly (Bin is monotonic).
-class BucketBins {
- public:
-  // REQUIRES: binner.Exact().
-  explicit BucketBins(const Binner& binner)
-      : binner_(binner), bin_(size_t{1} << 16) {
-    for (uint32_t p = 0; p < bin_.size(); ++p) {
-      if ((p & 0x7fff) >= 0x7f80) {  // infinities and NaN: never binned
-        bin_[p] = kSkip;
-        continue;
-      }
-      const uint32_t low = p << 16, high = low | 0xffff;
-      const float a = std::bit_cast<float>(p & 0x8000 ? high : low);
-      const float b = std::bit_cast<float>(p & 0x8000 ? low : high);
-      int bin = 0;
-      bin_[p] = binner.Uniform(a, b, &bin) ? bin : kCut;
-    }
-  }
-  void Add(const float* v, int64_t n, int64_t* hist) const {
-    for (int64_t i = 0; i < n; ++i) {
-      const int32_t b = bin_[std::bit_cast<uint32_t>(v[i]) >> 16];
-      if (b >= 0) {
-        ++hist[b];
-      } else if (b == kCut) {
-        ++hist[binner_.Bin(v[i])];
-      }
-    }
-  }
-
- private:
-  static constexpr int32_t kCut = -1, kSkip = -2;
-  const Binner& binner_;
-  std::vector<int32_t> bin_;
-};
-
-#if defined(__x86_64__)
-// A test in float arithmetic that a value's 16-bit bucket (FineHistogram)
-// may hold a bin edge: t = (x - min) / width estimated at both ends of the
-// bucket, widened by a margin that bounds the estimate's error, and
-// floored. Equal floors mean both ends, and every value between (Bin is
-// monotonic), have one bin: a bucket Resolve marked never passes, so the
-// filter only skips values AddCut would skip. The margin: each float
-// operation errs by at most 2^-24 of its result, min and 1/width by 2^-24
-// of themselves when rounded to float, and Bin's own double arithmetic by
-// far less; so the estimate errs by under 2^-21 (|x| + |min|) / width, and
-// the margin is 2^-18 of that plus 2^-20 of a bin (for underflow). A NaN
-// anywhere (an infinity in the bucket) compares unequal: tested in full.
-struct EdgeFilter {
-  float min, inv_width, abs_min;
-  bool Init(const Binner& b) {
-    min = static_cast<float>(b.min());
-    inv_width = static_cast<float>(1.0 / b.width());
-    abs_min = std::fabs(min);
-    // Far from float's limits, where the bounds above hold.
-    constexpr float kLimit = 0x1p100f;
-    return std::fabs(b.min()) < kLimit && std::isnormal(inv_width) &&
-           inv_width < kLimit && inv_width > 1 / kLimit;
-  }
-};
-
-// For each 8-bit mask, the positions of its set bits, ascending, one a
-// byte.
-constexpr std::array<uint64_t, 256> SetLanes() {
-  std::array<uint64_t, 256> out{};
-  for (unsigned mask = 0; mask < 256; ++mask) {
-    int k = 0;
-    for (unsigned j = 0; j < 8; ++j) {
-      if ((mask >> j) & 1) out[mask] |= uint64_t{j} << (8 * k++);
-    }
-  }
-  return out;
-}
-constexpr std::array<uint64_t, 256> kSetLanes = SetLanes();
-
-// The positions j in v[0, n) (n <= 4096, a multiple of 8) whose values
-// may lie in a bucket a bin edge cuts, ascending, into `at`; returns how
-// many, writing up to 8 slots past them (`at` holds n + 8). The whole loop
-// in one function: a call per eight values cost more than the test.
-__attribute__((target("avx2"))) int64_t NearEdgesAvx2(const EdgeFilter& e,
-                                                      const float* v, int64_t n,
-                                                      uint32_t* at) {
-  const __m256i high_bits = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
-  const __m256i low_bits = _mm256_set1_epi32(0xffff);
-  const __m256 min = _mm256_set1_ps(e.min), inv = _mm256_set1_ps(e.inv_width);
-  const __m256 abs_min = _mm256_set1_ps(e.abs_min);
-  const __m256 sign = _mm256_set1_ps(-0.0f);
-  const __m256 rel = _mm256_set1_ps(0x1p-18f), abs = _mm256_set1_ps(0x1p-20f);
-  int64_t m = 0;
-  for (int64_t i = 0; i < n; i += 8) {
-    PrefetchAhead(v + i);
-    const __m256i lo_bits = _mm256_and_si256(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + i)), high_bits);
-    const __m256 lo = _mm256_castsi256_ps(lo_bits);
-    const __m256 hi = _mm256_castsi256_ps(_mm256_or_si256(lo_bits, low_bits));
-    const __m256 a = _mm256_mul_ps(_mm256_sub_ps(lo, min), inv);
-    const __m256 b = _mm256_mul_ps(_mm256_sub_ps(hi, min), inv);
-    const __m256 abs_hi = _mm256_andnot_ps(sign, hi);  // |hi| >= |lo|
-    const __m256 margin = _mm256_add_ps(
-        _mm256_mul_ps(_mm256_mul_ps(_mm256_add_ps(abs_hi, abs_min), inv), rel),
-        abs);
-    const __m256 low =
-        _mm256_floor_ps(_mm256_sub_ps(_mm256_min_ps(a, b), margin));
-    const __m256 high =
-        _mm256_floor_ps(_mm256_add_ps(_mm256_max_ps(a, b), margin));
-    const unsigned near = static_cast<unsigned>(
-        _mm256_movemask_ps(_mm256_cmp_ps(low, high, _CMP_NEQ_UQ)));
-    // All eight slots written, the set ones first: no branch on the mask
-    // (set in about one group of eight in five, at random).
-    const __m256i lanes = _mm256_cvtepu8_epi32(
-        _mm_cvtsi64_si128(static_cast<int64_t>(kSetLanes[near])));
-    _mm256_storeu_si256(
-        reinterpret_cast<__m256i*>(at + m),
-        _mm256_add_epi32(lanes, _mm256_set1_epi32(static_cast<int>(i))));
-    m += std::popcount(near);
-  }
-  return m;
-}
-#endif
 
 // Sorts 16-bit codes ascending: by their low byte, then stably by their high
 // byte (two counting passes; std::sort of a norm's 4,096 codes cost ten
@@ -818,107 +693,17 @@ void AddCodes(FineKey key, const std::vector<CodeCount>& present,
   }
 }
 
-// Values counted by their top 16 bits (sign, exponent and 7 bits of
-// mantissa) in pass 1, so that the histogram needs no second look at a
-// value whose bucket lies inside one bin: pass 1 cannot bin them itself
-// (the range may be the values' own min and max), but most buckets fall
-// wholly inside a bin; only values in the few buckets a bin edge cuts
-// (at most one per edge) are binned one by one in pass 2.
+// Plain F16 and BF16 values counted by their 16-bit code (FineKey), one
+// value a bucket: their histogram, bounds, specials and moments are read
+// off the counts.
 class FineHistogram {
  public:
   static constexpr size_t kBuckets = size_t{1} << 16;
   explicit FineHistogram(bool used) : count_(used ? kBuckets : 0, 0) {}
   int64_t* counts() { return count_.data(); }
 
-  // Adds every bucket inside one bin to `hist`, and marks the others as
-  // needing pass 2. Returns whether any populated bucket was marked.
-  // A marked bucket that spans two bins (most: a bin is wider than a
-  // bucket) gets a slot with the low 16 bits where its bin changes, found
-  // by bisection (Bin is monotonic in the value, and the value in the low
-  // bits, upward for positive and downward for negative values), so that
-  // pass 2 bins its values by one integer compare; the rest, and those
-  // past the slots there are, are binned by Bin itself.
-  bool Resolve(const Binner& binner, int64_t* hist) {
-    cut_.assign(kBuckets, kNone);
-    slots_.clear();
-    bool any = false;
-    for (size_t p = 0; p < kBuckets; ++p) {
-      // Buckets of infinities and NaN (counted, not binned) are skipped.
-      if (count_[p] == 0 || (p & 0x7fff) >= 0x7f80) continue;
-      const uint32_t low = static_cast<uint32_t>(p) << 16, high = low | 0xffff;
-      // Negative values run the other way.
-      const float a = std::bit_cast<float>(p & 0x8000 ? high : low);
-      const float b = std::bit_cast<float>(p & 0x8000 ? low : high);
-      int bin = 0;
-      if (binner.Uniform(a, b, &bin)) {
-        hist[bin] += count_[p];
-        continue;
-      }
-      any = true;
-      cut_[p] = kAny;
-      auto bin_at = [&](uint32_t bits16) {
-        return binner.Bin(std::bit_cast<float>(low | bits16));
-      };
-      const int first = bin_at(0), last = bin_at(0xffff);
-      if (slots_.size() + 1 >= kAny) continue;
-      // The least low bits with the last bucket's bin; two bins only when
-      // everything below it has the first.
-      uint32_t lo = 0, hi = 0xffff;  // bin_at(lo) == first, bin_at(hi) == last
-      while (hi - lo > 1) {
-        const uint32_t mid = (lo + hi) / 2;
-        (bin_at(mid) == first ? lo : hi) = mid;
-      }
-      if (bin_at(lo) != first || bin_at(hi) != last) continue;
-      slots_.push_back({hi, first, last});
-      cut_[p] = static_cast<uint8_t>(slots_.size());
-    }
-    return any;
-  }
-  // Pass 2: bins the values of v[0, n) whose buckets Resolve marked. With
-  // `avx2` (and a range float arithmetic can bound: EdgeFilter), eight
-  // values at a time are first tested for being near a bin edge, and only
-  // groups with one are looked at one by one.
-  void AddCut(const Binner& binner, const float* v, int64_t n, bool avx2,
-              int64_t* hist) const {
-    int64_t i = 0;
-#if defined(__x86_64__)
-    EdgeFilter filter;
-    if (avx2 && filter.Init(binner)) {
-      constexpr int64_t kPiece = 4096;
-      uint32_t at[kPiece + 8];
-      for (; i + 8 <= n; i += std::min(kPiece, (n - i) & ~int64_t{7})) {
-        const int64_t len = std::min(kPiece, (n - i) & ~int64_t{7});
-        const int64_t near = NearEdgesAvx2(filter, v + i, len, at);
-        for (int64_t k = 0; k < near; ++k) AddOne(binner, v[i + at[k]], hist);
-      }
-    }
-#endif
-    for (; i < n; ++i) AddOne(binner, v[i], hist);
-  }
-
  private:
-  void AddOne(const Binner& binner, float f, int64_t* hist) const {
-    const uint32_t bits = std::bit_cast<uint32_t>(f);
-    const uint8_t s = cut_[bits >> 16];
-    if (s == kNone) return;
-    if (s == kAny) {
-      ++hist[binner.Bin(f)];
-      return;
-    }
-    const Slot& c = slots_[s - 1];
-    ++hist[(bits & 0xffff) < c.threshold ? c.below : c.above];
-  }
-
-  static constexpr uint8_t kNone = 0, kAny = 255;
-  // A bucket cut by one edge: low 16 bits below `threshold` have bin
-  // `below`, the others `above`.
-  struct Slot {
-    uint32_t threshold;
-    int below, above;
-  };
   std::vector<int64_t> count_;
-  std::vector<uint8_t> cut_;  // kNone, kAny or slot + 1
-  std::vector<Slot> slots_;
 };
 
 }  // namespace
@@ -1026,9 +811,9 @@ class StatsPass {
   // Reads chunk [first, first + m) for the histogram pass.
   absl::Status ReadSecond(int64_t first, int64_t m, bool values_done);
   // Bins the reference's values of the chunk (those of options.group
-  // with one): through `buckets` where given, else Binner::Add.
-  void AddReference(const Binner& binner, const BucketBins* buckets, int64_t m);
-  absl::Status AddValues(int64_t m, bool exact);
+  // with one).
+  void AddReference(const BinEdges& bins, int64_t m);
+  absl::Status AddValues(const BinEdges& bins, int64_t m);
   absl::Status HistogramPass();
   // With by_codes_, pass 2, from Encoding::CodeLevelRuns or a ggml
   // tensor's stored blocks (BlocksPass), decoding nothing: per run, its
@@ -1044,32 +829,36 @@ class StatsPass {
   // can (the per-value pass then reports any error).
   bool ReadCodeLevels(int64_t first, int64_t m);
   // The chunk's runs as CodesPass says; false where a code is 16 or more.
-  bool AddRunsByCodes(int64_t first, const Binner& binner);
+  bool AddRunsByCodes(int64_t first, const BinEdges& bins);
   // The same for `codes` in `runs`, run j's levels and marks from
   // levels_of(j, lo, hi, AffineLevels*), lo and hi its end levels.
   template <typename LevelsOf>
   bool AddRuns(int64_t first, const std::vector<uint8_t>& codes,
-               const std::vector<QuantRun>& runs, const Binner& binner,
+               const std::vector<QuantRun>& runs, const BinEdges& bins,
                LevelsOf levels_of);
-  // One run's share, from its codes' counts and its 16 levels: the
-  // histogram (each finite level binned once), end levels, groups, code
-  // histogram. `at`: the run's first element.
+  // One run's share, from its codes' counts, its 16 levels and their bins
+  // (BinEdges::Bin16): the histogram (each finite level added once with
+  // its count), end levels, groups, code histogram. `at`: the run's first
+  // element.
   void TallyRun(int64_t at, const QuantRun& r, const uint32_t count[16],
-                const AffineLevels& levels, const Binner& binner);
+                const AffineLevels& levels, const int32_t bin[16]);
   // CodesPass over ggml blocks read where they are stored (blocks_, of
   // blocks_type_'s row): each block's sub-blocks counted from its code
   // bytes, their levels as the decoder's (TallyBlock).
-  absl::Status BlocksPass(const Binner& binner);
-  // Block b at p: its sub-blocks' runs, counts and levels, each tallied.
-  // kSubs: blocks_type_->sub_blocks or more (the arrays sized to it:
-  // zeroing eight runs' worth for Q4_0's one cost a tenth of its pass).
+  absl::Status BlocksPass(const BinEdges& bins);
+  // Blocks [b0, b1): their sub-blocks' runs, counts, levels and bins, then
+  // each run tallied, 64 runs at a time: TallyRun's loads of a run's counts
+  // and bins, right after the vector stores that wrote them, each waited
+  // on the store (a quarter of Q4_K's statistics); a batch later they come
+  // from the cache. kSubs: blocks_type_->sub_blocks or more (the arrays
+  // sized to it).
   template <int kSubs>
-  void TallyBlock(const uint8_t* p, int64_t b, const Binner& binner);
+  void TallyBlocks(int64_t b0, int64_t b1, const BinEdges& bins);
 
   void Fold(const float* values, const float* refs, int64_t count,
             int64_t start) {
-    FoldMoments(values, refs, count, start, avx2_, &mo_,
-                use_fine_ && !by_codes_ ? fine_.counts() : nullptr, fine_key_);
+    FoldMoments(values, refs, count, start, simd_, &mo_,
+                fine_codes_ && use_fine_ ? fine_.counts() : nullptr, fine_key_);
   }
   const float* RefsAt(int64_t k) {
     return ref_ != nullptr ? x_.data() + k : nullptr;
@@ -1097,13 +886,13 @@ class StatsPass {
   // table of 2^16 counts to clear and scan three times for a norm's few
   // thousand elements).
   std::vector<CodeCount> present_;
-  // Small tensors take two plain passes: 2^16 buckets would cost more than
-  // their second pass. Plain F16 and BF16 count codes at every size (their
-  // moments are the counts').
+  // Plain F16 and BF16 counted in fine_'s table (from kFineMinElements
+  // on, or with a reference: pass 1 folds the values beside).
   const bool use_fine_;
-  // Codes of 4 bits or fewer, no group asked: CodesPass. fine_ unused.
+  // Codes of 4 bits or fewer, no group asked: CodesPass.
   const bool by_codes_;
   FineHistogram fine_;
+  const DecodeSimd simd_;
   const bool avx2_;
   // Codes of 4 bits or fewer, counted in vectors (CodeCounter::Add).
   bool nibbles_ = false;
@@ -1184,11 +973,12 @@ StatsPass::StatsPass(const LogicalTensor& t, const LogicalTensor* ref,
       // Plain F16 and BF16 count codes at every size: their moments come
       // from the counts (SummarizeCodes).
       fine_codes_(FineCodes(t, &fine_key_)),
-      use_fine_(t.num_elements >= kFineMinElements ||
-                (fine_codes_ && ref != nullptr)),
+      use_fine_(fine_codes_ &&
+                (t.num_elements >= kFineMinElements || ref != nullptr)),
       by_codes_(by_codes && ByCodes(t.encoding->info(), o)),
-      fine_(use_fine_ && !by_codes_),
-      avx2_(ActiveDecodeSimd() >= DecodeSimd::kAvx2) {
+      fine_(use_fine_),
+      simd_(ActiveDecodeSimd()),
+      avx2_(simd_ >= DecodeSimd::kAvx2) {
   const EncodingInfo& info = t.encoding->info();
   if (by_codes_) blocks_type_ = StoredCodeBlocks(t, &blocks_);
   st_.has_levels = HasLevels(info);
@@ -1501,16 +1291,9 @@ absl::Status StatsPass::ReadSecond(int64_t first, int64_t m, bool values_done) {
   });
 }
 
-void StatsPass::AddReference(const Binner& binner, const BucketBins* buckets,
-                             int64_t m) {
+void StatsPass::AddReference(const BinEdges& bins, int64_t m) {
   int64_t* hist = st_.reference_histogram.data();
-  auto add = [&](const float* x, int64_t count) {
-    if (buckets != nullptr) {
-      buckets->Add(x, count, hist);
-    } else {
-      binner.Add(x, count, hist);
-    }
-  };
+  auto add = [&](const float* x, int64_t count) { bins.Add(x, count, hist); };
   if (!one_group_) {
     add(x_.data(), m);
     return;
@@ -1522,16 +1305,10 @@ void StatsPass::AddReference(const Binner& binner, const BucketBins* buckets,
   }
 }
 
-absl::Status StatsPass::AddValues(int64_t m, bool exact) {
-  const Binner binner(st_.hist_min, st_.hist_max,
-                      static_cast<int>(st_.histogram.size()));
+absl::Status StatsPass::AddValues(const BinEdges& bins, int64_t m) {
   const float* v = reader_.values();
   auto add = [&](const float* values, int64_t count) {
-    if (exact) {
-      fine_.AddCut(binner, values, count, avx2_, st_.histogram.data());
-    } else {
-      binner.Add(values, count, st_.histogram.data());
-    }
+    bins.Add(values, count, st_.histogram.data());
   };
   if (!one_group_) {
     if (!reader_.in_place()) {
@@ -1558,13 +1335,9 @@ absl::Status StatsPass::CodesPass() {
   const int bins = std::max(1, o_.bins);
   st_.histogram.assign(bins, 0);
   if (ref_ != nullptr) st_.reference_histogram.assign(bins, 0);
-  const Binner binner(st_.hist_min, st_.hist_max, bins);
-  std::optional<BucketBins> buckets;  // the reference's
-  if (ref_ != nullptr && n_ >= kFineMinElements && binner.Exact()) {
-    buckets.emplace(binner);
-  }
+  const BinEdges edges(Binner(st_.hist_min, st_.hist_max, bins), simd_, n_);
   if (blocks_ != nullptr) {
-    TM_RETURN_IF_ERROR(BlocksPass(binner));
+    TM_RETURN_IF_ERROR(BlocksPass(edges));
     if (ref_ == nullptr) return absl::OkStatus();
   }
   for (int64_t first = 0; first < n_; first += chunk_) {
@@ -1574,13 +1347,11 @@ absl::Status StatsPass::CodesPass() {
       TM_RETURN_IF_ERROR(GuardedRead([&] {
         return DecodeMappedRows(*ref_, o_.ref_rows, first, m, x_.data());
       }));
-    } else if (!ReadCodeLevels(first, m) || !AddRunsByCodes(first, binner)) {
+    } else if (!ReadCodeLevels(first, m) || !AddRunsByCodes(first, edges)) {
       codes_failed_ = true;
       return absl::OkStatus();
     }
-    if (ref_ != nullptr) {
-      AddReference(binner, buckets ? &*buckets : nullptr, m);
-    }
+    if (ref_ != nullptr) AddReference(edges, m);
   }
   return absl::OkStatus();
 }
@@ -1612,17 +1383,17 @@ bool StatsPass::ReadCodeLevels(int64_t first, int64_t m) {
   return s.ok();
 }
 
-bool StatsPass::AddRunsByCodes(int64_t first, const Binner& binner) {
+bool StatsPass::AddRunsByCodes(int64_t first, const BinEdges& bins) {
   if (affine_form_) {
     const Encoding::AffineCodes& a = affine_;
-    return AddRuns(first, a.codes, a.runs, binner,
+    return AddRuns(first, a.codes, a.runs, bins,
                    [&](size_t j, float lo, float hi, AffineLevels* levels) {
                      ComputeAffineLevels(a.scale[j], a.bias[j], a.flip, lo, hi,
                                          avx2_, levels);
                    });
   }
   const Encoding::LevelCodes& l = level_codes_;
-  return AddRuns(first, l.codes, l.runs, binner,
+  return AddRuns(first, l.codes, l.runs, bins,
                  [&](size_t j, float lo, float hi, AffineLevels* levels) {
                    MarkLevels(l.level.data() + 16 * j, lo, hi, avx2_, levels);
                  });
@@ -1630,7 +1401,7 @@ bool StatsPass::AddRunsByCodes(int64_t first, const Binner& binner) {
 
 template <typename LevelsOf>
 bool StatsPass::AddRuns(int64_t first, const std::vector<uint8_t>& codes,
-                        const std::vector<QuantRun>& runs, const Binner& binner,
+                        const std::vector<QuantRun>& runs, const BinEdges& bins,
                         LevelsOf levels_of) {
   const int64_t size = static_cast<int64_t>(codes.size());
   int64_t i = 0;
@@ -1644,14 +1415,16 @@ bool StatsPass::AddRuns(int64_t first, const std::vector<uint8_t>& codes,
     }
     AffineLevels levels;
     levels_of(j, AsFloatOrNaN(r.range_min), AsFloatOrNaN(r.range_max), &levels);
-    TallyRun(first + k, r, count, levels, binner);
+    int32_t bin[16];
+    bins.Bin16(levels.level, bin);
+    TallyRun(first + k, r, count, levels, bin);
   }
   return true;
 }
 
 void StatsPass::TallyRun(int64_t at, const QuantRun& r,
                          const uint32_t count[16], const AffineLevels& levels,
-                         const Binner& binner) {
+                         const int32_t bin[16]) {
   max_group_ = std::max(max_group_, r.group);
   if (level_index_ < 0) {
     level_index_ = at;
@@ -1662,8 +1435,6 @@ void StatsPass::TallyRun(int64_t at, const QuantRun& r,
   for (int c = 0; c < 16; ++c) code_counts_[c] += count[c];
   // Each element of code c is level c, so the counts stand for the
   // values: CountAtEndLevels and Binner per element.
-  int32_t bin[16];
-  binner.Bin16(levels.level, avx2_, bin);
   int64_t* hist = st_.histogram.data();
   int64_t finite = 0, low = 0, high = 0;
   for (uint32_t u = levels.finite; u != 0; u &= u - 1) {
@@ -1682,8 +1453,8 @@ void StatsPass::TallyRun(int64_t at, const QuantRun& r,
   if (low + high > 0) at_end_level_.Insert(r.group);
 }
 
-absl::Status StatsPass::BlocksPass(const Binner& binner) {
-  const int64_t elems = blocks_type_->elements, bytes = blocks_type_->bytes;
+absl::Status StatsPass::BlocksPass(const BinEdges& bins) {
+  const int64_t elems = blocks_type_->elements;
   const int64_t blocks = n_ / elems;
   const int64_t per_poll = std::max<int64_t>(1, chunk_ / elems);
   const int subs = blocks_type_->sub_blocks;
@@ -1695,14 +1466,12 @@ absl::Status StatsPass::BlocksPass(const Binner& binner) {
     // unwinds by siglongjmp): the locals are plain arrays, and TallyRun's
     // one allocation, GroupSet's bitmap growing, completes between reads.
     TM_RETURN_IF_ERROR(GuardedRead([&] {
-      for (int64_t b = b0; b < b1; ++b) {
-        if (subs == 1) {
-          TallyBlock<1>(blocks_ + b * bytes, b, binner);
-        } else if (subs <= 8) {
-          TallyBlock<8>(blocks_ + b * bytes, b, binner);
-        } else {
-          TallyBlock<kMaxCodeSubBlocks>(blocks_ + b * bytes, b, binner);
-        }
+      if (subs == 1) {
+        TallyBlocks<1>(b0, b1, bins);
+      } else if (subs <= 8) {
+        TallyBlocks<8>(b0, b1, bins);
+      } else {
+        TallyBlocks<kMaxCodeSubBlocks>(b0, b1, bins);
       }
       return absl::OkStatus();
     }));
@@ -1711,23 +1480,35 @@ absl::Status StatsPass::BlocksPass(const Binner& binner) {
 }
 
 template <int kSubs>
-void StatsPass::TallyBlock(const uint8_t* p, int64_t b, const Binner& binner) {
+void StatsPass::TallyBlocks(int64_t b0, int64_t b1, const BinEdges& bins) {
   const CodeBlockType& type = *blocks_type_;
   const int subs = kSubs == 1 ? 1 : type.sub_blocks;  // <= kSubs
-  QuantRun runs[kSubs];
-  uint32_t counts[kSubs][16];
-  AffineLevels levels[kSubs];
-  type.runs(p, b * subs, runs);
-  type.count(p, avx2_, counts);
-  type.levels(p, runs, avx2_, levels);
-  const int64_t first = b * type.elements;
-  if (top_code_at_ < 0) {
-    const int e = type.first_high_code(p);
-    if (e >= 0) top_code_at_ = first + e;
-  }
   const int64_t sub_elems = type.elements / subs;
-  for (int s = 0; s < subs; ++s) {
-    TallyRun(first + s * sub_elems, runs[s], counts[s], levels[s], binner);
+  constexpr int kBatch = 64 / kSubs;  // blocks
+  QuantRun runs[kBatch][kSubs];
+  uint32_t counts[kBatch][kSubs][16];
+  AffineLevels levels[kBatch][kSubs];
+  int32_t bin[kBatch][kSubs][16];
+  for (int64_t start = b0; start < b1; start += kBatch) {
+    const int nb = static_cast<int>(std::min<int64_t>(kBatch, b1 - start));
+    for (int k = 0; k < nb; ++k) {
+      const uint8_t* p = blocks_ + (start + k) * type.bytes;
+      type.runs(p, (start + k) * subs, runs[k]);
+      type.count(p, avx2_, counts[k]);
+      type.levels(p, runs[k], avx2_, levels[k]);
+      for (int s = 0; s < subs; ++s) bins.Bin16(levels[k][s].level, bin[k][s]);
+      if (top_code_at_ < 0) {
+        const int e = type.first_high_code(p);
+        if (e >= 0) top_code_at_ = (start + k) * type.elements + e;
+      }
+    }
+    for (int k = 0; k < nb; ++k) {
+      const int64_t first = (start + k) * type.elements;
+      for (int s = 0; s < subs; ++s) {
+        TallyRun(first + s * sub_elems, runs[k][s], counts[k][s], levels[k][s],
+                 bin[k][s]);
+      }
+    }
   }
 }
 
@@ -1737,29 +1518,19 @@ absl::Status StatsPass::HistogramPass() {
   const int bins = std::max(1, o_.bins);
   st_.histogram.assign(bins, 0);
   const Binner binner(st_.hist_min, st_.hist_max, bins);
-  // Codes are binned whole. Else buckets inside one bin are counted
-  // already; the rest (or, for a range of no finite positive width, every
-  // value) are binned one by one.
-  const bool codes_done = fine_codes_;
-  if (codes_done) AddCodes(fine_key_, present_, binner, st_.histogram.data());
-  const bool exact = !codes_done && use_fine_ && binner.Exact();
-  const bool values_done =
-      codes_done || (exact && !fine_.Resolve(binner, st_.histogram.data()));
-  // The source's values, binned alike, need the pass whatever the buckets.
+  // Plain F16 and BF16 codes are binned whole; other values one by one.
+  const bool values_done = fine_codes_;
+  if (values_done) AddCodes(fine_key_, present_, binner, st_.histogram.data());
+  // The source's values, binned alike, need the pass whatever the codes.
   if (ref_ != nullptr) st_.reference_histogram.assign(bins, 0);
   if (values_done && ref_ == nullptr) return absl::OkStatus();
-  std::optional<BucketBins> ref_buckets;
-  if (ref_ != nullptr && n_ >= kFineMinElements && binner.Exact()) {
-    ref_buckets.emplace(binner);
-  }
+  const BinEdges edges(binner, simd_, counted_);
   for (int64_t first = 0; first < n_; first += chunk_) {
     TM_RETURN_IF_ERROR(CancelledAt(first, "histogram pass"));
     const int64_t m = std::min(chunk_, n_ - first);
     TM_RETURN_IF_ERROR(ReadSecond(first, m, values_done));
-    if (ref_ != nullptr) {
-      AddReference(binner, ref_buckets ? &*ref_buckets : nullptr, m);
-    }
-    if (!values_done) TM_RETURN_IF_ERROR(AddValues(m, exact));
+    if (ref_ != nullptr) AddReference(edges, m);
+    if (!values_done) TM_RETURN_IF_ERROR(AddValues(edges, m));
   }
   return absl::OkStatus();
 }

@@ -83,10 +83,9 @@ absl::Status CheckStatsRequest(const LogicalTensor& t, const LogicalTensor* ref,
 // histogram, whose range it may find; the second fills the histogram. Cost:
 // one decode (plain float32 stored as such is read in place, under the
 // fault guard, rather than copied), plus the encoding's bulk codes
-// (Encoding::RawCodes) and runs (DecodeRuns) for level usage. From 2^16
-// elements on, the first pass also counts values by their top 16 bits: buckets
-// inside one bin go to it whole, and the second pass (a decode) bins only the
-// values of buckets a bin edge cuts, skipped when no populated bucket is cut.
+// (Encoding::RawCodes) and runs (DecodeRuns) for level usage. The second
+// pass (a decode) bins each value by the floats where the bins change
+// (BinEdges, core/stats_bins.h: Binner's bins without a division each).
 // Plain F16 and BF16 (Encoding::PlainFloatSteps) are counted by their 16-bit
 // code instead, at every size, 65,536 buckets of one value each (read where
 // they are stored, or keyed back from their values): without a reference

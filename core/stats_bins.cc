@@ -105,7 +105,7 @@ TM_AVX512 __mmask16 FiniteLanes(__m512 f) {
 // (F32's second pass: 6.5 ms of 16 M values). `pairs`: kPairTable * 2
 // counts, scratch.
 TM_AVX512 void AddAvx512(const BinEdges& edges, const Vector16& vec,
-                         const float* v, int64_t n, int64_t* hist,
+                         const float* v, int64_t n, int bins, int64_t* hist,
                          uint32_t* pairs) {
   std::memset(pairs, 0, 2 * kPairTable * sizeof(uint32_t));
   uint32_t* t0 = pairs;
@@ -148,8 +148,10 @@ TM_AVX512 void AddAvx512(const BinEdges& edges, const Vector16& vec,
     }
     i += len;
   }
-  for (int a = 0; a < kVectorBins; ++a) {
-    for (int b = 0; b < kVectorBins; ++b) {
+  // Only the first `bins` rows and columns can be counted (a bin is below
+  // `bins`); hist has no more entries.
+  for (int a = 0; a < bins; ++a) {
+    for (int b = 0; b < bins; ++b) {
       const int64_t c = int64_t{t0[a + 64 * b]} + t1[a + 64 * b];
       hist[a] += c;
       hist[b] += c;
@@ -247,7 +249,7 @@ void BinEdges::Add(const float* v, int64_t n, int64_t* hist) const {
     const Vector16 vec(lower_.data(), upper_.data(), min_, inv_width_, bins_);
     // Counts of 32 bits: a call's values in pieces below 2^31.
     for (int64_t i = 0; i < n; i += kPairMaxValues) {
-      AddAvx512(*this, vec, v + i, std::min(kPairMaxValues, n - i), hist,
+      AddAvx512(*this, vec, v + i, std::min(kPairMaxValues, n - i), bins_, hist,
                 pairs_.data());
     }
     return;

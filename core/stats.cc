@@ -1,11 +1,9 @@
 #include "core/stats.h"
 
 #include <algorithm>
-#include <array>
 #include <bit>
 #include <cmath>
 #include <limits>
-#include <optional>
 #include <string>
 #include <utility>
 
@@ -55,8 +53,8 @@ struct Moments {
 // x[j] when given, into `m`. A non-finite element adds +0.0 to its lane,
 // which leaves the lane as it is: a lane starts at +0.0 and a sum of doubles
 // is -0.0 only when both terms are, so no lane is ever -0.0. The vector
-// path (FoldBlocksAvx2) gives these bits exactly: the same lanes, each
-// rounded addition the same, no contraction (-ffp-contract=off).
+// paths (FoldBlocksAvx2, FoldBlocksAvx512) give these bits exactly: the same
+// lanes, each rounded addition the same, no contraction (-ffp-contract=off).
 void FoldMomentsScalar(const float* v, const float* x, int64_t n, int64_t start,
                        Moments* m) {
   float lo = m->lo, hi = m->hi;
@@ -812,8 +810,8 @@ class StatsPass {
   absl::Status ReadSecond(int64_t first, int64_t m, bool values_done);
   // Bins the reference's values of the chunk (those of options.group
   // with one).
-  void AddReference(const BinEdges& bins, int64_t m);
-  absl::Status AddValues(const BinEdges& bins, int64_t m);
+  void AddReference(const BinEdges& edges, int64_t m);
+  absl::Status AddValues(const BinEdges& edges, int64_t m);
   absl::Status HistogramPass();
   // With by_codes_, pass 2, from Encoding::CodeLevelRuns or a ggml
   // tensor's stored blocks (BlocksPass), decoding nothing: per run, its
@@ -829,12 +827,12 @@ class StatsPass {
   // can (the per-value pass then reports any error).
   bool ReadCodeLevels(int64_t first, int64_t m);
   // The chunk's runs as CodesPass says; false where a code is 16 or more.
-  bool AddRunsByCodes(int64_t first, const BinEdges& bins);
+  bool AddRunsByCodes(int64_t first, const BinEdges& edges);
   // The same for `codes` in `runs`, run j's levels and marks from
   // levels_of(j, lo, hi, AffineLevels*), lo and hi its end levels.
   template <typename LevelsOf>
   bool AddRuns(int64_t first, const std::vector<uint8_t>& codes,
-               const std::vector<QuantRun>& runs, const BinEdges& bins,
+               const std::vector<QuantRun>& runs, const BinEdges& edges,
                LevelsOf levels_of);
   // One run's share, from its codes' counts, its 16 levels and their bins
   // (BinEdges::Bin16): the histogram (each finite level added once with
@@ -844,8 +842,8 @@ class StatsPass {
                 const AffineLevels& levels, const int32_t bin[16]);
   // CodesPass over ggml blocks read where they are stored (blocks_, of
   // blocks_type_'s row): each block's sub-blocks counted from its code
-  // bytes, their levels as the decoder's (TallyBlock).
-  absl::Status BlocksPass(const BinEdges& bins);
+  // bytes, their levels as the decoder's (TallyBlocks).
+  absl::Status BlocksPass(const BinEdges& edges);
   // Blocks [b0, b1): their sub-blocks' runs, counts, levels and bins, then
   // each run tallied, 64 runs at a time: TallyRun's loads of a run's counts
   // and bins, right after the vector stores that wrote them, each waited
@@ -853,12 +851,12 @@ class StatsPass {
   // from the cache. kSubs: blocks_type_->sub_blocks or more (the arrays
   // sized to it).
   template <int kSubs>
-  void TallyBlocks(int64_t b0, int64_t b1, const BinEdges& bins);
+  void TallyBlocks(int64_t b0, int64_t b1, const BinEdges& edges);
 
   void Fold(const float* values, const float* refs, int64_t count,
             int64_t start) {
     FoldMoments(values, refs, count, start, simd_, &mo_,
-                fine_codes_ && use_fine_ ? fine_.counts() : nullptr, fine_key_);
+                use_fine_ ? fine_.counts() : nullptr, fine_key_);
   }
   const float* RefsAt(int64_t k) {
     return ref_ != nullptr ? x_.data() + k : nullptr;
@@ -1291,9 +1289,9 @@ absl::Status StatsPass::ReadSecond(int64_t first, int64_t m, bool values_done) {
   });
 }
 
-void StatsPass::AddReference(const BinEdges& bins, int64_t m) {
+void StatsPass::AddReference(const BinEdges& edges, int64_t m) {
   int64_t* hist = st_.reference_histogram.data();
-  auto add = [&](const float* x, int64_t count) { bins.Add(x, count, hist); };
+  auto add = [&](const float* x, int64_t count) { edges.Add(x, count, hist); };
   if (!one_group_) {
     add(x_.data(), m);
     return;
@@ -1305,10 +1303,10 @@ void StatsPass::AddReference(const BinEdges& bins, int64_t m) {
   }
 }
 
-absl::Status StatsPass::AddValues(const BinEdges& bins, int64_t m) {
+absl::Status StatsPass::AddValues(const BinEdges& edges, int64_t m) {
   const float* v = reader_.values();
   auto add = [&](const float* values, int64_t count) {
-    bins.Add(values, count, st_.histogram.data());
+    edges.Add(values, count, st_.histogram.data());
   };
   if (!one_group_) {
     if (!reader_.in_place()) {
@@ -1383,17 +1381,17 @@ bool StatsPass::ReadCodeLevels(int64_t first, int64_t m) {
   return s.ok();
 }
 
-bool StatsPass::AddRunsByCodes(int64_t first, const BinEdges& bins) {
+bool StatsPass::AddRunsByCodes(int64_t first, const BinEdges& edges) {
   if (affine_form_) {
     const Encoding::AffineCodes& a = affine_;
-    return AddRuns(first, a.codes, a.runs, bins,
+    return AddRuns(first, a.codes, a.runs, edges,
                    [&](size_t j, float lo, float hi, AffineLevels* levels) {
                      ComputeAffineLevels(a.scale[j], a.bias[j], a.flip, lo, hi,
                                          avx2_, levels);
                    });
   }
   const Encoding::LevelCodes& l = level_codes_;
-  return AddRuns(first, l.codes, l.runs, bins,
+  return AddRuns(first, l.codes, l.runs, edges,
                  [&](size_t j, float lo, float hi, AffineLevels* levels) {
                    MarkLevels(l.level.data() + 16 * j, lo, hi, avx2_, levels);
                  });
@@ -1401,8 +1399,8 @@ bool StatsPass::AddRunsByCodes(int64_t first, const BinEdges& bins) {
 
 template <typename LevelsOf>
 bool StatsPass::AddRuns(int64_t first, const std::vector<uint8_t>& codes,
-                        const std::vector<QuantRun>& runs, const BinEdges& bins,
-                        LevelsOf levels_of) {
+                        const std::vector<QuantRun>& runs,
+                        const BinEdges& edges, LevelsOf levels_of) {
   const int64_t size = static_cast<int64_t>(codes.size());
   int64_t i = 0;
   for (size_t j = 0; j < runs.size(); ++j) {
@@ -1416,7 +1414,7 @@ bool StatsPass::AddRuns(int64_t first, const std::vector<uint8_t>& codes,
     AffineLevels levels;
     levels_of(j, AsFloatOrNaN(r.range_min), AsFloatOrNaN(r.range_max), &levels);
     int32_t bin[16];
-    bins.Bin16(levels.level, bin);
+    edges.Bin16(levels.level, bin);
     TallyRun(first + k, r, count, levels, bin);
   }
   return true;
@@ -1453,7 +1451,7 @@ void StatsPass::TallyRun(int64_t at, const QuantRun& r,
   if (low + high > 0) at_end_level_.Insert(r.group);
 }
 
-absl::Status StatsPass::BlocksPass(const BinEdges& bins) {
+absl::Status StatsPass::BlocksPass(const BinEdges& edges) {
   const int64_t elems = blocks_type_->elements;
   const int64_t blocks = n_ / elems;
   const int64_t per_poll = std::max<int64_t>(1, chunk_ / elems);
@@ -1467,11 +1465,11 @@ absl::Status StatsPass::BlocksPass(const BinEdges& bins) {
     // one allocation, GroupSet's bitmap growing, completes between reads.
     TM_RETURN_IF_ERROR(GuardedRead([&] {
       if (subs == 1) {
-        TallyBlocks<1>(b0, b1, bins);
+        TallyBlocks<1>(b0, b1, edges);
       } else if (subs <= 8) {
-        TallyBlocks<8>(b0, b1, bins);
+        TallyBlocks<8>(b0, b1, edges);
       } else {
-        TallyBlocks<kMaxCodeSubBlocks>(b0, b1, bins);
+        TallyBlocks<kMaxCodeSubBlocks>(b0, b1, edges);
       }
       return absl::OkStatus();
     }));
@@ -1480,7 +1478,7 @@ absl::Status StatsPass::BlocksPass(const BinEdges& bins) {
 }
 
 template <int kSubs>
-void StatsPass::TallyBlocks(int64_t b0, int64_t b1, const BinEdges& bins) {
+void StatsPass::TallyBlocks(int64_t b0, int64_t b1, const BinEdges& edges) {
   const CodeBlockType& type = *blocks_type_;
   const int subs = kSubs == 1 ? 1 : type.sub_blocks;  // <= kSubs
   const int64_t sub_elems = type.elements / subs;
@@ -1496,7 +1494,7 @@ void StatsPass::TallyBlocks(int64_t b0, int64_t b1, const BinEdges& bins) {
       type.runs(p, (start + k) * subs, runs[k]);
       type.count(p, avx2_, counts[k]);
       type.levels(p, runs[k], avx2_, levels[k]);
-      for (int s = 0; s < subs; ++s) bins.Bin16(levels[k][s].level, bin[k][s]);
+      for (int s = 0; s < subs; ++s) edges.Bin16(levels[k][s].level, bin[k][s]);
       if (top_code_at_ < 0) {
         const int e = type.first_high_code(p);
         if (e >= 0) top_code_at_ = (start + k) * type.elements + e;

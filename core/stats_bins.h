@@ -20,6 +20,7 @@ namespace tensormorph {
 // width, a floor and a clamp, each monotonic (BinEdges relies on it).
 class Binner {
  public:
+  // REQUIRES: bins >= 1.
   Binner(double min, double max, int bins)
       : min_(min), width_((max - min) / bins), bins_(bins) {}
   int Bin(float v) const {
@@ -55,21 +56,28 @@ class Binner {
 // bin changes, found once per histogram by bisection over Bin itself:
 // lower(j), the least float whose bin is j or more. A value's bin is
 // estimated in float arithmetic and then moved until lower(b) <= v <
-// lower(b + 1), so every answer is Bin's, bit for bit, however rough the
-// estimate; only the compares decide. A division and a floor in double per
-// value bounded every histogram pass (a quarter of Q4_K's statistics, by
-// its levels); this is a multiply, two table lookups and two compares,
-// sixteen values a step with AVX-512 and at most 64 bins. Where the table
-// does not pay (fewer than 64 values a bin to come) or cannot be built (not
-// Binner::Exact(), more than kMaxBins bins), every call is Binner's own.
+// lower(b + 1), so every answer is Bin's, bit for bit; only the compares
+// decide. The table is kept only where every estimate is within one bin
+// (checked at each edge; the estimate is monotonic), so a walk is a step
+// at most. A division and a floor in double per value bounded every
+// histogram pass; with at most 64 bins the passes run sixteen values a
+// step with AVX-512 (the edges in registers), eight with AVX2 (the bin
+// taken from the estimate where its error bound reaches no edge, the walk
+// elsewhere), and count bins by pairs of neighbours, one increment per
+// two values. Where the table does not pay (fewer than 64 values a bin to
+// come) or cannot be used (not Binner::Exact(), more than kMaxBins bins,
+// a range float estimates too coarsely), every call is Binner's own.
+//
+// Thread safety: one thread (Add keeps scratch).
 class BinEdges {
  public:
   static constexpr int kMaxBins = 4096;
-  // `values`: about how many values will be binned. Not thread-safe (Add
-  // keeps scratch).
+  // `values`: about how many values will be binned; `simd`: the level to
+  // use (ActiveDecodeSimd()). The same answers at every level.
   BinEdges(const Binner& binner, DecodeSimd simd, int64_t values);
 
-  // Binner::Add: ++hist[Bin(v)] for each finite v of v[0, n).
+  // Binner::Add: ++hist[Bin(v)] for each finite v of v[0, n); hist holds
+  // binner.bins() counts. Allocates nothing (safe under the fault guard).
   void Add(const float* v, int64_t n, int64_t* hist) const;
   // out[k] = Binner::Bin(v[k]) for each finite v[k] of v[0, 16); a bin
   // (unspecified) for the others. A run's 16 levels (ComputeStats' pass by
@@ -78,21 +86,26 @@ class BinEdges {
   // Binner::Bin(v) of a finite v.
   int Bin(float v) const;
 
+  // Which way Add and Bin16 go: "binner" (no table), "scalar", "avx2" or
+  // "avx512". For tests, that the fast paths run where they should.
+  const char* PathForTesting() const;
+
  private:
+  enum class Path { kScalar, kAvx2, kAvx512 };
   int Estimate(float v) const;
+  bool EstimatesNearEnough() const;
   int EdgeBin(float v) const;
 
   const Binner binner_;
-  bool edges_ = false;  // the table is built
-  bool vectors_ = false;
+  bool edges_ = false;  // the table is built and its estimates near enough
+  Path path_ = Path::kScalar;
   int bins_ = 1;
   float min_ = 0, inv_width_ = 0;
   // lower_[j]: the least float of bin j or more (lower_[0] = -inf);
   // upper_[j] = lower_[j + 1] (upper_[bins - 1] = +inf). Padded to 64 for
   // the vector lookups.
   std::vector<float> lower_, upper_;
-  // Add's scratch, allocated on its first call that uses it: BinEdges is
-  // for one thread.
+  // Add's pair counts (2 x 64 x 64), scratch for the vector paths.
   mutable std::vector<uint32_t> pairs_;
 };
 

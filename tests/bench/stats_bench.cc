@@ -10,6 +10,8 @@
 //   TENSORMORPH_STATS_BENCH_ITERATIONS=200 perf record -g
 //     build/tests/bench/stats_bench --benchmark_filter=BM_Heatmap/0/0
 //     (profiles one row: more iterations than the default 5)
+//   TENSORMORPH_DECODE_SIMD=1 build/tests/bench/stats_bench
+//     (every path capped at AVX2: what a CPU without AVX-512 meets)
 //   build/tests/bench/stats_bench --benchmark_filter=BM_HeatmapSqError
 //     (issue 35: the squared-error heatmap of Q4_K, Q8_0, F16 and BF16
 //     against the F32 source, unweighted and weighted, vs_decodes its time
@@ -37,6 +39,7 @@
 #include "core/error_grid.h"
 #include "core/format/checkpoint.h"
 #include "core/heatmap.h"
+#include "core/quant/decode_simd.h"
 #include "core/stats.h"
 #include "tests/bench/bench_data.h"
 #include "tests/bench/bench_timing.h"
@@ -60,6 +63,11 @@ struct Data {
 Data& GetData() {
   static Data* d = [] {
     using namespace ::tensormorph::testing;
+    // TENSORMORPH_DECODE_SIMD=0 (or 1) caps decoders and statistics at
+    // their scalar paths (or AVX2), as decode_bench does: what a CPU
+    // without AVX-512 meets.
+    if (const char* v = std::getenv("TENSORMORPH_DECODE_SIMD"))
+      CapDecodeSimdForTesting(static_cast<DecodeSimd>(std::atoi(v)));
     auto* d = new Data;
     const std::vector<float> v = Gaussian(kRows * kCols, 7, 0.02f);
     std::string f16(v.size() * 2, '\0');

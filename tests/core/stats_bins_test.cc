@@ -42,6 +42,11 @@ std::vector<Range> Ranges() {
           {-1.0, 1.0, 100},
           {-1.0, 1.0, 4096},
           {0.0, 1e-40, 64},
+          // Bins narrower than the floats there (several bins hold no
+          // float), and the same with many bins far from zero: estimates
+          // in float too coarse for the table, so Binner's own.
+          {1.0, 1.0 + 1e-9, 64},
+          {1e6 + 0.03, 1e6 + 0.1, 4096},
           {0.5, 0.5, 64},
           {-std::numeric_limits<double>::infinity(), 1.0, 64},
           {-1.0, 1.0, 5000}};
@@ -161,16 +166,32 @@ TEST(BinEdgesTest, AddCountsWhatBinnerAddCounts) {
   }
 }
 
-// Few values for many bins: the table is not built (it would cost more
-// than the values), and every answer is Binner's own.
-TEST(BinEdgesTest, FewValuesGoStraightToBinner) {
-  const Binner binner(-1.0, 1.0, 64);
-  const BinEdges edges(binner, SupportedDecodeSimd(), 100);
-  const std::vector<float> v = Values(binner, 3);
-  std::vector<int64_t> want(64, 0), got(64, 0);
-  binner.Add(v.data(), static_cast<int64_t>(v.size()), want.data());
-  edges.Add(v.data(), static_cast<int64_t>(v.size()), got.data());
-  EXPECT_EQ(got, want);
+// The fast paths run where they should: the table at every level for a
+// tensor's own range of 64 bins, in vectors where the CPU has them; Binner
+// itself for few values (the table would cost more than they do), past
+// kMaxBins, and where float cannot estimate a bin within one.
+TEST(BinEdgesTest, EachPathRunsWhereItShould) {
+  const Binner own(-0.0625, 0.0625, 64);
+  const int64_t many = int64_t{1} << 20;
+  for (DecodeSimd level : Levels()) {
+    const char* want = level == DecodeSimd::kAvx512 ? "avx512"
+                       : level == DecodeSimd::kAvx2 ? "avx2"
+                                                    : "scalar";
+    EXPECT_STREQ(BinEdges(own, level, many).PathForTesting(), want);
+  }
+  EXPECT_STREQ(BinEdges(Binner(-1.0, 1.0, 100), DecodeSimd::kAvx512, many)
+                   .PathForTesting(),
+               "scalar");
+  EXPECT_STREQ(BinEdges(own, DecodeSimd::kAvx512, 100).PathForTesting(),
+               "binner");
+  EXPECT_STREQ(
+      BinEdges(Binner(-1.0, 1.0, 5000), DecodeSimd::kAvx512, int64_t{1} << 30)
+          .PathForTesting(),
+      "binner");
+  EXPECT_STREQ(BinEdges(Binner(1e6 + 0.03, 1e6 + 0.1, 4096),
+                        DecodeSimd::kAvx512, int64_t{1} << 30)
+                   .PathForTesting(),
+               "binner");
 }
 
 }  // namespace

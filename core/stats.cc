@@ -49,6 +49,19 @@ struct Moments {
   float first_zero = 0;
 };
 
+// A fold's counts of specials and zeros into `m` (with a reference: its
+// zeros and those the reference has too).
+void AddClassCounts(int64_t nan, int64_t inf, int64_t zeros, int64_t pruned,
+                    bool with_ref, Moments* m) {
+  m->nan += nan;
+  m->inf += inf;
+  m->zeros += zeros;
+  if (with_ref) {
+    m->zeros_with_ref += zeros;
+    m->pruned += pruned;
+  }
+}
+
 // Folds element j of v[0, n) (global index start + j), beside the reference
 // x[j] when given, into `m`. A non-finite element adds +0.0 to its lane,
 // which leaves the lane as it is: a lane starts at +0.0 and a sum of doubles
@@ -78,13 +91,7 @@ void FoldMomentsScalar(const float* v, const float* x, int64_t n, int64_t start,
   }
   m->lo = lo;
   m->hi = hi;
-  m->nan += nan;
-  m->inf += inf;
-  m->zeros += zeros;
-  if (x != nullptr) {
-    m->zeros_with_ref += zeros;
-    m->pruned += pruned;
-  }
+  AddClassCounts(nan, inf, zeros, pruned, x != nullptr, m);
 }
 
 #if defined(__x86_64__)
@@ -159,13 +166,7 @@ __attribute__((target("avx2,popcnt"))) void FoldBlocksAvx2(const float* v,
       q[2 * h + 1] = _mm256_add_pd(q[2 * h + 1], _mm256_mul_pd(d1, d1));
     }
   }
-  m->nan += nan;
-  m->inf += inf;
-  m->zeros += zeros;
-  if (x != nullptr) {
-    m->zeros_with_ref += zeros;
-    m->pruned += pruned;
-  }
+  AddClassCounts(nan, inf, zeros, pruned, x != nullptr, m);
   for (int k = 0; k < 4; ++k) {
     _mm256_storeu_pd(m->sum + 4 * k, s[k]);
     _mm256_storeu_pd(m->sum_sq + 4 * k, q[k]);
@@ -178,11 +179,7 @@ __attribute__((target("avx2,popcnt"))) void FoldBlocksAvx2(const float* v,
     m->hi = m->hi < u[k] ? u[k] : m->hi;
   }
 }
-// FoldBlocksAvx2 sixteen lanes a step: lanes 0-7 and 8-15 in one vector
-// of doubles each per sum, the same additions in the same order (so the
-// same bits); the classes of each element as mask registers, counted by
-// popcounts. Half the instructions of the AVX2 path, whose F32 fold was a
-// third of that format's statistics.
+
 // GCC 12 warns of its own AVX-512 intrinsics' undefined operands (as
 // decode_simd.cc notes).
 #if defined(__GNUC__) && !defined(__clang__)
@@ -190,6 +187,12 @@ __attribute__((target("avx2,popcnt"))) void FoldBlocksAvx2(const float* v,
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
+
+// FoldBlocksAvx2 sixteen lanes a step: lanes 0-7 and 8-15 in one vector
+// of doubles each per sum, the same additions in the same order (so the
+// same bits); the classes of each element as mask registers, counted by
+// popcounts. Half the instructions of the AVX2 path, whose F32 fold was a
+// third of that format's statistics.
 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,popcnt"))) void
 FoldBlocksAvx512(const float* v, const float* x, int64_t blocks, Moments* m) {
   const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
@@ -227,13 +230,7 @@ FoldBlocksAvx512(const float* v, const float* x, int64_t blocks, Moments* m) {
     q0 = _mm512_add_pd(q0, _mm512_mul_pd(d0, d0));
     q1 = _mm512_add_pd(q1, _mm512_mul_pd(d1, d1));
   }
-  m->nan += nan;
-  m->inf += inf;
-  m->zeros += zeros;
-  if (x != nullptr) {
-    m->zeros_with_ref += zeros;
-    m->pruned += pruned;
-  }
+  AddClassCounts(nan, inf, zeros, pruned, x != nullptr, m);
   _mm512_storeu_pd(m->sum, s0);
   _mm512_storeu_pd(m->sum + 8, s1);
   _mm512_storeu_pd(m->sum_sq, q0);

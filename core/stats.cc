@@ -188,11 +188,11 @@ __attribute__((target("avx2,popcnt"))) void FoldBlocksAvx2(const float* v,
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
-// FoldBlocksAvx2 sixteen lanes a step: lanes 0-7 and 8-15 in one vector
-// of doubles each per sum, the same additions in the same order (so the
-// same bits); the classes of each element as mask registers, counted by
-// popcounts. Half the instructions of the AVX2 path, whose F32 fold was a
-// third of that format's statistics.
+// FoldBlocksAvx2's fold, sixteen lanes a step: lanes 0-7 and 8-15 in one
+// vector of doubles each per sum, the same additions in the same order (so
+// the same bits); the classes of each element as mask registers, counted
+// by popcounts. Half the instructions of the AVX2 path, whose F32 fold was
+// a third of that format's statistics.
 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,popcnt"))) void
 FoldBlocksAvx512(const float* v, const float* x, int64_t blocks, Moments* m) {
   const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);

@@ -8,6 +8,7 @@
 #endif
 
 #include "core/util/lane_sum.h"
+#include "core/util/prefetch.h"
 
 namespace tensormorph {
 namespace {
@@ -35,11 +36,7 @@ void AddSqErrorRowScalar(const float* x, const float* v, const double* w,
 // prefetcher alone left its loads waiting behind the arithmetic. Q4_K's
 // map 1.59-1.71 G el/s without, 1.84-2.08 with (256 B ahead: 1.83-2.03;
 // 4 KiB: 1.76-1.85).
-inline void PrefetchSource(const float* x) {
-  _mm_prefetch(
-      reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(x) + 1024),
-      _MM_HINT_T0);
-}
+inline void PrefetchSource(const float* x) { PrefetchAhead<1024>(x); }
 
 // w * (e * e), e = x - v, of four columns in double: separate operations,
 // each rounded once, as the scalar statement's.

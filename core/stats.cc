@@ -25,6 +25,7 @@
 #include "core/stats_codes.h"
 #include "core/util/error_reason.h"
 #include "core/util/lane_sum.h"
+#include "core/util/prefetch.h"
 #include "core/util/status_macros.h"
 
 namespace tensormorph {
@@ -95,19 +96,6 @@ void FoldMomentsScalar(const float* v, const float* x, int64_t n, int64_t start,
 }
 
 #if defined(__x86_64__)
-// Asks for the cache line 2 KiB past `p`, which may lie past the data (a
-// prefetch never faults). The passes below read float32 in place, from the
-// file's mapping: without it, their loads waited on memory (three quarters
-// of the fold's time in `perf annotate` on the load's first use; F32 stats
-// 232 -> 658 M elements/s here), the hardware prefetcher not keeping ahead.
-#if defined(__x86_64__)
-__attribute__((target("avx2"))) inline void PrefetchAhead(const float* p) {
-  _mm_prefetch(
-      reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(p) + 2048),
-      _MM_HINT_T0);
-}
-#endif
-
 // FoldMomentsScalar over `blocks` blocks of kLanes elements, the first at a
 // global index that is a multiple of kLanes: lanes 0-3, 4-7, 8-11 and
 // 12-15 in four vectors of doubles per sum, each lane's additions in index
@@ -135,7 +123,7 @@ __attribute__((target("avx2,popcnt"))) void FoldBlocksAvx2(const float* v,
   int64_t nan = 0, inf = 0, zeros = 0, pruned = 0;
   for (int64_t done = 0; done < blocks; ++done) {
     const float* b = v + done * kLanes;
-    PrefetchAhead(b);
+    PrefetchAhead<2048>(b);
     for (int h = 0; h < 2; ++h) {
       const __m256 f = _mm256_loadu_ps(b + 8 * h);
       const __m256i mag = _mm256_and_si256(_mm256_castps_si256(f), abs_mask);
@@ -203,7 +191,7 @@ FoldBlocksAvx512(const float* v, const float* x, int64_t blocks, Moments* m) {
   int64_t nan = 0, inf = 0, zeros = 0, pruned = 0;
   for (int64_t done = 0; done < blocks; ++done) {
     const float* b = v + done * kLanes;
-    PrefetchAhead(b);
+    PrefetchAhead<2048>(b);
     const __m512 f = _mm512_loadu_ps(b);
     const __m512i mag = _mm512_and_si512(_mm512_castps_si512(f), abs_mask);
     const __mmask16 fin = _mm512_cmplt_epi32_mask(mag, inf_bits);

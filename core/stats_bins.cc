@@ -12,6 +12,8 @@
 #include <immintrin.h>
 #endif
 
+#include "core/util/prefetch.h"
+
 namespace tensormorph {
 
 namespace {
@@ -37,15 +39,6 @@ constexpr size_t kPairTable = size_t{kVectorBins} * kVectorBins;
 static_assert(2 * kBinBits <= 16);
 
 #if defined(__x86_64__)
-// Asks for the cache line 2 KiB past `p`, which may lie past the data (a
-// prefetch never faults; the address is formed as an integer, as stats.cc's
-// PrefetchAhead does). Values read in place from a file's mapping wait on
-// memory without it.
-__attribute__((target("sse"))) inline void PrefetchAhead(const float* p) {
-  _mm_prefetch(
-      reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(p) + 2048),
-      _MM_HINT_T0);
-}
 
 // The pair table's calls: from a few thousand values on (32 KiB to clear
 // and fold), in pieces whose 32-bit counts cannot pass 2^31.
@@ -167,7 +160,7 @@ TM_AVX512 void AddAvx512(const BinEdges& edges, const Vector16& vec,
   while (i + 16 <= n) {
     const int64_t len = std::min(kPiece, (n - i) & ~int64_t{15});
     for (int64_t j = 0; j < len; j += 16) {
-      PrefetchAhead(v + i + j);
+      PrefetchAhead<2048>(v + i + j);
       const __m512 f = _mm512_loadu_ps(v + i + j);
       const __mmask16 finite = FiniteLanes(f);
       non_finite += 16 - std::popcount(static_cast<unsigned>(finite));
@@ -274,7 +267,7 @@ TM_AVX2 void AddAvx2(const BinEdges& edges, const Near& near, const float* v,
   while (i + 8 <= n) {
     const int64_t len = std::min(kPiece, (n - i) & ~int64_t{7});
     for (int64_t j = 0; j < len; j += 8) {
-      PrefetchAhead(v + i + j);
+      PrefetchAhead<2048>(v + i + j);
       const __m256 f = _mm256_loadu_ps(v + i + j);
       const unsigned finite = FiniteLanes8(f);
       non_finite += 8 - std::popcount(finite);

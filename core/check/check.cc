@@ -120,18 +120,7 @@ void Checker::Report() {
     if (f.severity >= options_.fail_level) summary_.failed = true;
     RuleTally& t = tallies_[f.rule];
     t.rule = f.rule;
-    // A rule's findings can differ in severity (source-err-steps is info
-    // for a quantizer that chooses its codes): the tally, which people and
-    // scripts read as the rule's verdict, takes the worst of them.
-    t.severity =
-        t.findings == 0 ? f.severity : std::max(t.severity, f.severity);
-    ++t.findings;
-    t.count += f.count;
-    if (f.count > t.worst_count || t.worst_tensor.empty()) {
-      t.worst_count = f.count;
-      t.worst_tensor = f.tensor;
-      t.worst_group = f.worst_group;
-    }
+    TallyFinding(f, &t);
     if (on_finding_) on_finding_(f);
   }
   found_.clear();
@@ -328,6 +317,24 @@ absl::StatusOr<CheckSummary> Checker::Run() {
 }
 
 }  // namespace
+
+void TallyFinding(const Finding& f, RuleTally* t) {
+  // A rule's findings can differ in severity (source-err-steps is info for
+  // a quantizer that chooses its codes): the tally, which people and
+  // scripts read as the rule's verdict, takes the worst of them, and so
+  // does its worst finding.
+  const bool first = t->findings == 0;
+  const bool worse = first || f.severity > t->severity ||
+                     (f.severity == t->severity && f.count > t->worst_count);
+  t->severity = first ? f.severity : std::max(t->severity, f.severity);
+  ++t->findings;
+  t->count += f.count;
+  if (worse) {
+    t->worst_count = f.count;
+    t->worst_tensor = f.tensor;
+    t->worst_group = f.worst_group;
+  }
+}
 
 absl::StatusOr<CheckSummary> CheckCheckpoint(
     const Checkpoint& ckpt, const CheckOptions& options,

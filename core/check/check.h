@@ -46,8 +46,9 @@ struct CheckProgress {
   int64_t bytes_done = 0, bytes_total = 0;
 };
 
-// Per rule that fired: how many findings, the sum of their counts, and the
-// finding with the largest count (its tensor and group).
+// Per rule that fired: how many findings, the sum of their counts, and its
+// worst finding (its tensor and group): the one with the largest count among
+// those of the rule's severity.
 struct RuleTally {
   std::string rule;
   // The worst of its findings' severities: one rule's findings may differ
@@ -59,6 +60,14 @@ struct RuleTally {
   int64_t worst_group = -1;
   int64_t worst_count = 0;
 };
+
+// Adds finding `f` (of rule t->rule, or of a tally not yet begun) to `*t`:
+// the severity becomes the worst seen, the counts grow, and `f` becomes the
+// worst finding when it is more severe than the worst so far, or as severe
+// with a larger count. Why: the worst tensor is what a reader fixes first;
+// an information finding with many elements must not stand for a rule that
+// tallies as an error because of another tensor.
+void TallyFinding(const Finding& f, RuleTally* t);
 
 struct CheckSummary {
   int64_t errors = 0, warnings = 0, infos = 0;  // findings per severity

@@ -535,6 +535,45 @@ TEST(CheckCheckpointTest, ARuleTalliesAsTheWorstOfItsFindings) {
   EXPECT_TRUE(run.summary.failed);
 }
 
+TEST(TallyFindingTest, TheWorstFindingIsOfTheRulesSeverity) {
+  // An error on a few elements and information on many, in either order:
+  // the rule is an error, and its worst tensor is the error's, which is
+  // what a reader must fix, not the larger information finding.
+  auto finding = [](std::string tensor, Severity s, int64_t count,
+                    int64_t group) {
+    Finding f;
+    f.rule = "source-err-steps";
+    f.tensor = std::move(tensor);
+    f.severity = s;
+    f.count = count;
+    f.worst_group = group;
+    return f;
+  };
+  const Finding error = finding("down", Severity::kError, 3, 7);
+  const Finding info = finding("q", Severity::kInfo, 1000, 2);
+  const Finding bigger_error = finding("up", Severity::kError, 5, 9);
+  for (const std::vector<Finding>& order :
+       {std::vector<Finding>{error, info, bigger_error},
+        std::vector<Finding>{info, bigger_error, error},
+        std::vector<Finding>{info, error, bigger_error}}) {
+    RuleTally t;
+    for (const Finding& f : order) TallyFinding(f, &t);
+    EXPECT_EQ(t.severity, Severity::kError);
+    EXPECT_EQ(t.findings, 3);
+    EXPECT_EQ(t.count, 1008);
+    EXPECT_EQ(t.worst_tensor, "up");
+    EXPECT_EQ(t.worst_count, 5);
+    EXPECT_EQ(t.worst_group, 9);
+  }
+  // Among findings of one severity, the largest count.
+  RuleTally infos;
+  TallyFinding(finding("a", Severity::kInfo, 4, 0), &infos);
+  TallyFinding(info, &infos);
+  TallyFinding(finding("b", Severity::kInfo, 4, 1), &infos);
+  EXPECT_EQ(infos.severity, Severity::kInfo);
+  EXPECT_EQ(infos.worst_tensor, "q");
+}
+
 TEST(CheckCheckpointTest, AnFp16SaturatedScaleIsFoundOnTheScaleAndTheValues) {
   for (const testing::CheckCase& c : testing::CheckCases()) {
     if (c.rule != "fp16-saturated-scale") continue;

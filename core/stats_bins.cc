@@ -197,10 +197,13 @@ TM_AVX512 void AddAvx512(const BinEdges& edges, const Vector16& vec,
 }
 
 TM_AVX512 void Bin16Avx512(const BinEdges& edges, const Vector16& vec,
-                           const float* v, int32_t* out) {
+                           const float* v, int32_t* out, int bins) {
   const __m512 f = _mm512_loadu_ps(v);
+  const __mmask16 finite = FiniteLanes(f);
   __mmask16 unsure;
-  _mm512_storeu_si512(out, vec.Bins(f, FiniteLanes(f), &unsure));
+  const __m512i b = vec.Bins(f, finite, &unsure);
+  _mm512_storeu_si512(
+      out, _mm512_mask_blend_epi32(finite, _mm512_set1_epi32(bins), b));
   for (unsigned u = unsure; u != 0; u &= u - 1) {
     const int k = std::countr_zero(u);
     out[k] = edges.Bin(v[k]);
@@ -297,15 +300,19 @@ TM_AVX2 void AddAvx2(const BinEdges& edges, const Near& near, const float* v,
 }
 
 TM_AVX2 void Bin16Avx2(const BinEdges& edges, const Near& near, const float* v,
-                       int32_t* out) {
+                       int32_t* out, int bins) {
   for (int h = 0; h < 16; h += 8) {
     const __m256 f = _mm256_loadu_ps(v + h);
     unsigned sure;
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + h),
                         near.Bins(f, &sure));
-    for (unsigned u = FiniteLanes8(f) & ~sure; u != 0; u &= u - 1) {
+    const unsigned finite = FiniteLanes8(f);
+    for (unsigned u = finite & ~sure; u != 0; u &= u - 1) {
       const int k = std::countr_zero(u);
       out[h + k] = edges.Bin(v[h + k]);
+    }
+    for (unsigned u = ~finite & 0xffu; u != 0; u &= u - 1) {
+      out[h + std::countr_zero(u)] = bins;
     }
   }
 }
@@ -437,19 +444,30 @@ void BinEdges::Add(const float* v, int64_t n, int64_t* hist) const {
   }
 }
 
-void BinEdges::Bin16(const float* v, int32_t* out) const {
+void BinEdges::Bin16(const float* v, int32_t* out, int runs,
+                     ptrdiff_t stride) const {
 #if defined(__x86_64__)
   if (path_ == Path::kAvx512) {
     const Vector16 vec(lower_.data(), upper_.data(), min_, inv_width_, bins_);
-    Bin16Avx512(*this, vec, v, out);
+    for (int r = 0; r < runs; ++r) {
+      Bin16Avx512(*this, vec, v + r * stride, out + 16 * r, bins_);
+    }
     return;
   }
   if (path_ == Path::kAvx2) {
-    Bin16Avx2(*this, Near(min_, inv_width_, bins_), v, out);
+    const Near near(min_, inv_width_, bins_);
+    for (int r = 0; r < runs; ++r) {
+      Bin16Avx2(*this, near, v + r * stride, out + 16 * r, bins_);
+    }
     return;
   }
 #endif
-  for (int k = 0; k < 16; ++k) out[k] = std::isfinite(v[k]) ? Bin(v[k]) : 0;
+  for (int r = 0; r < runs; ++r) {
+    for (int k = 0; k < 16; ++k) {
+      const float f = v[r * stride + k];
+      out[16 * r + k] = std::isfinite(f) ? Bin(f) : bins_;
+    }
+  }
 }
 
 }  // namespace tensormorph

@@ -18,34 +18,39 @@ float HighLevel(const QuantRun& r) { return AsFloatOrNaN(r.range_max); }
 
 // ---- Counting ---------------------------------------------------------------
 
-void CountQ4K(const uint8_t* p, bool avx2, uint32_t count[][16]) {
-  CountQ4KBlock(p + 16, avx2, count);
+void CountQ4K(const uint8_t* p, DecodeSimd simd, uint32_t count[][16]) {
+  CountQ4KBlock(p + 16, simd, count);
 }
 
 // One sub-block of 32 codes in 16 bytes from byte kAt (Q4_0's layout).
 template <int kAt>
-void Count32(const uint8_t* p, bool avx2, uint32_t count[][16]) {
+void Count32(const uint8_t* p, DecodeSimd simd, uint32_t count[][16]) {
+  const bool avx2 = simd >= DecodeSimd::kAvx2;
   CountQ4_0Block(p + kAt, avx2, count[0]);
 }
 
 // IQ4_XS: eight sub-blocks of 32, each Q4_0's layout, from byte 8.
-void CountIq4Xs(const uint8_t* p, bool avx2, uint32_t count[][16]) {
+void CountIq4Xs(const uint8_t* p, DecodeSimd simd, uint32_t count[][16]) {
+  const bool avx2 = simd >= DecodeSimd::kAvx2;
   for (int s = 0; s < 8; ++s) CountQ4_0Block(p + 8 + 16 * s, avx2, count[s]);
 }
 
 // TQ2_0: one run of 256 2-bit codes in 64 bytes, then d.
-void CountTq2_0(const uint8_t* p, bool avx2, uint32_t count[][16]) {
+void CountTq2_0(const uint8_t* p, DecodeSimd simd, uint32_t count[][16]) {
+  const bool avx2 = simd >= DecodeSimd::kAvx2;
   CountTq2_0Block(p, avx2, count[0]);
 }
 
 // Q2_K: sixteen sub-blocks of 16 2-bit codes in 64 bytes from byte 16.
-void CountQ2K(const uint8_t* p, bool avx2, uint32_t count[][16]) {
+void CountQ2K(const uint8_t* p, DecodeSimd simd, uint32_t count[][16]) {
+  const bool avx2 = simd >= DecodeSimd::kAvx2;
   CountQ2KBlock(p + 16, avx2, count);
 }
 
 // Q3_K: sixteen sub-blocks of 16 3-bit codes, the hmask bits (32 bytes
 // from byte 0) above the qs bits (64 from byte 32).
-void CountQ3K(const uint8_t* p, bool avx2, uint32_t count[][16]) {
+void CountQ3K(const uint8_t* p, DecodeSimd simd, uint32_t count[][16]) {
+  const bool avx2 = simd >= DecodeSimd::kAvx2;
   CountQ3KBlock(p, p + 32, avx2, count);
 }
 

@@ -27,9 +27,9 @@ struct CodeBlockType {
   // Each sub-block's run: count, group (the first given), end levels
   // (GetSubBlockRanges).
   SubBlockRunsFn runs;
-  // count[s][k]: the number of code k in sub-block s; with `avx2` by
-  // vector compares, the same counts either way.
-  void (*count)(const uint8_t* block, bool avx2, uint32_t count[][16]);
+  // count[s][k]: the number of code k in sub-block s; by vector compares
+  // at `simd` kAvx2 or kAvx512, the same counts at every level.
+  void (*count)(const uint8_t* block, DecodeSimd simd, uint32_t count[][16]);
   // levels[s]: sub-block s's 16 levels as the decoder computes them, marked
   // against its run's end levels (ComputeAffineLevels and friends).
   void (*levels)(const uint8_t* block, const QuantRun* runs, bool avx2,

@@ -7,23 +7,27 @@
 
 #include <cstdint>
 
+#include "core/quant/decode_simd.h"
+
 namespace tensormorph {
 
 // Sets count[k] to the number of codes k among c[0, n) (n < 2^31), for k <
 // 16. Returns false when a code is 16 or more (then `count` is
-// unspecified). `readable`: bytes readable from c (>= n): with `avx2` (the
-// caller's CPU has it), 32 codes at a time by vector compares, which read
-// whole 32-byte loads where they fit in it and copy the tail otherwise; the
-// same counts either way.
-bool CountCodes(const uint8_t* c, int64_t n, int64_t readable, bool avx2,
+// unspecified). `readable`: bytes readable from c (>= n). `simd`: the level
+// to use (the caller's CPU runs it): with AVX2, 32 codes at a time by
+// vector compares, which read whole 32-byte loads where they fit in it and
+// copy the tail otherwise; with AVX-512, 64 at a time, the tail by a
+// masked load (which reads nothing past n). The same counts at every level.
+bool CountCodes(const uint8_t* c, int64_t n, int64_t readable, DecodeSimd simd,
                 uint32_t count[16]);
 
 // The codes of each of a ggml Q4_K block's eight sub-blocks counted, from
 // its 128 code bytes `qs` (DecodeQ4_K's layout: 32 bytes a pair of
 // sub-blocks, the first's codes in the low nibbles, the second's in the
-// high): count[s][k] is the number of code k in sub-block s. With `avx2`,
-// 32 codes a compare; the same counts either way.
-void CountQ4KBlock(const uint8_t* qs, bool avx2, uint32_t count[8][16]);
+// high): count[s][k] is the number of code k in sub-block s. With AVX2 (at
+// `simd` kAvx2), 32 codes a compare; with AVX-512, 64; the same counts at
+// every level.
+void CountQ4KBlock(const uint8_t* qs, DecodeSimd simd, uint32_t count[8][16]);
 
 // The same for a ggml Q4_0 block's one sub-block of 32, from its 16 code
 // bytes `qs` (element l < 16 in the low nibble of qs[l], element 16 + l in

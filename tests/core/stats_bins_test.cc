@@ -128,12 +128,27 @@ TEST(BinEdgesTest, EveryValueGetsBinnersBin) {
         ASSERT_EQ(edges.Bin(f), binner.Bin(f))
             << "value " << f << " bits " << std::bit_cast<uint32_t>(f);
       }
+      // Bin16: a non-finite value's bin is the spare one past the last.
+      auto want = [&](float f) {
+        return std::isfinite(f) ? binner.Bin(f) : binner.bins();
+      };
       for (size_t i = 0; i + 16 <= v.size(); i += 16) {
         int32_t out[16];
         edges.Bin16(v.data() + i, out);
         for (int k = 0; k < 16; ++k) {
-          if (!std::isfinite(v[i + k])) continue;
-          ASSERT_EQ(out[k], binner.Bin(v[i + k])) << "value " << v[i + k];
+          ASSERT_EQ(out[k], want(v[i + k])) << "value " << v[i + k];
+        }
+      }
+      // Runs a stride apart (AffineLevels' 19 floats), a batch a call.
+      constexpr ptrdiff_t kStride = 19;
+      ASSERT_GE(v.size(), 16u);
+      const int runs = static_cast<int>((v.size() - 16) / kStride) + 1;
+      std::vector<int32_t> batch(16 * static_cast<size_t>(runs));
+      edges.Bin16(v.data(), batch.data(), runs, kStride);
+      for (int r = 0; r < runs; ++r) {
+        for (int k = 0; k < 16; ++k) {
+          const float f = v[r * kStride + k];
+          ASSERT_EQ(batch[16 * r + k], want(f)) << "run " << r << " value " << f;
         }
       }
     }

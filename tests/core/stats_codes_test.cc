@@ -1,0 +1,101 @@
+// CountCodes and CountQ4KBlock: the counts of 4-bit codes at every SIMD
+// level, whatever the length and the bytes readable past it.
+#include "core/stats_codes.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/quant/decode_simd.h"
+
+namespace tensormorph {
+namespace {
+
+std::vector<DecodeSimd> Levels() {
+  std::vector<DecodeSimd> out;
+  for (DecodeSimd l :
+       {DecodeSimd::kScalar, DecodeSimd::kAvx2, DecodeSimd::kAvx512}) {
+    if (l <= SupportedDecodeSimd()) out.push_back(l);
+  }
+  return out;
+}
+
+TEST(CountCodesTest, EveryLevelCountsEachCodeOnce) {
+  std::mt19937 rng(7);
+  for (int64_t n : {0, 1, 15, 31, 32, 33, 63, 64, 65, 127, 128, 129, 1000}) {
+    // The codes end where the buffer ends: nothing past n may be read.
+    std::vector<uint8_t> c(static_cast<size_t>(n));
+    uint32_t want[16] = {};
+    for (uint8_t& x : c) {
+      x = static_cast<uint8_t>(rng() % 16);
+      ++want[x];
+    }
+    for (DecodeSimd level : Levels()) {
+      SCOPED_TRACE(absl::StrCat("n ", n, " simd ", static_cast<int>(level)));
+      uint32_t got[16];
+      ASSERT_TRUE(CountCodes(c.data(), n, n, level, got));
+      for (int k = 0; k < 16; ++k) EXPECT_EQ(got[k], want[k]) << "code " << k;
+    }
+  }
+}
+
+TEST(CountCodesTest, ACodeOfSixteenOrMoreIsRefusedWhereverItIs) {
+  for (int64_t at : {0, 31, 32, 63, 64, 99}) {
+    std::vector<uint8_t> c(100, 3);
+    c[static_cast<size_t>(at)] = 16 + static_cast<uint8_t>(at % 200);
+    for (DecodeSimd level : Levels()) {
+      SCOPED_TRACE(absl::StrCat("at ", at, " simd ", static_cast<int>(level)));
+      uint32_t got[16];
+      EXPECT_FALSE(CountCodes(c.data(), 100, 100, level, got));
+    }
+  }
+}
+
+TEST(CountCodesTest, EqualCodesAreAllCounted) {
+  const std::vector<uint8_t> c(4096, 15);
+  for (DecodeSimd level : Levels()) {
+    uint32_t got[16];
+    ASSERT_TRUE(CountCodes(c.data(), 4096, 4096, level, got));
+    EXPECT_EQ(got[15], 4096u);
+    EXPECT_EQ(got[0], 0u);
+  }
+}
+
+TEST(CountQ4KBlockTest, EveryLevelCountsEachSubBlockApart) {
+  // Sub-block 2j is the low nibbles of bytes [32j, 32j + 32), 2j + 1 their
+  // high nibbles; each sub-block is given a skew of its own so that a
+  // count given to the wrong sub-block shows.
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 50; ++trial) {
+    uint8_t qs[128];
+    uint32_t want[8][16] = {};
+    for (int j = 0; j < 4; ++j) {
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t lo =
+            static_cast<uint8_t>(rng() % 3 == 0 ? (2 * j) : rng() % 16);
+        const uint8_t hi = static_cast<uint8_t>(
+            rng() % 3 == 0 ? (2 * j + 9) % 16 : rng() % 16);
+        qs[32 * j + l] = static_cast<uint8_t>(lo | hi << 4);
+        ++want[2 * j][lo];
+        ++want[2 * j + 1][hi];
+      }
+    }
+    for (DecodeSimd level : Levels()) {
+      SCOPED_TRACE(absl::StrCat("simd ", static_cast<int>(level)));
+      uint32_t got[8][16];
+      CountQ4KBlock(qs, level, got);
+      for (int s = 0; s < 8; ++s) {
+        for (int k = 0; k < 16; ++k) {
+          ASSERT_EQ(got[s][k], want[s][k])
+              << "sub-block " << s << " code " << k;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tensormorph

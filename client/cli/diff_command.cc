@@ -132,10 +132,12 @@ int RunDiff(Client& client, const GlobalOptions& g, const DiffOptionsCli& o) {
         "diffs in parts; its output is the whole diff, not part " +
         absl::StrCat(o.part_index, "/", o.part_count)));
   }
-  if (result.summary.tensors_compared() == 0 && !result.summary.has_part()) {
+  if (result.summary.tensors_compared() == 0 && !result.summary.has_part() &&
+      result.summary.undecodable_size() == 0) {
     // The service refuses such a diff itself (CheckPairing); an older one
     // may not, and a gate over nothing must not pass. A part may be empty:
-    // its plan is not.
+    // its plan is not. Pairs that could not be decoded are the answer
+    // itself: listed, and exit kExitGaps.
     return ReportFailure(absl::FailedPreconditionError(
         absl::StrCat("0 tensors compared between '", o.quant, "' and '",
                      o.reference, "': nothing passed or failed a gate")));

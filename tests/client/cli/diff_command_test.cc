@@ -464,6 +464,34 @@ TEST(DiffGapsTest, AnUndecodableTensorIsListedAndTheRestCompared) {
   EXPECT_THAT(json.out, HasSubstr("\"undecodable\":[\"blk.0.ffn_down.weight"));
 }
 
+// With every pair undecodable the answer is the list of gaps, not a
+// refusal that hides them: the same table, the same exit code.
+TEST(DiffGapsTest, WhenNothingDecodesTheGapsAreTheAnswer) {
+  const std::string dir = ::tensormorph::testing::MakeTempDir();
+  std::vector<float> w(256, 0.5f);
+  const std::string f32(reinterpret_cast<const char*>(w.data()), w.size() * 4);
+  ::tensormorph::testing::GgufSpec quant, source;
+  quant.tensors = {
+      {"blk.0.ffn_down.weight", {256}, 200, std::string(64, '\x11')}};
+  source.tensors = {{"blk.0.ffn_down.weight", {256}, 0, f32}};
+  ::tensormorph::testing::WriteFile(dir + "/q.gguf",
+                                    ::tensormorph::testing::BuildGguf(quant));
+  ::tensormorph::testing::WriteFile(dir + "/s.gguf",
+                                    ::tensormorph::testing::BuildGguf(source));
+  const CommandResult text = ::tensormorph::testing::RunCommand(
+      {CliPath(), "diff", dir + "/q.gguf", dir + "/s.gguf"});
+  EXPECT_EQ(text.exit_code, 4) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("not compared, cannot decode (1):"));
+  EXPECT_THAT(text.out,
+              HasSubstr("blk.0.ffn_down.weight: ggml type 200 (unknown): "));
+  EXPECT_THAT(text.out, HasSubstr("0 tensors compared"));
+  const CommandResult json = ::tensormorph::testing::RunCommand(
+      {CliPath(), "--json", "diff", dir + "/q.gguf", dir + "/s.gguf"});
+  EXPECT_EQ(json.exit_code, 4) << json.err;
+  EXPECT_THAT(json.out, HasSubstr("\"undecodable\":[\"blk.0.ffn_down.weight"));
+  EXPECT_THAT(json.err, Not(HasSubstr("FAILED_PRECONDITION")));
+}
+
 INSTANTIATE_TEST_SUITE_P(BothModes, DiffCliTest, ::testing::Bool(),
                          [](const auto& info) {
                            return info.param ? "Remote" : "Embedded";

@@ -29,8 +29,10 @@ const char kAppDescription[] =
     "goes to one of them in turn, and one that fails UNAVAILABLE before any "
     "reply is tried once on the next; `ls` of checkpoints asks every server "
     "and names the unreachable ones.\n\n"
-    "Exit codes: 0 success, 1 usage error (diff-merge: part files that do "
-    "not make one whole plan), 2 the call failed (or ran past --timeout), "
+    "Exit codes: 0 success, 1 usage error, found here or by the service "
+    "(INVALID_ARGUMENT, OUT_OF_RANGE; diff-merge: part files that do not "
+    "make one whole plan), 2 the call failed otherwise (or ran past "
+    "--timeout), "
     "3 a diff or diff-merge --fail-on condition tripped, or a check found "
     "something at or above --fail-level, 4 a diff, diff-merge or compare "
     "compared what it could but some tensors it cannot decode (listed).";

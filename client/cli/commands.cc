@@ -151,7 +151,22 @@ int ReportFailure(const absl::Status& status, bool json_line) {
   PrintErrorLine(status);
   const std::string hint = Hint(status);
   if (!hint.empty()) std::cerr << "hint: " << hint << '\n';
-  return kExitCallFailed;
+  return ExitCodeOf(status);
+}
+
+int ExitCodeOf(const absl::Status& status) {
+  // gRPC's own taxonomy: INVALID_ARGUMENT is a request wrong whatever the
+  // state, OUT_OF_RANGE one past what its target holds. Either is the
+  // caller's mistake, as a usage error the CLI finds itself is: a script
+  // must not see `--group -1` (found here) and `--group 32` (found by the
+  // service) exit differently.
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange:
+      return kExitUsage;
+    default:
+      return kExitCallFailed;
+  }
 }
 
 int ReportUsage(const absl::Status& status) {

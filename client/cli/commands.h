@@ -35,10 +35,15 @@ struct GlobalOptions {
 };
 
 // Prints "tensormorph: CODE [REASON]: message" (and a hint where one helps)
-// and returns kExitCallFailed; after ReportErrorsAsJson(true) (--json) also
-// one line {"error":ErrorJsonObject(status)} on stdout, unless json_line is
-// false (a command that printed the error in its own --json line).
+// and returns ExitCodeOf(status); after ReportErrorsAsJson(true) (--json)
+// also one line {"error":ErrorJsonObject(status)} on stdout, unless
+// json_line is false (a command that printed the error in its own --json
+// line).
 int ReportFailure(const absl::Status& status, bool json_line = true);
+// The exit code of a call that failed with `status`: kExitUsage for a
+// request the service refused as wrong (INVALID_ARGUMENT, OUT_OF_RANGE),
+// as for one the CLI refuses before calling; kExitCallFailed otherwise.
+int ExitCodeOf(const absl::Status& status);
 // main's --json, for ReportFailure: call once before any command runs.
 void ReportErrorsAsJson(bool on);
 // {"code":"NOT_FOUND","reason":"TENSOR_NOT_FOUND","message":"...",

@@ -276,7 +276,7 @@ TEST_P(BrowseCliTest, IndicesInSeveralCallsPrintAsOneReplyInOrder) {
   }
   r = Run({"--json", "scalar", P("Q4_K.gguf"), "blk.0.attn_q.weight",
            "--indices-file", file});
-  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(CliErrorOf(r.err),
               AllOf(HasReason(ErrorReason::kIndexOutOfRange),
                     MessageNames("line 15001"), MessageNames("9,")));

@@ -131,9 +131,10 @@ TEST_P(CliParsingTest, EveryScalarIndexHasExactlyTheTensorsRank) {
   CommandResult s = Run({"--json", "scalar", Cube(), "s", "()"});
   ASSERT_EQ(s.exit_code, 0) << s.err;
   EXPECT_EQ(nlohmann::json::parse(s.out)["scalars"][0]["value"], 7.5);
-  // Past the end is the call's to find: it failed (2), as before.
+  // Past the end is the call's to find; refused as wrong, a usage error (1)
+  // all the same.
   CommandResult oor = Run({"scalar", Q4K(), q, "4,0"});
-  EXPECT_EQ(oor.exit_code, 2);
+  EXPECT_EQ(oor.exit_code, 1);
   EXPECT_THAT(CliErrorOf(oor.err), HasReason(ErrorReason::kIndexOutOfRange));
 }
 
@@ -264,7 +265,7 @@ TEST_P(CliParsingTest, HeatmapIndexHasOneEntryPerLeadingDimension) {
   EXPECT_EQ(values("-1"), last);
   EXPECT_EQ(values("-2"), values("0"));
   CommandResult past = Run({"heatmap", Cube(), "t.weight", "--index", "-3"});
-  EXPECT_EQ(past.exit_code, 2);  // past the end: the call's to find, as scalar
+  EXPECT_EQ(past.exit_code, 1);  // past the end: the call's to find, as scalar
   EXPECT_THAT(
       CliErrorOf(past.err),
       AllOf(HasReason(ErrorReason::kRequestInvalid), MessageNames("index -3")));

@@ -173,6 +173,8 @@ TEST_P(CliTest, InfoDescribesCheckpointAndTensor) {
   EXPECT_THAT(t.out, HasSubstr("strides      [256, 1]"));
 }
 
+// A failed call exits 2; a request the service refuses as wrong (past the
+// shape: OUT_OF_RANGE) is the caller's mistake, exit 1 as a usage error.
 TEST_P(CliTest, FailedCallsExitTwoWithTheStatusOnStderr) {
   CommandResult nf = Run({"read", Gguf("Q4_K"), "no.such"});
   EXPECT_EQ(nf.exit_code, 2);
@@ -181,7 +183,7 @@ TEST_P(CliTest, FailedCallsExitTwoWithTheStatusOnStderr) {
   EXPECT_TRUE(nf.out.empty());
   CommandResult oor =
       Run({"scalar", Gguf("Q4_K"), "blk.0.attn_q.weight", "9,0"});
-  EXPECT_EQ(oor.exit_code, 2);
+  EXPECT_EQ(oor.exit_code, 1);
   EXPECT_THAT(CliErrorOf(oor.err), HasReason(ErrorReason::kIndexOutOfRange));
   // And the same server keeps answering.
   EXPECT_EQ(Run({"ls", Gguf("Q4_K")}).exit_code, 0);

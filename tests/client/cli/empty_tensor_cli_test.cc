@@ -121,7 +121,7 @@ TEST_P(EmptyTensorCliTest, ReadWritesAnEmptyNpyOfTheTensorsShape) {
 TEST_P(EmptyTensorCliTest, ScalarOnAnEmptyTensorIsOutOfRangeSayingWhy) {
   CommandResult r =
       Run({"scalar", Path("empty.safetensors"), "e.weight", "0,0"});
-  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(CliErrorOf(r.err),
               AllOf(HasReason(ErrorReason::kOutOfRange),
                     MessageNames("e.weight"), MessageNames("[0, 4]")));

@@ -291,7 +291,7 @@ TEST_P(OutputSafetyCliTest, AFailedCommandLeavesThePreviousFileAndNoTemporary) {
       {{"read", in.single, "no.such.tensor", "-o", dir + "/old.npy"},
        kExitCallFailed},
       {{"read", in.single, "w", "--slice", "8", "-o", dir + "/old.npy"},
-       kExitCallFailed},
+       kExitUsage},
       {{"heatmap", in.single, "no.such.tensor", "-o", dir + "/old.png"},
        kExitCallFailed},
       // A checkpoint that is not there.

@@ -211,7 +211,7 @@ TEST_P(ReferenceCliTest, RefTensorNamesTheReference) {
       Run({"heatmap", "model.gguf", "blk.0.ffn_down.weight", "--mode", "error",
            "--ref", "source/", "--ref-tensor",
            "model.layers.0.mlp.up_proj.weight"});
-  EXPECT_EQ(shapes.exit_code, 2);
+  EXPECT_EQ(shapes.exit_code, 1);
   EXPECT_THAT(
       CliErrorOf(shapes.err),
       AllOf(HasReason(ErrorReason::kRequestInvalid),

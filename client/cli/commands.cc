@@ -326,6 +326,14 @@ bool IsDirectoryToBrowse(const DirectoryProbe& p, const std::string& path) {
   return rest.size() == entry.size() || absl::StrContains(rest, '/');
 }
 
+// Whether `path` is spelled as a checkpoint file (GGUF, safetensors, an
+// index): no listing is asked of it, which the service would refuse as not
+// a directory (a refused call in its log and metrics for every `ls FILE`).
+bool NamesACheckpointFile(absl::string_view path) {
+  return absl::EndsWith(path, ".gguf") ||
+         absl::EndsWith(path, ".safetensors") || absl::EndsWith(path, ".json");
+}
+
 // The line `ls` and `info` end with when a safetensors directory holds more
 // checkpoints than itself, which only a listing shows.
 void PrintMoreBeside(const DirectoryProbe& p, const std::string& path,
@@ -341,7 +349,7 @@ void PrintMoreBeside(const DirectoryProbe& p, const std::string& path,
 void PrintMoreBeside(Client& client, const std::string& path,
                      const v1::GetCheckpointResponse& info) {
   if (info.format() != v1::CHECKPOINT_FORMAT_SAFETENSORS ||
-      absl::EndsWith(path, ".safetensors") || absl::EndsWith(path, ".json")) {
+      NamesACheckpointFile(path)) {
     return;  // not a directory: no listing to ask
   }
   PrintMoreBeside(ProbeDirectory(client, path, LsOptions().depth), path,
@@ -367,7 +375,10 @@ int RunLs(Client& client, const GlobalOptions& g, const ClientOptions& copts,
     if (tensor_options) return tensor_options_unused();
     return ListCheckpointsUnder(client, g, copts, o.checkpoint, o.depth);
   }
-  const DirectoryProbe probe = ProbeDirectory(client, o.checkpoint, o.depth);
+  const DirectoryProbe probe =
+      NamesACheckpointFile(o.checkpoint)
+          ? DirectoryProbe{}
+          : ProbeDirectory(client, o.checkpoint, o.depth);
   if (IsDirectoryToBrowse(probe, o.checkpoint)) {
     if (tensor_options) return tensor_options_unused();
     return ListCheckpointsUnder(client, g, copts, o.checkpoint, o.depth);

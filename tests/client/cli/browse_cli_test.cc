@@ -9,12 +9,18 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "server/prometheus.h"
+#include "server/server.h"
 #include "tests/support/checkpoint_tree.h"
 #include "tests/support/cli_error.h"
+#include "tests/support/loopback_server.h"
 #include "tests/support/process.h"
+#include "tests/support/prometheus_text.h"
 #include "tests/support/safetensors_writer.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
@@ -27,6 +33,8 @@ using ::tensormorph::testing::CliErrorOf;
 using ::tensormorph::testing::CliModes;
 using ::tensormorph::testing::CliPath;
 using ::tensormorph::testing::CommandResult;
+using ::tensormorph::testing::Fixture;
+using ::tensormorph::testing::FixturesDir;
 using ::tensormorph::testing::HasReason;
 using ::tensormorph::testing::MakeCheckpointTree;
 using ::tensormorph::testing::MakeTempDir;
@@ -435,6 +443,35 @@ TEST(BrowseCliEnvTest, ServerAndTokenFileComeFromTheEnvironment) {
                 AllOf(HasReason(ErrorReason::kRequestInvalid),
                       MessageNames(option), MessageNames("directory")));
   }
+}
+
+// `ls FILE` and `info FILE` ask the service nothing it refuses: a listing
+// of a file would be refused as not a directory, a warning in the server's
+// log and an INVALID_ARGUMENT in its metrics for every routine call.
+TEST(BrowseCliServerTest, LsAndInfoOfAFileMakeNoRefusedCall) {
+  testing::LoopbackServer lb = testing::StartLoopbackServer({FixturesDir()});
+  for (const std::string& file :
+       {Fixture("gguf/Q4_0.gguf"),
+        Fixture("safetensors/plain/model.safetensors")}) {
+    for (const char* command : {"ls", "info"}) {
+      SCOPED_TRACE(absl::StrCat(command, " ", file));
+      const CommandResult r =
+          RunCommand({CliPath(), "--server", lb.address, command, file});
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+    }
+  }
+  // Calls are counted when the server sees them closed, a moment after
+  // their client: the four commands' calls, then none refused.
+  ASSERT_TRUE(lb.server->state().metrics.WaitForIdle(absl::Seconds(20)));
+  absl::StatusOr<testing::PrometheusScrape> s =
+      testing::ParsePrometheusText(PrometheusText(lb.server->state()));
+  ASSERT_TRUE(s.ok()) << s.status();
+  const double all = s->Sum("tensormorph_calls_total");
+  const double ok = s->Sum("tensormorph_calls_total", {{"code", "OK"}});
+  EXPECT_GT(all, 0);
+  EXPECT_EQ(ok, all);
+  EXPECT_EQ(s->Sum("tensormorph_calls_total", {{"method", "ListCheckpoints"}}),
+            0);
 }
 
 }  // namespace

@@ -153,22 +153,6 @@ class CheckCheckpointReactor final
   }
 
   absl::StatusOr<CheckSummary> Check() {
-    // What ls refuses is opened leniently, for this check only: its
-    // problems are findings.
-    TM_ASSIGN_OR_RETURN(ckpt_,
-                        state_->registry.AcquireForCheck(req_->checkpoint()));
-    if (!req_->source().empty()) {
-      // The source is served as any checkpoint is: strictly, in the roots.
-      TM_ASSIGN_OR_RETURN(source_, state_->registry.Acquire(req_->source()));
-      options_.source = source_.get();
-    }
-    auto on_progress = [&](const CheckProgress& p) {
-      progress_ = p;
-      const int64_t now = absl::ToUnixMillis(absl::Now());
-      if (now - last_progress_ms_ < 500) return;
-      last_progress_ms_ = now;
-      Queue([&](v1::CheckEvent*) { return false; });
-    };
     auto on_finding = [&](const Finding& f) {
       Queue([&](v1::CheckEvent* e) {
         v1::CheckFinding* o = e->mutable_finding();
@@ -183,6 +167,27 @@ class CheckCheckpointReactor final
         if (f.worst_group >= 0) o->set_worst_group(f.worst_group);
         return true;
       });
+    };
+    // What ls refuses is opened leniently, for this check only: its
+    // problems are findings, and so is a checkpoint none of whose files
+    // opens for its bytes (CheckUnopened).
+    auto acquired = state_->registry.AcquireForCheck(req_->checkpoint());
+    if (!acquired.ok()) {
+      return CheckUnopened(req_->checkpoint(), acquired.status(), options_,
+                           on_finding);
+    }
+    ckpt_ = *std::move(acquired);
+    if (!req_->source().empty()) {
+      // The source is served as any checkpoint is: strictly, in the roots.
+      TM_ASSIGN_OR_RETURN(source_, state_->registry.Acquire(req_->source()));
+      options_.source = source_.get();
+    }
+    auto on_progress = [&](const CheckProgress& p) {
+      progress_ = p;
+      const int64_t now = absl::ToUnixMillis(absl::Now());
+      if (now - last_progress_ms_ < 500) return;
+      last_progress_ms_ = now;
+      Queue([&](v1::CheckEvent*) { return false; });
     };
     auto on_hash = [&](const ManifestEntry& h) {
       Queue([&](v1::CheckEvent* e) {

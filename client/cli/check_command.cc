@@ -125,7 +125,8 @@ void PrintFindingsByRule(const v1::CheckSummary& summary,
 // Prints the summary line for people, and where the manifest of `hashes`
 // went when one was asked for.
 void PrintCheckSummary(const v1::CheckSummary& summary,
-                       const CheckOptionsCli& o, size_t hashes) {
+                       const CheckOptionsCli& o, size_t hashes,
+                       bool manifest_written) {
   const double gbps = summary.wall_seconds() > 0
                           ? summary.bytes_read() / 1e9 / summary.wall_seconds()
                           : 0;
@@ -138,10 +139,13 @@ void PrintCheckSummary(const v1::CheckSummary& summary,
             << "): " << Count(summary.errors(), "error") << ", "
             << Count(summary.warnings(), "warning") << ", "
             << Count(summary.infos(), "info") << "\n";
-  if (!o.manifest.empty()) {
+  if (manifest_written) {
     std::cout << "manifest of "
               << Count(static_cast<int64_t>(hashes), "stored tensor")
               << " written to " << o.manifest << "\n";
+  } else if (!o.manifest.empty()) {
+    std::cout << "no manifest written: nothing was hashed (" << o.manifest
+              << " is as it was)\n";
   }
 }
 
@@ -211,7 +215,11 @@ int RunCheck(Client& client, const GlobalOptions& g, const CheckOptionsCli& o) {
     return ReportFailure(absl::InternalError(
         "the check ended without a summary: nothing can be said to pass"));
   }
-  if (manifest_out != nullptr) {
+  // A failed check that hashed nothing (no file opened) has no manifest to
+  // give: the file there is kept, as when a call fails.
+  const bool write_manifest =
+      manifest_out != nullptr && (!run.hashes.empty() || !run.summary.failed());
+  if (write_manifest) {
     absl::Status written = manifest_out->Write(ManifestJson(run.hashes));
     if (written.ok()) written = manifest_out->Commit();
     if (!written.ok()) {
@@ -221,7 +229,7 @@ int RunCheck(Client& client, const GlobalOptions& g, const CheckOptionsCli& o) {
   }
   if (!g.json) {
     PrintFindingsByRule(run.summary, run.findings);
-    PrintCheckSummary(run.summary, o, run.hashes.size());
+    PrintCheckSummary(run.summary, o, run.hashes.size(), write_manifest);
   }
   if (run.summary.failed()) {
     std::fprintf(stderr, "tensormorph: check failed: findings at or above %s\n",

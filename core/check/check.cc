@@ -18,6 +18,7 @@
 #include "core/check/structure_rules.h"
 #include "core/diff/pairing.h"
 #include "core/io/fault_guard.h"
+#include "core/util/error_reason.h"
 #include "core/util/status_macros.h"
 
 namespace tensormorph {
@@ -334,6 +335,36 @@ void TallyFinding(const Finding& f, RuleTally* t) {
     t->worst_tensor = f.tensor;
     t->worst_group = f.worst_group;
   }
+}
+
+absl::StatusOr<CheckSummary> CheckUnopened(
+    const std::string& checkpoint, const absl::Status& open_error,
+    const CheckOptions& options,
+    const std::function<void(const Finding&)>& on_finding) {
+  if (!IsReason(open_error, ErrorReason::kHeaderInvalid)) return open_error;
+  Finding f;
+  f.rule = "shard-corrupt";
+  f.severity = FindCheckRule(f.rule)->severity;
+  f.file = checkpoint;
+  for (const auto& [key, value] : ReasonMetadataOf(open_error)) {
+    if (key == "file") f.file = value;
+  }
+  f.expected = "a file that keeps its format's rules";
+  f.actual = std::string(open_error.message());
+  f.hint =
+      "copy the file again (compare its size and hash with the source): "
+      "none of its tensors can be read, and nothing else opened to check";
+  CheckSummary summary;
+  summary.errors = f.severity == Severity::kError ? 1 : 0;
+  summary.warnings = f.severity == Severity::kWarning ? 1 : 0;
+  summary.infos = f.severity == Severity::kInfo ? 1 : 0;
+  summary.failed = f.severity >= options.fail_level;
+  RuleTally tally;
+  tally.rule = f.rule;
+  TallyFinding(f, &tally);
+  summary.rules.push_back(std::move(tally));
+  if (on_finding) on_finding(f);
+  return summary;
 }
 
 absl::StatusOr<CheckSummary> CheckCheckpoint(

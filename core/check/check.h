@@ -107,6 +107,21 @@ absl::StatusOr<CheckSummary> CheckCheckpoint(
     const std::function<void(const Finding&)>& on_finding,
     const std::function<void(const ManifestEntry&)>& on_hash = {});
 
+// The check of a checkpoint whose open failed with `open_error`: where its
+// bytes break its format's rules (DATA_LOSS HEADER_INVALID: a lone file,
+// or every shard, truncated or with a header that lies), one shard-corrupt
+// finding naming the file and what the rule expected, given to on_finding,
+// and the summary of that one finding (failed as options.fail_level says):
+// a corrupt file reads the same whether it lies beside good shards or
+// alone. Why: a script tells "the check found damage" (findings, exit 3)
+// from "the check could not run" (an error) by the reason, not by layout.
+// Errors: `open_error` itself, for any other reason (a path not there, a
+// refusal, a version not supported): nothing was checked.
+absl::StatusOr<CheckSummary> CheckUnopened(
+    const std::string& checkpoint, const absl::Status& open_error,
+    const CheckOptions& options,
+    const std::function<void(const Finding&)>& on_finding);
+
 }  // namespace tensormorph
 
 #endif  // TENSORMORPH_CORE_CHECK_CHECK_H_

@@ -30,10 +30,10 @@ const std::vector<CheckRule>& CheckRules() {
        "download or copy)",
        ""},
       {"shard-corrupt", Severity::kError, "a shard file that cannot be read",
-       "a shard whose header breaks the safetensors rules (truncated, a "
-       "length past the file, overlapping or misaligned offsets, bad JSON): "
-       "every tensor in it is unreadable; the other shards are still "
-       "checked",
+       "a shard (or a checkpoint's one file) whose header breaks its "
+       "format's rules, safetensors or GGUF (truncated, a length past the "
+       "file, overlapping or misaligned offsets, bad JSON): every tensor in "
+       "it is unreadable; the other shards are still checked",
        ""},
       {"index-corrupt", Severity::kError, "an index that cannot be followed",
        "a model.safetensors.index.json that is not JSON, has no weight_map "

@@ -17,6 +17,7 @@
 #include "tests/support/check_cases.h"
 #include "tests/support/cli_error.h"
 #include "tests/support/demo_checkpoint.h"
+#include "tests/support/fixture_copy.h"
 #include "tests/support/process.h"
 #include "tests/support/safetensors_writer.h"
 #include "tests/support/status_matchers.h"
@@ -140,18 +141,35 @@ TEST_P(CheckCliTest, PeopleSeeFindingsGroupedByRule) {
 }
 
 TEST_P(CheckCliTest, ARuleIsHeadedAndSummarizedByItsWorstFinding) {
-  // The GPTQ fixture against its source: one source-err-steps error
-  // (down_proj clips beyond the bound) then one info (q_proj's chosen
-  // codes). The heading and the summary's tally say error, as the totals
-  // and the exit code do.
+  // The GPTQ fixture against its source: two source-err-steps findings,
+  // information (GPTQ chooses its codes and clips by design): exit 0.
   const std::string fixture = Fixture("safetensors/gptq_4bit_g32");
-  const std::vector<std::string> args = {"check", fixture, "--source",
+  CommandResult plain =
+      Run({"check", fixture, "--source", fixture + "/source"});
+  EXPECT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_THAT(plain.out, HasSubstr("info source-err-steps: 2 findings"));
+  EXPECT_THAT(plain.out, HasSubstr("0 errors, 0 warnings, 2 infos"));
+  // A copy with one of down_proj's scales stored as zero: that finding is
+  // an error (GPTQ never stores one), q_proj's still information. The
+  // heading and the summary's tally say error and name the error's tensor,
+  // as the totals and the exit code do.
+  const std::string copy = testing::MakeTempDir();
+  testing::CopyFixtureInto("gptq_4bit_g32", copy);
+  testing::EditSafetensors(
+      copy + "/model.safetensors", [](std::vector<testing::StTensor>& ts) {
+        for (testing::StTensor& t : ts) {
+          if (t.name == "model.layers.0.mlp.down_proj.scales") {
+            t.data[0] = 0;
+            t.data[1] = 0;
+          }
+        }
+      });
+  const std::vector<std::string> args = {"check", copy, "--source",
                                          fixture + "/source"};
   CommandResult text = Run(args);
   EXPECT_EQ(text.exit_code, 3) << text.err;
   EXPECT_THAT(text.out, HasSubstr("error source-err-steps: 2 findings, worst "
                                   "model.layers.0.mlp.down_proj.weight"));
-  EXPECT_THAT(text.out, HasSubstr("1 error, 0 warnings, 1 info"));
 
   std::vector<std::string> json_args = args;
   json_args.push_back("--json");
@@ -160,16 +178,20 @@ TEST_P(CheckCliTest, ARuleIsHeadedAndSummarizedByItsWorstFinding) {
   std::vector<nlohmann::json> lines = JsonLines(json.out);
   ASSERT_FALSE(lines.empty());
   const nlohmann::json& summary = lines.back()["summary"];
-  ASSERT_EQ(summary["rules"].size(), 1u) << summary.dump();
-  EXPECT_EQ(summary["rules"][0]["rule"], "source-err-steps");
-  EXPECT_EQ(summary["rules"][0]["severity"], "CHECK_SEVERITY_ERROR");
-  EXPECT_EQ(summary["errors"], "1");
+  const nlohmann::json* tally = nullptr;
+  for (const nlohmann::json& r : summary["rules"]) {
+    if (r["rule"] == "source-err-steps") tally = &r;
+  }
+  ASSERT_NE(tally, nullptr) << summary.dump();
+  EXPECT_EQ((*tally)["severity"], "CHECK_SEVERITY_ERROR");
+  EXPECT_EQ((*tally)["worstTensor"], "model.layers.0.mlp.down_proj.weight");
 }
 
-TEST_P(CheckCliTest, CorruptFilesAreFindingsUnlessNoneOpens) {
-  // What a script can rely on, with or without an index: exit 2 and
-  // DATA_LOSS when no .safetensors file opens (nothing to check), exit 3
-  // and a shard-corrupt finding per corrupt file when one does.
+TEST_P(CheckCliTest, CorruptFilesAreFindingsWhateverElseOpens) {
+  // What a script can rely on, with or without an index, one file or many:
+  // a corrupt file is a shard-corrupt finding and exit 3. When none opens
+  // (nothing else to check) that is the one finding, naming the first
+  // corrupt file and the rule it broke.
   auto truncated_copy = [](const std::string& from, const std::string& to) {
     const std::string bytes = testing::ReadFileBytes(from);
     testing::WriteFile(to, bytes.substr(0, bytes.size() - 4));
@@ -180,9 +202,11 @@ TEST_P(CheckCliTest, CorruptFilesAreFindingsUnlessNoneOpens) {
   const std::string single = testing::MakeTempDir();
   const std::string two = testing::MakeTempDir();
   const std::string sharded = testing::MakeTempDir();
+  const std::string gguf = testing::MakeTempDir() + "/cut.gguf";
   truncated_copy(gptq, single + "/model.safetensors");
   fs::copy_file(gptq, two + "/a.safetensors");
   truncated_copy(gptq, two + "/b.safetensors");
+  truncated_copy(Fixture("gguf/Q4_K.gguf"), gguf);
   // An index whose every shard is cut short: no file opens either.
   const std::string shards = Fixture("safetensors/fp8_block_sharded");
   fs::copy_file(shards + "/model.safetensors.index.json",
@@ -192,21 +216,49 @@ TEST_P(CheckCliTest, CorruptFilesAreFindingsUnlessNoneOpens) {
     truncated_copy(shards + n, sharded + n);
   }
 
-  for (const std::string& d : {single, sharded}) {
-    SCOPED_TRACE(d);
-    CommandResult r = Run({"check", d});
-    EXPECT_EQ(r.exit_code, 2) << r.out;
-    EXPECT_THAT(CliErrorOf(r.err),
-                AllOf(StatusIs(absl::StatusCode::kDataLoss, ""),
-                      HasReason(ErrorReason::kHeaderInvalid),
-                      MessageNames(".safetensors")));
+  const std::vector<std::pair<std::string, std::string>> none_opens = {
+      {single, single + "/model.safetensors"},
+      {sharded, sharded + "/model-00001-of-00002.safetensors"},
+      {gguf, gguf}};
+  for (const auto& [path, file] : none_opens) {
+    SCOPED_TRACE(path);
+    CommandResult r = Run({"check", path});
+    EXPECT_EQ(r.exit_code, 3) << r.err;
+    EXPECT_THAT(r.out, HasSubstr("error shard-corrupt: 1 finding\n"));
+    EXPECT_THAT(r.out, HasSubstr("[" + file + "]"));
+    EXPECT_THAT(r.out, HasSubstr("0 tensors checked"));
+    // --json: the finding's line, then the summary's; no error line.
+    CommandResult j = Run({"--json", "check", path});
+    EXPECT_EQ(j.exit_code, 3) << j.err;
+    std::vector<nlohmann::json> lines;
+    for (absl::string_view line :
+         absl::StrSplit(j.out, '\n', absl::SkipEmpty())) {
+      lines.push_back(nlohmann::json::parse(line));
+    }
+    ASSERT_EQ(lines.size(), 2u) << j.out;
+    EXPECT_EQ(lines[0]["finding"]["rule"], "shard-corrupt");
+    EXPECT_EQ(lines[0]["finding"]["file"], file);
+    EXPECT_EQ(lines[1]["summary"]["errors"], "1");
+    EXPECT_TRUE(lines[1]["summary"]["failed"].get<bool>());
   }
+  // A manifest asked of what did not open is not written: the one there
+  // stays.
+  const std::string manifest = testing::MakeTempDir() + "/m.json";
+  testing::WriteFile(manifest, "previous");
+  CommandResult m = Run({"check", gguf, "--manifest", manifest});
+  EXPECT_EQ(m.exit_code, 3) << m.err;
+  EXPECT_THAT(m.out, HasSubstr("no manifest written"));
+  EXPECT_EQ(testing::ReadFileBytes(manifest), "previous");
+
   CommandResult r = Run({"check", two});
   EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_THAT(r.out, HasSubstr("error shard-corrupt: 1 finding\n"));
   EXPECT_THAT(r.out, HasSubstr("[" + two + "/b.safetensors]"));
   // a.safetensors's stored tensors, each its own (no config came along).
   EXPECT_THAT(r.out, HasSubstr("8 tensors checked (8 stored tensors"));
+  // What is not about a file's bytes still fails the call.
+  CommandResult missing = Run({"check", single + "/nope"});
+  EXPECT_EQ(missing.exit_code, 2) << missing.out;
 }
 
 TEST_P(CheckCliTest, ManifestRoundTripsAndAOneByteChangeIsNamed) {

@@ -137,7 +137,15 @@ absl::Status CheckServerList(absl::string_view targets) {
           absl::StrCat("server list entry 1 '", targets,
                        "' has no port (want host:port or dns:///name:port)"));
     }
-    return absl::OkStatus();
+    // A gRPC URI scheme names its own address form; anything else is
+    // host:port, whose port must be a number (or it fails later as a
+    // name that does not resolve).
+    for (absl::string_view scheme :
+         {"unix:", "unix-abstract:", "ipv4:", "ipv6:", "dns:", "vsock:"}) {
+      if (absl::StartsWith(targets, scheme)) return absl::OkStatus();
+    }
+    std::string host, port;
+    return SplitHostPort(targets, "1", &host, &port);
   }
   return ParseEndpoints(targets, /*resolve=*/nullptr).status();
 }

@@ -60,18 +60,24 @@ void RegisterGlobalOptions(CLI::App& app, GlobalOptions& g) {
                              "--server out to open local files")
                        : std::string();
           },
-          "HOST:PORT"));
+          ""))
+      ->type_name("HOST:PORT[,...]");
   app.add_option(
          "--token-file", g.token_file,
          "file with the bearer token for a server started with --token-file "
          "(default $TENSORMORPH_TOKEN_FILE)")
-      ->envname("TENSORMORPH_TOKEN_FILE");
+      ->envname("TENSORMORPH_TOKEN_FILE")
+      ->type_name("FILE");
   app.add_option("--tls-ca", g.tls_ca,
-                 "CA certificate (PEM) that signed the server's");
+                 "CA certificate (PEM) that signed the server's "
+                 "certificate")
+      ->type_name("FILE");
   app.add_option("--tls-cert", g.tls_cert,
-                 "client certificate (PEM), for mutual TLS");
+                 "client certificate (PEM), for mutual TLS")
+      ->type_name("FILE");
   app.add_option("--tls-key", g.tls_key,
-                 "client private key (PEM), for mutual TLS");
+                 "client private key (PEM), for mutual TLS")
+      ->type_name("FILE");
   app.add_option("--timeout", g.timeout_seconds,
                  "deadline of each call in SECONDS (default: 60 for calls with "
                  "one reply; none for the streams of ls, read and diff); 0 = "
@@ -86,7 +92,8 @@ void RegisterGlobalOptions(CLI::App& app, GlobalOptions& g) {
                        : std::string("not a number of seconds >= 0: '") + text +
                              "'";
           },
-          "SECONDS"));
+          ""))
+      ->type_name("SECONDS");
   app.add_flag("--json", g.json,
                "machine-readable output: protobuf's JSON mapping, one object "
                "(one per line for streams)");

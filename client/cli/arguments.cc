@@ -26,6 +26,17 @@ bool ParseInt(absl::string_view text, int64_t* out) {
   return error == std::errc() && at == end;
 }
 
+// What is wrong with `text` as a coordinate ParseInt refused: digits past
+// what 64 bits hold are an integer all the same, out of range.
+std::string NotAnIndexInteger(absl::string_view text) {
+  int64_t v;
+  const char* end = text.data() + text.size();
+  const auto [at, error] = std::from_chars(text.data(), end, v);
+  return error == std::errc::result_out_of_range && at == end
+             ? "is out of range (a coordinate fits in 64 bits)"
+             : "is not an integer";
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<int64_t>> ParseIndex(absl::string_view text) {
@@ -55,8 +66,8 @@ absl::Status ParseIndexInto(absl::string_view text,
           index->size(), ")"));
     }
     if (!ParseInt(c, &v)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("'", c, "' in index '", text, "' is not an integer"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", c, "' in index '", text, "' ", NotAnIndexInteger(c)));
     }
     index->push_back(v);
   }
@@ -175,8 +186,8 @@ absl::StatusOr<size_t> SliceDimensions(absl::string_view text) {
       int64_t v;
       if (p.empty()) continue;
       if (!ParseInt(p, &v)) {
-        return SliceInvalid(absl::StrCat("slice item '", item, "': '", p,
-                                         "' is not an integer"));
+        return SliceInvalid(absl::StrCat("slice item '", item, "': '", p, "' ",
+                                         NotAnIndexInteger(p)));
       }
       if (i == 2 && v == 0) {
         return SliceInvalid(

@@ -919,8 +919,8 @@ class LsCommand : public Command {
     cmd.footer(
         "Examples:\n  tensormorph ls model.gguf --filter 'blk.0.*'\n"
         "  tensormorph --server host:7000 ls\n"
-        "Listing checkpoints prints PATH FORMAT FILES SIZE TENSORS MODIFIED "
-        "(TENSORS: stored tensors, '-' when the headers are too big to count "
+        "Listing checkpoints prints PATH FORMAT FILES SIZE STORED TENSORS "
+        "MODIFIED (STORED TENSORS: '-' when the headers are too big to count "
         "cheaply; MODIFIED in UTC).\n"
         "Over a server list (--server a:7431,b:7431) a listing of checkpoints "
         "asks every server and lists each path once: exit 0 when at least "

@@ -376,7 +376,9 @@ class DiffCommand : public Command {
     cmd.add_option("--filter", o_.filter,
                    "glob on the quantized tensors' names");
     cmd.add_option("--top", o_.top_k,
-                   "worst elements reported per tensor (0 = none)")
+                   "worst elements reported per tensor (0 = none); the "
+                   "table prints those of the worst tensor, --json every "
+                   "tensor's")
         ->capture_default_str()
         ->check(CLI::Range(0, kMaxDiffTopK));
     cmd.add_option(

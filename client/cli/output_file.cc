@@ -262,10 +262,13 @@ std::string TempName(const std::string& name, std::mt19937_64& random) {
   return absl::StrCat(".", absl::string_view(name).substr(0, room), suffix);
 }
 
-absl::Status WriteError(const std::string& path, int error) {
+// `doing`: what failed, where it is not the file itself (its temporary).
+absl::Status WriteError(const std::string& path, int error,
+                        absl::string_view doing = "") {
   return absl::Status(
       absl::ErrnoToStatusCode(error),
-      absl::StrCat("cannot write '", path, "': ", std::strerror(error)));
+      absl::StrCat("cannot write '", path, "': ", doing,
+                   doing.empty() ? "" : ": ", std::strerror(error)));
 }
 
 }  // namespace
@@ -373,7 +376,10 @@ absl::StatusOr<std::unique_ptr<OutputFile>> OutputFile::Create(
       const int error = errno;
       ReleaseSlot(slot);
       ::close(dir_fd);
-      return WriteError(path, error);
+      // The file is written beside itself first and renamed: a directory
+      // that takes no new file (read-only, /proc) refuses that.
+      return WriteError(path, error,
+                        absl::StrCat("creating its temporary in '", dir, "'"));
     }
     // A replaced file keeps its permission bits, as a truncating open
     // would have kept them.

@@ -350,7 +350,7 @@ class StatsCommand : public Command {
         "its representable levels");
     group_option_->check(group_id);
     cmd.footer(
-        "Example:\n  tensormorph stats model.gguf blk.0.attn_q.weight --bins "
+        "Examples:\n  tensormorph stats model.gguf blk.0.attn_q.weight --bins "
         "16\n"
         "  tensormorph stats model.gguf blk.0.attn_q.weight --group 3");
   }

@@ -217,10 +217,10 @@ absl::StatusOr<SafetensorsHeader> CheckLayout(absl::Span<const uint8_t> file,
       return Corrupt(
           label, HeaderRule::kOffset,
           absl::StrCat("tensor '", t.name, "': data_offsets start at ", e.begin,
-                       " but expected ", expected_begin, " (end of ",
-                       previous == nullptr
-                           ? "the start of the data"
-                           : absl::StrCat("tensor '", *previous, "'"),
+                       " but expected ", expected_begin, " (",
+                       previous == nullptr ? "the first tensor starts the data"
+                                           : absl::StrCat("the end of tensor '",
+                                                          *previous, "'"),
                        "): offsets must be contiguous, without ",
                        e.begin < expected_begin ? "overlaps" : "gaps"),
           {{"tensor", t.name},

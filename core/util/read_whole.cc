@@ -1,5 +1,6 @@
 #include "core/util/read_whole.h"
 
+#include <cerrno>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -64,7 +65,12 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path,
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot read ", name));
+    // The stat's reason where it failed (no such file, permission), else
+    // the open's, which ifstream keeps in errno.
+    const std::string why =
+        error ? error.message() : std::generic_category().message(errno);
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot read ", name, ": ", why));
   }
   return ReadWhole(in, name, limit, size);
 }

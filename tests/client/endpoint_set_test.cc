@@ -81,6 +81,21 @@ TEST(EndpointSetTest, SpacesAroundEntriesAreIgnored) {
   EXPECT_TRUE(CheckServerList(" a:1, dns:///svc:7431").ok());
 }
 
+// One address with a port that is no number is named at once, not dialed
+// as a host name that does not resolve; gRPC's own URI forms pass as they
+// are.
+TEST(EndpointSetTest, ASinglePortThatIsNoNumberIsNamed) {
+  EXPECT_THAT(CheckServerList("nohost:abc"),
+              AllOf(HasReason(ErrorReason::kRequestInvalid),
+                    MessageNames("'nohost:abc' is not host:port")));
+  EXPECT_THAT(CheckServerList("gpu:70000"),
+              HasReason(ErrorReason::kRequestInvalid));
+  for (const char* ok : {"gpu:7431", "[::1]:7431", "unix:/run/tm.sock",
+                         "ipv4:127.0.0.1:7431", "unix-abstract:tm"}) {
+    EXPECT_TRUE(CheckServerList(ok).ok()) << ok;
+  }
+}
+
 // gRPC would dial a bare host at a default port: a list names its ports.
 TEST(EndpointSetTest, AnEntryWithoutAPortIsNamed) {
   EXPECT_THAT(ResolveEndpoints("127.0.0.1,a:1"),

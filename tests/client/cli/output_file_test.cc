@@ -50,6 +50,15 @@ mode_t Mode(const std::string& path) {
   return st.st_mode & 07777;
 }
 
+// A file whose directory takes no new file (/proc) is refused saying that
+// its temporary could not be made there, not that the file is missing.
+TEST(OutputFileTest, ADirectoryThatTakesNoTemporaryIsNamed) {
+  auto file = OutputFile::Create("/proc/version");
+  ASSERT_FALSE(file.ok());
+  EXPECT_THAT(file.status(),
+              MessageNames("creating its temporary in '/proc'"));
+}
+
 TEST(OutputFileTest, TheNameHoldsTheOldFileUntilCommitThenTheWholeNewOne) {
   const std::string dir = MakeTempDir();
   const std::string path = dir + "/out.npy";

@@ -63,7 +63,7 @@ TEST(ReadWholeFileTest, ADirectoryOrAMissingFileIsNamed) {
   EXPECT_THAT(ReadWholeFile(dir, "--tls-ca 'd'", 100).status(),
               MessageNames("--tls-ca 'd' is a directory"));
   EXPECT_THAT(ReadWholeFile(dir + "/none", "--verify 'n'", 100).status(),
-              MessageNames("cannot read --verify 'n'"));
+              MessageNames("cannot read --verify 'n': No such file"));
   WriteFile(dir + "/f", "hello");
   EXPECT_EQ(*ReadWholeFile(dir + "/f", "f", 5), "hello");
   EXPECT_THAT(ReadWholeFile(dir + "/f", "f", 4).status(),

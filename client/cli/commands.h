@@ -191,6 +191,7 @@ struct HeatmapOptionsCli {
   std::string mode = "value";
   std::string imatrix;  // sq-error mode: weigh by this importance matrix
   int width = 128, height = 64;
+  bool size_given = false;  // --size: drawn at that size, whatever the terminal
   // For rank > 2: exactly one index per leading dimension, negative ones
   // counting from the end.
   std::vector<int64_t> leading;

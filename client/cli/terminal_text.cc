@@ -1,9 +1,15 @@
 #include "client/cli/terminal_text.h"
 
+#include <sys/ioctl.h>
+#include <unistd.h>
+
 #include <array>
+#include <cstdlib>
 #include <iostream>
 #include <sstream>
 #include <streambuf>
+
+#include "absl/strings/numbers.h"
 
 namespace tensormorph {
 namespace {
@@ -139,6 +145,20 @@ std::ostream& UnfilteredStderr() {
   static std::ostream* raw = new std::ostream(g_stderr_filter->out());
   std::cerr.flush();
   return *raw;
+}
+
+int TerminalColumns() {
+  struct winsize ws = {};
+  if (::isatty(STDOUT_FILENO) && ::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 &&
+      ws.ws_col > 0) {
+    return ws.ws_col;
+  }
+  int columns = 0;
+  if (const char* env = std::getenv("COLUMNS");
+      env != nullptr && absl::SimpleAtoi(env, &columns) && columns > 0) {
+    return columns;
+  }
+  return 0;
 }
 
 }  // namespace tensormorph

@@ -39,6 +39,11 @@ void FilterTerminalControls(std::ostream& stream);
 std::ostream& UnfilteredStdout();
 std::ostream& UnfilteredStderr();
 
+// The columns of the terminal stdout writes to, or else $COLUMNS (a
+// positive number); 0 when neither says. What a drawing one character a
+// cell fits itself to: wider, each line wraps and the map reads as noise.
+int TerminalColumns();
+
 }  // namespace tensormorph
 
 #endif  // TENSORMORPH_CLIENT_CLI_TERMINAL_TEXT_H_

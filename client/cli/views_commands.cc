@@ -226,8 +226,17 @@ int RunHeatmap(Client& client, const GlobalOptions& g,
   req.set_reference(o.reference);
   req.set_reference_tensor(o.reference_tensor);
   req.set_imatrix(o.imatrix);
-  req.set_width(o.width);
-  req.set_height(o.height);
+  // Drawn in a terminal without --size: no wider than it, the rows in
+  // proportion (one character a cell; a wider map wraps).
+  int width = o.width, height = o.height;
+  if (const int columns = TerminalColumns(); !g.json && !o.size_given &&
+                                             (o.term || o.output.empty()) &&
+                                             columns > 0 && columns < width) {
+    height = std::max(2, height * columns / width);
+    width = columns;
+  }
+  req.set_width(width);
+  req.set_height(height);
   for (int64_t i : *leading) req.add_leading(i);
   req.set_row_begin(o.row_begin);
   req.set_row_end(o.row_end);
@@ -435,21 +444,24 @@ class HeatmapCommand : public Command {
 
   HeatmapOptionsCli o_;
   CLI::Option* imatrix_ = nullptr;
+  CLI::Option* size_option_ = nullptr;
   std::string size_ = "128x64";
   std::string rows_, cols_;
 };
 
 void HeatmapCommand::AddRegionOptions(CLI::App& cmd) {
-  cmd.add_option("--size", size_,
-                 "cells WxH, each 1 to " + std::to_string(kMaxHeatmapSide) +
-                     ", at most " + std::to_string(kMaxHeatmapCells) +
-                     " in all (fewer when the tensor is smaller)")
-      ->capture_default_str()
-      ->check(ParsedBy(
-          [](const std::string& text) {
-            return ParseSize(text, kMaxHeatmapSide, kMaxHeatmapCells);
-          },
-          "WxH"));
+  size_option_ =
+      cmd.add_option("--size", size_,
+                     "cells WxH, each 1 to " + std::to_string(kMaxHeatmapSide) +
+                         ", at most " + std::to_string(kMaxHeatmapCells) +
+                         " in all (fewer when the tensor is smaller; drawn in "
+                         "a terminal without --size, no wider than it)")
+          ->capture_default_str()
+          ->check(ParsedBy(
+              [](const std::string& text) {
+                return ParseSize(text, kMaxHeatmapSide, kMaxHeatmapCells);
+              },
+              "WxH"));
   cmd.add_option("--index", o_.leading,
                  "for rank > 2, one index per leading dimension (negative "
                  "counts from the end), comma-separated or repeated, e.g. "
@@ -481,11 +493,19 @@ absl::Status HeatmapCommand::Finish() {
         "--imatrix: the path is empty (leave --imatrix out for an "
         "unweighted map)");
   }
+  // Said here in the CLI's words (the service names its request's enum).
+  if (!o_.imatrix.empty() && o_.mode != "sq-error") {
+    return RequestFieldError(
+        "imatrix", absl::StrCat("--imatrix weighs the squared errors of "
+                                "--mode sq-error, not --mode ",
+                                o_.mode, ": add --mode sq-error --ref SOURCE"));
+  }
   EscapeTensorName(&o_.tensor);
   // Checked by CLI11 already; the server names a region outside the view.
   auto wh = ParseSize(size_, kMaxHeatmapSide, kMaxHeatmapCells);
   if (!wh.ok()) return wh.status();
   std::tie(o_.width, o_.height) = *wh;
+  o_.size_given = size_option_->count() > 0;
   if (!rows_.empty()) {
     auto r = ParseRange(rows_);
     if (!r.ok()) return r.status();

@@ -1,6 +1,7 @@
 // stats, heatmap, arch and ls --compat through the CLI, remote and embedded.
 #include <png.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <memory>
@@ -9,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -372,6 +374,39 @@ TEST_P(ViewsCliTest, HeatmapMisuseIsAUsageErrorAndAnUnwritablePngSaysWhy) {
   EXPECT_EQ(png.exit_code, 2);
   EXPECT_THAT(CliErrorOf(png.err), AllOf(HasReason(ErrorReason::kNotFound),
                                          MessageNames("/nonexistent-dir")));
+}
+
+// Drawn in a terminal, a map is no wider than it (here $COLUMNS, stdout
+// being a pipe): one character a cell, a wider map would wrap. --size is
+// drawn as given.
+TEST(HeatmapTerminalTest, AMapFitsTheTerminalUnlessSizeIsGiven) {
+  // The widest line's cells (each one upper half block).
+  auto cells = [](const std::string& out) {
+    size_t most = 0;
+    for (absl::string_view line : absl::StrSplit(out, '\n')) {
+      size_t n = 0;
+      for (size_t at = line.find("\u2580"); at != absl::string_view::npos;
+           at = line.find("\u2580", at + 1)) {
+        ++n;
+      }
+      most = std::max(most, n);
+    }
+    return most;
+  };
+  const std::vector<std::string> args = {CliPath(), "heatmap",
+                                         Fixture("gguf/Q4_K.gguf"),
+                                         "blk.0.attn_q.weight", "--term"};
+  const CommandResult narrow = RunCommand(args, {"COLUMNS=80"});
+  ASSERT_EQ(narrow.exit_code, 0) << narrow.err;
+  EXPECT_EQ(cells(narrow.out), 80u);
+  const CommandResult wide = RunCommand(args, {"COLUMNS=300"});
+  ASSERT_EQ(wide.exit_code, 0) << wide.err;
+  EXPECT_EQ(cells(wide.out), 128u);
+  std::vector<std::string> sized = args;
+  sized.insert(sized.end(), {"--size", "128x4"});
+  const CommandResult given = RunCommand(sized, {"COLUMNS=80"});
+  ASSERT_EQ(given.exit_code, 0) << given.err;
+  EXPECT_EQ(cells(given.out), 128u);
 }
 
 TEST_P(ViewsCliTest, CompatPerTensorAndPerCheckpoint) {

@@ -368,6 +368,14 @@ TEST_P(ViewsCliTest, HeatmapMisuseIsAUsageErrorAndAnUnwritablePngSaysWhy) {
   EXPECT_THAT(
       CliErrorOf(noref.err),
       AllOf(HasReason(ErrorReason::kRequestInvalid), MessageNames("--ref")));
+  // An importance matrix weighs sq-error's squared errors: said in the
+  // CLI's words.
+  CommandResult weighed = Run({"heatmap", Fixture("gguf/Q4_K.gguf"),
+                               "blk.0.attn_q.weight", "--imatrix", "x.dat"});
+  EXPECT_EQ(weighed.exit_code, 1);
+  EXPECT_THAT(CliErrorOf(weighed.err),
+              AllOf(HasReason(ErrorReason::kRequestInvalid),
+                    MessageNames("--mode sq-error, not --mode value")));
   CommandResult png =
       Run({"heatmap", Fixture("gguf/Q4_K.gguf"), "blk.0.attn_q.weight", "-o",
            "/nonexistent-dir/x.png"});

@@ -987,7 +987,11 @@ class ReadCommand : public Command {
     cmd.footer(
         "Examples:\n  tensormorph read model.gguf blk.0.attn_q.weight --slice "
         "'0, :8'\n"
-        "  tensormorph read model.gguf blk.0.attn_q.weight -o q.npy");
+        "  tensormorph read model.gguf blk.0.attn_q.weight -o q.npy\n"
+        "Without -o it prints a numpy-like preview of the slice (reading "
+        "only the elements it prints); --json gives the float32 values as "
+        "protobuf's JSON maps bytes, base64 (decode with numpy.frombuffer"
+        "(base64.b64decode(data), '<f4')); -o writes a .npy.");
   }
   GuardedOutput Output() const override {
     return {"-o",
@@ -1045,7 +1049,16 @@ class ScalarCommand : public Command {
         "  tensormorph scalar model.gguf blk.0.attn_q.weight 5,0 --ref "
         "source/\n"
         "  seq 0 9 | sed 's/$/,0/' | tensormorph scalar model.gguf "
-        "blk.0.ffn_down.weight --indices-file -");
+        "blk.0.ffn_down.weight --indices-file -\n"
+        "Each element prints: raw code (the stored integer and its bits); "
+        "block, sub-block and group (the quantization group's id, as stats "
+        "--group takes it); params (the format's stored fields); scale, "
+        "zero-point and offset (value = scale * (level - zero-point) + "
+        "offset, computed as the decoder computes it, bit for bit); level "
+        "(the code as the formula reads it); step (the distance to the "
+        "neighbouring levels below and above); range (the group's lowest "
+        "and highest representable values); value (the dequantized "
+        "float32). --json prints the same fields (ScalarInspection).");
   }
   absl::Status Finish() override {
     EscapeTensorName(&o_.tensor);

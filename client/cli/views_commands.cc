@@ -361,7 +361,14 @@ class StatsCommand : public Command {
     cmd.footer(
         "Examples:\n  tensormorph stats model.gguf blk.0.attn_q.weight --bins "
         "16\n"
-        "  tensormorph stats model.gguf blk.0.attn_q.weight --group 3");
+        "  tensormorph stats model.gguf blk.0.attn_q.weight --group 3\n"
+        "Quantized tensors also print: levels used (distinct codes that "
+        "occur, of the 2^bits there are); at lowest / highest level "
+        "(elements on their group's end levels: where a group's own min and "
+        "max land by design, not clipping, which only a diff against the "
+        "source can count); groups at an end level (groups with at least "
+        "one such element); level usage (a histogram of the raw codes). "
+        "--json prints the same (ComputeStatsResponse).");
   }
   absl::Status Finish() override {
     EscapeTensorName(&o_.tensor);

@@ -234,6 +234,7 @@ class ListCheckpointsReactor final
       e.set_stored_tensor_count(*f.stored_tensor_count);
     }
     e.set_modified_unix_seconds(f.modified_unix_seconds);
+    e.set_broken(EscapeUtf8(f.broken));
   }
 
   const v1::ListCheckpointsRequest req_;

@@ -227,6 +227,7 @@ int ListCheckpointsUnder(Client& client, const GlobalOptions& g,
       {"PATH", "FORMAT", "FILES", "SIZE", "STORED TENSORS", "MODIFIED"}};
   int64_t count = 0, bytes = 0;
   bool itself = false;  // the directory is a safetensors checkpoint
+  std::vector<std::string> broken;  // "PATH: what", after the table
   auto print = [&](const v1::CheckpointEntry& e) {
     ++count;
     bytes += e.total_bytes();
@@ -239,11 +240,15 @@ int ListCheckpointsUnder(Client& client, const GlobalOptions& g,
       std::cout << ToJson(shown) << "\n";
       return;
     }
+    if (!e.broken().empty()) {
+      broken.push_back(absl::StrCat(e.path(), ": ", e.broken()));
+    }
     rows.push_back(
         {e.path(), FormatText(e.format()), absl::StrCat(e.file_count()),
          BytesText(e.total_bytes()),
-         e.has_stored_tensor_count() ? absl::StrCat(e.stored_tensor_count())
-                                     : "-",
+         !e.broken().empty()           ? "broken"
+         : e.has_stored_tensor_count() ? absl::StrCat(e.stored_tensor_count())
+                                       : "-",
          absl::FormatTime("%Y-%m-%d %H:%M",
                           absl::FromUnixSeconds(e.modified_unix_seconds()),
                           absl::UTCTimeZone())});
@@ -266,6 +271,11 @@ int ListCheckpointsUnder(Client& client, const GlobalOptions& g,
   if (!g.json) {
     std::cout << Table(rows);
     std::cout << Count(count, "checkpoint") << ", " << BytesText(bytes) << "\n";
+    if (!broken.empty()) {
+      std::cout << "broken (" << broken.size()
+                << "; tensormorph check PATH says everything):\n";
+      for (const std::string& b : broken) std::cout << "  " << b << "\n";
+    }
     if (itself && count > 1) {
       std::cout << directory
                 << " itself opens as its .safetensors files; its tensors: "
@@ -921,7 +931,8 @@ class LsCommand : public Command {
         "  tensormorph --server host:7000 ls\n"
         "Listing checkpoints prints PATH FORMAT FILES SIZE STORED TENSORS "
         "MODIFIED (STORED TENSORS: '-' when the headers are too big to count "
-        "cheaply; MODIFIED in UTC).\n"
+        "cheaply, 'broken' when the header read found a file broken, listed "
+        "after the table with what it found; MODIFIED in UTC).\n"
         "Over a server list (--server a:7431,b:7431) a listing of checkpoints "
         "asks every server and lists each path once: exit 0 when at least "
         "one answered, the others named on stderr (with --json, in a last "

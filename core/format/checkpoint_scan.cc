@@ -105,56 +105,88 @@ uint64_t LittleEndian(absl::string_view bytes) {
   return v;
 }
 
+// What a cheap read of a checkpoint file's head says: its stored tensors,
+// where that is cheap to count, and what breaks its format there (empty
+// when nothing does, or when nothing was read far enough to say).
+struct HeadCount {
+  std::optional<int64_t> count;
+  std::string broken;
+};
+
+HeadCount Broken(std::string why) { return {std::nullopt, std::move(why)}; }
+
 // A GGUF (v2, v3) header's tensor count, where the file of `size` bytes
 // can hold that many: past the 24 bytes of the header, each tensor's info
 // takes 24 at least (name length, rank, type, offset). A count no file of
-// its size could hold (a header cut short or corrupt) is unknown, not
-// listed as if the file held it.
-std::optional<int64_t> GgufTensorCount(const ScanFiles& access,
-                                       const std::string& path, int64_t size) {
+// its size could hold (a header cut short or corrupt) is not listed as if
+// the file held it: the file is broken.
+HeadCount GgufTensorCount(const ScanFiles& access, const std::string& path,
+                          int64_t size) {
   constexpr int64_t kHeaderBytes = 24, kMinInfoBytes = 24;
-  auto head = access.ReadAt(path, 0, 16);
-  if (!head || head->size() < 16 || head->compare(0, 4, "GGUF") != 0) {
-    return std::nullopt;
+  if (size < 16) {
+    return Broken(
+        absl::StrCat("a file of ", size, " bytes: shorter than a GGUF header"));
   }
+  auto head = access.ReadAt(path, 0, 16);
+  if (!head) return {};
+  if (head->compare(0, 4, "GGUF") != 0) return Broken("no GGUF magic");
   const uint64_t version = LittleEndian(absl::string_view(*head).substr(4, 4));
-  if (version != 2 && version != 3) return std::nullopt;
+  if (version != 2 && version != 3) {
+    return Broken(
+        absl::StrCat("GGUF version ", version, " (2 and 3 are read)"));
+  }
   const uint64_t count = LittleEndian(absl::string_view(*head).substr(8, 8));
   if (size < kHeaderBytes ||
       count > static_cast<uint64_t>((size - kHeaderBytes) / kMinInfoBytes)) {
-    return std::nullopt;
+    return Broken(absl::StrCat("its header counts ", count,
+                               " tensors, more than its ", size,
+                               " bytes can describe (cut short?)"));
   }
-  return static_cast<int64_t>(count);
+  return {static_cast<int64_t>(count), ""};
 }
 
 // The entries of a small safetensors header, `__metadata__` aside.
-std::optional<int64_t> SafetensorsTensorCount(const ScanFiles& access,
-                                              const std::string& path) {
-  auto prefix = access.ReadAt(path, 0, 8);
-  if (!prefix) return std::nullopt;
-  const uint64_t n = LittleEndian(*prefix);
-  if (n == 0 || n > static_cast<uint64_t>(kMaxCountedHeaderBytes)) {
-    return std::nullopt;
+HeadCount SafetensorsTensorCount(const ScanFiles& access,
+                                 const std::string& path, int64_t size) {
+  if (size < 8) {
+    return Broken(absl::StrCat("a file of ", size,
+                               " bytes: shorter than its 8-byte header "
+                               "length"));
   }
+  auto prefix = access.ReadAt(path, 0, 8);
+  if (!prefix) return {};
+  const uint64_t n = LittleEndian(*prefix);
+  if (n == 0 || n > static_cast<uint64_t>(size - 8)) {
+    return Broken(
+        absl::StrCat("header length ", n, " in a file of ", size, " bytes"));
+  }
+  if (n > static_cast<uint64_t>(kMaxCountedHeaderBytes)) return {};
   auto header = access.ReadAt(path, 8, static_cast<int64_t>(n));
-  if (!header) return std::nullopt;
+  if (!header) return {};
   auto json = ParseStrictJson(*header, path);
-  if (!json.ok() || !json->is_object()) return std::nullopt;
-  return static_cast<int64_t>(json->size()) -
-         (json->contains("__metadata__") ? 1 : 0);
+  if (!json.ok() || !json->is_object()) {
+    return Broken("its header is not a JSON object");
+  }
+  return {static_cast<int64_t>(json->size()) -
+              (json->contains("__metadata__") ? 1 : 0),
+          ""};
 }
 
 // The tensors a small index places.
-std::optional<int64_t> IndexTensorCount(const ScanFiles& access,
-                                        const std::string& path, int64_t size) {
-  if (size > kMaxCountedHeaderBytes) return std::nullopt;
+HeadCount IndexTensorCount(const ScanFiles& access, const std::string& path,
+                           int64_t size) {
+  if (size > kMaxCountedHeaderBytes) return {};
   auto text = access.ReadAt(path, 0, size);
-  if (!text) return std::nullopt;
+  if (!text) return {};
   auto json = ParseStrictJson(*text, path);
-  if (!json.ok() || !json->is_object()) return std::nullopt;
+  if (!json.ok() || !json->is_object()) {
+    return Broken(absl::StrCat(kIndexName, " is not a JSON object"));
+  }
   auto it = json->find("weight_map");
-  if (it == json->end() || !it->is_object()) return std::nullopt;
-  return static_cast<int64_t>(it->size());
+  if (it == json->end() || !it->is_object()) {
+    return Broken(absl::StrCat(kIndexName, " has no weight_map object"));
+  }
+  return {static_cast<int64_t>(it->size()), ""};
 }
 
 // `prefix-00001-of-00003.gguf`: (prefix, index, count).
@@ -379,10 +411,12 @@ class Scanner {
       f.total_bytes += st.st_size;
       f.modified_unix_seconds =
           std::max<int64_t>(f.modified_unix_seconds, st.st_mtime);
-      if (!index && count) {
-        auto n_tensors = SafetensorsTensorCount(reader_, p);
-        count = n_tensors ? std::optional<int64_t>(*count + *n_tensors)
-                          : std::nullopt;
+      if (!index && (count || f.broken.empty())) {
+        HeadCount head = SafetensorsTensorCount(reader_, p, st.st_size);
+        Note(n, head, &f);
+        count = count && head.count
+                    ? std::optional<int64_t>(*count + *head.count)
+                    : std::nullopt;
       }
     }
     if (index) {
@@ -391,7 +425,9 @@ class Scanner {
       if (absl::StatusOr<struct stat> st = files_.Stat(p); st.ok()) {
         f.modified_unix_seconds =
             std::max<int64_t>(f.modified_unix_seconds, st->st_mtime);
-        count = IndexTensorCount(reader_, p, st->st_size);
+        HeadCount head = IndexTensorCount(reader_, p, st->st_size);
+        Note("", head, &f);
+        count = head.count;
       }
     }
     f.stored_tensor_count = count;
@@ -417,7 +453,10 @@ class Scanner {
       if (n != name) {
         absl::StatusOr<struct stat> got = files_.Stat(p);
         if (!got.ok()) {
-          count = std::nullopt;  // a missing split: the open will say which
+          count = std::nullopt;
+          if (f.broken.empty()) {
+            f.broken = absl::StrCat("split ", n, " is missing");
+          }
           continue;
         }
         st = *got;
@@ -426,14 +465,25 @@ class Scanner {
       f.total_bytes += st.st_size;
       f.modified_unix_seconds =
           std::max<int64_t>(f.modified_unix_seconds, st.st_mtime);
-      if (count) {
-        auto n_tensors = GgufTensorCount(reader_, p, st.st_size);
-        count = n_tensors ? std::optional<int64_t>(*count + *n_tensors)
-                          : std::nullopt;
+      if (count || f.broken.empty()) {
+        HeadCount head = GgufTensorCount(reader_, p, st.st_size);
+        Note(files.size() > 1 ? n : "", head, &f);
+        count = count && head.count
+                    ? std::optional<int64_t>(*count + *head.count)
+                    : std::nullopt;
       }
     }
     f.stored_tensor_count = count;
     return f;
+  }
+
+  // Keeps the first broken file's word in f->broken, naming `file` where
+  // the checkpoint has more than one.
+  static void Note(const std::string& file, const HeadCount& head,
+                   FoundCheckpoint* f) {
+    if (head.broken.empty() || !f->broken.empty()) return;
+    f->broken =
+        file.empty() ? head.broken : absl::StrCat(file, ": ", head.broken);
   }
 
   const CheckpointScanOptions& o_;

@@ -34,6 +34,11 @@ struct FoundCheckpoint {
   // safetensors headers of at most 1 MiB each; nullopt when not that cheap.
   std::optional<int64_t> stored_tensor_count;
   int64_t modified_unix_seconds = 0;  // newest of the files (and the index)
+  // What the cheap read found broken in the first file that is (naming the
+  // file where there are several): a header cut short, no magic, a version
+  // not read, a header or index that is not JSON, a missing split. Empty
+  // when nothing was; a full open (check) may still find more.
+  std::string broken;
 };
 
 struct CheckpointScanOptions {

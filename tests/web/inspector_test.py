@@ -876,9 +876,9 @@ def test_sparsity_and_errors(page):
 
 def test_browse_mixed(driver, server_bin, models, assets, shots):
     """Issue 33 point 6: a safetensors directory with a GGUF and a
-    subdirectory beside its shard lists all three, the directory first
+    subdirectory beside its shard lists them all, the directory first
     (under the roots and with dir=), and clicking the directory opens its
-    safetensors."""
+    safetensors; an empty .gguf is listed as broken."""
     print('browse: a safetensors directory with more beside it')
     root = tempfile.mkdtemp(prefix='tm-web-mixed-')
     server = None
@@ -888,9 +888,11 @@ def test_browse_mixed(driver, server_bin, models, assets, shots):
         shutil.copy(os.path.join(models, 'source', 'model.safetensors'), mixed)
         shutil.copy(os.path.join(models, CHECKPOINT), os.path.join(mixed, 'b.gguf'))
         shutil.copy(os.path.join(models, SOURCE), os.path.join(mixed, 'sub', 'c.gguf'))
+        # A file the listing finds broken is listed, marked so.
+        open(os.path.join(mixed, 'sub', 'a.gguf'), 'wb').close()
         server = Server(server_bin, root, assets)
         page = Page(driver, server.url, shots)
-        want = ['mixed', 'mixed/b.gguf', 'mixed/sub/c.gguf']
+        want = ['mixed', 'mixed/b.gguf', 'mixed/sub/a.gguf', 'mixed/sub/c.gguf']
         for query in ('', '?dir=mixed'):
             page.open(query)
             page.wait(lambda: len(page.css('tr[data-checkpoint]')) == len(want),
@@ -899,7 +901,13 @@ def test_browse_mixed(driver, server_bin, models, assets, shots):
             names = [e.get_attribute('data-checkpoint') for e in rows]
             check(names == want, f'browse {query or "every root"} lists {names}, expected {want}')
             formats = [r.find_elements(By.CSS_SELECTOR, 'td')[1].text for r in rows]
-            check(formats == ['safetensors', 'gguf', 'gguf'], f'browse shows formats {formats}')
+            check(formats == ['safetensors', 'gguf', 'gguf', 'gguf'], f'browse shows formats {formats}')
+            counts = [r.find_elements(By.CSS_SELECTOR, 'td')[4].text for r in rows]
+            check(counts[2] == 'broken' and counts[1] not in ('broken', '—'),
+                  f'browse shows stored tensors {counts}: the empty a.gguf as broken')
+            marked = rows[2].find_elements(By.CSS_SELECTOR, 'td .broken')
+            check(marked and 'shorter than a GGUF header' in (marked[0].get_attribute('title') or ''),
+                  'the broken mark carries what the listing found')
             page.no_error('browse of a mixed directory')
         page.shot('browse_mixed')
         page.css('tr[data-checkpoint="mixed"]')[0].click()

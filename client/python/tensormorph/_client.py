@@ -532,7 +532,8 @@ class Client:
     def checkpoints(self, root: PathLike = "", max_depth: Optional[int] = None,
                     timeout: Optional[float] = None) -> List[Dict[str, Any]]:
         """ListCheckpoints under `root` (every page): dicts with path, format,
-        file_count, total_bytes, stored_tensor_count, modified_unix_seconds.
+        file_count, total_bytes, stored_tensor_count, modified_unix_seconds,
+        and broken (what the header read found broken; empty if nothing).
         A safetensors directory is listed first, then the .gguf files and
         the checkpoints in subdirectories beside its shards; the directory's
         own path opens its safetensors alone."""

@@ -41,8 +41,12 @@ export function mount(host, s, ctx) {
     { key: 'format', label: 'format', value: (r) => FORMAT[r.format] || r.format },
     { key: 'fileCount', label: 'files', num: true },
     { key: 'totalBytes', label: 'size', num: true, fmt: (v) => fmtBytes(v) },
+    // A file the listing's header read found broken says so (its reason
+    // on hover), not a count or a dash that reads as "too many to count".
     { key: 'storedTensorCount', label: 'stored tensors', num: true,
-      value: (r) => r.storedTensorCount ?? '', fmt: (v) => (v === '' ? '—' : fmtCount(v)) },
+      value: (r) => (r.broken ? -1 : r.storedTensorCount ?? ''),
+      fmt: (v, r) => (r.broken ? el('span', { class: 'broken', title: r.broken }, 'broken')
+        : v === '' ? '—' : fmtCount(v)) },
     { key: 'modifiedUnixSeconds', label: 'modified (UTC)', num: true, fmt: (v) => fmtTime(v) },
   ];
   const grid = table(columns, entries, {

@@ -116,6 +116,35 @@ TEST_P(BrowseCliTest, LsOfADirectoryThatIsNotACheckpointListsItsCheckpoints) {
                                               P("deep/d1/d2/d3/x.gguf")}));
 }
 
+// A file the header read finds broken is listed as such, with what was
+// found, not as a checkpoint whose tensors are only too many to count.
+TEST_P(BrowseCliTest, LsMarksACheckpointWhoseHeaderIsBroken) {
+  const std::string dir = tree->root + "/broken-ls";
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(::tensormorph::testing::Fixture("gguf/Q4_0.gguf"),
+                             dir + "/good.gguf");
+  ::tensormorph::testing::WriteFile(dir + "/empty.gguf", "");
+  CommandResult text = Run({"ls", P("broken-ls")});
+  CommandResult json = Run({"--json", "ls", P("broken-ls")});
+  std::filesystem::remove_all(dir);  // the tree is the other tests' too
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("broken (1; tensormorph check PATH says "
+                                  "everything):\n  " +
+                                  P("broken-ls/empty.gguf") +
+                                  ": a file of 0 bytes: shorter than a GGUF "
+                                  "header\n"));
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  int broken = 0;
+  std::istringstream in(json.out);
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json e = nlohmann::json::parse(line);
+    const bool said = e.value("broken", "") != "";
+    broken += said ? 1 : 0;
+    EXPECT_EQ(said, e["path"].get<std::string>() == P("broken-ls/empty.gguf"));
+  }
+  EXPECT_EQ(broken, 1);
+}
+
 // --filter and --compat select a checkpoint's tensors: given with a
 // directory of checkpoints they are a usage error, not ignored.
 TEST_P(BrowseCliTest, TensorOptionsOnAListingOfCheckpointsAreAUsageError) {

@@ -141,6 +141,54 @@ TEST(CheckpointScanTest, AGgufCountItsFileCannotHoldIsUnknown) {
   EXPECT_EQ(counts.at("fits.gguf"), 2);
 }
 
+// What the header read finds broken is said (ls marks it), beside a count
+// it could not take; a file whose header is only too big to read cheaply
+// is not broken, and neither is a good one.
+TEST(CheckpointScanTest, WhatTheHeaderReadFindsBrokenIsSaid) {
+  namespace fs = std::filesystem;
+  const std::string dir = testing::MakeTempDir();
+  std::string gguf = "GGUF";
+  gguf += std::string("\x03\0\0\0", 4);
+  gguf += std::string("\x05\0\0\0\0\0\0\0", 8);  // 5 tensors
+  gguf += std::string(8, '\0');
+  testing::WriteFile(dir + "/cut.gguf", gguf + std::string(8, '\0'));
+  testing::WriteFile(dir + "/empty.gguf", "");
+  testing::WriteFile(dir + "/magic.gguf", std::string(64, 'x'));
+  fs::create_directories(dir + "/badjson");
+  testing::WriteFile(dir + "/badjson/model.safetensors",
+                     std::string("\x04\0\0\0\0\0\0\0{no}", 12));
+  fs::create_directories(dir + "/long");
+  testing::WriteFile(dir + "/long/model.safetensors",
+                     std::string("\xff\xff\0\0\0\0\0\0{}", 10));
+  fs::create_directories(dir + "/index");
+  testing::WriteFile(dir + "/index/model.safetensors.index.json", "[]");
+  testing::WriteFile(dir + "/index/model-00001-of-00001.safetensors",
+                     testing::BuildSafetensors(
+                         {{"w", "F32", {1}, testing::Bytes<float>({1})}}));
+  fs::copy_file(testing::Fixture("gguf/Q4_0.gguf"), dir + "/good.gguf");
+  fs::copy_file(testing::Fixture("gguf/Q4_0.gguf"),
+                dir + "/s-00001-of-00002.gguf");
+  auto scan = ScanCheckpoints(dir, {});
+  ASSERT_TRUE(scan.ok()) << scan.status();
+  std::map<std::string, std::string> broken;
+  for (const FoundCheckpoint& f : scan->found) broken[f.path] = f.broken;
+  EXPECT_EQ(broken.at("cut.gguf"),
+            "its header counts 5 tensors, more than its 32 bytes can "
+            "describe (cut short?)");
+  EXPECT_EQ(broken.at("empty.gguf"),
+            "a file of 0 bytes: shorter than a GGUF header");
+  EXPECT_EQ(broken.at("magic.gguf"), "no GGUF magic");
+  EXPECT_EQ(broken.at("badjson"),
+            "model.safetensors: its header is not a JSON object");
+  EXPECT_EQ(broken.at("long"),
+            "model.safetensors: header length 65535 in a file of 10 bytes");
+  EXPECT_EQ(broken.at("index"),
+            "model.safetensors.index.json is not a JSON object");
+  EXPECT_EQ(broken.at("s-00001-of-00002.gguf"),
+            "split s-00002-of-00002.gguf is missing");
+  EXPECT_EQ(broken.at("good.gguf"), "");
+}
+
 // A directory of shards none of which is a file it can read (a link to a
 // FIFO here) and no index is no checkpoint: it listed as 0 files from 1970.
 TEST(CheckpointScanTest, ShardsThatAreNoFilesMakeNoCheckpoint) {

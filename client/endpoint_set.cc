@@ -137,9 +137,11 @@ absl::Status CheckServerList(absl::string_view targets) {
           absl::StrCat("server list entry 1 '", targets,
                        "' has no port (want host:port or dns:///name:port)"));
     }
-    // A gRPC URI scheme names its own address form; anything else is
+    // A gRPC URI (scheme://..., or one of the schemes gRPC takes without
+    // the slashes) names its own address form; anything else is
     // host:port, whose port must be a number (or it fails later as a
     // name that does not resolve).
+    if (absl::StrContains(targets, "://")) return absl::OkStatus();
     for (absl::string_view scheme :
          {"unix:", "unix-abstract:", "ipv4:", "ipv6:", "dns:", "vsock:"}) {
       if (absl::StartsWith(targets, scheme)) return absl::OkStatus();

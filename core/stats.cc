@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
-#include <cstddef>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <utility>
@@ -821,8 +821,9 @@ class StatsPass {
                const std::vector<QuantRun>& runs, const BinEdges& edges,
                LevelsOf levels_of);
   // One run's share, from its codes' counts, its 16 levels and their bins
-  // (BinEdges::Bin16): the histogram (each finite level added once with
-  // its count), end levels, groups. `at`: the run's first element.
+  // (BinEdges::Bin16): the histogram (each level added once with its
+  // count, a non-finite one into the spare entry), end levels, groups.
+  // `at`: the run's first element.
   // AddCodeCounts then adds the counts to the code histogram.
   void TallyRun(int64_t at, const QuantRun& r, const uint32_t count[16],
                 const AffineLevels& levels, const int32_t bin[16]);
@@ -1519,17 +1520,16 @@ void StatsPass::TallyBlocks(int64_t b0, int64_t b1, const BinEdges& edges) {
         if (e >= 0) top_code_at_ = (start + k) * type.elements + e;
       }
     }
-    // AffineLevels' level[16] leads the struct: the runs' levels a stride
-    // apart, binned a batch a call where every row of the arrays is full.
-    static_assert(offsetof(AffineLevels, level) == 0 &&
-                  sizeof(AffineLevels) % sizeof(float) == 0);
-    constexpr ptrdiff_t kStride = sizeof(AffineLevels) / sizeof(float);
-    if (subs == kSubs) {
-      edges.Bin16(levels[0][0].level, bin[0][0], nb * kSubs, kStride);
-    } else {
-      for (int k = 0; k < nb; ++k)
-        edges.Bin16(levels[k][0].level, bin[k][0], subs, kStride);
+    // The runs' levels side by side, binned a batch a call (the edge table
+    // loaded into registers once).
+    float level[kBatch][kSubs][16];
+    for (int k = 0; k < nb; ++k) {
+      for (int s = 0; s < subs; ++s) {
+        std::memcpy(level[k][s], levels[k][s].level, sizeof(level[k][s]));
+      }
+      if (subs < kSubs) edges.Bin16(level[k][0], bin[k][0], subs);
     }
+    if (subs == kSubs) edges.Bin16(level[0][0], bin[0][0], nb * kSubs);
     for (int k = 0; k < nb; ++k) {
       const int64_t first = (start + k) * type.elements;
       for (int s = 0; s < subs; ++s) {

@@ -444,29 +444,25 @@ void BinEdges::Add(const float* v, int64_t n, int64_t* hist) const {
   }
 }
 
-void BinEdges::Bin16(const float* v, int32_t* out, int runs,
-                     ptrdiff_t stride) const {
+void BinEdges::Bin16(const float* v, int32_t* out, int runs) const {
 #if defined(__x86_64__)
   if (path_ == Path::kAvx512) {
     const Vector16 vec(lower_.data(), upper_.data(), min_, inv_width_, bins_);
     for (int r = 0; r < runs; ++r) {
-      Bin16Avx512(*this, vec, v + r * stride, out + 16 * r, bins_);
+      Bin16Avx512(*this, vec, v + 16 * r, out + 16 * r, bins_);
     }
     return;
   }
   if (path_ == Path::kAvx2) {
     const Near near(min_, inv_width_, bins_);
     for (int r = 0; r < runs; ++r) {
-      Bin16Avx2(*this, near, v + r * stride, out + 16 * r, bins_);
+      Bin16Avx2(*this, near, v + 16 * r, out + 16 * r, bins_);
     }
     return;
   }
 #endif
-  for (int r = 0; r < runs; ++r) {
-    for (int k = 0; k < 16; ++k) {
-      const float f = v[r * stride + k];
-      out[16 * r + k] = std::isfinite(f) ? Bin(f) : bins_;
-    }
+  for (int i = 0; i < 16 * runs; ++i) {
+    out[i] = std::isfinite(v[i]) ? Bin(v[i]) : bins_;
   }
 }
 

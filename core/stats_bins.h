@@ -5,7 +5,6 @@
 #define TENSORMORPH_CORE_STATS_BINS_H_
 
 #include <cmath>
-#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -80,15 +79,13 @@ class BinEdges {
   // Binner::Add: ++hist[Bin(v)] for each finite v of v[0, n); hist holds
   // binner.bins() counts. Allocates nothing (safe under the fault guard).
   void Add(const float* v, int64_t n, int64_t* hist) const;
-  // For each of `runs` runs of 16 values, run r at v + r * stride:
-  // out[16 * r + k] = Binner::Bin(v[r * stride + k]) where that value is
-  // finite, and bins() (one past the last bin) where it is not, so that a
-  // caller may add every value's count into a histogram with one spare
-  // entry, without a branch. Runs' 16 levels (ComputeStats' pass by codes),
-  // a batch a call: the table is loaded into registers once per call.
-  // REQUIRES: runs >= 1; stride >= 16.
-  void Bin16(const float* v, int32_t* out, int runs = 1,
-             ptrdiff_t stride = 16) const;
+  // For each of the 16 * runs values of v: out[i] = Binner::Bin(v[i])
+  // where v[i] is finite, and bins() (one past the last bin) where it is
+  // not, so that a caller may add every value's count into a histogram
+  // with one spare entry, without a branch. Runs' 16 levels (ComputeStats'
+  // pass by codes), a batch a call: the table is loaded into registers
+  // once per call. REQUIRES: runs >= 1.
+  void Bin16(const float* v, int32_t* out, int runs = 1) const;
   // Binner::Bin(v) of a finite v.
   int Bin(float v) const;
 

@@ -159,7 +159,10 @@ int ExitCodeOf(const absl::Status& status) {
   // state, OUT_OF_RANGE one past what its target holds. Either is the
   // caller's mistake, as a usage error the CLI finds itself is: a script
   // must not see `--group -1` (found here) and `--group 32` (found by the
-  // service) exit differently.
+  // service) exit differently. The CLI's own I/O errors keep to this:
+  // those two codes come of a path it was given (ENOTDIR, ENAMETOOLONG),
+  // and a file too large for its filesystem is RESOURCE_EXHAUSTED
+  // (OutputFile), as a full disk is.
   switch (status.code()) {
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kOutOfRange:
@@ -866,7 +869,7 @@ int RunScalar(Client& client, const GlobalOptions& g, const ScalarOptions& o) {
   absl::Status collected =
       CollectIndices(o, *t, &indices, [&calls] { calls.Start(2, false); });
   // An index past the tensor's shape fails as the server would fail it
-  // (exit 2, INDEX_OUT_OF_RANGE), before anything is printed.
+  // (OUT_OF_RANGE INDEX_OUT_OF_RANGE, exit 1), before anything is printed.
   if (absl::IsOutOfRange(collected)) return ReportFailure(collected);
   if (!collected.ok()) return ReportUsage(collected);
   if (indices.count == 0) {
@@ -1000,9 +1003,10 @@ class ReadCommand : public Command {
         "'0, :8'\n"
         "  tensormorph read model.gguf blk.0.attn_q.weight -o q.npy\n"
         "Without -o it prints a numpy-like preview of the slice (reading "
-        "only the elements it prints); --json gives the float32 values as "
-        "protobuf's JSON maps bytes, base64 (decode with numpy.frombuffer"
-        "(base64.b64decode(data), '<f4')); -o writes a .npy.");
+        "only the elements it prints); --json gives the values as protobuf's "
+        "JSON maps bytes, base64 (dequantized: numpy.frombuffer("
+        "base64.b64decode(data), '<f4'); with --raw, the stored bytes); -o "
+        "writes a .npy.");
   }
   GuardedOutput Output() const override {
     return {"-o",
@@ -1064,9 +1068,9 @@ class ScalarCommand : public Command {
         "Each element prints: raw code (the stored integer and its bits); "
         "block, sub-block and group (the quantization group's id, as stats "
         "--group takes it); params (the format's stored fields); scale, "
-        "zero-point and offset (value = scale * (level - zero-point) + "
-        "offset, computed as the decoder computes it, bit for bit); level "
-        "(the code as the formula reads it); step (the distance to the "
+        "zero-point and offset, and level (value = scale * level + offset, "
+        "level = code - zero-point, computed as the decoder computes it, bit "
+        "for bit); step (the distance to the "
         "neighbouring levels below and above); range (the group's lowest "
         "and highest representable values); value (the dequantized "
         "float32). --json prints the same fields (ScalarInspection).");

@@ -41,8 +41,8 @@ struct GlobalOptions {
 // line).
 int ReportFailure(const absl::Status& status, bool json_line = true);
 // The exit code of a call that failed with `status`: kExitUsage for a
-// request the service refused as wrong (INVALID_ARGUMENT, OUT_OF_RANGE),
-// as for one the CLI refuses before calling; kExitCallFailed otherwise.
+// request refused as wrong (INVALID_ARGUMENT, OUT_OF_RANGE), as for one the
+// CLI refuses before calling; kExitCallFailed otherwise.
 int ExitCodeOf(const absl::Status& status);
 // main's --json, for ReportFailure: call once before any command runs.
 void ReportErrorsAsJson(bool on);

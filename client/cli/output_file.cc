@@ -265,8 +265,11 @@ std::string TempName(const std::string& name, std::mt19937_64& random) {
 // `doing`: what failed, where it is not the file itself (its temporary).
 absl::Status WriteError(const std::string& path, int error,
                         absl::string_view doing = "") {
+  // A file too large for its filesystem is out of room, as a full disk is
+  // (absl says OUT_OF_RANGE, which the CLI exits as a usage error).
   return absl::Status(
-      absl::ErrnoToStatusCode(error),
+      error == EFBIG ? absl::StatusCode::kResourceExhausted
+                     : absl::ErrnoToStatusCode(error),
       absl::StrCat("cannot write '", path, "': ", doing,
                    doing.empty() ? "" : ": ", std::strerror(error)));
 }

@@ -226,12 +226,13 @@ int RunHeatmap(Client& client, const GlobalOptions& g,
   req.set_reference(o.reference);
   req.set_reference_tensor(o.reference_tensor);
   req.set_imatrix(o.imatrix);
-  // Drawn in a terminal without --size: no wider than it, the rows in
-  // proportion (one character a cell; a wider map wraps).
+  // Drawn only in a terminal, without --size: no wider than it, the rows
+  // in proportion (one character a cell; a wider map wraps). A PNG asked
+  // for too keeps its size.
   int width = o.width, height = o.height;
   if (const int columns = TerminalColumns(); !g.json && !o.size_given &&
-                                             (o.term || o.output.empty()) &&
-                                             columns > 0 && columns < width) {
+                                             o.output.empty() && columns > 0 &&
+                                             columns < width) {
     height = std::max(2, height * columns / width);
     width = columns;
   }

@@ -110,11 +110,12 @@ absl::StatusOr<CheckSummary> CheckCheckpoint(
 // The check of a checkpoint whose open failed with `open_error`: where its
 // bytes break its format's rules (DATA_LOSS HEADER_INVALID: a lone file,
 // or every shard, truncated or with a header that lies), one shard-corrupt
-// finding naming the file and what the rule expected, given to on_finding,
-// and the summary of that one finding (failed as options.fail_level says):
-// a corrupt file reads the same whether it lies beside good shards or
-// alone. Why: a script tells "the check found damage" (findings, exit 3)
-// from "the check could not run" (an error) by the reason, not by layout.
+// finding naming the file the open named (the first such; the others are
+// not read) and what it found, given to on_finding, and the summary of
+// that one finding (failed as options.fail_level says). Why: a corrupt
+// file is a finding whether or not it lies beside good shards, so a script
+// tells "the check found damage" (findings, exit 3) from "the check could
+// not run" (an error, exit 2) by what happened, not by the layout.
 // Errors: `open_error` itself, for any other reason (a path not there, a
 // refusal, a version not supported): nothing was checked.
 absl::StatusOr<CheckSummary> CheckUnopened(

@@ -123,21 +123,19 @@ HeadCount Broken(std::string why) { return {std::nullopt, std::move(why)}; }
 HeadCount GgufTensorCount(const ScanFiles& access, const std::string& path,
                           int64_t size) {
   constexpr int64_t kHeaderBytes = 24, kMinInfoBytes = 24;
-  if (size < 16) {
-    return Broken(
-        absl::StrCat("a file of ", size, " bytes: shorter than a GGUF header"));
+  if (size < kHeaderBytes) {
+    return Broken(absl::StrCat("a file of ", size,
+                               " bytes: shorter than a GGUF header (",
+                               kHeaderBytes, ")"));
   }
   auto head = access.ReadAt(path, 0, 16);
   if (!head) return {};
   if (head->compare(0, 4, "GGUF") != 0) return Broken("no GGUF magic");
+  // Another version is not broken: UNIMPLEMENTED when opened (errors.md).
   const uint64_t version = LittleEndian(absl::string_view(*head).substr(4, 4));
-  if (version != 2 && version != 3) {
-    return Broken(
-        absl::StrCat("GGUF version ", version, " (2 and 3 are read)"));
-  }
+  if (version != 2 && version != 3) return {};
   const uint64_t count = LittleEndian(absl::string_view(*head).substr(8, 8));
-  if (size < kHeaderBytes ||
-      count > static_cast<uint64_t>((size - kHeaderBytes) / kMinInfoBytes)) {
+  if (count > static_cast<uint64_t>((size - kHeaderBytes) / kMinInfoBytes)) {
     return Broken(absl::StrCat("its header counts ", count,
                                " tensors, more than its ", size,
                                " bytes can describe (cut short?)"));
@@ -382,15 +380,18 @@ class Scanner {
         continue;
       }
       auto split = ParseSplit(name);
+      std::string first_missing;
       if (split && split->index != 1) {
-        // Listed as its first split; without one, each split is listed, and
-        // opening it says which split is missing.
-        if (files_.Stat(Join(abs, SplitFileName(*split, 1))).ok()) {
-          continue;
-        }
+        // Listed as its first split; without one, each split is listed,
+        // marked, and opening it says which split is missing.
+        const std::string first = SplitFileName(*split, 1);
+        if (files_.Stat(Join(abs, first)).ok()) continue;
+        first_missing = absl::StrCat("split ", first, " is missing");
         split.reset();
       }
-      Found(GgufCheckpoint(abs, name, child, st, split));
+      FoundCheckpoint f = GgufCheckpoint(abs, name, child, st, split);
+      if (!first_missing.empty()) f.broken = first_missing;
+      Found(std::move(f));
     }
     return absl::OkStatus();
   }
@@ -413,7 +414,7 @@ class Scanner {
           std::max<int64_t>(f.modified_unix_seconds, st.st_mtime);
       if (!index && (count || f.broken.empty())) {
         HeadCount head = SafetensorsTensorCount(reader_, p, st.st_size);
-        Note(n, head, &f);
+        Note(shards.size() > 1 ? n : "", head, &f);
         count = count && head.count
                     ? std::optional<int64_t>(*count + *head.count)
                     : std::nullopt;

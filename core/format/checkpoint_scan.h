@@ -35,9 +35,10 @@ struct FoundCheckpoint {
   std::optional<int64_t> stored_tensor_count;
   int64_t modified_unix_seconds = 0;  // newest of the files (and the index)
   // What the cheap read found broken in the first file that is (naming the
-  // file where there are several): a header cut short, no magic, a version
-  // not read, a header or index that is not JSON, a missing split. Empty
-  // when nothing was; a full open (check) may still find more.
+  // file where there are several): a header cut short, no magic, a header
+  // or index that is not JSON, a missing split. Empty when nothing was (a
+  // GGUF version not read is no broken file); a full open (check) may
+  // still find more.
   std::string broken;
 };
 

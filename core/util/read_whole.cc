@@ -1,5 +1,8 @@
 #include "core/util/read_whole.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdint>
 #include <filesystem>
@@ -65,10 +68,14 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path,
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    // The stat's reason where it failed (no such file, permission), else
-    // the open's, which ifstream keeps in errno.
-    const std::string why =
-        error ? error.message() : std::generic_category().message(errno);
+    // The stat's reason where it failed (no such file), else the open's:
+    // ifstream keeps none, so open(2) is asked (permission, a loop).
+    std::string why = error ? error.message() : "";
+    if (why.empty()) {
+      const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      why = fd < 0 ? std::generic_category().message(errno) : "it went away";
+      if (fd >= 0) ::close(fd);
+    }
     return absl::InvalidArgumentError(
         absl::StrCat("cannot read ", name, ": ", why));
   }

@@ -90,8 +90,9 @@ TEST(EndpointSetTest, ASinglePortThatIsNoNumberIsNamed) {
                     MessageNames("'nohost:abc' is not host:port")));
   EXPECT_THAT(CheckServerList("gpu:70000"),
               HasReason(ErrorReason::kRequestInvalid));
-  for (const char* ok : {"gpu:7431", "[::1]:7431", "unix:/run/tm.sock",
-                         "ipv4:127.0.0.1:7431", "unix-abstract:tm"}) {
+  for (const char* ok :
+       {"gpu:7431", "[::1]:7431", "unix:/run/tm.sock", "ipv4:127.0.0.1:7431",
+        "unix-abstract:tm", "xds:///tensormorph"}) {
     EXPECT_TRUE(CheckServerList(ok).ok()) << ok;
   }
 }

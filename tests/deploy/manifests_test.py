@@ -827,11 +827,12 @@ class Manifests(unittest.TestCase):
         self.assertIn("for i in " + " ".join(map(str, range(n))) + "; do",
                       script)
         self.assertIn('mv "$out.tmp" "$out"', script)
-        # A tripped gate or a refused merge fails the night at once.
+        # A tripped gate, a refused merge or undecodable tensors fail the
+        # night at once.
         rules = spec["podFailurePolicy"]["rules"]
         fail = [r for r in rules if r["action"] == "FailJob"]
         self.assertEqual(len(fail), 1)
-        self.assertEqual(sorted(fail[0]["onExitCodes"]["values"]), [1, 3])
+        self.assertEqual(sorted(fail[0]["onExitCodes"]["values"]), [1, 3, 4])
 
 
 if __name__ == "__main__":

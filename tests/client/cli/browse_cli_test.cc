@@ -132,7 +132,7 @@ TEST_P(BrowseCliTest, LsMarksACheckpointWhoseHeaderIsBroken) {
                                   "everything):\n  " +
                                   P("broken-ls/empty.gguf") +
                                   ": a file of 0 bytes: shorter than a GGUF "
-                                  "header\n"));
+                                  "header (24)\n"));
   ASSERT_EQ(json.exit_code, 0) << json.err;
   int broken = 0;
   std::istringstream in(json.out);
@@ -303,7 +303,7 @@ TEST_P(BrowseCliTest, IndicesInSeveralCallsPrintAsOneReplyInOrder) {
       std::to_string(((kIndices - 1) % 4) * 256 + ((kIndices - 1) * 7) % 256));
   // Index 15,000 (the third call's) out of range: found before any call
   // prints, named by its line (a trial's message counted within its call,
-  // "index 4000", after 11,000 scalars of an unclosed document), exit 2 as
+  // "index 4000", after 11,000 scalars of an unclosed document), exit 1 as
   // the server's refusal of it, and with --json only the error's line.
   {
     std::ofstream out(file);

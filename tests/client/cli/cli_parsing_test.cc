@@ -180,7 +180,8 @@ TEST_P(CliParsingTest, NumericOptionsAreCheckedAgainstTheServersLimits) {
   EXPECT_EQ(nlohmann::json::parse(defaulted.out)["histogram"].size(), 32u)
       << "the documented default";
 
-  // A group id is checked before the call, not refused by it (exit 2).
+  // A group id is checked before the call, not refused by it (exit 1
+  // either way: a usage error).
   for (const char* group : {"-1", "1.5", "x"}) {
     ExpectUsageError({"stats", Q4K(), q, "--group", group},
                      ErrorReason::kRequestInvalid, {"--group", group});

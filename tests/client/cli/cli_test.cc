@@ -175,7 +175,7 @@ TEST_P(CliTest, InfoDescribesCheckpointAndTensor) {
 
 // A failed call exits 2; a request the service refuses as wrong (past the
 // shape: OUT_OF_RANGE) is the caller's mistake, exit 1 as a usage error.
-TEST_P(CliTest, FailedCallsExitTwoWithTheStatusOnStderr) {
+TEST_P(CliTest, FailedCallsExitWithTheStatusOnStderr) {
   CommandResult nf = Run({"read", Gguf("Q4_K"), "no.such"});
   EXPECT_EQ(nf.exit_code, 2);
   EXPECT_THAT(CliErrorOf(nf.err), AllOf(HasReason(ErrorReason::kTensorNotFound),

@@ -415,6 +415,13 @@ TEST(HeatmapTerminalTest, AMapFitsTheTerminalUnlessSizeIsGiven) {
   const CommandResult given = RunCommand(sized, {"COLUMNS=80"});
   ASSERT_EQ(given.exit_code, 0) << given.err;
   EXPECT_EQ(cells(given.out), 128u);
+  // A PNG asked for beside the terminal's drawing keeps its size.
+  const std::string png = MakeTempDir() + "/h.png";
+  std::vector<std::string> both = args;
+  both.insert(both.end(), {"-o", png});
+  const CommandResult drawn = RunCommand(both, {"COLUMNS=80"});
+  ASSERT_EQ(drawn.exit_code, 0) << drawn.err;
+  EXPECT_THAT(drawn.err, HasSubstr("128x4 cells"));
 }
 
 TEST_P(ViewsCliTest, CompatPerTensorAndPerCheckpoint) {

@@ -372,12 +372,13 @@ TEST(CheckCheckpointTest, HostileIndexesAndConfigsArePreciseErrorsOrFindings) {
   }
 }
 
-TEST(CheckCheckpointTest, CorruptFilesAreFindingsUnlessNoneOpens) {
+TEST(CheckCheckpointTest, CorruptFilesAreFindingsWhateverElseOpens) {
   // One rule, with or without an index, for scripts reading the exit code:
-  // a checkpoint none of whose .safetensors files opens cannot be checked,
-  // and its open fails naming the file and the rule it broke (DATA_LOSS,
-  // the CLI's exit 2); while one opens, each corrupt file is a
-  // shard-corrupt finding (exit 3) and the others are checked.
+  // while one .safetensors file opens, each corrupt file is a
+  // shard-corrupt finding (exit 3) and the others are checked; a
+  // checkpoint none of whose files opens fails its open, naming the first
+  // corrupt file and the rule it broke (DATA_LOSS HEADER_INVALID), and
+  // CheckUnopened makes that the one shard-corrupt finding (exit 3 too).
   auto cut = [](const std::string& path) {
     const std::string bytes = testing::ReadFileBytes(path);
     testing::WriteFile(path, bytes.substr(0, bytes.size() - 4));
@@ -389,10 +390,41 @@ TEST(CheckCheckpointTest, CorruptFilesAreFindingsUnlessNoneOpens) {
     const std::string dir = testing::MakeTempDir();
     testing::CopyFixtureInto("gptq_4bit_g32", dir);
     cut(dir + "/model.safetensors");
-    EXPECT_THAT(Checkpoint::Open(dir, {.lenient = true}),
-                AllOf(StatusIs(absl::StatusCode::kDataLoss, ""),
-                      HasReason(ErrorReason::kHeaderInvalid),
-                      MessageNames(dir + "/model.safetensors")));
+    const auto opened = Checkpoint::Open(dir, {.lenient = true});
+    EXPECT_THAT(opened, AllOf(StatusIs(absl::StatusCode::kDataLoss, ""),
+                              HasReason(ErrorReason::kHeaderInvalid),
+                              MessageNames(dir + "/model.safetensors")));
+    std::vector<Finding> found;
+    CheckOptions options;
+    auto unopened =
+        CheckUnopened(dir, opened.status(), options,
+                      [&](const Finding& f) { found.push_back(f); });
+    ASSERT_TRUE(unopened.ok()) << unopened.status();
+    ASSERT_EQ(found.size(), 1u);
+    EXPECT_EQ(found[0].rule, "shard-corrupt");
+    EXPECT_EQ(found[0].severity, Severity::kError);
+    EXPECT_EQ(found[0].file, dir + "/model.safetensors");
+    EXPECT_EQ(found[0].actual, opened.status().message());
+    EXPECT_EQ(unopened->errors, 1);
+    EXPECT_TRUE(unopened->failed);
+    ASSERT_EQ(unopened->rules.size(), 1u);
+    EXPECT_EQ(unopened->rules[0].worst_tensor, "");
+    // An error finding fails the check at every fail level.
+    options.fail_level = Severity::kError;
+    EXPECT_TRUE(CheckUnopened(dir, opened.status(), options, nullptr)->failed);
+  }
+  {
+    // What is not about a file's bytes is the error itself: nothing was
+    // checked, and nothing is reported.
+    bool reported = false;
+    const absl::Status missing =
+        WithReason(absl::NotFoundError("no such checkpoint"),
+                   ErrorReason::kCheckpointNotFound);
+    EXPECT_EQ(CheckUnopened("x", missing, {},
+                            [&](const Finding&) { reported = true; })
+                  .status(),
+              missing);
+    EXPECT_FALSE(reported);
   }
   {
     // A sharded one whose every shard is cut short: its index opens, yet
@@ -571,7 +603,7 @@ TEST(CheckCheckpointTest, ARuleTalliesAsTheWorstOfItsFindings) {
 }
 
 TEST(TallyFindingTest, TheWorstFindingIsOfTheRulesSeverity) {
-  // An error on a few elements and information on many, in either order:
+  // An error on a few elements and information on many, in every order:
   // the rule is an error, and its worst tensor is the error's, which is
   // what a reader must fix, not the larger information finding.
   auto finding = [](std::string tensor, Severity s, int64_t count,
@@ -587,19 +619,18 @@ TEST(TallyFindingTest, TheWorstFindingIsOfTheRulesSeverity) {
   const Finding error = finding("down", Severity::kError, 3, 7);
   const Finding info = finding("q", Severity::kInfo, 1000, 2);
   const Finding bigger_error = finding("up", Severity::kError, 5, 9);
-  for (const std::vector<Finding>& order :
-       {std::vector<Finding>{error, info, bigger_error},
-        std::vector<Finding>{info, bigger_error, error},
-        std::vector<Finding>{info, error, bigger_error}}) {
+  std::vector<int> order = {0, 1, 2};
+  const Finding all[] = {error, info, bigger_error};
+  do {
     RuleTally t;
-    for (const Finding& f : order) TallyFinding(f, &t);
+    for (int i : order) TallyFinding(all[i], &t);
     EXPECT_EQ(t.severity, Severity::kError);
     EXPECT_EQ(t.findings, 3);
     EXPECT_EQ(t.count, 1008);
     EXPECT_EQ(t.worst_tensor, "up");
     EXPECT_EQ(t.worst_count, 5);
     EXPECT_EQ(t.worst_group, 9);
-  }
+  } while (std::next_permutation(order.begin(), order.end()));
   // Among findings of one severity, the largest count.
   RuleTally infos;
   TallyFinding(finding("a", Severity::kInfo, 4, 0), &infos);

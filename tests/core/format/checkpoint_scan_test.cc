@@ -108,6 +108,7 @@ TEST(CheckpointScanTest, ASplitSetWithoutItsFirstSplitListsWhatIsThere) {
   EXPECT_EQ(scan->found[0].path, "m-00002-of-00002.gguf");
   EXPECT_EQ(scan->found[0].file_count, 1);
   EXPECT_EQ(scan->found[0].stored_tensor_count, 1);
+  EXPECT_EQ(scan->found[0].broken, "split m-00001-of-00002.gguf is missing");
 }
 
 // Headers a file of its size cannot hold give no count, not the header's:
@@ -153,7 +154,11 @@ TEST(CheckpointScanTest, WhatTheHeaderReadFindsBrokenIsSaid) {
   gguf += std::string(8, '\0');
   testing::WriteFile(dir + "/cut.gguf", gguf + std::string(8, '\0'));
   testing::WriteFile(dir + "/empty.gguf", "");
+  testing::WriteFile(dir + "/short.gguf", gguf.substr(0, 20));
   testing::WriteFile(dir + "/magic.gguf", std::string(64, 'x'));
+  std::string v1 = gguf;
+  v1[4] = 1;  // not broken: a version not read (UNIMPLEMENTED when opened)
+  testing::WriteFile(dir + "/v1.gguf", v1 + std::string(256, '\0'));
   fs::create_directories(dir + "/badjson");
   testing::WriteFile(dir + "/badjson/model.safetensors",
                      std::string("\x04\0\0\0\0\0\0\0{no}", 12));
@@ -176,12 +181,13 @@ TEST(CheckpointScanTest, WhatTheHeaderReadFindsBrokenIsSaid) {
             "its header counts 5 tensors, more than its 32 bytes can "
             "describe (cut short?)");
   EXPECT_EQ(broken.at("empty.gguf"),
-            "a file of 0 bytes: shorter than a GGUF header");
+            "a file of 0 bytes: shorter than a GGUF header (24)");
+  EXPECT_EQ(broken.at("short.gguf"),
+            "a file of 20 bytes: shorter than a GGUF header (24)");
+  EXPECT_EQ(broken.at("v1.gguf"), "");
   EXPECT_EQ(broken.at("magic.gguf"), "no GGUF magic");
-  EXPECT_EQ(broken.at("badjson"),
-            "model.safetensors: its header is not a JSON object");
-  EXPECT_EQ(broken.at("long"),
-            "model.safetensors: header length 65535 in a file of 10 bytes");
+  EXPECT_EQ(broken.at("badjson"), "its header is not a JSON object");
+  EXPECT_EQ(broken.at("long"), "header length 65535 in a file of 10 bytes");
   EXPECT_EQ(broken.at("index"),
             "model.safetensors.index.json is not a JSON object");
   EXPECT_EQ(broken.at("s-00001-of-00002.gguf"),

@@ -379,21 +379,28 @@ class Scanner {
       if (!S_ISREG(st.st_mode) || !absl::EndsWith(name, ".gguf") || !after) {
         continue;
       }
-      auto split = ParseSplit(name);
-      std::string first_missing;
-      if (split && split->index != 1) {
-        // Listed as its first split; without one, each split is listed,
-        // marked, and opening it says which split is missing.
-        const std::string first = SplitFileName(*split, 1);
-        if (files_.Stat(Join(abs, first)).ok()) continue;
-        first_missing = absl::StrCat("split ", first, " is missing");
-        split.reset();
-      }
-      FoundCheckpoint f = GgufCheckpoint(abs, name, child, st, split);
-      if (!first_missing.empty()) f.broken = first_missing;
-      Found(std::move(f));
+      FoundGguf(abs, name, child, st);
     }
     return absl::OkStatus();
+  }
+
+  // The .gguf file `name` in `abs`: a checkpoint, or a split set's first
+  // split standing for the set. A later split is listed only when the
+  // first is missing: each is then listed, marked, and opening it says
+  // which split is missing.
+  void FoundGguf(const std::string& abs, const std::string& name,
+                 const std::string& child, const struct stat& st) {
+    auto split = ParseSplit(name);
+    std::string first_missing;
+    if (split && split->index != 1) {
+      const std::string first = SplitFileName(*split, 1);
+      if (files_.Stat(Join(abs, first)).ok()) return;
+      first_missing = absl::StrCat("split ", first, " is missing");
+      split.reset();
+    }
+    FoundCheckpoint f = GgufCheckpoint(abs, name, child, st, split);
+    if (!first_missing.empty()) f.broken = first_missing;
+    Found(std::move(f));
   }
 
   FoundCheckpoint DirectoryCheckpoint(const std::string& abs,

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/quant/decode_simd.h"
 #include "gtest/gtest.h"
+#include "tests/support/simd_levels.h"
 
 namespace tensormorph {
 namespace {
@@ -106,20 +107,11 @@ std::vector<float> Values(const Binner& binner, uint32_t seed) {
   return v;
 }
 
-std::vector<DecodeSimd> Levels() {
-  std::vector<DecodeSimd> out;
-  for (DecodeSimd l :
-       {DecodeSimd::kScalar, DecodeSimd::kAvx2, DecodeSimd::kAvx512}) {
-    if (l <= SupportedDecodeSimd()) out.push_back(l);
-  }
-  return out;
-}
-
 TEST(BinEdgesTest, EveryValueGetsBinnersBin) {
   for (const Range& r : Ranges()) {
     const Binner binner(r.min, r.max, r.bins);
     const std::vector<float> v = Values(binner, 7);
-    for (DecodeSimd level : Levels()) {
+    for (DecodeSimd level : testing::SupportedSimdLevels()) {
       SCOPED_TRACE(absl::StrCat("range [", r.min, ", ", r.max, "] bins ",
                                 r.bins, " simd ", static_cast<int>(level)));
       const BinEdges edges(binner, level, int64_t{1} << 30);
@@ -157,7 +149,7 @@ TEST(BinEdgesTest, AddCountsWhatBinnerAddCounts) {
     const std::vector<float> v = Values(binner, 11);
     std::vector<int64_t> want(r.bins, 0);
     binner.Add(v.data(), static_cast<int64_t>(v.size()), want.data());
-    for (DecodeSimd level : Levels()) {
+    for (DecodeSimd level : testing::SupportedSimdLevels()) {
       // A long call (pairs of bins counted at once with AVX-512), short
       // ones (one value at a time), and an odd tail.
       for (int64_t piece : {int64_t{1} << 20, int64_t{100}, int64_t{8197}}) {
@@ -184,7 +176,7 @@ TEST(BinEdgesTest, AddCountsWhatBinnerAddCounts) {
 TEST(BinEdgesTest, EachPathRunsWhereItShould) {
   const Binner own(-0.0625, 0.0625, 64);
   const int64_t many = int64_t{1} << 20;
-  for (DecodeSimd level : Levels()) {
+  for (DecodeSimd level : testing::SupportedSimdLevels()) {
     const char* want = level == DecodeSimd::kAvx512 ? "avx512"
                        : level == DecodeSimd::kAvx2 ? "avx2"
                                                     : "scalar";

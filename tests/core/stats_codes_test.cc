@@ -10,18 +10,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/quant/decode_simd.h"
+#include "tests/support/simd_levels.h"
 
 namespace tensormorph {
 namespace {
-
-std::vector<DecodeSimd> Levels() {
-  std::vector<DecodeSimd> out;
-  for (DecodeSimd l :
-       {DecodeSimd::kScalar, DecodeSimd::kAvx2, DecodeSimd::kAvx512}) {
-    if (l <= SupportedDecodeSimd()) out.push_back(l);
-  }
-  return out;
-}
 
 TEST(CountCodesTest, EveryLevelCountsEachCodeOnce) {
   std::mt19937 rng(7);
@@ -33,7 +25,7 @@ TEST(CountCodesTest, EveryLevelCountsEachCodeOnce) {
       x = static_cast<uint8_t>(rng() % 16);
       ++want[x];
     }
-    for (DecodeSimd level : Levels()) {
+    for (DecodeSimd level : testing::SupportedSimdLevels()) {
       SCOPED_TRACE(absl::StrCat("n ", n, " simd ", static_cast<int>(level)));
       uint32_t got[16];
       ASSERT_TRUE(CountCodes(c.data(), n, n, level, got));
@@ -46,7 +38,7 @@ TEST(CountCodesTest, ACodeOfSixteenOrMoreIsRefusedWhereverItIs) {
   for (int64_t at : {0, 31, 32, 63, 64, 99}) {
     std::vector<uint8_t> c(100, 3);
     c[static_cast<size_t>(at)] = 16 + static_cast<uint8_t>(at % 200);
-    for (DecodeSimd level : Levels()) {
+    for (DecodeSimd level : testing::SupportedSimdLevels()) {
       SCOPED_TRACE(absl::StrCat("at ", at, " simd ", static_cast<int>(level)));
       uint32_t got[16];
       EXPECT_FALSE(CountCodes(c.data(), 100, 100, level, got));
@@ -56,7 +48,7 @@ TEST(CountCodesTest, ACodeOfSixteenOrMoreIsRefusedWhereverItIs) {
 
 TEST(CountCodesTest, EqualCodesAreAllCounted) {
   const std::vector<uint8_t> c(4096, 15);
-  for (DecodeSimd level : Levels()) {
+  for (DecodeSimd level : testing::SupportedSimdLevels()) {
     uint32_t got[16];
     ASSERT_TRUE(CountCodes(c.data(), 4096, 4096, level, got));
     EXPECT_EQ(got[15], 4096u);
@@ -83,7 +75,7 @@ TEST(CountQ4KBlockTest, EveryLevelCountsEachSubBlockApart) {
         ++want[2 * j + 1][hi];
       }
     }
-    for (DecodeSimd level : Levels()) {
+    for (DecodeSimd level : testing::SupportedSimdLevels()) {
       SCOPED_TRACE(absl::StrCat("simd ", static_cast<int>(level)));
       uint32_t got[8][16];
       CountQ4KBlock(qs, level, got);

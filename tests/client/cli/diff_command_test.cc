@@ -436,63 +436,53 @@ TEST(DiffImatrixTest, AMatrixThatWeighsNoTensorGivesNoFigureAndAWarning) {
   EXPECT_THAT(own.err, Not(HasSubstr("warning")));
 }
 
-// A tensor Tensormorph cannot decode is a gap the report names (its type
-// and why), not the end of the diff: the others are compared and the exit
-// code says "compared with gaps". ggml type id 200, which no ggml has,
-// stands for any type without a decoder.
-TEST(DiffGapsTest, AnUndecodableTensorIsListedAndTheRestCompared) {
-  const std::string dir = ::tensormorph::testing::MakeTempDir();
+// A quantized GGUF q.gguf in a fresh directory whose blk.0.ffn_down.weight
+// is of ggml type id 200, which no ggml has (any type without a decoder),
+// with blk.0.attn_norm.weight (F32) beside it when `with_decodable`, and
+// its source s.gguf of both in F32; returns the directory.
+std::string UndecodablePair(bool with_decodable) {
+  namespace t = ::tensormorph::testing;
+  const std::string dir = t::MakeTempDir();
   std::vector<float> w(256);
   for (size_t i = 0; i < w.size(); ++i) w[i] = 0.01f * (i % 17);
   const std::string f32(reinterpret_cast<const char*>(w.data()), w.size() * 4);
-  ::tensormorph::testing::GgufSpec quant, source;
-  quant.tensors = {
-      {"blk.0.attn_norm.weight", {256}, 0, f32},
-      {"blk.0.ffn_down.weight", {256}, 200, std::string(64, '\x11')}};
-  source.tensors = {{"blk.0.attn_norm.weight", {256}, 0, f32},
-                    {"blk.0.ffn_down.weight", {256}, 0, f32}};
-  ::tensormorph::testing::WriteFile(dir + "/q.gguf",
-                                    ::tensormorph::testing::BuildGguf(quant));
-  ::tensormorph::testing::WriteFile(dir + "/s.gguf",
-                                    ::tensormorph::testing::BuildGguf(source));
-  const CommandResult text = ::tensormorph::testing::RunCommand(
-      {CliPath(), "diff", dir + "/q.gguf", dir + "/s.gguf"});
-  EXPECT_EQ(text.exit_code, 4) << text.err;
-  EXPECT_THAT(text.out,
-              HasSubstr("blk.0.ffn_down.weight: ggml type 200 (unknown): "));
-  EXPECT_THAT(text.out, HasSubstr("1 tensor compared"));
-  const CommandResult json = ::tensormorph::testing::RunCommand(
-      {CliPath(), "--json", "diff", dir + "/q.gguf", dir + "/s.gguf"});
-  EXPECT_EQ(json.exit_code, 4) << json.err;
-  EXPECT_THAT(json.out, HasSubstr("\"undecodable\":[\"blk.0.ffn_down.weight"));
+  t::GgufSpec quant, source;
+  if (with_decodable) {
+    quant.tensors.push_back({"blk.0.attn_norm.weight", {256}, 0, f32});
+    source.tensors.push_back({"blk.0.attn_norm.weight", {256}, 0, f32});
+  }
+  quant.tensors.push_back(
+      {"blk.0.ffn_down.weight", {256}, 200, std::string(64, '\x11')});
+  source.tensors.push_back({"blk.0.ffn_down.weight", {256}, 0, f32});
+  t::WriteFile(dir + "/q.gguf", t::BuildGguf(quant));
+  t::WriteFile(dir + "/s.gguf", t::BuildGguf(source));
+  return dir;
 }
 
-// With every pair undecodable the answer is the list of gaps, not a
-// refusal that hides them: the same table, the same exit code.
-TEST(DiffGapsTest, WhenNothingDecodesTheGapsAreTheAnswer) {
-  const std::string dir = ::tensormorph::testing::MakeTempDir();
-  std::vector<float> w(256, 0.5f);
-  const std::string f32(reinterpret_cast<const char*>(w.data()), w.size() * 4);
-  ::tensormorph::testing::GgufSpec quant, source;
-  quant.tensors = {
-      {"blk.0.ffn_down.weight", {256}, 200, std::string(64, '\x11')}};
-  source.tensors = {{"blk.0.ffn_down.weight", {256}, 0, f32}};
-  ::tensormorph::testing::WriteFile(dir + "/q.gguf",
-                                    ::tensormorph::testing::BuildGguf(quant));
-  ::tensormorph::testing::WriteFile(dir + "/s.gguf",
-                                    ::tensormorph::testing::BuildGguf(source));
-  const CommandResult text = ::tensormorph::testing::RunCommand(
-      {CliPath(), "diff", dir + "/q.gguf", dir + "/s.gguf"});
-  EXPECT_EQ(text.exit_code, 4) << text.err;
-  EXPECT_THAT(text.out, HasSubstr("not compared, cannot decode (1):"));
-  EXPECT_THAT(text.out,
-              HasSubstr("blk.0.ffn_down.weight: ggml type 200 (unknown): "));
-  EXPECT_THAT(text.out, HasSubstr("0 tensors compared"));
-  const CommandResult json = ::tensormorph::testing::RunCommand(
-      {CliPath(), "--json", "diff", dir + "/q.gguf", dir + "/s.gguf"});
-  EXPECT_EQ(json.exit_code, 4) << json.err;
-  EXPECT_THAT(json.out, HasSubstr("\"undecodable\":[\"blk.0.ffn_down.weight"));
-  EXPECT_THAT(json.err, Not(HasSubstr("FAILED_PRECONDITION")));
+// A tensor Tensormorph cannot decode is a gap the report names (its type
+// and why), not the end of the diff: the others are compared and the exit
+// code says "compared with gaps". With every pair undecodable the answer
+// is the list of gaps, not a refusal that hides them: the same table, the
+// same exit code.
+TEST(DiffGapsTest, AnUndecodableTensorIsListedAndTheRestCompared) {
+  for (const bool with_decodable : {true, false}) {
+    SCOPED_TRACE(with_decodable ? "beside a decodable one" : "alone");
+    const std::string dir = UndecodablePair(with_decodable);
+    const CommandResult text = ::tensormorph::testing::RunCommand(
+        {CliPath(), "diff", dir + "/q.gguf", dir + "/s.gguf"});
+    EXPECT_EQ(text.exit_code, 4) << text.err;
+    EXPECT_THAT(text.out, HasSubstr("not compared, cannot decode (1):"));
+    EXPECT_THAT(text.out,
+                HasSubstr("blk.0.ffn_down.weight: ggml type 200 (unknown): "));
+    EXPECT_THAT(text.out, HasSubstr(with_decodable ? "\n1 tensor compared"
+                                                   : "\n0 tensors compared"));
+    const CommandResult json = ::tensormorph::testing::RunCommand(
+        {CliPath(), "--json", "diff", dir + "/q.gguf", dir + "/s.gguf"});
+    EXPECT_EQ(json.exit_code, 4) << json.err;
+    EXPECT_THAT(json.out,
+                HasSubstr("\"undecodable\":[\"blk.0.ffn_down.weight"));
+    EXPECT_THAT(json.err, Not(HasSubstr("FAILED_PRECONDITION")));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(BothModes, DiffCliTest, ::testing::Bool(),

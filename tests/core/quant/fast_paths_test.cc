@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/same_bits.h"
+#include "tests/support/simd_levels.h"
 #include "tests/support/test_paths.h"
 
 namespace tensormorph {
@@ -42,14 +43,6 @@ std::vector<std::pair<int64_t, int64_t>> Ranges(int64_t n, std::mt19937& rng) {
 
 class DTypeFastPathTest : public ::testing::TestWithParam<int> {};
 
-// The vector levels this CPU runs, scalar references first.
-std::vector<DecodeSimd> Levels() {
-  std::vector<DecodeSimd> out;
-  for (int l = 0; l <= static_cast<int>(SupportedDecodeSimd()); ++l)
-    out.push_back(static_cast<DecodeSimd>(l));
-  return out;
-}
-
 // Runs the body with the decoders capped at each level in turn.
 class SimdLevels {
  public:
@@ -64,7 +57,7 @@ TEST_P(DTypeFastPathTest, BulkDecodeMatchesInspectOnRandomBlocks) {
       static_cast<size_t>(n / info.block_elems * info.block_bytes));
   std::mt19937 rng(GetParam() * 7919 + 1);
   SimdLevels restore;
-  for (DecodeSimd level : Levels()) {
+  for (DecodeSimd level : testing::SupportedSimdLevels()) {
     CapDecodeSimdForTesting(level);
     SCOPED_TRACE("simd level " + std::to_string(static_cast<int>(level)));
     for (int trial = 0; trial < 4; ++trial) {
@@ -103,7 +96,7 @@ TEST(HalfFloatFastPathTest, EveryCodeMatchesTheScalarReference) {
   }
   SimdLevels restore;
   for (DType d : {DType::kF16, DType::kBF16}) {
-    for (DecodeSimd level : Levels()) {
+    for (DecodeSimd level : testing::SupportedSimdLevels()) {
       CapDecodeSimdForTesting(level);
       SCOPED_TRACE(std::string(GetDTypeInfo(d).name) + " simd level " +
                    std::to_string(static_cast<int>(level)));

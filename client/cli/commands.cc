@@ -229,7 +229,7 @@ int ListCheckpointsUnder(Client& client, const GlobalOptions& g,
   std::vector<std::vector<std::string>> rows = {
       {"PATH", "FORMAT", "FILES", "SIZE", "STORED TENSORS", "MODIFIED"}};
   int64_t count = 0, bytes = 0;
-  bool itself = false;  // the directory is a safetensors checkpoint
+  bool itself = false;              // the directory is a safetensors checkpoint
   std::vector<std::string> broken;  // "PATH: what", after the table
   auto print = [&](const v1::CheckpointEntry& e) {
     ++count;

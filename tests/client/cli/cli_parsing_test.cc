@@ -155,11 +155,12 @@ TEST_P(CliParsingTest, MalformedSlicesAreUsageErrorsLikeMalformedIndices) {
   CommandResult ok = Run({"read", Cube(), "t.weight", "--slice", "-1, ::2"});
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
   // Digits past 64 bits are an integer out of range, not "not an integer".
-  ExpectUsageError({"read", Cube(), "t.weight", "--slice",
-                    "99999999999999999999999"},
-                   ErrorReason::kSliceInvalid, {"is out of range"});
-  ExpectUsageError({"scalar", Cube(), "t.weight", "99999999999999999999999,0,0"},
-                   ErrorReason::kRequestInvalid, {"is out of range"});
+  ExpectUsageError(
+      {"read", Cube(), "t.weight", "--slice", "99999999999999999999999"},
+      ErrorReason::kSliceInvalid, {"is out of range"});
+  ExpectUsageError(
+      {"scalar", Cube(), "t.weight", "99999999999999999999999,0,0"},
+      ErrorReason::kRequestInvalid, {"is out of range"});
 }
 
 TEST_P(CliParsingTest, NumericOptionsAreCheckedAgainstTheServersLimits) {

@@ -55,8 +55,7 @@ mode_t Mode(const std::string& path) {
 TEST(OutputFileTest, ADirectoryThatTakesNoTemporaryIsNamed) {
   auto file = OutputFile::Create("/proc/version");
   ASSERT_FALSE(file.ok());
-  EXPECT_THAT(file.status(),
-              MessageNames("creating its temporary in '/proc'"));
+  EXPECT_THAT(file.status(), MessageNames("creating its temporary in '/proc'"));
 }
 
 TEST(OutputFileTest, TheNameHoldsTheOldFileUntilCommitThenTheWholeNewOne) {

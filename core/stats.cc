@@ -1421,7 +1421,8 @@ bool StatsPass::AddRuns(int64_t first, const std::vector<uint8_t>& codes,
     const int64_t k = i;
     i += r.count;
     uint32_t count[16];
-    if (!CountCodes(codes.data() + k, r.count, size - k, simd_, count)) {
+    if (r.count > size - k ||
+        !CountCodes(codes.data() + k, r.count, simd_, count)) {
       return false;
     }
     AffineLevels levels;

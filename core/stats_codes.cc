@@ -38,41 +38,61 @@ bool CountCodesScalar(const uint8_t* c, int64_t n, uint32_t count[16]) {
 }
 
 #if defined(__x86_64__)
-// 32 codes a load; per code value one compare, one mask and one popcount
-// (the 16 constants set once). A tail shorter than 32 is masked out of
-// every compare, and copied first where a load would pass `readable`.
+// The four bit planes of the 32 codes at c + i (bit b of each byte, by a
+// shift and a movemask; zeros past n), `valid` marking those below n, and
+// the bytes ORed into `any`. A tail shorter than 32 is copied into zeros
+// first.
+__attribute__((target("avx2"))) inline void PlanesAvx2(const uint8_t* c,
+                                                       int64_t n, int64_t i,
+                                                       uint32_t p[4],
+                                                       uint32_t* valid,
+                                                       __m256i* any) {
+  alignas(32) uint8_t tail[32];
+  const uint8_t* at = c + i;
+  *valid = ~0u;
+  if (n - i < 32) {
+    *valid = n > i ? (uint32_t{1} << (n - i)) - 1 : 0;
+    std::memset(tail, 0, sizeof(tail));
+    if (n > i) std::memcpy(tail, at, static_cast<size_t>(n - i));
+    at = tail;
+  }
+  const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at));
+  *any = _mm256_or_si256(*any, x);
+  p[0] = static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_slli_epi16(x, 7)));
+  p[1] = static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_slli_epi16(x, 6)));
+  p[2] = static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_slli_epi16(x, 5)));
+  p[3] = static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_slli_epi16(x, 4)));
+}
+
+// 64 codes a step as bit planes, the count of code k the popcount of the
+// AND of the planes or complements that spell it: four masks per 32 codes
+// instead of sixteen compares and masks (a third of GPTQ's statistics on
+// AVX2 went to those, bound by one movemask a cycle). A code of 16 or more
+// shows in the bytes' OR.
 __attribute__((target("avx2,popcnt"))) bool CountCodesAvx2(const uint8_t* c,
                                                            int64_t n,
-                                                           int64_t readable,
                                                            uint32_t count[16]) {
-  __m256i code[16];
-  for (int k = 0; k < 16; ++k) code[k] = _mm256_set1_epi8(static_cast<char>(k));
   uint32_t sum[16] = {};
-  alignas(32) uint8_t tail[32] = {};
-  for (int64_t i = 0; i < n; i += 32) {
-    const uint8_t* at = c + i;
-    uint32_t valid = ~0u;
-    if (n - i < 32) {
-      valid = (uint32_t{1} << (n - i)) - 1;
-      if (readable - i < 32) {
-        std::memcpy(tail, at, static_cast<size_t>(n - i));
-        at = tail;
-      }
-    }
-    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at));
+  __m256i any = _mm256_setzero_si256();
+  for (int64_t i = 0; i < n; i += 64) {
+    uint32_t a[4], b[4], va, vb;
+    PlanesAvx2(c, n, i, a, &va, &any);
+    PlanesAvx2(c, n, i + 32, b, &vb, &any);
+    uint64_t p[4];
+    for (int k = 0; k < 4; ++k) p[k] = a[k] | uint64_t{b[k]} << 32;
+    const uint64_t valid = va | uint64_t{vb} << 32;
+    // Codes by their bits 1 and 0 (low) and by bits 3 and 2 (high); a zero
+    // byte past n has every plane clear, so only the complements mask it.
+    const uint64_t n0 = valid & ~p[0], n2 = valid & ~p[2];
+    const uint64_t low[4] = {n0 & ~p[1], p[0] & ~p[1], n0 & p[1], p[0] & p[1]};
+    const uint64_t high[4] = {n2 & ~p[3], p[2] & ~p[3], n2 & p[3], p[2] & p[3]};
     for (int k = 0; k < 16; ++k) {
-      const uint32_t m = static_cast<uint32_t>(_mm256_movemask_epi8(
-                             _mm256_cmpeq_epi8(x, code[k]))) &
-                         valid;
-      sum[k] += static_cast<uint32_t>(std::popcount(m));
+      sum[k] += static_cast<uint32_t>(std::popcount(low[k & 3] & high[k >> 2]));
     }
   }
-  int64_t total = 0;
-  for (int k = 0; k < 16; ++k) {
-    count[k] = sum[k];
-    total += sum[k];
-  }
-  return total == n;
+  std::copy(sum, sum + 16, count);
+  return _mm256_testz_si256(any, _mm256_set1_epi8(static_cast<char>(0xf0))) !=
+         0;
 }
 
 // GCC 12 warns of its own AVX-512 intrinsics' undefined operands (as
@@ -462,14 +482,13 @@ float AsFloatOrNaN(double d) {
              : std::numeric_limits<float>::quiet_NaN();
 }
 
-bool CountCodes(const uint8_t* c, int64_t n, int64_t readable, DecodeSimd simd,
+bool CountCodes(const uint8_t* c, int64_t n, DecodeSimd simd,
                 uint32_t count[16]) {
 #if defined(__x86_64__)
   if (simd == DecodeSimd::kAvx512) return CountCodesAvx512(c, n, count);
-  if (simd == DecodeSimd::kAvx2) return CountCodesAvx2(c, n, readable, count);
+  if (simd == DecodeSimd::kAvx2) return CountCodesAvx2(c, n, count);
 #endif
   (void)simd;
-  (void)readable;
   return CountCodesScalar(c, n, count);
 }
 

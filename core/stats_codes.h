@@ -13,12 +13,12 @@ namespace tensormorph {
 
 // Sets count[k] to the number of codes k among c[0, n) (n < 2^31), for k <
 // 16. Returns false when a code is 16 or more (then `count` is
-// unspecified). `readable`: bytes readable from c (>= n). `simd`: the level
-// to use (the caller's CPU runs it): with AVX2, 32 codes at a time by
-// vector compares, which read whole 32-byte loads where they fit in it and
-// copy the tail otherwise; with AVX-512, 64 at a time, the tail by a
-// masked load (which reads nothing past n). The same counts at every level.
-bool CountCodes(const uint8_t* c, int64_t n, int64_t readable, DecodeSimd simd,
+// unspecified). Reads nothing past c + n. `simd`: the level to use (the
+// caller's CPU runs it): with AVX2, 32 codes a load as four bit planes (a
+// tail shorter than 32 copied first); with AVX-512, 64 codes a load by
+// vector compares, the tail by a masked load. The same counts at every
+// level.
+bool CountCodes(const uint8_t* c, int64_t n, DecodeSimd simd,
                 uint32_t count[16]);
 
 // The codes of each of a ggml Q4_K block's eight sub-blocks counted, from

@@ -1,5 +1,5 @@
 // CountCodes and CountQ4KBlock: the counts of 4-bit codes at every SIMD
-// level, whatever the length and the bytes readable past it.
+// level, whatever the length, reading nothing past the codes.
 #include "core/stats_codes.h"
 
 #include <gtest/gtest.h>
@@ -28,7 +28,7 @@ TEST(CountCodesTest, EveryLevelCountsEachCodeOnce) {
     for (DecodeSimd level : testing::SupportedSimdLevels()) {
       SCOPED_TRACE(absl::StrCat("n ", n, " simd ", static_cast<int>(level)));
       uint32_t got[16];
-      ASSERT_TRUE(CountCodes(c.data(), n, n, level, got));
+      ASSERT_TRUE(CountCodes(c.data(), n, level, got));
       for (int k = 0; k < 16; ++k) EXPECT_EQ(got[k], want[k]) << "code " << k;
     }
   }
@@ -41,7 +41,23 @@ TEST(CountCodesTest, ACodeOfSixteenOrMoreIsRefusedWhereverItIs) {
     for (DecodeSimd level : testing::SupportedSimdLevels()) {
       SCOPED_TRACE(absl::StrCat("at ", at, " simd ", static_cast<int>(level)));
       uint32_t got[16];
-      EXPECT_FALSE(CountCodes(c.data(), 100, 100, level, got));
+      EXPECT_FALSE(CountCodes(c.data(), 100, level, got));
+    }
+  }
+}
+
+TEST(CountCodesTest, BytesPastTheCodesAreNeitherCountedNorRefused) {
+  // A run's codes end inside a longer buffer (the next run's codes, or
+  // anything): a count of n codes looks at n bytes.
+  std::vector<uint8_t> c(200, 0xff);
+  for (int64_t n : {1, 31, 32, 33, 64, 100}) {
+    std::fill(c.begin(), c.begin() + n, uint8_t{0});
+    for (DecodeSimd level : testing::SupportedSimdLevels()) {
+      SCOPED_TRACE(absl::StrCat("n ", n, " simd ", static_cast<int>(level)));
+      uint32_t got[16];
+      ASSERT_TRUE(CountCodes(c.data(), n, level, got));
+      EXPECT_EQ(got[0], static_cast<uint32_t>(n));
+      for (int k = 1; k < 16; ++k) EXPECT_EQ(got[k], 0u) << "code " << k;
     }
   }
 }
@@ -50,7 +66,7 @@ TEST(CountCodesTest, EqualCodesAreAllCounted) {
   const std::vector<uint8_t> c(4096, 15);
   for (DecodeSimd level : testing::SupportedSimdLevels()) {
     uint32_t got[16];
-    ASSERT_TRUE(CountCodes(c.data(), 4096, 4096, level, got));
+    ASSERT_TRUE(CountCodes(c.data(), 4096, level, got));
     EXPECT_EQ(got[15], 4096u);
     EXPECT_EQ(got[0], 0u);
   }

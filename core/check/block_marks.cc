@@ -34,43 +34,61 @@ constexpr float kF16 = 65504.0f;
 // finite and non-zero (the range usable): values differ where codes do;
 // the end levels d * -128 and d * 127 are not zero and hold exactly the
 // codes -128 and 127; the largest |value| is |d| times the largest |q|.
+// GetSubBlockRuns' range [d * -128, d * 127] (both exact in float: an fp16
+// times a code of 8 bits) is finite and not a point exactly when d is
+// finite and non-zero, so the scales of eight blocks are judged at once by
+// F16C (one at a time, through the table behind LoadF16's static guard and
+// the range in double, they were most of the check of Q8_0).
 TM_AVX2 void MarkQ8_0(const uint8_t* blocks, int64_t nb, uint8_t* ordinary) {
   const __m256i low = _mm256_set1_epi8(-128), high = _mm256_set1_epi8(127);
-  for (int64_t i = 0; i < nb; ++i) {
-    const uint8_t* b = blocks + 34 * i;
-    // The run's range, as GetSubBlockRuns computes it.
-    const float d = LoadF16(b);
-    const double scale = d;
-    const double ra = scale * -128.0 + 0.0, rb = scale * 127.0 + 0.0;
-    const float lo = static_cast<float>(std::min(ra, rb));
-    const float hi = static_cast<float>(std::max(ra, rb));
-    if (!(std::isfinite(lo) && std::isfinite(hi) && lo != hi)) {
-      ordinary[i] = 0;
-      continue;
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  for (int64_t i0 = 0; i0 < nb; i0 += 8) {
+    const int64_t m = std::min<int64_t>(8, nb - i0);
+    alignas(16) uint16_t bits[8] = {};
+    for (int64_t k = 0; k < m; ++k)
+      std::memcpy(&bits[k], blocks + 34 * (i0 + k), 2);
+    alignas(32) float ad[8];
+    const __m256 a = _mm256_and_ps(
+        _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(bits))),
+        abs_mask);
+    _mm256_store_ps(ad, a);
+    // 0 < |d| < inf (false for NaN); and |d| * 128 past fp16's largest.
+    const int usable = _mm256_movemask_ps(
+        _mm256_and_ps(_mm256_cmp_ps(a, _mm256_setzero_ps(), _CMP_GT_OQ),
+                      _mm256_cmp_ps(a, _mm256_set1_ps(INFINITY), _CMP_LT_OQ)));
+    const int big = _mm256_movemask_ps(
+        _mm256_cmp_ps(_mm256_mul_ps(a, _mm256_set1_ps(128.0f)),
+                      _mm256_set1_ps(kF16), _CMP_NLE_UQ));
+    for (int64_t k = 0; k < m; ++k) {
+      const uint8_t* b = blocks + 34 * (i0 + k);
+      if ((usable >> k & 1) == 0) {
+        ordinary[i0 + k] = 0;
+        continue;
+      }
+      const __m256i q =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2));
+      const bool differ =
+          _mm256_movemask_epi8(_mm256_cmpeq_epi8(
+              q, _mm256_set1_epi8(static_cast<char>(b[2])))) != -1;
+      const int ends = __builtin_popcount(
+          static_cast<unsigned>(_mm256_movemask_epi8(_mm256_or_si256(
+              _mm256_cmpeq_epi8(q, low), _mm256_cmpeq_epi8(q, high)))));
+      bool special = false;
+      if ((big >> k & 1) != 0) {
+        // Some code may pass fp16: the largest |q| (|-128| is 128 as an
+        // unsigned byte) says.
+        const __m256i aq = _mm256_abs_epi8(q);
+        __m128i mq = _mm_max_epu8(_mm256_castsi256_si128(aq),
+                                  _mm256_extracti128_si256(aq, 1));
+        mq = _mm_max_epu8(mq, _mm_srli_si128(mq, 8));
+        mq = _mm_max_epu8(mq, _mm_srli_si128(mq, 4));
+        mq = _mm_max_epu8(mq, _mm_srli_si128(mq, 2));
+        mq = _mm_max_epu8(mq, _mm_srli_si128(mq, 1));
+        special =
+            !(static_cast<float>(_mm_cvtsi128_si32(mq) & 0xff) * ad[k] <= kF16);
+      }
+      ordinary[i0 + k] = !special && differ && 4 * ends <= 32;
     }
-    const __m256i q =
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2));
-    const bool differ =
-        _mm256_movemask_epi8(_mm256_cmpeq_epi8(
-            q, _mm256_set1_epi8(static_cast<char>(b[2])))) != -1;
-    const int ends = __builtin_popcount(
-        static_cast<unsigned>(_mm256_movemask_epi8(_mm256_or_si256(
-            _mm256_cmpeq_epi8(q, low), _mm256_cmpeq_epi8(q, high)))));
-    bool special = false;
-    if (!(std::fabs(d) * 128.0f <= kF16)) {
-      // Some code may pass fp16: the largest |q| (|-128| is 128 as an
-      // unsigned byte) says.
-      const __m256i a = _mm256_abs_epi8(q);
-      __m128i m = _mm_max_epu8(_mm256_castsi256_si128(a),
-                               _mm256_extracti128_si256(a, 1));
-      m = _mm_max_epu8(m, _mm_srli_si128(m, 8));
-      m = _mm_max_epu8(m, _mm_srli_si128(m, 4));
-      m = _mm_max_epu8(m, _mm_srli_si128(m, 2));
-      m = _mm_max_epu8(m, _mm_srli_si128(m, 1));
-      special = !(std::fabs(static_cast<float>(_mm_cvtsi128_si32(m) & 0xff) *
-                            d) <= kF16);
-    }
-    ordinary[i] = !special && differ && 4 * ends <= 32;
   }
 }
 

@@ -347,21 +347,91 @@ bool AllInBlocks(const std::vector<int64_t>& run) {
   return CellsInWholeChunks(run, kBlockColumns);
 }
 
-// AccumulateLanes for F16 (uint16_t) or BF16 (BF16Code) codes read where
-// they are stored, `stride` codes apart: no float32 staging buffer and no
-// decode pass before the lanes, the conversion to float being the lanes'
-// own. REQUIRES: AllInBlocks(run) and AVX-512.
-template <typename Code>
-void AccumulateLanesCodes(const Code* v, int64_t stride, int64_t nrows,
-                          const std::vector<int64_t>& run, LaneEnds ends,
-                          double* lanes, double* sums) {
-  for (size_t j = 0; j + 1 < run.size();)
-    j += CellBlockLanes(v, stride, nrows, run, j, ends, lanes, sums);
-}
-
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
+
+#define TM_AVX2_STEP \
+  __attribute__((target("avx2,fma,f16c"), always_inline)) inline
+
+// Four elements as doubles (EightFloats' conversions, then widened).
+TM_AVX2_STEP __m256d FourDoubles(const float* p) {
+  return _mm256_cvtps_pd(_mm_loadu_ps(p));
+}
+TM_AVX2_STEP __m256d FourDoubles(const uint16_t* p) {
+  return _mm256_cvtps_pd(
+      _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+TM_AVX2_STEP __m256d FourDoubles(const BF16Code* p) {
+  const __m128i codes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  return _mm256_cvtps_pd(
+      _mm_castsi128_ps(_mm_slli_epi32(_mm_cvtepu16_epi32(codes), 16)));
+}
+
+// CellBlockAvx512 in AVX2's sixteen registers: 32 columns a call for cells
+// of 16 or 32 (eight or four vectors of four lanes), 64 for a cell of 64
+// (four). The four elements at column offset 4 G go to vector
+// 4 (4 G / W) + G % 4, row by row, left to right.
+template <int W, typename T, int... G>
+TM_AVX2_STEP void AddBlockRowAvx2(const T* p, __m256d* a,
+                                  std::integer_sequence<int, G...>) {
+  const __m256d one = _mm256_set1_pd(1.0);
+  ((a[4 * (4 * G / W) + G % 4] = _mm256_fmadd_pd(FourDoubles(p + 4 * G), one,
+                                                 a[4 * (4 * G / W) + G % 4])),
+   ...);
+}
+
+template <int W, typename T>
+__attribute__((target("avx2,fma,f16c"))) void CellBlockAvx2(
+    const T* v, int64_t stride, int64_t nrows, LaneEnds ends, double* lanes,
+    double* sums) {
+  constexpr int kColumns = W == 64 ? 64 : 32;
+  constexpr int kCells = kColumns / W;
+  __m256d a[4 * kCells];
+  ::tensormorph::StartLanes(ends.first, lanes, a,
+                            std::make_integer_sequence<int, 4 * kCells>());
+  for (int64_t r = 0; r < nrows; ++r) {
+    AddBlockRowAvx2<W>(v + r * stride, a,
+                       std::make_integer_sequence<int, kColumns / 4>());
+  }
+  ::tensormorph::EndLanes(ends.last, a, lanes, sums,
+                          std::make_integer_sequence<int, kCells>());
+}
+
+#undef TM_AVX2_STEP
+
+// AccumulateLanes for float32 values, F16 (uint16_t) or BF16 (BF16Code)
+// codes read where they are stored, `stride` elements apart: no staging
+// buffer and no decode pass before the lanes, the conversion to double
+// being the lanes' own. REQUIRES: AllInBlocks(run), and AVX-512, or AVX2
+// with FMA (HasFma).
+template <typename Code>
+void AccumulateLanesCodes(const Code* v, int64_t stride, int64_t nrows,
+                          const std::vector<int64_t>& run, DecodeSimd simd,
+                          LaneEnds ends, double* lanes, double* sums) {
+  if (simd >= DecodeSimd::kAvx512) {
+    for (size_t j = 0; j + 1 < run.size();)
+      j += CellBlockLanes(v, stride, nrows, run, j, ends, lanes, sums);
+    return;
+  }
+  const int64_t w = run[1] - run[0];
+  const size_t step = static_cast<size_t>(std::max<int64_t>(w, 32) / w);
+  for (size_t j = 0; j + 1 < run.size(); j += step) {
+    const Code* const p = v + run[j];
+    double* const l = lanes + j * kLanes;
+    switch (w) {
+      case 16:
+        CellBlockAvx2<16>(p, stride, nrows, ends, l, sums + j);
+        break;
+      case 32:
+        CellBlockAvx2<32>(p, stride, nrows, ends, l, sums + j);
+        break;
+      default:
+        CellBlockAvx2<64>(p, stride, nrows, ends, l, sums + j);
+        break;
+    }
+  }
+}
 #endif
 
 #if defined(__x86_64__)
@@ -788,14 +858,22 @@ class RegionPass {
   // F16 codes where they are stored, for the mean's lanes to read without
   // a decode (AccumulateLanesF16); nullptr otherwise.
   const uint16_t* f16_in_place_ = nullptr;
-  // The same for the mean of BF16 codes (EightFloats widens them).
+  // The same for the mean of BF16 codes (EightFloats widens them), and of
+  // float32 values stored as such (a copy was half of F32's mean at AVX2).
   const BF16Code* bf16_in_place_ = nullptr;
+  const float* f32_in_place_ = nullptr;
   // Q4_K blocks where they are stored, for the mean's lanes to sum from
   // their codes (Q4KMeanLanes) and absmax's column maxima to take from them
   // (Q4KColumnMax); nullptr otherwise.
   const uint8_t* q4k_in_place_ = nullptr;
   // Q8_0 blocks where they are stored, the same (Q8MeanLanes, Q8ColumnMax).
   const uint8_t* q8_in_place_ = nullptr;
+  // Whether FoldRows reads the values where they are stored (no decode).
+  bool InPlace() const {
+    return f16_in_place_ != nullptr || bf16_in_place_ != nullptr ||
+           f32_in_place_ != nullptr || q4k_in_place_ != nullptr ||
+           q8_in_place_ != nullptr;
+  }
   bool column_errors_ = false;  // plain floats' errors by columns
   int64_t batch_rows_ = 1;
   int band_ = 0;  // the band being folded
@@ -844,13 +922,16 @@ RegionPass::RegionPass(const LogicalTensor& t, const LogicalTensor* ref,
   run_.resize(static_cast<size_t>(h->width) + 1);
   for (int j = 0; j <= h->width; ++j) run_[j] = h->col_edges[j] - g.col_begin;
 #if defined(__x86_64__)
-  if ((mean_ && simd_ >= DecodeSimd::kAvx512 && AllInBlocks(run_)) ||
-      (absmax_ && !o.locate && simd_ >= DecodeSimd::kAvx2)) {
+  const bool lanes_in_place = mean_ && AllInBlocks(run_) &&
+                              (simd_ >= DecodeSimd::kAvx512 ||
+                               (simd_ >= DecodeSimd::kAvx2 && HasFma()));
+  if (lanes_in_place || (absmax_ && !o.locate && simd_ >= DecodeSimd::kAvx2)) {
     f16_in_place_ = t.encoding->StoredF16();
   }
-  if (mean_ && simd_ >= DecodeSimd::kAvx512 && AllInBlocks(run_)) {
+  if (lanes_in_place) {
     bf16_in_place_ =
         reinterpret_cast<const BF16Code*>(t.encoding->StoredBF16());
+    f32_in_place_ = t.encoding->StoredF32();
   }
 #endif
   if ((mean_ &&
@@ -866,8 +947,7 @@ RegionPass::RegionPass(const LogicalTensor& t, const LogicalTensor* ref,
   }
   const size_t buf = static_cast<size_t>(batch_rows_ * ncols);
   q_.resize(detailed_ ? buf : 0);
-  if (!detailed_ && f16_in_place_ == nullptr && bf16_in_place_ == nullptr &&
-      q4k_in_place_ == nullptr && q8_in_place_ == nullptr) {
+  if (!detailed_ && !InPlace()) {
     v_ = DecodeScratch(buf);
   }
   x_.resize(with_ref_ && ref_in_place_ == nullptr ? buf : 0);
@@ -913,11 +993,7 @@ absl::Status RegionPass::Run() {
 
 // Decodes view rows [r, r + nb) of the region (whole rows when nb > 1).
 absl::Status RegionPass::Read(int64_t r, int64_t nb) {
-  // Read by FoldRows where they are stored.
-  if (f16_in_place_ != nullptr || bf16_in_place_ != nullptr ||
-      q4k_in_place_ != nullptr || q8_in_place_ != nullptr) {
-    return absl::OkStatus();
-  }
+  if (InPlace()) return absl::OkStatus();  // read by FoldRows
   const int64_t first = g_.base + r * h_.cols + g_.col_begin;
   const int64_t count = nb * g_.ncols();
   return GuardedRead([&]() -> absl::Status {
@@ -948,14 +1024,21 @@ absl::Status RegionPass::FoldRows(int64_t r, int64_t k0, int64_t nk) {
     const int64_t at = g_.base + (r + k0) * h_.cols + g_.col_begin;
     if (f16_in_place_ != nullptr) {
       return GuardedRead([&]() -> absl::Status {
-        AccumulateLanesCodes(f16_in_place_ + at, h_.cols, nk, run_, ends,
+        AccumulateLanesCodes(f16_in_place_ + at, h_.cols, nk, run_, simd_, ends,
                              lanes_.data(), Out(h_.values));
         return absl::OkStatus();
       });
     }
     if (bf16_in_place_ != nullptr) {
       return GuardedRead([&]() -> absl::Status {
-        AccumulateLanesCodes(bf16_in_place_ + at, h_.cols, nk, run_, ends,
+        AccumulateLanesCodes(bf16_in_place_ + at, h_.cols, nk, run_, simd_,
+                             ends, lanes_.data(), Out(h_.values));
+        return absl::OkStatus();
+      });
+    }
+    if (f32_in_place_ != nullptr) {
+      return GuardedRead([&]() -> absl::Status {
+        AccumulateLanesCodes(f32_in_place_ + at, h_.cols, nk, run_, simd_, ends,
                              lanes_.data(), Out(h_.values));
         return absl::OkStatus();
       });

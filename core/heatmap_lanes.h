@@ -1,8 +1,9 @@
 // What the heatmap's mean kernels share (core/heatmap.cc's decoded and F16
 // or BF16 code paths, core/heatmap_q4k and core/heatmap_q8's blocks): which
-// cell layouts a kernel of `chunk` columns takes, and, with AVX-512, a
-// chunk's lanes held in registers down the rows and ended as core/heatmap.h
-// says (stored, or combined by SumOfLanes' tree). Internal to core/.
+// cell layouts a kernel of `chunk` columns takes, and, with AVX-512 or AVX2,
+// a chunk's lanes held in registers down the rows and ended as
+// core/heatmap.h says (stored, or combined by SumOfLanes' tree). Internal
+// to core/.
 #ifndef TENSORMORPH_CORE_HEATMAP_LANES_H_
 #define TENSORMORPH_CORE_HEATMAP_LANES_H_
 
@@ -86,6 +87,40 @@ TM_LANES_STEP void EndLanes(bool finish, const __m512d* a, double* lanes,
 }
 
 #undef TM_LANES_STEP
+
+#define TM_LANES_STEP_AVX2 __attribute__((target("avx2"), always_inline)) inline
+
+// AVX2's twins: cell c's lanes in four vectors of four, a[4 c] (lanes
+// 0-3) to a[4 c + 3] (12-15).
+template <int... C>
+TM_LANES_STEP_AVX2 void StartLanes(bool start, const double* lanes, __m256d* a,
+                                   std::integer_sequence<int, C...>) {
+  ((a[C] = start ? _mm256_setzero_pd() : _mm256_loadu_pd(lanes + 4 * C)), ...);
+}
+
+// The same tree: (l0 + l2) holds p[k] + p[k + 8] for k < 4, (l1 + l3) for
+// 4 <= k < 8; their sum q[k] + q[k + 4]; its halves added; then the two.
+TM_LANES_STEP_AVX2 void EndCell(bool finish, const __m256d* l, double* lanes,
+                                double* sum) {
+  if (!finish) {
+    for (int k = 0; k < 4; ++k) _mm256_storeu_pd(lanes + 4 * k, l[k]);
+    return;
+  }
+  const __m256d q =
+      _mm256_add_pd(_mm256_add_pd(l[0], l[2]), _mm256_add_pd(l[1], l[3]));
+  const __m128d h =
+      _mm_add_pd(_mm256_castpd256_pd128(q), _mm256_extractf128_pd(q, 1));
+  *sum = _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
+}
+
+template <int... C>
+TM_LANES_STEP_AVX2 void EndLanes(bool finish, const __m256d* a, double* lanes,
+                                 double* sums,
+                                 std::integer_sequence<int, C...>) {
+  (EndCell(finish, a + 4 * C, lanes + 16 * C, sums + C), ...);
+}
+
+#undef TM_LANES_STEP_AVX2
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif

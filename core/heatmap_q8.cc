@@ -1,5 +1,6 @@
 #include "core/heatmap_q8.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -30,6 +31,13 @@ bool Avx512At(DecodeSimd simd) {
   static const bool dq = __builtin_cpu_supports("avx512dq");
   return simd >= DecodeSimd::kAvx512 && dq;
 }
+
+// The AVX2 kernels add by multiply-adds (FMA), which the decoders' AVX2
+// level does not promise.
+bool Avx2At(DecodeSimd simd) {
+  static const bool fma = __builtin_cpu_supports("fma");
+  return simd >= DecodeSimd::kAvx2 && fma;
+}
 #endif
 
 }  // namespace
@@ -50,7 +58,7 @@ const uint8_t* StoredQ8Blocks(const LogicalTensor& t) {
 bool Q8MeanLanesApply(DecodeSimd simd, int64_t first, int64_t stride,
                       const std::vector<int64_t>& run) {
 #if defined(__x86_64__)
-  return Avx512At(simd) && first % kQ8Elems == 0 && stride % kQ8Elems == 0 &&
+  return Avx2At(simd) && first % kQ8Elems == 0 && stride % kQ8Elems == 0 &&
          CellsInWholeChunks(run, kChunkColumns);
 #else
   (void)simd, (void)first, (void)stride, (void)run;
@@ -61,7 +69,7 @@ bool Q8MeanLanesApply(DecodeSimd simd, int64_t first, int64_t stride,
 bool Q8ColumnMaxApply(DecodeSimd simd, int64_t first, int64_t stride,
                       int64_t ncols) {
 #if defined(__x86_64__)
-  return Avx512At(simd) && first % kQ8Elems == 0 && stride % kQ8Elems == 0 &&
+  return Avx2At(simd) && first % kQ8Elems == 0 && stride % kQ8Elems == 0 &&
          ncols % kQ8Elems == 0 && ncols > 0;
 #else
   (void)simd, (void)first, (void)stride, (void)ncols;
@@ -167,6 +175,84 @@ __attribute__((target("avx512f,avx512dq,avx2"))) void Q8BlockColumnMax(
 }
 
 #undef TM_AVX512_STEP
+
+#define TM_AVX2_STEP __attribute__((target("avx2,fma"), always_inline)) inline
+
+// Four codes as doubles, exactly.
+TM_AVX2_STEP __m256d FourCodes(const uint8_t* q) {
+  int32_t w;
+  std::memcpy(&w, q, 4);
+  return _mm256_cvtepi32_pd(_mm_cvtepi8_epi32(_mm_cvtsi32_si128(w)));
+}
+
+// A row of an AVX2 chunk: the four codes G at column offset 4 G (block
+// G / 8, its codes from 4 (G % 8)) go to vector 4 (4 G / W) + G % 4, left
+// to right; a multiply-add as AddChunkRow's.
+template <int W, int... G>
+TM_AVX2_STEP void AddChunkRowAvx2(const uint8_t* qs, __m256d d0, __m256d d1,
+                                  __m256d* a,
+                                  std::integer_sequence<int, G...>) {
+  ((a[4 * (4 * G / W) + G % 4] =
+        _mm256_fmadd_pd(FourCodes(qs + G / 8 * kQ8Bytes + 4 * (G % 8)),
+                        G < 8 ? d0 : d1, a[4 * (4 * G / W) + G % 4])),
+   ...);
+}
+
+// Q8ChunkLanes in AVX2's sixteen registers: a chunk of one block (cells of
+// 16 or 32 columns: eight or four vectors of lanes) or of two (a cell of
+// 64: four).
+template <int W>
+__attribute__((target("avx2,fma"))) void Q8ChunkLanesAvx2(
+    const uint8_t* blocks, int64_t first, int64_t stride, int64_t nrows,
+    const float* table, bool start, bool finish, double* lanes, double* sums) {
+  constexpr int kColumns = W == 64 ? 64 : 32;
+  constexpr int kCells = kColumns / W;
+  __m256d a[4 * kCells];
+  StartLanes(start, lanes, a, std::make_integer_sequence<int, 4 * kCells>());
+  const uint8_t* b = blocks + first / kQ8Elems * kQ8Bytes;
+  const int64_t b_stride = stride / kQ8Elems * kQ8Bytes;
+  for (int64_t r = 0; r < nrows; ++r, b += b_stride) {
+    uint16_t h0, h1 = 0;
+    std::memcpy(&h0, b, 2);
+    if (kColumns == 64) std::memcpy(&h1, b + kQ8Bytes, 2);
+    const __m256d d0 = _mm256_set1_pd(table[h0]);
+    const __m256d d1 = _mm256_set1_pd(table[h1]);
+    AddChunkRowAvx2<W>(b + 2, d0, d1, a,
+                       std::make_integer_sequence<int, kColumns / 4>());
+  }
+  EndLanes(finish, a, lanes, sums, std::make_integer_sequence<int, kCells>());
+}
+
+// Q8BlockColumnMax with eight columns a vector.
+__attribute__((target("avx2"))) void Q8BlockColumnMaxAvx2(const uint8_t* b,
+                                                          int64_t b_stride,
+                                                          int64_t nrows,
+                                                          const float* table,
+                                                          uint32_t* colmax) {
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
+  __m256i m[4];
+  for (int k = 0; k < 4; ++k) {
+    m[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(colmax + 8 * k));
+  }
+  for (int64_t r = 0; r < nrows; ++r, b += b_stride) {
+    uint16_t h;
+    std::memcpy(&h, b, 2);
+    const __m256 s = _mm256_set1_ps(table[h]);
+    for (int k = 0; k < 4; ++k) {
+      const __m256 x =
+          _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(
+                            reinterpret_cast<const __m128i*>(b + 2 + 8 * k)))),
+                        s);
+      m[k] = _mm256_max_epu32(
+          m[k], _mm256_and_si256(_mm256_castps_si256(x), abs_mask));
+    }
+  }
+  for (int k = 0; k < 4; ++k) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(colmax + 8 * k), m[k]);
+  }
+}
+
+#undef TM_AVX2_STEP
 }  // namespace
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
@@ -179,6 +265,29 @@ void Q8MeanLanes(const uint8_t* blocks, int64_t first, int64_t stride,
 #if defined(__x86_64__)
   const float* const table = F16Table();
   const int64_t w = run[1] - run[0];
+  if (!Avx512At(ActiveDecodeSimd())) {
+    // A block a call for cells of 16 or 32 columns, two for 64.
+    const size_t step = static_cast<size_t>(std::max<int64_t>(w, 32) / w);
+    for (size_t j = 0; j + 1 < run.size(); j += step) {
+      double* const l = lanes + j * kLanes;
+      const int64_t at = first + run[j];
+      switch (w) {
+        case 16:
+          Q8ChunkLanesAvx2<16>(blocks, at, stride, nrows, table, start, finish,
+                               l, sums + j);
+          break;
+        case 32:
+          Q8ChunkLanesAvx2<32>(blocks, at, stride, nrows, table, start, finish,
+                               l, sums + j);
+          break;
+        default:
+          Q8ChunkLanesAvx2<64>(blocks, at, stride, nrows, table, start, finish,
+                               l, sums + j);
+          break;
+      }
+    }
+    return;
+  }
   const size_t step = static_cast<size_t>(kChunkColumns / w);
   for (size_t j = 0; j + 1 < run.size(); j += step) {
     double* const l = lanes + j * kLanes;
@@ -210,9 +319,10 @@ void Q8ColumnMax(const uint8_t* blocks, int64_t first, int64_t stride,
   const float* const table = F16Table();
   const uint8_t* const b = blocks + first / kQ8Elems * kQ8Bytes;
   const int64_t b_stride = stride / kQ8Elems * kQ8Bytes;
+  const bool avx512 = Avx512At(ActiveDecodeSimd());
   for (int64_t c = 0; c < ncols; c += kQ8Elems) {
-    Q8BlockColumnMax(b + c / kQ8Elems * kQ8Bytes, b_stride, nrows, table,
-                     colmax + c);
+    (avx512 ? Q8BlockColumnMax : Q8BlockColumnMaxAvx2)(
+        b + c / kQ8Elems * kQ8Bytes, b_stride, nrows, table, colmax + c);
   }
 #else
   (void)blocks, (void)first, (void)stride, (void)nrows, (void)ncols,

@@ -3,7 +3,8 @@
 // its block's d, with no float32 buffer between a decode and the
 // reduction. Decoding a band to floats and reading it back kept the
 // whole-tensor mean of Q8_0 at 0.45x a decode pass and absmax at 0.50x
-// (issue 35). core/heatmap_q4k.h does the same for Q4_K.
+// (issue 35; at AVX2 on an AMD EPYC, 0.38x and 0.51x). core/heatmap_q4k.h does
+// the same for Q4_K.
 #ifndef TENSORMORPH_CORE_HEATMAP_Q8_H_
 #define TENSORMORPH_CORE_HEATMAP_Q8_H_
 
@@ -19,13 +20,13 @@ namespace tensormorph {
 // elements in order, 34 bytes per 32); nullptr for any other tensor.
 const uint8_t* StoredQ8Blocks(const LogicalTensor& t);
 
-// Whether Q8MeanLanes takes a region at SIMD level `simd`: AVX-512 (and the
-// CPU's AVX512DQ); row 0's first element of the region (`first`) and the
-// rows `stride` elements apart at multiples of 32 (whole blocks, as every
-// ggml row of Q8_0 is), so that every 64 columns are two blocks; the
-// cells (`run`: their column edges relative to the region's first column,
-// run[0] = 0) all of one width 16, 32 or 64, in whole chunks of 64
-// columns.
+// Whether Q8MeanLanes takes a region at SIMD level `simd`: AVX-512 (with
+// the CPU's AVX512DQ) or AVX2 (with its FMA); row 0's first element of the
+// region (`first`) and the rows `stride` elements apart at multiples of 32
+// (whole blocks, as every ggml row of Q8_0 is), so that every 64 columns are
+// two blocks; the cells (`run`: their column edges relative to the region's
+// first column, run[0] = 0) all of one width 16, 32 or 64, in whole chunks of
+// 64 columns.
 bool Q8MeanLanesApply(DecodeSimd simd, int64_t first, int64_t stride,
                       const std::vector<int64_t>& run);
 
@@ -47,9 +48,9 @@ void Q8MeanLanes(const uint8_t* blocks, int64_t first, int64_t stride,
                  int64_t nrows, const std::vector<int64_t>& run, bool start,
                  bool finish, double* lanes, double* sums);
 
-// Whether Q8ColumnMax takes a region at SIMD level `simd`: AVX-512 (and
-// AVX512DQ), row 0's first element (`first`) and the rows `stride` elements
-// apart at multiples of 32, and `ncols` a multiple of 32.
+// Whether Q8ColumnMax takes a region at SIMD level `simd`: AVX-512 (with
+// AVX512DQ) or AVX2 (with FMA), row 0's first element (`first`) and the rows
+// `stride` elements apart at multiples of 32, and `ncols` a multiple of 32.
 bool Q8ColumnMaxApply(DecodeSimd simd, int64_t first, int64_t stride,
                       int64_t ncols);
 

@@ -694,7 +694,7 @@ TEST(HeatmapReferenceTest,
 // block in 40 given NaN, infinite, zero, -0, subnormal or largest d, and
 // one in 30 all codes -128 (the one code whose magnitude is not a positive
 // int8's). The mean's lanes and absmax's maxima read these blocks in place
-// (core/heatmap_q8.h) with AVX-512.
+// (core/heatmap_q8.h) with AVX-512 or AVX2.
 std::string WriteRandomQ8_0Gguf() {
   constexpr int64_t kRows = 300, kCols = 512;
   std::mt19937 rng(59);
@@ -733,14 +733,19 @@ TEST(HeatmapReferenceTest,
   // checked: a whole row of 512 columns in cells of 16, and its maxima.
   ASSERT_NE(StoredQ8Blocks(*t), nullptr);
 #if defined(__x86_64__)
+  std::vector<int64_t> run;
+  for (int64_t c = 0; c <= 512; c += 16) run.push_back(c);
   if (SupportedDecodeSimd() >= DecodeSimd::kAvx512 &&
       __builtin_cpu_supports("avx512dq")) {
-    std::vector<int64_t> run;
-    for (int64_t c = 0; c <= 512; c += 16) run.push_back(c);
     EXPECT_TRUE(Q8MeanLanesApply(DecodeSimd::kAvx512, 0, 512, run));
     EXPECT_TRUE(Q8ColumnMaxApply(DecodeSimd::kAvx512, 0, 512, 512));
-    EXPECT_FALSE(Q8MeanLanesApply(DecodeSimd::kAvx2, 0, 512, run));
   }
+  if (SupportedDecodeSimd() >= DecodeSimd::kAvx2 &&
+      __builtin_cpu_supports("fma")) {
+    EXPECT_TRUE(Q8MeanLanesApply(DecodeSimd::kAvx2, 0, 512, run));
+    EXPECT_TRUE(Q8ColumnMaxApply(DecodeSimd::kAvx2, 0, 512, 512));
+  }
+  EXPECT_FALSE(Q8MeanLanesApply(DecodeSimd::kScalar, 0, 512, run));
 #endif
   int nan_cells = 0, finite_cells = 0;
   ExpectMeanAndAbsmaxAreTheReduction(

@@ -13,6 +13,7 @@
 #include "core/dtype.h"
 #include "core/format/stored_tensor.h"
 #include "core/heatmap_lanes.h"
+#include "core/quant/decode_simd.h"
 #include "core/util/lane_sum.h"
 
 namespace tensormorph {
@@ -42,7 +43,7 @@ const uint8_t* StoredQ4KBlocks(const LogicalTensor& t) {
 bool Q4KMeanLanesApply(DecodeSimd simd, int64_t first, int64_t stride,
                        const std::vector<int64_t>& run) {
 #if defined(__x86_64__)
-  return simd >= DecodeSimd::kAvx512 && first % kChunkColumns == 0 &&
+  return simd >= DecodeSimd::kAvx2 && first % kChunkColumns == 0 &&
          stride % kQ4KElems == 0 && CellsInWholeChunks(run, kChunkColumns);
 #else
   (void)simd, (void)first, (void)stride, (void)run;
@@ -215,6 +216,78 @@ __attribute__((target("avx512f,avx2,f16c"))) void Q4KChunkColumnMax(
 }
 
 #undef TM_AVX512_STEP
+
+#define TM_AVX2_STEP __attribute__((target("avx2,f16c"), always_inline)) inline
+
+// Eight codes' values d1 * q - m1 in float, as the decoder computes them:
+// the low nibbles of bytes[0, 8) (kHigh false) or their high nibbles.
+template <bool kHigh>
+TM_AVX2_STEP __m256 EightValues(const uint8_t* bytes, __m256 d1, __m256 m1) {
+  __m256i q = _mm256_cvtepu8_epi32(
+      _mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes)));
+  q = kHigh ? _mm256_srli_epi32(q, 4)
+            : _mm256_and_si256(q, _mm256_set1_epi32(0x0f));
+  return _mm256_sub_ps(_mm256_mul_ps(d1, _mm256_cvtepi32_ps(q)), m1);
+}
+
+// The column offset `col` of a kernel's cells of W: its lanes' vector
+// (cell col / W, lanes from col % 16).
+template <int W>
+constexpr int LaneVector(int col) {
+  return 4 * (col / W) + col / 4 % 4;
+}
+
+// Eight codes of a row at column offset kCol onto the lanes: values
+// kCol..kCol + 3, then kCol + 4..kCol + 7.
+template <int W, int kCol, bool kHigh>
+TM_AVX2_STEP void AddEight(const uint8_t* bytes, __m256 d1, __m256 m1,
+                           __m256d* a) {
+  const __m256 v = EightValues<kHigh>(bytes, d1, m1);
+  a[LaneVector<W>(kCol)] = _mm256_add_pd(
+      a[LaneVector<W>(kCol)], _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+  a[LaneVector<W>(kCol + 4)] = _mm256_add_pd(
+      a[LaneVector<W>(kCol + 4)], _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+}
+
+// One sub-block's 32 codes of a row (the low or high nibbles of `qs`'s 32
+// bytes) onto the lanes, from column offset kFirst, left to right.
+template <int W, int kFirst, bool kHigh, int... g>
+TM_AVX2_STEP void AddSubBlockRow(const uint8_t* qs, __m256 d1, __m256 m1,
+                                 __m256d* a, std::integer_sequence<int, g...>) {
+  (AddEight<W, kFirst + 8 * g, kHigh>(qs + 8 * g, d1, m1, a), ...);
+}
+
+// Q4KChunkLanes in AVX2's sixteen registers: cells of 16 or 32 columns a
+// sub-block at a time (kHigh: the chunk's second, columns 32-63), a cell of
+// 64 both sub-blocks of each row in turn.
+template <int W, bool kHigh>
+__attribute__((target("avx2,f16c"))) void Q4KChunkLanesAvx2(
+    const uint8_t* blocks, int64_t first, int64_t stride, int64_t nrows,
+    const float* params, int64_t params_stride, bool start, bool finish,
+    double* lanes, double* sums) {
+  constexpr int kCells = W == 64 ? 1 : 32 / W;
+  __m256d a[4 * kCells];
+  StartLanes(start, lanes, a, std::make_integer_sequence<int, 4 * kCells>());
+  const int chunk = static_cast<int>(first % kQ4KElems / kChunkColumns);
+  const uint8_t* b = blocks + first / kQ4KElems * kQ4KBytes + 16 + 32 * chunk;
+  const int64_t b_stride = stride / kQ4KElems * kQ4KBytes;
+  const float* p = params + 2 * chunk;
+  constexpr auto four = std::make_integer_sequence<int, 4>();
+  for (int64_t r = 0; r < nrows; ++r, b += b_stride, p += params_stride) {
+    if constexpr (W == 64) {
+      AddSubBlockRow<W, 0, false>(b, _mm256_set1_ps(p[0]), _mm256_set1_ps(p[8]),
+                                  a, four);
+      AddSubBlockRow<W, 32, true>(b, _mm256_set1_ps(p[1]), _mm256_set1_ps(p[9]),
+                                  a, four);
+    } else {
+      AddSubBlockRow<W, 0, kHigh>(b, _mm256_set1_ps(p[kHigh]),
+                                  _mm256_set1_ps(p[8 + kHigh]), a, four);
+    }
+  }
+  EndLanes(finish, a, lanes, sums, std::make_integer_sequence<int, kCells>());
+}
+
+#undef TM_AVX2_STEP
 }  // namespace
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
@@ -232,6 +305,37 @@ void Q4KMeanLanes(const uint8_t* blocks, int64_t first, int64_t stride,
   Q4KParams(blocks, first / kQ4KElems, stride / kQ4KElems, nrows, nsb, params);
   const int64_t w = run[1] - run[0];
   const size_t step = static_cast<size_t>(kChunkColumns / w);
+  if (ActiveDecodeSimd() < DecodeSimd::kAvx512) {
+    for (size_t j = 0; j + 1 < run.size(); j += step) {
+      double* const l = lanes + j * kLanes;
+      const int64_t at = first + run[j];
+      const float* const p = params + (offset + run[j]) / kQ4KElems * 16;
+      // Cells of 16 or 32 columns a sub-block at a time: the chunk's second
+      // sub-block's cells are step / 2 on.
+      const size_t half = step / 2;
+      switch (w) {
+        case 16:
+          Q4KChunkLanesAvx2<16, false>(blocks, at, stride, nrows, p, nsb * 16,
+                                       start, finish, l, sums + j);
+          Q4KChunkLanesAvx2<16, true>(blocks, at, stride, nrows, p, nsb * 16,
+                                      start, finish, l + half * kLanes,
+                                      sums + j + half);
+          break;
+        case 32:
+          Q4KChunkLanesAvx2<32, false>(blocks, at, stride, nrows, p, nsb * 16,
+                                       start, finish, l, sums + j);
+          Q4KChunkLanesAvx2<32, true>(blocks, at, stride, nrows, p, nsb * 16,
+                                      start, finish, l + half * kLanes,
+                                      sums + j + half);
+          break;
+        default:
+          Q4KChunkLanesAvx2<64, false>(blocks, at, stride, nrows, p, nsb * 16,
+                                       start, finish, l, sums + j);
+          break;
+      }
+    }
+    return;
+  }
   for (size_t j = 0; j + 1 < run.size(); j += step) {
     double* const l = lanes + j * kLanes;
     const int64_t at = first + run[j];

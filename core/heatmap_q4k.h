@@ -3,7 +3,7 @@
 // up in a table of its sub-block's 16, with no float32 buffer between a
 // decode and the reduction. Decoding a band to floats and reading it back
 // kept the whole-tensor mean and absmax of Q4_K at 0.46-0.47x a decode pass
-// (issue 35).
+// (issue 35; with AVX2 alone the mean computes each code's value instead).
 #ifndef TENSORMORPH_CORE_HEATMAP_Q4K_H_
 #define TENSORMORPH_CORE_HEATMAP_Q4K_H_
 
@@ -20,7 +20,9 @@ namespace tensormorph {
 // them (core/check/value_scan.cc); nullptr for any other tensor.
 const uint8_t* StoredQ4KBlocks(const LogicalTensor& t);
 
-// Whether Q4KMeanLanes takes a region at SIMD level `simd`: AVX-512; row
+// Whether Q4KMeanLanes takes a region at SIMD level `simd`: AVX-512 or
+// AVX2 (whose kernels convert each code's float value, as the decoder
+// computes it, rather than look its level up); row
 // 0's first element of the region (`first`) at a multiple of 64 and the
 // rows `stride` elements apart a multiple of 256 (whole super-blocks, as
 // every ggml row of Q4_K is), so that every 64 columns are a chunk of a

@@ -25,6 +25,7 @@
 #include "core/error_grid.h"
 #include "core/format/checkpoint.h"
 #include "core/heatmap.h"
+#include "core/heatmap_q4k.h"
 #include "core/heatmap_q8.h"
 #include "core/quant/decode_simd.h"
 #include "core/quant/float_formats.h"
@@ -581,7 +582,7 @@ TEST(HeatmapReferenceTest,
 // (magnitudes 2^-24 to 65504: sums that round), with some blocks given NaN,
 // infinite, zero, subnormal and largest d or dmin. The mean's lanes read
 // these blocks in place (core/heatmap_q4k.h) where cells are 16, 32 or 64
-// columns wide in whole chunks of 64 and the CPU has AVX-512.
+// columns wide in whole chunks of 64 and the CPU has AVX2 or AVX-512.
 std::string WriteRandomQ4_KGguf() {
   constexpr int64_t kRows = 300, kCols = 512;
   std::mt19937 rng(53);
@@ -669,6 +670,16 @@ TEST(HeatmapReferenceTest,
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
   const LogicalTensor* t = (*ckpt)->FindTensor("a.weight");
   ASSERT_NE(t, nullptr);
+  // The blocks path is taken at both vector levels, not only its answer
+  // checked.
+  ASSERT_NE(StoredQ4KBlocks(*t), nullptr);
+#if defined(__x86_64__)
+  std::vector<int64_t> run;
+  for (int64_t c = 0; c <= 512; c += 16) run.push_back(c);
+  EXPECT_TRUE(Q4KMeanLanesApply(DecodeSimd::kAvx2, 0, 512, run));
+  EXPECT_TRUE(Q4KMeanLanesApply(DecodeSimd::kAvx512, 0, 512, run));
+  EXPECT_FALSE(Q4KMeanLanesApply(DecodeSimd::kScalar, 0, 512, run));
+#endif
   int nan_cells = 0, finite_cells = 0;
   ExpectMeanAndAbsmaxAreTheReduction(
       *t,

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs every benchmark; each prints its figure beside a baseline
-# measured in the same run (see docs/performance.md). About 5 minutes.
+# measured in the same run (see docs/performance.md). About 20 minutes with
+# AVX-512; far longer without (decode_bench alone took 24 on an AVX2-only EPYC).
 #   tests/bench/run.sh                 everything
 #   tests/bench/run.sh decode stream   only those programs
 #   TENSORMORPH_BENCH_GB=4 tests/bench/run.sh diff

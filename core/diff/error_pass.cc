@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/diff/error_element.h"
+#include "core/diff/error_lanes256.h"
 #include "core/diff/error_lanes512.h"
 
 #if defined(__x86_64__)
@@ -54,34 +55,6 @@ void AccumulateErrorsScalar(const float* values, const QuantRun* runs,
 #if defined(__x86_64__)
 namespace {
 
-// A true comparison is all ones (-1): subtracting it counts one.
-__attribute__((target("avx2"))) inline __m256i Count(__m256i acc,
-                                                     __m256d mask) {
-  return _mm256_sub_epi64(acc, _mm256_castpd_si256(mask));
-}
-
-__attribute__((target("avx2"))) inline double Sum(__m256d v) {
-  alignas(32) double lane[4];
-  _mm256_store_pd(lane, v);
-  return (lane[0] + lane[1]) + (lane[2] + lane[3]);
-}
-
-__attribute__((target("avx2"))) inline int64_t Sum(__m256i v) {
-  alignas(32) int64_t lane[4];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lane), v);
-  return lane[0] + lane[1] + lane[2] + lane[3];
-}
-
-// The running state of AccumulateErrorsAvx2: four-wide partials (element k
-// of a run into partial k % 4), maxima and counts.
-struct State256 {
-  __m256d sq, ab, xx, hh, xh;
-  __m256d max_abs, max_steps, max_nn, max_clip;
-  __m256i max_idx;
-  __m256i above, clipped, clipped_beyond, src_zeros, dec_zeros, induced,
-      not_nearest;
-};
-
 // One run's parameters in registers, and its group's running sum and
 // maximum.
 struct Run256 {
@@ -122,7 +95,7 @@ __attribute__((target("avx2"))) Run256 Run256Of(const QuantRun& run,
 // sources too.
 __attribute__((target("avx2"), always_inline)) inline void Step256(
     const float* values, const float* x, int64_t i, __m256i idx,
-    double* err_steps, Run256& r, State256& st) {
+    double* err_steps, Run256& r, error_pass_internal::Lanes256& st) {
   const __m256d zero = _mm256_setzero_pd();
   const __m256d sign = _mm256_set1_pd(-0.0);
   const __m256d xs = _mm256_cvtps_pd(_mm_loadu_ps(x + i));
@@ -139,21 +112,7 @@ __attribute__((target("avx2"), always_inline)) inline void Step256(
   r.group_sum = _mm256_add_pd(r.group_sum, v);
   // v > max ? v : max, as std::max(max, v): a NaN is passed over.
   r.group_max = _mm256_max_pd(v, r.group_max);
-
-  st.sq = _mm256_add_pd(st.sq, _mm256_mul_pd(err, err));
-  st.ab = _mm256_add_pd(st.ab, err);
-  st.xx = _mm256_add_pd(st.xx, _mm256_mul_pd(xs, xs));
-  st.hh = _mm256_add_pd(st.hh, _mm256_mul_pd(xq, xq));
-  st.xh = _mm256_add_pd(st.xh, _mm256_mul_pd(xs, xq));
-
-  const __m256d new_max = _mm256_cmp_pd(err, st.max_abs, _CMP_GT_OQ);
-  st.max_abs = _mm256_blendv_pd(st.max_abs, err, new_max);
-  st.max_idx = _mm256_castpd_si256(_mm256_blendv_pd(
-      _mm256_castsi256_pd(st.max_idx), _mm256_castsi256_pd(idx), new_max));
-  st.max_steps = _mm256_blendv_pd(st.max_steps, v,
-                                  _mm256_cmp_pd(v, st.max_steps, _CMP_GT_OQ));
-
-  st.above = Count(st.above, _mm256_cmp_pd(v, _mm256_set1_pd(0.5), _CMP_GT_OQ));
+  error_pass_internal::AddMomentsAndMaxima256(err, xs, xq, v, idx, st);
   // The bound, as AddElement spells it.
   const __m256d inv = _mm256_blendv_pd(r.inv_below, r.inv_above, up);
   __m256d extra =
@@ -173,51 +132,7 @@ __attribute__((target("avx2"), always_inline)) inline void Step256(
                                          _mm256_cmp_pd(xs, r.lo, _CMP_LT_OQ)));
   const __m256d beyond =
       _mm256_and_pd(r.live, _mm256_cmp_pd(excess, zero, _CMP_GT_OQ));
-  const __m256d nn = _mm256_andnot_pd(clip, beyond);
-  st.clipped = Count(st.clipped, clip);
-  st.clipped_beyond = Count(st.clipped_beyond, _mm256_and_pd(clip, beyond));
-  st.not_nearest = Count(st.not_nearest, nn);
-  st.max_nn = _mm256_max_pd(_mm256_and_pd(excess, nn), st.max_nn);
-  st.max_clip = _mm256_max_pd(
-      _mm256_and_pd(excess, _mm256_and_pd(clip, beyond)), st.max_clip);
-  const __m256d sz = _mm256_cmp_pd(xs, zero, _CMP_EQ_OQ);
-  const __m256d dz = _mm256_cmp_pd(xq, zero, _CMP_EQ_OQ);
-  st.src_zeros = Count(st.src_zeros, sz);
-  st.dec_zeros = Count(st.dec_zeros, dz);
-  st.induced = Count(st.induced, _mm256_andnot_pd(sz, dz));
-}
-
-// The state's partials, counts and maxima into `s`.
-__attribute__((target("avx2"))) void FinishAvx2(const State256& st,
-                                                ErrorSums* s) {
-  s->sum_sq_err += Sum(st.sq);
-  s->sum_abs_err += Sum(st.ab);
-  s->sum_xx += Sum(st.xx);
-  s->sum_hh += Sum(st.hh);
-  s->sum_xh += Sum(st.xh);
-  s->above_half_step += Sum(st.above);
-  s->clipped += Sum(st.clipped);
-  s->clipped_beyond_bound += Sum(st.clipped_beyond);
-  s->not_nearest += Sum(st.not_nearest);
-  s->source_zeros += Sum(st.src_zeros);
-  s->decoded_zeros += Sum(st.dec_zeros);
-  s->induced_zeros += Sum(st.induced);
-  alignas(32) double lane_max[4], lane_steps[4];
-  alignas(32) int64_t lane_idx[4];
-  _mm256_store_pd(lane_max, st.max_abs);
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lane_idx), st.max_idx);
-  _mm256_store_pd(lane_steps, st.max_steps);
-  FoldLaneMaxima(lane_max, lane_idx, lane_steps, 4, s);
-  // Excesses kept are positive and never NaN: their maximum does not depend
-  // on the order it is taken in.
-  _mm256_store_pd(lane_max, st.max_nn);
-  for (double v : lane_max) {
-    s->max_excess_not_nearest = std::max(s->max_excess_not_nearest, v);
-  }
-  _mm256_store_pd(lane_max, st.max_clip);
-  for (double v : lane_max) {
-    s->max_excess_clipped = std::max(s->max_excess_clipped, v);
-  }
+  error_pass_internal::AddVerdicts256(xs, xq, excess, clip, beyond, st);
 }
 
 }  // namespace
@@ -229,15 +144,7 @@ namespace error_pass_internal {
 __attribute__((target("avx2"))) void AccumulateErrorsAvx2(
     const float* values, const QuantRun* runs, size_t num_runs, const float* x,
     int64_t first, double* err_steps, ErrorSums* s, GroupAcc* groups) {
-  State256 st;
-  st.sq = st.ab = st.xx = st.hh = st.xh = _mm256_setzero_pd();
-  st.max_abs = _mm256_set1_pd(s->max_abs_err);
-  st.max_idx = _mm256_set1_epi64x(-1);
-  st.max_steps = _mm256_set1_pd(s->max_err_steps);
-  st.max_nn = _mm256_set1_pd(s->max_excess_not_nearest);
-  st.max_clip = _mm256_set1_pd(s->max_excess_clipped);
-  st.above = st.clipped = st.clipped_beyond = st.src_zeros = st.dec_zeros =
-      st.induced = st.not_nearest = _mm256_setzero_si256();
+  Lanes256 st = StartLanes256(*s);
   const __m256i four = _mm256_set1_epi64x(4);
   int64_t i = 0;
   for (size_t n = 0; n < num_runs; ++n) {
@@ -270,7 +177,7 @@ __attribute__((target("avx2"))) void AccumulateErrorsAvx2(
       a.count += static_cast<uint32_t>(run.count);
     }
   }
-  FinishAvx2(st, s);
+  FoldLanes256(st, s);
 }
 
 }  // namespace error_pass_internal

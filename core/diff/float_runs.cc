@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/diff/error_element.h"
+#include "core/diff/error_lanes256.h"
 #include "core/diff/error_lanes512.h"
 #include "core/quant/codec.h"
 
@@ -354,6 +355,74 @@ __attribute__((target("avx512f,avx512vl"))) void AccumulateFloatErrorsAvx512(
 #pragma GCC diagnostic pop
 #endif
 
+// GCC 12's AVX2 gathers start from _mm256_undefined_pd() too.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
+// FloatStep at four lanes: elements [i, i + 4), their runs gathered by key.
+__attribute__((target("avx2"), always_inline)) inline void FloatStep256(
+    const float* values, const float* x, int64_t i, int64_t first,
+    const FloatRuns::Columns& c, double* err_steps,
+    error_pass_internal::Lanes256& st, __m256d& interior) {
+  const __m256d zero = _mm256_setzero_pd();
+  const __m256d sign = _mm256_set1_pd(-0.0);
+  const __m128 qf = _mm_loadu_ps(values + i);
+  const __m256d xq = _mm256_cvtps_pd(qf);
+  const __m256d xs = _mm256_cvtps_pd(_mm_loadu_ps(x + i));
+  // KeyOf: sign and exponent, then whether the significand is zero.
+  const __m128i bits = _mm_castps_si128(qf);
+  const __m128i pow2 = _mm_and_si128(
+      _mm_cmpeq_epi32(_mm_and_si128(bits, _mm_set1_epi32(0x7fffff)),
+                      _mm_setzero_si128()),
+      _mm_set1_epi32(1));
+  const __m128i key =
+      _mm_or_si128(_mm_slli_epi32(_mm_srli_epi32(bits, 23), 1), pow2);
+  const __m256d err = _mm256_andnot_pd(sign, _mm256_sub_pd(xs, xq));
+  const __m256d up = _mm256_cmp_pd(xs, xq, _CMP_GT_OQ);
+  // The compare's 64-bit lanes packed to 32: -1 where the source is above.
+  const __m128i up32 = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(
+      _mm256_castpd_si256(up), _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)));
+  const __m128i side = _mm_sub_epi32(_mm_add_epi32(key, key), up32);
+  const __m256d step = _mm256_i32gather_pd(c.step.data(), side, 8);
+  const __m256d inv = _mm256_i32gather_pd(c.inv.data(), side, 8);
+  const __m256d ok = _mm256_cmp_pd(step, zero, _CMP_GT_OQ);
+  __m256d v = _mm256_blendv_pd(_mm256_set1_pd(__builtin_inf()),
+                               _mm256_div_pd(err, step), ok);
+  v = _mm256_blendv_pd(v, zero, _mm256_cmp_pd(err, zero, _CMP_EQ_OQ));
+  _mm256_storeu_pd(err_steps + i, v);
+  const __m256i idx = _mm256_add_epi64(_mm256_set1_epi64x(first + i),
+                                       _mm256_setr_epi64x(0, 1, 2, 3));
+  error_pass_internal::AddMomentsAndMaxima256(err, xs, xq, v, idx, st);
+  interior =
+      _mm256_max_pd(_mm256_i32gather_pd(c.interior.data(), key, 8), interior);
+  // The bound, as ExcessOf spells it (no extra: For takes no clipping ends).
+  const __m256d slack = _mm256_i32gather_pd(c.slack.data(), key, 8);
+  const __m256d dist =
+      _mm256_andnot_pd(sign, _mm256_sub_pd(xq, _mm256_set1_pd(c.origin)));
+  const __m256d allowed = _mm256_add_pd(
+      _mm256_add_pd(
+          _mm256_set1_pd(c.bound),
+          _mm256_mul_pd(
+              _mm256_add_pd(slack,
+                            _mm256_mul_pd(_mm256_set1_pd(c.slack_rel), dist)),
+              inv)),
+      zero);
+  const __m256d excess = _mm256_sub_pd(v, allowed);
+  const __m256d clip = _mm256_or_pd(
+      _mm256_cmp_pd(xs, _mm256_i32gather_pd(c.hi.data(), key, 8), _CMP_GT_OQ),
+      _mm256_cmp_pd(xs, _mm256_i32gather_pd(c.lo.data(), key, 8), _CMP_LT_OQ));
+  const __m256d beyond = _mm256_cmp_pd(excess, zero, _CMP_GT_OQ);
+  error_pass_internal::AddVerdicts256(xs, xq, excess, clip, beyond, st);
+}
+
+bool HaveAvx2() {
+  static const bool have = __builtin_cpu_supports("avx2");
+  return have;
+}
+
 bool HaveAvx512() {
   static const bool have =
       __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
@@ -361,6 +430,41 @@ bool HaveAvx512() {
 }
 
 }  // namespace
+
+namespace error_pass_internal {
+
+__attribute__((target("avx2"))) void AccumulateFloatErrorsAvx2(
+    const float* values, const float* x, int64_t m, int64_t first,
+    const FloatRuns& t, double* err_steps, ErrorSums* s, double* bound_steps) {
+  Lanes256 st = StartLanes256(*s);
+  __m256d interior = _mm256_set1_pd(*bound_steps);
+  const FloatRuns::Columns& c = t.columns();
+  const int64_t body = m - m % 4;
+  int64_t i = 0;
+  for (; i < body; i += 4) {
+    FloatStep256(values, x, i, first, c, err_steps, st, interior);
+  }
+  Partials unused;
+  double most = *bound_steps;
+  for (; i < m; ++i) {
+    const uint32_t key = FloatRuns::KeyOf(values[i]);
+    AddElement(values, t.run(key), t.limits(key), x, i, first, -1, &unused,
+               err_steps, s);
+    most = std::max(most, t.interior(key));
+  }
+  FoldLanes256(st, s);
+  // Interior bounds are never NaN nor below zero: their maximum does not
+  // depend on the order it is taken in.
+  alignas(32) double lane[4];
+  _mm256_store_pd(lane, interior);
+  for (double v : lane) most = std::max(most, v);
+  *bound_steps = most;
+}
+
+}  // namespace error_pass_internal
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 #endif
 
 void AccumulateFloatErrors(const float* values, const float* x, int64_t m,
@@ -370,6 +474,11 @@ void AccumulateFloatErrors(const float* values, const float* x, int64_t m,
   if (HaveAvx512()) {
     AccumulateFloatErrorsAvx512(values, x, m, first, t, err_steps, sums,
                                 bound_steps);
+    return;
+  }
+  if (HaveAvx2()) {
+    error_pass_internal::AccumulateFloatErrorsAvx2(
+        values, x, m, first, t, err_steps, sums, bound_steps);
     return;
   }
 #endif

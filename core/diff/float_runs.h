@@ -87,6 +87,16 @@ void AccumulateFloatErrorsScalar(const float* values, const float* x, int64_t m,
                                  double* err_steps, ErrorSums* sums,
                                  double* bound_steps);
 
+namespace error_pass_internal {
+// AccumulateFloatErrors' AVX2 path (x86-64), which it takes where the CPU
+// has AVX2 but not AVX-512; here so that a test runs it on any AVX2 CPU.
+// REQUIRES: the CPU has AVX2.
+void AccumulateFloatErrorsAvx2(const float* values, const float* x, int64_t m,
+                               int64_t first, const FloatRuns& t,
+                               double* err_steps, ErrorSums* sums,
+                               double* bound_steps);
+}  // namespace error_pass_internal
+
 // The offset of the first element of such a chunk whose judged excess
 // (ExcessOf's, over clipped elements, and over the others too when
 // `nearest_codes`) is `excess`; 0 if none is.

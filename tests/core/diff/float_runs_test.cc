@@ -244,6 +244,25 @@ TEST(FloatRunsTest, FastPathAgreesWithTheScalarReference) {
                                 *runs, es_fast.data() + from, &fast,
                                 &bound_fast);
         }
+#if defined(__x86_64__)
+        // The AVX2 path, which a CPU with AVX-512 would not take.
+        if (__builtin_cpu_supports("avx2")) {
+          std::vector<double> es_avx2(n);
+          ErrorSums avx2;
+          double bound_avx2 = 0;
+          for (auto [from, m] :
+               {std::pair{int64_t{0}, half}, {half, n - half}}) {
+            error_pass_internal::AccumulateFloatErrorsAvx2(
+                v.data() + from, x.data() + from, m, 7 + from, *runs,
+                es_avx2.data() + from, &avx2, &bound_avx2);
+          }
+          for (int64_t i = 0; i < n; ++i) {
+            ASSERT_TRUE(SameBits(es_avx2[i], es_ref[i])) << "element " << i;
+          }
+          ExpectSameSums(avx2, ref);
+          EXPECT_TRUE(SameBits(bound_avx2, bound_ref));
+        }
+#endif
         for (int64_t i = 0; i < n; ++i) {
           ASSERT_TRUE(SameBits(es_fast[i], es_ref[i])) << "element " << i;
         }

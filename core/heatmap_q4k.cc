@@ -287,6 +287,20 @@ __attribute__((target("avx2,f16c"))) void Q4KChunkLanesAvx2(
   EndLanes(finish, a, lanes, sums, std::make_integer_sequence<int, kCells>());
 }
 
+// A chunk's cells of 16 or 32 columns, a sub-block at a time: the second
+// sub-block's cells are 32 / W on.
+template <int W>
+void Q4KSubBlocksAvx2(const uint8_t* blocks, int64_t first, int64_t stride,
+                      int64_t nrows, const float* params, int64_t params_stride,
+                      bool start, bool finish, double* lanes, double* sums) {
+  constexpr int kCells = 32 / W;
+  Q4KChunkLanesAvx2<W, false>(blocks, first, stride, nrows, params,
+                              params_stride, start, finish, lanes, sums);
+  Q4KChunkLanesAvx2<W, true>(blocks, first, stride, nrows, params,
+                             params_stride, start, finish,
+                             lanes + kCells * kLanes, sums + kCells);
+}
+
 #undef TM_AVX2_STEP
 }  // namespace
 #if defined(__GNUC__) && !defined(__clang__)
@@ -310,23 +324,14 @@ void Q4KMeanLanes(const uint8_t* blocks, int64_t first, int64_t stride,
       double* const l = lanes + j * kLanes;
       const int64_t at = first + run[j];
       const float* const p = params + (offset + run[j]) / kQ4KElems * 16;
-      // Cells of 16 or 32 columns a sub-block at a time: the chunk's second
-      // sub-block's cells are step / 2 on.
-      const size_t half = step / 2;
       switch (w) {
         case 16:
-          Q4KChunkLanesAvx2<16, false>(blocks, at, stride, nrows, p, nsb * 16,
-                                       start, finish, l, sums + j);
-          Q4KChunkLanesAvx2<16, true>(blocks, at, stride, nrows, p, nsb * 16,
-                                      start, finish, l + half * kLanes,
-                                      sums + j + half);
+          Q4KSubBlocksAvx2<16>(blocks, at, stride, nrows, p, nsb * 16, start,
+                               finish, l, sums + j);
           break;
         case 32:
-          Q4KChunkLanesAvx2<32, false>(blocks, at, stride, nrows, p, nsb * 16,
-                                       start, finish, l, sums + j);
-          Q4KChunkLanesAvx2<32, true>(blocks, at, stride, nrows, p, nsb * 16,
-                                      start, finish, l + half * kLanes,
-                                      sums + j + half);
+          Q4KSubBlocksAvx2<32>(blocks, at, stride, nrows, p, nsb * 16, start,
+                               finish, l, sums + j);
           break;
         default:
           Q4KChunkLanesAvx2<64, false>(blocks, at, stride, nrows, p, nsb * 16,

@@ -301,6 +301,25 @@ void Q4KSubBlocksAvx2(const uint8_t* blocks, int64_t first, int64_t stride,
                              lanes + kCells * kLanes, sums + kCells);
 }
 
+// A chunk's cells of width w (16, 32 or 64) at AVX2.
+void Q4KChunkAvx2(int64_t w, const uint8_t* blocks, int64_t first,
+                  int64_t stride, int64_t nrows, const float* params,
+                  int64_t params_stride, bool start, bool finish, double* lanes,
+                  double* sums) {
+  switch (w) {
+    case 16:
+      return Q4KSubBlocksAvx2<16>(blocks, first, stride, nrows, params,
+                                  params_stride, start, finish, lanes, sums);
+    case 32:
+      return Q4KSubBlocksAvx2<32>(blocks, first, stride, nrows, params,
+                                  params_stride, start, finish, lanes, sums);
+    default:
+      return Q4KChunkLanesAvx2<64, false>(blocks, first, stride, nrows, params,
+                                          params_stride, start, finish, lanes,
+                                          sums);
+  }
+}
+
 #undef TM_AVX2_STEP
 }  // namespace
 #if defined(__GNUC__) && !defined(__clang__)
@@ -319,32 +338,16 @@ void Q4KMeanLanes(const uint8_t* blocks, int64_t first, int64_t stride,
   Q4KParams(blocks, first / kQ4KElems, stride / kQ4KElems, nrows, nsb, params);
   const int64_t w = run[1] - run[0];
   const size_t step = static_cast<size_t>(kChunkColumns / w);
-  if (ActiveDecodeSimd() < DecodeSimd::kAvx512) {
-    for (size_t j = 0; j + 1 < run.size(); j += step) {
-      double* const l = lanes + j * kLanes;
-      const int64_t at = first + run[j];
-      const float* const p = params + (offset + run[j]) / kQ4KElems * 16;
-      switch (w) {
-        case 16:
-          Q4KSubBlocksAvx2<16>(blocks, at, stride, nrows, p, nsb * 16, start,
-                               finish, l, sums + j);
-          break;
-        case 32:
-          Q4KSubBlocksAvx2<32>(blocks, at, stride, nrows, p, nsb * 16, start,
-                               finish, l, sums + j);
-          break;
-        default:
-          Q4KChunkLanesAvx2<64, false>(blocks, at, stride, nrows, p, nsb * 16,
-                                       start, finish, l, sums + j);
-          break;
-      }
-    }
-    return;
-  }
+  const bool avx512 = ActiveDecodeSimd() >= DecodeSimd::kAvx512;
   for (size_t j = 0; j + 1 < run.size(); j += step) {
     double* const l = lanes + j * kLanes;
     const int64_t at = first + run[j];
     const float* const p = params + (offset + run[j]) / kQ4KElems * 16;
+    if (!avx512) {
+      Q4KChunkAvx2(w, blocks, at, stride, nrows, p, nsb * 16, start, finish, l,
+                   sums + j);
+      continue;
+    }
     switch (w) {
       case 16:
         Q4KChunkLanes<16>(blocks, at, stride, nrows, p, nsb * 16, start, finish,

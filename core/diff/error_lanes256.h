@@ -18,6 +18,12 @@
 namespace tensormorph {
 namespace error_pass_internal {
 
+// Whether the CPU runs the AVX2 passes.
+inline bool HaveAvx2() {
+  static const bool have = __builtin_cpu_supports("avx2");
+  return have;
+}
+
 #define TM_LANES256_STEP __attribute__((target("avx2"), always_inline)) inline
 
 // A true comparison is all ones (-1): subtracting it counts one.

@@ -333,11 +333,6 @@ __attribute__((target("avx512f"))) void AccumulateErrorsAvx512(
 #pragma GCC diagnostic pop
 #endif
 
-bool HaveAvx2() {
-  static const bool have = __builtin_cpu_supports("avx2");
-  return have;
-}
-
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -413,7 +408,7 @@ void AccumulateErrors(const float* values, const QuantRun* runs,
                            groups);
     return;
   }
-  if (HaveAvx2()) {
+  if (error_pass_internal::HaveAvx2()) {
     error_pass_internal::AccumulateErrorsAvx2(values, runs, num_runs, x, first,
                                               err_steps, sums, groups);
     return;

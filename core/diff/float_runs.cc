@@ -418,11 +418,6 @@ __attribute__((target("avx2"), always_inline)) inline void FloatStep256(
   error_pass_internal::AddVerdicts256(xs, xq, excess, clip, beyond, st);
 }
 
-bool HaveAvx2() {
-  static const bool have = __builtin_cpu_supports("avx2");
-  return have;
-}
-
 bool HaveAvx512() {
   static const bool have =
       __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
@@ -476,7 +471,7 @@ void AccumulateFloatErrors(const float* values, const float* x, int64_t m,
                                 bound_steps);
     return;
   }
-  if (HaveAvx2()) {
+  if (error_pass_internal::HaveAvx2()) {
     error_pass_internal::AccumulateFloatErrorsAvx2(
         values, x, m, first, t, err_steps, sums, bound_steps);
     return;

@@ -17,7 +17,7 @@
 #include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
-namespace tensormorph {
+namespace tensormorph::reply_limits_test {
 namespace {
 
 using ::tensormorph::testing::CliModes;
@@ -217,4 +217,4 @@ INSTANTIATE_TEST_SUITE_P(BothModes, ReplyLimitsTest, ::testing::Bool(),
                          });
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::reply_limits_test

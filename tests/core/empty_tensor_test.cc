@@ -19,7 +19,7 @@
 #include "tests/support/safetensors_writer.h"
 #include "tests/support/test_paths.h"
 
-namespace tensormorph {
+namespace tensormorph::empty_tensor_test {
 namespace {
 
 using ::tensormorph::testing::BuildGguf;
@@ -176,4 +176,4 @@ INSTANTIATE_TEST_SUITE_P(BothFormats, EmptyTensorTest, ::testing::Bool(),
                          });
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::empty_tensor_test

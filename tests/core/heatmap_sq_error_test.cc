@@ -31,7 +31,7 @@
 #include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
-namespace tensormorph {
+namespace tensormorph::heatmap_sq_error_test {
 namespace {
 
 using ::tensormorph::testing::HasMetadata;
@@ -369,4 +369,4 @@ TEST(HeatmapSqErrorTest, RefusesWhatItCannotWeighOrMeasure) {
 }
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::heatmap_sq_error_test

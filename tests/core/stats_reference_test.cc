@@ -46,7 +46,7 @@
 #include "tests/support/same_bits.h"
 #include "tests/support/test_paths.h"
 
-namespace tensormorph {
+namespace tensormorph::stats_reference_test {
 namespace {
 
 using ::tensormorph::testing::BuildGguf;
@@ -1359,4 +1359,4 @@ TEST(StatsReferenceTest, RefusalsMatchTheElementwisePass) {
 }
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::stats_reference_test

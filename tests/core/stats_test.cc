@@ -27,7 +27,7 @@
 #include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
-namespace tensormorph {
+namespace tensormorph::stats_test {
 namespace {
 
 using ::tensormorph::testing::BuildGguf;
@@ -471,12 +471,6 @@ TEST(StatsCodesTest, CodesSignedIsTheInspectorsReadingOfTheCodes) {
   }
 }
 
-}  // namespace
-}  // namespace tensormorph
-
-namespace tensormorph {
-namespace {
-
 TEST(StatsCancelTest, ACancelledPassStopsAtItsNextChunkWithCancelled) {
   auto ckpt =
       Checkpoint::Open(::tensormorph::testing::Fixture("gguf/Q4_K.gguf"));
@@ -497,4 +491,4 @@ TEST(StatsCancelTest, ACancelledPassStopsAtItsNextChunkWithCancelled) {
 }
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::stats_test

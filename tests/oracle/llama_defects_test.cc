@@ -47,7 +47,7 @@
 #include "tests/support/quantize.h"
 #include "tests/support/test_paths.h"
 
-namespace tensormorph {
+namespace tensormorph::llama_defects_test {
 namespace {
 
 using ::tensormorph::testing::GgufListedTensor;
@@ -664,4 +664,4 @@ INSTANTIATE_TEST_SUITE_P(LlamaFiles, LlamaChosenCodeDefectTest,
                          });
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::llama_defects_test

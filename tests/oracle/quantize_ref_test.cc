@@ -14,7 +14,7 @@
 #include "tests/oracle/ggml_oracle.h"
 #include "tests/support/quantize.h"
 
-namespace tensormorph {
+namespace tensormorph::quantize_ref_test {
 namespace {
 
 using ::tensormorph::testing::Gaussian;
@@ -88,4 +88,4 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::quantize_ref_test

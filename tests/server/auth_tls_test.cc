@@ -22,7 +22,7 @@
 #include "tests/support/test_ca.h"
 #include "tests/support/test_paths.h"
 
-namespace tensormorph {
+namespace tensormorph::auth_tls_test {
 namespace {
 
 using ::tensormorph::testing::BuildSafetensors;
@@ -308,4 +308,4 @@ TEST(LimitsTest, LimitsAnswerResourceExhaustedNamingTheLimit) {
 }
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::auth_tls_test

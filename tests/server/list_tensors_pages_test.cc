@@ -22,7 +22,7 @@
 #include "tests/support/loopback_server.h"
 #include "tests/support/status_matchers.h"
 
-namespace tensormorph {
+namespace tensormorph::list_tensors_pages_test {
 namespace {
 
 using ::tensormorph::testing::DemoDir;
@@ -233,4 +233,4 @@ TEST(ListTensorsPagesCapTest, APageSizePastTheCapIsLoweredToIt) {
 }
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::list_tensors_pages_test

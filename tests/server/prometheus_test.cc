@@ -25,7 +25,7 @@
 #include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
-namespace tensormorph {
+namespace tensormorph::prometheus_test {
 namespace {
 
 using ::tensormorph::testing::BuildSafetensors;
@@ -356,4 +356,4 @@ TEST(PrometheusTest, EscapesLabelValuesAsTheFormatSays) {
 }
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::prometheus_test

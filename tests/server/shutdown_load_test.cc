@@ -25,7 +25,7 @@
 #include "tests/support/safetensors_writer.h"
 #include "tests/support/test_paths.h"
 
-namespace tensormorph {
+namespace tensormorph::shutdown_load_test {
 namespace {
 
 using ::tensormorph::testing::BuildSafetensors;
@@ -344,4 +344,4 @@ TEST(LoadTest, StreamsScalarsCancellationsAndKilledClients) {
 }
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::shutdown_load_test

@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 #include "tests/support/status_matchers.h"
 
-namespace tensormorph::testing {
+namespace tensormorph::testing::prometheus_text_test {
 namespace {
 
 using ::testing::Optional;
@@ -140,4 +140,4 @@ TEST(PrometheusTextTest, RefusesBrokenHistograms) {
 }
 
 }  // namespace
-}  // namespace tensormorph::testing
+}  // namespace tensormorph::testing::prometheus_text_test

@@ -25,7 +25,7 @@
 #include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
-namespace tensormorph {
+namespace tensormorph::browse_cli_test {
 namespace {
 
 using ::tensormorph::testing::CheckpointTree;
@@ -504,4 +504,4 @@ TEST(BrowseCliServerTest, LsAndInfoOfAFileMakeNoRefusedCall) {
 }
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::browse_cli_test

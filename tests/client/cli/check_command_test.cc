@@ -23,7 +23,7 @@
 #include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
-namespace tensormorph {
+namespace tensormorph::check_command_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -351,12 +351,6 @@ INSTANTIATE_TEST_SUITE_P(BothModes, CheckCliTest, ::testing::Bool(),
                            return p.param ? "Remote" : "Embedded";
                          });
 
-}  // namespace
-}  // namespace tensormorph
-
-namespace tensormorph {
-namespace {
-
 TEST(CheckReadmeTest, ListsEveryRuleWithItsSeverity) {
   const std::string readme = testing::ReadFileBytes(
       std::string(TENSORMORPH_SOURCE_DIR) + "/docs/check.md");
@@ -368,4 +362,4 @@ TEST(CheckReadmeTest, ListsEveryRuleWithItsSeverity) {
 }
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::check_command_test

@@ -27,7 +27,7 @@
 #include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
-namespace tensormorph {
+namespace tensormorph::cli_parsing_test {
 namespace {
 
 using ::tensormorph::testing::BuildSafetensors;
@@ -488,4 +488,4 @@ TEST(RequestLimitsServerTest, CoordinatesThatDoNotFitTheRankAreRefused) {
 }
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::cli_parsing_test

@@ -23,7 +23,7 @@
 #include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
-namespace tensormorph {
+namespace tensormorph::diff_command_test {
 namespace {
 
 using ::tensormorph::testing::CliErrorOf;
@@ -580,4 +580,4 @@ TEST(QuantDiffRpcTest, ManyRefusedDiffsLeaveEveryWorkerFree) {
 }
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::diff_command_test

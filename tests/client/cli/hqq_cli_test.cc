@@ -15,7 +15,7 @@
 #include "tests/support/python_writer.h"
 #include "tests/support/test_paths.h"
 
-namespace tensormorph {
+namespace tensormorph::hqq_cli_test {
 namespace {
 
 using ::tensormorph::testing::CliModes;
@@ -79,4 +79,4 @@ INSTANTIATE_TEST_SUITE_P(BothModes, HqqCliTest, ::testing::Bool(),
                          });
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::hqq_cli_test

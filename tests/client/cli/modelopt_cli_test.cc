@@ -16,7 +16,7 @@
 #include "tests/support/python_writer.h"
 #include "tests/support/test_paths.h"
 
-namespace tensormorph {
+namespace tensormorph::modelopt_cli_test {
 namespace {
 
 using ::tensormorph::testing::CliModes;
@@ -131,4 +131,4 @@ INSTANTIATE_TEST_SUITE_P(BothModes, ModelOptCliTest, ::testing::Bool(),
                          });
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::modelopt_cli_test

@@ -34,7 +34,7 @@
 
 extern char** environ;
 
-namespace tensormorph {
+namespace tensormorph::output_safety_cli_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -485,4 +485,4 @@ TEST(OutputSignalCliTest,
 }
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::output_safety_cli_test

@@ -18,7 +18,7 @@
 #include "tests/support/symmetric_cases.h"
 #include "tests/support/test_paths.h"
 
-namespace tensormorph {
+namespace tensormorph::quant_metadata_cli_test {
 namespace {
 
 using ::tensormorph::testing::CliModes;
@@ -204,4 +204,4 @@ INSTANTIATE_TEST_SUITE_P(TypesAndConventionsBothModes, GroupIdCliTest,
                          });
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::quant_metadata_cli_test

@@ -15,7 +15,7 @@
 #include "tests/support/safetensors_writer.h"
 #include "tests/support/test_paths.h"
 
-namespace tensormorph {
+namespace tensormorph::read_local_cli_test {
 namespace {
 
 using ::tensormorph::testing::CliModes;
@@ -133,4 +133,4 @@ TEST_F(ReadLocalCliTest, RefusalsAreTheSameBothWays) {
 }
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::read_local_cli_test

@@ -24,7 +24,7 @@
 #include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
-namespace tensormorph {
+namespace tensormorph::stored_parts_cli_test {
 namespace {
 
 using ::tensormorph::testing::CliErrorOf;
@@ -241,4 +241,4 @@ TEST(StoredPartsApiTest, PartRequestsReachStoredTensorsByName) {
 }
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::stored_parts_cli_test

@@ -20,7 +20,7 @@
 #include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
-namespace tensormorph {
+namespace tensormorph::views_cli_test {
 namespace {
 
 using ::tensormorph::testing::CliErrorOf;
@@ -443,4 +443,4 @@ INSTANTIATE_TEST_SUITE_P(BothModes, ViewsCliTest, ::testing::Bool(),
                          });
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::views_cli_test

@@ -20,7 +20,7 @@
 #include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
-namespace tensormorph {
+namespace tensormorph::fused_manifest_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -198,4 +198,4 @@ TEST(FusedManifestTest, VerifyCatchesAByteChangedMidTensor) {
 }
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::fused_manifest_test

@@ -18,7 +18,7 @@
 #include "tests/support/safetensors_writer.h"
 #include "tests/support/test_paths.h"
 
-namespace tensormorph {
+namespace tensormorph::mlx_check_test {
 namespace {
 
 using ::tensormorph::testing::CopyDir;
@@ -123,4 +123,4 @@ TEST(MlxCheckTest, BadConfigKeysAreFindingsByKeyPath) {
 }
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::mlx_check_test

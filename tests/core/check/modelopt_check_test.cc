@@ -21,7 +21,7 @@
 #include "tests/support/safetensors_writer.h"
 #include "tests/support/test_paths.h"
 
-namespace tensormorph {
+namespace tensormorph::modelopt_check_test {
 namespace {
 
 using ::tensormorph::testing::CopyDir;
@@ -198,4 +198,4 @@ TEST(ModelOptCheckRulesTest, TheW4a8AndAwqFixturesAreClean) {
 }
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::modelopt_check_test

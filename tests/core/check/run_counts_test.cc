@@ -66,7 +66,7 @@ TEST(CountRun, AgreesWithTheScalarPassOnEveryRunLength) {
           {-0.5f, 0.25f}, {nan, nan}, {-inf, inf}, {0.0f, 0.25f}, {0.0f, 0.0f}};
       for (const auto& [lo, hi] : levels) {
         for (float first : {v[0], 0.0f, -0.0f, nan}) {
-          SCOPED_TRACE(testing::Message()
+          SCOPED_TRACE(::testing::Message()
                        << "n=" << n << " special=" << special << " lo=" << lo
                        << " first=" << first);
           ExpectSame(CountRun(v.data(), n, first, lo, hi),

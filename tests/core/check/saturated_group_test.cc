@@ -19,7 +19,7 @@
 #include "tests/support/safetensors_writer.h"
 #include "tests/support/test_paths.h"
 
-namespace tensormorph {
+namespace tensormorph::saturated_group_test {
 namespace {
 
 using testing::BuildGguf;
@@ -183,4 +183,4 @@ TEST(SaturatedGroupTest, OnlyFormatsThatCanClipAreJudged) {
 }
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::saturated_group_test

@@ -23,7 +23,7 @@
 #include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
-namespace tensormorph {
+namespace tensormorph::float_runs_test {
 namespace {
 
 using ::tensormorph::testing::HasReason;
@@ -366,4 +366,4 @@ TEST(FloatRunsTest, PartsThatLeaveAGapAreRefused) {
 }
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::float_runs_test

@@ -19,7 +19,7 @@
 #include "tests/support/safetensors_writer.h"
 #include "tests/support/test_paths.h"
 
-namespace tensormorph {
+namespace tensormorph::fp8_bound_test {
 namespace {
 
 using ::tensormorph::testing::BuildSafetensors;
@@ -236,4 +236,4 @@ INSTANTIATE_TEST_SUITE_P(
     NameOf);
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::fp8_bound_test

@@ -18,7 +18,7 @@
 #include "tests/oracle/ggml_oracle.h"
 #include "tests/support/quantize.h"
 
-namespace tensormorph {
+namespace tensormorph::ggml_bound_test {
 namespace {
 
 using ::tensormorph::testing::GgmlOracle;
@@ -268,4 +268,4 @@ TEST(RoundingBoundTest, ErrorFeedbackConventionsChooseTheirCodes) {
 }
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::ggml_bound_test

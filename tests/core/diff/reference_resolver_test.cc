@@ -23,7 +23,7 @@
 #include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
-namespace tensormorph {
+namespace tensormorph::reference_resolver_test {
 namespace {
 
 using ::tensormorph::testing::BuildGguf;
@@ -324,4 +324,4 @@ TEST_F(ReferenceResolverTest, EveryShapeMismatchedIsRefusedListingThem) {
 }
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::reference_resolver_test

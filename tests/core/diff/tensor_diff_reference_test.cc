@@ -22,7 +22,7 @@
 #include "tests/support/same_bits.h"
 #include "tests/support/test_paths.h"
 
-namespace tensormorph {
+namespace tensormorph::tensor_diff_reference_test {
 namespace {
 
 using ::tensormorph::testing::SameBits;
@@ -327,4 +327,4 @@ TEST(PlainFloatReferenceTest, EveryFieldMatchesTheScalarReferenceBitForBit) {
 }
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::tensor_diff_reference_test

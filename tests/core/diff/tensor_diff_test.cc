@@ -13,7 +13,7 @@
 #include "gtest/gtest.h"
 #include "tests/support/test_paths.h"
 
-namespace tensormorph {
+namespace tensormorph::tensor_diff_test {
 namespace {
 
 using ::tensormorph::testing::Fixture;
@@ -349,4 +349,4 @@ TEST(TensorDiffTest, RopeRowMapUndoesTheConvertersPermutation) {
 }
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::tensor_diff_test

@@ -20,7 +20,7 @@
 #include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
-namespace tensormorph {
+namespace tensormorph::gguf_reader_test {
 namespace {
 
 using ::tensormorph::testing::BuildGguf;
@@ -446,12 +446,6 @@ TEST(GgufReaderTest, RejectsTruncationAtEveryByteOfTheHeader) {
   }
 }
 
-}  // namespace
-}  // namespace tensormorph
-
-namespace tensormorph {
-namespace {
-
 // ggml takes any bytes as a name or key: they are read under their
 // EscapeUtf8 spelling (core/util/utf8.h), which is what a client names.
 TEST(GgufReaderTest, NamesAndKeysThatAreNotUtf8AreReadEscaped) {
@@ -495,4 +489,4 @@ TEST(GgufReaderTest, RejectsDuplicateRawNamesUnderTheirEscapedSpelling) {
 }
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::gguf_reader_test

@@ -21,7 +21,7 @@
 #include "tests/support/same_bits.h"
 #include "tests/support/test_paths.h"
 
-namespace tensormorph {
+namespace tensormorph::code_level_runs_test {
 namespace {
 
 using ::tensormorph::testing::SameBits;
@@ -181,4 +181,4 @@ TEST(CodeLevelRunsTest, OtherEncodingsAnswerUnimplemented) {
 }
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::code_level_runs_test

@@ -19,7 +19,7 @@
 #include "tests/support/python_writer.h"
 #include "tests/support/status_matchers.h"
 
-namespace tensormorph {
+namespace tensormorph::conventions_bnb_int8_test {
 namespace {
 
 using ::tensormorph::testing::HasReason;
@@ -116,4 +116,4 @@ TEST(BnbInt8ConventionTest, DiffAgainstTheSourceMatchesAFloat64Reference) {
 }
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::conventions_bnb_int8_test

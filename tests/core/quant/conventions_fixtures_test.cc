@@ -12,7 +12,7 @@
 #include "gtest/gtest.h"
 #include "tests/support/test_paths.h"
 
-namespace tensormorph {
+namespace tensormorph::conventions_fixtures_test {
 namespace {
 
 using ::tensormorph::testing::Fixture;
@@ -168,4 +168,4 @@ TEST(ConventionFixtureTest, InspectShowsTheGroupScaleAndZero) {
 }
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::conventions_fixtures_test

@@ -27,7 +27,7 @@
 #include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
-namespace tensormorph {
+namespace tensormorph::conventions_hqq_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -307,4 +307,4 @@ TEST(HqqConfigTest, QuantizedScalesAreUnimplemented) {
 }
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::conventions_hqq_test

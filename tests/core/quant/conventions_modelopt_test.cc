@@ -29,7 +29,7 @@
 #include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
-namespace tensormorph {
+namespace tensormorph::conventions_modelopt_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -658,4 +658,4 @@ TEST(ModelOptCheckTest, AMissingGlobalScaleIsAMissingCompanion) {
 }
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::conventions_modelopt_test

@@ -16,7 +16,7 @@
 #include "gtest/gtest.h"
 #include "tests/support/test_paths.h"
 
-namespace tensormorph {
+namespace tensormorph::group_id_test {
 namespace {
 
 using ::tensormorph::testing::Fixture;
@@ -208,4 +208,4 @@ TEST(GroupIdTest, GroupIdsMatchInspectOnEveryGgmlFixtureType) {
 }
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::group_id_test

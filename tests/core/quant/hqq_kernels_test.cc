@@ -17,7 +17,7 @@
 #include "tests/support/quantize.h"
 #include "tests/support/same_bits.h"
 
-namespace tensormorph {
+namespace tensormorph::hqq_kernels_test {
 namespace {
 
 using ::tensormorph::testing::SameBits;
@@ -243,4 +243,4 @@ TEST(HqqKernelsTest, FloatExactGroupsComputeTheReferenceInFloat32) {
 }
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::hqq_kernels_test

@@ -12,7 +12,7 @@
 
 #include "gtest/gtest.h"
 
-namespace tensormorph {
+namespace tensormorph::matrix_view_test {
 namespace {
 
 struct Layout {
@@ -182,4 +182,4 @@ TEST(FloatMatrixTileTest, MatchesGetStoredEitherWay) {
 }
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::matrix_view_test

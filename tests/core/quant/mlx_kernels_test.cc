@@ -16,7 +16,7 @@
 #include "gtest/gtest.h"
 #include "tests/support/quantize.h"
 
-namespace tensormorph {
+namespace tensormorph::mlx_kernels_test {
 namespace {
 
 uint32_t Bits(float f) {
@@ -238,4 +238,4 @@ INSTANTIATE_TEST_SUITE_P(Levels, MlxKernelsLevelTest,
                          });
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::mlx_kernels_test

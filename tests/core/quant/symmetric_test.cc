@@ -12,7 +12,7 @@
 #include "tests/support/symmetric_cases.h"
 #include "tests/support/test_paths.h"
 
-namespace tensormorph {
+namespace tensormorph::symmetric_test {
 namespace {
 
 using ::tensormorph::testing::Fixture;
@@ -79,4 +79,4 @@ TEST(SymmetricGgmlTypesTest, OnlyTypesWithAMinAreAsymmetric) {
 }
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::symmetric_test

@@ -16,7 +16,7 @@
 #include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
-namespace tensormorph {
+namespace tensormorph::context_test {
 namespace {
 
 using ::tensormorph::conventions::Context;
@@ -295,4 +295,4 @@ TEST(CompanionWidthTest, GIdxOutOfRangeAtAWideWidthIsRefused) {
 }
 
 }  // namespace
-}  // namespace tensormorph
+}  // namespace tensormorph::context_test

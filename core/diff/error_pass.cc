@@ -374,7 +374,59 @@ bool HaveAvx512() {
   return have;
 }
 
+// For each mask of four kept lanes, the 32-bit lane order that moves the
+// kept doubles to the front in order (AVX2 has no compress).
+struct CompressOrder {
+  alignas(32) int32_t lane[16][8];
+};
+constexpr CompressOrder MakeCompressOrder() {
+  CompressOrder t{};
+  for (int mask = 0; mask < 16; ++mask) {
+    int n = 0;
+    for (int j = 0; j < 4; ++j) {
+      if ((mask >> j & 1) == 0) continue;
+      t.lane[mask][2 * n] = 2 * j;
+      t.lane[mask][2 * n + 1] = 2 * j + 1;
+      ++n;
+    }
+  }
+  return t;
+}
+constexpr CompressOrder kCompressOrder = MakeCompressOrder();
+
 }  // namespace
+
+namespace error_pass_internal {
+
+// Four at a time, as KeepAboveAvx512 takes eight: a permute moves the kept
+// values to the front of the register, then one whole store.
+__attribute__((target("avx2"))) int64_t KeepAboveAvx2(const double* v,
+                                                      int64_t m, double floor,
+                                                      double* out,
+                                                      double* max) {
+  const __m256d f = _mm256_set1_pd(floor);
+  __m256d top = _mm256_setzero_pd();
+  int64_t k = 0, i = 0;
+  for (; i + 4 <= m; i += 4) {
+    const __m256d x = _mm256_loadu_pd(v + i);
+    top = _mm256_max_pd(x, top);  // std::max(top, x), as KeepAboveAvx512's
+    const int keep = _mm256_movemask_pd(_mm256_cmp_pd(x, f, _CMP_GT_OQ));
+    const __m256i order = _mm256_load_si256(
+        reinterpret_cast<const __m256i*>(kCompressOrder.lane[keep]));
+    _mm256_storeu_pd(out + k, _mm256_castsi256_pd(_mm256_permutevar8x32_epi32(
+                                  _mm256_castpd_si256(x), order)));
+    k += __builtin_popcount(keep);
+  }
+  double tail_max;
+  k += KeepAboveScalar(v + i, m - i, floor, out + k, &tail_max);
+  alignas(32) double lane[4];
+  _mm256_store_pd(lane, top);
+  for (double x : lane) tail_max = std::max(tail_max, x);
+  *max = tail_max;
+  return k;
+}
+
+}  // namespace error_pass_internal
 #endif
 
 int64_t KeepAboveScalar(const double* v, int64_t m, double floor, double* out,
@@ -395,6 +447,9 @@ int64_t KeepAbove(const double* v, int64_t m, double floor, double* out,
                   double* max) {
 #if defined(__x86_64__)
   if (HaveAvx512()) return KeepAboveAvx512(v, m, floor, out, max);
+  if (error_pass_internal::HaveAvx2()) {
+    return error_pass_internal::KeepAboveAvx2(v, m, floor, out, max);
+  }
 #endif
   return KeepAboveScalar(v, m, floor, out, max);
 }

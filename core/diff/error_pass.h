@@ -143,6 +143,13 @@ int64_t KeepAbove(const double* v, int64_t m, double floor, double* out,
                   double* max);
 int64_t KeepAboveScalar(const double* v, int64_t m, double floor, double* out,
                         double* max);
+namespace error_pass_internal {
+// KeepAbove's AVX2 path (x86-64), which it takes where the CPU has AVX2 but
+// not AVX-512; here so that a test runs it on any AVX2 CPU.
+// REQUIRES: the CPU has AVX2.
+int64_t KeepAboveAvx2(const double* v, int64_t m, double floor, double* out,
+                      double* max);
+}  // namespace error_pass_internal
 
 }  // namespace tensormorph
 

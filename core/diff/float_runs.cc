@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 
 #include "core/diff/error_element.h"
@@ -179,6 +180,7 @@ void FloatRuns::Fill(const double* below, const double* above, double range_min,
   c.hi.resize(kKeys);
   c.lo.resize(kKeys);
   c.interior.resize(kKeys);
+  c.sides.resize(2 * kKeys);
   for (int key = 0; key < kKeys; ++key) {
     QuantRun& r = runs_[key];
     r = {1, -1, below[key], above[key], range_min, range_max};
@@ -194,6 +196,11 @@ void FloatRuns::Fill(const double* below, const double* above, double range_min,
     c.hi[key] = limits_[key].clip_hi;
     c.lo[key] = limits_[key].clip_lo;
     c.interior[key] = interior_[key];
+    for (int up = 0; up < 2; ++up) {
+      c.sides[2 * key + up] = {
+          c.step[2 * key + up], c.inv[2 * key + up], r.slack,
+          c.interior[key],      c.hi[key],           c.lo[key]};
+    }
   }
   // What every key shares (For refuses bounds where these vary).
   c.bound = runs_[0].bound;
@@ -386,8 +393,37 @@ __attribute__((target("avx2"), always_inline)) inline void FloatStep256(
   const __m128i up32 = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(
       _mm256_castpd_si256(up), _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)));
   const __m128i side = _mm_sub_epi32(_mm_add_epi32(key, key), up32);
-  const __m256d step = _mm256_i32gather_pd(c.step.data(), side, 8);
-  const __m256d inv = _mm256_i32gather_pd(c.inv.data(), side, 8);
+  // Each element's side row (its six doubles in order), transposed into one
+  // vector a column.
+  using Side = FloatRuns::Columns::Side;
+  static_assert(sizeof(Side) == 64 && offsetof(Side, hi) == 32);
+  const Side* rows = c.sides.data();
+  const auto* r0 =
+      reinterpret_cast<const double*>(rows + _mm_cvtsi128_si32(side));
+  const auto* r1 =
+      reinterpret_cast<const double*>(rows + _mm_extract_epi32(side, 1));
+  const auto* r2 =
+      reinterpret_cast<const double*>(rows + _mm_extract_epi32(side, 2));
+  const auto* r3 =
+      reinterpret_cast<const double*>(rows + _mm_extract_epi32(side, 3));
+  const __m256d a01 =
+      _mm256_unpacklo_pd(_mm256_load_pd(r0), _mm256_load_pd(r1));
+  const __m256d b01 =
+      _mm256_unpackhi_pd(_mm256_load_pd(r0), _mm256_load_pd(r1));
+  const __m256d a23 =
+      _mm256_unpacklo_pd(_mm256_load_pd(r2), _mm256_load_pd(r3));
+  const __m256d b23 =
+      _mm256_unpackhi_pd(_mm256_load_pd(r2), _mm256_load_pd(r3));
+  const __m256d step = _mm256_permute2f128_pd(a01, a23, 0x20);
+  const __m256d slack = _mm256_permute2f128_pd(a01, a23, 0x31);
+  const __m256d inv = _mm256_permute2f128_pd(b01, b23, 0x20);
+  const __m256d inner = _mm256_permute2f128_pd(b01, b23, 0x31);
+  const __m256d limits02 = _mm256_insertf128_pd(
+      _mm256_castpd128_pd256(_mm_load_pd(r0 + 4)), _mm_load_pd(r2 + 4), 1);
+  const __m256d limits13 = _mm256_insertf128_pd(
+      _mm256_castpd128_pd256(_mm_load_pd(r1 + 4)), _mm_load_pd(r3 + 4), 1);
+  const __m256d hi = _mm256_unpacklo_pd(limits02, limits13);
+  const __m256d lo = _mm256_unpackhi_pd(limits02, limits13);
   const __m256d ok = _mm256_cmp_pd(step, zero, _CMP_GT_OQ);
   __m256d v = _mm256_blendv_pd(_mm256_set1_pd(__builtin_inf()),
                                _mm256_div_pd(err, step), ok);
@@ -396,10 +432,8 @@ __attribute__((target("avx2"), always_inline)) inline void FloatStep256(
   const __m256i idx = _mm256_add_epi64(_mm256_set1_epi64x(first + i),
                                        _mm256_setr_epi64x(0, 1, 2, 3));
   error_pass_internal::AddMomentsAndMaxima256(err, xs, xq, v, idx, st);
-  interior =
-      _mm256_max_pd(_mm256_i32gather_pd(c.interior.data(), key, 8), interior);
+  interior = _mm256_max_pd(inner, interior);
   // The bound, as ExcessOf spells it (no extra: For takes no clipping ends).
-  const __m256d slack = _mm256_i32gather_pd(c.slack.data(), key, 8);
   const __m256d dist =
       _mm256_andnot_pd(sign, _mm256_sub_pd(xq, _mm256_set1_pd(c.origin)));
   const __m256d allowed = _mm256_add_pd(
@@ -411,9 +445,8 @@ __attribute__((target("avx2"), always_inline)) inline void FloatStep256(
               inv)),
       zero);
   const __m256d excess = _mm256_sub_pd(v, allowed);
-  const __m256d clip = _mm256_or_pd(
-      _mm256_cmp_pd(xs, _mm256_i32gather_pd(c.hi.data(), key, 8), _CMP_GT_OQ),
-      _mm256_cmp_pd(xs, _mm256_i32gather_pd(c.lo.data(), key, 8), _CMP_LT_OQ));
+  const __m256d clip = _mm256_or_pd(_mm256_cmp_pd(xs, hi, _CMP_GT_OQ),
+                                    _mm256_cmp_pd(xs, lo, _CMP_LT_OQ));
   const __m256d beyond = _mm256_cmp_pd(excess, zero, _CMP_GT_OQ);
   error_pass_internal::AddVerdicts256(xs, xq, excess, clip, beyond, st);
 }

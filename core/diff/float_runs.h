@@ -6,8 +6,8 @@
 // bound and limits) is built once per key and tensor and looked up by value.
 // Runs of one element, each inspected and bounded on its own, made such a
 // diff some 25 times slower than an int8 one (issue 35).
-// A scalar reference and an AVX-512 path chosen at run time; tests hold the
-// fast path to the reference, bit for bit.
+// A scalar reference and AVX-512 and AVX2 paths chosen at run time; tests hold
+// the fast paths to the reference, bit for bit.
 #ifndef TENSORMORPH_CORE_DIFF_FLOAT_RUNS_H_
 #define TENSORMORPH_CORE_DIFF_FLOAT_RUNS_H_
 

@@ -1,22 +1,41 @@
 #include "core/architecture.h"
 
 #include <algorithm>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 
 namespace tensormorph {
 namespace {
 
-ArchNode* Child(ArchNode* n, const std::string& name) {
-  for (ArchNode& c : n->children) {
-    if (c.name == name) return &c;
+// The tree as it is built: children found by name in constant time (a
+// linear search per segment made a checkpoint of 150,000 sibling tensors
+// quadratic: minutes of a worker), then moved into ArchNodes.
+struct Builder {
+  ArchNode node;  // without children
+  absl::flat_hash_map<std::string, std::unique_ptr<Builder>> children;
+};
+
+Builder* Child(Builder* b, const std::string& name) {
+  std::unique_ptr<Builder>& c = b->children[name];
+  if (c == nullptr) {
+    c = std::make_unique<Builder>();
+    c->node.name = name;
+    c->node.path = b->node.path.empty() ? name : b->node.path + "." + name;
   }
-  ArchNode c;
-  c.name = name;
-  c.path = n->path.empty() ? name : n->path + "." + name;
-  n->children.push_back(std::move(c));
-  return &n->children.back();
+  return c.get();
+}
+
+ArchNode Build(Builder&& b) {
+  ArchNode n = std::move(b.node);
+  n.children.reserve(b.children.size());
+  for (auto& [name, c] : b.children) n.children.push_back(Build(std::move(*c)));
+  return n;
 }
 
 bool NameLess(const ArchNode& a, const ArchNode& b) {
@@ -44,16 +63,16 @@ void Finish(ArchNode* n, const std::string& parent_scheme) {
 }  // namespace
 
 ArchNode BuildArchitecture(const Checkpoint& ckpt) {
-  ArchNode root;
-  root.name = "";
+  Builder root;
   for (const LogicalTensor& t : ckpt.tensors()) {
     int64_t bytes = 0;
     for (const StoredTensor* p : t.encoding->parts())
       bytes += static_cast<int64_t>(p->nbytes);
     const std::string& scheme = t.encoding->info().scheme;
     std::vector<std::string> parts = absl::StrSplit(t.name, '.');
-    ArchNode* n = &root;
-    auto add = [&](ArchNode* node) {
+    Builder* n = &root;
+    auto add = [&](Builder* b) {
+      ArchNode* node = &b->node;
       node->params += t.num_elements;
       node->bytes += bytes;
       node->tensors += 1;
@@ -65,8 +84,9 @@ ArchNode BuildArchitecture(const Checkpoint& ckpt) {
       add(n);
     }
   }
-  Finish(&root, "");
-  return root;
+  ArchNode tree = Build(std::move(root));
+  Finish(&tree, "");
+  return tree;
 }
 
 }  // namespace tensormorph

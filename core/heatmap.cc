@@ -55,6 +55,10 @@ namespace {
 // 4096 x 4096: lanes 1.64 ms against 1.83, the decode no slower), while a
 // batch still holds several of GPTQ's packed rows of codes.
 constexpr int64_t kBatchElements = int64_t{1} << 16;
+// A pass holds at least one row of its region in each of its buffers
+// (values, their details or the reference, column maxima, weights): about
+// 50 bytes a column at most, so 4M columns cost ~200 MB of one worker.
+constexpr int64_t kMaxRegionColumns = int64_t{1} << 22;
 
 // Edge i of n parts of [begin, begin + len): begin + floor(i * len / n),
 // spelled so that no product exceeds len or n * n (len may be near 2^63).
@@ -801,14 +805,13 @@ absl::Status CellGroups(const LogicalTensor& t, int64_t base, Heatmap* h) {
 // (at most kBatchElements floats) rather than allocated, zeroed and
 // returned to the kernel by every call. Not zeroed: a pass reads only what
 // it decoded.
+// REQUIRES: n <= kBatchElements (a longer row's pass owns its buffer: a
+// thread's scratch is kept for its life, and was once the size of a 2^30
+// element row).
 float* DecodeScratch(size_t n) {
   thread_local std::unique_ptr<float[]> buf;
-  thread_local size_t size = 0;
-  if (size < n) {
-    buf.reset(new float[n]);
-    size = n;
-  }
-  return buf.get();
+  if (buf == nullptr) buf.reset(new float[kBatchElements]);
+  return n <= static_cast<size_t>(kBatchElements) ? buf.get() : nullptr;
 }
 
 // One decode of the region, batch by batch of rows, each batch folded into
@@ -878,7 +881,8 @@ class RegionPass {
   int64_t batch_rows_ = 1;
   int band_ = 0;  // the band being folded
   std::vector<ElementQuant> q_;
-  float* v_ = nullptr;  // DecodeScratch, unless detailed_
+  float* v_ = nullptr;       // DecodeScratch or wide_, unless detailed_
+  std::vector<float> wide_;  // a row longer than kBatchElements
   std::vector<float> x_;
   // Squared-error mode: the importance of each column of the region, as
   // double (1 unweighted), for AddSqErrorRow.
@@ -949,6 +953,10 @@ RegionPass::RegionPass(const LogicalTensor& t, const LogicalTensor* ref,
   q_.resize(detailed_ ? buf : 0);
   if (!detailed_ && !InPlace()) {
     v_ = DecodeScratch(buf);
+    if (v_ == nullptr) {
+      wide_.resize(buf);
+      v_ = wide_.data();
+    }
   }
   x_.resize(with_ref_ && ref_in_place_ == nullptr ? buf : 0);
   lanes_.resize(mean_ || sq_error_ ? static_cast<size_t>(h->width) * kLanes
@@ -1294,6 +1302,15 @@ absl::StatusOr<Heatmap> ComputeHeatmap(const LogicalTensor& t,
     return h;
   }
   TM_ASSIGN_OR_RETURN(const Region g, LayOutCells(t, o, &h));
+  if (o.errors == nullptr && o.mode != HeatmapMode::kGroup &&
+      g.ncols() > kMaxRegionColumns) {
+    return LimitExceededError(
+        absl::StrCat("a heatmap region of ", g.ncols(),
+                     " columns is more than the ", kMaxRegionColumns,
+                     " a pass holds a row of: narrow its columns (--cols, "
+                     "or zoom on the page)"),
+        "heatmap_region_columns", kMaxRegionColumns, g.ncols());
+  }
   if (o.mode == HeatmapMode::kZeros && ref != nullptr)
     h.pruned.assign(h.values.size(), 0.0);
   TM_RETURN_IF_ERROR(CellGroups(t, g.base, &h));

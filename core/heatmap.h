@@ -169,9 +169,12 @@ std::vector<uint8_t> GroupBoundaries(const Heatmap& h);
 // 256 cells (tests/bench/stats_bench's BM_HeatmapSqError; 0.35-0.50x in
 // element order). It takes no ErrorGrid (HeatmapOptions::errors serves
 // error mode only), so each zoom decodes its region again.
-// Errors: INVALID_ARGUMENT (rank 0; more leading indices than the tensor
-// has leading dimensions; a leading index outside -size..size-1,
-// naming it, its dimension and the range; error or squared-error mode
+// Errors: OUT_OF_RANGE INDEX_OUT_OF_RANGE (a leading index outside
+// -size..size-1, naming it, its dimension and the range);
+// RESOURCE_EXHAUSTED LIMIT_EXCEEDED {limit: heatmap_region_columns} for a
+// region wider than 4M columns (a pass holds a row of it; the group mode
+// and a given ErrorGrid hold none); INVALID_ARGUMENT (rank 0; more leading
+// indices than the tensor has leading dimensions; error or squared-error mode
 // without a reference; weights in another mode than squared error, or not
 // sized for the tensor (columns its last dimension, experts its first of
 // three); a reference of another shape, naming both; a row map

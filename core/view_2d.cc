@@ -31,12 +31,13 @@ absl::StatusOr<View2D> ViewOf(const LogicalTensor& t,
     // shape[d] > 0 here (the tensor is not empty): no overflow either way.
     const int64_t i = asked < 0 ? asked + t.shape[d] : asked;
     if (i < 0 || i >= t.shape[d]) {
-      return RequestFieldError(
-          "leading",
-          absl::StrCat("leading index ", asked,
-                       " is out of range for dimension ", d, " of size ",
-                       t.shape[d], " (valid: ", -t.shape[d], "..",
-                       t.shape[d] - 1, ", negative counting from the end)"));
+      return WithReason(
+          absl::OutOfRangeError(absl::StrCat(
+              "leading index ", asked, " is out of range for dimension ", d,
+              " of size ", t.shape[d], " (valid: ", -t.shape[d], "..",
+              t.shape[d] - 1, ", negative counting from the end)")),
+          ErrorReason::kIndexOutOfRange,
+          {{"dimension", absl::StrCat(d)}, {"size", absl::StrCat(t.shape[d])}});
     }
     v.base = v.base * t.shape[d] + i;
   }

@@ -20,8 +20,9 @@ struct View2D {
 // are 0; a negative one counts from the end, as InspectScalars' coordinates
 // do). An empty tensor's view has base 0 and its rows and cols as shaped.
 // Errors: INVALID_ARGUMENT (rank 0; more indices than leading dimensions,
-// REQUEST_INVALID naming the field leading, empty tensors too; a leading
-// index outside -size..size-1, naming it, its dimension and the range).
+// REQUEST_INVALID naming the field leading, empty tensors too);
+// OUT_OF_RANGE INDEX_OUT_OF_RANGE {dimension, size} for a leading index
+// outside -size..size-1, naming it and the range.
 absl::StatusOr<View2D> ViewOf(const LogicalTensor& t,
                               const std::vector<int64_t>& leading);
 

@@ -6,6 +6,7 @@
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
+#include "core/util/error_reason.h"
 
 namespace tensormorph {
 
@@ -18,10 +19,13 @@ absl::Status CheckNoWriters(const FileAccess& access, const std::string& path,
   if (::fcntl(fd->get(), F_SETSIG, SIGURG) != 0) return absl::OkStatus();
   if (::fcntl(fd->get(), F_SETLEASE, F_RDLCK) != 0) {
     if (errno == EAGAIN) {
-      return absl::AbortedError(absl::StrCat(
-          "file '", path,
-          "' is open for writing by another process: its bytes may be "
-          "changing under the read; read it again once the writer is done"));
+      return WithReason(
+          absl::AbortedError(absl::StrCat(
+              "file '", path,
+              "' is open for writing by another process: its bytes may be "
+              "changing under the read; read it again once the writer is "
+              "done")),
+          ErrorReason::kFileChangedDuringRead, {{"file", path}});
     }
     return absl::OkStatus();  // no lease for this process: not probed
   }

@@ -26,7 +26,8 @@ namespace tensormorph {
 // opening in the microseconds the lease is held delays its open by those
 // microseconds and sends nothing that could end this process.
 //
-// Errors: ABORTED naming the file when a writer holds it open. OK when no
+// Errors: ABORTED FILE_CHANGED_DURING_READ {file} naming the file when a
+// writer holds it open. OK when no
 // writer does, and also where the kernel gives no lease to this process (it
 // neither owns the file nor has CAP_LEASE, or leases are disabled): the
 // identity check alone then stands, and `*probed` (when given) says false.

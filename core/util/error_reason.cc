@@ -51,7 +51,8 @@ constexpr ErrorReasonInfo kTable[] = {
     {ErrorReason::kFileChangedDuringRead, "FILE_CHANGED_DURING_READ",
      Code::kAborted, false,
      "a file's (or remote object's) identity changed between the start and "
-     "end of a read: discard the data and read again",
+     "end of a read, or another process held it open for writing: discard "
+     "the data and read again",
      "file"},
     {ErrorReason::kUnsupportedDtype, "UNSUPPORTED_DTYPE", Code::kUnimplemented,
      false, "a dtype Tensormorph does not decode", "dtype"},

@@ -634,6 +634,9 @@ httplib::Server::HandlerResponse HttpGateway::Impl::HttpError(
   // provider): not cpp-httplib's refusal.
   if (!res.body.empty() || res.content_provider_)
     return httplib::Server::HandlerResponse::Unhandled;
+  // A Range cpp-httplib could not parse whole (its 416) would still cut
+  // this answer into the ranges it did parse: no refusal is ever cut.
+  const_cast<httplib::Request&>(req).ranges.clear();
   absl::Status s = absl::NotFoundError(
       absl::StrCat("no such endpoint: ", req.method, " ", req.path));
   absl::string_view reason = "bad_request";
@@ -647,6 +650,10 @@ httplib::Server::HandlerResponse HttpGateway::Impl::HttpError(
     s = absl::InvalidArgumentError(
         "the URL is past the 8 KiB allowed; send the request as JSON "
         "to POST /v1/<Method> instead");
+  } else if (res.status == 416) {
+    s = absl::InvalidArgumentError(
+        "a Range header that does not parse; no answer here is sent in "
+        "ranges: ask without one");
   } else if (res.status != 404) {
     s = absl::UnknownError(absl::StrCat("HTTP ", res.status));
   }

@@ -81,6 +81,19 @@ absl::Status CheckFraming(const httplib::Headers& headers) {
                        "' holds whitespace (before its colon?); a header name "
                        "is one word"));
     }
+    // RFC 9110 5.5: a field value holding CR, LF or NUL is refused (a bare
+    // CR is a line end to some proxies); tab is the one other control.
+    if (std::any_of(value.begin(), value.end(), [](char c) {
+          const auto b = static_cast<unsigned char>(c);
+          return (b < 0x20 && b != '\t') || b == 0x7f;
+        })) {
+      return FramingError(
+          "header-value",
+          absl::StrCat("the request's header '",
+                       absl::CHexEscape(absl::string_view(name).substr(0, 64)),
+                       "' holds a control character (CR, LF, NUL...) in its "
+                       "value"));
+    }
   }
   const size_t lengths = CountHeader(headers, "Content-Length");
   const size_t encodings = CountHeader(headers, "Transfer-Encoding");

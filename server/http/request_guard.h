@@ -59,7 +59,8 @@ absl::Status FramingError(absl::string_view rule, absl::string_view message);
 // than exactly "chunked" (cpp-httplib would read "gzip, chunked" by its
 // Content-Length, or to the connection's end); two Transfer-Encoding or two
 // Content-Length headers (even equal ones); a Content-Length that is not a
-// decimal number.
+// decimal number; a header value holding a control other than tab (a bare
+// CR, a NUL: RFC 9110 5.5).
 absl::Status CheckFraming(const httplib::Headers& headers);
 
 // Ends the connection once `res` is sent, with Connection: close. For a

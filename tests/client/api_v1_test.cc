@@ -598,7 +598,7 @@ TEST_P(ApiV1Test, HeatmapLeadingIndicesCountFromTheEnd) {
   for (int64_t bad : {-3, 2}) {
     auto past = at(bad);
     // The index, its dimension's size and the valid range.
-    EXPECT_THAT(past, AllOf(HasReason(ErrorReason::kRequestInvalid),
+    EXPECT_THAT(past, AllOf(HasReason(ErrorReason::kIndexOutOfRange),
                             MessageNames(absl::StrCat("index ", bad)),
                             MessageNames("size 2"), MessageNames("-2..1")))
         << bad;

@@ -19,6 +19,7 @@
 #include "core/stats.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/gguf_writer.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
@@ -390,8 +391,8 @@ TEST(HeatmapLeadingTest, NegativeIndicesCountFromTheEnd) {
   EXPECT_NE(last->values, first->values);
   for (int64_t bad : {int64_t{2}, int64_t{-3}, INT64_MIN}) {
     EXPECT_THAT(at(bad),
-                AllOf(HasReason(ErrorReason::kRequestInvalid),
-                      HasMetadata("field", "leading"),
+                AllOf(HasReason(ErrorReason::kIndexOutOfRange),
+                      HasMetadata("dimension", "0"), HasMetadata("size", "2"),
                       MessageNames(absl::StrCat(bad)), MessageNames("-2..1")));
   }
 }
@@ -421,6 +422,41 @@ TEST(HeatmapLeadingTest, MoreIndicesThanLeadingDimensionsAreRefused) {
                       HasMetadata("field", "leading"),
                       MessageNames(absl::StrCat(leading.size(), " leading"))))
         << t->name << " with " << leading.size() << " indices";
+  }
+}
+
+// A row wider than a batch (a 1-D tensor) is decoded into the pass's own
+// buffer, not a scratch kept by its worker for life (one of 2^30 elements
+// kept 4 GiB a worker); a region wider than 4M columns is refused before
+// anything is decoded, and a narrower region of the same row is drawn.
+TEST(HeatmapWideRowTest, AWideRowIsDrawnAndOnePastTheLimitRefused) {
+  const int64_t n = (int64_t{1} << 22) + 1;
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(i % 7);
+  testing::GgufSpec spec;
+  spec.tensors.push_back({"t",
+                          {n},
+                          0,
+                          std::string(reinterpret_cast<const char*>(v.data()),
+                                      v.size() * sizeof(float))});
+  const std::string path = testing::MakeTempDir() + "/wide.gguf";
+  testing::WriteFile(path, testing::BuildGguf(spec));
+  auto ckpt = Checkpoint::Open(path);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  const LogicalTensor& t = *(*ckpt)->FindTensor("t");
+  HeatmapOptions o;
+  o.width = 4;
+  EXPECT_THAT(ComputeHeatmap(t, nullptr, o),
+              AllOf(HasReason(ErrorReason::kLimitExceeded),
+                    HasMetadata("limit", "heatmap_region_columns")));
+  o.col_end = 700000;  // ten batches wide, in cells of 175,000
+  auto h = ComputeHeatmap(t, nullptr, o);
+  ASSERT_TRUE(h.ok()) << h.status();
+  ASSERT_EQ(h->values.size(), 4u);
+  for (int c = 0; c < 4; ++c) {
+    double sum = 0;
+    for (int64_t i = c * 175000; i < (c + 1) * 175000; ++i) sum += v[i];
+    EXPECT_DOUBLE_EQ(h->values[c], sum / 175000) << c;
   }
 }
 

@@ -197,7 +197,10 @@ TEST_F(HttpPortGuardTest, AmbiguousFramingIsRefusedAndNothingIsSmuggled) {
             "repeated-header"},
            {"Content-Length: +5\r\n", "content-length"},
            // A proxy may take it for Transfer-Encoding; cpp-httplib does not.
-           {"Transfer-Encoding : chunked\r\n", "header-name"}}) {
+           {"Transfer-Encoding : chunked\r\n", "header-name"},
+           // A bare CR is a line end to some proxies; a NUL ends C strings.
+           {"X-A: 1\rContent-Length: 4\r\n", "header-value"},
+           {std::string("X-A: a\0b\r\n", 9), "header-value"}}) {
     const auto replies = RawHttpExchange(
         port(), Post("127.0.0.1", framing, "0\r\n\r\n" + smuggled,
                      /*keep_alive=*/true));

@@ -274,9 +274,9 @@ TEST_P(CliParsingTest, HeatmapIndexHasOneEntryPerLeadingDimension) {
   EXPECT_EQ(values("-2"), values("0"));
   CommandResult past = Run({"heatmap", Cube(), "t.weight", "--index", "-3"});
   EXPECT_EQ(past.exit_code, 1);  // past the end: the call's to find, as scalar
-  EXPECT_THAT(
-      CliErrorOf(past.err),
-      AllOf(HasReason(ErrorReason::kRequestInvalid), MessageNames("index -3")));
+  EXPECT_THAT(CliErrorOf(past.err),
+              AllOf(HasReason(ErrorReason::kIndexOutOfRange),
+                    MessageNames("index -3")));
 }
 
 TEST_P(CliParsingTest, OutputOntoTheInputCheckpointIsRefused) {

@@ -15,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "client/endpoint_set.h"
 #include "client/message_prefetcher.h"
+#include "client/request_utf8.h"
 #include "core/util/error_reason.h"
 #include "proto/received_chunk.h"
 #include "proto/status_mapping.h"
@@ -427,6 +428,7 @@ class Client::Calls::RawStream {
 template <typename Request, typename Reply>
 absl::Status Client::Calls::Unary(Client& c, Method method,
                                   const Request& request, Reply* reply) {
+  if (absl::Status s = CheckRequestUtf8(request); !s.ok()) return s;
   return c.WithFailover([&](const Backend& b, Attempt& attempt) {
     grpc::ClientContext ctx;
     const absl::Duration deadline = c.Prepare(&ctx, /*stream=*/false);
@@ -453,6 +455,7 @@ absl::Status Client::Calls::Stream(
     Client& c, Method method, const Request& request,
     const std::function<bool(const Reply&)>& on_reply,
     absl::string_view cancelled, CallCanceller* canceller) {
+  if (absl::Status s = CheckRequestUtf8(request); !s.ok()) return s;
   return c.WithFailover([&](const Backend& b, Attempt& attempt) {
     return StreamOn<Request, Reply>(c, b, attempt, method, request, on_reply,
                                     cancelled, canceller);
@@ -603,6 +606,7 @@ absl::Status Client::ReadSlicePieces(
     const std::function<bool(const v1::SliceHeader&)>& on_header,
     const std::function<bool(absl::Span<const absl::string_view>)>& on_pieces,
     CallCanceller* cancel) {
+  if (absl::Status s = CheckRequestUtf8(request); !s.ok()) return s;
   if (local_slices_) {
     const absl::Duration timeout =
         options_.timeout.value_or(absl::InfiniteDuration());

@@ -8,7 +8,7 @@ namespace tensormorph {
 
 absl::StatusOr<std::shared_ptr<const ImportanceMatrix>> OpenImportanceMatrix(
     const PathSandbox& sandbox, absl::string_view requested,
-    absl::string_view field) {
+    absl::string_view field, struct stat* file) {
   if (requested.empty()) {
     return RequestFieldError(field, absl::StrCat(field,
                                                  ": no importance matrix "
@@ -16,14 +16,20 @@ absl::StatusOr<std::shared_ptr<const ImportanceMatrix>> OpenImportanceMatrix(
   }
   // Named as what it is, in every refusal: no checkpoint (so NOT_FOUND
   // {path}, not CHECKPOINT_NOT_FOUND).
-  TM_ASSIGN_OR_RETURN(const std::string path,
-                      sandbox.Resolve(requested, kImportanceMatrixNoun));
-  return ImportanceMatrix::Open(path, *sandbox.access());
+  TM_ASSIGN_OR_RETURN(const PathSandbox::Resolved resolved,
+                      sandbox.ResolveAndStat(requested, kImportanceMatrixNoun));
+  if (file != nullptr) *file = resolved.st;
+  return ImportanceMatrix::Open(resolved.path, *sandbox.access());
 }
 
 void FillImportanceMatrix(const ImportanceMatrix& m, const std::string& path,
+                          const struct stat& file,
                           v1::GetImportanceMatrixResponse* out) {
   out->set_path(path);
+  if (file.st_ino != 0) {
+    out->mutable_identity()->set_device(static_cast<uint64_t>(file.st_dev));
+    out->mutable_identity()->set_inode(static_cast<uint64_t>(file.st_ino));
+  }
   out->set_form(m.form() == ImatrixForm::kGguf ? v1::IMATRIX_FORM_GGUF
                                                : v1::IMATRIX_FORM_LEGACY);
   out->set_chunk_count(m.chunk_count());

@@ -4,6 +4,8 @@
 #ifndef TENSORMORPH_SERVER_IMATRIX_LOOKUP_H_
 #define TENSORMORPH_SERVER_IMATRIX_LOOKUP_H_
 
+#include <sys/stat.h>
+
 #include <memory>
 #include <string>
 
@@ -26,13 +28,17 @@ inline constexpr absl::string_view kImportanceMatrixNoun = "importance matrix";
 // path; those of PathSandbox::Resolve, saying "importance matrix" where a
 // checkpoint's say "checkpoint" (PERMISSION_DENIED OUTSIDE_ROOTS {path};
 // NOT_FOUND {path}, not CHECKPOINT_NOT_FOUND, for a file that is not
-// there); those of ImportanceMatrix::Open.
+// there); those of ImportanceMatrix::Open. `file`, when given, receives
+// the stat(2) of the file as it was resolved (st_ino 0 in remote storage),
+// for GetImportanceMatrixResponse.identity.
 absl::StatusOr<std::shared_ptr<const ImportanceMatrix>> OpenImportanceMatrix(
     const PathSandbox& sandbox, absl::string_view requested,
-    absl::string_view field);
+    absl::string_view field, struct stat* file = nullptr);
 
-// GetImportanceMatrix's reply for `m`, read from `path` (as requested).
+// GetImportanceMatrix's reply for `m`, read from `path` (as requested), the
+// file `file` (its identity, unless st_ino is 0).
 void FillImportanceMatrix(const ImportanceMatrix& m, const std::string& path,
+                          const struct stat& file,
                           v1::GetImportanceMatrixResponse* out);
 
 v1::ImatrixUse ImatrixUseToProto(ImatrixUse use);

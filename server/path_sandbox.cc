@@ -19,6 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "core/io/object_url.h"
 #include "core/util/error_reason.h"
+#include "core/util/utf8.h"
 
 namespace tensormorph {
 namespace {
@@ -361,14 +362,22 @@ absl::StatusOr<PathSandbox::Resolved> PathSandbox::ResolveAndStat(
         "' holds a NUL byte or is longer than PATH_MAX (", PATH_MAX, ")"));
   }
   if (RemoteFiles::IsUrl(requested)) return ResolveUrl(requested, noun);
+  // A local path is spelled as listings spell it (CheckpointEntry.path):
+  // bytes that are not UTF-8 as \xHH, which an API string cannot carry
+  // raw. Valid UTF-8 without `\x` or `\\` in it is its own spelling.
+  const std::string raw = UnescapeUtf8(requested);
+  if (raw.find('\0') != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        noun, " path '", requested.substr(0, 256), "' escapes a NUL byte"));
+  }
   std::vector<std::string> candidates;
-  if (requested.front() == '/') {
-    candidates.push_back(std::string(requested));
+  if (raw.front() == '/') {
+    candidates.push_back(raw);
   } else if (unrestricted_) {
-    candidates.push_back(JoinPath(base_dir_, requested));
+    candidates.push_back(JoinPath(base_dir_, raw));
   } else {
     for (const Root& root : roots_) {
-      candidates.push_back(JoinPath(root.resolved, requested));
+      candidates.push_back(JoinPath(root.resolved, raw));
     }
   }
   bool any_inside = false;

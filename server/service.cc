@@ -505,10 +505,11 @@ grpc::ServerUnaryReactor* TensormorphService::GetImportanceMatrix(
   return RunOnPool(
       *state_, ctx, CallLog("GetImportanceMatrix", ctx, req->path(), ""), resp,
       [this, req, resp]() -> absl::Status {
+        struct stat file = {};
         TM_ASSIGN_OR_RETURN(std::shared_ptr<const ImportanceMatrix> m,
                             OpenImportanceMatrix(state_->registry.sandbox(),
-                                                 req->path(), "path"));
-        FillImportanceMatrix(*m, req->path(), resp);
+                                                 req->path(), "path", &file));
+        FillImportanceMatrix(*m, req->path(), file, resp);
         return absl::OkStatus();
       });
 }

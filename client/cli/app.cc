@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -156,6 +157,41 @@ size_t EditDistance(absl::string_view a, absl::string_view b) {
 }
 
 }  // namespace
+
+std::vector<std::string> ArgumentsOf(int argc, const char* const* argv) {
+  std::vector<std::string> args;
+  bool options = true;
+  for (int i = 0; i < argc; ++i) {
+    const absl::string_view a = argv[i];
+    options = options && a != "--";
+    if (i > 0 && options && a.size() > 3 && absl::StartsWith(a, "--") &&
+        absl::EndsWith(a, "=") && a.find('=') == a.size() - 1) {
+      args.emplace_back(a.substr(0, a.size() - 1));
+      args.emplace_back();
+      continue;
+    }
+    args.emplace_back(a);
+  }
+  return args;
+}
+
+bool AsksForJson(const std::vector<std::string>& args) {
+  for (size_t i = 1; i < args.size() && args[i] != "--"; ++i) {
+    if (args[i] == "--json") return true;
+  }
+  return false;
+}
+
+absl::Status CheckServerEnvironment(const GlobalOptions& g) {
+  // CLI11 takes an empty variable for none.
+  const char* env = std::getenv("TENSORMORPH_SERVER");
+  if (env == nullptr || *env != '\0' || !g.server.empty()) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      "TENSORMORPH_SERVER is set but empty: set it to HOST:PORT, or unset "
+      "it to open local files");
+}
 
 std::string ParseErrorMessage(CLI::App& app, const CLI::ParseError& e) {
   if (!app.get_subcommands().empty()) return e.what();

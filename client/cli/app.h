@@ -26,6 +26,21 @@ void RegisterGlobalOptions(CLI::App& app, GlobalOptions& g);
 // Every command, registered on `app` in the order --help lists them.
 std::vector<std::unique_ptr<Command>> RegisterCommands(CLI::App& app);
 
+// The command line as CLI11 is given it: `--NAME=` with nothing after the
+// `=` (a script's "--server=$ADDR" with ADDR unset) becomes `--NAME` and
+// an empty argument, which the option's check refuses; CLI11 took the
+// next word (the command) as its value. argv[0] stays first.
+std::vector<std::string> ArgumentsOf(int argc, const char* const* argv);
+
+// Whether the command line asks for --json (before a `--`): a parse that
+// fails reports as JSON even where CLI11 had not yet stored the flag.
+bool AsksForJson(const std::vector<std::string>& args);
+
+// A set but empty $TENSORMORPH_SERVER, with no --server given: as an empty
+// --server, a usage error, not a silent fall back to local files.
+// Errors: INVALID_ARGUMENT saying to set or unset it.
+absl::Status CheckServerEnvironment(const GlobalOptions& g);
+
 // What a failed parse tells the user: CLI11's message, except for a word
 // where a command belongs that is none ("tensormorph lss"), which CLI11
 // reports as "A subcommand is required": that names the word, the closest

@@ -200,11 +200,8 @@ int RunCheck(Client& client, const GlobalOptions& g, const CheckOptionsCli& o) {
   // to a temporary: a check that fails leaves the manifest that was there.
   std::unique_ptr<OutputFile> manifest_out;
   if (!o.manifest.empty()) {
-    auto file = OutputFile::Create(o.manifest);
-    if (!file.ok()) {
-      return ReportUsage(absl::InvalidArgumentError(
-          absl::StrCat("--manifest: ", file.status().message())));
-    }
+    auto file = CreateOutput("--manifest", o.manifest);
+    if (!file.ok()) return ReportFailure(file.status());
     manifest_out = *std::move(file);
   }
   CheckStream run;
@@ -252,6 +249,7 @@ class CheckCommand : public Command {
             "errors against a source")) {
     CLI::App& cmd = *this->app();
     cmd.add_option("checkpoint", o_.checkpoint, "checkpoint file or directory")
+        ->transform(ServedPath())
         ->required();
     cmd.add_option("--fail-level", o_.fail_level,
                    "exit 3 when a finding is at or above this severity")
@@ -267,10 +265,12 @@ class CheckCommand : public Command {
         "check the stored bytes against a manifest --manifest wrote: every "
         "tensor that differs, is missing or is extra is an error");
     cmd.add_option(
-        "--source", o_.source,
-        "also diff every quantized tensor against this full-precision source "
-        "and hold it to the scheme's default gates (source-err-steps, "
-        "source-sqnr)");
+           "--source", o_.source,
+           "also diff every quantized tensor against this full-precision "
+           "source "
+           "and hold it to the scheme's default gates (source-err-steps, "
+           "source-sqnr)")
+        ->transform(ServedPath());
     cmd.footer(CheckHelpFooter());
   }
   GuardedOutput Output() const override {

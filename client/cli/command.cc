@@ -19,4 +19,13 @@ void EscapeTensorName(std::string* name) {
   if (!IsValidUtf8(*name)) *name = EscapeUtf8(*name);
 }
 
+CLI::Validator ServedPath() {
+  return CLI::Validator(
+      [](std::string& path) {
+        EscapeTensorName(&path);
+        return std::string();
+      },
+      "");
+}
+
 }  // namespace tensormorph

@@ -114,6 +114,11 @@ CLI::Validator ParsedBy(Parse parse, std::string name) {
 // A name typed or pasted as its raw bytes (not UTF-8, so no API string can
 // carry it) means the tensor listed under its escaped spelling.
 void EscapeTensorName(std::string* name);
+// The same for a path the service opens (a checkpoint, a reference, an
+// importance matrix): raw bytes that are not UTF-8 become their escaped
+// spelling, as listings show the path, which the service resolves back to
+// the bytes (PathSandbox). A transform: valid UTF-8 is left as it is.
+CLI::Validator ServedPath();
 
 }  // namespace tensormorph
 

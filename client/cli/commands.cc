@@ -1,5 +1,6 @@
 #include "client/cli/commands.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <deque>
 #include <future>
@@ -33,6 +34,17 @@ namespace tensormorph {
 namespace {
 
 std::string Hint(const absl::Status& s) {
+  const bool controls =
+      std::any_of(s.message().begin(), s.message().end(), [](char c) {
+        return (static_cast<unsigned char>(c) < 0x20 && c != '\n') || c == 0x7f;
+      });
+  if (controls && ErrorReasonOf(s) == "TENSOR_NOT_FOUND") {
+    // The name the service suggests holds a control character, which the
+    // terminal shows as the \xHH the user may have typed in its place.
+    return "a name above holds control characters, shown as \\xHH; a name "
+           "is taken as typed, so pass the exact bytes (tensormorph --json "
+           "ls CHECKPOINT lists them, JSON-escaped).";
+  }
   switch (s.code()) {
     case absl::StatusCode::kUnavailable:
       return "is tensormorphd running there? Without --server the CLI reads "
@@ -325,10 +337,21 @@ DirectoryProbe ProbeDirectory(Client& client, const std::string& path,
   return p;
 }
 
+// Whether `path` is spelled as a checkpoint file (GGUF, safetensors, an
+// index): no listing is asked of it, which the service would refuse as not
+// a directory (a refused call in its log and metrics for every `ls FILE`).
+bool NamesACheckpointFile(absl::string_view path) {
+  return absl::EndsWith(path, ".gguf") ||
+         absl::EndsWith(path, ".safetensors") || absl::EndsWith(path, ".json");
+}
+
 // Whether `path` names a directory to browse rather than one checkpoint: it
 // does unless its listing starts with the directory itself (a safetensors
 // directory, whatever lies beside its shards: `ls --checkpoints` lists
-// that) or is one checkpoint directly in it (a lone GGUF).
+// that) or is one checkpoint file directly in it (a lone GGUF, which
+// opening the directory opens). A lone checkpoint directory in it (a
+// models/ folder of one Hugging Face model) is browsed: the directory
+// itself opens as nothing.
 bool IsDirectoryToBrowse(const DirectoryProbe& p, const std::string& path) {
   if (!p.listed || p.itself) return false;
   if (p.found.size() != 1 || p.more) return true;
@@ -336,15 +359,8 @@ bool IsDirectoryToBrowse(const DirectoryProbe& p, const std::string& path) {
   const std::string entry(absl::StripSuffix(p.found[0], "/"));
   const absl::string_view rest =
       absl::StripPrefix(absl::string_view(entry), dir + "/");
-  return rest.size() == entry.size() || absl::StrContains(rest, '/');
-}
-
-// Whether `path` is spelled as a checkpoint file (GGUF, safetensors, an
-// index): no listing is asked of it, which the service would refuse as not
-// a directory (a refused call in its log and metrics for every `ls FILE`).
-bool NamesACheckpointFile(absl::string_view path) {
-  return absl::EndsWith(path, ".gguf") ||
-         absl::EndsWith(path, ".safetensors") || absl::EndsWith(path, ".json");
+  return rest.size() == entry.size() || absl::StrContains(rest, '/') ||
+         !NamesACheckpointFile(rest);
 }
 
 // The line `ls` and `info` end with when a safetensors directory holds more
@@ -444,10 +460,32 @@ int RunLs(Client& client, const GlobalOptions& g, const ClientOptions& copts,
   return kExitOk;
 }
 
+namespace {
+
+// A directory that is no checkpoint but holds some beneath it (a models/
+// folder): GetCheckpoint's NOT_FOUND, saying so and how to list them.
+absl::Status ExplainDirectoryOfCheckpoints(Client& client,
+                                           const std::string& path,
+                                           const absl::Status& status) {
+  if (!absl::IsNotFound(status) || NamesACheckpointFile(path)) return status;
+  const DirectoryProbe probe = ProbeDirectory(client, path, LsOptions().depth);
+  if (!probe.listed || probe.itself || probe.found.empty()) return status;
+  return CopyReason(
+      status,
+      absl::NotFoundError(absl::StrCat(
+          status.message(), "; it holds checkpoints beneath it, such as '",
+          probe.found[0], "': name one, or list them: tensormorph ls ", path)));
+}
+
+}  // namespace
+
 int RunInfo(Client& client, const GlobalOptions& g, const InfoOptions& o) {
   if (o.tensor.empty()) {
     auto info = client.GetCheckpoint(o.checkpoint);
-    if (!info.ok()) return ReportFailure(info.status());
+    if (!info.ok()) {
+      return ReportFailure(
+          ExplainDirectoryOfCheckpoints(client, o.checkpoint, info.status()));
+    }
     if (g.json) {
       std::cout << ToJson(*info) << "\n";
       return kExitOk;
@@ -566,7 +604,7 @@ int RunRead(Client& client, const GlobalOptions& g, const ReadOptions& o) {
     // Written as it arrives: a 30 GB tensor costs a chunk of memory, not
     // 30 GB. Into a temporary: a read that fails or is interrupted leaves
     // the file that was at the path.
-    auto file = OutputFile::Create(o.output);
+    auto file = CreateOutput("-o", o.output);
     if (!file.ok()) return ReportFailure(file.status());
     NpyFileWriter writer((*file)->fd(), o.output);
     v1::SliceHeader header;
@@ -915,10 +953,12 @@ class LsCommand : public Command {
             "under a directory")) {
     CLI::App& cmd = *this->app();
     cmd.add_option(
-        "checkpoint", o_.checkpoint,
-        "checkpoint file or directory; a directory that is not a checkpoint, "
-        "or none, lists the checkpoints under it (none: under the server's "
-        "roots, or embedded the current directory)");
+           "checkpoint", o_.checkpoint,
+           "checkpoint file or directory; a directory that is not a "
+           "checkpoint, "
+           "or none, lists the checkpoints under it (none: under the server's "
+           "roots, or embedded the current directory)")
+        ->transform(ServedPath());
     cmd.add_flag("--checkpoints", o_.checkpoints,
                  "list the checkpoints under the directory even when it is "
                  "one: a safetensors directory, then the GGUF files and "
@@ -958,6 +998,7 @@ class InfoCommand : public Command {
             "info", "describe a checkpoint, or one tensor of it in full")) {
     CLI::App& cmd = *this->app();
     cmd.add_option("checkpoint", o_.checkpoint, "checkpoint file or directory")
+        ->transform(ServedPath())
         ->required();
     cmd.add_option("tensor", o_.tensor, "tensor name (optional)");
     cmd.add_flag("--part", o_.part, kPartHelp);
@@ -985,6 +1026,7 @@ class ReadCommand : public Command {
             "read a (sliced) tensor: a numpy-like preview, or a .npy file")) {
     CLI::App& cmd = *this->app();
     cmd.add_option("checkpoint", o_.checkpoint, "checkpoint file or directory")
+        ->transform(ServedPath())
         ->required();
     cmd.add_option("tensor", o_.tensor, "tensor name")->required();
     cmd.add_option("--slice", o_.slice,
@@ -1033,6 +1075,7 @@ class ScalarCommand : public Command {
                                    "zero-point, group, step and value")) {
     CLI::App& cmd = *this->app();
     cmd.add_option("checkpoint", o_.checkpoint, "checkpoint file or directory")
+        ->transform(ServedPath())
         ->required();
     cmd.add_option("tensor", o_.tensor, "tensor name")->required();
     cmd.add_option("index", o_.indices,
@@ -1046,15 +1089,20 @@ class ScalarCommand : public Command {
         "given as arguments; '-' reads standard input; blank lines and "
         "'#' comments are skipped; at most 256 MiB (about 25 million)");
     cmd.add_flag("--part", o_.part, kPartHelp);
-    CLI::Option* ref = cmd.add_option(
-        "--ref", o_.reference,
-        "the full-precision source checkpoint: also show each element's "
-        "source value (the source element the diff compares it with: a "
-        "GGUF's Hugging Face tensor, Q/K rows through llama.cpp's RoPE "
-        "permutation), the signed error (value - source) and the error in "
-        "steps (|error| over the step on the source's side, as the error "
-        "heatmap measures it; about 0.5 where values round to nearest, the "
-        "diff gives each format's own bound)");
+    CLI::Option* ref =
+        cmd.add_option(
+               "--ref", o_.reference,
+               "the full-precision source checkpoint: also show each element's "
+               "source value (the source element the diff compares it with: a "
+               "GGUF's Hugging Face tensor, Q/K rows through llama.cpp's RoPE "
+               "permutation), the signed error (value - source) and the error "
+               "in "
+               "steps (|error| over the step on the source's side, as the "
+               "error "
+               "heatmap measures it; about 0.5 where values round to nearest, "
+               "the "
+               "diff gives each format's own bound)")
+            ->transform(ServedPath());
     cmd.add_option("--ref-tensor", o_.reference_tensor,
                    "the tensor in --ref (default: found as diff pairs)")
         ->needs(ref);

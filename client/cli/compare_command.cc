@@ -233,12 +233,7 @@ void PrintMix(const v1::CompareMix& m, bool weighted, std::ostream& out) {
 absl::StatusOr<std::unique_ptr<OutputFile>> OpenReport(
     const CompareOptionsCli& o) {
   if (o.html.empty()) return nullptr;
-  auto file = OutputFile::Create(o.html);
-  if (!file.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--html: ", file.status().message()));
-  }
-  return file;
+  return CreateOutput("--html", o.html);
 }
 
 absl::Status WriteReport(OutputFile& file,
@@ -370,7 +365,7 @@ int RunCompare(Client& client, const GlobalOptions& g, CompareOptionsCli o) {
   if (o.budget_bpw) req.set_budget_bits_per_weight(*o.budget_bpw);
   if (o.budget_bytes) req.set_budget_bytes(*o.budget_bytes);
   auto report = OpenReport(o);
-  if (!report.ok()) return ReportUsage(report.status());
+  if (!report.ok()) return ReportFailure(report.status());
   std::vector<v1::CompareEvent> report_events;  // rows, then the summary
   if (!o.imatrix.empty()) req.set_imatrix(o.imatrix);
   const bool bar = !g.json && ::isatty(2);
@@ -441,9 +436,11 @@ class CompareCommand : public Command {
             "--tensor-type overrides for it")) {
     CLI::App& cmd = *this->app();
     cmd.add_option("source", o_.source, "the full-precision source")
+        ->transform(ServedPath())
         ->required();
     cmd.add_option("quantizations", o_.quantizations,
                    "two or more quantizations of it")
+        ->transform(ServedPath())
         ->required();
     cmd.add_option("--filter", o_.filter,
                    "glob on the source's tensor names (the rows)");
@@ -459,14 +456,18 @@ class CompareCommand : public Command {
                    "are relative to")
         ->capture_default_str();
     cmd.add_option("--html", o_.html,
-                   "also write a self-contained HTML report to FILE: the "
-                   "matrix, the size-versus-error chart with the frontier, "
-                   "per-layer error curves; no network requests");
+                   std::string("also write a self-contained HTML report to "
+                               "FILE: the matrix, the size-versus-error chart "
+                               "with the frontier, per-layer error curves; no "
+                               "network requests") +
+                       kOutputGuarantee)
+        ->check(OutputPathValidator());
     imatrix_ = cmd.add_option(
-        "--imatrix", o_.imatrix,
-        "a llama.cpp importance matrix (GGUF or .dat): weighted "
-        "figures beside the unweighted, dominance and the mix on "
-        "the weighted error");
+                      "--imatrix", o_.imatrix,
+                      "a llama.cpp importance matrix (GGUF or .dat): weighted "
+                      "figures beside the unweighted, dominance and the mix on "
+                      "the weighted error")
+                   ->transform(ServedPath());
     cmd.footer(
         "Examples:\n"
         "  tensormorph compare model-f32.gguf model-q8_0.gguf "
@@ -504,7 +505,8 @@ class CompareCommand : public Command {
                         absl::StrCat("quantization [", q, "]")});
     }
     // The matrix is read too: a report written over it would lose it.
-    inputs.push_back({CommandInput::Kind::kFile, o_.imatrix, "--imatrix file"});
+    inputs.push_back(
+        {CommandInput::Kind::kImportanceMatrix, o_.imatrix, "--imatrix file"});
     return {"--html", o_.html, inputs};
   }
   int Run(const CommandContext& c) override {

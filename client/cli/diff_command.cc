@@ -154,7 +154,7 @@ void PrintDiffTable(const std::vector<v1::TensorDiffReport>& reports,
   std::vector<std::vector<std::string>> rows = {
       {"TENSOR", "SCHEME", "MAX ERR", "BOUND", "EXCESS", "NOT NEAREST",
        "CLIPPED", "ZEROED", "P99", "SQNR dB", "COSINE", "INDUCED 0",
-       "PRUNED 0"}};
+       "SOURCE 0"}};
   // With an imatrix, the weighted SQNR ("-" where it has no entry).
   const bool weighted =
       std::any_of(reports.begin(), reports.end(), [](const auto& t) {
@@ -370,8 +370,10 @@ class DiffCommand : public Command {
             "quantization step")) {
     CLI::App& cmd = *this->app();
     cmd.add_option("quantized", o_.quant, "the quantized checkpoint")
+        ->transform(ServedPath())
         ->required();
     cmd.add_option("reference", o_.reference, "its full-precision source")
+        ->transform(ServedPath())
         ->required();
     cmd.add_option("--filter", o_.filter,
                    "glob on the quantized tensors' names");
@@ -386,10 +388,11 @@ class DiffCommand : public Command {
         "exit 3 when any tensor trips METRIC OP NUMBER (repeatable), e.g. "
         "'max_excess_steps>0', 'not_nearest>0' or 'sqnr_db<25'");
     imatrix_ = cmd.add_option(
-        "--imatrix", o_.imatrix,
-        "llama.cpp importance matrix (GGUF or legacy .dat): also "
-        "report each tensor's squared error weighted by its "
-        "columns' importance, and its weighted SQNR");
+                      "--imatrix", o_.imatrix,
+                      "llama.cpp importance matrix (GGUF or legacy .dat): also "
+                      "report each tensor's squared error weighted by its "
+                      "columns' importance, and its weighted SQNR")
+                   ->transform(ServedPath());
     cmd.add_option("--part", part_,
                    "only part i of N (from 0): a share of the tensors, "
                    "balanced by bytes, one shard file's together where "

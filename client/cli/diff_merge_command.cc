@@ -20,6 +20,7 @@
 #include "client/diff_parts_proto.h"
 #include "core/diff/gate.h"
 #include "core/util/error_reason.h"
+#include "core/util/utf8.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace tensormorph {
@@ -100,9 +101,13 @@ absl::StatusOr<DiffPartEvents> ReadPartFile(const std::string& path) {
     const auto st = google::protobuf::util::JsonStringToMessage(
         KeepNegativeZeros(line), &e, options);
     if (!st.ok()) {
+      // The parser's first line says what broke; the lines after it quote
+      // the file's bytes, which may be anything.
+      const std::string message(st.message());
+      const std::string why = message.substr(0, message.find('\n'));
       return absl::InvalidArgumentError(absl::StrCat(
           path, " line ", n, ": not a QuantDiffEvent as `tensormorph diff ",
-          "--json` writes them: ", st.ToString()));
+          "--json` writes them: ", EscapeUtf8(why)));
     }
     switch (e.event_case()) {
       case v1::QuantDiffEvent::kProgress:
@@ -178,11 +183,8 @@ int RunDiffMerge(const GlobalOptions& g, const DiffMergeOptionsCli& o) {
   // file that was there.
   std::unique_ptr<OutputFile> file;
   if (!o.output.empty()) {
-    auto created = OutputFile::Create(o.output);
-    if (!created.ok()) {
-      return ReportUsage(absl::InvalidArgumentError(
-          absl::StrCat("-o: ", created.status().message())));
-    }
+    auto created = CreateOutput("-o", o.output);
+    if (!created.ok()) return ReportFailure(created.status());
     file = *std::move(created);
   }
   std::vector<DiffPartEvents> parts;

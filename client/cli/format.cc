@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "client/cli/scalar_json.h"
+#include "client/cli/terminal_text.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
@@ -44,20 +45,38 @@ std::string NumberText(double v) {
                               .ptr);
 }
 
+namespace {
+
+// The columns `text` takes: a character a column (a UTF-8 continuation
+// byte adds none).
+size_t Columns(absl::string_view text) {
+  size_t n = 0;
+  for (unsigned char c : text) n += (c & 0xC0) != 0x80 ? 1 : 0;
+  return n;
+}
+
+}  // namespace
+
 std::string Table(const std::vector<std::vector<std::string>>& rows) {
+  // Measured as the terminal will show them: a control in a name from a
+  // file is written as \xHH (terminal_text.h), four columns, not one.
+  std::vector<std::vector<std::string>> shown = rows;
   std::vector<size_t> widths;
-  for (const auto& row : rows) {
+  for (auto& row : shown) {
     if (widths.size() < row.size()) widths.resize(row.size(), 0);
     for (size_t i = 0; i < row.size(); ++i) {
-      widths[i] = std::max(widths[i], row[i].size());
+      row[i] = EscapeTerminalControls(row[i]);
+      widths[i] = std::max(widths[i], Columns(row[i]));
     }
   }
   std::string out;
-  for (const auto& row : rows) {
+  for (const auto& row : shown) {
     std::string line;
     for (size_t i = 0; i < row.size(); ++i) {
       line += row[i];
-      if (i + 1 < row.size()) line.append(widths[i] - row[i].size() + 2, ' ');
+      if (i + 1 < row.size()) {
+        line.append(widths[i] - Columns(row[i]) + 2, ' ');
+      }
     }
     out += line + "\n";
   }

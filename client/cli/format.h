@@ -43,6 +43,8 @@ void ClearProgressBar();
 std::string NumberText(double v);
 
 // Left-aligned columns separated by two spaces; the first row is the header.
+// Cells are written as the terminal filter writes them (controls as \xHH)
+// and measured in characters, so names from files line up.
 std::string Table(const std::vector<std::vector<std::string>>& rows);
 
 // What a preview shows of an array: per dimension, every index when the

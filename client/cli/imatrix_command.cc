@@ -72,6 +72,7 @@ class ImatrixCommand : public Command {
             "tensors, chunk counts, and experts calibration never reached")) {
     this->app()
         ->add_option("file", path_, "the imatrix file, as the server sees it")
+        ->transform(ServedPath())
         ->required();
     this->app()->footer(
         "Examples:\n  tensormorph imatrix imatrix.gguf\n"

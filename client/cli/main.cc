@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <iostream>
 #include <new>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "client/cli/app.h"
@@ -29,17 +31,24 @@ int main(int argc, char** argv) {
   CLI::App app{kAppDescription, "tensormorph"};
   RegisterGlobalOptions(app, g);
   const std::vector<std::unique_ptr<Command>> commands = RegisterCommands(app);
+  const std::vector<std::string> args = ArgumentsOf(argc, argv);
+  std::vector<const char*> arg_pointers;
+  for (const std::string& a : args) arg_pointers.push_back(a.c_str());
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(arg_pointers.size()), arg_pointers.data());
   } catch (const CLI::ParseError& e) {
     // --help and --version print their text and succeed; a malformed
     // command line is a usage error, reported as every other one is
     // (commands.h: ReportUsage; docs/errors.md).
     if (e.get_exit_code() == 0) return app.exit(e) == 0 ? kExitOk : kExitUsage;
-    ReportErrorsAsJson(g.json);  // when --json came before the error
+    ReportErrorsAsJson(g.json || AsksForJson(args));
     ReportUsage(absl::InvalidArgumentError(ParseErrorMessage(app, e)));
     std::cerr << "Run with --help for more information.\n";
     return kExitUsage;
+  }
+  if (absl::Status s = CheckServerEnvironment(g); !s.ok()) {
+    ReportErrorsAsJson(g.json);
+    return ReportUsage(s);
   }
   if (!g.json) FilterTerminalControls(std::cout);
   try {

@@ -19,6 +19,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/util/utf8.h"
 
 namespace tensormorph {
 namespace {
@@ -108,9 +109,14 @@ enum class HitPass { kItself, kInsideOrBeside };
 // command ("checkpoint 'm' itself"), or empty.
 std::string Hit(const ResolvedOutput& out, const CommandInput& input,
                 HitPass pass) {
+  // What the service opens comes in its spelling (ServedPath): its bytes
+  // are what is on disk.
+  const std::string path = input.kind == CommandInput::Kind::kFile
+                               ? input.path
+                               : UnescapeUtf8(input.path);
   struct stat in;
-  if (input.path.empty() || ::stat(input.path.c_str(), &in) != 0) return "";
-  const std::optional<std::string> real = RealPath(input.path);
+  if (path.empty() || ::stat(path.c_str(), &in) != 0) return "";
+  const std::optional<std::string> real = RealPath(path);
   if (!real) return "";
   const std::string named = absl::StrCat(input.role, " '", input.path, "'");
   if (pass == HitPass::kItself) {
@@ -118,7 +124,7 @@ std::string Hit(const ResolvedOutput& out, const CommandInput& input,
                                (!out.full.empty() && out.full == *real);
     return same_as_input ? absl::StrCat(named, " itself") : "";
   }
-  if (input.kind == CommandInput::Kind::kFile) return "";
+  if (input.kind != CommandInput::Kind::kCheckpoint) return "";
 
   if (S_ISDIR(in.st_mode)) {
     const std::string inside = absl::StrCat("a file inside ", named);
@@ -145,8 +151,7 @@ std::string Hit(const ResolvedOutput& out, const CommandInput& input,
 
   // A checkpoint file: its companions beside the name given and beside the
   // file it resolves to (a Hub cache's snapshot links into a blob store).
-  const std::string given_dir =
-      RealPath(SplitPath(input.path).first).value_or("");
+  const std::string given_dir = RealPath(SplitPath(path).first).value_or("");
   for (const std::string& dir : {given_dir, SplitPath(*real).first}) {
     if (dir.empty()) continue;
     if (!out.full.empty()) {
@@ -306,24 +311,32 @@ absl::Status CheckOutputIsNoServerInput(const GuardedOutput& guarded,
     return id.inode() != 0 && id.device() == static_cast<uint64_t>(st.st_dev) &&
            id.inode() == static_cast<uint64_t>(st.st_ino);
   };
-  for (const CommandInput& input : guarded.inputs) {
-    if (input.kind != CommandInput::Kind::kCheckpoint || input.path.empty()) {
-      continue;
+  // Where the output hits `input` as the server reads it, or "".
+  const auto hit_of = [&](const CommandInput& input) -> std::string {
+    if (input.kind == CommandInput::Kind::kImportanceMatrix) {
+      absl::StatusOr<v1::GetImportanceMatrixResponse> m =
+          client.GetImportanceMatrix(input.path);
+      return m.ok() && out.st && same(m->identity(), *out.st) ? "the file" : "";
     }
+    if (input.kind != CommandInput::Kind::kCheckpoint) return "";
     absl::StatusOr<v1::GetCheckpointResponse> ckpt =
         client.GetCheckpoint(input.path);
-    if (!ckpt.ok()) continue;
-    std::string hit;
+    if (!ckpt.ok()) return "";
     for (const v1::FileInfo& f : ckpt->files()) {
       if (out.st && same(f.identity(), *out.st)) {
-        hit = absl::StrCat("its file '", f.path(), "'");
+        return absl::StrCat("its file '", f.path(), "'");
       }
     }
     const std::string role = CompanionRole(out_name);
-    if (hit.empty() && have_dir && !role.empty() && ckpt->has_directory() &&
+    if (have_dir && !role.empty() && ckpt->has_directory() &&
         same(ckpt->directory(), dir)) {
-      hit = absl::StrCat(role, " beside its files");
+      return absl::StrCat(role, " beside its files");
     }
+    return "";
+  };
+  for (const CommandInput& input : guarded.inputs) {
+    if (input.path.empty()) continue;
+    const std::string hit = hit_of(input);
     if (hit.empty()) continue;
     return absl::InvalidArgumentError(absl::StrCat(
         guarded.option, " '", guarded.output, "' is an input of this command (",
@@ -332,6 +345,14 @@ absl::Status CheckOutputIsNoServerInput(const GuardedOutput& guarded,
         "elsewhere"));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<OutputFile>> CreateOutput(
+    absl::string_view option, const std::string& path) {
+  absl::StatusOr<std::unique_ptr<OutputFile>> file = OutputFile::Create(path);
+  if (file.ok()) return file;
+  return absl::Status(file.status().code(),
+                      absl::StrCat(option, ": ", file.status().message()));
 }
 
 absl::StatusOr<std::unique_ptr<OutputFile>> OutputFile::Create(

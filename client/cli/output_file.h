@@ -35,6 +35,10 @@ struct CommandInput {
     kCheckpoint,
     // A file read whole (a --verify manifest, a diff-merge part file).
     kFile,
+    // The --imatrix file: read whole as kFile is, by the server with
+    // --server (a path beneath its roots, whose identity
+    // GetImportanceMatrix tells).
+    kImportanceMatrix,
   };
   Kind kind = Kind::kCheckpoint;
   std::string path;  // as the user wrote it; empty = not given, skipped
@@ -68,13 +72,24 @@ struct GuardedOutput {
 // them): GetCheckpoint of each checkpoint input tells its files' and their
 // directory's device and inode, and `output` is refused when it is one of
 // those files, or would be a shard, config or index beside them
-// (CommandInput::kCheckpoint's companions). On another machine no identity
-// matches. A checkpoint the call cannot open, or in remote storage, is
-// skipped: the command reports its own error.
+// (CommandInput::kCheckpoint's companions); GetImportanceMatrix tells the
+// importance matrix's, and `output` is refused when it is that file. On
+// another machine no identity matches. An input the call cannot open, or
+// in remote storage, is skipped: the command reports its own error.
 // Errors: INVALID_ARGUMENT as CheckOutputIsNoInput's, saying the input is
 // the server's.
 absl::Status CheckOutputIsNoServerInput(const GuardedOutput& guarded,
                                         Client& client);
+
+class OutputFile;
+
+// OutputFile::Create(path) for the option `option` ("-o", "--manifest"),
+// its error naming the option: every command reports a path it cannot
+// write alike, by the errno's code (NOT_FOUND for a missing directory,
+// PERMISSION_DENIED, FAILED_PRECONDITION for a directory at the path:
+// exit 2; INVALID_ARGUMENT for ENOTDIR or ENAMETOOLONG: exit 1).
+absl::StatusOr<std::unique_ptr<OutputFile>> CreateOutput(
+    absl::string_view option, const std::string& path);
 
 // A file written whole or not at all. Create() makes a temporary file in the
 // target's directory (same filesystem, so the rename is atomic), named

@@ -212,7 +212,7 @@ int RunHeatmap(Client& client, const GlobalOptions& g,
   // Opened first: a path that cannot be written fails before the call.
   std::unique_ptr<OutputFile> png;
   if (!o.output.empty()) {
-    auto file = OutputFile::Create(o.output);
+    auto file = CreateOutput("-o", o.output);
     if (!file.ok()) return ReportFailure(file.status());
     png = *std::move(file);
   }
@@ -333,14 +333,16 @@ class StatsCommand : public Command {
                                    "tensor")) {
     CLI::App& cmd = *this->app();
     cmd.add_option("checkpoint", o_.checkpoint, "checkpoint file or directory")
+        ->transform(ServedPath())
         ->required();
     cmd.add_option("tensor", o_.tensor, "tensor name")->required();
     cmd.add_option("--bins", o_.bins, "histogram bins")
         ->capture_default_str()
         ->check(CLI::Range(1, kMaxHistogramBins));
-    CLI::Option* ref = cmd.add_option(
-        "--ref", o_.reference,
-        "the full-precision source: splits zeros into pruned and induced");
+    CLI::Option* ref = cmd.add_option("--ref", o_.reference,
+                                      "the full-precision source: splits zeros "
+                                      "into pruned and induced")
+                           ->transform(ServedPath());
     cmd.add_option("--ref-tensor", o_.reference_tensor,
                    "the tensor in --ref (default: found as diff pairs)")
         ->needs(ref);
@@ -395,6 +397,7 @@ class HeatmapCommand : public Command {
                                    "quantization groups")) {
     CLI::App& cmd = *this->app();
     cmd.add_option("checkpoint", o_.checkpoint, "checkpoint file or directory")
+        ->transform(ServedPath())
         ->required();
     cmd.add_option("tensor", o_.tensor, "tensor name")->required();
     cmd.add_option("--mode", o_.mode,
@@ -409,14 +412,17 @@ class HeatmapCommand : public Command {
                                "zeros", "sq-error"}));
     CLI::Option* ref =
         cmd.add_option("--ref", o_.reference,
-                       "the full-precision source (error and sq-error modes)");
+                       "the full-precision source (error and sq-error modes)")
+            ->transform(ServedPath());
     cmd.add_option("--ref-tensor", o_.reference_tensor,
                    "the tensor in --ref (default: found as diff pairs)")
         ->needs(ref);
-    imatrix_ = cmd.add_option(
-        "--imatrix", o_.imatrix,
-        "sq-error mode: llama.cpp importance matrix (GGUF or legacy .dat) "
-        "weighing each element's squared error by its column's importance");
+    imatrix_ = cmd.add_option("--imatrix", o_.imatrix,
+                              "sq-error mode: llama.cpp importance matrix "
+                              "(GGUF or legacy .dat) "
+                              "weighing each element's squared error by its "
+                              "column's importance")
+                   ->transform(ServedPath());
     AddRegionOptions(cmd);
     cmd.add_option("-o,--output", o_.output,
                    std::string("write a PNG") + kOutputGuarantee)
@@ -439,7 +445,8 @@ class HeatmapCommand : public Command {
             o_.output,
             {{kCheckpoint, o_.checkpoint, "checkpoint"},
              {kCheckpoint, o_.reference, "--ref checkpoint"},
-             {CommandInput::Kind::kFile, o_.imatrix, "--imatrix file"}}};
+             {CommandInput::Kind::kImportanceMatrix, o_.imatrix,
+              "--imatrix file"}}};
   }
   absl::Status Finish() override;
   int Run(const CommandContext& c) override {
@@ -535,6 +542,7 @@ class ArchCommand : public Command {
                                    "dtype or quantization scheme changes")) {
     CLI::App& cmd = *this->app();
     cmd.add_option("checkpoint", o_.checkpoint, "checkpoint file or directory")
+        ->transform(ServedPath())
         ->required();
     cmd.add_flag("--dot", o_.dot, "Graphviz output");
     cmd.footer(

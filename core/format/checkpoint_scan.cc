@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "core/format/gguf_reader.h"
 #include "core/format/json_header.h"
 #include "core/io/remote_files.h"
 
@@ -119,7 +120,9 @@ HeadCount Broken(std::string why) { return {std::nullopt, std::move(why)}; }
 // can hold that many: past the 24 bytes of the header, each tensor's info
 // takes 24 at least (name length, rank, type, offset). A count no file of
 // its size could hold (a header cut short or corrupt) is not listed as if
-// the file held it: the file is broken.
+// the file held it: the file is broken. A file of at most
+// kMaxCountedHeaderBytes is parsed whole (ParseGguf), and broken where that
+// finds its bytes break a rule.
 HeadCount GgufTensorCount(const ScanFiles& access, const std::string& path,
                           int64_t size) {
   constexpr int64_t kHeaderBytes = 24, kMinInfoBytes = 24;
@@ -139,6 +142,22 @@ HeadCount GgufTensorCount(const ScanFiles& access, const std::string& path,
     return Broken(absl::StrCat("its header counts ", count,
                                " tensors, more than its ", size,
                                " bytes can describe (cut short?)"));
+  }
+  // A small file is parsed whole, as opening it would: a header cut short
+  // within its key-values or tensor infos breaks it there, which no count
+  // of the first bytes can see.
+  if (size <= kMaxCountedHeaderBytes) {
+    auto file = access.ReadAt(path, 0, size);
+    if (!file) return {};
+    absl::StatusOr<GgufFile> parsed = ParseGguf(
+        absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(file->data()),
+                            file->size()),
+        path);
+    if (absl::IsDataLoss(parsed.status())) {
+      // The listing names the file already.
+      return Broken(std::string(absl::StripPrefix(
+          parsed.status().message(), absl::StrCat("file '", path, "': "))));
+    }
   }
   return {static_cast<int64_t>(count), ""};
 }

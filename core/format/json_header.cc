@@ -5,6 +5,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/util/utf8.h"
 
@@ -82,7 +83,12 @@ class StrictDomBuilder : public JsonSaxTypes {
     // nlohmann quotes the bytes it last read, which may be the very bytes
     // that are not UTF-8: the message is bound for protobuf.
     // nlohmann quotes the text it last read, which can be most of a file.
+    // Its "[json.exception.parse_error.101] " tag says nothing to a user.
     absl::string_view what = e.what();
+    if (absl::StartsWith(what, "[json.exception.")) {
+      const size_t end = what.find("] ");
+      if (end != absl::string_view::npos) what.remove_prefix(end + 2);
+    }
     constexpr size_t kMaxQuote = 400;
     error =
         absl::StrCat("invalid JSON: ", EscapeUtf8(what.substr(0, kMaxQuote)),

@@ -187,6 +187,20 @@ TEST_F(PathSandboxTest, PathsWithNulBytesOrPastPathMaxAreInvalid) {
   }
 }
 
+// A path is spelled as listings spell it: bytes that are not UTF-8 (which
+// no API string carries) as \xHH. The escaped spelling of a NUL is still a
+// NUL, refused as the raw byte is; `..` spelled by escapes is still `..`.
+TEST_F(PathSandboxTest, PathsAreTheirEscapedSpellings) {
+  WriteFile(root_ + "/models/c\xFF\xFE.gguf", "x");
+  auto p = sandbox_->Resolve("models/c\\xFF\\xFE.gguf");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(*p, root_ + "/models/c\xFF\xFE.gguf");
+  EXPECT_EQ(sandbox_->Resolve("models/a.gguf\\x00").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(sandbox_->Resolve("models/\\x2E\\x2E/../outside.gguf").status(),
+              HasReason(ErrorReason::kOutsideRoots));
+}
+
 TEST_F(SymlinkedRootTest, AbsolutePathsUnderTheGivenSpellingAreServed) {
   auto p = linked_->Resolve(link_ + "/models/a.gguf");
   ASSERT_TRUE(p.ok()) << p.status();

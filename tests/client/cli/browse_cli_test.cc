@@ -124,15 +124,23 @@ TEST_P(BrowseCliTest, LsMarksACheckpointWhoseHeaderIsBroken) {
   std::filesystem::copy_file(::tensormorph::testing::Fixture("gguf/Q4_0.gguf"),
                              dir + "/good.gguf");
   ::tensormorph::testing::WriteFile(dir + "/empty.gguf", "");
+  // Cut within its tensor infos: its count of three still fits 200 bytes.
+  ::tensormorph::testing::WriteFile(
+      dir + "/cut.gguf",
+      ::tensormorph::testing::ReadFileBytes(Fixture("gguf/Q4_K.gguf"))
+          .substr(0, 200));
   CommandResult text = Run({"ls", P("broken-ls")});
   CommandResult json = Run({"--json", "ls", P("broken-ls")});
   std::filesystem::remove_all(dir);  // the tree is the other tests' too
   ASSERT_EQ(text.exit_code, 0) << text.err;
-  EXPECT_THAT(text.out, HasSubstr("broken (1; tensormorph check PATH says "
-                                  "everything):\n  " +
-                                  P("broken-ls/empty.gguf") +
-                                  ": a file of 0 bytes: shorter than a GGUF "
-                                  "header (24)\n"));
+  EXPECT_THAT(
+      text.out,
+      AllOf(HasSubstr("broken (2; tensormorph check PATH says "
+                      "everything):\n"),
+            HasSubstr("  " + P("broken-ls/empty.gguf") +
+                      ": a file of 0 bytes: shorter than a GGUF "
+                      "header (24)\n"),
+            HasSubstr("  " + P("broken-ls/cut.gguf") + ": truncated: ")));
   ASSERT_EQ(json.exit_code, 0) << json.err;
   int broken = 0;
   std::istringstream in(json.out);
@@ -140,9 +148,12 @@ TEST_P(BrowseCliTest, LsMarksACheckpointWhoseHeaderIsBroken) {
     const nlohmann::json e = nlohmann::json::parse(line);
     const bool said = e.value("broken", "") != "";
     broken += said ? 1 : 0;
-    EXPECT_EQ(said, e["path"].get<std::string>() == P("broken-ls/empty.gguf"));
+    const std::string path = e["path"];
+    EXPECT_EQ(said, path == P("broken-ls/empty.gguf") ||
+                        path == P("broken-ls/cut.gguf"))
+        << path;
   }
-  EXPECT_EQ(broken, 1);
+  EXPECT_EQ(broken, 2);
 }
 
 // --filter and --compat select a checkpoint's tensors: given with a
@@ -161,6 +172,24 @@ TEST_P(BrowseCliTest, TensorOptionsOnAListingOfCheckpointsAreAUsageError) {
                                                              : "--filter")));
     EXPECT_EQ(r.out, "");
   }
+}
+
+// A models/ folder of one Hugging Face model: the directory itself opens as
+// nothing, so ls lists the model and info names it rather than saying the
+// folder holds no checkpoint.
+TEST_P(BrowseCliTest, ADirectoryHoldingOneCheckpointDirectoryNamesIt) {
+  const std::string dir = tree->root + "/one-model";
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy(Fixture("safetensors/plain"), dir + "/b");
+  CommandResult ls = Run({"--json", "ls", P("one-model")});
+  CommandResult info = Run({"info", P("one-model")});
+  std::filesystem::remove_all(dir);  // the tree is the other tests' too
+  ASSERT_EQ(ls.exit_code, 0) << ls.err;
+  EXPECT_THAT(Paths(ls.out), ElementsAreArray({P("one-model/b")}));
+  EXPECT_EQ(info.exit_code, 2);
+  EXPECT_THAT(CliErrorOf(info.err),
+              AllOf(HasReason(ErrorReason::kCheckpointNotFound),
+                    MessageNames(P("one-model/b"))));
 }
 
 TEST_P(BrowseCliTest, LsOfACheckpointDirectoryListsItsTensorsAsBefore) {

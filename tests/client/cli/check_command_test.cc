@@ -304,14 +304,15 @@ TEST_P(CheckCliTest, ManifestRoundTripsAndAOneByteChangeIsNamed) {
               AllOf(HasReason(ErrorReason::kRequestInvalid),
                     MessageNames("--verify"), MessageNames("directory")));
 
-  // A manifest that cannot be written is a usage error before the check
-  // runs (it was a failed call, "is tensormorphd running there?", after).
+  // A manifest that cannot be written fails before the check runs (it was
+  // a failed call, "is tensormorphd running there?", after), as every
+  // command's output does: by the errno's code (CreateOutput).
   CommandResult nowhere =
       Run({"check", original, "--manifest", "/nonexistent/dir/m.json"});
-  EXPECT_EQ(nowhere.exit_code, 1);
+  EXPECT_EQ(nowhere.exit_code, 2);
   EXPECT_THAT(
       CliErrorOf(nowhere.err),
-      AllOf(HasReason(ErrorReason::kRequestInvalid), MessageNames("--manifest"),
+      AllOf(HasReason(ErrorReason::kNotFound), MessageNames("--manifest"),
             MessageNames("'/nonexistent/dir/m.json'")));
 }
 

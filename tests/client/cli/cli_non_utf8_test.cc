@@ -26,6 +26,7 @@ using ::tensormorph::testing::GgufString;
 using ::tensormorph::testing::MakeTempDir;
 using ::tensormorph::testing::WriteFile;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::UnorderedElementsAre;
 
 class CliNonUtf8Test : public ::testing::TestWithParam<bool> {
@@ -40,6 +41,7 @@ class CliNonUtf8Test : public ::testing::TestWithParam<bool> {
     spec.kv = {{"general.name", GgufString("caf\xE9")},
                {"k\xFF", GgufArray(8, {GgufString("\xC0\x80")})}};
     WriteFile(*dir + "/odd.gguf", BuildGguf(spec));
+    WriteFile(*dir + "/p\xE9.gguf", BuildGguf(spec));  // Latin-1
     cli = new CliModes({*dir});
   }
   static void TearDownTestSuite() {
@@ -95,6 +97,31 @@ TEST_P(CliNonUtf8Test, InfoShowsEscapedMetadata) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("general.name (string) = \"caf\\xE9\""));
   EXPECT_THAT(r.out, HasSubstr("k\\xFF (array<string>) = [\"\\xC0\\x80\"]"));
+}
+
+// A file named in Latin-1: listed under its escaped spelling, which opens
+// it, as its raw bytes on the command line do; neither reaches protobuf as
+// a string that is not UTF-8.
+TEST_P(CliNonUtf8Test, APathThatIsNotUtf8OpensByItsListedSpellingOrItsBytes) {
+  const std::string where = GetParam() ? "" : *dir + "/";
+  std::vector<std::string> ls_args = {"--json", "ls"};
+  if (!GetParam()) ls_args.push_back(*dir);  // remote: the server's root
+  CommandResult ls = Run(ls_args);
+  ASSERT_EQ(ls.exit_code, 0) << ls.err;
+  std::vector<std::string> paths;
+  for (absl::string_view line :
+       absl::StrSplit(ls.out, '\n', absl::SkipEmpty())) {
+    paths.push_back(nlohmann::json::parse(line)["path"].get<std::string>());
+  }
+  EXPECT_THAT(paths, ::testing::Contains(where + "p\\xE9.gguf"));
+  for (const std::string& path :
+       {where + "p\\xE9.gguf", where + "p\xE9.gguf"}) {
+    SCOPED_TRACE(path);
+    CommandResult info = Run({"info", path, "z"});
+    EXPECT_EQ(info.exit_code, 0) << info.err;
+    EXPECT_THAT(info.out, HasSubstr("tensor       z"));
+    EXPECT_THAT(info.err, Not(HasSubstr("libprotobuf")));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(BothModes, CliNonUtf8Test, ::testing::Bool(),

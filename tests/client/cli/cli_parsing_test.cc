@@ -308,6 +308,9 @@ TEST_P(CliParsingTest, AnEmptyOutputPathIsAUsageError) {
                    ErrorReason::kRequestInvalid, {"-o"});
   ExpectUsageError({"heatmap", Cube(), "t.weight", "--index", "0", "-o", ""},
                    ErrorReason::kRequestInvalid, {"-o"});
+  // An empty --html wrote no report and said nothing.
+  ExpectUsageError({"compare", Cube(), Cube(), Cube(), "--html", ""},
+                   ErrorReason::kRequestInvalid, {"--html"});
 }
 
 TEST_P(CliParsingTest, VersionPrintsTheProjectVersion) {

@@ -91,6 +91,20 @@ TEST(PreviewTest, ThePreviewOfShownItemsIsThePreviewOfTheWholeArray) {
 // The trial's "22.2 s s": a bar line shorter than the one before left the
 // old characters. Each line starts at the column 0 and erases what is left
 // of the line after it.
+// A name from a file holding ESC shows as \x1B, four columns, and one
+// holding é as one: the next column starts where the others' does.
+TEST(TableTest, ColumnsLineUpAsTheTerminalShowsTheCells) {
+  const std::string table = Table({{"NAME", "SIZE"},
+                                   {"a\x1B[31mred", "1"},
+                                   {"caf\xC3\xA9", "2"},
+                                   {"plain", "3"}});
+  EXPECT_EQ(table,
+            "NAME          SIZE\n"
+            "a\\x1B[31mred  1\n"
+            "caf\xC3\xA9          2\n"
+            "plain         3\n");
+}
+
 TEST(ProgressBarTest, EachLineErasesTheRestOfTheLine) {
   const std::string long_line =
       ProgressBarLine(100, 1000, 1 << 30, int64_t{1} << 40, 123.4);

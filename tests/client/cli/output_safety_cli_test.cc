@@ -26,10 +26,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/cli_error.h"
+#include "tests/support/demo_checkpoint.h"
 #include "tests/support/npy_reader.h"
 #include "tests/support/process.h"
 #include "tests/support/safetensors_writer.h"
 #include "tests/support/sharded_diff_checkpoint.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
 extern char** environ;
@@ -39,13 +42,17 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::tensormorph::testing::Bytes;
+using ::tensormorph::testing::CliErrorOf;
 using ::tensormorph::testing::CliModes;
 using ::tensormorph::testing::CliPath;
 using ::tensormorph::testing::CommandResult;
+using ::tensormorph::testing::HasReason;
 using ::tensormorph::testing::MakeTempDir;
+using ::tensormorph::testing::MessageNames;
 using ::tensormorph::testing::ReadFileBytes;
 using ::tensormorph::testing::ShardedDiffCheckpoint;
 using ::tensormorph::testing::WriteFile;
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 
@@ -82,7 +89,8 @@ std::vector<std::string> Names(const std::string& dir) {
 //   quant/, source/       a sharded quantized checkpoint and its source
 //                         (index, config, shards in each)
 //   single/m.safetensors  one file, "w" F32 [8, 8], a config.json beside it
-//   parts/p0.jsonl, p1.jsonl, v.json   files commands read whole
+//   parts/p0.jsonl, p1.jsonl, v.json   files commands read whole, and
+//   parts/m.dat                        an importance matrix
 // and, outside it, links into it: soft -> single/m.safetensors, hard (a hard
 // link of a quant/ shard), part-link -> parts/p0.jsonl.
 struct Inputs {
@@ -115,6 +123,7 @@ class OutputSafetyCliTest : public ::testing::TestWithParam<bool> {
     WriteFile(in.root + "/parts/p0.jsonl", "{}\n");
     WriteFile(in.root + "/parts/p1.jsonl", "{}\n");
     WriteFile(in.root + "/parts/v.json", "{}\n");
+    ::tensormorph::testing::WriteDemoImatrix(in.root + "/parts/m.dat");
     in.links = MakeTempDir();
     fs::create_symlink(in.single, in.links + "/soft");
     fs::create_hard_link(in.quant + "/model-00002-of-00004.safetensors",
@@ -255,6 +264,13 @@ TEST_P(OutputSafetyServerPathsTest, EveryServedInputIsStillRefused) {
   }
   ExpectRefused({"heatmap", "quant", in.tensor, "--mode", "error", "--ref",
                  "source", "-o", in.source + "/config.json"});
+  // The importance matrix is the server's file as well: GetImportanceMatrix
+  // tells its identity (a trial's heatmap -o wrote a PNG over it).
+  const std::string matrix = in.root + "/parts/m.dat";
+  ExpectRefused({"heatmap", "quant", in.tensor, "--mode", "sq-error", "--ref",
+                 "source", "--imatrix", "parts/m.dat", "-o", matrix});
+  ExpectRefused({"compare", "source", "single/m.safetensors", "quant",
+                 "--imatrix", "parts/m.dat", "--html", matrix});
   // Beside the served files, a name no reader opens is an output like any.
   const std::string beside = in.root + "/single/w.npy";
   CommandResult r = Run({"read", "single/m.safetensors", "w", "-o", beside});
@@ -354,6 +370,29 @@ TEST_P(OutputSafetyCliTest, EveryWritingCommandReplacesThePreviousFileWhole) {
 
   EXPECT_THAT(Names(dir), ElementsAre("a.npy", "h.png", "m.json",
                                       "merged.jsonl", "p.jsonl"));
+}
+
+// A path that cannot be written is one failure whatever the command: the
+// errno's code and reason (a missing directory: NOT_FOUND, exit 2), naming
+// the option and the path, before any work.
+TEST_P(OutputSafetyCliTest, EveryWritingCommandReportsAnUnwritablePathAlike) {
+  const Inputs& in = *inputs;
+  const std::string out = MakeTempDir() + "/no/such/dir/out";
+  const std::string part = in.root + "/parts/p0.jsonl";
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{
+           {"read", in.single, "w", "-o", out},
+           {"heatmap", in.single, "w", "-o", out},
+           {"check", in.single, "--manifest", out},
+           {"compare", in.source, in.single, in.quant, "--html", out},
+           {"diff-merge", part, "-o", out}}) {
+    SCOPED_TRACE(::testing::PrintToString(args));
+    CommandResult r = Run(args);
+    EXPECT_EQ(r.exit_code, kExitCallFailed) << r.err;
+    EXPECT_THAT(CliErrorOf(r.err),
+                AllOf(HasReason(ErrorReason::kNotFound),
+                      MessageNames(args[args.size() - 2]), MessageNames(out)));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(EmbeddedAndRemote, OutputSafetyCliTest,

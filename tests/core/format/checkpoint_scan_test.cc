@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/checkpoint_tree.h"
+#include "tests/support/gguf_writer.h"
 #include "tests/support/safetensors_writer.h"
 #include "tests/support/test_paths.h"
 
@@ -129,7 +130,11 @@ TEST(CheckpointScanTest, AGgufCountItsFileCannotHoldIsUnknown) {
                      header(3, uint64_t{1} << 62) + std::string(64, '\0'));
   testing::WriteFile(dir + "/cut.gguf", header(3, 1) + std::string(16, '\0'));
   testing::WriteFile(dir + "/v4.gguf", header(4, 1) + std::string(64, '\0'));
-  testing::WriteFile(dir + "/fits.gguf", header(3, 2) + std::string(48, '\0'));
+  testing::GgufSpec two;  // a whole file, which the listing parses
+  for (const char* name : {"a", "b"}) {
+    two.tensors.push_back({name, {8}, 0, std::string(32, '\0')});
+  }
+  testing::WriteFile(dir + "/fits.gguf", testing::BuildGguf(two));
   auto scan = ScanCheckpoints(dir, {});
   ASSERT_TRUE(scan.ok()) << scan.status();
   std::map<std::string, std::optional<int64_t>> counts;

@@ -156,7 +156,20 @@ refInput.addEventListener('focus', listRefs);
 
 let mounted = null;  // { name, key, view }
 
+// A link's values that break their rules, said once the view is up.
+function sayInvalid(bad) {
+  if (!bad.length) return;
+  showError({
+    code: 'INVALID_ARGUMENT',
+    reason: 'REQUEST_INVALID',
+    message: bad.map((b) => `the link's ${b.key}=${b.value} is not ${b.expected}`).join('; ')
+      + ': ignored (edit the address, or pick again on the page)',
+  });
+}
+
 function route(s) {
+  const bad = state.dropInvalid(s);
+  if (!s.view) s.view = !s.checkpoint ? 'browse' : !s.tensor ? 'arch' : 'tensor';
   // A view that needs what the link does not name falls back to one that
   // does not.
   if (!s.checkpoint && s.view !== 'browse') s.view = 'browse';
@@ -168,6 +181,7 @@ function route(s) {
   if (mounted && mounted.key === key) {
     // The same view of the same thing: it takes what changed itself.
     if (mounted.view.update) mounted.view.update(s);
+    sayInvalid(bad);
     return;
   }
   if (mounted && mounted.view.destroy) mounted.view.destroy();
@@ -176,6 +190,7 @@ function route(s) {
   const host = el('section', { class: `view view-${name}`, 'data-view': name });
   main.append(host);
   mounted = { name, key, view: module.mount(host, s, ctx) || {} };
+  sayInvalid(bad);
 }
 
 state.onChange(route);

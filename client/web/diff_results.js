@@ -99,8 +99,9 @@ export function stateText() {
   switch (lastDiff.state) {
     case 'complete': return `done: ${compared()} compared${restored}`;
     case 'partial': return `done, partial: filter '${lastDiff.filter}', ${compared()} compared${restored}`;
-    case 'cancelled': return `cancelled after ${compared()}: partial results${why}${restored}`;
-    case 'failed': return `failed after ${compared()}: partial results${why}${restored}`;
+    // Before any tensor there are no results to call partial.
+    case 'cancelled': return lastDiff.reports.size ? `cancelled after ${compared()}: partial results${why}${restored}` : `cancelled before any tensor${why}`;
+    case 'failed': return lastDiff.reports.size ? `failed after ${compared()}: partial results${why}${restored}` : `failed before any tensor${why}`;
     default: return '';
   }
 }

@@ -12,6 +12,41 @@
 
 const listeners = [];
 
+// What each key takes; a link whose value breaks its rule (index=abc,
+// mode=bogus, a coordinate past 2^53) was ignored without a word, or sent
+// on to be refused in protobuf's terms: it is dropped and said instead.
+const INTS = /^-?\d+(,-?\d+)*$/;
+const RULES = {
+  view: [/^(browse|arch|tensor|heatmap|dist|diff|sparsity|compare)$/, 'browse, arch, tensor, heatmap, dist, diff, sparsity or compare'],
+  mode: [/^(value|mean|absmax|error|group|zeros|sq-error)$/, 'value, absmax, error, group, zeros or sq-error'],
+  index: [INTS, 'comma-separated integer coordinates, e.g. 3,17'],
+  leading: [INTS, 'comma-separated integer indices, e.g. 0,2'],
+  region: [/^\d+:\d+,\d+:\d+$/, 'rows and columns as r0:r1,c0:c1, e.g. 0:64,128:256'],
+  group: [/^\d+$/, 'a group id, a whole number from 0'],
+  log: [/^[01]$/, '0 or 1'],
+};
+
+// The keys of `s` that break their rule, as { key, value, expected },
+// removed from `s`.
+export function dropInvalid(s) {
+  const bad = [];
+  for (const [key, [rule, expected]] of Object.entries(RULES)) {
+    if (!(key in s)) continue;
+    const v = s[key];
+    const numbers = rule === INTS || key === 'group' || key === 'region' ? v.split(/[,:]/) : [];
+    let ok = rule.test(v) && numbers.every((n) => Number.isSafeInteger(Number(n)));
+    if (ok && key === 'region') {
+      const [r0, r1, c0, c1] = numbers.map(Number);
+      ok = r0 < r1 && c0 < c1;
+    }
+    if (!ok) {
+      bad.push({ key, value: v, expected });
+      delete s[key];
+    }
+  }
+  return bad;
+}
+
 export function current() {
   const p = new URLSearchParams(window.location.search);
   const s = {};

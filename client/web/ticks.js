@@ -13,7 +13,8 @@ export function niceTicks(lo, hi, n) {
   const first = Math.ceil(lo / step - 1e-9);
   const last = Math.floor(hi / step + 1e-9);
   const ticks = [];
-  for (let k = first; k <= last; k++) ticks.push(k * step);
+  // + 0: ceil(-1e-9) is -0, and a -0 tick printed as "-0" on count axes.
+  for (let k = first; k <= last; k++) ticks.push(k * step + 0);
   return { step, ticks };
 }
 

@@ -697,6 +697,9 @@ def test_walk_and_inspect(page, cli, models):
     page.one('nav a[data-view="dist"]').click()
     page.one('svg[data-role="histogram"]', 'the histogram')
     page.no_error('distribution')
+    # Count axes start at 0, never "-0" (a tick of ceil(-1e-9) * step).
+    counts = [e.text for e in page.css('svg .tick-label') if e.text.strip()]
+    check(counts and '-0' not in counts, f'tick labels {counts} read "-0"')
     check_end_levels(page, cli, models, CHECKPOINT, TENSOR)
     # No diff in this tab and no source in the URL: no clipping to show.
     page.one('.facts [data-field="clipped"][data-state="none"]', 'the clipped count saying it needs a source')
@@ -863,6 +866,18 @@ def test_sparsity_and_errors(page):
     page.wait(lambda: len(page.css('.view-sparsity tr[data-name]')) == 21, 'the 21 tensors counted')
     page.no_error('sparsity of every tensor')
     page.shot('sparsity_checkpoint')
+
+    print('a link whose values break their rules says so')
+    for query, key in ((f'view=heatmap&index=abc', 'index'), (f'view=heatmap&mode=bogus', 'mode'),
+                       (f'view=heatmap&index=99999999999999999999,1', 'index'),
+                       (f'view=heatmap&region=500:400,0:10', 'region'), (f'view=dist&group=abc', 'group')):
+        page.open(f'?checkpoint={CHECKPOINT}&tensor={TENSOR}&{query}')
+        page.wait(lambda: page.banner(), f'the error banner for {query}')
+        reason = page.one('#banner [data-field="error_reason"]').text
+        message = page.one('#banner [data-field="error_message"]').text
+        check(reason == 'REQUEST_INVALID' and f"link's {key}=" in message,
+              f'{query}: banner {reason} {message!r}, expected REQUEST_INVALID naming {key}')
+    page.shot('error_link_values')
 
     print('an unknown tensor shows the error')
     page.open(f'?checkpoint={CHECKPOINT}&tensor=blk.0.attn_q.weigth&view=tensor')
@@ -1427,9 +1442,16 @@ def check_format_inspector(page, cli, root, ckpt, tensor, expected, labels, indi
         shown = page.fields()
         # The neighbouring levels, from the float32 value itself: where one
         # is 0 (E2M1's 0.5 next to 0) it reads 0.
+        # On the group's end level there is none beyond, and the note says so.
         value = float(np.float32(float(sc['value'])))
+        ends = {'step_below': float(np.float32(float(sc['rangeMin']))),
+                'step_above': float(np.float32(float(sc['rangeMax'])))}
         for side, level in (('step_below', value - float(sc['stepBelow'])), ('step_above', value + float(sc['stepAbove']))):
             note = shown.get(f'note:{side}', '')
+            if value == ends[side]:
+                check(note.startswith('none: the '),
+                      f'{ckpt} {tensor}{list(index)}: on an end level, {side} reads {note!r}')
+                continue
             check(note.startswith('→ ') and abs(float(note[2:]) - level) <= 5e-5 * abs(level),
                   f'{ckpt} {tensor}{list(index)}: {side} leads to {note!r}, the level there is {level!r}')
         for name, label in labels.items():

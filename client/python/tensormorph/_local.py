@@ -127,8 +127,10 @@ def local(root: PathLike = "/", tensormorphd: Optional[PathLike] = None,
     else:
         shutil.rmtree(made, ignore_errors=True)
         socket_dir, listen = None, "127.0.0.1:0"
+    # At "error": a refused call is the caller's exception already, and its
+    # warning line on this process's stderr said it twice.
     cmd = [exe, "--root", os.path.abspath(root), "--listen", listen,
-           "--log-level", "warn", *(extra_args or [])]
+           "--log-level", "error", *(extra_args or [])]
     try:
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
                              preexec_fn=_die_with_parent())

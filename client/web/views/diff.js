@@ -70,7 +70,9 @@ export function runDiff(checkpoint, reference, filter) {
 }
 
 const COLUMNS = [
-  { key: 'name', label: 'tensor', fmt: (v) => el('span', { class: 'mono' }, v) },
+  // On one line, as the scheme: a narrow window broke blk.1.ffn_down.weight
+  // over five lines; the table scrolls sideways instead.
+  { key: 'name', label: 'tensor', fmt: (v) => el('span', { class: 'mono nowrap' }, v) },
   // On one line: long names ('int8 (LLM.int8, row absmax)') otherwise break
   // into a row four lines tall; the table scrolls sideways as it does.
   { key: 'scheme', label: 'scheme', fmt: (v) => el('span', { class: 'nowrap' }, v) },
@@ -84,7 +86,7 @@ const COLUMNS = [
   { key: 'zeroedGroups', label: 'zeroed groups', num: true, fmt: (v) => fmtCount(v), title: 'groups whose stored scale is 0 while their source is not: left out of the step metrics' },
   { key: 'aboveHalfStep', label: '> ½ step', num: true, fmt: (v) => fmtCount(v) },
   { key: 'inducedZeros', label: 'induced zeros', num: true, fmt: (v) => fmtCount(v) },
-  { key: 'sourceZeros', label: 'pruned zeros', num: true, fmt: (v) => fmtCount(v) },
+  { key: 'sourceZeros', label: 'source zeros', num: true, fmt: (v) => fmtCount(v), title: 'elements whose source value is 0, whatever they decode to (a quantizer with an offset may store them as non-zero); pruned, in the sparsity view, counts those that decode to 0 as well' },
   { key: 'cosine', label: 'cosine', num: true, fmt: (v) => fmtNum(v, 6) },
 ];
 

@@ -107,6 +107,10 @@ export function createInspector(ctx) {
     const exactValue = Math.fround(value);
     const stepBelow = api.num(sc.stepBelow);
     const stepAbove = api.num(sc.stepAbove);
+    // On its group's end level there is no level beyond: the step there is
+    // the one an error past the range is measured in, not a level to go to.
+    const atBottom = exactValue === Math.fround(api.num(sc.rangeMin));
+    const atTop = exactValue === Math.fround(api.num(sc.rangeMax));
     const params = (sc.params || []).map(paramField);
     const sourceBox = el('div', { class: 'panel source-panel' });
     clear(root).append(
@@ -136,8 +140,12 @@ export function createInspector(ctx) {
           field('offset', 'offset', exact(sc.offset), { note: 'real units' }),
           field('level', 'level', exact(sc.level)),
           field('step', 'step', exact(sc.step)),
-          field('to level below', 'step_below', exact(stepBelow), { note: `→ ${fmtNum(exactValue - stepBelow)}` }),
-          field('to level above', 'step_above', exact(stepAbove), { note: `→ ${fmtNum(exactValue + stepAbove)}` }),
+          field('to level below', 'step_below', exact(stepBelow), {
+            note: atBottom ? 'none: the lowest level (a source below is measured in this step)' : `→ ${fmtNum(exactValue - stepBelow)}`,
+          }),
+          field('to level above', 'step_above', exact(stepAbove), {
+            note: atTop ? 'none: the highest level (a source above is measured in this step)' : `→ ${fmtNum(exactValue + stepAbove)}`,
+          }),
           field('range', 'range', `[${fmtNum(sc.rangeMin)}, ${fmtNum(sc.rangeMax)}]`),
           field('range min', 'range_min', exact(sc.rangeMin)),
           field('range max', 'range_max', exact(sc.rangeMax)))),

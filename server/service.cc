@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/diff/element_verdict.h"
 #include "core/diff/row_map.h"
 #include "core/error_steps.h"
 #include "core/io/fault_guard.h"
@@ -528,6 +529,35 @@ void CoordsOf(const std::vector<int64_t>& shape, int64_t flat,
   }
 }
 
+// A verdict (core/diff/element_verdict.h) as SourceScalar says it.
+void FillVerdict(const ElementVerdict& v, v1::SourceScalar* out) {
+  using Kind = ElementVerdict::Kind;
+  v1::ElementVerdict verdict = v1::ELEMENT_VERDICT_UNSPECIFIED;
+  switch (v.kind) {
+    case Kind::kNotANumber:
+      break;
+    case Kind::kWithin:
+      verdict = v1::ELEMENT_VERDICT_WITHIN;
+      break;
+    case Kind::kNotNearest:
+      verdict = v1::ELEMENT_VERDICT_NOT_NEAREST;
+      break;
+    case Kind::kClipped:
+      verdict = v1::ELEMENT_VERDICT_CLIPPED;
+      break;
+    case Kind::kClippedBeyondBound:
+      verdict = v1::ELEMENT_VERDICT_CLIPPED_BEYOND_BOUND;
+      break;
+    case Kind::kZeroedGroup:
+      verdict = v1::ELEMENT_VERDICT_ZEROED_GROUP;
+      break;
+  }
+  out->set_verdict(verdict);
+  out->set_bound_steps(v.bound_steps);
+  out->set_excess_steps(v.excess_steps);
+  out->set_chosen_codes(v.chosen_codes);
+}
+
 // Inspects elements flats[begin, end) into resp->scalars(begin, end), and
 // with a reference (`ref.tensor` not null) reads each one's source element
 // through the row map: all of them under one fault guard (no allocation
@@ -541,9 +571,13 @@ absl::Status InspectInto(const Encoding& enc, const std::vector<int64_t>& shape,
   const int64_t cols = shape.empty() ? 1 : shape.back();
   std::vector<int64_t> ref_flats;
   std::vector<float> sources;
+  std::vector<ElementVerdict> verdicts;
+  std::vector<QuantRun> runs;
+  runs.reserve(1);  // JudgeElement's, inside the guard
   if (ref.tensor != nullptr) {
     ref_flats.resize(infos.size());
     sources.resize(infos.size());
+    verdicts.resize(infos.size());
     for (int64_t i = begin; i < end; ++i) {
       ref_flats[i - begin] = MappedFlatIndex(ref.rows, cols, flats[i]);
     }
@@ -564,6 +598,9 @@ absl::Status InspectInto(const Encoding& enc, const std::vector<int64_t>& shape,
       if (ref.tensor != nullptr) {
         TM_RETURN_IF_ERROR(ref.tensor->encoding->Decode(ref_flats[i - begin], 1,
                                                         &sources[i - begin]));
+        TM_ASSIGN_OR_RETURN(verdicts[i - begin],
+                            JudgeElement(enc, ref.tensor->encoding->info(),
+                                         flats[i], sources[i - begin], &runs));
       }
     }
     return absl::OkStatus();
@@ -586,6 +623,7 @@ absl::Status InspectInto(const Encoding& enc, const std::vector<int64_t>& shape,
     src->set_error(double{info.value} - double{source});
     src->set_error_steps(ElementErrorSteps(source, info.value, info.step_below,
                                            info.step_above));
+    FillVerdict(verdicts[i - begin], src);
   }
   return absl::OkStatus();
 }

@@ -71,6 +71,31 @@ std::string Hint(const absl::Status& s) {
   }
 }
 
+// The element judged as the diff judges it, against its own bound.
+std::string VerdictText(const v1::SourceScalar& s) {
+  const std::string bound =
+      absl::StrCat("its bound, ", NumberText(s.bound_steps()), " steps");
+  const std::string excess =
+      absl::StrCat(NumberText(s.excess_steps()), " steps beyond ", bound);
+  switch (s.verdict()) {
+    case v1::ELEMENT_VERDICT_WITHIN:
+      return absl::StrCat("within ", bound);
+    case v1::ELEMENT_VERDICT_NOT_NEAREST:
+      return absl::StrCat("not nearest: ", excess,
+                          s.chosen_codes()
+                              ? " (this quantizer chooses codes: information)"
+                              : "");
+    case v1::ELEMENT_VERDICT_CLIPPED:
+      return absl::StrCat("clipped, as far as the format allows (", bound, ")");
+    case v1::ELEMENT_VERDICT_CLIPPED_BEYOND_BOUND:
+      return absl::StrCat("clipped: ", excess);
+    case v1::ELEMENT_VERDICT_ZEROED_GROUP:
+      return "its group's stored scale is 0: no steps to measure in";
+    default:
+      return "none: a NaN on either side";
+  }
+}
+
 std::string ParamsText(const v1::ScalarInspection& s) {
   std::vector<std::string> parts;
   for (const v1::Param& p : s.params()) {
@@ -875,6 +900,7 @@ void AppendScalarText(const std::string& tensor,
       absl::StrAppend(out, "  error       ", NumberText(src.error()),
                       " (value - source), ", NumberText(src.error_steps()),
                       " steps\n");
+      absl::StrAppend(out, "  verdict     ", VerdictText(src), "\n");
     }
   }
 }

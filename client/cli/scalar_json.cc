@@ -172,6 +172,14 @@ void AppendSource(const v1::SourceScalar& s, Writer& w) {
   w.Double(s.error());
   w.Key(",\"errorSteps\":");
   w.Double(s.error_steps());
+  w.Key(",\"verdict\":");
+  w.String(v1::ElementVerdict_Name(s.verdict()));
+  w.Key(",\"boundSteps\":");
+  w.Double(s.bound_steps());
+  w.Key(",\"excessSteps\":");
+  w.Double(s.excess_steps());
+  w.Key(",\"chosenCodes\":");
+  w.Bool(s.chosen_codes());
   w.Key("}");
 }
 

@@ -186,20 +186,29 @@ export function createInspector(ctx) {
         title: 'the source element the diff compares this one with',
       }),
       field('value − source', 'abs_error', exact(diff), { note: 'signed error, real units' }));
-    // The tensor's own bound (the diff's), when a diff of it is at hand
-    // without asking; else round-to-nearest's half step, said as such.
-    const known = r || knownTensorReport(o.checkpoint, o.tensor, o.ref);
-    const b = known ? api.num(known.boundSteps) : NaN;
-    const bound = b > 0 ? b : 0.5;
-    const what = b > 0 ? `the rounding bound (${fmtNum(bound, 4)} steps${known.boundFamily ? `, ${known.boundFamily}` : ''})`
-      : 'half a step (round to nearest with an exact scale; a diff gives this format\'s own bound)';
     sourceBox.append(field('error in steps', 'error_steps', exact(signed), {
-      note: !(size > bound) ? (Number.isNaN(size) ? 'not a number: a NaN on either side' : `within ${what}`)
-        : exactValue === Math.fround(api.num(sc.rangeMin)) || exactValue === Math.fround(api.num(sc.rangeMax))
-          ? `beyond ${what}, on an extreme level: clipped`
-          : `beyond ${what}`,
+      note: verdictText(src, r || knownTensorReport(o.checkpoint, o.tensor, o.ref)),
       title: '(value − source) / the gap between levels on the source’s side',
     }));
+  }
+
+  // The server's verdict on the element, the diff's own (SourceScalar):
+  // against its group's bound, whatever the page has at hand; the family
+  // of the bound from the tensor's report when one is.
+  function verdictText(src, report) {
+    const family = report && report.boundFamily ? `, ${report.boundFamily}` : '';
+    const bound = `its bound (${fmtNum(api.num(src.boundSteps), 4)} steps${family})`;
+    const excess = fmtNum(api.num(src.excessSteps), 4);
+    switch (src.verdict) {
+      case 'ELEMENT_VERDICT_WITHIN': return `within ${bound}`;
+      case 'ELEMENT_VERDICT_NOT_NEAREST':
+        return `beyond ${bound} by ${excess} steps: another level is nearer`
+          + (src.chosenCodes ? ' (this quantizer chooses its codes: information)' : '');
+      case 'ELEMENT_VERDICT_CLIPPED': return `on an extreme level: clipped, as far as the format allows (${bound})`;
+      case 'ELEMENT_VERDICT_CLIPPED_BEYOND_BOUND': return `on an extreme level: clipped, ${excess} steps beyond ${bound}`;
+      case 'ELEMENT_VERDICT_ZEROED_GROUP': return 'its group\'s stored scale is 0: no steps to measure in';
+      default: return 'not a number: a NaN on either side';
+    }
   }
 
   return {

@@ -112,6 +112,10 @@ v1::ScalarInspection RandomScalar(std::mt19937_64& rng) {
       src->set_value(RandomDouble(rng));
       src->set_error(RandomDouble(rng));
       src->set_error_steps(RandomDouble(rng));
+      src->set_verdict(static_cast<v1::ElementVerdict>(rng() % 6));
+      src->set_bound_steps(RandomDouble(rng));
+      src->set_excess_steps(RandomDouble(rng));
+      src->set_chosen_codes(rng() % 2 == 0);
     }
   }
   return s;
@@ -182,7 +186,11 @@ TEST(ScalarJsonTest, KnowsEveryFieldOfTheMessagesItWrites) {
         {2, "flatIndex", F::TYPE_INT64, false},
         {3, "value", F::TYPE_DOUBLE, false},
         {4, "error", F::TYPE_DOUBLE, false},
-        {5, "errorSteps", F::TYPE_DOUBLE, false}}},
+        {5, "errorSteps", F::TYPE_DOUBLE, false},
+        {6, "verdict", F::TYPE_ENUM, false},
+        {7, "boundSteps", F::TYPE_DOUBLE, false},
+        {8, "excessSteps", F::TYPE_DOUBLE, false},
+        {9, "chosenCodes", F::TYPE_BOOL, false}}},
   };
   for (const auto& [type, fields] : known) {
     SCOPED_TRACE(type->full_name());

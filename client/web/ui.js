@@ -177,7 +177,7 @@ export function schemeColour(scheme) {
 }
 
 // A table with sortable headers: columns [{key, label, num, fmt, title,
-// sortValue}] (the rows' order: rows.js). Long tables are virtual
+// sortValue, lowIsWorse}] (the rows' order: rows.js). Long tables are virtual
 // (virtual.js): only the rows in view are in the DOM. A name filter
 // (setFilter) keeps the rows whose `filterKey` (default 'name') holds the
 // text, case ignored. The wrapper's data-sort-key and data-sort-dir say the
@@ -208,10 +208,11 @@ export function table(columns, rows, { onRow, sortKey, sortDesc = true, rowAttrs
     title: c.title,
     'data-sort': c.key,
     onclick: c.sortable === false ? null : () => {
-      // The same column again turns round; a new one starts descending
-      // when numeric, ascending otherwise.
+      // The same column again turns round; a new one starts with the worst
+      // rows first: descending when numeric, ascending where a low number
+      // is the worse (SQNR, cosine) and for text.
       if (order.asked() === c.key) order.sortBy(c.key);
-      else order.sortBy(c.key, !!c.num);
+      else order.sortBy(c.key, !!c.num && !c.lowIsWorse);
       draw();
     },
   }, c.label));

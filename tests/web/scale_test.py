@@ -254,13 +254,18 @@ def run(args):
         page.shot('i31_scale_diff')
         keys = page.d.execute_script("return [...document.querySelectorAll('.diff-rows thead th')].map((h) => h.dataset.sort);")
         for k in keys:
-            for _ in range(2):
+            for turn in range(2):
                 before = grid.get_attribute('data-sort-dir') if grid.get_attribute('data-sort-key') == k else None
                 t0 = m.start()
                 page.one(f'.diff-rows thead th[data-sort="{k}"]').click()
                 page.wait(lambda: grid.get_attribute('data-sort-key') == k and grid.get_attribute('data-sort-dir') != before,
                           f'the table sorted by {k}')
                 m.stop(f'sort by {k} ({grid.get_attribute("data-sort-dir")})', t0, settle=0.2)
+                if turn == 0 and before is None and k in ('maxErrSteps', 'sqnrDb', 'cosine'):
+                    # A metric's first click puts the worst tensors first.
+                    want = 'asc' if k in ('sqnrDb', 'cosine') else 'desc'
+                    check(grid.get_attribute('data-sort-dir') == want,
+                          f'the first sort by {k} is {grid.get_attribute("data-sort-dir")}, the worst first is {want}')
         # Model order puts blk.2 before blk.10 (as text it would not).
         page.one('.diff-rows thead th[data-sort="name"]').click()
         page.wait(lambda: grid.get_attribute('data-sort-key') == 'name' and grid.get_attribute('data-sort-dir') == 'asc', 'by name, ascending')

@@ -80,14 +80,14 @@ const COLUMNS = [
   { key: 'boundSteps', label: 'bound (steps)', num: true, fmt: (v, r) => el('span', { title: r.boundFamily || '' }, fmtNum(v, 4)), title: 'the most a correct quantizer of this format reaches: 0.5, more where the scale is stored as f16' },
   { key: 'maxExcessSteps', label: 'excess (steps)', num: true, fmt: (v) => el('span', { class: Number(v) > 0 ? 'bad-value' : '' }, fmtNum(v, 4)), title: 'how far beyond its bound the worst element lies; 0 when every element is within' },
   { key: 'p99ErrSteps', label: 'p99 (steps)', num: true, fmt: (v) => fmtNum(v, 4) },
-  { key: 'sqnrDb', label: 'SQNR (dB)', num: true, fmt: (v) => fmtNum(v, 4) },
+  { key: 'sqnrDb', label: 'SQNR (dB)', num: true, lowIsWorse: true, fmt: (v) => fmtNum(v, 4) },
   { key: 'notNearest', label: 'not nearest', num: true, fmt: (v, r) => r.nearestCodes === false ? el('span', { title: 'this quantizer chooses codes on purpose (error feedback): information' }, `(${fmtCount(v)})`) : fmtCount(v), title: 'inside the range, yet beyond the bound: another level is nearer the source' },
   { key: 'clipped', label: 'clipped', num: true, fmt: (v) => fmtCount(v), title: 'a source value the format could not represent within its group\'s range: further beyond the group\'s first or last level than rounding to it explains (more than half a step plus the stored scale\'s rounding)' },
   { key: 'zeroedGroups', label: 'zeroed groups', num: true, fmt: (v) => fmtCount(v), title: 'groups whose stored scale is 0 while their source is not: left out of the step metrics' },
   { key: 'aboveHalfStep', label: '> ½ step', num: true, fmt: (v) => fmtCount(v) },
   { key: 'inducedZeros', label: 'induced zeros', num: true, fmt: (v) => fmtCount(v) },
   { key: 'sourceZeros', label: 'source zeros', num: true, fmt: (v) => fmtCount(v), title: 'elements whose source value is 0, whatever they decode to (a quantizer with an offset may store them as non-zero); pruned, in the sparsity view, counts those that decode to 0 as well' },
-  { key: 'cosine', label: 'cosine', num: true, fmt: (v) => fmtNum(v, 6) },
+  { key: 'cosine', label: 'cosine', num: true, lowIsWorse: true, fmt: (v) => fmtNum(v, 6) },
 ];
 
 const TABLE_EVERY_MS = 200;

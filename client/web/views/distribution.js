@@ -196,7 +196,8 @@ function showWorstGroups(dd, got, link) {
     const a = link(`group ${Number(g.group)}`, { group: String(Number(g.group)) }, 'mono');
     a.dataset.group = String(Number(g.group));
     a.title = `mean ${fmtNum(g.meanErrSteps, 4)} steps, max ${fmtNum(g.maxErrSteps, 4)} steps over ${fmtCount(g.count)} elements`;
-    dd.append(i ? ', ' : '', a, el('span', { class: 'muted small' }, ` (max ${fmtNum(g.maxErrSteps, 3)})`));
+    // The mean first: the list is in its order (a max alone read unsorted).
+    dd.append(i ? ', ' : '', a, el('span', { class: 'muted small' }, ` (mean ${fmtNum(g.meanErrSteps, 3)}, max ${fmtNum(g.maxErrSteps, 3)})`));
   });
 }
 

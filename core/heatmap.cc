@@ -805,9 +805,9 @@ absl::Status CellGroups(const LogicalTensor& t, int64_t base, Heatmap* h) {
 // (at most kBatchElements floats) rather than allocated, zeroed and
 // returned to the kernel by every call. Not zeroed: a pass reads only what
 // it decoded.
-// REQUIRES: n <= kBatchElements (a longer row's pass owns its buffer: a
-// thread's scratch is kept for its life, and was once the size of a 2^30
-// element row).
+// Null when n > kBatchElements: a longer row's pass owns its buffer, freed
+// with it (a thread keeps its scratch for life, and it once grew to a
+// 2^30-element row's 4 GiB).
 float* DecodeScratch(size_t n) {
   thread_local std::unique_ptr<float[]> buf;
   if (buf == nullptr) buf.reset(new float[kBatchElements]);
